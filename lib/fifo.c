@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fifo.c - the FIFO policy: a multi-producer, multi-consumer ring whose cells
+ * are the slots themselves, crash-safe at every step.
+ *
+ * Ring positions are free-running 64-bit counters: hdr->tail (next position a
+ * producer claims) and hdr->head (next position a reader takes). Position p
+ * lives in slot p % slot_count. Each slot's 64-bit state word says which
+ * position it serves now, in what state, and who owns it:
+ *
+ *     word = pos[63:16] (low 48 bits of the position) | state[15:12] | owner[11:0]
+ *
+ * The slot state machine (owner = attachment index + 1; n = slot_count):
+ *
+ *     FREE(p) --producer CAS--> RESERVED(p, me) --commit--> COMMITTED(p)
+ *        ^                          |   |                       |
+ *        |                  abort / |   | owner died:           | reader CAS
+ *        |     after close  (store) |   | reclaim CAS           v
+ *        |                          v   v                   ACQUIRED(p, me)
+ *        |                        SKIP(p)                    |    |
+ *        |   reader at head CAS      |        release (store)|    | owner died: reclaim CAS,
+ *        +------ FREE(p+n) <---------+---------<-------------+    | or get with a short buffer
+ *                    ^                                            v
+ *                    +--- release <-- ACQUIRED(p, me) <-- CAS -- REDELIVER(p, old owner)
+ *
+ * Only the owner moves a slot out of RESERVED(p, me) or ACQUIRED(p, me) while
+ * it lives; only the one process that holds a dead owner's entry lock does the
+ * reclaim CAS. Every other transition is a CAS, so two processes never both win.
+ *
+ * The indices only ever move forward by CAS(p, p+1), and any process that finds
+ * the slot of position `tail` (or `head`) already past the FREE (or COMMITTED)
+ * state helps move the index. A process that dies between claiming a slot and
+ * moving the index therefore leaves nothing stuck: the next one moves it. A
+ * producer that dies after claiming leaves RESERVED(p, dead), which the reclaim
+ * turns into SKIP(p), which readers step over. A reader that dies holding a
+ * sample leaves ACQUIRED(p, dead), which the reclaim turns into REDELIVER(p):
+ * readers look for those (hinted by hdr->redeliver_pending) before the head.
+ *
+ * Ordering: the CAS that claims a slot is acq_rel so that the payload written
+ * after it cannot be observed before the claim; commit publishes payload and
+ * metadata with a seq_cst exchange (a release, and the store half of the wake
+ * handshake in wait.c); readers load words with acquire before touching the
+ * payload; release hands the slot back with a seq_cst exchange after the
+ * reader's last access to the payload.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+
+enum {
+	FIFO_FREE = 0,
+	FIFO_RESERVED = 1,
+	FIFO_COMMITTED = 2,
+	FIFO_ACQUIRED = 3,
+	FIFO_SKIP = 4,
+	FIFO_REDELIVER = 5,
+};
+
+#define POS_BITS 48
+#define POS_MASK ((UINT64_C(1) << POS_BITS) - 1)
+#define OWNER_UNACQUIRED 0 /* REDELIVER owner for a sample handed back by a short get */
+
+static inline uint64_t mkword(uint64_t pos, unsigned state, uint32_t owner)
+{
+	return ((pos & POS_MASK) << 16) | ((uint64_t)state << 12) | (owner & 0xfff);
+}
+
+static inline uint64_t wpos(uint64_t w)
+{
+	return w >> 16;
+}
+
+static inline unsigned wstate(uint64_t w)
+{
+	return (unsigned)(w >> 12) & 0xf;
+}
+
+static inline uint32_t wowner(uint64_t w)
+{
+	return (uint32_t)(w & 0xfff);
+}
+
+/* Where the slot's position stands against p: 0 same, >0 ahead, <0 behind. */
+static inline int64_t lap_diff(uint64_t w, uint64_t p)
+{
+	uint64_t d = (wpos(w) - p) & POS_MASK;
+	return d < (UINT64_C(1) << (POS_BITS - 1)) ? (int64_t)d : (int64_t)d - (int64_t)(POS_MASK + 1);
+}
+
+static void fifo_init(struct cistern_hdr *h)
+{
+	struct cistern_slotmeta *m = cistern__meta(h);
+	for (uint64_t i = 0; i < h->slot_count; i++)
+		atomic_store_explicit(&m[i].word, mkword(i, FIFO_FREE, 0), memory_order_relaxed);
+}
+
+/* Move index *idx from p to p+1 unless someone already did. */
+static inline void help_advance(_Atomic uint64_t *idx, uint64_t p)
+{
+	atomic_compare_exchange_strong_explicit(idx, &p, p + 1, memory_order_seq_cst,
+						memory_order_relaxed);
+}
+
+static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
+{
+	struct cistern_hdr *h = c->hdr;
+	for (;;) {
+		uint64_t t = atomic_load_explicit(&h->tail, memory_order_acquire);
+		uint64_t idx = cistern__slot_of(c, t);
+		struct cistern_slotmeta *m = &c->meta[idx];
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
+		int64_t d = lap_diff(w, t);
+		if (d == 0 && wstate(w) == FIFO_FREE) {
+			uint64_t nw = mkword(t, FIFO_RESERVED, c->owner);
+			if (!atomic_compare_exchange_weak_explicit(&m->word, &w, nw,
+								   memory_order_acq_rel,
+								   memory_order_relaxed))
+				continue;
+			help_advance(&h->tail, t);
+			slot->data = cistern__payload(c, idx);
+			slot->capacity = c->slot_size;
+			slot->pos_ = t;
+			slot->index_ = (uint32_t)idx;
+			slot->live_ = 1;
+			return 0;
+		}
+		if (d >= 0) {
+			/* Claimed already (maybe by a process that then died): help and retry. */
+			help_advance(&h->tail, t);
+			continue;
+		}
+		/* The slot still serves the previous lap: full, unless tail moved on. */
+		if (atomic_load_explicit(&h->tail, memory_order_acquire) != t)
+			continue;
+		return -EAGAIN;
+	}
+}
+
+static bool slot_is_mine(struct cistern *c, const struct cistern_slot *slot)
+{
+	if (!slot->live_ || slot->index_ >= c->slot_count)
+		return false;
+	uint64_t w = atomic_load_explicit(&c->meta[slot->index_].word, memory_order_relaxed);
+	return w == mkword(slot->pos_, FIFO_RESERVED, c->owner);
+}
+
+static int fifo_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
+		       struct cistern_meta *meta)
+{
+	if (!slot_is_mine(c, slot))
+		return -EINVAL;
+	struct cistern_slotmeta *m = &c->meta[slot->index_];
+	m->len = len;
+	/* The position is unique and increasing: it is the sample id. */
+	m->sample_id = slot->pos_;
+	m->sim_id = meta ? meta->sim_id : 0;
+	m->time_step = meta ? meta->time_step : 0;
+	if (meta)
+		meta->sample_id = slot->pos_;
+	/* seq_cst exchange: publishes payload and metadata (release), then the wake check. */
+	atomic_exchange_explicit(&m->word, mkword(slot->pos_, FIFO_COMMITTED, 0),
+				 memory_order_seq_cst);
+	slot->live_ = 0;
+	cistern__count(&c->me->ctr.puts, 1);
+	cistern__wake_readers(c);
+	return 0;
+}
+
+static int fifo_abort(struct cistern *c, struct cistern_slot *slot)
+{
+	if (!slot_is_mine(c, slot))
+		return -EINVAL;
+	atomic_exchange_explicit(&c->meta[slot->index_].word, mkword(slot->pos_, FIFO_SKIP, 0),
+				 memory_order_seq_cst);
+	slot->live_ = 0;
+	/* Readers may be waiting on this position to reach end of data: let them step over. */
+	cistern__wake_readers(c);
+	return 0;
+}
+
+static void fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t idx, uint64_t pos)
+{
+	struct cistern_slotmeta *m = &c->meta[idx];
+	s->data = cistern__payload(c, idx);
+	s->len = (size_t)m->len;
+	s->meta.sample_id = m->sample_id;
+	s->meta.sim_id = m->sim_id;
+	s->meta.time_step = m->time_step;
+	s->pos_ = pos;
+	s->index_ = (uint32_t)idx;
+	s->live_ = 1;
+}
+
+/* Slow path: hand out a sample whose reader died (or that a short get gave back). */
+static int take_redelivered(struct cistern *c, struct cistern_sample *s)
+{
+	struct cistern_hdr *h = c->hdr;
+	uint64_t hint = atomic_load_explicit(&h->redeliver_pending, memory_order_acquire);
+	if (hint == 0)
+		return -EAGAIN;
+	for (uint64_t i = 0; i < c->slot_count; i++) {
+		struct cistern_slotmeta *m = &c->meta[i];
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
+		if (wstate(w) != FIFO_REDELIVER)
+			continue;
+		uint64_t nw = mkword(wpos(w), FIFO_ACQUIRED, c->owner);
+		if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw, memory_order_acq_rel,
+							     memory_order_relaxed))
+			continue;
+		/* The slot keeps its lap; only the low 48 bits of the position matter to it. */
+		fill_sample(c, s, i, wpos(w));
+		cistern__count(&c->me->ctr.gets, 1);
+		if (wowner(w) != OWNER_UNACQUIRED)
+			cistern__count(&c->me->ctr.redeliveries, 1);
+		return 0;
+	}
+	/*
+	 * Nothing found. Clear the hint only if no reclaim bumped it during the
+	 * scan: a reclaim marks the slot first and bumps the hint after, so a bump
+	 * we did not see means a slot we may have passed already.
+	 */
+	atomic_compare_exchange_strong_explicit(&h->redeliver_pending, &hint, 0,
+						memory_order_acq_rel, memory_order_relaxed);
+	return -EAGAIN;
+}
+
+static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
+{
+	struct cistern_hdr *h = c->hdr;
+	if (atomic_load_explicit(&h->redeliver_pending, memory_order_relaxed) != 0 &&
+	    take_redelivered(c, s) == 0)
+		return 0;
+	for (;;) {
+		uint64_t p = atomic_load_explicit(&h->head, memory_order_acquire);
+		uint64_t idx = cistern__slot_of(c, p);
+		struct cistern_slotmeta *m = &c->meta[idx];
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
+		int64_t d = lap_diff(w, p);
+		if (d == 0) {
+			switch (wstate(w)) {
+			case FIFO_COMMITTED: {
+				uint64_t nw = mkword(p, FIFO_ACQUIRED, c->owner);
+				if (!atomic_compare_exchange_weak_explicit(&m->word, &w, nw,
+									   memory_order_acq_rel,
+									   memory_order_relaxed))
+					continue;
+				help_advance(&h->head, p);
+				fill_sample(c, s, idx, p);
+				cistern__count(&c->me->ctr.gets, 1);
+				return 0;
+			}
+			case FIFO_SKIP: {
+				uint64_t nw = mkword(p + c->slot_count, FIFO_FREE, 0);
+				if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
+									    memory_order_seq_cst,
+									    memory_order_relaxed)) {
+					help_advance(&h->head, p);
+					cistern__wake_producers(c);
+				}
+				continue;
+			}
+			case FIFO_ACQUIRED:
+			case FIFO_REDELIVER:
+				help_advance(&h->head, p);
+				continue;
+			default: /* FREE or RESERVED: nothing committed at the head yet */
+				break;
+			}
+		} else if (d > 0) {
+			help_advance(&h->head, p);
+			continue;
+		}
+		if (atomic_load_explicit(&h->head, memory_order_acquire) != p)
+			continue;
+		return -EAGAIN;
+	}
+}
+
+static bool sample_is_mine(struct cistern *c, const struct cistern_sample *s)
+{
+	if (!s->live_ || s->index_ >= c->slot_count)
+		return false;
+	uint64_t w = atomic_load_explicit(&c->meta[s->index_].word, memory_order_relaxed);
+	return wstate(w) == FIFO_ACQUIRED && wowner(w) == c->owner &&
+	       wpos(w) == (s->pos_ & POS_MASK);
+}
+
+static int fifo_release(struct cistern *c, struct cistern_sample *s)
+{
+	if (!sample_is_mine(c, s))
+		return -EINVAL;
+	struct cistern_slotmeta *m = &c->meta[s->index_];
+	/* seq_cst exchange: our reads of the payload are done (release), then the wake check. */
+	atomic_exchange_explicit(&m->word, mkword(s->pos_ + c->slot_count, FIFO_FREE, 0),
+				 memory_order_seq_cst);
+	s->live_ = 0;
+	s->data = NULL;
+	cistern__count(&c->me->ctr.seen_hist[1], 1);
+	cistern__wake_producers(c);
+	return 0;
+}
+
+/* Mark a held slot for redelivery; the hint is bumped after the mark (see take_redelivered). */
+static void mark_redeliver(struct cistern *c, struct cistern_slotmeta *m, uint64_t w,
+			   uint32_t owner)
+{
+	uint64_t nw = mkword(wpos(w), FIFO_REDELIVER, owner);
+	if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw, memory_order_seq_cst,
+						    memory_order_relaxed))
+		atomic_fetch_add_explicit(&c->hdr->redeliver_pending, 1, memory_order_seq_cst);
+}
+
+static int fifo_unacquire(struct cistern *c, struct cistern_sample *s)
+{
+	if (!sample_is_mine(c, s))
+		return -EINVAL;
+	struct cistern_slotmeta *m = &c->meta[s->index_];
+	mark_redeliver(c, m, atomic_load_explicit(&m->word, memory_order_relaxed),
+		       OWNER_UNACQUIRED);
+	/* It was counted as handed out; it was not. */
+	cistern__count(&c->me->ctr.gets, (uint64_t)-1);
+	s->live_ = 0;
+	s->data = NULL;
+	cistern__wake_readers(c);
+	return 0;
+}
+
+static bool fifo_drained(struct cistern *c)
+{
+	struct cistern_hdr *h = c->hdr;
+	/*
+	 * closed first (seq_cst): a reservation that saw reception open moved
+	 * tail before the close in the total order, so we see it below. Later
+	 * reservations turn themselves into SKIPs that readers step over.
+	 */
+	if (!atomic_load_explicit(&h->closed, memory_order_seq_cst))
+		return false;
+	if (atomic_load_explicit(&h->redeliver_pending, memory_order_seq_cst) != 0)
+		return false;
+	uint64_t t = atomic_load_explicit(&h->tail, memory_order_seq_cst);
+	uint64_t p = atomic_load_explicit(&h->head, memory_order_seq_cst);
+	return p == t;
+}
+
+static void fifo_reclaim(struct cistern *c, uint32_t owner)
+{
+	uint64_t redelivered = 0, reclaimed = 0;
+	for (uint64_t i = 0; i < c->slot_count; i++) {
+		struct cistern_slotmeta *m = &c->meta[i];
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
+		if (wowner(w) != owner)
+			continue;
+		switch (wstate(w)) {
+		case FIFO_RESERVED: {
+			/* An unfinished put: that sample never existed. */
+			uint64_t nw = mkword(wpos(w), FIFO_SKIP, 0);
+			if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
+								    memory_order_seq_cst,
+								    memory_order_relaxed))
+				reclaimed++;
+			break;
+		}
+		case FIFO_ACQUIRED:
+			mark_redeliver(c, m, w, owner);
+			redelivered++;
+			break;
+		case FIFO_REDELIVER:
+			/* Marked by an earlier, interrupted reclaim: make sure the hint is up. */
+			atomic_fetch_add_explicit(&c->hdr->redeliver_pending, 1,
+						  memory_order_seq_cst);
+			break;
+		default:
+			break;
+		}
+	}
+	if (reclaimed)
+		atomic_fetch_add_explicit(&c->hdr->retired.reclaimed, reclaimed,
+					  memory_order_relaxed);
+	(void)redelivered; /* counted when handed out again */
+}
+
+static uint64_t fifo_population(const struct cistern *c, const struct cistern_stats *st)
+{
+	(void)c;
+	/* A redelivered sample came back into the buffer after its first get. */
+	return st->puts + st->redeliveries - st->gets;
+}
+
+const struct cistern_ops cistern__fifo_ops = {
+	.init = fifo_init,
+	.try_reserve = fifo_try_reserve,
+	.commit = fifo_commit,
+	.abort = fifo_abort,
+	.try_acquire = fifo_try_acquire,
+	.release = fifo_release,
+	.unacquire = fifo_unacquire,
+	.drained = fifo_drained,
+	.reclaim = fifo_reclaim,
+	.population = fifo_population,
+};

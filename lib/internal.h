@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * internal.h - the process-local handle and the policy interface (internal).
+ */
+#ifndef CISTERN_INTERNAL_H
+#define CISTERN_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "segment.h"
+#include "rng.h"
+
+struct cistern;
+
+/*
+ * What a policy implements. Every hook returns 0 or a negative errno; the
+ * try_* hooks never wait and return -EAGAIN when they would have to, leaving
+ * waiting, timeouts and end-of-data detection to api.c.
+ */
+struct cistern_ops {
+	/* Set up slot states in a freshly created segment. */
+	void (*init)(struct cistern_hdr *h);
+	int (*try_reserve)(struct cistern *c, struct cistern_slot *slot);
+	int (*commit)(struct cistern *c, struct cistern_slot *slot, size_t len,
+		      struct cistern_meta *meta);
+	int (*abort)(struct cistern *c, struct cistern_slot *slot);
+	int (*try_acquire)(struct cistern *c, struct cistern_sample *s);
+	int (*release)(struct cistern *c, struct cistern_sample *s);
+	/* Hand an acquired sample back as if never read (a get whose buffer was too small). */
+	int (*unacquire)(struct cistern *c, struct cistern_sample *s);
+	/* True when reception is closed and nothing is left to hand out. */
+	bool (*drained)(struct cistern *c);
+	/* Give back everything attachment `owner` holds; it is dead or detaching. */
+	void (*reclaim)(struct cistern *c, uint32_t owner);
+	/* Samples held now, given the summed counters. */
+	uint64_t (*population)(const struct cistern *c, const struct cistern_stats *st);
+};
+
+struct cistern {
+	struct cistern_hdr *hdr;
+	size_t map_size;
+	int fd;
+	bool readonly;
+	uint32_t owner;                 /* attachment index + 1; 0 when read-only */
+	struct cistern_proc *me;
+	const struct cistern_ops *ops;
+	struct cistern_slotmeta *meta;
+	char *arena;
+	uint64_t slot_count;
+	uint64_t slot_mask;             /* slot_count - 1 if a power of two, else 0 */
+	uint64_t slot_stride;
+	uint64_t slot_size;
+	uint32_t role;                  /* roles already published in me->role */
+	struct cistern_rng rng;
+};
+
+/* Slot index of ring position pos. */
+static inline uint64_t cistern__slot_of(const struct cistern *c, uint64_t pos)
+{
+	return c->slot_mask ? (pos & c->slot_mask) : (pos % c->slot_count);
+}
+
+static inline void *cistern__payload(const struct cistern *c, uint64_t index)
+{
+	return c->arena + index * c->slot_stride;
+}
+
+/*
+ * Owner-only counter bump: only the attachment's own process writes its
+ * counters, so a relaxed load and store suffice (no locked instruction); other
+ * processes read them with relaxed loads for statistics.
+ */
+static inline void cistern__count(_Atomic uint64_t *ctr, uint64_t n)
+{
+	atomic_store_explicit(ctr, atomic_load_explicit(ctr, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+static inline void cistern__add_role(struct cistern *c, uint32_t role)
+{
+	if (!(c->role & role)) {
+		c->role |= role;
+		atomic_fetch_or_explicit(&c->me->role, role, memory_order_relaxed);
+	}
+}
+
+/* Bucket of the seen histogram for a count. */
+static inline unsigned cistern__seen_bucket(uint32_t seen)
+{
+	if (seen <= 4)
+		return seen;
+	if (seen <= 8)
+		return 5;
+	if (seen <= 16)
+		return 6;
+	return 7;
+}
+
+/* wait.c */
+void cistern__wake_readers(struct cistern *c);
+void cistern__wake_producers(struct cistern *c);
+void cistern__wake_all(struct cistern_hdr *h);
+/* A dead sleeper's registration would make every waker enter the kernel: undo it. */
+void cistern__forget_waiter(struct cistern_hdr *h, struct cistern_proc *p);
+
+enum cistern_wait_kind { CISTERN_WAIT_DATA, CISTERN_WAIT_SPACE };
+struct cistern_waiter {
+	enum cistern_wait_kind kind;
+	int timeout_ms;
+	bool registered;
+	uint32_t seq;
+	int64_t start_ns;
+	int64_t deadline_ns;
+	int64_t next_sweep_ns;
+};
+void cistern__wait_init(struct cistern_waiter *w, enum cistern_wait_kind kind, int timeout_ms);
+/* Called after a failed attempt: 0 means "try again", else -EAGAIN/-ETIMEDOUT. */
+int cistern__wait(struct cistern *c, struct cistern_waiter *w);
+void cistern__wait_done(struct cistern *c, struct cistern_waiter *w);
+int64_t cistern__now_ns(int clock);
+
+/* segment.c: open and map a segment by name, validated, without attaching. */
+int cistern__open_mapped(const char *name, bool readonly, struct cistern **out);
+
+/* liveness.c */
+int cistern__claim_entry(struct cistern *c);
+void cistern__release_entry(struct cistern *c);
+/* Reclaim every dead attachment; returns how many were reclaimed. */
+int cistern__sweep(struct cistern *c);
+/* 1 if attachment index i is held by a live process, 0 if not, <0 on error. */
+int cistern__entry_alive(int fd, uint32_t index);
+
+/* policies */
+extern const struct cistern_ops cistern__fifo_ops;
+const struct cistern_ops *cistern__ops_for(uint32_t policy);
+
+#endif

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * liveness.c - the attachment table: who is attached, who died, and giving back
+ * what the dead held.
+ *
+ * Entry i of the table belongs to whoever holds the OFD write lock on byte
+ * CISTERN_LOCK_BASE + i of the shm object. Open-file-description locks are
+ * released by the kernel when the last descriptor of that open file goes away,
+ * which for a process that never shared its descriptor means when it exits or
+ * is killed, so:
+ *   - entry state ACTIVE and lock held      -> the owner is alive;
+ *   - entry state ACTIVE and lock not held  -> the owner died without detaching;
+ *   - whoever takes the lock of a dead entry owns its clean-up, alone.
+ * There is no watchdog thread and no pid comparison, so pid reuse fools nothing.
+ * A clean-up interrupted by another death leaves the entry ACTIVE and unlocked,
+ * so the next sweeper simply does it again; every reclaim step is idempotent.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static int lock_byte(int fd, uint32_t index, short type, int cmd)
+{
+	struct flock fl;
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = type;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = CISTERN_LOCK_BASE + (off_t)index;
+	fl.l_len = 1;
+	return fcntl(fd, cmd, &fl) < 0 ? -errno : 0;
+}
+
+int cistern__entry_alive(int fd, uint32_t index)
+{
+	struct flock fl;
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = CISTERN_LOCK_BASE + (off_t)index;
+	fl.l_len = 1;
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		return -errno;
+	return fl.l_type != F_UNLCK;
+}
+
+/* Fold a gone attachment's counters into the segment's retired counters. */
+static void retire_counters(struct cistern_hdr *h, struct cistern_counters *ctr)
+{
+	_Atomic uint64_t *src = (_Atomic uint64_t *)ctr;
+	_Atomic uint64_t *dst = (_Atomic uint64_t *)&h->retired;
+	size_t n = sizeof(*ctr) / sizeof(uint64_t);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = atomic_load_explicit(&src[i], memory_order_relaxed);
+		if (v) {
+			atomic_fetch_add_explicit(&dst[i], v, memory_order_relaxed);
+			atomic_store_explicit(&src[i], 0, memory_order_relaxed);
+		}
+	}
+}
+
+/*
+ * Clean up entry `index`, whose lock the caller holds and whose owner is gone
+ * (dead, or the caller itself detaching): give back what it held, keep its
+ * statistics, mark it free.
+ */
+static void reclaim_entry(struct cistern *c, uint32_t index)
+{
+	struct cistern_proc *p = &cistern__procs(c->hdr)[index];
+	c->ops->reclaim(c, index + 1);
+	cistern__forget_waiter(c->hdr, p);
+	retire_counters(c->hdr, &p->ctr);
+	atomic_store_explicit(&p->role, 0, memory_order_relaxed);
+	/*
+	 * Release: everything the reclaim did is visible before the entry reads
+	 * FREE, so a newcomer taking the entry never sees the dead owner's marks.
+	 */
+	atomic_store_explicit(&p->state, CISTERN_PROC_FREE, memory_order_release);
+	cistern__wake_all(c->hdr);
+}
+
+int cistern__claim_entry(struct cistern *c)
+{
+	struct cistern_hdr *h = c->hdr;
+	struct cistern_proc *procs = cistern__procs(h);
+	for (uint32_t i = 0; i < h->procs_count; i++) {
+		/* Cheap pre-check: skip entries in use unless they might be dead. */
+		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_FREE &&
+		    cistern__entry_alive(c->fd, i) == 1)
+			continue;
+		int r = lock_byte(c->fd, i, F_WRLCK, F_OFD_SETLK);
+		if (r == -EAGAIN || r == -EACCES)
+			continue;
+		if (r < 0)
+			return r;
+		/* The lock is ours: the entry is ours, alone. */
+		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_FREE)
+			reclaim_entry(c, i);
+		struct cistern_proc *p = &procs[i];
+		memset(&p->ctr, 0, sizeof(p->ctr));
+		p->reader_bit = UINT32_MAX;
+		atomic_store_explicit(&p->role, 0, memory_order_relaxed);
+		atomic_store_explicit(&p->state, CISTERN_PROC_ACTIVE, memory_order_release);
+		c->owner = i + 1;
+		c->me = p;
+		return 0;
+	}
+	return -EUSERS;
+}
+
+void cistern__release_entry(struct cistern *c)
+{
+	uint32_t index = c->owner - 1;
+	reclaim_entry(c, index);
+	lock_byte(c->fd, index, F_UNLCK, F_OFD_SETLK);
+	c->owner = 0;
+	c->me = NULL;
+}
+
+int cistern__sweep(struct cistern *c)
+{
+	struct cistern_hdr *h = c->hdr;
+	struct cistern_proc *procs = cistern__procs(h);
+	int reclaimed = 0;
+	for (uint32_t i = 0; i < h->procs_count; i++) {
+		if (i + 1 == c->owner)
+			continue;
+		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_ACTIVE)
+			continue;
+		if (cistern__entry_alive(c->fd, i) != 0)
+			continue;
+		if (lock_byte(c->fd, i, F_WRLCK, F_OFD_SETLK) < 0)
+			continue; /* someone else is cleaning it up, or a newcomer took it */
+		/* Re-check under the lock: a newcomer may have claimed it meanwhile. */
+		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) == CISTERN_PROC_ACTIVE) {
+			reclaim_entry(c, i);
+			reclaimed++;
+		}
+		lock_byte(c->fd, i, F_UNLCK, F_OFD_SETLK);
+	}
+	return reclaimed;
+}

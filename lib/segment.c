@@ -1,0 +1,476 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * segment.c - names, layout, header validation, create, attach, detach, unlink.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+int cistern_name_valid(const char *name)
+{
+	if (!name || !name[0])
+		return -EINVAL;
+	size_t n = strnlen(name, CISTERN_NAME_MAX + 1);
+	if (n > CISTERN_NAME_MAX)
+		return -ENAMETOOLONG;
+	for (size_t i = 0; i < n; i++) {
+		char ch = name[i];
+		bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			     (ch >= '0' && ch <= '9');
+		if (alnum)
+			continue;
+		/* '.', '_' and '-' are allowed but never first: no "..", no hidden names. */
+		if (i > 0 && (ch == '.' || ch == '_' || ch == '-'))
+			continue;
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int cistern__shm_name(const char *name, char *buf, size_t size)
+{
+	int r = cistern_name_valid(name);
+	if (r < 0)
+		return r;
+	int n = snprintf(buf, size, "%s%s", CISTERN_SHM_PREFIX, name);
+	if (n < 0 || (size_t)n >= size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* FNV-1a over the sizes and offsets of every shared structure. */
+static uint32_t fnv(uint32_t h, uint64_t v)
+{
+	for (int i = 0; i < 8; i++) {
+		h ^= (uint8_t)(v >> (8 * i));
+		h *= 16777619u;
+	}
+	return h;
+}
+
+uint32_t cistern__layout_signature(void)
+{
+	uint32_t h = 2166136261u;
+	h = fnv(h, sizeof(struct cistern_hdr));
+	h = fnv(h, offsetof(struct cistern_hdr, name));
+	h = fnv(h, offsetof(struct cistern_hdr, tail));
+	h = fnv(h, offsetof(struct cistern_hdr, head));
+	h = fnv(h, offsetof(struct cistern_hdr, data_futex));
+	h = fnv(h, offsetof(struct cistern_hdr, space_futex));
+	h = fnv(h, offsetof(struct cistern_hdr, closed));
+	h = fnv(h, offsetof(struct cistern_hdr, retired));
+	h = fnv(h, sizeof(struct cistern_proc));
+	h = fnv(h, offsetof(struct cistern_proc, ctr));
+	h = fnv(h, sizeof(struct cistern_counters));
+	h = fnv(h, sizeof(struct cistern_slotmeta));
+	h = fnv(h, offsetof(struct cistern_slotmeta, seen));
+	h = fnv(h, CISTERN_SEEN_BUCKETS);
+	return h;
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+int cistern__compute_layout(uint64_t slot_size, uint64_t slot_count, uint64_t procs,
+			    struct cistern_layout *out)
+{
+	if (slot_size == 0 || slot_size > CISTERN_SLOT_SIZE_MAX)
+		return -EINVAL;
+	if (slot_count == 0 || slot_count > CISTERN_SLOT_COUNT_MAX)
+		return -EINVAL;
+	if (procs == 0 || procs > CISTERN_PROCS_MAX)
+		return -EINVAL;
+	/* The limits keep every product below 2^64: 2^30 * 2^28 = 2^58. */
+	uint64_t stride = align_up(slot_size, CISTERN_CACHELINE);
+	if (stride * slot_count > CISTERN_ARENA_MAX)
+		return -EINVAL;
+	uint64_t off = align_up(sizeof(struct cistern_hdr), CISTERN_CACHELINE);
+	out->slot_stride = stride;
+	out->procs_off = off;
+	off += procs * sizeof(struct cistern_proc);
+	out->meta_off = off;
+	off += slot_count * sizeof(struct cistern_slotmeta);
+	/* Page-align the arena so large payloads start on a page. */
+	off = align_up(off, 4096);
+	out->arena_off = off;
+	off += stride * slot_count;
+	out->total_size = align_up(off, 4096);
+	return 0;
+}
+
+int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
+{
+	static const char zero[8];
+	const struct cistern_hdr *h = buf;
+
+	if (len < sizeof(*h) || file_size < sizeof(*h))
+		return file_size == 0 ? -EAGAIN : -EPROTO;
+	if (memcmp(h->magic, zero, sizeof(zero)) == 0)
+		return -EAGAIN;
+	if (memcmp(h->magic, CISTERN_MAGIC, sizeof(h->magic)) != 0)
+		return -EPROTO;
+	if (h->abi_version != CISTERN_ABI_VERSION || h->layout_sig != cistern__layout_signature())
+		return -EPROTONOSUPPORT;
+	if (h->policy >= CISTERN_POLICY_COUNT)
+		return -EPROTO;
+	struct cistern_layout l;
+	if (cistern__compute_layout(h->slot_size, h->slot_count, h->procs_count, &l) < 0)
+		return -EPROTO;
+	if (l.slot_stride != h->slot_stride || l.procs_off != h->procs_off ||
+	    l.meta_off != h->meta_off || l.arena_off != h->arena_off ||
+	    l.total_size != h->total_size)
+		return -EPROTO;
+	if (h->total_size > file_size)
+		return -EPROTO;
+	if (memchr(h->name, '\0', sizeof(h->name)) == NULL)
+		return -EPROTO;
+	if (h->watermark > h->slot_count || h->pseudo_epochs == 0)
+		return -EPROTO;
+	return 0;
+}
+
+static int check_config(const struct cistern_config *cfg)
+{
+	if (cfg->reserved_ != 0 || (cfg->flags & ~(uint32_t)CISTERN_LOSSY))
+		return -EINVAL;
+	if ((unsigned)cfg->policy >= CISTERN_POLICY_COUNT)
+		return -EINVAL;
+	if (cfg->mode & ~07777u)
+		return -EINVAL;
+	if (cfg->watermark > cfg->slot_count)
+		return -EINVAL;
+	switch (cfg->policy) {
+	case CISTERN_FIFO:
+		break;
+	case CISTERN_FIRO:
+		if (cfg->watermark == 0 || cfg->watermark >= cfg->slot_count)
+			return -EINVAL;
+		break;
+	case CISTERN_RESERVOIR:
+	case CISTERN_FIFO_EVICT_RESERVOIR:
+		if (cfg->watermark == 0)
+			return -EINVAL;
+		break;
+	case CISTERN_SIM_PAIRED_RESERVOIR:
+		if (cfg->watermark == 0 || cfg->sweep_size == 0 || cfg->nb_time_steps < 2)
+			return -EINVAL;
+		break;
+	case CISTERN_BATCH_RESERVOIR:
+		if (cfg->batch_size == 0 || cfg->batch_size > cfg->slot_count ||
+		    cfg->watermark < cfg->batch_size)
+			return -EINVAL;
+		break;
+	}
+	if ((cfg->flags & CISTERN_LOSSY) && cfg->policy != CISTERN_FIFO_EVICT_RESERVOIR)
+		return -EINVAL;
+	return 0;
+}
+
+/* Fill defaults into a copy of the user's config. */
+static void fill_defaults(struct cistern_config *cfg)
+{
+	if (!cfg->slot_size)
+		cfg->slot_size = CISTERN_DEFAULT_SLOT_SIZE;
+	if (!cfg->slot_count)
+		cfg->slot_count = CISTERN_DEFAULT_SLOT_COUNT;
+	if (!cfg->mode)
+		cfg->mode = 0600;
+	if (!cfg->pseudo_epochs)
+		cfg->pseudo_epochs = 1;
+	if (!cfg->max_procs)
+		cfg->max_procs = CISTERN_DEFAULT_MAX_PROCS;
+	if (!cfg->seed)
+		cfg->seed = (uint64_t)cistern__now_ns(CLOCK_REALTIME) ^ ((uint64_t)getpid() << 32);
+}
+
+static void handle_setup(struct cistern *c)
+{
+	struct cistern_hdr *h = c->hdr;
+	c->meta = cistern__meta(h);
+	c->arena = cistern__arena(h);
+	c->slot_count = h->slot_count;
+	c->slot_mask = (h->slot_count & (h->slot_count - 1)) == 0 ? h->slot_count - 1 : 0;
+	if (h->slot_count == 1)
+		c->slot_mask = 0; /* pos % 1 == 0; a mask of 0 would mean "use %" anyway */
+	c->slot_stride = h->slot_stride;
+	c->slot_size = h->slot_size;
+	c->ops = cistern__ops_for(h->policy);
+}
+
+static void proc_name(char out[16])
+{
+	memset(out, 0, 16);
+	FILE *f = fopen("/proc/self/comm", "re");
+	if (!f)
+		return;
+	if (fgets(out, 16, f)) {
+		char *nl = strchr(out, '\n');
+		if (nl)
+			*nl = '\0';
+	}
+	fclose(f);
+}
+
+/* Map, claim an attachment entry and seed the generator. */
+static int finish_attach(struct cistern *c)
+{
+	int r = cistern__claim_entry(c);
+	if (r < 0)
+		return r;
+	c->me->pid = (uint32_t)getpid();
+	c->me->uid = (uint32_t)getuid();
+	c->me->attached_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
+	proc_name(c->me->comm);
+	uint64_t seed = c->hdr->seed + UINT64_C(0x9e3779b97f4a7c15) * c->owner;
+	cistern__rng_seed(&c->rng, seed);
+	return 0;
+}
+
+int cistern_create(const char *name, const struct cistern_config *ucfg, struct cistern **out)
+{
+	char shm[96];
+	struct cistern_config cfg = {0};
+	struct cistern_layout l;
+	int r;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	r = cistern__shm_name(name, shm, sizeof(shm));
+	if (r < 0)
+		return r;
+	if (ucfg)
+		cfg = *ucfg;
+	fill_defaults(&cfg);
+	r = check_config(&cfg);
+	if (r < 0)
+		return r;
+	if (!cistern__ops_for(cfg.policy))
+		return -ENOTSUP;
+	r = cistern__compute_layout(cfg.slot_size, cfg.slot_count, cfg.max_procs, &l);
+	if (r < 0)
+		return r;
+
+	int fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, cfg.mode & 0777);
+	if (fd < 0)
+		return -errno;
+	/* shm_open's mode is masked by the umask; the segment's mode is what was asked. */
+	if (fchmod(fd, cfg.mode & 0777) < 0 || ftruncate(fd, (off_t)l.total_size) < 0) {
+		r = -errno;
+		goto fail_unlink;
+	}
+	/* Allocate the memory now: a full /dev/shm is an error here, not a SIGBUS later. */
+	r = posix_fallocate(fd, 0, (off_t)l.total_size);
+	if (r != 0 && r != EOPNOTSUPP) {
+		r = -r;
+		goto fail_unlink;
+	}
+	void *p = mmap(NULL, l.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		r = -errno;
+		goto fail_unlink;
+	}
+	struct cistern_hdr *h = p;
+	/* ftruncate zero-filled everything; set the immutable part. */
+	h->abi_version = CISTERN_ABI_VERSION;
+	h->layout_sig = cistern__layout_signature();
+	h->total_size = l.total_size;
+	h->slot_size = cfg.slot_size;
+	h->slot_count = cfg.slot_count;
+	h->slot_stride = l.slot_stride;
+	h->procs_off = l.procs_off;
+	h->procs_count = cfg.max_procs;
+	h->meta_off = l.meta_off;
+	h->arena_off = l.arena_off;
+	h->policy = cfg.policy;
+	h->flags = cfg.flags;
+	h->watermark = cfg.watermark;
+	h->pseudo_epochs = cfg.pseudo_epochs;
+	h->sweep_size = cfg.sweep_size;
+	h->nb_time_steps = cfg.nb_time_steps;
+	h->batch_size = cfg.batch_size;
+	h->seed = cfg.seed;
+	h->expected_producers = cfg.expected_producers;
+	h->mode = cfg.mode;
+	h->created_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
+	h->creator_pid = (uint32_t)getpid();
+	h->creator_uid = (uint32_t)getuid();
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	cistern__ops_for(cfg.policy)->init(h);
+	/*
+	 * Publish the magic last, with release order: an attacher that reads the
+	 * magic (after its own mapping, through the page cache) sees a complete
+	 * header. Attachers treat an all-zero magic as "still being created".
+	 */
+	atomic_thread_fence(memory_order_release);
+	memcpy(h->magic, CISTERN_MAGIC, sizeof(h->magic));
+
+	struct cistern *c = calloc(1, sizeof(*c));
+	if (!c) {
+		munmap(p, l.total_size);
+		r = -ENOMEM;
+		goto fail_unlink;
+	}
+	c->hdr = h;
+	c->map_size = l.total_size;
+	c->fd = fd;
+	handle_setup(c);
+	r = finish_attach(c);
+	if (r < 0) {
+		munmap(p, l.total_size);
+		free(c);
+		goto fail_unlink;
+	}
+	*out = c;
+	return 0;
+
+fail_unlink:
+	shm_unlink(shm);
+	close(fd);
+	return r;
+}
+
+int cistern__open_mapped(const char *name, bool readonly, struct cistern **out)
+{
+	char shm[96];
+	int r = cistern__shm_name(name, shm, sizeof(shm));
+	if (r < 0)
+		return r;
+	int fd = shm_open(shm, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+
+	/* Validate a private copy of the header before mapping anything. */
+	struct cistern_hdr copy;
+	struct stat st;
+	for (int tries = 0;; tries++) {
+		if (fstat(fd, &st) < 0) {
+			r = -errno;
+			goto fail;
+		}
+		memset(&copy, 0, sizeof(copy));
+		ssize_t got = pread(fd, &copy, sizeof(copy), 0);
+		if (got < 0) {
+			r = -errno;
+			goto fail;
+		}
+		r = cistern__validate_header(&copy, (size_t)got, (uint64_t)st.st_size);
+		/* A creator is between shm_open and publishing the magic: give it a moment. */
+		if (r != -EAGAIN || tries >= 100)
+			break;
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	if (r < 0)
+		goto fail;
+	if (!cistern__ops_for(copy.policy)) {
+		r = -ENOTSUP;
+		goto fail;
+	}
+	void *p = mmap(NULL, copy.total_size, PROT_READ | (readonly ? 0 : PROT_WRITE),
+		       MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		r = -errno;
+		goto fail;
+	}
+	/* The mapping must say what the validated copy said (no swap in between). */
+	if (memcmp(p, &copy, offsetof(struct cistern_hdr, tail)) != 0) {
+		munmap(p, copy.total_size);
+		r = -EPROTO;
+		goto fail;
+	}
+	struct cistern *c = calloc(1, sizeof(*c));
+	if (!c) {
+		munmap(p, copy.total_size);
+		r = -ENOMEM;
+		goto fail;
+	}
+	c->hdr = p;
+	c->map_size = copy.total_size;
+	c->fd = fd;
+	c->readonly = readonly;
+	handle_setup(c);
+	*out = c;
+	return 0;
+fail:
+	close(fd);
+	return r;
+}
+
+static void unmap_free(struct cistern *c)
+{
+	munmap(c->hdr, c->map_size);
+	close(c->fd);
+	free(c);
+}
+
+int cistern_attach(const char *name, struct cistern **out)
+{
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	struct cistern *c;
+	int r = cistern__open_mapped(name, false, &c);
+	if (r < 0)
+		return r;
+	r = finish_attach(c);
+	if (r < 0) {
+		unmap_free(c);
+		return r;
+	}
+	/* Recover what crashed processes left behind before joining. */
+	cistern__sweep(c);
+	*out = c;
+	return 0;
+}
+
+int cistern_detach(struct cistern *c)
+{
+	if (!c)
+		return -EINVAL;
+	if (c->owner)
+		cistern__release_entry(c);
+	unmap_free(c);
+	return 0;
+}
+
+int cistern_unlink(const char *name)
+{
+	char shm[96];
+	int r = cistern__shm_name(name, shm, sizeof(shm));
+	if (r < 0)
+		return r;
+	return shm_unlink(shm) < 0 ? -errno : 0;
+}
+
+int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
+{
+	if (!c || !cfg)
+		return -EINVAL;
+	const struct cistern_hdr *h = c->hdr;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->slot_size = h->slot_size;
+	cfg->slot_count = h->slot_count;
+	cfg->policy = (enum cistern_policy)h->policy;
+	cfg->mode = h->mode;
+	cfg->watermark = h->watermark;
+	cfg->pseudo_epochs = h->pseudo_epochs;
+	cfg->sweep_size = h->sweep_size;
+	cfg->nb_time_steps = h->nb_time_steps;
+	cfg->batch_size = h->batch_size;
+	cfg->seed = h->seed;
+	cfg->max_procs = (uint32_t)h->procs_count;
+	cfg->expected_producers = h->expected_producers;
+	cfg->flags = h->flags;
+	return 0;
+}

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * segment.h - the layout of a cistern segment in shared memory (internal).
+ *
+ * A segment is one POSIX shm object "/cistern.<name>", laid out as:
+ *
+ *   [ struct cistern_hdr          ]  immutable part, then one cache line per
+ *                                    hot shared word (tail, head, wait words)
+ *   [ struct cistern_proc x procs ]  attachment table, two cache lines an entry
+ *   [ struct cistern_slotmeta x n ]  slot metadata, one cache line a slot
+ *   [ arena: n x slot_stride      ]  payloads, each slot cache-line aligned
+ *
+ * Every offset and size is stored in the header and re-derived and checked by
+ * cistern__validate_header() before anything past the header is touched, so a
+ * damaged or foreign object is refused instead of faulting.
+ *
+ * Liveness: attachment entry i is owned by whoever holds an OFD write lock on
+ * byte CISTERN_LOCK_BASE + i of the shm object. The kernel drops the lock when
+ * the owner's last descriptor closes, i.e. when it dies, so a free lock on an
+ * entry marked active means its owner is gone (pid reuse cannot fool this).
+ */
+#ifndef CISTERN_SEGMENT_H
+#define CISTERN_SEGMENT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#include "cistern.h"
+
+#define CISTERN_CACHELINE 64
+#define CISTERN_MAGIC "CISTERN"    /* 8 bytes with the NUL */
+#define CISTERN_ABI_VERSION 1u
+#define CISTERN_SHM_PREFIX "/cistern."
+/* Byte 0 of the object is the gc lock; entry i's liveness lock is byte 1 + i. */
+#define CISTERN_LOCK_BASE 1
+
+#define CL_ALIGN _Alignas(CISTERN_CACHELINE)
+
+/* Roles an attachment has taken, ORed into cistern_proc.role. */
+enum {
+	CISTERN_ROLE_PRODUCER = 1u << 0,
+	CISTERN_ROLE_READER = 1u << 1,
+	CISTERN_ROLE_INSPECTOR = 1u << 2,
+};
+
+/* cistern_proc.state */
+enum {
+	CISTERN_PROC_FREE = 0,
+	CISTERN_PROC_ACTIVE = 1,
+};
+
+/*
+ * Per-attachment entry. Counters are written only by the owner (relaxed
+ * load + store, no locked instruction) and read by anyone; when the owner is
+ * gone they are folded into cistern_hdr.retired by whoever reclaims the entry.
+ */
+struct cistern_counters {
+	_Atomic uint64_t puts;
+	_Atomic uint64_t gets;
+	_Atomic uint64_t evictions;
+	_Atomic uint64_t evicted_unseen;
+	_Atomic uint64_t redeliveries;
+	_Atomic uint64_t reclaimed;
+	_Atomic uint64_t producer_waits;
+	_Atomic uint64_t producer_wait_ns;
+	_Atomic uint64_t reader_waits;
+	_Atomic uint64_t reader_wait_ns;
+	_Atomic uint64_t seen_hist[CISTERN_SEEN_BUCKETS];
+};
+
+struct cistern_proc {
+	CL_ALIGN _Atomic uint32_t state;   /* CISTERN_PROC_* */
+	_Atomic uint32_t role;             /* CISTERN_ROLE_* bits */
+	uint32_t pid;
+	uint32_t uid;
+	uint64_t attached_ns;              /* CLOCK_REALTIME at attach */
+	uint32_t reader_bit;               /* reservoir pin bit (0..63), or UINT32_MAX */
+	_Atomic uint32_t waiting;          /* 0, or 1 + enum cistern_wait_kind while registered */
+	char comm[16];                     /* process name, for the CLI */
+	CL_ALIGN struct cistern_counters ctr;
+};
+
+/*
+ * Slot metadata. `word` is the slot's state; its encoding belongs to the
+ * policy (see fifo.c and reservoir.c). Payload length and sample metadata are
+ * written by the owner of a reservation and published by the release store
+ * to `word` that commits it.
+ */
+struct cistern_slotmeta {
+	CL_ALIGN _Atomic uint64_t word;
+	_Atomic uint64_t pins;             /* reservoirs: mask of pinning readers */
+	uint64_t sample_id;
+	uint32_t sim_id;
+	uint32_t time_step;
+	uint64_t len;
+	_Atomic uint32_t seen;             /* times handed to a reader */
+	uint32_t pad_;
+};
+
+struct cistern_hdr {
+	/* Immutable after creation: written before `magic` is published. */
+	CL_ALIGN char magic[8];
+	uint32_t abi_version;
+	uint32_t layout_sig;
+	uint64_t total_size;
+	uint64_t slot_size;
+	uint64_t slot_count;
+	uint64_t slot_stride;
+	uint64_t procs_off;
+	uint64_t procs_count;
+	uint64_t meta_off;
+	uint64_t arena_off;
+	uint32_t policy;
+	uint32_t flags;
+	uint64_t watermark;
+	uint32_t pseudo_epochs;
+	uint32_t sweep_size;
+	uint32_t nb_time_steps;
+	uint32_t batch_size;
+	uint64_t seed;
+	uint32_t expected_producers;
+	uint32_t mode;
+	uint64_t created_ns;               /* CLOCK_REALTIME */
+	uint32_t creator_pid;
+	uint32_t creator_uid;
+	char name[CISTERN_NAME_MAX + 1];
+
+	/* Producer side: next ring position to claim (FIFO, FIRO). */
+	CL_ALIGN _Atomic uint64_t tail;
+	/* Reader side: next ring position to hand out (FIFO). */
+	CL_ALIGN _Atomic uint64_t head;
+
+	/*
+	 * Readers sleep on data_futex; producers bump it and wake only when
+	 * readers_waiting is nonzero. Same for producers on space_futex.
+	 */
+	CL_ALIGN _Atomic uint32_t data_futex;
+	_Atomic uint32_t readers_waiting;
+	CL_ALIGN _Atomic uint32_t space_futex;
+	_Atomic uint32_t producers_waiting;
+
+	/* Rarely written state: read on slow paths, never on the FIFO hot path. */
+	CL_ALIGN _Atomic uint32_t closed;          /* reception closed */
+	_Atomic uint32_t producers_done;
+	_Atomic uint64_t redeliver_pending;        /* FIFO: slots waiting to be handed out again */
+	_Atomic uint64_t next_sample_id;           /* policies that do not derive ids from positions */
+	_Atomic uint64_t population;               /* policies that keep it explicitly */
+
+	/* Counters of attachments that are gone. */
+	CL_ALIGN struct cistern_counters retired;
+};
+
+/* Encode the compile-time layout so that another build refuses to attach. */
+uint32_t cistern__layout_signature(void);
+
+/* Layout derived from the parameters; returns -EINVAL on overflow or limits. */
+struct cistern_layout {
+	uint64_t slot_stride, procs_off, meta_off, arena_off, total_size;
+};
+int cistern__compute_layout(uint64_t slot_size, uint64_t slot_count, uint64_t procs,
+			    struct cistern_layout *out);
+
+/*
+ * Check that `len` bytes at `hdr` (a copy, or a mapping of at least
+ * sizeof(struct cistern_hdr)) describe a segment of this build whose layout fits
+ * in file_size bytes. Returns 0, -EPROTO (not a cistern segment or damaged),
+ * -EPROTONOSUPPORT (another ABI or layout) or -EAGAIN (still being created).
+ */
+int cistern__validate_header(const void *hdr, size_t len, uint64_t file_size);
+
+/* Build the shm object name "/cistern.<name>" into buf (size >= 80). */
+int cistern__shm_name(const char *name, char *buf, size_t size);
+
+static inline struct cistern_proc *cistern__procs(struct cistern_hdr *h)
+{
+	return (struct cistern_proc *)((char *)h + h->procs_off);
+}
+
+static inline struct cistern_slotmeta *cistern__meta(struct cistern_hdr *h)
+{
+	return (struct cistern_slotmeta *)((char *)h + h->meta_off);
+}
+
+static inline char *cistern__arena(struct cistern_hdr *h)
+{
+	return (char *)h + h->arena_off;
+}
+
+#endif

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wait.c - sleeping until data or room appears, with futexes in the segment.
+ *
+ * The protocol is a Dekker handshake between a sleeper and a waker, on two
+ * words per direction (readers waiting for data shown; producers waiting for
+ * room are the mirror image on space_futex / producers_waiting):
+ *
+ *   sleeper                                 waker (a producer)
+ *   readers_waiting += 1        (seq_cst)   publish the sample    (seq_cst)
+ *   seq = data_futex                        if readers_waiting != 0 (seq_cst):
+ *   re-check for data           (seq_cst)       data_futex += 1
+ *   futex_wait(data_futex, seq)                 futex_wake(data_futex, all)
+ *
+ * Both sides' first step is seq_cst, so in the single total order either the
+ * waker sees the sleeper registered (and bumps the word, which makes a late
+ * futex_wait return at once) or the sleeper's re-check sees the sample. The
+ * waker's fast path is one load of a word that only changes when someone
+ * starts or stops waiting, so it stays shared in every cache: no system call
+ * and no cache-line transfer while nobody sleeps.
+ *
+ * A sleeper wakes up at least every CISTERN_SWEEP_MS to look for attachments
+ * whose owners died holding what it waits for, so a crash never wedges it.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define CISTERN_SWEEP_MS 200
+
+int64_t cistern__now_ns(int clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns)
+{
+	struct timespec ts = {
+		.tv_sec = timeout_ns / 1000000000,
+		.tv_nsec = timeout_ns % 1000000000,
+	};
+	/* Shared (not PRIVATE) futex: sleepers and wakers are different processes. */
+	long r = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, &ts, NULL, 0);
+	return r < 0 ? -errno : 0;
+}
+
+static void futex_wake(_Atomic uint32_t *word)
+{
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void wake(_Atomic uint32_t *word, _Atomic uint32_t *waiting)
+{
+	/* seq_cst: pairs with the sleeper's registration, see the comment on top. */
+	if (atomic_load_explicit(waiting, memory_order_seq_cst) == 0)
+		return;
+	atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
+	futex_wake(word);
+}
+
+void cistern__wake_readers(struct cistern *c)
+{
+	wake(&c->hdr->data_futex, &c->hdr->readers_waiting);
+}
+
+void cistern__wake_producers(struct cistern *c)
+{
+	wake(&c->hdr->space_futex, &c->hdr->producers_waiting);
+}
+
+void cistern__forget_waiter(struct cistern_hdr *h, struct cistern_proc *p)
+{
+	uint32_t k = atomic_exchange_explicit(&p->waiting, 0, memory_order_relaxed);
+	if (k == 1 + CISTERN_WAIT_DATA)
+		atomic_fetch_sub_explicit(&h->readers_waiting, 1, memory_order_relaxed);
+	else if (k == 1 + CISTERN_WAIT_SPACE)
+		atomic_fetch_sub_explicit(&h->producers_waiting, 1, memory_order_relaxed);
+}
+
+void cistern__wake_all(struct cistern_hdr *h)
+{
+	/* Unconditional: used after reclaim and close, which are rare. */
+	atomic_fetch_add_explicit(&h->data_futex, 1, memory_order_seq_cst);
+	futex_wake(&h->data_futex);
+	atomic_fetch_add_explicit(&h->space_futex, 1, memory_order_seq_cst);
+	futex_wake(&h->space_futex);
+}
+
+void cistern__wait_init(struct cistern_waiter *w, enum cistern_wait_kind kind, int timeout_ms)
+{
+	w->kind = kind;
+	w->timeout_ms = timeout_ms;
+	w->registered = false;
+	w->seq = 0;
+	w->start_ns = 0;
+	w->deadline_ns = 0;
+	w->next_sweep_ns = 0;
+}
+
+static void words(struct cistern *c, enum cistern_wait_kind kind, _Atomic uint32_t **word,
+		  _Atomic uint32_t **waiting)
+{
+	if (kind == CISTERN_WAIT_DATA) {
+		*word = &c->hdr->data_futex;
+		*waiting = &c->hdr->readers_waiting;
+	} else {
+		*word = &c->hdr->space_futex;
+		*waiting = &c->hdr->producers_waiting;
+	}
+}
+
+int cistern__wait(struct cistern *c, struct cistern_waiter *w)
+{
+	_Atomic uint32_t *word, *waiting;
+	words(c, w->kind, &word, &waiting);
+
+	if (w->timeout_ms == 0)
+		return -EAGAIN;
+	int64_t now = cistern__now_ns(CLOCK_MONOTONIC);
+	if (!w->registered) {
+		/* First failure: register, then let the caller re-check once. */
+		w->registered = true;
+		w->start_ns = now;
+		w->deadline_ns = w->timeout_ms < 0 ? INT64_MAX
+						   : now + (int64_t)w->timeout_ms * 1000000;
+		w->next_sweep_ns = now + (int64_t)CISTERN_SWEEP_MS * 1000000;
+		atomic_fetch_add_explicit(waiting, 1, memory_order_seq_cst);
+		/* After the increment: a reclaim of a dead sleeper undoes only what was done. */
+		if (c->me)
+			atomic_store_explicit(&c->me->waiting, 1 + w->kind, memory_order_relaxed);
+		w->seq = atomic_load_explicit(word, memory_order_seq_cst);
+		return 0;
+	}
+	if (now >= w->deadline_ns)
+		return -ETIMEDOUT;
+	if (now >= w->next_sweep_ns) {
+		w->next_sweep_ns = now + (int64_t)CISTERN_SWEEP_MS * 1000000;
+		if (c->owner && cistern__sweep(c) > 0) {
+			w->seq = atomic_load_explicit(word, memory_order_seq_cst);
+			return 0;
+		}
+	}
+	int64_t slice = w->next_sweep_ns - now;
+	if (w->deadline_ns - now < slice)
+		slice = w->deadline_ns - now;
+	futex_wait(word, w->seq, slice);
+	/* Whatever woke us (a wake, a timeout, a signal), read the word before re-checking. */
+	w->seq = atomic_load_explicit(word, memory_order_seq_cst);
+	return 0;
+}
+
+void cistern__wait_done(struct cistern *c, struct cistern_waiter *w)
+{
+	if (!w->registered)
+		return;
+	_Atomic uint32_t *word, *waiting;
+	words(c, w->kind, &word, &waiting);
+	if (c->me)
+		atomic_store_explicit(&c->me->waiting, 0, memory_order_relaxed);
+	atomic_fetch_sub_explicit(waiting, 1, memory_order_relaxed);
+	int64_t waited = cistern__now_ns(CLOCK_MONOTONIC) - w->start_ns;
+	if (c->me) {
+		struct cistern_counters *ctr = &c->me->ctr;
+		if (w->kind == CISTERN_WAIT_DATA) {
+			cistern__count(&ctr->reader_waits, 1);
+			cistern__count(&ctr->reader_wait_ns, (uint64_t)waited);
+		} else {
+			cistern__count(&ctr->producer_waits, 1);
+			cistern__count(&ctr->producer_wait_ns, (uint64_t)waited);
+		}
+	}
+	w->registered = false;
+}

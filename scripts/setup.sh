@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# setup.sh - install what cistern needs from Debian's archive (as root, only what
+# is missing) and build it in ./build. Safe to run again.
+#   EXTRA_PACKAGES="..." adds packages (the test and demo scripts use it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages="build-essential meson ninja-build pkg-config liburing-dev libroaring-dev libcriterion-dev ${EXTRA_PACKAGES:-}"
+missing=()
+for p in $packages; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing packages: ${missing[*]}; run as root (or install them) first" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+builddir=${BUILDDIR:-build}
+if [ -f "$builddir/build.ninja" ]; then
+  meson setup --reconfigure "$builddir" ${MESON_OPTIONS:-} >/dev/null
+else
+  meson setup "$builddir" ${MESON_OPTIONS:-} >/dev/null
+fi
+ninja -C "$builddir" >/dev/null
+echo "setup: built in $builddir"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# test.sh - set everything up and run the whole test suite.
+# Prints each test program's results and a closing "N passed, N failed" line.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh || exit 1
+
+passed=0 failed=0 rc=0
+for t in build/tests/test_*; do
+  [ -f "$t" ] && [ -x "$t" ] || continue
+  echo "== $(basename "$t")"
+  out=$("$t" --jobs=1 2>&1); status=$?
+  printf '%s\n' "$out" | grep -vE '^\[----\]' | tail -n 40
+  line=$(printf '%s\n' "$out" | grep 'Synthesis: Tested' | tail -n 1)
+  p=$(sed -nE 's/.*Passing: ([0-9]+).*/\1/p' <<<"$line"); p=${p:-0}
+  f=$(sed -nE 's/.*Failing: ([0-9]+) \| Crashing: ([0-9]+).*/\1+\2/p' <<<"$line"); f=$((${f:-1}))
+  passed=$((passed + p)); failed=$((failed + f))
+  if [ $status -ne 0 ] || [ -z "$line" ]; then rc=1; [ "$f" -eq 0 ] && failed=$((failed + 1)); fi
+done
+echo "tests: $passed passed, $failed failed"
+exit $rc

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/* helpers.h - small utilities shared by the test programs. */
+#ifndef CISTERN_TEST_HELPERS_H
+#define CISTERN_TEST_HELPERS_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cistern.h>
+
+/* A segment name unique to this process and call site. */
+#define TEST_NAME(buf, tag) snprintf((buf), sizeof(buf), "t-%s-%d", (tag), (int)getpid())
+
+/* Memory shared with forked children (zeroed). */
+static inline void *shared_alloc(size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static inline double mono_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A payload whose every byte depends on (producer, seq), so damage is detected. */
+static inline void fill_payload(uint8_t *p, size_t len, uint32_t producer, uint32_t seq)
+{
+	uint64_t x = ((uint64_t)producer << 32 | seq) * UINT64_C(0x9e3779b97f4a7c15) + 1;
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (uint8_t)x;
+	}
+}
+
+static inline int check_payload(const uint8_t *p, size_t len, uint32_t producer, uint32_t seq)
+{
+	uint8_t buf[4096];
+	if (len > sizeof(buf))
+		return 0;
+	fill_payload(buf, len, producer, seq);
+	return memcmp(buf, p, len) == 0;
+}
+
+/* Wait for every child; return how many exited non-zero or by a signal. */
+static inline int reap_all(void)
+{
+	int bad = 0, status;
+	while (wait(&status) > 0)
+		bad += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+	return bad;
+}
+
+#endif

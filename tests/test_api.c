@@ -1,0 +1,542 @@
+/* SPDX-License-Identifier: MIT */
+/* test_api.c - the C API in one process: names, parameters, results, error paths. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "helpers.h"
+
+static struct cistern *make(const char *tag, char *name, size_t namelen,
+			    const struct cistern_config *cfg)
+{
+	snprintf(name, namelen, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern *c = NULL;
+	int r = cistern_create(name, cfg, &c);
+	cr_assert_eq(r, 0, "create %s: %s", name, cistern_strerror(r));
+	return c;
+}
+
+static void drop(struct cistern *c, const char *name)
+{
+	cr_assert_eq(cistern_detach(c), 0);
+	cr_assert_eq(cistern_unlink(name), 0);
+}
+
+Test(names, accepts_the_documented_alphabet)
+{
+	cr_assert_eq(cistern_name_valid("a"), 0);
+	cr_assert_eq(cistern_name_valid("run-42.heat_2d"), 0);
+	char longest[CISTERN_NAME_MAX + 1];
+	memset(longest, 'x', CISTERN_NAME_MAX);
+	longest[CISTERN_NAME_MAX] = '\0';
+	cr_assert_eq(cistern_name_valid(longest), 0);
+}
+
+Test(names, refuses_separators_dots_empty_and_long_names)
+{
+	cr_assert_eq(cistern_name_valid(NULL), -EINVAL);
+	cr_assert_eq(cistern_name_valid(""), -EINVAL);
+	cr_assert_eq(cistern_name_valid("a/b"), -EINVAL);
+	cr_assert_eq(cistern_name_valid("/abs"), -EINVAL);
+	cr_assert_eq(cistern_name_valid(".."), -EINVAL);
+	cr_assert_eq(cistern_name_valid(".hidden"), -EINVAL);
+	cr_assert_eq(cistern_name_valid("-flag"), -EINVAL);
+	cr_assert_eq(cistern_name_valid("sp ace"), -EINVAL);
+	cr_assert_eq(cistern_name_valid("caf\xc3\xa9"), -EINVAL);
+	char toolong[CISTERN_NAME_MAX + 2];
+	memset(toolong, 'x', CISTERN_NAME_MAX + 1);
+	toolong[CISTERN_NAME_MAX + 1] = '\0';
+	cr_assert_eq(cistern_name_valid(toolong), -ENAMETOOLONG);
+}
+
+Test(names, bad_names_are_refused_by_every_entry_point)
+{
+	struct cistern *c = (struct cistern *)0x1;
+	cr_assert_eq(cistern_create("../etc", NULL, &c), -EINVAL);
+	cr_assert_null(c, "the out handle is cleared on failure");
+	cr_assert_eq(cistern_attach("x/y", &c), -EINVAL);
+	cr_assert_eq(cistern_unlink(".."), -EINVAL);
+}
+
+Test(create, zero_config_gives_documented_defaults)
+{
+	char name[64];
+	struct cistern *c = make("defaults", name, sizeof(name), NULL);
+	struct cistern_config cfg;
+	cr_assert_eq(cistern_config_get(c, &cfg), 0);
+	cr_assert_eq(cfg.slot_size, CISTERN_DEFAULT_SLOT_SIZE);
+	cr_assert_eq(cfg.slot_count, CISTERN_DEFAULT_SLOT_COUNT);
+	cr_assert_eq(cfg.policy, CISTERN_FIFO);
+	cr_assert_eq(cfg.mode, 0600);
+	cr_assert_eq(cfg.pseudo_epochs, 1);
+	cr_assert_eq(cfg.max_procs, CISTERN_DEFAULT_MAX_PROCS);
+	cr_assert_neq(cfg.seed, 0);
+	drop(c, name);
+}
+
+Test(create, applies_the_requested_mode_despite_umask)
+{
+	char name[64], path[128];
+	mode_t old = umask(077);
+	struct cistern_config cfg = {.mode = 0640};
+	struct cistern *c = make("mode", name, sizeof(name), &cfg);
+	umask(old);
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0640);
+	drop(c, name);
+}
+
+Test(create, an_existing_name_is_refused)
+{
+	char name[64];
+	struct cistern *c = make("exists", name, sizeof(name), NULL);
+	struct cistern *d;
+	cr_assert_eq(cistern_create(name, NULL, &d), -EEXIST);
+	drop(c, name);
+}
+
+Test(create, out_of_range_parameters_are_refused)
+{
+	char name[64];
+	TEST_NAME(name, "params");
+	struct cistern *c;
+	struct cistern_config cfg;
+
+	cfg = (struct cistern_config){.slot_size = CISTERN_SLOT_SIZE_MAX + 1};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
+	cfg = (struct cistern_config){.slot_count = CISTERN_SLOT_COUNT_MAX + 1};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
+	cfg = (struct cistern_config){.slot_size = 1 << 20, .slot_count = 1 << 20};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL, "arena over the limit");
+	cfg = (struct cistern_config){.policy = (enum cistern_policy)99};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
+	cfg = (struct cistern_config){.mode = 010000};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
+	cfg = (struct cistern_config){.reserved_ = 1};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
+	cfg = (struct cistern_config){.flags = CISTERN_LOSSY};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL, "lossy is for fifo-evict-reservoir only");
+	cfg = (struct cistern_config){.max_procs = CISTERN_PROCS_MAX + 1};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
+	cfg = (struct cistern_config){.slot_count = 8, .watermark = 9};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
+	cr_assert_eq(cistern_create(name, NULL, NULL), -EINVAL);
+	/* Nothing was left behind by the refusals. */
+	cr_assert_eq(cistern_attach(name, &c), -ENOENT);
+}
+
+Test(create, policy_parameters_are_checked)
+{
+	char name[64];
+	TEST_NAME(name, "pparams");
+	struct cistern *c;
+	struct cistern_config cfg;
+
+	cfg = (struct cistern_config){.policy = CISTERN_FIRO, .slot_count = 16};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL, "FIRO needs a watermark");
+	cfg = (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_count = 16};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL, "reservoir needs a watermark");
+	cfg = (struct cistern_config){.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 16,
+				      .watermark = 4, .nb_time_steps = 10};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL, "sim-paired needs sweep_size");
+	cfg = (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 16,
+				      .watermark = 4, .batch_size = 8};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL, "watermark >= batch_size");
+	cr_assert_eq(cistern_attach(name, &c), -ENOENT);
+}
+
+Test(attach, missing_segment_is_enoent)
+{
+	struct cistern *c;
+	cr_assert_eq(cistern_attach("t-never-created-here", &c), -ENOENT);
+	cr_assert_eq(cistern_unlink("t-never-created-here"), -ENOENT);
+}
+
+Test(attach, second_handle_sees_the_same_segment)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 32, .slot_count = 8};
+	struct cistern *c = make("second", name, sizeof(name), &cfg);
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(name, &d), 0);
+	cr_assert_eq(cistern_put(c, "hello", 5, NULL, 0), 0);
+	char buf[32];
+	cr_assert_eq(cistern_get(d, buf, sizeof(buf), NULL, 0), 5);
+	cr_assert_eq(memcmp(buf, "hello", 5), 0);
+	cr_assert_eq(cistern_detach(d), 0);
+	drop(c, name);
+}
+
+Test(attach, a_full_attachment_table_is_eusers)
+{
+	char name[64];
+	struct cistern_config cfg = {.max_procs = 2};
+	struct cistern *c = make("eusers", name, sizeof(name), &cfg);
+	struct cistern *d, *e;
+	cr_assert_eq(cistern_attach(name, &d), 0);
+	cr_assert_eq(cistern_attach(name, &e), -EUSERS);
+	cr_assert_eq(cistern_detach(d), 0);
+	cr_assert_eq(cistern_attach(name, &e), 0, "a detached entry is reused");
+	cistern_detach(e);
+	drop(c, name);
+}
+
+Test(fifo, put_get_round_trip_keeps_payload_and_metadata)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 4};
+	struct cistern *c = make("roundtrip", name, sizeof(name), &cfg);
+	uint8_t in[64], out[64];
+	fill_payload(in, sizeof(in), 7, 9);
+	struct cistern_meta m = {.sim_id = 7, .time_step = 9}, got;
+	cr_assert_eq(cistern_put(c, in, sizeof(in), &m, 0), 0);
+	cr_assert_eq(cistern_get(c, out, sizeof(out), &got, 0), 64);
+	cr_assert_eq(memcmp(in, out, 64), 0);
+	cr_assert_eq(got.sim_id, 7);
+	cr_assert_eq(got.time_step, 9);
+	cr_assert_eq(got.sample_id, m.sample_id, "commit reports the id the reader sees");
+	drop(c, name);
+}
+
+Test(fifo, empty_payloads_are_samples_too)
+{
+	char name[64];
+	struct cistern *c = make("empty", name, sizeof(name), NULL);
+	cr_assert_eq(cistern_put(c, NULL, 0, NULL, 0), 0);
+	char buf[1];
+	cr_assert_eq(cistern_get(c, buf, 0, NULL, 0), 0);
+	cr_assert_eq(cistern_get(c, buf, 0, NULL, 0), -EAGAIN);
+	drop(c, name);
+}
+
+Test(fifo, order_and_ids_hold_across_many_wraps_of_an_odd_sized_ring)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 8, .slot_count = 3};
+	struct cistern *c = make("wrap", name, sizeof(name), &cfg);
+	uint64_t last_id = 0;
+	for (uint64_t i = 0; i < 10000; i++) {
+		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
+		if (i % 3 == 2) {
+			for (uint64_t j = i - 2; j <= i; j++) {
+				uint64_t v;
+				struct cistern_meta m;
+				cr_assert_eq(cistern_get(c, &v, sizeof(v), &m, 0), 8);
+				cr_assert_eq(v, j);
+				cr_assert(j == 0 || m.sample_id > last_id, "ids increase");
+				last_id = m.sample_id;
+			}
+		}
+	}
+	drop(c, name);
+}
+
+Test(fifo, oversized_put_is_emsgsize_and_enqueues_nothing)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 16, .slot_count = 4};
+	struct cistern *c = make("msgsize", name, sizeof(name), &cfg);
+	char big[17] = {0};
+	cr_assert_eq(cistern_put(c, big, sizeof(big), NULL, 0), -EMSGSIZE);
+	char buf[16];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.puts, 0);
+	drop(c, name);
+}
+
+Test(fifo, get_into_a_short_buffer_loses_nothing)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 16, .slot_count = 4};
+	struct cistern *c = make("shortbuf", name, sizeof(name), &cfg);
+	cr_assert_eq(cistern_put(c, "0123456789", 10, NULL, 0), 0);
+	char small[4], buf[16];
+	cr_assert_eq(cistern_get(c, small, sizeof(small), NULL, 0), -EMSGSIZE);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 10);
+	cr_assert_eq(memcmp(buf, "0123456789", 10), 0);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.gets, 1, "the refused get is not counted");
+	cr_assert_eq(st.redeliveries, 0, "nor is it a crash redelivery");
+	cr_assert_eq(st.population, 0);
+	drop(c, name);
+}
+
+Test(fifo, empty_get_try_once_is_eagain)
+{
+	char name[64];
+	struct cistern *c = make("eagain", name, sizeof(name), NULL);
+	char buf[8];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN);
+	drop(c, name);
+}
+
+Test(fifo, empty_get_with_timeout_waits_then_times_out)
+{
+	char name[64];
+	struct cistern *c = make("timeout", name, sizeof(name), NULL);
+	char buf[8];
+	double t0 = mono_now();
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 120), -ETIMEDOUT);
+	cr_assert_geq(mono_now() - t0, 0.110, "returned before its timeout");
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.reader_waits, 1);
+	cr_assert_geq(st.reader_wait_ns, 110000000ull);
+	drop(c, name);
+}
+
+Test(fifo, full_put_try_once_is_eagain_and_timeout_is_etimedout)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 8, .slot_count = 2};
+	struct cistern *c = make("full", name, sizeof(name), &cfg);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, "c", 1, NULL, 0), -EAGAIN);
+	cr_assert_eq(cistern_put(c, "c", 1, NULL, 50), -ETIMEDOUT);
+	char buf[8];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
+	cr_assert_eq(cistern_put(c, "c", 1, NULL, 0), 0, "room again after a get");
+	drop(c, name);
+}
+
+Test(fifo, close_reception_refuses_puts_then_drains_to_end_of_data)
+{
+	char name[64];
+	struct cistern *c = make("close", name, sizeof(name), NULL);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	cr_assert_eq(cistern_close_reception(c), 0, "idempotent");
+	cr_assert_eq(cistern_put(c, "c", 1, NULL, 0), -EPIPE);
+	struct cistern_slot slot;
+	cr_assert_eq(cistern_reserve(c, &slot, 0), -EPIPE);
+	char buf[8];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
+	cr_assert_eq(buf[0], 'a');
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
+	cr_assert_eq(buf[0], 'b');
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), CISTERN_EOD);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, -1), CISTERN_EOD,
+		     "end of data does not wait");
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_neq(st.reception_closed, 0);
+	drop(c, name);
+}
+
+Test(fifo, last_expected_producer_closes_reception)
+{
+	char name[64];
+	struct cistern_config cfg = {.expected_producers = 2};
+	struct cistern *c = make("pdone", name, sizeof(name), &cfg);
+	cr_assert_eq(cistern_producer_done(c), 1, "one producer still expected");
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0, "reception still open");
+	cr_assert_eq(cistern_producer_done(c), 0);
+	cr_assert_eq(cistern_put(c, "y", 1, NULL, 0), -EPIPE);
+	drop(c, name);
+}
+
+Test(fifo, producer_done_without_expected_producers_is_einval)
+{
+	char name[64];
+	struct cistern *c = make("pdone0", name, sizeof(name), NULL);
+	cr_assert_eq(cistern_producer_done(c), -EINVAL);
+	cr_assert_eq(cistern_put(c, "y", 1, NULL, 0), 0, "reception stays open");
+	drop(c, name);
+}
+
+Test(fifo, reserve_commit_writes_in_place)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 100, .slot_count = 4};
+	struct cistern *c = make("inplace", name, sizeof(name), &cfg);
+	struct cistern_slot slot;
+	cr_assert_eq(cistern_reserve(c, &slot, 0), 0);
+	cr_assert_eq(slot.capacity, 100);
+	cr_assert_eq((uintptr_t)slot.data % 64, 0, "slots are cache-line aligned");
+	char buf[100];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN,
+		     "a reserved sample is invisible until commit");
+	fill_payload(slot.data, 100, 1, 2);
+	struct cistern_meta m = {.sim_id = 1, .time_step = 2};
+	cr_assert_eq(cistern_commit(c, &slot, 100, &m), 0);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+	cr_assert_eq(s.len, 100);
+	cr_assert(check_payload(s.data, s.len, 1, 2));
+	cr_assert_eq(s.meta.sim_id, 1);
+	cr_assert_eq(s.meta.sample_id, m.sample_id);
+	cr_assert_eq(cistern_release(c, &s), 0);
+	drop(c, name);
+}
+
+Test(fifo, commit_over_slot_size_keeps_the_reservation)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 16, .slot_count = 4};
+	struct cistern *c = make("commitbig", name, sizeof(name), &cfg);
+	struct cistern_slot slot;
+	cr_assert_eq(cistern_reserve(c, &slot, 0), 0);
+	cr_assert_eq(cistern_commit(c, &slot, 17, NULL), -EMSGSIZE);
+	cr_assert_eq(cistern_commit(c, &slot, 16, NULL), 0);
+	cr_assert_eq(cistern_commit(c, &slot, 16, NULL), -EINVAL, "committed twice");
+	drop(c, name);
+}
+
+Test(fifo, aborted_reservation_never_appears)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 8, .slot_count = 4};
+	struct cistern *c = make("abort", name, sizeof(name), &cfg);
+	struct cistern_slot slot;
+	cr_assert_eq(cistern_reserve(c, &slot, 0), 0);
+	memcpy(slot.data, "ghost", 5);
+	cr_assert_eq(cistern_abort(c, &slot), 0);
+	cr_assert_eq(cistern_abort(c, &slot), -EINVAL, "aborted twice");
+	cr_assert_eq(cistern_put(c, "real", 4, NULL, 0), 0);
+	char buf[8];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 4);
+	cr_assert_eq(memcmp(buf, "real", 4), 0);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN);
+	drop(c, name);
+}
+
+Test(fifo, release_of_a_sample_never_acquired_or_twice_is_einval)
+{
+	char name[64];
+	struct cistern *c = make("badrel", name, sizeof(name), NULL);
+	struct cistern_sample s;
+	memset(&s, 0, sizeof(s));
+	cr_assert_eq(cistern_release(c, &s), -EINVAL);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+	struct cistern_sample copy = s;
+	cr_assert_eq(cistern_release(c, &s), 0);
+	cr_assert_eq(cistern_release(c, &s), -EINVAL);
+	cr_assert_eq(cistern_release(c, &copy), -EINVAL, "a stale copy of the handle");
+	cr_assert_eq(cistern_release(c, NULL), -EINVAL);
+	drop(c, name);
+}
+
+Test(fifo, another_handle_cannot_release_my_sample)
+{
+	char name[64];
+	struct cistern *c = make("otherrel", name, sizeof(name), NULL);
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(name, &d), 0);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+	cr_assert_eq(cistern_release(d, &s), -EINVAL);
+	cr_assert_eq(cistern_release(c, &s), 0);
+	cistern_detach(d);
+	drop(c, name);
+}
+
+Test(fifo, detach_gives_back_reservations_and_held_samples)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 8, .slot_count = 4};
+	struct cistern *c = make("detach", name, sizeof(name), &cfg);
+	struct cistern *p, *r;
+	cr_assert_eq(cistern_attach(name, &p), 0);
+	cr_assert_eq(cistern_attach(name, &r), 0);
+	struct cistern_slot slot;
+	cr_assert_eq(cistern_reserve(p, &slot, 0), 0);
+	cr_assert_eq(cistern_put(c, "kept", 4, NULL, 0), 0);
+	struct cistern_sample s;
+	/* The head is the reservation: nothing to read until it is resolved. */
+	cr_assert_eq(cistern_acquire(r, &s, 0), -EAGAIN);
+	cr_assert_eq(cistern_detach(p), 0); /* the reservation vanishes */
+	cr_assert_eq(cistern_acquire(r, &s, 0), 0);
+	cr_assert_eq(memcmp(s.data, "kept", 4), 0);
+	cr_assert_eq(cistern_detach(r), 0); /* holding it: it goes back */
+	char buf[8];
+	struct cistern_meta m;
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), &m, 0), 4);
+	cr_assert_eq(memcmp(buf, "kept", 4), 0);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN, "exactly one copy");
+	drop(c, name);
+}
+
+Test(stats, counters_follow_puts_gets_and_population)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 8, .slot_count = 16};
+	struct cistern *c = make("stats", name, sizeof(name), &cfg);
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
+	int v;
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(cistern_get(c, &v, sizeof(v), NULL, 0), 4);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.puts, 10);
+	cr_assert_eq(st.gets, 4);
+	cr_assert_eq(st.population, 6);
+	cr_assert_eq(st.seen_hist[1], 4, "FIFO samples leave seen once");
+	cr_assert_eq(st.procs_attached, 1);
+	drop(c, name);
+}
+
+Test(stats, counters_of_a_detached_process_are_kept)
+{
+	char name[64];
+	struct cistern *c = make("retired", name, sizeof(name), NULL);
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(name, &d), 0);
+	cr_assert_eq(cistern_put(d, "a", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(d, "b", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_detach(d), 0);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.puts, 2);
+	cr_assert_eq(st.population, 2);
+	cr_assert_eq(st.procs_attached, 1);
+	drop(c, name);
+}
+
+Test(errors, every_result_has_a_sentence)
+{
+	int codes[] = {0, CISTERN_EOD, -EAGAIN, -ETIMEDOUT, -EPIPE, -EMSGSIZE, -EINVAL,
+		       -EEXIST, -ENOENT, -EACCES, -EPROTO, -EPROTONOSUPPORT, -ENOTSUP,
+		       -EUSERS, -EBADF, -ERANGE, -ENOSPC, -EIO, 12345};
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+		const char *s = cistern_strerror(codes[i]);
+		cr_assert_not_null(s);
+		cr_assert_gt(strlen(s), 3);
+	}
+	cr_assert_str_neq(cistern_strerror(CISTERN_EOD), cistern_strerror(-ETIMEDOUT));
+}
+
+Test(errors, policy_names_round_trip)
+{
+	for (int i = 0; i < CISTERN_POLICY_COUNT; i++) {
+		enum cistern_policy p;
+		cr_assert_eq(cistern_policy_parse(cistern_policy_name(i), &p), 0);
+		cr_assert_eq((int)p, i);
+	}
+	enum cistern_policy p;
+	cr_assert_eq(cistern_policy_parse("lifo", &p), -EINVAL);
+	cr_assert_null(cistern_policy_name(CISTERN_POLICY_COUNT));
+}
+
+Test(errors, null_handles_are_einval)
+{
+	char buf[4] = {0};
+	struct cistern_slot slot;
+	struct cistern_sample s;
+	cr_assert_eq(cistern_put(NULL, buf, 1, NULL, 0), -EINVAL);
+	cr_assert_eq(cistern_get(NULL, buf, 1, NULL, 0), -EINVAL);
+	cr_assert_eq(cistern_reserve(NULL, &slot, 0), -EINVAL);
+	cr_assert_eq(cistern_acquire(NULL, &s, 0), -EINVAL);
+	cr_assert_eq(cistern_detach(NULL), -EINVAL);
+	cr_assert_eq(cistern_stats_get(NULL, NULL), -EINVAL);
+}

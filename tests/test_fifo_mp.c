@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_fifo_mp.c - FIFO across real processes: exactly-once delivery under
+ * 4 producers and 4 readers, in copying and zero-copy forms, back-pressure,
+ * timeouts, end of data, and a blocked reader's CPU.
+ */
+#include <criterion/criterion.h>
+
+#include "helpers.h"
+
+#define PRODUCERS 4
+#define READERS 4
+#define TOTAL 1000000u
+#define PER (TOTAL / PRODUCERS)
+#define PAYLOAD 48
+
+static int produce(const char *name, uint32_t id, int zero_copy)
+{
+	struct cistern *c;
+	if (cistern_attach(name, &c) < 0)
+		return 10;
+	for (uint32_t i = 0; i < PER; i++) {
+		struct cistern_meta m = {.sim_id = id, .time_step = i};
+		if (zero_copy) {
+			struct cistern_slot slot;
+			if (cistern_reserve(c, &slot, -1) < 0)
+				return 11;
+			fill_payload(slot.data, PAYLOAD, id, i);
+			if (cistern_commit(c, &slot, PAYLOAD, &m) < 0)
+				return 12;
+		} else {
+			uint8_t buf[PAYLOAD];
+			fill_payload(buf, PAYLOAD, id, i);
+			if (cistern_put(c, buf, PAYLOAD, &m, -1) < 0)
+				return 13;
+		}
+	}
+	cistern_producer_done(c);
+	cistern_detach(c);
+	return 0;
+}
+
+static int consume(const char *name, uint8_t *seen, int zero_copy)
+{
+	struct cistern *c;
+	if (cistern_attach(name, &c) < 0)
+		return 20;
+	for (;;) {
+		const uint8_t *data;
+		size_t len;
+		struct cistern_meta m;
+		struct cistern_sample s;
+		uint8_t buf[PAYLOAD];
+		int r;
+		if (zero_copy) {
+			r = cistern_acquire(c, &s, -1);
+			data = s.data;
+			len = s.len;
+			m = s.meta;
+		} else {
+			ssize_t n = cistern_get(c, buf, sizeof(buf), &m, -1);
+			r = n < 0 ? (int)n : 0;
+			data = buf;
+			len = n < 0 ? 0 : (size_t)n;
+		}
+		if (r == CISTERN_EOD)
+			break;
+		if (r < 0)
+			return 21;
+		if (len != PAYLOAD || m.sim_id >= PRODUCERS || m.time_step >= PER ||
+		    !check_payload(data, len, m.sim_id, m.time_step))
+			return 22;
+		__atomic_fetch_add(&seen[(size_t)m.sim_id * PER + m.time_step], 1, __ATOMIC_RELAXED);
+		if (zero_copy && cistern_release(c, &s) < 0)
+			return 23;
+	}
+	cistern_detach(c);
+	return 0;
+}
+
+static void run_exactly_once(const char *tag, int zero_copy)
+{
+	char name[64];
+	TEST_NAME(name, tag);
+	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 1024,
+				     .expected_producers = PRODUCERS};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	uint8_t *seen = shared_alloc(TOTAL);
+	cr_assert_not_null(seen);
+	for (int i = 0; i < READERS; i++)
+		if (fork() == 0)
+			_exit(consume(name, seen, zero_copy));
+	for (uint32_t i = 0; i < PRODUCERS; i++)
+		if (fork() == 0)
+			_exit(produce(name, i, zero_copy));
+	cr_assert_eq(reap_all(), 0, "a producer or reader failed");
+	size_t missing = 0, dup = 0;
+	for (size_t i = 0; i < TOTAL; i++) {
+		missing += seen[i] == 0;
+		dup += seen[i] > 1;
+	}
+	cr_assert_eq(missing, 0, "%zu samples never received", missing);
+	cr_assert_eq(dup, 0, "%zu samples received twice", dup);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.puts, TOTAL);
+	cr_assert_eq(st.gets, TOTAL);
+	cr_assert_eq(st.population, 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(fifo_mp, four_by_four_copying_delivers_every_sample_exactly_once, .timeout = 300)
+{
+	run_exactly_once("x1", 0);
+}
+
+Test(fifo_mp, four_by_four_zero_copy_delivers_every_sample_exactly_once, .timeout = 300)
+{
+	run_exactly_once("x0", 1);
+}
+
+Test(fifo_mp, producer_blocks_when_full_until_a_reader_makes_room, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "bp");
+	struct cistern_config cfg = {.slot_size = 8, .slot_count = 8};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	_Atomic uint32_t *done = shared_alloc(sizeof(*done));
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct cistern *p;
+		if (cistern_attach(name, &p) < 0)
+			_exit(1);
+		for (uint32_t i = 0; i < 16; i++) {
+			if (cistern_put(p, &i, sizeof(i), NULL, -1) < 0)
+				_exit(2);
+			atomic_store(done, i + 1);
+		}
+		_exit(0);
+	}
+	/* Give the producer ample time: it must stop at the capacity. */
+	usleep(300 * 1000);
+	cr_assert_eq(atomic_load(done), 8, "producer got past a full segment");
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.population, 8);
+	for (uint32_t i = 0; i < 16; i++) {
+		uint32_t v;
+		cr_assert_eq(cistern_get(c, &v, sizeof(v), NULL, 5000), 4);
+		cr_assert_eq(v, i);
+	}
+	cr_assert_eq(reap_all(), 0);
+	cistern_stats_get(c, &st);
+	cr_assert_geq(st.producer_waits, 1, "the wait was counted");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(fifo_mp, reader_in_another_process_times_out, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "rto");
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct cistern *r;
+		if (cistern_attach(name, &r) < 0)
+			_exit(1);
+		char buf[8];
+		double t0 = mono_now();
+		ssize_t n = cistern_get(r, buf, sizeof(buf), NULL, 200);
+		_exit(n == -ETIMEDOUT && mono_now() - t0 >= 0.19 ? 0 : 2);
+	}
+	cr_assert_eq(reap_all(), 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(fifo_mp, blocked_reader_wakes_for_a_sample_from_another_process, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "wake");
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct cistern *r;
+		if (cistern_attach(name, &r) < 0)
+			_exit(1);
+		char buf[8];
+		ssize_t n = cistern_get(r, buf, sizeof(buf), NULL, 10000);
+		_exit(n == 3 && memcmp(buf, "hey", 3) == 0 ? 0 : 2);
+	}
+	usleep(100 * 1000);
+	cr_assert_eq(cistern_put(c, "hey", 3, NULL, 0), 0);
+	cr_assert_eq(reap_all(), 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(fifo_mp, all_readers_get_end_of_data_after_the_last_producer, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "eod");
+	struct cistern_config cfg = {.slot_size = 8, .slot_count = 64, .expected_producers = 2};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	_Atomic uint32_t *got = shared_alloc(sizeof(*got));
+	for (int i = 0; i < 3; i++) {
+		if (fork() == 0) {
+			struct cistern *r;
+			if (cistern_attach(name, &r) < 0)
+				_exit(1);
+			uint64_t v;
+			ssize_t n;
+			while ((n = cistern_get(r, &v, sizeof(v), NULL, -1)) == 8)
+				atomic_fetch_add(got, 1);
+			_exit(n == CISTERN_EOD ? 0 : 2);
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		if (fork() == 0) {
+			struct cistern *p;
+			if (cistern_attach(name, &p) < 0)
+				_exit(1);
+			for (uint64_t v = 0; v < 1000; v++)
+				if (cistern_put(p, &v, sizeof(v), NULL, -1) < 0)
+					_exit(2);
+			cistern_producer_done(p);
+			_exit(0);
+		}
+	}
+	cr_assert_eq(reap_all(), 0, "every reader must end with end of data");
+	cr_assert_eq(atomic_load(got), 2000);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(fifo_mp, blocked_reader_uses_almost_no_cpu, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "idle");
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct cistern *r;
+		if (cistern_attach(name, &r) < 0)
+			_exit(1);
+		char buf[8];
+		_exit(cistern_get(r, buf, sizeof(buf), NULL, -1) == CISTERN_EOD ? 0 : 2);
+	}
+	sleep(1);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	int status;
+	struct rusage ru;
+	cr_assert_eq(wait4(pid, &status, 0, &ru), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	double cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+		     (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	/* A spinning reader would burn about a second; a sleeping one a few ms. */
+	cr_assert_lt(cpu, 0.1, "blocked reader used %.3f s of CPU in 1 s", cpu);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(fifo_mp, killed_reader_sample_is_handed_out_again, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "kreader");
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	cr_assert_eq(cistern_put(c, "precious", 8, NULL, 0), 0);
+	_Atomic uint32_t *holding = shared_alloc(sizeof(*holding));
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct cistern *r;
+		struct cistern_sample s;
+		if (cistern_attach(name, &r) < 0 || cistern_acquire(r, &s, -1) < 0)
+			_exit(1);
+		atomic_store(holding, 1);
+		pause();
+		_exit(0);
+	}
+	while (!atomic_load(holding))
+		usleep(1000);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	/* A waiting reader finds the dead holder and gets the sample back. */
+	char buf[16];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 5000), 8);
+	cr_assert_eq(memcmp(buf, "precious", 8), 0);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.redeliveries, 1);
+	cr_assert_eq(st.population, 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(fifo_mp, killed_producer_reservation_does_not_wedge_readers, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "kprod");
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	_Atomic uint32_t *reserved = shared_alloc(sizeof(*reserved));
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct cistern *p;
+		struct cistern_slot slot;
+		if (cistern_attach(name, &p) < 0 || cistern_reserve(p, &slot, -1) < 0)
+			_exit(1);
+		atomic_store(reserved, 1);
+		pause();
+		_exit(0);
+	}
+	while (!atomic_load(reserved))
+		usleep(1000);
+	cr_assert_eq(cistern_put(c, "after", 5, NULL, 0), 0);
+	char buf[16];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN,
+		     "the live reservation holds the head");
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 5000), 5);
+	cr_assert_eq(memcmp(buf, "after", 5), 0);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.reclaimed, 1);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
