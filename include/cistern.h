@@ -68,6 +68,11 @@ enum cistern_policy {
 };
 #define CISTERN_POLICY_COUNT 6
 
+/** Largest sweep_size * nb_time_steps of a SimPairedReservoir. */
+#define CISTERN_PAIR_INDEX_MAX (UINT64_C(1) << 28)
+/** Most reader handles pinning samples of one reservoir segment at once. */
+#define CISTERN_PIN_READERS_MAX 64
+
 /** Config flags. */
 enum {
 	/** FIFOEvictReservoir: evict the oldest even if unseen (counted as evicted unseen). */
@@ -93,6 +98,14 @@ struct cistern_config {
 	uint32_t expected_producers;   /**< reception closes after this many cistern_producer_done() (0 = only by cistern_close_reception) */
 	uint32_t flags;                /**< CISTERN_LOSSY, ... */
 	uint32_t reserved_;            /**< must be 0 */
+	/**
+	 * Reservoir kinds: optional rate limiter. When reads_per_put > 0, readers
+	 * wait while reads > reads_per_put * puts + rate_slack and producers wait
+	 * while reads_per_put * puts > reads + rate_slack (both counted since
+	 * creation). 0 = off.
+	 */
+	double reads_per_put;
+	double rate_slack;             /**< allowed drift, in reads; 0 = reads_per_put */
 };
 
 /** Metadata carried by every sample. */
@@ -232,6 +245,50 @@ int cistern_release(struct cistern *c, struct cistern_sample *s);
  */
 ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms);
 
+/**
+ * Acquire a pair (x_t, x_t+1) of one simulation (SimPairedReservoir only): two
+ * samples with the same sim_id and consecutive time steps, chosen uniformly among
+ * the pairs held now, pinned together until cistern_release_pair().
+ * After reception closes, each pair is handed out once and removed.
+ * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EINVAL under another policy.
+ */
+int cistern_acquire_pair(struct cistern *c, struct cistern_sample pair[2], int timeout_ms);
+
+/** Release a pair acquired with cistern_acquire_pair(). @return 0 or -EINVAL. */
+int cistern_release_pair(struct cistern *c, struct cistern_sample pair[2]);
+
+/**
+ * Copy a pair out: payloads to buf[0] and buf[1] (each of `cap` bytes), lengths
+ * to len[2], metadata to meta[2] (may be NULL).
+ * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if a member exceeds cap.
+ */
+int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
+		     struct cistern_meta meta[2], int timeout_ms);
+
+/**
+ * Acquire a batch of `n` distinct samples drawn uniformly at random from those
+ * held, pinned together (Reservoir, FIFOEvictReservoir, BatchReservoir; for
+ * BatchReservoir n must be 0 or batch_size, 0 meaning batch_size). After reception
+ * closes, batches remove what they return, and the last batch may be short.
+ * @return the number of samples acquired; CISTERN_EOD; -EAGAIN/-ETIMEDOUT;
+ *         -EINVAL for another policy or a bad n.
+ */
+int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n,
+			  int timeout_ms);
+
+/** Release `n` samples acquired with cistern_acquire_batch(). @return 0 or -EINVAL. */
+int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n);
+
+/**
+ * Gather a batch into one contiguous array: sample i is copied to
+ * buf + i * stride (stride >= the longest sample), its length to len[i] and
+ * metadata to meta[i] (len and meta may be NULL).
+ * @return the number of samples; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if a
+ *         sample is longer than stride; -EINVAL.
+ */
+int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
+		      struct cistern_meta *meta, int timeout_ms);
+
 /** The segment's parameters as created (defaults filled in). */
 int cistern_config_get(const struct cistern *c, struct cistern_config *cfg);
 
@@ -251,6 +308,7 @@ struct cistern_stats {
 	uint64_t reader_wait_ns;   /**< total time readers waited */
 	/** seen counts of samples that left the buffer: 0,1,2,3,4,5-8,9-16,>16 */
 	uint64_t seen_hist[CISTERN_SEEN_BUCKETS];
+	uint64_t unpaired;         /**< SimPairedReservoir: samples left without a partner at the end */
 	uint32_t procs_attached;   /**< live attachments */
 	uint32_t reception_closed; /**< nonzero once reception is closed */
 };

@@ -5,6 +5,7 @@
  * wait, for how long, and what a failed wait means.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -14,6 +15,16 @@ const struct cistern_ops *cistern__ops_for(uint32_t policy)
 	switch (policy) {
 	case CISTERN_FIFO:
 		return &cistern__fifo_ops;
+	case CISTERN_FIRO:
+		return &cistern__firo_ops;
+	case CISTERN_RESERVOIR:
+		return &cistern__reservoir_ops;
+	case CISTERN_FIFO_EVICT_RESERVOIR:
+		return &cistern__fifo_evict_ops;
+	case CISTERN_SIM_PAIRED_RESERVOIR:
+		return &cistern__sim_paired_ops;
+	case CISTERN_BATCH_RESERVOIR:
+		return &cistern__batch_ops;
 	default:
 		return NULL;
 	}
@@ -100,7 +111,10 @@ int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_m
 		return r;
 	if (len)
 		memcpy(slot.data, buf, len);
-	return c->ops->commit(c, &slot, len, meta);
+	r = c->ops->commit(c, &slot, len, meta);
+	if (r < 0)
+		c->ops->abort(c, &slot); /* e.g. -ERANGE: the put did not happen at all */
+	return r;
 }
 
 int cistern_close_reception(struct cistern *c)
@@ -131,18 +145,34 @@ int cistern_producer_done(struct cistern *c)
 	return (int)(expected - done);
 }
 
-int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms)
+/* What a read tries: one sample, a pair or a batch. Returns >= 0 or -errno. */
+struct read_req {
+	enum { READ_ONE, READ_PAIR, READ_BATCH } kind;
+	struct cistern_sample *out;
+	size_t n;
+};
+
+static int try_read(struct cistern *c, const struct read_req *q)
 {
-	int r = writable(c);
-	if (r < 0)
-		return r;
-	if (!s)
-		return -EINVAL;
+	switch (q->kind) {
+	case READ_ONE:
+		return c->ops->try_acquire(c, q->out);
+	case READ_PAIR:
+		return c->ops->try_acquire_pair(c, q->out);
+	default:
+		return c->ops->try_acquire_batch(c, q->out, q->n);
+	}
+}
+
+/* Try, and while there is nothing yet, check for end of data and wait. */
+static int read_loop(struct cistern *c, const struct read_req *q, int timeout_ms)
+{
 	cistern__add_role(c, CISTERN_ROLE_READER);
 	struct cistern_waiter w;
 	cistern__wait_init(&w, CISTERN_WAIT_DATA, timeout_ms);
+	int r;
 	for (;;) {
-		r = c->ops->try_acquire(c, s);
+		r = try_read(c, q);
 		if (r != -EAGAIN)
 			break;
 		if (c->ops->drained(c)) {
@@ -155,6 +185,129 @@ int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms)
 	}
 	cistern__wait_done(c, &w);
 	return r;
+}
+
+int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms)
+{
+	int r = writable(c);
+	if (r < 0)
+		return r;
+	if (!s)
+		return -EINVAL;
+	struct read_req q = {READ_ONE, s, 1};
+	return read_loop(c, &q, timeout_ms);
+}
+
+int cistern_acquire_pair(struct cistern *c, struct cistern_sample pair[2], int timeout_ms)
+{
+	int r = writable(c);
+	if (r < 0)
+		return r;
+	if (!pair || !c->ops->try_acquire_pair)
+		return -EINVAL;
+	struct read_req q = {READ_PAIR, pair, 2};
+	return read_loop(c, &q, timeout_ms);
+}
+
+int cistern_release_pair(struct cistern *c, struct cistern_sample pair[2])
+{
+	return cistern_release_batch(c, pair, 2);
+}
+
+int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
+		     struct cistern_meta meta[2], int timeout_ms)
+{
+	if (!buf || !buf[0] || !buf[1] || !len)
+		return -EINVAL;
+	struct cistern_sample pair[2];
+	int r = cistern_acquire_pair(c, pair, timeout_ms);
+	if (r < 0)
+		return r;
+	if (pair[0].len > cap || pair[1].len > cap) {
+		c->ops->unacquire(c, &pair[0]);
+		c->ops->unacquire(c, &pair[1]);
+		return -EMSGSIZE;
+	}
+	for (int i = 0; i < 2; i++) {
+		memcpy(buf[i], pair[i].data, pair[i].len);
+		len[i] = pair[i].len;
+		if (meta)
+			meta[i] = pair[i].meta;
+	}
+	return cistern_release_pair(c, pair);
+}
+
+int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n,
+			  int timeout_ms)
+{
+	int r = writable(c);
+	if (r < 0)
+		return r;
+	if (!c->ops->try_acquire_batch)
+		return -EINVAL;
+	if (n == 0)
+		n = c->hdr->batch_size;
+	if (!out || n == 0 || n > c->slot_count || n > INT32_MAX)
+		return -EINVAL;
+	struct read_req q = {READ_BATCH, out, n};
+	return read_loop(c, &q, timeout_ms);
+}
+
+int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
+{
+	int r = writable(c);
+	if (r < 0)
+		return r;
+	if (!s)
+		return -EINVAL;
+	int first = 0;
+	for (size_t i = 0; i < n; i++) {
+		r = c->ops->release(c, &s[i]);
+		if (r < 0 && first == 0)
+			first = r;
+	}
+	return first;
+}
+
+int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
+		      struct cistern_meta *meta, int timeout_ms)
+{
+	if (!c || !buf)
+		return -EINVAL;
+	if (n == 0)
+		n = c->hdr->batch_size;
+	if (n == 0 || n > c->slot_count)
+		return -EINVAL;
+	struct cistern_sample local[64];
+	struct cistern_sample *s = n <= 64 ? local : malloc(n * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	int got = cistern_acquire_batch(c, s, n, timeout_ms);
+	if (got >= 0) {
+		bool fits = true;
+		for (int i = 0; i < got; i++)
+			fits &= s[i].len <= stride;
+		if (!fits) {
+			for (int i = 0; i < got; i++)
+				c->ops->unacquire(c, &s[i]);
+			got = -EMSGSIZE;
+		} else {
+			char *dst = buf;
+			for (int i = 0; i < got; i++) {
+				memcpy(dst + (size_t)i * stride, s[i].data, s[i].len);
+				if (len)
+					len[i] = s[i].len;
+				if (meta)
+					meta[i] = s[i].meta;
+			}
+			int r = cistern_release_batch(c, s, (size_t)got);
+			if (r < 0)
+				got = r;
+		}
+	}
+	if (s != local)
+		free(s);
+	return got;
 }
 
 int cistern_release(struct cistern *c, struct cistern_sample *s)
@@ -226,6 +379,7 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
 		st->seen_hist[i] = atomic_load_explicit(&sum.seen_hist[i], memory_order_relaxed);
 	st->reception_closed = atomic_load_explicit(&h->closed, memory_order_acquire);
+	st->unpaired = atomic_load_explicit(&h->unpaired, memory_order_relaxed);
 	st->population = c->ops->population(c, st);
 	return 0;
 }

@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "slotword.h"
 
 enum {
 	FIFO_FREE = 0,
@@ -57,36 +58,13 @@ enum {
 	FIFO_REDELIVER = 5,
 };
 
-#define POS_BITS 48
-#define POS_MASK ((UINT64_C(1) << POS_BITS) - 1)
+#define POS_MASK SW_POS_MASK
 #define OWNER_UNACQUIRED 0 /* REDELIVER owner for a sample handed back by a short get */
-
-static inline uint64_t mkword(uint64_t pos, unsigned state, uint32_t owner)
-{
-	return ((pos & POS_MASK) << 16) | ((uint64_t)state << 12) | (owner & 0xfff);
-}
-
-static inline uint64_t wpos(uint64_t w)
-{
-	return w >> 16;
-}
-
-static inline unsigned wstate(uint64_t w)
-{
-	return (unsigned)(w >> 12) & 0xf;
-}
-
-static inline uint32_t wowner(uint64_t w)
-{
-	return (uint32_t)(w & 0xfff);
-}
-
-/* Where the slot's position stands against p: 0 same, >0 ahead, <0 behind. */
-static inline int64_t lap_diff(uint64_t w, uint64_t p)
-{
-	uint64_t d = (wpos(w) - p) & POS_MASK;
-	return d < (UINT64_C(1) << (POS_BITS - 1)) ? (int64_t)d : (int64_t)d - (int64_t)(POS_MASK + 1);
-}
+#define mkword sw_make
+#define wpos sw_pos
+#define wstate sw_state
+#define wowner sw_owner
+#define lap_diff sw_lap_diff
 
 static void fifo_init(struct cistern_hdr *h)
 {

@@ -61,6 +61,8 @@ uint32_t cistern__layout_signature(void)
 	uint32_t h = 2166136261u;
 	h = fnv(h, sizeof(struct cistern_hdr));
 	h = fnv(h, offsetof(struct cistern_hdr, name));
+	h = fnv(h, offsetof(struct cistern_hdr, index_off));
+	h = fnv(h, offsetof(struct cistern_hdr, rl_gets));
 	h = fnv(h, offsetof(struct cistern_hdr, tail));
 	h = fnv(h, offsetof(struct cistern_hdr, head));
 	h = fnv(h, offsetof(struct cistern_hdr, data_futex));
@@ -82,13 +84,15 @@ static uint64_t align_up(uint64_t v, uint64_t a)
 }
 
 int cistern__compute_layout(uint64_t slot_size, uint64_t slot_count, uint64_t procs,
-			    struct cistern_layout *out)
+			    uint64_t index_count, struct cistern_layout *out)
 {
 	if (slot_size == 0 || slot_size > CISTERN_SLOT_SIZE_MAX)
 		return -EINVAL;
 	if (slot_count == 0 || slot_count > CISTERN_SLOT_COUNT_MAX)
 		return -EINVAL;
 	if (procs == 0 || procs > CISTERN_PROCS_MAX)
+		return -EINVAL;
+	if (index_count > CISTERN_PAIR_INDEX_MAX)
 		return -EINVAL;
 	/* The limits keep every product below 2^64: 2^30 * 2^28 = 2^58. */
 	uint64_t stride = align_up(slot_size, CISTERN_CACHELINE);
@@ -100,12 +104,22 @@ int cistern__compute_layout(uint64_t slot_size, uint64_t slot_count, uint64_t pr
 	off += procs * sizeof(struct cistern_proc);
 	out->meta_off = off;
 	off += slot_count * sizeof(struct cistern_slotmeta);
+	out->index_off = off;
+	off += index_count * sizeof(uint64_t);
 	/* Page-align the arena so large payloads start on a page. */
 	off = align_up(off, 4096);
 	out->arena_off = off;
 	off += stride * slot_count;
 	out->total_size = align_up(off, 4096);
 	return 0;
+}
+
+/* Entries of the policy index: one per (sim_id, time_step) for SimPairedReservoir. */
+static uint64_t index_entries(uint32_t policy, uint32_t sweep_size, uint32_t nb_time_steps)
+{
+	if (policy != CISTERN_SIM_PAIRED_RESERVOIR)
+		return 0;
+	return (uint64_t)sweep_size * nb_time_steps;
 }
 
 int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
@@ -124,17 +138,23 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	if (h->policy >= CISTERN_POLICY_COUNT)
 		return -EPROTO;
 	struct cistern_layout l;
-	if (cistern__compute_layout(h->slot_size, h->slot_count, h->procs_count, &l) < 0)
+	if (h->index_count != index_entries(h->policy, h->sweep_size, h->nb_time_steps))
+		return -EPROTO;
+	if (cistern__compute_layout(h->slot_size, h->slot_count, h->procs_count, h->index_count,
+				    &l) < 0)
 		return -EPROTO;
 	if (l.slot_stride != h->slot_stride || l.procs_off != h->procs_off ||
-	    l.meta_off != h->meta_off || l.arena_off != h->arena_off ||
-	    l.total_size != h->total_size)
+	    l.meta_off != h->meta_off || l.index_off != h->index_off ||
+	    l.arena_off != h->arena_off || l.total_size != h->total_size)
 		return -EPROTO;
 	if (h->total_size > file_size)
 		return -EPROTO;
 	if (memchr(h->name, '\0', sizeof(h->name)) == NULL)
 		return -EPROTO;
 	if (h->watermark > h->slot_count || h->pseudo_epochs == 0)
+		return -EPROTO;
+	if (!(h->reads_per_put >= 0 && h->reads_per_put <= 1e9) ||
+	    !(h->rate_slack >= 0 && h->rate_slack <= 1e18))
 		return -EPROTO;
 	return 0;
 }
@@ -149,6 +169,14 @@ static int check_config(const struct cistern_config *cfg)
 		return -EINVAL;
 	if (cfg->watermark > cfg->slot_count)
 		return -EINVAL;
+	/* NaN fails both comparisons. */
+	if (!(cfg->reads_per_put >= 0 && cfg->reads_per_put <= 1e9) ||
+	    !(cfg->rate_slack >= 0 && cfg->rate_slack <= 1e18))
+		return -EINVAL;
+	if (cfg->reads_per_put > 0 && cfg->policy != CISTERN_RESERVOIR &&
+	    cfg->policy != CISTERN_FIFO_EVICT_RESERVOIR &&
+	    cfg->policy != CISTERN_SIM_PAIRED_RESERVOIR && cfg->policy != CISTERN_BATCH_RESERVOIR)
+		return -EINVAL;
 	switch (cfg->policy) {
 	case CISTERN_FIFO:
 		break;
@@ -162,7 +190,8 @@ static int check_config(const struct cistern_config *cfg)
 			return -EINVAL;
 		break;
 	case CISTERN_SIM_PAIRED_RESERVOIR:
-		if (cfg->watermark == 0 || cfg->sweep_size == 0 || cfg->nb_time_steps < 2)
+		if (cfg->watermark == 0 || cfg->sweep_size == 0 || cfg->nb_time_steps < 2 ||
+		    (uint64_t)cfg->sweep_size * cfg->nb_time_steps > CISTERN_PAIR_INDEX_MAX)
 			return -EINVAL;
 		break;
 	case CISTERN_BATCH_RESERVOIR:
@@ -189,6 +218,8 @@ static void fill_defaults(struct cistern_config *cfg)
 		cfg->pseudo_epochs = 1;
 	if (!cfg->max_procs)
 		cfg->max_procs = CISTERN_DEFAULT_MAX_PROCS;
+	if (cfg->reads_per_put > 0 && cfg->rate_slack == 0)
+		cfg->rate_slack = cfg->reads_per_put;
 	if (!cfg->seed)
 		cfg->seed = (uint64_t)cistern__now_ns(CLOCK_REALTIME) ^ ((uint64_t)getpid() << 32);
 }
@@ -205,6 +236,7 @@ static void handle_setup(struct cistern *c)
 	c->slot_stride = h->slot_stride;
 	c->slot_size = h->slot_size;
 	c->ops = cistern__ops_for(h->policy);
+	c->pin_bit = -1;
 }
 
 static void proc_name(char out[16])
@@ -257,7 +289,8 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 		return r;
 	if (!cistern__ops_for(cfg.policy))
 		return -ENOTSUP;
-	r = cistern__compute_layout(cfg.slot_size, cfg.slot_count, cfg.max_procs, &l);
+	uint64_t index_count = index_entries(cfg.policy, cfg.sweep_size, cfg.nb_time_steps);
+	r = cistern__compute_layout(cfg.slot_size, cfg.slot_count, cfg.max_procs, index_count, &l);
 	if (r < 0)
 		return r;
 
@@ -291,6 +324,8 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	h->procs_off = l.procs_off;
 	h->procs_count = cfg.max_procs;
 	h->meta_off = l.meta_off;
+	h->index_off = l.index_off;
+	h->index_count = index_count;
 	h->arena_off = l.arena_off;
 	h->policy = cfg.policy;
 	h->flags = cfg.flags;
@@ -302,6 +337,8 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	h->seed = cfg.seed;
 	h->expected_producers = cfg.expected_producers;
 	h->mode = cfg.mode;
+	h->reads_per_put = cfg.reads_per_put;
+	h->rate_slack = cfg.rate_slack;
 	h->created_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
 	h->creator_pid = (uint32_t)getpid();
 	h->creator_uid = (uint32_t)getuid();
@@ -409,6 +446,12 @@ fail:
 
 static void unmap_free(struct cistern *c)
 {
+	cistern__picker_free(&c->pick_read);
+	cistern__picker_free(&c->pick_evict);
+	cistern__picker_free(&c->pick_empty);
+	cistern__pins_free(c);
+	free(c->scratch.key);
+	free(c->scratch.stamp);
 	munmap(c->hdr, c->map_size);
 	close(c->fd);
 	free(c);
@@ -472,5 +515,7 @@ int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
 	cfg->max_procs = (uint32_t)h->procs_count;
 	cfg->expected_producers = h->expected_producers;
 	cfg->flags = h->flags;
+	cfg->reads_per_put = h->reads_per_put;
+	cfg->rate_slack = h->rate_slack;
 	return 0;
 }
