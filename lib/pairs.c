@@ -65,6 +65,35 @@ static uint64_t successor(struct cistern *c, uint64_t index)
 	return e - 1;
 }
 
+/* The slot holding (sim, step - 1) if it is held now, else UINT64_MAX. */
+static uint64_t predecessor(struct cistern *c, uint64_t index)
+{
+	uint32_t sim, step;
+	key_of(c, index, &sim, &step);
+	if (!key_ok(c, sim, step) || step == 0)
+		return UINT64_MAX;
+	uint64_t e = atomic_load_explicit(entry(c, sim, step - 1), memory_order_acquire);
+	if (e == 0 || e > c->slot_count || !rs_is_held(c, e - 1, NULL))
+		return UINT64_MAX;
+	return e - 1;
+}
+
+/*
+ * Reads only ever see samples through pairs, so a sample whose neighbours
+ * were both evicted before any pair reached it could never be seen, and a
+ * buffer full of them would stop every producer for good. When no seen
+ * sample can be evicted, such an orphan may be (counted as evicted unseen).
+ */
+bool pairs_is_orphan(struct cistern *c, uint64_t index, void *arg)
+{
+	(void)arg;
+	struct cistern_slotmeta *m = &c->meta[index];
+	return rs_is_held(c, index, NULL) &&
+	       atomic_load_explicit(&m->seen, memory_order_relaxed) == 0 &&
+	       atomic_load_explicit(&m->pins, memory_order_relaxed) == 0 &&
+	       successor(c, index) == UINT64_MAX && predecessor(c, index) == UINT64_MAX;
+}
+
 static bool is_pair_head(struct cistern *c, uint64_t index, void *arg)
 {
 	(void)arg;

@@ -120,11 +120,11 @@ static bool evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t ne
 	return true;
 }
 
-int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot)
+int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_qualify_fn ok)
 {
 	for (int tries = 0; tries < 64; tries++) {
 		uint64_t idx;
-		int r = cistern__pick(c, &c->pick_evict, is_evictable, NULL, &idx);
+		int r = cistern__pick(c, &c->pick_evict, ok ? ok : is_evictable, NULL, &idx);
 		if (r < 0)
 			return r;
 		uint64_t w = atomic_load_explicit(&M(c, idx)->word, memory_order_acquire);
@@ -398,7 +398,9 @@ int rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		return -EAGAIN;
 	int r = rs_fill_reserve(c, slot);
 	if (r == -EAGAIN)
-		r = rs_evict_reserve(c, slot);
+		r = rs_evict_reserve(c, slot, NULL);
+	if (r == -EAGAIN && c->hdr->policy == CISTERN_SIM_PAIRED_RESERVOIR)
+		r = rs_evict_reserve(c, slot, pairs_is_orphan);
 	return r;
 }
 

@@ -37,7 +37,8 @@ enum { RS_LIVE_PINNED = 1, RS_LIVE_EXCLUSIVE = 2 };
 void rs_init(struct cistern_hdr *h);
 bool rs_is_held(struct cistern *c, uint64_t i, void *arg);
 int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot);
-int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot);
+/* Evict a sample for which ok() holds (NULL: held, seen, unpinned) and reserve its slot. */
+int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_qualify_fn ok);
 /* Reservoir puts: fill an empty slot, else evict a random seen, unpinned sample. */
 int rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *slot);
 int rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct cistern_meta *meta);
@@ -62,5 +63,7 @@ void rs_fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index,
 /* pairs.c: SimPairedReservoir's (sim_id, time_step) -> slot index */
 void pairs_publish(struct cistern *c, uint64_t index);
 void pairs_forget(struct cistern *c, uint64_t index);
+/* Held, unseen, unpinned, and with neither neighbour held: no read can reach it. */
+bool pairs_is_orphan(struct cistern *c, uint64_t index, void *arg);
 
 #endif

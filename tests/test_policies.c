@@ -597,3 +597,30 @@ Test(policies, detach_drops_pins_so_the_sample_can_be_evicted)
 	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0);
 	drop(c, name);
 }
+
+Test(sim_paired, unseen_samples_in_a_pair_are_not_evicted_but_orphans_are)
+{
+	char name[64];
+	struct cistern_config cfg = paired_cfg();
+	cfg.slot_count = 2;
+	struct cistern *c = make("sp-orphan", name, sizeof(name), cfg);
+	put_u32(c, 0, 0, 0);
+	put_u32(c, 1, 0, 1);
+	uint32_t v = 2;
+	struct cistern_meta m = {.sim_id = 1, .time_step = 3};
+	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), -EAGAIN, "a pair no reader has seen stays");
+	struct cistern_sample p[2];
+	cr_assert_eq(cistern_acquire_pair(c, p, 0), 0);
+	cr_assert_eq(cistern_release_pair(c, p), 0);
+	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), 0, "seen: evictable");
+	cr_assert_eq(stats(c).evicted_unseen, 0);
+	/* Held: the other seen step of sim 0 and (1,3). The seen one goes first. */
+	m = (struct cistern_meta){.sim_id = 2, .time_step = 7};
+	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), 0);
+	cr_assert_eq(stats(c).evicted_unseen, 0);
+	/* Held: (1,3) and (2,7), both unseen, neither with a neighbour: no read can reach them. */
+	m = (struct cistern_meta){.sim_id = 3, .time_step = 9};
+	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), 0, "an orphan is evicted rather than wedge");
+	cr_assert_eq(stats(c).evicted_unseen, 1);
+	drop(c, name);
+}
