@@ -147,6 +147,7 @@ struct cistern_waiter {
 	enum cistern_wait_kind kind;
 	int timeout_ms;
 	bool registered;
+	uint32_t spins;
 	uint32_t seq;
 	int64_t start_ns;
 	int64_t deadline_ns;
