@@ -17,5 +17,13 @@ for t in build/tests/test_*; do
   passed=$((passed + p)); failed=$((failed + f))
   if [ $status -ne 0 ] || [ -z "$line" ]; then rc=1; [ "$f" -eq 0 ] && failed=$((failed + 1)); fi
 done
+# Checks that are whole programs rather than criterion suites: one pass or fail each.
+check() {
+  local what=$1; shift
+  echo "== $what"
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; echo "FAILED: $what"; fi
+}
+check "install" bash tests/install/check.sh build
+
 echo "tests: $passed passed, $failed failed"
 exit $rc
