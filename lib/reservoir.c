@@ -99,24 +99,35 @@ static void count_leaving(struct cistern *c, uint32_t seen, bool evicted)
 }
 
 /*
- * Take a held slot for overwriting: CAS it to RESERVED, then check that no
- * reader pinned it meanwhile (pins.c); undo if one did.
+ * Take a held slot for overwriting. The slot first goes HELD(p) ->
+ * EVICTING(p, me), a tentative state that readers cannot pin and that other
+ * producers must not mistake for a finished claim (they wait on it). Then,
+ * seq_cst against the pin handshake (pins.c), either no reader pins it and
+ * it becomes RESERVED(newpos, me), or one does and it goes back to HELD(p).
  */
-static bool evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t newpos)
+static bool evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t newpos,
+			bool need_seen)
 {
 	struct cistern_slotmeta *m = M(c, idx);
-	uint64_t nw = sw_make(newpos, RS_RESERVED, c->owner);
-	if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw, memory_order_seq_cst,
+	uint64_t tentative = sw_make(sw_pos(w), RS_EVICTING, c->owner);
+	if (!atomic_compare_exchange_strong_explicit(&m->word, &w, tentative, memory_order_seq_cst,
 						     memory_order_relaxed))
 		return false;
-	if (atomic_load_explicit(&m->pins, memory_order_seq_cst) != 0) {
-		/* Only we move a slot out of RESERVED(.., me): a plain store suffices. */
+	/*
+	 * Only we move a slot out of EVICTING(.., me): plain stores suffice.
+	 * Seen is checked again after pins: a reader that gave a read back
+	 * (a batch it could not complete) lowers seen before it unpins, so once
+	 * we see no pin we also see the seen count it left.
+	 */
+	if (atomic_load_explicit(&m->pins, memory_order_seq_cst) != 0 ||
+	    (need_seen && atomic_load_explicit(&m->seen, memory_order_relaxed) == 0)) {
 		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
 		return false;
 	}
 	if (c->hdr->policy == CISTERN_SIM_PAIRED_RESERVOIR)
 		pairs_forget(c, idx);
 	count_leaving(c, atomic_load_explicit(&m->seen, memory_order_relaxed), true);
+	atomic_store_explicit(&m->word, sw_make(newpos, RS_RESERVED, c->owner), memory_order_seq_cst);
 	return true;
 }
 
@@ -128,7 +139,9 @@ int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_quali
 		if (r < 0)
 			return r;
 		uint64_t w = atomic_load_explicit(&M(c, idx)->word, memory_order_acquire);
-		if (sw_state(w) != RS_HELD || !evict_claim(c, idx, w, sw_pos(w)))
+		/* The orphan rule (pairs.c) is the one way to evict an unseen sample here. */
+		bool need_seen = ok == NULL;
+		if (sw_state(w) != RS_HELD || !evict_claim(c, idx, w, sw_pos(w), need_seen))
 			continue;
 		set_slot(slot, c, idx, sw_pos(w));
 		return 0;
@@ -325,6 +338,12 @@ void rs_reclaim(struct cistern *c, uint32_t owner)
 				atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
 				reclaimed++;
 			}
+		} else if (sw_state(w) == RS_EVICTING) {
+			/* Died deciding whether to evict: the sample stays. */
+			atomic_compare_exchange_strong_explicit(&m->word, &w,
+								sw_make(sw_pos(w), RS_HELD, 0),
+								memory_order_seq_cst,
+								memory_order_relaxed);
 		} else if (sw_state(w) == RS_ACQUIRED) {
 			/* A read that never finished: the sample goes back, unread. */
 			uint64_t nw = sw_make(sw_pos(w), RS_HELD, 0);
@@ -591,7 +610,7 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		/* The slot holds the oldest sample, from the previous lap. */
 		if (d == -(int64_t)c->slot_count && sw_state(w) == RS_HELD &&
 		    (lossy || atomic_load_explicit(&m->seen, memory_order_relaxed) >= 1)) {
-			if (evict_claim(c, idx, w, t)) {
+			if (evict_claim(c, idx, w, t, !lossy)) {
 				help_advance(&h->tail, t);
 				set_slot(slot, c, idx, t);
 				return 0;
@@ -599,7 +618,8 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		}
 		if (atomic_load_explicit(&h->tail, memory_order_acquire) != t)
 			continue;
-		return -EAGAIN; /* the oldest is unseen, pinned, or still being written */
+		/* The oldest is unseen, pinned, being evicted, or still being written. */
+		return -EAGAIN;
 	}
 }
 

@@ -14,6 +14,9 @@
  *                              |        back to HELD: FIRO read with epochs     |
  *                              +--------- left, or owner died (reclaim) --------+
  *
+ * An eviction passes through EVICTING(p, me) between HELD and RESERVED: the
+ * producer has stopped new pins and checks that no reader pinned the sample;
+ * if one did, the slot goes back to HELD(p) (see evict_claim in reservoir.c).
  * HELD samples are also read shared, by pinning (pins.c): a pinned sample
  * stays HELD and no producer may evict it. `pos` is the ring position for
  * FIFOEvictReservoir (the oldest sample is the one at tail - capacity) and the
@@ -29,7 +32,7 @@
 #include "internal.h"
 #include "slotword.h"
 
-enum { RS_EMPTY = 0, RS_RESERVED = 1, RS_HELD = 2, RS_ACQUIRED = 3 };
+enum { RS_EMPTY = 0, RS_RESERVED = 1, RS_HELD = 2, RS_ACQUIRED = 3, RS_EVICTING = 4 };
 
 /* cistern_sample.live_ values */
 enum { RS_LIVE_PINNED = 1, RS_LIVE_EXCLUSIVE = 2 };

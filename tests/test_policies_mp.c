@@ -140,10 +140,10 @@ static struct shared *run_policy(const char *tag, struct run *rn, struct curve *
 	struct shared *sh = shared_alloc(sizeof(*sh));
 	cr_assert_not_null(sh);
 	for (int i = 0; i < NREAD; i++)
-		if (fork() == 0)
+		if (fork_child() == 0)
 			_exit(reader(name, sh, rn));
 	for (uint32_t i = 0; i < NPROD; i++)
-		if (fork() == 0)
+		if (fork_child() == 0)
 			_exit(producer(name, i, rn));
 	if (curve) {
 		curve->n = 0;
@@ -235,6 +235,7 @@ Test(policies_mp, pinned_batches_are_distinct_and_never_overwritten, .timeout = 
 	struct shared *sh = run_policy("mp-batch", &rn, NULL, &st);
 	cr_assert_eq(atomic_load(&sh->bad_batches), 0);
 	assert_every_sample_read(sh, &rn, 0);
+	cr_assert_eq(st.evicted_unseen, 0);
 }
 
 Test(policies_mp, sim_paired_pairs_are_one_simulation_at_consecutive_steps, .timeout = 120)
