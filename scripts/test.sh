@@ -25,5 +25,15 @@ check() {
 }
 check "install" bash tests/install/check.sh build
 
+# The Python binding: pytest under Debian's interpreter (where numpy and torch live).
+echo "== python"
+pyout=$(PYTHONPATH=build/python:python CISTERN_C_PRODUCER=build/python/c_producer \
+  /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests 2>&1); pystatus=$?
+printf '%s\n' "$pyout" | tail -n 15
+pp=$(grep -oE '[0-9]+ passed' <<<"$pyout" | tail -n 1 | cut -d' ' -f1)
+pf=$(grep -oE '[0-9]+ (failed|error)' <<<"$pyout" | awk '{s+=$1} END {print s+0}')
+passed=$((passed + ${pp:-0})); failed=$((failed + pf))
+if [ $pystatus -ne 0 ]; then rc=1; [ "$pf" -eq 0 ] && failed=$((failed + 1)); fi
+
 echo "tests: $passed passed, $failed failed"
 exit $rc
