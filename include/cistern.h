@@ -32,6 +32,13 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility; only what is marked here is exported. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CISTERN_API __attribute__((visibility("default")))
+#else
+#define CISTERN_API
+#endif
+
 #define CISTERN_VERSION_MAJOR 0
 #define CISTERN_VERSION_MINOR 1
 #define CISTERN_VERSION_PATCH 0
@@ -149,7 +156,7 @@ struct cistern;
  * starting with a letter or digit.
  * @return 0 if valid, -EINVAL if not, -ENAMETOOLONG if too long.
  */
-int cistern_name_valid(const char *name);
+CISTERN_API int cistern_name_valid(const char *name);
 
 /**
  * Create a new segment and attach to it.
@@ -159,7 +166,7 @@ int cistern_name_valid(const char *name);
  * @return 0; -EEXIST if the name is taken; -EINVAL for bad parameters;
  *         -ENOTSUP for a policy this build does not implement; -ENOMEM, -ENOSPC, ...
  */
-int cistern_create(const char *name, const struct cistern_config *cfg, struct cistern **out);
+CISTERN_API int cistern_create(const char *name, const struct cistern_config *cfg, struct cistern **out);
 
 /**
  * Attach to an existing segment. Recovers what dead processes left behind.
@@ -168,27 +175,27 @@ int cistern_create(const char *name, const struct cistern_config *cfg, struct ci
  *         another ABI or layout; -EACCES without permission; -EUSERS if the
  *         attachment table is full; -EAGAIN if the segment is still being created.
  */
-int cistern_attach(const char *name, struct cistern **out);
+CISTERN_API int cistern_attach(const char *name, struct cistern **out);
 
 /**
  * Detach: give back what this handle still holds (reservations vanish, acquired
  * FIFO/FIRO samples are handed out again), unmap and free the handle.
  * @return 0, or -EINVAL for a NULL handle.
  */
-int cistern_detach(struct cistern *c);
+CISTERN_API int cistern_detach(struct cistern *c);
 
 /**
  * Remove a segment's name. Attached processes keep working; the memory is freed
  * when the last one detaches.
  * @return 0; -ENOENT; -EINVAL for a bad name; -EACCES.
  */
-int cistern_unlink(const char *name);
+CISTERN_API int cistern_unlink(const char *name);
 
 /**
  * Reserve a writable slot (zero-copy put). Waits for room as cistern_put() does.
  * @return 0; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed.
  */
-int cistern_reserve(struct cistern *c, struct cistern_slot *slot, int timeout_ms);
+CISTERN_API int cistern_reserve(struct cistern *c, struct cistern_slot *slot, int timeout_ms);
 
 /**
  * Publish a reserved slot holding `len` bytes. meta->sim_id and time_step are
@@ -197,31 +204,31 @@ int cistern_reserve(struct cistern *c, struct cistern_slot *slot, int timeout_ms
  *         the slot is not reserved by this handle; -ERANGE for a sim_id or
  *         time_step outside the SimPairedReservoir bounds.
  */
-int cistern_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct cistern_meta *meta);
+CISTERN_API int cistern_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct cistern_meta *meta);
 
 /**
  * Give a reserved slot back unpublished: that sample never existed.
  * @return 0 or -EINVAL.
  */
-int cistern_abort(struct cistern *c, struct cistern_slot *slot);
+CISTERN_API int cistern_abort(struct cistern *c, struct cistern_slot *slot);
 
 /**
  * Copy `len` bytes in as one sample (reserve + copy + commit).
  * @return 0; -EMSGSIZE; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed.
  */
-int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta, int timeout_ms);
+CISTERN_API int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta, int timeout_ms);
 
 /**
  * Close reception: puts fail with -EPIPE from now on and readers drain, then get
  * CISTERN_EOD. Idempotent.
  */
-int cistern_close_reception(struct cistern *c);
+CISTERN_API int cistern_close_reception(struct cistern *c);
 
 /**
  * Declare one of cfg.expected_producers done; the last one closes reception.
  * @return the number of producers still expected, or -EINVAL if none is expected.
  */
-int cistern_producer_done(struct cistern *c);
+CISTERN_API int cistern_producer_done(struct cistern *c);
 
 /**
  * Acquire a sample to read in place (zero-copy get). Under FIFO and FIRO the
@@ -229,21 +236,21 @@ int cistern_producer_done(struct cistern *c);
  * (never evicted nor overwritten) until release.
  * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT.
  */
-int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms);
+CISTERN_API int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms);
 
 /**
  * Release an acquired sample.
  * @return 0, or -EINVAL if `s` is not held by this handle (never acquired, or
  *         already released).
  */
-int cistern_release(struct cistern *c, struct cistern_sample *s);
+CISTERN_API int cistern_release(struct cistern *c, struct cistern_sample *s);
 
 /**
  * Copy one sample out (acquire + copy + release).
  * @return the payload length; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if the
  *         sample is larger than `cap` (the sample is not lost: it is handed out again).
  */
-ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms);
+CISTERN_API ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms);
 
 /**
  * Acquire a pair (x_t, x_t+1) of one simulation (SimPairedReservoir only): two
@@ -252,17 +259,17 @@ ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_met
  * After reception closes, each pair is handed out once and removed.
  * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EINVAL under another policy.
  */
-int cistern_acquire_pair(struct cistern *c, struct cistern_sample pair[2], int timeout_ms);
+CISTERN_API int cistern_acquire_pair(struct cistern *c, struct cistern_sample pair[2], int timeout_ms);
 
 /** Release a pair acquired with cistern_acquire_pair(). @return 0 or -EINVAL. */
-int cistern_release_pair(struct cistern *c, struct cistern_sample pair[2]);
+CISTERN_API int cistern_release_pair(struct cistern *c, struct cistern_sample pair[2]);
 
 /**
  * Copy a pair out: payloads to buf[0] and buf[1] (each of `cap` bytes), lengths
  * to len[2], metadata to meta[2] (may be NULL).
  * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if a member exceeds cap.
  */
-int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
+CISTERN_API int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
 		     struct cistern_meta meta[2], int timeout_ms);
 
 /**
@@ -273,11 +280,11 @@ int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
  * @return the number of samples acquired; CISTERN_EOD; -EAGAIN/-ETIMEDOUT;
  *         -EINVAL for another policy or a bad n.
  */
-int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n,
+CISTERN_API int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n,
 			  int timeout_ms);
 
 /** Release `n` samples acquired with cistern_acquire_batch(). @return 0 or -EINVAL. */
-int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n);
+CISTERN_API int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n);
 
 /**
  * Gather a batch into one contiguous array: sample i is copied to
@@ -286,11 +293,11 @@ int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
  * @return the number of samples; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if a
  *         sample is longer than stride; -EINVAL.
  */
-int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
+CISTERN_API int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
 		      struct cistern_meta *meta, int timeout_ms);
 
 /** The segment's parameters as created (defaults filled in). */
-int cistern_config_get(const struct cistern *c, struct cistern_config *cfg);
+CISTERN_API int cistern_config_get(const struct cistern *c, struct cistern_config *cfg);
 
 /** Statistics of a segment (see docs/POLICIES.md). */
 #define CISTERN_SEEN_BUCKETS 8
@@ -314,16 +321,16 @@ struct cistern_stats {
 };
 
 /** Read the statistics, without disturbing the segment. */
-int cistern_stats_get(const struct cistern *c, struct cistern_stats *st);
+CISTERN_API int cistern_stats_get(const struct cistern *c, struct cistern_stats *st);
 
 /** A sentence for a result code (0, a negative errno, or CISTERN_EOD). Never NULL. */
-const char *cistern_strerror(int err);
+CISTERN_API const char *cistern_strerror(int err);
 
 /** The name of a policy ("fifo", "firo", ...), or NULL if out of range. */
-const char *cistern_policy_name(enum cistern_policy p);
+CISTERN_API const char *cistern_policy_name(enum cistern_policy p);
 
 /** Parse a policy name as cistern_policy_name() prints it. @return 0 or -EINVAL. */
-int cistern_policy_parse(const char *s, enum cistern_policy *out);
+CISTERN_API int cistern_policy_parse(const char *s, enum cistern_policy *out);
 
 #ifdef __cplusplus
 }

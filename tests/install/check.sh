@@ -29,4 +29,10 @@ C
 cc -std=c11 -Wall -Wextra -Werror "$root/hello.c" -o "$root/hello" $(pkg-config --cflags --static --libs cistern) -static-libgcc
 libdir=$(dirname "$(find "$root" -name 'libcistern.so' | head -n 1)")
 LD_LIBRARY_PATH="$libdir" "$root/hello"
-echo "install check: header, library and pkg-config file work from an installed tree"
+# The shared library exports the public API and nothing else.
+extra=$(nm -D --defined-only "$libdir/libcistern.so" | awk '{print $3}' | grep -v '^cistern_[a-z]' || true)
+if [ -n "$extra" ]; then
+  echo "install check: internal symbols exported: $extra" >&2
+  exit 1
+fi
+echo "install check: header, library and pkg-config file work from an installed tree; only cistern_* is exported"
