@@ -146,6 +146,13 @@ int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms)
 		if (r != -EAGAIN)
 			break;
 		if (c->ops->drained(c)) {
+			/*
+			 * A reader that died holding a sample is found only by a
+			 * sweep; end of data now would drop that sample for good.
+			 * Reclaim first, and look again if anything came back.
+			 */
+			if (cistern__sweep(c) > 0)
+				continue;
 			r = CISTERN_EOD;
 			break;
 		}

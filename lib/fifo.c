@@ -340,7 +340,13 @@ static bool fifo_drained(struct cistern *c)
 		return false;
 	uint64_t t = atomic_load_explicit(&h->tail, memory_order_seq_cst);
 	uint64_t p = atomic_load_explicit(&h->head, memory_order_seq_cst);
-	return p == t;
+	/*
+	 * >=, not ==: a producer that died after claiming position t but before
+	 * moving the tail leaves tail == t; once its claim is reclaimed as SKIP a
+	 * reader steps over it and the head passes a tail that no producer is
+	 * left to move. Every position below the head is resolved either way.
+	 */
+	return p >= t;
 }
 
 static void fifo_reclaim(struct cistern *c, uint32_t owner)
