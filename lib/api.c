@@ -161,6 +161,14 @@ int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms)
 			break;
 	}
 	cistern__wait_done(c, &w);
+	if (r == 0 && s->len > c->slot_size) {
+		/*
+		 * Only a damaged segment can say this; a caller reading s->len
+		 * bytes would run past the slot. Give it back and refuse it.
+		 */
+		c->ops->release(c, s);
+		return -EPROTO;
+	}
 	return r;
 }
 

@@ -108,6 +108,9 @@ int cistern__compute_layout(uint64_t slot_size, uint64_t slot_count, uint64_t pr
 	return 0;
 }
 
+static int check_config(const struct cistern_config *cfg);
+static void config_of(const struct cistern_hdr *h, struct cistern_config *cfg);
+
 int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 {
 	static const char zero[8];
@@ -135,6 +138,14 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	if (memchr(h->name, '\0', sizeof(h->name)) == NULL)
 		return -EPROTO;
 	if (h->watermark > h->slot_count || h->pseudo_epochs == 0)
+		return -EPROTO;
+	/*
+	 * The policy parameters must be ones create would have accepted: the
+	 * policies index their tables with them (batch_size <= slot_count, ...).
+	 */
+	struct cistern_config cfg;
+	config_of(h, &cfg);
+	if (check_config(&cfg) < 0)
 		return -EPROTO;
 	return 0;
 }
@@ -383,8 +394,13 @@ int cistern__open_mapped(const char *name, bool readonly, struct cistern **out)
 		r = -errno;
 		goto fail;
 	}
-	/* The mapping must say what the validated copy said (no swap in between). */
-	if (memcmp(p, &copy, offsetof(struct cistern_hdr, tail)) != 0) {
+	/*
+	 * Touching a page past the end of the object raises SIGBUS: make sure it
+	 * was not shrunk between the check and the mapping. The mapping must also
+	 * say what the validated copy said (no swap in between).
+	 */
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < copy.total_size ||
+	    memcmp(p, &copy, offsetof(struct cistern_hdr, tail)) != 0) {
 		munmap(p, copy.total_size);
 		r = -EPROTO;
 		goto fail;
@@ -438,7 +454,15 @@ int cistern_detach(struct cistern *c)
 {
 	if (!c)
 		return -EINVAL;
-	if (c->owner)
+	/*
+	 * If someone shrank the object under us, the slots and the attachment
+	 * table may be gone and touching them would raise SIGBUS: just let go.
+	 * Closing the descriptor drops our liveness lock, so whoever still
+	 * sees the table takes our entry for a dead one and reclaims it.
+	 */
+	struct stat st;
+	bool intact = fstat(c->fd, &st) == 0 && (uint64_t)st.st_size >= c->map_size;
+	if (c->owner && intact)
 		cistern__release_entry(c);
 	unmap_free(c);
 	return 0;
@@ -457,7 +481,12 @@ int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
 {
 	if (!c || !cfg)
 		return -EINVAL;
-	const struct cistern_hdr *h = c->hdr;
+	config_of(c->hdr, cfg);
+	return 0;
+}
+
+static void config_of(const struct cistern_hdr *h, struct cistern_config *cfg)
+{
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->slot_size = h->slot_size;
 	cfg->slot_count = h->slot_count;
@@ -472,5 +501,4 @@ int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
 	cfg->max_procs = (uint32_t)h->procs_count;
 	cfg->expected_producers = h->expected_producers;
 	cfg->flags = h->flags;
-	return 0;
 }
