@@ -126,6 +126,14 @@ static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 			return 0;
 		}
 		if (d >= 0) {
+			/*
+			 * More than a lap ahead of a tail that has not moved: no
+			 * run of the protocol leaves that (the slot reached its
+			 * position after the tail passed one lap before it), only
+			 * damage does, and helping would walk the tail for ever.
+			 */
+			if (d > (int64_t)c->slot_count && atomic_load(&h->tail) == t)
+				return -EPROTO;
 			/* Claimed already (maybe by a process that then died): help and retry. */
 			help_advance(&h->tail, t);
 			continue;
@@ -268,6 +276,9 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 				break;
 			}
 		} else if (d > 0) {
+			/* As in fifo_try_reserve: over a lap ahead of a still head is damage. */
+			if (d > (int64_t)c->slot_count && atomic_load(&h->head) == p)
+				return -EPROTO;
 			help_advance(&h->head, p);
 			continue;
 		}

@@ -565,3 +565,27 @@ Test(hostile_user, another_user_cannot_unlink_a_segment)
 	cistern_detach(c);
 	cr_assert_eq(cistern_unlink(name), 0, "the segment was still there");
 }
+
+/* ---- damaged ring ------------------------------------------------------------ */
+
+Test(hostile_ring, slot_words_far_ahead_of_the_indices_are_eproto_not_a_spin, .timeout = 20)
+{
+	char name[64];
+	TEST_NAME(name, "h-ring");
+	struct cistern_config cfg = {.slot_size = 8, .slot_count = 4};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	/*
+	 * Every slot claims a position a million laps ahead: helping the indices
+	 * along would take 2^40 steps. The state (RESERVED, owner 0) is one no
+	 * reclaim touches, so nothing repairs it behind our back.
+	 */
+	for (uint32_t i = 0; i < 4; i++)
+		atomic_store(&c->meta[i].word, ((UINT64_C(1) << 40) + i) << 16 | (UINT64_C(1) << 12));
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), -EPROTO);
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 1000), -EPROTO, "no waiting either");
+	char buf[8];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EPROTO);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
