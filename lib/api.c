@@ -153,8 +153,15 @@ int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms)
 			 */
 			if (cistern__sweep(c) > 0)
 				continue;
-			r = CISTERN_EOD;
-			break;
+			/*
+			 * The sweep skips entries whose lock is held: one being
+			 * reclaimed right now may still hand samples back. Wait
+			 * for it (its end wakes every sleeper).
+			 */
+			if (!cistern__reclaim_under_way(c)) {
+				r = CISTERN_EOD;
+				break;
+			}
 		}
 		r = cistern__wait(c, &w);
 		if (r < 0)
@@ -217,9 +224,12 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 		atomic_init(&acc[i], atomic_load_explicit(&ret[i], memory_order_relaxed));
 	struct cistern_proc *procs = cistern__procs(h);
 	for (uint64_t p = 0; p < h->procs_count; p++) {
-		if (atomic_load_explicit(&procs[p].state, memory_order_acquire) != CISTERN_PROC_ACTIVE)
+		uint32_t state = atomic_load_explicit(&procs[p].state, memory_order_acquire);
+		if (state == CISTERN_PROC_FREE)
 			continue;
-		if (cistern__entry_alive(c->fd, (uint32_t)p) == 1 || p + 1 == c->owner)
+		/* A RECLAIMING entry still has counters to fold, but no process. */
+		if (state == CISTERN_PROC_ACTIVE &&
+		    (cistern__entry_alive(c->fd, (uint32_t)p) == 1 || p + 1 == c->owner))
 			st->procs_attached++;
 		const _Atomic uint64_t *src = (const _Atomic uint64_t *)&procs[p].ctr;
 		for (size_t i = 0; i < n; i++)

@@ -223,3 +223,45 @@ Test(crash_points, aborted_slot_at_the_head_is_stepped_over_and_freed)
 	cr_assert_eq(cistern_put(c, "!", 1, NULL, 0), -EAGAIN);
 	drop(c, name);
 }
+
+Test(crash_points, end_of_data_waits_for_a_reclaim_under_way)
+{
+	char name[64];
+	struct cistern *c = make("cp-inprog", name, sizeof(name), 4);
+	cr_assert_eq(cistern_put(c, "w", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	/* A reader takes the last sample and dies holding it. */
+	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
+	atomic_store(&c->hdr->head, 1);
+	uint32_t dead = (uint32_t)(atomic_load(&c->meta[0].word) & 0xfff);
+	/*
+	 * Another process has begun reclaiming it: it holds the dead entry's lock
+	 * and has marked the entry, but not yet the slot. It takes a while, then
+	 * dies too, leaving the entry to the next sweeper.
+	 */
+	_Atomic uint32_t *started = shared_alloc(sizeof(*started));
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct cistern *r;
+		if (cistern__open_mapped(name, false, &r) < 0)
+			_exit(1);
+		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
+				   .l_start = CISTERN_LOCK_BASE + dead - 1, .l_len = 1};
+		if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
+			_exit(2);
+		atomic_store(&cistern__procs(r->hdr)[dead - 1].state, CISTERN_PROC_RECLAIMING);
+		atomic_store(started, 1);
+		usleep(300 * 1000);
+		raise(SIGKILL);
+		_exit(3);
+	}
+	while (!atomic_load(started))
+		usleep(1000);
+	/* Closed, drained, the sweep finds the entry locked: only its mark says wait. */
+	char buf[16];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 3000), 1,
+		     "end of data was declared while a reclaim was under way");
+	cr_assert_eq(buf[0], 'w');
+	waitpid(pid, NULL, 0);
+	drop(c, name);
+}
