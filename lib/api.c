@@ -176,14 +176,40 @@ static int read_loop(struct cistern *c, const struct read_req *q, int timeout_ms
 		if (r != -EAGAIN)
 			break;
 		if (c->ops->drained(c)) {
-			r = CISTERN_EOD;
-			break;
+			/*
+			 * A reader that died holding a sample is found only by a
+			 * sweep; end of data now would drop that sample for good.
+			 * Reclaim first, and look again if anything came back.
+			 */
+			if (cistern__sweep(c) > 0)
+				continue;
+			/*
+			 * The sweep skips entries whose lock is held: one being
+			 * reclaimed right now may still hand samples back. Wait
+			 * for it (its end wakes every sleeper).
+			 */
+			if (!cistern__reclaim_under_way(c)) {
+				r = CISTERN_EOD;
+				break;
+			}
 		}
 		r = cistern__wait(c, &w);
 		if (r < 0)
 			break;
 	}
 	cistern__wait_done(c, &w);
+	size_t got = r < 0 ? 0 : q->kind == READ_ONE ? 1 : q->kind == READ_PAIR ? 2 : (size_t)r;
+	for (size_t i = 0; i < got; i++) {
+		if (q->out[i].len > c->slot_size) {
+			/*
+			 * Only a damaged segment can say this; a caller reading len
+			 * bytes would run past the slot. Give it back and refuse it.
+			 */
+			for (size_t j = 0; j < got; j++)
+				c->ops->release(c, &q->out[j]);
+			return -EPROTO;
+		}
+	}
 	return r;
 }
 
@@ -355,9 +381,12 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 		atomic_init(&acc[i], atomic_load_explicit(&ret[i], memory_order_relaxed));
 	struct cistern_proc *procs = cistern__procs(h);
 	for (uint64_t p = 0; p < h->procs_count; p++) {
-		if (atomic_load_explicit(&procs[p].state, memory_order_acquire) != CISTERN_PROC_ACTIVE)
+		uint32_t state = atomic_load_explicit(&procs[p].state, memory_order_acquire);
+		if (state == CISTERN_PROC_FREE)
 			continue;
-		if (cistern__entry_alive(c->fd, (uint32_t)p) == 1 || p + 1 == c->owner)
+		/* A RECLAIMING entry still has counters to fold, but no process. */
+		if (state == CISTERN_PROC_ACTIVE &&
+		    (cistern__entry_alive(c->fd, (uint32_t)p) == 1 || p + 1 == c->owner))
 			st->procs_attached++;
 		const _Atomic uint64_t *src = (const _Atomic uint64_t *)&procs[p].ctr;
 		for (size_t i = 0; i < n; i++)

@@ -104,6 +104,14 @@ static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 			return 0;
 		}
 		if (d >= 0) {
+			/*
+			 * More than a lap ahead of a tail that has not moved: no
+			 * run of the protocol leaves that (the slot reached its
+			 * position after the tail passed one lap before it), only
+			 * damage does, and helping would walk the tail for ever.
+			 */
+			if (d > (int64_t)c->slot_count && atomic_load(&h->tail) == t)
+				return -EPROTO;
 			/* Claimed already (maybe by a process that then died): help and retry. */
 			help_advance(&h->tail, t);
 			continue;
@@ -246,6 +254,9 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 				break;
 			}
 		} else if (d > 0) {
+			/* As in fifo_try_reserve: over a lap ahead of a still head is damage. */
+			if (d > (int64_t)c->slot_count && atomic_load(&h->head) == p)
+				return -EPROTO;
 			help_advance(&h->head, p);
 			continue;
 		}
@@ -318,7 +329,13 @@ static bool fifo_drained(struct cistern *c)
 		return false;
 	uint64_t t = atomic_load_explicit(&h->tail, memory_order_seq_cst);
 	uint64_t p = atomic_load_explicit(&h->head, memory_order_seq_cst);
-	return p == t;
+	/*
+	 * >=, not ==: a producer that died after claiming position t but before
+	 * moving the tail leaves tail == t; once its claim is reclaimed as SKIP a
+	 * reader steps over it and the head passes a tail that no producer is
+	 * left to move. Every position below the head is resolved either way.
+	 */
+	return p >= t;
 }
 
 static void fifo_reclaim(struct cistern *c, uint32_t owner)

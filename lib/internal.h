@@ -167,6 +167,11 @@ int cistern__claim_entry(struct cistern *c);
 void cistern__release_entry(struct cistern *c);
 /* Reclaim every dead attachment; returns how many were reclaimed. */
 int cistern__sweep(struct cistern *c);
+/*
+ * True while some entry is being reclaimed (by a sweeper or a detaching owner):
+ * samples may be about to come back for redelivery.
+ */
+bool cistern__reclaim_under_way(struct cistern *c);
 /* 1 if attachment index i is held by a live process, 0 if not, <0 on error. */
 int cistern__entry_alive(int fd, uint32_t index);
 

@@ -122,6 +122,9 @@ static uint64_t index_entries(uint32_t policy, uint32_t sweep_size, uint32_t nb_
 	return (uint64_t)sweep_size * nb_time_steps;
 }
 
+static int check_config(const struct cistern_config *cfg);
+static void config_of(const struct cistern_hdr *h, struct cistern_config *cfg);
+
 int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 {
 	static const char zero[8];
@@ -153,8 +156,13 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 		return -EPROTO;
 	if (h->watermark > h->slot_count || h->pseudo_epochs == 0)
 		return -EPROTO;
-	if (!(h->reads_per_put >= 0 && h->reads_per_put <= 1e9) ||
-	    !(h->rate_slack >= 0 && h->rate_slack <= 1e18))
+	/*
+	 * The policy parameters must be ones create would have accepted: the
+	 * policies index their tables with them (batch_size <= slot_count, ...).
+	 */
+	struct cistern_config cfg;
+	config_of(h, &cfg);
+	if (check_config(&cfg) < 0)
 		return -EPROTO;
 	return 0;
 }
@@ -420,8 +428,13 @@ int cistern__open_mapped(const char *name, bool readonly, struct cistern **out)
 		r = -errno;
 		goto fail;
 	}
-	/* The mapping must say what the validated copy said (no swap in between). */
-	if (memcmp(p, &copy, offsetof(struct cistern_hdr, tail)) != 0) {
+	/*
+	 * Touching a page past the end of the object raises SIGBUS: make sure it
+	 * was not shrunk between the check and the mapping. The mapping must also
+	 * say what the validated copy said (no swap in between).
+	 */
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < copy.total_size ||
+	    memcmp(p, &copy, offsetof(struct cistern_hdr, tail)) != 0) {
 		munmap(p, copy.total_size);
 		r = -EPROTO;
 		goto fail;
@@ -481,7 +494,15 @@ int cistern_detach(struct cistern *c)
 {
 	if (!c)
 		return -EINVAL;
-	if (c->owner)
+	/*
+	 * If someone shrank the object under us, the slots and the attachment
+	 * table may be gone and touching them would raise SIGBUS: just let go.
+	 * Closing the descriptor drops our liveness lock, so whoever still
+	 * sees the table takes our entry for a dead one and reclaims it.
+	 */
+	struct stat st;
+	bool intact = fstat(c->fd, &st) == 0 && (uint64_t)st.st_size >= c->map_size;
+	if (c->owner && intact)
 		cistern__release_entry(c);
 	unmap_free(c);
 	return 0;
@@ -500,7 +521,12 @@ int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
 {
 	if (!c || !cfg)
 		return -EINVAL;
-	const struct cistern_hdr *h = c->hdr;
+	config_of(c->hdr, cfg);
+	return 0;
+}
+
+static void config_of(const struct cistern_hdr *h, struct cistern_config *cfg)
+{
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->slot_size = h->slot_size;
 	cfg->slot_count = h->slot_count;
@@ -517,5 +543,4 @@ int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
 	cfg->flags = h->flags;
 	cfg->reads_per_put = h->reads_per_put;
 	cfg->rate_slack = h->rate_slack;
-	return 0;
 }

@@ -49,6 +49,8 @@ enum {
 enum {
 	CISTERN_PROC_FREE = 0,
 	CISTERN_PROC_ACTIVE = 1,
+	/* Its owner is gone (or detaching) and a reclaim of what it held is under way. */
+	CISTERN_PROC_RECLAIMING = 2,
 };
 
 /*
