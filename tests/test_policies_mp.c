@@ -295,3 +295,118 @@ Test(policies_mp, reservoir_population_rises_to_capacity_holds_then_drains, .tim
 	cr_assert_geq(full * 10, steady * 9, "held at capacity: %d of %d", full, steady);
 	cr_assert_eq(cv.pop[cv.n - 1], 0, "drained after close");
 }
+
+/* ---- crashes ---- */
+
+/* A child attaches, does `what`, says so, and waits to be killed. */
+enum victim_act { HOLD_PIN, HOLD_FIRO, HOLD_RESERVATION };
+
+static pid_t spawn_victim(const char *name, enum victim_act what, _Atomic uint32_t *ready)
+{
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		struct cistern *c;
+		struct cistern_sample s;
+		struct cistern_slot slot;
+		if (cistern_attach(name, &c) < 0)
+			_exit(1);
+		int r = what == HOLD_RESERVATION ? cistern_reserve(c, &slot, WAIT_MS)
+						 : cistern_acquire(c, &s, WAIT_MS);
+		if (r < 0)
+			_exit(2);
+		atomic_store(ready, 1);
+		pause();
+		_exit(0);
+	}
+	while (!atomic_load(ready))
+		usleep(1000);
+	return pid;
+}
+
+static void kill_and_reap(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+Test(policies_mp, a_killed_reader_pins_are_dropped, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "kpin");
+	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_size = 8, .slot_count = 1,
+				     .watermark = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_put(c, "old", 3, NULL, 0), 0);
+	_Atomic uint32_t *ready = shared_alloc(sizeof(*ready));
+	pid_t pid = spawn_victim(name, HOLD_PIN, ready);
+	cr_assert_eq(cistern_put(c, "new", 3, NULL, 0), -EAGAIN, "seen, but pinned by the victim");
+	kill_and_reap(pid);
+	/* The waiting put finds the dead reader within a sweep and evicts. */
+	cr_assert_eq(cistern_put(c, "new", 3, NULL, 5000), 0);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.evictions, 1);
+	cr_assert_eq(st.evicted_unseen, 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(policies_mp, a_killed_firo_reader_sample_is_handed_out_again, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "kfiro");
+	struct cistern_config cfg = {.policy = CISTERN_FIRO, .slot_size = 8, .slot_count = 4,
+				     .watermark = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
+	_Atomic uint32_t *ready = shared_alloc(sizeof(*ready));
+	pid_t pid = spawn_victim(name, HOLD_FIRO, ready);
+	cistern_close_reception(c);
+	char got[2] = {0};
+	char buf[8];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
+	got[0] = buf[0];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN,
+		     "the other is held by the victim: not end of data yet");
+	kill_and_reap(pid);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 5000), 1);
+	got[1] = buf[0];
+	cr_assert((got[0] == 'a' && got[1] == 'b') || (got[0] == 'b' && got[1] == 'a'));
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), CISTERN_EOD);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.redeliveries, 1);
+	cr_assert_eq(st.seen_hist[1], 2, "each left seen once: the dead read does not count");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(policies_mp, a_killed_producer_reservation_vanishes, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "kres");
+	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_size = 8, .slot_count = 2,
+				     .watermark = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	_Atomic uint32_t *ready = shared_alloc(sizeof(*ready));
+	pid_t pid = spawn_victim(name, HOLD_RESERVATION, ready);
+	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), -EAGAIN, "the victim holds the last slot");
+	kill_and_reap(pid);
+	cr_assert_eq(cistern_put(c, "b", 1, NULL, 5000), 0, "its slot came back empty");
+	cistern_close_reception(c);
+	char buf[8];
+	int n = 0;
+	while (cistern_get(c, buf, sizeof(buf), NULL, 0) == 1)
+		n++;
+	cr_assert_eq(n, 2, "the reservation never became a sample");
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.reclaimed, 1);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
