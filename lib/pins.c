@@ -128,9 +128,24 @@ void cistern__drop_pins(struct cistern *c, struct cistern_proc *p)
 	if (b >= CISTERN_PIN_READERS_MAX)
 		return;
 	uint64_t bit = UINT64_C(1) << b;
-	for (uint64_t i = 0; i < c->slot_count; i++)
-		if (atomic_load_explicit(&c->meta[i].pins, memory_order_relaxed) & bit)
-			atomic_fetch_and_explicit(&c->meta[i].pins, ~bit, memory_order_seq_cst);
+	for (uint64_t i = 0; i < c->slot_count; i++) {
+		struct cistern_slotmeta *m = &c->meta[i];
+		if (!(atomic_load_explicit(&m->pins, memory_order_relaxed) & bit))
+			continue;
+		/*
+		 * A read that was never released does not count as seen: take back
+		 * the one it added (before the unpin, so no producer can evict on
+		 * its strength), never below zero. If the reader died between its
+		 * pin and its increment this takes back another's read instead,
+		 * which only delays an eviction: erring low is the safe side.
+		 */
+		uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
+		while (seen > 0 && !atomic_compare_exchange_weak_explicit(&m->seen, &seen, seen - 1,
+									 memory_order_relaxed,
+									 memory_order_relaxed))
+			;
+		atomic_fetch_and_explicit(&m->pins, ~bit, memory_order_seq_cst);
+	}
 	p->reader_bit = UINT32_MAX;
 	/* Release: the bit is free only after every slot forgot it. */
 	atomic_fetch_and_explicit(&c->hdr->reader_bits, ~bit, memory_order_release);

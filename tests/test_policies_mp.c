@@ -342,9 +342,15 @@ Test(policies_mp, a_killed_reader_pins_are_dropped, .timeout = 60)
 	pid_t pid = spawn_victim(name, HOLD_PIN, ready);
 	cr_assert_eq(cistern_put(c, "new", 3, NULL, 0), -EAGAIN, "seen, but pinned by the victim");
 	kill_and_reap(pid);
-	/* The waiting put finds the dead reader within a sweep and evicts. */
-	cr_assert_eq(cistern_put(c, "new", 3, NULL, 5000), 0);
+	/* A waiting put finds the dead reader within a sweep: its pin goes, and so does its
+	 * read, which never completed: the sample counts as unseen again and stays. */
+	cr_assert_eq(cistern_put(c, "new", 3, NULL, 600), -ETIMEDOUT);
 	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.procs_attached, 1, "the dead reader was reclaimed");
+	char buf[8];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 3, "a live read");
+	cr_assert_eq(cistern_put(c, "new", 3, NULL, 0), 0, "now it may go");
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.evictions, 1);
 	cr_assert_eq(st.evicted_unseen, 0);
