@@ -22,7 +22,7 @@
 struct t_ctx {
 	char name[64];
 	uint32_t id;
-	_Atomic uint8_t *seen;
+	_Atomic uint32_t *seen; /* reads of each sample: reservoirs read some hundreds of times */
 	_Atomic int *failures;
 };
 
@@ -104,16 +104,21 @@ static void *t_reader(void *arg)
 	return NULL;
 }
 
-Test(threads, handles_in_many_threads_deliver_every_sample_exactly_once, .timeout = 300)
+/*
+ * Run T_PRODUCERS producer threads and T_READERS reader threads on a segment of
+ * this config; then every sample must have been read `exactly` times, or at
+ * least once when exactly is 0 (reads with replacement).
+ */
+static void run_threads(const char *tag, struct cistern_config cfg, uint32_t exactly)
 {
 	struct t_ctx ctx[T_PRODUCERS + T_READERS];
 	char name[64];
-	TEST_NAME(name, "thr");
-	struct cistern_config cfg = {.slot_size = T_PAYLOAD, .slot_count = 64,
-				     .expected_producers = T_PRODUCERS};
+	TEST_NAME(name, tag);
+	cfg.slot_size = T_PAYLOAD;
+	cfg.expected_producers = T_PRODUCERS;
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
-	static _Atomic uint8_t seen[T_TOTAL];
+	static _Atomic uint32_t seen[T_TOTAL];
 	static _Atomic int failures;
 	pthread_t th[T_PRODUCERS + T_READERS];
 	for (uint32_t i = 0; i < T_PRODUCERS + T_READERS; i++) {
@@ -127,19 +132,40 @@ Test(threads, handles_in_many_threads_deliver_every_sample_exactly_once, .timeou
 	for (int i = 0; i < T_PRODUCERS + T_READERS; i++)
 		pthread_join(th[i], NULL);
 	cr_assert_eq(atomic_load(&failures), 0);
-	size_t missing = 0, dup = 0;
+	size_t missing = 0, wrong = 0;
 	for (size_t i = 0; i < T_TOTAL; i++) {
-		missing += atomic_load(&seen[i]) == 0;
-		dup += atomic_load(&seen[i]) > 1;
+		uint32_t n = atomic_load(&seen[i]);
+		missing += n == 0;
+		wrong += exactly && n != exactly;
 	}
 	cr_assert_eq(missing, 0, "%zu samples never received", missing);
-	cr_assert_eq(dup, 0, "%zu samples received twice", dup);
+	cr_assert_eq(wrong, 0, "%zu samples not received exactly %u times", wrong, exactly);
 	struct cistern_stats st;
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.puts, T_TOTAL);
-	cr_assert_eq(st.gets, T_TOTAL);
+	if (exactly)
+		cr_assert_eq(st.gets, (uint64_t)T_TOTAL * exactly);
 	cistern_detach(c);
 	cistern_unlink(name);
+}
+
+Test(threads, handles_in_many_threads_deliver_every_sample_exactly_once, .timeout = 300)
+{
+	run_threads("thr", (struct cistern_config){.slot_count = 64}, 1);
+}
+
+Test(threads, firo_threads_read_every_sample_pseudo_epochs_times, .timeout = 300)
+{
+	run_threads("thr-firo", (struct cistern_config){.policy = CISTERN_FIRO, .slot_count = 64,
+							 .watermark = 8, .pseudo_epochs = 2},
+		    2);
+}
+
+Test(threads, reservoir_threads_never_lose_a_sample_unseen, .timeout = 300)
+{
+	run_threads("thr-res", (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							.slot_count = 64, .watermark = 8},
+		    0);
 }
 
 /*
