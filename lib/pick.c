@@ -12,12 +12,14 @@
  * A pick first tries a few random probes of the whole slot array: when the
  * qualifying slots are dense (a full reservoir whose samples were seen), a
  * probe hits in a handful of loads and is exactly uniform. When they are
- * sparse, probes would take ~capacity/qualifying tries, so the pick draws a
- * uniform rank in the snapshot and takes roaring_bitmap_select() of it.
+ * sparse (the snapshot holds under an eighth of the slots), probes would take
+ * ~capacity/qualifying tries, each a cache miss, so the pick goes straight to
+ * a uniform rank in the snapshot and takes roaring_bitmap_select() of it.
  * Picks that no longer qualify are removed from the snapshot; the snapshot is
  * rebuilt from the words when it is empty, when half of its recent picks
- * missed, or after it served as many picks as it had members, so new
- * qualifying slots join it soon. Each of the two ways is uniform over what it
+ * missed, or after it served as many picks as it has members (at least a
+ * sixteenth of the slot count, so that rebuilding, which reads every word,
+ * costs a small fraction of a pick), so new qualifying slots join it soon. Each of the two ways is uniform over what it
  * looks at, so their mixture is uniform over the qualifying slots up to the
  * snapshot's staleness.
  */
@@ -61,17 +63,32 @@ static int refresh(struct cistern *c, struct cistern_picker *pk, cistern_qualify
 int cistern__pick(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok, void *arg,
 		  uint64_t *out)
 {
-	for (int i = 0; i < PROBES; i++) {
-		uint64_t idx = cistern__rng_below(&c->rng, c->slot_count);
-		if (ok(c, idx, arg)) {
-			*out = idx;
-			return 0;
+	uint64_t card = pk->set ? roaring_bitmap_get_cardinality(pk->set) : 0;
+	/*
+	 * Probe unless the snapshot says candidates are sparse (under 1/16 of
+	 * the slots): then probes would mostly miss, each a cache miss, while
+	 * the bitmap's containers are sorted arrays whose select is one lookup.
+	 * Denser, the containers are bitsets whose select walks up to 8 KiB,
+	 * and a few probes (three times the expected number) are cheaper.
+	 */
+	if (card == 0 || card * 16 >= c->slot_count) {
+		uint64_t probes = card ? 3 * c->slot_count / card : PROBES;
+		if (probes < PROBES)
+			probes = PROBES;
+		for (uint64_t i = 0; i < probes; i++) {
+			uint64_t idx = cistern__rng_below(&c->rng, c->slot_count);
+			if (ok(c, idx, arg)) {
+				*out = idx;
+				return 0;
+			}
 		}
 	}
+	/* A refresh reads every slot word: space them out by a fraction of that cost. */
+	uint64_t max_uses = card > c->slot_count / 16 ? card : c->slot_count / 16;
 	bool refreshed = false;
 	for (;;) {
-		uint64_t card = pk->set ? roaring_bitmap_get_cardinality(pk->set) : 0;
-		if (card == 0 || pk->misses * 2 > card + 8 || pk->uses > card) {
+		card = pk->set ? roaring_bitmap_get_cardinality(pk->set) : 0;
+		if (card == 0 || pk->misses * 2 > card + 8 || pk->uses > max_uses) {
 			if (refreshed && card == 0)
 				return -EAGAIN;
 			int r = refresh(c, pk, ok, arg);
@@ -81,6 +98,7 @@ int cistern__pick(struct cistern *c, struct cistern_picker *pk, cistern_qualify_
 			card = roaring_bitmap_get_cardinality(pk->set);
 			if (card == 0)
 				return -EAGAIN;
+			max_uses = card > c->slot_count / 16 ? card : c->slot_count / 16;
 		}
 		uint32_t idx;
 		if (!roaring_bitmap_select(pk->set, (uint32_t)cistern__rng_below(&c->rng, card), &idx))

@@ -580,7 +580,7 @@ Test(policies, a_reservoir_refuses_a_65th_pinning_reader)
 	drop(c, name);
 }
 
-Test(policies, detach_drops_pins_so_the_sample_can_be_evicted)
+Test(policies, detach_drops_pins_and_their_unfinished_reads)
 {
 	char name[64];
 	struct cistern *c = make("pin-detach", name, sizeof(name),
@@ -592,9 +592,13 @@ Test(policies, detach_drops_pins_so_the_sample_can_be_evicted)
 	struct cistern_sample s;
 	cr_assert_eq(cistern_acquire(r, &s, 0), 0);
 	uint32_t v = 2;
-	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN);
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN, "pinned");
 	cistern_detach(r);
-	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN,
+		     "unpinned, but a read never released does not count as seen");
+	uint32_t x;
+	cr_assert_eq(cistern_get(c, &x, 4, NULL, 0), 4);
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0, "seen by a finished read: evictable");
 	drop(c, name);
 }
 
