@@ -134,4 +134,43 @@ int cistern__entry_alive(int fd, uint32_t index);
 extern const struct cistern_ops cistern__fifo_ops;
 const struct cistern_ops *cistern__ops_for(uint32_t policy);
 
+/* ---- Inspection, gc and snapshots (inspect.c, dump.c) ------------------ */
+
+/*
+ * What the read-only tools need from a policy, kept apart from cistern_ops so
+ * that the hot-path table stays as it is. Each policy defines one of these
+ * next to its ops and adds a case to cistern__snap_ops_for() in inspect.c.
+ */
+struct cistern_slot_view {
+	enum cistern_slot_class cls; /* CISTERN_SLOT_* (public, cistern.h) */
+	uint32_t owner;              /* attachment index + 1 holding it, 0 if none */
+};
+struct cistern_snap_ops {
+	/*
+	 * Classify a slot from its state word alone (a pure function: it may be
+	 * called on a read-only mapping, on a word that changes right after).
+	 * Held samples are CISTERN_SLOT_COMMITTED or CISTERN_SLOT_REDELIVER:
+	 * those are what a dump saves. `owner` names the attachment that holds a
+	 * RESERVED or ACQUIRED slot, so gc can say what a dead process held.
+	 */
+	struct cistern_slot_view (*classify)(uint64_t word);
+	/*
+	 * Make slots 0..n-1 of a freshly created, never used segment (init ran)
+	 * hold committed samples: payload, len, sample_id, sim_id, time_step and
+	 * seen are already written there, in ascending sample_id order. Set the
+	 * state words and whatever index the policy keeps, so that new samples
+	 * get ids >= next_id. n <= slot_count. Returns 0 or -errno.
+	 */
+	int (*restore)(struct cistern_hdr *h, uint64_t n, uint64_t next_id);
+};
+extern const struct cistern_snap_ops cistern__fifo_snap_ops;
+struct cistern_slot_view cistern__fifo_classify(uint64_t word);
+const struct cistern_snap_ops *cistern__snap_ops_for(uint32_t policy);
+
+/* liveness.c: sweep, telling `fn` about each dead entry just before reclaiming it. */
+typedef void (*cistern__reclaim_observer)(struct cistern *c, uint32_t index, void *arg);
+int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, void *arg);
+/* Byte 0 gc lock: shared while attaching, exclusive while deciding to unlink. */
+int cistern__gc_lock(int fd, short type, bool wait);
+
 #endif
