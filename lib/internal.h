@@ -173,4 +173,13 @@ int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, voi
 /* Byte 0 gc lock: shared while attaching, exclusive while deciding to unlink. */
 int cistern__gc_lock(int fd, short type, bool wait);
 
+/* crc32c.c: CRC-32C continued from `crc` (0 to start); _soft never uses SSE4.2. */
+uint32_t cistern__crc32c(uint32_t crc, const void *buf, size_t len);
+uint32_t cistern__crc32c_soft(uint32_t crc, const void *buf, size_t len);
+
+/* dump.c: the dump engine; CISTERN__DUMP_PLAIN writes with pwrite() (for the benchmark). */
+enum { CISTERN__DUMP_PLAIN = 1u << 0 };
+int cistern__dump_ex(const char *name, const char *path, unsigned flags,
+		     cistern_progress_fn progress, void *arg, struct cistern_dump_info *info);
+
 #endif
