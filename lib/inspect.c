@@ -221,7 +221,7 @@ int cistern_list(struct cistern_segment_info **out)
 	const size_t plen = strlen(CISTERN_SHM_PREFIX) - 1; /* "cistern." */
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
-		if (strncmp(e->d_name, CISTERN_SHM_PREFIX + 1, plen) != 0)
+		if (strncmp(e->d_name, &CISTERN_SHM_PREFIX[1], plen) != 0)
 			continue;
 		const char *name = e->d_name + plen;
 		if (cistern_name_valid(name) < 0)
