@@ -56,8 +56,9 @@ static int collect(const char *name, unsigned flags, bool named)
 			cli_error(&cmd_gc, name, r, "skipped");
 		return named ? r : 0;
 	}
-	if (r == -ENOENT && !named)
-		return 0; /* removed by someone else since the listing */
+	/* Scanning the machine: gone since the listing, or another user's to collect. */
+	if ((r == -ENOENT || r == -EACCES) && !named)
+		return 0;
 	if (r < 0) {
 		cli_error(&cmd_gc, name, r, NULL);
 		return r;
