@@ -177,8 +177,11 @@ int cistern__gc_lock(int fd, short type, bool wait);
 uint32_t cistern__crc32c(uint32_t crc, const void *buf, size_t len);
 uint32_t cistern__crc32c_soft(uint32_t crc, const void *buf, size_t len);
 
-/* dump.c: the dump engine; CISTERN__DUMP_PLAIN writes with pwrite() (for the benchmark). */
-enum { CISTERN__DUMP_PLAIN = 1u << 0 };
+/*
+ * dump.c: the dump engine. For the benchmark: CISTERN__DUMP_PLAIN writes with a
+ * pwrite() loop, CISTERN__DUMP_BUFFERED keeps io_uring but without O_DIRECT.
+ */
+enum { CISTERN__DUMP_PLAIN = 1u << 0, CISTERN__DUMP_BUFFERED = 1u << 1 };
 int cistern__dump_ex(const char *name, const char *path, unsigned flags,
 		     cistern_progress_fn progress, void *arg, struct cistern_dump_info *info);
 
