@@ -537,3 +537,37 @@ Test(dump, a_multi_buffer_dump_matches_the_plain_path_and_restores)
 	unlink(a);
 	unlink(b);
 }
+
+/* Someone polling for the name sees nothing, then the whole restored segment. */
+Test(dump, a_restored_segment_appears_complete_or_not_at_all, .timeout = 60)
+{
+	char name[64], copy[64], path[128];
+	struct cistern *c = make("d-atomic", name, sizeof(name), 2048);
+	snprintf(copy, sizeof(copy), "t-d-atomic2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "atomic");
+	fill(c, 2000);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		double end = mono_now() + 20;
+		while (mono_now() < end) {
+			struct cistern *r;
+			if (cistern_open_readonly(copy, &r) != 0)
+				continue;
+			struct cistern_occupancy o;
+			cistern_occupancy_get(r, &o);
+			_exit(o.slots[CISTERN_SLOT_COMMITTED] == 2000 ? 0 : 2);
+		}
+		_exit(3);
+	}
+	usleep(20 * 1000);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	int st;
+	waitpid(pid, &st, 0);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the poller saw a partial segment (%d)",
+		  WEXITSTATUS(st));
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}

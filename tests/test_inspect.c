@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "helpers.h"
+#include "internal.h"
 
 static struct cistern *make(const char *tag, char *name, size_t namelen, uint64_t slots)
 {
@@ -309,4 +310,39 @@ Test(ids, fifo_sample_ids_are_positions_from_zero_in_a_new_segment)
 	cr_assert_eq(m.sample_id, 1);
 	cistern_detach(c);
 	cistern_unlink(name);
+}
+
+/* A restore that died half-way: its header already bears another name, nobody lives. */
+static void abandoned_restore(char *name, size_t size)
+{
+	snprintf(name, size, "restore-%d-99", (int)getpid());
+	cistern_unlink(name);
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	snprintf(c->hdr->name, sizeof(c->hdr->name), "final-name");
+	cistern_detach(c);
+}
+
+Test(list, flags_an_unfinished_restore)
+{
+	char name[64];
+	abandoned_restore(name, sizeof(name));
+	struct cistern_segment_info *v;
+	int n = cistern_list(&v);
+	struct cistern_segment_info *si = find(v, n, name);
+	cr_assert_not_null(si);
+	cr_assert_eq(si->status, -EINPROGRESS);
+	free(v);
+	cistern_unlink(name);
+}
+
+Test(gc, removes_an_abandoned_restore)
+{
+	char name[64];
+	abandoned_restore(name, sizeof(name));
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.removed, 3);
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), -ENOENT);
 }
