@@ -340,7 +340,7 @@ static void show(enum format f, const struct snapshot *s, const struct snapshot 
 		text(s, prev);
 }
 
-static int run(int argc, char **argv)
+static int inspect(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"json", no_argument, NULL, 'j'},
@@ -349,31 +349,6 @@ static int run(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	/*
-	 * "--watch 2" and "-w 2": an optional argument is normally only taken
-	 * as "--watch=2"; glue a following number on before getopt sees it.
-	 */
-	char **args = calloc((size_t)argc + 1, sizeof(*args));
-	char *glued = NULL;
-	if (!args)
-		return EXIT_FAIL;
-	int nargs = 0;
-	for (int i = 0; i < argc; i++) {
-		bool w = strcmp(argv[i], "--watch") == 0 || strcmp(argv[i], "-w") == 0;
-		if (w && !glued && i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9') {
-			size_t n = strlen(argv[i + 1]) + 9;
-			glued = malloc(n);
-			if (!glued)
-				return EXIT_FAIL;
-			snprintf(glued, n, "--watch=%s", argv[i + 1]);
-			args[nargs++] = glued;
-			i++;
-			continue;
-		}
-		args[nargs++] = argv[i];
-	}
-	argc = nargs;
-	argv = args;
 	enum format fmt = TEXT;
 	bool watch = false;
 	double period = 1.0;
@@ -458,6 +433,39 @@ static int run(int argc, char **argv)
 	}
 	free(cur.procs);
 	free(prev.procs);
+	return status;
+}
+
+static int run(int argc, char **argv)
+{
+	/*
+	 * "--watch 2" and "-w 2": an optional argument is normally only taken
+	 * as "--watch=2"; glue a following number on before getopt sees it.
+	 */
+	char **args = calloc((size_t)argc + 1, sizeof(*args));
+	char *glued = NULL;
+	if (!args)
+		return EXIT_FAIL;
+	int nargs = 0;
+	for (int i = 0; i < argc; i++) {
+		bool w = strcmp(argv[i], "--watch") == 0 || strcmp(argv[i], "-w") == 0;
+		if (w && !glued && i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9') {
+			size_t n = strlen(argv[i + 1]) + 9;
+			glued = malloc(n);
+			if (!glued) {
+				free(args);
+				return EXIT_FAIL;
+			}
+			snprintf(glued, n, "--watch=%s", argv[i + 1]);
+			args[nargs++] = glued;
+			i++;
+			continue;
+		}
+		args[nargs++] = argv[i];
+	}
+	int status = inspect(nargs, args);
+	free(glued);
+	free(args);
 	return status;
 }
 
