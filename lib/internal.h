@@ -139,7 +139,19 @@ const struct cistern_ops *cistern__ops_for(uint32_t policy);
 /*
  * What the read-only tools need from a policy, kept apart from cistern_ops so
  * that the hot-path table stays as it is. Each policy defines one of these
- * next to its ops and adds a case to cistern__snap_ops_for() in inspect.c.
+ * next to its ops and adds a case to cistern__snap_ops_for() in inspect.c;
+ * without it, inspect shows no occupancy and dump/restore/gc return -ENOTSUP.
+ *
+ * What else the tools rely on, for every policy:
+ *  - cistern_ops.reclaim works for a caller that is not attached (c->owner
+ *    is 0, c->me is NULL): cistern_gc() sweeps without taking an entry.
+ *  - a reader's reservoir pins are bits of cistern_slotmeta.pins at the
+ *    owner's cistern_proc.reader_bit (gc counts the pins a dead reader held).
+ *  - slotmeta.sample_id/sim_id/time_step/len/seen describe a held sample;
+ *    ids come from ring positions + id_base or from hdr->next_sample_id
+ *    (a dump records max(tail + id_base, next_sample_id, max held id + 1)).
+ *  - any index a policy keeps besides the slot words (population, a
+ *    (sim_id, time_step) table, ...) is rebuilt by .restore from slot metadata.
  */
 struct cistern_slot_view {
 	enum cistern_slot_class cls; /* CISTERN_SLOT_* (public, cistern.h) */

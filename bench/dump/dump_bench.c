@@ -10,12 +10,15 @@
  *
  *   dump_bench [DIR [ROUNDS]]       (defaults: /tmp 5)
  *
- * Prints one line per shape and engine: median time and throughput.
+ * Prints one line per shape and engine: median wall time, throughput, and
+ * median CPU time (user + system of the whole process, io_uring workers
+ * included).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +29,15 @@ static double now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU seconds of the whole process: user + system, io_uring workers included. */
+static double cpu(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 static int cmp(const void *a, const void *b)
@@ -53,7 +65,7 @@ int main(int argc, char **argv)
 	char name[64], path[4096];
 	snprintf(name, sizeof(name), "dump-bench-%d", (int)getpid());
 	snprintf(path, sizeof(path), "%s/cistern-dump-bench-%d.dump", dir, (int)getpid());
-	printf("%-22s %-18s %10s %10s\n", "shape", "engine", "median s", "MiB/s");
+	printf("%-22s %-18s %10s %10s %10s\n", "shape", "engine", "median s", "MiB/s", "cpu s");
 	for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
 		const struct shape *s = &shapes[k];
 		struct cistern_config cfg = {.slot_size = s->slot_size, .slot_count = s->slots};
@@ -86,11 +98,13 @@ int main(int argc, char **argv)
 			{"pwrite", CISTERN__DUMP_PLAIN},
 		};
 		for (int e = 0; e < 3; e++) {
-			double t[100];
+			double t[100], c[100];
 			for (int i = 0; i < rounds; i++) {
+				double c0 = cpu();
 				double t0 = now();
 				r = cistern__dump_ex(name, path, engines[e].flags, NULL, NULL, NULL);
 				t[i] = now() - t0;
+				c[i] = cpu() - c0;
 				if (r < 0) {
 					fprintf(stderr, "dump_bench: dump: %s\n", cistern_strerror(r));
 					return 1;
@@ -98,8 +112,10 @@ int main(int argc, char **argv)
 				unlink(path);
 			}
 			qsort(t, (size_t)rounds, sizeof(t[0]), cmp);
+			qsort(c, (size_t)rounds, sizeof(c[0]), cmp);
 			double med = t[rounds / 2];
-			printf("%-22s %-18s %10.4f %10.0f\n", label, engines[e].name, med, mib / med);
+			printf("%-22s %-18s %10.4f %10.0f %10.4f\n", label, engines[e].name, med,
+			       mib / med, c[rounds / 2]);
 		}
 		cistern_detach(c);
 		cistern_unlink(name);
