@@ -831,3 +831,129 @@ Test(dump, of_a_missing_segment_fails_and_writes_no_file)
 	cr_assert(strstr(r->err, "t-cli-absent"));
 	cr_assert_neq(access(path, F_OK), 0);
 }
+
+/* ---- more failures ----------------------------------------------------- */
+
+Test(close, a_missing_segment_fails_naming_it)
+{
+	struct result *r = run("close", "t-cli-no-close");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "t-cli-no-close: no segment of that name"), "%s", r->err);
+}
+
+Test(put, a_missing_file_fails_and_puts_nothing)
+{
+	char name[64];
+	struct cistern *c = make("putmiss", name, sizeof(name), 8);
+	struct result *r = run("put", name, "/nonexistent/file");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "/nonexistent/file"), "%s", r->err);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.puts, 0);
+	cleanup(c, name);
+}
+
+Test(dump, into_a_missing_directory_fails)
+{
+	char name[64];
+	struct cistern *c = make("dumpdir", name, sizeof(name), 8);
+	struct result *r = run("dump", name, "/nonexistent-dir/x.dump");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, name) && strstr(r->err, "No such file"), "%s", r->err);
+	cleanup(c, name);
+}
+
+Test(dump, restore_of_a_missing_file_fails)
+{
+	struct result *r = run("restore", "/nonexistent/x.dump", "t-cli-nothing");
+	cr_assert_eq(r->status, 1);
+	cr_assert(!exists("t-cli-nothing"));
+}
+
+Test(dump, restore_over_an_existing_segment_fails)
+{
+	char name[64], path[128];
+	struct cistern *c = make("dumpover", name, sizeof(name), 8);
+	tmp_path(path, sizeof(path), "over");
+	cr_assert_eq(run("dump", "-q", name, path)->status, 0);
+	struct result *r = run("restore", path);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "already exists"), "%s", r->err);
+	cleanup(c, name);
+	unlink(path);
+}
+
+Test(dump, no_progress_bar_when_stderr_is_not_a_terminal)
+{
+	char name[64], path[128];
+	struct cistern *c = make("noprog", name, sizeof(name), 8);
+	tmp_path(path, sizeof(path), "noprog");
+	struct result *r = run("dump", name, path);
+	cr_assert_eq(r->status, 0);
+	cr_assert(strncmp(r->err, "dumped ", 7) == 0, "%s", r->err);
+	cleanup(c, name);
+	unlink(path);
+}
+
+Test(dump, a_progress_bar_on_a_terminal)
+{
+	char name[64], path[128];
+	struct cistern *c = make("prog", name, sizeof(name), 8);
+	tmp_path(path, sizeof(path), "prog");
+	cistern_put(c, "x", 1, NULL, 0);
+	int m = posix_openpt(O_RDWR | O_NOCTTY);
+	cr_assert_geq(m, 0);
+	cr_assert_eq(grantpt(m), 0);
+	cr_assert_eq(unlockpt(m), 0);
+	int s = open(ptsname(m), O_RDWR | O_NOCTTY);
+	cr_assert_geq(s, 0);
+	int out = mem_file("out", NULL, 0);
+	char *args[] = {"dump", name, path, NULL};
+	pid_t pid = start(NULL, 0, out, s, args);
+	int st;
+	waitpid(pid, &st, 0);
+	cr_assert_eq(status_of(st), 0);
+	close(s);
+	char buf[4096];
+	ssize_t n = read(m, buf, sizeof(buf) - 1);
+	cr_assert_gt(n, 0);
+	buf[n] = '\0';
+	cr_assert(strstr(buf, "dump [") && strstr(buf, "100%"), "%s", buf);
+	close(m);
+	close(out);
+	cleanup(c, name);
+	unlink(path);
+}
+
+Test(usage, commands_that_need_names_refuse_none)
+{
+	cr_assert_eq(run("rm")->status, 2);
+	cr_assert_eq(run("close")->status, 2);
+	cr_assert_eq(run("put")->status, 2);
+	cr_assert_eq(run("restore")->status, 2);
+	cr_assert_eq(run("create")->status, 2);
+	cr_assert_eq(run("gc", "bad/name")->status, 2);
+}
+
+Test(get, a_sample_whose_output_fails_goes_back_to_the_segment)
+{
+	char name[64];
+	struct cistern *c = make("getpipe", name, sizeof(name), 8);
+	cistern_put(c, "precious", 8, NULL, 0);
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	close(p[0]); /* nobody will ever read: writing fails with EPIPE */
+	int err = mem_file("err", NULL, 0);
+	char *args[] = {"get", name, NULL};
+	pid_t pid = start(NULL, 0, p[1], err, args);
+	close(p[1]);
+	int st;
+	waitpid(pid, &st, 0);
+	cr_assert_eq(status_of(st), 1, "a failed write is a failure, not a kill by SIGPIPE");
+	close(err);
+	char buf[16];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 8, "the sample was not lost");
+	cr_assert_eq(memcmp(buf, "precious", 8), 0);
+	cleanup(c, name);
+}

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* cmd_dump.c - `cistern dump`: snapshot a segment to a file, live or not. */
+#include <errno.h>
 #include <inttypes.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -40,13 +42,30 @@ static int run(int argc, char **argv)
 	int r = cistern_name_valid(name);
 	if (r < 0)
 		return cli_usage(&cmd_dump, "bad segment name '%s': %s", name, cistern_strerror(r));
+	/*
+	 * Check the segment on its own first: the library says -ENOENT both for
+	 * a missing segment and for a missing directory, and they need different
+	 * messages.
+	 */
+	struct cistern *c;
+	r = cistern_open_readonly(name, &c);
+	if (r < 0) {
+		cli_error(&cmd_dump, name, r, NULL);
+		return EXIT_FAIL;
+	}
+	cistern_detach(c);
 	struct progress p;
 	progress_init(&p, "dump");
 	struct cistern_dump_info info;
 	r = cistern_dump(name, file, progress_cb, &p, &info);
 	progress_end(&p);
 	if (r < 0) {
-		cli_error(&cmd_dump, name, r, "dump to %s failed", file);
+		/* Past the check above, what fails is the file, unless the segment just went. */
+		if (r == -ENOENT || r == -EACCES || r == -ENOSPC || r == -EROFS || r == -EISDIR ||
+		    r == -ENOTDIR || r == -EIO || r == -EDQUOT || r == -EFBIG)
+			cli_error(&cmd_dump, name, 0, "cannot write %s: %s", file, strerror(-r));
+		else
+			cli_error(&cmd_dump, name, r, "dump to %s failed", file);
 		return EXIT_FAIL;
 	}
 	if (!quiet) {

@@ -95,6 +95,7 @@ static int run(int argc, char **argv)
 			status = EXIT_FAIL;
 			break;
 		}
+		errno = 0;
 		bool ok = fwrite(s.data, 1, s.len, stdout) == s.len;
 		if (ok && sep != EOF)
 			ok = putchar(sep) != EOF;
@@ -104,7 +105,8 @@ static int run(int argc, char **argv)
 			 * Not released: detaching hands it back (FIFO: to the next
 			 * reader), so a broken pipe loses no sample.
 			 */
-			cli_error(&cmd_get, name, -errno, "writing standard output");
+			cli_error(&cmd_get, name, 0, "writing standard output: %s; the sample "
+				  "goes back to the segment", strerror(errno ? errno : EIO));
 			status = EXIT_FAIL;
 			break;
 		}

@@ -118,7 +118,7 @@ static int run(int argc, char **argv)
 					 timeout);
 		}
 		if (status == EXIT_OK && ferror(stdin)) {
-			cli_error(&cmd_put, name, -EIO, "reading standard input");
+			cli_error(&cmd_put, name, 0, "reading standard input: %s", strerror(EIO));
 			status = EXIT_FAIL;
 		}
 		free(line);
@@ -135,7 +135,8 @@ static int run(int argc, char **argv)
 			bool in = strcmp(file, "-") == 0;
 			int fd = in ? STDIN_FILENO : open(file, O_RDONLY | O_CLOEXEC);
 			if (fd < 0) {
-				cli_error(&cmd_put, name, -errno, "cannot open %s", file);
+				/* File errors in the file's words (cistern_strerror speaks of segments). */
+				cli_error(&cmd_put, name, 0, "cannot open %s: %s", file, strerror(errno));
 				status = EXIT_FAIL;
 				break;
 			}
@@ -149,7 +150,7 @@ static int run(int argc, char **argv)
 					  fmt_bytes(cfg.slot_size, a, sizeof(a)));
 				status = EXIT_FAIL;
 			} else if (len < 0) {
-				cli_error(&cmd_put, name, (int)len, "reading %s", file);
+				cli_error(&cmd_put, name, 0, "reading %s: %s", file, strerror((int)-len));
 				status = EXIT_FAIL;
 			} else {
 				status = put_one(c, name, in ? "standard input" : file, buf, (size_t)len,

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* cmd_restore.c - `cistern restore`: rebuild a segment from a dump file. */
 #include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
 #include <inttypes.h>
 
 #include "cli.h"
@@ -51,6 +54,13 @@ static int run(int argc, char **argv)
 			return cli_usage(&cmd_restore, "bad segment name '%s': %s", name,
 					 cistern_strerror(r));
 	}
+	/* File errors in the file's words: the library's -ENOENT would read "no segment". */
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		cli_error(&cmd_restore, file, 0, "cannot read: %s", strerror(errno));
+		return EXIT_FAIL;
+	}
+	close(fd);
 	struct cistern_dump_info info;
 	int r;
 	if (check) {
