@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 
@@ -627,6 +628,8 @@ static pid_t holder(const char *name, enum hold what)
 	cr_assert_eq(pipe(p), 0);
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* Die with the test: a failed assertion must not leave paused children. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(p[0]);
 		struct cistern *h;
 		if (cistern_attach(name, &h) < 0)

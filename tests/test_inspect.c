@@ -2,6 +2,7 @@
 /* test_inspect.c - read-only handles, occupancy, the process table, listing, rm, gc. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 
 #include "helpers.h"
@@ -26,6 +27,8 @@ static pid_t holder(const char *name, enum hold what)
 	cr_assert_eq(pipe(p), 0);
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* Die with the test: a failed assertion must not leave paused children. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(p[0]);
 		struct cistern *c;
 		if (cistern_attach(name, &c) < 0)
@@ -345,4 +348,68 @@ Test(gc, removes_an_abandoned_restore)
 	cr_assert_eq(rep.removed, 3);
 	struct cistern *c;
 	cr_assert_eq(cistern_open_readonly(name, &c), -ENOENT);
+}
+
+/*
+ * gc removing a dead segment races a process attaching to it: either the
+ * attach fails (the name was gone first) or the name survives. An attach that
+ * succeeds on a segment whose name then vanishes is the bug the gc lock prevents.
+ */
+Test(gc, never_removes_a_segment_under_a_process_that_attached, .timeout = 120)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "t-gcrace-%d", (int)getpid());
+	int attached = 0, refused = 0;
+	for (int round = 0; round < 64; round++) {
+		cistern_unlink(name);
+		struct cistern *c;
+		cr_assert_eq(cistern_create(name, NULL, &c), 0);
+		cistern_detach(c);
+		kill_wait(holder(name, HOLD_NOTHING)); /* one dead entry, nobody alive */
+		int go[2], res[2];
+		cr_assert_eq(pipe(go), 0);
+		cr_assert_eq(pipe(res), 0);
+		pid_t pid = fork();
+		if (pid == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			char b;
+			if (read(go[0], &b, 1) != 1)
+				_exit(1);
+			struct cistern *h;
+			int r = cistern_attach(name, &h);
+			if (write(res[1], &r, sizeof(r)) != sizeof(r))
+				_exit(1);
+			pause();
+			_exit(0);
+		}
+		close(res[1]); /* so that a child dying early reads as EOF, not a hang */
+		cr_assert_eq(write(go[1], "g", 1), 1);
+		/* Vary who is first: sometimes gc right away, sometimes a little later. */
+		static const int delay_us[] = {0, 50, 100, 200, 400, 800, 1500, 3000};
+		usleep((useconds_t)delay_us[round % 8]);
+		struct cistern_gc_report rep;
+		int g = cistern_gc(name, 0, &rep);
+		cr_assert(g == 0 || g == -ENOENT, "gc: %d", g);
+		int r = 1;
+		ssize_t got = read(res[0], &r, sizeof(r));
+		struct cistern *probe;
+		int still = cistern_open_readonly(name, &probe);
+		if (still == 0)
+			cistern_detach(probe);
+		/* The child goes before any assertion: a failing test must not leave it behind. */
+		kill_wait(pid);
+		close(go[0]);
+		close(go[1]);
+		close(res[0]);
+		cr_assert_eq(got, (ssize_t)sizeof(r), "the attaching child died");
+		if (r == 0) {
+			attached++;
+			cr_assert_eq(still, 0, "round %d: attached, yet the name is gone", round);
+		} else {
+			refused++;
+			cr_assert_eq(r, -ENOENT, "round %d: attach: %d", round, r);
+		}
+	}
+	cistern_unlink(name);
+	cr_log_info("attached %d times, refused %d times", attached, refused);
 }
