@@ -71,6 +71,8 @@
 /* O_DIRECT offsets, lengths and buffers are multiples of this. */
 #define DIRECT_ALIGN 4096
 
+bool cistern__no_uring;
+
 /* ---- little-endian encoding ------------------------------------------- */
 
 static void put32(uint8_t *p, uint32_t v)
@@ -493,10 +495,14 @@ static int w_init(struct writer *w, int fd, bool plain, bool buffered, size_t mi
 	if (plain)
 		return 0;
 	/* One entry per buffer plus the fsync: never more requests than that. */
-	r = io_uring_queue_init(IO_BUFFERS + 2, &w->ring, 0);
+	r = cistern__no_uring ? -ENOSYS : io_uring_queue_init(IO_BUFFERS + 2, &w->ring, 0);
 	if (r < 0) {
-		bufs_free(&w->b);
-		return r;
+		/*
+		 * No io_uring here (kernel.io_uring_disabled, a container's seccomp
+		 * filter, an old kernel): write with pwrite() rather than fail.
+		 */
+		w->plain = true;
+		return 0;
 	}
 	w->ring_ok = true;
 	bufs_register(&w->b, &w->ring);
@@ -847,8 +853,33 @@ static void r_fill(struct reader *rd)
 }
 
 /* The next chunk in file order, or NULL at the end (or on error: rd->err). */
+/* Without io_uring: the next chunk with pread(), into buffer 0. */
+static const uint8_t *r_next_plain(struct reader *rd, size_t *len)
+{
+	if (rd->next >= rd->size)
+		return NULL;
+	size_t want = rd->size - rd->next < rd->b.size ? (size_t)(rd->size - rd->next) : rd->b.size;
+	uint8_t *p = buf_at(&rd->b, 0);
+	size_t got = 0;
+	while (got < want) {
+		ssize_t r = pread(rd->fd, p + got, want - got, (off_t)(rd->next + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			rd->err = r < 0 ? -errno : -EBADMSG; /* 0: the file shrank under us */
+			return NULL;
+		}
+		got += (size_t)r;
+	}
+	rd->next += want;
+	*len = want;
+	return p;
+}
+
 static const uint8_t *r_next(struct reader *rd, size_t *len)
 {
+	if (!rd->ring_ok)
+		return r_next_plain(rd, len);
 	r_fill(rd);
 	struct rbuf *rb = &rd->r[rd->head];
 	if (rb->state == 0)
@@ -888,6 +919,8 @@ static const uint8_t *r_next(struct reader *rd, size_t *len)
 /* The chunk r_next() returned is consumed: its buffer can be refilled. */
 static void r_done(struct reader *rd)
 {
+	if (!rd->ring_ok)
+		return;
 	rd->r[rd->head].state = 0;
 	rd->head = (rd->head + 1) % rd->b.n;
 }
@@ -900,11 +933,9 @@ static int r_init(struct reader *rd, int fd, uint64_t size)
 	int r = bufs_alloc(&rd->b, MIB, IO_BUFFERS);
 	if (r < 0)
 		return r;
-	r = io_uring_queue_init(IO_BUFFERS, &rd->ring, 0);
-	if (r < 0) {
-		bufs_free(&rd->b);
-		return r;
-	}
+	r = cistern__no_uring ? -ENOSYS : io_uring_queue_init(IO_BUFFERS, &rd->ring, 0);
+	if (r < 0)
+		return 0; /* no io_uring here: r_next() reads with pread() */
 	rd->ring_ok = true;
 	bufs_register(&rd->b, &rd->ring);
 	return 0;

@@ -194,6 +194,8 @@ uint32_t cistern__crc32c_soft(uint32_t crc, const void *buf, size_t len);
  * pwrite() loop, CISTERN__DUMP_BUFFERED keeps io_uring but without O_DIRECT.
  */
 enum { CISTERN__DUMP_PLAIN = 1u << 0, CISTERN__DUMP_BUFFERED = 1u << 1 };
+/* Tests set this to take the paths used where io_uring is unavailable. */
+extern bool cistern__no_uring;
 int cistern__dump_ex(const char *name, const char *path, unsigned flags,
 		     cistern_progress_fn progress, void *arg, struct cistern_dump_info *info);
 

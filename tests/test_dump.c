@@ -571,3 +571,32 @@ Test(dump, a_restored_segment_appears_complete_or_not_at_all, .timeout = 60)
 	cistern_unlink(copy);
 	unlink(path);
 }
+
+/* Where io_uring is unavailable (seccomp, io_uring_disabled), dump and restore still work. */
+Test(dump, works_without_io_uring)
+{
+	char name[64], copy[64], path[128];
+	struct cistern *c = make("d-nouring", name, sizeof(name), 16);
+	snprintf(copy, sizeof(copy), "t-d-nouring2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "nouring");
+	fill(c, 10);
+	cistern__no_uring = true;
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_dump_verify(path, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	cistern__no_uring = false;
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	for (uint32_t i = 0; i < 10; i++) {
+		uint8_t buf[PAYLOAD];
+		struct cistern_meta m;
+		ssize_t n = cistern_get(r, buf, sizeof(buf), &m, 0);
+		cr_assert_eq(n, (ssize_t)(1 + (i * 37) % PAYLOAD));
+		cr_assert(check_payload(buf, (size_t)n, 9, i));
+	}
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
