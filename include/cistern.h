@@ -32,6 +32,13 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility; only what is marked here is exported. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CISTERN_API __attribute__((visibility("default")))
+#else
+#define CISTERN_API
+#endif
+
 #define CISTERN_VERSION_MAJOR 0
 #define CISTERN_VERSION_MINOR 1
 #define CISTERN_VERSION_PATCH 0
@@ -68,6 +75,11 @@ enum cistern_policy {
 };
 #define CISTERN_POLICY_COUNT 6
 
+/** Largest sweep_size * nb_time_steps of a SimPairedReservoir. */
+#define CISTERN_PAIR_INDEX_MAX (UINT64_C(1) << 28)
+/** Most reader handles pinning samples of one reservoir segment at once. */
+#define CISTERN_PIN_READERS_MAX 64
+
 /** Config flags. */
 enum {
 	/** FIFOEvictReservoir: evict the oldest even if unseen (counted as evicted unseen). */
@@ -93,6 +105,14 @@ struct cistern_config {
 	uint32_t expected_producers;   /**< reception closes after this many cistern_producer_done() (0 = only by cistern_close_reception) */
 	uint32_t flags;                /**< CISTERN_LOSSY, ... */
 	uint32_t reserved_;            /**< must be 0 */
+	/**
+	 * Reservoir kinds: optional rate limiter. When reads_per_put > 0, readers
+	 * wait while reads > reads_per_put * puts + rate_slack and producers wait
+	 * while reads_per_put * puts > reads + rate_slack (both counted since
+	 * creation). 0 = off.
+	 */
+	double reads_per_put;
+	double rate_slack;             /**< allowed drift, in reads; 0 = reads_per_put */
 };
 
 /** Metadata carried by every sample. */
@@ -136,7 +156,7 @@ struct cistern;
  * starting with a letter or digit.
  * @return 0 if valid, -EINVAL if not, -ENAMETOOLONG if too long.
  */
-int cistern_name_valid(const char *name);
+CISTERN_API int cistern_name_valid(const char *name);
 
 /**
  * Create a new segment and attach to it.
@@ -146,7 +166,7 @@ int cistern_name_valid(const char *name);
  * @return 0; -EEXIST if the name is taken; -EINVAL for bad parameters;
  *         -ENOTSUP for a policy this build does not implement; -ENOMEM, -ENOSPC, ...
  */
-int cistern_create(const char *name, const struct cistern_config *cfg, struct cistern **out);
+CISTERN_API int cistern_create(const char *name, const struct cistern_config *cfg, struct cistern **out);
 
 /**
  * Attach to an existing segment. Recovers what dead processes left behind.
@@ -155,27 +175,27 @@ int cistern_create(const char *name, const struct cistern_config *cfg, struct ci
  *         another ABI or layout; -EACCES without permission; -EUSERS if the
  *         attachment table is full; -EAGAIN if the segment is still being created.
  */
-int cistern_attach(const char *name, struct cistern **out);
+CISTERN_API int cistern_attach(const char *name, struct cistern **out);
 
 /**
  * Detach: give back what this handle still holds (reservations vanish, acquired
  * FIFO/FIRO samples are handed out again), unmap and free the handle.
  * @return 0, or -EINVAL for a NULL handle.
  */
-int cistern_detach(struct cistern *c);
+CISTERN_API int cistern_detach(struct cistern *c);
 
 /**
  * Remove a segment's name. Attached processes keep working; the memory is freed
  * when the last one detaches.
  * @return 0; -ENOENT; -EINVAL for a bad name; -EACCES.
  */
-int cistern_unlink(const char *name);
+CISTERN_API int cistern_unlink(const char *name);
 
 /**
  * Reserve a writable slot (zero-copy put). Waits for room as cistern_put() does.
  * @return 0; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed.
  */
-int cistern_reserve(struct cistern *c, struct cistern_slot *slot, int timeout_ms);
+CISTERN_API int cistern_reserve(struct cistern *c, struct cistern_slot *slot, int timeout_ms);
 
 /**
  * Publish a reserved slot holding `len` bytes. meta->sim_id and time_step are
@@ -184,31 +204,31 @@ int cistern_reserve(struct cistern *c, struct cistern_slot *slot, int timeout_ms
  *         the slot is not reserved by this handle; -ERANGE for a sim_id or
  *         time_step outside the SimPairedReservoir bounds.
  */
-int cistern_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct cistern_meta *meta);
+CISTERN_API int cistern_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct cistern_meta *meta);
 
 /**
  * Give a reserved slot back unpublished: that sample never existed.
  * @return 0 or -EINVAL.
  */
-int cistern_abort(struct cistern *c, struct cistern_slot *slot);
+CISTERN_API int cistern_abort(struct cistern *c, struct cistern_slot *slot);
 
 /**
  * Copy `len` bytes in as one sample (reserve + copy + commit).
  * @return 0; -EMSGSIZE; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed.
  */
-int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta, int timeout_ms);
+CISTERN_API int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta, int timeout_ms);
 
 /**
  * Close reception: puts fail with -EPIPE from now on and readers drain, then get
  * CISTERN_EOD. Idempotent.
  */
-int cistern_close_reception(struct cistern *c);
+CISTERN_API int cistern_close_reception(struct cistern *c);
 
 /**
  * Declare one of cfg.expected_producers done; the last one closes reception.
  * @return the number of producers still expected, or -EINVAL if none is expected.
  */
-int cistern_producer_done(struct cistern *c);
+CISTERN_API int cistern_producer_done(struct cistern *c);
 
 /**
  * Acquire a sample to read in place (zero-copy get). Under FIFO and FIRO the
@@ -216,24 +236,68 @@ int cistern_producer_done(struct cistern *c);
  * (never evicted nor overwritten) until release.
  * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT.
  */
-int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms);
+CISTERN_API int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms);
 
 /**
  * Release an acquired sample.
  * @return 0, or -EINVAL if `s` is not held by this handle (never acquired, or
  *         already released).
  */
-int cistern_release(struct cistern *c, struct cistern_sample *s);
+CISTERN_API int cistern_release(struct cistern *c, struct cistern_sample *s);
 
 /**
  * Copy one sample out (acquire + copy + release).
  * @return the payload length; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if the
  *         sample is larger than `cap` (the sample is not lost: it is handed out again).
  */
-ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms);
+CISTERN_API ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms);
+
+/**
+ * Acquire a pair (x_t, x_t+1) of one simulation (SimPairedReservoir only): two
+ * samples with the same sim_id and consecutive time steps, chosen uniformly among
+ * the pairs held now, pinned together until cistern_release_pair().
+ * After reception closes, each pair is handed out once and removed.
+ * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EINVAL under another policy.
+ */
+CISTERN_API int cistern_acquire_pair(struct cistern *c, struct cistern_sample pair[2], int timeout_ms);
+
+/** Release a pair acquired with cistern_acquire_pair(). @return 0 or -EINVAL. */
+CISTERN_API int cistern_release_pair(struct cistern *c, struct cistern_sample pair[2]);
+
+/**
+ * Copy a pair out: payloads to buf[0] and buf[1] (each of `cap` bytes), lengths
+ * to len[2], metadata to meta[2] (may be NULL).
+ * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if a member exceeds cap.
+ */
+CISTERN_API int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
+		     struct cistern_meta meta[2], int timeout_ms);
+
+/**
+ * Acquire a batch of `n` distinct samples drawn uniformly at random from those
+ * held, pinned together (Reservoir, FIFOEvictReservoir, BatchReservoir; for
+ * BatchReservoir n must be 0 or batch_size, 0 meaning batch_size). After reception
+ * closes, batches remove what they return, and the last batch may be short.
+ * @return the number of samples acquired; CISTERN_EOD; -EAGAIN/-ETIMEDOUT;
+ *         -EINVAL for another policy or a bad n.
+ */
+CISTERN_API int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n,
+			  int timeout_ms);
+
+/** Release `n` samples acquired with cistern_acquire_batch(). @return 0 or -EINVAL. */
+CISTERN_API int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n);
+
+/**
+ * Gather a batch into one contiguous array: sample i is copied to
+ * buf + i * stride (stride >= the longest sample), its length to len[i] and
+ * metadata to meta[i] (len and meta may be NULL).
+ * @return the number of samples; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if a
+ *         sample is longer than stride; -EINVAL.
+ */
+CISTERN_API int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
+		      struct cistern_meta *meta, int timeout_ms);
 
 /** The segment's parameters as created (defaults filled in). */
-int cistern_config_get(const struct cistern *c, struct cistern_config *cfg);
+CISTERN_API int cistern_config_get(const struct cistern *c, struct cistern_config *cfg);
 
 /** Statistics of a segment (see docs/POLICIES.md). */
 #define CISTERN_SEEN_BUCKETS 8
@@ -251,21 +315,22 @@ struct cistern_stats {
 	uint64_t reader_wait_ns;   /**< total time readers waited */
 	/** seen counts of samples that left the buffer: 0,1,2,3,4,5-8,9-16,>16 */
 	uint64_t seen_hist[CISTERN_SEEN_BUCKETS];
+	uint64_t unpaired;         /**< SimPairedReservoir: samples left without a partner at the end */
 	uint32_t procs_attached;   /**< live attachments */
 	uint32_t reception_closed; /**< nonzero once reception is closed */
 };
 
 /** Read the statistics, without disturbing the segment. */
-int cistern_stats_get(const struct cistern *c, struct cistern_stats *st);
+CISTERN_API int cistern_stats_get(const struct cistern *c, struct cistern_stats *st);
 
 /** A sentence for a result code (0, a negative errno, or CISTERN_EOD). Never NULL. */
-const char *cistern_strerror(int err);
+CISTERN_API const char *cistern_strerror(int err);
 
 /** The name of a policy ("fifo", "firo", ...), or NULL if out of range. */
-const char *cistern_policy_name(enum cistern_policy p);
+CISTERN_API const char *cistern_policy_name(enum cistern_policy p);
 
 /** Parse a policy name as cistern_policy_name() prints it. @return 0 or -EINVAL. */
-int cistern_policy_parse(const char *s, enum cistern_policy *out);
+CISTERN_API int cistern_policy_parse(const char *s, enum cistern_policy *out);
 
 /* ======================================================================== */
 /* Inspection, listing, removal and garbage collection (lib/inspect.c)      */
@@ -286,7 +351,7 @@ int cistern_policy_parse(const char *s, enum cistern_policy *out);
  *         segment is still being created; -ENOTSUP for a policy this build
  *         does not implement.
  */
-int cistern_open_readonly(const char *name, struct cistern **out);
+CISTERN_API int cistern_open_readonly(const char *name, struct cistern **out);
 
 /** What a slot is doing, as far as an outside observer can tell. */
 enum cistern_slot_class {
@@ -301,7 +366,7 @@ enum cistern_slot_class {
 #define CISTERN_SLOT_CLASSES 7
 
 /** The name of a slot class ("free", "reserved", ...), or NULL if out of range. */
-const char *cistern_slot_class_name(enum cistern_slot_class cls);
+CISTERN_API const char *cistern_slot_class_name(enum cistern_slot_class cls);
 
 /** Occupancy of a segment: one pass over the slot metadata. */
 struct cistern_occupancy {
@@ -318,7 +383,7 @@ struct cistern_occupancy {
  * them, so under load the counts are a near-instant picture, not an atomic one.
  * @return 0; -EINVAL; -ENOTSUP if this build cannot classify the policy's slots.
  */
-int cistern_occupancy_get(const struct cistern *c, struct cistern_occupancy *occ);
+CISTERN_API int cistern_occupancy_get(const struct cistern *c, struct cistern_occupancy *occ);
 
 /** Roles an attached process has taken (cistern_proc_info.role bits). */
 enum {
@@ -345,7 +410,7 @@ struct cistern_proc_info {
  * Liveness is asked of the kernel (F_OFD_GETLK), so pid reuse does not fool it.
  * @return the number of entries in use (may exceed cap), or -errno.
  */
-int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out, size_t cap);
+CISTERN_API int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out, size_t cap);
 
 /** Summary of one shm object named cistern.*, as cistern_list() sees it. */
 struct cistern_segment_info {
@@ -374,7 +439,7 @@ struct cistern_segment_info {
  * @param out receives a malloc'ed array (free() it); NULL when there are none
  * @return the number of segments, or -errno (-ENOMEM, or /dev/shm unreadable).
  */
-int cistern_list(struct cistern_segment_info **out);
+CISTERN_API int cistern_list(struct cistern_segment_info **out);
 
 /** Flags of cistern_remove() and cistern_gc(). */
 enum {
@@ -391,7 +456,7 @@ enum {
  *         -ENOENT; -EINVAL; -EACCES; -EPROTO / -EPROTONOSUPPORT / -EAGAIN for
  *         an object that cannot be checked (unless forced).
  */
-int cistern_remove(const char *name, unsigned flags);
+CISTERN_API int cistern_remove(const char *name, unsigned flags);
 
 /** What cistern_gc() found and did for one segment. */
 struct cistern_gc_report {
@@ -420,7 +485,7 @@ struct cistern_gc_report {
  * created for later use. Damaged and foreign-build objects are never removed.
  * @return 0 (see *rep); -ENOENT; -EACCES; -EPROTO; -EPROTONOSUPPORT; -EINVAL.
  */
-int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep);
+CISTERN_API int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep);
 
 /* ======================================================================== */
 /* Snapshots: dump and restore (lib/dump.c)                                 */
@@ -463,7 +528,7 @@ struct cistern_dump_info {
  * @param info     may be NULL; receives what was written
  * @return 0; the errors of cistern_open_readonly(); -errno of the file I/O.
  */
-int cistern_dump(const char *name, const char *path, cistern_progress_fn progress,
+CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progress_fn progress,
 		 void *arg, struct cistern_dump_info *info);
 
 /**
@@ -476,14 +541,14 @@ int cistern_dump(const char *name, const char *path, cistern_progress_fn progres
  *         dump; -EPROTONOSUPPORT for a dump format this build does not know;
  *         -ENOTSUP for a policy this build lacks; -errno of the file I/O.
  */
-int cistern_restore(const char *path, const char *name, cistern_progress_fn progress,
+CISTERN_API int cistern_restore(const char *path, const char *name, cistern_progress_fn progress,
 		    void *arg, struct cistern_dump_info *info);
 
 /**
  * Read and fully verify a dump file without restoring it.
  * @return 0, -EBADMSG, -EPROTONOSUPPORT or -errno.
  */
-int cistern_dump_verify(const char *path, struct cistern_dump_info *info);
+CISTERN_API int cistern_dump_verify(const char *path, struct cistern_dump_info *info);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
  * wait, for how long, and what a failed wait means.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -14,6 +15,16 @@ const struct cistern_ops *cistern__ops_for(uint32_t policy)
 	switch (policy) {
 	case CISTERN_FIFO:
 		return &cistern__fifo_ops;
+	case CISTERN_FIRO:
+		return &cistern__firo_ops;
+	case CISTERN_RESERVOIR:
+		return &cistern__reservoir_ops;
+	case CISTERN_FIFO_EVICT_RESERVOIR:
+		return &cistern__fifo_evict_ops;
+	case CISTERN_SIM_PAIRED_RESERVOIR:
+		return &cistern__sim_paired_ops;
+	case CISTERN_BATCH_RESERVOIR:
+		return &cistern__batch_ops;
 	default:
 		return NULL;
 	}
@@ -100,7 +111,10 @@ int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_m
 		return r;
 	if (len)
 		memcpy(slot.data, buf, len);
-	return c->ops->commit(c, &slot, len, meta);
+	r = c->ops->commit(c, &slot, len, meta);
+	if (r < 0)
+		c->ops->abort(c, &slot); /* e.g. -ERANGE: the put did not happen at all */
+	return r;
 }
 
 int cistern_close_reception(struct cistern *c)
@@ -131,6 +145,74 @@ int cistern_producer_done(struct cistern *c)
 	return (int)(expected - done);
 }
 
+/* What a read tries: one sample, a pair or a batch. Returns >= 0 or -errno. */
+struct read_req {
+	enum { READ_ONE, READ_PAIR, READ_BATCH } kind;
+	struct cistern_sample *out;
+	size_t n;
+};
+
+static int try_read(struct cistern *c, const struct read_req *q)
+{
+	switch (q->kind) {
+	case READ_ONE:
+		return c->ops->try_acquire(c, q->out);
+	case READ_PAIR:
+		return c->ops->try_acquire_pair(c, q->out);
+	default:
+		return c->ops->try_acquire_batch(c, q->out, q->n);
+	}
+}
+
+/* Try, and while there is nothing yet, check for end of data and wait. */
+static int read_loop(struct cistern *c, const struct read_req *q, int timeout_ms)
+{
+	cistern__add_role(c, CISTERN_ROLE_READER);
+	struct cistern_waiter w;
+	cistern__wait_init(&w, CISTERN_WAIT_DATA, timeout_ms);
+	int r;
+	for (;;) {
+		r = try_read(c, q);
+		if (r != -EAGAIN)
+			break;
+		if (c->ops->drained(c)) {
+			/*
+			 * A reader that died holding a sample is found only by a
+			 * sweep; end of data now would drop that sample for good.
+			 * Reclaim first, and look again if anything came back.
+			 */
+			if (cistern__sweep(c) > 0)
+				continue;
+			/*
+			 * The sweep skips entries whose lock is held: one being
+			 * reclaimed right now may still hand samples back. Wait
+			 * for it (its end wakes every sleeper).
+			 */
+			if (!cistern__reclaim_under_way(c)) {
+				r = CISTERN_EOD;
+				break;
+			}
+		}
+		r = cistern__wait(c, &w);
+		if (r < 0)
+			break;
+	}
+	cistern__wait_done(c, &w);
+	size_t got = r < 0 ? 0 : q->kind == READ_ONE ? 1 : q->kind == READ_PAIR ? 2 : (size_t)r;
+	for (size_t i = 0; i < got; i++) {
+		if (q->out[i].len > c->slot_size) {
+			/*
+			 * Only a damaged segment can say this; a caller reading len
+			 * bytes would run past the slot. Give it back and refuse it.
+			 */
+			for (size_t j = 0; j < got; j++)
+				c->ops->release(c, &q->out[j]);
+			return -EPROTO;
+		}
+	}
+	return r;
+}
+
 int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms)
 {
 	int r = writable(c);
@@ -138,23 +220,120 @@ int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms)
 		return r;
 	if (!s)
 		return -EINVAL;
-	cistern__add_role(c, CISTERN_ROLE_READER);
-	struct cistern_waiter w;
-	cistern__wait_init(&w, CISTERN_WAIT_DATA, timeout_ms);
-	for (;;) {
-		r = c->ops->try_acquire(c, s);
-		if (r != -EAGAIN)
-			break;
-		if (c->ops->drained(c)) {
-			r = CISTERN_EOD;
-			break;
-		}
-		r = cistern__wait(c, &w);
-		if (r < 0)
-			break;
+	struct read_req q = {READ_ONE, s, 1};
+	return read_loop(c, &q, timeout_ms);
+}
+
+int cistern_acquire_pair(struct cistern *c, struct cistern_sample pair[2], int timeout_ms)
+{
+	int r = writable(c);
+	if (r < 0)
+		return r;
+	if (!pair || !c->ops->try_acquire_pair)
+		return -EINVAL;
+	struct read_req q = {READ_PAIR, pair, 2};
+	return read_loop(c, &q, timeout_ms);
+}
+
+int cistern_release_pair(struct cistern *c, struct cistern_sample pair[2])
+{
+	return cistern_release_batch(c, pair, 2);
+}
+
+int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
+		     struct cistern_meta meta[2], int timeout_ms)
+{
+	if (!buf || !buf[0] || !buf[1] || !len)
+		return -EINVAL;
+	struct cistern_sample pair[2];
+	int r = cistern_acquire_pair(c, pair, timeout_ms);
+	if (r < 0)
+		return r;
+	if (pair[0].len > cap || pair[1].len > cap) {
+		c->ops->unacquire(c, &pair[0]);
+		c->ops->unacquire(c, &pair[1]);
+		return -EMSGSIZE;
 	}
-	cistern__wait_done(c, &w);
-	return r;
+	for (int i = 0; i < 2; i++) {
+		memcpy(buf[i], pair[i].data, pair[i].len);
+		len[i] = pair[i].len;
+		if (meta)
+			meta[i] = pair[i].meta;
+	}
+	return cistern_release_pair(c, pair);
+}
+
+int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n,
+			  int timeout_ms)
+{
+	int r = writable(c);
+	if (r < 0)
+		return r;
+	if (!c->ops->try_acquire_batch)
+		return -EINVAL;
+	if (n == 0)
+		n = c->hdr->batch_size;
+	if (!out || n == 0 || n > c->slot_count || n > INT32_MAX)
+		return -EINVAL;
+	struct read_req q = {READ_BATCH, out, n};
+	return read_loop(c, &q, timeout_ms);
+}
+
+int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
+{
+	int r = writable(c);
+	if (r < 0)
+		return r;
+	if (!s)
+		return -EINVAL;
+	int first = 0;
+	for (size_t i = 0; i < n; i++) {
+		r = c->ops->release(c, &s[i]);
+		if (r < 0 && first == 0)
+			first = r;
+	}
+	return first;
+}
+
+int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
+		      struct cistern_meta *meta, int timeout_ms)
+{
+	if (!c || !buf)
+		return -EINVAL;
+	if (n == 0)
+		n = c->hdr->batch_size;
+	if (n == 0 || n > c->slot_count)
+		return -EINVAL;
+	struct cistern_sample local[64];
+	struct cistern_sample *s = n <= 64 ? local : malloc(n * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	int got = cistern_acquire_batch(c, s, n, timeout_ms);
+	if (got >= 0) {
+		bool fits = true;
+		for (int i = 0; i < got; i++)
+			fits &= s[i].len <= stride;
+		if (!fits) {
+			for (int i = 0; i < got; i++)
+				c->ops->unacquire(c, &s[i]);
+			got = -EMSGSIZE;
+		} else {
+			char *dst = buf;
+			for (int i = 0; i < got; i++) {
+				memcpy(dst + (size_t)i * stride, s[i].data, s[i].len);
+				if (len)
+					len[i] = s[i].len;
+				if (meta)
+					meta[i] = s[i].meta;
+			}
+			int r = cistern_release_batch(c, s, (size_t)got);
+			if (r < 0)
+				got = r;
+		}
+	}
+	if (s != local)
+		free(s);
+	return got;
 }
 
 int cistern_release(struct cistern *c, struct cistern_sample *s)
@@ -202,9 +381,12 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 		atomic_init(&acc[i], atomic_load_explicit(&ret[i], memory_order_relaxed));
 	struct cistern_proc *procs = cistern__procs(h);
 	for (uint64_t p = 0; p < h->procs_count; p++) {
-		if (atomic_load_explicit(&procs[p].state, memory_order_acquire) != CISTERN_PROC_ACTIVE)
+		uint32_t state = atomic_load_explicit(&procs[p].state, memory_order_acquire);
+		if (state == CISTERN_PROC_FREE)
 			continue;
-		if (cistern__entry_alive(c->fd, (uint32_t)p) == 1 || p + 1 == c->owner)
+		/* A RECLAIMING entry still has counters to fold, but no process. */
+		if (state == CISTERN_PROC_ACTIVE &&
+		    (cistern__entry_alive(c->fd, (uint32_t)p) == 1 || p + 1 == c->owner))
 			st->procs_attached++;
 		const _Atomic uint64_t *src = (const _Atomic uint64_t *)&procs[p].ctr;
 		for (size_t i = 0; i < n; i++)
@@ -226,6 +408,7 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
 		st->seen_hist[i] = atomic_load_explicit(&sum.seen_hist[i], memory_order_relaxed);
 	st->reception_closed = atomic_load_explicit(&h->closed, memory_order_acquire);
+	st->unpaired = atomic_load_explicit(&h->unpaired, memory_order_relaxed);
 	st->population = c->ops->population(c, st);
 	return 0;
 }

@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "slotword.h"
 
 enum {
 	FIFO_FREE = 0,
@@ -57,36 +58,13 @@ enum {
 	FIFO_REDELIVER = 5,
 };
 
-#define POS_BITS 48
-#define POS_MASK ((UINT64_C(1) << POS_BITS) - 1)
+#define POS_MASK SW_POS_MASK
 #define OWNER_UNACQUIRED 0 /* REDELIVER owner for a sample handed back by a short get */
-
-static inline uint64_t mkword(uint64_t pos, unsigned state, uint32_t owner)
-{
-	return ((pos & POS_MASK) << 16) | ((uint64_t)state << 12) | (owner & 0xfff);
-}
-
-static inline uint64_t wpos(uint64_t w)
-{
-	return w >> 16;
-}
-
-static inline unsigned wstate(uint64_t w)
-{
-	return (unsigned)(w >> 12) & 0xf;
-}
-
-static inline uint32_t wowner(uint64_t w)
-{
-	return (uint32_t)(w & 0xfff);
-}
-
-/* Where the slot's position stands against p: 0 same, >0 ahead, <0 behind. */
-static inline int64_t lap_diff(uint64_t w, uint64_t p)
-{
-	uint64_t d = (wpos(w) - p) & POS_MASK;
-	return d < (UINT64_C(1) << (POS_BITS - 1)) ? (int64_t)d : (int64_t)d - (int64_t)(POS_MASK + 1);
-}
+#define mkword sw_make
+#define wpos sw_pos
+#define wstate sw_state
+#define wowner sw_owner
+#define lap_diff sw_lap_diff
 
 static void fifo_init(struct cistern_hdr *h)
 {
@@ -126,6 +104,14 @@ static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 			return 0;
 		}
 		if (d >= 0) {
+			/*
+			 * More than a lap ahead of a tail that has not moved: no
+			 * run of the protocol leaves that (the slot reached its
+			 * position after the tail passed one lap before it), only
+			 * damage does, and helping would walk the tail for ever.
+			 */
+			if (d > (int64_t)c->slot_count && atomic_load(&h->tail) == t)
+				return -EPROTO;
 			/* Claimed already (maybe by a process that then died): help and retry. */
 			help_advance(&h->tail, t);
 			continue;
@@ -269,6 +255,9 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 				break;
 			}
 		} else if (d > 0) {
+			/* As in fifo_try_reserve: over a lap ahead of a still head is damage. */
+			if (d > (int64_t)c->slot_count && atomic_load(&h->head) == p)
+				return -EPROTO;
 			help_advance(&h->head, p);
 			continue;
 		}
@@ -341,7 +330,13 @@ static bool fifo_drained(struct cistern *c)
 		return false;
 	uint64_t t = atomic_load_explicit(&h->tail, memory_order_seq_cst);
 	uint64_t p = atomic_load_explicit(&h->head, memory_order_seq_cst);
-	return p == t;
+	/*
+	 * >=, not ==: a producer that died after claiming position t but before
+	 * moving the tail leaves tail == t; once its claim is reclaimed as SKIP a
+	 * reader steps over it and the head passes a tail that no producer is
+	 * left to move. Every position below the head is resolved either way.
+	 */
+	return p >= t;
 }
 
 static void fifo_reclaim(struct cistern *c, uint32_t owner)

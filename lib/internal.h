@@ -7,6 +7,8 @@
 
 #include <stdbool.h>
 
+#include <roaring/roaring.h>
+
 #include "segment.h"
 #include "rng.h"
 
@@ -28,12 +30,43 @@ struct cistern_ops {
 	int (*release)(struct cistern *c, struct cistern_sample *s);
 	/* Hand an acquired sample back as if never read (a get whose buffer was too small). */
 	int (*unacquire)(struct cistern *c, struct cistern_sample *s);
+	/* Optional: pairs (SimPairedReservoir) and batches (reservoirs); NULL = -EINVAL. */
+	int (*try_acquire_pair)(struct cistern *c, struct cistern_sample pair[2]);
+	int (*try_acquire_batch)(struct cistern *c, struct cistern_sample *out, size_t n);
 	/* True when reception is closed and nothing is left to hand out. */
 	bool (*drained)(struct cistern *c);
 	/* Give back everything attachment `owner` holds; it is dead or detaching. */
 	void (*reclaim)(struct cistern *c, uint32_t owner);
 	/* Samples held now, given the summed counters. */
 	uint64_t (*population)(const struct cistern *c, const struct cistern_stats *st);
+};
+
+/*
+ * A process-local set of candidate slots for uniform random picks (pick.c).
+ * The shared slot words are the truth; this is a snapshot of them in a Roaring
+ * bitmap, refreshed from the words when it runs dry or goes stale.
+ */
+struct cistern_picker {
+	roaring_bitmap_t *set;
+	uint64_t misses;       /* picks from the set that no longer qualified */
+	uint64_t uses;         /* picks served since the last refresh */
+	uint64_t refreshes;    /* full scans done (statistics, tests) */
+};
+
+/* This handle's extra pins on slots it already pins (pins.c). */
+struct cistern_pindups {
+	uint32_t *slot;
+	uint32_t *count;
+	size_t cap;
+	size_t used;
+};
+
+/* A scratch set of slot indices for one batch (distinct members). */
+struct cistern_scratch {
+	uint32_t *key;
+	uint32_t *stamp;
+	uint32_t cap;
+	uint32_t now;
 };
 
 struct cistern {
@@ -52,6 +85,12 @@ struct cistern {
 	uint64_t slot_size;
 	uint32_t role;                  /* roles already published in me->role */
 	struct cistern_rng rng;
+	int pin_bit;                    /* reservoir pin bit, -1 until first needed */
+	struct cistern_pindups dups;
+	struct cistern_picker pick_read;   /* samples a reader may take */
+	struct cistern_picker pick_evict;  /* samples a producer may evict */
+	struct cistern_picker pick_empty;  /* empty slots */
+	struct cistern_scratch scratch;
 };
 
 /* Slot index of ring position pos. */
@@ -108,6 +147,7 @@ struct cistern_waiter {
 	enum cistern_wait_kind kind;
 	int timeout_ms;
 	bool registered;
+	uint32_t spins;
 	uint32_t seq;
 	int64_t start_ns;
 	int64_t deadline_ns;
@@ -127,11 +167,40 @@ int cistern__claim_entry(struct cistern *c);
 void cistern__release_entry(struct cistern *c);
 /* Reclaim every dead attachment; returns how many were reclaimed. */
 int cistern__sweep(struct cistern *c);
+/*
+ * True while some entry is being reclaimed (by a sweeper or a detaching owner):
+ * samples may be about to come back for redelivery.
+ */
+bool cistern__reclaim_under_way(struct cistern *c);
 /* 1 if attachment index i is held by a live process, 0 if not, <0 on error. */
 int cistern__entry_alive(int fd, uint32_t index);
 
+/* pick.c: uniform picks among slots that satisfy `ok` */
+typedef bool (*cistern_qualify_fn)(struct cistern *c, uint64_t index, void *arg);
+int cistern__pick(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok, void *arg,
+		  uint64_t *out);
+void cistern__picker_free(struct cistern_picker *pk);
+/* Refresh the snapshot and return its members as a malloc'd array. */
+int cistern__snapshot(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok,
+		      void *arg, uint32_t **out, uint64_t *count);
+/* scratch set: start a batch, then add() returns false for an index already in it */
+int cistern__scratch_reset(struct cistern *c, size_t n);
+bool cistern__scratch_add(struct cistern *c, uint32_t index);
+
+/* pins.c */
+int cistern__pin_bit(struct cistern *c);
+bool cistern__pin(struct cistern *c, uint64_t index, unsigned held_state, uint64_t *word);
+int cistern__unpin(struct cistern *c, uint64_t index);
+void cistern__drop_pins(struct cistern *c, struct cistern_proc *p);
+void cistern__pins_free(struct cistern *c);
+
 /* policies */
 extern const struct cistern_ops cistern__fifo_ops;
+extern const struct cistern_ops cistern__firo_ops;
+extern const struct cistern_ops cistern__reservoir_ops;
+extern const struct cistern_ops cistern__fifo_evict_ops;
+extern const struct cistern_ops cistern__sim_paired_ops;
+extern const struct cistern_ops cistern__batch_ops;
 const struct cistern_ops *cistern__ops_for(uint32_t policy);
 
 /* ---- Inspection, gc and snapshots (inspect.c, dump.c) ------------------ */

@@ -10,10 +10,12 @@
  * is killed, so:
  *   - entry state ACTIVE and lock held      -> the owner is alive;
  *   - entry state ACTIVE and lock not held  -> the owner died without detaching;
- *   - whoever takes the lock of a dead entry owns its clean-up, alone.
+ *   - whoever takes the lock of a dead entry owns its clean-up, alone; it marks
+ *     the entry RECLAIMING while it gives back what the dead owner held.
  * There is no watchdog thread and no pid comparison, so pid reuse fools nothing.
- * A clean-up interrupted by another death leaves the entry ACTIVE and unlocked,
- * so the next sweeper simply does it again; every reclaim step is idempotent.
+ * A clean-up interrupted by another death leaves the entry RECLAIMING and
+ * unlocked, so the next sweeper simply does it again; every reclaim step is
+ * idempotent.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,6 +71,13 @@ static void retire_counters(struct cistern_hdr *h, struct cistern_counters *ctr)
 static void reclaim_entry(struct cistern *c, uint32_t index)
 {
 	struct cistern_proc *p = &cistern__procs(c->hdr)[index];
+	/*
+	 * Say so before giving anything back: a reader about to declare end of
+	 * data must wait for the samples this reclaim is about to hand out again
+	 * (see cistern__reclaim_under_way). If we die half-way, the entry stays
+	 * RECLAIMING with its lock free, and the next sweeper does it again.
+	 */
+	atomic_store_explicit(&p->state, CISTERN_PROC_RECLAIMING, memory_order_seq_cst);
 	c->ops->reclaim(c, index + 1);
 	cistern__forget_waiter(c->hdr, p);
 	retire_counters(c->hdr, &p->ctr);
@@ -148,14 +157,15 @@ int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, voi
 	for (uint32_t i = 0; i < h->procs_count; i++) {
 		if (i + 1 == c->owner)
 			continue;
-		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_ACTIVE)
+		/* ACTIVE with its owner dead, or RECLAIMING with its reclaimer dead. */
+		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) == CISTERN_PROC_FREE)
 			continue;
 		if (cistern__entry_alive(c->fd, i) != 0)
 			continue;
 		if (lock_byte(c->fd, i, F_WRLCK, F_OFD_SETLK) < 0)
 			continue; /* someone else is cleaning it up, or a newcomer took it */
-		/* Re-check under the lock: a newcomer may have claimed it meanwhile. */
-		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) == CISTERN_PROC_ACTIVE) {
+		/* Re-check under the lock: another sweeper may have finished it meanwhile. */
+		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_FREE) {
 			if (fn)
 				fn(c, i, arg);
 			reclaim_entry(c, i);
@@ -164,4 +174,15 @@ int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, voi
 		lock_byte(c->fd, i, F_UNLCK, F_OFD_SETLK);
 	}
 	return reclaimed;
+}
+
+bool cistern__reclaim_under_way(struct cistern *c)
+{
+	struct cistern_hdr *h = c->hdr;
+	struct cistern_proc *procs = cistern__procs(h);
+	for (uint32_t i = 0; i < h->procs_count; i++)
+		if (atomic_load_explicit(&procs[i].state, memory_order_seq_cst) ==
+		    CISTERN_PROC_RECLAIMING)
+			return true;
+	return false;
 }

@@ -62,6 +62,8 @@ uint32_t cistern__layout_signature(void)
 	h = fnv(h, sizeof(struct cistern_hdr));
 	h = fnv(h, offsetof(struct cistern_hdr, name));
 	h = fnv(h, offsetof(struct cistern_hdr, id_base));
+	h = fnv(h, offsetof(struct cistern_hdr, index_off));
+	h = fnv(h, offsetof(struct cistern_hdr, rl_gets));
 	h = fnv(h, offsetof(struct cistern_hdr, tail));
 	h = fnv(h, offsetof(struct cistern_hdr, head));
 	h = fnv(h, offsetof(struct cistern_hdr, data_futex));
@@ -83,13 +85,15 @@ static uint64_t align_up(uint64_t v, uint64_t a)
 }
 
 int cistern__compute_layout(uint64_t slot_size, uint64_t slot_count, uint64_t procs,
-			    struct cistern_layout *out)
+			    uint64_t index_count, struct cistern_layout *out)
 {
 	if (slot_size == 0 || slot_size > CISTERN_SLOT_SIZE_MAX)
 		return -EINVAL;
 	if (slot_count == 0 || slot_count > CISTERN_SLOT_COUNT_MAX)
 		return -EINVAL;
 	if (procs == 0 || procs > CISTERN_PROCS_MAX)
+		return -EINVAL;
+	if (index_count > CISTERN_PAIR_INDEX_MAX)
 		return -EINVAL;
 	/* The limits keep every product below 2^64: 2^30 * 2^28 = 2^58. */
 	uint64_t stride = align_up(slot_size, CISTERN_CACHELINE);
@@ -101,6 +105,8 @@ int cistern__compute_layout(uint64_t slot_size, uint64_t slot_count, uint64_t pr
 	off += procs * sizeof(struct cistern_proc);
 	out->meta_off = off;
 	off += slot_count * sizeof(struct cistern_slotmeta);
+	out->index_off = off;
+	off += index_count * sizeof(uint64_t);
 	/* Page-align the arena so large payloads start on a page. */
 	off = align_up(off, 4096);
 	out->arena_off = off;
@@ -108,6 +114,17 @@ int cistern__compute_layout(uint64_t slot_size, uint64_t slot_count, uint64_t pr
 	out->total_size = align_up(off, 4096);
 	return 0;
 }
+
+/* Entries of the policy index: one per (sim_id, time_step) for SimPairedReservoir. */
+static uint64_t index_entries(uint32_t policy, uint32_t sweep_size, uint32_t nb_time_steps)
+{
+	if (policy != CISTERN_SIM_PAIRED_RESERVOIR)
+		return 0;
+	return (uint64_t)sweep_size * nb_time_steps;
+}
+
+static int check_config(const struct cistern_config *cfg);
+static void config_of(const struct cistern_hdr *h, struct cistern_config *cfg);
 
 int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 {
@@ -125,17 +142,28 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	if (h->policy >= CISTERN_POLICY_COUNT)
 		return -EPROTO;
 	struct cistern_layout l;
-	if (cistern__compute_layout(h->slot_size, h->slot_count, h->procs_count, &l) < 0)
+	if (h->index_count != index_entries(h->policy, h->sweep_size, h->nb_time_steps))
+		return -EPROTO;
+	if (cistern__compute_layout(h->slot_size, h->slot_count, h->procs_count, h->index_count,
+				    &l) < 0)
 		return -EPROTO;
 	if (l.slot_stride != h->slot_stride || l.procs_off != h->procs_off ||
-	    l.meta_off != h->meta_off || l.arena_off != h->arena_off ||
-	    l.total_size != h->total_size)
+	    l.meta_off != h->meta_off || l.index_off != h->index_off ||
+	    l.arena_off != h->arena_off || l.total_size != h->total_size)
 		return -EPROTO;
 	if (h->total_size > file_size)
 		return -EPROTO;
 	if (memchr(h->name, '\0', sizeof(h->name)) == NULL)
 		return -EPROTO;
 	if (h->watermark > h->slot_count || h->pseudo_epochs == 0)
+		return -EPROTO;
+	/*
+	 * The policy parameters must be ones create would have accepted: the
+	 * policies index their tables with them (batch_size <= slot_count, ...).
+	 */
+	struct cistern_config cfg;
+	config_of(h, &cfg);
+	if (check_config(&cfg) < 0)
 		return -EPROTO;
 	return 0;
 }
@@ -150,6 +178,14 @@ static int check_config(const struct cistern_config *cfg)
 		return -EINVAL;
 	if (cfg->watermark > cfg->slot_count)
 		return -EINVAL;
+	/* NaN fails both comparisons. */
+	if (!(cfg->reads_per_put >= 0 && cfg->reads_per_put <= 1e9) ||
+	    !(cfg->rate_slack >= 0 && cfg->rate_slack <= 1e18))
+		return -EINVAL;
+	if (cfg->reads_per_put > 0 && cfg->policy != CISTERN_RESERVOIR &&
+	    cfg->policy != CISTERN_FIFO_EVICT_RESERVOIR &&
+	    cfg->policy != CISTERN_SIM_PAIRED_RESERVOIR && cfg->policy != CISTERN_BATCH_RESERVOIR)
+		return -EINVAL;
 	switch (cfg->policy) {
 	case CISTERN_FIFO:
 		break;
@@ -163,7 +199,8 @@ static int check_config(const struct cistern_config *cfg)
 			return -EINVAL;
 		break;
 	case CISTERN_SIM_PAIRED_RESERVOIR:
-		if (cfg->watermark == 0 || cfg->sweep_size == 0 || cfg->nb_time_steps < 2)
+		if (cfg->watermark == 0 || cfg->sweep_size == 0 || cfg->nb_time_steps < 2 ||
+		    (uint64_t)cfg->sweep_size * cfg->nb_time_steps > CISTERN_PAIR_INDEX_MAX)
 			return -EINVAL;
 		break;
 	case CISTERN_BATCH_RESERVOIR:
@@ -190,6 +227,8 @@ static void fill_defaults(struct cistern_config *cfg)
 		cfg->pseudo_epochs = 1;
 	if (!cfg->max_procs)
 		cfg->max_procs = CISTERN_DEFAULT_MAX_PROCS;
+	if (cfg->reads_per_put > 0 && cfg->rate_slack == 0)
+		cfg->rate_slack = cfg->reads_per_put;
 	if (!cfg->seed)
 		cfg->seed = (uint64_t)cistern__now_ns(CLOCK_REALTIME) ^ ((uint64_t)getpid() << 32);
 }
@@ -206,6 +245,7 @@ static void handle_setup(struct cistern *c)
 	c->slot_stride = h->slot_stride;
 	c->slot_size = h->slot_size;
 	c->ops = cistern__ops_for(h->policy);
+	c->pin_bit = -1;
 }
 
 static void proc_name(char out[16])
@@ -258,7 +298,8 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 		return r;
 	if (!cistern__ops_for(cfg.policy))
 		return -ENOTSUP;
-	r = cistern__compute_layout(cfg.slot_size, cfg.slot_count, cfg.max_procs, &l);
+	uint64_t index_count = index_entries(cfg.policy, cfg.sweep_size, cfg.nb_time_steps);
+	r = cistern__compute_layout(cfg.slot_size, cfg.slot_count, cfg.max_procs, index_count, &l);
 	if (r < 0)
 		return r;
 
@@ -292,6 +333,8 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	h->procs_off = l.procs_off;
 	h->procs_count = cfg.max_procs;
 	h->meta_off = l.meta_off;
+	h->index_off = l.index_off;
+	h->index_count = index_count;
 	h->arena_off = l.arena_off;
 	h->policy = cfg.policy;
 	h->flags = cfg.flags;
@@ -303,6 +346,8 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	h->seed = cfg.seed;
 	h->expected_producers = cfg.expected_producers;
 	h->mode = cfg.mode;
+	h->reads_per_put = cfg.reads_per_put;
+	h->rate_slack = cfg.rate_slack;
 	h->created_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
 	h->creator_pid = (uint32_t)getpid();
 	h->creator_uid = (uint32_t)getuid();
@@ -384,8 +429,13 @@ int cistern__open_mapped(const char *name, bool readonly, struct cistern **out)
 		r = -errno;
 		goto fail;
 	}
-	/* The mapping must say what the validated copy said (no swap in between). */
-	if (memcmp(p, &copy, offsetof(struct cistern_hdr, tail)) != 0) {
+	/*
+	 * Touching a page past the end of the object raises SIGBUS: make sure it
+	 * was not shrunk between the check and the mapping. The mapping must also
+	 * say what the validated copy said (no swap in between).
+	 */
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < copy.total_size ||
+	    memcmp(p, &copy, offsetof(struct cistern_hdr, tail)) != 0) {
 		munmap(p, copy.total_size);
 		r = -EPROTO;
 		goto fail;
@@ -410,6 +460,12 @@ fail:
 
 static void unmap_free(struct cistern *c)
 {
+	cistern__picker_free(&c->pick_read);
+	cistern__picker_free(&c->pick_evict);
+	cistern__picker_free(&c->pick_empty);
+	cistern__pins_free(c);
+	free(c->scratch.key);
+	free(c->scratch.stamp);
 	munmap(c->hdr, c->map_size);
 	close(c->fd);
 	free(c);
@@ -456,7 +512,15 @@ int cistern_detach(struct cistern *c)
 {
 	if (!c)
 		return -EINVAL;
-	if (c->owner)
+	/*
+	 * If someone shrank the object under us, the slots and the attachment
+	 * table may be gone and touching them would raise SIGBUS: just let go.
+	 * Closing the descriptor drops our liveness lock, so whoever still
+	 * sees the table takes our entry for a dead one and reclaims it.
+	 */
+	struct stat st;
+	bool intact = fstat(c->fd, &st) == 0 && (uint64_t)st.st_size >= c->map_size;
+	if (c->owner && intact)
 		cistern__release_entry(c);
 	unmap_free(c);
 	return 0;
@@ -475,7 +539,12 @@ int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
 {
 	if (!c || !cfg)
 		return -EINVAL;
-	const struct cistern_hdr *h = c->hdr;
+	config_of(c->hdr, cfg);
+	return 0;
+}
+
+static void config_of(const struct cistern_hdr *h, struct cistern_config *cfg)
+{
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->slot_size = h->slot_size;
 	cfg->slot_count = h->slot_count;
@@ -490,5 +559,6 @@ int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
 	cfg->max_procs = (uint32_t)h->procs_count;
 	cfg->expected_producers = h->expected_producers;
 	cfg->flags = h->flags;
-	return 0;
+	cfg->reads_per_put = h->reads_per_put;
+	cfg->rate_slack = h->rate_slack;
 }

@@ -8,6 +8,7 @@
  *                                    hot shared word (tail, head, wait words)
  *   [ struct cistern_proc x procs ]  attachment table, two cache lines an entry
  *   [ struct cistern_slotmeta x n ]  slot metadata, one cache line a slot
+ *   [ policy index                ]  SimPairedReservoir: (sim, step) -> slot
  *   [ arena: n x slot_stride      ]  payloads, each slot cache-line aligned
  *
  * Every offset and size is stored in the header and re-derived and checked by
@@ -48,6 +49,8 @@ enum {
 enum {
 	CISTERN_PROC_FREE = 0,
 	CISTERN_PROC_ACTIVE = 1,
+	/* Its owner is gone (or detaching) and a reclaim of what it held is under way. */
+	CISTERN_PROC_RECLAIMING = 2,
 };
 
 /*
@@ -110,6 +113,8 @@ struct cistern_hdr {
 	uint64_t procs_off;
 	uint64_t procs_count;
 	uint64_t meta_off;
+	uint64_t index_off;
+	uint64_t index_count;              /* entries of 8 bytes at index_off */
 	uint64_t arena_off;
 	uint32_t policy;
 	uint32_t flags;
@@ -121,6 +126,8 @@ struct cistern_hdr {
 	uint64_t seed;
 	uint32_t expected_producers;
 	uint32_t mode;
+	double reads_per_put;              /* rate limiter, 0 = off */
+	double rate_slack;
 	uint64_t created_ns;               /* CLOCK_REALTIME */
 	uint32_t creator_pid;
 	uint32_t creator_uid;
@@ -150,7 +157,13 @@ struct cistern_hdr {
 	_Atomic uint32_t producers_done;
 	_Atomic uint64_t redeliver_pending;        /* FIFO: slots waiting to be handed out again */
 	_Atomic uint64_t next_sample_id;           /* policies that do not derive ids from positions */
-	_Atomic uint64_t population;               /* policies that keep it explicitly */
+	_Atomic uint64_t population;               /* reservoirs, FIRO: samples held (HELD or ACQUIRED) */
+	_Atomic uint64_t filled;                   /* reservoirs, FIRO: slots not EMPTY */
+	_Atomic uint64_t reader_bits;              /* reservoirs: pin bits taken by readers */
+	_Atomic uint64_t unpaired;                 /* SimPaired: left without a partner at the end */
+	/* Rate limiter: reads and puts since creation (kept only when it is on). */
+	CL_ALIGN _Atomic uint64_t rl_puts;
+	CL_ALIGN _Atomic uint64_t rl_gets;
 
 	/* Counters of attachments that are gone. */
 	CL_ALIGN struct cistern_counters retired;
@@ -161,10 +174,10 @@ uint32_t cistern__layout_signature(void);
 
 /* Layout derived from the parameters; returns -EINVAL on overflow or limits. */
 struct cistern_layout {
-	uint64_t slot_stride, procs_off, meta_off, arena_off, total_size;
+	uint64_t slot_stride, procs_off, meta_off, index_off, arena_off, total_size;
 };
 int cistern__compute_layout(uint64_t slot_size, uint64_t slot_count, uint64_t procs,
-			    struct cistern_layout *out);
+			    uint64_t index_count, struct cistern_layout *out);
 
 /*
  * Check that `len` bytes at `hdr` (a copy, or a mapping of at least
@@ -185,6 +198,11 @@ static inline struct cistern_proc *cistern__procs(struct cistern_hdr *h)
 static inline struct cistern_slotmeta *cistern__meta(struct cistern_hdr *h)
 {
 	return (struct cistern_slotmeta *)((char *)h + h->meta_off);
+}
+
+static inline _Atomic uint64_t *cistern__index(struct cistern_hdr *h)
+{
+	return (_Atomic uint64_t *)((char *)h + h->index_off);
 }
 
 static inline char *cistern__arena(struct cistern_hdr *h)

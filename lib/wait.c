@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -32,6 +33,16 @@
 #include "internal.h"
 
 #define CISTERN_SWEEP_MS 200
+#define CISTERN_SPIN_ROUNDS 16
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
 
 int64_t cistern__now_ns(int clock)
 {
@@ -98,6 +109,7 @@ void cistern__wait_init(struct cistern_waiter *w, enum cistern_wait_kind kind, i
 	w->kind = kind;
 	w->timeout_ms = timeout_ms;
 	w->registered = false;
+	w->spins = 0;
 	w->seq = 0;
 	w->start_ns = 0;
 	w->deadline_ns = 0;
@@ -123,6 +135,22 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 
 	if (w->timeout_ms == 0)
 		return -EAGAIN;
+	/*
+	 * Spin briefly first: the other side is usually a few hundred
+	 * nanoseconds from making progress, and a sleep and wake cost
+	 * microseconds on both sides. Yielding lets a preempted peer that holds
+	 * the position we wait on run when processes outnumber cores.
+	 */
+	if (w->spins < CISTERN_SPIN_ROUNDS) {
+		w->spins++;
+		if (w->spins % 4 == 0) {
+			sched_yield();
+		} else {
+			for (int i = 0; i < 64; i++)
+				cpu_relax();
+		}
+		return 0;
+	}
 	int64_t now = cistern__now_ns(CLOCK_MONOTONIC);
 	if (!w->registered) {
 		/* First failure: register, then let the caller re-check once. */

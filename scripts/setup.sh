@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages="build-essential meson ninja-build pkg-config liburing-dev libroaring-dev libcriterion-dev ${EXTRA_PACKAGES:-}"
+# The Python binding and the demo use Debian's interpreter, numpy, torch and matplotlib.
+packages="build-essential meson ninja-build pkg-config liburing-dev libroaring-dev libcriterion-dev
+  python3-dev python3-numpy python3-torch python3-matplotlib python3-pytest ${EXTRA_PACKAGES:-}"
 missing=()
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -22,10 +24,11 @@ if ((${#missing[@]})); then
 fi
 
 builddir=${BUILDDIR:-build}
+options="-Dpython=enabled ${MESON_OPTIONS:-}"
 if [ -f "$builddir/build.ninja" ]; then
-  meson setup --reconfigure "$builddir" ${MESON_OPTIONS:-} >/dev/null
+  meson setup --reconfigure "$builddir" $options >/dev/null
 else
-  meson setup "$builddir" ${MESON_OPTIONS:-} >/dev/null
+  meson setup "$builddir" $options >/dev/null
 fi
 ninja -C "$builddir" >/dev/null
 echo "setup: built in $builddir"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # test.sh - set everything up and run the whole test suite.
-# Prints each test program's results and a closing "N passed, N failed" line.
+# Prints each test program's results, then scripts/check.sh's (sanitizers,
+# valgrind, fuzzing), and a closing "N passed, N failed" line counting both.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh || exit 1
+# clang, its fuzzer runtime and valgrind serve scripts/check.sh, run at the end.
+EXTRA_PACKAGES="${EXTRA_PACKAGES:-} clang libclang-rt-14-dev valgrind" bash scripts/setup.sh || exit 1
 
 passed=0 failed=0 rc=0
 for t in build/tests/test_*; do
@@ -17,5 +19,32 @@ for t in build/tests/test_*; do
   passed=$((passed + p)); failed=$((failed + f))
   if [ $status -ne 0 ] || [ -z "$line" ]; then rc=1; [ "$f" -eq 0 ] && failed=$((failed + 1)); fi
 done
+# Checks that are whole programs rather than criterion suites: one pass or fail each.
+check() {
+  local what=$1; shift
+  echo "== $what"
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; echo "FAILED: $what"; fi
+}
+check "install" bash tests/install/check.sh build
+
+# The Python binding: pytest under Debian's interpreter (where numpy and torch live).
+echo "== python"
+pyout=$(PYTHONPATH=build/python:python CISTERN_C_PRODUCER=build/python/c_producer \
+  /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests 2>&1); pystatus=$?
+printf '%s\n' "$pyout" | tail -n 15
+pp=$(grep -oE '[0-9]+ passed' <<<"$pyout" | tail -n 1 | cut -d' ' -f1)
+pf=$(grep -oE '[0-9]+ (failed|error)' <<<"$pyout" | awk '{s+=$1} END {print s+0}')
+passed=$((passed + ${pp:-0})); failed=$((failed + pf))
+if [ $pystatus -ne 0 ]; then rc=1; [ "$pf" -eq 0 ] && failed=$((failed + 1)); fi
+
+# The same tests under the sanitizers and valgrind, and the fuzz targets (CHECKS=none skips).
+log=$(mktemp)
+bash scripts/check.sh 2>&1 | tee "$log"; status=${PIPESTATUS[0]}
+line=$(grep -E '^check: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1); rm -f "$log"
+p=$(sed -nE 's/^check: ([0-9]+) passed.*/\1/p' <<<"$line")
+f=$(sed -nE 's/.* ([0-9]+) failed/\1/p' <<<"$line")
+passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
+[ $status -eq 0 ] || rc=1
+
 echo "tests: $passed passed, $failed failed"
 exit $rc

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -52,6 +53,22 @@ static inline int check_payload(const uint8_t *p, size_t len, uint32_t producer,
 		return 0;
 	fill_payload(buf, len, producer, seq);
 	return memcmp(buf, p, len) == 0;
+}
+
+/*
+ * fork() for test children: a child dies with its parent, so a test that
+ * fails or times out never leaves producers or readers running.
+ */
+static inline pid_t fork_child(void)
+{
+	pid_t ppid = getpid();
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != ppid)
+			_exit(99);
+	}
+	return pid;
 }
 
 /* Wait for every child; return how many exited non-zero or by a signal. */

@@ -89,10 +89,10 @@ static void run_exactly_once(const char *tag, int zero_copy)
 	uint8_t *seen = shared_alloc(TOTAL);
 	cr_assert_not_null(seen);
 	for (int i = 0; i < READERS; i++)
-		if (fork() == 0)
+		if (fork_child() == 0)
 			_exit(consume(name, seen, zero_copy));
 	for (uint32_t i = 0; i < PRODUCERS; i++)
-		if (fork() == 0)
+		if (fork_child() == 0)
 			_exit(produce(name, i, zero_copy));
 	cr_assert_eq(reap_all(), 0, "a producer or reader failed");
 	size_t missing = 0, dup = 0;
@@ -129,7 +129,7 @@ Test(fifo_mp, producer_blocks_when_full_until_a_reader_makes_room, .timeout = 60
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	_Atomic uint32_t *done = shared_alloc(sizeof(*done));
-	pid_t pid = fork();
+	pid_t pid = fork_child();
 	if (pid == 0) {
 		struct cistern *p;
 		if (cistern_attach(name, &p) < 0)
@@ -165,7 +165,7 @@ Test(fifo_mp, reader_in_another_process_times_out, .timeout = 60)
 	TEST_NAME(name, "rto");
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, NULL, &c), 0);
-	pid_t pid = fork();
+	pid_t pid = fork_child();
 	if (pid == 0) {
 		struct cistern *r;
 		if (cistern_attach(name, &r) < 0)
@@ -186,7 +186,7 @@ Test(fifo_mp, blocked_reader_wakes_for_a_sample_from_another_process, .timeout =
 	TEST_NAME(name, "wake");
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, NULL, &c), 0);
-	pid_t pid = fork();
+	pid_t pid = fork_child();
 	if (pid == 0) {
 		struct cistern *r;
 		if (cistern_attach(name, &r) < 0)
@@ -211,7 +211,7 @@ Test(fifo_mp, all_readers_get_end_of_data_after_the_last_producer, .timeout = 60
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	_Atomic uint32_t *got = shared_alloc(sizeof(*got));
 	for (int i = 0; i < 3; i++) {
-		if (fork() == 0) {
+		if (fork_child() == 0) {
 			struct cistern *r;
 			if (cistern_attach(name, &r) < 0)
 				_exit(1);
@@ -223,7 +223,7 @@ Test(fifo_mp, all_readers_get_end_of_data_after_the_last_producer, .timeout = 60
 		}
 	}
 	for (int i = 0; i < 2; i++) {
-		if (fork() == 0) {
+		if (fork_child() == 0) {
 			struct cistern *p;
 			if (cistern_attach(name, &p) < 0)
 				_exit(1);
@@ -246,7 +246,7 @@ Test(fifo_mp, blocked_reader_uses_almost_no_cpu, .timeout = 60)
 	TEST_NAME(name, "idle");
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, NULL, &c), 0);
-	pid_t pid = fork();
+	pid_t pid = fork_child();
 	if (pid == 0) {
 		struct cistern *r;
 		if (cistern_attach(name, &r) < 0)
@@ -276,7 +276,7 @@ Test(fifo_mp, killed_reader_sample_is_handed_out_again, .timeout = 60)
 	cr_assert_eq(cistern_create(name, NULL, &c), 0);
 	cr_assert_eq(cistern_put(c, "precious", 8, NULL, 0), 0);
 	_Atomic uint32_t *holding = shared_alloc(sizeof(*holding));
-	pid_t pid = fork();
+	pid_t pid = fork_child();
 	if (pid == 0) {
 		struct cistern *r;
 		struct cistern_sample s;
@@ -309,7 +309,7 @@ Test(fifo_mp, killed_producer_reservation_does_not_wedge_readers, .timeout = 60)
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, NULL, &c), 0);
 	_Atomic uint32_t *reserved = shared_alloc(sizeof(*reserved));
-	pid_t pid = fork();
+	pid_t pid = fork_child();
 	if (pid == 0) {
 		struct cistern *p;
 		struct cistern_slot slot;

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gen_corpus.c - write the seed corpora of the fuzz targets.
+ *
+ *   build-fuzz/fuzz/gen_corpus fuzz/corpus
+ *
+ * Seeds are real segments of this build in interesting states (empty, holding
+ * samples, a reservation and a sample held by an attachment whose owner is
+ * gone, closed) and a few near misses (other ABI, wrong magic, short). The
+ * layout signature is in every header, so run this again after a change to
+ * the shared structures, or the seeds only reach the version check.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static const char *outdir;
+
+static void save(const char *target, const char *file, const void *data, size_t len)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", outdir, target);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%s/%s", outdir, target, file);
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(data, 1, len, f) != len) {
+		perror(path);
+		exit(1);
+	}
+	fclose(f);
+}
+
+/* The bytes of segment `name` (the whole object, or only `len` of them). */
+static void *object_bytes(const char *name, size_t *len)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	int fd = open(path, O_RDONLY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		perror(path);
+		exit(1);
+	}
+	void *buf = malloc((size_t)st.st_size);
+	if (!buf || pread(fd, buf, (size_t)st.st_size, 0) != st.st_size)
+		exit(1);
+	close(fd);
+	*len = (size_t)st.st_size;
+	return buf;
+}
+
+/*
+ * Save a segment as a seed of both targets. fuzz_header takes the header and
+ * then the object size (8 bytes); fuzz_attach takes the object's first bytes
+ * (at most 8 KiB: it grows the object to the size the header says).
+ */
+static void save_segment(const char *seed, const char *name)
+{
+	size_t len;
+	uint8_t *b = object_bytes(name, &len);
+	uint8_t hs[sizeof(struct cistern_hdr) + sizeof(uint64_t)];
+	uint64_t size = len;
+	memcpy(hs, b, sizeof(struct cistern_hdr));
+	memcpy(hs + sizeof(struct cistern_hdr), &size, sizeof(size));
+	save("header", seed, hs, sizeof(hs));
+	save("attach", seed, b, len < 8192 ? len : 8192);
+	free(b);
+}
+
+static struct cistern *make(const char *name, struct cistern_config cfg)
+{
+	struct cistern *c;
+	cistern_unlink(name);
+	int r = cistern_create(name, &cfg, &c);
+	if (r < 0) {
+		fprintf(stderr, "create %s: %s\n", name, cistern_strerror(r));
+		exit(1);
+	}
+	return c;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+		return 2;
+	}
+	outdir = argv[1];
+	char name[64];
+	snprintf(name, sizeof(name), "gen-corpus-%d", (int)getpid());
+	struct cistern_config small = {.slot_size = 24, .slot_count = 4, .max_procs = 4,
+				       .seed = 1};
+
+	/* An empty segment. */
+	struct cistern *c = make(name, small);
+	save_segment("empty", name);
+
+	/* Holding samples, the ring wrapped once. */
+	for (int i = 0; i < 6; i++) {
+		if (i >= 4) {
+			char buf[24];
+			cistern_get(c, buf, sizeof(buf), NULL, 0);
+		}
+		struct cistern_meta m = {.sim_id = 1, .time_step = (uint32_t)i};
+		cistern_put(c, "sample-payload", 14, &m, 0);
+	}
+	save_segment("samples", name);
+
+	/*
+	 * A second attachment holding a reservation and a sample, then "dead":
+	 * in a copy of the object its entry reads ACTIVE and nobody holds its
+	 * lock, exactly what a killed process leaves.
+	 */
+	struct cistern *d;
+	if (cistern_attach(name, &d) == 0) {
+		struct cistern_sample s;
+		struct cistern_slot slot;
+		cistern_acquire(d, &s, 0);
+		cistern_get(c, (char[24]){0}, 24, NULL, 0);
+		cistern_reserve(d, &slot, 0);
+		save_segment("dead-holder", name);
+		cistern_detach(d);
+	}
+
+	/* Closed and drained. */
+	cistern_close_reception(c);
+	save_segment("closed", name);
+	cistern_detach(c);
+	cistern_unlink(name);
+
+	/* Odd ring sizes: a non-power-of-two count, one slot, a large slot. */
+	c = make(name, (struct cistern_config){.slot_size = 100, .slot_count = 3, .max_procs = 1});
+	cistern_put(c, "x", 1, NULL, 0);
+	save_segment("odd-ring", name);
+	cistern_detach(c);
+	c = make(name, (struct cistern_config){.slot_size = 8, .slot_count = 1, .max_procs = 2});
+	save_segment("one-slot", name);
+	cistern_detach(c);
+	c = make(name, (struct cistern_config){.slot_size = 65536, .slot_count = 2, .max_procs = 2});
+	save_segment("big-slot", name);
+	cistern_detach(c);
+
+	/* Near misses, from the empty segment's header. */
+	c = make(name, small);
+	size_t len;
+	struct cistern_hdr *h = object_bytes(name, &len);
+	cistern_detach(c);
+	cistern_unlink(name);
+	struct cistern_hdr v = *h;
+	v.abi_version++;
+	save("header", "other-abi", &v, sizeof(v));
+	v = *h;
+	memcpy(v.magic, "CISTERM", 8);
+	save("header", "wrong-magic", &v, sizeof(v));
+	save("attach", "wrong-magic", &v, sizeof(v));
+	v = *h;
+	v.total_size = UINT64_MAX - 4095;
+	save("header", "huge-size", &v, sizeof(v));
+	save("header", "short", h, 100);
+	save("attach", "short", h, 100);
+	free(h);
+	return 0;
+}

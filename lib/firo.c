@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * firo.c - FIRO, first in, random out: puts fill empty slots as FIFO does;
+ * a read takes a held sample chosen uniformly at random for this reader alone,
+ * and its release either puts it back (seen < pseudo_epochs) or removes it.
+ * While reception is open, reads wait until the population exceeds the
+ * watermark, so the population holds there while training runs; after close
+ * the watermark no longer applies and the buffer drains.
+ *
+ * With several readers the watermark is approximate by up to the number of
+ * readers racing past the check at once.
+ */
+#include <errno.h>
+
+#include "reservoir.h"
+
+static int firo_try_reserve(struct cistern *c, struct cistern_slot *slot)
+{
+	return rs_fill_reserve(c, slot);
+}
+
+static int firo_try_acquire(struct cistern *c, struct cistern_sample *s)
+{
+	struct cistern_hdr *h = c->hdr;
+	if (!rs_closed(c) &&
+	    atomic_load_explicit(&h->population, memory_order_acquire) <= h->watermark)
+		return -EAGAIN;
+	for (int tries = 0; tries < 64; tries++) {
+		uint64_t idx;
+		int r = cistern__pick(c, &c->pick_read, rs_is_held, NULL, &idx);
+		if (r < 0)
+			return r;
+		if (rs_read_exclusive(c, s, idx) == 0)
+			return 0;
+	}
+	return -EAGAIN;
+}
+
+static int firo_release(struct cistern *c, struct cistern_sample *s)
+{
+	uint64_t w;
+	if (!rs_exclusive_is_mine(c, s, &w))
+		return -EINVAL;
+	struct cistern_slotmeta *m = &c->meta[s->index_];
+	if (atomic_load_explicit(&m->seen, memory_order_relaxed) >= c->hdr->pseudo_epochs) {
+		rs_remove(c, s->index_, w);
+	} else {
+		/* seq_cst: our reads are done before another reader can take it. */
+		atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_HELD, 0), memory_order_seq_cst);
+		cistern__wake_readers(c);
+	}
+	s->live_ = 0;
+	s->data = NULL;
+	return 0;
+}
+
+const struct cistern_ops cistern__firo_ops = {
+	.init = rs_init,
+	.try_reserve = firo_try_reserve,
+	.commit = rs_commit,
+	.abort = rs_abort,
+	.try_acquire = firo_try_acquire,
+	.release = firo_release,
+	.unacquire = rs_unacquire,
+	.drained = rs_drained,
+	.reclaim = rs_reclaim,
+	.population = rs_population,
+};

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pairs.c - SimPairedReservoir: reads return pairs (x_t, x_t+1) of one
+ * simulation, chosen uniformly among the pairs held now.
+ *
+ * The segment holds an index with one entry per (sim_id, time_step): the slot
+ * holding that sample, plus one (0 = not held). A commit publishes the entry
+ * after the sample; an eviction or removal clears it (by CAS, so a newer
+ * sample of the same key is not erased). The successor of a sample is thus
+ * one load away. Entries are hints: every use is confirmed by pinning (or
+ * taking) the slot and checking its metadata.
+ *
+ * A pair is identified by its first member, so picking uniformly among held
+ * samples that have a held successor is picking uniformly among pairs.
+ */
+#include <errno.h>
+
+#include "reservoir.h"
+
+static _Atomic uint64_t *entry(struct cistern *c, uint32_t sim, uint32_t step)
+{
+	return &cistern__index(c->hdr)[(uint64_t)sim * c->hdr->nb_time_steps + step];
+}
+
+static void key_of(struct cistern *c, uint64_t index, uint32_t *sim, uint32_t *step)
+{
+	*sim = __atomic_load_n(&c->meta[index].sim_id, __ATOMIC_RELAXED);
+	*step = __atomic_load_n(&c->meta[index].time_step, __ATOMIC_RELAXED);
+}
+
+static bool key_ok(struct cistern *c, uint32_t sim, uint32_t step)
+{
+	return sim < c->hdr->sweep_size && step < c->hdr->nb_time_steps;
+}
+
+void pairs_publish(struct cistern *c, uint64_t index)
+{
+	uint32_t sim, step;
+	key_of(c, index, &sim, &step);
+	/* Release: a reader that finds the entry finds the published sample. */
+	atomic_store_explicit(entry(c, sim, step), index + 1, memory_order_release);
+}
+
+void pairs_forget(struct cistern *c, uint64_t index)
+{
+	uint32_t sim, step;
+	key_of(c, index, &sim, &step);
+	if (!key_ok(c, sim, step))
+		return;
+	uint64_t expect = index + 1;
+	atomic_compare_exchange_strong_explicit(entry(c, sim, step), &expect, 0,
+						memory_order_acq_rel, memory_order_relaxed);
+}
+
+/* The slot holding (sim, step + 1) if it is held now, else UINT64_MAX. */
+static uint64_t successor(struct cistern *c, uint64_t index)
+{
+	uint32_t sim, step;
+	key_of(c, index, &sim, &step);
+	if (!key_ok(c, sim, step) || step + 1 >= c->hdr->nb_time_steps)
+		return UINT64_MAX;
+	uint64_t e = atomic_load_explicit(entry(c, sim, step + 1), memory_order_acquire);
+	if (e == 0 || e > c->slot_count || !rs_is_held(c, e - 1, NULL))
+		return UINT64_MAX;
+	return e - 1;
+}
+
+/* The slot holding (sim, step - 1) if it is held now, else UINT64_MAX. */
+static uint64_t predecessor(struct cistern *c, uint64_t index)
+{
+	uint32_t sim, step;
+	key_of(c, index, &sim, &step);
+	if (!key_ok(c, sim, step) || step == 0)
+		return UINT64_MAX;
+	uint64_t e = atomic_load_explicit(entry(c, sim, step - 1), memory_order_acquire);
+	if (e == 0 || e > c->slot_count || !rs_is_held(c, e - 1, NULL))
+		return UINT64_MAX;
+	return e - 1;
+}
+
+/*
+ * Reads only ever see samples through pairs, so a sample whose neighbours
+ * were both evicted before any pair reached it could never be seen, and a
+ * buffer full of them would stop every producer for good. When no seen
+ * sample can be evicted, such an orphan may be (counted as evicted unseen).
+ */
+bool pairs_is_orphan(struct cistern *c, uint64_t index, void *arg)
+{
+	(void)arg;
+	struct cistern_slotmeta *m = &c->meta[index];
+	return rs_is_held(c, index, NULL) &&
+	       atomic_load_explicit(&m->seen, memory_order_relaxed) == 0 &&
+	       atomic_load_explicit(&m->pins, memory_order_relaxed) == 0 &&
+	       successor(c, index) == UINT64_MAX && predecessor(c, index) == UINT64_MAX;
+}
+
+static bool is_pair_head(struct cistern *c, uint64_t index, void *arg)
+{
+	(void)arg;
+	return rs_is_held(c, index, NULL) && successor(c, index) != UINT64_MAX;
+}
+
+/* Both members still what the index said: same simulation, consecutive steps. */
+static bool members_match(struct cistern *c, uint64_t x, uint64_t y)
+{
+	uint32_t sx, tx, sy, ty;
+	key_of(c, x, &sx, &tx);
+	key_of(c, y, &sy, &ty);
+	return sx == sy && tx + 1 == ty;
+}
+
+static int take_pair(struct cistern *c, struct cistern_sample pair[2], bool closed)
+{
+	uint64_t x;
+	int r = cistern__pick(c, &c->pick_read, is_pair_head, NULL, &x);
+	if (r < 0)
+		return r;
+	if (closed) {
+		/* Without replacement: take both members for good. */
+		if (rs_read_exclusive(c, &pair[0], x) < 0)
+			return -EBUSY;
+		uint64_t y = successor(c, x);
+		if (y == UINT64_MAX || !members_match(c, x, y) ||
+		    rs_read_exclusive(c, &pair[1], y) < 0) {
+			rs_unacquire(c, &pair[0]);
+			return -EBUSY;
+		}
+		return 0;
+	}
+	uint64_t wx, wy;
+	if (!cistern__pin(c, x, RS_HELD, &wx))
+		return -EBUSY;
+	uint64_t y = successor(c, x);
+	if (y == UINT64_MAX || !cistern__pin(c, y, RS_HELD, &wy)) {
+		cistern__unpin(c, x);
+		return -EBUSY;
+	}
+	if (!members_match(c, x, y)) {
+		cistern__unpin(c, y);
+		cistern__unpin(c, x);
+		return -EBUSY;
+	}
+	rs_read_pinned(c, &pair[0], x, wx);
+	rs_read_pinned(c, &pair[1], y, wy);
+	return 0;
+}
+
+static int pairs_try_acquire_pair(struct cistern *c, struct cistern_sample pair[2])
+{
+	struct cistern_hdr *h = c->hdr;
+	bool closed = rs_closed(c);
+	if (!closed) {
+		if (atomic_load_explicit(&h->population, memory_order_acquire) < h->watermark)
+			return -EAGAIN;
+		if (!rs_rate_allows_read(c, 2))
+			return -EAGAIN;
+		int b = cistern__pin_bit(c);
+		if (b < 0)
+			return b;
+	}
+	for (int tries = 0; tries < 64; tries++) {
+		int r = take_pair(c, pair, closed);
+		if (r == -EBUSY)
+			continue;
+		if (r == 0 && h->reads_per_put > 0) {
+			atomic_fetch_add_explicit(&h->rl_gets, 2, memory_order_seq_cst);
+			cistern__wake_producers(c);
+		}
+		return r;
+	}
+	return -EAGAIN;
+}
+
+static int pairs_try_acquire(struct cistern *c, struct cistern_sample *s)
+{
+	(void)c;
+	(void)s;
+	return -EINVAL; /* the unit of a read is a pair: cistern_acquire_pair() */
+}
+
+/*
+ * After close: drained when nothing is in flight and no pair is left. What
+ * remains then has no partner; it is counted, and stays for inspection.
+ */
+static bool pairs_drained(struct cistern *c)
+{
+	if (!rs_closed(c))
+		return false;
+	if (atomic_load_explicit(&c->hdr->filled, memory_order_seq_cst) == 0)
+		return true;
+	uint64_t held = 0;
+	for (uint64_t i = 0; i < c->slot_count; i++) {
+		unsigned st = sw_state(atomic_load_explicit(&c->meta[i].word, memory_order_acquire));
+		if (st == RS_RESERVED || st == RS_ACQUIRED)
+			return false;
+		if (st == RS_HELD) {
+			if (successor(c, i) != UINT64_MAX)
+				return false;
+			held++;
+		}
+	}
+	atomic_store_explicit(&c->hdr->unpaired, held, memory_order_relaxed);
+	return true;
+}
+
+const struct cistern_ops cistern__sim_paired_ops = {
+	.init = rs_init,
+	.try_reserve = rs_reservoir_try_reserve,
+	.commit = rs_commit,
+	.abort = rs_abort,
+	.try_acquire = pairs_try_acquire,
+	.release = rs_release_generic,
+	.unacquire = rs_unacquire,
+	.try_acquire_pair = pairs_try_acquire_pair,
+	.drained = pairs_drained,
+	.reclaim = rs_reclaim,
+	.population = rs_population,
+};

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pick.c - uniform random picks among the slots that qualify (held samples for
+ * a reader, evictable samples for a producer, empty slots for a fill).
+ *
+ * The slot state words in shared memory are the only truth. A Roaring bitmap
+ * cannot be changed lock-free by several processes, so none is shared: each
+ * handle keeps its own snapshot of the qualifying slots in a Roaring bitmap
+ * and confirms every pick against the live word (the caller then claims it
+ * with a CAS, which is the real decision).
+ *
+ * A pick first tries a few random probes of the whole slot array: when the
+ * qualifying slots are dense (a full reservoir whose samples were seen), a
+ * probe hits in a handful of loads and is exactly uniform. When they are
+ * sparse, probes would take ~capacity/qualifying tries, so the pick draws a
+ * uniform rank in the snapshot and takes roaring_bitmap_select() of it.
+ * Picks that no longer qualify are removed from the snapshot; the snapshot is
+ * rebuilt from the words when it is empty, when half of its recent picks
+ * missed, or after it served as many picks as it had members, so new
+ * qualifying slots join it soon. Each of the two ways is uniform over what it
+ * looks at, so their mixture is uniform over the qualifying slots up to the
+ * snapshot's staleness.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+#define PROBES 12
+#define SCAN_CHUNK 1024
+
+static int refresh(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok,
+		   void *arg)
+{
+	if (!pk->set) {
+		pk->set = roaring_bitmap_create();
+		if (!pk->set)
+			return -ENOMEM;
+	} else {
+		roaring_bitmap_clear(pk->set);
+	}
+	uint32_t buf[SCAN_CHUNK];
+	size_t k = 0;
+	for (uint64_t i = 0; i < c->slot_count; i++) {
+		if (!ok(c, i, arg))
+			continue;
+		buf[k++] = (uint32_t)i;
+		if (k == SCAN_CHUNK) {
+			roaring_bitmap_add_many(pk->set, k, buf);
+			k = 0;
+		}
+	}
+	if (k)
+		roaring_bitmap_add_many(pk->set, k, buf);
+	pk->misses = 0;
+	pk->uses = 0;
+	pk->refreshes++;
+	return 0;
+}
+
+int cistern__pick(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok, void *arg,
+		  uint64_t *out)
+{
+	for (int i = 0; i < PROBES; i++) {
+		uint64_t idx = cistern__rng_below(&c->rng, c->slot_count);
+		if (ok(c, idx, arg)) {
+			*out = idx;
+			return 0;
+		}
+	}
+	bool refreshed = false;
+	for (;;) {
+		uint64_t card = pk->set ? roaring_bitmap_get_cardinality(pk->set) : 0;
+		if (card == 0 || pk->misses * 2 > card + 8 || pk->uses > card) {
+			if (refreshed && card == 0)
+				return -EAGAIN;
+			int r = refresh(c, pk, ok, arg);
+			if (r < 0)
+				return r;
+			refreshed = true;
+			card = roaring_bitmap_get_cardinality(pk->set);
+			if (card == 0)
+				return -EAGAIN;
+		}
+		uint32_t idx;
+		if (!roaring_bitmap_select(pk->set, (uint32_t)cistern__rng_below(&c->rng, card), &idx))
+			return -EAGAIN; /* cannot happen: rank < cardinality */
+		pk->uses++;
+		if (ok(c, idx, arg)) {
+			*out = idx;
+			return 0;
+		}
+		roaring_bitmap_remove(pk->set, idx);
+		pk->misses++;
+	}
+}
+
+int cistern__snapshot(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok,
+		      void *arg, uint32_t **out, uint64_t *count)
+{
+	int r = refresh(c, pk, ok, arg);
+	if (r < 0)
+		return r;
+	uint64_t n = roaring_bitmap_get_cardinality(pk->set);
+	uint32_t *a = malloc((n ? n : 1) * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	roaring_bitmap_to_uint32_array(pk->set, a);
+	*out = a;
+	*count = n;
+	return 0;
+}
+
+void cistern__picker_free(struct cistern_picker *pk)
+{
+	if (pk->set)
+		roaring_bitmap_free(pk->set);
+	pk->set = NULL;
+}
+
+/* A generation-stamped open-addressing set: reset is O(1) between batches. */
+int cistern__scratch_reset(struct cistern *c, size_t n)
+{
+	struct cistern_scratch *s = &c->scratch;
+	uint32_t want = 16;
+	while (want < 2 * n)
+		want *= 2;
+	if (want > s->cap) {
+		uint32_t *k = realloc(s->key, want * sizeof(*k));
+		if (!k)
+			return -ENOMEM;
+		s->key = k;
+		uint32_t *st = realloc(s->stamp, want * sizeof(*st));
+		if (!st)
+			return -ENOMEM;
+		s->stamp = st;
+		for (uint32_t i = 0; i < want; i++)
+			s->stamp[i] = 0;
+		s->cap = want;
+		s->now = 0;
+	}
+	if (++s->now == 0) {
+		for (uint32_t i = 0; i < s->cap; i++)
+			s->stamp[i] = 0;
+		s->now = 1;
+	}
+	return 0;
+}
+
+bool cistern__scratch_add(struct cistern *c, uint32_t index)
+{
+	struct cistern_scratch *s = &c->scratch;
+	uint32_t mask = s->cap - 1;
+	for (uint32_t h = (index * 2654435761u) & mask;; h = (h + 1) & mask) {
+		if (s->stamp[h] != s->now) {
+			s->stamp[h] = s->now;
+			s->key[h] = index;
+			return true;
+		}
+		if (s->key[h] == index)
+			return false;
+	}
+}

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pins.c - readers pinning reservoir samples so that no producer evicts or
+ * overwrites them while they are read in place.
+ *
+ * Each reading handle takes one of 64 pin bits (hdr->reader_bits); a slot's
+ * `pins` word is the set of handles pinning it. A bit, not a count, so that
+ * a dead reader's pins can be dropped exactly (clear its bit everywhere),
+ * whatever instant it died at. A handle that pins a slot it already pins
+ * records the extra pin locally (struct cistern_pindups) and the shared bit
+ * is cleared only with its last pin.
+ *
+ * Pin and eviction race with a Dekker handshake, both sides seq_cst:
+ *   reader:  pins |= bit;           then load word: still held? else undo
+ *   evictor: CAS word held->reserved; then load pins: zero? else undo
+ * In the single total order one of the two second loads sees the other's
+ * first step, so a reader never keeps a pin on a slot being overwritten and a
+ * producer never overwrites a pinned slot.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "internal.h"
+#include "slotword.h"
+
+int cistern__pin_bit(struct cistern *c)
+{
+	if (c->pin_bit >= 0)
+		return c->pin_bit;
+	_Atomic uint64_t *bits = &c->hdr->reader_bits;
+	uint64_t cur = atomic_load_explicit(bits, memory_order_relaxed);
+	for (;;) {
+		if (cur == UINT64_MAX)
+			return -EUSERS;
+		int b = __builtin_ctzll(~cur);
+		if (atomic_compare_exchange_weak_explicit(bits, &cur, cur | (UINT64_C(1) << b),
+							  memory_order_acq_rel,
+							  memory_order_relaxed)) {
+			/* A death right here leaks the bit until the segment is recreated. */
+			c->me->reader_bit = (uint32_t)b;
+			c->pin_bit = b;
+			return b;
+		}
+	}
+}
+
+static ssize_t dup_find(struct cistern_pindups *d, uint32_t slot)
+{
+	for (size_t i = 0; i < d->used; i++)
+		if (d->slot[i] == slot)
+			return (ssize_t)i;
+	return -1;
+}
+
+static bool dup_add(struct cistern_pindups *d, uint32_t slot)
+{
+	ssize_t i = dup_find(d, slot);
+	if (i >= 0) {
+		d->count[i]++;
+		return true;
+	}
+	if (d->used == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 16;
+		uint32_t *s = realloc(d->slot, cap * sizeof(*s));
+		if (!s)
+			return false;
+		d->slot = s;
+		uint32_t *n = realloc(d->count, cap * sizeof(*n));
+		if (!n)
+			return false;
+		d->count = n;
+		d->cap = cap;
+	}
+	d->slot[d->used] = slot;
+	d->count[d->used] = 1;
+	d->used++;
+	return true;
+}
+
+bool cistern__pin(struct cistern *c, uint64_t index, unsigned held_state, uint64_t *word)
+{
+	struct cistern_slotmeta *m = &c->meta[index];
+	uint64_t bit = UINT64_C(1) << c->pin_bit;
+	uint64_t old = atomic_fetch_or_explicit(&m->pins, bit, memory_order_seq_cst);
+	uint64_t w = atomic_load_explicit(&m->word, memory_order_seq_cst);
+	if (old & bit) {
+		/* Already pinned by this handle, so it cannot have changed under us. */
+		if (!dup_add(&c->dups, (uint32_t)index))
+			return false;
+		*word = w;
+		return true;
+	}
+	if (sw_state(w) != held_state) {
+		atomic_fetch_and_explicit(&m->pins, ~bit, memory_order_seq_cst);
+		cistern__wake_producers(c);
+		return false;
+	}
+	*word = w;
+	return true;
+}
+
+int cistern__unpin(struct cistern *c, uint64_t index)
+{
+	if (c->pin_bit < 0)
+		return -EINVAL;
+	struct cistern_pindups *d = &c->dups;
+	ssize_t i = dup_find(d, (uint32_t)index);
+	if (i >= 0) {
+		if (--d->count[i] == 0) {
+			d->used--;
+			d->slot[i] = d->slot[d->used];
+			d->count[i] = d->count[d->used];
+		}
+		return 0;
+	}
+	uint64_t bit = UINT64_C(1) << c->pin_bit;
+	/* seq_cst: our reads of the payload are done before the slot can be evicted. */
+	uint64_t old = atomic_fetch_and_explicit(&c->meta[index].pins, ~bit, memory_order_seq_cst);
+	if (!(old & bit))
+		return -EINVAL;
+	cistern__wake_producers(c);
+	return 0;
+}
+
+void cistern__drop_pins(struct cistern *c, struct cistern_proc *p)
+{
+	uint32_t b = p->reader_bit;
+	if (b >= CISTERN_PIN_READERS_MAX)
+		return;
+	uint64_t bit = UINT64_C(1) << b;
+	for (uint64_t i = 0; i < c->slot_count; i++)
+		if (atomic_load_explicit(&c->meta[i].pins, memory_order_relaxed) & bit)
+			atomic_fetch_and_explicit(&c->meta[i].pins, ~bit, memory_order_seq_cst);
+	p->reader_bit = UINT32_MAX;
+	/* Release: the bit is free only after every slot forgot it. */
+	atomic_fetch_and_explicit(&c->hdr->reader_bits, ~bit, memory_order_release);
+}
+
+void cistern__pins_free(struct cistern *c)
+{
+	free(c->dups.slot);
+	free(c->dups.count);
+	c->dups = (struct cistern_pindups){0};
+	c->pin_bit = -1;
+}

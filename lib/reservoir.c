@@ -1,0 +1,638 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reservoir.c - the machinery FIRO and the reservoirs share (states in
+ * reservoir.h), and the Reservoir, FIFOEvictReservoir and BatchReservoir
+ * policies themselves.
+ *
+ * Ordering, as in fifo.c: claims are acq_rel CASes; commit publishes payload
+ * and metadata with a seq_cst exchange; evictions and pins follow the seq_cst
+ * handshake described in pins.c; a removal hands the slot back with a seq_cst
+ * store after the reader's last access.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reservoir.h"
+
+static inline struct cistern_slotmeta *M(struct cistern *c, uint64_t i)
+{
+	return &c->meta[i];
+}
+
+void rs_init(struct cistern_hdr *h)
+{
+	struct cistern_slotmeta *m = cistern__meta(h);
+	/* EMPTY(i): for the ring of FIFOEvictReservoir, slot i first serves position i. */
+	for (uint64_t i = 0; i < h->slot_count; i++)
+		atomic_store_explicit(&m[i].word, sw_make(i, RS_EMPTY, 0), memory_order_relaxed);
+}
+
+bool rs_is_held(struct cistern *c, uint64_t i, void *arg)
+{
+	(void)arg;
+	return sw_state(atomic_load_explicit(&M(c, i)->word, memory_order_relaxed)) == RS_HELD;
+}
+
+static bool is_empty(struct cistern *c, uint64_t i, void *arg)
+{
+	(void)arg;
+	return sw_state(atomic_load_explicit(&M(c, i)->word, memory_order_relaxed)) == RS_EMPTY;
+}
+
+/* Evictable: held, seen at least once, pinned by nobody. */
+static bool is_evictable(struct cistern *c, uint64_t i, void *arg)
+{
+	(void)arg;
+	struct cistern_slotmeta *m = M(c, i);
+	return sw_state(atomic_load_explicit(&m->word, memory_order_relaxed)) == RS_HELD &&
+	       atomic_load_explicit(&m->seen, memory_order_relaxed) >= 1 &&
+	       atomic_load_explicit(&m->pins, memory_order_relaxed) == 0;
+}
+
+static void set_slot(struct cistern_slot *slot, struct cistern *c, uint64_t idx, uint64_t pos)
+{
+	slot->data = cistern__payload(c, idx);
+	slot->capacity = c->slot_size;
+	slot->pos_ = pos;
+	slot->index_ = (uint32_t)idx;
+	slot->live_ = 1;
+}
+
+int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
+{
+	struct cistern_hdr *h = c->hdr;
+	for (int tries = 0; tries < 64; tries++) {
+		if (atomic_load_explicit(&h->filled, memory_order_relaxed) >= c->slot_count)
+			return -EAGAIN;
+		uint64_t idx;
+		int r = cistern__pick(c, &c->pick_empty, is_empty, NULL, &idx);
+		if (r < 0)
+			return r;
+		struct cistern_slotmeta *m = M(c, idx);
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_relaxed);
+		if (sw_state(w) != RS_EMPTY)
+			continue;
+		if (!atomic_compare_exchange_strong_explicit(&m->word, &w,
+							     sw_make(sw_pos(w), RS_RESERVED, c->owner),
+							     memory_order_acq_rel, memory_order_relaxed))
+			continue;
+		/* seq_cst: ordered before the reserver's closed re-check (api.c, rs_drained). */
+		atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst);
+		set_slot(slot, c, idx, sw_pos(w));
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+/* Account for a sample leaving the buffer (eviction or removal). */
+static void count_leaving(struct cistern *c, uint32_t seen, bool evicted)
+{
+	struct cistern_counters *ctr = &c->me->ctr;
+	cistern__count(&ctr->seen_hist[cistern__seen_bucket(seen)], 1);
+	if (evicted) {
+		cistern__count(&ctr->evictions, 1);
+		if (seen == 0)
+			cistern__count(&ctr->evicted_unseen, 1);
+	}
+	atomic_fetch_sub_explicit(&c->hdr->population, 1, memory_order_relaxed);
+}
+
+/*
+ * Take a held slot for overwriting. The slot first goes HELD(p) ->
+ * EVICTING(p, me), a tentative state that readers cannot pin and that other
+ * producers must not mistake for a finished claim (they wait on it). Then,
+ * seq_cst against the pin handshake (pins.c), either no reader pins it and
+ * it becomes RESERVED(newpos, me), or one does and it goes back to HELD(p).
+ */
+static bool evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t newpos,
+			bool need_seen)
+{
+	struct cistern_slotmeta *m = M(c, idx);
+	uint64_t tentative = sw_make(sw_pos(w), RS_EVICTING, c->owner);
+	if (!atomic_compare_exchange_strong_explicit(&m->word, &w, tentative, memory_order_seq_cst,
+						     memory_order_relaxed))
+		return false;
+	/*
+	 * Only we move a slot out of EVICTING(.., me): plain stores suffice.
+	 * Seen is checked again after pins: a reader that gave a read back
+	 * (a batch it could not complete) lowers seen before it unpins, so once
+	 * we see no pin we also see the seen count it left.
+	 */
+	if (atomic_load_explicit(&m->pins, memory_order_seq_cst) != 0 ||
+	    (need_seen && atomic_load_explicit(&m->seen, memory_order_relaxed) == 0)) {
+		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
+		return false;
+	}
+	if (c->hdr->policy == CISTERN_SIM_PAIRED_RESERVOIR)
+		pairs_forget(c, idx);
+	count_leaving(c, atomic_load_explicit(&m->seen, memory_order_relaxed), true);
+	atomic_store_explicit(&m->word, sw_make(newpos, RS_RESERVED, c->owner), memory_order_seq_cst);
+	return true;
+}
+
+int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_qualify_fn ok)
+{
+	for (int tries = 0; tries < 64; tries++) {
+		uint64_t idx;
+		int r = cistern__pick(c, &c->pick_evict, ok ? ok : is_evictable, NULL, &idx);
+		if (r < 0)
+			return r;
+		uint64_t w = atomic_load_explicit(&M(c, idx)->word, memory_order_acquire);
+		/* The orphan rule (pairs.c) is the one way to evict an unseen sample here. */
+		bool need_seen = ok == NULL;
+		if (sw_state(w) != RS_HELD || !evict_claim(c, idx, w, sw_pos(w), need_seen))
+			continue;
+		set_slot(slot, c, idx, sw_pos(w));
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+static bool slot_is_mine(struct cistern *c, const struct cistern_slot *slot)
+{
+	if (!slot->live_ || slot->index_ >= c->slot_count)
+		return false;
+	uint64_t w = atomic_load_explicit(&M(c, slot->index_)->word, memory_order_relaxed);
+	return w == sw_make(slot->pos_, RS_RESERVED, c->owner);
+}
+
+int rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct cistern_meta *meta)
+{
+	struct cistern_hdr *h = c->hdr;
+	if (!slot_is_mine(c, slot))
+		return -EINVAL;
+	uint32_t sim = meta ? meta->sim_id : 0, step = meta ? meta->time_step : 0;
+	if (h->policy == CISTERN_SIM_PAIRED_RESERVOIR &&
+	    (sim >= h->sweep_size || step >= h->nb_time_steps))
+		return -ERANGE;
+	struct cistern_slotmeta *m = M(c, slot->index_);
+	uint64_t id = atomic_fetch_add_explicit(&h->next_sample_id, 1, memory_order_relaxed);
+	m->len = len;
+	m->sample_id = id;
+	/* Relaxed atomic stores: pair lookups peek at these before pinning. */
+	__atomic_store_n(&m->sim_id, sim, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->time_step, step, __ATOMIC_RELAXED);
+	atomic_store_explicit(&m->seen, 0, memory_order_relaxed);
+	if (meta)
+		meta->sample_id = id;
+	/* The ring keeps its position; the others are stamped with the sample id. */
+	uint64_t pos = h->policy == CISTERN_FIFO_EVICT_RESERVOIR ? slot->pos_ : id;
+	atomic_fetch_add_explicit(&h->population, 1, memory_order_relaxed);
+	/* seq_cst exchange: publishes payload and metadata, then the wake check. */
+	atomic_exchange_explicit(&m->word, sw_make(pos, RS_HELD, 0), memory_order_seq_cst);
+	if (h->policy == CISTERN_SIM_PAIRED_RESERVOIR)
+		pairs_publish(c, slot->index_);
+	slot->live_ = 0;
+	cistern__count(&c->me->ctr.puts, 1);
+	if (h->reads_per_put > 0)
+		atomic_fetch_add_explicit(&h->rl_puts, 1, memory_order_seq_cst);
+	cistern__wake_readers(c);
+	return 0;
+}
+
+int rs_abort(struct cistern *c, struct cistern_slot *slot)
+{
+	if (!slot_is_mine(c, slot))
+		return -EINVAL;
+	/* Whatever was in the slot before (if it was evicted) is gone; the slot is empty. */
+	atomic_store_explicit(&M(c, slot->index_)->word,
+			      sw_make(slot->pos_ + c->slot_count, RS_EMPTY, 0), memory_order_seq_cst);
+	atomic_fetch_sub_explicit(&c->hdr->filled, 1, memory_order_seq_cst);
+	slot->live_ = 0;
+	cistern__wake_producers(c);
+	cistern__wake_readers(c); /* a reader may be waiting to see end of data */
+	return 0;
+}
+
+void rs_fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index, uint64_t word,
+		    uint32_t live)
+{
+	struct cistern_slotmeta *m = M(c, index);
+	s->data = cistern__payload(c, index);
+	s->len = (size_t)m->len;
+	s->meta.sample_id = m->sample_id;
+	s->meta.sim_id = __atomic_load_n(&m->sim_id, __ATOMIC_RELAXED);
+	s->meta.time_step = __atomic_load_n(&m->time_step, __ATOMIC_RELAXED);
+	s->pos_ = sw_pos(word);
+	s->index_ = (uint32_t)index;
+	s->live_ = live;
+}
+
+/* Hand out a sample this handle pinned: seen += 1. */
+int rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_t index, uint64_t word)
+{
+	uint32_t old = atomic_fetch_add_explicit(&M(c, index)->seen, 1, memory_order_relaxed);
+	rs_fill_sample(c, s, index, word, RS_LIVE_PINNED);
+	cistern__count(&c->me->ctr.gets, 1);
+	if (old == 0)
+		cistern__wake_producers(c); /* it just became evictable */
+	return 0;
+}
+
+/* Take a held sample for this handle alone (FIRO, and every read after close). */
+int rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint64_t index)
+{
+	struct cistern_slotmeta *m = M(c, index);
+	uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
+	if (sw_state(w) != RS_HELD)
+		return -EAGAIN;
+	uint64_t nw = sw_make(sw_pos(w), RS_ACQUIRED, c->owner);
+	if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw, memory_order_acq_rel,
+						     memory_order_relaxed))
+		return -EAGAIN;
+	atomic_fetch_add_explicit(&m->seen, 1, memory_order_relaxed);
+	rs_fill_sample(c, s, index, nw, RS_LIVE_EXCLUSIVE);
+	cistern__count(&c->me->ctr.gets, 1);
+	return 0;
+}
+
+void rs_remove(struct cistern *c, uint64_t index, uint64_t word)
+{
+	struct cistern_slotmeta *m = M(c, index);
+	if (c->hdr->policy == CISTERN_SIM_PAIRED_RESERVOIR)
+		pairs_forget(c, index);
+	count_leaving(c, atomic_load_explicit(&m->seen, memory_order_relaxed), false);
+	/* seq_cst: the reader's accesses are done before the slot can be refilled. */
+	atomic_store_explicit(&m->word, sw_make(sw_pos(word) + c->slot_count, RS_EMPTY, 0),
+			      memory_order_seq_cst);
+	atomic_fetch_sub_explicit(&c->hdr->filled, 1, memory_order_seq_cst);
+	cistern__wake_producers(c);
+	cistern__wake_readers(c); /* end of data may have arrived */
+}
+
+bool rs_exclusive_is_mine(struct cistern *c, const struct cistern_sample *s, uint64_t *w)
+{
+	if (s->live_ != RS_LIVE_EXCLUSIVE || s->index_ >= c->slot_count)
+		return false;
+	*w = atomic_load_explicit(&M(c, s->index_)->word, memory_order_relaxed);
+	return *w == sw_make(s->pos_, RS_ACQUIRED, c->owner);
+}
+
+/* Release for the reservoirs: drop a pin, or remove what was taken after close. */
+int rs_release_generic(struct cistern *c, struct cistern_sample *s)
+{
+	if (s->live_ == RS_LIVE_PINNED && s->index_ < c->slot_count) {
+		int r = cistern__unpin(c, s->index_);
+		if (r < 0)
+			return r;
+	} else {
+		uint64_t w;
+		if (!rs_exclusive_is_mine(c, s, &w))
+			return -EINVAL;
+		rs_remove(c, s->index_, w);
+	}
+	s->live_ = 0;
+	s->data = NULL;
+	return 0;
+}
+
+int rs_unacquire(struct cistern *c, struct cistern_sample *s)
+{
+	struct cistern_slotmeta *m = M(c, s->index_ < c->slot_count ? s->index_ : 0);
+	uint64_t w;
+	if (s->live_ == RS_LIVE_PINNED && s->index_ < c->slot_count) {
+		atomic_fetch_sub_explicit(&m->seen, 1, memory_order_relaxed);
+		int r = cistern__unpin(c, s->index_);
+		if (r < 0)
+			return r;
+	} else if (rs_exclusive_is_mine(c, s, &w)) {
+		atomic_fetch_sub_explicit(&m->seen, 1, memory_order_relaxed);
+		atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_HELD, 0), memory_order_seq_cst);
+		cistern__wake_readers(c);
+	} else {
+		return -EINVAL;
+	}
+	cistern__count(&c->me->ctr.gets, (uint64_t)-1);
+	s->live_ = 0;
+	s->data = NULL;
+	return 0;
+}
+
+bool rs_closed(struct cistern *c)
+{
+	return atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst) != 0;
+}
+
+bool rs_drained(struct cistern *c)
+{
+	/* closed first: a fill that saw reception open raised `filled` before the close. */
+	return rs_closed(c) && atomic_load_explicit(&c->hdr->filled, memory_order_seq_cst) == 0;
+}
+
+void rs_reclaim(struct cistern *c, uint32_t owner)
+{
+	struct cistern_hdr *h = c->hdr;
+	uint64_t reclaimed = 0, redelivered = 0;
+	for (uint64_t i = 0; i < c->slot_count; i++) {
+		struct cistern_slotmeta *m = M(c, i);
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
+		if (sw_owner(w) != owner)
+			continue;
+		if (sw_state(w) == RS_RESERVED) {
+			/* An unfinished put: that sample never existed; the slot is empty. */
+			uint64_t nw = sw_make(sw_pos(w) + c->slot_count, RS_EMPTY, 0);
+			if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
+								    memory_order_seq_cst,
+								    memory_order_relaxed)) {
+				atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
+				reclaimed++;
+			}
+		} else if (sw_state(w) == RS_EVICTING) {
+			/* Died deciding whether to evict: the sample stays. */
+			atomic_compare_exchange_strong_explicit(&m->word, &w,
+								sw_make(sw_pos(w), RS_HELD, 0),
+								memory_order_seq_cst,
+								memory_order_relaxed);
+		} else if (sw_state(w) == RS_ACQUIRED) {
+			/* A read that never finished: the sample goes back, unread. */
+			uint64_t nw = sw_make(sw_pos(w), RS_HELD, 0);
+			atomic_fetch_sub_explicit(&m->seen, 1, memory_order_relaxed);
+			if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
+								    memory_order_seq_cst,
+								    memory_order_relaxed))
+				redelivered++;
+			else
+				atomic_fetch_add_explicit(&m->seen, 1, memory_order_relaxed);
+		}
+	}
+	cistern__drop_pins(c, &cistern__procs(h)[owner - 1]);
+	if (reclaimed)
+		atomic_fetch_add_explicit(&h->retired.reclaimed, reclaimed, memory_order_relaxed);
+	if (redelivered)
+		atomic_fetch_add_explicit(&h->retired.redeliveries, redelivered,
+					  memory_order_relaxed);
+}
+
+uint64_t rs_population(const struct cistern *c, const struct cistern_stats *st)
+{
+	(void)st;
+	return atomic_load_explicit(&c->hdr->population, memory_order_relaxed);
+}
+
+/*
+ * The rate limiter compares reads with the puts made after the first
+ * `watermark` ones (the fill that reads wait for anyway, as Reverb's
+ * min_size_to_sample): readers wait while reads would exceed
+ * reads_per_put * puts_after_fill + slack, producers while
+ * reads_per_put * puts_after_fill would exceed reads + slack.
+ */
+static double puts_after_fill(const struct cistern_hdr *h, uint64_t extra)
+{
+	uint64_t p = atomic_load_explicit(&h->rl_puts, memory_order_seq_cst) + extra;
+	return p > h->watermark ? (double)(p - h->watermark) : 0.0;
+}
+
+bool rs_rate_allows_read(struct cistern *c, uint64_t n)
+{
+	struct cistern_hdr *h = c->hdr;
+	if (h->reads_per_put <= 0 || rs_closed(c))
+		return true;
+	double gets = (double)atomic_load_explicit(&h->rl_gets, memory_order_seq_cst);
+	return gets + (double)n <= h->reads_per_put * puts_after_fill(h, 0) + h->rate_slack;
+}
+
+bool rs_rate_allows_put(struct cistern *c)
+{
+	struct cistern_hdr *h = c->hdr;
+	if (h->reads_per_put <= 0)
+		return true;
+	double gets = (double)atomic_load_explicit(&h->rl_gets, memory_order_seq_cst);
+	return h->reads_per_put * puts_after_fill(h, 1) <= gets + h->rate_slack;
+}
+
+static void rate_count_reads(struct cistern *c, uint64_t n)
+{
+	if (c->hdr->reads_per_put > 0) {
+		atomic_fetch_add_explicit(&c->hdr->rl_gets, n, memory_order_seq_cst);
+		cistern__wake_producers(c);
+	}
+}
+
+/* ---- Reservoir and BatchReservoir ---- */
+
+int rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *slot)
+{
+	if (!rs_rate_allows_put(c))
+		return -EAGAIN;
+	int r = rs_fill_reserve(c, slot);
+	if (r == -EAGAIN)
+		r = rs_evict_reserve(c, slot, NULL);
+	if (r == -EAGAIN && c->hdr->policy == CISTERN_SIM_PAIRED_RESERVOIR)
+		r = rs_evict_reserve(c, slot, pairs_is_orphan);
+	return r;
+}
+
+static bool take_index(struct cistern *c, struct cistern_sample *s, uint64_t idx, bool closed);
+
+/* Open reception: pin a uniformly chosen held sample. After close: take one. */
+static int reservoir_take_one(struct cistern *c, struct cistern_sample *s, bool closed)
+{
+	for (int tries = 0; tries < 64; tries++) {
+		uint64_t idx;
+		int r = cistern__pick(c, &c->pick_read, rs_is_held, NULL, &idx);
+		if (r < 0)
+			return r;
+		if (take_index(c, s, idx, closed))
+			return 0;
+	}
+	return -EAGAIN;
+}
+
+/* Take a specific held slot: pin it (open) or take it (closed). */
+static bool take_index(struct cistern *c, struct cistern_sample *s, uint64_t idx, bool closed)
+{
+	if (closed)
+		return rs_read_exclusive(c, s, idx) == 0;
+	uint64_t w;
+	if (!cistern__pin(c, idx, RS_HELD, &w))
+		return false;
+	rs_read_pinned(c, s, idx, w);
+	return true;
+}
+
+/*
+ * Complete a batch when random picks keep hitting members it already has (a
+ * batch that is a large part of what is held): draw the rest without
+ * replacement from a fresh snapshot, by a partial Fisher-Yates shuffle.
+ */
+static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, size_t got,
+				size_t n, bool closed)
+{
+	uint32_t *a;
+	uint64_t k;
+	int r = cistern__snapshot(c, &c->pick_read, rs_is_held, NULL, &a, &k);
+	if (r < 0)
+		return r;
+	for (uint64_t i = 0; i < k && got < n; i++) {
+		uint64_t j = i + cistern__rng_below(&c->rng, k - i);
+		uint32_t idx = a[j];
+		a[j] = a[i];
+		a[i] = idx;
+		if (!cistern__scratch_add(c, idx))
+			continue; /* already in the batch */
+		if (take_index(c, &out[got], idx, closed))
+			got++;
+	}
+	free(a);
+	return (int)got;
+}
+
+static int reservoir_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
+{
+	struct cistern_hdr *h = c->hdr;
+	bool closed = rs_closed(c);
+	if (!closed) {
+		uint64_t need = h->watermark > n ? h->watermark : n;
+		if (atomic_load_explicit(&h->population, memory_order_acquire) < need)
+			return -EAGAIN;
+		if (!rs_rate_allows_read(c, n))
+			return -EAGAIN;
+		int b = cistern__pin_bit(c);
+		if (b < 0)
+			return b;
+	}
+	int r = cistern__scratch_reset(c, n);
+	if (r < 0)
+		return r;
+	size_t got = 0, dups = 0;
+	while (got < n) {
+		if (dups > n / 4 + 8) {
+			r = finish_from_snapshot(c, out, got, n, closed);
+			if (r >= 0)
+				got = (size_t)r;
+			break;
+		}
+		struct cistern_sample *s = &out[got];
+		r = reservoir_take_one(c, s, closed);
+		if (r < 0)
+			break;
+		if (!cistern__scratch_add(c, s->index_)) {
+			/* Already in this batch: give this copy back. */
+			rs_unacquire(c, s);
+			dups++;
+			continue;
+		}
+		got++;
+	}
+	if (got == n || (closed && got > 0)) {
+		rate_count_reads(c, got);
+		return (int)got;
+	}
+	for (size_t i = 0; i < got; i++)
+		rs_unacquire(c, &out[i]);
+	return r < 0 && r != -EAGAIN ? r : -EAGAIN;
+}
+
+static int reservoir_try_acquire(struct cistern *c, struct cistern_sample *s)
+{
+	int r = reservoir_try_acquire_n(c, s, 1);
+	return r < 0 ? r : 0;
+}
+
+static int batch_try_acquire(struct cistern *c, struct cistern_sample *s)
+{
+	(void)c;
+	(void)s;
+	return -EINVAL; /* the unit of a read is a batch: cistern_acquire_batch() */
+}
+
+static int batch_try_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n)
+{
+	if (n != c->hdr->batch_size)
+		return -EINVAL;
+	return reservoir_try_acquire_n(c, out, n);
+}
+
+const struct cistern_ops cistern__reservoir_ops = {
+	.init = rs_init,
+	.try_reserve = rs_reservoir_try_reserve,
+	.commit = rs_commit,
+	.abort = rs_abort,
+	.try_acquire = reservoir_try_acquire,
+	.release = rs_release_generic,
+	.unacquire = rs_unacquire,
+	.try_acquire_batch = reservoir_try_acquire_n,
+	.drained = rs_drained,
+	.reclaim = rs_reclaim,
+	.population = rs_population,
+};
+
+const struct cistern_ops cistern__batch_ops = {
+	.init = rs_init,
+	.try_reserve = rs_reservoir_try_reserve,
+	.commit = rs_commit,
+	.abort = rs_abort,
+	.try_acquire = batch_try_acquire,
+	.release = rs_release_generic,
+	.unacquire = rs_unacquire,
+	.try_acquire_batch = batch_try_acquire_batch,
+	.drained = rs_drained,
+	.reclaim = rs_reclaim,
+	.population = rs_population,
+};
+
+/* ---- FIFOEvictReservoir: a ring whose oldest sample is evicted ---- */
+
+static inline void help_advance(_Atomic uint64_t *idx, uint64_t p)
+{
+	atomic_compare_exchange_strong_explicit(idx, &p, p + 1, memory_order_seq_cst,
+						memory_order_relaxed);
+}
+
+static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
+{
+	struct cistern_hdr *h = c->hdr;
+	bool lossy = h->flags & CISTERN_LOSSY;
+	if (!rs_rate_allows_put(c))
+		return -EAGAIN;
+	for (;;) {
+		uint64_t t = atomic_load_explicit(&h->tail, memory_order_acquire);
+		uint64_t idx = cistern__slot_of(c, t);
+		struct cistern_slotmeta *m = M(c, idx);
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
+		int64_t d = sw_lap_diff(w, t);
+		if (d == 0 && sw_state(w) == RS_EMPTY) {
+			uint64_t nw = sw_make(t, RS_RESERVED, c->owner);
+			if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
+								     memory_order_acq_rel,
+								     memory_order_relaxed))
+				continue;
+			atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst);
+			help_advance(&h->tail, t);
+			set_slot(slot, c, idx, t);
+			return 0;
+		}
+		if (d >= 0) {
+			help_advance(&h->tail, t); /* claimed already: help the index along */
+			continue;
+		}
+		/* The slot holds the oldest sample, from the previous lap. */
+		if (d == -(int64_t)c->slot_count && sw_state(w) == RS_HELD &&
+		    (lossy || atomic_load_explicit(&m->seen, memory_order_relaxed) >= 1)) {
+			if (evict_claim(c, idx, w, t, !lossy)) {
+				help_advance(&h->tail, t);
+				set_slot(slot, c, idx, t);
+				return 0;
+			}
+		}
+		if (atomic_load_explicit(&h->tail, memory_order_acquire) != t)
+			continue;
+		/* The oldest is unseen, pinned, being evicted, or still being written. */
+		return -EAGAIN;
+	}
+}
+
+const struct cistern_ops cistern__fifo_evict_ops = {
+	.init = rs_init,
+	.try_reserve = fifo_evict_try_reserve,
+	.commit = rs_commit,
+	.abort = rs_abort,
+	.try_acquire = reservoir_try_acquire,
+	.release = rs_release_generic,
+	.unacquire = rs_unacquire,
+	.try_acquire_batch = reservoir_try_acquire_n,
+	.drained = rs_drained,
+	.reclaim = rs_reclaim,
+	.population = rs_population,
+};

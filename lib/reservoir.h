@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reservoir.h - what FIRO and the four reservoir policies share (internal).
+ *
+ * Slot states (encoded with slotword.h; owner = attachment index + 1):
+ *
+ *   EMPTY(p)  ---fill: producer CAS--->  RESERVED(p', me)  ---commit--->  HELD(p')
+ *      ^                                   |       ^                      |  |  ^
+ *      |        abort, or owner died       |       |  evict: producer CAS |  |  |
+ *      +------------- (reclaim) -----------+       +----------------------+  |  |
+ *      |                                                 (pins == 0 after)   |  |
+ *      |                     exclusive read: reader CAS                      |  |
+ *      +--- remove <--- ACQUIRED(p', me) <-----------------------------------+  |
+ *                              |        back to HELD: FIRO read with epochs     |
+ *                              +--------- left, or owner died (reclaim) --------+
+ *
+ * An eviction passes through EVICTING(p, me) between HELD and RESERVED: the
+ * producer has stopped new pins and checks that no reader pinned the sample;
+ * if one did, the slot goes back to HELD(p) (see evict_claim in reservoir.c).
+ * HELD samples are also read shared, by pinning (pins.c): a pinned sample
+ * stays HELD and no producer may evict it. `pos` is the ring position for
+ * FIFOEvictReservoir (the oldest sample is the one at tail - capacity) and the
+ * sample id for the others; EMPTY(p) after a removal carries p + capacity.
+ *
+ * Counters in the header: `filled` counts slots not EMPTY (fills and removals
+ * move it), `population` counts HELD and ACQUIRED samples (commits raise it,
+ * evictions and removals lower it).
+ */
+#ifndef CISTERN_RESERVOIR_H
+#define CISTERN_RESERVOIR_H
+
+#include "internal.h"
+#include "slotword.h"
+
+enum { RS_EMPTY = 0, RS_RESERVED = 1, RS_HELD = 2, RS_ACQUIRED = 3, RS_EVICTING = 4 };
+
+/* cistern_sample.live_ values */
+enum { RS_LIVE_PINNED = 1, RS_LIVE_EXCLUSIVE = 2 };
+
+void rs_init(struct cistern_hdr *h);
+bool rs_is_held(struct cistern *c, uint64_t i, void *arg);
+int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot);
+/* Evict a sample for which ok() holds (NULL: held, seen, unpinned) and reserve its slot. */
+int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_qualify_fn ok);
+/* Reservoir puts: fill an empty slot, else evict a random seen, unpinned sample. */
+int rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *slot);
+int rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct cistern_meta *meta);
+int rs_abort(struct cistern *c, struct cistern_slot *slot);
+int rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_t index, uint64_t word);
+int rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint64_t index);
+/* Remove an exclusively held sample from the buffer. */
+void rs_remove(struct cistern *c, uint64_t index, uint64_t word);
+bool rs_exclusive_is_mine(struct cistern *c, const struct cistern_sample *s, uint64_t *word);
+int rs_release_generic(struct cistern *c, struct cistern_sample *s);
+int rs_unacquire(struct cistern *c, struct cistern_sample *s);
+bool rs_closed(struct cistern *c);
+bool rs_drained(struct cistern *c);
+void rs_reclaim(struct cistern *c, uint32_t owner);
+uint64_t rs_population(const struct cistern *c, const struct cistern_stats *st);
+/* Rate limiter: may a reader take n more? may a producer put one more? */
+bool rs_rate_allows_read(struct cistern *c, uint64_t n);
+bool rs_rate_allows_put(struct cistern *c);
+void rs_fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index, uint64_t word,
+		    uint32_t live);
+
+/* pairs.c: SimPairedReservoir's (sim_id, time_step) -> slot index */
+void pairs_publish(struct cistern *c, uint64_t index);
+void pairs_forget(struct cistern *c, uint64_t index);
+/* Held, unseen, unpinned, and with neither neighbour held: no read can reach it. */
+bool pairs_is_orphan(struct cistern *c, uint64_t index, void *arg);
+
+#endif

@@ -1,0 +1,1397 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * _cistern.c - the CPython extension module under the `cistern` package.
+ *
+ * It stays thin: argument conversion, error mapping, GIL handling and object
+ * lifetimes. Everything a user sees (Segment, numpy views, iteration, the torch
+ * dataset) is written in Python on top of it, in cistern/__init__.py.
+ *
+ * Two types:
+ *  - Handle: one struct cistern. Used by one thread at a time (the library's rule);
+ *    a second thread entering while a call is in flight gets RuntimeError instead of
+ *    undefined behaviour. It belongs to the process that opened it: after fork() the
+ *    child must attach again.
+ *  - Sample: one acquired sample, exporting its payload read-only through the buffer
+ *    protocol (numpy.frombuffer(sample) is a zero-copy view). The mapping must outlive
+ *    every view, and numpy drops its buffer export right away but keeps the Sample
+ *    as the array's base, so lifetimes follow references, not exports: a Sample holds
+ *    its Handle, and a Handle defers the real cistern_detach() until its last Sample
+ *    object is gone. A view read after release therefore never faults; it just sees
+ *    whatever the slot holds by then. New buffer requests on a released Sample fail.
+ *
+ * Blocking calls run without the GIL, in slices of at most WAIT_SLICE_MS, checking
+ * for signals (Ctrl-C) between slices.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cistern.h>
+
+/* Longest single wait without looking at signals. */
+#define WAIT_SLICE_MS 200
+
+/* Returned by the sliced waiters when a Python exception is set (a signal handler raised). */
+#define PYERR_SET INT_MIN
+
+static PyObject *EndOfData;
+
+/* ------------------------------------------------------------------ errors */
+
+/* Set the Python exception for a negative result `r` of the C API. Returns NULL. */
+static PyObject *raise_result(int r)
+{
+	if (r == PYERR_SET)
+		return NULL;
+	const char *msg = cistern_strerror(r);
+	int e = -r;
+	PyObject *type;
+	if (r == CISTERN_EOD) {
+		PyErr_SetString(EndOfData, msg);
+		return NULL;
+	}
+	switch (e) {
+	case ETIMEDOUT:
+	case EAGAIN:
+		type = PyExc_TimeoutError;
+		break;
+	case EINVAL:
+	case ERANGE:
+	case EMSGSIZE:
+	case ENAMETOOLONG:
+		PyErr_SetString(PyExc_ValueError, msg);
+		return NULL;
+	default:
+		type = PyExc_OSError; /* OSError(errno, msg) picks the subclass by errno */
+		break;
+	}
+	PyObject *args = Py_BuildValue("(is)", e, msg);
+	if (args) {
+		PyErr_SetObject(type, args);
+		Py_DECREF(args);
+	}
+	return NULL;
+}
+
+/* ---------------------------------------------------------- int converters */
+
+static int conv_u64(PyObject *o, void *out)
+{
+	if (!PyLong_Check(o)) {
+		PyErr_Format(PyExc_TypeError, "expected an int, got %.100s", Py_TYPE(o)->tp_name);
+		return 0;
+	}
+	unsigned long long v = PyLong_AsUnsignedLongLong(o);
+	if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+		PyErr_Clear();
+		PyErr_SetString(PyExc_ValueError, "value out of range for an unsigned 64-bit integer");
+		return 0;
+	}
+	*(uint64_t *)out = (uint64_t)v;
+	return 1;
+}
+
+static int conv_u32(PyObject *o, void *out)
+{
+	uint64_t v;
+	if (!conv_u64(o, &v))
+		return 0;
+	if (v > UINT32_MAX) {
+		PyErr_SetString(PyExc_ValueError, "value out of range for an unsigned 32-bit integer");
+		return 0;
+	}
+	*(uint32_t *)out = (uint32_t)v;
+	return 1;
+}
+
+/* A timeout in milliseconds: negative waits forever. */
+static int conv_timeout(PyObject *o, void *out)
+{
+	if (o == Py_None) {
+		*(int *)out = -1;
+		return 1;
+	}
+	if (!PyLong_Check(o)) {
+		PyErr_Format(PyExc_TypeError, "timeout_ms must be an int or None, got %.100s",
+			     Py_TYPE(o)->tp_name);
+		return 0;
+	}
+	long long v = PyLong_AsLongLong(o);
+	if (v == -1 && PyErr_Occurred()) {
+		PyErr_Clear();
+		v = LLONG_MAX;
+	}
+	if (v < 0)
+		v = -1;
+	else if (v > INT_MAX)
+		v = INT_MAX;
+	*(int *)out = (int)v;
+	return 1;
+}
+
+/* ------------------------------------------------------------ sliced waits */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+typedef int (*attempt_fn)(void *ctx, int timeout_ms);
+
+/*
+ * Call fn(ctx, t) without the GIL until it returns something other than a timeout,
+ * with t never above WAIT_SLICE_MS, for at most timeout_ms overall (negative: no
+ * limit; 0: one try). Called and returns with the GIL held.
+ */
+static int wait_sliced(attempt_fn fn, void *ctx, int timeout_ms)
+{
+	int r;
+	if (timeout_ms >= 0 && timeout_ms <= WAIT_SLICE_MS) {
+		Py_BEGIN_ALLOW_THREADS
+		r = fn(ctx, timeout_ms);
+		Py_END_ALLOW_THREADS
+		return r;
+	}
+	int64_t deadline = timeout_ms > 0 ? now_ms() + timeout_ms : 0;
+	for (;;) {
+		int t = WAIT_SLICE_MS;
+		if (timeout_ms > 0) {
+			int64_t left = deadline - now_ms();
+			if (left <= 0)
+				return -ETIMEDOUT;
+			if (left < t)
+				t = (int)left;
+		}
+		Py_BEGIN_ALLOW_THREADS
+		r = fn(ctx, t);
+		Py_END_ALLOW_THREADS
+		if (r != -ETIMEDOUT)
+			return r;
+		if (PyErr_CheckSignals() < 0)
+			return PYERR_SET;
+	}
+}
+
+/* ------------------------------------------------------------------ Handle */
+
+struct sample_obj;
+
+typedef struct {
+	PyObject_HEAD
+	struct cistern *c;       /* NULL once really detached */
+	pid_t pid;               /* process that opened it */
+	int busy;                /* a call is in flight (GIL released) */
+	int detached;            /* detach() was called: unusable, maybe not yet unmapped */
+	uint64_t slot_size;
+	struct sample_obj *samples; /* every live Sample object of this handle */
+	/* Releases that came while busy (a Sample freed meanwhile): done on leave. */
+	struct cistern_sample *pending;
+	size_t npending, cap_pending;
+} HandleObject;
+
+enum sample_kind {
+	KIND_ONE,    /* cistern_acquire() */
+	KIND_PAIR,   /* cistern_acquire_pair(): ss[0], ss[1] */
+	KIND_BATCH,  /* cistern_acquire_batch(): ss[0 .. n-1] */
+	KIND_MEMBER, /* one member of a pair or batch: exports parent->ss[index] */
+};
+
+typedef struct sample_obj {
+	PyObject_HEAD
+	HandleObject *h;              /* strong reference (NULL for a member) */
+	struct sample_obj *parent;    /* KIND_MEMBER: the pair or batch (strong reference) */
+	enum sample_kind kind;
+	size_t n;                     /* samples held: 1, 2 or the batch size */
+	size_t index;                 /* KIND_MEMBER: which one */
+	struct cistern_sample *ss;    /* the n samples (inline_ or PyMem_Malloc) */
+	struct cistern_sample inline_[2];
+	int held;                     /* acquired and not yet released */
+	Py_ssize_t exports;           /* live buffer exports (diagnostics only) */
+	struct sample_obj *prev, *next; /* in h->samples (not members) */
+} SampleObject;
+
+static PyTypeObject HandleType;
+static PyTypeObject SampleType;
+
+/* Detach for real, if asked to and nothing maps the segment any more. */
+static void handle_finish_detach(HandleObject *h)
+{
+	if (h->c && h->detached && !h->samples) {
+		if (h->pid == getpid())
+			cistern_detach(h->c);
+		/* In a forked child the parent's attachment must not be torn down: leak it. */
+		h->c = NULL;
+	}
+}
+
+/* Check the handle is usable from here and mark it busy. 0 on success. */
+static int handle_enter(HandleObject *h)
+{
+	if (h->detached || !h->c) {
+		PyErr_SetString(PyExc_ValueError, "segment handle is detached");
+		return -1;
+	}
+	if (h->pid != getpid()) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"segment handle was opened by another process (fork): attach again");
+		return -1;
+	}
+	if (h->busy) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"segment handle is in use by another thread: attach one handle per thread");
+		return -1;
+	}
+	h->busy = 1;
+	return 0;
+}
+
+static void handle_leave(HandleObject *h)
+{
+	h->busy = 0;
+	/* Called with the GIL held, in the thread that made the call. */
+	for (size_t i = 0; i < h->npending; i++)
+		cistern_release(h->c, &h->pending[i]);
+	h->npending = 0;
+}
+
+/* Queue a release for handle_leave(); if memory runs out, detach gives it back. */
+static void handle_defer_release(HandleObject *h, const struct cistern_sample *ss, size_t n)
+{
+	if (h->npending + n > h->cap_pending) {
+		size_t cap = (h->npending + n) * 2;
+		struct cistern_sample *p = PyMem_Realloc(h->pending, cap * sizeof(*p));
+		if (!p)
+			return;
+		h->pending = p;
+		h->cap_pending = cap;
+	}
+	memcpy(h->pending + h->npending, ss, n * sizeof(*ss));
+	h->npending += n;
+}
+
+static HandleObject *handle_new(struct cistern *c)
+{
+	HandleObject *h = PyObject_New(HandleObject, &HandleType);
+	if (!h) {
+		cistern_detach(c);
+		return NULL;
+	}
+	h->c = c;
+	h->pid = getpid();
+	h->busy = 0;
+	h->detached = 0;
+	h->samples = NULL;
+	h->pending = NULL;
+	h->npending = h->cap_pending = 0;
+	struct cistern_config cfg;
+	h->slot_size = cistern_config_get(c, &cfg) == 0 ? cfg.slot_size : 0;
+	return h;
+}
+
+static void sample_do_release(SampleObject *s);
+
+static PyObject *Handle_detach(HandleObject *h, PyObject *Py_UNUSED(ignored))
+{
+	if (h->detached)
+		Py_RETURN_NONE;
+	if (h->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "segment handle is in use by another thread");
+		return NULL;
+	}
+	/* Samples still held were read by the user: release them (consumed), not handed back. */
+	for (SampleObject *s = h->samples; s; s = s->next)
+		sample_do_release(s);
+	h->detached = 1;
+	handle_finish_detach(h);
+	Py_RETURN_NONE;
+}
+
+static void Handle_dealloc(HandleObject *h)
+{
+	/* Samples hold a reference: none is left here. */
+	h->detached = 1;
+	handle_finish_detach(h);
+	PyMem_Free(h->pending);
+	PyObject_Free(h);
+}
+
+/* put */
+
+struct put_ctx {
+	struct cistern *c;
+	const void *buf;
+	size_t len;
+	struct cistern_meta meta;
+};
+
+static int put_attempt(void *p, int t)
+{
+	struct put_ctx *x = p;
+	return cistern_put(x->c, x->buf, x->len, &x->meta, t);
+}
+
+static PyObject *Handle_put(HandleObject *h, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"data", "sim_id", "time_step", "timeout_ms", NULL};
+	Py_buffer view;
+	struct put_ctx x = {0};
+	int timeout = -1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|O&O&O&:put", kwlist, &view, conv_u32,
+					 &x.meta.sim_id, conv_u32, &x.meta.time_step,
+					 conv_timeout, &timeout))
+		return NULL;
+	if (handle_enter(h) < 0) {
+		PyBuffer_Release(&view);
+		return NULL;
+	}
+	if ((uint64_t)view.len > h->slot_size) {
+		PyErr_Format(PyExc_ValueError, "sample of %zd bytes does not fit a slot of %llu bytes",
+			     view.len, (unsigned long long)h->slot_size);
+		handle_leave(h);
+		PyBuffer_Release(&view);
+		return NULL;
+	}
+	x.c = h->c;
+	x.buf = view.buf;
+	x.len = (size_t)view.len;
+	/* The exporter cannot move or free the buffer while we hold the view. */
+	int r = wait_sliced(put_attempt, &x, timeout);
+	handle_leave(h);
+	PyBuffer_Release(&view);
+	if (r < 0)
+		return raise_result(r);
+	return PyLong_FromUnsignedLongLong(x.meta.sample_id);
+}
+
+/* acquire */
+
+struct acq_ctx {
+	struct cistern *c;
+	struct cistern_sample *s;
+};
+
+static int acq_attempt(void *p, int t)
+{
+	struct acq_ctx *x = p;
+	return cistern_acquire(x->c, x->s, t);
+}
+
+/* Acquire into *s: a quick try with the GIL held, then a sliced wait. */
+static int acquire_one(HandleObject *h, struct cistern_sample *s, int timeout)
+{
+	int r = cistern_acquire(h->c, s, 0);
+	if (r != -EAGAIN || timeout == 0)
+		return r;
+	struct acq_ctx x = {h->c, s};
+	return wait_sliced(acq_attempt, &x, timeout);
+}
+
+static PyObject *meta_tuple(const struct cistern_meta *m)
+{
+	return Py_BuildValue("(KII)", (unsigned long long)m->sample_id, (unsigned int)m->sim_id,
+			     (unsigned int)m->time_step);
+}
+
+static PyObject *Handle_get(HandleObject *h, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"timeout_ms", NULL};
+	int timeout = -1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O&:get", kwlist, conv_timeout, &timeout))
+		return NULL;
+	if (handle_enter(h) < 0)
+		return NULL;
+	struct cistern_sample s;
+	memset(&s, 0, sizeof(s));
+	int r = acquire_one(h, &s, timeout);
+	if (r < 0) {
+		handle_leave(h);
+		return raise_result(r);
+	}
+	PyObject *bytes = PyBytes_FromStringAndSize(s.data, (Py_ssize_t)s.len);
+	struct cistern_meta meta = s.meta;
+	cistern_release(h->c, &s);
+	handle_leave(h);
+	if (!bytes)
+		return NULL;
+	PyObject *m = meta_tuple(&meta);
+	if (!m) {
+		Py_DECREF(bytes);
+		return NULL;
+	}
+	PyObject *res = PyTuple_Pack(2, bytes, m);
+	Py_DECREF(bytes);
+	Py_DECREF(m);
+	return res;
+}
+
+/*
+ * get_many(out, item_size, count, timeout_ms, metas=None) -> n
+ * Gather up to `count` samples of exactly item_size bytes each into the writable
+ * buffer `out` (row i at offset i * item_size); metas, if given, is a writable
+ * buffer of count * 3 uint64 (sample_id, sim_id, time_step). Returns how many rows
+ * were filled: fewer than count only when end of data or the timeout came after
+ * the first row; with no row at all, the end of data or timeout is raised.
+ */
+static PyObject *Handle_get_many(HandleObject *h, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"out", "item_size", "count", "timeout_ms", "metas", NULL};
+	Py_buffer out, metas = {0};
+	Py_ssize_t item, count;
+	int timeout = -1;
+	PyObject *metas_obj = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*nn|O&O:get_many", kwlist, &out, &item,
+					 &count, conv_timeout, &timeout, &metas_obj))
+		return NULL;
+	PyObject *res = NULL;
+	int have_metas = 0;
+	if (item <= 0 || count < 0 || item > PY_SSIZE_T_MAX / (count ? count : 1) ||
+	    out.len < item * count) {
+		PyErr_SetString(PyExc_ValueError, "get_many: output buffer smaller than item_size * count");
+		goto out_buf;
+	}
+	if (metas_obj != Py_None) {
+		if (PyObject_GetBuffer(metas_obj, &metas, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+			goto out_buf;
+		have_metas = 1;
+		if (metas.len < count * 3 * (Py_ssize_t)sizeof(uint64_t)) {
+			PyErr_SetString(PyExc_ValueError, "get_many: metas buffer smaller than count * 3 uint64");
+			goto out_buf;
+		}
+	}
+	if (handle_enter(h) < 0)
+		goto out_buf;
+	int64_t deadline = timeout > 0 ? now_ms() + timeout : 0;
+	Py_ssize_t n = 0;
+	int r = 0;
+	while (n < count) {
+		int t = timeout;
+		if (timeout > 0) {
+			int64_t left = deadline - now_ms();
+			t = left > 0 ? (int)left : 0;
+		}
+		struct cistern_sample s;
+		memset(&s, 0, sizeof(s));
+		r = acquire_one(h, &s, t);
+		if (r < 0)
+			break;
+		if ((Py_ssize_t)s.len != item) {
+			size_t len = s.len;
+			cistern_release(h->c, &s);
+			handle_leave(h);
+			PyErr_Format(PyExc_ValueError,
+				     "get_many: sample of %zu bytes where %zd were expected (the sample is consumed)",
+				     len, item);
+			goto out_buf;
+		}
+		memcpy((char *)out.buf + n * item, s.data, s.len);
+		if (have_metas) {
+			uint64_t *m = (uint64_t *)metas.buf + 3 * n;
+			m[0] = s.meta.sample_id;
+			m[1] = s.meta.sim_id;
+			m[2] = s.meta.time_step;
+		}
+		cistern_release(h->c, &s);
+		n++;
+	}
+	handle_leave(h);
+	if (n == 0 && count > 0) {
+		raise_result(r);
+		goto out_buf;
+	}
+	if (r == PYERR_SET) /* a signal handler raised after some rows: the exception wins */
+		goto out_buf;
+	res = PyLong_FromSsize_t(n);
+out_buf:
+	if (have_metas)
+		PyBuffer_Release(&metas);
+	PyBuffer_Release(&out);
+	return res;
+}
+
+static SampleObject *sample_alloc(enum sample_kind kind, size_t n)
+{
+	SampleObject *so = PyObject_New(SampleObject, &SampleType);
+	if (!so)
+		return NULL;
+	so->h = NULL;
+	so->parent = NULL;
+	so->kind = kind;
+	so->n = n;
+	so->index = 0;
+	so->held = 0;
+	so->exports = 0;
+	so->prev = so->next = NULL;
+	memset(so->inline_, 0, sizeof(so->inline_));
+	so->ss = so->inline_;
+	if (n > 2) {
+		so->ss = PyMem_Calloc(n, sizeof(*so->ss));
+		if (!so->ss) {
+			so->ss = so->inline_;
+			Py_DECREF(so);
+			PyErr_NoMemory();
+			return NULL;
+		}
+	}
+	return so;
+}
+
+/* The acquisition succeeded: link the sample to its handle. */
+static PyObject *sample_attach(SampleObject *so, HandleObject *h)
+{
+	Py_INCREF(h);
+	so->h = h;
+	so->held = 1;
+	so->next = h->samples;
+	if (h->samples)
+		h->samples->prev = so;
+	h->samples = so;
+	return (PyObject *)so;
+}
+
+static PyObject *Handle_acquire(HandleObject *h, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"timeout_ms", NULL};
+	int timeout = -1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O&:acquire", kwlist, conv_timeout, &timeout))
+		return NULL;
+	SampleObject *so = sample_alloc(KIND_ONE, 1);
+	if (!so)
+		return NULL;
+	if (handle_enter(h) < 0) {
+		Py_DECREF(so);
+		return NULL;
+	}
+	int r = acquire_one(h, &so->ss[0], timeout);
+	handle_leave(h);
+	if (r < 0) {
+		Py_DECREF(so);
+		return raise_result(r);
+	}
+	return sample_attach(so, h);
+}
+
+static int pair_attempt(void *p, int t)
+{
+	struct acq_ctx *x = p;
+	return cistern_acquire_pair(x->c, x->s, t);
+}
+
+static PyObject *Handle_acquire_pair(HandleObject *h, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"timeout_ms", NULL};
+	int timeout = -1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O&:acquire_pair", kwlist, conv_timeout, &timeout))
+		return NULL;
+	SampleObject *so = sample_alloc(KIND_PAIR, 2);
+	if (!so)
+		return NULL;
+	if (handle_enter(h) < 0) {
+		Py_DECREF(so);
+		return NULL;
+	}
+	struct acq_ctx x = {h->c, so->ss};
+	int r = wait_sliced(pair_attempt, &x, timeout);
+	handle_leave(h);
+	if (r < 0) {
+		Py_DECREF(so);
+		return raise_result(r);
+	}
+	return sample_attach(so, h);
+}
+
+struct get_pair_ctx {
+	struct cistern *c;
+	void *buf[2];
+	size_t cap;
+	size_t len[2];
+	struct cistern_meta meta[2];
+};
+
+static int get_pair_attempt(void *p, int t)
+{
+	struct get_pair_ctx *x = p;
+	return cistern_get_pair(x->c, x->buf, x->cap, x->len, x->meta, t);
+}
+
+/* get_pair(out, cap, timeout_ms=-1) -> ((len0, len1), (meta0, meta1)); member i at out + i*cap */
+static PyObject *Handle_get_pair(HandleObject *h, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"out", "cap", "timeout_ms", NULL};
+	Py_buffer out;
+	Py_ssize_t cap;
+	int timeout = -1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*n|O&:get_pair", kwlist, &out, &cap,
+					 conv_timeout, &timeout))
+		return NULL;
+	PyObject *res = NULL;
+	if (cap < 0 || cap > PY_SSIZE_T_MAX / 2 || out.len < 2 * cap) {
+		PyErr_SetString(PyExc_ValueError, "get_pair: output buffer smaller than 2 * cap");
+		goto out_buf;
+	}
+	if (handle_enter(h) < 0)
+		goto out_buf;
+	struct get_pair_ctx x;
+	memset(&x, 0, sizeof(x));
+	x.c = h->c;
+	x.buf[0] = out.buf;
+	x.buf[1] = (char *)out.buf + cap;
+	x.cap = (size_t)cap;
+	int r = wait_sliced(get_pair_attempt, &x, timeout);
+	handle_leave(h);
+	if (r < 0) {
+		raise_result(r);
+		goto out_buf;
+	}
+	PyObject *m0 = meta_tuple(&x.meta[0]), *m1 = meta_tuple(&x.meta[1]);
+	if (m0 && m1)
+		res = Py_BuildValue("((nn)(OO))", (Py_ssize_t)x.len[0], (Py_ssize_t)x.len[1], m0, m1);
+	Py_XDECREF(m0);
+	Py_XDECREF(m1);
+out_buf:
+	PyBuffer_Release(&out);
+	return res;
+}
+
+struct batch_ctx {
+	struct cistern *c;
+	struct cistern_sample *s;
+	size_t n;
+};
+
+static int batch_attempt(void *p, int t)
+{
+	struct batch_ctx *x = p;
+	return cistern_acquire_batch(x->c, x->s, x->n, t);
+}
+
+/* acquire_batch(n=0, timeout_ms=-1) -> a batch Sample of the samples acquired */
+static PyObject *Handle_acquire_batch(HandleObject *h, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"n", "timeout_ms", NULL};
+	Py_ssize_t n = 0;
+	int timeout = -1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|nO&:acquire_batch", kwlist, &n,
+					 conv_timeout, &timeout))
+		return NULL;
+	if (n < 0) {
+		PyErr_SetString(PyExc_ValueError, "acquire_batch: n must be >= 0");
+		return NULL;
+	}
+	if (handle_enter(h) < 0)
+		return NULL;
+	if (n == 0) {
+		struct cistern_config cfg;
+		if (cistern_config_get(h->c, &cfg) == 0)
+			n = (Py_ssize_t)cfg.batch_size;
+	}
+	handle_leave(h);
+	if (n == 0) {
+		PyErr_SetString(PyExc_ValueError, "acquire_batch: n is 0 and the segment has no batch_size");
+		return NULL;
+	}
+	SampleObject *so = sample_alloc(KIND_BATCH, (size_t)n);
+	if (!so)
+		return NULL;
+	if (handle_enter(h) < 0) {
+		Py_DECREF(so);
+		return NULL;
+	}
+	struct batch_ctx x = {h->c, so->ss, (size_t)n};
+	int r = wait_sliced(batch_attempt, &x, timeout);
+	handle_leave(h);
+	if (r < 0) {
+		Py_DECREF(so);
+		return raise_result(r);
+	}
+	so->n = (size_t)r;
+	return sample_attach(so, h);
+}
+
+struct get_batch_ctx {
+	struct cistern *c;
+	void *buf;
+	size_t stride, n;
+	size_t *len;
+	struct cistern_meta *meta;
+};
+
+static int get_batch_attempt(void *p, int t)
+{
+	struct get_batch_ctx *x = p;
+	return cistern_get_batch(x->c, x->buf, x->stride, x->n, x->len, x->meta, t);
+}
+
+/*
+ * get_batch(out, item_size, n, timeout_ms=-1, metas=None) -> k
+ * cistern_get_batch(): k distinct samples drawn and gathered in one call into out
+ * (row i at i * item_size); every one must be exactly item_size bytes.
+ */
+static PyObject *Handle_get_batch(HandleObject *h, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"out", "item_size", "n", "timeout_ms", "metas", NULL};
+	Py_buffer out, metas = {0};
+	Py_ssize_t item, n;
+	int timeout = -1;
+	PyObject *metas_obj = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*nn|O&O:get_batch", kwlist, &out, &item, &n,
+					 conv_timeout, &timeout, &metas_obj))
+		return NULL;
+	PyObject *res = NULL;
+	int have_metas = 0;
+	size_t *lens = NULL;
+	struct cistern_meta *cm = NULL;
+	if (item <= 0 || n <= 0 || item > PY_SSIZE_T_MAX / n || out.len < item * n) {
+		PyErr_SetString(PyExc_ValueError, "get_batch: output buffer smaller than item_size * n");
+		goto out_buf;
+	}
+	if (metas_obj != Py_None) {
+		if (PyObject_GetBuffer(metas_obj, &metas, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+			goto out_buf;
+		have_metas = 1;
+		if (metas.len < n * 3 * (Py_ssize_t)sizeof(uint64_t)) {
+			PyErr_SetString(PyExc_ValueError, "get_batch: metas buffer smaller than n * 3 uint64");
+			goto out_buf;
+		}
+	}
+	lens = PyMem_Calloc((size_t)n, sizeof(*lens));
+	cm = PyMem_Calloc((size_t)n, sizeof(*cm));
+	if (!lens || !cm) {
+		PyErr_NoMemory();
+		goto out_buf;
+	}
+	if (handle_enter(h) < 0)
+		goto out_buf;
+	struct get_batch_ctx x = {h->c, out.buf, (size_t)item, (size_t)n, lens, cm};
+	int r = wait_sliced(get_batch_attempt, &x, timeout);
+	handle_leave(h);
+	if (r < 0) {
+		raise_result(r);
+		goto out_buf;
+	}
+	for (int i = 0; i < r; i++) {
+		if (lens[i] != (size_t)item) {
+			PyErr_Format(PyExc_ValueError,
+				     "get_batch: sample of %zu bytes where %zd were expected (the batch is consumed)",
+				     lens[i], item);
+			goto out_buf;
+		}
+		if (have_metas) {
+			uint64_t *m = (uint64_t *)metas.buf + 3 * i;
+			m[0] = cm[i].sample_id;
+			m[1] = cm[i].sim_id;
+			m[2] = cm[i].time_step;
+		}
+	}
+	res = PyLong_FromLong(r);
+out_buf:
+	PyMem_Free(lens);
+	PyMem_Free(cm);
+	if (have_metas)
+		PyBuffer_Release(&metas);
+	PyBuffer_Release(&out);
+	return res;
+}
+
+static PyObject *Handle_close_reception(HandleObject *h, PyObject *Py_UNUSED(ignored))
+{
+	if (handle_enter(h) < 0)
+		return NULL;
+	int r = cistern_close_reception(h->c);
+	handle_leave(h);
+	if (r < 0)
+		return raise_result(r);
+	Py_RETURN_NONE;
+}
+
+static PyObject *Handle_producer_done(HandleObject *h, PyObject *Py_UNUSED(ignored))
+{
+	if (handle_enter(h) < 0)
+		return NULL;
+	int r = cistern_producer_done(h->c);
+	handle_leave(h);
+	if (r < 0)
+		return raise_result(r);
+	return PyLong_FromLong(r);
+}
+
+static int dict_set_u64(PyObject *d, const char *k, uint64_t v)
+{
+	PyObject *o = PyLong_FromUnsignedLongLong(v);
+	if (!o)
+		return -1;
+	int r = PyDict_SetItemString(d, k, o);
+	Py_DECREF(o);
+	return r;
+}
+
+static PyObject *Handle_stats(HandleObject *h, PyObject *Py_UNUSED(ignored))
+{
+	if (handle_enter(h) < 0)
+		return NULL;
+	struct cistern_stats st;
+	memset(&st, 0, sizeof(st));
+	int r = cistern_stats_get(h->c, &st);
+	handle_leave(h);
+	if (r < 0)
+		return raise_result(r);
+	PyObject *d = PyDict_New();
+	if (!d)
+		return NULL;
+	PyObject *hist = PyList_New(CISTERN_SEEN_BUCKETS);
+	if (!hist)
+		goto fail;
+	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++) {
+		PyObject *o = PyLong_FromUnsignedLongLong(st.seen_hist[i]);
+		if (!o) {
+			Py_DECREF(hist);
+			goto fail;
+		}
+		PyList_SET_ITEM(hist, i, o);
+	}
+	r = PyDict_SetItemString(d, "seen_hist", hist);
+	Py_DECREF(hist);
+	if (r < 0 ||
+	    dict_set_u64(d, "population", st.population) < 0 ||
+	    dict_set_u64(d, "puts", st.puts) < 0 ||
+	    dict_set_u64(d, "gets", st.gets) < 0 ||
+	    dict_set_u64(d, "evictions", st.evictions) < 0 ||
+	    dict_set_u64(d, "evicted_unseen", st.evicted_unseen) < 0 ||
+	    dict_set_u64(d, "redeliveries", st.redeliveries) < 0 ||
+	    dict_set_u64(d, "reclaimed", st.reclaimed) < 0 ||
+	    dict_set_u64(d, "producer_waits", st.producer_waits) < 0 ||
+	    dict_set_u64(d, "producer_wait_ns", st.producer_wait_ns) < 0 ||
+	    dict_set_u64(d, "reader_waits", st.reader_waits) < 0 ||
+	    dict_set_u64(d, "reader_wait_ns", st.reader_wait_ns) < 0 ||
+	    dict_set_u64(d, "procs_attached", st.procs_attached) < 0)
+		goto fail;
+	if (PyDict_SetItemString(d, "reception_closed", st.reception_closed ? Py_True : Py_False) < 0)
+		goto fail;
+	return d;
+fail:
+	Py_DECREF(d);
+	return NULL;
+}
+
+static PyObject *Handle_config(HandleObject *h, PyObject *Py_UNUSED(ignored))
+{
+	if (handle_enter(h) < 0)
+		return NULL;
+	struct cistern_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	int r = cistern_config_get(h->c, &cfg);
+	handle_leave(h);
+	if (r < 0)
+		return raise_result(r);
+	const char *pname = cistern_policy_name(cfg.policy);
+	PyObject *d = PyDict_New();
+	if (!d)
+		return NULL;
+	PyObject *pn = pname ? PyUnicode_FromString(pname) : PyLong_FromLong((long)cfg.policy);
+	if (!pn)
+		goto fail;
+	r = PyDict_SetItemString(d, "policy", pn);
+	Py_DECREF(pn);
+	if (r < 0 ||
+	    dict_set_u64(d, "slots", cfg.slot_count) < 0 ||
+	    dict_set_u64(d, "slot_size", cfg.slot_size) < 0 ||
+	    dict_set_u64(d, "mode", cfg.mode) < 0 ||
+	    dict_set_u64(d, "watermark", cfg.watermark) < 0 ||
+	    dict_set_u64(d, "pseudo_epochs", cfg.pseudo_epochs) < 0 ||
+	    dict_set_u64(d, "sweep_size", cfg.sweep_size) < 0 ||
+	    dict_set_u64(d, "time_steps", cfg.nb_time_steps) < 0 ||
+	    dict_set_u64(d, "batch_size", cfg.batch_size) < 0 ||
+	    dict_set_u64(d, "seed", cfg.seed) < 0 ||
+	    dict_set_u64(d, "max_procs", cfg.max_procs) < 0 ||
+	    dict_set_u64(d, "expected_producers", cfg.expected_producers) < 0 ||
+	    dict_set_u64(d, "flags", cfg.flags) < 0)
+		goto fail;
+	if (PyDict_SetItemString(d, "lossy", (cfg.flags & CISTERN_LOSSY) ? Py_True : Py_False) < 0)
+		goto fail;
+	return d;
+fail:
+	Py_DECREF(d);
+	return NULL;
+}
+
+static PyObject *Handle_get_detached(HandleObject *h, void *Py_UNUSED(closure))
+{
+	return PyBool_FromLong(h->detached);
+}
+
+static PyObject *Handle_get_slot_size(HandleObject *h, void *Py_UNUSED(closure))
+{
+	return PyLong_FromUnsignedLongLong(h->slot_size);
+}
+
+static PyObject *Handle_get_live_samples(HandleObject *h, void *Py_UNUSED(closure))
+{
+	long n = 0;
+	for (SampleObject *s = h->samples; s; s = s->next)
+		n++;
+	return PyLong_FromLong(n);
+}
+
+static PyMethodDef Handle_methods[] = {
+	{"put", (PyCFunction)(void (*)(void))Handle_put, METH_VARARGS | METH_KEYWORDS,
+	 "put(data, sim_id=0, time_step=0, timeout_ms=-1) -> sample_id"},
+	{"get", (PyCFunction)(void (*)(void))Handle_get, METH_VARARGS | METH_KEYWORDS,
+	 "get(timeout_ms=-1) -> (bytes, (sample_id, sim_id, time_step))"},
+	{"get_many", (PyCFunction)(void (*)(void))Handle_get_many, METH_VARARGS | METH_KEYWORDS,
+	 "get_many(out, item_size, count, timeout_ms=-1, metas=None) -> rows filled"},
+	{"acquire", (PyCFunction)(void (*)(void))Handle_acquire, METH_VARARGS | METH_KEYWORDS,
+	 "acquire(timeout_ms=-1) -> Sample"},
+	{"acquire_pair", (PyCFunction)(void (*)(void))Handle_acquire_pair, METH_VARARGS | METH_KEYWORDS,
+	 "acquire_pair(timeout_ms=-1) -> pair Sample"},
+	{"get_pair", (PyCFunction)(void (*)(void))Handle_get_pair, METH_VARARGS | METH_KEYWORDS,
+	 "get_pair(out, cap, timeout_ms=-1) -> ((len0, len1), (meta0, meta1))"},
+	{"acquire_batch", (PyCFunction)(void (*)(void))Handle_acquire_batch, METH_VARARGS | METH_KEYWORDS,
+	 "acquire_batch(n=0, timeout_ms=-1) -> batch Sample"},
+	{"get_batch", (PyCFunction)(void (*)(void))Handle_get_batch, METH_VARARGS | METH_KEYWORDS,
+	 "get_batch(out, item_size, n, timeout_ms=-1, metas=None) -> samples gathered"},
+	{"close_reception", (PyCFunction)Handle_close_reception, METH_NOARGS, "close reception"},
+	{"producer_done", (PyCFunction)Handle_producer_done, METH_NOARGS,
+	 "declare one expected producer done; returns how many are still expected"},
+	{"stats", (PyCFunction)Handle_stats, METH_NOARGS, "statistics as a dict"},
+	{"config", (PyCFunction)Handle_config, METH_NOARGS, "parameters as a dict"},
+	{"detach", (PyCFunction)Handle_detach, METH_NOARGS, "detach (idempotent)"},
+	{NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Handle_getset[] = {
+	{"detached", (getter)Handle_get_detached, NULL, "detach() was called", NULL},
+	{"slot_size", (getter)Handle_get_slot_size, NULL, "largest payload in bytes", NULL},
+	{"live_samples", (getter)Handle_get_live_samples, NULL,
+	 "Sample objects of this handle still alive (held or not)", NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject HandleType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "cistern._cistern.Handle",
+	.tp_basicsize = sizeof(HandleObject),
+	.tp_dealloc = (destructor)Handle_dealloc,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "An attachment to a cistern segment (one thread at a time).",
+	.tp_methods = Handle_methods,
+	.tp_getset = Handle_getset,
+};
+
+/* ------------------------------------------------------------------ Sample */
+
+static void sample_do_release(SampleObject *s)
+{
+	if (!s->held)
+		return;
+	s->held = 0;
+	HandleObject *h = s->h;
+	if (!h || !h->c || h->detached || h->pid != getpid())
+		return;
+	/*
+	 * Not while a call on this handle is in flight (the garbage collector freeing
+	 * a sample during it, in this thread or another): the call's end does it.
+	 */
+	if (h->busy) {
+		if (s->kind != KIND_MEMBER)
+			handle_defer_release(h, s->ss, s->n);
+		return;
+	}
+	switch (s->kind) {
+	case KIND_ONE:
+		cistern_release(h->c, &s->ss[0]);
+		break;
+	case KIND_PAIR:
+		cistern_release_pair(h->c, s->ss);
+		break;
+	case KIND_BATCH:
+		cistern_release_batch(h->c, s->ss, s->n);
+		break;
+	default:
+		break;
+	}
+}
+
+static int sample_is_held(const SampleObject *s)
+{
+	return s->kind == KIND_MEMBER ? s->parent->held : s->held;
+}
+
+/* The sample whose payload this object exposes, or NULL (exception set). */
+static const struct cistern_sample *sample_target(SampleObject *s)
+{
+	if (s->kind == KIND_PAIR || s->kind == KIND_BATCH) {
+		PyErr_SetString(PyExc_TypeError, "a pair or batch has no single payload: use member(i)");
+		return NULL;
+	}
+	if (!sample_is_held(s)) {
+		PyErr_SetString(PyExc_ValueError, "sample already released");
+		return NULL;
+	}
+	return s->kind == KIND_MEMBER ? &s->parent->ss[s->index] : &s->ss[0];
+}
+
+static PyObject *Sample_release(SampleObject *s, PyObject *Py_UNUSED(ignored))
+{
+	if (s->kind == KIND_MEMBER) {
+		PyErr_SetString(PyExc_TypeError, "release the whole pair or batch, not one member");
+		return NULL;
+	}
+	if (s->held && s->h->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "segment handle is in use by another thread");
+		return NULL;
+	}
+	sample_do_release(s);
+	Py_RETURN_NONE;
+}
+
+static PyObject *Sample_member(SampleObject *s, PyObject *arg)
+{
+	if (s->kind != KIND_PAIR && s->kind != KIND_BATCH) {
+		PyErr_SetString(PyExc_TypeError, "member() is for pairs and batches");
+		return NULL;
+	}
+	Py_ssize_t i = PyLong_AsSsize_t(arg);
+	if (i == -1 && PyErr_Occurred())
+		return NULL;
+	if (i < 0 || (size_t)i >= s->n) {
+		PyErr_SetString(PyExc_IndexError, "member index out of range");
+		return NULL;
+	}
+	if (!s->held) {
+		PyErr_SetString(PyExc_ValueError, "sample already released");
+		return NULL;
+	}
+	SampleObject *m = sample_alloc(KIND_MEMBER, 1);
+	if (!m)
+		return NULL;
+	Py_INCREF(s);
+	m->parent = s;
+	m->index = (size_t)i;
+	return (PyObject *)m;
+}
+
+static void Sample_dealloc(SampleObject *s)
+{
+	HandleObject *h = s->h;
+	if (s->kind == KIND_MEMBER) {
+		Py_XDECREF(s->parent);
+	} else if (h) {
+		sample_do_release(s);
+		if (s->prev)
+			s->prev->next = s->next;
+		else
+			h->samples = s->next;
+		if (s->next)
+			s->next->prev = s->prev;
+		handle_finish_detach(h);
+		Py_DECREF(h);
+	}
+	if (s->ss != s->inline_)
+		PyMem_Free(s->ss);
+	PyObject_Free(s);
+}
+
+static int Sample_getbuffer(SampleObject *s, Py_buffer *view, int flags)
+{
+	const struct cistern_sample *t = sample_target(s);
+	if (!t) {
+		view->obj = NULL;
+		return -1;
+	}
+	if (PyBuffer_FillInfo(view, (PyObject *)s, (void *)t->data, (Py_ssize_t)t->len, 1, flags) < 0)
+		return -1;
+	s->exports++;
+	return 0;
+}
+
+static void Sample_releasebuffer(SampleObject *s, Py_buffer *Py_UNUSED(view))
+{
+	s->exports--;
+}
+
+static PyBufferProcs Sample_as_buffer = {
+	.bf_getbuffer = (getbufferproc)Sample_getbuffer,
+	.bf_releasebuffer = (releasebufferproc)Sample_releasebuffer,
+};
+
+static PyObject *Sample_get_meta(SampleObject *s, void *Py_UNUSED(closure))
+{
+	if (s->kind == KIND_PAIR || s->kind == KIND_BATCH) {
+		PyObject *l = PyList_New((Py_ssize_t)s->n);
+		if (!l)
+			return NULL;
+		for (size_t i = 0; i < s->n; i++) {
+			PyObject *m = meta_tuple(&s->ss[i].meta);
+			if (!m) {
+				Py_DECREF(l);
+				return NULL;
+			}
+			PyList_SET_ITEM(l, (Py_ssize_t)i, m);
+		}
+		return l;
+	}
+	return meta_tuple(s->kind == KIND_MEMBER ? &s->parent->ss[s->index].meta : &s->ss[0].meta);
+}
+
+static PyObject *Sample_get_held(SampleObject *s, void *Py_UNUSED(closure))
+{
+	return PyBool_FromLong(sample_is_held(s));
+}
+
+static PyObject *Sample_get_kind(SampleObject *s, void *Py_UNUSED(closure))
+{
+	static const char *names[] = {"one", "pair", "batch", "member"};
+	return PyUnicode_FromString(names[s->kind]);
+}
+
+static PyObject *Sample_get_address(SampleObject *s, void *Py_UNUSED(closure))
+{
+	const struct cistern_sample *t = sample_target(s);
+	return t ? PyLong_FromVoidPtr((void *)t->data) : NULL;
+}
+
+static PyObject *Sample_get_exports(SampleObject *s, void *Py_UNUSED(closure))
+{
+	return PyLong_FromSsize_t(s->exports);
+}
+
+/* Payload length for a sample or member; number of members for a pair or batch. */
+static Py_ssize_t Sample_len(SampleObject *s)
+{
+	if (s->kind == KIND_PAIR || s->kind == KIND_BATCH)
+		return (Py_ssize_t)s->n;
+	return (Py_ssize_t)(s->kind == KIND_MEMBER ? s->parent->ss[s->index].len : s->ss[0].len);
+}
+
+static PySequenceMethods Sample_as_sequence = {
+	.sq_length = (lenfunc)Sample_len,
+};
+
+static PyMethodDef Sample_methods[] = {
+	{"release", (PyCFunction)Sample_release, METH_NOARGS,
+	 "release the sample, pair or batch (idempotent); payloads must not be read afterwards"},
+	{"member", (PyCFunction)Sample_member, METH_O,
+	 "member(i) -> an object exporting the payload of member i of a pair or batch"},
+	{NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Sample_getset[] = {
+	{"meta", (getter)Sample_get_meta, NULL,
+	 "(sample_id, sim_id, time_step); a list of them for a pair or batch", NULL},
+	{"held", (getter)Sample_get_held, NULL, "acquired and not released", NULL},
+	{"kind", (getter)Sample_get_kind, NULL, "one, pair, batch or member", NULL},
+	{"address", (getter)Sample_get_address, NULL, "address of the payload in this process", NULL},
+	{"exports", (getter)Sample_get_exports, NULL, "live buffer exports", NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject SampleType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "cistern._cistern.Sample",
+	.tp_basicsize = sizeof(SampleObject),
+	.tp_dealloc = (destructor)Sample_dealloc,
+	.tp_as_sequence = &Sample_as_sequence,
+	.tp_as_buffer = &Sample_as_buffer,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "An acquired sample; read-only buffer over the payload until release().",
+	.tp_methods = Sample_methods,
+	.tp_getset = Sample_getset,
+};
+
+/* ------------------------------------------------------------------ module */
+
+static PyObject *mod_create(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"name", "policy", "slot_size", "slot_count", "mode",
+				 "watermark", "pseudo_epochs", "sweep_size", "nb_time_steps",
+				 "batch_size", "seed", "max_procs", "expected_producers",
+				 "flags", NULL};
+	const char *name;
+	struct cistern_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	uint32_t policy = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|O&O&O&O&O&O&O&O&O&O&O&O&O&:create", kwlist,
+					 &name, conv_u32, &policy, conv_u64, &cfg.slot_size,
+					 conv_u64, &cfg.slot_count, conv_u32, &cfg.mode,
+					 conv_u64, &cfg.watermark, conv_u32, &cfg.pseudo_epochs,
+					 conv_u32, &cfg.sweep_size, conv_u32, &cfg.nb_time_steps,
+					 conv_u32, &cfg.batch_size, conv_u64, &cfg.seed,
+					 conv_u32, &cfg.max_procs, conv_u32, &cfg.expected_producers,
+					 conv_u32, &cfg.flags))
+		return NULL;
+	if (policy >= CISTERN_POLICY_COUNT) {
+		PyErr_Format(PyExc_ValueError, "unknown policy number %u", (unsigned int)policy);
+		return NULL;
+	}
+	cfg.policy = (enum cistern_policy)policy;
+	struct cistern *c = NULL;
+	int r;
+	Py_BEGIN_ALLOW_THREADS
+	r = cistern_create(name, &cfg, &c);
+	Py_END_ALLOW_THREADS
+	if (r < 0)
+		return raise_result(r);
+	return (PyObject *)handle_new(c);
+}
+
+static PyObject *mod_attach(PyObject *Py_UNUSED(m), PyObject *args)
+{
+	const char *name;
+	if (!PyArg_ParseTuple(args, "s:attach", &name))
+		return NULL;
+	struct cistern *c = NULL;
+	int r;
+	Py_BEGIN_ALLOW_THREADS
+	r = cistern_attach(name, &c);
+	Py_END_ALLOW_THREADS
+	if (r == -EAGAIN) {
+		/* "still being created" is not a timeout: BlockingIOError. */
+		PyObject *a = Py_BuildValue("(is)", EAGAIN, cistern_strerror(r));
+		if (a) {
+			PyErr_SetObject(PyExc_OSError, a);
+			Py_DECREF(a);
+		}
+		return NULL;
+	}
+	if (r < 0)
+		return raise_result(r);
+	return (PyObject *)handle_new(c);
+}
+
+static PyObject *mod_unlink(PyObject *Py_UNUSED(m), PyObject *args)
+{
+	const char *name;
+	if (!PyArg_ParseTuple(args, "s:unlink", &name))
+		return NULL;
+	int r = cistern_unlink(name);
+	if (r == -ENOENT) {
+		PyObject *a = Py_BuildValue("(is)", ENOENT, cistern_strerror(r));
+		if (a) {
+			PyErr_SetObject(PyExc_OSError, a);
+			Py_DECREF(a);
+		}
+		return NULL;
+	}
+	if (r < 0)
+		return raise_result(r);
+	Py_RETURN_NONE;
+}
+
+static PyObject *mod_strerror(PyObject *Py_UNUSED(m), PyObject *args)
+{
+	int code;
+	if (!PyArg_ParseTuple(args, "i:strerror", &code))
+		return NULL;
+	return PyUnicode_FromString(cistern_strerror(code));
+}
+
+static PyObject *mod_policy_parse(PyObject *Py_UNUSED(m), PyObject *args)
+{
+	const char *s;
+	if (!PyArg_ParseTuple(args, "s:policy_parse", &s))
+		return NULL;
+	enum cistern_policy p;
+	if (cistern_policy_parse(s, &p) < 0) {
+		PyErr_Format(PyExc_ValueError, "unknown policy %R", PyTuple_GET_ITEM(args, 0));
+		return NULL;
+	}
+	return PyLong_FromLong((long)p);
+}
+
+static PyObject *mod_policy_name(PyObject *Py_UNUSED(m), PyObject *args)
+{
+	int p;
+	if (!PyArg_ParseTuple(args, "i:policy_name", &p))
+		return NULL;
+	const char *n = p >= 0 ? cistern_policy_name((enum cistern_policy)p) : NULL;
+	if (!n) {
+		PyErr_Format(PyExc_ValueError, "unknown policy number %d", p);
+		return NULL;
+	}
+	return PyUnicode_FromString(n);
+}
+
+static PyObject *mod_name_valid(PyObject *Py_UNUSED(m), PyObject *args)
+{
+	const char *s;
+	if (!PyArg_ParseTuple(args, "s:name_valid", &s))
+		return NULL;
+	return PyLong_FromLong(cistern_name_valid(s));
+}
+
+static PyMethodDef module_methods[] = {
+	{"create", (PyCFunction)(void (*)(void))mod_create, METH_VARARGS | METH_KEYWORDS,
+	 "create(name, policy=0, slot_size=0, slot_count=0, mode=0, watermark=0, ...) -> Handle"},
+	{"attach", mod_attach, METH_VARARGS, "attach(name) -> Handle"},
+	{"unlink", mod_unlink, METH_VARARGS, "unlink(name)"},
+	{"strerror", mod_strerror, METH_VARARGS, "strerror(code) -> str"},
+	{"policy_parse", mod_policy_parse, METH_VARARGS, "policy_parse(name) -> int"},
+	{"policy_name", mod_policy_name, METH_VARARGS, "policy_name(int) -> str"},
+	{"name_valid", mod_name_valid, METH_VARARGS, "name_valid(name) -> 0 or negative errno"},
+	{NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "_cistern",
+	.m_doc = "Low-level binding of libcistern; use the `cistern` package.",
+	.m_size = -1,
+	.m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__cistern(void)
+{
+	if (PyType_Ready(&HandleType) < 0 || PyType_Ready(&SampleType) < 0)
+		return NULL;
+	PyObject *m = PyModule_Create(&module_def);
+	if (!m)
+		return NULL;
+	EndOfData = PyErr_NewExceptionWithDoc("cistern.EndOfData",
+					      "Reception is closed and the policy has nothing left to hand out.",
+					      NULL, NULL);
+	if (!EndOfData)
+		goto fail;
+	Py_INCREF(EndOfData);
+	if (PyModule_AddObject(m, "EndOfData", EndOfData) < 0) {
+		Py_DECREF(EndOfData);
+		goto fail;
+	}
+	Py_INCREF(&HandleType);
+	if (PyModule_AddObject(m, "Handle", (PyObject *)&HandleType) < 0) {
+		Py_DECREF(&HandleType);
+		goto fail;
+	}
+	Py_INCREF(&SampleType);
+	if (PyModule_AddObject(m, "Sample", (PyObject *)&SampleType) < 0) {
+		Py_DECREF(&SampleType);
+		goto fail;
+	}
+	if (PyModule_AddIntConstant(m, "EOD", CISTERN_EOD) < 0 ||
+	    PyModule_AddIntConstant(m, "NAME_MAX", CISTERN_NAME_MAX) < 0 ||
+	    PyModule_AddIntConstant(m, "POLICY_COUNT", CISTERN_POLICY_COUNT) < 0 ||
+	    PyModule_AddIntConstant(m, "LOSSY", CISTERN_LOSSY) < 0 ||
+	    PyModule_AddIntConstant(m, "SEEN_BUCKETS", CISTERN_SEEN_BUCKETS) < 0 ||
+	    PyModule_AddIntConstant(m, "DEFAULT_SLOT_SIZE", CISTERN_DEFAULT_SLOT_SIZE) < 0 ||
+	    PyModule_AddIntConstant(m, "DEFAULT_SLOT_COUNT", CISTERN_DEFAULT_SLOT_COUNT) < 0 ||
+	    PyModule_AddObject(m, "SLOT_SIZE_MAX", PyLong_FromUnsignedLongLong(CISTERN_SLOT_SIZE_MAX)) < 0 ||
+	    PyModule_AddObject(m, "SLOT_COUNT_MAX", PyLong_FromUnsignedLongLong(CISTERN_SLOT_COUNT_MAX)) < 0 ||
+	    PyModule_AddIntConstant(m, "WAIT_SLICE_MS", WAIT_SLICE_MS) < 0)
+		goto fail;
+	PyObject *ver = Py_BuildValue("(iii)", CISTERN_VERSION_MAJOR, CISTERN_VERSION_MINOR,
+				      CISTERN_VERSION_PATCH);
+	if (!ver || PyModule_AddObject(m, "VERSION", ver) < 0) {
+		Py_XDECREF(ver);
+		goto fail;
+	}
+	return m;
+fail:
+	Py_DECREF(m);
+	return NULL;
+}

@@ -1,0 +1,30 @@
+# SPDX-License-Identifier: MIT
+"""Shared fixtures. Run from a build dir with
+    PYTHONPATH=<builddir>/python:<srcdir>/python /usr/bin/python3 -m pytest python/tests
+"""
+import itertools
+import os
+import re
+
+import pytest
+
+import cistern
+
+_seq = itertools.count()
+
+
+@pytest.fixture
+def segname(request):
+    """A segment name unique to this test and process; unlinked afterwards."""
+    test = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:30].strip("-")
+    name = f"pyt-{os.getpid()}-{next(_seq)}-{test}"
+    yield name
+    cistern.unlink(name, missing_ok=True)
+
+
+@pytest.fixture
+def fifo(segname):
+    """A small FIFO segment: 16 slots of 1 KiB."""
+    seg = cistern.create(segname, policy="fifo", slots=16, slot_size=1024)
+    yield seg
+    seg.detach()

@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: MIT
+import errno
+import time
+
+import pytest
+
+import cistern
+
+
+def test_get_timeout_raises_timeout_error(fifo):
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        fifo.get(timeout=0.1)
+    assert 0.08 <= time.monotonic() - t0 < 2.0
+
+
+def test_get_timeout_zero_tries_once(fifo):
+    with pytest.raises(TimeoutError):
+        fifo.get(timeout=0)
+
+
+def test_long_timeout_spans_several_wait_slices(fifo):
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        fifo.acquire(timeout=0.45)  # more than two slices of WAIT_SLICE_MS
+    assert 0.4 <= time.monotonic() - t0 < 2.0
+
+
+def test_put_into_full_fifo_times_out(segname):
+    with cistern.create(segname, slots=2, slot_size=16) as seg:
+        seg.put(b"a")
+        seg.put(b"b")
+        with pytest.raises(TimeoutError):
+            seg.put(b"c", timeout=0.05)
+
+
+def test_end_of_data_ends_iteration(fifo):
+    for i in range(3):
+        fifo.put(bytes([i]))
+    fifo.close_reception()
+    assert list(fifo) == [b"\x00", b"\x01", b"\x02"]
+    with pytest.raises(cistern.EndOfData):
+        fifo.get()
+    with pytest.raises(cistern.EndOfData):
+        fifo.acquire(timeout=0)
+
+
+def test_last_expected_producer_closes_reception(segname):
+    with cistern.create(segname, slots=4, slot_size=16, expected_producers=2) as seg:
+        seg.put(b"a")
+        assert seg.producer_done() == 1
+        assert not seg.stats()["reception_closed"]
+        assert seg.producer_done() == 0
+        assert seg.stats()["reception_closed"]
+        assert list(seg) == [b"a"]
+
+
+def test_put_after_close_raises_broken_pipe(fifo):
+    fifo.close_reception()
+    with pytest.raises(BrokenPipeError):
+        fifo.put(b"late")
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(slots=-1),
+    dict(slot_size=-5),
+    dict(policy="no-such-policy"),
+    dict(policy=99),
+    dict(watermark="many"),
+    dict(mode=0o100000),
+    dict(seed=2**64),
+])
+def test_bad_create_parameters_raise_value_error(segname, kwargs):
+    with pytest.raises(ValueError):
+        cistern.create(segname, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["", "-starts-with-dash", "has/slash", "x" * 65])
+def test_bad_names_raise_value_error(name):
+    with pytest.raises(ValueError):
+        cistern.create(name)
+
+
+def test_oversized_sample_raises_value_error(fifo):
+    with pytest.raises(ValueError):
+        fifo.put(b"x" * 1025)
+
+
+def test_bad_timeout_raises_value_error(fifo):
+    with pytest.raises(ValueError):
+        fifo.get(timeout=-1)
+
+
+def test_existing_name_raises_file_exists(fifo, segname):
+    with pytest.raises(FileExistsError) as ei:
+        cistern.create(segname)
+    assert ei.value.errno == errno.EEXIST
+
+
+def test_attach_missing_raises_file_not_found(segname):
+    with pytest.raises(FileNotFoundError):
+        cistern.attach(segname)
+
+
+def test_unlink_missing(segname):
+    with pytest.raises(FileNotFoundError):
+        cistern.unlink(segname)
+    cistern.unlink(segname, missing_ok=True)

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# check.sh - run the test suite again under the checking tools, each in a build
+# directory of its own. scripts/test.sh calls it; it can also run alone (after
+# setup.sh has installed clang, libclang-rt-14-dev and valgrind):
+#
+#   build-asan  clang, AddressSanitizer + UndefinedBehaviorSanitizer: every test program
+#               (also proves the tree builds warning-free with clang)
+#   build-tsan  gcc, ThreadSanitizer: the multithreaded and multi-process tests,
+#               linked with tests/shim (Criterion cannot run under TSan)
+#   valgrind    memcheck over the single-process tests (test_api, from ./build)
+#   fuzz        scripts/fuzz.sh, the short run, if clang's fuzzer runtime is there
+#
+# CHECKS="asan tsan valgrind fuzz" (the default) picks which run; CHECKS=none
+# runs nothing. Closes with "check: N passed, N failed": Criterion tests count
+# one by one, the valgrind run and each fuzz target count as one each.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+checks=" ${CHECKS:-asan tsan valgrind fuzz} "
+
+passed=0 failed=0
+
+# Add the counts of a Criterion "Synthesis" line (or of the shim's, same format).
+count() { # output status
+  local line p f
+  line=$(printf '%s\n' "$1" | grep 'Synthesis: Tested' | tail -n 1)
+  p=$(sed -nE 's/.*Passing: ([0-9]+).*/\1/p' <<<"$line"); p=${p:-0}
+  f=$(sed -nE 's/.*Failing: ([0-9]+) \| Crashing: ([0-9]+).*/\1+\2/p' <<<"$line"); f=$((${f:-0}))
+  if [ "$2" -ne 0 ] || [ -z "$line" ]; then [ "$f" -eq 0 ] && f=1; fi
+  passed=$((passed + p)); failed=$((failed + f))
+}
+
+show() { printf '%s\n' "$1" | grep -vE '^\[(----|RUN |PASS)\]' | tail -n 40; }
+
+build() { # dir compiler meson-options...
+  local dir=$1 cc=$2; shift 2
+  if [ -f "$dir/build.ninja" ]; then
+    meson setup --reconfigure "$dir" "$@" >/dev/null
+  else
+    CC=$cc meson setup "$dir" "$@" >/dev/null
+  fi && ninja -C "$dir" >/dev/null
+}
+
+if [[ $checks == *" asan "* ]]; then
+  echo "== asan+ubsan (clang, build-asan)"
+  if build build-asan clang -Db_sanitize=address,undefined -Db_lundef=false; then
+    # SIGBUS is what one test expects of a truncated mapping: leave it to the kernel.
+    export ASAN_OPTIONS=handle_sigbus=0:halt_on_error=1:detect_leaks=1
+    export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+    for t in build-asan/tests/test_*; do
+      [ -f "$t" ] && [ -x "$t" ] || continue
+      echo "-- $(basename "$t")"
+      out=$("$t" --jobs=1 2>&1); status=$?
+      show "$out"; count "$out" $status
+    done
+    unset ASAN_OPTIONS UBSAN_OPTIONS
+  else
+    echo "asan: build failed"; failed=$((failed + 1))
+  fi
+fi
+
+if [[ $checks == *" tsan "* ]]; then
+  echo "== tsan (gcc, build-tsan)"
+  if build build-tsan gcc -Db_sanitize=thread; then
+    # The shim runs each test in a child forked from a one-thread runner, and the
+    # tests fork only from one-thread processes, so TSan's fork rules hold.
+    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+    for t in threads fifo_mp crash_points chaos; do
+      echo "-- test_$t"
+      out=$("build-tsan/tests/test_$t" 2>&1); status=$?
+      show "$out"; count "$out" $status
+    done
+    unset TSAN_OPTIONS
+  else
+    echo "tsan: build failed"; failed=$((failed + 1))
+  fi
+fi
+
+if [[ $checks == *" valgrind "* ]]; then
+  echo "== valgrind memcheck (build/tests/test_api)"
+  if command -v valgrind >/dev/null; then
+    # Criterion sees valgrind and runs the tests one by one without early exit.
+    # Errors in its workers do not change their exit status: read the log.
+    out=$(valgrind -q --trace-children=yes --leak-check=full --errors-for-leak-kinds=definite \
+      build/tests/test_api --jobs=1 2>&1); status=$?
+    errors=$(printf '%s\n' "$out" | grep -cE '^==[0-9]+== ')
+    show "$out"
+    if [ $status -eq 0 ] && [ "$errors" -eq 0 ] && printf '%s\n' "$out" | grep -q 'Failing: 0 | Crashing: 0'; then
+      echo "valgrind: clean"; passed=$((passed + 1))
+    else
+      echo "valgrind: $errors report lines, status $status"; failed=$((failed + 1))
+    fi
+  else
+    echo "valgrind: not installed"; failed=$((failed + 1))
+  fi
+fi
+
+if [[ $checks == *" fuzz "* ]]; then
+  echo "== fuzz (short run)"
+  rt=$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null)
+  if [ -n "$rt" ] && [ -f "$rt" ]; then
+    out=$(bash scripts/fuzz.sh 2>&1)
+    printf '%s\n' "$out"
+    line=$(printf '%s\n' "$out" | grep -E '^fuzz: [0-9]+ passed, [0-9]+ failed' | tail -n 1)
+    p=$(sed -nE 's/^fuzz: ([0-9]+) passed.*/\1/p' <<<"$line")
+    f=$(sed -nE 's/.* ([0-9]+) failed/\1/p' <<<"$line")
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
+  else
+    echo "fuzz: skipped, clang's fuzzer runtime (libclang-rt-14-dev) is not installed"
+  fi
+fi
+
+echo "check: $passed passed, $failed failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* Part of the ThreadSanitizer stand-in for Criterion: see criterion.h beside it. */
+#include "criterion.h"

@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_chaos.c - 4 producers and 4 readers on one segment while a killer
+ * SIGKILLs a random participant at random moments and restarts it.
+ *
+ * The normal run does CHAOS_KILLS_QUICK kills (a few seconds); CISTERN_CHAOS_FULL=1
+ * in the environment does CHAOS_KILLS_FULL. CISTERN_CHAOS_SEED=N replays a run's
+ * choice of victims and moments (printed when a run fails).
+ *
+ * Bookkeeping, all in memory shared with the children (MAP_SHARED anonymous):
+ *  - producer p tags each sample (p, seq) in its metadata and payload. Before a
+ *    put it has next[p] == seq ("seq may be in flight"); after the put returned 0
+ *    it sets committed[p][seq], then next[p] = seq + 1. A restarted producer
+ *    never reuses a seq: the killer marks next[p] uncertain (it may or may not
+ *    have been committed: killed after the commit but before the record) and
+ *    moves next[p] on. So every tag is put at most once, and a received tag
+ *    that is neither committed nor uncertain is a phantom.
+ *  - readers count every (p, seq) they receive, after checking the payload and
+ *    before releasing it.
+ *
+ * After the kills the producers stop, the killer closes reception, and every
+ * reader must finish with end of data before a deadline (a wedge fails the
+ * test, it does not hang it). The policy decides what the counts must show; the
+ * harness takes the policy as a parameter (struct chaos_policy) so that the
+ * reservoirs get their own check when they land.
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+
+#include "helpers.h"
+
+#define PRODUCERS 4
+#define READERS 4
+#define PARTICIPANTS (PRODUCERS + READERS)
+#define MAX_SEQ (UINT32_C(1) << 21) /* per producer; producers idle once there */
+#define PAYLOAD 40
+#define CHAOS_KILLS_QUICK 50
+#define CHAOS_KILLS_FULL 300
+#define KILL_GAP_US 15000      /* kills come 0 to this many microseconds apart */
+#define OP_TIMEOUT_MS 100      /* every blocking call wakes to look at the clock */
+#define DRAIN_DEADLINE_S 60.0  /* readers must reach end of data within this */
+
+struct chaos_shared {
+	_Atomic uint32_t stop;                     /* producers: stop putting */
+	_Atomic uint32_t bad;                      /* payloads or tags that were wrong */
+	_Atomic uint32_t next[PRODUCERS];          /* seq a producer is about to put */
+	_Atomic uint32_t holding[PARTICIPANTS];    /* holds a reservation or a sample now */
+	_Atomic uint8_t committed[PRODUCERS][MAX_SEQ];
+	_Atomic uint8_t uncertain[PRODUCERS][MAX_SEQ];
+	_Atomic uint32_t received[PRODUCERS][MAX_SEQ];
+};
+
+struct chaos_result {
+	uint64_t committed, uncertain, received, missing, phantoms, duplicates;
+	uint32_t max_received;
+	uint64_t producers_died_holding; /* killed with a reservation in hand */
+	uint64_t readers_died_holding;   /* killed with an acquired sample in hand */
+	struct cistern_stats stats;
+};
+
+/* What a policy requires of a finished run; cr_assert_* inside. */
+struct chaos_policy {
+	const char *name;
+	struct cistern_config cfg;
+	void (*verify)(const struct chaos_result *res);
+};
+
+static const char *chaos_name;
+
+/* ---- participants (children) ---------------------------------------------- */
+
+static void tag_payload(uint8_t *buf, uint32_t p, uint32_t seq)
+{
+	memcpy(buf, &p, sizeof(p));
+	memcpy(buf + 4, &seq, sizeof(seq));
+	fill_payload(buf + 8, PAYLOAD - 8, p, seq);
+}
+
+/*
+ * Now and then spin a while holding a reservation or a sample, flagged in
+ * holding[who] so the killer can aim at it: kills should land in the middle
+ * of holding as well as in waits and inside the calls.
+ */
+static void hold_a_while(struct chaos_shared *sh, int who, uint32_t n)
+{
+	if ((n & 15) != 0)
+		return;
+	atomic_store(&sh->holding[who], 1);
+	for (volatile int i = 0; i < 500000; i++) /* about 0.2 ms */
+		;
+	atomic_store(&sh->holding[who], 0);
+}
+
+static int producer(struct chaos_shared *sh, uint32_t p)
+{
+	struct cistern *c;
+	if (cistern_attach(chaos_name, &c) < 0)
+		return 10;
+	while (!atomic_load(&sh->stop)) {
+		uint32_t seq = atomic_load(&sh->next[p]);
+		if (seq >= MAX_SEQ) {
+			usleep(1000);
+			continue;
+		}
+		struct cistern_meta m = {.sim_id = p, .time_step = seq};
+		int r;
+		if (seq & 1) {
+			uint8_t buf[PAYLOAD];
+			tag_payload(buf, p, seq);
+			r = cistern_put(c, buf, PAYLOAD, &m, OP_TIMEOUT_MS);
+		} else {
+			struct cistern_slot slot;
+			r = cistern_reserve(c, &slot, OP_TIMEOUT_MS);
+			if (r == 0) {
+				tag_payload(slot.data, p, seq);
+				hold_a_while(sh, (int)p, seq / 2);
+				r = cistern_commit(c, &slot, PAYLOAD, &m);
+			}
+		}
+		if (r == -ETIMEDOUT)
+			continue; /* nothing was put: try the same seq again */
+		if (r < 0)
+			return 11;
+		atomic_store(&sh->committed[p][seq], 1);
+		atomic_store(&sh->next[p], seq + 1);
+	}
+	cistern_detach(c);
+	return 0;
+}
+
+/*
+ * Readers use acquire/release only: a reader records a sample before it
+ * releases it, so a sample is either recorded or still held (and handed out
+ * again if the reader dies). cistern_get() releases inside the call, so a
+ * reader killed between the call's return and its record would lose the
+ * sample for the bookkeeping though the library delivered it.
+ */
+static int reader(struct chaos_shared *sh, uint32_t id)
+{
+	struct cistern *c;
+	if (cistern_attach(chaos_name, &c) < 0)
+		return 20;
+	double deadline = mono_now() + 600;
+	for (uint32_t n = id;; n++) {
+		struct cistern_sample s;
+		int r = cistern_acquire(c, &s, OP_TIMEOUT_MS);
+		if (r == CISTERN_EOD)
+			break;
+		if (r == -ETIMEDOUT) {
+			if (mono_now() > deadline)
+				return 21;
+			continue;
+		}
+		if (r < 0)
+			return 22;
+		const uint8_t *data = s.data;
+		uint32_t p, seq;
+		memcpy(&p, data, sizeof(p));
+		memcpy(&seq, data + 4, sizeof(seq));
+		if (s.len != PAYLOAD || p >= PRODUCERS || seq >= MAX_SEQ || s.meta.sim_id != p ||
+		    s.meta.time_step != seq || !check_payload(data + 8, PAYLOAD - 8, p, seq))
+			atomic_fetch_add(&sh->bad, 1);
+		else
+			atomic_fetch_add(&sh->received[p][seq], 1);
+		hold_a_while(sh, PRODUCERS + (int)id, n);
+		if (cistern_release(c, &s) < 0)
+			return 23;
+	}
+	cistern_detach(c);
+	return 0;
+}
+
+static pid_t spawn(struct chaos_shared *sh, int who)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(who < PRODUCERS ? producer(sh, (uint32_t)who)
+				      : reader(sh, (uint32_t)(who - PRODUCERS)));
+	return pid;
+}
+
+/* ---- the killer (the test process) ---------------------------------------- */
+
+static uint64_t rnd(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/* Wait for pid until the deadline; 0 and *status if it ended, -1 if not. */
+static int wait_until(pid_t pid, int *status, double deadline)
+{
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+		if (r == pid)
+			return 0;
+		if (mono_now() > deadline)
+			return -1;
+		usleep(2000);
+	}
+}
+
+static void kill_all(pid_t *pids)
+{
+	for (int i = 0; i < PARTICIPANTS; i++) {
+		if (pids[i] > 0) {
+			kill(pids[i], SIGKILL);
+			waitpid(pids[i], NULL, 0);
+			pids[i] = 0;
+		}
+	}
+}
+
+static void run_chaos(const struct chaos_policy *pol)
+{
+	const char *full = getenv("CISTERN_CHAOS_FULL");
+	int kills = full && *full && strcmp(full, "0") ? CHAOS_KILLS_FULL : CHAOS_KILLS_QUICK;
+	const char *seed_env = getenv("CISTERN_CHAOS_SEED");
+	uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0)
+				 : (uint64_t)(mono_now() * 1e9) ^ ((uint64_t)getpid() << 40);
+	seed |= 1;
+	uint64_t x = seed;
+
+	static char name[64];
+	snprintf(name, sizeof(name), "t-chaos-%s-%d", pol->name, (int)getpid());
+	chaos_name = name;
+	cistern_unlink(name);
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &pol->cfg, &c), 0);
+	struct chaos_shared *sh = shared_alloc(sizeof(*sh));
+	cr_assert_not_null(sh);
+
+	pid_t pids[PARTICIPANTS];
+	for (int i = 0; i < PARTICIPANTS; i++)
+		pids[i] = spawn(sh, i);
+
+	int by_role[2] = {0, 0};
+	uint64_t died_holding[2] = {0, 0};
+	for (int k = 0; k < kills; k++) {
+		usleep((useconds_t)(rnd(&x) % KILL_GAP_US));
+		int v = (int)(rnd(&x) % PARTICIPANTS);
+		/*
+		 * Half of the kills aim at a victim that holds something (a
+		 * reservation or a sample): left to chance, nearly every kill
+		 * lands in a wait, and the reclaim paths would go untested.
+		 */
+		if (rnd(&x) & 1) {
+			double until = mono_now() + 0.05;
+			while (!atomic_load(&sh->holding[v]) && mono_now() < until)
+				;
+		}
+		kill(pids[v], SIGKILL);
+		int status;
+		waitpid(pids[v], &status, 0);
+		/* Still flagged once dead: it died holding, and the segment must notice. */
+		if (atomic_load(&sh->holding[v]))
+			died_holding[v >= PRODUCERS]++;
+		atomic_store(&sh->holding[v], 0);
+		if (!WIFSIGNALED(status)) {
+			pids[v] = 0;
+			kill_all(pids);
+			cr_assert_fail("%s: participant %d ended by itself (status %d) during the "
+				       "kills; seed %#llx", pol->name, v, status,
+				       (unsigned long long)seed);
+		}
+		if (v < PRODUCERS) {
+			/* Its in-flight seq may or may not have been committed. */
+			uint32_t s = atomic_load(&sh->next[v]);
+			if (s < MAX_SEQ) {
+				atomic_store(&sh->uncertain[v][s], 1);
+				atomic_store(&sh->next[v], s + 1);
+			}
+		}
+		by_role[v >= PRODUCERS]++;
+		pids[v] = spawn(sh, v);
+	}
+
+	/* Producers stop; then reception closes; then readers must drain. */
+	atomic_store(&sh->stop, 1);
+	double deadline = mono_now() + 30;
+	for (int i = 0; i < PRODUCERS; i++) {
+		int status;
+		if (wait_until(pids[i], &status, deadline) < 0) {
+			kill_all(pids);
+			cr_assert_fail("%s: producer %d stuck after stop; seed %#llx", pol->name, i,
+				       (unsigned long long)seed);
+		}
+		pids[i] = 0;
+		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			  "%s: producer %d failed (status %d); seed %#llx", pol->name, i, status,
+			  (unsigned long long)seed);
+	}
+	cr_assert_eq(cistern_close_reception(c), 0);
+	deadline = mono_now() + DRAIN_DEADLINE_S;
+	for (int i = PRODUCERS; i < PARTICIPANTS; i++) {
+		int status;
+		if (wait_until(pids[i], &status, deadline) < 0) {
+			kill_all(pids);
+			cr_assert_fail("%s: reader %d never reached end of data; seed %#llx",
+				       pol->name, i - PRODUCERS, (unsigned long long)seed);
+		}
+		pids[i] = 0;
+		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			  "%s: reader %d failed (status %d); seed %#llx", pol->name, i - PRODUCERS,
+			  status, (unsigned long long)seed);
+	}
+
+	struct chaos_result res;
+	memset(&res, 0, sizeof(res));
+	for (uint32_t p = 0; p < PRODUCERS; p++) {
+		for (uint32_t s = 0; s < MAX_SEQ; s++) {
+			uint8_t com = atomic_load(&sh->committed[p][s]);
+			uint8_t unc = atomic_load(&sh->uncertain[p][s]);
+			uint32_t got = atomic_load(&sh->received[p][s]);
+			res.committed += com;
+			res.uncertain += unc && !com;
+			res.received += got;
+			res.missing += com && got == 0;
+			res.phantoms += got && !com && !unc;
+			res.duplicates += got > 1 ? got - 1 : 0;
+			if (got > res.max_received)
+				res.max_received = got;
+		}
+	}
+	res.producers_died_holding = died_holding[0];
+	res.readers_died_holding = died_holding[1];
+	cistern_stats_get(c, &res.stats);
+	cr_log_info("chaos %s: seed %#llx, %d kills (%d producers, %llu holding a reservation; "
+		    "%d readers, %llu holding a sample), %llu committed, "
+		    "%llu uncertain, %llu received, %llu duplicates, %llu redeliveries, "
+		    "%llu reclaimed",
+		    pol->name, (unsigned long long)seed, kills, by_role[0],
+		    (unsigned long long)died_holding[0], by_role[1], (unsigned long long)died_holding[1],
+		    (unsigned long long)res.committed, (unsigned long long)res.uncertain,
+		    (unsigned long long)res.received, (unsigned long long)res.duplicates,
+		    (unsigned long long)res.stats.redeliveries,
+		    (unsigned long long)res.stats.reclaimed);
+	cr_assert_eq(atomic_load(&sh->bad), 0, "%s: damaged samples; seed %#llx", pol->name,
+		     (unsigned long long)seed);
+	cr_assert_gt(res.committed, (uint64_t)kills, "%s: too little traffic to mean anything",
+		     pol->name);
+	pol->verify(&res);
+	cistern_detach(c);
+	cistern_unlink(name);
+	munmap(sh, sizeof(*sh));
+}
+
+/* ---- policies --------------------------------------------------------------- */
+
+/*
+ * FIFO: at least once. Every committed sample was received; nothing was
+ * received that was never put; and a sample is received twice only when a
+ * reader died holding it after counting it, which the segment counts as a
+ * redelivery, so duplicates <= redeliveries.
+ */
+static void verify_fifo(const struct chaos_result *res)
+{
+	cr_assert_eq(res->missing, 0, "fifo: %llu committed samples never received",
+		     (unsigned long long)res->missing);
+	cr_assert_eq(res->phantoms, 0, "fifo: %llu samples received that were never put",
+		     (unsigned long long)res->phantoms);
+	cr_assert_leq(res->duplicates, res->stats.redeliveries,
+		      "fifo: %llu duplicates but only %llu redeliveries",
+		      (unsigned long long)res->duplicates,
+		      (unsigned long long)res->stats.redeliveries);
+	/* Each death in hand must have been noticed and repaired. */
+	cr_assert_geq(res->stats.redeliveries, res->readers_died_holding,
+		      "fifo: %llu readers died holding a sample, %llu redeliveries",
+		      (unsigned long long)res->readers_died_holding,
+		      (unsigned long long)res->stats.redeliveries);
+	cr_assert_geq(res->stats.reclaimed, res->producers_died_holding,
+		      "fifo: %llu producers died holding a reservation, %llu reclaimed",
+		      (unsigned long long)res->producers_died_holding,
+		      (unsigned long long)res->stats.reclaimed);
+}
+
+static const struct chaos_policy chaos_fifo = {
+	.name = "fifo",
+	/* A small ring: producers and readers meet full and empty all the time. */
+	.cfg = {.slot_size = PAYLOAD, .slot_count = 32},
+	.verify = verify_fifo,
+};
+
+/*
+ * The reservoirs will join here with their own verify (every committed sample
+ * received or evicted; no pin left by a dead reader; ...) and a Test() each.
+ */
+
+Test(chaos, fifo_survives_random_sigkills_without_loss_or_wedge, .timeout = 900)
+{
+	run_chaos(&chaos_fifo);
+}

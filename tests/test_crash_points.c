@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_crash_points.c - a process dying between two steps of the FIFO protocol.
+ *
+ * Each test puts the segment in the exact state a process leaves when it is
+ * killed at one point of fifo.c's protocol (a slot claimed but the index not
+ * moved, a sample taken but the head not moved, a reclaim cut between marking
+ * a slot and raising the hint, ...), by running a child that does the first
+ * step through the internal headers and then dies by SIGKILL. The survivors
+ * must neither wedge nor lose nor duplicate a committed sample.
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+
+#include "helpers.h"
+#include "internal.h"
+
+/* The FIFO word encoding, as fifo.c defines it (kept private there). */
+enum { F_FREE = 0, F_RESERVED = 1, F_COMMITTED = 2, F_ACQUIRED = 3, F_SKIP = 4, F_REDELIVER = 5 };
+
+static uint64_t word(uint64_t pos, unsigned state, uint32_t owner)
+{
+	return ((pos & ((UINT64_C(1) << 48) - 1)) << 16) | ((uint64_t)state << 12) | (owner & 0xfff);
+}
+
+static unsigned word_state(uint64_t w)
+{
+	return (unsigned)(w >> 12) & 0xf;
+}
+
+/*
+ * Fork a child that attaches, moves slot `index` from `from` to `to` (with the
+ * child's owner id filled in where `to` wants one) by CAS, and dies by SIGKILL
+ * without touching anything else: the first step of a two-step update, done.
+ */
+static void die_after_cas(const char *name, uint32_t index, uint64_t from_pos, unsigned from,
+			  unsigned to)
+{
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct cistern *c;
+		if (cistern_attach(name, &c) < 0)
+			_exit(1);
+		uint64_t w = word(from_pos, from, 0);
+		if (!atomic_compare_exchange_strong(&c->meta[index].word, &w,
+						    word(from_pos, to, c->owner)))
+			_exit(2);
+		raise(SIGKILL);
+		_exit(3);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+		  "the child failed its first step (status %d)", status);
+}
+
+static struct cistern *make(const char *tag, char *name, size_t len, uint64_t slots)
+{
+	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 16, .slot_count = slots};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	return c;
+}
+
+static void drop(struct cistern *c, const char *name)
+{
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(crash_points, producer_dead_after_claim_before_tail_moves_does_not_block_producers)
+{
+	char name[64];
+	struct cistern *c = make("cp-claim", name, sizeof(name), 4);
+	die_after_cas(name, 0, 0, F_FREE, F_RESERVED);
+	cr_assert_eq(atomic_load(&c->hdr->tail), 0, "the dead producer never moved the tail");
+	/* The next producer finds position 0 claimed, helps the tail on and takes 1. */
+	cr_assert_eq(cistern_put(c, "one", 3, NULL, 0), 0);
+	cr_assert_eq(atomic_load(&c->hdr->tail), 2);
+	char buf[16];
+	/* The head waits on the dead reservation until a sweep turns it into a skip. */
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 2000), 3);
+	cr_assert_eq(memcmp(buf, "one", 3), 0);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN, "nothing else");
+	drop(c, name);
+}
+
+Test(crash_points, producer_dead_after_claim_before_tail_moves_still_reaches_end_of_data)
+{
+	char name[64];
+	struct cistern *c = make("cp-eod", name, sizeof(name), 4);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	/* Position 1 is claimed by a producer that dies before moving tail past it. */
+	die_after_cas(name, 1, 1, F_FREE, F_RESERVED);
+	/* Someone sweeps first (an attach, a waiting peer): the claim becomes a skip. */
+	cr_assert_eq(cistern__sweep(c), 1);
+	cr_assert_eq(word_state(atomic_load(&c->meta[1].word)), F_SKIP);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	char buf[16];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 2000), 1);
+	/*
+	 * The reader steps over the reclaimed reservation and so moves the head
+	 * past a tail nobody is left to move: that must still read as drained.
+	 */
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 2000), CISTERN_EOD);
+	drop(c, name);
+}
+
+Test(crash_points, reader_dead_after_take_before_head_moves_loses_nothing)
+{
+	char name[64];
+	struct cistern *c = make("cp-take", name, sizeof(name), 4);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
+	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
+	cr_assert_eq(atomic_load(&c->hdr->head), 0, "the dead reader never moved the head");
+	char buf[16];
+	/* The next reader helps the head past the taken slot and gets "b". */
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
+	cr_assert_eq(buf[0], 'b');
+	/* Then a sweep hands "a" out again. */
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 2000), 1);
+	cr_assert_eq(buf[0], 'a');
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN, "no third sample");
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.redeliveries, 1);
+	drop(c, name);
+}
+
+Test(crash_points, reader_dead_holding_the_last_sample_does_not_let_end_of_data_drop_it)
+{
+	char name[64];
+	struct cistern *c = make("cp-last", name, sizeof(name), 4);
+	cr_assert_eq(cistern_put(c, "z", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	/* A reader takes the only sample, moves the head, and dies before release. */
+	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
+	atomic_store(&c->hdr->head, 1);
+	/* Closed, head == tail, no hint yet: only the dead reader's entry says otherwise. */
+	char buf[16];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1,
+		     "end of data was declared while a dead reader held a sample");
+	cr_assert_eq(buf[0], 'z');
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), CISTERN_EOD);
+	drop(c, name);
+}
+
+Test(crash_points, reclaim_cut_between_mark_and_hint_is_finished_by_the_next_sweep)
+{
+	char name[64];
+	struct cistern *c = make("cp-hint", name, sizeof(name), 4);
+	cr_assert_eq(cistern_put(c, "r", 1, NULL, 0), 0);
+	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
+	atomic_store(&c->hdr->head, 1);
+	/*
+	 * A reclaimer marked the slot for redelivery and died before raising the
+	 * hint: the dead reader's entry is still ACTIVE and unlocked.
+	 */
+	uint64_t w = atomic_load(&c->meta[0].word);
+	uint32_t owner = (uint32_t)(w & 0xfff);
+	atomic_store(&c->meta[0].word, word(0, F_REDELIVER, owner));
+	cr_assert_eq(atomic_load(&c->hdr->redeliver_pending), 0);
+	char buf[16];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 2000), 1, "the mark was forgotten");
+	cr_assert_eq(buf[0], 'r');
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN, "handed out once only");
+	drop(c, name);
+}
+
+Test(crash_points, reclaimer_dead_mid_reclaim_leaves_the_entry_to_the_next_sweeper)
+{
+	char name[64];
+	struct cistern *c = make("cp-rdead", name, sizeof(name), 4);
+	cr_assert_eq(cistern_put(c, "q", 1, NULL, 0), 0);
+	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
+	atomic_store(&c->hdr->head, 1);
+	uint64_t w = atomic_load(&c->meta[0].word);
+	uint32_t dead = (uint32_t)(w & 0xfff);
+	/* A second process takes the dead entry's lock to reclaim it, and dies at once. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct cistern *r;
+		if (cistern__open_mapped(name, false, &r) < 0)
+			_exit(1);
+		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
+				   .l_start = CISTERN_LOCK_BASE + dead - 1, .l_len = 1};
+		if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
+			_exit(2);
+		raise(SIGKILL);
+		_exit(3);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	cr_assert(WIFSIGNALED(status), "the reclaimer could not take the dead entry's lock");
+	cr_assert_eq(word_state(atomic_load(&c->meta[0].word)), F_ACQUIRED);
+	char buf[16];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 2000), 1);
+	cr_assert_eq(buf[0], 'q');
+	drop(c, name);
+}
+
+Test(crash_points, aborted_slot_at_the_head_is_stepped_over_and_freed)
+{
+	char name[64];
+	struct cistern *c = make("cp-skip", name, sizeof(name), 2);
+	/* A dead producer's reservation already turned into SKIP by a reclaim. */
+	die_after_cas(name, 0, 0, F_FREE, F_RESERVED);
+	atomic_store(&c->hdr->tail, 1);
+	uint64_t w = atomic_load(&c->meta[0].word);
+	atomic_store(&c->meta[0].word, word(0, F_SKIP, 0));
+	(void)w;
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
+	char buf[16];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
+	cr_assert_eq(word_state(atomic_load(&c->meta[0].word)), F_FREE);
+	/* Both slots are usable again: the skip did not leak a slot. */
+	cr_assert_eq(cistern_put(c, "y", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, "z", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, "!", 1, NULL, 0), -EAGAIN);
+	drop(c, name);
+}
+
+Test(crash_points, end_of_data_waits_for_a_reclaim_under_way)
+{
+	char name[64];
+	struct cistern *c = make("cp-inprog", name, sizeof(name), 4);
+	cr_assert_eq(cistern_put(c, "w", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	/* A reader takes the last sample and dies holding it. */
+	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
+	atomic_store(&c->hdr->head, 1);
+	uint32_t dead = (uint32_t)(atomic_load(&c->meta[0].word) & 0xfff);
+	/*
+	 * Another process has begun reclaiming it: it holds the dead entry's lock
+	 * and has marked the entry, but not yet the slot. It takes a while, then
+	 * dies too, leaving the entry to the next sweeper.
+	 */
+	_Atomic uint32_t *started = shared_alloc(sizeof(*started));
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct cistern *r;
+		if (cistern__open_mapped(name, false, &r) < 0)
+			_exit(1);
+		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
+				   .l_start = CISTERN_LOCK_BASE + dead - 1, .l_len = 1};
+		if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
+			_exit(2);
+		atomic_store(&cistern__procs(r->hdr)[dead - 1].state, CISTERN_PROC_RECLAIMING);
+		atomic_store(started, 1);
+		usleep(300 * 1000);
+		raise(SIGKILL);
+		_exit(3);
+	}
+	while (!atomic_load(started))
+		usleep(1000);
+	/* Closed, drained, the sweep finds the entry locked: only its mark says wait. */
+	char buf[16];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 3000), 1,
+		     "end of data was declared while a reclaim was under way");
+	cr_assert_eq(buf[0], 'w');
+	waitpid(pid, NULL, 0);
+	drop(c, name);
+}

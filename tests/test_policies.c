@@ -1,0 +1,626 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_policies.c - FIRO and the reservoirs in one process: what each read and
+ * put does, watermarks, eviction rules, pins, pairs, batches, end of data.
+ */
+#include <criterion/criterion.h>
+
+#include "helpers.h"
+
+static struct cistern *make(const char *tag, char *name, size_t namelen,
+			    struct cistern_config cfg)
+{
+	snprintf(name, namelen, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern *c = NULL;
+	int r = cistern_create(name, &cfg, &c);
+	cr_assert_eq(r, 0, "create %s: %s", name, cistern_strerror(r));
+	return c;
+}
+
+static void drop(struct cistern *c, const char *name)
+{
+	cr_assert_eq(cistern_detach(c), 0);
+	cr_assert_eq(cistern_unlink(name), 0);
+}
+
+static void put_u32(struct cistern *c, uint32_t v, uint32_t sim, uint32_t step)
+{
+	struct cistern_meta m = {.sim_id = sim, .time_step = step};
+	int r = cistern_put(c, &v, sizeof(v), &m, 0);
+	cr_assert_eq(r, 0, "put %u: %s", v, cistern_strerror(r));
+}
+
+static struct cistern_stats stats(struct cistern *c)
+{
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	return st;
+}
+
+/* Drain after close; returns how many samples; marks payload values in `seen`. */
+static int drain(struct cistern *c, uint8_t *seen, size_t nseen)
+{
+	int n = 0;
+	uint32_t v;
+	ssize_t r;
+	while ((r = cistern_get(c, &v, sizeof(v), NULL, 0)) == 4) {
+		if (seen && v < nseen)
+			seen[v]++;
+		n++;
+	}
+	cr_assert_eq(r, CISTERN_EOD, "drain ended with %s", cistern_strerror((int)r));
+	return n;
+}
+
+/* ---- FIRO ---- */
+
+Test(firo, reads_wait_until_population_exceeds_watermark)
+{
+	char name[64];
+	struct cistern *c = make("firo-wm", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
+							 .slot_count = 8, .watermark = 3});
+	uint32_t v;
+	for (uint32_t i = 0; i < 3; i++)
+		put_u32(c, i, 0, i);
+	cr_assert_eq(cistern_get(c, &v, sizeof(v), NULL, 0), -EAGAIN, "population == watermark");
+	put_u32(c, 3, 0, 3);
+	cr_assert_eq(cistern_get(c, &v, sizeof(v), NULL, 0), 4);
+	cr_assert_eq(stats(c).population, 3, "the read removed the sample (pseudo_epochs 1)");
+	drop(c, name);
+}
+
+Test(firo, population_holds_at_the_watermark_then_drains_after_close)
+{
+	char name[64];
+	struct cistern *c = make("firo-hold", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
+							 .slot_count = 64, .watermark = 10});
+	uint32_t v;
+	for (uint32_t i = 0; i < 500; i++) {
+		put_u32(c, i, 0, 0);
+		ssize_t r = cistern_get(c, &v, sizeof(v), NULL, 0);
+		cr_assert(i < 10 ? r == -EAGAIN : r == 4);
+		cr_assert_eq(stats(c).population, i < 10 ? i + 1 : 10);
+	}
+	cr_assert_eq(cistern_close_reception(c), 0);
+	cr_assert_eq(drain(c, NULL, 0), 10, "after close the watermark no longer applies");
+	cr_assert_eq(stats(c).population, 0);
+	drop(c, name);
+}
+
+Test(firo, every_sample_is_read_exactly_pseudo_epochs_times)
+{
+	char name[64];
+	struct cistern *c = make("firo-ep", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
+							 .slot_count = 32, .watermark = 5,
+							 .pseudo_epochs = 3});
+	uint8_t reads[200] = {0};
+	uint32_t v;
+	for (uint32_t i = 0; i < 200; i++) {
+		put_u32(c, i, 0, 0);
+		while (cistern_get(c, &v, sizeof(v), NULL, 0) == 4)
+			reads[v]++;
+	}
+	cistern_close_reception(c);
+	drain(c, reads, 200);
+	for (int i = 0; i < 200; i++)
+		cr_assert_eq(reads[i], 3, "sample %d read %u times", i, reads[i]);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.gets, 600);
+	cr_assert_eq(st.seen_hist[3], 200, "each left the buffer seen 3 times");
+	drop(c, name);
+}
+
+Test(firo, put_waits_when_full)
+{
+	char name[64];
+	struct cistern *c = make("firo-full", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
+							 .slot_count = 4, .watermark = 3});
+	for (uint32_t i = 0; i < 4; i++)
+		put_u32(c, i, 0, 0);
+	uint32_t v = 9;
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN);
+	cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), 4);
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0, "the read made room");
+	drop(c, name);
+}
+
+Test(firo, a_held_sample_belongs_to_its_reader_until_release)
+{
+	char name[64];
+	struct cistern *c = make("firo-own", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
+							 .slot_count = 4, .watermark = 1,
+							 .pseudo_epochs = 5});
+	put_u32(c, 1, 0, 0);
+	put_u32(c, 2, 0, 0);
+	struct cistern_sample a, b, x;
+	cr_assert_eq(cistern_acquire(c, &a, 0), 0);
+	cr_assert_eq(cistern_acquire(c, &b, 0), 0);
+	cr_assert_neq(a.index_, b.index_, "the held one is not handed out again");
+	cr_assert_eq(cistern_acquire(c, &x, 0), -EAGAIN);
+	cr_assert_eq(cistern_release(c, &a), 0);
+	cr_assert_eq(cistern_release(c, &a), -EINVAL, "released twice");
+	cr_assert_eq(cistern_acquire(c, &x, 0), 0, "back after release (seen < pseudo_epochs)");
+	cistern_release(c, &x);
+	cistern_release(c, &b);
+	drop(c, name);
+}
+
+/* ---- Reservoir ---- */
+
+Test(reservoir, reads_wait_for_the_watermark_and_keep_the_sample)
+{
+	char name[64];
+	struct cistern *c = make("res-wm", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 8, .watermark = 2});
+	uint32_t v;
+	put_u32(c, 0, 0, 0);
+	cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), -EAGAIN);
+	put_u32(c, 1, 0, 0);
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), 4);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.population, 2, "reads do not remove while reception is open");
+	cr_assert_eq(st.gets, 10);
+	drop(c, name);
+}
+
+Test(reservoir, a_full_buffer_with_nothing_seen_makes_producers_wait)
+{
+	char name[64];
+	struct cistern *c = make("res-bp", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 4, .watermark = 1});
+	for (uint32_t i = 0; i < 4; i++)
+		put_u32(c, i, 0, 0);
+	uint32_t v = 99;
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN);
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 30), -ETIMEDOUT);
+	cr_assert_eq(stats(c).evictions, 0);
+	drop(c, name);
+}
+
+Test(reservoir, a_put_into_a_full_buffer_evicts_only_seen_samples)
+{
+	char name[64];
+	struct cistern *c = make("res-ev", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 4, .watermark = 4});
+	for (uint32_t i = 0; i < 4; i++)
+		put_u32(c, i, 0, 0);
+	/* Read until exactly one sample was seen; then one put can evict just it. */
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+	uint32_t seen_value = *(const uint32_t *)s.data;
+	cr_assert_eq(cistern_release(c, &s), 0);
+	put_u32(c, 100, 0, 0);
+	cr_assert_eq(cistern_put(c, &seen_value, 4, NULL, 0), -EAGAIN,
+		     "the others are unseen: nothing left to evict");
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.evictions, 1);
+	cr_assert_eq(st.evicted_unseen, 0);
+	cr_assert_eq(st.seen_hist[1], 1, "the evicted sample left seen once");
+	cistern_close_reception(c);
+	uint8_t left[101] = {0};
+	cr_assert_eq(drain(c, left, sizeof(left)), 4);
+	cr_assert_eq(left[seen_value], 0, "the seen sample was the one evicted");
+	cr_assert_eq(left[100], 1);
+	drop(c, name);
+}
+
+Test(reservoir, a_pinned_sample_is_never_evicted)
+{
+	char name[64];
+	struct cistern *c = make("res-pin", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 2, .watermark = 2});
+	put_u32(c, 7, 0, 0);
+	put_u32(c, 8, 0, 0);
+	struct cistern_sample s[2];
+	cr_assert_eq(cistern_acquire_batch(c, s, 2, 0), 2);
+	uint32_t v = 9;
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN, "both seen but both pinned");
+	uint32_t kept = *(const uint32_t *)s[1].data;
+	cr_assert_eq(cistern_release(c, &s[0]), 0);
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0, "the unpinned one can go");
+	cr_assert_eq(*(const uint32_t *)s[1].data, kept, "the pinned payload is intact");
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN);
+	cr_assert_eq(cistern_release(c, &s[1]), 0);
+	drop(c, name);
+}
+
+Test(reservoir, the_same_sample_pinned_twice_by_one_reader_needs_two_releases)
+{
+	char name[64];
+	struct cistern *c = make("res-dup", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 1, .watermark = 1});
+	put_u32(c, 5, 0, 0);
+	struct cistern_sample a, b;
+	cr_assert_eq(cistern_acquire(c, &a, 0), 0);
+	cr_assert_eq(cistern_acquire(c, &b, 0), 0);
+	cr_assert_eq(a.index_, b.index_);
+	cr_assert_eq(cistern_release(c, &a), 0);
+	uint32_t v = 6;
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN, "still pinned by b");
+	cr_assert_eq(cistern_release(c, &b), 0);
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0);
+	cr_assert_eq(cistern_release(c, &b), -EINVAL, "no pin left to release");
+	drop(c, name);
+}
+
+Test(reservoir, after_close_each_get_removes_and_then_end_of_data)
+{
+	char name[64];
+	struct cistern *c = make("res-close", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 16, .watermark = 8});
+	for (uint32_t i = 0; i < 5; i++)
+		put_u32(c, i, 0, 0);
+	cistern_close_reception(c);
+	uint8_t got[5] = {0};
+	cr_assert_eq(drain(c, got, 5), 5, "below the watermark, but closed: drains");
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(got[i], 1);
+	cr_assert_eq(stats(c).population, 0);
+	drop(c, name);
+}
+
+Test(reservoir, rate_limiter_bounds_reads_per_put)
+{
+	char name[64];
+	struct cistern *c = make("res-rate", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 64, .watermark = 4,
+							 .reads_per_put = 2, .rate_slack = 1});
+	uint32_t v;
+	for (uint32_t i = 0; i < 4; i++)
+		put_u32(c, i, 0, 0);
+	/* Fill done: 2 * 0 + 1 reads allowed. */
+	cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), 4);
+	cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), -EAGAIN, "reader ahead of the ratio");
+	put_u32(c, 4, 0, 0);
+	cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), 4);
+	cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), 4);
+	cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), -EAGAIN);
+	/* Producer side: 2 * (puts_after_fill + 1) <= reads + 1 ? 2*2 <= 4: yes; then 6 > 4. */
+	put_u32(c, 5, 0, 0);
+	v = 6;
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN, "producer ahead of the ratio");
+	drop(c, name);
+}
+
+/* ---- FIFOEvictReservoir ---- */
+
+Test(fifo_evict, a_put_into_a_full_buffer_evicts_the_oldest)
+{
+	char name[64];
+	struct cistern *c = make("fe-old", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_FIFO_EVICT_RESERVOIR,
+							 .slot_size = 4, .slot_count = 3,
+							 .watermark = 3});
+	for (uint32_t i = 0; i < 3; i++)
+		put_u32(c, i, 0, 0);
+	struct cistern_sample s[3];
+	cr_assert_eq(cistern_acquire_batch(c, s, 3, 0), 3, "see them all");
+	cr_assert_eq(cistern_release_batch(c, s, 3), 0);
+	put_u32(c, 3, 0, 0);
+	put_u32(c, 4, 0, 0);
+	cistern_close_reception(c);
+	uint8_t left[5] = {0};
+	cr_assert_eq(drain(c, left, 5), 3);
+	cr_assert(!left[0] && !left[1] && left[2] && left[3] && left[4],
+		  "the two oldest went first");
+	drop(c, name);
+}
+
+Test(fifo_evict, waits_while_the_oldest_is_unseen)
+{
+	char name[64];
+	struct cistern *c = make("fe-wait", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_FIFO_EVICT_RESERVOIR,
+							 .slot_size = 4, .slot_count = 2,
+							 .watermark = 2});
+	put_u32(c, 0, 0, 0);
+	put_u32(c, 1, 0, 0);
+	uint32_t v = 2;
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN);
+	drop(c, name);
+}
+
+Test(fifo_evict, lossy_evicts_the_oldest_unseen_and_counts_it)
+{
+	char name[64];
+	struct cistern *c = make("fe-lossy", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_FIFO_EVICT_RESERVOIR,
+							 .slot_size = 4, .slot_count = 2,
+							 .watermark = 2, .flags = CISTERN_LOSSY});
+	for (uint32_t i = 0; i < 5; i++)
+		put_u32(c, i, 0, 0);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.evictions, 3);
+	cr_assert_eq(st.evicted_unseen, 3);
+	cistern_close_reception(c);
+	uint8_t left[5] = {0};
+	cr_assert_eq(drain(c, left, 5), 2);
+	cr_assert(left[3] && left[4]);
+	drop(c, name);
+}
+
+/* ---- SimPairedReservoir ---- */
+
+static struct cistern_config paired_cfg(void)
+{
+	return (struct cistern_config){.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_size = 4,
+				       .slot_count = 64, .watermark = 2, .sweep_size = 4,
+				       .nb_time_steps = 10};
+}
+
+Test(sim_paired, samples_outside_the_bounds_are_refused)
+{
+	char name[64];
+	struct cistern *c = make("sp-range", name, sizeof(name), paired_cfg());
+	uint32_t v = 1;
+	struct cistern_meta m = {.sim_id = 4, .time_step = 0};
+	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), -ERANGE);
+	m = (struct cistern_meta){.sim_id = 0, .time_step = 10};
+	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), -ERANGE);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.puts, 0);
+	cr_assert_eq(st.population, 0, "the refused puts left nothing behind");
+	drop(c, name);
+}
+
+Test(sim_paired, a_pair_is_one_simulation_at_consecutive_steps)
+{
+	char name[64];
+	struct cistern *c = make("sp-pair", name, sizeof(name), paired_cfg());
+	/* Interleave simulations, leave gaps: pairs exist only where steps follow. */
+	uint32_t steps[] = {0, 1, 2, 4, 5, 8};
+	for (uint32_t sim = 0; sim < 4; sim++)
+		for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++)
+			put_u32(c, sim * 100 + steps[k], sim, steps[k]);
+	for (int i = 0; i < 500; i++) {
+		struct cistern_sample p[2];
+		cr_assert_eq(cistern_acquire_pair(c, p, 0), 0);
+		cr_assert_eq(p[0].meta.sim_id, p[1].meta.sim_id);
+		cr_assert_eq(p[0].meta.time_step + 1, p[1].meta.time_step);
+		cr_assert_eq(*(const uint32_t *)p[0].data,
+			     p[0].meta.sim_id * 100 + p[0].meta.time_step, "payload matches meta");
+		cr_assert_neq(p[0].meta.time_step, 8, "step 8 has no successor held");
+		cr_assert_eq(cistern_release_pair(c, p), 0);
+	}
+	drop(c, name);
+}
+
+Test(sim_paired, single_reads_are_refused)
+{
+	char name[64];
+	struct cistern *c = make("sp-single", name, sizeof(name), paired_cfg());
+	put_u32(c, 0, 0, 0);
+	put_u32(c, 1, 0, 1);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), -EINVAL);
+	drop(c, name);
+}
+
+Test(sim_paired, no_pair_held_means_wait)
+{
+	char name[64];
+	struct cistern *c = make("sp-none", name, sizeof(name), paired_cfg());
+	put_u32(c, 0, 0, 0);
+	put_u32(c, 1, 1, 0);
+	put_u32(c, 2, 0, 2);
+	struct cistern_sample p[2];
+	cr_assert_eq(cistern_acquire_pair(c, p, 0), -EAGAIN);
+	put_u32(c, 3, 0, 1);
+	cr_assert_eq(cistern_acquire_pair(c, p, 0), 0, "(0,1) or (1,2) now");
+	cistern_release_pair(c, p);
+	drop(c, name);
+}
+
+Test(sim_paired, after_close_pairs_go_once_and_the_unpaired_are_counted)
+{
+	char name[64];
+	struct cistern *c = make("sp-close", name, sizeof(name), paired_cfg());
+	put_u32(c, 0, 0, 0);
+	put_u32(c, 1, 0, 1);
+	put_u32(c, 2, 0, 2);
+	put_u32(c, 3, 2, 5);
+	cistern_close_reception(c);
+	struct cistern_sample p[2];
+	cr_assert_eq(cistern_acquire_pair(c, p, 0), 0);
+	cr_assert_eq(cistern_release_pair(c, p), 0);
+	cr_assert_eq(cistern_acquire_pair(c, p, 0), CISTERN_EOD);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.unpaired, 2, "one of sim 0's steps and sim 2's lone step");
+	cr_assert_eq(st.population, 2);
+	drop(c, name);
+}
+
+Test(sim_paired, get_pair_copies_both_members)
+{
+	char name[64];
+	struct cistern *c = make("sp-get", name, sizeof(name), paired_cfg());
+	put_u32(c, 70, 3, 6);
+	put_u32(c, 71, 3, 7);
+	uint32_t a = 0, b = 0;
+	void *bufs[2] = {&a, &b};
+	size_t len[2];
+	struct cistern_meta meta[2];
+	cr_assert_eq(cistern_get_pair(c, bufs, 4, len, meta, 0), 0);
+	cr_assert_eq(a, 70);
+	cr_assert_eq(b, 71);
+	cr_assert_eq(meta[1].time_step, 7);
+	cr_assert_eq(len[0], 4);
+	drop(c, name);
+}
+
+/* ---- BatchReservoir ---- */
+
+static struct cistern_config batch_cfg(void)
+{
+	return (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR, .slot_size = 4,
+				       .slot_count = 64, .watermark = 16, .batch_size = 16};
+}
+
+Test(batch, members_of_a_batch_are_distinct)
+{
+	char name[64];
+	struct cistern *c = make("b-dist", name, sizeof(name), batch_cfg());
+	for (uint32_t i = 0; i < 20; i++)
+		put_u32(c, i, 0, 0);
+	for (int k = 0; k < 200; k++) {
+		struct cistern_sample s[16];
+		cr_assert_eq(cistern_acquire_batch(c, s, 0, 0), 16);
+		uint8_t hit[20] = {0};
+		for (int i = 0; i < 16; i++) {
+			uint32_t v = *(const uint32_t *)s[i].data;
+			cr_assert_lt(v, 20);
+			cr_assert_eq(hit[v]++, 0, "sample %u twice in one batch", v);
+		}
+		cr_assert_eq(cistern_release_batch(c, s, 16), 0);
+	}
+	drop(c, name);
+}
+
+Test(batch, reads_wait_for_the_watermark)
+{
+	char name[64];
+	struct cistern *c = make("b-wm", name, sizeof(name), batch_cfg());
+	for (uint32_t i = 0; i < 15; i++)
+		put_u32(c, i, 0, 0);
+	struct cistern_sample s[16];
+	cr_assert_eq(cistern_acquire_batch(c, s, 16, 0), -EAGAIN);
+	put_u32(c, 15, 0, 0);
+	cr_assert_eq(cistern_acquire_batch(c, s, 16, 0), 16);
+	cistern_release_batch(c, s, 16);
+	drop(c, name);
+}
+
+Test(batch, wrong_sizes_and_single_reads_are_refused)
+{
+	char name[64];
+	struct cistern *c = make("b-size", name, sizeof(name), batch_cfg());
+	struct cistern_sample s[17];
+	cr_assert_eq(cistern_acquire_batch(c, s, 17, 0), -EINVAL);
+	cr_assert_eq(cistern_acquire(c, s, 0), -EINVAL);
+	drop(c, name);
+}
+
+Test(batch, get_batch_gathers_into_one_array)
+{
+	char name[64];
+	struct cistern *c = make("b-gather", name, sizeof(name), batch_cfg());
+	for (uint32_t i = 0; i < 16; i++)
+		put_u32(c, 1000 + i, 0, i);
+	uint32_t out[16];
+	size_t len[16];
+	struct cistern_meta meta[16];
+	cr_assert_eq(cistern_get_batch(c, out, sizeof(uint32_t), 16, len, meta, 0), 16);
+	uint32_t sum = 0;
+	for (int i = 0; i < 16; i++) {
+		cr_assert_eq(out[i], 1000 + meta[i].time_step, "row %d matches its metadata", i);
+		cr_assert_eq(len[i], 4);
+		sum += out[i];
+	}
+	cr_assert_eq(sum, 16 * 1000 + 120, "all sixteen, once each");
+	drop(c, name);
+}
+
+Test(batch, after_close_batches_remove_and_the_last_may_be_short)
+{
+	char name[64];
+	struct cistern *c = make("b-close", name, sizeof(name), batch_cfg());
+	for (uint32_t i = 0; i < 40; i++)
+		put_u32(c, i, 0, 0);
+	cistern_close_reception(c);
+	struct cistern_sample s[16];
+	int total = 0, r;
+	int sizes[4], k = 0;
+	while ((r = cistern_acquire_batch(c, s, 16, 0)) > 0) {
+		sizes[k++] = r;
+		total += r;
+		cr_assert_eq(cistern_release_batch(c, s, (size_t)r), 0);
+	}
+	cr_assert_eq(r, CISTERN_EOD);
+	cr_assert_eq(total, 40);
+	cr_assert_eq(k, 3);
+	cr_assert(sizes[0] == 16 && sizes[1] == 16 && sizes[2] == 8);
+	drop(c, name);
+}
+
+/* ---- all random policies ---- */
+
+Test(policies, a_reservoir_refuses_a_65th_pinning_reader)
+{
+	char name[64];
+	struct cistern *c = make("pin64", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 4, .watermark = 1,
+							 .max_procs = 80});
+	put_u32(c, 1, 0, 0);
+	struct cistern *h[65];
+	struct cistern_sample s;
+	for (int i = 0; i < 65; i++) {
+		cr_assert_eq(cistern_attach(name, &h[i]), 0);
+		int r = cistern_acquire(h[i], &s, 0);
+		cr_assert_eq(r, i < 64 ? 0 : -EUSERS, "reader %d: %s", i, cistern_strerror(r));
+	}
+	cistern_detach(h[0]);
+	cr_assert_eq(cistern_acquire(h[64], &s, 0), 0, "a detached reader's bit is free again");
+	for (int i = 1; i < 65; i++)
+		cistern_detach(h[i]);
+	drop(c, name);
+}
+
+Test(policies, detach_drops_pins_so_the_sample_can_be_evicted)
+{
+	char name[64];
+	struct cistern *c = make("pin-detach", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 1, .watermark = 1});
+	put_u32(c, 1, 0, 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(name, &r), 0);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(r, &s, 0), 0);
+	uint32_t v = 2;
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN);
+	cistern_detach(r);
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0);
+	drop(c, name);
+}
+
+Test(sim_paired, unseen_samples_in_a_pair_are_not_evicted_but_orphans_are)
+{
+	char name[64];
+	struct cistern_config cfg = paired_cfg();
+	cfg.slot_count = 2;
+	struct cistern *c = make("sp-orphan", name, sizeof(name), cfg);
+	put_u32(c, 0, 0, 0);
+	put_u32(c, 1, 0, 1);
+	uint32_t v = 2;
+	struct cistern_meta m = {.sim_id = 1, .time_step = 3};
+	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), -EAGAIN, "a pair no reader has seen stays");
+	struct cistern_sample p[2];
+	cr_assert_eq(cistern_acquire_pair(c, p, 0), 0);
+	cr_assert_eq(cistern_release_pair(c, p), 0);
+	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), 0, "seen: evictable");
+	cr_assert_eq(stats(c).evicted_unseen, 0);
+	/* Held: the other seen step of sim 0 and (1,3). The seen one goes first. */
+	m = (struct cistern_meta){.sim_id = 2, .time_step = 7};
+	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), 0);
+	cr_assert_eq(stats(c).evicted_unseen, 0);
+	/* Held: (1,3) and (2,7), both unseen, neither with a neighbour: no read can reach them. */
+	m = (struct cistern_meta){.sim_id = 3, .time_step = 9};
+	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), 0, "an orphan is evicted rather than wedge");
+	cr_assert_eq(stats(c).evicted_unseen, 1);
+	drop(c, name);
+}

@@ -1,0 +1,412 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_policies_mp.c - FIRO and the reservoirs across real processes: 4
+ * producers and 4 readers, checked from the outside (what readers received),
+ * not only through the segment's own counters.
+ */
+#include <criterion/criterion.h>
+
+#include "helpers.h"
+
+#define NPROD 4
+#define NREAD 4
+#define PAYLOAD 64
+#define WAIT_MS 20000 /* a wedge fails the test instead of hanging it */
+
+struct shared {
+	_Atomic uint32_t reads[NPROD * 8192];  /* reads of each (producer, seq) */
+	_Atomic uint32_t damaged;              /* payloads that failed their check */
+	_Atomic uint32_t bad_pairs;
+	_Atomic uint32_t bad_batches;
+	_Atomic uint32_t errors;
+	_Atomic uint64_t total_reads;
+};
+
+struct run {
+	struct cistern_config cfg;
+	uint32_t per_producer;
+	int put_pause_us;       /* producers pause between puts (readers outrun them) */
+	int hold_us;            /* readers hold each sample this long, checking twice */
+	size_t batch;           /* readers use acquire_batch of this size (0: single) */
+	bool pairs;             /* readers use acquire_pair */
+};
+
+static void record(struct shared *sh, const struct run *rn, const struct cistern_sample *s)
+{
+	uint32_t p = s->meta.sim_id, q = s->meta.time_step;
+	if (p >= NPROD || q >= rn->per_producer || s->len != PAYLOAD ||
+	    !check_payload(s->data, s->len, p, q)) {
+		atomic_fetch_add(&sh->damaged, 1);
+		return;
+	}
+	atomic_fetch_add(&sh->reads[p * rn->per_producer + q], 1);
+}
+
+static void hold_and_recheck(struct shared *sh, const struct run *rn,
+			     const struct cistern_sample *s, size_t n)
+{
+	if (!rn->hold_us)
+		return;
+	usleep((useconds_t)rn->hold_us);
+	for (size_t i = 0; i < n; i++)
+		if (!check_payload(s[i].data, s[i].len, s[i].meta.sim_id, s[i].meta.time_step))
+			atomic_fetch_add(&sh->damaged, 1); /* overwritten while held */
+}
+
+static int reader(const char *name, struct shared *sh, const struct run *rn)
+{
+	struct cistern *c;
+	if (cistern_attach(name, &c) < 0)
+		return 1;
+	struct cistern_sample s[256];
+	for (;;) {
+		int r;
+		size_t n;
+		if (rn->pairs) {
+			r = cistern_acquire_pair(c, s, WAIT_MS);
+			n = 2;
+		} else if (rn->batch) {
+			r = cistern_acquire_batch(c, s, rn->batch, WAIT_MS);
+			n = r > 0 ? (size_t)r : 0;
+		} else {
+			r = cistern_acquire(c, s, WAIT_MS);
+			n = 1;
+		}
+		if (r == CISTERN_EOD)
+			break;
+		if (r < 0) {
+			atomic_fetch_add(&sh->errors, 1);
+			return 2;
+		}
+		for (size_t i = 0; i < n; i++)
+			record(sh, rn, &s[i]);
+		if (rn->pairs && (s[0].meta.sim_id != s[1].meta.sim_id ||
+				  s[0].meta.time_step + 1 != s[1].meta.time_step))
+			atomic_fetch_add(&sh->bad_pairs, 1);
+		for (size_t i = 0; rn->batch && i < n; i++)
+			for (size_t j = i + 1; j < n; j++)
+				if (s[i].index_ == s[j].index_)
+					atomic_fetch_add(&sh->bad_batches, 1);
+		hold_and_recheck(sh, rn, s, n);
+		atomic_fetch_add(&sh->total_reads, n);
+		if (cistern_release_batch(c, s, n) < 0) {
+			atomic_fetch_add(&sh->errors, 1);
+			return 3;
+		}
+	}
+	cistern_detach(c);
+	return 0;
+}
+
+static int producer(const char *name, uint32_t id, const struct run *rn)
+{
+	struct cistern *c;
+	if (cistern_attach(name, &c) < 0)
+		return 1;
+	for (uint32_t i = 0; i < rn->per_producer; i++) {
+		struct cistern_slot slot;
+		if (cistern_reserve(c, &slot, WAIT_MS) < 0)
+			return 2;
+		fill_payload(slot.data, PAYLOAD, id, i);
+		struct cistern_meta m = {.sim_id = id, .time_step = i};
+		if (cistern_commit(c, &slot, PAYLOAD, &m) < 0)
+			return 3;
+		if (rn->put_pause_us)
+			usleep((useconds_t)rn->put_pause_us);
+	}
+	cistern_producer_done(c);
+	cistern_detach(c);
+	return 0;
+}
+
+/* Population samples taken by the parent while the run goes on. */
+struct curve {
+	uint64_t pop[20000];
+	int closed_at; /* first sample taken after reception closed */
+	int n;
+};
+
+static struct shared *run_policy(const char *tag, struct run *rn, struct curve *curve,
+				 struct cistern_stats *final)
+{
+	char name[64];
+	TEST_NAME(name, tag);
+	cistern_unlink(name);
+	rn->cfg.slot_size = PAYLOAD;
+	rn->cfg.expected_producers = NPROD;
+	struct cistern *c;
+	int r = cistern_create(name, &rn->cfg, &c);
+	cr_assert_eq(r, 0, "create: %s", cistern_strerror(r));
+	struct shared *sh = shared_alloc(sizeof(*sh));
+	cr_assert_not_null(sh);
+	for (int i = 0; i < NREAD; i++)
+		if (fork_child() == 0)
+			_exit(reader(name, sh, rn));
+	for (uint32_t i = 0; i < NPROD; i++)
+		if (fork_child() == 0)
+			_exit(producer(name, i, rn));
+	if (curve) {
+		curve->n = 0;
+		curve->closed_at = -1;
+		struct cistern_stats st;
+		while (curve->n < 20000) {
+			cistern_stats_get(c, &st);
+			if (st.reception_closed && curve->closed_at < 0)
+				curve->closed_at = curve->n;
+			curve->pop[curve->n++] = st.population;
+			if (st.reception_closed && st.population == 0)
+				break;
+			usleep(2000);
+		}
+	}
+	cr_assert_eq(reap_all(), 0, "a producer or reader failed (errors %u)",
+		     atomic_load(&sh->errors));
+	cistern_stats_get(c, final);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cr_assert_eq(atomic_load(&sh->damaged), 0, "damaged or overwritten payloads");
+	return sh;
+}
+
+static void assert_every_sample_read(struct shared *sh, const struct run *rn, uint32_t exactly)
+{
+	for (uint32_t p = 0; p < NPROD; p++) {
+		for (uint32_t q = 0; q < rn->per_producer; q++) {
+			uint32_t n = atomic_load(&sh->reads[p * rn->per_producer + q]);
+			if (exactly)
+				cr_assert_eq(n, exactly, "sample (%u,%u) read %u times", p, q, n);
+			else
+				cr_assert_geq(n, 1, "sample (%u,%u) left the buffer unseen", p, q);
+		}
+	}
+}
+
+Test(policies_mp, reservoir_never_evicts_a_sample_unseen, .timeout = 120)
+{
+	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 256, .watermark = 32},
+			 .per_producer = 5000};
+	struct cistern_stats st;
+	struct shared *sh = run_policy("mp-res", &rn, NULL, &st);
+	/* Evicted samples were all read before; the rest were read while draining. */
+	assert_every_sample_read(sh, &rn, 0);
+	cr_assert_eq(st.evicted_unseen, 0);
+	cr_assert_eq(st.puts, NPROD * rn.per_producer);
+	cr_assert_eq(st.evictions, st.puts - 256, "every put beyond capacity evicted one");
+}
+
+Test(policies_mp, fifo_evict_reservoir_never_evicts_a_sample_unseen, .timeout = 120)
+{
+	struct run rn = {.cfg = {.policy = CISTERN_FIFO_EVICT_RESERVOIR, .slot_count = 256,
+				 .watermark = 32},
+			 .per_producer = 5000};
+	struct cistern_stats st;
+	struct shared *sh = run_policy("mp-fe", &rn, NULL, &st);
+	assert_every_sample_read(sh, &rn, 0);
+	cr_assert_eq(st.evicted_unseen, 0);
+}
+
+Test(policies_mp, firo_reads_every_sample_exactly_pseudo_epochs_times, .timeout = 120)
+{
+	struct run rn = {.cfg = {.policy = CISTERN_FIRO, .slot_count = 128, .watermark = 16,
+				 .pseudo_epochs = 3},
+			 .per_producer = 5000};
+	struct cistern_stats st;
+	struct shared *sh = run_policy("mp-firo", &rn, NULL, &st);
+	assert_every_sample_read(sh, &rn, 3);
+	cr_assert_eq(st.gets, 3ull * NPROD * rn.per_producer);
+	cr_assert_eq(st.population, 0);
+}
+
+Test(policies_mp, pinned_samples_are_never_overwritten_while_held, .timeout = 120)
+{
+	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 32, .watermark = 8},
+			 .per_producer = 3000, .hold_us = 50};
+	struct cistern_stats st;
+	run_policy("mp-pin", &rn, NULL, &st);
+	cr_assert_gt(st.evictions, 0, "producers did overwrite slots meanwhile");
+}
+
+Test(policies_mp, pinned_batches_are_distinct_and_never_overwritten, .timeout = 120)
+{
+	struct run rn = {.cfg = {.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 64,
+				 .watermark = 16, .batch_size = 16},
+			 .per_producer = 3000, .batch = 16, .hold_us = 50};
+	struct cistern_stats st;
+	struct shared *sh = run_policy("mp-batch", &rn, NULL, &st);
+	cr_assert_eq(atomic_load(&sh->bad_batches), 0);
+	assert_every_sample_read(sh, &rn, 0);
+	cr_assert_eq(st.evicted_unseen, 0);
+}
+
+Test(policies_mp, sim_paired_pairs_are_one_simulation_at_consecutive_steps, .timeout = 120)
+{
+	struct run rn = {.cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 128,
+				 .watermark = 16, .sweep_size = NPROD, .nb_time_steps = 3000},
+			 .per_producer = 3000, .pairs = true};
+	struct cistern_stats st;
+	struct shared *sh = run_policy("mp-pairs", &rn, NULL, &st);
+	cr_assert_eq(atomic_load(&sh->bad_pairs), 0);
+	cr_assert_gt(atomic_load(&sh->total_reads), 0);
+	cr_assert_eq(st.puts, NPROD * rn.per_producer, "no producer wedged");
+}
+
+Test(policies_mp, firo_population_holds_at_the_watermark_then_drains, .timeout = 120)
+{
+	/* Readers outrun the simulations, as in training: the population sits at the watermark. */
+	struct run rn = {.cfg = {.policy = CISTERN_FIRO, .slot_count = 256, .watermark = 40},
+			 .per_producer = 600, .put_pause_us = 300};
+	static struct curve cv;
+	struct cistern_stats st;
+	run_policy("mp-firo-curve", &rn, &cv, &st);
+	cr_assert_gt(cv.closed_at, 10);
+	int first = -1, near = 0, steady = 0;
+	for (int i = 0; i < cv.closed_at; i++) {
+		if (first < 0 && cv.pop[i] >= 40)
+			first = i;
+		if (first >= 0) {
+			steady++;
+			near += cv.pop[i] + NREAD >= 40 && cv.pop[i] <= 40 + NPROD;
+		}
+		cr_assert_lt(cv.pop[i], 256, "never near capacity");
+	}
+	cr_assert_geq(first, 0, "the population reached the watermark");
+	cr_assert_geq(near * 10, steady * 9, "held at the watermark: %d of %d samples", near,
+		      steady);
+	cr_assert_eq(cv.pop[cv.n - 1], 0, "drained after close");
+}
+
+Test(policies_mp, reservoir_population_rises_to_capacity_holds_then_drains, .timeout = 120)
+{
+	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 200, .watermark = 20},
+			 .per_producer = 1500, .put_pause_us = 100};
+	static struct curve cv;
+	struct cistern_stats st;
+	run_policy("mp-res-curve", &rn, &cv, &st);
+	int first = -1, full = 0, steady = 0;
+	for (int i = 0; i < cv.closed_at; i++) {
+		if (first < 0 && cv.pop[i] + NPROD >= 200)
+			first = i;
+		if (first >= 0) {
+			steady++;
+			full += cv.pop[i] + NPROD >= 200; /* in-flight evictions dip it by at most one each */
+		}
+	}
+	cr_assert_geq(first, 0, "the population reached capacity");
+	cr_assert_geq(full * 10, steady * 9, "held at capacity: %d of %d", full, steady);
+	cr_assert_eq(cv.pop[cv.n - 1], 0, "drained after close");
+}
+
+/* ---- crashes ---- */
+
+/* A child attaches, does `what`, says so, and waits to be killed. */
+enum victim_act { HOLD_PIN, HOLD_FIRO, HOLD_RESERVATION };
+
+static pid_t spawn_victim(const char *name, enum victim_act what, _Atomic uint32_t *ready)
+{
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		struct cistern *c;
+		struct cistern_sample s;
+		struct cistern_slot slot;
+		if (cistern_attach(name, &c) < 0)
+			_exit(1);
+		int r = what == HOLD_RESERVATION ? cistern_reserve(c, &slot, WAIT_MS)
+						 : cistern_acquire(c, &s, WAIT_MS);
+		if (r < 0)
+			_exit(2);
+		atomic_store(ready, 1);
+		pause();
+		_exit(0);
+	}
+	while (!atomic_load(ready))
+		usleep(1000);
+	return pid;
+}
+
+static void kill_and_reap(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+Test(policies_mp, a_killed_reader_pins_are_dropped, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "kpin");
+	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_size = 8, .slot_count = 1,
+				     .watermark = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_put(c, "old", 3, NULL, 0), 0);
+	_Atomic uint32_t *ready = shared_alloc(sizeof(*ready));
+	pid_t pid = spawn_victim(name, HOLD_PIN, ready);
+	cr_assert_eq(cistern_put(c, "new", 3, NULL, 0), -EAGAIN, "seen, but pinned by the victim");
+	kill_and_reap(pid);
+	/* The waiting put finds the dead reader within a sweep and evicts. */
+	cr_assert_eq(cistern_put(c, "new", 3, NULL, 5000), 0);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.evictions, 1);
+	cr_assert_eq(st.evicted_unseen, 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(policies_mp, a_killed_firo_reader_sample_is_handed_out_again, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "kfiro");
+	struct cistern_config cfg = {.policy = CISTERN_FIRO, .slot_size = 8, .slot_count = 4,
+				     .watermark = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
+	_Atomic uint32_t *ready = shared_alloc(sizeof(*ready));
+	pid_t pid = spawn_victim(name, HOLD_FIRO, ready);
+	cistern_close_reception(c);
+	char got[2] = {0};
+	char buf[8];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
+	got[0] = buf[0];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN,
+		     "the other is held by the victim: not end of data yet");
+	kill_and_reap(pid);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 5000), 1);
+	got[1] = buf[0];
+	cr_assert((got[0] == 'a' && got[1] == 'b') || (got[0] == 'b' && got[1] == 'a'));
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), CISTERN_EOD);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.redeliveries, 1);
+	cr_assert_eq(st.seen_hist[1], 2, "each left seen once: the dead read does not count");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(policies_mp, a_killed_producer_reservation_vanishes, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "kres");
+	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_size = 8, .slot_count = 2,
+				     .watermark = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	_Atomic uint32_t *ready = shared_alloc(sizeof(*ready));
+	pid_t pid = spawn_victim(name, HOLD_RESERVATION, ready);
+	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), -EAGAIN, "the victim holds the last slot");
+	kill_and_reap(pid);
+	cr_assert_eq(cistern_put(c, "b", 1, NULL, 5000), 0, "its slot came back empty");
+	cistern_close_reception(c);
+	char buf[8];
+	int n = 0;
+	while (cistern_get(c, buf, sizeof(buf), NULL, 0) == 1)
+		n++;
+	cr_assert_eq(n, 2, "the reservation never became a sample");
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.reclaimed, 1);
+	cistern_detach(c);
+	cistern_unlink(name);
+}

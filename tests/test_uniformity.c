@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_uniformity.c - chi-square tests that random choices are uniform over
+ * what qualifies: Reservoir and FIRO reads, Reservoir evictions, SimPaired
+ * pairs, and the sparse case where picks go through the Roaring snapshot.
+ *
+ * Each test uses a fixed seed, so it is reproducible, and rejects uniformity
+ * at significance 0.001: with k categories the statistic must stay below the
+ * chi-square quantile for k - 1 degrees of freedom at 0.999 (Wilson-Hilferty
+ * approximation, accurate to a fraction of a percent at these sizes). A
+ * picker that favours half the categories by 5% fails at these counts.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "helpers.h"
+
+#define SEED 0x5eed1234
+
+static double chi2_critical_999(int df)
+{
+	const double z = 3.090232; /* standard normal quantile at 0.999 */
+	double a = 2.0 / (9.0 * df);
+	double t = 1.0 - a + z * sqrt(a);
+	return df * t * t * t;
+}
+
+static double chi2(const uint64_t *obs, int k, double expected)
+{
+	double x = 0;
+	for (int i = 0; i < k; i++) {
+		double d = (double)obs[i] - expected;
+		x += d * d / expected;
+	}
+	return x;
+}
+
+static struct cistern *make(const char *tag, char *name, size_t namelen,
+			    struct cistern_config cfg)
+{
+	snprintf(name, namelen, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	cfg.seed = SEED;
+	struct cistern *c = NULL;
+	int r = cistern_create(name, &cfg, &c);
+	cr_assert_eq(r, 0, "create: %s", cistern_strerror(r));
+	return c;
+}
+
+static void put_u32(struct cistern *c, uint32_t v, uint32_t sim, uint32_t step)
+{
+	struct cistern_meta m = {.sim_id = sim, .time_step = step};
+	cr_assert_eq(cistern_put(c, &v, sizeof(v), &m, 0), 0);
+}
+
+static void assert_uniform(const uint64_t *counts, int k, uint64_t total, const char *what)
+{
+	double x = chi2(counts, k, (double)total / k);
+	double crit = chi2_critical_999(k - 1);
+	cr_assert_lt(x, crit, "%s: chi-square %.1f >= %.1f (df %d)", what, x, crit, k - 1);
+}
+
+Test(uniformity, reservoir_reads_are_uniform_over_held_samples)
+{
+	char name[64];
+	enum { K = 100, N = 200000 };
+	struct cistern *c = make("u-res", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = K, .watermark = K});
+	for (uint32_t i = 0; i < K; i++)
+		put_u32(c, i, 0, 0);
+	static uint64_t counts[K];
+	for (int i = 0; i < N; i++) {
+		uint32_t v;
+		cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), 4);
+		counts[v]++;
+	}
+	assert_uniform(counts, K, N, "reservoir reads");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(uniformity, reservoir_reads_are_uniform_when_held_samples_are_sparse)
+{
+	/* 20 held among 2000 slots: probes mostly miss and the Roaring snapshot serves. */
+	char name[64];
+	enum { K = 20, N = 40000 };
+	struct cistern *c = make("u-sparse", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 2000, .watermark = K});
+	for (uint32_t i = 0; i < K; i++)
+		put_u32(c, i, 0, 0);
+	static uint64_t counts[K];
+	for (int i = 0; i < N; i++) {
+		uint32_t v;
+		cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), 4);
+		counts[v]++;
+	}
+	assert_uniform(counts, K, N, "sparse reservoir reads");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(uniformity, firo_reads_are_uniform_over_held_samples)
+{
+	char name[64];
+	enum { K = 50, N = 100000 };
+	struct cistern *c = make("u-firo", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
+							 .slot_count = 64, .watermark = K - 1,
+							 .pseudo_epochs = 1000000});
+	for (uint32_t i = 0; i < K; i++)
+		put_u32(c, i, 0, 0);
+	static uint64_t counts[K];
+	for (int i = 0; i < N; i++) {
+		uint32_t v;
+		cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), 4);
+		counts[v]++;
+	}
+	assert_uniform(counts, K, N, "FIRO reads");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(uniformity, reservoir_evictions_are_uniform_over_evictable_samples)
+{
+	char name[64];
+	enum { K = 40, N = 40000 };
+	struct cistern *c = make("u-evict", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = K, .watermark = K});
+	for (uint32_t i = 0; i < K; i++)
+		put_u32(c, i, 0, 0);
+	static uint64_t counts[K];
+	struct cistern_sample all[K];
+	for (int i = 0; i < N; i++) {
+		/* See every sample, so every one qualifies for eviction. */
+		cr_assert_eq(cistern_acquire_batch(c, all, K, 0), K);
+		cr_assert_eq(cistern_release_batch(c, all, K), 0);
+		struct cistern_slot slot;
+		cr_assert_eq(cistern_reserve(c, &slot, 0), 0);
+		counts[slot.index_]++; /* the slot whose sample was evicted */
+		cr_assert_eq(cistern_commit(c, &slot, 4, NULL), 0);
+	}
+	assert_uniform(counts, K, N, "reservoir evictions");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(uniformity, sim_paired_pairs_are_uniform_over_held_pairs)
+{
+	char name[64];
+	enum { SIMS = 6, STEPS = 6, PAIRS = SIMS * (STEPS - 1), N = 60000 };
+	struct cistern *c = make("u-pairs", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+							 .slot_size = 4, .slot_count = 64,
+							 .watermark = 2, .sweep_size = SIMS,
+							 .nb_time_steps = STEPS});
+	for (uint32_t s = 0; s < SIMS; s++)
+		for (uint32_t t = 0; t < STEPS; t++)
+			put_u32(c, s * STEPS + t, s, t);
+	static uint64_t counts[PAIRS];
+	for (int i = 0; i < N; i++) {
+		struct cistern_sample p[2];
+		cr_assert_eq(cistern_acquire_pair(c, p, 0), 0);
+		counts[p[0].meta.sim_id * (STEPS - 1) + p[0].meta.time_step]++;
+		cr_assert_eq(cistern_release_pair(c, p), 0);
+	}
+	assert_uniform(counts, PAIRS, N, "sim-paired pairs");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(uniformity, the_test_rejects_a_biased_picker)
+{
+	/* The statistic must catch a 5% preference for half of 100 categories. */
+	enum { K = 100, N = 200000 };
+	static uint64_t counts[K];
+	for (int i = 0; i < K; i++)
+		counts[i] = i < K / 2 ? N / K + N / K / 20 : N / K - N / K / 20;
+	cr_assert_geq(chi2(counts, K, (double)N / K), chi2_critical_999(K - 1));
+}
+
+Test(uniformity, a_fixed_seed_makes_a_run_reproducible)
+{
+	uint32_t first[64];
+	for (int run = 0; run < 2; run++) {
+		char name[64];
+		struct cistern *c = make(run ? "u-rep1" : "u-rep0", name, sizeof(name),
+					 (struct cistern_config){.policy = CISTERN_RESERVOIR,
+								 .slot_size = 4, .slot_count = 16,
+								 .watermark = 8});
+		uint32_t seq[64];
+		for (uint32_t i = 0; i < 64; i++) {
+			uint32_t v = i;
+			struct cistern_meta m = {0};
+			int r;
+			while ((r = cistern_put(c, &v, 4, &m, 0)) == -EAGAIN) {
+				uint32_t x;
+				cistern_get(c, &x, 4, NULL, 0);
+			}
+			cr_assert_eq(r, 0);
+			uint32_t x = 0;
+			seq[i] = cistern_get(c, &x, 4, NULL, 0) == 4 ? x : UINT32_MAX;
+		}
+		if (run == 0)
+			memcpy(first, seq, sizeof(first));
+		else
+			cr_assert_arr_eq(first, seq, sizeof(first), "same seed, same reads");
+		cistern_detach(c);
+		cistern_unlink(name);
+	}
+}
