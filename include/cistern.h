@@ -361,9 +361,10 @@ enum cistern_slot_class {
 	CISTERN_SLOT_ACQUIRED = 3,  /**< FIFO/FIRO: a reader owns the sample right now */
 	CISTERN_SLOT_SKIP = 4,      /**< an aborted or reclaimed put that readers step over */
 	CISTERN_SLOT_REDELIVER = 5, /**< a sample whose reader died, to be handed out again */
-	CISTERN_SLOT_OTHER = 6,     /**< a state this build cannot name */
+	CISTERN_SLOT_EVICTING = 6,  /**< reservoirs: a producer is deciding whether to evict it */
+	CISTERN_SLOT_OTHER = 7,     /**< a state this build cannot name */
 };
-#define CISTERN_SLOT_CLASSES 7
+#define CISTERN_SLOT_CLASSES 8
 
 /** The name of a slot class ("free", "reserved", ...), or NULL if out of range. */
 CISTERN_API const char *cistern_slot_class_name(enum cistern_slot_class cls);

@@ -169,6 +169,14 @@ static void meta_code(struct cur *c, struct meta *m)
 	f32(c, &m->cfg.expected_producers);
 	f32(c, &m->cfg.flags);
 	f32(c, &zero);
+	/* Doubles travel as their IEEE 754 bits. */
+	uint64_t rpp, slack;
+	memcpy(&rpp, &m->cfg.reads_per_put, sizeof(rpp));
+	memcpy(&slack, &m->cfg.rate_slack, sizeof(slack));
+	f64(c, &rpp);
+	f64(c, &slack);
+	memcpy(&m->cfg.reads_per_put, &rpp, sizeof(rpp));
+	memcpy(&m->cfg.rate_slack, &slack, sizeof(slack));
 	if (c->dec)
 		memcpy(m->name, c->p + c->off, sizeof(m->name));
 	else
@@ -1197,7 +1205,10 @@ int cistern_dump_verify(const char *path, struct cistern_dump_info *info)
 	memset(&scratch, 0, sizeof(scratch));
 	r = 0;
 	size_t need = sizeof(struct cistern_slotmeta) * (m.sample_count ? m.sample_count : 1);
-	struct cistern_slotmeta *sm = calloc(1, need);
+	/* Slot metadata is cache-line aligned by type: calloc's 16 bytes are not enough. */
+	struct cistern_slotmeta *sm = aligned_alloc(CISTERN_CACHELINE, need);
+	if (sm)
+		memset(sm, 0, need);
 	char *arena = m.cfg.slot_size <= CISTERN_SLOT_SIZE_MAX ? malloc(m.cfg.slot_size + 1) : NULL;
 	roaring_bitmap_t *seen = roaring_bitmap_create();
 	if (!sm || !arena || !seen) {

@@ -29,6 +29,12 @@ const struct cistern_snap_ops *cistern__snap_ops_for(uint32_t policy)
 	switch (policy) {
 	case CISTERN_FIFO:
 		return &cistern__fifo_snap_ops;
+	case CISTERN_FIRO:
+	case CISTERN_RESERVOIR:
+	case CISTERN_FIFO_EVICT_RESERVOIR:
+	case CISTERN_SIM_PAIRED_RESERVOIR:
+	case CISTERN_BATCH_RESERVOIR:
+		return &cistern__reservoir_snap_ops;
 	default:
 		return NULL;
 	}
@@ -45,7 +51,7 @@ int cistern_open_readonly(const char *name, struct cistern **out)
 const char *cistern_slot_class_name(enum cistern_slot_class cls)
 {
 	static const char *const names[CISTERN_SLOT_CLASSES] = {
-		"free", "reserved", "committed", "acquired", "skip", "redeliver", "other",
+		"free", "reserved", "committed", "acquired", "skip", "redeliver", "evicting", "other",
 	};
 	return (unsigned)cls < CISTERN_SLOT_CLASSES ? names[cls] : NULL;
 }
@@ -350,8 +356,10 @@ static void tally_entry(struct cistern *c, uint32_t index, void *arg)
 	t->rep->dead_procs++;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = &c->meta[i];
-		struct cistern_slot_view v =
-			t->so->classify(atomic_load_explicit(&m->word, memory_order_acquire));
+		/* A policy without a classification: its slots cannot be counted, only reclaimed. */
+		struct cistern_slot_view v = {CISTERN_SLOT_OTHER, 0};
+		if (t->so)
+			v = t->so->classify(atomic_load_explicit(&m->word, memory_order_acquire));
 		if (v.owner == index + 1) {
 			if (v.cls == CISTERN_SLOT_RESERVED)
 				t->rep->reservations++;
@@ -420,12 +428,7 @@ int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep)
 	r = cistern__open_mapped(name, dry, &c);
 	if (r < 0)
 		return r;
-	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->hdr->policy);
-	if (!so) {
-		cistern_detach(c);
-		return -ENOTSUP;
-	}
-	struct gc_tally t = {so, rep};
+	struct gc_tally t = {cistern__snap_ops_for(c->hdr->policy), rep};
 	bool restoring = strcmp(c->hdr->name, name) != 0;
 	uint32_t live, dead;
 	count_procs(c, &live, &dead);

@@ -245,6 +245,8 @@ struct cistern_snap_ops {
 	int (*restore)(struct cistern_hdr *h, uint64_t n, uint64_t next_id);
 };
 extern const struct cistern_snap_ops cistern__fifo_snap_ops;
+/* reservoir_snap.c: FIRO and the four reservoirs */
+extern const struct cistern_snap_ops cistern__reservoir_snap_ops;
 struct cistern_slot_view cistern__fifo_classify(uint64_t word);
 const struct cistern_snap_ops *cistern__snap_ops_for(uint32_t policy);
 

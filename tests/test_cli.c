@@ -515,6 +515,7 @@ Test(inspect, prometheus_exposition_has_typed_families)
 	snprintf(want, sizeof(want), "cistern_slots_by_state{segment=\"%s\",state=\"committed\"} 1\n",
 		 name);
 	cr_assert(strstr(r->out, want), "%s", r->out);
+	cleanup(c, name);
 }
 
 Test(inspect, json_and_prometheus_together_is_bad_usage)

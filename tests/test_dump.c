@@ -600,3 +600,206 @@ Test(dump, works_without_io_uring)
 	cistern_unlink(copy);
 	unlink(path);
 }
+
+/* ---- FIRO and the reservoirs ------------------------------------------- */
+
+struct held_sample {
+	uint64_t id;
+	uint32_t sim, step, seen;
+	uint64_t len;
+	uint8_t payload[PAYLOAD];
+};
+
+/* Every held slot of a segment, sorted by id. */
+static size_t held_samples(struct cistern *c, struct held_sample *out, size_t cap)
+{
+	size_t n = 0;
+	for (uint64_t i = 0; i < c->slot_count && n < cap; i++) {
+		struct cistern_slot_view v = cistern__snap_ops_for(c->hdr->policy)->classify(c->meta[i].word);
+		if (v.cls != CISTERN_SLOT_COMMITTED)
+			continue;
+		struct held_sample *h = &out[n++];
+		h->id = c->meta[i].sample_id;
+		h->sim = c->meta[i].sim_id;
+		h->step = c->meta[i].time_step;
+		h->seen = c->meta[i].seen;
+		h->len = c->meta[i].len;
+		memcpy(h->payload, cistern__payload(c, i), (size_t)h->len);
+	}
+	for (size_t a = 1; a < n; a++)
+		for (size_t b = a; b > 0 && out[b - 1].id > out[b].id; b--) {
+			struct held_sample t = out[b];
+			out[b] = out[b - 1];
+			out[b - 1] = t;
+		}
+	return n;
+}
+
+static struct cistern *make_policy(const char *tag, char *name, size_t size,
+				   struct cistern_config cfg)
+{
+	snprintf(name, size, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern *c;
+	int r = cistern_create(name, &cfg, &c);
+	cr_assert_eq(r, 0, "create: %s", cistern_strerror(r));
+	return c;
+}
+
+static void put_n(struct cistern *c, uint32_t n, uint32_t sims)
+{
+	uint8_t buf[PAYLOAD];
+	for (uint32_t i = 0; i < n; i++) {
+		size_t len = 1 + (i * 37) % PAYLOAD;
+		fill_payload(buf, len, i % sims, i / sims);
+		struct cistern_meta m = {.sim_id = i % sims, .time_step = i / sims};
+		cr_assert_eq(cistern_put(c, buf, len, &m, 0), 0);
+	}
+}
+
+static void roundtrip_same(const char *tag, struct cistern_config cfg, uint32_t n, uint32_t sims,
+			   uint32_t reads)
+{
+	char name[64], copy[64], path[128];
+	cfg.slot_size = PAYLOAD;
+	struct cistern *c = make_policy(tag, name, sizeof(name), cfg);
+	snprintf(copy, sizeof(copy), "t-%s2-%d", tag, (int)getpid());
+	dump_path(path, sizeof(path), tag);
+	put_n(c, n, sims);
+	for (uint32_t i = 0; i < reads; i++) {
+		struct cistern_sample s;
+		cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+		cistern_release(c, &s);
+	}
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	static struct held_sample a[256], b[256];
+	size_t na = held_samples(c, a, 256), nb = held_samples(r, b, 256);
+	cr_assert_eq(na, nb);
+	for (size_t i = 0; i < na; i++) {
+		cr_assert_eq(a[i].id, b[i].id);
+		cr_assert_eq(a[i].sim, b[i].sim);
+		cr_assert_eq(a[i].step, b[i].step);
+		cr_assert_eq(a[i].seen, b[i].seen, "seen of sample %lu", (unsigned long)a[i].id);
+		cr_assert_eq(a[i].len, b[i].len);
+		cr_assert_eq(memcmp(a[i].payload, b[i].payload, (size_t)a[i].len), 0);
+	}
+	struct cistern_stats sa, sb;
+	cistern_stats_get(c, &sa);
+	cistern_stats_get(r, &sb);
+	cr_assert_eq(sb.population, sa.population);
+	struct cistern_meta m;
+	cr_assert_eq(cistern_put(r, "n", 1, &m, 0), 0, "the restored segment takes samples");
+	cr_assert_eq(m.sample_id, n, "with ids after the restored ones");
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+Test(dump_policies, reservoir_restores_the_same_samples_and_seen_counts)
+{
+	struct cistern_config cfg = {.slot_count = 32, .policy = CISTERN_RESERVOIR, .watermark = 4};
+	roundtrip_same("dr-res", cfg, 20, 1, 15);
+}
+
+Test(dump_policies, firo_restores_the_same_samples_and_seen_counts)
+{
+	struct cistern_config cfg = {.slot_count = 32, .policy = CISTERN_FIRO, .watermark = 4,
+				     .pseudo_epochs = 3};
+	roundtrip_same("dr-firo", cfg, 20, 1, 9);
+}
+
+Test(dump_policies, batch_reservoir_restores_the_same_samples)
+{
+	struct cistern_config cfg = {.slot_count = 32, .policy = CISTERN_BATCH_RESERVOIR,
+				     .watermark = 4, .batch_size = 4};
+	roundtrip_same("dr-batch", cfg, 20, 1, 0);
+}
+
+Test(dump_policies, new_reservoir_samples_get_ids_above_the_restored_ones)
+{
+	char name[64], copy[64], path[128];
+	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 16,
+				     .policy = CISTERN_RESERVOIR, .watermark = 2};
+	struct cistern *c = make_policy("dr-ids", name, sizeof(name), cfg);
+	snprintf(copy, sizeof(copy), "t-dr-ids2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "dr-ids");
+	put_n(c, 7, 1);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	struct cistern_meta m;
+	cr_assert_eq(cistern_put(r, "n", 1, &m, 0), 0);
+	cr_assert_eq(m.sample_id, 7);
+	struct cistern_stats st;
+	cistern_stats_get(r, &st);
+	cr_assert_eq(st.population, 8);
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+Test(dump_policies, a_restored_fifo_evict_ring_evicts_the_oldest_first)
+{
+	char name[64], copy[64], path[128];
+	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 8,
+				     .policy = CISTERN_FIFO_EVICT_RESERVOIR, .watermark = 1,
+				     .flags = CISTERN_LOSSY};
+	struct cistern *c = make_policy("dr-ring", name, sizeof(name), cfg);
+	snprintf(copy, sizeof(copy), "t-dr-ring2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "dr-ring");
+	put_n(c, 12, 1); /* 4 evicted: ids 4..11 held, the ring wrapped */
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	struct cistern_meta m;
+	cr_assert_eq(cistern_put(r, "n", 1, &m, 0), 0);
+	cr_assert_eq(m.sample_id, 12);
+	static struct held_sample h[16];
+	size_t n = held_samples(r, h, 16);
+	cr_assert_eq(n, 8);
+	cr_assert_eq(h[0].id, 5, "id 4, the oldest, was evicted");
+	cr_assert_eq(h[7].id, 12);
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+Test(dump_policies, a_restored_sim_paired_reservoir_hands_out_pairs)
+{
+	char name[64], copy[64], path[128];
+	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 32,
+				     .policy = CISTERN_SIM_PAIRED_RESERVOIR, .watermark = 2,
+				     .sweep_size = 4, .nb_time_steps = 8};
+	struct cistern *c = make_policy("dr-pair", name, sizeof(name), cfg);
+	snprintf(copy, sizeof(copy), "t-dr-pair2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "dr-pair");
+	put_n(c, 16, 4); /* sims 0..3, steps 0..3 */
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	for (int k = 0; k < 20; k++) {
+		struct cistern_sample p[2];
+		cr_assert_eq(cistern_acquire_pair(r, p, 0), 0);
+		cr_assert_eq(p[0].meta.sim_id, p[1].meta.sim_id);
+		cr_assert_eq(p[0].meta.time_step + 1, p[1].meta.time_step);
+		cr_assert(check_payload(p[1].data, p[1].len, p[1].meta.sim_id, p[1].meta.time_step));
+		cistern_release_pair(r, p);
+	}
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}

@@ -413,3 +413,52 @@ Test(gc, never_removes_a_segment_under_a_process_that_attached, .timeout = 120)
 	cistern_unlink(name);
 	cr_log_info("attached %d times, refused %d times", attached, refused);
 }
+
+/* ---- FIRO and the reservoirs ------------------------------------------- */
+
+static struct cistern *make_reservoir(const char *tag, char *name, size_t size)
+{
+	snprintf(name, size, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
+				     .policy = CISTERN_RESERVOIR, .watermark = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	return c;
+}
+
+Test(occupancy, counts_held_and_pinned_reservoir_samples)
+{
+	char name[64];
+	struct cistern *c = make_reservoir("occ-res", name, sizeof(name));
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(cistern_put(c, "abcd", 4, NULL, 0), 0);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+	struct cistern_occupancy o;
+	cr_assert_eq(cistern_occupancy_get(c, &o), 0);
+	cr_assert_eq(o.slots[CISTERN_SLOT_COMMITTED], 5, "pinned samples stay held");
+	cr_assert_eq(o.slots[CISTERN_SLOT_FREE], 3);
+	cr_assert_eq(o.pinned, 1);
+	cr_assert_eq(o.held_seen_hist[1], 1, "the one read was seen once");
+	cistern_release(c, &s);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(gc, drops_the_pins_of_a_killed_reservoir_reader)
+{
+	char name[64];
+	struct cistern *c = make_reservoir("gc-pin", name, sizeof(name));
+	cr_assert_eq(cistern_put(c, "abcd", 4, NULL, 0), 0);
+	kill_wait(holder(name, HOLD_SAMPLE));
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.dead_procs, 1);
+	cr_assert_eq(rep.pins, 1);
+	struct cistern_occupancy o;
+	cistern_occupancy_get(c, &o);
+	cr_assert_eq(o.pinned, 0, "the pin is gone");
+	cistern_detach(c);
+	cistern_unlink(name);
+}

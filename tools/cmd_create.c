@@ -25,13 +25,28 @@ static const char usage[] =
 	"      --max-procs N       attachment table size (default 64)\n"
 	"      --producers N       reception closes after N producers said they are done\n"
 	"      --lossy             fifo-evict-reservoir: evict the oldest even if unseen\n"
+	"      --reads-per-put R   reservoir kinds: rate limiter, reads per put (0 = off)\n"
+	"      --rate-slack S      the limiter's allowed drift, in reads (default R)\n"
 	"  -h, --help              show this help\n"
 	"\n"
 	"Policies this build does not implement are refused (exit 1).\n";
 
 const struct command cmd_create;
 
-enum { O_PSEUDO = 256, O_SWEEP, O_STEPS, O_BATCH, O_SEED, O_PROCS, O_PRODUCERS, O_LOSSY };
+enum { O_PSEUDO = 256, O_SWEEP, O_STEPS, O_BATCH, O_SEED, O_PROCS, O_PRODUCERS, O_LOSSY,
+       O_RATE, O_SLACK };
+
+/* A finite, non-negative real number. */
+static int parse_real(const char *s, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= 0 && v <= 1e18))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
 
 static int run(int argc, char **argv)
 {
@@ -49,6 +64,8 @@ static int run(int argc, char **argv)
 		{"max-procs", required_argument, NULL, O_PROCS},
 		{"producers", required_argument, NULL, O_PRODUCERS},
 		{"lossy", no_argument, NULL, O_LOSSY},
+		{"reads-per-put", required_argument, NULL, O_RATE},
+		{"rate-slack", required_argument, NULL, O_SLACK},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -88,6 +105,12 @@ static int run(int argc, char **argv)
 			break;
 		case O_LOSSY:
 			cfg.flags |= CISTERN_LOSSY;
+			break;
+		case O_RATE:
+			bad = parse_real(optarg, &cfg.reads_per_put);
+			break;
+		case O_SLACK:
+			bad = parse_real(optarg, &cfg.rate_slack);
 			break;
 		default: {
 			/* The 32-bit parameters. */

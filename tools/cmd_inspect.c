@@ -113,6 +113,8 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 		printf("  batch-size %u", k->batch_size);
 	if (k->flags & CISTERN_LOSSY)
 		printf("  lossy");
+	if (k->reads_per_put > 0)
+		printf("  reads-per-put %g (slack %g)", k->reads_per_put, k->rate_slack);
 	printf("\n           seed %" PRIu64 "  max-procs %u", k->seed, k->max_procs);
 	if (k->expected_producers)
 		printf("  producers %u", k->expected_producers);
@@ -149,7 +151,7 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 			printf("%8" PRIu64, s->occ.held_seen_hist[i]);
 		printf("\n\noccupancy   ");
 		for (int i = 0; i < CISTERN_SLOT_CLASSES; i++)
-			if (s->occ.slots[i] || i <= CISTERN_SLOT_REDELIVER)
+			if (s->occ.slots[i] || i <= CISTERN_SLOT_ACQUIRED)
 				printf(" %s %" PRIu64, cistern_slot_class_name(i), s->occ.slots[i]);
 		printf("\n            pinned %" PRIu64 "  held %" PRIu64 " samples, %s\n", s->occ.pinned,
 		       s->occ.held, fmt_bytes(s->occ.held_bytes, c, sizeof(c)));
@@ -187,10 +189,12 @@ static void json(const struct snapshot *s)
 	printf(" \"config\": {\"policy\": \"%s\", \"slots\": %" PRIu64 ", \"slot_size\": %" PRIu64
 	       ", \"mode\": \"%04o\", \"watermark\": %" PRIu64 ", \"pseudo_epochs\": %u"
 	       ", \"sweep_size\": %u, \"time_steps\": %u, \"batch_size\": %u, \"seed\": %" PRIu64
-	       ", \"max_procs\": %u, \"producers\": %u, \"lossy\": %s},\n",
+	       ", \"max_procs\": %u, \"producers\": %u, \"lossy\": %s"
+	       ", \"reads_per_put\": %.17g, \"rate_slack\": %.17g},\n",
 	       cistern_policy_name(k->policy), k->slot_count, k->slot_size, k->mode, k->watermark,
 	       k->pseudo_epochs, k->sweep_size, k->nb_time_steps, k->batch_size, k->seed,
-	       k->max_procs, k->expected_producers, (k->flags & CISTERN_LOSSY) ? "true" : "false");
+	       k->max_procs, k->expected_producers, (k->flags & CISTERN_LOSSY) ? "true" : "false",
+	       k->reads_per_put, k->rate_slack);
 	printf(" \"stats\": {\"population\": %" PRIu64 ", \"puts\": %" PRIu64 ", \"gets\": %" PRIu64
 	       ", \"evictions\": %" PRIu64 ", \"evicted_unseen\": %" PRIu64
 	       ", \"redeliveries\": %" PRIu64 ", \"reclaimed\": %" PRIu64
