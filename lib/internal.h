@@ -207,9 +207,11 @@ const struct cistern_ops *cistern__ops_for(uint32_t policy);
 
 /*
  * What the read-only tools need from a policy, kept apart from cistern_ops so
- * that the hot-path table stays as it is. Each policy defines one of these
- * next to its ops and adds a case to cistern__snap_ops_for() in inspect.c;
- * without it, inspect shows no occupancy and dump/restore/gc return -ENOTSUP.
+ * that the hot-path table stays as it is. Each policy has one (fifo.c;
+ * reservoir_snap.c for FIRO and the reservoirs), found through
+ * cistern__snap_ops_for() in inspect.c. A policy without one gets no
+ * occupancy in inspect, -ENOTSUP from dump and restore, and a gc that
+ * reclaims its dead but cannot say what they held.
  *
  * What else the tools rely on, for every policy:
  *  - cistern_ops.reclaim works for a caller that is not attached (c->owner

@@ -803,3 +803,8 @@ Test(dump_policies, a_restored_sim_paired_reservoir_hands_out_pairs)
 	cistern_unlink(copy);
 	unlink(path);
 }
+
+Test(dump, strerror_names_a_damaged_dump)
+{
+	cr_assert_str_eq(cistern_strerror(-EBADMSG), "damaged or truncated dump file");
+}

@@ -462,3 +462,8 @@ Test(gc, drops_the_pins_of_a_killed_reservoir_reader)
 	cistern_detach(c);
 	cistern_unlink(name);
 }
+
+Test(remove, strerror_explains_a_refusal)
+{
+	cr_assert(strstr(cistern_strerror(-EBUSY), "live processes are attached"));
+}
