@@ -332,6 +332,225 @@ CISTERN_API const char *cistern_policy_name(enum cistern_policy p);
 /** Parse a policy name as cistern_policy_name() prints it. @return 0 or -EINVAL. */
 CISTERN_API int cistern_policy_parse(const char *s, enum cistern_policy *out);
 
+/* ======================================================================== */
+/* Inspection, listing, removal and garbage collection (lib/inspect.c)      */
+/* ======================================================================== */
+
+/*
+ * Everything in this section is for tools (the `cistern` command) and
+ * monitoring. cistern_open_readonly() gives a handle that maps the segment
+ * PROT_READ from an O_RDONLY descriptor and takes no attachment entry, no pin
+ * and no lock: it cannot disturb producers or readers, and it never appears in
+ * the attachment table. cistern_config_get(), cistern_stats_get() and the
+ * calls below work on it; the calls that move samples return -EBADF.
+ */
+
+/**
+ * Open a segment for inspection only. Close it with cistern_detach().
+ * @return 0; -ENOENT; -EACCES; -EPROTO; -EPROTONOSUPPORT; -EAGAIN if the
+ *         segment is still being created; -ENOTSUP for a policy this build
+ *         does not implement.
+ */
+CISTERN_API int cistern_open_readonly(const char *name, struct cistern **out);
+
+/** What a slot is doing, as far as an outside observer can tell. */
+enum cistern_slot_class {
+	CISTERN_SLOT_FREE = 0,      /**< empty, ready for a producer */
+	CISTERN_SLOT_RESERVED = 1,  /**< a producer is writing it */
+	CISTERN_SLOT_COMMITTED = 2, /**< holds a sample waiting for (or open to) readers */
+	CISTERN_SLOT_ACQUIRED = 3,  /**< FIFO/FIRO: a reader owns the sample right now */
+	CISTERN_SLOT_SKIP = 4,      /**< an aborted or reclaimed put that readers step over */
+	CISTERN_SLOT_REDELIVER = 5, /**< a sample whose reader died, to be handed out again */
+	CISTERN_SLOT_EVICTING = 6,  /**< reservoirs: a producer is deciding whether to evict it */
+	CISTERN_SLOT_OTHER = 7,     /**< a state this build cannot name */
+};
+#define CISTERN_SLOT_CLASSES 8
+
+/** The name of a slot class ("free", "reserved", ...), or NULL if out of range. */
+CISTERN_API const char *cistern_slot_class_name(enum cistern_slot_class cls);
+
+/** Occupancy of a segment: one pass over the slot metadata. */
+struct cistern_occupancy {
+	uint64_t slots[CISTERN_SLOT_CLASSES]; /**< slots per enum cistern_slot_class */
+	uint64_t pinned;        /**< slots with at least one reader pin (reservoirs) */
+	uint64_t held;          /**< samples held now: committed + redeliver slots */
+	uint64_t held_bytes;    /**< their payload bytes */
+	/** seen counts of samples held now, bucketed as cistern_stats.seen_hist */
+	uint64_t held_seen_hist[CISTERN_SEEN_BUCKETS];
+};
+
+/**
+ * Count slots by class. The words are read one by one while others may move
+ * them, so under load the counts are a near-instant picture, not an atomic one.
+ * @return 0; -EINVAL; -ENOTSUP if this build cannot classify the policy's slots.
+ */
+CISTERN_API int cistern_occupancy_get(const struct cistern *c, struct cistern_occupancy *occ);
+
+/** Roles an attached process has taken (cistern_proc_info.role bits). */
+enum {
+	CISTERN_PROC_PRODUCER = 1u << 0,
+	CISTERN_PROC_READER = 1u << 1,
+};
+
+/** One entry of the attachment table that is in use. */
+struct cistern_proc_info {
+	uint32_t index;        /**< entry index in the table */
+	uint32_t pid;          /**< process id at attach time */
+	uint32_t uid;          /**< its user id */
+	uint32_t role;         /**< CISTERN_PROC_* bits; 0 = attached, nothing moved yet */
+	int alive;             /**< 1 if its owner holds the entry, 0 if it died without detaching */
+	uint32_t waiting;      /**< 0, 1 waiting for data, 2 waiting for room */
+	uint64_t attached_ns;  /**< CLOCK_REALTIME at attach */
+	uint64_t puts;         /**< samples it committed */
+	uint64_t gets;         /**< samples it was handed */
+	char comm[16];         /**< process name (NUL-terminated) */
+};
+
+/**
+ * List the attachment entries in use (live or dead), at most `cap` of them.
+ * Liveness is asked of the kernel (F_OFD_GETLK), so pid reuse does not fool it.
+ * @return the number of entries in use (may exceed cap), or -errno.
+ */
+CISTERN_API int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out, size_t cap);
+
+/** Summary of one shm object named cistern.*, as cistern_list() sees it. */
+struct cistern_segment_info {
+	char name[CISTERN_NAME_MAX + 1]; /**< segment name (from the file name) */
+	/**
+	 * 0 if the header validates; else why not: -EAGAIN being created,
+	 * -EPROTO damaged or foreign, -EPROTONOSUPPORT another build, -EACCES
+	 * unreadable, -ENOTSUP a policy this build lacks, -EINPROGRESS an
+	 * unfinished restore (header name differs from the file name).
+	 */
+	int status;
+	struct cistern_config config; /**< valid when status == 0 */
+	uint64_t file_size;           /**< bytes of the shm object */
+	uint64_t created_ns;          /**< header's creation time, else the file's mtime */
+	uint32_t uid;                 /**< owner of the shm object */
+	uint32_t mode;                /**< its permission bits */
+	uint64_t population;          /**< samples held (status == 0) */
+	uint32_t procs_live;          /**< attachments whose owner lives */
+	uint32_t procs_dead;          /**< attachments whose owner died without detaching */
+	uint32_t closed;              /**< reception closed */
+};
+
+/**
+ * List every cistern segment on the machine (every /dev/shm/cistern.NAME
+ * with a valid NAME), sorted by name, without disturbing any of them.
+ * @param out receives a malloc'ed array (free() it); NULL when there are none
+ * @return the number of segments, or -errno (-ENOMEM, or /dev/shm unreadable).
+ */
+CISTERN_API int cistern_list(struct cistern_segment_info **out);
+
+/** Flags of cistern_remove() and cistern_gc(). */
+enum {
+	CISTERN_REMOVE_FORCE = 1u << 0, /**< remove even with live processes attached */
+	CISTERN_GC_DRY_RUN = 1u << 1,   /**< say what would be done, do nothing */
+};
+
+/**
+ * Remove a segment's name, refusing while live processes are attached. Takes
+ * the segment's gc lock, so no process can be half-way through attaching.
+ * With CISTERN_REMOVE_FORCE it also removes damaged, foreign-build or
+ * half-created objects named cistern.NAME.
+ * @return 0; -EBUSY with live attachments (or a process attaching right now);
+ *         -ENOENT; -EINVAL; -EACCES; -EPROTO / -EPROTONOSUPPORT / -EAGAIN for
+ *         an object that cannot be checked (unless forced).
+ */
+CISTERN_API int cistern_remove(const char *name, unsigned flags);
+
+/** What cistern_gc() found and did for one segment. */
+struct cistern_gc_report {
+	uint32_t dead_procs;        /**< attachments of dead processes (reclaimed unless dry run) */
+	uint64_t reservations;      /**< their unfinished puts, dropped */
+	uint64_t redelivered;       /**< their held FIFO/FIRO samples, put back for redelivery */
+	uint64_t pins;              /**< their reservoir pins, dropped */
+	uint32_t live_procs;        /**< attachments whose owner lives */
+	/**
+	 * Nonzero if the segment was removed (or would be, in a dry run):
+	 * 1 every attachment is dead and at least one died without detaching;
+	 * 2 the header never finished creation and is older than
+	 *   CISTERN_GC_GRACE_S seconds; 3 an unfinished restore nobody works on.
+	 */
+	int removed;
+};
+/** Age below which a half-created segment is left alone (its creator may be busy). */
+#define CISTERN_GC_GRACE_S 10
+
+/**
+ * Collect one segment's garbage. Maps it read-write without taking an
+ * attachment entry (so it works even with a full table), reclaims every dead
+ * attachment as an attaching process would, and removes the segment's name
+ * when it is garbage (see cistern_gc_report.removed). A segment nobody ever
+ * attached to, or whose processes all detached cleanly, is kept: it was
+ * created for later use. Damaged and foreign-build objects are never removed.
+ * @return 0 (see *rep); -ENOENT; -EACCES; -EPROTO; -EPROTONOSUPPORT; -EINVAL.
+ */
+CISTERN_API int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep);
+
+/* ======================================================================== */
+/* Snapshots: dump and restore (lib/dump.c)                                 */
+/* ======================================================================== */
+
+/*
+ * A dump file is a versioned, checksummed snapshot of a segment: its config,
+ * statistics and every held sample (payload, metadata, seen count). Dumping
+ * reads the segment through a read-only mapping (it never attaches, pins or
+ * blocks anyone) and saves only whole samples: a sample that changes while it
+ * is copied is left out. Restoring builds an equivalent segment under a
+ * temporary name and renames it into place atomically, so a failed restore
+ * creates nothing. The file format is described in lib/dump.c.
+ */
+
+/** Called now and then with how far a dump or restore got; `total` may grow. */
+typedef void (*cistern_progress_fn)(uint64_t done, uint64_t total, void *arg);
+
+/** What a dump holds (filled by cistern_dump(), cistern_restore(), cistern_dump_info()). */
+struct cistern_dump_info {
+	char name[CISTERN_NAME_MAX + 1]; /**< segment the dump was taken from */
+	struct cistern_config config;   /**< its parameters */
+	struct cistern_stats stats;     /**< its statistics when the dump started */
+	uint64_t samples;               /**< samples in the dump */
+	uint64_t payload_bytes;         /**< their payload bytes */
+	uint64_t skipped;               /**< samples that moved while copied, left out */
+	uint64_t next_id;               /**< restored segments give new samples ids from here */
+	uint64_t created_ns;            /**< when the source segment was created */
+	uint64_t dumped_ns;             /**< when the dump was taken */
+	uint64_t file_size;             /**< bytes of the dump file */
+	uint32_t format_version;        /**< CISTERN_DUMP_VERSION */
+	uint32_t closed;                /**< reception was closed */
+};
+#define CISTERN_DUMP_VERSION 1
+
+/**
+ * Dump segment `name` to `path` (replaced atomically: written to a temporary
+ * file next to it, then renamed). File I/O goes through io_uring.
+ * @param progress may be NULL; called with (slots scanned, slot_count, arg)
+ * @param info     may be NULL; receives what was written
+ * @return 0; the errors of cistern_open_readonly(); -errno of the file I/O.
+ */
+CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progress_fn progress,
+		 void *arg, struct cistern_dump_info *info);
+
+/**
+ * Restore a dump as segment `name` (NULL: the name stored in the dump). The
+ * whole file is checked (every section checksum and the file checksum) while
+ * it is loaded into a segment under a temporary name; only a fully checked
+ * segment is renamed to `name`, which must not exist.
+ * @param progress may be NULL; called with (bytes read, file size, arg)
+ * @return 0; -EEXIST if `name` exists; -EBADMSG for a damaged or truncated
+ *         dump; -EPROTONOSUPPORT for a dump format this build does not know;
+ *         -ENOTSUP for a policy this build lacks; -errno of the file I/O.
+ */
+CISTERN_API int cistern_restore(const char *path, const char *name, cistern_progress_fn progress,
+		    void *arg, struct cistern_dump_info *info);
+
+/**
+ * Read and fully verify a dump file without restoring it.
+ * @return 0, -EBADMSG, -EPROTONOSUPPORT or -errno.
+ */
+CISTERN_API int cistern_dump_verify(const char *path, struct cistern_dump_info *info);
+
 #ifdef __cplusplus
 }
 #endif

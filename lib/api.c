@@ -477,6 +477,13 @@ const char *cistern_strerror(int err)
 		return "out of memory";
 	case -ENOSPC:
 		return "no space left for the segment (/dev/shm full)";
+	/* The tools' results (inspect.c, dump.c). */
+	case -EBUSY:
+		return "live processes are attached to the segment (or one is attaching)";
+	case -EBADMSG:
+		return "damaged or truncated dump file";
+	case -EINPROGRESS:
+		return "a restore of that segment is unfinished";
 	default:
 		return err < 0 ? strerror(-err) : "unknown result";
 	}

@@ -138,12 +138,13 @@ static int fifo_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 		return -EINVAL;
 	struct cistern_slotmeta *m = &c->meta[slot->index_];
 	m->len = len;
-	/* The position is unique and increasing: it is the sample id. */
-	m->sample_id = slot->pos_;
+	/* The position is unique and increasing: offset by id_base, it is the sample id. */
+	uint64_t id = slot->pos_ + c->hdr->id_base;
+	m->sample_id = id;
 	m->sim_id = meta ? meta->sim_id : 0;
 	m->time_step = meta ? meta->time_step : 0;
 	if (meta)
-		meta->sample_id = slot->pos_;
+		meta->sample_id = id;
 	/* seq_cst exchange: publishes payload and metadata (release), then the wake check. */
 	atomic_exchange_explicit(&m->word, mkword(slot->pos_, FIFO_COMMITTED, 0),
 				 memory_order_seq_cst);
@@ -393,4 +394,49 @@ const struct cistern_ops cistern__fifo_ops = {
 	.drained = fifo_drained,
 	.reclaim = fifo_reclaim,
 	.population = fifo_population,
+};
+
+/* ---- Inspection and snapshots (see struct cistern_snap_ops) ------------ */
+
+struct cistern_slot_view cistern__fifo_classify(uint64_t word)
+{
+	static const enum cistern_slot_class map[] = {
+		[FIFO_FREE] = CISTERN_SLOT_FREE,
+		[FIFO_RESERVED] = CISTERN_SLOT_RESERVED,
+		[FIFO_COMMITTED] = CISTERN_SLOT_COMMITTED,
+		[FIFO_ACQUIRED] = CISTERN_SLOT_ACQUIRED,
+		[FIFO_SKIP] = CISTERN_SLOT_SKIP,
+		[FIFO_REDELIVER] = CISTERN_SLOT_REDELIVER,
+	};
+	unsigned st = wstate(word);
+	struct cistern_slot_view v = {CISTERN_SLOT_OTHER, 0};
+	if (st < sizeof(map) / sizeof(map[0]))
+		v.cls = map[st];
+	/* Only RESERVED and ACQUIRED name a live owner; REDELIVER keeps the dead one's. */
+	if (st == FIFO_RESERVED || st == FIFO_ACQUIRED)
+		v.owner = wowner(word);
+	return v;
+}
+
+static int fifo_restore(struct cistern_hdr *h, uint64_t n, uint64_t next_id)
+{
+	if (n > h->slot_count || next_id < n)
+		return -EINVAL;
+	/*
+	 * The samples sit at ring positions 0..n-1 in id order, so they come out
+	 * in the order they went in. Their ids were written by the restorer; new
+	 * samples start at position n and must get ids from next_id on.
+	 */
+	struct cistern_slotmeta *m = cistern__meta(h);
+	for (uint64_t i = 0; i < n; i++)
+		atomic_store_explicit(&m[i].word, mkword(i, FIFO_COMMITTED, 0), memory_order_relaxed);
+	h->id_base = next_id - n;
+	atomic_store_explicit(&h->head, 0, memory_order_relaxed);
+	atomic_store_explicit(&h->tail, n, memory_order_release);
+	return 0;
+}
+
+const struct cistern_snap_ops cistern__fifo_snap_ops = {
+	.classify = cistern__fifo_classify,
+	.restore = fifo_restore,
 };

@@ -203,4 +203,73 @@ extern const struct cistern_ops cistern__sim_paired_ops;
 extern const struct cistern_ops cistern__batch_ops;
 const struct cistern_ops *cistern__ops_for(uint32_t policy);
 
+/* ---- Inspection, gc and snapshots (inspect.c, dump.c) ------------------ */
+
+/*
+ * What the read-only tools need from a policy, kept apart from cistern_ops so
+ * that the hot-path table stays as it is. Each policy has one (fifo.c;
+ * reservoir_snap.c for FIRO and the reservoirs), found through
+ * cistern__snap_ops_for() in inspect.c. A policy without one gets no
+ * occupancy in inspect, -ENOTSUP from dump and restore, and a gc that
+ * reclaims its dead but cannot say what they held.
+ *
+ * What else the tools rely on, for every policy:
+ *  - cistern_ops.reclaim works for a caller that is not attached (c->owner
+ *    is 0, c->me is NULL): cistern_gc() sweeps without taking an entry.
+ *  - a reader's reservoir pins are bits of cistern_slotmeta.pins at the
+ *    owner's cistern_proc.reader_bit (gc counts the pins a dead reader held).
+ *  - slotmeta.sample_id/sim_id/time_step/len/seen describe a held sample;
+ *    ids come from ring positions + id_base or from hdr->next_sample_id
+ *    (a dump records max(tail + id_base, next_sample_id, max held id + 1)).
+ *  - any index a policy keeps besides the slot words (population, a
+ *    (sim_id, time_step) table, ...) is rebuilt by .restore from slot metadata.
+ */
+struct cistern_slot_view {
+	enum cistern_slot_class cls; /* CISTERN_SLOT_* (public, cistern.h) */
+	uint32_t owner;              /* attachment index + 1 holding it, 0 if none */
+};
+struct cistern_snap_ops {
+	/*
+	 * Classify a slot from its state word alone (a pure function: it may be
+	 * called on a read-only mapping, on a word that changes right after).
+	 * Held samples are CISTERN_SLOT_COMMITTED or CISTERN_SLOT_REDELIVER:
+	 * those are what a dump saves. `owner` names the attachment that holds a
+	 * RESERVED or ACQUIRED slot, so gc can say what a dead process held.
+	 */
+	struct cistern_slot_view (*classify)(uint64_t word);
+	/*
+	 * Make slots 0..n-1 of a freshly created, never used segment (init ran)
+	 * hold committed samples: payload, len, sample_id, sim_id, time_step and
+	 * seen are already written there, in ascending sample_id order. Set the
+	 * state words and whatever index the policy keeps, so that new samples
+	 * get ids >= next_id. n <= slot_count. Returns 0 or -errno.
+	 */
+	int (*restore)(struct cistern_hdr *h, uint64_t n, uint64_t next_id);
+};
+extern const struct cistern_snap_ops cistern__fifo_snap_ops;
+/* reservoir_snap.c: FIRO and the four reservoirs */
+extern const struct cistern_snap_ops cistern__reservoir_snap_ops;
+struct cistern_slot_view cistern__fifo_classify(uint64_t word);
+const struct cistern_snap_ops *cistern__snap_ops_for(uint32_t policy);
+
+/* liveness.c: sweep, telling `fn` about each dead entry just before reclaiming it. */
+typedef void (*cistern__reclaim_observer)(struct cistern *c, uint32_t index, void *arg);
+int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, void *arg);
+/* Byte 0 gc lock: shared while attaching, exclusive while deciding to unlink. */
+int cistern__gc_lock(int fd, short type, bool wait);
+
+/* crc32c.c: CRC-32C continued from `crc` (0 to start); _soft never uses SSE4.2. */
+uint32_t cistern__crc32c(uint32_t crc, const void *buf, size_t len);
+uint32_t cistern__crc32c_soft(uint32_t crc, const void *buf, size_t len);
+
+/*
+ * dump.c: the dump engine. For the benchmark: CISTERN__DUMP_PLAIN writes with a
+ * pwrite() loop, CISTERN__DUMP_BUFFERED keeps io_uring but without O_DIRECT.
+ */
+enum { CISTERN__DUMP_PLAIN = 1u << 0, CISTERN__DUMP_BUFFERED = 1u << 1 };
+/* Tests set this to take the paths used where io_uring is unavailable. */
+extern bool cistern__no_uring;
+int cistern__dump_ex(const char *name, const char *path, unsigned flags,
+		     cistern_progress_fn progress, void *arg, struct cistern_dump_info *info);
+
 #endif

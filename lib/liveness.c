@@ -130,6 +130,27 @@ void cistern__release_entry(struct cistern *c)
 
 int cistern__sweep(struct cistern *c)
 {
+	return cistern__sweep_observed(c, NULL, NULL);
+}
+
+int cistern__gc_lock(int fd, short type, bool wait)
+{
+	struct flock fl;
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = type;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = 0;
+	fl.l_len = 1;
+	for (;;) {
+		if (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0)
+			return 0;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, void *arg)
+{
 	struct cistern_hdr *h = c->hdr;
 	struct cistern_proc *procs = cistern__procs(h);
 	int reclaimed = 0;
@@ -145,6 +166,8 @@ int cistern__sweep(struct cistern *c)
 			continue; /* someone else is cleaning it up, or a newcomer took it */
 		/* Re-check under the lock: another sweeper may have finished it meanwhile. */
 		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_FREE) {
+			if (fn)
+				fn(c, i, arg);
 			reclaim_entry(c, i);
 			reclaimed++;
 		}

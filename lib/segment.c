@@ -61,6 +61,7 @@ uint32_t cistern__layout_signature(void)
 	uint32_t h = 2166136261u;
 	h = fnv(h, sizeof(struct cistern_hdr));
 	h = fnv(h, offsetof(struct cistern_hdr, name));
+	h = fnv(h, offsetof(struct cistern_hdr, id_base));
 	h = fnv(h, offsetof(struct cistern_hdr, index_off));
 	h = fnv(h, offsetof(struct cistern_hdr, rl_gets));
 	h = fnv(h, offsetof(struct cistern_hdr, tail));
@@ -479,7 +480,24 @@ int cistern_attach(const char *name, struct cistern **out)
 	int r = cistern__open_mapped(name, false, &c);
 	if (r < 0)
 		return r;
-	r = finish_attach(c);
+	/*
+	 * Hold the gc lock shared while joining: cistern_remove() and cistern_gc()
+	 * take it exclusively around "nobody lives here" + unlink, so either they
+	 * see our entry, or we see the name gone (st_nlink 0) and give up.
+	 */
+	r = cistern__gc_lock(c->fd, F_RDLCK, true);
+	if (r == 0)
+		r = finish_attach(c);
+	if (r == 0) {
+		struct stat st;
+		if (fstat(c->fd, &st) < 0)
+			r = -errno;
+		else if (st.st_nlink == 0)
+			r = -ENOENT;
+		if (r < 0)
+			cistern__release_entry(c);
+	}
+	cistern__gc_lock(c->fd, F_UNLCK, false);
 	if (r < 0) {
 		unmap_free(c);
 		return r;

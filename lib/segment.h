@@ -132,6 +132,11 @@ struct cistern_hdr {
 	uint32_t creator_pid;
 	uint32_t creator_uid;
 	char name[CISTERN_NAME_MAX + 1];
+	/*
+	 * FIFO sample id = ring position + id_base. 0 for a new segment; a
+	 * restored one starts above the ids it restored (see lib/dump.c).
+	 */
+	uint64_t id_base;
 
 	/* Producer side: next ring position to claim (FIFO, FIRO). */
 	CL_ALIGN _Atomic uint64_t tail;

@@ -1,0 +1,963 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_cli.c - the `cistern` command, driven as a user would: fork/exec of the
+ * built binary (its path comes from meson as CISTERN_BIN), standard input fed
+ * from memory, standard output and error captured, exit status checked.
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+
+#include "helpers.h"
+#include "internal.h"
+
+#ifndef CISTERN_BIN
+#error "CISTERN_BIN must name the built cistern binary"
+#endif
+
+struct result {
+	int status; /* exit status, or 128 + signal */
+	char out[1 << 16];
+	char err[1 << 13];
+	size_t outlen;
+};
+
+static int mem_file(const char *name, const void *data, size_t len)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	if (len)
+		cr_assert_eq(write(fd, data, len), (ssize_t)len);
+	lseek(fd, 0, SEEK_SET);
+	return fd;
+}
+
+static size_t slurp(int fd, char *buf, size_t cap)
+{
+	lseek(fd, 0, SEEK_SET);
+	ssize_t n = read(fd, buf, cap - 1);
+	n = n < 0 ? 0 : n;
+	buf[n] = '\0';
+	close(fd);
+	return (size_t)n;
+}
+
+/* Start the binary with argv (NULL-terminated, without the program name). */
+static pid_t start(const char *in, size_t inlen, int out, int err, char *const *args)
+{
+	int infd = mem_file("in", in, inlen);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(infd, 0);
+		dup2(out, 1);
+		dup2(err, 2);
+		char *argv[32] = {(char *)CISTERN_BIN};
+		for (int i = 0; args[i] && i < 30; i++)
+			argv[i + 1] = args[i];
+		execv(CISTERN_BIN, argv);
+		_exit(127);
+	}
+	close(infd);
+	return pid;
+}
+
+static int status_of(int st)
+{
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static struct result *run_in(const char *in, size_t inlen, const char *first, ...)
+{
+	static struct result r;
+	char *args[32];
+	int n = 0;
+	va_list ap;
+	va_start(ap, first);
+	for (const char *a = first; a && n < 31; a = va_arg(ap, const char *))
+		args[n++] = (char *)a;
+	va_end(ap);
+	args[n] = NULL;
+	int out = mem_file("out", NULL, 0), err = mem_file("err", NULL, 0);
+	pid_t pid = start(in, inlen, out, err, args);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	r.status = status_of(st);
+	r.outlen = slurp(out, r.out, sizeof(r.out));
+	slurp(err, r.err, sizeof(r.err));
+	return &r;
+}
+
+#define run(...) run_in(NULL, 0, __VA_ARGS__, NULL)
+
+static void uname_(char *buf, size_t size, const char *tag)
+{
+	snprintf(buf, size, "t-cli-%s-%d", tag, (int)getpid());
+	cistern_unlink(buf);
+}
+
+static struct cistern *make(const char *tag, char *name, size_t size, uint64_t slots)
+{
+	uname_(name, size, tag);
+	struct cistern_config cfg = {.slot_size = 1024, .slot_count = slots};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	return c;
+}
+
+static void cleanup(struct cistern *c, const char *name)
+{
+	if (c)
+		cistern_detach(c);
+	cistern_unlink(name);
+}
+
+static bool exists(const char *name)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	return access(path, F_OK) == 0;
+}
+
+/* ---- usage and help ---------------------------------------------------- */
+
+Test(usage, no_arguments_is_bad_usage)
+{
+	cr_assert_eq(run_in(NULL, 0, NULL)->status, 2);
+}
+
+Test(usage, an_unknown_command_is_bad_usage)
+{
+	struct result *r = run("frobnicate");
+	cr_assert_eq(r->status, 2);
+	cr_assert(strstr(r->err, "frobnicate"), "%s", r->err);
+}
+
+Test(usage, an_unknown_option_is_bad_usage)
+{
+	struct result *r = run("ls", "--bogus");
+	cr_assert_eq(r->status, 2);
+	cr_assert(strstr(r->err, "--bogus"), "%s", r->err);
+}
+
+Test(usage, a_missing_name_is_bad_usage)
+{
+	cr_assert_eq(run("inspect")->status, 2);
+	cr_assert_eq(run("dump", "x")->status, 2);
+	cr_assert_eq(run("get")->status, 2);
+}
+
+Test(usage, a_bad_number_is_bad_usage)
+{
+	cr_assert_eq(run("create", "x", "--slots", "many")->status, 2);
+	cr_assert_eq(run("get", "x", "-n", "-3")->status, 2);
+}
+
+Test(usage, an_invalid_segment_name_is_bad_usage)
+{
+	struct result *r = run("inspect", "../etc");
+	cr_assert_eq(r->status, 2);
+}
+
+Test(help, every_command_has_help_three_ways)
+{
+	const char *cmds[] = {"create", "ls", "inspect", "put", "get", "close",
+			      "rm", "gc", "dump", "restore"};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "Usage: cistern %s", cmds[i]);
+		struct result *r = run(cmds[i], "--help");
+		cr_assert_eq(r->status, 0, "%s --help", cmds[i]);
+		cr_assert(strstr(r->out, want), "%s --help: %s", cmds[i], r->out);
+		r = run("help", cmds[i]);
+		cr_assert_eq(r->status, 0);
+		cr_assert(strstr(r->out, want), "help %s", cmds[i]);
+		r = run(cmds[i], "-h");
+		cr_assert_eq(r->status, 0);
+	}
+}
+
+Test(help, overview_lists_every_command_and_version_prints)
+{
+	struct result *r = run("--help");
+	cr_assert_eq(r->status, 0);
+	cr_assert(strstr(r->out, "restore"));
+	r = run("--version");
+	cr_assert_eq(r->status, 0);
+	cr_assert(strncmp(r->out, "cistern 0.", 10) == 0, "%s", r->out);
+}
+
+/* ---- create and ls ----------------------------------------------------- */
+
+Test(create, makes_a_segment_with_the_given_parameters)
+{
+	char name[64];
+	uname_(name, sizeof(name), "create");
+	struct result *r = run("create", name, "--slots", "2K", "--slot-size", "4K", "--mode", "0640",
+			       "--producers", "2");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	struct cistern_config cfg;
+	cistern_config_get(c, &cfg);
+	cr_assert_eq(cfg.slot_count, 2048);
+	cr_assert_eq(cfg.slot_size, 4096);
+	cr_assert_eq(cfg.mode, 0640);
+	cr_assert_eq(cfg.expected_producers, 2);
+	cleanup(c, name);
+}
+
+Test(create, a_taken_name_fails_and_says_so)
+{
+	char name[64];
+	struct cistern *c = make("taken", name, sizeof(name), 8);
+	struct result *r = run("create", name);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, name) && strstr(r->err, "already exists"), "%s", r->err);
+	cleanup(c, name);
+}
+
+Test(create, a_policy_this_build_lacks_is_reported_clearly)
+{
+	char name[64];
+	uname_(name, sizeof(name), "nopol");
+	struct cistern_config cfg = {.slot_count = 8, .policy = CISTERN_RESERVOIR, .watermark = 2};
+	struct cistern *c;
+	if (cistern_create(name, &cfg, &c) == 0) {
+		cleanup(c, name);
+		cr_skip_test("this build implements the reservoir policy");
+	}
+	struct result *r = run("create", name, "--policy", "reservoir", "--slots", "8",
+			       "--watermark", "2");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "not implemented"), "%s", r->err);
+	cr_assert(!exists(name));
+}
+
+Test(create, parameters_the_policy_refuses_fail)
+{
+	char name[64];
+	uname_(name, sizeof(name), "badparam");
+	struct result *r = run("create", name, "--watermark", "99", "--slots", "8");
+	cr_assert_eq(r->status, 1);
+	cr_assert(!exists(name));
+}
+
+Test(ls, lists_a_segment_with_policy_size_population_and_processes)
+{
+	char name[64];
+	struct cistern *c = make("ls", name, sizeof(name), 8);
+	cistern_put(c, "x", 1, NULL, 0);
+	struct result *r = run("ls");
+	cr_assert_eq(r->status, 0);
+	char *line = strstr(r->out, name);
+	cr_assert_not_null(line, "%s", r->out);
+	char *eol = strchr(line, '\n');
+	*eol = '\0';
+	cr_assert(strstr(line, "fifo") && strstr(line, "8x1K") && strstr(line, " 1/0 ") &&
+		  strstr(line, "ok"), "%s", line);
+	cleanup(c, name);
+}
+
+Test(ls, flags_a_segment_without_live_process_as_stale)
+{
+	char name[64];
+	struct cistern *c = make("lsstale", name, sizeof(name), 8);
+	cistern_detach(c);
+	struct result *r = run("ls");
+	char *line = strstr(r->out, name);
+	cr_assert_not_null(line);
+	*strchr(line, '\n') = '\0';
+	cr_assert(strstr(line, "stale"), "%s", line);
+	cleanup(NULL, name);
+}
+
+Test(ls, json_output_names_the_segment)
+{
+	char name[64], want[96];
+	struct cistern *c = make("lsjson", name, sizeof(name), 8);
+	struct result *r = run("ls", "--json");
+	cr_assert_eq(r->status, 0);
+	snprintf(want, sizeof(want), "{\"name\": \"%s\"", name);
+	cr_assert(strstr(r->out, want), "%s", r->out);
+	cr_assert_eq(r->out[0], '[');
+	cleanup(c, name);
+}
+
+/* ---- put, get, close --------------------------------------------------- */
+
+Test(put, each_file_is_one_sample_with_the_given_metadata)
+{
+	char name[64], f1[96], f2[96];
+	struct cistern *c = make("putf", name, sizeof(name), 8);
+	snprintf(f1, sizeof(f1), "/tmp/cistern-cli-%d-1", (int)getpid());
+	snprintf(f2, sizeof(f2), "/tmp/cistern-cli-%d-2", (int)getpid());
+	FILE *f = fopen(f1, "w");
+	fputs("first\nsample", f);
+	fclose(f);
+	f = fopen(f2, "w");
+	fputs("second", f);
+	fclose(f);
+	struct result *r = run("put", name, "--sim-id", "7", "--time-step", "9", f1, f2);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	char buf[64];
+	struct cistern_meta m;
+	ssize_t n = cistern_get(c, buf, sizeof(buf), &m, 0);
+	cr_assert_eq(n, 12);
+	cr_assert_eq(memcmp(buf, "first\nsample", 12), 0);
+	cr_assert_eq(m.sim_id, 7);
+	cr_assert_eq(m.time_step, 9);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), &m, 0), 6);
+	unlink(f1);
+	unlink(f2);
+	cleanup(c, name);
+}
+
+Test(put, lines_of_standard_input_are_samples)
+{
+	char name[64];
+	struct cistern *c = make("putl", name, sizeof(name), 8);
+	const char in[] = "one\ntwo\n\nfour";
+	struct result *r = run_in(in, strlen(in), "put", name, "--lines", NULL);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	const char *want[] = {"one", "two", "", "four"};
+	for (int i = 0; i < 4; i++) {
+		char buf[16];
+		ssize_t n = cistern_get(c, buf, sizeof(buf), NULL, 0);
+		cr_assert_eq(n, (ssize_t)strlen(want[i]));
+		cr_assert_eq(memcmp(buf, want[i], (size_t)n), 0);
+	}
+	cleanup(c, name);
+}
+
+Test(put, a_file_larger_than_a_slot_fails_and_says_so)
+{
+	char name[64];
+	struct cistern *c = make("putbig", name, sizeof(name), 8);
+	char big[2000];
+	memset(big, 'x', sizeof(big));
+	struct result *r = run_in(big, sizeof(big), "put", name, NULL);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "larger than the slot size"), "%s", r->err);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.puts, 0);
+	cleanup(c, name);
+}
+
+Test(put, into_a_missing_segment_fails_naming_it)
+{
+	struct result *r = run_in("x", 1, "put", "t-cli-no-such-segment", NULL);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "t-cli-no-such-segment: no segment"), "%s", r->err);
+}
+
+Test(get, writes_payloads_separated_by_newlines)
+{
+	char name[64];
+	struct cistern *c = make("get", name, sizeof(name), 8);
+	cistern_put(c, "alpha", 5, NULL, 0);
+	cistern_put(c, "beta", 4, NULL, 0);
+	struct result *r = run("get", name, "-n", "2");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert_str_eq(r->out, "alpha\nbeta\n");
+	cleanup(c, name);
+}
+
+Test(get, null_separator_option)
+{
+	char name[64];
+	struct cistern *c = make("get0", name, sizeof(name), 8);
+	cistern_put(c, "a\nb", 3, NULL, 0);
+	cistern_put(c, "c", 1, NULL, 0);
+	struct result *r = run("get", name, "-n", "2", "-0");
+	cr_assert_eq(r->status, 0);
+	cr_assert_eq(r->outlen, 6);
+	cr_assert_eq(memcmp(r->out, "a\nb\0c\0", 6), 0);
+	cleanup(c, name);
+}
+
+Test(get, a_timeout_before_the_count_is_a_failure)
+{
+	char name[64];
+	struct cistern *c = make("getto", name, sizeof(name), 8);
+	cistern_put(c, "only", 4, NULL, 0);
+	struct result *r = run("get", name, "-n", "2", "--timeout", "50");
+	cr_assert_eq(r->status, 1);
+	cr_assert_str_eq(r->out, "only\n");
+	cr_assert(strstr(r->err, "timed out"), "%s", r->err);
+	cleanup(c, name);
+}
+
+Test(get, count_zero_drains_until_end_of_data)
+{
+	char name[64];
+	struct cistern *c = make("getall", name, sizeof(name), 8);
+	cistern_put(c, "1", 1, NULL, 0);
+	cistern_put(c, "2", 1, NULL, 0);
+	struct result *r = run("close", name);
+	cr_assert_eq(r->status, 0);
+	r = run("get", name, "-n", "0");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert_str_eq(r->out, "1\n2\n");
+	cleanup(c, name);
+}
+
+Test(get, end_of_data_before_the_count_is_a_failure)
+{
+	char name[64];
+	struct cistern *c = make("geteod", name, sizeof(name), 8);
+	cistern_put(c, "1", 1, NULL, 0);
+	cistern_close_reception(c);
+	struct result *r = run("get", name, "-n", "3");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "end of data after 1 of 3"), "%s", r->err);
+	cleanup(c, name);
+}
+
+Test(close, put_after_close_fails_with_reception_closed)
+{
+	char name[64];
+	struct cistern *c = make("close", name, sizeof(name), 8);
+	cr_assert_eq(run("close", name)->status, 0);
+	struct stat;
+	struct result *r = run_in("x", 1, "put", name, NULL);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "reception is closed"), "%s", r->err);
+	cleanup(c, name);
+}
+
+/* ---- inspect ----------------------------------------------------------- */
+
+static uint8_t *snapshot_segment(const char *name, size_t *size)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	int fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	struct stat st;
+	fstat(fd, &st);
+	*size = (size_t)st.st_size;
+	uint8_t *copy = malloc(*size);
+	cr_assert_eq(pread(fd, copy, *size, 0), (ssize_t)*size);
+	close(fd);
+	return copy;
+}
+
+Test(inspect, changes_not_a_byte_of_the_segment)
+{
+	char name[64];
+	struct cistern *c = make("quiet", name, sizeof(name), 16);
+	for (int i = 0; i < 5; i++)
+		cistern_put(c, "abc", 3, NULL, 0);
+	struct cistern_sample s;
+	cistern_acquire(c, &s, 0);
+	size_t n1, n2;
+	uint8_t *before = snapshot_segment(name, &n1);
+	cr_assert_eq(run("inspect", name)->status, 0);
+	cr_assert_eq(run("inspect", name, "--json")->status, 0);
+	cr_assert_eq(run("inspect", name, "--prometheus")->status, 0);
+	cr_assert_eq(run("ls")->status, 0);
+	uint8_t *after = snapshot_segment(name, &n2);
+	cr_assert_eq(n1, n2);
+	cr_assert_eq(memcmp(before, after, n1), 0, "the segment changed");
+	free(before);
+	free(after);
+	cistern_release(c, &s);
+	cleanup(c, name);
+}
+
+Test(inspect, text_shows_statistics_occupancy_and_processes)
+{
+	char name[64], pid[32];
+	struct cistern *c = make("itext", name, sizeof(name), 16);
+	for (int i = 0; i < 3; i++)
+		cistern_put(c, "abc", 3, NULL, 0);
+	struct cistern_sample s;
+	cistern_acquire(c, &s, 0);
+	struct result *r = run("inspect", name);
+	cr_assert_eq(r->status, 0);
+	snprintf(pid, sizeof(pid), " %d ", (int)getpid());
+	cr_assert(strstr(r->out, "population                 2 of 16"), "%s", r->out);
+	cr_assert(strstr(r->out, "committed 2 acquired 1"), "%s", r->out);
+	cr_assert(strstr(r->out, "1 live, 0 dead"), "%s", r->out);
+	cr_assert(strstr(r->out, pid) && strstr(r->out, "producer+reader"), "%s", r->out);
+	cistern_release(c, &s);
+	cleanup(c, name);
+}
+
+Test(inspect, json_has_stats_occupancy_seen_and_processes)
+{
+	char name[64];
+	struct cistern *c = make("ijson", name, sizeof(name), 16);
+	cistern_put(c, "abc", 3, NULL, 0);
+	struct result *r = run("inspect", name, "--json");
+	cr_assert_eq(r->status, 0);
+	cr_assert(strstr(r->out, "\"population\": 1,"), "%s", r->out);
+	cr_assert(strstr(r->out, "\"committed\": 1,"), "%s", r->out);
+	cr_assert(strstr(r->out, "\"seen_held\": {\"0\": 1,"), "%s", r->out);
+	cr_assert(strstr(r->out, "\"alive\": true"), "%s", r->out);
+	cleanup(c, name);
+}
+
+Test(inspect, prometheus_exposition_has_typed_families)
+{
+	char name[64], want[128];
+	struct cistern *c = make("iprom", name, sizeof(name), 16);
+	cistern_put(c, "abc", 3, NULL, 0);
+	struct result *r = run("inspect", name, "--prometheus");
+	cr_assert_eq(r->status, 0);
+	snprintf(want, sizeof(want), "cistern_puts_total{segment=\"%s\"} 1\n", name);
+	cr_assert(strstr(r->out, want), "%s", r->out);
+	cr_assert(strstr(r->out, "# TYPE cistern_puts_total counter\n"));
+	snprintf(want, sizeof(want), "cistern_slots_by_state{segment=\"%s\",state=\"committed\"} 1\n",
+		 name);
+	cr_assert(strstr(r->out, want), "%s", r->out);
+	cleanup(c, name);
+}
+
+Test(inspect, json_and_prometheus_together_is_bad_usage)
+{
+	cr_assert_eq(run("inspect", "x", "--json", "--prometheus")->status, 2);
+}
+
+Test(inspect, a_missing_segment_fails_naming_it)
+{
+	struct result *r = run("inspect", "t-cli-not-there");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "t-cli-not-there: no segment of that name"), "%s", r->err);
+}
+
+/* While producers and readers run, a watching inspector never shows up in the table. */
+Test(inspect, under_load_the_inspector_never_attaches, .timeout = 60)
+{
+	char name[64];
+	struct cistern *c = make("iload", name, sizeof(name), 64);
+	_Atomic int *stop = shared_alloc(sizeof(*stop));
+	pid_t kids[2];
+	for (int k = 0; k < 2; k++) {
+		kids[k] = fork();
+		if (kids[k] == 0) {
+			struct cistern *h;
+			if (cistern_attach(name, &h) < 0)
+				_exit(1);
+			char buf[8] = "payload";
+			while (!atomic_load(stop)) {
+				if (k == 0)
+					cistern_put(h, buf, sizeof(buf), NULL, 20);
+				else
+					cistern_get(h, buf, sizeof(buf), NULL, 20);
+			}
+			cistern_detach(h);
+			_exit(0);
+		}
+	}
+	int out = mem_file("out", NULL, 0), err = mem_file("err", NULL, 0);
+	char *args[] = {"inspect", name, "--watch", "0.05", NULL};
+	pid_t insp = start(NULL, 0, out, err, args);
+	struct cistern_proc_info pi[64];
+	double end = mono_now() + 0.5;
+	int polls = 0;
+	while (mono_now() < end) {
+		int n = cistern_procs_get(c, pi, 64);
+		for (int i = 0; i < n && i < 64; i++)
+			cr_assert_neq(pi[i].pid, (uint32_t)insp, "the inspector attached");
+		polls++;
+	}
+	kill(insp, SIGINT);
+	int st;
+	waitpid(insp, &st, 0);
+	cr_assert_eq(status_of(st), 0, "watch ends cleanly on SIGINT");
+	char buf[1 << 16];
+	slurp(out, buf, sizeof(buf));
+	close(err);
+	cr_assert(strstr(strstr(buf, "statistics") + 1, "statistics"), "refreshed at least twice");
+	atomic_store(stop, 1);
+	waitpid(kids[0], NULL, 0);
+	waitpid(kids[1], NULL, 0);
+	cr_assert_gt(polls, 10);
+	cleanup(c, name);
+}
+
+/* ---- rm ---------------------------------------------------------------- */
+
+Test(rm, refuses_while_a_live_process_is_attached)
+{
+	char name[64];
+	struct cistern *c = make("rmlive", name, sizeof(name), 8);
+	struct result *r = run("rm", name);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "live processes are attached"), "%s", r->err);
+	cr_assert(exists(name));
+	cleanup(c, name);
+}
+
+Test(rm, force_removes_despite_live_processes)
+{
+	char name[64];
+	struct cistern *c = make("rmforce", name, sizeof(name), 8);
+	cr_assert_eq(run("rm", "--force", name)->status, 0);
+	cr_assert(!exists(name));
+	cistern_detach(c);
+}
+
+Test(rm, removes_an_unused_segment)
+{
+	char name[64];
+	struct cistern *c = make("rmidle", name, sizeof(name), 8);
+	cistern_detach(c);
+	cr_assert_eq(run("rm", name)->status, 0);
+	cr_assert(!exists(name));
+}
+
+Test(rm, a_missing_segment_fails)
+{
+	struct result *r = run("rm", "t-cli-never-was");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "t-cli-never-was"));
+}
+
+/* ---- gc ---------------------------------------------------------------- */
+
+enum hold { HOLD_NOTHING, HOLD_RESERVATION, HOLD_SAMPLE };
+
+static pid_t holder(const char *name, enum hold what)
+{
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* Die with the test: a failed assertion must not leave paused children. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(p[0]);
+		struct cistern *h;
+		if (cistern_attach(name, &h) < 0)
+			_exit(1);
+		struct cistern_slot slot;
+		struct cistern_sample s;
+		if (what == HOLD_RESERVATION && cistern_reserve(h, &slot, 1000) < 0)
+			_exit(2);
+		if (what == HOLD_SAMPLE && cistern_acquire(h, &s, 1000) < 0)
+			_exit(3);
+		char ok = 1;
+		if (write(p[1], &ok, 1) != 1)
+			_exit(4);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	char ok = 0;
+	cr_assert_eq(read(p[0], &ok, 1), 1);
+	close(p[0]);
+	return pid;
+}
+
+static void kill_wait(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+Test(gc, reclaims_what_a_killed_producer_and_reader_held)
+{
+	char name[64], want[256];
+	struct cistern *c = make("gckill", name, sizeof(name), 8);
+	cistern_put(c, "held", 4, NULL, 0);
+	/* Both alive before either dies: an attaching process would sweep the first. */
+	pid_t reader = holder(name, HOLD_SAMPLE);
+	pid_t producer = holder(name, HOLD_RESERVATION);
+	kill_wait(reader);
+	kill_wait(producer);
+	struct result *r = run("gc", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	snprintf(want, sizeof(want),
+		 "%s: reclaimed 2 dead attachments: 1 reservation dropped, 1 sample put back for "
+		 "redelivery, 0 pins dropped\n", name);
+	cr_assert_str_eq(r->out, want);
+	struct cistern_proc_info pi[4];
+	cr_assert_eq(cistern_procs_get(c, pi, 4), 1, "attachments freed");
+	char buf[8];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 4, "the sample is redelivered");
+	cleanup(c, name);
+}
+
+Test(gc, dry_run_says_what_it_would_do_and_does_nothing)
+{
+	char name[64];
+	struct cistern *c = make("gcdry", name, sizeof(name), 8);
+	kill_wait(holder(name, HOLD_RESERVATION));
+	struct result *r = run("gc", "--dry-run", name);
+	cr_assert_eq(r->status, 0);
+	cr_assert(strstr(r->out, "would reclaim 1 dead attachment: 1 reservation dropped"), "%s",
+		  r->out);
+	struct cistern_proc_info pi[4];
+	cr_assert_eq(cistern_procs_get(c, pi, 4), 2, "nothing was reclaimed");
+	cleanup(c, name);
+}
+
+Test(gc, removes_a_segment_whose_processes_all_died)
+{
+	char name[64];
+	struct cistern *c = make("gcall", name, sizeof(name), 8);
+	cistern_detach(c);
+	kill_wait(holder(name, HOLD_NOTHING));
+	struct result *r = run("gc", name);
+	cr_assert_eq(r->status, 0);
+	cr_assert(strstr(r->out, "removed (every attached process died without detaching)"), "%s",
+		  r->out);
+	cr_assert(!exists(name));
+}
+
+Test(gc, keeps_a_segment_created_for_later_and_prints_nothing)
+{
+	char name[64];
+	uname_(name, sizeof(name), "gckeep");
+	cr_assert_eq(run("create", name)->status, 0);
+	struct result *r = run("gc", name);
+	cr_assert_eq(r->status, 0);
+	cr_assert_str_eq(r->out, "");
+	cr_assert(exists(name));
+	cleanup(NULL, name);
+}
+
+Test(gc, a_missing_named_segment_fails)
+{
+	cr_assert_eq(run("gc", "t-cli-gone-long-ago")->status, 1);
+}
+
+/* ---- dump and restore -------------------------------------------------- */
+
+static void tmp_path(char *buf, size_t size, const char *tag)
+{
+	snprintf(buf, size, "/tmp/cistern-cli-%s-%d.dump", tag, (int)getpid());
+	unlink(buf);
+}
+
+Test(dump, dump_then_restore_gives_the_same_samples_in_order)
+{
+	char name[64], copy[64], path[128];
+	struct cistern *c = make("dump", name, sizeof(name), 32);
+	uname_(copy, sizeof(copy), "dumpcopy");
+	tmp_path(path, sizeof(path), "dump");
+	for (uint32_t i = 0; i < 20; i++) {
+		char p[32];
+		int n = snprintf(p, sizeof(p), "sample-%u", i);
+		struct cistern_meta m = {.sim_id = i % 3, .time_step = i};
+		cistern_put(c, p, (size_t)n, &m, 0);
+	}
+	struct result *r = run("dump", name, path);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->err, "dumped 20 samples"), "%s", r->err);
+	r = run("restore", path, copy);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(copy, &d), 0);
+	for (int i = 0; i < 20; i++) {
+		char a[32], b[32];
+		struct cistern_meta ma, mb;
+		ssize_t na = cistern_get(c, a, sizeof(a), &ma, 0);
+		ssize_t nb = cistern_get(d, b, sizeof(b), &mb, 0);
+		cr_assert_eq(na, nb);
+		cr_assert_eq(memcmp(a, b, (size_t)na), 0);
+		cr_assert_eq(ma.sample_id, mb.sample_id);
+		cr_assert_eq(ma.sim_id, mb.sim_id);
+		cr_assert_eq(ma.time_step, mb.time_step);
+	}
+	cistern_detach(d);
+	cleanup(c, name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+static void corrupt_and_refuse(const char *tag, bool truncate_it)
+{
+	char name[64], copy[64], path[128];
+	struct cistern *c = make(tag, name, sizeof(name), 8);
+	snprintf(copy, sizeof(copy), "t-cli-%s2-%d", tag, (int)getpid());
+	tmp_path(path, sizeof(path), tag);
+	for (int i = 0; i < 5; i++)
+		cistern_put(c, "0123456789", 10, NULL, 0);
+	cr_assert_eq(run("dump", "-q", name, path)->status, 0);
+	struct stat st;
+	stat(path, &st);
+	if (truncate_it) {
+		cr_assert_eq(truncate(path, st.st_size - 100), 0);
+	} else {
+		int fd = open(path, O_RDWR);
+		char b;
+		pread(fd, &b, 1, 60);
+		b ^= 1;
+		pwrite(fd, &b, 1, 60);
+		close(fd);
+	}
+	struct result *r = run("restore", path, copy);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "damaged or truncated dump"), "%s", r->err);
+	cr_assert(!exists(copy), "nothing created");
+	r = run("restore", "--check", path);
+	cr_assert_eq(r->status, 1);
+	cleanup(c, name);
+	unlink(path);
+}
+
+Test(dump, a_dump_with_a_flipped_byte_is_refused)
+{
+	corrupt_and_refuse("flip", false);
+}
+
+Test(dump, a_truncated_dump_is_refused)
+{
+	corrupt_and_refuse("trunc", true);
+}
+
+Test(dump, restore_check_describes_a_good_dump)
+{
+	char name[64], path[128];
+	struct cistern *c = make("check", name, sizeof(name), 8);
+	tmp_path(path, sizeof(path), "check");
+	cistern_put(c, "x", 1, NULL, 0);
+	cr_assert_eq(run("dump", "-q", name, path)->status, 0);
+	struct result *r = run("restore", "--check", path);
+	cr_assert_eq(r->status, 0);
+	cr_assert(strstr(r->out, "ok ") && strstr(r->out, "1 samples"), "%s", r->out);
+	cleanup(c, name);
+	unlink(path);
+}
+
+Test(dump, of_a_missing_segment_fails_and_writes_no_file)
+{
+	char path[128];
+	tmp_path(path, sizeof(path), "missing");
+	struct result *r = run("dump", "t-cli-absent", path);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "t-cli-absent"));
+	cr_assert_neq(access(path, F_OK), 0);
+}
+
+/* ---- more failures ----------------------------------------------------- */
+
+Test(close, a_missing_segment_fails_naming_it)
+{
+	struct result *r = run("close", "t-cli-no-close");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "t-cli-no-close: no segment of that name"), "%s", r->err);
+}
+
+Test(put, a_missing_file_fails_and_puts_nothing)
+{
+	char name[64];
+	struct cistern *c = make("putmiss", name, sizeof(name), 8);
+	struct result *r = run("put", name, "/nonexistent/file");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "/nonexistent/file"), "%s", r->err);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.puts, 0);
+	cleanup(c, name);
+}
+
+Test(dump, into_a_missing_directory_fails)
+{
+	char name[64];
+	struct cistern *c = make("dumpdir", name, sizeof(name), 8);
+	struct result *r = run("dump", name, "/nonexistent-dir/x.dump");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, name) && strstr(r->err, "No such file"), "%s", r->err);
+	cleanup(c, name);
+}
+
+Test(dump, restore_of_a_missing_file_fails)
+{
+	struct result *r = run("restore", "/nonexistent/x.dump", "t-cli-nothing");
+	cr_assert_eq(r->status, 1);
+	cr_assert(!exists("t-cli-nothing"));
+}
+
+Test(dump, restore_over_an_existing_segment_fails)
+{
+	char name[64], path[128];
+	struct cistern *c = make("dumpover", name, sizeof(name), 8);
+	tmp_path(path, sizeof(path), "over");
+	cr_assert_eq(run("dump", "-q", name, path)->status, 0);
+	struct result *r = run("restore", path);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "already exists"), "%s", r->err);
+	cleanup(c, name);
+	unlink(path);
+}
+
+Test(dump, no_progress_bar_when_stderr_is_not_a_terminal)
+{
+	char name[64], path[128];
+	struct cistern *c = make("noprog", name, sizeof(name), 8);
+	tmp_path(path, sizeof(path), "noprog");
+	struct result *r = run("dump", name, path);
+	cr_assert_eq(r->status, 0);
+	cr_assert(strncmp(r->err, "dumped ", 7) == 0, "%s", r->err);
+	cleanup(c, name);
+	unlink(path);
+}
+
+Test(dump, a_progress_bar_on_a_terminal)
+{
+	char name[64], path[128];
+	struct cistern *c = make("prog", name, sizeof(name), 8);
+	tmp_path(path, sizeof(path), "prog");
+	cistern_put(c, "x", 1, NULL, 0);
+	int m = posix_openpt(O_RDWR | O_NOCTTY);
+	cr_assert_geq(m, 0);
+	cr_assert_eq(grantpt(m), 0);
+	cr_assert_eq(unlockpt(m), 0);
+	int s = open(ptsname(m), O_RDWR | O_NOCTTY);
+	cr_assert_geq(s, 0);
+	int out = mem_file("out", NULL, 0);
+	char *args[] = {"dump", name, path, NULL};
+	pid_t pid = start(NULL, 0, out, s, args);
+	int st;
+	waitpid(pid, &st, 0);
+	cr_assert_eq(status_of(st), 0);
+	close(s);
+	char buf[4096];
+	ssize_t n = read(m, buf, sizeof(buf) - 1);
+	cr_assert_gt(n, 0);
+	buf[n] = '\0';
+	cr_assert(strstr(buf, "dump [") && strstr(buf, "100%"), "%s", buf);
+	close(m);
+	close(out);
+	cleanup(c, name);
+	unlink(path);
+}
+
+Test(usage, commands_that_need_names_refuse_none)
+{
+	cr_assert_eq(run("rm")->status, 2);
+	cr_assert_eq(run("close")->status, 2);
+	cr_assert_eq(run("put")->status, 2);
+	cr_assert_eq(run("restore")->status, 2);
+	cr_assert_eq(run("create")->status, 2);
+	cr_assert_eq(run("gc", "bad/name")->status, 2);
+}
+
+Test(get, a_sample_whose_output_fails_goes_back_to_the_segment)
+{
+	char name[64];
+	struct cistern *c = make("getpipe", name, sizeof(name), 8);
+	cistern_put(c, "precious", 8, NULL, 0);
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	close(p[0]); /* nobody will ever read: writing fails with EPIPE */
+	int err = mem_file("err", NULL, 0);
+	char *args[] = {"get", name, NULL};
+	pid_t pid = start(NULL, 0, p[1], err, args);
+	close(p[1]);
+	int st;
+	waitpid(pid, &st, 0);
+	cr_assert_eq(status_of(st), 1, "a failed write is a failure, not a kill by SIGPIPE");
+	close(err);
+	char buf[16];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 8, "the sample was not lost");
+	cr_assert_eq(memcmp(buf, "precious", 8), 0);
+	cleanup(c, name);
+}

@@ -1,0 +1,810 @@
+/* SPDX-License-Identifier: MIT */
+/* test_dump.c - dump and restore: fidelity, damage detection, live dumps, the checksum. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "helpers.h"
+#include "internal.h"
+
+#define PAYLOAD 200
+
+static struct cistern *make(const char *tag, char *name, size_t namelen, uint64_t slots)
+{
+	snprintf(name, namelen, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = slots, .seed = 7};
+	struct cistern *c = NULL;
+	int r = cistern_create(name, &cfg, &c);
+	cr_assert_eq(r, 0, "create %s: %s", name, cistern_strerror(r));
+	return c;
+}
+
+static void dump_path(char *buf, size_t size, const char *tag)
+{
+	snprintf(buf, size, "/tmp/cistern-test-%s-%d.dump", tag, (int)getpid());
+	unlink(buf);
+}
+
+/* Put n samples whose payload length and bytes depend on i; give sample i seen count i % 4. */
+static void fill(struct cistern *c, uint32_t n)
+{
+	uint8_t buf[PAYLOAD];
+	for (uint32_t i = 0; i < n; i++) {
+		size_t len = 1 + (i * 37) % PAYLOAD;
+		fill_payload(buf, len, 9, i);
+		struct cistern_meta m = {.sim_id = 9, .time_step = i};
+		cr_assert_eq(cistern_put(c, buf, len, &m, 0), 0);
+	}
+	/* FIFO itself never counts reads of held samples; set seen to prove it travels. */
+	for (uint64_t s = 0; s < c->slot_count; s++)
+		atomic_store(&c->meta[s].seen, (uint32_t)(c->meta[s].time_step % 4));
+}
+
+static int temp_objects_left(void)
+{
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "cistern.restore-%d-", (int)getpid());
+	DIR *d = opendir("/dev/shm");
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	closedir(d);
+	return n;
+}
+
+static void flip_byte(const char *path, off_t off)
+{
+	int fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0);
+	uint8_t b;
+	cr_assert_eq(pread(fd, &b, 1, off), 1);
+	b ^= 0x20;
+	cr_assert_eq(pwrite(fd, &b, 1, off), 1);
+	close(fd);
+}
+
+static off_t file_size(const char *path)
+{
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0);
+	return st.st_size;
+}
+
+Test(crc32c, matches_the_standard_check_value)
+{
+	cr_assert_eq(cistern__crc32c(0, "123456789", 9), 0xE3069283u);
+	cr_assert_eq(cistern__crc32c_soft(0, "123456789", 9), 0xE3069283u);
+}
+
+Test(crc32c, hardware_and_table_agree_at_every_length_and_alignment)
+{
+	uint8_t buf[300];
+	fill_payload(buf, sizeof(buf), 1, 2);
+	for (size_t off = 0; off < 8; off++)
+		for (size_t len = 0; len + off <= sizeof(buf); len += 7)
+			cr_assert_eq(cistern__crc32c(5, buf + off, len),
+				     cistern__crc32c_soft(5, buf + off, len), "off %zu len %zu", off, len);
+}
+
+Test(crc32c, continues_across_pieces)
+{
+	uint8_t buf[100];
+	fill_payload(buf, sizeof(buf), 3, 4);
+	cr_assert_eq(cistern__crc32c(cistern__crc32c(0, buf, 33), buf + 33, 67),
+		     cistern__crc32c(0, buf, 100));
+}
+
+Test(dump, restore_gives_identical_samples_metadata_and_seen_counts)
+{
+	char name[64], copy[64], path[128];
+	struct cistern *c = make("d-same", name, sizeof(name), 64);
+	snprintf(copy, sizeof(copy), "t-d-same2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "same");
+	fill(c, 40);
+	/* Take 5 out so that the ring does not start at slot 0. */
+	uint8_t buf[PAYLOAD];
+	for (int i = 0; i < 5; i++)
+		cr_assert_gt(cistern_get(c, buf, sizeof(buf), NULL, 0), 0);
+	struct cistern_dump_info di;
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, &di), 0);
+	cr_assert_eq(di.samples, 35);
+	cr_assert_eq(di.skipped, 0);
+	struct cistern_dump_info ri;
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, &ri), 0);
+	cr_assert_eq(ri.samples, 35);
+
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	struct cistern_config a, b;
+	cistern_config_get(c, &a);
+	cistern_config_get(r, &b);
+	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0, "same config");
+	/* Seen counts sit in slot metadata: compare by sample id before anyone reads. */
+	for (uint64_t s = 0; s < 35; s++) {
+		uint64_t id = r->meta[s].sample_id;
+		cr_assert_eq(r->meta[s].seen, (uint32_t)(id % 4), "seen of sample %lu", (unsigned long)id);
+	}
+	for (uint32_t i = 5; i < 40; i++) {
+		struct cistern_meta m1, m2;
+		uint8_t b1[PAYLOAD], b2[PAYLOAD];
+		ssize_t n1 = cistern_get(c, b1, sizeof(b1), &m1, 0);
+		ssize_t n2 = cistern_get(r, b2, sizeof(b2), &m2, 0);
+		cr_assert_eq(n1, n2);
+		cr_assert_eq(memcmp(b1, b2, (size_t)n1), 0, "payload of sample %u", i);
+		cr_assert_eq(m1.sample_id, m2.sample_id);
+		cr_assert_eq(m1.sim_id, m2.sim_id);
+		cr_assert_eq(m1.time_step, m2.time_step);
+	}
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+Test(dump, new_samples_of_a_restored_segment_get_higher_ids)
+{
+	char name[64], copy[64], path[128];
+	struct cistern *c = make("d-ids", name, sizeof(name), 16);
+	snprintf(copy, sizeof(copy), "t-d-ids2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "ids");
+	fill(c, 10);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	struct cistern_meta m;
+	cr_assert_eq(cistern_put(r, "new", 3, &m, 0), 0);
+	cr_assert_eq(m.sample_id, 10, "ids continue after the restored 0..9");
+	struct cistern_stats st;
+	cistern_stats_get(r, &st);
+	cr_assert_eq(st.population, 11);
+	cr_assert_eq(st.puts, 11, "counters continue");
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+Test(dump, restore_under_the_stored_name_refuses_an_existing_segment)
+{
+	char name[64], path[128];
+	struct cistern *c = make("d-exist", name, sizeof(name), 8);
+	dump_path(path, sizeof(path), "exist");
+	fill(c, 3);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(path, NULL, NULL, NULL, NULL), -EEXIST);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.population, 3, "the existing segment is untouched");
+	cistern_detach(c);
+	cistern_unlink(name);
+	cr_assert_eq(cistern_restore(path, NULL, NULL, NULL, NULL), 0, "once gone, it restores");
+	cistern_unlink(name);
+	unlink(path);
+}
+
+static void refused(const char *tag, void (*damage)(const char *path))
+{
+	char name[64], copy[64], path[128];
+	struct cistern *c = make(tag, name, sizeof(name), 32);
+	snprintf(copy, sizeof(copy), "t-%s2-%d", tag, (int)getpid());
+	dump_path(path, sizeof(path), tag);
+	fill(c, 20);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	damage(path);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), -EBADMSG);
+	cr_assert_eq(cistern_dump_verify(path, NULL), -EBADMSG);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), -ENOENT, "nothing was created");
+	cr_assert_eq(temp_objects_left(), 0, "no temporary object is left behind");
+	cistern_detach(c);
+	cistern_unlink(name);
+	unlink(path);
+}
+
+static void flip_in_payload(const char *path)
+{
+	flip_byte(path, 16 + 32 + 5);
+}
+
+static void flip_in_meta(const char *path)
+{
+	flip_byte(path, file_size(path) - 32 - 512 + 20);
+}
+
+static void flip_in_seen_set(const char *path)
+{
+	/* The seen set sits just before the meta block; its last byte is in it. */
+	flip_byte(path, file_size(path) - 32 - 512 - 1);
+}
+
+static void truncate_half(const char *path)
+{
+	cr_assert_eq(truncate(path, file_size(path) / 2), 0);
+}
+
+static void truncate_one(const char *path)
+{
+	cr_assert_eq(truncate(path, file_size(path) - 1), 0);
+}
+
+Test(dump, a_flipped_payload_byte_is_refused_and_nothing_created)
+{
+	refused("d-flip", flip_in_payload);
+}
+
+Test(dump, a_flipped_meta_byte_is_refused_and_nothing_created)
+{
+	refused("d-meta", flip_in_meta);
+}
+
+Test(dump, a_flipped_seen_set_byte_is_refused_and_nothing_created)
+{
+	refused("d-seen", flip_in_seen_set);
+}
+
+Test(dump, a_file_cut_in_half_is_refused_and_nothing_created)
+{
+	refused("d-half", truncate_half);
+}
+
+Test(dump, a_file_missing_its_last_byte_is_refused_and_nothing_created)
+{
+	refused("d-last", truncate_one);
+}
+
+Test(dump, a_file_that_is_not_a_dump_is_refused)
+{
+	char path[128], name[64];
+	dump_path(path, sizeof(path), "junk");
+	snprintf(name, sizeof(name), "t-d-junk-%d", (int)getpid());
+	FILE *f = fopen(path, "w");
+	for (int i = 0; i < 1000; i++)
+		fputs("not a dump ", f);
+	fclose(f);
+	cr_assert_eq(cistern_restore(path, name, NULL, NULL, NULL), -EBADMSG);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(name, &r), -ENOENT);
+	unlink(path);
+}
+
+Test(dump, a_future_format_version_is_refused_as_unsupported)
+{
+	char name[64], path[128];
+	struct cistern *c = make("d-ver", name, sizeof(name), 8);
+	dump_path(path, sizeof(path), "ver");
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	flip_byte(path, 9); /* format version 1 -> 0x2001 */
+	cr_assert_eq(cistern_dump_verify(path, NULL), -EPROTONOSUPPORT);
+	cistern_detach(c);
+	cistern_unlink(name);
+	unlink(path);
+}
+
+Test(dump, dumping_changes_not_a_byte_of_the_segment)
+{
+	char name[64], path[128], shm[128];
+	struct cistern *c = make("d-quiet", name, sizeof(name), 32);
+	dump_path(path, sizeof(path), "quiet");
+	fill(c, 20);
+	snprintf(shm, sizeof(shm), "/dev/shm/cistern.%s", name);
+	size_t size = c->map_size;
+	uint8_t *before = malloc(size);
+	memcpy(before, c->hdr, size);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(memcmp(before, c->hdr, size), 0);
+	free(before);
+	cistern_detach(c);
+	cistern_unlink(name);
+	unlink(path);
+}
+
+Test(dump, a_sample_held_by_a_reader_is_not_dumped)
+{
+	char name[64], copy[64], path[128];
+	struct cistern *c = make("d-held", name, sizeof(name), 8);
+	snprintf(copy, sizeof(copy), "t-d-held2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "held");
+	fill(c, 3);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+	struct cistern_dump_info di;
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, &di), 0);
+	cr_assert_eq(di.samples, 2, "the reader's sample is being consumed");
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_open_readonly(copy, &r), 0);
+	struct cistern_stats st;
+	cistern_stats_get(r, &st);
+	cr_assert_eq(st.population, 2);
+	cistern_detach(r);
+	cistern_release(c, &s);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+Test(dump, a_closed_segment_restores_closed)
+{
+	char name[64], copy[64], path[128];
+	struct cistern *c = make("d-closed", name, sizeof(name), 8);
+	snprintf(copy, sizeof(copy), "t-d-closed2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "closed");
+	fill(c, 1);
+	cistern_close_reception(c);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	uint8_t buf[PAYLOAD];
+	cr_assert_gt(cistern_get(r, buf, sizeof(buf), NULL, 0), 0);
+	cr_assert_eq(cistern_get(r, buf, sizeof(buf), NULL, 0), CISTERN_EOD);
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+/* Producers and readers keep going while we dump: every dumped sample is whole. */
+Test(dump, a_dump_under_load_holds_only_whole_samples, .timeout = 60)
+{
+	char name[64], copy[64], path[128];
+	struct cistern *c = make("d-load", name, sizeof(name), 256);
+	snprintf(copy, sizeof(copy), "t-d-load2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "load");
+	_Atomic int *stop = shared_alloc(sizeof(*stop));
+	for (int k = 0; k < 2; k++) {
+		if (fork() == 0) {
+			struct cistern *p;
+			if (cistern_attach(name, &p) < 0)
+				_exit(1);
+			uint8_t buf[PAYLOAD];
+			for (uint32_t i = 0; !atomic_load(stop); i++) {
+				size_t len = 1 + (i * 13) % PAYLOAD;
+				fill_payload(buf, len, (uint32_t)k, i);
+				struct cistern_meta m = {.sim_id = (uint32_t)k, .time_step = i};
+				if (cistern_put(p, buf, len, &m, 50) < 0 && !atomic_load(stop))
+					continue;
+			}
+			cistern_detach(p);
+			_exit(0);
+		}
+	}
+	if (fork() == 0) {
+		struct cistern *g;
+		if (cistern_attach(name, &g) < 0)
+			_exit(1);
+		uint8_t buf[PAYLOAD];
+		while (!atomic_load(stop))
+			cistern_get(g, buf, sizeof(buf), NULL, 50);
+		cistern_detach(g);
+		_exit(0);
+	}
+	usleep(50 * 1000);
+	uint64_t total = 0;
+	for (int round = 0; round < 20; round++) {
+		struct cistern_dump_info di;
+		cr_assert_eq(cistern_dump(name, path, NULL, NULL, &di), 0);
+		cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+		struct cistern *r;
+		cr_assert_eq(cistern_attach(copy, &r), 0);
+		struct cistern_sample s;
+		while (cistern_acquire(r, &s, 0) == 0) {
+			cr_assert(check_payload(s.data, s.len, s.meta.sim_id, s.meta.time_step),
+				  "torn sample %u/%u", s.meta.sim_id, s.meta.time_step);
+			cr_assert_eq(s.len, 1 + (s.meta.time_step * 13) % PAYLOAD);
+			cistern_release(r, &s);
+			total++;
+		}
+		cistern_detach(r);
+		cistern_unlink(copy);
+	}
+	atomic_store(stop, 1);
+	cr_assert_eq(reap_all(), 0);
+	cr_assert_gt(total, 0, "the dumps held samples");
+	cistern_detach(c);
+	cistern_unlink(name);
+	unlink(path);
+}
+
+Test(dump, verify_describes_a_good_dump)
+{
+	char name[64], path[128];
+	struct cistern *c = make("d-verify", name, sizeof(name), 16);
+	dump_path(path, sizeof(path), "verify");
+	fill(c, 7);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	struct cistern_dump_info di;
+	cr_assert_eq(cistern_dump_verify(path, &di), 0);
+	cr_assert_eq(di.samples, 7);
+	cr_assert_str_eq(di.name, name);
+	cr_assert_eq(di.config.slot_count, 16);
+	cr_assert_eq(di.stats.puts, 7);
+	cr_assert_eq(di.file_size, (uint64_t)file_size(path));
+	cistern_detach(c);
+	cistern_unlink(name);
+	unlink(path);
+}
+
+static void count_progress(uint64_t done, uint64_t total, void *arg)
+{
+	uint64_t *last = arg;
+	cr_assert_leq(done, total);
+	cr_assert_geq(done, *last, "progress never goes back");
+	*last = done;
+}
+
+Test(dump, progress_reaches_the_total)
+{
+	char name[64], copy[64], path[128];
+	struct cistern *c = make("d-prog", name, sizeof(name), 512);
+	snprintf(copy, sizeof(copy), "t-d-prog2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "prog");
+	fill(c, 300);
+	uint64_t last = 0;
+	cr_assert_eq(cistern_dump(name, path, count_progress, &last, NULL), 0);
+	cr_assert_eq(last, 300);
+	last = 0;
+	cr_assert_eq(cistern_restore(path, copy, count_progress, &last, NULL), 0);
+	cr_assert_eq(last, (uint64_t)file_size(path));
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+Test(dump, the_plain_write_path_writes_the_same_file)
+{
+	char name[64], a[128], b[128];
+	struct cistern *c = make("d-plain", name, sizeof(name), 64);
+	dump_path(a, sizeof(a), "plain-a");
+	dump_path(b, sizeof(b), "plain-b");
+	fill(c, 50);
+	cr_assert_eq(cistern__dump_ex(name, a, 0, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern__dump_ex(name, b, CISTERN__DUMP_PLAIN, NULL, NULL, NULL), 0);
+	/* Only the dump time differs: compare the sample sections. */
+	off_t size = file_size(a);
+	cr_assert_eq(size, file_size(b));
+	uint8_t *x = malloc((size_t)size), *y = malloc((size_t)size);
+	FILE *fa = fopen(a, "r"), *fb = fopen(b, "r");
+	cr_assert_eq(fread(x, 1, (size_t)size, fa), (size_t)size);
+	cr_assert_eq(fread(y, 1, (size_t)size, fb), (size_t)size);
+	fclose(fa);
+	fclose(fb);
+	cr_assert_eq(memcmp(x, y, (size_t)(size - 512 - 32)), 0);
+	free(x);
+	free(y);
+	cistern_detach(c);
+	cistern_unlink(name);
+	unlink(a);
+	unlink(b);
+}
+
+/* Several staging buffers, odd record sizes: O_DIRECT block carrying and the padded end. */
+Test(dump, a_multi_buffer_dump_matches_the_plain_path_and_restores)
+{
+	char name[64], copy[64], a[128], b[128];
+	snprintf(name, sizeof(name), "t-d-big-%d", (int)getpid());
+	snprintf(copy, sizeof(copy), "t-d-big2-%d", (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 65536, .slot_count = 100};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	dump_path(a, sizeof(a), "big-a");
+	dump_path(b, sizeof(b), "big-b");
+	uint8_t *buf = malloc(65536);
+	for (uint32_t i = 0; i < 100; i++) {
+		size_t len = 65536 - i * 331;
+		for (size_t k = 0; k < len; k++)
+			buf[k] = (uint8_t)(k * 7 + i);
+		cr_assert_eq(cistern_put(c, buf, len, NULL, 0), 0);
+	}
+	cr_assert_eq(cistern__dump_ex(name, a, 0, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern__dump_ex(name, b, CISTERN__DUMP_PLAIN, NULL, NULL, NULL), 0);
+	off_t size = file_size(a);
+	cr_assert_eq(size, file_size(b));
+	cr_assert_gt(size, 4 << 20, "more than a few staging buffers");
+	uint8_t *x = malloc((size_t)size), *y = malloc((size_t)size);
+	FILE *fa = fopen(a, "r"), *fb = fopen(b, "r");
+	cr_assert_eq(fread(x, 1, (size_t)size, fa), (size_t)size);
+	cr_assert_eq(fread(y, 1, (size_t)size, fb), (size_t)size);
+	fclose(fa);
+	fclose(fb);
+	cr_assert_eq(memcmp(x, y, (size_t)(size - 512 - 32)), 0);
+	cr_assert_eq(cistern_restore(a, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	for (uint32_t i = 0; i < 100; i++) {
+		ssize_t n = cistern_get(r, buf, 65536, NULL, 0);
+		cr_assert_eq(n, 65536 - (ssize_t)i * 331);
+		for (ssize_t k = 0; k < n; k++)
+			cr_assert_eq(buf[k], (uint8_t)(k * 7 + i));
+	}
+	free(x);
+	free(y);
+	free(buf);
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(a);
+	unlink(b);
+}
+
+/* Someone polling for the name sees nothing, then the whole restored segment. */
+Test(dump, a_restored_segment_appears_complete_or_not_at_all, .timeout = 60)
+{
+	char name[64], copy[64], path[128];
+	struct cistern *c = make("d-atomic", name, sizeof(name), 2048);
+	snprintf(copy, sizeof(copy), "t-d-atomic2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "atomic");
+	fill(c, 2000);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		double end = mono_now() + 20;
+		while (mono_now() < end) {
+			struct cistern *r;
+			if (cistern_open_readonly(copy, &r) != 0)
+				continue;
+			struct cistern_occupancy o;
+			cistern_occupancy_get(r, &o);
+			_exit(o.slots[CISTERN_SLOT_COMMITTED] == 2000 ? 0 : 2);
+		}
+		_exit(3);
+	}
+	usleep(20 * 1000);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	int st;
+	waitpid(pid, &st, 0);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the poller saw a partial segment (%d)",
+		  WEXITSTATUS(st));
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+/* Where io_uring is unavailable (seccomp, io_uring_disabled), dump and restore still work. */
+Test(dump, works_without_io_uring)
+{
+	char name[64], copy[64], path[128];
+	struct cistern *c = make("d-nouring", name, sizeof(name), 16);
+	snprintf(copy, sizeof(copy), "t-d-nouring2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "nouring");
+	fill(c, 10);
+	cistern__no_uring = true;
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_dump_verify(path, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	cistern__no_uring = false;
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	for (uint32_t i = 0; i < 10; i++) {
+		uint8_t buf[PAYLOAD];
+		struct cistern_meta m;
+		ssize_t n = cistern_get(r, buf, sizeof(buf), &m, 0);
+		cr_assert_eq(n, (ssize_t)(1 + (i * 37) % PAYLOAD));
+		cr_assert(check_payload(buf, (size_t)n, 9, i));
+	}
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+/* ---- FIRO and the reservoirs ------------------------------------------- */
+
+struct held_sample {
+	uint64_t id;
+	uint32_t sim, step, seen;
+	uint64_t len;
+	uint8_t payload[PAYLOAD];
+};
+
+/* Every held slot of a segment, sorted by id. */
+static size_t held_samples(struct cistern *c, struct held_sample *out, size_t cap)
+{
+	size_t n = 0;
+	for (uint64_t i = 0; i < c->slot_count && n < cap; i++) {
+		struct cistern_slot_view v = cistern__snap_ops_for(c->hdr->policy)->classify(c->meta[i].word);
+		if (v.cls != CISTERN_SLOT_COMMITTED)
+			continue;
+		struct held_sample *h = &out[n++];
+		h->id = c->meta[i].sample_id;
+		h->sim = c->meta[i].sim_id;
+		h->step = c->meta[i].time_step;
+		h->seen = c->meta[i].seen;
+		h->len = c->meta[i].len;
+		memcpy(h->payload, cistern__payload(c, i), (size_t)h->len);
+	}
+	for (size_t a = 1; a < n; a++)
+		for (size_t b = a; b > 0 && out[b - 1].id > out[b].id; b--) {
+			struct held_sample t = out[b];
+			out[b] = out[b - 1];
+			out[b - 1] = t;
+		}
+	return n;
+}
+
+static struct cistern *make_policy(const char *tag, char *name, size_t size,
+				   struct cistern_config cfg)
+{
+	snprintf(name, size, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern *c;
+	int r = cistern_create(name, &cfg, &c);
+	cr_assert_eq(r, 0, "create: %s", cistern_strerror(r));
+	return c;
+}
+
+static void put_n(struct cistern *c, uint32_t n, uint32_t sims)
+{
+	uint8_t buf[PAYLOAD];
+	for (uint32_t i = 0; i < n; i++) {
+		size_t len = 1 + (i * 37) % PAYLOAD;
+		fill_payload(buf, len, i % sims, i / sims);
+		struct cistern_meta m = {.sim_id = i % sims, .time_step = i / sims};
+		cr_assert_eq(cistern_put(c, buf, len, &m, 0), 0);
+	}
+}
+
+static void roundtrip_same(const char *tag, struct cistern_config cfg, uint32_t n, uint32_t sims,
+			   uint32_t reads)
+{
+	char name[64], copy[64], path[128];
+	cfg.slot_size = PAYLOAD;
+	struct cistern *c = make_policy(tag, name, sizeof(name), cfg);
+	snprintf(copy, sizeof(copy), "t-%s2-%d", tag, (int)getpid());
+	dump_path(path, sizeof(path), tag);
+	put_n(c, n, sims);
+	for (uint32_t i = 0; i < reads; i++) {
+		struct cistern_sample s;
+		cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+		cistern_release(c, &s);
+	}
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	static struct held_sample a[256], b[256];
+	size_t na = held_samples(c, a, 256), nb = held_samples(r, b, 256);
+	cr_assert_eq(na, nb);
+	for (size_t i = 0; i < na; i++) {
+		cr_assert_eq(a[i].id, b[i].id);
+		cr_assert_eq(a[i].sim, b[i].sim);
+		cr_assert_eq(a[i].step, b[i].step);
+		cr_assert_eq(a[i].seen, b[i].seen, "seen of sample %lu", (unsigned long)a[i].id);
+		cr_assert_eq(a[i].len, b[i].len);
+		cr_assert_eq(memcmp(a[i].payload, b[i].payload, (size_t)a[i].len), 0);
+	}
+	struct cistern_stats sa, sb;
+	cistern_stats_get(c, &sa);
+	cistern_stats_get(r, &sb);
+	cr_assert_eq(sb.population, sa.population);
+	struct cistern_meta m;
+	cr_assert_eq(cistern_put(r, "n", 1, &m, 0), 0, "the restored segment takes samples");
+	cr_assert_eq(m.sample_id, n, "with ids after the restored ones");
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+Test(dump_policies, reservoir_restores_the_same_samples_and_seen_counts)
+{
+	struct cistern_config cfg = {.slot_count = 32, .policy = CISTERN_RESERVOIR, .watermark = 4};
+	roundtrip_same("dr-res", cfg, 20, 1, 15);
+}
+
+Test(dump_policies, firo_restores_the_same_samples_and_seen_counts)
+{
+	struct cistern_config cfg = {.slot_count = 32, .policy = CISTERN_FIRO, .watermark = 4,
+				     .pseudo_epochs = 3};
+	roundtrip_same("dr-firo", cfg, 20, 1, 9);
+}
+
+Test(dump_policies, batch_reservoir_restores_the_same_samples)
+{
+	struct cistern_config cfg = {.slot_count = 32, .policy = CISTERN_BATCH_RESERVOIR,
+				     .watermark = 4, .batch_size = 4};
+	roundtrip_same("dr-batch", cfg, 20, 1, 0);
+}
+
+Test(dump_policies, new_reservoir_samples_get_ids_above_the_restored_ones)
+{
+	char name[64], copy[64], path[128];
+	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 16,
+				     .policy = CISTERN_RESERVOIR, .watermark = 2};
+	struct cistern *c = make_policy("dr-ids", name, sizeof(name), cfg);
+	snprintf(copy, sizeof(copy), "t-dr-ids2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "dr-ids");
+	put_n(c, 7, 1);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	struct cistern_meta m;
+	cr_assert_eq(cistern_put(r, "n", 1, &m, 0), 0);
+	cr_assert_eq(m.sample_id, 7);
+	struct cistern_stats st;
+	cistern_stats_get(r, &st);
+	cr_assert_eq(st.population, 8);
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+Test(dump_policies, a_restored_fifo_evict_ring_evicts_the_oldest_first)
+{
+	char name[64], copy[64], path[128];
+	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 8,
+				     .policy = CISTERN_FIFO_EVICT_RESERVOIR, .watermark = 1,
+				     .flags = CISTERN_LOSSY};
+	struct cistern *c = make_policy("dr-ring", name, sizeof(name), cfg);
+	snprintf(copy, sizeof(copy), "t-dr-ring2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "dr-ring");
+	put_n(c, 12, 1); /* 4 evicted: ids 4..11 held, the ring wrapped */
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	struct cistern_meta m;
+	cr_assert_eq(cistern_put(r, "n", 1, &m, 0), 0);
+	cr_assert_eq(m.sample_id, 12);
+	static struct held_sample h[16];
+	size_t n = held_samples(r, h, 16);
+	cr_assert_eq(n, 8);
+	cr_assert_eq(h[0].id, 5, "id 4, the oldest, was evicted");
+	cr_assert_eq(h[7].id, 12);
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+Test(dump_policies, a_restored_sim_paired_reservoir_hands_out_pairs)
+{
+	char name[64], copy[64], path[128];
+	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 32,
+				     .policy = CISTERN_SIM_PAIRED_RESERVOIR, .watermark = 2,
+				     .sweep_size = 4, .nb_time_steps = 8};
+	struct cistern *c = make_policy("dr-pair", name, sizeof(name), cfg);
+	snprintf(copy, sizeof(copy), "t-dr-pair2-%d", (int)getpid());
+	dump_path(path, sizeof(path), "dr-pair");
+	put_n(c, 16, 4); /* sims 0..3, steps 0..3 */
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	for (int k = 0; k < 20; k++) {
+		struct cistern_sample p[2];
+		cr_assert_eq(cistern_acquire_pair(r, p, 0), 0);
+		cr_assert_eq(p[0].meta.sim_id, p[1].meta.sim_id);
+		cr_assert_eq(p[0].meta.time_step + 1, p[1].meta.time_step);
+		cr_assert(check_payload(p[1].data, p[1].len, p[1].meta.sim_id, p[1].meta.time_step));
+		cistern_release_pair(r, p);
+	}
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
+Test(dump, strerror_names_a_damaged_dump)
+{
+	cr_assert_str_eq(cistern_strerror(-EBADMSG), "damaged or truncated dump file");
+}

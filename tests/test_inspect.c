@@ -1,0 +1,469 @@
+/* SPDX-License-Identifier: MIT */
+/* test_inspect.c - read-only handles, occupancy, the process table, listing, rm, gc. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+
+#include "helpers.h"
+#include "internal.h"
+
+static struct cistern *make(const char *tag, char *name, size_t namelen, uint64_t slots)
+{
+	snprintf(name, namelen, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = slots};
+	struct cistern *c = NULL;
+	int r = cistern_create(name, &cfg, &c);
+	cr_assert_eq(r, 0, "create %s: %s", name, cistern_strerror(r));
+	return c;
+}
+
+/* Fork a child that attaches, runs `what`, tells us it is ready, then waits to be killed. */
+enum hold { HOLD_NOTHING, HOLD_RESERVATION, HOLD_SAMPLE };
+static pid_t holder(const char *name, enum hold what)
+{
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* Die with the test: a failed assertion must not leave paused children. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(p[0]);
+		struct cistern *c;
+		if (cistern_attach(name, &c) < 0)
+			_exit(1);
+		struct cistern_slot slot;
+		struct cistern_sample s;
+		if (what == HOLD_RESERVATION && cistern_reserve(c, &slot, 1000) < 0)
+			_exit(2);
+		if (what == HOLD_SAMPLE && cistern_acquire(c, &s, 1000) < 0)
+			_exit(3);
+		char ok = 1;
+		if (write(p[1], &ok, 1) != 1)
+			_exit(4);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	char ok = 0;
+	cr_assert_eq(read(p[0], &ok, 1), 1, "holder %d failed to start", (int)what);
+	close(p[0]);
+	return pid;
+}
+
+static void kill_wait(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+Test(readonly, refuses_every_call_that_moves_samples)
+{
+	char name[64];
+	struct cistern *c = make("ro-moves", name, sizeof(name), 8);
+	struct cistern *ro;
+	cr_assert_eq(cistern_open_readonly(name, &ro), 0);
+	char buf[8];
+	cr_assert_eq(cistern_put(ro, "x", 1, NULL, 0), -EBADF);
+	cr_assert_eq(cistern_get(ro, buf, sizeof(buf), NULL, 0), -EBADF);
+	cr_assert_eq(cistern_close_reception(ro), -EBADF);
+	cistern_detach(ro);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(readonly, takes_no_attachment_entry)
+{
+	char name[64];
+	struct cistern *c = make("ro-entry", name, sizeof(name), 8);
+	struct cistern *ro;
+	cr_assert_eq(cistern_open_readonly(name, &ro), 0);
+	struct cistern_proc_info pi[4];
+	cr_assert_eq(cistern_procs_get(ro, pi, 4), 1, "only the creator is attached");
+	cr_assert_eq(pi[0].pid, (uint32_t)getpid());
+	cistern_detach(ro);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(occupancy, counts_committed_acquired_and_free_slots)
+{
+	char name[64];
+	struct cistern *c = make("occ", name, sizeof(name), 8);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(cistern_put(c, "abcd", 4, NULL, 0), 0);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+	struct cistern_occupancy o;
+	cr_assert_eq(cistern_occupancy_get(c, &o), 0);
+	cr_assert_eq(o.slots[CISTERN_SLOT_COMMITTED], 2);
+	cr_assert_eq(o.slots[CISTERN_SLOT_ACQUIRED], 1);
+	cr_assert_eq(o.slots[CISTERN_SLOT_FREE], 5);
+	cr_assert_eq(o.held, 2);
+	cr_assert_eq(o.held_bytes, 8);
+	cr_assert_eq(o.held_seen_hist[0], 2);
+	cistern_release(c, &s);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(procs, a_killed_process_shows_as_dead_with_its_role)
+{
+	char name[64];
+	struct cistern *c = make("procs", name, sizeof(name), 8);
+	pid_t pid = holder(name, HOLD_RESERVATION);
+	kill_wait(pid);
+	struct cistern *ro;
+	cr_assert_eq(cistern_open_readonly(name, &ro), 0);
+	struct cistern_proc_info pi[4];
+	cr_assert_eq(cistern_procs_get(ro, pi, 4), 2);
+	int found = 0;
+	for (int i = 0; i < 2; i++) {
+		if (pi[i].pid == (uint32_t)pid) {
+			found = 1;
+			cr_assert_eq(pi[i].alive, 0);
+			cr_assert_eq(pi[i].role, CISTERN_PROC_PRODUCER);
+		} else {
+			cr_assert_eq(pi[i].alive, 1, "the creator lives");
+		}
+	}
+	cr_assert(found);
+	cistern_detach(ro);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+static struct cistern_segment_info *find(struct cistern_segment_info *v, int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(v[i].name, name) == 0)
+			return &v[i];
+	return NULL;
+}
+
+Test(list, shows_a_segment_with_its_parameters_and_processes)
+{
+	char name[64];
+	struct cistern *c = make("list", name, sizeof(name), 16);
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
+	struct cistern_segment_info *v;
+	int n = cistern_list(&v);
+	cr_assert_gt(n, 0);
+	struct cistern_segment_info *si = find(v, n, name);
+	cr_assert_not_null(si);
+	cr_assert_eq(si->status, 0);
+	cr_assert_eq(si->config.slot_count, 16);
+	cr_assert_eq(si->config.slot_size, 64);
+	cr_assert_eq(si->population, 1);
+	cr_assert_eq(si->procs_live, 1);
+	cr_assert_eq(si->procs_dead, 0);
+	free(v);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(list, flags_a_half_created_object_as_being_created)
+{
+	char name[64], shm[96];
+	snprintf(name, sizeof(name), "t-half-%d", (int)getpid());
+	snprintf(shm, sizeof(shm), "/cistern.%s", name);
+	int fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, 1 << 16), 0);
+	struct cistern_segment_info *v;
+	int n = cistern_list(&v);
+	struct cistern_segment_info *si = find(v, n, name);
+	cr_assert_not_null(si);
+	cr_assert_eq(si->status, -EAGAIN);
+	free(v);
+	close(fd);
+	shm_unlink(shm);
+}
+
+Test(remove, refuses_while_a_live_process_is_attached)
+{
+	char name[64];
+	struct cistern *c = make("rm-live", name, sizeof(name), 8);
+	cr_assert_eq(cistern_remove(name, 0), -EBUSY);
+	struct cistern *again;
+	cr_assert_eq(cistern_attach(name, &again), 0, "the segment is still there");
+	cistern_detach(again);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(remove, removes_once_every_process_detached)
+{
+	char name[64];
+	struct cistern *c = make("rm-idle", name, sizeof(name), 8);
+	cistern_detach(c);
+	cr_assert_eq(cistern_remove(name, 0), 0);
+	cr_assert_eq(cistern_attach(name, &c), -ENOENT);
+}
+
+Test(remove, force_removes_despite_live_processes)
+{
+	char name[64];
+	struct cistern *c = make("rm-force", name, sizeof(name), 8);
+	cr_assert_eq(cistern_remove(name, CISTERN_REMOVE_FORCE), 0);
+	struct cistern *again;
+	cr_assert_eq(cistern_attach(name, &again), -ENOENT);
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0, "attached processes keep working");
+	cistern_detach(c);
+}
+
+Test(gc, reclaims_what_killed_producer_and_reader_held)
+{
+	char name[64];
+	struct cistern *c = make("gc-kill", name, sizeof(name), 8);
+	cr_assert_eq(cistern_put(c, "held", 4, NULL, 0), 0);
+	pid_t reader = holder(name, HOLD_SAMPLE);
+	pid_t producer = holder(name, HOLD_RESERVATION);
+	kill_wait(reader);
+	kill_wait(producer);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.dead_procs, 2);
+	cr_assert_eq(rep.reservations, 1);
+	cr_assert_eq(rep.redelivered, 1);
+	cr_assert_eq(rep.live_procs, 1);
+	cr_assert_eq(rep.removed, 0, "the creator still lives");
+	struct cistern_proc_info pi[4];
+	cr_assert_eq(cistern_procs_get(c, pi, 4), 1, "the dead entries are free");
+	char buf[8];
+	struct cistern_meta m;
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), &m, 0), 4, "the held sample is back");
+	cr_assert_eq(memcmp(buf, "held", 4), 0);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.redeliveries, 1);
+	cr_assert_eq(st.reclaimed, 1);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(gc, dry_run_reports_but_reclaims_nothing)
+{
+	char name[64];
+	struct cistern *c = make("gc-dry", name, sizeof(name), 8);
+	kill_wait(holder(name, HOLD_RESERVATION));
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, CISTERN_GC_DRY_RUN, &rep), 0);
+	cr_assert_eq(rep.dead_procs, 1);
+	cr_assert_eq(rep.reservations, 1);
+	struct cistern_proc_info pi[4];
+	cr_assert_eq(cistern_procs_get(c, pi, 4), 2, "the dead entry is still there");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(gc, removes_a_segment_whose_processes_all_died)
+{
+	char name[64];
+	struct cistern *c = make("gc-rm", name, sizeof(name), 8);
+	cistern_detach(c);
+	kill_wait(holder(name, HOLD_NOTHING));
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.removed, 1);
+	cr_assert_eq(cistern_attach(name, &c), -ENOENT);
+}
+
+Test(gc, keeps_a_segment_created_for_later_use)
+{
+	char name[64];
+	struct cistern *c = make("gc-idle", name, sizeof(name), 8);
+	cistern_detach(c);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.removed, 0);
+	cr_assert_eq(cistern_attach(name, &c), 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(gc, leaves_a_fresh_half_created_object_alone)
+{
+	char name[64], shm[96];
+	snprintf(name, sizeof(name), "t-gchalf-%d", (int)getpid());
+	snprintf(shm, sizeof(shm), "/cistern.%s", name);
+	int fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL, 0600);
+	cr_assert_geq(fd, 0);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.removed, 0, "its creator may still be at work");
+	/* Age it past the grace period: now it is garbage. */
+	struct timespec old[2] = {{0, UTIME_OMIT}, {time(NULL) - 2 * CISTERN_GC_GRACE_S, 0}};
+	cr_assert_eq(futimens(fd, old), 0);
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.removed, 2);
+	close(fd);
+	cr_assert_eq(shm_unlink(shm), -1, "already removed");
+}
+
+Test(ids, fifo_sample_ids_are_positions_from_zero_in_a_new_segment)
+{
+	char name[64];
+	struct cistern *c = make("ids", name, sizeof(name), 8);
+	struct cistern_meta m;
+	cr_assert_eq(cistern_put(c, "a", 1, &m, 0), 0);
+	cr_assert_eq(m.sample_id, 0);
+	cr_assert_eq(cistern_put(c, "b", 1, &m, 0), 0);
+	cr_assert_eq(m.sample_id, 1);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+/* A restore that died half-way: its header already bears another name, nobody lives. */
+static void abandoned_restore(char *name, size_t size)
+{
+	snprintf(name, size, "restore-%d-99", (int)getpid());
+	cistern_unlink(name);
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	snprintf(c->hdr->name, sizeof(c->hdr->name), "final-name");
+	cistern_detach(c);
+}
+
+Test(list, flags_an_unfinished_restore)
+{
+	char name[64];
+	abandoned_restore(name, sizeof(name));
+	struct cistern_segment_info *v;
+	int n = cistern_list(&v);
+	struct cistern_segment_info *si = find(v, n, name);
+	cr_assert_not_null(si);
+	cr_assert_eq(si->status, -EINPROGRESS);
+	free(v);
+	cistern_unlink(name);
+}
+
+Test(gc, removes_an_abandoned_restore)
+{
+	char name[64];
+	abandoned_restore(name, sizeof(name));
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.removed, 3);
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), -ENOENT);
+}
+
+/*
+ * gc removing a dead segment races a process attaching to it: either the
+ * attach fails (the name was gone first) or the name survives. An attach that
+ * succeeds on a segment whose name then vanishes is the bug the gc lock prevents.
+ */
+Test(gc, never_removes_a_segment_under_a_process_that_attached, .timeout = 120)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "t-gcrace-%d", (int)getpid());
+	int attached = 0, refused = 0;
+	for (int round = 0; round < 64; round++) {
+		cistern_unlink(name);
+		struct cistern *c;
+		cr_assert_eq(cistern_create(name, NULL, &c), 0);
+		cistern_detach(c);
+		kill_wait(holder(name, HOLD_NOTHING)); /* one dead entry, nobody alive */
+		int go[2], res[2];
+		cr_assert_eq(pipe(go), 0);
+		cr_assert_eq(pipe(res), 0);
+		pid_t pid = fork();
+		if (pid == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			char b;
+			if (read(go[0], &b, 1) != 1)
+				_exit(1);
+			struct cistern *h;
+			int r = cistern_attach(name, &h);
+			if (write(res[1], &r, sizeof(r)) != sizeof(r))
+				_exit(1);
+			pause();
+			_exit(0);
+		}
+		close(res[1]); /* so that a child dying early reads as EOF, not a hang */
+		cr_assert_eq(write(go[1], "g", 1), 1);
+		/* Vary who is first: sometimes gc right away, sometimes a little later. */
+		static const int delay_us[] = {0, 50, 100, 200, 400, 800, 1500, 3000};
+		usleep((useconds_t)delay_us[round % 8]);
+		struct cistern_gc_report rep;
+		int g = cistern_gc(name, 0, &rep);
+		cr_assert(g == 0 || g == -ENOENT, "gc: %d", g);
+		int r = 1;
+		ssize_t got = read(res[0], &r, sizeof(r));
+		struct cistern *probe;
+		int still = cistern_open_readonly(name, &probe);
+		if (still == 0)
+			cistern_detach(probe);
+		/* The child goes before any assertion: a failing test must not leave it behind. */
+		kill_wait(pid);
+		close(go[0]);
+		close(go[1]);
+		close(res[0]);
+		cr_assert_eq(got, (ssize_t)sizeof(r), "the attaching child died");
+		if (r == 0) {
+			attached++;
+			cr_assert_eq(still, 0, "round %d: attached, yet the name is gone", round);
+		} else {
+			refused++;
+			cr_assert_eq(r, -ENOENT, "round %d: attach: %d", round, r);
+		}
+	}
+	cistern_unlink(name);
+	cr_log_info("attached %d times, refused %d times", attached, refused);
+}
+
+/* ---- FIRO and the reservoirs ------------------------------------------- */
+
+static struct cistern *make_reservoir(const char *tag, char *name, size_t size)
+{
+	snprintf(name, size, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
+				     .policy = CISTERN_RESERVOIR, .watermark = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	return c;
+}
+
+Test(occupancy, counts_held_and_pinned_reservoir_samples)
+{
+	char name[64];
+	struct cistern *c = make_reservoir("occ-res", name, sizeof(name));
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(cistern_put(c, "abcd", 4, NULL, 0), 0);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+	struct cistern_occupancy o;
+	cr_assert_eq(cistern_occupancy_get(c, &o), 0);
+	cr_assert_eq(o.slots[CISTERN_SLOT_COMMITTED], 5, "pinned samples stay held");
+	cr_assert_eq(o.slots[CISTERN_SLOT_FREE], 3);
+	cr_assert_eq(o.pinned, 1);
+	cr_assert_eq(o.held_seen_hist[1], 1, "the one read was seen once");
+	cistern_release(c, &s);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(gc, drops_the_pins_of_a_killed_reservoir_reader)
+{
+	char name[64];
+	struct cistern *c = make_reservoir("gc-pin", name, sizeof(name));
+	cr_assert_eq(cistern_put(c, "abcd", 4, NULL, 0), 0);
+	kill_wait(holder(name, HOLD_SAMPLE));
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.dead_procs, 1);
+	cr_assert_eq(rep.pins, 1);
+	struct cistern_occupancy o;
+	cistern_occupancy_get(c, &o);
+	cr_assert_eq(o.pinned, 0, "the pin is gone");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(remove, strerror_explains_a_refusal)
+{
+	cr_assert(strstr(cistern_strerror(-EBUSY), "live processes are attached"));
+}

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/* cmd_create.c - `cistern create`: make a segment and leave it for producers and readers. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+	"Usage: cistern create NAME [--policy POLICY] [--slots N] [--slot-size BYTES] [OPTION...]\n"
+	"Create segment NAME (/dev/shm/cistern.NAME) and leave it, unattached, for\n"
+	"producers and readers. Numbers and sizes accept K, M, G suffixes (x1024).\n"
+	"\n"
+	"  -p, --policy POLICY     fifo (default), firo, reservoir, fifo-evict-reservoir,\n"
+	"                          sim-paired-reservoir, batch-reservoir\n"
+	"  -s, --slots N           number of slots, the capacity (default 1024)\n"
+	"  -z, --slot-size BYTES   largest payload (default 4K)\n"
+	"  -w, --watermark N       FIRO and reservoirs: population before reads start\n"
+	"      --pseudo-epochs N   FIRO: reads of each sample (default 1)\n"
+	"      --sweep-size N      sim-paired-reservoir: sim_id < N\n"
+	"      --time-steps N      sim-paired-reservoir: time_step < N\n"
+	"      --batch-size N      batch-reservoir: samples per batch\n"
+	"  -m, --mode MODE         octal permission bits of the segment (default 0600)\n"
+	"      --seed N            random seed (default: from the clock)\n"
+	"      --max-procs N       attachment table size (default 64)\n"
+	"      --producers N       reception closes after N producers said they are done\n"
+	"      --lossy             fifo-evict-reservoir: evict the oldest even if unseen\n"
+	"      --reads-per-put R   reservoir kinds: rate limiter, reads per put (0 = off)\n"
+	"      --rate-slack S      the limiter's allowed drift, in reads (default R)\n"
+	"  -h, --help              show this help\n"
+	"\n"
+	"Policies this build does not implement are refused (exit 1).\n";
+
+const struct command cmd_create;
+
+enum { O_PSEUDO = 256, O_SWEEP, O_STEPS, O_BATCH, O_SEED, O_PROCS, O_PRODUCERS, O_LOSSY,
+       O_RATE, O_SLACK };
+
+/* A finite, non-negative real number. */
+static int parse_real(const char *s, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= 0 && v <= 1e18))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"policy", required_argument, NULL, 'p'},
+		{"slots", required_argument, NULL, 's'},
+		{"slot-size", required_argument, NULL, 'z'},
+		{"watermark", required_argument, NULL, 'w'},
+		{"pseudo-epochs", required_argument, NULL, O_PSEUDO},
+		{"sweep-size", required_argument, NULL, O_SWEEP},
+		{"time-steps", required_argument, NULL, O_STEPS},
+		{"batch-size", required_argument, NULL, O_BATCH},
+		{"mode", required_argument, NULL, 'm'},
+		{"seed", required_argument, NULL, O_SEED},
+		{"max-procs", required_argument, NULL, O_PROCS},
+		{"producers", required_argument, NULL, O_PRODUCERS},
+		{"lossy", no_argument, NULL, O_LOSSY},
+		{"reads-per-put", required_argument, NULL, O_RATE},
+		{"rate-slack", required_argument, NULL, O_SLACK},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	struct cistern_config cfg = {0};
+	const char *policy = "fifo";
+	int o;
+	while ((o = cli_getopt(&cmd_create, argc, argv, "p:s:z:w:m:h", opts)) != -1) {
+		uint64_t v = 0;
+		int bad = 0;
+		switch (o) {
+		case 'h':
+			return cli_help(&cmd_create);
+		case '?':
+			return EXIT_USAGE;
+		case 'p':
+			policy = optarg;
+			break;
+		case 's':
+			bad = parse_size(optarg, &cfg.slot_count);
+			break;
+		case 'z':
+			bad = parse_size(optarg, &cfg.slot_size);
+			break;
+		case 'w':
+			bad = parse_size(optarg, &cfg.watermark);
+			break;
+		case 'm': {
+			char *end;
+			errno = 0;
+			unsigned long m = strtoul(optarg, &end, 8);
+			bad = errno || *end || !*optarg || m > 07777 ? -EINVAL : 0;
+			cfg.mode = (uint32_t)m;
+			break;
+		}
+		case O_SEED:
+			bad = parse_u64(optarg, &cfg.seed);
+			break;
+		case O_LOSSY:
+			cfg.flags |= CISTERN_LOSSY;
+			break;
+		case O_RATE:
+			bad = parse_real(optarg, &cfg.reads_per_put);
+			break;
+		case O_SLACK:
+			bad = parse_real(optarg, &cfg.rate_slack);
+			break;
+		default: {
+			/* The 32-bit parameters. */
+			bad = parse_size(optarg, &v);
+			if (!bad && v > UINT32_MAX)
+				bad = -EINVAL;
+			uint32_t *dst = o == O_PSEUDO ? &cfg.pseudo_epochs :
+					o == O_SWEEP ? &cfg.sweep_size :
+					o == O_STEPS ? &cfg.nb_time_steps :
+					o == O_BATCH ? &cfg.batch_size :
+					o == O_PROCS ? &cfg.max_procs : &cfg.expected_producers;
+			*dst = (uint32_t)v;
+			break;
+		}
+		}
+		if (bad)
+			return cli_usage(&cmd_create, "bad number or size '%s'", optarg);
+	}
+	if (optind != argc - 1)
+		return cli_usage(&cmd_create, optind >= argc ? "missing NAME" : "too many arguments");
+	const char *name = argv[optind];
+	if (cistern_policy_parse(policy, &cfg.policy) < 0)
+		return cli_usage(&cmd_create, "unknown policy '%s'", policy);
+	int r = cistern_name_valid(name);
+	if (r < 0)
+		return cli_usage(&cmd_create, "bad segment name '%s': %s", name, cistern_strerror(r));
+
+	struct cistern *c;
+	r = cistern_create(name, &cfg, &c);
+	if (r == -ENOTSUP) {
+		cli_error(&cmd_create, name, 0, "policy '%s' is not implemented by this build of cistern",
+			  policy);
+		return EXIT_FAIL;
+	}
+	if (r == -EINVAL) {
+		cli_error(&cmd_create, name, 0,
+			  "parameters refused for policy '%s' (check --slots, --slot-size, "
+			  "--watermark and the policy's own options)", policy);
+		return EXIT_FAIL;
+	}
+	if (r < 0) {
+		cli_error(&cmd_create, name, r, NULL);
+		return EXIT_FAIL;
+	}
+	cistern_detach(c);
+	return EXIT_OK;
+}
+
+const struct command cmd_create = {"create", run, "create a segment", usage};

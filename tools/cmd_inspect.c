@@ -1,0 +1,476 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_inspect.c - `cistern inspect`: everything about one segment, as text,
+ * JSON or Prometheus exposition, once or refreshed live. It opens the segment
+ * read-only (cistern_open_readonly): no attachment, no pin, no counter moves.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char usage[] =
+	"Usage: cistern inspect NAME [--json | --prometheus] [--watch [SECONDS]]\n"
+	"Show everything about segment NAME: parameters, statistics, the seen-count\n"
+	"histograms (of samples that left, and of samples held now), slot occupancy\n"
+	"by state, and the attached processes with role, pid, name and liveness.\n"
+	"Inspecting never disturbs the segment: it maps it read-only, takes no\n"
+	"attachment, pin or lock, and moves no counter.\n"
+	"\n"
+	"  -j, --json              one JSON object\n"
+	"  -P, --prometheus        Prometheus text exposition format\n"
+	"  -w, --watch [SECONDS]   refresh every SECONDS (default 1) until interrupted,\n"
+	"                          with put and get rates\n"
+	"  -h, --help              show this help\n";
+
+const struct command cmd_inspect;
+
+static const char *const bucket_names[CISTERN_SEEN_BUCKETS] = {
+	"0", "1", "2", "3", "4", "5-8", "9-16", "17+",
+};
+
+struct snapshot {
+	struct cistern_config cfg;
+	struct cistern_stats st;
+	struct cistern_occupancy occ;
+	bool have_occ;
+	struct cistern_proc_info *procs;
+	int nprocs;
+	struct stat file;
+	char name[CISTERN_NAME_MAX + 1];
+	uint64_t taken_ns;
+};
+
+static int take(const char *name, struct snapshot *s)
+{
+	struct cistern *c;
+	int r = cistern_open_readonly(name, &c);
+	if (r < 0)
+		return r;
+	free(s->procs);
+	memset(s, 0, sizeof(*s));
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	cistern_config_get(c, &s->cfg);
+	cistern_stats_get(c, &s->st);
+	s->have_occ = cistern_occupancy_get(c, &s->occ) == 0;
+	s->procs = calloc(s->cfg.max_procs ? s->cfg.max_procs : 1, sizeof(*s->procs));
+	if (!s->procs) {
+		cistern_detach(c);
+		return -ENOMEM;
+	}
+	r = cistern_procs_get(c, s->procs, s->cfg.max_procs);
+	s->nprocs = r < 0 ? 0 : (r > (int)s->cfg.max_procs ? (int)s->cfg.max_procs : r);
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	stat(path, &s->file);
+	s->taken_ns = now_ns();
+	cistern_detach(c);
+	return 0;
+}
+
+static const char *role_name(uint32_t role)
+{
+	switch (role & (CISTERN_PROC_PRODUCER | CISTERN_PROC_READER)) {
+	case CISTERN_PROC_PRODUCER:
+		return "producer";
+	case CISTERN_PROC_READER:
+		return "reader";
+	case CISTERN_PROC_PRODUCER | CISTERN_PROC_READER:
+		return "producer+reader";
+	default:
+		return "attached";
+	}
+}
+
+static const char *waiting_name(uint32_t w)
+{
+	return w == 1 ? "data" : w == 2 ? "room" : "-";
+}
+
+static void text(const struct snapshot *s, const struct snapshot *prev)
+{
+	char a[32], b[32], c[40];
+	const struct cistern_config *k = &s->cfg;
+	const struct cistern_stats *st = &s->st;
+	printf("segment    %s  (/dev/shm/cistern.%s, %s, mode %04o, uid %u)\n", s->name, s->name,
+	       fmt_bytes((uint64_t)s->file.st_size, a, sizeof(a)), k->mode, (unsigned)s->file.st_uid);
+	printf("policy     %s  %" PRIu64 " slots x %s", cistern_policy_name(k->policy), k->slot_count,
+	       fmt_bytes(k->slot_size, b, sizeof(b)));
+	if (k->policy != CISTERN_FIFO)
+		printf("  watermark %" PRIu64, k->watermark);
+	if (k->policy == CISTERN_FIRO)
+		printf("  pseudo-epochs %u", k->pseudo_epochs);
+	if (k->policy == CISTERN_SIM_PAIRED_RESERVOIR)
+		printf("  sweep-size %u  time-steps %u", k->sweep_size, k->nb_time_steps);
+	if (k->policy == CISTERN_BATCH_RESERVOIR)
+		printf("  batch-size %u", k->batch_size);
+	if (k->flags & CISTERN_LOSSY)
+		printf("  lossy");
+	if (k->reads_per_put > 0)
+		printf("  reads-per-put %g (slack %g)", k->reads_per_put, k->rate_slack);
+	printf("\n           seed %" PRIu64 "  max-procs %u", k->seed, k->max_procs);
+	if (k->expected_producers)
+		printf("  producers %u", k->expected_producers);
+	printf("\nreception  %s\n", st->reception_closed ? "closed" : "open");
+
+	printf("\nstatistics\n");
+	printf("  population      %12" PRIu64 " of %" PRIu64 "\n", st->population, k->slot_count);
+	printf("  puts            %12" PRIu64, st->puts);
+	if (prev && s->taken_ns > prev->taken_ns)
+		printf("   %.1f/s", (double)(st->puts - prev->st.puts) * 1e9 /
+					 (double)(s->taken_ns - prev->taken_ns));
+	printf("\n  gets            %12" PRIu64, st->gets);
+	if (prev && s->taken_ns > prev->taken_ns)
+		printf("   %.1f/s", (double)(st->gets - prev->st.gets) * 1e9 /
+					 (double)(s->taken_ns - prev->taken_ns));
+	printf("\n  evictions       %12" PRIu64 "  (unseen %" PRIu64 ")\n", st->evictions,
+	       st->evicted_unseen);
+	printf("  redeliveries    %12" PRIu64 "\n", st->redeliveries);
+	printf("  reclaimed       %12" PRIu64 "  (puts of dead producers dropped)\n", st->reclaimed);
+	printf("  producer waits  %12" PRIu64 "  (%.3f s)\n", st->producer_waits,
+	       (double)st->producer_wait_ns / 1e9);
+	printf("  reader waits    %12" PRIu64 "  (%.3f s)\n", st->reader_waits,
+	       (double)st->reader_wait_ns / 1e9);
+
+	printf("\nseen counts  ");
+	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
+		printf("%8s", bucket_names[i]);
+	printf("\n  left       ");
+	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
+		printf("%8" PRIu64, st->seen_hist[i]);
+	if (s->have_occ) {
+		printf("\n  held now   ");
+		for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
+			printf("%8" PRIu64, s->occ.held_seen_hist[i]);
+		printf("\n\noccupancy   ");
+		for (int i = 0; i < CISTERN_SLOT_CLASSES; i++)
+			if (s->occ.slots[i] || i <= CISTERN_SLOT_ACQUIRED)
+				printf(" %s %" PRIu64, cistern_slot_class_name(i), s->occ.slots[i]);
+		printf("\n            pinned %" PRIu64 "  held %" PRIu64 " samples, %s\n", s->occ.pinned,
+		       s->occ.held, fmt_bytes(s->occ.held_bytes, c, sizeof(c)));
+	} else {
+		printf("\n\noccupancy   (this build cannot classify %s slots)\n",
+		       cistern_policy_name(k->policy));
+	}
+
+	int live = 0;
+	for (int i = 0; i < s->nprocs; i++)
+		live += s->procs[i].alive;
+	printf("\nprocesses   %d live, %d dead\n", live, s->nprocs - live);
+	if (s->nprocs) {
+		printf("  %4s %8s %-16s %-16s %-5s %-7s %10s %10s %8s\n", "SLOT", "PID", "COMM", "ROLE",
+		       "STATE", "WAITING", "PUTS", "GETS", "ATTACHED");
+		for (int i = 0; i < s->nprocs; i++) {
+			const struct cistern_proc_info *p = &s->procs[i];
+			uint64_t now = now_ns();
+			printf("  %4u %8u %-16s %-16s %-5s %-7s %10" PRIu64 " %10" PRIu64 " %8s\n",
+			       p->index, p->pid, p->comm[0] ? p->comm : "?", role_name(p->role),
+			       p->alive ? "live" : "dead", waiting_name(p->waiting), p->puts, p->gets,
+			       fmt_age(now > p->attached_ns ? now - p->attached_ns : 0, a, sizeof(a)));
+		}
+	}
+}
+
+static void json(const struct snapshot *s)
+{
+	const struct cistern_config *k = &s->cfg;
+	const struct cistern_stats *st = &s->st;
+	printf("{\"name\": ");
+	json_str(stdout, s->name);
+	printf(", \"file_size\": %" PRIu64 ", \"uid\": %u,\n", (uint64_t)s->file.st_size,
+	       (unsigned)s->file.st_uid);
+	printf(" \"config\": {\"policy\": \"%s\", \"slots\": %" PRIu64 ", \"slot_size\": %" PRIu64
+	       ", \"mode\": \"%04o\", \"watermark\": %" PRIu64 ", \"pseudo_epochs\": %u"
+	       ", \"sweep_size\": %u, \"time_steps\": %u, \"batch_size\": %u, \"seed\": %" PRIu64
+	       ", \"max_procs\": %u, \"producers\": %u, \"lossy\": %s"
+	       ", \"reads_per_put\": %.17g, \"rate_slack\": %.17g},\n",
+	       cistern_policy_name(k->policy), k->slot_count, k->slot_size, k->mode, k->watermark,
+	       k->pseudo_epochs, k->sweep_size, k->nb_time_steps, k->batch_size, k->seed,
+	       k->max_procs, k->expected_producers, (k->flags & CISTERN_LOSSY) ? "true" : "false",
+	       k->reads_per_put, k->rate_slack);
+	printf(" \"stats\": {\"population\": %" PRIu64 ", \"puts\": %" PRIu64 ", \"gets\": %" PRIu64
+	       ", \"evictions\": %" PRIu64 ", \"evicted_unseen\": %" PRIu64
+	       ", \"redeliveries\": %" PRIu64 ", \"reclaimed\": %" PRIu64
+	       ", \"producer_waits\": %" PRIu64 ", \"producer_wait_ns\": %" PRIu64
+	       ", \"reader_waits\": %" PRIu64 ", \"reader_wait_ns\": %" PRIu64
+	       ", \"procs_attached\": %u, \"reception_closed\": %s},\n",
+	       st->population, st->puts, st->gets, st->evictions, st->evicted_unseen,
+	       st->redeliveries, st->reclaimed, st->producer_waits, st->producer_wait_ns,
+	       st->reader_waits, st->reader_wait_ns, st->procs_attached,
+	       st->reception_closed ? "true" : "false");
+	printf(" \"seen_left\": {");
+	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
+		printf("%s\"%s\": %" PRIu64, i ? ", " : "", bucket_names[i], st->seen_hist[i]);
+	printf("},\n");
+	if (s->have_occ) {
+		printf(" \"seen_held\": {");
+		for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
+			printf("%s\"%s\": %" PRIu64, i ? ", " : "", bucket_names[i],
+			       s->occ.held_seen_hist[i]);
+		printf("},\n \"occupancy\": {");
+		for (int i = 0; i < CISTERN_SLOT_CLASSES; i++)
+			printf("%s\"%s\": %" PRIu64, i ? ", " : "", cistern_slot_class_name(i),
+			       s->occ.slots[i]);
+		printf(", \"pinned\": %" PRIu64 ", \"held\": %" PRIu64 ", \"held_bytes\": %" PRIu64
+		       "},\n", s->occ.pinned, s->occ.held, s->occ.held_bytes);
+	}
+	printf(" \"processes\": [");
+	for (int i = 0; i < s->nprocs; i++) {
+		const struct cistern_proc_info *p = &s->procs[i];
+		printf("%s\n  {\"slot\": %u, \"pid\": %u, \"uid\": %u, \"comm\": ", i ? "," : "",
+		       p->index, p->pid, p->uid);
+		json_str(stdout, p->comm);
+		printf(", \"role\": \"%s\", \"alive\": %s, \"waiting\": \"%s\", \"puts\": %" PRIu64
+		       ", \"gets\": %" PRIu64 ", \"attached_ns\": %" PRIu64 "}",
+		       role_name(p->role), p->alive ? "true" : "false", waiting_name(p->waiting),
+		       p->puts, p->gets, p->attached_ns);
+	}
+	printf("%s]}\n", s->nprocs ? "\n " : "");
+}
+
+/* One metric family header, then samples labelled with the segment. */
+static void prom_family(const char *name, const char *type, const char *help)
+{
+	printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void prom_sample(const struct snapshot *s, const char *name, const char *lname,
+			const char *lvalue, double v)
+{
+	printf("%s{segment=", name);
+	prom_label(stdout, s->name);
+	if (lname) {
+		printf(",%s=", lname);
+		prom_label(stdout, lvalue);
+	}
+	printf("} %.17g\n", v);
+}
+
+static void prometheus(const struct snapshot *s)
+{
+	const struct cistern_stats *st = &s->st;
+	prom_family("cistern_info", "gauge", "Segment parameters (value 1).");
+	printf("cistern_info{segment=");
+	prom_label(stdout, s->name);
+	printf(",policy=\"%s\"} 1\n", cistern_policy_name(s->cfg.policy));
+	prom_family("cistern_slots", "gauge", "Capacity in slots.");
+	prom_sample(s, "cistern_slots", NULL, NULL, (double)s->cfg.slot_count);
+	prom_family("cistern_slot_size_bytes", "gauge", "Largest payload in bytes.");
+	prom_sample(s, "cistern_slot_size_bytes", NULL, NULL, (double)s->cfg.slot_size);
+	prom_family("cistern_population", "gauge", "Samples held now.");
+	prom_sample(s, "cistern_population", NULL, NULL, (double)st->population);
+	prom_family("cistern_reception_closed", "gauge", "1 once reception is closed.");
+	prom_sample(s, "cistern_reception_closed", NULL, NULL, st->reception_closed ? 1 : 0);
+	static const struct {
+		const char *name, *help;
+		size_t off;
+		double scale;
+	} counters[] = {
+		{"cistern_puts_total", "Samples committed.", offsetof(struct cistern_stats, puts), 1},
+		{"cistern_gets_total", "Samples handed to readers.", offsetof(struct cistern_stats, gets), 1},
+		{"cistern_evictions_total", "Samples evicted to make room.",
+		 offsetof(struct cistern_stats, evictions), 1},
+		{"cistern_evicted_unseen_total", "Samples evicted before any reader saw them.",
+		 offsetof(struct cistern_stats, evicted_unseen), 1},
+		{"cistern_redeliveries_total", "Samples handed out again after a reader died.",
+		 offsetof(struct cistern_stats, redeliveries), 1},
+		{"cistern_reclaimed_total", "Reservations of dead producers dropped.",
+		 offsetof(struct cistern_stats, reclaimed), 1},
+		{"cistern_producer_waits_total", "Times a producer waited for room.",
+		 offsetof(struct cistern_stats, producer_waits), 1},
+		{"cistern_producer_wait_seconds_total", "Time producers spent waiting for room.",
+		 offsetof(struct cistern_stats, producer_wait_ns), 1e-9},
+		{"cistern_reader_waits_total", "Times a reader waited for data.",
+		 offsetof(struct cistern_stats, reader_waits), 1},
+		{"cistern_reader_wait_seconds_total", "Time readers spent waiting for data.",
+		 offsetof(struct cistern_stats, reader_wait_ns), 1e-9},
+	};
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+		uint64_t v;
+		memcpy(&v, (const char *)st + counters[i].off, sizeof(v));
+		prom_family(counters[i].name, "counter", counters[i].help);
+		prom_sample(s, counters[i].name, NULL, NULL, (double)v * counters[i].scale);
+	}
+	prom_family("cistern_left_samples_total", "counter",
+		    "Samples that left the buffer, by how many times they were seen.");
+	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
+		prom_sample(s, "cistern_left_samples_total", "seen", bucket_names[i],
+			    (double)st->seen_hist[i]);
+	if (s->have_occ) {
+		prom_family("cistern_held_samples", "gauge",
+			    "Samples held now, by how many times they were seen.");
+		for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
+			prom_sample(s, "cistern_held_samples", "seen", bucket_names[i],
+				    (double)s->occ.held_seen_hist[i]);
+		prom_family("cistern_slots_by_state", "gauge", "Slots in each state.");
+		for (int i = 0; i < CISTERN_SLOT_CLASSES; i++)
+			prom_sample(s, "cistern_slots_by_state", "state", cistern_slot_class_name(i),
+				    (double)s->occ.slots[i]);
+		prom_family("cistern_pinned_slots", "gauge", "Slots pinned by at least one reader.");
+		prom_sample(s, "cistern_pinned_slots", NULL, NULL, (double)s->occ.pinned);
+	}
+	int live = 0;
+	for (int i = 0; i < s->nprocs; i++)
+		live += s->procs[i].alive;
+	prom_family("cistern_processes", "gauge", "Attached processes, live or dead.");
+	prom_sample(s, "cistern_processes", "state", "live", live);
+	prom_sample(s, "cistern_processes", "state", "dead", s->nprocs - live);
+}
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+enum format { TEXT, JSON, PROMETHEUS };
+
+static void show(enum format f, const struct snapshot *s, const struct snapshot *prev)
+{
+	if (f == JSON)
+		json(s);
+	else if (f == PROMETHEUS)
+		prometheus(s);
+	else
+		text(s, prev);
+}
+
+static int inspect(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{"prometheus", no_argument, NULL, 'P'},
+		{"watch", optional_argument, NULL, 'w'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	enum format fmt = TEXT;
+	bool watch = false;
+	double period = 1.0;
+	int o;
+	while ((o = cli_getopt(&cmd_inspect, argc, argv, "jPwh", opts)) != -1) {
+		switch (o) {
+		case 'h':
+			return cli_help(&cmd_inspect);
+		case '?':
+			return EXIT_USAGE;
+		case 'j':
+		case 'P':
+			if (fmt != TEXT)
+				return cli_usage(&cmd_inspect, "--json and --prometheus exclude each other");
+			fmt = o == 'j' ? JSON : PROMETHEUS;
+			break;
+		case 'w': {
+			watch = true;
+			const char *arg = optarg;
+			if (arg) {
+				char *end;
+				period = strtod(arg, &end);
+				if (*end || !(period >= 0.05 && period <= 86400))
+					return cli_usage(&cmd_inspect, "bad --watch period '%s'", arg);
+			}
+			break;
+		}
+		}
+	}
+	if (optind != argc - 1)
+		return cli_usage(&cmd_inspect, optind >= argc ? "missing NAME" : "too many arguments");
+	const char *name = argv[optind];
+	int r = cistern_name_valid(name);
+	if (r < 0)
+		return cli_usage(&cmd_inspect, "bad segment name '%s': %s", name, cistern_strerror(r));
+
+	struct snapshot cur = {0}, prev = {0};
+	r = take(name, &cur);
+	if (r < 0) {
+		cli_error(&cmd_inspect, name, r, NULL);
+		return EXIT_FAIL;
+	}
+	if (!watch) {
+		show(fmt, &cur, NULL);
+		free(cur.procs);
+		return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
+	}
+	struct sigaction sa = {0};
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	bool clear = fmt == TEXT && isatty(STDOUT_FILENO);
+	int status = EXIT_OK;
+	for (;;) {
+		if (clear)
+			fputs("\033[H\033[2J", stdout);
+		show(fmt, &cur, prev.taken_ns ? &prev : NULL);
+		if (clear) {
+			char t[40];
+			printf("\n(every %gs, %s; interrupt to stop)\n", period,
+			       fmt_time(cur.taken_ns, t, sizeof(t)));
+		}
+		if (fflush(stdout) != 0) {
+			status = EXIT_FAIL;
+			break;
+		}
+		struct timespec ts = {(time_t)period, (long)((period - (double)(time_t)period) * 1e9)};
+		while (!stop && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+		if (stop)
+			break;
+		/* Keep the previous snapshot for rates; its procs array is reused. */
+		free(prev.procs);
+		prev = cur;
+		cur.procs = NULL;
+		r = take(name, &cur);
+		if (r < 0) {
+			cli_error(&cmd_inspect, name, r, "segment went away");
+			status = EXIT_FAIL;
+			break;
+		}
+	}
+	free(cur.procs);
+	free(prev.procs);
+	return status;
+}
+
+static int run(int argc, char **argv)
+{
+	/*
+	 * "--watch 2" and "-w 2": an optional argument is normally only taken
+	 * as "--watch=2"; glue a following number on before getopt sees it.
+	 */
+	char **args = calloc((size_t)argc + 1, sizeof(*args));
+	char *glued = NULL;
+	if (!args)
+		return EXIT_FAIL;
+	int nargs = 0;
+	for (int i = 0; i < argc; i++) {
+		bool w = strcmp(argv[i], "--watch") == 0 || strcmp(argv[i], "-w") == 0;
+		if (w && !glued && i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9') {
+			size_t n = strlen(argv[i + 1]) + 9;
+			glued = malloc(n);
+			if (!glued) {
+				free(args);
+				return EXIT_FAIL;
+			}
+			snprintf(glued, n, "--watch=%s", argv[i + 1]);
+			args[nargs++] = glued;
+			i++;
+			continue;
+		}
+		args[nargs++] = argv[i];
+	}
+	int status = inspect(nargs, args);
+	free(glued);
+	free(args);
+	return status;
+}
+
+const struct command cmd_inspect = {"inspect", run, "show everything about a segment", usage};
