@@ -58,19 +58,13 @@ enum {
 	FIFO_REDELIVER = 5,
 };
 
-#define POS_MASK SW_POS_MASK
 #define OWNER_UNACQUIRED 0 /* REDELIVER owner for a sample handed back by a short get */
-#define mkword sw_make
-#define wpos sw_pos
-#define wstate sw_state
-#define wowner sw_owner
-#define lap_diff sw_lap_diff
 
 static void fifo_init(struct cistern_hdr *h)
 {
 	struct cistern_slotmeta *m = cistern__meta(h);
 	for (uint64_t i = 0; i < h->slot_count; i++)
-		atomic_store_explicit(&m[i].word, mkword(i, FIFO_FREE, 0), memory_order_relaxed);
+		atomic_store_explicit(&m[i].word, sw_make(i, FIFO_FREE, 0), memory_order_relaxed);
 }
 
 /* Move index *idx from p to p+1 unless someone already did. */
@@ -88,9 +82,9 @@ static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		uint64_t idx = cistern__slot_of(c, t);
 		struct cistern_slotmeta *m = &c->meta[idx];
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
-		int64_t d = lap_diff(w, t);
-		if (d == 0 && wstate(w) == FIFO_FREE) {
-			uint64_t nw = mkword(t, FIFO_RESERVED, c->owner);
+		int64_t d = sw_lap_diff(w, t);
+		if (d == 0 && sw_state(w) == FIFO_FREE) {
+			uint64_t nw = sw_make(t, FIFO_RESERVED, c->owner);
 			if (!atomic_compare_exchange_weak_explicit(&m->word, &w, nw,
 								   memory_order_acq_rel,
 								   memory_order_relaxed))
@@ -128,7 +122,7 @@ static bool slot_is_mine(struct cistern *c, const struct cistern_slot *slot)
 	if (!slot->live_ || slot->index_ >= c->slot_count)
 		return false;
 	uint64_t w = atomic_load_explicit(&c->meta[slot->index_].word, memory_order_relaxed);
-	return w == mkword(slot->pos_, FIFO_RESERVED, c->owner);
+	return w == sw_make(slot->pos_, FIFO_RESERVED, c->owner);
 }
 
 static int fifo_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
@@ -146,7 +140,7 @@ static int fifo_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	if (meta)
 		meta->sample_id = id;
 	/* seq_cst exchange: publishes payload and metadata (release), then the wake check. */
-	atomic_exchange_explicit(&m->word, mkword(slot->pos_, FIFO_COMMITTED, 0),
+	atomic_exchange_explicit(&m->word, sw_make(slot->pos_, FIFO_COMMITTED, 0),
 				 memory_order_seq_cst);
 	slot->live_ = 0;
 	cistern__count(&c->me->ctr.puts, 1);
@@ -158,7 +152,7 @@ static int fifo_abort(struct cistern *c, struct cistern_slot *slot)
 {
 	if (!slot_is_mine(c, slot))
 		return -EINVAL;
-	atomic_exchange_explicit(&c->meta[slot->index_].word, mkword(slot->pos_, FIFO_SKIP, 0),
+	atomic_exchange_explicit(&c->meta[slot->index_].word, sw_make(slot->pos_, FIFO_SKIP, 0),
 				 memory_order_seq_cst);
 	slot->live_ = 0;
 	/* Readers may be waiting on this position to reach end of data: let them step over. */
@@ -189,16 +183,16 @@ static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = &c->meta[i];
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
-		if (wstate(w) != FIFO_REDELIVER)
+		if (sw_state(w) != FIFO_REDELIVER)
 			continue;
-		uint64_t nw = mkword(wpos(w), FIFO_ACQUIRED, c->owner);
+		uint64_t nw = sw_make(sw_pos(w), FIFO_ACQUIRED, c->owner);
 		if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw, memory_order_acq_rel,
 							     memory_order_relaxed))
 			continue;
 		/* The slot keeps its lap; only the low 48 bits of the position matter to it. */
-		fill_sample(c, s, i, wpos(w));
+		fill_sample(c, s, i, sw_pos(w));
 		cistern__count(&c->me->ctr.gets, 1);
-		if (wowner(w) != OWNER_UNACQUIRED)
+		if (sw_owner(w) != OWNER_UNACQUIRED)
 			cistern__count(&c->me->ctr.redeliveries, 1);
 		return 0;
 	}
@@ -223,11 +217,11 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 		uint64_t idx = cistern__slot_of(c, p);
 		struct cistern_slotmeta *m = &c->meta[idx];
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
-		int64_t d = lap_diff(w, p);
+		int64_t d = sw_lap_diff(w, p);
 		if (d == 0) {
-			switch (wstate(w)) {
+			switch (sw_state(w)) {
 			case FIFO_COMMITTED: {
-				uint64_t nw = mkword(p, FIFO_ACQUIRED, c->owner);
+				uint64_t nw = sw_make(p, FIFO_ACQUIRED, c->owner);
 				if (!atomic_compare_exchange_weak_explicit(&m->word, &w, nw,
 									   memory_order_acq_rel,
 									   memory_order_relaxed))
@@ -238,7 +232,7 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 				return 0;
 			}
 			case FIFO_SKIP: {
-				uint64_t nw = mkword(p + c->slot_count, FIFO_FREE, 0);
+				uint64_t nw = sw_make(p + c->slot_count, FIFO_FREE, 0);
 				if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
 									    memory_order_seq_cst,
 									    memory_order_relaxed)) {
@@ -272,8 +266,8 @@ static bool sample_is_mine(struct cistern *c, const struct cistern_sample *s)
 	if (!s->live_ || s->index_ >= c->slot_count)
 		return false;
 	uint64_t w = atomic_load_explicit(&c->meta[s->index_].word, memory_order_relaxed);
-	return wstate(w) == FIFO_ACQUIRED && wowner(w) == c->owner &&
-	       wpos(w) == (s->pos_ & POS_MASK);
+	return sw_state(w) == FIFO_ACQUIRED && sw_owner(w) == c->owner &&
+	       sw_pos(w) == (s->pos_ & SW_POS_MASK);
 }
 
 static int fifo_release(struct cistern *c, struct cistern_sample *s)
@@ -282,7 +276,7 @@ static int fifo_release(struct cistern *c, struct cistern_sample *s)
 		return -EINVAL;
 	struct cistern_slotmeta *m = &c->meta[s->index_];
 	/* seq_cst exchange: our reads of the payload are done (release), then the wake check. */
-	atomic_exchange_explicit(&m->word, mkword(s->pos_ + c->slot_count, FIFO_FREE, 0),
+	atomic_exchange_explicit(&m->word, sw_make(s->pos_ + c->slot_count, FIFO_FREE, 0),
 				 memory_order_seq_cst);
 	s->live_ = 0;
 	s->data = NULL;
@@ -295,7 +289,7 @@ static int fifo_release(struct cistern *c, struct cistern_sample *s)
 static void mark_redeliver(struct cistern *c, struct cistern_slotmeta *m, uint64_t w,
 			   uint32_t owner)
 {
-	uint64_t nw = mkword(wpos(w), FIFO_REDELIVER, owner);
+	uint64_t nw = sw_make(sw_pos(w), FIFO_REDELIVER, owner);
 	if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw, memory_order_seq_cst,
 						    memory_order_relaxed))
 		atomic_fetch_add_explicit(&c->hdr->redeliver_pending, 1, memory_order_seq_cst);
@@ -345,12 +339,12 @@ static void fifo_reclaim(struct cistern *c, uint32_t owner)
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = &c->meta[i];
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
-		if (wowner(w) != owner)
+		if (sw_owner(w) != owner)
 			continue;
-		switch (wstate(w)) {
+		switch (sw_state(w)) {
 		case FIFO_RESERVED: {
 			/* An unfinished put: that sample never existed. */
-			uint64_t nw = mkword(wpos(w), FIFO_SKIP, 0);
+			uint64_t nw = sw_make(sw_pos(w), FIFO_SKIP, 0);
 			if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
 								    memory_order_seq_cst,
 								    memory_order_relaxed))
@@ -408,13 +402,13 @@ struct cistern_slot_view cistern__fifo_classify(uint64_t word)
 		[FIFO_SKIP] = CISTERN_SLOT_SKIP,
 		[FIFO_REDELIVER] = CISTERN_SLOT_REDELIVER,
 	};
-	unsigned st = wstate(word);
+	unsigned st = sw_state(word);
 	struct cistern_slot_view v = {CISTERN_SLOT_OTHER, 0};
 	if (st < sizeof(map) / sizeof(map[0]))
 		v.cls = map[st];
 	/* Only RESERVED and ACQUIRED name a live owner; REDELIVER keeps the dead one's. */
 	if (st == FIFO_RESERVED || st == FIFO_ACQUIRED)
-		v.owner = wowner(word);
+		v.owner = sw_owner(word);
 	return v;
 }
 
@@ -429,7 +423,7 @@ static int fifo_restore(struct cistern_hdr *h, uint64_t n, uint64_t next_id)
 	 */
 	struct cistern_slotmeta *m = cistern__meta(h);
 	for (uint64_t i = 0; i < n; i++)
-		atomic_store_explicit(&m[i].word, mkword(i, FIFO_COMMITTED, 0), memory_order_relaxed);
+		atomic_store_explicit(&m[i].word, sw_make(i, FIFO_COMMITTED, 0), memory_order_relaxed);
 	h->id_base = next_id - n;
 	atomic_store_explicit(&h->head, 0, memory_order_relaxed);
 	atomic_store_explicit(&h->tail, n, memory_order_release);

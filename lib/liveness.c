@@ -24,7 +24,8 @@
 
 #include "internal.h"
 
-static int lock_byte(int fd, uint32_t index, short type, int cmd)
+/* The one-byte range that stands for attachment entry `index`. */
+static struct flock entry_range(uint32_t index, short type)
 {
 	struct flock fl;
 	memset(&fl, 0, sizeof(fl));
@@ -32,17 +33,18 @@ static int lock_byte(int fd, uint32_t index, short type, int cmd)
 	fl.l_whence = SEEK_SET;
 	fl.l_start = CISTERN_LOCK_BASE + (off_t)index;
 	fl.l_len = 1;
+	return fl;
+}
+
+static int lock_byte(int fd, uint32_t index, short type, int cmd)
+{
+	struct flock fl = entry_range(index, type);
 	return fcntl(fd, cmd, &fl) < 0 ? -errno : 0;
 }
 
 int cistern__entry_alive(int fd, uint32_t index)
 {
-	struct flock fl;
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = F_WRLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = CISTERN_LOCK_BASE + (off_t)index;
-	fl.l_len = 1;
+	struct flock fl = entry_range(index, F_WRLCK);
 	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
 		return -errno;
 	return fl.l_type != F_UNLCK;
