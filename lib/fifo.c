@@ -67,13 +67,6 @@ static void fifo_init(struct cistern_hdr *h)
 		atomic_store_explicit(&m[i].word, sw_make(i, FIFO_FREE, 0), memory_order_relaxed);
 }
 
-/* Move index *idx from p to p+1 unless someone already did. */
-static inline void help_advance(_Atomic uint64_t *idx, uint64_t p)
-{
-	atomic_compare_exchange_strong_explicit(idx, &p, p + 1, memory_order_seq_cst,
-						memory_order_relaxed);
-}
-
 static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
@@ -89,7 +82,7 @@ static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 								   memory_order_acq_rel,
 								   memory_order_relaxed))
 				continue;
-			help_advance(&h->tail, t);
+			cistern__help_advance(&h->tail, t);
 			slot->data = cistern__payload(c, idx);
 			slot->capacity = c->slot_size;
 			slot->pos_ = t;
@@ -107,7 +100,7 @@ static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 			if (d > (int64_t)c->slot_count && atomic_load(&h->tail) == t)
 				return -EPROTO;
 			/* Claimed already (maybe by a process that then died): help and retry. */
-			help_advance(&h->tail, t);
+			cistern__help_advance(&h->tail, t);
 			continue;
 		}
 		/* The slot still serves the previous lap: full, unless tail moved on. */
@@ -226,7 +219,7 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 									   memory_order_acq_rel,
 									   memory_order_relaxed))
 					continue;
-				help_advance(&h->head, p);
+				cistern__help_advance(&h->head, p);
 				fill_sample(c, s, idx, p);
 				cistern__count(&c->me->ctr.gets, 1);
 				return 0;
@@ -236,14 +229,14 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 				if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
 									    memory_order_seq_cst,
 									    memory_order_relaxed)) {
-					help_advance(&h->head, p);
+					cistern__help_advance(&h->head, p);
 					cistern__wake_producers(c);
 				}
 				continue;
 			}
 			case FIFO_ACQUIRED:
 			case FIFO_REDELIVER:
-				help_advance(&h->head, p);
+				cistern__help_advance(&h->head, p);
 				continue;
 			default: /* FREE or RESERVED: nothing committed at the head yet */
 				break;
@@ -252,7 +245,7 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 			/* As in fifo_try_reserve: over a lap ahead of a still head is damage. */
 			if (d > (int64_t)c->slot_count && atomic_load(&h->head) == p)
 				return -EPROTO;
-			help_advance(&h->head, p);
+			cistern__help_advance(&h->head, p);
 			continue;
 		}
 		if (atomic_load_explicit(&h->head, memory_order_acquire) != p)

@@ -123,6 +123,18 @@ static inline void cistern__add_role(struct cistern *c, uint32_t role)
 	}
 }
 
+/*
+ * Move a ring index (tail or head) from p to p+1 unless someone already did.
+ * Anyone may: a process that claimed position p and died before moving the
+ * index leaves that to the next one that finds p claimed. seq_cst: ordered
+ * with the close and end-of-data checks (fifo.c).
+ */
+static inline void cistern__help_advance(_Atomic uint64_t *idx, uint64_t p)
+{
+	atomic_compare_exchange_strong_explicit(idx, &p, p + 1, memory_order_seq_cst,
+						memory_order_relaxed);
+}
+
 /* Bucket of the seen histogram for a count. */
 static inline unsigned cistern__seen_bucket(uint32_t seen)
 {

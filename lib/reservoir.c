@@ -574,12 +574,6 @@ const struct cistern_ops cistern__batch_ops = {
 
 /* ---- FIFOEvictReservoir: a ring whose oldest sample is evicted ---- */
 
-static inline void help_advance(_Atomic uint64_t *idx, uint64_t p)
-{
-	atomic_compare_exchange_strong_explicit(idx, &p, p + 1, memory_order_seq_cst,
-						memory_order_relaxed);
-}
-
 static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
@@ -599,19 +593,19 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 								     memory_order_relaxed))
 				continue;
 			atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst);
-			help_advance(&h->tail, t);
+			cistern__help_advance(&h->tail, t);
 			set_slot(slot, c, idx, t);
 			return 0;
 		}
 		if (d >= 0) {
-			help_advance(&h->tail, t); /* claimed already: help the index along */
+			cistern__help_advance(&h->tail, t); /* claimed already: help the index along */
 			continue;
 		}
 		/* The slot holds the oldest sample, from the previous lap. */
 		if (d == -(int64_t)c->slot_count && sw_state(w) == RS_HELD &&
 		    (lossy || atomic_load_explicit(&m->seen, memory_order_relaxed) >= 1)) {
 			if (evict_claim(c, idx, w, t, !lossy)) {
-				help_advance(&h->tail, t);
+				cistern__help_advance(&h->tail, t);
 				set_slot(slot, c, idx, t);
 				return 0;
 			}
