@@ -200,6 +200,7 @@ def run_policy(policy, args, train_params, val_x, log):
                 f"the {policy} policy yet ({e.strerror})")
             return None
         raise
+    log(f"[{policy}] segment {name}; watch it live with: cistern inspect --watch 1 {name}")
 
     torch.manual_seed(args.seed)
     model = build_model(torch, args.grid, args.hidden)
