@@ -27,7 +27,7 @@
  */
 
 #define NSLOT 2
-#define NENT 3          /* attachment entries: as many as processes alive at once */
+#define NENT 4          /* attachment entries: one more than processes alive at once */
 #ifndef A_PUTS
 #define A_PUTS 1        /* samples producer A puts (ids 1..A_PUTS); B puts one more */
 #endif
@@ -57,6 +57,7 @@ byte tail, head, hint;
 bool closed;
 byte estate[NENT];
 byte lockh[NENT];       /* holder of the entry's lock: _pid + 1, or 0 */
+byte lockr[NENT];       /* holder of the entry's intent lock (CISTERN_INTENT_BASE) */
 bool killed[NPROC];
 byte kills;
 byte pdone;             /* producers finished or dead */
@@ -70,8 +71,9 @@ byte possample[NPOS];
 bool eod;
 
 #define DEAD(e) (estate[e] != E_FREE && lockh[e] == 0)
-#define ANYDEAD (DEAD(0) || DEAD(1) || DEAD(2))
-#define ANYRECL (estate[0] == E_RECL || estate[1] == E_RECL || estate[2] == E_RECL)
+#define ANYDEAD (DEAD(0) || DEAD(1) || DEAD(2) || DEAD(3))
+#define UNDERWAY(e) (estate[e] == E_RECL || (estate[e] != E_FREE && lockr[e] != 0))
+#define ANYRECL (UNDERWAY(0) || UNDERWAY(1) || UNDERWAY(2) || UNDERWAY(3))
 /* A futex wake: the places lib/ calls cistern__wake_*; counted modulo 8. */
 #define WAKE wakes = (wakes + 1) % 8
 
@@ -100,41 +102,69 @@ inline reclaim(e) {
 	WAKE                    /* cistern__wake_all */
 }
 
-/* cistern__sweep: reclaim every entry that is not free and whose lock is free. */
+/*
+ * cistern__sweep: reclaim every entry that is not free and whose lock is free,
+ * holding its intent lock, then its lock.
+ */
 inline sweep() {
 	e = 0;
 	n = 0;
 	do
 	:: e < NENT ->
 		if
-		:: atomic { e + 1 != myent && estate[e] != E_FREE && lockh[e] == 0 -> lockh[e] = me } ->
+		:: e + 1 != myent && estate[e] != E_FREE && lockh[e] == 0 ->
 			if
-			:: estate[e] != E_FREE -> reclaim(e); n++
+			:: atomic { lockr[e] == 0 -> lockr[e] = me } ->
+				if
+				:: atomic { lockh[e] == 0 -> lockh[e] = me } ->
+					if
+					:: estate[e] != E_FREE -> reclaim(e); n++
+					:: else -> skip
+					fi;
+					lockh[e] = 0
+				:: else -> skip
+				fi;
+				lockr[e] = 0
 			:: else -> skip
-			fi;
-			lockh[e] = 0
+			fi
 		:: else -> skip
 		fi;
 		e++
 	:: else -> break
 	od;
+	if
+	:: n > 0 -> WAKE
+	:: else -> skip
+	fi;
 	e = 0
 }
 
-/* cistern__claim_entry: take the lock of a free or dead entry, reclaim it if dead. */
+/*
+ * cistern__claim_entry: take the intent lock, then the lock, of a free or dead
+ * entry; reclaim it if dead.
+ */
 inline claim() {
 	e = 0;
 	myent = 0;
 	do
 	:: e < NENT && myent == 0 ->
 		if
-		:: atomic { lockh[e] == 0 -> lockh[e] = me } ->
+		:: atomic { lockr[e] == 0 -> lockr[e] = me } ->
 			if
-			:: estate[e] != E_FREE -> reclaim(e)
-			:: else -> skip
-			fi;
-			estate[e] = E_ACTIVE;
-			myent = e + 1
+			:: atomic { lockh[e] == 0 -> lockh[e] = me } ->
+				if
+				:: estate[e] != E_FREE -> reclaim(e); n = 1
+				:: else -> skip
+				fi;
+				estate[e] = E_ACTIVE;
+				myent = e + 1;
+				lockr[e] = 0;
+				if
+				:: n > 0 -> WAKE; n = 0
+				:: else -> skip
+				fi
+			:: else -> lockr[e] = 0; e++
+			fi
 		:: else -> e++
 		fi
 	:: else -> break
@@ -148,7 +178,10 @@ inline drop_locks() {
 	d_step {
 		e = 0;
 		do
-		:: e < NENT -> if :: lockh[e] == me -> lockh[e] = 0 :: else -> skip fi; e++
+		:: e < NENT ->
+			if :: lockh[e] == me -> lockh[e] = 0 :: else -> skip fi;
+			if :: lockr[e] == me -> lockr[e] = 0 :: else -> skip fi;
+			e++
 		:: else -> break
 		od
 	}
