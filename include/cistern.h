@@ -193,7 +193,8 @@ CISTERN_API int cistern_unlink(const char *name);
 
 /**
  * Reserve a writable slot (zero-copy put). Waits for room as cistern_put() does.
- * @return 0; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed.
+ * @return 0; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed; -EPROTO if
+ *         the segment's ring is damaged.
  */
 CISTERN_API int cistern_reserve(struct cistern *c, struct cistern_slot *slot, int timeout_ms);
 
@@ -234,7 +235,8 @@ CISTERN_API int cistern_producer_done(struct cistern *c);
  * Acquire a sample to read in place (zero-copy get). Under FIFO and FIRO the
  * sample belongs to this handle until release; under the reservoirs it is pinned
  * (never evicted nor overwritten) until release.
- * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT.
+ * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EPROTO if the segment is damaged
+ *         (a ring index it cannot follow, a sample longer than slot_size).
  */
 CISTERN_API int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms);
 

@@ -24,30 +24,46 @@
 
 #include "internal.h"
 
-/* The one-byte range that stands for attachment entry `index`. */
-static struct flock entry_range(uint32_t index, short type)
+/* The one-byte lock range at offset off of the shm object. */
+static struct flock byte_range(off_t off, short type)
 {
 	struct flock fl;
 	memset(&fl, 0, sizeof(fl));
 	fl.l_type = type;
 	fl.l_whence = SEEK_SET;
-	fl.l_start = CISTERN_LOCK_BASE + (off_t)index;
+	fl.l_start = off;
 	fl.l_len = 1;
 	return fl;
 }
 
+static int lock_at(int fd, off_t off, short type, int cmd)
+{
+	struct flock fl = byte_range(off, type);
+	return fcntl(fd, cmd, &fl) < 0 ? -errno : 0;
+}
+
 static int lock_byte(int fd, uint32_t index, short type, int cmd)
 {
-	struct flock fl = entry_range(index, type);
-	return fcntl(fd, cmd, &fl) < 0 ? -errno : 0;
+	return lock_at(fd, CISTERN_LOCK_BASE + (off_t)index, type, cmd);
+}
+
+static int lock_intent(int fd, uint32_t index, short type)
+{
+	return lock_at(fd, CISTERN_INTENT_BASE + (off_t)index, type, F_OFD_SETLK);
+}
+
+/* 1 if another open file description holds the lock on byte off, 0 if not. */
+static int held_at(int fd, off_t off)
+{
+	struct flock fl = byte_range(off, F_WRLCK);
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		return -errno;
+	return fl.l_type != F_UNLCK;
 }
 
 int cistern__entry_alive(int fd, uint32_t index)
 {
-	struct flock fl = entry_range(index, F_WRLCK);
-	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
-		return -errno;
-	return fl.l_type != F_UNLCK;
+	return held_at(fd, CISTERN_LOCK_BASE + (off_t)index);
 }
 
 /* Fold a gone attachment's counters into the segment's retired counters. */
@@ -101,13 +117,23 @@ int cistern__claim_entry(struct cistern *c)
 		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_FREE &&
 		    cistern__entry_alive(c->fd, i) == 1)
 			continue;
-		int r = lock_byte(c->fd, i, F_WRLCK, F_OFD_SETLK);
+		/* The intent lock first: the entry may be a dead one to reclaim (segment.h). */
+		int r = lock_intent(c->fd, i, F_WRLCK);
 		if (r == -EAGAIN || r == -EACCES)
 			continue;
 		if (r < 0)
 			return r;
+		r = lock_byte(c->fd, i, F_WRLCK, F_OFD_SETLK);
+		if (r < 0) {
+			lock_intent(c->fd, i, F_UNLCK);
+			if (r == -EAGAIN || r == -EACCES)
+				continue;
+			return r;
+		}
 		/* The lock is ours: the entry is ours, alone. */
-		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_FREE)
+		bool dead = atomic_load_explicit(&procs[i].state, memory_order_acquire) !=
+			    CISTERN_PROC_FREE;
+		if (dead)
 			reclaim_entry(c, i);
 		struct cistern_proc *p = &procs[i];
 		memset(&p->ctr, 0, sizeof(p->ctr));
@@ -116,6 +142,10 @@ int cistern__claim_entry(struct cistern *c)
 		atomic_store_explicit(&p->state, CISTERN_PROC_ACTIVE, memory_order_release);
 		c->owner = i + 1;
 		c->me = p;
+		lock_intent(c->fd, i, F_UNLCK);
+		/* Readers waiting at end of data looked at the intent lock too. */
+		if (dead)
+			cistern__wake_all(h);
 		return 0;
 	}
 	return -EUSERS;
@@ -164,8 +194,13 @@ int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, voi
 			continue;
 		if (cistern__entry_alive(c->fd, i) != 0)
 			continue;
-		if (lock_byte(c->fd, i, F_WRLCK, F_OFD_SETLK) < 0)
-			continue; /* someone else is cleaning it up, or a newcomer took it */
+		/* Intent, then entry (see segment.h); either taken: someone else is at it. */
+		if (lock_intent(c->fd, i, F_WRLCK) < 0)
+			continue;
+		if (lock_byte(c->fd, i, F_WRLCK, F_OFD_SETLK) < 0) {
+			lock_intent(c->fd, i, F_UNLCK);
+			continue;
+		}
 		/* Re-check under the lock: another sweeper may have finished it meanwhile. */
 		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_FREE) {
 			if (fn)
@@ -174,7 +209,11 @@ int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, voi
 			reclaimed++;
 		}
 		lock_byte(c->fd, i, F_UNLCK, F_OFD_SETLK);
+		lock_intent(c->fd, i, F_UNLCK);
 	}
+	/* Readers waiting at end of data looked at the intent locks too. */
+	if (reclaimed)
+		cistern__wake_all(h);
 	return reclaimed;
 }
 
@@ -182,9 +221,13 @@ bool cistern__reclaim_under_way(struct cistern *c)
 {
 	struct cistern_hdr *h = c->hdr;
 	struct cistern_proc *procs = cistern__procs(h);
-	for (uint32_t i = 0; i < h->procs_count; i++)
-		if (atomic_load_explicit(&procs[i].state, memory_order_seq_cst) ==
-		    CISTERN_PROC_RECLAIMING)
+	for (uint32_t i = 0; i < h->procs_count; i++) {
+		uint32_t state = atomic_load_explicit(&procs[i].state, memory_order_seq_cst);
+		if (state == CISTERN_PROC_RECLAIMING)
 			return true;
+		/* Locked but not marked yet: only the intent lock tells it from a live owner. */
+		if (state != CISTERN_PROC_FREE && held_at(c->fd, CISTERN_INTENT_BASE + (off_t)i) == 1)
+			return true;
+	}
 	return false;
 }

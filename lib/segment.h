@@ -35,6 +35,14 @@
 #define CISTERN_SHM_PREFIX "/cistern."
 /* Byte 0 of the object is the gc lock; entry i's liveness lock is byte 1 + i. */
 #define CISTERN_LOCK_BASE 1
+/*
+ * Entry i's intent lock is byte CISTERN_INTENT_BASE + i (past every liveness
+ * byte; locks may lie beyond the end of the object). Whoever reclaims entry i
+ * takes it before the entry's own lock and keeps it to the end, so the moment
+ * between taking the entry lock and marking the entry RECLAIMING, when it
+ * looks like a live owner, is still visible as a reclaim under way.
+ */
+#define CISTERN_INTENT_BASE (CISTERN_LOCK_BASE + CISTERN_PROCS_MAX)
 
 #define CL_ALIGN _Alignas(CISTERN_CACHELINE)
 

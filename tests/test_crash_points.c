@@ -265,3 +265,45 @@ Test(crash_points, end_of_data_waits_for_a_reclaim_under_way)
 	waitpid(pid, NULL, 0);
 	drop(c, name);
 }
+
+Test(crash_points, end_of_data_waits_for_a_reclaimer_between_lock_and_mark)
+{
+	char name[64];
+	struct cistern *c = make("cp-window", name, sizeof(name), 4);
+	cr_assert_eq(cistern_put(c, "v", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
+	atomic_store(&c->hdr->head, 1);
+	uint32_t dead = (uint32_t)(atomic_load(&c->meta[0].word) & 0xfff);
+	/*
+	 * A sweeper has taken the dead entry's intent and entry locks and has not
+	 * marked it RECLAIMING yet: ACTIVE and locked, like a live owner. (Found by
+	 * the exhaustive search of model/fifo.pml.)
+	 */
+	_Atomic uint32_t *started = shared_alloc(sizeof(*started));
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct cistern *r;
+		if (cistern__open_mapped(name, false, &r) < 0)
+			_exit(1);
+		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
+				   .l_start = CISTERN_INTENT_BASE + dead - 1, .l_len = 1};
+		if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
+			_exit(2);
+		fl.l_start = CISTERN_LOCK_BASE + dead - 1;
+		if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
+			_exit(3);
+		atomic_store(started, 1);
+		usleep(300 * 1000);
+		raise(SIGKILL);
+		_exit(4);
+	}
+	while (!atomic_load(started))
+		usleep(1000);
+	char buf[16];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 3000), 1,
+		     "end of data was declared between a reclaimer's lock and its mark");
+	cr_assert_eq(buf[0], 'v');
+	waitpid(pid, NULL, 0);
+	drop(c, name);
+}
