@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/* bars.c - the targets of issue 6, judged on the medians just measured. */
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+
+struct bar_rows g_bars = {
+	.s1_cis = -1, .s1_cis_spin = -1, .s1_ck = -1, .s1_rte = -1, .s1_pipe = -1, .s1_mq = -1,
+	.s1_boost = -1, .s1_zmq = -1, .s3_cis = -1, .s3_bound = -1, .s4_zc = -1, .s4_gather = -1,
+	.s4_torch = -1, .s4_torch_fixed = -1, .s6_op = { -1, -1, -1 },
+};
+
+/* Median of a row, NAN when it was not measured. */
+static double med(int i)
+{
+	const struct row *r = row_get(i);
+	if (!r || r->note[0] || r->n == 0)
+		return NAN;
+	return row_median(r);
+}
+
+static const char *verdict(int met, int known)
+{
+	return !known ? "NOT MEASURED" : met ? "MET" : "MISSED";
+}
+
+static double max2(double a, double b)
+{
+	if (isnan(a))
+		return b;
+	if (isnan(b))
+		return a;
+	return a > b ? a : b;
+}
+
+void bars_print(void)
+{
+	printf("Targets (medians):\n");
+
+	if (bench_section_enabled("1")) {
+		double cis = med(g_bars.s1_cis), spin = med(g_bars.s1_cis_spin);
+		double rings = max2(med(g_bars.s1_ck), med(g_bars.s1_rte));
+		double ipc = max2(max2(med(g_bars.s1_pipe), med(g_bars.s1_mq)),
+				  max2(med(g_bars.s1_boost), med(g_bars.s1_zmq)));
+		int known = !isnan(cis) && !isnan(rings) && !isnan(ipc);
+		int a = cis >= rings, b = cis >= 10 * ipc;
+		printf("(1) cistern >= best of ck_ring/rte_ring and >= 10x best of pipe/mq/boost/zmq: %s\n"
+		       "    cistern %.3f M/s (timeout-0 variant %.3f); best ring %.3f (%s, x%.2f); best of "
+		       "pipe/mq/boost/zmq %.3f (x%.2f, needs 10)\n",
+		       verdict(a && b, known), cis, spin, rings, a ? "met" : "missed", cis / rings, ipc, cis / ipc);
+	}
+	if (bench_section_enabled("3")) {
+		double cis = med(g_bars.s3_cis), bound = med(g_bars.s3_bound);
+		int known = !isnan(cis) && !isnan(bound);
+		printf("(3) cistern zero-copy within 10%% of the no-transport bound: %s\n"
+		       "    cistern %.2f GB/s, bound %.2f GB/s: %.1f%% of the bound\n",
+		       verdict(cis >= 0.9 * bound, known), cis, bound, 100 * cis / bound);
+	}
+	if (bench_section_enabled("4")) {
+		double zc = med(g_bars.s4_zc), ga = med(g_bars.s4_gather);
+		double torch = max2(med(g_bars.s4_torch), med(g_bars.s4_torch_fixed));
+		int known = !isnan(zc) && !isnan(ga) && !isnan(torch);
+		printf("(4) zero-copy batches >= 10x and gathered >= 2x torch index_select: %s\n"
+		       "    zero-copy %.2f k/s (x%.2f), gathered %.2f k/s (x%.2f), torch (faster variant) %.2f k/s\n",
+		       verdict(zc >= 10 * torch && ga >= 2 * torch, known), zc, zc / torch, ga, ga / torch, torch);
+	}
+	if (bench_section_enabled("6")) {
+		double v[3], lo = INFINITY, hi = -INFINITY;
+		int known = 1;
+		for (int i = 0; i < 3; i++) {
+			v[i] = med(g_bars.s6_op[i]);
+			known &= !isnan(v[i]);
+			lo = v[i] < lo ? v[i] : lo;
+			hi = v[i] > hi ? v[i] : hi;
+		}
+		printf("(6) put+get cost flat within 20%% from 1K to 1M slots: %s\n"
+		       "    1K %.1f ns, 64K %.1f ns, 1M %.1f ns: max/min %.2f\n",
+		       verdict(hi <= 1.2 * lo, known), v[0], v[1], v[2], hi / lo);
+	}
+	fflush(stdout);
+}

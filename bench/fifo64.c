@@ -1,0 +1,936 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fifo64.c - sections 1 and 2: producers and readers in separate processes move
+ * 64-byte samples, copied in and out, through cistern and through the peers.
+ */
+#include "bench.h"
+#include "peer_boost.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <mqueue.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ck_ring.h>
+#include <rte_ring.h>
+#include <zmq.h>
+
+#include <cistern.h>
+
+#define QCAP 1024 /* capacity of every queue, in samples, where it can be chosen */
+
+struct s64 {
+	unsigned char b[BENCH_MSG];
+};
+CK_RING_PROTOTYPE(s64, s64)
+
+enum kind { K_CIS, K_CIS_SPIN, K_CK, K_RTE, K_RTE_RTS, K_PIPE, K_MQ, K_BOOST, K_ZMQ, K_COUNT };
+
+struct f64 {
+	enum kind kind;
+	struct run_ctl *c;
+	int oversub;
+	char name[96];
+	struct cistern *ph;        /* parent's cistern handle */
+	void *mem;                 /* ck_ring / rte_ring mapping */
+	size_t memlen;
+	int pfd[2];                /* pipe */
+	mqd_t mq;
+	long mq_cap;
+	void *bq;                  /* parent's boost queue */
+	char zep[BENCH_MAX_PROCS][108];
+};
+
+static const char *kind_label(enum kind k, int mpmc, long mq_cap)
+{
+	static char buf[96];
+	switch (k) {
+	case K_CIS:
+		return "cistern FIFO put/get (blocking)";
+	case K_CIS_SPIN:
+		return "cistern FIFO put/get (timeout 0 + retry)";
+	case K_CK:
+		return mpmc ? "ck_ring MPMC (shared mmap)" : "ck_ring SPSC (shared mmap)";
+	case K_RTE:
+		return mpmc ? "DPDK rte_ring MP/MC (shared mmap)" : "DPDK rte_ring SP/SC (shared mmap)";
+	case K_RTE_RTS:
+		return "DPDK rte_ring MP/MC RTS (shared mmap)";
+	case K_PIPE:
+		return "pipe";
+	case K_MQ:
+		snprintf(buf, sizeof buf, "POSIX mq (mq_maxmsg %ld)", mq_cap);
+		return buf;
+	case K_BOOST:
+		return "Boost.Interprocess message_queue";
+	case K_ZMQ:
+		return "ZeroMQ ipc PUSH/PULL";
+	default:
+		return "?";
+	}
+}
+
+static inline void waitspin(int oversub)
+{
+	if (oversub)
+		sched_yield();
+	else
+		cpu_relax();
+}
+
+static inline int all_produced(struct run_ctl *c)
+{
+	return atomic_load_explicit(&c->producers_done, memory_order_acquire) == c->nprod;
+}
+
+/* ---- generic loops, inlined into each transport --------------------------------- */
+
+typedef int (*send_fn)(void *h, const void *msg);
+/* 1 = a sample, 0 = end of data (time it), 2 = end seen late (do not time it), <0 = -errno */
+typedef int (*recv_fn)(void *h, void *msg);
+
+static inline __attribute__((always_inline)) int produce(struct f64 *f, int idx, void *h, send_fn send)
+{
+	_Alignas(64) unsigned char msg[BENCH_MSG];
+	uint64_t n = f->c->per_producer;
+	ctl_child_ready(f->c);
+	for (uint64_t s = 0; s < n; s++) {
+		msg_fill(msg, make_tag(idx, s));
+		int rc = send(h, msg);
+		if (rc < 0) {
+			ctl_error(f->c, idx, "send: %s", strerror(-rc));
+			return 1;
+		}
+	}
+	atomic_fetch_add_explicit(&f->c->producers_done, 1, memory_order_release);
+	return 0;
+}
+
+static inline __attribute__((always_inline)) int consume(struct f64 *f, int idx, void *h, recv_fn recv)
+{
+	_Alignas(64) unsigned char msg[BENCH_MSG];
+	struct rd_res *r = &f->c->rd[idx];
+	uint64_t count = 0, sum = 0, bad = 0, last[BENCH_MAX_PROCS];
+	int rc;
+
+	for (int i = 0; i < BENCH_MAX_PROCS; i++)
+		last[i] = UINT64_MAX;
+	ctl_child_ready(f->c);
+	for (;;) {
+		rc = recv(h, msg);
+		if (rc != 1)
+			break;
+		uint64_t tag;
+		if (msg_check(msg, &tag)) {
+			bad++;
+			continue;
+		}
+		uint64_t p = (tag >> 40) - 1, seq = tag & ((UINT64_C(1) << 40) - 1);
+		if (p >= BENCH_MAX_PROCS) {
+			bad++;
+			continue;
+		}
+		if (last[p] != UINT64_MAX && seq <= last[p])
+			bad++; /* out of order for its producer */
+		last[p] = seq;
+		count++;
+		sum += tag;
+		if ((count & 15) == 0)
+			atomic_store_explicit(&r->progress, count, memory_order_relaxed);
+	}
+	uint64_t t = now_ns();
+	r->count = count;
+	r->tagsum = sum;
+	r->bad = bad;
+	r->t_end = rc == 0 ? t : 0;
+	if (rc < 0) {
+		ctl_error(f->c, BENCH_MAX_PROCS + idx, "receive: %s", strerror(-rc));
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- cistern -------------------------------------------------------------------- */
+
+static int cis_send(void *h, const void *msg)
+{
+	return cistern_put(h, msg, BENCH_MSG, NULL, -1);
+}
+
+static int cis_recv(void *h, void *msg)
+{
+	struct cistern_meta m;
+	ssize_t n = cistern_get(h, msg, BENCH_MSG, &m, -1);
+	if (n == BENCH_MSG)
+		return 1;
+	if (n == CISTERN_EOD)
+		return 0;
+	return n < 0 ? (int)n : -EBADMSG;
+}
+
+struct spin_h {
+	struct cistern *c;
+	int oversub;
+};
+
+static int cis_send_spin(void *h, const void *msg)
+{
+	struct spin_h *s = h;
+	for (;;) {
+		int rc = cistern_put(s->c, msg, BENCH_MSG, NULL, 0);
+		if (rc != -EAGAIN)
+			return rc;
+		waitspin(s->oversub);
+	}
+}
+
+static int cis_recv_spin(void *h, void *msg)
+{
+	struct spin_h *s = h;
+	struct cistern_meta m;
+	for (;;) {
+		ssize_t n = cistern_get(s->c, msg, BENCH_MSG, &m, 0);
+		if (n == BENCH_MSG)
+			return 1;
+		if (n == CISTERN_EOD)
+			return 0;
+		if (n != -EAGAIN)
+			return n < 0 ? (int)n : -EBADMSG;
+		waitspin(s->oversub);
+	}
+}
+
+static int cis_child(struct f64 *f, int role, int idx)
+{
+	struct cistern *c;
+	int rc = cistern_attach(f->name, &c), ret;
+	if (rc < 0) {
+		ctl_error(f->c, role == 'p' ? idx : BENCH_MAX_PROCS + idx, "cistern_attach: %s",
+			  cistern_strerror(rc));
+		return 1;
+	}
+	struct spin_h sh = { c, f->oversub };
+	if (role == 'p') {
+		ret = f->kind == K_CIS ? produce(f, idx, c, cis_send) : produce(f, idx, &sh, cis_send_spin);
+		if (ret == 0 && (rc = cistern_producer_done(c)) < 0) {
+			ctl_error(f->c, idx, "cistern_producer_done: %s", cistern_strerror(rc));
+			ret = 1;
+		}
+	} else {
+		ret = f->kind == K_CIS ? consume(f, idx, c, cis_recv) : consume(f, idx, &sh, cis_recv_spin);
+	}
+	cistern_detach(c);
+	return ret;
+}
+
+/* ---- ck_ring ---------------------------------------------------------------------- */
+
+struct ck_shared {
+	struct ck_ring ring;
+	_Alignas(64) struct s64 buf[QCAP];
+};
+
+struct ck_h {
+	struct ck_shared *s;
+	struct run_ctl *c;
+	int oversub;
+};
+
+static int ck_send_spsc(void *h, const void *msg)
+{
+	struct ck_h *k = h;
+	while (!ck_ring_enqueue_spsc_s64(&k->s->ring, k->s->buf, (struct s64 *)(uintptr_t)msg))
+		waitspin(k->oversub);
+	return 0;
+}
+
+static int ck_recv_spsc(void *h, void *msg)
+{
+	struct ck_h *k = h;
+	for (;;) {
+		if (ck_ring_dequeue_spsc_s64(&k->s->ring, k->s->buf, msg))
+			return 1;
+		if (all_produced(k->c))
+			return ck_ring_dequeue_spsc_s64(&k->s->ring, k->s->buf, msg) ? 1 : 0;
+		waitspin(k->oversub);
+	}
+}
+
+static int ck_send_mpmc(void *h, const void *msg)
+{
+	struct ck_h *k = h;
+	while (!ck_ring_enqueue_mpmc_s64(&k->s->ring, k->s->buf, (struct s64 *)(uintptr_t)msg))
+		waitspin(k->oversub);
+	return 0;
+}
+
+static int ck_recv_mpmc(void *h, void *msg)
+{
+	struct ck_h *k = h;
+	for (;;) {
+		if (ck_ring_dequeue_mpmc_s64(&k->s->ring, k->s->buf, msg))
+			return 1;
+		if (all_produced(k->c))
+			return ck_ring_dequeue_mpmc_s64(&k->s->ring, k->s->buf, msg) ? 1 : 0;
+		waitspin(k->oversub);
+	}
+}
+
+static int ck_child(struct f64 *f, int role, int idx)
+{
+	struct ck_h k = { f->mem, f->c, f->oversub };
+	int mpmc = f->c->nprod > 1 || f->c->nread > 1;
+	if (role == 'p')
+		return mpmc ? produce(f, idx, &k, ck_send_mpmc) : produce(f, idx, &k, ck_send_spsc);
+	return mpmc ? consume(f, idx, &k, ck_recv_mpmc) : consume(f, idx, &k, ck_recv_spsc);
+}
+
+/* ---- DPDK rte_ring ---------------------------------------------------------------- */
+
+struct rte_h {
+	struct rte_ring *r;
+	struct run_ctl *c;
+	int oversub;
+};
+
+static int rte_send_sp(void *h, const void *msg)
+{
+	struct rte_h *k = h;
+	while (rte_ring_sp_enqueue_elem(k->r, (void *)(uintptr_t)msg, BENCH_MSG) != 0)
+		waitspin(k->oversub);
+	return 0;
+}
+
+static int rte_recv_sc(void *h, void *msg)
+{
+	struct rte_h *k = h;
+	for (;;) {
+		if (rte_ring_sc_dequeue_elem(k->r, msg, BENCH_MSG) == 0)
+			return 1;
+		if (all_produced(k->c))
+			return rte_ring_sc_dequeue_elem(k->r, msg, BENCH_MSG) == 0 ? 1 : 0;
+		waitspin(k->oversub);
+	}
+}
+
+static int rte_send_mp(void *h, const void *msg)
+{
+	struct rte_h *k = h;
+	while (rte_ring_mp_enqueue_elem(k->r, (void *)(uintptr_t)msg, BENCH_MSG) != 0)
+		waitspin(k->oversub);
+	return 0;
+}
+
+static int rte_recv_mc(void *h, void *msg)
+{
+	struct rte_h *k = h;
+	for (;;) {
+		if (rte_ring_mc_dequeue_elem(k->r, msg, BENCH_MSG) == 0)
+			return 1;
+		if (all_produced(k->c))
+			return rte_ring_mc_dequeue_elem(k->r, msg, BENCH_MSG) == 0 ? 1 : 0;
+		waitspin(k->oversub);
+	}
+}
+
+/* The generic calls dispatch on the sync type given at init (RTS here). */
+static int rte_send_any(void *h, const void *msg)
+{
+	struct rte_h *k = h;
+	while (rte_ring_enqueue_elem(k->r, (void *)(uintptr_t)msg, BENCH_MSG) != 0)
+		waitspin(k->oversub);
+	return 0;
+}
+
+static int rte_recv_any(void *h, void *msg)
+{
+	struct rte_h *k = h;
+	for (;;) {
+		if (rte_ring_dequeue_elem(k->r, msg, BENCH_MSG) == 0)
+			return 1;
+		if (all_produced(k->c))
+			return rte_ring_dequeue_elem(k->r, msg, BENCH_MSG) == 0 ? 1 : 0;
+		waitspin(k->oversub);
+	}
+}
+
+static int rte_child(struct f64 *f, int role, int idx)
+{
+	struct rte_h k = { f->mem, f->c, f->oversub };
+	int mpmc = f->c->nprod > 1 || f->c->nread > 1;
+	if (f->kind == K_RTE_RTS)
+		return role == 'p' ? produce(f, idx, &k, rte_send_any) : consume(f, idx, &k, rte_recv_any);
+	if (role == 'p')
+		return mpmc ? produce(f, idx, &k, rte_send_mp) : produce(f, idx, &k, rte_send_sp);
+	return mpmc ? consume(f, idx, &k, rte_recv_mc) : consume(f, idx, &k, rte_recv_sc);
+}
+
+/* ---- pipe ---------------------------------------------------------------------- */
+
+static int pipe_send(void *h, const void *msg)
+{
+	int fd = *(int *)h;
+	for (;;) {
+		ssize_t n = write(fd, msg, BENCH_MSG);
+		if (n == BENCH_MSG)
+			return 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n < 0 ? -errno : -EIO;
+	}
+}
+
+static int pipe_recv(void *h, void *msg)
+{
+	int fd = *(int *)h;
+	for (;;) {
+		ssize_t n = read(fd, msg, BENCH_MSG);
+		if (n == BENCH_MSG)
+			return 1;
+		if (n == 0)
+			return 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n < 0 ? -errno : -EBADMSG; /* short read: writes of 64 bytes are atomic */
+	}
+}
+
+static int pipe_child(struct f64 *f, int role, int idx)
+{
+	if (role == 'p') {
+		close(f->pfd[0]);
+		return produce(f, idx, &f->pfd[1], pipe_send);
+	}
+	close(f->pfd[1]);
+	return consume(f, idx, &f->pfd[0], pipe_recv);
+}
+
+/* ---- POSIX message queue ---------------------------------------------------------- */
+
+static int mq_send1(void *h, const void *msg)
+{
+	mqd_t q = *(mqd_t *)h;
+	while (mq_send(q, msg, BENCH_MSG, 0) != 0)
+		if (errno != EINTR)
+			return -errno;
+	return 0;
+}
+
+static int mq_recv1(void *h, void *msg)
+{
+	mqd_t q = *(mqd_t *)h;
+	for (;;) {
+		ssize_t n = mq_receive(q, msg, BENCH_MSG, NULL);
+		if (n == BENCH_MSG)
+			return ((uint64_t *)msg)[0] == TAG_SENTINEL ? 0 : 1;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n < 0 ? -errno : -EBADMSG;
+	}
+}
+
+static int mq_child(struct f64 *f, int role, int idx)
+{
+	return role == 'p' ? produce(f, idx, &f->mq, mq_send1) : consume(f, idx, &f->mq, mq_recv1);
+}
+
+/* ---- Boost.Interprocess ------------------------------------------------------------ */
+
+static int bq_send1(void *h, const void *msg)
+{
+	return bq_send(h, msg, BENCH_MSG);
+}
+
+static int bq_recv1(void *h, void *msg)
+{
+	long n = bq_recv(h, msg, BENCH_MSG);
+	if (n == BENCH_MSG)
+		return ((uint64_t *)msg)[0] == TAG_SENTINEL ? 0 : 1;
+	return n < 0 ? (int)n : -EBADMSG;
+}
+
+static int bq_child(struct f64 *f, int role, int idx)
+{
+	void *q;
+	int rc = bq_open(f->name, &q), ret;
+	if (rc < 0) {
+		ctl_error(f->c, role == 'p' ? idx : BENCH_MAX_PROCS + idx, "boost open: %s", strerror(-rc));
+		return 1;
+	}
+	ret = role == 'p' ? produce(f, idx, q, bq_send1) : consume(f, idx, q, bq_recv1);
+	bq_close(q);
+	return ret;
+}
+
+/* ---- ZeroMQ --------------------------------------------------------------------------- */
+
+struct zq_h {
+	void *s;
+	struct run_ctl *c;
+	uint64_t expect;
+	int last;
+};
+
+static int zq_send(void *h, const void *msg)
+{
+	struct zq_h *z = h;
+	while (zmq_send(z->s, msg, BENCH_MSG, 0) != BENCH_MSG)
+		if (zmq_errno() != EINTR)
+			return -zmq_errno();
+	return 0;
+}
+
+static int zq_recv(void *h, void *msg)
+{
+	struct zq_h *z = h;
+	if (z->last)
+		return 0;
+	for (;;) {
+		int n = zmq_recv(z->s, msg, BENCH_MSG, 0);
+		if (n == BENCH_MSG) {
+			/* PUSH/PULL has no end-of-stream: count globally, the last one stops all. */
+			if (atomic_fetch_add(&z->c->total, 1) + 1 == z->expect) {
+				z->last = 1;
+				atomic_store(&z->c->stop, 1);
+			}
+			return 1;
+		}
+		if (n >= 0)
+			return -EBADMSG;
+		if (zmq_errno() == EAGAIN) {
+			if (atomic_load(&z->c->stop))
+				return 2;
+			continue;
+		}
+		if (zmq_errno() != EINTR)
+			return -zmq_errno();
+	}
+}
+
+static int zq_child(struct f64 *f, int role, int idx)
+{
+	int slot = role == 'p' ? idx : BENCH_MAX_PROCS + idx, ret = 1;
+	void *ctx = zmq_ctx_new();
+	void *s = ctx ? zmq_socket(ctx, role == 'p' ? ZMQ_PUSH : ZMQ_PULL) : NULL;
+	struct zq_h z = { s, f->c, (uint64_t)f->c->nprod * f->c->per_producer, 0 };
+	if (!s) {
+		ctl_error(f->c, slot, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+		goto out;
+	}
+	int hwm = QCAP;
+	if (role == 'r') {
+		int tmo = 10, linger = 0;
+		zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+		zmq_setsockopt(s, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+		zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+		if (zmq_bind(s, f->zep[idx]) != 0) {
+			ctl_error(f->c, slot, "zmq_bind %s: %s", f->zep[idx], zmq_strerror(zmq_errno()));
+			goto out;
+		}
+		atomic_fetch_add(&f->c->bound, 1);
+		ret = consume(f, idx, &z, zq_recv);
+	} else {
+		zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+		while (atomic_load(&f->c->bound) < f->c->nread)
+			sched_yield();
+		for (int i = 0; i < f->c->nread; i++)
+			if (zmq_connect(s, f->zep[i]) != 0) {
+				ctl_error(f->c, slot, "zmq_connect: %s", zmq_strerror(zmq_errno()));
+				goto out;
+			}
+		ret = produce(f, idx, &z, zq_send);
+	}
+out:
+	if (s)
+		zmq_close(s); /* producers: linger forever, so everything is delivered */
+	if (ctx)
+		zmq_ctx_term(ctx);
+	return ret;
+}
+
+/* ---- one run ------------------------------------------------------------------------ */
+
+static int f64_child(int role, int idx, void *arg)
+{
+	struct f64 *f = arg;
+	pin_cpu(role == 'p' ? idx : idx + 1);
+	switch (f->kind) {
+	case K_CIS:
+	case K_CIS_SPIN:
+		return cis_child(f, role, idx);
+	case K_CK:
+		return ck_child(f, role, idx);
+	case K_RTE:
+	case K_RTE_RTS:
+		return rte_child(f, role, idx);
+	case K_PIPE:
+		return pipe_child(f, role, idx);
+	case K_MQ:
+		return mq_child(f, role, idx);
+	case K_BOOST:
+		return bq_child(f, role, idx);
+	case K_ZMQ:
+		return zq_child(f, role, idx);
+	default:
+		return 1;
+	}
+}
+
+static void f64_after_fork(void *arg)
+{
+	struct f64 *f = arg;
+	if (f->kind == K_PIPE) {
+		close(f->pfd[0]);
+		close(f->pfd[1]);
+		f->pfd[0] = f->pfd[1] = -1;
+	}
+}
+
+static int f64_after_producers(void *arg)
+{
+	struct f64 *f = arg;
+	_Alignas(64) unsigned char msg[BENCH_MSG];
+	memset(msg, 0xff, sizeof msg); /* tag word = TAG_SENTINEL */
+	for (int i = 0; i < f->c->nread; i++) {
+		if (f->kind == K_MQ) {
+			while (mq_send(f->mq, (const char *)msg, BENCH_MSG, 0) != 0)
+				if (errno != EINTR)
+					return -1;
+		} else if (f->kind == K_BOOST) {
+			if (bq_send(f->bq, msg, BENCH_MSG) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+static long mq_capacity_allowed(void)
+{
+	static long cap;
+	if (cap)
+		return cap;
+	cap = 10;
+	FILE *fp = fopen("/proc/sys/fs/mqueue/msg_max", "r");
+	if (fp) {
+		if (fscanf(fp, "%ld", &cap) != 1)
+			cap = 10;
+		fclose(fp);
+	}
+	return cap;
+}
+
+/* Set up the transport in the parent. 0 or -errno; err gets a sentence. */
+static int f64_setup(struct f64 *f, char *err, size_t cap)
+{
+	int rc;
+	switch (f->kind) {
+	case K_CIS:
+	case K_CIS_SPIN: {
+		struct cistern_config cfg = { 0 };
+		cfg.slot_size = BENCH_MSG;
+		cfg.slot_count = QCAP;
+		cfg.policy = CISTERN_FIFO;
+		cfg.expected_producers = (uint32_t)f->c->nprod;
+		bench_name(f->name, sizeof f->name, "f");
+		rc = cistern_create(f->name, &cfg, &f->ph);
+		if (rc < 0) {
+			snprintf(err, cap, "cistern_create: %s", cistern_strerror(rc));
+			return rc;
+		}
+		cleanup_register(f->name);
+		return 0;
+	}
+	case K_CK: {
+		f->memlen = sizeof(struct ck_shared);
+		f->mem = shm_anon(f->memlen);
+		ck_ring_init(&((struct ck_shared *)f->mem)->ring, QCAP);
+		return 0;
+	}
+	case K_RTE:
+	case K_RTE_RTS: {
+		ssize_t sz = rte_ring_get_memsize_elem(BENCH_MSG, QCAP);
+		if (sz < 0) {
+			snprintf(err, cap, "rte_ring_get_memsize_elem: %s", strerror((int)-sz));
+			return (int)sz;
+		}
+		unsigned flags = 0;
+		int mpmc = f->c->nprod > 1 || f->c->nread > 1;
+		if (f->kind == K_RTE_RTS)
+			flags = RING_F_MP_RTS_ENQ | RING_F_MC_RTS_DEQ;
+		else if (!mpmc)
+			flags = RING_F_SP_ENQ | RING_F_SC_DEQ;
+		f->memlen = (size_t)sz;
+		f->mem = shm_anon(f->memlen);
+		rc = rte_ring_init(f->mem, "bench", QCAP, flags);
+		if (rc < 0) {
+			snprintf(err, cap, "rte_ring_init: %s", strerror(-rc));
+			return rc;
+		}
+		return 0;
+	}
+	case K_PIPE:
+		if (pipe(f->pfd) != 0) {
+			rc = -errno;
+			snprintf(err, cap, "pipe: %s", strerror(errno));
+			return rc;
+		}
+		/* The default 64 KiB holds QCAP samples of 64 bytes: the same capacity as the rings. */
+		(void)fcntl(f->pfd[1], F_SETPIPE_SZ, QCAP * BENCH_MSG);
+		return 0;
+	case K_MQ: {
+		struct mq_attr a = { 0 };
+		char nm[64];
+		bench_name(nm, sizeof nm, "mq");
+		snprintf(f->name, sizeof f->name, "/%s", nm);
+		a.mq_maxmsg = QCAP;
+		a.mq_msgsize = BENCH_MSG;
+		f->mq = mq_open(f->name, O_RDWR | O_CREAT | O_EXCL, 0600, &a);
+		if (f->mq == (mqd_t)-1 && (errno == EINVAL || errno == EMFILE || errno == ENOMEM)) {
+			a.mq_maxmsg = mq_capacity_allowed();
+			f->mq = mq_open(f->name, O_RDWR | O_CREAT | O_EXCL, 0600, &a);
+		}
+		if (f->mq == (mqd_t)-1) {
+			rc = -errno;
+			snprintf(err, cap, "mq_open: %s", strerror(errno));
+			return rc;
+		}
+		f->mq_cap = a.mq_maxmsg;
+		cleanup_register_kind('m', f->name);
+		return 0;
+	}
+	case K_BOOST:
+		bench_name(f->name, sizeof f->name, "bq");
+		rc = bq_create(f->name, QCAP, BENCH_MSG, &f->bq);
+		if (rc < 0)
+			snprintf(err, cap, "boost message_queue: %s", strerror(-rc));
+		else
+			cleanup_register_kind('b', f->name);
+		return rc;
+	case K_ZMQ: {
+		char nm[64];
+		bench_name(nm, sizeof nm, "zmq");
+		for (int i = 0; i < f->c->nread; i++)
+			snprintf(f->zep[i], sizeof f->zep[i], "ipc:///tmp/%s-%d", nm, i);
+		return 0;
+	}
+	default:
+		return -EINVAL;
+	}
+}
+
+static void f64_teardown(struct f64 *f)
+{
+	switch (f->kind) {
+	case K_CIS:
+	case K_CIS_SPIN:
+		if (f->ph) {
+			struct cistern_stats st;
+			if (cistern_stats_get(f->ph, &st) == 0)
+				progress("  cistern stats: %llu puts, %llu gets; producers waited %llu times (%.1f ms), "
+					 "readers waited %llu times (%.1f ms)",
+					 (unsigned long long)st.puts, (unsigned long long)st.gets,
+					 (unsigned long long)st.producer_waits, (double)st.producer_wait_ns / 1e6,
+					 (unsigned long long)st.reader_waits, (double)st.reader_wait_ns / 1e6);
+			cistern_detach(f->ph);
+			cistern_unlink(f->name);
+			cleanup_forget(f->name);
+		}
+		break;
+	case K_CK:
+	case K_RTE:
+	case K_RTE_RTS:
+		if (f->mem)
+			shm_anon_free(f->mem, f->memlen);
+		break;
+	case K_PIPE:
+		if (f->pfd[0] >= 0)
+			close(f->pfd[0]);
+		if (f->pfd[1] >= 0)
+			close(f->pfd[1]);
+		break;
+	case K_MQ:
+		if (f->mq != (mqd_t)-1) {
+			mq_close(f->mq);
+			mq_unlink(f->name);
+			cleanup_forget(f->name);
+		}
+		break;
+	case K_BOOST:
+		if (f->bq) {
+			bq_close(f->bq);
+			bq_remove(f->name);
+			cleanup_forget(f->name);
+		}
+		break;
+	case K_ZMQ:
+		for (int i = 0; i < f->c->nread; i++)
+			unlink(f->zep[i] + strlen("ipc://"));
+		break;
+	default:
+		break;
+	}
+}
+
+/* One run; *rate in samples per second. 0, or -1 with err set. */
+static int f64_run(enum kind k, int nprod, int nread, uint64_t per_prod, uint64_t timeout_ns, double *rate,
+		   int *partial, long *mq_cap, char *err, size_t cap)
+{
+	struct f64 f;
+	memset(&f, 0, sizeof f);
+	f.kind = k;
+	f.c = ctl_new(nprod, nread, per_prod);
+	f.oversub = nprod + nread > g_opt.ncpu;
+	f.pfd[0] = f.pfd[1] = -1;
+	f.mq = (mqd_t)-1;
+	err[0] = 0;
+	int rc = f64_setup(&f, err, cap);
+	if (rc < 0) {
+		f64_teardown(&f);
+		ctl_free(f.c);
+		return -1;
+	}
+	*mq_cap = f.mq_cap;
+	struct run_hooks h = {
+		.fn = f64_child,
+		.arg = &f,
+		.after_fork = f64_after_fork,
+		.after_producers = f64_after_producers,
+		.settle_ns = k == K_ZMQ ? 100000000 : 10000000,
+		.timeout_ns = timeout_ns,
+	};
+	uint64_t t0 = 0;
+	rc = run_children(f.c, &h, &t0);
+	f64_teardown(&f);
+	*partial = 0;
+	if (f.c->timed_out) {
+		/* Time-boxed: the rate is what the readers had received when time ran out. */
+		uint64_t got = 0;
+		for (int i = 0; i < nread; i++)
+			got += atomic_load(&f.c->rd[i].progress);
+		progress("  time-boxed after %.1f s: %llu of %llu samples received", (double)timeout_ns / 1e9,
+			 (unsigned long long)got, (unsigned long long)per_prod * (uint64_t)nprod);
+		ctl_free(f.c);
+		*partial = 1; /* fewer than 16 samples in the whole time box counts as 0 */
+		*rate = (double)got / ((double)timeout_ns / 1e9);
+		return 0;
+	}
+
+	uint64_t count = 0, sum = 0, bad = 0, t_end = 0;
+	for (int i = 0; i < nread; i++) {
+		count += f.c->rd[i].count;
+		sum += f.c->rd[i].tagsum;
+		bad += f.c->rd[i].bad;
+		if (f.c->rd[i].t_end > t_end)
+			t_end = f.c->rd[i].t_end;
+	}
+	for (int i = 0; i < BENCH_MAX_PROCS * 2 && !err[0]; i++)
+		if (f.c->err[i][0])
+			snprintf(err, cap, "%s: %s", i < BENCH_MAX_PROCS ? "producer" : "reader", f.c->err[i]);
+	if (rc == 0 && !err[0]) {
+		uint64_t want = (uint64_t)nprod * per_prod;
+		if (count != want || sum != tagsum_expected(nprod, per_prod))
+			snprintf(err, cap, "INVALID: received %llu of %llu samples (or wrong ones)",
+				 (unsigned long long)count, (unsigned long long)want);
+		else if (bad)
+			snprintf(err, cap, "INVALID: %llu damaged or out-of-order samples", (unsigned long long)bad);
+		else if (t_end <= t0)
+			snprintf(err, cap, "no end time");
+	} else if (!err[0]) {
+		snprintf(err, cap, "a child failed");
+	}
+	ctl_free(f.c);
+	if (err[0])
+		return -1;
+	*rate = (double)count / ((double)(t_end - t0) / 1e9);
+	return 0;
+}
+
+void sec_fifo64(int nprod, int nread)
+{
+	int mpmc = nprod > 1 || nread > 1;
+	enum kind list[K_COUNT];
+	int n = 0;
+	char section[48];
+
+	if (!mpmc)
+		snprintf(section, sizeof section, "1. 1P/1R 64 B copy");
+	else
+		snprintf(section, sizeof section, "2. %dP/%dR 64 B copy (%d CPUs)", nprod, nread, g_opt.ncpu);
+	list[n++] = K_CIS;
+	list[n++] = K_CIS_SPIN;
+	list[n++] = K_CK;
+	list[n++] = K_RTE;
+	if (mpmc)
+		list[n++] = K_RTE_RTS;
+	list[n++] = K_PIPE;
+	list[n++] = K_MQ;
+	list[n++] = K_BOOST;
+	list[n++] = K_ZMQ;
+
+	int row[K_COUNT], boxed[K_COUNT] = { 0 };
+	uint64_t per[K_COUNT];
+	char err[160];
+	int ref = -1;
+	uint64_t probe_timeout = g_opt.quick ? 1500000000ull : 4000000000ull;
+	uint64_t run_timeout = (uint64_t)(g_opt.target_s * 4e9) + 1000000000ull;
+	for (int i = 0; i < n; i++) {
+		double rate = 0;
+		long mqc = 0;
+		enum kind k = list[i];
+		uint64_t probe = round_to(g_opt.quick ? 8000 : 20000, (uint64_t)nprod) / (uint64_t)nprod;
+		int partial = 0;
+		progress("[%s] calibrating %s", section, kind_label(k, mpmc, 0));
+		int rc = f64_run(k, nprod, nread, probe, probe_timeout, &rate, &partial, &mqc, err, sizeof err);
+		row[i] = row_add(section, kind_label(k, mpmc, mqc), "throughput", "M samples/s", HIGHER_BETTER);
+		if (k == K_CIS)
+			ref = row[i];
+		row_ref(row[i], ref, 0);
+		if (!mpmc) {
+			int *slot[K_COUNT] = { [K_CIS] = &g_bars.s1_cis, [K_CIS_SPIN] = &g_bars.s1_cis_spin,
+					       [K_CK] = &g_bars.s1_ck, [K_RTE] = &g_bars.s1_rte,
+					       [K_PIPE] = &g_bars.s1_pipe, [K_MQ] = &g_bars.s1_mq,
+					       [K_BOOST] = &g_bars.s1_boost, [K_ZMQ] = &g_bars.s1_zmq };
+			if (slot[k])
+				*slot[k] = row[i];
+		}
+		per[i] = 0;
+		if (rc < 0) {
+			row_note(row[i], "ERR: %s", err);
+			continue;
+		}
+		double want = rate * g_opt.target_s / nprod;
+		if (want < 2000)
+			want = 2000;
+		if (want > 5e8)
+			want = 5e8;
+		per[i] = (uint64_t)want;
+	}
+	for (int rep = 0; rep < g_opt.reps; rep++) {
+		for (int i = 0; i < n; i++) {
+			if (!per[i])
+				continue;
+			double rate = 0;
+			long mqc = 0;
+			int partial = 0;
+			if (f64_run(list[i], nprod, nread, per[i], run_timeout, &rate, &partial, &mqc, err, sizeof err) <
+			    0) {
+				row_note(row[i], "ERR: %s", err);
+				per[i] = 0;
+				continue;
+			}
+			row_push(row[i], rate / 1e6);
+			boxed[i] |= partial;
+			progress("[%s] rep %d/%d %s: %.3f M samples/s%s", section, rep + 1, g_opt.reps,
+				 row_get(row[i])->contender, rate / 1e6, partial ? " (time-boxed)" : "");
+		}
+	}
+	for (int i = 0; i < n; i++)
+		if (boxed[i]) {
+			struct row *r = row_get(row[i]);
+			size_t l = strlen(r->contender);
+			snprintf(r->contender + l, sizeof r->contender - l, " [time-boxed]");
+		}
+}

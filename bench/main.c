@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cistern-bench: measures cistern against its peers and prints one table.
+ * Benchmarks report numbers; they assert no times.
+ *
+ *   cistern-bench [--quick] [--reps N] [--target-s S] [--only 1,2,3,4,5,6]
+ *                 [--py PATH] [--python PATH]
+ */
+#include "bench.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#ifndef BENCH_SRCDIR
+#define BENCH_SRCDIR "bench"
+#endif
+
+static void on_signal(int sig)
+{
+	cleanup_all();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void usage(const char *argv0)
+{
+	fprintf(stderr,
+		"usage: %s [--quick] [--reps N] [--target-s SECONDS] [--only LIST] [--py PATH] [--python PATH]\n"
+		"  --quick       about one minute: fewer repetitions, shorter runs\n"
+		"  --reps N      measured repetitions per contender (default 7, quick 5)\n"
+		"  --target-s S  wall time of one measured throughput run (default 0.5, quick 0.08)\n"
+		"  --only LIST   comma-separated sections among 0,1,2,3,4,5,6\n"
+		"  --py PATH     sample_peers.py (default %s/sample_peers.py)\n"
+		"  --python PATH interpreter for it (default /usr/bin/python3)\n",
+		argv0, BENCH_SRCDIR);
+}
+
+static void cpu_model(char *out, size_t cap)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[512];
+	snprintf(out, cap, "unknown");
+	if (!f)
+		return;
+	while (fgets(line, sizeof line, f)) {
+		if (strncmp(line, "model name", 10) == 0) {
+			char *p = strchr(line, ':');
+			if (p) {
+				p++;
+				while (*p == ' ' || *p == '\t')
+					p++;
+				p[strcspn(p, "\n")] = 0;
+				snprintf(out, cap, "%s", p);
+			}
+			break;
+		}
+	}
+	fclose(f);
+}
+
+static void loadavg(char *out, size_t cap)
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+	snprintf(out, cap, "?");
+	if (f) {
+		if (fgets(out, (int)cap, f))
+			out[strcspn(out, "\n")] = 0;
+		fclose(f);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	int reps = 0;
+	double target = 0;
+
+	g_opt.python = "/usr/bin/python3";
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--quick") == 0)
+			g_opt.quick = 1;
+		else if (strcmp(a, "--reps") == 0 && i + 1 < argc)
+			reps = atoi(argv[++i]);
+		else if (strcmp(a, "--target-s") == 0 && i + 1 < argc)
+			target = atof(argv[++i]);
+		else if (strcmp(a, "--only") == 0 && i + 1 < argc)
+			g_opt.only = argv[++i];
+		else if (strcmp(a, "--py") == 0 && i + 1 < argc)
+			g_opt.py = argv[++i];
+		else if (strcmp(a, "--python") == 0 && i + 1 < argc)
+			g_opt.python = argv[++i];
+		else {
+			usage(argv[0]);
+			return 2;
+		}
+	}
+	g_opt.reps = reps > 0 ? reps : (g_opt.quick ? 5 : 7);
+	if (g_opt.reps > BENCH_MAX_VALS)
+		g_opt.reps = BENCH_MAX_VALS;
+	g_opt.target_s = target > 0 ? target : (g_opt.quick ? 0.08 : 0.5);
+	g_opt.ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (g_opt.ncpu < 1)
+		g_opt.ncpu = 1;
+	if (!g_opt.py)
+		g_opt.py = BENCH_SRCDIR "/sample_peers.py";
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	atexit(cleanup_all);
+
+	char model[256], load[128];
+	struct utsname u;
+	cpu_model(model, sizeof model);
+	uname(&u);
+	loadavg(load, sizeof load);
+	printf("cistern-bench: %d CPUs online (%s), kernel %s %s; %d measured repetitions per contender, "
+	       "interleaved, after one unmeasured calibration/warm-up run; %s mode.\n",
+	       g_opt.ncpu, model, u.sysname, u.release, g_opt.reps, g_opt.quick ? "quick" : "full");
+	printf("/proc/loadavg at start: %s\n", load);
+	printf("ratio: sections 1-5 and 6c = how many times better the cistern reference row is "
+	       "(>1: cistern better); 6a, 6b = cost / cost at the smallest size.\n\n");
+	fflush(stdout);
+
+	if (bench_section_enabled("0"))
+		sec_machine();
+	if (bench_section_enabled("1"))
+		sec_fifo64(1, 1);
+	if (bench_section_enabled("2"))
+		sec_fifo64(4, 4);
+	if (bench_section_enabled("3"))
+		sec_big();
+	if (bench_section_enabled("4"))
+		sec_sample();
+	if (bench_section_enabled("5"))
+		sec_latency();
+	if (bench_section_enabled("6"))
+		sec_scale();
+
+	loadavg(load, sizeof load);
+	table_print();
+	printf("\n/proc/loadavg at end: %s\n\n", load);
+	bars_print();
+	cleanup_all();
+	return 0;
+}

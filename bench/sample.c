@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sample.c - section 4: batches of 256 random samples of 256 bytes out of a full
+ * segment of 100,000 slots.
+ *
+ *  - C gather baseline: 256 random rows memcpy'd out of a plain array.
+ *  - cistern, policies batch_reservoir and reservoir: a reader process acquires
+ *    256 samples and reads them in place (zero-copy), or cistern_get()s 256
+ *    samples into one batch buffer (gathered). A policy this build does not
+ *    implement shows "n/a: policy not implemented".
+ *  - torch index_select and numpy fancy indexing: sample_peers.py, run by the
+ *    interpreter given with --python.
+ *
+ * Every C contender reads the tag word of each sample of a batch; the Python
+ * peers only produce the gathered tensor/array.
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cistern.h>
+
+#define S_SLOTS 100000u
+#define S_SIZE 256u
+#define S_BATCH 256u
+
+enum skind { S_GATHER, S_CIS_ZC, S_CIS_GET, S_CIS_ONE };
+
+struct samp {
+	enum skind kind;
+	struct run_ctl *c;
+	const char *name;   /* cistern segment */
+};
+
+static void fill_sample(unsigned char *p, uint64_t id)
+{
+	uint64_t *w = (uint64_t *)p;
+	w[0] = make_tag(0, id);
+	for (unsigned i = 1; i < S_SIZE / 8; i++)
+		w[i] = w[0] * FILL_K + i;
+}
+
+static int tag_ok(uint64_t t)
+{
+	return (t >> 40) == 1 && (t & ((UINT64_C(1) << 40) - 1)) < S_SLOTS;
+}
+
+/* One batch of the contender; adds damaged samples to *bad. 0 or -1 (error recorded). */
+static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *held, unsigned char *batch,
+		     const unsigned char *arr, uint64_t *seed, uint64_t *bad)
+{
+	int rc;
+	if (s->kind == S_GATHER) {
+		for (unsigned k = 0; k < S_BATCH; k++) {
+			uint64_t i = rng_next(seed) % S_SLOTS;
+			memcpy(batch + (size_t)k * S_SIZE, arr + i * S_SIZE, S_SIZE);
+		}
+		for (unsigned k = 0; k < S_BATCH; k++)
+			*bad += !tag_ok(*(const uint64_t *)(batch + (size_t)k * S_SIZE));
+	} else if (s->kind == S_CIS_ZC) {
+		rc = cistern_acquire_batch(c, held, S_BATCH, 1000);
+		if (rc != (int)S_BATCH) {
+			ctl_error(s->c, 0, "cistern_acquire_batch: %s",
+				  rc < 0 ? cistern_strerror(rc) : "short batch");
+			return -1;
+		}
+		for (unsigned k = 0; k < S_BATCH; k++)
+			*bad += held[k].len != S_SIZE || !tag_ok(*(const uint64_t *)held[k].data);
+		rc = cistern_release_batch(c, held, S_BATCH);
+		if (rc < 0) {
+			ctl_error(s->c, 0, "cistern_release_batch: %s", cistern_strerror(rc));
+			return -1;
+		}
+	} else if (s->kind == S_CIS_GET) {
+		rc = cistern_get_batch(c, batch, S_SIZE, S_BATCH, NULL, NULL, 1000);
+		if (rc != (int)S_BATCH) {
+			ctl_error(s->c, 0, "cistern_get_batch: %s", rc < 0 ? cistern_strerror(rc) : "short batch");
+			return -1;
+		}
+		for (unsigned k = 0; k < S_BATCH; k++)
+			*bad += !tag_ok(*(const uint64_t *)(batch + (size_t)k * S_SIZE));
+	} else {
+		/* One sample at a time: the cost of a call per sample. */
+		for (unsigned k = 0; k < S_BATCH; k++) {
+			rc = cistern_acquire(c, &held[k], 1000);
+			if (rc < 0) {
+				ctl_error(s->c, 0, "cistern_acquire: %s", cistern_strerror(rc));
+				return -1;
+			}
+			*bad += held[k].len != S_SIZE || !tag_ok(*(const uint64_t *)held[k].data);
+		}
+		for (unsigned k = 0; k < S_BATCH; k++) {
+			rc = cistern_release(c, &held[k]);
+			if (rc < 0) {
+				ctl_error(s->c, 0, "cistern_release: %s", cistern_strerror(rc));
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+/*
+ * The reader process. It builds its own table (C gather) or attaches (cistern),
+ * then runs warm-up batches until every page has most likely been touched, so
+ * that the measured batches see a warm process, as a long-lived learner would.
+ */
+static int samp_child(int role, int idx, void *arg)
+{
+	struct samp *s = arg;
+	uint64_t batches = s->c->per_producer, bad = 0, seed = 0x1234567 + (uint64_t)getpid();
+	uint64_t warm = 2 * S_SLOTS / S_BATCH;
+	unsigned char *batch = NULL, *arr = NULL;
+	struct cistern *c = NULL;
+	struct cistern_sample *held = NULL;
+	int rc, ret = 1;
+	(void)role;
+	(void)idx;
+
+	pin_cpu(1);
+	if (posix_memalign((void **)&batch, 4096, (size_t)S_BATCH * S_SIZE) != 0)
+		return 1;
+	memset(batch, 0, (size_t)S_BATCH * S_SIZE);
+	if (s->kind == S_GATHER) {
+		arr = malloc((size_t)S_SLOTS * S_SIZE);
+		if (!arr)
+			goto out;
+		for (uint64_t i = 0; i < S_SLOTS; i++)
+			fill_sample(arr + i * S_SIZE, i);
+	} else {
+		rc = cistern_attach(s->name, &c);
+		if (rc < 0) {
+			ctl_error(s->c, 0, "cistern_attach: %s", cistern_strerror(rc));
+			goto out;
+		}
+		held = calloc(S_BATCH, sizeof *held);
+		if (!held)
+			goto out;
+	}
+	for (uint64_t b = 0; b < warm; b++)
+		if (one_batch(s, c, held, batch, arr, &seed, &bad) < 0)
+			goto out;
+	bad = 0;
+	ctl_child_ready(s->c);
+	for (uint64_t b = 0; b < batches; b++)
+		if (one_batch(s, c, held, batch, arr, &seed, &bad) < 0)
+			goto out;
+	s->c->rd[0].t_end = now_ns();
+	s->c->rd[0].count = batches;
+	s->c->rd[0].bad = bad;
+	ret = 0;
+out:
+	if (c)
+		cistern_detach(c);
+	free(held);
+	free(arr);
+	free(batch);
+	return ret;
+}
+
+static int samp_run(struct samp *proto, uint64_t batches, double *kbps, char *err, size_t cap)
+{
+	struct samp s = *proto;
+	s.c = ctl_new(1, 0, batches);
+	struct run_hooks h = {
+		.fn = samp_child,
+		.arg = &s,
+		.timeout_ns = (uint64_t)(g_opt.target_s * 40 * 1e9) + 30000000000ull,
+	};
+	uint64_t t0 = 0;
+	int rc = run_children(s.c, &h, &t0);
+	err[0] = 0;
+	if (s.c->err[0][0])
+		snprintf(err, cap, "%s", s.c->err[0]);
+	else if (rc != 0)
+		snprintf(err, cap, "the reader failed");
+	else if (s.c->rd[0].count != batches || s.c->rd[0].bad)
+		snprintf(err, cap, "INVALID: %llu bad samples", (unsigned long long)s.c->rd[0].bad);
+	else
+		*kbps = (double)batches / ((double)(s.c->rd[0].t_end - t0) / 1e9) / 1e3;
+	ctl_free(s.c);
+	return err[0] ? -1 : 0;
+}
+
+/* Create and fill a segment with policy p. 0, or a negative errno. */
+static int make_segment(enum cistern_policy p, char *name, size_t cap, struct cistern **out)
+{
+	struct cistern_config cfg = { 0 };
+	unsigned char buf[S_SIZE];
+	cfg.slot_size = S_SIZE;
+	cfg.slot_count = S_SLOTS;
+	cfg.policy = p;
+	cfg.watermark = S_SLOTS;
+	cfg.batch_size = S_BATCH;
+	cfg.seed = 42;
+	bench_name(name, cap, "res");
+	int rc = cistern_create(name, &cfg, out);
+	if (rc < 0)
+		return rc;
+	cleanup_register(name);
+	for (uint64_t i = 0; i < S_SLOTS; i++) {
+		fill_sample(buf, i);
+		rc = cistern_put(*out, buf, S_SIZE, NULL, 0);
+		if (rc < 0) {
+			cistern_detach(*out);
+			cistern_unlink(name);
+			cleanup_forget(name);
+			*out = NULL;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Python peers: parse "ROW\t<contender>\t<v1,v2,...>" lines (k batches/s). */
+static void python_peers(const char *section, int ref)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd, "'%s' '%s' --reps %d --target-s %g --slots %u --slot-size %u --batch %u",
+		 g_opt.python, g_opt.py, g_opt.reps, g_opt.target_s, S_SLOTS, S_SIZE, S_BATCH);
+	progress("[%s] running %s", section, cmd);
+	fflush(NULL);
+	FILE *f = popen(cmd, "r");
+	int got = 0;
+	if (f) {
+		char line[4096];
+		while (fgets(line, sizeof line, f)) {
+			line[strcspn(line, "\n")] = 0;
+			if (strncmp(line, "ROW\t", 4) == 0) {
+				char *name = line + 4, *vals = strchr(name, '\t');
+				if (!vals)
+					continue;
+				*vals++ = 0;
+				int r = row_add(section, name, "batches", "k batches/s", HIGHER_BETTER);
+				row_ref(r, ref, 0);
+				if (strncmp(vals, "n/a", 3) == 0 || strncmp(vals, "ERR", 3) == 0) {
+					row_note(r, "%s", vals);
+				} else {
+					for (char *t = strtok(vals, ","); t; t = strtok(NULL, ","))
+						row_push(r, atof(t));
+				}
+				if (strstr(name, "index_select") && strstr(name, "randint"))
+					g_bars.s4_torch = r;
+				else if (strstr(name, "index_select"))
+					g_bars.s4_torch_fixed = r;
+				got++;
+			} else if (line[0]) {
+				progress("[%s] python: %s", section, line);
+			}
+		}
+		int st = pclose(f);
+		if (st != 0)
+			progress("[%s] python peers exited with status %d", section, st);
+	}
+	if (!got) {
+		int r = row_add(section, "torch / numpy peers", "batches", "", HIGHER_BETTER);
+		row_note(r, "ERR: %s did not run (see stderr)", g_opt.py);
+	}
+}
+
+void sec_sample(void)
+{
+	const char *section = "4. batch 256 x 256 B of 100k";
+	struct {
+		const char *label;
+		enum skind kind;
+		enum cistern_policy pol; /* for cistern kinds */
+		int row;
+		uint64_t batches;
+		char name[80];
+		struct cistern *h;
+	} t[] = {
+		{ "cistern batch_reservoir zero-copy (acquire_batch/release_batch)", S_CIS_ZC, CISTERN_BATCH_RESERVOIR, -1, 0, "", NULL },
+		{ "cistern batch_reservoir gathered (get_batch)", S_CIS_GET, CISTERN_BATCH_RESERVOIR, -1, 0, "", NULL },
+		{ "cistern reservoir zero-copy (acquire_batch/release_batch)", S_CIS_ZC, CISTERN_RESERVOIR, -1, 0, "", NULL },
+		{ "cistern reservoir gathered (get_batch)", S_CIS_GET, CISTERN_RESERVOIR, -1, 0, "", NULL },
+		{ "cistern reservoir acquire/release one at a time x256", S_CIS_ONE, CISTERN_RESERVOIR, -1, 0, "", NULL },
+		{ "C gather baseline (memcpy 256 random rows of a plain array)", S_GATHER, CISTERN_FIFO, -1, 0, "", NULL },
+	};
+	int n = (int)(sizeof t / sizeof t[0]);
+	char err[160];
+
+	int ref = -1;
+	for (int i = 0; i < n; i++) {
+		t[i].row = row_add(section, t[i].label, "batches", "k batches/s", HIGHER_BETTER);
+		if (i == 0)
+			ref = t[i].row;
+		row_ref(t[i].row, ref, 0);
+	}
+	g_bars.s4_zc = t[0].row;
+	g_bars.s4_gather = t[1].row;
+
+	for (int i = 0; i < n; i++) {
+		struct samp s = { .kind = t[i].kind, .name = t[i].name };
+		double k = 0;
+		if (t[i].kind != S_GATHER) {
+			/* The rows of one policy share the segment of its first row. */
+			int first = i;
+			while (first > 0 && t[first - 1].kind != S_GATHER && t[first - 1].pol == t[i].pol)
+				first--;
+			if (first != i) {
+				if (!t[first].h) {
+					row_note(t[i].row, "%s", row_get(t[first].row)->note);
+					continue;
+				}
+				snprintf(t[i].name, sizeof t[i].name, "%s", t[first].name);
+			} else {
+				progress("[%s] filling a %s segment", section, cistern_policy_name(t[i].pol));
+				uint64_t f0 = now_ns();
+				int rc = make_segment(t[i].pol, t[i].name, sizeof t[i].name, &t[i].h);
+				if (rc == 0) {
+					char lab[96];
+					snprintf(lab, sizeof lab, "cistern %s: create + fill 100k (setup, one run)",
+						 cistern_policy_name(t[i].pol));
+					int fr = row_add(section, lab, "time", "ms", LOWER_BETTER);
+					row_push(fr, (double)(now_ns() - f0) / 1e6);
+				}
+				if (rc == -ENOTSUP) {
+					row_note(t[i].row, "n/a: policy not implemented");
+					continue;
+				}
+				if (rc < 0) {
+					row_note(t[i].row, "ERR: create/fill: %s", cistern_strerror(rc));
+					continue;
+				}
+			}
+		}
+		progress("[%s] calibrating %s", section, t[i].label);
+		if (samp_run(&s, g_opt.quick ? 50 : 200, &k, err, sizeof err) < 0) {
+			row_note(t[i].row, "ERR: %s", err);
+			continue;
+		}
+		double want = k * 1e3 * g_opt.target_s;
+		t[i].batches = want < 20 ? 20 : (uint64_t)want;
+	}
+	for (int rep = 0; rep < g_opt.reps; rep++)
+		for (int i = 0; i < n; i++) {
+			struct samp s = { .kind = t[i].kind, .name = t[i].name };
+			double k = 0;
+			if (!t[i].batches)
+				continue;
+			if (samp_run(&s, t[i].batches, &k, err, sizeof err) < 0) {
+				row_note(t[i].row, "ERR: %s", err);
+				t[i].batches = 0;
+				continue;
+			}
+			row_push(t[i].row, k);
+			progress("[%s] rep %d/%d %s: %.2f k batches/s", section, rep + 1, g_opt.reps, t[i].label, k);
+		}
+	for (int i = 0; i < n; i++)
+		if (t[i].h) {
+			cistern_detach(t[i].h);
+			cistern_unlink(t[i].name);
+			cleanup_forget(t[i].name);
+		}
+	python_peers(section, ref);
+}
