@@ -60,66 +60,56 @@ static void assert_uniform(const uint64_t *counts, int k, uint64_t total, const 
 	cr_assert_lt(x, crit, "%s: chi-square %.1f >= %.1f (df %d)", what, x, crit, k - 1);
 }
 
-Test(uniformity, reservoir_reads_are_uniform_over_held_samples)
+/*
+ * Put K samples (payload = their index) into a segment of this config, read N
+ * times with cistern_get(), and test the reads for uniformity over the K.
+ */
+static void reads_are_uniform(const char *tag, struct cistern_config cfg, int k, int n,
+			      const char *what)
 {
 	char name[64];
-	enum { K = 100, N = 200000 };
-	struct cistern *c = make("u-res", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = K, .watermark = K});
-	for (uint32_t i = 0; i < K; i++)
+	struct cistern *c = make(tag, name, sizeof(name), cfg);
+	for (uint32_t i = 0; i < (uint32_t)k; i++)
 		put_u32(c, i, 0, 0);
-	static uint64_t counts[K];
-	for (int i = 0; i < N; i++) {
+	uint64_t *counts = calloc((size_t)k, sizeof(*counts));
+	cr_assert_not_null(counts);
+	for (int i = 0; i < n; i++) {
 		uint32_t v;
 		cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), 4);
+		cr_assert_lt(v, (uint32_t)k);
 		counts[v]++;
 	}
-	assert_uniform(counts, K, N, "reservoir reads");
+	assert_uniform(counts, k, (uint64_t)n, what);
+	free(counts);
 	cistern_detach(c);
 	cistern_unlink(name);
+}
+
+Test(uniformity, reservoir_reads_are_uniform_over_held_samples)
+{
+	reads_are_uniform("u-res",
+			  (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+						  .slot_count = 100, .watermark = 100},
+			  100, 200000, "reservoir reads");
 }
 
 Test(uniformity, reservoir_reads_are_uniform_when_held_samples_are_sparse)
 {
-	/* 20 held among 2000 slots: probes mostly miss and the Roaring snapshot serves. */
-	char name[64];
-	enum { K = 20, N = 40000 };
-	struct cistern *c = make("u-sparse", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 2000, .watermark = K});
-	for (uint32_t i = 0; i < K; i++)
-		put_u32(c, i, 0, 0);
-	static uint64_t counts[K];
-	for (int i = 0; i < N; i++) {
-		uint32_t v;
-		cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), 4);
-		counts[v]++;
-	}
-	assert_uniform(counts, K, N, "sparse reservoir reads");
-	cistern_detach(c);
-	cistern_unlink(name);
+	/* 20 held among 2000 slots: probes would mostly miss; the Roaring snapshot serves. */
+	reads_are_uniform("u-sparse",
+			  (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+						  .slot_count = 2000, .watermark = 20},
+			  20, 40000, "sparse reservoir reads");
 }
 
 Test(uniformity, firo_reads_are_uniform_over_held_samples)
 {
-	char name[64];
-	enum { K = 50, N = 100000 };
-	struct cistern *c = make("u-firo", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
-							 .slot_count = 64, .watermark = K - 1,
-							 .pseudo_epochs = 1000000});
-	for (uint32_t i = 0; i < K; i++)
-		put_u32(c, i, 0, 0);
-	static uint64_t counts[K];
-	for (int i = 0; i < N; i++) {
-		uint32_t v;
-		cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), 4);
-		counts[v]++;
-	}
-	assert_uniform(counts, K, N, "FIRO reads");
-	cistern_detach(c);
-	cistern_unlink(name);
+	/* pseudo_epochs so large that nothing leaves during the test. */
+	reads_are_uniform("u-firo",
+			  (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
+						  .slot_count = 64, .watermark = 49,
+						  .pseudo_epochs = 1000000},
+			  50, 100000, "FIRO reads");
 }
 
 Test(uniformity, reservoir_evictions_are_uniform_over_evictable_samples)
