@@ -71,6 +71,57 @@ static inline pid_t fork_child(void)
 	return pid;
 }
 
+/* What a holder child takes before it waits to be killed. */
+enum hold { HOLD_NOTHING, HOLD_RESERVATION, HOLD_SAMPLE };
+
+/*
+ * Fork a child that attaches to `name`, takes `what` (a reservation, or an
+ * acquired sample: pinned under the reservoirs, held alone under FIFO and
+ * FIRO), says it is ready, then waits to be killed. Returns its pid once it
+ * is ready, or -1 if it could not start (the child is reaped).
+ */
+static inline pid_t spawn_holder(const char *name, enum hold what)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		return -1;
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		close(p[0]);
+		struct cistern *h;
+		if (cistern_attach(name, &h) < 0)
+			_exit(1);
+		struct cistern_slot slot;
+		struct cistern_sample s;
+		if (what == HOLD_RESERVATION && cistern_reserve(h, &slot, 1000) < 0)
+			_exit(2);
+		if (what == HOLD_SAMPLE && cistern_acquire(h, &s, 1000) < 0)
+			_exit(3);
+		char ok = 1;
+		if (write(p[1], &ok, 1) != 1)
+			_exit(4);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	char ok = 0;
+	ssize_t n = pid > 0 ? read(p[0], &ok, 1) : -1;
+	close(p[0]);
+	if (n != 1) {
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+		return -1;
+	}
+	return pid;
+}
+
+/* SIGKILL a child and reap it. */
+static inline void kill_and_reap(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
 /* Wait for every child; return how many exited non-zero or by a signal. */
 static inline int reap_all(void)
 {

@@ -6,7 +6,6 @@
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 
@@ -621,43 +620,11 @@ Test(rm, a_missing_segment_fails)
 
 /* ---- gc ---------------------------------------------------------------- */
 
-enum hold { HOLD_NOTHING, HOLD_RESERVATION, HOLD_SAMPLE };
-
 static pid_t holder(const char *name, enum hold what)
 {
-	int p[2];
-	cr_assert_eq(pipe(p), 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		/* Die with the test: a failed assertion must not leave paused children. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		close(p[0]);
-		struct cistern *h;
-		if (cistern_attach(name, &h) < 0)
-			_exit(1);
-		struct cistern_slot slot;
-		struct cistern_sample s;
-		if (what == HOLD_RESERVATION && cistern_reserve(h, &slot, 1000) < 0)
-			_exit(2);
-		if (what == HOLD_SAMPLE && cistern_acquire(h, &s, 1000) < 0)
-			_exit(3);
-		char ok = 1;
-		if (write(p[1], &ok, 1) != 1)
-			_exit(4);
-		pause();
-		_exit(0);
-	}
-	close(p[1]);
-	char ok = 0;
-	cr_assert_eq(read(p[0], &ok, 1), 1);
-	close(p[0]);
+	pid_t pid = spawn_holder(name, what);
+	cr_assert_gt(pid, 0, "holder %d failed to start", (int)what);
 	return pid;
-}
-
-static void kill_wait(pid_t pid)
-{
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
 }
 
 Test(gc, reclaims_what_a_killed_producer_and_reader_held)
@@ -668,8 +635,8 @@ Test(gc, reclaims_what_a_killed_producer_and_reader_held)
 	/* Both alive before either dies: an attaching process would sweep the first. */
 	pid_t reader = holder(name, HOLD_SAMPLE);
 	pid_t producer = holder(name, HOLD_RESERVATION);
-	kill_wait(reader);
-	kill_wait(producer);
+	kill_and_reap(reader);
+	kill_and_reap(producer);
 	struct result *r = run("gc", name);
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	snprintf(want, sizeof(want),
@@ -687,7 +654,7 @@ Test(gc, dry_run_says_what_it_would_do_and_does_nothing)
 {
 	char name[64];
 	struct cistern *c = make("gcdry", name, sizeof(name), 8);
-	kill_wait(holder(name, HOLD_RESERVATION));
+	kill_and_reap(holder(name, HOLD_RESERVATION));
 	struct result *r = run("gc", "--dry-run", name);
 	cr_assert_eq(r->status, 0);
 	cr_assert(strstr(r->out, "would reclaim 1 dead attachment: 1 reservation dropped"), "%s",
@@ -702,7 +669,7 @@ Test(gc, removes_a_segment_whose_processes_all_died)
 	char name[64];
 	struct cistern *c = make("gcall", name, sizeof(name), 8);
 	cistern_detach(c);
-	kill_wait(holder(name, HOLD_NOTHING));
+	kill_and_reap(holder(name, HOLD_NOTHING));
 	struct result *r = run("gc", name);
 	cr_assert_eq(r->status, 0);
 	cr_assert(strstr(r->out, "removed (every attached process died without detaching)"), "%s",

@@ -19,43 +19,12 @@ static struct cistern *make(const char *tag, char *name, size_t namelen, uint64_
 	return c;
 }
 
-/* Fork a child that attaches, runs `what`, tells us it is ready, then waits to be killed. */
-enum hold { HOLD_NOTHING, HOLD_RESERVATION, HOLD_SAMPLE };
+/* A child holding `what` until it is killed (tests/helpers.h). */
 static pid_t holder(const char *name, enum hold what)
 {
-	int p[2];
-	cr_assert_eq(pipe(p), 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		/* Die with the test: a failed assertion must not leave paused children. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		close(p[0]);
-		struct cistern *c;
-		if (cistern_attach(name, &c) < 0)
-			_exit(1);
-		struct cistern_slot slot;
-		struct cistern_sample s;
-		if (what == HOLD_RESERVATION && cistern_reserve(c, &slot, 1000) < 0)
-			_exit(2);
-		if (what == HOLD_SAMPLE && cistern_acquire(c, &s, 1000) < 0)
-			_exit(3);
-		char ok = 1;
-		if (write(p[1], &ok, 1) != 1)
-			_exit(4);
-		pause();
-		_exit(0);
-	}
-	close(p[1]);
-	char ok = 0;
-	cr_assert_eq(read(p[0], &ok, 1), 1, "holder %d failed to start", (int)what);
-	close(p[0]);
+	pid_t pid = spawn_holder(name, what);
+	cr_assert_gt(pid, 0, "holder %d failed to start", (int)what);
 	return pid;
-}
-
-static void kill_wait(pid_t pid)
-{
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
 }
 
 Test(readonly, refuses_every_call_that_moves_samples)
@@ -113,7 +82,7 @@ Test(procs, a_killed_process_shows_as_dead_with_its_role)
 	char name[64];
 	struct cistern *c = make("procs", name, sizeof(name), 8);
 	pid_t pid = holder(name, HOLD_RESERVATION);
-	kill_wait(pid);
+	kill_and_reap(pid);
 	struct cistern *ro;
 	cr_assert_eq(cistern_open_readonly(name, &ro), 0);
 	struct cistern_proc_info pi[4];
@@ -220,8 +189,8 @@ Test(gc, reclaims_what_killed_producer_and_reader_held)
 	cr_assert_eq(cistern_put(c, "held", 4, NULL, 0), 0);
 	pid_t reader = holder(name, HOLD_SAMPLE);
 	pid_t producer = holder(name, HOLD_RESERVATION);
-	kill_wait(reader);
-	kill_wait(producer);
+	kill_and_reap(reader);
+	kill_and_reap(producer);
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
 	cr_assert_eq(rep.dead_procs, 2);
@@ -247,7 +216,7 @@ Test(gc, dry_run_reports_but_reclaims_nothing)
 {
 	char name[64];
 	struct cistern *c = make("gc-dry", name, sizeof(name), 8);
-	kill_wait(holder(name, HOLD_RESERVATION));
+	kill_and_reap(holder(name, HOLD_RESERVATION));
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, CISTERN_GC_DRY_RUN, &rep), 0);
 	cr_assert_eq(rep.dead_procs, 1);
@@ -263,7 +232,7 @@ Test(gc, removes_a_segment_whose_processes_all_died)
 	char name[64];
 	struct cistern *c = make("gc-rm", name, sizeof(name), 8);
 	cistern_detach(c);
-	kill_wait(holder(name, HOLD_NOTHING));
+	kill_and_reap(holder(name, HOLD_NOTHING));
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
 	cr_assert_eq(rep.removed, 1);
@@ -365,7 +334,7 @@ Test(gc, never_removes_a_segment_under_a_process_that_attached, .timeout = 120)
 		struct cistern *c;
 		cr_assert_eq(cistern_create(name, NULL, &c), 0);
 		cistern_detach(c);
-		kill_wait(holder(name, HOLD_NOTHING)); /* one dead entry, nobody alive */
+		kill_and_reap(holder(name, HOLD_NOTHING)); /* one dead entry, nobody alive */
 		int go[2], res[2];
 		cr_assert_eq(pipe(go), 0);
 		cr_assert_eq(pipe(res), 0);
@@ -397,7 +366,7 @@ Test(gc, never_removes_a_segment_under_a_process_that_attached, .timeout = 120)
 		if (still == 0)
 			cistern_detach(probe);
 		/* The child goes before any assertion: a failing test must not leave it behind. */
-		kill_wait(pid);
+		kill_and_reap(pid);
 		close(go[0]);
 		close(go[1]);
 		close(res[0]);
@@ -451,7 +420,7 @@ Test(gc, drops_the_pins_of_a_killed_reservoir_reader)
 	char name[64];
 	struct cistern *c = make_reservoir("gc-pin", name, sizeof(name));
 	cr_assert_eq(cistern_put(c, "abcd", 4, NULL, 0), 0);
-	kill_wait(holder(name, HOLD_SAMPLE));
+	kill_and_reap(holder(name, HOLD_SAMPLE));
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
 	cr_assert_eq(rep.dead_procs, 1);

@@ -298,37 +298,6 @@ Test(policies_mp, reservoir_population_rises_to_capacity_holds_then_drains, .tim
 
 /* ---- crashes ---- */
 
-/* A child attaches, does `what`, says so, and waits to be killed. */
-enum victim_act { HOLD_PIN, HOLD_FIRO, HOLD_RESERVATION };
-
-static pid_t spawn_victim(const char *name, enum victim_act what, _Atomic uint32_t *ready)
-{
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		struct cistern *c;
-		struct cistern_sample s;
-		struct cistern_slot slot;
-		if (cistern_attach(name, &c) < 0)
-			_exit(1);
-		int r = what == HOLD_RESERVATION ? cistern_reserve(c, &slot, WAIT_MS)
-						 : cistern_acquire(c, &s, WAIT_MS);
-		if (r < 0)
-			_exit(2);
-		atomic_store(ready, 1);
-		pause();
-		_exit(0);
-	}
-	while (!atomic_load(ready))
-		usleep(1000);
-	return pid;
-}
-
-static void kill_and_reap(pid_t pid)
-{
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-}
-
 Test(policies_mp, a_killed_reader_pins_are_dropped, .timeout = 60)
 {
 	char name[64];
@@ -338,8 +307,8 @@ Test(policies_mp, a_killed_reader_pins_are_dropped, .timeout = 60)
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	cr_assert_eq(cistern_put(c, "old", 3, NULL, 0), 0);
-	_Atomic uint32_t *ready = shared_alloc(sizeof(*ready));
-	pid_t pid = spawn_victim(name, HOLD_PIN, ready);
+	pid_t pid = spawn_holder(name, HOLD_SAMPLE); /* a pin, under a reservoir */
+	cr_assert_gt(pid, 0);
 	cr_assert_eq(cistern_put(c, "new", 3, NULL, 0), -EAGAIN, "seen, but pinned by the victim");
 	kill_and_reap(pid);
 	/* A waiting put finds the dead reader within a sweep: its pin goes, and so does its
@@ -368,8 +337,8 @@ Test(policies_mp, a_killed_firo_reader_sample_is_handed_out_again, .timeout = 60
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
-	_Atomic uint32_t *ready = shared_alloc(sizeof(*ready));
-	pid_t pid = spawn_victim(name, HOLD_FIRO, ready);
+	pid_t pid = spawn_holder(name, HOLD_SAMPLE); /* held alone, under FIRO */
+	cr_assert_gt(pid, 0);
 	cistern_close_reception(c);
 	char got[2] = {0};
 	char buf[8];
@@ -399,8 +368,8 @@ Test(policies_mp, a_killed_producer_reservation_vanishes, .timeout = 60)
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
-	_Atomic uint32_t *ready = shared_alloc(sizeof(*ready));
-	pid_t pid = spawn_victim(name, HOLD_RESERVATION, ready);
+	pid_t pid = spawn_holder(name, HOLD_RESERVATION);
+	cr_assert_gt(pid, 0);
 	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), -EAGAIN, "the victim holds the last slot");
 	kill_and_reap(pid);
 	cr_assert_eq(cistern_put(c, "b", 1, NULL, 5000), 0, "its slot came back empty");
