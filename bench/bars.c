@@ -7,7 +7,7 @@
 
 struct bar_rows g_bars = {
 	.s1_cis = -1, .s1_cis_spin = -1, .s1_ck = -1, .s1_rte = -1, .s1_pipe = -1, .s1_mq = -1,
-	.s1_boost = -1, .s1_zmq = -1, .s3_cis = -1, .s3_bound = -1, .s4_zc = -1, .s4_gather = -1,
+	.s1_boost = -1, .s1_zmq = -1, .s3_cis = -1, .s3_bound = -1, .s3_cis_1cpu = -1, .s4_zc = -1, .s4_gather = -1,
 	.s4_torch = -1, .s4_torch_fixed = -1, .s6_op = { -1, -1, -1 },
 };
 
@@ -51,11 +51,13 @@ void bars_print(void)
 		       verdict(a && b, known), cis, spin, rings, a ? "met" : "missed", cis / rings, ipc, cis / ipc);
 	}
 	if (bench_section_enabled("3")) {
-		double cis = med(g_bars.s3_cis), bound = med(g_bars.s3_bound);
-		int known = !isnan(cis) && !isnan(bound);
+		double cis = med(g_bars.s3_cis), one = med(g_bars.s3_cis_1cpu), bound = med(g_bars.s3_bound);
+		double best = max2(cis, one);
+		int known = !isnan(best) && !isnan(bound);
 		printf("(3) cistern zero-copy within 10%% of the no-transport bound: %s\n"
-		       "    cistern %.2f GB/s, bound %.2f GB/s: %.1f%% of the bound\n",
-		       verdict(cis >= 0.9 * bound, known), cis, bound, 100 * cis / bound);
+		       "    bound %.2f GB/s; cistern on two CPUs %.2f GB/s (%.1f%%), both on one CPU %.2f GB/s "
+		       "(%.1f%%)\n",
+		       verdict(best >= 0.9 * bound, known), bound, cis, 100 * cis / bound, one, 100 * one / bound);
 	}
 	if (bench_section_enabled("4")) {
 		double zc = med(g_bars.s4_zc), ga = med(g_bars.s4_gather);

@@ -21,13 +21,22 @@
 
 #define BIG_LEN (1u << 20)
 #define BIG_SLOTS 8 /* cistern slots; also the bound's buffers and the ZeroMQ high-water mark */
+/*
+ * The same-CPU rows: with both processes on one CPU they take turns, and one
+ * slot keeps what the reader sums in that CPU's cache, as in the one-process
+ * bound; with more, the producer runs ahead and evicts them (2 slots measured
+ * 2-3x slower here).
+ */
+#define BIG_1CPU_SLOTS 1
 
-enum bkind { B_BOUND, B_HANDOFF, B_CIS_ZC, B_CIS_COPY, B_PIPE, B_ZMQ, B_COUNT };
+enum bkind { B_BOUND, B_HANDOFF, B_HANDOFF_1CPU, B_CIS_ZC, B_CIS_ZC_1CPU, B_CIS_COPY, B_PIPE, B_ZMQ, B_COUNT };
 
 static const char *bkind_label[B_COUNT] = {
 	[B_BOUND] = "no-transport bound (fill + sum, one process)",
 	[B_HANDOFF] = "hand-off bound (2 processes, 8 x 1 MiB shared mmap, spin)",
+	[B_HANDOFF_1CPU] = "hand-off bound, both processes on CPU 1 (1 x 1 MiB, sched_yield)",
 	[B_CIS_ZC] = "cistern reserve/commit + acquire/release (in place)",
+	[B_CIS_ZC_1CPU] = "cistern in place, both processes on CPU 1 (1 slot)",
 	[B_CIS_COPY] = "cistern put/get (copy in and out)",
 	[B_PIPE] = "pipe (1 MiB pipe buffer)",
 	[B_ZMQ] = "ZeroMQ ipc PUSH/PULL (zmq_msg)",
@@ -88,20 +97,23 @@ static int handoff_child(struct big *b, int role)
 {
 	struct handoff *ho = b->ho;
 	uint64_t n = b->c->per_producer;
+	/* On one CPU the other side cannot move until we give the CPU up. */
+	int one_cpu = b->kind == B_HANDOFF_1CPU;
+	uint64_t bufs = one_cpu ? BIG_1CPU_SLOTS : BIG_SLOTS;
 	ctl_child_ready(b->c);
 	if (role == 'p') {
 		for (uint64_t s = 0; s < n; s++) {
-			while (s - atomic_load_explicit(&ho->head, memory_order_acquire) >= BIG_SLOTS)
-				cpu_relax();
-			big_fill(ho->buf[s % BIG_SLOTS], BIG_LEN, s);
+			while (s - atomic_load_explicit(&ho->head, memory_order_acquire) >= bufs)
+				one_cpu ? (void)sched_yield() : cpu_relax();
+			big_fill(ho->buf[s % bufs], BIG_LEN, s);
 			atomic_store_explicit(&ho->tail, s + 1, memory_order_release);
 		}
 	} else {
 		uint64_t bad = 0;
 		for (uint64_t s = 0; s < n; s++) {
 			while (atomic_load_explicit(&ho->tail, memory_order_acquire) == s)
-				cpu_relax();
-			bad += big_sum(ho->buf[s % BIG_SLOTS], BIG_LEN) != big_sum_expected(BIG_LEN, s);
+				one_cpu ? (void)sched_yield() : cpu_relax();
+			bad += big_sum(ho->buf[s % bufs], BIG_LEN) != big_sum_expected(BIG_LEN, s);
 			atomic_store_explicit(&ho->head, s + 1, memory_order_release);
 		}
 		reader_done(b->c, n, bad);
@@ -123,7 +135,7 @@ static int cis_child(struct big *b, int role)
 	ctl_child_ready(b->c);
 	if (role == 'p') {
 		for (uint64_t s = 0; s < b->c->per_producer; s++) {
-			if (b->kind == B_CIS_ZC) {
+			if (b->kind != B_CIS_COPY) {
 				struct cistern_slot sl;
 				rc = cistern_reserve(c, &sl, -1);
 				if (rc == 0) {
@@ -147,7 +159,7 @@ static int cis_child(struct big *b, int role)
 	} else {
 		uint64_t count = 0, bad = 0;
 		for (;;) {
-			if (b->kind == B_CIS_ZC) {
+			if (b->kind != B_CIS_COPY) {
 				struct cistern_sample s;
 				rc = cistern_acquire(c, &s, -1);
 				if (rc == 0) {
@@ -303,13 +315,15 @@ static int big_child(int role, int idx, void *arg)
 {
 	struct big *b = arg;
 	(void)idx;
-	pin_cpu(role == 'p' ? 0 : 1);
+	pin_cpu(role == 'p' && b->kind != B_CIS_ZC_1CPU && b->kind != B_HANDOFF_1CPU ? 0 : 1);
 	switch (b->kind) {
 	case B_BOUND:
 		return bound_child(b);
 	case B_HANDOFF:
+	case B_HANDOFF_1CPU:
 		return handoff_child(b, role);
 	case B_CIS_ZC:
+	case B_CIS_ZC_1CPU:
 	case B_CIS_COPY:
 		return cis_child(b, role);
 	case B_PIPE:
@@ -341,10 +355,10 @@ static int big_run(enum bkind k, uint64_t n, double *gbps, char *err, size_t cap
 	b.c = ctl_new(1, k == B_BOUND ? 0 : 1, n);
 	b.pfd[0] = b.pfd[1] = -1;
 	err[0] = 0;
-	if (k == B_CIS_ZC || k == B_CIS_COPY) {
+	if (k == B_CIS_ZC || k == B_CIS_ZC_1CPU || k == B_CIS_COPY) {
 		struct cistern_config cfg = { 0 };
 		cfg.slot_size = BIG_LEN;
-		cfg.slot_count = BIG_SLOTS;
+		cfg.slot_count = k == B_CIS_ZC_1CPU ? BIG_1CPU_SLOTS : BIG_SLOTS;
 		cfg.policy = CISTERN_FIFO;
 		cfg.expected_producers = 1;
 		bench_name(b.name, sizeof b.name, "big");
@@ -355,7 +369,7 @@ static int big_run(enum bkind k, uint64_t n, double *gbps, char *err, size_t cap
 			return -1;
 		}
 		cleanup_register(b.name);
-	} else if (k == B_HANDOFF) {
+	} else if (k == B_HANDOFF || k == B_HANDOFF_1CPU) {
 		b.ho = shm_anon(sizeof *b.ho);
 	} else if (k == B_PIPE) {
 		if (pipe(b.pfd) != 0) {
@@ -414,7 +428,7 @@ static int big_run(enum bkind k, uint64_t n, double *gbps, char *err, size_t cap
 void sec_big(void)
 {
 	const char *section = "3. 1P/1R 1 MiB";
-	enum bkind list[] = { B_CIS_ZC, B_BOUND, B_HANDOFF, B_CIS_COPY, B_PIPE, B_ZMQ };
+	enum bkind list[] = { B_CIS_ZC, B_BOUND, B_CIS_ZC_1CPU, B_HANDOFF_1CPU, B_HANDOFF, B_CIS_COPY, B_PIPE, B_ZMQ };
 	int n = (int)(sizeof list / sizeof list[0]);
 	int row[B_COUNT];
 	uint64_t per[B_COUNT];
@@ -433,6 +447,8 @@ void sec_big(void)
 			g_bars.s3_cis = row[i];
 		if (list[i] == B_BOUND)
 			g_bars.s3_bound = row[i];
+		if (list[i] == B_CIS_ZC_1CPU)
+			g_bars.s3_cis_1cpu = row[i];
 		per[i] = 0;
 		if (rc < 0) {
 			row_note(row[i], "ERR: %s", err);

@@ -67,6 +67,37 @@ static void fifo_init(struct cistern_hdr *h)
 		atomic_store_explicit(&m[i].word, sw_make(i, FIFO_FREE, 0), memory_order_relaxed);
 }
 
+/*
+ * Claim a slot word that should read `expect`, making it `desired`; false with
+ * the word's current value in *seen otherwise.
+ *
+ * After a success the next slot is normally ready too, so we CAS at once with
+ * the value we expect: the other core last wrote that line, and a load before
+ * the CAS would fetch it shared and then upgrade it, two transfers instead of
+ * one. While polling (the last attempt found nothing) we load first, so that
+ * spinning on a slot the other side is about to write does not keep taking
+ * the line away from it. acq_rel on success: the claim is ordered before our
+ * accesses to the payload, and we see everything the word's last writer
+ * published (commit or release). Acquire on failure: *seen is used to decide.
+ */
+static inline bool claim_direct(bool polling, _Atomic uint64_t *word, uint64_t expect,
+				uint64_t desired, uint64_t *seen)
+{
+	uint64_t w = expect;
+	if (polling) {
+		w = atomic_load_explicit(word, memory_order_acquire);
+		if (w != expect) {
+			*seen = w;
+			return false;
+		}
+	}
+	if (atomic_compare_exchange_strong_explicit(word, &w, desired, memory_order_acq_rel,
+						    memory_order_acquire))
+		return true;
+	*seen = w;
+	return false;
+}
+
 static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
@@ -74,14 +105,17 @@ static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		uint64_t t = atomic_load_explicit(&h->tail, memory_order_acquire);
 		uint64_t idx = cistern__slot_of(c, t);
 		struct cistern_slotmeta *m = &c->meta[idx];
-		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
-		int64_t d = sw_lap_diff(w, t);
-		if (d == 0 && sw_state(w) == FIFO_FREE) {
-			uint64_t nw = sw_make(t, FIFO_RESERVED, c->owner);
-			if (!atomic_compare_exchange_weak_explicit(&m->word, &w, nw,
-								   memory_order_acq_rel,
-								   memory_order_relaxed))
-				continue;
+		uint64_t w;
+		/*
+		 * Unless we are polling a full ring, fetch the payload's first line
+		 * for writing while the claim's cache miss is outstanding; while
+		 * polling it may still be in a reader's hands.
+		 */
+		if (!c->reserve_polling)
+			__builtin_prefetch(cistern__payload(c, idx), 1, 3);
+		if (claim_direct(c->reserve_polling, &m->word, sw_make(t, FIFO_FREE, 0),
+				 sw_make(t, FIFO_RESERVED, c->owner), &w)) {
+			c->reserve_polling = false;
 			cistern__help_advance(&h->tail, t);
 			slot->data = cistern__payload(c, idx);
 			slot->capacity = c->slot_size;
@@ -90,6 +124,9 @@ static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 			slot->live_ = 1;
 			return 0;
 		}
+		int64_t d = sw_lap_diff(w, t);
+		if (d == 0 && sw_state(w) == FIFO_FREE)
+			return -EPROTO; /* FREE but not what we expected: an owner, i.e. damage */
 		if (d >= 0) {
 			/*
 			 * More than a lap ahead of a tail that has not moved: no
@@ -106,6 +143,7 @@ static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		/* The slot still serves the previous lap: full, unless tail moved on. */
 		if (atomic_load_explicit(&h->tail, memory_order_acquire) != t)
 			continue;
+		c->reserve_polling = true;
 		return -EAGAIN;
 	}
 }
@@ -209,21 +247,23 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 		uint64_t p = atomic_load_explicit(&h->head, memory_order_acquire);
 		uint64_t idx = cistern__slot_of(c, p);
 		struct cistern_slotmeta *m = &c->meta[idx];
-		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
+		uint64_t w;
+		/* As in fifo_try_reserve: overlap the payload's miss with the claim's. */
+		if (!c->acquire_polling)
+			__builtin_prefetch(cistern__payload(c, idx), 0, 3);
+		if (claim_direct(c->acquire_polling, &m->word, sw_make(p, FIFO_COMMITTED, 0),
+				 sw_make(p, FIFO_ACQUIRED, c->owner), &w)) {
+			c->acquire_polling = false;
+			cistern__help_advance(&h->head, p);
+			fill_sample(c, s, idx, p);
+			cistern__count(&c->me->ctr.gets, 1);
+			return 0;
+		}
 		int64_t d = sw_lap_diff(w, p);
 		if (d == 0) {
 			switch (sw_state(w)) {
-			case FIFO_COMMITTED: {
-				uint64_t nw = sw_make(p, FIFO_ACQUIRED, c->owner);
-				if (!atomic_compare_exchange_weak_explicit(&m->word, &w, nw,
-									   memory_order_acq_rel,
-									   memory_order_relaxed))
-					continue;
-				cistern__help_advance(&h->head, p);
-				fill_sample(c, s, idx, p);
-				cistern__count(&c->me->ctr.gets, 1);
-				return 0;
-			}
+			case FIFO_COMMITTED:
+				continue; /* it changed between our load and the CAS: retry */
 			case FIFO_SKIP: {
 				uint64_t nw = sw_make(p + c->slot_count, FIFO_FREE, 0);
 				if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
@@ -250,6 +290,7 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 		}
 		if (atomic_load_explicit(&h->head, memory_order_acquire) != p)
 			continue;
+		c->acquire_polling = true;
 		return -EAGAIN;
 	}
 }

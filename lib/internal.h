@@ -91,6 +91,10 @@ struct cistern {
 	struct cistern_picker pick_evict;  /* samples a producer may evict */
 	struct cistern_picker pick_empty;  /* empty slots */
 	struct cistern_scratch scratch;
+	bool reserve_polling;           /* FIFO: the last reserve found the ring full */
+	bool acquire_polling;           /* FIFO: the last acquire found nothing */
+	uint8_t spin_misses[2];         /* per wait kind: waits in a row pausing did not end */
+	uint8_t spin_probe;             /* wait.c: counts yield-first waits between probes */
 };
 
 /* Slot index of ring position pos. */
@@ -159,6 +163,7 @@ struct cistern_waiter {
 	enum cistern_wait_kind kind;
 	int timeout_ms;
 	bool registered;
+	bool yield_first;               /* this wait yields in every spin round */
 	uint32_t spins;
 	uint32_t seq;
 	int64_t start_ns;

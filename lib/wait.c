@@ -34,6 +34,8 @@
 
 #define CISTERN_SWEEP_MS 200
 #define CISTERN_SPIN_ROUNDS 16
+#define CISTERN_SPIN_MISSES 2
+#define CISTERN_SPIN_PROBE 8
 
 static inline void cpu_relax(void)
 {
@@ -104,12 +106,29 @@ void cistern__wake_all(struct cistern_hdr *h)
 	futex_wake(&h->space_futex);
 }
 
+/*
+ * Whether this wait should yield the CPU at once instead of pausing first.
+ * When the process that will end our wait shares our CPU (more processes than
+ * CPUs, or two pinned to one), pausing only delays it: it cannot run until we
+ * yield. We cannot see where the other side runs, so we learn it: after
+ * CISTERN_SPIN_MISSES waits in a row that pausing did not end, waits start by
+ * yielding, and one in CISTERN_SPIN_PROBE still tries pausing first, to notice
+ * when the other side has moved to another CPU.
+ */
+static bool spin_is_futile(struct cistern *c, enum cistern_wait_kind kind)
+{
+	if (c->spin_misses[kind] < CISTERN_SPIN_MISSES)
+		return false;
+	return ++c->spin_probe % CISTERN_SPIN_PROBE != 0;
+}
+
 void cistern__wait_init(struct cistern_waiter *w, enum cistern_wait_kind kind, int timeout_ms)
 {
 	w->kind = kind;
 	w->timeout_ms = timeout_ms;
 	w->registered = false;
 	w->spins = 0;
+	w->yield_first = false;
 	w->seq = 0;
 	w->start_ns = 0;
 	w->deadline_ns = 0;
@@ -142,8 +161,10 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 	 * the position we wait on run when processes outnumber cores.
 	 */
 	if (w->spins < CISTERN_SPIN_ROUNDS) {
+		if (w->spins == 0)
+			w->yield_first = spin_is_futile(c, w->kind);
 		w->spins++;
-		if (w->spins % 4 == 0) {
+		if (w->yield_first || w->spins % 4 == 0) {
 			sched_yield();
 		} else {
 			for (int i = 0; i < 64; i++)
@@ -186,6 +207,14 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 
 void cistern__wait_done(struct cistern *c, struct cistern_waiter *w)
 {
+	if (w->spins > 0) {
+		uint8_t *m = &c->spin_misses[w->kind];
+		/* Did pausing alone end the wait? A wait that yielded first cannot tell. */
+		if (w->spins >= 4 || w->registered)
+			*m = *m < UINT8_MAX ? *m + 1 : *m;
+		else if (!w->yield_first)
+			*m = 0;
+	}
 	if (!w->registered)
 		return;
 	_Atomic uint32_t *word, *waiting;

@@ -5,6 +5,7 @@
  * timeouts, end of data, and a blocked reader's CPU.
  */
 #include <criterion/criterion.h>
+#include <sched.h>
 
 #include "helpers.h"
 
@@ -119,6 +120,58 @@ Test(fifo_mp, four_by_four_copying_delivers_every_sample_exactly_once, .timeout 
 Test(fifo_mp, four_by_four_zero_copy_delivers_every_sample_exactly_once, .timeout = 300)
 {
 	run_exactly_once("x0", 1);
+}
+
+static void pin_to_cpu0(void)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+/*
+ * Two processes on one CPU, each waiting for the other on a 2-slot ring: every
+ * wait can only end after the waiter gives the CPU up, which is the case the
+ * waiters learn to yield for at once. Order and count must hold throughout.
+ */
+Test(fifo_mp, producer_and_reader_sharing_one_cpu_hand_off_in_order, .timeout = 120)
+{
+	enum { N = 100000 };
+	char name[64];
+	TEST_NAME(name, "1cpu");
+	struct cistern_config cfg = {.slot_size = 16, .slot_count = 2, .expected_producers = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	if (fork_child() == 0) {
+		pin_to_cpu0();
+		struct cistern *r;
+		if (cistern_attach(name, &r) < 0)
+			_exit(20);
+		for (uint64_t i = 0; i < N; i++) {
+			uint64_t v;
+			if (cistern_get(r, &v, sizeof(v), NULL, -1) != (ssize_t)sizeof(v) || v != i)
+				_exit(21);
+		}
+		uint64_t v;
+		_exit(cistern_get(r, &v, sizeof(v), NULL, -1) == CISTERN_EOD ? 0 : 22);
+	}
+	if (fork_child() == 0) {
+		pin_to_cpu0();
+		struct cistern *p;
+		if (cistern_attach(name, &p) < 0)
+			_exit(10);
+		for (uint64_t i = 0; i < N; i++)
+			if (cistern_put(p, &i, sizeof(i), NULL, -1) < 0)
+				_exit(11);
+		_exit(cistern_producer_done(p) < 0 ? 12 : 0);
+	}
+	cr_assert_eq(reap_all(), 0, "the producer or the reader failed");
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.gets, N);
+	cistern_detach(c);
+	cistern_unlink(name);
 }
 
 Test(fifo_mp, producer_blocks_when_full_until_a_reader_makes_room, .timeout = 60)

@@ -432,6 +432,24 @@ Test(hostile_payload, a_damaged_length_is_eproto_not_a_read_past_the_slot)
 	cistern_unlink(name);
 }
 
+Test(hostile_payload, a_free_slot_word_naming_an_owner_is_eproto_for_producers)
+{
+	char name[64];
+	TEST_NAME(name, "h-own");
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 4};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	/* Slot 0 serves position 0 and is FREE (state 0), but names owner 7. */
+	atomic_store(&c->meta[0].word, (uint64_t)7);
+	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 0), -EPROTO);
+	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 100), -EPROTO, "a blocking put does not spin on it");
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.puts, 0, "nothing was stored");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
 Test(hostile_handles, release_of_a_sample_never_acquired_is_einval)
 {
 	char name[64];
