@@ -28,6 +28,11 @@ struct cistern_ops {
 	int (*abort)(struct cistern *c, struct cistern_slot *slot);
 	int (*try_acquire)(struct cistern *c, struct cistern_sample *s);
 	int (*release)(struct cistern *c, struct cistern_sample *s);
+	/*
+	 * Optional: release n samples, each as release() would, returning the
+	 * first error; NULL = release() one by one.
+	 */
+	int (*release_batch)(struct cistern *c, struct cistern_sample *s, size_t n);
 	/* Hand an acquired sample back as if never read (a get whose buffer was too small). */
 	int (*unacquire)(struct cistern *c, struct cistern_sample *s);
 	/* Optional: pairs (SimPairedReservoir) and batches (reservoirs); NULL = -EINVAL. */
@@ -192,17 +197,31 @@ typedef bool (*cistern_qualify_fn)(struct cistern *c, uint64_t index, void *arg)
 int cistern__pick(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok, void *arg,
 		  uint64_t *out);
 void cistern__picker_free(struct cistern_picker *pk);
+/*
+ * How many random probes cistern__pick() makes before it turns to the
+ * snapshot, or 0 when the snapshot says candidates are sparse and it goes
+ * there at once. Callers that draw probes themselves (batched reads) use the
+ * same rule, so their picks stay what cistern__pick() would make.
+ */
+uint64_t cistern__pick_probes(const struct cistern *c, const struct cistern_picker *pk);
 /* Refresh the snapshot and return its members as a malloc'd array. */
 int cistern__snapshot(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok,
 		      void *arg, uint32_t **out, uint64_t *count);
 /* scratch set: start a batch, then add() returns false for an index already in it */
 int cistern__scratch_reset(struct cistern *c, size_t n);
 bool cistern__scratch_add(struct cistern *c, uint32_t index);
+bool cistern__scratch_has(const struct cistern *c, uint32_t index);
 
 /* pins.c */
 int cistern__pin_bit(struct cistern *c);
 bool cistern__pin(struct cistern *c, uint64_t index, unsigned held_state, uint64_t *word);
 int cistern__unpin(struct cistern *c, uint64_t index);
+/*
+ * cistern__unpin() without waking producers: 1 when the shared pin bit was
+ * cleared (the caller owes cistern__wake_producers(), after its last unpin),
+ * 0 when only a repeated pin of this handle was dropped, or -EINVAL.
+ */
+int cistern__unpin_quiet(struct cistern *c, uint64_t index);
 void cistern__drop_pins(struct cistern *c, struct cistern_proc *p);
 void cistern__pins_free(struct cistern *c);
 

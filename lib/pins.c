@@ -99,12 +99,12 @@ bool cistern__pin(struct cistern *c, uint64_t index, unsigned held_state, uint64
 	return true;
 }
 
-int cistern__unpin(struct cistern *c, uint64_t index)
+int cistern__unpin_quiet(struct cistern *c, uint64_t index)
 {
 	if (c->pin_bit < 0)
 		return -EINVAL;
 	struct cistern_pindups *d = &c->dups;
-	ssize_t i = dup_find(d, (uint32_t)index);
+	ssize_t i = d->used ? dup_find(d, (uint32_t)index) : -1;
 	if (i >= 0) {
 		if (--d->count[i] == 0) {
 			d->used--;
@@ -118,6 +118,14 @@ int cistern__unpin(struct cistern *c, uint64_t index)
 	uint64_t old = atomic_fetch_and_explicit(&c->meta[index].pins, ~bit, memory_order_seq_cst);
 	if (!(old & bit))
 		return -EINVAL;
+	return 1;
+}
+
+int cistern__unpin(struct cistern *c, uint64_t index)
+{
+	int r = cistern__unpin_quiet(c, index);
+	if (r <= 0)
+		return r;
 	cistern__wake_producers(c);
 	return 0;
 }

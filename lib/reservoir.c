@@ -15,6 +15,13 @@
 
 #include "reservoir.h"
 
+/*
+ * How far batched reads look ahead (stream_pinned, rs_release_batch), a power
+ * of two. A candidate has two lines in flight (slot metadata and the first
+ * payload line), so 16 keep 32 misses outstanding.
+ */
+#define RS_AHEAD 16
+
 static inline struct cistern_slotmeta *M(struct cistern *c, uint64_t i)
 {
 	return &c->meta[i];
@@ -287,6 +294,39 @@ int rs_release_generic(struct cistern *c, struct cistern_sample *s)
 	return 0;
 }
 
+/*
+ * A whole batch back: as rs_release_generic() on each sample, but with the
+ * next samples' slot metadata prefetched and producers woken once, after the
+ * last unpin. One wake suffices: every unpin is a seq_cst RMW before the
+ * wake's seq_cst look at producers_waiting (wait.c), so a producer that
+ * registered too late to be seen there re-checks after all of them.
+ */
+int rs_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
+{
+	int first = 0;
+	bool wake = false;
+	for (size_t i = 0; i < n; i++) {
+		if (i + RS_AHEAD < n && s[i + RS_AHEAD].index_ < c->slot_count)
+			__builtin_prefetch(M(c, s[i + RS_AHEAD].index_), 1, 3);
+		int r;
+		if (s[i].live_ == RS_LIVE_PINNED && s[i].index_ < c->slot_count) {
+			r = cistern__unpin_quiet(c, s[i].index_);
+			if (r >= 0) {
+				wake |= r > 0;
+				s[i].live_ = 0;
+				s[i].data = NULL;
+			}
+		} else {
+			r = rs_release_generic(c, &s[i]);
+		}
+		if (r < 0 && first == 0)
+			first = r;
+	}
+	if (wake)
+		cistern__wake_producers(c);
+	return first;
+}
+
 int rs_unacquire(struct cistern *c, struct cistern_sample *s)
 {
 	struct cistern_slotmeta *m = M(c, s->index_ < c->slot_count ? s->index_ : 0);
@@ -478,6 +518,75 @@ static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, s
 	return (int)got;
 }
 
+/*
+ * Pin the members of an open-reception batch while held samples are dense,
+ * i.e. while cistern__pick() would probe. The probes are drawn ahead, up to
+ * RS_AHEAD of them, and the slot metadata line and first payload line of each
+ * are prefetched when it is drawn, so that the cache misses of a batch
+ * overlap instead of following one another. Each candidate is then judged as
+ * a probe is: skipped unless held, counted as a repeat if already in the
+ * batch, else pinned. The draws are independent and uniform over the slots,
+ * so what is taken is uniform over the held samples, without replacement, as
+ * with one cistern__pick() per member; drawing a few more than are used
+ * changes nothing about the ones used.
+ *
+ * Repeats are caught before pinning, so they cost no shared write. Counts
+ * (gets) are added once for the run, and producers are woken once, after the
+ * last seen count that went from 0 to 1.
+ *
+ * Returns with *got members in out[0..*got) and *dups repeats counted; when
+ * a member takes `probes` misses in a row, or repeats pass the caller's
+ * bound, it stops early and the caller goes on member by member.
+ */
+static void stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
+			  size_t *dups, uint64_t probes)
+{
+	uint32_t q[RS_AHEAD];
+	unsigned qh = 0, qn = 0;
+	size_t k = *got, d = *dups, start = k;
+	uint64_t misses = 0;
+	bool woke = false;
+	while (k < n && d <= n / 4 + 8 && misses < probes) {
+		while (qn < RS_AHEAD && qn < n - k) {
+			uint32_t idx = (uint32_t)cistern__rng_below(&c->rng, c->slot_count);
+			/* Hints only: the pin below reads the slot again, atomically. */
+			__builtin_prefetch(M(c, idx), 1, 3);
+			__builtin_prefetch(cistern__payload(c, idx), 0, 3);
+			q[(qh + qn) & (RS_AHEAD - 1)] = idx;
+			qn++;
+		}
+		uint32_t idx = q[qh];
+		qh = (qh + 1) & (RS_AHEAD - 1);
+		qn--;
+		if (!rs_is_held(c, idx, NULL)) {
+			misses++;
+			continue;
+		}
+		if (cistern__scratch_has(c, idx)) {
+			d++;
+			misses = 0;
+			continue;
+		}
+		uint64_t w;
+		if (!cistern__pin(c, idx, RS_HELD, &w)) {
+			misses++; /* left the held state since the look above */
+			continue;
+		}
+		/* Relaxed: the pin (seq_cst) already orders us against evictors. */
+		uint32_t old = atomic_fetch_add_explicit(&M(c, idx)->seen, 1, memory_order_relaxed);
+		woke |= old == 0;
+		rs_fill_sample(c, &out[k], idx, w, RS_LIVE_PINNED);
+		cistern__scratch_add(c, idx);
+		k++;
+		misses = 0;
+	}
+	cistern__count(&c->me->ctr.gets, k - start);
+	if (woke)
+		cistern__wake_producers(c); /* some just became evictable */
+	*got = k;
+	*dups = d;
+}
+
 static int reservoir_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
 {
 	struct cistern_hdr *h = c->hdr;
@@ -496,6 +605,11 @@ static int reservoir_try_acquire_n(struct cistern *c, struct cistern_sample *out
 	if (r < 0)
 		return r;
 	size_t got = 0, dups = 0;
+	if (!closed) {
+		uint64_t probes = cistern__pick_probes(c, &c->pick_read);
+		if (probes)
+			stream_pinned(c, out, n, &got, &dups, probes);
+	}
 	while (got < n) {
 		if (dups > n / 4 + 8) {
 			r = finish_from_snapshot(c, out, got, n, closed);
@@ -551,6 +665,7 @@ const struct cistern_ops cistern__reservoir_ops = {
 	.abort = rs_abort,
 	.try_acquire = reservoir_try_acquire,
 	.release = rs_release_generic,
+	.release_batch = rs_release_batch,
 	.unacquire = rs_unacquire,
 	.try_acquire_batch = reservoir_try_acquire_n,
 	.drained = rs_drained,
@@ -565,6 +680,7 @@ const struct cistern_ops cistern__batch_ops = {
 	.abort = rs_abort,
 	.try_acquire = batch_try_acquire,
 	.release = rs_release_generic,
+	.release_batch = rs_release_batch,
 	.unacquire = rs_unacquire,
 	.try_acquire_batch = batch_try_acquire_batch,
 	.drained = rs_drained,
@@ -624,6 +740,7 @@ const struct cistern_ops cistern__fifo_evict_ops = {
 	.abort = rs_abort,
 	.try_acquire = reservoir_try_acquire,
 	.release = rs_release_generic,
+	.release_batch = rs_release_batch,
 	.unacquire = rs_unacquire,
 	.try_acquire_batch = reservoir_try_acquire_n,
 	.drained = rs_drained,
