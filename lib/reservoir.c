@@ -16,9 +16,8 @@
 #include "reservoir.h"
 
 /*
- * How far batched reads look ahead (stream_pinned, rs_release_batch), a power
- * of two. A candidate has two lines in flight (slot metadata and the first
- * payload line), so 16 keep 32 misses outstanding.
+ * How far batched reads look ahead (stream_pinned, rs_release_batch), in slot
+ * metadata lines; a power of two. From 8 to 64 it makes little difference.
  */
 #define RS_AHEAD 16
 
@@ -521,9 +520,12 @@ static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, s
 /*
  * Pin the members of an open-reception batch while held samples are dense,
  * i.e. while cistern__pick() would probe. The probes are drawn ahead, up to
- * RS_AHEAD of them, and the slot metadata line and first payload line of each
- * are prefetched when it is drawn, so that the cache misses of a batch
- * overlap instead of following one another. Each candidate is then judged as
+ * RS_AHEAD of them, and the slot metadata line of each is prefetched when it
+ * is drawn, so that the cache misses of a batch overlap instead of following
+ * one another. The first payload line of each member is prefetched once it is
+ * pinned, for the caller's reads in place, unless the batch is being gathered
+ * (cistern_get_batch prefetches whole payloads as it copies; doing both was
+ * slower than either). Each candidate is then judged as
  * a probe is: skipped unless held, counted as a repeat if already in the
  * batch, else pinned. The draws are independent and uniform over the slots,
  * so what is taken is uniform over the held samples, without replacement, as
@@ -549,9 +551,8 @@ static void stream_pinned(struct cistern *c, struct cistern_sample *out, size_t 
 	while (k < n && d <= n / 4 + 8 && misses < probes) {
 		while (qn < RS_AHEAD && qn < n - k) {
 			uint32_t idx = (uint32_t)cistern__rng_below(&c->rng, c->slot_count);
-			/* Hints only: the pin below reads the slot again, atomically. */
+			/* A hint only: the pin below reads the slot again, atomically. */
 			__builtin_prefetch(M(c, idx), 1, 3);
-			__builtin_prefetch(cistern__payload(c, idx), 0, 3);
 			q[(qh + qn) & (RS_AHEAD - 1)] = idx;
 			qn++;
 		}
@@ -575,6 +576,8 @@ static void stream_pinned(struct cistern *c, struct cistern_sample *out, size_t 
 		/* Relaxed: the pin (seq_cst) already orders us against evictors. */
 		uint32_t old = atomic_fetch_add_explicit(&M(c, idx)->seen, 1, memory_order_relaxed);
 		woke |= old == 0;
+		if (!c->gathering)
+			__builtin_prefetch(cistern__payload(c, idx), 0, 3);
 		rs_fill_sample(c, &out[k], idx, w, RS_LIVE_PINNED);
 		cistern__scratch_add(c, idx);
 		k++;
