@@ -11,6 +11,7 @@
 
 #include "segment.h"
 #include "rng.h"
+#include "slotword.h"
 
 struct cistern;
 
@@ -66,10 +67,17 @@ struct cistern_pindups {
 	size_t used;
 };
 
-/* A scratch set of slot indices for one batch (distinct members). */
+/*
+ * A scratch set of slot indices for one batch (distinct members): open
+ * addressing over entries stamped with the batch they belong to, so that a
+ * reset is O(1) and a lookup touches one cache line.
+ */
+struct cistern_scratch_entry {
+	uint32_t stamp;
+	uint32_t key;
+};
 struct cistern_scratch {
-	uint32_t *key;
-	uint32_t *stamp;
+	struct cistern_scratch_entry *e;
 	uint32_t cap;
 	uint32_t now;
 };
@@ -210,12 +218,69 @@ int cistern__snapshot(struct cistern *c, struct cistern_picker *pk, cistern_qual
 		      void *arg, uint32_t **out, uint64_t *count);
 /* scratch set: start a batch, then add() returns false for an index already in it */
 int cistern__scratch_reset(struct cistern *c, size_t n);
-bool cistern__scratch_add(struct cistern *c, uint32_t index);
-bool cistern__scratch_has(const struct cistern *c, uint32_t index);
+
+/* Whether index is in the batch's set; if not, *at is where put() would add it. */
+static inline bool cistern__scratch_find(const struct cistern *c, uint32_t index, uint32_t *at)
+{
+	const struct cistern_scratch *s = &c->scratch;
+	uint32_t mask = s->cap - 1;
+	for (uint32_t h = (index * 2654435761u) & mask;; h = (h + 1) & mask) {
+		if (s->e[h].stamp != s->now) {
+			*at = h;
+			return false;
+		}
+		if (s->e[h].key == index)
+			return true;
+	}
+}
+
+/* Add index at the place find() gave, with no other put() in between. */
+static inline void cistern__scratch_put(struct cistern *c, uint32_t at, uint32_t index)
+{
+	c->scratch.e[at] = (struct cistern_scratch_entry){c->scratch.now, index};
+}
+
+static inline bool cistern__scratch_add(struct cistern *c, uint32_t index)
+{
+	uint32_t at;
+	if (cistern__scratch_find(c, index, &at))
+		return false;
+	cistern__scratch_put(c, at, index);
+	return true;
+}
 
 /* pins.c */
 int cistern__pin_bit(struct cistern *c);
-bool cistern__pin(struct cistern *c, uint64_t index, unsigned held_state, uint64_t *word);
+/*
+ * Pin slot `index` for this handle (cistern__pin_bit() done) if its state is
+ * held_state; *word gets its word. False: not in that state (or no memory for
+ * a repeated pin). The handshake with evictors is described in pins.c; the
+ * rare paths live there too.
+ */
+bool cistern__pin_again(struct cistern *c, uint64_t index);
+void cistern__pin_undo(struct cistern *c, uint64_t index);
+static inline bool cistern__pin(struct cistern *c, uint64_t index, unsigned held_state,
+				uint64_t *word)
+{
+	struct cistern_slotmeta *m = &c->meta[index];
+	uint64_t bit = UINT64_C(1) << c->pin_bit;
+	/* seq_cst, then a seq_cst load: the reader's half of the Dekker handshake (pins.c). */
+	uint64_t old = atomic_fetch_or_explicit(&m->pins, bit, memory_order_seq_cst);
+	uint64_t w = atomic_load_explicit(&m->word, memory_order_seq_cst);
+	if (old & bit) {
+		/* Already pinned by this handle, so it cannot have changed under us. */
+		if (!cistern__pin_again(c, index))
+			return false;
+		*word = w;
+		return true;
+	}
+	if (sw_state(w) != held_state) {
+		cistern__pin_undo(c, index);
+		return false;
+	}
+	*word = w;
+	return true;
+}
 int cistern__unpin(struct cistern *c, uint64_t index);
 /*
  * cistern__unpin() without waking producers: 1 when the shared pin bit was

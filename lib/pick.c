@@ -151,50 +151,19 @@ int cistern__scratch_reset(struct cistern *c, size_t n)
 	while (want < 2 * n)
 		want *= 2;
 	if (want > s->cap) {
-		uint32_t *k = realloc(s->key, want * sizeof(*k));
-		if (!k)
+		struct cistern_scratch_entry *e = realloc(s->e, want * sizeof(*e));
+		if (!e)
 			return -ENOMEM;
-		s->key = k;
-		uint32_t *st = realloc(s->stamp, want * sizeof(*st));
-		if (!st)
-			return -ENOMEM;
-		s->stamp = st;
+		s->e = e;
 		for (uint32_t i = 0; i < want; i++)
-			s->stamp[i] = 0;
+			s->e[i].stamp = 0;
 		s->cap = want;
 		s->now = 0;
 	}
 	if (++s->now == 0) {
 		for (uint32_t i = 0; i < s->cap; i++)
-			s->stamp[i] = 0;
+			s->e[i].stamp = 0;
 		s->now = 1;
 	}
 	return 0;
-}
-
-bool cistern__scratch_has(const struct cistern *c, uint32_t index)
-{
-	const struct cistern_scratch *s = &c->scratch;
-	uint32_t mask = s->cap - 1;
-	for (uint32_t h = (index * 2654435761u) & mask;; h = (h + 1) & mask) {
-		if (s->stamp[h] != s->now)
-			return false;
-		if (s->key[h] == index)
-			return true;
-	}
-}
-
-bool cistern__scratch_add(struct cistern *c, uint32_t index)
-{
-	struct cistern_scratch *s = &c->scratch;
-	uint32_t mask = s->cap - 1;
-	for (uint32_t h = (index * 2654435761u) & mask;; h = (h + 1) & mask) {
-		if (s->stamp[h] != s->now) {
-			s->stamp[h] = s->now;
-			s->key[h] = index;
-			return true;
-		}
-		if (s->key[h] == index)
-			return false;
-	}
 }

@@ -77,26 +77,19 @@ static bool dup_add(struct cistern_pindups *d, uint32_t slot)
 	return true;
 }
 
-bool cistern__pin(struct cistern *c, uint64_t index, unsigned held_state, uint64_t *word)
+/* cistern__pin() (internal.h) found our bit already set: count the extra pin locally. */
+bool cistern__pin_again(struct cistern *c, uint64_t index)
 {
-	struct cistern_slotmeta *m = &c->meta[index];
+	return dup_add(&c->dups, (uint32_t)index);
+}
+
+/* cistern__pin() found the slot no longer held: take the pin back. */
+void cistern__pin_undo(struct cistern *c, uint64_t index)
+{
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
-	uint64_t old = atomic_fetch_or_explicit(&m->pins, bit, memory_order_seq_cst);
-	uint64_t w = atomic_load_explicit(&m->word, memory_order_seq_cst);
-	if (old & bit) {
-		/* Already pinned by this handle, so it cannot have changed under us. */
-		if (!dup_add(&c->dups, (uint32_t)index))
-			return false;
-		*word = w;
-		return true;
-	}
-	if (sw_state(w) != held_state) {
-		atomic_fetch_and_explicit(&m->pins, ~bit, memory_order_seq_cst);
-		cistern__wake_producers(c);
-		return false;
-	}
-	*word = w;
-	return true;
+	/* seq_cst, like every unpin: ordered before the producers' wake check. */
+	atomic_fetch_and_explicit(&c->meta[index].pins, ~bit, memory_order_seq_cst);
+	cistern__wake_producers(c);
 }
 
 int cistern__unpin_quiet(struct cistern *c, uint64_t index)

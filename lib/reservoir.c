@@ -211,8 +211,8 @@ int rs_abort(struct cistern *c, struct cistern_slot *slot)
 	return 0;
 }
 
-void rs_fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index, uint64_t word,
-		    uint32_t live)
+static inline void fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index,
+			       uint64_t word, uint32_t live)
 {
 	struct cistern_slotmeta *m = M(c, index);
 	s->data = cistern__payload(c, index);
@@ -229,7 +229,7 @@ void rs_fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index,
 int rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_t index, uint64_t word)
 {
 	uint32_t old = atomic_fetch_add_explicit(&M(c, index)->seen, 1, memory_order_relaxed);
-	rs_fill_sample(c, s, index, word, RS_LIVE_PINNED);
+	fill_sample(c, s, index, word, RS_LIVE_PINNED);
 	cistern__count(&c->me->ctr.gets, 1);
 	if (old == 0)
 		cistern__wake_producers(c); /* it just became evictable */
@@ -248,7 +248,7 @@ int rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint64_t inde
 						     memory_order_relaxed))
 		return -EAGAIN;
 	atomic_fetch_add_explicit(&m->seen, 1, memory_order_relaxed);
-	rs_fill_sample(c, s, index, nw, RS_LIVE_EXCLUSIVE);
+	fill_sample(c, s, index, nw, RS_LIVE_EXCLUSIVE);
 	cistern__count(&c->me->ctr.gets, 1);
 	return 0;
 }
@@ -549,6 +549,7 @@ static void stream_pinned(struct cistern *c, struct cistern_sample *out, size_t 
 	uint64_t misses = 0;
 	bool woke = false;
 	while (k < n && d <= n / 4 + 8 && misses < probes) {
+		/* Keep up to RS_AHEAD drawn, never more than the batch still needs. */
 		while (qn < RS_AHEAD && qn < n - k) {
 			uint32_t idx = (uint32_t)cistern__rng_below(&c->rng, c->slot_count);
 			/* A hint only: the pin below reads the slot again, atomically. */
@@ -556,14 +557,14 @@ static void stream_pinned(struct cistern *c, struct cistern_sample *out, size_t 
 			q[(qh + qn) & (RS_AHEAD - 1)] = idx;
 			qn++;
 		}
-		uint32_t idx = q[qh];
+		uint32_t idx = q[qh], at;
 		qh = (qh + 1) & (RS_AHEAD - 1);
 		qn--;
 		if (!rs_is_held(c, idx, NULL)) {
 			misses++;
 			continue;
 		}
-		if (cistern__scratch_has(c, idx)) {
+		if (cistern__scratch_find(c, idx, &at)) {
 			d++;
 			misses = 0;
 			continue;
@@ -578,8 +579,8 @@ static void stream_pinned(struct cistern *c, struct cistern_sample *out, size_t 
 		woke |= old == 0;
 		if (!c->gathering)
 			__builtin_prefetch(cistern__payload(c, idx), 0, 3);
-		rs_fill_sample(c, &out[k], idx, w, RS_LIVE_PINNED);
-		cistern__scratch_add(c, idx);
+		fill_sample(c, &out[k], idx, w, RS_LIVE_PINNED);
+		cistern__scratch_put(c, at, idx);
 		k++;
 		misses = 0;
 	}
