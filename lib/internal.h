@@ -5,6 +5,7 @@
 #ifndef CISTERN_INTERNAL_H
 #define CISTERN_INTERNAL_H
 
+#include <errno.h>
 #include <stdbool.h>
 
 #include <roaring/roaring.h>
@@ -287,7 +288,18 @@ int cistern__unpin(struct cistern *c, uint64_t index);
  * cleared (the caller owes cistern__wake_producers(), after its last unpin),
  * 0 when only a repeated pin of this handle was dropped, or -EINVAL.
  */
-int cistern__unpin_quiet(struct cistern *c, uint64_t index);
+int cistern__unpin_repeated(struct cistern *c, uint64_t index);
+static inline int cistern__unpin_quiet(struct cistern *c, uint64_t index)
+{
+	if (c->pin_bit < 0)
+		return -EINVAL;
+	if (c->dups.used && cistern__unpin_repeated(c, index) == 0)
+		return 0;
+	uint64_t bit = UINT64_C(1) << c->pin_bit;
+	/* seq_cst: our reads of the payload are done before the slot can be evicted. */
+	uint64_t old = atomic_fetch_and_explicit(&c->meta[index].pins, ~bit, memory_order_seq_cst);
+	return old & bit ? 1 : -EINVAL;
+}
 void cistern__drop_pins(struct cistern *c, struct cistern_proc *p);
 void cistern__pins_free(struct cistern *c);
 

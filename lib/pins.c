@@ -92,26 +92,19 @@ void cistern__pin_undo(struct cistern *c, uint64_t index)
 	cistern__wake_producers(c);
 }
 
-int cistern__unpin_quiet(struct cistern *c, uint64_t index)
+/* cistern__unpin_quiet() (internal.h): this handle pins the slot more than once. */
+int cistern__unpin_repeated(struct cistern *c, uint64_t index)
 {
-	if (c->pin_bit < 0)
-		return -EINVAL;
 	struct cistern_pindups *d = &c->dups;
-	ssize_t i = d->used ? dup_find(d, (uint32_t)index) : -1;
-	if (i >= 0) {
-		if (--d->count[i] == 0) {
-			d->used--;
-			d->slot[i] = d->slot[d->used];
-			d->count[i] = d->count[d->used];
-		}
-		return 0;
+	ssize_t i = dup_find(d, (uint32_t)index);
+	if (i < 0)
+		return 1; /* the last pin: the caller clears the shared bit */
+	if (--d->count[i] == 0) {
+		d->used--;
+		d->slot[i] = d->slot[d->used];
+		d->count[i] = d->count[d->used];
 	}
-	uint64_t bit = UINT64_C(1) << c->pin_bit;
-	/* seq_cst: our reads of the payload are done before the slot can be evicted. */
-	uint64_t old = atomic_fetch_and_explicit(&c->meta[index].pins, ~bit, memory_order_seq_cst);
-	if (!(old & bit))
-		return -EINVAL;
-	return 1;
+	return 0;
 }
 
 int cistern__unpin(struct cistern *c, uint64_t index)

@@ -544,22 +544,26 @@ static void stream_pinned(struct cistern *c, struct cistern_sample *out, size_t 
 			  size_t *dups, uint64_t probes)
 {
 	uint32_t q[RS_AHEAD];
-	unsigned qh = 0, qn = 0;
-	size_t k = *got, d = *dups, start = k;
+	size_t k = *got, d = *dups, start = k, dmax = n / 4 + 8;
 	uint64_t misses = 0;
 	bool woke = false;
-	while (k < n && d <= n / 4 + 8 && misses < probes) {
-		/* Keep up to RS_AHEAD drawn, never more than the batch still needs. */
-		while (qn < RS_AHEAD && qn < n - k) {
-			uint32_t idx = (uint32_t)cistern__rng_below(&c->rng, c->slot_count);
-			/* A hint only: the pin below reads the slot again, atomically. */
-			__builtin_prefetch(M(c, idx), 1, 3);
-			q[(qh + qn) & (RS_AHEAD - 1)] = idx;
-			qn++;
-		}
+	/*
+	 * A ring of `win` drawn candidates, as many as the batch still needs
+	 * up to RS_AHEAD; each one taken out is replaced at once, so that up
+	 * to `win` draws at the end go unused (they are independent of the
+	 * rest: dropping them biases nothing).
+	 */
+	unsigned win = n - k < RS_AHEAD ? (unsigned)(n - k) : RS_AHEAD, qh = 0;
+	for (unsigned i = 0; i < win; i++) {
+		q[i] = (uint32_t)cistern__rng_below(&c->rng, c->slot_count);
+		/* A hint only: the pin below reads the slot again, atomically. */
+		__builtin_prefetch(M(c, q[i]), 1, 3);
+	}
+	while (k < n && d <= dmax && misses < probes) {
 		uint32_t idx = q[qh], at;
-		qh = (qh + 1) & (RS_AHEAD - 1);
-		qn--;
+		q[qh] = (uint32_t)cistern__rng_below(&c->rng, c->slot_count);
+		__builtin_prefetch(M(c, q[qh]), 1, 3); /* a hint, as above */
+		qh = qh + 1 == win ? 0 : qh + 1;
 		if (!rs_is_held(c, idx, NULL)) {
 			misses++;
 			continue;
