@@ -252,14 +252,14 @@ static inline bool cistern__scratch_add(struct cistern *c, uint32_t index)
 
 /* pins.c */
 int cistern__pin_bit(struct cistern *c);
+bool cistern__pin_again(struct cistern *c, uint64_t index);
+void cistern__pin_undo(struct cistern *c, uint64_t index);
 /*
  * Pin slot `index` for this handle (cistern__pin_bit() done) if its state is
  * held_state; *word gets its word. False: not in that state (or no memory for
  * a repeated pin). The handshake with evictors is described in pins.c; the
- * rare paths live there too.
+ * rare paths live there too. Inline: batched reads pin every member.
  */
-bool cistern__pin_again(struct cistern *c, uint64_t index);
-void cistern__pin_undo(struct cistern *c, uint64_t index);
 static inline bool cistern__pin(struct cistern *c, uint64_t index, unsigned held_state,
 				uint64_t *word)
 {
@@ -283,12 +283,13 @@ static inline bool cistern__pin(struct cistern *c, uint64_t index, unsigned held
 	return true;
 }
 int cistern__unpin(struct cistern *c, uint64_t index);
+/* 0 if this handle pins `index` more than once (one repeat dropped), else 1. */
+int cistern__unpin_repeated(struct cistern *c, uint64_t index);
 /*
  * cistern__unpin() without waking producers: 1 when the shared pin bit was
  * cleared (the caller owes cistern__wake_producers(), after its last unpin),
  * 0 when only a repeated pin of this handle was dropped, or -EINVAL.
  */
-int cistern__unpin_repeated(struct cistern *c, uint64_t index);
 static inline int cistern__unpin_quiet(struct cistern *c, uint64_t index)
 {
 	if (c->pin_bit < 0)

@@ -16,6 +16,10 @@
  * In the single total order one of the two second loads sees the other's
  * first step, so a reader never keeps a pin on a slot being overwritten and a
  * producer never overwrites a pinned slot.
+ *
+ * The fast paths of a pin and an unpin, cistern__pin() and
+ * cistern__unpin_quiet(), are inline in internal.h; what is here is their
+ * rare paths, the pin bits and dropping a dead reader's pins.
  */
 #include <errno.h>
 #include <stdlib.h>
