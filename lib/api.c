@@ -301,7 +301,8 @@ int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
  * Gathering copies samples that sit in random places: prefetch the first
  * GATHER_AHEAD, then the one GATHER_AHEAD places on while copying each, up to
  * GATHER_LINES cache lines of it (beyond that the hardware prefetcher follows
- * the copy). Measured on 256 B samples: 4 ahead gains a third, 16 a half.
+ * the copy). On 256 B samples (benchmark section 4), 16 ahead copied fastest
+ * of 0, 2, 4, 8, 16, 32, 64 and 256.
  */
 #define GATHER_AHEAD 16
 #define GATHER_LINES 8

@@ -522,15 +522,17 @@ static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, s
  * i.e. while cistern__pick() would probe. The probes are drawn ahead, up to
  * RS_AHEAD of them, and the slot metadata line of each is prefetched when it
  * is drawn, so that the cache misses of a batch overlap instead of following
- * one another. The first payload line of each member is prefetched once it is
- * pinned, for the caller's reads in place, unless the batch is being gathered
+ * one another. Each candidate is then judged as a probe is: skipped unless
+ * held, counted as a repeat if already in the batch, else pinned. The draws
+ * are independent and uniform over the slots, so what is taken is uniform
+ * over the held samples, without replacement, as with one cistern__pick() per
+ * member; drawing a few more than are used changes nothing about the ones
+ * used.
+ *
+ * The first payload line of each member is prefetched once it is pinned, for
+ * the caller's reads in place, unless the batch is being gathered
  * (cistern_get_batch prefetches whole payloads as it copies; doing both was
- * slower than either). Each candidate is then judged as
- * a probe is: skipped unless held, counted as a repeat if already in the
- * batch, else pinned. The draws are independent and uniform over the slots,
- * so what is taken is uniform over the held samples, without replacement, as
- * with one cistern__pick() per member; drawing a few more than are used
- * changes nothing about the ones used.
+ * slower than either).
  *
  * Repeats are caught before pinning, so they cost no shared write. Counts
  * (gets) are added once for the run, and producers are woken once, after the
@@ -578,7 +580,11 @@ static void stream_pinned(struct cistern *c, struct cistern_sample *out, size_t 
 			misses++; /* left the held state since the look above */
 			continue;
 		}
-		/* Relaxed: the pin (seq_cst) already orders us against evictors. */
+		/*
+		 * Relaxed, as in rs_read_pinned(): an evictor reads seen only
+		 * after it sees no pin, and our unpin, a seq_cst RMW that comes
+		 * after this, is what lets it see none.
+		 */
 		uint32_t old = atomic_fetch_add_explicit(&M(c, idx)->seen, 1, memory_order_relaxed);
 		woke |= old == 0;
 		if (!c->gathering)
