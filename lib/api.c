@@ -286,6 +286,8 @@ int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 		return r;
 	if (!s)
 		return -EINVAL;
+	if (c->ops->release_batch)
+		return c->ops->release_batch(c, s, n);
 	int first = 0;
 	for (size_t i = 0; i < n; i++) {
 		r = c->ops->release(c, &s[i]);
@@ -293,6 +295,25 @@ int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 			first = r;
 	}
 	return first;
+}
+
+/*
+ * Gathering copies samples that sit in random places: prefetch the first
+ * GATHER_AHEAD, then the one GATHER_AHEAD places on while copying each, up to
+ * GATHER_LINES cache lines of it (beyond that the hardware prefetcher follows
+ * the copy). On 256 B samples (benchmark section 4), 16 ahead copied fastest
+ * of 0, 2, 4, 8, 16, 32, 64 and 256.
+ */
+#define GATHER_AHEAD 16
+#define GATHER_LINES 8
+
+static inline void prefetch_payload(const struct cistern_sample *s)
+{
+	const char *p = s->data;
+	size_t len = s->len < GATHER_LINES * CISTERN_CACHELINE ? s->len
+								: GATHER_LINES * CISTERN_CACHELINE;
+	for (size_t off = 0; off < len; off += CISTERN_CACHELINE)
+		__builtin_prefetch(p + off, 0, 3);
 }
 
 int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
@@ -308,7 +329,9 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 	struct cistern_sample *s = n <= 64 ? local : malloc(n * sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	c->gathering = true;
 	int got = cistern_acquire_batch(c, s, n, timeout_ms);
+	c->gathering = false;
 	if (got >= 0) {
 		bool fits = true;
 		for (int i = 0; i < got; i++)
@@ -319,7 +342,11 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 			got = -EMSGSIZE;
 		} else {
 			char *dst = buf;
+			for (int i = 0; i < GATHER_AHEAD && i < got; i++)
+				prefetch_payload(&s[i]);
 			for (int i = 0; i < got; i++) {
+				if (i + GATHER_AHEAD < got)
+					prefetch_payload(&s[i + GATHER_AHEAD]);
 				memcpy(dst + (size_t)i * stride, s[i].data, s[i].len);
 				if (len)
 					len[i] = s[i].len;

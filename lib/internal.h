@@ -5,12 +5,14 @@
 #ifndef CISTERN_INTERNAL_H
 #define CISTERN_INTERNAL_H
 
+#include <errno.h>
 #include <stdbool.h>
 
 #include <roaring/roaring.h>
 
 #include "segment.h"
 #include "rng.h"
+#include "slotword.h"
 
 struct cistern;
 
@@ -28,6 +30,11 @@ struct cistern_ops {
 	int (*abort)(struct cistern *c, struct cistern_slot *slot);
 	int (*try_acquire)(struct cistern *c, struct cistern_sample *s);
 	int (*release)(struct cistern *c, struct cistern_sample *s);
+	/*
+	 * Optional: release n samples, each as release() would, returning the
+	 * first error; NULL = release() one by one.
+	 */
+	int (*release_batch)(struct cistern *c, struct cistern_sample *s, size_t n);
 	/* Hand an acquired sample back as if never read (a get whose buffer was too small). */
 	int (*unacquire)(struct cistern *c, struct cistern_sample *s);
 	/* Optional: pairs (SimPairedReservoir) and batches (reservoirs); NULL = -EINVAL. */
@@ -61,10 +68,17 @@ struct cistern_pindups {
 	size_t used;
 };
 
-/* A scratch set of slot indices for one batch (distinct members). */
+/*
+ * A scratch set of slot indices for one batch (distinct members): open
+ * addressing over entries stamped with the batch they belong to, so that a
+ * reset is O(1) and a lookup touches one cache line.
+ */
+struct cistern_scratch_entry {
+	uint32_t stamp;
+	uint32_t key;
+};
 struct cistern_scratch {
-	uint32_t *key;
-	uint32_t *stamp;
+	struct cistern_scratch_entry *e;
 	uint32_t cap;
 	uint32_t now;
 };
@@ -95,6 +109,7 @@ struct cistern {
 	bool acquire_polling;           /* FIFO: the last acquire found nothing */
 	uint8_t spin_misses[2];         /* per wait kind: waits in a row pausing did not end */
 	uint8_t spin_probe;             /* wait.c: counts yield-first waits between probes */
+	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
 };
 
 /* Slot index of ring position pos. */
@@ -197,17 +212,100 @@ typedef bool (*cistern_qualify_fn)(struct cistern *c, uint64_t index, void *arg)
 int cistern__pick(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok, void *arg,
 		  uint64_t *out);
 void cistern__picker_free(struct cistern_picker *pk);
+/*
+ * How many random probes cistern__pick() makes before it turns to the
+ * snapshot, or 0 when the snapshot says candidates are sparse and it goes
+ * there at once. Callers that draw probes themselves (batched reads) use the
+ * same rule, so their picks stay what cistern__pick() would make.
+ */
+uint64_t cistern__pick_probes(const struct cistern *c, const struct cistern_picker *pk);
 /* Refresh the snapshot and return its members as a malloc'd array. */
 int cistern__snapshot(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok,
 		      void *arg, uint32_t **out, uint64_t *count);
 /* scratch set: start a batch, then add() returns false for an index already in it */
 int cistern__scratch_reset(struct cistern *c, size_t n);
-bool cistern__scratch_add(struct cistern *c, uint32_t index);
+
+/* Whether index is in the batch's set; if not, *at is where put() would add it. */
+static inline bool cistern__scratch_find(const struct cistern *c, uint32_t index, uint32_t *at)
+{
+	const struct cistern_scratch *s = &c->scratch;
+	uint32_t mask = s->cap - 1;
+	for (uint32_t h = (index * 2654435761u) & mask;; h = (h + 1) & mask) {
+		if (s->e[h].stamp != s->now) {
+			*at = h;
+			return false;
+		}
+		if (s->e[h].key == index)
+			return true;
+	}
+}
+
+/* Add index at the place find() gave, with no other put() in between. */
+static inline void cistern__scratch_put(struct cistern *c, uint32_t at, uint32_t index)
+{
+	c->scratch.e[at] = (struct cistern_scratch_entry){c->scratch.now, index};
+}
+
+static inline bool cistern__scratch_add(struct cistern *c, uint32_t index)
+{
+	uint32_t at;
+	if (cistern__scratch_find(c, index, &at))
+		return false;
+	cistern__scratch_put(c, at, index);
+	return true;
+}
 
 /* pins.c */
 int cistern__pin_bit(struct cistern *c);
-bool cistern__pin(struct cistern *c, uint64_t index, unsigned held_state, uint64_t *word);
+bool cistern__pin_again(struct cistern *c, uint64_t index);
+void cistern__pin_undo(struct cistern *c, uint64_t index);
+/*
+ * Pin slot `index` for this handle (cistern__pin_bit() done) if its state is
+ * held_state; *word gets its word. False: not in that state (or no memory for
+ * a repeated pin). The handshake with evictors is described in pins.c; the
+ * rare paths live there too. Inline: batched reads pin every member.
+ */
+static inline bool cistern__pin(struct cistern *c, uint64_t index, unsigned held_state,
+				uint64_t *word)
+{
+	struct cistern_slotmeta *m = &c->meta[index];
+	uint64_t bit = UINT64_C(1) << c->pin_bit;
+	/* seq_cst, then a seq_cst load: the reader's half of the Dekker handshake (pins.c). */
+	uint64_t old = atomic_fetch_or_explicit(&m->pins, bit, memory_order_seq_cst);
+	uint64_t w = atomic_load_explicit(&m->word, memory_order_seq_cst);
+	if (old & bit) {
+		/* Already pinned by this handle, so it cannot have changed under us. */
+		if (!cistern__pin_again(c, index))
+			return false;
+		*word = w;
+		return true;
+	}
+	if (sw_state(w) != held_state) {
+		cistern__pin_undo(c, index);
+		return false;
+	}
+	*word = w;
+	return true;
+}
 int cistern__unpin(struct cistern *c, uint64_t index);
+/* 0 if this handle pins `index` more than once (one repeat dropped), else 1. */
+int cistern__unpin_repeated(struct cistern *c, uint64_t index);
+/*
+ * cistern__unpin() without waking producers: 1 when the shared pin bit was
+ * cleared (the caller owes cistern__wake_producers(), after its last unpin),
+ * 0 when only a repeated pin of this handle was dropped, or -EINVAL.
+ */
+static inline int cistern__unpin_quiet(struct cistern *c, uint64_t index)
+{
+	if (c->pin_bit < 0)
+		return -EINVAL;
+	if (c->dups.used && cistern__unpin_repeated(c, index) == 0)
+		return 0;
+	uint64_t bit = UINT64_C(1) << c->pin_bit;
+	/* seq_cst: our reads of the payload are done before the slot can be evicted. */
+	uint64_t old = atomic_fetch_and_explicit(&c->meta[index].pins, ~bit, memory_order_seq_cst);
+	return old & bit ? 1 : -EINVAL;
+}
 void cistern__drop_pins(struct cistern *c, struct cistern_proc *p);
 void cistern__pins_free(struct cistern *c);
 

@@ -210,6 +210,7 @@ const struct cistern_ops cistern__sim_paired_ops = {
 	.abort = rs_abort,
 	.try_acquire = pairs_try_acquire,
 	.release = rs_release_generic,
+	.release_batch = rs_release_batch,
 	.unacquire = rs_unacquire,
 	.try_acquire_pair = pairs_try_acquire_pair,
 	.drained = pairs_drained,

@@ -60,8 +60,7 @@ static int refresh(struct cistern *c, struct cistern_picker *pk, cistern_qualify
 	return 0;
 }
 
-int cistern__pick(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok, void *arg,
-		  uint64_t *out)
+uint64_t cistern__pick_probes(const struct cistern *c, const struct cistern_picker *pk)
 {
 	uint64_t card = pk->set ? roaring_bitmap_get_cardinality(pk->set) : 0;
 	/*
@@ -71,10 +70,17 @@ int cistern__pick(struct cistern *c, struct cistern_picker *pk, cistern_qualify_
 	 * Denser, the containers are bitsets whose select walks up to 8 KiB,
 	 * and a few probes (three times the expected number) are cheaper.
 	 */
-	if (card == 0 || card * 16 >= c->slot_count) {
-		uint64_t probes = card ? 3 * c->slot_count / card : PROBES;
-		if (probes < PROBES)
-			probes = PROBES;
+	if (card != 0 && card * 16 < c->slot_count)
+		return 0;
+	uint64_t probes = card ? 3 * c->slot_count / card : PROBES;
+	return probes < PROBES ? PROBES : probes;
+}
+
+int cistern__pick(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok, void *arg,
+		  uint64_t *out)
+{
+	uint64_t probes = cistern__pick_probes(c, pk);
+	if (probes) {
 		for (uint64_t i = 0; i < probes; i++) {
 			uint64_t idx = cistern__rng_below(&c->rng, c->slot_count);
 			if (ok(c, idx, arg)) {
@@ -84,6 +90,7 @@ int cistern__pick(struct cistern *c, struct cistern_picker *pk, cistern_qualify_
 		}
 	}
 	/* A refresh reads every slot word: space them out by a fraction of that cost. */
+	uint64_t card = pk->set ? roaring_bitmap_get_cardinality(pk->set) : 0;
 	uint64_t max_uses = card > c->slot_count / 16 ? card : c->slot_count / 16;
 	bool refreshed = false;
 	for (;;) {
@@ -144,38 +151,19 @@ int cistern__scratch_reset(struct cistern *c, size_t n)
 	while (want < 2 * n)
 		want *= 2;
 	if (want > s->cap) {
-		uint32_t *k = realloc(s->key, want * sizeof(*k));
-		if (!k)
+		struct cistern_scratch_entry *e = realloc(s->e, want * sizeof(*e));
+		if (!e)
 			return -ENOMEM;
-		s->key = k;
-		uint32_t *st = realloc(s->stamp, want * sizeof(*st));
-		if (!st)
-			return -ENOMEM;
-		s->stamp = st;
+		s->e = e;
 		for (uint32_t i = 0; i < want; i++)
-			s->stamp[i] = 0;
+			s->e[i].stamp = 0;
 		s->cap = want;
 		s->now = 0;
 	}
 	if (++s->now == 0) {
 		for (uint32_t i = 0; i < s->cap; i++)
-			s->stamp[i] = 0;
+			s->e[i].stamp = 0;
 		s->now = 1;
 	}
 	return 0;
-}
-
-bool cistern__scratch_add(struct cistern *c, uint32_t index)
-{
-	struct cistern_scratch *s = &c->scratch;
-	uint32_t mask = s->cap - 1;
-	for (uint32_t h = (index * 2654435761u) & mask;; h = (h + 1) & mask) {
-		if (s->stamp[h] != s->now) {
-			s->stamp[h] = s->now;
-			s->key[h] = index;
-			return true;
-		}
-		if (s->key[h] == index)
-			return false;
-	}
 }

@@ -16,6 +16,10 @@
  * In the single total order one of the two second loads sees the other's
  * first step, so a reader never keeps a pin on a slot being overwritten and a
  * producer never overwrites a pinned slot.
+ *
+ * The fast paths of a pin and an unpin, cistern__pin() and
+ * cistern__unpin_quiet(), are inline in internal.h; what is here is their
+ * rare paths, the pin bits and dropping a dead reader's pins.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -77,47 +81,41 @@ static bool dup_add(struct cistern_pindups *d, uint32_t slot)
 	return true;
 }
 
-bool cistern__pin(struct cistern *c, uint64_t index, unsigned held_state, uint64_t *word)
+/* cistern__pin() (internal.h) found our bit already set: count the extra pin locally. */
+bool cistern__pin_again(struct cistern *c, uint64_t index)
 {
-	struct cistern_slotmeta *m = &c->meta[index];
+	return dup_add(&c->dups, (uint32_t)index);
+}
+
+/* cistern__pin() found the slot no longer held: take the pin back. */
+void cistern__pin_undo(struct cistern *c, uint64_t index)
+{
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
-	uint64_t old = atomic_fetch_or_explicit(&m->pins, bit, memory_order_seq_cst);
-	uint64_t w = atomic_load_explicit(&m->word, memory_order_seq_cst);
-	if (old & bit) {
-		/* Already pinned by this handle, so it cannot have changed under us. */
-		if (!dup_add(&c->dups, (uint32_t)index))
-			return false;
-		*word = w;
-		return true;
+	/* seq_cst, like every unpin: ordered before the producers' wake check. */
+	atomic_fetch_and_explicit(&c->meta[index].pins, ~bit, memory_order_seq_cst);
+	cistern__wake_producers(c);
+}
+
+/* cistern__unpin_quiet() (internal.h): this handle pins the slot more than once. */
+int cistern__unpin_repeated(struct cistern *c, uint64_t index)
+{
+	struct cistern_pindups *d = &c->dups;
+	ssize_t i = dup_find(d, (uint32_t)index);
+	if (i < 0)
+		return 1; /* the last pin: the caller clears the shared bit */
+	if (--d->count[i] == 0) {
+		d->used--;
+		d->slot[i] = d->slot[d->used];
+		d->count[i] = d->count[d->used];
 	}
-	if (sw_state(w) != held_state) {
-		atomic_fetch_and_explicit(&m->pins, ~bit, memory_order_seq_cst);
-		cistern__wake_producers(c);
-		return false;
-	}
-	*word = w;
-	return true;
+	return 0;
 }
 
 int cistern__unpin(struct cistern *c, uint64_t index)
 {
-	if (c->pin_bit < 0)
-		return -EINVAL;
-	struct cistern_pindups *d = &c->dups;
-	ssize_t i = dup_find(d, (uint32_t)index);
-	if (i >= 0) {
-		if (--d->count[i] == 0) {
-			d->used--;
-			d->slot[i] = d->slot[d->used];
-			d->count[i] = d->count[d->used];
-		}
-		return 0;
-	}
-	uint64_t bit = UINT64_C(1) << c->pin_bit;
-	/* seq_cst: our reads of the payload are done before the slot can be evicted. */
-	uint64_t old = atomic_fetch_and_explicit(&c->meta[index].pins, ~bit, memory_order_seq_cst);
-	if (!(old & bit))
-		return -EINVAL;
+	int r = cistern__unpin_quiet(c, index);
+	if (r <= 0)
+		return r;
 	cistern__wake_producers(c);
 	return 0;
 }

@@ -15,6 +15,12 @@
 
 #include "reservoir.h"
 
+/*
+ * How far batched reads look ahead (stream_pinned, rs_release_batch), in slot
+ * metadata lines; a power of two. From 8 to 64 it makes little difference.
+ */
+#define RS_AHEAD 16
+
 static inline struct cistern_slotmeta *M(struct cistern *c, uint64_t i)
 {
 	return &c->meta[i];
@@ -205,8 +211,8 @@ int rs_abort(struct cistern *c, struct cistern_slot *slot)
 	return 0;
 }
 
-void rs_fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index, uint64_t word,
-		    uint32_t live)
+static inline void fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index,
+			       uint64_t word, uint32_t live)
 {
 	struct cistern_slotmeta *m = M(c, index);
 	s->data = cistern__payload(c, index);
@@ -223,7 +229,7 @@ void rs_fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index,
 int rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_t index, uint64_t word)
 {
 	uint32_t old = atomic_fetch_add_explicit(&M(c, index)->seen, 1, memory_order_relaxed);
-	rs_fill_sample(c, s, index, word, RS_LIVE_PINNED);
+	fill_sample(c, s, index, word, RS_LIVE_PINNED);
 	cistern__count(&c->me->ctr.gets, 1);
 	if (old == 0)
 		cistern__wake_producers(c); /* it just became evictable */
@@ -242,7 +248,7 @@ int rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint64_t inde
 						     memory_order_relaxed))
 		return -EAGAIN;
 	atomic_fetch_add_explicit(&m->seen, 1, memory_order_relaxed);
-	rs_fill_sample(c, s, index, nw, RS_LIVE_EXCLUSIVE);
+	fill_sample(c, s, index, nw, RS_LIVE_EXCLUSIVE);
 	cistern__count(&c->me->ctr.gets, 1);
 	return 0;
 }
@@ -285,6 +291,39 @@ int rs_release_generic(struct cistern *c, struct cistern_sample *s)
 	s->live_ = 0;
 	s->data = NULL;
 	return 0;
+}
+
+/*
+ * A whole batch back: as rs_release_generic() on each sample, but with the
+ * next samples' slot metadata prefetched and producers woken once, after the
+ * last unpin. One wake suffices: every unpin is a seq_cst RMW before the
+ * wake's seq_cst look at producers_waiting (wait.c), so a producer that
+ * registered too late to be seen there re-checks after all of them.
+ */
+int rs_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
+{
+	int first = 0;
+	bool wake = false;
+	for (size_t i = 0; i < n; i++) {
+		if (i + RS_AHEAD < n && s[i + RS_AHEAD].index_ < c->slot_count)
+			__builtin_prefetch(M(c, s[i + RS_AHEAD].index_), 1, 3);
+		int r;
+		if (s[i].live_ == RS_LIVE_PINNED && s[i].index_ < c->slot_count) {
+			r = cistern__unpin_quiet(c, s[i].index_);
+			if (r >= 0) {
+				wake |= r > 0;
+				s[i].live_ = 0;
+				s[i].data = NULL;
+			}
+		} else {
+			r = rs_release_generic(c, &s[i]);
+		}
+		if (r < 0 && first == 0)
+			first = r;
+	}
+	if (wake)
+		cistern__wake_producers(c);
+	return first;
 }
 
 int rs_unacquire(struct cistern *c, struct cistern_sample *s)
@@ -478,6 +517,90 @@ static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, s
 	return (int)got;
 }
 
+/*
+ * Pin the members of an open-reception batch while held samples are dense,
+ * i.e. while cistern__pick() would probe. The probes are drawn ahead, up to
+ * RS_AHEAD of them, and the slot metadata line of each is prefetched when it
+ * is drawn, so that the cache misses of a batch overlap instead of following
+ * one another. Each candidate is then judged as a probe is: skipped unless
+ * held, counted as a repeat if already in the batch, else pinned. The draws
+ * are independent and uniform over the slots, so what is taken is uniform
+ * over the held samples, without replacement, as with one cistern__pick() per
+ * member; drawing a few more than are used changes nothing about the ones
+ * used.
+ *
+ * The first payload line of each member is prefetched once it is pinned, for
+ * the caller's reads in place, unless the batch is being gathered
+ * (cistern_get_batch prefetches whole payloads as it copies; doing both was
+ * slower than either).
+ *
+ * Repeats are caught before pinning, so they cost no shared write. Counts
+ * (gets) are added once for the run, and producers are woken once, after the
+ * last seen count that went from 0 to 1.
+ *
+ * Returns with *got members in out[0..*got) and *dups repeats counted; when
+ * a member takes `probes` misses in a row, or repeats pass the caller's
+ * bound, it stops early and the caller goes on member by member.
+ */
+static void stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
+			  size_t *dups, uint64_t probes)
+{
+	uint32_t q[RS_AHEAD];
+	size_t k = *got, d = *dups, start = k, dmax = n / 4 + 8;
+	uint64_t misses = 0;
+	bool woke = false;
+	/*
+	 * A ring of `win` drawn candidates, as many as the batch still needs
+	 * up to RS_AHEAD; each one taken out is replaced at once, so that up
+	 * to `win` draws at the end go unused (they are independent of the
+	 * rest: dropping them biases nothing).
+	 */
+	unsigned win = n - k < RS_AHEAD ? (unsigned)(n - k) : RS_AHEAD, qh = 0;
+	for (unsigned i = 0; i < win; i++) {
+		q[i] = (uint32_t)cistern__rng_below(&c->rng, c->slot_count);
+		/* A hint only: the pin below reads the slot again, atomically. */
+		__builtin_prefetch(M(c, q[i]), 1, 3);
+	}
+	while (k < n && d <= dmax && misses < probes) {
+		uint32_t idx = q[qh], at;
+		q[qh] = (uint32_t)cistern__rng_below(&c->rng, c->slot_count);
+		__builtin_prefetch(M(c, q[qh]), 1, 3); /* a hint, as above */
+		qh = qh + 1 == win ? 0 : qh + 1;
+		if (!rs_is_held(c, idx, NULL)) {
+			misses++;
+			continue;
+		}
+		if (cistern__scratch_find(c, idx, &at)) {
+			d++;
+			misses = 0;
+			continue;
+		}
+		uint64_t w;
+		if (!cistern__pin(c, idx, RS_HELD, &w)) {
+			misses++; /* left the held state since the look above */
+			continue;
+		}
+		/*
+		 * Relaxed, as in rs_read_pinned(): an evictor reads seen only
+		 * after it sees no pin, and our unpin, a seq_cst RMW that comes
+		 * after this, is what lets it see none.
+		 */
+		uint32_t old = atomic_fetch_add_explicit(&M(c, idx)->seen, 1, memory_order_relaxed);
+		woke |= old == 0;
+		if (!c->gathering)
+			__builtin_prefetch(cistern__payload(c, idx), 0, 3);
+		fill_sample(c, &out[k], idx, w, RS_LIVE_PINNED);
+		cistern__scratch_put(c, at, idx);
+		k++;
+		misses = 0;
+	}
+	cistern__count(&c->me->ctr.gets, k - start);
+	if (woke)
+		cistern__wake_producers(c); /* some just became evictable */
+	*got = k;
+	*dups = d;
+}
+
 static int reservoir_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
 {
 	struct cistern_hdr *h = c->hdr;
@@ -496,6 +619,11 @@ static int reservoir_try_acquire_n(struct cistern *c, struct cistern_sample *out
 	if (r < 0)
 		return r;
 	size_t got = 0, dups = 0;
+	if (!closed) {
+		uint64_t probes = cistern__pick_probes(c, &c->pick_read);
+		if (probes)
+			stream_pinned(c, out, n, &got, &dups, probes);
+	}
 	while (got < n) {
 		if (dups > n / 4 + 8) {
 			r = finish_from_snapshot(c, out, got, n, closed);
@@ -551,6 +679,7 @@ const struct cistern_ops cistern__reservoir_ops = {
 	.abort = rs_abort,
 	.try_acquire = reservoir_try_acquire,
 	.release = rs_release_generic,
+	.release_batch = rs_release_batch,
 	.unacquire = rs_unacquire,
 	.try_acquire_batch = reservoir_try_acquire_n,
 	.drained = rs_drained,
@@ -565,6 +694,7 @@ const struct cistern_ops cistern__batch_ops = {
 	.abort = rs_abort,
 	.try_acquire = batch_try_acquire,
 	.release = rs_release_generic,
+	.release_batch = rs_release_batch,
 	.unacquire = rs_unacquire,
 	.try_acquire_batch = batch_try_acquire_batch,
 	.drained = rs_drained,
@@ -624,6 +754,7 @@ const struct cistern_ops cistern__fifo_evict_ops = {
 	.abort = rs_abort,
 	.try_acquire = reservoir_try_acquire,
 	.release = rs_release_generic,
+	.release_batch = rs_release_batch,
 	.unacquire = rs_unacquire,
 	.try_acquire_batch = reservoir_try_acquire_n,
 	.drained = rs_drained,

@@ -52,6 +52,8 @@ int rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint64_t inde
 void rs_remove(struct cistern *c, uint64_t index, uint64_t word);
 bool rs_exclusive_is_mine(struct cistern *c, const struct cistern_sample *s, uint64_t *word);
 int rs_release_generic(struct cistern *c, struct cistern_sample *s);
+/* n samples back at once: what rs_release_generic() does to each, one wake. */
+int rs_release_batch(struct cistern *c, struct cistern_sample *s, size_t n);
 int rs_unacquire(struct cistern *c, struct cistern_sample *s);
 bool rs_closed(struct cistern *c);
 bool rs_drained(struct cistern *c);
@@ -60,8 +62,6 @@ uint64_t rs_population(const struct cistern *c, const struct cistern_stats *st);
 /* Rate limiter: may a reader take n more? may a producer put one more? */
 bool rs_rate_allows_read(struct cistern *c, uint64_t n);
 bool rs_rate_allows_put(struct cistern *c);
-void rs_fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index, uint64_t word,
-		    uint32_t live);
 
 /* pairs.c: SimPairedReservoir's (sim_id, time_step) -> slot index */
 void pairs_publish(struct cistern *c, uint64_t index);

@@ -464,8 +464,7 @@ static void unmap_free(struct cistern *c)
 	cistern__picker_free(&c->pick_evict);
 	cistern__picker_free(&c->pick_empty);
 	cistern__pins_free(c);
-	free(c->scratch.key);
-	free(c->scratch.stamp);
+	free(c->scratch.e);
 	munmap(c->hdr, c->map_size);
 	close(c->fd);
 	free(c);

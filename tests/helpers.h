@@ -72,12 +72,12 @@ static inline pid_t fork_child(void)
 }
 
 /* What a holder child takes before it waits to be killed. */
-enum hold { HOLD_NOTHING, HOLD_RESERVATION, HOLD_SAMPLE };
+enum hold { HOLD_NOTHING, HOLD_RESERVATION, HOLD_SAMPLE, HOLD_BATCH };
 
 /*
- * Fork a child that attaches to `name`, takes `what` (a reservation, or an
+ * Fork a child that attaches to `name`, takes `what` (a reservation, an
  * acquired sample: pinned under the reservoirs, held alone under FIFO and
- * FIRO), says it is ready, then waits to be killed. Returns its pid once it
+ * FIRO, or a batch of the segment's batch_size), says it is ready, then waits to be killed. Returns its pid once it
  * is ready, or -1 if it could not start (the child is reaped).
  */
 static inline pid_t spawn_holder(const char *name, enum hold what)
@@ -92,11 +92,13 @@ static inline pid_t spawn_holder(const char *name, enum hold what)
 		if (cistern_attach(name, &h) < 0)
 			_exit(1);
 		struct cistern_slot slot;
-		struct cistern_sample s;
+		struct cistern_sample s, batch[64];
 		if (what == HOLD_RESERVATION && cistern_reserve(h, &slot, 1000) < 0)
 			_exit(2);
 		if (what == HOLD_SAMPLE && cistern_acquire(h, &s, 1000) < 0)
 			_exit(3);
+		if (what == HOLD_BATCH && cistern_acquire_batch(h, batch, 0, 1000) < 0)
+			_exit(5);
 		char ok = 1;
 		if (write(p[1], &ok, 1) != 1)
 			_exit(4);

@@ -255,6 +255,47 @@ Test(reservoir, the_same_sample_pinned_twice_by_one_reader_needs_two_releases)
 	drop(c, name);
 }
 
+/* A reservoir of k slots, all holding samples (payloads 0..k-1). */
+static struct cistern *full_reservoir(const char *tag, char *name, size_t namelen, uint32_t k)
+{
+	struct cistern *c = make(tag, name, namelen,
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = k, .watermark = k});
+	for (uint32_t i = 0; i < k; i++)
+		put_u32(c, i, 0, 0);
+	return c;
+}
+
+Test(reservoir, a_batch_pins_again_what_its_reader_already_pins)
+{
+	char name[64];
+	struct cistern *c = full_reservoir("res-bdup", name, sizeof(name), 4);
+	struct cistern_sample a[4], b[4];
+	cr_assert_eq(cistern_acquire_batch(c, a, 4, 0), 4);
+	cr_assert_eq(cistern_acquire_batch(c, b, 4, 0), 4, "the same four, pinned twice");
+	cr_assert_eq(cistern_release_batch(c, a, 4), 0);
+	uint32_t v = 9;
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN, "still pinned by the second batch");
+	cr_assert_eq(cistern_release_batch(c, b, 4), 0);
+	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0);
+	drop(c, name);
+}
+
+Test(reservoir, release_batch_releases_the_rest_after_an_invalid_sample)
+{
+	char name[64];
+	struct cistern *c = full_reservoir("res-brel", name, sizeof(name), 3);
+	struct cistern_sample s[3];
+	cr_assert_eq(cistern_acquire_batch(c, s, 3, 0), 3);
+	cr_assert_eq(cistern_release(c, &s[1]), 0);
+	cr_assert_eq(cistern_release_batch(c, s, 3), -EINVAL, "s[1] was released already");
+	uint32_t v = 9;
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0, "put %d: all three are unpinned", i);
+	cr_assert_eq(cistern_release_batch(c, s, 3), -EINVAL, "nothing left to release");
+	drop(c, name);
+}
+
 Test(reservoir, after_close_each_get_removes_and_then_end_of_data)
 {
 	char name[64];
@@ -531,6 +572,33 @@ Test(batch, get_batch_gathers_into_one_array)
 		sum += out[i];
 	}
 	cr_assert_eq(sum, 16 * 1000 + 120, "all sixteen, once each");
+	drop(c, name);
+}
+
+Test(batch, get_batch_copies_payloads_of_any_length)
+{
+	char name[64];
+	enum { N = 40, SIZE = 1024 };
+	struct cistern *c = make("b-glen", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR,
+							 .slot_size = SIZE, .slot_count = 64,
+							 .watermark = N, .batch_size = N});
+	static uint8_t buf[SIZE];
+	for (uint32_t i = 0; i < N; i++) {
+		size_t len = i * SIZE / (N - 1); /* 0 to SIZE: shorter and longer than a prefetch */
+		fill_payload(buf, len, 0, i);
+		struct cistern_meta m = {.time_step = i};
+		cr_assert_eq(cistern_put(c, buf, len, &m, 0), 0);
+	}
+	static uint8_t out[N][SIZE];
+	size_t len[N];
+	struct cistern_meta meta[N];
+	cr_assert_eq(cistern_get_batch(c, out, SIZE, N, len, meta, 0), N);
+	for (int i = 0; i < N; i++) {
+		uint32_t step = meta[i].time_step;
+		cr_assert_eq(len[i], step * SIZE / (N - 1));
+		cr_assert(check_payload(out[i], len[i], 0, step), "row %d is sample %u", i, step);
+	}
 	drop(c, name);
 }
 

@@ -327,6 +327,35 @@ Test(policies_mp, a_killed_reader_pins_are_dropped, .timeout = 60)
 	cistern_unlink(name);
 }
 
+Test(policies_mp, a_killed_reader_batch_loses_its_pins_and_its_reads, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "kbatch");
+	struct cistern_config cfg = {.policy = CISTERN_BATCH_RESERVOIR, .slot_size = 8,
+				     .slot_count = 4, .watermark = 4, .batch_size = 4};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(cistern_put(c, "old", 3, NULL, 0), 0);
+	pid_t pid = spawn_holder(name, HOLD_BATCH); /* pins all four */
+	cr_assert_gt(pid, 0);
+	cr_assert_eq(cistern_put(c, "new", 3, NULL, 0), -EAGAIN, "seen, but pinned by the victim");
+	kill_and_reap(pid);
+	/* The sweep drops the four pins and the four reads, which never completed. */
+	cr_assert_eq(cistern_put(c, "new", 3, NULL, 600), -ETIMEDOUT);
+	struct cistern_sample s[4];
+	cr_assert_eq(cistern_acquire_batch(c, s, 4, 0), 4, "a live read of all four");
+	cr_assert_eq(cistern_release_batch(c, s, 4), 0);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(cistern_put(c, "new", 3, NULL, 0), 0, "seen and unpinned: may go");
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.evictions, 4);
+	cr_assert_eq(st.evicted_unseen, 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
 Test(policies_mp, a_killed_firo_reader_sample_is_handed_out_again, .timeout = 60)
 {
 	char name[64];

@@ -60,6 +60,16 @@ static void assert_uniform(const uint64_t *counts, int k, uint64_t total, const 
 	cr_assert_lt(x, crit, "%s: chi-square %.1f >= %.1f (df %d)", what, x, crit, k - 1);
 }
 
+/* A segment of this config holding K samples whose payloads are their index. */
+static struct cistern *make_filled(const char *tag, char *name, size_t namelen,
+				   struct cistern_config cfg, int k)
+{
+	struct cistern *c = make(tag, name, namelen, cfg);
+	for (uint32_t i = 0; i < (uint32_t)k; i++)
+		put_u32(c, i, 0, 0);
+	return c;
+}
+
 /*
  * Put K samples (payload = their index) into a segment of this config, read N
  * times with cistern_get(), and test the reads for uniformity over the K.
@@ -68,9 +78,7 @@ static void reads_are_uniform(const char *tag, struct cistern_config cfg, int k,
 			      const char *what)
 {
 	char name[64];
-	struct cistern *c = make(tag, name, sizeof(name), cfg);
-	for (uint32_t i = 0; i < (uint32_t)k; i++)
-		put_u32(c, i, 0, 0);
+	struct cistern *c = make_filled(tag, name, sizeof(name), cfg, k);
 	uint64_t *counts = calloc((size_t)k, sizeof(*counts));
 	cr_assert_not_null(counts);
 	for (int i = 0; i < n; i++) {
@@ -100,6 +108,55 @@ Test(uniformity, reservoir_reads_are_uniform_when_held_samples_are_sparse)
 			  (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
 						  .slot_count = 2000, .watermark = 20},
 			  20, 40000, "sparse reservoir reads");
+}
+
+/*
+ * Put K samples (payload = their index) into a segment of this config, read
+ * N batches of B with cistern_acquire_batch(), and test the members for
+ * uniformity over the K.
+ */
+static void batch_members_are_uniform(const char *tag, struct cistern_config cfg, int k, int b,
+				      int n, const char *what)
+{
+	char name[64];
+	struct cistern *c = make_filled(tag, name, sizeof(name), cfg, k);
+	uint64_t *counts = calloc((size_t)k, sizeof(*counts));
+	struct cistern_sample *s = calloc((size_t)b, sizeof(*s));
+	cr_assert(counts && s);
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(cistern_acquire_batch(c, s, (size_t)b, 0), b);
+		for (int j = 0; j < b; j++) {
+			uint32_t v = *(const uint32_t *)s[j].data;
+			cr_assert_lt(v, (uint32_t)k);
+			counts[v]++;
+		}
+		cr_assert_eq(cistern_release_batch(c, s, (size_t)b), 0);
+	}
+	assert_uniform(counts, k, (uint64_t)n * b, what);
+	free(s);
+	free(counts);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(uniformity, reservoir_batch_members_are_uniform_over_held_samples)
+{
+	/* 100 held in 128 slots: candidates drawn ahead of the pins, some of them empty. */
+	batch_members_are_uniform("u-batch",
+				  (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							  .slot_size = 4, .slot_count = 128,
+							  .watermark = 100},
+				  100, 32, 6000, "reservoir batch members");
+}
+
+Test(uniformity, reservoir_batch_members_are_uniform_when_held_samples_are_sparse)
+{
+	/* 20 held among 2000 slots: the first probes miss, then the snapshot serves. */
+	batch_members_are_uniform("u-bsparse",
+				  (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							  .slot_size = 4, .slot_count = 2000,
+							  .watermark = 20},
+				  20, 8, 5000, "sparse reservoir batch members");
 }
 
 Test(uniformity, firo_reads_are_uniform_over_held_samples)
