@@ -263,7 +263,8 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 		if (d == 0) {
 			switch (sw_state(w)) {
 			case FIFO_COMMITTED:
-				continue; /* it changed between our load and the CAS: retry */
+				/* COMMITTED but not what we expected: an owner, i.e. damage. */
+				return -EPROTO;
 			case FIFO_SKIP: {
 				uint64_t nw = sw_make(p + c->slot_count, FIFO_FREE, 0);
 				if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw,

@@ -450,6 +450,23 @@ Test(hostile_payload, a_free_slot_word_naming_an_owner_is_eproto_for_producers)
 	cistern_unlink(name);
 }
 
+Test(hostile_payload, a_committed_slot_word_naming_an_owner_is_eproto_for_readers)
+{
+	char name[64];
+	TEST_NAME(name, "h-cown");
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 4};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 0), 0);
+	/* Position 0, COMMITTED (state 2), but naming owner 5. */
+	atomic_store(&c->meta[0].word, (uint64_t)(2u << 12 | 5u));
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), -EPROTO);
+	cr_assert_eq(cistern_acquire(c, &s, 100), -EPROTO, "a blocking acquire does not spin on it");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
 Test(hostile_handles, release_of_a_sample_never_acquired_is_einval)
 {
 	char name[64];
