@@ -179,7 +179,9 @@ CISTERN_API int cistern_attach(const char *name, struct cistern **out);
 
 /**
  * Detach: give back what this handle still holds (reservations vanish, acquired
- * FIFO/FIRO samples are handed out again), unmap and free the handle.
+ * FIFO/FIRO samples are handed out again), unmap and free the handle. A handle
+ * that holds nothing skips the walk over every slot that giving back needs (a
+ * reservoir reader still clears its pin bit).
  * @return 0, or -EINVAL for a NULL handle.
  */
 CISTERN_API int cistern_detach(struct cistern *c);

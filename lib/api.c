@@ -30,6 +30,23 @@ const struct cistern_ops *cistern__ops_for(uint32_t policy)
 	}
 }
 
+/*
+ * c->holding counts this handle's reservations and acquisitions not yet
+ * committed, aborted or released. Only the public calls below move it, and
+ * only on success, so it can err high (a failed release leaves it up) but
+ * never low; at zero, cistern_detach() knows that no slot names this handle
+ * and skips the walk over every slot (liveness.c).
+ */
+static inline void holding_add(struct cistern *c, size_t n)
+{
+	c->holding += n;
+}
+
+static inline void holding_sub(struct cistern *c, size_t n)
+{
+	c->holding -= n;
+}
+
 static int writable(const struct cistern *c)
 {
 	if (!c)
@@ -69,6 +86,8 @@ int cistern_reserve(struct cistern *c, struct cistern_slot *slot, int timeout_ms
 		c->ops->abort(c, slot);
 		r = -EPIPE;
 	}
+	if (r == 0)
+		holding_add(c, 1);
 	return r;
 }
 
@@ -82,7 +101,10 @@ int cistern_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 		return -EINVAL;
 	if (len > c->slot_size)
 		return -EMSGSIZE;
-	return c->ops->commit(c, slot, len, meta);
+	r = c->ops->commit(c, slot, len, meta);
+	if (r == 0)
+		holding_sub(c, 1);
+	return r;
 }
 
 int cistern_abort(struct cistern *c, struct cistern_slot *slot)
@@ -92,7 +114,10 @@ int cistern_abort(struct cistern *c, struct cistern_slot *slot)
 		return r;
 	if (!slot)
 		return -EINVAL;
-	return c->ops->abort(c, slot);
+	r = c->ops->abort(c, slot);
+	if (r == 0)
+		holding_sub(c, 1);
+	return r;
 }
 
 int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
@@ -112,8 +137,8 @@ int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_m
 	if (len)
 		memcpy(slot.data, buf, len);
 	r = c->ops->commit(c, &slot, len, meta);
-	if (r < 0)
-		c->ops->abort(c, &slot); /* e.g. -ERANGE: the put did not happen at all */
+	if (r == 0 || c->ops->abort(c, &slot) == 0) /* e.g. -ERANGE: the put did not happen */
+		holding_sub(c, 1);
 	return r;
 }
 
@@ -210,6 +235,7 @@ static int read_loop(struct cistern *c, const struct read_req *q, int timeout_ms
 			return -EPROTO;
 		}
 	}
+	holding_add(c, got);
 	return r;
 }
 
@@ -250,8 +276,9 @@ int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
 	if (r < 0)
 		return r;
 	if (pair[0].len > cap || pair[1].len > cap) {
-		c->ops->unacquire(c, &pair[0]);
-		c->ops->unacquire(c, &pair[1]);
+		for (int i = 0; i < 2; i++)
+			if (c->ops->unacquire(c, &pair[i]) == 0)
+				holding_sub(c, 1);
 		return -EMSGSIZE;
 	}
 	for (int i = 0; i < 2; i++) {
@@ -286,12 +313,18 @@ int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 		return r;
 	if (!s)
 		return -EINVAL;
-	if (c->ops->release_batch)
-		return c->ops->release_batch(c, s, n);
+	if (c->ops->release_batch) {
+		r = c->ops->release_batch(c, s, n);
+		if (r == 0)
+			holding_sub(c, n); /* on an error we cannot tell how many went: err high */
+		return r;
+	}
 	int first = 0;
 	for (size_t i = 0; i < n; i++) {
 		r = c->ops->release(c, &s[i]);
-		if (r < 0 && first == 0)
+		if (r == 0)
+			holding_sub(c, 1);
+		else if (first == 0)
 			first = r;
 	}
 	return first;
@@ -338,7 +371,8 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 			fits &= s[i].len <= stride;
 		if (!fits) {
 			for (int i = 0; i < got; i++)
-				c->ops->unacquire(c, &s[i]);
+				if (c->ops->unacquire(c, &s[i]) == 0)
+					holding_sub(c, 1);
 			got = -EMSGSIZE;
 		} else {
 			char *dst = buf;
@@ -370,7 +404,10 @@ int cistern_release(struct cistern *c, struct cistern_sample *s)
 		return r;
 	if (!s)
 		return -EINVAL;
-	return c->ops->release(c, s);
+	r = c->ops->release(c, s);
+	if (r == 0)
+		holding_sub(c, 1);
+	return r;
 }
 
 ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
@@ -383,7 +420,8 @@ ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_met
 	if (r < 0)
 		return r;
 	if (s.len > cap) {
-		c->ops->unacquire(c, &s);
+		if (c->ops->unacquire(c, &s) == 0)
+			holding_sub(c, 1);
 		return -EMSGSIZE;
 	}
 	memcpy(buf, s.data, s.len);
@@ -391,6 +429,8 @@ ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_met
 		*meta = s.meta;
 	size_t len = s.len;
 	r = c->ops->release(c, &s);
+	if (r == 0)
+		holding_sub(c, 1);
 	return r < 0 ? r : (ssize_t)len;
 }
 

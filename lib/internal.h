@@ -110,6 +110,7 @@ struct cistern {
 	uint8_t spin_misses[2];         /* per wait kind: waits in a row pausing did not end */
 	uint8_t spin_probe;             /* wait.c: counts yield-first waits between probes */
 	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
+	uint64_t holding;               /* api.c: reservations and acquisitions outstanding */
 };
 
 /* Slot index of ring position pos. */

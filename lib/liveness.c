@@ -96,7 +96,16 @@ static void reclaim_entry(struct cistern *c, uint32_t index)
 	 * RECLAIMING with its lock free, and the next sweeper does it again.
 	 */
 	atomic_store_explicit(&p->state, CISTERN_PROC_RECLAIMING, memory_order_seq_cst);
-	c->ops->reclaim(c, index + 1);
+	if (index + 1 == c->owner && c->holding == 0) {
+		/*
+		 * Our own clean detach, holding nothing (api.c counts): no slot
+		 * word names us, so skip the walk over every slot; only a pin bit
+		 * taken earlier must go back.
+		 */
+		cistern__drop_pins(c, p);
+	} else {
+		c->ops->reclaim(c, index + 1);
+	}
 	cistern__forget_waiter(c->hdr, p);
 	retire_counters(c->hdr, &p->ctr);
 	atomic_store_explicit(&p->role, 0, memory_order_relaxed);

@@ -728,6 +728,15 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 			return 0;
 		}
 		if (d >= 0) {
+			/*
+			 * As in fifo.c: no run of the protocol leaves a slot more than
+			 * a lap ahead of a tail that stands still (a removal after
+			 * close moves a claimed slot one lap on), only damage does,
+			 * and helping would walk the tail for ever.
+			 */
+			if (d > (int64_t)c->slot_count &&
+			    atomic_load_explicit(&h->tail, memory_order_acquire) == t)
+				return -EPROTO;
 			cistern__help_advance(&h->tail, t); /* claimed already: help the index along */
 			continue;
 		}

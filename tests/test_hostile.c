@@ -624,3 +624,21 @@ Test(hostile_ring, slot_words_far_ahead_of_the_indices_are_eproto_not_a_spin, .t
 	cistern_detach(c);
 	cistern_unlink(name);
 }
+
+Test(hostile_ring, fifo_evict_slot_words_far_ahead_of_the_tail_are_eproto_not_a_spin,
+     .timeout = 20)
+{
+	char name[64];
+	TEST_NAME(name, "h-ering");
+	struct cistern_config cfg = {.slot_size = 8, .slot_count = 4,
+				     .policy = CISTERN_FIFO_EVICT_RESERVOIR, .watermark = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	/* As above, in the ring of FIFOEvictReservoir: RESERVED (state 1), 2^40 laps on. */
+	for (uint32_t i = 0; i < 4; i++)
+		atomic_store(&c->meta[i].word, ((UINT64_C(1) << 40) + i) << 16 | (UINT64_C(1) << 12));
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), -EPROTO);
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 1000), -EPROTO, "no waiting either");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
