@@ -415,6 +415,49 @@ Test(occupancy, counts_held_and_pinned_reservoir_samples)
 	cistern_unlink(name);
 }
 
+Test(occupancy, counts_a_sample_pinned_by_two_readers_once)
+{
+	char name[64];
+	struct cistern *c = make_reservoir("occ-2r", name, sizeof(name));
+	cr_assert_eq(cistern_put(c, "abcd", 4, NULL, 0), 0);
+	struct cistern *r2;
+	cr_assert_eq(cistern_attach(name, &r2), 0);
+	struct cistern_sample a, b;
+	cr_assert_eq(cistern_acquire(c, &a, 0), 0);
+	cr_assert_eq(cistern_acquire(r2, &b, 0), 0);
+	struct cistern_occupancy o;
+	cr_assert_eq(cistern_occupancy_get(c, &o), 0);
+	cr_assert_eq(o.pinned, 1, "one sample, two pins");
+	cistern_release(c, &a);
+	cr_assert_eq(cistern_occupancy_get(c, &o), 0);
+	cr_assert_eq(o.pinned, 1, "the other reader still pins it");
+	cistern_release(r2, &b);
+	cr_assert_eq(cistern_occupancy_get(c, &o), 0);
+	cr_assert_eq(o.pinned, 0);
+	cistern_detach(r2);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(occupancy, a_sample_pinned_twice_by_one_reader_stays_pinned_until_both_release)
+{
+	char name[64];
+	struct cistern *c = make_reservoir("occ-2p", name, sizeof(name));
+	cr_assert_eq(cistern_put(c, "abcd", 4, NULL, 0), 0);
+	struct cistern_sample a, b;
+	cr_assert_eq(cistern_acquire(c, &a, 0), 0);
+	cr_assert_eq(cistern_acquire(c, &b, 0), 0, "the only sample, again");
+	struct cistern_occupancy o;
+	cistern_release(c, &a);
+	cr_assert_eq(cistern_occupancy_get(c, &o), 0);
+	cr_assert_eq(o.pinned, 1, "the second pin holds");
+	cistern_release(c, &b);
+	cr_assert_eq(cistern_occupancy_get(c, &o), 0);
+	cr_assert_eq(o.pinned, 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
 Test(gc, drops_the_pins_of_a_killed_reservoir_reader)
 {
 	char name[64];

@@ -296,6 +296,65 @@ Test(policies_mp, reservoir_population_rises_to_capacity_holds_then_drains, .tim
 	cr_assert_eq(cv.pop[cv.n - 1], 0, "drained after close");
 }
 
+Test(policies_mp, a_sample_pinned_in_another_process_survives_puts_into_a_full_reservoir,
+     .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "pinfull");
+	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_size = PAYLOAD,
+				     .slot_count = 8, .watermark = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	unsigned char buf[PAYLOAD];
+	for (uint32_t q = 0; q < 8; q++) {
+		fill_payload(buf, PAYLOAD, 0, q);
+		struct cistern_meta m = {.sim_id = 0, .time_step = q};
+		cr_assert_eq(cistern_put(c, buf, PAYLOAD, &m, 0), 0);
+	}
+	int ready[2], done[2];
+	cr_assert_eq(pipe(ready), 0);
+	cr_assert_eq(pipe(done), 0);
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		struct cistern *r;
+		struct cistern_sample s;
+		if (cistern_attach(name, &r) < 0 || cistern_acquire(r, &s, 1000) < 0)
+			_exit(1);
+		uint32_t q = s.meta.time_step;
+		if (write(ready[1], &q, sizeof(q)) != (ssize_t)sizeof(q))
+			_exit(2);
+		char go;
+		if (read(done[0], &go, 1) != 1)
+			_exit(3);
+		/* Unchanged after every put, though it was seen and the reservoir full. */
+		bool same = s.len == PAYLOAD && check_payload(s.data, s.len, 0, q);
+		cistern_release(r, &s);
+		cistern_detach(r);
+		_exit(same ? 0 : 4);
+	}
+	cr_assert_gt(pid, 0);
+	uint32_t pinned;
+	cr_assert_eq(read(ready[0], &pinned, sizeof(pinned)), (ssize_t)sizeof(pinned));
+	int puts = 0;
+	for (uint32_t q = 8; q < 400; q++) {
+		/* Read what is held so that every sample but the pinned one may be evicted. */
+		for (int i = 0; i < 8; i++)
+			cistern_get(c, buf, sizeof(buf), NULL, 0);
+		fill_payload(buf, PAYLOAD, 1, q);
+		struct cistern_meta m = {.sim_id = 1, .time_step = q};
+		puts += cistern_put(c, buf, PAYLOAD, &m, 0) == 0;
+	}
+	cr_assert_gt(puts, 300, "puts went on, evicting the other samples (%d)", puts);
+	cr_assert_eq(write(done[1], "x", 1), 1);
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the pinned sample changed (%d)",
+		  status);
+	cr_log_info("pinned step %u, %d puts", pinned, puts);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
 /* ---- crashes ---- */
 
 Test(policies_mp, a_killed_reader_pins_are_dropped, .timeout = 60)
