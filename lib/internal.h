@@ -107,8 +107,7 @@ struct cistern {
 	struct cistern_scratch scratch;
 	bool reserve_polling;           /* FIFO: the last reserve found the ring full */
 	bool acquire_polling;           /* FIFO: the last acquire found nothing */
-	uint8_t spin_misses[2];         /* per wait kind: waits in a row pausing did not end */
-	uint8_t spin_probe;             /* wait.c: counts yield-first waits between probes */
+	uint8_t shared_yields[2];       /* wait.c, per wait kind: yields in a row that others used */
 	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
 	uint64_t holding;               /* api.c: reservations and acquisitions outstanding */
 };

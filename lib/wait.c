@@ -34,8 +34,8 @@
 
 #define CISTERN_SWEEP_MS 200
 #define CISTERN_SPIN_ROUNDS 16
-#define CISTERN_SPIN_MISSES 2
-#define CISTERN_SPIN_PROBE 8
+#define CISTERN_SHARED_YIELDS 2
+#define CISTERN_YIELD_RAN_NS 5000
 
 static inline void cpu_relax(void)
 {
@@ -107,19 +107,30 @@ void cistern__wake_all(struct cistern_hdr *h)
 }
 
 /*
- * Whether this wait should yield the CPU at once instead of pausing first.
- * When the process that will end our wait shares our CPU (more processes than
- * CPUs, or two pinned to one), pausing only delays it: it cannot run until we
- * yield. We cannot see where the other side runs, so we learn it: after
- * CISTERN_SPIN_MISSES waits in a row that pausing did not end, waits start by
- * yielding, and one in CISTERN_SPIN_PROBE still tries pausing first, to notice
- * when the other side has moved to another CPU.
+ * Yield the CPU and learn from how long it took whether another process
+ * shares it. When the process that will end our wait runs on our CPU (more
+ * processes than CPUs, or two pinned to one), pausing only delays it: it
+ * cannot run until we yield. A sched_yield() that comes back at once says
+ * nobody else wanted this CPU; one that took CISTERN_YIELD_RAN_NS or more says
+ * another process ran in between. After CISTERN_SHARED_YIELDS such yields in a
+ * row, this handle's waits in that direction start by yielding; the first
+ * quick yield sends them back to pausing. (Counting the waits that pausing did
+ * not end is no such signal: two busy processes on two CPUs slow each other's
+ * waits once they yield, and would lock each other into yielding at half speed.)
  */
-static bool spin_is_futile(struct cistern *c, enum cistern_wait_kind kind)
+static void yield_and_learn(struct cistern *c, struct cistern_waiter *w)
 {
-	if (c->spin_misses[kind] < CISTERN_SPIN_MISSES)
-		return false;
-	return ++c->spin_probe % CISTERN_SPIN_PROBE != 0;
+	int64_t t0 = cistern__now_ns(CLOCK_MONOTONIC);
+	sched_yield();
+	bool others_ran = cistern__now_ns(CLOCK_MONOTONIC) - t0 >= CISTERN_YIELD_RAN_NS;
+	uint8_t *n = &c->shared_yields[w->kind];
+	if (others_ran) {
+		if (*n < UINT8_MAX)
+			(*n)++;
+	} else {
+		*n = 0;
+		w->yield_first = false;
+	}
 }
 
 void cistern__wait_init(struct cistern_waiter *w, enum cistern_wait_kind kind, int timeout_ms)
@@ -162,10 +173,10 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 	 */
 	if (w->spins < CISTERN_SPIN_ROUNDS) {
 		if (w->spins == 0)
-			w->yield_first = spin_is_futile(c, w->kind);
+			w->yield_first = c->shared_yields[w->kind] >= CISTERN_SHARED_YIELDS;
 		w->spins++;
 		if (w->yield_first || w->spins % 4 == 0) {
-			sched_yield();
+			yield_and_learn(c, w);
 		} else {
 			for (int i = 0; i < 64; i++)
 				cpu_relax();
@@ -207,14 +218,6 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 
 void cistern__wait_done(struct cistern *c, struct cistern_waiter *w)
 {
-	if (w->spins > 0) {
-		uint8_t *m = &c->spin_misses[w->kind];
-		/* Did pausing alone end the wait? A wait that yielded first cannot tell. */
-		if (w->spins >= 4 || w->registered)
-			*m = *m < UINT8_MAX ? *m + 1 : *m;
-		else if (!w->yield_first)
-			*m = 0;
-	}
 	if (!w->registered)
 		return;
 	_Atomic uint32_t *word, *waiting;
