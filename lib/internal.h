@@ -107,7 +107,6 @@ struct cistern {
 	struct cistern_scratch scratch;
 	bool reserve_polling;           /* FIFO: the last reserve found the ring full */
 	bool acquire_polling;           /* FIFO: the last acquire found nothing */
-	uint8_t shared_yields[2];       /* wait.c, per wait kind: yields in a row that others used */
 	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
 	uint64_t holding;               /* api.c: reservations and acquisitions outstanding */
 };
@@ -178,7 +177,6 @@ struct cistern_waiter {
 	enum cistern_wait_kind kind;
 	int timeout_ms;
 	bool registered;
-	bool yield_first;               /* this wait yields in every spin round */
 	uint32_t spins;
 	uint32_t seq;
 	int64_t start_ns;

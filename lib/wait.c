@@ -34,8 +34,6 @@
 
 #define CISTERN_SWEEP_MS 200
 #define CISTERN_SPIN_ROUNDS 16
-#define CISTERN_SHARED_YIELDS 2
-#define CISTERN_YIELD_RAN_NS 5000
 
 static inline void cpu_relax(void)
 {
@@ -106,40 +104,12 @@ void cistern__wake_all(struct cistern_hdr *h)
 	futex_wake(&h->space_futex);
 }
 
-/*
- * Yield the CPU and learn from how long it took whether another process
- * shares it. When the process that will end our wait runs on our CPU (more
- * processes than CPUs, or two pinned to one), pausing only delays it: it
- * cannot run until we yield. A sched_yield() that comes back at once says
- * nobody else wanted this CPU; one that took CISTERN_YIELD_RAN_NS or more says
- * another process ran in between. After CISTERN_SHARED_YIELDS such yields in a
- * row, this handle's waits in that direction start by yielding; the first
- * quick yield sends them back to pausing. (Counting the waits that pausing did
- * not end is no such signal: two busy processes on two CPUs slow each other's
- * waits once they yield, and would lock each other into yielding at half speed.)
- */
-static void yield_and_learn(struct cistern *c, struct cistern_waiter *w)
-{
-	int64_t t0 = cistern__now_ns(CLOCK_MONOTONIC);
-	sched_yield();
-	bool others_ran = cistern__now_ns(CLOCK_MONOTONIC) - t0 >= CISTERN_YIELD_RAN_NS;
-	uint8_t *n = &c->shared_yields[w->kind];
-	if (others_ran) {
-		if (*n < UINT8_MAX)
-			(*n)++;
-	} else {
-		*n = 0;
-		w->yield_first = false;
-	}
-}
-
 void cistern__wait_init(struct cistern_waiter *w, enum cistern_wait_kind kind, int timeout_ms)
 {
 	w->kind = kind;
 	w->timeout_ms = timeout_ms;
 	w->registered = false;
 	w->spins = 0;
-	w->yield_first = false;
 	w->seq = 0;
 	w->start_ns = 0;
 	w->deadline_ns = 0;
@@ -172,11 +142,9 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 	 * the position we wait on run when processes outnumber cores.
 	 */
 	if (w->spins < CISTERN_SPIN_ROUNDS) {
-		if (w->spins == 0)
-			w->yield_first = c->shared_yields[w->kind] >= CISTERN_SHARED_YIELDS;
 		w->spins++;
-		if (w->yield_first || w->spins % 4 == 0) {
-			yield_and_learn(c, w);
+		if (w->spins % 4 == 0) {
+			sched_yield();
 		} else {
 			for (int i = 0; i < 64; i++)
 				cpu_relax();
