@@ -132,8 +132,9 @@ static void pin_to_cpu0(void)
 
 /*
  * Two processes on one CPU, each waiting for the other on a 2-slot ring: every
- * wait can only end after the waiter gives the CPU up, which is the case the
- * waiters learn to yield for at once. Order and count must hold throughout.
+ * wait can only end after the waiter gives the CPU up (a yield, its sleep, or
+ * preemption), the path where waits spin least and hand over most. Order and
+ * count must hold throughout.
  */
 Test(fifo_mp, producer_and_reader_sharing_one_cpu_hand_off_in_order, .timeout = 120)
 {
