@@ -128,16 +128,9 @@ static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		if (d == 0 && sw_state(w) == FIFO_FREE)
 			return -EPROTO; /* FREE but not what we expected: an owner, i.e. damage */
 		if (d >= 0) {
-			/*
-			 * More than a lap ahead of a tail that has not moved: no
-			 * run of the protocol leaves that (the slot reached its
-			 * position after the tail passed one lap before it), only
-			 * damage does, and helping would walk the tail for ever.
-			 */
-			if (d > (int64_t)c->slot_count && atomic_load(&h->tail) == t)
-				return -EPROTO;
 			/* Claimed already (maybe by a process that then died): help and retry. */
-			cistern__help_advance(&h->tail, t);
+			if (cistern__help_or_refuse(c, &h->tail, t, d) < 0)
+				return -EPROTO;
 			continue;
 		}
 		/* The slot still serves the previous lap: full, unless tail moved on. */
@@ -283,10 +276,8 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 				break;
 			}
 		} else if (d > 0) {
-			/* As in fifo_try_reserve: over a lap ahead of a still head is damage. */
-			if (d > (int64_t)c->slot_count && atomic_load(&h->head) == p)
+			if (cistern__help_or_refuse(c, &h->head, p, d) < 0)
 				return -EPROTO;
-			cistern__help_advance(&h->head, p);
 			continue;
 		}
 		if (atomic_load_explicit(&h->head, memory_order_acquire) != p)

@@ -153,6 +153,23 @@ static inline void cistern__help_advance(_Atomic uint64_t *idx, uint64_t p)
 						memory_order_relaxed);
 }
 
+/*
+ * The slot of ring position p already serves position p + d (d >= 0): help
+ * the index *idx past p, or answer -EPROTO when the word is over a lap ahead
+ * of an index that has not moved. No run of a ring's protocol leaves that (a
+ * slot reaches position p + n only after p was claimed; a FIFOEvictReservoir
+ * removal after close moves a claimed slot one lap on), only damage does, and
+ * helping would walk the index for ever. The load is only a value check.
+ */
+static inline int cistern__help_or_refuse(const struct cistern *c, _Atomic uint64_t *idx,
+					  uint64_t p, int64_t d)
+{
+	if (d > (int64_t)c->slot_count && atomic_load(idx) == p)
+		return -EPROTO;
+	cistern__help_advance(idx, p);
+	return 0;
+}
+
 /* Bucket of the seen histogram for a count. */
 static inline unsigned cistern__seen_bucket(uint32_t seen)
 {

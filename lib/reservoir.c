@@ -728,16 +728,9 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 			return 0;
 		}
 		if (d >= 0) {
-			/*
-			 * As in fifo.c: no run of the protocol leaves a slot more than
-			 * a lap ahead of a tail that stands still (a removal after
-			 * close moves a claimed slot one lap on), only damage does,
-			 * and helping would walk the tail for ever.
-			 */
-			if (d > (int64_t)c->slot_count &&
-			    atomic_load_explicit(&h->tail, memory_order_acquire) == t)
+			/* Claimed already: help the index along. */
+			if (cistern__help_or_refuse(c, &h->tail, t, d) < 0)
 				return -EPROTO;
-			cistern__help_advance(&h->tail, t); /* claimed already: help the index along */
 			continue;
 		}
 		/* The slot holds the oldest sample, from the previous lap. */

@@ -603,6 +603,17 @@ Test(hostile_user, another_user_cannot_unlink_a_segment)
 
 /* ---- damaged ring ------------------------------------------------------------ */
 
+/*
+ * Every slot of a 4-slot ring claims a position 2^40 laps ahead: helping the
+ * indices along would take 2^40 steps. The state (RESERVED, owner 0) is one no
+ * reclaim touches, so nothing repairs it behind our back.
+ */
+static void stamp_far_ahead(struct cistern *c)
+{
+	for (uint32_t i = 0; i < 4; i++)
+		atomic_store(&c->meta[i].word, ((UINT64_C(1) << 40) + i) << 16 | (UINT64_C(1) << 12));
+}
+
 Test(hostile_ring, slot_words_far_ahead_of_the_indices_are_eproto_not_a_spin, .timeout = 20)
 {
 	char name[64];
@@ -610,13 +621,7 @@ Test(hostile_ring, slot_words_far_ahead_of_the_indices_are_eproto_not_a_spin, .t
 	struct cistern_config cfg = {.slot_size = 8, .slot_count = 4};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
-	/*
-	 * Every slot claims a position a million laps ahead: helping the indices
-	 * along would take 2^40 steps. The state (RESERVED, owner 0) is one no
-	 * reclaim touches, so nothing repairs it behind our back.
-	 */
-	for (uint32_t i = 0; i < 4; i++)
-		atomic_store(&c->meta[i].word, ((UINT64_C(1) << 40) + i) << 16 | (UINT64_C(1) << 12));
+	stamp_far_ahead(c);
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), -EPROTO);
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 1000), -EPROTO, "no waiting either");
 	char buf[8];
@@ -634,9 +639,7 @@ Test(hostile_ring, fifo_evict_slot_words_far_ahead_of_the_tail_are_eproto_not_a_
 				     .policy = CISTERN_FIFO_EVICT_RESERVOIR, .watermark = 1};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
-	/* As above, in the ring of FIFOEvictReservoir: RESERVED (state 1), 2^40 laps on. */
-	for (uint32_t i = 0; i < 4; i++)
-		atomic_store(&c->meta[i].word, ((UINT64_C(1) << 40) + i) << 16 | (UINT64_C(1) << 12));
+	stamp_far_ahead(c); /* in the ring of FIFOEvictReservoir */
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), -EPROTO);
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 1000), -EPROTO, "no waiting either");
 	cistern_detach(c);
