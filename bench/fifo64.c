@@ -28,7 +28,7 @@ struct s64 {
 };
 CK_RING_PROTOTYPE(s64, s64)
 
-enum kind { K_CIS, K_CIS_SPIN, K_CK, K_RTE, K_RTE_RTS, K_PIPE, K_MQ, K_BOOST, K_ZMQ, K_COUNT };
+enum kind { K_CIS_SOLE, K_CIS, K_CIS_FENCED, K_CIS_SPIN, K_CK, K_RTE, K_RTE_RTS, K_PIPE, K_MQ, K_BOOST, K_ZMQ, K_COUNT };
 
 struct f64 {
 	enum kind kind;
@@ -49,8 +49,12 @@ static const char *kind_label(enum kind k, int mpmc, long mq_cap)
 {
 	static char buf[96];
 	switch (k) {
+	case K_CIS_SOLE:
+		return "cistern FIFO put/get (blocking, SINGLE_PRODUCER|SINGLE_READER)";
 	case K_CIS:
 		return "cistern FIFO put/get (blocking)";
+	case K_CIS_FENCED:
+		return "cistern FIFO put/get (blocking, CISTERN_FENCED_WAKES=1)";
 	case K_CIS_SPIN:
 		return "cistern FIFO put/get (timeout 0 + retry)";
 	case K_CK:
@@ -206,6 +210,8 @@ static int cis_recv_spin(void *h, void *msg)
 static int cis_child(struct f64 *f, int role, int idx)
 {
 	struct cistern *c;
+	if (f->kind == K_CIS_FENCED)
+		setenv("CISTERN_FENCED_WAKES", "1", 1); /* read when the handle is made */
 	int rc = cistern_attach(f->name, &c), ret;
 	if (rc < 0) {
 		ctl_error(f->c, role == 'p' ? idx : BENCH_MAX_PROCS + idx, "cistern_attach: %s",
@@ -214,13 +220,13 @@ static int cis_child(struct f64 *f, int role, int idx)
 	}
 	struct spin_h sh = { c, f->oversub };
 	if (role == 'p') {
-		ret = f->kind == K_CIS ? produce(f, idx, c, cis_send) : produce(f, idx, &sh, cis_send_spin);
+		ret = f->kind != K_CIS_SPIN ? produce(f, idx, c, cis_send) : produce(f, idx, &sh, cis_send_spin);
 		if (ret == 0 && (rc = cistern_producer_done(c)) < 0) {
 			ctl_error(f->c, idx, "cistern_producer_done: %s", cistern_strerror(rc));
 			ret = 1;
 		}
 	} else {
-		ret = f->kind == K_CIS ? consume(f, idx, c, cis_recv) : consume(f, idx, &sh, cis_recv_spin);
+		ret = f->kind != K_CIS_SPIN ? consume(f, idx, c, cis_recv) : consume(f, idx, &sh, cis_recv_spin);
 	}
 	cistern_detach(c);
 	return ret;
@@ -558,7 +564,9 @@ static int f64_child(int role, int idx, void *arg)
 	struct f64 *f = arg;
 	pin_cpu(role == 'p' ? idx : idx + 1);
 	switch (f->kind) {
+	case K_CIS_SOLE:
 	case K_CIS:
+	case K_CIS_FENCED:
 	case K_CIS_SPIN:
 		return cis_child(f, role, idx);
 	case K_CK:
@@ -627,13 +635,17 @@ static int f64_setup(struct f64 *f, char *err, size_t cap)
 {
 	int rc;
 	switch (f->kind) {
+	case K_CIS_SOLE:
 	case K_CIS:
+	case K_CIS_FENCED:
 	case K_CIS_SPIN: {
 		struct cistern_config cfg = { 0 };
 		cfg.slot_size = BENCH_MSG;
 		cfg.slot_count = QCAP;
 		cfg.policy = CISTERN_FIFO;
 		cfg.expected_producers = (uint32_t)f->c->nprod;
+		if (f->kind == K_CIS_SOLE)
+			cfg.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER;
 		bench_name(f->name, sizeof f->name, "f");
 		rc = cistern_create(f->name, &cfg, &f->ph);
 		if (rc < 0) {
@@ -724,7 +736,9 @@ static int f64_setup(struct f64 *f, char *err, size_t cap)
 static void f64_teardown(struct f64 *f)
 {
 	switch (f->kind) {
+	case K_CIS_SOLE:
 	case K_CIS:
+	case K_CIS_FENCED:
 	case K_CIS_SPIN:
 		if (f->ph) {
 			struct cistern_stats st;
@@ -859,7 +873,10 @@ void sec_fifo64(int nprod, int nread)
 		snprintf(section, sizeof section, "1. 1P/1R 64 B copy");
 	else
 		snprintf(section, sizeof section, "2. %dP/%dR 64 B copy (%d CPUs)", nprod, nread, g_opt.ncpu);
+	if (!mpmc)
+		list[n++] = K_CIS_SOLE;
 	list[n++] = K_CIS;
+	list[n++] = K_CIS_FENCED;
 	list[n++] = K_CIS_SPIN;
 	list[n++] = K_CK;
 	list[n++] = K_RTE;
@@ -885,11 +902,12 @@ void sec_fifo64(int nprod, int nread)
 		progress("[%s] calibrating %s", section, kind_label(k, mpmc, 0));
 		int rc = f64_run(k, nprod, nread, probe, probe_timeout, &rate, &partial, &mqc, err, sizeof err);
 		row[i] = row_add(section, kind_label(k, mpmc, mqc), "throughput", "M samples/s", HIGHER_BETTER);
-		if (k == K_CIS)
+		if (k == list[0]) /* the single-role row in section 1 (the ck_ring SPSC peer) */
 			ref = row[i];
 		row_ref(row[i], ref, 0);
 		if (!mpmc) {
-			int *slot[K_COUNT] = { [K_CIS] = &g_bars.s1_cis, [K_CIS_SPIN] = &g_bars.s1_cis_spin,
+			int *slot[K_COUNT] = { [K_CIS_SOLE] = &g_bars.s1_cis_sole,
+					       [K_CIS] = &g_bars.s1_cis, [K_CIS_SPIN] = &g_bars.s1_cis_spin,
 					       [K_CK] = &g_bars.s1_ck, [K_RTE] = &g_bars.s1_rte,
 					       [K_PIPE] = &g_bars.s1_pipe, [K_MQ] = &g_bars.s1_mq,
 					       [K_BOOST] = &g_bars.s1_boost, [K_ZMQ] = &g_bars.s1_zmq };

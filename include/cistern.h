@@ -84,6 +84,15 @@ enum cistern_policy {
 enum {
 	/** FIFOEvictReservoir: evict the oldest even if unseen (counted as evicted unseen). */
 	CISTERN_LOSSY = 1u << 0,
+	/**
+	 * FIFO: one producer at a time. The first handle to reserve or put holds
+	 * the producer role until it detaches or dies; another handle's reserve or
+	 * put fails with -EBUSY meanwhile. In exchange a put claims its slot with
+	 * plain stores instead of locked instructions (see BENCHMARKS.md).
+	 */
+	CISTERN_SINGLE_PRODUCER = 1u << 1,
+	/** FIFO: one reader at a time, as CISTERN_SINGLE_PRODUCER is for producers. */
+	CISTERN_SINGLE_READER = 1u << 2,
 };
 
 /**
@@ -103,7 +112,7 @@ struct cistern_config {
 	uint64_t seed;                 /**< random seed; 0 = seeded from the clock */
 	uint32_t max_procs;            /**< attachment table size; 0 = default */
 	uint32_t expected_producers;   /**< reception closes after this many cistern_producer_done() (0 = only by cistern_close_reception) */
-	uint32_t flags;                /**< CISTERN_LOSSY, ... */
+	uint32_t flags;                /**< CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, CISTERN_SINGLE_READER */
 	uint32_t reserved_;            /**< must be 0 */
 	/**
 	 * Reservoir kinds: optional rate limiter. When reads_per_put > 0, readers
@@ -196,7 +205,8 @@ CISTERN_API int cistern_unlink(const char *name);
 /**
  * Reserve a writable slot (zero-copy put). Waits for room as cistern_put() does.
  * @return 0; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed; -EPROTO if
- *         the segment's ring is damaged.
+ *         the segment's ring is damaged; -EBUSY if the segment was created with
+ *         CISTERN_SINGLE_PRODUCER and another live handle holds that role.
  */
 CISTERN_API int cistern_reserve(struct cistern *c, struct cistern_slot *slot, int timeout_ms);
 
@@ -217,7 +227,8 @@ CISTERN_API int cistern_abort(struct cistern *c, struct cistern_slot *slot);
 
 /**
  * Copy `len` bytes in as one sample (reserve + copy + commit).
- * @return 0; -EMSGSIZE; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed.
+ * @return 0; -EMSGSIZE; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed;
+ *         -EBUSY as cistern_reserve().
  */
 CISTERN_API int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta, int timeout_ms);
 
@@ -238,7 +249,9 @@ CISTERN_API int cistern_producer_done(struct cistern *c);
  * sample belongs to this handle until release; under the reservoirs it is pinned
  * (never evicted nor overwritten) until release.
  * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EPROTO if the segment is damaged
- *         (a ring index it cannot follow, a sample longer than slot_size).
+ *         (a ring index it cannot follow, a sample longer than slot_size);
+ *         -EBUSY if the segment was created with CISTERN_SINGLE_READER and
+ *         another live handle holds that role (so do every get and acquire).
  */
 CISTERN_API int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms);
 

@@ -61,7 +61,9 @@ int cistern_reserve(struct cistern *c, struct cistern_slot *slot, int timeout_ms
 		return r;
 	if (!slot)
 		return -EINVAL;
-	cistern__add_role(c, CISTERN_ROLE_PRODUCER);
+	r = cistern__add_role(c, CISTERN_ROLE_PRODUCER);
+	if (r < 0)
+		return r;
 	struct cistern_waiter w;
 	cistern__wait_init(&w, CISTERN_WAIT_SPACE, timeout_ms);
 	for (;;) {
@@ -192,10 +194,11 @@ static int try_read(struct cistern *c, const struct read_req *q)
 /* Try, and while there is nothing yet, check for end of data and wait. */
 static int read_loop(struct cistern *c, const struct read_req *q, int timeout_ms)
 {
-	cistern__add_role(c, CISTERN_ROLE_READER);
+	int r = cistern__add_role(c, CISTERN_ROLE_READER);
+	if (r < 0)
+		return r;
 	struct cistern_waiter w;
 	cistern__wait_init(&w, CISTERN_WAIT_DATA, timeout_ms);
-	int r;
 	for (;;) {
 		r = try_read(c, q);
 		if (r != -EAGAIN)

@@ -38,10 +38,12 @@
  *
  * Ordering: the CAS that claims a slot is acq_rel so that the payload written
  * after it cannot be observed before the claim; commit publishes payload and
- * metadata with a seq_cst exchange (a release, and the store half of the wake
- * handshake in wait.c); readers load words with acquire before touching the
- * payload; release hands the slot back with a seq_cst exchange after the
- * reader's last access to the payload.
+ * metadata with a release store (cistern__publish_word: also the store half
+ * of the wake handshake in wait.c); readers load words with acquire before
+ * touching the payload; release hands the slot back with the same kind of
+ * store after the reader's last access to the payload. Commit and release
+ * may be plain stores because only the owner moves a slot out of RESERVED or
+ * ACQUIRED while it lives, and nobody acts for a dead owner until it is gone.
  */
 #include <errno.h>
 #include <string.h>
@@ -98,9 +100,54 @@ static inline bool claim_direct(bool polling, _Atomic uint64_t *word, uint64_t e
 	return false;
 }
 
+static void hand_out_slot(struct cistern *c, struct cistern_slot *slot, uint64_t idx, uint64_t t)
+{
+	slot->data = cistern__payload(c, idx);
+	slot->capacity = c->slot_size;
+	slot->pos_ = t;
+	slot->index_ = (uint32_t)idx;
+	slot->live_ = 1;
+}
+
+/*
+ * The sole producer's claim (CISTERN_SINGLE_PRODUCER): nobody else moves the
+ * tail or claims a FREE slot, so a load that finds FREE(t) can be followed by
+ * plain stores, which leave through the store buffer while we go on, where
+ * the CAS would wait for the slot's cache line to come back from the reader.
+ * Only with light wakes: fifo_drained() relies on a membarrier to order our
+ * tail store before our check for a closed reception (cistern_reserve()).
+ * False (nothing done) if the slot is not FREE(t): the general path decides.
+ */
+static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
+{
+	struct cistern_hdr *h = c->hdr;
+	/* Relaxed: we are the only writer of the tail while we hold the role. */
+	uint64_t t = atomic_load_explicit(&h->tail, memory_order_relaxed);
+	uint64_t idx = cistern__slot_of(c, t);
+	struct cistern_slotmeta *m = &c->meta[idx];
+	__builtin_prefetch(cistern__payload(c, idx), 1, 3);
+	/* Acquire: the reader's release store of FREE(t) follows its last read of the payload. */
+	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(t, FIFO_FREE, 0))
+		return false;
+	/*
+	 * Relaxed: RESERVED names us for a reclaim if we die; nobody reads the
+	 * payload before COMMITTED, whose release store orders our writes. The
+	 * tail's release store comes after it, so a tail past t always has t's
+	 * claim in the word (the general path's help and the reclaim rely on it).
+	 */
+	atomic_store_explicit(&m->word, sw_make(t, FIFO_RESERVED, c->owner), memory_order_relaxed);
+	atomic_store_explicit(&h->tail, t + 1, memory_order_release);
+	/* Keeps the compiler from moving cistern_reserve()'s check of `closed` above. */
+	atomic_signal_fence(memory_order_seq_cst);
+	hand_out_slot(c, slot, idx, t);
+	return true;
+}
+
 static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
+	if (c->sole_producing && cistern__light() && reserve_sole(c, slot))
+		return 0;
 	for (;;) {
 		uint64_t t = atomic_load_explicit(&h->tail, memory_order_acquire);
 		uint64_t idx = cistern__slot_of(c, t);
@@ -117,11 +164,7 @@ static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 				 sw_make(t, FIFO_RESERVED, c->owner), &w)) {
 			c->reserve_polling = false;
 			cistern__help_advance(&h->tail, t);
-			slot->data = cistern__payload(c, idx);
-			slot->capacity = c->slot_size;
-			slot->pos_ = t;
-			slot->index_ = (uint32_t)idx;
-			slot->live_ = 1;
+			hand_out_slot(c, slot, idx, t);
 			return 0;
 		}
 		int64_t d = sw_lap_diff(w, t);
@@ -163,9 +206,8 @@ static int fifo_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	m->time_step = meta ? meta->time_step : 0;
 	if (meta)
 		meta->sample_id = id;
-	/* seq_cst exchange: publishes payload and metadata (release), then the wake check. */
-	atomic_exchange_explicit(&m->word, sw_make(slot->pos_, FIFO_COMMITTED, 0),
-				 memory_order_seq_cst);
+	/* Publishes payload and metadata (release), then the wake check. */
+	cistern__publish_word(&m->word, sw_make(slot->pos_, FIFO_COMMITTED, 0));
 	slot->live_ = 0;
 	cistern__count(&c->me->ctr.puts, 1);
 	cistern__wake_readers(c);
@@ -230,11 +272,40 @@ static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 	return -EAGAIN;
 }
 
+/*
+ * The sole reader's take (CISTERN_SINGLE_READER), the mirror of
+ * reserve_sole(): only we move the head or take a COMMITTED slot.
+ */
+static inline bool acquire_sole(struct cistern *c, struct cistern_sample *s)
+{
+	struct cistern_hdr *h = c->hdr;
+	/* Relaxed: we are the only writer of the head while we hold the role. */
+	uint64_t p = atomic_load_explicit(&h->head, memory_order_relaxed);
+	uint64_t idx = cistern__slot_of(c, p);
+	struct cistern_slotmeta *m = &c->meta[idx];
+	__builtin_prefetch(cistern__payload(c, idx), 0, 3);
+	/* Acquire: pairs with the commit's release store; the payload is complete. */
+	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(p, FIFO_COMMITTED, 0))
+		return false;
+	/*
+	 * Relaxed: ACQUIRED names us so that a reclaim hands the sample out again
+	 * if we die; the head's release store follows it, so a head past p always
+	 * has p taken in the word.
+	 */
+	atomic_store_explicit(&m->word, sw_make(p, FIFO_ACQUIRED, c->owner), memory_order_relaxed);
+	atomic_store_explicit(&h->head, p + 1, memory_order_release);
+	fill_sample(c, s, idx, p);
+	cistern__count(&c->me->ctr.gets, 1);
+	return true;
+}
+
 static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 {
 	struct cistern_hdr *h = c->hdr;
 	if (atomic_load_explicit(&h->redeliver_pending, memory_order_relaxed) != 0 &&
 	    take_redelivered(c, s) == 0)
+		return 0;
+	if (c->sole_reading && acquire_sole(c, s))
 		return 0;
 	for (;;) {
 		uint64_t p = atomic_load_explicit(&h->head, memory_order_acquire);
@@ -301,9 +372,8 @@ static int fifo_release(struct cistern *c, struct cistern_sample *s)
 	if (!sample_is_mine(c, s))
 		return -EINVAL;
 	struct cistern_slotmeta *m = &c->meta[s->index_];
-	/* seq_cst exchange: our reads of the payload are done (release), then the wake check. */
-	atomic_exchange_explicit(&m->word, sw_make(s->pos_ + c->slot_count, FIFO_FREE, 0),
-				 memory_order_seq_cst);
+	/* Our reads of the payload are done (release), then the wake check. */
+	cistern__publish_word(&m->word, sw_make(s->pos_ + c->slot_count, FIFO_FREE, 0));
 	s->live_ = 0;
 	s->data = NULL;
 	cistern__count(&c->me->ctr.seen_hist[1], 1);
@@ -346,6 +416,20 @@ static bool fifo_drained(struct cistern *c)
 	 */
 	if (!atomic_load_explicit(&h->closed, memory_order_seq_cst))
 		return false;
+	/*
+	 * A sole producer moves the tail with a plain store and then checks
+	 * `closed` (cistern_reserve()): its load may pass its store, so it may
+	 * see reception open while we see its old tail. Once after seeing the
+	 * close, a membarrier runs a barrier in that producer: either its tail
+	 * store is visible when the membarrier returns, or its check comes after
+	 * the barrier and sees the close, and it turns its claim into a SKIP.
+	 * Until the membarrier works, we cannot know, so we are not drained.
+	 */
+	if ((h->flags & CISTERN_SINGLE_PRODUCER) && !c->close_fenced) {
+		if (!cistern__fence_others())
+			return false;
+		c->close_fenced = true;
+	}
 	if (atomic_load_explicit(&h->redeliver_pending, memory_order_seq_cst) != 0)
 		return false;
 	uint64_t t = atomic_load_explicit(&h->tail, memory_order_seq_cst);

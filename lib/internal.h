@@ -107,6 +107,9 @@ struct cistern {
 	struct cistern_scratch scratch;
 	bool reserve_polling;           /* FIFO: the last reserve found the ring full */
 	bool acquire_polling;           /* FIFO: the last acquire found nothing */
+	bool sole_producing;            /* sole.c: this handle holds the producer role */
+	bool sole_reading;              /* sole.c: this handle holds the reader role */
+	bool close_fenced;              /* fifo.c: fenced against plain claims after close */
 	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
 	uint64_t holding;               /* api.c: reservations and acquisitions outstanding */
 };
@@ -133,12 +136,25 @@ static inline void cistern__count(_Atomic uint64_t *ctr, uint64_t n)
 			      memory_order_relaxed);
 }
 
-static inline void cistern__add_role(struct cistern *c, uint32_t role)
+/*
+ * CISTERN_SINGLE_* (sole.c): take the producer or reader role if the segment
+ * allows only one holder; 0, or -EBUSY while another live handle has it.
+ */
+int cistern__take_sole(struct cistern *c, uint32_t role);
+/* Give back the roles `owner` holds, after its slots were cleaned up. */
+void cistern__drop_sole(struct cistern_hdr *h, uint32_t owner);
+
+/* Publish that this handle acts as `role`; 0 or -EBUSY (see cistern__take_sole). */
+static inline int cistern__add_role(struct cistern *c, uint32_t role)
 {
 	if (!(c->role & role)) {
+		int r = cistern__take_sole(c, role);
+		if (r < 0)
+			return r;
 		c->role |= role;
 		atomic_fetch_or_explicit(&c->me->role, role, memory_order_relaxed);
 	}
+	return 0;
 }
 
 /*
@@ -183,6 +199,48 @@ static inline unsigned cistern__seen_bucket(uint32_t seen)
 }
 
 /* wait.c */
+/*
+ * Asymmetric fences (wait.c): a process that registered for global expedited
+ * membarriers may publish with a plain release store and check for sleepers
+ * with no store-load fence, because every sleeper issues the membarrier,
+ * which runs a full barrier on each CPU where such a process runs, between
+ * registering itself and re-checking. cistern__light_wakes stays false when
+ * the kernel refuses, and every publish then pays for its own fence.
+ */
+void cistern__register_light_wakes(void);
+extern _Atomic bool cistern__light_wakes; /* set by it: this process is registered */
+
+static inline bool cistern__light(void)
+{
+	return atomic_load_explicit(&cistern__light_wakes, memory_order_relaxed);
+}
+/*
+ * The heavy half: a full barrier on every CPU that runs a registered process,
+ * before this returns. False if the kernel refused.
+ */
+bool cistern__fence_others(void);
+
+/*
+ * Publish a slot word that only the caller may change now (an owner's commit
+ * or release), as the store half of the wake handshake in wait.c. With light
+ * wakes: a release store (payload and metadata written before it are seen by
+ * whoever acquires the word) and a compiler-only fence that keeps the
+ * following check for sleepers after it in program order; the sleeper's
+ * membarrier supplies the store-load ordering at run time. Otherwise a
+ * seq_cst exchange: release plus the store-load fence, paid on every call.
+ * The exchange is a locked instruction that stalls until the line, usually
+ * read by the other side meanwhile, comes back; the store does not.
+ */
+static inline void cistern__publish_word(_Atomic uint64_t *word, uint64_t w)
+{
+	if (cistern__light()) {
+		atomic_store_explicit(word, w, memory_order_release);
+		atomic_signal_fence(memory_order_seq_cst);
+	} else {
+		atomic_exchange_explicit(word, w, memory_order_seq_cst);
+	}
+}
+
 void cistern__wake_readers(struct cistern *c);
 void cistern__wake_producers(struct cistern *c);
 void cistern__wake_all(struct cistern_hdr *h);
@@ -194,6 +252,7 @@ struct cistern_waiter {
 	enum cistern_wait_kind kind;
 	int timeout_ms;
 	bool registered;
+	bool fenced;                    /* the membarrier after registering succeeded */
 	uint32_t spins;
 	uint32_t seq;
 	int64_t start_ns;

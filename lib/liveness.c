@@ -106,6 +106,7 @@ static void reclaim_entry(struct cistern *c, uint32_t index)
 	} else {
 		c->ops->reclaim(c, index + 1);
 	}
+	cistern__drop_sole(c->hdr, index + 1);
 	cistern__forget_waiter(c->hdr, p);
 	retire_counters(c->hdr, &p->ctr);
 	atomic_store_explicit(&p->role, 0, memory_order_relaxed);

@@ -170,7 +170,8 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 
 static int check_config(const struct cistern_config *cfg)
 {
-	if (cfg->reserved_ != 0 || (cfg->flags & ~(uint32_t)CISTERN_LOSSY))
+	const uint32_t sole = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER;
+	if (cfg->reserved_ != 0 || (cfg->flags & ~(uint32_t)(CISTERN_LOSSY | sole)))
 		return -EINVAL;
 	if ((unsigned)cfg->policy >= CISTERN_POLICY_COUNT)
 		return -EINVAL;
@@ -211,6 +212,8 @@ static int check_config(const struct cistern_config *cfg)
 	}
 	if ((cfg->flags & CISTERN_LOSSY) && cfg->policy != CISTERN_FIFO_EVICT_RESERVOIR)
 		return -EINVAL;
+	if ((cfg->flags & sole) && cfg->policy != CISTERN_FIFO)
+		return -EINVAL;
 	return 0;
 }
 
@@ -246,6 +249,8 @@ static void handle_setup(struct cistern *c)
 	c->slot_size = h->slot_size;
 	c->ops = cistern__ops_for(h->policy);
 	c->pin_bit = -1;
+	/* Before the handle can publish anything (see cistern__publish_word). */
+	cistern__register_light_wakes();
 }
 
 static void proc_name(char out[16])

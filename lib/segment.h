@@ -169,6 +169,9 @@ struct cistern_hdr {
 	_Atomic uint64_t filled;                   /* reservoirs, FIRO: slots not EMPTY */
 	_Atomic uint64_t reader_bits;              /* reservoirs: pin bits taken by readers */
 	_Atomic uint64_t unpaired;                 /* SimPaired: left without a partner at the end */
+	/* CISTERN_SINGLE_*: owner (attachment index + 1) holding the role, 0 = none. */
+	_Atomic uint32_t sole_producer;
+	_Atomic uint32_t sole_reader;
 	/* Rate limiter: reads and puts since creation (kept only when it is on). */
 	CL_ALIGN _Atomic uint64_t rl_puts;
 	CL_ALIGN _Atomic uint64_t rl_gets;

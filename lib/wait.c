@@ -19,13 +19,30 @@
  * starts or stops waiting, so it stays shared in every cache: no system call
  * and no cache-line transfer while nobody sleeps.
  *
+ * The FIFO's commits and releases, the hottest wakers, skip the store-load
+ * fence their first step would need (cistern__publish_word): a processor may
+ * read readers_waiting before its store of the sample leaves its store
+ * buffer. The sleeper makes up for it: between registering and re-checking it
+ * issues a global expedited membarrier, a full barrier on every CPU running a
+ * process that registered for it (every handle that publishes light does, in
+ * cistern__register_light_wakes). At that barrier a waker either has not yet
+ * read readers_waiting (so it reads it afterwards and sees the registration)
+ * or has, and then its earlier store is visible before the membarrier returns
+ * (so the re-check sees it). The waker pays nothing; the sleeper pays a
+ * system call on its way to sleep. A sleeper that cannot issue the membarrier
+ * sleeps at most CISTERN_UNFENCED_SLEEP_MS at a time instead.
+ *
  * A sleeper wakes up at least every CISTERN_SWEEP_MS to look for attachments
  * whose owners died holding what it waits for, so a crash never wedges it.
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,6 +51,7 @@
 
 #define CISTERN_SWEEP_MS 200
 #define CISTERN_SPIN_ROUNDS 16
+#define CISTERN_UNFENCED_SLEEP_MS 1
 
 static inline void cpu_relax(void)
 {
@@ -65,6 +83,48 @@ static int futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout
 static void futex_wake(_Atomic uint32_t *word)
 {
 	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static long membarrier(int cmd)
+{
+	return syscall(SYS_membarrier, cmd, 0, 0);
+}
+
+_Atomic bool cistern__light_wakes;
+
+/*
+ * Register this process for the sleepers' membarriers, unless the user asked
+ * for fenced wakes: the membarrier interrupts every CPU that runs a
+ * registered process, which a job on isolated CPUs may not want.
+ */
+static void register_now(void)
+{
+	const char *e = getenv("CISTERN_FENCED_WAKES");
+	bool light = !(e && *e && strcmp(e, "0") != 0) &&
+		     membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+	/* Relaxed: a publish that reads a stale true is still registered (it is idempotent). */
+	atomic_store_explicit(&cistern__light_wakes, light, memory_order_relaxed);
+}
+
+static void install_atfork(void)
+{
+	/*
+	 * A fork child has a memory map of its own, which may start unregistered
+	 * while it inherits handles that publish light: register it before it runs.
+	 */
+	pthread_atfork(NULL, NULL, register_now);
+}
+
+bool cistern__fence_others(void)
+{
+	return membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
+}
+
+void cistern__register_light_wakes(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, install_atfork);
+	register_now(); /* idempotent and cheap: one system call per create or attach */
 }
 
 static void wake(_Atomic uint32_t *word, _Atomic uint32_t *waiting)
@@ -109,6 +169,7 @@ void cistern__wait_init(struct cistern_waiter *w, enum cistern_wait_kind kind, i
 	w->kind = kind;
 	w->timeout_ms = timeout_ms;
 	w->registered = false;
+	w->fenced = false;
 	w->spins = 0;
 	w->seq = 0;
 	w->start_ns = 0;
@@ -163,6 +224,8 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 		/* After the increment: a reclaim of a dead sleeper undoes only what was done. */
 		if (c->me)
 			atomic_store_explicit(&c->me->waiting, 1 + w->kind, memory_order_relaxed);
+		/* The heavy half of the asymmetric fence (see the top of this file). */
+		w->fenced = membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
 		w->seq = atomic_load_explicit(word, memory_order_seq_cst);
 		return 0;
 	}
@@ -178,6 +241,8 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 	int64_t slice = w->next_sweep_ns - now;
 	if (w->deadline_ns - now < slice)
 		slice = w->deadline_ns - now;
+	if (!w->fenced && slice > (int64_t)CISTERN_UNFENCED_SLEEP_MS * 1000000)
+		slice = (int64_t)CISTERN_UNFENCED_SLEEP_MS * 1000000; /* a wake may be lost */
 	futex_wait(word, w->seq, slice);
 	/* Whatever woke us (a wake, a timeout, a signal), read the word before re-checking. */
 	w->seq = atomic_load_explicit(word, memory_order_seq_cst);

@@ -913,7 +913,11 @@ static PyObject *Handle_config(HandleObject *h, PyObject *Py_UNUSED(ignored))
 	    dict_set_u64(d, "expected_producers", cfg.expected_producers) < 0 ||
 	    dict_set_u64(d, "flags", cfg.flags) < 0)
 		goto fail;
-	if (PyDict_SetItemString(d, "lossy", (cfg.flags & CISTERN_LOSSY) ? Py_True : Py_False) < 0)
+	if (PyDict_SetItemString(d, "lossy", (cfg.flags & CISTERN_LOSSY) ? Py_True : Py_False) < 0 ||
+	    PyDict_SetItemString(d, "single_producer",
+				 (cfg.flags & CISTERN_SINGLE_PRODUCER) ? Py_True : Py_False) < 0 ||
+	    PyDict_SetItemString(d, "single_reader",
+				 (cfg.flags & CISTERN_SINGLE_READER) ? Py_True : Py_False) < 0)
 		goto fail;
 	return d;
 fail:
@@ -1377,6 +1381,8 @@ PyMODINIT_FUNC PyInit__cistern(void)
 	    PyModule_AddIntConstant(m, "NAME_MAX", CISTERN_NAME_MAX) < 0 ||
 	    PyModule_AddIntConstant(m, "POLICY_COUNT", CISTERN_POLICY_COUNT) < 0 ||
 	    PyModule_AddIntConstant(m, "LOSSY", CISTERN_LOSSY) < 0 ||
+	    PyModule_AddIntConstant(m, "SINGLE_PRODUCER", CISTERN_SINGLE_PRODUCER) < 0 ||
+	    PyModule_AddIntConstant(m, "SINGLE_READER", CISTERN_SINGLE_READER) < 0 ||
 	    PyModule_AddIntConstant(m, "SEEN_BUCKETS", CISTERN_SEEN_BUCKETS) < 0 ||
 	    PyModule_AddIntConstant(m, "DEFAULT_SLOT_SIZE", CISTERN_DEFAULT_SLOT_SIZE) < 0 ||
 	    PyModule_AddIntConstant(m, "DEFAULT_SLOT_COUNT", CISTERN_DEFAULT_SLOT_COUNT) < 0 ||

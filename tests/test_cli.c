@@ -208,6 +208,28 @@ Test(create, makes_a_segment_with_the_given_parameters)
 	cleanup(c, name);
 }
 
+Test(create, single_role_flags_reach_the_segment_and_inspect_shows_them)
+{
+	char name[64];
+	uname_(name, sizeof(name), "sole");
+	struct result *r = run("create", name, "--slots", "8", "--single-producer", "--single-reader");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	struct cistern_config cfg;
+	cistern_config_get(c, &cfg);
+	cr_assert_eq(cfg.flags, CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER);
+	r = run("inspect", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "single-producer") && strstr(r->out, "single-reader"), "%s", r->out);
+	cleanup(c, name);
+	uname_(name, sizeof(name), "solebad");
+	r = run("create", name, "--policy", "firo", "--watermark", "2", "--slots", "8",
+		"--single-reader");
+	cr_assert_eq(r->status, 1, "the flags are for fifo only");
+	cr_assert(!exists(name));
+}
+
 Test(create, a_taken_name_fails_and_says_so)
 {
 	char name[64];

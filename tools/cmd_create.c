@@ -25,6 +25,8 @@ static const char usage[] =
 	"      --max-procs N       attachment table size (default 64)\n"
 	"      --producers N       reception closes after N producers said they are done\n"
 	"      --lossy             fifo-evict-reservoir: evict the oldest even if unseen\n"
+	"      --single-producer   fifo: one producer at a time (others get EBUSY); faster puts\n"
+	"      --single-reader     fifo: one reader at a time (others get EBUSY); faster gets\n"
 	"      --reads-per-put R   reservoir kinds: rate limiter, reads per put (0 = off)\n"
 	"      --rate-slack S      the limiter's allowed drift, in reads (default R)\n"
 	"  -h, --help              show this help\n"
@@ -33,7 +35,7 @@ static const char usage[] =
 
 const struct command cmd_create;
 
-enum { O_PSEUDO = 256, O_SWEEP, O_STEPS, O_BATCH, O_SEED, O_PROCS, O_PRODUCERS, O_LOSSY,
+enum { O_PSEUDO = 256, O_SWEEP, O_STEPS, O_BATCH, O_SEED, O_PROCS, O_PRODUCERS, O_LOSSY, O_SOLE_P, O_SOLE_R,
        O_RATE, O_SLACK };
 
 /* A finite, non-negative real number. */
@@ -64,6 +66,8 @@ static int run(int argc, char **argv)
 		{"max-procs", required_argument, NULL, O_PROCS},
 		{"producers", required_argument, NULL, O_PRODUCERS},
 		{"lossy", no_argument, NULL, O_LOSSY},
+		{"single-producer", no_argument, NULL, O_SOLE_P},
+		{"single-reader", no_argument, NULL, O_SOLE_R},
 		{"reads-per-put", required_argument, NULL, O_RATE},
 		{"rate-slack", required_argument, NULL, O_SLACK},
 		{"help", no_argument, NULL, 'h'},
@@ -105,6 +109,12 @@ static int run(int argc, char **argv)
 			break;
 		case O_LOSSY:
 			cfg.flags |= CISTERN_LOSSY;
+			break;
+		case O_SOLE_P:
+			cfg.flags |= CISTERN_SINGLE_PRODUCER;
+			break;
+		case O_SOLE_R:
+			cfg.flags |= CISTERN_SINGLE_READER;
 			break;
 		case O_RATE:
 			bad = parse_real(optarg, &cfg.reads_per_put);

@@ -113,6 +113,10 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 		printf("  batch-size %u", k->batch_size);
 	if (k->flags & CISTERN_LOSSY)
 		printf("  lossy");
+	if (k->flags & CISTERN_SINGLE_PRODUCER)
+		printf("  single-producer");
+	if (k->flags & CISTERN_SINGLE_READER)
+		printf("  single-reader");
 	if (k->reads_per_put > 0)
 		printf("  reads-per-put %g (slack %g)", k->reads_per_put, k->rate_slack);
 	printf("\n           seed %" PRIu64 "  max-procs %u", k->seed, k->max_procs);
@@ -190,11 +194,13 @@ static void json(const struct snapshot *s)
 	       ", \"mode\": \"%04o\", \"watermark\": %" PRIu64 ", \"pseudo_epochs\": %u"
 	       ", \"sweep_size\": %u, \"time_steps\": %u, \"batch_size\": %u, \"seed\": %" PRIu64
 	       ", \"max_procs\": %u, \"producers\": %u, \"lossy\": %s"
+	       ", \"single_producer\": %s, \"single_reader\": %s"
 	       ", \"reads_per_put\": %.17g, \"rate_slack\": %.17g},\n",
 	       cistern_policy_name(k->policy), k->slot_count, k->slot_size, k->mode, k->watermark,
 	       k->pseudo_epochs, k->sweep_size, k->nb_time_steps, k->batch_size, k->seed,
 	       k->max_procs, k->expected_producers, (k->flags & CISTERN_LOSSY) ? "true" : "false",
-	       k->reads_per_put, k->rate_slack);
+	       (k->flags & CISTERN_SINGLE_PRODUCER) ? "true" : "false",
+	       (k->flags & CISTERN_SINGLE_READER) ? "true" : "false", k->reads_per_put, k->rate_slack);
 	printf(" \"stats\": {\"population\": %" PRIu64 ", \"puts\": %" PRIu64 ", \"gets\": %" PRIu64
 	       ", \"evictions\": %" PRIu64 ", \"evicted_unseen\": %" PRIu64
 	       ", \"redeliveries\": %" PRIu64 ", \"reclaimed\": %" PRIu64

@@ -117,7 +117,8 @@ def _shape_tuple(shape):
 
 def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs=0,
            sweep_size=0, time_steps=0, batch_size=0, seed=0, mode=0o600,
-           max_procs=0, expected_producers=0, lossy=False):
+           max_procs=0, expected_producers=0, lossy=False,
+           single_producer=False, single_reader=False):
     """Create segment `name` and attach to it.
 
     policy: "fifo", "firo", "reservoir", "fifo-evict-reservoir",
@@ -127,7 +128,8 @@ def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs
     watermark, pseudo_epochs, sweep_size, time_steps (nb_time_steps), batch_size,
     seed (0 = from the clock), mode (permission bits), max_procs,
     expected_producers (reception closes after that many producer_done()), lossy
-    (FIFOEvictReservoir). Raises FileExistsError if the name is taken, ValueError
+    (FIFOEvictReservoir), single_producer and single_reader (FIFO: one holder of
+    the role at a time, others get OSError(EBUSY); faster puts and gets). Raises FileExistsError if the name is taken, ValueError
     for bad parameters, OSError(ENOTSUP) for a policy this build lacks.
     """
     if not isinstance(name, str):
@@ -144,7 +146,9 @@ def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs
         seed=_count("seed", seed),
         max_procs=_count("max_procs", max_procs),
         expected_producers=_count("expected_producers", expected_producers),
-        flags=_cistern.LOSSY if lossy else 0,
+        flags=(_cistern.LOSSY if lossy else 0)
+        | (_cistern.SINGLE_PRODUCER if single_producer else 0)
+        | (_cistern.SINGLE_READER if single_reader else 0),
     )
     if mode > 0o7777:
         raise ValueError(f"mode {mode:#o} is not a set of permission bits")

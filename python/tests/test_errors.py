@@ -106,3 +106,21 @@ def test_unlink_missing(segname):
     with pytest.raises(FileNotFoundError):
         cistern.unlink(segname)
     cistern.unlink(segname, missing_ok=True)
+
+
+def test_second_reader_of_a_single_reader_fifo_raises_busy(segname):
+    seg = cistern.create(segname, slots=4, slot_size=8, single_reader=True)
+    other = cistern.attach(segname)
+    try:
+        assert seg.config()["single_reader"] is True
+        assert seg.config()["single_producer"] is False
+        seg.put(b"a")
+        other.put(b"b")  # producers are not limited
+        assert seg.get() == b"a"
+        with pytest.raises(OSError) as e:
+            other.get(timeout=0)
+        assert e.value.errno == errno.EBUSY
+        assert seg.get() == b"b"
+    finally:
+        other.detach()
+        seg.detach()

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_sole.c - CISTERN_SINGLE_PRODUCER and CISTERN_SINGLE_READER (lib/sole.c,
+ * the plain-store claims in lib/fifo.c): one holder of each role at a time,
+ * the role passes on when its holder detaches or dies, and nothing is lost
+ * or wedged on the way, including at end of data.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+
+#include "helpers.h"
+
+#define SOLE (CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER)
+
+static struct cistern *create(const char *tag, char *name, size_t len, uint64_t slots,
+			      uint32_t flags)
+{
+	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = slots, .flags = flags};
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	return c;
+}
+
+Test(sole, flags_are_refused_outside_fifo)
+{
+	char name[64];
+	TEST_NAME(name, "so-pol");
+	struct cistern *c = NULL;
+	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 8, .watermark = 1,
+				     .flags = CISTERN_SINGLE_READER};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
+	cfg = (struct cistern_config){.policy = CISTERN_FIRO, .slot_count = 8, .watermark = 1,
+				      .flags = CISTERN_SINGLE_PRODUCER};
+	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
+	cr_assert_null(c);
+}
+
+Test(sole, flags_are_kept_in_the_segment)
+{
+	char name[64];
+	struct cistern *c = create("so-cfg", name, sizeof(name), 8, SOLE);
+	struct cistern_config got;
+	cr_assert_eq(cistern_config_get(c, &got), 0);
+	cr_assert_eq(got.flags, SOLE);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(sole, second_producer_is_refused_while_the_first_lives)
+{
+	char name[64];
+	struct cistern *a = create("so-2p", name, sizeof(name), 8, CISTERN_SINGLE_PRODUCER);
+	struct cistern *b;
+	cr_assert_eq(cistern_attach(name, &b), 0);
+	cr_assert_eq(cistern_put(a, "x", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(b, "y", 1, NULL, 0), -EBUSY);
+	struct cistern_slot sl;
+	cr_assert_eq(cistern_reserve(b, &sl, 0), -EBUSY);
+	/* Readers are not limited by the producer flag. */
+	char buf[64];
+	cr_assert_eq(cistern_get(b, buf, sizeof(buf), NULL, 0), 1);
+	cr_assert_eq(buf[0], 'x');
+	cistern_detach(b);
+	cistern_detach(a);
+	cistern_unlink(name);
+}
+
+Test(sole, second_reader_is_refused_while_the_first_lives)
+{
+	char name[64];
+	struct cistern *a = create("so-2r", name, sizeof(name), 8, CISTERN_SINGLE_READER);
+	struct cistern *b;
+	cr_assert_eq(cistern_attach(name, &b), 0);
+	cr_assert_eq(cistern_put(a, "x", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(b, "y", 1, NULL, 0), 0, "producers are not limited");
+	char buf[64];
+	cr_assert_eq(cistern_get(a, buf, sizeof(buf), NULL, 0), 1);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(b, &s, 0), -EBUSY);
+	cr_assert_eq(cistern_get(b, buf, sizeof(buf), NULL, 0), -EBUSY);
+	cr_assert_eq(cistern_get(a, buf, sizeof(buf), NULL, 0), 1, "the refused get took nothing");
+	cr_assert_eq(buf[0], 'y');
+	cistern_detach(b);
+	cistern_detach(a);
+	cistern_unlink(name);
+}
+
+Test(sole, role_passes_on_when_its_holder_detaches)
+{
+	char name[64];
+	struct cistern *c = create("so-pass", name, sizeof(name), 8, SOLE);
+	struct cistern *a, *b;
+	cr_assert_eq(cistern_attach(name, &a), 0);
+	cr_assert_eq(cistern_attach(name, &b), 0);
+	char buf[64];
+	cr_assert_eq(cistern_put(a, "1", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_get(a, buf, sizeof(buf), NULL, 0), 1);
+	cr_assert_eq(cistern_put(b, "2", 1, NULL, 0), -EBUSY);
+	cistern_detach(a);
+	cr_assert_eq(cistern_put(b, "2", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_get(b, buf, sizeof(buf), NULL, 0), 1);
+	cr_assert_eq(buf[0], '2');
+	cistern_detach(b);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(sole, dead_producers_reservation_is_skipped_and_its_role_taken_over, .timeout = 60)
+{
+	char name[64];
+	struct cistern *c = create("so-dp", name, sizeof(name), 8, SOLE);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cistern_detach(c); /* gives both roles back */
+	pid_t pid = spawn_holder(name, HOLD_RESERVATION);
+	cr_assert(pid > 0);
+	struct cistern *h;
+	cr_assert_eq(cistern_attach(name, &h), 0);
+	cr_assert_eq(cistern_put(h, "b", 1, NULL, 0), -EBUSY, "the holder lives");
+	kill_and_reap(pid);
+	cr_assert_eq(cistern_put(h, "b", 1, NULL, 0), 0, "a dead holder's role is taken over");
+	char buf[64];
+	cr_assert_eq(cistern_get(h, buf, sizeof(buf), NULL, 1000), 1);
+	cr_assert_eq(buf[0], 'a');
+	cr_assert_eq(cistern_get(h, buf, sizeof(buf), NULL, 1000), 1, "steps over the dead reservation");
+	cr_assert_eq(buf[0], 'b');
+	cistern_detach(h);
+	cistern_unlink(name);
+}
+
+Test(sole, dead_readers_sample_is_handed_to_the_next_reader, .timeout = 60)
+{
+	char name[64];
+	struct cistern *c = create("so-dr", name, sizeof(name), 8, SOLE);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
+	pid_t pid = spawn_holder(name, HOLD_SAMPLE);
+	cr_assert(pid > 0);
+	char buf[64];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EBUSY, "the holder lives");
+	kill_and_reap(pid);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), 1);
+	cr_assert_eq(buf[0], 'a', "the dead reader's sample comes first, again");
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), 1);
+	cr_assert_eq(buf[0], 'b');
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+/*
+ * A producer and a reader process through a small ring, many laps, then end
+ * of data: every sample arrives once, in order, intact, and the reader sees
+ * CISTERN_EOD only after the last one (the close against the producer's
+ * plain tail store, fifo_drained()).
+ */
+static void hand_off(const char *tag, uint32_t flags, uint32_t count)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 16, .flags = flags,
+				     .expected_producers = 1};
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	pid_t prod = fork_child();
+	if (prod == 0) {
+		struct cistern *p;
+		if (cistern_attach(name, &p) < 0)
+			_exit(1);
+		uint8_t msg[64];
+		for (uint32_t i = 0; i < count; i++) {
+			fill_payload(msg, sizeof(msg), 0, i);
+			if (cistern_put(p, msg, sizeof(msg), NULL, -1) < 0)
+				_exit(2);
+		}
+		_exit(cistern_producer_done(p) < 0 ? 3 : 0);
+	}
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(name, &r), 0);
+	uint8_t buf[64];
+	uint32_t got = 0, bad = 0;
+	ssize_t n;
+	while ((n = cistern_get(r, buf, sizeof(buf), NULL, 10000)) == 64) {
+		bad += !check_payload(buf, sizeof(buf), 0, got);
+		got++;
+	}
+	cr_assert_eq(n, CISTERN_EOD, "ended with %zd after %u samples", n, got);
+	cr_assert_eq(got, count);
+	cr_assert_eq(bad, 0, "%u samples out of order or damaged", bad);
+	cr_assert_eq(reap_all(), 0);
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(sole, single_producer_and_reader_hand_off_every_sample_in_order, .timeout = 120)
+{
+	hand_off("so-ho", SOLE, 200000);
+}
+
+Test(sole, end_of_data_never_comes_before_the_last_sample, .timeout = 120)
+{
+	/* Many short runs: each close races the producer's last plain claims. */
+	for (int i = 0; i < 100; i++)
+		hand_off("so-eod", CISTERN_SINGLE_PRODUCER, 50);
+}
