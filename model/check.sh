@@ -11,6 +11,7 @@
 #                                       of memory and the better part of an hour
 #
 #   MAXKILLS=2 (default 1) kills at most that many processes in a run;
+#   SOLE=1 checks a CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER segment;
 #   A_PUTS=2 (default 1) makes producer A put two samples, so the ring wraps.
 #
 # Checks every interleaving searched for assertion violations (lost or damaged
@@ -21,6 +22,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 mode=${1:-swarm}
 defs="-DMAXKILLS=${MAXKILLS:-1} -DA_PUTS=${A_PUTS:-1}"
+if [ -n "${SOLE:-}" ] && [ "$SOLE" != 0 ]; then
+  defs="$defs -DSOLE"
+fi
 if ! command -v spin >/dev/null; then
   [ "$(id -u)" = 0 ] || { echo "model: spin is missing; apt-get install spin" >&2; exit 1; }
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spin >/dev/null

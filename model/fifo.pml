@@ -16,6 +16,12 @@
  *    waiter woken by its periodic timer twice with nothing changed in between
  *    fails an assertion.
  *
+ * With -DSOLE the segment has CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER
+ * (lib/sole.c): a producer or reader first takes its role (sweeping a dead
+ * holder), and the holder makes T1 and T5 as the code does then: a load of the
+ * slot word, a plain store of the new word, a plain store of the index, each
+ * its own step, so a kill can land between any two.
+ *
  * Granularity: each access to a shared word is one step; a CAS is one atomic
  * step (a guard on the whole slot word, then the write); a process can die
  * between any two steps, never inside one. Death releases the locks the
@@ -55,6 +61,7 @@ byte wpos[NSLOT], wst[NSLOT], wown[NSLOT];  /* the slot word: position, state, o
 byte data[NSLOT];                           /* the payload: a sample id */
 byte tail, head, hint;
 bool closed;
+byte sole_p, sole_r;    /* CISTERN_SINGLE_*: the holding entry + 1, or 0 */
 byte estate[NENT];
 byte lockh[NENT];       /* holder of the entry's lock: _pid + 1, or 0 */
 byte lockr[NENT];       /* holder of the entry's intent lock (CISTERN_INTENT_BASE) */
@@ -74,6 +81,8 @@ bool eod;
 #define ANYDEAD (DEAD(0) || DEAD(1) || DEAD(2) || DEAD(3))
 #define UNDERWAY(e) (estate[e] == E_RECL || (estate[e] != E_FREE && lockr[e] != 0))
 #define ANYRECL (UNDERWAY(0) || UNDERWAY(1) || UNDERWAY(2) || UNDERWAY(3))
+/* A role holder (entry + 1) whose process is gone; the index never goes negative. */
+#define DEADHOLDER(r) (r != 0 && DEAD((r + NENT - 1) % NENT))
 /* A futex wake: the places lib/ calls cistern__wake_*; counted modulo 8. */
 #define WAKE wakes = (wakes + 1) % 8
 
@@ -98,6 +107,9 @@ inline reclaim(e) {
 	:: else -> break
 	od;
 	k = 0;
+	/* cistern__drop_sole, after the slots */
+	if :: sole_p == e + 1 -> sole_p = 0 :: else -> skip fi;
+	if :: sole_r == e + 1 -> sole_r = 0 :: else -> skip fi;
 	estate[e] = E_FREE;
 	WAKE                    /* cistern__wake_all */
 }
@@ -193,6 +205,13 @@ proctype Producer(byte first; byte count)
 	bool stalled;
 	{
 		claim();
+#ifdef SOLE
+		/* cistern__take_sole: -EBUSY while a live producer holds it; we retry */
+PROLE:		if
+		:: atomic { sole_p == 0 -> sole_p = myent }
+		:: DEADHOLDER(sole_p) -> sweep(); goto PROLE
+		fi;
+#endif
 		s = first;
 		do
 		:: s < first + count ->
@@ -203,8 +222,14 @@ TOP:			if
 			t = tail;
 			i = t % NSLOT;
 			if
+#ifdef SOLE
+			:: wpos[i] == t && wst[i] == FREE ->                    /* reserve_sole: load */
+				atomic { wst[i] = RES; wown[i] = myent };           /* T1, a plain store */
+				tail = t + 1;                                       /* I1, a plain store */
+#else
 			:: atomic { wpos[i] == t && wst[i] == FREE -> wst[i] = RES; wown[i] = myent } -> /* T1 */
 				help(tail, t);                                      /* I1 */
+#endif
 				if
 				:: closed -> atomic { wst[i] = SKIP; wown[i] = 0; WAKE }; break   /* T3 */
 				:: else -> skip
@@ -250,6 +275,12 @@ proctype Reader()
 	{
 		claim();
 		sweep();
+#ifdef SOLE
+RROLE:		if
+		:: atomic { sole_r == 0 -> sole_r = myent }
+		:: DEADHOLDER(sole_r) -> sweep(); goto RROLE
+		fi;
+#endif
 LOOP:		swk = wakes;    /* the futex word, read before trying (lib/wait.c) */
 		/* take_redelivered */
 		h0 = hint;
@@ -276,8 +307,14 @@ HEAD:		/* fifo_try_acquire */
 		h = head;
 		i = h % NSLOT;
 		if
+#ifdef SOLE
+		:: wpos[i] == h && wst[i] == COM ->                                 /* acquire_sole: load */
+			atomic { wst[i] = ACQ; wown[i] = myent; got = i + 1 };      /* T5, a plain store */
+			head = h + 1; goto USE                                      /* I2, a plain store */
+#else
 		:: atomic { wpos[i] == h && wst[i] == COM -> wst[i] = ACQ; wown[i] = myent; got = i + 1 } -> /* T5 */
 			help(head, h); goto USE                                         /* I2 */
+#endif
 		:: atomic { wpos[i] == h && wst[i] == SKIP -> wst[i] = FREE; wpos[i] = h + NSLOT; WAKE } -> /* T10 */
 			help(head, h); goto HEAD
 		:: atomic { (wpos[i] == h && (wst[i] == ACQ || wst[i] == RED)) || wpos[i] > h } ->
