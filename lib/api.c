@@ -547,9 +547,10 @@ const char *cistern_strerror(int err)
 		return "out of memory";
 	case -ENOSPC:
 		return "no space left for the segment (/dev/shm full)";
-	/* The tools' results (inspect.c, dump.c). */
+	/* The tools' results (inspect.c, dump.c), and a single role held elsewhere (sole.c). */
 	case -EBUSY:
-		return "live processes are attached to the segment (or one is attaching)";
+		return "live processes are attached to the segment (or one is attaching), or "
+		       "another holds its single producer or reader role";
 	case -EBADMSG:
 		return "damaged or truncated dump file";
 	case -EINPROGRESS:

@@ -423,12 +423,14 @@ static bool fifo_drained(struct cistern *c)
 	 * close, a membarrier runs a barrier in that producer: either its tail
 	 * store is visible when the membarrier returns, or its check comes after
 	 * the barrier and sees the close, and it turns its claim into a SKIP.
-	 * Until the membarrier works, we cannot know, so we are not drained.
+	 * If this process may not issue the membarrier, only a producer role
+	 * nobody holds (so no plain claim can be under way) lets us go on.
 	 */
 	if ((h->flags & CISTERN_SINGLE_PRODUCER) && !c->close_fenced) {
-		if (!cistern__fence_others())
+		if (cistern__fence_others())
+			c->close_fenced = true;
+		else if (atomic_load_explicit(&h->sole_producer, memory_order_seq_cst) != 0)
 			return false;
-		c->close_fenced = true;
 	}
 	if (atomic_load_explicit(&h->redeliver_pending, memory_order_seq_cst) != 0)
 		return false;

@@ -375,6 +375,25 @@ Test(put, into_a_missing_segment_fails_naming_it)
 	cr_assert(strstr(r->err, "t-cli-no-such-segment: no segment"), "%s", r->err);
 }
 
+Test(put, into_a_single_producer_segment_held_elsewhere_fails_saying_why)
+{
+	char name[64];
+	uname_(name, sizeof(name), "putsole");
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
+				     .flags = CISTERN_SINGLE_PRODUCER};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0, "this handle takes the role");
+	struct result *r = run_in("x", 1, "put", name, NULL);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, name) && strstr(r->err, "single producer or reader role"), "%s",
+		  r->err);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.puts, 1, "the refused put left nothing");
+	cleanup(c, name);
+}
+
 Test(get, writes_payloads_separated_by_newlines)
 {
 	char name[64];
