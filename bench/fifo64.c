@@ -50,7 +50,7 @@ static const char *kind_label(enum kind k, int mpmc, long mq_cap)
 	static char buf[96];
 	switch (k) {
 	case K_CIS_SOLE:
-		return "cistern FIFO put/get (blocking, SINGLE_PRODUCER|SINGLE_READER)";
+		return "cistern FIFO put/get (blocking, SINGLE_PRODUCER + SINGLE_READER)";
 	case K_CIS:
 		return "cistern FIFO put/get (blocking)";
 	case K_CIS_FENCED:

@@ -132,6 +132,11 @@ int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_m
 		return -EINVAL;
 	if (len > c->slot_size)
 		return -EMSGSIZE;
+	if (c->ops == &cistern__fifo_ops) {
+		r = cistern__fifo_put_now(c, buf, len, meta);
+		if (r != -EAGAIN)
+			return r;
+	}
 	struct cistern_slot slot;
 	r = cistern_reserve(c, &slot, timeout_ms);
 	if (r < 0)
@@ -418,6 +423,11 @@ ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_met
 {
 	if (!buf && cap)
 		return -EINVAL;
+	if (writable(c) == 0 && c->ops == &cistern__fifo_ops) {
+		ssize_t n = cistern__fifo_get_now(c, buf, cap, meta);
+		if (n != -EAGAIN)
+			return n;
+	}
 	struct cistern_sample s;
 	int r = cistern_acquire(c, &s, timeout_ms);
 	if (r < 0)

@@ -385,6 +385,11 @@ void cistern__pins_free(struct cistern *c);
 
 /* policies */
 extern const struct cistern_ops cistern__fifo_ops;
+/* fifo.c: cistern_put()/cistern_get() in one step; -EAGAIN = take the general path. */
+int cistern__fifo_put_now(struct cistern *c, const void *buf, size_t len,
+			  struct cistern_meta *meta);
+ssize_t cistern__fifo_get_now(struct cistern *c, void *buf, size_t cap,
+			      struct cistern_meta *meta);
 extern const struct cistern_ops cistern__firo_ops;
 extern const struct cistern_ops cistern__reservoir_ops;
 extern const struct cistern_ops cistern__fifo_evict_ops;

@@ -206,3 +206,45 @@ Test(sole, end_of_data_never_comes_before_the_last_sample, .timeout = 120)
 	for (int i = 0; i < 100; i++)
 		hand_off("so-eod", CISTERN_SINGLE_PRODUCER, 50);
 }
+
+Test(sole, short_buffer_get_keeps_the_sample_for_the_next_get)
+{
+	char name[64];
+	struct cistern *c = create("so-short", name, sizeof(name), 8, SOLE);
+	cr_assert_eq(cistern_put(c, "12345678", 8, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, "abcdefgh", 8, NULL, 0), 0);
+	char buf[8];
+	/* The first get takes the role; the next ones go straight to the sole path. */
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 8);
+	cr_assert_eq(memcmp(buf, "12345678", 8), 0);
+	cr_assert_eq(cistern_put(c, "ABCDEFGH", 8, NULL, 0), 0);
+	struct cistern_meta m;
+	cr_assert_eq(cistern_get(c, buf, 2, &m, 0), -EMSGSIZE);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), &m, 0), 8);
+	cr_assert_eq(memcmp(buf, "abcdefgh", 8), 0, "the refused sample comes back first");
+	cr_assert_eq(m.sample_id, 1);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), &m, 0), 8);
+	cr_assert_eq(memcmp(buf, "ABCDEFGH", 8), 0);
+	cr_assert_eq(m.sample_id, 2);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.puts, 3);
+	cr_assert_eq(st.gets, 3, "the refused get is not counted");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(sole, put_after_close_fails_with_epipe_and_leaves_no_sample)
+{
+	char name[64];
+	struct cistern *c = create("so-close", name, sizeof(name), 8, SOLE);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), -EPIPE);
+	char buf[8];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), CISTERN_EOD);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
