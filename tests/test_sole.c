@@ -248,3 +248,34 @@ Test(sole, put_after_close_fails_with_epipe_and_leaves_no_sample)
 	cistern_detach(c);
 	cistern_unlink(name);
 }
+
+Test(sole, dump_and_restore_keep_the_flags_and_free_the_roles, .timeout = 60)
+{
+	char name[64], copy[64], path[128];
+	struct cistern *c = create("so-dump", name, sizeof(name), 8, SOLE);
+	snprintf(copy, sizeof(copy), "t-so-dump2-%d", (int)getpid());
+	snprintf(path, sizeof(path), "/tmp/cistern-test-sole-%d.dump", (int)getpid());
+	cistern_unlink(copy);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
+	/* c holds the producer role while the dump is taken. */
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	unlink(path);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	struct cistern_config cfg;
+	cr_assert_eq(cistern_config_get(r, &cfg), 0);
+	cr_assert_eq(cfg.flags, SOLE);
+	cr_assert_eq(cistern_put(r, "c", 1, NULL, 0), 0, "nobody holds the role in the copy");
+	char buf[8];
+	const char *want = "abc";
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(cistern_get(r, buf, sizeof(buf), NULL, 0), 1);
+		cr_assert_eq(buf[0], want[i]);
+	}
+	cistern_detach(r);
+	cistern_unlink(copy);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
