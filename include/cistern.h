@@ -87,8 +87,10 @@ enum {
 	/**
 	 * FIFO: one producer at a time. The first handle to reserve or put holds
 	 * the producer role until it detaches or dies; another handle's reserve or
-	 * put fails with -EBUSY meanwhile. In exchange a put claims its slot with
-	 * plain stores instead of locked instructions (see BENCHMARKS.md).
+	 * put fails with -EBUSY meanwhile. A dead holder's role is taken over after
+	 * its reclaim (a handle waits up to a second for a reclaim that another
+	 * process is doing). In exchange a put claims its slot with plain stores
+	 * instead of locked instructions (see BENCHMARKS.md).
 	 */
 	CISTERN_SINGLE_PRODUCER = 1u << 1,
 	/** FIFO: one reader at a time, as CISTERN_SINGLE_PRODUCER is for producers. */

@@ -278,6 +278,8 @@ int cistern__sweep(struct cistern *c);
  * samples may be about to come back for redelivery.
  */
 bool cistern__reclaim_under_way(struct cistern *c);
+/* The same for entry i alone (RECLAIMING, or its intent lock held). */
+bool cistern__entry_reclaiming(struct cistern *c, uint32_t i);
 /* 1 if attachment index i is held by a live process, 0 if not, <0 on error. */
 int cistern__entry_alive(int fd, uint32_t index);
 

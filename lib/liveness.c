@@ -227,17 +227,20 @@ int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, voi
 	return reclaimed;
 }
 
+bool cistern__entry_reclaiming(struct cistern *c, uint32_t i)
+{
+	struct cistern_proc *p = &cistern__procs(c->hdr)[i];
+	uint32_t state = atomic_load_explicit(&p->state, memory_order_seq_cst);
+	if (state == CISTERN_PROC_RECLAIMING)
+		return true;
+	/* Locked but not marked yet: only the intent lock tells it from a live owner. */
+	return state != CISTERN_PROC_FREE && held_at(c->fd, CISTERN_INTENT_BASE + (off_t)i) == 1;
+}
+
 bool cistern__reclaim_under_way(struct cistern *c)
 {
-	struct cistern_hdr *h = c->hdr;
-	struct cistern_proc *procs = cistern__procs(h);
-	for (uint32_t i = 0; i < h->procs_count; i++) {
-		uint32_t state = atomic_load_explicit(&procs[i].state, memory_order_seq_cst);
-		if (state == CISTERN_PROC_RECLAIMING)
+	for (uint32_t i = 0; i < c->hdr->procs_count; i++)
+		if (cistern__entry_reclaiming(c, i))
 			return true;
-		/* Locked but not marked yet: only the intent lock tells it from a live owner. */
-		if (state != CISTERN_PROC_FREE && held_at(c->fd, CISTERN_INTENT_BASE + (off_t)i) == 1)
-			return true;
-	}
 	return false;
 }

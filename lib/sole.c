@@ -14,6 +14,7 @@
  * (head), it claims slots and moves the index with plain stores.
  */
 #include <errno.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -31,19 +32,26 @@ static bool role_is_sole(const struct cistern_hdr *h, uint32_t role)
 	return false;
 }
 
+/*
+ * How long a handle waits for the reclaim of a dead holder that someone else
+ * is doing (a sweeper, or the holder's own detach) before it answers -EBUSY:
+ * a reclaim walks every slot, tens of milliseconds at a million slots.
+ */
+#define SOLE_TAKEOVER_ROUNDS 1000 /* of 1 ms */
+
 int cistern__take_sole(struct cistern *c, uint32_t role)
 {
 	struct cistern_hdr *h = c->hdr;
 	if (!role_is_sole(h, role))
 		return 0;
 	_Atomic uint32_t *holder = holder_of(h, role);
-	for (int tries = 0;; tries++) {
+	for (unsigned round = 0;; round++) {
 		uint32_t cur = atomic_load_explicit(holder, memory_order_acquire);
 		if (cur == c->owner)
 			break;
 		/*
 		 * acq_rel: we see everything the previous holder's reclaim did
-		 * before it gave the role back (its release store of 0).
+		 * before it gave the role back (drop_sole's release).
 		 */
 		if (cur == 0) {
 			if (atomic_compare_exchange_strong_explicit(holder, &cur, c->owner,
@@ -52,10 +60,17 @@ int cistern__take_sole(struct cistern *c, uint32_t role)
 				break;
 			continue;
 		}
-		/* Held by another entry: reclaim it if its owner died, then try again once. */
-		if (cur > h->procs_count || tries > 0 ||
-		    cistern__entry_alive(c->fd, cur - 1) != 0 || cistern__sweep(c) <= 0)
+		/* Held by another entry: a live one keeps it; a dead one is reclaimed. */
+		if (cur > h->procs_count || round >= SOLE_TAKEOVER_ROUNDS)
 			return -EBUSY;
+		bool reclaiming = cistern__entry_reclaiming(c, cur - 1);
+		if (!reclaiming && cistern__entry_alive(c->fd, cur - 1) != 0)
+			return -EBUSY;
+		/* Dead, or being reclaimed: reclaim it ourselves, or give the other one time. */
+		if (cistern__sweep(c) <= 0) {
+			struct timespec ms = {0, 1000000};
+			nanosleep(&ms, NULL);
+		}
 	}
 	if (role == CISTERN_ROLE_PRODUCER)
 		c->sole_producing = true;

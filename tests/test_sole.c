@@ -7,8 +7,11 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 
 #include "helpers.h"
+#include "internal.h"
 
 #define SOLE (CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER)
 
@@ -276,6 +279,45 @@ Test(sole, dump_and_restore_keep_the_flags_and_free_the_roles, .timeout = 60)
 	}
 	cistern_detach(r);
 	cistern_unlink(copy);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+static void *unlock_later(void *arg)
+{
+	usleep(50 * 1000);
+	close(*(int *)arg); /* drops the OFD lock taken on it */
+	return NULL;
+}
+
+/*
+ * A dead holder's reclaim that someone else has started (here: the test holds
+ * its intent lock, as a sweeper does for the whole reclaim) is waited for,
+ * not answered with -EBUSY.
+ */
+Test(sole, role_of_a_dead_holder_being_reclaimed_elsewhere_is_waited_for, .timeout = 60)
+{
+	char name[64], shm[96];
+	struct cistern *c = create("so-wait", name, sizeof(name), 8, SOLE);
+	pid_t pid = spawn_holder(name, HOLD_RESERVATION);
+	cr_assert(pid > 0);
+	uint32_t holder = atomic_load(&c->hdr->sole_producer);
+	cr_assert(holder > 0, "the holder took the role");
+	kill_and_reap(pid);
+	snprintf(shm, sizeof(shm), "/cistern.%s", name);
+	int fd = shm_open(shm, O_RDWR, 0);
+	cr_assert(fd >= 0);
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
+			   .l_start = CISTERN_INTENT_BASE + (off_t)(holder - 1), .l_len = 1};
+	cr_assert_eq(fcntl(fd, F_OFD_SETLK, &fl), 0);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, unlock_later, &fd), 0);
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0, "waited for the reclaim, then took the role");
+	pthread_join(t, NULL);
+	cr_assert_eq(atomic_load(&c->hdr->sole_producer), c->owner);
+	char buf[8];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), 1, "the dead reservation is skipped");
+	cr_assert_eq(buf[0], 'x');
 	cistern_detach(c);
 	cistern_unlink(name);
 }
