@@ -518,14 +518,9 @@ int cistern__fifo_put_now(struct cistern *c, const void *buf, size_t len,
 	    atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
 		return -EAGAIN;
 	struct cistern_slot slot;
-	if (c->sole_producing && cistern__light()) {
-		if (!reserve_sole(c, &slot))
-			return -EAGAIN;
-	} else {
-		int r = fifo_try_reserve(c, &slot);
-		if (r < 0)
-			return r;
-	}
+	int r = fifo_try_reserve(c, &slot);
+	if (r < 0)
+		return r;
 	/* As cistern_reserve(): a close that came while we claimed voids the claim. */
 	if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst)) {
 		fifo_abort(c, &slot);
