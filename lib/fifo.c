@@ -100,15 +100,6 @@ static inline bool claim_direct(bool polling, _Atomic uint64_t *word, uint64_t e
 	return false;
 }
 
-static void hand_out_slot(struct cistern *c, struct cistern_slot *slot, uint64_t idx, uint64_t t)
-{
-	slot->data = cistern__payload(c, idx);
-	slot->capacity = c->slot_size;
-	slot->pos_ = t;
-	slot->index_ = (uint32_t)idx;
-	slot->live_ = 1;
-}
-
 /*
  * The sole producer's claim (CISTERN_SINGLE_PRODUCER): nobody else moves the
  * tail or claims a FREE slot, so a load that finds FREE(t) can be followed by
@@ -139,7 +130,7 @@ static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
 	atomic_store_explicit(&h->tail, t + 1, memory_order_release);
 	/* Keeps the compiler from moving cistern_reserve()'s check of `closed` above. */
 	atomic_signal_fence(memory_order_seq_cst);
-	hand_out_slot(c, slot, idx, t);
+	cistern__set_slot(slot, c, idx, t);
 	return true;
 }
 
@@ -164,7 +155,7 @@ static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 				 sw_make(t, FIFO_RESERVED, c->owner), &w)) {
 			c->reserve_polling = false;
 			cistern__help_advance(&h->tail, t);
-			hand_out_slot(c, slot, idx, t);
+			cistern__set_slot(slot, c, idx, t);
 			return 0;
 		}
 		int64_t d = sw_lap_diff(w, t);

@@ -125,6 +125,17 @@ static inline void *cistern__payload(const struct cistern *c, uint64_t index)
 	return c->arena + index * c->slot_stride;
 }
 
+/* Hand slot `idx`, claimed for ring position (or generation) pos, to a reserver. */
+static inline void cistern__set_slot(struct cistern_slot *slot, const struct cistern *c,
+				     uint64_t idx, uint64_t pos)
+{
+	slot->data = cistern__payload(c, idx);
+	slot->capacity = c->slot_size;
+	slot->pos_ = pos;
+	slot->index_ = (uint32_t)idx;
+	slot->live_ = 1;
+}
+
 /*
  * Owner-only counter bump: only the attachment's own process writes its
  * counters, so a relaxed load and store suffice (no locked instruction); other

@@ -56,15 +56,6 @@ static bool is_evictable(struct cistern *c, uint64_t i, void *arg)
 	       atomic_load_explicit(&m->pins, memory_order_relaxed) == 0;
 }
 
-static void set_slot(struct cistern_slot *slot, struct cistern *c, uint64_t idx, uint64_t pos)
-{
-	slot->data = cistern__payload(c, idx);
-	slot->capacity = c->slot_size;
-	slot->pos_ = pos;
-	slot->index_ = (uint32_t)idx;
-	slot->live_ = 1;
-}
-
 int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
@@ -85,7 +76,7 @@ int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 			continue;
 		/* seq_cst: ordered before the reserver's closed re-check (api.c, rs_drained). */
 		atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst);
-		set_slot(slot, c, idx, sw_pos(w));
+		cistern__set_slot(slot, c, idx, sw_pos(w));
 		return 0;
 	}
 	return -EAGAIN;
@@ -149,7 +140,7 @@ int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_quali
 		bool need_seen = ok == NULL;
 		if (sw_state(w) != RS_HELD || !evict_claim(c, idx, w, sw_pos(w), need_seen))
 			continue;
-		set_slot(slot, c, idx, sw_pos(w));
+		cistern__set_slot(slot, c, idx, sw_pos(w));
 		return 0;
 	}
 	return -EAGAIN;
@@ -724,7 +715,7 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 				continue;
 			atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst);
 			cistern__help_advance(&h->tail, t);
-			set_slot(slot, c, idx, t);
+			cistern__set_slot(slot, c, idx, t);
 			return 0;
 		}
 		if (d >= 0) {
@@ -738,7 +729,7 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		    (lossy || atomic_load_explicit(&m->seen, memory_order_relaxed) >= 1)) {
 			if (evict_claim(c, idx, w, t, !lossy)) {
 				cistern__help_advance(&h->tail, t);
-				set_slot(slot, c, idx, t);
+				cistern__set_slot(slot, c, idx, t);
 				return 0;
 			}
 		}
