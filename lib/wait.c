@@ -225,7 +225,7 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 		if (c->me)
 			atomic_store_explicit(&c->me->waiting, 1 + w->kind, memory_order_relaxed);
 		/* The heavy half of the asymmetric fence (see the top of this file). */
-		w->fenced = membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
+		w->fenced = cistern__fence_others();
 		w->seq = atomic_load_explicit(word, memory_order_seq_cst);
 		return 0;
 	}
