@@ -188,9 +188,11 @@ static int samp_run(struct samp *proto, uint64_t batches, double *kbps, char *er
 }
 
 /* Create and fill a segment with policy p. 0, or a negative errno. */
-static int make_segment(enum cistern_policy p, char *name, size_t cap, struct cistern **out)
+static int make_segment(enum cistern_policy p, uint32_t flags, char *name, size_t cap,
+			struct cistern **out)
 {
 	struct cistern_config cfg = { 0 };
+	cfg.flags = flags;
 	unsigned char buf[S_SIZE];
 	cfg.slot_size = S_SIZE;
 	cfg.slot_count = S_SLOTS;
@@ -270,17 +272,20 @@ void sec_sample(void)
 		const char *label;
 		enum skind kind;
 		enum cistern_policy pol; /* for cistern kinds */
+		uint32_t flags;          /* the segment's CISTERN_SINGLE_READER, or 0 */
 		int row;
 		uint64_t batches;
 		char name[80];
 		struct cistern *h;
 	} t[] = {
-		{ "cistern batch_reservoir zero-copy (acquire_batch/release_batch)", S_CIS_ZC, CISTERN_BATCH_RESERVOIR, -1, 0, "", NULL },
-		{ "cistern batch_reservoir gathered (get_batch)", S_CIS_GET, CISTERN_BATCH_RESERVOIR, -1, 0, "", NULL },
-		{ "cistern reservoir zero-copy (acquire_batch/release_batch)", S_CIS_ZC, CISTERN_RESERVOIR, -1, 0, "", NULL },
-		{ "cistern reservoir gathered (get_batch)", S_CIS_GET, CISTERN_RESERVOIR, -1, 0, "", NULL },
-		{ "cistern reservoir acquire/release one at a time x256", S_CIS_ONE, CISTERN_RESERVOIR, -1, 0, "", NULL },
-		{ "C gather baseline (memcpy 256 random rows of a plain array)", S_GATHER, CISTERN_FIFO, -1, 0, "", NULL },
+		{ "cistern batch_reservoir zero-copy, SINGLE_READER (acquire_batch/release_batch)", S_CIS_ZC, CISTERN_BATCH_RESERVOIR, CISTERN_SINGLE_READER, -1, 0, "", NULL },
+		{ "cistern batch_reservoir gathered, SINGLE_READER (get_batch)", S_CIS_GET, CISTERN_BATCH_RESERVOIR, CISTERN_SINGLE_READER, -1, 0, "", NULL },
+		{ "cistern batch_reservoir zero-copy (acquire_batch/release_batch)", S_CIS_ZC, CISTERN_BATCH_RESERVOIR, 0, -1, 0, "", NULL },
+		{ "cistern batch_reservoir gathered (get_batch)", S_CIS_GET, CISTERN_BATCH_RESERVOIR, 0, -1, 0, "", NULL },
+		{ "cistern reservoir zero-copy (acquire_batch/release_batch)", S_CIS_ZC, CISTERN_RESERVOIR, 0, -1, 0, "", NULL },
+		{ "cistern reservoir gathered (get_batch)", S_CIS_GET, CISTERN_RESERVOIR, 0, -1, 0, "", NULL },
+		{ "cistern reservoir acquire/release one at a time x256", S_CIS_ONE, CISTERN_RESERVOIR, 0, -1, 0, "", NULL },
+		{ "C gather baseline (memcpy 256 random rows of a plain array)", S_GATHER, CISTERN_FIFO, 0, -1, 0, "", NULL },
 	};
 	int n = (int)(sizeof t / sizeof t[0]);
 	char err[160];
@@ -294,14 +299,17 @@ void sec_sample(void)
 	}
 	g_bars.s4_zc = t[0].row;
 	g_bars.s4_gather = t[1].row;
+	g_bars.s4_zc_any = t[2].row;
+	g_bars.s4_gather_any = t[3].row;
 
 	for (int i = 0; i < n; i++) {
 		struct samp s = { .kind = t[i].kind, .name = t[i].name };
 		double k = 0;
 		if (t[i].kind != S_GATHER) {
-			/* The rows of one policy share the segment of its first row. */
+			/* The rows of one policy and flags share the segment of their first row. */
 			int first = i;
-			while (first > 0 && t[first - 1].kind != S_GATHER && t[first - 1].pol == t[i].pol)
+			while (first > 0 && t[first - 1].kind != S_GATHER && t[first - 1].pol == t[i].pol &&
+			       t[first - 1].flags == t[i].flags)
 				first--;
 			if (first != i) {
 				if (!t[first].h) {
@@ -310,13 +318,14 @@ void sec_sample(void)
 				}
 				snprintf(t[i].name, sizeof t[i].name, "%s", t[first].name);
 			} else {
-				progress("[%s] filling a %s segment", section, cistern_policy_name(t[i].pol));
+				const char *fl = t[i].flags ? ", SINGLE_READER" : "";
+				progress("[%s] filling a %s%s segment", section, cistern_policy_name(t[i].pol), fl);
 				uint64_t f0 = now_ns();
-				int rc = make_segment(t[i].pol, t[i].name, sizeof t[i].name, &t[i].h);
+				int rc = make_segment(t[i].pol, t[i].flags, t[i].name, sizeof t[i].name, &t[i].h);
 				if (rc == 0) {
-					char lab[96];
-					snprintf(lab, sizeof lab, "cistern %s: create + fill 100k (setup, one run)",
-						 cistern_policy_name(t[i].pol));
+					char lab[112];
+					snprintf(lab, sizeof lab, "cistern %s%s: create + fill 100k (setup, one run)",
+						 cistern_policy_name(t[i].pol), fl);
 					int fr = row_add(section, lab, "time", "ms", LOWER_BETTER);
 					row_push(fr, (double)(now_ns() - f0) / 1e6);
 				}

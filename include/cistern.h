@@ -93,7 +93,12 @@ enum {
 	 * instead of locked instructions (see BENCHMARKS.md).
 	 */
 	CISTERN_SINGLE_PRODUCER = 1u << 1,
-	/** FIFO: one reader at a time, as CISTERN_SINGLE_PRODUCER is for producers. */
+	/**
+	 * FIFO and the reservoir kinds (not FIRO): one reader at a time, as
+	 * CISTERN_SINGLE_PRODUCER is for producers. Under a reservoir the holder
+	 * pins samples and counts their reads with plain stores, one fence per
+	 * batch, instead of locked instructions on every sample.
+	 */
 	CISTERN_SINGLE_READER = 1u << 2,
 };
 

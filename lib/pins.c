@@ -17,6 +17,14 @@
  * first step, so a reader never keeps a pin on a slot being overwritten and a
  * producer never overwrites a pinned slot.
  *
+ * The sole reader of a segment created with CISTERN_SINGLE_READER is the only
+ * writer of the pins words while it holds the role, so it sets and clears
+ * its bit with plain stores, and its half of the handshake becomes
+ *   reader:  pins = bit (store);    seq_cst fence;  load word: unchanged? else undo
+ * which the same single-total-order argument covers (a load sequenced after
+ * a seq_cst fence sees the last seq_cst write before the fence, or a later
+ * one). A batch stores all its pins and fences once (reservoir.c).
+ *
  * The fast paths of a pin and an unpin, cistern__pin() and
  * cistern__unpin_quiet(), are inline in internal.h; what is here is their
  * rare paths, the pin bits and dropping a dead reader's pins.
@@ -116,6 +124,8 @@ int cistern__unpin(struct cistern *c, uint64_t index)
 	int r = cistern__unpin_quiet(c, index);
 	if (r <= 0)
 		return r;
+	if (c->sole_reading)
+		cistern__fence_before_wake(); /* the unpin was a plain store */
 	cistern__wake_producers(c);
 	return 0;
 }

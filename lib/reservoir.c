@@ -219,11 +219,14 @@ static inline void fill_sample(struct cistern *c, struct cistern_sample *s, uint
 /* Hand out a sample this handle pinned: seen += 1. */
 int rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_t index, uint64_t word)
 {
-	uint32_t old = atomic_fetch_add_explicit(&M(c, index)->seen, 1, memory_order_relaxed);
+	uint32_t old = cistern__seen_add(c, index);
 	fill_sample(c, s, index, word, RS_LIVE_PINNED);
 	cistern__count(&c->me->ctr.gets, 1);
-	if (old == 0)
+	if (old == 0) {
+		if (c->sole_reading)
+			cistern__fence_before_wake(); /* seen was a plain store */
 		cistern__wake_producers(c); /* it just became evictable */
+	}
 	return 0;
 }
 
@@ -312,8 +315,11 @@ int rs_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 		if (r < 0 && first == 0)
 			first = r;
 	}
-	if (wake)
+	if (wake) {
+		if (c->sole_reading)
+			cistern__fence_before_wake(); /* the unpins were plain stores */
 		cistern__wake_producers(c);
+	}
 	return first;
 }
 
@@ -322,7 +328,8 @@ int rs_unacquire(struct cistern *c, struct cistern_sample *s)
 	struct cistern_slotmeta *m = M(c, s->index_ < c->slot_count ? s->index_ : 0);
 	uint64_t w;
 	if (s->live_ == RS_LIVE_PINNED && s->index_ < c->slot_count) {
-		atomic_fetch_sub_explicit(&m->seen, 1, memory_order_relaxed);
+		/* Before the unpin: no evictor may count this read as seen. */
+		cistern__seen_sub(c, s->index_);
 		int r = cistern__unpin(c, s->index_);
 		if (r < 0)
 			return r;
@@ -499,13 +506,54 @@ static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, s
 		uint32_t idx = a[j];
 		a[j] = a[i];
 		a[i] = idx;
-		if (!cistern__scratch_add(c, idx))
+		if (!cistern__scratch_add(&c->scratch, idx))
 			continue; /* already in the batch */
 		if (take_index(c, &out[got], idx, closed))
 			got++;
 	}
 	free(a);
 	return (int)got;
+}
+
+/*
+ * The sole reader's batch, after stream_pinned() stored a pin on each of the
+ * n candidates in s[] (index_ = slot, pos_ = the word it saw held): one
+ * seq_cst fence, then each slot word is read again. An unchanged word means
+ * no producer can evict the sample any more (the handshake in pins.c); a
+ * changed one means a producer took the slot before the fence, and that pin
+ * is taken back and the slot left out of the batch's set of members, so that
+ * whatever is held there now may still be drawn. The confirmed members are
+ * counted as seen and made into samples, packed at the front of s[].
+ * Returns how many; *woke is set if a seen count went from 0 to 1.
+ */
+static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, size_t n,
+				bool *woke)
+{
+	size_t kept = 0;
+	bool undone = false;
+	/* seq_cst: orders every pin store above before the look again below. */
+	cistern__full_fence();
+	for (size_t i = 0; i < n; i++) {
+		uint32_t idx = s[i].index_;
+		uint64_t w = s[i].pos_;
+		if (atomic_load_explicit(&M(c, idx)->word, memory_order_relaxed) != w) {
+			/* Only a pin stored now can fail: a repeated one kept the slot. */
+			cistern__unpin_sole_store(c, idx);
+			cistern__scratch_forget(&c->scratch, idx);
+			undone = true;
+			continue;
+		}
+		*woke |= cistern__seen_add(c, idx) == 0;
+		if (!c->gathering)
+			__builtin_prefetch(cistern__payload(c, idx), 0, 3);
+		fill_sample(c, &s[kept++], idx, w, RS_LIVE_PINNED);
+	}
+	if (undone) {
+		/* A producer may have backed off from a pin that is gone now. */
+		cistern__fence_before_wake();
+		cistern__wake_producers(c);
+	}
+	return kept;
 }
 
 /*
@@ -529,6 +577,10 @@ static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, s
  * (gets) are added once for the run, and producers are woken once, after the
  * last seen count that went from 0 to 1.
  *
+ * The sole reader (CISTERN_SINGLE_READER) stores its pins plainly as it goes
+ * and confirms them all after one seq_cst fence (confirm_sole_pins()), where
+ * every other reader pays a locked instruction and a full barrier per member.
+ *
  * Returns with *got members in out[0..*got) and *dups repeats counted; when
  * a member takes `probes` misses in a row, or repeats pass the caller's
  * bound, it stops early and the caller goes on member by member.
@@ -539,7 +591,17 @@ static void stream_pinned(struct cistern *c, struct cistern_sample *out, size_t 
 	uint32_t q[RS_AHEAD];
 	size_t k = *got, d = *dups, start = k, dmax = n / 4 + 8;
 	uint64_t misses = 0;
-	bool woke = false;
+	bool woke = false, sole = c->sole_reading;
+	/*
+	 * Locals for what the loop reads of the handle on every candidate, and
+	 * the generator's state, written back at the end: the stores into out[]
+	 * could alias the handle's fields as far as the compiler knows, which
+	 * would reload them all each time round.
+	 */
+	struct cistern_slotmeta *meta = c->meta;
+	uint64_t nslots = c->slot_count;
+	struct cistern_rng rng = c->rng;
+	struct cistern_scratch set = c->scratch;
 	/*
 	 * A ring of `win` drawn candidates, as many as the batch still needs
 	 * up to RS_AHEAD; each one taken out is replaced at once, so that up
@@ -548,46 +610,62 @@ static void stream_pinned(struct cistern *c, struct cistern_sample *out, size_t 
 	 */
 	unsigned win = n - k < RS_AHEAD ? (unsigned)(n - k) : RS_AHEAD, qh = 0;
 	for (unsigned i = 0; i < win; i++) {
-		q[i] = (uint32_t)cistern__rng_below(&c->rng, c->slot_count);
+		q[i] = (uint32_t)cistern__rng_below(&rng, nslots);
 		/* A hint only: the pin below reads the slot again, atomically. */
-		__builtin_prefetch(M(c, q[i]), 1, 3);
+		__builtin_prefetch(&meta[q[i]], 1, 3);
 	}
 	while (k < n && d <= dmax && misses < probes) {
 		uint32_t idx = q[qh], at;
-		q[qh] = (uint32_t)cistern__rng_below(&c->rng, c->slot_count);
-		__builtin_prefetch(M(c, q[qh]), 1, 3); /* a hint, as above */
+		q[qh] = (uint32_t)cistern__rng_below(&rng, nslots);
+		__builtin_prefetch(&meta[q[qh]], 1, 3); /* a hint, as above */
 		qh = qh + 1 == win ? 0 : qh + 1;
-		if (!rs_is_held(c, idx, NULL)) {
+		/* Acquire: what the sole reader reads of the sample after confirming is its. */
+		uint64_t w = atomic_load_explicit(&meta[idx].word, memory_order_acquire);
+		if (sw_state(w) != RS_HELD) {
 			misses++;
 			continue;
 		}
-		if (cistern__scratch_find(c, idx, &at)) {
+		if (cistern__scratch_find(&set, idx, &at)) {
 			d++;
 			misses = 0;
 			continue;
 		}
-		uint64_t w;
-		if (!cistern__pin(c, idx, RS_HELD, &w)) {
-			misses++; /* left the held state since the look above */
-			continue;
+		if (sole) {
+			/* Pinned for now; confirmed or undone after the loop. */
+			if (cistern__pin_sole_store(c, idx) < 0) {
+				misses++;
+				continue;
+			}
+			out[k].index_ = idx;
+			out[k].pos_ = w; /* the whole word until confirmed */
+		} else {
+			if (!cistern__pin(c, idx, RS_HELD, &w)) {
+				misses++; /* left the held state since the look above */
+				continue;
+			}
+			/*
+			 * Relaxed, as in rs_read_pinned(): an evictor reads seen
+			 * only after it sees no pin, and our unpin, a seq_cst RMW
+			 * that comes after this, is what lets it see none.
+			 */
+			woke |= cistern__seen_add(c, idx) == 0;
+			if (!c->gathering)
+				__builtin_prefetch(cistern__payload(c, idx), 0, 3);
+			fill_sample(c, &out[k], idx, w, RS_LIVE_PINNED);
 		}
-		/*
-		 * Relaxed, as in rs_read_pinned(): an evictor reads seen only
-		 * after it sees no pin, and our unpin, a seq_cst RMW that comes
-		 * after this, is what lets it see none.
-		 */
-		uint32_t old = atomic_fetch_add_explicit(&M(c, idx)->seen, 1, memory_order_relaxed);
-		woke |= old == 0;
-		if (!c->gathering)
-			__builtin_prefetch(cistern__payload(c, idx), 0, 3);
-		fill_sample(c, &out[k], idx, w, RS_LIVE_PINNED);
-		cistern__scratch_put(c, at, idx);
+		cistern__scratch_put(&set, at, idx);
 		k++;
 		misses = 0;
 	}
+	c->rng = rng;
+	if (sole)
+		k = start + confirm_sole_pins(c, out + start, k - start, &woke);
 	cistern__count(&c->me->ctr.gets, k - start);
-	if (woke)
+	if (woke) {
+		if (sole)
+			cistern__fence_before_wake(); /* seen counts were plain stores */
 		cistern__wake_producers(c); /* some just became evictable */
+	}
 	*got = k;
 	*dups = d;
 }
@@ -626,7 +704,7 @@ static int reservoir_try_acquire_n(struct cistern *c, struct cistern_sample *out
 		r = reservoir_take_one(c, s, closed);
 		if (r < 0)
 			break;
-		if (!cistern__scratch_add(c, s->index_)) {
+		if (!cistern__scratch_add(&c->scratch, s->index_)) {
 			/* Already in this batch: give this copy back. */
 			rs_unacquire(c, s);
 			dups++;

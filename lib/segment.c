@@ -212,7 +212,10 @@ static int check_config(const struct cistern_config *cfg)
 	}
 	if ((cfg->flags & CISTERN_LOSSY) && cfg->policy != CISTERN_FIFO_EVICT_RESERVOIR)
 		return -EINVAL;
-	if ((cfg->flags & sole) && cfg->policy != CISTERN_FIFO)
+	/* One producer: the FIFO's claims. One reader: the FIFO's, and the reservoirs' pins. */
+	if ((cfg->flags & CISTERN_SINGLE_PRODUCER) && cfg->policy != CISTERN_FIFO)
+		return -EINVAL;
+	if ((cfg->flags & CISTERN_SINGLE_READER) && cfg->policy == CISTERN_FIRO)
 		return -EINVAL;
 	return 0;
 }

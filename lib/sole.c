@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sole.c - the single-producer and single-reader roles of a FIFO segment
- * created with CISTERN_SINGLE_PRODUCER or CISTERN_SINGLE_READER.
+ * sole.c - the single-producer and single-reader roles of a segment created
+ * with CISTERN_SINGLE_PRODUCER (FIFO) or CISTERN_SINGLE_READER (FIFO and the
+ * reservoirs).
  *
  * hdr->sole_producer (sole_reader) holds the owner (attachment index + 1) of
  * the handle that has the role, or 0. A handle takes it with a CAS from 0 on
@@ -11,7 +12,10 @@
  * meets a slot the previous one still owns.
  *
  * What the role buys is in fifo.c: while only one handle may move the tail
- * (head), it claims slots and moves the index with plain stores.
+ * (head), it claims slots and moves the index with plain stores; and, for
+ * the reservoirs, in pins.c and reservoir.c: the one reader is the only
+ * writer of the pins words and of the seen counts of held samples, so it
+ * pins and counts with plain stores and fences once per batch.
  */
 #include <errno.h>
 #include <time.h>

@@ -226,8 +226,20 @@ Test(create, single_role_flags_reach_the_segment_and_inspect_shows_them)
 	uname_(name, sizeof(name), "solebad");
 	r = run("create", name, "--policy", "firo", "--watermark", "2", "--slots", "8",
 		"--single-reader");
-	cr_assert_eq(r->status, 1, "the flags are for fifo only");
+	cr_assert_eq(r->status, 1, "firo takes no single reader");
+	cr_assert(strstr(r->err, "--single-*"), "%s", r->err);
 	cr_assert(!exists(name));
+	r = run("create", name, "--policy", "reservoir", "--watermark", "2", "--slots", "8",
+		"--single-producer");
+	cr_assert_eq(r->status, 1, "a single producer is for fifo only");
+	cr_assert(!exists(name));
+	r = run("create", name, "--policy", "batch-reservoir", "--watermark", "4", "--batch-size",
+		"4", "--slots", "8", "--single-reader");
+	cr_assert_eq(r->status, 0, "the reservoirs take a single reader: %s", r->err);
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	cistern_config_get(c, &cfg);
+	cr_assert_eq(cfg.flags, CISTERN_SINGLE_READER);
+	cleanup(c, name);
 }
 
 Test(create, a_taken_name_fails_and_says_so)

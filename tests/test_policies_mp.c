@@ -29,6 +29,7 @@ struct run {
 	int hold_us;            /* readers hold each sample this long, checking twice */
 	size_t batch;           /* readers use acquire_batch of this size (0: single) */
 	bool pairs;             /* readers use acquire_pair */
+	int readers;            /* reader processes (0: NREAD) */
 };
 
 static void record(struct shared *sh, const struct run *rn, const struct cistern_sample *s)
@@ -139,7 +140,7 @@ static struct shared *run_policy(const char *tag, struct run *rn, struct curve *
 	cr_assert_eq(r, 0, "create: %s", cistern_strerror(r));
 	struct shared *sh = shared_alloc(sizeof(*sh));
 	cr_assert_not_null(sh);
-	for (int i = 0; i < NREAD; i++)
+	for (int i = 0; i < (rn->readers ? rn->readers : NREAD); i++)
 		if (fork_child() == 0)
 			_exit(reader(name, sh, rn));
 	for (uint32_t i = 0; i < NPROD; i++)
@@ -245,6 +246,61 @@ Test(policies_mp, sim_paired_pairs_are_one_simulation_at_consecutive_steps, .tim
 			 .per_producer = 3000, .pairs = true};
 	struct cistern_stats st;
 	struct shared *sh = run_policy("mp-pairs", &rn, NULL, &st);
+	cr_assert_eq(atomic_load(&sh->bad_pairs), 0);
+	cr_assert_gt(atomic_load(&sh->total_reads), 0);
+	cr_assert_eq(st.puts, NPROD * rn.per_producer, "no producer wedged");
+}
+
+/*
+ * CISTERN_SINGLE_READER: the one reader pins and counts reads with plain
+ * stores and one fence per batch (lib/pins.c), against 4 producers evicting
+ * as fast as they can.
+ */
+Test(policies_mp, sole_reader_reservoir_never_evicts_a_sample_unseen, .timeout = 120)
+{
+	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 256, .watermark = 32,
+				 .flags = CISTERN_SINGLE_READER},
+			 .per_producer = 5000, .readers = 1};
+	struct cistern_stats st;
+	struct shared *sh = run_policy("mp-sole-res", &rn, NULL, &st);
+	assert_every_sample_read(sh, &rn, 0);
+	cr_assert_eq(st.evicted_unseen, 0);
+	cr_assert_eq(st.evictions, st.puts - 256, "every put beyond capacity evicted one");
+}
+
+Test(policies_mp, sole_reader_pinned_batches_are_distinct_and_never_overwritten, .timeout = 120)
+{
+	struct run rn = {.cfg = {.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 64,
+				 .watermark = 16, .batch_size = 16, .flags = CISTERN_SINGLE_READER},
+			 .per_producer = 3000, .batch = 16, .hold_us = 50, .readers = 1};
+	struct cistern_stats st;
+	struct shared *sh = run_policy("mp-sole-batch", &rn, NULL, &st);
+	cr_assert_eq(atomic_load(&sh->bad_batches), 0);
+	assert_every_sample_read(sh, &rn, 0);
+	cr_assert_eq(st.evicted_unseen, 0);
+	cr_assert_gt(st.evictions, 0, "producers did overwrite slots meanwhile");
+}
+
+Test(policies_mp, sole_reader_fifo_evict_reservoir_never_evicts_a_sample_unseen, .timeout = 120)
+{
+	struct run rn = {.cfg = {.policy = CISTERN_FIFO_EVICT_RESERVOIR, .slot_count = 256,
+				 .watermark = 32, .flags = CISTERN_SINGLE_READER},
+			 .per_producer = 5000, .readers = 1, .batch = 8};
+	struct cistern_stats st;
+	struct shared *sh = run_policy("mp-sole-fe", &rn, NULL, &st);
+	assert_every_sample_read(sh, &rn, 0);
+	cr_assert_eq(st.evicted_unseen, 0);
+}
+
+Test(policies_mp, sole_reader_sim_paired_pairs_are_one_simulation_at_consecutive_steps,
+     .timeout = 120)
+{
+	struct run rn = {.cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 128,
+				 .watermark = 16, .sweep_size = NPROD, .nb_time_steps = 3000,
+				 .flags = CISTERN_SINGLE_READER},
+			 .per_producer = 3000, .pairs = true, .readers = 1, .hold_us = 20};
+	struct cistern_stats st;
+	struct shared *sh = run_policy("mp-sole-pairs", &rn, NULL, &st);
 	cr_assert_eq(atomic_load(&sh->bad_pairs), 0);
 	cr_assert_gt(atomic_load(&sh->total_reads), 0);
 	cr_assert_eq(st.puts, NPROD * rn.per_producer, "no producer wedged");

@@ -26,18 +26,162 @@ static struct cistern *create(const char *tag, char *name, size_t len, uint64_t 
 	return c;
 }
 
-Test(sole, flags_are_refused_outside_fifo)
+Test(sole, producer_flag_is_fifo_only_and_reader_flag_is_refused_under_firo)
 {
 	char name[64];
 	TEST_NAME(name, "so-pol");
 	struct cistern *c = NULL;
 	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 8, .watermark = 1,
-				     .flags = CISTERN_SINGLE_READER};
+				     .flags = CISTERN_SINGLE_PRODUCER};
 	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
 	cfg = (struct cistern_config){.policy = CISTERN_FIRO, .slot_count = 8, .watermark = 1,
-				      .flags = CISTERN_SINGLE_PRODUCER};
+				      .flags = CISTERN_SINGLE_READER};
 	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
 	cr_assert_null(c);
+}
+
+static struct cistern *create_reservoir(const char *tag, char *name, size_t len,
+					enum cistern_policy policy, uint64_t slots)
+{
+	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.policy = policy, .slot_size = 64, .slot_count = slots,
+				     .watermark = 4, .batch_size = 4, .sweep_size = 2,
+				     .nb_time_steps = 4, .flags = CISTERN_SINGLE_READER};
+	struct cistern *c = NULL;
+	int r = cistern_create(name, &cfg, &c);
+	cr_assert_eq(r, 0, "policy %d: %s", (int)policy, cistern_strerror(r));
+	return c;
+}
+
+Test(sole, reader_flag_is_taken_by_every_pinning_reservoir)
+{
+	const enum cistern_policy pol[] = {CISTERN_RESERVOIR, CISTERN_FIFO_EVICT_RESERVOIR,
+					   CISTERN_SIM_PAIRED_RESERVOIR, CISTERN_BATCH_RESERVOIR};
+	for (size_t i = 0; i < sizeof(pol) / sizeof(pol[0]); i++) {
+		char name[64];
+		struct cistern *c = create_reservoir("so-rpol", name, sizeof(name), pol[i], 8);
+		struct cistern_config got;
+		cr_assert_eq(cistern_config_get(c, &got), 0);
+		cr_assert_eq(got.flags, CISTERN_SINGLE_READER);
+		cistern_detach(c);
+		cistern_unlink(name);
+	}
+}
+
+Test(sole, second_reservoir_reader_is_refused_until_the_first_detaches)
+{
+	char name[64];
+	struct cistern *a = create_reservoir("so-r2r", name, sizeof(name), CISTERN_RESERVOIR, 8);
+	struct cistern *b;
+	cr_assert_eq(cistern_attach(name, &b), 0);
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(cistern_put(b, "x", 1, NULL, 0), 0, "producers are not limited");
+	struct cistern_sample s[4];
+	cr_assert_eq(cistern_acquire_batch(a, s, 4, 0), 4);
+	cr_assert_eq(cistern_acquire_batch(b, s, 4, 0), -EBUSY);
+	cr_assert_eq(cistern_acquire(b, s, 0), -EBUSY);
+	cr_assert_eq(cistern_release_batch(a, s, 4), 0);
+	cistern_detach(a);
+	cr_assert_eq(cistern_acquire_batch(b, s, 4, 0), 4, "the role passed on");
+	cr_assert_eq(cistern_release_batch(b, s, 4), 0);
+	cistern_detach(b);
+	cistern_unlink(name);
+}
+
+/* Sum of the seen counts and whether any pin bit is left, read from the slot metadata. */
+static uint64_t seen_sum(struct cistern *c, bool *pinned)
+{
+	uint64_t sum = 0;
+	*pinned = false;
+	for (uint64_t i = 0; i < c->slot_count; i++) {
+		sum += atomic_load(&c->meta[i].seen);
+		*pinned |= atomic_load(&c->meta[i].pins) != 0;
+	}
+	return sum;
+}
+
+Test(sole, sole_reader_batches_count_each_read_once_and_leave_no_pin)
+{
+	char name[64];
+	struct cistern *c = create_reservoir("so-rseen", name, sizeof(name), CISTERN_RESERVOIR, 64);
+	for (int i = 0; i < 64; i++)
+		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
+	struct cistern_sample s[16], t[16];
+	bool pinned;
+	uint64_t reads = 0;
+	for (int round = 0; round < 50; round++) {
+		cr_assert_eq(cistern_acquire_batch(c, s, 16, 0), 16);
+		reads += 16;
+		cr_assert_eq(seen_sum(c, &pinned), reads);
+		cr_assert(pinned);
+		/* A second batch while the first is held: repeats are pinned twice, locally. */
+		cr_assert_eq(cistern_acquire_batch(c, t, 16, 0), 16);
+		reads += 16;
+		cr_assert_eq(cistern_release_batch(c, s, 16), 0);
+		cr_assert_eq(seen_sum(c, &pinned), reads);
+		cr_assert(pinned, "the second batch still pins its members");
+		for (int i = 0; i < 16; i++)
+			cr_assert_neq(atomic_load(&c->meta[t[i].index_].pins), 0,
+				      "a member of the second batch was unpinned with the first");
+		cr_assert_eq(cistern_release_batch(c, t, 16), 0);
+		seen_sum(c, &pinned);
+		cr_assert_not(pinned, "every pin went with its release");
+	}
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(sole, sole_readers_pin_keeps_a_full_reservoir_from_evicting_it)
+{
+	char name[64];
+	struct cistern *c = create_reservoir("so-rkeep", name, sizeof(name), CISTERN_RESERVOIR, 4);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
+	struct cistern_sample s[4];
+	cr_assert_eq(cistern_acquire_batch(c, s, 4, 0), 4);
+	int was[4];
+	for (int i = 0; i < 4; i++)
+		was[i] = *(const int *)s[i].data;
+	int v = 99;
+	cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), -EAGAIN, "all seen but pinned");
+	uint32_t freed = s[2].index_;
+	cr_assert_eq(cistern_release(c, &s[2]), 0);
+	cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), 0, "the released one may go");
+	cr_assert_eq(*(const int *)cistern__payload(c, freed), 99, "and it was the one evicted");
+	for (int i = 0; i < 4; i++)
+		if (i != 2)
+			cr_assert_eq(*(const int *)s[i].data, was[i], "pinned, unchanged");
+	cr_assert_eq(cistern_release_batch(c, s, 2), 0);
+	cr_assert_eq(cistern_release(c, &s[3]), 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(sole, dead_sole_readers_pins_are_dropped_and_its_role_taken_over, .timeout = 60)
+{
+	char name[64];
+	struct cistern *c = create_reservoir("so-rdead", name, sizeof(name),
+					     CISTERN_BATCH_RESERVOIR, 4);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
+	pid_t pid = spawn_holder(name, HOLD_BATCH); /* the reader role, and pins on all four */
+	cr_assert_gt(pid, 0);
+	int v = 99;
+	cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), -EAGAIN, "pinned by the victim");
+	struct cistern_sample s[4];
+	cr_assert_eq(cistern_acquire_batch(c, s, 4, 0), -EBUSY, "the victim holds the role");
+	kill_and_reap(pid);
+	/* The dead holder is reclaimed (its pins and unfinished reads dropped), then the role is ours. */
+	cr_assert_eq(cistern_acquire_batch(c, s, 4, 1000), 4);
+	cr_assert_eq(cistern_release_batch(c, s, 4), 0);
+	bool pinned;
+	cr_assert_eq(seen_sum(c, &pinned), 4, "only the live read counts");
+	cr_assert_not(pinned);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), 0, "seen and unpinned: may go");
+	cistern_detach(c);
+	cistern_unlink(name);
 }
 
 Test(sole, flags_are_kept_in_the_segment)

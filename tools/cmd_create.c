@@ -26,7 +26,8 @@ static const char usage[] =
 	"      --producers N       reception closes after N producers said they are done\n"
 	"      --lossy             fifo-evict-reservoir: evict the oldest even if unseen\n"
 	"      --single-producer   fifo: one producer at a time (others get EBUSY); faster puts\n"
-	"      --single-reader     fifo: one reader at a time (others get EBUSY); faster gets\n"
+	"      --single-reader     fifo and the reservoirs but firo: one reader at a time\n"
+	"                          (others get EBUSY); faster gets and batches\n"
 	"      --reads-per-put R   reservoir kinds: rate limiter, reads per put (0 = off)\n"
 	"      --rate-slack S      the limiter's allowed drift, in reads (default R)\n"
 	"  -h, --help              show this help\n"
@@ -158,7 +159,7 @@ static int run(int argc, char **argv)
 	if (r == -EINVAL) {
 		cli_error(&cmd_create, name, 0,
 			  "parameters refused for policy '%s' (check --slots, --slot-size, "
-			  "--watermark and the policy's own options)", policy);
+			  "--watermark, the policy's own options and --single-*)", policy);
 		return EXIT_FAIL;
 	}
 	if (r < 0) {

@@ -128,8 +128,10 @@ def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs
     watermark, pseudo_epochs, sweep_size, time_steps (nb_time_steps), batch_size,
     seed (0 = from the clock), mode (permission bits), max_procs,
     expected_producers (reception closes after that many producer_done()), lossy
-    (FIFOEvictReservoir), single_producer and single_reader (FIFO: one holder of
-    the role at a time, others get OSError(EBUSY); faster puts and gets). Raises FileExistsError if the name is taken, ValueError
+    (FIFOEvictReservoir), single_producer (FIFO) and single_reader (FIFO and the
+    reservoirs, not FIRO): one holder of the role at a time, others get
+    OSError(EBUSY); in exchange faster puts, gets and batches. Raises
+    FileExistsError if the name is taken, ValueError
     for bad parameters, OSError(ENOTSUP) for a policy this build lacks.
     """
     if not isinstance(name, str):

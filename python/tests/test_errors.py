@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
 import errno
+import struct
 import time
 
 import pytest
@@ -124,3 +125,24 @@ def test_second_reader_of_a_single_reader_fifo_raises_busy(segname):
     finally:
         other.detach()
         seg.detach()
+
+
+def test_second_reader_of_a_single_reader_reservoir_raises_busy(segname):
+    seg = cistern.create(segname, policy="reservoir", slots=8, slot_size=4, watermark=4,
+                         single_reader=True)
+    other = cistern.attach(segname)
+    try:
+        assert seg.config()["single_reader"] is True
+        for i in range(8):
+            other.put(struct.pack("<i", i))  # producers are not limited
+        got = seg.get_batch(4, dtype="int32", timeout=0)
+        assert sorted(set(got.tolist())) == sorted(got.tolist())
+        assert set(got.tolist()) <= set(range(8))
+        with pytest.raises(OSError) as e:
+            other.get_batch(4, dtype="int32", timeout=0)
+        assert e.value.errno == errno.EBUSY
+    finally:
+        other.detach()
+        seg.detach()
+    with pytest.raises(ValueError):
+        cistern.create(segname + "x", policy="firo", slots=8, watermark=2, single_reader=True)
