@@ -370,6 +370,16 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 	struct cistern_sample *s = n <= 64 ? local : malloc(n * sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	if (c->sole_reading && c->ops->gather_now) {
+		/* The sole reader of a reservoir: in one pass, if it can (gather.c). */
+		struct cistern_gather g = {buf, stride, len, meta};
+		int r = c->ops->gather_now(c, s, n, &g);
+		if (r != -EAGAIN) {
+			if (s != local)
+				free(s);
+			return r;
+		}
+	}
 	c->gathering = true;
 	int got = cistern_acquire_batch(c, s, n, timeout_ms);
 	c->gathering = false;

@@ -21,6 +21,14 @@ struct cistern;
  * try_* hooks never wait and return -EAGAIN when they would have to, leaving
  * waiting, timeouts and end-of-data detection to api.c.
  */
+/* Where cistern_get_batch() puts a batch: see its documentation in cistern.h. */
+struct cistern_gather {
+	char *dst;
+	size_t stride;
+	size_t *len;
+	struct cistern_meta *meta;
+};
+
 struct cistern_ops {
 	/* Set up slot states in a freshly created segment. */
 	void (*init)(struct cistern_hdr *h);
@@ -40,6 +48,12 @@ struct cistern_ops {
 	/* Optional: pairs (SimPairedReservoir) and batches (reservoirs); NULL = -EINVAL. */
 	int (*try_acquire_pair)(struct cistern *c, struct cistern_sample pair[2]);
 	int (*try_acquire_batch)(struct cistern *c, struct cistern_sample *out, size_t n);
+	/*
+	 * Optional: cistern_get_batch() of n samples in one step, with tmp[n] to
+	 * work in; -EAGAIN = take the general path (acquire, copy, release).
+	 */
+	int (*gather_now)(struct cistern *c, struct cistern_sample *tmp, size_t n,
+			  const struct cistern_gather *g);
 	/* True when reception is closed and nothing is left to hand out. */
 	bool (*drained)(struct cistern *c);
 	/* Give back everything attachment `owner` holds; it is dead or detaching. */

@@ -16,7 +16,7 @@
 #include "reservoir.h"
 
 /*
- * How far batched reads look ahead (stream_pinned, rs_release_batch), in slot
+ * How far batched reads look ahead (rs_stream_pinned, rs_release_batch), in slot
  * metadata lines; a power of two. From 8 to 64 it makes little difference.
  */
 #define RS_AHEAD 16
@@ -438,7 +438,7 @@ bool rs_rate_allows_put(struct cistern *c)
 	return h->reads_per_put * puts_after_fill(h, 1) <= gets + h->rate_slack;
 }
 
-static void rate_count_reads(struct cistern *c, uint64_t n)
+void rs_rate_count_reads(struct cistern *c, uint64_t n)
 {
 	if (c->hdr->reads_per_put > 0) {
 		atomic_fetch_add_explicit(&c->hdr->rl_gets, n, memory_order_seq_cst);
@@ -516,7 +516,7 @@ static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, s
 }
 
 /*
- * The sole reader's batch, after stream_pinned() stored a pin on each of the
+ * The sole reader's batch, after rs_stream_pinned() stored a pin on each of the
  * n candidates in s[] (index_ = slot, pos_ = the word it saw held): one
  * seq_cst fence, then each slot word is read again. An unchanged word means
  * no producer can evict the sample any more (the handshake in pins.c); a
@@ -584,9 +584,13 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
  * Returns with *got members in out[0..*got) and *dups repeats counted; when
  * a member takes `probes` misses in a row, or repeats pass the caller's
  * bound, it stops early and the caller goes on member by member.
+ *
+ * confirm false (the sole reader only, gather.c): the members are left as
+ * the sole reader stored them, pins unconfirmed and not counted, with
+ * index_ and the word seen held in pos_; the caller confirms them.
  */
-static void stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
-			  size_t *dups, uint64_t probes)
+void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
+		      size_t *dups, uint64_t probes, bool confirm)
 {
 	uint32_t q[RS_AHEAD];
 	size_t k = *got, d = *dups, start = k, dmax = n / 4 + 8;
@@ -658,6 +662,11 @@ static void stream_pinned(struct cistern *c, struct cistern_sample *out, size_t 
 		misses = 0;
 	}
 	c->rng = rng;
+	*dups = d;
+	if (sole && !confirm) {
+		*got = k;
+		return;
+	}
 	if (sole)
 		k = start + confirm_sole_pins(c, out + start, k - start, &woke);
 	cistern__count(&c->me->ctr.gets, k - start);
@@ -667,31 +676,34 @@ static void stream_pinned(struct cistern *c, struct cistern_sample *out, size_t 
 		cistern__wake_producers(c); /* some just became evictable */
 	}
 	*got = k;
-	*dups = d;
+}
+
+int rs_open_read_ready(struct cistern *c, size_t n)
+{
+	struct cistern_hdr *h = c->hdr;
+	uint64_t need = h->watermark > n ? h->watermark : n;
+	if (atomic_load_explicit(&h->population, memory_order_acquire) < need)
+		return -EAGAIN;
+	if (!rs_rate_allows_read(c, n))
+		return -EAGAIN;
+	int b = cistern__pin_bit(c);
+	return b < 0 ? b : 0;
 }
 
 static int reservoir_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
 {
-	struct cistern_hdr *h = c->hdr;
 	bool closed = rs_closed(c);
-	if (!closed) {
-		uint64_t need = h->watermark > n ? h->watermark : n;
-		if (atomic_load_explicit(&h->population, memory_order_acquire) < need)
-			return -EAGAIN;
-		if (!rs_rate_allows_read(c, n))
-			return -EAGAIN;
-		int b = cistern__pin_bit(c);
-		if (b < 0)
-			return b;
-	}
-	int r = cistern__scratch_reset(c, n);
+	int r;
+	if (!closed && (r = rs_open_read_ready(c, n)) < 0)
+		return r;
+	r = cistern__scratch_reset(c, n);
 	if (r < 0)
 		return r;
 	size_t got = 0, dups = 0;
 	if (!closed) {
 		uint64_t probes = cistern__pick_probes(c, &c->pick_read);
 		if (probes)
-			stream_pinned(c, out, n, &got, &dups, probes);
+			rs_stream_pinned(c, out, n, &got, &dups, probes, true);
 	}
 	while (got < n) {
 		if (dups > n / 4 + 8) {
@@ -713,7 +725,7 @@ static int reservoir_try_acquire_n(struct cistern *c, struct cistern_sample *out
 		got++;
 	}
 	if (got == n || (closed && got > 0)) {
-		rate_count_reads(c, got);
+		rs_rate_count_reads(c, got);
 		return (int)got;
 	}
 	for (size_t i = 0; i < got; i++)
@@ -751,6 +763,7 @@ const struct cistern_ops cistern__reservoir_ops = {
 	.release_batch = rs_release_batch,
 	.unacquire = rs_unacquire,
 	.try_acquire_batch = reservoir_try_acquire_n,
+	.gather_now = rs_gather_sole,
 	.drained = rs_drained,
 	.reclaim = rs_reclaim,
 	.population = rs_population,
@@ -766,6 +779,7 @@ const struct cistern_ops cistern__batch_ops = {
 	.release_batch = rs_release_batch,
 	.unacquire = rs_unacquire,
 	.try_acquire_batch = batch_try_acquire_batch,
+	.gather_now = rs_gather_sole,
 	.drained = rs_drained,
 	.reclaim = rs_reclaim,
 	.population = rs_population,
@@ -828,6 +842,7 @@ const struct cistern_ops cistern__fifo_evict_ops = {
 	.release_batch = rs_release_batch,
 	.unacquire = rs_unacquire,
 	.try_acquire_batch = reservoir_try_acquire_n,
+	.gather_now = rs_gather_sole,
 	.drained = rs_drained,
 	.reclaim = rs_reclaim,
 	.population = rs_population,

@@ -62,6 +62,19 @@ uint64_t rs_population(const struct cistern *c, const struct cistern_stats *st);
 /* Rate limiter: may a reader take n more? may a producer put one more? */
 bool rs_rate_allows_read(struct cistern *c, uint64_t n);
 bool rs_rate_allows_put(struct cistern *c);
+/* The rate limiter counts n reads made. */
+void rs_rate_count_reads(struct cistern *c, uint64_t n);
+/* May a read of n pinned samples start (reception open)? 0, -EAGAIN, or the pin bit's error. */
+int rs_open_read_ready(struct cistern *c, size_t n);
+/*
+ * Draw and pin batch members while held samples are dense (reservoir.c);
+ * confirm false leaves the sole reader's pins for the caller to confirm.
+ */
+void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
+		      size_t *dups, uint64_t probes, bool confirm);
+/* gather.c: cistern_get_batch() in one pass for the sole reader; -EAGAIN = general path. */
+int rs_gather_sole(struct cistern *c, struct cistern_sample *tmp, size_t n,
+		   const struct cistern_gather *g);
 
 /* pairs.c: SimPairedReservoir's (sim_id, time_step) -> slot index */
 void pairs_publish(struct cistern *c, uint64_t index);

@@ -30,6 +30,7 @@ struct run {
 	size_t batch;           /* readers use acquire_batch of this size (0: single) */
 	bool pairs;             /* readers use acquire_pair */
 	int readers;            /* reader processes (0: NREAD) */
+	bool gather;            /* readers use get_batch of `batch` samples (copies) */
 };
 
 static void record(struct shared *sh, const struct run *rn, const struct cistern_sample *s)
@@ -60,9 +61,31 @@ static int reader(const char *name, struct shared *sh, const struct run *rn)
 	if (cistern_attach(name, &c) < 0)
 		return 1;
 	struct cistern_sample s[256];
+	static unsigned char buf[256 * PAYLOAD];
+	size_t lens[256];
+	struct cistern_meta metas[256];
 	for (;;) {
 		int r;
 		size_t n;
+		if (rn->gather) {
+			r = cistern_get_batch(c, buf, PAYLOAD, rn->batch, lens, metas, WAIT_MS);
+			if (r == CISTERN_EOD)
+				break;
+			if (r < 0) {
+				atomic_fetch_add(&sh->errors, 1);
+				return 2;
+			}
+			for (int i = 0; i < r; i++) {
+				struct cistern_sample copy = {.data = buf + (size_t)i * PAYLOAD,
+							      .len = lens[i], .meta = metas[i]};
+				record(sh, rn, &copy);
+				for (int j = i + 1; j < r; j++)
+					if (metas[i].sample_id == metas[j].sample_id)
+						atomic_fetch_add(&sh->bad_batches, 1);
+			}
+			atomic_fetch_add(&sh->total_reads, (uint64_t)r);
+			continue;
+		}
 		if (rn->pairs) {
 			r = cistern_acquire_pair(c, s, WAIT_MS);
 			n = 2;
@@ -275,6 +298,19 @@ Test(policies_mp, sole_reader_pinned_batches_are_distinct_and_never_overwritten,
 			 .per_producer = 3000, .batch = 16, .hold_us = 50, .readers = 1};
 	struct cistern_stats st;
 	struct shared *sh = run_policy("mp-sole-batch", &rn, NULL, &st);
+	cr_assert_eq(atomic_load(&sh->bad_batches), 0);
+	assert_every_sample_read(sh, &rn, 0);
+	cr_assert_eq(st.evicted_unseen, 0);
+	cr_assert_gt(st.evictions, 0, "producers did overwrite slots meanwhile");
+}
+
+Test(policies_mp, sole_reader_gathered_batches_are_whole_and_distinct, .timeout = 120)
+{
+	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 64, .watermark = 16,
+				 .flags = CISTERN_SINGLE_READER},
+			 .per_producer = 5000, .batch = 16, .gather = true, .readers = 1};
+	struct cistern_stats st;
+	struct shared *sh = run_policy("mp-sole-gather", &rn, NULL, &st);
 	cr_assert_eq(atomic_load(&sh->bad_batches), 0);
 	assert_every_sample_read(sh, &rn, 0);
 	cr_assert_eq(st.evicted_unseen, 0);

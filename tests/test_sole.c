@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "helpers.h"
 #include "internal.h"
@@ -128,6 +129,57 @@ Test(sole, sole_reader_batches_count_each_read_once_and_leave_no_pin)
 		seen_sum(c, &pinned);
 		cr_assert_not(pinned, "every pin went with its release");
 	}
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(sole, sole_readers_get_batch_copies_distinct_samples_and_counts_each_once)
+{
+	char name[64];
+	struct cistern *c = create_reservoir("so-rget", name, sizeof(name), CISTERN_RESERVOIR, 64);
+	for (int i = 0; i < 64; i++) {
+		struct cistern_meta m = {.sim_id = (uint32_t)i};
+		cr_assert_eq(cistern_put(c, &i, sizeof(i), &m, 0), 0);
+	}
+	int buf[16];
+	size_t len[16];
+	struct cistern_meta meta[16];
+	bool pinned;
+	/* The first read takes the role; the ones after it go the sole reader's one-pass way. */
+	for (int round = 1; round <= 50; round++) {
+		memset(len, 0, sizeof(len));
+		cr_assert_eq(cistern_get_batch(c, buf, sizeof(int), 16, len, meta, 0), 16);
+		for (int i = 0; i < 16; i++) {
+			cr_assert_eq(len[i], sizeof(int));
+			cr_assert_eq((uint32_t)buf[i], meta[i].sim_id, "payload and metadata agree");
+			for (int j = i + 1; j < 16; j++)
+				cr_assert_neq(meta[i].sample_id, meta[j].sample_id, "distinct members");
+		}
+		cr_assert_eq(seen_sum(c, &pinned), 16u * round, "each copy counted once");
+		cr_assert_not(pinned, "nothing stays pinned after a get");
+	}
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.gets, 50 * 16);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(sole, sole_readers_get_batch_into_too_narrow_a_stride_reads_nothing)
+{
+	char name[64];
+	struct cistern *c = create_reservoir("so-rnarrow", name, sizeof(name), CISTERN_RESERVOIR, 8);
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(cistern_put(c, "12345678", 8, NULL, 0), 0);
+	char buf[8 * 8];
+	bool pinned;
+	/* Twice: once taking the role (the general path), once holding it (one pass). */
+	for (int k = 0; k < 2; k++) {
+		cr_assert_eq(cistern_get_batch(c, buf, 4, 4, NULL, NULL, 0), -EMSGSIZE);
+		cr_assert_eq(seen_sum(c, &pinned), 0, "nothing was counted as read");
+		cr_assert_not(pinned);
+	}
+	cr_assert_eq(cistern_get_batch(c, buf, 8, 4, NULL, NULL, 0), 4, "a wide enough stride reads");
 	cistern_detach(c);
 	cistern_unlink(name);
 }

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gather.c - cistern_get_batch() in one pass, for the sole reader of an open
+ * reservoir (CISTERN_SINGLE_READER).
+ *
+ * The general path acquires the batch (a pin, a seen count and a sample
+ * record for each member), copies it out, then releases it: three passes over
+ * the members and their slot metadata. Here the members are drawn and pinned
+ * with plain stores as for an acquire (rs_stream_pinned, unconfirmed); after
+ * one seq_cst fence every pin is checked (the handshake in pins.c); and only
+ * when all of them hold is each member counted as seen, copied out and
+ * unpinned, one after the other. Nothing is held when it returns, so no
+ * sample record is filled and no release is owed.
+ *
+ * It answers -EAGAIN whenever the general path should do the work instead:
+ * reception closed (reads then take samples rather than pin them), held
+ * samples sparse, a batch the stream could not fill, or a producer that took
+ * a member before the fence (rare; the pins are undone and the general path
+ * draws again). -EMSGSIZE and -EPROTO are answered here, with nothing read,
+ * as the general path would.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "reservoir.h"
+
+/*
+ * Payload prefetch while copying: GATHER_AHEAD members on, up to GATHER_LINES
+ * lines of each, as cistern_get_batch() does on its general path (api.c).
+ */
+#define GATHER_AHEAD 16
+#define GATHER_LINES 8
+
+static inline void prefetch_payload(const struct cistern_sample *s)
+{
+	const char *p = s->data;
+	size_t len = s->len;
+	if (len > GATHER_LINES * CISTERN_CACHELINE)
+		len = GATHER_LINES * CISTERN_CACHELINE;
+	for (size_t off = 0; off < len; off += CISTERN_CACHELINE)
+		__builtin_prefetch(p + off, 0, 3);
+}
+
+/* Give back the n pins of tmp[] (none counted as a read) and let producers know. */
+static void undo_pins(struct cistern *c, const struct cistern_sample *tmp, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		cistern__unpin_quiet(c, tmp[i].index_);
+	/* The unpins were plain stores; a producer may have backed off from one. */
+	cistern__fence_before_wake();
+	cistern__wake_producers(c);
+}
+
+/*
+ * After the fence: 0 if every member's word is the one seen held before it
+ * was pinned and its length fits; else what to answer.
+ */
+static int check_members(struct cistern *c, struct cistern_sample *tmp, size_t n, size_t stride)
+{
+	int r = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct cistern_slotmeta *m = &c->meta[tmp[i].index_];
+		tmp[i].data = cistern__payload(c, tmp[i].index_);
+		tmp[i].len = (size_t)m->len;
+		/* Relaxed, after the fence: sees any producer's claim from before it. */
+		if (atomic_load_explicit(&m->word, memory_order_relaxed) != tmp[i].pos_)
+			return -EAGAIN; /* a lost race; lengths of lost members mean nothing */
+		if (m->len > c->slot_size)
+			r = -EPROTO; /* only a damaged segment says this */
+		else if (m->len > stride && r == 0)
+			r = -EMSGSIZE;
+	}
+	return r;
+}
+
+int rs_gather_sole(struct cistern *c, struct cistern_sample *tmp, size_t n,
+		   const struct cistern_gather *g)
+{
+	struct cistern_hdr *h = c->hdr;
+	if (!c->sole_reading || rs_closed(c))
+		return -EAGAIN;
+	if (h->policy == CISTERN_BATCH_RESERVOIR && n != h->batch_size)
+		return -EAGAIN; /* the general path says -EINVAL */
+	if (rs_open_read_ready(c, n) < 0 || cistern__scratch_reset(c, n) < 0)
+		return -EAGAIN;
+	uint64_t probes = cistern__pick_probes(c, &c->pick_read);
+	if (!probes)
+		return -EAGAIN;
+	size_t got = 0, dups = 0;
+	rs_stream_pinned(c, tmp, n, &got, &dups, probes, false);
+	if (got < n) {
+		undo_pins(c, tmp, got);
+		return -EAGAIN;
+	}
+	/* seq_cst: every pin stored above is ordered before the checks below. */
+	cistern__full_fence();
+	int r = check_members(c, tmp, n, g->stride);
+	if (r < 0) {
+		undo_pins(c, tmp, n);
+		return r;
+	}
+	for (size_t i = 0; i < GATHER_AHEAD && i < n; i++)
+		prefetch_payload(&tmp[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (i + GATHER_AHEAD < n)
+			prefetch_payload(&tmp[i + GATHER_AHEAD]);
+		memcpy(g->dst + i * g->stride, tmp[i].data, tmp[i].len);
+		if (g->len)
+			g->len[i] = tmp[i].len;
+		if (g->meta) {
+			struct cistern_slotmeta *m = &c->meta[tmp[i].index_];
+			g->meta[i] = (struct cistern_meta){
+				.sample_id = m->sample_id,
+				.sim_id = __atomic_load_n(&m->sim_id, __ATOMIC_RELAXED),
+				.time_step = __atomic_load_n(&m->time_step, __ATOMIC_RELAXED),
+			};
+		}
+		/*
+		 * Seen, then the unpin: its release store publishes both the
+		 * count and the end of our reads to the producer that next
+		 * finds the slot unpinned (a seq_cst load, acquiring).
+		 */
+		cistern__seen_add(c, tmp[i].index_);
+		cistern__unpin_quiet(c, tmp[i].index_);
+	}
+	cistern__count(&c->me->ctr.gets, n);
+	rs_rate_count_reads(c, n);
+	/* Samples just unpinned (and some just seen) may be what a producer waits for. */
+	cistern__fence_before_wake();
+	cistern__wake_producers(c);
+	return (int)n;
+}
