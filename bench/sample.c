@@ -4,6 +4,10 @@
  * segment of 100,000 slots.
  *
  *  - C gather baseline: 256 random rows memcpy'd out of a plain array.
+ *  - Two floors, with no library either: the tag word of 256 random rows read
+ *    with the rows prefetched 16 ahead (what any zero-copy read of a random
+ *    batch must pay, one cache miss a sample, overlapped), and the same with
+ *    each row copied out (the same for any gathered batch).
  *  - cistern, policies batch_reservoir and reservoir: a reader process acquires
  *    256 samples and reads them in place (zero-copy), or cistern_get()s 256
  *    samples into one batch buffer (gathered). A policy this build does not
@@ -29,7 +33,15 @@
 #define S_SIZE 256u
 #define S_BATCH 256u
 
-enum skind { S_GATHER, S_CIS_ZC, S_CIS_GET, S_CIS_ONE };
+enum skind { S_GATHER, S_TOUCH_PF, S_GATHER_PF, S_CIS_ZC, S_CIS_GET, S_CIS_ONE };
+
+/* The floors: how far ahead rows are prefetched (the library's batch paths use 16 too). */
+#define S_AHEAD 16u
+
+static int plain_array(enum skind k)
+{
+	return k == S_GATHER || k == S_TOUCH_PF || k == S_GATHER_PF;
+}
 
 struct samp {
 	enum skind kind;
@@ -62,6 +74,24 @@ static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *h
 		}
 		for (unsigned k = 0; k < S_BATCH; k++)
 			*bad += !tag_ok(*(const uint64_t *)(batch + (size_t)k * S_SIZE));
+	} else if (s->kind == S_TOUCH_PF || s->kind == S_GATHER_PF) {
+		uint32_t idx[S_BATCH];
+		for (unsigned k = 0; k < S_BATCH; k++)
+			idx[k] = (uint32_t)(rng_next(seed) % S_SLOTS);
+		for (unsigned k = 0; k < S_BATCH; k++) {
+			if (k + S_AHEAD < S_BATCH) {
+				const unsigned char *row = arr + (size_t)idx[k + S_AHEAD] * S_SIZE;
+				unsigned lines = s->kind == S_GATHER_PF ? S_SIZE / 64 : 1;
+				for (unsigned l = 0; l < lines; l++)
+					__builtin_prefetch(row + l * 64, 0, 3);
+			}
+			const unsigned char *row = arr + (size_t)idx[k] * S_SIZE;
+			if (s->kind == S_GATHER_PF) {
+				memcpy(batch + (size_t)k * S_SIZE, row, S_SIZE);
+				row = batch + (size_t)k * S_SIZE;
+			}
+			*bad += !tag_ok(*(const uint64_t *)row);
+		}
 	} else if (s->kind == S_CIS_ZC) {
 		rc = cistern_acquire_batch(c, held, S_BATCH, 1000);
 		if (rc != (int)S_BATCH) {
@@ -126,7 +156,7 @@ static int samp_child(int role, int idx, void *arg)
 	if (posix_memalign((void **)&batch, 4096, (size_t)S_BATCH * S_SIZE) != 0)
 		return 1;
 	memset(batch, 0, (size_t)S_BATCH * S_SIZE);
-	if (s->kind == S_GATHER) {
+	if (plain_array(s->kind)) {
 		arr = malloc((size_t)S_SLOTS * S_SIZE);
 		if (!arr)
 			goto out;
@@ -286,6 +316,8 @@ void sec_sample(void)
 		{ "cistern reservoir gathered (get_batch)", S_CIS_GET, CISTERN_RESERVOIR, 0, -1, 0, "", NULL },
 		{ "cistern reservoir acquire/release one at a time x256", S_CIS_ONE, CISTERN_RESERVOIR, 0, -1, 0, "", NULL },
 		{ "C gather baseline (memcpy 256 random rows of a plain array)", S_GATHER, CISTERN_FIFO, 0, -1, 0, "", NULL },
+		{ "floor, no library: tag word of 256 random rows, prefetched 16 ahead", S_TOUCH_PF, CISTERN_FIFO, 0, -1, 0, "", NULL },
+		{ "floor, no library: memcpy 256 random rows, prefetched 16 ahead", S_GATHER_PF, CISTERN_FIFO, 0, -1, 0, "", NULL },
 	};
 	int n = (int)(sizeof t / sizeof t[0]);
 	char err[160];
@@ -301,14 +333,20 @@ void sec_sample(void)
 	g_bars.s4_gather = t[1].row;
 	g_bars.s4_zc_any = t[2].row;
 	g_bars.s4_gather_any = t[3].row;
+	for (int i = 0; i < n; i++) {
+		if (t[i].kind == S_TOUCH_PF)
+			g_bars.s4_floor_zc = t[i].row;
+		if (t[i].kind == S_GATHER_PF)
+			g_bars.s4_floor_gather = t[i].row;
+	}
 
 	for (int i = 0; i < n; i++) {
 		struct samp s = { .kind = t[i].kind, .name = t[i].name };
 		double k = 0;
-		if (t[i].kind != S_GATHER) {
+		if (!plain_array(t[i].kind)) {
 			/* The rows of one policy and flags share the segment of their first row. */
 			int first = i;
-			while (first > 0 && t[first - 1].kind != S_GATHER && t[first - 1].pol == t[i].pol &&
+			while (first > 0 && !plain_array(t[first - 1].kind) && t[first - 1].pol == t[i].pol &&
 			       t[first - 1].flags == t[i].flags)
 				first--;
 			if (first != i) {
