@@ -63,9 +63,11 @@ struct chaos_policy {
 	const char *name;
 	struct cistern_config cfg;
 	void (*verify)(const struct chaos_result *res);
+	unsigned batch; /* readers acquire batches of this many (0: one sample at a time) */
 };
 
 static const char *chaos_name;
+static unsigned chaos_batch;
 
 /* ---- participants (children) ---------------------------------------------- */
 
@@ -140,6 +142,20 @@ static int producer(struct chaos_shared *sh, uint32_t p)
  * reader killed between the call's return and its record would lose the
  * sample for the bookkeeping though the library delivered it.
  */
+/* Check a received sample: count it, or count it as damaged. */
+static void record(struct chaos_shared *sh, const struct cistern_sample *s)
+{
+	const uint8_t *data = s->data;
+	uint32_t p, seq;
+	memcpy(&p, data, sizeof(p));
+	memcpy(&seq, data + 4, sizeof(seq));
+	if (s->len != PAYLOAD || p >= PRODUCERS || seq >= MAX_SEQ || s->meta.sim_id != p ||
+	    s->meta.time_step != seq || !check_payload(data + 8, PAYLOAD - 8, p, seq))
+		atomic_fetch_add(&sh->bad, 1);
+	else
+		atomic_fetch_add(&sh->received[p][seq], 1);
+}
+
 static int reader(struct chaos_shared *sh, uint32_t id)
 {
 	struct cistern *c;
@@ -147,8 +163,10 @@ static int reader(struct chaos_shared *sh, uint32_t id)
 		return 20;
 	double deadline = mono_now() + 600;
 	for (uint32_t n = id;; n++) {
-		struct cistern_sample s;
-		int r = cistern_acquire(c, &s, OP_TIMEOUT_MS);
+		struct cistern_sample s[8];
+		size_t want = chaos_batch ? chaos_batch : 1;
+		int r = chaos_batch ? cistern_acquire_batch(c, s, want, OP_TIMEOUT_MS)
+				    : cistern_acquire(c, s, OP_TIMEOUT_MS);
 		if (r == CISTERN_EOD)
 			break;
 		if (r == -ETIMEDOUT || r == -EBUSY) {
@@ -160,17 +178,11 @@ static int reader(struct chaos_shared *sh, uint32_t id)
 		}
 		if (r < 0)
 			return 22;
-		const uint8_t *data = s.data;
-		uint32_t p, seq;
-		memcpy(&p, data, sizeof(p));
-		memcpy(&seq, data + 4, sizeof(seq));
-		if (s.len != PAYLOAD || p >= PRODUCERS || seq >= MAX_SEQ || s.meta.sim_id != p ||
-		    s.meta.time_step != seq || !check_payload(data + 8, PAYLOAD - 8, p, seq))
-			atomic_fetch_add(&sh->bad, 1);
-		else
-			atomic_fetch_add(&sh->received[p][seq], 1);
+		size_t got = chaos_batch ? (size_t)r : 1;
+		for (size_t i = 0; i < got; i++)
+			record(sh, &s[i]);
 		hold_a_while(sh, PRODUCERS + (int)id, n);
-		if (cistern_release(c, &s) < 0)
+		if (cistern_release_batch(c, s, got) < 0)
 			return 23;
 	}
 	cistern_detach(c);
@@ -233,6 +245,7 @@ static void run_chaos(const struct chaos_policy *pol)
 	static char name[64];
 	snprintf(name, sizeof(name), "t-chaos-%s-%d", pol->name, (int)getpid());
 	chaos_name = name;
+	chaos_batch = pol->batch;
 	cistern_unlink(name);
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &pol->cfg, &c), 0);
@@ -436,6 +449,25 @@ Test(chaos, reservoir_survives_random_sigkills_without_unseen_eviction_or_wedge,
      .timeout = 900)
 {
 	run_chaos(&chaos_reservoir);
+}
+
+/*
+ * The reservoir with one reader at a time, reading batches: the holder pins
+ * with plain stores and one fence per batch, and is killed anywhere in that,
+ * including between a pin it stored and the check that confirms it.
+ */
+static const struct chaos_policy chaos_reservoir_sole = {
+	.name = "reservoir-sole",
+	.cfg = {.policy = CISTERN_RESERVOIR, .slot_size = PAYLOAD, .slot_count = 32,
+		.watermark = 8, .flags = CISTERN_SINGLE_READER},
+	.verify = verify_reservoir,
+	.batch = 4,
+};
+
+Test(chaos, single_reader_reservoir_survives_random_sigkills_without_unseen_eviction_or_wedge,
+     .timeout = 900)
+{
+	run_chaos(&chaos_reservoir_sole);
 }
 
 Test(chaos, fifo_survives_random_sigkills_without_loss_or_wedge, .timeout = 900)
