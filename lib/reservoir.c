@@ -202,11 +202,11 @@ int rs_abort(struct cistern *c, struct cistern_slot *slot)
 	return 0;
 }
 
-static inline void fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index,
-			       uint64_t word, uint32_t live)
+/* Make s the sample in slot index (metadata m, payload at data). */
+static inline void fill_sample_at(struct cistern_sample *s, const struct cistern_slotmeta *m,
+				  const void *data, uint64_t index, uint64_t word, uint32_t live)
 {
-	struct cistern_slotmeta *m = M(c, index);
-	s->data = cistern__payload(c, index);
+	s->data = data;
 	s->len = (size_t)m->len;
 	s->meta.sample_id = m->sample_id;
 	s->meta.sim_id = __atomic_load_n(&m->sim_id, __ATOMIC_RELAXED);
@@ -214,6 +214,12 @@ static inline void fill_sample(struct cistern *c, struct cistern_sample *s, uint
 	s->pos_ = sw_pos(word);
 	s->index_ = (uint32_t)index;
 	s->live_ = live;
+}
+
+static inline void fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index,
+			       uint64_t word, uint32_t live)
+{
+	fill_sample_at(s, M(c, index), cistern__payload(c, index), index, word, live);
 }
 
 /* Hand out a sample this handle pinned: seen += 1. */
@@ -294,8 +300,46 @@ int rs_release_generic(struct cistern *c, struct cistern_sample *s)
  * wake's seq_cst look at producers_waiting (wait.c), so a producer that
  * registered too late to be seen there re-checks after all of them.
  */
+/*
+ * rs_release_batch() for the sole reader holding no repeated pins (the usual
+ * case): each pinned sample's bit cleared by a release store, with what the
+ * loop reads of the handle in locals; anything else through the general path.
+ */
+static int release_batch_sole(struct cistern *c, struct cistern_sample *s, size_t n)
+{
+	int first = 0;
+	struct cistern_slotmeta *meta = c->meta;
+	uint64_t nslots = c->slot_count, bit = UINT64_C(1) << c->pin_bit;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t idx = s[i].index_;
+		int r = 0;
+		if (s[i].live_ == RS_LIVE_PINNED && idx < nslots) {
+			_Atomic uint64_t *pins = &meta[idx].pins;
+			uint64_t p = atomic_load_explicit(pins, memory_order_relaxed);
+			if (p & bit) {
+				/* Release: our reads of the payload come before it (pins.c). */
+				atomic_store_explicit(pins, p & ~bit, memory_order_release);
+				s[i].live_ = 0;
+				s[i].data = NULL;
+			} else {
+				r = -EINVAL;
+			}
+		} else {
+			r = rs_release_generic(c, &s[i]);
+		}
+		if (r < 0 && first == 0)
+			first = r;
+	}
+	/* The unpins were plain stores; one wake for all of them, as below. */
+	cistern__fence_before_wake();
+	cistern__wake_producers(c);
+	return first;
+}
+
 int rs_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 {
+	if (c->sole_reading && c->dups.used == 0 && c->pin_bit >= 0)
+		return release_batch_sole(c, s, n);
 	int first = 0;
 	bool wake = false;
 	for (size_t i = 0; i < n; i++) {
@@ -530,23 +574,32 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
 				bool *woke)
 {
 	size_t kept = 0;
-	bool undone = false;
+	bool undone = false, prefetch = !c->gathering;
+	/* Locals: stores into s[] could alias the handle's fields (see rs_stream_pinned()). */
+	struct cistern_slotmeta *meta = c->meta;
+	const char *arena = c->arena;
+	uint64_t stride = c->slot_stride;
 	/* seq_cst: orders every pin store above before the look again below. */
 	cistern__full_fence();
 	for (size_t i = 0; i < n; i++) {
 		uint32_t idx = s[i].index_;
 		uint64_t w = s[i].pos_;
-		if (atomic_load_explicit(&M(c, idx)->word, memory_order_relaxed) != w) {
+		struct cistern_slotmeta *m = &meta[idx];
+		if (atomic_load_explicit(&m->word, memory_order_relaxed) != w) {
 			/* Only a pin stored now can fail: a repeated one kept the slot. */
 			cistern__unpin_sole_store(c, idx);
 			cistern__scratch_forget(&c->scratch, idx);
 			undone = true;
 			continue;
 		}
-		*woke |= cistern__seen_add(c, idx) == 0;
-		if (!c->gathering)
-			__builtin_prefetch(cistern__payload(c, idx), 0, 3);
-		fill_sample(c, &s[kept++], idx, w, RS_LIVE_PINNED);
+		/* seen += 1 by a load and a store: cistern__seen_add() for the sole reader. */
+		uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
+		atomic_store_explicit(&m->seen, seen + 1, memory_order_relaxed);
+		*woke |= seen == 0;
+		const char *data = arena + idx * stride;
+		if (prefetch)
+			__builtin_prefetch(data, 0, 3);
+		fill_sample_at(&s[kept++], m, data, idx, w, RS_LIVE_PINNED);
 	}
 	if (undone) {
 		/* A producer may have backed off from a pin that is gone now. */
