@@ -13,6 +13,7 @@
  * sample record is filled and no release is owed.
  *
  * It answers -EAGAIN whenever the general path should do the work instead:
+ * samples already held by the handle (acquired and not yet released),
  * reception closed (reads then take samples rather than pin them), held
  * samples sparse, a batch the stream could not fill, or a producer that took
  * a member before the fence (rare; the pins are undone and the general path
@@ -77,7 +78,12 @@ int rs_gather_sole(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		   const struct cistern_gather *g)
 {
 	struct cistern_hdr *h = c->hdr;
-	if (!c->sole_reading || rs_closed(c))
+	/*
+	 * Only while the handle holds nothing: then no pin of ours is on any
+	 * slot, so the stream tells repeats by our pin bit, and each member
+	 * is unpinned below with a plain store (no repeated pins to keep).
+	 */
+	if (!c->sole_reading || c->holding != 0 || c->dups.used != 0 || rs_closed(c))
 		return -EAGAIN;
 	if (h->policy == CISTERN_BATCH_RESERVOIR && n != h->batch_size)
 		return -EAGAIN; /* the general path says -EINVAL */
@@ -99,29 +105,40 @@ int rs_gather_sole(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		undo_pins(c, tmp, n);
 		return r;
 	}
+	/*
+	 * Locals: the copies into g->dst could alias the handle's fields as far
+	 * as the compiler knows, which would reload them for every member.
+	 */
+	struct cistern_slotmeta *meta = c->meta;
+	uint64_t bit = UINT64_C(1) << c->pin_bit;
+	char *dst = g->dst;
+	size_t stride = g->stride;
 	for (size_t i = 0; i < GATHER_AHEAD && i < n; i++)
 		prefetch_payload(&tmp[i]);
 	for (size_t i = 0; i < n; i++) {
 		if (i + GATHER_AHEAD < n)
 			prefetch_payload(&tmp[i + GATHER_AHEAD]);
-		memcpy(g->dst + i * g->stride, tmp[i].data, tmp[i].len);
+		struct cistern_slotmeta *m = &meta[tmp[i].index_];
+		memcpy(dst + i * stride, tmp[i].data, tmp[i].len);
 		if (g->len)
 			g->len[i] = tmp[i].len;
-		if (g->meta) {
-			struct cistern_slotmeta *m = &c->meta[tmp[i].index_];
+		if (g->meta)
 			g->meta[i] = (struct cistern_meta){
 				.sample_id = m->sample_id,
 				.sim_id = __atomic_load_n(&m->sim_id, __ATOMIC_RELAXED),
 				.time_step = __atomic_load_n(&m->time_step, __ATOMIC_RELAXED),
 			};
-		}
 		/*
-		 * Seen, then the unpin: its release store publishes both the
-		 * count and the end of our reads to the producer that next
-		 * finds the slot unpinned (a seq_cst load, acquiring).
+		 * Seen += 1, then the unpin, as cistern__seen_add() and
+		 * cistern__unpin_sole_store() do for the sole reader (the pin
+		 * is ours and confirmed): the unpin's release store publishes
+		 * both the count and the end of our reads to the producer that
+		 * next finds the slot unpinned (a seq_cst load, acquiring).
 		 */
-		cistern__seen_add(c, tmp[i].index_);
-		cistern__unpin_quiet(c, tmp[i].index_);
+		uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
+		atomic_store_explicit(&m->seen, seen + 1, memory_order_relaxed);
+		uint64_t pins = atomic_load_explicit(&m->pins, memory_order_relaxed);
+		atomic_store_explicit(&m->pins, pins & ~bit, memory_order_release);
 	}
 	cistern__count(&c->me->ctr.gets, n);
 	rs_rate_count_reads(c, n);

@@ -650,6 +650,13 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	uint64_t misses = 0;
 	bool woke = false, sole = c->sole_reading;
 	/*
+	 * Unconfirmed pins (a gather, gather.c, which runs only while the
+	 * handle holds nothing): the pin bit itself tells a repeat, so the
+	 * scratch set is not needed.
+	 */
+	bool by_pin = sole && !confirm;
+	uint64_t bit = by_pin ? UINT64_C(1) << c->pin_bit : 0;
+	/*
 	 * Locals for what the loop reads of the handle on every candidate, and
 	 * the generator's state, written back at the end: the stores into out[]
 	 * could alias the handle's fields as far as the compiler knows, which
@@ -680,6 +687,25 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 		uint64_t w = atomic_load_explicit(&meta[idx].word, memory_order_acquire);
 		if (sw_state(w) != RS_HELD) {
 			misses++;
+			continue;
+		}
+		if (by_pin) {
+			/*
+			 * The gather's own bookkeeping: with nothing else held,
+			 * our bit on a slot means this batch drew it already.
+			 */
+			_Atomic uint64_t *pins = &meta[idx].pins;
+			uint64_t old = atomic_load_explicit(pins, memory_order_relaxed);
+			if (old & bit) {
+				d++;
+				misses = 0;
+				continue;
+			}
+			atomic_store_explicit(pins, old | bit, memory_order_relaxed);
+			out[k].index_ = idx;
+			out[k].pos_ = w;
+			k++;
+			misses = 0;
 			continue;
 		}
 		if (cistern__scratch_find(&set, idx, &at)) {

@@ -165,6 +165,69 @@ Test(sole, sole_readers_get_batch_copies_distinct_samples_and_counts_each_once)
 	cistern_unlink(name);
 }
 
+/*
+ * A sample the reader holds (acquired, not yet released) stays drawable by
+ * its gets, as by any read: a held member is pinned a second time, not left
+ * out. With 8 of 64 held and batches of 8, about one member a batch is held.
+ */
+Test(sole, sole_readers_get_batch_may_draw_what_it_holds_and_keeps_its_pins)
+{
+	char name[64];
+	struct cistern *c = create_reservoir("so-rgeth", name, sizeof(name), CISTERN_RESERVOIR, 64);
+	for (int i = 0; i < 64; i++)
+		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
+	struct cistern_sample held[8];
+	cr_assert_eq(cistern_acquire_batch(c, held, 8, 0), 8);
+	int buf[8];
+	struct cistern_meta meta[8];
+	unsigned held_drawn = 0;
+	bool pinned;
+	for (int round = 0; round < 100; round++) {
+		cr_assert_eq(cistern_get_batch(c, buf, sizeof(int), 8, NULL, meta, 0), 8);
+		for (int i = 0; i < 8; i++) {
+			for (int j = i + 1; j < 8; j++)
+				cr_assert_neq(meta[i].sample_id, meta[j].sample_id, "distinct members");
+			for (int h = 0; h < 8; h++)
+				held_drawn += meta[i].sample_id == held[h].meta.sample_id;
+		}
+		for (int h = 0; h < 8; h++)
+			cr_assert_neq(atomic_load(&c->meta[held[h].index_].pins), 0,
+				      "a get unpinned a sample the reader still holds");
+	}
+	/* About 100 expected; none at all has odds of (56/64)^800 (about 1e-46). */
+	cr_assert_gt(held_drawn, 0, "held samples were never drawn");
+	cr_assert_eq(seen_sum(c, &pinned), 8 + 100 * 8);
+	cr_assert_eq(cistern_release_batch(c, held, 8), 0);
+	seen_sum(c, &pinned);
+	cr_assert_not(pinned, "every pin went with its release");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+/* Draws from a reservoir barely larger than the batch repeat often; members stay distinct. */
+Test(sole, sole_readers_get_batch_of_nearly_every_sample_is_still_distinct)
+{
+	char name[64];
+	struct cistern *c = create_reservoir("so-rgetn", name, sizeof(name), CISTERN_RESERVOIR, 40);
+	for (int i = 0; i < 40; i++)
+		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
+	int buf[32];
+	bool pinned;
+	for (int round = 1; round <= 100; round++) {
+		cr_assert_eq(cistern_get_batch(c, buf, sizeof(int), 32, NULL, NULL, 0), 32);
+		bool seen[40] = {false};
+		for (int i = 0; i < 32; i++) {
+			cr_assert(buf[i] >= 0 && buf[i] < 40);
+			cr_assert_not(seen[buf[i]], "sample %d twice in one batch", buf[i]);
+			seen[buf[i]] = true;
+		}
+		cr_assert_eq(seen_sum(c, &pinned), 32u * round);
+		cr_assert_not(pinned);
+	}
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
 Test(sole, sole_readers_get_batch_into_too_narrow_a_stride_reads_nothing)
 {
 	char name[64];
