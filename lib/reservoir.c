@@ -638,6 +638,11 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
  * a member takes `probes` misses in a row, or repeats pass the caller's
  * bound, it stops early and the caller goes on member by member.
  *
+ * While the sole reader holds nothing (rs_pin_tells_repeats()), a slot that
+ * carries its pin bit was drawn by this batch already: repeats are told by
+ * that bit, and the scratch set is left empty (the caller fills it if it
+ * goes on member by member).
+ *
  * confirm false (the sole reader only, gather.c): the members are left as
  * the sole reader stored them, pins unconfirmed and not counted, with
  * index_ and the word seen held in pos_; the caller confirms them.
@@ -649,12 +654,7 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	size_t k = *got, d = *dups, start = k, dmax = n / 4 + 8;
 	uint64_t misses = 0;
 	bool woke = false, sole = c->sole_reading;
-	/*
-	 * Unconfirmed pins (a gather, gather.c, which runs only while the
-	 * handle holds nothing): the pin bit itself tells a repeat, so the
-	 * scratch set is not needed.
-	 */
-	bool by_pin = sole && !confirm;
+	bool by_pin = rs_pin_tells_repeats(c);
 	uint64_t bit = by_pin ? UINT64_C(1) << c->pin_bit : 0;
 	/*
 	 * Locals for what the loop reads of the handle on every candidate, and
@@ -690,10 +690,7 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 			continue;
 		}
 		if (by_pin) {
-			/*
-			 * The gather's own bookkeeping: with nothing else held,
-			 * our bit on a slot means this batch drew it already.
-			 */
+			/* Our bit on a slot: this batch drew it already. */
 			_Atomic uint64_t *pins = &meta[idx].pins;
 			uint64_t old = atomic_load_explicit(pins, memory_order_relaxed);
 			if (old & bit) {
@@ -783,6 +780,10 @@ static int reservoir_try_acquire_n(struct cistern *c, struct cistern_sample *out
 		uint64_t probes = cistern__pick_probes(c, &c->pick_read);
 		if (probes)
 			rs_stream_pinned(c, out, n, &got, &dups, probes, true);
+		/* The steps below tell repeats by the scratch set: give it the stream's members. */
+		if (got < n && rs_pin_tells_repeats(c))
+			for (size_t i = 0; i < got; i++)
+				cistern__scratch_add(&c->scratch, out[i].index_);
 	}
 	while (got < n) {
 		if (dups > n / 4 + 8) {

@@ -67,6 +67,15 @@ void rs_rate_count_reads(struct cistern *c, uint64_t n);
 /* May a read of n pinned samples start (reception open)? 0, -EAGAIN, or the pin bit's error. */
 int rs_open_read_ready(struct cistern *c, size_t n);
 /*
+ * True while the handle is the sole reader and holds nothing (no acquired
+ * sample, no repeated pin): then its pin bit is on no slot but those the
+ * batch being drawn has pinned, and rs_stream_pinned() tells repeats by it.
+ */
+static inline bool rs_pin_tells_repeats(const struct cistern *c)
+{
+	return c->sole_reading && c->holding == 0 && c->dups.used == 0;
+}
+/*
  * Draw and pin batch members while held samples are dense (reservoir.c);
  * confirm false leaves the sole reader's pins for the caller to confirm.
  */

@@ -204,8 +204,11 @@ Test(sole, sole_readers_get_batch_may_draw_what_it_holds_and_keeps_its_pins)
 	cistern_unlink(name);
 }
 
-/* Draws from a reservoir barely larger than the batch repeat often; members stay distinct. */
-Test(sole, sole_readers_get_batch_of_nearly_every_sample_is_still_distinct)
+/*
+ * Draws from a reservoir barely larger than the batch repeat often, so the
+ * batch is finished member by member; its members stay distinct.
+ */
+Test(sole, sole_readers_batch_of_nearly_every_sample_is_still_distinct)
 {
 	char name[64];
 	struct cistern *c = create_reservoir("so-rgetn", name, sizeof(name), CISTERN_RESERVOIR, 40);
@@ -222,6 +225,21 @@ Test(sole, sole_readers_get_batch_of_nearly_every_sample_is_still_distinct)
 			seen[buf[i]] = true;
 		}
 		cr_assert_eq(seen_sum(c, &pinned), 32u * round);
+		cr_assert_not(pinned);
+	}
+	/* The same for batches acquired in place. */
+	struct cistern_sample s[32];
+	for (int round = 1; round <= 100; round++) {
+		cr_assert_eq(cistern_acquire_batch(c, s, 32, 0), 32);
+		bool seen[40] = {false};
+		for (int i = 0; i < 32; i++) {
+			int v = *(const int *)s[i].data;
+			cr_assert(v >= 0 && v < 40);
+			cr_assert_not(seen[v], "sample %d twice in one acquired batch", v);
+			seen[v] = true;
+		}
+		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+		seen_sum(c, &pinned);
 		cr_assert_not(pinned);
 	}
 	cistern_detach(c);
