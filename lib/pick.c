@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * pick.c - uniform random picks among the slots that qualify (held samples for
- * a reader, evictable samples for a producer, empty slots for a fill).
+ * a reader, evictable samples for a producer, empty slots for a fill that
+ * found none near its cursor: see reservoir.c).
  *
  * The slot state words in shared memory are the only truth. A Roaring bitmap
  * cannot be changed lock-free by several processes, so none is shared: each

@@ -56,6 +56,68 @@ static bool is_evictable(struct cistern *c, uint64_t i, void *arg)
 	       atomic_load_explicit(&m->pins, memory_order_relaxed) == 0;
 }
 
+/* How many slots a fill looks at after its cursor before it picks at random. */
+#define FILL_LOOK 8
+
+/*
+ * Which empty slot a sample goes to does not matter to any read (reads draw
+ * uniformly over the held samples, wherever they sit), so a fill need not
+ * pick one at random. Each handle keeps a cursor and takes the first empty
+ * slot among the FILL_LOOK from there, so that filling an empty segment costs
+ * a load or two per sample rather than a pick (whose snapshot select walks a
+ * bitset once empties grow sparse). The cursor starts at a random slot, so
+ * that producers filling at once do not all contend for the same ones.
+ * False if none of those slots is empty; the caller then picks.
+ */
+static bool fill_cursor_next(struct cistern *c, uint64_t *out)
+{
+	uint64_t n = c->slot_count;
+	uint64_t i = c->fill_next ? c->fill_next - 1 : cistern__rng_below(&c->rng, n);
+	bool found = false;
+	for (int k = 0; k < FILL_LOOK && !found; k++) {
+		found = is_empty(c, i, NULL);
+		if (found)
+			*out = i;
+		i = i + 1 == n ? 0 : i + 1;
+	}
+	c->fill_next = i + 1; /* 0 means "not started" */
+	return found;
+}
+
+/*
+ * A slot just went EMPTY here: leave a hint for the next fill, which
+ * otherwise, with one empty slot among many (a full FIRO that a reader just
+ * took from), finds it only by rebuilding its snapshot, a read of every
+ * slot word. Relaxed: a fill that sees the hint before the word re-checks
+ * the word anyway and passes the slot by; the hint is never trusted.
+ */
+static void note_vacancy(struct cistern *c, uint64_t index)
+{
+	atomic_store_explicit(&c->hdr->vacated[index & (CISTERN_VACANCIES - 1)],
+			      (uint32_t)index + 1, memory_order_relaxed);
+}
+
+/*
+ * Take a hinted empty slot, clearing each hint looked at (by CAS, so that a
+ * hint left meanwhile for another slot stays). False if none was empty.
+ */
+static bool fill_from_vacancies(struct cistern *c, uint64_t *out)
+{
+	_Atomic uint32_t *v = c->hdr->vacated;
+	for (unsigned k = 0; k < CISTERN_VACANCIES; k++) {
+		uint32_t hint = atomic_load_explicit(&v[k], memory_order_relaxed);
+		if (hint == 0 || hint > c->slot_count)
+			continue;
+		atomic_compare_exchange_strong_explicit(&v[k], &hint, 0, memory_order_relaxed,
+							memory_order_relaxed);
+		if (is_empty(c, hint - 1, NULL)) {
+			*out = hint - 1;
+			return true;
+		}
+	}
+	return false;
+}
+
 int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
@@ -63,9 +125,11 @@ int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 		if (atomic_load_explicit(&h->filled, memory_order_relaxed) >= c->slot_count)
 			return -EAGAIN;
 		uint64_t idx;
-		int r = cistern__pick(c, &c->pick_empty, is_empty, NULL, &idx);
-		if (r < 0)
-			return r;
+		if (!fill_cursor_next(c, &idx) && !fill_from_vacancies(c, &idx)) {
+			int r = cistern__pick(c, &c->pick_empty, is_empty, NULL, &idx);
+			if (r < 0)
+				return r;
+		}
 		struct cistern_slotmeta *m = M(c, idx);
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_relaxed);
 		if (sw_state(w) != RS_EMPTY)
@@ -196,6 +260,7 @@ int rs_abort(struct cistern *c, struct cistern_slot *slot)
 	atomic_store_explicit(&M(c, slot->index_)->word,
 			      sw_make(slot->pos_ + c->slot_count, RS_EMPTY, 0), memory_order_seq_cst);
 	atomic_fetch_sub_explicit(&c->hdr->filled, 1, memory_order_seq_cst);
+	note_vacancy(c, slot->index_);
 	slot->live_ = 0;
 	cistern__wake_producers(c);
 	cistern__wake_readers(c); /* a reader may be waiting to see end of data */
@@ -263,6 +328,7 @@ void rs_remove(struct cistern *c, uint64_t index, uint64_t word)
 	atomic_store_explicit(&m->word, sw_make(sw_pos(word) + c->slot_count, RS_EMPTY, 0),
 			      memory_order_seq_cst);
 	atomic_fetch_sub_explicit(&c->hdr->filled, 1, memory_order_seq_cst);
+	note_vacancy(c, index);
 	cistern__wake_producers(c);
 	cistern__wake_readers(c); /* end of data may have arrived */
 }

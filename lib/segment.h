@@ -109,6 +109,9 @@ struct cistern_slotmeta {
 	uint32_t pad_;
 };
 
+/* Entries of the header's vacated-slot hints (a power of two). */
+#define CISTERN_VACANCIES 64
+
 struct cistern_hdr {
 	/* Immutable after creation: written before `magic` is published. */
 	CL_ALIGN char magic[8];
@@ -175,6 +178,13 @@ struct cistern_hdr {
 	/* Rate limiter: reads and puts since creation (kept only when it is on). */
 	CL_ALIGN _Atomic uint64_t rl_puts;
 	CL_ALIGN _Atomic uint64_t rl_gets;
+	/*
+	 * Reservoirs, FIRO: slots just emptied by a read or an abort, a hint
+	 * for the next fill (reservoir.c). Entry i % CISTERN_VACANCIES holds
+	 * slot i + 1, 0 = none; a fill re-checks the slot word and claims it
+	 * by CAS, so a stale or lost hint costs a pick, never a wrong claim.
+	 */
+	CL_ALIGN _Atomic uint32_t vacated[CISTERN_VACANCIES];
 
 	/* Counters of attachments that are gone. */
 	CL_ALIGN struct cistern_counters retired;

@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 
 #include "helpers.h"
+#include "internal.h"
 
 static struct cistern *make(const char *tag, char *name, size_t namelen,
 			    struct cistern_config cfg)
@@ -69,6 +70,61 @@ Test(firo, reads_wait_until_population_exceeds_watermark)
 	cr_assert_eq(cistern_get(c, &v, sizeof(v), NULL, 0), 4);
 	cr_assert_eq(stats(c).population, 3, "the read removed the sample (pseudo_epochs 1)");
 	drop(c, name);
+}
+
+/*
+ * A fill takes the empty slots near its cursor and never needs the picker's
+ * snapshot, whose rebuild reads every slot word.
+ */
+Test(reservoir, filling_an_empty_reservoir_needs_no_random_pick)
+{
+	char name[64];
+	struct cistern *c = make("res-fill", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 4096, .watermark = 1});
+	for (uint32_t i = 0; i < 4096; i++)
+		put_u32(c, i, 0, 0);
+	cr_assert_eq(stats(c).population, 4096);
+	cr_assert_eq(c->pick_empty.refreshes, 0, "a fill rebuilt the empty-slot snapshot (%lu times)", (unsigned long)c->pick_empty.refreshes);
+	drop(c, name);
+}
+
+/*
+ * In a full FIRO, the one empty slot is the one a read just emptied, in
+ * another handle: the producer finds it through the segment's vacancy
+ * hints, not by rebuilding its snapshot (a read of every slot word) on
+ * every put. Every sample put is still read exactly once.
+ */
+Test(firo, a_full_firos_producer_refills_what_a_reader_emptied_without_a_rescan)
+{
+	char name[64];
+	struct cistern *p = make("firo-vac", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
+							 .slot_count = 4096, .watermark = 1});
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(name, &r), 0);
+	static bool got[4096 + 500];
+	for (uint32_t i = 0; i < 4096; i++)
+		put_u32(p, i, 0, 0);
+	uint32_t v = 0;
+	for (uint32_t i = 4096; i < 4096 + 500; i++) {
+		cr_assert_eq(cistern_get(r, &v, sizeof(v), NULL, 0), 4);
+		cr_assert(v < 4096 + 500 && !got[v], "sample %u read twice or never put", v);
+		got[v] = true;
+		put_u32(p, i, 0, 0);
+	}
+	cr_assert_eq(p->pick_empty.refreshes, 0, "a put rescanned every slot");
+	cr_assert_eq(cistern_close_reception(p), 0);
+	ssize_t n;
+	while ((n = cistern_get(r, &v, sizeof(v), NULL, 0)) == 4) {
+		cr_assert(v < 4096 + 500 && !got[v], "sample %u read twice or never put", v);
+		got[v] = true;
+	}
+	cr_assert_eq(n, -ENODATA);
+	for (uint32_t i = 0; i < 4096 + 500; i++)
+		cr_assert(got[i], "sample %u lost", i);
+	cistern_detach(r);
+	drop(p, name);
 }
 
 Test(firo, population_holds_at_the_watermark_then_drains_after_close)
