@@ -470,6 +470,24 @@ Test(chaos, single_reader_reservoir_survives_random_sigkills_without_unseen_evic
 	run_chaos(&chaos_reservoir_sole);
 }
 
+/*
+ * FIRO with one read per sample: as the FIFO, at least once, in random order.
+ * Every read empties a slot and leaves a vacancy hint that producers, killed
+ * anywhere too, take; a hint is never trusted, so none of that may lose,
+ * duplicate or wedge anything.
+ */
+static const struct chaos_policy chaos_firo = {
+	.name = "firo",
+	.cfg = {.policy = CISTERN_FIRO, .slot_size = PAYLOAD, .slot_count = 32,
+		.watermark = 4},
+	.verify = verify_fifo,
+};
+
+Test(chaos, firo_survives_random_sigkills_without_loss_or_wedge, .timeout = 900)
+{
+	run_chaos(&chaos_firo);
+}
+
 Test(chaos, fifo_survives_random_sigkills_without_loss_or_wedge, .timeout = 900)
 {
 	run_chaos(&chaos_fifo);
