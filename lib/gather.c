@@ -137,6 +137,8 @@ int rs_gather_sole(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		 */
 		uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
 		atomic_store_explicit(&m->seen, seen + 1, memory_order_relaxed);
+		if (seen == 0)
+			rs_note_seen(c, tmp[i].index_);
 		uint64_t pins = atomic_load_explicit(&m->pins, memory_order_relaxed);
 		atomic_store_explicit(&m->pins, pins & ~bit, memory_order_release);
 	}

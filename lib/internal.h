@@ -72,6 +72,14 @@ struct cistern_picker {
 	uint64_t misses;       /* picks from the set that no longer qualified */
 	uint64_t uses;         /* picks served since the last refresh */
 	uint64_t refreshes;    /* full scans done (statistics, tests) */
+	/*
+	 * A log that the owner merges into the set between refreshes (the
+	 * reservoirs' evictable picker: reservoir.c), or NULL. A refresh
+	 * notes how far the log went before it scanned: log_pos.
+	 */
+	const _Atomic uint64_t *log_next;
+	uint64_t log_pos;
+	bool stale;            /* the owner lost track of the log: refresh next time */
 };
 
 /* This handle's extra pins on slots it already pins (pins.c). */

@@ -42,6 +42,14 @@ static int refresh(struct cistern *c, struct cistern_picker *pk, cistern_qualify
 	} else {
 		roaring_bitmap_clear(pk->set);
 	}
+	/*
+	 * Before the scan: entries from here on are merged later (each one
+	 * checked and acquired then), and the samples logged before are in the
+	 * words the scan reads. Acquire, so that the scan's loads come after.
+	 */
+	if (pk->log_next)
+		pk->log_pos = atomic_load_explicit(pk->log_next, memory_order_acquire);
+	pk->stale = false;
 	uint32_t buf[SCAN_CHUNK];
 	size_t k = 0;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
@@ -96,7 +104,7 @@ int cistern__pick(struct cistern *c, struct cistern_picker *pk, cistern_qualify_
 	bool refreshed = false;
 	for (;;) {
 		card = pk->set ? roaring_bitmap_get_cardinality(pk->set) : 0;
-		if (card == 0 || pk->misses * 2 > card + 8 || pk->uses > max_uses) {
+		if (card == 0 || pk->misses * 2 > card + 8 || pk->uses > max_uses || pk->stale) {
 			if (refreshed && card == 0)
 				return -EAGAIN;
 			int r = refresh(c, pk, ok, arg);

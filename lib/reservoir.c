@@ -192,8 +192,63 @@ static bool evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t ne
 	return true;
 }
 
+/*
+ * A sample's seen count just went from 0 to 1 here: it became evictable. Log
+ * it for the producers' snapshots (merge_seen_log()). The fetch_add orders
+ * writers among themselves; the entry's release store publishes it with its
+ * sequence number, which a producer checks, so an entry not yet written (or a
+ * writer that died between the two) is never mistaken for one that was.
+ */
+void rs_note_seen(struct cistern *c, uint64_t index)
+{
+	struct cistern_hdr *h = c->hdr;
+	uint64_t k = atomic_fetch_add_explicit(&h->seen_log_next, 1, memory_order_relaxed);
+	atomic_store_explicit(&h->seen_log[k & (CISTERN_SEEN_LOG - 1)],
+			      ((k + 1) << 32) | (uint32_t)index, memory_order_release);
+}
+
+/*
+ * Add the samples that became evictable since this producer last looked to
+ * its evictable snapshot, so that with few evictable samples (reads barely
+ * ahead of puts) a pick finds the new ones without a rescan of every slot
+ * word. Stops at an entry not yet written, to take it next time; if the log
+ * went round past what it had read, the snapshot is marked stale and the
+ * next pick rebuilds it. Entries are hints: every pick re-checks the word.
+ */
+static void merge_seen_log(struct cistern *c)
+{
+	struct cistern_hdr *h = c->hdr;
+	struct cistern_picker *pk = &c->pick_evict;
+	if (!pk->log_next) {
+		pk->log_next = &h->seen_log_next;
+		pk->stale = true; /* no log position yet: start from a rescan */
+		return;
+	}
+	if (!pk->set || pk->stale)
+		return;
+	/* Relaxed: only bounds the walk; each entry is checked and acquired below. */
+	uint64_t next = atomic_load_explicit(&h->seen_log_next, memory_order_relaxed);
+	uint64_t pos = pk->log_pos;
+	if (next - pos > CISTERN_SEEN_LOG) {
+		pk->stale = true;
+		return;
+	}
+	for (; pos != next; pos++) {
+		/* Acquire: pairs with the writer's release store of the entry. */
+		uint64_t e = atomic_load_explicit(&h->seen_log[pos & (CISTERN_SEEN_LOG - 1)],
+						  memory_order_acquire);
+		if ((uint32_t)(e >> 32) != (uint32_t)(pos + 1))
+			break; /* not written yet */
+		if ((uint32_t)e < c->slot_count)
+			roaring_bitmap_add(pk->set, (uint32_t)e);
+	}
+	pk->log_pos = pos;
+}
+
 int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_qualify_fn ok)
 {
+	if (!ok)
+		merge_seen_log(c);
 	for (int tries = 0; tries < 64; tries++) {
 		uint64_t idx;
 		int r = cistern__pick(c, &c->pick_evict, ok ? ok : is_evictable, NULL, &idx);
@@ -204,6 +259,9 @@ int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_quali
 		bool need_seen = ok == NULL;
 		if (sw_state(w) != RS_HELD || !evict_claim(c, idx, w, sw_pos(w), need_seen))
 			continue;
+		/* Its new sample is unseen: not a candidate until the log says so. */
+		if (c->pick_evict.set)
+			roaring_bitmap_remove(c->pick_evict.set, (uint32_t)idx);
 		cistern__set_slot(slot, c, idx, sw_pos(w));
 		return 0;
 	}
@@ -294,6 +352,7 @@ int rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_t index, 
 	fill_sample(c, s, index, word, RS_LIVE_PINNED);
 	cistern__count(&c->me->ctr.gets, 1);
 	if (old == 0) {
+		rs_note_seen(c, index);
 		if (c->sole_reading)
 			cistern__fence_before_wake(); /* seen was a plain store */
 		cistern__wake_producers(c); /* it just became evictable */
@@ -661,7 +720,10 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
 		/* seen += 1 by a load and a store: cistern__seen_add() for the sole reader. */
 		uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
 		atomic_store_explicit(&m->seen, seen + 1, memory_order_relaxed);
-		*woke |= seen == 0;
+		if (seen == 0) {
+			rs_note_seen(c, idx);
+			*woke = true;
+		}
 		const char *data = arena + idx * stride;
 		if (prefetch)
 			__builtin_prefetch(data, 0, 3);
@@ -794,7 +856,10 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 			 * only after it sees no pin, and our unpin, a seq_cst RMW
 			 * that comes after this, is what lets it see none.
 			 */
-			woke |= cistern__seen_add(c, idx) == 0;
+			if (cistern__seen_add(c, idx) == 0) {
+				rs_note_seen(c, idx);
+				woke = true;
+			}
 			if (!c->gathering)
 				__builtin_prefetch(cistern__payload(c, idx), 0, 3);
 			fill_sample(c, &out[k], idx, w, RS_LIVE_PINNED);

@@ -66,6 +66,8 @@ bool rs_rate_allows_put(struct cistern *c);
 void rs_rate_count_reads(struct cistern *c, uint64_t n);
 /* May a read of n pinned samples start (reception open)? 0, -EAGAIN, or the pin bit's error. */
 int rs_open_read_ready(struct cistern *c, size_t n);
+/* A sample's seen count went from 0 to 1: log it for producers (reservoir.c). */
+void rs_note_seen(struct cistern *c, uint64_t index);
 /*
  * True while the handle is the sole reader and holds nothing (no acquired
  * sample, no repeated pin): then its pin bit is on no slot but those the

@@ -65,6 +65,7 @@ uint32_t cistern__layout_signature(void)
 	h = fnv(h, offsetof(struct cistern_hdr, index_off));
 	h = fnv(h, offsetof(struct cistern_hdr, rl_gets));
 	h = fnv(h, offsetof(struct cistern_hdr, vacated));
+	h = fnv(h, offsetof(struct cistern_hdr, seen_log));
 	h = fnv(h, offsetof(struct cistern_hdr, tail));
 	h = fnv(h, offsetof(struct cistern_hdr, head));
 	h = fnv(h, offsetof(struct cistern_hdr, data_futex));

@@ -111,6 +111,8 @@ struct cistern_slotmeta {
 
 /* Entries of the header's vacated-slot hints (a power of two). */
 #define CISTERN_VACANCIES 64
+/* Entries of the header's log of newly evictable samples (a power of two). */
+#define CISTERN_SEEN_LOG 1024
 
 struct cistern_hdr {
 	/* Immutable after creation: written before `magic` is published. */
@@ -185,6 +187,15 @@ struct cistern_hdr {
 	 * by CAS, so a stale or lost hint costs a pick, never a wrong claim.
 	 */
 	CL_ALIGN _Atomic uint32_t vacated[CISTERN_VACANCIES];
+	/*
+	 * Reservoirs: the log of samples whose seen count went from 0 to 1,
+	 * i.e. that just became evictable (reservoir.c). Entry k % CISTERN_SEEN_LOG
+	 * holds ((k + 1) mod 2^32) << 32 | slot once written; each producer
+	 * merges the entries since its last look into its evictable snapshot,
+	 * so that a snapshot stays complete without a rescan of every slot.
+	 */
+	CL_ALIGN _Atomic uint64_t seen_log_next;
+	CL_ALIGN _Atomic uint64_t seen_log[CISTERN_SEEN_LOG];
 
 	/* Counters of attachments that are gone. */
 	CL_ALIGN struct cistern_counters retired;

@@ -76,6 +76,39 @@ Test(firo, reads_wait_until_population_exceeds_watermark)
  * A fill takes the empty slots near its cursor and never needs the picker's
  * snapshot, whose rebuild reads every slot word.
  */
+/*
+ * A full reservoir whose reads barely keep ahead of its puts has few
+ * evictable samples, each new one just read for the first time by another
+ * handle. The producer learns of them from the segment's log of first reads
+ * instead of rebuilding its snapshot (a read of every slot word) on each put,
+ * and still evicts only samples that were seen.
+ */
+Test(reservoir, a_full_reservoirs_producer_finds_newly_seen_samples_without_a_rescan)
+{
+	char name[64];
+	struct cistern *p = make("res-seenlog", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 4096, .watermark = 1});
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(name, &r), 0);
+	for (uint32_t i = 0; i < 4096; i++)
+		put_u32(p, i, 0, 0);
+	struct cistern_sample s;
+	for (uint32_t i = 0; i < 500; i++) {
+		cr_assert_eq(cistern_acquire(r, &s, 0), 0);
+		cr_assert_eq(cistern_release(r, &s), 0);
+		put_u32(p, 4096 + i, 0, 0);
+	}
+	struct cistern_stats st = stats(p);
+	cr_assert_geq(st.evictions, 500);
+	cr_assert_eq(st.evicted_unseen, 0);
+	/* One rebuild to start from; without the log it would be one per put. */
+	cr_assert_leq(p->pick_evict.refreshes, 2, "the producer rescanned %lu times",
+		      (unsigned long)p->pick_evict.refreshes);
+	cistern_detach(r);
+	drop(p, name);
+}
+
 Test(reservoir, filling_an_empty_reservoir_needs_no_random_pick)
 {
 	char name[64];
