@@ -6,7 +6,7 @@
 #include <criterion/criterion.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "reservoir.h"
 
 static struct cistern *make(const char *tag, char *name, size_t namelen,
 			    struct cistern_config cfg)
@@ -102,8 +102,58 @@ Test(reservoir, a_full_reservoirs_producer_finds_newly_seen_samples_without_a_re
 	struct cistern_stats st = stats(p);
 	cr_assert_geq(st.evictions, 500);
 	cr_assert_eq(st.evicted_unseen, 0);
-	/* One rebuild to start from; without the log it would be one per put. */
-	cr_assert_leq(p->pick_evict.refreshes, 2, "the producer rescanned %lu times",
+	/*
+	 * One rebuild to start from and the periodic one every slot_count / 16
+	 * picks (2 here); without the log it would be one per put.
+	 */
+	cr_assert_leq(p->pick_evict.refreshes, 5, "the producer rescanned %lu times",
+		      (unsigned long)p->pick_evict.refreshes);
+	cistern_detach(r);
+	drop(p, name);
+}
+
+/*
+ * With the log, a producer's evictable snapshot is exactly the evictable set
+ * after each put (one producer, reads released before each put), so its
+ * uniform pick is uniform over every evictable sample, not only those of its
+ * last rescan.
+ */
+Test(reservoir, a_producers_evictable_snapshot_follows_every_first_read)
+{
+	char name[64];
+	struct cistern *p = make("res-seenset", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 1024, .watermark = 1});
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(name, &r), 0);
+	for (uint32_t i = 0; i < 1024; i++)
+		put_u32(p, i, 0, 0);
+	struct cistern_sample s[4];
+	unsigned checked = 0;
+	for (uint32_t round = 0; round < 300; round++) {
+		cr_assert_eq(cistern_acquire_batch(r, s, 4, 0), 4);
+		cr_assert_eq(cistern_release_batch(r, s, 4), 0);
+		put_u32(p, 1024 + round, 0, 0);
+		/* Until a pick's probes first miss, the producer has built no snapshot. */
+		if (!p->pick_evict.set)
+			continue;
+		checked++;
+		uint64_t evictable = 0;
+		for (uint32_t i = 0; i < 1024; i++) {
+			struct cistern_slotmeta *m = &p->meta[i];
+			bool ev = sw_state(atomic_load(&m->word)) == RS_HELD &&
+				  atomic_load(&m->seen) >= 1 && atomic_load(&m->pins) == 0;
+			evictable += ev;
+			if (ev)
+				cr_assert(roaring_bitmap_contains(p->pick_evict.set, i),
+					  "round %u: evictable slot %u missing from the snapshot",
+					  round, i);
+		}
+		cr_assert_eq(roaring_bitmap_get_cardinality(p->pick_evict.set), evictable,
+			     "round %u: the snapshot holds samples that are not evictable", round);
+	}
+	cr_assert_geq(checked, 250, "the snapshot was built only %u rounds in", 300 - checked);
+	cr_assert_leq(p->pick_evict.refreshes, 5, "the producer rescanned %lu times",
 		      (unsigned long)p->pick_evict.refreshes);
 	cistern_detach(r);
 	drop(p, name);
