@@ -108,7 +108,9 @@ static bool fill_from_vacancies(struct cistern *c, uint64_t *out)
 		uint32_t hint = atomic_load_explicit(&v[k], memory_order_relaxed);
 		if (hint == 0 || hint > c->slot_count)
 			continue;
-		atomic_compare_exchange_strong_explicit(&v[k], &hint, 0, memory_order_relaxed,
+		/* On a copy: a failed CAS writes back what it found, unchecked. */
+		uint32_t expected = hint;
+		atomic_compare_exchange_strong_explicit(&v[k], &expected, 0, memory_order_relaxed,
 							memory_order_relaxed);
 		if (is_empty(c, hint - 1, NULL)) {
 			*out = hint - 1;
