@@ -195,25 +195,38 @@ static bool evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t ne
 }
 
 /*
- * A sample's seen count just went from 0 to 1 here: it became evictable. Log
- * it for the producers' snapshots (merge_seen_log()). The fetch_add orders
- * writers among themselves; the entry's release store publishes it with its
- * sequence number, which a producer checks, so an entry not yet written (or a
- * writer that died between the two) is never mistaken for one that was.
+ * The log of evictable samples (segment.h: seen_log) says, slot by slot, that
+ * a sample became evictable (its first read) or that one was evicted
+ * (EVICT_LOG_GONE, so that the other producers' snapshots drop it too). The
+ * fetch_add orders writers among themselves; the entry's release store
+ * publishes it with its sequence number, which a producer checks, so an entry
+ * not yet written (or a writer that died between the two) is never mistaken
+ * for one that was. A slot's gone entry comes before the first-read entry of
+ * the sample that replaces it: the evictor logs before it commits, and that
+ * read takes the sample only after the commit.
  */
-void rs_note_seen(struct cistern *c, uint64_t index)
+#define EVICT_LOG_GONE (UINT32_C(1) << 31) /* above any slot (CISTERN_SLOT_COUNT_MAX) */
+
+static void evict_log_append(struct cistern *c, uint32_t entry)
 {
 	struct cistern_hdr *h = c->hdr;
 	uint64_t k = atomic_fetch_add_explicit(&h->seen_log_next, 1, memory_order_relaxed);
-	atomic_store_explicit(&h->seen_log[k & (CISTERN_SEEN_LOG - 1)],
-			      ((k + 1) << 32) | (uint32_t)index, memory_order_release);
+	atomic_store_explicit(&h->seen_log[k & (CISTERN_SEEN_LOG - 1)], ((k + 1) << 32) | entry,
+			      memory_order_release);
+}
+
+/* A sample's seen count just went from 0 to 1 here: it became evictable. */
+void rs_note_seen(struct cistern *c, uint64_t index)
+{
+	evict_log_append(c, (uint32_t)index);
 }
 
 /*
- * Add the samples that became evictable since this producer last looked to
- * its evictable snapshot, so that with few evictable samples (reads barely
+ * Bring this producer's evictable snapshot up to date with the log: add the
+ * samples that became evictable since it last looked and drop those that
+ * other producers evicted, so that with few evictable samples (reads barely
  * ahead of puts) a pick finds the new ones without a rescan of every slot
- * word. Stops at an entry not yet written, to take it next time; if the log
+ * word, and does not keep landing on slots evicted under it. Stops at an entry not yet written, to take it next time; if the log
  * went round past what it had read, the snapshot is marked stale and the
  * next pick rebuilds it. Entries are hints: every pick re-checks the word.
  */
@@ -241,8 +254,13 @@ static void merge_seen_log(struct cistern *c)
 						  memory_order_acquire);
 		if ((uint32_t)(e >> 32) != (uint32_t)(pos + 1))
 			break; /* not written yet */
-		if ((uint32_t)e < c->slot_count)
-			roaring_bitmap_add(pk->set, (uint32_t)e);
+		uint32_t slot = (uint32_t)e & ~EVICT_LOG_GONE;
+		if (slot >= c->slot_count)
+			continue;
+		if ((uint32_t)e & EVICT_LOG_GONE)
+			roaring_bitmap_remove(pk->set, slot);
+		else
+			roaring_bitmap_add(pk->set, slot);
 	}
 	pk->log_pos = pos;
 }
@@ -261,7 +279,12 @@ int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_quali
 		bool need_seen = ok == NULL;
 		if (sw_state(w) != RS_HELD || !evict_claim(c, idx, w, sw_pos(w), need_seen))
 			continue;
-		/* Its new sample is unseen: not a candidate until the log says so. */
+		/*
+		 * Its new sample is unseen: not a candidate until the log says
+		 * so. Tell the other producers, and forget it here at once.
+		 */
+		if (!ok)
+			evict_log_append(c, (uint32_t)idx | EVICT_LOG_GONE);
 		if (c->pick_evict.set)
 			roaring_bitmap_remove(c->pick_evict.set, (uint32_t)idx);
 		cistern__set_slot(slot, c, idx, sw_pos(w));

@@ -188,11 +188,12 @@ struct cistern_hdr {
 	 */
 	CL_ALIGN _Atomic uint32_t vacated[CISTERN_VACANCIES];
 	/*
-	 * Reservoirs: the log of samples whose seen count went from 0 to 1,
-	 * i.e. that just became evictable (reservoir.c). Entry k % CISTERN_SEEN_LOG
-	 * holds ((k + 1) mod 2^32) << 32 | slot once written; each producer
-	 * merges the entries since its last look into its evictable snapshot,
-	 * so that a snapshot stays complete without a rescan of every slot.
+	 * Reservoirs: the log of slots whose sample just became evictable
+	 * (seen went from 0 to 1) or was just evicted (reservoir.c). Entry
+	 * k % CISTERN_SEEN_LOG holds ((k + 1) mod 2^32) << 32 | slot, with bit
+	 * 31 set for an eviction, once written; each producer merges the
+	 * entries since its last look into its evictable snapshot, so that a
+	 * snapshot stays exact without a rescan of every slot.
 	 */
 	CL_ALIGN _Atomic uint64_t seen_log_next;
 	CL_ALIGN _Atomic uint64_t seen_log[CISTERN_SEEN_LOG];

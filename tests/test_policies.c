@@ -113,50 +113,60 @@ Test(reservoir, a_full_reservoirs_producer_finds_newly_seen_samples_without_a_re
 }
 
 /*
- * With the log, a producer's evictable snapshot is exactly the evictable set
- * after each put (one producer, reads released before each put), so its
- * uniform pick is uniform over every evictable sample, not only those of its
- * last rescan.
+ * With the log, each producer's evictable snapshot is exactly the evictable
+ * set after its put (reads released before each put, three producers taking
+ * turns): it learns of every first read and of the others' evictions, so its
+ * uniform pick is over every evictable sample and never lands on a slot that
+ * another producer refilled.
  */
-Test(reservoir, a_producers_evictable_snapshot_follows_every_first_read)
+Test(reservoir, each_producers_evictable_snapshot_follows_first_reads_and_evictions)
 {
 	char name[64];
-	struct cistern *p = make("res-seenset", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 1024, .watermark = 1});
+	enum { PRODUCERS = 3 };
+	struct cistern *p[PRODUCERS];
+	p[0] = make("res-seenset", name, sizeof(name),
+		    (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+					    .slot_count = 1024, .watermark = 1});
+	for (int k = 1; k < PRODUCERS; k++)
+		cr_assert_eq(cistern_attach(name, &p[k]), 0);
 	struct cistern *r;
 	cr_assert_eq(cistern_attach(name, &r), 0);
 	for (uint32_t i = 0; i < 1024; i++)
-		put_u32(p, i, 0, 0);
+		put_u32(p[0], i, 0, 0);
 	struct cistern_sample s[4];
 	unsigned checked = 0;
 	for (uint32_t round = 0; round < 300; round++) {
 		cr_assert_eq(cistern_acquire_batch(r, s, 4, 0), 4);
 		cr_assert_eq(cistern_release_batch(r, s, 4), 0);
-		put_u32(p, 1024 + round, 0, 0);
-		/* Until a pick's probes first miss, the producer has built no snapshot. */
-		if (!p->pick_evict.set)
+		struct cistern *q = p[round % PRODUCERS];
+		put_u32(q, 1024 + round, 0, 0);
+		/* Until a pick's probes first miss, a producer has built no snapshot. */
+		if (!q->pick_evict.set)
 			continue;
 		checked++;
 		uint64_t evictable = 0;
 		for (uint32_t i = 0; i < 1024; i++) {
-			struct cistern_slotmeta *m = &p->meta[i];
+			struct cistern_slotmeta *m = &q->meta[i];
 			bool ev = sw_state(atomic_load(&m->word)) == RS_HELD &&
 				  atomic_load(&m->seen) >= 1 && atomic_load(&m->pins) == 0;
 			evictable += ev;
 			if (ev)
-				cr_assert(roaring_bitmap_contains(p->pick_evict.set, i),
+				cr_assert(roaring_bitmap_contains(q->pick_evict.set, i),
 					  "round %u: evictable slot %u missing from the snapshot",
 					  round, i);
 		}
-		cr_assert_eq(roaring_bitmap_get_cardinality(p->pick_evict.set), evictable,
+		cr_assert_eq(roaring_bitmap_get_cardinality(q->pick_evict.set), evictable,
 			     "round %u: the snapshot holds samples that are not evictable", round);
 	}
-	cr_assert_geq(checked, 250, "the snapshot was built only %u rounds in", 300 - checked);
-	cr_assert_leq(p->pick_evict.refreshes, 5, "the producer rescanned %lu times",
-		      (unsigned long)p->pick_evict.refreshes);
+	cr_assert_geq(checked, 250, "the snapshots were built only %u rounds in", 300 - checked);
+	for (int k = 0; k < PRODUCERS; k++) {
+		cr_assert_leq(p[k]->pick_evict.refreshes, 5, "producer %d rescanned %lu times", k,
+			      (unsigned long)p[k]->pick_evict.refreshes);
+		if (k > 0)
+			cistern_detach(p[k]);
+	}
 	cistern_detach(r);
-	drop(p, name);
+	drop(p[0], name);
 }
 
 Test(reservoir, filling_an_empty_reservoir_needs_no_random_pick)
