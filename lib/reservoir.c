@@ -215,10 +215,14 @@ static void evict_log_append(struct cistern *c, uint32_t entry)
 			      memory_order_release);
 }
 
-/* A sample's seen count just went from 0 to 1 here: it became evictable. */
+/*
+ * A sample's seen count just went from 0 to 1 here: it became evictable.
+ * FIFOEvictReservoir evicts by ring position, with no snapshot to feed.
+ */
 void rs_note_seen(struct cistern *c, uint64_t index)
 {
-	evict_log_append(c, (uint32_t)index);
+	if (c->hdr->policy != CISTERN_FIFO_EVICT_RESERVOIR)
+		evict_log_append(c, (uint32_t)index);
 }
 
 /*
@@ -226,9 +230,10 @@ void rs_note_seen(struct cistern *c, uint64_t index)
  * samples that became evictable since it last looked and drop those that
  * other producers evicted, so that with few evictable samples (reads barely
  * ahead of puts) a pick finds the new ones without a rescan of every slot
- * word, and does not keep landing on slots evicted under it. Stops at an entry not yet written, to take it next time; if the log
- * went round past what it had read, the snapshot is marked stale and the
- * next pick rebuilds it. Entries are hints: every pick re-checks the word.
+ * word, and does not keep landing on slots evicted under it. Stops at an
+ * entry not yet written, to take it next time; if the log went round past
+ * what it had read, the snapshot is marked stale and the next pick rebuilds
+ * it. Entries are hints: every pick re-checks the word.
  */
 static void merge_seen_log(struct cistern *c)
 {
@@ -444,13 +449,6 @@ int rs_release_generic(struct cistern *c, struct cistern_sample *s)
 }
 
 /*
- * A whole batch back: as rs_release_generic() on each sample, but with the
- * next samples' slot metadata prefetched and producers woken once, after the
- * last unpin. One wake suffices: every unpin is a seq_cst RMW before the
- * wake's seq_cst look at producers_waiting (wait.c), so a producer that
- * registered too late to be seen there re-checks after all of them.
- */
-/*
  * rs_release_batch() for the sole reader holding no repeated pins (the usual
  * case): each pinned sample's bit cleared by a release store, with what the
  * loop reads of the handle in locals; anything else through the general path.
@@ -486,6 +484,13 @@ static int release_batch_sole(struct cistern *c, struct cistern_sample *s, size_
 	return first;
 }
 
+/*
+ * A whole batch back: as rs_release_generic() on each sample, but with the
+ * next samples' slot metadata prefetched and producers woken once, after the
+ * last unpin. One wake suffices: every unpin is a seq_cst RMW before the
+ * wake's seq_cst look at producers_waiting (wait.c), so a producer that
+ * registered too late to be seen there re-checks after all of them.
+ */
 int rs_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 {
 	if (c->sole_reading && c->dups.used == 0 && c->pin_bit >= 0)
