@@ -784,7 +784,8 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
  * (cistern_get_batch prefetches whole payloads as it copies; doing both was
  * slower than either).
  *
- * Repeats are caught before pinning, so they cost no shared write. Counts
+ * Repeats cost no pin: the scratch set finds them before pinning, or our own
+ * bit, already on the slot, tells them (below). Counts
  * (gets) are added once for the run, and producers are woken once, after the
  * last seen count that went from 0 to 1.
  *
@@ -796,15 +797,34 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
  * a member takes `probes` misses in a row, or repeats pass the caller's
  * bound, it stops early and the caller goes on member by member.
  *
- * While the sole reader holds nothing (rs_pin_tells_repeats()), a slot that
+ * While the reader holds nothing (rs_pin_tells_repeats()), a slot that
  * carries its pin bit was drawn by this batch already: repeats are told by
- * that bit, and the scratch set is left empty (the caller fills it if it
- * goes on member by member).
+ * that bit, found by the pin itself, and the scratch set is left empty (the
+ * caller fills it if it goes on member by member).
  *
  * confirm false (the sole reader only, gather.c): the members are left as
  * the sole reader stored them, pins unconfirmed and not counted, with
  * index_ and the word seen held in pos_; the caller confirms them.
  */
+/*
+ * Pin a member while the handle holds nothing (rs_pin_tells_repeats()):
+ * false, with nothing changed, if our bit is on the slot already, i.e. this
+ * batch drew it before. The sole reader stores its bit (it is the only
+ * writer of the word; rs_stream_pinned() confirms after its fence); any
+ * other reader sets it with a seq_cst RMW, the first half of its handshake
+ * with evictors (pins.c), whose old value tells the repeat at no extra cost.
+ */
+static inline bool pin_new_member(_Atomic uint64_t *pins, uint64_t bit, bool sole)
+{
+	if (!sole)
+		return !(atomic_fetch_or_explicit(pins, bit, memory_order_seq_cst) & bit);
+	uint64_t old = atomic_load_explicit(pins, memory_order_relaxed);
+	if (old & bit)
+		return false;
+	atomic_store_explicit(pins, old | bit, memory_order_relaxed);
+	return true;
+}
+
 void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
 		      size_t *dups, uint64_t probes, bool confirm)
 {
@@ -837,7 +857,7 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 		__builtin_prefetch(&meta[q[i]], 1, 3);
 	}
 	while (k < n && d <= dmax && misses < probes) {
-		uint32_t idx = q[qh], at;
+		uint32_t idx = q[qh], at = 0;
 		q[qh] = (uint32_t)cistern__rng_below(&rng, nslots);
 		__builtin_prefetch(&meta[q[qh]], 1, 3); /* a hint, as above */
 		qh = qh + 1 == win ? 0 : qh + 1;
@@ -847,37 +867,31 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 			misses++;
 			continue;
 		}
-		if (by_pin) {
-			/* Our bit on a slot: this batch drew it already. */
-			_Atomic uint64_t *pins = &meta[idx].pins;
-			uint64_t old = atomic_load_explicit(pins, memory_order_relaxed);
-			if (old & bit) {
-				d++;
-				misses = 0;
-				continue;
-			}
-			atomic_store_explicit(pins, old | bit, memory_order_relaxed);
-			out[k].index_ = idx;
-			out[k].pos_ = w;
-			k++;
-			misses = 0;
-			continue;
-		}
-		if (cistern__scratch_find(&set, idx, &at)) {
-			d++;
+		if (by_pin ? !pin_new_member(&meta[idx].pins, bit, sole)
+			   : cistern__scratch_find(&set, idx, &at)) {
+			d++; /* this batch drew it already */
 			misses = 0;
 			continue;
 		}
 		if (sole) {
 			/* Pinned for now; confirmed or undone after the loop. */
-			if (cistern__pin_sole_store(c, idx) < 0) {
+			if (!by_pin && cistern__pin_sole_store(c, idx) < 0) {
 				misses++;
 				continue;
 			}
 			out[k].index_ = idx;
 			out[k].pos_ = w; /* the whole word until confirmed */
 		} else {
-			if (!cistern__pin(c, idx, RS_HELD, &w)) {
+			/*
+			 * By pin: the second half of the handshake, the seq_cst
+			 * look at the word after the pin's seq_cst RMW (pins.c).
+			 */
+			bool pinned = by_pin ? atomic_load_explicit(&meta[idx].word,
+								    memory_order_seq_cst) == w
+					     : cistern__pin(c, idx, RS_HELD, &w);
+			if (!pinned) {
+				if (by_pin)
+					cistern__pin_undo(c, idx);
 				misses++; /* left the held state since the look above */
 				continue;
 			}
@@ -894,7 +908,8 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 				__builtin_prefetch(cistern__payload(c, idx), 0, 3);
 			fill_sample(c, &out[k], idx, w, RS_LIVE_PINNED);
 		}
-		cistern__scratch_put(&set, at, idx);
+		if (!by_pin)
+			cistern__scratch_put(&set, at, idx);
 		k++;
 		misses = 0;
 	}

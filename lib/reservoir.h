@@ -69,13 +69,15 @@ int rs_open_read_ready(struct cistern *c, size_t n);
 /* A sample's seen count went from 0 to 1: log it for producers (reservoir.c). */
 void rs_note_seen(struct cistern *c, uint64_t index);
 /*
- * True while the handle is the sole reader and holds nothing (no acquired
- * sample, no repeated pin): then its pin bit is on no slot but those the
- * batch being drawn has pinned, and rs_stream_pinned() tells repeats by it.
+ * True while the handle holds nothing (no acquired sample, no repeated pin):
+ * then its pin bit is on no slot but those the batch being drawn has pinned
+ * (no other handle sets or clears it; a dead holder's bit is cleared from
+ * every slot before it is handed out again), and rs_stream_pinned() tells
+ * repeats by it.
  */
 static inline bool rs_pin_tells_repeats(const struct cistern *c)
 {
-	return c->sole_reading && c->holding == 0 && c->dups.used == 0;
+	return c->holding == 0 && c->dups.used == 0;
 }
 /*
  * Draw and pin batch members while held samples are dense (reservoir.c);

@@ -13,6 +13,7 @@
 
 #include "helpers.h"
 #include "internal.h"
+#include "peek.h"
 
 #define SOLE (CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER)
 
@@ -88,18 +89,6 @@ Test(sole, second_reservoir_reader_is_refused_until_the_first_detaches)
 	cr_assert_eq(cistern_release_batch(b, s, 4), 0);
 	cistern_detach(b);
 	cistern_unlink(name);
-}
-
-/* Sum of the seen counts and whether any pin bit is left, read from the slot metadata. */
-static uint64_t seen_sum(struct cistern *c, bool *pinned)
-{
-	uint64_t sum = 0;
-	*pinned = false;
-	for (uint64_t i = 0; i < c->slot_count; i++) {
-		sum += atomic_load(&c->meta[i].seen);
-		*pinned |= atomic_load(&c->meta[i].pins) != 0;
-	}
-	return sum;
 }
 
 Test(sole, sole_reader_batches_count_each_read_once_and_leave_no_pin)
