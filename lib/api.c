@@ -370,8 +370,8 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 	struct cistern_sample *s = n <= 64 ? local : malloc(n * sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	if (c->sole_reading && c->ops->gather_now) {
-		/* The sole reader of a reservoir: in one pass, if it can (gather.c). */
+	if (c->ops->gather_now) {
+		/* A reader of a reservoir: in one pass, if it can (gather.c). */
 		struct cistern_gather g = {buf, stride, len, meta};
 		int r = c->ops->gather_now(c, s, n, &g);
 		if (r != -EAGAIN) {

@@ -1,24 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * gather.c - cistern_get_batch() in one pass, for the sole reader of an open
- * reservoir (CISTERN_SINGLE_READER).
+ * gather.c - cistern_get_batch() in one pass, for a reader of an open
+ * reservoir that holds nothing.
  *
  * The general path acquires the batch (a pin, a seen count and a sample
  * record for each member), copies it out, then releases it: three passes over
  * the members and their slot metadata. Here the members are drawn and pinned
- * with plain stores as for an acquire (rs_stream_pinned, unconfirmed); after
- * one seq_cst fence every pin is checked (the handshake in pins.c); and only
- * when all of them hold is each member counted as seen, copied out and
- * unpinned, one after the other. Nothing is held when it returns, so no
- * sample record is filled and no release is owed.
+ * as for an acquire, but neither counted nor recorded (rs_stream_pinned,
+ * unconfirmed); the sole reader (CISTERN_SINGLE_READER), whose pins were plain
+ * stores, then checks them all after one seq_cst fence (the handshake in
+ * pins.c), where any other reader's pins were checked one by one as they were
+ * set; and only when all of them hold is each member counted as seen, copied
+ * out and unpinned, one after the other. Nothing is held when it returns, so
+ * no sample record is filled and no release is owed.
  *
  * It answers -EAGAIN whenever the general path should do the work instead:
- * samples already held by the handle (acquired and not yet released),
- * reception closed (reads then take samples rather than pin them), held
- * samples sparse, a batch the stream could not fill, or a producer that took
- * a member before the fence (rare; the pins are undone and the general path
- * draws again). -EMSGSIZE and -EPROTO are answered here, with nothing read,
- * as the general path would.
+ * a handle that is not a reader yet (the general path makes it one, and takes
+ * the sole reader's role where the segment has one), samples already held by
+ * the handle (acquired and not yet released), reception closed (reads then
+ * take samples rather than pin them), held samples sparse, a batch the
+ * stream could not fill, or a producer that took a member before the sole
+ * reader's fence (rare; the pins are undone and the general path draws
+ * again). -EMSGSIZE and -EPROTO are answered here, with nothing read, as the
+ * general path would.
  */
 #include <errno.h>
 #include <string.h>
@@ -47,8 +51,9 @@ static void undo_pins(struct cistern *c, const struct cistern_sample *tmp, size_
 {
 	for (size_t i = 0; i < n; i++)
 		cistern__unpin_quiet(c, tmp[i].index_);
-	/* The unpins were plain stores; a producer may have backed off from one. */
-	cistern__fence_before_wake();
+	/* A producer may have backed off from one of them. */
+	if (c->sole_reading)
+		cistern__fence_before_wake(); /* the unpins were plain stores */
 	cistern__wake_producers(c);
 }
 
@@ -74,16 +79,24 @@ static int check_members(struct cistern *c, struct cistern_sample *tmp, size_t n
 	return r;
 }
 
-int rs_gather_sole(struct cistern *c, struct cistern_sample *tmp, size_t n,
-		   const struct cistern_gather *g)
+int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
+		  const struct cistern_gather *g)
 {
 	struct cistern_hdr *h = c->hdr;
+	bool sole = c->sole_reading;
 	/*
 	 * Only while the handle holds nothing: then no pin of ours is on any
 	 * slot, so the stream tells repeats by our pin bit, and each member
-	 * is unpinned below with a plain store (no repeated pins to keep).
+	 * is unpinned below by clearing the bit (no repeated pins to keep).
+	 * A handle of a segment with a sole reader reads here only once it
+	 * holds that role: the role's plain stores to the pins words need
+	 * every reader to be the role's holder.
 	 */
-	if (!c->sole_reading || c->holding != 0 || c->dups.used != 0 || rs_closed(c))
+	if (!(c->role & CISTERN_ROLE_READER) || c->readonly || !c->owner)
+		return -EAGAIN;
+	if (!sole && (h->flags & CISTERN_SINGLE_READER))
+		return -EAGAIN;
+	if (c->holding != 0 || c->dups.used != 0 || rs_closed(c))
 		return -EAGAIN;
 	if (h->policy == CISTERN_BATCH_RESERVOIR && n != h->batch_size)
 		return -EAGAIN; /* the general path says -EINVAL */
@@ -98,8 +111,9 @@ int rs_gather_sole(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		undo_pins(c, tmp, got);
 		return -EAGAIN;
 	}
-	/* seq_cst: every pin stored above is ordered before the checks below. */
-	cistern__full_fence();
+	/* seq_cst: every pin the sole reader stored above is ordered before the checks. */
+	if (sole)
+		cistern__full_fence();
 	int r = check_members(c, tmp, n, g->stride);
 	if (r < 0) {
 		undo_pins(c, tmp, n);
@@ -129,23 +143,37 @@ int rs_gather_sole(struct cistern *c, struct cistern_sample *tmp, size_t n,
 				.time_step = __atomic_load_n(&m->time_step, __ATOMIC_RELAXED),
 			};
 		/*
-		 * Seen += 1, then the unpin, as cistern__seen_add() and
-		 * cistern__unpin_sole_store() do for the sole reader (the pin
-		 * is ours and confirmed): the unpin's release store publishes
-		 * both the count and the end of our reads to the producer that
-		 * next finds the slot unpinned (a seq_cst load, acquiring).
+		 * Seen += 1, then the unpin (the pin is ours and confirmed). The
+		 * sole reader does both with plain stores, as
+		 * cistern__seen_add() and cistern__unpin_sole_store() do: the
+		 * unpin's release store publishes both the count and the end of
+		 * our reads to the producer that next finds the slot unpinned
+		 * (a seq_cst load, acquiring). Any other reader shares the
+		 * words: a relaxed RMW for the count (as rs_read_pinned()), and
+		 * a seq_cst RMW for the unpin, ordered after it and after our
+		 * reads, as every unpin is (pins.c).
 		 */
-		uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
-		atomic_store_explicit(&m->seen, seen + 1, memory_order_relaxed);
+		uint32_t seen;
+		if (sole) {
+			seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
+			atomic_store_explicit(&m->seen, seen + 1, memory_order_relaxed);
+		} else {
+			seen = atomic_fetch_add_explicit(&m->seen, 1, memory_order_relaxed);
+		}
 		if (seen == 0)
 			rs_note_seen(c, tmp[i].index_);
-		uint64_t pins = atomic_load_explicit(&m->pins, memory_order_relaxed);
-		atomic_store_explicit(&m->pins, pins & ~bit, memory_order_release);
+		if (sole) {
+			uint64_t pins = atomic_load_explicit(&m->pins, memory_order_relaxed);
+			atomic_store_explicit(&m->pins, pins & ~bit, memory_order_release);
+		} else {
+			atomic_fetch_and_explicit(&m->pins, ~bit, memory_order_seq_cst);
+		}
 	}
 	cistern__count(&c->me->ctr.gets, n);
 	rs_rate_count_reads(c, n);
 	/* Samples just unpinned (and some just seen) may be what a producer waits for. */
-	cistern__fence_before_wake();
+	if (sole)
+		cistern__fence_before_wake(); /* the unpins were plain stores */
 	cistern__wake_producers(c);
 	return (int)n;
 }

@@ -802,9 +802,10 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
  * that bit, found by the pin itself, and the scratch set is left empty (the
  * caller fills it if it goes on member by member).
  *
- * confirm false (the sole reader only, gather.c): the members are left as
- * the sole reader stored them, pins unconfirmed and not counted, with
- * index_ and the word seen held in pos_; the caller confirms them.
+ * confirm false (gather.c; only while repeats are told by the pin bit):
+ * the members are left pinned but not counted as read, with index_ and the
+ * word seen held in pos_; the sole reader's pins are not confirmed either,
+ * and the caller confirms them.
  */
 /*
  * Pin a member while the handle holds nothing (rs_pin_tells_repeats()):
@@ -879,8 +880,6 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 				misses++;
 				continue;
 			}
-			out[k].index_ = idx;
-			out[k].pos_ = w; /* the whole word until confirmed */
 		} else {
 			/*
 			 * By pin: the second half of the handshake, the seq_cst
@@ -895,6 +894,12 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 				misses++; /* left the held state since the look above */
 				continue;
 			}
+		}
+		if (sole || !confirm) {
+			/* Counted as read by whoever confirms (or uses) the pin. */
+			out[k].index_ = idx;
+			out[k].pos_ = w; /* the whole word */
+		} else {
 			/*
 			 * Relaxed, as in rs_read_pinned(): an evictor reads seen
 			 * only after it sees no pin, and our unpin, a seq_cst RMW
@@ -915,7 +920,7 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	}
 	c->rng = rng;
 	*dups = d;
-	if (sole && !confirm) {
+	if (!confirm) {
 		*got = k;
 		return;
 	}
@@ -1019,7 +1024,7 @@ const struct cistern_ops cistern__reservoir_ops = {
 	.release_batch = rs_release_batch,
 	.unacquire = rs_unacquire,
 	.try_acquire_batch = reservoir_try_acquire_n,
-	.gather_now = rs_gather_sole,
+	.gather_now = rs_gather_now,
 	.drained = rs_drained,
 	.reclaim = rs_reclaim,
 	.population = rs_population,
@@ -1035,7 +1040,7 @@ const struct cistern_ops cistern__batch_ops = {
 	.release_batch = rs_release_batch,
 	.unacquire = rs_unacquire,
 	.try_acquire_batch = batch_try_acquire_batch,
-	.gather_now = rs_gather_sole,
+	.gather_now = rs_gather_now,
 	.drained = rs_drained,
 	.reclaim = rs_reclaim,
 	.population = rs_population,
@@ -1098,7 +1103,7 @@ const struct cistern_ops cistern__fifo_evict_ops = {
 	.release_batch = rs_release_batch,
 	.unacquire = rs_unacquire,
 	.try_acquire_batch = reservoir_try_acquire_n,
-	.gather_now = rs_gather_sole,
+	.gather_now = rs_gather_now,
 	.drained = rs_drained,
 	.reclaim = rs_reclaim,
 	.population = rs_population,

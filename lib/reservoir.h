@@ -85,8 +85,8 @@ static inline bool rs_pin_tells_repeats(const struct cistern *c)
  */
 void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
 		      size_t *dups, uint64_t probes, bool confirm);
-/* gather.c: cistern_get_batch() in one pass for the sole reader; -EAGAIN = general path. */
-int rs_gather_sole(struct cistern *c, struct cistern_sample *tmp, size_t n,
+/* gather.c: cistern_get_batch() in one pass for a reader holding nothing; -EAGAIN = general path. */
+int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		   const struct cistern_gather *g);
 
 /* pairs.c: SimPairedReservoir's (sim_id, time_step) -> slot index */

@@ -274,6 +274,19 @@ Test(policies_mp, sim_paired_pairs_are_one_simulation_at_consecutive_steps, .tim
 	cr_assert_eq(st.puts, NPROD * rn.per_producer, "no producer wedged");
 }
 
+/* Several readers gather batches (one pass each, lib/gather.c) while producers evict. */
+Test(policies_mp, gathered_batches_of_several_readers_are_whole_and_distinct, .timeout = 120)
+{
+	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 64, .watermark = 16},
+			 .per_producer = 5000, .batch = 16, .gather = true};
+	struct cistern_stats st;
+	struct shared *sh = run_policy("mp-gather", &rn, NULL, &st);
+	cr_assert_eq(atomic_load(&sh->bad_batches), 0);
+	assert_every_sample_read(sh, &rn, 0);
+	cr_assert_eq(st.evicted_unseen, 0);
+	cr_assert_gt(st.evictions, 0, "producers did overwrite slots meanwhile");
+}
+
 /*
  * CISTERN_SINGLE_READER: the one reader pins and counts reads with plain
  * stores and one fence per batch (lib/pins.c), against 4 producers evicting
