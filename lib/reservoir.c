@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "reservoir.h"
 
@@ -123,29 +124,46 @@ static bool fill_from_vacancies(struct cistern *c, uint64_t *out)
 int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
+	/* Relaxed: a look only; the count below decides. */
+	if (atomic_load_explicit(&h->filled, memory_order_relaxed) >= c->slot_count)
+		return -EAGAIN;
+	/*
+	 * Count the slot before claiming one, and take the count back if no
+	 * claim comes of it, so that a death in between leaves `filled` high
+	 * (reservoir.h). seq_cst: ordered before the claim and the reserver's
+	 * closed re-check (api.c), against rs_drained()'s look at closed.
+	 */
+	if (atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst) >= c->slot_count) {
+		atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
+		return -EAGAIN;
+	}
+	int r = -EAGAIN;
 	for (int tries = 0; tries < 64; tries++) {
-		if (atomic_load_explicit(&h->filled, memory_order_relaxed) >= c->slot_count)
-			return -EAGAIN;
 		uint64_t idx;
 		if (!fill_cursor_next(c, &idx) && !fill_from_vacancies(c, &idx)) {
-			int r = cistern__pick(c, &c->pick_empty, is_empty, NULL, &idx);
+			r = cistern__pick(c, &c->pick_empty, is_empty, NULL, &idx);
 			if (r < 0)
-				return r;
+				break;
+			r = -EAGAIN;
 		}
 		struct cistern_slotmeta *m = M(c, idx);
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_relaxed);
 		if (sw_state(w) != RS_EMPTY)
 			continue;
+		/*
+		 * seq_cst: the claim is ordered before our closed re-check, so a
+		 * reader that finds reception closed and then looks at every slot
+		 * (rs_drained) sees it; acquire on success for what follows.
+		 */
 		if (!atomic_compare_exchange_strong_explicit(&m->word, &w,
 							     sw_make(sw_pos(w), RS_RESERVED, c->owner),
-							     memory_order_acq_rel, memory_order_relaxed))
+							     memory_order_seq_cst, memory_order_relaxed))
 			continue;
-		/* seq_cst: ordered before the reserver's closed re-check (api.c, rs_drained). */
-		atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst);
 		cistern__set_slot(slot, c, idx, sw_pos(w));
 		return 0;
 	}
-	return -EAGAIN;
+	atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
+	return r;
 }
 
 /* Account for a sample leaving the buffer (eviction or removal). */
@@ -412,10 +430,13 @@ void rs_remove(struct cistern *c, uint64_t index, uint64_t word)
 	struct cistern_slotmeta *m = M(c, index);
 	if (c->hdr->policy == CISTERN_SIM_PAIRED_RESERVOIR)
 		pairs_forget(c, index);
-	count_leaving(c, atomic_load_explicit(&m->seen, memory_order_relaxed), false);
+	/* Read before the slot is EMPTY: a fill may reset it right after. */
+	uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
 	/* seq_cst: the reader's accesses are done before the slot can be refilled. */
 	atomic_store_explicit(&m->word, sw_make(sw_pos(word) + c->slot_count, RS_EMPTY, 0),
 			      memory_order_seq_cst);
+	/* The counters after the slot: a death in between leaves them high (reservoir.h). */
+	count_leaving(c, seen, false);
 	atomic_fetch_sub_explicit(&c->hdr->filled, 1, memory_order_seq_cst);
 	note_vacancy(c, index);
 	cistern__wake_producers(c);
@@ -550,16 +571,57 @@ bool rs_closed(struct cistern *c)
 	return atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst) != 0;
 }
 
+/*
+ * How often one handle may look at every slot to see past a `filled` left
+ * high by a death (rs_drained): readers call it each time they find nothing,
+ * and the look reads every slot word.
+ */
+#define DRAIN_LOOK_NS (10 * 1000 * 1000)
+
+/* No slot in use (all EMPTY), read after reception closed. */
+static bool no_slot_in_use(struct cistern *c)
+{
+	for (uint64_t i = 0; i < c->slot_count; i++) {
+		/* seq_cst: after our look at closed, against fills' seq_cst claims. */
+		uint64_t w = atomic_load_explicit(&M(c, i)->word, memory_order_seq_cst);
+		if (sw_state(w) != RS_EMPTY)
+			return false;
+	}
+	return true;
+}
+
 bool rs_drained(struct cistern *c)
 {
-	/* closed first: a fill that saw reception open raised `filled` before the close. */
-	return rs_closed(c) && atomic_load_explicit(&c->hdr->filled, memory_order_seq_cst) == 0;
+	struct cistern_hdr *h = c->hdr;
+	/*
+	 * closed first: a fill that saw reception open counted its slot, and
+	 * claimed it, before its re-check of closed, so before the close.
+	 */
+	if (!rs_closed(c))
+		return false;
+	if (atomic_load_explicit(&h->filled, memory_order_seq_cst) == 0)
+		return true;
+	if (!atomic_load_explicit(&h->counts_unsure, memory_order_acquire))
+		return false;
+	/* A death may have left `filled` high (reservoir.h): believe the slots, now and then. */
+	int64_t now = cistern__now_ns(CLOCK_MONOTONIC);
+	if (now < c->next_drain_look_ns)
+		return false;
+	c->next_drain_look_ns = now + DRAIN_LOOK_NS;
+	return no_slot_in_use(c);
 }
 
 void rs_reclaim(struct cistern *c, uint32_t owner)
 {
 	struct cistern_hdr *h = c->hdr;
 	uint64_t reclaimed = 0, redelivered = 0;
+	/*
+	 * Not our own detach: the owner died, perhaps between a slot change
+	 * and its count (reservoir.h). Before the walk, whose end wakes every
+	 * sleeper to look again (liveness.c).
+	 */
+	if (owner != c->owner)
+		atomic_store_explicit(&h->counts_unsure, 1, memory_order_seq_cst);
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = M(c, i);
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
@@ -1062,11 +1124,14 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		int64_t d = sw_lap_diff(w, t);
 		if (d == 0 && sw_state(w) == RS_EMPTY) {
 			uint64_t nw = sw_make(t, RS_RESERVED, c->owner);
-			if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
-								     memory_order_acq_rel,
-								     memory_order_relaxed))
-				continue;
+			/* Counted before the claim, as in rs_fill_reserve(), and seq_cst for the same reasons. */
 			atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst);
+			if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
+								     memory_order_seq_cst,
+								     memory_order_relaxed)) {
+				atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
+				continue;
+			}
 			cistern__help_advance(&h->tail, t);
 			cistern__set_slot(slot, c, idx, t);
 			return 0;

@@ -25,6 +25,17 @@
  * Counters in the header: `filled` counts slots not EMPTY (fills and removals
  * move it), `population` counts HELD and ACQUIRED samples (commits raise it,
  * evictions and removals lower it).
+ *
+ * A counter and the slot word it follows change in two steps, and a process
+ * may die between them. The steps are ordered so that a death leaves a
+ * counter high, never low: a fill counts the slot before it claims it, a
+ * removal empties the slot before it uncounts it, a commit counts the sample
+ * before it publishes it. A `filled` too low would let readers declare end of
+ * data over a sample still there (lost); too high, it would keep them waiting
+ * for one that is gone (wedged), so after a dead attachment was reclaimed
+ * (hdr->counts_unsure) rs_drained() also believes a look at every slot. A
+ * `population` too high only lets a read start a sample early at the
+ * watermark, which several readers racing past it do anyway.
  */
 #ifndef CISTERN_RESERVOIR_H
 #define CISTERN_RESERVOIR_H

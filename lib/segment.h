@@ -177,6 +177,11 @@ struct cistern_hdr {
 	/* CISTERN_SINGLE_*: owner (attachment index + 1) holding the role, 0 = none. */
 	_Atomic uint32_t sole_producer;
 	_Atomic uint32_t sole_reader;
+	/*
+	 * Reservoirs, FIRO: set once a dead attachment was reclaimed, after
+	 * which `filled` may count a slot it emptied (reservoir.h).
+	 */
+	_Atomic uint32_t counts_unsure;
 	/* Rate limiter: reads and puts since creation (kept only when it is on). */
 	CL_ALIGN _Atomic uint64_t rl_puts;
 	CL_ALIGN _Atomic uint64_t rl_gets;

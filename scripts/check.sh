@@ -29,7 +29,15 @@ count() { # output status
   passed=$((passed + p)); failed=$((failed + f))
 }
 
-show() { printf '%s\n' "$1" | grep -vE '^\[(----|RUN |PASS)\]' | tail -n 40; }
+# The output without progress lines or sanitizer stack frames, trimmed; after
+# a failure, its own lines first (criterion prints them as [----] lines, with
+# the seed of a randomized test).
+show() {
+  if printf '%s\n' "$1" | grep -q '^\[FAIL\]'; then
+    printf '%s\n' "$1" | grep -E '^\[----\] .*(Assertion|seed)' | head -n 20
+  fi
+  printf '%s\n' "$1" | grep -vE '^\[(----|RUN |PASS)\]' | grep -vE '^    #[0-9]+ ' | tail -n 40
+}
 
 build() { # dir compiler meson-options...
   local dir=$1 cc=$2; shift 2

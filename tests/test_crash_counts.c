@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_crash_counts.c - a process dying between a slot change and the count
+ * that goes with it, under FIRO and the reservoirs (lib/reservoir.h).
+ *
+ * Each child does the first step of a two-step update through the internal
+ * headers and dies by SIGKILL. The order of the steps leaves the header's
+ * `filled` count high, never low; the survivors must still reach end of data,
+ * with every sample that is there read once, and without waiting for the
+ * timeout.
+ */
+#include <criterion/criterion.h>
+
+#include "helpers.h"
+#include "reservoir.h"
+
+static struct cistern *make(const char *tag, char *name, size_t len, enum cistern_policy policy,
+			    uint64_t slots)
+{
+	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.policy = policy, .slot_size = 4, .slot_count = slots,
+				     .watermark = 1, .pseudo_epochs = 1};
+	struct cistern *c;
+	int r = cistern_create(name, &cfg, &c);
+	cr_assert_eq(r, 0, "create: %s", cistern_strerror(r));
+	return c;
+}
+
+static void drop(struct cistern *c, const char *name)
+{
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+static void put_u32(struct cistern *c, uint32_t v)
+{
+	int r = cistern_put(c, &v, sizeof(v), NULL, 0);
+	cr_assert_eq(r, 0, "put %u: %s", v, cistern_strerror(r));
+}
+
+/* Wait for a child that must die by SIGKILL after its first step. */
+static void reap_killed(pid_t pid)
+{
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+		  "the child failed its first step (status %d)", status);
+}
+
+/*
+ * Read until end of data, each get allowed `timeout_ms`: a wedge shows as
+ * -ETIMEDOUT. Marks each payload value (< 32) in seen[]; returns the count.
+ */
+static int drain(struct cistern *c, unsigned seen[32], int timeout_ms)
+{
+	int n = 0;
+	uint32_t v;
+	ssize_t r;
+	while ((r = cistern_get(c, &v, sizeof(v), NULL, timeout_ms)) == sizeof(v)) {
+		cr_assert_lt(v, 32);
+		seen[v]++;
+		n++;
+	}
+	cr_assert_eq(r, CISTERN_EOD, "the drain ended with %s, not end of data",
+		     cistern_strerror((int)r));
+	return n;
+}
+
+Test(crash_counts, firo_reader_dead_between_emptying_a_slot_and_uncounting_it_leaves_no_wedge)
+{
+	char name[64];
+	struct cistern *c = make("cc-firo", name, sizeof(name), CISTERN_FIRO, 4);
+	for (uint32_t v = 0; v < 3; v++)
+		put_u32(c, v);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	uint32_t *taken = shared_alloc(sizeof(*taken));
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		/* Take a sample for good (its last epoch), empty its slot, die before the count. */
+		struct cistern *r;
+		struct cistern_sample s;
+		if (cistern_attach(name, &r) < 0 || cistern_acquire(r, &s, 0) < 0)
+			_exit(1);
+		*taken = *(const uint32_t *)s.data;
+		uint64_t w = atomic_load(&r->meta[s.index_].word);
+		atomic_store(&r->meta[s.index_].word,
+			     sw_make(sw_pos(w) + r->slot_count, RS_EMPTY, 0));
+		raise(SIGKILL);
+		_exit(2);
+	}
+	reap_killed(pid);
+	cr_assert_eq(atomic_load(&c->hdr->filled), 3, "the child's slot is empty but counted");
+	unsigned seen[32] = {0};
+	double t0 = mono_now();
+	cr_assert_eq(drain(c, seen, 10000), 2);
+	cr_assert_lt(mono_now() - t0, 5.0, "end of data took the better part of the timeout");
+	for (uint32_t v = 0; v < 3; v++)
+		cr_assert_eq(seen[v], v == *taken ? 0u : 1u, "sample %u read %u times", v, seen[v]);
+	drop(c, name);
+}
+
+Test(crash_counts, reservoir_producer_dead_between_counting_a_fill_and_claiming_leaves_no_wedge)
+{
+	char name[64];
+	struct cistern *c = make("cc-res", name, sizeof(name), CISTERN_RESERVOIR, 4);
+	for (uint32_t v = 0; v < 2; v++)
+		put_u32(c, v);
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		struct cistern *p;
+		if (cistern_attach(name, &p) < 0)
+			_exit(1);
+		atomic_fetch_add(&p->hdr->filled, 1);
+		raise(SIGKILL);
+		_exit(2);
+	}
+	reap_killed(pid);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	unsigned seen[32] = {0};
+	double t0 = mono_now();
+	cr_assert_eq(drain(c, seen, 10000), 2);
+	cr_assert_lt(mono_now() - t0, 5.0, "end of data took the better part of the timeout");
+	cr_assert(seen[0] == 1 && seen[1] == 1);
+	drop(c, name);
+}
+
+/* Counted and claimed, then dead: the reclaim empties the slot and uncounts it, exactly. */
+Test(crash_counts, producer_dead_after_counting_and_claiming_is_uncounted_by_the_reclaim)
+{
+	char name[64];
+	struct cistern *c = make("cc-claim", name, sizeof(name), CISTERN_RESERVOIR, 4);
+	put_u32(c, 7);
+	uint32_t idx = UINT32_MAX;
+	for (uint32_t i = 0; i < 4 && idx == UINT32_MAX; i++)
+		if (sw_state(atomic_load(&c->meta[i].word)) == RS_EMPTY)
+			idx = i;
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		struct cistern *p;
+		if (cistern_attach(name, &p) < 0)
+			_exit(1);
+		atomic_fetch_add(&p->hdr->filled, 1);
+		uint64_t w = atomic_load(&p->meta[idx].word);
+		if (!atomic_compare_exchange_strong(&p->meta[idx].word, &w,
+						    sw_make(sw_pos(w), RS_RESERVED, p->owner)))
+			_exit(3);
+		raise(SIGKILL);
+		_exit(2);
+	}
+	reap_killed(pid);
+	cr_assert_eq(atomic_load(&c->hdr->filled), 2);
+	cr_assert_gt(cistern__sweep(c), 0, "the dead producer's entry was reclaimed");
+	cr_assert_eq(sw_state(atomic_load(&c->meta[idx].word)), RS_EMPTY);
+	cr_assert_eq(atomic_load(&c->hdr->filled), 1, "the count follows the slot back");
+	drop(c, name);
+}
