@@ -558,6 +558,19 @@ static inline void cistern__seen_sub(struct cistern *c, uint64_t index)
 	else
 		atomic_fetch_sub_explicit(seen, 1, memory_order_relaxed);
 }
+/*
+ * A dead reader's read given back by a reclaim: seen -= 1, but never below 0
+ * (the reader may have died before it raised it). True if it was lowered.
+ */
+static inline bool cistern__seen_take_back(struct cistern_slotmeta *m)
+{
+	uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
+	while (seen > 0 && !atomic_compare_exchange_weak_explicit(&m->seen, &seen, seen - 1,
+								 memory_order_relaxed,
+								 memory_order_relaxed))
+		;
+	return seen > 0;
+}
 void cistern__drop_pins(struct cistern *c, struct cistern_proc *p);
 void cistern__pins_free(struct cistern *c);
 

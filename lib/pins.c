@@ -147,11 +147,7 @@ void cistern__drop_pins(struct cistern *c, struct cistern_proc *p)
 		 * pin and its increment this takes back another's read instead,
 		 * which only delays an eviction: erring low is the safe side.
 		 */
-		uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
-		while (seen > 0 && !atomic_compare_exchange_weak_explicit(&m->seen, &seen, seen - 1,
-									 memory_order_relaxed,
-									 memory_order_relaxed))
-			;
+		cistern__seen_take_back(m);
 		atomic_fetch_and_explicit(&m->pins, ~bit, memory_order_seq_cst);
 	}
 	p->reader_bit = UINT32_MAX;

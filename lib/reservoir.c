@@ -614,7 +614,7 @@ bool rs_drained(struct cistern *c)
 void rs_reclaim(struct cistern *c, uint32_t owner)
 {
 	struct cistern_hdr *h = c->hdr;
-	uint64_t reclaimed = 0, redelivered = 0;
+	struct cistern_counters *retired = &h->retired;
 	/*
 	 * Not our own detach: the owner died, perhaps between a slot change
 	 * and its count (reservoir.h). Before the walk, whose end wakes every
@@ -622,6 +622,13 @@ void rs_reclaim(struct cistern *c, uint32_t owner)
 	 */
 	if (owner != c->owner)
 		atomic_store_explicit(&h->counts_unsure, 1, memory_order_seq_cst);
+	/*
+	 * Each slot is counted before its CAS, and the count taken back if the
+	 * CAS fails: a reclaimer that dies half-way leaves its entry to the
+	 * next sweeper, who does it again, so a slot done but not counted would
+	 * go uncounted for good, while one counted but not done is counted
+	 * twice (docs/STATE-MACHINE.md: statistics err high, never low).
+	 */
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = M(c, i);
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
@@ -630,12 +637,14 @@ void rs_reclaim(struct cistern *c, uint32_t owner)
 		if (sw_state(w) == RS_RESERVED) {
 			/* An unfinished put: that sample never existed; the slot is empty. */
 			uint64_t nw = sw_make(sw_pos(w) + c->slot_count, RS_EMPTY, 0);
+			atomic_fetch_add_explicit(&retired->reclaimed, 1, memory_order_relaxed);
 			if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
 								    memory_order_seq_cst,
-								    memory_order_relaxed)) {
+								    memory_order_relaxed))
 				atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
-				reclaimed++;
-			}
+			else
+				atomic_fetch_sub_explicit(&retired->reclaimed, 1,
+							  memory_order_relaxed);
 		} else if (sw_state(w) == RS_EVICTING) {
 			/* Died deciding whether to evict: the sample stays. */
 			atomic_compare_exchange_strong_explicit(&m->word, &w,
@@ -643,23 +652,27 @@ void rs_reclaim(struct cistern *c, uint32_t owner)
 								memory_order_seq_cst,
 								memory_order_relaxed);
 		} else if (sw_state(w) == RS_ACQUIRED) {
-			/* A read that never finished: the sample goes back, unread. */
+			/*
+			 * A read that never finished: the sample goes back, unread.
+			 * Its seen count is taken back, never below 0 (the reader
+			 * may have died between its claim and raising it); a
+			 * reclaimer that dies before the CAS makes the next one take
+			 * it back twice, which errs on the side of another read.
+			 */
 			uint64_t nw = sw_make(sw_pos(w), RS_HELD, 0);
-			atomic_fetch_sub_explicit(&m->seen, 1, memory_order_relaxed);
-			if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
-								    memory_order_seq_cst,
-								    memory_order_relaxed))
-				redelivered++;
-			else
-				atomic_fetch_add_explicit(&m->seen, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&retired->redeliveries, 1, memory_order_relaxed);
+			bool lowered = cistern__seen_take_back(m);
+			if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
+								     memory_order_seq_cst,
+								     memory_order_relaxed)) {
+				if (lowered)
+					atomic_fetch_add_explicit(&m->seen, 1, memory_order_relaxed);
+				atomic_fetch_sub_explicit(&retired->redeliveries, 1,
+							  memory_order_relaxed);
+			}
 		}
 	}
 	cistern__drop_pins(c, &cistern__procs(h)[owner - 1]);
-	if (reclaimed)
-		atomic_fetch_add_explicit(&h->retired.reclaimed, reclaimed, memory_order_relaxed);
-	if (redelivered)
-		atomic_fetch_add_explicit(&h->retired.redeliveries, redelivered,
-					  memory_order_relaxed);
 }
 
 uint64_t rs_population(const struct cistern *c, const struct cistern_stats *st)

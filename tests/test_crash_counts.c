@@ -10,6 +10,7 @@
  * timeout.
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 
 #include "helpers.h"
 #include "reservoir.h"
@@ -153,5 +154,62 @@ Test(crash_counts, producer_dead_after_counting_and_claiming_is_uncounted_by_the
 	cr_assert_gt(cistern__sweep(c), 0, "the dead producer's entry was reclaimed");
 	cr_assert_eq(sw_state(atomic_load(&c->meta[idx].word)), RS_EMPTY);
 	cr_assert_eq(atomic_load(&c->hdr->filled), 1, "the count follows the slot back");
+	drop(c, name);
+}
+
+/*
+ * A reader dies holding a FIRO sample; the process that reclaims it counts the
+ * redelivery and takes the read back, then dies before its CAS. The next
+ * sweeper does it all again: the sample comes back once, its seen count is
+ * not taken below 0, and the redelivery is counted (twice, never not at all).
+ */
+Test(crash_counts, reclaimer_dead_before_handing_a_read_back_leaves_it_to_the_next_one)
+{
+	char name[64];
+	struct cistern *c = make("cc-rdead", name, sizeof(name), CISTERN_FIRO, 4);
+	for (uint32_t v = 0; v < 2; v++)
+		put_u32(c, v);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	uint32_t *idx = shared_alloc(sizeof(*idx));
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		struct cistern *r;
+		struct cistern_sample s;
+		if (cistern_attach(name, &r) < 0 || cistern_acquire(r, &s, 0) < 0)
+			_exit(1);
+		*idx = s.index_;
+		raise(SIGKILL);
+		_exit(2);
+	}
+	reap_killed(pid);
+	uint32_t dead = sw_owner(atomic_load(&c->meta[*idx].word));
+	cr_assert_eq(sw_state(atomic_load(&c->meta[*idx].word)), RS_ACQUIRED);
+	pid = fork_child();
+	if (pid == 0) {
+		struct cistern *r;
+		if (cistern__open_mapped(name, false, &r) < 0)
+			_exit(1);
+		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
+				   .l_start = CISTERN_LOCK_BASE + dead - 1, .l_len = 1};
+		if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
+			_exit(3);
+		/* rs_reclaim()'s first steps on the slot, then death before the CAS. */
+		atomic_fetch_add(&r->hdr->retired.redeliveries, 1);
+		cistern__seen_take_back(&r->meta[*idx]);
+		raise(SIGKILL);
+		_exit(2);
+	}
+	reap_killed(pid);
+	cr_assert_eq(atomic_load(&c->meta[*idx].seen), 0, "the unfinished read was taken back");
+	cr_assert_gt(cistern__sweep(c), 0, "the next sweeper reclaimed the dead reader");
+	cr_assert_eq(sw_state(atomic_load(&c->meta[*idx].word)), RS_HELD);
+	cr_assert_eq(atomic_load(&c->meta[*idx].seen), 0, "taken back twice, but not below 0");
+	unsigned seen[32] = {0};
+	cr_assert_eq(drain(c, seen, 10000), 2);
+	cr_assert(seen[0] == 1 && seen[1] == 1, "each sample read once (%u, %u)", seen[0],
+		  seen[1]);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_geq(st.redeliveries, 1);
 	drop(c, name);
 }
