@@ -40,9 +40,26 @@ static void put_u32(struct cistern *c, uint32_t v)
 	cr_assert_eq(r, 0, "put %u: %s", v, cistern_strerror(r));
 }
 
-/* Wait for a child that must die by SIGKILL after its first step. */
-static void reap_killed(pid_t pid)
+/*
+ * Run step() in a child process that then dies by SIGKILL, as if killed right
+ * after it, and wait for that death. The child works on its own handle: an
+ * attachment, or with `attach` false a bare mapping that takes no entry (a
+ * reclaimer, which must not leave a dead entry of its own). step() returns
+ * false if it could not do its part.
+ */
+static void die_after(const char *name, bool attach, bool (*step)(struct cistern *r, void *arg),
+		      void *arg)
 {
+	pid_t pid = fork_child();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct cistern *r;
+		int rc = attach ? cistern_attach(name, &r) : cistern__open_mapped(name, false, &r);
+		if (rc < 0 || !step(r, arg))
+			_exit(1);
+		raise(SIGKILL);
+		_exit(2);
+	}
 	int status;
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
@@ -50,11 +67,14 @@ static void reap_killed(pid_t pid)
 }
 
 /*
- * Read until end of data, each get allowed `timeout_ms`: a wedge shows as
- * -ETIMEDOUT. Marks each payload value (< 32) in seen[]; returns the count.
+ * Read until end of data, each get allowed 10 s: a wedge shows as -ETIMEDOUT,
+ * and a drain that takes half of that as a failure too. Marks each payload
+ * value (< 32) in seen[]; returns the count.
  */
-static int drain(struct cistern *c, unsigned seen[32], int timeout_ms)
+static int drain(struct cistern *c, unsigned seen[32])
 {
+	const int timeout_ms = 10000;
+	double t0 = mono_now();
 	int n = 0;
 	uint32_t v;
 	ssize_t r;
@@ -65,7 +85,67 @@ static int drain(struct cistern *c, unsigned seen[32], int timeout_ms)
 	}
 	cr_assert_eq(r, CISTERN_EOD, "the drain ended with %s, not end of data",
 		     cistern_strerror((int)r));
+	cr_assert_lt(mono_now() - t0, timeout_ms / 2000.0,
+		     "end of data took the better part of the timeout");
 	return n;
+}
+
+/* Take a sample for good (its last epoch), empty its slot, and stop before the count. */
+static bool take_and_empty(struct cistern *r, void *taken)
+{
+	struct cistern_sample s;
+	if (cistern_acquire(r, &s, 0) < 0)
+		return false;
+	*(uint32_t *)taken = *(const uint32_t *)s.data;
+	uint64_t w = atomic_load(&r->meta[s.index_].word);
+	atomic_store(&r->meta[s.index_].word, sw_make(sw_pos(w) + r->slot_count, RS_EMPTY, 0));
+	return true;
+}
+
+/* A fill's count, and stop before the claim. */
+static bool count_a_fill(struct cistern *r, void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&r->hdr->filled, 1);
+	return true;
+}
+
+/* A fill's count and its claim of slot *index, and stop before the commit. */
+static bool count_and_claim(struct cistern *r, void *index)
+{
+	uint32_t idx = *(uint32_t *)index;
+	atomic_fetch_add(&r->hdr->filled, 1);
+	uint64_t w = atomic_load(&r->meta[idx].word);
+	return atomic_compare_exchange_strong(&r->meta[idx].word, &w,
+					      sw_make(sw_pos(w), RS_RESERVED, r->owner));
+}
+
+/* Take a sample and hold it; *index says which slot. */
+static bool take_and_hold(struct cistern *r, void *index)
+{
+	struct cistern_sample s;
+	if (cistern_acquire(r, &s, 0) < 0)
+		return false;
+	*(uint32_t *)index = s.index_;
+	return true;
+}
+
+/*
+ * As the reclaimer of the dead holder of slot *index: take its entry's lock,
+ * then do rs_reclaim()'s first steps on the slot (count the redelivery, take
+ * the read back), and stop before the CAS.
+ */
+static bool begin_reclaim(struct cistern *r, void *index)
+{
+	uint32_t idx = *(uint32_t *)index;
+	uint32_t dead = sw_owner(atomic_load(&r->meta[idx].word));
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
+			   .l_start = CISTERN_LOCK_BASE + dead - 1, .l_len = 1};
+	if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
+		return false;
+	atomic_fetch_add(&r->hdr->retired.redeliveries, 1);
+	cistern__seen_take_back(&r->meta[idx]);
+	return true;
 }
 
 Test(crash_counts, firo_reader_dead_between_emptying_a_slot_and_uncounting_it_leaves_no_wedge)
@@ -76,26 +156,10 @@ Test(crash_counts, firo_reader_dead_between_emptying_a_slot_and_uncounting_it_le
 		put_u32(c, v);
 	cr_assert_eq(cistern_close_reception(c), 0);
 	uint32_t *taken = shared_alloc(sizeof(*taken));
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		/* Take a sample for good (its last epoch), empty its slot, die before the count. */
-		struct cistern *r;
-		struct cistern_sample s;
-		if (cistern_attach(name, &r) < 0 || cistern_acquire(r, &s, 0) < 0)
-			_exit(1);
-		*taken = *(const uint32_t *)s.data;
-		uint64_t w = atomic_load(&r->meta[s.index_].word);
-		atomic_store(&r->meta[s.index_].word,
-			     sw_make(sw_pos(w) + r->slot_count, RS_EMPTY, 0));
-		raise(SIGKILL);
-		_exit(2);
-	}
-	reap_killed(pid);
+	die_after(name, true, take_and_empty, taken);
 	cr_assert_eq(atomic_load(&c->hdr->filled), 3, "the child's slot is empty but counted");
 	unsigned seen[32] = {0};
-	double t0 = mono_now();
-	cr_assert_eq(drain(c, seen, 10000), 2);
-	cr_assert_lt(mono_now() - t0, 5.0, "end of data took the better part of the timeout");
+	cr_assert_eq(drain(c, seen), 2);
 	for (uint32_t v = 0; v < 3; v++)
 		cr_assert_eq(seen[v], v == *taken ? 0u : 1u, "sample %u read %u times", v, seen[v]);
 	drop(c, name);
@@ -107,21 +171,10 @@ Test(crash_counts, reservoir_producer_dead_between_counting_a_fill_and_claiming_
 	struct cistern *c = make("cc-res", name, sizeof(name), CISTERN_RESERVOIR, 4);
 	for (uint32_t v = 0; v < 2; v++)
 		put_u32(c, v);
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		struct cistern *p;
-		if (cistern_attach(name, &p) < 0)
-			_exit(1);
-		atomic_fetch_add(&p->hdr->filled, 1);
-		raise(SIGKILL);
-		_exit(2);
-	}
-	reap_killed(pid);
+	die_after(name, true, count_a_fill, NULL);
 	cr_assert_eq(cistern_close_reception(c), 0);
 	unsigned seen[32] = {0};
-	double t0 = mono_now();
-	cr_assert_eq(drain(c, seen, 10000), 2);
-	cr_assert_lt(mono_now() - t0, 5.0, "end of data took the better part of the timeout");
+	cr_assert_eq(drain(c, seen), 2);
 	cr_assert(seen[0] == 1 && seen[1] == 1);
 	drop(c, name);
 }
@@ -136,20 +189,7 @@ Test(crash_counts, producer_dead_after_counting_and_claiming_is_uncounted_by_the
 	for (uint32_t i = 0; i < 4 && idx == UINT32_MAX; i++)
 		if (sw_state(atomic_load(&c->meta[i].word)) == RS_EMPTY)
 			idx = i;
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		struct cistern *p;
-		if (cistern_attach(name, &p) < 0)
-			_exit(1);
-		atomic_fetch_add(&p->hdr->filled, 1);
-		uint64_t w = atomic_load(&p->meta[idx].word);
-		if (!atomic_compare_exchange_strong(&p->meta[idx].word, &w,
-						    sw_make(sw_pos(w), RS_RESERVED, p->owner)))
-			_exit(3);
-		raise(SIGKILL);
-		_exit(2);
-	}
-	reap_killed(pid);
+	die_after(name, true, count_and_claim, &idx);
 	cr_assert_eq(atomic_load(&c->hdr->filled), 2);
 	cr_assert_gt(cistern__sweep(c), 0, "the dead producer's entry was reclaimed");
 	cr_assert_eq(sw_state(atomic_load(&c->meta[idx].word)), RS_EMPTY);
@@ -171,41 +211,15 @@ Test(crash_counts, reclaimer_dead_before_handing_a_read_back_leaves_it_to_the_ne
 		put_u32(c, v);
 	cr_assert_eq(cistern_close_reception(c), 0);
 	uint32_t *idx = shared_alloc(sizeof(*idx));
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		struct cistern *r;
-		struct cistern_sample s;
-		if (cistern_attach(name, &r) < 0 || cistern_acquire(r, &s, 0) < 0)
-			_exit(1);
-		*idx = s.index_;
-		raise(SIGKILL);
-		_exit(2);
-	}
-	reap_killed(pid);
-	uint32_t dead = sw_owner(atomic_load(&c->meta[*idx].word));
+	die_after(name, true, take_and_hold, idx);
 	cr_assert_eq(sw_state(atomic_load(&c->meta[*idx].word)), RS_ACQUIRED);
-	pid = fork_child();
-	if (pid == 0) {
-		struct cistern *r;
-		if (cistern__open_mapped(name, false, &r) < 0)
-			_exit(1);
-		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
-				   .l_start = CISTERN_LOCK_BASE + dead - 1, .l_len = 1};
-		if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
-			_exit(3);
-		/* rs_reclaim()'s first steps on the slot, then death before the CAS. */
-		atomic_fetch_add(&r->hdr->retired.redeliveries, 1);
-		cistern__seen_take_back(&r->meta[*idx]);
-		raise(SIGKILL);
-		_exit(2);
-	}
-	reap_killed(pid);
+	die_after(name, false, begin_reclaim, idx);
 	cr_assert_eq(atomic_load(&c->meta[*idx].seen), 0, "the unfinished read was taken back");
 	cr_assert_gt(cistern__sweep(c), 0, "the next sweeper reclaimed the dead reader");
 	cr_assert_eq(sw_state(atomic_load(&c->meta[*idx].word)), RS_HELD);
 	cr_assert_eq(atomic_load(&c->meta[*idx].seen), 0, "taken back twice, but not below 0");
 	unsigned seen[32] = {0};
-	cr_assert_eq(drain(c, seen, 10000), 2);
+	cr_assert_eq(drain(c, seen), 2);
 	cr_assert(seen[0] == 1 && seen[1] == 1, "each sample read once (%u, %u)", seen[0],
 		  seen[1]);
 	struct cistern_stats st;
