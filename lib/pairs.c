@@ -82,7 +82,11 @@ static uint64_t predecessor(struct cistern *c, uint64_t index)
  * Reads only ever see samples through pairs, so a sample whose neighbours
  * were both evicted before any pair reached it could never be seen, and a
  * buffer full of them would stop every producer for good. When no seen
- * sample can be evicted, such an orphan may be (counted as evicted unseen).
+ * sample can be evicted and no pair is held (pairs_any_held()), such an
+ * orphan may be (counted as evicted unseen). While a pair is held, a read
+ * of it (or the release of one pinned now) makes a seen sample evictable,
+ * so the producer waits as under the Reservoir: a sample that merely waits
+ * for its successor to be produced is not taken for lost.
  */
 bool pairs_is_orphan(struct cistern *c, uint64_t index, void *arg)
 {
@@ -98,6 +102,19 @@ static bool is_pair_head(struct cistern *c, uint64_t index, void *arg)
 {
 	(void)arg;
 	return rs_is_held(c, index, NULL) && successor(c, index) != UINT64_MAX;
+}
+
+bool pairs_any_held(struct cistern *c)
+{
+	/*
+	 * A scan, stopped at the first pair: it runs only when a producer
+	 * found nothing seen to evict. Every pinned sample belongs to a held
+	 * pair, so this also answers "will a release make one evictable".
+	 */
+	for (uint64_t i = 0; i < c->slot_count; i++)
+		if (is_pair_head(c, i, NULL))
+			return true;
+	return false;
 }
 
 /* Both members still what the index said: same simulation, consecutive steps. */

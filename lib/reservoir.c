@@ -729,7 +729,7 @@ int rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *slot)
 	int r = rs_fill_reserve(c, slot);
 	if (r == -EAGAIN)
 		r = rs_evict_reserve(c, slot, NULL);
-	if (r == -EAGAIN && c->hdr->policy == CISTERN_SIM_PAIRED_RESERVOIR)
+	if (r == -EAGAIN && c->hdr->policy == CISTERN_SIM_PAIRED_RESERVOIR && !pairs_any_held(c))
 		r = rs_evict_reserve(c, slot, pairs_is_orphan);
 	return r;
 }

@@ -105,5 +105,7 @@ void pairs_publish(struct cistern *c, uint64_t index);
 void pairs_forget(struct cistern *c, uint64_t index);
 /* Held, unseen, unpinned, and with neither neighbour held: no read can reach it. */
 bool pairs_is_orphan(struct cistern *c, uint64_t index, void *arg);
+/* Some pair is held now, so a read can still make a sample evictable. */
+bool pairs_any_held(struct cistern *c);
 
 #endif

@@ -64,10 +64,12 @@ struct chaos_policy {
 	struct cistern_config cfg;
 	void (*verify)(const struct chaos_result *res);
 	unsigned batch; /* readers acquire batches of this many (0: one sample at a time) */
+	bool pairs;     /* readers acquire pairs (SimPairedReservoir) */
 };
 
 static const char *chaos_name;
 static unsigned chaos_batch;
+static bool chaos_pairs;
 
 /* ---- participants (children) ---------------------------------------------- */
 
@@ -165,8 +167,9 @@ static int reader(struct chaos_shared *sh, uint32_t id)
 	for (uint32_t n = id;; n++) {
 		struct cistern_sample s[8];
 		size_t want = chaos_batch ? chaos_batch : 1;
-		int r = chaos_batch ? cistern_acquire_batch(c, s, want, OP_TIMEOUT_MS)
-				    : cistern_acquire(c, s, OP_TIMEOUT_MS);
+		int r = chaos_pairs   ? cistern_acquire_pair(c, s, OP_TIMEOUT_MS)
+			: chaos_batch ? cistern_acquire_batch(c, s, want, OP_TIMEOUT_MS)
+				      : cistern_acquire(c, s, OP_TIMEOUT_MS);
 		if (r == CISTERN_EOD)
 			break;
 		if (r == -ETIMEDOUT || r == -EBUSY) {
@@ -178,11 +181,14 @@ static int reader(struct chaos_shared *sh, uint32_t id)
 		}
 		if (r < 0)
 			return 22;
-		size_t got = chaos_batch ? (size_t)r : 1;
+		size_t got = chaos_pairs ? 2 : chaos_batch ? (size_t)r : 1;
+		if (chaos_pairs && (s[0].meta.sim_id != s[1].meta.sim_id ||
+				    s[1].meta.time_step != s[0].meta.time_step + 1))
+			atomic_fetch_add(&sh->bad, 1); /* not (x_t, x_t+1) of one simulation */
 		for (size_t i = 0; i < got; i++)
 			record(sh, &s[i]);
 		hold_a_while(sh, PRODUCERS + (int)id, n);
-		if (cistern_release_batch(c, s, got) < 0)
+		if ((chaos_pairs ? cistern_release_pair(c, s) : cistern_release_batch(c, s, got)) < 0)
 			return 23;
 	}
 	cistern_detach(c);
@@ -246,6 +252,7 @@ static void run_chaos(const struct chaos_policy *pol)
 	snprintf(name, sizeof(name), "t-chaos-%s-%d", pol->name, (int)getpid());
 	chaos_name = name;
 	chaos_batch = pol->batch;
+	chaos_pairs = pol->pairs;
 	cistern_unlink(name);
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &pol->cfg, &c), 0);
@@ -349,14 +356,17 @@ static void run_chaos(const struct chaos_policy *pol)
 	cistern_stats_get(c, &res.stats);
 	cr_log_info("chaos %s: seed %#llx, %d kills (%d producers, %llu holding a reservation; "
 		    "%d readers, %llu holding a sample), %llu committed, "
-		    "%llu uncertain, %llu received, %llu duplicates, %llu redeliveries, "
-		    "%llu reclaimed",
+		    "%llu uncertain, %llu received, %llu missing, %llu duplicates, "
+		    "%llu redeliveries, %llu reclaimed, %llu evicted unseen, %llu unpaired",
 		    pol->name, (unsigned long long)seed, kills, by_role[0],
 		    (unsigned long long)died_holding[0], by_role[1], (unsigned long long)died_holding[1],
 		    (unsigned long long)res.committed, (unsigned long long)res.uncertain,
-		    (unsigned long long)res.received, (unsigned long long)res.duplicates,
+		    (unsigned long long)res.received, (unsigned long long)res.missing,
+		    (unsigned long long)res.duplicates,
 		    (unsigned long long)res.stats.redeliveries,
-		    (unsigned long long)res.stats.reclaimed);
+		    (unsigned long long)res.stats.reclaimed,
+		    (unsigned long long)res.stats.evicted_unseen,
+		    (unsigned long long)res.stats.unpaired);
 	cr_assert_eq(atomic_load(&sh->bad), 0, "%s: damaged samples; seed %#llx", pol->name,
 		     (unsigned long long)seed);
 	cr_assert_gt(res.committed, (uint64_t)kills, "%s: too little traffic to mean anything",
@@ -496,4 +506,81 @@ Test(chaos, fifo_survives_random_sigkills_without_loss_or_wedge, .timeout = 900)
 Test(chaos, single_role_fifo_survives_random_sigkills_without_loss_or_wedge, .timeout = 900)
 {
 	run_chaos(&chaos_fifo_sole);
+}
+
+/*
+ * FIFOEvictReservoir: as the reservoir, except that a full buffer evicts its
+ * oldest sample and waits while that one is unseen; a reader killed holding
+ * the oldest sample must not keep it pinned, or the producers wait for good.
+ */
+static const struct chaos_policy chaos_fifo_evict = {
+	.name = "fifo-evict",
+	.cfg = {.policy = CISTERN_FIFO_EVICT_RESERVOIR, .slot_size = PAYLOAD, .slot_count = 32,
+		.watermark = 8},
+	.verify = verify_reservoir,
+};
+
+Test(chaos, fifo_evict_reservoir_survives_random_sigkills_without_unseen_eviction_or_wedge,
+     .timeout = 900)
+{
+	run_chaos(&chaos_fifo_evict);
+}
+
+/*
+ * BatchReservoir: readers pin batch_size distinct samples at once and are
+ * killed holding whole batches; after close the last batches may be short.
+ */
+static const struct chaos_policy chaos_batch_reservoir = {
+	.name = "batch",
+	.cfg = {.policy = CISTERN_BATCH_RESERVOIR, .slot_size = PAYLOAD, .slot_count = 32,
+		.watermark = 8, .batch_size = 4},
+	.verify = verify_reservoir,
+	.batch = 4,
+};
+
+Test(chaos, batch_reservoir_survives_random_sigkills_without_unseen_eviction_or_wedge,
+     .timeout = 900)
+{
+	run_chaos(&chaos_batch_reservoir);
+}
+
+/*
+ * SimPairedReservoir: each producer is one simulation (sim_id p, time step
+ * seq), so a killed producer leaves a step missing and the samples around it
+ * with one neighbour fewer. Reads only see samples through pairs: a sample
+ * with no neighbour left is an orphan, the one kind of sample the policy may
+ * evict unseen, and after close what has no partner stays, counted. So every
+ * committed sample was received, or evicted as an orphan, or left unpaired;
+ * nothing seen was not put; and every pair was (x_t, x_t+1) of one
+ * simulation (checked by the readers).
+ */
+static void verify_pairs(const struct chaos_result *res)
+{
+	cr_assert_eq(res->phantoms, 0, "sim-paired: %llu samples received that were never put",
+		     (unsigned long long)res->phantoms);
+	cr_assert_leq(res->missing, res->stats.evicted_unseen + res->stats.unpaired,
+		      "sim-paired: %llu committed samples never received, but only %llu "
+		      "orphans evicted and %llu left unpaired",
+		      (unsigned long long)res->missing,
+		      (unsigned long long)res->stats.evicted_unseen,
+		      (unsigned long long)res->stats.unpaired);
+	cr_assert_gt(res->stats.evictions, 0, "sim-paired: the buffer never filled");
+	cr_assert_geq(res->stats.reclaimed, res->producers_died_holding,
+		      "sim-paired: %llu producers died holding a reservation, %llu reclaimed",
+		      (unsigned long long)res->producers_died_holding,
+		      (unsigned long long)res->stats.reclaimed);
+}
+
+static const struct chaos_policy chaos_sim_paired = {
+	.name = "sim-paired",
+	.cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_size = PAYLOAD, .slot_count = 32,
+		.watermark = 8, .sweep_size = PRODUCERS, .nb_time_steps = MAX_SEQ},
+	.verify = verify_pairs,
+	.pairs = true,
+};
+
+Test(chaos, sim_paired_reservoir_survives_random_sigkills_without_loss_or_wedge,
+     .timeout = 900)
+{
+	run_chaos(&chaos_sim_paired);
 }

@@ -901,6 +901,44 @@ Test(policies, detach_drops_pins_and_their_unfinished_reads)
 	drop(c, name);
 }
 
+/*
+ * A sample whose predecessor is gone may only be waiting for its successor:
+ * while a pair is held, a read makes something evictable, so a producer
+ * waits rather than evict the lone sample unseen.
+ */
+Test(sim_paired, a_lone_sample_is_not_evicted_unseen_while_a_pair_can_still_be_read)
+{
+	char name[64];
+	struct cistern_config cfg = paired_cfg();
+	cfg.slot_count = 3;
+	struct cistern *c = make("sp-lone", name, sizeof(name), cfg);
+	put_u32(c, 0, 0, 0);
+	put_u32(c, 1, 0, 1);
+	put_u32(c, 2, 1, 5); /* alone: (1,4) is gone, (1,6) not produced yet */
+	uint32_t v = 3;
+	struct cistern_meta m = {.sim_id = 2, .time_step = 0};
+	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), -EAGAIN,
+		     "full, nothing seen, a pair still readable: wait");
+	cr_assert_eq(stats(c).evicted_unseen, 0);
+	struct cistern_sample p[2];
+	cr_assert_eq(cistern_acquire_pair(c, p, 0), 0);
+	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), -EAGAIN, "the pair is pinned: still wait");
+	cr_assert_eq(cistern_release_pair(c, p), 0);
+	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), 0, "a seen member of the pair goes");
+	cr_assert_eq(stats(c).evicted_unseen, 0);
+	/* (1,5) is still there, and its successor now makes a pair with it. */
+	v = 4;
+	m = (struct cistern_meta){.sim_id = 1, .time_step = 6};
+	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), 0);
+	cr_assert_eq(stats(c).evicted_unseen, 0);
+	cr_assert_eq(cistern_acquire_pair(c, p, 0), 0);
+	cr_assert_eq(p[0].meta.sim_id, 1);
+	cr_assert_eq(p[0].meta.time_step, 5);
+	cr_assert_eq(p[1].meta.time_step, 6);
+	cr_assert_eq(cistern_release_pair(c, p), 0);
+	drop(c, name);
+}
+
 Test(sim_paired, unseen_samples_in_a_pair_are_not_evicted_but_orphans_are)
 {
 	char name[64];
