@@ -108,8 +108,10 @@ static inline bool claim_direct(bool polling, _Atomic uint64_t *word, uint64_t e
  * Only with light wakes: fifo_drained() relies on a membarrier to order our
  * tail store before our check for a closed reception (cistern_reserve()).
  * False (nothing done) if the slot is not FREE(t): the general path decides.
+ * True with the position and slot claimed; reserve_sole() puts them in a
+ * slot record, put_sole() uses them as they are.
  */
-static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
+static inline bool sole_claim_tail(struct cistern *c, uint64_t *pos, uint64_t *index)
 {
 	struct cistern_hdr *h = c->hdr;
 	/* Relaxed: we are the only writer of the tail while we hold the role. */
@@ -128,8 +130,18 @@ static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
 	 */
 	atomic_store_explicit(&m->word, sw_make(t, FIFO_RESERVED, c->owner), memory_order_relaxed);
 	atomic_store_explicit(&h->tail, t + 1, memory_order_release);
-	/* Keeps the compiler from moving cistern_reserve()'s check of `closed` above. */
+	/* Keeps the compiler from moving the caller's check of `closed` above. */
 	atomic_signal_fence(memory_order_seq_cst);
+	*pos = t;
+	*index = idx;
+	return true;
+}
+
+static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
+{
+	uint64_t t, idx;
+	if (!sole_claim_tail(c, &t, &idx))
+		return false;
 	cistern__set_slot(slot, c, idx, t);
 	return true;
 }
@@ -183,24 +195,31 @@ static bool slot_is_mine(struct cistern *c, const struct cistern_slot *slot)
 	return w == sw_make(slot->pos_, FIFO_RESERVED, c->owner);
 }
 
-/* Commit a slot the caller has checked is ours. */
-static inline void commit_mine(struct cistern *c, struct cistern_slot *slot, size_t len,
-			       struct cistern_meta *meta)
+/* Commit the sample in slot idx, which we claimed for position pos. */
+static inline void publish_sample(struct cistern *c, uint64_t idx, uint64_t pos, size_t len,
+				  struct cistern_meta *meta)
 {
-	struct cistern_slotmeta *m = &c->meta[slot->index_];
+	struct cistern_slotmeta *m = &c->meta[idx];
 	m->len = len;
 	/* The position is unique and increasing: offset by id_base, it is the sample id. */
-	uint64_t id = slot->pos_ + c->hdr->id_base;
+	uint64_t id = pos + c->hdr->id_base;
 	m->sample_id = id;
 	m->sim_id = meta ? meta->sim_id : 0;
 	m->time_step = meta ? meta->time_step : 0;
 	if (meta)
 		meta->sample_id = id;
 	/* Publishes payload and metadata (release), then the wake check. */
-	cistern__publish_word(&m->word, sw_make(slot->pos_, FIFO_COMMITTED, 0));
-	slot->live_ = 0;
+	cistern__publish_word(&m->word, sw_make(pos, FIFO_COMMITTED, 0));
 	cistern__count(&c->me->ctr.puts, 1);
 	cistern__wake_readers(c);
+}
+
+/* Commit a slot the caller has checked is ours. */
+static inline void commit_mine(struct cistern *c, struct cistern_slot *slot, size_t len,
+			       struct cistern_meta *meta)
+{
+	publish_sample(c, slot->index_, slot->pos_, len, meta);
+	slot->live_ = 0;
 }
 
 static int fifo_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
@@ -272,9 +291,9 @@ static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 
 /*
  * The sole reader's take (CISTERN_SINGLE_READER), the mirror of
- * reserve_sole(): only we move the head or take a COMMITTED slot.
+ * sole_claim_tail(): only we move the head or take a COMMITTED slot.
  */
-static inline bool acquire_sole(struct cistern *c, struct cistern_sample *s)
+static inline bool sole_take_head(struct cistern *c, uint64_t *pos, uint64_t *index)
 {
 	struct cistern_hdr *h = c->hdr;
 	/* Relaxed: we are the only writer of the head while we hold the role. */
@@ -292,8 +311,18 @@ static inline bool acquire_sole(struct cistern *c, struct cistern_sample *s)
 	 */
 	atomic_store_explicit(&m->word, sw_make(p, FIFO_ACQUIRED, c->owner), memory_order_relaxed);
 	atomic_store_explicit(&h->head, p + 1, memory_order_release);
-	fill_sample(c, s, idx, p);
 	cistern__count(&c->me->ctr.gets, 1);
+	*pos = p;
+	*index = idx;
+	return true;
+}
+
+static inline bool acquire_sole(struct cistern *c, struct cistern_sample *s)
+{
+	uint64_t p, idx;
+	if (!sole_take_head(c, &p, &idx))
+		return false;
+	fill_sample(c, s, idx, p);
 	return true;
 }
 
@@ -365,16 +394,21 @@ static bool sample_is_mine(struct cistern *c, const struct cistern_sample *s)
 	       sw_pos(w) == (s->pos_ & SW_POS_MASK);
 }
 
+/* Hand slot idx, taken for position pos, back for position pos + n. */
+static inline void free_slot(struct cistern *c, uint64_t idx, uint64_t pos)
+{
+	/* Our reads of the payload are done (release), then the wake check. */
+	cistern__publish_word(&c->meta[idx].word, sw_make(pos + c->slot_count, FIFO_FREE, 0));
+	cistern__count(&c->me->ctr.seen_hist[1], 1);
+	cistern__wake_producers(c);
+}
+
 /* Release a sample the caller has checked is ours. */
 static inline void release_mine(struct cistern *c, struct cistern_sample *s)
 {
-	struct cistern_slotmeta *m = &c->meta[s->index_];
-	/* Our reads of the payload are done (release), then the wake check. */
-	cistern__publish_word(&m->word, sw_make(s->pos_ + c->slot_count, FIFO_FREE, 0));
+	free_slot(c, s->index_, s->pos_);
 	s->live_ = 0;
 	s->data = NULL;
-	cistern__count(&c->me->ctr.seen_hist[1], 1);
-	cistern__wake_producers(c);
 }
 
 static int fifo_release(struct cistern *c, struct cistern_sample *s)
@@ -494,6 +528,73 @@ static uint64_t fifo_population(const struct cistern *c, const struct cistern_st
 }
 
 /*
+ * A get took a sample longer than the caller's buffer: it goes back to be
+ * handed out again (-EMSGSIZE). Longer than the slot, which only a damaged
+ * segment says: it is refused and dropped, as cistern_acquire() does (-EPROTO).
+ */
+static ssize_t got_too_long(struct cistern *c, struct cistern_sample *s)
+{
+	if (s->len > c->slot_size) {
+		release_mine(c, s);
+		return -EPROTO;
+	}
+	fifo_unacquire(c, s);
+	return -EMSGSIZE;
+}
+
+/*
+ * The holder of a sole role (with light wakes, as sole_claim_tail() needs):
+ * the claim, the copy and the commit (the take, the copy and the release)
+ * on the position and slot index alone, with no slot or sample record
+ * filled and read back in between: the same steps in the same order as
+ * cistern_reserve() + cistern_commit() (cistern_acquire() +
+ * cistern_release()), in fewer instructions. -EAGAIN: nothing done.
+ */
+static inline int put_sole(struct cistern *c, const void *buf, size_t len,
+			   struct cistern_meta *meta)
+{
+	uint64_t t, idx;
+	if (atomic_load_explicit(&c->hdr->closed, memory_order_acquire) ||
+	    !sole_claim_tail(c, &t, &idx))
+		return -EAGAIN;
+	/* As cistern_reserve(): a close that came while we claimed voids the claim. */
+	if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst)) {
+		struct cistern_slot slot;
+		cistern__set_slot(&slot, c, idx, t);
+		fifo_abort(c, &slot);
+		return -EPIPE;
+	}
+	memcpy(cistern__payload(c, idx), buf, len);
+	publish_sample(c, idx, t, len, meta);
+	return 0;
+}
+
+static inline ssize_t get_sole(struct cistern *c, void *buf, size_t cap,
+			       struct cistern_meta *meta)
+{
+	uint64_t p, idx;
+	/* As fifo_try_acquire(): redeliveries first (the general path takes them). */
+	if (atomic_load_explicit(&c->hdr->redeliver_pending, memory_order_relaxed) != 0 ||
+	    !sole_take_head(c, &p, &idx))
+		return -EAGAIN;
+	const struct cistern_slotmeta *m = &c->meta[idx];
+	size_t len = (size_t)m->len;
+	if (len > c->slot_size || len > cap) {
+		struct cistern_sample s;
+		fill_sample(c, &s, idx, p);
+		return got_too_long(c, &s);
+	}
+	memcpy(buf, cistern__payload(c, idx), len);
+	if (meta) {
+		meta->sample_id = m->sample_id;
+		meta->sim_id = m->sim_id;
+		meta->time_step = m->time_step;
+	}
+	free_slot(c, idx, p);
+	return (ssize_t)len;
+}
+
+/*
  * cistern_put() and cistern_get() when the slot at the index is ready: the
  * claim, the copy and the commit (release) without the general path's
  * layers (waiter set-up, indirect calls, ownership checks of a slot we just
@@ -505,6 +606,11 @@ static uint64_t fifo_population(const struct cistern *c, const struct cistern_st
 int cistern__fifo_put_now(struct cistern *c, const void *buf, size_t len,
 			  struct cistern_meta *meta)
 {
+	if (c->sole_producing && cistern__light()) {
+		int r = put_sole(c, buf, len, meta);
+		if (r != -EAGAIN)
+			return r;
+	}
 	if (!(c->role & CISTERN_ROLE_PRODUCER) ||
 	    atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
 		return -EAGAIN;
@@ -526,16 +632,19 @@ int cistern__fifo_put_now(struct cistern *c, const void *buf, size_t len,
 ssize_t cistern__fifo_get_now(struct cistern *c, void *buf, size_t cap,
 			      struct cistern_meta *meta)
 {
+	if (c->sole_reading && cistern__light()) {
+		ssize_t n = get_sole(c, buf, cap, meta);
+		if (n != -EAGAIN)
+			return n;
+	}
 	if (!(c->role & CISTERN_ROLE_READER))
 		return -EAGAIN;
 	struct cistern_sample s;
 	int r = fifo_try_acquire(c, &s);
 	if (r < 0)
 		return r;
-	if (s.len > cap) {
-		fifo_unacquire(c, &s);
-		return -EMSGSIZE;
-	}
+	if (s.len > c->slot_size || s.len > cap)
+		return got_too_long(c, &s);
 	memcpy(buf, s.data, s.len);
 	if (meta)
 		*meta = s.meta;

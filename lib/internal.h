@@ -276,8 +276,26 @@ static inline void cistern__publish_word(_Atomic uint64_t *word, uint64_t w)
 	}
 }
 
-void cistern__wake_readers(struct cistern *c);
-void cistern__wake_producers(struct cistern *c);
+/* Bump a futex word and wake its sleepers (the slow half of the wakes below). */
+void cistern__wake_futex(_Atomic uint32_t *word);
+
+/*
+ * Wake the readers (producers) that sleep, if any: the waker's side of the
+ * handshake in wait.c. Inline, so that the common case, nobody asleep, costs
+ * one load of a line that stays shared in every cache. seq_cst: pairs with
+ * the sleeper's registration.
+ */
+static inline void cistern__wake_readers(struct cistern *c)
+{
+	if (atomic_load_explicit(&c->hdr->readers_waiting, memory_order_seq_cst) != 0)
+		cistern__wake_futex(&c->hdr->data_futex);
+}
+
+static inline void cistern__wake_producers(struct cistern *c)
+{
+	if (atomic_load_explicit(&c->hdr->producers_waiting, memory_order_seq_cst) != 0)
+		cistern__wake_futex(&c->hdr->space_futex);
+}
 void cistern__wake_all(struct cistern_hdr *h);
 /* A dead sleeper's registration would make every waker enter the kernel: undo it. */
 void cistern__forget_waiter(struct cistern_hdr *h, struct cistern_proc *p);

@@ -127,23 +127,11 @@ void cistern__register_light_wakes(void)
 	register_now(); /* idempotent and cheap: one system call per create or attach */
 }
 
-static void wake(_Atomic uint32_t *word, _Atomic uint32_t *waiting)
+void cistern__wake_futex(_Atomic uint32_t *word)
 {
-	/* seq_cst: pairs with the sleeper's registration, see the comment on top. */
-	if (atomic_load_explicit(waiting, memory_order_seq_cst) == 0)
-		return;
+	/* seq_cst: a sleeper that reads the word after this sees the bump, see the comment on top. */
 	atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
 	futex_wake(word);
-}
-
-void cistern__wake_readers(struct cistern *c)
-{
-	wake(&c->hdr->data_futex, &c->hdr->readers_waiting);
-}
-
-void cistern__wake_producers(struct cistern *c)
-{
-	wake(&c->hdr->space_futex, &c->hdr->producers_waiting);
 }
 
 void cistern__forget_waiter(struct cistern_hdr *h, struct cistern_proc *p)

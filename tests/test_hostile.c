@@ -432,6 +432,38 @@ Test(hostile_payload, a_damaged_length_is_eproto_not_a_read_past_the_slot)
 	cistern_unlink(name);
 }
 
+/* A length past the slot but within the caller's buffer: a get would copy past the slot. */
+static void damaged_length_within_cap(uint32_t flags)
+{
+	char name[64];
+	TEST_NAME(name, "h-len2");
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 4, .flags = flags};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	char buf[4096];
+	/* A first get makes the handle a reader: the next one takes the one-step path. */
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
+	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 0), 0);
+	c->meta[1].len = 1000;
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EPROTO);
+	cr_assert_eq(cistern_put(c, "d", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1, "the segment goes on");
+	cr_assert_eq(buf[0], 'd');
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(hostile_payload, a_damaged_length_within_the_buffer_is_eproto_for_get)
+{
+	damaged_length_within_cap(0);
+}
+
+Test(hostile_payload, a_damaged_length_within_the_buffer_is_eproto_for_the_sole_reader)
+{
+	damaged_length_within_cap(CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER);
+}
+
 Test(hostile_payload, a_free_slot_word_naming_an_owner_is_eproto_for_producers)
 {
 	char name[64];

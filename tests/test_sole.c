@@ -550,7 +550,9 @@ Test(sole, short_buffer_get_keeps_the_sample_for_the_next_get)
 	/* The first get takes the role; the next ones go straight to the sole path. */
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 8);
 	cr_assert_eq(memcmp(buf, "12345678", 8), 0);
-	cr_assert_eq(cistern_put(c, "ABCDEFGH", 8, NULL, 0), 0);
+	struct cistern_meta pm = {.sim_id = 7, .time_step = 9};
+	cr_assert_eq(cistern_put(c, "ABCDEFGH", 8, &pm, 0), 0);
+	cr_assert_eq(pm.sample_id, 2, "the put says the id it gave");
 	struct cistern_meta m;
 	cr_assert_eq(cistern_get(c, buf, 2, &m, 0), -EMSGSIZE);
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), &m, 0), 8);
@@ -559,6 +561,8 @@ Test(sole, short_buffer_get_keeps_the_sample_for_the_next_get)
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), &m, 0), 8);
 	cr_assert_eq(memcmp(buf, "ABCDEFGH", 8), 0);
 	cr_assert_eq(m.sample_id, 2);
+	cr_assert_eq(m.sim_id, 7);
+	cr_assert_eq(m.time_step, 9);
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN);
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
