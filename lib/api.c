@@ -122,6 +122,22 @@ int cistern_abort(struct cistern *c, struct cistern_slot *slot)
 	return r;
 }
 
+/* cistern_put() through the general calls, for a caller that checked the arguments. */
+int cistern__put_slow(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
+		      int timeout_ms)
+{
+	struct cistern_slot slot;
+	int r = cistern_reserve(c, &slot, timeout_ms);
+	if (r < 0)
+		return r;
+	if (len)
+		memcpy(slot.data, buf, len);
+	r = c->ops->commit(c, &slot, len, meta);
+	if (r == 0 || c->ops->abort(c, &slot) == 0) /* e.g. -ERANGE: the put did not happen */
+		holding_sub(c, 1);
+	return r;
+}
+
 int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
 		int timeout_ms)
 {
@@ -132,21 +148,10 @@ int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_m
 		return -EINVAL;
 	if (len > c->slot_size)
 		return -EMSGSIZE;
-	if (c->ops == &cistern__fifo_ops) {
-		r = cistern__fifo_put_now(c, buf, len, meta);
-		if (r != -EAGAIN)
-			return r;
-	}
-	struct cistern_slot slot;
-	r = cistern_reserve(c, &slot, timeout_ms);
-	if (r < 0)
-		return r;
-	if (len)
-		memcpy(slot.data, buf, len);
-	r = c->ops->commit(c, &slot, len, meta);
-	if (r == 0 || c->ops->abort(c, &slot) == 0) /* e.g. -ERANGE: the put did not happen */
-		holding_sub(c, 1);
-	return r;
+	/* A tail call either way: the FIFO's one step falls back to the general path itself. */
+	if (c->ops == &cistern__fifo_ops)
+		return cistern__fifo_put(c, buf, len, meta, timeout_ms);
+	return cistern__put_slow(c, buf, len, meta, timeout_ms);
 }
 
 int cistern_close_reception(struct cistern *c)
@@ -428,16 +433,10 @@ int cistern_release(struct cistern *c, struct cistern_sample *s)
 	return r;
 }
 
-ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
-		    int timeout_ms)
+/* cistern_get() through the general calls, for a caller that checked buf and cap. */
+ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+			  int timeout_ms)
 {
-	if (!buf && cap)
-		return -EINVAL;
-	if (writable(c) == 0 && c->ops == &cistern__fifo_ops) {
-		ssize_t n = cistern__fifo_get_now(c, buf, cap, meta);
-		if (n != -EAGAIN)
-			return n;
-	}
 	struct cistern_sample s;
 	int r = cistern_acquire(c, &s, timeout_ms);
 	if (r < 0)
@@ -455,6 +454,17 @@ ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_met
 	if (r == 0)
 		holding_sub(c, 1);
 	return r < 0 ? r : (ssize_t)len;
+}
+
+ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+		    int timeout_ms)
+{
+	if (!buf && cap)
+		return -EINVAL;
+	/* As cistern_put(): a tail call either way. */
+	if (writable(c) == 0 && c->ops == &cistern__fifo_ops)
+		return cistern__fifo_get(c, buf, cap, meta, timeout_ms);
+	return cistern__get_slow(c, buf, cap, meta, timeout_ms);
 }
 
 int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)

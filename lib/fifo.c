@@ -528,6 +528,33 @@ static uint64_t fifo_population(const struct cistern *c, const struct cistern_st
 }
 
 /*
+ * Copy a payload in or out. Up to 64 bytes (a cache line, the common small
+ * sample) with two overlapping fixed-size moves inline, so that the one-step
+ * put and get make no call on their way; longer ones through memcpy().
+ */
+static inline void copy_payload(void *dst, const void *src, size_t n)
+{
+	char *d = dst;
+	const char *s = src;
+	/* The two moves of a size may overlap each other, never dst with src. */
+	if (n > 64) {
+		memcpy(d, s, n);
+	} else if (n >= 32) {
+		__builtin_memcpy(d, s, 32);
+		__builtin_memcpy(d + n - 32, s + n - 32, 32);
+	} else if (n >= 16) {
+		__builtin_memcpy(d, s, 16);
+		__builtin_memcpy(d + n - 16, s + n - 16, 16);
+	} else if (n >= 8) {
+		__builtin_memcpy(d, s, 8);
+		__builtin_memcpy(d + n - 8, s + n - 8, 8);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			d[i] = s[i];
+	}
+}
+
+/*
  * A get took a sample longer than the caller's buffer: it goes back to be
  * handed out again (-EMSGSIZE). Longer than the slot, which only a damaged
  * segment says: it is refused and dropped, as cistern_acquire() does (-EPROTO).
@@ -564,7 +591,7 @@ static inline int put_sole(struct cistern *c, const void *buf, size_t len,
 		fifo_abort(c, &slot);
 		return -EPIPE;
 	}
-	memcpy(cistern__payload(c, idx), buf, len);
+	copy_payload(cistern__payload(c, idx), buf, len);
 	publish_sample(c, idx, t, len, meta);
 	return 0;
 }
@@ -584,7 +611,7 @@ static inline ssize_t get_sole(struct cistern *c, void *buf, size_t cap,
 		fill_sample(c, &s, idx, p);
 		return got_too_long(c, &s);
 	}
-	memcpy(buf, cistern__payload(c, idx), len);
+	copy_payload(buf, cistern__payload(c, idx), len);
 	if (meta) {
 		meta->sample_id = m->sample_id;
 		meta->sim_id = m->sim_id;
@@ -603,14 +630,8 @@ static inline ssize_t get_sole(struct cistern *c, void *buf, size_t cap,
  * call cannot go straight through: the caller takes the general path, which
  * waits, adds the role and reports the errors. The caller checked the handle.
  */
-int cistern__fifo_put_now(struct cistern *c, const void *buf, size_t len,
-			  struct cistern_meta *meta)
+static int put_now(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta)
 {
-	if (c->sole_producing && cistern__light()) {
-		int r = put_sole(c, buf, len, meta);
-		if (r != -EAGAIN)
-			return r;
-	}
 	if (!(c->role & CISTERN_ROLE_PRODUCER) ||
 	    atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
 		return -EAGAIN;
@@ -629,14 +650,8 @@ int cistern__fifo_put_now(struct cistern *c, const void *buf, size_t len,
 	return 0;
 }
 
-ssize_t cistern__fifo_get_now(struct cistern *c, void *buf, size_t cap,
-			      struct cistern_meta *meta)
+static ssize_t get_now(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta)
 {
-	if (c->sole_reading && cistern__light()) {
-		ssize_t n = get_sole(c, buf, cap, meta);
-		if (n != -EAGAIN)
-			return n;
-	}
 	if (!(c->role & CISTERN_ROLE_READER))
 		return -EAGAIN;
 	struct cistern_sample s;
@@ -651,6 +666,28 @@ ssize_t cistern__fifo_get_now(struct cistern *c, void *buf, size_t cap,
 	size_t len = s.len;
 	release_mine(c, &s);
 	return (ssize_t)len;
+}
+
+int cistern__fifo_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
+		      int timeout_ms)
+{
+	int r = -EAGAIN;
+	if (c->sole_producing && cistern__light())
+		r = put_sole(c, buf, len, meta);
+	if (r == -EAGAIN)
+		r = put_now(c, buf, len, meta);
+	return r == -EAGAIN ? cistern__put_slow(c, buf, len, meta, timeout_ms) : r;
+}
+
+ssize_t cistern__fifo_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+			  int timeout_ms)
+{
+	ssize_t n = -EAGAIN;
+	if (c->sole_reading && cistern__light())
+		n = get_sole(c, buf, cap, meta);
+	if (n == -EAGAIN)
+		n = get_now(c, buf, cap, meta);
+	return n == -EAGAIN ? cistern__get_slow(c, buf, cap, meta, timeout_ms) : n;
 }
 
 const struct cistern_ops cistern__fifo_ops = {

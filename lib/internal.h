@@ -594,11 +594,19 @@ void cistern__pins_free(struct cistern *c);
 
 /* policies */
 extern const struct cistern_ops cistern__fifo_ops;
-/* fifo.c: cistern_put()/cistern_get() in one step; -EAGAIN = take the general path. */
-int cistern__fifo_put_now(struct cistern *c, const void *buf, size_t len,
-			  struct cistern_meta *meta);
-ssize_t cistern__fifo_get_now(struct cistern *c, void *buf, size_t cap,
-			      struct cistern_meta *meta);
+/*
+ * fifo.c: cistern_put()/cistern_get() on a FIFO, in one step when the slot
+ * is ready, else through cistern__put_slow()/cistern__get_slow() (api.c:
+ * reserve or acquire, waiting as needed). The callers checked the arguments.
+ */
+int cistern__fifo_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
+		      int timeout_ms);
+ssize_t cistern__fifo_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+			  int timeout_ms);
+int cistern__put_slow(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
+		      int timeout_ms);
+ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+			  int timeout_ms);
 extern const struct cistern_ops cistern__firo_ops;
 extern const struct cistern_ops cistern__reservoir_ops;
 extern const struct cistern_ops cistern__fifo_evict_ops;

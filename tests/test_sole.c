@@ -572,6 +572,37 @@ Test(sole, short_buffer_get_keeps_the_sample_for_the_next_get)
 	cistern_unlink(name);
 }
 
+/*
+ * The one-step put and get copy short payloads with fixed-size moves chosen
+ * by length: every length from 0 to past the inline limit comes back exact,
+ * and nothing past it is written in the reader's buffer.
+ */
+Test(sole, every_length_round_trips_exactly_through_the_one_step_put_and_get)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "t-so-len-%d", (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 100, .slot_count = 4, .flags = SOLE};
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	uint8_t in[100], out[110];
+	/* The first put and get take the roles on the general path. */
+	cr_assert_eq(cistern_put(c, in, 1, NULL, 0), 0);
+	cr_assert_eq(cistern_get(c, out, sizeof(out), NULL, 0), 1);
+	for (size_t len = 0; len <= 100; len++) {
+		for (size_t i = 0; i < sizeof(in); i++)
+			in[i] = (uint8_t)(len * 31 + i * 7 + 1);
+		memset(out, 0xee, sizeof(out));
+		cr_assert_eq(cistern_put(c, in, len, NULL, 0), 0, "len %zu", len);
+		cr_assert_eq(cistern_get(c, out, sizeof(out), NULL, 0), (ssize_t)len, "len %zu", len);
+		cr_assert_eq(memcmp(out, in, len), 0, "len %zu: payload differs", len);
+		for (size_t i = len; i < sizeof(out); i++)
+			cr_assert_eq(out[i], 0xee, "len %zu: byte %zu written past the sample", len, i);
+	}
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
 Test(sole, put_after_close_fails_with_epipe_and_leaves_no_sample)
 {
 	char name[64];
