@@ -52,10 +52,10 @@ void bars_print(void)
 		       "    cistern single producer/reader %.3f M/s (any number of them %.3f, timeout-0 "
 		       "variant %.3f); best ring %.3f (%s, x%.2f; any number x%.2f); best of "
 		       "pipe/mq/boost/zmq %.3f (x%.2f, needs 10)\n"
-		       "    no-library hand-off ring %.3f M/s: cistern at %.0f%% of it; 10x the best of "
-		       "pipe/mq/boost/zmq would be %.2fx it\n",
+		       "    no-library ring %.3f M/s: cistern x%.2f of it; 10x the best of "
+		       "pipe/mq/boost/zmq would be x%.2f of it\n",
 		       verdict(a && b, known), cis, mpmc, spin, rings, a ? "met" : "missed", cis / rings,
-		       mpmc / rings, ipc, cis / ipc, bound, 100 * cis / bound, 10 * ipc / bound);
+		       mpmc / rings, ipc, cis / ipc, bound, cis / bound, 10 * ipc / bound);
 	}
 	if (bench_section_enabled("3")) {
 		double cis = med(g_bars.s3_cis), one = med(g_bars.s3_cis_1cpu), bound = med(g_bars.s3_bound);

@@ -74,7 +74,7 @@ static const char *kind_label(enum kind k, int mpmc, long mq_cap)
 	case K_ZMQ:
 		return "ZeroMQ ipc PUSH/PULL";
 	case K_BOUND:
-		return "hand-off bound: no library, a sequence word per slot (shared mmap, spin)";
+		return "no-library ring: a sequence word per slot (shared mmap, pause spin)";
 	default:
 		return "?";
 	}
@@ -297,18 +297,21 @@ static int ck_child(struct f64 *f, int role, int idx)
 	return mpmc ? consume(f, idx, &k, ck_recv_mpmc) : consume(f, idx, &k, ck_recv_spsc);
 }
 
-/* ---- the hand-off bound: a ring with no library and no crash safety ---------------- */
+/* ---- a ring with no library and no crash safety ------------------------------------ */
 
 /*
- * The least a single-producer, single-reader ring over shared memory does
- * per 64-byte sample: slot i's word says which position may use it next
- * (2p: free for position p; 2p + 1: holds position p), one plain load and
- * one release store per side, the payload copied in and out. The words sit
- * one per cache line beside the payloads, as cistern's slot metadata does;
- * among the layouts tried (a word beside each payload in one 128-byte slot,
- * Lamport's head and tail with cached copies, published every sample or
- * every 16) it was the fastest on the development machine. No owner, no
- * crash recovery, no wake-ups: what cistern adds is measured against it.
+ * What a single-producer, single-reader ring over shared memory does per
+ * 64-byte sample at the least: slot i's word says which position may use it
+ * next (2p: free for position p; 2p + 1: holds position p), one load and one
+ * release store per side, the payload copied in and out, a `pause` between
+ * looks. The words sit one per cache line beside the payloads, as cistern's
+ * slot metadata does; among the layouts tried on the development machine (a
+ * word beside each payload in one 128-byte slot, Lamport's head and tail
+ * with cached copies, published every sample or every 16) it was the
+ * fastest. No owner, no crash recovery, no wake-ups; not a bound either:
+ * how a side waits (cistern's readers back off before they sleep, so the
+ * other side fills several slots undisturbed) moves it as much as what it
+ * does per sample.
  */
 struct bound_shared {
 	struct {
