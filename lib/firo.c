@@ -16,7 +16,10 @@
 
 static int firo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
-	return rs_fill_reserve(c, slot);
+	int r = rs_fill_reserve(c, slot);
+	if (r == -EAGAIN)
+		r = rs_fill_past_count(c, slot); /* about to wait: is it really full? */
+	return r;
 }
 
 static int firo_try_acquire(struct cistern *c, struct cistern_sample *s)

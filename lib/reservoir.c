@@ -166,6 +166,53 @@ int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 	return r;
 }
 
+/*
+ * How often one handle may look at every slot for an empty one that `filled`
+ * counts as in use (rs_fill_past_count): a put about to wait calls it on
+ * every try, and a look reads every slot word, a few ns each. At least 10 ms
+ * apart, and 1 us per slot, so that a producer waiting on a full buffer of a
+ * million slots spends about 1% of a core looking.
+ */
+#define FILL_LOOK_MIN_NS (10 * 1000 * 1000)
+#define FILL_LOOK_NS_PER_SLOT 1000
+
+int rs_fill_past_count(struct cistern *c, struct cistern_slot *slot)
+{
+	struct cistern_hdr *h = c->hdr;
+	/* Without a reclaim of a dead attachment the count is exact: full is full. */
+	if (!atomic_load_explicit(&h->counts_unsure, memory_order_acquire))
+		return -EAGAIN;
+	int64_t now = cistern__now_ns(CLOCK_MONOTONIC);
+	if (now < c->next_fill_look_ns)
+		return -EAGAIN;
+	uint64_t gap = c->slot_count * FILL_LOOK_NS_PER_SLOT;
+	c->next_fill_look_ns = now + (gap > FILL_LOOK_MIN_NS ? (int64_t)gap : FILL_LOOK_MIN_NS);
+	/*
+	 * A death may have left `filled` high: believe the slot words. The fill
+	 * is counted like any other (before the claim, seq_cst, for the same
+	 * reasons as in rs_fill_reserve()), so the count stays exactly as high
+	 * as the death left it, never lower; only the slot words say what is
+	 * empty. From a random slot on, so that producers spread out.
+	 */
+	atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst);
+	uint64_t start = cistern__rng_below(&c->rng, c->slot_count);
+	for (uint64_t k = 0; k < c->slot_count; k++) {
+		uint64_t idx = start + k < c->slot_count ? start + k : start + k - c->slot_count;
+		struct cistern_slotmeta *m = M(c, idx);
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_relaxed);
+		if (sw_state(w) != RS_EMPTY)
+			continue;
+		if (atomic_compare_exchange_strong_explicit(&m->word, &w,
+							    sw_make(sw_pos(w), RS_RESERVED, c->owner),
+							    memory_order_seq_cst, memory_order_relaxed)) {
+			cistern__set_slot(slot, c, idx, sw_pos(w));
+			return 0;
+		}
+	}
+	atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
+	return -EAGAIN;
+}
+
 /* Account for a sample leaving the buffer (eviction or removal). */
 static void count_leaving(struct cistern *c, uint32_t seen, bool evicted)
 {
@@ -731,6 +778,8 @@ int rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		r = rs_evict_reserve(c, slot, NULL);
 	if (r == -EAGAIN && c->hdr->policy == CISTERN_SIM_PAIRED_RESERVOIR && !pairs_any_held(c))
 		r = rs_evict_reserve(c, slot, pairs_is_orphan);
+	if (r == -EAGAIN)
+		r = rs_fill_past_count(c, slot); /* about to wait: is it really full? */
 	return r;
 }
 

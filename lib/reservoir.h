@@ -33,9 +33,12 @@
  * before it publishes it. A `filled` too low would let readers declare end of
  * data over a sample still there (lost); too high, it would keep them waiting
  * for one that is gone (wedged), so after a dead attachment was reclaimed
- * (hdr->counts_unsure) rs_drained() also believes a look at every slot. A
- * `population` too high only lets a read start a sample early at the
- * watermark, which several readers racing past it do anyway.
+ * (hdr->counts_unsure) rs_drained() also believes a look at every slot, and
+ * so does a put that would wait because `filled` says full
+ * (rs_fill_past_count), so that a high count costs no capacity while
+ * reception is open either. A `population` too high only lets a read start a
+ * sample early at the watermark, which several readers racing past it do
+ * anyway.
  */
 #ifndef CISTERN_RESERVOIR_H
 #define CISTERN_RESERVOIR_H
@@ -51,6 +54,8 @@ enum { RS_LIVE_PINNED = 1, RS_LIVE_EXCLUSIVE = 2 };
 void rs_init(struct cistern_hdr *h);
 bool rs_is_held(struct cistern *c, uint64_t i, void *arg);
 int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot);
+/* For a put about to wait on a full buffer: fill a slot `filled` may count wrongly. */
+int rs_fill_past_count(struct cistern *c, struct cistern_slot *slot);
 /* Evict a sample for which ok() holds (NULL: held, seen, unpinned) and reserve its slot. */
 int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_qualify_fn ok);
 /* Reservoir puts: fill an empty slot, else evict a random seen, unpinned sample. */

@@ -227,3 +227,47 @@ Test(crash_counts, reclaimer_dead_before_handing_a_read_back_leaves_it_to_the_ne
 	cr_assert_geq(st.redeliveries, 1);
 	drop(c, name);
 }
+
+/*
+ * A producer dies between counting a fill and claiming a slot: `filled` stays
+ * one high while reception is open. Once the dead attachment is reclaimed, a
+ * put that finds the buffer full by the count looks at the slots and fills
+ * the empty one (no capacity lost), but never more than there are slots.
+ */
+static void fills_past_a_high_count(enum cistern_policy policy, const char *tag)
+{
+	char name[64];
+	struct cistern *c = make(tag, name, sizeof(name), policy, 2);
+	put_u32(c, 0);
+	die_after(name, true, count_a_fill, NULL);
+	cr_assert_eq(atomic_load(&c->hdr->filled), 2, "one slot used, two counted");
+	uint32_t v = 1;
+	cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), -EAGAIN,
+		     "before the reclaim the count is believed");
+	cr_assert_gt(cistern__sweep(c), 0, "the dead producer's entry was reclaimed");
+	cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), 0, "the empty slot is filled");
+	cr_assert_eq(sw_state(atomic_load(&c->meta[0].word)), RS_HELD);
+	cr_assert_eq(sw_state(atomic_load(&c->meta[1].word)), RS_HELD);
+	if (policy == CISTERN_FIRO) {
+		/* Both slots hold a sample now: a third put must wait, count or not. */
+		c->next_fill_look_ns = 0;
+		v = 2;
+		cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), -EAGAIN, "no slot past the last");
+	}
+	cr_assert_eq(cistern_close_reception(c), 0);
+	unsigned seen[32] = {0};
+	cr_assert_eq(drain(c, seen), 2);
+	cr_assert(seen[0] == 1 && seen[1] == 1, "each sample read once (%u, %u)", seen[0],
+		  seen[1]);
+	drop(c, name);
+}
+
+Test(crash_counts, firo_put_fills_a_slot_a_dead_producers_count_still_holds)
+{
+	fills_past_a_high_count(CISTERN_FIRO, "cc-fpast");
+}
+
+Test(crash_counts, reservoir_put_fills_a_slot_a_dead_producers_count_still_holds)
+{
+	fills_past_a_high_count(CISTERN_RESERVOIR, "cc-rpast");
+}
