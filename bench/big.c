@@ -29,13 +29,15 @@
  */
 #define BIG_1CPU_SLOTS 1
 
-enum bkind { B_BOUND, B_HANDOFF, B_HANDOFF_1CPU, B_CIS_ZC, B_CIS_ZC_1CPU, B_CIS_COPY, B_PIPE, B_ZMQ, B_COUNT };
+enum bkind { B_BOUND, B_HANDOFF, B_HANDOFF_1CPU, B_CIS_ZC, B_CIS_ZC_BUSY, B_CIS_ZC_1CPU, B_CIS_COPY, B_PIPE, B_ZMQ,
+	     B_COUNT };
 
 static const char *bkind_label[B_COUNT] = {
 	[B_BOUND] = "no-transport bound (fill + sum, one process)",
 	[B_HANDOFF] = "hand-off bound (2 processes, 8 x 1 MiB shared mmap, spin)",
 	[B_HANDOFF_1CPU] = "hand-off bound, both processes on CPU 1 (1 x 1 MiB, sched_yield)",
 	[B_CIS_ZC] = "cistern reserve/commit + acquire/release (in place)",
+	[B_CIS_ZC_BUSY] = "cistern in place, timeout 0 + retry (busy, as the hand-off bound)",
 	[B_CIS_ZC_1CPU] = "cistern in place, both processes on CPU 1 (1 slot)",
 	[B_CIS_COPY] = "cistern put/get (copy in and out)",
 	[B_PIPE] = "pipe (1 MiB pipe buffer)",
@@ -137,7 +139,9 @@ static int cis_child(struct big *b, int role)
 		for (uint64_t s = 0; s < b->c->per_producer; s++) {
 			if (b->kind != B_CIS_COPY) {
 				struct cistern_slot sl;
-				rc = cistern_reserve(c, &sl, -1);
+				/* The busy variant polls, as the hand-off bound spins; the others block. */
+				while ((rc = cistern_reserve(c, &sl, b->kind == B_CIS_ZC_BUSY ? 0 : -1)) == -EAGAIN)
+					cpu_relax();
 				if (rc == 0) {
 					big_fill(sl.data, BIG_LEN, s);
 					rc = cistern_commit(c, &sl, BIG_LEN, NULL);
@@ -161,7 +165,8 @@ static int cis_child(struct big *b, int role)
 		for (;;) {
 			if (b->kind != B_CIS_COPY) {
 				struct cistern_sample s;
-				rc = cistern_acquire(c, &s, -1);
+				while ((rc = cistern_acquire(c, &s, b->kind == B_CIS_ZC_BUSY ? 0 : -1)) == -EAGAIN)
+					cpu_relax();
 				if (rc == 0) {
 					bad += s.len != BIG_LEN || big_sum(s.data, BIG_LEN) != big_sum_expected(BIG_LEN, count);
 					rc = cistern_release(c, &s);
@@ -323,6 +328,7 @@ static int big_child(int role, int idx, void *arg)
 	case B_HANDOFF_1CPU:
 		return handoff_child(b, role);
 	case B_CIS_ZC:
+	case B_CIS_ZC_BUSY:
 	case B_CIS_ZC_1CPU:
 	case B_CIS_COPY:
 		return cis_child(b, role);
@@ -355,7 +361,7 @@ static int big_run(enum bkind k, uint64_t n, double *gbps, char *err, size_t cap
 	b.c = ctl_new(1, k == B_BOUND ? 0 : 1, n);
 	b.pfd[0] = b.pfd[1] = -1;
 	err[0] = 0;
-	if (k == B_CIS_ZC || k == B_CIS_ZC_1CPU || k == B_CIS_COPY) {
+	if (k == B_CIS_ZC || k == B_CIS_ZC_BUSY || k == B_CIS_ZC_1CPU || k == B_CIS_COPY) {
 		struct cistern_config cfg = { 0 };
 		cfg.slot_size = BIG_LEN;
 		cfg.slot_count = k == B_CIS_ZC_1CPU ? BIG_1CPU_SLOTS : BIG_SLOTS;
@@ -428,7 +434,8 @@ static int big_run(enum bkind k, uint64_t n, double *gbps, char *err, size_t cap
 void sec_big(void)
 {
 	const char *section = "3. 1P/1R 1 MiB";
-	enum bkind list[] = { B_CIS_ZC, B_BOUND, B_CIS_ZC_1CPU, B_HANDOFF_1CPU, B_HANDOFF, B_CIS_COPY, B_PIPE, B_ZMQ };
+	enum bkind list[] = { B_CIS_ZC, B_BOUND, B_CIS_ZC_1CPU, B_HANDOFF_1CPU, B_HANDOFF, B_CIS_ZC_BUSY,
+			      B_CIS_COPY, B_PIPE, B_ZMQ };
 	int n = (int)(sizeof list / sizeof list[0]);
 	int row[B_COUNT];
 	uint64_t per[B_COUNT];
@@ -449,6 +456,10 @@ void sec_big(void)
 			g_bars.s3_bound = row[i];
 		if (list[i] == B_CIS_ZC_1CPU)
 			g_bars.s3_cis_1cpu = row[i];
+		if (list[i] == B_CIS_ZC_BUSY)
+			g_bars.s3_cis_busy = row[i];
+		if (list[i] == B_HANDOFF)
+			g_bars.s3_handoff = row[i];
 		per[i] = 0;
 		if (rc < 0) {
 			row_note(row[i], "ERR: %s", err);
