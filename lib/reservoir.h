@@ -35,8 +35,8 @@
  * for one that is gone (wedged), so after a dead attachment was reclaimed
  * (hdr->counts_unsure) rs_drained() also believes a look at every slot, and
  * so does a put that would wait because `filled` says full
- * (rs_fill_past_count), so that a high count costs no capacity while
- * reception is open either. A `population` too high only lets a read start a
+ * (rs_fill_past_count), so that a high count never stops a put while
+ * reception is open either (a reservoir put that can evict still evicts). A `population` too high only lets a read start a
  * sample early at the watermark, which several readers racing past it do
  * anyway.
  */
