@@ -29,7 +29,7 @@ struct s64 {
 CK_RING_PROTOTYPE(s64, s64)
 
 enum kind { K_CIS_SOLE, K_CIS, K_CIS_FENCED, K_CIS_SPIN, K_CK, K_RTE, K_RTE_RTS, K_PIPE, K_MQ, K_BOOST, K_ZMQ,
-	     K_BOUND, K_COUNT };
+	     K_BARE, K_COUNT };
 
 struct f64 {
 	enum kind kind;
@@ -73,7 +73,7 @@ static const char *kind_label(enum kind k, int mpmc, long mq_cap)
 		return "Boost.Interprocess message_queue";
 	case K_ZMQ:
 		return "ZeroMQ ipc PUSH/PULL";
-	case K_BOUND:
+	case K_BARE:
 		return "no-library ring: a sequence word per slot (shared mmap, pause spin)";
 	default:
 		return "?";
@@ -313,22 +313,22 @@ static int ck_child(struct f64 *f, int role, int idx)
  * other side fills several slots undisturbed) moves it as much as what it
  * does per sample.
  */
-struct bound_shared {
+struct bare_shared {
 	struct {
 		_Alignas(64) _Atomic uint64_t word;
 	} seq[QCAP];
 	_Alignas(64) struct s64 buf[QCAP];
 };
 
-struct bound_h {
-	struct bound_shared *s;
+struct bare_h {
+	struct bare_shared *s;
 	struct run_ctl *c;
 	uint64_t pos;
 };
 
-static int bound_send(void *h, const void *msg)
+static int bare_send(void *h, const void *msg)
 {
-	struct bound_h *b = h;
+	struct bare_h *b = h;
 	uint64_t p = b->pos++, i = p % QCAP;
 	/* Acquire: the reader's release of the slot follows its copy out. */
 	while (atomic_load_explicit(&b->s->seq[i].word, memory_order_acquire) != 2 * p)
@@ -338,9 +338,9 @@ static int bound_send(void *h, const void *msg)
 	return 0;
 }
 
-static int bound_recv(void *h, void *msg)
+static int bare_recv(void *h, void *msg)
 {
-	struct bound_h *b = h;
+	struct bare_h *b = h;
 	uint64_t p = b->pos, i = p % QCAP;
 	for (;;) {
 		/* Acquire: pairs with the producer's release; the payload is complete. */
@@ -357,10 +357,10 @@ static int bound_recv(void *h, void *msg)
 	return 1;
 }
 
-static int bound_child(struct f64 *f, int role, int idx)
+static int bare_child(struct f64 *f, int role, int idx)
 {
-	struct bound_h b = { f->mem, f->c, 0 };
-	return role == 'p' ? produce(f, idx, &b, bound_send) : consume(f, idx, &b, bound_recv);
+	struct bare_h b = { f->mem, f->c, 0 };
+	return role == 'p' ? produce(f, idx, &b, bare_send) : consume(f, idx, &b, bare_recv);
 }
 
 /* ---- DPDK rte_ring ---------------------------------------------------------------- */
@@ -651,8 +651,8 @@ static int f64_child(int role, int idx, void *arg)
 		return bq_child(f, role, idx);
 	case K_ZMQ:
 		return zq_child(f, role, idx);
-	case K_BOUND:
-		return bound_child(f, role, idx);
+	case K_BARE:
+		return bare_child(f, role, idx);
 	default:
 		return 1;
 	}
@@ -732,10 +732,10 @@ static int f64_setup(struct f64 *f, char *err, size_t cap)
 		ck_ring_init(&((struct ck_shared *)f->mem)->ring, QCAP);
 		return 0;
 	}
-	case K_BOUND: {
-		f->memlen = sizeof(struct bound_shared);
+	case K_BARE: {
+		f->memlen = sizeof(struct bare_shared);
 		f->mem = shm_anon(f->memlen);
-		struct bound_shared *b = f->mem;
+		struct bare_shared *b = f->mem;
 		for (uint64_t i = 0; i < QCAP; i++)
 			atomic_store_explicit(&b->seq[i].word, 2 * i, memory_order_relaxed);
 		return 0;
@@ -833,7 +833,7 @@ static void f64_teardown(struct f64 *f)
 		}
 		break;
 	case K_CK:
-	case K_BOUND:
+	case K_BARE:
 	case K_RTE:
 	case K_RTE_RTS:
 		if (f->mem)
@@ -967,7 +967,7 @@ void sec_fifo64(int nprod, int nread)
 	list[n++] = K_BOOST;
 	list[n++] = K_ZMQ;
 	if (!mpmc)
-		list[n++] = K_BOUND;
+		list[n++] = K_BARE;
 
 	int row[K_COUNT], boxed[K_COUNT] = { 0 };
 	uint64_t per[K_COUNT];
@@ -993,7 +993,7 @@ void sec_fifo64(int nprod, int nread)
 					       [K_CK] = &g_bars.s1_ck, [K_RTE] = &g_bars.s1_rte,
 					       [K_PIPE] = &g_bars.s1_pipe, [K_MQ] = &g_bars.s1_mq,
 					       [K_BOOST] = &g_bars.s1_boost, [K_ZMQ] = &g_bars.s1_zmq,
-					       [K_BOUND] = &g_bars.s1_bound };
+					       [K_BARE] = &g_bars.s1_bare };
 			if (slot[k])
 				*slot[k] = row[i];
 		}

@@ -121,6 +121,26 @@ static bool fill_from_vacancies(struct cistern *c, uint64_t *out)
 	return false;
 }
 
+/* Claim slot idx for a fill if it is EMPTY; the caller counted the fill. */
+static bool claim_empty(struct cistern *c, uint64_t idx, struct cistern_slot *slot)
+{
+	struct cistern_slotmeta *m = M(c, idx);
+	uint64_t w = atomic_load_explicit(&m->word, memory_order_relaxed);
+	if (sw_state(w) != RS_EMPTY)
+		return false;
+	/*
+	 * seq_cst: the claim is ordered before our closed re-check, so a
+	 * reader that finds reception closed and then looks at every slot
+	 * (rs_drained) sees it; acquire on success for what follows.
+	 */
+	if (!atomic_compare_exchange_strong_explicit(&m->word, &w,
+						     sw_make(sw_pos(w), RS_RESERVED, c->owner),
+						     memory_order_seq_cst, memory_order_relaxed))
+		return false;
+	cistern__set_slot(slot, c, idx, sw_pos(w));
+	return true;
+}
+
 int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
@@ -146,21 +166,8 @@ int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 				break;
 			r = -EAGAIN;
 		}
-		struct cistern_slotmeta *m = M(c, idx);
-		uint64_t w = atomic_load_explicit(&m->word, memory_order_relaxed);
-		if (sw_state(w) != RS_EMPTY)
-			continue;
-		/*
-		 * seq_cst: the claim is ordered before our closed re-check, so a
-		 * reader that finds reception closed and then looks at every slot
-		 * (rs_drained) sees it; acquire on success for what follows.
-		 */
-		if (!atomic_compare_exchange_strong_explicit(&m->word, &w,
-							     sw_make(sw_pos(w), RS_RESERVED, c->owner),
-							     memory_order_seq_cst, memory_order_relaxed))
-			continue;
-		cistern__set_slot(slot, c, idx, sw_pos(w));
-		return 0;
+		if (claim_empty(c, idx, slot))
+			return 0;
 	}
 	atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
 	return r;
@@ -198,16 +205,8 @@ int rs_fill_past_count(struct cistern *c, struct cistern_slot *slot)
 	uint64_t start = cistern__rng_below(&c->rng, c->slot_count);
 	for (uint64_t k = 0; k < c->slot_count; k++) {
 		uint64_t idx = start + k < c->slot_count ? start + k : start + k - c->slot_count;
-		struct cistern_slotmeta *m = M(c, idx);
-		uint64_t w = atomic_load_explicit(&m->word, memory_order_relaxed);
-		if (sw_state(w) != RS_EMPTY)
-			continue;
-		if (atomic_compare_exchange_strong_explicit(&m->word, &w,
-							    sw_make(sw_pos(w), RS_RESERVED, c->owner),
-							    memory_order_seq_cst, memory_order_relaxed)) {
-			cistern__set_slot(slot, c, idx, sw_pos(w));
+		if (claim_empty(c, idx, slot))
 			return 0;
-		}
 	}
 	atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
 	return -EAGAIN;
