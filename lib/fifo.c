@@ -600,7 +600,10 @@ static inline ssize_t get_sole(struct cistern *c, void *buf, size_t cap,
 			       struct cistern_meta *meta)
 {
 	uint64_t p, idx;
-	/* As fifo_try_acquire(): redeliveries first (the general path takes them). */
+	/*
+	 * As fifo_try_acquire(): redeliveries first (the general path takes
+	 * them). Relaxed: a hint, which take_redelivered() confirms slot by slot.
+	 */
 	if (atomic_load_explicit(&c->hdr->redeliver_pending, memory_order_relaxed) != 0 ||
 	    !sole_take_head(c, &p, &idx))
 		return -EAGAIN;

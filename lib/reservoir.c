@@ -186,7 +186,11 @@ int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 int rs_fill_past_count(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
-	/* Without a reclaim of a dead attachment the count is exact: full is full. */
+	/*
+	 * Without a reclaim of a dead attachment the count is exact: full is
+	 * full. Acquire: pairs with the reclaim's store, so the slot words we
+	 * read below are at least as new as its repairs.
+	 */
 	if (!atomic_load_explicit(&h->counts_unsure, memory_order_acquire))
 		return -EAGAIN;
 	int64_t now = cistern__now_ns(CLOCK_MONOTONIC);
