@@ -121,6 +121,19 @@ static bool fill_from_vacancies(struct cistern *c, uint64_t *out)
 	return false;
 }
 
+/*
+ * A handle's throttle for the looks at every slot that a count left high by a
+ * death calls for: true, and the next one `gap` ns away, if one is due now.
+ */
+static bool look_due(int64_t *next_ns, int64_t gap)
+{
+	int64_t now = cistern__now_ns(CLOCK_MONOTONIC);
+	if (now < *next_ns)
+		return false;
+	*next_ns = now + gap;
+	return true;
+}
+
 /* Claim slot idx for a fill if it is EMPTY; the caller counted the fill. */
 static bool claim_empty(struct cistern *c, uint64_t idx, struct cistern_slot *slot)
 {
@@ -193,11 +206,9 @@ int rs_fill_past_count(struct cistern *c, struct cistern_slot *slot)
 	 */
 	if (!atomic_load_explicit(&h->counts_unsure, memory_order_acquire))
 		return -EAGAIN;
-	int64_t now = cistern__now_ns(CLOCK_MONOTONIC);
-	if (now < c->next_fill_look_ns)
-		return -EAGAIN;
 	uint64_t gap = c->slot_count * FILL_LOOK_NS_PER_SLOT;
-	c->next_fill_look_ns = now + (gap > FILL_LOOK_MIN_NS ? (int64_t)gap : FILL_LOOK_MIN_NS);
+	if (!look_due(&c->next_fill_look_ns, gap > FILL_LOOK_MIN_NS ? (int64_t)gap : FILL_LOOK_MIN_NS))
+		return -EAGAIN;
 	/*
 	 * A death may have left `filled` high: believe the slot words. The fill
 	 * is counted like any other (before the claim, seq_cst, for the same
@@ -654,11 +665,7 @@ bool rs_drained(struct cistern *c)
 	if (!atomic_load_explicit(&h->counts_unsure, memory_order_acquire))
 		return false;
 	/* A death may have left `filled` high (reservoir.h): believe the slots, now and then. */
-	int64_t now = cistern__now_ns(CLOCK_MONOTONIC);
-	if (now < c->next_drain_look_ns)
-		return false;
-	c->next_drain_look_ns = now + DRAIN_LOOK_NS;
-	return no_slot_in_use(c);
+	return look_due(&c->next_drain_look_ns, DRAIN_LOOK_NS) && no_slot_in_use(c);
 }
 
 void rs_reclaim(struct cistern *c, uint32_t owner)
