@@ -137,6 +137,7 @@ struct cistern {
 	bool close_fenced;              /* fifo.c: fenced against plain claims after close */
 	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
 	uint64_t holding;               /* api.c: reservations and acquisitions outstanding */
+	uint64_t gets_at_wait;          /* wait.c: our gets count when a wait for data last ended */
 };
 
 /* Slot index of ring position pos. */
@@ -308,6 +309,7 @@ struct cistern_waiter {
 	bool registered;
 	bool fenced;                    /* the membarrier after registering succeeded */
 	uint32_t spins;
+	uint32_t pace;                  /* pauses in the next spin round */
 	uint32_t seq;
 	int64_t start_ns;
 	int64_t deadline_ns;

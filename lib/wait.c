@@ -51,6 +51,9 @@
 
 #define CISTERN_SWEEP_MS 200
 #define CISTERN_SPIN_ROUNDS 16
+/* Pauses per spin round: the usual, and where a starved reader starts (doubling). */
+#define CISTERN_SPIN_PACE 64
+#define CISTERN_SPIN_PACE_MIN 4
 #define CISTERN_UNFENCED_SLEEP_MS 1
 
 static inline void cpu_relax(void)
@@ -159,6 +162,7 @@ void cistern__wait_init(struct cistern_waiter *w, enum cistern_wait_kind kind, i
 	w->registered = false;
 	w->fenced = false;
 	w->spins = 0;
+	w->pace = 0;
 	w->seq = 0;
 	w->start_ns = 0;
 	w->deadline_ns = 0;
@@ -177,6 +181,23 @@ static void words(struct cistern *c, enum cistern_wait_kind kind, _Atomic uint32
 	}
 }
 
+/*
+ * Whether this wait is a reader's that took only the sample its last wait
+ * ended with: data comes one sample at a time (a request and its answer, or
+ * a producer slower than us), so the next one is likely a cache-line trip
+ * away, and a round of 64 pauses (over a microsecond) would only add to the
+ * latency. A reader that found more has a producer running ahead of it, and
+ * is better off leaving it alone for whole rounds: the producer fills
+ * several slots undisturbed, which the reader then takes in a row.
+ * Relaxed: the counter is ours (only this handle writes it).
+ */
+static bool starved(const struct cistern *c, const struct cistern_waiter *w)
+{
+	if (w->kind != CISTERN_WAIT_DATA || !c->me)
+		return false;
+	return atomic_load_explicit(&c->me->ctr.gets, memory_order_relaxed) == c->gets_at_wait;
+}
+
 int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 {
 	_Atomic uint32_t *word, *waiting;
@@ -188,14 +209,28 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 	 * Spin briefly first: the other side is usually a few hundred
 	 * nanoseconds from making progress, and a sleep and wake cost
 	 * microseconds on both sides. Yielding lets a preempted peer that holds
-	 * the position we wait on run when processes outnumber cores.
+	 * the position we wait on run when processes outnumber cores. A
+	 * starved reader (see starved()) looks again after 4, 8, 16 and 32
+	 * pauses before the usual rounds of 64: a wait for data that comes one
+	 * sample at a time ends up to a microsecond sooner, while a reader that
+	 * catches up with a faster producer keeps its long rounds (it found
+	 * more than one sample last time, so it is not starved).
 	 */
 	if (w->spins < CISTERN_SPIN_ROUNDS) {
+		if (w->pace == 0)
+			w->pace = starved(c, w) ? CISTERN_SPIN_PACE_MIN : CISTERN_SPIN_PACE;
+		if (w->pace < CISTERN_SPIN_PACE) {
+			/* A starved reader's shorter rounds come first, on top of the usual ones. */
+			for (uint32_t i = 0; i < w->pace; i++)
+				cpu_relax();
+			w->pace *= 2;
+			return 0;
+		}
 		w->spins++;
 		if (w->spins % 4 == 0) {
 			sched_yield();
 		} else {
-			for (int i = 0; i < 64; i++)
+			for (uint32_t i = 0; i < CISTERN_SPIN_PACE; i++)
 				cpu_relax();
 		}
 		return 0;
@@ -239,6 +274,8 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 
 void cistern__wait_done(struct cistern *c, struct cistern_waiter *w)
 {
+	if (w->pace && w->kind == CISTERN_WAIT_DATA && c->me)
+		c->gets_at_wait = atomic_load_explicit(&c->me->ctr.gets, memory_order_relaxed);
 	if (!w->registered)
 		return;
 	_Atomic uint32_t *word, *waiting;
