@@ -51,9 +51,14 @@
 
 #define CISTERN_SWEEP_MS 200
 #define CISTERN_SPIN_ROUNDS 16
-/* Pauses per spin round: the usual, and where a starved reader starts (doubling). */
+/*
+ * Pauses per spin round: the usual, and where a starved reader starts
+ * (doubling up to the usual). A waiter's pace is CISTERN_SPIN_USUAL once it
+ * spins the usual rounds.
+ */
 #define CISTERN_SPIN_PACE 64
 #define CISTERN_SPIN_PACE_MIN 4
+#define CISTERN_SPIN_USUAL (CISTERN_SPIN_PACE + 1)
 #define CISTERN_UNFENCED_SLEEP_MS 1
 
 static inline void cpu_relax(void)
@@ -211,19 +216,29 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 	 * microseconds on both sides. Yielding lets a preempted peer that holds
 	 * the position we wait on run when processes outnumber cores. A
 	 * starved reader (see starved()) looks again after 4, 8, 16 and 32
-	 * pauses before the usual rounds of 64: a wait for data that comes one
-	 * sample at a time ends up to a microsecond sooner, while a reader that
+	 * pauses and yields once before the usual rounds of 64: a wait for data
+	 * that comes one sample at a time ends up to a microsecond sooner, and
+	 * a producer on the same CPU gets it sooner, while a reader that
 	 * catches up with a faster producer keeps its long rounds (it found
 	 * more than one sample last time, so it is not starved).
 	 */
 	if (w->spins < CISTERN_SPIN_ROUNDS) {
 		if (w->pace == 0)
-			w->pace = starved(c, w) ? CISTERN_SPIN_PACE_MIN : CISTERN_SPIN_PACE;
-		if (w->pace < CISTERN_SPIN_PACE) {
-			/* A starved reader's shorter rounds come first, on top of the usual ones. */
-			for (uint32_t i = 0; i < w->pace; i++)
-				cpu_relax();
-			w->pace *= 2;
+			w->pace = starved(c, w) ? CISTERN_SPIN_PACE_MIN : CISTERN_SPIN_USUAL;
+		if (w->pace < CISTERN_SPIN_USUAL) {
+			/*
+			 * A starved reader's rounds before the usual ones: 4, 8,
+			 * 16 and 32 pauses, then a yield, in case what we wait
+			 * for comes from a process that shares our CPU.
+			 */
+			if (w->pace == CISTERN_SPIN_PACE) {
+				sched_yield();
+				w->pace = CISTERN_SPIN_USUAL;
+			} else {
+				for (uint32_t i = 0; i < w->pace; i++)
+					cpu_relax();
+				w->pace *= 2;
+			}
 			return 0;
 		}
 		w->spins++;
