@@ -309,7 +309,8 @@ struct cistern_waiter {
 	bool registered;
 	bool fenced;                    /* the membarrier after registering succeeded */
 	uint32_t spins;
-	uint32_t pace;                  /* pauses in the next spin round */
+	uint32_t pace;                  /* wait.c: 0 before the first spin, pauses of a starved
+					 * reader's next short round, then CISTERN_SPIN_USUAL */
 	uint32_t seq;
 	int64_t start_ns;
 	int64_t deadline_ns;
