@@ -91,15 +91,20 @@ enum {
 	 * the producer role until it detaches or dies; another handle's reserve or
 	 * put fails with -EBUSY meanwhile. A dead holder's role is taken over after
 	 * its reclaim (a handle waits up to a second for a reclaim that another
-	 * process is doing). In exchange a put claims its slot with plain stores
-	 * instead of locked instructions (see BENCHMARKS.md).
+	 * process is doing). Its puts claim slots with plain stores instead of
+	 * locked instructions (see BENCHMARKS.md). A FIFO without the flag does
+	 * the same for as long as one handle is its only producer (an automatic
+	 * role, taken away the moment a second producer appears, and taken back
+	 * by the last one left), so the flag adds the guarantee, not the speed.
 	 */
 	CISTERN_SINGLE_PRODUCER = 1u << 1,
 	/**
 	 * FIFO and the reservoir kinds (not FIRO): one reader at a time, as
-	 * CISTERN_SINGLE_PRODUCER is for producers. Under a reservoir the holder
-	 * pins samples and counts their reads with plain stores, one fence per
-	 * batch, instead of locked instructions on every sample.
+	 * CISTERN_SINGLE_PRODUCER is for producers (and as there, a FIFO without
+	 * the flag gives its only reader the plain-store takes automatically).
+	 * Under a reservoir the holder pins samples and counts their reads with
+	 * plain stores, one fence per batch, instead of locked instructions on
+	 * every sample.
 	 */
 	CISTERN_SINGLE_READER = 1u << 2,
 };
@@ -215,7 +220,10 @@ CISTERN_API int cistern_unlink(const char *name);
  * Reserve a writable slot (zero-copy put). Waits for room as cistern_put() does.
  * @return 0; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed; -EPROTO if
  *         the segment's ring is damaged; -EBUSY if the segment was created with
- *         CISTERN_SINGLE_PRODUCER and another live handle holds that role.
+ *         CISTERN_SINGLE_PRODUCER and another live handle holds that role, or
+ *         (any FIFO, on this handle's first reserve or put) if the handle that
+ *         produced alone so far stayed stopped in the middle of claiming a slot
+ *         for a second (nothing was done; a later call tries again).
  */
 CISTERN_API int cistern_reserve(struct cistern *c, struct cistern_slot *slot, int timeout_ms);
 
@@ -260,7 +268,9 @@ CISTERN_API int cistern_producer_done(struct cistern *c);
  * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EPROTO if the segment is damaged
  *         (a ring index it cannot follow, a sample longer than slot_size);
  *         -EBUSY if the segment was created with CISTERN_SINGLE_READER and
- *         another live handle holds that role (so do every get and acquire).
+ *         another live handle holds that role, or, under a FIFO, as for
+ *         cistern_reserve() with the reader that read alone so far (so do
+ *         every get and acquire).
  */
 CISTERN_API int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms);
 

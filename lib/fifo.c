@@ -114,14 +114,21 @@ static inline bool claim_direct(bool polling, _Atomic uint64_t *word, uint64_t e
 static inline bool sole_claim_tail(struct cistern *c, uint64_t *pos, uint64_t *index)
 {
 	struct cistern_hdr *h = c->hdr;
+	/* The automatic role holds only while nobody takes it away (sole.c). */
+	bool guarded = c->auto_producing;
+	if (guarded && !cistern__auto_begin(c, CISTERN_ROLE_PRODUCER, &h->auto_producer))
+		return false;
 	/* Relaxed: we are the only writer of the tail while we hold the role. */
 	uint64_t t = atomic_load_explicit(&h->tail, memory_order_relaxed);
 	uint64_t idx = cistern__slot_of(c, t);
 	struct cistern_slotmeta *m = &c->meta[idx];
 	__builtin_prefetch(cistern__payload(c, idx), 1, 3);
 	/* Acquire: the reader's release store of FREE(t) follows its last read of the payload. */
-	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(t, FIFO_FREE, 0))
+	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(t, FIFO_FREE, 0)) {
+		if (guarded)
+			cistern__auto_end(c);
 		return false;
+	}
 	/*
 	 * Relaxed: RESERVED names us for a reclaim if we die; nobody reads the
 	 * payload before COMMITTED, whose release store orders our writes. The
@@ -130,11 +137,40 @@ static inline bool sole_claim_tail(struct cistern *c, uint64_t *pos, uint64_t *i
 	 */
 	atomic_store_explicit(&m->word, sw_make(t, FIFO_RESERVED, c->owner), memory_order_relaxed);
 	atomic_store_explicit(&h->tail, t + 1, memory_order_release);
+	if (guarded)
+		cistern__auto_end(c);
 	/* Keeps the compiler from moving the caller's check of `closed` above. */
 	atomic_signal_fence(memory_order_seq_cst);
 	*pos = t;
 	*index = idx;
 	return true;
+}
+
+/*
+ * Whether this handle claims the tail (takes the head) with plain stores:
+ * it holds the role by CISTERN_SINGLE_PRODUCER (READER) with light wakes,
+ * or automatically (sole.c). A counted handle that finds itself the only
+ * one left takes the role back here: one load of a line nobody writes while
+ * the count stands.
+ */
+static inline bool plain_producer(struct cistern *c)
+{
+	if (c->auto_producing || (c->sole_producing && cistern__light()))
+		return true;
+	return c->auto_shared_producer &&
+	       atomic_load_explicit(&c->hdr->auto_producer, memory_order_relaxed) ==
+		       CISTERN_AUTO_ONE &&
+	       cistern__auto_regain(c, CISTERN_ROLE_PRODUCER);
+}
+
+static inline bool plain_reader(struct cistern *c)
+{
+	if (c->auto_reading || (c->sole_reading && cistern__light()))
+		return true;
+	return c->auto_shared_reader &&
+	       atomic_load_explicit(&c->hdr->auto_reader, memory_order_relaxed) ==
+		       CISTERN_AUTO_ONE &&
+	       cistern__auto_regain(c, CISTERN_ROLE_READER);
 }
 
 static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
@@ -149,7 +185,7 @@ static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
 static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
-	if (c->sole_producing && cistern__light() && reserve_sole(c, slot))
+	if (plain_producer(c) && reserve_sole(c, slot))
 		return 0;
 	for (;;) {
 		uint64_t t = atomic_load_explicit(&h->tail, memory_order_acquire);
@@ -296,14 +332,20 @@ static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 static inline bool sole_take_head(struct cistern *c, uint64_t *pos, uint64_t *index)
 {
 	struct cistern_hdr *h = c->hdr;
+	bool guarded = c->auto_reading;
+	if (guarded && !cistern__auto_begin(c, CISTERN_ROLE_READER, &h->auto_reader))
+		return false;
 	/* Relaxed: we are the only writer of the head while we hold the role. */
 	uint64_t p = atomic_load_explicit(&h->head, memory_order_relaxed);
 	uint64_t idx = cistern__slot_of(c, p);
 	struct cistern_slotmeta *m = &c->meta[idx];
 	__builtin_prefetch(cistern__payload(c, idx), 0, 3);
 	/* Acquire: pairs with the commit's release store; the payload is complete. */
-	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(p, FIFO_COMMITTED, 0))
+	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(p, FIFO_COMMITTED, 0)) {
+		if (guarded)
+			cistern__auto_end(c);
 		return false;
+	}
 	/*
 	 * Relaxed: ACQUIRED names us so that a reclaim hands the sample out again
 	 * if we die; the head's release store follows it, so a head past p always
@@ -311,6 +353,8 @@ static inline bool sole_take_head(struct cistern *c, uint64_t *pos, uint64_t *in
 	 */
 	atomic_store_explicit(&m->word, sw_make(p, FIFO_ACQUIRED, c->owner), memory_order_relaxed);
 	atomic_store_explicit(&h->head, p + 1, memory_order_release);
+	if (guarded)
+		cistern__auto_end(c);
 	cistern__count(&c->me->ctr.gets, 1);
 	*pos = p;
 	*index = idx;
@@ -332,7 +376,7 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 	if (atomic_load_explicit(&h->redeliver_pending, memory_order_relaxed) != 0 &&
 	    take_redelivered(c, s) == 0)
 		return 0;
-	if (c->sole_reading && acquire_sole(c, s))
+	if (plain_reader(c) && acquire_sole(c, s))
 		return 0;
 	for (;;) {
 		uint64_t p = atomic_load_explicit(&h->head, memory_order_acquire);
@@ -461,13 +505,17 @@ static bool fifo_drained(struct cistern *c)
 	 * close, a membarrier runs a barrier in that producer: either its tail
 	 * store is visible when the membarrier returns, or its check comes after
 	 * the barrier and sees the close, and it turns its claim into a SKIP.
-	 * If this process may not issue the membarrier, only a producer role
-	 * nobody holds (so no plain claim can be under way) lets us go on.
+	 * Any FIFO may have such a producer: one that holds the role by the
+	 * flag, or automatically (sole.c). If this process may not issue the
+	 * membarrier, only a producer role nobody holds either way (so no
+	 * plain claim can be under way) lets us go on.
 	 */
-	if ((h->flags & CISTERN_SINGLE_PRODUCER) && !c->close_fenced) {
+	if (!c->close_fenced) {
 		if (cistern__fence_others())
 			c->close_fenced = true;
-		else if (atomic_load_explicit(&h->sole_producer, memory_order_seq_cst) != 0)
+		else if (atomic_load_explicit(&h->sole_producer, memory_order_seq_cst) != 0 ||
+			 (atomic_load_explicit(&h->auto_producer, memory_order_seq_cst) &
+			  0xffff) != 0)
 			return false;
 	}
 	if (atomic_load_explicit(&h->redeliver_pending, memory_order_seq_cst) != 0)
@@ -675,7 +723,7 @@ int cistern__fifo_put(struct cistern *c, const void *buf, size_t len, struct cis
 		      int timeout_ms)
 {
 	int r = -EAGAIN;
-	if (c->sole_producing && cistern__light())
+	if (plain_producer(c))
 		r = put_sole(c, buf, len, meta);
 	if (r == -EAGAIN)
 		r = put_now(c, buf, len, meta);
@@ -686,7 +734,7 @@ ssize_t cistern__fifo_get(struct cistern *c, void *buf, size_t cap, struct ciste
 			  int timeout_ms)
 {
 	ssize_t n = -EAGAIN;
-	if (c->sole_reading && cistern__light())
+	if (plain_reader(c))
 		n = get_sole(c, buf, cap, meta);
 	if (n == -EAGAIN)
 		n = get_now(c, buf, cap, meta);

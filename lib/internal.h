@@ -134,6 +134,10 @@ struct cistern {
 	bool acquire_polling;           /* FIFO: the last acquire found nothing */
 	bool sole_producing;            /* sole.c: this handle holds the producer role */
 	bool sole_reading;              /* sole.c: this handle holds the reader role */
+	bool auto_producing;            /* sole.c: this handle holds the producer role automatically */
+	bool auto_reading;              /* sole.c: this handle holds the reader role automatically */
+	bool auto_shared_producer;      /* sole.c: counted among several producers */
+	bool auto_shared_reader;        /* sole.c: counted among several readers */
 	bool close_fenced;              /* fifo.c: fenced against plain claims after close */
 	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
 	uint64_t holding;               /* api.c: reservations and acquisitions outstanding */
@@ -181,11 +185,54 @@ int cistern__take_sole(struct cistern *c, uint32_t role);
 /* Give back the roles `owner` holds, after its slots were cleaned up. */
 void cistern__drop_sole(struct cistern_hdr *h, uint32_t owner);
 
+/*
+ * The automatic roles of a FIFO without the CISTERN_SINGLE_* flags (sole.c):
+ * enter the role (take it if nobody acts in it, else be counted, taking it
+ * from its holder if there is one); 0, -EBUSY (a holder could not be made to
+ * give it up) or -EPROTO (a damaged mode word).
+ */
+int cistern__enter_auto(struct cistern *c, uint32_t role);
+/* Mode word fields (the layout is in sole.c): one handle counted; revoking. */
+#define CISTERN_AUTO_ONE (UINT64_C(1) << 32)
+#define CISTERN_AUTO_REVOKING (UINT64_C(1) << 16)
+/* The holder found its role taken away (cistern__auto_begin() said no). */
+void cistern__auto_lost(struct cistern *c, uint32_t role);
+/* A counted handle that is the only one left takes the role; true if it did. */
+bool cistern__auto_regain(struct cistern *c, uint32_t role);
+/* Give back what entry `owner` (p) holds or is counted for, at its reclaim. */
+void cistern__leave_auto(struct cistern_hdr *h, struct cistern_proc *p, uint32_t owner);
+
+/*
+ * The automatic holder's bracket around one plain claim (the handshake is
+ * described in sole.c). The store of the role bit and the load of the mode
+ * word are kept in this order by a compiler fence only: a revoker's
+ * membarrier supplies the store-load fence at run time. False, with the
+ * holder turned into a counted handle, if the role was taken away.
+ */
+static inline bool cistern__auto_begin(struct cistern *c, uint32_t role, _Atomic uint64_t *mode)
+{
+	atomic_store_explicit(&c->me->auto_busy, role, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(mode, memory_order_relaxed) == c->owner)
+		return true;
+	atomic_store_explicit(&c->me->auto_busy, 0, memory_order_relaxed);
+	cistern__auto_lost(c, role);
+	return false;
+}
+
+/* Release: the claim's plain stores come before a revoker's CAS (sole.c). */
+static inline void cistern__auto_end(struct cistern *c)
+{
+	atomic_store_explicit(&c->me->auto_busy, 0, memory_order_release);
+}
+
 /* Publish that this handle acts as `role`; 0 or -EBUSY (see cistern__take_sole). */
 static inline int cistern__add_role(struct cistern *c, uint32_t role)
 {
 	if (!(c->role & role)) {
 		int r = cistern__take_sole(c, role);
+		if (r == 0)
+			r = cistern__enter_auto(c, role);
 		if (r < 0)
 			return r;
 		c->role |= role;

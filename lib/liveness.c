@@ -107,6 +107,7 @@ static void reclaim_entry(struct cistern *c, uint32_t index)
 		c->ops->reclaim(c, index + 1);
 	}
 	cistern__drop_sole(c->hdr, index + 1);
+	cistern__leave_auto(c->hdr, p, index + 1);
 	cistern__forget_waiter(c->hdr, p);
 	retire_counters(c->hdr, &p->ctr);
 	atomic_store_explicit(&p->role, 0, memory_order_relaxed);
@@ -148,6 +149,8 @@ int cistern__claim_entry(struct cistern *c)
 		struct cistern_proc *p = &procs[i];
 		memset(&p->ctr, 0, sizeof(p->ctr));
 		p->reader_bit = UINT32_MAX;
+		atomic_store_explicit(&p->auto_busy, 0, memory_order_relaxed);
+		atomic_store_explicit(&p->auto_entered, 0, memory_order_relaxed);
 		atomic_store_explicit(&p->role, 0, memory_order_relaxed);
 		atomic_store_explicit(&p->state, CISTERN_PROC_ACTIVE, memory_order_release);
 		c->owner = i + 1;

@@ -89,6 +89,8 @@ struct cistern_proc {
 	uint32_t reader_bit;               /* reservoir pin bit (0..63), or UINT32_MAX */
 	_Atomic uint32_t waiting;          /* 0, or 1 + enum cistern_wait_kind while registered */
 	char comm[16];                     /* process name, for the CLI */
+	_Atomic uint32_t auto_busy;        /* sole.c: role bit while an automatic holder claims */
+	_Atomic uint32_t auto_entered;     /* sole.c: role bits this entry counts in auto_* */
 	CL_ALIGN struct cistern_counters ctr;
 };
 
@@ -182,6 +184,13 @@ struct cistern_hdr {
 	 * which `filled` may count a slot it emptied (reservoir.h).
 	 */
 	_Atomic uint32_t counts_unsure;
+	/*
+	 * FIFO without CISTERN_SINGLE_PRODUCER (READER): the role's automatic
+	 * holder and the count of handles acting in it alongside others
+	 * (sole.c): owner[15:0] | revoking[16] | shared count[63:32].
+	 */
+	_Atomic uint64_t auto_producer;
+	_Atomic uint64_t auto_reader;
 	/* Rate limiter: reads and puts since creation (kept only when it is on). */
 	CL_ALIGN _Atomic uint64_t rl_puts;
 	CL_ALIGN _Atomic uint64_t rl_gets;

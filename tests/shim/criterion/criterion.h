@@ -55,6 +55,7 @@ void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 	} while (0)
 
 #define cr_assert(c, ...) SHIM_CHECK((c), #c, ##__VA_ARGS__)
+#define cr_assert_not(c, ...) SHIM_CHECK(!(c), "!(" #c ")", ##__VA_ARGS__)
 #define cr_assert_fail(...) shim_fail(__FILE__, __LINE__, "fail", " " __VA_ARGS__)
 #define cr_assert_eq(a, b, ...) SHIM_CHECK((a) == (b), #a " == " #b, ##__VA_ARGS__)
 #define cr_assert_neq(a, b, ...) SHIM_CHECK((a) != (b), #a " != " #b, ##__VA_ARGS__)

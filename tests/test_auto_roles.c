@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_auto_roles.c - the automatic producer and reader roles of a FIFO
+ * created without the CISTERN_SINGLE_* flags (lib/sole.c, the guarded plain
+ * claims in lib/fifo.c): the only handle acting in a role holds it, a second
+ * one takes it away without the holder's help, the last one left takes it
+ * back, and no sample is lost, doubled or reordered on the way, whether the
+ * holder is claiming, between claims, stopped or dead.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "internal.h"
+
+static struct cistern *create(const char *tag, char *name, size_t len, uint64_t slots,
+			      uint32_t expected_producers)
+{
+	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = slots,
+				     .expected_producers = expected_producers};
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	return c;
+}
+
+static uint64_t producer_mode(struct cistern *c)
+{
+	return atomic_load(&c->hdr->auto_producer);
+}
+
+static uint64_t reader_mode(struct cistern *c)
+{
+	return atomic_load(&c->hdr->auto_reader);
+}
+
+/* Get one 1-byte sample and say which byte it was (0 if none). */
+static char get_one(struct cistern *c)
+{
+	char buf[64];
+	ssize_t n = cistern_get(c, buf, sizeof(buf), NULL, 1000);
+	return n == 1 ? buf[0] : 0;
+}
+
+Test(auto_roles, lone_producer_and_reader_hold_their_roles)
+{
+	char name[64];
+	struct cistern *c = create("ar-lone", name, sizeof(name), 8, 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(name, &r), 0);
+	cr_assert_eq(producer_mode(c), 0, "nobody holds before the first put");
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(producer_mode(c), c->owner);
+	cr_assert(c->auto_producing);
+	cr_assert_eq(get_one(r), 'a');
+	cr_assert_eq(reader_mode(c), r->owner);
+	cr_assert(r->auto_reading);
+	cistern_detach(r);
+	cr_assert_eq(reader_mode(c), 0, "a holder that detaches gives the role back");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(auto_roles, explicit_flags_leave_no_automatic_role)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "t-ar-flag-%d", (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
+				     .flags = CISTERN_SINGLE_PRODUCER};
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(producer_mode(c), 0, "the flag's role is not an automatic one");
+	cr_assert_not(c->auto_producing);
+	cr_assert_eq(get_one(c), 'a');
+	cr_assert_eq(reader_mode(c), c->owner, "the reader role is still automatic");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(auto_roles, reservoirs_have_no_automatic_roles)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "t-ar-res-%d", (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
+				     .policy = CISTERN_RESERVOIR, .watermark = 1};
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(get_one(c), 'a');
+	cr_assert_eq(producer_mode(c), 0);
+	cr_assert_eq(reader_mode(c), 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(auto_roles, second_producer_takes_the_role_away_and_the_last_one_takes_it_back)
+{
+	char name[64];
+	struct cistern *a = create("ar-2p", name, sizeof(name), 8, 0);
+	struct cistern *b;
+	cr_assert_eq(cistern_attach(name, &b), 0);
+	cr_assert_eq(cistern_put(a, "1", 1, NULL, 0), 0);
+	cr_assert(a->auto_producing);
+	cr_assert_eq(cistern_put(b, "2", 1, NULL, 0), 0);
+	cr_assert_eq(producer_mode(a), 2 * CISTERN_AUTO_ONE, "no holder, both counted");
+	cr_assert_not(b->auto_producing);
+	cr_assert_eq(cistern_put(a, "3", 1, NULL, 0), 0);
+	cr_assert_not(a->auto_producing, "the old holder noticed on its next put");
+	cr_assert(a->auto_shared_producer);
+	cistern_detach(b);
+	cr_assert_eq(producer_mode(a), CISTERN_AUTO_ONE, "b's count went with it");
+	cr_assert_eq(cistern_put(a, "4", 1, NULL, 0), 0);
+	cr_assert_eq(producer_mode(a), a->owner, "the one left holds the role again");
+	cr_assert(a->auto_producing);
+	const char *want = "1234";
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(get_one(a), want[i], "sample %d", i);
+	cr_assert_eq(get_one(a), 0, "nothing more");
+	cistern_detach(a);
+	cistern_unlink(name);
+}
+
+Test(auto_roles, second_reader_takes_the_role_away_and_each_sample_goes_once)
+{
+	char name[64];
+	struct cistern *a = create("ar-2r", name, sizeof(name), 8, 0);
+	struct cistern *b;
+	cr_assert_eq(cistern_attach(name, &b), 0);
+	for (const char *p = "12345"; *p; p++)
+		cr_assert_eq(cistern_put(a, p, 1, NULL, 0), 0);
+	cr_assert_eq(get_one(a), '1');
+	cr_assert(a->auto_reading);
+	cr_assert_eq(get_one(b), '2');
+	cr_assert_eq(reader_mode(a), 2 * CISTERN_AUTO_ONE);
+	cr_assert_eq(get_one(a), '3');
+	cr_assert_not(a->auto_reading);
+	cr_assert_eq(get_one(b), '4');
+	cistern_detach(b);
+	cr_assert_eq(get_one(a), '5');
+	cr_assert(a->auto_reading, "the one reader left holds the role again");
+	cistern_detach(a);
+	cistern_unlink(name);
+}
+
+Test(auto_roles, holder_found_revoked_between_claims_clears_the_revocation_itself)
+{
+	char name[64];
+	struct cistern *a = create("ar-ack", name, sizeof(name), 8, 0);
+	cr_assert_eq(cistern_put(a, "1", 1, NULL, 0), 0);
+	/*
+	 * What a revoker that may not fence leaves: the holder marked, both it
+	 * and the revoker counted, waiting for the holder's next claim.
+	 */
+	atomic_store(&a->hdr->auto_producer, a->owner | CISTERN_AUTO_REVOKING | 2 * CISTERN_AUTO_ONE);
+	cr_assert_eq(cistern_put(a, "2", 1, NULL, 0), 0);
+	cr_assert_eq(producer_mode(a), 2 * CISTERN_AUTO_ONE, "holder cleared, counts kept");
+	cr_assert_not(a->auto_producing);
+	cr_assert_eq(get_one(a), '1');
+	cr_assert_eq(get_one(a), '2');
+	cistern_detach(a);
+	cistern_unlink(name);
+}
+
+/*
+ * A child that takes the producer role with one put ('c'), marks itself in
+ * the middle of a claim, and stops (SIGSTOP), as a holder preempted or
+ * stopped by a debugger between its claim's stores would be. On SIGCONT it
+ * ends the claim and puts 'd'.
+ */
+static pid_t spawn_stopped_holder(const char *name)
+{
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		struct cistern *h;
+		if (cistern_attach(name, &h) < 0 || cistern_put(h, "c", 1, NULL, 0) < 0)
+			_exit(1);
+		if (!h->auto_producing)
+			_exit(2);
+		atomic_store(&h->me->auto_busy, CISTERN_ROLE_PRODUCER);
+		raise(SIGSTOP);
+		cistern__auto_end(h);
+		if (cistern_put(h, "d", 1, NULL, 0) < 0)
+			_exit(3);
+		cistern_detach(h);
+		_exit(0);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, WUNTRACED), pid);
+	cr_assert(WIFSTOPPED(status), "the holder stopped in its claim");
+	return pid;
+}
+
+Test(auto_roles, producer_waits_for_a_stopped_holder_then_refuses_and_loses_nothing,
+     .timeout = 60)
+{
+	char name[64];
+	struct cistern *c = create("ar-stop", name, sizeof(name), 8, 0);
+	pid_t pid = spawn_stopped_holder(name);
+	uint64_t held = producer_mode(c);
+	cr_assert(held != 0 && held < CISTERN_AUTO_REVOKING, "the child holds: %#lx",
+		  (unsigned long)held);
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), -EBUSY,
+		     "a holder in the middle of a claim is never overrun");
+	cr_assert_eq(producer_mode(c), held | CISTERN_AUTO_REVOKING | CISTERN_AUTO_ONE,
+		     "marked, with only the holder counted: %#lx", (unsigned long)producer_mode(c));
+	kill(pid, SIGCONT);
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "holder status %#x", status);
+	cr_assert_eq(producer_mode(c), 0, "the holder gave up the role and left");
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
+	cr_assert_eq(get_one(c), 'c');
+	cr_assert_eq(get_one(c), 'd');
+	cr_assert_eq(get_one(c), 'x');
+	cr_assert_eq(get_one(c), 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(auto_roles, dead_holder_in_the_middle_of_a_claim_does_not_stop_the_next_producer,
+     .timeout = 60)
+{
+	char name[64];
+	struct cistern *c = create("ar-dead", name, sizeof(name), 8, 0);
+	pid_t pid = spawn_stopped_holder(name);
+	kill_and_reap(pid);
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 1000), 0);
+	cr_assert_eq(get_one(c), 'c');
+	cr_assert_eq(get_one(c), 'x');
+	cr_assert_eq(get_one(c), 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+/*
+ * Producers 0 and 1 stream COUNT samples each through a small ring while
+ * the parent reads. Producer 1 joins once producer 0 has put a quarter of
+ * its samples (taking the role from it mid-stream) and detaches half-way
+ * (so producer 0 takes it back); every sample must arrive once, intact, and
+ * in its producer's order, then end of data.
+ */
+static void two_producers(uint64_t slots)
+{
+	enum { COUNT = 100000 };
+	char name[64];
+	struct cistern *c = create("ar-mp", name, sizeof(name), slots, 2);
+	_Atomic uint32_t *progress = shared_alloc(sizeof(*progress));
+	cr_assert_not_null(progress);
+	for (uint32_t id = 0; id < 2; id++) {
+		if (fork_child() != 0)
+			continue;
+		struct cistern *p;
+		if (cistern_attach(name, &p) < 0)
+			_exit(1);
+		while (id == 1 && atomic_load(progress) < COUNT / 4)
+			sched_yield();
+		uint8_t msg[64];
+		for (uint32_t i = 0; i < COUNT; i++) {
+			fill_payload(msg, sizeof(msg), id, i);
+			struct cistern_meta m = {.sim_id = id, .time_step = i};
+			if (cistern_put(p, msg, sizeof(msg), &m, -1) < 0)
+				_exit(2);
+			if (id == 0)
+				atomic_store(progress, i + 1);
+		}
+		if (cistern_producer_done(p) < 0)
+			_exit(3);
+		cistern_detach(p);
+		_exit(0);
+	}
+	uint32_t next[2] = {0, 0}, bad = 0;
+	uint8_t buf[64];
+	struct cistern_meta m;
+	ssize_t n;
+	while ((n = cistern_get(c, buf, sizeof(buf), &m, 10000)) == 64) {
+		if (m.sim_id > 1 || m.time_step != next[m.sim_id] ||
+		    !check_payload(buf, sizeof(buf), m.sim_id, m.time_step))
+			bad++;
+		else
+			next[m.sim_id]++;
+	}
+	cr_assert_eq(n, CISTERN_EOD, "ended with %zd", n);
+	cr_assert_eq(bad, 0, "%u samples out of order, doubled or damaged", bad);
+	cr_assert_eq(next[0], COUNT);
+	cr_assert_eq(next[1], COUNT);
+	cr_assert_eq(reap_all(), 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(auto_roles, producers_joining_and_leaving_a_full_ring_lose_and_reorder_nothing,
+     .timeout = 120)
+{
+	two_producers(16);
+}
+
+/* A ring the reader keeps empty: the two producers race for the same tail. */
+Test(auto_roles, producers_joining_and_leaving_a_roomy_ring_lose_and_reorder_nothing,
+     .timeout = 120)
+{
+	two_producers(4096);
+}
+
+/*
+ * One producer streams; reader 0 starts, reader 1 joins a quarter of the way
+ * through and leaves half-way; each marks what it got in a shared table.
+ * Every sample must be taken exactly once, each reader's in increasing order.
+ */
+Test(auto_roles, readers_joining_and_leaving_a_stream_take_each_sample_once, .timeout = 120)
+{
+	enum { COUNT = 100000 };
+	char name[64];
+	struct cistern *c = create("ar-mr", name, sizeof(name), 16, 1);
+	_Atomic uint8_t *taken = shared_alloc(COUNT);
+	_Atomic uint32_t *progress = shared_alloc(sizeof(*progress));
+	cr_assert(taken && progress);
+	for (uint32_t id = 0; id < 2; id++) {
+		if (fork_child() != 0)
+			continue;
+		struct cistern *r;
+		if (cistern_attach(name, &r) < 0)
+			_exit(1);
+		while (id == 1 && atomic_load(progress) < COUNT / 4)
+			sched_yield();
+		uint8_t buf[64];
+		struct cistern_meta m;
+		int64_t last = -1;
+		ssize_t n;
+		while ((n = cistern_get(r, buf, sizeof(buf), &m, 10000)) == 64) {
+			if (m.time_step >= COUNT || (int64_t)m.time_step <= last ||
+			    !check_payload(buf, sizeof(buf), 0, m.time_step))
+				_exit(2);
+			last = m.time_step;
+			atomic_fetch_add(&taken[m.time_step], 1);
+			if (id == 0)
+				atomic_store(progress, m.time_step);
+			if (id == 1 && m.time_step >= COUNT / 2)
+				break;
+		}
+		if (id == 0 && n != CISTERN_EOD)
+			_exit(3);
+		cistern_detach(r);
+		_exit(0);
+	}
+	uint8_t msg[64];
+	for (uint32_t i = 0; i < COUNT; i++) {
+		fill_payload(msg, sizeof(msg), 0, i);
+		struct cistern_meta m = {.time_step = i};
+		cr_assert_eq(cistern_put(c, msg, sizeof(msg), &m, -1), 0);
+	}
+	cr_assert_eq(cistern_producer_done(c), 0);
+	cr_assert_eq(reap_all(), 0);
+	uint32_t missing = 0, doubled = 0;
+	for (uint32_t i = 0; i < COUNT; i++) {
+		missing += taken[i] == 0;
+		doubled += taken[i] > 1;
+	}
+	cr_assert_eq(missing, 0, "%u samples never taken", missing);
+	cr_assert_eq(doubled, 0, "%u samples taken twice", doubled);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+/*
+ * Many short runs of one producer process and one reader with no flags:
+ * each close races the automatic holder's last plain claims, and end of
+ * data must never come before the last sample (fifo_drained()).
+ */
+Test(auto_roles, end_of_data_never_comes_before_the_last_sample, .timeout = 120)
+{
+	for (int run = 0; run < 100; run++) {
+		char name[64];
+		struct cistern *c = create("ar-eod", name, sizeof(name), 16, 1);
+		pid_t pid = fork_child();
+		if (pid == 0) {
+			struct cistern *p;
+			if (cistern_attach(name, &p) < 0)
+				_exit(1);
+			for (uint32_t i = 0; i < 50; i++)
+				if (cistern_put(p, &i, sizeof(i), NULL, -1) < 0)
+					_exit(2);
+			_exit(cistern_producer_done(p) < 0 ? 3 : 0);
+		}
+		uint32_t v, got = 0;
+		ssize_t n;
+		while ((n = cistern_get(c, &v, sizeof(v), NULL, 10000)) == sizeof(v)) {
+			cr_assert_eq(v, got, "run %d: sample %u out of order", run, got);
+			got++;
+		}
+		cr_assert_eq(n, CISTERN_EOD);
+		cr_assert_eq(got, 50, "run %d: end of data after %u samples", run, got);
+		cr_assert_eq(reap_all(), 0);
+		cistern_detach(c);
+		cistern_unlink(name);
+	}
+}
