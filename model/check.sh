@@ -12,7 +12,7 @@
 #
 #   bash model/check.sh --auto          the FIFO's automatic roles (auto_roles.pml):
 #                                       whole state space, 1.5 * 10^8 states
-#                                       with one kill, about 8 minutes
+#                                       with one kill, 9 GB and about 5 minutes
 #
 #   MAXKILLS=2 (default 1) kills at most that many processes in a run;
 #   SOLE=1 checks a CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER segment;
