@@ -223,8 +223,9 @@ int cistern__enter_auto(struct cistern *c, uint32_t role)
 	for (;;) {
 		uint32_t hold = (uint32_t)(m & AUTO_OWNER_MASK);
 		uint64_t want;
-		if (hold == c->owner)
-			return -EPROTO; /* we never entered, so the word is damaged */
+		/* We never entered, and owners index the table: else the word is damaged. */
+		if (hold == c->owner || hold > c->hdr->procs_count)
+			return -EPROTO;
 		if (m == 0 && may_hold)
 			want = c->owner;
 		else if (hold == 0)

@@ -168,6 +168,25 @@ Test(auto_roles, holder_found_revoked_between_claims_clears_the_revocation_itsel
 	cistern_unlink(name);
 }
 
+Test(auto_roles, damaged_mode_word_is_refused_and_the_ring_left_alone)
+{
+	char name[64];
+	struct cistern *c = create("ar-bad", name, sizeof(name), 8, 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(name, &r), 0);
+	/* An owner past the attachment table: no entry to look at. */
+	atomic_store(&c->hdr->auto_producer, UINT64_C(0xfff0));
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), -EPROTO);
+	/* Our own owner, which we never entered as. */
+	atomic_store(&c->hdr->auto_reader, (uint64_t)r->owner);
+	char buf[8];
+	cr_assert_eq(cistern_get(r, buf, sizeof(buf), NULL, 0), -EPROTO);
+	cr_assert_eq(atomic_load(&c->hdr->tail), 0, "nothing was claimed");
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
 /*
  * A child that takes the producer role with one put ('c'), marks itself in
  * the middle of a claim, and stops (SIGSTOP), as a holder preempted or
