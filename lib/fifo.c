@@ -515,7 +515,7 @@ static bool fifo_drained(struct cistern *c)
 			c->close_fenced = true;
 		else if (atomic_load_explicit(&h->sole_producer, memory_order_seq_cst) != 0 ||
 			 (atomic_load_explicit(&h->auto_producer, memory_order_seq_cst) &
-			  0xffff) != 0)
+			  CISTERN_AUTO_OWNER) != 0)
 			return false;
 	}
 	if (atomic_load_explicit(&h->redeliver_pending, memory_order_seq_cst) != 0)

@@ -192,7 +192,8 @@ void cistern__drop_sole(struct cistern_hdr *h, uint32_t owner);
  * give it up) or -EPROTO (a damaged mode word).
  */
 int cistern__enter_auto(struct cistern *c, uint32_t role);
-/* Mode word fields (the layout is in sole.c): one handle counted; revoking. */
+/* Mode word fields (the layout is in sole.c): the holder; one handle counted; revoking. */
+#define CISTERN_AUTO_OWNER UINT64_C(0xffff)
 #define CISTERN_AUTO_ONE (UINT64_C(1) << 32)
 #define CISTERN_AUTO_REVOKING (UINT64_C(1) << 16)
 /* The holder found its role taken away (cistern__auto_begin() said no). */

@@ -115,7 +115,7 @@ void cistern__drop_sole(struct cistern_hdr *h, uint32_t owner)
  *
  * The second handle counts the holder along with itself, so that every
  * handle that ever entered is counted until it leaves (its detach, or the
- * reclaim after its death, gives its count back: sole_leave()).
+ * reclaim after its death, gives its count back: leave_role()).
  *
  * The holder brackets each plain claim (sole_claim_tail(), sole_take_head())
  * with cistern__auto_begin() and cistern__auto_end(): it stores the role bit
@@ -142,7 +142,7 @@ void cistern__drop_sole(struct cistern_hdr *h, uint32_t owner)
  * then stays shared, which is only slower.
  */
 
-#define AUTO_OWNER_MASK UINT64_C(0xffff)
+#define AUTO_OWNER_MASK CISTERN_AUTO_OWNER
 #define AUTO_REVOKING CISTERN_AUTO_REVOKING
 #define AUTO_ONE CISTERN_AUTO_ONE
 
@@ -157,12 +157,16 @@ static bool auto_allowed(const struct cistern *c, uint32_t role)
 	       (role == CISTERN_ROLE_PRODUCER || role == CISTERN_ROLE_READER);
 }
 
-static void set_holding(struct cistern *c, uint32_t role, bool on)
+/* This handle's side of the mode word: the holder, or one of those counted. */
+static void set_holding(struct cistern *c, uint32_t role, bool holding)
 {
-	if (role == CISTERN_ROLE_PRODUCER)
-		c->auto_producing = on;
-	else
-		c->auto_reading = on;
+	if (role == CISTERN_ROLE_PRODUCER) {
+		c->auto_producing = holding;
+		c->auto_shared_producer = !holding;
+	} else {
+		c->auto_reading = holding;
+		c->auto_shared_reader = !holding;
+	}
 }
 
 /*
@@ -254,10 +258,6 @@ int cistern__enter_auto(struct cistern *c, uint32_t role)
 	/* What our leave gives back; see the note above on a death before this store. */
 	atomic_fetch_or_explicit(&c->me->auto_entered, role, memory_order_relaxed);
 	set_holding(c, role, m == 0 && may_hold);
-	if (role == CISTERN_ROLE_PRODUCER)
-		c->auto_shared_producer = !c->auto_producing;
-	else
-		c->auto_shared_reader = !c->auto_reading;
 	return 0;
 }
 
@@ -275,10 +275,6 @@ void cistern__auto_lost(struct cistern *c, uint32_t role)
 						      memory_order_acq_rel, memory_order_acquire))
 		;
 	set_holding(c, role, false);
-	if (role == CISTERN_ROLE_PRODUCER)
-		c->auto_shared_producer = true;
-	else
-		c->auto_shared_reader = true;
 }
 
 bool cistern__auto_regain(struct cistern *c, uint32_t role)
@@ -292,10 +288,6 @@ bool cistern__auto_regain(struct cistern *c, uint32_t role)
 						     memory_order_relaxed))
 		return false;
 	set_holding(c, role, true);
-	if (role == CISTERN_ROLE_PRODUCER)
-		c->auto_shared_producer = false;
-	else
-		c->auto_shared_reader = false;
 	return true;
 }
 
