@@ -328,6 +328,60 @@ Test(auto_roles, producers_joining_and_leaving_a_roomy_ring_lose_and_reorder_not
 }
 
 /*
+ * Producer 0 streams while producer 1 attaches, puts a short run and
+ * detaches, again and again: each arrival takes the role away from
+ * producer 0 and each departure lets it take the role back, under load.
+ */
+Test(auto_roles, producers_churning_in_and_out_lose_and_reorder_nothing, .timeout = 120)
+{
+	enum { COUNT = 60000, VISITS = 60, RUN = 100 };
+	char name[64];
+	struct cistern *c = create("ar-churn", name, sizeof(name), 64, 2);
+	for (uint32_t id = 0; id < 2; id++) {
+		if (fork_child() != 0)
+			continue;
+		uint32_t total = id == 0 ? COUNT : VISITS * RUN;
+		uint8_t msg[64];
+		struct cistern *p = NULL;
+		for (uint32_t i = 0; i < total; i++) {
+			if (!p && cistern_attach(name, &p) < 0)
+				_exit(1);
+			fill_payload(msg, sizeof(msg), id, i);
+			struct cistern_meta m = {.sim_id = id, .time_step = i};
+			if (cistern_put(p, msg, sizeof(msg), &m, -1) < 0)
+				_exit(2);
+			if (id == 1 && i % RUN == RUN - 1 && i + 1 < total) {
+				cistern_detach(p);
+				p = NULL;
+			}
+		}
+		if (cistern_producer_done(p) < 0)
+			_exit(3);
+		cistern_detach(p);
+		_exit(0);
+	}
+	uint32_t next[2] = {0, 0}, bad = 0;
+	uint8_t buf[64];
+	struct cistern_meta m;
+	ssize_t n;
+	while ((n = cistern_get(c, buf, sizeof(buf), &m, 10000)) == 64) {
+		if (m.sim_id > 1 || m.time_step != next[m.sim_id] ||
+		    !check_payload(buf, sizeof(buf), m.sim_id, m.time_step))
+			bad++;
+		else
+			next[m.sim_id]++;
+	}
+	cr_assert_eq(n, CISTERN_EOD, "ended with %zd", n);
+	cr_assert_eq(bad, 0, "%u samples out of order, doubled or damaged", bad);
+	cr_assert_eq(next[0], COUNT);
+	cr_assert_eq(next[1], VISITS * RUN);
+	cr_assert_eq(reap_all(), 0);
+	cr_assert_eq(producer_mode(c), 0, "everyone left: nobody holds, nobody counted");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+/*
  * One producer streams; reader 0 starts, reader 1 joins a quarter of the way
  * through and leaves half-way; each marks what it got in a shared table.
  * Every sample must be taken exactly once, each reader's in increasing order.
