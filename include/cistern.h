@@ -100,11 +100,12 @@ enum {
 	CISTERN_SINGLE_PRODUCER = 1u << 1,
 	/**
 	 * FIFO and the reservoir kinds (not FIRO): one reader at a time, as
-	 * CISTERN_SINGLE_PRODUCER is for producers (and as there, a FIFO without
-	 * the flag gives its only reader the plain-store takes automatically).
-	 * Under a reservoir the holder pins samples and counts their reads with
-	 * plain stores, one fence per batch, instead of locked instructions on
-	 * every sample.
+	 * CISTERN_SINGLE_PRODUCER is for producers. Under a reservoir the holder
+	 * pins samples and counts their reads with plain stores, one fence per
+	 * batch, instead of locked instructions on every sample. As with the
+	 * producer flag, a segment without this one (FIFO or a reservoir kind)
+	 * gives its only reader the same paths automatically, until a second
+	 * reader comes.
 	 */
 	CISTERN_SINGLE_READER = 1u << 2,
 };
@@ -268,9 +269,9 @@ CISTERN_API int cistern_producer_done(struct cistern *c);
  * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EPROTO if the segment is damaged
  *         (a ring index it cannot follow, a sample longer than slot_size);
  *         -EBUSY if the segment was created with CISTERN_SINGLE_READER and
- *         another live handle holds that role, or, under a FIFO, as for
+ *         another live handle holds that role, or, without that flag, as for
  *         cistern_reserve() with the reader that read alone so far (so do
- *         every get and acquire).
+ *         every get, acquire and batch).
  */
 CISTERN_API int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms);
 

@@ -189,16 +189,61 @@ struct read_req {
 	size_t n;
 };
 
+/*
+ * A reservoir reader in the automatic role runs each read call (never a
+ * wait) inside the role's bracket (sole.c): inside, it pins and counts with
+ * plain stores as the holder of CISTERN_SINGLE_READER does, unless a second
+ * reader took the role away. Anyone else: nothing to do.
+ */
+static inline bool read_begin(struct cistern *c)
+{
+	return c->auto_read_calls && cistern__auto_read_begin(c);
+}
+
+static inline void read_end(struct cistern *c, bool plain)
+{
+	if (plain)
+		cistern__auto_read_end(c);
+}
+
 static int try_read(struct cistern *c, const struct read_req *q)
 {
+	bool plain = read_begin(c);
+	int r;
 	switch (q->kind) {
 	case READ_ONE:
-		return c->ops->try_acquire(c, q->out);
+		r = c->ops->try_acquire(c, q->out);
+		break;
 	case READ_PAIR:
-		return c->ops->try_acquire_pair(c, q->out);
+		r = c->ops->try_acquire_pair(c, q->out);
+		break;
 	default:
-		return c->ops->try_acquire_batch(c, q->out, q->n);
+		r = c->ops->try_acquire_batch(c, q->out, q->n);
+		break;
 	}
+	read_end(c, plain);
+	return r;
+}
+
+/* Release one sample (under the bracket above); 0 or -errno. */
+static int release_one(struct cistern *c, struct cistern_sample *s)
+{
+	bool plain = read_begin(c);
+	int r = c->ops->release(c, s);
+	read_end(c, plain);
+	if (r == 0)
+		holding_sub(c, 1);
+	return r;
+}
+
+/* Hand one sample back as never read (under the bracket above). */
+static void unacquire_one(struct cistern *c, struct cistern_sample *s)
+{
+	bool plain = read_begin(c);
+	int r = c->ops->unacquire(c, s);
+	read_end(c, plain);
+	if (r == 0)
+		holding_sub(c, 1);
 }
 
 /* Try, and while there is nothing yet, check for end of data and wait. */
@@ -243,8 +288,10 @@ static int read_loop(struct cistern *c, const struct read_req *q, int timeout_ms
 			 * Only a damaged segment can say this; a caller reading len
 			 * bytes would run past the slot. Give it back and refuse it.
 			 */
+			bool plain = read_begin(c);
 			for (size_t j = 0; j < got; j++)
 				c->ops->release(c, &q->out[j]);
+			read_end(c, plain);
 			return -EPROTO;
 		}
 	}
@@ -290,8 +337,7 @@ int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
 		return r;
 	if (pair[0].len > cap || pair[1].len > cap) {
 		for (int i = 0; i < 2; i++)
-			if (c->ops->unacquire(c, &pair[i]) == 0)
-				holding_sub(c, 1);
+			unacquire_one(c, &pair[i]);
 		return -EMSGSIZE;
 	}
 	for (int i = 0; i < 2; i++) {
@@ -327,17 +373,17 @@ int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 	if (!s)
 		return -EINVAL;
 	if (c->ops->release_batch) {
+		bool plain = read_begin(c);
 		r = c->ops->release_batch(c, s, n);
+		read_end(c, plain);
 		if (r == 0)
 			holding_sub(c, n); /* on an error we cannot tell how many went: err high */
 		return r;
 	}
 	int first = 0;
 	for (size_t i = 0; i < n; i++) {
-		r = c->ops->release(c, &s[i]);
-		if (r == 0)
-			holding_sub(c, 1);
-		else if (first == 0)
+		r = release_one(c, &s[i]);
+		if (r < 0 && first == 0)
 			first = r;
 	}
 	return first;
@@ -378,7 +424,9 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 	if (c->ops->gather_now) {
 		/* A reader of a reservoir: in one pass, if it can (gather.c). */
 		struct cistern_gather g = {buf, stride, len, meta};
+		bool plain = read_begin(c);
 		int r = c->ops->gather_now(c, s, n, &g);
+		read_end(c, plain);
 		if (r != -EAGAIN) {
 			if (s != local)
 				free(s);
@@ -394,8 +442,7 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 			fits &= s[i].len <= stride;
 		if (!fits) {
 			for (int i = 0; i < got; i++)
-				if (c->ops->unacquire(c, &s[i]) == 0)
-					holding_sub(c, 1);
+				unacquire_one(c, &s[i]);
 			got = -EMSGSIZE;
 		} else {
 			char *dst = buf;
@@ -427,10 +474,7 @@ int cistern_release(struct cistern *c, struct cistern_sample *s)
 		return r;
 	if (!s)
 		return -EINVAL;
-	r = c->ops->release(c, s);
-	if (r == 0)
-		holding_sub(c, 1);
-	return r;
+	return release_one(c, s);
 }
 
 /* cistern_get() through the general calls, for a caller that checked buf and cap. */
@@ -442,17 +486,14 @@ ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct ciste
 	if (r < 0)
 		return r;
 	if (s.len > cap) {
-		if (c->ops->unacquire(c, &s) == 0)
-			holding_sub(c, 1);
+		unacquire_one(c, &s);
 		return -EMSGSIZE;
 	}
 	memcpy(buf, s.data, s.len);
 	if (meta)
 		*meta = s.meta;
 	size_t len = s.len;
-	r = c->ops->release(c, &s);
-	if (r == 0)
-		holding_sub(c, 1);
+	r = release_one(c, &s);
 	return r < 0 ? r : (ssize_t)len;
 }
 

@@ -138,6 +138,7 @@ struct cistern {
 	bool auto_reading;              /* sole.c: this handle holds the reader role automatically */
 	bool auto_shared_producer;      /* sole.c: counted among several producers */
 	bool auto_shared_reader;        /* sole.c: counted among several readers */
+	bool auto_read_calls;           /* sole.c: a reservoir reader in the automatic role */
 	bool close_fenced;              /* fifo.c: fenced against plain claims after close */
 	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
 	uint64_t holding;               /* api.c: reservations and acquisitions outstanding */
@@ -202,6 +203,14 @@ void cistern__auto_lost(struct cistern *c, uint32_t role);
 bool cistern__auto_regain(struct cistern *c, uint32_t role);
 /* Give back what entry `owner` (p) holds or is counted for, at its reclaim. */
 void cistern__leave_auto(struct cistern_hdr *h, struct cistern_proc *p, uint32_t owner);
+/*
+ * A reservoir reader's bracket around one read call (api.c): while the
+ * automatic role holds, the call runs the sole reader's paths (sole_reading
+ * is true inside it only). True: the role holds, call cistern__auto_read_end()
+ * after the call; false: the call takes the shared paths.
+ */
+bool cistern__auto_read_begin(struct cistern *c);
+void cistern__auto_read_end(struct cistern *c);
 
 /*
  * The automatic holder's bracket around one plain claim (the handshake is

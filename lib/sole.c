@@ -98,10 +98,11 @@ void cistern__drop_sole(struct cistern_hdr *h, uint32_t owner)
 /*
  * ---- Automatic roles ------------------------------------------------------
  *
- * A FIFO created without CISTERN_SINGLE_PRODUCER (READER) still lets a
- * handle claim with plain stores while it is the only one acting in the role,
- * and takes that away, without its cooperation, the moment a second handle
- * wants in. hdr->auto_producer (auto_reader) is the mode word:
+ * A FIFO created without CISTERN_SINGLE_PRODUCER (READER), and a reservoir
+ * kind without CISTERN_SINGLE_READER, still let a handle use the role's
+ * plain stores while it is the only one acting in the role, and take that
+ * away, without its cooperation, the moment a second handle wants in.
+ * hdr->auto_producer (auto_reader) is the mode word:
  *
  *     owner[15:0]     the automatic holder (attachment index + 1), 0 = none
  *     revoking[16]    a second handle is taking the role away from the holder
@@ -117,7 +118,8 @@ void cistern__drop_sole(struct cistern_hdr *h, uint32_t owner)
  * handle that ever entered is counted until it leaves (its detach, or the
  * reclaim after its death, gives its count back: leave_role()).
  *
- * The holder brackets each plain claim (sole_claim_tail(), sole_take_head())
+ * The holder brackets each plain claim (sole_claim_tail(), sole_take_head();
+ * a reservoir reader each read call: cistern__auto_read_begin(), api.c)
  * with cistern__auto_begin() and cistern__auto_end(): it stores the role bit
  * in its entry's auto_busy, then loads the mode word, claims only if it
  * still reads (H, 0), and clears auto_busy with a release store after the
@@ -151,10 +153,18 @@ static _Atomic uint64_t *mode_of(struct cistern_hdr *h, uint32_t role)
 	return role == CISTERN_ROLE_PRODUCER ? &h->auto_producer : &h->auto_reader;
 }
 
+/*
+ * Where a role may be held automatically: where its flag could have been
+ * given (CISTERN_SINGLE_PRODUCER: FIFO; CISTERN_SINGLE_READER: FIFO and the
+ * reservoir kinds) and was not.
+ */
 static bool auto_allowed(const struct cistern *c, uint32_t role)
 {
-	return c->hdr->policy == CISTERN_FIFO && !role_is_sole(c->hdr, role) &&
-	       (role == CISTERN_ROLE_PRODUCER || role == CISTERN_ROLE_READER);
+	if (role_is_sole(c->hdr, role))
+		return false;
+	if (role == CISTERN_ROLE_PRODUCER)
+		return c->hdr->policy == CISTERN_FIFO;
+	return role == CISTERN_ROLE_READER && c->hdr->policy != CISTERN_FIRO;
 }
 
 /* This handle's side of the mode word: the holder, or one of those counted. */
@@ -258,6 +268,8 @@ int cistern__enter_auto(struct cistern *c, uint32_t role)
 	/* What our leave gives back; see the note above on a death before this store. */
 	atomic_fetch_or_explicit(&c->me->auto_entered, role, memory_order_relaxed);
 	set_holding(c, role, m == 0 && may_hold);
+	/* The reservoirs' plain paths span whole calls: api.c brackets them. */
+	c->auto_read_calls = role == CISTERN_ROLE_READER && c->hdr->policy != CISTERN_FIFO;
 	return 0;
 }
 
@@ -321,4 +333,23 @@ void cistern__leave_auto(struct cistern_hdr *h, struct cistern_proc *p, uint32_t
 	leave_role(h, p, owner, CISTERN_ROLE_READER);
 	atomic_store_explicit(&p->auto_entered, 0, memory_order_relaxed);
 	atomic_store_explicit(&p->auto_busy, 0, memory_order_relaxed);
+}
+
+bool cistern__auto_read_begin(struct cistern *c)
+{
+	if (!c->auto_reading &&
+	    !(c->auto_shared_reader &&
+	      atomic_load_explicit(&c->hdr->auto_reader, memory_order_relaxed) == AUTO_ONE &&
+	      cistern__auto_regain(c, CISTERN_ROLE_READER)))
+		return false;
+	if (!cistern__auto_begin(c, CISTERN_ROLE_READER, &c->hdr->auto_reader))
+		return false;
+	c->sole_reading = true;
+	return true;
+}
+
+void cistern__auto_read_end(struct cistern *c)
+{
+	c->sole_reading = false;
+	cistern__auto_end(c);
 }

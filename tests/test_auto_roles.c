@@ -15,17 +15,25 @@
 
 #include "helpers.h"
 #include "internal.h"
+#include "peek.h"
 
-static struct cistern *create(const char *tag, char *name, size_t len, uint64_t slots,
-			      uint32_t expected_producers)
+static struct cistern *create_with(const char *tag, char *name, size_t len,
+				   struct cistern_config cfg)
 {
 	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
 	cistern_unlink(name);
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = slots,
-				     .expected_producers = expected_producers};
 	struct cistern *c = NULL;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	return c;
+}
+
+/* A FIFO of 64-byte slots. */
+static struct cistern *create(const char *tag, char *name, size_t len, uint64_t slots,
+			      uint32_t expected_producers)
+{
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = slots,
+				     .expected_producers = expected_producers};
+	return create_with(tag, name, len, cfg);
 }
 
 static uint64_t producer_mode(struct cistern *c)
@@ -68,12 +76,9 @@ Test(auto_roles, lone_producer_and_reader_hold_their_roles)
 Test(auto_roles, explicit_flags_leave_no_automatic_role)
 {
 	char name[64];
-	snprintf(name, sizeof(name), "t-ar-flag-%d", (int)getpid());
-	cistern_unlink(name);
 	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
 				     .flags = CISTERN_SINGLE_PRODUCER};
-	struct cistern *c = NULL;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = create_with("ar-flag", name, sizeof(name), cfg);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(producer_mode(c), 0, "the flag's role is not an automatic one");
 	cr_assert_not(c->auto_producing);
@@ -83,19 +88,34 @@ Test(auto_roles, explicit_flags_leave_no_automatic_role)
 	cistern_unlink(name);
 }
 
-Test(auto_roles, reservoirs_have_no_automatic_roles)
+Test(auto_roles, reservoirs_have_an_automatic_reader_role_and_no_producer_role)
 {
 	char name[64];
-	snprintf(name, sizeof(name), "t-ar-res-%d", (int)getpid());
-	cistern_unlink(name);
 	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
 				     .policy = CISTERN_RESERVOIR, .watermark = 1};
-	struct cistern *c = NULL;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = create_with("ar-res", name, sizeof(name), cfg);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(get_one(c), 'a');
+	cr_assert_eq(producer_mode(c), 0, "a reservoir's producers share their role always");
+	cr_assert_eq(reader_mode(c), c->owner);
+	cr_assert(c->auto_reading);
+	cr_assert_not(c->sole_reading, "the sole reader's paths are on only inside a read call");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(auto_roles, firo_has_no_automatic_roles)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
+				     .policy = CISTERN_FIRO, .watermark = 1};
+	struct cistern *c = create_with("ar-firo", name, sizeof(name), cfg);
+	/* Reads start once the population is over the watermark. */
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(get_one(c), 'a');
 	cr_assert_eq(producer_mode(c), 0);
-	cr_assert_eq(reader_mode(c), 0);
+	cr_assert_eq(reader_mode(c), 0, "FIRO has no single-reader paths to take");
 	cistern_detach(c);
 	cistern_unlink(name);
 }
@@ -473,4 +493,138 @@ Test(auto_roles, end_of_data_never_comes_before_the_last_sample, .timeout = 120)
 		cistern_detach(c);
 		cistern_unlink(name);
 	}
+}
+
+/* A reservoir reader's batch: every member intact when taken and again before release. */
+static int check_batch(struct cistern *r, size_t n, int timeout_ms)
+{
+	struct cistern_sample out[16];
+	int got = cistern_acquire_batch(r, out, n, timeout_ms);
+	if (got < 0)
+		return got == -EAGAIN || got == -ETIMEDOUT ? 0 : got;
+	int bad = 0;
+	for (int i = 0; i < got; i++)
+		bad += !check_payload(out[i].data, out[i].len, 0, out[i].meta.time_step);
+	sched_yield(); /* let the producer evict what it may meanwhile */
+	for (int i = 0; i < got; i++)
+		bad += !check_payload(out[i].data, out[i].len, 0, out[i].meta.time_step);
+	if (cistern_release_batch(r, out, (size_t)got) < 0)
+		return -EPROTO;
+	return bad ? -EBADMSG : 0;
+}
+
+Test(auto_roles, reservoir_reader_role_is_taken_away_and_back_with_pins_held)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 64,
+				     .policy = CISTERN_RESERVOIR, .watermark = 8};
+	struct cistern *a = create_with("ar-rpin", name, sizeof(name), cfg);
+	struct cistern *b;
+	cr_assert_eq(cistern_attach(name, &b), 0);
+	uint8_t msg[64];
+	for (uint32_t i = 0; i < 64; i++) {
+		fill_payload(msg, sizeof(msg), 0, i);
+		struct cistern_meta m = {.time_step = i};
+		cr_assert_eq(cistern_put(a, msg, sizeof(msg), &m, 0), 0);
+	}
+	struct cistern_sample sa[16], sb[16];
+	cr_assert_eq(cistern_acquire_batch(a, sa, 16, 0), 16);
+	cr_assert_eq(reader_mode(a), a->owner, "a holds, with 16 pins stored plainly");
+	cr_assert_eq(cistern_acquire_batch(b, sb, 16, 0), 16);
+	cr_assert_eq(reader_mode(a), 2 * CISTERN_AUTO_ONE, "b took the role away");
+	/* a's release now finds the role gone and unpins with atomic operations. */
+	cr_assert_eq(cistern_release_batch(a, sa, 16), 0);
+	cr_assert_not(a->auto_reading);
+	bool pinned;
+	uint64_t seen = seen_sum(a, &pinned);
+	cr_assert(pinned, "b's pins are still there");
+	cr_assert_eq(cistern_release_batch(b, sb, 16), 0);
+	seen = seen_sum(a, &pinned);
+	cr_assert_not(pinned, "every pin went back");
+	cr_assert_eq(seen, 32, "each read counted once: %lu", (unsigned long)seen);
+	cistern_detach(b);
+	cr_assert_eq(check_batch(a, 16, 0), 0);
+	cr_assert_eq(reader_mode(a), a->owner, "the one reader left holds the role again");
+	seen = seen_sum(a, &pinned);
+	cr_assert_not(pinned);
+	cr_assert_eq(seen, 48);
+	cistern_detach(a);
+	cistern_unlink(name);
+}
+
+/*
+ * A full reservoir that a producer keeps refilling (evicting what was
+ * seen), reader 0 taking batches all along, reader 1 arriving and leaving
+ * again and again: no batch member may change while it is pinned, whoever
+ * holds the role and however it pinned, and no pin may be left at the end.
+ */
+Test(auto_roles, reservoir_readers_churning_never_see_a_pinned_sample_change, .timeout = 120)
+{
+	enum { BATCHES = 20000, VISITS = 100, PER_VISIT = 100 };
+	char name[64];
+	/* Few slots, so that the two readers keep pinning the same ones. */
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 16,
+				     .policy = CISTERN_RESERVOIR, .watermark = 8};
+	struct cistern *c = create_with("ar-rchurn", name, sizeof(name), cfg);
+	_Atomic uint32_t *stop = shared_alloc(sizeof(*stop));
+	cr_assert_not_null(stop);
+	pid_t prod = fork_child();
+	if (prod == 0) {
+		struct cistern *p;
+		if (cistern_attach(name, &p) < 0)
+			_exit(1);
+		uint8_t msg[64];
+		for (uint32_t i = 0; !atomic_load(stop); i++) {
+			fill_payload(msg, sizeof(msg), 0, i);
+			struct cistern_meta m = {.time_step = i};
+			int r = cistern_put(p, msg, sizeof(msg), &m, 10);
+			if (r < 0 && r != -ETIMEDOUT && r != -EAGAIN)
+				_exit(2);
+		}
+		cistern_detach(p);
+		_exit(0);
+	}
+	for (uint32_t id = 0; id < 2; id++) {
+		if (fork_child() != 0)
+			continue;
+		struct cistern *r = NULL;
+		uint32_t total = id == 0 ? BATCHES : VISITS * PER_VISIT;
+		for (uint32_t k = 0; k < total; k++) {
+			if (!r && cistern_attach(name, &r) < 0)
+				_exit(1);
+			int e = check_batch(r, 8, 1000);
+			if (e < 0)
+				_exit(e == -EBADMSG ? 3 : 4);
+			if (id == 1 && k % PER_VISIT == PER_VISIT - 1) {
+				cistern_detach(r);
+				r = NULL;
+			}
+		}
+		if (r)
+			cistern_detach(r);
+		_exit(0);
+	}
+	/* Readers first (the producer puts until told to stop). */
+	int bad = 0, status;
+	for (int i = 0; i < 2; i++) {
+		pid_t w = wait(&status);
+		cr_assert(w > 0);
+		if (w == prod) {
+			i--;
+			bad++;
+			continue;
+		}
+		bad += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 3,
+			  "a pinned sample changed under a reader");
+	}
+	atomic_store(stop, 1);
+	cr_assert_eq(reap_all(), 0);
+	cr_assert_eq(bad, 0, "a reader or the producer failed");
+	bool pinned;
+	seen_sum(c, &pinned);
+	cr_assert_not(pinned, "a pin was left behind");
+	cr_assert_eq(reader_mode(c), 0, "every reader left: nobody holds, nobody counted");
+	cistern_detach(c);
+	cistern_unlink(name);
 }

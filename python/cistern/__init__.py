@@ -130,8 +130,8 @@ def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs
     expected_producers (reception closes after that many producer_done()), lossy
     (FIFOEvictReservoir), single_producer (FIFO) and single_reader (FIFO and the
     reservoirs, not FIRO): one holder of the role at a time, others get
-    OSError(EBUSY); in exchange faster reservoir batches (a FIFO without them
-    is as fast while it has one producer and one reader). Raises
+    OSError(EBUSY); a segment without them is as fast while it has one
+    producer (FIFO) and one reader (FIFO and the reservoirs). Raises
     FileExistsError if the name is taken, ValueError
     for bad parameters, OSError(ENOTSUP) for a policy this build lacks.
     """
