@@ -279,6 +279,29 @@ Test(auto_roles, dead_holder_in_the_middle_of_a_claim_does_not_stop_the_next_pro
 }
 
 /*
+ * Read producers 0 and 1 (sim_id) to end of data: each sample intact and in
+ * its producer's order (time_step), want0 and want1 of them.
+ */
+static void read_two_streams(struct cistern *c, uint32_t want0, uint32_t want1)
+{
+	uint32_t next[2] = {0, 0}, bad = 0;
+	uint8_t buf[64];
+	struct cistern_meta m;
+	ssize_t n;
+	while ((n = cistern_get(c, buf, sizeof(buf), &m, 10000)) == 64) {
+		if (m.sim_id > 1 || m.time_step != next[m.sim_id] ||
+		    !check_payload(buf, sizeof(buf), m.sim_id, m.time_step))
+			bad++;
+		else
+			next[m.sim_id]++;
+	}
+	cr_assert_eq(n, CISTERN_EOD, "ended with %zd", n);
+	cr_assert_eq(bad, 0, "%u samples out of order, doubled or damaged", bad);
+	cr_assert_eq(next[0], want0);
+	cr_assert_eq(next[1], want1);
+}
+
+/*
  * Producers 0 and 1 stream COUNT samples each through a small ring while
  * the parent reads. Producer 1 joins once producer 0 has put a quarter of
  * its samples (taking the role from it mid-stream) and detaches half-way
@@ -314,21 +337,7 @@ static void two_producers(uint64_t slots)
 		cistern_detach(p);
 		_exit(0);
 	}
-	uint32_t next[2] = {0, 0}, bad = 0;
-	uint8_t buf[64];
-	struct cistern_meta m;
-	ssize_t n;
-	while ((n = cistern_get(c, buf, sizeof(buf), &m, 10000)) == 64) {
-		if (m.sim_id > 1 || m.time_step != next[m.sim_id] ||
-		    !check_payload(buf, sizeof(buf), m.sim_id, m.time_step))
-			bad++;
-		else
-			next[m.sim_id]++;
-	}
-	cr_assert_eq(n, CISTERN_EOD, "ended with %zd", n);
-	cr_assert_eq(bad, 0, "%u samples out of order, doubled or damaged", bad);
-	cr_assert_eq(next[0], COUNT);
-	cr_assert_eq(next[1], COUNT);
+	read_two_streams(c, COUNT, COUNT);
 	cr_assert_eq(reap_all(), 0);
 	cistern_detach(c);
 	cistern_unlink(name);
@@ -380,21 +389,7 @@ Test(auto_roles, producers_churning_in_and_out_lose_and_reorder_nothing, .timeou
 		cistern_detach(p);
 		_exit(0);
 	}
-	uint32_t next[2] = {0, 0}, bad = 0;
-	uint8_t buf[64];
-	struct cistern_meta m;
-	ssize_t n;
-	while ((n = cistern_get(c, buf, sizeof(buf), &m, 10000)) == 64) {
-		if (m.sim_id > 1 || m.time_step != next[m.sim_id] ||
-		    !check_payload(buf, sizeof(buf), m.sim_id, m.time_step))
-			bad++;
-		else
-			next[m.sim_id]++;
-	}
-	cr_assert_eq(n, CISTERN_EOD, "ended with %zd", n);
-	cr_assert_eq(bad, 0, "%u samples out of order, doubled or damaged", bad);
-	cr_assert_eq(next[0], COUNT);
-	cr_assert_eq(next[1], VISITS * RUN);
+	read_two_streams(c, COUNT, VISITS * RUN);
 	cr_assert_eq(reap_all(), 0);
 	cr_assert_eq(producer_mode(c), 0, "everyone left: nobody holds, nobody counted");
 	cistern_detach(c);
