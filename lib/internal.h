@@ -187,7 +187,8 @@ int cistern__take_sole(struct cistern *c, uint32_t role);
 void cistern__drop_sole(struct cistern_hdr *h, uint32_t owner);
 
 /*
- * The automatic roles of a FIFO without the CISTERN_SINGLE_* flags (sole.c):
+ * The automatic roles of a segment without the CISTERN_SINGLE_* flags (the
+ * producer's under FIFO, the reader's under FIFO and the reservoirs; sole.c):
  * enter the role (take it if nobody acts in it, else be counted, taking it
  * from its holder if there is one); 0, -EBUSY (a holder could not be made to
  * give it up) or -EPROTO (a damaged mode word).

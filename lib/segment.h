@@ -185,8 +185,8 @@ struct cistern_hdr {
 	 */
 	_Atomic uint32_t counts_unsure;
 	/*
-	 * FIFO without CISTERN_SINGLE_PRODUCER (READER): the role's automatic
-	 * holder and the count of handles acting in it alongside others
+	 * Without CISTERN_SINGLE_PRODUCER (FIFO) or CISTERN_SINGLE_READER (FIFO,
+	 * the reservoir kinds): the role's automatic holder and the count of handles acting in it alongside others
 	 * (sole.c): owner[15:0] | revoking[16] | shared count[63:32].
 	 */
 	_Atomic uint64_t auto_producer;

@@ -2,7 +2,7 @@
 /*
  * sole.c - the single-producer and single-reader roles of a segment created
  * with CISTERN_SINGLE_PRODUCER (FIFO) or CISTERN_SINGLE_READER (FIFO and the
- * reservoirs), and the automatic roles of a FIFO created without them
+ * reservoirs), and the automatic roles of a segment created without them
  * (further down).
  *
  * hdr->sole_producer (sole_reader) holds the owner (attachment index + 1) of

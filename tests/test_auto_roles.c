@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_auto_roles.c - the automatic producer and reader roles of a FIFO
- * created without the CISTERN_SINGLE_* flags (lib/sole.c, the guarded plain
- * claims in lib/fifo.c): the only handle acting in a role holds it, a second
- * one takes it away without the holder's help, the last one left takes it
- * back, and no sample is lost, doubled or reordered on the way, whether the
- * holder is claiming, between claims, stopped or dead.
+ * test_auto_roles.c - the automatic producer and reader roles of a FIFO, and
+ * the automatic reader role of a reservoir, created without the
+ * CISTERN_SINGLE_* flags (lib/sole.c, the guarded plain claims in lib/fifo.c,
+ * the bracketed read calls in lib/api.c): the only handle acting in a role
+ * holds it, a second one takes it away without the holder's help, the last
+ * one left takes it back, and no sample is lost, doubled, reordered or (while
+ * pinned) changed on the way, whether the holder is claiming, between
+ * claims, stopped or dead.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
