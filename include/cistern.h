@@ -14,8 +14,10 @@
  *  - Blocking calls take timeout_ms: 0 tries once (-EAGAIN if it would wait),
  *    a negative value waits forever, a positive value waits at most that many
  *    milliseconds (-ETIMEDOUT when it expires). A wait spins first, for some
- *    tens of microseconds at most (pauses and a few sched_yield() calls), then
- *    sleeps in the kernel until the other side wakes it.
+ *    tens of microseconds at most (pauses and a few sched_yield() calls; only
+ *    sched_yield() when the one process it waits for last waited on the same
+ *    CPU, which pauses would keep from running), then sleeps in the kernel
+ *    until the other side wakes it.
  *  - CISTERN_EOD (-ENODATA) is "end of data": reception is closed and the policy
  *    has nothing left to hand out. It is not an error and not a timeout.
  *  - A struct cistern handle belongs to one process and one thread at a time; open

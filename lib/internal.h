@@ -143,6 +143,7 @@ struct cistern {
 	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
 	uint64_t holding;               /* api.c: reservations and acquisitions outstanding */
 	uint64_t gets_at_wait;          /* wait.c: our gets count when a wait for data last ended */
+	uint64_t cpu_shared_waits;      /* wait.c: waits that yielded to a counterpart on our CPU */
 };
 
 /* Slot index of ring position pos. */
@@ -366,6 +367,7 @@ struct cistern_waiter {
 	int timeout_ms;
 	bool registered;
 	bool fenced;                    /* the membarrier after registering succeeded */
+	bool here;                      /* wait.c: what we wait for runs on our CPU */
 	uint32_t spins;
 	uint32_t pace;                  /* wait.c: 0 before the first spin, pauses of a starved
 					 * reader's next short round, then CISTERN_SPIN_USUAL */

@@ -74,6 +74,7 @@ uint32_t cistern__layout_signature(void)
 	h = fnv(h, offsetof(struct cistern_hdr, counts_unsure));
 	h = fnv(h, offsetof(struct cistern_hdr, auto_producer));
 	h = fnv(h, offsetof(struct cistern_proc, auto_busy));
+	h = fnv(h, offsetof(struct cistern_proc, wait_cpu));
 	h = fnv(h, offsetof(struct cistern_hdr, retired));
 	h = fnv(h, sizeof(struct cistern_proc));
 	h = fnv(h, offsetof(struct cistern_proc, ctr));

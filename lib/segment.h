@@ -92,6 +92,12 @@ struct cistern_proc {
 	_Atomic uint32_t auto_busy;        /* sole.c: role bit while an automatic holder claims */
 	_Atomic uint32_t auto_entered;     /* sole.c: role bits this entry counts in auto_* */
 	CL_ALIGN struct cistern_counters ctr;
+	/*
+	 * wait.c: 1 + the CPU its last wait began on, 0 = none. Read by the
+	 * other side at its waits: kept off the lines this process writes on
+	 * every claim (auto_busy) and every sample (the counters).
+	 */
+	CL_ALIGN _Atomic uint32_t wait_cpu;
 };
 
 /*

@@ -34,6 +34,12 @@
  *
  * A sleeper wakes up at least every CISTERN_SWEEP_MS to look for attachments
  * whose owners died holding what it waits for, so a crash never wedges it.
+ *
+ * Before sleeping a waiter spins, pausing between looks, because the other
+ * side usually runs on another CPU and is about to make progress. Where the
+ * one process it waits for shares its CPU (processes pinned together, or
+ * more busy processes than CPUs), pausing only keeps that process from
+ * running: such a waiter yields at every round instead (counterpart_here()).
  */
 #include <errno.h>
 #include <limits.h>
@@ -168,6 +174,7 @@ void cistern__wait_init(struct cistern_waiter *w, enum cistern_wait_kind kind, i
 	w->fenced = false;
 	w->spins = 0;
 	w->pace = 0;
+	w->here = false;
 	w->seq = 0;
 	w->start_ns = 0;
 	w->deadline_ns = 0;
@@ -203,6 +210,34 @@ static bool starved(const struct cistern *c, const struct cistern_waiter *w)
 	return atomic_load_explicit(&c->me->ctr.gets, memory_order_relaxed) == c->gets_at_wait;
 }
 
+/*
+ * Whether the one process this wait depends on last began a wait on the CPU
+ * we are on now; records our CPU for its waits to compare. Only where one
+ * handle holds the other side's role (CISTERN_SINGLE_* or the automatic
+ * roles, sole.c): with several, any of them may be the one to move. Relaxed
+ * throughout: a hint, which a stale value turns into the pauses of a
+ * waiter on another CPU or a yield that returns at once, never a lost wake.
+ */
+static bool counterpart_here(struct cistern *c, enum cistern_wait_kind kind)
+{
+	int cpu = sched_getcpu();
+	if (cpu < 0 || !c->me)
+		return false;
+	atomic_store_explicit(&c->me->wait_cpu, (uint32_t)cpu + 1, memory_order_relaxed);
+	struct cistern_hdr *h = c->hdr;
+	bool data = kind == CISTERN_WAIT_DATA;
+	uint64_t o = atomic_load_explicit(data ? &h->sole_producer : &h->sole_reader,
+					  memory_order_relaxed);
+	if (o == 0)
+		o = atomic_load_explicit(data ? &h->auto_producer : &h->auto_reader,
+					 memory_order_relaxed);
+	/* A plain owner: no revocation under way, nobody counted beside it. */
+	if (o == 0 || o > h->procs_count || o == c->owner)
+		return false;
+	const struct cistern_proc *p = &cistern__procs(h)[o - 1];
+	return atomic_load_explicit(&p->wait_cpu, memory_order_relaxed) == (uint32_t)cpu + 1;
+}
+
 int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 {
 	_Atomic uint32_t *word, *waiting;
@@ -223,8 +258,18 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 	 * more than one sample last time, so it is not starved).
 	 */
 	if (w->spins < CISTERN_SPIN_ROUNDS) {
-		if (w->pace == 0)
-			w->pace = starved(c, w) ? CISTERN_SPIN_PACE_MIN : CISTERN_SPIN_USUAL;
+		if (w->pace == 0) {
+			w->here = counterpart_here(c, w->kind);
+			c->cpu_shared_waits += w->here;
+			w->pace = !w->here && starved(c, w) ? CISTERN_SPIN_PACE_MIN
+							    : CISTERN_SPIN_USUAL;
+		}
+		if (w->here) {
+			/* It cannot move until we give the CPU up. */
+			w->spins++;
+			sched_yield();
+			return 0;
+		}
 		if (w->pace < CISTERN_SPIN_USUAL) {
 			/*
 			 * A starved reader's rounds before the usual ones: 4, 8,

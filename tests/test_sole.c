@@ -686,3 +686,63 @@ Test(sole, role_of_a_dead_holder_being_reclaimed_elsewhere_is_waited_for, .timeo
 	cistern_detach(c);
 	cistern_unlink(name);
 }
+
+/*
+ * A producer and a reader pinned to CPUs `pcpu` and `rcpu` pass `n` samples
+ * through a one-slot FIFO, so that each waits for the other at every sample.
+ * Returns the producer's count of waits that yielded at once because the
+ * reader last waited on its CPU; checks every sample arrived in order.
+ */
+static uint64_t hand_off_on(const char *tag, int pcpu, int rcpu, uint32_t flags, int n)
+{
+	char name[64];
+	struct cistern *c = create(tag, name, sizeof name, 1, flags);
+	pid_t pid = fork_child();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(rcpu, &set);
+		struct cistern *r = NULL;
+		if (sched_setaffinity(0, sizeof set, &set) != 0 || cistern_attach(name, &r) != 0)
+			_exit(2);
+		for (int i = 0; i < n; i++) {
+			uint8_t buf[64];
+			if (cistern_get(r, buf, sizeof buf, NULL, 10000) != 64 ||
+			    !check_payload(buf, 64, 1, (uint32_t)i))
+				_exit(3);
+		}
+		_exit(0);
+	}
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(pcpu, &set);
+	cr_assert_eq(sched_setaffinity(0, sizeof set, &set), 0);
+	for (int i = 0; i < n; i++) {
+		uint8_t buf[64];
+		fill_payload(buf, 64, 1, (uint32_t)i);
+		cr_assert_eq(cistern_put(c, buf, 64, NULL, 10000), 0);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "reader status %d", st);
+	uint64_t here = c->cpu_shared_waits;
+	cistern_detach(c);
+	cistern_unlink(name);
+	return here;
+}
+
+Test(sole, waiter_yields_at_once_to_its_counterpart_on_the_same_cpu, .timeout = 60)
+{
+	/* With the flags, and with the automatic roles of a lone producer and reader. */
+	cr_assert_gt(hand_off_on("so-cpu1", 0, 0, SOLE, 2000), 0);
+	cr_assert_gt(hand_off_on("so-cpu1a", 0, 0, 0, 2000), 0);
+}
+
+Test(sole, waiter_on_another_cpu_than_its_counterpart_keeps_spinning, .timeout = 60)
+{
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		cr_skip_test("needs two CPUs");
+	cr_assert_eq(hand_off_on("so-cpu2", 0, 1, SOLE, 2000), 0);
+	cr_assert_eq(hand_off_on("so-cpu2a", 0, 1, 0, 2000), 0);
+}
