@@ -363,11 +363,12 @@ static int bare_recv(void *h, void *msg)
  * The no-library ring with a producer that also stores 16 words per sample
  * to memory only it touches (always in its cache). The stores themselves
  * cost a few cycles; the row shows what they cost a producer whose stores to
- * the shared slots wait for cache lines held by the reader: x86 makes
- * stores visible in program order, so each store waits behind the
- * slower ones before it in the store buffer, and once the buffer is full the
- * producer stops. cistern's put makes about as many stores of its own (the
- * slot's metadata, the claim mark, counters, a stack frame).
+ * the shared slots wait for cache lines held by the reader. The likely
+ * reason: x86 makes stores visible in program order, so each store waits
+ * in the store buffer behind the slower ones before it, and once the buffer
+ * is full the producer stops. cistern's put makes about that many more than
+ * this ring's producer (the slot's metadata, the claim mark, a counter, a
+ * stack frame; BENCHMARKS.md, "The targets").
  */
 static volatile uint64_t bare_scratch[16];
 
