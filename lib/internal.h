@@ -203,6 +203,8 @@ int cistern__enter_auto(struct cistern *c, uint32_t role);
 void cistern__auto_lost(struct cistern *c, uint32_t role);
 /* A counted handle that is the only one left takes the role; true if it did. */
 bool cistern__auto_regain(struct cistern *c, uint32_t role);
+/* The owner holding `role` alone (flag or automatic role), or 0 (sole.c). */
+uint32_t cistern__lone_holder(struct cistern_hdr *h, uint32_t role);
 /* Give back what entry `owner` (p) holds or is counted for, at its reclaim. */
 void cistern__leave_auto(struct cistern_hdr *h, struct cistern_proc *p, uint32_t owner);
 /*

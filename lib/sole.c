@@ -154,6 +154,20 @@ static _Atomic uint64_t *mode_of(struct cistern_hdr *h, uint32_t role)
 }
 
 /*
+ * The owner that holds `role` alone, by its flag or automatically (no
+ * revocation under way, nobody counted beside it); 0 if none does.
+ * Relaxed: a hint for waiters (wait.c), which a stale answer only makes
+ * pause or yield when the other would have served them better.
+ */
+uint32_t cistern__lone_holder(struct cistern_hdr *h, uint32_t role)
+{
+	uint64_t o = atomic_load_explicit(holder_of(h, role), memory_order_relaxed);
+	if (o == 0)
+		o = atomic_load_explicit(mode_of(h, role), memory_order_relaxed);
+	return o <= h->procs_count ? (uint32_t)o : 0;
+}
+
+/*
  * Where a role may be held automatically: where its flag could have been
  * given (CISTERN_SINGLE_PRODUCER: FIFO; CISTERN_SINGLE_READER: FIFO and the
  * reservoir kinds) and was not.

@@ -224,17 +224,11 @@ static bool counterpart_here(struct cistern *c, enum cistern_wait_kind kind)
 	if (cpu < 0 || !c->me)
 		return false;
 	atomic_store_explicit(&c->me->wait_cpu, (uint32_t)cpu + 1, memory_order_relaxed);
-	struct cistern_hdr *h = c->hdr;
-	bool data = kind == CISTERN_WAIT_DATA;
-	uint64_t o = atomic_load_explicit(data ? &h->sole_producer : &h->sole_reader,
-					  memory_order_relaxed);
-	if (o == 0)
-		o = atomic_load_explicit(data ? &h->auto_producer : &h->auto_reader,
-					 memory_order_relaxed);
-	/* A plain owner: no revocation under way, nobody counted beside it. */
-	if (o == 0 || o > h->procs_count || o == c->owner)
+	uint32_t o = cistern__lone_holder(c->hdr, kind == CISTERN_WAIT_DATA ? CISTERN_ROLE_PRODUCER
+									  : CISTERN_ROLE_READER);
+	if (o == 0 || o == c->owner)
 		return false;
-	const struct cistern_proc *p = &cistern__procs(h)[o - 1];
+	const struct cistern_proc *p = &cistern__procs(c->hdr)[o - 1];
 	return atomic_load_explicit(&p->wait_cpu, memory_order_relaxed) == (uint32_t)cpu + 1;
 }
 
