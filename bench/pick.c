@@ -33,7 +33,7 @@ static double now(void)
 static bool marked(struct cistern *c, uint64_t i, void *arg)
 {
 	(void)arg;
-	return atomic_load_explicit(&c->meta[i].seen, memory_order_relaxed) != 0;
+	return atomic_load_explicit(&cistern__slotmeta(c, i)->seen, memory_order_relaxed) != 0;
 }
 
 static uint64_t pick_probes(struct cistern *c)
@@ -81,9 +81,9 @@ int main(int argc, char **argv)
 		if (k == 0)
 			continue;
 		for (uint64_t i = 0; i < slots; i++)
-			atomic_store(&c->meta[i].seen, 0);
+			atomic_store(&cistern__slotmeta(c, i)->seen, 0);
 		for (uint64_t i = 0; i < k; i++)
-			atomic_store(&c->meta[i * fractions[f]].seen, 1);
+			atomic_store(&cistern__slotmeta(c, i * fractions[f])->seen, 1);
 		double best[3][5];
 		volatile uint64_t sink = 0;
 		for (int rep = 0; rep < 5; rep++) {

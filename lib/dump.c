@@ -623,7 +623,7 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so,
 	if (!v)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
-		struct cistern_slotmeta *sm = &c->meta[i];
+		struct cistern_slotmeta *sm = cistern__slotmeta(c, i);
 		uint64_t word = atomic_load_explicit(&sm->word, memory_order_acquire);
 		if (!(so->classify(word).cls == CISTERN_SLOT_COMMITTED ||
 		      so->classify(word).cls == CISTERN_SLOT_REDELIVER))
@@ -645,13 +645,14 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so,
 	 * page by page costs a fault per 4 KiB, which dominated dump time. Old
 	 * kernels refuse the advice; the copy below then faults as before.
 	 */
-	madvise(c->arena, (size_t)(c->slot_count * c->slot_stride), MADV_POPULATE_READ);
+	char *from = (char *)((uintptr_t)c->arena & ~(uintptr_t)4095); /* the advice takes pages */
+	madvise(from, (size_t)(c->arena + c->slot_count * c->slot_stride - from), MADV_POPULATE_READ);
 	uint64_t max_id = 0;
 	uint32_t crc = 0;
 
 	/* Pass 2: copy each, keep it only if its word did not move meanwhile. */
 	for (size_t k = 0; k < n; k++) {
-		struct cistern_slotmeta *sm = &c->meta[v[k].index];
+		struct cistern_slotmeta *sm = cistern__slotmeta(c, v[k].index);
 		uint64_t word = atomic_load_explicit(&sm->word, memory_order_acquire);
 		uint64_t len = sm->len;
 		uint64_t id = sm->sample_id;
@@ -1018,7 +1019,7 @@ static int parse(struct parser *ps, const uint8_t *p, size_t n)
 			if (len > c->slot_size || (ps->count && id <= ps->last_id) ||
 			    src >= CISTERN_SLOT_COUNT_MAX)
 				return -EBADMSG;
-			struct cistern_slotmeta *sm = &c->meta[ps->count];
+			struct cistern_slotmeta *sm = cistern__slotmeta(c, ps->count);
 			sm->sample_id = id;
 			sm->sim_id = get32(ps->hdr + 8);
 			sm->time_step = get32(ps->hdr + 12);
@@ -1218,20 +1219,21 @@ int cistern_dump_verify(const char *path, struct cistern_dump_info *info)
 	struct cistern scratch;
 	memset(&scratch, 0, sizeof(scratch));
 	r = 0;
-	size_t need = sizeof(struct cistern_slotmeta) * (m.sample_count ? m.sample_count : 1);
 	/* Slot metadata is cache-line aligned by type: calloc's 16 bytes are not enough. */
-	struct cistern_slotmeta *sm = aligned_alloc(CISTERN_CACHELINE, need);
+	struct cistern_slotmeta *sm = aligned_alloc(CISTERN_CACHELINE, sizeof(*sm));
 	if (sm)
-		memset(sm, 0, need);
+		memset(sm, 0, sizeof(*sm));
 	char *arena = m.cfg.slot_size <= CISTERN_SLOT_SIZE_MAX ? malloc(m.cfg.slot_size + 1) : NULL;
 	roaring_bitmap_t *seen = roaring_bitmap_create();
 	if (!sm || !arena || !seen) {
 		r = -ENOMEM;
 	} else {
-		scratch.meta = sm;
+		/* Stride 0: every record's metadata and payload land on the same scratch bytes. */
+		scratch.meta0 = (char *)sm;
 		scratch.arena = arena;
 		scratch.slot_size = m.cfg.slot_size;
-		scratch.slot_stride = 0; /* every payload lands on the same scratch bytes */
+		scratch.slot_stride = 0;
+		scratch.meta_stride = 0;
 		scratch.slot_count = m.sample_count;
 		r = load(fd, size, &m, &scratch, seen, NULL, NULL);
 	}

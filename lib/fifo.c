@@ -64,9 +64,8 @@ enum {
 
 static void fifo_init(struct cistern_hdr *h)
 {
-	struct cistern_slotmeta *m = cistern__meta(h);
 	for (uint64_t i = 0; i < h->slot_count; i++)
-		atomic_store_explicit(&m[i].word, sw_make(i, FIFO_FREE, 0), memory_order_relaxed);
+		atomic_store_explicit(&cistern__meta_at(h, i)->word, sw_make(i, FIFO_FREE, 0), memory_order_relaxed);
 }
 
 /*
@@ -121,7 +120,7 @@ static inline bool sole_claim_tail(struct cistern *c, uint64_t *pos, uint64_t *i
 	/* Relaxed: we are the only writer of the tail while we hold the role. */
 	uint64_t t = atomic_load_explicit(&h->tail, memory_order_relaxed);
 	uint64_t idx = cistern__slot_of(c, t);
-	struct cistern_slotmeta *m = &c->meta[idx];
+	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
 	__builtin_prefetch(cistern__payload(c, idx), 1, 3);
 	/* Acquire: the reader's release store of FREE(t) follows its last read of the payload. */
 	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(t, FIFO_FREE, 0)) {
@@ -190,7 +189,7 @@ static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 	for (;;) {
 		uint64_t t = atomic_load_explicit(&h->tail, memory_order_acquire);
 		uint64_t idx = cistern__slot_of(c, t);
-		struct cistern_slotmeta *m = &c->meta[idx];
+		struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
 		uint64_t w;
 		/*
 		 * Unless we are polling a full ring, fetch the payload's first line
@@ -227,7 +226,7 @@ static bool slot_is_mine(struct cistern *c, const struct cistern_slot *slot)
 {
 	if (!slot->live_ || slot->index_ >= c->slot_count)
 		return false;
-	uint64_t w = atomic_load_explicit(&c->meta[slot->index_].word, memory_order_relaxed);
+	uint64_t w = atomic_load_explicit(&cistern__slotmeta(c, slot->index_)->word, memory_order_relaxed);
 	return w == sw_make(slot->pos_, FIFO_RESERVED, c->owner);
 }
 
@@ -235,7 +234,7 @@ static bool slot_is_mine(struct cistern *c, const struct cistern_slot *slot)
 static inline void publish_sample(struct cistern *c, uint64_t idx, uint64_t pos, size_t len,
 				  struct cistern_meta *meta)
 {
-	struct cistern_slotmeta *m = &c->meta[idx];
+	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
 	m->len = len;
 	/* The position is unique and increasing: offset by id_base, it is the sample id. */
 	uint64_t id = pos + c->hdr->id_base;
@@ -271,7 +270,7 @@ static int fifo_abort(struct cistern *c, struct cistern_slot *slot)
 {
 	if (!slot_is_mine(c, slot))
 		return -EINVAL;
-	atomic_exchange_explicit(&c->meta[slot->index_].word, sw_make(slot->pos_, FIFO_SKIP, 0),
+	atomic_exchange_explicit(&cistern__slotmeta(c, slot->index_)->word, sw_make(slot->pos_, FIFO_SKIP, 0),
 				 memory_order_seq_cst);
 	slot->live_ = 0;
 	/* Readers may be waiting on this position to reach end of data: let them step over. */
@@ -281,7 +280,7 @@ static int fifo_abort(struct cistern *c, struct cistern_slot *slot)
 
 static void fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t idx, uint64_t pos)
 {
-	struct cistern_slotmeta *m = &c->meta[idx];
+	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
 	s->data = cistern__payload(c, idx);
 	s->len = (size_t)m->len;
 	s->meta.sample_id = m->sample_id;
@@ -300,7 +299,7 @@ static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 	if (hint == 0)
 		return -EAGAIN;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
-		struct cistern_slotmeta *m = &c->meta[i];
+		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
 		if (sw_state(w) != FIFO_REDELIVER)
 			continue;
@@ -338,7 +337,7 @@ static inline bool sole_take_head(struct cistern *c, uint64_t *pos, uint64_t *in
 	/* Relaxed: we are the only writer of the head while we hold the role. */
 	uint64_t p = atomic_load_explicit(&h->head, memory_order_relaxed);
 	uint64_t idx = cistern__slot_of(c, p);
-	struct cistern_slotmeta *m = &c->meta[idx];
+	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
 	__builtin_prefetch(cistern__payload(c, idx), 0, 3);
 	/* Acquire: pairs with the commit's release store; the payload is complete. */
 	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(p, FIFO_COMMITTED, 0)) {
@@ -381,7 +380,7 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 	for (;;) {
 		uint64_t p = atomic_load_explicit(&h->head, memory_order_acquire);
 		uint64_t idx = cistern__slot_of(c, p);
-		struct cistern_slotmeta *m = &c->meta[idx];
+		struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
 		uint64_t w;
 		/* As in fifo_try_reserve: overlap the payload's miss with the claim's. */
 		if (!c->acquire_polling)
@@ -433,7 +432,7 @@ static bool sample_is_mine(struct cistern *c, const struct cistern_sample *s)
 {
 	if (!s->live_ || s->index_ >= c->slot_count)
 		return false;
-	uint64_t w = atomic_load_explicit(&c->meta[s->index_].word, memory_order_relaxed);
+	uint64_t w = atomic_load_explicit(&cistern__slotmeta(c, s->index_)->word, memory_order_relaxed);
 	return sw_state(w) == FIFO_ACQUIRED && sw_owner(w) == c->owner &&
 	       sw_pos(w) == (s->pos_ & SW_POS_MASK);
 }
@@ -442,7 +441,7 @@ static bool sample_is_mine(struct cistern *c, const struct cistern_sample *s)
 static inline void free_slot(struct cistern *c, uint64_t idx, uint64_t pos)
 {
 	/* Our reads of the payload are done (release), then the wake check. */
-	cistern__publish_word(&c->meta[idx].word, sw_make(pos + c->slot_count, FIFO_FREE, 0));
+	cistern__publish_word(&cistern__slotmeta(c, idx)->word, sw_make(pos + c->slot_count, FIFO_FREE, 0));
 	cistern__count(&c->me->ctr.seen_hist[1], 1);
 	cistern__wake_producers(c);
 }
@@ -477,7 +476,7 @@ static int fifo_unacquire(struct cistern *c, struct cistern_sample *s)
 {
 	if (!sample_is_mine(c, s))
 		return -EINVAL;
-	struct cistern_slotmeta *m = &c->meta[s->index_];
+	struct cistern_slotmeta *m = cistern__slotmeta(c, s->index_);
 	mark_redeliver(c, m, atomic_load_explicit(&m->word, memory_order_relaxed),
 		       OWNER_UNACQUIRED);
 	/* It was counted as handed out; it was not. */
@@ -535,7 +534,7 @@ static void fifo_reclaim(struct cistern *c, uint32_t owner)
 {
 	uint64_t redelivered = 0, reclaimed = 0;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
-		struct cistern_slotmeta *m = &c->meta[i];
+		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
 		if (sw_owner(w) != owner)
 			continue;
@@ -655,7 +654,7 @@ static inline ssize_t get_sole(struct cistern *c, void *buf, size_t cap,
 	if (atomic_load_explicit(&c->hdr->redeliver_pending, memory_order_relaxed) != 0 ||
 	    !sole_take_head(c, &p, &idx))
 		return -EAGAIN;
-	const struct cistern_slotmeta *m = &c->meta[idx];
+	const struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
 	size_t len = (size_t)m->len;
 	if (len > c->slot_size || len > cap) {
 		struct cistern_sample s;
@@ -785,9 +784,8 @@ static int fifo_restore(struct cistern_hdr *h, uint64_t n, uint64_t next_id)
 	 * in the order they went in. Their ids were written by the restorer; new
 	 * samples start at position n and must get ids from next_id on.
 	 */
-	struct cistern_slotmeta *m = cistern__meta(h);
 	for (uint64_t i = 0; i < n; i++)
-		atomic_store_explicit(&m[i].word, sw_make(i, FIFO_COMMITTED, 0), memory_order_relaxed);
+		atomic_store_explicit(&cistern__meta_at(h, i)->word, sw_make(i, FIFO_COMMITTED, 0), memory_order_relaxed);
 	h->id_base = next_id - n;
 	atomic_store_explicit(&h->head, 0, memory_order_relaxed);
 	atomic_store_explicit(&h->tail, n, memory_order_release);

@@ -44,7 +44,7 @@ static int firo_release(struct cistern *c, struct cistern_sample *s)
 	uint64_t w;
 	if (!rs_exclusive_is_mine(c, s, &w))
 		return -EINVAL;
-	struct cistern_slotmeta *m = &c->meta[s->index_];
+	struct cistern_slotmeta *m = cistern__slotmeta(c, s->index_);
 	if (atomic_load_explicit(&m->seen, memory_order_relaxed) >= c->hdr->pseudo_epochs) {
 		rs_remove(c, s->index_, w);
 	} else {

@@ -65,7 +65,7 @@ static int check_members(struct cistern *c, struct cistern_sample *tmp, size_t n
 {
 	int r = 0;
 	for (size_t i = 0; i < n; i++) {
-		const struct cistern_slotmeta *m = &c->meta[tmp[i].index_];
+		const struct cistern_slotmeta *m = cistern__slotmeta(c, tmp[i].index_);
 		tmp[i].data = cistern__payload(c, tmp[i].index_);
 		tmp[i].len = (size_t)m->len;
 		/* Relaxed, after the fence: sees any producer's claim from before it. */
@@ -123,7 +123,8 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 	 * Locals: the copies into g->dst could alias the handle's fields as far
 	 * as the compiler knows, which would reload them for every member.
 	 */
-	struct cistern_slotmeta *meta = c->meta;
+	char *meta0 = c->meta0;
+	uint64_t mstride = c->meta_stride;
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
 	char *dst = g->dst;
 	size_t stride = g->stride;
@@ -132,7 +133,7 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 	for (size_t i = 0; i < n; i++) {
 		if (i + GATHER_AHEAD < n)
 			prefetch_payload(&tmp[i + GATHER_AHEAD]);
-		struct cistern_slotmeta *m = &meta[tmp[i].index_];
+		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, tmp[i].index_);
 		memcpy(dst + i * stride, tmp[i].data, tmp[i].len);
 		if (g->len)
 			g->len[i] = tmp[i].len;

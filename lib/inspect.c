@@ -70,7 +70,7 @@ int cistern_occupancy_get(const struct cistern *c, struct cistern_occupancy *occ
 		return -ENOTSUP;
 	memset(occ, 0, sizeof(*occ));
 	for (uint64_t i = 0; i < c->slot_count; i++) {
-		struct cistern_slotmeta *m = &c->meta[i];
+		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
 		struct cistern_slot_view v = so->classify(w);
 		occ->slots[v.cls]++;
@@ -355,7 +355,7 @@ static void tally_entry(struct cistern *c, uint32_t index, void *arg)
 	uint64_t mask = bit < 64 ? UINT64_C(1) << bit : 0;
 	t->rep->dead_procs++;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
-		struct cistern_slotmeta *m = &c->meta[i];
+		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
 		/* A policy without a classification: its slots cannot be counted, only reclaimed. */
 		struct cistern_slot_view v = {CISTERN_SLOT_OTHER, 0};
 		if (t->so)

@@ -113,8 +113,9 @@ struct cistern {
 	uint32_t owner;                 /* attachment index + 1; 0 when read-only */
 	struct cistern_proc *me;
 	const struct cistern_ops *ops;
-	struct cistern_slotmeta *meta;
-	char *arena;
+	char *meta0;                    /* slot 0's metadata; slot i's is meta_stride * i on */
+	char *arena;                    /* slot 0's payload; slot i's is slot_stride * i on */
+	uint64_t meta_stride;
 	uint64_t slot_count;
 	uint64_t slot_mask;             /* slot_count - 1 if a power of two, else 0 */
 	uint64_t slot_stride;
@@ -155,6 +156,18 @@ static inline uint64_t cistern__slot_of(const struct cistern *c, uint64_t pos)
 static inline void *cistern__payload(const struct cistern *c, uint64_t index)
 {
 	return c->arena + index * c->slot_stride;
+}
+
+/* Slot i's metadata, from a base and stride a hot loop keeps in locals. */
+static inline struct cistern_slotmeta *cistern__slotmeta_in(char *meta0, uint64_t stride, uint64_t i)
+{
+	return (struct cistern_slotmeta *)(meta0 + i * stride);
+}
+
+/* Slot i's metadata (segment.h: in an array, or the line just before its payload). */
+static inline struct cistern_slotmeta *cistern__slotmeta(const struct cistern *c, uint64_t i)
+{
+	return cistern__slotmeta_in(c->meta0, c->meta_stride, i);
 }
 
 /* Hand slot `idx`, claimed for ring position (or generation) pos, to a reserver. */
@@ -520,7 +533,7 @@ static inline void cistern__fence_before_wake(void)
  */
 static inline int cistern__pin_sole_store(struct cistern *c, uint64_t index)
 {
-	_Atomic uint64_t *pins = &c->meta[index].pins;
+	_Atomic uint64_t *pins = &cistern__slotmeta(c, index)->pins;
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
 	uint64_t old = atomic_load_explicit(pins, memory_order_relaxed);
 	if (old & bit)
@@ -536,7 +549,7 @@ static inline int cistern__pin_sole_store(struct cistern *c, uint64_t index)
  */
 static inline void cistern__unpin_sole_store(struct cistern *c, uint64_t index)
 {
-	_Atomic uint64_t *pins = &c->meta[index].pins;
+	_Atomic uint64_t *pins = &cistern__slotmeta(c, index)->pins;
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
 	atomic_store_explicit(pins, atomic_load_explicit(pins, memory_order_relaxed) & ~bit,
 			      memory_order_release);
@@ -551,7 +564,7 @@ static inline void cistern__unpin_sole_store(struct cistern *c, uint64_t index)
 static inline bool cistern__pin(struct cistern *c, uint64_t index, unsigned held_state,
 				uint64_t *word)
 {
-	struct cistern_slotmeta *m = &c->meta[index];
+	struct cistern_slotmeta *m = cistern__slotmeta(c, index);
 	if (c->sole_reading) {
 		/* Acquire: the metadata the caller reads next is the sample's. */
 		uint64_t before = atomic_load_explicit(&m->word, memory_order_acquire);
@@ -606,13 +619,13 @@ static inline int cistern__unpin_quiet(struct cistern *c, uint64_t index)
 		return 0;
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
 	if (c->sole_reading) {
-		if (!(atomic_load_explicit(&c->meta[index].pins, memory_order_relaxed) & bit))
+		if (!(atomic_load_explicit(&cistern__slotmeta(c, index)->pins, memory_order_relaxed) & bit))
 			return -EINVAL;
 		cistern__unpin_sole_store(c, index);
 		return 1;
 	}
 	/* seq_cst: our reads of the payload are done before the slot can be evicted. */
-	uint64_t old = atomic_fetch_and_explicit(&c->meta[index].pins, ~bit, memory_order_seq_cst);
+	uint64_t old = atomic_fetch_and_explicit(&cistern__slotmeta(c, index)->pins, ~bit, memory_order_seq_cst);
 	return old & bit ? 1 : -EINVAL;
 }
 
@@ -623,7 +636,7 @@ static inline int cistern__unpin_quiet(struct cistern *c, uint64_t index)
  */
 static inline uint32_t cistern__seen_add(struct cistern *c, uint64_t index)
 {
-	_Atomic uint32_t *seen = &c->meta[index].seen;
+	_Atomic uint32_t *seen = &cistern__slotmeta(c, index)->seen;
 	if (c->sole_reading) {
 		uint32_t old = atomic_load_explicit(seen, memory_order_relaxed);
 		atomic_store_explicit(seen, old + 1, memory_order_relaxed);
@@ -635,7 +648,7 @@ static inline uint32_t cistern__seen_add(struct cistern *c, uint64_t index)
 /* Take back a read counted by cistern__seen_add() (a read given back unread). */
 static inline void cistern__seen_sub(struct cistern *c, uint64_t index)
 {
-	_Atomic uint32_t *seen = &c->meta[index].seen;
+	_Atomic uint32_t *seen = &cistern__slotmeta(c, index)->seen;
 	if (c->sole_reading)
 		atomic_store_explicit(seen, atomic_load_explicit(seen, memory_order_relaxed) - 1,
 				      memory_order_relaxed);

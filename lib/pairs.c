@@ -24,8 +24,8 @@ static _Atomic uint64_t *entry(struct cistern *c, uint32_t sim, uint32_t step)
 
 static void key_of(struct cistern *c, uint64_t index, uint32_t *sim, uint32_t *step)
 {
-	*sim = __atomic_load_n(&c->meta[index].sim_id, __ATOMIC_RELAXED);
-	*step = __atomic_load_n(&c->meta[index].time_step, __ATOMIC_RELAXED);
+	*sim = __atomic_load_n(&cistern__slotmeta(c, index)->sim_id, __ATOMIC_RELAXED);
+	*step = __atomic_load_n(&cistern__slotmeta(c, index)->time_step, __ATOMIC_RELAXED);
 }
 
 static bool key_ok(struct cistern *c, uint32_t sim, uint32_t step)
@@ -91,7 +91,7 @@ static uint64_t predecessor(struct cistern *c, uint64_t index)
 bool pairs_is_orphan(struct cistern *c, uint64_t index, void *arg)
 {
 	(void)arg;
-	struct cistern_slotmeta *m = &c->meta[index];
+	struct cistern_slotmeta *m = cistern__slotmeta(c, index);
 	return rs_is_held(c, index, NULL) &&
 	       atomic_load_explicit(&m->seen, memory_order_relaxed) == 0 &&
 	       atomic_load_explicit(&m->pins, memory_order_relaxed) == 0 &&
@@ -207,7 +207,7 @@ static bool pairs_drained(struct cistern *c)
 		return true;
 	uint64_t held = 0;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
-		unsigned st = sw_state(atomic_load_explicit(&c->meta[i].word, memory_order_acquire));
+		unsigned st = sw_state(atomic_load_explicit(&cistern__slotmeta(c, i)->word, memory_order_acquire));
 		if (st == RS_RESERVED || st == RS_ACQUIRED)
 			return false;
 		if (st == RS_HELD) {

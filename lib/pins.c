@@ -100,7 +100,7 @@ void cistern__pin_undo(struct cistern *c, uint64_t index)
 {
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
 	/* seq_cst, like every unpin: ordered before the producers' wake check. */
-	atomic_fetch_and_explicit(&c->meta[index].pins, ~bit, memory_order_seq_cst);
+	atomic_fetch_and_explicit(&cistern__slotmeta(c, index)->pins, ~bit, memory_order_seq_cst);
 	cistern__wake_producers(c);
 }
 
@@ -137,7 +137,7 @@ void cistern__drop_pins(struct cistern *c, struct cistern_proc *p)
 		return;
 	uint64_t bit = UINT64_C(1) << b;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
-		struct cistern_slotmeta *m = &c->meta[i];
+		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
 		if (!(atomic_load_explicit(&m->pins, memory_order_relaxed) & bit))
 			continue;
 		/*

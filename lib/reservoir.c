@@ -24,15 +24,14 @@
 
 static inline struct cistern_slotmeta *M(struct cistern *c, uint64_t i)
 {
-	return &c->meta[i];
+	return cistern__slotmeta(c, i);
 }
 
 void rs_init(struct cistern_hdr *h)
 {
-	struct cistern_slotmeta *m = cistern__meta(h);
 	/* EMPTY(i): for the ring of FIFOEvictReservoir, slot i first serves position i. */
 	for (uint64_t i = 0; i < h->slot_count; i++)
-		atomic_store_explicit(&m[i].word, sw_make(i, RS_EMPTY, 0), memory_order_relaxed);
+		atomic_store_explicit(&cistern__meta_at(h, i)->word, sw_make(i, RS_EMPTY, 0), memory_order_relaxed);
 }
 
 bool rs_is_held(struct cistern *c, uint64_t i, void *arg)
@@ -538,13 +537,14 @@ int rs_release_generic(struct cistern *c, struct cistern_sample *s)
 static int release_batch_sole(struct cistern *c, struct cistern_sample *s, size_t n)
 {
 	int first = 0;
-	struct cistern_slotmeta *meta = c->meta;
+	char *meta0 = c->meta0;
+	uint64_t mstride = c->meta_stride;
 	uint64_t nslots = c->slot_count, bit = UINT64_C(1) << c->pin_bit;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t idx = s[i].index_;
 		int r = 0;
 		if (s[i].live_ == RS_LIVE_PINNED && idx < nslots) {
-			_Atomic uint64_t *pins = &meta[idx].pins;
+			_Atomic uint64_t *pins = &cistern__slotmeta_in(meta0, mstride, idx)->pins;
 			uint64_t p = atomic_load_explicit(pins, memory_order_relaxed);
 			if (p & bit) {
 				/* Release: our reads of the payload come before it (pins.c). */
@@ -865,7 +865,8 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
 	size_t kept = 0;
 	bool undone = false, prefetch = !c->gathering;
 	/* Locals: stores into s[] could alias the handle's fields (see rs_stream_pinned()). */
-	struct cistern_slotmeta *meta = c->meta;
+	char *meta0 = c->meta0;
+	uint64_t mstride = c->meta_stride;
 	const char *arena = c->arena;
 	uint64_t stride = c->slot_stride;
 	/* seq_cst: orders every pin store above before the look again below. */
@@ -873,7 +874,7 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
 	for (size_t i = 0; i < n; i++) {
 		uint32_t idx = s[i].index_;
 		uint64_t w = s[i].pos_;
-		struct cistern_slotmeta *m = &meta[idx];
+		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
 		if (atomic_load_explicit(&m->word, memory_order_relaxed) != w) {
 			/* Only a pin stored now can fail: a repeated one kept the slot. */
 			cistern__unpin_sole_store(c, idx);
@@ -975,7 +976,8 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	 * could alias the handle's fields as far as the compiler knows, which
 	 * would reload them all each time round.
 	 */
-	struct cistern_slotmeta *meta = c->meta;
+	char *meta0 = c->meta0;
+	uint64_t mstride = c->meta_stride;
 	uint64_t nslots = c->slot_count;
 	struct cistern_rng rng = c->rng;
 	struct cistern_scratch set = c->scratch;
@@ -989,20 +991,20 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	for (unsigned i = 0; i < win; i++) {
 		q[i] = (uint32_t)cistern__rng_below(&rng, nslots);
 		/* A hint only: the pin below reads the slot again, atomically. */
-		__builtin_prefetch(&meta[q[i]], 1, 3);
+		__builtin_prefetch(cistern__slotmeta_in(meta0, mstride, q[i]), 1, 3);
 	}
 	while (k < n && d <= dmax && misses < probes) {
 		uint32_t idx = q[qh], at = 0;
 		q[qh] = (uint32_t)cistern__rng_below(&rng, nslots);
-		__builtin_prefetch(&meta[q[qh]], 1, 3); /* a hint, as above */
+		__builtin_prefetch(cistern__slotmeta_in(meta0, mstride, q[qh]), 1, 3); /* a hint, as above */
 		qh = qh + 1 == win ? 0 : qh + 1;
 		/* Acquire: what the sole reader reads of the sample after confirming is its. */
-		uint64_t w = atomic_load_explicit(&meta[idx].word, memory_order_acquire);
+		uint64_t w = atomic_load_explicit(&cistern__slotmeta_in(meta0, mstride, idx)->word, memory_order_acquire);
 		if (sw_state(w) != RS_HELD) {
 			misses++;
 			continue;
 		}
-		if (by_pin ? !pin_new_member(&meta[idx].pins, bit, sole)
+		if (by_pin ? !pin_new_member(&cistern__slotmeta_in(meta0, mstride, idx)->pins, bit, sole)
 			   : cistern__scratch_find(&set, idx, &at)) {
 			d++; /* this batch drew it already */
 			misses = 0;
@@ -1019,7 +1021,7 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 			 * By pin: the second half of the handshake, the seq_cst
 			 * look at the word after the pin's seq_cst RMW (pins.c).
 			 */
-			bool pinned = by_pin ? atomic_load_explicit(&meta[idx].word,
+			bool pinned = by_pin ? atomic_load_explicit(&cistern__slotmeta_in(meta0, mstride, idx)->word,
 								    memory_order_seq_cst) == w
 					     : cistern__pin(c, idx, RS_HELD, &w);
 			if (!pinned) {

@@ -43,25 +43,25 @@ static int rs_restore(struct cistern_hdr *h, uint64_t n, uint64_t next_id)
 {
 	if (n > h->slot_count)
 		return -EINVAL;
-	struct cistern_slotmeta *m = cistern__meta(h);
 	bool ring = h->policy == CISTERN_FIFO_EVICT_RESERVOIR;
 	bool paired = h->policy == CISTERN_SIM_PAIRED_RESERVOIR;
 	for (uint64_t i = 0; i < n; i++) {
+		struct cistern_slotmeta *m = cistern__meta_at(h, i);
 		/*
 		 * The ring of FIFOEvictReservoir keeps positions: the samples, oldest
 		 * first, take positions 0..n-1, so the oldest is evicted first. The
 		 * others stamp a held slot with its sample id.
 		 */
-		uint64_t pos = ring ? i : m[i].sample_id;
+		uint64_t pos = ring ? i : m->sample_id;
 		if (paired) {
-			if (m[i].sim_id >= h->sweep_size || m[i].time_step >= h->nb_time_steps)
+			if (m->sim_id >= h->sweep_size || m->time_step >= h->nb_time_steps)
 				return -EINVAL;
 			/* The (sim_id, time_step) index: the newest sample of a key wins, as live. */
-			_Atomic uint64_t *e = &cistern__index(h)[(uint64_t)m[i].sim_id * h->nb_time_steps +
-								 m[i].time_step];
+			_Atomic uint64_t *e = &cistern__index(h)[(uint64_t)m->sim_id * h->nb_time_steps +
+								 m->time_step];
 			atomic_store_explicit(e, i + 1, memory_order_relaxed);
 		}
-		atomic_store_explicit(&m[i].word, sw_make(pos, RS_HELD, 0), memory_order_relaxed);
+		atomic_store_explicit(&m->word, sw_make(pos, RS_HELD, 0), memory_order_relaxed);
 	}
 	if (ring)
 		atomic_store_explicit(&h->tail, n, memory_order_relaxed);

@@ -82,6 +82,7 @@ uint32_t cistern__layout_signature(void)
 	h = fnv(h, sizeof(struct cistern_slotmeta));
 	h = fnv(h, offsetof(struct cistern_slotmeta, seen));
 	h = fnv(h, CISTERN_SEEN_BUCKETS);
+	h = fnv(h, offsetof(struct cistern_hdr, meta_stride));
 	return h;
 }
 
@@ -90,9 +91,11 @@ static uint64_t align_up(uint64_t v, uint64_t a)
 	return (v + a - 1) & ~(a - 1);
 }
 
-int cistern__compute_layout(uint64_t slot_size, uint64_t slot_count, uint64_t procs,
-			    uint64_t index_count, struct cistern_layout *out)
+int cistern__compute_layout(uint32_t policy, uint64_t slot_size, uint64_t slot_count,
+			    uint64_t procs, uint64_t index_count, struct cistern_layout *out)
 {
+	if (policy >= CISTERN_POLICY_COUNT)
+		return -EINVAL;
 	if (slot_size == 0 || slot_size > CISTERN_SLOT_SIZE_MAX)
 		return -EINVAL;
 	if (slot_count == 0 || slot_count > CISTERN_SLOT_COUNT_MAX)
@@ -101,20 +104,39 @@ int cistern__compute_layout(uint64_t slot_size, uint64_t slot_count, uint64_t pr
 		return -EINVAL;
 	if (index_count > CISTERN_PAIR_INDEX_MAX)
 		return -EINVAL;
-	/* The limits keep every product below 2^64: 2^30 * 2^28 = 2^58. */
-	uint64_t stride = align_up(slot_size, CISTERN_CACHELINE);
-	if (stride * slot_count > CISTERN_ARENA_MAX)
+	/*
+	 * Every policy but the FIFO reads slots in random order: there each
+	 * slot is its line of metadata followed by its payload, so that the
+	 * state word and the first payload bytes of a random sample sit in
+	 * adjacent lines, which the processor's adjacent-line prefetch brings
+	 * as a pair (one wait for memory where two separate arrays cost two).
+	 * The FIFO walks both arrays in order, where the prefetchers follow
+	 * either; it keeps its metadata in one array, so that creating a ring
+	 * writes only that array's pages and not every page of the payloads.
+	 * The limits keep every product below 2^64: (2^30 + 64) * 2^28 < 2^59.
+	 */
+	bool interleave = policy != CISTERN_FIFO;
+	uint64_t payload = align_up(slot_size, CISTERN_CACHELINE);
+	uint64_t stride = payload + (interleave ? sizeof(struct cistern_slotmeta) : 0);
+	if (payload * slot_count > CISTERN_ARENA_MAX)
 		return -EINVAL;
 	uint64_t off = align_up(sizeof(struct cistern_hdr), CISTERN_CACHELINE);
 	out->slot_stride = stride;
+	out->meta_stride = interleave ? stride : sizeof(struct cistern_slotmeta);
 	out->procs_off = off;
 	off += procs * sizeof(struct cistern_proc);
-	out->meta_off = off;
-	off += slot_count * sizeof(struct cistern_slotmeta);
+	if (!interleave) {
+		out->meta_off = off;
+		off += slot_count * sizeof(struct cistern_slotmeta);
+	}
 	out->index_off = off;
 	off += index_count * sizeof(uint64_t);
-	/* Page-align the arena so large payloads start on a page. */
+	/* The slots start on a page. */
 	off = align_up(off, 4096);
+	if (interleave) {
+		out->meta_off = off;
+		off += sizeof(struct cistern_slotmeta);
+	}
 	out->arena_off = off;
 	off += stride * slot_count;
 	out->total_size = align_up(off, 4096);
@@ -150,10 +172,11 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	struct cistern_layout l;
 	if (h->index_count != index_entries(h->policy, h->sweep_size, h->nb_time_steps))
 		return -EPROTO;
-	if (cistern__compute_layout(h->slot_size, h->slot_count, h->procs_count, h->index_count,
-				    &l) < 0)
+	if (cistern__compute_layout(h->policy, h->slot_size, h->slot_count, h->procs_count,
+				    h->index_count, &l) < 0)
 		return -EPROTO;
-	if (l.slot_stride != h->slot_stride || l.procs_off != h->procs_off ||
+	if (l.slot_stride != h->slot_stride || l.meta_stride != h->meta_stride ||
+	    l.procs_off != h->procs_off ||
 	    l.meta_off != h->meta_off || l.index_off != h->index_off ||
 	    l.arena_off != h->arena_off || l.total_size != h->total_size)
 		return -EPROTO;
@@ -248,7 +271,8 @@ static void fill_defaults(struct cistern_config *cfg)
 static void handle_setup(struct cistern *c)
 {
 	struct cistern_hdr *h = c->hdr;
-	c->meta = cistern__meta(h);
+	c->meta0 = (char *)h + h->meta_off;
+	c->meta_stride = h->meta_stride;
 	c->arena = cistern__arena(h);
 	c->slot_count = h->slot_count;
 	c->slot_mask = (h->slot_count & (h->slot_count - 1)) == 0 ? h->slot_count - 1 : 0;
@@ -313,7 +337,8 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	if (!cistern__ops_for(cfg.policy))
 		return -ENOTSUP;
 	uint64_t index_count = index_entries(cfg.policy, cfg.sweep_size, cfg.nb_time_steps);
-	r = cistern__compute_layout(cfg.slot_size, cfg.slot_count, cfg.max_procs, index_count, &l);
+	r = cistern__compute_layout(cfg.policy, cfg.slot_size, cfg.slot_count, cfg.max_procs,
+				    index_count, &l);
 	if (r < 0)
 		return r;
 
@@ -344,6 +369,7 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	h->slot_size = cfg.slot_size;
 	h->slot_count = cfg.slot_count;
 	h->slot_stride = l.slot_stride;
+	h->meta_stride = l.meta_stride;
 	h->procs_off = l.procs_off;
 	h->procs_count = cfg.max_procs;
 	h->meta_off = l.meta_off;

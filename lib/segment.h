@@ -7,10 +7,16 @@
  *   [ struct cistern_hdr          ]  immutable part, then one cache line per
  *                                    hot shared word (tail, head, wait words)
  *   [ struct cistern_proc x procs ]  attachment table, two cache lines an entry
+ *   FIFO:
  *   [ struct cistern_slotmeta x n ]  slot metadata, one cache line a slot
- *   [ policy index                ]  SimPairedReservoir: (sim, step) -> slot
+ *   [ policy index                ]  (none)
  *   [ arena: n x slot_stride      ]  payloads, each slot cache-line aligned
+ *   every other policy (random reads):
+ *   [ policy index                ]  SimPairedReservoir: (sim, step) -> slot
+ *   [ n x (slotmeta, payload)     ]  each slot's metadata line, then its
+ *                                    payload; slot_stride = meta_stride
  *
+ * cistern__compute_layout() says why the two differ. The slots start on a page.
  * Every offset and size is stored in the header and re-derived and checked by
  * cistern__validate_header() before anything past the header is touched, so a
  * damaged or foreign object is refused instead of faulting.
@@ -130,7 +136,8 @@ struct cistern_hdr {
 	uint64_t total_size;
 	uint64_t slot_size;
 	uint64_t slot_count;
-	uint64_t slot_stride;
+	uint64_t slot_stride;              /* payload i is at arena_off + i * slot_stride */
+	uint64_t meta_stride;              /* metadata i is at meta_off + i * meta_stride */
 	uint64_t procs_off;
 	uint64_t procs_count;
 	uint64_t meta_off;
@@ -227,10 +234,10 @@ uint32_t cistern__layout_signature(void);
 
 /* Layout derived from the parameters; returns -EINVAL on overflow or limits. */
 struct cistern_layout {
-	uint64_t slot_stride, procs_off, meta_off, index_off, arena_off, total_size;
+	uint64_t slot_stride, meta_stride, procs_off, meta_off, index_off, arena_off, total_size;
 };
-int cistern__compute_layout(uint64_t slot_size, uint64_t slot_count, uint64_t procs,
-			    uint64_t index_count, struct cistern_layout *out);
+int cistern__compute_layout(uint32_t policy, uint64_t slot_size, uint64_t slot_count,
+			    uint64_t procs, uint64_t index_count, struct cistern_layout *out);
 
 /*
  * Check that `len` bytes at `hdr` (a copy, or a mapping of at least
@@ -248,9 +255,10 @@ static inline struct cistern_proc *cistern__procs(struct cistern_hdr *h)
 	return (struct cistern_proc *)((char *)h + h->procs_off);
 }
 
-static inline struct cistern_slotmeta *cistern__meta(struct cistern_hdr *h)
+/* Slot i's metadata, found from the header alone (creation, restore, snapshots). */
+static inline struct cistern_slotmeta *cistern__meta_at(struct cistern_hdr *h, uint64_t i)
 {
-	return (struct cistern_slotmeta *)((char *)h + h->meta_off);
+	return (struct cistern_slotmeta *)((char *)h + h->meta_off + i * h->meta_stride);
 }
 
 static inline _Atomic uint64_t *cistern__index(struct cistern_hdr *h)

@@ -16,8 +16,8 @@ static inline uint64_t seen_sum(struct cistern *c, bool *pinned)
 	uint64_t sum = 0;
 	*pinned = false;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
-		sum += atomic_load(&c->meta[i].seen);
-		*pinned |= atomic_load(&c->meta[i].pins) != 0;
+		sum += atomic_load(&cistern__slotmeta(c, i)->seen);
+		*pinned |= atomic_load(&cistern__slotmeta(c, i)->pins) != 0;
 	}
 	return sum;
 }

@@ -97,8 +97,8 @@ static bool take_and_empty(struct cistern *r, void *taken)
 	if (cistern_acquire(r, &s, 0) < 0)
 		return false;
 	*(uint32_t *)taken = *(const uint32_t *)s.data;
-	uint64_t w = atomic_load(&r->meta[s.index_].word);
-	atomic_store(&r->meta[s.index_].word, sw_make(sw_pos(w) + r->slot_count, RS_EMPTY, 0));
+	uint64_t w = atomic_load(&cistern__slotmeta(r, s.index_)->word);
+	atomic_store(&cistern__slotmeta(r, s.index_)->word, sw_make(sw_pos(w) + r->slot_count, RS_EMPTY, 0));
 	return true;
 }
 
@@ -115,8 +115,8 @@ static bool count_and_claim(struct cistern *r, void *index)
 {
 	uint32_t idx = *(uint32_t *)index;
 	atomic_fetch_add(&r->hdr->filled, 1);
-	uint64_t w = atomic_load(&r->meta[idx].word);
-	return atomic_compare_exchange_strong(&r->meta[idx].word, &w,
+	uint64_t w = atomic_load(&cistern__slotmeta(r, idx)->word);
+	return atomic_compare_exchange_strong(&cistern__slotmeta(r, idx)->word, &w,
 					      sw_make(sw_pos(w), RS_RESERVED, r->owner));
 }
 
@@ -138,13 +138,13 @@ static bool take_and_hold(struct cistern *r, void *index)
 static bool begin_reclaim(struct cistern *r, void *index)
 {
 	uint32_t idx = *(uint32_t *)index;
-	uint32_t dead = sw_owner(atomic_load(&r->meta[idx].word));
+	uint32_t dead = sw_owner(atomic_load(&cistern__slotmeta(r, idx)->word));
 	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
 			   .l_start = CISTERN_LOCK_BASE + dead - 1, .l_len = 1};
 	if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
 		return false;
 	atomic_fetch_add(&r->hdr->retired.redeliveries, 1);
-	cistern__seen_take_back(&r->meta[idx]);
+	cistern__seen_take_back(cistern__slotmeta(r, idx));
 	return true;
 }
 
@@ -187,12 +187,12 @@ Test(crash_counts, producer_dead_after_counting_and_claiming_is_uncounted_by_the
 	put_u32(c, 7);
 	uint32_t idx = UINT32_MAX;
 	for (uint32_t i = 0; i < 4 && idx == UINT32_MAX; i++)
-		if (sw_state(atomic_load(&c->meta[i].word)) == RS_EMPTY)
+		if (sw_state(atomic_load(&cistern__slotmeta(c, i)->word)) == RS_EMPTY)
 			idx = i;
 	die_after(name, true, count_and_claim, &idx);
 	cr_assert_eq(atomic_load(&c->hdr->filled), 2);
 	cr_assert_gt(cistern__sweep(c), 0, "the dead producer's entry was reclaimed");
-	cr_assert_eq(sw_state(atomic_load(&c->meta[idx].word)), RS_EMPTY);
+	cr_assert_eq(sw_state(atomic_load(&cistern__slotmeta(c, idx)->word)), RS_EMPTY);
 	cr_assert_eq(atomic_load(&c->hdr->filled), 1, "the count follows the slot back");
 	drop(c, name);
 }
@@ -212,12 +212,12 @@ Test(crash_counts, reclaimer_dead_before_handing_a_read_back_leaves_it_to_the_ne
 	cr_assert_eq(cistern_close_reception(c), 0);
 	uint32_t *idx = shared_alloc(sizeof(*idx));
 	die_after(name, true, take_and_hold, idx);
-	cr_assert_eq(sw_state(atomic_load(&c->meta[*idx].word)), RS_ACQUIRED);
+	cr_assert_eq(sw_state(atomic_load(&cistern__slotmeta(c, *idx)->word)), RS_ACQUIRED);
 	die_after(name, false, begin_reclaim, idx);
-	cr_assert_eq(atomic_load(&c->meta[*idx].seen), 0, "the unfinished read was taken back");
+	cr_assert_eq(atomic_load(&cistern__slotmeta(c, *idx)->seen), 0, "the unfinished read was taken back");
 	cr_assert_gt(cistern__sweep(c), 0, "the next sweeper reclaimed the dead reader");
-	cr_assert_eq(sw_state(atomic_load(&c->meta[*idx].word)), RS_HELD);
-	cr_assert_eq(atomic_load(&c->meta[*idx].seen), 0, "taken back twice, but not below 0");
+	cr_assert_eq(sw_state(atomic_load(&cistern__slotmeta(c, *idx)->word)), RS_HELD);
+	cr_assert_eq(atomic_load(&cistern__slotmeta(c, *idx)->seen), 0, "taken back twice, but not below 0");
 	unsigned seen[32] = {0};
 	cr_assert_eq(drain(c, seen), 2);
 	cr_assert(seen[0] == 1 && seen[1] == 1, "each sample read once (%u, %u)", seen[0],
@@ -246,8 +246,8 @@ static void fills_past_a_high_count(enum cistern_policy policy, const char *tag)
 		     "before the reclaim the count is believed");
 	cr_assert_gt(cistern__sweep(c), 0, "the dead producer's entry was reclaimed");
 	cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), 0, "the empty slot is filled");
-	cr_assert_eq(sw_state(atomic_load(&c->meta[0].word)), RS_HELD);
-	cr_assert_eq(sw_state(atomic_load(&c->meta[1].word)), RS_HELD);
+	cr_assert_eq(sw_state(atomic_load(&cistern__slotmeta(c, 0)->word)), RS_HELD);
+	cr_assert_eq(sw_state(atomic_load(&cistern__slotmeta(c, 1)->word)), RS_HELD);
 	if (policy == CISTERN_FIRO) {
 		/* Both slots hold a sample now: a third put must wait, count or not. */
 		c->next_fill_look_ns = 0;

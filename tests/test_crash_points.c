@@ -43,7 +43,7 @@ static void die_after_cas(const char *name, uint32_t index, uint64_t from_pos, u
 		if (cistern_attach(name, &c) < 0)
 			_exit(1);
 		uint64_t w = word(from_pos, from, 0);
-		if (!atomic_compare_exchange_strong(&c->meta[index].word, &w,
+		if (!atomic_compare_exchange_strong(&cistern__slotmeta(c, index)->word, &w,
 						    word(from_pos, to, c->owner)))
 			_exit(2);
 		raise(SIGKILL);
@@ -97,7 +97,7 @@ Test(crash_points, producer_dead_after_claim_before_tail_moves_still_reaches_end
 	die_after_cas(name, 1, 1, F_FREE, F_RESERVED);
 	/* Someone sweeps first (an attach, a waiting peer): the claim becomes a skip. */
 	cr_assert_eq(cistern__sweep(c), 1);
-	cr_assert_eq(word_state(atomic_load(&c->meta[1].word)), F_SKIP);
+	cr_assert_eq(word_state(atomic_load(&cistern__slotmeta(c, 1)->word)), F_SKIP);
 	cr_assert_eq(cistern_close_reception(c), 0);
 	char buf[16];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 2000), 1);
@@ -160,9 +160,9 @@ Test(crash_points, reclaim_cut_between_mark_and_hint_is_finished_by_the_next_swe
 	 * A reclaimer marked the slot for redelivery and died before raising the
 	 * hint: the dead reader's entry is still ACTIVE and unlocked.
 	 */
-	uint64_t w = atomic_load(&c->meta[0].word);
+	uint64_t w = atomic_load(&cistern__slotmeta(c, 0)->word);
 	uint32_t owner = (uint32_t)(w & 0xfff);
-	atomic_store(&c->meta[0].word, word(0, F_REDELIVER, owner));
+	atomic_store(&cistern__slotmeta(c, 0)->word, word(0, F_REDELIVER, owner));
 	cr_assert_eq(atomic_load(&c->hdr->redeliver_pending), 0);
 	char buf[16];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 2000), 1, "the mark was forgotten");
@@ -178,7 +178,7 @@ Test(crash_points, reclaimer_dead_mid_reclaim_leaves_the_entry_to_the_next_sweep
 	cr_assert_eq(cistern_put(c, "q", 1, NULL, 0), 0);
 	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
 	atomic_store(&c->hdr->head, 1);
-	uint64_t w = atomic_load(&c->meta[0].word);
+	uint64_t w = atomic_load(&cistern__slotmeta(c, 0)->word);
 	uint32_t dead = (uint32_t)(w & 0xfff);
 	/* A second process takes the dead entry's lock to reclaim it, and dies at once. */
 	pid_t pid = fork();
@@ -196,7 +196,7 @@ Test(crash_points, reclaimer_dead_mid_reclaim_leaves_the_entry_to_the_next_sweep
 	int status;
 	waitpid(pid, &status, 0);
 	cr_assert(WIFSIGNALED(status), "the reclaimer could not take the dead entry's lock");
-	cr_assert_eq(word_state(atomic_load(&c->meta[0].word)), F_ACQUIRED);
+	cr_assert_eq(word_state(atomic_load(&cistern__slotmeta(c, 0)->word)), F_ACQUIRED);
 	char buf[16];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 2000), 1);
 	cr_assert_eq(buf[0], 'q');
@@ -210,13 +210,13 @@ Test(crash_points, aborted_slot_at_the_head_is_stepped_over_and_freed)
 	/* A dead producer's reservation already turned into SKIP by a reclaim. */
 	die_after_cas(name, 0, 0, F_FREE, F_RESERVED);
 	atomic_store(&c->hdr->tail, 1);
-	uint64_t w = atomic_load(&c->meta[0].word);
-	atomic_store(&c->meta[0].word, word(0, F_SKIP, 0));
+	uint64_t w = atomic_load(&cistern__slotmeta(c, 0)->word);
+	atomic_store(&cistern__slotmeta(c, 0)->word, word(0, F_SKIP, 0));
 	(void)w;
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
 	char buf[16];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
-	cr_assert_eq(word_state(atomic_load(&c->meta[0].word)), F_FREE);
+	cr_assert_eq(word_state(atomic_load(&cistern__slotmeta(c, 0)->word)), F_FREE);
 	/* Both slots are usable again: the skip did not leak a slot. */
 	cr_assert_eq(cistern_put(c, "y", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "z", 1, NULL, 0), 0);
@@ -233,7 +233,7 @@ Test(crash_points, end_of_data_waits_for_a_reclaim_under_way)
 	/* A reader takes the last sample and dies holding it. */
 	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
 	atomic_store(&c->hdr->head, 1);
-	uint32_t dead = (uint32_t)(atomic_load(&c->meta[0].word) & 0xfff);
+	uint32_t dead = (uint32_t)(atomic_load(&cistern__slotmeta(c, 0)->word) & 0xfff);
 	/*
 	 * Another process has begun reclaiming it: it holds the dead entry's lock
 	 * and has marked the entry, but not yet the slot. It takes a while, then
@@ -274,7 +274,7 @@ Test(crash_points, end_of_data_waits_for_a_reclaimer_between_lock_and_mark)
 	cr_assert_eq(cistern_close_reception(c), 0);
 	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
 	atomic_store(&c->hdr->head, 1);
-	uint32_t dead = (uint32_t)(atomic_load(&c->meta[0].word) & 0xfff);
+	uint32_t dead = (uint32_t)(atomic_load(&cistern__slotmeta(c, 0)->word) & 0xfff);
 	/*
 	 * A sweeper has taken the dead entry's intent and entry locks and has not
 	 * marked it RECLAIMING yet: ACTIVE and locked, like a live owner. (Found by

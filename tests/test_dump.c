@@ -39,7 +39,7 @@ static void fill(struct cistern *c, uint32_t n)
 	}
 	/* FIFO itself never counts reads of held samples; set seen to prove it travels. */
 	for (uint64_t s = 0; s < c->slot_count; s++)
-		atomic_store(&c->meta[s].seen, (uint32_t)(c->meta[s].time_step % 4));
+		atomic_store(&cistern__slotmeta(c, s)->seen, (uint32_t)(cistern__slotmeta(c, s)->time_step % 4));
 }
 
 static int temp_objects_left(void)
@@ -124,8 +124,8 @@ Test(dump, restore_gives_identical_samples_metadata_and_seen_counts)
 	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0, "same config");
 	/* Seen counts sit in slot metadata: compare by sample id before anyone reads. */
 	for (uint64_t s = 0; s < 35; s++) {
-		uint64_t id = r->meta[s].sample_id;
-		cr_assert_eq(r->meta[s].seen, (uint32_t)(id % 4), "seen of sample %lu", (unsigned long)id);
+		uint64_t id = cistern__slotmeta(r, s)->sample_id;
+		cr_assert_eq(cistern__slotmeta(r, s)->seen, (uint32_t)(id % 4), "seen of sample %lu", (unsigned long)id);
 	}
 	for (uint32_t i = 5; i < 40; i++) {
 		struct cistern_meta m1, m2;
@@ -615,15 +615,15 @@ static size_t held_samples(struct cistern *c, struct held_sample *out, size_t ca
 {
 	size_t n = 0;
 	for (uint64_t i = 0; i < c->slot_count && n < cap; i++) {
-		struct cistern_slot_view v = cistern__snap_ops_for(c->hdr->policy)->classify(c->meta[i].word);
+		struct cistern_slot_view v = cistern__snap_ops_for(c->hdr->policy)->classify(cistern__slotmeta(c, i)->word);
 		if (v.cls != CISTERN_SLOT_COMMITTED)
 			continue;
 		struct held_sample *h = &out[n++];
-		h->id = c->meta[i].sample_id;
-		h->sim = c->meta[i].sim_id;
-		h->step = c->meta[i].time_step;
-		h->seen = c->meta[i].seen;
-		h->len = c->meta[i].len;
+		h->id = cistern__slotmeta(c, i)->sample_id;
+		h->sim = cistern__slotmeta(c, i)->sim_id;
+		h->step = cistern__slotmeta(c, i)->time_step;
+		h->seen = cistern__slotmeta(c, i)->seen;
+		h->len = cistern__slotmeta(c, i)->len;
 		memcpy(h->payload, cistern__payload(c, i), (size_t)h->len);
 	}
 	for (size_t a = 1; a < n; a++)

@@ -305,6 +305,7 @@ Test(hostile_sizes, offsets_that_wrap_or_disagree_are_eproto)
 	cr_assert_eq(ATTACH_WITH("h-off3", procs_off, 0), -EPROTO);
 	cr_assert_eq(ATTACH_WITH("h-off4", slot_stride, 0), -EPROTO);
 	cr_assert_eq(ATTACH_WITH("h-off5", total_size, UINT64_MAX), -EPROTO);
+	cr_assert_eq(ATTACH_WITH("h-off6", meta_stride, 0), -EPROTO);
 }
 
 Test(hostile_sizes, zero_or_too_many_slots_or_entries_in_a_header_are_eproto)
@@ -422,7 +423,7 @@ Test(hostile_payload, a_damaged_length_is_eproto_not_a_read_past_the_slot)
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 0), 0);
-	c->meta[0].len = UINT64_C(1) << 40;
+	cistern__slotmeta(c, 0)->len = UINT64_C(1) << 40;
 	struct cistern_sample s;
 	cr_assert_eq(cistern_acquire(c, &s, 0), -EPROTO);
 	cr_assert_eq(cistern_put(c, "d", 1, NULL, 0), 0);
@@ -445,7 +446,7 @@ static void damaged_length_within_cap(uint32_t flags)
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
 	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 0), 0);
-	c->meta[1].len = 1000;
+	cistern__slotmeta(c, 1)->len = 1000;
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EPROTO);
 	cr_assert_eq(cistern_put(c, "d", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1, "the segment goes on");
@@ -472,7 +473,7 @@ Test(hostile_payload, a_free_slot_word_naming_an_owner_is_eproto_for_producers)
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	/* Slot 0 serves position 0 and is FREE (state 0), but names owner 7. */
-	atomic_store(&c->meta[0].word, (uint64_t)7);
+	atomic_store(&cistern__slotmeta(c, 0)->word, (uint64_t)7);
 	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 0), -EPROTO);
 	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 100), -EPROTO, "a blocking put does not spin on it");
 	struct cistern_stats st;
@@ -491,7 +492,7 @@ Test(hostile_payload, a_committed_slot_word_naming_an_owner_is_eproto_for_reader
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 0), 0);
 	/* Position 0, COMMITTED (state 2), but naming owner 5. */
-	atomic_store(&c->meta[0].word, (uint64_t)(2u << 12 | 5u));
+	atomic_store(&cistern__slotmeta(c, 0)->word, (uint64_t)(2u << 12 | 5u));
 	struct cistern_sample s;
 	cr_assert_eq(cistern_acquire(c, &s, 0), -EPROTO);
 	cr_assert_eq(cistern_acquire(c, &s, 100), -EPROTO, "a blocking acquire does not spin on it");
@@ -643,7 +644,7 @@ Test(hostile_user, another_user_cannot_unlink_a_segment)
 static void stamp_far_ahead(struct cistern *c)
 {
 	for (uint32_t i = 0; i < 4; i++)
-		atomic_store(&c->meta[i].word, ((UINT64_C(1) << 40) + i) << 16 | (UINT64_C(1) << 12));
+		atomic_store(&cistern__slotmeta(c, i)->word, ((UINT64_C(1) << 40) + i) << 16 | (UINT64_C(1) << 12));
 }
 
 Test(hostile_ring, slot_words_far_ahead_of_the_indices_are_eproto_not_a_spin, .timeout = 20)

@@ -147,7 +147,7 @@ Test(reservoir, each_producers_evictable_snapshot_follows_first_reads_and_evicti
 		checked++;
 		uint64_t evictable = 0;
 		for (uint32_t i = 0; i < 1024; i++) {
-			struct cistern_slotmeta *m = &q->meta[i];
+			struct cistern_slotmeta *m = cistern__slotmeta(q, i);
 			bool ev = sw_state(atomic_load(&m->word)) == RS_HELD &&
 				  atomic_load(&m->seen) >= 1 && atomic_load(&m->pins) == 0;
 			evictable += ev;
@@ -460,7 +460,7 @@ Test(reservoir, a_readers_batches_count_each_read_once_and_leave_no_pin)
 		cr_assert_eq(cistern_release_batch(c, s, 16), 0);
 		cr_assert_eq(seen_sum(c, &pinned), reads);
 		for (int i = 0; i < 16; i++)
-			cr_assert_neq(atomic_load(&c->meta[t[i].index_].pins), 0,
+			cr_assert_neq(atomic_load(&cistern__slotmeta(c, t[i].index_)->pins), 0,
 				      "a member of the second batch was unpinned with the first");
 		cr_assert_eq(cistern_release_batch(c, t, 16), 0);
 		seen_sum(c, &pinned);
@@ -504,7 +504,7 @@ Test(reservoir, another_readers_pins_are_not_taken_for_repeats)
 			cr_assert_eq(hit[v[i]]++, 0, "sample %u twice in one batch", v[i]);
 		}
 		for (int i = 0; i < 16; i++)
-			cr_assert(atomic_load(&a->meta[held[i].index_].pins) & abit,
+			cr_assert(atomic_load(&cistern__slotmeta(a, held[i].index_)->pins) & abit,
 				  "the other reader's pin went with this reader's release");
 	}
 	cr_assert_eq(cistern_release_batch(a, held, 16), 0);
@@ -963,5 +963,59 @@ Test(sim_paired, unseen_samples_in_a_pair_are_not_evicted_but_orphans_are)
 	m = (struct cistern_meta){.sim_id = 3, .time_step = 9};
 	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), 0, "an orphan is evicted rather than wedge");
 	cr_assert_eq(stats(c).evicted_unseen, 1);
+	drop(c, name);
+}
+
+/* ---- Slot layout ---- */
+
+/*
+ * Every policy but the FIFO reads slots in random order; there a slot's
+ * metadata line sits just before its payload, so that one random sample
+ * costs one wait for memory, not two (segment.c, cistern__compute_layout()).
+ */
+Test(layout, random_reading_policies_keep_each_slots_metadata_just_before_its_payload)
+{
+	static const struct cistern_config cfgs[] = {
+		{.policy = CISTERN_FIRO, .slot_size = 100, .slot_count = 50, .watermark = 1},
+		{.policy = CISTERN_RESERVOIR, .slot_size = 100, .slot_count = 50, .watermark = 1},
+		{.policy = CISTERN_FIFO_EVICT_RESERVOIR, .slot_size = 100, .slot_count = 50,
+		 .watermark = 1},
+		{.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_size = 100, .slot_count = 50,
+		 .watermark = 2, .sweep_size = 4, .nb_time_steps = 8},
+		{.policy = CISTERN_BATCH_RESERVOIR, .slot_size = 100, .slot_count = 50,
+		 .watermark = 4, .batch_size = 4},
+	};
+	for (size_t k = 0; k < sizeof(cfgs) / sizeof(cfgs[0]); k++) {
+		char name[64];
+		struct cistern *c = make("lay", name, sizeof(name), cfgs[k]);
+		/* 100 bytes round up to 128, and the metadata line comes on top. */
+		cr_assert_eq(c->slot_stride, 128 + sizeof(struct cistern_slotmeta), "policy %u",
+			     cfgs[k].policy);
+		for (uint64_t i = 0; i < 50; i++) {
+			char *meta = (char *)cistern__slotmeta(c, i);
+			char *payload = cistern__payload(c, i);
+			cr_assert_eq(payload - meta, (ptrdiff_t)sizeof(struct cistern_slotmeta),
+				     "policy %u slot %lu", cfgs[k].policy, (unsigned long)i);
+			cr_assert_eq((uintptr_t)meta % CISTERN_CACHELINE, 0);
+		}
+		char *end = (char *)c->hdr + c->hdr->total_size;
+		cr_assert_leq((char *)cistern__payload(c, 49) + c->slot_size, end);
+		drop(c, name);
+	}
+}
+
+/* The FIFO walks its slots in order: its metadata stays one array, before the payloads. */
+Test(layout, the_fifo_keeps_its_slot_metadata_in_one_array_before_the_payloads)
+{
+	char name[64];
+	struct cistern *c = make("layf", name, sizeof(name),
+				 (struct cistern_config){.slot_size = 100, .slot_count = 50});
+	cr_assert_eq(c->slot_stride, 128);
+	for (uint64_t i = 0; i < 50; i++) {
+		char *meta = (char *)cistern__slotmeta(c, i);
+		cr_assert_eq(meta - (char *)cistern__slotmeta(c, 0),
+			     (ptrdiff_t)(i * sizeof(struct cistern_slotmeta)));
+		cr_assert_leq(meta + sizeof(struct cistern_slotmeta), (char *)cistern__payload(c, 0));
+	}
 	drop(c, name);
 }

@@ -128,7 +128,7 @@ Test(sole, sole_reader_batches_count_each_read_once_and_leave_no_pin)
 		cr_assert_eq(seen_sum(c, &pinned), reads);
 		cr_assert(pinned, "the second batch still pins its members");
 		for (int i = 0; i < 16; i++)
-			cr_assert_neq(atomic_load(&c->meta[t[i].index_].pins), 0,
+			cr_assert_neq(atomic_load(&cistern__slotmeta(c, t[i].index_)->pins), 0,
 				      "a member of the second batch was unpinned with the first");
 		cr_assert_eq(cistern_release_batch(c, t, 16), 0);
 		seen_sum(c, &pinned);
@@ -208,7 +208,7 @@ static void get_batch_may_draw_what_it_holds_and_keeps_its_pins(uint32_t flags)
 				held_drawn += meta[i].sample_id == held[h].meta.sample_id;
 		}
 		for (int h = 0; h < 8; h++)
-			cr_assert_neq(atomic_load(&c->meta[held[h].index_].pins), 0,
+			cr_assert_neq(atomic_load(&cistern__slotmeta(c, held[h].index_)->pins), 0,
 				      "a get unpinned a sample the reader still holds");
 	}
 	/*
