@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * scale.c - section 6: cost as the work grows.
- *  6a  put+get, alternating in one process, 64-byte slots, 1K / 64K / 1M slots
- *      (the run laps the ring at least twice, so every slot is touched);
+ *  6a  put+get, alternating in one process, 64-byte slots, 1K / 64K / 1M slots,
+ *      the three sizes in one child taking turns (the run laps every ring at
+ *      least twice, so every slot is touched);
  *  6b  cistern_create, cistern_attach (in another process), cistern_detach and
  *      cistern_unlink against the segment size;
  *  6c  CPU time (getrusage of the child) of a reader blocked 1 s in
@@ -21,115 +22,170 @@
 
 /* ---- 6a ------------------------------------------------------------------------ */
 
+/*
+ * One child measures all three sizes, taking turns of OP_TURN pairs each, and
+ * adds up each size's time. The host this runs on changes speed for seconds at
+ * a time; sizes measured one after another in separate runs fall into
+ * different states, and their ratio then says more about the host than about
+ * the slot count. Turns of 64K pairs (a few ms) share the host's states out
+ * evenly, and are long enough that a ring refills its caches in a small part of
+ * each turn: a lap of the 1K ring is 1/64 of a turn, the 64K ring runs one lap
+ * a turn as it would in one run, and the 1M ring streams from memory either way.
+ */
+#define OP_SIZES 3
+#define OP_TURN 65536
+
 struct op {
 	struct run_ctl *c;
-	const char *name; /* NULL: the plain ring */
-	uint64_t slots;
-	uint64_t ops;
+	int plain;                   /* the plain rings instead of cistern */
+	char names[OP_SIZES][80];
+	uint64_t slots[OP_SIZES];
+	uint64_t ops;                /* timed pairs per size */
 };
 
-/* The plain ring: the same payload work and memory footprint, no library. */
-static int plain_child(struct op *o)
+/* One ring under test: a cistern handle, or a plain shared array. */
+struct op_ring {
+	struct cistern *c;
+	unsigned char *mem;
+	uint64_t slots, head, tail, next; /* next: the tag of the next pair */
+};
+
+/* n put+get pairs on ring r; returns the number of bad samples, or -1 on an error. */
+static int64_t op_pairs(struct op *o, struct op_ring *r, uint64_t n)
 {
 	_Alignas(64) unsigned char in[BENCH_MSG], out[BENCH_MSG];
-	size_t len = (size_t)o->slots * BENCH_MSG;
-	unsigned char *ring = shm_anon(len);
-	uint64_t bad = 0, head = 0, tail = 0, warm = o->slots;
-	for (uint64_t i = 0; i < warm + o->ops; i++) {
+	int64_t bad = 0;
+	for (uint64_t k = 0; k < n; k++, r->next++) {
 		uint64_t tag;
-		if (i == warm)
-			ctl_child_ready(o->c);
-		msg_fill(in, i);
-		memcpy(ring + (tail++ % o->slots) * BENCH_MSG, in, BENCH_MSG);
-		memcpy(out, ring + (head++ % o->slots) * BENCH_MSG, BENCH_MSG);
-		bad += msg_check(out, &tag) || tag != i;
+		msg_fill(in, r->next);
+		if (!r->c) {
+			memcpy(r->mem + (r->tail++ % r->slots) * BENCH_MSG, in, BENCH_MSG);
+			memcpy(out, r->mem + (r->head++ % r->slots) * BENCH_MSG, BENCH_MSG);
+			bad += msg_check(out, &tag) || tag != r->next;
+			continue;
+		}
+		int rc = cistern_put(r->c, in, BENCH_MSG, NULL, 0);
+		if (rc < 0) {
+			ctl_error(o->c, 0, "cistern_put: %s", cistern_strerror(rc));
+			return -1;
+		}
+		struct cistern_meta m;
+		ssize_t got = cistern_get(r->c, out, BENCH_MSG, &m, 0);
+		if (got < 0) {
+			ctl_error(o->c, 0, "cistern_get: %s", cistern_strerror((int)got));
+			return -1;
+		}
+		bad += got != BENCH_MSG || msg_check(out, &tag) || tag != r->next;
 	}
-	o->c->rd[0].t_end = now_ns();
-	o->c->rd[0].bad = bad;
-	shm_anon_free(ring, len);
-	return 0;
+	return bad;
 }
 
 static int op_child(int role, int idx, void *arg)
 {
 	struct op *o = arg;
-	struct cistern *c;
-	_Alignas(64) unsigned char in[BENCH_MSG], out[BENCH_MSG];
-	uint64_t bad = 0;
-	int rc;
+	struct op_ring r[OP_SIZES];
+	uint64_t spent[OP_SIZES] = { 0 }, done[OP_SIZES] = { 0 };
+	int64_t bad = 0;
+	int i, fail = 0;
 	(void)role;
 	(void)idx;
 	pin_cpu(1);
-	if (!o->name)
-		return plain_child(o);
-	rc = cistern_attach(o->name, &c);
-	if (rc < 0) {
-		ctl_error(o->c, 0, "cistern_attach: %s", cistern_strerror(rc));
-		return 1;
+	memset(r, 0, sizeof(r));
+	for (i = 0; i < OP_SIZES && !fail; i++) {
+		r[i].slots = o->slots[i];
+		if (o->plain) {
+			r[i].mem = shm_anon((size_t)r[i].slots * BENCH_MSG);
+		} else {
+			int rc = cistern_attach(o->names[i], &r[i].c);
+			if (rc < 0) {
+				ctl_error(o->c, 0, "cistern_attach: %s", cistern_strerror(rc));
+				fail = 1;
+			}
+		}
+		/* One untimed lap first: every slot mapped and touched once. */
+		if (!fail && op_pairs(o, &r[i], r[i].slots) < 0)
+			fail = 1;
 	}
-	/* One untimed lap first: every slot mapped and touched once. */
-	uint64_t warm = o->slots;
-	for (uint64_t i = 0; i < warm + o->ops; i++) {
-		struct cistern_meta m;
-		uint64_t tag;
-		if (i == warm)
-			ctl_child_ready(o->c);
-		msg_fill(in, i);
-		rc = cistern_put(c, in, BENCH_MSG, NULL, 0);
-		if (rc < 0) {
-			ctl_error(o->c, 0, "cistern_put: %s", cistern_strerror(rc));
-			break;
+	ctl_child_ready(o->c);
+	for (int more = !fail; more;) {
+		more = 0;
+		for (i = 0; i < OP_SIZES; i++) {
+			uint64_t n = o->ops - done[i] < OP_TURN ? o->ops - done[i] : OP_TURN;
+			if (!n)
+				continue;
+			uint64_t t0 = now_ns();
+			int64_t b = op_pairs(o, &r[i], n);
+			spent[i] += now_ns() - t0;
+			if (b < 0) {
+				fail = 1;
+				break;
+			}
+			bad += b;
+			done[i] += n;
+			more |= done[i] < o->ops;
 		}
-		ssize_t n = cistern_get(c, out, BENCH_MSG, &m, 0);
-		if (n < 0) {
-			rc = (int)n;
-			ctl_error(o->c, 0, "cistern_get: %s", cistern_strerror(rc));
+		if (fail)
 			break;
-		}
-		bad += n != BENCH_MSG || msg_check(out, &tag) || tag != i;
 	}
 	o->c->rd[0].t_end = now_ns();
-	o->c->rd[0].bad = bad;
-	cistern_detach(c);
-	return rc < 0;
+	o->c->rd[0].bad = (uint64_t)bad;
+	for (i = 0; i < OP_SIZES; i++) {
+		o->c->rd[0].aux[i] = spent[i];
+		if (r[i].c)
+			cistern_detach(r[i].c);
+		if (r[i].mem)
+			shm_anon_free(r[i].mem, (size_t)r[i].slots * BENCH_MSG);
+	}
+	return fail;
 }
 
-static int op_run(int plain, uint64_t slots, uint64_t ops, double *ns, char *err, size_t cap)
+/* One run of all sizes; ns[i]: mean cost of a pair at size i. */
+static int op_run(int plain, const uint64_t *slots, uint64_t ops, double *ns, char *err,
+		  size_t cap)
 {
-	struct cistern_config cfg = { 0 };
-	struct cistern *h = NULL;
-	char name[80];
-	int rc;
-	cfg.slot_size = BENCH_MSG;
-	cfg.slot_count = slots;
-	cfg.policy = CISTERN_FIFO;
+	struct cistern *h[OP_SIZES] = { NULL };
+	struct op o = { .plain = plain, .ops = ops };
+	int rc = 0, i;
 	err[0] = 0;
-	if (!plain) {
-		bench_name(name, sizeof name, "op");
-		rc = cistern_create(name, &cfg, &h);
+	for (i = 0; i < OP_SIZES; i++) {
+		o.slots[i] = slots[i];
+		if (plain)
+			continue;
+		struct cistern_config cfg = { 0 };
+		cfg.slot_size = BENCH_MSG;
+		cfg.slot_count = slots[i];
+		cfg.policy = CISTERN_FIFO;
+		bench_name(o.names[i], sizeof o.names[i], "op");
+		rc = cistern_create(o.names[i], &cfg, &h[i]);
 		if (rc < 0) {
 			snprintf(err, cap, "cistern_create: %s", cistern_strerror(rc));
-			return -1;
+			break;
 		}
-		cleanup_register(name);
+		cleanup_register(o.names[i]);
 	}
-	struct op o = { ctl_new(1, 0, ops), plain ? NULL : name, slots, ops };
-	struct run_hooks hk = { .fn = op_child, .arg = &o, .timeout_ns = 300000000000ull };
-	uint64_t t0 = 0;
-	rc = run_children(o.c, &hk, &t0);
-	if (o.c->err[0][0])
-		snprintf(err, cap, "%s", o.c->err[0]);
-	else if (rc)
-		snprintf(err, cap, "the child failed");
-	else if (o.c->rd[0].bad)
-		snprintf(err, cap, "INVALID: %llu bad samples", (unsigned long long)o.c->rd[0].bad);
-	else
-		*ns = (double)(o.c->rd[0].t_end - t0) / (double)ops;
-	ctl_free(o.c);
-	if (h) {
-		cistern_detach(h);
-		cistern_unlink(name);
-		cleanup_forget(name);
+	if (!err[0]) {
+		o.c = ctl_new(1, 0, ops);
+		struct run_hooks hk = { .fn = op_child, .arg = &o, .timeout_ns = 300000000000ull };
+		uint64_t t0 = 0;
+		rc = run_children(o.c, &hk, &t0);
+		if (o.c->err[0][0])
+			snprintf(err, cap, "%s", o.c->err[0]);
+		else if (rc)
+			snprintf(err, cap, "the child failed");
+		else if (o.c->rd[0].bad)
+			snprintf(err, cap, "INVALID: %llu bad samples",
+				 (unsigned long long)o.c->rd[0].bad);
+		else
+			for (i = 0; i < OP_SIZES; i++)
+				ns[i] = (double)o.c->rd[0].aux[i] / (double)ops;
+		ctl_free(o.c);
+	}
+	for (i = 0; i < OP_SIZES; i++) {
+		if (!h[i])
+			continue;
+		cistern_detach(h[i]);
+		cistern_unlink(o.names[i]);
+		cleanup_forget(o.names[i]);
 	}
 	return err[0] ? -1 : 0;
 }
@@ -137,40 +193,41 @@ static int op_run(int plain, uint64_t slots, uint64_t ops, double *ns, char *err
 static void sec_ops(void)
 {
 	const char *section = "6a. put+get, one process";
-	static const uint64_t slots[3] = { 1024, 65536, 1048576 };
-	static const char *size[3] = { "1K", "64K", "1M" };
-	int row[2][3];
-	uint64_t ops[2][3];
+	static const uint64_t slots[OP_SIZES] = { 1024, 65536, 1048576 };
+	static const char *size[OP_SIZES] = { "1K", "64K", "1M" };
+	int row[2][OP_SIZES], ok[2] = { 1, 1 };
 	char err[160];
-	uint64_t base = g_opt.quick ? 500000 : 4000000;
+	/* At least two laps of the largest ring, timed, at every size. */
+	uint64_t ops = g_opt.quick ? 2 * slots[OP_SIZES - 1] : 4000000;
 
 	for (int p = 0; p < 2; p++)
-		for (int i = 0; i < 3; i++) {
+		for (int i = 0; i < OP_SIZES; i++) {
 			char lab[96];
 			snprintf(lab, sizeof lab, "%s %s slots x 64 B", p ? "plain ring, no library (memcpy in/out)," : "cistern FIFO put/get,", size[i]);
 			row[p][i] = row_add(section, lab, "put+get pair", "ns", LOWER_BETTER);
 			row_ref(row[p][i], row[p][0], 1);
 			if (!p)
 				g_bars.s6_op[i] = row[p][i];
-			ops[p][i] = 2 * slots[i] > base ? 2 * slots[i] : base;
 		}
 	for (int rep = -1; rep < g_opt.reps; rep++) /* rep -1: warm-up */
-		for (int i = 0; i < 3; i++)
-			for (int p = 0; p < 2; p++) {
-				double ns = 0;
-				if (!ops[p][i])
-					continue;
-				if (op_run(p, slots[i], rep < 0 ? ops[p][i] / 4 : ops[p][i], &ns, err, sizeof err) < 0) {
+		for (int p = 0; p < 2; p++) {
+			double ns[OP_SIZES];
+			if (!ok[p])
+				continue;
+			if (op_run(p, slots, rep < 0 ? ops / 4 : ops, ns, err, sizeof err) < 0) {
+				for (int i = 0; i < OP_SIZES; i++)
 					row_note(row[p][i], "ERR: %s", err);
-					ops[p][i] = 0;
-					continue;
-				}
-				if (rep < 0)
-					continue;
-				row_push(row[p][i], ns);
-				progress("[%s] rep %d/%d %s: %.1f ns", section, rep + 1, g_opt.reps,
-					 row_get(row[p][i])->contender, ns);
+				ok[p] = 0;
+				continue;
 			}
+			if (rep < 0)
+				continue;
+			for (int i = 0; i < OP_SIZES; i++) {
+				row_push(row[p][i], ns[i]);
+				progress("[%s] rep %d/%d %s: %.1f ns", section, rep + 1, g_opt.reps,
+					 row_get(row[p][i])->contender, ns[i]);
+			}
+		}
 }
 
 /* ---- 6b ------------------------------------------------------------------------ */
