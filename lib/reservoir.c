@@ -187,10 +187,12 @@ int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 
 /*
  * How often one handle may look at every slot for an empty one that `filled`
- * counts as in use (rs_fill_past_count): a put about to wait calls it on
- * every try, and a look reads every slot word, a few ns each. At least 10 ms
- * apart, and 1 us per slot, so that a producer waiting on a full buffer of a
- * million slots spends about 1% of a core looking.
+ * counts as in use (rs_fill_past_count): a put that finds the buffer full by
+ * the count calls it on every try (before it evicts or waits), and a look
+ * reads every slot word, a few ns each. At least 10 ms apart, and 1 us per
+ * slot, so that a producer putting into (or waiting on) a full buffer of a
+ * million slots spends about 1% of a core looking. Only once a dead
+ * attachment was reclaimed: until then the count is exact.
  */
 #define FILL_LOOK_MIN_NS (10 * 1000 * 1000)
 #define FILL_LOOK_NS_PER_SLOT 1000
@@ -784,12 +786,18 @@ int rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *slot)
 	if (!rs_rate_allows_put(c))
 		return -EAGAIN;
 	int r = rs_fill_reserve(c, slot);
+	/*
+	 * Full by the count: is it really full? After a death the count may
+	 * stand over an empty slot (reservoir.h), and a put that can evict
+	 * never waits, so it must look before it evicts, or the slot would
+	 * stay empty for good.
+	 */
+	if (r == -EAGAIN)
+		r = rs_fill_past_count(c, slot);
 	if (r == -EAGAIN)
 		r = rs_evict_reserve(c, slot, NULL);
 	if (r == -EAGAIN && c->hdr->policy == CISTERN_SIM_PAIRED_RESERVOIR && !pairs_any_held(c))
 		r = rs_evict_reserve(c, slot, pairs_is_orphan);
-	if (r == -EAGAIN)
-		r = rs_fill_past_count(c, slot); /* about to wait: is it really full? */
 	return r;
 }
 

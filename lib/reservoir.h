@@ -34,9 +34,10 @@
  * data over a sample still there (lost); too high, it would keep them waiting
  * for one that is gone (wedged), so after a dead attachment was reclaimed
  * (hdr->counts_unsure) rs_drained() also believes a look at every slot, and
- * so does a put that would wait because `filled` says full
- * (rs_fill_past_count), so that a high count never stops a put while
- * reception is open either (a reservoir put that can evict still evicts). A `population` too high only lets a read start a
+ * so does a put that finds `filled` full, before it evicts or waits
+ * (rs_fill_past_count), so that a high count neither stops a put while
+ * reception is open nor leaves a slot empty for good under puts that evict.
+ * A `population` too high only lets a read start a
  * sample early at the watermark, which several readers racing past it do
  * anyway.
  */

@@ -271,3 +271,35 @@ Test(crash_counts, reservoir_put_fills_a_slot_a_dead_producers_count_still_holds
 {
 	fills_past_a_high_count(CISTERN_RESERVOIR, "cc-rpast");
 }
+
+/*
+ * The same death in a reservoir whose sample was read: a put can evict it, so
+ * it never waits, and before it evicts it looks for the slot the high count
+ * hides. Evicting instead would lose the read sample and leave the other slot
+ * empty for good.
+ */
+Test(crash_counts, evicting_put_fills_a_slot_a_dead_producers_count_still_holds)
+{
+	char name[64];
+	struct cistern *c = make("cc-epast", name, sizeof(name), CISTERN_RESERVOIR, 2);
+	put_u32(c, 0);
+	uint32_t v;
+	cr_assert_eq(cistern_get(c, &v, sizeof(v), NULL, 0), (ssize_t)sizeof(v));
+	cr_assert_eq(v, 0);
+	die_after(name, true, count_a_fill, NULL);
+	cr_assert_eq(atomic_load(&c->hdr->filled), 2, "one slot used, two counted");
+	cr_assert_gt(cistern__sweep(c), 0, "the dead producer's entry was reclaimed");
+	v = 1;
+	cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), 0);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.evictions, 0, "the put filled the empty slot instead of evicting");
+	cr_assert_eq(sw_state(atomic_load(&cistern__slotmeta(c, 0)->word)), RS_HELD);
+	cr_assert_eq(sw_state(atomic_load(&cistern__slotmeta(c, 1)->word)), RS_HELD);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	unsigned seen[32] = {0};
+	cr_assert_eq(drain(c, seen), 2);
+	cr_assert(seen[0] == 1 && seen[1] == 1, "both samples still there (%u, %u)", seen[0],
+		  seen[1]);
+	drop(c, name);
+}
