@@ -646,7 +646,8 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so,
 	 * kernels refuse the advice; the copy below then faults as before.
 	 */
 	char *from = (char *)((uintptr_t)c->arena & ~(uintptr_t)4095); /* the advice takes pages */
-	madvise(from, (size_t)(c->arena + c->slot_count * c->slot_stride - from), MADV_POPULATE_READ);
+	madvise(from, (size_t)(c->arena + c->slot_count * c->slot_stride - from),
+		MADV_POPULATE_READ);
 	uint64_t max_id = 0;
 	uint32_t crc = 0;
 

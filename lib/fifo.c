@@ -65,7 +65,8 @@ enum {
 static void fifo_init(struct cistern_hdr *h)
 {
 	for (uint64_t i = 0; i < h->slot_count; i++)
-		atomic_store_explicit(&cistern__meta_at(h, i)->word, sw_make(i, FIFO_FREE, 0), memory_order_relaxed);
+		atomic_store_explicit(&cistern__meta_at(h, i)->word, sw_make(i, FIFO_FREE, 0),
+				      memory_order_relaxed);
 }
 
 /*
@@ -226,7 +227,8 @@ static bool slot_is_mine(struct cistern *c, const struct cistern_slot *slot)
 {
 	if (!slot->live_ || slot->index_ >= c->slot_count)
 		return false;
-	uint64_t w = atomic_load_explicit(&cistern__slotmeta(c, slot->index_)->word, memory_order_relaxed);
+	uint64_t w = atomic_load_explicit(&cistern__slotmeta(c, slot->index_)->word,
+					  memory_order_relaxed);
 	return w == sw_make(slot->pos_, FIFO_RESERVED, c->owner);
 }
 
@@ -270,8 +272,8 @@ static int fifo_abort(struct cistern *c, struct cistern_slot *slot)
 {
 	if (!slot_is_mine(c, slot))
 		return -EINVAL;
-	atomic_exchange_explicit(&cistern__slotmeta(c, slot->index_)->word, sw_make(slot->pos_, FIFO_SKIP, 0),
-				 memory_order_seq_cst);
+	atomic_exchange_explicit(&cistern__slotmeta(c, slot->index_)->word,
+				 sw_make(slot->pos_, FIFO_SKIP, 0), memory_order_seq_cst);
 	slot->live_ = 0;
 	/* Readers may be waiting on this position to reach end of data: let them step over. */
 	cistern__wake_readers(c);
@@ -432,7 +434,8 @@ static bool sample_is_mine(struct cistern *c, const struct cistern_sample *s)
 {
 	if (!s->live_ || s->index_ >= c->slot_count)
 		return false;
-	uint64_t w = atomic_load_explicit(&cistern__slotmeta(c, s->index_)->word, memory_order_relaxed);
+	uint64_t w = atomic_load_explicit(&cistern__slotmeta(c, s->index_)->word,
+					  memory_order_relaxed);
 	return sw_state(w) == FIFO_ACQUIRED && sw_owner(w) == c->owner &&
 	       sw_pos(w) == (s->pos_ & SW_POS_MASK);
 }
@@ -441,7 +444,8 @@ static bool sample_is_mine(struct cistern *c, const struct cistern_sample *s)
 static inline void free_slot(struct cistern *c, uint64_t idx, uint64_t pos)
 {
 	/* Our reads of the payload are done (release), then the wake check. */
-	cistern__publish_word(&cistern__slotmeta(c, idx)->word, sw_make(pos + c->slot_count, FIFO_FREE, 0));
+	cistern__publish_word(&cistern__slotmeta(c, idx)->word,
+			      sw_make(pos + c->slot_count, FIFO_FREE, 0));
 	cistern__count(&c->me->ctr.seen_hist[1], 1);
 	cistern__wake_producers(c);
 }
@@ -785,7 +789,8 @@ static int fifo_restore(struct cistern_hdr *h, uint64_t n, uint64_t next_id)
 	 * samples start at position n and must get ids from next_id on.
 	 */
 	for (uint64_t i = 0; i < n; i++)
-		atomic_store_explicit(&cistern__meta_at(h, i)->word, sw_make(i, FIFO_COMMITTED, 0), memory_order_relaxed);
+		atomic_store_explicit(&cistern__meta_at(h, i)->word, sw_make(i, FIFO_COMMITTED, 0),
+				      memory_order_relaxed);
 	h->id_base = next_id - n;
 	atomic_store_explicit(&h->head, 0, memory_order_relaxed);
 	atomic_store_explicit(&h->tail, n, memory_order_release);

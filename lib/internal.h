@@ -159,7 +159,8 @@ static inline void *cistern__payload(const struct cistern *c, uint64_t index)
 }
 
 /* Slot i's metadata, from a base and stride a hot loop keeps in locals. */
-static inline struct cistern_slotmeta *cistern__slotmeta_in(char *meta0, uint64_t stride, uint64_t i)
+static inline struct cistern_slotmeta *cistern__slotmeta_in(char *meta0, uint64_t stride,
+							    uint64_t i)
 {
 	return (struct cistern_slotmeta *)(meta0 + i * stride);
 }
@@ -619,13 +620,15 @@ static inline int cistern__unpin_quiet(struct cistern *c, uint64_t index)
 		return 0;
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
 	if (c->sole_reading) {
-		if (!(atomic_load_explicit(&cistern__slotmeta(c, index)->pins, memory_order_relaxed) & bit))
+		if (!(atomic_load_explicit(&cistern__slotmeta(c, index)->pins, memory_order_relaxed) &
+		      bit))
 			return -EINVAL;
 		cistern__unpin_sole_store(c, index);
 		return 1;
 	}
 	/* seq_cst: our reads of the payload are done before the slot can be evicted. */
-	uint64_t old = atomic_fetch_and_explicit(&cistern__slotmeta(c, index)->pins, ~bit, memory_order_seq_cst);
+	uint64_t old = atomic_fetch_and_explicit(&cistern__slotmeta(c, index)->pins, ~bit,
+						 memory_order_seq_cst);
 	return old & bit ? 1 : -EINVAL;
 }
 

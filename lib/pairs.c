@@ -207,7 +207,8 @@ static bool pairs_drained(struct cistern *c)
 		return true;
 	uint64_t held = 0;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
-		unsigned st = sw_state(atomic_load_explicit(&cistern__slotmeta(c, i)->word, memory_order_acquire));
+		unsigned st = sw_state(
+			atomic_load_explicit(&cistern__slotmeta(c, i)->word, memory_order_acquire));
 		if (st == RS_RESERVED || st == RS_ACQUIRED)
 			return false;
 		if (st == RS_HELD) {

@@ -31,7 +31,8 @@ void rs_init(struct cistern_hdr *h)
 {
 	/* EMPTY(i): for the ring of FIFOEvictReservoir, slot i first serves position i. */
 	for (uint64_t i = 0; i < h->slot_count; i++)
-		atomic_store_explicit(&cistern__meta_at(h, i)->word, sw_make(i, RS_EMPTY, 0), memory_order_relaxed);
+		atomic_store_explicit(&cistern__meta_at(h, i)->word, sw_make(i, RS_EMPTY, 0),
+				      memory_order_relaxed);
 }
 
 bool rs_is_held(struct cistern *c, uint64_t i, void *arg)
@@ -1004,15 +1005,17 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	while (k < n && d <= dmax && misses < probes) {
 		uint32_t idx = q[qh], at = 0;
 		q[qh] = (uint32_t)cistern__rng_below(&rng, nslots);
-		__builtin_prefetch(cistern__slotmeta_in(meta0, mstride, q[qh]), 1, 3); /* a hint, as above */
+		/* A hint, as above. */
+		__builtin_prefetch(cistern__slotmeta_in(meta0, mstride, q[qh]), 1, 3);
 		qh = qh + 1 == win ? 0 : qh + 1;
+		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
 		/* Acquire: what the sole reader reads of the sample after confirming is its. */
-		uint64_t w = atomic_load_explicit(&cistern__slotmeta_in(meta0, mstride, idx)->word, memory_order_acquire);
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
 		if (sw_state(w) != RS_HELD) {
 			misses++;
 			continue;
 		}
-		if (by_pin ? !pin_new_member(&cistern__slotmeta_in(meta0, mstride, idx)->pins, bit, sole)
+		if (by_pin ? !pin_new_member(&m->pins, bit, sole)
 			   : cistern__scratch_find(&set, idx, &at)) {
 			d++; /* this batch drew it already */
 			misses = 0;
@@ -1029,8 +1032,7 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 			 * By pin: the second half of the handshake, the seq_cst
 			 * look at the word after the pin's seq_cst RMW (pins.c).
 			 */
-			bool pinned = by_pin ? atomic_load_explicit(&cistern__slotmeta_in(meta0, mstride, idx)->word,
-								    memory_order_seq_cst) == w
+			bool pinned = by_pin ? atomic_load_explicit(&m->word, memory_order_seq_cst) == w
 					     : cistern__pin(c, idx, RS_HELD, &w);
 			if (!pinned) {
 				if (by_pin)
