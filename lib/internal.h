@@ -80,6 +80,7 @@ struct cistern_picker {
 	const _Atomic uint64_t *log_next;
 	uint64_t log_pos;
 	bool stale;            /* the owner lost track of the log: refresh next time */
+	uint64_t ahead;        /* pick.c: the next probe, drawn and prefetched early, + 1; 0: none */
 };
 
 /* This handle's extra pins on slots it already pins (pins.c). */

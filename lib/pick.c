@@ -20,9 +20,13 @@
  * rebuilt from the words when it is empty, when half of its recent picks
  * missed, or after it served as many picks as it has members (at least a
  * sixteenth of the slot count, so that rebuilding, which reads every word,
- * costs a small fraction of a pick), so new qualifying slots join it soon. Each of the two ways is uniform over what it
- * looks at, so their mixture is uniform over the qualifying slots up to the
- * snapshot's staleness.
+ * costs a small fraction of a pick), so new qualifying slots join it soon.
+ * Each of the two ways is uniform over what it looks at, so their mixture is
+ * uniform over the qualifying slots up to the snapshot's staleness.
+ *
+ * The first probe of a pick is drawn at the end of the one before (draw_ahead()),
+ * and its slot prefetched, so that a handle that picks one sample at a time
+ * (a reader, an evicting producer) finds it in the cache.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -85,19 +89,39 @@ uint64_t cistern__pick_probes(const struct cistern *c, const struct cistern_pick
 	return probes < PROBES ? PROBES : probes;
 }
 
+/*
+ * After a pick that probed: draw the next pick's first probe now and start
+ * fetching its slot (metadata, and the payload's first line beside it), so
+ * that the cache miss a probe costs runs while the caller works on this
+ * pick. The probe is a uniform draw, independent of the slots' states, used
+ * as it would have been if drawn later, so the picks stay uniform.
+ * Write intent: the claim or pin that follows a hit writes the word.
+ */
+static void draw_ahead(struct cistern *c, struct cistern_picker *pk)
+{
+	uint64_t idx = cistern__rng_below(&c->rng, c->slot_count);
+	pk->ahead = idx + 1;
+	__builtin_prefetch(cistern__slotmeta(c, idx), 1, 3);
+	__builtin_prefetch(cistern__payload(c, idx), 0, 3);
+}
+
 int cistern__pick(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok, void *arg,
 		  uint64_t *out)
 {
 	uint64_t probes = cistern__pick_probes(c, pk);
 	if (probes) {
 		for (uint64_t i = 0; i < probes; i++) {
-			uint64_t idx = cistern__rng_below(&c->rng, c->slot_count);
+			uint64_t idx = pk->ahead ? pk->ahead - 1
+						 : cistern__rng_below(&c->rng, c->slot_count);
+			pk->ahead = 0;
 			if (ok(c, idx, arg)) {
+				draw_ahead(c, pk);
 				*out = idx;
 				return 0;
 			}
 		}
 	}
+	pk->ahead = 0;
 	/* A refresh reads every slot word: space them out by a fraction of that cost. */
 	uint64_t card = pk->set ? roaring_bitmap_get_cardinality(pk->set) : 0;
 	uint64_t max_uses = card > c->slot_count / 16 ? card : c->slot_count / 16;

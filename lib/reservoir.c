@@ -998,10 +998,16 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	 */
 	unsigned win = n - k < RS_AHEAD ? (unsigned)(n - k) : RS_AHEAD, qh = 0;
 	for (unsigned i = 0; i < win; i++) {
+		if (i == 0 && c->pick_read.ahead) {
+			/* Drawn and prefetched at the end of the last read (below). */
+			q[0] = (uint32_t)(c->pick_read.ahead - 1);
+			continue;
+		}
 		q[i] = (uint32_t)cistern__rng_below(&rng, nslots);
 		/* A hint only: the pin below reads the slot again, atomically. */
 		__builtin_prefetch(cistern__slotmeta_in(meta0, mstride, q[i]), 1, 3);
 	}
+	c->pick_read.ahead = 0;
 	while (k < n && d <= dmax && misses < probes) {
 		uint32_t idx = q[qh], at = 0;
 		q[qh] = (uint32_t)cistern__rng_below(&rng, nslots);
@@ -1064,6 +1070,14 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 		k++;
 		misses = 0;
 	}
+	/*
+	 * The next candidate in the ring was drawn and prefetched but not
+	 * looked at: the next read starts with it, its miss under way while
+	 * the caller works on this one (an independent uniform draw, so using
+	 * it later biases nothing, as dropping it would not).
+	 */
+	if (win)
+		c->pick_read.ahead = (uint64_t)q[qh] + 1;
 	c->rng = rng;
 	*dups = d;
 	if (!confirm) {

@@ -1019,3 +1019,71 @@ Test(layout, the_fifo_keeps_its_slot_metadata_in_one_array_before_the_payloads)
 	}
 	drop(c, name);
 }
+
+/* ---- Probes drawn ahead (pick.c, rs_stream_pinned()) ---- */
+
+/* Which slot holds the sample with this id; slot_count if none. */
+static uint64_t slot_of_id(struct cistern *c, uint64_t id)
+{
+	for (uint64_t i = 0; i < c->slot_count; i++)
+		if (sw_state(atomic_load(&cistern__slotmeta(c, i)->word)) == RS_HELD &&
+		    cistern__slotmeta(c, i)->sample_id == id)
+			return i;
+	return c->slot_count;
+}
+
+/*
+ * A read leaves the next read's first probe drawn, with its slot on its way
+ * into the cache; the next read looks there first. With every slot held the
+ * probe hits, so the next read returns exactly that slot's sample (a fresh
+ * draw would find it once in 64 reads).
+ */
+Test(reservoir, a_read_draws_the_next_reads_first_probe_ahead)
+{
+	char name[64];
+	struct cistern *c = full_reservoir("ahr", name, sizeof(name), 64);
+	for (int round = 0; round < 8; round++) {
+		struct cistern_sample s;
+		cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+		cr_assert_eq(cistern_release(c, &s), 0);
+		uint64_t ahead = c->pick_read.ahead;
+		cr_assert_neq(ahead, 0, "round %d: no probe drawn ahead", round);
+		cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+		cr_assert_eq(s.index_, ahead - 1, "round %d: the next read looked elsewhere first",
+			     round);
+		cr_assert_eq(cistern_release(c, &s), 0);
+	}
+	drop(c, name);
+}
+
+/*
+ * The same for a producer's evictions: a put that evicted leaves the next
+ * eviction's first probe drawn, and with every other sample seen the next
+ * put replaces the sample in that slot.
+ */
+Test(reservoir, an_eviction_draws_the_next_evictions_first_probe_ahead)
+{
+	char name[64];
+	struct cistern *c = full_reservoir("ahe", name, sizeof(name), 64);
+	/* Every sample seen, so every one but the newest put may be evicted. */
+	for (uint64_t i = 0; i < 64; i++)
+		atomic_store(&cistern__slotmeta(c, i)->seen, 1);
+	int checked = 0;
+	for (uint32_t v = 64; v < 96; v++) {
+		uint64_t ahead = c->pick_evict.ahead;
+		struct cistern_meta m = {0};
+		uint32_t x = v;
+		cr_assert_eq(cistern_put(c, &x, sizeof(x), &m, 0), 0, "put %u", v);
+		uint64_t at = slot_of_id(c, m.sample_id);
+		cr_assert_lt(at, 64, "put %u: its sample is in no slot", v);
+		/* Mark it seen too, so that any slot may be the next victim. */
+		atomic_store(&cistern__slotmeta(c, at)->seen, 1);
+		if (v > 64) {
+			cr_assert_neq(ahead, 0, "put %u: no probe drawn ahead", v);
+			cr_assert_eq(at, ahead - 1, "put %u: the eviction looked elsewhere first", v);
+			checked++;
+		}
+	}
+	cr_assert_eq(checked, 31);
+	drop(c, name);
+}
