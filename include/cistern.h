@@ -189,10 +189,22 @@ CISTERN_API int cistern_name_valid(const char *name);
  * @param name segment name (see cistern_name_valid())
  * @param cfg  parameters, or NULL for all defaults
  * @param out  receives the handle
- * @return 0; -EEXIST if the name is taken; -EINVAL for bad parameters;
+ * @return 0; -EEXIST if the name is taken; -EINVAL for a bad name or bad
+ *         parameters (cistern_config_problem() says which parameter);
  *         -ENOTSUP for a policy this build does not implement; -ENOMEM, -ENOSPC, ...
  */
 CISTERN_API int cistern_create(const char *name, const struct cistern_config *cfg, struct cistern **out);
+
+/**
+ * Say why cistern_create() would refuse `cfg` with -EINVAL, judging it as
+ * create does: after filling in the defaults of the fields left 0.
+ * @param cfg  parameters, or NULL for all defaults
+ * @return NULL if the parameters are acceptable; else a static sentence that
+ *         names the first wrong field in the terms of struct cistern_config
+ *         (for example "FIRO needs a watermark above 0 and below slot_count").
+ *         The segment name is not judged: see cistern_name_valid().
+ */
+CISTERN_API const char *cistern_config_problem(const struct cistern_config *cfg);
 
 /**
  * Attach to an existing segment. Recovers what dead processes left behind.

@@ -199,56 +199,86 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	return 0;
 }
 
-static int check_config(const struct cistern_config *cfg)
+/*
+ * What is wrong with a config whose defaults are filled in, as a sentence in
+ * the terms of struct cistern_config; NULL if create would take it. One
+ * list, so that create, attach (a header must hold a config create would
+ * have taken) and cistern_config_problem() cannot drift apart.
+ */
+static const char *config_problem(const struct cistern_config *cfg)
 {
 	const uint32_t sole = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER;
-	if (cfg->reserved_ != 0 || (cfg->flags & ~(uint32_t)(CISTERN_LOSSY | sole)))
-		return -EINVAL;
+	if (cfg->reserved_ != 0)
+		return "reserved_ must be 0";
+	if (cfg->flags & ~(uint32_t)(CISTERN_LOSSY | sole))
+		return "flags has bits other than CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER and "
+		       "CISTERN_SINGLE_READER";
 	if ((unsigned)cfg->policy >= CISTERN_POLICY_COUNT)
-		return -EINVAL;
+		return "unknown policy";
 	if (cfg->mode & ~07777u)
-		return -EINVAL;
+		return "mode has bits other than permission bits (07777)";
+	if (cfg->slot_size > CISTERN_SLOT_SIZE_MAX)
+		return "slot_size is above CISTERN_SLOT_SIZE_MAX (1 GiB)";
+	if (cfg->slot_count > CISTERN_SLOT_COUNT_MAX)
+		return "slot_count is above CISTERN_SLOT_COUNT_MAX (2^28)";
+	if (cfg->max_procs > CISTERN_PROCS_MAX)
+		return "max_procs is above CISTERN_PROCS_MAX (1024)";
+	if (align_up(cfg->slot_size, CISTERN_CACHELINE) * cfg->slot_count > CISTERN_ARENA_MAX)
+		return "slot_count slots of slot_size bytes exceed CISTERN_ARENA_MAX (64 GiB)";
 	if (cfg->watermark > cfg->slot_count)
-		return -EINVAL;
+		return "watermark is above slot_count";
 	/* NaN fails both comparisons. */
-	if (!(cfg->reads_per_put >= 0 && cfg->reads_per_put <= 1e9) ||
-	    !(cfg->rate_slack >= 0 && cfg->rate_slack <= 1e18))
-		return -EINVAL;
+	if (!(cfg->reads_per_put >= 0 && cfg->reads_per_put <= 1e9))
+		return "reads_per_put must be a number from 0 to 1e9";
+	if (!(cfg->rate_slack >= 0 && cfg->rate_slack <= 1e18))
+		return "rate_slack must be a number from 0 to 1e18";
 	if (cfg->reads_per_put > 0 && cfg->policy != CISTERN_RESERVOIR &&
 	    cfg->policy != CISTERN_FIFO_EVICT_RESERVOIR &&
 	    cfg->policy != CISTERN_SIM_PAIRED_RESERVOIR && cfg->policy != CISTERN_BATCH_RESERVOIR)
-		return -EINVAL;
+		return "reads_per_put applies to the reservoir policies only";
 	switch (cfg->policy) {
 	case CISTERN_FIFO:
 		break;
 	case CISTERN_FIRO:
+		/* Reads wait for a population above the watermark, which a full ring must reach. */
 		if (cfg->watermark == 0 || cfg->watermark >= cfg->slot_count)
-			return -EINVAL;
+			return "FIRO needs a watermark above 0 and below slot_count";
 		break;
 	case CISTERN_RESERVOIR:
 	case CISTERN_FIFO_EVICT_RESERVOIR:
 		if (cfg->watermark == 0)
-			return -EINVAL;
+			return "the reservoir policies need a watermark above 0";
 		break;
 	case CISTERN_SIM_PAIRED_RESERVOIR:
-		if (cfg->watermark == 0 || cfg->sweep_size == 0 || cfg->nb_time_steps < 2 ||
-		    (uint64_t)cfg->sweep_size * cfg->nb_time_steps > CISTERN_PAIR_INDEX_MAX)
-			return -EINVAL;
+		if (cfg->watermark == 0)
+			return "the reservoir policies need a watermark above 0";
+		if (cfg->sweep_size == 0)
+			return "SimPairedReservoir needs a sweep_size above 0";
+		if (cfg->nb_time_steps < 2)
+			return "SimPairedReservoir needs nb_time_steps of 2 or more";
+		if ((uint64_t)cfg->sweep_size * cfg->nb_time_steps > CISTERN_PAIR_INDEX_MAX)
+			return "sweep_size * nb_time_steps is above CISTERN_PAIR_INDEX_MAX (2^28)";
 		break;
 	case CISTERN_BATCH_RESERVOIR:
-		if (cfg->batch_size == 0 || cfg->batch_size > cfg->slot_count ||
-		    cfg->watermark < cfg->batch_size)
-			return -EINVAL;
+		if (cfg->batch_size == 0 || cfg->batch_size > cfg->slot_count)
+			return "BatchReservoir needs a batch_size from 1 to slot_count";
+		if (cfg->watermark < cfg->batch_size)
+			return "BatchReservoir needs a watermark of at least batch_size";
 		break;
 	}
 	if ((cfg->flags & CISTERN_LOSSY) && cfg->policy != CISTERN_FIFO_EVICT_RESERVOIR)
-		return -EINVAL;
+		return "CISTERN_LOSSY applies to FIFOEvictReservoir only";
 	/* One producer: the FIFO's claims. One reader: the FIFO's, and the reservoirs' pins. */
 	if ((cfg->flags & CISTERN_SINGLE_PRODUCER) && cfg->policy != CISTERN_FIFO)
-		return -EINVAL;
+		return "CISTERN_SINGLE_PRODUCER applies to the FIFO only";
 	if ((cfg->flags & CISTERN_SINGLE_READER) && cfg->policy == CISTERN_FIRO)
-		return -EINVAL;
-	return 0;
+		return "CISTERN_SINGLE_READER does not apply to FIRO";
+	return NULL;
+}
+
+static int check_config(const struct cistern_config *cfg)
+{
+	return config_problem(cfg) ? -EINVAL : 0;
 }
 
 /* Fill defaults into a copy of the user's config. */
@@ -315,6 +345,15 @@ static int finish_attach(struct cistern *c)
 	uint64_t seed = c->hdr->seed + UINT64_C(0x9e3779b97f4a7c15) * c->owner;
 	cistern__rng_seed(&c->rng, seed);
 	return 0;
+}
+
+const char *cistern_config_problem(const struct cistern_config *ucfg)
+{
+	struct cistern_config cfg = {0};
+	if (ucfg)
+		cfg = *ucfg;
+	fill_defaults(&cfg);
+	return config_problem(&cfg);
 }
 
 int cistern_create(const char *name, const struct cistern_config *ucfg, struct cistern **out)

@@ -1240,6 +1240,11 @@ static PyObject *mod_create(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw
 	Py_BEGIN_ALLOW_THREADS
 	r = cistern_create(name, &cfg, &c);
 	Py_END_ALLOW_THREADS
+	const char *why = r == -EINVAL ? cistern_config_problem(&cfg) : NULL;
+	if (why) {
+		PyErr_Format(PyExc_ValueError, "parameters refused: %s", why);
+		return NULL;
+	}
 	if (r < 0)
 		return raise_result(r);
 	return (PyObject *)handle_new(c);

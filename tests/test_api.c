@@ -98,54 +98,87 @@ Test(create, an_existing_name_is_refused)
 	drop(c, name);
 }
 
-Test(create, out_of_range_parameters_are_refused)
+/*
+ * Every config create refuses for its parameters is named by
+ * cistern_config_problem(), by the field that is wrong, and every config it
+ * names nothing in is one create takes: the two judge by one list.
+ */
+Test(create, the_problem_named_for_a_refused_config_is_the_field_that_is_wrong)
 {
+	static const struct {
+		struct cistern_config cfg;
+		const char *field;
+	} bad[] = {
+		{{.slot_size = CISTERN_SLOT_SIZE_MAX + 1}, "slot_size"},
+		{{.slot_count = CISTERN_SLOT_COUNT_MAX + 1}, "slot_count"},
+		{{.slot_size = 1 << 20, .slot_count = 1 << 20}, "CISTERN_ARENA_MAX"},
+		{{.policy = (enum cistern_policy)99}, "policy"},
+		{{.mode = 010000}, "mode"},
+		{{.reserved_ = 1}, "reserved_"},
+		{{.flags = 1u << 20}, "flags"},
+		{{.flags = CISTERN_LOSSY}, "CISTERN_LOSSY"},
+		{{.max_procs = CISTERN_PROCS_MAX + 1}, "max_procs"},
+		{{.slot_count = 8, .watermark = 9}, "watermark"},
+		{{.policy = CISTERN_FIRO, .slot_count = 16}, "FIRO needs a watermark"},
+		{{.policy = CISTERN_FIRO, .slot_count = 16, .watermark = 16}, "below slot_count"},
+		{{.policy = CISTERN_RESERVOIR, .slot_count = 16}, "watermark"},
+		{{.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 16, .watermark = 4,
+		  .nb_time_steps = 10},
+		 "sweep_size"},
+		{{.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 16, .watermark = 4,
+		  .sweep_size = 2, .nb_time_steps = 1},
+		 "nb_time_steps"},
+		{{.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 16, .watermark = 16},
+		 "batch_size"},
+		{{.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 16, .watermark = 4,
+		  .batch_size = 8},
+		 "watermark of at least batch_size"},
+		{{.policy = CISTERN_FIFO, .reads_per_put = 2}, "reads_per_put"},
+		{{.policy = CISTERN_RESERVOIR, .watermark = 2, .reads_per_put = -1}, "reads_per_put"},
+		{{.policy = CISTERN_RESERVOIR, .watermark = 2, .flags = CISTERN_SINGLE_PRODUCER},
+		 "CISTERN_SINGLE_PRODUCER"},
+		{{.policy = CISTERN_FIRO, .watermark = 2, .flags = CISTERN_SINGLE_READER},
+		 "CISTERN_SINGLE_READER"},
+	};
 	char name[64];
-	TEST_NAME(name, "params");
+	TEST_NAME(name, "problem");
 	struct cistern *c;
-	struct cistern_config cfg;
-
-	cfg = (struct cistern_config){.slot_size = CISTERN_SLOT_SIZE_MAX + 1};
-	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
-	cfg = (struct cistern_config){.slot_count = CISTERN_SLOT_COUNT_MAX + 1};
-	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
-	cfg = (struct cistern_config){.slot_size = 1 << 20, .slot_count = 1 << 20};
-	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL, "arena over the limit");
-	cfg = (struct cistern_config){.policy = (enum cistern_policy)99};
-	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
-	cfg = (struct cistern_config){.mode = 010000};
-	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
-	cfg = (struct cistern_config){.reserved_ = 1};
-	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
-	cfg = (struct cistern_config){.flags = CISTERN_LOSSY};
-	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL, "lossy is for fifo-evict-reservoir only");
-	cfg = (struct cistern_config){.max_procs = CISTERN_PROCS_MAX + 1};
-	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
-	cfg = (struct cistern_config){.slot_count = 8, .watermark = 9};
-	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *why = cistern_config_problem(&bad[i].cfg);
+		cr_assert_not_null(why, "case %zu (%s) named no problem", i, bad[i].field);
+		cr_assert(strstr(why, bad[i].field), "case %zu: '%s' does not name %s", i, why,
+			  bad[i].field);
+		cr_assert_eq(cistern_create(name, &bad[i].cfg, &c), -EINVAL, "case %zu", i);
+	}
 	cr_assert_eq(cistern_create(name, NULL, NULL), -EINVAL);
 	/* Nothing was left behind by the refusals. */
 	cr_assert_eq(cistern_attach(name, &c), -ENOENT);
 }
 
-Test(create, policy_parameters_are_checked)
+Test(create, a_config_with_no_problem_named_is_created)
 {
-	char name[64];
-	TEST_NAME(name, "pparams");
-	struct cistern *c;
-	struct cistern_config cfg;
-
-	cfg = (struct cistern_config){.policy = CISTERN_FIRO, .slot_count = 16};
-	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL, "FIRO needs a watermark");
-	cfg = (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_count = 16};
-	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL, "reservoir needs a watermark");
-	cfg = (struct cistern_config){.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 16,
-				      .watermark = 4, .nb_time_steps = 10};
-	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL, "sim-paired needs sweep_size");
-	cfg = (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 16,
-				      .watermark = 4, .batch_size = 8};
-	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL, "watermark >= batch_size");
-	cr_assert_eq(cistern_attach(name, &c), -ENOENT);
+	const struct cistern_config good[] = {
+		{0},
+		{.policy = CISTERN_FIRO, .slot_count = 16, .watermark = 15},
+		{.policy = CISTERN_RESERVOIR, .slot_count = 16, .watermark = 16,
+		 .flags = CISTERN_SINGLE_READER, .reads_per_put = 1.5},
+		{.policy = CISTERN_FIFO_EVICT_RESERVOIR, .slot_count = 16, .watermark = 1,
+		 .flags = CISTERN_LOSSY},
+		{.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 16, .watermark = 4,
+		 .sweep_size = 2, .nb_time_steps = 2},
+		{.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 16, .watermark = 8, .batch_size = 8},
+		{.slot_count = 8, .flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER},
+	};
+	cr_assert_null(cistern_config_problem(NULL));
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		char name[64];
+		TEST_NAME(name, "noproblem");
+		const char *why = cistern_config_problem(&good[i]);
+		cr_assert_null(why, "case %zu: %s", i, why);
+		struct cistern *c;
+		cr_assert_eq(cistern_create(name, &good[i], &c), 0, "case %zu", i);
+		drop(c, name);
+	}
 }
 
 Test(attach, missing_segment_is_enoent)

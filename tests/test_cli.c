@@ -227,7 +227,7 @@ Test(create, single_role_flags_reach_the_segment_and_inspect_shows_them)
 	r = run("create", name, "--policy", "firo", "--watermark", "2", "--slots", "8",
 		"--single-reader");
 	cr_assert_eq(r->status, 1, "firo takes no single reader");
-	cr_assert(strstr(r->err, "--single-*"), "%s", r->err);
+	cr_assert(strstr(r->err, "--single-reader does not apply to FIRO"), "%s", r->err);
 	cr_assert(!exists(name));
 	r = run("create", name, "--policy", "reservoir", "--watermark", "2", "--slots", "8",
 		"--single-producer");
@@ -275,6 +275,25 @@ Test(create, parameters_the_policy_refuses_fail)
 	uname_(name, sizeof(name), "badparam");
 	struct result *r = run("create", name, "--watermark", "99", "--slots", "8");
 	cr_assert_eq(r->status, 1);
+	cr_assert(!exists(name));
+}
+
+/* A policy's missing parameter is named, not left to guesswork. */
+Test(create, a_refusal_names_the_parameter_that_is_wrong)
+{
+	char name[64];
+	uname_(name, sizeof(name), "whyparam");
+	struct result *r = run("create", name, "--policy", "firo", "--slots", "8");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, name) && strstr(r->err, "FIRO needs a --watermark above 0 and below --slots"), "%s", r->err);
+	r = run("create", name, "--policy", "sim-paired-reservoir", "--slots", "8", "--watermark",
+		"2", "--time-steps", "4");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "needs a --sweep-size"), "%s", r->err);
+	r = run("create", name, "--policy", "batch-reservoir", "--slots", "8", "--watermark", "2",
+		"--batch-size", "4");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "--watermark of at least --batch-size"), "%s", r->err);
 	cr_assert(!exists(name));
 }
 

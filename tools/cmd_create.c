@@ -15,11 +15,13 @@ static const char usage[] =
 	"                          sim-paired-reservoir, batch-reservoir\n"
 	"  -s, --slots N           number of slots, the capacity (default 1024)\n"
 	"  -z, --slot-size BYTES   largest payload (default 4K)\n"
-	"  -w, --watermark N       FIRO and reservoirs: population before reads start\n"
+	"  -w, --watermark N       FIRO and reservoirs (which need it): population\n"
+	"                          before reads start; FIRO: below --slots;\n"
+	"                          batch-reservoir: at least --batch-size\n"
 	"      --pseudo-epochs N   FIRO: reads of each sample (default 1)\n"
-	"      --sweep-size N      sim-paired-reservoir: sim_id < N\n"
-	"      --time-steps N      sim-paired-reservoir: time_step < N\n"
-	"      --batch-size N      batch-reservoir: samples per batch\n"
+	"      --sweep-size N      sim-paired-reservoir (needs it): sim_id < N\n"
+	"      --time-steps N      sim-paired-reservoir (needs 2 or more): time_step < N\n"
+	"      --batch-size N      batch-reservoir (needs it): samples per batch\n"
 	"  -m, --mode MODE         octal permission bits of the segment (default 0600)\n"
 	"      --seed N            random seed (default: from the clock)\n"
 	"      --max-procs N       attachment table size (default 64)\n"
@@ -51,6 +53,46 @@ static int parse_real(const char *s, double *out)
 		return -EINVAL;
 	*out = v;
 	return 0;
+}
+
+/*
+ * The library names struct cistern_config's fields; say the options that set
+ * them instead, word by word, into out (cap bytes).
+ */
+static void in_option_terms(const char *why, char *out, size_t cap)
+{
+	static const char *const words[][2] = {
+		{"slot_count", "--slots"},
+		{"slot_size", "--slot-size"},
+		{"watermark", "--watermark"},
+		{"pseudo_epochs", "--pseudo-epochs"},
+		{"sweep_size", "--sweep-size"},
+		{"nb_time_steps", "--time-steps"},
+		{"batch_size", "--batch-size"},
+		{"max_procs", "--max-procs"},
+		{"mode", "--mode"},
+		{"reads_per_put", "--reads-per-put"},
+		{"rate_slack", "--rate-slack"},
+		{"CISTERN_LOSSY", "--lossy"},
+		{"CISTERN_SINGLE_PRODUCER", "--single-producer"},
+		{"CISTERN_SINGLE_READER", "--single-reader"},
+	};
+	size_t o = 0;
+	while (*why && o + 1 < cap) {
+		size_t n = strspn(why, "abcdefghijklmnopqrstuvwxyz"
+				       "ABCDEFGHIJKLMNOPQRSTUVWXYZ_");
+		const char *say = NULL;
+		for (size_t i = 0; n && i < sizeof(words) / sizeof(words[0]); i++)
+			if (strlen(words[i][0]) == n && !strncmp(why, words[i][0], n))
+				say = words[i][1];
+		size_t len = say ? strlen(say) : n ? n : 1;
+		if (o + len >= cap)
+			break;
+		memcpy(out + o, say ? say : why, len);
+		o += len;
+		why += n ? n : 1;
+	}
+	out[o] = '\0';
 }
 
 static int run(int argc, char **argv)
@@ -159,9 +201,11 @@ static int run(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	if (r == -EINVAL) {
-		cli_error(&cmd_create, name, 0,
-			  "parameters refused for policy '%s' (check --slots, --slot-size, "
-			  "--watermark, the policy's own options and --single-*)", policy);
+		const char *why = cistern_config_problem(&cfg);
+		char said[256];
+		in_option_terms(why ? why : cistern_strerror(r), said, sizeof(said));
+		cli_error(&cmd_create, name, 0, "parameters refused for policy '%s': %s", policy,
+			  said);
 		return EXIT_FAIL;
 	}
 	if (r < 0) {

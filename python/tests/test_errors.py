@@ -76,6 +76,13 @@ def test_bad_create_parameters_raise_value_error(segname, kwargs):
         cistern.create(segname, **kwargs)
 
 
+def test_a_refused_config_says_which_parameter(segname):
+    with pytest.raises(ValueError, match="FIRO needs a watermark"):
+        cistern.create(segname, policy="firo", slots=8)
+    with pytest.raises(ValueError, match="watermark of at least batch_size"):
+        cistern.create(segname, policy="batch-reservoir", slots=8, watermark=2, batch_size=4)
+
+
 @pytest.mark.parametrize("name", ["", "-starts-with-dash", "has/slash", "x" * 65])
 def test_bad_names_raise_value_error(name):
     with pytest.raises(ValueError):
