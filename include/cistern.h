@@ -297,6 +297,20 @@ CISTERN_API int cistern_acquire(struct cistern *c, struct cistern_sample *s, int
 CISTERN_API int cistern_release(struct cistern *c, struct cistern_sample *s);
 
 /**
+ * Hand an acquired sample back unread, for a reader that cannot use it (a
+ * payload of the wrong size, a learner shutting down): the segment is left as
+ * if this acquire had not happened. FIFO hands the sample out again, to any
+ * reader, before the samples behind it; FIRO and the reservoirs take back the
+ * read (its seen count is what it was) and unpin it. Not counted as a get.
+ * @param s  a sample from cistern_acquire(), or a member of a pair or batch;
+ *           a member handed back must not be released again (release the
+ *           others one by one with cistern_release())
+ * @return 0, or -EINVAL if `s` is not held by this handle (never acquired,
+ *         already released or handed back).
+ */
+CISTERN_API int cistern_unacquire(struct cistern *c, struct cistern_sample *s);
+
+/**
  * Copy one sample out (acquire + copy + release).
  * @return the payload length; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if the
  *         sample is larger than `cap` (the sample is not lost: it is handed out again).

@@ -236,14 +236,15 @@ static int release_one(struct cistern *c, struct cistern_sample *s)
 	return r;
 }
 
-/* Hand one sample back as never read (under the bracket above). */
-static void unacquire_one(struct cistern *c, struct cistern_sample *s)
+/* Hand one sample back as never read (under the bracket above); 0 or -errno. */
+static int unacquire_one(struct cistern *c, struct cistern_sample *s)
 {
 	bool plain = read_begin(c);
 	int r = c->ops->unacquire(c, s);
 	read_end(c, plain);
 	if (r == 0)
 		holding_sub(c, 1);
+	return r;
 }
 
 /* Try, and while there is nothing yet, check for end of data and wait. */
@@ -475,6 +476,17 @@ int cistern_release(struct cistern *c, struct cistern_sample *s)
 	if (!s)
 		return -EINVAL;
 	return release_one(c, s);
+}
+
+int cistern_unacquire(struct cistern *c, struct cistern_sample *s)
+{
+	int r = writable(c);
+	if (r < 0)
+		return r;
+	/* The policies check that the slot is ours; a record never filled is not. */
+	if (!s || !s->live_)
+		return -EINVAL;
+	return unacquire_one(c, s);
 }
 
 /* cistern_get() through the general calls, for a caller that checked buf and cap. */

@@ -483,12 +483,13 @@ static PyObject *Handle_get_many(HandleObject *h, PyObject *args, PyObject *kw)
 		if (r < 0)
 			break;
 		if ((Py_ssize_t)s.len != item) {
+			/* Bad input loses nothing: the sample goes back unread. */
 			size_t len = s.len;
-			cistern_release(h->c, &s);
+			int u = cistern_unacquire(h->c, &s);
 			handle_leave(h);
 			PyErr_Format(PyExc_ValueError,
-				     "get_many: sample of %zu bytes where %zd were expected (the sample is consumed)",
-				     len, item);
+				     "a sample of %zu bytes where the dtype and shape asked for %zd%s",
+				     len, item, u == 0 ? " (it stays in the segment)" : "");
 			goto out_buf;
 		}
 		memcpy((char *)out.buf + n * item, s.data, s.len);
@@ -715,24 +716,31 @@ static PyObject *Handle_acquire_batch(HandleObject *h, PyObject *args, PyObject 
 	return sample_attach(so, h);
 }
 
-struct get_batch_ctx {
-	struct cistern *c;
-	void *buf;
-	size_t stride, n;
-	size_t *len;
-	struct cistern_meta *meta;
-};
-
-static int get_batch_attempt(void *p, int t)
+/* Copy the n members of ss into out (row i at i * item) and their metadata into metas. */
+static void copy_rows(const struct cistern_sample *ss, size_t n, char *out, size_t item,
+		      uint64_t *metas)
 {
-	struct get_batch_ctx *x = p;
-	return cistern_get_batch(x->c, x->buf, x->stride, x->n, x->len, x->meta, t);
+	/* The members sit in random places: fetch a few rows ahead of the copy. */
+	enum { AHEAD = 8 };
+	for (size_t i = 0; i < n; i++) {
+		if (i + AHEAD < n)
+			for (size_t off = 0; off < item && off < 512; off += 64)
+				__builtin_prefetch((const char *)ss[i + AHEAD].data + off, 0, 3);
+		memcpy(out + i * item, ss[i].data, item);
+		if (metas) {
+			metas[3 * i] = ss[i].meta.sample_id;
+			metas[3 * i + 1] = ss[i].meta.sim_id;
+			metas[3 * i + 2] = ss[i].meta.time_step;
+		}
+	}
 }
 
 /*
  * get_batch(out, item_size, n, timeout_ms=-1, metas=None) -> k
- * cistern_get_batch(): k distinct samples drawn and gathered in one call into out
- * (row i at i * item_size); every one must be exactly item_size bytes.
+ * k distinct samples drawn together (cistern_acquire_batch()), copied into out
+ * (row i at i * item_size) and released. Every one must be exactly item_size
+ * bytes; if one is not, the whole batch is handed back unread
+ * (cistern_unacquire()), so a wrong dtype or shape costs no sample.
  */
 static PyObject *Handle_get_batch(HandleObject *h, PyObject *args, PyObject *kw)
 {
@@ -746,8 +754,7 @@ static PyObject *Handle_get_batch(HandleObject *h, PyObject *args, PyObject *kw)
 		return NULL;
 	PyObject *res = NULL;
 	int have_metas = 0;
-	size_t *lens = NULL;
-	struct cistern_meta *cm = NULL;
+	struct cistern_sample *ss = NULL;
 	if (item <= 0 || n <= 0 || item > PY_SSIZE_T_MAX / n || out.len < item * n) {
 		PyErr_SetString(PyExc_ValueError, "get_batch: output buffer smaller than item_size * n");
 		goto out_buf;
@@ -761,39 +768,51 @@ static PyObject *Handle_get_batch(HandleObject *h, PyObject *args, PyObject *kw)
 			goto out_buf;
 		}
 	}
-	lens = PyMem_Calloc((size_t)n, sizeof(*lens));
-	cm = PyMem_Calloc((size_t)n, sizeof(*cm));
-	if (!lens || !cm) {
+	ss = PyMem_Calloc((size_t)n, sizeof(*ss));
+	if (!ss) {
 		PyErr_NoMemory();
 		goto out_buf;
 	}
 	if (handle_enter(h) < 0)
 		goto out_buf;
-	struct get_batch_ctx x = {h->c, out.buf, (size_t)item, (size_t)n, lens, cm};
-	int r = wait_sliced(get_batch_attempt, &x, timeout);
-	handle_leave(h);
+	struct batch_ctx x = {h->c, ss, (size_t)n};
+	int r = wait_sliced(batch_attempt, &x, timeout);
 	if (r < 0) {
+		handle_leave(h);
 		raise_result(r);
 		goto out_buf;
 	}
-	for (int i = 0; i < r; i++) {
-		if (lens[i] != (size_t)item) {
-			PyErr_Format(PyExc_ValueError,
-				     "get_batch: sample of %zu bytes where %zd were expected (the batch is consumed)",
-				     lens[i], item);
-			goto out_buf;
+	size_t bad = (size_t)r;
+	for (size_t i = 0; i < (size_t)r && bad == (size_t)r; i++)
+		if (ss[i].len != (size_t)item)
+			bad = i;
+	if (bad < (size_t)r) {
+		/* Bad input loses nothing: every member goes back unread. */
+		size_t len = ss[bad].len;
+		int u = 0;
+		for (int i = 0; i < r; i++) {
+			int e = cistern_unacquire(h->c, &ss[i]);
+			if (e < 0 && u == 0)
+				u = e;
 		}
-		if (have_metas) {
-			uint64_t *m = (uint64_t *)metas.buf + 3 * i;
-			m[0] = cm[i].sample_id;
-			m[1] = cm[i].sim_id;
-			m[2] = cm[i].time_step;
-		}
+		handle_leave(h);
+		PyErr_Format(PyExc_ValueError,
+			     "a sample of %zu bytes where the dtype and shape asked for %zd%s", len,
+			     item, u == 0 ? " (the batch stays in the segment)" : "");
+		goto out_buf;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	copy_rows(ss, (size_t)r, out.buf, (size_t)item, have_metas ? metas.buf : NULL);
+	Py_END_ALLOW_THREADS
+	int rel = cistern_release_batch(h->c, ss, (size_t)r);
+	handle_leave(h);
+	if (rel < 0) {
+		raise_result(rel);
+		goto out_buf;
 	}
 	res = PyLong_FromLong(r);
 out_buf:
-	PyMem_Free(lens);
-	PyMem_Free(cm);
+	PyMem_Free(ss);
 	if (have_metas)
 		PyBuffer_Release(&metas);
 	PyBuffer_Release(&out);
@@ -1055,6 +1074,34 @@ static PyObject *Sample_release(SampleObject *s, PyObject *Py_UNUSED(ignored))
 	Py_RETURN_NONE;
 }
 
+static PyObject *Sample_unacquire(SampleObject *s, PyObject *Py_UNUSED(ignored))
+{
+	if (s->kind == KIND_MEMBER) {
+		PyErr_SetString(PyExc_TypeError, "hand back the whole pair or batch, not one member");
+		return NULL;
+	}
+	HandleObject *h = s->h;
+	if (!s->held || !h || !h->c || h->detached || h->pid != getpid()) {
+		PyErr_SetString(PyExc_ValueError, "sample already released");
+		return NULL;
+	}
+	if (h->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "segment handle is in use by another thread");
+		return NULL;
+	}
+	s->held = 0;
+	/* Every member, so that none is left pinned or taken if one fails. */
+	int first = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		int r = cistern_unacquire(h->c, &s->ss[i]);
+		if (r < 0 && first == 0)
+			first = r;
+	}
+	if (first < 0)
+		return raise_result(first);
+	Py_RETURN_NONE;
+}
+
 static PyObject *Sample_member(SampleObject *s, PyObject *arg)
 {
 	if (s->kind != KIND_PAIR && s->kind != KIND_BATCH) {
@@ -1181,6 +1228,8 @@ static PySequenceMethods Sample_as_sequence = {
 static PyMethodDef Sample_methods[] = {
 	{"release", (PyCFunction)Sample_release, METH_NOARGS,
 	 "release the sample, pair or batch (idempotent); payloads must not be read afterwards"},
+	{"unacquire", (PyCFunction)Sample_unacquire, METH_NOARGS,
+	 "hand the sample, pair or batch back unread: as if it had not been acquired"},
 	{"member", (PyCFunction)Sample_member, METH_O,
 	 "member(i) -> an object exporting the payload of member i of a pair or batch"},
 	{NULL, NULL, 0, NULL},

@@ -473,6 +473,54 @@ Test(fifo, another_handle_cannot_release_my_sample)
 	drop(c, name);
 }
 
+/* A sample handed back unread is the next one out, and was never a get. */
+Test(fifo, a_sample_handed_back_unread_is_handed_out_again_first)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 16, .slot_count = 8};
+	struct cistern *c = make("unacq", name, sizeof(name), &cfg);
+	for (char v = 'a'; v <= 'c'; v++)
+		cr_assert_eq(cistern_put(c, &v, 1, NULL, 0), 0);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+	cr_assert_eq(*(const char *)s.data, 'a');
+	uint64_t id = s.meta.sample_id;
+	cr_assert_eq(cistern_unacquire(c, &s), 0);
+	cr_assert_eq(cistern_unacquire(c, &s), -EINVAL, "handed back twice");
+	cr_assert_eq(cistern_release(c, &s), -EINVAL, "released after it was handed back");
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.gets, 0);
+	cr_assert_eq(st.population, 3);
+	char v;
+	struct cistern_meta m;
+	cr_assert_eq(cistern_get(c, &v, 1, &m, 0), 1);
+	cr_assert(v == 'a' && m.sample_id == id, "got %c, id %lu", v, (unsigned long)m.sample_id);
+	cr_assert_eq(cistern_get(c, &v, 1, NULL, 0), 1);
+	cr_assert_eq(v, 'b');
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.gets, 2);
+	drop(c, name);
+}
+
+Test(fifo, another_handle_cannot_hand_back_my_sample)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 16, .slot_count = 8};
+	struct cistern *c = make("unacqo", name, sizeof(name), &cfg);
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(name, &d), 0);
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+	cr_assert_eq(cistern_unacquire(d, &s), -EINVAL);
+	struct cistern_sample never = {0};
+	cr_assert_eq(cistern_unacquire(c, &never), -EINVAL);
+	cr_assert_eq(cistern_release(c, &s), 0);
+	cr_assert_eq(cistern_detach(d), 0);
+	drop(c, name);
+}
+
 Test(fifo, detach_gives_back_reservations_and_held_samples)
 {
 	char name[64];
@@ -625,6 +673,7 @@ Test(errors, null_handles_are_einval)
 	cr_assert_eq(cistern_get(NULL, buf, 1, NULL, 0), -EINVAL);
 	cr_assert_eq(cistern_reserve(NULL, &slot, 0), -EINVAL);
 	cr_assert_eq(cistern_acquire(NULL, &s, 0), -EINVAL);
+	cr_assert_eq(cistern_unacquire(NULL, &s), -EINVAL);
 	cr_assert_eq(cistern_detach(NULL), -EINVAL);
 	cr_assert_eq(cistern_stats_get(NULL, NULL), -EINVAL);
 }

@@ -301,7 +301,54 @@ Test(firo, a_held_sample_belongs_to_its_reader_until_release)
 	drop(c, name);
 }
 
+/* A FIRO sample handed back unread still owes all of its pseudo_epochs reads. */
+Test(firo, a_sample_handed_back_unread_keeps_its_reads)
+{
+	char name[64];
+	struct cistern *c = make("firo-unacq", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
+							 .slot_count = 4, .watermark = 1,
+							 .pseudo_epochs = 2});
+	put_u32(c, 7, 0, 0);
+	put_u32(c, 8, 0, 0);
+	struct cistern_sample a;
+	cr_assert_eq(cistern_acquire(c, &a, 0), 0);
+	cr_assert_eq(cistern_unacquire(c, &a), 0);
+	cr_assert_eq(cistern_unacquire(c, &a), -EINVAL, "handed back twice");
+	cr_assert_eq(stats(c).gets, 0);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	uint8_t seen[16] = {0};
+	cr_assert_eq(drain(c, seen, sizeof(seen)), 4, "two samples, two reads each");
+	cr_assert(seen[7] == 2 && seen[8] == 2, "reads: %u of 7, %u of 8", seen[7], seen[8]);
+	drop(c, name);
+}
+
 /* ---- Reservoir ---- */
+
+/* A read handed back is taken back: its seen count, its pin, its get. */
+Test(reservoir, a_sample_handed_back_unread_is_unpinned_and_unseen)
+{
+	char name[64];
+	struct cistern *c = make("rs-unacq", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 16, .watermark = 4});
+	for (uint32_t v = 0; v < 8; v++)
+		put_u32(c, v, 0, 0);
+	struct cistern_sample one, batch[4];
+	cr_assert_eq(cistern_acquire(c, &one, 0), 0);
+	cr_assert_eq(cistern_acquire_batch(c, batch, 4, 0), 4);
+	bool pinned;
+	cr_assert_eq(seen_sum(c, &pinned), 5);
+	cr_assert(pinned);
+	cr_assert_eq(cistern_unacquire(c, &one), 0);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(cistern_unacquire(c, &batch[i]), 0, "member %d", i);
+	cr_assert_eq(seen_sum(c, &pinned), 0);
+	cr_assert(!pinned, "a pin is left");
+	cr_assert_eq(stats(c).gets, 0);
+	cr_assert_eq(cistern_unacquire(c, &batch[0]), -EINVAL, "handed back twice");
+	drop(c, name);
+}
 
 Test(reservoir, reads_wait_for_the_watermark_and_keep_the_sample)
 {

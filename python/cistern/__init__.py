@@ -115,6 +115,35 @@ def _shape_tuple(shape):
     return tuple(int(d) for d in shape)
 
 
+def _misfit(nbytes, dtype, shape):
+    """Why a payload of nbytes cannot be read as dtype and shape; None if it can."""
+    if dtype is None and shape is None:
+        return None
+    np = _need_numpy()
+    dt = np.dtype(dtype if dtype is not None else np.uint8)
+    shape = _shape_tuple(shape)
+    if nbytes % dt.itemsize == 0:
+        if shape is None:
+            return None
+        count = nbytes // dt.itemsize
+        known = 1
+        for d in shape:
+            known *= d if d != -1 else 1
+        if (count % known == 0) if (known and shape.count(-1) == 1) else known == count:
+            return None
+    what = f"dtype {dt}" + ("" if shape is None else f" and shape {shape}")
+    return f"a sample of {nbytes} bytes does not fit {what}"
+
+
+def _keep_if_misfit(csample, lengths, dtype, shape):
+    """Hand the acquired csample back unread, and raise, if a payload does not fit."""
+    for n in lengths:
+        why = _misfit(n, dtype, shape)
+        if why:
+            csample.unacquire()
+            raise ValueError(why + " (it stays in the segment)")
+
+
 def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs=0,
            sweep_size=0, time_steps=0, batch_size=0, seed=0, mode=0o600,
            max_procs=0, expected_producers=0, lossy=False,
@@ -247,6 +276,17 @@ class Sample:
 
     def release(self):
         """Hand the sample back (idempotent)."""
+        self._drop_views()
+        self._s.release()
+
+    def unacquire(self):
+        """Hand the sample back unread, as if it had not been acquired: FIFO hands
+        it out again first, FIRO and the reservoirs take back the read. Raises
+        ValueError if it was released already."""
+        self._drop_views()
+        self._s.unacquire()
+
+    def _drop_views(self):
         self._array = None
         if self._view is not None:
             try:
@@ -254,7 +294,6 @@ class Sample:
             except BufferError:  # the user exported it further; the mapping stays valid
                 pass
             self._view = None
-        self._s.release()
 
     def __enter__(self):
         return self.array
@@ -320,6 +359,12 @@ class Group:
         """Hand every member back (idempotent)."""
         self._arrays = None
         self._g.release()
+
+    def unacquire(self):
+        """Hand every member back unread, as if the group had not been acquired.
+        Raises ValueError if it was released already."""
+        self._arrays = None
+        self._g.unacquire()
 
     def __enter__(self):
         return self.arrays
@@ -469,7 +514,9 @@ class Segment:
             with seg.acquire(dtype="float32", shape=(32, 32)) as view:
                 loss = model(torch.from_numpy(view.copy()))
         """
-        s = Sample(self._h.acquire(_timeout_ms(timeout)), dtype, shape)
+        cs = self._h.acquire(_timeout_ms(timeout))
+        _keep_if_misfit(cs, [len(cs)], dtype, shape)
+        s = Sample(cs, dtype, shape)
         self.last_meta = s.meta
         return s
 
@@ -484,16 +531,18 @@ class Segment:
         reception closes may be short."""
         if not hasattr(self._h, "acquire_batch"):
             raise NotImplementedError("this libcistern has no cistern_acquire_batch()")
-        g = Group(self._h.acquire_batch(0 if n is None else _count("n", n),
-                                        _timeout_ms(timeout)), dtype, shape)
-        return g
+        cg = self._h.acquire_batch(0 if n is None else _count("n", n), _timeout_ms(timeout))
+        _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape)
+        return Group(cg, dtype, shape)
 
     def acquire_pair(self, timeout=None, dtype=None, shape=None):
         """Acquire a pair (x_t, x_t+1) of one simulation (SimPairedReservoir).
         Returns a Group whose value in a with-block is (view_t, view_t1)."""
         if not hasattr(self._h, "acquire_pair"):
             raise NotImplementedError("this libcistern has no cistern_acquire_pair()")
-        return Group(self._h.acquire_pair(_timeout_ms(timeout)), dtype, shape)
+        cg = self._h.acquire_pair(_timeout_ms(timeout))
+        _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape)
+        return Group(cg, dtype, shape)
 
     def get_pair(self, dtype="float32", shape=(), timeout=None, meta=False):
         """Take a pair out as one new array of shape (2, *shape): [x_t, x_t+1]

@@ -67,3 +67,61 @@ def test_detach_releases_held_samples(fifo, segname):
     assert not s.held
     with pytest.raises(ValueError):
         s.array
+
+
+def test_a_misshapen_get_array_leaves_the_fifo_sample_in_place(fifo):
+    fifo.put(np.arange(16, dtype=np.float32))
+    fifo.put(np.arange(16, 32, dtype=np.float32))
+    with pytest.raises(ValueError, match="stays in the segment"):
+        fifo.get_array("float32", (32,))
+    assert fifo.stats()["population"] == 2
+    assert fifo.get_array("float32", (4, 4))[0, 1] == 1.0
+
+
+def test_a_misshapen_acquire_leaves_the_fifo_sample_in_place(fifo):
+    fifo.put(np.arange(6, dtype=np.float64))
+    for dtype, shape in (("float64", (4,)), ("float32", (5,)), ("float64", (-1, 4))):
+        with pytest.raises(ValueError, match="does not fit"):
+            fifo.acquire(dtype=dtype, shape=shape)
+        assert fifo.stats()["population"] == 1
+    with fifo.acquire(dtype="float64", shape=(-1, 3)) as view:
+        assert view.shape == (2, 3) and view[1, 2] == 5.0
+    assert fifo.stats()["gets"] == 1
+
+
+def test_unacquire_hands_the_fifo_sample_out_again_first(fifo):
+    for b in (b"a", b"b"):
+        fifo.put(b)
+    s = fifo.acquire()
+    assert s.tobytes() == b"a"
+    s.unacquire()
+    with pytest.raises(ValueError):
+        s.unacquire()
+    assert fifo.stats()["gets"] == 0
+    assert fifo.get() == b"a" and fifo.get() == b"b"
+
+
+def test_a_misshapen_batch_is_handed_back_unseen(segname):
+    with cistern.create(segname, policy="reservoir", slots=16, slot_size=64,
+                        watermark=4) as seg:
+        for i in range(8):
+            seg.put(np.full(4, i, np.float32))
+        with pytest.raises(ValueError, match="stays in the segment"):
+            seg.acquire_batch(4, dtype="float32", shape=(8,))
+        assert seg.stats()["gets"] == 0
+        with seg.acquire_batch(4, dtype="float32", shape=(4,)) as views:
+            assert len(views) == 4 and all(v.shape == (4,) for v in views)
+
+
+def test_a_misshapen_get_batch_after_close_takes_no_sample(segname):
+    with cistern.create(segname, policy="reservoir", slots=16, slot_size=64,
+                        watermark=4) as seg:
+        for i in range(8):
+            seg.put(np.full(4, i, np.float32))
+        seg.close_reception()  # from now on a batch removes what it returns
+        with pytest.raises(ValueError, match="batch stays in the segment"):
+            seg.get_batch(4, "float32", (8,))
+        assert seg.stats()["population"] == 8 and seg.stats()["gets"] == 0
+        rows = seg.get_batch(8, "float32", (4,))
+        assert sorted(rows[:, 0]) == list(range(8))
+        assert seg.stats()["population"] == 0
