@@ -998,5 +998,10 @@ Test(get, a_sample_whose_output_fails_goes_back_to_the_segment)
 	char buf[16];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 8, "the sample was not lost");
 	cr_assert_eq(memcmp(buf, "precious", 8), 0);
+	/* Handed back unread, not left for a reclaim: one get, no redelivery. */
+	struct cistern_stats sts;
+	cr_assert_eq(cistern_stats_get(c, &sts), 0);
+	cr_assert(sts.gets == 1 && sts.redeliveries == 0, "gets %lu, redeliveries %lu",
+		  (unsigned long)sts.gets, (unsigned long)sts.redeliveries);
 	cleanup(c, name);
 }

@@ -101,12 +101,11 @@ static int run(int argc, char **argv)
 			ok = putchar(sep) != EOF;
 		ok = ok && fflush(stdout) == 0;
 		if (!ok) {
-			/*
-			 * Not released: detaching hands it back (FIFO: to the next
-			 * reader), so a broken pipe loses no sample.
-			 */
+			/* Handed back unread (FIFO: to the next reader): a broken pipe loses no sample. */
+			int werr = errno ? errno : EIO;
+			cistern_unacquire(c, &s);
 			cli_error(&cmd_get, name, 0, "writing standard output: %s; the sample "
-				  "goes back to the segment", strerror(errno ? errno : EIO));
+				  "goes back to the segment", strerror(werr));
 			status = EXIT_FAIL;
 			break;
 		}
