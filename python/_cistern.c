@@ -79,6 +79,35 @@ static PyObject *raise_result(int r)
 	return NULL;
 }
 
+/* A bad segment name as ValueError, saying what a name may be; 0 if the name is good. */
+static int check_name(const char *name)
+{
+	int r = cistern_name_valid(name);
+	if (r == 0)
+		return 0;
+	PyErr_Format(PyExc_ValueError,
+		     "bad segment name '%s': %s; a name is 1 to %d characters from "
+		     "[A-Za-z0-9._-], starting with a letter or digit",
+		     name, r == -ENAMETOOLONG ? "too long" : "not allowed", CISTERN_NAME_MAX);
+	return -1;
+}
+
+/* raise_result() for a call on segment `name`: an OSError carries the name as its filename. */
+static PyObject *raise_for_name(int r, const char *name)
+{
+	int e = -r;
+	if (e != ENOENT && e != EEXIST && e != EACCES && e != EPERM && e != EAGAIN &&
+	    e != EPROTO && e != EPROTONOSUPPORT && e != EUSERS)
+		return raise_result(r);
+	/* EAGAIN here is "still being created", not a timeout: BlockingIOError. */
+	PyObject *a = Py_BuildValue("(iss)", e, cistern_strerror(r), name);
+	if (a) {
+		PyErr_SetObject(PyExc_OSError, a);
+		Py_DECREF(a);
+	}
+	return NULL;
+}
+
 /* ---------------------------------------------------------- int converters */
 
 static int conv_u64(PyObject *o, void *out)
@@ -1279,6 +1308,8 @@ static PyObject *mod_create(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw
 					 conv_u32, &cfg.max_procs, conv_u32, &cfg.expected_producers,
 					 conv_u32, &cfg.flags))
 		return NULL;
+	if (check_name(name) < 0)
+		return NULL;
 	if (policy >= CISTERN_POLICY_COUNT) {
 		PyErr_Format(PyExc_ValueError, "unknown policy number %u", (unsigned int)policy);
 		return NULL;
@@ -1295,50 +1326,33 @@ static PyObject *mod_create(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw
 		return NULL;
 	}
 	if (r < 0)
-		return raise_result(r);
+		return raise_for_name(r, name);
 	return (PyObject *)handle_new(c);
 }
 
 static PyObject *mod_attach(PyObject *Py_UNUSED(m), PyObject *args)
 {
 	const char *name;
-	if (!PyArg_ParseTuple(args, "s:attach", &name))
+	if (!PyArg_ParseTuple(args, "s:attach", &name) || check_name(name) < 0)
 		return NULL;
 	struct cistern *c = NULL;
 	int r;
 	Py_BEGIN_ALLOW_THREADS
 	r = cistern_attach(name, &c);
 	Py_END_ALLOW_THREADS
-	if (r == -EAGAIN) {
-		/* "still being created" is not a timeout: BlockingIOError. */
-		PyObject *a = Py_BuildValue("(is)", EAGAIN, cistern_strerror(r));
-		if (a) {
-			PyErr_SetObject(PyExc_OSError, a);
-			Py_DECREF(a);
-		}
-		return NULL;
-	}
 	if (r < 0)
-		return raise_result(r);
+		return raise_for_name(r, name);
 	return (PyObject *)handle_new(c);
 }
 
 static PyObject *mod_unlink(PyObject *Py_UNUSED(m), PyObject *args)
 {
 	const char *name;
-	if (!PyArg_ParseTuple(args, "s:unlink", &name))
+	if (!PyArg_ParseTuple(args, "s:unlink", &name) || check_name(name) < 0)
 		return NULL;
 	int r = cistern_unlink(name);
-	if (r == -ENOENT) {
-		PyObject *a = Py_BuildValue("(is)", ENOENT, cistern_strerror(r));
-		if (a) {
-			PyErr_SetObject(PyExc_OSError, a);
-			Py_DECREF(a);
-		}
-		return NULL;
-	}
 	if (r < 0)
-		return raise_result(r);
+		return raise_for_name(r, name);
 	Py_RETURN_NONE;
 }
 

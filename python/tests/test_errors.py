@@ -83,6 +83,22 @@ def test_a_refused_config_says_which_parameter(segname):
         cistern.create(segname, policy="batch-reservoir", slots=8, watermark=2, batch_size=4)
 
 
+def test_a_missing_or_taken_segment_error_names_the_segment(segname):
+    with pytest.raises(FileNotFoundError) as e:
+        cistern.attach(segname)
+    assert e.value.filename == segname and segname in str(e.value)
+    with cistern.create(segname, slots=4):
+        with pytest.raises(FileExistsError) as e:
+            cistern.create(segname)
+        assert e.value.filename == segname
+
+
+@pytest.mark.parametrize("call", [cistern.create, cistern.attach, cistern.unlink])
+def test_a_bad_name_says_what_a_name_may_be(call):
+    with pytest.raises(ValueError, match=r"bad segment name 'has/slash'.*\[A-Za-z0-9\._-\]"):
+        call("has/slash")
+
+
 @pytest.mark.parametrize("name", ["", "-starts-with-dash", "has/slash", "x" * 65])
 def test_bad_names_raise_value_error(name):
     with pytest.raises(ValueError):
