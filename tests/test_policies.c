@@ -325,6 +325,29 @@ Test(firo, a_sample_handed_back_unread_keeps_its_reads)
 
 /* ---- Reservoir ---- */
 
+/* One member of a batch handed back, the others released one by one, as documented. */
+Test(reservoir, a_batch_member_handed_back_leaves_the_others_to_release)
+{
+	char name[64];
+	struct cistern *c = make("rs-unacq1", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR,
+							 .slot_size = 4, .slot_count = 16,
+							 .watermark = 4, .batch_size = 4});
+	for (uint32_t v = 0; v < 8; v++)
+		put_u32(c, v, 0, 0);
+	struct cistern_sample batch[4];
+	cr_assert_eq(cistern_acquire_batch(c, batch, 4, 0), 4);
+	cr_assert_eq(cistern_unacquire(c, &batch[2]), 0);
+	for (int i = 0; i < 4; i++)
+		if (i != 2)
+			cr_assert_eq(cistern_release(c, &batch[i]), 0, "member %d", i);
+	bool pinned;
+	cr_assert_eq(seen_sum(c, &pinned), 3, "three reads kept, one taken back");
+	cr_assert(!pinned, "a pin is left");
+	cr_assert_eq(stats(c).gets, 3);
+	drop(c, name);
+}
+
 /* A read handed back is taken back: its seen count, its pin, its get. */
 Test(reservoir, a_sample_handed_back_unread_is_unpinned_and_unseen)
 {
