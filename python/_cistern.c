@@ -637,59 +637,6 @@ static PyObject *Handle_acquire_pair(HandleObject *h, PyObject *args, PyObject *
 	return sample_attach(so, h);
 }
 
-struct get_pair_ctx {
-	struct cistern *c;
-	void *buf[2];
-	size_t cap;
-	size_t len[2];
-	struct cistern_meta meta[2];
-};
-
-static int get_pair_attempt(void *p, int t)
-{
-	struct get_pair_ctx *x = p;
-	return cistern_get_pair(x->c, x->buf, x->cap, x->len, x->meta, t);
-}
-
-/* get_pair(out, cap, timeout_ms=-1) -> ((len0, len1), (meta0, meta1)); member i at out + i*cap */
-static PyObject *Handle_get_pair(HandleObject *h, PyObject *args, PyObject *kw)
-{
-	static char *kwlist[] = {"out", "cap", "timeout_ms", NULL};
-	Py_buffer out;
-	Py_ssize_t cap;
-	int timeout = -1;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*n|O&:get_pair", kwlist, &out, &cap,
-					 conv_timeout, &timeout))
-		return NULL;
-	PyObject *res = NULL;
-	if (cap < 0 || cap > PY_SSIZE_T_MAX / 2 || out.len < 2 * cap) {
-		PyErr_SetString(PyExc_ValueError, "get_pair: output buffer smaller than 2 * cap");
-		goto out_buf;
-	}
-	if (handle_enter(h) < 0)
-		goto out_buf;
-	struct get_pair_ctx x;
-	memset(&x, 0, sizeof(x));
-	x.c = h->c;
-	x.buf[0] = out.buf;
-	x.buf[1] = (char *)out.buf + cap;
-	x.cap = (size_t)cap;
-	int r = wait_sliced(get_pair_attempt, &x, timeout);
-	handle_leave(h);
-	if (r < 0) {
-		raise_result(r);
-		goto out_buf;
-	}
-	PyObject *m0 = meta_tuple(&x.meta[0]), *m1 = meta_tuple(&x.meta[1]);
-	if (m0 && m1)
-		res = Py_BuildValue("((nn)(OO))", (Py_ssize_t)x.len[0], (Py_ssize_t)x.len[1], m0, m1);
-	Py_XDECREF(m0);
-	Py_XDECREF(m1);
-out_buf:
-	PyBuffer_Release(&out);
-	return res;
-}
-
 struct batch_ctx {
 	struct cistern *c;
 	struct cistern_sample *s;
@@ -1002,8 +949,6 @@ static PyMethodDef Handle_methods[] = {
 	 "acquire(timeout_ms=-1) -> Sample"},
 	{"acquire_pair", (PyCFunction)(void (*)(void))Handle_acquire_pair, METH_VARARGS | METH_KEYWORDS,
 	 "acquire_pair(timeout_ms=-1) -> pair Sample"},
-	{"get_pair", (PyCFunction)(void (*)(void))Handle_get_pair, METH_VARARGS | METH_KEYWORDS,
-	 "get_pair(out, cap, timeout_ms=-1) -> ((len0, len1), (meta0, meta1))"},
 	{"acquire_batch", (PyCFunction)(void (*)(void))Handle_acquire_batch, METH_VARARGS | METH_KEYWORDS,
 	 "acquire_batch(n=0, timeout_ms=-1) -> batch Sample"},
 	{"get_batch", (PyCFunction)(void (*)(void))Handle_get_batch, METH_VARARGS | METH_KEYWORDS,

@@ -446,7 +446,7 @@ class Segment:
 
         Raises EndOfData at end of data and TimeoutError on timeout.
         """
-        data, m = self._h.get(_timeout_ms(timeout))
+        data, m = self._read(self._h.get, "one", _timeout_ms(timeout))
         self.last_meta = Meta(*m)
         return (data, self.last_meta) if meta else data
 
@@ -458,15 +458,13 @@ class Segment:
         if shape is not None:
             out = np.empty(shape, dtype=dtype)
             metas = np.empty((1, 3), dtype=np.uint64)
-            self._h.get_many(out, out.nbytes, 1, _timeout_ms(timeout), metas)
+            self._read(self._h.get_many, "one", out, out.nbytes, 1, _timeout_ms(timeout), metas)
             self.last_meta = Meta(*(int(v) for v in metas[0]))
         else:
-            s = self._h.acquire(_timeout_ms(timeout))
+            s = self._acquire_one(timeout)
+            _keep_if_misfit(s, [len(s)], dtype, None)
             try:
                 self.last_meta = Meta(*s.meta)
-                if len(s) % dtype.itemsize:
-                    raise ValueError(f"sample of {len(s)} bytes is not a whole number of "
-                                     f"{dtype} items (the sample is consumed)")
                 out = np.frombuffer(s, dtype=dtype).copy()
             finally:
                 s.release()
@@ -477,17 +475,19 @@ class Segment:
 
         Every sample must hold exactly prod(shape) items of dtype. Under the
         reservoir policies that have batch reads (reservoir, fifo_evict_reservoir,
-        batch_reservoir) this is one cistern_get_batch() call: n distinct samples
-        drawn together (n None = the segment's batch_size, which BatchReservoir
-        requires). Under FIFO and FIRO it is n successive reads, gathered in C.
+        batch_reservoir) this is one cistern_acquire_batch() call, copied out and
+        released: n distinct samples drawn together (n None = the segment's
+        batch_size, which BatchReservoir requires); if one does not fit, the
+        batch goes back unread. Under FIFO and FIRO it is n successive reads, gathered in C.
         k < n only at the end of data (or, for FIFO/FIRO, when the timeout comes
         after at least one sample); with none at all, EndOfData or TimeoutError is
         raised. With meta=True, also returns a (k, 3) uint64 array of
         (sample_id, sim_id, time_step).
         """
         np = _need_numpy()
+        self._check_read("batch", n)
         if n is None:
-            n = self.config()["batch_size"]
+            n = self._conf()["batch_size"]
             if not n:
                 raise ValueError("get_batch: give n (this segment has no batch_size)")
         n = _count("n", n)
@@ -514,7 +514,7 @@ class Segment:
             with seg.acquire(dtype="float32", shape=(32, 32)) as view:
                 loss = model(torch.from_numpy(view.copy()))
         """
-        cs = self._h.acquire(_timeout_ms(timeout))
+        cs = self._acquire_one(timeout)
         _keep_if_misfit(cs, [len(cs)], dtype, shape)
         s = Sample(cs, dtype, shape)
         self.last_meta = s.meta
@@ -522,7 +522,44 @@ class Segment:
 
     def _batch_reads(self):
         return (getattr(self._h, "get_batch", None) is not None
-                and self.config()["policy"] in _BATCH_POLICIES)
+                and self._conf()["policy"] in _BATCH_POLICIES)
+
+    def _conf(self):
+        if self._cfg is None:
+            self._cfg = self._h.config()
+        return self._cfg
+
+    def _read_misuse(self, kind, n=None):
+        """Why this segment's policy does not read `kind` ("one", "batch", "pair")
+        (with batch size n); None if it does."""
+        cfg = self._conf()
+        policy, bs = cfg["policy"], cfg["batch_size"]
+        if policy == "sim-paired-reservoir" and kind != "pair":
+            return "sim-paired-reservoir reads pairs: use get_pair() or acquire_pair()"
+        if kind == "pair" and policy != "sim-paired-reservoir":
+            return f"pairs are read from a sim-paired-reservoir, not a {policy}"
+        if policy == "batch-reservoir" and kind == "one":
+            return "batch-reservoir reads whole batches: use get_batch() or acquire_batch()"
+        if policy == "batch-reservoir" and n not in (None, 0, bs):
+            return f"batch-reservoir reads batches of exactly its batch_size ({bs}), not {n}"
+        return None
+
+    def _check_read(self, kind, n=None):
+        why = self._read_misuse(kind, n)
+        if why:
+            raise ValueError(why)
+
+    def _read(self, call, kind, *args):
+        """call(*args), with a read the policy does not do explained (the library
+        only says EINVAL)."""
+        try:
+            return call(*args)
+        except ValueError:
+            self._check_read(kind)
+            raise
+
+    def _acquire_one(self, timeout):
+        return self._read(self._h.acquire, "one", _timeout_ms(timeout))
 
     def acquire_batch(self, n=None, timeout=None, dtype=None, shape=None):
         """Acquire n distinct samples drawn together, pinned until release (reservoir
@@ -531,6 +568,10 @@ class Segment:
         reception closes may be short."""
         if not hasattr(self._h, "acquire_batch"):
             raise NotImplementedError("this libcistern has no cistern_acquire_batch()")
+        self._check_read("batch", n)
+        if self._conf()["policy"] not in _BATCH_POLICIES:
+            raise ValueError("acquire_batch() draws from reservoir, fifo-evict-reservoir and "
+                             f"batch-reservoir segments, not a {self._conf()['policy']}")
         cg = self._h.acquire_batch(0 if n is None else _count("n", n), _timeout_ms(timeout))
         _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape)
         return Group(cg, dtype, shape)
@@ -540,6 +581,7 @@ class Segment:
         Returns a Group whose value in a with-block is (view_t, view_t1)."""
         if not hasattr(self._h, "acquire_pair"):
             raise NotImplementedError("this libcistern has no cistern_acquire_pair()")
+        self._check_read("pair")
         cg = self._h.acquire_pair(_timeout_ms(timeout))
         _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape)
         return Group(cg, dtype, shape)
@@ -547,18 +589,21 @@ class Segment:
     def get_pair(self, dtype="float32", shape=(), timeout=None, meta=False):
         """Take a pair out as one new array of shape (2, *shape): [x_t, x_t+1]
         (SimPairedReservoir). With meta=True, also returns [Meta, Meta]."""
-        if not hasattr(self._h, "get_pair"):
-            raise NotImplementedError("this libcistern has no cistern_get_pair()")
+        if not hasattr(self._h, "acquire_pair"):
+            raise NotImplementedError("this libcistern has no cistern_acquire_pair()")
         np = _need_numpy()
         dtype = np.dtype(dtype)
         shape = _shape_tuple(shape) or ()
-        out = np.empty((2,) + shape, dtype=dtype)
-        item = out.nbytes // 2
-        lens, metas = self._h.get_pair(out, item, _timeout_ms(timeout))
-        if lens != (item, item):
-            raise ValueError(f"get_pair: members of {lens[0]} and {lens[1]} bytes where "
-                             f"{item} were expected (the pair is consumed)")
-        metas = [Meta(*m) for m in metas]
+        self._check_read("pair")
+        # Acquired, checked, copied, released: a pair that does not fit goes back unread.
+        cg = self._h.acquire_pair(_timeout_ms(timeout))
+        _keep_if_misfit(cg, [len(cg.member(i)) for i in range(2)], dtype, shape)
+        try:
+            out = np.stack([np.frombuffer(cg.member(i), dtype=dtype).reshape(shape)
+                            for i in range(2)])
+            metas = [Meta(*m) for m in cg.meta]
+        finally:
+            cg.release()
         return (out, metas) if meta else out
 
     def __iter__(self):

@@ -3,6 +3,7 @@ import errno
 import struct
 import time
 
+import numpy as np
 import pytest
 
 import cistern
@@ -169,3 +170,38 @@ def test_second_reader_of_a_single_reader_reservoir_raises_busy(segname):
         seg.detach()
     with pytest.raises(ValueError):
         cistern.create(segname + "x", policy="firo", slots=8, watermark=2, single_reader=True)
+
+
+def test_a_read_the_policy_does_not_do_says_which_reads_it_does(segname):
+    with cistern.create(segname, policy="sim-paired-reservoir", slots=16, slot_size=64,
+                        watermark=2, sweep_size=1, time_steps=4) as seg:
+        for t in range(4):
+            seg.put(np.full(4, t, np.float32), sim_id=0, time_step=t)
+        for read in (seg.get, seg.acquire, lambda: seg.get_array("float32"),
+                     lambda: seg.get_batch(2, "float32", (4,))):
+            with pytest.raises(ValueError, match=r"reads pairs: use get_pair\(\)"):
+                read()
+        with pytest.raises(ValueError, match="does not fit"):
+            seg.get_pair("float32", (8,))
+        assert seg.stats()["gets"] == 0
+        assert seg.get_pair("float32", (4,)).shape == (2, 4)
+
+
+def test_a_batch_reservoir_names_its_batch_size(segname):
+    with cistern.create(segname, policy="batch-reservoir", slots=16, slot_size=64,
+                        watermark=4, batch_size=4) as seg:
+        for i in range(4):
+            seg.put(bytes([i]) * 8)
+        with pytest.raises(ValueError, match=r"exactly its batch_size \(4\), not 2"):
+            seg.get_batch(2, "uint8", (8,))
+        with pytest.raises(ValueError, match="reads whole batches"):
+            seg.get()
+        with pytest.raises(ValueError, match="pairs are read from a sim-paired-reservoir"):
+            seg.acquire_pair()
+
+
+def test_a_payload_of_no_whole_number_of_items_stays_in_the_fifo(fifo):
+    fifo.put(b"abc")
+    with pytest.raises(ValueError, match="stays in the segment"):
+        fifo.get_array("float32")
+    assert fifo.get() == b"abc"
