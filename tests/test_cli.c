@@ -979,6 +979,48 @@ Test(usage, commands_that_need_names_refuse_none)
 	cr_assert_eq(run("gc", "bad/name")->status, 2);
 }
 
+/* A pair is read whole; its second member, past the count, goes back unread. */
+Test(get, a_sim_paired_segment_is_read_a_pair_at_a_time)
+{
+	char name[64];
+	uname_(name, sizeof(name), "getpair");
+	struct cistern_config cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_size = 16,
+				     .slot_count = 16, .watermark = 2, .sweep_size = 1,
+				     .nb_time_steps = 2};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern_meta m0 = {.time_step = 0}, m1 = {.time_step = 1};
+	cr_assert_eq(cistern_put(c, "t0", 2, &m0, 0), 0);
+	cr_assert_eq(cistern_put(c, "t1", 2, &m1, 0), 0);
+	struct result *r = run("get", name, "-n", "3", "--timeout", "0");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert_str_eq(r->out, "t0\nt1\nt0\n");
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.gets, 3, "the fourth member went back unread");
+	cleanup(c, name);
+}
+
+/* A batch is read whole; members past the count go back unread. */
+Test(get, a_batch_reservoir_is_read_a_batch_at_a_time)
+{
+	char name[64];
+	uname_(name, sizeof(name), "getbatch");
+	struct cistern_config cfg = {.policy = CISTERN_BATCH_RESERVOIR, .slot_size = 16,
+				     .slot_count = 16, .watermark = 4, .batch_size = 4};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	for (char v = 'a'; v <= 'e'; v++)
+		cr_assert_eq(cistern_put(c, &v, 1, NULL, 0), 0);
+	struct result *r = run("get", name, "-n", "6", "--timeout", "0");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert_eq(strlen(r->out), 12, "six samples of one byte and a newline: %s", r->out);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.gets, 6, "two members of the second batch went back unread");
+	cleanup(c, name);
+}
+
 Test(get, a_sample_whose_output_fails_goes_back_to_the_segment)
 {
 	char name[64];

@@ -21,11 +21,42 @@ static const char usage[] =
 	"  -r, --raw           write payloads back to back, with nothing after them\n"
 	"  -h, --help          show this help\n"
 	"\n"
+	"A sim-paired-reservoir is read a pair at a time (x_t, then x_t+1) and a\n"
+	"batch-reservoir a batch at a time; COUNT still counts samples, and members\n"
+	"of a pair or batch past COUNT go back to the segment unread.\n"
 	"A sample is released only once it is written out: if standard output fails,\n"
-	"the sample goes back to the segment (FIFO hands it out again).\n"
+	"it goes back to the segment unread (FIFO hands it out again).\n"
 	"With COUNT > 0, end of data or a timeout before COUNT samples is a failure.\n";
 
 const struct command cmd_get;
+
+/*
+ * One read in the policy's unit: a sample, a pair, or a batch (into unit[],
+ * which holds batch_size). The count read, or a negative result.
+ */
+static int read_unit(struct cistern *c, enum cistern_policy policy, struct cistern_sample *unit,
+		     int timeout)
+{
+	if (policy == CISTERN_SIM_PAIRED_RESERVOIR) {
+		int r = cistern_acquire_pair(c, unit, timeout);
+		return r < 0 ? r : 2;
+	}
+	if (policy == CISTERN_BATCH_RESERVOIR)
+		return cistern_acquire_batch(c, unit, 0, timeout);
+	int r = cistern_acquire(c, unit, timeout);
+	return r < 0 ? r : 1;
+}
+
+/* Write one payload and its separator; 0, or the errno of the failed write. */
+static int write_payload(const struct cistern_sample *s, int sep)
+{
+	errno = 0;
+	bool ok = fwrite(s->data, 1, s->len, stdout) == s->len;
+	if (ok && sep != EOF)
+		ok = putchar(sep) != EOF;
+	ok = ok && fflush(stdout) == 0;
+	return ok ? 0 : errno ? errno : EIO;
+}
 
 static int run(int argc, char **argv)
 {
@@ -76,12 +107,20 @@ static int run(int argc, char **argv)
 		cli_error(&cmd_get, name, r, NULL);
 		return EXIT_FAIL;
 	}
+	struct cistern_config cfg;
+	cistern_config_get(c, &cfg);
+	struct cistern_sample *unit =
+		calloc(cfg.policy == CISTERN_BATCH_RESERVOIR ? cfg.batch_size : 2, sizeof(*unit));
+	if (!unit) {
+		cli_error(&cmd_get, name, -ENOMEM, NULL);
+		cistern_detach(c);
+		return EXIT_FAIL;
+	}
 	int status = EXIT_OK;
 	uint64_t got = 0;
-	while (count == 0 || got < count) {
-		struct cistern_sample s;
-		r = cistern_acquire(c, &s, timeout);
-		if (r == CISTERN_EOD || ((r == -ETIMEDOUT || r == -EAGAIN) && count == 0)) {
+	while (status == EXIT_OK && (count == 0 || got < count)) {
+		int n = read_unit(c, cfg.policy, unit, timeout);
+		if (n == CISTERN_EOD || ((n == -ETIMEDOUT || n == -EAGAIN) && count == 0)) {
 			if (count) {
 				cli_error(&cmd_get, name, 0,
 					  "end of data after %llu of %llu samples",
@@ -90,28 +129,28 @@ static int run(int argc, char **argv)
 			}
 			break;
 		}
-		if (r < 0) {
-			cli_error(&cmd_get, name, r, "after %llu samples", (unsigned long long)got);
+		if (n < 0) {
+			cli_error(&cmd_get, name, n, "after %llu samples", (unsigned long long)got);
 			status = EXIT_FAIL;
 			break;
 		}
-		errno = 0;
-		bool ok = fwrite(s.data, 1, s.len, stdout) == s.len;
-		if (ok && sep != EOF)
-			ok = putchar(sep) != EOF;
-		ok = ok && fflush(stdout) == 0;
-		if (!ok) {
-			/* Handed back unread (FIFO: to the next reader): a broken pipe loses no sample. */
-			int werr = errno ? errno : EIO;
-			cistern_unacquire(c, &s);
-			cli_error(&cmd_get, name, 0, "writing standard output: %s; the sample "
-				  "goes back to the segment", strerror(werr));
-			status = EXIT_FAIL;
-			break;
+		int i = 0;
+		for (; i < n && (count == 0 || got < count); i++) {
+			int werr = write_payload(&unit[i], sep);
+			if (werr) {
+				cli_error(&cmd_get, name, 0, "writing standard output: %s; the sample "
+					  "goes back to the segment", strerror(werr));
+				status = EXIT_FAIL;
+				break;
+			}
+			cistern_release(c, &unit[i]);
+			got++;
 		}
-		cistern_release(c, &s);
-		got++;
+		/* Not written (past COUNT, or the write failed): back unread, nothing lost. */
+		for (; i < n; i++)
+			cistern_unacquire(c, &unit[i]);
 	}
+	free(unit);
 	cistern_detach(c);
 	return status;
 }
