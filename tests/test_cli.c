@@ -313,16 +313,44 @@ Test(ls, lists_a_segment_with_policy_size_population_and_processes)
 	cleanup(c, name);
 }
 
-Test(ls, flags_a_segment_without_live_process_as_stale)
+/* Created for later, or left by processes that detached: idle, which gc keeps. */
+Test(ls, a_segment_nobody_is_attached_to_is_idle_not_stale)
 {
-	char name[64];
-	struct cistern *c = make("lsstale", name, sizeof(name), 8);
+	char name[64], want[96];
+	struct cistern *c = make("lsidle", name, sizeof(name), 8);
 	cistern_detach(c);
 	struct result *r = run("ls");
 	char *line = strstr(r->out, name);
 	cr_assert_not_null(line);
 	*strchr(line, '\n') = '\0';
-	cr_assert(strstr(line, "stale"), "%s", line);
+	cr_assert(strstr(line, "idle") && !strstr(line, "stale"), "%s", line);
+	r = run("ls", "--json");
+	snprintf(want, sizeof(want), "\"%s\"", name);
+	line = strstr(r->out, want);
+	cr_assert_not_null(line, "%s", r->out);
+	cr_assert(strstr(line, "\"stale\": false"), "%s", line);
+	cleanup(NULL, name);
+}
+
+/* Every process that was attached died without detaching: stale, which gc removes. */
+Test(ls, a_segment_whose_processes_all_died_is_stale)
+{
+	char name[64];
+	struct cistern *c = make("lsdead", name, sizeof(name), 8);
+	cistern_detach(c);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct cistern *d;
+		_exit(cistern_attach(name, &d) == 0 ? 0 : 1); /* dies attached */
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	struct result *r = run("ls");
+	char *line = strstr(r->out, name);
+	cr_assert_not_null(line);
+	*strchr(line, '\n') = '\0';
+	cr_assert(strstr(line, "stale: every process died"), "%s", line);
 	cleanup(NULL, name);
 }
 

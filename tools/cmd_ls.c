@@ -14,9 +14,10 @@ static const char usage[] =
 	"age, and a status. Listing takes no attachment and changes nothing.\n"
 	"\n"
 	"Status: 'ok' while a live process is attached, 'closed' once reception is\n"
-	"closed, else 'stale: ...' with why: nobody attached, every process died (gc\n"
-	"removes it), still being created, an unfinished restore, a damaged header,\n"
-	"or a segment of an incompatible build.\n"
+	"closed, 'idle' when nobody is attached and nobody died attached (created for\n"
+	"later, or every process detached; gc keeps it), else 'stale: ...' with why:\n"
+	"every process died (gc removes it), still being created, an unfinished\n"
+	"restore, a damaged header, or a segment of an incompatible build.\n"
 	"\n"
 	"  -j, --json   one JSON array of objects instead of the table\n"
 	"  -h, --help   show this help\n";
@@ -32,8 +33,10 @@ static const char *status_of(const struct cistern_segment_info *s, bool *stale)
 			*stale = false;
 			return s->closed ? "closed" : "ok";
 		}
-		return s->procs_dead ? "stale: every process died (gc removes it)"
-				     : "stale: nobody attached";
+		if (s->procs_dead)
+			return "stale: every process died (gc removes it)";
+		*stale = false;
+		return "idle: nobody attached";
 	case -EAGAIN:
 		return "stale: being created (or its creator died)";
 	case -EINPROGRESS:
