@@ -30,6 +30,7 @@ A Segment is one attachment (struct cistern): use it from one thread at a time
 (a second thread gets RuntimeError), and attach again in a child process.
 """
 
+import re
 import math
 from collections import namedtuple
 
@@ -184,8 +185,18 @@ def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs
     )
     if mode > 0o7777:
         raise ValueError(f"mode {mode:#o} is not a set of permission bits")
-    handle = _cistern.create(name, _policy_number(policy), **kw)
+    try:
+        handle = _cistern.create(name, _policy_number(policy), **kw)
+    except ValueError as e:
+        # The library names struct cistern_config's fields; say this call's arguments.
+        raise ValueError(_CONFIG_WORDS.sub(lambda m: _ARG_OF[m.group(0)], str(e))) from None
     return Segment(handle, name)
+
+
+_ARG_OF = {"slot_count": "slots", "nb_time_steps": "time_steps", "CISTERN_LOSSY": "lossy",
+           "CISTERN_SINGLE_PRODUCER": "single_producer",
+           "CISTERN_SINGLE_READER": "single_reader"}
+_CONFIG_WORDS = re.compile(r"\b(" + "|".join(_ARG_OF) + r")\b")
 
 
 def attach(name):

@@ -78,8 +78,11 @@ def test_bad_create_parameters_raise_value_error(segname, kwargs):
 
 
 def test_a_refused_config_says_which_parameter(segname):
-    with pytest.raises(ValueError, match="FIRO needs a watermark"):
+    with pytest.raises(ValueError, match="FIRO needs a watermark above 0 and below slots"):
         cistern.create(segname, policy="firo", slots=8)
+    with pytest.raises(ValueError, match="needs time_steps of 2 or more"):
+        cistern.create(segname, policy="sim-paired-reservoir", watermark=2, sweep_size=1,
+                       time_steps=1)
     with pytest.raises(ValueError, match="watermark of at least batch_size"):
         cistern.create(segname, policy="batch-reservoir", slots=8, watermark=2, batch_size=4)
 
