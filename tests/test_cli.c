@@ -427,6 +427,25 @@ Test(put, a_file_larger_than_a_slot_fails_and_says_so)
 	cleanup(c, name);
 }
 
+/* The lines before an oversized one are in, and the error says where to start again. */
+Test(put, an_oversized_line_is_named_with_what_was_put_before_it)
+{
+	char name[64];
+	uname_(name, sizeof(name), "putline");
+	struct cistern_config cfg = {.slot_size = 4, .slot_count = 8};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	const char in[] = "ab\ncd\nabcdefgh\nef\n";
+	struct result *r = run_in(in, sizeof(in) - 1, "put", name, "--lines", NULL);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "line 3 of standard input is 8 bytes") &&
+		  strstr(r->err, "lines 1-2 were put, none after it"), "%s", r->err);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.puts, 2);
+	cleanup(c, name);
+}
+
 Test(put, into_a_missing_segment_fails_naming_it)
 {
 	struct result *r = run_in("x", 1, "put", "t-cli-no-such-segment", NULL);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* cmd_put.c - `cistern put`: feed files or lines of standard input into a segment. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@ static const char usage[] =
 	"Put samples into segment NAME: each FILE is one sample ('-' is standard\n"
 	"input); without FILE, all of standard input is one sample; with --lines,\n"
 	"each line of standard input (without its newline) is one sample.\n"
+	"Samples go in in order; the first that fails (too large for a slot, a\n"
+	"timeout, reception closed) ends the command, which says how many went in.\n"
 	"\n"
 	"  -l, --lines            one sample per line of standard input\n"
 	"  -s, --sim-id N         sim_id of the samples (default 0)\n"
@@ -111,11 +114,32 @@ static int run(int argc, char **argv)
 		char *line = NULL;
 		size_t cap = 0;
 		ssize_t n;
+		unsigned long long put = 0;
 		while (status == EXIT_OK && (n = getline(&line, &cap, stdin)) >= 0) {
 			if (n > 0 && line[n - 1] == '\n')
 				n--;
-			status = put_one(c, name, "a line of standard input", line, (size_t)n, &meta,
-					 timeout);
+			int r = (uint64_t)n > cfg.slot_size ? -EMSGSIZE
+							    : cistern_put(c, line, (size_t)n, &meta, timeout);
+			if (r == 0) {
+				put++;
+				continue;
+			}
+			/* Say which line, and where to start again: the ones before it are in. */
+			char done[64], a[32];
+			if (put == 0)
+				snprintf(done, sizeof(done), "no line was put");
+			else if (put == 1)
+				snprintf(done, sizeof(done), "line 1 was put, none after it");
+			else
+				snprintf(done, sizeof(done), "lines 1-%llu were put, none after it", put);
+			if (r == -EMSGSIZE)
+				cli_error(&cmd_put, name, 0, "line %llu of standard input is %zd bytes, "
+					  "over the slot size (%s); %s", put + 1, n,
+					  fmt_bytes(cfg.slot_size, a, sizeof(a)), done);
+			else
+				cli_error(&cmd_put, name, r, "line %llu of standard input (%s)", put + 1,
+					  done);
+			status = EXIT_FAIL;
 		}
 		if (status == EXIT_OK && ferror(stdin)) {
 			cli_error(&cmd_put, name, 0, "reading standard input: %s", strerror(EIO));
@@ -133,10 +157,16 @@ static int run(int argc, char **argv)
 		for (int i = 0; status == EXIT_OK && i < (nfiles ? nfiles : 1); i++) {
 			const char *file = nfiles ? argv[optind + i] : "-";
 			bool in = strcmp(file, "-") == 0;
+			/* With several files, where to start again: the ones before it are in. */
+			char done[64] = "";
+			if (nfiles > 1)
+				snprintf(done, sizeof(done), "; %d file%s before it %s put, none after it",
+					 i, i == 1 ? "" : "s", i == 1 ? "was" : "were");
 			int fd = in ? STDIN_FILENO : open(file, O_RDONLY | O_CLOEXEC);
 			if (fd < 0) {
 				/* File errors in the file's words (cistern_strerror speaks of segments). */
-				cli_error(&cmd_put, name, 0, "cannot open %s: %s", file, strerror(errno));
+				cli_error(&cmd_put, name, 0, "cannot open %s: %s%s", file, strerror(errno),
+					  done);
 				status = EXIT_FAIL;
 				break;
 			}
@@ -145,16 +175,18 @@ static int run(int argc, char **argv)
 				close(fd);
 			if (len == -EMSGSIZE) {
 				char a[32];
-				cli_error(&cmd_put, name, 0, "%s: larger than the slot size (%s)",
+				cli_error(&cmd_put, name, 0, "%s: larger than the slot size (%s)%s",
 					  in ? "standard input" : file,
-					  fmt_bytes(cfg.slot_size, a, sizeof(a)));
+					  fmt_bytes(cfg.slot_size, a, sizeof(a)), done);
 				status = EXIT_FAIL;
 			} else if (len < 0) {
-				cli_error(&cmd_put, name, 0, "reading %s: %s", file, strerror((int)-len));
+				cli_error(&cmd_put, name, 0, "reading %s: %s%s", file,
+					  strerror((int)-len), done);
 				status = EXIT_FAIL;
 			} else {
-				status = put_one(c, name, in ? "standard input" : file, buf, (size_t)len,
-						 &meta, timeout);
+				char what[PATH_MAX + 80];
+				snprintf(what, sizeof(what), "%s%s", in ? "standard input" : file, done);
+				status = put_one(c, name, what, buf, (size_t)len, &meta, timeout);
 			}
 		}
 		free(buf);
