@@ -546,9 +546,17 @@ static bool fifo_drained(struct cistern *c)
 static void fifo_reclaim(struct cistern *c, uint32_t owner)
 {
 	uint64_t redelivered = 0, reclaimed = 0;
+	bool handed_back = false;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
+		/*
+		 * A hand-back (fifo_unacquire) names no owner: if its process
+		 * died between the mark and the hint, the slot is one of these,
+		 * and nothing else would raise the hint for it.
+		 */
+		if (sw_state(w) == FIFO_REDELIVER && sw_owner(w) == OWNER_UNACQUIRED)
+			handed_back = true;
 		if (sw_owner(w) != owner)
 			continue;
 		switch (sw_state(w)) {
@@ -574,6 +582,8 @@ static void fifo_reclaim(struct cistern *c, uint32_t owner)
 			break;
 		}
 	}
+	if (handed_back) /* at worst one needless look at every slot */
+		atomic_fetch_add_explicit(&c->hdr->redeliver_pending, 1, memory_order_seq_cst);
 	if (reclaimed)
 		atomic_fetch_add_explicit(&c->hdr->retired.reclaimed, reclaimed,
 					  memory_order_relaxed);

@@ -171,6 +171,44 @@ Test(crash_points, reclaim_cut_between_mark_and_hint_is_finished_by_the_next_swe
 	drop(c, name);
 }
 
+/*
+ * A reader hands a sample back (cistern_unacquire()) and dies between marking
+ * the slot and raising the hint: the slot names no owner to reclaim it by, so
+ * the reclaim of the dead reader must raise the hint on seeing it.
+ */
+Test(crash_points, hand_back_cut_between_mark_and_hint_is_finished_by_the_next_sweep)
+{
+	char name[64];
+	struct cistern *c = make("cp-unacq", name, sizeof(name), 4);
+	cr_assert_eq(cistern_put(c, "h", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct cistern *d;
+		struct cistern_sample s;
+		if (cistern_attach(name, &d) < 0 || cistern_acquire(d, &s, 0) < 0)
+			_exit(1);
+		/* The first step of the hand-back: REDELIVER with no owner, no hint yet. */
+		uint64_t w = atomic_load(&cistern__slotmeta(d, s.index_)->word);
+		if (!atomic_compare_exchange_strong(&cistern__slotmeta(d, s.index_)->word, &w,
+						    word(s.pos_, F_REDELIVER, 0)))
+			_exit(2);
+		raise(SIGKILL);
+		_exit(3);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %d", status);
+	cr_assert_eq(atomic_load(&c->hdr->redeliver_pending), 0);
+	char buf[16];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1,
+		     "end of data was declared over a sample handed back");
+	cr_assert_eq(buf[0], 'h');
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), CISTERN_EOD);
+	drop(c, name);
+}
+
 Test(crash_points, reclaimer_dead_mid_reclaim_leaves_the_entry_to_the_next_sweeper)
 {
 	char name[64];
