@@ -408,8 +408,9 @@ void cistern__release_entry(struct cistern *c);
 /* Reclaim every dead attachment; returns how many were reclaimed. */
 int cistern__sweep(struct cistern *c);
 /*
- * True while some entry is being reclaimed (by a sweeper or a detaching owner):
- * samples may be about to come back for redelivery.
+ * True while some entry is being reclaimed (by a sweeper or a detaching owner),
+ * or is dead and not reclaimed yet: samples may be about to come back for
+ * redelivery, so end of data must wait (and sweep again).
  */
 bool cistern__reclaim_under_way(struct cistern *c);
 /* The same for entry i alone (RECLAIMING, or its intent lock held). */

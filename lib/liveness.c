@@ -242,8 +242,22 @@ bool cistern__entry_reclaiming(struct cistern *c, uint32_t i)
 
 bool cistern__reclaim_under_way(struct cistern *c)
 {
-	for (uint32_t i = 0; i < c->hdr->procs_count; i++)
+	struct cistern_proc *procs = cistern__procs(c->hdr);
+	for (uint32_t i = 0; i < c->hdr->procs_count; i++) {
 		if (cistern__entry_reclaiming(c, i))
 			return true;
+		/*
+		 * Dead and not reclaimed: the caller's sweep may have met its
+		 * intent lock held by a process attaching, which then let go
+		 * (the owner was alive when it looked). Nobody is at it now, so
+		 * the next sweep will be. Our own entry's lock is invisible to
+		 * us (an OFD lock never conflicts with its own description).
+		 */
+		if (i + 1 != c->owner &&
+		    atomic_load_explicit(&procs[i].state, memory_order_seq_cst) !=
+			    CISTERN_PROC_FREE &&
+		    cistern__entry_alive(c->fd, i) == 0)
+			return true;
+	}
 	return false;
 }

@@ -16,7 +16,9 @@
 #
 #   MAXKILLS=2 (default 1) kills at most that many processes in a run;
 #   SOLE=1 checks a CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER segment;
-#   A_PUTS=2 (default 1) makes producer A put two samples, so the ring wraps.
+#   A_PUTS=2 (default 1) makes producer A put two samples, so the ring wraps;
+#   HANDBACK=1 lets the reader hand a sample back unread (cistern_unacquire)
+#   that many times a run instead of releasing it.
 #
 # Checks every interleaving searched for assertion violations (lost or damaged
 # samples, duplicates beyond redeliveries, a waiter woken twice by its timer with
@@ -28,6 +30,9 @@ mode=${1:-swarm}
 defs="-DMAXKILLS=${MAXKILLS:-1} -DA_PUTS=${A_PUTS:-1}"
 if [ -n "${SOLE:-}" ] && [ "$SOLE" != 0 ]; then
   defs="$defs -DSOLE"
+fi
+if [ -n "${HANDBACK:-}" ] && [ "$HANDBACK" != 0 ]; then
+  defs="$defs -DHANDBACK=$HANDBACK"
 fi
 if ! command -v spin >/dev/null; then
   [ "$(id -u)" = 0 ] || { echo "model: spin is missing; apt-get install spin" >&2; exit 1; }

@@ -69,6 +69,9 @@ bool killed[NPROC];
 byte kills;
 byte pdone;             /* producers finished or dead */
 byte wakes;             /* cistern__wake_all calls (the end of every reclaim) */
+#ifdef HANDBACK
+byte handbacks;         /* cistern_unacquire calls so far */
+#endif
 
 /* ghosts, for the properties only */
 bool published[NSAMPLE + 1];
@@ -79,7 +82,8 @@ bool eod;
 
 #define DEAD(e) (estate[e] != E_FREE && lockh[e] == 0)
 #define ANYDEAD (DEAD(0) || DEAD(1) || DEAD(2) || DEAD(3))
-#define UNDERWAY(e) (estate[e] == E_RECL || (estate[e] != E_FREE && lockr[e] != 0))
+/* End of data waits while an entry is being reclaimed, or is dead and not reclaimed yet. */
+#define UNDERWAY(e) (estate[e] == E_RECL || (estate[e] != E_FREE && lockr[e] != 0) || DEAD(e))
 #define ANYRECL (UNDERWAY(0) || UNDERWAY(1) || UNDERWAY(2) || UNDERWAY(3))
 /* A role holder (entry + 1) whose process is gone; the index never goes negative. */
 #define DEADHOLDER(r) (r != 0 && DEAD((r + NENT - 1) % NENT))
@@ -101,11 +105,18 @@ inline reclaim(e) {
 		:: atomic { wown[k] == e + 1 && wst[k] == RES -> wst[k] = SKIP; wown[k] = 0 }  /* T4 */
 		:: atomic { wown[k] == e + 1 && wst[k] == ACQ -> wst[k] = RED }; hint++         /* T8 */
 		:: atomic { wown[k] == e + 1 && wst[k] == RED -> hint++ }                       /* redo */
+#ifdef HANDBACK
+		:: atomic { wown[k] == 0 && wst[k] == RED -> handed = true }     /* a hand-back's mark */
+#endif
 		:: else -> skip
 		fi;
 		k++
 	:: else -> break
 	od;
+#ifdef HANDBACK
+	/* A hand-back cut between its mark and its hint names no owner: raise it once. */
+	if :: handed -> hint++; handed = false :: else -> skip fi;
+#endif
 	k = 0;
 	/* cistern__drop_sole, after the slots */
 	if :: sole_p == e + 1 -> sole_p = 0 :: else -> skip fi;
@@ -203,6 +214,9 @@ proctype Producer(byte first; byte count)
 {
 	byte me = _pid + 1, myent, e, k, n, t, i, s, swk;
 	bool stalled;
+#ifdef HANDBACK
+	bool handed;
+#endif
 	{
 		claim();
 #ifdef SOLE
@@ -272,6 +286,9 @@ proctype Reader()
 	byte me = _pid + 1, myent, e, k, n, t, i, h, h0, got;
 	byte swk;
 	bool c0, stalled;
+#ifdef HANDBACK
+	bool handed;
+#endif
 	{
 		claim();
 		sweep();
@@ -355,6 +372,18 @@ USE:
 		i = got - 1;
 		got = 0;
 		assert(data[i] == possample[wpos[i]]);      /* the sample of this position, undamaged */
+#ifdef HANDBACK
+		/* cistern_unacquire, at most HANDBACK times a run: T7, then the hint, two steps. */
+		if
+		:: handbacks < HANDBACK ->
+			handbacks++;
+			atomic { wst[i] = RED; wown[i] = 0; WAKE };                      /* T7 */
+			hint++;
+			i = 0; h = 0; h0 = 0; k = 0;
+			goto LOOP
+		:: true -> skip
+		fi;
+#endif
 		received[data[i]]++;
 		atomic { wst[i] = FREE; wpos[i] = wpos[i] + NSLOT; wown[i] = 0; WAKE };  /* T6 */
 		i = 0; h = 0; h0 = 0; k = 0;
