@@ -71,6 +71,22 @@ static void drop(struct cistern *c, const char *name)
 	cistern_unlink(name);
 }
 
+/*
+ * Put one sample (payload `v`), close reception when `close`, and have a
+ * reader take it, move the head past it and die holding it. Returns the dead
+ * reader's owner id (its entry is owner - 1).
+ */
+static uint32_t last_sample_held_by_a_dead_reader(struct cistern *c, const char *name, char v,
+						  bool close)
+{
+	cr_assert_eq(cistern_put(c, &v, 1, NULL, 0), 0);
+	if (close)
+		cr_assert_eq(cistern_close_reception(c), 0);
+	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
+	atomic_store(&c->hdr->head, 1);
+	return (uint32_t)(atomic_load(&cistern__slotmeta(c, 0)->word) & 0xfff);
+}
+
 Test(crash_points, producer_dead_after_claim_before_tail_moves_does_not_block_producers)
 {
 	char name[64];
@@ -135,11 +151,8 @@ Test(crash_points, reader_dead_holding_the_last_sample_does_not_let_end_of_data_
 {
 	char name[64];
 	struct cistern *c = make("cp-last", name, sizeof(name), 4);
-	cr_assert_eq(cistern_put(c, "z", 1, NULL, 0), 0);
-	cr_assert_eq(cistern_close_reception(c), 0);
 	/* A reader takes the only sample, moves the head, and dies before release. */
-	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
-	atomic_store(&c->hdr->head, 1);
+	last_sample_held_by_a_dead_reader(c, name, 'z', true);
 	/* Closed, head == tail, no hint yet: only the dead reader's entry says otherwise. */
 	char buf[16];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1,
@@ -153,9 +166,7 @@ Test(crash_points, reclaim_cut_between_mark_and_hint_is_finished_by_the_next_swe
 {
 	char name[64];
 	struct cistern *c = make("cp-hint", name, sizeof(name), 4);
-	cr_assert_eq(cistern_put(c, "r", 1, NULL, 0), 0);
-	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
-	atomic_store(&c->hdr->head, 1);
+	last_sample_held_by_a_dead_reader(c, name, 'r', false);
 	/*
 	 * A reclaimer marked the slot for redelivery and died before raising the
 	 * hint: the dead reader's entry is still ACTIVE and unlocked.
@@ -213,11 +224,7 @@ Test(crash_points, reclaimer_dead_mid_reclaim_leaves_the_entry_to_the_next_sweep
 {
 	char name[64];
 	struct cistern *c = make("cp-rdead", name, sizeof(name), 4);
-	cr_assert_eq(cistern_put(c, "q", 1, NULL, 0), 0);
-	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
-	atomic_store(&c->hdr->head, 1);
-	uint64_t w = atomic_load(&cistern__slotmeta(c, 0)->word);
-	uint32_t dead = (uint32_t)(w & 0xfff);
+	uint32_t dead = last_sample_held_by_a_dead_reader(c, name, 'q', false);
 	/* A second process takes the dead entry's lock to reclaim it, and dies at once. */
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -266,12 +273,8 @@ Test(crash_points, end_of_data_waits_for_a_reclaim_under_way)
 {
 	char name[64];
 	struct cistern *c = make("cp-inprog", name, sizeof(name), 4);
-	cr_assert_eq(cistern_put(c, "w", 1, NULL, 0), 0);
-	cr_assert_eq(cistern_close_reception(c), 0);
 	/* A reader takes the last sample and dies holding it. */
-	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
-	atomic_store(&c->hdr->head, 1);
-	uint32_t dead = (uint32_t)(atomic_load(&cistern__slotmeta(c, 0)->word) & 0xfff);
+	uint32_t dead = last_sample_held_by_a_dead_reader(c, name, 'w', true);
 	/*
 	 * Another process has begun reclaiming it: it holds the dead entry's lock
 	 * and has marked the entry, but not yet the slot. It takes a while, then
@@ -308,11 +311,7 @@ Test(crash_points, end_of_data_waits_for_a_reclaimer_between_lock_and_mark)
 {
 	char name[64];
 	struct cistern *c = make("cp-window", name, sizeof(name), 4);
-	cr_assert_eq(cistern_put(c, "v", 1, NULL, 0), 0);
-	cr_assert_eq(cistern_close_reception(c), 0);
-	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
-	atomic_store(&c->hdr->head, 1);
-	uint32_t dead = (uint32_t)(atomic_load(&cistern__slotmeta(c, 0)->word) & 0xfff);
+	uint32_t dead = last_sample_held_by_a_dead_reader(c, name, 'v', true);
 	/*
 	 * A sweeper has taken the dead entry's intent and entry locks and has not
 	 * marked it RECLAIMING yet: ACTIVE and locked, like a live owner. (Found by
@@ -357,11 +356,7 @@ Test(crash_points, end_of_data_waits_for_a_dead_entry_a_sweep_skipped)
 {
 	char name[64];
 	struct cistern *c = make("cp-skipped", name, sizeof(name), 4);
-	cr_assert_eq(cistern_put(c, "u", 1, NULL, 0), 0);
-	cr_assert_eq(cistern_close_reception(c), 0);
-	die_after_cas(name, 0, 0, F_COMMITTED, F_ACQUIRED);
-	atomic_store(&c->hdr->head, 1);
-	uint32_t dead = (uint32_t)(atomic_load(&cistern__slotmeta(c, 0)->word) & 0xfff);
+	uint32_t dead = last_sample_held_by_a_dead_reader(c, name, 'u', true);
 	/* The attaching process holds the dead entry's intent lock for a moment. */
 	_Atomic uint32_t *step = shared_alloc(sizeof(*step));
 	pid_t pid = fork();
