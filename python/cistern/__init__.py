@@ -489,7 +489,8 @@ class Segment:
         batch_reservoir) this is one cistern_acquire_batch() call, copied out and
         released: n distinct samples drawn together (n None = the segment's
         batch_size, which BatchReservoir requires); if one does not fit, the
-        batch goes back unread. Under FIFO and FIRO it is n successive reads, gathered in C.
+        batch goes back unread. Under FIFO and FIRO it is n successive reads,
+        gathered in C.
         k < n only at the end of data (or, for FIFO/FIRO, when the timeout comes
         after at least one sample); with none at all, EndOfData or TimeoutError is
         raised. With meta=True, also returns a (k, 3) uint64 array of
@@ -566,7 +567,9 @@ class Segment:
         try:
             return call(*args)
         except ValueError:
-            self._check_read(kind)
+            why = self._read_misuse(kind)
+            if why:
+                raise ValueError(why) from None
             raise
 
     def _acquire_one(self, timeout):
