@@ -71,6 +71,13 @@ static void drop(struct cistern *c, const char *name)
 	cistern_unlink(name);
 }
 
+/* Take (F_WRLCK) or drop (F_UNLCK) an OFD lock on byte `at` of r's shm object; 0 or -1. */
+static int ofd_lock(struct cistern *r, off_t at, short type)
+{
+	struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = 1};
+	return fcntl(r->fd, F_OFD_SETLK, &fl);
+}
+
 /*
  * Put one sample (payload `v`), close reception when `close`, and have a
  * reader take it, move the head past it and die holding it. Returns the dead
@@ -231,9 +238,7 @@ Test(crash_points, reclaimer_dead_mid_reclaim_leaves_the_entry_to_the_next_sweep
 		struct cistern *r;
 		if (cistern__open_mapped(name, false, &r) < 0)
 			_exit(1);
-		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
-				   .l_start = CISTERN_LOCK_BASE + dead - 1, .l_len = 1};
-		if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
+		if (ofd_lock(r, CISTERN_LOCK_BASE + dead - 1, F_WRLCK) < 0)
 			_exit(2);
 		raise(SIGKILL);
 		_exit(3);
@@ -286,9 +291,7 @@ Test(crash_points, end_of_data_waits_for_a_reclaim_under_way)
 		struct cistern *r;
 		if (cistern__open_mapped(name, false, &r) < 0)
 			_exit(1);
-		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
-				   .l_start = CISTERN_LOCK_BASE + dead - 1, .l_len = 1};
-		if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
+		if (ofd_lock(r, CISTERN_LOCK_BASE + dead - 1, F_WRLCK) < 0)
 			_exit(2);
 		atomic_store(&cistern__procs(r->hdr)[dead - 1].state, CISTERN_PROC_RECLAIMING);
 		atomic_store(started, 1);
@@ -323,12 +326,9 @@ Test(crash_points, end_of_data_waits_for_a_reclaimer_between_lock_and_mark)
 		struct cistern *r;
 		if (cistern__open_mapped(name, false, &r) < 0)
 			_exit(1);
-		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
-				   .l_start = CISTERN_INTENT_BASE + dead - 1, .l_len = 1};
-		if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
+		if (ofd_lock(r, CISTERN_INTENT_BASE + dead - 1, F_WRLCK) < 0)
 			_exit(2);
-		fl.l_start = CISTERN_LOCK_BASE + dead - 1;
-		if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
+		if (ofd_lock(r, CISTERN_LOCK_BASE + dead - 1, F_WRLCK) < 0)
 			_exit(3);
 		atomic_store(started, 1);
 		usleep(300 * 1000);
@@ -364,15 +364,13 @@ Test(crash_points, end_of_data_waits_for_a_dead_entry_a_sweep_skipped)
 		struct cistern *r;
 		if (cistern__open_mapped(name, false, &r) < 0)
 			_exit(1);
-		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
-				   .l_start = CISTERN_INTENT_BASE + dead - 1, .l_len = 1};
-		if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
+		if (ofd_lock(r, CISTERN_INTENT_BASE + dead - 1, F_WRLCK) < 0)
 			_exit(2);
 		atomic_store(step, 1);
 		while (atomic_load(step) != 2)
 			usleep(1000);
-		fl.l_type = F_UNLCK; /* let go, as cistern__claim_entry does */
-		if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
+		/* Let go, as cistern__claim_entry does. */
+		if (ofd_lock(r, CISTERN_INTENT_BASE + dead - 1, F_UNLCK) < 0)
 			_exit(3);
 		atomic_store(step, 3);
 		_exit(0);
