@@ -118,8 +118,7 @@ static int run(int argc, char **argv)
 		while (status == EXIT_OK && (n = getline(&line, &cap, stdin)) >= 0) {
 			if (n > 0 && line[n - 1] == '\n')
 				n--;
-			int r = (uint64_t)n > cfg.slot_size ? -EMSGSIZE
-							    : cistern_put(c, line, (size_t)n, &meta, timeout);
+			int r = cistern_put(c, line, (size_t)n, &meta, timeout);
 			if (r == 0) {
 				put++;
 				continue;
