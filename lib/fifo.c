@@ -107,17 +107,23 @@ static inline bool claim_direct(bool polling, _Atomic uint64_t *word, uint64_t e
  * the CAS would wait for the slot's cache line to come back from the reader.
  * Only with light wakes: fifo_drained() relies on a membarrier to order our
  * tail store before our check for a closed reception (cistern_reserve()).
- * False (nothing done) if the slot is not FREE(t): the general path decides.
- * True with the position and slot claimed; reserve_sole() puts them in a
- * slot record, put_sole() uses them as they are.
+ * SOLE_NOT_READY (nothing done) if the slot is not FREE(t): the general path
+ * decides. SOLE_LOST if the automatic role was taken away: the caller owes
+ * cistern__auto_lost(). SOLE_DONE with the position and slot claimed;
+ * reserve_sole() puts them in a slot record, put_as() uses them as they
+ * are. `guarded`: we hold the automatic role (c->auto_producing), which a
+ * second producer may take away, not the flag's. Always inlined and free of
+ * calls, so that the put's fast path saves no register (see put_as()).
  */
-static inline bool sole_claim_tail(struct cistern *c, uint64_t *pos, uint64_t *index)
+enum sole_step { SOLE_DONE, SOLE_NOT_READY, SOLE_LOST };
+
+static inline __attribute__((always_inline)) enum sole_step
+sole_claim_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
 {
 	struct cistern_hdr *h = c->hdr;
 	/* The automatic role holds only while nobody takes it away (sole.c). */
-	bool guarded = c->auto_producing;
-	if (guarded && !cistern__auto_begin(c, CISTERN_ROLE_PRODUCER, &h->auto_producer))
-		return false;
+	if (guarded && !cistern__auto_try_begin(c, CISTERN_ROLE_PRODUCER, &h->auto_producer))
+		return SOLE_LOST;
 	/* Relaxed: we are the only writer of the tail while we hold the role. */
 	uint64_t t = atomic_load_explicit(&h->tail, memory_order_relaxed);
 	uint64_t idx = cistern__slot_of(c, t);
@@ -127,7 +133,7 @@ static inline bool sole_claim_tail(struct cistern *c, uint64_t *pos, uint64_t *i
 	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(t, FIFO_FREE, 0)) {
 		if (guarded)
 			cistern__auto_end(c);
-		return false;
+		return SOLE_NOT_READY;
 	}
 	/*
 	 * Relaxed: RESERVED names us for a reclaim if we die; nobody reads the
@@ -143,7 +149,13 @@ static inline bool sole_claim_tail(struct cistern *c, uint64_t *pos, uint64_t *i
 	atomic_signal_fence(memory_order_seq_cst);
 	*pos = t;
 	*index = idx;
-	return true;
+	return SOLE_DONE;
+}
+
+static inline __attribute__((always_inline)) enum sole_step
+sole_claim_tail(struct cistern *c, uint64_t *pos, uint64_t *index)
+{
+	return sole_claim_as(c, c->auto_producing, pos, index);
 }
 
 /*
@@ -176,7 +188,10 @@ static inline bool plain_reader(struct cistern *c)
 static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
 {
 	uint64_t t, idx;
-	if (!sole_claim_tail(c, &t, &idx))
+	enum sole_step st = sole_claim_tail(c, &t, &idx);
+	if (st == SOLE_LOST)
+		cistern__auto_lost(c, CISTERN_ROLE_PRODUCER);
+	if (st != SOLE_DONE)
 		return false;
 	cistern__set_slot(slot, c, idx, t);
 	return true;
@@ -232,9 +247,14 @@ static bool slot_is_mine(struct cistern *c, const struct cistern_slot *slot)
 	return w == sw_make(slot->pos_, FIFO_RESERVED, c->owner);
 }
 
-/* Commit the sample in slot idx, which we claimed for position pos. */
-static inline void publish_sample(struct cistern *c, uint64_t idx, uint64_t pos, size_t len,
-				  struct cistern_meta *meta)
+/*
+ * Commit the sample in slot idx, which we claimed for position pos. True if
+ * readers sleep: the caller wakes them (cistern__wake_futex on data_futex),
+ * left to it so that the put's fast path makes no call.
+ */
+static inline __attribute__((always_inline)) bool
+publish_sample(struct cistern *c, uint64_t idx, uint64_t pos, size_t len,
+	       struct cistern_meta *meta)
 {
 	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
 	m->len = len;
@@ -248,14 +268,15 @@ static inline void publish_sample(struct cistern *c, uint64_t idx, uint64_t pos,
 	/* Publishes payload and metadata (release), then the wake check. */
 	cistern__publish_word(&m->word, sw_make(pos, FIFO_COMMITTED, 0));
 	cistern__count(&c->me->ctr.puts, 1);
-	cistern__wake_readers(c);
+	return cistern__readers_wait(c);
 }
 
 /* Commit a slot the caller has checked is ours. */
 static inline void commit_mine(struct cistern *c, struct cistern_slot *slot, size_t len,
 			       struct cistern_meta *meta)
 {
-	publish_sample(c, slot->index_, slot->pos_, len, meta);
+	if (publish_sample(c, slot->index_, slot->pos_, len, meta))
+		cistern__wake_futex(&c->hdr->data_futex);
 	slot->live_ = 0;
 }
 
@@ -337,14 +358,14 @@ static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 
 /*
  * The sole reader's take (CISTERN_SINGLE_READER), the mirror of
- * sole_claim_tail(): only we move the head or take a COMMITTED slot.
+ * sole_claim_as(): only we move the head or take a COMMITTED slot.
  */
-static inline bool sole_take_head(struct cistern *c, uint64_t *pos, uint64_t *index)
+static inline __attribute__((always_inline)) enum sole_step
+sole_take_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
 {
 	struct cistern_hdr *h = c->hdr;
-	bool guarded = c->auto_reading;
-	if (guarded && !cistern__auto_begin(c, CISTERN_ROLE_READER, &h->auto_reader))
-		return false;
+	if (guarded && !cistern__auto_try_begin(c, CISTERN_ROLE_READER, &h->auto_reader))
+		return SOLE_LOST;
 	/* Relaxed: we are the only writer of the head while we hold the role. */
 	uint64_t p = atomic_load_explicit(&h->head, memory_order_relaxed);
 	uint64_t idx = cistern__slot_of(c, p);
@@ -354,7 +375,7 @@ static inline bool sole_take_head(struct cistern *c, uint64_t *pos, uint64_t *in
 	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(p, FIFO_COMMITTED, 0)) {
 		if (guarded)
 			cistern__auto_end(c);
-		return false;
+		return SOLE_NOT_READY;
 	}
 	/*
 	 * Relaxed: ACQUIRED names us so that a reclaim hands the sample out again
@@ -368,13 +389,22 @@ static inline bool sole_take_head(struct cistern *c, uint64_t *pos, uint64_t *in
 	cistern__count(&c->me->ctr.gets, 1);
 	*pos = p;
 	*index = idx;
-	return true;
+	return SOLE_DONE;
+}
+
+static inline __attribute__((always_inline)) enum sole_step
+sole_take_head(struct cistern *c, uint64_t *pos, uint64_t *index)
+{
+	return sole_take_as(c, c->auto_reading, pos, index);
 }
 
 static inline bool acquire_sole(struct cistern *c, struct cistern_sample *s)
 {
 	uint64_t p, idx;
-	if (!sole_take_head(c, &p, &idx))
+	enum sole_step st = sole_take_head(c, &p, &idx);
+	if (st == SOLE_LOST)
+		cistern__auto_lost(c, CISTERN_ROLE_READER);
+	if (st != SOLE_DONE)
 		return false;
 	fill_sample(c, s, idx, p);
 	return true;
@@ -449,20 +479,25 @@ static bool sample_is_mine(struct cistern *c, const struct cistern_sample *s)
 	       sw_pos(w) == (s->pos_ & SW_POS_MASK);
 }
 
-/* Hand slot idx, taken for position pos, back for position pos + n. */
-static inline void free_slot(struct cistern *c, uint64_t idx, uint64_t pos)
+/*
+ * Hand slot idx, taken for position pos, back for position pos + n. True if
+ * producers sleep: the caller wakes them (see publish_sample()).
+ */
+static inline __attribute__((always_inline)) bool free_slot(struct cistern *c, uint64_t idx,
+							     uint64_t pos)
 {
 	/* Our reads of the payload are done (release), then the wake check. */
 	cistern__publish_word(&cistern__slotmeta(c, idx)->word,
 			      sw_make(pos + c->slot_count, FIFO_FREE, 0));
 	cistern__count(&c->me->ctr.seen_hist[1], 1);
-	cistern__wake_producers(c);
+	return cistern__producers_wait(c);
 }
 
 /* Release a sample the caller has checked is ours. */
 static inline void release_mine(struct cistern *c, struct cistern_sample *s)
 {
-	free_slot(c, s->index_, s->pos_);
+	if (free_slot(c, s->index_, s->pos_))
+		cistern__wake_futex(&c->hdr->space_futex);
 	s->live_ = 0;
 	s->data = NULL;
 }
@@ -598,18 +633,18 @@ static uint64_t fifo_population(const struct cistern *c, const struct cistern_st
 }
 
 /*
- * Copy a payload in or out. Up to 64 bytes (a cache line, the common small
- * sample) with two overlapping fixed-size moves inline, so that the one-step
- * put and get make no call on their way; longer ones through memcpy().
+ * Copy a payload of up to 64 bytes (a cache line, the common small sample)
+ * with two overlapping fixed-size moves inline, so that the one-step put and
+ * get make no call on their way; longer ones go through memcpy() on a path
+ * of their own (put_long(), get_long()).
  */
-static inline void copy_payload(void *dst, const void *src, size_t n)
+static inline __attribute__((always_inline)) void copy_small(void *dst, const void *src,
+							     size_t n)
 {
 	char *d = dst;
 	const char *s = src;
 	/* The two moves of a size may overlap each other, never dst with src. */
-	if (n > 64) {
-		memcpy(d, s, n);
-	} else if (n >= 32) {
+	if (n >= 32) {
 		__builtin_memcpy(d, s, 32);
 		__builtin_memcpy(d + n - 32, s + n - 32, 32);
 	} else if (n >= 16) {
@@ -637,61 +672,6 @@ static ssize_t got_too_long(struct cistern *c, struct cistern_sample *s)
 	}
 	fifo_unacquire(c, s);
 	return -EMSGSIZE;
-}
-
-/*
- * The holder of a sole role (with light wakes, as sole_claim_tail() needs):
- * the claim, the copy and the commit (the take, the copy and the release)
- * on the position and slot index alone, with no slot or sample record
- * filled and read back in between: the same steps in the same order as
- * cistern_reserve() + cistern_commit() (cistern_acquire() +
- * cistern_release()), in fewer instructions. -EAGAIN: nothing done.
- */
-static inline int put_sole(struct cistern *c, const void *buf, size_t len,
-			   struct cistern_meta *meta)
-{
-	uint64_t t, idx;
-	if (atomic_load_explicit(&c->hdr->closed, memory_order_acquire) ||
-	    !sole_claim_tail(c, &t, &idx))
-		return -EAGAIN;
-	/* As cistern_reserve(): a close that came while we claimed voids the claim. */
-	if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst)) {
-		struct cistern_slot slot;
-		cistern__set_slot(&slot, c, idx, t);
-		fifo_abort(c, &slot);
-		return -EPIPE;
-	}
-	copy_payload(cistern__payload(c, idx), buf, len);
-	publish_sample(c, idx, t, len, meta);
-	return 0;
-}
-
-static inline ssize_t get_sole(struct cistern *c, void *buf, size_t cap,
-			       struct cistern_meta *meta)
-{
-	uint64_t p, idx;
-	/*
-	 * As fifo_try_acquire(): redeliveries first (the general path takes
-	 * them). Relaxed: a hint, which take_redelivered() confirms slot by slot.
-	 */
-	if (atomic_load_explicit(&c->hdr->redeliver_pending, memory_order_relaxed) != 0 ||
-	    !sole_take_head(c, &p, &idx))
-		return -EAGAIN;
-	const struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
-	size_t len = (size_t)m->len;
-	if (len > c->slot_size || len > cap) {
-		struct cistern_sample s;
-		fill_sample(c, &s, idx, p);
-		return got_too_long(c, &s);
-	}
-	copy_payload(buf, cistern__payload(c, idx), len);
-	if (meta) {
-		meta->sample_id = m->sample_id;
-		meta->sim_id = m->sim_id;
-		meta->time_step = m->time_step;
-	}
-	free_slot(c, idx, p);
-	return (ssize_t)len;
 }
 
 /*
@@ -741,26 +721,211 @@ static ssize_t get_now(struct cistern *c, void *buf, size_t cap, struct cistern_
 	return (ssize_t)len;
 }
 
+/*
+ * The holder's put and get (below) and what they leave to others.
+ *
+ * Between two processes, the fewer instructions and stores a sample takes,
+ * the more samples' cache misses a core keeps in flight (stores leave the
+ * store buffer in program order, so one waiting for a slot's line holds up
+ * every store after it, even to a line in our own cache; BENCHMARKS.md has
+ * the no-library ring lose a third of its rate to 16 such stores a sample).
+ * A register saved on entry is a store, and a call needs saved registers.
+ * So the holder's path makes no call: whatever needs one (a wake, a lost
+ * role, a voided claim, a payload longer than a line, a shared handle) is
+ * left to one of these functions, reached by a tail call with nothing of
+ * ours live after it.
+ */
+static inline bool holds_producer(const struct cistern *c)
+{
+	return c->auto_producing || (c->sole_producing && cistern__light());
+}
+
+static inline bool holds_reader(const struct cistern *c)
+{
+	return c->auto_reading || (c->sole_reading && cistern__light());
+}
+
+static __attribute__((noinline)) int put_shared(struct cistern *c, const void *buf, size_t len,
+						struct cistern_meta *meta, int timeout_ms)
+{
+	/* A counted handle that finds itself the only producer left takes the role (once). */
+	if (!holds_producer(c) && plain_producer(c))
+		return cistern__fifo_put(c, buf, len, meta, timeout_ms);
+	int r = put_now(c, buf, len, meta);
+	return r == -EAGAIN ? cistern__put_slow(c, buf, len, meta, timeout_ms) : r;
+}
+
+static __attribute__((noinline)) int put_lost(struct cistern *c, const void *buf, size_t len,
+					      struct cistern_meta *meta, int timeout_ms)
+{
+	cistern__auto_lost(c, CISTERN_ROLE_PRODUCER);
+	return put_shared(c, buf, len, meta, timeout_ms);
+}
+
+/* As cistern_reserve(): a close that came while we claimed voids the claim. */
+static __attribute__((noinline)) int put_voided(struct cistern *c, uint64_t pos, uint64_t idx)
+{
+	struct cistern_slot slot;
+	cistern__set_slot(&slot, c, idx, pos);
+	fifo_abort(c, &slot);
+	return -EPIPE;
+}
+
+static __attribute__((noinline)) int put_woken(struct cistern *c)
+{
+	cistern__wake_futex(&c->hdr->data_futex);
+	return 0;
+}
+
+static __attribute__((noinline)) int put_long(struct cistern *c, const void *buf, size_t len,
+					      struct cistern_meta *meta, uint64_t pos,
+					      uint64_t idx)
+{
+	memcpy(cistern__payload(c, idx), buf, len);
+	if (publish_sample(c, idx, pos, len, meta))
+		cistern__wake_futex(&c->hdr->data_futex);
+	return 0;
+}
+
+/*
+ * The holder of the producer role (CISTERN_SINGLE_PRODUCER with light wakes,
+ * or the automatic role): the claim, the copy and the commit on the position
+ * and slot index alone, with no slot record filled and read back: the same
+ * steps in the same order as cistern_reserve() + cistern_commit(), in fewer
+ * instructions and stores. Anyone else, or a slot not ready, takes the
+ * general path (put_shared()), which waits, adds the role and reports the
+ * errors. The caller (cistern_put()) checked the handle and the length.
+ */
+static inline __attribute__((always_inline)) int
+put_as(struct cistern *c, bool guarded, const void *buf, size_t len, struct cistern_meta *meta,
+       int timeout_ms)
+{
+	uint64_t t, idx;
+	if (atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
+		return put_shared(c, buf, len, meta, timeout_ms);
+	switch (sole_claim_as(c, guarded, &t, &idx)) {
+	case SOLE_LOST:
+		return put_lost(c, buf, len, meta, timeout_ms);
+	case SOLE_NOT_READY:
+		return put_shared(c, buf, len, meta, timeout_ms);
+	case SOLE_DONE:
+		break;
+	}
+	/* seq_cst, as cistern_reserve()'s check (fifo_drained() pairs with it). */
+	if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst))
+		return put_voided(c, t, idx);
+	if (len > 64)
+		return put_long(c, buf, len, meta, t, idx);
+	copy_small(cistern__payload(c, idx), buf, len);
+	if (publish_sample(c, idx, t, len, meta))
+		return put_woken(c);
+	return 0;
+}
+
+/* One copy of the path each for the automatic holder and the flag's: one register fewer. */
 int cistern__fifo_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
 		      int timeout_ms)
 {
-	int r = -EAGAIN;
-	if (plain_producer(c))
-		r = put_sole(c, buf, len, meta);
-	if (r == -EAGAIN)
-		r = put_now(c, buf, len, meta);
-	return r == -EAGAIN ? cistern__put_slow(c, buf, len, meta, timeout_ms) : r;
+	if (c->auto_producing)
+		return put_as(c, true, buf, len, meta, timeout_ms);
+	if (c->sole_producing && cistern__light())
+		return put_as(c, false, buf, len, meta, timeout_ms);
+	return put_shared(c, buf, len, meta, timeout_ms);
+}
+
+static inline __attribute__((always_inline)) void meta_out(const struct cistern_slotmeta *m,
+							   struct cistern_meta *meta)
+{
+	if (meta) {
+		meta->sample_id = m->sample_id;
+		meta->sim_id = m->sim_id;
+		meta->time_step = m->time_step;
+	}
+}
+
+static __attribute__((noinline)) ssize_t get_shared(struct cistern *c, void *buf, size_t cap,
+						    struct cistern_meta *meta, int timeout_ms)
+{
+	/* A counted handle that finds itself the only reader left takes the role (once). */
+	if (!holds_reader(c) && plain_reader(c))
+		return cistern__fifo_get(c, buf, cap, meta, timeout_ms);
+	ssize_t n = get_now(c, buf, cap, meta);
+	return n == -EAGAIN ? cistern__get_slow(c, buf, cap, meta, timeout_ms) : n;
+}
+
+static __attribute__((noinline)) ssize_t get_lost(struct cistern *c, void *buf, size_t cap,
+						  struct cistern_meta *meta, int timeout_ms)
+{
+	cistern__auto_lost(c, CISTERN_ROLE_READER);
+	return get_shared(c, buf, cap, meta, timeout_ms);
+}
+
+static __attribute__((noinline)) ssize_t get_misfit(struct cistern *c, uint64_t pos,
+						    uint64_t idx)
+{
+	struct cistern_sample s;
+	fill_sample(c, &s, idx, pos);
+	return got_too_long(c, &s);
+}
+
+static __attribute__((noinline)) ssize_t get_woken(struct cistern *c, size_t len)
+{
+	cistern__wake_futex(&c->hdr->space_futex);
+	return (ssize_t)len;
+}
+
+static __attribute__((noinline)) ssize_t get_long(struct cistern *c, void *buf, size_t len,
+						  struct cistern_meta *meta, uint64_t pos,
+						  uint64_t idx)
+{
+	memcpy(buf, cistern__payload(c, idx), len);
+	meta_out(cistern__slotmeta(c, idx), meta);
+	if (free_slot(c, idx, pos))
+		cistern__wake_futex(&c->hdr->space_futex);
+	return (ssize_t)len;
+}
+
+/* The holder of the reader role: the mirror of put_as(). */
+static inline __attribute__((always_inline)) ssize_t
+get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_meta *meta,
+       int timeout_ms)
+{
+	uint64_t p, idx;
+	/*
+	 * As fifo_try_acquire(): redeliveries first (the general path takes
+	 * them). Relaxed: a hint, which take_redelivered() confirms slot by slot.
+	 */
+	if (atomic_load_explicit(&c->hdr->redeliver_pending, memory_order_relaxed) != 0)
+		return get_shared(c, buf, cap, meta, timeout_ms);
+	switch (sole_take_as(c, guarded, &p, &idx)) {
+	case SOLE_LOST:
+		return get_lost(c, buf, cap, meta, timeout_ms);
+	case SOLE_NOT_READY:
+		return get_shared(c, buf, cap, meta, timeout_ms);
+	case SOLE_DONE:
+		break;
+	}
+	const struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
+	size_t len = (size_t)m->len;
+	if (len > c->slot_size || len > cap)
+		return get_misfit(c, p, idx);
+	if (len > 64)
+		return get_long(c, buf, len, meta, p, idx);
+	copy_small(buf, cistern__payload(c, idx), len);
+	meta_out(m, meta);
+	if (free_slot(c, idx, p))
+		return get_woken(c, len);
+	return (ssize_t)len;
 }
 
 ssize_t cistern__fifo_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
 			  int timeout_ms)
 {
-	ssize_t n = -EAGAIN;
-	if (plain_reader(c))
-		n = get_sole(c, buf, cap, meta);
-	if (n == -EAGAIN)
-		n = get_now(c, buf, cap, meta);
-	return n == -EAGAIN ? cistern__get_slow(c, buf, cap, meta, timeout_ms) : n;
+	if (c->auto_reading)
+		return get_as(c, true, buf, cap, meta, timeout_ms);
+	if (c->sole_reading && cistern__light())
+		return get_as(c, false, buf, cap, meta, timeout_ms);
+	return get_shared(c, buf, cap, meta, timeout_ms);
 }
 
 const struct cistern_ops cistern__fifo_ops = {

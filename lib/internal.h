@@ -235,16 +235,26 @@ void cistern__auto_read_end(struct cistern *c);
  * The automatic holder's bracket around one plain claim (the handshake is
  * described in sole.c). The store of the role bit and the load of the mode
  * word are kept in this order by a compiler fence only: a revoker's
- * membarrier supplies the store-load fence at run time. False, with the
- * holder turned into a counted handle, if the role was taken away.
+ * membarrier supplies the store-load fence at run time. False if the role
+ * was taken away: the caller then owes a cistern__auto_lost() (kept apart
+ * so that a claim's fast path makes no call of its own).
  */
-static inline bool cistern__auto_begin(struct cistern *c, uint32_t role, _Atomic uint64_t *mode)
+static inline bool cistern__auto_try_begin(struct cistern *c, uint32_t role,
+					   _Atomic uint64_t *mode)
 {
 	atomic_store_explicit(&c->me->auto_busy, role, memory_order_relaxed);
 	atomic_signal_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(mode, memory_order_relaxed) == c->owner)
 		return true;
 	atomic_store_explicit(&c->me->auto_busy, 0, memory_order_relaxed);
+	return false;
+}
+
+/* As cistern__auto_try_begin(), and a refusal turns us into a counted handle at once. */
+static inline bool cistern__auto_begin(struct cistern *c, uint32_t role, _Atomic uint64_t *mode)
+{
+	if (cistern__auto_try_begin(c, role, mode))
+		return true;
 	cistern__auto_lost(c, role);
 	return false;
 }
@@ -363,15 +373,25 @@ void cistern__wake_futex(_Atomic uint32_t *word);
  * one load of a line that stays shared in every cache. seq_cst: pairs with
  * the sleeper's registration.
  */
+static inline bool cistern__readers_wait(struct cistern *c)
+{
+	return atomic_load_explicit(&c->hdr->readers_waiting, memory_order_seq_cst) != 0;
+}
+
+static inline bool cistern__producers_wait(struct cistern *c)
+{
+	return atomic_load_explicit(&c->hdr->producers_waiting, memory_order_seq_cst) != 0;
+}
+
 static inline void cistern__wake_readers(struct cistern *c)
 {
-	if (atomic_load_explicit(&c->hdr->readers_waiting, memory_order_seq_cst) != 0)
+	if (cistern__readers_wait(c))
 		cistern__wake_futex(&c->hdr->data_futex);
 }
 
 static inline void cistern__wake_producers(struct cistern *c)
 {
-	if (atomic_load_explicit(&c->hdr->producers_waiting, memory_order_seq_cst) != 0)
+	if (cistern__producers_wait(c))
 		cistern__wake_futex(&c->hdr->space_futex);
 }
 void cistern__wake_all(struct cistern_hdr *h);

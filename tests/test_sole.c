@@ -574,8 +574,9 @@ Test(sole, short_buffer_get_keeps_the_sample_for_the_next_get)
 
 /*
  * The one-step put and get copy short payloads with fixed-size moves chosen
- * by length: every length from 0 to past the inline limit comes back exact,
- * and nothing past it is written in the reader's buffer.
+ * by length, and longer ones on a path of their own: every length from 0 to
+ * past the inline limit comes back exact with its metadata, and nothing past
+ * it is written in the reader's buffer.
  */
 Test(sole, every_length_round_trips_exactly_through_the_one_step_put_and_get)
 {
@@ -593,9 +594,15 @@ Test(sole, every_length_round_trips_exactly_through_the_one_step_put_and_get)
 		for (size_t i = 0; i < sizeof(in); i++)
 			in[i] = (uint8_t)(len * 31 + i * 7 + 1);
 		memset(out, 0xee, sizeof(out));
-		cr_assert_eq(cistern_put(c, in, len, NULL, 0), 0, "len %zu", len);
-		cr_assert_eq(cistern_get(c, out, sizeof(out), NULL, 0), (ssize_t)len, "len %zu", len);
+		struct cistern_meta pm = {.sim_id = (uint32_t)len + 5, .time_step = (uint32_t)len * 3};
+		cr_assert_eq(cistern_put(c, in, len, &pm, 0), 0, "len %zu", len);
+		struct cistern_meta gm = {0};
+		cr_assert_eq(cistern_get(c, out, sizeof(out), &gm, 0), (ssize_t)len, "len %zu", len);
 		cr_assert_eq(memcmp(out, in, len), 0, "len %zu: payload differs", len);
+		cr_assert_eq(gm.sample_id, pm.sample_id, "len %zu", len);
+		cr_assert_eq(gm.sample_id, len + 1, "len %zu: ids follow the puts", len);
+		cr_assert_eq(gm.sim_id, len + 5, "len %zu", len);
+		cr_assert_eq(gm.time_step, len * 3, "len %zu", len);
 		for (size_t i = len; i < sizeof(out); i++)
 			cr_assert_eq(out[i], 0xee, "len %zu: byte %zu written past the sample", len, i);
 	}
