@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 struct bar_rows g_bars = {
 	.s1_cis_sole = -1, .s1_cis = -1, .s1_cis_spin = -1, .s1_ck = -1, .s1_rte = -1, .s1_pipe = -1, .s1_mq = -1,
@@ -21,11 +22,6 @@ static double med(int i)
 	return row_median(r);
 }
 
-static const char *verdict(int met, int known)
-{
-	return !known ? "NOT MEASURED" : met ? "MET" : "MISSED";
-}
-
 static double max2(double a, double b)
 {
 	if (isnan(a))
@@ -34,6 +30,50 @@ static double max2(double a, double b)
 		return a;
 	return a > b ? a : b;
 }
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/*
+ * Row num against the best of the rows den[], repetition by repetition: the
+ * median of num's k-th value over the best k-th value of den[], with the
+ * smallest and largest of those ratios in *lo and *hi. The k-th repetitions
+ * of a section's rows run back to back, seconds apart, so a change in the
+ * host's speed between repetitions falls on both sides of each ratio, where
+ * a ratio of medians can set one row's fast repetitions against another's
+ * slow ones. NAN unless every row was measured as often.
+ */
+static double paired(int num, const int *den, int nden, double *lo, double *hi)
+{
+	*lo = *hi = NAN;
+	const struct row *a = row_get(num);
+	if (!a || a->note[0] || a->n == 0)
+		return NAN;
+	double q[BENCH_MAX_VALS];
+	for (int k = 0; k < a->n; k++) {
+		double best = NAN;
+		for (int j = 0; j < nden; j++) {
+			const struct row *b = row_get(den[j]);
+			if (!b || b->note[0] || b->n != a->n)
+				return NAN;
+			best = max2(best, b->v[k]);
+		}
+		q[k] = a->v[k] / best;
+	}
+	qsort(q, (size_t)a->n, sizeof(q[0]), cmp_double);
+	*lo = q[0];
+	*hi = q[a->n - 1];
+	return a->n % 2 ? q[a->n / 2] : (q[a->n / 2 - 1] + q[a->n / 2]) / 2;
+}
+
+static const char *verdict(int met, int known)
+{
+	return !known ? "NOT MEASURED" : met ? "MET" : "MISSED";
+}
+
 
 void bars_print(void)
 {
@@ -58,6 +98,16 @@ void bars_print(void)
 		       verdict(a && b, known), cis, mpmc, spin, rings, a ? "met" : "missed", cis / rings,
 		       mpmc / rings, ipc, cis / ipc, bare, cis / bare, 10 * ipc / bare, stores,
 		       stores / bare);
+		int rings_rows[] = { g_bars.s1_ck, g_bars.s1_rte };
+		int ipc_rows[] = { g_bars.s1_pipe, g_bars.s1_mq, g_bars.s1_boost, g_bars.s1_zmq };
+		double rlo, rhi, qlo, qhi;
+		double pr = paired(g_bars.s1_cis_sole, rings_rows, 2, &rlo, &rhi);
+		double pq = paired(g_bars.s1_cis_sole, ipc_rows, 4, &qlo, &qhi);
+		if (!isnan(pr) && !isnan(pq))
+			printf("    rep by rep (the k-th repetitions of all rows run back to back): "
+			       "cistern / best ring x%.2f (x%.2f-x%.2f), cistern / best of "
+			       "pipe/mq/boost/zmq x%.2f (x%.2f-x%.2f)\n",
+			       pr, rlo, rhi, pq, qlo, qhi);
 	}
 	if (bench_section_enabled("3")) {
 		double cis = med(g_bars.s3_cis), one = med(g_bars.s3_cis_1cpu), bound = med(g_bars.s3_bound);
