@@ -724,16 +724,13 @@ static ssize_t get_now(struct cistern *c, void *buf, size_t cap, struct cistern_
 /*
  * The holder's put and get (below) and what they leave to others.
  *
- * Between two processes, the fewer instructions and stores a sample takes,
- * the more samples' cache misses a core keeps in flight (stores leave the
- * store buffer in program order, so one waiting for a slot's line holds up
- * every store after it, even to a line in our own cache; BENCHMARKS.md has
- * the no-library ring lose a third of its rate to 16 such stores a sample).
- * A register saved on entry is a store, and a call needs saved registers.
- * So the holder's path makes no call: whatever needs one (a wake, a lost
- * role, a voided claim, a payload longer than a line, a shared handle) is
- * left to one of these functions, reached by a tail call with nothing of
- * ours live after it.
+ * The holder's path makes no call: whatever needs one (a wake, a lost role,
+ * a voided claim, a payload longer than a line, a shared handle) is left to
+ * one of these functions, reached by a tail call with nothing of ours live
+ * after it, so the path saves few registers (a saved register is a store)
+ * and calls nothing on the way. A put + get pair in one process takes a
+ * quarter fewer instructions so; between two processes the rate stayed
+ * where it was (BENCHMARKS.md, "(1)").
  */
 static inline bool holds_producer(const struct cistern *c)
 {
