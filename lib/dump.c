@@ -250,10 +250,10 @@ static size_t round_up(size_t v, size_t a)
 	return (v + a - 1) / a * a;
 }
 
-/* n buffers of at least `min` bytes each (1 MiB or more), within IO_MEMORY when possible. */
+/* n buffers of at least `min` bytes each, within IO_MEMORY when possible. */
 static int bufs_alloc(struct bufs *b, size_t min, unsigned want)
 {
-	b->size = round_up(min > MIB ? min : MIB, 4096);
+	b->size = round_up(min ? min : 1, 4096);
 	b->n = want;
 	while (b->n > 2 && (uint64_t)b->n * b->size > IO_MEMORY)
 		b->n--;
@@ -294,6 +294,37 @@ static void bufs_register(struct bufs *b, struct io_uring *ring)
 		iov[i].iov_len = b->size;
 	}
 	b->registered = io_uring_register_buffers(ring, iov, b->n) == 0;
+}
+
+/*
+ * One completion from the ring, handing the kernel first whatever requests
+ * are queued. A signal interrupts the wait (-EINTR) but not the requests, so
+ * we wait again: a dump or restore must not fail because the caller's
+ * process takes signals (a profiler's timer, an alarm). And a submit that
+ * failed leaves its requests in the ring, where io_uring_wait_cqe() alone
+ * would wait for completions of requests the kernel never saw; here the next
+ * wait submits them. The caller has a request in flight or queued.
+ */
+static int next_cqe(struct io_uring *ring, struct io_uring_cqe **cqe)
+{
+	for (;;) {
+		if (io_uring_peek_cqe(ring, cqe) == 0)
+			return 0;
+		int r = io_uring_submit_and_wait(ring, 1);
+		if (r < 0 && r != -EINTR)
+			return r;
+	}
+}
+
+/*
+ * A request that came back not done rather than failed: interrupted by a
+ * signal, or canceled because the kernel could not start a worker for it
+ * while a signal was pending (a buffered write or an fsync handed to
+ * io_uring's workers). It is asked for again.
+ */
+static bool not_done(int res)
+{
+	return res == -EINTR || res == -ECANCELED;
 }
 
 /* ---- the writer -------------------------------------------------------- */
@@ -350,9 +381,9 @@ static void w_reap(struct writer *w, bool wait)
 {
 	struct io_uring_cqe *cqe;
 	if (wait) {
-		int r = io_uring_submit_and_wait(&w->ring, 1);
+		int r = next_cqe(&w->ring, &cqe);
 		w->queued = 0;
-		if (r < 0 && r != -EINTR) {
+		if (r < 0) {
 			w->err = r;
 			return;
 		}
@@ -364,6 +395,10 @@ static void w_reap(struct writer *w, bool wait)
 		if (i >= w->b.n) /* the final fsync */
 			continue;
 		struct wbuf *wb = &w->w[i];
+		if (not_done(res)) {
+			w_queue(w, i);
+			continue;
+		}
 		if (res < 0) {
 			if (!w->err)
 				w->err = res;
@@ -497,7 +532,8 @@ static int w_init(struct writer *w, int fd, bool plain, bool buffered, size_t mi
 	w->fd = fd;
 	w->plain = plain;
 	/* Room for a carried partial block in front of the largest record. */
-	int r = bufs_alloc(&w->b, min_buf + DIRECT_ALIGN, plain ? 1 : IO_BUFFERS);
+	size_t min = min_buf + DIRECT_ALIGN;
+	int r = bufs_alloc(&w->b, min > MIB ? min : MIB, plain ? 1 : IO_BUFFERS);
 	if (r < 0)
 		return r;
 	if (plain)
@@ -538,21 +574,21 @@ static int w_finish(struct writer *w)
 		return w->err;
 	if (w->direct && ftruncate(w->fd, (off_t)size) < 0)
 		return -errno;
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
-	if (!sqe)
-		return -EBUSY;
-	io_uring_prep_fsync(sqe, w->fd, 0);
-	io_uring_sqe_set_data64(sqe, IO_BUFFERS);
-	struct io_uring_cqe *cqe;
-	int r = io_uring_submit_and_wait(&w->ring, 1);
-	if (r < 0)
-		return r;
-	r = io_uring_wait_cqe(&w->ring, &cqe);
-	if (r < 0)
-		return r;
-	r = cqe->res;
-	io_uring_cqe_seen(&w->ring, cqe);
-	return r < 0 ? r : 0;
+	for (;;) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
+		if (!sqe)
+			return -EBUSY;
+		io_uring_prep_fsync(sqe, w->fd, 0);
+		io_uring_sqe_set_data64(sqe, IO_BUFFERS);
+		struct io_uring_cqe *cqe;
+		int r = next_cqe(&w->ring, &cqe);
+		if (r < 0)
+			return r;
+		r = cqe->res;
+		io_uring_cqe_seen(&w->ring, cqe);
+		if (!not_done(r))
+			return r < 0 ? r : 0;
+	}
 }
 
 static void w_destroy(struct writer *w)
@@ -561,7 +597,7 @@ static void w_destroy(struct writer *w)
 		/* Never unmap buffers the kernel may still be writing from. */
 		while (w->inflight) {
 			struct io_uring_cqe *cqe;
-			if (io_uring_wait_cqe(&w->ring, &cqe) < 0)
+			if (next_cqe(&w->ring, &cqe) < 0)
 				break;
 			unsigned i = (unsigned)io_uring_cqe_get_data64(cqe);
 			io_uring_cqe_seen(&w->ring, cqe);
@@ -910,17 +946,18 @@ static const uint8_t *r_next(struct reader *rd, size_t *len)
 		return NULL;
 	while (rb->state != 2 && !rd->err) {
 		struct io_uring_cqe *cqe;
-		int r = io_uring_wait_cqe(&rd->ring, &cqe);
+		int r = next_cqe(&rd->ring, &cqe);
 		if (r < 0) {
-			if (r != -EINTR)
-				rd->err = r;
+			rd->err = r;
 			continue;
 		}
 		unsigned i = (unsigned)io_uring_cqe_get_data64(cqe);
 		int res = cqe->res;
 		io_uring_cqe_seen(&rd->ring, cqe);
 		struct rbuf *x = &rd->r[i];
-		if (res < 0) {
+		if (not_done(res)) {
+			r_queue(rd, i);
+		} else if (res < 0) {
 			rd->err = res;
 		} else if (res == 0) {
 			rd->err = -EBADMSG; /* the file shrank under us */
@@ -954,7 +991,14 @@ static int r_init(struct reader *rd, int fd, uint64_t size)
 	memset(rd, 0, sizeof(*rd));
 	rd->fd = fd;
 	rd->size = size;
-	int r = bufs_alloc(&rd->b, MIB, IO_BUFFERS);
+	/*
+	 * Chunks of 1 MiB, several in flight; a file smaller than that many
+	 * chunks gets only what it fills (a small dump is read with one small
+	 * buffer, not 8 MiB populated and pinned).
+	 */
+	size_t chunk = size < MIB ? (size_t)size : MIB;
+	uint64_t chunks = chunk ? (size + chunk - 1) / chunk : 1;
+	int r = bufs_alloc(&rd->b, chunk, chunks < IO_BUFFERS ? (unsigned)chunks : IO_BUFFERS);
 	if (r < 0)
 		return r;
 	r = cistern__no_uring ? -ENOSYS : io_uring_queue_init(IO_BUFFERS, &rd->ring, 0);
@@ -971,7 +1015,7 @@ static void r_destroy(struct reader *rd)
 		for (unsigned i = 0; i < rd->b.n; i++) {
 			while (rd->r[i].state == 1) {
 				struct io_uring_cqe *cqe;
-				if (io_uring_wait_cqe(&rd->ring, &cqe) < 0)
+				if (next_cqe(&rd->ring, &cqe) < 0)
 					goto out;
 				rd->r[io_uring_cqe_get_data64(cqe)].state = 2;
 				io_uring_cqe_seen(&rd->ring, cqe);

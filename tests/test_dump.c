@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 
 #include "helpers.h"
 #include "internal.h"
@@ -536,6 +537,71 @@ Test(dump, a_multi_buffer_dump_matches_the_plain_path_and_restores)
 	cistern_unlink(copy);
 	unlink(a);
 	unlink(b);
+}
+
+static volatile sig_atomic_t alarms;
+
+static void count_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
+
+/*
+ * A process that takes signals all the time (a profiler's timer, an alarm)
+ * still dumps and restores: a signal interrupts io_uring's waits, not its
+ * requests. Every 50 us a SIGALRM whose handler does not ask for restarts.
+ */
+Test(dump, dump_and_restore_go_through_a_storm_of_signals, .timeout = 120)
+{
+	char name[64], copy[64], path[128];
+	snprintf(name, sizeof(name), "t-d-sig-%d", (int)getpid());
+	snprintf(copy, sizeof(copy), "t-d-sig2-%d", (int)getpid());
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	dump_path(path, sizeof(path), "sig");
+	struct cistern_config cfg = {.slot_size = 65536, .slot_count = 64};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	uint8_t *buf = malloc(65536);
+	for (uint32_t i = 0; i < 64; i++) {
+		memset(buf, (int)i, 65536);
+		cr_assert_eq(cistern_put(c, buf, 65536, NULL, 0), 0);
+	}
+	struct sigaction sa = {.sa_handler = count_alarm}, old;
+	cr_assert_eq(sigaction(SIGALRM, &sa, &old), 0);
+	struct itimerval every = {{0, 50}, {0, 50}}, off = {{0, 0}, {0, 0}};
+	cr_assert_eq(setitimer(ITIMER_REAL, &every, NULL), 0);
+	int dumped = 0, restored = 0, first = 0;
+	for (int round = 0; round < 20; round++) {
+		int r = cistern_dump(name, path, NULL, NULL, NULL);
+		dumped += r == 0;
+		first = first ? first : r;
+		r = cistern_restore(path, copy, NULL, NULL, NULL);
+		restored += r == 0;
+		first = first ? first : r;
+		cistern_unlink(copy);
+	}
+	setitimer(ITIMER_REAL, &off, NULL);
+	sigaction(SIGALRM, &old, NULL);
+	cr_assert_gt(alarms, 100, "the signals came (%d)", (int)alarms);
+	cr_assert_eq(dumped, 20, "dumps done: %d of 20 (%s)", dumped, cistern_strerror(first));
+	cr_assert_eq(restored, 20, "restores done: %d of 20 (%s)", restored, cistern_strerror(first));
+	/* And what came back is what went in. */
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	for (uint32_t i = 0; i < 64; i++) {
+		cr_assert_eq(cistern_get(r, buf, 65536, NULL, 0), 65536);
+		cr_assert_eq(buf[0], (uint8_t)i);
+		cr_assert_eq(buf[65535], (uint8_t)i);
+	}
+	free(buf);
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
 }
 
 /* Someone polling for the name sees nothing, then the whole restored segment. */
