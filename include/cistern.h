@@ -589,7 +589,9 @@ struct cistern_dump_info {
 
 /**
  * Dump segment `name` to `path` (replaced atomically: written to a temporary
- * file next to it, then renamed). File I/O goes through io_uring.
+ * file next to it, then renamed). File I/O goes through io_uring; I/O that a
+ * signal to the process interrupts is asked for again, never reported as
+ * -EINTR (the same holds for cistern_restore() and cistern_dump_verify()).
  * @param progress may be NULL; called with (slots scanned, slot_count, arg)
  * @param info     may be NULL; receives what was written
  * @return 0; the errors of cistern_open_readonly(); -errno of the file I/O.
