@@ -308,11 +308,11 @@ static void bufs_register(struct bufs *b, struct io_uring *ring)
 static int next_cqe(struct io_uring *ring, struct io_uring_cqe **cqe)
 {
 	for (;;) {
-		if (io_uring_peek_cqe(ring, cqe) == 0)
-			return 0;
 		int r = io_uring_submit_and_wait(ring, 1);
 		if (r < 0 && r != -EINTR)
 			return r;
+		if (io_uring_peek_cqe(ring, cqe) == 0)
+			return 0;
 	}
 }
 
