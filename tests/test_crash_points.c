@@ -79,6 +79,45 @@ static int ofd_lock(struct cistern *r, off_t at, short type)
 }
 
 /*
+ * Fork a process that begins a reclaim of entry `dead` and dies in it: it
+ * takes the entry's intent lock (when `intent`) and its entry lock, marks the
+ * entry RECLAIMING (when `mark`), holds all that for `hold_ms`, and is
+ * killed. Returns its pid, unreaped, once those steps are done; fails the
+ * test if the process could not do them.
+ */
+static pid_t reclaimer_dying_after(const char *name, uint32_t dead, bool intent, bool mark,
+				   unsigned hold_ms)
+{
+	_Atomic uint32_t *started = shared_alloc(sizeof(*started));
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct cistern *r;
+		if (cistern__open_mapped(name, false, &r) < 0)
+			_exit(1);
+		if (intent && ofd_lock(r, CISTERN_INTENT_BASE + dead - 1, F_WRLCK) < 0)
+			_exit(2);
+		if (ofd_lock(r, CISTERN_LOCK_BASE + dead - 1, F_WRLCK) < 0)
+			_exit(3);
+		if (mark)
+			atomic_store(&cistern__procs(r->hdr)[dead - 1].state, CISTERN_PROC_RECLAIMING);
+		atomic_store(started, 1);
+		usleep(hold_ms * 1000);
+		raise(SIGKILL);
+		_exit(4);
+	}
+	while (!atomic_load(started)) {
+		/* WNOWAIT: the caller reaps it. */
+		siginfo_t si = {0};
+		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+		    si.si_pid == pid && !atomic_load(started))
+			cr_assert_fail("the reclaimer could not take its steps (exit %d)", si.si_status);
+		usleep(1000);
+	}
+	return pid;
+}
+
+/*
  * Put one sample (payload `v`), close reception when `close`, and have a
  * reader take it, move the head past it and die holding it. Returns the dead
  * reader's owner id (its entry is owner - 1).
@@ -233,16 +272,7 @@ Test(crash_points, reclaimer_dead_mid_reclaim_leaves_the_entry_to_the_next_sweep
 	struct cistern *c = make("cp-rdead", name, sizeof(name), 4);
 	uint32_t dead = last_sample_held_by_a_dead_reader(c, name, 'q', false);
 	/* A second process takes the dead entry's lock to reclaim it, and dies at once. */
-	pid_t pid = fork();
-	if (pid == 0) {
-		struct cistern *r;
-		if (cistern__open_mapped(name, false, &r) < 0)
-			_exit(1);
-		if (ofd_lock(r, CISTERN_LOCK_BASE + dead - 1, F_WRLCK) < 0)
-			_exit(2);
-		raise(SIGKILL);
-		_exit(3);
-	}
+	pid_t pid = reclaimer_dying_after(name, dead, false, false, 0);
 	int status;
 	waitpid(pid, &status, 0);
 	cr_assert(WIFSIGNALED(status), "the reclaimer could not take the dead entry's lock");
@@ -285,22 +315,7 @@ Test(crash_points, end_of_data_waits_for_a_reclaim_under_way)
 	 * and has marked the entry, but not yet the slot. It takes a while, then
 	 * dies too, leaving the entry to the next sweeper.
 	 */
-	_Atomic uint32_t *started = shared_alloc(sizeof(*started));
-	pid_t pid = fork();
-	if (pid == 0) {
-		struct cistern *r;
-		if (cistern__open_mapped(name, false, &r) < 0)
-			_exit(1);
-		if (ofd_lock(r, CISTERN_LOCK_BASE + dead - 1, F_WRLCK) < 0)
-			_exit(2);
-		atomic_store(&cistern__procs(r->hdr)[dead - 1].state, CISTERN_PROC_RECLAIMING);
-		atomic_store(started, 1);
-		usleep(300 * 1000);
-		raise(SIGKILL);
-		_exit(3);
-	}
-	while (!atomic_load(started))
-		usleep(1000);
+	pid_t pid = reclaimer_dying_after(name, dead, false, true, 300);
 	/* Closed, drained, the sweep finds the entry locked: only its mark says wait. */
 	char buf[16];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 3000), 1,
@@ -320,23 +335,7 @@ Test(crash_points, end_of_data_waits_for_a_reclaimer_between_lock_and_mark)
 	 * marked it RECLAIMING yet: ACTIVE and locked, like a live owner. (Found by
 	 * the exhaustive search of model/fifo.pml.)
 	 */
-	_Atomic uint32_t *started = shared_alloc(sizeof(*started));
-	pid_t pid = fork();
-	if (pid == 0) {
-		struct cistern *r;
-		if (cistern__open_mapped(name, false, &r) < 0)
-			_exit(1);
-		if (ofd_lock(r, CISTERN_INTENT_BASE + dead - 1, F_WRLCK) < 0)
-			_exit(2);
-		if (ofd_lock(r, CISTERN_LOCK_BASE + dead - 1, F_WRLCK) < 0)
-			_exit(3);
-		atomic_store(started, 1);
-		usleep(300 * 1000);
-		raise(SIGKILL);
-		_exit(4);
-	}
-	while (!atomic_load(started))
-		usleep(1000);
+	pid_t pid = reclaimer_dying_after(name, dead, true, false, 300);
 	char buf[16];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 3000), 1,
 		     "end of data was declared between a reclaimer's lock and its mark");
