@@ -159,15 +159,28 @@ sole_claim_tail(struct cistern *c, uint64_t *pos, uint64_t *index)
 }
 
 /*
- * Whether this handle claims the tail (takes the head) with plain stores:
- * it holds the role by CISTERN_SINGLE_PRODUCER (READER) with light wakes,
- * or automatically (sole.c). A counted handle that finds itself the only
- * one left takes the role back here: one load of a line nobody writes while
- * the count stands.
+ * Whether this handle holds the producer (reader) role: by
+ * CISTERN_SINGLE_PRODUCER (READER) with light wakes, or automatically
+ * (sole.c). The holder claims the tail (takes the head) with plain stores.
+ */
+static inline bool holds_producer(const struct cistern *c)
+{
+	return c->auto_producing || (c->sole_producing && cistern__light());
+}
+
+static inline bool holds_reader(const struct cistern *c)
+{
+	return c->auto_reading || (c->sole_reading && cistern__light());
+}
+
+/*
+ * Whether this handle claims with plain stores: it holds the role, or it is
+ * a counted handle that finds itself the only one left and takes the role
+ * back here (one load of a line nobody writes while the count stands).
  */
 static inline bool plain_producer(struct cistern *c)
 {
-	if (c->auto_producing || (c->sole_producing && cistern__light()))
+	if (holds_producer(c))
 		return true;
 	return c->auto_shared_producer &&
 	       atomic_load_explicit(&c->hdr->auto_producer, memory_order_relaxed) ==
@@ -177,7 +190,7 @@ static inline bool plain_producer(struct cistern *c)
 
 static inline bool plain_reader(struct cistern *c)
 {
-	if (c->auto_reading || (c->sole_reading && cistern__light()))
+	if (holds_reader(c))
 		return true;
 	return c->auto_shared_reader &&
 	       atomic_load_explicit(&c->hdr->auto_reader, memory_order_relaxed) ==
@@ -732,16 +745,6 @@ static ssize_t get_now(struct cistern *c, void *buf, size_t cap, struct cistern_
  * quarter fewer instructions so; between two processes the rate stayed
  * where it was (BENCHMARKS.md, "(1)").
  */
-static inline bool holds_producer(const struct cistern *c)
-{
-	return c->auto_producing || (c->sole_producing && cistern__light());
-}
-
-static inline bool holds_reader(const struct cistern *c)
-{
-	return c->auto_reading || (c->sole_reading && cistern__light());
-}
-
 static __attribute__((noinline)) int put_shared(struct cistern *c, const void *buf, size_t len,
 						struct cistern_meta *meta, int timeout_ms)
 {
