@@ -362,7 +362,10 @@ static void w_queue(struct writer *w, unsigned i)
 		w->queued = 0;
 		sqe = io_uring_get_sqe(&w->ring);
 		if (!sqe) {
+			/* Not in flight: w_destroy() must not wait for it. */
 			w->err = -EBUSY;
+			wb->busy = false;
+			w->inflight--;
 			return;
 		}
 	}
@@ -880,6 +883,7 @@ static void r_queue(struct reader *rd, unsigned i)
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&rd->ring);
 	if (!sqe) {
 		rd->err = -EBUSY;
+		rb->state = 0; /* nothing of it is in flight: r_destroy() must not wait for it */
 		return;
 	}
 	uint8_t *p = buf_at(&rd->b, i) + rb->got;
@@ -957,10 +961,14 @@ static const uint8_t *r_next(struct reader *rd, size_t *len)
 		struct rbuf *x = &rd->r[i];
 		if (not_done(res)) {
 			r_queue(rd, i);
-		} else if (res < 0) {
-			rd->err = res;
-		} else if (res == 0) {
-			rd->err = -EBADMSG; /* the file shrank under us */
+		} else if (res <= 0) {
+			/*
+			 * Failed (0: the file shrank under us). Its completion is
+			 * taken, so it is no longer in flight: left at 1,
+			 * r_destroy() would wait for a completion that never comes.
+			 */
+			rd->err = res < 0 ? res : -EBADMSG;
+			x->state = 0;
 		} else {
 			x->got += (size_t)res;
 			if (x->got < x->len) {

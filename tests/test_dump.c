@@ -259,6 +259,54 @@ Test(dump, a_file_missing_its_last_byte_is_refused_and_nothing_created)
 	refused("d-last", truncate_one);
 }
 
+/* Cuts the dump being restored down to nothing, once its first chunk is read. */
+static void cut_after_first_chunk(uint64_t done, uint64_t total, void *arg)
+{
+	(void)done;
+	(void)total;
+	const char *path = arg;
+	static bool cut;
+	if (!cut) {
+		cut = true;
+		cr_assert_eq(truncate(path, 0), 0);
+	}
+}
+
+/*
+ * A dump that shrinks while it is read back fails the restore, and the reader
+ * gives back its buffers without waiting for a read whose failure it already
+ * took (which waited forever). 20 MiB: more chunks than are read at once, so
+ * later reads find the file gone.
+ */
+Test(dump, a_dump_cut_short_during_restore_is_refused_not_waited_on, .timeout = 60)
+{
+	char name[64], copy[64], path[128];
+	snprintf(name, sizeof(name), "t-d-cut-%d", (int)getpid());
+	snprintf(copy, sizeof(copy), "t-d-cut2-%d", (int)getpid());
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	dump_path(path, sizeof(path), "cut");
+	struct cistern_config cfg = {.slot_size = 65536, .slot_count = 320};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	uint8_t *buf = calloc(1, 65536);
+	for (uint32_t i = 0; i < 320; i++) {
+		memset(buf, (int)i, 65536);
+		cr_assert_eq(cistern_put(c, buf, 65536, NULL, 0), 0);
+	}
+	free(buf);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_gt(file_size(path), 16 << 20);
+	cr_assert_eq(cistern_restore(path, copy, cut_after_first_chunk, path, NULL), -EBADMSG);
+	cr_assert_eq(file_size(path), 0, "the dump was cut while it was read");
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), -ENOENT, "nothing was created");
+	cr_assert_eq(temp_objects_left(), 0, "no temporary object is left behind");
+	cistern_detach(c);
+	cistern_unlink(name);
+	unlink(path);
+}
+
 Test(dump, a_file_that_is_not_a_dump_is_refused)
 {
 	char path[128], name[64];
