@@ -529,14 +529,25 @@ static bool try_direct(int fd, uint8_t *aligned_buf)
 	return false;
 }
 
-static int w_init(struct writer *w, int fd, bool plain, bool buffered, size_t min_buf)
+/*
+ * min_buf: the largest record; expect: about how big the file will be. A small
+ * dump gets two small buffers rather than 8 MiB populated and registered (which
+ * took most of a small segment's dump time); a guess that falls short costs
+ * only overlap, as the buffers take turns.
+ */
+static int w_init(struct writer *w, int fd, bool plain, bool buffered, size_t min_buf,
+		  uint64_t expect)
 {
 	memset(w, 0, sizeof(*w));
 	w->fd = fd;
 	w->plain = plain;
 	/* Room for a carried partial block in front of the largest record. */
 	size_t min = min_buf + DIRECT_ALIGN;
-	int r = bufs_alloc(&w->b, min > MIB ? min : MIB, plain ? 1 : IO_BUFFERS);
+	size_t size = expect < MIB ? (size_t)expect : MIB;
+	size = size > min ? size : min;
+	uint64_t n = (expect + size - 1) / size;
+	n = n < 2 ? 2 : n > IO_BUFFERS ? IO_BUFFERS : n;
+	int r = bufs_alloc(&w->b, size, plain ? 1 : (unsigned)n);
 	if (r < 0)
 		return r;
 	if (plain)
@@ -779,8 +790,11 @@ int cistern__dump_ex(const char *name, const char *path, unsigned flags,
 	struct writer w;
 	roaring_bitmap_t *seen = NULL;
 	char *bm = NULL;
+	/* Every slot held, plus room for the seen set, the meta block and the trailer. */
+	uint64_t expect = PREAMBLE_SIZE + c->slot_count * (REC_HDR + round_up(c->slot_size, 8)) +
+			  2 * c->slot_count + 4 * META_SIZE;
 	r = w_init(&w, fd, flags & CISTERN__DUMP_PLAIN, flags & CISTERN__DUMP_BUFFERED,
-		   REC_HDR + round_up(c->slot_size, 8));
+		   REC_HDR + round_up(c->slot_size, 8), expect);
 	if (r < 0)
 		goto out_file;
 	seen = roaring_bitmap_create();

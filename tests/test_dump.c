@@ -509,6 +509,23 @@ Test(dump, progress_reaches_the_total)
 	unlink(path);
 }
 
+/* Two dumps of one segment are the same file but for the dump time in the meta block. */
+static void assert_same_dump(const char *a, const char *b)
+{
+	off_t size = file_size(a);
+	cr_assert_eq(size, file_size(b), "%s and %s", a, b);
+	uint8_t *x = malloc((size_t)size), *y = malloc((size_t)size);
+	FILE *fa = fopen(a, "r"), *fb = fopen(b, "r");
+	cr_assert_eq(fread(x, 1, (size_t)size, fa), (size_t)size);
+	cr_assert_eq(fread(y, 1, (size_t)size, fb), (size_t)size);
+	fclose(fa);
+	fclose(fb);
+	/* Everything before the meta block (512 bytes) and the trailer (32). */
+	cr_assert_eq(memcmp(x, y, (size_t)(size - 512 - 32)), 0, "%s and %s", a, b);
+	free(x);
+	free(y);
+}
+
 Test(dump, the_plain_write_path_writes_the_same_file)
 {
 	char name[64], a[128], b[128];
@@ -518,18 +535,7 @@ Test(dump, the_plain_write_path_writes_the_same_file)
 	fill(c, 50);
 	cr_assert_eq(cistern__dump_ex(name, a, 0, NULL, NULL, NULL), 0);
 	cr_assert_eq(cistern__dump_ex(name, b, CISTERN__DUMP_PLAIN, NULL, NULL, NULL), 0);
-	/* Only the dump time differs: compare the sample sections. */
-	off_t size = file_size(a);
-	cr_assert_eq(size, file_size(b));
-	uint8_t *x = malloc((size_t)size), *y = malloc((size_t)size);
-	FILE *fa = fopen(a, "r"), *fb = fopen(b, "r");
-	cr_assert_eq(fread(x, 1, (size_t)size, fa), (size_t)size);
-	cr_assert_eq(fread(y, 1, (size_t)size, fb), (size_t)size);
-	fclose(fa);
-	fclose(fb);
-	cr_assert_eq(memcmp(x, y, (size_t)(size - 512 - 32)), 0);
-	free(x);
-	free(y);
+	assert_same_dump(a, b);
 	cistern_detach(c);
 	cistern_unlink(name);
 	unlink(a);
@@ -557,16 +563,8 @@ Test(dump, a_multi_buffer_dump_matches_the_plain_path_and_restores)
 	}
 	cr_assert_eq(cistern__dump_ex(name, a, 0, NULL, NULL, NULL), 0);
 	cr_assert_eq(cistern__dump_ex(name, b, CISTERN__DUMP_PLAIN, NULL, NULL, NULL), 0);
-	off_t size = file_size(a);
-	cr_assert_eq(size, file_size(b));
-	cr_assert_gt(size, 4 << 20, "more than a few staging buffers");
-	uint8_t *x = malloc((size_t)size), *y = malloc((size_t)size);
-	FILE *fa = fopen(a, "r"), *fb = fopen(b, "r");
-	cr_assert_eq(fread(x, 1, (size_t)size, fa), (size_t)size);
-	cr_assert_eq(fread(y, 1, (size_t)size, fb), (size_t)size);
-	fclose(fa);
-	fclose(fb);
-	cr_assert_eq(memcmp(x, y, (size_t)(size - 512 - 32)), 0);
+	cr_assert_gt(file_size(a), 4 << 20, "more than a few staging buffers");
+	assert_same_dump(a, b);
 	cr_assert_eq(cistern_restore(a, copy, NULL, NULL, NULL), 0);
 	struct cistern *r;
 	cr_assert_eq(cistern_attach(copy, &r), 0);
@@ -576,13 +574,63 @@ Test(dump, a_multi_buffer_dump_matches_the_plain_path_and_restores)
 		for (ssize_t k = 0; k < n; k++)
 			cr_assert_eq(buf[k], (uint8_t)(k * 7 + i));
 	}
-	free(x);
-	free(y);
 	free(buf);
 	cistern_detach(r);
 	cistern_detach(c);
 	cistern_unlink(name);
 	cistern_unlink(copy);
+	unlink(a);
+	unlink(b);
+}
+
+/*
+ * The staging buffers are sized from the segment: segments of many shapes,
+ * from one 1-byte slot to records larger than a small dump's whole estimate,
+ * dump to the same file on both write paths and restore whole.
+ */
+Test(dump, segments_of_every_shape_dump_and_restore_whole, .timeout = 120)
+{
+	static const uint32_t sizes[] = {1, 7, 64, 4064, 4096, 5000, 70000};
+	static const uint32_t counts[] = {1, 3, 50, 300};
+	char name[64], copy[64], a[128], b[128];
+	snprintf(name, sizeof(name), "t-d-shape-%d", (int)getpid());
+	snprintf(copy, sizeof(copy), "t-d-shape2-%d", (int)getpid());
+	dump_path(a, sizeof(a), "shape-a");
+	dump_path(b, sizeof(b), "shape-b");
+	uint8_t *buf = malloc(70000), *want = malloc(70000);
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+			uint32_t size = sizes[si], count = counts[ci];
+			cistern_unlink(name);
+			struct cistern_config cfg = {.slot_size = size, .slot_count = count};
+			struct cistern *c;
+			cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+			for (uint32_t i = 0; i < count; i++) {
+				size_t len = 1 + (i * 2654435761u) % size;
+				fill_payload(buf, len, size, i);
+				cr_assert_eq(cistern_put(c, buf, len, NULL, 0), 0);
+			}
+			cr_assert_eq(cistern__dump_ex(name, a, 0, NULL, NULL, NULL), 0);
+			cr_assert_eq(cistern__dump_ex(name, b, CISTERN__DUMP_PLAIN, NULL, NULL, NULL), 0);
+			assert_same_dump(a, b);
+			cr_assert_eq(cistern_restore(a, copy, NULL, NULL, NULL), 0, "%u x %u B", count, size);
+			struct cistern *r;
+			cr_assert_eq(cistern_attach(copy, &r), 0);
+			for (uint32_t i = 0; i < count; i++) {
+				size_t len = 1 + (i * 2654435761u) % size;
+				cr_assert_eq(cistern_get(r, buf, size, NULL, 0), (ssize_t)len);
+				fill_payload(want, len, size, i);
+				cr_assert_eq(memcmp(buf, want, len), 0, "%u x %u B, sample %u", count,
+					     size, i);
+			}
+			cistern_detach(r);
+			cistern_detach(c);
+			cistern_unlink(copy);
+			cistern_unlink(name);
+		}
+	}
+	free(buf);
+	free(want);
 	unlink(a);
 	unlink(b);
 }
