@@ -259,6 +259,22 @@ Test(dump, a_file_missing_its_last_byte_is_refused_and_nothing_created)
 	refused("d-last", truncate_one);
 }
 
+/* A FIFO of `slots` 64 KiB slots, every one held, sample i's bytes all equal to i. */
+static struct cistern *make_full_64k(const char *name, uint32_t slots)
+{
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 65536, .slot_count = slots};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	uint8_t *buf = malloc(65536);
+	for (uint32_t i = 0; i < slots; i++) {
+		memset(buf, (int)i, 65536);
+		cr_assert_eq(cistern_put(c, buf, 65536, NULL, 0), 0);
+	}
+	free(buf);
+	return c;
+}
+
 /* Cuts the dump being restored down to nothing, once its first chunk is read. */
 static void cut_after_first_chunk(uint64_t done, uint64_t total, void *arg)
 {
@@ -283,18 +299,9 @@ Test(dump, a_dump_cut_short_during_restore_is_refused_not_waited_on, .timeout = 
 	char name[64], copy[64], path[128];
 	snprintf(name, sizeof(name), "t-d-cut-%d", (int)getpid());
 	snprintf(copy, sizeof(copy), "t-d-cut2-%d", (int)getpid());
-	cistern_unlink(name);
 	cistern_unlink(copy);
 	dump_path(path, sizeof(path), "cut");
-	struct cistern_config cfg = {.slot_size = 65536, .slot_count = 320};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
-	uint8_t *buf = calloc(1, 65536);
-	for (uint32_t i = 0; i < 320; i++) {
-		memset(buf, (int)i, 65536);
-		cr_assert_eq(cistern_put(c, buf, 65536, NULL, 0), 0);
-	}
-	free(buf);
+	struct cistern *c = make_full_64k(name, 320);
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	cr_assert_gt(file_size(path), 16 << 20);
 	cr_assert_eq(cistern_restore(path, copy, cut_after_first_chunk, path, NULL), -EBADMSG);
@@ -653,17 +660,10 @@ Test(dump, dump_and_restore_go_through_a_storm_of_signals, .timeout = 120)
 	char name[64], copy[64], path[128];
 	snprintf(name, sizeof(name), "t-d-sig-%d", (int)getpid());
 	snprintf(copy, sizeof(copy), "t-d-sig2-%d", (int)getpid());
-	cistern_unlink(name);
 	cistern_unlink(copy);
 	dump_path(path, sizeof(path), "sig");
-	struct cistern_config cfg = {.slot_size = 65536, .slot_count = 64};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_full_64k(name, 64);
 	uint8_t *buf = malloc(65536);
-	for (uint32_t i = 0; i < 64; i++) {
-		memset(buf, (int)i, 65536);
-		cr_assert_eq(cistern_put(c, buf, 65536, NULL, 0), 0);
-	}
 	struct sigaction sa = {.sa_handler = count_alarm}, old;
 	cr_assert_eq(sigaction(SIGALRM, &sa, &old), 0);
 	struct itimerval every = {{0, 50}, {0, 50}}, off = {{0, 0}, {0, 0}};
