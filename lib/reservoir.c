@@ -970,6 +970,55 @@ static inline bool pin_new_member(_Atomic uint64_t *pins, uint64_t bit, bool sol
 	return true;
 }
 
+/*
+ * rs_stream_pinned()'s loop for its most common caller, the sole reader
+ * telling repeats by its pin bit with a full window of RS_AHEAD candidates:
+ * the same judgement of each candidate with none of the other cases' tests,
+ * and the window's head wrapping by a mask. Returns the new k; *d, *misses
+ * and *qh carry on as in the general loop.
+ */
+static size_t stream_sole_by_pin(char *meta0, uint64_t mstride, uint64_t nslots,
+				 struct cistern_rng *rng, uint32_t *q, unsigned *qh_io,
+				 struct cistern_sample *out, size_t k, size_t n, size_t *d_io,
+				 size_t dmax, uint64_t *misses_io, uint64_t probes, uint64_t bit)
+{
+	unsigned qh = *qh_io;
+	size_t d = *d_io;
+	uint64_t misses = *misses_io;
+	while (k < n) {
+		uint32_t idx = q[qh];
+		uint32_t next = (uint32_t)cistern__rng_below(rng, nslots);
+		q[qh] = next;
+		/* A hint, as in rs_stream_pinned(). */
+		__builtin_prefetch(cistern__slotmeta_in(meta0, mstride, next), 1, 3);
+		qh = (qh + 1) & (RS_AHEAD - 1);
+		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
+		/* Acquire, as in rs_stream_pinned(). */
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
+		if (__builtin_expect(sw_state(w) != RS_HELD, 0)) {
+			if (++misses >= probes)
+				break;
+			continue;
+		}
+		/* The sole reader is the only writer of its bit: load, test, store (pin_new_member()). */
+		uint64_t old = atomic_load_explicit(&m->pins, memory_order_relaxed);
+		misses = 0;
+		if (__builtin_expect((old & bit) != 0, 0)) {
+			if (++d > dmax)
+				break;
+			continue;
+		}
+		atomic_store_explicit(&m->pins, old | bit, memory_order_relaxed);
+		out[k].index_ = idx;
+		out[k].pos_ = w;
+		k++;
+	}
+	*qh_io = qh;
+	*d_io = d;
+	*misses_io = misses;
+	return k;
+}
+
 void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
 		      size_t *dups, uint64_t probes, bool confirm)
 {
@@ -1008,6 +1057,10 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 		__builtin_prefetch(cistern__slotmeta_in(meta0, mstride, q[i]), 1, 3);
 	}
 	c->pick_read.ahead = 0;
+	_Static_assert((RS_AHEAD & (RS_AHEAD - 1)) == 0, "RS_AHEAD is a power of two");
+	if (sole && by_pin && win == RS_AHEAD)
+		k = stream_sole_by_pin(meta0, mstride, nslots, &rng, q, &qh, out, k, n, &d, dmax,
+				       &misses, probes, bit);
 	while (k < n && d <= dmax && misses < probes) {
 		uint32_t idx = q[qh], at = 0;
 		q[qh] = (uint32_t)cistern__rng_below(&rng, nslots);

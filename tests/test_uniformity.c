@@ -149,6 +149,21 @@ Test(uniformity, reservoir_batch_members_are_uniform_over_held_samples)
 				  100, 32, 6000, "reservoir batch members");
 }
 
+Test(uniformity, sole_readers_batch_members_are_uniform_over_held_samples)
+{
+	/*
+	 * The sole reader's own loop (a full window of candidates, pins stored
+	 * plainly): 100 held in 128 slots, so that some candidates are empty
+	 * and batches of 48 draw repeats.
+	 */
+	batch_members_are_uniform("u-sbatch",
+				  (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							  .flags = CISTERN_SINGLE_READER,
+							  .slot_size = 4, .slot_count = 128,
+							  .watermark = 100},
+				  100, 48, 4000, "sole reader's batch members");
+}
+
 Test(uniformity, reservoir_batch_members_are_uniform_when_held_samples_are_sparse)
 {
 	/* 20 held among 2000 slots: the first probes miss, then the snapshot serves. */
