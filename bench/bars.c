@@ -9,7 +9,7 @@
 struct bar_rows g_bars = {
 	.s1_cis_sole = -1, .s1_cis = -1, .s1_cis_spin = -1, .s1_ck = -1, .s1_rte = -1, .s1_pipe = -1, .s1_mq = -1,
 	.s1_boost = -1, .s1_zmq = -1, .s1_bare = -1, .s1_bare_stores = -1, .s3_cis = -1, .s3_bound = -1, .s3_cis_1cpu = -1, .s3_cis_busy = -1, .s3_handoff = -1, .s4_zc = -1, .s4_gather = -1, .s4_zc_any = -1, .s4_gather_any = -1,
-	.s4_floor_zc = -1, .s4_floor_gather = -1,
+	.s4_floor_zc = -1, .s4_floor_gather = -1, .s4_pass_zc = -1, .s4_pass_gather = -1,
 	.s4_torch = -1, .s4_torch_fixed = -1, .s6_op = { -1, -1, -1 },
 };
 
@@ -125,6 +125,7 @@ void bars_print(void)
 		double zc = med(g_bars.s4_zc), ga = med(g_bars.s4_gather);
 		double zca = med(g_bars.s4_zc_any), gaa = med(g_bars.s4_gather_any);
 		double fzc = med(g_bars.s4_floor_zc), fga = med(g_bars.s4_floor_gather);
+		double pzc = med(g_bars.s4_pass_zc), pga = med(g_bars.s4_pass_gather);
 		double torch = max2(med(g_bars.s4_torch), med(g_bars.s4_torch_fixed));
 		int known = !isnan(zc) && !isnan(ga) && !isnan(torch);
 		printf("(4) zero-copy batches >= 10x and gathered >= 2x torch index_select: %s\n"
@@ -132,10 +133,12 @@ void bars_print(void)
 		       "of readers: zero-copy %.2f k/s (x%.2f), gathered %.2f k/s (x%.2f); torch (faster "
 		       "variant) %.2f k/s\n"
 		       "    no-library floors: touching each row x%.2f torch, copying each row x%.2f; "
-		       "cistern at %.0f%% and %.0f%% of them\n",
+		       "cistern at %.0f%% and %.0f%% of them\n"
+		       "    a pinning reader's passes with no library: in place x%.2f torch, copied out "
+		       "x%.2f; the single reader at %.0f%% and %.0f%% of them\n",
 		       verdict(zc >= 10 * torch && ga >= 2 * torch, known), zc, zc / torch, ga, ga / torch,
 		       zca, zca / torch, gaa, gaa / torch, torch, fzc / torch, fga / torch, 100 * zc / fzc,
-		       100 * ga / fga);
+		       100 * ga / fga, pzc / torch, pga / torch, 100 * zc / pzc, 100 * ga / pga);
 	}
 	if (bench_section_enabled("6")) {
 		double v[3], lo = INFINITY, hi = -INFINITY;

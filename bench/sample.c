@@ -8,6 +8,14 @@
  *    with the rows prefetched 16 ahead (what any zero-copy read of a random
  *    batch must pay, one cache miss a sample, overlapped), and the same with
  *    each row copied out (the same for any gathered batch).
+ *  - Two more, still with no library, doing to memory what a pinning reader's
+ *    batch does (cistern's single reader): 320-byte slots, a metadata line
+ *    (state word, pin word, seen count) before each 256-byte row; draw the
+ *    members with their metadata prefetched 16 ahead, load each state word
+ *    and store a pin, one fence, look at each state word again, then read
+ *    each row in place (the row prefetched as it is checked) or copy it out
+ *    (prefetched 16 ahead), and count each seen and unpin it. What is left
+ *    between these and cistern is the library's own instructions.
  *  - cistern, policies batch_reservoir and reservoir: a reader process acquires
  *    256 samples and reads them in place (zero-copy), or cistern_get()s 256
  *    samples into one batch buffer (gathered). A policy this build does not
@@ -21,6 +29,7 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,15 +42,20 @@
 #define S_SIZE 256u
 #define S_BATCH 256u
 
-enum skind { S_GATHER, S_TOUCH_PF, S_GATHER_PF, S_CIS_ZC, S_CIS_GET, S_CIS_ONE };
+enum skind { S_GATHER, S_TOUCH_PF, S_GATHER_PF, S_PASS_ZC, S_PASS_GET, S_CIS_ZC, S_CIS_GET, S_CIS_ONE };
 
 /* The floors: how far ahead rows are prefetched (the library's batch paths use 16 too). */
 #define S_AHEAD 16u
 
+/* The pinning passes' slots: a metadata line, then the row. */
+#define S_PASS_STRIDE (64u + S_SIZE)
+
 static int plain_array(enum skind k)
 {
-	return k == S_GATHER || k == S_TOUCH_PF || k == S_GATHER_PF;
+	return k == S_GATHER || k == S_TOUCH_PF || k == S_GATHER_PF || k == S_PASS_ZC ||
+	       k == S_PASS_GET;
 }
+
 
 struct samp {
 	enum skind kind;
@@ -62,9 +76,61 @@ static int tag_ok(uint64_t t)
 	return (t >> 40) == 1 && (t & ((UINT64_C(1) << 40) - 1)) < S_SLOTS;
 }
 
+/* The pinning passes' metadata line: only these words are used. */
+struct pass_meta {
+	uint64_t word, pins, seen;
+};
+
+/*
+ * One batch of a pinning reader's passes over arr (S_PASS_STRIDE slots), as
+ * described at the top; a member whose word changed is counted bad (none
+ * does: nothing else writes here).
+ */
+static void pass_batch(enum skind kind, unsigned char *arr, unsigned char *batch, uint64_t *seed,
+		       uint64_t *bad)
+{
+	uint32_t idx[S_BATCH], q[S_AHEAD];
+	uint64_t seen_w[S_BATCH];
+	for (unsigned k = 0; k < S_AHEAD; k++) {
+		q[k] = (uint32_t)(rng_next(seed) % S_SLOTS);
+		__builtin_prefetch(arr + (size_t)q[k] * S_PASS_STRIDE, 1, 3);
+	}
+	for (unsigned k = 0; k < S_BATCH; k++) {
+		uint32_t i = q[k % S_AHEAD];
+		q[k % S_AHEAD] = (uint32_t)(rng_next(seed) % S_SLOTS);
+		__builtin_prefetch(arr + (size_t)q[k % S_AHEAD] * S_PASS_STRIDE, 1, 3);
+		volatile struct pass_meta *m = (volatile struct pass_meta *)(arr + (size_t)i * S_PASS_STRIDE);
+		seen_w[k] = m->word;
+		m->pins = m->pins | 1;
+		idx[k] = i;
+	}
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	for (unsigned k = 0; k < S_BATCH; k++) {
+		unsigned char *slot = arr + (size_t)idx[k] * S_PASS_STRIDE;
+		*bad += ((volatile struct pass_meta *)slot)->word != seen_w[k];
+		if (kind == S_PASS_ZC)
+			__builtin_prefetch(slot + 64, 0, 3);
+	}
+	for (unsigned k = 0; k < S_BATCH; k++) {
+		unsigned char *slot = arr + (size_t)idx[k] * S_PASS_STRIDE;
+		const unsigned char *row = slot + 64;
+		if (kind == S_PASS_GET) {
+			if (k + S_AHEAD < S_BATCH)
+				for (unsigned l = 0; l < S_SIZE / 64; l++)
+					__builtin_prefetch(arr + (size_t)idx[k + S_AHEAD] * S_PASS_STRIDE + 64 + l * 64, 0, 3);
+			memcpy(batch + (size_t)k * S_SIZE, row, S_SIZE);
+			row = batch + (size_t)k * S_SIZE;
+		}
+		*bad += !tag_ok(*(const uint64_t *)row);
+		volatile struct pass_meta *m = (volatile struct pass_meta *)slot;
+		m->seen = m->seen + 1;
+		m->pins = m->pins & ~(uint64_t)1;
+	}
+}
+
 /* One batch of the contender; adds damaged samples to *bad. 0 or -1 (error recorded). */
 static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *held, unsigned char *batch,
-		     const unsigned char *arr, uint64_t *seed, uint64_t *bad)
+		     unsigned char *arr, uint64_t *seed, uint64_t *bad)
 {
 	int rc;
 	if (s->kind == S_GATHER) {
@@ -92,6 +158,8 @@ static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *h
 			}
 			*bad += !tag_ok(*(const uint64_t *)row);
 		}
+	} else if (s->kind == S_PASS_ZC || s->kind == S_PASS_GET) {
+		pass_batch(s->kind, arr, batch, seed, bad);
 	} else if (s->kind == S_CIS_ZC) {
 		rc = cistern_acquire_batch(c, held, S_BATCH, 1000);
 		if (rc != (int)S_BATCH) {
@@ -157,11 +225,17 @@ static int samp_child(int role, int idx, void *arg)
 		return 1;
 	memset(batch, 0, (size_t)S_BATCH * S_SIZE);
 	if (plain_array(s->kind)) {
-		arr = malloc((size_t)S_SLOTS * S_SIZE);
-		if (!arr)
+		bool pass = s->kind == S_PASS_ZC || s->kind == S_PASS_GET;
+		size_t stride = pass ? S_PASS_STRIDE : S_SIZE, off = pass ? 64 : 0;
+		/* Aligned as a segment's slots (and torch's rows) are: malloc's would start 16 bytes into a line. */
+		if (posix_memalign((void **)&arr, 4096, (size_t)S_SLOTS * stride) != 0) {
+			arr = NULL;
 			goto out;
-		for (uint64_t i = 0; i < S_SLOTS; i++)
-			fill_sample(arr + i * S_SIZE, i);
+		}
+		for (uint64_t i = 0; i < S_SLOTS; i++) {
+			memset(arr + i * stride, 0, off);
+			fill_sample(arr + i * stride + off, i);
+		}
 	} else {
 		rc = cistern_attach(s->name, &c);
 		if (rc < 0) {
@@ -318,6 +392,8 @@ void sec_sample(void)
 		{ "C gather baseline (memcpy 256 random rows of a plain array)", S_GATHER, CISTERN_FIFO, 0, -1, 0, "", NULL },
 		{ "floor, no library: tag word of 256 random rows, prefetched 16 ahead", S_TOUCH_PF, CISTERN_FIFO, 0, -1, 0, "", NULL },
 		{ "floor, no library: memcpy 256 random rows, prefetched 16 ahead", S_GATHER_PF, CISTERN_FIFO, 0, -1, 0, "", NULL },
+		{ "floor, no library: a pinning reader's passes, rows read in place", S_PASS_ZC, CISTERN_FIFO, 0, -1, 0, "", NULL },
+		{ "floor, no library: a pinning reader's passes, rows copied out", S_PASS_GET, CISTERN_FIFO, 0, -1, 0, "", NULL },
 	};
 	int n = (int)(sizeof t / sizeof t[0]);
 	char err[160];
@@ -338,6 +414,10 @@ void sec_sample(void)
 			g_bars.s4_floor_zc = t[i].row;
 		if (t[i].kind == S_GATHER_PF)
 			g_bars.s4_floor_gather = t[i].row;
+		if (t[i].kind == S_PASS_ZC)
+			g_bars.s4_pass_zc = t[i].row;
+		if (t[i].kind == S_PASS_GET)
+			g_bars.s4_pass_gather = t[i].row;
 	}
 
 	for (int i = 0; i < n; i++) {
