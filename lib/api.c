@@ -390,25 +390,6 @@ int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 	return first;
 }
 
-/*
- * Gathering copies samples that sit in random places: prefetch the first
- * GATHER_AHEAD, then the one GATHER_AHEAD places on while copying each, up to
- * GATHER_LINES cache lines of it (beyond that the hardware prefetcher follows
- * the copy). On 256 B samples (benchmark section 4), 16 ahead copied fastest
- * of 0, 2, 4, 8, 16, 32, 64 and 256.
- */
-#define GATHER_AHEAD 16
-#define GATHER_LINES 8
-
-static inline void prefetch_payload(const struct cistern_sample *s)
-{
-	const char *p = s->data;
-	size_t len = s->len < GATHER_LINES * CISTERN_CACHELINE ? s->len
-								: GATHER_LINES * CISTERN_CACHELINE;
-	for (size_t off = 0; off < len; off += CISTERN_CACHELINE)
-		__builtin_prefetch(p + off, 0, 3);
-}
-
 int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
 		      struct cistern_meta *meta, int timeout_ms)
 {
@@ -447,11 +428,11 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 			got = -EMSGSIZE;
 		} else {
 			char *dst = buf;
-			for (int i = 0; i < GATHER_AHEAD && i < got; i++)
-				prefetch_payload(&s[i]);
+			for (int i = 0; i < CISTERN_GATHER_AHEAD && i < got; i++)
+				cistern__prefetch_payload(&s[i]);
 			for (int i = 0; i < got; i++) {
-				if (i + GATHER_AHEAD < got)
-					prefetch_payload(&s[i + GATHER_AHEAD]);
+				if (i + CISTERN_GATHER_AHEAD < got)
+					cistern__prefetch_payload(&s[i + CISTERN_GATHER_AHEAD]);
 				memcpy(dst + (size_t)i * stride, s[i].data, s[i].len);
 				if (len)
 					len[i] = s[i].len;

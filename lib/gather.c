@@ -29,23 +29,6 @@
 
 #include "reservoir.h"
 
-/*
- * Payload prefetch while copying: GATHER_AHEAD members on, up to GATHER_LINES
- * lines of each, as cistern_get_batch() does on its general path (api.c).
- */
-#define GATHER_AHEAD 16
-#define GATHER_LINES 8
-
-static inline void prefetch_payload(const struct cistern_sample *s)
-{
-	const char *p = s->data;
-	size_t len = s->len;
-	if (len > GATHER_LINES * CISTERN_CACHELINE)
-		len = GATHER_LINES * CISTERN_CACHELINE;
-	for (size_t off = 0; off < len; off += CISTERN_CACHELINE)
-		__builtin_prefetch(p + off, 0, 3);
-}
-
 /* Give back the n pins of tmp[] (none counted as a read) and let producers know. */
 static void undo_pins(struct cistern *c, const struct cistern_sample *tmp, size_t n)
 {
@@ -128,11 +111,11 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
 	char *dst = g->dst;
 	size_t stride = g->stride;
-	for (size_t i = 0; i < GATHER_AHEAD && i < n; i++)
-		prefetch_payload(&tmp[i]);
+	for (size_t i = 0; i < CISTERN_GATHER_AHEAD && i < n; i++)
+		cistern__prefetch_payload(&tmp[i]);
 	for (size_t i = 0; i < n; i++) {
-		if (i + GATHER_AHEAD < n)
-			prefetch_payload(&tmp[i + GATHER_AHEAD]);
+		if (i + CISTERN_GATHER_AHEAD < n)
+			cistern__prefetch_payload(&tmp[i + CISTERN_GATHER_AHEAD]);
 		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, tmp[i].index_);
 		memcpy(dst + i * stride, tmp[i].data, tmp[i].len);
 		if (g->len)
