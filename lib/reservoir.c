@@ -985,9 +985,12 @@ static size_t stream_sole_by_pin(char *meta0, uint64_t mstride, uint64_t nslots,
 	unsigned qh = *qh_io;
 	size_t d = *d_io;
 	uint64_t misses = *misses_io;
+	/* Two draws to each output of the generator (the slot count fits in 32 bits). */
+	_Static_assert(CISTERN_SLOT_COUNT_MAX <= UINT32_MAX, "slot indices fit in 32 bits");
+	struct cistern_rng32 pool = {0, 0};
 	while (k < n) {
 		uint32_t idx = q[qh];
-		uint32_t next = (uint32_t)cistern__rng_below(rng, nslots);
+		uint32_t next = cistern__rng32_below(rng, &pool, (uint32_t)nslots);
 		q[qh] = next;
 		/* A hint, as in rs_stream_pinned(). */
 		__builtin_prefetch(cistern__slotmeta_in(meta0, mstride, next), 1, 3);

@@ -61,4 +61,40 @@ static inline uint64_t cistern__rng_below(struct cistern_rng *r, uint64_t n)
 	return (uint64_t)(m >> 64);
 }
 
+/*
+ * Uniform draws in [0, n), n <= 2^32, two from each 64-bit output: a pool of
+ * 32-bit halves (Lemire's method on 32 bits, rejection included).
+ */
+struct cistern_rng32 {
+	uint64_t pool;
+	unsigned left;
+};
+
+static inline uint32_t cistern__rng32_bits(struct cistern_rng *r, struct cistern_rng32 *p)
+{
+	if (p->left == 0) {
+		p->pool = cistern__rng_next(r);
+		p->left = 2;
+	}
+	uint32_t x = (uint32_t)p->pool;
+	p->pool >>= 32;
+	p->left--;
+	return x;
+}
+
+static inline uint32_t cistern__rng32_below(struct cistern_rng *r, struct cistern_rng32 *p,
+					    uint32_t n)
+{
+	uint64_t m = (uint64_t)cistern__rng32_bits(r, p) * n;
+	uint32_t low = (uint32_t)m;
+	if (low < n) {
+		uint32_t threshold = (uint32_t)-n % n;
+		while (low < threshold) {
+			m = (uint64_t)cistern__rng32_bits(r, p) * n;
+			low = (uint32_t)m;
+		}
+	}
+	return (uint32_t)(m >> 32);
+}
+
 #endif

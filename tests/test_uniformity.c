@@ -14,6 +14,7 @@
 #include <math.h>
 
 #include "helpers.h"
+#include "rng.h"
 
 #define SEED 0x5eed1234
 
@@ -231,6 +232,35 @@ Test(uniformity, sim_paired_pairs_are_uniform_over_held_pairs)
 	assert_uniform(counts, PAIRS, N, "sim-paired pairs");
 	cistern_detach(c);
 	cistern_unlink(name);
+}
+
+/*
+ * The sole reader's batch draws two slots from each output of the generator
+ * (cistern__rng32_below()): every ordered pair of consecutive draws, within
+ * one output and across two, must be as likely as any other. Draws below 13
+ * (not a power of two, so rejection is exercised) give 169 pairs.
+ */
+Test(uniformity, two_draws_from_one_output_are_uniform_and_independent)
+{
+	enum { N = 13, PAIRS = 400000 };
+	struct cistern_rng r;
+	struct cistern_rng32 pool = {0, 0};
+	cistern__rng_seed(&r, SEED);
+	uint64_t *counts = calloc(N * N, sizeof(*counts));
+	uint64_t singles[N] = {0};
+	cr_assert(counts);
+	uint32_t prev = cistern__rng32_below(&r, &pool, N);
+	for (int i = 0; i < PAIRS; i++) {
+		uint32_t x = cistern__rng32_below(&r, &pool, N);
+		cr_assert_lt(x, (uint32_t)N);
+		counts[prev * N + x]++;
+		singles[x]++;
+		prev = x;
+	}
+	cr_assert_lt(chi2(singles, N, (double)PAIRS / N), chi2_critical_999(N - 1), "draws not uniform");
+	cr_assert_lt(chi2(counts, N * N, (double)PAIRS / (N * N)), chi2_critical_999(N * N - 1),
+		     "consecutive draws not independent");
+	free(counts);
 }
 
 Test(uniformity, the_test_rejects_a_biased_picker)
