@@ -62,7 +62,7 @@ static inline uint64_t cistern__rng_below(struct cistern_rng *r, uint64_t n)
 }
 
 /*
- * Uniform draws in [0, n), n <= 2^32, two from each 64-bit output: a pool of
+ * Uniform draws in [0, n), 0 < n < 2^32, two from each 64-bit output: a pool of
  * 32-bit halves (Lemire's method on 32 bits, rejection included).
  */
 struct cistern_rng32 {
