@@ -50,13 +50,15 @@ enum skind { S_GATHER, S_TOUCH_PF, S_GATHER_PF, S_PASS_ZC, S_PASS_GET, S_CIS_ZC,
 /* The pinning passes' slots: a metadata line, then the row. */
 #define S_PASS_STRIDE (64u + S_SIZE)
 
-static int plain_array(enum skind k)
+static int pinning_passes(enum skind k)
 {
-	return k == S_GATHER || k == S_TOUCH_PF || k == S_GATHER_PF || k == S_PASS_ZC ||
-	       k == S_PASS_GET;
+	return k == S_PASS_ZC || k == S_PASS_GET;
 }
 
-
+static int plain_array(enum skind k)
+{
+	return k == S_GATHER || k == S_TOUCH_PF || k == S_GATHER_PF || pinning_passes(k);
+}
 struct samp {
 	enum skind kind;
 	struct run_ctl *c;
@@ -158,7 +160,7 @@ static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *h
 			}
 			*bad += !tag_ok(*(const uint64_t *)row);
 		}
-	} else if (s->kind == S_PASS_ZC || s->kind == S_PASS_GET) {
+	} else if (pinning_passes(s->kind)) {
 		pass_batch(s->kind, arr, batch, seed, bad);
 	} else if (s->kind == S_CIS_ZC) {
 		rc = cistern_acquire_batch(c, held, S_BATCH, 1000);
@@ -225,7 +227,7 @@ static int samp_child(int role, int idx, void *arg)
 		return 1;
 	memset(batch, 0, (size_t)S_BATCH * S_SIZE);
 	if (plain_array(s->kind)) {
-		bool pass = s->kind == S_PASS_ZC || s->kind == S_PASS_GET;
+		bool pass = pinning_passes(s->kind);
 		size_t stride = pass ? S_PASS_STRIDE : S_SIZE, off = pass ? 64 : 0;
 		/* Aligned as a segment's slots (and torch's rows) are: malloc's would start 16 bytes into a line. */
 		if (posix_memalign((void **)&arr, 4096, (size_t)S_SLOTS * stride) != 0) {
