@@ -971,122 +971,64 @@ static inline bool pin_new_member(_Atomic uint64_t *pins, uint64_t bit, bool sol
 }
 
 /*
- * rs_stream_pinned()'s loop for its most common caller, the sole reader
- * telling repeats by its pin bit with a full window of RS_AHEAD candidates:
- * the same judgement of each candidate with none of the other cases' tests,
- * and the window's head wrapping by a mask. Returns the new k; *d, *misses
- * and *qh carry on as in the general loop.
+ * rs_stream_pinned()'s state while it draws and pins, in one place so that
+ * its loop can be made twice (stream_loop()).
  */
-static size_t stream_sole_by_pin(char *meta0, uint64_t mstride, uint64_t nslots,
-				 struct cistern_rng *rng, uint32_t *q, unsigned *qh_io,
-				 struct cistern_sample *out, size_t k, size_t n, size_t *d_io,
-				 size_t dmax, uint64_t *misses_io, uint64_t probes, uint64_t bit)
-{
-	unsigned qh = *qh_io;
-	size_t d = *d_io;
-	uint64_t misses = *misses_io;
-	/* Two draws to each output of the generator (the slot count fits in 32 bits). */
-	_Static_assert(CISTERN_SLOT_COUNT_MAX <= UINT32_MAX, "slot indices fit in 32 bits");
-	struct cistern_rng32 pool = {0, 0};
-	while (k < n) {
-		uint32_t idx = q[qh];
-		uint32_t next = cistern__rng32_below(rng, &pool, (uint32_t)nslots);
-		q[qh] = next;
-		/* A hint, as in rs_stream_pinned(). */
-		__builtin_prefetch(cistern__slotmeta_in(meta0, mstride, next), 1, 3);
-		qh = (qh + 1) & (RS_AHEAD - 1);
-		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
-		/* Acquire, as in rs_stream_pinned(). */
-		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
-		if (__builtin_expect(sw_state(w) != RS_HELD, 0)) {
-			if (++misses >= probes)
-				break;
-			continue;
-		}
-		/* The sole reader is the only writer of its bit: load, test, store (pin_new_member()). */
-		uint64_t old = atomic_load_explicit(&m->pins, memory_order_relaxed);
-		misses = 0;
-		if (__builtin_expect((old & bit) != 0, 0)) {
-			if (++d > dmax)
-				break;
-			continue;
-		}
-		atomic_store_explicit(&m->pins, old | bit, memory_order_relaxed);
-		out[k].index_ = idx;
-		out[k].pos_ = w;
-		k++;
-	}
-	*qh_io = qh;
-	*d_io = d;
-	*misses_io = misses;
-	return k;
-}
-
-void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
-		      size_t *dups, uint64_t probes, bool confirm)
-{
+struct stream {
+	char *meta0;
+	uint64_t mstride, nslots, probes, bit, misses;
+	size_t k, d, dmax;
+	unsigned win, qh;
+	bool woke;
+	struct cistern_rng rng;
+	struct cistern_rng32 pool; /* two draws to each output (slot counts fit in 32 bits) */
+	struct cistern_scratch set;
 	uint32_t q[RS_AHEAD];
-	size_t k = *got, d = *dups, start = k, dmax = n / 4 + 8;
-	uint64_t misses = 0;
-	bool woke = false, sole = c->sole_reading;
-	bool by_pin = rs_pin_tells_repeats(c);
-	uint64_t bit = by_pin ? UINT64_C(1) << c->pin_bit : 0;
-	/*
-	 * Locals for what the loop reads of the handle on every candidate, and
-	 * the generator's state, written back at the end: the stores into out[]
-	 * could alias the handle's fields as far as the compiler knows, which
-	 * would reload them all each time round.
-	 */
-	char *meta0 = c->meta0;
-	uint64_t mstride = c->meta_stride;
-	uint64_t nslots = c->slot_count;
-	struct cistern_rng rng = c->rng;
-	struct cistern_scratch set = c->scratch;
-	/*
-	 * A ring of `win` drawn candidates, as many as the batch still needs
-	 * up to RS_AHEAD; each one taken out is replaced at once, so that up
-	 * to `win` draws at the end go unused (they are independent of the
-	 * rest: dropping them biases nothing).
-	 */
-	unsigned win = n - k < RS_AHEAD ? (unsigned)(n - k) : RS_AHEAD, qh = 0;
-	for (unsigned i = 0; i < win; i++) {
-		if (i == 0 && c->pick_read.ahead) {
-			/* Drawn and prefetched at the end of the last read (below). */
-			q[0] = (uint32_t)(c->pick_read.ahead - 1);
-			continue;
-		}
-		q[i] = (uint32_t)cistern__rng_below(&rng, nslots);
-		/* A hint only: the pin below reads the slot again, atomically. */
-		__builtin_prefetch(cistern__slotmeta_in(meta0, mstride, q[i]), 1, 3);
-	}
-	c->pick_read.ahead = 0;
+};
+
+/*
+ * The loop of rs_stream_pinned(). Always inlined, and called with constant
+ * flags for its most common caller (the sole reader telling repeats by its
+ * pin bit, with a full window of RS_AHEAD candidates, whose head then wraps
+ * by a mask), so that the compiler makes that case a loop of its own with
+ * none of the other cases' tests.
+ */
+static inline __attribute__((always_inline)) void
+stream_loop(struct cistern *c, struct stream *st, struct cistern_sample *out, size_t n, bool sole,
+	    bool by_pin, bool confirm, bool full)
+{
 	_Static_assert((RS_AHEAD & (RS_AHEAD - 1)) == 0, "RS_AHEAD is a power of two");
-	if (sole && by_pin && win == RS_AHEAD)
-		k = stream_sole_by_pin(meta0, mstride, nslots, &rng, q, &qh, out, k, n, &d, dmax,
-				       &misses, probes, bit);
-	while (k < n && d <= dmax && misses < probes) {
-		uint32_t idx = q[qh], at = 0;
-		q[qh] = (uint32_t)cistern__rng_below(&rng, nslots);
-		/* A hint, as above. */
-		__builtin_prefetch(cistern__slotmeta_in(meta0, mstride, q[qh]), 1, 3);
-		qh = qh + 1 == win ? 0 : qh + 1;
-		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
+	_Static_assert(CISTERN_SLOT_COUNT_MAX <= UINT32_MAX, "slot indices fit in 32 bits");
+	/* The stops (batch full, too many misses in a row, too many repeats) tested where they change. */
+	if (st->d > st->dmax || st->probes == 0)
+		return;
+	while (st->k < n) {
+		uint32_t idx = st->q[st->qh], at = 0;
+		uint32_t next = cistern__rng32_below(&st->rng, &st->pool, (uint32_t)st->nslots);
+		st->q[st->qh] = next;
+		/* A hint only: the pin below reads the slot again, atomically. */
+		__builtin_prefetch(cistern__slotmeta_in(st->meta0, st->mstride, next), 1, 3);
+		st->qh = full ? (st->qh + 1) & (RS_AHEAD - 1) : st->qh + 1 == st->win ? 0 : st->qh + 1;
+		struct cistern_slotmeta *m = cistern__slotmeta_in(st->meta0, st->mstride, idx);
 		/* Acquire: what the sole reader reads of the sample after confirming is its. */
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
 		if (sw_state(w) != RS_HELD) {
-			misses++;
+			if (++st->misses >= st->probes)
+				break;
 			continue;
 		}
-		if (by_pin ? !pin_new_member(&m->pins, bit, sole)
-			   : cistern__scratch_find(&set, idx, &at)) {
-			d++; /* this batch drew it already */
-			misses = 0;
+		if (by_pin ? !pin_new_member(&m->pins, st->bit, sole)
+			   : cistern__scratch_find(&st->set, idx, &at)) {
+			st->misses = 0;
+			if (++st->d > st->dmax) /* this batch drew it already */
+				break;
 			continue;
 		}
 		if (sole) {
 			/* Pinned for now; confirmed or undone after the loop. */
 			if (!by_pin && cistern__pin_sole_store(c, idx) < 0) {
-				misses++;
+				if (++st->misses >= st->probes)
+					break;
 				continue;
 			}
 		} else {
@@ -1099,14 +1041,16 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 			if (!pinned) {
 				if (by_pin)
 					cistern__pin_undo(c, idx);
-				misses++; /* left the held state since the look above */
+				/* left the held state since the look above */
+				if (++st->misses >= st->probes)
+					break;
 				continue;
 			}
 		}
 		if (sole || !confirm) {
 			/* Counted as read by whoever confirms (or uses) the pin. */
-			out[k].index_ = idx;
-			out[k].pos_ = w; /* the whole word */
+			out[st->k].index_ = idx;
+			out[st->k].pos_ = w; /* the whole word */
 		} else {
 			/*
 			 * Relaxed, as in rs_read_pinned(): an evictor reads seen
@@ -1115,27 +1059,76 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 			 */
 			if (cistern__seen_add(c, idx) == 0) {
 				rs_note_seen(c, idx);
-				woke = true;
+				st->woke = true;
 			}
 			if (!c->gathering)
 				__builtin_prefetch(cistern__payload(c, idx), 0, 3);
-			fill_sample(c, &out[k], idx, w, RS_LIVE_PINNED);
+			fill_sample(c, &out[st->k], idx, w, RS_LIVE_PINNED);
 		}
 		if (!by_pin)
-			cistern__scratch_put(&set, at, idx);
-		k++;
-		misses = 0;
+			cistern__scratch_put(&st->set, at, idx);
+		st->k++;
+		st->misses = 0;
 	}
+}
+
+void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
+		      size_t *dups, uint64_t probes, bool confirm)
+{
+	size_t start = *got;
+	bool sole = c->sole_reading;
+	bool by_pin = rs_pin_tells_repeats(c);
+	/*
+	 * Locals (st) for what the loop reads of the handle on every candidate,
+	 * and the generator's state, written back at the end: the stores into
+	 * out[] could alias the handle's fields as far as the compiler knows,
+	 * which would reload them all each time round.
+	 *
+	 * A ring of `win` drawn candidates, as many as the batch still needs
+	 * up to RS_AHEAD; each one taken out is replaced at once, so that up
+	 * to `win` draws at the end go unused (they are independent of the
+	 * rest: dropping them biases nothing).
+	 */
+	struct stream st = {
+		.meta0 = c->meta0,
+		.mstride = c->meta_stride,
+		.nslots = c->slot_count,
+		.probes = probes,
+		.bit = by_pin ? UINT64_C(1) << c->pin_bit : 0,
+		.k = start,
+		.d = *dups,
+		.dmax = n / 4 + 8,
+		.win = n - start < RS_AHEAD ? (unsigned)(n - start) : RS_AHEAD,
+		.rng = c->rng,
+		.set = c->scratch,
+	};
+	for (unsigned i = 0; i < st.win; i++) {
+		if (i == 0 && c->pick_read.ahead) {
+			/* Drawn and prefetched at the end of the last read (below). */
+			st.q[0] = (uint32_t)(c->pick_read.ahead - 1);
+			continue;
+		}
+		st.q[i] = (uint32_t)cistern__rng_below(&st.rng, st.nslots);
+		/* A hint only: the pin below reads the slot again, atomically. */
+		__builtin_prefetch(cistern__slotmeta_in(st.meta0, st.mstride, st.q[i]), 1, 3);
+	}
+	c->pick_read.ahead = 0;
+	if (sole && by_pin && st.win == RS_AHEAD)
+		stream_loop(c, &st, out, n, true, true, confirm, true);
+	else
+		stream_loop(c, &st, out, n, sole, by_pin, confirm, false);
 	/*
 	 * The next candidate in the ring was drawn and prefetched but not
 	 * looked at: the next read starts with it, its miss under way while
 	 * the caller works on this one (an independent uniform draw, so using
 	 * it later biases nothing, as dropping it would not).
 	 */
-	if (win)
-		c->pick_read.ahead = (uint64_t)q[qh] + 1;
-	c->rng = rng;
-	*dups = d;
+	if (st.win)
+		c->pick_read.ahead = (uint64_t)st.q[st.qh] + 1;
+	c->rng = st.rng;
+	*dups = st.d;
+	size_t k = st.k;
+	bool woke = st.woke;
 	if (!confirm) {
 		*got = k;
 		return;
