@@ -8,7 +8,7 @@
 
 struct bar_rows g_bars = {
 	.s1_cis_sole = -1, .s1_cis = -1, .s1_cis_spin = -1, .s1_ck = -1, .s1_rte = -1, .s1_pipe = -1, .s1_mq = -1,
-	.s1_boost = -1, .s1_zmq = -1, .s1_bare = -1, .s1_bare_stores = -1, .s3_cis = -1, .s3_bound = -1, .s3_cis_1cpu = -1, .s3_cis_busy = -1, .s3_handoff = -1, .s4_zc = -1, .s4_gather = -1, .s4_zc_any = -1, .s4_gather_any = -1,
+	.s1_boost = -1, .s1_zmq = -1, .s1_bare = -1, .s1_bare_stores = -1, .s3_cis = -1, .s3_bound = -1, .s3_cis_1cpu = -1, .s3_cis_busy = -1, .s3_handoff = -1, .s4_zc = -1, .s4_gather = -1, .s4_zc_any = -1, .s4_gather_any = -1, .s4_zc_two = -1, .s4_gather_two = -1,
 	.s4_floor_zc = -1, .s4_floor_gather = -1, .s4_pass_zc = -1, .s4_pass_gather = -1,
 	.s4_torch = -1, .s4_torch_fixed = -1, .s6_op = { -1, -1, -1 },
 };
@@ -124,6 +124,7 @@ void bars_print(void)
 	if (bench_section_enabled("4")) {
 		double zc = med(g_bars.s4_zc), ga = med(g_bars.s4_gather);
 		double zca = med(g_bars.s4_zc_any), gaa = med(g_bars.s4_gather_any);
+		double zc2 = med(g_bars.s4_zc_two), ga2 = med(g_bars.s4_gather_two);
 		double fzc = med(g_bars.s4_floor_zc), fga = med(g_bars.s4_floor_gather);
 		double pzc = med(g_bars.s4_pass_zc), pga = med(g_bars.s4_pass_gather);
 		double torch = max2(med(g_bars.s4_torch), med(g_bars.s4_torch_fixed));
@@ -135,10 +136,13 @@ void bars_print(void)
 		       "    no-library floors: touching each row x%.2f torch, copying each row x%.2f; "
 		       "cistern at %.0f%% and %.0f%% of them\n"
 		       "    a pinning reader's passes with no library: in place x%.2f torch, copied out "
-		       "x%.2f; the single reader at %.0f%% and %.0f%% of them\n",
+		       "x%.2f; the single reader at %.0f%% and %.0f%% of them\n"
+		       "    with a second reader attached: zero-copy %.2f k/s, gathered %.2f k/s; the "
+		       "single reader x%.2f and x%.2f of them\n",
 		       verdict(zc >= 10 * torch && ga >= 2 * torch, known), zc, zc / torch, ga, ga / torch,
 		       zca, zca / torch, gaa, gaa / torch, torch, fzc / torch, fga / torch, 100 * zc / fzc,
-		       100 * ga / fga, pzc / torch, pga / torch, 100 * zc / pzc, 100 * ga / pga);
+		       100 * ga / fga, pzc / torch, pga / torch, 100 * zc / pzc, 100 * ga / pga, zc2, ga2,
+		       zc / zc2, ga / ga2);
 	}
 	if (bench_section_enabled("6")) {
 		double v[3], lo = INFINITY, hi = -INFINITY;

@@ -19,7 +19,10 @@
  *  - cistern, policies batch_reservoir and reservoir: a reader process acquires
  *    256 samples and reads them in place (zero-copy), or cistern_get()s 256
  *    samples into one batch buffer (gathered). A policy this build does not
- *    implement shows "n/a: policy not implemented".
+ *    implement shows "n/a: policy not implemented". The last two rows do the
+ *    same on a reservoir of their own with a second reader handle attached
+ *    (in the same process, idle after one read), so that the reader pays what
+ *    any number of readers do rather than what a lone reader does.
  *  - torch index_select and numpy fancy indexing: sample_peers.py, run by the
  *    interpreter given with --python.
  *
@@ -42,7 +45,10 @@
 #define S_SIZE 256u
 #define S_BATCH 256u
 
-enum skind { S_GATHER, S_TOUCH_PF, S_GATHER_PF, S_PASS_ZC, S_PASS_GET, S_CIS_ZC, S_CIS_GET, S_CIS_ONE };
+enum skind {
+	S_GATHER, S_TOUCH_PF, S_GATHER_PF, S_PASS_ZC, S_PASS_GET, S_CIS_ZC, S_CIS_GET, S_CIS_ONE,
+	S_CIS_ZC2, S_CIS_GET2, /* S_CIS_ZC and S_CIS_GET with a second reader attached */
+};
 
 /* The floors: how far ahead rows are prefetched (the library's batch paths use 16 too). */
 #define S_AHEAD 16u
@@ -162,7 +168,7 @@ static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *h
 		}
 	} else if (pinning_passes(s->kind)) {
 		pass_batch(s->kind, arr, batch, seed, bad);
-	} else if (s->kind == S_CIS_ZC) {
+	} else if (s->kind == S_CIS_ZC || s->kind == S_CIS_ZC2) {
 		rc = cistern_acquire_batch(c, held, S_BATCH, 1000);
 		if (rc != (int)S_BATCH) {
 			ctl_error(s->c, 0, "cistern_acquire_batch: %s",
@@ -176,7 +182,7 @@ static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *h
 			ctl_error(s->c, 0, "cistern_release_batch: %s", cistern_strerror(rc));
 			return -1;
 		}
-	} else if (s->kind == S_CIS_GET) {
+	} else if (s->kind == S_CIS_GET || s->kind == S_CIS_GET2) {
 		rc = cistern_get_batch(c, batch, S_SIZE, S_BATCH, NULL, NULL, 1000);
 		if (rc != (int)S_BATCH) {
 			ctl_error(s->c, 0, "cistern_get_batch: %s", rc < 0 ? cistern_strerror(rc) : "short batch");
@@ -206,6 +212,33 @@ static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *h
 }
 
 /*
+ * For the rows with a second reader: attach another handle in this process and
+ * read once with each, so that neither holds a reservoir's lone-reader role
+ * and both read as any number of readers do. 0, or -1 (error recorded).
+ */
+static int second_reader(struct samp *s, struct cistern *c, struct cistern **c2)
+{
+	struct cistern_sample one;
+	int rc = cistern_attach(s->name, c2);
+	if (rc < 0) {
+		*c2 = NULL;
+		ctl_error(s->c, 0, "cistern_attach (second reader): %s", cistern_strerror(rc));
+		return -1;
+	}
+	struct cistern *h[2] = { *c2, c };
+	for (int i = 0; i < 2; i++) {
+		rc = cistern_acquire(h[i], &one, 1000);
+		if (rc >= 0)
+			rc = cistern_release(h[i], &one);
+		if (rc < 0) {
+			ctl_error(s->c, 0, "cistern_acquire/release (reader %d): %s", i + 1, cistern_strerror(rc));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
  * The reader process. It builds its own table (C gather) or attaches (cistern),
  * then runs warm-up batches until every page has most likely been touched, so
  * that the measured batches see a warm process, as a long-lived learner would.
@@ -216,7 +249,7 @@ static int samp_child(int role, int idx, void *arg)
 	uint64_t batches = s->c->per_producer, bad = 0, seed = 0x1234567 + (uint64_t)getpid();
 	uint64_t warm = 2 * S_SLOTS / S_BATCH;
 	unsigned char *batch = NULL, *arr = NULL;
-	struct cistern *c = NULL;
+	struct cistern *c = NULL, *c2 = NULL;
 	struct cistern_sample *held = NULL;
 	int rc, ret = 1;
 	(void)role;
@@ -247,6 +280,8 @@ static int samp_child(int role, int idx, void *arg)
 		held = calloc(S_BATCH, sizeof *held);
 		if (!held)
 			goto out;
+		if ((s->kind == S_CIS_ZC2 || s->kind == S_CIS_GET2) && second_reader(s, c, &c2) < 0)
+			goto out;
 	}
 	for (uint64_t b = 0; b < warm; b++)
 		if (one_batch(s, c, held, batch, arr, &seed, &bad) < 0)
@@ -261,6 +296,8 @@ static int samp_child(int role, int idx, void *arg)
 	s->c->rd[0].bad = bad;
 	ret = 0;
 out:
+	if (c2)
+		cistern_detach(c2);
 	if (c)
 		cistern_detach(c);
 	free(held);
@@ -396,6 +433,8 @@ void sec_sample(void)
 		{ "floor, no library: memcpy 256 random rows, prefetched 16 ahead", S_GATHER_PF, CISTERN_FIFO, 0, -1, 0, "", NULL },
 		{ "floor, no library: a pinning reader's passes, rows read in place", S_PASS_ZC, CISTERN_FIFO, 0, -1, 0, "", NULL },
 		{ "floor, no library: a pinning reader's passes, rows copied out", S_PASS_GET, CISTERN_FIFO, 0, -1, 0, "", NULL },
+		{ "cistern reservoir zero-copy, a second reader attached", S_CIS_ZC2, CISTERN_RESERVOIR, 0, -1, 0, "", NULL },
+		{ "cistern reservoir gathered, a second reader attached", S_CIS_GET2, CISTERN_RESERVOIR, 0, -1, 0, "", NULL },
 	};
 	int n = (int)(sizeof t / sizeof t[0]);
 	char err[160];
@@ -420,6 +459,10 @@ void sec_sample(void)
 			g_bars.s4_pass_zc = t[i].row;
 		if (t[i].kind == S_PASS_GET)
 			g_bars.s4_pass_gather = t[i].row;
+		if (t[i].kind == S_CIS_ZC2)
+			g_bars.s4_zc_two = t[i].row;
+		if (t[i].kind == S_CIS_GET2)
+			g_bars.s4_gather_two = t[i].row;
 	}
 
 	for (int i = 0; i < n; i++) {
@@ -438,7 +481,10 @@ void sec_sample(void)
 				}
 				snprintf(t[i].name, sizeof t[i].name, "%s", t[first].name);
 			} else {
-				const char *fl = t[i].flags ? ", SINGLE_READER" : "";
+				const char *fl = t[i].flags ? ", SINGLE_READER"
+						: t[i].kind == S_CIS_ZC2 || t[i].kind == S_CIS_GET2
+							? ", second-reader rows"
+							: "";
 				progress("[%s] filling a %s%s segment", section, cistern_policy_name(t[i].pol), fl);
 				uint64_t f0 = now_ns();
 				int rc = make_segment(t[i].pol, t[i].flags, t[i].name, sizeof t[i].name, &t[i].h);
