@@ -12,9 +12,10 @@
  *    batch does (cistern's single reader): 320-byte slots, a metadata line
  *    (state word, pin word, seen count) before each 256-byte row; draw the
  *    members with their metadata prefetched 16 ahead, load each state word
- *    and store a pin, one fence, look at each state word again, then read
- *    each row in place (the row prefetched as it is checked) or copy it out
- *    (prefetched 16 ahead), and count each seen and unpin it. What is left
+ *    and store a pin (and copy the row out, for a gathered batch, its lines
+ *    prefetched with the metadata), one fence, look at each state word
+ *    again (prefetching the row to be read in place), then read each row
+ *    in place or the copy, and count each seen and unpin it. What is left
  *    between these and cistern is the library's own instructions.
  *  - cistern, policies batch_reservoir and reservoir: a reader process acquires
  *    256 samples and reads them in place (zero-copy), or cistern_get()s 256
@@ -90,6 +91,22 @@ struct pass_meta {
 };
 
 /*
+ * A drawn member's metadata line, and when its row is copied out, the row's
+ * lines too (asm statements: gcc may drop unrolled __builtin_prefetch calls).
+ */
+static inline void pass_prefetch(const unsigned char *slot, bool row)
+{
+	__builtin_prefetch(slot, 1, 3);
+	if (row)
+		for (unsigned l = 1; l <= S_SIZE / 64; l++)
+#if defined(__x86_64__) || defined(__i386__)
+			__asm__ volatile("prefetcht0 %0" : : "m"(slot[l * 64]));
+#else
+			__builtin_prefetch(slot + l * 64, 0, 3);
+#endif
+}
+
+/*
  * One batch of a pinning reader's passes over arr (S_PASS_STRIDE slots), as
  * described at the top; a member whose word changed is counted bad (none
  * does: nothing else writes here).
@@ -99,18 +116,21 @@ static void pass_batch(enum skind kind, unsigned char *arr, unsigned char *batch
 {
 	uint32_t idx[S_BATCH], q[S_AHEAD];
 	uint64_t seen_w[S_BATCH];
+	bool get = kind == S_PASS_GET;
 	for (unsigned k = 0; k < S_AHEAD; k++) {
 		q[k] = (uint32_t)(rng_next(seed) % S_SLOTS);
-		__builtin_prefetch(arr + (size_t)q[k] * S_PASS_STRIDE, 1, 3);
+		pass_prefetch(arr + (size_t)q[k] * S_PASS_STRIDE, get);
 	}
 	for (unsigned k = 0; k < S_BATCH; k++) {
 		uint32_t i = q[k % S_AHEAD];
 		q[k % S_AHEAD] = (uint32_t)(rng_next(seed) % S_SLOTS);
-		__builtin_prefetch(arr + (size_t)q[k % S_AHEAD] * S_PASS_STRIDE, 1, 3);
+		pass_prefetch(arr + (size_t)q[k % S_AHEAD] * S_PASS_STRIDE, get);
 		volatile struct pass_meta *m = (volatile struct pass_meta *)(arr + (size_t)i * S_PASS_STRIDE);
 		seen_w[k] = m->word;
 		m->pins = m->pins | 1;
 		idx[k] = i;
+		if (get) /* copied before the fence, as cistern's gather does */
+			memcpy(batch + (size_t)k * S_SIZE, (const unsigned char *)m + 64, S_SIZE);
 	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	for (unsigned k = 0; k < S_BATCH; k++) {
@@ -121,14 +141,7 @@ static void pass_batch(enum skind kind, unsigned char *arr, unsigned char *batch
 	}
 	for (unsigned k = 0; k < S_BATCH; k++) {
 		unsigned char *slot = arr + (size_t)idx[k] * S_PASS_STRIDE;
-		const unsigned char *row = slot + 64;
-		if (kind == S_PASS_GET) {
-			if (k + S_AHEAD < S_BATCH)
-				for (unsigned l = 0; l < S_SIZE / 64; l++)
-					__builtin_prefetch(arr + (size_t)idx[k + S_AHEAD] * S_PASS_STRIDE + 64 + l * 64, 0, 3);
-			memcpy(batch + (size_t)k * S_SIZE, row, S_SIZE);
-			row = batch + (size_t)k * S_SIZE;
-		}
+		const unsigned char *row = get ? batch + (size_t)k * S_SIZE : slot + 64;
 		*bad += !tag_ok(*(const uint64_t *)row);
 		volatile struct pass_meta *m = (volatile struct pass_meta *)slot;
 		m->seen = m->seen + 1;

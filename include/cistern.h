@@ -355,6 +355,8 @@ CISTERN_API int cistern_release_batch(struct cistern *c, struct cistern_sample *
  * Gather a batch into one contiguous array: sample i is copied to
  * buf + i * stride (stride >= the longest sample), its length to len[i] and
  * metadata to meta[i] (len and meta may be NULL).
+ * After an error nothing was read (no seen count moves), but buf may have been
+ * written.
  * @return the number of samples; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if a
  *         sample is longer than stride; -EINVAL.
  */

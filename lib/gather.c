@@ -6,13 +6,18 @@
  * The general path acquires the batch (a pin, a seen count and a sample
  * record for each member), copies it out, then releases it: three passes over
  * the members and their slot metadata. Here the members are drawn and pinned
- * as for an acquire, but neither counted nor recorded (rs_stream_pinned,
- * unconfirmed); the sole reader (CISTERN_SINGLE_READER), whose pins were plain
- * stores, then checks them all after one seq_cst fence (the handshake in
- * pins.c), where any other reader's pins were checked one by one as they were
- * set; and only when all of them hold is each member counted as seen, copied
- * out and unpinned, one after the other. Nothing is held when it returns, so
- * no sample record is filled and no release is owed.
+ * as for an acquire, but neither counted nor recorded (rs_stream_pinned()
+ * with the gather's array). The sole reader (CISTERN_SINGLE_READER) stores
+ * its pins plainly and copies each member out as soon as it has stored the
+ * pin (its payload prefetched with its metadata when it was drawn: one pass
+ * over memory), then checks every pin after one seq_cst fence (the handshake
+ * in pins.c), which also tells that its copies, made before the fence, were
+ * of samples no producer touched. Any other reader's pins were checked one
+ * by one as they were set, and it copies after the stream. Only when every
+ * pin holds is each member counted as seen and unpinned (and copied, by a
+ * reader other than the sole one), one after the other. Nothing is held
+ * when it returns, so no sample record is filled and no release is owed. On
+ * an error the caller's array may hold copies of members that were not read.
  *
  * It answers -EAGAIN whenever the general path should do the work instead:
  * a handle that is not a reader yet (the general path makes it one, and takes
@@ -89,7 +94,7 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 	if (!probes)
 		return -EAGAIN;
 	size_t got = 0, dups = 0;
-	rs_stream_pinned(c, tmp, n, &got, &dups, probes, false);
+	rs_stream_pinned(c, tmp, n, &got, &dups, probes, g);
 	if (got < n) {
 		undo_pins(c, tmp, got);
 		return -EAGAIN;
@@ -103,21 +108,26 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		return r;
 	}
 	/*
-	 * Locals: the copies into g->dst could alias the handle's fields as far
-	 * as the compiler knows, which would reload them for every member.
+	 * Locals: the stores into g's arrays could alias the handle's fields
+	 * as far as the compiler knows, which would reload them for every
+	 * member.
 	 */
 	char *meta0 = c->meta0;
 	uint64_t mstride = c->meta_stride;
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
+	/* The sole reader copied the members as it pinned them (rs_stream_pinned()). */
+	bool copy = !sole;
 	char *dst = g->dst;
 	size_t stride = g->stride;
-	for (size_t i = 0; i < CISTERN_GATHER_AHEAD && i < n; i++)
+	for (size_t i = 0; copy && i < CISTERN_GATHER_AHEAD && i < n; i++)
 		cistern__prefetch_payload(&tmp[i]);
 	for (size_t i = 0; i < n; i++) {
-		if (i + CISTERN_GATHER_AHEAD < n)
-			cistern__prefetch_payload(&tmp[i + CISTERN_GATHER_AHEAD]);
 		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, tmp[i].index_);
-		memcpy(dst + i * stride, tmp[i].data, tmp[i].len);
+		if (copy) {
+			if (i + CISTERN_GATHER_AHEAD < n)
+				cistern__prefetch_payload(&tmp[i + CISTERN_GATHER_AHEAD]);
+			memcpy(dst + i * stride, tmp[i].data, tmp[i].len);
+		}
 		if (g->len)
 			g->len[i] = tmp[i].len;
 		if (g->meta)

@@ -98,10 +98,11 @@ static inline bool rs_pin_tells_repeats(const struct cistern *c)
 }
 /*
  * Draw and pin batch members while held samples are dense (reservoir.c);
- * confirm false leaves the sole reader's pins for the caller to confirm.
+ * g (gather.c) copies each member out as it is pinned and leaves the pins
+ * uncounted, the sole reader's for the caller to confirm; NULL otherwise.
  */
 void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
-		      size_t *dups, uint64_t probes, bool confirm);
+		      size_t *dups, uint64_t probes, const struct cistern_gather *g);
 /* gather.c: cistern_get_batch() in one pass for a reader holding nothing; -EAGAIN = general path. */
 int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		   const struct cistern_gather *g);

@@ -182,6 +182,62 @@ Test(sole, any_readers_get_batch_copies_distinct_samples_and_counts_each_once)
 }
 
 /*
+ * Payloads of every length from 0 to the slot size, gathered into a stride
+ * narrower than the slots (but wide enough for every sample), many batches
+ * over: each row holds its sample whole, and the bytes past it are left as
+ * they were. The sole reader copies each member as it pins it, with its
+ * payload prefetched by the slot's size rather than the sample's length.
+ */
+static void get_batch_copies_every_length_whole(uint32_t flags)
+{
+	enum { SLOTS = 64, SIZE = 1024, STRIDE = 700, N = 16 };
+	char name[64];
+	snprintf(name, sizeof(name), "t-so-rglen%s-%d", flags ? "" : "-any", (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_size = SIZE,
+				     .slot_count = SLOTS, .watermark = SLOTS, .flags = flags};
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	static uint8_t buf[STRIDE];
+	for (uint32_t i = 0; i < SLOTS; i++) {
+		size_t len = (size_t)i * STRIDE / (SLOTS - 1); /* 0 to STRIDE */
+		fill_payload(buf, len, 7, i);
+		struct cistern_meta m = {.time_step = i};
+		cr_assert_eq(cistern_put(c, buf, len, &m, 0), 0);
+	}
+	static uint8_t out[N][STRIDE];
+	size_t len[N];
+	struct cistern_meta meta[N];
+	for (int round = 0; round < 200; round++) {
+		memset(out, 0xa5, sizeof(out));
+		cr_assert_eq(cistern_get_batch(c, out, STRIDE, N, len, meta, 0), N);
+		for (int i = 0; i < N; i++) {
+			uint32_t step = meta[i].time_step;
+			cr_assert_eq(len[i], (size_t)step * STRIDE / (SLOTS - 1));
+			cr_assert(check_payload(out[i], len[i], 7, step), "row %d is sample %u, whole", i,
+				  step);
+			for (size_t b = len[i]; b < STRIDE; b++)
+				cr_assert_eq(out[i][b], 0xa5, "row %d written past its length", i);
+		}
+	}
+	bool pinned;
+	cr_assert_eq(seen_sum(c, &pinned), 200u * N);
+	cr_assert_not(pinned);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(sole, sole_readers_get_batch_copies_every_length_whole)
+{
+	get_batch_copies_every_length_whole(CISTERN_SINGLE_READER);
+}
+
+Test(sole, any_readers_get_batch_copies_every_length_whole)
+{
+	get_batch_copies_every_length_whole(0);
+}
+
+/*
  * A sample the reader holds (acquired, not yet released) stays drawable by
  * its gets, as by any read: a held member is pinned a second time, not left
  * out. With 8 of 64 held and batches of 8, about one member a batch is held.
