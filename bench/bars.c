@@ -8,7 +8,7 @@
 
 struct bar_rows g_bars = {
 	.s1_cis_sole = -1, .s1_cis = -1, .s1_cis_spin = -1, .s1_ck = -1, .s1_rte = -1, .s1_pipe = -1, .s1_mq = -1,
-	.s1_boost = -1, .s1_zmq = -1, .s1_bare = -1, .s1_bare_stores = -1, .s3_cis = -1, .s3_bound = -1, .s3_cis_1cpu = -1, .s3_cis_busy = -1, .s3_handoff = -1, .s4_zc = -1, .s4_gather = -1, .s4_zc_any = -1, .s4_gather_any = -1, .s4_zc_two = -1, .s4_gather_two = -1,
+	.s1_boost = -1, .s1_zmq = -1, .s1_bare = -1, .s1_bare_stores = -1, .s1_bare_batched = -1, .s3_cis = -1, .s3_bound = -1, .s3_cis_1cpu = -1, .s3_cis_busy = -1, .s3_handoff = -1, .s4_zc = -1, .s4_gather = -1, .s4_zc_any = -1, .s4_gather_any = -1, .s4_zc_two = -1, .s4_gather_two = -1,
 	.s4_floor_zc = -1, .s4_floor_gather = -1, .s4_pass_zc = -1, .s4_pass_gather = -1,
 	.s4_torch = -1, .s4_torch_fixed = -1, .s6_op = { -1, -1, -1 },
 };
@@ -87,7 +87,8 @@ void bars_print(void)
 				  max2(med(g_bars.s1_boost), med(g_bars.s1_zmq)));
 		int known = !isnan(cis) && !isnan(rings) && !isnan(ipc);
 		int a = cis >= rings, b = cis >= 10 * ipc;
-		double bare = med(g_bars.s1_bare), stores = med(g_bars.s1_bare_stores);
+		double bare = med(g_bars.s1_bare), stores = med(g_bars.s1_bare_stores),
+		       batched = med(g_bars.s1_bare_batched);
 		printf("(1) cistern >= best of ck_ring/rte_ring and >= 10x best of pipe/mq/boost/zmq: %s\n"
 		       "    cistern single producer/reader %.3f M/s (any number of them %.3f, timeout-0 "
 		       "variant %.3f); best ring %.3f (%s, x%.2f; any number x%.2f); best of "
@@ -98,6 +99,11 @@ void bars_print(void)
 		       verdict(a && b, known), cis, mpmc, spin, rings, a ? "met" : "missed", cis / rings,
 		       mpmc / rings, ipc, cis / ipc, bare, cis / bare, 10 * ipc / bare, stores,
 		       stores / bare);
+		if (!isnan(batched))
+			printf("    a ring publishing its indices once per 16 samples (not a queue) %.3f "
+			       "M/s: x%.2f the per-sample no-library ring, x%.2f the best of "
+			       "pipe/mq/boost/zmq\n",
+			       batched, batched / bare, batched / ipc);
 		int rings_rows[] = { g_bars.s1_ck, g_bars.s1_rte };
 		int ipc_rows[] = { g_bars.s1_pipe, g_bars.s1_mq, g_bars.s1_boost, g_bars.s1_zmq };
 		double rlo, rhi, qlo, qhi;

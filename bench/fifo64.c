@@ -22,6 +22,9 @@
 #include <cistern.h>
 
 #define QCAP 1024 /* capacity of every queue, in samples, where it can be chosen */
+/* The batched no-library ring publishes its indices once per this many samples. */
+#define BARE_BATCH 16
+#define BATCH_STR "16"
 
 struct s64 {
 	unsigned char b[BENCH_MSG];
@@ -29,7 +32,7 @@ struct s64 {
 CK_RING_PROTOTYPE(s64, s64)
 
 enum kind { K_CIS_SOLE, K_CIS, K_CIS_FENCED, K_CIS_SPIN, K_CK, K_RTE, K_RTE_RTS, K_PIPE, K_MQ, K_BOOST, K_ZMQ,
-	     K_BARE, K_BARE_STORES, K_COUNT };
+	     K_BARE, K_BARE_STORES, K_BARE_BATCHED, K_COUNT };
 
 struct f64 {
 	enum kind kind;
@@ -77,6 +80,8 @@ static const char *kind_label(enum kind k, int mpmc, long mq_cap)
 		return "no-library ring: a sequence word per slot (shared mmap, pause spin)";
 	case K_BARE_STORES:
 		return "the same + 16 stores per sample by the producer to its own memory";
+	case K_BARE_BATCHED:
+		return "no-library ring, indices published per " BATCH_STR " samples (not a queue)";
 	default:
 		return "?";
 	}
@@ -382,8 +387,71 @@ static int bare_send_stores(void *h, const void *msg)
 	return rc;
 }
 
+/*
+ * A ring that is not a queue, to size what per-sample publication costs: a
+ * head and a tail index, each in a line of its own, both sides keeping the
+ * other's last value and publishing their own once per BARE_BATCH samples
+ * (the producer also after its last sample). A sample may wait for
+ * BARE_BATCH - 1 more before a reader can see it, which no queue of
+ * samples can allow, cistern's or any peer's here; the row says how fast
+ * the cache lines move when they move in batches.
+ */
+struct batched_shared {
+	_Alignas(64) _Atomic uint64_t head;
+	_Alignas(64) _Atomic uint64_t tail;
+	_Alignas(64) struct s64 buf[QCAP];
+};
+
+struct batched_h {
+	struct batched_shared *s;
+	struct run_ctl *c;
+	uint64_t pos, seen; /* own position; the other side's, as last read */
+};
+
+static int batched_send(void *h, const void *msg)
+{
+	struct batched_h *b = h;
+	uint64_t p = b->pos;
+	/* Acquire: the reader's copies out of the slots before head are done. */
+	while (p - b->seen >= QCAP) {
+		b->seen = atomic_load_explicit(&b->s->head, memory_order_acquire);
+		if (p - b->seen >= QCAP)
+			cpu_relax();
+	}
+	memcpy(&b->s->buf[p % QCAP], msg, BENCH_MSG);
+	b->pos = ++p;
+	/* Release: the samples before tail are written. */
+	if (p % BARE_BATCH == 0 || p == b->c->per_producer)
+		atomic_store_explicit(&b->s->tail, p, memory_order_release);
+	return 0;
+}
+
+static int batched_recv(void *h, void *msg)
+{
+	struct batched_h *b = h;
+	uint64_t p = b->pos;
+	while (p >= b->seen) {
+		/* Acquire: pairs with the producer's release of tail. */
+		b->seen = atomic_load_explicit(&b->s->tail, memory_order_acquire);
+		if (p < b->seen)
+			break;
+		if (all_produced(b->c) && p >= atomic_load_explicit(&b->s->tail, memory_order_acquire))
+			return 0;
+		cpu_relax();
+	}
+	memcpy(msg, &b->s->buf[p % QCAP], BENCH_MSG);
+	b->pos = ++p;
+	if (p % BARE_BATCH == 0)
+		atomic_store_explicit(&b->s->head, p, memory_order_release);
+	return 1;
+}
+
 static int bare_child(struct f64 *f, int role, int idx)
 {
+	if (f->kind == K_BARE_BATCHED) {
+		struct batched_h b = { f->mem, f->c, 0, 0 };
+		return role == 'p' ? produce(f, idx, &b, batched_send) : consume(f, idx, &b, batched_recv);
+	}
 	struct bare_h b = { f->mem, f->c, 0 };
 	if (role == 'p')
 		return produce(f, idx, &b, f->kind == K_BARE_STORES ? bare_send_stores : bare_send);
@@ -680,6 +748,7 @@ static int f64_child(int role, int idx, void *arg)
 		return zq_child(f, role, idx);
 	case K_BARE:
 	case K_BARE_STORES:
+	case K_BARE_BATCHED:
 		return bare_child(f, role, idx);
 	default:
 		return 1;
@@ -767,6 +836,11 @@ static int f64_setup(struct f64 *f, char *err, size_t cap)
 		struct bare_shared *b = f->mem;
 		for (uint64_t i = 0; i < QCAP; i++)
 			atomic_store_explicit(&b->seq[i].word, 2 * i, memory_order_relaxed);
+		return 0;
+	}
+	case K_BARE_BATCHED: {
+		f->memlen = sizeof(struct batched_shared);
+		f->mem = shm_anon(f->memlen); /* zero-filled: head = tail = 0 */
 		return 0;
 	}
 	case K_RTE:
@@ -999,6 +1073,7 @@ void sec_fifo64(int nprod, int nread)
 	if (!mpmc) {
 		list[n++] = K_BARE;
 		list[n++] = K_BARE_STORES;
+		list[n++] = K_BARE_BATCHED;
 	}
 
 	int row[K_COUNT], boxed[K_COUNT] = { 0 };
@@ -1026,7 +1101,8 @@ void sec_fifo64(int nprod, int nread)
 					       [K_PIPE] = &g_bars.s1_pipe, [K_MQ] = &g_bars.s1_mq,
 					       [K_BOOST] = &g_bars.s1_boost, [K_ZMQ] = &g_bars.s1_zmq,
 					       [K_BARE] = &g_bars.s1_bare,
-					       [K_BARE_STORES] = &g_bars.s1_bare_stores };
+					       [K_BARE_STORES] = &g_bars.s1_bare_stores,
+					       [K_BARE_BATCHED] = &g_bars.s1_bare_batched };
 			if (slot[k])
 				*slot[k] = row[i];
 		}
