@@ -133,7 +133,8 @@ void bars_print(void)
 		double zc2 = med(g_bars.s4_zc_two), ga2 = med(g_bars.s4_gather_two);
 		double fzc = med(g_bars.s4_floor_zc), fga = med(g_bars.s4_floor_gather);
 		double pzc = med(g_bars.s4_pass_zc), pga = med(g_bars.s4_pass_gather);
-		double torch = max2(med(g_bars.s4_torch), med(g_bars.s4_torch_fixed));
+		double torch = max2(med(g_bars.s4_torch), med(g_bars.s4_torch_fixed)),
+		       tr = med(g_bars.s4_torch);
 		int known = !isnan(zc) && !isnan(ga) && !isnan(torch);
 		printf("(4) zero-copy batches >= 10x and gathered >= 2x torch index_select: %s\n"
 		       "    single reader: zero-copy %.2f k/s (x%.2f), gathered %.2f k/s (x%.2f); any number "
@@ -144,11 +145,14 @@ void bars_print(void)
 		       "    a pinning reader's passes with no library: in place x%.2f torch, copied out "
 		       "x%.2f; the single reader at %.0f%% and %.0f%% of them\n"
 		       "    with a second reader attached: zero-copy %.2f k/s, gathered %.2f k/s; the "
-		       "single reader x%.2f and x%.2f of them\n",
+		       "single reader x%.2f and x%.2f of them\n"
+		       "    torch drawing its indices each batch (randint + index_select, as TorchRL's "
+		       "random sampler does, and as cistern's batches draw theirs) %.2f k/s: the single "
+		       "reader x%.2f zero-copy and x%.2f gathered\n",
 		       verdict(zc >= 10 * torch && ga >= 2 * torch, known), zc, zc / torch, ga, ga / torch,
 		       zca, zca / torch, gaa, gaa / torch, torch, fzc / torch, fga / torch, 100 * zc / fzc,
 		       100 * ga / fga, pzc / torch, pga / torch, 100 * zc / pzc, 100 * ga / pga, zc2, ga2,
-		       zc / zc2, ga / ga2);
+		       zc / zc2, ga / ga2, tr, zc / tr, ga / tr);
 	}
 	if (bench_section_enabled("6")) {
 		double v[3], lo = INFINITY, hi = -INFINITY;
