@@ -1037,10 +1037,10 @@ static inline __attribute__((always_inline)) void stream_copy(const struct strea
 
 /*
  * The loop of rs_stream_pinned(). Always inlined, and called with constant
- * flags for its most common caller (the sole reader telling repeats by its
+ * flags for its most common callers (the sole reader telling repeats by its
  * pin bit, with a full window of RS_AHEAD candidates, whose head then wraps
- * by a mask), so that the compiler makes that case a loop of its own with
- * none of the other cases' tests.
+ * by a mask; acquiring, or gathering), so that the compiler makes each of
+ * those cases a loop of its own with none of the other cases' tests.
  */
 static inline __attribute__((always_inline)) void
 stream_loop(struct cistern *c, struct stream *st, struct cistern_sample *out, size_t n, bool sole,
@@ -1168,9 +1168,11 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 		stream_prefetch(&st, st.q[i], g && sole);
 	}
 	c->pick_read.ahead = 0;
-	if (sole && by_pin && st.win == RS_AHEAD && g)
+	/* The sole reader's common case, gathering or not, gets loops of its own. */
+	bool common = sole && by_pin && st.win == RS_AHEAD;
+	if (common && g)
 		stream_loop(c, &st, out, n, true, true, false, true);
-	else if (sole && by_pin && st.win == RS_AHEAD)
+	else if (common)
 		stream_loop(c, &st, out, n, true, true, true, true);
 	else
 		stream_loop(c, &st, out, n, sole, by_pin, g == NULL, false);

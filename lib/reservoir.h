@@ -98,8 +98,9 @@ static inline bool rs_pin_tells_repeats(const struct cistern *c)
 }
 /*
  * Draw and pin batch members while held samples are dense (reservoir.c);
- * g (gather.c) copies each member out as it is pinned and leaves the pins
- * uncounted, the sole reader's for the caller to confirm; NULL otherwise.
+ * with g (gather.c) the pins are left uncounted, the sole reader's for the
+ * caller to confirm, and the sole reader copies each member into g's array
+ * as it pins it; NULL otherwise.
  */
 void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
 		      size_t *dups, uint64_t probes, const struct cistern_gather *g);
