@@ -32,7 +32,7 @@ struct s64 {
 CK_RING_PROTOTYPE(s64, s64)
 
 enum kind { K_CIS_SOLE, K_CIS, K_CIS_FENCED, K_CIS_SPIN, K_CK, K_RTE, K_RTE_RTS, K_PIPE, K_MQ, K_BOOST, K_ZMQ,
-	     K_BARE, K_BARE_STORES, K_BARE_BATCHED, K_COUNT };
+	     K_BARE, K_BARE_STORES, K_BARE_ROUNDS, K_BARE_BATCHED, K_COUNT };
 
 struct f64 {
 	enum kind kind;
@@ -80,6 +80,8 @@ static const char *kind_label(enum kind k, int mpmc, long mq_cap)
 		return "no-library ring: a sequence word per slot (shared mmap, pause spin)";
 	case K_BARE_STORES:
 		return "the same + 16 stores per sample by the producer to its own memory";
+	case K_BARE_ROUNDS:
+		return "no-library ring, the reader looking again after 64 pauses";
 	case K_BARE_BATCHED:
 		return "no-library ring, indices published per " BATCH_STR " samples (not a queue)";
 	default:
@@ -331,6 +333,7 @@ struct bare_h {
 	struct bare_shared *s;
 	struct run_ctl *c;
 	uint64_t pos;
+	unsigned pace; /* pauses between the reader's looks at a slot not yet written */
 };
 
 static int bare_send(void *h, const void *msg)
@@ -356,7 +359,8 @@ static int bare_recv(void *h, void *msg)
 		if (all_produced(b->c) &&
 		    atomic_load_explicit(&b->s->seq[i].word, memory_order_acquire) != 2 * p + 1)
 			return 0;
-		cpu_relax();
+		for (unsigned k = 0; k < b->pace; k++)
+			cpu_relax();
 	}
 	memcpy(msg, &b->s->buf[i], BENCH_MSG);
 	atomic_store_explicit(&b->s->seq[i].word, 2 * (p + QCAP), memory_order_release);
@@ -452,7 +456,13 @@ static int bare_child(struct f64 *f, int role, int idx)
 		struct batched_h b = { f->mem, f->c, 0, 0 };
 		return role == 'p' ? produce(f, idx, &b, batched_send) : consume(f, idx, &b, batched_recv);
 	}
-	struct bare_h b = { f->mem, f->c, 0 };
+	/*
+	 * K_BARE_ROUNDS: a reader that catches up looks again only after 64
+	 * pauses, as cistern's reader does in its usual rounds (lib/wait.c), so
+	 * that the producer fills slots undisturbed, which the reader then takes
+	 * in a row; one pause otherwise.
+	 */
+	struct bare_h b = { f->mem, f->c, 0, f->kind == K_BARE_ROUNDS ? 64 : 1 };
 	if (role == 'p')
 		return produce(f, idx, &b, f->kind == K_BARE_STORES ? bare_send_stores : bare_send);
 	return consume(f, idx, &b, bare_recv);
@@ -748,6 +758,7 @@ static int f64_child(int role, int idx, void *arg)
 		return zq_child(f, role, idx);
 	case K_BARE:
 	case K_BARE_STORES:
+	case K_BARE_ROUNDS:
 	case K_BARE_BATCHED:
 		return bare_child(f, role, idx);
 	default:
@@ -830,7 +841,8 @@ static int f64_setup(struct f64 *f, char *err, size_t cap)
 		return 0;
 	}
 	case K_BARE:
-	case K_BARE_STORES: {
+	case K_BARE_STORES:
+	case K_BARE_ROUNDS: {
 		f->memlen = sizeof(struct bare_shared);
 		f->mem = shm_anon(f->memlen);
 		struct bare_shared *b = f->mem;
@@ -1073,6 +1085,7 @@ void sec_fifo64(int nprod, int nread)
 	if (!mpmc) {
 		list[n++] = K_BARE;
 		list[n++] = K_BARE_STORES;
+		list[n++] = K_BARE_ROUNDS;
 		list[n++] = K_BARE_BATCHED;
 	}
 
@@ -1102,6 +1115,7 @@ void sec_fifo64(int nprod, int nread)
 					       [K_BOOST] = &g_bars.s1_boost, [K_ZMQ] = &g_bars.s1_zmq,
 					       [K_BARE] = &g_bars.s1_bare,
 					       [K_BARE_STORES] = &g_bars.s1_bare_stores,
+					       [K_BARE_ROUNDS] = &g_bars.s1_bare_rounds,
 					       [K_BARE_BATCHED] = &g_bars.s1_bare_batched };
 			if (slot[k])
 				*slot[k] = row[i];
