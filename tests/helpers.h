@@ -3,6 +3,7 @@
 #ifndef CISTERN_TEST_HELPERS_H
 #define CISTERN_TEST_HELPERS_H
 
+#include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -53,6 +54,27 @@ static inline int check_payload(const uint8_t *p, size_t len, uint32_t producer,
 		return 0;
 	fill_payload(buf, len, producer, seq);
 	return memcmp(buf, p, len) == 0;
+}
+
+/*
+ * Put n samples whose lengths run evenly from 0 to max (sample i is
+ * i * max / (n - 1) bytes of fill_payload(.., producer, i), time_step i).
+ * 0, or the first failing put's error. The buffer holds up to 4096 bytes.
+ */
+static inline int put_length_ramp(struct cistern *c, uint32_t n, size_t max, uint32_t producer)
+{
+	static uint8_t buf[4096];
+	if (max > sizeof(buf) || n < 2)
+		return -EINVAL;
+	for (uint32_t i = 0; i < n; i++) {
+		size_t len = (size_t)i * max / (n - 1);
+		fill_payload(buf, len, producer, i);
+		struct cistern_meta m = {.time_step = i};
+		int r = cistern_put(c, buf, len, &m, 0);
+		if (r < 0)
+			return r;
+	}
+	return 0;
 }
 
 /*

@@ -884,13 +884,8 @@ Test(batch, get_batch_copies_payloads_of_any_length)
 				 (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR,
 							 .slot_size = SIZE, .slot_count = 64,
 							 .watermark = N, .batch_size = N});
-	static uint8_t buf[SIZE];
-	for (uint32_t i = 0; i < N; i++) {
-		size_t len = i * SIZE / (N - 1); /* 0 to SIZE: shorter and longer than a prefetch */
-		fill_payload(buf, len, 0, i);
-		struct cistern_meta m = {.time_step = i};
-		cr_assert_eq(cistern_put(c, buf, len, &m, 0), 0);
-	}
+	/* 0 to SIZE bytes: shorter and longer than a prefetch. */
+	cr_assert_eq(put_length_ramp(c, N, SIZE, 0), 0);
 	static uint8_t out[N][SIZE];
 	size_t len[N];
 	struct cistern_meta meta[N];

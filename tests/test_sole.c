@@ -198,13 +198,7 @@ static void get_batch_copies_every_length_whole(uint32_t flags)
 				     .slot_count = SLOTS, .watermark = SLOTS, .flags = flags};
 	struct cistern *c = NULL;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
-	static uint8_t buf[STRIDE];
-	for (uint32_t i = 0; i < SLOTS; i++) {
-		size_t len = (size_t)i * STRIDE / (SLOTS - 1); /* 0 to STRIDE */
-		fill_payload(buf, len, 7, i);
-		struct cistern_meta m = {.time_step = i};
-		cr_assert_eq(cistern_put(c, buf, len, &m, 0), 0);
-	}
+	cr_assert_eq(put_length_ramp(c, SLOTS, STRIDE, 7), 0);
 	static uint8_t out[N][STRIDE];
 	size_t len[N];
 	struct cistern_meta meta[N];
