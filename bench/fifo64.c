@@ -24,7 +24,8 @@
 #define QCAP 1024 /* capacity of every queue, in samples, where it can be chosen */
 /* The batched no-library ring publishes its indices once per this many samples. */
 #define BARE_BATCH 16
-#define BATCH_STR "16"
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 struct s64 {
 	unsigned char b[BENCH_MSG];
@@ -83,7 +84,7 @@ static const char *kind_label(enum kind k, int mpmc, long mq_cap)
 	case K_BARE_ROUNDS:
 		return "no-library ring, the reader looking again after 64 pauses";
 	case K_BARE_BATCHED:
-		return "no-library ring, indices published per " BATCH_STR " samples (not a queue)";
+		return "no-library ring, indices published per " STR(BARE_BATCH) " samples (not a queue)";
 	default:
 		return "?";
 	}
