@@ -190,6 +190,132 @@ Test(auto_roles, holder_found_revoked_between_claims_clears_the_revocation_itsel
 	cistern_unlink(name);
 }
 
+static uint64_t puts_of(struct cistern *c)
+{
+	return atomic_load(&c->me->ctr.puts);
+}
+
+/*
+ * The holder of the producer role mixes its one-step puts with
+ * reservations left open across them, committed out of order or aborted:
+ * its count of puts is exact after every call.
+ */
+static void holder_counts_each_put_once(uint32_t flags)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 128, .slot_count = 16, .flags = flags};
+	struct cistern *c = create_with("ar-cnt", name, sizeof(name), cfg);
+	struct cistern_slot r1, r2, r3;
+	cr_assert_eq(cistern_put(c, "1", 1, NULL, 0), 0);
+	cr_assert(c->auto_producing || c->sole_producing, "the one producer holds the role");
+	cr_assert_eq(puts_of(c), 1);
+	cr_assert_eq(cistern_reserve(c, &r1, 0), 0);
+	cr_assert_eq(puts_of(c), 1, "an open reservation is no put");
+	cr_assert_eq(cistern_put(c, "2", 1, NULL, 0), 0);
+	cr_assert_eq(puts_of(c), 2, "a put past an open reservation counts itself only");
+	cr_assert_eq(cistern_reserve(c, &r2, 0), 0);
+	cr_assert_eq(cistern_reserve(c, &r3, 0), 0);
+	cr_assert_eq(cistern_abort(c, &r2), 0);
+	cr_assert_eq(cistern_put(c, "3", 1, NULL, 0), 0);
+	cr_assert_eq(puts_of(c), 3, "an aborted reservation is no put");
+	memcpy(r3.data, "r", 1);
+	cr_assert_eq(cistern_commit(c, &r3, 1, NULL), 0);
+	cr_assert_eq(puts_of(c), 4);
+	memcpy(r1.data, "q", 1);
+	cr_assert_eq(cistern_commit(c, &r1, 1, NULL), 0);
+	cr_assert_eq(puts_of(c), 5, "commits out of order count once each");
+	cr_assert_eq(cistern_put(c, "4", 1, NULL, 0), 0);
+	cr_assert_eq(puts_of(c), 6);
+	const char *want = "1q2r34"; /* in the order of the positions claimed */
+	for (int i = 0; want[i]; i++)
+		cr_assert_eq(get_one(c), want[i], "sample %d", i);
+	cr_assert_eq(get_one(c), 0, "nothing more");
+	/* Many laps of the ring, every put by the one-step path. */
+	for (int i = 0; i < 100; i++) {
+		cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
+		cr_assert_eq(get_one(c), 'x');
+	}
+	/* Longer than a line: the one-step put's other copy. */
+	char big[100], back[128];
+	memset(big, 'L', sizeof(big));
+	cr_assert_eq(cistern_put(c, big, sizeof(big), NULL, 0), 0);
+	cr_assert_eq(puts_of(c), 107);
+	cr_assert_eq(cistern_get(c, back, sizeof(back), NULL, 0), (ssize_t)sizeof(big));
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.puts, 107);
+	cr_assert_eq(st.gets, 107);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(auto_roles, automatic_holder_counts_each_put_once_past_open_and_aborted_reservations)
+{
+	holder_counts_each_put_once(0);
+}
+
+Test(auto_roles, flag_holder_counts_each_put_once_past_open_and_aborted_reservations)
+{
+	holder_counts_each_put_once(CISTERN_SINGLE_PRODUCER);
+}
+
+Test(auto_roles, each_producer_counts_its_own_puts_as_the_role_passes_between_them)
+{
+	char name[64];
+	struct cistern *a = create("ar-cnt2", name, sizeof(name), 16, 0);
+	struct cistern *b;
+	cr_assert_eq(cistern_attach(name, &b), 0);
+	cr_assert_eq(cistern_put(a, "1", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(a, "2", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(b, "3", 1, NULL, 0), 0); /* takes the role away */
+	cr_assert_eq(cistern_put(a, "4", 1, NULL, 0), 0); /* finds it gone */
+	cr_assert_eq(cistern_put(b, "5", 1, NULL, 0), 0);
+	cr_assert_eq(puts_of(a), 3);
+	cr_assert_eq(puts_of(b), 2);
+	cistern_detach(b);
+	cr_assert_eq(cistern_put(a, "6", 1, NULL, 0), 0); /* takes it back */
+	cr_assert(a->auto_producing);
+	cr_assert_eq(cistern_put(a, "7", 1, NULL, 0), 0);
+	cr_assert_eq(puts_of(a), 5, "b's puts are not a's, though the tail moved by them");
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(a, &st), 0);
+	cr_assert_eq(st.puts, 7);
+	cistern_detach(a);
+	cistern_unlink(name);
+}
+
+/*
+ * A producer that died between its claim of position t and its move of the
+ * tail leaves the tail at t; the holder that comes next moves the tail past
+ * t as well as past its own claim, and still counts only its own put.
+ */
+Test(auto_roles, holder_helping_the_tail_past_a_dead_claim_does_not_count_it)
+{
+	char name[64];
+	struct cistern *a = create("ar-cnt3", name, sizeof(name), 16, 0);
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(name, &d), 0);
+	cr_assert_eq(cistern_put(a, "1", 1, NULL, 0), 0);
+	struct cistern_slot s;
+	cr_assert_eq(cistern_reserve(d, &s, 0), 0); /* a claim by CAS: two producers */
+	cr_assert_eq(atomic_load(&a->hdr->tail), 2);
+	atomic_store(&a->hdr->tail, 1); /* as if d died before it moved the tail */
+	cistern_detach(d);                 /* its reclaim voids the claim */
+	cr_assert_eq(atomic_load(&a->hdr->tail), 1, "the reclaim leaves the tail");
+	cr_assert_eq(cistern_put(a, "2", 1, NULL, 0), 0);
+	cr_assert_eq(atomic_load(&a->hdr->tail), 3, "past the void and the put");
+	cr_assert_eq(puts_of(a), 2);
+	cr_assert(a->auto_producing, "the one producer left holds the role again");
+	cr_assert_eq(cistern_put(a, "3", 1, NULL, 0), 0);
+	cr_assert_eq(puts_of(a), 3, "the one-step put counts from the tail it moved");
+	const char *want = "123";
+	for (int i = 0; want[i]; i++)
+		cr_assert_eq(get_one(a), want[i], "sample %d", i);
+	cr_assert_eq(get_one(a), 0, "nothing more");
+	cistern_detach(a);
+	cistern_unlink(name);
+}
+
 Test(auto_roles, damaged_mode_word_is_refused_and_the_ring_left_alone)
 {
 	char name[64];

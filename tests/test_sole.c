@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -684,6 +685,52 @@ Test(sole, put_after_close_fails_with_epipe_and_leaves_no_sample)
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), CISTERN_EOD);
 	cistern_detach(c);
 	cistern_unlink(name);
+}
+
+/*
+ * Another process closes reception while the holder puts as fast as it can:
+ * a put whose claim the close voids (-EPIPE) is not counted, and every put
+ * that succeeded is both counted and read.
+ */
+Test(sole, puts_racing_a_close_are_counted_exactly, .timeout = 120)
+{
+	for (int round = 0; round < 40; round++) {
+		char name[64];
+		struct cistern *c = create("so-cnt", name, sizeof(name), 1 << 12, SOLE);
+		_Atomic uint32_t *go = shared_alloc(sizeof(*go));
+		cr_assert_not_null(go);
+		if (fork_child() == 0) {
+			struct cistern *k;
+			if (cistern_attach(name, &k) < 0)
+				_exit(1);
+			atomic_store(go, 1);
+			while (atomic_load(go) != 2)
+				;
+			for (volatile int spin = 0; spin < (round % 8) * 500; spin++)
+				;
+			_exit(cistern_close_reception(k) < 0 ? 2 : 0);
+		}
+		while (atomic_load(go) != 1)
+			sched_yield();
+		uint64_t ok = 0;
+		int r;
+		atomic_store(go, 2);
+		/* Until the close: a full ring (-EAGAIN) only waits for it. */
+		while ((r = cistern_put(c, "s", 1, NULL, 0)) == 0 || r == -EAGAIN)
+			ok += r == 0;
+		cr_assert_eq(r, -EPIPE, "round %d: the puts ended with %d", round, r);
+		cr_assert_eq(reap_all(), 0);
+		cr_assert_eq(atomic_load(&c->me->ctr.puts), ok, "round %d", round);
+		char buf[8];
+		uint64_t got = 0;
+		ssize_t n;
+		while ((n = cistern_get(c, buf, sizeof(buf), NULL, 0)) == 1)
+			got++;
+		cr_assert_eq(n, CISTERN_EOD, "round %d", round);
+		cr_assert_eq(got, ok, "round %d", round);
+		cistern_detach(c);
+		cistern_unlink(name);
+	}
 }
 
 Test(sole, dump_and_restore_keep_the_flags_and_free_the_roles, .timeout = 60)
