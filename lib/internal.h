@@ -137,6 +137,7 @@ struct cistern {
 	bool sole_producing;            /* sole.c: this handle holds the producer role */
 	bool sole_reading;              /* sole.c: this handle holds the reader role */
 	bool auto_producing;            /* sole.c: this handle holds the producer role automatically */
+	bool wide_copies;               /* fifo.c: the one-step put and get copy with AVX2 */
 	bool auto_reading;              /* sole.c: this handle holds the reader role automatically */
 	bool auto_shared_producer;      /* sole.c: counted among several producers */
 	bool auto_shared_reader;        /* sole.c: counted among several readers */
@@ -756,6 +757,8 @@ int cistern__fifo_put(struct cistern *c, const void *buf, size_t len, struct cis
 		      int timeout_ms);
 ssize_t cistern__fifo_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
 			  int timeout_ms);
+/* fifo.c: whether this processor runs the one-step put and get compiled for AVX2. */
+bool cistern__wide_copies(void);
 int cistern__put_slow(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
 		      int timeout_ms);
 ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,

@@ -314,6 +314,7 @@ static void handle_setup(struct cistern *c)
 	c->slot_size = h->slot_size;
 	c->ops = cistern__ops_for(h->policy);
 	c->pin_bit = -1;
+	c->wide_copies = cistern__wide_copies();
 	/* Before the handle can publish anything (see cistern__publish_word). */
 	cistern__register_light_wakes();
 }

@@ -639,16 +639,20 @@ Test(sole, short_buffer_get_keeps_the_sample_for_the_next_get)
  * The one-step put and get copy short payloads with fixed-size moves chosen
  * by length, and longer ones on a path of their own: every length from 0 to
  * past the inline limit comes back exact with its metadata, and nothing past
- * it is written in the reader's buffer.
+ * it is written in the reader's buffer. `wide`: with the copies compiled for
+ * AVX2 (lib/fifo.c, put_wide()), else with those of any x86-64.
  */
-Test(sole, every_length_round_trips_exactly_through_the_one_step_put_and_get)
+static void every_length_round_trips(bool wide)
 {
+	if (wide && !cistern__wide_copies())
+		cr_skip_test("this processor has no AVX2");
 	char name[64];
 	snprintf(name, sizeof(name), "t-so-len-%d", (int)getpid());
 	cistern_unlink(name);
 	struct cistern_config cfg = {.slot_size = 100, .slot_count = 4, .flags = SOLE};
 	struct cistern *c = NULL;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	c->wide_copies = wide;
 	uint8_t in[100], out[110];
 	/* The first put and get take the roles on the general path. */
 	cr_assert_eq(cistern_put(c, in, 1, NULL, 0), 0);
@@ -671,6 +675,16 @@ Test(sole, every_length_round_trips_exactly_through_the_one_step_put_and_get)
 	}
 	cistern_detach(c);
 	cistern_unlink(name);
+}
+
+Test(sole, every_length_round_trips_exactly_through_the_one_step_put_and_get)
+{
+	every_length_round_trips(false);
+}
+
+Test(sole, every_length_round_trips_exactly_through_the_wide_one_step_put_and_get)
+{
+	every_length_round_trips(true);
 }
 
 Test(sole, put_after_close_fails_with_epipe_and_leaves_no_sample)
