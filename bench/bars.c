@@ -100,10 +100,10 @@ void bars_print(void)
 		       mpmc / rings, ipc, cis / ipc, bare, cis / bare, 10 * ipc / bare, stores,
 		       stores / bare);
 		if (!isnan(rounds))
-			printf("    the no-library ring with its reader looking again after 64 pauses (as "
+			printf("    the no-library ring with its reader looking again after %d pauses (as "
 			       "cistern's does) %.3f M/s: cistern x%.2f of it; 10x the best of "
 			       "pipe/mq/boost/zmq would be x%.2f of it\n",
-			       rounds, cis / rounds, 10 * ipc / rounds);
+			       BARE_ROUND_PAUSES, rounds, cis / rounds, 10 * ipc / rounds);
 		if (!isnan(batched))
 			printf("    a ring publishing its indices once per 16 samples (not a queue) %.3f "
 			       "M/s: x%.2f the per-sample no-library ring, x%.2f the best of "

@@ -221,4 +221,12 @@ void sec_latency(void);                 /* 5 */
 void sec_scale(void);                   /* 6 */
 void bars_print(void);
 
+/*
+ * Section 1: pauses between the looks of the no-library ring's reader that
+ * waits in rounds (fifo64.c, K_BARE_ROUNDS) once it caught up: as many as
+ * cistern's reader makes in a round then (lib/wait.c, ahead_round(): half
+ * the slot count, at most 512).
+ */
+#define BARE_ROUND_PAUSES 512
+
 #endif

@@ -82,7 +82,7 @@ static const char *kind_label(enum kind k, int mpmc, long mq_cap)
 	case K_BARE_STORES:
 		return "the same + 16 stores per sample by the producer to its own memory";
 	case K_BARE_ROUNDS:
-		return "no-library ring, the reader looking again after 64 pauses";
+		return "no-library ring, the reader looking again after " STR(BARE_ROUND_PAUSES) " pauses";
 	case K_BARE_BATCHED:
 		return "no-library ring, indices published per " STR(BARE_BATCH) " samples (not a queue)";
 	default:
@@ -458,12 +458,12 @@ static int bare_child(struct f64 *f, int role, int idx)
 		return role == 'p' ? produce(f, idx, &b, batched_send) : consume(f, idx, &b, batched_recv);
 	}
 	/*
-	 * K_BARE_ROUNDS: a reader that catches up looks again only after 64
-	 * pauses, as cistern's reader does in its usual rounds (lib/wait.c), so
-	 * that the producer fills slots undisturbed, which the reader then takes
-	 * in a row; one pause otherwise.
+	 * K_BARE_ROUNDS: a reader that catches up looks again only after
+	 * BARE_ROUND_PAUSES pauses, as cistern's reader does in its rounds
+	 * (lib/wait.c), so that the producer fills slots undisturbed, which the
+	 * reader then takes in a row; one pause otherwise.
 	 */
-	struct bare_h b = { f->mem, f->c, 0, f->kind == K_BARE_ROUNDS ? 64 : 1 };
+	struct bare_h b = { f->mem, f->c, 0, f->kind == K_BARE_ROUNDS ? BARE_ROUND_PAUSES : 1 };
 	if (role == 'p')
 		return produce(f, idx, &b, f->kind == K_BARE_STORES ? bare_send_stores : bare_send);
 	return consume(f, idx, &b, bare_recv);

@@ -458,6 +458,7 @@ struct cistern_waiter {
 	uint32_t spins;
 	uint32_t pace;                  /* wait.c: 0 before the first spin, pauses of a starved
 					 * reader's next short round, then CISTERN_SPIN_USUAL */
+	uint32_t round;                 /* wait.c: pauses of a usual round */
 	uint32_t seq;
 	int64_t start_ns;
 	int64_t deadline_ns;
