@@ -14,7 +14,8 @@
  *  - Blocking calls take timeout_ms: 0 tries once (-EAGAIN if it would wait),
  *    a negative value waits forever, a positive value waits at most that many
  *    milliseconds (-ETIMEDOUT when it expires). A wait spins first, for some
- *    tens of microseconds at most (pauses and a few sched_yield() calls; only
+ *    tens of microseconds, or a few hundred for a reader that caught up with a
+ *    producer running ahead of it (pauses and a few sched_yield() calls; only
  *    sched_yield() when the one process it waits for last waited on the same
  *    CPU, which pauses would keep from running), then sleeps in the kernel
  *    until the other side wakes it.
