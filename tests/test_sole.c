@@ -139,6 +139,31 @@ Test(sole, sole_reader_batches_count_each_read_once_and_leave_no_pin)
 	cistern_unlink(name);
 }
 
+/*
+ * For the any-reader half of the tests below: a second reader, which reads
+ * one sample first, so that the handle under test is not the lone reader
+ * (which takes the sole reader's paths without the flag) but one of two
+ * counted readers (lib/sole.c). Adds its read to *reads.
+ */
+static struct cistern *second_reader(const char *name, unsigned *reads)
+{
+	struct cistern *r = NULL;
+	char buf[64];
+	cr_assert_eq(cistern_attach(name, &r), 0);
+	cr_assert_eq(cistern_get_batch(r, buf, sizeof(buf), 1, NULL, NULL, 0), 1);
+	*reads += 1;
+	return r;
+}
+
+/* After the handle's first read: the lone reader holds the role, one of two does not. */
+static void assert_role(const struct cistern *c, uint32_t flags)
+{
+	if (flags)
+		cr_assert(c->sole_reading, "the flag's holder");
+	else
+		cr_assert(!c->auto_reading && c->auto_shared_reader, "one of two counted readers");
+}
+
 static void get_batch_copies_distinct_samples_and_counts_each_once(uint32_t flags)
 {
 	char name[64];
@@ -148,6 +173,8 @@ static void get_batch_copies_distinct_samples_and_counts_each_once(uint32_t flag
 		struct cistern_meta m = {.sim_id = (uint32_t)i};
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), &m, 0), 0);
 	}
+	unsigned reads = 0;
+	struct cistern *other = flags ? NULL : second_reader(name, &reads);
 	int buf[16];
 	size_t len[16];
 	struct cistern_meta meta[16];
@@ -156,18 +183,21 @@ static void get_batch_copies_distinct_samples_and_counts_each_once(uint32_t flag
 	for (int round = 1; round <= 50; round++) {
 		memset(len, 0, sizeof(len));
 		cr_assert_eq(cistern_get_batch(c, buf, sizeof(int), 16, len, meta, 0), 16);
+		assert_role(c, flags);
 		for (int i = 0; i < 16; i++) {
 			cr_assert_eq(len[i], sizeof(int));
 			cr_assert_eq((uint32_t)buf[i], meta[i].sim_id, "payload and metadata agree");
 			for (int j = i + 1; j < 16; j++)
 				cr_assert_neq(meta[i].sample_id, meta[j].sample_id, "distinct members");
 		}
-		cr_assert_eq(seen_sum(c, &pinned), 16u * round, "each copy counted once");
+		cr_assert_eq(seen_sum(c, &pinned), reads + 16u * round, "each copy counted once");
 		cr_assert_not(pinned, "nothing stays pinned after a get");
 	}
 	struct cistern_stats st;
 	cistern_stats_get(c, &st);
-	cr_assert_eq(st.gets, 50 * 16);
+	cr_assert_eq(st.gets, reads + 50 * 16);
+	if (other)
+		cistern_detach(other);
 	cistern_detach(c);
 	cistern_unlink(name);
 }
@@ -256,8 +286,11 @@ static void get_batch_may_draw_what_it_holds_and_keeps_its_pins(uint32_t flags)
 						   CISTERN_RESERVOIR, 64, flags);
 	for (int i = 0; i < 64; i++)
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
+	unsigned reads = 0;
+	struct cistern *other = flags ? NULL : second_reader(name, &reads);
 	struct cistern_sample held[8];
 	cr_assert_eq(cistern_acquire_batch(c, held, 8, 0), 8);
+	assert_role(c, flags);
 	int buf[8];
 	struct cistern_meta meta[8];
 	unsigned held_drawn = 0;
@@ -280,10 +313,12 @@ static void get_batch_may_draw_what_it_holds_and_keeps_its_pins(uint32_t flags)
 	 * were being passed over.
 	 */
 	cr_assert_gt(held_drawn, 50, "held samples drawn only %u times", held_drawn);
-	cr_assert_eq(seen_sum(c, &pinned), 8 + 100 * 8);
+	cr_assert_eq(seen_sum(c, &pinned), reads + 8 + 100 * 8);
 	cr_assert_eq(cistern_release_batch(c, held, 8), 0);
 	seen_sum(c, &pinned);
 	cr_assert_not(pinned, "every pin went with its release");
+	if (other)
+		cistern_detach(other);
 	cistern_detach(c);
 	cistern_unlink(name);
 }
@@ -309,17 +344,20 @@ static void batch_of_nearly_every_sample_is_still_distinct(uint32_t flags)
 						   CISTERN_RESERVOIR, 40, flags);
 	for (int i = 0; i < 40; i++)
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
+	unsigned reads = 0;
+	struct cistern *other = flags ? NULL : second_reader(name, &reads);
 	int buf[32];
 	bool pinned;
 	for (int round = 1; round <= 100; round++) {
 		cr_assert_eq(cistern_get_batch(c, buf, sizeof(int), 32, NULL, NULL, 0), 32);
+		assert_role(c, flags);
 		bool seen[40] = {false};
 		for (int i = 0; i < 32; i++) {
 			cr_assert(buf[i] >= 0 && buf[i] < 40);
 			cr_assert_not(seen[buf[i]], "sample %d twice in one batch", buf[i]);
 			seen[buf[i]] = true;
 		}
-		cr_assert_eq(seen_sum(c, &pinned), 32u * round);
+		cr_assert_eq(seen_sum(c, &pinned), reads + 32u * round);
 		cr_assert_not(pinned);
 	}
 	/* The same for batches acquired in place. */
@@ -337,6 +375,8 @@ static void batch_of_nearly_every_sample_is_still_distinct(uint32_t flags)
 		seen_sum(c, &pinned);
 		cr_assert_not(pinned);
 	}
+	if (other)
+		cistern_detach(other);
 	cistern_detach(c);
 	cistern_unlink(name);
 }
@@ -358,15 +398,20 @@ static void get_batch_into_too_narrow_a_stride_reads_nothing(uint32_t flags)
 						   CISTERN_RESERVOIR, 8, flags);
 	for (int i = 0; i < 8; i++)
 		cr_assert_eq(cistern_put(c, "12345678", 8, NULL, 0), 0);
+	unsigned reads = 0;
+	struct cistern *other = flags ? NULL : second_reader(name, &reads);
 	char buf[8 * 8];
 	bool pinned;
-	/* Twice: once becoming a reader (the general path), once a reader (one pass). */
+	/* Twice: once becoming a reader (the general path), once a reader. */
 	for (int k = 0; k < 2; k++) {
 		cr_assert_eq(cistern_get_batch(c, buf, 4, 4, NULL, NULL, 0), -EMSGSIZE);
-		cr_assert_eq(seen_sum(c, &pinned), 0, "nothing was counted as read");
+		assert_role(c, flags);
+		cr_assert_eq(seen_sum(c, &pinned), reads, "nothing was counted as read");
 		cr_assert_not(pinned);
 	}
 	cr_assert_eq(cistern_get_batch(c, buf, 8, 4, NULL, NULL, 0), 4, "a wide enough stride reads");
+	if (other)
+		cistern_detach(other);
 	cistern_detach(c);
 	cistern_unlink(name);
 }
