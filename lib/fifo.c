@@ -849,7 +849,7 @@ put_holder(struct cistern *c, const void *buf, size_t len, struct cistern_meta *
  * that are still in the reader's cache; a sample that needs fewer entries
  * there leaves room for more samples in flight. Section 1 of the
  * benchmark (64-byte samples) went about an eighth faster with it
- * (BENCHMARKS.md, "(1)").
+ * (BENCHMARKS.md, "The producer's stores").
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FIFO_WIDE_COPIES 1

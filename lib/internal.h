@@ -137,13 +137,13 @@ struct cistern {
 	bool sole_producing;            /* sole.c: this handle holds the producer role */
 	bool sole_reading;              /* sole.c: this handle holds the reader role */
 	bool auto_producing;            /* sole.c: this handle holds the producer role automatically */
-	bool wide_copies;               /* fifo.c: the one-step put and get copy with AVX2 */
 	bool auto_reading;              /* sole.c: this handle holds the reader role automatically */
 	bool auto_shared_producer;      /* sole.c: counted among several producers */
 	bool auto_shared_reader;        /* sole.c: counted among several readers */
 	bool auto_read_calls;           /* sole.c: a reservoir reader in the automatic role */
 	bool close_fenced;              /* fifo.c: fenced against plain claims after close */
 	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
+	bool wide_copies;               /* fifo.c: the one-step put and get copy with AVX2 */
 	uint64_t holding;               /* api.c: reservations and acquisitions outstanding */
 	uint64_t gets_at_wait;          /* wait.c: our gets count when a wait for data last ended */
 	uint64_t cpu_shared_waits;      /* wait.c: waits that yielded to a counterpart on our CPU */
