@@ -8,7 +8,7 @@
 
 struct bar_rows g_bars = {
 	.s1_cis_sole = -1, .s1_cis = -1, .s1_cis_spin = -1, .s1_ck = -1, .s1_rte = -1, .s1_pipe = -1, .s1_mq = -1,
-	.s1_boost = -1, .s1_zmq = -1, .s1_bare = -1, .s1_bare_stores = -1, .s1_bare_batched = -1, .s1_bare_rounds = -1, .s3_cis = -1, .s3_bound = -1, .s3_cis_1cpu = -1, .s3_cis_busy = -1, .s3_handoff = -1, .s4_zc = -1, .s4_gather = -1, .s4_zc_any = -1, .s4_gather_any = -1, .s4_zc_two = -1, .s4_gather_two = -1,
+	.s1_boost = -1, .s1_zmq = -1, .s1_bare = -1, .s1_bare_stores = -1, .s1_bare_batched = -1, .s1_bare_rounds = -1, .s1_bare_prefetch = -1, .s3_cis = -1, .s3_bound = -1, .s3_cis_1cpu = -1, .s3_cis_busy = -1, .s3_handoff = -1, .s4_zc = -1, .s4_gather = -1, .s4_zc_any = -1, .s4_gather_any = -1, .s4_zc_two = -1, .s4_gather_two = -1,
 	.s4_floor_zc = -1, .s4_floor_gather = -1, .s4_pass_zc = -1, .s4_pass_gather = -1,
 	.s4_torch = -1, .s4_torch_fixed = -1, .s6_op = { -1, -1, -1 },
 };
@@ -88,7 +88,8 @@ void bars_print(void)
 		int known = !isnan(cis) && !isnan(rings) && !isnan(ipc);
 		int a = cis >= rings, b = cis >= 10 * ipc;
 		double bare = med(g_bars.s1_bare), stores = med(g_bars.s1_bare_stores),
-		       batched = med(g_bars.s1_bare_batched), rounds = med(g_bars.s1_bare_rounds);
+		       batched = med(g_bars.s1_bare_batched), rounds = med(g_bars.s1_bare_rounds),
+		       ahead = med(g_bars.s1_bare_prefetch);
 		printf("(1) cistern >= best of ck_ring/rte_ring and >= 10x best of pipe/mq/boost/zmq: %s\n"
 		       "    cistern single producer/reader %.3f M/s (any number of them %.3f, timeout-0 "
 		       "variant %.3f); best ring %.3f (%s, x%.2f; any number x%.2f); best of "
@@ -104,6 +105,11 @@ void bars_print(void)
 			       "cistern's does) %.3f M/s: cistern x%.2f of it; 10x the best of "
 			       "pipe/mq/boost/zmq would be x%.2f of it\n",
 			       BARE_ROUND_PAUSES, rounds, cis / rounds, 10 * ipc / rounds);
+		if (!isnan(ahead))
+			printf("    the same with its producer prefetching for writing %d slots ahead (as "
+			       "cistern's does) %.3f M/s: cistern x%.2f of it; 10x the best of "
+			       "pipe/mq/boost/zmq would be x%.2f of it\n",
+			       BARE_PUT_AHEAD, ahead, cis / ahead, 10 * ipc / ahead);
 		if (!isnan(batched))
 			printf("    a ring publishing its indices once per 16 samples (not a queue) %.3f "
 			       "M/s: x%.2f the per-sample no-library ring, x%.2f the best of "

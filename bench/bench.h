@@ -205,7 +205,7 @@ void cleanup_all(void);
 /* Rows the pass/miss summary reads (-1 = not measured). */
 struct bar_rows {
 	int s1_cis_sole, s1_cis, s1_cis_spin, s1_ck, s1_rte, s1_pipe, s1_mq, s1_boost, s1_zmq, s1_bare, s1_bare_stores,
-	    s1_bare_rounds, s1_bare_batched;
+	    s1_bare_rounds, s1_bare_prefetch, s1_bare_batched;
 	int s3_cis, s3_bound, s3_cis_1cpu, s3_cis_busy, s3_handoff;
 	int s4_zc, s4_gather, s4_zc_any, s4_gather_any, s4_zc_two, s4_gather_two, s4_floor_zc,
 	    s4_floor_gather, s4_pass_zc, s4_pass_gather, s4_torch, s4_torch_fixed;
@@ -228,5 +228,14 @@ void bars_print(void);
  * the slot count, at most 512).
  */
 #define BARE_ROUND_PAUSES 512
+/*
+ * Section 1: slots ahead of its own that the producer of the no-library
+ * ring that prefetches asks for (fifo64.c, K_BARE_PREFETCH): as many as
+ * cistern's sole producer does in a ring of 1024 (lib/fifo.c,
+ * FIFO_PUT_AHEAD).
+ */
+#define BARE_PUT_AHEAD 16
+/* ... and the puts it makes without them after finding the ring full (FIFO_PUT_QUIET). */
+#define BARE_PUT_QUIET 256
 
 #endif

@@ -19,6 +19,10 @@
 #include <rte_ring.h>
 #include <zmq.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <cistern.h>
 
 #define QCAP 1024 /* capacity of every queue, in samples, where it can be chosen */
@@ -33,7 +37,7 @@ struct s64 {
 CK_RING_PROTOTYPE(s64, s64)
 
 enum kind { K_CIS_SOLE, K_CIS, K_CIS_FENCED, K_CIS_SPIN, K_CK, K_RTE, K_RTE_RTS, K_PIPE, K_MQ, K_BOOST, K_ZMQ,
-	     K_BARE, K_BARE_STORES, K_BARE_ROUNDS, K_BARE_BATCHED, K_COUNT };
+	     K_BARE, K_BARE_STORES, K_BARE_ROUNDS, K_BARE_PREFETCH, K_BARE_BATCHED, K_COUNT };
 
 struct f64 {
 	enum kind kind;
@@ -83,6 +87,8 @@ static const char *kind_label(enum kind k, int mpmc, long mq_cap)
 		return "the same + 16 stores per sample by the producer to its own memory";
 	case K_BARE_ROUNDS:
 		return "no-library ring, the reader looking again after " STR(BARE_ROUND_PAUSES) " pauses";
+	case K_BARE_PREFETCH:
+		return "the same, the producer prefetching for writing " STR(BARE_PUT_AHEAD) " slots ahead";
 	case K_BARE_BATCHED:
 		return "no-library ring, indices published per " STR(BARE_BATCH) " samples (not a queue)";
 	default:
@@ -335,15 +341,58 @@ struct bare_h {
 	struct run_ctl *c;
 	uint64_t pos;
 	unsigned pace; /* pauses between the reader's looks at a slot not yet written */
+	bool ahead;    /* the producer prefetches for writing BARE_PUT_AHEAD slots ahead */
+	uint64_t quiet; /* puts left before it does again (after finding the ring full) */
 };
+
+/*
+ * K_BARE_PREFETCH: the lines of the slot BARE_PUT_AHEAD ahead, asked for
+ * with ownership as cistern's sole producer does (put_prefetch() in
+ * lib/fifo.c): PREFETCHW where the processor has it, else the compiler's
+ * write prefetch.
+ */
+static bool bare_has_prefetchw(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	unsigned a, b, c, d;
+	return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8));
+#else
+	return false;
+#endif
+}
+
+static inline void bare_prefetch_for_write(const void *p, bool prefetchw)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (prefetchw) {
+		__asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+		return;
+	}
+#else
+	(void)prefetchw;
+#endif
+	__builtin_prefetch(p, 1, 3);
+}
+
+static bool bare_prefetchw;
 
 static int bare_send(void *h, const void *msg)
 {
 	struct bare_h *b = h;
 	uint64_t p = b->pos++, i = p % QCAP;
+	if (b->ahead && b->quiet == 0) {
+		uint64_t j = (p + BARE_PUT_AHEAD) % QCAP;
+		bare_prefetch_for_write(&b->s->seq[j].word, bare_prefetchw);
+		bare_prefetch_for_write(&b->s->buf[j], bare_prefetchw);
+	} else if (b->quiet) {
+		b->quiet--;
+	}
 	/* Acquire: the reader's release of the slot follows its copy out. */
-	while (atomic_load_explicit(&b->s->seq[i].word, memory_order_acquire) != 2 * p)
-		cpu_relax();
+	if (atomic_load_explicit(&b->s->seq[i].word, memory_order_acquire) != 2 * p) {
+		b->quiet = BARE_PUT_QUIET; /* the ring is full: no prefetches for a while */
+		while (atomic_load_explicit(&b->s->seq[i].word, memory_order_acquire) != 2 * p)
+			cpu_relax();
+	}
 	memcpy(&b->s->buf[i], msg, BENCH_MSG);
 	atomic_store_explicit(&b->s->seq[i].word, 2 * p + 1, memory_order_release);
 	return 0;
@@ -463,7 +512,10 @@ static int bare_child(struct f64 *f, int role, int idx)
 	 * (lib/wait.c), so that the producer fills slots undisturbed, which the
 	 * reader then takes in a row; one pause otherwise.
 	 */
-	struct bare_h b = { f->mem, f->c, 0, f->kind == K_BARE_ROUNDS ? BARE_ROUND_PAUSES : 1 };
+	bool rounds = f->kind == K_BARE_ROUNDS || f->kind == K_BARE_PREFETCH;
+	struct bare_h b = { f->mem, f->c, 0, rounds ? BARE_ROUND_PAUSES : 1,
+			    f->kind == K_BARE_PREFETCH, 0 };
+	bare_prefetchw = bare_has_prefetchw();
 	if (role == 'p')
 		return produce(f, idx, &b, f->kind == K_BARE_STORES ? bare_send_stores : bare_send);
 	return consume(f, idx, &b, bare_recv);
@@ -760,6 +812,7 @@ static int f64_child(int role, int idx, void *arg)
 	case K_BARE:
 	case K_BARE_STORES:
 	case K_BARE_ROUNDS:
+	case K_BARE_PREFETCH:
 	case K_BARE_BATCHED:
 		return bare_child(f, role, idx);
 	default:
@@ -843,7 +896,8 @@ static int f64_setup(struct f64 *f, char *err, size_t cap)
 	}
 	case K_BARE:
 	case K_BARE_STORES:
-	case K_BARE_ROUNDS: {
+	case K_BARE_ROUNDS:
+	case K_BARE_PREFETCH: {
 		f->memlen = sizeof(struct bare_shared);
 		f->mem = shm_anon(f->memlen);
 		struct bare_shared *b = f->mem;
@@ -951,6 +1005,9 @@ static void f64_teardown(struct f64 *f)
 	case K_CK:
 	case K_BARE:
 	case K_BARE_STORES:
+	case K_BARE_ROUNDS:
+	case K_BARE_PREFETCH:
+	case K_BARE_BATCHED:
 	case K_RTE:
 	case K_RTE_RTS:
 		if (f->mem)
@@ -1087,6 +1144,7 @@ void sec_fifo64(int nprod, int nread)
 		list[n++] = K_BARE;
 		list[n++] = K_BARE_STORES;
 		list[n++] = K_BARE_ROUNDS;
+		list[n++] = K_BARE_PREFETCH;
 		list[n++] = K_BARE_BATCHED;
 	}
 
@@ -1117,6 +1175,7 @@ void sec_fifo64(int nprod, int nread)
 					       [K_BARE] = &g_bars.s1_bare,
 					       [K_BARE_STORES] = &g_bars.s1_bare_stores,
 					       [K_BARE_ROUNDS] = &g_bars.s1_bare_rounds,
+					       [K_BARE_PREFETCH] = &g_bars.s1_bare_prefetch,
 					       [K_BARE_BATCHED] = &g_bars.s1_bare_batched };
 			if (slot[k])
 				*slot[k] = row[i];

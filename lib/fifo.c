@@ -51,6 +51,15 @@
 #include "internal.h"
 #include "slotword.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+/* Slots ahead of its claim the sole producer prefetches for writing (put_prefetch()). */
+#define FIFO_PUT_AHEAD 16
+/* Puts without those prefetches after a claim that found the ring full. */
+#define FIFO_PUT_QUIET 256
+
 enum {
 	FIFO_FREE = 0,
 	FIFO_RESERVED = 1,
@@ -117,6 +126,64 @@ static inline bool claim_direct(bool polling, _Atomic uint64_t *word, uint64_t e
  */
 enum sole_step { SOLE_DONE, SOLE_NOT_READY, SOLE_LOST };
 
+/*
+ * The sole producer, about to claim slot idx, asks for the
+ * lines it will write c->put_ahead slots later (the slot's metadata line and
+ * the first line of its payload) with a write prefetch. Those lines were
+ * last touched by the reader, which read the payload and stored FREE in the
+ * metadata: without the prefetch every put waits for them, and on x86 a
+ * read prefetch or the claim's own load brings in a shared copy that the
+ * stores must then take over in a second exchange with the reader's core.
+ * Asked for a few slots early and with ownership, they are here when the
+ * stores come. On the Zen 5 host with its two vCPUs far apart (a cache
+ * line's round trip ~470 ns), 64-byte samples (benchmark section 1) went
+ * from about 30 to 72-82 M/s with 16 slots ahead (4: 40-42, 8: 51-54, 32:
+ * 69-72; BENCHMARKS.md, "Write prefetches").
+ *
+ * Not while the ring is full or was lately: the reader is then just ahead
+ * of us, about to take the sample in the slot asked for, and taking that
+ * slot's lines away makes the reader fetch them back. A claim that finds its
+ * slot not yet freed stops the prefetches for the next FIFO_PUT_QUIET puts
+ * (c->put_quiet), longer than the run of puts a producer makes each time
+ * the reader frees a few slots of a full ring. In a driver whose reader
+ * was made a little slower than the producer (a pause or two per sample),
+ * prefetching regardless took the rate from 34-36 to 23 M/s and from 21
+ * to 16, a quiet spell of 32 puts left it at 25-27 and 15-18, and one of
+ * 256 at 33 and 21; reading the reader's head to tell how full the ring is
+ * cost a reader that sets the pace 15%, one read every 16 puts.
+ */
+static inline __attribute__((always_inline)) void put_prefetch(struct cistern *c, uint64_t idx)
+{
+	if (c->put_quiet) {
+		c->put_quiet--;
+		return;
+	}
+	uint64_t ahead = cistern__slot_ahead(idx, c->put_ahead, c->slot_count);
+	cistern__prefetch_for_write(cistern__slotmeta(c, ahead), c->write_prefetch);
+	cistern__prefetch_for_write(cistern__payload(c, ahead), c->write_prefetch);
+}
+
+uint32_t cistern__put_ahead(uint64_t slot_count)
+{
+	/*
+	 * A quarter of the ring at most, so that on a small ring the lines
+	 * asked for are not those of the slots the reader is about to free.
+	 */
+	uint64_t q = slot_count / 4;
+	return q < FIFO_PUT_AHEAD ? (uint32_t)q : FIFO_PUT_AHEAD;
+}
+
+bool cistern__has_prefetchw(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	/* CPUID 0x80000001, ECX bit 8: PREFETCHW (AMD's 3DNowPrefetch). */
+	unsigned a, b, cx, d;
+	return __get_cpuid(0x80000001, &a, &b, &cx, &d) && (cx & (1u << 8));
+#else
+	return false;
+#endif
+}
+
 static inline __attribute__((always_inline)) enum sole_step
 sole_claim_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
 {
@@ -128,11 +195,12 @@ sole_claim_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
 	uint64_t t = atomic_load_explicit(&h->tail, memory_order_relaxed);
 	uint64_t idx = cistern__slot_of(c, t);
 	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
-	__builtin_prefetch(cistern__payload(c, idx), 1, 3);
+	put_prefetch(c, idx);
 	/* Acquire: the reader's release store of FREE(t) follows its last read of the payload. */
 	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(t, FIFO_FREE, 0)) {
 		if (guarded)
 			cistern__auto_end(c);
+		c->put_quiet = FIFO_PUT_QUIET; /* the ring is full: see put_prefetch() */
 		return SOLE_NOT_READY;
 	}
 	/*

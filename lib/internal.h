@@ -144,6 +144,9 @@ struct cistern {
 	bool close_fenced;              /* fifo.c: fenced against plain claims after close */
 	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
 	bool wide_copies;               /* fifo.c: the one-step put and get copy with AVX2 */
+	bool write_prefetch;            /* the processor has PREFETCHW (cistern__has_prefetchw()) */
+	uint32_t put_ahead;             /* fifo.c: how many slots ahead the sole producer prefetches */
+	uint64_t put_quiet;             /* fifo.c: puts left before the sole producer prefetches again */
 	uint64_t holding;               /* api.c: reservations and acquisitions outstanding */
 	uint64_t gets_at_wait;          /* wait.c: our gets count when a wait for data last ended */
 	uint64_t cpu_shared_waits;      /* wait.c: waits that yielded to a counterpart on our CPU */
@@ -153,6 +156,13 @@ struct cistern {
 static inline uint64_t cistern__slot_of(const struct cistern *c, uint64_t pos)
 {
 	return c->slot_mask ? (pos & c->slot_mask) : (pos % c->slot_count);
+}
+
+/* The slot `ahead` places after slot idx in a ring of n (ahead < n). */
+static inline uint64_t cistern__slot_ahead(uint64_t idx, uint64_t ahead, uint64_t n)
+{
+	uint64_t i = idx + ahead;
+	return i >= n ? i - n : i;
 }
 
 static inline void *cistern__payload(const struct cistern *c, uint64_t index)
@@ -184,6 +194,28 @@ static inline void cistern__prefetch_line(const char *p)
 #else
 	__builtin_prefetch(p, 0, 3);
 #endif
+}
+
+/*
+ * Prefetch the line at p for writing: fetched with ownership, so that the
+ * store that follows finds it ready, where a read prefetch (what gcc makes
+ * of __builtin_prefetch(p, 1, ...) unless built for a processor with
+ * PREFETCHW) brings in a shared copy and the store must then ask for the
+ * line a second time, invalidating the other core's copy. `prefetchw` is
+ * the handle's write_prefetch: the processor has the instruction.
+ */
+static inline __attribute__((always_inline)) void cistern__prefetch_for_write(const void *p,
+									     bool prefetchw)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (prefetchw) {
+		__asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+		return;
+	}
+#else
+	(void)prefetchw;
+#endif
+	__builtin_prefetch(p, 1, 3);
 }
 
 /*
@@ -760,6 +792,10 @@ ssize_t cistern__fifo_get(struct cistern *c, void *buf, size_t cap, struct ciste
 			  int timeout_ms);
 /* fifo.c: whether this processor runs the one-step put and get compiled for AVX2. */
 bool cistern__wide_copies(void);
+/* fifo.c: whether this processor has PREFETCHW (see cistern__prefetch_for_write()). */
+bool cistern__has_prefetchw(void);
+/* fifo.c: how many slots ahead of its claim the sole producer prefetches, for slot_count slots. */
+uint32_t cistern__put_ahead(uint64_t slot_count);
 int cistern__put_slow(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
 		      int timeout_ms);
 ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,

@@ -596,12 +596,18 @@ Test(sole, dead_readers_sample_is_handed_to_the_next_reader, .timeout = 60)
  * CISTERN_EOD only after the last one (the close against the producer's
  * plain tail store, fifo_drained()).
  */
-static void hand_off(const char *tag, uint32_t flags, uint32_t count)
+/*
+ * One producer process puts count samples through a ring of `slots`, the
+ * test's process reads them (stopping 200 µs after every `nap_every`, if
+ * not 0, so that the ring fills) and checks each one and the order.
+ */
+static void hand_off_ring(const char *tag, uint32_t flags, uint32_t count, uint64_t slots,
+			  uint32_t nap_every)
 {
 	char name[64];
 	snprintf(name, sizeof(name), "t-%s-%d", tag, (int)getpid());
 	cistern_unlink(name);
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = 16, .flags = flags,
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = slots, .flags = flags,
 				     .expected_producers = 1};
 	struct cistern *c = NULL;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
@@ -625,7 +631,8 @@ static void hand_off(const char *tag, uint32_t flags, uint32_t count)
 	ssize_t n;
 	while ((n = cistern_get(r, buf, sizeof(buf), NULL, 10000)) == 64) {
 		bad += !check_payload(buf, sizeof(buf), 0, got);
-		got++;
+		if (++got % (nap_every ? nap_every : UINT32_MAX) == 0)
+			usleep(200);
 	}
 	cr_assert_eq(n, CISTERN_EOD, "ended with %zd after %u samples", n, got);
 	cr_assert_eq(got, count);
@@ -634,6 +641,11 @@ static void hand_off(const char *tag, uint32_t flags, uint32_t count)
 	cistern_detach(r);
 	cistern_detach(c);
 	cistern_unlink(name);
+}
+
+static void hand_off(const char *tag, uint32_t flags, uint32_t count)
+{
+	hand_off_ring(tag, flags, count, 16, 0);
 }
 
 Test(sole, single_producer_and_reader_hand_off_every_sample_in_order, .timeout = 120)
@@ -920,4 +932,113 @@ Test(sole, waiter_on_another_cpu_than_its_counterpart_keeps_spinning, .timeout =
 		cr_skip_test("needs two CPUs");
 	cr_assert_eq(hand_off_on("so-cpu2", 0, 1, SOLE, 2000), 0);
 	cr_assert_eq(hand_off_on("so-cpu2a", 0, 1, 0, 2000), 0);
+}
+
+/*
+ * The sole producer's write prefetches (lib/fifo.c, put_prefetch()): which
+ * instruction, how far ahead, where the slot ahead wraps, and that a full
+ * ring stops them for a while. They are hints, which change no result, so
+ * what is checked is what decides them; the hand-off below runs the path
+ * with them switching on and off.
+ */
+
+/* Whether /proc/cpuinfo lists `flag` among the first processor's flags. */
+static bool cpuinfo_has(const char *flag)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	cr_assert_not_null(f);
+	char line[8192];
+	bool has = false, seen = false;
+	size_t n = strlen(flag);
+	while (!seen && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "flags", 5) != 0)
+			continue;
+		seen = true;
+		for (char *p = strstr(line, flag); p; p = strstr(p + 1, flag))
+			if (p[-1] == ' ' && (p[n] == ' ' || p[n] == '\n'))
+				has = true;
+	}
+	fclose(f);
+	cr_assert(seen, "no flags line in /proc/cpuinfo");
+	return has;
+}
+
+Test(sole, the_producer_prefetches_with_prefetchw_exactly_where_the_processor_has_it)
+{
+	bool want = false;
+#if defined(__x86_64__) || defined(__i386__)
+	want = cpuinfo_has("3dnowprefetch");
+#endif
+	cr_assert_eq(cistern__has_prefetchw(), want);
+	char name[64];
+	struct cistern *c = create("so-pfw", name, sizeof(name), 8, SOLE);
+	cr_assert_eq(c->write_prefetch, want, "the handle follows the processor");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(sole, the_producer_prefetches_sixteen_slots_ahead_or_a_quarter_of_a_smaller_ring)
+{
+	static const uint64_t slots[] = {1, 3, 4, 7, 8, 63, 64, 65, 1024, UINT64_C(1) << 28};
+	static const uint32_t ahead[] = {0, 0, 1, 1, 2, 15, 16, 16, 16, 16};
+	for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
+		cr_assert_eq(cistern__put_ahead(slots[i]), ahead[i], "%llu slots",
+			     (unsigned long long)slots[i]);
+	char name[64];
+	struct cistern *c = create("so-pfa", name, sizeof(name), 12, SOLE);
+	cr_assert_eq(c->put_ahead, 3, "a handle on 12 slots looks 3 ahead");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(sole, the_slot_ahead_wraps_inside_rings_of_any_size)
+{
+	static const uint64_t sizes[] = {1, 2, 3, 5, 8, 37, 1000, 1024};
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		uint64_t n = sizes[k];
+		uint64_t aheads[] = {0, n / 4, n - 1};
+		for (size_t a = 0; a < 3; a++)
+			for (uint64_t i = 0; i < n; i++)
+				cr_assert_eq(cistern__slot_ahead(i, aheads[a], n), (i + aheads[a]) % n,
+					     "slot %llu, %llu ahead, ring of %llu", (unsigned long long)i,
+					     (unsigned long long)aheads[a], (unsigned long long)n);
+	}
+}
+
+Test(sole, a_put_that_finds_the_ring_full_stops_the_prefetches_for_the_next_puts)
+{
+	char name[64];
+	struct cistern *c = create("so-pfq", name, sizeof(name), 8, SOLE);
+	uint8_t msg[64] = {0}, out[64];
+	/* The first put and get take the roles on the general path. */
+	cr_assert_eq(cistern_put(c, msg, sizeof(msg), NULL, 0), 0);
+	cr_assert_eq(cistern_get(c, out, sizeof(out), NULL, 0), 64);
+	cr_assert(c->sole_producing && c->sole_reading);
+	cr_assert_eq(c->put_quiet, 0, "a producer that never found the ring full prefetches");
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(cistern_put(c, msg, sizeof(msg), NULL, 0), 0);
+	cr_assert_eq(c->put_quiet, 0);
+	cr_assert_eq(cistern_put(c, msg, sizeof(msg), NULL, 0), -EAGAIN, "the ring is full");
+	uint64_t quiet = c->put_quiet;
+	cr_assert_gt(quiet, 8, "a full ring stops the prefetches for more than a lap of 8");
+	/* Each put from then on counts one down. */
+	for (uint64_t i = 1; i <= 5; i++) {
+		cr_assert_eq(cistern_get(c, out, sizeof(out), NULL, 0), 64);
+		cr_assert_eq(cistern_put(c, msg, sizeof(msg), NULL, 0), 0);
+		cr_assert_eq(c->put_quiet, quiet - i);
+	}
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(sole, a_ring_of_no_power_of_two_hands_off_every_sample_as_the_prefetches_come_and_go,
+     .timeout = 120)
+{
+	/*
+	 * 37 slots (the slot ahead wraps by subtraction, not a mask) and a
+	 * reader that stops now and then, so that the ring fills (which stops
+	 * the producer's prefetches) and empties again (which lets them
+	 * resume): every sample arrives whole and in order.
+	 */
+	hand_off_ring("so-pf37", SOLE, 100000, 37, 5000);
 }
