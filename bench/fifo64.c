@@ -380,18 +380,18 @@ static int bare_send(void *h, const void *msg)
 {
 	struct bare_h *b = h;
 	uint64_t p = b->pos++, i = p % QCAP;
+	/* Acquire: the reader's release of the slot follows its copy out. */
+	if (atomic_load_explicit(&b->s->seq[i].word, memory_order_acquire) != 2 * p) {
+		b->quiet = BARE_PUT_QUIET; /* the ring is full: no prefetches for a while */
+		while (atomic_load_explicit(&b->s->seq[i].word, memory_order_acquire) != 2 * p)
+			cpu_relax();
+	}
 	if (b->ahead && b->quiet == 0) {
 		uint64_t j = (p + BARE_PUT_AHEAD) % QCAP;
 		bare_prefetch_for_write(&b->s->seq[j].word, bare_prefetchw);
 		bare_prefetch_for_write(&b->s->buf[j], bare_prefetchw);
 	} else if (b->quiet) {
 		b->quiet--;
-	}
-	/* Acquire: the reader's release of the slot follows its copy out. */
-	if (atomic_load_explicit(&b->s->seq[i].word, memory_order_acquire) != 2 * p) {
-		b->quiet = BARE_PUT_QUIET; /* the ring is full: no prefetches for a while */
-		while (atomic_load_explicit(&b->s->seq[i].word, memory_order_acquire) != 2 * p)
-			cpu_relax();
 	}
 	memcpy(&b->s->buf[i], msg, BENCH_MSG);
 	atomic_store_explicit(&b->s->seq[i].word, 2 * p + 1, memory_order_release);

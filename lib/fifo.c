@@ -127,9 +127,9 @@ static inline bool claim_direct(bool polling, _Atomic uint64_t *word, uint64_t e
 enum sole_step { SOLE_DONE, SOLE_NOT_READY, SOLE_LOST };
 
 /*
- * The sole producer, about to claim slot idx, asks for the
- * lines it will write c->put_ahead slots later (the slot's metadata line and
- * the first line of its payload) with a write prefetch. Those lines were
+ * The sole producer, claiming slot idx, asks for the lines it will write
+ * c->put_ahead slots later (the slot's metadata line and the first line of
+ * its payload) with a write prefetch. Those lines were
  * last touched by the reader, which read the payload and stored FREE in the
  * metadata: without the prefetch every put waits for them, and on x86 a
  * read prefetch or the claim's own load brings in a shared copy that the
@@ -138,7 +138,8 @@ enum sole_step { SOLE_DONE, SOLE_NOT_READY, SOLE_LOST };
  * stores come. On the Zen 5 host with its two vCPUs far apart (a cache
  * line's round trip ~470 ns), 64-byte samples (benchmark section 1) went
  * from about 30 to 72-82 M/s with 16 slots ahead (4: 40-42, 8: 51-54, 32:
- * 69-72; BENCHMARKS.md, "Write prefetches").
+ * 69-72), and to 52-76 with the pause below (BENCHMARKS.md, "Write
+ * prefetches").
  *
  * Not while the ring is full or was lately: the reader is then just ahead
  * of us, about to take the sample in the slot asked for, and taking that
@@ -149,8 +150,9 @@ enum sole_step { SOLE_DONE, SOLE_NOT_READY, SOLE_LOST };
  * was made a little slower than the producer (a pause or two per sample),
  * prefetching regardless took the rate from 34-36 to 23 M/s and from 21
  * to 16, a quiet spell of 32 puts left it at 25-27 and 15-18, and one of
- * 256 at 33 and 21; reading the reader's head to tell how full the ring is
- * cost a reader that sets the pace 15%, one read every 16 puts.
+ * 256 at 33 and 21 (in later pairs level to a tenth below the build without
+ * prefetches); reading the reader's head to tell how full the ring is cost
+ * a reader that sets the pace 15%, one read every 16 puts.
  */
 static inline __attribute__((always_inline)) void put_prefetch(struct cistern *c, uint64_t idx)
 {
@@ -195,7 +197,6 @@ sole_claim_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
 	uint64_t t = atomic_load_explicit(&h->tail, memory_order_relaxed);
 	uint64_t idx = cistern__slot_of(c, t);
 	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
-	put_prefetch(c, idx);
 	/* Acquire: the reader's release store of FREE(t) follows its last read of the payload. */
 	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(t, FIFO_FREE, 0)) {
 		if (guarded)
@@ -203,6 +204,7 @@ sole_claim_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
 		c->put_quiet = FIFO_PUT_QUIET; /* the ring is full: see put_prefetch() */
 		return SOLE_NOT_READY;
 	}
+	put_prefetch(c, idx);
 	/*
 	 * Relaxed: RESERVED names us for a reclaim if we die; nobody reads the
 	 * payload before COMMITTED, whose release store orders our writes. The
