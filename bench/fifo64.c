@@ -341,8 +341,7 @@ struct bare_h {
 	struct run_ctl *c;
 	uint64_t pos;
 	unsigned pace; /* pauses between the reader's looks at a slot not yet written */
-	bool ahead;    /* the producer prefetches for writing BARE_PUT_AHEAD slots ahead */
-	uint64_t quiet; /* puts left before it does again (after finding the ring full) */
+	uint64_t quiet; /* K_BARE_PREFETCH: puts left before the producer prefetches again */
 };
 
 /*
@@ -381,17 +380,30 @@ static int bare_send(void *h, const void *msg)
 	struct bare_h *b = h;
 	uint64_t p = b->pos++, i = p % QCAP;
 	/* Acquire: the reader's release of the slot follows its copy out. */
+	while (atomic_load_explicit(&b->s->seq[i].word, memory_order_acquire) != 2 * p)
+		cpu_relax();
+	memcpy(&b->s->buf[i], msg, BENCH_MSG);
+	atomic_store_explicit(&b->s->seq[i].word, 2 * p + 1, memory_order_release);
+	return 0;
+}
+
+/* K_BARE_PREFETCH's producer: bare_send() with the write prefetches ahead. */
+static int bare_send_ahead(void *h, const void *msg)
+{
+	struct bare_h *b = h;
+	uint64_t p = b->pos++, i = p % QCAP;
+	/* Acquire: the reader's release of the slot follows its copy out. */
 	if (atomic_load_explicit(&b->s->seq[i].word, memory_order_acquire) != 2 * p) {
 		b->quiet = BARE_PUT_QUIET; /* the ring is full: no prefetches for a while */
 		while (atomic_load_explicit(&b->s->seq[i].word, memory_order_acquire) != 2 * p)
 			cpu_relax();
 	}
-	if (b->ahead && b->quiet == 0) {
+	if (b->quiet) {
+		b->quiet--;
+	} else {
 		uint64_t j = (p + BARE_PUT_AHEAD) % QCAP;
 		bare_prefetch_for_write(&b->s->seq[j].word, bare_prefetchw);
 		bare_prefetch_for_write(&b->s->buf[j], bare_prefetchw);
-	} else if (b->quiet) {
-		b->quiet--;
 	}
 	memcpy(&b->s->buf[i], msg, BENCH_MSG);
 	atomic_store_explicit(&b->s->seq[i].word, 2 * p + 1, memory_order_release);
@@ -513,11 +525,13 @@ static int bare_child(struct f64 *f, int role, int idx)
 	 * reader then takes in a row; one pause otherwise.
 	 */
 	bool rounds = f->kind == K_BARE_ROUNDS || f->kind == K_BARE_PREFETCH;
-	struct bare_h b = { f->mem, f->c, 0, rounds ? BARE_ROUND_PAUSES : 1,
-			    f->kind == K_BARE_PREFETCH, 0 };
+	struct bare_h b = { f->mem, f->c, 0, rounds ? BARE_ROUND_PAUSES : 1, 0 };
 	bare_prefetchw = bare_has_prefetchw();
 	if (role == 'p')
-		return produce(f, idx, &b, f->kind == K_BARE_STORES ? bare_send_stores : bare_send);
+		return produce(f, idx, &b,
+			       f->kind == K_BARE_STORES     ? bare_send_stores
+			       : f->kind == K_BARE_PREFETCH ? bare_send_ahead
+							    : bare_send);
 	return consume(f, idx, &b, bare_recv);
 }
 
