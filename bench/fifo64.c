@@ -19,11 +19,9 @@
 #include <rte_ring.h>
 #include <zmq.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
-
 #include <cistern.h>
+
+#include "internal.h" /* cistern__prefetch_for_write(), as the library's producer uses it */
 
 #define QCAP 1024 /* capacity of every queue, in samples, where it can be chosen */
 /* The batched no-library ring publishes its indices once per this many samples. */
@@ -346,33 +344,9 @@ struct bare_h {
 
 /*
  * K_BARE_PREFETCH: the lines of the slot BARE_PUT_AHEAD ahead, asked for
- * with ownership as cistern's sole producer does (put_prefetch() in
- * lib/fifo.c): PREFETCHW where the processor has it, else the compiler's
- * write prefetch.
+ * with ownership with the library's own helpers, so that the ring prefetches
+ * exactly as cistern's sole producer does (put_prefetch() in lib/fifo.c).
  */
-static bool bare_has_prefetchw(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	unsigned a, b, c, d;
-	return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8));
-#else
-	return false;
-#endif
-}
-
-static inline void bare_prefetch_for_write(const void *p, bool prefetchw)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	if (prefetchw) {
-		__asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
-		return;
-	}
-#else
-	(void)prefetchw;
-#endif
-	__builtin_prefetch(p, 1, 3);
-}
-
 static bool bare_prefetchw;
 
 static int bare_send(void *h, const void *msg)
@@ -402,8 +376,8 @@ static int bare_send_ahead(void *h, const void *msg)
 		b->quiet--;
 	} else {
 		uint64_t j = (p + BARE_PUT_AHEAD) % QCAP;
-		bare_prefetch_for_write(&b->s->seq[j].word, bare_prefetchw);
-		bare_prefetch_for_write(&b->s->buf[j], bare_prefetchw);
+		cistern__prefetch_for_write(&b->s->seq[j].word, bare_prefetchw);
+		cistern__prefetch_for_write(&b->s->buf[j], bare_prefetchw);
 	}
 	memcpy(&b->s->buf[i], msg, BENCH_MSG);
 	atomic_store_explicit(&b->s->seq[i].word, 2 * p + 1, memory_order_release);
@@ -526,7 +500,7 @@ static int bare_child(struct f64 *f, int role, int idx)
 	 */
 	bool rounds = f->kind == K_BARE_ROUNDS || f->kind == K_BARE_PREFETCH;
 	struct bare_h b = { f->mem, f->c, 0, rounds ? BARE_ROUND_PAUSES : 1, 0 };
-	bare_prefetchw = bare_has_prefetchw();
+	bare_prefetchw = cistern__has_prefetchw();
 	if (role == 'p')
 		return produce(f, idx, &b,
 			       f->kind == K_BARE_STORES     ? bare_send_stores
