@@ -8,16 +8,14 @@
  * the members and their slot metadata. Here the members are drawn and pinned
  * as for an acquire, but neither counted nor recorded (rs_stream_pinned()
  * with the gather's array). The sole reader (CISTERN_SINGLE_READER) stores
- * its pins plainly and copies each member out as soon as it has stored the
- * pin (its payload prefetched with its metadata when it was drawn: one pass
- * over memory), then checks every pin after one seq_cst fence (the handshake
- * in pins.c), which also tells that its copies, made before the fence, were
- * of samples no producer touched. Any other reader's pins were checked one
- * by one as they were set, and it copies after the stream. Only when every
- * pin holds is each member counted as seen and unpinned (and copied, by a
- * reader other than the sole one), one after the other. Nothing is held
- * when it returns, so no sample record is filled and no release is owed. On
- * an error the caller's array may hold copies of members that were not read.
+ * its pins plainly, prefetching each member's payload with its metadata
+ * when it draws it, so that the copies below find it in cache (one pass
+ * over memory), and checks every pin after one seq_cst fence (the
+ * handshake in pins.c); any other reader's pins were checked one by one as
+ * they were set. Only when every pin holds is each member copied out,
+ * counted as seen and unpinned, one after the other. Nothing is held when
+ * it returns, so no sample record is filled and no release is owed. On an
+ * error nothing has been copied.
  *
  * It answers -EAGAIN whenever the general path should do the work instead:
  * a handle that is not a reader yet (the general path makes it one, and takes
@@ -115,19 +113,21 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 	char *meta0 = c->meta0;
 	uint64_t mstride = c->meta_stride;
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
-	/* The sole reader copied the members as it pinned them (rs_stream_pinned()). */
-	bool copy = !sole;
 	char *dst = g->dst;
 	size_t stride = g->stride;
-	for (size_t i = 0; copy && i < CISTERN_GATHER_AHEAD && i < n; i++)
+	/*
+	 * Ahead of each copy. The sole reader's stream prefetched every
+	 * payload already, but only its first CISTERN_GATHER_LINES lines, and
+	 * a large batch may have pushed the first members out of the cache
+	 * since: asking again costs little.
+	 */
+	for (size_t i = 0; i < CISTERN_GATHER_AHEAD && i < n; i++)
 		cistern__prefetch_payload(&tmp[i]);
 	for (size_t i = 0; i < n; i++) {
 		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, tmp[i].index_);
-		if (copy) {
-			if (i + CISTERN_GATHER_AHEAD < n)
-				cistern__prefetch_payload(&tmp[i + CISTERN_GATHER_AHEAD]);
-			memcpy(dst + i * stride, tmp[i].data, tmp[i].len);
-		}
+		if (i + CISTERN_GATHER_AHEAD < n)
+			cistern__prefetch_payload(&tmp[i + CISTERN_GATHER_AHEAD]);
+		memcpy(dst + i * stride, tmp[i].data, tmp[i].len);
 		if (g->len)
 			g->len[i] = tmp[i].len;
 		if (g->meta)

@@ -949,13 +949,15 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
  * g not NULL (gather.c; only while repeats are told by the pin bit): the
  * members are left pinned but not counted as read, with index_ and the word
  * seen held in pos_; the sole reader's pins are not confirmed either, and
- * the caller confirms them. The sole reader also copies each member to its
- * place in g's array as soon as it has stored the pin (stream_copy(); the
- * payload was prefetched with the metadata when the member was drawn), so
- * that a gathered batch makes one pass over memory rather than two: +20% in
- * batches a second on the Zen 5 host (BENCHMARKS.md). Any other reader
- * copies after the stream, as before: its pins are locked instructions,
- * which made the copies between them 10% slower than copies after them.
+ * the caller confirms them. The sole reader prefetches each candidate's
+ * payload with its metadata line when it draws it, so that the caller's
+ * copies, made once the pins are confirmed, find the members in cache: one
+ * pass over memory. Copying each member as soon as its pin was stored,
+ * inside this loop, was up to 4% slower where the host's memory was fast
+ * and 18% slower where it was slow (BENCHMARKS.md, "Where cistern's time
+ * goes"). Any other reader leaves the payloads to the caller's copies,
+ * which prefetch them ahead: its pins are locked instructions, and
+ * prefetching the payloads between them made its batches 5% slower.
  */
 /*
  * Pin a member while the handle holds nothing (rs_pin_tells_repeats()):
@@ -983,8 +985,7 @@ static inline bool pin_new_member(_Atomic uint64_t *pins, uint64_t bit, bool sol
 struct stream {
 	char *meta0;
 	uint64_t mstride, nslots, probes, bit, misses;
-	/* Gathering (g != NULL): where members are copied, and from. */
-	const struct cistern_gather *g;
+	/* The sole reader's gather: where the candidates' payloads are, to prefetch. */
 	const char *arena;
 	uint64_t pstride, slot_size;
 	size_t k, d, dmax;
@@ -999,40 +1000,20 @@ struct stream {
 /*
  * A candidate just drawn: its metadata line for the pin (a hint only: the
  * pin reads the slot again, atomically), and when the batch is gathered the
- * start of its payload too, so that the copy after the pin finds it in
+ * start of its payload too, so that the copy after the pins finds it in
  * cache; the sample's length is not known yet, so the slot's is used.
  */
 static inline __attribute__((always_inline)) void stream_prefetch(const struct stream *st,
-								  uint32_t idx, bool copy)
+								  uint32_t idx, bool payload)
 {
 	__builtin_prefetch(cistern__slotmeta_in(st->meta0, st->mstride, idx), 1, 3);
-	if (copy) {
+	if (payload) {
 		struct cistern_sample probe = {
 			.data = (void *)(st->arena + idx * st->pstride),
 			.len = (size_t)st->slot_size,
 		};
 		cistern__prefetch_payload(&probe);
 	}
-}
-
-/*
- * Gathering: copy member k (slot idx, just pinned) to its place in the
- * caller's array. The sole reader's pin is not confirmed yet, so this copy
- * is optimistic: a producer that took the slot before the reader's fence
- * may be writing it now, and then the word found after the fence differs
- * and the whole gather is given up (check_members() in gather.c), so a torn
- * copy is never handed out; the copies' own reads only ever race with such
- * a producer. The length is loaded atomically for the same reason, and a
- * length that does not fit is left for check_members() to answer after the
- * fence, with nothing copied.
- */
-static inline __attribute__((always_inline)) void stream_copy(const struct stream *st,
-							      const struct cistern_slotmeta *m,
-							      uint32_t idx)
-{
-	uint64_t len = __atomic_load_n(&m->len, __ATOMIC_RELAXED);
-	if (len <= st->g->stride && len <= st->slot_size)
-		memcpy(st->g->dst + st->k * st->g->stride, st->arena + idx * st->pstride, len);
 }
 
 /*
@@ -1046,8 +1027,8 @@ static inline __attribute__((always_inline)) void
 stream_loop(struct cistern *c, struct stream *st, struct cistern_sample *out, size_t n, bool sole,
 	    bool by_pin, bool confirm, bool full)
 {
-	/* Gathering: the sole reader copies each member as it pins it (see rs_stream_pinned()). */
-	bool copy = sole && !confirm;
+	/* The sole reader's gather fetches payloads with the metadata (see rs_stream_pinned()). */
+	bool payload = sole && !confirm;
 	_Static_assert((RS_AHEAD & (RS_AHEAD - 1)) == 0, "RS_AHEAD is a power of two");
 	_Static_assert(CISTERN_SLOT_COUNT_MAX <= UINT32_MAX, "slot indices fit in 32 bits");
 	/* The stops (batch full, too many misses in a row, too many repeats) tested where they change. */
@@ -1057,7 +1038,7 @@ stream_loop(struct cistern *c, struct stream *st, struct cistern_sample *out, si
 		uint32_t idx = st->q[st->qh], at = 0;
 		uint32_t next = cistern__rng32_below(&st->rng, &st->pool, (uint32_t)st->nslots);
 		st->q[st->qh] = next;
-		stream_prefetch(st, next, copy);
+		stream_prefetch(st, next, payload);
 		st->qh = full ? (st->qh + 1) & (RS_AHEAD - 1) : st->qh + 1 == st->win ? 0 : st->qh + 1;
 		struct cistern_slotmeta *m = cistern__slotmeta_in(st->meta0, st->mstride, idx);
 		/* Acquire: what the sole reader reads of the sample after confirming is its. */
@@ -1101,8 +1082,6 @@ stream_loop(struct cistern *c, struct stream *st, struct cistern_sample *out, si
 			/* Counted as read by whoever confirms (or uses) the pin. */
 			out[st->k].index_ = idx;
 			out[st->k].pos_ = w; /* the whole word */
-			if (copy)
-				stream_copy(st, m, idx);
 		} else {
 			/*
 			 * Relaxed, as in rs_read_pinned(): an evictor reads seen
@@ -1153,7 +1132,6 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 		.win = n - start < RS_AHEAD ? (unsigned)(n - start) : RS_AHEAD,
 		.rng = c->rng,
 		.set = c->scratch,
-		.g = g,
 		.arena = c->arena,
 		.pstride = c->slot_stride,
 		.slot_size = c->slot_size,

@@ -216,11 +216,11 @@ Test(sole, any_readers_get_batch_copies_distinct_samples_and_counts_each_once)
  * Payloads of every length from 0 to the slot size, gathered into a stride
  * narrower than the slots (but wide enough for every sample), many batches
  * over: each row holds its sample whole, and the bytes past it are left as
- * they were. The sole reader copies each member as it pins it, with its
- * payload prefetched by the slot's size rather than the sample's length;
- * without the flag a second reader is attached and has read once, so that
- * the first is not the lone reader (which takes the sole reader's paths
- * without the flag) and copies after its pins.
+ * they were. The sole reader prefetches each member's payload by the slot's
+ * size rather than the sample's length as it pins it; without the flag a
+ * second reader is attached and has read once, so that the first is not the
+ * lone reader (which takes the sole reader's paths without the flag) and
+ * leaves the prefetches to its copies.
  */
 static void get_batch_copies_every_length_whole(uint32_t flags)
 {
