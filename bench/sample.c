@@ -11,12 +11,13 @@
  *  - Two more, still with no library, doing to memory what a pinning reader's
  *    batch does (cistern's single reader): 320-byte slots, a metadata line
  *    (state word, pin word, seen count) before each 256-byte row; draw the
- *    members with their metadata prefetched 16 ahead, load each state word
- *    and store a pin (and copy the row out, for a gathered batch, its lines
- *    prefetched with the metadata), one fence, look at each state word
- *    again (prefetching the row to be read in place), then read each row
- *    in place or the copy, and count each seen and unpin it. What is left
- *    between these and cistern is the library's own instructions.
+ *    members with their metadata prefetched 16 ahead (and, for a gathered
+ *    batch, their rows), load each state word and store a pin, one fence,
+ *    look at each state word again (prefetching the row to be read in
+ *    place), then read each row in place, or copy it out (prefetched again
+ *    16 ahead, as cistern's copies are), and count each seen and unpin it.
+ *    What is left between these and cistern is the library's own
+ *    instructions.
  *  - cistern, policies batch_reservoir and reservoir: a reader process acquires
  *    256 samples and reads them in place (zero-copy), or cistern_get()s 256
  *    samples into one batch buffer (gathered). A policy this build does not
@@ -91,19 +92,25 @@ struct pass_meta {
 };
 
 /*
- * A drawn member's metadata line, and when its row is copied out, the row's
- * lines too (asm statements: gcc may drop unrolled __builtin_prefetch calls).
+ * A slot's row, to copy out (asm statements: gcc may drop unrolled
+ * __builtin_prefetch calls).
  */
+static inline void pass_prefetch_row(const unsigned char *slot)
+{
+	for (unsigned l = 1; l <= S_SIZE / 64; l++)
+#if defined(__x86_64__) || defined(__i386__)
+		__asm__ volatile("prefetcht0 %0" : : "m"(slot[l * 64]));
+#else
+		__builtin_prefetch(slot + l * 64, 0, 3);
+#endif
+}
+
+/* A drawn member's metadata line, and when its row is copied out, the row too. */
 static inline void pass_prefetch(const unsigned char *slot, bool row)
 {
 	__builtin_prefetch(slot, 1, 3);
 	if (row)
-		for (unsigned l = 1; l <= S_SIZE / 64; l++)
-#if defined(__x86_64__) || defined(__i386__)
-			__asm__ volatile("prefetcht0 %0" : : "m"(slot[l * 64]));
-#else
-			__builtin_prefetch(slot + l * 64, 0, 3);
-#endif
+		pass_prefetch_row(slot);
 }
 
 /*
@@ -129,8 +136,6 @@ static void pass_batch(enum skind kind, unsigned char *arr, unsigned char *batch
 		seen_w[k] = m->word;
 		m->pins = m->pins | 1;
 		idx[k] = i;
-		if (get) /* copied before the fence, as cistern's gather does */
-			memcpy(batch + (size_t)k * S_SIZE, (const unsigned char *)m + 64, S_SIZE);
 	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	for (unsigned k = 0; k < S_BATCH; k++) {
@@ -139,9 +144,18 @@ static void pass_batch(enum skind kind, unsigned char *arr, unsigned char *batch
 		if (kind == S_PASS_ZC)
 			__builtin_prefetch(slot + 64, 0, 3);
 	}
+	/* Copied once the pins are confirmed, as cistern's gather does. */
+	for (unsigned k = 0; get && k < S_AHEAD; k++)
+		pass_prefetch_row(arr + (size_t)idx[k] * S_PASS_STRIDE);
 	for (unsigned k = 0; k < S_BATCH; k++) {
 		unsigned char *slot = arr + (size_t)idx[k] * S_PASS_STRIDE;
-		const unsigned char *row = get ? batch + (size_t)k * S_SIZE : slot + 64;
+		const unsigned char *row = slot + 64;
+		if (get) {
+			if (k + S_AHEAD < S_BATCH)
+				pass_prefetch_row(arr + (size_t)idx[k + S_AHEAD] * S_PASS_STRIDE);
+			memcpy(batch + (size_t)k * S_SIZE, row, S_SIZE);
+			row = batch + (size_t)k * S_SIZE;
+		}
 		*bad += !tag_ok(*(const uint64_t *)row);
 		volatile struct pass_meta *m = (volatile struct pass_meta *)slot;
 		m->seen = m->seen + 1;
