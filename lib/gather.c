@@ -92,7 +92,7 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 	if (!probes)
 		return -EAGAIN;
 	size_t got = 0, dups = 0;
-	rs_stream_pinned(c, tmp, n, &got, &dups, probes, g);
+	rs_stream_pinned(c, tmp, n, &got, &dups, probes, true);
 	if (got < n) {
 		undo_pins(c, tmp, got);
 		return -EAGAIN;

@@ -946,7 +946,7 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
  * that bit, found by the pin itself, and the scratch set is left empty (the
  * caller fills it if it goes on member by member).
  *
- * g not NULL (gather.c; only while repeats are told by the pin bit): the
+ * Gathering (gather.c; only while repeats are told by the pin bit): the
  * members are left pinned but not counted as read, with index_ and the word
  * seen held in pos_; the sole reader's pins are not confirmed either, and
  * the caller confirms them. The sole reader prefetches each candidate's
@@ -1104,7 +1104,7 @@ stream_loop(struct cistern *c, struct stream *st, struct cistern_sample *out, si
 }
 
 void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
-		      size_t *dups, uint64_t probes, const struct cistern_gather *g)
+		      size_t *dups, uint64_t probes, bool gather)
 {
 	size_t start = *got;
 	bool sole = c->sole_reading;
@@ -1143,17 +1143,17 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 			continue;
 		}
 		st.q[i] = (uint32_t)cistern__rng_below(&st.rng, st.nslots);
-		stream_prefetch(&st, st.q[i], g && sole);
+		stream_prefetch(&st, st.q[i], gather && sole);
 	}
 	c->pick_read.ahead = 0;
 	/* The sole reader's common case, gathering or not, gets loops of its own. */
 	bool common = sole && by_pin && st.win == RS_AHEAD;
-	if (common && g)
+	if (common && gather)
 		stream_loop(c, &st, out, n, true, true, false, true);
 	else if (common)
 		stream_loop(c, &st, out, n, true, true, true, true);
 	else
-		stream_loop(c, &st, out, n, sole, by_pin, g == NULL, false);
+		stream_loop(c, &st, out, n, sole, by_pin, !gather, false);
 	/*
 	 * The next candidate in the ring was drawn and prefetched but not
 	 * looked at: the next read starts with it, its miss under way while
@@ -1166,7 +1166,7 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	*dups = st.d;
 	size_t k = st.k;
 	bool woke = st.woke;
-	if (g) {
+	if (gather) {
 		*got = k;
 		return;
 	}
@@ -1206,7 +1206,7 @@ static int reservoir_try_acquire_n(struct cistern *c, struct cistern_sample *out
 	if (!closed) {
 		uint64_t probes = cistern__pick_probes(c, &c->pick_read);
 		if (probes)
-			rs_stream_pinned(c, out, n, &got, &dups, probes, NULL);
+			rs_stream_pinned(c, out, n, &got, &dups, probes, false);
 		/* The steps below tell repeats by the scratch set: give it the stream's members. */
 		if (got < n && rs_pin_tells_repeats(c))
 			for (size_t i = 0; i < got; i++)

@@ -98,12 +98,12 @@ static inline bool rs_pin_tells_repeats(const struct cistern *c)
 }
 /*
  * Draw and pin batch members while held samples are dense (reservoir.c);
- * with g (gather.c) the pins are left uncounted, the sole reader's for the
- * caller to confirm, and the sole reader prefetches each member's payload
- * for the caller's copy; NULL otherwise.
+ * gathering (gather.c), the pins are left uncounted, the sole reader's for
+ * the caller to confirm, and the sole reader prefetches each member's
+ * payload for the caller's copy.
  */
 void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
-		      size_t *dups, uint64_t probes, const struct cistern_gather *g);
+		      size_t *dups, uint64_t probes, bool gather);
 /* gather.c: cistern_get_batch() in one pass for a reader holding nothing; -EAGAIN = general path. */
 int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		   const struct cistern_gather *g);
