@@ -11,7 +11,6 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "reservoir.h"
