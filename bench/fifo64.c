@@ -414,7 +414,7 @@ static int bare_recv(void *h, void *msg)
  * is full the producer stops. cistern's put makes about that many more than
  * this ring's producer (the slot's metadata, the claim mark, a counter, a
  * stack frame), though a put stripped of most of them measured no faster
- * (BENCHMARKS.md, "The targets"): the row measures, it does not explain.
+ * (docs/benchmarks-log.md, "The targets"): the row measures, it does not explain.
  */
 static volatile uint64_t bare_scratch[16];
 

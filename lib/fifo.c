@@ -138,7 +138,7 @@ enum sole_step { SOLE_DONE, SOLE_NOT_READY, SOLE_LOST };
  * stores come. On the Zen 5 host with its two vCPUs far apart (a cache
  * line's round trip ~470 ns), 64-byte samples (benchmark section 1) went
  * from about 30 to 72-82 M/s with 16 slots ahead (4: 40-42, 8: 51-54, 32:
- * 69-72), and to 52-76 with the pause below (BENCHMARKS.md, "Write
+ * 69-72), and to 52-76 with the pause below (docs/benchmarks-log.md, "Write
  * prefetches").
  *
  * Not while the ring is full or was lately: the reader is then just ahead
@@ -820,7 +820,7 @@ static ssize_t get_now(struct cistern *c, void *buf, size_t cap, struct cistern_
  * after it, so the path saves few registers (a saved register is a store)
  * and calls nothing on the way. A put + get pair in one process takes a
  * quarter fewer instructions so; between two processes the rate stayed
- * where it was (BENCHMARKS.md, "(1)").
+ * where it was (docs/benchmarks-log.md, "(1)").
  */
 static __attribute__((noinline)) int put_shared(struct cistern *c, const void *buf, size_t len,
 						struct cistern_meta *meta, int timeout_ms)
@@ -919,7 +919,7 @@ put_holder(struct cistern *c, const void *buf, size_t len, struct cistern_meta *
  * that are still in the reader's cache; a sample that needs fewer entries
  * there leaves room for more samples in flight. Section 1 of the
  * benchmark (64-byte samples) went about an eighth faster with it
- * (BENCHMARKS.md, "The producer's stores").
+ * (docs/benchmarks-log.md, "The producer's stores").
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FIFO_WIDE_COPIES 1

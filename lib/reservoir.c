@@ -953,7 +953,7 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
  * copies, made once the pins are confirmed, find the members in cache: one
  * pass over memory. Copying each member as soon as its pin was stored,
  * inside this loop, was up to 4% slower where the host's memory was fast
- * and 18% slower where it was slow (BENCHMARKS.md, "Where cistern's time
+ * and 18% slower where it was slow (docs/benchmarks-log.md, "Where cistern's time
  * goes"). Any other reader leaves the payloads to the caller's copies,
  * which prefetch them ahead: its pins are locked instructions, and
  * prefetching the payloads between them made its batches 5% slower.

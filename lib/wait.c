@@ -223,7 +223,7 @@ static bool starved(const struct cistern *c, const struct cistern_waiter *w)
  * reader then takes in a row. 64-byte samples through one producer and one
  * reader in a ring of 1024 (benchmark section 1) went an eighth to a fifth
  * faster with 512 pauses a round than with 64, alternating builds (128 and
- * 256 fell between; BENCHMARKS.md, "The producer's stores"). Half the slot
+ * 256 fell between; docs/benchmarks-log.md, "The producer's stores"). Half the slot
  * count at most, so that a producer that puts no faster than a sample per
  * pause does not fill the ring and wait while the reader is away (a pause
  * takes some 16 ns on the machine measured, about as long as the fastest
