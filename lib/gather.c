@@ -50,16 +50,21 @@ static void undo_pins(struct cistern *c, const struct cistern_sample *tmp, size_
 static int check_members(struct cistern *c, struct cistern_sample *tmp, size_t n, size_t stride)
 {
 	int r = 0;
+	/* Locals: the stores into tmp[] could alias the handle's fields (see rs_gather_now()). */
+	char *meta0 = c->meta0, *arena = c->arena;
+	uint64_t mstride = c->meta_stride, pstride = c->slot_stride, slot_size = c->slot_size;
 	for (size_t i = 0; i < n; i++) {
-		const struct cistern_slotmeta *m = cistern__slotmeta(c, tmp[i].index_);
-		tmp[i].data = cistern__payload(c, tmp[i].index_);
-		tmp[i].len = (size_t)m->len;
+		uint32_t idx = tmp[i].index_;
+		const struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
+		uint64_t len = m->len;
+		tmp[i].data = arena + idx * pstride;
+		tmp[i].len = (size_t)len;
 		/* Relaxed, after the fence: sees any producer's claim from before it. */
 		if (atomic_load_explicit(&m->word, memory_order_relaxed) != tmp[i].pos_)
 			return -EAGAIN; /* a lost race; lengths of lost members mean nothing */
-		if (m->len > c->slot_size)
+		if (len > slot_size)
 			r = -EPROTO; /* only a damaged segment says this */
-		else if (m->len > stride && r == 0)
+		else if (len > stride && r == 0)
 			r = -EMSGSIZE;
 	}
 	return r;
@@ -115,6 +120,8 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
 	char *dst = g->dst;
 	size_t stride = g->stride;
+	size_t *lens = g->len;
+	struct cistern_meta *metas = g->meta;
 	/*
 	 * Ahead of each copy. The sole reader's stream prefetched every
 	 * payload already, but only its first CISTERN_GATHER_LINES lines, and
@@ -128,10 +135,10 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		if (i + CISTERN_GATHER_AHEAD < n)
 			cistern__prefetch_payload(&tmp[i + CISTERN_GATHER_AHEAD]);
 		memcpy(dst + i * stride, tmp[i].data, tmp[i].len);
-		if (g->len)
-			g->len[i] = tmp[i].len;
-		if (g->meta)
-			g->meta[i] = (struct cistern_meta){
+		if (lens)
+			lens[i] = tmp[i].len;
+		if (metas)
+			metas[i] = (struct cistern_meta){
 				.sample_id = m->sample_id,
 				.sim_id = __atomic_load_n(&m->sim_id, __ATOMIC_RELAXED),
 				.time_step = __atomic_load_n(&m->time_step, __ATOMIC_RELAXED),

@@ -219,26 +219,40 @@ static inline __attribute__((always_inline)) void cistern__prefetch_for_write(co
 }
 
 /*
- * The first CISTERN_GATHER_LINES lines of a sample's payload, four a step: a
- * loop of one prefetch a step spent more instructions on its own control
- * than on the prefetches (+4-6% batches gathered on the Zen 5 host, 256-byte
- * samples).
+ * `lines` lines from p. Four, the lines of a 256-byte sample, the common
+ * case of batched reads, are asked for with no loop to count: a loop of one
+ * prefetch a step spent more instructions on its own control than on the
+ * prefetches (+4-6% batches gathered on the Zen 5 host, 256-byte samples),
+ * and a loop of four a step, its bound the length clamped on every call,
+ * made the sole reader's gathered batches 3-8% slower than this
+ * (docs/benchmarks-log.md, "Where cistern's time goes").
  */
-static inline void cistern__prefetch_payload(const struct cistern_sample *s)
+static inline __attribute__((always_inline)) void cistern__prefetch_lines(const char *p,
+									  unsigned lines)
 {
-	const char *p = s->data;
-	size_t len = s->len;
+	if (lines == 4) {
+		cistern__prefetch_line(p);
+		cistern__prefetch_line(p + CISTERN_CACHELINE);
+		cistern__prefetch_line(p + 2 * CISTERN_CACHELINE);
+		cistern__prefetch_line(p + 3 * CISTERN_CACHELINE);
+		return;
+	}
+	for (unsigned l = 0; l < lines; l++)
+		cistern__prefetch_line(p + (size_t)l * CISTERN_CACHELINE);
+}
+
+/* How many of a payload of len bytes the batched reads prefetch: CISTERN_GATHER_LINES at most. */
+static inline unsigned cistern__payload_lines(uint64_t len)
+{
 	if (len > CISTERN_GATHER_LINES * CISTERN_CACHELINE)
 		len = CISTERN_GATHER_LINES * CISTERN_CACHELINE;
-	size_t off = 0;
-	for (; off + 4 * CISTERN_CACHELINE <= len; off += 4 * CISTERN_CACHELINE) {
-		cistern__prefetch_line(p + off);
-		cistern__prefetch_line(p + off + CISTERN_CACHELINE);
-		cistern__prefetch_line(p + off + 2 * CISTERN_CACHELINE);
-		cistern__prefetch_line(p + off + 3 * CISTERN_CACHELINE);
-	}
-	for (; off < len; off += CISTERN_CACHELINE)
-		cistern__prefetch_line(p + off);
+	return (unsigned)((len + CISTERN_CACHELINE - 1) / CISTERN_CACHELINE);
+}
+
+/* The first CISTERN_GATHER_LINES lines of a sample's payload. */
+static inline void cistern__prefetch_payload(const struct cistern_sample *s)
+{
+	cistern__prefetch_lines(s->data, cistern__payload_lines(s->len));
 }
 
 /* Slot i's metadata, from a base and stride a hot loop keeps in locals. */

@@ -984,9 +984,8 @@ static inline bool pin_new_member(_Atomic uint64_t *pins, uint64_t bit, bool sol
 struct stream {
 	char *meta0;
 	uint64_t mstride, nslots, probes, bit, misses;
-	/* The sole reader's gather: where the candidates' payloads are, to prefetch. */
-	const char *arena;
-	uint64_t pstride, slot_size;
+	/* The sole reader's gather: how many lines of each candidate's payload to prefetch. */
+	unsigned pf_lines;
 	size_t k, d, dmax;
 	unsigned win, qh;
 	bool woke;
@@ -1005,13 +1004,11 @@ struct stream {
 static inline __attribute__((always_inline)) void stream_prefetch(const struct stream *st,
 								  uint32_t idx, bool payload)
 {
-	__builtin_prefetch(cistern__slotmeta_in(st->meta0, st->mstride, idx), 1, 3);
+	const char *meta = (const char *)cistern__slotmeta_in(st->meta0, st->mstride, idx);
+	__builtin_prefetch(meta, 1, 3);
 	if (payload) {
-		struct cistern_sample probe = {
-			.data = (void *)(st->arena + idx * st->pstride),
-			.len = (size_t)st->slot_size,
-		};
-		cistern__prefetch_payload(&probe);
+		/* The payload follows the metadata line (see rs_payload_lines()). */
+		cistern__prefetch_lines(meta + sizeof(struct cistern_slotmeta), st->pf_lines);
 	}
 }
 
@@ -1102,6 +1099,21 @@ stream_loop(struct cistern *c, struct stream *st, struct cistern_sample *out, si
 	}
 }
 
+/*
+ * How many lines of each candidate's payload the sole reader's gather
+ * prefetches: the first CISTERN_GATHER_LINES at most (the copies ask for
+ * the rest). stream_prefetch() finds a payload just after its slot's
+ * metadata line, where every policy but the FIFO keeps it
+ * (cistern__compute_layout()); on any other layout, none.
+ */
+static unsigned rs_payload_lines(const struct cistern *c)
+{
+	if (c->arena != c->meta0 + sizeof(struct cistern_slotmeta) ||
+	    c->slot_stride != c->meta_stride)
+		return 0;
+	return cistern__payload_lines(c->slot_size);
+}
+
 void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
 		      size_t *dups, uint64_t probes, bool gather)
 {
@@ -1131,9 +1143,7 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 		.win = n - start < RS_AHEAD ? (unsigned)(n - start) : RS_AHEAD,
 		.rng = c->rng,
 		.set = c->scratch,
-		.arena = c->arena,
-		.pstride = c->slot_stride,
-		.slot_size = c->slot_size,
+		.pf_lines = gather && sole ? rs_payload_lines(c) : 0,
 	};
 	for (unsigned i = 0; i < st.win; i++) {
 		if (i == 0 && c->pick_read.ahead) {
