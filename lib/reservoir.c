@@ -978,8 +978,8 @@ static inline bool pin_new_member(_Atomic uint64_t *pins, uint64_t bit, bool sol
 }
 
 /*
- * rs_stream_pinned()'s state while it draws and pins, in one place so that
- * its loop can be made twice (stream_loop()).
+ * rs_stream_pinned()'s state while it draws and pins, in one place for its
+ * two loops (stream_blocks(), stream_loop()).
  */
 struct stream {
 	char *meta0;
@@ -1013,19 +1013,16 @@ static inline __attribute__((always_inline)) void stream_prefetch(const struct s
 }
 
 /*
- * The loop of rs_stream_pinned(). Always inlined, and called with constant
- * flags for its most common callers (the sole reader telling repeats by its
- * pin bit, with a full window of RS_AHEAD candidates, whose head then wraps
- * by a mask; acquiring, or gathering), so that the compiler makes each of
- * those cases a loop of its own with none of the other cases' tests.
+ * The loop of rs_stream_pinned() for every case but the sole reader's
+ * common one (stream_blocks()): any reader, repeats told by the pin bit or
+ * the scratch set, a window of `win` candidates, each one taken out
+ * replaced at once.
  */
-static inline __attribute__((always_inline)) void
-stream_loop(struct cistern *c, struct stream *st, struct cistern_sample *out, size_t n, bool sole,
-	    bool by_pin, bool confirm, bool full)
+static void stream_loop(struct cistern *c, struct stream *st, struct cistern_sample *out, size_t n,
+			bool sole, bool by_pin, bool confirm)
 {
 	/* The sole reader's gather fetches payloads with the metadata (see rs_stream_pinned()). */
 	bool payload = sole && !confirm;
-	_Static_assert((RS_AHEAD & (RS_AHEAD - 1)) == 0, "RS_AHEAD is a power of two");
 	_Static_assert(CISTERN_SLOT_COUNT_MAX <= UINT32_MAX, "slot indices fit in 32 bits");
 	/* The stops (batch full, too many misses in a row, too many repeats) tested where they change. */
 	if (st->d > st->dmax || st->probes == 0)
@@ -1035,7 +1032,7 @@ stream_loop(struct cistern *c, struct stream *st, struct cistern_sample *out, si
 		uint32_t next = cistern__rng32_below(&st->rng, &st->pool, (uint32_t)st->nslots);
 		st->q[st->qh] = next;
 		stream_prefetch(st, next, payload);
-		st->qh = full ? (st->qh + 1) & (RS_AHEAD - 1) : st->qh + 1 == st->win ? 0 : st->qh + 1;
+		st->qh = st->qh + 1 == st->win ? 0 : st->qh + 1;
 		struct cistern_slotmeta *m = cistern__slotmeta_in(st->meta0, st->mstride, idx);
 		/* Acquire: what the sole reader reads of the sample after confirming is its. */
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
@@ -1100,6 +1097,83 @@ stream_loop(struct cistern *c, struct stream *st, struct cistern_sample *out, si
 }
 
 /*
+ * The sole reader's common loop (repeats told by its pin bit, a full window
+ * of RS_AHEAD candidates), with the drawing split from the judging: a ring
+ * of two blocks of RS_AHEAD candidates, one being judged while the other,
+ * drawn and prefetched all at once before it, waits. Drawing inline, as
+ * stream_loop() does, keeps the generator's state live beside everything
+ * the judging needs, more values than the processor has registers, and the
+ * loop spilled; split, each loop keeps its own in registers. A candidate is
+ * judged RS_AHEAD to 2 * RS_AHEAD candidates after it was prefetched. The same
+ * stops and the same draws' use as stream_loop(): a block drawn and not
+ * used is dropped, which biases nothing.
+ */
+static inline __attribute__((always_inline)) void
+stream_blocks(struct stream *st, struct cistern_sample *out, size_t n, bool payload)
+{
+	_Static_assert((RS_AHEAD & (RS_AHEAD - 1)) == 0, "RS_AHEAD is a power of two");
+	uint32_t ring[2 * RS_AHEAD];
+	/* The window drawn by the caller is the first block. */
+	for (unsigned i = 0; i < RS_AHEAD; i++)
+		ring[i] = st->q[(st->qh + i) & (RS_AHEAD - 1)];
+	char *meta0 = st->meta0;
+	uint64_t mstride = st->mstride, bit = st->bit, probes = st->probes;
+	uint64_t misses = st->misses;
+	size_t k = st->k, d = st->d, dmax = st->dmax;
+	unsigned cur = 0, at = 0;
+	bool stop = st->d > st->dmax || probes == 0;
+	while (!stop && k < n) {
+		/* Draw the other block while this one is judged. */
+		uint32_t *next = ring + (cur ^ RS_AHEAD);
+		for (unsigned i = 0; i < RS_AHEAD; i++) {
+			next[i] = cistern__rng32_below(&st->rng, &st->pool, (uint32_t)st->nslots);
+			stream_prefetch(st, next[i], payload);
+		}
+		for (at = 0; at < RS_AHEAD; at++) {
+			uint32_t idx = ring[cur + at];
+			struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
+			/* Acquire: what the sole reader reads of the sample after confirming is its. */
+			uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
+			if (sw_state(w) != RS_HELD) {
+				if (++misses >= probes) {
+					stop = true;
+					at++;
+					break;
+				}
+				continue;
+			}
+			if (!pin_new_member(&m->pins, bit, true)) {
+				misses = 0;
+				if (++d > dmax) { /* this batch drew it already */
+					stop = true;
+					at++;
+					break;
+				}
+				continue;
+			}
+			/* Pinned for now; confirmed or undone by the caller. */
+			out[k].index_ = idx;
+			out[k].pos_ = w; /* the whole word */
+			misses = 0;
+			if (++k == n) {
+				at++;
+				break;
+			}
+		}
+		if (at == RS_AHEAD) {
+			cur ^= RS_AHEAD;
+			at = 0;
+		}
+	}
+	/* The next candidate not judged, drawn and prefetched: the caller keeps it for the next read. */
+	st->q[0] = ring[cur + at];
+	st->qh = 0;
+	st->k = k;
+	st->d = d;
+	st->misses = misses;
+}
+
+/*
  * How many lines of each candidate's payload the sole reader's gather
  * prefetches: the first CISTERN_GATHER_LINES at most (the copies ask for
  * the rest). stream_prefetch() finds a payload just after its slot's
@@ -1126,10 +1200,10 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	 * out[] could alias the handle's fields as far as the compiler knows,
 	 * which would reload them all each time round.
 	 *
-	 * A ring of `win` drawn candidates, as many as the batch still needs
-	 * up to RS_AHEAD; each one taken out is replaced at once, so that up
-	 * to `win` draws at the end go unused (they are independent of the
-	 * rest: dropping them biases nothing).
+	 * A window of `win` drawn candidates, as many as the batch still needs
+	 * up to RS_AHEAD, drawn and prefetched here; the loops draw more as
+	 * they go, and up to 2 * RS_AHEAD draws at the end go unused (they are
+	 * independent of the rest: dropping them biases nothing).
 	 */
 	struct stream st = {
 		.meta0 = c->meta0,
@@ -1155,14 +1229,14 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 		stream_prefetch(&st, st.q[i], gather && sole);
 	}
 	c->pick_read.ahead = 0;
-	/* The sole reader's common case, gathering or not, gets loops of its own. */
+	/* The sole reader's common case, gathering or not, gets a loop of its own. */
 	bool common = sole && by_pin && st.win == RS_AHEAD;
 	if (common && gather)
-		stream_loop(c, &st, out, n, true, true, false, true);
+		stream_blocks(&st, out, n, true);
 	else if (common)
-		stream_loop(c, &st, out, n, true, true, true, true);
+		stream_blocks(&st, out, n, false);
 	else
-		stream_loop(c, &st, out, n, sole, by_pin, !gather, false);
+		stream_loop(c, &st, out, n, sole, by_pin, !gather);
 	/*
 	 * The next candidate in the ring was drawn and prefetched but not
 	 * looked at: the next read starts with it, its miss under way while
