@@ -1109,8 +1109,11 @@ static void stream_loop(struct cistern *c, struct stream *st, struct cistern_sam
  * used is dropped, which biases nothing.
  */
 static inline __attribute__((always_inline)) void
-stream_blocks(struct stream *st, struct cistern_sample *out, size_t n, bool payload)
+stream_blocks(struct cistern *c, struct stream *st, struct cistern_sample *out, size_t n, bool sole,
+	      bool confirm)
 {
+	/* The sole reader's gather fetches payloads with the metadata (see rs_stream_pinned()). */
+	bool payload = sole && !confirm;
 	_Static_assert((RS_AHEAD & (RS_AHEAD - 1)) == 0, "RS_AHEAD is a power of two");
 	uint32_t ring[2 * RS_AHEAD];
 	/* The window drawn by the caller is the first block. */
@@ -1142,7 +1145,7 @@ stream_blocks(struct stream *st, struct cistern_sample *out, size_t n, bool payl
 				}
 				continue;
 			}
-			if (!pin_new_member(&m->pins, bit, true)) {
+			if (!pin_new_member(&m->pins, bit, sole)) {
 				misses = 0;
 				if (++d > dmax) { /* this batch drew it already */
 					stop = true;
@@ -1151,9 +1154,30 @@ stream_blocks(struct stream *st, struct cistern_sample *out, size_t n, bool payl
 				}
 				continue;
 			}
-			/* Pinned for now; confirmed or undone by the caller. */
-			out[k].index_ = idx;
-			out[k].pos_ = w; /* the whole word */
+			/* The second half of the handshake, as in stream_loop(). */
+			if (!sole && atomic_load_explicit(&m->word, memory_order_seq_cst) != w) {
+				cistern__pin_undo(c, idx);
+				if (++misses >= probes) {
+					stop = true;
+					at++;
+					break;
+				}
+				continue;
+			}
+			if (sole || !confirm) {
+				/* Counted as read by whoever confirms (or uses) the pin. */
+				out[k].index_ = idx;
+				out[k].pos_ = w; /* the whole word */
+			} else {
+				/* As in stream_loop(). */
+				if (cistern__seen_add(c, idx) == 0) {
+					rs_note_seen(c, idx);
+					st->woke = true;
+				}
+				if (!c->gathering)
+					__builtin_prefetch(cistern__payload(c, idx), 0, 3);
+				fill_sample(c, &out[k], idx, w, RS_LIVE_PINNED);
+			}
 			misses = 0;
 			if (++k == n) {
 				at++;
@@ -1230,11 +1254,15 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	}
 	c->pick_read.ahead = 0;
 	/* The sole reader's common case, gathering or not, gets a loop of its own. */
-	bool common = sole && by_pin && st.win == RS_AHEAD;
-	if (common && gather)
-		stream_blocks(&st, out, n, true);
+	bool common = by_pin && st.win == RS_AHEAD;
+	if (common && sole && gather)
+		stream_blocks(c, &st, out, n, true, false);
+	else if (common && sole)
+		stream_blocks(c, &st, out, n, true, true);
+	else if (common && gather)
+		stream_blocks(c, &st, out, n, false, false);
 	else if (common)
-		stream_blocks(&st, out, n, false);
+		stream_blocks(c, &st, out, n, false, true);
 	else
 		stream_loop(c, &st, out, n, sole, by_pin, !gather);
 	/*

@@ -72,6 +72,23 @@ static struct cistern *make_filled(const char *tag, char *name, size_t namelen,
 }
 
 /*
+ * Attach a second reader to segment `name` and have both read once, so that
+ * neither holds the single reader's role (README, "One producer, one reader"): c's
+ * batches then take the path of any number of readers, with locked pins.
+ */
+static struct cistern *second_reader(struct cistern *c, const char *name)
+{
+	struct cistern *r2 = NULL;
+	struct cistern_sample s;
+	cr_assert_eq(cistern_attach(name, &r2), 0);
+	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+	cr_assert_eq(cistern_release(c, &s), 0);
+	cr_assert_eq(cistern_acquire(r2, &s, 0), 0);
+	cr_assert_eq(cistern_release(r2, &s), 0);
+	return r2;
+}
+
+/*
  * Put K samples (payload = their index) into a segment of this config, read N
  * times with cistern_get(), and test the reads for uniformity over the K.
  */
@@ -116,11 +133,12 @@ Test(uniformity, reservoir_reads_are_uniform_when_held_samples_are_sparse)
  * N batches of B with cistern_acquire_batch(), and test the members for
  * uniformity over the K.
  */
-static void batch_members_are_uniform(const char *tag, struct cistern_config cfg, int k, int b,
-				      int n, const char *what)
+static void batch_members_are_uniform_with(const char *tag, struct cistern_config cfg, int k, int b,
+					   int n, const char *what, bool second)
 {
 	char name[64];
 	struct cistern *c = make_filled(tag, name, sizeof(name), cfg, k);
+	struct cistern *r2 = second ? second_reader(c, name) : NULL;
 	uint64_t *counts = calloc((size_t)k, sizeof(*counts));
 	struct cistern_sample *s = calloc((size_t)b, sizeof(*s));
 	cr_assert(counts && s);
@@ -136,8 +154,16 @@ static void batch_members_are_uniform(const char *tag, struct cistern_config cfg
 	assert_uniform(counts, k, (uint64_t)n * b, what);
 	free(s);
 	free(counts);
+	if (r2)
+		cistern_detach(r2);
 	cistern_detach(c);
 	cistern_unlink(name);
+}
+
+static void batch_members_are_uniform(const char *tag, struct cistern_config cfg, int k, int b,
+				      int n, const char *what)
+{
+	batch_members_are_uniform_with(tag, cfg, k, b, n, what, false);
 }
 
 Test(uniformity, reservoir_batch_members_are_uniform_over_held_samples)
@@ -166,11 +192,12 @@ Test(uniformity, sole_readers_batch_members_are_uniform_over_held_samples)
 }
 
 /* The same with cistern_get_batch(): the members copied out, nothing held after. */
-static void gathered_members_are_uniform(const char *tag, struct cistern_config cfg, int k, int b,
-					 int n, const char *what)
+static void gathered_members_are_uniform_with(const char *tag, struct cistern_config cfg, int k,
+					      int b, int n, const char *what, bool second)
 {
 	char name[64];
 	struct cistern *c = make_filled(tag, name, sizeof(name), cfg, k);
+	struct cistern *r2 = second ? second_reader(c, name) : NULL;
 	uint64_t *counts = calloc((size_t)k, sizeof(*counts));
 	uint32_t *v = calloc((size_t)b, sizeof(*v));
 	cr_assert(counts && v);
@@ -184,8 +211,16 @@ static void gathered_members_are_uniform(const char *tag, struct cistern_config 
 	assert_uniform(counts, k, (uint64_t)n * b, what);
 	free(v);
 	free(counts);
+	if (r2)
+		cistern_detach(r2);
 	cistern_detach(c);
 	cistern_unlink(name);
+}
+
+static void gathered_members_are_uniform(const char *tag, struct cistern_config cfg, int k, int b,
+					 int n, const char *what)
+{
+	gathered_members_are_uniform_with(tag, cfg, k, b, n, what, false);
 }
 
 Test(uniformity, sole_readers_gathered_members_are_uniform_over_held_samples)
@@ -212,6 +247,25 @@ Test(uniformity, sole_readers_gathered_members_are_uniform_in_a_large_segment)
 							     .slot_size = 4, .slot_count = 4096,
 							     .watermark = 4000},
 				     4000, 256, 1600, "sole reader's gathered members, large");
+}
+
+Test(uniformity, batch_members_are_uniform_with_a_second_reader)
+{
+	/* Locked pins, each checked against the slot word as it is set. */
+	batch_members_are_uniform_with("u-batch2",
+				       (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							       .slot_size = 4, .slot_count = 128,
+							       .watermark = 100},
+				       100, 48, 4000, "batch members, second reader", true);
+}
+
+Test(uniformity, gathered_members_are_uniform_with_a_second_reader)
+{
+	gathered_members_are_uniform_with("u-gather2",
+					  (struct cistern_config){.policy = CISTERN_RESERVOIR,
+								  .slot_size = 4, .slot_count = 128,
+								  .watermark = 100},
+					  100, 48, 4000, "gathered members, second reader", true);
 }
 
 Test(uniformity, reservoir_batch_members_are_uniform_when_held_samples_are_sparse)
