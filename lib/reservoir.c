@@ -1013,6 +1013,35 @@ static inline __attribute__((always_inline)) void stream_prefetch(const struct s
 }
 
 /*
+ * A member just pinned (idx, its word w) into *s. The sole reader's pins,
+ * and every gathered member's, are confirmed and counted by the caller:
+ * only the slot and the word are kept. Any other reader acquiring counts
+ * the read now and makes the sample record.
+ */
+static inline __attribute__((always_inline)) void
+stream_record(struct cistern *c, struct stream *st, struct cistern_sample *s, uint32_t idx,
+	      uint64_t w, bool sole, bool confirm)
+{
+	if (sole || !confirm) {
+		s->index_ = idx;
+		s->pos_ = w; /* the whole word */
+		return;
+	}
+	/*
+	 * Relaxed, as in rs_read_pinned(): an evictor reads seen only after it
+	 * sees no pin, and our unpin, a seq_cst RMW that comes after this, is
+	 * what lets it see none.
+	 */
+	if (cistern__seen_add(c, idx) == 0) {
+		rs_note_seen(c, idx);
+		st->woke = true;
+	}
+	if (!c->gathering)
+		__builtin_prefetch(cistern__payload(c, idx), 0, 3);
+	fill_sample(c, s, idx, w, RS_LIVE_PINNED);
+}
+
+/*
  * The loop of rs_stream_pinned() for every case but the sole reader's
  * common one (stream_blocks()): any reader, repeats told by the pin bit or
  * the scratch set, a window of `win` candidates, each one taken out
@@ -1071,24 +1100,7 @@ static void stream_loop(struct cistern *c, struct stream *st, struct cistern_sam
 				continue;
 			}
 		}
-		if (sole || !confirm) {
-			/* Counted as read by whoever confirms (or uses) the pin. */
-			out[st->k].index_ = idx;
-			out[st->k].pos_ = w; /* the whole word */
-		} else {
-			/*
-			 * Relaxed, as in rs_read_pinned(): an evictor reads seen
-			 * only after it sees no pin, and our unpin, a seq_cst RMW
-			 * that comes after this, is what lets it see none.
-			 */
-			if (cistern__seen_add(c, idx) == 0) {
-				rs_note_seen(c, idx);
-				st->woke = true;
-			}
-			if (!c->gathering)
-				__builtin_prefetch(cistern__payload(c, idx), 0, 3);
-			fill_sample(c, &out[st->k], idx, w, RS_LIVE_PINNED);
-		}
+		stream_record(c, st, &out[st->k], idx, w, sole, confirm);
 		if (!by_pin)
 			cistern__scratch_put(&st->set, at, idx);
 		st->k++;
@@ -1164,20 +1176,7 @@ stream_blocks(struct cistern *c, struct stream *st, struct cistern_sample *out, 
 				}
 				continue;
 			}
-			if (sole || !confirm) {
-				/* Counted as read by whoever confirms (or uses) the pin. */
-				out[k].index_ = idx;
-				out[k].pos_ = w; /* the whole word */
-			} else {
-				/* As in stream_loop(). */
-				if (cistern__seen_add(c, idx) == 0) {
-					rs_note_seen(c, idx);
-					st->woke = true;
-				}
-				if (!c->gathering)
-					__builtin_prefetch(cistern__payload(c, idx), 0, 3);
-				fill_sample(c, &out[k], idx, w, RS_LIVE_PINNED);
-			}
+			stream_record(c, st, &out[k], idx, w, sole, confirm);
 			misses = 0;
 			if (++k == n) {
 				at++;
