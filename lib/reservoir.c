@@ -913,14 +913,15 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
 /*
  * Pin the members of an open-reception batch while held samples are dense,
  * i.e. while cistern__pick() would probe. The probes are drawn ahead, up to
- * RS_AHEAD of them, and the slot metadata line of each is prefetched when it
- * is drawn, so that the cache misses of a batch overlap instead of following
- * one another. Each candidate is then judged as a probe is: skipped unless
- * held, counted as a repeat if already in the batch, else pinned. The draws
- * are independent and uniform over the slots, so what is taken is uniform
- * over the held samples, without replacement, as with one cistern__pick() per
- * member; drawing a few more than are used changes nothing about the ones
- * used.
+ * RS_AHEAD of them (up to 2 * RS_AHEAD, a block of RS_AHEAD at a time, in
+ * the common case of stream_blocks()), and the slot metadata line of each
+ * is prefetched when it is drawn, so that the cache misses of a batch
+ * overlap instead of following one another. Each candidate is then judged
+ * as a probe is: skipped unless held, counted as a repeat if already in the
+ * batch, else pinned. The draws are independent and uniform over the slots,
+ * so what is taken is uniform over the held samples, without replacement,
+ * as with one cistern__pick() per member; drawing a few more than are used
+ * changes nothing about the ones used.
  *
  * The first payload line of each member is prefetched once it is pinned, for
  * the caller's reads in place, unless the batch is being gathered
@@ -953,10 +954,11 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
  * copies, made once the pins are confirmed, find the members in cache: one
  * pass over memory. Copying each member as soon as its pin was stored,
  * inside this loop, was up to 4% slower where the host's memory was fast
- * and 18% slower where it was slow (docs/benchmarks-log.md, "Where cistern's time
- * goes"). Any other reader leaves the payloads to the caller's copies,
- * which prefetch them ahead: its pins are locked instructions, and
- * prefetching the payloads between them made its batches 5% slower.
+ * and 18% slower where it was slow (docs/benchmarks-log.md, "Where
+ * cistern's time goes"). Any other reader leaves the payloads to the
+ * caller's copies, which prefetch them ahead: its pins are locked
+ * instructions, and prefetching the payloads between them made its batches
+ * 5% slower.
  */
 /*
  * Pin a member while the handle holds nothing (rs_pin_tells_repeats()):
