@@ -1111,42 +1111,77 @@ static void stream_loop(struct cistern *c, struct stream *st, struct cistern_sam
 }
 
 /*
- * The sole reader's common loop (repeats told by its pin bit, a full window
- * of RS_AHEAD candidates), with the drawing split from the judging: a ring
- * of two blocks of RS_AHEAD candidates, one being judged while the other,
- * drawn and prefetched all at once before it, waits. Drawing inline, as
- * stream_loop() does, keeps the generator's state live beside everything
- * the judging needs, more values than the processor has registers, and the
- * loop spilled; split, each loop keeps its own in registers. A candidate is
- * judged RS_AHEAD to 2 * RS_AHEAD candidates after it was prefetched. The same
- * stops and the same draws' use as stream_loop(): a block drawn and not
- * used is dropped, which biases nothing.
+ * Candidates that stream_blocks() draws at a time: two windows. The longer
+ * lead (a candidate is prefetched 32 to 63 draws before it is judged) with
+ * only the candidates a batch can use prefetched made gathered and
+ * zero-copy batches about a tenth faster than blocks of RS_AHEAD
+ * (docs/benchmarks-log.md, "Where cistern's time goes").
+ */
+#define RS_BLOCK (2 * RS_AHEAD)
+
+/*
+ * Draw the n candidates of a block into b, prefetching the first `pf` of
+ * them (the ones the batch can still use, and the next read's first).
+ */
+static inline __attribute__((always_inline)) void
+stream_draw(struct stream *st, uint32_t *b, unsigned n, unsigned pf, bool payload)
+{
+	for (unsigned i = 0; i < n; i++) {
+		b[i] = cistern__rng32_below(&st->rng, &st->pool, (uint32_t)st->nslots);
+		if (i < pf)
+			stream_prefetch(st, b[i], payload);
+	}
+}
+
+/*
+ * How many of the next block's candidates to prefetch when `want` members
+ * are still needed and `ahead` candidates are drawn before it: those the
+ * batch would use if every candidate held a new member, and one more (the
+ * next read's first). Near the end of a batch the rest would be lines
+ * fetched for nothing.
+ */
+static inline unsigned stream_prefetch_count(size_t want, unsigned ahead)
+{
+	if (want < ahead)
+		return 0;
+	return want - ahead + 1 < RS_BLOCK ? (unsigned)(want - ahead + 1) : RS_BLOCK;
+}
+
+/*
+ * The common loop (repeats told by the pin bit, a full window of RS_AHEAD
+ * candidates), with the drawing split from the judging: a ring of two blocks
+ * of RS_BLOCK candidates, one being judged while the other, drawn and
+ * prefetched all at once before it, waits. Drawing inline, as stream_loop()
+ * does, keeps the generator's state live beside everything the judging
+ * needs, more values than the processor has registers, and the loop
+ * spilled; split, each loop keeps its own in registers. The same stops and
+ * the same use of the draws as stream_loop(): candidates drawn and not used
+ * are dropped, which biases nothing.
  */
 static inline __attribute__((always_inline)) void
 stream_blocks(struct cistern *c, struct stream *st, struct cistern_sample *out, size_t n, bool sole,
 	      bool confirm)
 {
+	_Static_assert((RS_AHEAD & (RS_AHEAD - 1)) == 0, "RS_AHEAD is a power of two");
 	/* The sole reader's gather fetches payloads with the metadata (see rs_stream_pinned()). */
 	bool payload = sole && !confirm;
-	_Static_assert((RS_AHEAD & (RS_AHEAD - 1)) == 0, "RS_AHEAD is a power of two");
-	uint32_t ring[2 * RS_AHEAD];
-	/* The window drawn by the caller is the first block. */
-	for (unsigned i = 0; i < RS_AHEAD; i++)
-		ring[i] = st->q[(st->qh + i) & (RS_AHEAD - 1)];
+	uint32_t ring[2 * RS_BLOCK];
 	char *meta0 = st->meta0;
 	uint64_t mstride = st->mstride, bit = st->bit, probes = st->probes;
 	uint64_t misses = st->misses;
 	size_t k = st->k, d = st->d, dmax = st->dmax;
 	unsigned cur = 0, at = 0;
 	bool stop = st->d > st->dmax || probes == 0;
+	/* The first block: the window the caller drew, then draws of our own. */
+	for (unsigned i = 0; i < RS_AHEAD; i++)
+		ring[i] = st->q[(st->qh + i) & (RS_AHEAD - 1)];
+	stream_draw(st, ring + RS_AHEAD, RS_BLOCK - RS_AHEAD,
+		    stream_prefetch_count(n - k, RS_AHEAD), payload);
 	while (!stop && k < n) {
 		/* Draw the other block while this one is judged. */
-		uint32_t *next = ring + (cur ^ RS_AHEAD);
-		for (unsigned i = 0; i < RS_AHEAD; i++) {
-			next[i] = cistern__rng32_below(&st->rng, &st->pool, (uint32_t)st->nslots);
-			stream_prefetch(st, next[i], payload);
-		}
-		for (at = 0; at < RS_AHEAD; at++) {
+		stream_draw(st, ring + (cur ^ RS_BLOCK), RS_BLOCK,
+			    stream_prefetch_count(n - k, RS_BLOCK), payload);
+		for (at = 0; at < RS_BLOCK; at++) {
 			uint32_t idx = ring[cur + at];
 			struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
 			/* Acquire: what the sole reader reads of the sample after confirming is its. */
@@ -1185,12 +1220,12 @@ stream_blocks(struct cistern *c, struct stream *st, struct cistern_sample *out, 
 				break;
 			}
 		}
-		if (at == RS_AHEAD) {
-			cur ^= RS_AHEAD;
+		if (at == RS_BLOCK) {
+			cur ^= RS_BLOCK;
 			at = 0;
 		}
 	}
-	/* The next candidate not judged, drawn and prefetched: the caller keeps it for the next read. */
+	/* The next candidate not judged, drawn (and prefetched): the caller keeps it for the next read. */
 	st->q[0] = ring[cur + at];
 	st->qh = 0;
 	st->k = k;
