@@ -1113,8 +1113,8 @@ static void stream_loop(struct cistern *c, struct stream *st, struct cistern_sam
 /*
  * Candidates that stream_blocks() draws at a time: two windows. The longer
  * lead (a candidate is prefetched 32 to 63 draws before it is judged) with
- * only the candidates a batch can use prefetched made gathered and
- * zero-copy batches about a tenth faster than blocks of RS_AHEAD
+ * only the candidates a batch can use prefetched made gathered batches
+ * 5-9% faster than blocks of RS_AHEAD, and zero-copy ones up to 10%
  * (docs/benchmarks-log.md, "Where cistern's time goes").
  */
 #define RS_BLOCK (2 * RS_AHEAD)
