@@ -913,7 +913,7 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
 /*
  * Pin the members of an open-reception batch while held samples are dense,
  * i.e. while cistern__pick() would probe. The probes are drawn ahead, up to
- * RS_AHEAD of them (up to 2 * RS_AHEAD, a block of RS_AHEAD at a time, in
+ * RS_AHEAD of them (up to 2 * RS_BLOCK, a block of RS_BLOCK at a time, in
  * the common case of stream_blocks()), and the slot metadata line of each
  * is prefetched when it is drawn, so that the cache misses of a batch
  * overlap instead of following one another. Each candidate is then judged
@@ -1262,7 +1262,7 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	 *
 	 * A window of `win` drawn candidates, as many as the batch still needs
 	 * up to RS_AHEAD, drawn and prefetched here; the loops draw more as
-	 * they go, and up to 2 * RS_AHEAD draws at the end go unused (they are
+	 * they go, and up to 2 * RS_BLOCK draws at the end go unused (they are
 	 * independent of the rest: dropping them biases nothing).
 	 */
 	struct stream st = {
