@@ -128,30 +128,43 @@ Test(uniformity, reservoir_reads_are_uniform_when_held_samples_are_sparse)
 			  20, 40000, "sparse reservoir reads");
 }
 
+/* How batch_members_are_uniform_how() reads: flags. */
+enum {
+	READ_GATHERED = 1, /* cistern_get_batch(), else acquire_batch/release_batch */
+	READ_BESIDE_SECOND = 2, /* a second reader attached (second_reader()) */
+};
+
 /*
  * Put K samples (payload = their index) into a segment of this config, read
- * N batches of B with cistern_acquire_batch(), and test the members for
- * uniformity over the K.
+ * N batches of B as `how` says, and test the members for uniformity over
+ * the K.
  */
-static void batch_members_are_uniform_with(const char *tag, struct cistern_config cfg, int k, int b,
-					   int n, const char *what, bool second)
+static void batch_members_are_uniform_how(const char *tag, struct cistern_config cfg, int k, int b,
+					  int n, const char *what, unsigned how)
 {
 	char name[64];
 	struct cistern *c = make_filled(tag, name, sizeof(name), cfg, k);
-	struct cistern *r2 = second ? second_reader(c, name) : NULL;
+	struct cistern *r2 = how & READ_BESIDE_SECOND ? second_reader(c, name) : NULL;
 	uint64_t *counts = calloc((size_t)k, sizeof(*counts));
 	struct cistern_sample *s = calloc((size_t)b, sizeof(*s));
-	cr_assert(counts && s);
+	uint32_t *v = calloc((size_t)b, sizeof(*v));
+	cr_assert(counts && s && v);
 	for (int i = 0; i < n; i++) {
-		cr_assert_eq(cistern_acquire_batch(c, s, (size_t)b, 0), b);
-		for (int j = 0; j < b; j++) {
-			uint32_t v = *(const uint32_t *)s[j].data;
-			cr_assert_lt(v, (uint32_t)k);
-			counts[v]++;
+		if (how & READ_GATHERED) {
+			cr_assert_eq(cistern_get_batch(c, v, sizeof(*v), (size_t)b, NULL, NULL, 0), b);
+		} else {
+			cr_assert_eq(cistern_acquire_batch(c, s, (size_t)b, 0), b);
+			for (int j = 0; j < b; j++)
+				v[j] = *(const uint32_t *)s[j].data;
+			cr_assert_eq(cistern_release_batch(c, s, (size_t)b), 0);
 		}
-		cr_assert_eq(cistern_release_batch(c, s, (size_t)b), 0);
+		for (int j = 0; j < b; j++) {
+			cr_assert_lt(v[j], (uint32_t)k);
+			counts[v[j]]++;
+		}
 	}
 	assert_uniform(counts, k, (uint64_t)n * b, what);
+	free(v);
 	free(s);
 	free(counts);
 	if (r2)
@@ -163,17 +176,17 @@ static void batch_members_are_uniform_with(const char *tag, struct cistern_confi
 static void batch_members_are_uniform(const char *tag, struct cistern_config cfg, int k, int b,
 				      int n, const char *what)
 {
-	batch_members_are_uniform_with(tag, cfg, k, b, n, what, false);
-}
-
-Test(uniformity, reservoir_batch_members_are_uniform_over_held_samples)
-{
-	/* 100 held in 128 slots: candidates drawn ahead of the pins, some of them empty. */
-	batch_members_are_uniform("u-batch",
-				  (struct cistern_config){.policy = CISTERN_RESERVOIR,
-							  .slot_size = 4, .slot_count = 128,
-							  .watermark = 100},
-				  100, 32, 6000, "reservoir batch members");
+	batch_members_are_uniform_how(tag, cfg, k, b, n, what, 0);
+				      }
+				      
+				      Test(uniformity, reservoir_batch_members_are_uniform_over_held_samples)
+				      {
+					      /* 100 held in 128 slots: candidates drawn ahead of the pins, some of them empty. */
+					      batch_members_are_uniform("u-batch",
+									(struct cistern_config){.policy = CISTERN_RESERVOIR,
+												.slot_size = 4, .slot_count = 128,
+												.watermark = 100},
+									100, 32, 6000, "reservoir batch members");
 }
 
 Test(uniformity, sole_readers_batch_members_are_uniform_over_held_samples)
@@ -191,38 +204,6 @@ Test(uniformity, sole_readers_batch_members_are_uniform_over_held_samples)
 				  100, 48, 4000, "sole reader's batch members");
 }
 
-/* The same with cistern_get_batch(): the members copied out, nothing held after. */
-static void gathered_members_are_uniform_with(const char *tag, struct cistern_config cfg, int k,
-					      int b, int n, const char *what, bool second)
-{
-	char name[64];
-	struct cistern *c = make_filled(tag, name, sizeof(name), cfg, k);
-	struct cistern *r2 = second ? second_reader(c, name) : NULL;
-	uint64_t *counts = calloc((size_t)k, sizeof(*counts));
-	uint32_t *v = calloc((size_t)b, sizeof(*v));
-	cr_assert(counts && v);
-	for (int i = 0; i < n; i++) {
-		cr_assert_eq(cistern_get_batch(c, v, sizeof(*v), (size_t)b, NULL, NULL, 0), b);
-		for (int j = 0; j < b; j++) {
-			cr_assert_lt(v[j], (uint32_t)k);
-			counts[v[j]]++;
-		}
-	}
-	assert_uniform(counts, k, (uint64_t)n * b, what);
-	free(v);
-	free(counts);
-	if (r2)
-		cistern_detach(r2);
-	cistern_detach(c);
-	cistern_unlink(name);
-}
-
-static void gathered_members_are_uniform(const char *tag, struct cistern_config cfg, int k, int b,
-					 int n, const char *what)
-{
-	gathered_members_are_uniform_with(tag, cfg, k, b, n, what, false);
-}
-
 Test(uniformity, sole_readers_gathered_members_are_uniform_over_held_samples)
 {
 	/*
@@ -230,42 +211,45 @@ Test(uniformity, sole_readers_gathered_members_are_uniform_over_held_samples)
 	 * payloads prefetched with their metadata): 100 held in 128 slots, so
 	 * that some candidates are empty and batches of 48 draw repeats.
 	 */
-	gathered_members_are_uniform("u-sgather",
-				     (struct cistern_config){.policy = CISTERN_RESERVOIR,
-							     .flags = CISTERN_SINGLE_READER,
-							     .slot_size = 4, .slot_count = 128,
-							     .watermark = 100},
-				     100, 48, 4000, "sole reader's gathered members");
+	batch_members_are_uniform_how("u-sgather",
+				      (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							      .flags = CISTERN_SINGLE_READER,
+							      .slot_size = 4, .slot_count = 128,
+							      .watermark = 100},
+				      100, 48, 4000, "sole reader's gathered members", READ_GATHERED);
 }
 
 Test(uniformity, sole_readers_gathered_members_are_uniform_in_a_large_segment)
 {
 	/* 4,000 held in 4,096 slots, batches of 256: the common case of the bench's section 4. */
-	gathered_members_are_uniform("u-sgather-l",
-				     (struct cistern_config){.policy = CISTERN_RESERVOIR,
-							     .flags = CISTERN_SINGLE_READER,
-							     .slot_size = 4, .slot_count = 4096,
-							     .watermark = 4000},
-				     4000, 256, 1600, "sole reader's gathered members, large");
+	batch_members_are_uniform_how("u-sgather-l",
+				      (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							      .flags = CISTERN_SINGLE_READER,
+							      .slot_size = 4, .slot_count = 4096,
+							      .watermark = 4000},
+				      4000, 256, 1600, "sole reader's gathered members, large",
+				      READ_GATHERED);
 }
 
 Test(uniformity, batch_members_are_uniform_with_a_second_reader)
 {
 	/* Locked pins, each checked against the slot word as it is set. */
-	batch_members_are_uniform_with("u-batch2",
-				       (struct cistern_config){.policy = CISTERN_RESERVOIR,
-							       .slot_size = 4, .slot_count = 128,
-							       .watermark = 100},
-				       100, 48, 4000, "batch members, second reader", true);
+	batch_members_are_uniform_how("u-batch2",
+				      (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							      .slot_size = 4, .slot_count = 128,
+							      .watermark = 100},
+				      100, 48, 4000, "batch members, second reader",
+				      READ_BESIDE_SECOND);
 }
 
 Test(uniformity, gathered_members_are_uniform_with_a_second_reader)
 {
-	gathered_members_are_uniform_with("u-gather2",
-					  (struct cistern_config){.policy = CISTERN_RESERVOIR,
-								  .slot_size = 4, .slot_count = 128,
-								  .watermark = 100},
-					  100, 48, 4000, "gathered members, second reader", true);
+	batch_members_are_uniform_how("u-gather2",
+				      (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							      .slot_size = 4, .slot_count = 128,
+							      .watermark = 100},
+				      100, 48, 4000, "gathered members, second reader",
+				      READ_GATHERED | READ_BESIDE_SECOND);
 }
 
 Test(uniformity, reservoir_batch_members_are_uniform_when_held_samples_are_sparse)
