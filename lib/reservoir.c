@@ -1162,7 +1162,6 @@ static inline __attribute__((always_inline)) void
 stream_blocks(struct cistern *c, struct stream *st, struct cistern_sample *out, size_t n, bool sole,
 	      bool confirm)
 {
-	_Static_assert((RS_AHEAD & (RS_AHEAD - 1)) == 0, "RS_AHEAD is a power of two");
 	/* The sole reader's gather fetches payloads with the metadata (see rs_stream_pinned()). */
 	bool payload = sole && !confirm;
 	uint32_t ring[2 * RS_BLOCK];
@@ -1172,9 +1171,9 @@ stream_blocks(struct cistern *c, struct stream *st, struct cistern_sample *out, 
 	size_t k = st->k, d = st->d, dmax = st->dmax;
 	unsigned cur = 0, at = 0;
 	bool stop = st->d > st->dmax || probes == 0;
-	/* The first block: the window the caller drew, then draws of our own. */
+	/* The first block: the window the caller just drew (q[0] on), then draws of our own. */
 	for (unsigned i = 0; i < RS_AHEAD; i++)
-		ring[i] = st->q[(st->qh + i) & (RS_AHEAD - 1)];
+		ring[i] = st->q[i];
 	stream_draw(st, ring + RS_AHEAD, RS_BLOCK - RS_AHEAD,
 		    stream_prefetch_count(n - k, RS_AHEAD), payload);
 	while (!stop && k < n) {
