@@ -4,9 +4,11 @@
  * a dump file, then cistern_dump_verify() and cistern_restore() read it. Both
  * must refuse damage with an error, never crash, and a refused restore must
  * leave no segment behind. The seeds (fuzz/corpus/dump/) are real dumps of
- * small segments of several policies; every section carries a checksum, so
- * most mutations stop at the first one, which is itself what is tested:
- * nothing past a failed checksum is trusted.
+ * small segments of several policies, and fifo-refused-config, a FIFO's
+ * dump given a read rate under a meta checksum that holds, which a run
+ * found verify accepting and restore refusing. Every section carries a
+ * checksum, so most mutations stop at the first one, which is itself what
+ * is tested: nothing past a failed checksum is trusted.
  */
 #include <errno.h>
 #include <fcntl.h>

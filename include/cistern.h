@@ -609,14 +609,16 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  * segment is renamed to `name`, which must not exist.
  * @param progress may be NULL; called with (bytes read, file size, arg)
  * @return 0; -EEXIST if `name` exists; -EBADMSG for a damaged or truncated
- *         dump; -EPROTONOSUPPORT for a dump format this build does not know;
+ *         dump, or one whose config cistern_create() would refuse;
+ *         -EPROTONOSUPPORT for a dump format this build does not know;
  *         -ENOTSUP for a policy this build lacks; -errno of the file I/O.
  */
 CISTERN_API int cistern_restore(const char *path, const char *name, cistern_progress_fn progress,
 		    void *arg, struct cistern_dump_info *info);
 
 /**
- * Read and fully verify a dump file without restoring it.
+ * Read and fully verify a dump file without restoring it: it answers as
+ * cistern_restore() would.
  * @return 0, -EBADMSG, -EPROTONOSUPPORT or -errno.
  */
 CISTERN_API int cistern_dump_verify(const char *path, struct cistern_dump_info *info);

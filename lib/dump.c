@@ -1159,6 +1159,13 @@ static int read_frame(int fd, uint64_t *size, struct meta *m)
 	    m->sample_count > m->cfg.slot_count || m->samples_size < m->sample_count * REC_HDR ||
 	    m->cfg.policy >= CISTERN_POLICY_COUNT || m->next_id < m->sample_count)
 		return -EBADMSG;
+	/*
+	 * A config that create would refuse, under a meta checksum that holds:
+	 * refused here, where verify and restore both read it, so that they
+	 * agree (restore would otherwise fail later, at create, with -EINVAL).
+	 */
+	if (cistern_config_problem(&m->cfg) != NULL)
+		return -EBADMSG;
 	return 0;
 }
 

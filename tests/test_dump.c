@@ -224,6 +224,32 @@ static void flip_in_seen_set(const char *path)
 	flip_byte(path, file_size(path) - 32 - 512 - 1);
 }
 
+/*
+ * A meta block that checks out but holds a config create refuses: a read
+ * rate (reads_per_put 1.0) on this FIFO, the meta checksum made again over
+ * it (the whole-file checksum does not move: a block followed by its own
+ * CRC-32C adds nothing to a CRC-32C running over both).
+ */
+static void refused_config_in_meta(const char *path)
+{
+	const off_t meta = file_size(path) - 32 - 512;
+	const off_t rpp = meta + 160; /* reads_per_put in the meta block (lib/dump.c, meta_code()) */
+	int fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0);
+	uint8_t mb[512];
+	cr_assert_eq(pread(fd, mb, sizeof(mb), meta), (ssize_t)sizeof(mb));
+	double one = 1.0;
+	uint64_t bits;
+	memcpy(&bits, &one, sizeof(bits));
+	for (int i = 0; i < 8; i++)
+		mb[rpp - meta + i] = (uint8_t)(bits >> (8 * i));
+	uint32_t crc = cistern__crc32c(0, mb, sizeof(mb) - 4);
+	for (int i = 0; i < 4; i++)
+		mb[sizeof(mb) - 4 + i] = (uint8_t)(crc >> (8 * i));
+	cr_assert_eq(pwrite(fd, mb, sizeof(mb), meta), (ssize_t)sizeof(mb));
+	close(fd);
+}
+
 static void truncate_half(const char *path)
 {
 	cr_assert_eq(truncate(path, file_size(path) / 2), 0);
@@ -247,6 +273,11 @@ Test(dump, a_flipped_meta_byte_is_refused_and_nothing_created)
 Test(dump, a_flipped_seen_set_byte_is_refused_and_nothing_created)
 {
 	refused("d-seen", flip_in_seen_set);
+}
+
+Test(dump, a_config_create_would_refuse_is_refused_by_verify_and_restore_alike)
+{
+	refused("d-cfg", refused_config_in_meta);
 }
 
 Test(dump, a_file_cut_in_half_is_refused_and_nothing_created)
