@@ -647,7 +647,7 @@ static inline void cistern__fence_before_wake(void)
  * a relaxed store set the bit, with no locked instruction. The pin holds only
  * once a seq_cst fence follows the store and the slot word, read after the
  * fence, is still the one seen before (pins.c): cistern__pin() fences each
- * pin, batched reads (reservoir.c) fence once for all of theirs.
+ * pin, batched reads (reservoir_read.c) fence once for all of theirs.
  * 1: the bit was set now; 0: this handle already pinned the slot (an extra
  * pin, counted locally); -1: no memory to count it.
  */

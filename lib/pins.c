@@ -23,7 +23,7 @@
  *   reader:  pins = bit (store);    seq_cst fence;  load word: unchanged? else undo
  * which the same single-total-order argument covers (a load sequenced after
  * a seq_cst fence sees the last seq_cst write before the fence, or a later
- * one). A batch stores all its pins and fences once (reservoir.c).
+ * one). A batch stores all its pins and fences once (reservoir_read.c).
  *
  * The fast paths of a pin and an unpin, cistern__pin() and
  * cistern__unpin_quiet(), are inline in internal.h; what is here is their

@@ -16,7 +16,7 @@
  *
  * An eviction passes through EVICTING(p, me) between HELD and RESERVED: the
  * producer has stopped new pins and checks that no reader pinned the sample;
- * if one did, the slot goes back to HELD(p) (see evict_claim in reservoir.c).
+ * if one did, the slot goes back to HELD(p) (see rs_evict_claim in reservoir.c).
  * HELD samples are also read shared, by pinning (pins.c): a pinned sample
  * stays HELD and no producer may evict it. `pos` is the ring position for
  * FIFOEvictReservoir (the oldest sample is the one at tail - capacity) and the
@@ -59,6 +59,11 @@ int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot);
 int rs_fill_past_count(struct cistern *c, struct cistern_slot *slot);
 /* Evict a sample for which ok() holds (NULL: held, seen, unpinned) and reserve its slot. */
 int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_qualify_fn ok);
+/*
+ * Take held slot idx (word w) for overwriting, through EVICTING; false if a
+ * reader pinned it meanwhile, or, with need_seen, nobody has read it yet.
+ */
+bool rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t newpos, bool need_seen);
 /* Reservoir puts: fill an empty slot, else evict a random seen, unpinned sample. */
 int rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *slot);
 int rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct cistern_meta *meta);
@@ -76,7 +81,10 @@ bool rs_closed(struct cistern *c);
 bool rs_drained(struct cistern *c);
 void rs_reclaim(struct cistern *c, uint32_t owner);
 uint64_t rs_population(const struct cistern *c, const struct cistern_stats *st);
-/* Rate limiter: may a reader take n more? may a producer put one more? */
+/* reservoir_read.c: a reservoir's try_acquire_batch and try_acquire (one sample). */
+int rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n);
+int rs_try_acquire(struct cistern *c, struct cistern_sample *s);
+/* rate_limit.c: may a reader take n more? may a producer put one more? */
 bool rs_rate_allows_read(struct cistern *c, uint64_t n);
 bool rs_rate_allows_put(struct cistern *c);
 /* The rate limiter counts n reads made. */
@@ -97,7 +105,7 @@ static inline bool rs_pin_tells_repeats(const struct cistern *c)
 	return c->holding == 0 && c->dups.used == 0;
 }
 /*
- * Draw and pin batch members while held samples are dense (reservoir.c);
+ * Draw and pin batch members while held samples are dense (reservoir_read.c);
  * gathering (gather.c), the pins are left uncounted, the sole reader's for
  * the caller to confirm, and the sole reader prefetches each member's
  * payload for the caller's copy.
@@ -107,6 +115,26 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 /* gather.c: cistern_get_batch() in one pass for a reader holding nothing; -EAGAIN = general path. */
 int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		   const struct cistern_gather *g);
+
+/* Make s the sample in slot index (metadata m, payload at data). */
+static inline void rs_fill_sample_at(struct cistern_sample *s, const struct cistern_slotmeta *m,
+				     const void *data, uint64_t index, uint64_t word, uint32_t live)
+{
+	s->data = data;
+	s->len = (size_t)m->len;
+	s->meta.sample_id = m->sample_id;
+	s->meta.sim_id = __atomic_load_n(&m->sim_id, __ATOMIC_RELAXED);
+	s->meta.time_step = __atomic_load_n(&m->time_step, __ATOMIC_RELAXED);
+	s->pos_ = sw_pos(word);
+	s->index_ = (uint32_t)index;
+	s->live_ = live;
+}
+
+static inline void rs_fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index,
+				  uint64_t word, uint32_t live)
+{
+	rs_fill_sample_at(s, cistern__slotmeta(c, index), cistern__payload(c, index), index, word, live);
+}
 
 /* pairs.c: SimPairedReservoir's (sim_id, time_step) -> slot index */
 void pairs_publish(struct cistern *c, uint64_t index);

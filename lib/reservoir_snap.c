@@ -3,7 +3,7 @@
  * reservoir_snap.c - what inspect, gc, dump and restore need from FIRO and the
  * four reservoirs (struct cistern_snap_ops): one classification of their slot
  * states (reservoir.h) and one way to lay restored samples back in. Kept out
- * of reservoir.c so that the policies' own file stays about the policies.
+ * of the policies' own files so that they stay about the policies.
  */
 #include <errno.h>
 

@@ -14,7 +14,7 @@
  *
  * What the role buys is in fifo.c: while only one handle may move the tail
  * (head), it claims slots and moves the index with plain stores; and, for
- * the reservoirs, in pins.c and reservoir.c: the one reader is the only
+ * the reservoirs, in pins.c and reservoir_read.c: the one reader is the only
  * writer of the pins words and of the seen counts of held samples, so it
  * pins and counts with plain stores and fences once per batch.
  */

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fifo_evict.c - FIFOEvictReservoir: a ring of slots whose puts, once it is
+ * full, evict the oldest sample if it was seen; reads are the reservoirs'
+ * (reservoir_read.c), the slot states reservoir.h's.
+ */
+#include <errno.h>
+
+#include "reservoir.h"
+
+static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
+{
+	struct cistern_hdr *h = c->hdr;
+	bool lossy = h->flags & CISTERN_LOSSY;
+	if (!rs_rate_allows_put(c))
+		return -EAGAIN;
+	for (;;) {
+		uint64_t t = atomic_load_explicit(&h->tail, memory_order_acquire);
+		uint64_t idx = cistern__slot_of(c, t);
+		struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
+		int64_t d = sw_lap_diff(w, t);
+		if (d == 0 && sw_state(w) == RS_EMPTY) {
+			uint64_t nw = sw_make(t, RS_RESERVED, c->owner);
+			/* Counted before the claim, as in rs_fill_reserve(), and seq_cst for the same reasons. */
+			atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst);
+			if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
+								     memory_order_seq_cst,
+								     memory_order_relaxed)) {
+				atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
+				continue;
+			}
+			cistern__help_advance(&h->tail, t);
+			cistern__set_slot(slot, c, idx, t);
+			return 0;
+		}
+		if (d >= 0) {
+			/* Claimed already: help the index along. */
+			if (cistern__help_or_refuse(c, &h->tail, t, d) < 0)
+				return -EPROTO;
+			continue;
+		}
+		/* The slot holds the oldest sample, from the previous lap. */
+		if (d == -(int64_t)c->slot_count && sw_state(w) == RS_HELD &&
+		    (lossy || atomic_load_explicit(&m->seen, memory_order_relaxed) >= 1)) {
+			if (rs_evict_claim(c, idx, w, t, !lossy)) {
+				cistern__help_advance(&h->tail, t);
+				cistern__set_slot(slot, c, idx, t);
+				return 0;
+			}
+		}
+		if (atomic_load_explicit(&h->tail, memory_order_acquire) != t)
+			continue;
+		/* The oldest is unseen, pinned, being evicted, or still being written. */
+		return -EAGAIN;
+	}
+}
+
+const struct cistern_ops cistern__fifo_evict_ops = {
+	.init = rs_init,
+	.try_reserve = fifo_evict_try_reserve,
+	.commit = rs_commit,
+	.abort = rs_abort,
+	.try_acquire = rs_try_acquire,
+	.release = rs_release_generic,
+	.release_batch = rs_release_batch,
+	.unacquire = rs_unacquire,
+	.try_acquire_batch = rs_try_acquire_n,
+	.gather_now = rs_gather_now,
+	.drained = rs_drained,
+	.reclaim = rs_reclaim,
+	.population = rs_population,
+};
