@@ -152,6 +152,12 @@ struct cistern {
 	uint64_t cpu_shared_waits;      /* wait.c: waits that yielded to a counterpart on our CPU */
 };
 
+/* v rounded up to a multiple of a, a power of two. */
+static inline uint64_t cistern__align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
 /* Slot index of ring position pos. */
 static inline uint64_t cistern__slot_of(const struct cistern *c, uint64_t pos)
 {
@@ -821,7 +827,7 @@ extern const struct cistern_ops cistern__sim_paired_ops;
 extern const struct cistern_ops cistern__batch_ops;
 const struct cistern_ops *cistern__ops_for(uint32_t policy);
 
-/* ---- Inspection, gc and snapshots (inspect.c, dump.c) ------------------ */
+/* ---- Inspection, gc and snapshots (inspect.c, dump.c, restore.c) ------- */
 
 /*
  * What the read-only tools need from a policy, kept apart from cistern_ops so
@@ -885,7 +891,7 @@ uint32_t cistern__crc32c_soft(uint32_t crc, const void *buf, size_t len);
  * pwrite() loop, CISTERN__DUMP_BUFFERED keeps io_uring but without O_DIRECT.
  */
 enum { CISTERN__DUMP_PLAIN = 1u << 0, CISTERN__DUMP_BUFFERED = 1u << 1 };
-/* Tests set this to take the paths used where io_uring is unavailable. */
+/* dump_io.c: tests set this to take the paths used where io_uring is unavailable. */
 extern bool cistern__no_uring;
 int cistern__dump_ex(const char *name, const char *path, unsigned flags,
 		     cistern_progress_fn progress, void *arg, struct cistern_dump_info *info);

@@ -86,11 +86,6 @@ uint32_t cistern__layout_signature(void)
 	return h;
 }
 
-static uint64_t align_up(uint64_t v, uint64_t a)
-{
-	return (v + a - 1) & ~(a - 1);
-}
-
 int cistern__compute_layout(uint32_t policy, uint64_t slot_size, uint64_t slot_count,
 			    uint64_t procs, uint64_t index_count, struct cistern_layout *out)
 {
@@ -118,11 +113,11 @@ int cistern__compute_layout(uint32_t policy, uint64_t slot_size, uint64_t slot_c
 	 * The limits keep every product below 2^64: (2^30 + 64) * 2^28 < 2^59.
 	 */
 	bool interleave = policy != CISTERN_FIFO;
-	uint64_t payload = align_up(slot_size, CISTERN_CACHELINE);
+	uint64_t payload = cistern__align_up(slot_size, CISTERN_CACHELINE);
 	uint64_t stride = payload + (interleave ? sizeof(struct cistern_slotmeta) : 0);
 	if (payload * slot_count > CISTERN_ARENA_MAX)
 		return -EINVAL;
-	uint64_t off = align_up(sizeof(struct cistern_hdr), CISTERN_CACHELINE);
+	uint64_t off = cistern__align_up(sizeof(struct cistern_hdr), CISTERN_CACHELINE);
 	out->slot_stride = stride;
 	out->meta_stride = interleave ? stride : sizeof(struct cistern_slotmeta);
 	out->procs_off = off;
@@ -134,14 +129,14 @@ int cistern__compute_layout(uint32_t policy, uint64_t slot_size, uint64_t slot_c
 	out->index_off = off;
 	off += index_count * sizeof(uint64_t);
 	/* The slots start on a page. */
-	off = align_up(off, 4096);
+	off = cistern__align_up(off, 4096);
 	if (interleave) {
 		out->meta_off = off;
 		off += sizeof(struct cistern_slotmeta);
 	}
 	out->arena_off = off;
 	off += stride * slot_count;
-	out->total_size = align_up(off, 4096);
+	out->total_size = cistern__align_up(off, 4096);
 	return 0;
 }
 
@@ -223,7 +218,7 @@ static const char *config_problem(const struct cistern_config *cfg)
 		return "slot_count is above CISTERN_SLOT_COUNT_MAX (2^28)";
 	if (cfg->max_procs > CISTERN_PROCS_MAX)
 		return "max_procs is above CISTERN_PROCS_MAX (1024)";
-	if (align_up(cfg->slot_size, CISTERN_CACHELINE) * cfg->slot_count > CISTERN_ARENA_MAX)
+	if (cistern__align_up(cfg->slot_size, CISTERN_CACHELINE) * cfg->slot_count > CISTERN_ARENA_MAX)
 		return "slot_count slots of slot_size bytes exceed CISTERN_ARENA_MAX (64 GiB)";
 	if (cfg->watermark > cfg->slot_count)
 		return "watermark is above slot_count";

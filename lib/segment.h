@@ -162,7 +162,7 @@ struct cistern_hdr {
 	char name[CISTERN_NAME_MAX + 1];
 	/*
 	 * FIFO sample id = ring position + id_base. 0 for a new segment; a
-	 * restored one starts above the ids it restored (see lib/dump.c).
+	 * restored one starts above the ids it restored (see lib/restore.c).
 	 */
 	uint64_t id_base;
 

@@ -233,7 +233,7 @@ static void flip_in_seen_set(const char *path)
 static void refused_config_in_meta(const char *path)
 {
 	const off_t meta = file_size(path) - 32 - 512;
-	const off_t rpp = meta + 160; /* reads_per_put in the meta block (lib/dump.c, meta_code()) */
+	const off_t rpp = meta + 160; /* reads_per_put in the meta block (lib/dump_format.c, meta_code()) */
 	int fd = open(path, O_RDWR);
 	cr_assert_geq(fd, 0);
 	uint8_t mb[512];

@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * restore.c - checking a dump file whole (cistern_dump_verify) and making a
+ * segment from one (cistern_restore): the file is read front to back once,
+ * several chunks in flight, and parsed as the chunks arrive.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <roaring/roaring.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "dump_format.h"
+#include "dump_io.h"
+
+/* Parses the samples section as a byte stream and lays records into slots. */
+struct parser {
+	struct cistern *c;
+	const struct dump_meta *m;
+	uint8_t hdr[REC_HDR];
+	size_t hfill;           /* header bytes collected */
+	uint64_t len, pad;      /* payload bytes and padding of the current record */
+	uint64_t got;           /* payload bytes copied so far */
+	int state;              /* 0 header, 1 payload, 2 padding */
+	uint64_t count, bytes;
+	uint64_t last_id;
+	roaring_bitmap_t *seen; /* rebuilt from the records, to compare with the file's */
+};
+
+static int parse(struct parser *ps, const uint8_t *p, size_t n)
+{
+	struct cistern *c = ps->c;
+	while (n) {
+		if (ps->state == 0) {
+			size_t k = REC_HDR - ps->hfill < n ? REC_HDR - ps->hfill : n;
+			memcpy(ps->hdr + ps->hfill, p, k);
+			ps->hfill += k;
+			p += k;
+			n -= k;
+			if (ps->hfill < REC_HDR)
+				break;
+			ps->hfill = 0;
+			if (ps->count >= ps->m->sample_count)
+				return -EBADMSG;
+			uint64_t id = get64(ps->hdr);
+			uint64_t len = get64(ps->hdr + 16);
+			uint32_t src = get32(ps->hdr + 28);
+			if (len > c->slot_size || (ps->count && id <= ps->last_id) ||
+			    src >= CISTERN_SLOT_COUNT_MAX)
+				return -EBADMSG;
+			struct cistern_slotmeta *sm = cistern__slotmeta(c, ps->count);
+			sm->sample_id = id;
+			sm->sim_id = get32(ps->hdr + 8);
+			sm->time_step = get32(ps->hdr + 12);
+			sm->len = len;
+			uint32_t nseen = get32(ps->hdr + 24);
+			atomic_store_explicit(&sm->seen, nseen, memory_order_relaxed);
+			if (nseen)
+				roaring_bitmap_add(ps->seen, src);
+			ps->last_id = id;
+			ps->len = len;
+			ps->pad = cistern__align_up((size_t)len, 8) - len;
+			ps->got = 0;
+			ps->state = len ? 1 : (ps->pad ? 2 : 0);
+			ps->bytes += len;
+			ps->count++;
+		} else if (ps->state == 1) {
+			uint64_t k = ps->len - ps->got < n ? ps->len - ps->got : n;
+			memcpy((char *)cistern__payload(c, ps->count - 1) + ps->got, p, (size_t)k);
+			ps->got += k;
+			p += k;
+			n -= (size_t)k;
+			if (ps->got == ps->len)
+				ps->state = ps->pad ? 2 : 0;
+		} else {
+			/* Padding must be zero: anything else means the stream is off. */
+			if (*p != 0)
+				return -EBADMSG;
+			p++;
+			n--;
+			if (--ps->pad == 0)
+				ps->state = 0;
+		}
+	}
+	return 0;
+}
+
+/* Stream the whole file: parse samples, collect the seen set, check every CRC. */
+static int load(int fd, uint64_t size, const struct dump_meta *m, struct cistern *c,
+		roaring_bitmap_t *seen, cistern_progress_fn progress, void *arg)
+{
+	struct io_reader rd;
+	int r = io_r_init(&rd, fd, size);
+	if (r < 0)
+		return r;
+	struct parser ps = {.c = c, .m = m, .seen = seen};
+	char *bm = malloc(m->bitmap_size ? m->bitmap_size : 1);
+	if (!bm) {
+		io_r_destroy(&rd);
+		return -ENOMEM;
+	}
+	uint32_t file_crc = 0, samples_crc = 0;
+	uint64_t pos = 0;
+	const uint64_t crc_end = size - 8; /* the whole-file CRC stops at its own field */
+	const uint8_t *p;
+	size_t len;
+	uint8_t tail[8];
+	r = 0;
+	while (r == 0 && (p = io_r_next(&rd, &len)) != NULL) {
+		uint64_t a = pos, b = pos + len;
+		uint64_t ce = b < crc_end ? b : crc_end;
+		if (ce > a)
+			file_crc = cistern__crc32c(file_crc, p, (size_t)(ce - a));
+		if (b > crc_end) {
+			uint64_t from = a > crc_end ? a : crc_end;
+			memcpy(tail + (from - crc_end), p + (from - a), (size_t)(b - from));
+		}
+		/* The part of this chunk inside the samples section. */
+		uint64_t s0 = m->samples_off, s1 = m->samples_off + m->samples_size;
+		uint64_t x0 = a > s0 ? a : s0, x1 = b < s1 ? b : s1;
+		if (x1 > x0) {
+			samples_crc = cistern__crc32c(samples_crc, p + (x0 - a), (size_t)(x1 - x0));
+			r = parse(&ps, p + (x0 - a), (size_t)(x1 - x0));
+		}
+		uint64_t b0 = m->bitmap_off, b1 = m->bitmap_off + m->bitmap_size;
+		x0 = a > b0 ? a : b0;
+		x1 = b < b1 ? b : b1;
+		if (x1 > x0)
+			memcpy(bm + (x0 - b0), p + (x0 - a), (size_t)(x1 - x0));
+		pos = b;
+		io_r_done(&rd);
+		if (progress)
+			progress(pos, size, arg);
+	}
+	if (r == 0 && rd.err)
+		r = rd.err;
+	io_r_destroy(&rd);
+	if (r == 0 && pos != size)
+		r = -EBADMSG;
+	/* Checksums first: a damaged file must say "damaged", whatever else is off. */
+	if (r == 0 && file_crc != get32(tail))
+		r = -EBADMSG;
+	if (r == 0 && (samples_crc != m->samples_crc ||
+		       cistern__crc32c(0, bm, m->bitmap_size) != m->bitmap_crc))
+		r = -EBADMSG;
+	if (r == 0 && (ps.state != 0 || ps.hfill != 0 || ps.count != m->sample_count ||
+		       ps.bytes != m->payload_bytes))
+		r = -EBADMSG;
+	if (r == 0) {
+		roaring_bitmap_t *fb = NULL;
+		if (roaring_bitmap_portable_deserialize_size(bm, m->bitmap_size) == m->bitmap_size)
+			fb = roaring_bitmap_portable_deserialize_safe(bm, m->bitmap_size);
+		if (!fb || !roaring_bitmap_equals(fb, seen))
+			r = -EBADMSG;
+		if (fb)
+			roaring_bitmap_free(fb);
+	}
+	free(bm);
+	return r;
+}
+
+/* Carry the statistics over, so counters continue where the source left them. */
+static void restore_stats(struct cistern *c, const struct dump_meta *m)
+{
+	struct cistern_counters *ret = &c->hdr->retired;
+	const struct cistern_stats *st = &m->st;
+#define SET(f) atomic_store_explicit(&ret->f, st->f, memory_order_relaxed)
+	SET(puts);
+	SET(gets);
+	SET(evictions);
+	SET(evicted_unseen);
+	SET(redeliveries);
+	SET(reclaimed);
+	SET(producer_waits);
+	SET(producer_wait_ns);
+	SET(reader_waits);
+	SET(reader_wait_ns);
+#undef SET
+	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
+		atomic_store_explicit(&ret->seen_hist[i], st->seen_hist[i], memory_order_relaxed);
+	/*
+	 * Samples in readers' hands or moving during the dump were counted in the
+	 * source's population but are not here: lower `puts` by that many, so a
+	 * policy that derives its population from the counters agrees with what
+	 * was restored.
+	 */
+	struct cistern_stats now;
+	cistern_stats_get(c, &now);
+	if (now.population != m->sample_count)
+		atomic_fetch_add_explicit(&ret->puts, m->sample_count - now.population,
+					  memory_order_relaxed);
+}
+
+/* Open a dump and check its frame (dump_read_frame()); on an error nothing stays open. */
+static int open_dump(const char *path, int *fd, uint64_t *size, struct dump_meta *m)
+{
+	if (!path)
+		return -EINVAL;
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0)
+		return -errno;
+	int r = dump_read_frame(*fd, size, m);
+	if (r < 0)
+		close(*fd);
+	return r;
+}
+
+int cistern_dump_verify(const char *path, struct cistern_dump_info *info)
+{
+	int fd;
+	uint64_t size;
+	struct dump_meta m;
+	int r = open_dump(path, &fd, &size, &m);
+	if (r < 0)
+		return r;
+	/* Parse into a private scratch "segment": one slot reused by every record. */
+	struct cistern scratch;
+	memset(&scratch, 0, sizeof(scratch));
+	r = 0;
+	/* Slot metadata is cache-line aligned by type: calloc's 16 bytes are not enough. */
+	struct cistern_slotmeta *sm = aligned_alloc(CISTERN_CACHELINE, sizeof(*sm));
+	if (sm)
+		memset(sm, 0, sizeof(*sm));
+	char *arena = m.cfg.slot_size <= CISTERN_SLOT_SIZE_MAX ? malloc(m.cfg.slot_size + 1) : NULL;
+	roaring_bitmap_t *seen = roaring_bitmap_create();
+	if (!sm || !arena || !seen) {
+		r = -ENOMEM;
+	} else {
+		/* Stride 0: every record's metadata and payload land on the same scratch bytes. */
+		scratch.meta0 = (char *)sm;
+		scratch.arena = arena;
+		scratch.slot_size = m.cfg.slot_size;
+		scratch.slot_stride = 0;
+		scratch.meta_stride = 0;
+		scratch.slot_count = m.sample_count;
+		r = load(fd, size, &m, &scratch, seen, NULL, NULL);
+	}
+	free(sm);
+	free(arena);
+	if (seen)
+		roaring_bitmap_free(seen);
+	close(fd);
+	if (r == 0)
+		dump_info_from_meta(&m, size, info);
+	return r;
+}
+
+int cistern_restore(const char *path, const char *name, cistern_progress_fn progress, void *arg,
+		    struct cistern_dump_info *info)
+{
+	int fd;
+	uint64_t size;
+	struct dump_meta m;
+	int r = open_dump(path, &fd, &size, &m);
+	if (r < 0)
+		return r;
+	if (!name)
+		name = m.name;
+	char final[96], tmpname[CISTERN_NAME_MAX + 1], tmp[96], from[128], to[128];
+	if ((r = cistern__shm_name(name, final, sizeof(final))) < 0)
+		goto out_fd;
+	snprintf(to, sizeof(to), "/dev/shm%s", final);
+	if (access(to, F_OK) == 0) {
+		r = -EEXIST;
+		goto out_fd;
+	}
+	static _Atomic unsigned counter;
+	snprintf(tmpname, sizeof(tmpname), "restore-%d-%u", (int)getpid(),
+		 atomic_fetch_add(&counter, 1));
+	cistern__shm_name(tmpname, tmp, sizeof(tmp));
+	snprintf(from, sizeof(from), "/dev/shm%s", tmp);
+
+	struct cistern *c;
+	r = cistern_create(tmpname, &m.cfg, &c);
+	if (r < 0)
+		goto out_fd;
+	/*
+	 * Name the header for its final name now: tools that come across the
+	 * temporary object see a name that differs from the file's and know a
+	 * restore is under way (or died: then gc removes it).
+	 */
+	memset(c->hdr->name, 0, sizeof(c->hdr->name));
+	snprintf(c->hdr->name, sizeof(c->hdr->name), "%s", name);
+	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->hdr->policy);
+	roaring_bitmap_t *seen = roaring_bitmap_create();
+	if (!so)
+		r = -ENOTSUP;
+	else if (!seen)
+		r = -ENOMEM;
+	else
+		r = load(fd, size, &m, c, seen, progress, arg);
+	if (seen)
+		roaring_bitmap_free(seen);
+	if (r == 0)
+		r = so->restore(c->hdr, m.sample_count, m.next_id);
+	if (r == 0) {
+		atomic_store_explicit(&c->hdr->next_sample_id, m.next_id, memory_order_relaxed);
+		atomic_store_explicit(&c->hdr->producers_done, m.producers_done,
+				      memory_order_relaxed);
+		atomic_store_explicit(&c->hdr->closed, m.closed ? 1 : 0, memory_order_relaxed);
+		restore_stats(c, &m);
+		/*
+		 * No fence needed: whoever finds the segment does so through the
+		 * rename below and its own open and mmap, system calls that order
+		 * our stores before their loads.
+		 */
+		/* Appear all at once, and never over a segment created meanwhile. */
+		if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) < 0)
+			r = -errno;
+	}
+	if (r < 0)
+		shm_unlink(tmp);
+	cistern_detach(c);
+	if (r == 0)
+		dump_info_from_meta(&m, size, info);
+out_fd:
+	close(fd);
+	return r;
+}
