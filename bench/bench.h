@@ -85,6 +85,10 @@ void ctl_error(struct run_ctl *c, int slot, const char *fmt, ...)
 /* Shared anonymous memory (MAP_SHARED), rounded to pages, zeroed. */
 void *shm_anon(size_t len);
 void shm_anon_free(void *p, size_t len);
+/* A /dev/shm object's memory, as a cistern segment's (its pages as /dev/shm's mount gives them). */
+void *shm_tmpfs(size_t len);
+/* /dev/shm's huge= mount option: whether segments get 2 MiB pages. */
+void shm_huge_option(char *out, size_t cap);
 
 /*
  * The parent side of a multi-process run. Forks c->nprod producer and c->nread

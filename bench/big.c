@@ -4,12 +4,15 @@
  * sums every word and checks the sum. cistern writes and reads in place
  * (reserve/commit, acquire/release); the no-transport bound does the same fill
  * and sum in one process; the pipe and ZeroMQ move the bytes through the kernel.
+ * The bounds' buffers live in /dev/shm, as cistern's slots do, and every child
+ * passes two laps of samples before the timed ones (big_warm()).
  */
 #include "bench.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +36,8 @@ enum bkind { B_BOUND, B_HANDOFF, B_HANDOFF_1CPU, B_CIS_ZC, B_CIS_ZC_BUSY, B_CIS_
 	     B_COUNT };
 
 static const char *bkind_label[B_COUNT] = {
-	[B_BOUND] = "no-transport bound (fill + sum, one process)",
-	[B_HANDOFF] = "hand-off bound (2 processes, 8 x 1 MiB shared mmap, spin)",
+	[B_BOUND] = "no-transport bound (fill + sum, one process, 8 x 1 MiB in /dev/shm)",
+	[B_HANDOFF] = "hand-off bound (2 processes, 8 x 1 MiB in /dev/shm, spin)",
 	[B_HANDOFF_1CPU] = "hand-off bound, both processes on CPU 1 (1 x 1 MiB, sched_yield)",
 	[B_CIS_ZC] = "cistern reserve/commit + acquire/release (in place)",
 	[B_CIS_ZC_BUSY] = "cistern in place, timeout 0 + retry (busy, as the hand-off bound)",
@@ -51,6 +54,16 @@ struct handoff {
 	_Alignas(4096) unsigned char buf[BIG_SLOTS][BIG_LEN];
 };
 
+/*
+ * The hand-off's object in /dev/shm, sized for its buffers as a segment is
+ * for its slots, so that both get the same pages from /dev/shm's mount.
+ */
+static size_t handoff_size(enum bkind k)
+{
+	size_t bufs = k == B_HANDOFF_1CPU ? BIG_1CPU_SLOTS : BIG_SLOTS;
+	return offsetof(struct handoff, buf) + bufs * (size_t)BIG_LEN;
+}
+
 struct big {
 	enum bkind kind;
 	struct handoff *ho;
@@ -60,6 +73,18 @@ struct big {
 	int pfd[2];
 	char zep[108];
 };
+
+/*
+ * Samples each child passes before the timed ones: two laps of its buffers
+ * or slots, so that the timed run finds every page of them mapped in each
+ * process, as a job that has run for a while does. A freshly forked child
+ * otherwise pays a fault for each 4 KiB page on its first touch (4-10 us a
+ * page on the hosts measured here, 20 ms for 8 MiB).
+ */
+static uint64_t big_warm(uint64_t bufs)
+{
+	return 2 * bufs;
+}
 
 static void *xalloc(size_t n)
 {
@@ -83,10 +108,14 @@ static int bound_child(struct big *b)
 {
 	unsigned char *buf[BIG_SLOTS];
 	uint64_t n = b->c->per_producer, bad = 0;
+	/* In /dev/shm, as cistern's slots: the same pages, so only the transport differs. */
+	unsigned char *mem = shm_tmpfs((size_t)BIG_SLOTS * BIG_LEN);
 	for (int i = 0; i < BIG_SLOTS; i++)
-		buf[i] = xalloc(BIG_LEN);
-	ctl_child_ready(b->c);
-	for (uint64_t s = 0; s < n; s++) {
+		buf[i] = mem + (size_t)i * BIG_LEN;
+	uint64_t warm = big_warm(BIG_SLOTS);
+	for (uint64_t s = 0; s < warm + n; s++) {
+		if (s == warm)
+			ctl_child_ready(b->c);
 		unsigned char *p = buf[s % BIG_SLOTS];
 		big_fill(p, BIG_LEN, s);
 		bad += big_sum(p, BIG_LEN) != big_sum_expected(BIG_LEN, s);
@@ -101,10 +130,11 @@ static int handoff_child(struct big *b, int role)
 	uint64_t n = b->c->per_producer;
 	/* On one CPU the other side cannot move until we give the CPU up. */
 	int one_cpu = b->kind == B_HANDOFF_1CPU;
-	uint64_t bufs = one_cpu ? BIG_1CPU_SLOTS : BIG_SLOTS;
-	ctl_child_ready(b->c);
+	uint64_t bufs = one_cpu ? BIG_1CPU_SLOTS : BIG_SLOTS, warm = big_warm(bufs);
 	if (role == 'p') {
-		for (uint64_t s = 0; s < n; s++) {
+		for (uint64_t s = 0; s < warm + n; s++) {
+			if (s == warm)
+				ctl_child_ready(b->c);
 			while (s - atomic_load_explicit(&ho->head, memory_order_acquire) >= bufs)
 				one_cpu ? (void)sched_yield() : cpu_relax();
 			big_fill(ho->buf[s % bufs], BIG_LEN, s);
@@ -112,7 +142,9 @@ static int handoff_child(struct big *b, int role)
 		}
 	} else {
 		uint64_t bad = 0;
-		for (uint64_t s = 0; s < n; s++) {
+		for (uint64_t s = 0; s < warm + n; s++) {
+			if (s == warm)
+				ctl_child_ready(b->c);
 			while (atomic_load_explicit(&ho->tail, memory_order_acquire) == s)
 				one_cpu ? (void)sched_yield() : cpu_relax();
 			bad += big_sum(ho->buf[s % bufs], BIG_LEN) != big_sum_expected(BIG_LEN, s);
@@ -134,9 +166,11 @@ static int cis_child(struct big *b, int role)
 	}
 	if (b->kind == B_CIS_COPY)
 		buf = xalloc(BIG_LEN);
-	ctl_child_ready(b->c);
+	uint64_t warm = big_warm(b->kind == B_CIS_ZC_1CPU ? BIG_1CPU_SLOTS : BIG_SLOTS);
 	if (role == 'p') {
-		for (uint64_t s = 0; s < b->c->per_producer; s++) {
+		for (uint64_t s = 0; s < warm + b->c->per_producer; s++) {
+			if (s == warm)
+				ctl_child_ready(b->c);
 			if (b->kind != B_CIS_COPY) {
 				struct cistern_slot sl;
 				/* The busy variant polls, as the hand-off bound spins; the others block. */
@@ -163,6 +197,8 @@ static int cis_child(struct big *b, int role)
 	} else {
 		uint64_t count = 0, bad = 0;
 		for (;;) {
+			if (count == warm)
+				ctl_child_ready(b->c);
 			if (b->kind != B_CIS_COPY) {
 				struct cistern_sample s;
 				while ((rc = cistern_acquire(c, &s, b->kind == B_CIS_ZC_BUSY ? 0 : -1)) == -EAGAIN)
@@ -187,7 +223,7 @@ static int cis_child(struct big *b, int role)
 			}
 			count++;
 		}
-		reader_done(b->c, count, bad);
+		reader_done(b->c, count > warm ? count - warm : 0, bad);
 	}
 	free(buf);
 	cistern_detach(c);
@@ -376,7 +412,7 @@ static int big_run(enum bkind k, uint64_t n, double *gbps, char *err, size_t cap
 		}
 		cleanup_register(b.name);
 	} else if (k == B_HANDOFF || k == B_HANDOFF_1CPU) {
-		b.ho = shm_anon(sizeof *b.ho);
+		b.ho = shm_tmpfs(handoff_size(k));
 	} else if (k == B_PIPE) {
 		if (pipe(b.pfd) != 0) {
 			snprintf(err, cap, "pipe: %s", strerror(errno));
@@ -416,7 +452,7 @@ static int big_run(enum bkind k, uint64_t n, double *gbps, char *err, size_t cap
 	if (k == B_ZMQ)
 		unlink(b.zep + strlen("ipc://"));
 	if (b.ho)
-		shm_anon_free(b.ho, sizeof *b.ho);
+		shm_anon_free(b.ho, handoff_size(k));
 	for (int i = 0; i < BENCH_MAX_PROCS * 2 && !err[0]; i++)
 		if (b.c->err[i][0])
 			snprintf(err, cap, "%s", b.c->err[i]);

@@ -3,6 +3,7 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
@@ -74,6 +75,63 @@ void *shm_anon(size_t len)
 		exit(2);
 	}
 	return p;
+}
+
+/*
+ * The same kind of memory as a cistern segment: an object in /dev/shm, its
+ * name removed at once. Whatever /dev/shm's mount gives a segment (2 MiB
+ * pages with huge=within_size or always, 4 KiB pages by default) it gives
+ * this too, so that a bound measured in it differs from cistern by the
+ * transport alone. Free with shm_anon_free().
+ */
+void *shm_tmpfs(size_t len)
+{
+	static unsigned n;
+	char name[64];
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	len = (len + pg - 1) / pg * pg;
+	snprintf(name, sizeof name, "/cistern-bench-mem-%d-%u", (int)getpid(), n++);
+	int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0) {
+		perror("shm_open");
+		exit(2);
+	}
+	shm_unlink(name);
+	int r = ftruncate(fd, (off_t)len) == 0 ? posix_fallocate(fd, 0, (off_t)len) : errno;
+	if (r != 0) {
+		fprintf(stderr, "cistern-bench: /dev/shm object of %zu bytes: %s\n", len, strerror(r));
+		exit(2);
+	}
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		perror("mmap");
+		exit(2);
+	}
+	return p;
+}
+
+void shm_huge_option(char *out, size_t cap)
+{
+	snprintf(out, cap, "unknown (no /dev/shm mount found)");
+	FILE *f = fopen("/proc/self/mounts", "r");
+	if (!f)
+		return;
+	char line[1024];
+	while (fgets(line, sizeof line, f)) {
+		char dev[256], dir[256], type[64], opts[512];
+		if (sscanf(line, "%255s %255s %63s %511s", dev, dir, type, opts) != 4 ||
+		    strcmp(dir, "/dev/shm") != 0)
+			continue;
+		const char *h = strstr(opts, "huge=");
+		if (!h) {
+			snprintf(out, cap, "never (no huge= option)");
+		} else {
+			size_t k = strcspn(h + 5, ",");
+			snprintf(out, cap, "%.*s", (int)k, h + 5);
+		}
+	}
+	fclose(f);
 }
 
 void shm_anon_free(void *p, size_t len)

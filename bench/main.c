@@ -122,6 +122,10 @@ int main(int argc, char **argv)
 	       "interleaved, after one unmeasured calibration/warm-up run; %s mode.\n",
 	       g_opt.ncpu, model, u.sysname, u.release, g_opt.reps, g_opt.quick ? "quick" : "full");
 	printf("/proc/loadavg at start: %s\n", load);
+	char huge[128];
+	shm_huge_option(huge, sizeof huge);
+	printf("/dev/shm mounted with huge=%s (the pages of cistern's segments and of section 3's bounds)\n",
+	       huge);
 	printf("ratio: sections 1-5 and 6c = how many times better the cistern reference row is "
 	       "(>1: cistern better); 6a, 6b = cost / cost at the smallest size.\n\n");
 	fflush(stdout);
