@@ -125,7 +125,7 @@ void shm_huge_option(char *out, size_t cap)
 			continue;
 		const char *h = strstr(opts, "huge=");
 		if (!h) {
-			snprintf(out, cap, "never (no huge= option)");
+			snprintf(out, cap, "never");
 		} else {
 			size_t k = strcspn(h + 5, ",");
 			snprintf(out, cap, "%.*s", (int)k, h + 5);
