@@ -8,7 +8,7 @@
 
 struct bar_rows g_bars = {
 	.s1_cis_sole = -1, .s1_cis = -1, .s1_cis_spin = -1, .s1_ck = -1, .s1_rte = -1, .s1_pipe = -1, .s1_mq = -1,
-	.s1_boost = -1, .s1_zmq = -1, .s1_bare = -1, .s1_bare_stores = -1, .s1_bare_batched = -1, .s1_bare_rounds = -1, .s1_bare_prefetch = -1, .s3_cis = -1, .s3_bound = -1, .s3_cis_1cpu = -1, .s3_cis_busy = -1, .s3_handoff = -1, .s4_zc = -1, .s4_gather = -1, .s4_zc_any = -1, .s4_gather_any = -1, .s4_zc_two = -1, .s4_gather_two = -1,
+	.s1_boost = -1, .s1_zmq = -1, .s1_bare = -1, .s1_bare_stores = -1, .s1_bare_batched = -1, .s1_bare_rounds = -1, .s1_bare_prefetch = -1, .s3_cis = -1, .s3_bound = -1, .s3_bound_1 = -1, .s3_cis_1cpu = -1, .s3_cis_busy = -1, .s3_handoff = -1, .s3_handoff_1cpu = -1, .s4_zc = -1, .s4_gather = -1, .s4_zc_any = -1, .s4_gather_any = -1, .s4_zc_two = -1, .s4_gather_two = -1,
 	.s4_floor_zc = -1, .s4_floor_gather = -1, .s4_pass_zc = -1, .s4_pass_gather = -1,
 	.s4_torch = -1, .s4_torch_fixed = -1, .s6_op = { -1, -1, -1 },
 };
@@ -127,16 +127,22 @@ void bars_print(void)
 			       pr, rlo, rhi, pq, qlo, qhi);
 	}
 	if (bench_section_enabled("3")) {
-		double cis = med(g_bars.s3_cis), one = med(g_bars.s3_cis_1cpu), bound = med(g_bars.s3_bound);
-		double busy = med(g_bars.s3_cis_busy), handoff = med(g_bars.s3_handoff);
-		double best = max2(max2(cis, one), busy);
-		int known = !isnan(best) && !isnan(bound);
+		double cis = med(g_bars.s3_cis), one = med(g_bars.s3_cis_1cpu), busy = med(g_bars.s3_cis_busy);
+		double b0 = med(g_bars.s3_bound), b1 = med(g_bars.s3_bound_1);
+		double handoff = med(g_bars.s3_handoff), handoff1 = med(g_bars.s3_handoff_1cpu);
+		/* Two CPUs: against the faster CPU's bound; both processes on CPU 1: against CPU 1's. */
+		double bound = max2(b0, b1), two = max2(cis, busy);
+		int known = !isnan(two) && !isnan(bound) && !isnan(one) && !isnan(b1);
+		int met = known && (two >= 0.9 * bound || one >= 0.9 * b1);
 		printf("(3) cistern zero-copy within 10%% of the no-transport bound: %s\n"
-		       "    bound %.2f GB/s; cistern on two CPUs %.2f GB/s (%.1f%%; busy %.2f, %.1f%%), both on "
-		       "one CPU %.2f GB/s (%.1f%%)\n"
-		       "    two-process hand-off bound %.2f GB/s: cistern blocking x%.2f of it, busy x%.2f\n",
-		       verdict(best >= 0.9 * bound, known), bound, cis, 100 * cis / bound, busy,
-		       100 * busy / bound, one, 100 * one / bound, handoff, cis / handoff, busy / handoff);
+		       "    bound %.2f GB/s on CPU 0, %.2f on CPU 1\n"
+		       "    cistern on two CPUs %.2f GB/s (%.1f%% of the faster bound; busy %.2f, %.1f%%); "
+		       "two-process hand-off bound %.2f GB/s (%.1f%%): cistern blocking x%.2f of it, busy x%.2f\n"
+		       "    both processes on CPU 1: cistern %.2f GB/s (%.1f%% of CPU 1's bound); hand-off %.2f "
+		       "(%.1f%%): cistern x%.2f of it\n",
+		       verdict(met, known), b0, b1, cis, 100 * cis / bound, busy, 100 * busy / bound, handoff,
+		       100 * handoff / bound, cis / handoff, busy / handoff, one, 100 * one / b1, handoff1,
+		       100 * handoff1 / b1, one / handoff1);
 	}
 	if (bench_section_enabled("4")) {
 		double zc = med(g_bars.s4_zc), ga = med(g_bars.s4_gather);

@@ -210,7 +210,7 @@ void cleanup_all(void);
 struct bar_rows {
 	int s1_cis_sole, s1_cis, s1_cis_spin, s1_ck, s1_rte, s1_pipe, s1_mq, s1_boost, s1_zmq, s1_bare, s1_bare_stores,
 	    s1_bare_rounds, s1_bare_prefetch, s1_bare_batched;
-	int s3_cis, s3_bound, s3_cis_1cpu, s3_cis_busy, s3_handoff;
+	int s3_cis, s3_bound, s3_bound_1, s3_cis_1cpu, s3_cis_busy, s3_handoff, s3_handoff_1cpu;
 	int s4_zc, s4_gather, s4_zc_any, s4_gather_any, s4_zc_two, s4_gather_two, s4_floor_zc,
 	    s4_floor_gather, s4_pass_zc, s4_pass_gather, s4_torch, s4_torch_fixed;
 	int s6_op[3];
