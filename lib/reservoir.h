@@ -60,8 +60,9 @@ int rs_fill_past_count(struct cistern *c, struct cistern_slot *slot);
 /* Evict a sample for which ok() holds (NULL: held, seen, unpinned) and reserve its slot. */
 int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_qualify_fn ok);
 /*
- * Take held slot idx (word w) for overwriting, through EVICTING; false if a
- * reader pinned it meanwhile, or, with need_seen, nobody has read it yet.
+ * Take held slot idx (word w) for overwriting, through EVICTING; false if
+ * its word is no longer w, a reader pinned it, or, with need_seen, nobody
+ * has read it yet.
  */
 bool rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t newpos, bool need_seen);
 /* Reservoir puts: fill an empty slot, else evict a random seen, unpinned sample. */
