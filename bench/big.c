@@ -5,14 +5,13 @@
  * (reserve/commit, acquire/release); the no-transport bound does the same fill
  * and sum in one process; the pipe and ZeroMQ move the bytes through the kernel.
  * The bounds' buffers live in /dev/shm, as cistern's slots do, and every child
- * passes two laps of samples before the timed ones (big_warm()).
+ * passes two laps of samples before the timed ones (BIG_WARM).
  */
 #include "bench.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,15 +54,6 @@ struct handoff {
 	_Alignas(4096) unsigned char buf[BIG_SLOTS][BIG_LEN];
 };
 
-/*
- * The hand-off's object in /dev/shm, sized for its buffers as a segment is
- * for its slots, so that both get the same pages from /dev/shm's mount.
- */
-static size_t handoff_size(void)
-{
-	return offsetof(struct handoff, buf) + BIG_SLOTS * (size_t)BIG_LEN;
-}
-
 struct big {
 	enum bkind kind;
 	struct handoff *ho;
@@ -81,10 +71,7 @@ struct big {
  * otherwise pays a fault for each 4 KiB page on its first touch (4-10 us a
  * page on the hosts measured here, 20 ms for 8 MiB).
  */
-static uint64_t big_warm(uint64_t bufs)
-{
-	return 2 * bufs;
-}
+#define BIG_WARM (2 * BIG_SLOTS)
 
 static void *xalloc(size_t n)
 {
@@ -112,7 +99,7 @@ static int bound_child(struct big *b)
 	unsigned char *mem = shm_tmpfs((size_t)BIG_SLOTS * BIG_LEN);
 	for (int i = 0; i < BIG_SLOTS; i++)
 		buf[i] = mem + (size_t)i * BIG_LEN;
-	uint64_t warm = big_warm(BIG_SLOTS);
+	uint64_t warm = BIG_WARM;
 	for (uint64_t s = 0; s < warm + n; s++) {
 		if (s == warm)
 			ctl_child_ready(b->c);
@@ -130,7 +117,7 @@ static int handoff_child(struct big *b, int role)
 	uint64_t n = b->c->per_producer;
 	/* On one CPU the other side cannot move until we give the CPU up. */
 	int one_cpu = b->kind == B_HANDOFF_1CPU;
-	uint64_t bufs = BIG_SLOTS, warm = big_warm(bufs);
+	uint64_t bufs = BIG_SLOTS, warm = BIG_WARM;
 	if (role == 'p') {
 		for (uint64_t s = 0; s < warm + n; s++) {
 			if (s == warm)
@@ -166,7 +153,7 @@ static int cis_child(struct big *b, int role)
 	}
 	if (b->kind == B_CIS_COPY)
 		buf = xalloc(BIG_LEN);
-	uint64_t warm = big_warm(BIG_SLOTS);
+	uint64_t warm = BIG_WARM;
 	if (role == 'p') {
 		for (uint64_t s = 0; s < warm + b->c->per_producer; s++) {
 			if (s == warm)
@@ -413,7 +400,7 @@ static int big_run(enum bkind k, uint64_t n, double *gbps, char *err, size_t cap
 		}
 		cleanup_register(b.name);
 	} else if (k == B_HANDOFF || k == B_HANDOFF_1CPU) {
-		b.ho = shm_tmpfs(handoff_size());
+		b.ho = shm_tmpfs(sizeof *b.ho);
 	} else if (k == B_PIPE) {
 		if (pipe(b.pfd) != 0) {
 			snprintf(err, cap, "pipe: %s", strerror(errno));
@@ -453,7 +440,7 @@ static int big_run(enum bkind k, uint64_t n, double *gbps, char *err, size_t cap
 	if (k == B_ZMQ)
 		unlink(b.zep + strlen("ipc://"));
 	if (b.ho)
-		shm_anon_free(b.ho, handoff_size());
+		shm_anon_free(b.ho, sizeof *b.ho);
 	for (int i = 0; i < BENCH_MAX_PROCS * 2 && !err[0]; i++)
 		if (b.c->err[i][0])
 			snprintf(err, cap, "%s", b.c->err[i]);
