@@ -23,9 +23,14 @@
  *                    ^                                            v
  *                    +--- release <-- ACQUIRED(p, me) <-- CAS -- REDELIVER(p, old owner)
  *
+ * and one more, the sole reader's one-step get of a sample of up to 64 bytes
+ * (get_as()): COMMITTED(p) --copy out, then store--> FREE(p+n), no ACQUIRED.
+ *
  * Only the owner moves a slot out of RESERVED(p, me) or ACQUIRED(p, me) while
  * it lives; only the one process that holds a dead owner's entry lock does the
- * reclaim CAS. Every other transition is a CAS, so two processes never both win.
+ * reclaim CAS. The holder of a sole role (sole.c) claims with plain stores, as
+ * nobody else may claim then. Every other transition is a CAS, so two
+ * processes never both win.
  *
  * The indices only ever move forward by CAS(p, p+1), and any process that finds
  * the slot of position `tail` (or `head`) already past the FREE (or COMMITTED)
@@ -440,11 +445,14 @@ static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 }
 
 /*
- * The sole reader's take (CISTERN_SINGLE_READER), the mirror of
- * sole_claim_as(): only we move the head or take a COMMITTED slot.
+ * The sole reader's look at the head (CISTERN_SINGLE_READER), the first half
+ * of the mirror of sole_claim_as(): only we move the head or take a
+ * COMMITTED slot. SOLE_DONE with the position and slot when the head's slot
+ * holds its sample; a guarded caller is then inside its bracket, which the
+ * step that follows (sole_take_at() or sole_pass_at()) ends.
  */
 static inline __attribute__((always_inline)) enum sole_step
-sole_take_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
+sole_look_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
 {
 	struct cistern_hdr *h = c->hdr;
 	if (guarded && !cistern__auto_try_begin(c, CISTERN_ROLE_READER, &h->auto_reader))
@@ -460,19 +468,35 @@ sole_take_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
 			cistern__auto_end(c);
 		return SOLE_NOT_READY;
 	}
+	*pos = p;
+	*index = idx;
+	return SOLE_DONE;
+}
+
+/* T5 by the sole reader, at the position sole_look_as() found COMMITTED. */
+static inline __attribute__((always_inline)) void sole_take_at(struct cistern *c, bool guarded,
+								uint64_t p, uint64_t idx)
+{
 	/*
 	 * Relaxed: ACQUIRED names us so that a reclaim hands the sample out again
 	 * if we die; the head's release store follows it, so a head past p always
 	 * has p taken in the word.
 	 */
-	atomic_store_explicit(&m->word, sw_make(p, FIFO_ACQUIRED, c->owner), memory_order_relaxed);
-	atomic_store_explicit(&h->head, p + 1, memory_order_release);
+	atomic_store_explicit(&cistern__slotmeta(c, idx)->word, sw_make(p, FIFO_ACQUIRED, c->owner),
+			      memory_order_relaxed);
+	atomic_store_explicit(&c->hdr->head, p + 1, memory_order_release);
 	if (guarded)
 		cistern__auto_end(c);
 	cistern__count(&c->me->ctr.gets, 1);
-	*pos = p;
-	*index = idx;
-	return SOLE_DONE;
+}
+
+static inline __attribute__((always_inline)) enum sole_step
+sole_take_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
+{
+	enum sole_step st = sole_look_as(c, guarded, pos, index);
+	if (st == SOLE_DONE)
+		sole_take_at(c, guarded, *pos, *index);
+	return st;
 }
 
 static inline __attribute__((always_inline)) enum sole_step
@@ -1002,7 +1026,40 @@ static __attribute__((noinline)) ssize_t get_long(struct cistern *c, void *buf, 
 	return (ssize_t)len;
 }
 
-/* The holder of the reader role: the mirror of put_as(). */
+/*
+ * T11 and I2 by the sole reader, which has copied out the sample at position
+ * p (the COMMITTED word sole_look_as() loaded): the slot goes straight to
+ * FREE(p + n), with no ACQUIRED between, and then the head moves. True if
+ * producers sleep (see free_slot()).
+ *
+ * The order is what keeps a death harmless. Killed before the hand-back, we
+ * leave the sample COMMITTED at the head, where the next reader takes it: it
+ * was never delivered, since our call never returned. Killed between the
+ * hand-back and the head's store, we leave the head behind a slot already a
+ * lap ahead, which any reader helps past (fifo_try_acquire()), as it does
+ * past a dead reader's take. The head's store comes last so that a head past
+ * p always has p's sample gone from COMMITTED.
+ */
+static inline __attribute__((always_inline)) bool sole_pass_at(struct cistern *c, bool guarded,
+								uint64_t p, uint64_t idx)
+{
+	/* Release (free_slot): our reads of the payload come before the hand-back. */
+	bool sleepers = free_slot(c, idx, p);
+	/* Release: a reader that loads this head sees the hand-back before it. */
+	atomic_store_explicit(&c->hdr->head, p + 1, memory_order_release);
+	if (guarded)
+		cistern__auto_end(c);
+	cistern__count(&c->me->ctr.gets, 1);
+	return sleepers;
+}
+
+/*
+ * The holder of the reader role: the mirror of put_as(). A sample of up to a
+ * line that fits the caller's buffer is copied out while still COMMITTED and
+ * then handed back (sole_pass_at()), one store to the slot word where a take
+ * and a release would make two; a longer one, or one that does not fit, is
+ * taken first (T5) as any get does, since its copy is long or it goes back.
+ */
 static inline __attribute__((always_inline)) ssize_t
 get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_meta *meta,
        int timeout_ms)
@@ -1014,7 +1071,7 @@ get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_me
 	 */
 	if (atomic_load_explicit(&c->hdr->redeliver_pending, memory_order_relaxed) != 0)
 		return get_shared(c, buf, cap, meta, timeout_ms);
-	switch (sole_take_as(c, guarded, &p, &idx)) {
+	switch (sole_look_as(c, guarded, &p, &idx)) {
 	case SOLE_LOST:
 		return get_lost(c, buf, cap, meta, timeout_ms);
 	case SOLE_NOT_READY:
@@ -1024,13 +1081,15 @@ get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_me
 	}
 	const struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
 	size_t len = (size_t)m->len;
-	if (len > c->slot_size || len > cap)
-		return get_misfit(c, p, idx);
-	if (len > 64)
+	if (len > 64 || len > cap || len > c->slot_size) {
+		sole_take_at(c, guarded, p, idx);
+		if (len > c->slot_size || len > cap)
+			return get_misfit(c, p, idx);
 		return get_long(c, buf, len, meta, p, idx);
+	}
 	copy_small(buf, cistern__payload(c, idx), len);
 	meta_out(m, meta);
-	if (free_slot(c, idx, p))
+	if (sole_pass_at(c, guarded, p, idx))
 		return get_woken(c, len);
 	return (ssize_t)len;
 }

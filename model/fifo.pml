@@ -20,7 +20,9 @@
  * (lib/sole.c): a producer or reader first takes its role (sweeping a dead
  * holder), and the holder makes T1 and T5 as the code does then: a load of the
  * slot word, a plain store of the new word, a plain store of the index, each
- * its own step, so a kill can land between any two.
+ * its own step, so a kill can land between any two. The reader may also go
+ * the one-step get's way for a sample of a line or less: the load, the copy,
+ * T11 (COMMITTED straight to FREE: the sample is received), then the index.
  *
  * Granularity: each access to a shared word is one step; a CAS is one atomic
  * step (a guard on the whole slot word, then the write); a process can die
@@ -325,9 +327,15 @@ HEAD:		/* fifo_try_acquire */
 		i = h % NSLOT;
 		if
 #ifdef SOLE
-		:: wpos[i] == h && wst[i] == COM ->                                 /* acquire_sole: load */
-			atomic { wst[i] = ACQ; wown[i] = myent; got = i + 1 };      /* T5, a plain store */
-			head = h + 1; goto USE                                      /* I2, a plain store */
+		:: wpos[i] == h && wst[i] == COM ->                                 /* sole_look_as: load */
+			if
+			:: atomic { wst[i] = ACQ; wown[i] = myent; got = i + 1 };   /* T5, a plain store */
+				head = h + 1; goto USE                              /* I2, a plain store */
+			:: assert(data[i] == possample[h]);     /* a one-step get of a line or less: the copy */
+				atomic { received[data[i]]++; wst[i] = FREE; wpos[i] = h + NSLOT; WAKE }; /* T11 */
+				head = h + 1;                                       /* I2, a plain store */
+				i = 0; h = 0; goto LOOP
+			fi
 #else
 		:: atomic { wpos[i] == h && wst[i] == COM -> wst[i] = ACQ; wown[i] = myent; got = i + 1 } -> /* T5 */
 			help(head, h); goto USE                                         /* I2 */

@@ -28,6 +28,15 @@ static unsigned word_state(uint64_t w)
 	return (unsigned)(w >> 12) & 0xf;
 }
 
+/* Reap child `pid`, which must have done its first step and died by SIGKILL. */
+static void reap_killed(pid_t pid)
+{
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+		  "the child failed its first step (status %d)", status);
+}
+
 /*
  * Fork a child that attaches, moves slot `index` from `from` to `to` (with the
  * child's owner id filled in where `to` wants one) by CAS, and dies by SIGKILL
@@ -49,20 +58,23 @@ static void die_after_cas(const char *name, uint32_t index, uint64_t from_pos, u
 		raise(SIGKILL);
 		_exit(3);
 	}
-	int status;
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-		  "the child failed its first step (status %d)", status);
+	reap_killed(pid);
+}
+
+static struct cistern *make_flagged(const char *tag, char *name, size_t len, uint64_t slots,
+				     uint32_t flags)
+{
+	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 16, .slot_count = slots, .flags = flags};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	return c;
 }
 
 static struct cistern *make(const char *tag, char *name, size_t len, uint64_t slots)
 {
-	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
-	struct cistern_config cfg = {.slot_size = 16, .slot_count = slots};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
-	return c;
+	return make_flagged(tag, name, len, slots, 0);
 }
 
 static void drop(struct cistern *c, const char *name)
@@ -281,6 +293,67 @@ Test(crash_points, reclaimer_dead_mid_reclaim_leaves_the_entry_to_the_next_sweep
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 2000), 1);
 	cr_assert_eq(buf[0], 'q');
 	drop(c, name);
+}
+
+/*
+ * The one reader's one-step get of a sample of a line or less copies it out
+ * while the slot is still COMMITTED, hands the slot straight back (T11, a
+ * plain store of FREE one lap on) and then moves the head. Put "a", "b",
+ * "c"; a child takes the reader role (by the flag, or automatically when
+ * `flags` is 0), makes T11 at position 0 and dies before moving the head.
+ * "a" was delivered to the dead reader; the survivor must help the head past
+ * the freed slot, get "b" and "c" and nothing twice, and the producer must be
+ * able to fill the slot on its next lap.
+ */
+static void reader_dead_between_hand_back_and_head(const char *tag, uint32_t flags)
+{
+	char name[64];
+	struct cistern *c = make_flagged(tag, name, sizeof(name), 4, flags);
+	for (const char *v = "abc"; *v; v++)
+		cr_assert_eq(cistern_put(c, v, 1, NULL, 0), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct cistern *r;
+		if (cistern_attach(name, &r) < 0 || cistern__add_role(r, CISTERN_ROLE_READER) < 0)
+			_exit(1);
+		_Atomic uint64_t *w = &cistern__slotmeta(r, 0)->word;
+		if (atomic_load(w) != word(0, F_COMMITTED, 0) || *(char *)cistern__payload(r, 0) != 'a')
+			_exit(2);
+		atomic_store_explicit(w, word(4, F_FREE, 0), memory_order_release);
+		raise(SIGKILL);
+		_exit(3);
+	}
+	reap_killed(pid);
+	cr_assert_eq(atomic_load(&c->hdr->head), 0, "the dead reader never moved the head");
+	char buf[16];
+	/* The role passes on once the dead holder is swept; the head is helped past slot 0. */
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 2000), 1);
+	cr_assert_eq(buf[0], 'b');
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
+	cr_assert_eq(buf[0], 'c');
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN, "\"a\" came back");
+	/* A full lap more, through the slot the dead reader freed. */
+	for (const char *v = "defg"; *v; v++)
+		cr_assert_eq(cistern_put(c, v, 1, NULL, 0), 0, "put %c", *v);
+	for (const char *v = "defg"; *v; v++) {
+		cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
+		cr_assert_eq(buf[0], *v);
+	}
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.redeliveries, 0);
+	drop(c, name);
+}
+
+Test(crash_points, sole_reader_dead_after_hand_back_before_head_moves_loses_nothing)
+{
+	reader_dead_between_hand_back_and_head("cp-pass", CISTERN_SINGLE_READER);
+}
+
+Test(crash_points, auto_reader_dead_after_hand_back_before_head_moves_loses_nothing)
+{
+	reader_dead_between_hand_back_and_head("cp-apass", 0);
 }
 
 Test(crash_points, aborted_slot_at_the_head_is_stepped_over_and_freed)

@@ -434,11 +434,11 @@ Test(hostile_payload, a_damaged_length_is_eproto_not_a_read_past_the_slot)
 }
 
 /* A length past the slot but within the caller's buffer: a get would copy past the slot. */
-static void damaged_length_within_cap(uint32_t flags)
+static void damaged_length_within_cap(uint32_t flags, uint64_t slot_size, uint64_t bad_len)
 {
 	char name[64];
 	TEST_NAME(name, "h-len2");
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = 4, .flags = flags};
+	struct cistern_config cfg = {.slot_size = slot_size, .slot_count = 4, .flags = flags};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	char buf[4096];
@@ -446,7 +446,7 @@ static void damaged_length_within_cap(uint32_t flags)
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
 	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 0), 0);
-	cistern__slotmeta(c, 1)->len = 1000;
+	cistern__slotmeta(c, 1)->len = bad_len;
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EPROTO);
 	cr_assert_eq(cistern_put(c, "d", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1, "the segment goes on");
@@ -457,12 +457,18 @@ static void damaged_length_within_cap(uint32_t flags)
 
 Test(hostile_payload, a_damaged_length_within_the_buffer_is_eproto_for_get)
 {
-	damaged_length_within_cap(0);
+	damaged_length_within_cap(0, 64, 1000);
 }
 
 Test(hostile_payload, a_damaged_length_within_the_buffer_is_eproto_for_the_sole_reader)
 {
-	damaged_length_within_cap(CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER);
+	damaged_length_within_cap(CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER, 64, 1000);
+}
+
+/* The sole reader copies samples of up to a line straight out: the slot's size still bounds it. */
+Test(hostile_payload, a_damaged_length_under_a_line_is_eproto_for_the_sole_reader)
+{
+	damaged_length_within_cap(CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER, 16, 40);
 }
 
 Test(hostile_payload, a_free_slot_word_naming_an_owner_is_eproto_for_producers)
