@@ -345,7 +345,7 @@ struct bare_h {
 /*
  * K_BARE_PREFETCH: the lines of the slot BARE_PUT_AHEAD ahead, asked for
  * with ownership with the library's own helpers, so that the ring prefetches
- * exactly as cistern's sole producer does (put_prefetch() in lib/fifo.c).
+ * exactly as cistern's sole producer does (put_prefetch() in lib/fifo.h).
  */
 static bool bare_prefetchw;
 

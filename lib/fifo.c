@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fifo.c - the FIFO policy: a multi-producer, multi-consumer ring whose cells
- * are the slots themselves, crash-safe at every step.
+ * are the slots themselves, crash-safe at every step. This file has the
+ * protocol (the policy's general calls, end of data, the reclaim of a dead
+ * owner's slots, restore); fifo_copy.c has cistern_put() and cistern_get()
+ * in one step; fifo.h what the two share.
  *
  * Ring positions are free-running 64-bit counters: hdr->tail (next position a
  * producer claims) and hdr->head (next position a reader takes). Position p
@@ -24,7 +27,8 @@
  *                    +--- release <-- ACQUIRED(p, me) <-- CAS -- REDELIVER(p, old owner)
  *
  * and one more, the sole reader's one-step get of a sample of up to 64 bytes
- * (get_as()): COMMITTED(p) --copy out, then store--> FREE(p+n), no ACQUIRED.
+ * (get_as() in fifo_copy.c): COMMITTED(p) --copy out, then store--> FREE(p+n),
+ * no ACQUIRED.
  *
  * Only the owner moves a slot out of RESERVED(p, me) or ACQUIRED(p, me) while
  * it lives; only the one process that holds a dead owner's entry lock does the
@@ -53,28 +57,11 @@
 #include <errno.h>
 #include <string.h>
 
-#include "internal.h"
-#include "slotword.h"
+#include "fifo.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
-
-/* Slots ahead of its claim the sole producer prefetches for writing (put_prefetch()). */
-#define FIFO_PUT_AHEAD 16
-/* Puts without those prefetches after a claim that found the ring full. */
-#define FIFO_PUT_QUIET 256
-
-enum {
-	FIFO_FREE = 0,
-	FIFO_RESERVED = 1,
-	FIFO_COMMITTED = 2,
-	FIFO_ACQUIRED = 3,
-	FIFO_SKIP = 4,
-	FIFO_REDELIVER = 5,
-};
-
-#define OWNER_UNACQUIRED 0 /* REDELIVER owner for a sample handed back by a short get */
 
 static void fifo_init(struct cistern_hdr *h)
 {
@@ -114,62 +101,6 @@ static inline bool claim_direct(bool polling, _Atomic uint64_t *word, uint64_t e
 	return false;
 }
 
-/*
- * The sole producer's claim (CISTERN_SINGLE_PRODUCER): nobody else moves the
- * tail or claims a FREE slot, so a load that finds FREE(t) can be followed by
- * plain stores, which leave through the store buffer while we go on, where
- * the CAS would wait for the slot's cache line to come back from the reader.
- * Only with light wakes: fifo_drained() relies on a membarrier to order our
- * tail store before our check for a closed reception (cistern_reserve()).
- * SOLE_NOT_READY (nothing done) if the slot is not FREE(t): the general path
- * decides. SOLE_LOST if the automatic role was taken away: the caller owes
- * cistern__auto_lost(). SOLE_DONE with the position and slot claimed;
- * reserve_sole() puts them in a slot record, put_as() uses them as they
- * are. `guarded`: we hold the automatic role (c->auto_producing), which a
- * second producer may take away, not the flag's. Always inlined and free of
- * calls, so that the put's fast path saves no register (see put_as()).
- */
-enum sole_step { SOLE_DONE, SOLE_NOT_READY, SOLE_LOST };
-
-/*
- * The sole producer, claiming slot idx, asks for the lines it will write
- * c->put_ahead slots later (the slot's metadata line and the first line of
- * its payload) with a write prefetch. Those lines were
- * last touched by the reader, which read the payload and stored FREE in the
- * metadata: without the prefetch every put waits for them, and on x86 a
- * read prefetch or the claim's own load brings in a shared copy that the
- * stores must then take over in a second exchange with the reader's core.
- * Asked for a few slots early and with ownership, they are here when the
- * stores come. On the Zen 5 host with its two vCPUs far apart (a cache
- * line's round trip ~470 ns), 64-byte samples (benchmark section 1) went
- * from about 30 to 72-82 M/s with 16 slots ahead (4: 40-42, 8: 51-54, 32:
- * 69-72), and to 52-76 with the pause below (docs/benchmarks-log.md, "Write
- * prefetches").
- *
- * Not while the ring is full or was lately: the reader is then just ahead
- * of us, about to take the sample in the slot asked for, and taking that
- * slot's lines away makes the reader fetch them back. A claim that finds its
- * slot not yet freed stops the prefetches for the next FIFO_PUT_QUIET puts
- * (c->put_quiet), longer than the run of puts a producer makes each time
- * the reader frees a few slots of a full ring. In a driver whose reader
- * was made a little slower than the producer (a pause or two per sample),
- * prefetching regardless took the rate from 34-36 to 23 M/s and from 21
- * to 16, a quiet spell of 32 puts left it at 25-27 and 15-18, and one of
- * 256 at 33 and 21 (in later pairs level to a tenth below the build without
- * prefetches); reading the reader's head to tell how full the ring is cost
- * a reader that sets the pace 15%, one read every 16 puts.
- */
-static inline __attribute__((always_inline)) void put_prefetch(struct cistern *c, uint64_t idx)
-{
-	if (c->put_quiet) {
-		c->put_quiet--;
-		return;
-	}
-	uint64_t ahead = cistern__slot_ahead(idx, c->put_ahead, c->slot_count);
-	cistern__prefetch_for_write(cistern__slotmeta(c, ahead), c->write_prefetch);
-	cistern__prefetch_for_write(cistern__payload(c, ahead), c->write_prefetch);
-}
-
 uint32_t cistern__put_ahead(uint64_t slot_count)
 {
 	/*
@@ -192,85 +123,9 @@ bool cistern__has_prefetchw(void)
 }
 
 static inline __attribute__((always_inline)) enum sole_step
-sole_claim_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
-{
-	struct cistern_hdr *h = c->hdr;
-	/* The automatic role holds only while nobody takes it away (sole.c). */
-	if (guarded && !cistern__auto_try_begin(c, CISTERN_ROLE_PRODUCER, &h->auto_producer))
-		return SOLE_LOST;
-	/* Relaxed: we are the only writer of the tail while we hold the role. */
-	uint64_t t = atomic_load_explicit(&h->tail, memory_order_relaxed);
-	uint64_t idx = cistern__slot_of(c, t);
-	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
-	/* Acquire: the reader's release store of FREE(t) follows its last read of the payload. */
-	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(t, FIFO_FREE, 0)) {
-		if (guarded)
-			cistern__auto_end(c);
-		c->put_quiet = FIFO_PUT_QUIET; /* the ring is full: see put_prefetch() */
-		return SOLE_NOT_READY;
-	}
-	put_prefetch(c, idx);
-	/*
-	 * Relaxed: RESERVED names us for a reclaim if we die; nobody reads the
-	 * payload before COMMITTED, whose release store orders our writes. The
-	 * tail's release store comes after it, so a tail past t always has t's
-	 * claim in the word (the general path's help and the reclaim rely on it).
-	 */
-	atomic_store_explicit(&m->word, sw_make(t, FIFO_RESERVED, c->owner), memory_order_relaxed);
-	atomic_store_explicit(&h->tail, t + 1, memory_order_release);
-	if (guarded)
-		cistern__auto_end(c);
-	/* Keeps the compiler from moving the caller's check of `closed` above. */
-	atomic_signal_fence(memory_order_seq_cst);
-	*pos = t;
-	*index = idx;
-	return SOLE_DONE;
-}
-
-static inline __attribute__((always_inline)) enum sole_step
 sole_claim_tail(struct cistern *c, uint64_t *pos, uint64_t *index)
 {
 	return sole_claim_as(c, c->auto_producing, pos, index);
-}
-
-/*
- * Whether this handle holds the producer (reader) role: by
- * CISTERN_SINGLE_PRODUCER (READER) with light wakes, or automatically
- * (sole.c). The holder claims the tail (takes the head) with plain stores.
- */
-static inline bool holds_producer(const struct cistern *c)
-{
-	return c->auto_producing || (c->sole_producing && cistern__light());
-}
-
-static inline bool holds_reader(const struct cistern *c)
-{
-	return c->auto_reading || (c->sole_reading && cistern__light());
-}
-
-/*
- * Whether this handle claims with plain stores: it holds the role, or it is
- * a counted handle that finds itself the only one left and takes the role
- * back here (one load of a line nobody writes while the count stands).
- */
-static inline bool plain_producer(struct cistern *c)
-{
-	if (holds_producer(c))
-		return true;
-	return c->auto_shared_producer &&
-	       atomic_load_explicit(&c->hdr->auto_producer, memory_order_relaxed) ==
-		       CISTERN_AUTO_ONE &&
-	       cistern__auto_regain(c, CISTERN_ROLE_PRODUCER);
-}
-
-static inline bool plain_reader(struct cistern *c)
-{
-	if (holds_reader(c))
-		return true;
-	return c->auto_shared_reader &&
-	       atomic_load_explicit(&c->hdr->auto_reader, memory_order_relaxed) ==
-		       CISTERN_AUTO_ONE &&
-	       cistern__auto_regain(c, CISTERN_ROLE_READER);
 }
 
 static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
@@ -285,7 +140,7 @@ static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
 	return true;
 }
 
-static int fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
+int cistern__fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
 	if (plain_producer(c) && reserve_sole(c, slot))
@@ -335,39 +190,6 @@ static bool slot_is_mine(struct cistern *c, const struct cistern_slot *slot)
 	return w == sw_make(slot->pos_, FIFO_RESERVED, c->owner);
 }
 
-/*
- * Commit the sample in slot idx, which we claimed for position pos. True if
- * readers sleep: the caller wakes them (cistern__wake_futex on data_futex),
- * left to it so that the put's fast path makes no call.
- */
-static inline __attribute__((always_inline)) bool
-publish_sample(struct cistern *c, uint64_t idx, uint64_t pos, size_t len,
-	       struct cistern_meta *meta)
-{
-	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
-	m->len = len;
-	/* The position is unique and increasing: offset by id_base, it is the sample id. */
-	uint64_t id = pos + c->hdr->id_base;
-	m->sample_id = id;
-	m->sim_id = meta ? meta->sim_id : 0;
-	m->time_step = meta ? meta->time_step : 0;
-	if (meta)
-		meta->sample_id = id;
-	/* Publishes payload and metadata (release), then the wake check. */
-	cistern__publish_word(&m->word, sw_make(pos, FIFO_COMMITTED, 0));
-	cistern__count(&c->me->ctr.puts, 1);
-	return cistern__readers_wait(c);
-}
-
-/* Commit a slot the caller has checked is ours. */
-static inline void commit_mine(struct cistern *c, struct cistern_slot *slot, size_t len,
-			       struct cistern_meta *meta)
-{
-	if (publish_sample(c, slot->index_, slot->pos_, len, meta))
-		cistern__wake_futex(&c->hdr->data_futex);
-	slot->live_ = 0;
-}
-
 static int fifo_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 		       struct cistern_meta *meta)
 {
@@ -377,7 +199,7 @@ static int fifo_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	return 0;
 }
 
-static int fifo_abort(struct cistern *c, struct cistern_slot *slot)
+int cistern__fifo_abort(struct cistern *c, struct cistern_slot *slot)
 {
 	if (!slot_is_mine(c, slot))
 		return -EINVAL;
@@ -387,19 +209,6 @@ static int fifo_abort(struct cistern *c, struct cistern_slot *slot)
 	/* Readers may be waiting on this position to reach end of data: let them step over. */
 	cistern__wake_readers(c);
 	return 0;
-}
-
-static void fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t idx, uint64_t pos)
-{
-	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
-	s->data = cistern__payload(c, idx);
-	s->len = (size_t)m->len;
-	s->meta.sample_id = m->sample_id;
-	s->meta.sim_id = m->sim_id;
-	s->meta.time_step = m->time_step;
-	s->pos_ = pos;
-	s->index_ = (uint32_t)idx;
-	s->live_ = 1;
 }
 
 /* Slow path: hand out a sample whose reader died (or that a short get gave back). */
@@ -444,52 +253,6 @@ static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 	return -EAGAIN;
 }
 
-/*
- * The sole reader's look at the head (CISTERN_SINGLE_READER), the first half
- * of the mirror of sole_claim_as(): only we move the head or take a
- * COMMITTED slot. SOLE_DONE with the position and slot when the head's slot
- * holds its sample; a guarded caller is then inside its bracket, which the
- * step that follows (sole_take_at() or sole_pass_at()) ends.
- */
-static inline __attribute__((always_inline)) enum sole_step
-sole_look_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
-{
-	struct cistern_hdr *h = c->hdr;
-	if (guarded && !cistern__auto_try_begin(c, CISTERN_ROLE_READER, &h->auto_reader))
-		return SOLE_LOST;
-	/* Relaxed: we are the only writer of the head while we hold the role. */
-	uint64_t p = atomic_load_explicit(&h->head, memory_order_relaxed);
-	uint64_t idx = cistern__slot_of(c, p);
-	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
-	__builtin_prefetch(cistern__payload(c, idx), 0, 3);
-	/* Acquire: pairs with the commit's release store; the payload is complete. */
-	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(p, FIFO_COMMITTED, 0)) {
-		if (guarded)
-			cistern__auto_end(c);
-		return SOLE_NOT_READY;
-	}
-	*pos = p;
-	*index = idx;
-	return SOLE_DONE;
-}
-
-/* T5 by the sole reader, at the position sole_look_as() found COMMITTED. */
-static inline __attribute__((always_inline)) void sole_take_at(struct cistern *c, bool guarded,
-								uint64_t p, uint64_t idx)
-{
-	/*
-	 * Relaxed: ACQUIRED names us so that a reclaim hands the sample out again
-	 * if we die; the head's release store follows it, so a head past p always
-	 * has p taken in the word.
-	 */
-	atomic_store_explicit(&cistern__slotmeta(c, idx)->word, sw_make(p, FIFO_ACQUIRED, c->owner),
-			      memory_order_relaxed);
-	atomic_store_explicit(&c->hdr->head, p + 1, memory_order_release);
-	if (guarded)
-		cistern__auto_end(c);
-	cistern__count(&c->me->ctr.gets, 1);
-}
-
 static inline __attribute__((always_inline)) enum sole_step
 sole_take_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
 {
@@ -517,7 +280,7 @@ static inline bool acquire_sole(struct cistern *c, struct cistern_sample *s)
 	return true;
 }
 
-static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
+int cistern__fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 {
 	struct cistern_hdr *h = c->hdr;
 	if (atomic_load_explicit(&h->redeliver_pending, memory_order_relaxed) != 0 &&
@@ -530,7 +293,7 @@ static int fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 		uint64_t idx = cistern__slot_of(c, p);
 		struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
 		uint64_t w;
-		/* As in fifo_try_reserve: overlap the payload's miss with the claim's. */
+		/* As in cistern__fifo_try_reserve: overlap the payload's miss with the claim's. */
 		if (!c->acquire_polling)
 			__builtin_prefetch(cistern__payload(c, idx), 0, 3);
 		if (claim_direct(c->acquire_polling, &m->word, sw_make(p, FIFO_COMMITTED, 0),
@@ -584,29 +347,6 @@ static bool sample_is_mine(struct cistern *c, const struct cistern_sample *s)
 					  memory_order_relaxed);
 	return sw_state(w) == FIFO_ACQUIRED && sw_owner(w) == c->owner &&
 	       sw_pos(w) == (s->pos_ & SW_POS_MASK);
-}
-
-/*
- * Hand slot idx, taken for position pos, back for position pos + n. True if
- * producers sleep: the caller wakes them (see publish_sample()).
- */
-static inline __attribute__((always_inline)) bool free_slot(struct cistern *c, uint64_t idx,
-							     uint64_t pos)
-{
-	/* Our reads of the payload are done (release), then the wake check. */
-	cistern__publish_word(&cistern__slotmeta(c, idx)->word,
-			      sw_make(pos + c->slot_count, FIFO_FREE, 0));
-	cistern__count(&c->me->ctr.seen_hist[1], 1);
-	return cistern__producers_wait(c);
-}
-
-/* Release a sample the caller has checked is ours. */
-static inline void release_mine(struct cistern *c, struct cistern_sample *s)
-{
-	if (free_slot(c, s->index_, s->pos_))
-		cistern__wake_futex(&c->hdr->space_futex);
-	s->live_ = 0;
-	s->data = NULL;
 }
 
 static int fifo_release(struct cistern *c, struct cistern_sample *s)
@@ -740,45 +480,11 @@ static uint64_t fifo_population(const struct cistern *c, const struct cistern_st
 }
 
 /*
- * Copy a payload of up to 64 bytes (a cache line, the common small sample)
- * with two overlapping fixed-size moves inline, so that the one-step put and
- * get make no call on their way; longer ones go through memcpy() on a path
- * of their own (put_long(), get_long()).
- */
-typedef char fifo_v32 __attribute__((vector_size(32), aligned(1), may_alias));
-
-static inline __attribute__((always_inline)) void copy_small(void *dst, const void *src,
-							     size_t n)
-{
-	char *d = dst;
-	const char *s = src;
-	/* The two moves of a size may overlap each other, never dst with src. */
-	if (n >= 32) {
-		/*
-		 * As one 32-byte vector: one move where AVX2 is on (put_wide()),
-		 * two of 16 bytes elsewhere; gcc splits a 32-byte memcpy in two
-		 * even with AVX2.
-		 */
-		*(fifo_v32 *)d = *(const fifo_v32 *)s;
-		*(fifo_v32 *)(d + n - 32) = *(const fifo_v32 *)(s + n - 32);
-	} else if (n >= 16) {
-		__builtin_memcpy(d, s, 16);
-		__builtin_memcpy(d + n - 16, s + n - 16, 16);
-	} else if (n >= 8) {
-		__builtin_memcpy(d, s, 8);
-		__builtin_memcpy(d + n - 8, s + n - 8, 8);
-	} else {
-		for (size_t i = 0; i < n; i++)
-			d[i] = s[i];
-	}
-}
-
-/*
  * A get took a sample longer than the caller's buffer: it goes back to be
  * handed out again (-EMSGSIZE). Longer than the slot, which only a damaged
  * segment says: it is refused and dropped, as cistern_acquire() does (-EPROTO).
  */
-static ssize_t got_too_long(struct cistern *c, struct cistern_sample *s)
+ssize_t cistern__fifo_got_too_long(struct cistern *c, struct cistern_sample *s)
 {
 	if (s->len > c->slot_size) {
 		release_mine(c, s);
@@ -788,346 +494,12 @@ static ssize_t got_too_long(struct cistern *c, struct cistern_sample *s)
 	return -EMSGSIZE;
 }
 
-/*
- * cistern_put() and cistern_get() when the slot at the index is ready: the
- * claim, the copy and the commit (release) without the general path's
- * layers (waiter set-up, indirect calls, ownership checks of a slot we just
- * claimed), so that more samples fit in the processor's window of
- * instructions in flight and their cache misses overlap. -EAGAIN when the
- * call cannot go straight through: the caller takes the general path, which
- * waits, adds the role and reports the errors. The caller checked the handle.
- */
-static int put_now(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta)
-{
-	if (!(c->role & CISTERN_ROLE_PRODUCER) ||
-	    atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
-		return -EAGAIN;
-	struct cistern_slot slot;
-	int r = fifo_try_reserve(c, &slot);
-	if (r < 0)
-		return r;
-	/* As cistern_reserve(): a close that came while we claimed voids the claim. */
-	if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst)) {
-		fifo_abort(c, &slot);
-		return -EPIPE;
-	}
-	if (len)
-		memcpy(slot.data, buf, len);
-	commit_mine(c, &slot, len, meta);
-	return 0;
-}
-
-static ssize_t get_now(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta)
-{
-	if (!(c->role & CISTERN_ROLE_READER))
-		return -EAGAIN;
-	struct cistern_sample s;
-	int r = fifo_try_acquire(c, &s);
-	if (r < 0)
-		return r;
-	if (s.len > c->slot_size || s.len > cap)
-		return got_too_long(c, &s);
-	memcpy(buf, s.data, s.len);
-	if (meta)
-		*meta = s.meta;
-	size_t len = s.len;
-	release_mine(c, &s);
-	return (ssize_t)len;
-}
-
-/*
- * The holder's put and get (below) and what they leave to others.
- *
- * The holder's path makes no call: whatever needs one (a wake, a lost role,
- * a voided claim, a payload longer than a line, a shared handle) is left to
- * one of these functions, reached by a tail call with nothing of ours live
- * after it, so the path saves few registers (a saved register is a store)
- * and calls nothing on the way. A put + get pair in one process takes a
- * quarter fewer instructions so; between two processes the rate stayed
- * where it was (docs/benchmarks-log.md, "(1)").
- */
-static __attribute__((noinline)) int put_shared(struct cistern *c, const void *buf, size_t len,
-						struct cistern_meta *meta, int timeout_ms)
-{
-	/* A counted handle that finds itself the only producer left takes the role (once). */
-	if (!holds_producer(c) && plain_producer(c))
-		return cistern__fifo_put(c, buf, len, meta, timeout_ms);
-	int r = put_now(c, buf, len, meta);
-	return r == -EAGAIN ? cistern__put_slow(c, buf, len, meta, timeout_ms) : r;
-}
-
-static __attribute__((noinline)) int put_lost(struct cistern *c, const void *buf, size_t len,
-					      struct cistern_meta *meta, int timeout_ms)
-{
-	cistern__auto_lost(c, CISTERN_ROLE_PRODUCER);
-	return put_shared(c, buf, len, meta, timeout_ms);
-}
-
-/* As cistern_reserve(): a close that came while we claimed voids the claim. */
-static __attribute__((noinline)) int put_voided(struct cistern *c, uint64_t pos, uint64_t idx)
-{
-	struct cistern_slot slot;
-	cistern__set_slot(&slot, c, idx, pos);
-	fifo_abort(c, &slot);
-	return -EPIPE;
-}
-
-static __attribute__((noinline)) int put_woken(struct cistern *c)
-{
-	cistern__wake_futex(&c->hdr->data_futex);
-	return 0;
-}
-
-static __attribute__((noinline)) int put_long(struct cistern *c, const void *buf, size_t len,
-					      struct cistern_meta *meta, uint64_t pos,
-					      uint64_t idx)
-{
-	memcpy(cistern__payload(c, idx), buf, len);
-	if (publish_sample(c, idx, pos, len, meta))
-		cistern__wake_futex(&c->hdr->data_futex);
-	return 0;
-}
-
-/*
- * The holder of the producer role (CISTERN_SINGLE_PRODUCER with light wakes,
- * or the automatic role): the claim, the copy and the commit on the position
- * and slot index alone, with no slot record filled and read back: the same
- * steps in the same order as cistern_reserve() + cistern_commit(), in fewer
- * instructions and stores. Anyone else, or a slot not ready, takes the
- * general path (put_shared()), which waits, adds the role and reports the
- * errors. The caller (cistern_put()) checked the handle and the length.
- */
-static inline __attribute__((always_inline)) int
-put_as(struct cistern *c, bool guarded, const void *buf, size_t len, struct cistern_meta *meta,
-       int timeout_ms)
-{
-	uint64_t t, idx;
-	if (atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
-		return put_shared(c, buf, len, meta, timeout_ms);
-	switch (sole_claim_as(c, guarded, &t, &idx)) {
-	case SOLE_LOST:
-		return put_lost(c, buf, len, meta, timeout_ms);
-	case SOLE_NOT_READY:
-		return put_shared(c, buf, len, meta, timeout_ms);
-	case SOLE_DONE:
-		break;
-	}
-	/* seq_cst, as cistern_reserve()'s check (fifo_drained() pairs with it). */
-	if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst))
-		return put_voided(c, t, idx);
-	if (len > 64)
-		return put_long(c, buf, len, meta, t, idx);
-	copy_small(cistern__payload(c, idx), buf, len);
-	if (publish_sample(c, idx, t, len, meta))
-		return put_woken(c);
-	return 0;
-}
-
-/* One copy of the path each for the automatic holder and the flag's: one register fewer. */
-static inline __attribute__((always_inline)) int
-put_holder(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
-	   int timeout_ms)
-{
-	if (c->auto_producing)
-		return put_as(c, true, buf, len, meta, timeout_ms);
-	if (c->sole_producing && cistern__light())
-		return put_as(c, false, buf, len, meta, timeout_ms);
-	return put_shared(c, buf, len, meta, timeout_ms);
-}
-
-/*
- * The one-step put and get once more, compiled for AVX2 and taken where the
- * processor has it (c->wide_copies, cistern__wide_copies()): a payload of 33
- * to 64 bytes is then copied with two 32-byte moves instead of four of 16.
- * The producer's stores wait in the core's store buffer for cache lines
- * that are still in the reader's cache; a sample that needs fewer entries
- * there leaves room for more samples in flight. Section 1 of the
- * benchmark (64-byte samples) went about an eighth faster with it
- * (docs/benchmarks-log.md, "The producer's stores").
- */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define FIFO_WIDE_COPIES 1
-static __attribute__((target("avx2"), noinline)) int
-put_wide(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta, int timeout_ms)
-{
-	return put_holder(c, buf, len, meta, timeout_ms);
-}
-#endif
-
-bool cistern__wide_copies(void)
-{
-#ifdef FIFO_WIDE_COPIES
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2");
-#else
-	return false;
-#endif
-}
-
-int cistern__fifo_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
-		      int timeout_ms)
-{
-#ifdef FIFO_WIDE_COPIES
-	if (c->wide_copies)
-		return put_wide(c, buf, len, meta, timeout_ms);
-#endif
-	return put_holder(c, buf, len, meta, timeout_ms);
-}
-
-static inline __attribute__((always_inline)) void meta_out(const struct cistern_slotmeta *m,
-							   struct cistern_meta *meta)
-{
-	if (meta) {
-		meta->sample_id = m->sample_id;
-		meta->sim_id = m->sim_id;
-		meta->time_step = m->time_step;
-	}
-}
-
-static __attribute__((noinline)) ssize_t get_shared(struct cistern *c, void *buf, size_t cap,
-						    struct cistern_meta *meta, int timeout_ms)
-{
-	/* A counted handle that finds itself the only reader left takes the role (once). */
-	if (!holds_reader(c) && plain_reader(c))
-		return cistern__fifo_get(c, buf, cap, meta, timeout_ms);
-	ssize_t n = get_now(c, buf, cap, meta);
-	return n == -EAGAIN ? cistern__get_slow(c, buf, cap, meta, timeout_ms) : n;
-}
-
-static __attribute__((noinline)) ssize_t get_lost(struct cistern *c, void *buf, size_t cap,
-						  struct cistern_meta *meta, int timeout_ms)
-{
-	cistern__auto_lost(c, CISTERN_ROLE_READER);
-	return get_shared(c, buf, cap, meta, timeout_ms);
-}
-
-static __attribute__((noinline)) ssize_t get_misfit(struct cistern *c, uint64_t pos,
-						    uint64_t idx)
-{
-	struct cistern_sample s;
-	fill_sample(c, &s, idx, pos);
-	return got_too_long(c, &s);
-}
-
-static __attribute__((noinline)) ssize_t get_woken(struct cistern *c, size_t len)
-{
-	cistern__wake_futex(&c->hdr->space_futex);
-	return (ssize_t)len;
-}
-
-static __attribute__((noinline)) ssize_t get_long(struct cistern *c, void *buf, size_t len,
-						  struct cistern_meta *meta, uint64_t pos,
-						  uint64_t idx)
-{
-	memcpy(buf, cistern__payload(c, idx), len);
-	meta_out(cistern__slotmeta(c, idx), meta);
-	if (free_slot(c, idx, pos))
-		cistern__wake_futex(&c->hdr->space_futex);
-	return (ssize_t)len;
-}
-
-/*
- * T11 and I2 by the sole reader, which has copied out the sample at position
- * p (the COMMITTED word sole_look_as() loaded): the slot goes straight to
- * FREE(p + n), with no ACQUIRED between, and then the head moves. True if
- * producers sleep (see free_slot()).
- *
- * The order is what keeps a death harmless. Killed before the hand-back, we
- * leave the sample COMMITTED at the head, where the next reader takes it: it
- * was never delivered, since our call never returned. Killed between the
- * hand-back and the head's store, we leave the head behind a slot already a
- * lap ahead, which any reader helps past (fifo_try_acquire()), as it does
- * past a dead reader's take. The head's store comes last so that a head past
- * p always has p's sample gone from COMMITTED.
- */
-static inline __attribute__((always_inline)) bool sole_pass_at(struct cistern *c, bool guarded,
-								uint64_t p, uint64_t idx)
-{
-	/* Release (free_slot): our reads of the payload come before the hand-back. */
-	bool sleepers = free_slot(c, idx, p);
-	/* Release: a reader that loads this head sees the hand-back before it. */
-	atomic_store_explicit(&c->hdr->head, p + 1, memory_order_release);
-	if (guarded)
-		cistern__auto_end(c);
-	cistern__count(&c->me->ctr.gets, 1);
-	return sleepers;
-}
-
-/*
- * The holder of the reader role: the mirror of put_as(). A sample of up to a
- * line that fits the caller's buffer is copied out while still COMMITTED and
- * then handed back (sole_pass_at()), one store to the slot word where a take
- * and a release would make two; a longer one, or one that does not fit, is
- * taken first (T5) as any get does, since its copy is long or it goes back.
- */
-static inline __attribute__((always_inline)) ssize_t
-get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_meta *meta,
-       int timeout_ms)
-{
-	uint64_t p, idx;
-	/*
-	 * As fifo_try_acquire(): redeliveries first (the general path takes
-	 * them). Relaxed: a hint, which take_redelivered() confirms slot by slot.
-	 */
-	if (atomic_load_explicit(&c->hdr->redeliver_pending, memory_order_relaxed) != 0)
-		return get_shared(c, buf, cap, meta, timeout_ms);
-	switch (sole_look_as(c, guarded, &p, &idx)) {
-	case SOLE_LOST:
-		return get_lost(c, buf, cap, meta, timeout_ms);
-	case SOLE_NOT_READY:
-		return get_shared(c, buf, cap, meta, timeout_ms);
-	case SOLE_DONE:
-		break;
-	}
-	const struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
-	size_t len = (size_t)m->len;
-	if (len > 64 || len > cap || len > c->slot_size) {
-		sole_take_at(c, guarded, p, idx);
-		if (len > c->slot_size || len > cap)
-			return get_misfit(c, p, idx);
-		return get_long(c, buf, len, meta, p, idx);
-	}
-	copy_small(buf, cistern__payload(c, idx), len);
-	meta_out(m, meta);
-	if (sole_pass_at(c, guarded, p, idx))
-		return get_woken(c, len);
-	return (ssize_t)len;
-}
-
-static inline __attribute__((always_inline)) ssize_t
-get_holder(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms)
-{
-	if (c->auto_reading)
-		return get_as(c, true, buf, cap, meta, timeout_ms);
-	if (c->sole_reading && cistern__light())
-		return get_as(c, false, buf, cap, meta, timeout_ms);
-	return get_shared(c, buf, cap, meta, timeout_ms);
-}
-
-#ifdef FIFO_WIDE_COPIES
-static __attribute__((target("avx2"), noinline)) ssize_t
-get_wide(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms)
-{
-	return get_holder(c, buf, cap, meta, timeout_ms);
-}
-#endif
-
-ssize_t cistern__fifo_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
-			  int timeout_ms)
-{
-#ifdef FIFO_WIDE_COPIES
-	if (c->wide_copies)
-		return get_wide(c, buf, cap, meta, timeout_ms);
-#endif
-	return get_holder(c, buf, cap, meta, timeout_ms);
-}
-
 const struct cistern_ops cistern__fifo_ops = {
 	.init = fifo_init,
-	.try_reserve = fifo_try_reserve,
+	.try_reserve = cistern__fifo_try_reserve,
 	.commit = fifo_commit,
-	.abort = fifo_abort,
-	.try_acquire = fifo_try_acquire,
+	.abort = cistern__fifo_abort,
+	.try_acquire = cistern__fifo_try_acquire,
 	.release = fifo_release,
 	.unacquire = fifo_unacquire,
 	.drained = fifo_drained,

@@ -143,10 +143,10 @@ struct cistern {
 	bool auto_read_calls;           /* sole.c: a reservoir reader in the automatic role */
 	bool close_fenced;              /* fifo.c: fenced against plain claims after close */
 	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
-	bool wide_copies;               /* fifo.c: the one-step put and get copy with AVX2 */
+	bool wide_copies;               /* fifo_copy.c: the one-step put and get copy with AVX2 */
 	bool write_prefetch;            /* the processor has PREFETCHW (cistern__has_prefetchw()) */
 	uint32_t put_ahead;             /* fifo.c: how many slots ahead the sole producer prefetches */
-	uint64_t put_quiet;             /* fifo.c: puts left before the sole producer prefetches again */
+	uint64_t put_quiet;             /* fifo.h: puts left before the sole producer prefetches again */
 	uint64_t holding;               /* api.c: reservations and acquisitions outstanding */
 	uint64_t gets_at_wait;          /* wait.c: our gets count when a wait for data last ended */
 	uint64_t cpu_shared_waits;      /* wait.c: waits that yielded to a counterpart on our CPU */
@@ -802,7 +802,7 @@ void cistern__pins_free(struct cistern *c);
 /* policies */
 extern const struct cistern_ops cistern__fifo_ops;
 /*
- * fifo.c: cistern_put()/cistern_get() on a FIFO, in one step when the slot
+ * fifo_copy.c: cistern_put()/cistern_get() on a FIFO, in one step when the slot
  * is ready, else through cistern__put_slow()/cistern__get_slow() (api.c:
  * reserve or acquire, waiting as needed). The callers checked the arguments.
  */
@@ -810,7 +810,7 @@ int cistern__fifo_put(struct cistern *c, const void *buf, size_t len, struct cis
 		      int timeout_ms);
 ssize_t cistern__fifo_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
 			  int timeout_ms);
-/* fifo.c: whether this processor runs the one-step put and get compiled for AVX2. */
+/* fifo_copy.c: whether this processor runs the one-step put and get compiled for AVX2. */
 bool cistern__wide_copies(void);
 /* fifo.c: whether this processor has PREFETCHW (see cistern__prefetch_for_write()). */
 bool cistern__has_prefetchw(void);

@@ -15,7 +15,7 @@
 #include "helpers.h"
 #include "internal.h"
 
-/* The FIFO word encoding, as fifo.c defines it (kept private there). */
+/* The FIFO word encoding, as lib/fifo.h defines it (kept private to lib/). */
 enum { F_FREE = 0, F_RESERVED = 1, F_COMMITTED = 2, F_ACQUIRED = 3, F_SKIP = 4, F_REDELIVER = 5 };
 
 static uint64_t word(uint64_t pos, unsigned state, uint32_t owner)

@@ -697,7 +697,7 @@ Test(sole, short_buffer_get_keeps_the_sample_for_the_next_get)
  * by length, and longer ones on a path of their own: every length from 0 to
  * past the inline limit comes back exact with its metadata, and nothing past
  * it is written in the reader's buffer. `wide`: with the copies compiled for
- * AVX2 (lib/fifo.c, put_wide()), else with those of any x86-64.
+ * AVX2 (lib/fifo_copy.c, put_wide()), else with those of any x86-64.
  */
 static void every_length_round_trips(bool wide)
 {
@@ -935,7 +935,7 @@ Test(sole, waiter_on_another_cpu_than_its_counterpart_keeps_spinning, .timeout =
 }
 
 /*
- * The sole producer's write prefetches (lib/fifo.c, put_prefetch()): which
+ * The sole producer's write prefetches (lib/fifo.h, put_prefetch()): which
  * instruction, how far ahead, where the slot ahead wraps, and that a full
  * ring stops them for a while. They are hints, which change no result, so
  * what is checked is what decides them; the hand-off below runs the path

@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fifo.h - what the FIFO's protocol (fifo.c) and its one-step put and get
+ * (fifo_copy.c) share: the slot states, and the role holder's steps, inline,
+ * so that the one-step paths make no call on their way. The slot state
+ * machine is written down at the top of fifo.c and in docs/STATE-MACHINE.md.
+ */
+#ifndef CISTERN_FIFO_H
+#define CISTERN_FIFO_H
+
+#include "internal.h"
+#include "slotword.h"
+
+/* Slots ahead of its claim the sole producer prefetches for writing (put_prefetch()). */
+#define FIFO_PUT_AHEAD 16
+/* Puts without those prefetches after a claim that found the ring full. */
+#define FIFO_PUT_QUIET 256
+
+enum {
+	FIFO_FREE = 0,
+	FIFO_RESERVED = 1,
+	FIFO_COMMITTED = 2,
+	FIFO_ACQUIRED = 3,
+	FIFO_SKIP = 4,
+	FIFO_REDELIVER = 5,
+};
+
+#define OWNER_UNACQUIRED 0 /* REDELIVER owner for a sample handed back by a short get */
+
+/*
+ * The sole producer's claim (CISTERN_SINGLE_PRODUCER): nobody else moves the
+ * tail or claims a FREE slot, so a load that finds FREE(t) can be followed by
+ * plain stores, which leave through the store buffer while we go on, where
+ * the CAS would wait for the slot's cache line to come back from the reader.
+ * Only with light wakes: fifo_drained() relies on a membarrier to order our
+ * tail store before our check for a closed reception (cistern_reserve()).
+ * SOLE_NOT_READY (nothing done) if the slot is not FREE(t): the general path
+ * decides. SOLE_LOST if the automatic role was taken away: the caller owes
+ * cistern__auto_lost(). SOLE_DONE with the position and slot claimed;
+ * reserve_sole() puts them in a slot record, put_as() uses them as they
+ * are. `guarded`: we hold the automatic role (c->auto_producing), which a
+ * second producer may take away, not the flag's. Always inlined and free of
+ * calls, so that the put's fast path saves no register (see put_as()).
+ */
+enum sole_step { SOLE_DONE, SOLE_NOT_READY, SOLE_LOST };
+
+/*
+ * The sole producer, claiming slot idx, asks for the lines it will write
+ * c->put_ahead slots later (the slot's metadata line and the first line of
+ * its payload) with a write prefetch. Those lines were
+ * last touched by the reader, which read the payload and stored FREE in the
+ * metadata: without the prefetch every put waits for them, and on x86 a
+ * read prefetch or the claim's own load brings in a shared copy that the
+ * stores must then take over in a second exchange with the reader's core.
+ * Asked for a few slots early and with ownership, they are here when the
+ * stores come. On the Zen 5 host with its two vCPUs far apart (a cache
+ * line's round trip ~470 ns), 64-byte samples (benchmark section 1) went
+ * from about 30 to 72-82 M/s with 16 slots ahead (4: 40-42, 8: 51-54, 32:
+ * 69-72), and to 52-76 with the pause below (docs/benchmarks-log.md, "Write
+ * prefetches").
+ *
+ * Not while the ring is full or was lately: the reader is then just ahead
+ * of us, about to take the sample in the slot asked for, and taking that
+ * slot's lines away makes the reader fetch them back. A claim that finds its
+ * slot not yet freed stops the prefetches for the next FIFO_PUT_QUIET puts
+ * (c->put_quiet), longer than the run of puts a producer makes each time
+ * the reader frees a few slots of a full ring. In a driver whose reader
+ * was made a little slower than the producer (a pause or two per sample),
+ * prefetching regardless took the rate from 34-36 to 23 M/s and from 21
+ * to 16, a quiet spell of 32 puts left it at 25-27 and 15-18, and one of
+ * 256 at 33 and 21 (in later pairs level to a tenth below the build without
+ * prefetches); reading the reader's head to tell how full the ring is cost
+ * a reader that sets the pace 15%, one read every 16 puts.
+ */
+static inline __attribute__((always_inline)) void put_prefetch(struct cistern *c, uint64_t idx)
+{
+	if (c->put_quiet) {
+		c->put_quiet--;
+		return;
+	}
+	uint64_t ahead = cistern__slot_ahead(idx, c->put_ahead, c->slot_count);
+	cistern__prefetch_for_write(cistern__slotmeta(c, ahead), c->write_prefetch);
+	cistern__prefetch_for_write(cistern__payload(c, ahead), c->write_prefetch);
+}
+
+static inline __attribute__((always_inline)) enum sole_step
+sole_claim_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
+{
+	struct cistern_hdr *h = c->hdr;
+	/* The automatic role holds only while nobody takes it away (sole.c). */
+	if (guarded && !cistern__auto_try_begin(c, CISTERN_ROLE_PRODUCER, &h->auto_producer))
+		return SOLE_LOST;
+	/* Relaxed: we are the only writer of the tail while we hold the role. */
+	uint64_t t = atomic_load_explicit(&h->tail, memory_order_relaxed);
+	uint64_t idx = cistern__slot_of(c, t);
+	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
+	/* Acquire: the reader's release store of FREE(t) follows its last read of the payload. */
+	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(t, FIFO_FREE, 0)) {
+		if (guarded)
+			cistern__auto_end(c);
+		c->put_quiet = FIFO_PUT_QUIET; /* the ring is full: see put_prefetch() */
+		return SOLE_NOT_READY;
+	}
+	put_prefetch(c, idx);
+	/*
+	 * Relaxed: RESERVED names us for a reclaim if we die; nobody reads the
+	 * payload before COMMITTED, whose release store orders our writes. The
+	 * tail's release store comes after it, so a tail past t always has t's
+	 * claim in the word (the general path's help and the reclaim rely on it).
+	 */
+	atomic_store_explicit(&m->word, sw_make(t, FIFO_RESERVED, c->owner), memory_order_relaxed);
+	atomic_store_explicit(&h->tail, t + 1, memory_order_release);
+	if (guarded)
+		cistern__auto_end(c);
+	/* Keeps the compiler from moving the caller's check of `closed` above. */
+	atomic_signal_fence(memory_order_seq_cst);
+	*pos = t;
+	*index = idx;
+	return SOLE_DONE;
+}
+
+/*
+ * Whether this handle holds the producer (reader) role: by
+ * CISTERN_SINGLE_PRODUCER (READER) with light wakes, or automatically
+ * (sole.c). The holder claims the tail (takes the head) with plain stores.
+ */
+static inline bool holds_producer(const struct cistern *c)
+{
+	return c->auto_producing || (c->sole_producing && cistern__light());
+}
+
+static inline bool holds_reader(const struct cistern *c)
+{
+	return c->auto_reading || (c->sole_reading && cistern__light());
+}
+
+/*
+ * Whether this handle claims with plain stores: it holds the role, or it is
+ * a counted handle that finds itself the only one left and takes the role
+ * back here (one load of a line nobody writes while the count stands).
+ */
+static inline bool plain_producer(struct cistern *c)
+{
+	if (holds_producer(c))
+		return true;
+	return c->auto_shared_producer &&
+	       atomic_load_explicit(&c->hdr->auto_producer, memory_order_relaxed) ==
+		       CISTERN_AUTO_ONE &&
+	       cistern__auto_regain(c, CISTERN_ROLE_PRODUCER);
+}
+
+static inline bool plain_reader(struct cistern *c)
+{
+	if (holds_reader(c))
+		return true;
+	return c->auto_shared_reader &&
+	       atomic_load_explicit(&c->hdr->auto_reader, memory_order_relaxed) ==
+		       CISTERN_AUTO_ONE &&
+	       cistern__auto_regain(c, CISTERN_ROLE_READER);
+}
+
+/*
+ * Commit the sample in slot idx, which we claimed for position pos. True if
+ * readers sleep: the caller wakes them (cistern__wake_futex on data_futex),
+ * left to it so that the put's fast path makes no call.
+ */
+static inline __attribute__((always_inline)) bool
+publish_sample(struct cistern *c, uint64_t idx, uint64_t pos, size_t len,
+	       struct cistern_meta *meta)
+{
+	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
+	m->len = len;
+	/* The position is unique and increasing: offset by id_base, it is the sample id. */
+	uint64_t id = pos + c->hdr->id_base;
+	m->sample_id = id;
+	m->sim_id = meta ? meta->sim_id : 0;
+	m->time_step = meta ? meta->time_step : 0;
+	if (meta)
+		meta->sample_id = id;
+	/* Publishes payload and metadata (release), then the wake check. */
+	cistern__publish_word(&m->word, sw_make(pos, FIFO_COMMITTED, 0));
+	cistern__count(&c->me->ctr.puts, 1);
+	return cistern__readers_wait(c);
+}
+
+/* Commit a slot the caller has checked is ours. */
+static inline void commit_mine(struct cistern *c, struct cistern_slot *slot, size_t len,
+			       struct cistern_meta *meta)
+{
+	if (publish_sample(c, slot->index_, slot->pos_, len, meta))
+		cistern__wake_futex(&c->hdr->data_futex);
+	slot->live_ = 0;
+}
+
+static inline void fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t idx,
+			       uint64_t pos)
+{
+	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
+	s->data = cistern__payload(c, idx);
+	s->len = (size_t)m->len;
+	s->meta.sample_id = m->sample_id;
+	s->meta.sim_id = m->sim_id;
+	s->meta.time_step = m->time_step;
+	s->pos_ = pos;
+	s->index_ = (uint32_t)idx;
+	s->live_ = 1;
+}
+
+/*
+ * The sole reader's look at the head (CISTERN_SINGLE_READER), the first half
+ * of the mirror of sole_claim_as(): only we move the head or take a
+ * COMMITTED slot. SOLE_DONE with the position and slot when the head's slot
+ * holds its sample; a guarded caller is then inside its bracket, which the
+ * step that follows (sole_take_at() or sole_pass_at()) ends.
+ */
+static inline __attribute__((always_inline)) enum sole_step
+sole_look_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
+{
+	struct cistern_hdr *h = c->hdr;
+	if (guarded && !cistern__auto_try_begin(c, CISTERN_ROLE_READER, &h->auto_reader))
+		return SOLE_LOST;
+	/* Relaxed: we are the only writer of the head while we hold the role. */
+	uint64_t p = atomic_load_explicit(&h->head, memory_order_relaxed);
+	uint64_t idx = cistern__slot_of(c, p);
+	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
+	__builtin_prefetch(cistern__payload(c, idx), 0, 3);
+	/* Acquire: pairs with the commit's release store; the payload is complete. */
+	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(p, FIFO_COMMITTED, 0)) {
+		if (guarded)
+			cistern__auto_end(c);
+		return SOLE_NOT_READY;
+	}
+	*pos = p;
+	*index = idx;
+	return SOLE_DONE;
+}
+
+/* T5 by the sole reader, at the position sole_look_as() found COMMITTED. */
+static inline __attribute__((always_inline)) void sole_take_at(struct cistern *c, bool guarded,
+								uint64_t p, uint64_t idx)
+{
+	/*
+	 * Relaxed: ACQUIRED names us so that a reclaim hands the sample out again
+	 * if we die; the head's release store follows it, so a head past p always
+	 * has p taken in the word.
+	 */
+	atomic_store_explicit(&cistern__slotmeta(c, idx)->word, sw_make(p, FIFO_ACQUIRED, c->owner),
+			      memory_order_relaxed);
+	atomic_store_explicit(&c->hdr->head, p + 1, memory_order_release);
+	if (guarded)
+		cistern__auto_end(c);
+	cistern__count(&c->me->ctr.gets, 1);
+}
+
+/*
+ * Hand slot idx, taken for position pos, back for position pos + n. True if
+ * producers sleep: the caller wakes them (see publish_sample()).
+ */
+static inline __attribute__((always_inline)) bool free_slot(struct cistern *c, uint64_t idx,
+							     uint64_t pos)
+{
+	/* Our reads of the payload are done (release), then the wake check. */
+	cistern__publish_word(&cistern__slotmeta(c, idx)->word,
+			      sw_make(pos + c->slot_count, FIFO_FREE, 0));
+	cistern__count(&c->me->ctr.seen_hist[1], 1);
+	return cistern__producers_wait(c);
+}
+
+/* Release a sample the caller has checked is ours. */
+static inline void release_mine(struct cistern *c, struct cistern_sample *s)
+{
+	if (free_slot(c, s->index_, s->pos_))
+		cistern__wake_futex(&c->hdr->space_futex);
+	s->live_ = 0;
+	s->data = NULL;
+}
+
+/* fifo.c: the general path, which the one-step put and get fall back on. */
+int cistern__fifo_try_reserve(struct cistern *c, struct cistern_slot *slot);
+int cistern__fifo_abort(struct cistern *c, struct cistern_slot *slot);
+int cistern__fifo_try_acquire(struct cistern *c, struct cistern_sample *s);
+ssize_t cistern__fifo_got_too_long(struct cistern *c, struct cistern_sample *s);
+
+#endif

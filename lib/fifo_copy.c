@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fifo_copy.c - cistern_put() and cistern_get() on a FIFO: the copy in or out
+ * made in one step when the slot is ready, by the role holder with plain
+ * stores (or by anyone through the general path, fifo.c), with no slot record
+ * filled and read back and no call on the way.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "fifo.h"
+
+/*
+ * Copy a payload of up to 64 bytes (a cache line, the common small sample)
+ * with two overlapping fixed-size moves inline, so that the one-step put and
+ * get make no call on their way; longer ones go through memcpy() on a path
+ * of their own (put_long(), get_long()).
+ */
+typedef char fifo_v32 __attribute__((vector_size(32), aligned(1), may_alias));
+
+static inline __attribute__((always_inline)) void copy_small(void *dst, const void *src,
+							     size_t n)
+{
+	char *d = dst;
+	const char *s = src;
+	/* The two moves of a size may overlap each other, never dst with src. */
+	if (n >= 32) {
+		/*
+		 * As one 32-byte vector: one move where AVX2 is on (put_wide()),
+		 * two of 16 bytes elsewhere; gcc splits a 32-byte memcpy in two
+		 * even with AVX2.
+		 */
+		*(fifo_v32 *)d = *(const fifo_v32 *)s;
+		*(fifo_v32 *)(d + n - 32) = *(const fifo_v32 *)(s + n - 32);
+	} else if (n >= 16) {
+		__builtin_memcpy(d, s, 16);
+		__builtin_memcpy(d + n - 16, s + n - 16, 16);
+	} else if (n >= 8) {
+		__builtin_memcpy(d, s, 8);
+		__builtin_memcpy(d + n - 8, s + n - 8, 8);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			d[i] = s[i];
+	}
+}
+
+/*
+ * cistern_put() and cistern_get() when the slot at the index is ready: the
+ * claim, the copy and the commit (release) without the general path's
+ * layers (waiter set-up, indirect calls, ownership checks of a slot we just
+ * claimed), so that more samples fit in the processor's window of
+ * instructions in flight and their cache misses overlap. -EAGAIN when the
+ * call cannot go straight through: the caller takes the general path, which
+ * waits, adds the role and reports the errors. The caller checked the handle.
+ */
+static int put_now(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta)
+{
+	if (!(c->role & CISTERN_ROLE_PRODUCER) ||
+	    atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
+		return -EAGAIN;
+	struct cistern_slot slot;
+	int r = cistern__fifo_try_reserve(c, &slot);
+	if (r < 0)
+		return r;
+	/* As cistern_reserve(): a close that came while we claimed voids the claim. */
+	if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst)) {
+		cistern__fifo_abort(c, &slot);
+		return -EPIPE;
+	}
+	if (len)
+		memcpy(slot.data, buf, len);
+	commit_mine(c, &slot, len, meta);
+	return 0;
+}
+
+static ssize_t get_now(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta)
+{
+	if (!(c->role & CISTERN_ROLE_READER))
+		return -EAGAIN;
+	struct cistern_sample s;
+	int r = cistern__fifo_try_acquire(c, &s);
+	if (r < 0)
+		return r;
+	if (s.len > c->slot_size || s.len > cap)
+		return cistern__fifo_got_too_long(c, &s);
+	memcpy(buf, s.data, s.len);
+	if (meta)
+		*meta = s.meta;
+	size_t len = s.len;
+	release_mine(c, &s);
+	return (ssize_t)len;
+}
+
+/*
+ * The holder's put and get (below) and what they leave to others.
+ *
+ * The holder's path makes no call: whatever needs one (a wake, a lost role,
+ * a voided claim, a payload longer than a line, a shared handle) is left to
+ * one of these functions, reached by a tail call with nothing of ours live
+ * after it, so the path saves few registers (a saved register is a store)
+ * and calls nothing on the way. A put + get pair in one process takes a
+ * quarter fewer instructions so; between two processes the rate stayed
+ * where it was (docs/benchmarks-log.md, "(1)").
+ */
+static __attribute__((noinline)) int put_shared(struct cistern *c, const void *buf, size_t len,
+						struct cistern_meta *meta, int timeout_ms)
+{
+	/* A counted handle that finds itself the only producer left takes the role (once). */
+	if (!holds_producer(c) && plain_producer(c))
+		return cistern__fifo_put(c, buf, len, meta, timeout_ms);
+	int r = put_now(c, buf, len, meta);
+	return r == -EAGAIN ? cistern__put_slow(c, buf, len, meta, timeout_ms) : r;
+}
+
+static __attribute__((noinline)) int put_lost(struct cistern *c, const void *buf, size_t len,
+					      struct cistern_meta *meta, int timeout_ms)
+{
+	cistern__auto_lost(c, CISTERN_ROLE_PRODUCER);
+	return put_shared(c, buf, len, meta, timeout_ms);
+}
+
+/* As cistern_reserve(): a close that came while we claimed voids the claim. */
+static __attribute__((noinline)) int put_voided(struct cistern *c, uint64_t pos, uint64_t idx)
+{
+	struct cistern_slot slot;
+	cistern__set_slot(&slot, c, idx, pos);
+	cistern__fifo_abort(c, &slot);
+	return -EPIPE;
+}
+
+static __attribute__((noinline)) int put_woken(struct cistern *c)
+{
+	cistern__wake_futex(&c->hdr->data_futex);
+	return 0;
+}
+
+static __attribute__((noinline)) int put_long(struct cistern *c, const void *buf, size_t len,
+					      struct cistern_meta *meta, uint64_t pos,
+					      uint64_t idx)
+{
+	memcpy(cistern__payload(c, idx), buf, len);
+	if (publish_sample(c, idx, pos, len, meta))
+		cistern__wake_futex(&c->hdr->data_futex);
+	return 0;
+}
+
+/*
+ * The holder of the producer role (CISTERN_SINGLE_PRODUCER with light wakes,
+ * or the automatic role): the claim, the copy and the commit on the position
+ * and slot index alone, with no slot record filled and read back: the same
+ * steps in the same order as cistern_reserve() + cistern_commit(), in fewer
+ * instructions and stores. Anyone else, or a slot not ready, takes the
+ * general path (put_shared()), which waits, adds the role and reports the
+ * errors. The caller (cistern_put()) checked the handle and the length.
+ */
+static inline __attribute__((always_inline)) int
+put_as(struct cistern *c, bool guarded, const void *buf, size_t len, struct cistern_meta *meta,
+       int timeout_ms)
+{
+	uint64_t t, idx;
+	if (atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
+		return put_shared(c, buf, len, meta, timeout_ms);
+	switch (sole_claim_as(c, guarded, &t, &idx)) {
+	case SOLE_LOST:
+		return put_lost(c, buf, len, meta, timeout_ms);
+	case SOLE_NOT_READY:
+		return put_shared(c, buf, len, meta, timeout_ms);
+	case SOLE_DONE:
+		break;
+	}
+	/* seq_cst, as cistern_reserve()'s check (fifo_drained() pairs with it). */
+	if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst))
+		return put_voided(c, t, idx);
+	if (len > 64)
+		return put_long(c, buf, len, meta, t, idx);
+	copy_small(cistern__payload(c, idx), buf, len);
+	if (publish_sample(c, idx, t, len, meta))
+		return put_woken(c);
+	return 0;
+}
+
+/* One copy of the path each for the automatic holder and the flag's: one register fewer. */
+static inline __attribute__((always_inline)) int
+put_holder(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
+	   int timeout_ms)
+{
+	if (c->auto_producing)
+		return put_as(c, true, buf, len, meta, timeout_ms);
+	if (c->sole_producing && cistern__light())
+		return put_as(c, false, buf, len, meta, timeout_ms);
+	return put_shared(c, buf, len, meta, timeout_ms);
+}
+
+/*
+ * The one-step put and get once more, compiled for AVX2 and taken where the
+ * processor has it (c->wide_copies, cistern__wide_copies()): a payload of 33
+ * to 64 bytes is then copied with two 32-byte moves instead of four of 16.
+ * The producer's stores wait in the core's store buffer for cache lines
+ * that are still in the reader's cache; a sample that needs fewer entries
+ * there leaves room for more samples in flight. Section 1 of the
+ * benchmark (64-byte samples) went about an eighth faster with it
+ * (docs/benchmarks-log.md, "The producer's stores").
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FIFO_WIDE_COPIES 1
+static __attribute__((target("avx2"), noinline)) int
+put_wide(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta, int timeout_ms)
+{
+	return put_holder(c, buf, len, meta, timeout_ms);
+}
+#endif
+
+bool cistern__wide_copies(void)
+{
+#ifdef FIFO_WIDE_COPIES
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2");
+#else
+	return false;
+#endif
+}
+
+int cistern__fifo_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
+		      int timeout_ms)
+{
+#ifdef FIFO_WIDE_COPIES
+	if (c->wide_copies)
+		return put_wide(c, buf, len, meta, timeout_ms);
+#endif
+	return put_holder(c, buf, len, meta, timeout_ms);
+}
+
+static inline __attribute__((always_inline)) void meta_out(const struct cistern_slotmeta *m,
+							   struct cistern_meta *meta)
+{
+	if (meta) {
+		meta->sample_id = m->sample_id;
+		meta->sim_id = m->sim_id;
+		meta->time_step = m->time_step;
+	}
+}
+
+static __attribute__((noinline)) ssize_t get_shared(struct cistern *c, void *buf, size_t cap,
+						    struct cistern_meta *meta, int timeout_ms)
+{
+	/* A counted handle that finds itself the only reader left takes the role (once). */
+	if (!holds_reader(c) && plain_reader(c))
+		return cistern__fifo_get(c, buf, cap, meta, timeout_ms);
+	ssize_t n = get_now(c, buf, cap, meta);
+	return n == -EAGAIN ? cistern__get_slow(c, buf, cap, meta, timeout_ms) : n;
+}
+
+static __attribute__((noinline)) ssize_t get_lost(struct cistern *c, void *buf, size_t cap,
+						  struct cistern_meta *meta, int timeout_ms)
+{
+	cistern__auto_lost(c, CISTERN_ROLE_READER);
+	return get_shared(c, buf, cap, meta, timeout_ms);
+}
+
+static __attribute__((noinline)) ssize_t get_misfit(struct cistern *c, uint64_t pos,
+						    uint64_t idx)
+{
+	struct cistern_sample s;
+	fill_sample(c, &s, idx, pos);
+	return cistern__fifo_got_too_long(c, &s);
+}
+
+static __attribute__((noinline)) ssize_t get_woken(struct cistern *c, size_t len)
+{
+	cistern__wake_futex(&c->hdr->space_futex);
+	return (ssize_t)len;
+}
+
+static __attribute__((noinline)) ssize_t get_long(struct cistern *c, void *buf, size_t len,
+						  struct cistern_meta *meta, uint64_t pos,
+						  uint64_t idx)
+{
+	memcpy(buf, cistern__payload(c, idx), len);
+	meta_out(cistern__slotmeta(c, idx), meta);
+	if (free_slot(c, idx, pos))
+		cistern__wake_futex(&c->hdr->space_futex);
+	return (ssize_t)len;
+}
+
+/*
+ * T11 and I2 by the sole reader, which has copied out the sample at position
+ * p (the COMMITTED word sole_look_as() loaded): the slot goes straight to
+ * FREE(p + n), with no ACQUIRED between, and then the head moves. True if
+ * producers sleep (see free_slot()).
+ *
+ * The order is what keeps a death harmless. Killed before the hand-back, we
+ * leave the sample COMMITTED at the head, where the next reader takes it: it
+ * was never delivered, since our call never returned. Killed between the
+ * hand-back and the head's store, we leave the head behind a slot already a
+ * lap ahead, which any reader helps past (cistern__fifo_try_acquire()), as it does
+ * past a dead reader's take. The head's store comes last so that a head past
+ * p always has p's sample gone from COMMITTED.
+ */
+static inline __attribute__((always_inline)) bool sole_pass_at(struct cistern *c, bool guarded,
+								uint64_t p, uint64_t idx)
+{
+	/* Release (free_slot): our reads of the payload come before the hand-back. */
+	bool sleepers = free_slot(c, idx, p);
+	/* Release: a reader that loads this head sees the hand-back before it. */
+	atomic_store_explicit(&c->hdr->head, p + 1, memory_order_release);
+	if (guarded)
+		cistern__auto_end(c);
+	cistern__count(&c->me->ctr.gets, 1);
+	return sleepers;
+}
+
+/*
+ * The holder of the reader role: the mirror of put_as(). A sample of up to a
+ * line that fits the caller's buffer is copied out while still COMMITTED and
+ * then handed back (sole_pass_at()), one store to the slot word where a take
+ * and a release would make two; a longer one, or one that does not fit, is
+ * taken first (T5) as any get does, since its copy is long or it goes back.
+ */
+static inline __attribute__((always_inline)) ssize_t
+get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_meta *meta,
+       int timeout_ms)
+{
+	uint64_t p, idx;
+	/*
+	 * As cistern__fifo_try_acquire(): redeliveries first (the general path takes
+	 * them). Relaxed: a hint, which take_redelivered() confirms slot by slot.
+	 */
+	if (atomic_load_explicit(&c->hdr->redeliver_pending, memory_order_relaxed) != 0)
+		return get_shared(c, buf, cap, meta, timeout_ms);
+	switch (sole_look_as(c, guarded, &p, &idx)) {
+	case SOLE_LOST:
+		return get_lost(c, buf, cap, meta, timeout_ms);
+	case SOLE_NOT_READY:
+		return get_shared(c, buf, cap, meta, timeout_ms);
+	case SOLE_DONE:
+		break;
+	}
+	const struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
+	size_t len = (size_t)m->len;
+	if (len > 64 || len > cap || len > c->slot_size) {
+		sole_take_at(c, guarded, p, idx);
+		if (len > c->slot_size || len > cap)
+			return get_misfit(c, p, idx);
+		return get_long(c, buf, len, meta, p, idx);
+	}
+	copy_small(buf, cistern__payload(c, idx), len);
+	meta_out(m, meta);
+	if (sole_pass_at(c, guarded, p, idx))
+		return get_woken(c, len);
+	return (ssize_t)len;
+}
+
+static inline __attribute__((always_inline)) ssize_t
+get_holder(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms)
+{
+	if (c->auto_reading)
+		return get_as(c, true, buf, cap, meta, timeout_ms);
+	if (c->sole_reading && cistern__light())
+		return get_as(c, false, buf, cap, meta, timeout_ms);
+	return get_shared(c, buf, cap, meta, timeout_ms);
+}
+
+#ifdef FIFO_WIDE_COPIES
+static __attribute__((target("avx2"), noinline)) ssize_t
+get_wide(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms)
+{
+	return get_holder(c, buf, cap, meta, timeout_ms);
+}
+#endif
+
+ssize_t cistern__fifo_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+			  int timeout_ms)
+{
+#ifdef FIFO_WIDE_COPIES
+	if (c->wide_copies)
+		return get_wide(c, buf, cap, meta, timeout_ms);
+#endif
+	return get_holder(c, buf, cap, meta, timeout_ms);
+}
