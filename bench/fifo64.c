@@ -24,6 +24,12 @@
 #include "internal.h" /* cistern__prefetch_for_write(), as the library's producer uses it */
 
 #define QCAP 1024 /* capacity of every queue, in samples, where it can be chosen */
+/*
+ * Samples a reader takes per call in the rows that read in batches (cistern's
+ * get_batch, rte_ring's dequeue_burst); each is then checked one by one from
+ * the reader's own array, as every other row checks what it receives.
+ */
+#define READ_BURST 32
 /* The batched no-library ring publishes its indices once per this many samples. */
 #define BARE_BATCH 16
 #define STR_(x) #x
@@ -34,7 +40,8 @@ struct s64 {
 };
 CK_RING_PROTOTYPE(s64, s64)
 
-enum kind { K_CIS_SOLE, K_CIS, K_CIS_FENCED, K_CIS_SPIN, K_CK, K_RTE, K_RTE_RTS, K_PIPE, K_MQ, K_BOOST, K_ZMQ,
+enum kind { K_CIS_SOLE, K_CIS, K_CIS_FENCED, K_CIS_SPIN, K_CIS_BATCH, K_CK, K_RTE, K_RTE_RTS, K_RTE_BURST,
+	     K_PIPE, K_MQ, K_BOOST, K_ZMQ,
 	     K_BARE, K_BARE_STORES, K_BARE_ROUNDS, K_BARE_PREFETCH, K_BARE_BATCHED, K_COUNT };
 
 struct f64 {
@@ -64,12 +71,16 @@ static const char *kind_label(enum kind k, int mpmc, long mq_cap)
 		return "cistern FIFO put/get (blocking, CISTERN_FENCED_WAKES=1)";
 	case K_CIS_SPIN:
 		return "cistern FIFO put/get (timeout 0 + retry)";
+	case K_CIS_BATCH:
+		return "cistern FIFO put/get_batch of up to " STR(READ_BURST) " (blocking, both flags)";
 	case K_CK:
 		return mpmc ? "ck_ring MPMC (shared mmap)" : "ck_ring SPSC (shared mmap)";
 	case K_RTE:
 		return mpmc ? "DPDK rte_ring MP/MC (shared mmap)" : "DPDK rte_ring SP/SC (shared mmap)";
 	case K_RTE_RTS:
 		return "DPDK rte_ring MP/MC RTS (shared mmap)";
+	case K_RTE_BURST:
+		return "DPDK rte_ring SP/SC, dequeue_burst of up to " STR(READ_BURST) " (shared mmap)";
 	case K_PIPE:
 		return "pipe";
 	case K_MQ:
@@ -192,6 +203,33 @@ static int cis_recv(void *h, void *msg)
 	return n < 0 ? (int)n : -EBADMSG;
 }
 
+/* A reader's array of samples taken in one call, handed to consume() one at a time. */
+struct burst {
+	struct s64 buf[READ_BURST];
+	unsigned have, next;
+};
+
+struct batch_h {
+	struct cistern *c;
+	struct burst b;
+};
+
+static int cis_recv_batch(void *h, void *msg)
+{
+	struct batch_h *k = h;
+	if (k->b.next == k->b.have) {
+		int n = cistern_get_batch(k->c, k->b.buf, BENCH_MSG, READ_BURST, NULL, NULL, -1);
+		if (n == CISTERN_EOD)
+			return 0;
+		if (n < 0)
+			return n;
+		k->b.have = (unsigned)n;
+		k->b.next = 0;
+	}
+	memcpy(msg, &k->b.buf[k->b.next++], BENCH_MSG);
+	return 1;
+}
+
 struct spin_h {
 	struct cistern *c;
 	int oversub;
@@ -236,6 +274,8 @@ static int cis_child(struct f64 *f, int role, int idx)
 		return 1;
 	}
 	struct spin_h sh = { c, f->oversub };
+	static struct batch_h bh; /* a child's own copy after fork */
+	bh.c = c;
 	if (role == 'p') {
 		ret = f->kind != K_CIS_SPIN ? produce(f, idx, c, cis_send) : produce(f, idx, &sh, cis_send_spin);
 		if (ret == 0 && (rc = cistern_producer_done(c)) < 0) {
@@ -243,7 +283,9 @@ static int cis_child(struct f64 *f, int role, int idx)
 			ret = 1;
 		}
 	} else {
-		ret = f->kind != K_CIS_SPIN ? consume(f, idx, c, cis_recv) : consume(f, idx, &sh, cis_recv_spin);
+		ret = f->kind == K_CIS_SPIN    ? consume(f, idx, &sh, cis_recv_spin)
+		      : f->kind == K_CIS_BATCH ? consume(f, idx, &bh, cis_recv_batch)
+					       : consume(f, idx, c, cis_recv);
 	}
 	cistern_detach(c);
 	return ret;
@@ -537,6 +579,35 @@ static int rte_recv_sc(void *h, void *msg)
 	}
 }
 
+struct rte_burst_h {
+	struct rte_h k;
+	struct burst b;
+};
+
+static int rte_recv_burst(void *h, void *msg)
+{
+	struct rte_burst_h *r = h;
+	while (r->b.next == r->b.have) {
+		unsigned n = rte_ring_sc_dequeue_burst_elem(r->k.r, r->b.buf, BENCH_MSG, READ_BURST, NULL);
+		if (n) {
+			r->b.have = n;
+			r->b.next = 0;
+			break;
+		}
+		if (all_produced(r->k.c)) {
+			n = rte_ring_sc_dequeue_burst_elem(r->k.r, r->b.buf, BENCH_MSG, READ_BURST, NULL);
+			if (!n)
+				return 0;
+			r->b.have = n;
+			r->b.next = 0;
+			break;
+		}
+		waitspin(r->k.oversub);
+	}
+	memcpy(msg, &r->b.buf[r->b.next++], BENCH_MSG);
+	return 1;
+}
+
 static int rte_send_mp(void *h, const void *msg)
 {
 	struct rte_h *k = h;
@@ -584,6 +655,11 @@ static int rte_child(struct f64 *f, int role, int idx)
 	int mpmc = f->c->nprod > 1 || f->c->nread > 1;
 	if (f->kind == K_RTE_RTS)
 		return role == 'p' ? produce(f, idx, &k, rte_send_any) : consume(f, idx, &k, rte_recv_any);
+	if (f->kind == K_RTE_BURST) {
+		static struct rte_burst_h rb; /* a child's own copy after fork */
+		rb.k = k;
+		return role == 'p' ? produce(f, idx, &k, rte_send_sp) : consume(f, idx, &rb, rte_recv_burst);
+	}
 	if (role == 'p')
 		return mpmc ? produce(f, idx, &k, rte_send_mp) : produce(f, idx, &k, rte_send_sp);
 	return mpmc ? consume(f, idx, &k, rte_recv_mc) : consume(f, idx, &k, rte_recv_sc);
@@ -783,11 +859,13 @@ static int f64_child(int role, int idx, void *arg)
 	case K_CIS:
 	case K_CIS_FENCED:
 	case K_CIS_SPIN:
+	case K_CIS_BATCH:
 		return cis_child(f, role, idx);
 	case K_CK:
 		return ck_child(f, role, idx);
 	case K_RTE:
 	case K_RTE_RTS:
+	case K_RTE_BURST:
 		return rte_child(f, role, idx);
 	case K_PIPE:
 		return pipe_child(f, role, idx);
@@ -859,13 +937,14 @@ static int f64_setup(struct f64 *f, char *err, size_t cap)
 	case K_CIS_SOLE:
 	case K_CIS:
 	case K_CIS_FENCED:
-	case K_CIS_SPIN: {
+	case K_CIS_SPIN:
+	case K_CIS_BATCH: {
 		struct cistern_config cfg = { 0 };
 		cfg.slot_size = BENCH_MSG;
 		cfg.slot_count = QCAP;
 		cfg.policy = CISTERN_FIFO;
 		cfg.expected_producers = (uint32_t)f->c->nprod;
-		if (f->kind == K_CIS_SOLE)
+		if (f->kind == K_CIS_SOLE || f->kind == K_CIS_BATCH)
 			cfg.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER;
 		bench_name(f->name, sizeof f->name, "f");
 		rc = cistern_create(f->name, &cfg, &f->ph);
@@ -899,7 +978,8 @@ static int f64_setup(struct f64 *f, char *err, size_t cap)
 		return 0;
 	}
 	case K_RTE:
-	case K_RTE_RTS: {
+	case K_RTE_RTS:
+	case K_RTE_BURST: {
 		ssize_t sz = rte_ring_get_memsize_elem(BENCH_MSG, QCAP);
 		if (sz < 0) {
 			snprintf(err, cap, "rte_ring_get_memsize_elem: %s", strerror((int)-sz));
@@ -977,6 +1057,7 @@ static void f64_teardown(struct f64 *f)
 	case K_CIS:
 	case K_CIS_FENCED:
 	case K_CIS_SPIN:
+	case K_CIS_BATCH:
 		if (f->ph) {
 			struct cistern_stats st;
 			if (cistern_stats_get(f->ph, &st) == 0)
@@ -998,6 +1079,7 @@ static void f64_teardown(struct f64 *f)
 	case K_BARE_BATCHED:
 	case K_RTE:
 	case K_RTE_RTS:
+	case K_RTE_BURST:
 		if (f->mem)
 			shm_anon_free(f->mem, f->memlen);
 		break;
@@ -1124,6 +1206,11 @@ void sec_fifo64(int nprod, int nread)
 	list[n++] = K_RTE;
 	if (mpmc)
 		list[n++] = K_RTE_RTS;
+	if (!mpmc) {
+		/* Readers that take their samples in batches, each checked as every row checks. */
+		list[n++] = K_CIS_BATCH;
+		list[n++] = K_RTE_BURST;
+	}
 	list[n++] = K_PIPE;
 	list[n++] = K_MQ;
 	list[n++] = K_BOOST;

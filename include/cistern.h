@@ -356,10 +356,21 @@ CISTERN_API int cistern_release_batch(struct cistern *c, struct cistern_sample *
  * Gather a batch into one contiguous array: sample i is copied to
  * buf + i * stride (stride >= the longest sample), its length to len[i] and
  * metadata to meta[i] (len and meta may be NULL).
+ *
+ * Reservoir, FIFOEvictReservoir, BatchReservoir: a batch drawn as
+ * cistern_acquire_batch() draws it, copied out and released.
+ *
+ * FIFO: the next samples in order, at most n (n = 0 is -EINVAL, as the FIFO
+ * has no batch_size): those there now, or, if none is, the first one waited
+ * for as cistern_get() waits, with any that came with it. A sample longer
+ * than stride ends the batch before it, and the call that meets it first
+ * answers -EMSGSIZE and leaves it to be read with a larger buffer, as
+ * cistern_get() does. Each sample returned is consumed, as by cistern_get().
+ *
  * After an error nothing was read (no seen count moves), but buf may have been
  * written.
  * @return the number of samples; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if a
- *         sample is longer than stride; -EINVAL.
+ *         sample is longer than stride; -EINVAL (another policy, or a bad n).
  */
 CISTERN_API int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
 		      struct cistern_meta *meta, int timeout_ms);

@@ -399,6 +399,10 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 		n = c->hdr->batch_size;
 	if (n == 0 || n > c->slot_count)
 		return -EINVAL;
+	if (c->ops == &cistern__fifo_ops) {
+		int r = writable(c);
+		return r < 0 ? r : cistern__fifo_get_batch(c, buf, stride, n, len, meta, timeout_ms);
+	}
 	struct cistern_sample local[64];
 	struct cistern_sample *s = n <= 64 ? local : malloc(n * sizeof(*s));
 	if (!s)

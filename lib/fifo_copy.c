@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fifo_copy.c - cistern_put() and cistern_get() on a FIFO: the copy in or out
- * made in one step when the slot is ready, by the role holder with plain
- * stores (or by anyone through the general path, fifo.c), with no slot record
- * filled and read back and no call on the way.
+ * fifo_copy.c - cistern_put(), cistern_get() and cistern_get_batch() on a
+ * FIFO: the copy in or out made in one step when the slot is ready, by the
+ * role holder with plain stores (or by anyone through the general path,
+ * fifo.c), with no slot record filled and read back and no call on the way.
  */
 #include <errno.h>
 #include <string.h>
@@ -376,4 +376,135 @@ ssize_t cistern__fifo_get(struct cistern *c, void *buf, size_t cap, struct ciste
 		return get_wide(c, buf, cap, meta, timeout_ms);
 #endif
 	return get_holder(c, buf, cap, meta, timeout_ms);
+}
+
+/*
+ * ---- cistern_get_batch() on a FIFO ----------------------------------------
+ *
+ * Up to n samples in order, copied to g->dst + i * g->stride: as many as are
+ * there now, and if none is, the first one waited for as cistern_get() waits.
+ * The holder of the reader role copies each one out of its COMMITTED slot and
+ * frees the slot (T11), and moves the head once for the whole batch; a batch
+ * cut short by the holder's death leaves the head behind freed slots, which
+ * any reader helps past one by one, as after a death between one T11 and its
+ * head store. Longer batches spread the call's fixed costs (the checks, the
+ * head's store, the counters, the wake check) over more samples.
+ */
+
+static void meta_fill(const struct cistern_slotmeta *m, const struct cistern_gather *g, size_t i)
+{
+	if (g->len)
+		g->len[i] = (size_t)m->len;
+	if (g->meta)
+		meta_out(m, &g->meta[i]);
+}
+
+/* The holder's batch: the samples there now, stopping before one that does not fit. */
+static inline __attribute__((always_inline)) size_t
+gather_as(struct cistern *c, bool guarded, size_t n, const struct cistern_gather *g, bool *lost)
+{
+	struct cistern_hdr *h = c->hdr;
+	if (guarded && !cistern__auto_try_begin(c, CISTERN_ROLE_READER, &h->auto_reader)) {
+		*lost = true;
+		return 0;
+	}
+	/* Relaxed: we are the only writer of the head while we hold the role. */
+	uint64_t p0 = atomic_load_explicit(&h->head, memory_order_relaxed), p = p0;
+	size_t fit = g->stride < c->slot_size ? g->stride : (size_t)c->slot_size;
+	for (size_t i = 0; i < n; i++, p++) {
+		uint64_t idx = cistern__slot_of(c, p);
+		struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
+		/* Acquire: pairs with the commit's release store; the payload is complete. */
+		if (atomic_load_explicit(&m->word, memory_order_acquire) !=
+		    sw_make(p, FIFO_COMMITTED, 0))
+			break;
+		size_t len = (size_t)m->len;
+		if (len > fit)
+			break; /* left COMMITTED; the first-sample path reports it */
+		memcpy(g->dst + i * g->stride, cistern__payload(c, idx), len);
+		meta_fill(m, g, i);
+		/* T11. Release: our reads of the payload come before the hand-back. */
+		atomic_store_explicit(&m->word, sw_make(p + c->slot_count, FIFO_FREE, 0),
+				      memory_order_release);
+	}
+	size_t k = (size_t)(p - p0);
+	/* Release: a reader that loads this head sees the hand-backs before it. */
+	if (k)
+		atomic_store_explicit(&h->head, p, memory_order_release);
+	if (guarded)
+		cistern__auto_end(c);
+	if (k) {
+		cistern__count(&c->me->ctr.gets, k);
+		cistern__count(&c->me->ctr.seen_hist[1], k);
+		/*
+		 * The wake check after the last hand-back. With light wakes (the
+		 * role needs them) a sleeping producer's membarrier orders our
+		 * stores before its re-check, so a compiler fence is enough here.
+		 */
+		atomic_signal_fence(memory_order_seq_cst);
+		cistern__wake_producers(c);
+	}
+	return k;
+}
+
+/* Anyone else: one general get after another, while samples are there. */
+static ssize_t gather_shared(struct cistern *c, size_t n, const struct cistern_gather *g)
+{
+	size_t k = 0;
+	for (; k < n; k++) {
+		struct cistern_meta mt;
+		ssize_t r = get_now(c, g->dst + k * g->stride, g->stride, g->meta ? &mt : NULL);
+		if (r < 0) {
+			/* A sample that did not fit went back for redelivery: it comes first next time. */
+			if (k == 0 && r != -EAGAIN)
+				return r;
+			break;
+		}
+		if (g->len)
+			g->len[k] = (size_t)r;
+		if (g->meta)
+			g->meta[k] = mt;
+	}
+	return (ssize_t)k;
+}
+
+/* The samples there now: how many (0: none), or an error of the first one. */
+static ssize_t gather_now(struct cistern *c, size_t n, const struct cistern_gather *g)
+{
+	bool lost = false;
+	size_t k;
+	if (atomic_load_explicit(&c->hdr->redeliver_pending, memory_order_relaxed) != 0)
+		return gather_shared(c, n, g); /* redeliveries first, as every get */
+	/* The holder, or a counted handle that finds itself the only reader left. */
+	if (!plain_reader(c))
+		return gather_shared(c, n, g);
+	if (c->auto_reading)
+		k = gather_as(c, true, n, g, &lost);
+	else
+		k = gather_as(c, false, n, g, &lost);
+	if (lost) {
+		cistern__auto_lost(c, CISTERN_ROLE_READER);
+		return gather_shared(c, n, g);
+	}
+	return (ssize_t)k;
+}
+
+int cistern__fifo_get_batch(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
+			    struct cistern_meta *meta, int timeout_ms)
+{
+	struct cistern_gather g = {buf, stride, len, meta};
+	ssize_t k = gather_now(c, n, &g);
+	if (k != 0)
+		return (int)k;
+	/* Nothing there: wait for one as cistern_get() does (end of data, errors), then the rest. */
+	ssize_t r = cistern_get(c, buf, stride, meta, timeout_ms);
+	if (r < 0)
+		return (int)r;
+	if (len)
+		len[0] = (size_t)r;
+	struct cistern_gather rest = {buf + stride, stride, len ? len + 1 : NULL,
+				      meta ? meta + 1 : NULL};
+	k = n > 1 ? gather_now(c, n - 1, &rest) : 0;
+	/* An error of the second sample is the next call's to report. */
+	return 1 + (k > 0 ? (int)k : 0);
 }

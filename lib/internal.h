@@ -810,6 +810,9 @@ int cistern__fifo_put(struct cistern *c, const void *buf, size_t len, struct cis
 		      int timeout_ms);
 ssize_t cistern__fifo_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
 			  int timeout_ms);
+/* fifo_copy.c: cistern_get_batch() on a FIFO; the caller checked the handle and n. */
+int cistern__fifo_get_batch(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
+			    struct cistern_meta *meta, int timeout_ms);
 /* fifo_copy.c: whether this processor runs the one-step put and get compiled for AVX2. */
 bool cistern__wide_copies(void);
 /* fifo.c: whether this processor has PREFETCHW (see cistern__prefetch_for_write()). */

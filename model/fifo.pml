@@ -22,7 +22,8 @@
  * slot word, a plain store of the new word, a plain store of the index, each
  * its own step, so a kill can land between any two. The reader may also go
  * the one-step get's way for a sample of a line or less: the load, the copy,
- * T11 (COMMITTED straight to FREE: the sample is received), then the index.
+ * T11 (COMMITTED straight to FREE: the sample is received), then the index;
+ * or a batch's: T11 on the next slot too, and the index moved once.
  *
  * Granularity: each access to a shared word is one step; a CAS is one atomic
  * step (a guard on the whole slot word, then the write); a process can die
@@ -333,8 +334,18 @@ HEAD:		/* fifo_try_acquire */
 				head = h + 1; goto USE                              /* I2, a plain store */
 			:: assert(data[i] == possample[h]);     /* a one-step get of a line or less: the copy */
 				atomic { received[data[i]]++; wst[i] = FREE; wpos[i] = h + NSLOT; WAKE }; /* T11 */
-				head = h + 1;                                       /* I2, a plain store */
-				i = 0; h = 0; goto LOOP
+				/* cistern_get_batch() may go on to the next slot and move the head once */
+				t = h + 1;
+				k = t % NSLOT;
+				if
+				:: wpos[k] == t && wst[k] == COM ->
+					assert(data[k] == possample[t]);
+					atomic { received[data[k]]++; wst[k] = FREE; wpos[k] = t + NSLOT; WAKE }; /* T11 */
+					t = t + 1
+				:: true -> skip
+				fi;
+				head = t;                                           /* I2, a plain store */
+				i = 0; h = 0; t = 0; k = 0; goto LOOP
 			fi
 #else
 		:: atomic { wpos[i] == h && wst[i] == COM -> wst[i] = ACQ; wown[i] = myent; got = i + 1 } -> /* T5 */

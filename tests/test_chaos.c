@@ -66,7 +66,8 @@ struct chaos_policy {
 	void (*verify)(const struct chaos_result *res);
 	unsigned batch; /* readers acquire batches of this many (0: one sample at a time) */
 	bool pairs;     /* readers acquire pairs (SimPairedReservoir) */
-	bool copying;   /* readers copy samples out with cistern_get() (FIFO) */
+	bool copying;   /* readers copy samples out with cistern_get() (FIFO), or with
+			 * cistern_get_batch() of up to `batch` when batch > 0 */
 };
 
 static const char *chaos_name;
@@ -168,14 +169,19 @@ static void record(struct chaos_shared *sh, const struct cistern_sample *s)
  * may leave one committed sample unrecorded. The holding flag covers the call
  * itself, so that aimed kills land inside it.
  */
+#define COPY_BATCH_MAX 16
+
 static int copying_reader(struct chaos_shared *sh, uint32_t id, struct cistern *c)
 {
 	double deadline = mono_now() + 600;
 	for (;;) {
-		uint8_t buf[PAYLOAD];
-		struct cistern_sample s = {.data = buf};
+		uint8_t buf[COPY_BATCH_MAX][PAYLOAD];
+		size_t len[COPY_BATCH_MAX];
+		struct cistern_meta meta[COPY_BATCH_MAX];
 		atomic_store(&sh->holding[PRODUCERS + id], 1);
-		ssize_t r = cistern_get(c, buf, sizeof(buf), &s.meta, OP_TIMEOUT_MS);
+		ssize_t r = chaos_batch ? cistern_get_batch(c, buf, PAYLOAD, chaos_batch, len, meta,
+							    OP_TIMEOUT_MS)
+					: cistern_get(c, buf[0], PAYLOAD, &meta[0], OP_TIMEOUT_MS);
 		atomic_store(&sh->holding[PRODUCERS + id], 0);
 		if (r == CISTERN_EOD)
 			break;
@@ -188,8 +194,12 @@ static int copying_reader(struct chaos_shared *sh, uint32_t id, struct cistern *
 		}
 		if (r < 0)
 			return 22;
-		s.len = (size_t)r;
-		record(sh, &s);
+		if (!chaos_batch)
+			len[0] = (size_t)r;
+		for (ssize_t i = 0; i < (chaos_batch ? r : 1); i++) {
+			struct cistern_sample s = {.data = buf[i], .len = len[i], .meta = meta[i]};
+			record(sh, &s);
+		}
 	}
 	cistern_detach(c);
 	return 0;
@@ -475,12 +485,14 @@ static const struct chaos_policy chaos_fifo_sole = {
 
 /*
  * FIFO read with cistern_get(): at least once, except that each reader kill
- * may cost the bookkeeping the one sample it had just copied out.
+ * may cost the bookkeeping the one sample it had just copied out (with
+ * cistern_get_batch(), the batch it had just copied out).
  */
 static void verify_fifo_copying(const struct chaos_result *res)
 {
 	verify_fifo_common(res);
-	cr_assert_leq(res->missing, res->readers_killed,
+	uint64_t per_kill = chaos_batch ? chaos_batch : 1;
+	cr_assert_leq(res->missing, res->readers_killed * per_kill,
 		      "fifo: %llu committed samples never received, %llu reader kills",
 		      (unsigned long long)res->missing, (unsigned long long)res->readers_killed);
 }
@@ -501,9 +513,37 @@ static const struct chaos_policy chaos_fifo_copying = {
 	.copying = true,
 };
 
+/* Batches of the sole reader: several slots freed, then the head moved once. */
+static const struct chaos_policy chaos_fifo_sole_batches = {
+	.name = "fifo-sole-get-batch",
+	.cfg = {.slot_size = PAYLOAD, .slot_count = 32,
+		.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER},
+	.verify = verify_fifo_copying,
+	.copying = true,
+	.batch = 8,
+};
+
+static const struct chaos_policy chaos_fifo_batches = {
+	.name = "fifo-get-batch",
+	.cfg = {.slot_size = PAYLOAD, .slot_count = 32},
+	.verify = verify_fifo_copying,
+	.copying = true,
+	.batch = 8,
+};
+
 Test(chaos, single_role_fifo_read_by_get_survives_random_sigkills, .timeout = 900)
 {
 	run_chaos(&chaos_fifo_sole_copying);
+}
+
+Test(chaos, single_role_fifo_read_by_get_batch_survives_random_sigkills, .timeout = 900)
+{
+	run_chaos(&chaos_fifo_sole_batches);
+}
+
+Test(chaos, fifo_read_by_get_batch_survives_random_sigkills, .timeout = 900)
+{
+	run_chaos(&chaos_fifo_batches);
 }
 
 Test(chaos, fifo_read_by_get_survives_random_sigkills, .timeout = 900)

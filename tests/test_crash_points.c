@@ -300,12 +300,14 @@ Test(crash_points, reclaimer_dead_mid_reclaim_leaves_the_entry_to_the_next_sweep
  * while the slot is still COMMITTED, hands the slot straight back (T11, a
  * plain store of FREE one lap on) and then moves the head. Put "a", "b",
  * "c"; a child takes the reader role (by the flag, or automatically when
- * `flags` is 0), makes T11 at position 0 and dies before moving the head.
- * "a" was delivered to the dead reader; the survivor must help the head past
- * the freed slot, get "b" and "c" and nothing twice, and the producer must be
- * able to fill the slot on its next lap.
+ * `flags` is 0), makes T11 at positions 0 .. freed - 1 (a batch frees more
+ * than one) and dies before moving the head. What it freed was delivered to
+ * the dead reader; the survivor must help the head past the freed slots, get
+ * the rest and nothing twice, and the producer must be able to fill the
+ * slots on their next lap.
  */
-static void reader_dead_between_hand_back_and_head(const char *tag, uint32_t flags)
+static void reader_dead_between_hand_back_and_head(const char *tag, uint32_t flags,
+						   uint32_t freed)
 {
 	char name[64];
 	struct cistern *c = make_flagged(tag, name, sizeof(name), 4, flags);
@@ -317,23 +319,26 @@ static void reader_dead_between_hand_back_and_head(const char *tag, uint32_t fla
 		struct cistern *r;
 		if (cistern_attach(name, &r) < 0 || cistern__add_role(r, CISTERN_ROLE_READER) < 0)
 			_exit(1);
-		_Atomic uint64_t *w = &cistern__slotmeta(r, 0)->word;
-		if (atomic_load(w) != word(0, F_COMMITTED, 0) || *(char *)cistern__payload(r, 0) != 'a')
-			_exit(2);
-		atomic_store_explicit(w, word(4, F_FREE, 0), memory_order_release);
+		for (uint32_t i = 0; i < freed; i++) {
+			_Atomic uint64_t *w = &cistern__slotmeta(r, i)->word;
+			if (atomic_load(w) != word(i, F_COMMITTED, 0) ||
+			    *(char *)cistern__payload(r, i) != "abc"[i])
+				_exit(2);
+			atomic_store_explicit(w, word(i + 4, F_FREE, 0), memory_order_release);
+		}
 		raise(SIGKILL);
 		_exit(3);
 	}
 	reap_killed(pid);
 	cr_assert_eq(atomic_load(&c->hdr->head), 0, "the dead reader never moved the head");
 	char buf[16];
-	/* The role passes on once the dead holder is swept; the head is helped past slot 0. */
-	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 2000), 1);
-	cr_assert_eq(buf[0], 'b');
-	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
-	cr_assert_eq(buf[0], 'c');
-	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN, "\"a\" came back");
-	/* A full lap more, through the slot the dead reader freed. */
+	/* The role passes on once the dead holder is swept; the head is helped past the freed slots. */
+	for (uint32_t i = freed; i < 3; i++) {
+		cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 2000), 1);
+		cr_assert_eq(buf[0], "abc"[i]);
+	}
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN, "a freed sample came back");
+	/* A full lap more, through the slots the dead reader freed. */
 	for (const char *v = "defg"; *v; v++)
 		cr_assert_eq(cistern_put(c, v, 1, NULL, 0), 0, "put %c", *v);
 	for (const char *v = "defg"; *v; v++) {
@@ -348,12 +353,18 @@ static void reader_dead_between_hand_back_and_head(const char *tag, uint32_t fla
 
 Test(crash_points, sole_reader_dead_after_hand_back_before_head_moves_loses_nothing)
 {
-	reader_dead_between_hand_back_and_head("cp-pass", CISTERN_SINGLE_READER);
+	reader_dead_between_hand_back_and_head("cp-pass", CISTERN_SINGLE_READER, 1);
 }
 
 Test(crash_points, auto_reader_dead_after_hand_back_before_head_moves_loses_nothing)
 {
-	reader_dead_between_hand_back_and_head("cp-apass", 0);
+	reader_dead_between_hand_back_and_head("cp-apass", 0, 1);
+}
+
+/* A batch (cistern_get_batch()) frees each slot it copies out and moves the head once. */
+Test(crash_points, sole_reader_dead_mid_batch_before_head_moves_loses_nothing)
+{
+	reader_dead_between_hand_back_and_head("cp-bpass", CISTERN_SINGLE_READER, 2);
 }
 
 Test(crash_points, aborted_slot_at_the_head_is_stepped_over_and_freed)
