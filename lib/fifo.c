@@ -122,21 +122,15 @@ bool cistern__has_prefetchw(void)
 #endif
 }
 
-static inline __attribute__((always_inline)) enum sole_step
-sole_claim_tail(struct cistern *c, uint64_t *pos, uint64_t *index)
-{
-	return sole_claim_as(c, c->auto_producing, pos, index);
-}
-
 static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
 {
-	uint64_t t, idx;
-	enum sole_step st = sole_claim_tail(c, &t, &idx);
+	struct sole_at at;
+	enum sole_step st = sole_claim_as(c, c->auto_producing, &at);
 	if (st == SOLE_LOST)
 		cistern__auto_lost(c, CISTERN_ROLE_PRODUCER);
 	if (st != SOLE_DONE)
 		return false;
-	cistern__set_slot(slot, c, idx, t);
+	cistern__set_slot(slot, c, at.idx, at.pos);
 	return true;
 }
 
@@ -253,30 +247,18 @@ static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 	return -EAGAIN;
 }
 
-static inline __attribute__((always_inline)) enum sole_step
-sole_take_as(struct cistern *c, bool guarded, uint64_t *pos, uint64_t *index)
-{
-	enum sole_step st = sole_look_as(c, guarded, pos, index);
-	if (st == SOLE_DONE)
-		sole_take_at(c, guarded, *pos, *index);
-	return st;
-}
-
-static inline __attribute__((always_inline)) enum sole_step
-sole_take_head(struct cistern *c, uint64_t *pos, uint64_t *index)
-{
-	return sole_take_as(c, c->auto_reading, pos, index);
-}
-
+/* The sole reader's take (T5) for cistern_acquire(): the look, then ACQUIRED. */
 static inline bool acquire_sole(struct cistern *c, struct cistern_sample *s)
 {
-	uint64_t p, idx;
-	enum sole_step st = sole_take_head(c, &p, &idx);
+	struct sole_at at;
+	bool guarded = c->auto_reading;
+	enum sole_step st = sole_look_as(c, guarded, &at);
 	if (st == SOLE_LOST)
 		cistern__auto_lost(c, CISTERN_ROLE_READER);
 	if (st != SOLE_DONE)
 		return false;
-	fill_sample(c, s, idx, p);
+	sole_take_at(c, guarded, &at);
+	fill_sample(c, s, at.idx, at.pos);
 	return true;
 }
 

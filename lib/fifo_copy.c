@@ -157,10 +157,10 @@ static inline __attribute__((always_inline)) int
 put_as(struct cistern *c, bool guarded, const void *buf, size_t len, struct cistern_meta *meta,
        int timeout_ms)
 {
-	uint64_t t, idx;
+	struct sole_at at;
 	if (atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
 		return put_shared(c, buf, len, meta, timeout_ms);
-	switch (sole_claim_as(c, guarded, &t, &idx)) {
+	switch (sole_claim_as(c, guarded, &at)) {
 	case SOLE_LOST:
 		return put_lost(c, buf, len, meta, timeout_ms);
 	case SOLE_NOT_READY:
@@ -170,11 +170,11 @@ put_as(struct cistern *c, bool guarded, const void *buf, size_t len, struct cist
 	}
 	/* seq_cst, as cistern_reserve()'s check (fifo_drained() pairs with it). */
 	if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst))
-		return put_voided(c, t, idx);
+		return put_voided(c, at.pos, at.idx);
 	if (len > 64)
-		return put_long(c, buf, len, meta, t, idx);
-	copy_small(cistern__payload(c, idx), buf, len);
-	if (publish_sample(c, idx, t, len, meta))
+		return put_long(c, buf, len, meta, at.pos, at.idx);
+	copy_small(at.payload, buf, len);
+	if (publish_sample_at(c, at.m, at.pos, len, meta))
 		return put_woken(c);
 	return 0;
 }
@@ -297,12 +297,12 @@ static __attribute__((noinline)) ssize_t get_long(struct cistern *c, void *buf, 
  * p always has p's sample gone from COMMITTED.
  */
 static inline __attribute__((always_inline)) bool sole_pass_at(struct cistern *c, bool guarded,
-								uint64_t p, uint64_t idx)
+								const struct sole_at *at)
 {
-	/* Release (free_slot): our reads of the payload come before the hand-back. */
-	bool sleepers = free_slot(c, idx, p);
+	/* Release (free_slot_at): our reads of the payload come before the hand-back. */
+	bool sleepers = free_slot_at(c, at->m, at->pos);
 	/* Release: a reader that loads this head sees the hand-back before it. */
-	atomic_store_explicit(&c->hdr->head, p + 1, memory_order_release);
+	atomic_store_explicit(&c->hdr->head, at->pos + 1, memory_order_release);
 	if (guarded)
 		cistern__auto_end(c);
 	cistern__count(&c->me->ctr.gets, 1);
@@ -320,14 +320,15 @@ static inline __attribute__((always_inline)) ssize_t
 get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_meta *meta,
        int timeout_ms)
 {
-	uint64_t p, idx;
+	struct sole_at at;
 	/*
-	 * As cistern__fifo_try_acquire(): redeliveries first (the general path takes
-	 * them). Relaxed: a hint, which take_redelivered() confirms slot by slot.
+	 * As cistern__fifo_try_acquire(): redeliveries first (the general path
+	 * takes them). Relaxed: a hint, which take_redelivered() confirms slot by
+	 * slot.
 	 */
 	if (atomic_load_explicit(&c->hdr->redeliver_pending, memory_order_relaxed) != 0)
 		return get_shared(c, buf, cap, meta, timeout_ms);
-	switch (sole_look_as(c, guarded, &p, &idx)) {
+	switch (sole_look_as(c, guarded, &at)) {
 	case SOLE_LOST:
 		return get_lost(c, buf, cap, meta, timeout_ms);
 	case SOLE_NOT_READY:
@@ -335,17 +336,16 @@ get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_me
 	case SOLE_DONE:
 		break;
 	}
-	const struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
-	size_t len = (size_t)m->len;
+	size_t len = (size_t)at.m->len;
 	if (len > 64 || len > cap || len > c->slot_size) {
-		sole_take_at(c, guarded, p, idx);
+		sole_take_at(c, guarded, &at);
 		if (len > c->slot_size || len > cap)
-			return get_misfit(c, p, idx);
-		return get_long(c, buf, len, meta, p, idx);
+			return get_misfit(c, at.pos, at.idx);
+		return get_long(c, buf, len, meta, at.pos, at.idx);
 	}
-	copy_small(buf, cistern__payload(c, idx), len);
-	meta_out(m, meta);
-	if (sole_pass_at(c, guarded, p, idx))
+	copy_small(buf, at.payload, len);
+	meta_out(at.m, meta);
+	if (sole_pass_at(c, guarded, &at))
 		return get_woken(c, len);
 	return (ssize_t)len;
 }

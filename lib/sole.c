@@ -118,7 +118,7 @@ void cistern__drop_sole(struct cistern_hdr *h, uint32_t owner)
  * handle that ever entered is counted until it leaves (its detach, or the
  * reclaim after its death, gives its count back: leave_role()).
  *
- * The holder brackets each plain claim (sole_claim_tail(), sole_take_head();
+ * The holder brackets each plain claim (sole_claim_as(), sole_look_as();
  * a reservoir reader each read call: cistern__auto_read_begin(), api.c)
  * with cistern__auto_begin() and cistern__auto_end(): it stores the role bit
  * in its entry's auto_busy, then loads the mode word, claims only if it
