@@ -588,20 +588,14 @@ static int rte_recv_burst(void *h, void *msg)
 {
 	struct rte_burst_h *r = h;
 	while (r->b.next == r->b.have) {
-		unsigned n = rte_ring_sc_dequeue_burst_elem(r->k.r, r->b.buf, BENCH_MSG, READ_BURST, NULL);
-		if (n) {
-			r->b.have = n;
-			r->b.next = 0;
+		/* Read before the dequeue: an empty ring after the last put is the end. */
+		int done = all_produced(r->k.c);
+		r->b.have = rte_ring_sc_dequeue_burst_elem(r->k.r, r->b.buf, BENCH_MSG, READ_BURST, NULL);
+		r->b.next = 0;
+		if (r->b.have)
 			break;
-		}
-		if (all_produced(r->k.c)) {
-			n = rte_ring_sc_dequeue_burst_elem(r->k.r, r->b.buf, BENCH_MSG, READ_BURST, NULL);
-			if (!n)
-				return 0;
-			r->b.have = n;
-			r->b.next = 0;
-			break;
-		}
+		if (done)
+			return 0;
 		waitspin(r->k.oversub);
 	}
 	memcpy(msg, &r->b.buf[r->b.next++], BENCH_MSG);
