@@ -172,34 +172,56 @@ static inline bool plain_reader(struct cistern *c)
 }
 
 /*
+ * Publish a slot word (release) ahead of a wake check. The holder of a role
+ * (`holder`) took it only with light wakes and its caller checked that they
+ * still hold (put_holder(), get_holder()), so the release store alone will
+ * do: a sleeper's membarrier makes up the store-load fence; anyone else
+ * lets cistern__publish_word() decide.
+ */
+static inline __attribute__((always_inline)) void publish_as(bool holder, _Atomic uint64_t *word,
+							      uint64_t w)
+{
+	if (holder) {
+		atomic_store_explicit(word, w, memory_order_release);
+		/* Keeps the compiler from moving the wake check's load above the store. */
+		atomic_signal_fence(memory_order_seq_cst);
+	} else {
+		cistern__publish_word(word, w);
+	}
+}
+
+/*
  * Commit the sample in the slot whose metadata is m, which we claimed for
- * position pos. True if readers sleep: the caller wakes them
- * (cistern__wake_futex on data_futex), left to it so that the put's fast
- * path makes no call.
+ * position pos; `holder` as for publish_as(). True if readers sleep: the
+ * caller wakes them (cistern__wake_futex on data_futex), left to it so that
+ * the put's fast path makes no call.
  */
 static inline __attribute__((always_inline)) bool
-publish_sample_at(struct cistern *c, struct cistern_slotmeta *m, uint64_t pos, size_t len,
-		  struct cistern_meta *meta)
+publish_sample_at(struct cistern *c, bool holder, struct cistern_slotmeta *m, uint64_t pos,
+		  size_t len, struct cistern_meta *meta)
 {
-	m->len = len;
+	/* Loaded before the stores below, as in sole_pass_at() (fifo_copy.c). */
+	struct cistern_hdr *h = c->hdr;
+	struct cistern_proc *me = c->me;
 	/* The position is unique and increasing: offset by id_base, it is the sample id. */
-	uint64_t id = pos + c->hdr->id_base;
+	uint64_t id = pos + h->id_base;
+	m->len = len;
 	m->sample_id = id;
 	m->sim_id = meta ? meta->sim_id : 0;
 	m->time_step = meta ? meta->time_step : 0;
 	if (meta)
 		meta->sample_id = id;
 	/* Publishes payload and metadata (release), then the wake check. */
-	cistern__publish_word(&m->word, sw_make(pos, FIFO_COMMITTED, 0));
-	cistern__count(&c->me->ctr.puts, 1);
-	return cistern__readers_wait(c);
+	publish_as(holder, &m->word, sw_make(pos, FIFO_COMMITTED, 0));
+	cistern__count(&me->ctr.puts, 1);
+	return atomic_load_explicit(&h->readers_waiting, memory_order_seq_cst) != 0;
 }
 
 static inline __attribute__((always_inline)) bool
 publish_sample(struct cistern *c, uint64_t idx, uint64_t pos, size_t len,
 	       struct cistern_meta *meta)
 {
-	return publish_sample_at(c, cistern__slotmeta(c, idx), pos, len, meta);
+	return publish_sample_at(c, false, cistern__slotmeta(c, idx), pos, len, meta);
 }
 
 /* Commit a slot the caller has checked is ours. */
@@ -273,15 +295,14 @@ static inline __attribute__((always_inline)) void sole_take_at(struct cistern *c
 
 /*
  * Hand the slot whose metadata is m, taken for position pos, back for
- * position pos + n. True if producers sleep: the caller wakes them (see
- * publish_sample()).
+ * position pos + n; `holder` as for publish_as(). True if producers sleep:
+ * the caller wakes them (see publish_sample()).
  */
-static inline __attribute__((always_inline)) bool free_slot_at(struct cistern *c,
-								struct cistern_slotmeta *m,
-								uint64_t pos)
+static inline __attribute__((always_inline)) bool
+free_slot_at(struct cistern *c, bool holder, struct cistern_slotmeta *m, uint64_t pos)
 {
 	/* Our reads of the payload are done (release), then the wake check. */
-	cistern__publish_word(&m->word, sw_make(pos + c->slot_count, FIFO_FREE, 0));
+	publish_as(holder, &m->word, sw_make(pos + c->slot_count, FIFO_FREE, 0));
 	cistern__count(&c->me->ctr.seen_hist[1], 1);
 	return cistern__producers_wait(c);
 }
@@ -289,7 +310,7 @@ static inline __attribute__((always_inline)) bool free_slot_at(struct cistern *c
 static inline __attribute__((always_inline)) bool free_slot(struct cistern *c, uint64_t idx,
 							     uint64_t pos)
 {
-	return free_slot_at(c, cistern__slotmeta(c, idx), pos);
+	return free_slot_at(c, false, cistern__slotmeta(c, idx), pos);
 }
 
 /* Release a sample the caller has checked is ours. */

@@ -139,7 +139,7 @@ static __attribute__((noinline)) int put_long(struct cistern *c, const void *buf
 					      uint64_t idx)
 {
 	memcpy(cistern__payload(c, idx), buf, len);
-	if (publish_sample(c, idx, pos, len, meta))
+	if (publish_sample_at(c, true, cistern__slotmeta(c, idx), pos, len, meta))
 		cistern__wake_futex(&c->hdr->data_futex);
 	return 0;
 }
@@ -174,19 +174,28 @@ put_as(struct cistern *c, bool guarded, const void *buf, size_t len, struct cist
 	if (len > 64)
 		return put_long(c, buf, len, meta, at.pos, at.idx);
 	copy_small(at.payload, buf, len);
-	if (publish_sample_at(c, at.m, at.pos, len, meta))
+	if (publish_sample_at(c, true, at.m, at.pos, len, meta))
 		return put_woken(c);
 	return 0;
 }
 
-/* One copy of the path each for the automatic holder and the flag's: one register fewer. */
+/*
+ * One copy of the path each for the automatic holder and the flag's: one
+ * register fewer. Either holds the role's plain stores only with light
+ * wakes: the flag's by this check; the automatic holder took its role with
+ * them, but a fork child that could not register for them inherits the
+ * role without. Checked once here, so that the commit's store needs no
+ * second look (publish_as()).
+ */
 static inline __attribute__((always_inline)) int
 put_holder(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
 	   int timeout_ms)
 {
+	if (!cistern__light())
+		return put_shared(c, buf, len, meta, timeout_ms);
 	if (c->auto_producing)
 		return put_as(c, true, buf, len, meta, timeout_ms);
-	if (c->sole_producing && cistern__light())
+	if (c->sole_producing)
 		return put_as(c, false, buf, len, meta, timeout_ms);
 	return put_shared(c, buf, len, meta, timeout_ms);
 }
@@ -277,7 +286,7 @@ static __attribute__((noinline)) ssize_t get_long(struct cistern *c, void *buf, 
 {
 	memcpy(buf, cistern__payload(c, idx), len);
 	meta_out(cistern__slotmeta(c, idx), meta);
-	if (free_slot(c, idx, pos))
+	if (free_slot_at(c, true, cistern__slotmeta(c, idx), pos))
 		cistern__wake_futex(&c->hdr->space_futex);
 	return (ssize_t)len;
 }
@@ -299,13 +308,22 @@ static __attribute__((noinline)) ssize_t get_long(struct cistern *c, void *buf, 
 static inline __attribute__((always_inline)) bool sole_pass_at(struct cistern *c, bool guarded,
 								const struct sole_at *at)
 {
-	/* Release (free_slot_at): our reads of the payload come before the hand-back. */
-	bool sleepers = free_slot_at(c, at->m, at->pos);
+	/*
+	 * Loaded before the stores below, which the compiler cannot tell from
+	 * stores to the handle: else it loads them again after each one.
+	 */
+	struct cistern_hdr *h = c->hdr;
+	struct cistern_proc *me = c->me;
+	uint64_t next = at->pos + c->slot_count;
+	/* Release (publish_as()): our reads of the payload come before the hand-back. */
+	publish_as(true, &at->m->word, sw_make(next, FIFO_FREE, 0));
+	cistern__count(&me->ctr.seen_hist[1], 1);
+	bool sleepers = atomic_load_explicit(&h->producers_waiting, memory_order_seq_cst) != 0;
 	/* Release: a reader that loads this head sees the hand-back before it. */
-	atomic_store_explicit(&c->hdr->head, at->pos + 1, memory_order_release);
+	atomic_store_explicit(&h->head, at->pos + 1, memory_order_release);
 	if (guarded)
-		cistern__auto_end(c);
-	cistern__count(&c->me->ctr.gets, 1);
+		cistern__auto_end_of(me);
+	cistern__count(&me->ctr.gets, 1);
 	return sleepers;
 }
 
@@ -337,7 +355,7 @@ get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_me
 		break;
 	}
 	size_t len = (size_t)at.m->len;
-	if (len > 64 || len > cap || len > c->slot_size) {
+	if (len > (cap < c->small_fit ? cap : c->small_fit)) {
 		sole_take_at(c, guarded, &at);
 		if (len > c->slot_size || len > cap)
 			return get_misfit(c, at.pos, at.idx);
@@ -350,12 +368,15 @@ get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_me
 	return (ssize_t)len;
 }
 
+/* As put_holder(). */
 static inline __attribute__((always_inline)) ssize_t
 get_holder(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms)
 {
+	if (!cistern__light())
+		return get_shared(c, buf, cap, meta, timeout_ms);
 	if (c->auto_reading)
 		return get_as(c, true, buf, cap, meta, timeout_ms);
-	if (c->sole_reading && cistern__light())
+	if (c->sole_reading)
 		return get_as(c, false, buf, cap, meta, timeout_ms);
 	return get_shared(c, buf, cap, meta, timeout_ms);
 }
@@ -391,29 +412,33 @@ ssize_t cistern__fifo_get(struct cistern *c, void *buf, size_t cap, struct ciste
  * head's store, the counters, the wake check) over more samples.
  */
 
-static void meta_fill(const struct cistern_slotmeta *m, const struct cistern_gather *g, size_t i)
-{
-	if (g->len)
-		g->len[i] = (size_t)m->len;
-	if (g->meta)
-		meta_out(m, &g->meta[i]);
-}
-
 /* The holder's batch: the samples there now, stopping before one that does not fit. */
 static inline __attribute__((always_inline)) size_t
 gather_as(struct cistern *c, bool guarded, size_t n, const struct cistern_gather *g, bool *lost)
 {
 	struct cistern_hdr *h = c->hdr;
+	struct cistern_proc *me = c->me;
 	if (guarded && !cistern__auto_try_begin(c, CISTERN_ROLE_READER, &h->auto_reader)) {
 		*lost = true;
 		return 0;
 	}
 	/* Relaxed: we are the only writer of the head while we hold the role. */
 	uint64_t p0 = atomic_load_explicit(&h->head, memory_order_relaxed), p = p0;
-	size_t fit = g->stride < c->slot_size ? g->stride : (size_t)c->slot_size;
-	for (size_t i = 0; i < n; i++, p++) {
-		uint64_t idx = cistern__slot_of(c, p);
-		struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
+	/*
+	 * Locals: the stores to the caller's arrays could alias the handle's
+	 * fields as far as the compiler knows, which would load them again for
+	 * every sample.
+	 */
+	uint64_t idx = cistern__slot_of(c, p0), slots = c->slot_count;
+	char *meta0 = c->meta0, *arena = c->arena;
+	uint64_t mstride = c->meta_stride, pstride = c->slot_stride;
+	size_t stride = g->stride;
+	size_t fit = stride < c->slot_size ? stride : (size_t)c->slot_size;
+	char *dst = g->dst;
+	size_t *lens = g->len;
+	struct cistern_meta *metas = g->meta;
+	for (size_t i = 0; i < n; i++, p++, dst += stride) {
+		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
 		/* Acquire: pairs with the commit's release store; the payload is complete. */
 		if (atomic_load_explicit(&m->word, memory_order_acquire) !=
 		    sw_make(p, FIFO_COMMITTED, 0))
@@ -421,31 +446,65 @@ gather_as(struct cistern *c, bool guarded, size_t n, const struct cistern_gather
 		size_t len = (size_t)m->len;
 		if (len > fit)
 			break; /* left COMMITTED; the first-sample path reports it */
-		memcpy(g->dst + i * g->stride, cistern__payload(c, idx), len);
-		meta_fill(m, g, i);
+		const char *src = arena + idx * pstride;
+		if (len <= 64)
+			copy_small(dst, src, len);
+		else
+			memcpy(dst, src, len);
+		if (lens)
+			lens[i] = len;
+		if (metas)
+			meta_out(m, &metas[i]);
 		/* T11. Release: our reads of the payload come before the hand-back. */
-		atomic_store_explicit(&m->word, sw_make(p + c->slot_count, FIFO_FREE, 0),
+		atomic_store_explicit(&m->word, sw_make(p + slots, FIFO_FREE, 0),
 				      memory_order_release);
+		if (++idx == slots)
+			idx = 0;
 	}
 	size_t k = (size_t)(p - p0);
 	/* Release: a reader that loads this head sees the hand-backs before it. */
 	if (k)
 		atomic_store_explicit(&h->head, p, memory_order_release);
 	if (guarded)
-		cistern__auto_end(c);
+		cistern__auto_end_of(me);
 	if (k) {
-		cistern__count(&c->me->ctr.gets, k);
-		cistern__count(&c->me->ctr.seen_hist[1], k);
+		cistern__count(&me->ctr.gets, k);
+		cistern__count(&me->ctr.seen_hist[1], k);
 		/*
 		 * The wake check after the last hand-back. With light wakes (the
 		 * role needs them) a sleeping producer's membarrier orders our
 		 * stores before its re-check, so a compiler fence is enough here.
 		 */
 		atomic_signal_fence(memory_order_seq_cst);
-		cistern__wake_producers(c);
+		if (atomic_load_explicit(&h->producers_waiting, memory_order_seq_cst) != 0)
+			cistern__wake_futex(&h->space_futex);
 	}
 	return k;
 }
+
+/* One copy each for the automatic holder and the flag's, as get_holder(). */
+static inline __attribute__((always_inline)) size_t
+gather_holder(struct cistern *c, size_t n, const struct cistern_gather *g, bool *lost)
+{
+	if (c->auto_reading)
+		return gather_as(c, true, n, g, lost);
+	return gather_as(c, false, n, g, lost);
+}
+
+static __attribute__((noinline)) size_t gather_plain(struct cistern *c, size_t n,
+						     const struct cistern_gather *g, bool *lost)
+{
+	return gather_holder(c, n, g, lost);
+}
+
+#ifdef FIFO_WIDE_COPIES
+/* As get_wide(): samples of 33 to 64 bytes in two 32-byte moves each. */
+static __attribute__((target("avx2"), noinline)) size_t
+gather_wide(struct cistern *c, size_t n, const struct cistern_gather *g, bool *lost)
+{
+	return gather_holder(c, n, g, lost);
+}
+#endif
 
 /* Anyone else: one general get after another, while samples are there. */
 static ssize_t gather_shared(struct cistern *c, size_t n, const struct cistern_gather *g)
@@ -475,13 +534,15 @@ static ssize_t gather_now(struct cistern *c, size_t n, const struct cistern_gath
 	size_t k;
 	if (atomic_load_explicit(&c->hdr->redeliver_pending, memory_order_relaxed) != 0)
 		return gather_shared(c, n, g); /* redeliveries first, as every get */
-	/* The holder, or a counted handle that finds itself the only reader left. */
-	if (!plain_reader(c))
+	/* The holder, or a counted handle that finds itself the only reader left (as get_holder()). */
+	if (!cistern__light() || !plain_reader(c))
 		return gather_shared(c, n, g);
-	if (c->auto_reading)
-		k = gather_as(c, true, n, g, &lost);
+#ifdef FIFO_WIDE_COPIES
+	if (c->wide_copies)
+		k = gather_wide(c, n, g, &lost);
 	else
-		k = gather_as(c, false, n, g, &lost);
+#endif
+		k = gather_plain(c, n, g, &lost);
 	if (lost) {
 		cistern__auto_lost(c, CISTERN_ROLE_READER);
 		return gather_shared(c, n, g);

@@ -144,6 +144,7 @@ struct cistern {
 	bool close_fenced;              /* fifo.c: fenced against plain claims after close */
 	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
 	bool wide_copies;               /* fifo_copy.c: the one-step put and get copy with AVX2 */
+	uint64_t small_fit;             /* fifo_copy.c: the longest sample copied inline, min(64, slot_size) */
 	bool write_prefetch;            /* the processor has PREFETCHW (cistern__has_prefetchw()) */
 	uint32_t put_ahead;             /* fifo.c: how many slots ahead the sole producer prefetches */
 	uint64_t put_quiet;             /* fifo.h: puts left before the sole producer prefetches again */
@@ -362,9 +363,14 @@ static inline bool cistern__auto_begin(struct cistern *c, uint32_t role, _Atomic
 }
 
 /* Release: the claim's plain stores come before a revoker's CAS (sole.c). */
+static inline void cistern__auto_end_of(struct cistern_proc *me)
+{
+	atomic_store_explicit(&me->auto_busy, 0, memory_order_release);
+}
+
 static inline void cistern__auto_end(struct cistern *c)
 {
-	atomic_store_explicit(&c->me->auto_busy, 0, memory_order_release);
+	cistern__auto_end_of(c->me);
 }
 
 /* Publish that this handle acts as `role`; 0 or -EBUSY (see cistern__take_sole). */

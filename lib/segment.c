@@ -310,6 +310,7 @@ static void handle_setup(struct cistern *c)
 	c->ops = cistern__ops_for(h->policy);
 	c->pin_bit = -1;
 	c->wide_copies = cistern__wide_copies();
+	c->small_fit = c->slot_size < 64 ? c->slot_size : 64;
 	c->write_prefetch = cistern__has_prefetchw();
 	c->put_ahead = cistern__put_ahead(c->slot_count);
 	/* Before the handle can publish anything (see cistern__publish_word). */
