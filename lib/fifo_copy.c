@@ -38,9 +38,14 @@ static inline __attribute__((always_inline)) void copy_small(void *dst, const vo
 	} else if (n >= 8) {
 		__builtin_memcpy(d, s, 8);
 		__builtin_memcpy(d + n - 8, s + n - 8, 8);
-	} else {
-		for (size_t i = 0; i < n; i++)
-			d[i] = s[i];
+	} else if (n >= 4) {
+		__builtin_memcpy(d, s, 4);
+		__builtin_memcpy(d + n - 4, s + n - 4, 4);
+	} else if (n) {
+		/* 1 to 3 bytes: the first, the middle and the last, with no loop. */
+		d[0] = s[0];
+		d[n / 2] = s[n / 2];
+		d[n - 1] = s[n - 1];
 	}
 }
 
@@ -107,7 +112,7 @@ static __attribute__((noinline)) int put_shared(struct cistern *c, const void *b
 {
 	/* A counted handle that finds itself the only producer left takes the role (once). */
 	if (!holds_producer(c) && plain_producer(c))
-		return cistern__fifo_put(c, buf, len, meta, timeout_ms);
+		return c->put_step(c, buf, len, meta, timeout_ms);
 	int r = put_now(c, buf, len, meta);
 	return r == -EAGAIN ? cistern__put_slow(c, buf, len, meta, timeout_ms) : r;
 }
@@ -219,6 +224,12 @@ put_wide(struct cistern *c, const void *buf, size_t len, struct cistern_meta *me
 }
 #endif
 
+static __attribute__((noinline)) int put_plain(struct cistern *c, const void *buf, size_t len,
+					       struct cistern_meta *meta, int timeout_ms)
+{
+	return put_holder(c, buf, len, meta, timeout_ms);
+}
+
 bool cistern__wide_copies(void)
 {
 #ifdef FIFO_WIDE_COPIES
@@ -227,16 +238,6 @@ bool cistern__wide_copies(void)
 #else
 	return false;
 #endif
-}
-
-int cistern__fifo_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
-		      int timeout_ms)
-{
-#ifdef FIFO_WIDE_COPIES
-	if (c->wide_copies)
-		return put_wide(c, buf, len, meta, timeout_ms);
-#endif
-	return put_holder(c, buf, len, meta, timeout_ms);
 }
 
 static inline __attribute__((always_inline)) void meta_out(const struct cistern_slotmeta *m,
@@ -254,7 +255,7 @@ static __attribute__((noinline)) ssize_t get_shared(struct cistern *c, void *buf
 {
 	/* A counted handle that finds itself the only reader left takes the role (once). */
 	if (!holds_reader(c) && plain_reader(c))
-		return cistern__fifo_get(c, buf, cap, meta, timeout_ms);
+		return c->get_step(c, buf, cap, meta, timeout_ms);
 	ssize_t n = get_now(c, buf, cap, meta);
 	return n == -EAGAIN ? cistern__get_slow(c, buf, cap, meta, timeout_ms) : n;
 }
@@ -280,13 +281,26 @@ static __attribute__((noinline)) ssize_t get_woken(struct cistern *c, size_t len
 	return (ssize_t)len;
 }
 
-static __attribute__((noinline)) ssize_t get_long(struct cistern *c, void *buf, size_t len,
-						  struct cistern_meta *meta, uint64_t pos,
-						  uint64_t idx)
+/*
+ * The holder's get of a sample longer than a line or than the caller's
+ * buffer, which get_as() found COMMITTED at position pos in slot idx: taken
+ * first (T5) as any get does, since its copy is long or it goes back. Kept
+ * out of get_as(), whose registers it would crowd; the bracket of the
+ * automatic holder (c->auto_reading) is still open.
+ */
+static __attribute__((noinline)) ssize_t get_taken(struct cistern *c, void *buf, size_t cap,
+						   struct cistern_meta *meta, uint64_t pos,
+						   uint64_t idx)
 {
-	memcpy(buf, cistern__payload(c, idx), len);
-	meta_out(cistern__slotmeta(c, idx), meta);
-	if (free_slot_at(c, true, cistern__slotmeta(c, idx), pos))
+	struct sole_at at = {pos, idx, cistern__slotmeta(c, idx), cistern__payload(c, idx)};
+	/* Stable: the slot is COMMITTED and only we take it. */
+	size_t len = (size_t)at.m->len;
+	sole_take_at(c, c->auto_reading, &at);
+	if (len > c->slot_size || len > cap)
+		return get_misfit(c, pos, idx);
+	memcpy(buf, at.payload, len);
+	meta_out(at.m, meta);
+	if (free_slot_at(c, true, at.m, pos))
 		cistern__wake_futex(&c->hdr->space_futex);
 	return (ssize_t)len;
 }
@@ -355,12 +369,8 @@ get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_me
 		break;
 	}
 	size_t len = (size_t)at.m->len;
-	if (len > (cap < c->small_fit ? cap : c->small_fit)) {
-		sole_take_at(c, guarded, &at);
-		if (len > c->slot_size || len > cap)
-			return get_misfit(c, at.pos, at.idx);
-		return get_long(c, buf, len, meta, at.pos, at.idx);
-	}
+	if (len > (cap < c->small_fit ? cap : c->small_fit))
+		return get_taken(c, buf, cap, meta, at.pos, at.idx);
 	copy_small(buf, at.payload, len);
 	meta_out(at.m, meta);
 	if (sole_pass_at(c, guarded, &at))
@@ -389,14 +399,26 @@ get_wide(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, in
 }
 #endif
 
-ssize_t cistern__fifo_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
-			  int timeout_ms)
+static __attribute__((noinline)) ssize_t get_plain(struct cistern *c, void *buf, size_t cap,
+						   struct cistern_meta *meta, int timeout_ms)
 {
-#ifdef FIFO_WIDE_COPIES
-	if (c->wide_copies)
-		return get_wide(c, buf, cap, meta, timeout_ms);
-#endif
 	return get_holder(c, buf, cap, meta, timeout_ms);
+}
+
+void cistern__fifo_steps(struct cistern *c)
+{
+	c->put_step = NULL;
+	c->get_step = NULL;
+	if (c->readonly || !c->owner || c->ops != &cistern__fifo_ops)
+		return;
+	c->put_step = put_plain;
+	c->get_step = get_plain;
+#ifdef FIFO_WIDE_COPIES
+	if (c->wide_copies) {
+		c->put_step = put_wide;
+		c->get_step = get_wide;
+	}
+#endif
 }
 
 /*

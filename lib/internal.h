@@ -145,6 +145,15 @@ struct cistern {
 	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
 	bool wide_copies;               /* fifo_copy.c: the one-step put and get copy with AVX2 */
 	uint64_t small_fit;             /* fifo_copy.c: the longest sample copied inline, min(64, slot_size) */
+	/*
+	 * cistern__fifo_steps(): what cistern_put() and cistern_get() call for
+	 * arguments they checked, so that they decide in one load whether the
+	 * FIFO's one step applies. The callee falls back itself.
+	 */
+	int (*put_step)(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
+			int timeout_ms);
+	ssize_t (*get_step)(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+			    int timeout_ms);
 	bool write_prefetch;            /* the processor has PREFETCHW (cistern__has_prefetchw()) */
 	uint32_t put_ahead;             /* fifo.c: how many slots ahead the sole producer prefetches */
 	uint64_t put_quiet;             /* fifo.h: puts left before the sole producer prefetches again */
@@ -808,14 +817,13 @@ void cistern__pins_free(struct cistern *c);
 /* policies */
 extern const struct cistern_ops cistern__fifo_ops;
 /*
- * fifo_copy.c: cistern_put()/cistern_get() on a FIFO, in one step when the slot
- * is ready, else through cistern__put_slow()/cistern__get_slow() (api.c:
- * reserve or acquire, waiting as needed). The callers checked the arguments.
+ * fifo_copy.c: set the handle's put_step and get_step: cistern_put() and
+ * cistern_get() on a FIFO, in one step when the slot is ready, else through
+ * cistern__put_slow()/cistern__get_slow() (api.c: reserve or acquire,
+ * waiting as needed), with the copies this processor runs best; NULL for a
+ * handle of another policy, a read-only one or one without its attachment.
  */
-int cistern__fifo_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
-		      int timeout_ms);
-ssize_t cistern__fifo_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
-			  int timeout_ms);
+void cistern__fifo_steps(struct cistern *c);
 /* fifo_copy.c: cistern_get_batch() on a FIFO; the caller checked the handle and n. */
 int cistern__fifo_get_batch(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
 			    struct cistern_meta *meta, int timeout_ms);

@@ -343,6 +343,7 @@ static int finish_attach(struct cistern *c)
 	proc_name(c->me->comm);
 	uint64_t seed = c->hdr->seed + UINT64_C(0x9e3779b97f4a7c15) * c->owner;
 	cistern__rng_seed(&c->rng, seed);
+	cistern__fifo_steps(c);
 	return 0;
 }
 

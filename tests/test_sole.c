@@ -710,6 +710,7 @@ static void every_length_round_trips(bool wide)
 	struct cistern *c = NULL;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	c->wide_copies = wide;
+	cistern__fifo_steps(c); /* the steps are chosen by it */
 	uint8_t in[100], out[110];
 	/* The first put and get take the roles on the general path. */
 	cr_assert_eq(cistern_put(c, in, 1, NULL, 0), 0);
@@ -724,11 +725,23 @@ static void every_length_round_trips(bool wide)
 		cr_assert_eq(cistern_get(c, out, sizeof(out), &gm, 0), (ssize_t)len, "len %zu", len);
 		cr_assert_eq(memcmp(out, in, len), 0, "len %zu: payload differs", len);
 		cr_assert_eq(gm.sample_id, pm.sample_id, "len %zu", len);
-		cr_assert_eq(gm.sample_id, len + 1, "len %zu: ids follow the puts", len);
+		cr_assert_eq(gm.sample_id, 2 * len + 1, "len %zu: ids follow the puts", len);
 		cr_assert_eq(gm.sim_id, len + 5, "len %zu", len);
 		cr_assert_eq(gm.time_step, len * 3, "len %zu", len);
 		for (size_t i = len; i < sizeof(out); i++)
 			cr_assert_eq(out[i], 0xee, "len %zu: byte %zu written past the sample", len, i);
+		/* The same through the holder's batch (lib/fifo_copy.c, gather_as()). */
+		memset(out, 0xee, sizeof(out));
+		cr_assert_eq(cistern_put(c, in, len, &pm, 0), 0, "len %zu", len);
+		size_t blen = 999;
+		cr_assert_eq(cistern_get_batch(c, out, sizeof(out), 1, &blen, &gm, 0), 1, "len %zu",
+			     len);
+		cr_assert_eq(blen, len);
+		cr_assert_eq(memcmp(out, in, len), 0, "len %zu: batch payload differs", len);
+		cr_assert_eq(gm.sample_id, pm.sample_id, "len %zu", len);
+		cr_assert_eq(gm.sim_id, len + 5, "len %zu", len);
+		for (size_t i = len; i < sizeof(out); i++)
+			cr_assert_eq(out[i], 0xee, "len %zu: batch wrote byte %zu", len, i);
 	}
 	cistern_detach(c);
 	cistern_unlink(name);
