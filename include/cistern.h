@@ -266,6 +266,26 @@ CISTERN_API int cistern_abort(struct cistern *c, struct cistern_slot *slot);
 CISTERN_API int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta, int timeout_ms);
 
 /**
+ * Copy up to `n` samples in, in order, as cistern_put() copies one: sample i
+ * is the len[i] bytes at buf + i * stride (len NULL: stride bytes each), and
+ * meta[i] is its cistern_put() meta (sim_id and time_step taken, the sample
+ * id written back; meta may be NULL). Puts those there is room for now, or,
+ * if there is none, the first one waited for as cistern_put() waits, with
+ * any that fit after it. A sample longer than the segment's slot_size (or
+ * than stride) ends the batch before it, and the call that meets it first
+ * answers -EMSGSIZE (-EINVAL) with nothing put. Every policy; on a FIFO the
+ * handle that holds the producer role (CISTERN_SINGLE_PRODUCER, or alone)
+ * claims the batch's slots with one check of closed reception and looks
+ * for sleeping readers once.
+ * @return the number of samples put (1 to n); -EMSGSIZE; -EAGAIN/-ETIMEDOUT;
+ *         -EPIPE once reception is closed; -EBUSY as cistern_reserve();
+ *         -ERANGE as cistern_commit(); -EINVAL (n = 0 or above INT_MAX, buf NULL,
+ *         a first sample longer than stride); -EBADF for a read-only handle.
+ */
+CISTERN_API int cistern_put_batch(struct cistern *c, const void *buf, size_t stride, size_t n,
+				  const size_t *len, struct cistern_meta *meta, int timeout_ms);
+
+/**
  * Close reception: puts fail with -EPIPE from now on and readers drain, then get
  * CISTERN_EOD. Idempotent.
  */

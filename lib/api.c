@@ -5,6 +5,7 @@
  * wait, for how long, and what a failed wait means.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,6 +157,58 @@ int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_m
 	if (len > c->slot_size)
 		return -EMSGSIZE;
 	return cistern__put_slow(c, buf, len, meta, timeout_ms);
+}
+
+/*
+ * The samples of a batch there is room for now: the FIFO's own way
+ * (fifo_copy.c), else one put after another that need not wait. How many;
+ * 0 if none went in for want of room; else the first one's error.
+ */
+static ssize_t put_batch_now(struct cistern *c, size_t n, const struct cistern_scatter *s)
+{
+	if (c->put_step)
+		return cistern__fifo_put_now(c, n, s);
+	size_t k = 0;
+	for (; k < n; k++) {
+		size_t len = cistern__scatter_len(s, k);
+		if (len > s->stride)
+			break;
+		int r = cistern_put(c, s->src + k * s->stride, len, s->meta ? &s->meta[k] : NULL, 0);
+		if (r < 0) {
+			if (k == 0 && r != -EAGAIN)
+				return r;
+			break;
+		}
+	}
+	return (ssize_t)k;
+}
+
+int cistern_put_batch(struct cistern *c, const void *buf, size_t stride, size_t n,
+		      const size_t *len, struct cistern_meta *meta, int timeout_ms)
+{
+	int r = writable(c);
+	if (r < 0)
+		return r;
+	if (!buf || n == 0 || n > INT_MAX)
+		return -EINVAL;
+	struct cistern_scatter s = {buf, stride, len, meta};
+	ssize_t k = put_batch_now(c, n, &s);
+	if (k != 0)
+		return (int)k;
+	/* No room for the first: wait for it as cistern_put() does (and let it say what is wrong). */
+	size_t len0 = cistern__scatter_len(&s, 0);
+	if (len0 > stride)
+		return -EINVAL;
+	r = cistern_put(c, buf, len0, meta, timeout_ms);
+	if (r < 0)
+		return r;
+	if (n == 1)
+		return 1;
+	struct cistern_scatter rest = {s.src + stride, stride, len ? len + 1 : NULL,
+				       meta ? meta + 1 : NULL};
+	k = put_batch_now(c, n - 1, &rest);
+	/* An error of the second sample is the next call's to report. */
+	return 1 + (k > 0 ? (int)k : 0);
 }
 
 int cistern_close_reception(struct cistern *c)

@@ -190,6 +190,18 @@ static inline __attribute__((always_inline)) void publish_as(bool holder, _Atomi
 	}
 }
 
+/* The metadata of the sample about to be committed as `id`; the id written back to meta. */
+static inline __attribute__((always_inline)) void
+write_meta(struct cistern_slotmeta *m, uint64_t id, size_t len, struct cistern_meta *meta)
+{
+	m->len = len;
+	m->sample_id = id;
+	m->sim_id = meta ? meta->sim_id : 0;
+	m->time_step = meta ? meta->time_step : 0;
+	if (meta)
+		meta->sample_id = id;
+}
+
 /*
  * Commit the sample in the slot whose metadata is m, which we claimed for
  * position pos; `holder` as for publish_as(). True if readers sleep: the
@@ -204,13 +216,7 @@ publish_sample_at(struct cistern *c, bool holder, struct cistern_slotmeta *m, ui
 	struct cistern_hdr *h = c->hdr;
 	struct cistern_proc *me = c->me;
 	/* The position is unique and increasing: offset by id_base, it is the sample id. */
-	uint64_t id = pos + h->id_base;
-	m->len = len;
-	m->sample_id = id;
-	m->sim_id = meta ? meta->sim_id : 0;
-	m->time_step = meta ? meta->time_step : 0;
-	if (meta)
-		meta->sample_id = id;
+	write_meta(m, pos + h->id_base, len, meta);
 	/* Publishes payload and metadata (release), then the wake check. */
 	publish_as(holder, &m->word, sw_make(pos, FIFO_COMMITTED, 0));
 	cistern__count(&me->ctr.puts, 1);

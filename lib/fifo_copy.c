@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fifo_copy.c - cistern_put(), cistern_get() and cistern_get_batch() on a
- * FIFO: the copy in or out made in one step when the slot is ready, by the
- * role holder with plain stores (or by anyone through the general path,
- * fifo.c), with no slot record filled and read back and no call on the way.
+ * fifo_copy.c - cistern_put(), cistern_get(), cistern_get_batch() and
+ * cistern_put_batch() on a FIFO: the copy in or out made in one step when
+ * the slot is ready, by the role holder with plain stores (or by anyone
+ * through the general path, fifo.c), with no slot record filled and read
+ * back and no call on the way.
  */
 #include <errno.h>
 #include <string.h>
@@ -590,4 +591,166 @@ int cistern__fifo_get_batch(struct cistern *c, char *buf, size_t stride, size_t 
 	k = n > 1 ? gather_now(c, n - 1, &rest) : 0;
 	/* An error of the second sample is the next call's to report. */
 	return 1 + (k > 0 ? (int)k : 0);
+}
+
+/*
+ * ---- cistern_put_batch() on a FIFO ----------------------------------------
+ *
+ * Up to n samples in order, sample i the lens[i] bytes at src + i * stride:
+ * as many as there is room for now, and if there is none, the first one
+ * waited for as cistern_put() waits. The holder of the producer role claims
+ * each slot as put_as() does (RESERVED, then the tail), all of them before
+ * one check of closed reception, then copies each sample in and commits it,
+ * and looks once for sleeping readers: the state between the claims and the
+ * commits is that of a producer holding several reservations, which the
+ * reclaim repairs if it dies there.
+ */
+
+/* A close came while the holder claimed slots [t0, t0 + k): each claim is void. */
+static __attribute__((noinline)) int scatter_voided(struct cistern *c, uint64_t t0, size_t k)
+{
+	for (size_t i = 0; i < k; i++)
+		put_voided(c, t0 + i, cistern__slot_of(c, t0 + i));
+	return -EPIPE;
+}
+
+/*
+ * The holder's batch: claims the slots free now, stopping before a sample
+ * too long for a slot or for the stride; 0 if it claimed none (the caller
+ * waits for the first, or reports its length); -EPIPE if reception closed
+ * while it claimed.
+ */
+static inline __attribute__((always_inline)) ssize_t
+scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatter *s, bool *lost)
+{
+	struct cistern_hdr *h = c->hdr;
+	struct cistern_proc *me = c->me;
+	/* As put_as(): after a close, the caller's cistern_put() says -EPIPE. */
+	if (atomic_load_explicit(&h->closed, memory_order_acquire))
+		return 0;
+	if (guarded && !cistern__auto_try_begin(c, CISTERN_ROLE_PRODUCER, &h->auto_producer)) {
+		*lost = true;
+		return 0;
+	}
+	/* Relaxed: we are the only writer of the tail while we hold the role. */
+	uint64_t t0 = atomic_load_explicit(&h->tail, memory_order_relaxed), t = t0;
+	/*
+	 * Locals: the stores below could alias the handle's fields as far as
+	 * the compiler knows, which would load them again for every sample.
+	 */
+	uint64_t idx0 = cistern__slot_of(c, t0), idx = idx0, slots = c->slot_count;
+	uint64_t fit = s->stride < c->slot_size ? s->stride : c->slot_size;
+	uint32_t owner = c->owner;
+	char *meta0 = c->meta0, *arena = c->arena;
+	uint64_t mstride = c->meta_stride, pstride = c->slot_stride, id_base = h->id_base;
+	for (size_t i = 0; i < n; i++, t++) {
+		if (cistern__scatter_len(s, i) > fit)
+			break; /* the first-sample path reports it */
+		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
+		/* Acquire: the reader's release store of FREE(t) follows its last read. */
+		if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(t, FIFO_FREE, 0)) {
+			c->put_quiet = FIFO_PUT_QUIET; /* the ring is full: see put_prefetch() */
+			break;
+		}
+		put_prefetch(c, idx);
+		/* Relaxed, then the tail (release): as sole_claim_as(). */
+		atomic_store_explicit(&m->word, sw_make(t, FIFO_RESERVED, owner), memory_order_relaxed);
+		atomic_store_explicit(&h->tail, t + 1, memory_order_release);
+		if (++idx == slots)
+			idx = 0;
+	}
+	if (guarded)
+		cistern__auto_end_of(me);
+	size_t k = (size_t)(t - t0);
+	if (k == 0)
+		return 0;
+	/* seq_cst, after every claim: as put_as()'s check (fifo_drained() pairs with it). */
+	atomic_signal_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&h->closed, memory_order_seq_cst))
+		return scatter_voided(c, t0, k);
+	const char *src = s->src;
+	idx = idx0;
+	for (size_t i = 0; i < k; i++, src += s->stride) {
+		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
+		size_t len = cistern__scatter_len(s, i);
+		char *dst = arena + idx * pstride;
+		if (len <= 64)
+			copy_small(dst, src, len);
+		else
+			memcpy(dst, src, len);
+		/* The position is the sample id, offset by id_base (publish_sample_at()). */
+		write_meta(m, t0 + i + id_base, len, s->meta ? &s->meta[i] : NULL);
+		/* Release: publishes the payload and the metadata (T2). */
+		atomic_store_explicit(&m->word, sw_make(t0 + i, FIFO_COMMITTED, 0),
+				      memory_order_release);
+		if (++idx == slots)
+			idx = 0;
+	}
+	cistern__count(&me->ctr.puts, k);
+	/* The wake check after the last commit; light wakes, as gather_as(). */
+	atomic_signal_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&h->readers_waiting, memory_order_seq_cst) != 0)
+		cistern__wake_futex(&h->data_futex);
+	return (ssize_t)k;
+}
+
+/* One copy each for the automatic holder and the flag's, as put_holder(). */
+static inline __attribute__((always_inline)) ssize_t
+scatter_holder(struct cistern *c, size_t n, const struct cistern_scatter *s, bool *lost)
+{
+	if (c->auto_producing)
+		return scatter_as(c, true, n, s, lost);
+	return scatter_as(c, false, n, s, lost);
+}
+
+static __attribute__((noinline)) ssize_t scatter_plain(struct cistern *c, size_t n,
+						       const struct cistern_scatter *s, bool *lost)
+{
+	return scatter_holder(c, n, s, lost);
+}
+
+#ifdef FIFO_WIDE_COPIES
+static __attribute__((target("avx2"), noinline)) ssize_t
+scatter_wide(struct cistern *c, size_t n, const struct cistern_scatter *s, bool *lost)
+{
+	return scatter_holder(c, n, s, lost);
+}
+#endif
+
+/* Anyone else: one general put after another, while there is room. */
+static ssize_t scatter_shared(struct cistern *c, size_t n, const struct cistern_scatter *s)
+{
+	size_t k = 0;
+	for (; k < n; k++) {
+		size_t len = cistern__scatter_len(s, k);
+		if (len > s->stride || len > c->slot_size)
+			break; /* the first-sample path reports it */
+		int r = put_now(c, s->src + k * s->stride, len, s->meta ? &s->meta[k] : NULL);
+		if (r < 0) {
+			if (k == 0 && r != -EAGAIN)
+				return r;
+			break;
+		}
+	}
+	return (ssize_t)k;
+}
+
+ssize_t cistern__fifo_put_now(struct cistern *c, size_t n, const struct cistern_scatter *s)
+{
+	bool lost = false;
+	ssize_t k;
+	/* The holder, or a counted handle that finds itself the only producer left (as put_holder()). */
+	if (!cistern__light() || !plain_producer(c))
+		return scatter_shared(c, n, s);
+#ifdef FIFO_WIDE_COPIES
+	if (c->wide_copies)
+		k = scatter_wide(c, n, s, &lost);
+	else
+#endif
+		k = scatter_plain(c, n, s, &lost);
+	if (lost) {
+		cistern__auto_lost(c, CISTERN_ROLE_PRODUCER);
+		return scatter_shared(c, n, s);
+	}
+	return k;
 }

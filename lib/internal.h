@@ -29,6 +29,20 @@ struct cistern_gather {
 	struct cistern_meta *meta;
 };
 
+/* What cistern_put_batch() puts: see its documentation in cistern.h. */
+struct cistern_scatter {
+	const char *src;
+	size_t stride;
+	const size_t *len; /* NULL: every sample is stride bytes */
+	struct cistern_meta *meta;
+};
+
+/* The length of sample i of a scatter. */
+static inline size_t cistern__scatter_len(const struct cistern_scatter *s, size_t i)
+{
+	return s->len ? s->len[i] : s->stride;
+}
+
 struct cistern_ops {
 	/* Set up slot states in a freshly created segment. */
 	void (*init)(struct cistern_hdr *h);
@@ -824,6 +838,13 @@ extern const struct cistern_ops cistern__fifo_ops;
  * handle of another policy, a read-only one or one without its attachment.
  */
 void cistern__fifo_steps(struct cistern *c);
+/*
+ * fifo_copy.c: the samples of a cistern_put_batch() on a FIFO there is room
+ * for now, stopping before one longer than the stride or a slot: how many
+ * (0: none, the caller waits for the first); -EPIPE if reception closed
+ * while the first was claimed. The caller checked the handle and n.
+ */
+ssize_t cistern__fifo_put_now(struct cistern *c, size_t n, const struct cistern_scatter *s);
 /* fifo_copy.c: cistern_get_batch() on a FIFO; the caller checked the handle and n. */
 int cistern__fifo_get_batch(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
 			    struct cistern_meta *meta, int timeout_ms);

@@ -44,7 +44,9 @@ struct chaos_shared {
 	_Atomic uint32_t stop;                     /* producers: stop putting */
 	_Atomic uint32_t bad;                      /* payloads or tags that were wrong */
 	_Atomic uint32_t next[PRODUCERS];          /* seq a producer is about to put */
-	_Atomic uint32_t holding[PARTICIPANTS];    /* holds a reservation or a sample now */
+	_Atomic uint32_t inflight[PRODUCERS];      /* how many from next[] on (0: one) */
+	_Atomic uint32_t holding[PARTICIPANTS];    /* 1: holds a reservation or a sample now;
+						    * 2: inside a cistern_put_batch() */
 	_Atomic uint8_t committed[PRODUCERS][MAX_SEQ];
 	_Atomic uint8_t uncertain[PRODUCERS][MAX_SEQ];
 	_Atomic uint32_t received[PRODUCERS][MAX_SEQ];
@@ -68,10 +70,12 @@ struct chaos_policy {
 	bool pairs;     /* readers acquire pairs (SimPairedReservoir) */
 	bool copying;   /* readers copy samples out with cistern_get() (FIFO), or with
 			 * cistern_get_batch() of up to `batch` when batch > 0 */
+	unsigned put_batch; /* producers put batches of up to this many (0: one at a time) */
 };
 
 static const char *chaos_name;
 static unsigned chaos_batch;
+static unsigned chaos_put_batch;
 static bool chaos_pairs;
 static bool chaos_copying;
 
@@ -99,6 +103,37 @@ static void hold_a_while(struct chaos_shared *sh, int who, uint32_t n)
 	atomic_store(&sh->holding[who], 0);
 }
 
+/*
+ * A producer that puts batches of up to chaos_put_batch with
+ * cistern_put_batch(): inflight[p] says how many seqs from next[p] on may be
+ * in flight, for the killer to mark uncertain.
+ */
+#define PUT_BATCH_MAX 16
+
+static int put_batches(struct chaos_shared *sh, uint32_t p, struct cistern *c, uint32_t seq)
+{
+	uint8_t buf[PUT_BATCH_MAX][PAYLOAD];
+	struct cistern_meta m[PUT_BATCH_MAX];
+	uint32_t n = chaos_put_batch;
+	if (n > MAX_SEQ - seq)
+		n = MAX_SEQ - seq;
+	for (uint32_t i = 0; i < n; i++) {
+		tag_payload(buf[i], p, seq + i);
+		m[i] = (struct cistern_meta){.sim_id = p, .time_step = seq + i};
+	}
+	atomic_store(&sh->inflight[p], n);
+	/* 2: inside the call, where aimed kills should land too; not always holding a slot. */
+	atomic_store(&sh->holding[p], 2);
+	int r = cistern_put_batch(c, buf, PAYLOAD, n, NULL, m, OP_TIMEOUT_MS);
+	atomic_store(&sh->holding[p], 0);
+	if (r <= 0)
+		return r;
+	for (int i = 0; i < r; i++)
+		atomic_store(&sh->committed[p][seq + (uint32_t)i], 1);
+	atomic_store(&sh->next[p], seq + (uint32_t)r);
+	return 0;
+}
+
 static int producer(struct chaos_shared *sh, uint32_t p)
 {
 	struct cistern *c;
@@ -112,7 +147,11 @@ static int producer(struct chaos_shared *sh, uint32_t p)
 		}
 		struct cistern_meta m = {.sim_id = p, .time_step = seq};
 		int r;
-		if (seq & 1) {
+		if (chaos_put_batch) {
+			r = put_batches(sh, p, c, seq);
+			if (r == 0)
+				continue; /* recorded there */
+		} else if (seq & 1) {
 			uint8_t buf[PAYLOAD];
 			tag_payload(buf, p, seq);
 			r = cistern_put(c, buf, PAYLOAD, &m, OP_TIMEOUT_MS);
@@ -301,6 +340,7 @@ static void run_chaos(const struct chaos_policy *pol)
 	snprintf(name, sizeof(name), "t-chaos-%s-%d", pol->name, (int)getpid());
 	chaos_name = name;
 	chaos_batch = pol->batch;
+	chaos_put_batch = pol->put_batch;
 	chaos_pairs = pol->pairs;
 	chaos_copying = pol->copying;
 	cistern_unlink(name);
@@ -331,8 +371,8 @@ static void run_chaos(const struct chaos_policy *pol)
 		kill(pids[v], SIGKILL);
 		int status;
 		waitpid(pids[v], &status, 0);
-		/* Still flagged once dead: it died holding, and the segment must notice. */
-		if (atomic_load(&sh->holding[v]))
+		/* Still flagged 1 once dead: it died holding, and the segment must notice. */
+		if (atomic_load(&sh->holding[v]) == 1)
 			died_holding[v >= PRODUCERS]++;
 		atomic_store(&sh->holding[v], 0);
 		if (!WIFSIGNALED(status)) {
@@ -343,12 +383,13 @@ static void run_chaos(const struct chaos_policy *pol)
 				       (unsigned long long)seed);
 		}
 		if (v < PRODUCERS) {
-			/* Its in-flight seq may or may not have been committed. */
+			/* Its in-flight seqs may or may not have been committed. */
 			uint32_t s = atomic_load(&sh->next[v]);
-			if (s < MAX_SEQ) {
-				atomic_store(&sh->uncertain[v][s], 1);
-				atomic_store(&sh->next[v], s + 1);
-			}
+			uint32_t n = atomic_load(&sh->inflight[v]);
+			n = n ? n : 1;
+			for (uint32_t i = 0; i < n && s + i < MAX_SEQ; i++)
+				atomic_store(&sh->uncertain[v][s + i], 1);
+			atomic_store(&sh->next[v], s + n < MAX_SEQ ? s + n : MAX_SEQ);
 		}
 		by_role[v >= PRODUCERS]++;
 		pids[v] = spawn(sh, v);
@@ -530,6 +571,32 @@ static const struct chaos_policy chaos_fifo_batches = {
 	.copying = true,
 	.batch = 8,
 };
+
+/* Producers put batches of up to 8: several slots claimed before the first commit. */
+static const struct chaos_policy chaos_fifo_sole_put_batches = {
+	.name = "fifo-sole-put-batch",
+	.cfg = {.slot_size = PAYLOAD, .slot_count = 32,
+		.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER},
+	.verify = verify_fifo,
+	.put_batch = 8,
+};
+
+static const struct chaos_policy chaos_fifo_put_batches = {
+	.name = "fifo-put-batch",
+	.cfg = {.slot_size = PAYLOAD, .slot_count = 32},
+	.verify = verify_fifo,
+	.put_batch = 8,
+};
+
+Test(chaos, single_role_fifo_written_by_put_batch_survives_random_sigkills, .timeout = 900)
+{
+	run_chaos(&chaos_fifo_sole_put_batches);
+}
+
+Test(chaos, fifo_written_by_put_batch_survives_random_sigkills, .timeout = 900)
+{
+	run_chaos(&chaos_fifo_put_batches);
+}
 
 Test(chaos, single_role_fifo_read_by_get_survives_random_sigkills, .timeout = 900)
 {
