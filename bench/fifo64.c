@@ -40,7 +40,8 @@ struct s64 {
 };
 CK_RING_PROTOTYPE(s64, s64)
 
-enum kind { K_CIS_SOLE, K_CIS, K_CIS_FENCED, K_CIS_SPIN, K_CIS_BATCH, K_CK, K_RTE, K_RTE_RTS, K_RTE_BURST,
+enum kind { K_CIS_SOLE, K_CIS, K_CIS_FENCED, K_CIS_SPIN, K_CIS_BATCH, K_CIS_BATCHES, K_CK, K_RTE,
+	     K_RTE_RTS, K_RTE_BURST, K_RTE_BURSTS,
 	     K_PIPE, K_MQ, K_BOOST, K_ZMQ,
 	     K_BARE, K_BARE_STORES, K_BARE_ROUNDS, K_BARE_PREFETCH, K_BARE_BATCHED, K_COUNT };
 
@@ -73,6 +74,8 @@ static const char *kind_label(enum kind k, int mpmc, long mq_cap)
 		return "cistern FIFO put/get (timeout 0 + retry)";
 	case K_CIS_BATCH:
 		return "cistern FIFO put/get_batch of up to " STR(READ_BURST) " (blocking, both flags)";
+	case K_CIS_BATCHES:
+		return "cistern FIFO put_batch/get_batch of up to " STR(READ_BURST) " (blocking, both flags)";
 	case K_CK:
 		return mpmc ? "ck_ring MPMC (shared mmap)" : "ck_ring SPSC (shared mmap)";
 	case K_RTE:
@@ -81,6 +84,8 @@ static const char *kind_label(enum kind k, int mpmc, long mq_cap)
 		return "DPDK rte_ring MP/MC RTS (shared mmap)";
 	case K_RTE_BURST:
 		return "DPDK rte_ring SP/SC, dequeue_burst of up to " STR(READ_BURST) " (shared mmap)";
+	case K_RTE_BURSTS:
+		return "DPDK rte_ring SP/SC, enqueue_burst/dequeue_burst of up to " STR(READ_BURST) " (shared mmap)";
 	case K_PIPE:
 		return "pipe";
 	case K_MQ:
@@ -230,6 +235,42 @@ static int cis_recv_batch(void *h, void *msg)
 	return 1;
 }
 
+/*
+ * A producer that puts its samples in batches of READ_BURST (and its last,
+ * shorter one): each sample waits in the producer's array until the batch
+ * is full, as in a producer that makes its samples a batch at a time.
+ */
+struct send_batch_h {
+	struct run_ctl *ctl;
+	uint64_t sent;
+	struct burst b;
+	int (*flush)(void *h, struct send_batch_h *k);
+	void *h;
+};
+
+static int send_batched(void *h, const void *msg)
+{
+	struct send_batch_h *k = h;
+	memcpy(&k->b.buf[k->b.have++], msg, BENCH_MSG);
+	if (++k->sent == k->ctl->per_producer || k->b.have == READ_BURST) {
+		int rc = k->flush(k->h, k);
+		k->b.have = 0;
+		return rc;
+	}
+	return 0;
+}
+
+static int cis_flush(void *h, struct send_batch_h *k)
+{
+	for (unsigned off = 0; off < k->b.have;) {
+		int n = cistern_put_batch(h, &k->b.buf[off], BENCH_MSG, k->b.have - off, NULL, NULL, -1);
+		if (n < 0)
+			return n;
+		off += (unsigned)n;
+	}
+	return 0;
+}
+
 struct spin_h {
 	struct cistern *c;
 	int oversub;
@@ -275,16 +316,21 @@ static int cis_child(struct f64 *f, int role, int idx)
 	}
 	struct spin_h sh = { c, f->oversub };
 	static struct batch_h bh; /* a child's own copy after fork */
+	static struct send_batch_h pb;
 	bh.c = c;
+	pb = (struct send_batch_h){.ctl = f->c, .flush = cis_flush, .h = c};
 	if (role == 'p') {
-		ret = f->kind != K_CIS_SPIN ? produce(f, idx, c, cis_send) : produce(f, idx, &sh, cis_send_spin);
+		ret = f->kind == K_CIS_SPIN      ? produce(f, idx, &sh, cis_send_spin)
+		      : f->kind == K_CIS_BATCHES ? produce(f, idx, &pb, send_batched)
+						 : produce(f, idx, c, cis_send);
 		if (ret == 0 && (rc = cistern_producer_done(c)) < 0) {
 			ctl_error(f->c, idx, "cistern_producer_done: %s", cistern_strerror(rc));
 			ret = 1;
 		}
 	} else {
 		ret = f->kind == K_CIS_SPIN    ? consume(f, idx, &sh, cis_recv_spin)
-		      : f->kind == K_CIS_BATCH ? consume(f, idx, &bh, cis_recv_batch)
+		      : f->kind == K_CIS_BATCH || f->kind == K_CIS_BATCHES
+			      ? consume(f, idx, &bh, cis_recv_batch)
 					       : consume(f, idx, c, cis_recv);
 	}
 	cistern_detach(c);
@@ -602,6 +648,19 @@ static int rte_recv_burst(void *h, void *msg)
 	return 1;
 }
 
+static int rte_flush(void *h, struct send_batch_h *k)
+{
+	struct rte_h *r = h;
+	for (unsigned off = 0; off < k->b.have;) {
+		unsigned n = rte_ring_sp_enqueue_burst_elem(r->r, &k->b.buf[off], BENCH_MSG,
+							    k->b.have - off, NULL);
+		off += n;
+		if (off < k->b.have)
+			waitspin(r->oversub);
+	}
+	return 0;
+}
+
 static int rte_send_mp(void *h, const void *msg)
 {
 	struct rte_h *k = h;
@@ -649,10 +708,15 @@ static int rte_child(struct f64 *f, int role, int idx)
 	int mpmc = f->c->nprod > 1 || f->c->nread > 1;
 	if (f->kind == K_RTE_RTS)
 		return role == 'p' ? produce(f, idx, &k, rte_send_any) : consume(f, idx, &k, rte_recv_any);
-	if (f->kind == K_RTE_BURST) {
+	if (f->kind == K_RTE_BURST || f->kind == K_RTE_BURSTS) {
 		static struct rte_burst_h rb; /* a child's own copy after fork */
+		static struct send_batch_h pb;
 		rb.k = k;
-		return role == 'p' ? produce(f, idx, &k, rte_send_sp) : consume(f, idx, &rb, rte_recv_burst);
+		pb = (struct send_batch_h){.ctl = f->c, .flush = rte_flush, .h = &rb.k};
+		if (role == 'p')
+			return f->kind == K_RTE_BURSTS ? produce(f, idx, &pb, send_batched)
+						       : produce(f, idx, &k, rte_send_sp);
+		return consume(f, idx, &rb, rte_recv_burst);
 	}
 	if (role == 'p')
 		return mpmc ? produce(f, idx, &k, rte_send_mp) : produce(f, idx, &k, rte_send_sp);
@@ -854,12 +918,14 @@ static int f64_child(int role, int idx, void *arg)
 	case K_CIS_FENCED:
 	case K_CIS_SPIN:
 	case K_CIS_BATCH:
+	case K_CIS_BATCHES:
 		return cis_child(f, role, idx);
 	case K_CK:
 		return ck_child(f, role, idx);
 	case K_RTE:
 	case K_RTE_RTS:
 	case K_RTE_BURST:
+	case K_RTE_BURSTS:
 		return rte_child(f, role, idx);
 	case K_PIPE:
 		return pipe_child(f, role, idx);
@@ -932,13 +998,14 @@ static int f64_setup(struct f64 *f, char *err, size_t cap)
 	case K_CIS:
 	case K_CIS_FENCED:
 	case K_CIS_SPIN:
-	case K_CIS_BATCH: {
+	case K_CIS_BATCH:
+	case K_CIS_BATCHES: {
 		struct cistern_config cfg = { 0 };
 		cfg.slot_size = BENCH_MSG;
 		cfg.slot_count = QCAP;
 		cfg.policy = CISTERN_FIFO;
 		cfg.expected_producers = (uint32_t)f->c->nprod;
-		if (f->kind == K_CIS_SOLE || f->kind == K_CIS_BATCH)
+		if (f->kind == K_CIS_SOLE || f->kind == K_CIS_BATCH || f->kind == K_CIS_BATCHES)
 			cfg.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER;
 		bench_name(f->name, sizeof f->name, "f");
 		rc = cistern_create(f->name, &cfg, &f->ph);
@@ -973,7 +1040,8 @@ static int f64_setup(struct f64 *f, char *err, size_t cap)
 	}
 	case K_RTE:
 	case K_RTE_RTS:
-	case K_RTE_BURST: {
+	case K_RTE_BURST:
+	case K_RTE_BURSTS: {
 		ssize_t sz = rte_ring_get_memsize_elem(BENCH_MSG, QCAP);
 		if (sz < 0) {
 			snprintf(err, cap, "rte_ring_get_memsize_elem: %s", strerror((int)-sz));
@@ -1052,6 +1120,7 @@ static void f64_teardown(struct f64 *f)
 	case K_CIS_FENCED:
 	case K_CIS_SPIN:
 	case K_CIS_BATCH:
+	case K_CIS_BATCHES:
 		if (f->ph) {
 			struct cistern_stats st;
 			if (cistern_stats_get(f->ph, &st) == 0)
@@ -1074,6 +1143,7 @@ static void f64_teardown(struct f64 *f)
 	case K_RTE:
 	case K_RTE_RTS:
 	case K_RTE_BURST:
+	case K_RTE_BURSTS:
 		if (f->mem)
 			shm_anon_free(f->mem, f->memlen);
 		break;
@@ -1204,6 +1274,9 @@ void sec_fifo64(int nprod, int nread)
 		/* Readers that take their samples in batches, each checked as every row checks. */
 		list[n++] = K_CIS_BATCH;
 		list[n++] = K_RTE_BURST;
+		/* And producers that put theirs in batches. */
+		list[n++] = K_CIS_BATCHES;
+		list[n++] = K_RTE_BURSTS;
 	}
 	list[n++] = K_PIPE;
 	list[n++] = K_MQ;

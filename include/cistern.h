@@ -275,8 +275,8 @@ CISTERN_API int cistern_put(struct cistern *c, const void *buf, size_t len, stru
  * than stride) ends the batch before it, and the call that meets it first
  * answers -EMSGSIZE (-EINVAL) with nothing put. Every policy; on a FIFO the
  * handle that holds the producer role (CISTERN_SINGLE_PRODUCER, or alone)
- * claims the batch's slots with one check of closed reception and looks
- * for sleeping readers once.
+ * checks the handle and its role and looks for sleeping readers once for
+ * the whole batch.
  * @return the number of samples put (1 to n); -EMSGSIZE; -EAGAIN/-ETIMEDOUT;
  *         -EPIPE once reception is closed; -EBUSY as cistern_reserve();
  *         -ERANGE as cistern_commit(); -EINVAL (n = 0 or above INT_MAX, buf NULL,
