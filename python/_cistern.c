@@ -400,6 +400,97 @@ static PyObject *Handle_put(HandleObject *h, PyObject *args, PyObject *kw)
 	return PyLong_FromUnsignedLongLong(x.meta.sample_id);
 }
 
+/*
+ * put_batch(data, item_size, count, metas, timeout_ms=-1) -> n
+ * Put `count` samples of item_size bytes each from the buffer `data` (row i
+ * at offset i * item_size), in order, with cistern_put_batch(), waiting for
+ * room as put() does. metas is a writable buffer of count * 3 uint64: each
+ * row's sim_id and time_step are read from columns 1 and 2, and its sample
+ * id is written to column 0. Returns how many were put: fewer than count only
+ * when the timeout (or an error) came after the first; with none put, the
+ * timeout or error is raised.
+ */
+struct put_batch_ctx {
+	struct cistern *c;
+	const char *buf;
+	size_t item, count, done;
+	struct cistern_meta *m;
+};
+
+static int put_batch_attempt(void *p, int t)
+{
+	struct put_batch_ctx *x = p;
+	while (x->done < x->count) {
+		size_t n = x->count - x->done;
+		int r = cistern_put_batch(x->c, x->buf + x->done * x->item, x->item,
+					  n < INT_MAX ? n : INT_MAX, NULL, x->m + x->done, t);
+		if (r < 0)
+			return r;
+		x->done += (size_t)r;
+	}
+	return 0;
+}
+
+static PyObject *Handle_put_batch(HandleObject *h, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"data", "item_size", "count", "metas", "timeout_ms", NULL};
+	Py_buffer data, metas;
+	Py_ssize_t item, count;
+	int timeout = -1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "y*nnw*|O&:put_batch", kwlist, &data, &item,
+					 &count, &metas, conv_timeout, &timeout))
+		return NULL;
+	PyObject *res = NULL;
+	struct cistern_meta *m = NULL;
+	if (item <= 0 || count <= 0 || item > PY_SSIZE_T_MAX / count || data.len < item * count) {
+		PyErr_SetString(PyExc_ValueError, "put_batch: data smaller than item_size * count");
+		goto out_buf;
+	}
+	if (metas.len < count * 3 * (Py_ssize_t)sizeof(uint64_t)) {
+		PyErr_SetString(PyExc_ValueError, "put_batch: metas buffer smaller than count * 3 uint64");
+		goto out_buf;
+	}
+	if ((uint64_t)item > h->slot_size) {
+		PyErr_Format(PyExc_ValueError, "samples of %zd bytes do not fit a slot of %llu bytes",
+			     item, (unsigned long long)h->slot_size);
+		goto out_buf;
+	}
+	m = PyMem_Calloc((size_t)count, sizeof(*m));
+	if (!m) {
+		PyErr_NoMemory();
+		goto out_buf;
+	}
+	uint64_t *mv = metas.buf;
+	for (Py_ssize_t i = 0; i < count; i++) {
+		if (mv[3 * i + 1] > UINT32_MAX || mv[3 * i + 2] > UINT32_MAX) {
+			PyErr_SetString(PyExc_ValueError, "put_batch: sim_id and time_step must fit 32 bits");
+			goto out_buf;
+		}
+		m[i].sim_id = (uint32_t)mv[3 * i + 1];
+		m[i].time_step = (uint32_t)mv[3 * i + 2];
+	}
+	if (handle_enter(h) < 0)
+		goto out_buf;
+	struct put_batch_ctx x = {h->c, data.buf, (size_t)item, (size_t)count, 0, m};
+	/* The exporter cannot move or free the buffer while we hold the view. */
+	int r = wait_sliced(put_batch_attempt, &x, timeout);
+	handle_leave(h);
+	for (size_t i = 0; i < x.done; i++)
+		mv[3 * i] = m[i].sample_id;
+	if (x.done == 0) {
+		raise_result(r);
+		goto out_buf;
+	}
+	if (r == PYERR_SET) /* a signal handler raised after some rows: the exception wins */
+		goto out_buf;
+	res = PyLong_FromSize_t(x.done);
+out_buf:
+	PyMem_Free(m);
+	PyBuffer_Release(&data);
+	PyBuffer_Release(&metas);
+	return res;
+}
+
 /* acquire */
 
 struct acq_ctx {
@@ -941,6 +1032,8 @@ static PyObject *Handle_get_live_samples(HandleObject *h, void *Py_UNUSED(closur
 static PyMethodDef Handle_methods[] = {
 	{"put", (PyCFunction)(void (*)(void))Handle_put, METH_VARARGS | METH_KEYWORDS,
 	 "put(data, sim_id=0, time_step=0, timeout_ms=-1) -> sample_id"},
+	{"put_batch", (PyCFunction)(void (*)(void))Handle_put_batch, METH_VARARGS | METH_KEYWORDS,
+	 "put_batch(data, item_size, count, metas, timeout_ms=-1) -> samples put"},
 	{"get", (PyCFunction)(void (*)(void))Handle_get, METH_VARARGS | METH_KEYWORDS,
 	 "get(timeout_ms=-1) -> (bytes, (sample_id, sim_id, time_step))"},
 	{"get_many", (PyCFunction)(void (*)(void))Handle_get_many, METH_VARARGS | METH_KEYWORDS,

@@ -10,6 +10,10 @@ shared-memory segment, under one of six sampling policies.
             print(payload)
     cistern.unlink("demo")
 
+Writing:
+  put(data)              -> sample id (bytes, a numpy array or any buffer)
+  put_batch(array)       -> sample ids of the array's rows, put in one C call
+
 Reading:
   get()                  -> bytes (a copy)
   get_array(dtype, shape)-> numpy array (a private copy)
@@ -441,6 +445,34 @@ class Segment:
         sid = self._h.put(data, _count("sim_id", sim_id), _count("time_step", time_step),
                           _timeout_ms(timeout))
         return sid
+
+    def put_batch(self, data, sim_id=0, time_step=0, timeout=None):
+        """Copy the rows of a numpy array in as samples, in order: row i of `data`
+        (shape (k, ...)) is one sample, as put() would put it, all with one
+        cistern_put_batch() call while there is room.
+
+        sim_id and time_step are ints or sequences of k. Waits for room as put()
+        does. Returns the sample ids put (a uint64 array): fewer than k only when
+        the timeout comes after at least one; with none put, raises TimeoutError.
+        Raises ValueError if a row does not fit a slot, BrokenPipeError once
+        reception is closed.
+        """
+        np = _need_numpy()
+        data = np.ascontiguousarray(data)
+        if data.ndim == 0 or data.shape[0] == 0:
+            raise ValueError("put_batch: data must be an array of one or more rows")
+        k = data.shape[0]
+        metas = np.zeros((k, 3), dtype=np.uint64)
+        for col, name, v in ((1, "sim_id", sim_id), (2, "time_step", time_step)):
+            v = np.asarray(v)
+            if v.dtype.kind not in "iu" or (v.size and int(v.min()) < 0):
+                raise ValueError(f"put_batch: {name} must be non-negative ints")
+            try:
+                metas[:, col] = np.broadcast_to(v, (k,))
+            except ValueError:
+                raise ValueError(f"put_batch: {name} must be one int or {k} of them") from None
+        n = self._h.put_batch(data, data[0].nbytes, k, metas, _timeout_ms(timeout))
+        return metas[:n, 0].copy()
 
     def close_reception(self):
         """Close reception: puts fail from now on, readers drain then get end of data."""
