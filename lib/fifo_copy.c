@@ -670,8 +670,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 		if (quiet) {
 			quiet--;
 		} else {
-			cistern__prefetch_for_write(meta0 + ahead * mstride, prefetchw);
-			cistern__prefetch_for_write(arena + ahead * pstride, prefetchw);
+			prefetch_slot(meta0, mstride, arena, pstride, ahead, prefetchw);
 		}
 		if (++ahead == slots)
 			ahead = 0;
