@@ -627,15 +627,30 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 	/*
 	 * Locals: the stores below could alias the handle's fields as far as
 	 * the compiler knows, which would load them again for every sample.
+	 * The slot's metadata and payload are walked by pointer, the lengths
+	 * and metadata records likewise, so that a sample costs no multiply
+	 * and few reloads of values the loop has no register left for.
 	 */
 	uint64_t idx = cistern__slot_of(c, t0), slots = c->slot_count;
 	uint64_t fit = s->stride < c->slot_size ? s->stride : c->slot_size;
-	uint32_t owner = c->owner;
 	char *meta0 = c->meta0, *arena = c->arena;
 	uint64_t mstride = c->meta_stride, pstride = c->slot_stride, id_base = h->id_base;
+	struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
+	struct cistern_slotmeta *mend = cistern__slotmeta_in(meta0, mstride, slots);
+	char *dst = arena + idx * pstride;
+	/*
+	 * The slot word's position field, stepped by sw_make(1, 0, 0) a
+	 * sample: the 48 position bits fill the word above the 16 others, so
+	 * the sum wraps as sw_make()'s mask does.
+	 */
+	_Static_assert(SW_POS_BITS + 16 == 64, "the position field ends the slot word");
+	uint64_t wpos = sw_make(t0, 0, 0);
+	uint64_t reserved = sw_make(0, FIFO_RESERVED, c->owner);
 	const char *src = s->src;
 	size_t stride = s->stride;
-	const size_t *lens = s->len;
+	/* Without lengths every sample is stride bytes: read stride, not stepping. */
+	const size_t *lens = s->len ? s->len : &stride;
+	size_t lstep = s->len ? 1 : 0;
 	struct cistern_meta *metas = s->meta;
 	/*
 	 * The write prefetches of put_prefetch(), further ahead by the batch's
@@ -648,10 +663,12 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 	 */
 	uint64_t far = c->put_ahead + (n < slots / 4 ? n : slots / 4);
 	uint64_t quiet = c->put_quiet, ahead = cistern__slot_ahead(idx, far, slots);
+	/* The slot prefetched next, walked as m and dst are. */
+	char *am = meta0 + ahead * mstride, *ap = arena + ahead * pstride;
 	bool prefetchw = c->write_prefetch;
 	bool voided = false;
-	for (size_t i = 0; i < n; i++, t++, src += stride) {
-		size_t len = lens ? lens[i] : stride;
+	for (uint64_t tend = t0 + n; t != tend; t++) {
+		size_t len = *lens;
 		if (len > fit)
 			break; /* the first-sample path reports it */
 		/* Each claim in a bracket of its own, as put_as()'s: the copies need none. */
@@ -659,9 +676,9 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 			*lost = true;
 			break;
 		}
-		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
 		/* Acquire: the reader's release store of FREE(t) follows its last read. */
-		if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(t, FIFO_FREE, 0)) {
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
+		if (w != (wpos | sw_make(0, FIFO_FREE, 0))) {
 			if (guarded)
 				cistern__auto_end_of(me);
 			quiet = FIFO_PUT_QUIET; /* the ring is full: see put_prefetch() */
@@ -670,12 +687,17 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 		if (quiet) {
 			quiet--;
 		} else {
-			prefetch_slot(meta0, mstride, arena, pstride, ahead, prefetchw);
+			cistern__prefetch_for_write(am, prefetchw);
+			cistern__prefetch_for_write(ap, prefetchw);
 		}
-		if (++ahead == slots)
-			ahead = 0;
+		am += mstride;
+		ap += pstride;
+		if (am == (char *)mend) {
+			am = meta0;
+			ap = arena;
+		}
 		/* Relaxed, then the tail (release): as sole_claim_as(). */
-		atomic_store_explicit(&m->word, sw_make(t, FIFO_RESERVED, owner), memory_order_relaxed);
+		atomic_store_explicit(&m->word, wpos | reserved, memory_order_relaxed);
 		atomic_store_explicit(&h->tail, t + 1, memory_order_release);
 		if (guarded)
 			cistern__auto_end_of(me);
@@ -685,22 +707,31 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 			voided = true;
 			break;
 		}
-		char *dst = arena + idx * pstride;
 		if (len <= 64)
 			copy_small(dst, src, len);
 		else
 			memcpy(dst, src, len);
 		/* The position is the sample id, offset by id_base (publish_sample_at()). */
-		write_meta(m, t + id_base, len, metas ? &metas[i] : NULL);
+		write_meta(m, t + id_base, len, metas);
 		/* Release: publishes the payload and the metadata (T2). */
-		atomic_store_explicit(&m->word, sw_make(t, FIFO_COMMITTED, 0), memory_order_release);
-		if (++idx == slots)
-			idx = 0;
+		atomic_store_explicit(&m->word, wpos | sw_make(0, FIFO_COMMITTED, 0),
+				      memory_order_release);
+		wpos += sw_make(1, 0, 0);
+		src += stride;
+		lens += lstep;
+		if (metas)
+			metas++;
+		m = (struct cistern_slotmeta *)((char *)m + mstride);
+		dst += pstride;
+		if (m == mend) {
+			m = cistern__slotmeta_in(meta0, mstride, 0);
+			dst = arena;
+		}
 	}
 	c->put_quiet = quiet;
 	size_t k = (size_t)(t - t0);
 	if (voided)
-		put_voided(c, t, idx); /* t is not counted in k */
+		put_voided(c, t, cistern__slot_of(c, t)); /* t is not counted in k */
 	if (k == 0)
 		return voided ? -EPIPE : 0;
 	cistern__count(&me->ctr.puts, k);

@@ -139,6 +139,45 @@ Test(put_batch, stops_where_the_room_ends_for_a_shared_producer)
 	stops_where_the_room_ends(SHARED);
 }
 
+/*
+ * Seven slots (not a power of two), the tail at slot 5: one batch fills
+ * slots 5, 6, then 0 to 3, and a second one, lap after lap, wraps again.
+ */
+static void a_batch_across_the_end_of_the_ring_keeps_order(enum mode mode)
+{
+	char name[64];
+	struct cistern *other, *c = make("pb-wrap", name, sizeof(name), mode, 7, &other);
+	uint8_t buf[40][16];
+	size_t len[40];
+	struct cistern_meta meta[40];
+	fill(buf, len, meta, 0, 40);
+	cr_assert_eq(cistern_put_batch(c, buf, 16, 5, len, meta, 0), 5);
+	for (uint32_t v = 0; v < 5; v++)
+		expect(c, v, meta[v].sample_id);
+	uint32_t v = 5;
+	while (v < 40) {
+		size_t n = 40 - v < 6 ? 40 - v : 6;
+		cr_assert_eq(cistern_put_batch(c, buf[v], 16, n, len + v, meta + v, 0), (int)n,
+			     "room for %zu at %u", n, v);
+		for (size_t i = 0; i < n; i++)
+			expect(c, v + (uint32_t)i, meta[v + i].sample_id);
+		v += (uint32_t)n;
+	}
+	for (uint32_t i = 1; i < 40; i++)
+		cr_assert_eq(meta[i].sample_id, meta[i - 1].sample_id + 1, "ids in order");
+	drop(c, other, name);
+}
+
+Test(put_batch, a_batch_across_the_end_of_the_ring_keeps_order_for_the_sole_producer)
+{
+	a_batch_across_the_end_of_the_ring_keeps_order(SOLE);
+}
+
+Test(put_batch, a_batch_across_the_end_of_the_ring_keeps_order_for_the_automatic_producer)
+{
+	a_batch_across_the_end_of_the_ring_keeps_order(AUTO);
+}
+
 static void long_sample_ends_the_batch(enum mode mode)
 {
 	char name[64];
