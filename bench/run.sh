@@ -12,9 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The peers and the Python side of section 4; scripts/setup.sh installs the
-# rest of what cistern's build needs and builds it.
-peers="g++ libck-dev libdpdk-dev libboost-dev libzmq3-dev python3 python3-numpy python3-torch"
+# The peers and the Python side of section 4 (bench/peers, which the test
+# suite's smoke run of the benchmark installs too); scripts/setup.sh installs
+# the rest of what cistern's build needs and builds it.
+peers=$(cat bench/peers)
 EXTRA_PACKAGES="$peers" BUILDDIR=build-bench MESON_OPTIONS="-Dbench=enabled" bash scripts/setup.sh >&2
 
 # BENCH_NICE=-20 (as root) lets the run take the CPUs from other work on a shared

@@ -4,8 +4,10 @@
 # valgrind, fuzzing), and a closing "N passed, N failed" line counting both.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-# clang, its fuzzer runtime and valgrind serve scripts/check.sh, run at the end.
-EXTRA_PACKAGES="${EXTRA_PACKAGES:-} clang libclang-rt-14-dev valgrind" bash scripts/setup.sh || exit 1
+# clang, its fuzzer runtime and valgrind serve scripts/check.sh, run at the end;
+# the benchmark's peers (bench/peers) its smoke run.
+EXTRA_PACKAGES="${EXTRA_PACKAGES:-} clang libclang-rt-14-dev valgrind $(cat bench/peers)" \
+  bash scripts/setup.sh || exit 1
 
 passed=0 failed=0 rc=0
 for t in build/tests/test_*; do
@@ -26,6 +28,10 @@ check() {
   if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; echo "FAILED: $what"; fi
 }
 check "install" bash tests/install/check.sh build
+# The benchmark program (-Dbench=enabled, in build-bench): every contender run
+# once, its payload checks passed, no time asserted.
+check "bench smoke" bash -c 'BUILDDIR=build-bench MESON_OPTIONS=-Dbench=enabled bash scripts/setup.sh >/dev/null &&
+  bash tests/bench/smoke.sh build-bench'
 
 # The Python binding: pytest under Debian's interpreter (where numpy and torch live).
 echo "== python"
