@@ -57,15 +57,6 @@ struct sole_at {
 	void *payload;
 };
 
-/* The write prefetch of slot `slot`'s metadata line and first payload line. */
-static inline __attribute__((always_inline)) void
-prefetch_slot(char *meta0, uint64_t mstride, char *arena, uint64_t pstride, uint64_t slot,
-	      bool prefetchw)
-{
-	cistern__prefetch_for_write(meta0 + slot * mstride, prefetchw);
-	cistern__prefetch_for_write(arena + slot * pstride, prefetchw);
-}
-
 /*
  * The sole producer, claiming slot idx, asks for the lines it will write
  * c->put_ahead slots later (the slot's metadata line and the first line of
@@ -101,7 +92,8 @@ static inline __attribute__((always_inline)) void put_prefetch(struct cistern *c
 		return;
 	}
 	uint64_t ahead = cistern__slot_ahead(idx, c->put_ahead, c->slot_count);
-	prefetch_slot(c->meta0, c->meta_stride, c->arena, c->slot_stride, ahead, c->write_prefetch);
+	cistern__prefetch_for_write(cistern__slotmeta(c, ahead), c->write_prefetch);
+	cistern__prefetch_for_write(cistern__payload(c, ahead), c->write_prefetch);
 }
 
 static inline __attribute__((always_inline)) enum sole_step
