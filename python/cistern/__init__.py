@@ -854,8 +854,11 @@ class Reservation:
     sample (or a slot another producer has taken), so keep none past the block.
     """
 
-    __slots__ = ("_seg", "_slot", "_dtype", "_shape", "_nbytes", "_array", "_view",
-                 "sim_id", "time_step", "sample_id", "__weakref__")
+    __slots__ = {"_seg": "", "_slot": "", "_dtype": "", "_shape": "", "_nbytes": "",
+                 "_array": "", "_view": "", "__weakref__": "",
+                 "sim_id": "The sim_id the sample gets at commit (may be changed before).",
+                 "time_step": "The time_step the sample gets at commit (may be changed before).",
+                 "sample_id": "The sample id, once committed; None before."}
 
     def __init__(self, seg: Segment, cslot: _cistern.Slot, dtype: DTypeLike,
                  shape: tuple[int, ...] | None, nbytes: int, sim_id: int,
@@ -867,10 +870,8 @@ class Reservation:
         self._nbytes = nbytes
         self._array: Array | None = None
         self._view: memoryview | None = None
-        #: The metadata the sample gets at commit (may be changed before it).
         self.sim_id = sim_id
         self.time_step = time_step
-        #: The sample id, once committed.
         self.sample_id: int | None = None
 
     @property
