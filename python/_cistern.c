@@ -2045,7 +2045,8 @@ static PyObject *raise_for_path(int r, PyObject *path)
 {
 	if (r == -EBADMSG || r == -EPROTONOSUPPORT || r == -ENOENT || r == -EACCES ||
 	    r == -EPERM || r == -EISDIR || r == -ENOTDIR || r == -ENOSPC || r == -EIO) {
-		PyObject *a = Py_BuildValue("(isO)", -r, cistern_strerror(r), path);
+		PyObject *a = Py_BuildValue("(isN)", -r, cistern_strerror(r),
+					    PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(path)));
 		if (a) {
 			PyErr_SetObject(PyExc_OSError, a);
 			Py_DECREF(a);

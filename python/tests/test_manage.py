@@ -176,7 +176,7 @@ def test_a_damaged_dump_is_refused_and_restores_nothing(fifo, segname, tmp_path)
     path.write_bytes(bytes(data))
     with pytest.raises(OSError) as e:
         cistern.verify_dump(path)
-    assert e.value.errno == errno.EBADMSG
+    assert e.value.errno == errno.EBADMSG and e.value.filename == str(path)
     copy = segname + "-copy"
     with pytest.raises(OSError) as e:
         cistern.restore(path, copy)
