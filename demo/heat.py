@@ -28,6 +28,8 @@ Run from the repository root after building (see demo/README.md):
     /usr/bin/python3 demo/heat.py --sims 24 --steps 200 --grid 48 --batches 4000
 """
 
+from __future__ import annotations
+
 import argparse
 import errno
 import json
@@ -36,12 +38,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def _import_cistern():
+def _import_cistern() -> list[str]:
     """Import cistern, from the build tree if it is not on sys.path yet.
     Returns the extra sys.path entries used (children need them too)."""
     try:
@@ -69,13 +73,14 @@ EXTRA_PATH = _import_cistern()
 sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
+import numpy.typing as npt  # noqa: E402
 
 import cistern  # noqa: E402
 import heatsim  # noqa: E402
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--sims", type=int, default=12, help="training simulations")
     p.add_argument("--val-sims", type=int, default=3, help="held-out validation simulations")
@@ -126,7 +131,7 @@ RUNNABLE = ("fifo", "firo", "reservoir", "fifo-evict-reservoir", "batch-reservoi
 # ---------------------------------------------------------------- learner
 
 
-def build_model(torch, grid, hidden):
+def build_model(torch: Any, grid: int, hidden: int) -> Any:
     nn = torch.nn
     return nn.Sequential(
         nn.Linear(6, hidden), nn.SiLU(),
@@ -135,7 +140,8 @@ def build_model(torch, grid, hidden):
     )
 
 
-def validation_set(params, grid, steps):
+def validation_set(params: npt.NDArray[np.float32], grid: int,
+                   steps: int) -> npt.NDArray[np.float32]:
     rows = [heatsim.sample_vector(p, t, steps, f)
             for p in params for t, f in heatsim.solve(p, grid, steps)]
     return np.stack(rows)
@@ -145,35 +151,39 @@ class Monitor(threading.Thread):
     """Samples the segment's population on its own handle, watches the simulation
     processes, and closes reception if they all exit without doing so."""
 
-    def __init__(self, name, procs, period=0.02):
+    def __init__(self, name: str, procs: list[subprocess.Popen[bytes]],
+                 period: float = 0.02) -> None:
         super().__init__(daemon=True)
         self.seg = cistern.attach(name)
         self.procs = procs
         self.period = period
         self.t0 = time.monotonic()
-        self.times, self.population = [], []
-        self.sims_end = None
-        self.stats = {}
+        self.times: list[float] = []
+        self.population: list[int] = []
+        self.sims_end: float | None = None
+        self.stats: cistern.Stats | None = None
         self.stop = threading.Event()
 
-    def run(self):
+    def run(self) -> None:
         try:
             while not self.stop.is_set():
                 st = self.seg.stats()
                 now = time.monotonic() - self.t0
                 self.stats = st
                 self.times.append(now)
-                self.population.append(st["population"])
-                if self.sims_end is None and st["reception_closed"]:
+                self.population.append(st.population)
+                if self.sims_end is None and st.reception_closed:
                     self.sims_end = now  # the last simulation declared itself done
-                if not st["reception_closed"] and all(p.poll() is not None for p in self.procs):
+                if not st.reception_closed and all(p.poll() is not None for p in self.procs):
                     self.seg.close_reception()  # the simulations exited without closing it
                 self.stop.wait(self.period)
         finally:
             self.seg.detach()
 
 
-def run_policy(policy, args, train_params, val_x, log):
+def run_policy(policy: str, args: argparse.Namespace, train_params: npt.NDArray[np.float32],
+               val_x: npt.NDArray[np.float32],
+               log: Callable[[str], None]) -> dict[str, Any] | None:
     import torch
 
     n_samples = args.sims * args.steps
@@ -183,7 +193,7 @@ def run_policy(policy, args, train_params, val_x, log):
     pseudo_epochs = max(1, round(reads_budget / n_samples))
     ratio = max(1.0, (reads_budget - args.capacity) / n_samples)  # Reservoir pacing
     name = f"heat-{os.getpid()}-{policy}"
-    cfg = dict(policy=policy, slots=args.capacity, slot_size=4 * floats,
+    cfg: dict[str, Any] = dict(policy=policy, slots=args.capacity, slot_size=4 * floats,
                expected_producers=args.procs, seed=args.seed + 17)
     if policy == "firo":
         cfg.update(watermark=args.watermark, pseudo_epochs=pseudo_epochs)
@@ -208,21 +218,21 @@ def run_policy(policy, args, train_params, val_x, log):
     vx = torch.from_numpy(val_x[:, :6])
     vy = torch.from_numpy(val_x[:, 6:])
 
-    def validate():
+    def validate() -> float:
         model.eval()
         with torch.no_grad():
-            loss = torch.nn.functional.mse_loss(model(vx), vy).item()
+            loss = float(torch.nn.functional.mse_loss(model(vx), vy).item())
         model.train()
         return loss
 
     env = dict(os.environ)
     if EXTRA_PATH:
         env["PYTHONPATH"] = os.pathsep.join(EXTRA_PATH + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    procs = []
-    mon = None
-    result = dict(policy=policy, config=cfg, batches=0, drained_reads=0, val_curve=[])
+    procs: list[subprocess.Popen[bytes]] = []
+    mon: Monitor | None = None
+    result: dict[str, Any] = dict(policy=policy, config=cfg, batches=0, drained_reads=0, val_curve=[])
     try:
-        jobs = [[] for _ in range(args.procs)]
+        jobs: list[list[Any]] = [[] for _ in range(args.procs)]
         for sim_id, p in enumerate(train_params):
             jobs[sim_id % args.procs].append([sim_id, [float(v) for v in p]])
         mon = Monitor(name, procs)
@@ -244,7 +254,7 @@ def run_policy(policy, args, train_params, val_x, log):
                 waited = 0.0
                 while waited < 0.5:
                     st = seg.stats()
-                    if st["reception_closed"] or reads + bs <= ratio * st["puts"]:
+                    if st.reception_closed or reads + bs <= ratio * st.puts:
                         break
                     time.sleep(0.005)
                     waited += 0.005
@@ -272,8 +282,8 @@ def run_policy(policy, args, train_params, val_x, log):
                 done = sum(p.poll() is not None for p in procs)
                 val = result["val_curve"][-1][1]
                 log(f"[{policy:>9} {now:6.1f}s] sim procs done {done}/{len(procs)}  "
-                    f"puts {st.get('puts', 0):>6}/{n_samples}  "
-                    f"population {st.get('population', 0):>5}/{args.capacity}  "
+                    f"puts {st.puts:>6}/{n_samples}  "
+                    f"population {st.population:>5}/{args.capacity}  "
                     f"batches {batches:>5}/{args.batches}  "
                     f"train {train_loss:.5f}  val {val:.5f}")
         for p in procs:
@@ -290,12 +300,12 @@ def run_policy(policy, args, train_params, val_x, log):
             times=mon.times, population=mon.population,
             pseudo_epochs=pseudo_epochs if policy == "firo" else None,
             reads_per_put=ratio if policy not in ("fifo", "firo") else None,
-            stats={k: v for k, v in st.items()},
+            stats=dict(st),
             sim_exit_codes=[p.returncode for p in procs])
         log(f"[{policy:>9}] done in {result['wall']:.1f}s: {batches} batches trained "
             f"({reads} reads, {result['drained_reads']} drained untrained), "
             f"final validation MSE {result['final_val']:.5f}; "
-            f"evictions {st['evictions']}, seen histogram {st['seen_hist']}")
+            f"evictions {st.evictions}, seen histogram {list(st.seen_hist)}")
         return result
     finally:
         for p in procs:
@@ -312,7 +322,7 @@ def run_policy(policy, args, train_params, val_x, log):
 # ---------------------------------------------------------------- plot
 
 
-def plot(results, args, path):
+def plot(results: list[dict[str, Any]], args: argparse.Namespace, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -350,12 +360,12 @@ def plot(results, args, path):
     plt.close(fig)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     import torch
     torch.set_num_threads(args.threads)
 
-    def log(msg):
+    def log(msg: str) -> None:
         if not args.quiet or not msg.startswith("[") or "done in" in msg or "skipped" in msg:
             print(msg, flush=True)
 
@@ -371,7 +381,7 @@ def main(argv=None):
           f"capacity {args.capacity}, FIRO watermark {args.watermark}; "
           f"validation on {args.val_sims} held-out simulations", flush=True)
 
-    results = []
+    results: list[dict[str, Any]] = []
     for policy in args.policies:
         r = run_policy(policy, args, train_params, val_x, log)
         if r is not None:

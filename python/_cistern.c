@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -212,6 +213,7 @@ static int wait_sliced(attempt_fn fn, void *ctx, int timeout_ms)
 /* ------------------------------------------------------------------ Handle */
 
 struct sample_obj;
+struct slot_obj;
 
 typedef struct {
 	PyObject_HEAD
@@ -221,6 +223,7 @@ typedef struct {
 	int detached;            /* detach() was called: unusable, maybe not yet unmapped */
 	uint64_t slot_size;
 	struct sample_obj *samples; /* every live Sample object of this handle */
+	struct slot_obj *slots;     /* every live Slot object (reservation) of this handle */
 	/* Releases that came while busy (a Sample freed meanwhile): done on leave. */
 	struct cistern_sample *pending;
 	size_t npending, cap_pending;
@@ -253,7 +256,7 @@ static PyTypeObject SampleType;
 /* Detach for real, if asked to and nothing maps the segment any more. */
 static void handle_finish_detach(HandleObject *h)
 {
-	if (h->c && h->detached && !h->samples) {
+	if (h->c && h->detached && !h->samples && !h->slots) {
 		if (h->pid == getpid())
 			cistern_detach(h->c);
 		/* In a forked child the parent's attachment must not be torn down: leak it. */
@@ -318,6 +321,7 @@ static HandleObject *handle_new(struct cistern *c)
 	h->busy = 0;
 	h->detached = 0;
 	h->samples = NULL;
+	h->slots = NULL;
 	h->pending = NULL;
 	h->npending = h->cap_pending = 0;
 	struct cistern_config cfg;
@@ -326,6 +330,7 @@ static HandleObject *handle_new(struct cistern *c)
 }
 
 static void sample_do_release(SampleObject *s);
+static void slots_abort_all(HandleObject *h);
 
 static PyObject *Handle_detach(HandleObject *h, PyObject *Py_UNUSED(ignored))
 {
@@ -338,6 +343,8 @@ static PyObject *Handle_detach(HandleObject *h, PyObject *Py_UNUSED(ignored))
 	/* Samples still held were read by the user: release them (consumed), not handed back. */
 	for (SampleObject *s = h->samples; s; s = s->next)
 		sample_do_release(s);
+	/* Reservations still open can never be committed now: give them back. */
+	slots_abort_all(h);
 	h->detached = 1;
 	handle_finish_detach(h);
 	Py_RETURN_NONE;
@@ -918,6 +925,75 @@ static int dict_set_u64(PyObject *d, const char *k, uint64_t v)
 	return r;
 }
 
+static int dict_set_f64(PyObject *d, const char *k, double v)
+{
+	PyObject *o = PyFloat_FromDouble(v);
+	if (!o)
+		return -1;
+	int r = PyDict_SetItemString(d, k, o);
+	Py_DECREF(o);
+	return r;
+}
+
+static int dict_set_bool(PyObject *d, const char *k, int v)
+{
+	return PyDict_SetItemString(d, k, v ? Py_True : Py_False);
+}
+
+/* A list of n uint64 counts. */
+static PyObject *u64_list(const uint64_t *v, size_t n)
+{
+	PyObject *l = PyList_New((Py_ssize_t)n);
+	if (!l)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		PyObject *o = PyLong_FromUnsignedLongLong(v[i]);
+		if (!o) {
+			Py_DECREF(l);
+			return NULL;
+		}
+		PyList_SET_ITEM(l, (Py_ssize_t)i, o);
+	}
+	return l;
+}
+
+/* d[k] = v, stealing the reference to v (NULL: an exception is set). */
+static int dict_set_steal(PyObject *d, const char *k, PyObject *v)
+{
+	if (!v)
+		return -1;
+	int r = PyDict_SetItemString(d, k, v);
+	Py_DECREF(v);
+	return r;
+}
+
+/* struct cistern_stats as the dict that Handle.stats() returns. */
+static PyObject *stats_dict(const struct cistern_stats *st)
+{
+	PyObject *d = PyDict_New();
+	if (!d)
+		return NULL;
+	if (dict_set_steal(d, "seen_hist", u64_list(st->seen_hist, CISTERN_SEEN_BUCKETS)) < 0 ||
+	    dict_set_u64(d, "population", st->population) < 0 ||
+	    dict_set_u64(d, "puts", st->puts) < 0 ||
+	    dict_set_u64(d, "gets", st->gets) < 0 ||
+	    dict_set_u64(d, "evictions", st->evictions) < 0 ||
+	    dict_set_u64(d, "evicted_unseen", st->evicted_unseen) < 0 ||
+	    dict_set_u64(d, "redeliveries", st->redeliveries) < 0 ||
+	    dict_set_u64(d, "reclaimed", st->reclaimed) < 0 ||
+	    dict_set_u64(d, "producer_waits", st->producer_waits) < 0 ||
+	    dict_set_u64(d, "producer_wait_ns", st->producer_wait_ns) < 0 ||
+	    dict_set_u64(d, "reader_waits", st->reader_waits) < 0 ||
+	    dict_set_u64(d, "reader_wait_ns", st->reader_wait_ns) < 0 ||
+	    dict_set_u64(d, "unpaired", st->unpaired) < 0 ||
+	    dict_set_u64(d, "procs_attached", st->procs_attached) < 0 ||
+	    dict_set_bool(d, "reception_closed", st->reception_closed) < 0) {
+		Py_DECREF(d);
+		return NULL;
+	}
+	return d;
+}
+
 static PyObject *Handle_stats(HandleObject *h, PyObject *Py_UNUSED(ignored))
 {
 	if (handle_enter(h) < 0)
@@ -928,42 +1004,39 @@ static PyObject *Handle_stats(HandleObject *h, PyObject *Py_UNUSED(ignored))
 	handle_leave(h);
 	if (r < 0)
 		return raise_result(r);
+	return stats_dict(&st);
+}
+
+/* struct cistern_config as the dict that Handle.config() returns, in create()'s words. */
+static PyObject *config_dict(const struct cistern_config *cfg)
+{
+	const char *pname = cistern_policy_name(cfg->policy);
 	PyObject *d = PyDict_New();
 	if (!d)
 		return NULL;
-	PyObject *hist = PyList_New(CISTERN_SEEN_BUCKETS);
-	if (!hist)
-		goto fail;
-	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++) {
-		PyObject *o = PyLong_FromUnsignedLongLong(st.seen_hist[i]);
-		if (!o) {
-			Py_DECREF(hist);
-			goto fail;
-		}
-		PyList_SET_ITEM(hist, i, o);
+	PyObject *pn = pname ? PyUnicode_FromString(pname) : PyLong_FromLong((long)cfg->policy);
+	if (dict_set_steal(d, "policy", pn) < 0 ||
+	    dict_set_u64(d, "slots", cfg->slot_count) < 0 ||
+	    dict_set_u64(d, "slot_size", cfg->slot_size) < 0 ||
+	    dict_set_u64(d, "mode", cfg->mode) < 0 ||
+	    dict_set_u64(d, "watermark", cfg->watermark) < 0 ||
+	    dict_set_u64(d, "pseudo_epochs", cfg->pseudo_epochs) < 0 ||
+	    dict_set_u64(d, "sweep_size", cfg->sweep_size) < 0 ||
+	    dict_set_u64(d, "time_steps", cfg->nb_time_steps) < 0 ||
+	    dict_set_u64(d, "batch_size", cfg->batch_size) < 0 ||
+	    dict_set_u64(d, "seed", cfg->seed) < 0 ||
+	    dict_set_u64(d, "max_procs", cfg->max_procs) < 0 ||
+	    dict_set_u64(d, "expected_producers", cfg->expected_producers) < 0 ||
+	    dict_set_u64(d, "flags", cfg->flags) < 0 ||
+	    dict_set_bool(d, "lossy", cfg->flags & CISTERN_LOSSY) < 0 ||
+	    dict_set_bool(d, "single_producer", cfg->flags & CISTERN_SINGLE_PRODUCER) < 0 ||
+	    dict_set_bool(d, "single_reader", cfg->flags & CISTERN_SINGLE_READER) < 0 ||
+	    dict_set_f64(d, "reads_per_put", cfg->reads_per_put) < 0 ||
+	    dict_set_f64(d, "rate_slack", cfg->rate_slack) < 0) {
+		Py_DECREF(d);
+		return NULL;
 	}
-	r = PyDict_SetItemString(d, "seen_hist", hist);
-	Py_DECREF(hist);
-	if (r < 0 ||
-	    dict_set_u64(d, "population", st.population) < 0 ||
-	    dict_set_u64(d, "puts", st.puts) < 0 ||
-	    dict_set_u64(d, "gets", st.gets) < 0 ||
-	    dict_set_u64(d, "evictions", st.evictions) < 0 ||
-	    dict_set_u64(d, "evicted_unseen", st.evicted_unseen) < 0 ||
-	    dict_set_u64(d, "redeliveries", st.redeliveries) < 0 ||
-	    dict_set_u64(d, "reclaimed", st.reclaimed) < 0 ||
-	    dict_set_u64(d, "producer_waits", st.producer_waits) < 0 ||
-	    dict_set_u64(d, "producer_wait_ns", st.producer_wait_ns) < 0 ||
-	    dict_set_u64(d, "reader_waits", st.reader_waits) < 0 ||
-	    dict_set_u64(d, "reader_wait_ns", st.reader_wait_ns) < 0 ||
-	    dict_set_u64(d, "procs_attached", st.procs_attached) < 0)
-		goto fail;
-	if (PyDict_SetItemString(d, "reception_closed", st.reception_closed ? Py_True : Py_False) < 0)
-		goto fail;
 	return d;
-fail:
-	Py_DECREF(d);
-	return NULL;
 }
 
 static PyObject *Handle_config(HandleObject *h, PyObject *Py_UNUSED(ignored))
@@ -976,39 +1049,7 @@ static PyObject *Handle_config(HandleObject *h, PyObject *Py_UNUSED(ignored))
 	handle_leave(h);
 	if (r < 0)
 		return raise_result(r);
-	const char *pname = cistern_policy_name(cfg.policy);
-	PyObject *d = PyDict_New();
-	if (!d)
-		return NULL;
-	PyObject *pn = pname ? PyUnicode_FromString(pname) : PyLong_FromLong((long)cfg.policy);
-	if (!pn)
-		goto fail;
-	r = PyDict_SetItemString(d, "policy", pn);
-	Py_DECREF(pn);
-	if (r < 0 ||
-	    dict_set_u64(d, "slots", cfg.slot_count) < 0 ||
-	    dict_set_u64(d, "slot_size", cfg.slot_size) < 0 ||
-	    dict_set_u64(d, "mode", cfg.mode) < 0 ||
-	    dict_set_u64(d, "watermark", cfg.watermark) < 0 ||
-	    dict_set_u64(d, "pseudo_epochs", cfg.pseudo_epochs) < 0 ||
-	    dict_set_u64(d, "sweep_size", cfg.sweep_size) < 0 ||
-	    dict_set_u64(d, "time_steps", cfg.nb_time_steps) < 0 ||
-	    dict_set_u64(d, "batch_size", cfg.batch_size) < 0 ||
-	    dict_set_u64(d, "seed", cfg.seed) < 0 ||
-	    dict_set_u64(d, "max_procs", cfg.max_procs) < 0 ||
-	    dict_set_u64(d, "expected_producers", cfg.expected_producers) < 0 ||
-	    dict_set_u64(d, "flags", cfg.flags) < 0)
-		goto fail;
-	if (PyDict_SetItemString(d, "lossy", (cfg.flags & CISTERN_LOSSY) ? Py_True : Py_False) < 0 ||
-	    PyDict_SetItemString(d, "single_producer",
-				 (cfg.flags & CISTERN_SINGLE_PRODUCER) ? Py_True : Py_False) < 0 ||
-	    PyDict_SetItemString(d, "single_reader",
-				 (cfg.flags & CISTERN_SINGLE_READER) ? Py_True : Py_False) < 0)
-		goto fail;
-	return d;
-fail:
-	Py_DECREF(d);
-	return NULL;
+	return config_dict(&cfg);
 }
 
 static PyObject *Handle_get_detached(HandleObject *h, void *Py_UNUSED(closure))
@@ -1029,29 +1070,373 @@ static PyObject *Handle_get_live_samples(HandleObject *h, void *Py_UNUSED(closur
 	return PyLong_FromLong(n);
 }
 
+/* -------------------------------------------------------- Slot (reserve) */
+
+/*
+ * A reservation from cistern_reserve(): a writable buffer over the slot
+ * (numpy.frombuffer(slot, ...) writes the payload in place), then commit() or
+ * abort(). It holds its Handle, which defers the real detach while any Slot
+ * object lives, as for Samples: a numpy view kept after the end of the
+ * reservation never faults. New buffer requests on an ended reservation fail.
+ */
+typedef struct slot_obj {
+	PyObject_HEAD
+	HandleObject *h;              /* strong reference */
+	struct cistern_slot slot;
+	int live;                     /* reserved, not yet committed or aborted */
+	struct slot_obj *prev, *next; /* in h->slots */
+} SlotObject;
+
+static PyTypeObject SlotType;
+
+/* Give the reservation back, if it is open and the handle can take it now. */
+static void slot_do_abort(SlotObject *so)
+{
+	if (!so->live)
+		return;
+	so->live = 0;
+	HandleObject *h = so->h;
+	/*
+	 * A handle busy in another call (the garbage collector freeing the Slot
+	 * meanwhile) or inherited through fork() cannot take it: cistern_detach()
+	 * gives the reservation back then, and a dead process's is reclaimed.
+	 */
+	if (h && h->c && !h->detached && !h->busy && h->pid == getpid())
+		cistern_abort(h->c, &so->slot);
+}
+
+static void slots_abort_all(HandleObject *h)
+{
+	for (SlotObject *so = h->slots; so; so = so->next)
+		slot_do_abort(so);
+}
+
+/* Check the reservation can be ended from here and enter its handle. 0 on success. */
+static int slot_enter(SlotObject *so)
+{
+	if (!so->live) {
+		PyErr_SetString(PyExc_ValueError, "reservation already committed or aborted");
+		return -1;
+	}
+	return handle_enter(so->h);
+}
+
+static PyObject *Slot_commit(SlotObject *so, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"length", "sim_id", "time_step", NULL};
+	Py_ssize_t len;
+	struct cistern_meta meta = {0};
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "n|O&O&:commit", kwlist, &len, conv_u32,
+					 &meta.sim_id, conv_u32, &meta.time_step))
+		return NULL;
+	if (len < 0) {
+		PyErr_SetString(PyExc_ValueError, "commit: length must be >= 0");
+		return NULL;
+	}
+	if (slot_enter(so) < 0)
+		return NULL;
+	int r = cistern_commit(so->h->c, &so->slot, (size_t)len, &meta);
+	handle_leave(so->h);
+	if (r < 0)
+		return raise_result(r); /* still reserved: the caller may abort */
+	so->live = 0;
+	return PyLong_FromUnsignedLongLong(meta.sample_id);
+}
+
+static PyObject *Slot_abort(SlotObject *so, PyObject *Py_UNUSED(ignored))
+{
+	if (!so->live)
+		Py_RETURN_NONE;
+	if (slot_enter(so) < 0)
+		return NULL;
+	int r = cistern_abort(so->h->c, &so->slot);
+	handle_leave(so->h);
+	so->live = 0;
+	if (r < 0)
+		return raise_result(r);
+	Py_RETURN_NONE;
+}
+
+static void Slot_dealloc(SlotObject *so)
+{
+	HandleObject *h = so->h;
+	if (h) {
+		slot_do_abort(so);
+		if (so->prev)
+			so->prev->next = so->next;
+		else
+			h->slots = so->next;
+		if (so->next)
+			so->next->prev = so->prev;
+		handle_finish_detach(h);
+		Py_DECREF(h);
+	}
+	PyObject_Free(so);
+}
+
+static int Slot_getbuffer(SlotObject *so, Py_buffer *view, int flags)
+{
+	if (!so->live) {
+		PyErr_SetString(PyExc_ValueError, "reservation already committed or aborted");
+		view->obj = NULL;
+		return -1;
+	}
+	return PyBuffer_FillInfo(view, (PyObject *)so, so->slot.data, (Py_ssize_t)so->slot.capacity,
+				 0, flags);
+}
+
+static PyBufferProcs Slot_as_buffer = {
+	.bf_getbuffer = (getbufferproc)Slot_getbuffer,
+};
+
+static PyObject *Slot_get_live(SlotObject *so, void *Py_UNUSED(closure))
+{
+	return PyBool_FromLong(so->live);
+}
+
+static PyObject *Slot_get_capacity(SlotObject *so, void *Py_UNUSED(closure))
+{
+	return PyLong_FromSize_t(so->slot.capacity);
+}
+
+static Py_ssize_t Slot_len(SlotObject *so)
+{
+	return (Py_ssize_t)so->slot.capacity;
+}
+
+static PySequenceMethods Slot_as_sequence = {
+	.sq_length = (lenfunc)Slot_len,
+};
+
+static PyMethodDef Slot_methods[] = {
+	{"commit", (PyCFunction)(void (*)(void))Slot_commit, METH_VARARGS | METH_KEYWORDS,
+	 "commit($self, /, length, sim_id=0, time_step=0)\n--\n\n"
+	 "Publish the first `length` bytes of the slot as a sample (cistern_commit());\n"
+	 "returns its sample id. On ValueError (too long, sim_id or time_step out of\n"
+	 "the policy's bounds) the slot stays reserved."},
+	{"abort", (PyCFunction)Slot_abort, METH_NOARGS,
+	 "abort($self, /)\n--\n\n"
+	 "Give the slot back unpublished (cistern_abort()): that sample never existed.\n"
+	 "Does nothing once the reservation has ended."},
+	{NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Slot_getset[] = {
+	{"live", (getter)Slot_get_live, NULL, "reserved and not yet committed or aborted", NULL},
+	{"capacity", (getter)Slot_get_capacity, NULL, "bytes the slot can hold (the slot_size)", NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject SlotType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "cistern._cistern.Slot",
+	.tp_basicsize = sizeof(SlotObject),
+	.tp_dealloc = (destructor)Slot_dealloc,
+	.tp_as_sequence = &Slot_as_sequence,
+	.tp_as_buffer = &Slot_as_buffer,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "A reserved slot: a writable buffer of `capacity` bytes until commit() or abort();\n"
+		  "dropped while still reserved, it is aborted.",
+	.tp_methods = Slot_methods,
+	.tp_getset = Slot_getset,
+};
+
+struct reserve_ctx {
+	struct cistern *c;
+	struct cistern_slot *slot;
+};
+
+static int reserve_attempt(void *p, int t)
+{
+	struct reserve_ctx *x = p;
+	return cistern_reserve(x->c, x->slot, t);
+}
+
+static PyObject *Handle_reserve(HandleObject *h, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"timeout_ms", NULL};
+	int timeout = -1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O&:reserve", kwlist, conv_timeout, &timeout))
+		return NULL;
+	SlotObject *so = PyObject_New(SlotObject, &SlotType);
+	if (!so)
+		return NULL;
+	so->h = NULL;
+	so->live = 0;
+	so->prev = so->next = NULL;
+	memset(&so->slot, 0, sizeof(so->slot));
+	if (handle_enter(h) < 0) {
+		Py_DECREF(so);
+		return NULL;
+	}
+	struct reserve_ctx x = {h->c, &so->slot};
+	int r = wait_sliced(reserve_attempt, &x, timeout);
+	handle_leave(h);
+	if (r < 0) {
+		Py_DECREF(so);
+		return raise_result(r);
+	}
+	Py_INCREF(h);
+	so->h = h;
+	so->live = 1;
+	so->next = h->slots;
+	if (h->slots)
+		h->slots->prev = so;
+	h->slots = so;
+	return (PyObject *)so;
+}
+
+/* -------------------------------------------- inspection: occupancy, procs */
+
+static PyObject *Handle_occupancy(HandleObject *h, PyObject *Py_UNUSED(ignored))
+{
+	if (handle_enter(h) < 0)
+		return NULL;
+	struct cistern_occupancy occ;
+	memset(&occ, 0, sizeof(occ));
+	int r;
+	Py_BEGIN_ALLOW_THREADS
+	r = cistern_occupancy_get(h->c, &occ);
+	Py_END_ALLOW_THREADS
+	handle_leave(h);
+	if (r < 0)
+		return raise_result(r);
+	PyObject *d = PyDict_New();
+	if (!d)
+		return NULL;
+	if (dict_set_steal(d, "slots", u64_list(occ.slots, CISTERN_SLOT_CLASSES)) < 0 ||
+	    dict_set_u64(d, "pinned", occ.pinned) < 0 ||
+	    dict_set_u64(d, "held", occ.held) < 0 ||
+	    dict_set_u64(d, "held_bytes", occ.held_bytes) < 0 ||
+	    dict_set_steal(d, "held_seen_hist",
+			   u64_list(occ.held_seen_hist, CISTERN_SEEN_BUCKETS)) < 0) {
+		Py_DECREF(d);
+		return NULL;
+	}
+	return d;
+}
+
+static PyObject *proc_dict(const struct cistern_proc_info *p)
+{
+	PyObject *d = PyDict_New();
+	if (!d)
+		return NULL;
+	/* The kernel's comm is any bytes: undecodable ones become U+FFFD. */
+	if (dict_set_u64(d, "index", p->index) < 0 || dict_set_u64(d, "pid", p->pid) < 0 ||
+	    dict_set_u64(d, "uid", p->uid) < 0 || dict_set_u64(d, "role", p->role) < 0 ||
+	    dict_set_bool(d, "alive", p->alive) < 0 || dict_set_u64(d, "waiting", p->waiting) < 0 ||
+	    dict_set_u64(d, "attached_ns", p->attached_ns) < 0 ||
+	    dict_set_u64(d, "puts", p->puts) < 0 || dict_set_u64(d, "gets", p->gets) < 0 ||
+	    dict_set_steal(d, "comm", PyUnicode_DecodeUTF8(p->comm, (Py_ssize_t)strnlen(p->comm, sizeof(p->comm)),
+							   "replace")) < 0) {
+		Py_DECREF(d);
+		return NULL;
+	}
+	return d;
+}
+
+static PyObject *Handle_procs(HandleObject *h, PyObject *Py_UNUSED(ignored))
+{
+	if (handle_enter(h) < 0)
+		return NULL;
+	struct cistern_proc_info *v = NULL;
+	size_t cap = 16;
+	int r;
+	for (;;) {
+		struct cistern_proc_info *nv = PyMem_Realloc(v, cap * sizeof(*v));
+		if (!nv) {
+			handle_leave(h);
+			PyMem_Free(v);
+			return PyErr_NoMemory();
+		}
+		v = nv;
+		Py_BEGIN_ALLOW_THREADS
+		r = cistern_procs_get(h->c, v, cap);
+		Py_END_ALLOW_THREADS
+		if (r < 0 || (size_t)r <= cap)
+			break;
+		cap = (size_t)r; /* more entries than room: ask again with room for all */
+	}
+	handle_leave(h);
+	PyObject *l = r < 0 ? raise_result(r) : PyList_New(r);
+	for (int i = 0; l && i < r; i++) {
+		PyObject *d = proc_dict(&v[i]);
+		if (!d)
+			Py_CLEAR(l);
+		else
+			PyList_SET_ITEM(l, i, d);
+	}
+	PyMem_Free(v);
+	return l;
+}
+
 static PyMethodDef Handle_methods[] = {
 	{"put", (PyCFunction)(void (*)(void))Handle_put, METH_VARARGS | METH_KEYWORDS,
-	 "put(data, sim_id=0, time_step=0, timeout_ms=-1) -> sample_id"},
+	 "put($self, /, data, sim_id=0, time_step=0, timeout_ms=-1)\n--\n\n"
+	 "Copy the bytes of a C-contiguous buffer in as one sample (cistern_put());\n"
+	 "returns its sample id."},
 	{"put_batch", (PyCFunction)(void (*)(void))Handle_put_batch, METH_VARARGS | METH_KEYWORDS,
-	 "put_batch(data, item_size, count, metas, timeout_ms=-1) -> samples put"},
+	 "put_batch($self, /, data, item_size, count, metas, timeout_ms=-1)\n--\n\n"
+	 "Put `count` samples of item_size bytes each, row i of `data` at i * item_size\n"
+	 "(cistern_put_batch()). `metas` is a writable buffer of count * 3 uint64: sim_id\n"
+	 "and time_step are read from columns 1 and 2, the sample id written to column 0.\n"
+	 "Returns how many were put (fewer only when the wait ended after the first)."},
+	{"reserve", (PyCFunction)(void (*)(void))Handle_reserve, METH_VARARGS | METH_KEYWORDS,
+	 "reserve($self, /, timeout_ms=-1)\n--\n\n"
+	 "Reserve a slot to write in place (cistern_reserve()), waiting for room as put()\n"
+	 "does; returns a Slot, a writable buffer until its commit() or abort()."},
 	{"get", (PyCFunction)(void (*)(void))Handle_get, METH_VARARGS | METH_KEYWORDS,
-	 "get(timeout_ms=-1) -> (bytes, (sample_id, sim_id, time_step))"},
+	 "get($self, /, timeout_ms=-1)\n--\n\n"
+	 "Copy one sample out: (payload bytes, (sample_id, sim_id, time_step))."},
 	{"get_many", (PyCFunction)(void (*)(void))Handle_get_many, METH_VARARGS | METH_KEYWORDS,
-	 "get_many(out, item_size, count, timeout_ms=-1, metas=None) -> rows filled"},
+	 "get_many($self, /, out, item_size, count, timeout_ms=-1, metas=None)\n--\n\n"
+	 "Gather up to `count` successive samples of exactly item_size bytes into the\n"
+	 "writable buffer `out` (row i at i * item_size), metadata into `metas` (count * 3\n"
+	 "uint64) if given. Returns the rows filled; a sample of another size is handed\n"
+	 "back unread and raises ValueError."},
 	{"acquire", (PyCFunction)(void (*)(void))Handle_acquire, METH_VARARGS | METH_KEYWORDS,
-	 "acquire(timeout_ms=-1) -> Sample"},
+	 "acquire($self, /, timeout_ms=-1)\n--\n\n"
+	 "Acquire one sample to read in place (cistern_acquire()); returns a Sample."},
 	{"acquire_pair", (PyCFunction)(void (*)(void))Handle_acquire_pair, METH_VARARGS | METH_KEYWORDS,
-	 "acquire_pair(timeout_ms=-1) -> pair Sample"},
+	 "acquire_pair($self, /, timeout_ms=-1)\n--\n\n"
+	 "Acquire a pair (x_t, x_t+1) of one simulation (cistern_acquire_pair());\n"
+	 "returns a Sample of kind 'pair'."},
 	{"acquire_batch", (PyCFunction)(void (*)(void))Handle_acquire_batch, METH_VARARGS | METH_KEYWORDS,
-	 "acquire_batch(n=0, timeout_ms=-1) -> batch Sample"},
+	 "acquire_batch($self, /, n=0, timeout_ms=-1)\n--\n\n"
+	 "Acquire n distinct samples drawn together (cistern_acquire_batch(); n 0 = the\n"
+	 "segment's batch_size); returns a Sample of kind 'batch'."},
 	{"get_batch", (PyCFunction)(void (*)(void))Handle_get_batch, METH_VARARGS | METH_KEYWORDS,
-	 "get_batch(out, item_size, n, timeout_ms=-1, metas=None) -> samples gathered"},
-	{"close_reception", (PyCFunction)Handle_close_reception, METH_NOARGS, "close reception"},
+	 "get_batch($self, /, out, item_size, n, timeout_ms=-1, metas=None)\n--\n\n"
+	 "Acquire a batch, copy its samples into `out` (row i at i * item_size) and\n"
+	 "metadata into `metas` if given, release it; returns the rows filled. A member\n"
+	 "of another size sends the whole batch back unread and raises ValueError."},
+	{"close_reception", (PyCFunction)Handle_close_reception, METH_NOARGS,
+	 "close_reception($self, /)\n--\n\n"
+	 "Close reception (cistern_close_reception()): puts fail from now on, readers\n"
+	 "drain and then get end of data. Idempotent."},
 	{"producer_done", (PyCFunction)Handle_producer_done, METH_NOARGS,
-	 "declare one expected producer done; returns how many are still expected"},
-	{"stats", (PyCFunction)Handle_stats, METH_NOARGS, "statistics as a dict"},
-	{"config", (PyCFunction)Handle_config, METH_NOARGS, "parameters as a dict"},
-	{"detach", (PyCFunction)Handle_detach, METH_NOARGS, "detach (idempotent)"},
+	 "producer_done($self, /)\n--\n\n"
+	 "Declare one of the expected producers done (cistern_producer_done()); returns\n"
+	 "how many are still expected. The last one closes reception."},
+	{"stats", (PyCFunction)Handle_stats, METH_NOARGS,
+	 "stats($self, /)\n--\n\n"
+	 "The segment's statistics (cistern_stats_get()) as a dict."},
+	{"config", (PyCFunction)Handle_config, METH_NOARGS,
+	 "config($self, /)\n--\n\n"
+	 "The segment's parameters as created, defaults filled in (cistern_config_get()),\n"
+	 "as a dict keyed by create()'s argument names."},
+	{"occupancy", (PyCFunction)Handle_occupancy, METH_NOARGS,
+	 "occupancy($self, /)\n--\n\n"
+	 "Slots counted by class (cistern_occupancy_get()) as a dict: 'slots' is a list\n"
+	 "indexed by slot class (see slot_class_name())."},
+	{"procs", (PyCFunction)Handle_procs, METH_NOARGS,
+	 "procs($self, /)\n--\n\n"
+	 "The attachment entries in use, live or dead (cistern_procs_get()), as a list of\n"
+	 "dicts."},
+	{"detach", (PyCFunction)Handle_detach, METH_NOARGS,
+	 "detach($self, /)\n--\n\n"
+	 "Detach (cistern_detach()), once the last Sample and Slot object of the handle is\n"
+	 "gone; held samples are released and open reservations aborted now. Idempotent."},
 	{NULL, NULL, 0, NULL},
 };
 
@@ -1294,11 +1679,16 @@ static PySequenceMethods Sample_as_sequence = {
 
 static PyMethodDef Sample_methods[] = {
 	{"release", (PyCFunction)Sample_release, METH_NOARGS,
-	 "release the sample, pair or batch (idempotent); payloads must not be read afterwards"},
+	 "release($self, /)\n--\n\n"
+	 "Release the sample, pair or batch (cistern_release() and its pair and batch\n"
+	 "forms). Idempotent; payloads must not be read afterwards."},
 	{"unacquire", (PyCFunction)Sample_unacquire, METH_NOARGS,
-	 "hand the sample, pair or batch back unread: as if it had not been acquired"},
+	 "unacquire($self, /)\n--\n\n"
+	 "Hand the sample, pair or batch back unread, as if it had not been acquired\n"
+	 "(cistern_unacquire() on every member)."},
 	{"member", (PyCFunction)Sample_member, METH_O,
-	 "member(i) -> an object exporting the payload of member i of a pair or batch"},
+	 "member($self, i, /)\n--\n\n"
+	 "An object exporting the payload of member i of a pair or batch."},
 	{NULL, NULL, 0, NULL},
 };
 
@@ -1327,32 +1717,44 @@ static PyTypeObject SampleType = {
 
 /* ------------------------------------------------------------------ module */
 
+/*
+ * The fields of struct cistern_config that create() and config_problem() take,
+ * as keywords, PyArg formats and targets, in one place so that both stay alike.
+ */
+#define CFG_KWLIST "policy", "slot_size", "slot_count", "mode", "watermark", "pseudo_epochs", \
+	"sweep_size", "nb_time_steps", "batch_size", "seed", "max_procs", \
+	"expected_producers", "flags", "reads_per_put", "rate_slack"
+#define CFG_FORMAT "O&O&O&O&O&O&O&O&O&O&O&O&O&dd"
+#define CFG_TARGETS(cfg, policy) conv_u32, &(policy), conv_u64, &(cfg).slot_size, \
+	conv_u64, &(cfg).slot_count, conv_u32, &(cfg).mode, conv_u64, &(cfg).watermark, \
+	conv_u32, &(cfg).pseudo_epochs, conv_u32, &(cfg).sweep_size, \
+	conv_u32, &(cfg).nb_time_steps, conv_u32, &(cfg).batch_size, conv_u64, &(cfg).seed, \
+	conv_u32, &(cfg).max_procs, conv_u32, &(cfg).expected_producers, \
+	conv_u32, &(cfg).flags, &(cfg).reads_per_put, &(cfg).rate_slack
+
+/* Store the parsed policy number in cfg; ValueError if it names no policy. */
+static int cfg_set_policy(struct cistern_config *cfg, uint32_t policy)
+{
+	if (policy >= CISTERN_POLICY_COUNT) {
+		PyErr_Format(PyExc_ValueError, "unknown policy number %u", (unsigned int)policy);
+		return -1;
+	}
+	cfg->policy = (enum cistern_policy)policy;
+	return 0;
+}
+
 static PyObject *mod_create(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"name", "policy", "slot_size", "slot_count", "mode",
-				 "watermark", "pseudo_epochs", "sweep_size", "nb_time_steps",
-				 "batch_size", "seed", "max_procs", "expected_producers",
-				 "flags", NULL};
+	static char *kwlist[] = {"name", CFG_KWLIST, NULL};
 	const char *name;
 	struct cistern_config cfg;
 	memset(&cfg, 0, sizeof(cfg));
 	uint32_t policy = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|O&O&O&O&O&O&O&O&O&O&O&O&O&:create", kwlist,
-					 &name, conv_u32, &policy, conv_u64, &cfg.slot_size,
-					 conv_u64, &cfg.slot_count, conv_u32, &cfg.mode,
-					 conv_u64, &cfg.watermark, conv_u32, &cfg.pseudo_epochs,
-					 conv_u32, &cfg.sweep_size, conv_u32, &cfg.nb_time_steps,
-					 conv_u32, &cfg.batch_size, conv_u64, &cfg.seed,
-					 conv_u32, &cfg.max_procs, conv_u32, &cfg.expected_producers,
-					 conv_u32, &cfg.flags))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|" CFG_FORMAT ":create", kwlist, &name,
+					 CFG_TARGETS(cfg, policy)))
 		return NULL;
-	if (check_name(name) < 0)
+	if (check_name(name) < 0 || cfg_set_policy(&cfg, policy) < 0)
 		return NULL;
-	if (policy >= CISTERN_POLICY_COUNT) {
-		PyErr_Format(PyExc_ValueError, "unknown policy number %u", (unsigned int)policy);
-		return NULL;
-	}
-	cfg.policy = (enum cistern_policy)policy;
 	struct cistern *c = NULL;
 	int r;
 	Py_BEGIN_ALLOW_THREADS
@@ -1366,6 +1768,23 @@ static PyObject *mod_create(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw
 	if (r < 0)
 		return raise_for_name(r, name);
 	return (PyObject *)handle_new(c);
+}
+
+static PyObject *mod_config_problem(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {CFG_KWLIST, NULL};
+	struct cistern_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	uint32_t policy = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|" CFG_FORMAT ":config_problem", kwlist,
+					 CFG_TARGETS(cfg, policy)))
+		return NULL;
+	if (cfg_set_policy(&cfg, policy) < 0)
+		return NULL;
+	const char *why = cistern_config_problem(&cfg);
+	if (!why)
+		Py_RETURN_NONE;
+	return PyUnicode_FromString(why);
 }
 
 static PyObject *mod_attach(PyObject *Py_UNUSED(m), PyObject *args)
@@ -1436,15 +1855,350 @@ static PyObject *mod_name_valid(PyObject *Py_UNUSED(m), PyObject *args)
 	return PyLong_FromLong(cistern_name_valid(s));
 }
 
+/* ------------------------------------------ inspection, gc, dump, restore */
+
+static PyObject *mod_open_readonly(PyObject *Py_UNUSED(m), PyObject *args)
+{
+	const char *name;
+	if (!PyArg_ParseTuple(args, "s:open_readonly", &name) || check_name(name) < 0)
+		return NULL;
+	struct cistern *c = NULL;
+	int r;
+	Py_BEGIN_ALLOW_THREADS
+	r = cistern_open_readonly(name, &c);
+	Py_END_ALLOW_THREADS
+	if (r < 0)
+		return raise_for_name(r, name);
+	return (PyObject *)handle_new(c);
+}
+
+static PyObject *mod_slot_class_name(PyObject *Py_UNUSED(m), PyObject *args)
+{
+	int cls;
+	if (!PyArg_ParseTuple(args, "i:slot_class_name", &cls))
+		return NULL;
+	const char *n = cls >= 0 ? cistern_slot_class_name((enum cistern_slot_class)cls) : NULL;
+	if (!n) {
+		PyErr_Format(PyExc_ValueError, "unknown slot class %d", cls);
+		return NULL;
+	}
+	return PyUnicode_FromString(n);
+}
+
+static PyObject *segment_info_dict(const struct cistern_segment_info *si)
+{
+	PyObject *d = PyDict_New();
+	if (!d)
+		return NULL;
+	PyObject *cfg = Py_None;
+	if (si->status == 0)
+		cfg = config_dict(&si->config);
+	else
+		Py_INCREF(cfg);
+	if (dict_set_steal(d, "name", PyUnicode_FromString(si->name)) < 0 ||
+	    dict_set_steal(d, "status", PyLong_FromLong(si->status)) < 0 ||
+	    dict_set_steal(d, "config", cfg) < 0 ||
+	    dict_set_u64(d, "file_size", si->file_size) < 0 ||
+	    dict_set_u64(d, "created_ns", si->created_ns) < 0 ||
+	    dict_set_u64(d, "uid", si->uid) < 0 || dict_set_u64(d, "mode", si->mode) < 0 ||
+	    dict_set_u64(d, "population", si->population) < 0 ||
+	    dict_set_u64(d, "procs_live", si->procs_live) < 0 ||
+	    dict_set_u64(d, "procs_dead", si->procs_dead) < 0 ||
+	    dict_set_bool(d, "closed", si->closed) < 0) {
+		Py_DECREF(d);
+		return NULL;
+	}
+	return d;
+}
+
+static PyObject *mod_list_segments(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+	struct cistern_segment_info *v = NULL;
+	int r;
+	Py_BEGIN_ALLOW_THREADS
+	r = cistern_list(&v);
+	Py_END_ALLOW_THREADS
+	if (r < 0)
+		return raise_result(r);
+	PyObject *l = PyList_New(r);
+	for (int i = 0; l && i < r; i++) {
+		PyObject *d = segment_info_dict(&v[i]);
+		if (!d)
+			Py_CLEAR(l);
+		else
+			PyList_SET_ITEM(l, i, d);
+	}
+	free(v); /* cistern_list() allocates with malloc() */
+	return l;
+}
+
+static PyObject *mod_remove(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"name", "force", NULL};
+	const char *name;
+	int force = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|p:remove", kwlist, &name, &force) ||
+	    check_name(name) < 0)
+		return NULL;
+	int r;
+	Py_BEGIN_ALLOW_THREADS
+	r = cistern_remove(name, force ? CISTERN_REMOVE_FORCE : 0);
+	Py_END_ALLOW_THREADS
+	if (r == -EBUSY) {
+		PyObject *a = Py_BuildValue("(iss)", EBUSY,
+					    "live processes are attached (force=True removes it anyway)", name);
+		if (a) {
+			PyErr_SetObject(PyExc_OSError, a);
+			Py_DECREF(a);
+		}
+		return NULL;
+	}
+	if (r < 0)
+		return raise_for_name(r, name);
+	Py_RETURN_NONE;
+}
+
+static PyObject *mod_gc(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"name", "dry_run", NULL};
+	const char *name;
+	int dry = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|p:gc", kwlist, &name, &dry) ||
+	    check_name(name) < 0)
+		return NULL;
+	struct cistern_gc_report rep;
+	memset(&rep, 0, sizeof(rep));
+	int r;
+	Py_BEGIN_ALLOW_THREADS
+	r = cistern_gc(name, dry ? CISTERN_GC_DRY_RUN : 0, &rep);
+	Py_END_ALLOW_THREADS
+	if (r < 0)
+		return raise_for_name(r, name);
+	PyObject *d = PyDict_New();
+	if (!d)
+		return NULL;
+	if (dict_set_u64(d, "dead_procs", rep.dead_procs) < 0 ||
+	    dict_set_u64(d, "reservations", rep.reservations) < 0 ||
+	    dict_set_u64(d, "redelivered", rep.redelivered) < 0 ||
+	    dict_set_u64(d, "pins", rep.pins) < 0 ||
+	    dict_set_u64(d, "live_procs", rep.live_procs) < 0 ||
+	    dict_set_steal(d, "removed", PyLong_FromLong(rep.removed)) < 0) {
+		Py_DECREF(d);
+		return NULL;
+	}
+	return d;
+}
+
+static PyObject *dump_info_dict(const struct cistern_dump_info *di)
+{
+	PyObject *d = PyDict_New();
+	if (!d)
+		return NULL;
+	if (dict_set_steal(d, "name", PyUnicode_FromString(di->name)) < 0 ||
+	    dict_set_steal(d, "config", config_dict(&di->config)) < 0 ||
+	    dict_set_steal(d, "stats", stats_dict(&di->stats)) < 0 ||
+	    dict_set_u64(d, "samples", di->samples) < 0 ||
+	    dict_set_u64(d, "payload_bytes", di->payload_bytes) < 0 ||
+	    dict_set_u64(d, "skipped", di->skipped) < 0 ||
+	    dict_set_u64(d, "next_id", di->next_id) < 0 ||
+	    dict_set_u64(d, "created_ns", di->created_ns) < 0 ||
+	    dict_set_u64(d, "dumped_ns", di->dumped_ns) < 0 ||
+	    dict_set_u64(d, "file_size", di->file_size) < 0 ||
+	    dict_set_u64(d, "format_version", di->format_version) < 0 ||
+	    dict_set_bool(d, "closed", di->closed) < 0) {
+		Py_DECREF(d);
+		return NULL;
+	}
+	return d;
+}
+
+/*
+ * The progress callback of dump and restore. The library calls it from the
+ * calling thread, which runs without the GIL: take it for the Python call. A
+ * callback that raises cannot stop the library's work, so its exception is
+ * reported as unraisable (printed) and the work goes on.
+ */
+static void progress_call(uint64_t done, uint64_t total, void *arg)
+{
+	PyGILState_STATE g = PyGILState_Ensure();
+	PyObject *r = PyObject_CallFunction((PyObject *)arg, "KK", (unsigned long long)done,
+					    (unsigned long long)total);
+	if (r)
+		Py_DECREF(r);
+	else
+		PyErr_WriteUnraisable((PyObject *)arg);
+	PyGILState_Release(g);
+}
+
+/* A progress argument: None or a callable. 0 on success. */
+static int check_progress(PyObject *progress)
+{
+	if (progress != Py_None && !PyCallable_Check(progress)) {
+		PyErr_SetString(PyExc_TypeError, "progress must be a callable(done, total) or None");
+		return -1;
+	}
+	return 0;
+}
+
+/* An OSError for a file operation on `path` (a bytes object from PyUnicode_FSConverter). */
+static PyObject *raise_for_path(int r, PyObject *path)
+{
+	if (r == -EBADMSG || r == -EPROTONOSUPPORT || r == -ENOENT || r == -EACCES ||
+	    r == -EPERM || r == -EISDIR || r == -ENOTDIR || r == -ENOSPC || r == -EIO) {
+		PyObject *a = Py_BuildValue("(isN)", -r, cistern_strerror(r),
+					    PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(path)));
+		if (a) {
+			PyErr_SetObject(PyExc_OSError, a);
+			Py_DECREF(a);
+		}
+		return NULL;
+	}
+	return raise_result(r);
+}
+
+static PyObject *mod_dump(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"name", "path", "progress", NULL};
+	const char *name;
+	PyObject *path = NULL, *progress = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "sO&|O:dump", kwlist, &name,
+					 PyUnicode_FSConverter, &path, &progress))
+		return NULL;
+	PyObject *res = NULL;
+	if (check_name(name) < 0 || check_progress(progress) < 0)
+		goto out;
+	struct cistern_dump_info di;
+	memset(&di, 0, sizeof(di));
+	int r;
+	const char *p = PyBytes_AS_STRING(path);
+	Py_BEGIN_ALLOW_THREADS
+	r = cistern_dump(name, p, progress != Py_None ? progress_call : NULL, progress, &di);
+	Py_END_ALLOW_THREADS
+	if (r == -ENOENT || r == -EACCES || r == -EPROTO || r == -EPROTONOSUPPORT || r == -EAGAIN)
+		res = raise_for_name(r, name); /* the errors of cistern_open_readonly() */
+	else if (r < 0)
+		res = raise_for_path(r, path);
+	else
+		res = dump_info_dict(&di);
+out:
+	Py_DECREF(path);
+	return res;
+}
+
+static PyObject *mod_restore(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"path", "name", "progress", NULL};
+	const char *name = NULL;
+	PyObject *path = NULL, *progress = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|zO:restore", kwlist, PyUnicode_FSConverter,
+					 &path, &name, &progress))
+		return NULL;
+	PyObject *res = NULL;
+	if ((name && check_name(name) < 0) || check_progress(progress) < 0)
+		goto out;
+	struct cistern_dump_info di;
+	memset(&di, 0, sizeof(di));
+	int r;
+	const char *p = PyBytes_AS_STRING(path);
+	Py_BEGIN_ALLOW_THREADS
+	r = cistern_restore(p, name, progress != Py_None ? progress_call : NULL, progress, &di);
+	Py_END_ALLOW_THREADS
+	if (r == -EEXIST)
+		res = raise_for_name(r, name ? name : di.name);
+	else if (r < 0)
+		res = raise_for_path(r, path);
+	else
+		res = dump_info_dict(&di);
+out:
+	Py_DECREF(path);
+	return res;
+}
+
+static PyObject *mod_dump_verify(PyObject *Py_UNUSED(m), PyObject *args)
+{
+	PyObject *path = NULL;
+	if (!PyArg_ParseTuple(args, "O&:dump_verify", PyUnicode_FSConverter, &path))
+		return NULL;
+	struct cistern_dump_info di;
+	memset(&di, 0, sizeof(di));
+	int r;
+	const char *p = PyBytes_AS_STRING(path);
+	Py_BEGIN_ALLOW_THREADS
+	r = cistern_dump_verify(p, &di);
+	Py_END_ALLOW_THREADS
+	PyObject *res = r < 0 ? raise_for_path(r, path) : dump_info_dict(&di);
+	Py_DECREF(path);
+	return res;
+}
+
 static PyMethodDef module_methods[] = {
 	{"create", (PyCFunction)(void (*)(void))mod_create, METH_VARARGS | METH_KEYWORDS,
-	 "create(name, policy=0, slot_size=0, slot_count=0, mode=0, watermark=0, ...) -> Handle"},
-	{"attach", mod_attach, METH_VARARGS, "attach(name) -> Handle"},
-	{"unlink", mod_unlink, METH_VARARGS, "unlink(name)"},
-	{"strerror", mod_strerror, METH_VARARGS, "strerror(code) -> str"},
-	{"policy_parse", mod_policy_parse, METH_VARARGS, "policy_parse(name) -> int"},
-	{"policy_name", mod_policy_name, METH_VARARGS, "policy_name(int) -> str"},
-	{"name_valid", mod_name_valid, METH_VARARGS, "name_valid(name) -> 0 or negative errno"},
+	 "create(name, policy=0, slot_size=0, slot_count=0, mode=0, watermark=0, "
+	 "pseudo_epochs=0, sweep_size=0, nb_time_steps=0, batch_size=0, seed=0, max_procs=0, "
+	 "expected_producers=0, flags=0, reads_per_put=0.0, rate_slack=0.0)\n--\n\n"
+	 "Create segment `name` and attach to it (cistern_create()); the keywords are the\n"
+	 "fields of struct cistern_config. Returns a Handle."},
+	{"config_problem", (PyCFunction)(void (*)(void))mod_config_problem,
+	 METH_VARARGS | METH_KEYWORDS,
+	 "config_problem(policy=0, slot_size=0, slot_count=0, mode=0, watermark=0, "
+	 "pseudo_epochs=0, sweep_size=0, nb_time_steps=0, batch_size=0, seed=0, max_procs=0, "
+	 "expected_producers=0, flags=0, reads_per_put=0.0, rate_slack=0.0)\n--\n\n"
+	 "Why create() would refuse these parameters (cistern_config_problem()), or None."},
+	{"attach", mod_attach, METH_VARARGS,
+	 "attach(name, /)\n--\n\n"
+	 "Attach to the existing segment `name` (cistern_attach()); returns a Handle."},
+	{"open_readonly", mod_open_readonly, METH_VARARGS,
+	 "open_readonly(name, /)\n--\n\n"
+	 "Open segment `name` for inspection only (cistern_open_readonly()): a Handle on\n"
+	 "which config(), stats(), occupancy() and procs() work and calls that move\n"
+	 "samples raise OSError(EBADF). It takes no attachment entry."},
+	{"unlink", mod_unlink, METH_VARARGS,
+	 "unlink(name, /)\n--\n\n"
+	 "Remove a segment's name (cistern_unlink()); attached processes keep working."},
+	{"remove", (PyCFunction)(void (*)(void))mod_remove, METH_VARARGS | METH_KEYWORDS,
+	 "remove(name, force=False)\n--\n\n"
+	 "Remove a segment's name, refusing with OSError(EBUSY) while live processes are\n"
+	 "attached (cistern_remove()); force=True removes it anyway, and removes damaged\n"
+	 "or foreign objects named cistern.NAME too."},
+	{"gc", (PyCFunction)(void (*)(void))mod_gc, METH_VARARGS | METH_KEYWORDS,
+	 "gc(name, dry_run=False)\n--\n\n"
+	 "Collect one segment's garbage (cistern_gc()): reclaim what dead processes left\n"
+	 "and remove the segment if it is garbage. Returns the report as a dict."},
+	{"list_segments", mod_list_segments, METH_NOARGS,
+	 "list_segments()\n--\n\n"
+	 "Every cistern segment on the machine, sorted by name (cistern_list()), as a list\n"
+	 "of dicts; 'status' is 0 or why the segment cannot be read (a negative errno)."},
+	{"dump", (PyCFunction)(void (*)(void))mod_dump, METH_VARARGS | METH_KEYWORDS,
+	 "dump(name, path, progress=None)\n--\n\n"
+	 "Write a snapshot of segment `name` to `path` (cistern_dump()), without\n"
+	 "disturbing it. progress(done, total) is called now and then. Returns what the\n"
+	 "dump holds, as a dict."},
+	{"restore", (PyCFunction)(void (*)(void))mod_restore, METH_VARARGS | METH_KEYWORDS,
+	 "restore(path, name=None, progress=None)\n--\n\n"
+	 "Check the dump at `path` whole and restore it as segment `name` (None: the name\n"
+	 "in the dump), which must not exist (cistern_restore()). Returns what the dump\n"
+	 "holds, as a dict."},
+	{"dump_verify", mod_dump_verify, METH_VARARGS,
+	 "dump_verify(path, /)\n--\n\n"
+	 "Read and check the dump at `path` as restore() would, restoring nothing\n"
+	 "(cistern_dump_verify()). Returns what it holds, as a dict."},
+	{"strerror", mod_strerror, METH_VARARGS,
+	 "strerror(code, /)\n--\n\n"
+	 "A sentence for a result code: 0 or a negative errno (cistern_strerror())."},
+	{"policy_parse", mod_policy_parse, METH_VARARGS,
+	 "policy_parse(name, /)\n--\n\n"
+	 "The number of the policy named `name` (cistern_policy_parse())."},
+	{"policy_name", mod_policy_name, METH_VARARGS,
+	 "policy_name(number, /)\n--\n\n"
+	 "The name of policy `number` (cistern_policy_name())."},
+	{"slot_class_name", mod_slot_class_name, METH_VARARGS,
+	 "slot_class_name(number, /)\n--\n\n"
+	 "The name of slot class `number` (cistern_slot_class_name()), as occupancy()\n"
+	 "counts them."},
+	{"name_valid", mod_name_valid, METH_VARARGS,
+	 "name_valid(name, /)\n--\n\n"
+	 "0 if `name` is a valid segment name, else a negative errno\n"
+	 "(cistern_name_valid())."},
 	{NULL, NULL, 0, NULL},
 };
 
@@ -1458,7 +2212,8 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__cistern(void)
 {
-	if (PyType_Ready(&HandleType) < 0 || PyType_Ready(&SampleType) < 0)
+	if (PyType_Ready(&HandleType) < 0 || PyType_Ready(&SampleType) < 0 ||
+	    PyType_Ready(&SlotType) < 0)
 		return NULL;
 	PyObject *m = PyModule_Create(&module_def);
 	if (!m)
@@ -1483,6 +2238,11 @@ PyMODINIT_FUNC PyInit__cistern(void)
 		Py_DECREF(&SampleType);
 		goto fail;
 	}
+	Py_INCREF(&SlotType);
+	if (PyModule_AddObject(m, "Slot", (PyObject *)&SlotType) < 0) {
+		Py_DECREF(&SlotType);
+		goto fail;
+	}
 	if (PyModule_AddIntConstant(m, "EOD", CISTERN_EOD) < 0 ||
 	    PyModule_AddIntConstant(m, "NAME_MAX", CISTERN_NAME_MAX) < 0 ||
 	    PyModule_AddIntConstant(m, "POLICY_COUNT", CISTERN_POLICY_COUNT) < 0 ||
@@ -1490,6 +2250,10 @@ PyMODINIT_FUNC PyInit__cistern(void)
 	    PyModule_AddIntConstant(m, "SINGLE_PRODUCER", CISTERN_SINGLE_PRODUCER) < 0 ||
 	    PyModule_AddIntConstant(m, "SINGLE_READER", CISTERN_SINGLE_READER) < 0 ||
 	    PyModule_AddIntConstant(m, "SEEN_BUCKETS", CISTERN_SEEN_BUCKETS) < 0 ||
+	    PyModule_AddIntConstant(m, "SLOT_CLASSES", CISTERN_SLOT_CLASSES) < 0 ||
+	    PyModule_AddIntConstant(m, "PROC_PRODUCER", CISTERN_PROC_PRODUCER) < 0 ||
+	    PyModule_AddIntConstant(m, "PROC_READER", CISTERN_PROC_READER) < 0 ||
+	    PyModule_AddIntConstant(m, "DUMP_VERSION", CISTERN_DUMP_VERSION) < 0 ||
 	    PyModule_AddIntConstant(m, "DEFAULT_SLOT_SIZE", CISTERN_DEFAULT_SLOT_SIZE) < 0 ||
 	    PyModule_AddIntConstant(m, "DEFAULT_SLOT_COUNT", CISTERN_DEFAULT_SLOT_COUNT) < 0 ||
 	    PyModule_AddObject(m, "SLOT_SIZE_MAX", PyLong_FromUnsignedLongLong(CISTERN_SLOT_SIZE_MAX)) < 0 ||

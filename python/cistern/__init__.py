@@ -13,6 +13,9 @@ shared-memory segment, under one of six sampling policies.
 Writing:
   put(data)              -> sample id (bytes, a numpy array or any buffer)
   put_batch(array)       -> sample ids of the array's rows, put in one C call
+  reserve(dtype, shape)  -> Reservation, a context manager whose value is a
+                            writable numpy view of the slot: committed at the
+                            end of the with-block, aborted on an exception
 
 Reading:
   get()                  -> bytes (a copy)
@@ -20,6 +23,11 @@ Reading:
   get_batch(n, dtype, shape) -> numpy array (k, *shape), k <= n, gathered in C
   acquire()              -> Sample, a context manager whose value is a read-only,
                             zero-copy numpy view valid until release
+
+Watching and managing (as the `cistern` command does): stats(), config(),
+occupancy() and procs() of a Segment; list_segments(), inspect(), gc(),
+remove(), dump(), restore() and verify_dump() by name. They return typed,
+read-only records (which also read like the dicts they replace: st["puts"]).
 
 Errors: a timeout raises TimeoutError, end of data raises cistern.EndOfData (iteration
 just stops), bad parameters raise ValueError, anything else OSError (the errno's
@@ -34,19 +42,44 @@ A Segment is one attachment (struct cistern): use it from one thread at a time
 (a second thread gets RuntimeError), and attach again in a child process.
 """
 
-import re
+from __future__ import annotations
+
+import dataclasses
 import math
-from collections import namedtuple
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple, TypeVar, Union, overload
 
-try:  # installed: the extension module lives inside the package
-    from . import _cistern
-except ImportError:  # build tree: PYTHONPATH=<builddir>/python:<srcdir>/python
-    import _cistern
-
-try:
+if TYPE_CHECKING:
     import numpy as _np
-except ImportError:  # bytes-only use works without numpy
-    _np = None
+    import numpy.typing as npt
+
+    from . import _cistern
+
+    Array = npt.NDArray[Any]
+else:
+    try:  # installed: the extension module lives inside the package
+        from . import _cistern
+    except ImportError:  # build tree: PYTHONPATH=<builddir>/python:<srcdir>/python
+        import _cistern
+
+    try:
+        import numpy as _np
+    except ImportError:  # bytes-only use works without numpy
+        _np = None
+
+#: A dtype as numpy takes it ("float32", numpy.float32, numpy.dtype(...)).
+DTypeLike = Any
+#: A shape: an int, a sequence of ints (one may be -1), or None for "flat".
+ShapeLike = Union[int, Sequence[int], None]
+#: A timeout in seconds: None waits forever, 0 tries once.
+Timeout = Union[float, None]
+#: A path to a file (dump and restore).
+PathLike = Union[str, "os.PathLike[str]"]
+#: progress(done, total) of dump() and restore().
+Progress = Callable[[int, int], object]
 
 EndOfData = _cistern.EndOfData
 _BATCH_POLICIES = ("reservoir", "fifo-evict-reservoir", "batch-reservoir")
@@ -54,45 +87,58 @@ _BATCH_POLICIES = ("reservoir", "fifo-evict-reservoir", "batch-reservoir")
 _CAMEL = {"fifoevictreservoir": "fifo-evict-reservoir",
           "simpairedreservoir": "sim-paired-reservoir",
           "batchreservoir": "batch-reservoir"}
-Meta = namedtuple("Meta", "sample_id sim_id time_step")
 
-POLICIES = tuple(_cistern.policy_name(i) for i in range(_cistern.POLICY_COUNT))
-VERSION = _cistern.VERSION
+
+class Meta(NamedTuple):
+    """The metadata of a sample: its id (given by the segment at commit) and the
+    producer's simulation id and time step."""
+
+    sample_id: int
+    sim_id: int
+    time_step: int
+
+
+#: The six policies' names, indexed by policy number.
+POLICIES: tuple[str, ...] = tuple(_cistern.policy_name(i) for i in range(_cistern.POLICY_COUNT))
+#: The slot classes that Occupancy.slots counts, indexed by class number.
+SLOT_CLASSES: tuple[str, ...] = tuple(_cistern.slot_class_name(i)
+                                      for i in range(_cistern.SLOT_CLASSES))
+#: The library's version, (major, minor, patch).
+VERSION: tuple[int, int, int] = _cistern.VERSION
 
 __all__ = [
-    "create", "attach", "unlink", "strerror", "Segment", "Sample", "Group", "Meta",
-    "EndOfData", "POLICIES", "VERSION",
+    "create", "attach", "open_readonly", "unlink", "remove", "strerror", "name_valid",
+    "config_problem", "policy_name", "policy_number", "list_segments", "inspect", "gc",
+    "dump", "restore", "verify_dump",
+    "Segment", "Sample", "Group", "Reservation", "Meta",
+    "Config", "Stats", "Occupancy", "ProcInfo", "SegmentInfo", "Inspection", "GcReport",
+    "DumpInfo",
+    "EndOfData", "POLICIES", "SLOT_CLASSES", "VERSION",
 ]
 
 
-def strerror(code):
-    """cistern_strerror(): a sentence for a result code (0 or a negative errno)."""
+def strerror(code: int) -> str:
+    """A sentence for a result code of the C library: 0 or a negative errno
+    (cistern_strerror())."""
     return _cistern.strerror(int(code))
 
 
-def _timeout_ms(timeout):
-    if timeout is None:
-        return -1
-    try:
-        t = float(timeout)
-    except (TypeError, ValueError):
-        raise TypeError("timeout must be a number of seconds or None") from None
-    if not t >= 0:  # also catches NaN
-        raise ValueError("timeout must be >= 0 seconds, or None to wait forever")
-    if t == 0:
-        return 0
-    return min(max(1, math.ceil(t * 1000)), 2**31 - 1)
+def name_valid(name: str) -> bool:
+    """Whether `name` is a valid segment name: 1 to 64 characters from
+    [A-Za-z0-9._-], starting with a letter or digit (cistern_name_valid())."""
+    return isinstance(name, str) and _cistern.name_valid(name) == 0
 
 
-def _count(name, value):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be a non-negative int, not {value!r}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, not {value}")
-    return value
+def policy_name(number: int) -> str:
+    """The name of policy `number` ("fifo", "firo", ...) (cistern_policy_name());
+    ValueError if there is none."""
+    return _cistern.policy_name(number)
 
 
-def _policy_number(policy):
+def policy_number(policy: str | int) -> int:
+    """The number of a policy given by name (as in POLICIES; underscores and the
+    CamelCase names of POLICIES.md work too) or by number (cistern_policy_parse());
+    ValueError if there is none."""
     if isinstance(policy, str):
         key = policy.lower().replace("_", "-")
         key = _CAMEL.get(key, key)
@@ -106,13 +152,52 @@ def _policy_number(policy):
     raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
 
 
-def _need_numpy():
+def _timeout_ms(timeout: Timeout) -> int:
+    if timeout is None:
+        return -1
+    try:
+        t = float(timeout)
+    except (TypeError, ValueError):
+        raise TypeError("timeout must be a number of seconds or None") from None
+    if not t >= 0:  # also catches NaN
+        raise ValueError("timeout must be >= 0 seconds, or None to wait forever")
+    if t == 0:
+        return 0
+    return min(max(1, math.ceil(t * 1000)), 2**31 - 1)
+
+
+def _count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a non-negative int, not {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, not {value}")
+    return value
+
+
+def _rate(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a non-negative number, not {value!r}")
+    v = float(value)
+    if not v >= 0 or math.isinf(v):  # also catches NaN
+        raise ValueError(f"{name} must be a finite number >= 0, not {value!r}")
+    return v
+
+
+def _need_numpy() -> Any:
     if _np is None:
         raise ImportError("this call needs numpy")
     return _np
 
 
-def _shape_tuple(shape):
+def _frombuffer(obj: object, dtype: Any, count: int = -1) -> Array:
+    """numpy.frombuffer(obj): the array keeps obj (a Sample or Slot) as its base.
+    Type checkers cannot say "has the buffer protocol" before Python 3.12."""
+    np = _need_numpy()
+    a: Array = np.frombuffer(obj, dtype=dtype, count=count)
+    return a
+
+
+def _shape_tuple(shape: ShapeLike) -> tuple[int, ...] | None:
     if shape is None:
         return None
     if isinstance(shape, int):
@@ -120,7 +205,7 @@ def _shape_tuple(shape):
     return tuple(int(d) for d in shape)
 
 
-def _misfit(nbytes, dtype, shape):
+def _misfit(nbytes: int, dtype: DTypeLike, shape: ShapeLike) -> str | None:
     """Why a payload of nbytes cannot be read as dtype and shape; None if it can."""
     if dtype is None and shape is None:
         return None
@@ -140,7 +225,8 @@ def _misfit(nbytes, dtype, shape):
     return f"a sample of {nbytes} bytes does not fit {what}"
 
 
-def _keep_if_misfit(csample, lengths, dtype, shape):
+def _keep_if_misfit(csample: _cistern.Sample, lengths: Sequence[int], dtype: DTypeLike,
+                    shape: ShapeLike) -> None:
     """Hand the acquired csample back unread, and raise, if a payload does not fit."""
     for n in lengths:
         why = _misfit(n, dtype, shape)
@@ -149,29 +235,246 @@ def _keep_if_misfit(csample, lengths, dtype, shape):
             raise ValueError(why + " (it stays in the segment)")
 
 
-def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs=0,
-           sweep_size=0, time_steps=0, batch_size=0, seed=0, mode=0o600,
-           max_procs=0, expected_producers=0, lossy=False,
-           single_producer=False, single_reader=False):
-    """Create segment `name` and attach to it.
+# ------------------------------------------------------------------ records
 
-    policy: "fifo", "firo", "reservoir", "fifo-evict-reservoir",
-    "sim-paired-reservoir", "batch-reservoir" (underscores and the CamelCase
-    names of POLICIES.md work too), or its number. slots and
-    slot_size: capacity and largest payload in bytes (0 = library default).
-    watermark, pseudo_epochs, sweep_size, time_steps (nb_time_steps), batch_size,
-    seed (0 = from the clock), mode (permission bits), max_procs,
-    expected_producers (reception closes after that many producer_done()), lossy
-    (FIFOEvictReservoir), single_producer (FIFO) and single_reader (FIFO and the
-    reservoirs, not FIRO): one holder of the role at a time, others get
-    OSError(EBUSY); a segment without them is as fast while it has one
-    producer (FIFO) and one reader (FIFO and the reservoirs). Raises
-    FileExistsError if the name is taken, ValueError
-    for bad parameters, OSError(ENOTSUP) for a policy this build lacks.
-    """
-    if not isinstance(name, str):
-        raise ValueError("segment name must be a str")
-    kw = dict(
+_R = TypeVar("_R", bound="_Record")
+_T = TypeVar("_T")
+
+
+class _Record(Mapping[str, Any]):
+    """A read-only record that also reads as a mapping of its fields
+    (rec["puts"] is rec.puts), for code written against the dicts it replaces."""
+
+    __slots__ = ()
+
+    @classmethod
+    def _names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._names():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    @classmethod
+    def _from(cls: type[_R], d: Mapping[str, Any]) -> _R:
+        """The record of the extension's dict d: lists become tuples; keys this
+        record does not know are left out (see tests/test_records.py)."""
+        return cls(**{k: tuple(v) if isinstance(v, list) else v
+                      for k, v in d.items() if k in cls._names()})
+
+
+@dataclasses.dataclass(frozen=True, repr=True)
+class Config(_Record):
+    """A segment's parameters as created, defaults filled in, named as create()'s
+    arguments (struct cistern_config)."""
+
+    policy: str
+    slots: int
+    slot_size: int
+    mode: int
+    watermark: int
+    pseudo_epochs: int
+    sweep_size: int
+    time_steps: int
+    batch_size: int
+    seed: int
+    max_procs: int
+    expected_producers: int
+    flags: int
+    lossy: bool
+    single_producer: bool
+    single_reader: bool
+    reads_per_put: float
+    rate_slack: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Stats(_Record):
+    """A segment's statistics (struct cistern_stats; docs/POLICIES.md says what
+    each counts). seen_hist buckets the seen counts of samples that left the
+    buffer: 0, 1, 2, 3, 4, 5-8, 9-16, >16."""
+
+    population: int
+    puts: int
+    gets: int
+    evictions: int
+    evicted_unseen: int
+    redeliveries: int
+    reclaimed: int
+    producer_waits: int
+    producer_wait_ns: int
+    reader_waits: int
+    reader_wait_ns: int
+    seen_hist: tuple[int, ...]
+    unpaired: int
+    procs_attached: int
+    reception_closed: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Occupancy(_Record):
+    """Slots counted by class, in one pass over the slot words (a near-instant
+    picture under load, not an atomic one) (struct cistern_occupancy).
+
+    slots maps each name of SLOT_CLASSES to its count; held counts the samples
+    held now and held_bytes their payload; held_seen_hist buckets their seen
+    counts as Stats.seen_hist does."""
+
+    slots: Mapping[str, int]
+    pinned: int
+    held: int
+    held_bytes: int
+    held_seen_hist: tuple[int, ...]
+
+    @classmethod
+    def _from(cls, d: Mapping[str, Any]) -> Occupancy:
+        return cls(slots=dict(zip(SLOT_CLASSES, d["slots"])), pinned=d["pinned"],
+                   held=d["held"], held_bytes=d["held_bytes"],
+                   held_seen_hist=tuple(d["held_seen_hist"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcInfo(_Record):
+    """One entry in use of a segment's attachment table (struct cistern_proc_info).
+
+    alive is False for a process that died without detaching; waiting is 0, 1
+    (waiting for data) or 2 (waiting for room); role has the bits
+    producer (1) and reader (2)."""
+
+    index: int
+    pid: int
+    uid: int
+    role: int
+    alive: bool
+    waiting: int
+    attached_ns: int
+    puts: int
+    gets: int
+    comm: str
+
+    @property
+    def producer(self) -> bool:
+        """Whether the process has put or reserved through this attachment."""
+        return bool(self.role & _cistern.PROC_PRODUCER)
+
+    @property
+    def reader(self) -> bool:
+        """Whether the process has read through this attachment."""
+        return bool(self.role & _cistern.PROC_READER)
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentInfo(_Record):
+    """One segment as list_segments() sees it (struct cistern_segment_info).
+
+    status is 0 if its header checks, else a negative errno saying why not
+    (problem gives it in words); config and population mean something only with
+    status 0."""
+
+    name: str
+    status: int
+    config: Config | None
+    file_size: int
+    created_ns: int
+    uid: int
+    mode: int
+    population: int
+    procs_live: int
+    procs_dead: int
+    closed: bool
+
+    @property
+    def problem(self) -> str | None:
+        """Why the segment cannot be read (strerror(status)), or None."""
+        return strerror(self.status) if self.status else None
+
+    @classmethod
+    def _from(cls, d: Mapping[str, Any]) -> SegmentInfo:
+        cfg = d["config"]
+        return cls(**{k: v for k, v in d.items() if k in cls._names() and k != "config"},
+                   config=Config._from(cfg) if cfg is not None else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class GcReport(_Record):
+    """What gc() found and did for one segment (struct cistern_gc_report).
+
+    removed is 0 if the segment was kept, else why it was removed (or would be,
+    in a dry run): 1 every attachment is dead and one at least died without
+    detaching; 2 it never finished creation; 3 an unfinished restore."""
+
+    dead_procs: int
+    reservations: int
+    redelivered: int
+    pins: int
+    live_procs: int
+    removed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DumpInfo(_Record):
+    """What a dump file holds (struct cistern_dump_info): the source segment's
+    name, config and statistics when the dump started, and its samples."""
+
+    name: str
+    config: Config
+    stats: Stats
+    samples: int
+    payload_bytes: int
+    skipped: int
+    next_id: int
+    created_ns: int
+    dumped_ns: int
+    file_size: int
+    format_version: int
+    closed: bool
+
+    @classmethod
+    def _from(cls, d: Mapping[str, Any]) -> DumpInfo:
+        rest = {k: v for k, v in d.items()
+                if k in cls._names() and k not in ("config", "stats")}
+        return cls(config=Config._from(d["config"]), stats=Stats._from(d["stats"]), **rest)
+
+
+@dataclasses.dataclass(frozen=True)
+class Inspection(_Record):
+    """Everything inspect() reads of a segment, through a read-only mapping."""
+
+    name: str
+    config: Config
+    stats: Stats
+    occupancy: Occupancy
+    procs: tuple[ProcInfo, ...]
+
+
+# ------------------------------------------------------------ module calls
+
+_ARG_OF = {"slot_count": "slots", "nb_time_steps": "time_steps", "CISTERN_LOSSY": "lossy",
+           "CISTERN_SINGLE_PRODUCER": "single_producer",
+           "CISTERN_SINGLE_READER": "single_reader"}
+_CONFIG_WORDS = re.compile(r"\b(" + "|".join(_ARG_OF) + r")\b")
+
+
+def _in_our_words(message: str) -> str:
+    """The library names struct cistern_config's fields; say create()'s arguments."""
+    return _CONFIG_WORDS.sub(lambda m: _ARG_OF[m.group(0)], message)
+
+
+def _config_args(policy: str | int, slots: int, slot_size: int, watermark: int,
+                 pseudo_epochs: int, sweep_size: int, time_steps: int, batch_size: int,
+                 seed: int, mode: int, max_procs: int, expected_producers: int, lossy: bool,
+                 single_producer: bool, single_reader: bool, reads_per_put: float,
+                 rate_slack: float) -> dict[str, Any]:
+    """create()'s arguments, checked, as the extension's keywords."""
+    kw: dict[str, Any] = dict(
+        policy=policy_number(policy),
         slot_size=_count("slot_size", slot_size),
         slot_count=_count("slots", slots),
         mode=_count("mode", mode),
@@ -186,38 +489,164 @@ def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs
         flags=(_cistern.LOSSY if lossy else 0)
         | (_cistern.SINGLE_PRODUCER if single_producer else 0)
         | (_cistern.SINGLE_READER if single_reader else 0),
+        reads_per_put=_rate("reads_per_put", reads_per_put),
+        rate_slack=_rate("rate_slack", rate_slack),
     )
     if mode > 0o7777:
         raise ValueError(f"mode {mode:#o} is not a set of permission bits")
+    return kw
+
+
+def create(name: str, policy: str | int = "fifo", slots: int = 0, slot_size: int = 0,
+           watermark: int = 0, pseudo_epochs: int = 0, sweep_size: int = 0,
+           time_steps: int = 0, batch_size: int = 0, seed: int = 0, mode: int = 0o600,
+           max_procs: int = 0, expected_producers: int = 0, lossy: bool = False,
+           single_producer: bool = False, single_reader: bool = False,
+           reads_per_put: float = 0.0, rate_slack: float = 0.0) -> Segment:
+    """Create segment `name` and attach to it.
+
+    policy: "fifo", "firo", "reservoir", "fifo-evict-reservoir",
+    "sim-paired-reservoir", "batch-reservoir" (underscores and the CamelCase
+    names of POLICIES.md work too), or its number. slots and
+    slot_size: capacity and largest payload in bytes (0 = library default).
+    watermark, pseudo_epochs, sweep_size, time_steps (nb_time_steps), batch_size,
+    seed (0 = from the clock), mode (permission bits), max_procs,
+    expected_producers (reception closes after that many producer_done()), lossy
+    (FIFOEvictReservoir), single_producer (FIFO) and single_reader (FIFO and the
+    reservoirs, not FIRO): one holder of the role at a time, others get
+    OSError(EBUSY); a segment without them is as fast while it has one
+    producer (FIFO) and one reader (FIFO and the reservoirs).
+
+    reads_per_put and rate_slack (the reservoir kinds): a rate limiter. With
+    reads_per_put > 0, readers wait while reads > reads_per_put * puts +
+    rate_slack and producers wait while reads_per_put * puts > reads +
+    rate_slack (both counted since creation); rate_slack 0 means reads_per_put.
+
+    Raises FileExistsError if the name is taken, ValueError for bad parameters
+    (config_problem() says the same without creating anything),
+    OSError(ENOTSUP) for a policy this build lacks.
+    """
+    if not isinstance(name, str):
+        raise ValueError("segment name must be a str")
+    kw = _config_args(policy, slots, slot_size, watermark, pseudo_epochs, sweep_size,
+                      time_steps, batch_size, seed, mode, max_procs, expected_producers,
+                      lossy, single_producer, single_reader, reads_per_put, rate_slack)
     try:
-        handle = _cistern.create(name, _policy_number(policy), **kw)
+        handle = _cistern.create(name, **kw)
     except ValueError as e:
-        # The library names struct cistern_config's fields; say this call's arguments.
-        raise ValueError(_CONFIG_WORDS.sub(lambda m: _ARG_OF[m.group(0)], str(e))) from None
+        raise ValueError(_in_our_words(str(e))) from None
     return Segment(handle, name)
 
 
-_ARG_OF = {"slot_count": "slots", "nb_time_steps": "time_steps", "CISTERN_LOSSY": "lossy",
-           "CISTERN_SINGLE_PRODUCER": "single_producer",
-           "CISTERN_SINGLE_READER": "single_reader"}
-_CONFIG_WORDS = re.compile(r"\b(" + "|".join(_ARG_OF) + r")\b")
+def config_problem(policy: str | int = "fifo", slots: int = 0, slot_size: int = 0,
+                   watermark: int = 0, pseudo_epochs: int = 0, sweep_size: int = 0,
+                   time_steps: int = 0, batch_size: int = 0, seed: int = 0, mode: int = 0o600,
+                   max_procs: int = 0, expected_producers: int = 0, lossy: bool = False,
+                   single_producer: bool = False, single_reader: bool = False,
+                   reads_per_put: float = 0.0, rate_slack: float = 0.0) -> str | None:
+    """Why create() would refuse these parameters, in a sentence naming the
+    argument that is wrong, or None if it would take them
+    (cistern_config_problem()). Creates nothing; the name is not judged (see
+    name_valid()). Arguments that are not even of the right kind raise
+    ValueError, as with create()."""
+    kw = _config_args(policy, slots, slot_size, watermark, pseudo_epochs, sweep_size,
+                      time_steps, batch_size, seed, mode, max_procs, expected_producers,
+                      lossy, single_producer, single_reader, reads_per_put, rate_slack)
+    why = _cistern.config_problem(**kw)
+    return _in_our_words(why) if why is not None else None
 
 
-def attach(name):
-    """Attach to the existing segment `name` (FileNotFoundError if there is none)."""
+def _check_name_type(name: object) -> str:
     if not isinstance(name, str):
         raise ValueError("segment name must be a str")
-    return Segment(_cistern.attach(name), name)
+    return name
 
 
-def unlink(name, missing_ok=False):
-    """Remove a segment's name; attached processes keep working."""
+def attach(name: str) -> Segment:
+    """Attach to the existing segment `name` (FileNotFoundError if there is none).
+    Recovers what dead processes left behind."""
+    return Segment(_cistern.attach(_check_name_type(name)), name)
+
+
+def open_readonly(name: str) -> Segment:
+    """Open segment `name` for watching only (cistern_open_readonly()): a
+    Segment mapped read-only that takes no attachment entry and cannot disturb
+    anyone. config(), stats(), occupancy() and procs() work; calls that move
+    samples raise OSError(EBADF)."""
+    return Segment(_cistern.open_readonly(_check_name_type(name)), name)
+
+
+def unlink(name: str, missing_ok: bool = False) -> None:
+    """Remove a segment's name (cistern_unlink()); attached processes keep
+    working. FileNotFoundError if there is none, unless missing_ok."""
     try:
         _cistern.unlink(name)
     except FileNotFoundError:
         if not missing_ok:
             raise
 
+
+def remove(name: str, force: bool = False) -> None:
+    """Remove a segment's name as `cistern rm` does (cistern_remove()): refused
+    with OSError(EBUSY) while live processes are attached, unless force=True,
+    which also removes damaged or foreign objects named cistern.NAME."""
+    _cistern.remove(_check_name_type(name), force=bool(force))
+
+
+def list_segments() -> list[SegmentInfo]:
+    """Every cistern segment on the machine, sorted by name, read without
+    disturbing any (cistern_list(); `cistern ls`)."""
+    return [SegmentInfo._from(d) for d in _cistern.list_segments()]
+
+
+def inspect(name: str) -> Inspection:
+    """Read segment `name`'s config, statistics, occupancy and attached
+    processes through a read-only mapping that disturbs nobody (`cistern
+    inspect`)."""
+    with open_readonly(name) as seg:
+        return Inspection(name=name, config=seg.config(), stats=seg.stats(),
+                          occupancy=seg.occupancy(), procs=tuple(seg.procs()))
+
+
+def gc(name: str, dry_run: bool = False) -> GcReport:
+    """Collect segment `name`'s garbage (cistern_gc(); `cistern gc NAME`):
+    reclaim what its dead processes left (reservations, samples they held,
+    pins), and remove it if every process attached to it died. dry_run says
+    what would be done and does nothing."""
+    return GcReport._from(_cistern.gc(_check_name_type(name), dry_run=bool(dry_run)))
+
+
+def _path(path: PathLike) -> str:
+    return os.fspath(path)
+
+
+def dump(name: str, path: PathLike, progress: Progress | None = None) -> DumpInfo:
+    """Write a snapshot of segment `name` (config, statistics and every held
+    sample) to the file `path`, replaced atomically, without disturbing the
+    segment (cistern_dump(); `cistern dump`). progress(done, total), if given,
+    is called now and then with slots scanned; an exception it raises is
+    printed as unraisable and the dump goes on. Returns what was written."""
+    return DumpInfo._from(_cistern.dump(_check_name_type(name), _path(path), progress))
+
+
+def restore(path: PathLike, name: str | None = None,
+            progress: Progress | None = None) -> DumpInfo:
+    """Restore the dump at `path` as segment `name` (None: the name stored in
+    the dump), which must not exist (cistern_restore(); `cistern restore`).
+    The whole file is checked first: a damaged dump raises OSError(EBADMSG) and
+    creates nothing. progress(done, total) gets bytes read. Returns what the
+    dump holds."""
+    return DumpInfo._from(_cistern.restore(_path(path), name, progress))
+
+
+def verify_dump(path: PathLike) -> DumpInfo:
+    """Check the dump at `path` whole, as restore() would, without restoring it
+    (cistern_dump_verify(); `cistern restore --check`). Returns what it holds;
+    raises OSError(EBADMSG) for a damaged dump."""
+    return DumpInfo._from(_cistern.dump_verify(_path(path)))
+
+
+# ------------------------------------------------------------------ samples
 
 class Sample:
     """An acquired sample (Segment.acquire()).
@@ -237,71 +666,76 @@ class Sample:
 
     __slots__ = ("_s", "_dtype", "_shape", "_array", "_view", "__weakref__")
 
-    def __init__(self, csample, dtype=None, shape=None):
+    def __init__(self, csample: _cistern.Sample, dtype: DTypeLike = None,
+                 shape: ShapeLike = None) -> None:
         self._s = csample
         self._dtype = dtype
         self._shape = _shape_tuple(shape)
-        self._array = None
-        self._view = None
+        self._array: Array | None = None
+        self._view: memoryview | None = None
 
     @property
-    def meta(self):
+    def meta(self) -> Meta:
         """Meta(sample_id, sim_id, time_step)."""
-        return Meta(*self._s.meta)
+        m = self._s.meta
+        assert isinstance(m, tuple)
+        return Meta(*m)
 
     @property
-    def held(self):
+    def held(self) -> bool:
+        """Whether the sample is still acquired (not yet released or handed back)."""
         return self._s.held
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._s)
 
-    def _check(self):
+    def _check(self) -> None:
         if not self._s.held:
             raise ValueError("sample already released")
 
     @property
-    def view(self):
+    def view(self) -> memoryview:
         """A read-only memoryview of the payload; released (raises on use) on release()."""
         self._check()
         if self._view is None:
-            self._view = memoryview(self._s)
+            self._view = memoryview(self._s)  # type: ignore[arg-type]
         return self._view
 
     @property
-    def array(self):
+    def array(self) -> Array:
         """The payload as a read-only numpy view with the dtype and shape asked for."""
         self._check()
         if self._array is None:
             np = _need_numpy()
             dtype = np.dtype(self._dtype if self._dtype is not None else np.uint8)
-            a = np.frombuffer(self._s, dtype=dtype)  # base is the Sample: keeps the mapping
+            a = _frombuffer(self._s, dtype)  # base is the Sample: keeps the mapping
             if self._shape is not None:
                 a = a.reshape(self._shape)
             self._array = a
         return self._array
 
-    def tobytes(self):
+    def tobytes(self) -> bytes:
+        """A copy of the payload as bytes."""
         self._check()
         return bytes(self.view)
 
-    def copy(self):
+    def copy(self) -> Array:
         """A private, writable numpy copy of the payload."""
         return self.array.copy()
 
-    def release(self):
+    def release(self) -> None:
         """Hand the sample back (idempotent)."""
         self._drop_views()
         self._s.release()
 
-    def unacquire(self):
+    def unacquire(self) -> None:
         """Hand the sample back unread, as if it had not been acquired: FIFO hands
         it out again first, FIRO and the reservoirs take back the read. Raises
         ValueError if it was released already."""
         self._drop_views()
         self._s.unacquire()
 
-    def _drop_views(self):
+    def _drop_views(self) -> None:
         self._array = None
         if self._view is not None:
             try:
@@ -310,14 +744,14 @@ class Sample:
                 pass
             self._view = None
 
-    def __enter__(self):
+    def __enter__(self) -> Array:
         return self.array
 
-    def __exit__(self, *exc):
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.release()
-        return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "held" if self._s.held else "released"
         return f"<cistern.Sample {self.meta} {len(self)} bytes {state}>"
 
@@ -334,26 +768,32 @@ class Group:
 
     __slots__ = ("_g", "_dtype", "_shape", "_arrays", "__weakref__")
 
-    def __init__(self, cgroup, dtype=None, shape=None):
+    def __init__(self, cgroup: _cistern.Sample, dtype: DTypeLike = None,
+                 shape: ShapeLike = None) -> None:
         self._g = cgroup
         self._dtype = dtype
         self._shape = _shape_tuple(shape)
-        self._arrays = None
+        self._arrays: tuple[Array, ...] | None = None
 
     @property
-    def metas(self):
+    def metas(self) -> list[Meta]:
         """[Meta(sample_id, sim_id, time_step), ...], one per member."""
-        return [Meta(*m) for m in self._g.meta]
+        ms = self._g.meta
+        assert isinstance(ms, list)
+        return [Meta(*m) for m in ms]
 
     @property
-    def held(self):
+    def held(self) -> bool:
+        """Whether the members are still acquired (not yet released or handed back)."""
         return self._g.held
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._g)
 
     @property
-    def arrays(self):
+    def arrays(self) -> tuple[Array, ...]:
+        """One read-only, zero-copy numpy view per member, with the dtype and
+        shape asked for."""
         if not self._g.held:
             raise ValueError("sample already released")
         if self._arrays is None:
@@ -361,74 +801,229 @@ class Group:
             dtype = np.dtype(self._dtype if self._dtype is not None else np.uint8)
             out = []
             for i in range(len(self._g)):
-                a = np.frombuffer(self._g.member(i), dtype=dtype)
+                a = _frombuffer(self._g.member(i), dtype)
                 out.append(a.reshape(self._shape) if self._shape is not None else a)
             self._arrays = tuple(out)
         return self._arrays
 
-    def stack(self):
+    def stack(self) -> Array:
         """The members copied into one new array of shape (len, *shape)."""
-        return _need_numpy().stack(self.arrays)
+        a: Array = _need_numpy().stack(self.arrays)
+        return a
 
-    def release(self):
+    def release(self) -> None:
         """Hand every member back (idempotent)."""
         self._arrays = None
         self._g.release()
 
-    def unacquire(self):
+    def unacquire(self) -> None:
         """Hand every member back unread, as if the group had not been acquired.
         Raises ValueError if it was released already."""
         self._arrays = None
         self._g.unacquire()
 
-    def __enter__(self):
+    def __enter__(self) -> tuple[Array, ...]:
         return self.arrays
 
-    def __exit__(self, *exc):
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.release()
-        return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "held" if self._g.held else "released"
         return f"<cistern.Group {self._g.kind} of {len(self)} {state}>"
 
 
-class Segment:
-    """One attachment to a segment. Create with cistern.create() or cistern.attach()."""
+class Reservation:
+    """A slot reserved for writing in place (Segment.reserve()): the zero-copy put.
 
-    def __init__(self, handle, name):
+        with seg.reserve("float32", (32, 32), sim_id=3, time_step=t) as out:
+            out[...] = field          # written straight into the shared segment
+        sid = seg.last_meta.sample_id
+
+    As a context manager its value is `array`, a writable numpy view of the
+    slot with the dtype and shape asked for. Leaving the block normally commits
+    the sample (its payload is the array's bytes); leaving it by an exception
+    aborts it (the sample never existed) and lets the exception go on. Without
+    the with-block, write through `array` or `view` and call commit() or
+    abort(); a Reservation dropped while open is aborted.
+
+    Readers see nothing of the slot before the commit. Once the reservation has
+    ended, `array` is made read-only and new views are refused; a view taken
+    before stays memory-safe, but writing through it would change a published
+    sample (or a slot another producer has taken), so keep none past the block.
+    """
+
+    __slots__ = {"_seg": "", "_slot": "", "_dtype": "", "_shape": "", "_nbytes": "",
+                 "_array": "", "_view": "", "__weakref__": "",
+                 "sim_id": "The sim_id the sample gets at commit (may be changed before).",
+                 "time_step": "The time_step the sample gets at commit (may be changed before).",
+                 "sample_id": "The sample id, once committed; None before."}
+
+    def __init__(self, seg: Segment, cslot: _cistern.Slot, dtype: DTypeLike,
+                 shape: tuple[int, ...] | None, nbytes: int, sim_id: int,
+                 time_step: int) -> None:
+        self._seg = seg
+        self._slot = cslot
+        self._dtype = dtype
+        self._shape = shape
+        self._nbytes = nbytes
+        self._array: Array | None = None
+        self._view: memoryview | None = None
+        self.sim_id = sim_id
+        self.time_step = time_step
+        self.sample_id: int | None = None
+
+    @property
+    def live(self) -> bool:
+        """Whether the slot is still reserved (not yet committed or aborted)."""
+        return self._slot.live
+
+    @property
+    def capacity(self) -> int:
+        """Bytes the slot can hold: the segment's slot_size."""
+        return self._slot.capacity
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes that commit() publishes by default: those of `array`."""
+        return self._nbytes
+
+    def _check(self) -> None:
+        if not self._slot.live:
+            raise ValueError("reservation already committed or aborted")
+
+    @property
+    def array(self) -> Array:
+        """A writable numpy view of the slot with the dtype and shape asked for
+        (dtype None: bytes, as uint8; shape None: as many items as fit)."""
+        self._check()
+        if self._array is None:
+            np = _need_numpy()
+            dtype = np.dtype(self._dtype if self._dtype is not None else np.uint8)
+            a = _frombuffer(self._slot, dtype, self._nbytes // dtype.itemsize)
+            self._array = a.reshape(self._shape) if self._shape is not None else a
+        return self._array
+
+    @property
+    def view(self) -> memoryview:
+        """A writable memoryview of the whole slot (capacity bytes)."""
+        self._check()
+        if self._view is None:
+            self._view = memoryview(self._slot)  # type: ignore[arg-type]
+        return self._view
+
+    def commit(self, nbytes: int | None = None, sim_id: int | None = None,
+               time_step: int | None = None) -> int:
+        """Publish the slot's first nbytes (default: those of `array`) as a
+        sample with this sim_id and time_step (default: those given to
+        reserve()); returns its sample id (cistern_commit()). ValueError if
+        nbytes exceeds the slot or sim_id/time_step are outside the policy's
+        bounds: the slot stays reserved then."""
+        n = self._nbytes if nbytes is None else _count("nbytes", nbytes)
+        sim = self.sim_id if sim_id is None else sim_id
+        ts = self.time_step if time_step is None else time_step
+        self._check()
+        sid = self._slot.commit(n, _count("sim_id", sim), _count("time_step", ts))
+        self._end()
+        self.sample_id = sid
+        self._seg.last_meta = Meta(sid, sim, ts)
+        return sid
+
+    def abort(self) -> None:
+        """Give the slot back unpublished (cistern_abort()): that sample never
+        existed. Does nothing once the reservation has ended."""
+        try:
+            self._slot.abort()
+        finally:
+            self._end()
+
+    def _end(self) -> None:
+        if self._array is not None:
+            self._array.flags.writeable = False
+            self._array = None
+        if self._view is not None:
+            try:
+                self._view.release()
+            except BufferError:  # exported further: the mapping stays valid
+                pass
+            self._view = None
+
+    def __enter__(self) -> Array:
+        return self.array
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if not self._slot.live:  # committed or aborted inside the block
+            self._end()
+            return
+        if et is not None:
+            self.abort()
+            return
+        try:
+            self.commit()
+        except BaseException:
+            self.abort()
+            raise
+
+    def __repr__(self) -> str:
+        state = "live" if self._slot.live else f"ended (sample id {self.sample_id})"
+        return f"<cistern.Reservation of {self._nbytes} bytes {state}>"
+
+
+# ------------------------------------------------------------------ segment
+
+class Segment:
+    """One attachment to a segment. Create with cistern.create(), cistern.attach()
+    or cistern.open_readonly()."""
+
+    def __init__(self, handle: _cistern.Handle, name: str) -> None:
         self._h = handle
+        #: The segment's name.
         self.name = name
-        self.last_meta = None
-        self._cfg = None
+        #: Meta of the last sample put through reserve() or read by get(),
+        #: get_array() or acquire().
+        self.last_meta: Meta | None = None
+        self._cfg: Config | None = None
 
     # -- properties -------------------------------------------------------
 
     @property
-    def slot_size(self):
+    def slot_size(self) -> int:
+        """The largest payload in bytes."""
         return self._h.slot_size
 
     @property
-    def policy(self):
-        return self.config()["policy"]
+    def policy(self) -> str:
+        """The policy's name ("fifo", "firo", ...)."""
+        return self._conf().policy
 
     @property
-    def detached(self):
+    def detached(self) -> bool:
+        """Whether detach() was called."""
         return self._h.detached
 
-    def config(self):
-        """The parameters as created, defaults filled in (a dict)."""
-        if self._cfg is None:
-            self._cfg = self._h.config()
-        return dict(self._cfg)
+    def config(self) -> Config:
+        """The parameters as created, defaults filled in (cistern_config_get())."""
+        return self._conf()
 
-    def stats(self):
-        """The segment's statistics (a dict), read without disturbing it."""
-        return self._h.stats()
+    def stats(self) -> Stats:
+        """The segment's statistics, read without disturbing it (cistern_stats_get())."""
+        return Stats._from(self._h.stats())
+
+    def occupancy(self) -> Occupancy:
+        """Slots counted by class (cistern_occupancy_get()), as `cistern inspect`
+        shows them."""
+        return Occupancy._from(self._h.occupancy())
+
+    def procs(self) -> list[ProcInfo]:
+        """The processes attached, live or dead (cistern_procs_get())."""
+        return [ProcInfo._from(d) for d in self._h.procs()]
 
     # -- writing ----------------------------------------------------------
 
-    def put(self, data, sim_id=0, time_step=0, timeout=None):
+    def put(self, data: Any, sim_id: int = 0, time_step: int = 0,
+            timeout: Timeout = None) -> int:
         """Copy one sample in: bytes, a numpy array (any layout) or any buffer.
 
         Waits for room as the policy says. Returns the sample id. Raises
@@ -446,7 +1041,9 @@ class Segment:
                           _timeout_ms(timeout))
         return sid
 
-    def put_batch(self, data, sim_id=0, time_step=0, timeout=None):
+    def put_batch(self, data: Any, sim_id: int | Sequence[int] | Array = 0,
+                  time_step: int | Sequence[int] | Array = 0,
+                  timeout: Timeout = None) -> Array:
         """Copy the rows of a numpy array in as samples, in order: row i of `data`
         (shape (k, ...)) is one sample, as put() would put it, all with one
         cistern_put_batch() call while there is room.
@@ -463,8 +1060,8 @@ class Segment:
             raise ValueError("put_batch: data must be an array of one or more rows")
         k = data.shape[0]
         metas = np.zeros((k, 3), dtype=np.uint64)
-        for col, name, v in ((1, "sim_id", sim_id), (2, "time_step", time_step)):
-            v = np.asarray(v)
+        for col, name, given in ((1, "sim_id", sim_id), (2, "time_step", time_step)):
+            v = np.asarray(given)
             if v.dtype.kind not in "iu" or (v.size and int(v.min()) < 0):
                 raise ValueError(f"put_batch: {name} must be non-negative ints")
             try:
@@ -472,19 +1069,59 @@ class Segment:
             except ValueError:
                 raise ValueError(f"put_batch: {name} must be one int or {k} of them") from None
         n = self._h.put_batch(data, data[0].nbytes, k, metas, _timeout_ms(timeout))
-        return metas[:n, 0].copy()
+        ids: Array = metas[:n, 0].copy()
+        return ids
 
-    def close_reception(self):
+    def reserve(self, dtype: DTypeLike = None, shape: ShapeLike = None, sim_id: int = 0,
+                time_step: int = 0, timeout: Timeout = None) -> Reservation:
+        """Reserve a slot to write one sample in place, without a copy
+        (cistern_reserve()); waits for room as put() does.
+
+            with seg.reserve("float32", (1024,), sim_id=s, time_step=t) as out:
+                out[...] = field      # committed when the block ends
+
+        Returns a Reservation, whose value in a with-block is a writable numpy
+        view of the slot (dtype None: uint8; shape None: as many items as the
+        slot holds); the sample is committed when the block ends and aborted if
+        an exception leaves it. ValueError if dtype and shape ask for more than
+        slot_size bytes; the errors of put() otherwise.
+        """
+        np = _need_numpy()
+        dt = np.dtype(dtype if dtype is not None else np.uint8)
+        shp = _shape_tuple(shape)
+        if shp is None:
+            nbytes = self.slot_size - self.slot_size % dt.itemsize
+        else:
+            if any(d < 0 for d in shp):
+                raise ValueError(f"reserve: shape {shp} must be non-negative sizes")
+            nbytes = dt.itemsize * math.prod(shp)
+        if nbytes > self.slot_size:
+            raise ValueError(f"reserve: dtype {dt} and shape {shp} need {nbytes} bytes, "
+                             f"more than a slot's {self.slot_size}")
+        sim, ts = _count("sim_id", sim_id), _count("time_step", time_step)
+        cslot = self._h.reserve(_timeout_ms(timeout))
+        return Reservation(self, cslot, dt, shp, nbytes, sim, ts)
+
+    def close_reception(self) -> None:
         """Close reception: puts fail from now on, readers drain then get end of data."""
         self._h.close_reception()
 
-    def producer_done(self):
-        """Declare one expected producer done; returns how many are still expected."""
+    def producer_done(self) -> int:
+        """Declare one of the expected producers (create(expected_producers=...))
+        done; returns how many are still expected. The last one closes reception.
+        ValueError if the segment expects no producers."""
         return self._h.producer_done()
 
     # -- reading ----------------------------------------------------------
 
-    def get(self, timeout=None, meta=False):
+    @overload
+    def get(self, timeout: Timeout = None, meta: Literal[False] = False) -> bytes: ...
+    @overload
+    def get(self, timeout: Timeout, meta: Literal[True]) -> tuple[bytes, Meta]: ...
+    @overload
+    def get(self, timeout: Timeout = None, *, meta: Literal[True]) -> tuple[bytes, Meta]: ...
+
+    def get(self, timeout: Timeout = None, meta: bool = False) -> bytes | tuple[bytes, Meta]:
         """Take one sample out as bytes (or (bytes, Meta) with meta=True).
 
         Raises EndOfData at end of data and TimeoutError on timeout.
@@ -493,11 +1130,24 @@ class Segment:
         self.last_meta = Meta(*m)
         return (data, self.last_meta) if meta else data
 
-    def get_array(self, dtype="uint8", shape=None, timeout=None, meta=False):
-        """Take one sample out as a private numpy array of `dtype`, reshaped to `shape`."""
+    @overload
+    def get_array(self, dtype: DTypeLike = "uint8", shape: ShapeLike = None,
+                  timeout: Timeout = None, meta: Literal[False] = False) -> Array: ...
+    @overload
+    def get_array(self, dtype: DTypeLike, shape: ShapeLike, timeout: Timeout,
+                  meta: Literal[True]) -> tuple[Array, Meta]: ...
+    @overload
+    def get_array(self, dtype: DTypeLike = "uint8", shape: ShapeLike = None,
+                  timeout: Timeout = None, *, meta: Literal[True]) -> tuple[Array, Meta]: ...
+
+    def get_array(self, dtype: DTypeLike = "uint8", shape: ShapeLike = None,
+                  timeout: Timeout = None, meta: bool = False) -> Array | tuple[Array, Meta]:
+        """Take one sample out as a private numpy array of `dtype`, reshaped to
+        `shape` (or (array, Meta) with meta=True)."""
         np = _need_numpy()
         dtype = np.dtype(dtype)
         shape = _shape_tuple(shape)
+        out: Array
         if shape is not None:
             out = np.empty(shape, dtype=dtype)
             metas = np.empty((1, 3), dtype=np.uint64)
@@ -507,13 +1157,29 @@ class Segment:
             s = self._acquire_one(timeout)
             _keep_if_misfit(s, [len(s)], dtype, None)
             try:
-                self.last_meta = Meta(*s.meta)
-                out = np.frombuffer(s, dtype=dtype).copy()
+                m = s.meta
+                assert isinstance(m, tuple)
+                self.last_meta = Meta(*m)
+                out = _frombuffer(s, dtype).copy()
             finally:
                 s.release()
         return (out, self.last_meta) if meta else out
 
-    def get_batch(self, n=None, dtype="float32", shape=(), timeout=None, meta=False):
+    @overload
+    def get_batch(self, n: int | None = None, dtype: DTypeLike = "float32",
+                  shape: ShapeLike = (), timeout: Timeout = None,
+                  meta: Literal[False] = False) -> Array: ...
+    @overload
+    def get_batch(self, n: int | None, dtype: DTypeLike, shape: ShapeLike, timeout: Timeout,
+                  meta: Literal[True]) -> tuple[Array, Array]: ...
+    @overload
+    def get_batch(self, n: int | None = None, dtype: DTypeLike = "float32",
+                  shape: ShapeLike = (), timeout: Timeout = None, *,
+                  meta: Literal[True]) -> tuple[Array, Array]: ...
+
+    def get_batch(self, n: int | None = None, dtype: DTypeLike = "float32",
+                  shape: ShapeLike = (), timeout: Timeout = None,
+                  meta: bool = False) -> Array | tuple[Array, Array]:
         """Take up to n samples gathered into one new numpy array of shape (k, *shape).
 
         Every sample must hold exactly prod(shape) items of dtype. Under the
@@ -531,7 +1197,7 @@ class Segment:
         np = _need_numpy()
         self._check_read("batch", n)
         if n is None:
-            n = self._conf()["batch_size"]
+            n = self._conf().batch_size
             if not n:
                 raise ValueError("get_batch: give n (this segment has no batch_size)")
         n = _count("n", n)
@@ -548,11 +1214,12 @@ class Segment:
             k = self._h.get_many(out, item, n, _timeout_ms(timeout), metas)
         if k < n:
             out = out[:k].copy()
-            if meta:
+            if metas is not None:
                 metas = metas[:k].copy()
         return (out, metas) if meta else out
 
-    def acquire(self, timeout=None, dtype=None, shape=None):
+    def acquire(self, timeout: Timeout = None, dtype: DTypeLike = None,
+                shape: ShapeLike = None) -> Sample:
         """Acquire one sample to read in place; returns a Sample (a context manager).
 
             with seg.acquire(dtype="float32", shape=(32, 32)) as view:
@@ -564,20 +1231,20 @@ class Segment:
         self.last_meta = s.meta
         return s
 
-    def _batch_reads(self):
+    def _batch_reads(self) -> bool:
         return (getattr(self._h, "get_batch", None) is not None
-                and self._conf()["policy"] in _BATCH_POLICIES)
+                and self._conf().policy in _BATCH_POLICIES)
 
-    def _conf(self):
+    def _conf(self) -> Config:
         if self._cfg is None:
-            self._cfg = self._h.config()
+            self._cfg = Config._from(self._h.config())
         return self._cfg
 
-    def _read_misuse(self, kind, n=None):
+    def _read_misuse(self, kind: str, n: int | None = None) -> str | None:
         """Why this segment's policy does not read `kind` ("one", "batch", "pair")
         (with batch size n); None if it does."""
         cfg = self._conf()
-        policy, bs = cfg["policy"], cfg["batch_size"]
+        policy, bs = cfg.policy, cfg.batch_size
         if policy == "sim-paired-reservoir" and kind != "pair":
             return "sim-paired-reservoir reads pairs: use get_pair() or acquire_pair()"
         if kind == "pair" and policy != "sim-paired-reservoir":
@@ -588,12 +1255,12 @@ class Segment:
             return f"batch-reservoir reads batches of exactly its batch_size ({bs}), not {n}"
         return None
 
-    def _check_read(self, kind, n=None):
+    def _check_read(self, kind: str, n: int | None = None) -> None:
         why = self._read_misuse(kind, n)
         if why:
             raise ValueError(why)
 
-    def _read(self, call, kind, *args):
+    def _read(self, call: Callable[..., _T], kind: str, *args: Any) -> _T:
         """call(*args), with a read the policy does not do explained (the library
         only says EINVAL)."""
         try:
@@ -604,39 +1271,46 @@ class Segment:
                 raise ValueError(why) from None
             raise
 
-    def _acquire_one(self, timeout):
+    def _acquire_one(self, timeout: Timeout) -> _cistern.Sample:
         return self._read(self._h.acquire, "one", _timeout_ms(timeout))
 
-    def acquire_batch(self, n=None, timeout=None, dtype=None, shape=None):
+    def acquire_batch(self, n: int | None = None, timeout: Timeout = None,
+                      dtype: DTypeLike = None, shape: ShapeLike = None) -> Group:
         """Acquire n distinct samples drawn together, pinned until release (reservoir
         policies; n None = the segment's batch_size). Returns a Group whose value in
         a with-block is a tuple of zero-copy numpy views. The last batch after
         reception closes may be short."""
-        if not hasattr(self._h, "acquire_batch"):
-            raise NotImplementedError("this libcistern has no cistern_acquire_batch()")
         self._check_read("batch", n)
-        if self._conf()["policy"] not in _BATCH_POLICIES:
+        if self._conf().policy not in _BATCH_POLICIES:
             raise ValueError("acquire_batch() draws from reservoir, fifo-evict-reservoir and "
-                             f"batch-reservoir segments, not a {self._conf()['policy']}")
+                             f"batch-reservoir segments, not a {self._conf().policy}")
         cg = self._h.acquire_batch(0 if n is None else _count("n", n), _timeout_ms(timeout))
         _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape)
         return Group(cg, dtype, shape)
 
-    def acquire_pair(self, timeout=None, dtype=None, shape=None):
+    def acquire_pair(self, timeout: Timeout = None, dtype: DTypeLike = None,
+                     shape: ShapeLike = None) -> Group:
         """Acquire a pair (x_t, x_t+1) of one simulation (SimPairedReservoir).
         Returns a Group whose value in a with-block is (view_t, view_t1)."""
-        if not hasattr(self._h, "acquire_pair"):
-            raise NotImplementedError("this libcistern has no cistern_acquire_pair()")
         self._check_read("pair")
         cg = self._h.acquire_pair(_timeout_ms(timeout))
         _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape)
         return Group(cg, dtype, shape)
 
-    def get_pair(self, dtype="float32", shape=(), timeout=None, meta=False):
+    @overload
+    def get_pair(self, dtype: DTypeLike = "float32", shape: ShapeLike = (),
+                 timeout: Timeout = None, meta: Literal[False] = False) -> Array: ...
+    @overload
+    def get_pair(self, dtype: DTypeLike, shape: ShapeLike, timeout: Timeout,
+                 meta: Literal[True]) -> tuple[Array, list[Meta]]: ...
+    @overload
+    def get_pair(self, dtype: DTypeLike = "float32", shape: ShapeLike = (),
+                 timeout: Timeout = None, *, meta: Literal[True]) -> tuple[Array, list[Meta]]: ...
+
+    def get_pair(self, dtype: DTypeLike = "float32", shape: ShapeLike = (),
+                 timeout: Timeout = None, meta: bool = False) -> Array | tuple[Array, list[Meta]]:
         """Take a pair out as one new array of shape (2, *shape): [x_t, x_t+1]
         (SimPairedReservoir). With meta=True, also returns [Meta, Meta]."""
-        if not hasattr(self._h, "acquire_pair"):
-            raise NotImplementedError("this libcistern has no cistern_acquire_pair()")
         np = _need_numpy()
         dtype = np.dtype(dtype)
         shape = _shape_tuple(shape) or ()
@@ -645,14 +1319,16 @@ class Segment:
         cg = self._h.acquire_pair(_timeout_ms(timeout))
         _keep_if_misfit(cg, [len(cg.member(i)) for i in range(2)], dtype, shape)
         try:
-            out = np.stack([np.frombuffer(cg.member(i), dtype=dtype).reshape(shape)
+            out = np.stack([_frombuffer(cg.member(i), dtype).reshape(shape)
                             for i in range(2)])
-            metas = [Meta(*m) for m in cg.meta]
+            ms = cg.meta
+            assert isinstance(ms, list)
+            metas = [Meta(*m) for m in ms]
         finally:
             cg.release()
         return (out, metas) if meta else out
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         """Yield payloads (bytes) until end of data."""
         while True:
             try:
@@ -660,7 +1336,8 @@ class Segment:
             except EndOfData:
                 return
 
-    def iter_arrays(self, dtype="uint8", shape=None, timeout=None):
+    def iter_arrays(self, dtype: DTypeLike = "uint8", shape: ShapeLike = None,
+                    timeout: Timeout = None) -> Iterator[Array]:
         """Yield numpy copies until end of data."""
         while True:
             try:
@@ -668,7 +1345,8 @@ class Segment:
             except EndOfData:
                 return
 
-    def iter_batches(self, n, dtype="float32", shape=(), timeout=None):
+    def iter_batches(self, n: int, dtype: DTypeLike = "float32", shape: ShapeLike = (),
+                     timeout: Timeout = None) -> Iterator[Array]:
         """Yield get_batch() arrays until end of data (the last one may be short)."""
         while True:
             try:
@@ -678,21 +1356,22 @@ class Segment:
 
     # -- lifetime ---------------------------------------------------------
 
-    def unlink(self, missing_ok=True):
+    def unlink(self, missing_ok: bool = True) -> None:
         """Remove this segment's name (attached processes keep working)."""
         unlink(self.name, missing_ok=missing_ok)
 
-    def detach(self):
-        """Detach (idempotent). Samples still held are released."""
+    def detach(self) -> None:
+        """Detach (idempotent). Samples still held are released and open
+        reservations aborted."""
         self._h.detach()
 
-    def __enter__(self):
+    def __enter__(self) -> Segment:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.detach()
-        return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "detached" if self._h.detached else self.policy
         return f"<cistern.Segment {self.name!r} {state}>"

@@ -28,7 +28,11 @@ What is copied:
   items at once), not with workers (the tensor would have to be pickled anyway).
 """
 
+from __future__ import annotations
+
 import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,7 +41,8 @@ import torch.utils.data
 import cistern
 
 
-class CisternDataset(torch.utils.data.IterableDataset):
+# torch is taken as untyped by the type check (see pyproject.toml), hence Any.
+class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
     """Yield tensors from segment `name` until end of data.
 
     dtype, shape: how to read a payload (shape None: a flat vector of dtype).
@@ -50,8 +55,10 @@ class CisternDataset(torch.utils.data.IterableDataset):
     transform: a callable applied to each yielded tensor (or to (tensor, meta)).
     """
 
-    def __init__(self, name, dtype="float32", shape=None, batch_size=None, copy=True,
-                 timeout=None, with_meta=False, transform=None):
+    def __init__(self, name: str, dtype: cistern.DTypeLike = "float32",
+                 shape: cistern.ShapeLike = None, batch_size: int | None = None,
+                 copy: bool = True, timeout: cistern.Timeout = None, with_meta: bool = False,
+                 transform: Callable[[Any], Any] | None = None) -> None:
         super().__init__()
         self.name = name
         self.dtype = np.dtype(dtype)
@@ -66,11 +73,13 @@ class CisternDataset(torch.utils.data.IterableDataset):
         self.with_meta = with_meta
         self.transform = transform
 
-    def _out(self, tensor, meta):
+    def _out(self, tensor: Any, meta: Any) -> Any:
         item = (tensor, meta) if self.with_meta else tensor
         return self.transform(item) if self.transform is not None else item
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
+        """Attach to the segment by name and yield items until end of data
+        (see the class doc); detach when the iteration ends."""
         seg = cistern.attach(self.name)
         try:
             if self.batch_size is not None:
@@ -82,7 +91,7 @@ class CisternDataset(torch.utils.data.IterableDataset):
         finally:
             seg.detach()
 
-    def _batches(self, seg):
+    def _batches(self, seg: cistern.Segment) -> Iterator[Any]:
         while True:
             try:
                 arr, metas = seg.get_batch(self.batch_size, self.dtype, self.shape,
@@ -92,7 +101,7 @@ class CisternDataset(torch.utils.data.IterableDataset):
             meta = torch.from_numpy(metas.astype(np.int64)) if self.with_meta else None
             yield self._out(torch.from_numpy(arr), meta)
 
-    def _copies(self, seg):
+    def _copies(self, seg: cistern.Segment) -> Iterator[Any]:
         while True:
             try:
                 arr, m = seg.get_array(self.dtype, self.shape, self.timeout, meta=True)
@@ -101,7 +110,7 @@ class CisternDataset(torch.utils.data.IterableDataset):
             meta = torch.tensor(m, dtype=torch.int64) if self.with_meta else None
             yield self._out(torch.from_numpy(arr), meta)
 
-    def _views(self, seg):
+    def _views(self, seg: cistern.Segment) -> Iterator[Any]:
         while True:
             try:
                 s = seg.acquire(self.timeout, self.dtype, self.shape)

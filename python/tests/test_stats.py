@@ -4,11 +4,11 @@ import cistern
 STATS_KEYS = {
     "population", "puts", "gets", "evictions", "evicted_unseen", "redeliveries",
     "reclaimed", "producer_waits", "producer_wait_ns", "reader_waits",
-    "reader_wait_ns", "seen_hist", "procs_attached", "reception_closed",
+    "reader_wait_ns", "seen_hist", "unpaired", "procs_attached", "reception_closed",
 }
 
 
-def test_stats_dict_counts_puts_gets_and_population(fifo):
+def test_stats_counts_puts_gets_and_population(fifo):
     for i in range(5):
         fifo.put(b"s")
     fifo.get()
@@ -16,12 +16,13 @@ def test_stats_dict_counts_puts_gets_and_population(fifo):
     st = fifo.stats()
     assert set(st) == STATS_KEYS
     assert (st["puts"], st["gets"], st["population"]) == (5, 2, 3)
+    assert (st.puts, st.gets, st.population) == (5, 2, 3)
     assert st["procs_attached"] >= 1
     assert st["reception_closed"] is False
     assert len(st["seen_hist"]) == 8 and st["seen_hist"][1] == 2
 
 
-def test_config_dict_has_the_creation_parameters(segname):
+def test_config_has_the_creation_parameters(segname):
     with cistern.create(segname, policy="fifo", slots=32, slot_size=512, seed=42,
                         expected_producers=3) as seg:
         cfg = seg.config()
@@ -29,6 +30,7 @@ def test_config_dict_has_the_creation_parameters(segname):
         assert (cfg["slots"], cfg["slot_size"], cfg["seed"]) == (32, 512, 42)
         assert cfg["expected_producers"] == 3
         assert cfg["mode"] == 0o600
+        assert (cfg.slots, cfg.policy) == (32, "fifo")
         assert seg.slot_size == 512
 
 

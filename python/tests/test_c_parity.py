@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: MIT
+"""Every public function of include/cistern.h has a Python counterpart, or is
+listed here as C-only with the reason."""
+import os
+import re
+
+import cistern
+
+HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "include", "cistern.h")
+
+# C function -> what does its work in Python (a dotted path under `cistern`).
+COUNTERPARTS = {
+    "cistern_name_valid": "name_valid",
+    "cistern_create": "create",
+    "cistern_config_problem": "config_problem",
+    "cistern_attach": "attach",
+    "cistern_detach": "Segment.detach",
+    "cistern_unlink": "unlink",
+    "cistern_reserve": "Segment.reserve",
+    "cistern_commit": "Reservation.commit",
+    "cistern_abort": "Reservation.abort",
+    "cistern_put": "Segment.put",
+    "cistern_put_batch": "Segment.put_batch",
+    "cistern_close_reception": "Segment.close_reception",
+    "cistern_producer_done": "Segment.producer_done",
+    "cistern_acquire": "Segment.acquire",
+    "cistern_release": "Sample.release",
+    "cistern_unacquire": "Sample.unacquire",
+    "cistern_get": "Segment.get",
+    "cistern_acquire_pair": "Segment.acquire_pair",
+    "cistern_release_pair": "Group.release",
+    "cistern_get_pair": "Segment.get_pair",
+    "cistern_acquire_batch": "Segment.acquire_batch",
+    "cistern_release_batch": "Group.release",
+    "cistern_get_batch": "Segment.get_batch",
+    "cistern_config_get": "Segment.config",
+    "cistern_stats_get": "Segment.stats",
+    "cistern_strerror": "strerror",
+    "cistern_policy_name": "policy_name",
+    "cistern_policy_parse": "policy_number",
+    "cistern_open_readonly": "open_readonly",
+    "cistern_slot_class_name": "Occupancy",
+    "cistern_occupancy_get": "Segment.occupancy",
+    "cistern_procs_get": "Segment.procs",
+    "cistern_list": "list_segments",
+    "cistern_remove": "remove",
+    "cistern_gc": "gc",
+    "cistern_dump": "dump",
+    "cistern_restore": "restore",
+    "cistern_dump_verify": "verify_dump",
+}
+
+# C function -> why Python has no counterpart.
+C_ONLY: dict[str, str] = {}
+
+
+def _header_functions():
+    text = open(HEADER).read()
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)  # comments may name functions
+    return set(re.findall(r"\bCISTERN_API\b[^;(]*?\b(cistern_\w+)\s*\(", text))
+
+
+def _resolve(path):
+    obj = cistern
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def test_the_header_parse_finds_the_api():
+    funcs = _header_functions()
+    assert {"cistern_create", "cistern_get", "cistern_dump_verify"} <= funcs
+    assert len(funcs) >= 38
+
+
+def test_every_public_c_function_has_a_python_counterpart_or_a_reason():
+    funcs = _header_functions()
+    missing = sorted(funcs - set(COUNTERPARTS) - set(C_ONLY))
+    assert not missing, f"no Python counterpart and not listed as C-only: {missing}"
+    both = sorted(set(COUNTERPARTS) & set(C_ONLY))
+    assert not both, f"listed both ways: {both}"
+    stale = sorted((set(COUNTERPARTS) | set(C_ONLY)) - funcs)
+    assert not stale, f"listed but not in include/cistern.h: {stale}"
+    assert all(reason.strip() for reason in C_ONLY.values())
+
+
+def test_every_counterpart_exists_and_is_documented():
+    for c_name, path in COUNTERPARTS.items():
+        obj = _resolve(path)
+        assert (obj.__doc__ or "").strip(), f"{path} (for {c_name}) has no docstring"
