@@ -83,6 +83,8 @@ uint32_t cistern__layout_signature(void)
 	h = fnv(h, offsetof(struct cistern_slotmeta, seen));
 	h = fnv(h, CISTERN_SEEN_BUCKETS);
 	h = fnv(h, offsetof(struct cistern_hdr, meta_stride));
+	h = fnv(h, offsetof(struct cistern_hdr, schema));
+	h = fnv(h, CISTERN_SCHEMA_MAX);
 	return h;
 }
 
@@ -181,6 +183,9 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 		return -EPROTO;
 	if (memchr(h->name, '\0', sizeof(h->name)) == NULL)
 		return -EPROTO;
+	/* config_of() hands the schema to check_config(), which parses it. */
+	if (memchr(h->schema, '\0', sizeof(h->schema)) == NULL)
+		return -EPROTO;
 	if (h->watermark > h->slot_count || h->pseudo_epochs == 0)
 		return -EPROTO;
 	/*
@@ -192,6 +197,15 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	if (check_config(&cfg) < 0)
 		return -EPROTO;
 	return 0;
+}
+
+/* The one sentence about a schema larger than the slots, in a per-thread buffer. */
+static const char *schema_too_big(uint64_t size, uint64_t slot_size)
+{
+	static _Thread_local char why[128];
+	snprintf(why, sizeof(why), "schema needs %llu bytes a sample, more than slot_size (%llu)",
+		 (unsigned long long)size, (unsigned long long)slot_size);
+	return why;
 }
 
 /*
@@ -268,6 +282,14 @@ static const char *config_problem(const struct cistern_config *cfg)
 		return "CISTERN_SINGLE_PRODUCER applies to the FIFO only";
 	if ((cfg->flags & CISTERN_SINGLE_READER) && cfg->policy == CISTERN_FIRO)
 		return "CISTERN_SINGLE_READER does not apply to FIRO";
+	if (cfg->schema) {
+		uint64_t size;
+		const char *why = cistern__schema_scan(cfg->schema, NULL, 0, NULL, &size, NULL);
+		if (why)
+			return why;
+		if (size > cfg->slot_size)
+			return schema_too_big(size, cfg->slot_size);
+	}
 	return NULL;
 }
 
@@ -279,6 +301,14 @@ static int check_config(const struct cistern_config *cfg)
 /* Fill defaults into a copy of the user's config. */
 static void fill_defaults(struct cistern_config *cfg)
 {
+	/* "" is no schema, as NULL is. */
+	if (cfg->schema && !cfg->schema[0])
+		cfg->schema = NULL;
+	/* A schema's segment holds its samples by default (a bad schema is judged later). */
+	uint64_t sample = 0;
+	if (!cfg->slot_size && cfg->schema &&
+	    !cistern__schema_scan(cfg->schema, NULL, 0, NULL, &sample, NULL) && sample)
+		cfg->slot_size = sample;
 	if (!cfg->slot_size)
 		cfg->slot_size = CISTERN_DEFAULT_SLOT_SIZE;
 	if (!cfg->slot_count)
@@ -433,6 +463,9 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	h->creator_pid = (uint32_t)getpid();
 	h->creator_uid = (uint32_t)getuid();
 	snprintf(h->name, sizeof(h->name), "%s", name);
+	/* check_config() parsed it: it fits, canonical or not. */
+	if (cfg.schema)
+		cistern__schema_scan(cfg.schema, NULL, 0, NULL, NULL, h->schema);
 	cistern__ops_for(cfg.policy)->init(h);
 	/*
 	 * Publish the magic last, with release order: an attacher that reads the
@@ -452,8 +485,11 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	c->map_size = l.total_size;
 	c->fd = fd;
 	handle_setup(c);
-	r = finish_attach(c);
+	r = cistern__schema_load(c);
+	if (r == 0)
+		r = finish_attach(c);
 	if (r < 0) {
+		cistern__schema_free(c);
 		munmap(p, l.total_size);
 		free(c);
 		goto fail_unlink;
@@ -532,6 +568,12 @@ int cistern__open_mapped(const char *name, bool readonly, struct cistern **out)
 	c->fd = fd;
 	c->readonly = readonly;
 	handle_setup(c);
+	r = cistern__schema_load(c);
+	if (r < 0) {
+		munmap(p, copy.total_size);
+		free(c);
+		goto fail;
+	}
 	*out = c;
 	return 0;
 fail:
@@ -545,6 +587,7 @@ static void unmap_free(struct cistern *c)
 	cistern__picker_free(&c->pick_evict);
 	cistern__picker_free(&c->pick_empty);
 	cistern__pins_free(c);
+	cistern__schema_free(c);
 	free(c->scratch.e);
 	munmap(c->hdr, c->map_size);
 	close(c->fd);
@@ -620,6 +663,7 @@ int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
 	if (!c || !cfg)
 		return -EINVAL;
 	config_of(c->hdr, cfg);
+	cfg->schema = c->schema;
 	return 0;
 }
 
@@ -641,4 +685,6 @@ static void config_of(const struct cistern_hdr *h, struct cistern_config *cfg)
 	cfg->flags = h->flags;
 	cfg->reads_per_put = h->reads_per_put;
 	cfg->rate_slack = h->rate_slack;
+	/* Only on a header whose schema is NUL-terminated (validated, or our own). */
+	cfg->schema = h->schema[0] ? h->schema : NULL;
 }

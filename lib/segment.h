@@ -165,6 +165,11 @@ struct cistern_hdr {
 	 * restored one starts above the ids it restored (see lib/restore.c).
 	 */
 	uint64_t id_base;
+	/*
+	 * What every sample holds (schema.c): the canonical text of the schema,
+	 * NUL-terminated; "" for none. Written at creation like everything above.
+	 */
+	char schema[CISTERN_SCHEMA_MAX];
 
 	/* Producer side: next ring position to claim (FIFO, FIRO). */
 	CL_ALIGN _Atomic uint64_t tail;

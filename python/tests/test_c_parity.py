@@ -51,7 +51,12 @@ COUNTERPARTS = {
 }
 
 # C function -> why Python has no counterpart.
-C_ONLY: dict[str, str] = {}
+C_ONLY: dict[str, str] = {
+    "cistern_schema_parse": "the Python binding of schemas is not written yet",
+    "cistern_schema_get": "the Python binding of schemas is not written yet",
+    "cistern_schema_fields": "the Python binding of schemas is not written yet",
+    "cistern_dtype_name": "the Python binding of schemas is not written yet",
+}
 
 
 def _header_functions():
