@@ -18,7 +18,8 @@ static const char usage[] =
 	"a damaged or truncated dump is refused and nothing is created.\n"
 	"A progress bar is drawn on standard error when it is a terminal.\n"
 	"\n"
-	"  -c, --check   only verify FILE and describe it; create nothing\n"
+	"  -c, --check   only verify FILE and describe it (and the schema of its\n"
+	"                samples, if it has one); create nothing\n"
 	"  -q, --quiet   no summary line\n"
 	"  -h, --help    show this help\n";
 
@@ -93,6 +94,8 @@ static int run(int argc, char **argv)
 			info.samples, fmt_bytes(info.payload_bytes, a, sizeof(a)), info.name,
 			cistern_policy_name(info.config.policy), info.config.slot_count,
 			fmt_time(info.dumped_ns, t, sizeof(t)));
+		if (check && info.schema[0])
+			printf("schema %s\n", info.schema);
 	}
 	return EXIT_OK;
 }
