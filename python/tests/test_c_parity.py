@@ -48,15 +48,14 @@ COUNTERPARTS = {
     "cistern_dump": "dump",
     "cistern_restore": "restore",
     "cistern_dump_verify": "verify_dump",
+    "cistern_schema_parse": "Schema.parse",
+    "cistern_schema_get": "Segment.schema",
+    "cistern_schema_fields": "Segment.schema",
+    "cistern_dtype_name": "Field",
 }
 
 # C function -> why Python has no counterpart.
-C_ONLY: dict[str, str] = {
-    "cistern_schema_parse": "the Python binding of schemas is not written yet",
-    "cistern_schema_get": "the Python binding of schemas is not written yet",
-    "cistern_schema_fields": "the Python binding of schemas is not written yet",
-    "cistern_dtype_name": "the Python binding of schemas is not written yet",
-}
+C_ONLY: dict[str, str] = {}
 
 
 def _header_functions():
