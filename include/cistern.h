@@ -118,7 +118,7 @@ enum {
  * CISTERN_DEFAULT_SLOT_COUNT slots of CISTERN_DEFAULT_SLOT_SIZE bytes, mode 0600.
  */
 struct cistern_config {
-	uint64_t slot_size;            /**< largest payload in bytes; 0 = default */
+	uint64_t slot_size;            /**< largest payload in bytes; 0 = default (with a schema: its sample size) */
 	uint64_t slot_count;           /**< number of slots (capacity); 0 = default */
 	enum cistern_policy policy;    /**< CISTERN_FIFO by default */
 	uint32_t mode;                 /**< permission bits of the shm object; 0 = 0600 */
