@@ -655,7 +655,9 @@ const char *cistern_strerror(int err)
 	case -ENOENT:
 		return "no segment of that name";
 	case -EACCES:
-		return "permission denied by the segment's mode";
+		return "permission denied by the segment's mode, or the segment is owned by another "
+		       "user than you or root (to share one between users on purpose: "
+		       "CISTERN_ATTACH_ANY_OWNER, --any-owner on the command line)";
 	case -EPROTO:
 		return "not a cistern segment, or a damaged one";
 	case -EPROTONOSUPPORT:

@@ -28,7 +28,9 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
+#include <pwd.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1368,16 +1370,54 @@ static PyObject *mod_create(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw
 	return (PyObject *)handle_new(c);
 }
 
-static PyObject *mod_attach(PyObject *Py_UNUSED(m), PyObject *args)
+/*
+ * An attach refused with -EACCES for an object of another user than ours or
+ * root: PermissionError naming the owner and the way to allow it. NULL with
+ * nothing raised if that is not why (the segment's mode refused us).
+ */
+static PyObject *raise_not_owner(const char *name)
 {
+	char path[160];
+	struct stat st;
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	if (lstat(path, &st) < 0 || st.st_uid == 0 || st.st_uid == geteuid())
+		return NULL;
+	char who[96];
+	struct passwd *pw = getpwuid(st.st_uid);
+	if (pw)
+		snprintf(who, sizeof(who), "user %s (uid %u)", pw->pw_name, (unsigned)st.st_uid);
+	else
+		snprintf(who, sizeof(who), "uid %u", (unsigned)st.st_uid);
+	PyObject *msg = PyUnicode_FromFormat(
+		"segment owned by %s, not by this process's user or root: refused (anyone may "
+		"create a segment's name first, to collect what is put into it); to share a "
+		"segment between users on purpose, attach with any_owner=True", who);
+	PyObject *a = msg ? Py_BuildValue("(iOs)", EACCES, msg, name) : NULL;
+	if (a)
+		PyErr_SetObject(PyExc_PermissionError, a);
+	Py_XDECREF(a);
+	Py_XDECREF(msg);
+	return NULL;
+}
+
+static PyObject *mod_attach(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"name", "any_owner", NULL};
 	const char *name;
-	if (!PyArg_ParseTuple(args, "s:attach", &name) || check_name(name) < 0)
+	int any_owner = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|p:attach", kwlist, &name, &any_owner) ||
+	    check_name(name) < 0)
 		return NULL;
 	struct cistern *c = NULL;
 	int r;
 	Py_BEGIN_ALLOW_THREADS
-	r = cistern_attach(name, &c);
+	r = cistern_attach_flags(name, any_owner ? CISTERN_ATTACH_ANY_OWNER : 0, &c);
 	Py_END_ALLOW_THREADS
+	if (r == -EACCES && !any_owner) {
+		raise_not_owner(name);
+		if (PyErr_Occurred())
+			return NULL;
+	}
 	if (r < 0)
 		return raise_for_name(r, name);
 	return (PyObject *)handle_new(c);
@@ -1439,7 +1479,8 @@ static PyObject *mod_name_valid(PyObject *Py_UNUSED(m), PyObject *args)
 static PyMethodDef module_methods[] = {
 	{"create", (PyCFunction)(void (*)(void))mod_create, METH_VARARGS | METH_KEYWORDS,
 	 "create(name, policy=0, slot_size=0, slot_count=0, mode=0, watermark=0, ...) -> Handle"},
-	{"attach", mod_attach, METH_VARARGS, "attach(name) -> Handle"},
+	{"attach", (PyCFunction)(void (*)(void))mod_attach, METH_VARARGS | METH_KEYWORDS,
+	 "attach(name, any_owner=False) -> Handle"},
 	{"unlink", mod_unlink, METH_VARARGS, "unlink(name)"},
 	{"strerror", mod_strerror, METH_VARARGS, "strerror(code) -> str"},
 	{"policy_parse", mod_policy_parse, METH_VARARGS, "policy_parse(name) -> int"},

@@ -191,7 +191,7 @@ static int run(int argc, char **argv)
 		return cli_usage(&cmd_create, "unknown policy '%s'", policy);
 	int r = cistern_name_valid(name);
 	if (r < 0)
-		return cli_usage(&cmd_create, "bad segment name '%s': %s", name, cistern_strerror(r));
+		return cli_bad_name(&cmd_create, name, r);
 
 	struct cistern *c;
 	r = cistern_create(name, &cfg, &c);

@@ -51,8 +51,7 @@ static int run(int argc, char **argv)
 	if (name) {
 		int r = cistern_name_valid(name);
 		if (r < 0)
-			return cli_usage(&cmd_restore, "bad segment name '%s': %s", name,
-					 cistern_strerror(r));
+			return cli_bad_name(&cmd_restore, name, r);
 	}
 	/* File errors in the file's words: the library's -ENOENT would read "no segment". */
 	int fd = open(file, O_RDONLY | O_CLOEXEC);

@@ -24,8 +24,9 @@ Reading:
 Errors: a timeout raises TimeoutError, end of data raises cistern.EndOfData (iteration
 just stops), bad parameters raise ValueError, anything else OSError (the errno's
 subclass: FileExistsError, FileNotFoundError, BrokenPipeError once reception is
-closed, ...) with cistern_strerror()'s message. Blocking calls release the GIL and
-can be interrupted with Ctrl-C.
+closed, ...) with cistern_strerror()'s message; attach() refuses a segment owned by
+another user than ours or root with PermissionError unless any_owner=True. Blocking
+calls release the GIL and can be interrupted with Ctrl-C.
 
 Timeouts are in seconds: None waits forever, 0 tries once, a positive number waits
 at most that long.
@@ -203,11 +204,17 @@ _ARG_OF = {"slot_count": "slots", "nb_time_steps": "time_steps", "CISTERN_LOSSY"
 _CONFIG_WORDS = re.compile(r"\b(" + "|".join(_ARG_OF) + r")\b")
 
 
-def attach(name):
-    """Attach to the existing segment `name` (FileNotFoundError if there is none)."""
+def attach(name, any_owner=False):
+    """Attach to the existing segment `name` (FileNotFoundError if there is none).
+
+    A segment owned by another user than this process's (effective) user or root
+    is refused with PermissionError: anyone may create a segment's name first, to
+    collect what is put into it. any_owner=True allows it, to share a segment
+    between users on purpose.
+    """
     if not isinstance(name, str):
         raise ValueError("segment name must be a str")
-    return Segment(_cistern.attach(name), name)
+    return Segment(_cistern.attach(name, any_owner=bool(any_owner)), name)
 
 
 def unlink(name, missing_ok=False):

@@ -48,10 +48,11 @@ class CisternDataset(torch.utils.data.IterableDataset):
     with_meta: yield (tensor, meta) where meta is a LongTensor (sample_id, sim_id,
       time_step), or (B, 3) for batches.
     transform: a callable applied to each yielded tensor (or to (tensor, meta)).
+    any_owner: attach even to a segment owned by another user (see cistern.attach).
     """
 
     def __init__(self, name, dtype="float32", shape=None, batch_size=None, copy=True,
-                 timeout=None, with_meta=False, transform=None):
+                 timeout=None, with_meta=False, transform=None, any_owner=False):
         super().__init__()
         self.name = name
         self.dtype = np.dtype(dtype)
@@ -65,13 +66,14 @@ class CisternDataset(torch.utils.data.IterableDataset):
         self.timeout = timeout
         self.with_meta = with_meta
         self.transform = transform
+        self.any_owner = any_owner
 
     def _out(self, tensor, meta):
         item = (tensor, meta) if self.with_meta else tensor
         return self.transform(item) if self.transform is not None else item
 
     def __iter__(self):
-        seg = cistern.attach(self.name)
+        seg = cistern.attach(self.name, any_owner=self.any_owner)
         try:
             if self.batch_size is not None:
                 yield from self._batches(seg)
