@@ -681,8 +681,14 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  * it is loaded into a segment under a temporary name; only a fully checked
  * segment is renamed to `name`, which must not exist.
  * @param progress may be NULL; called with (bytes read, file size, arg)
+ * @param info     may be NULL; receives what the dump holds as soon as its
+ *                 frame is read, also when the restore then fails (so that
+ *                 -EEXIST can be told with the stored name); all zero when
+ *                 the file could not be read as a dump
  * @return 0; -EEXIST if `name` exists; -EBADMSG for a damaged or truncated
- *         dump, or one whose config cistern_create() would refuse;
+ *         dump, or one whose config cistern_create() would refuse; -ENOMSG
+ *         for a file that is not a cistern dump at all (no dump magic, or
+ *         not a regular file: a FIFO is refused, not waited on);
  *         -EPROTONOSUPPORT for a dump format this build does not know;
  *         -ENOTSUP for a policy this build lacks; -errno of the file I/O.
  */
@@ -692,7 +698,7 @@ CISTERN_API int cistern_restore(const char *path, const char *name, cistern_prog
 /**
  * Read and fully verify a dump file without restoring it: it answers as
  * cistern_restore() would.
- * @return 0, -EBADMSG, -EPROTONOSUPPORT or -errno.
+ * @return 0, -EBADMSG, -ENOMSG, -EPROTONOSUPPORT or -errno.
  */
 CISTERN_API int cistern_dump_verify(const char *path, struct cistern_dump_info *info);
 

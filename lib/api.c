@@ -680,6 +680,8 @@ const char *cistern_strerror(int err)
 		       "another holds its single producer or reader role";
 	case -EBADMSG:
 		return "damaged or truncated dump file";
+	case -ENOMSG:
+		return "not a cistern dump file";
 	case -EINPROGRESS:
 		return "a restore of that segment is unfinished";
 	default:

@@ -1269,3 +1269,56 @@ Test(usage, a_bad_name_states_the_naming_rule)
 		cr_expect_null(strstr(r->err, "invalid argument"), "%s: %s", cmds[i][0], r->err);
 	}
 }
+
+Test(dump, restore_onto_a_taken_stored_name_names_it)
+{
+	char name[64], path[128], want[160];
+	struct cistern *c = make("dumptaken", name, sizeof(name), 8);
+	tmp_path(path, sizeof(path), "taken");
+	cr_assert_eq(run("dump", "-q", name, path)->status, 0);
+	struct result *r = run("restore", path);
+	cr_assert_eq(r->status, 1);
+	snprintf(want, sizeof(want), "cannot restore as '%s'", name);
+	cr_assert(strstr(r->err, want), "%s", r->err);
+	cleanup(c, name);
+	unlink(path);
+}
+
+Test(dump, restore_of_a_file_that_is_not_a_dump_says_so)
+{
+	char path[128], name[64];
+	tmp_path(path, sizeof(path), "notdump");
+	uname_(name, sizeof(name), "notdump");
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	for (int i = 0; i < 100; i++)
+		fputs("just some text\n", f);
+	fclose(f);
+	struct result *r = run("restore", path, name);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "not a cistern dump"), "%s", r->err);
+	cr_assert(!exists(name));
+	r = run("restore", "--check", path);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "not a cistern dump"), "%s", r->err);
+	unlink(path);
+}
+
+Test(dump, restore_of_a_fifo_does_not_wait_for_a_writer)
+{
+	char path[128], name[64];
+	tmp_path(path, sizeof(path), "fifo");
+	uname_(name, sizeof(name), "fifodump");
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	run_alarm = 20;
+	struct result *r = run("restore", path, name);
+	run_alarm = 0;
+	/* Before unlinking: a restore that waits is given a writer, and goes on. */
+	int w = open(path, O_WRONLY | O_NONBLOCK);
+	if (w >= 0)
+		close(w);
+	unlink(path);
+	cr_assert_eq(r->status, 1, "status %d: %s", r->status, r->err);
+	cr_assert(strstr(r->err, "not a cistern dump"), "%s", r->err);
+	cr_assert(!exists(name));
+}
