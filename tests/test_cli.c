@@ -1255,6 +1255,24 @@ Test(owner, reading_commands_show_another_users_segment)
 
 /* ---- small things ------------------------------------------------------ */
 
+Test(create, zero_where_the_library_means_a_default_is_bad_usage)
+{
+	char name[64];
+	uname_(name, sizeof(name), "zero");
+	const char *const opts[][2] = {
+		{"--slots", "--slots"}, {"--slot-size", "--slot-size"}, {"-s", "--slots"},
+		{"-z", "--slot-size"}, {"--max-procs", "--max-procs"},
+		{"--pseudo-epochs", "--pseudo-epochs"}, {"--mode", "--mode"},
+	};
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		struct result *r = run("create", name, opts[i][0], "0");
+		cr_expect_eq(r->status, 2, "%s 0: status %d", opts[i][0], r->status);
+		cr_expect(strstr(r->err, opts[i][1]), "%s 0: %s", opts[i][0], r->err);
+		cr_expect(!exists(name), "%s 0 created the segment", opts[i][0]);
+		cistern_unlink(name);
+	}
+}
+
 Test(usage, a_bad_name_states_the_naming_rule)
 {
 	const char *const cmds[][3] = {
