@@ -38,8 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	struct cistern_dump_info info;
 	int v = cistern_dump_verify(path, &info);
-	CHECK(v == 0 || v == -EBADMSG || v == -EPROTONOSUPPORT || v == -ENOTSUP ||
-	      v == -EINVAL || v == -ENOMEM);
+	CHECK(v == 0 || v == -EBADMSG || v == -ENOMSG || v == -EPROTONOSUPPORT ||
+	      v == -ENOTSUP || v == -EINVAL || v == -ENOMEM);
 	int r = cistern_restore(path, name, NULL, NULL, NULL);
 	if (r == 0) {
 		/* A restored segment must attach and answer like any other. */

@@ -209,12 +209,33 @@ CISTERN_API const char *cistern_config_problem(const struct cistern_config *cfg)
 
 /**
  * Attach to an existing segment. Recovers what dead processes left behind.
+ * Same as cistern_attach_flags(name, 0, out): a segment owned by another user
+ * than the caller or root is refused.
  * @return 0; -ENOENT if no such segment; -EPROTO if the object is not a cistern
- *         segment or is damaged; -EPROTONOSUPPORT if it was made by a build with
- *         another ABI or layout; -EACCES without permission; -EUSERS if the
- *         attachment table is full; -EAGAIN if the segment is still being created.
+ *         segment (also a FIFO, socket, directory, device or symbolic link under
+ *         the name) or is damaged; -EPROTONOSUPPORT if it was made by a build
+ *         with another ABI or layout; -EACCES without permission, or for an
+ *         object owned by another user (see CISTERN_ATTACH_ANY_OWNER); -EUSERS
+ *         if the attachment table is full; -EAGAIN if the segment is still
+ *         being created.
  */
 CISTERN_API int cistern_attach(const char *name, struct cistern **out);
+
+/**
+ * Flag of cistern_attach_flags(): attach even when the shm object is owned by
+ * another user than the caller (effective uid) or root. Without it such an
+ * object is refused with -EACCES before anything of it is read: anyone can
+ * create /dev/shm/cistern.NAME first, with mode 0666, and would then receive
+ * the samples we put and hand us samples of its own. Set it only to share a
+ * segment between users on purpose (the command line's --any-owner).
+ */
+#define CISTERN_ATTACH_ANY_OWNER (1u << 0)
+
+/**
+ * cistern_attach() with flags: 0 or CISTERN_ATTACH_ANY_OWNER.
+ * @return as cistern_attach(); -EINVAL for an unknown flag.
+ */
+CISTERN_API int cistern_attach_flags(const char *name, uint32_t flags, struct cistern **out);
 
 /**
  * Detach: give back what this handle still holds (reservations vanish, acquired
@@ -442,10 +463,17 @@ CISTERN_API int cistern_policy_parse(const char *s, enum cistern_policy *out);
  * and no lock: it cannot disturb producers or readers, and it never appears in
  * the attachment table. cistern_config_get(), cistern_stats_get() and the
  * calls below work on it; the calls that move samples return -EBADF.
+ *
+ * Objects named like a segment that are not regular files (a FIFO, socket,
+ * directory, device or symbolic link) are never waited on nor followed:
+ * every call here answers -EPROTO for them at once.
  */
 
 /**
  * Open a segment for inspection only. Close it with cistern_detach().
+ * It opens segments of any owner: a read-only handle cannot put anything of
+ * ours into another user's object (what it shows is whatever that user wrote;
+ * cistern_segment_info.uid and fstat name the owner).
  * @return 0; -ENOENT; -EACCES; -EPROTO; -EPROTONOSUPPORT; -EAGAIN if the
  *         segment is still being created; -ENOTSUP for a policy this build
  *         does not implement.
@@ -517,7 +545,8 @@ struct cistern_segment_info {
 	char name[CISTERN_NAME_MAX + 1]; /**< segment name (from the file name) */
 	/**
 	 * 0 if the header validates; else why not: -EAGAIN being created,
-	 * -EPROTO damaged or foreign, -EPROTONOSUPPORT another build, -EACCES
+	 * -EPROTO damaged or foreign, or not a regular file (a FIFO, socket,
+	 * directory, device or link), -EPROTONOSUPPORT another build, -EACCES
 	 * unreadable, -ENOTSUP a policy this build lacks, -EINPROGRESS an
 	 * unfinished restore (header name differs from the file name).
 	 */
@@ -545,16 +574,25 @@ CISTERN_API int cistern_list(struct cistern_segment_info **out);
 enum {
 	CISTERN_REMOVE_FORCE = 1u << 0, /**< remove even with live processes attached */
 	CISTERN_GC_DRY_RUN = 1u << 1,   /**< say what would be done, do nothing */
+	/**
+	 * Act on an object owned by another user than the caller (effective
+	 * uid) or root too; without it such an object is -EACCES, as for
+	 * cistern_attach() (see CISTERN_ATTACH_ANY_OWNER).
+	 */
+	CISTERN_REMOVE_ANY_OWNER = 1u << 2,
+	CISTERN_GC_ANY_OWNER = CISTERN_REMOVE_ANY_OWNER,
 };
 
 /**
  * Remove a segment's name, refusing while live processes are attached. Takes
  * the segment's gc lock, so no process can be half-way through attaching.
  * With CISTERN_REMOVE_FORCE it also removes damaged, foreign-build or
- * half-created objects named cistern.NAME.
+ * half-created objects named cistern.NAME, and objects there that are not
+ * regular files. Flags: CISTERN_REMOVE_FORCE, CISTERN_REMOVE_ANY_OWNER.
  * @return 0; -EBUSY with live attachments (or a process attaching right now);
- *         -ENOENT; -EINVAL; -EACCES; -EPROTO / -EPROTONOSUPPORT / -EAGAIN for
- *         an object that cannot be checked (unless forced).
+ *         -ENOENT; -EINVAL; -EACCES without permission, or for another user's
+ *         object; -EPROTO / -EPROTONOSUPPORT / -EAGAIN for an object that
+ *         cannot be checked (unless forced).
  */
 CISTERN_API int cistern_remove(const char *name, unsigned flags);
 
@@ -582,8 +620,12 @@ struct cistern_gc_report {
  * attachment as an attaching process would, and removes the segment's name
  * when it is garbage (see cistern_gc_report.removed). A segment nobody ever
  * attached to, or whose processes all detached cleanly, is kept: it was
- * created for later use. Damaged and foreign-build objects are never removed.
- * @return 0 (see *rep); -ENOENT; -EACCES; -EPROTO; -EPROTONOSUPPORT; -EINVAL.
+ * created for later use. Damaged and foreign-build objects, and objects that
+ * are not regular files (-EPROTO), are never removed. Flags:
+ * CISTERN_GC_DRY_RUN, CISTERN_GC_ANY_OWNER (a dry run refuses another user's
+ * segment as the real one would).
+ * @return 0 (see *rep); -ENOENT; -EACCES without permission, or for another
+ *         user's object; -EPROTO; -EPROTONOSUPPORT; -EINVAL.
  */
 CISTERN_API int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep);
 
@@ -639,8 +681,14 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  * it is loaded into a segment under a temporary name; only a fully checked
  * segment is renamed to `name`, which must not exist.
  * @param progress may be NULL; called with (bytes read, file size, arg)
+ * @param info     may be NULL; receives what the dump holds as soon as its
+ *                 frame is read, also when the restore then fails (so that
+ *                 -EEXIST can be told with the stored name); all zero when
+ *                 the file could not be read as a dump
  * @return 0; -EEXIST if `name` exists; -EBADMSG for a damaged or truncated
- *         dump, or one whose config cistern_create() would refuse;
+ *         dump, or one whose config cistern_create() would refuse; -ENOMSG
+ *         for a file that is not a cistern dump at all (no dump magic, or
+ *         not a regular file: a FIFO is refused, not waited on);
  *         -EPROTONOSUPPORT for a dump format this build does not know;
  *         -ENOTSUP for a policy this build lacks; -errno of the file I/O.
  */
@@ -650,7 +698,7 @@ CISTERN_API int cistern_restore(const char *path, const char *name, cistern_prog
 /**
  * Read and fully verify a dump file without restoring it: it answers as
  * cistern_restore() would.
- * @return 0, -EBADMSG, -EPROTONOSUPPORT or -errno.
+ * @return 0, -EBADMSG, -ENOMSG, -EPROTONOSUPPORT or -errno.
  */
 CISTERN_API int cistern_dump_verify(const char *path, struct cistern_dump_info *info);
 

@@ -655,7 +655,9 @@ const char *cistern_strerror(int err)
 	case -ENOENT:
 		return "no segment of that name";
 	case -EACCES:
-		return "permission denied by the segment's mode";
+		return "permission denied by the segment's mode, or the segment is owned by another "
+		       "user than you or root (to share one between users on purpose: "
+		       "CISTERN_ATTACH_ANY_OWNER, --any-owner on the command line)";
 	case -EPROTO:
 		return "not a cistern segment, or a damaged one";
 	case -EPROTONOSUPPORT:
@@ -678,6 +680,8 @@ const char *cistern_strerror(int err)
 		       "another holds its single producer or reader role";
 	case -EBADMSG:
 		return "damaged or truncated dump file";
+	case -ENOMSG:
+		return "not a cistern dump file";
 	case -EINPROGRESS:
 		return "a restore of that segment is unfinished";
 	default:

@@ -140,14 +140,18 @@ int dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
+		return -ENOMSG;
 	*size = (uint64_t)st.st_size;
 	uint8_t pre[PREAMBLE_SIZE], tr[TRAILER_SIZE], mb[META_SIZE];
+	/* Without the magic it is no dump at all; with it and short, a truncated one. */
+	ssize_t got = pread(fd, pre, 8, 0);
+	if (got < 0)
+		return -errno;
+	if (got < 8 || memcmp(pre, DUMP_MAGIC, 8) != 0)
+		return -ENOMSG;
 	if (*size < PREAMBLE_SIZE + META_SIZE + TRAILER_SIZE)
 		return -EBADMSG;
 	if (pread(fd, pre, sizeof(pre), 0) != (ssize_t)sizeof(pre))
-		return -EBADMSG;
-	if (memcmp(pre, DUMP_MAGIC, 8) != 0)
 		return -EBADMSG;
 	if (get32(pre + 8) != CISTERN_DUMP_VERSION)
 		return -EPROTONOSUPPORT;

@@ -91,8 +91,8 @@ void dump_info_from_meta(const struct dump_meta *m, uint64_t file_size,
 /*
  * Read and check a dump file's preamble, trailer and meta block, everything
  * decided before a restore creates anything: 0 with *size and *m, or
- * -EBADMSG, -EPROTONOSUPPORT (another format version), -EINVAL (not a
- * regular file), or the error of fstat().
+ * -EBADMSG, -EPROTONOSUPPORT (another format version), -ENOMSG (not a
+ * dump: no magic, or not a regular file), or the error of fstat() or pread().
  */
 int dump_read_frame(int fd, uint64_t *size, struct dump_meta *m);
 

@@ -45,7 +45,8 @@ int cistern_open_readonly(const char *name, struct cistern **out)
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	return cistern__open_mapped(name, true, out);
+	/* Any owner: a read-only mapping cannot put anything of ours into the object. */
+	return cistern__open_mapped(name, true, true, out);
 }
 
 const char *cistern_slot_class_name(enum cistern_slot_class cls)
@@ -160,21 +161,23 @@ static uint64_t mtime_ns(const struct stat *st)
 
 static void fill_info(const char *name, struct cistern_segment_info *si)
 {
-	char shm[96];
 	memset(si, 0, sizeof(*si));
 	snprintf(si->name, sizeof(si->name), "%s", name);
-	if (cistern__shm_name(name, shm, sizeof(shm)) < 0) {
-		si->status = -EINVAL;
-		return;
-	}
-	int fd = shm_open(shm, O_RDONLY | O_CLOEXEC, 0);
-	if (fd < 0) {
-		si->status = -errno;
+	int fd;
+	struct stat st;
+	int r = cistern__shm_open_existing(name, O_RDONLY, &fd, &st);
+	if (r < 0) {
+		/* Not a regular file: say whose it is all the same. */
+		if (st.st_mode) {
+			si->uid = st.st_uid;
+			si->mode = st.st_mode & 07777;
+			si->created_ns = mtime_ns(&st);
+		}
+		si->status = r;
 		return;
 	}
 	struct cistern_hdr copy;
-	struct stat st;
-	int r = probe_header(fd, &copy, &st);
+	r = probe_header(fd, &copy, &st);
 	close(fd);
 	if (r == -EBADF || r == -EIO || r == -ENOMEM)
 		r = -EPROTO;
@@ -191,7 +194,7 @@ static void fill_info(const char *name, struct cistern_segment_info *si)
 		si->status = -EINPROGRESS;
 	}
 	struct cistern *c;
-	r = cistern__open_mapped(name, true, &c);
+	r = cistern__open_mapped(name, true, true, &c);
 	if (r < 0) {
 		if (si->status == 0)
 			si->status = r;
@@ -308,19 +311,29 @@ int cistern_remove(const char *name, unsigned flags)
 	int r = cistern__shm_name(name, shm, sizeof(shm));
 	if (r < 0)
 		return r;
-	if (flags & ~(unsigned)CISTERN_REMOVE_FORCE)
+	if (flags & ~(unsigned)(CISTERN_REMOVE_FORCE | CISTERN_REMOVE_ANY_OWNER))
 		return -EINVAL;
 	bool force = flags & CISTERN_REMOVE_FORCE;
-	int fd = shm_open(shm, O_RDWR | O_CLOEXEC, 0);
-	if (fd < 0) {
-		r = -errno;
-		/* Unlinking needs rights on /dev/shm, not on the object. */
-		if (r == -EACCES && force)
-			return shm_unlink(shm) < 0 ? -errno : 0;
+	bool any_owner = flags & CISTERN_REMOVE_ANY_OWNER;
+	int fd;
+	struct stat st;
+	r = cistern__shm_open_existing(name, O_RDWR, &fd, &st);
+	if (r < 0) {
+		/*
+		 * Unlinking needs rights on /dev/shm, not on the object: forced, an
+		 * object we may not open, or one that is not a regular file, goes
+		 * all the same, if its owner (as lstat saw it) is one we act for.
+		 */
+		if ((r == -EACCES || r == -EPROTO) && force && st.st_mode) {
+			r = cistern__owner_check(&st, any_owner);
+			return r < 0 ? r : shm_unlink(shm) < 0 ? -errno : 0;
+		}
 		return r;
 	}
+	r = cistern__owner_check(&st, any_owner);
+	if (r < 0)
+		goto out;
 	struct cistern_hdr copy;
-	struct stat st;
 	r = probe_header(fd, &copy, &st);
 	if (r < 0 && !force)
 		goto out;
@@ -405,15 +418,23 @@ int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep)
 	int r = cistern__shm_name(name, shm, sizeof(shm));
 	if (r < 0)
 		return r;
-	if (flags & ~(unsigned)CISTERN_GC_DRY_RUN)
+	if (flags & ~(unsigned)(CISTERN_GC_DRY_RUN | CISTERN_GC_ANY_OWNER))
 		return -EINVAL;
 	bool dry = flags & CISTERN_GC_DRY_RUN;
+	bool any_owner = flags & CISTERN_GC_ANY_OWNER;
 
-	int fd = shm_open(shm, (dry ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	struct cistern_hdr copy;
+	int fd;
 	struct stat st;
+	r = cistern__shm_open_existing(name, dry ? O_RDONLY : O_RDWR, &fd, &st);
+	if (r < 0)
+		return r;
+	/* A dry run answers what the real one would: another user's object is refused. */
+	r = cistern__owner_check(&st, any_owner);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	struct cistern_hdr copy;
 	r = probe_header(fd, &copy, &st);
 	if (r == -EAGAIN) {
 		r = gc_half_created(shm, fd, &st, flags, rep);
@@ -425,7 +446,7 @@ int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep)
 		return r; /* damaged or another build's: not ours to judge */
 
 	struct cistern *c;
-	r = cistern__open_mapped(name, dry, &c);
+	r = cistern__open_mapped(name, dry, any_owner, &c);
 	if (r < 0)
 		return r;
 	struct gc_tally t = {cistern__snap_ops_for(c->hdr->policy), rep};

@@ -551,8 +551,28 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w);
 void cistern__wait_done(struct cistern *c, struct cistern_waiter *w);
 int64_t cistern__now_ns(int clock);
 
-/* segment.c: open and map a segment by name, validated, without attaching. */
-int cistern__open_mapped(const char *name, bool readonly, struct cistern **out);
+/*
+ * segment.c: open the existing object of segment `name` for `access`
+ * (O_RDONLY or O_RDWR), never waiting and never following a link; anything
+ * but a regular file (a FIFO, socket, directory, device or link that anyone
+ * may make under the name) is -EPROTO, "not a cistern segment". On success
+ * *fd is open and *st is its fstat; on failure *fd is -1 and *st is what
+ * lstat saw of the name (all zero if nothing), so that its owner can be told.
+ */
+struct stat;
+int cistern__shm_open_existing(const char *name, int access, int *fd, struct stat *st);
+/*
+ * 0 if an object owned as *st says may be written by this process: its owner
+ * is our effective uid or root, or any_owner is set; else -EACCES. Another
+ * user's object under the name could be a trap that collects what we put in.
+ */
+int cistern__owner_check(const struct stat *st, bool any_owner);
+/*
+ * segment.c: open and map a segment by name, validated, without attaching.
+ * Unless any_owner, an object of another user than us or root is -EACCES
+ * (see cistern__owner_check()), before anything of it is read.
+ */
+int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct cistern **out);
 
 /* liveness.c */
 int cistern__claim_entry(struct cistern *c);

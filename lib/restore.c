@@ -199,10 +199,21 @@ static int open_dump(const char *path, int *fd, uint64_t *size, struct dump_meta
 {
 	if (!path)
 		return -EINVAL;
-	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	/*
+	 * A FIFO given as the file must not keep us waiting for a writer, nor a
+	 * terminal become ours: dump_read_frame() refuses what is not a regular
+	 * file, and a regular file's reads are plain ones again (io_uring would
+	 * answer -EAGAIN to reads of a descriptor left O_NONBLOCK).
+	 */
+	*fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (*fd < 0)
 		return -errno;
 	int r = dump_read_frame(*fd, size, m);
+	if (r == 0) {
+		int fl = fcntl(*fd, F_GETFL);
+		if (fl < 0 || fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+			r = -errno;
+	}
 	if (r < 0)
 		close(*fd);
 	return r;
@@ -254,9 +265,13 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 	int fd;
 	uint64_t size;
 	struct dump_meta m;
+	if (info)
+		memset(info, 0, sizeof(*info));
 	int r = open_dump(path, &fd, &size, &m);
 	if (r < 0)
 		return r;
+	/* Said now, so that a refusal (-EEXIST) can name the stored name. */
+	dump_info_from_meta(&m, size, info);
 	if (!name)
 		name = m.name;
 	char final[96], tmpname[CISTERN_NAME_MAX + 1], tmp[96], from[128], to[128];
@@ -314,8 +329,6 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 	if (r < 0)
 		shm_unlink(tmp);
 	cistern_detach(c);
-	if (r == 0)
-		dump_info_from_meta(&m, size, info);
 out_fd:
 	close(fd);
 	return r;

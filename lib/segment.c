@@ -467,19 +467,77 @@ fail_unlink:
 	return r;
 }
 
-int cistern__open_mapped(const char *name, bool readonly, struct cistern **out)
+int cistern__shm_open_existing(const char *name, int access, int *fdp, struct stat *st)
 {
-	char shm[96];
+	char shm[96], path[128];
+	*fdp = -1;
+	memset(st, 0, sizeof(*st));
 	int r = cistern__shm_name(name, shm, sizeof(shm));
 	if (r < 0)
 		return r;
-	int fd = shm_open(shm, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
+	snprintf(path, sizeof(path), CISTERN_SHM_DIR "%s", shm);
+	/* Look before opening: a device is never opened, whatever opening it would do. */
+	if (lstat(path, st) == 0 && !S_ISREG(st->st_mode))
+		return -EPROTO;
+	/*
+	 * O_NONBLOCK: a FIFO put there after the look must not keep us waiting
+	 * for a writer. O_NOFOLLOW (shm_open adds it too): a link is refused,
+	 * never followed. O_NOCTTY: a terminal does not become ours.
+	 */
+	int fd = shm_open(shm, access | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		r = -errno;
+		/* A socket (ENXIO), a link (ELOOP), a directory (EISDIR) put there meanwhile. */
+		struct stat now;
+		if (lstat(path, &now) == 0) {
+			*st = now;
+			if (!S_ISREG(now.st_mode))
+				return -EPROTO;
+		}
+		return r;
+	}
+	if (fstat(fd, st) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return -EPROTO;
+	}
+	/* A regular file: let the descriptor behave as a plain one again. */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	*fdp = fd;
+	return 0;
+}
+
+int cistern__owner_check(const struct stat *st, bool any_owner)
+{
+	if (any_owner)
+		return 0;
+	uid_t me = geteuid();
+	return st->st_uid == me || st->st_uid == 0 ? 0 : -EACCES;
+}
+
+int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct cistern **out)
+{
+	int fd;
+	struct stat st;
+	int r = cistern__shm_open_existing(name, readonly ? O_RDONLY : O_RDWR, &fd, &st);
+	if (r < 0)
+		return r;
+	/* Before anything is read: another user's object is refused as it is. */
+	r = cistern__owner_check(&st, any_owner);
+	if (r < 0)
+		goto fail;
 
 	/* Validate a private copy of the header before mapping anything. */
 	struct cistern_hdr copy;
-	struct stat st;
 	for (int tries = 0;; tries++) {
 		if (fstat(fd, &st) < 0) {
 			r = -errno;
@@ -553,11 +611,18 @@ static void unmap_free(struct cistern *c)
 
 int cistern_attach(const char *name, struct cistern **out)
 {
+	return cistern_attach_flags(name, 0, out);
+}
+
+int cistern_attach_flags(const char *name, uint32_t flags, struct cistern **out)
+{
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
+	if (flags & ~(uint32_t)CISTERN_ATTACH_ANY_OWNER)
+		return -EINVAL;
 	struct cistern *c;
-	int r = cistern__open_mapped(name, false, &c);
+	int r = cistern__open_mapped(name, false, flags & CISTERN_ATTACH_ANY_OWNER, &c);
 	if (r < 0)
 		return r;
 	/*

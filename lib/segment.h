@@ -39,6 +39,8 @@
 #define CISTERN_MAGIC "CISTERN"    /* 8 bytes with the NUL */
 #define CISTERN_ABI_VERSION 1u
 #define CISTERN_SHM_PREFIX "/cistern."
+/* Where shm_open() keeps its objects (glibc): listing and lstat look there. */
+#define CISTERN_SHM_DIR "/dev/shm"
 /* Byte 0 of the object is the gc lock; entry i's liveness lock is byte 1 + i. */
 #define CISTERN_LOCK_BASE 1
 /*

@@ -28,8 +28,10 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1787,16 +1789,54 @@ static PyObject *mod_config_problem(PyObject *Py_UNUSED(m), PyObject *args, PyOb
 	return PyUnicode_FromString(why);
 }
 
-static PyObject *mod_attach(PyObject *Py_UNUSED(m), PyObject *args)
+/*
+ * An attach refused with -EACCES for an object of another user than ours or
+ * root: PermissionError naming the owner and the way to allow it. NULL with
+ * nothing raised if that is not why (the segment's mode refused us).
+ */
+static PyObject *raise_not_owner(const char *name)
 {
+	char path[160];
+	struct stat st;
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	if (lstat(path, &st) < 0 || st.st_uid == 0 || st.st_uid == geteuid())
+		return NULL;
+	char who[96];
+	struct passwd *pw = getpwuid(st.st_uid);
+	if (pw)
+		snprintf(who, sizeof(who), "user %s (uid %u)", pw->pw_name, (unsigned)st.st_uid);
+	else
+		snprintf(who, sizeof(who), "uid %u", (unsigned)st.st_uid);
+	PyObject *msg = PyUnicode_FromFormat(
+		"segment owned by %s, not by this process's user or root: refused (anyone may "
+		"create a segment's name first, to collect what is put into it); to share a "
+		"segment between users on purpose, attach with any_owner=True", who);
+	PyObject *a = msg ? Py_BuildValue("(iOs)", EACCES, msg, name) : NULL;
+	if (a)
+		PyErr_SetObject(PyExc_PermissionError, a);
+	Py_XDECREF(a);
+	Py_XDECREF(msg);
+	return NULL;
+}
+
+static PyObject *mod_attach(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"name", "any_owner", NULL};
 	const char *name;
-	if (!PyArg_ParseTuple(args, "s:attach", &name) || check_name(name) < 0)
+	int any_owner = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|p:attach", kwlist, &name, &any_owner) ||
+	    check_name(name) < 0)
 		return NULL;
 	struct cistern *c = NULL;
 	int r;
 	Py_BEGIN_ALLOW_THREADS
-	r = cistern_attach(name, &c);
+	r = cistern_attach_flags(name, any_owner ? CISTERN_ATTACH_ANY_OWNER : 0, &c);
 	Py_END_ALLOW_THREADS
+	if (r == -EACCES && !any_owner) {
+		raise_not_owner(name);
+		if (PyErr_Occurred())
+			return NULL;
+	}
 	if (r < 0)
 		return raise_for_name(r, name);
 	return (PyObject *)handle_new(c);
@@ -1934,15 +1974,18 @@ static PyObject *mod_list_segments(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(i
 
 static PyObject *mod_remove(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"name", "force", NULL};
+	static char *kwlist[] = {"name", "force", "any_owner", NULL};
 	const char *name;
-	int force = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|p:remove", kwlist, &name, &force) ||
+	int force = 0, any_owner = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pp:remove", kwlist, &name, &force,
+					 &any_owner) ||
 	    check_name(name) < 0)
 		return NULL;
+	unsigned flags = (force ? CISTERN_REMOVE_FORCE : 0) |
+			 (any_owner ? CISTERN_REMOVE_ANY_OWNER : 0);
 	int r;
 	Py_BEGIN_ALLOW_THREADS
-	r = cistern_remove(name, force ? CISTERN_REMOVE_FORCE : 0);
+	r = cistern_remove(name, flags);
 	Py_END_ALLOW_THREADS
 	if (r == -EBUSY) {
 		PyObject *a = Py_BuildValue("(iss)", EBUSY,
@@ -1960,17 +2003,18 @@ static PyObject *mod_remove(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw
 
 static PyObject *mod_gc(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"name", "dry_run", NULL};
+	static char *kwlist[] = {"name", "dry_run", "any_owner", NULL};
 	const char *name;
-	int dry = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|p:gc", kwlist, &name, &dry) ||
+	int dry = 0, any_owner = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pp:gc", kwlist, &name, &dry, &any_owner) ||
 	    check_name(name) < 0)
 		return NULL;
 	struct cistern_gc_report rep;
 	memset(&rep, 0, sizeof(rep));
 	int r;
 	Py_BEGIN_ALLOW_THREADS
-	r = cistern_gc(name, dry ? CISTERN_GC_DRY_RUN : 0, &rep);
+	r = cistern_gc(name, (dry ? CISTERN_GC_DRY_RUN : 0) | (any_owner ? CISTERN_GC_ANY_OWNER : 0),
+		       &rep);
 	Py_END_ALLOW_THREADS
 	if (r < 0)
 		return raise_for_name(r, name);
@@ -2144,9 +2188,11 @@ static PyMethodDef module_methods[] = {
 	 "pseudo_epochs=0, sweep_size=0, nb_time_steps=0, batch_size=0, seed=0, max_procs=0, "
 	 "expected_producers=0, flags=0, reads_per_put=0.0, rate_slack=0.0)\n--\n\n"
 	 "Why create() would refuse these parameters (cistern_config_problem()), or None."},
-	{"attach", mod_attach, METH_VARARGS,
-	 "attach(name, /)\n--\n\n"
-	 "Attach to the existing segment `name` (cistern_attach()); returns a Handle."},
+	{"attach", (PyCFunction)(void (*)(void))mod_attach, METH_VARARGS | METH_KEYWORDS,
+	 "attach(name, any_owner=False)\n--\n\n"
+	 "Attach to the existing segment `name` (cistern_attach_flags()); returns a Handle.\n"
+	 "A segment owned by another user than ours or root raises PermissionError\n"
+	 "unless any_owner=True (CISTERN_ATTACH_ANY_OWNER)."},
 	{"open_readonly", mod_open_readonly, METH_VARARGS,
 	 "open_readonly(name, /)\n--\n\n"
 	 "Open segment `name` for inspection only (cistern_open_readonly()): a Handle on\n"
@@ -2156,12 +2202,12 @@ static PyMethodDef module_methods[] = {
 	 "unlink(name, /)\n--\n\n"
 	 "Remove a segment's name (cistern_unlink()); attached processes keep working."},
 	{"remove", (PyCFunction)(void (*)(void))mod_remove, METH_VARARGS | METH_KEYWORDS,
-	 "remove(name, force=False)\n--\n\n"
+	 "remove(name, force=False, any_owner=False)\n--\n\n"
 	 "Remove a segment's name, refusing with OSError(EBUSY) while live processes are\n"
 	 "attached (cistern_remove()); force=True removes it anyway, and removes damaged\n"
 	 "or foreign objects named cistern.NAME too."},
 	{"gc", (PyCFunction)(void (*)(void))mod_gc, METH_VARARGS | METH_KEYWORDS,
-	 "gc(name, dry_run=False)\n--\n\n"
+	 "gc(name, dry_run=False, any_owner=False)\n--\n\n"
 	 "Collect one segment's garbage (cistern_gc()): reclaim what dead processes left\n"
 	 "and remove the segment if it is garbage. Returns the report as a dict."},
 	{"list_segments", mod_list_segments, METH_NOARGS,

@@ -4,6 +4,7 @@
 #define CISTERN_TEST_HELPERS_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -12,6 +13,10 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,6 +158,95 @@ static inline int reap_all(void)
 	while (wait(&status) > 0)
 		bad += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
 	return bad;
+}
+
+/*
+ * Objects anyone who may write /dev/shm can put under a segment's name that
+ * are not regular files. Opening a FIFO for reading waits for a writer, so a
+ * test that meets one arms an alarm: special_make() installs a SIGALRM
+ * handler that takes the object away and fails the test, instead of a wait
+ * that hangs the suite.
+ */
+enum special { SP_FIFO, SP_SOCKET, SP_DIR, SP_LINK, SP_DEVICE };
+
+/* The object this test made: one per test process. */
+static inline char *special_path(void)
+{
+	static char path[128];
+	return path;
+}
+
+/*
+ * Take the object away. A FIFO is first opened for writing for a moment:
+ * whatever waits to open it for reading, anywhere on the machine (a build
+ * of cistern without the fix, run by someone else), then goes on.
+ */
+static inline void special_clear(void)
+{
+	const char *path = special_path();
+	int w = open(path, O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (w >= 0)
+		close(w);
+	if (unlink(path) < 0)
+		rmdir(path);
+}
+
+static inline void special_alarm(int sig)
+{
+	(void)sig;
+	special_clear();
+	_exit(3);
+}
+
+/*
+ * Make a `kind` object at /dev/shm/cistern.<name>. *keep receives a
+ * descriptor to close when done (the socket's), or -1. 0 or -errno.
+ */
+static inline int special_make(enum special kind, const char *name, int *keep)
+{
+	char *path = special_path();
+	snprintf(path, 128, "/dev/shm/cistern.%s", name);
+	unlink(path);
+	rmdir(path);
+	struct sigaction sa = {.sa_handler = special_alarm};
+	sigaction(SIGALRM, &sa, NULL);
+	*keep = -1;
+	int r = 0;
+	switch (kind) {
+	case SP_FIFO:
+		r = mkfifo(path, 0666);
+		break;
+	case SP_SOCKET: {
+		struct sockaddr_un sa_un = {.sun_family = AF_UNIX};
+		if (strlen(path) >= sizeof(sa_un.sun_path))
+			return -ENAMETOOLONG;
+		memcpy(sa_un.sun_path, path, strlen(path) + 1);
+		*keep = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		r = *keep < 0 || bind(*keep, (struct sockaddr *)&sa_un, sizeof(sa_un)) < 0 ||
+		    listen(*keep, 1) < 0 ? -1 : 0;
+		break;
+	}
+	case SP_DIR:
+		r = mkdir(path, 0777);
+		break;
+	case SP_LINK:
+		r = symlink("/dev/null", path);
+		break;
+	case SP_DEVICE:
+		/* /dev/null's numbers: reading gives nothing, writing loses everything. */
+		r = mknod(path, S_IFCHR | 0666, makedev(1, 3));
+		break;
+	}
+	return r < 0 ? -errno : 0;
+}
+
+/* Done with the object: no alarm, no object, no descriptor. */
+static inline void special_remove(int keep)
+{
+	alarm(0);
+	special_clear();
+	if (keep >= 0)
+		close(keep);
 }
 
 #endif

@@ -345,7 +345,7 @@ Test(dump, a_dump_cut_short_during_restore_is_refused_not_waited_on, .timeout = 
 	unlink(path);
 }
 
-Test(dump, a_file_that_is_not_a_dump_is_refused)
+Test(dump, a_file_that_is_not_a_dump_is_enomsg_not_a_damaged_dump)
 {
 	char path[128], name[64];
 	dump_path(path, sizeof(path), "junk");
@@ -354,9 +354,46 @@ Test(dump, a_file_that_is_not_a_dump_is_refused)
 	for (int i = 0; i < 1000; i++)
 		fputs("not a dump ", f);
 	fclose(f);
-	cr_assert_eq(cistern_restore(path, name, NULL, NULL, NULL), -EBADMSG);
+	cr_assert_eq(cistern_restore(path, name, NULL, NULL, NULL), -ENOMSG);
+	cr_assert_eq(cistern_dump_verify(path, NULL), -ENOMSG);
 	struct cistern *r;
 	cr_assert_eq(cistern_attach(name, &r), -ENOENT);
+	unlink(path);
+}
+
+Test(dump, a_file_shorter_than_the_magic_is_enomsg)
+{
+	char path[128];
+	dump_path(path, sizeof(path), "tiny");
+	FILE *f = fopen(path, "w");
+	fputs("CIST", f);
+	fclose(f);
+	cr_assert_eq(cistern_dump_verify(path, NULL), -ENOMSG);
+	unlink(path);
+}
+
+Test(dump, a_fifo_is_enomsg_without_waiting_for_a_writer, .timeout = 60)
+{
+	char path[128], name[64];
+	dump_path(path, sizeof(path), "fifo");
+	snprintf(name, sizeof(name), "t-d-fifo-%d", (int)getpid());
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	cr_assert_eq(cistern_dump_verify(path, NULL), -ENOMSG);
+	cr_assert_eq(cistern_restore(path, name, NULL, NULL, NULL), -ENOMSG);
+	unlink(path);
+}
+
+Test(dump, a_refused_restore_still_says_the_stored_name)
+{
+	char name[64], path[128];
+	struct cistern *c = make("d-named", name, sizeof(name), 8);
+	dump_path(path, sizeof(path), "named");
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	struct cistern_dump_info info;
+	cr_assert_eq(cistern_restore(path, NULL, NULL, NULL, &info), -EEXIST);
+	cr_assert_str_eq(info.name, name);
+	cistern_detach(c);
+	cistern_unlink(name);
 	unlink(path);
 }
 

@@ -196,6 +196,122 @@ Test(hostile_objects, a_header_without_its_body_is_eproto)
 	cistern_unlink(name);
 }
 
+/* ---- objects that are not regular files ------------------------------------ */
+
+/*
+ * Anyone who may write /dev/shm can put a FIFO, a socket, a directory, a
+ * device node or a symbolic link under a segment's name. Opening a FIFO for
+ * reading waits for a writer: a call that did would never return. Each test
+ * arms an alarm, so that such a wait kills the test (a failure) instead of
+ * hanging the suite (special_make() in helpers.h); no call here has any
+ * reason to take more than a moment.
+ */
+
+/* special_make() with a test-local name; returns the descriptor to give special_remove(). */
+static int special_object(enum special kind, const char *tag, char *name, size_t len)
+{
+	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
+	int keep;
+	int r = special_make(kind, name, &keep);
+	cr_assert_eq(r, 0, "making the object: %s", strerror(-r));
+	return keep;
+}
+
+/* Every call that opens a segment by name answers -EPROTO for it, at once. */
+static void refused_at_once(enum special kind, const char *tag)
+{
+	char name[64], dump[128];
+	int keep = special_object(kind, tag, name, sizeof(name));
+	alarm(20); /* a wait for ever fails the test instead of hanging it */
+	struct cistern *c = NULL;
+	cr_expect_eq(cistern_attach(name, &c), -EPROTO, "attach");
+	cr_expect_null(c);
+	cr_expect_eq(cistern_open_readonly(name, &c), -EPROTO, "open_readonly");
+	struct cistern_gc_report rep;
+	cr_expect_eq(cistern_gc(name, CISTERN_GC_DRY_RUN, &rep), -EPROTO, "gc dry run");
+	cr_expect_eq(cistern_gc(name, 0, &rep), -EPROTO, "gc");
+	cr_expect_eq(rep.removed, 0);
+	cr_expect_eq(cistern_remove(name, 0), -EPROTO, "remove");
+	snprintf(dump, sizeof(dump), "/tmp/cistern-%s.dump", name);
+	cr_expect_eq(cistern_dump(name, dump, NULL, NULL, NULL), -EPROTO, "dump");
+	cr_expect_neq(access(dump, F_OK), 0, "no dump file");
+	struct cistern_segment_info *v = NULL;
+	int n = cistern_list(&v);
+	cr_expect_geq(n, 1, "list");
+	int status = 1;
+	for (int i = 0; i < n; i++)
+		if (strcmp(v[i].name, name) == 0)
+			status = v[i].status;
+	free(v);
+	cr_expect_eq(status, -EPROTO, "listed as not a segment");
+	special_remove(keep);
+}
+
+Test(hostile_special, a_fifo_under_a_segment_name_is_eproto_without_waiting)
+{
+	refused_at_once(SP_FIFO, "h-fifo");
+}
+
+Test(hostile_special, a_socket_under_a_segment_name_is_eproto)
+{
+	refused_at_once(SP_SOCKET, "h-sock");
+}
+
+Test(hostile_special, a_directory_under_a_segment_name_is_eproto)
+{
+	refused_at_once(SP_DIR, "h-dir");
+}
+
+Test(hostile_special, a_symlink_to_dev_null_under_a_segment_name_is_eproto)
+{
+	refused_at_once(SP_LINK, "h-link");
+}
+
+Test(hostile_special, a_device_node_under_a_segment_name_is_eproto)
+{
+	refused_at_once(SP_DEVICE, "h-dev");
+}
+
+Test(hostile_special, a_listing_goes_on_past_a_fifo)
+{
+	/* The FIFO's name sorts first, the segment's after it: both are listed. */
+	char fifo[64], name[64];
+	snprintf(name, sizeof(name), "t-h-lsb-%d", (int)getpid());
+	cistern_unlink(name);
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	int keep = special_object(SP_FIFO, "h-lsa", fifo, sizeof(fifo));
+	alarm(20);
+	struct cistern_segment_info *v = NULL;
+	int n = cistern_list(&v);
+	alarm(0);
+	int fifo_status = 1, seg_status = 1;
+	for (int i = 0; i < n; i++) {
+		if (strcmp(v[i].name, fifo) == 0)
+			fifo_status = v[i].status;
+		if (strcmp(v[i].name, name) == 0)
+			seg_status = v[i].status;
+	}
+	free(v);
+	cistern_detach(c);
+	cistern_unlink(name);
+	special_remove(keep);
+	cr_assert_eq(fifo_status, -EPROTO);
+	cr_assert_eq(seg_status, 0);
+}
+
+Test(hostile_special, a_forced_remove_takes_a_fifo_away)
+{
+	char name[64], path[128];
+	int keep = special_object(SP_FIFO, "h-rmfifo", name, sizeof(name));
+	path_of(name, path, sizeof(path));
+	alarm(20);
+	cr_assert_eq(cistern_remove(name, CISTERN_REMOVE_FORCE), 0);
+	struct stat st;
+	cr_assert_neq(lstat(path, &st), 0, "the FIFO is gone");
+	special_remove(keep);
+}
+
 /* ---- magic, ABI and layout ------------------------------------------------ */
 
 Test(hostile_header, a_wrong_magic_is_eproto)
@@ -638,6 +754,146 @@ Test(hostile_user, another_user_cannot_unlink_a_segment)
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cistern_detach(c);
 	cr_assert_eq(cistern_unlink(name), 0, "the segment was still there");
+}
+
+/* ---- another user's object under our segment's name ---------------------------- */
+
+/*
+ * A squatter: a 0666 segment made under the name before us, then given to
+ * `uid` (root can chown, as a user creating it himself would own it).
+ */
+static void squatted(const char *tag, char *name, size_t len, uid_t uid)
+{
+	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8, .mode = 0666};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(fchown(c->fd, uid, uid), 0, "fchown: %s", strerror(errno));
+	cr_assert_eq(cistern_detach(c), 0);
+}
+
+static uint64_t puts_of(const char *name)
+{
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cistern_detach(c);
+	return st.puts;
+}
+
+Test(hostile_owner, attach_refuses_a_segment_owned_by_another_user)
+{
+	char name[64];
+	squatted("h-squat", name, sizeof(name), NOBODY);
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_attach(name, &c), -EACCES);
+	cr_assert_null(c);
+	cr_assert_eq(cistern_attach_flags(name, 0, &c), -EACCES);
+	cistern_unlink(name);
+}
+
+Test(hostile_owner, attach_flags_any_owner_allows_another_users_segment)
+{
+	char name[64];
+	squatted("h-share", name, sizeof(name), NOBODY);
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_attach_flags(name, CISTERN_ATTACH_ANY_OWNER, &c), 0);
+	cr_assert_eq(cistern_put(c, "shared", 6, NULL, 0), 0);
+	cistern_detach(c);
+	cr_assert_eq(puts_of(name), 1);
+	cistern_unlink(name);
+}
+
+Test(hostile_owner, attach_flags_refuses_unknown_flags)
+{
+	char name[64];
+	real_segment("h-flags", name, sizeof(name), NULL);
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_attach_flags(name, 1u << 5, &c), -EINVAL);
+	cr_assert_null(c);
+	cistern_unlink(name);
+}
+
+Test(hostile_owner, a_read_only_open_looks_at_any_owners_segment)
+{
+	/* Documented choice: looking cannot put anything of ours into the object. */
+	char name[64];
+	squatted("h-look", name, sizeof(name), NOBODY);
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(hostile_owner, gc_and_remove_refuse_another_users_segment_unless_allowed)
+{
+	char name[64];
+	squatted("h-gcown", name, sizeof(name), NOBODY);
+	/* Garbage by every other measure: a process died attached to it. */
+	struct cistern *c;
+	cr_assert_eq(cistern_attach_flags(name, CISTERN_ATTACH_ANY_OWNER, &c), 0);
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		struct cistern *h;
+		_exit(cistern_attach_flags(name, CISTERN_ATTACH_ANY_OWNER, &h) == 0 ? 0 : 1);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cistern_detach(c);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, CISTERN_GC_DRY_RUN, &rep), -EACCES);
+	cr_assert_eq(cistern_gc(name, 0, &rep), -EACCES);
+	cr_assert_eq(cistern_remove(name, 0), -EACCES);
+	cr_assert_eq(cistern_remove(name, CISTERN_REMOVE_FORCE), -EACCES);
+	char path[128];
+	path_of(name, path, sizeof(path));
+	cr_assert_eq(access(path, F_OK), 0, "still there");
+	cr_assert_eq(cistern_gc(name, CISTERN_GC_DRY_RUN | CISTERN_GC_ANY_OWNER, &rep), 0);
+	cr_assert_eq(rep.removed, 1, "the dry run sees garbage once allowed");
+	cr_assert_eq(cistern_gc(name, CISTERN_GC_ANY_OWNER, &rep), 0);
+	cr_assert_eq(rep.removed, 1);
+	cr_assert_neq(access(path, F_OK), 0, "removed");
+}
+
+Test(hostile_owner, a_forced_remove_of_another_users_fifo_is_refused)
+{
+	char name[64], path[128];
+	int keep = special_object(SP_FIFO, "h-rmown", name, sizeof(name));
+	path_of(name, path, sizeof(path));
+	cr_assert_eq(lchown(path, NOBODY, NOBODY), 0);
+	alarm(20);
+	cr_assert_eq(cistern_remove(name, CISTERN_REMOVE_FORCE), -EACCES);
+	cr_assert_eq(cistern_remove(name, CISTERN_REMOVE_FORCE | CISTERN_REMOVE_ANY_OWNER), 0);
+	special_remove(keep);
+}
+
+static int attach_any_code(const char *name)
+{
+	struct cistern *c;
+	int r = cistern_attach_flags(name, CISTERN_ATTACH_ANY_OWNER, &c);
+	if (r == 0)
+		cistern_detach(c);
+	return r == 0 ? 0 : r == -EACCES ? 1 : 2;
+}
+
+Test(hostile_owner, a_user_is_refused_a_third_users_segment_unless_allowed)
+{
+	/* Neither the caller (nobody) nor root owns it: the mode would allow it, the owner not. */
+	char name[64];
+	squatted("h-third", name, sizeof(name), 4242);
+	cr_assert_eq(as_nobody(name, attach_code), 1, "attach by nobody was not -EACCES");
+	cr_assert_eq(as_nobody(name, attach_any_code), 0);
+	cistern_unlink(name);
+}
+
+Test(hostile_owner, a_user_attaches_a_segment_it_owns)
+{
+	char name[64];
+	squatted("h-mine", name, sizeof(name), NOBODY);
+	cr_assert_eq(as_nobody(name, attach_code), 0);
+	cistern_unlink(name);
 }
 
 /* ---- damaged ring ------------------------------------------------------------ */

@@ -36,6 +36,8 @@ static const char usage[] =
 	"      --rate-slack S      the limiter's allowed drift, in reads (default R)\n"
 	"  -h, --help              show this help\n"
 	"\n"
+	"0 for --slots, --slot-size, --max-procs, --pseudo-epochs or --mode is bad\n"
+	"usage: leave the option out for its default.\n"
 	"Policies this build does not implement are refused (exit 1).\n";
 
 const struct command cmd_create;
@@ -183,6 +185,24 @@ static int run(int argc, char **argv)
 		}
 		if (bad)
 			return cli_usage(&cmd_create, "bad number or size '%s'", optarg);
+		/*
+		 * The library reads 0 as "the default" in these fields; said on
+		 * the command line it is a mistake, not a wish for the default.
+		 */
+		const char *zero = NULL;
+		if (o == 's' && cfg.slot_count == 0)
+			zero = "--slots must be at least 1 (leave it out for the default, 1024)";
+		else if (o == 'z' && cfg.slot_size == 0)
+			zero = "--slot-size must be at least 1 (leave it out for the default, 4K)";
+		else if (o == O_PROCS && cfg.max_procs == 0)
+			zero = "--max-procs must be at least 1 (leave it out for the default, 64)";
+		else if (o == O_PSEUDO && cfg.pseudo_epochs == 0)
+			zero = "--pseudo-epochs must be at least 1 (leave it out for the default, 1)";
+		else if (o == 'm' && cfg.mode == 0)
+			zero = "--mode 0 would keep every user but root out of the segment (leave it out "
+			       "for the default, 0600)";
+		if (zero)
+			return cli_usage(&cmd_create, "%s", zero);
 	}
 	if (optind != argc - 1)
 		return cli_usage(&cmd_create, optind >= argc ? "missing NAME" : "too many arguments");
@@ -191,7 +211,7 @@ static int run(int argc, char **argv)
 		return cli_usage(&cmd_create, "unknown policy '%s'", policy);
 	int r = cistern_name_valid(name);
 	if (r < 0)
-		return cli_usage(&cmd_create, "bad segment name '%s': %s", name, cistern_strerror(r));
+		return cli_bad_name(&cmd_create, name, r);
 
 	struct cistern *c;
 	r = cistern_create(name, &cfg, &c);

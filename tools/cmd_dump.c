@@ -41,7 +41,7 @@ static int run(int argc, char **argv)
 	const char *name = argv[optind], *file = argv[optind + 1];
 	int r = cistern_name_valid(name);
 	if (r < 0)
-		return cli_usage(&cmd_dump, "bad segment name '%s': %s", name, cistern_strerror(r));
+		return cli_bad_name(&cmd_dump, name, r);
 	/*
 	 * Check the segment on its own first: the library says -ENOENT both for
 	 * a missing segment and for a missing directory, and they need different

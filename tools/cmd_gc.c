@@ -7,7 +7,7 @@
 #include "cli.h"
 
 static const char usage[] =
-	"Usage: cistern gc [--dry-run] [NAME...]\n"
+	"Usage: cistern gc [--dry-run] [--any-owner] [NAME...]\n"
 	"Collect garbage in each segment NAME (default: every segment on the machine),\n"
 	"printing one line per action:\n"
 	"  - reclaim the attachments of processes that died without detaching: their\n"
@@ -19,11 +19,16 @@ static const char usage[] =
 	"    abandoned half-way.\n"
 	"A segment nobody is attached to because it was created for later, or whose\n"
 	"processes all detached cleanly, is kept. Damaged segments and segments of an\n"
-	"incompatible build are never removed by gc (see 'cistern rm --force').\n"
+	"incompatible build are never removed by gc (see 'cistern rm --force'), nor\n"
+	"are objects under a segment's name that are not segments (a FIFO, a socket,\n"
+	"a directory, ...). Segments owned by another user than you or root are left\n"
+	"alone (and, in a scan of the machine, passed over in silence) unless\n"
+	"--any-owner; a dry run says what the real one would do.\n"
 	"gc takes no attachment itself, so it works even when the table is full.\n"
 	"\n"
-	"  -n, --dry-run   say what would be done, do nothing\n"
-	"  -h, --help      show this help\n";
+	"  -n, --dry-run     say what would be done, do nothing\n"
+	CLI_ANY_OWNER_HELP
+	"  -h, --help        show this help\n";
 
 const struct command cmd_gc;
 
@@ -60,7 +65,7 @@ static int collect(const char *name, unsigned flags, bool named)
 	if ((r == -ENOENT || r == -EACCES) && !named)
 		return 0;
 	if (r < 0) {
-		cli_error(&cmd_gc, name, r, NULL);
+		cli_segment_error(&cmd_gc, name, r, flags & CISTERN_GC_ANY_OWNER, NULL);
 		return r;
 	}
 	if (rep.dead_procs)
@@ -79,6 +84,7 @@ static int run(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"dry-run", no_argument, NULL, 'n'},
+		{"any-owner", no_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -89,15 +95,14 @@ static int run(int argc, char **argv)
 			return cli_help(&cmd_gc);
 		if (o == '?')
 			return EXIT_USAGE;
-		flags |= CISTERN_GC_DRY_RUN;
+		flags |= o == 'A' ? CISTERN_GC_ANY_OWNER : CISTERN_GC_DRY_RUN;
 	}
 	int status = EXIT_OK;
 	if (optind < argc) {
 		for (int i = optind; i < argc; i++) {
 			int r = cistern_name_valid(argv[i]);
 			if (r < 0)
-				return cli_usage(&cmd_gc, "bad segment name '%s': %s", argv[i],
-						 cistern_strerror(r));
+				return cli_bad_name(&cmd_gc, argv[i], r);
 		}
 		for (int i = optind; i < argc; i++)
 			if (collect(argv[i], flags, true) < 0)

@@ -9,7 +9,7 @@
 #include "cli.h"
 
 static const char usage[] =
-	"Usage: cistern get NAME [-n COUNT] [--timeout MS] [-0]\n"
+	"Usage: cistern get NAME [-n COUNT] [--timeout MS] [-0 | --raw] [--any-owner]\n"
 	"Take samples from segment NAME and write their payloads to standard output,\n"
 	"each followed by a newline (or a NUL with -0).\n"
 	"\n"
@@ -19,6 +19,7 @@ static const char usage[] =
 	"                      (default -1: forever; 0: never wait)\n"
 	"  -0, --null          end each payload with a NUL byte instead of a newline\n"
 	"  -r, --raw           write payloads back to back, with nothing after them\n"
+	CLI_ANY_OWNER_HELP
 	"  -h, --help          show this help\n"
 	"\n"
 	"A sim-paired-reservoir is read a pair at a time (x_t, then x_t+1) and a\n"
@@ -65,9 +66,11 @@ static int run(int argc, char **argv)
 		{"timeout", required_argument, NULL, 'T'},
 		{"null", no_argument, NULL, '0'},
 		{"raw", no_argument, NULL, 'r'},
+		{"any-owner", no_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
+	bool any_owner = false;
 	uint64_t count = 1;
 	int timeout = -1, o, sep = '\n';
 	while ((o = cli_getopt(&cmd_get, argc, argv, "n:T:0rh", opts)) != -1) {
@@ -90,6 +93,9 @@ static int run(int argc, char **argv)
 		case 'r':
 			sep = EOF;
 			break;
+		case 'A':
+			any_owner = true;
+			break;
 		}
 	}
 	if (optind != argc - 1)
@@ -97,14 +103,14 @@ static int run(int argc, char **argv)
 	const char *name = argv[optind];
 	int r = cistern_name_valid(name);
 	if (r < 0)
-		return cli_usage(&cmd_get, "bad segment name '%s': %s", name, cistern_strerror(r));
+		return cli_bad_name(&cmd_get, name, r);
 	/* A closed pipe must be an error we handle (sample handed back), not a kill. */
 	signal(SIGPIPE, SIG_IGN);
 
 	struct cistern *c;
-	r = cistern_attach(name, &c);
+	r = cistern_attach_flags(name, any_owner ? CISTERN_ATTACH_ANY_OWNER : 0, &c);
 	if (r < 0) {
-		cli_error(&cmd_get, name, r, NULL);
+		cli_segment_error(&cmd_get, name, r, any_owner, NULL);
 		return EXIT_FAIL;
 	}
 	struct cistern_config cfg;

@@ -393,7 +393,7 @@ static int inspect(int argc, char **argv)
 	const char *name = argv[optind];
 	int r = cistern_name_valid(name);
 	if (r < 0)
-		return cli_usage(&cmd_inspect, "bad segment name '%s': %s", name, cistern_strerror(r));
+		return cli_bad_name(&cmd_inspect, name, r);
 
 	struct snapshot cur = {0}, prev = {0};
 	r = take(name, &cur);

@@ -32,8 +32,9 @@ read-only records (which also read like the dicts they replace: st["puts"]).
 Errors: a timeout raises TimeoutError, end of data raises cistern.EndOfData (iteration
 just stops), bad parameters raise ValueError, anything else OSError (the errno's
 subclass: FileExistsError, FileNotFoundError, BrokenPipeError once reception is
-closed, ...) with cistern_strerror()'s message. Blocking calls release the GIL and
-can be interrupted with Ctrl-C.
+closed, ...) with cistern_strerror()'s message; attach() refuses a segment owned by
+another user than ours or root with PermissionError unless any_owner=True. Blocking
+calls release the GIL and can be interrupted with Ctrl-C.
 
 Timeouts are in seconds: None waits forever, 0 tries once, a positive number waits
 at most that long.
@@ -562,10 +563,16 @@ def _check_name_type(name: object) -> str:
     return name
 
 
-def attach(name: str) -> Segment:
+def attach(name: str, any_owner: bool = False) -> Segment:
     """Attach to the existing segment `name` (FileNotFoundError if there is none).
-    Recovers what dead processes left behind."""
-    return Segment(_cistern.attach(_check_name_type(name)), name)
+    Recovers what dead processes left behind.
+
+    A segment owned by another user than this process's (effective) user or root
+    is refused with PermissionError: anyone may create a segment's name first, to
+    collect what is put into it. any_owner=True allows it, to share a segment
+    between users on purpose.
+    """
+    return Segment(_cistern.attach(_check_name_type(name), any_owner=bool(any_owner)), name)
 
 
 def open_readonly(name: str) -> Segment:
@@ -586,11 +593,13 @@ def unlink(name: str, missing_ok: bool = False) -> None:
             raise
 
 
-def remove(name: str, force: bool = False) -> None:
+def remove(name: str, force: bool = False, any_owner: bool = False) -> None:
     """Remove a segment's name as `cistern rm` does (cistern_remove()): refused
     with OSError(EBUSY) while live processes are attached, unless force=True,
-    which also removes damaged or foreign objects named cistern.NAME."""
-    _cistern.remove(_check_name_type(name), force=bool(force))
+    which also removes damaged or foreign objects named cistern.NAME. A segment
+    owned by another user than ours or root is refused with PermissionError
+    unless any_owner=True."""
+    _cistern.remove(_check_name_type(name), force=bool(force), any_owner=bool(any_owner))
 
 
 def list_segments() -> list[SegmentInfo]:
@@ -608,12 +617,14 @@ def inspect(name: str) -> Inspection:
                           occupancy=seg.occupancy(), procs=tuple(seg.procs()))
 
 
-def gc(name: str, dry_run: bool = False) -> GcReport:
+def gc(name: str, dry_run: bool = False, any_owner: bool = False) -> GcReport:
     """Collect segment `name`'s garbage (cistern_gc(); `cistern gc NAME`):
     reclaim what its dead processes left (reservations, samples they held,
     pins), and remove it if every process attached to it died. dry_run says
-    what would be done and does nothing."""
-    return GcReport._from(_cistern.gc(_check_name_type(name), dry_run=bool(dry_run)))
+    what would be done and does nothing. A segment owned by another user than
+    ours or root is refused with PermissionError unless any_owner=True."""
+    return GcReport._from(_cistern.gc(_check_name_type(name), dry_run=bool(dry_run),
+                                      any_owner=bool(any_owner)))
 
 
 def _path(path: PathLike) -> str:

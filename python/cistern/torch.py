@@ -53,12 +53,14 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
     with_meta: yield (tensor, meta) where meta is a LongTensor (sample_id, sim_id,
       time_step), or (B, 3) for batches.
     transform: a callable applied to each yielded tensor (or to (tensor, meta)).
+    any_owner: attach even to a segment owned by another user (see cistern.attach).
     """
 
     def __init__(self, name: str, dtype: cistern.DTypeLike = "float32",
                  shape: cistern.ShapeLike = None, batch_size: int | None = None,
                  copy: bool = True, timeout: cistern.Timeout = None, with_meta: bool = False,
-                 transform: Callable[[Any], Any] | None = None) -> None:
+                 transform: Callable[[Any], Any] | None = None,
+                 any_owner: bool = False) -> None:
         super().__init__()
         self.name = name
         self.dtype = np.dtype(dtype)
@@ -72,6 +74,7 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
         self.timeout = timeout
         self.with_meta = with_meta
         self.transform = transform
+        self.any_owner = any_owner
 
     def _out(self, tensor: Any, meta: Any) -> Any:
         item = (tensor, meta) if self.with_meta else tensor
@@ -80,7 +83,7 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
     def __iter__(self) -> Iterator[Any]:
         """Attach to the segment by name and yield items until end of data
         (see the class doc); detach when the iteration ends."""
-        seg = cistern.attach(self.name)
+        seg = cistern.attach(self.name, any_owner=self.any_owner)
         try:
             if self.batch_size is not None:
                 yield from self._batches(seg)

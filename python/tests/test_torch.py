@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: MIT
+import os
 import threading
 
 import numpy as np
@@ -79,3 +80,14 @@ def test_dataset_streams_while_a_producer_writes(segname):
     t.join()
     assert got == list(range(N))
     seg.detach()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a segment to another user")
+def test_dataset_refuses_another_users_segment_unless_any_owner(segname):
+    seg = _fill(segname)
+    seg.detach()
+    os.chown(f"/dev/shm/cistern.{segname}", 65534, 65534)
+    with pytest.raises(PermissionError):
+        list(CisternDataset(segname, "float32", (F,)))
+    ds = CisternDataset(segname, "float32", (F,), batch_size=32, any_owner=True)
+    assert _values(ds) == list(range(N))
