@@ -19,7 +19,7 @@
 
 static _Atomic uint64_t *entry(struct cistern *c, uint32_t sim, uint32_t step)
 {
-	return &cistern__index(c->hdr)[(uint64_t)sim * c->hdr->nb_time_steps + step];
+	return &cistern__index(c)[(uint64_t)sim * c->fixed.nb_time_steps + step];
 }
 
 static void key_of(struct cistern *c, uint64_t index, uint32_t *sim, uint32_t *step)
@@ -30,7 +30,7 @@ static void key_of(struct cistern *c, uint64_t index, uint32_t *sim, uint32_t *s
 
 static bool key_ok(struct cistern *c, uint32_t sim, uint32_t step)
 {
-	return sim < c->hdr->sweep_size && step < c->hdr->nb_time_steps;
+	return sim < c->fixed.sweep_size && step < c->fixed.nb_time_steps;
 }
 
 void pairs_publish(struct cistern *c, uint64_t index)
@@ -57,7 +57,7 @@ static uint64_t successor(struct cistern *c, uint64_t index)
 {
 	uint32_t sim, step;
 	key_of(c, index, &sim, &step);
-	if (!key_ok(c, sim, step) || step + 1 >= c->hdr->nb_time_steps)
+	if (!key_ok(c, sim, step) || step + 1 >= c->fixed.nb_time_steps)
 		return UINT64_MAX;
 	uint64_t e = atomic_load_explicit(entry(c, sim, step + 1), memory_order_acquire);
 	if (e == 0 || e > c->slot_count || !rs_is_held(c, e - 1, NULL))
@@ -167,7 +167,7 @@ static int pairs_try_acquire_pair(struct cistern *c, struct cistern_sample pair[
 	struct cistern_hdr *h = c->hdr;
 	bool closed = rs_closed(c);
 	if (!closed) {
-		if (atomic_load_explicit(&h->population, memory_order_acquire) < h->watermark)
+		if (atomic_load_explicit(&h->population, memory_order_acquire) < c->fixed.watermark)
 			return -EAGAIN;
 		if (!rs_rate_allows_read(c, 2))
 			return -EAGAIN;
@@ -179,7 +179,7 @@ static int pairs_try_acquire_pair(struct cistern *c, struct cistern_sample pair[
 		int r = take_pair(c, pair, closed);
 		if (r == -EBUSY)
 			continue;
-		if (r == 0 && h->reads_per_put > 0) {
+		if (r == 0 && c->fixed.reads_per_put > 0) {
 			atomic_fetch_add_explicit(&h->rl_gets, 2, memory_order_seq_cst);
 			cistern__wake_producers(c);
 		}
