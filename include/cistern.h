@@ -235,7 +235,8 @@ CISTERN_API int cistern_unlink(const char *name);
 /**
  * Reserve a writable slot (zero-copy put). Waits for room as cistern_put() does.
  * @return 0; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed; -EPROTO if
- *         the segment's ring is damaged; -EBUSY if the segment was created with
+ *         the segment is damaged (its ring, or a role's holder naming no
+ *         attachment); -EBUSY if the segment was created with
  *         CISTERN_SINGLE_PRODUCER and another live handle holds that role, or
  *         (any FIFO, on this handle's first reserve or put) if the handle that
  *         produced alone so far stayed stopped in the middle of claiming a slot
@@ -302,7 +303,8 @@ CISTERN_API int cistern_producer_done(struct cistern *c);
  * sample belongs to this handle until release; under the reservoirs it is pinned
  * (never evicted nor overwritten) until release.
  * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EPROTO if the segment is damaged
- *         (a ring index it cannot follow, a sample longer than slot_size);
+ *         (a ring index it cannot follow, a sample longer than slot_size, a
+ *         role's holder naming no attachment);
  *         -EBUSY if the segment was created with CISTERN_SINGLE_READER and
  *         another live handle holds that role, or, without that flag, as for
  *         cistern_reserve() with the reader that read alone so far (so do

@@ -343,7 +343,8 @@ static inline void cistern__count(_Atomic uint64_t *ctr, uint64_t n)
 
 /*
  * CISTERN_SINGLE_* (sole.c): take the producer or reader role if the segment
- * allows only one holder; 0, or -EBUSY while another live handle has it.
+ * allows only one holder; 0, -EBUSY while another live handle has it, or
+ * -EPROTO (a holder word naming no entry of the table).
  */
 int cistern__take_sole(struct cistern *c, uint32_t role);
 /* Give back the roles `owner` holds, after its slots were cleaned up. */
@@ -417,7 +418,7 @@ static inline void cistern__auto_end(struct cistern *c)
 	cistern__auto_end_of(c->me);
 }
 
-/* Publish that this handle acts as `role`; 0 or -EBUSY (see cistern__take_sole). */
+/* Publish that this handle acts as `role`; 0, -EBUSY or -EPROTO (see cistern__take_sole). */
 static inline int cistern__add_role(struct cistern *c, uint32_t role)
 {
 	if (!(c->role & role)) {

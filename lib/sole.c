@@ -65,8 +65,11 @@ int cistern__take_sole(struct cistern *c, uint32_t role)
 				break;
 			continue;
 		}
+		/* Owners index the table: a holder past it is damage, not a process. */
+		if (cur > c->fixed.procs_count)
+			return -EPROTO;
 		/* Held by another entry: a live one keeps it; a dead one is reclaimed. */
-		if (cur > c->fixed.procs_count || round >= SOLE_TAKEOVER_ROUNDS)
+		if (round >= SOLE_TAKEOVER_ROUNDS)
 			return -EBUSY;
 		bool reclaiming = cistern__entry_reclaiming(c, cur - 1);
 		if (!reclaiming && cistern__entry_alive(c->fd, cur - 1) != 0)

@@ -1045,3 +1045,23 @@ Test(hostile_after_attach, an_automatic_role_holder_past_the_table_is_eproto)
 	run_victim(name, false, auto_holder_past_table);
 	cistern_unlink(name);
 }
+
+/* The single reader role held by an owner past the table. */
+static int sole_holder_past_table(struct cistern *c, struct cistern_hdr *raw)
+{
+	atomic_store(&raw->sole_reader, CISTERN_PROCS_MAX + 1);
+	char buf[64];
+	if (cistern_get(c, buf, sizeof(buf), NULL, 0) != -EPROTO)
+		return 1;
+	return 0;
+}
+
+Test(hostile_after_attach, a_single_role_holder_past_the_table_is_eproto)
+{
+	char name[64];
+	struct cistern_config cfg = fifo8;
+	cfg.flags = CISTERN_SINGLE_READER;
+	victim_segment("h-aa-sole", name, sizeof(name), &cfg, NULL);
+	run_victim(name, false, sole_holder_past_table);
+	cistern_unlink(name);
+}
