@@ -33,10 +33,14 @@ static bool key_ok(struct cistern *c, uint32_t sim, uint32_t step)
 	return sim < c->fixed.sweep_size && step < c->fixed.nb_time_steps;
 }
 
-void pairs_publish(struct cistern *c, uint64_t index)
+void pairs_publish(struct cistern *c, uint64_t index, uint32_t sim, uint32_t step)
 {
-	uint32_t sim, step;
-	key_of(c, index, &sim, &step);
+	/*
+	 * The key the commit wrote, not the slot's metadata read back: another
+	 * process may have rewritten that since, past the index's end.
+	 */
+	if (!key_ok(c, sim, step))
+		return;
 	/* Release: a reader that finds the entry finds the published sample. */
 	atomic_store_explicit(entry(c, sim, step), index + 1, memory_order_release);
 }

@@ -406,7 +406,7 @@ int rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct c
 	/* seq_cst exchange: publishes payload and metadata, then the wake check. */
 	atomic_exchange_explicit(&m->word, sw_make(pos, RS_HELD, 0), memory_order_seq_cst);
 	if (f->policy == CISTERN_SIM_PAIRED_RESERVOIR)
-		pairs_publish(c, slot->index_);
+		pairs_publish(c, slot->index_, sim, step);
 	slot->live_ = 0;
 	cistern__count(&c->me->ctr.puts, 1);
 	if (f->reads_per_put > 0)

@@ -138,7 +138,8 @@ static inline void rs_fill_sample(struct cistern *c, struct cistern_sample *s, u
 }
 
 /* pairs.c: SimPairedReservoir's (sim_id, time_step) -> slot index */
-void pairs_publish(struct cistern *c, uint64_t index);
+/* Index slot `index`, just committed with key (sim, step). */
+void pairs_publish(struct cistern *c, uint64_t index, uint32_t sim, uint32_t step);
 void pairs_forget(struct cistern *c, uint64_t index);
 /* Held, unseen, unpinned, and with neither neighbour held: no read can reach it. */
 bool pairs_is_orphan(struct cistern *c, uint64_t index, void *arg);

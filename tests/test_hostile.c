@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 
 #include "helpers.h"
 #include "internal.h"
@@ -712,6 +713,12 @@ static void *map_segment(const char *name, size_t *size)
 	return p;
 }
 
+/* Slot i's metadata in a raw mapping (the layout of segment.h). */
+static struct cistern_slotmeta *raw_meta(struct cistern_hdr *raw, uint64_t i)
+{
+	return (struct cistern_slotmeta *)((char *)raw + raw->meta_off + i * raw->meta_stride);
+}
+
 /*
  * What the victim does once attached, with `raw` the intruder's mapping:
  * 0 if every call answered as it should, else the number of the first check
@@ -1063,5 +1070,63 @@ Test(hostile_after_attach, a_single_role_holder_past_the_table_is_eproto)
 	cfg.flags = CISTERN_SINGLE_READER;
 	victim_segment("h-aa-sole", name, sizeof(name), &cfg, NULL);
 	run_victim(name, false, sole_holder_past_table);
+	cistern_unlink(name);
+}
+
+/*
+ * A one-slot SimPairedReservoir, where every put lands in slot 0 (evicting
+ * the lone sample before it, an orphan), while that slot's simulation id is
+ * rewritten, far past the sweep, at arbitrary moments of the victim's own
+ * calls: by a timer signal's handler, through the intruder's mapping, so
+ * that the writes land inside the library's commits however the processes
+ * of a loaded machine are scheduled. The index entries the library then
+ * skips may leave a stale pair that keeps a put out (-EAGAIN): damage, not
+ * a crash.
+ */
+static _Atomic uint32_t *scribbled;
+
+static void scribble(int sig)
+{
+	(void)sig;
+	atomic_store_explicit(scribbled, UINT32_C(0x7fffffff), memory_order_relaxed);
+}
+
+static int puts_under_scribbling(struct cistern *c, struct cistern_hdr *raw)
+{
+	scribbled = (_Atomic uint32_t *)&raw_meta(raw, 0)->sim_id;
+	struct sigaction sa = {.sa_handler = scribble, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, NULL) != 0)
+		return 3;
+	struct itimerval every = {{0, 20}, {0, 20}};
+	if (setitimer(ITIMER_REAL, &every, NULL) != 0)
+		return 4;
+	uint64_t stored = 0;
+	double end = mono_now() + 1.0;
+	int bad = 0;
+	for (uint32_t i = 0; mono_now() < end; i++) {
+		struct cistern_meta m = {.sim_id = 0, .time_step = i % 2};
+		int r = cistern_put(c, &i, sizeof(i), &m, 0);
+		if (r != 0 && r != -EAGAIN) {
+			bad = 1;
+			break;
+		}
+		stored += r == 0;
+	}
+	struct itimerval off = {{0, 0}, {0, 0}};
+	setitimer(ITIMER_REAL, &off, NULL);
+	if (bad)
+		return bad;
+	return stored > 0 ? 0 : 2;
+}
+
+Test(hostile_after_attach, sample_keys_rewritten_during_commits_are_never_followed, .timeout = 60)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 16, .slot_count = 1,
+				     .policy = CISTERN_SIM_PAIRED_RESERVOIR, .watermark = 1,
+				     .sweep_size = 1, .nb_time_steps = 2};
+	victim_segment("h-aa-scrib", name, sizeof(name), &cfg, NULL);
+	run_victim(name, false, puts_under_scribbling);
 	cistern_unlink(name);
 }
