@@ -21,6 +21,16 @@
  *    until the other side wakes it.
  *  - CISTERN_EOD (-ENODATA) is "end of data": reception is closed and the policy
  *    has nothing left to hand out. It is not an error and not a timeout.
+ *  - -EPROTO means a damaged segment: at attach or open, an object that is not
+ *    a whole cistern segment of this layout; afterwards, a value in the shared
+ *    memory that no run of the library leaves there, written by another
+ *    process that may write the object (its mode decides who may). The call
+ *    stops short of using the value; the handle stays usable, and calls that
+ *    do not meet the damage go on. Such a process can corrupt or withhold
+ *    samples, but not make the library crash or reach outside its mapping,
+ *    unless it shrinks the object, which raises SIGBUS in every process that
+ *    touches the lost pages (the library installs no signal handlers). The
+ *    trust model is in docs/STATE-MACHINE.md.
  *  - A struct cistern handle belongs to one process and one thread at a time; open
  *    one handle per thread that moves samples. Handles are not inherited usefully
  *    across fork(): attach again in the child.
