@@ -21,6 +21,16 @@
  *    until the other side wakes it.
  *  - CISTERN_EOD (-ENODATA) is "end of data": reception is closed and the policy
  *    has nothing left to hand out. It is not an error and not a timeout.
+ *  - -EPROTO means a damaged segment: at attach or open, an object that is not
+ *    a whole cistern segment of this layout; afterwards, a value in the shared
+ *    memory that no run of the library leaves there, written by another
+ *    process that may write the object (its mode decides who may). The call
+ *    stops short of using the value; the handle stays usable, and calls that
+ *    do not meet the damage go on. Such a process can corrupt or withhold
+ *    samples, but not make the library crash or reach outside its mapping,
+ *    unless it shrinks the object, which raises SIGBUS in every process that
+ *    touches the lost pages (the library installs no signal handlers). The
+ *    trust model is in docs/STATE-MACHINE.md.
  *  - A struct cistern handle belongs to one process and one thread at a time; open
  *    one handle per thread that moves samples. Handles are not inherited usefully
  *    across fork(): attach again in the child.
@@ -256,7 +266,8 @@ CISTERN_API int cistern_unlink(const char *name);
 /**
  * Reserve a writable slot (zero-copy put). Waits for room as cistern_put() does.
  * @return 0; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed; -EPROTO if
- *         the segment's ring is damaged; -EBUSY if the segment was created with
+ *         the segment is damaged (its ring, or a role's holder naming no
+ *         attachment); -EBUSY if the segment was created with
  *         CISTERN_SINGLE_PRODUCER and another live handle holds that role, or
  *         (any FIFO, on this handle's first reserve or put) if the handle that
  *         produced alone so far stayed stopped in the middle of claiming a slot
@@ -323,7 +334,8 @@ CISTERN_API int cistern_producer_done(struct cistern *c);
  * sample belongs to this handle until release; under the reservoirs it is pinned
  * (never evicted nor overwritten) until release.
  * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EPROTO if the segment is damaged
- *         (a ring index it cannot follow, a sample longer than slot_size);
+ *         (a ring index it cannot follow, a sample longer than slot_size, a
+ *         role's holder naming no attachment);
  *         -EBUSY if the segment was created with CISTERN_SINGLE_READER and
  *         another live handle holds that role, or, without that flag, as for
  *         cistern_reserve() with the reader that read alone so far (so do

@@ -227,7 +227,7 @@ int cistern_producer_done(struct cistern *c)
 	int r = writable(c);
 	if (r < 0)
 		return r;
-	uint32_t expected = c->hdr->expected_producers;
+	uint32_t expected = c->fixed.expected_producers;
 	if (expected == 0)
 		return -EINVAL;
 	uint32_t done = atomic_fetch_add_explicit(&c->hdr->producers_done, 1,
@@ -416,7 +416,7 @@ int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t 
 	if (!c->ops->try_acquire_batch)
 		return -EINVAL;
 	if (n == 0)
-		n = c->hdr->batch_size;
+		n = c->fixed.batch_size;
 	if (!out || n == 0 || n > c->slot_count || n > INT32_MAX)
 		return -EINVAL;
 	struct read_req q = {READ_BATCH, out, n};
@@ -453,7 +453,7 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 	if (!c || !buf)
 		return -EINVAL;
 	if (n == 0)
-		n = c->hdr->batch_size;
+		n = c->fixed.batch_size;
 	if (n == 0 || n > c->slot_count)
 		return -EINVAL;
 	if (c->ops == &cistern__fifo_ops) {
@@ -574,8 +574,8 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 	const _Atomic uint64_t *ret = (const _Atomic uint64_t *)&h->retired;
 	for (size_t i = 0; i < n; i++)
 		atomic_init(&acc[i], atomic_load_explicit(&ret[i], memory_order_relaxed));
-	struct cistern_proc *procs = cistern__procs(h);
-	for (uint64_t p = 0; p < h->procs_count; p++) {
+	struct cistern_proc *procs = cistern__procs(c);
+	for (uint64_t p = 0; p < c->fixed.procs_count; p++) {
 		uint32_t state = atomic_load_explicit(&procs[p].state, memory_order_acquire);
 		if (state == CISTERN_PROC_FREE)
 			continue;

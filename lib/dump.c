@@ -49,10 +49,11 @@ static int by_id(const void *a, const void *b)
 }
 
 /* Next id a restored segment must hand out: above every id this one gave. */
-static uint64_t next_id_of(struct cistern_hdr *h, uint64_t max_held)
+static uint64_t next_id_of(struct cistern *c, uint64_t max_held)
 {
+	struct cistern_hdr *h = c->hdr;
 	/* FIFO derives ids from positions, other policies count them: take both. */
-	uint64_t a = atomic_load_explicit(&h->tail, memory_order_acquire) + h->id_base;
+	uint64_t a = atomic_load_explicit(&h->tail, memory_order_acquire) + c->id_base;
 	uint64_t b = atomic_load_explicit(&h->next_sample_id, memory_order_acquire);
 	uint64_t n = a > b ? a : b;
 	return n > max_held ? n : max_held + 1;
@@ -141,7 +142,7 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so,
 	}
 	free(v);
 	m->samples_crc = crc;
-	m->next_id = next_id_of(c->hdr, m->sample_count ? max_id : 0);
+	m->next_id = next_id_of(c, m->sample_count ? max_id : 0);
 	return 0;
 }
 
@@ -154,7 +155,7 @@ int cistern__dump_ex(const char *name, const char *path, unsigned flags,
 	int r = cistern_open_readonly(name, &c);
 	if (r < 0)
 		return r;
-	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->hdr->policy);
+	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->fixed.policy);
 	if (!so) {
 		cistern_detach(c);
 		return -ENOTSUP;
@@ -163,8 +164,8 @@ int cistern__dump_ex(const char *name, const char *path, unsigned flags,
 	memset(&m, 0, sizeof(m));
 	cistern_config_get(c, &m.cfg);
 	cistern_stats_get(c, &m.st);
-	snprintf(m.name, sizeof(m.name), "%s", c->hdr->name);
-	m.created_ns = c->hdr->created_ns;
+	snprintf(m.name, sizeof(m.name), "%s", c->fixed.name);
+	m.created_ns = c->fixed.created_ns;
 	m.dumped_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
 	m.closed = atomic_load_explicit(&c->hdr->closed, memory_order_acquire);
 	m.producers_done = atomic_load_explicit(&c->hdr->producers_done, memory_order_acquire);

@@ -216,7 +216,7 @@ publish_sample_at(struct cistern *c, bool holder, struct cistern_slotmeta *m, ui
 	struct cistern_hdr *h = c->hdr;
 	struct cistern_proc *me = c->me;
 	/* The position is unique and increasing: offset by id_base, it is the sample id. */
-	write_meta(m, pos + h->id_base, len, meta);
+	write_meta(m, pos + c->id_base, len, meta);
 	/* Publishes payload and metadata (release), then the wake check. */
 	publish_as(holder, &m->word, sw_make(pos, FIFO_COMMITTED, 0));
 	cistern__count(&me->ctr.puts, 1);

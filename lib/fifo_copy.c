@@ -634,7 +634,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 	uint64_t idx = cistern__slot_of(c, t0), slots = c->slot_count;
 	uint64_t fit = s->stride < c->slot_size ? s->stride : c->slot_size;
 	char *meta0 = c->meta0, *arena = c->arena;
-	uint64_t mstride = c->meta_stride, pstride = c->slot_stride, id_base = h->id_base;
+	uint64_t mstride = c->meta_stride, pstride = c->slot_stride, id_base = c->id_base;
 	struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
 	struct cistern_slotmeta *mend = cistern__slotmeta_in(meta0, mstride, slots);
 	char *dst = arena + idx * pstride;

@@ -73,7 +73,7 @@ static int check_members(struct cistern *c, struct cistern_sample *tmp, size_t n
 int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		  const struct cistern_gather *g)
 {
-	struct cistern_hdr *h = c->hdr;
+	const struct cistern_fixed *f = &c->fixed;
 	bool sole = c->sole_reading;
 	/*
 	 * Only while the handle holds nothing: then no pin of ours is on any
@@ -85,11 +85,11 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 	 */
 	if (!(c->role & CISTERN_ROLE_READER) || c->readonly || !c->owner)
 		return -EAGAIN;
-	if (!sole && (h->flags & CISTERN_SINGLE_READER))
+	if (!sole && (f->flags & CISTERN_SINGLE_READER))
 		return -EAGAIN;
 	if (c->holding != 0 || c->dups.used != 0 || rs_closed(c))
 		return -EAGAIN;
-	if (h->policy == CISTERN_BATCH_RESERVOIR && n != h->batch_size)
+	if (f->policy == CISTERN_BATCH_RESERVOIR && n != f->batch_size)
 		return -EAGAIN; /* the general path says -EINVAL */
 	if (rs_open_read_ready(c, n) < 0 || cistern__scratch_reset(c, n) < 0)
 		return -EAGAIN;

@@ -66,7 +66,7 @@ int cistern_occupancy_get(const struct cistern *c, struct cistern_occupancy *occ
 {
 	if (!c || !occ)
 		return -EINVAL;
-	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->hdr->policy);
+	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->fixed.policy);
 	if (!so)
 		return -ENOTSUP;
 	memset(occ, 0, sizeof(*occ));
@@ -98,9 +98,9 @@ int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out, si
 {
 	if (!c || (!out && cap))
 		return -EINVAL;
-	struct cistern_proc *procs = cistern__procs(c->hdr);
+	struct cistern_proc *procs = cistern__procs(c);
 	size_t n = 0;
-	for (uint32_t i = 0; i < c->hdr->procs_count; i++) {
+	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
 		struct cistern_proc *p = &procs[i];
 		if (atomic_load_explicit(&p->state, memory_order_acquire) != CISTERN_PROC_ACTIVE)
 			continue;
@@ -130,9 +130,9 @@ int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out, si
 /* Count live and dead (ACTIVE, unlocked) entries. */
 static void count_procs(const struct cistern *c, uint32_t *live, uint32_t *dead)
 {
-	struct cistern_proc *procs = cistern__procs(c->hdr);
+	struct cistern_proc *procs = cistern__procs(c);
 	*live = *dead = 0;
-	for (uint32_t i = 0; i < c->hdr->procs_count; i++) {
+	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
 		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_ACTIVE)
 			continue;
 		if (entry_alive(c, i))
@@ -363,7 +363,7 @@ struct gc_tally {
 static void tally_entry(struct cistern *c, uint32_t index, void *arg)
 {
 	struct gc_tally *t = arg;
-	struct cistern_proc *p = &cistern__procs(c->hdr)[index];
+	struct cistern_proc *p = &cistern__procs(c)[index];
 	uint32_t bit = p->reader_bit;
 	uint64_t mask = bit < 64 ? UINT64_C(1) << bit : 0;
 	t->rep->dead_procs++;
@@ -449,13 +449,13 @@ int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep)
 	r = cistern__open_mapped(name, dry, any_owner, &c);
 	if (r < 0)
 		return r;
-	struct gc_tally t = {cistern__snap_ops_for(c->hdr->policy), rep};
-	bool restoring = strcmp(c->hdr->name, name) != 0;
+	struct gc_tally t = {cistern__snap_ops_for(c->fixed.policy), rep};
+	bool restoring = strcmp(c->fixed.name, name) != 0;
 	uint32_t live, dead;
 	count_procs(c, &live, &dead);
 	if (dry) {
-		struct cistern_proc *procs = cistern__procs(c->hdr);
-		for (uint32_t i = 0; i < c->hdr->procs_count; i++)
+		struct cistern_proc *procs = cistern__procs(c);
+		for (uint32_t i = 0; i < c->fixed.procs_count; i++)
 			if (atomic_load_explicit(&procs[i].state, memory_order_acquire) ==
 				    CISTERN_PROC_ACTIVE &&
 			    !entry_alive(c, i))
@@ -475,7 +475,7 @@ int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep)
 	} else if (why) {
 		r = gc_lock_exclusive(c->fd);
 		/* Under the lock nobody can be joining: re-check that nobody lives. */
-		if (r == 0 && live_entries(c->fd, c->hdr->procs_count) == 0) {
+		if (r == 0 && live_entries(c->fd, c->fixed.procs_count) == 0) {
 			r = unlink_same(shm, c->fd);
 			if (r == 0)
 				rep->removed = why;

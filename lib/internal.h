@@ -45,7 +45,7 @@ static inline size_t cistern__scatter_len(const struct cistern_scatter *s, size_
 
 struct cistern_ops {
 	/* Set up slot states in a freshly created segment. */
-	void (*init)(struct cistern_hdr *h);
+	void (*init)(struct cistern *c);
 	int (*try_reserve)(struct cistern *c, struct cistern_slot *slot);
 	int (*commit)(struct cistern *c, struct cistern_slot *slot, size_t len,
 		      struct cistern_meta *meta);
@@ -135,6 +135,7 @@ struct cistern {
 	uint64_t slot_mask;             /* slot_count - 1 if a power of two, else 0 */
 	uint64_t slot_stride;
 	uint64_t slot_size;
+	uint64_t id_base;               /* FIFO: sample id = ring position + id_base (segment.h) */
 	uint32_t role;                  /* roles already published in me->role */
 	struct cistern_rng rng;
 	int pin_bit;                    /* reservoir pin bit, -1 until first needed */
@@ -174,6 +175,14 @@ struct cistern {
 	uint64_t holding;               /* api.c: reservations and acquisitions outstanding */
 	uint64_t gets_at_wait;          /* wait.c: our gets count when a wait for data last ended */
 	uint64_t cpu_shared_waits;      /* wait.c: waits that yielded to a counterpart on our CPU */
+	/*
+	 * The header's immutable part as validated (segment.h): every size,
+	 * offset, count and policy parameter the library uses comes from here
+	 * (or from the copies above), never from the segment again.
+	 */
+	struct cistern_fixed fixed;
+	struct cistern_proc *procs;     /* the attachment table: fixed.procs_count entries */
+	_Atomic uint64_t *index;        /* the policy index: fixed.index_count entries */
 };
 
 /* v rounded up to a multiple of a, a power of two. */
@@ -193,6 +202,18 @@ static inline uint64_t cistern__slot_ahead(uint64_t idx, uint64_t ahead, uint64_
 {
 	uint64_t i = idx + ahead;
 	return i >= n ? i - n : i;
+}
+
+/* The attachment table, fixed.procs_count entries long. */
+static inline struct cistern_proc *cistern__procs(const struct cistern *c)
+{
+	return c->procs;
+}
+
+/* The policy index (SimPairedReservoir's), fixed.index_count entries long. */
+static inline _Atomic uint64_t *cistern__index(const struct cistern *c)
+{
+	return c->index;
 }
 
 static inline void *cistern__payload(const struct cistern *c, uint64_t index)
@@ -322,7 +343,8 @@ static inline void cistern__count(_Atomic uint64_t *ctr, uint64_t n)
 
 /*
  * CISTERN_SINGLE_* (sole.c): take the producer or reader role if the segment
- * allows only one holder; 0, or -EBUSY while another live handle has it.
+ * allows only one holder; 0, -EBUSY while another live handle has it, or
+ * -EPROTO (a holder word naming no entry of the table).
  */
 int cistern__take_sole(struct cistern *c, uint32_t role);
 /* Give back the roles `owner` holds, after its slots were cleaned up. */
@@ -345,7 +367,7 @@ void cistern__auto_lost(struct cistern *c, uint32_t role);
 /* A counted handle that is the only one left takes the role; true if it did. */
 bool cistern__auto_regain(struct cistern *c, uint32_t role);
 /* The owner holding `role` alone (flag or automatic role), or 0 (sole.c). */
-uint32_t cistern__lone_holder(struct cistern_hdr *h, uint32_t role);
+uint32_t cistern__lone_holder(const struct cistern *c, uint32_t role);
 /* Give back what entry `owner` (p) holds or is counted for, at its reclaim. */
 void cistern__leave_auto(struct cistern_hdr *h, struct cistern_proc *p, uint32_t owner);
 /*
@@ -396,7 +418,7 @@ static inline void cistern__auto_end(struct cistern *c)
 	cistern__auto_end_of(c->me);
 }
 
-/* Publish that this handle acts as `role`; 0 or -EBUSY (see cistern__take_sole). */
+/* Publish that this handle acts as `role`; 0, -EBUSY or -EPROTO (see cistern__take_sole). */
 static inline int cistern__add_role(struct cistern *c, uint32_t role)
 {
 	if (!(c->role & role)) {
@@ -926,7 +948,7 @@ struct cistern_snap_ops {
 	 * state words and whatever index the policy keeps, so that new samples
 	 * get ids >= next_id. n <= slot_count. Returns 0 or -errno.
 	 */
-	int (*restore)(struct cistern_hdr *h, uint64_t n, uint64_t next_id);
+	int (*restore)(struct cistern *c, uint64_t n, uint64_t next_id);
 };
 extern const struct cistern_snap_ops cistern__fifo_snap_ops;
 /* reservoir_snap.c: FIRO and the four reservoirs */

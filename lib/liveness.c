@@ -88,7 +88,7 @@ static void retire_counters(struct cistern_hdr *h, struct cistern_counters *ctr)
  */
 static void reclaim_entry(struct cistern *c, uint32_t index)
 {
-	struct cistern_proc *p = &cistern__procs(c->hdr)[index];
+	struct cistern_proc *p = &cistern__procs(c)[index];
 	/*
 	 * Say so before giving anything back: a reader about to declare end of
 	 * data must wait for the samples this reclaim is about to hand out again
@@ -122,8 +122,8 @@ static void reclaim_entry(struct cistern *c, uint32_t index)
 int cistern__claim_entry(struct cistern *c)
 {
 	struct cistern_hdr *h = c->hdr;
-	struct cistern_proc *procs = cistern__procs(h);
-	for (uint32_t i = 0; i < h->procs_count; i++) {
+	struct cistern_proc *procs = cistern__procs(c);
+	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
 		/* Cheap pre-check: skip entries in use unless they might be dead. */
 		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_FREE &&
 		    cistern__entry_alive(c->fd, i) == 1)
@@ -198,9 +198,9 @@ int cistern__gc_lock(int fd, short type, bool wait)
 int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, void *arg)
 {
 	struct cistern_hdr *h = c->hdr;
-	struct cistern_proc *procs = cistern__procs(h);
+	struct cistern_proc *procs = cistern__procs(c);
 	int reclaimed = 0;
-	for (uint32_t i = 0; i < h->procs_count; i++) {
+	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
 		if (i + 1 == c->owner)
 			continue;
 		/* ACTIVE with its owner dead, or RECLAIMING with its reclaimer dead. */
@@ -233,7 +233,7 @@ int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, voi
 
 bool cistern__entry_reclaiming(struct cistern *c, uint32_t i)
 {
-	struct cistern_proc *p = &cistern__procs(c->hdr)[i];
+	struct cistern_proc *p = &cistern__procs(c)[i];
 	uint32_t state = atomic_load_explicit(&p->state, memory_order_seq_cst);
 	if (state == CISTERN_PROC_RECLAIMING)
 		return true;
@@ -243,8 +243,8 @@ bool cistern__entry_reclaiming(struct cistern *c, uint32_t i)
 
 bool cistern__reclaim_under_way(struct cistern *c)
 {
-	struct cistern_proc *procs = cistern__procs(c->hdr);
-	for (uint32_t i = 0; i < c->hdr->procs_count; i++) {
+	struct cistern_proc *procs = cistern__procs(c);
+	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
 		if (cistern__entry_reclaiming(c, i))
 			return true;
 		/*

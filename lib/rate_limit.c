@@ -12,33 +12,34 @@
  * reads_per_put * puts_after_fill + slack, producers while
  * reads_per_put * puts_after_fill would exceed reads + slack.
  */
-static double puts_after_fill(const struct cistern_hdr *h, uint64_t extra)
+static double puts_after_fill(const struct cistern *c, uint64_t extra)
 {
-	uint64_t p = atomic_load_explicit(&h->rl_puts, memory_order_seq_cst) + extra;
-	return p > h->watermark ? (double)(p - h->watermark) : 0.0;
+	uint64_t p = atomic_load_explicit(&c->hdr->rl_puts, memory_order_seq_cst) + extra;
+	uint64_t w = c->fixed.watermark;
+	return p > w ? (double)(p - w) : 0.0;
 }
 
 bool rs_rate_allows_read(struct cistern *c, uint64_t n)
 {
-	struct cistern_hdr *h = c->hdr;
-	if (h->reads_per_put <= 0 || rs_closed(c))
+	const struct cistern_fixed *f = &c->fixed;
+	if (f->reads_per_put <= 0 || rs_closed(c))
 		return true;
-	double gets = (double)atomic_load_explicit(&h->rl_gets, memory_order_seq_cst);
-	return gets + (double)n <= h->reads_per_put * puts_after_fill(h, 0) + h->rate_slack;
+	double gets = (double)atomic_load_explicit(&c->hdr->rl_gets, memory_order_seq_cst);
+	return gets + (double)n <= f->reads_per_put * puts_after_fill(c, 0) + f->rate_slack;
 }
 
 bool rs_rate_allows_put(struct cistern *c)
 {
-	struct cistern_hdr *h = c->hdr;
-	if (h->reads_per_put <= 0)
+	const struct cistern_fixed *f = &c->fixed;
+	if (f->reads_per_put <= 0)
 		return true;
-	double gets = (double)atomic_load_explicit(&h->rl_gets, memory_order_seq_cst);
-	return h->reads_per_put * puts_after_fill(h, 1) <= gets + h->rate_slack;
+	double gets = (double)atomic_load_explicit(&c->hdr->rl_gets, memory_order_seq_cst);
+	return f->reads_per_put * puts_after_fill(c, 1) <= gets + f->rate_slack;
 }
 
 void rs_rate_count_reads(struct cistern *c, uint64_t n)
 {
-	if (c->hdr->reads_per_put > 0) {
+	if (c->fixed.reads_per_put > 0) {
 		atomic_fetch_add_explicit(&c->hdr->rl_gets, n, memory_order_seq_cst);
 		cistern__wake_producers(c);
 	}

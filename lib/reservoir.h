@@ -52,7 +52,7 @@ enum { RS_EMPTY = 0, RS_RESERVED = 1, RS_HELD = 2, RS_ACQUIRED = 3, RS_EVICTING 
 /* cistern_sample.live_ values */
 enum { RS_LIVE_PINNED = 1, RS_LIVE_EXCLUSIVE = 2 };
 
-void rs_init(struct cistern_hdr *h);
+void rs_init(struct cistern *c);
 bool rs_is_held(struct cistern *c, uint64_t i, void *arg);
 int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot);
 /* For a put about to wait on a full buffer: fill a slot `filled` may count wrongly. */
@@ -138,7 +138,8 @@ static inline void rs_fill_sample(struct cistern *c, struct cistern_sample *s, u
 }
 
 /* pairs.c: SimPairedReservoir's (sim_id, time_step) -> slot index */
-void pairs_publish(struct cistern *c, uint64_t index);
+/* Index slot `index`, just committed with key (sim, step). */
+void pairs_publish(struct cistern *c, uint64_t index, uint32_t sim, uint32_t step);
 void pairs_forget(struct cistern *c, uint64_t index);
 /* Held, unseen, unpinned, and with neither neighbour held: no read can reach it. */
 bool pairs_is_orphan(struct cistern *c, uint64_t index, void *arg);

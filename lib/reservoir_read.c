@@ -621,7 +621,7 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 int rs_open_read_ready(struct cistern *c, size_t n)
 {
 	struct cistern_hdr *h = c->hdr;
-	uint64_t need = h->watermark > n ? h->watermark : n;
+	uint64_t need = c->fixed.watermark > n ? c->fixed.watermark : n;
 	if (atomic_load_explicit(&h->population, memory_order_acquire) < need)
 		return -EAGAIN;
 	if (!rs_rate_allows_read(c, n))

@@ -297,9 +297,10 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 	 * temporary object see a name that differs from the file's and know a
 	 * restore is under way (or died: then gc removes it).
 	 */
-	memset(c->hdr->name, 0, sizeof(c->hdr->name));
-	snprintf(c->hdr->name, sizeof(c->hdr->name), "%s", name);
-	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->hdr->policy);
+	memset(c->fixed.name, 0, sizeof(c->fixed.name));
+	snprintf(c->fixed.name, sizeof(c->fixed.name), "%s", name);
+	memcpy(c->hdr->name, c->fixed.name, sizeof(c->hdr->name));
+	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->fixed.policy);
 	roaring_bitmap_t *seen = roaring_bitmap_create();
 	if (!so)
 		r = -ENOTSUP;
@@ -310,7 +311,7 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 	if (seen)
 		roaring_bitmap_free(seen);
 	if (r == 0)
-		r = so->restore(c->hdr, m.sample_count, m.next_id);
+		r = so->restore(c, m.sample_count, m.next_id);
 	if (r == 0) {
 		atomic_store_explicit(&c->hdr->next_sample_id, m.next_id, memory_order_relaxed);
 		atomic_store_explicit(&c->hdr->producers_done, m.producers_done,

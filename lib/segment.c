@@ -149,7 +149,71 @@ static uint64_t index_entries(uint32_t policy, uint32_t sweep_size, uint32_t nb_
 }
 
 static int check_config(const struct cistern_config *cfg);
-static void config_of(const struct cistern_hdr *h, struct cistern_config *cfg);
+static void config_of(const struct cistern_fixed *f, struct cistern_config *cfg);
+
+void cistern__fixed_of(const struct cistern_hdr *h, struct cistern_fixed *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->total_size = h->total_size;
+	f->slot_size = h->slot_size;
+	f->slot_count = h->slot_count;
+	f->slot_stride = h->slot_stride;
+	f->meta_stride = h->meta_stride;
+	f->procs_off = h->procs_off;
+	f->procs_count = h->procs_count;
+	f->meta_off = h->meta_off;
+	f->index_off = h->index_off;
+	f->index_count = h->index_count;
+	f->arena_off = h->arena_off;
+	f->policy = h->policy;
+	f->flags = h->flags;
+	f->watermark = h->watermark;
+	f->pseudo_epochs = h->pseudo_epochs;
+	f->sweep_size = h->sweep_size;
+	f->nb_time_steps = h->nb_time_steps;
+	f->batch_size = h->batch_size;
+	f->seed = h->seed;
+	f->expected_producers = h->expected_producers;
+	f->mode = h->mode;
+	f->reads_per_put = h->reads_per_put;
+	f->rate_slack = h->rate_slack;
+	f->created_ns = h->created_ns;
+	f->creator_pid = h->creator_pid;
+	f->creator_uid = h->creator_uid;
+	memcpy(f->name, h->name, sizeof(f->name));
+}
+
+/* Write the immutable fields of *f into a header being created. */
+static void header_of(const struct cistern_fixed *f, struct cistern_hdr *h)
+{
+	h->total_size = f->total_size;
+	h->slot_size = f->slot_size;
+	h->slot_count = f->slot_count;
+	h->slot_stride = f->slot_stride;
+	h->meta_stride = f->meta_stride;
+	h->procs_off = f->procs_off;
+	h->procs_count = f->procs_count;
+	h->meta_off = f->meta_off;
+	h->index_off = f->index_off;
+	h->index_count = f->index_count;
+	h->arena_off = f->arena_off;
+	h->policy = f->policy;
+	h->flags = f->flags;
+	h->watermark = f->watermark;
+	h->pseudo_epochs = f->pseudo_epochs;
+	h->sweep_size = f->sweep_size;
+	h->nb_time_steps = f->nb_time_steps;
+	h->batch_size = f->batch_size;
+	h->seed = f->seed;
+	h->expected_producers = f->expected_producers;
+	h->mode = f->mode;
+	h->reads_per_put = f->reads_per_put;
+	h->rate_slack = f->rate_slack;
+	h->created_ns = f->created_ns;
+	h->creator_pid = f->creator_pid;
+	h->creator_uid = f->creator_uid;
+	memcpy(h->name, f->name, sizeof(h->name));
+}
 
 int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 {
@@ -187,8 +251,10 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	 * The policy parameters must be ones create would have accepted: the
 	 * policies index their tables with them (batch_size <= slot_count, ...).
 	 */
+	struct cistern_fixed f;
 	struct cistern_config cfg;
-	config_of(h, &cfg);
+	cistern__fixed_of(h, &f);
+	config_of(&f, &cfg);
 	if (check_config(&cfg) < 0)
 		return -EPROTO;
 	return 0;
@@ -295,19 +361,23 @@ static void fill_defaults(struct cistern_config *cfg)
 		cfg->seed = (uint64_t)cistern__now_ns(CLOCK_REALTIME) ^ ((uint64_t)getpid() << 32);
 }
 
+/* Everything the handle derives from c->fixed (set by the caller, validated). */
 static void handle_setup(struct cistern *c)
 {
-	struct cistern_hdr *h = c->hdr;
-	c->meta0 = (char *)h + h->meta_off;
-	c->meta_stride = h->meta_stride;
-	c->arena = cistern__arena(h);
-	c->slot_count = h->slot_count;
-	c->slot_mask = (h->slot_count & (h->slot_count - 1)) == 0 ? h->slot_count - 1 : 0;
-	if (h->slot_count == 1)
+	const struct cistern_fixed *f = &c->fixed;
+	char *base = (char *)c->hdr;
+	c->procs = (struct cistern_proc *)(base + f->procs_off);
+	c->index = (_Atomic uint64_t *)(base + f->index_off);
+	c->meta0 = base + f->meta_off;
+	c->meta_stride = f->meta_stride;
+	c->arena = base + f->arena_off;
+	c->slot_count = f->slot_count;
+	c->slot_mask = (f->slot_count & (f->slot_count - 1)) == 0 ? f->slot_count - 1 : 0;
+	if (f->slot_count == 1)
 		c->slot_mask = 0; /* pos % 1 == 0; a mask of 0 would mean "use %" anyway */
-	c->slot_stride = h->slot_stride;
-	c->slot_size = h->slot_size;
-	c->ops = cistern__ops_for(h->policy);
+	c->slot_stride = f->slot_stride;
+	c->slot_size = f->slot_size;
+	c->ops = cistern__ops_for(f->policy);
 	c->pin_bit = -1;
 	c->wide_copies = cistern__wide_copies();
 	c->small_fit = c->slot_size < 64 ? c->slot_size : 64;
@@ -341,7 +411,7 @@ static int finish_attach(struct cistern *c)
 	c->me->uid = (uint32_t)getuid();
 	c->me->attached_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
 	proc_name(c->me->comm);
-	uint64_t seed = c->hdr->seed + UINT64_C(0x9e3779b97f4a7c15) * c->owner;
+	uint64_t seed = c->fixed.seed + UINT64_C(0x9e3779b97f4a7c15) * c->owner;
 	cistern__rng_seed(&c->rng, seed);
 	cistern__fifo_steps(c);
 	return 0;
@@ -402,38 +472,55 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 		r = -errno;
 		goto fail_unlink;
 	}
+	struct cistern *c = calloc(1, sizeof(*c));
+	if (!c) {
+		munmap(p, l.total_size);
+		r = -ENOMEM;
+		goto fail_unlink;
+	}
+	/*
+	 * The handle's copy of the immutable part comes from the config, not
+	 * from the header it is written to: the object is open to others of
+	 * its mode already, and what we read back could be theirs.
+	 */
+	struct cistern_fixed *f = &c->fixed;
+	f->total_size = l.total_size;
+	f->slot_size = cfg.slot_size;
+	f->slot_count = cfg.slot_count;
+	f->slot_stride = l.slot_stride;
+	f->meta_stride = l.meta_stride;
+	f->procs_off = l.procs_off;
+	f->procs_count = cfg.max_procs;
+	f->meta_off = l.meta_off;
+	f->index_off = l.index_off;
+	f->index_count = index_count;
+	f->arena_off = l.arena_off;
+	f->policy = cfg.policy;
+	f->flags = cfg.flags;
+	f->watermark = cfg.watermark;
+	f->pseudo_epochs = cfg.pseudo_epochs;
+	f->sweep_size = cfg.sweep_size;
+	f->nb_time_steps = cfg.nb_time_steps;
+	f->batch_size = cfg.batch_size;
+	f->seed = cfg.seed;
+	f->expected_producers = cfg.expected_producers;
+	f->mode = cfg.mode;
+	f->reads_per_put = cfg.reads_per_put;
+	f->rate_slack = cfg.rate_slack;
+	f->created_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
+	f->creator_pid = (uint32_t)getpid();
+	f->creator_uid = (uint32_t)getuid();
+	snprintf(f->name, sizeof(f->name), "%s", name);
 	struct cistern_hdr *h = p;
 	/* ftruncate zero-filled everything; set the immutable part. */
 	h->abi_version = CISTERN_ABI_VERSION;
 	h->layout_sig = cistern__layout_signature();
-	h->total_size = l.total_size;
-	h->slot_size = cfg.slot_size;
-	h->slot_count = cfg.slot_count;
-	h->slot_stride = l.slot_stride;
-	h->meta_stride = l.meta_stride;
-	h->procs_off = l.procs_off;
-	h->procs_count = cfg.max_procs;
-	h->meta_off = l.meta_off;
-	h->index_off = l.index_off;
-	h->index_count = index_count;
-	h->arena_off = l.arena_off;
-	h->policy = cfg.policy;
-	h->flags = cfg.flags;
-	h->watermark = cfg.watermark;
-	h->pseudo_epochs = cfg.pseudo_epochs;
-	h->sweep_size = cfg.sweep_size;
-	h->nb_time_steps = cfg.nb_time_steps;
-	h->batch_size = cfg.batch_size;
-	h->seed = cfg.seed;
-	h->expected_producers = cfg.expected_producers;
-	h->mode = cfg.mode;
-	h->reads_per_put = cfg.reads_per_put;
-	h->rate_slack = cfg.rate_slack;
-	h->created_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
-	h->creator_pid = (uint32_t)getpid();
-	h->creator_uid = (uint32_t)getuid();
-	snprintf(h->name, sizeof(h->name), "%s", name);
-	cistern__ops_for(cfg.policy)->init(h);
+	header_of(f, h);
+	c->hdr = h;
+	c->map_size = l.total_size;
+	c->fd = fd;
+	handle_setup(c);
+	c->ops->init(c);
 	/*
 	 * Publish the magic last, with release order: an attacher that reads the
 	 * magic (after its own mapping, through the page cache) sees a complete
@@ -441,17 +528,6 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	 */
 	atomic_thread_fence(memory_order_release);
 	memcpy(h->magic, CISTERN_MAGIC, sizeof(h->magic));
-
-	struct cistern *c = calloc(1, sizeof(*c));
-	if (!c) {
-		munmap(p, l.total_size);
-		r = -ENOMEM;
-		goto fail_unlink;
-	}
-	c->hdr = h;
-	c->map_size = l.total_size;
-	c->fd = fd;
-	handle_setup(c);
 	r = finish_attach(c);
 	if (r < 0) {
 		munmap(p, l.total_size);
@@ -589,6 +665,9 @@ int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct
 	c->map_size = copy.total_size;
 	c->fd = fd;
 	c->readonly = readonly;
+	/* What was validated, not what the mapping says now (segment.h). */
+	cistern__fixed_of(&copy, &c->fixed);
+	c->id_base = copy.id_base;
 	handle_setup(c);
 	*out = c;
 	return 0;
@@ -684,26 +763,26 @@ int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
 {
 	if (!c || !cfg)
 		return -EINVAL;
-	config_of(c->hdr, cfg);
+	config_of(&c->fixed, cfg);
 	return 0;
 }
 
-static void config_of(const struct cistern_hdr *h, struct cistern_config *cfg)
+static void config_of(const struct cistern_fixed *f, struct cistern_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->slot_size = h->slot_size;
-	cfg->slot_count = h->slot_count;
-	cfg->policy = (enum cistern_policy)h->policy;
-	cfg->mode = h->mode;
-	cfg->watermark = h->watermark;
-	cfg->pseudo_epochs = h->pseudo_epochs;
-	cfg->sweep_size = h->sweep_size;
-	cfg->nb_time_steps = h->nb_time_steps;
-	cfg->batch_size = h->batch_size;
-	cfg->seed = h->seed;
-	cfg->max_procs = (uint32_t)h->procs_count;
-	cfg->expected_producers = h->expected_producers;
-	cfg->flags = h->flags;
-	cfg->reads_per_put = h->reads_per_put;
-	cfg->rate_slack = h->rate_slack;
+	cfg->slot_size = f->slot_size;
+	cfg->slot_count = f->slot_count;
+	cfg->policy = (enum cistern_policy)f->policy;
+	cfg->mode = f->mode;
+	cfg->watermark = f->watermark;
+	cfg->pseudo_epochs = f->pseudo_epochs;
+	cfg->sweep_size = f->sweep_size;
+	cfg->nb_time_steps = f->nb_time_steps;
+	cfg->batch_size = f->batch_size;
+	cfg->seed = f->seed;
+	cfg->max_procs = (uint32_t)f->procs_count;
+	cfg->expected_producers = f->expected_producers;
+	cfg->flags = f->flags;
+	cfg->reads_per_put = f->reads_per_put;
+	cfg->rate_slack = f->rate_slack;
 }

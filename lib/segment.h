@@ -19,7 +19,9 @@
  * cistern__compute_layout() says why the two differ. The slots start on a page.
  * Every offset and size is stored in the header and re-derived and checked by
  * cistern__validate_header() before anything past the header is touched, so a
- * damaged or foreign object is refused instead of faulting.
+ * damaged or foreign object is refused instead of faulting. A handle then keeps
+ * what it validated (struct cistern_fixed) and never reads the immutable part
+ * again: a process with write access could rewrite it after the check.
  *
  * Liveness: attachment entry i is owned by whoever holds an OFD write lock on
  * byte CISTERN_LOCK_BASE + i of the shm object. The kernel drops the lock when
@@ -231,6 +233,49 @@ struct cistern_hdr {
 	CL_ALIGN struct cistern_counters retired;
 };
 
+/*
+ * The immutable part of the header as the handle knows it: taken from the
+ * private copy that cistern__validate_header() accepted (attach,
+ * open_readonly) or from the config that create wrote into the header, and
+ * from then on the only place the library reads it. The header itself stays
+ * writable by every process that may write the object, which could make any
+ * later read of it say something else (docs/STATE-MACHINE.md, "Trust model").
+ * id_base is kept in the handle apart (struct cistern), beside the fields
+ * the FIFO's one-step put reads.
+ */
+struct cistern_fixed {
+	uint64_t total_size;
+	uint64_t slot_size;
+	uint64_t slot_count;
+	uint64_t slot_stride;
+	uint64_t meta_stride;
+	uint64_t procs_off;
+	uint64_t procs_count;
+	uint64_t meta_off;
+	uint64_t index_off;
+	uint64_t index_count;
+	uint64_t arena_off;
+	uint32_t policy;
+	uint32_t flags;
+	uint64_t watermark;
+	uint32_t pseudo_epochs;
+	uint32_t sweep_size;
+	uint32_t nb_time_steps;
+	uint32_t batch_size;
+	uint64_t seed;
+	uint32_t expected_producers;
+	uint32_t mode;
+	double reads_per_put;
+	double rate_slack;
+	uint64_t created_ns;
+	uint32_t creator_pid;
+	uint32_t creator_uid;
+	char name[CISTERN_NAME_MAX + 1];
+};
+
+/* Copy the immutable fields of a header (a validated private copy) into *f. */
+void cistern__fixed_of(const struct cistern_hdr *h, struct cistern_fixed *f);
+
 /* Encode the compile-time layout so that another build refuses to attach. */
 uint32_t cistern__layout_signature(void);
 
@@ -251,26 +296,5 @@ int cistern__validate_header(const void *hdr, size_t len, uint64_t file_size);
 
 /* Build the shm object name "/cistern.<name>" into buf (size >= 80). */
 int cistern__shm_name(const char *name, char *buf, size_t size);
-
-static inline struct cistern_proc *cistern__procs(struct cistern_hdr *h)
-{
-	return (struct cistern_proc *)((char *)h + h->procs_off);
-}
-
-/* Slot i's metadata, found from the header alone (creation, restore, snapshots). */
-static inline struct cistern_slotmeta *cistern__meta_at(struct cistern_hdr *h, uint64_t i)
-{
-	return (struct cistern_slotmeta *)((char *)h + h->meta_off + i * h->meta_stride);
-}
-
-static inline _Atomic uint64_t *cistern__index(struct cistern_hdr *h)
-{
-	return (_Atomic uint64_t *)((char *)h + h->index_off);
-}
-
-static inline char *cistern__arena(struct cistern_hdr *h)
-{
-	return (char *)h + h->arena_off;
-}
 
 #endif

@@ -251,11 +251,11 @@ static bool counterpart_here(struct cistern *c, enum cistern_wait_kind kind)
 	if (cpu < 0 || !c->me)
 		return false;
 	atomic_store_explicit(&c->me->wait_cpu, (uint32_t)cpu + 1, memory_order_relaxed);
-	uint32_t o = cistern__lone_holder(c->hdr, kind == CISTERN_WAIT_DATA ? CISTERN_ROLE_PRODUCER
-									  : CISTERN_ROLE_READER);
+	uint32_t o = cistern__lone_holder(c, kind == CISTERN_WAIT_DATA ? CISTERN_ROLE_PRODUCER
+								       : CISTERN_ROLE_READER);
 	if (o == 0 || o == c->owner)
 		return false;
-	const struct cistern_proc *p = &cistern__procs(c->hdr)[o - 1];
+	const struct cistern_proc *p = &cistern__procs(c)[o - 1];
 	return atomic_load_explicit(&p->wait_cpu, memory_order_relaxed) == (uint32_t)cpu + 1;
 }
 

@@ -112,7 +112,7 @@ static pid_t reclaimer_dying_after(const char *name, uint32_t dead, bool intent,
 		if (ofd_lock(r, CISTERN_LOCK_BASE + dead - 1, F_WRLCK) < 0)
 			_exit(3);
 		if (mark)
-			atomic_store(&cistern__procs(r->hdr)[dead - 1].state, CISTERN_PROC_RECLAIMING);
+			atomic_store(&cistern__procs(r)[dead - 1].state, CISTERN_PROC_RECLAIMING);
 		atomic_store(started, 1);
 		usleep(hold_ms * 1000);
 		raise(SIGKILL);

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 
 #include "helpers.h"
 #include "internal.h"
@@ -938,5 +939,450 @@ Test(hostile_ring, fifo_evict_slot_words_far_ahead_of_the_tail_are_eproto_not_a_
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), -EPROTO);
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 1000), -EPROTO, "no waiting either");
 	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+/* ---- damage after attach ------------------------------------------------------ */
+
+/*
+ * Validation guards an attaching process; afterwards any process that may
+ * write the object can rewrite the header or the shared words under it. These
+ * tests attach a victim, then rewrite a field through a second mapping of
+ * the object, as such a process would, and check that the victim's calls
+ * answer -EPROTO or go on as before. The victim runs in a child: a crash
+ * fails the test instead of taking the test program down.
+ */
+
+/* A writable mapping of all of segment `name`, made apart from any handle. */
+static void *map_segment(const char *name, size_t *size)
+{
+	char path[128];
+	path_of(name, path, sizeof(path));
+	int fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0);
+	struct stat st;
+	cr_assert_eq(fstat(fd, &st), 0);
+	void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	cr_assert_neq(p, MAP_FAILED);
+	close(fd);
+	*size = (size_t)st.st_size;
+	return p;
+}
+
+/* Slot i's metadata in a raw mapping (the layout of segment.h). */
+static struct cistern_slotmeta *raw_meta(struct cistern_hdr *raw, uint64_t i)
+{
+	return (struct cistern_slotmeta *)((char *)raw + raw->meta_off + i * raw->meta_stride);
+}
+
+/*
+ * What the victim does once attached, with `raw` the intruder's mapping:
+ * 0 if every call answered as it should, else the number of the first check
+ * that failed.
+ */
+typedef int (*victim_fn)(struct cistern *c, struct cistern_hdr *raw);
+
+/*
+ * Run fn in a child holding its own handle on `name` (read-only if ro), then
+ * detaching it; the test fails if the child dies by a signal or fn says a
+ * call answered wrongly.
+ */
+static void run_victim(const char *name, bool ro, victim_fn fn)
+{
+	size_t size;
+	struct cistern_hdr *raw = map_segment(name, &size);
+	pid_t pid = fork_child();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct cistern *c;
+		int r = ro ? cistern_open_readonly(name, &c) : cistern_attach(name, &c);
+		if (r < 0)
+			_exit(100);
+		r = fn(c, raw);
+		cistern_detach(c);
+		_exit(r);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	munmap(raw, size);
+	cr_assert(!WIFSIGNALED(status), "the victim died by signal %d (%s)", WTERMSIG(status),
+		  strsignal(WTERMSIG(status)));
+	cr_assert(WIFEXITED(status));
+	cr_assert_eq(WEXITSTATUS(status), 0, "the victim's check %d failed", WEXITSTATUS(status));
+}
+
+/* A fresh segment for a victim: created, the creator kept attached (*keep) or not. */
+static void victim_segment(const char *tag, char *name, size_t len,
+			   const struct cistern_config *cfg, struct cistern **keep)
+{
+	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, cfg, &c), 0);
+	if (keep)
+		*keep = c;
+	else
+		cistern_detach(c);
+}
+
+static const struct cistern_config fifo8 = {.slot_size = 64, .slot_count = 8};
+
+/* The field being rewritten by the victim below, by offset and width. */
+static size_t bad_off, bad_width;
+static uint64_t bad_value;
+
+static void rewrite(struct cistern_hdr *raw)
+{
+	if (bad_width == sizeof(uint32_t)) {
+		uint32_t v = (uint32_t)bad_value;
+		memcpy((char *)raw + bad_off, &v, sizeof(v));
+	} else {
+		memcpy((char *)raw + bad_off, &bad_value, sizeof(bad_value));
+	}
+}
+
+#define SET_BAD(field, value)                                                         \
+	(bad_off = offsetof(struct cistern_hdr, field),                               \
+	 bad_width = sizeof(((struct cistern_hdr *)0)->field), bad_value = (uint64_t)(value))
+
+static int stats_and_traffic(struct cistern *c, struct cistern_hdr *raw)
+{
+	rewrite(raw);
+	struct cistern_stats st;
+	if (cistern_stats_get(c, &st) != 0)
+		return 1;
+	if (st.procs_attached != 1)
+		return 2;
+	char buf[64];
+	if (cistern_put(c, "abc", 3, NULL, 0) != 0)
+		return 3;
+	if (cistern_get(c, buf, sizeof(buf), NULL, 0) != 3)
+		return 4;
+	if (cistern_stats_get(c, &st) != 0 || st.puts != 1 || st.gets != 1)
+		return 5;
+	return 0;
+}
+
+Test(hostile_after_attach, a_procs_count_rewritten_after_attach_is_not_read_by_stats)
+{
+	char name[64];
+	victim_segment("h-aa-pc", name, sizeof(name), &fifo8, NULL);
+	SET_BAD(procs_count, UINT64_C(1) << 40);
+	run_victim(name, false, stats_and_traffic);
+	cistern_unlink(name);
+}
+
+Test(hostile_after_attach, a_procs_off_rewritten_after_attach_is_not_read_by_stats)
+{
+	char name[64];
+	victim_segment("h-aa-po", name, sizeof(name), &fifo8, NULL);
+	SET_BAD(procs_off, UINT64_C(1) << 50);
+	run_victim(name, false, stats_and_traffic);
+	cistern_unlink(name);
+}
+
+/* Fork a child that attaches, says so, waits delay_ms, puts "w" and detaches. */
+static pid_t spawn_late_putter(const char *name, int delay_ms)
+{
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	pid_t pid = fork_child();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		close(p[0]);
+		struct cistern *c;
+		if (cistern_attach(name, &c) < 0)
+			_exit(1);
+		char ok = 1;
+		if (write(p[1], &ok, 1) != 1)
+			_exit(2);
+		struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000};
+		nanosleep(&ts, NULL);
+		int r = cistern_put(c, "w", 1, NULL, 1000);
+		cistern_detach(c);
+		_exit(r == 0 ? 0 : 3);
+	}
+	close(p[1]);
+	char ok = 0;
+	cr_assert_eq(read(p[0], &ok, 1), 1, "the late putter did not start");
+	close(p[0]);
+	return pid;
+}
+
+static void reap_ok(pid_t pid)
+{
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "helper status %d", status);
+}
+
+/* A get that blocks (sweeping for the dead every 200 ms) until the late putter's sample. */
+static int blocked_get(struct cistern *c, struct cistern_hdr *raw)
+{
+	rewrite(raw);
+	char buf[64];
+	if (cistern_get(c, buf, sizeof(buf), NULL, 10000) != 1)
+		return 1;
+	if (buf[0] != 'w')
+		return 2;
+	return 0;
+}
+
+Test(hostile_after_attach, a_blocked_get_survives_procs_count_rewritten_and_is_woken,
+     .timeout = 60)
+{
+	char name[64];
+	victim_segment("h-aa-blk", name, sizeof(name), &fifo8, NULL);
+	/* Long enough that the victim sleeps through a few sweeps first. */
+	pid_t putter = spawn_late_putter(name, 1000);
+	SET_BAD(procs_count, UINT64_C(1) << 40);
+	run_victim(name, false, blocked_get);
+	reap_ok(putter);
+	cistern_unlink(name);
+}
+
+static pid_t holder_pid;
+
+/* The holder of the one sample dies after the rewrite: the victim's sweep gives it back. */
+static int reclaim_after_death(struct cistern *c, struct cistern_hdr *raw)
+{
+	rewrite(raw);
+	kill(holder_pid, SIGKILL);
+	char buf[64];
+	if (cistern_get(c, buf, sizeof(buf), NULL, 10000) != 1)
+		return 1;
+	if (buf[0] != 'a')
+		return 2;
+	struct cistern_stats st;
+	if (cistern_stats_get(c, &st) != 0 || st.redeliveries != 1)
+		return 3;
+	return 0;
+}
+
+Test(hostile_after_attach, a_dead_holder_is_reclaimed_with_procs_count_rewritten, .timeout = 60)
+{
+	char name[64];
+	struct cistern *keep;
+	victim_segment("h-aa-rcl", name, sizeof(name), &fifo8, &keep);
+	cr_assert_eq(cistern_put(keep, "a", 1, NULL, 0), 0);
+	holder_pid = spawn_holder(name, HOLD_SAMPLE);
+	cr_assert_gt(holder_pid, 0);
+	SET_BAD(procs_count, UINT64_C(1) << 40);
+	run_victim(name, false, reclaim_after_death);
+	waitpid(holder_pid, NULL, 0);
+	cistern_detach(keep);
+	cistern_unlink(name);
+}
+
+/* What the inspection calls of a read-only handle answer after the rewrite. */
+static int inspect_calls(struct cistern *c, struct cistern_hdr *raw)
+{
+	rewrite(raw);
+	struct cistern_proc_info info[4];
+	if (cistern_procs_get(c, info, 4) != 1)
+		return 1;
+	struct cistern_stats st;
+	if (cistern_stats_get(c, &st) != 0 || st.puts != 1)
+		return 2;
+	struct cistern_occupancy occ;
+	if (cistern_occupancy_get(c, &occ) != 0 || occ.held != 1)
+		return 3;
+	return 0;
+}
+
+/* A segment holding one sample, its creator attached, inspected by a read-only victim. */
+static void inspect_victim(const char *tag)
+{
+	char name[64];
+	struct cistern *keep;
+	victim_segment(tag, name, sizeof(name), &fifo8, &keep);
+	cr_assert_eq(cistern_put(keep, "a", 1, NULL, 0), 0);
+	run_victim(name, true, inspect_calls);
+	cistern_detach(keep);
+	cistern_unlink(name);
+}
+
+Test(hostile_after_attach, inspection_survives_the_attachment_table_rewritten)
+{
+	SET_BAD(procs_count, UINT64_C(1) << 40);
+	inspect_victim("h-aa-insp1");
+	SET_BAD(procs_off, UINT64_C(1) << 50);
+	inspect_victim("h-aa-insp2");
+}
+
+static const struct cistern_config paired = {.slot_size = 64, .slot_count = 16,
+					     .policy = CISTERN_SIM_PAIRED_RESERVOIR,
+					     .watermark = 2, .sweep_size = 4, .nb_time_steps = 4};
+
+/* Puts and a pair read of simulation 3, and a put past the real sweep refused. */
+static int paired_traffic(struct cistern *c, struct cistern_hdr *raw)
+{
+	rewrite(raw);
+	for (uint32_t t = 0; t < 4; t++) {
+		struct cistern_meta m = {.sim_id = 3, .time_step = t};
+		if (cistern_put(c, &t, sizeof(t), &m, 0) != 0)
+			return 1;
+	}
+	struct cistern_meta far = {.sim_id = 1000, .time_step = 0};
+	if (cistern_put(c, "x", 1, &far, 0) != -ERANGE)
+		return 2;
+	struct cistern_sample pair[2];
+	if (cistern_acquire_pair(c, pair, 0) != 0)
+		return 3;
+	if (pair[0].meta.sim_id != 3 || pair[1].meta.time_step != pair[0].meta.time_step + 1)
+		return 4;
+	if (cistern_release_pair(c, pair) != 0)
+		return 5;
+	return 0;
+}
+
+Test(hostile_after_attach, sim_paired_index_bounds_rewritten_after_attach_are_not_read)
+{
+	char name[64];
+	victim_segment("h-aa-nts", name, sizeof(name), &paired, NULL);
+	SET_BAD(nb_time_steps, UINT32_C(1) << 31);
+	run_victim(name, false, paired_traffic);
+	cistern_unlink(name);
+	victim_segment("h-aa-sws", name, sizeof(name), &paired, NULL);
+	SET_BAD(sweep_size, UINT32_MAX);
+	run_victim(name, false, paired_traffic);
+	cistern_unlink(name);
+	victim_segment("h-aa-ixo", name, sizeof(name), &paired, NULL);
+	SET_BAD(index_off, UINT64_C(1) << 50);
+	run_victim(name, false, paired_traffic);
+	cistern_unlink(name);
+}
+
+/* Every config field of the header rewritten: the attached handle goes on as created. */
+static int config_unchanged(struct cistern *c, struct cistern_hdr *raw)
+{
+	struct cistern_config before;
+	cistern_config_get(c, &before);
+	raw->policy = CISTERN_FIRO;
+	raw->flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER | CISTERN_LOSSY;
+	raw->watermark = UINT64_MAX;
+	raw->pseudo_epochs = 0;
+	raw->batch_size = UINT32_MAX;
+	raw->expected_producers = 7;
+	raw->reads_per_put = -1.0;
+	raw->slot_size = 1;
+	raw->slot_count = UINT64_MAX;
+	raw->id_base = UINT64_C(1) << 40;
+	struct cistern_config after;
+	cistern_config_get(c, &after);
+	if (memcmp(&before, &after, sizeof(before)) != 0)
+		return 1;
+	struct cistern_meta m = {0};
+	if (cistern_put(c, "abc", 3, &m, 0) != 0 || m.sample_id != 0)
+		return 2;
+	char buf[64];
+	if (cistern_get(c, buf, sizeof(buf), &m, 0) != 3 || m.sample_id != 0)
+		return 3;
+	if (cistern_producer_done(c) != -EINVAL)
+		return 4;
+	return 0;
+}
+
+Test(hostile_after_attach, config_fields_rewritten_after_attach_change_nothing)
+{
+	char name[64];
+	victim_segment("h-aa-cfg", name, sizeof(name), &fifo8, NULL);
+	run_victim(name, false, config_unchanged);
+	cistern_unlink(name);
+}
+
+/* The automatic producer role's holder set to an owner past the table. */
+static int auto_holder_past_table(struct cistern *c, struct cistern_hdr *raw)
+{
+	raw->procs_count = UINT64_C(1) << 40;
+	atomic_store(&raw->auto_producer, CISTERN_AUTO_OWNER);
+	if (cistern_put(c, "abc", 3, NULL, 0) != -EPROTO)
+		return 1;
+	return 0;
+}
+
+Test(hostile_after_attach, an_automatic_role_holder_past_the_table_is_eproto)
+{
+	char name[64];
+	victim_segment("h-aa-auto", name, sizeof(name), &fifo8, NULL);
+	run_victim(name, false, auto_holder_past_table);
+	cistern_unlink(name);
+}
+
+/* The single reader role held by an owner past the table. */
+static int sole_holder_past_table(struct cistern *c, struct cistern_hdr *raw)
+{
+	atomic_store(&raw->sole_reader, CISTERN_PROCS_MAX + 1);
+	char buf[64];
+	if (cistern_get(c, buf, sizeof(buf), NULL, 0) != -EPROTO)
+		return 1;
+	return 0;
+}
+
+Test(hostile_after_attach, a_single_role_holder_past_the_table_is_eproto)
+{
+	char name[64];
+	struct cistern_config cfg = fifo8;
+	cfg.flags = CISTERN_SINGLE_READER;
+	victim_segment("h-aa-sole", name, sizeof(name), &cfg, NULL);
+	run_victim(name, false, sole_holder_past_table);
+	cistern_unlink(name);
+}
+
+/*
+ * A one-slot SimPairedReservoir, where every put lands in slot 0 (evicting
+ * the lone sample before it, an orphan), while that slot's simulation id is
+ * rewritten, far past the sweep, at arbitrary moments of the victim's own
+ * calls: by a timer signal's handler, through the intruder's mapping, so
+ * that the writes land inside the library's commits however the processes
+ * of a loaded machine are scheduled. The index entries the library then
+ * skips may leave a stale pair that keeps a put out (-EAGAIN): damage, not
+ * a crash.
+ */
+static _Atomic uint32_t *scribbled;
+
+static void scribble(int sig)
+{
+	(void)sig;
+	atomic_store_explicit(scribbled, UINT32_C(0x7fffffff), memory_order_relaxed);
+}
+
+static int puts_under_scribbling(struct cistern *c, struct cistern_hdr *raw)
+{
+	scribbled = (_Atomic uint32_t *)&raw_meta(raw, 0)->sim_id;
+	struct sigaction sa = {.sa_handler = scribble, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, NULL) != 0)
+		return 3;
+	struct itimerval every = {{0, 20}, {0, 20}};
+	if (setitimer(ITIMER_REAL, &every, NULL) != 0)
+		return 4;
+	uint64_t stored = 0;
+	double end = mono_now() + 1.0;
+	int bad = 0;
+	for (uint32_t i = 0; mono_now() < end; i++) {
+		struct cistern_meta m = {.sim_id = 0, .time_step = i % 2};
+		int r = cistern_put(c, &i, sizeof(i), &m, 0);
+		if (r != 0 && r != -EAGAIN) {
+			bad = 1;
+			break;
+		}
+		stored += r == 0;
+	}
+	struct itimerval off = {{0, 0}, {0, 0}};
+	setitimer(ITIMER_REAL, &off, NULL);
+	if (bad)
+		return bad;
+	return stored > 0 ? 0 : 2;
+}
+
+Test(hostile_after_attach, sample_keys_rewritten_during_commits_are_never_followed, .timeout = 60)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 16, .slot_count = 1,
+				     .policy = CISTERN_SIM_PAIRED_RESERVOIR, .watermark = 1,
+				     .sweep_size = 1, .nb_time_steps = 2};
+	victim_segment("h-aa-scrib", name, sizeof(name), &cfg, NULL);
+	run_victim(name, false, puts_under_scribbling);
 	cistern_unlink(name);
 }
