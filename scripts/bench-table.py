@@ -120,17 +120,15 @@ def cell(s):
 def block(run):
     """The Markdown between the markers."""
     out = [BEGIN, ""]
-    said = []
     if run["label"]:
-        said.append(f"Run: {run['label']}.")
-    said.append(f"cistern-bench: {run['header']}")
+        out.append(f"- run: {run['label']}")
+    out.append(f"- cistern-bench: {run['header']}")
     if run["load_start"] and run["load_end"]:
-        said.append(f"Load average {run['load_start']} at the start, {run['load_end']} at the end.")
+        out.append(f"- load average {run['load_start']} at the start, {run['load_end']} at the end")
     if run["huge"]:
-        said.append(f"/dev/shm mounted with huge={run['huge']}.")
+        out.append(f"- /dev/shm mounted with huge={run['huge']}")
     if run["legend"]:
-        said.append(f"Ratio: {run['legend']}")
-    out.append(" ".join(said))
+        out.append(f"- ratio: {run['legend']}")
     out.append("")
     out.append("| contender | median | min-max | unit | ratio |")
     out.append("|---|---:|---:|---|---:|")

@@ -28,6 +28,8 @@ check() {
   if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; echo "FAILED: $what"; fi
 }
 check "install" bash tests/install/check.sh build
+# BENCHMARKS.md's table, generated from the run it names (no benchmark runs here).
+check "bench table" bash tests/bench/table.sh
 # The benchmark program (-Dbench=enabled, in build-bench): every contender run
 # once, its payload checks passed, no time asserted.
 check "bench smoke" bash -c 'BUILDDIR=build-bench MESON_OPTIONS=-Dbench=enabled bash scripts/setup.sh >/dev/null &&
