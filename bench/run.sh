@@ -44,7 +44,7 @@ set +e
 "${nice_cmd[@]}" ./build-bench/bench/cistern-bench --python /usr/bin/python3 --py bench/sample_peers.py ${args[@]+"${args[@]}"} | tee -a "$out"
 s=${PIPESTATUS[0]}; [ "$s" -eq 0 ] || status=$s
 echo | tee -a "$out"
-# What the per-process Roaring snapshots buy (BENCHMARKS.md, "Uniform picks").
+# What the per-process Roaring snapshots buy (the last table of BENCHMARKS.md).
 "${nice_cmd[@]}" ./build-bench/bench/cistern-pick | tee -a "$out"
 s=${PIPESTATUS[0]}; [ "$s" -eq 0 ] || status=$s
 set -e
