@@ -4,9 +4,9 @@
 # valgrind, fuzzing), and a closing "N passed, N failed" line counting both.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-# clang, its fuzzer runtime and valgrind serve scripts/check.sh, run at the end;
-# the benchmark's peers (bench/peers) its smoke run.
-EXTRA_PACKAGES="${EXTRA_PACKAGES:-} clang libclang-rt-14-dev valgrind $(cat bench/peers)" \
+# clang, clang-format, clang's fuzzer runtime and valgrind serve scripts/check.sh,
+# run at the end; the benchmark's peers (bench/peers) its smoke run.
+EXTRA_PACKAGES="${EXTRA_PACKAGES:-} clang clang-format libclang-rt-14-dev valgrind $(cat bench/peers)" \
   bash scripts/setup.sh || exit 1
 
 passed=0 failed=0 rc=0
