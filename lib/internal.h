@@ -226,8 +226,8 @@ static inline void *cistern__payload(const struct cistern *c, uint64_t index)
  * api.c and gather.c): prefetch the first CISTERN_GATHER_AHEAD, then the one
  * CISTERN_GATHER_AHEAD places on while copying each, up to
  * CISTERN_GATHER_LINES cache lines of it (beyond that the hardware prefetcher
- * follows the copy). On 256 B samples (benchmark section 4), 16 ahead copied
- * fastest of 0, 2, 4, 8, 16, 32, 64 and 256.
+ * follows the copy). The distance is the one, of those tried from 0 to 256,
+ * that gathered the benchmark's 256-byte samples fastest (its section 4).
  */
 #define CISTERN_GATHER_AHEAD 16
 #define CISTERN_GATHER_LINES 8
@@ -235,8 +235,8 @@ static inline void *cistern__payload(const struct cistern *c, uint64_t index)
 /*
  * A read prefetch of one line that the compiler keeps. With the loop below
  * unrolled, gcc 12 left none of its __builtin_prefetch() calls in the object
- * code of the one-pass gather (which then ran 28% slower); an asm statement
- * is not dropped.
+ * code of the one-pass gather, which then ran slower, its misses no longer
+ * started ahead; an asm statement is not dropped.
  */
 static inline void cistern__prefetch_line(const char *p)
 {
@@ -272,11 +272,9 @@ static inline __attribute__((always_inline)) void cistern__prefetch_for_write(co
 /*
  * `lines` lines from p. Four, the lines of a 256-byte sample, the common
  * case of batched reads, are asked for with no loop to count: a loop of one
- * prefetch a step spent more instructions on its own control than on the
- * prefetches (+4-6% batches gathered on the Zen 5 host, 256-byte samples),
- * and a loop of four a step, its bound the length clamped on every call,
- * made the sole reader's gathered batches 3-8% slower than this
- * (docs/benchmarks-log.md, "Where cistern's time goes").
+ * prefetch a step spends more instructions on its own control than on the
+ * prefetches, and a loop of four a step, its bound the length clamped on
+ * every call, measured slower than this too.
  */
 static inline __attribute__((always_inline)) void cistern__prefetch_lines(const char *p,
 									  unsigned lines)

@@ -244,12 +244,10 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
  * payload with its metadata line when it draws it, so that the caller's
  * copies, made once the pins are confirmed, find the members in cache: one
  * pass over memory. Copying each member as soon as its pin was stored,
- * inside this loop, was up to 4% slower where the host's memory was fast
- * and 18% slower where it was slow (docs/benchmarks-log.md, "Where
- * cistern's time goes"). Any other reader leaves the payloads to the
- * caller's copies, which prefetch them ahead: its pins are locked
- * instructions, and prefetching the payloads between them made its batches
- * 5% slower.
+ * inside this loop, measured slower, the more so the slower the memory.
+ * Any other reader leaves the payloads to the caller's copies, which
+ * prefetch them ahead: its pins are locked instructions, and prefetching
+ * the payloads between them measured slower.
  */
 /*
  * Pin a member while the handle holds nothing (rs_pin_tells_repeats()):
@@ -403,10 +401,9 @@ static void stream_loop(struct cistern *c, struct stream *st, struct cistern_sam
 
 /*
  * Candidates that stream_blocks() draws at a time: two windows. The longer
- * lead (a candidate is prefetched 32 to 63 draws before it is judged) with
- * only the candidates a batch can use prefetched made gathered batches
- * 5-9% faster than blocks of RS_AHEAD, and zero-copy ones up to 10%
- * (docs/benchmarks-log.md, "Where cistern's time goes").
+ * lead (a candidate is prefetched 32 to 63 draws before it is judged), with
+ * only the candidates a batch can use prefetched, leaves each miss more time
+ * to finish than blocks of RS_AHEAD would.
  */
 #define RS_BLOCK (2 * RS_AHEAD)
 

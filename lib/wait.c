@@ -220,14 +220,11 @@ static bool starved(const struct cistern *c, const struct cistern_waiter *w)
  * Pauses per usual round of a reader that is not starved: the longer it
  * leaves the producer alone, the more slots the producer fills without the
  * reader's looks taking away the line it writes next, and the more the
- * reader then takes in a row. 64-byte samples through one producer and one
- * reader in a ring of 1024 (benchmark section 1) went an eighth to a fifth
- * faster with 512 pauses a round than with 64, alternating builds (128 and
- * 256 fell between; docs/benchmarks-log.md, "The producer's stores"). Half the slot
- * count at most, so that a producer that puts no faster than a sample per
- * pause does not fill the ring and wait while the reader is away (a pause
- * takes some 16 ns on the machine measured, about as long as the fastest
- * puts there); never fewer than everyone else's rounds.
+ * reader then takes in a row (of the round lengths tried between
+ * processes, the longest did best). Half the slot count at most, so that a
+ * producer that puts no faster than a sample per pause (a pause takes about
+ * as long as the fastest puts) does not fill the ring and wait while the
+ * reader is away; never fewer than everyone else's rounds.
  */
 static uint32_t ahead_round(const struct cistern *c)
 {
