@@ -133,13 +133,27 @@ struct cistern_config {
 	uint32_t flags;                /**< CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, CISTERN_SINGLE_READER */
 	uint32_t reserved_;            /**< must be 0 */
 	/**
-	 * Reservoir kinds: optional rate limiter. When reads_per_put > 0, readers
-	 * wait while reads > reads_per_put * puts + rate_slack and producers wait
-	 * while reads_per_put * puts > reads + rate_slack (both counted since
-	 * creation). 0 = off.
+	 * Reservoir kinds: optional rate limiter; 0 = off. When reads_per_put > 0,
+	 * with puts counted after the first `watermark` ones and reads since
+	 * creation, a read of n samples (1, a pair's 2, a batch's n) waits while
+	 * reads + n > reads_per_put * puts + slack, and a producer waits while
+	 * reads_per_put * (puts + 1) > reads + slack. A read takes its n reads
+	 * of budget all at once, or waits holding none.
 	 */
 	double reads_per_put;
-	double rate_slack;             /**< allowed drift, in reads; 0 = reads_per_put */
+	/**
+	 * The limiter's allowed drift, in reads. 0 = automatic (what
+	 * cistern_config_get() then reports): producers use reads_per_put, and
+	 * a read of n samples the larger of reads_per_put and n, so that every
+	 * read starts once the reads before it are paid for. Set by hand, it
+	 * is kept on both sides: create refuses one under which the policy's
+	 * own read could never start (below (reads_per_put + 1) / 2 for a
+	 * read, + 2 for a pair, + batch_size for a BatchReservoir, give or
+	 * take the rounding of whole reads), and a larger batch that could
+	 * never start is refused at once with -EDEADLK (a rate_slack of
+	 * (reads_per_put + n) / 2 always admits a batch of n).
+	 */
+	double rate_slack;
 };
 
 /** Metadata carried by every sample. */
@@ -363,8 +377,12 @@ CISTERN_API int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, si
  * held, pinned together (Reservoir, FIFOEvictReservoir, BatchReservoir; for
  * BatchReservoir n must be 0 or batch_size, 0 meaning batch_size). After reception
  * closes, batches remove what they return, and the last batch may be short.
+ * Under the rate limiter a batch starts when its n reads fit the budget, all
+ * at once (see struct cistern_config).
  * @return the number of samples acquired; CISTERN_EOD; -EAGAIN/-ETIMEDOUT;
- *         -EINVAL for another policy or a bad n.
+ *         -EINVAL for another policy or a bad n; -EDEADLK at once, without
+ *         waiting, if the rate limiter could never admit n reads at once
+ *         (cistern_read_problem() says why).
  */
 CISTERN_API int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n,
 			  int timeout_ms);
@@ -390,10 +408,27 @@ CISTERN_API int cistern_release_batch(struct cistern *c, struct cistern_sample *
  * After an error nothing was read (no seen count moves), but buf may have been
  * written.
  * @return the number of samples; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if a
- *         sample is longer than stride; -EINVAL (another policy, or a bad n).
+ *         sample is longer than stride; -EINVAL (another policy, or a bad n);
+ *         -EDEADLK as cistern_acquire_batch().
  */
 CISTERN_API int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
 		      struct cistern_meta *meta, int timeout_ms);
+
+/**
+ * Say whether a read of `n` samples would be refused at once instead of
+ * waited for, and why: the answer cistern_acquire_batch() and
+ * cistern_get_batch() give before any wait (cistern_acquire() reads 1, a
+ * pair 2). Never blocks and moves nothing.
+ * @param n    samples read at once; 0 = the segment's batch_size
+ * @param why  receives a sentence naming the parameters involved (as
+ *             snprintf() would, truncated to size bytes); may be NULL
+ * @return 0 if such a read can start (now or after a wait); -EDEADLK if the
+ *         rate limiter, with the rate_slack set at creation, could never
+ *         admit n reads at once (see struct cistern_config); -EINVAL for an
+ *         n of 0 without a batch_size, above slot_count, or other than a
+ *         BatchReservoir's batch_size.
+ */
+CISTERN_API int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t size);
 
 /** The segment's parameters as created (defaults filled in). */
 CISTERN_API int cistern_config_get(const struct cistern *c, struct cistern_config *cfg);

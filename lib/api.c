@@ -5,7 +5,10 @@
  * wait, for how long, and what a failed wait means.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -419,6 +422,10 @@ int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t 
 		n = c->hdr->batch_size;
 	if (!out || n == 0 || n > c->slot_count || n > INT32_MAX)
 		return -EINVAL;
+	/* Before any wait: a batch the rate limiter can never admit would wait for ever. */
+	r = cistern__rate_refuses(c->hdr, n);
+	if (r < 0)
+		return r;
 	struct read_req q = {READ_BATCH, out, n};
 	return read_loop(c, &q, timeout_ms);
 }
@@ -460,6 +467,10 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 		int r = writable(c);
 		return r < 0 ? r : cistern__fifo_get_batch(c, buf, stride, n, len, meta, timeout_ms);
 	}
+	/* As cistern_acquire_batch() does, before the one-pass try (which may find budget now). */
+	int refused = cistern__rate_refuses(c->hdr, n);
+	if (refused < 0)
+		return refused;
 	struct cistern_sample local[64];
 	struct cistern_sample *s = n <= 64 ? local : malloc(n * sizeof(*s));
 	if (!s)
@@ -508,6 +519,53 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 	if (s != local)
 		free(s);
 	return got;
+}
+
+/* snprintf() into why[size] if there is room to say anything; returns err. */
+static int say(int err, char *why, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int say(int err, char *why, size_t size, const char *fmt, ...)
+{
+	if (why && size) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(why, size, fmt, ap);
+		va_end(ap);
+	}
+	return err;
+}
+
+int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t size)
+{
+	if (why && size)
+		why[0] = '\0';
+	if (!c)
+		return say(-EINVAL, why, size, "no segment handle");
+	const struct cistern_hdr *h = c->hdr;
+	if (n == 0)
+		n = h->batch_size;
+	if (n == 0)
+		return say(-EINVAL, why, size, "a read of 0 samples, and the segment has no batch_size");
+	if (n > c->slot_count)
+		return say(-EINVAL, why, size,
+			   "a read of %zu samples is more than the segment holds (slot_count %" PRIu64
+			   ")", n, c->slot_count);
+	if (h->policy == CISTERN_BATCH_RESERVOIR && n != h->batch_size)
+		return say(-EINVAL, why, size,
+			   "a BatchReservoir reads batches of exactly batch_size (%u), not %zu",
+			   h->batch_size, n);
+	int r = cistern__rate_refuses(h, n);
+	if (r < 0) {
+		uint64_t most = cistern__rate_grant(h->reads_per_put, h->rate_slack);
+		return say(r, why, size,
+			   "a read of %zu samples could never start: with reads_per_put %g and "
+			   "rate_slack %g the rate limiter is sure to admit at most %" PRIu64
+			   " reads at once; read at most that many at a time, or create the segment "
+			   "with a rate_slack of at least %g (or 0, automatic)",
+			   n, h->reads_per_put, h->rate_slack, most,
+			   ((double)n + h->reads_per_put) / 2);
+	}
+	return 0;
 }
 
 int cistern_release(struct cistern *c, struct cistern_sample *s)
@@ -680,6 +738,9 @@ const char *cistern_strerror(int err)
 		return "damaged or truncated dump file";
 	case -EINPROGRESS:
 		return "a restore of that segment is unfinished";
+	case -EDEADLK:
+		return "a read larger than the rate limiter (reads_per_put, rate_slack) can ever "
+		       "admit at once: it would wait for ever";
 	default:
 		return err < 0 ? strerror(-err) : "unknown result";
 	}

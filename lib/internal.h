@@ -554,6 +554,14 @@ int64_t cistern__now_ns(int clock);
 /* segment.c: open and map a segment by name, validated, without attaching. */
 int cistern__open_mapped(const char *name, bool readonly, struct cistern **out);
 
+/*
+ * rate_limit.c: the largest read (in samples) that a rate limiter with this
+ * reads_per_put and a rate_slack set by hand always admits in the end, and
+ * -EDEADLK if a read of n on this segment never could be (0 otherwise).
+ */
+uint64_t cistern__rate_grant(double reads_per_put, double slack);
+int cistern__rate_refuses(const struct cistern_hdr *h, uint64_t n);
+
 /* liveness.c */
 int cistern__claim_entry(struct cistern *c);
 void cistern__release_entry(struct cistern *c);

@@ -79,6 +79,19 @@ static PyObject *raise_result(int r)
 	return NULL;
 }
 
+/* Room for cistern_read_problem()'s sentence. */
+#define RW_WHY 400
+
+/*
+ * A read the rate limiter could never admit (-EDEADLK): a ValueError, with
+ * cistern_read_problem()'s sentence naming the parameters. Returns NULL.
+ */
+static PyObject *raise_refused_read(const char *why)
+{
+	PyErr_SetString(PyExc_ValueError, why);
+	return NULL;
+}
+
 /* A bad segment name as ValueError, saying what a name may be; 0 if the name is good. */
 static int check_name(const char *name)
 {
@@ -774,10 +787,13 @@ static PyObject *Handle_acquire_batch(HandleObject *h, PyObject *args, PyObject 
 	}
 	struct batch_ctx x = {h->c, so->ss, (size_t)n};
 	int r = wait_sliced(batch_attempt, &x, timeout);
+	char why[RW_WHY];
+	if (r == -EDEADLK)
+		cistern_read_problem(h->c, (size_t)n, why, sizeof(why));
 	handle_leave(h);
 	if (r < 0) {
 		Py_DECREF(so);
-		return raise_result(r);
+		return r == -EDEADLK ? raise_refused_read(why) : raise_result(r);
 	}
 	so->n = (size_t)r;
 	return sample_attach(so, h);
@@ -845,8 +861,14 @@ static PyObject *Handle_get_batch(HandleObject *h, PyObject *args, PyObject *kw)
 	struct batch_ctx x = {h->c, ss, (size_t)n};
 	int r = wait_sliced(batch_attempt, &x, timeout);
 	if (r < 0) {
+		char why[RW_WHY];
+		if (r == -EDEADLK)
+			cistern_read_problem(h->c, (size_t)n, why, sizeof(why));
 		handle_leave(h);
-		raise_result(r);
+		if (r == -EDEADLK)
+			raise_refused_read(why);
+		else
+			raise_result(r);
 		goto out_buf;
 	}
 	size_t bad = (size_t)r;
@@ -911,6 +933,16 @@ static PyObject *Handle_producer_done(HandleObject *h, PyObject *Py_UNUSED(ignor
 static int dict_set_u64(PyObject *d, const char *k, uint64_t v)
 {
 	PyObject *o = PyLong_FromUnsignedLongLong(v);
+	if (!o)
+		return -1;
+	int r = PyDict_SetItemString(d, k, o);
+	Py_DECREF(o);
+	return r;
+}
+
+static int dict_set_double(PyObject *d, const char *k, double v)
+{
+	PyObject *o = PyFloat_FromDouble(v);
 	if (!o)
 		return -1;
 	int r = PyDict_SetItemString(d, k, o);
@@ -997,7 +1029,9 @@ static PyObject *Handle_config(HandleObject *h, PyObject *Py_UNUSED(ignored))
 	    dict_set_u64(d, "seed", cfg.seed) < 0 ||
 	    dict_set_u64(d, "max_procs", cfg.max_procs) < 0 ||
 	    dict_set_u64(d, "expected_producers", cfg.expected_producers) < 0 ||
-	    dict_set_u64(d, "flags", cfg.flags) < 0)
+	    dict_set_u64(d, "flags", cfg.flags) < 0 ||
+	    dict_set_double(d, "reads_per_put", cfg.reads_per_put) < 0 ||
+	    dict_set_double(d, "rate_slack", cfg.rate_slack) < 0)
 		goto fail;
 	if (PyDict_SetItemString(d, "lossy", (cfg.flags & CISTERN_LOSSY) ? Py_True : Py_False) < 0 ||
 	    PyDict_SetItemString(d, "single_producer",
@@ -1332,19 +1366,19 @@ static PyObject *mod_create(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw
 	static char *kwlist[] = {"name", "policy", "slot_size", "slot_count", "mode",
 				 "watermark", "pseudo_epochs", "sweep_size", "nb_time_steps",
 				 "batch_size", "seed", "max_procs", "expected_producers",
-				 "flags", NULL};
+				 "flags", "reads_per_put", "rate_slack", NULL};
 	const char *name;
 	struct cistern_config cfg;
 	memset(&cfg, 0, sizeof(cfg));
 	uint32_t policy = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|O&O&O&O&O&O&O&O&O&O&O&O&O&:create", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|O&O&O&O&O&O&O&O&O&O&O&O&O&dd:create", kwlist,
 					 &name, conv_u32, &policy, conv_u64, &cfg.slot_size,
 					 conv_u64, &cfg.slot_count, conv_u32, &cfg.mode,
 					 conv_u64, &cfg.watermark, conv_u32, &cfg.pseudo_epochs,
 					 conv_u32, &cfg.sweep_size, conv_u32, &cfg.nb_time_steps,
 					 conv_u32, &cfg.batch_size, conv_u64, &cfg.seed,
 					 conv_u32, &cfg.max_procs, conv_u32, &cfg.expected_producers,
-					 conv_u32, &cfg.flags))
+					 conv_u32, &cfg.flags, &cfg.reads_per_put, &cfg.rate_slack))
 		return NULL;
 	if (check_name(name) < 0)
 		return NULL;

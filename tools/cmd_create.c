@@ -33,7 +33,11 @@ static const char usage[] =
 	"                          (others get EBUSY); a segment without it is as fast\n"
 	"                          while it has one reader\n"
 	"      --reads-per-put R   reservoir kinds: rate limiter, reads per put (0 = off)\n"
-	"      --rate-slack S      the limiter's allowed drift, in reads (default R)\n"
+	"      --rate-slack S      the limiter's allowed drift, in reads (default:\n"
+	"                          automatic, R for puts and for a batch of n reads\n"
+	"                          the larger of R and n); set by hand, it is kept,\n"
+	"                          and a batch above about 2S - R reads, which\n"
+	"                          could never start, is refused at once\n"
 	"  -h, --help              show this help\n"
 	"\n"
 	"Policies this build does not implement are refused (exit 1).\n";

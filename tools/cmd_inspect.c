@@ -117,8 +117,10 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 		printf("  single-producer");
 	if (k->flags & CISTERN_SINGLE_READER)
 		printf("  single-reader");
-	if (k->reads_per_put > 0)
+	if (k->reads_per_put > 0 && k->rate_slack > 0)
 		printf("  reads-per-put %g (slack %g)", k->reads_per_put, k->rate_slack);
+	else if (k->reads_per_put > 0)
+		printf("  reads-per-put %g (slack automatic)", k->reads_per_put);
 	printf("\n           seed %" PRIu64 "  max-procs %u", k->seed, k->max_procs);
 	if (k->expected_producers)
 		printf("  producers %u", k->expected_producers);

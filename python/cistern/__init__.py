@@ -92,6 +92,14 @@ def _count(name, value):
     return value
 
 
+def _real(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, not {value!r}")
+    if not value >= 0:  # also catches NaN
+        raise ValueError(f"{name} must be >= 0, not {value}")
+    return float(value)
+
+
 def _policy_number(policy):
     if isinstance(policy, str):
         key = policy.lower().replace("_", "-")
@@ -152,7 +160,7 @@ def _keep_if_misfit(csample, lengths, dtype, shape):
 def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs=0,
            sweep_size=0, time_steps=0, batch_size=0, seed=0, mode=0o600,
            max_procs=0, expected_producers=0, lossy=False,
-           single_producer=False, single_reader=False):
+           single_producer=False, single_reader=False, reads_per_put=0.0, rate_slack=0.0):
     """Create segment `name` and attach to it.
 
     policy: "fifo", "firo", "reservoir", "fifo-evict-reservoir",
@@ -165,8 +173,13 @@ def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs
     (FIFOEvictReservoir), single_producer (FIFO) and single_reader (FIFO and the
     reservoirs, not FIRO): one holder of the role at a time, others get
     OSError(EBUSY); a segment without them is as fast while it has one
-    producer (FIFO) and one reader (FIFO and the reservoirs). Raises
-    FileExistsError if the name is taken, ValueError
+    producer (FIFO) and one reader (FIFO and the reservoirs).
+    reads_per_put and rate_slack (the reservoir kinds): the rate limiter,
+    reads per put after the watermark's fill (0 = off) and the drift it
+    allows, in reads (0 = automatic: every read, a batch of n included,
+    starts once the reads before it are paid for; a slack set by hand is
+    kept, and a batch it could never admit raises ValueError at once).
+    Raises FileExistsError if the name is taken, ValueError
     for bad parameters, OSError(ENOTSUP) for a policy this build lacks.
     """
     if not isinstance(name, str):
@@ -186,6 +199,8 @@ def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs
         flags=(_cistern.LOSSY if lossy else 0)
         | (_cistern.SINGLE_PRODUCER if single_producer else 0)
         | (_cistern.SINGLE_READER if single_reader else 0),
+        reads_per_put=_real("reads_per_put", reads_per_put),
+        rate_slack=_real("rate_slack", rate_slack),
     )
     if mode > 0o7777:
         raise ValueError(f"mode {mode:#o} is not a set of permission bits")
@@ -525,7 +540,8 @@ class Segment:
         gathered in C.
         k < n only at the end of data (or, for FIFO/FIRO, when the timeout comes
         after at least one sample); with none at all, EndOfData or TimeoutError is
-        raised. With meta=True, also returns a (k, 3) uint64 array of
+        raised. A batch that the rate limiter's slack (set by hand at creation)
+        could never admit raises ValueError at once. With meta=True, also returns a (k, 3) uint64 array of
         (sample_id, sim_id, time_step).
         """
         np = _need_numpy()
