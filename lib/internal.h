@@ -174,6 +174,7 @@ struct cistern {
 	uint64_t holding;               /* api.c: reservations and acquisitions outstanding */
 	uint64_t gets_at_wait;          /* wait.c: our gets count when a wait for data last ended */
 	uint64_t cpu_shared_waits;      /* wait.c: waits that yielded to a counterpart on our CPU */
+	int64_t sweep_due_ns;           /* wait.c: when this handle's next sweep for the dead is due */
 };
 
 /* v rounded up to a multiple of a, a power of two. */
