@@ -111,6 +111,26 @@ enum {
 	 * reader comes.
 	 */
 	CISTERN_SINGLE_READER = 1u << 2,
+	/**
+	 * With expected_producers > 0: a counted producer that dies before its
+	 * cistern_producer_done() counts as done, so that reception closes
+	 * without it (once done + died reach expected_producers) and readers
+	 * reach end of data. Without the flag such a death is counted too
+	 * (cistern_stats.producers_died) but reception waits for a
+	 * replacement: a producer that attaches in its place and calls
+	 * cistern_producer_done() fills the count, as online-training
+	 * frameworks that relaunch failed simulations expect. With the flag,
+	 * do not relaunch: a replacement's done would count on top.
+	 *
+	 * A handle is a counted producer from its first reserve or put (the
+	 * producer role) on a segment with expected_producers > 0. It dies
+	 * "before done" if its process ends without cistern_producer_done()
+	 * and without cistern_detach(): a clean detach counts as neither done
+	 * nor died (the program may attach again). The death is counted when
+	 * its attachment is reclaimed: by the next attach, by any waiting
+	 * producer or reader within 200 ms, or by `cistern gc`.
+	 */
+	CISTERN_DEAD_PRODUCER_DONE = 1u << 3,
 };
 
 /**
@@ -129,8 +149,8 @@ struct cistern_config {
 	uint32_t batch_size;           /**< BatchReservoir: samples per batch */
 	uint64_t seed;                 /**< random seed; 0 = seeded from the clock */
 	uint32_t max_procs;            /**< attachment table size; 0 = default */
-	uint32_t expected_producers;   /**< reception closes after this many cistern_producer_done() (0 = only by cistern_close_reception) */
-	uint32_t flags;                /**< CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, CISTERN_SINGLE_READER */
+	uint32_t expected_producers;   /**< reception closes after this many cistern_producer_done() (0 = only by cistern_close_reception); see CISTERN_DEAD_PRODUCER_DONE */
+	uint32_t flags;                /**< CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, CISTERN_SINGLE_READER, CISTERN_DEAD_PRODUCER_DONE */
 	uint32_t reserved_;            /**< must be 0 */
 	/**
 	 * Reservoir kinds: optional rate limiter; 0 = off. When reads_per_put > 0,
@@ -306,7 +326,11 @@ CISTERN_API int cistern_put_batch(struct cistern *c, const void *buf, size_t str
 CISTERN_API int cistern_close_reception(struct cistern *c);
 
 /**
- * Declare one of cfg.expected_producers done; the last one closes reception.
+ * Declare one of cfg.expected_producers done; the last one closes reception
+ * (with CISTERN_DEAD_PRODUCER_DONE, producers that died before done count
+ * as done). Any handle may call it, a producer for itself or a coordinator
+ * for others; a handle that produced is no longer counted as dying before
+ * done once it called it.
  * @return the number of producers still expected, or -EINVAL if none is expected.
  */
 CISTERN_API int cistern_producer_done(struct cistern *c);
@@ -452,6 +476,14 @@ struct cistern_stats {
 	uint64_t unpaired;         /**< SimPairedReservoir: samples left without a partner at the end */
 	uint32_t procs_attached;   /**< live attachments */
 	uint32_t reception_closed; /**< nonzero once reception is closed */
+	uint32_t producers_expected; /**< cfg.expected_producers */
+	uint32_t producers_done;     /**< cistern_producer_done() calls so far */
+	/**
+	 * Counted producers that died before cistern_producer_done() (see
+	 * CISTERN_DEAD_PRODUCER_DONE), those whose attachment was reclaimed and
+	 * those found dead and not reclaimed yet.
+	 */
+	uint32_t producers_died;
 };
 
 /** Read the statistics, without disturbing the segment. */

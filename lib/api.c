@@ -225,21 +225,76 @@ int cistern_close_reception(struct cistern *c)
 	return 0;
 }
 
+/*
+ * How many of the expected producers have ended: those done, and under
+ * CISTERN_DEAD_PRODUCER_DONE those that died before done. Done and died
+ * are two words, each moved by a seq_cst RMW and read back seq_cst after
+ * it: of a producer_done() and a reclaim that count at once, the later one
+ * in the single total order sees both counts, so the one that completes the
+ * count always closes reception.
+ */
+static uint64_t producers_ended(const struct cistern_hdr *h)
+{
+	uint64_t n = atomic_load_explicit(&h->producers_done, memory_order_seq_cst);
+	if (h->flags & CISTERN_DEAD_PRODUCER_DONE)
+		n += atomic_load_explicit(&h->producers_died, memory_order_seq_cst);
+	return n;
+}
+
+/* Close reception from a reclaim or a producer_done(): a seq_cst store, as cistern_close_reception(). */
+static void close_for_producers(struct cistern_hdr *h)
+{
+	atomic_store_explicit(&h->closed, 1, memory_order_seq_cst);
+	cistern__wake_all(h);
+}
+
+void cistern__count_producer(struct cistern *c)
+{
+	/* Relaxed: only the owner writes its entry's mark while it lives; a reclaimer reads it after. */
+	if (atomic_load_explicit(&c->me->producing, memory_order_relaxed) == CISTERN_COUNTED_NONE)
+		atomic_store_explicit(&c->me->producing, CISTERN_COUNTED, memory_order_relaxed);
+}
+
+void cistern__producer_gone(struct cistern *c, struct cistern_proc *p, bool died)
+{
+	struct cistern_hdr *h = c->hdr;
+	if (died && atomic_load_explicit(&p->producing, memory_order_relaxed) == CISTERN_COUNTED) {
+		/*
+		 * Count, then clear the mark: a reclaimer that dies in between
+		 * leaves the entry RECLAIMING and marked, and the next one counts
+		 * it again. Twice is the safe side: under the flag it closes
+		 * reception one producer early (the producers left get -EPIPE);
+		 * never counted, it would leave readers waiting for good.
+		 */
+		atomic_fetch_add_explicit(&h->producers_died, 1, memory_order_seq_cst);
+		if ((h->flags & CISTERN_DEAD_PRODUCER_DONE) &&
+		    producers_ended(h) >= h->expected_producers)
+			close_for_producers(h);
+	}
+	atomic_store_explicit(&p->producing, CISTERN_COUNTED_NONE, memory_order_relaxed);
+}
+
 int cistern_producer_done(struct cistern *c)
 {
 	int r = writable(c);
 	if (r < 0)
 		return r;
-	uint32_t expected = c->hdr->expected_producers;
+	struct cistern_hdr *h = c->hdr;
+	uint32_t expected = h->expected_producers;
 	if (expected == 0)
 		return -EINVAL;
-	uint32_t done = atomic_fetch_add_explicit(&c->hdr->producers_done, 1,
-						  memory_order_acq_rel) + 1;
-	if (done >= expected) {
-		cistern_close_reception(c);
+	atomic_fetch_add_explicit(&h->producers_done, 1, memory_order_seq_cst);
+	/*
+	 * After the count, as in cistern__producer_gone(): dying in between
+	 * counts this producer as done and as died, never as neither.
+	 */
+	atomic_store_explicit(&c->me->producing, CISTERN_COUNTED_DONE, memory_order_relaxed);
+	uint64_t ended = producers_ended(h);
+	if (ended >= expected) {
+		close_for_producers(h);
 		return 0;
 	}
-	return (int)(expected - done);
+	return (int)(expected - ended);
 }
 
 /* What a read tries: one sample, a pair or a batch. Returns >= 0 or -errno. */
@@ -633,14 +688,19 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 	for (size_t i = 0; i < n; i++)
 		atomic_init(&acc[i], atomic_load_explicit(&ret[i], memory_order_relaxed));
 	struct cistern_proc *procs = cistern__procs(h);
+	uint32_t died_unreclaimed = 0;
 	for (uint64_t p = 0; p < h->procs_count; p++) {
 		uint32_t state = atomic_load_explicit(&procs[p].state, memory_order_acquire);
 		if (state == CISTERN_PROC_FREE)
 			continue;
 		/* A RECLAIMING entry still has counters to fold, but no process. */
-		if (state == CISTERN_PROC_ACTIVE &&
-		    (cistern__entry_alive(c->fd, (uint32_t)p) == 1 || p + 1 == c->owner))
-			st->procs_attached++;
+		if (state == CISTERN_PROC_ACTIVE) {
+			if (cistern__entry_alive(c->fd, (uint32_t)p) == 1 || p + 1 == c->owner)
+				st->procs_attached++;
+			else if (atomic_load_explicit(&procs[p].producing, memory_order_relaxed) ==
+				 CISTERN_COUNTED)
+				died_unreclaimed++; /* its reclaim will count it */
+		}
 		const _Atomic uint64_t *src = (const _Atomic uint64_t *)&procs[p].ctr;
 		for (size_t i = 0; i < n; i++)
 			atomic_init(&acc[i], atomic_load_explicit(&acc[i], memory_order_relaxed) +
@@ -661,6 +721,10 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
 		st->seen_hist[i] = atomic_load_explicit(&sum.seen_hist[i], memory_order_relaxed);
 	st->reception_closed = atomic_load_explicit(&h->closed, memory_order_acquire);
+	st->producers_expected = h->expected_producers;
+	st->producers_done = atomic_load_explicit(&h->producers_done, memory_order_relaxed);
+	st->producers_died =
+		atomic_load_explicit(&h->producers_died, memory_order_relaxed) + died_unreclaimed;
 	st->unpaired = atomic_load_explicit(&h->unpaired, memory_order_relaxed);
 	st->population = c->ops->population(c, st);
 	return 0;

@@ -397,6 +397,15 @@ static inline void cistern__auto_end(struct cistern *c)
 	cistern__auto_end_of(c->me);
 }
 
+/*
+ * api.c: expected producers. A handle taking the producer role becomes a
+ * counted producer (unless it already said it is done); a reclaim calls
+ * cistern__producer_gone() for every entry it frees, `died` false for an
+ * owner's own detach, and counts a counted producer that died before done.
+ */
+void cistern__count_producer(struct cistern *c);
+void cistern__producer_gone(struct cistern *c, struct cistern_proc *p, bool died);
+
 /* Publish that this handle acts as `role`; 0 or -EBUSY (see cistern__take_sole). */
 static inline int cistern__add_role(struct cistern *c, uint32_t role)
 {
@@ -408,6 +417,8 @@ static inline int cistern__add_role(struct cistern *c, uint32_t role)
 			return r;
 		c->role |= role;
 		atomic_fetch_or_explicit(&c->me->role, role, memory_order_relaxed);
+		if (role == CISTERN_ROLE_PRODUCER && c->hdr->expected_producers)
+			cistern__count_producer(c);
 	}
 	return 0;
 }

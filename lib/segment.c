@@ -71,6 +71,8 @@ uint32_t cistern__layout_signature(void)
 	h = fnv(h, offsetof(struct cistern_hdr, data_futex));
 	h = fnv(h, offsetof(struct cistern_hdr, space_futex));
 	h = fnv(h, offsetof(struct cistern_hdr, closed));
+	h = fnv(h, offsetof(struct cistern_hdr, producers_died));
+	h = fnv(h, offsetof(struct cistern_proc, producing));
 	h = fnv(h, offsetof(struct cistern_hdr, counts_unsure));
 	h = fnv(h, offsetof(struct cistern_hdr, auto_producer));
 	h = fnv(h, offsetof(struct cistern_proc, auto_busy));
@@ -205,9 +207,11 @@ static const char *config_problem(const struct cistern_config *cfg)
 	const uint32_t sole = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER;
 	if (cfg->reserved_ != 0)
 		return "reserved_ must be 0";
-	if (cfg->flags & ~(uint32_t)(CISTERN_LOSSY | sole))
-		return "flags has bits other than CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER and "
-		       "CISTERN_SINGLE_READER";
+	if (cfg->flags & ~(uint32_t)(CISTERN_LOSSY | sole | CISTERN_DEAD_PRODUCER_DONE))
+		return "flags has bits other than CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, "
+		       "CISTERN_SINGLE_READER and CISTERN_DEAD_PRODUCER_DONE";
+	if ((cfg->flags & CISTERN_DEAD_PRODUCER_DONE) && cfg->expected_producers == 0)
+		return "CISTERN_DEAD_PRODUCER_DONE needs expected_producers above 0";
 	if ((unsigned)cfg->policy >= CISTERN_POLICY_COUNT)
 		return "unknown policy";
 	if (cfg->mode & ~07777u)

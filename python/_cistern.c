@@ -988,7 +988,10 @@ static PyObject *Handle_stats(HandleObject *h, PyObject *Py_UNUSED(ignored))
 	    dict_set_u64(d, "producer_wait_ns", st.producer_wait_ns) < 0 ||
 	    dict_set_u64(d, "reader_waits", st.reader_waits) < 0 ||
 	    dict_set_u64(d, "reader_wait_ns", st.reader_wait_ns) < 0 ||
-	    dict_set_u64(d, "procs_attached", st.procs_attached) < 0)
+	    dict_set_u64(d, "procs_attached", st.procs_attached) < 0 ||
+	    dict_set_u64(d, "producers_expected", st.producers_expected) < 0 ||
+	    dict_set_u64(d, "producers_done", st.producers_done) < 0 ||
+	    dict_set_u64(d, "producers_died", st.producers_died) < 0)
 		goto fail;
 	if (PyDict_SetItemString(d, "reception_closed", st.reception_closed ? Py_True : Py_False) < 0)
 		goto fail;
@@ -1037,7 +1040,9 @@ static PyObject *Handle_config(HandleObject *h, PyObject *Py_UNUSED(ignored))
 	    PyDict_SetItemString(d, "single_producer",
 				 (cfg.flags & CISTERN_SINGLE_PRODUCER) ? Py_True : Py_False) < 0 ||
 	    PyDict_SetItemString(d, "single_reader",
-				 (cfg.flags & CISTERN_SINGLE_READER) ? Py_True : Py_False) < 0)
+				 (cfg.flags & CISTERN_SINGLE_READER) ? Py_True : Py_False) < 0 ||
+	    PyDict_SetItemString(d, "dead_producer_done",
+				 (cfg.flags & CISTERN_DEAD_PRODUCER_DONE) ? Py_True : Py_False) < 0)
 		goto fail;
 	return d;
 fail:
@@ -1523,6 +1528,7 @@ PyMODINIT_FUNC PyInit__cistern(void)
 	    PyModule_AddIntConstant(m, "LOSSY", CISTERN_LOSSY) < 0 ||
 	    PyModule_AddIntConstant(m, "SINGLE_PRODUCER", CISTERN_SINGLE_PRODUCER) < 0 ||
 	    PyModule_AddIntConstant(m, "SINGLE_READER", CISTERN_SINGLE_READER) < 0 ||
+	    PyModule_AddIntConstant(m, "DEAD_PRODUCER_DONE", CISTERN_DEAD_PRODUCER_DONE) < 0 ||
 	    PyModule_AddIntConstant(m, "SEEN_BUCKETS", CISTERN_SEEN_BUCKETS) < 0 ||
 	    PyModule_AddIntConstant(m, "DEFAULT_SLOT_SIZE", CISTERN_DEFAULT_SLOT_SIZE) < 0 ||
 	    PyModule_AddIntConstant(m, "DEFAULT_SLOT_COUNT", CISTERN_DEFAULT_SLOT_COUNT) < 0 ||

@@ -25,7 +25,12 @@ static const char usage[] =
 	"  -m, --mode MODE         octal permission bits of the segment (default 0600)\n"
 	"      --seed N            random seed (default: from the clock)\n"
 	"      --max-procs N       attachment table size (default 64)\n"
-	"      --producers N       reception closes after N producers said they are done\n"
+	"      --producers N       reception closes after N producers said they are done;\n"
+	"                          one that dies before it says so is waited for: a\n"
+	"                          producer started in its place fills the count\n"
+	"      --dead-producer-done\n"
+	"                          with --producers: count a producer that dies before\n"
+	"                          it said it is done as done (start no replacement)\n"
 	"      --lossy             fifo-evict-reservoir: evict the oldest even if unseen\n"
 	"      --single-producer   fifo: one producer at a time (others get EBUSY); a fifo\n"
 	"                          without it is as fast while it has one producer\n"
@@ -45,7 +50,7 @@ static const char usage[] =
 const struct command cmd_create;
 
 enum { O_PSEUDO = 256, O_SWEEP, O_STEPS, O_BATCH, O_SEED, O_PROCS, O_PRODUCERS, O_LOSSY, O_SOLE_P, O_SOLE_R,
-       O_RATE, O_SLACK };
+       O_RATE, O_SLACK, O_DEAD_DONE };
 
 /* A finite, non-negative real number. */
 static int parse_real(const char *s, double *out)
@@ -80,6 +85,8 @@ static void in_option_terms(const char *why, char *out, size_t cap)
 		{"CISTERN_LOSSY", "--lossy"},
 		{"CISTERN_SINGLE_PRODUCER", "--single-producer"},
 		{"CISTERN_SINGLE_READER", "--single-reader"},
+		{"CISTERN_DEAD_PRODUCER_DONE", "--dead-producer-done"},
+		{"expected_producers", "--producers"},
 	};
 	size_t o = 0;
 	while (*why && o + 1 < cap) {
@@ -119,6 +126,7 @@ static int run(int argc, char **argv)
 		{"single-reader", no_argument, NULL, O_SOLE_R},
 		{"reads-per-put", required_argument, NULL, O_RATE},
 		{"rate-slack", required_argument, NULL, O_SLACK},
+		{"dead-producer-done", no_argument, NULL, O_DEAD_DONE},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -164,6 +172,9 @@ static int run(int argc, char **argv)
 			break;
 		case O_SOLE_R:
 			cfg.flags |= CISTERN_SINGLE_READER;
+			break;
+		case O_DEAD_DONE:
+			cfg.flags |= CISTERN_DEAD_PRODUCER_DONE;
 			break;
 		case O_RATE:
 			bad = parse_real(optarg, &cfg.reads_per_put);

@@ -160,7 +160,8 @@ def _keep_if_misfit(csample, lengths, dtype, shape):
 def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs=0,
            sweep_size=0, time_steps=0, batch_size=0, seed=0, mode=0o600,
            max_procs=0, expected_producers=0, lossy=False,
-           single_producer=False, single_reader=False, reads_per_put=0.0, rate_slack=0.0):
+           single_producer=False, single_reader=False, reads_per_put=0.0, rate_slack=0.0,
+           dead_producer_done=False):
     """Create segment `name` and attach to it.
 
     policy: "fifo", "firo", "reservoir", "fifo-evict-reservoir",
@@ -174,6 +175,11 @@ def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs
     reservoirs, not FIRO): one holder of the role at a time, others get
     OSError(EBUSY); a segment without them is as fast while it has one
     producer (FIFO) and one reader (FIFO and the reservoirs).
+    expected_producers: a producer that dies before producer_done() is
+    counted (stats()["producers_died"]) and waited for: one started in its
+    place that calls producer_done() fills the count. With
+    dead_producer_done=True it counts as done instead, so readers (and the
+    iterators, and cistern.torch's dataset) reach end of data without it.
     reads_per_put and rate_slack (the reservoir kinds): the rate limiter,
     reads per put after the watermark's fill (0 = off) and the drift it
     allows, in reads (0 = automatic: every read, a batch of n included,
@@ -198,7 +204,8 @@ def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs
         expected_producers=_count("expected_producers", expected_producers),
         flags=(_cistern.LOSSY if lossy else 0)
         | (_cistern.SINGLE_PRODUCER if single_producer else 0)
-        | (_cistern.SINGLE_READER if single_reader else 0),
+        | (_cistern.SINGLE_READER if single_reader else 0)
+        | (_cistern.DEAD_PRODUCER_DONE if dead_producer_done else 0),
         reads_per_put=_real("reads_per_put", reads_per_put),
         rate_slack=_real("rate_slack", rate_slack),
     )
@@ -214,7 +221,8 @@ def create(name, policy="fifo", slots=0, slot_size=0, watermark=0, pseudo_epochs
 
 _ARG_OF = {"slot_count": "slots", "nb_time_steps": "time_steps", "CISTERN_LOSSY": "lossy",
            "CISTERN_SINGLE_PRODUCER": "single_producer",
-           "CISTERN_SINGLE_READER": "single_reader"}
+           "CISTERN_SINGLE_READER": "single_reader",
+           "CISTERN_DEAD_PRODUCER_DONE": "dead_producer_done"}
 _CONFIG_WORDS = re.compile(r"\b(" + "|".join(_ARG_OF) + r")\b")
 
 
@@ -494,7 +502,8 @@ class Segment:
         self._h.close_reception()
 
     def producer_done(self):
-        """Declare one expected producer done; returns how many are still expected."""
+        """Declare one expected producer done; returns how many are still expected
+        (with dead_producer_done, those that died count as done)."""
         return self._h.producer_done()
 
     # -- reading ----------------------------------------------------------
