@@ -90,6 +90,8 @@ int cistern__rate_refuses(const struct cistern_hdr *h, uint64_t n)
 {
 	if (h->reads_per_put <= 0 || h->rate_slack <= 0)
 		return 0; /* off, or automatic: every read can start */
+	if (h->policy == CISTERN_BATCH_RESERVOIR)
+		return 0; /* it reads batch_size or nothing (-EINVAL), and create checked that */
 	return n > cistern__rate_grant(h->reads_per_put, h->rate_slack) ? -EDEADLK : 0;
 }
 

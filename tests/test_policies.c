@@ -951,6 +951,21 @@ Test(batch, wrong_sizes_and_single_reads_are_refused)
 	drop(c, name);
 }
 
+/* A wrong size is a wrong size first, even beyond what a rate_slack set by hand admits. */
+Test(batch, a_wrong_size_under_a_set_rate_slack_is_einval)
+{
+	char name[64];
+	struct cistern_config cfg = batch_cfg();
+	cfg.reads_per_put = 1;
+	cfg.rate_slack = 8.5; /* admits the batch of 16 (8 + 8.5), not one of 17 */
+	struct cistern *c = make("b-size-rate", name, sizeof(name), cfg);
+	struct cistern_sample s[17];
+	uint32_t buf[17];
+	cr_assert_eq(cistern_acquire_batch(c, s, 17, 0), -EINVAL);
+	cr_assert_eq(cistern_get_batch(c, buf, sizeof(buf[0]), 17, NULL, NULL, 0), -EINVAL);
+	drop(c, name);
+}
+
 Test(batch, get_batch_gathers_into_one_array)
 {
 	char name[64];
