@@ -121,6 +121,26 @@ enum {
 	 * reader comes.
 	 */
 	CISTERN_SINGLE_READER = 1u << 2,
+	/**
+	 * With expected_producers > 0: a counted producer that dies before its
+	 * cistern_producer_done() counts as done, so that reception closes
+	 * without it (once done + died reach expected_producers) and readers
+	 * reach end of data. Without the flag such a death is counted too
+	 * (cistern_stats.producers_died) but reception waits for a
+	 * replacement: a producer that attaches in its place and calls
+	 * cistern_producer_done() fills the count, as online-training
+	 * frameworks that relaunch failed simulations expect. With the flag,
+	 * do not relaunch: a replacement's done would count on top.
+	 *
+	 * A handle is a counted producer from its first reserve or put (the
+	 * producer role) on a segment with expected_producers > 0. It dies
+	 * "before done" if its process ends without cistern_producer_done()
+	 * and without cistern_detach(): a clean detach counts as neither done
+	 * nor died (the program may attach again). The death is counted when
+	 * its attachment is reclaimed: by the next attach, by any waiting
+	 * producer or reader within 200 ms, or by `cistern gc`.
+	 */
+	CISTERN_DEAD_PRODUCER_DONE = 1u << 3,
 };
 
 /**
@@ -139,17 +159,31 @@ struct cistern_config {
 	uint32_t batch_size;           /**< BatchReservoir: samples per batch */
 	uint64_t seed;                 /**< random seed; 0 = seeded from the clock */
 	uint32_t max_procs;            /**< attachment table size; 0 = default */
-	uint32_t expected_producers;   /**< reception closes after this many cistern_producer_done() (0 = only by cistern_close_reception) */
-	uint32_t flags;                /**< CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, CISTERN_SINGLE_READER */
+	uint32_t expected_producers;   /**< reception closes after this many cistern_producer_done() (0 = only by cistern_close_reception); see CISTERN_DEAD_PRODUCER_DONE */
+	uint32_t flags;                /**< CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, CISTERN_SINGLE_READER, CISTERN_DEAD_PRODUCER_DONE */
 	uint32_t reserved_;            /**< must be 0 */
 	/**
-	 * Reservoir kinds: optional rate limiter. When reads_per_put > 0, readers
-	 * wait while reads > reads_per_put * puts + rate_slack and producers wait
-	 * while reads_per_put * puts > reads + rate_slack (both counted since
-	 * creation). 0 = off.
+	 * Reservoir kinds: optional rate limiter; 0 = off. When reads_per_put > 0,
+	 * with puts counted after the first `watermark` ones and reads since
+	 * creation, a read of n samples (1, a pair's 2, a batch's n) waits while
+	 * reads + n > reads_per_put * puts + slack, and a producer waits while
+	 * reads_per_put * (puts + 1) > reads + slack. A read takes its n reads
+	 * of budget all at once, or waits holding none.
 	 */
 	double reads_per_put;
-	double rate_slack;             /**< allowed drift, in reads; 0 = reads_per_put */
+	/**
+	 * The limiter's allowed drift, in reads. 0 = automatic (what
+	 * cistern_config_get() then reports): producers use reads_per_put, and
+	 * a read of n samples the larger of reads_per_put and n, so that every
+	 * read starts once the reads before it are paid for. Set by hand, it
+	 * is kept on both sides: create refuses one under which the policy's
+	 * own read could never start (below (reads_per_put + 1) / 2 for a
+	 * read, + 2 for a pair, + batch_size for a BatchReservoir, give or
+	 * take the rounding of whole reads), and a larger batch that could
+	 * never start is refused at once with -EDEADLK (a rate_slack of
+	 * (reads_per_put + n) / 2 always admits a batch of n).
+	 */
+	double rate_slack;
 };
 
 /** Metadata carried by every sample. */
@@ -324,7 +358,11 @@ CISTERN_API int cistern_put_batch(struct cistern *c, const void *buf, size_t str
 CISTERN_API int cistern_close_reception(struct cistern *c);
 
 /**
- * Declare one of cfg.expected_producers done; the last one closes reception.
+ * Declare one of cfg.expected_producers done; the last one closes reception
+ * (with CISTERN_DEAD_PRODUCER_DONE, producers that died before done count
+ * as done). Any handle may call it, a producer for itself or a coordinator
+ * for others; a handle that produced is no longer counted as dying before
+ * done once it called it.
  * @return the number of producers still expected, or -EINVAL if none is expected.
  */
 CISTERN_API int cistern_producer_done(struct cistern *c);
@@ -396,8 +434,12 @@ CISTERN_API int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, si
  * held, pinned together (Reservoir, FIFOEvictReservoir, BatchReservoir; for
  * BatchReservoir n must be 0 or batch_size, 0 meaning batch_size). After reception
  * closes, batches remove what they return, and the last batch may be short.
+ * Under the rate limiter a batch starts when its n reads fit the budget, all
+ * at once (see struct cistern_config).
  * @return the number of samples acquired; CISTERN_EOD; -EAGAIN/-ETIMEDOUT;
- *         -EINVAL for another policy or a bad n.
+ *         -EINVAL for another policy or a bad n; -EDEADLK at once, without
+ *         waiting, if the rate limiter could never admit n reads at once
+ *         (cistern_read_problem() says why).
  */
 CISTERN_API int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n,
 			  int timeout_ms);
@@ -423,10 +465,27 @@ CISTERN_API int cistern_release_batch(struct cistern *c, struct cistern_sample *
  * After an error nothing was read (no seen count moves), but buf may have been
  * written.
  * @return the number of samples; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if a
- *         sample is longer than stride; -EINVAL (another policy, or a bad n).
+ *         sample is longer than stride; -EINVAL (another policy, or a bad n);
+ *         -EDEADLK as cistern_acquire_batch().
  */
 CISTERN_API int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
 		      struct cistern_meta *meta, int timeout_ms);
+
+/**
+ * Say whether a read of `n` samples would be refused at once instead of
+ * waited for, and why: the answer cistern_acquire_batch() and
+ * cistern_get_batch() give before any wait (cistern_acquire() reads 1, a
+ * pair 2). Never blocks and moves nothing.
+ * @param n    samples read at once; 0 = the segment's batch_size
+ * @param why  receives a sentence naming the parameters involved (as
+ *             snprintf() would, truncated to size bytes); may be NULL
+ * @return 0 if such a read can start (now or after a wait); -EDEADLK if the
+ *         rate limiter, with the rate_slack set at creation, could never
+ *         admit n reads at once (see struct cistern_config); -EINVAL for an
+ *         n of 0 without a batch_size, above slot_count, or other than a
+ *         BatchReservoir's batch_size.
+ */
+CISTERN_API int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t size);
 
 /** The segment's parameters as created (defaults filled in). */
 CISTERN_API int cistern_config_get(const struct cistern *c, struct cistern_config *cfg);
@@ -450,6 +509,14 @@ struct cistern_stats {
 	uint64_t unpaired;         /**< SimPairedReservoir: samples left without a partner at the end */
 	uint32_t procs_attached;   /**< live attachments */
 	uint32_t reception_closed; /**< nonzero once reception is closed */
+	uint32_t producers_expected; /**< cfg.expected_producers */
+	uint32_t producers_done;     /**< cistern_producer_done() calls so far */
+	/**
+	 * Counted producers that died before cistern_producer_done() (see
+	 * CISTERN_DEAD_PRODUCER_DONE), those whose attachment was reclaimed and
+	 * those found dead and not reclaimed yet.
+	 */
+	uint32_t producers_died;
 };
 
 /** Read the statistics, without disturbing the segment. */

@@ -169,6 +169,7 @@ int cistern__dump_ex(const char *name, const char *path, unsigned flags,
 	m.dumped_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
 	m.closed = atomic_load_explicit(&c->hdr->closed, memory_order_acquire);
 	m.producers_done = atomic_load_explicit(&c->hdr->producers_done, memory_order_acquire);
+	m.producers_died = m.st.producers_died;
 
 	/* Write next to the target and rename: a failed dump leaves the old file alone. */
 	char tmp[4096];

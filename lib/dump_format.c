@@ -93,6 +93,7 @@ static void meta_code(struct cur *c, struct dump_meta *m)
 	f32(c, &m->st.reception_closed);
 	f32(c, &m->samples_crc);
 	f32(c, &m->bitmap_crc);
+	f32(c, &m->producers_died);
 }
 
 void dump_meta_encode(struct dump_meta *m, uint8_t out[META_SIZE])
@@ -122,6 +123,10 @@ void dump_info_from_meta(const struct dump_meta *m, uint64_t file_size, struct c
 	memcpy(info->name, m->name, sizeof(info->name));
 	info->config = m->cfg;
 	info->stats = m->st;
+	/* Not in the statistics part of the block: from the config and the counts kept apart. */
+	info->stats.producers_expected = m->cfg.expected_producers;
+	info->stats.producers_done = m->producers_done;
+	info->stats.producers_died = m->producers_died;
 	info->samples = m->sample_count;
 	info->payload_bytes = m->payload_bytes;
 	info->skipped = m->skipped;

@@ -18,8 +18,10 @@
  *             restore checks that both agree.
  *   meta      512 bytes: section offsets and sizes, counts, next sample id,
  *             times, reception state, the config, the statistics, the CRC-32C
- *             of the samples section and of the seen set, and last the CRC-32C
- *             of the meta block's first 508 bytes.
+ *             of the samples section and of the seen set, the producers that
+ *             died before done (zero in files from before it was kept, which
+ *             zeroed the rest of the block), and last the CRC-32C of the meta
+ *             block's first 508 bytes.
  *   trailer   32 bytes: "CISTEND1", u64 file size, u64 meta offset,
  *             u32 CRC-32C of every byte of the file before this field, u32 0.
  *
@@ -79,6 +81,7 @@ struct dump_meta {
 	char name[CISTERN_NAME_MAX + 1];
 	struct cistern_stats st;
 	uint32_t samples_crc, bitmap_crc;
+	uint32_t producers_died;
 };
 
 /* The meta block out, its CRC last. */

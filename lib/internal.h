@@ -183,6 +183,7 @@ struct cistern {
 	struct cistern_fixed fixed;
 	struct cistern_proc *procs;     /* the attachment table: fixed.procs_count entries */
 	_Atomic uint64_t *index;        /* the policy index: fixed.index_count entries */
+	int64_t sweep_due_ns;           /* wait.c: when this handle's next sweep for the dead is due */
 };
 
 /* v rounded up to a multiple of a, a power of two. */
@@ -416,6 +417,15 @@ static inline void cistern__auto_end(struct cistern *c)
 	cistern__auto_end_of(c->me);
 }
 
+/*
+ * api.c: expected producers. A handle taking the producer role becomes a
+ * counted producer (unless it already said it is done); a reclaim calls
+ * cistern__producer_gone() for every entry it frees, `died` false for an
+ * owner's own detach, and counts a counted producer that died before done.
+ */
+void cistern__count_producer(struct cistern *c);
+void cistern__producer_gone(struct cistern *c, struct cistern_proc *p, bool died);
+
 /* Publish that this handle acts as `role`; 0, -EBUSY or -EPROTO (see cistern__take_sole). */
 static inline int cistern__add_role(struct cistern *c, uint32_t role)
 {
@@ -427,6 +437,8 @@ static inline int cistern__add_role(struct cistern *c, uint32_t role)
 			return r;
 		c->role |= role;
 		atomic_fetch_or_explicit(&c->me->role, role, memory_order_relaxed);
+		if (role == CISTERN_ROLE_PRODUCER && c->fixed.expected_producers)
+			cistern__count_producer(c);
 	}
 	return 0;
 }
@@ -593,6 +605,14 @@ int cistern__owner_check(const struct stat *st, bool any_owner);
  * (see cistern__owner_check()), before anything of it is read.
  */
 int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct cistern **out);
+
+/*
+ * rate_limit.c: the largest read (in samples) that a rate limiter with this
+ * reads_per_put and a rate_slack set by hand always admits in the end, and
+ * -EDEADLK if a read of n on this segment never could be (0 otherwise).
+ */
+uint64_t cistern__rate_grant(double reads_per_put, double slack);
+int cistern__rate_refuses(const struct cistern_fixed *f, uint64_t n);
 
 /* liveness.c */
 int cistern__claim_entry(struct cistern *c);

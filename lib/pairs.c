@@ -170,26 +170,25 @@ static int pairs_try_acquire_pair(struct cistern *c, struct cistern_sample pair[
 {
 	struct cistern_hdr *h = c->hdr;
 	bool closed = rs_closed(c);
+	uint64_t taken = 0;
 	if (!closed) {
 		if (atomic_load_explicit(&h->population, memory_order_acquire) < c->fixed.watermark)
-			return -EAGAIN;
-		if (!rs_rate_allows_read(c, 2))
 			return -EAGAIN;
 		int b = cistern__pin_bit(c);
 		if (b < 0)
 			return b;
+		if (!rs_rate_take(c, 2, &taken))
+			return -EAGAIN;
 	}
+	int r = -EAGAIN;
 	for (int tries = 0; tries < 64; tries++) {
-		int r = take_pair(c, pair, closed);
-		if (r == -EBUSY)
-			continue;
-		if (r == 0 && c->fixed.reads_per_put > 0) {
-			atomic_fetch_add_explicit(&h->rl_gets, 2, memory_order_seq_cst);
-			cistern__wake_producers(c);
-		}
-		return r;
+		r = take_pair(c, pair, closed);
+		if (r != -EBUSY)
+			break;
+		r = -EAGAIN;
 	}
-	return -EAGAIN;
+	rs_rate_settle(c, taken, r == 0 ? 2 : 0);
+	return r;
 }
 
 static int pairs_try_acquire(struct cistern *c, struct cistern_sample *s)

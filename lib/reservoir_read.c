@@ -615,27 +615,32 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	*got = k;
 }
 
-int rs_open_read_ready(struct cistern *c, size_t n)
+int rs_open_read_ready(struct cistern *c, size_t n, uint64_t *taken)
 {
 	struct cistern_hdr *h = c->hdr;
 	uint64_t need = c->fixed.watermark > n ? c->fixed.watermark : n;
+	*taken = 0;
 	if (atomic_load_explicit(&h->population, memory_order_acquire) < need)
 		return -EAGAIN;
-	if (!rs_rate_allows_read(c, n))
-		return -EAGAIN;
 	int b = cistern__pin_bit(c);
-	return b < 0 ? b : 0;
+	if (b < 0)
+		return b;
+	/* Last: nothing after it can fail, so only a short draw gives budget back. */
+	return rs_rate_take(c, n, taken) ? 0 : -EAGAIN;
 }
 
 int rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
 {
 	bool closed = rs_closed(c);
+	uint64_t taken = 0;
 	int r;
-	if (!closed && (r = rs_open_read_ready(c, n)) < 0)
+	if (!closed && (r = rs_open_read_ready(c, n, &taken)) < 0)
 		return r;
 	r = cistern__scratch_reset(c, n);
-	if (r < 0)
+	if (r < 0) {
+		rs_rate_settle(c, taken, 0);
 		return r;
+	}
 	size_t got = 0, dups = 0;
 	if (!closed) {
 		uint64_t probes = cistern__pick_probes(c, &c->pick_read);
@@ -666,11 +671,12 @@ int rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
 		got++;
 	}
 	if (got == n || (closed && got > 0)) {
-		rs_rate_count_reads(c, got);
+		rs_rate_settle(c, taken, got);
 		return (int)got;
 	}
 	for (size_t i = 0; i < got; i++)
 		rs_unacquire(c, &out[i]);
+	rs_rate_settle(c, taken, 0);
 	return r < 0 && r != -EAGAIN ? r : -EAGAIN;
 }
 

@@ -316,7 +316,18 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 		atomic_store_explicit(&c->hdr->next_sample_id, m.next_id, memory_order_relaxed);
 		atomic_store_explicit(&c->hdr->producers_done, m.producers_done,
 				      memory_order_relaxed);
-		atomic_store_explicit(&c->hdr->closed, m.closed ? 1 : 0, memory_order_relaxed);
+		atomic_store_explicit(&c->hdr->producers_died, m.producers_died,
+				      memory_order_relaxed);
+		/*
+		 * The dump counted producers that died and were not reclaimed
+		 * yet, whose reclaim would have closed reception under
+		 * CISTERN_DEAD_PRODUCER_DONE: nobody is left to do it here.
+		 */
+		bool ended = (m.cfg.flags & CISTERN_DEAD_PRODUCER_DONE) &&
+			     (uint64_t)m.producers_done + m.producers_died >=
+				     m.cfg.expected_producers;
+		atomic_store_explicit(&c->hdr->closed, m.closed || ended ? 1 : 0,
+				      memory_order_relaxed);
 		restore_stats(c, &m);
 		/*
 		 * No fence needed: whoever finds the segment does so through the

@@ -71,6 +71,8 @@ uint32_t cistern__layout_signature(void)
 	h = fnv(h, offsetof(struct cistern_hdr, data_futex));
 	h = fnv(h, offsetof(struct cistern_hdr, space_futex));
 	h = fnv(h, offsetof(struct cistern_hdr, closed));
+	h = fnv(h, offsetof(struct cistern_hdr, producers_died));
+	h = fnv(h, offsetof(struct cistern_proc, producing));
 	h = fnv(h, offsetof(struct cistern_hdr, counts_unsure));
 	h = fnv(h, offsetof(struct cistern_hdr, auto_producer));
 	h = fnv(h, offsetof(struct cistern_proc, auto_busy));
@@ -270,9 +272,11 @@ static const char *config_problem(const struct cistern_config *cfg)
 	const uint32_t sole = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER;
 	if (cfg->reserved_ != 0)
 		return "reserved_ must be 0";
-	if (cfg->flags & ~(uint32_t)(CISTERN_LOSSY | sole))
-		return "flags has bits other than CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER and "
-		       "CISTERN_SINGLE_READER";
+	if (cfg->flags & ~(uint32_t)(CISTERN_LOSSY | sole | CISTERN_DEAD_PRODUCER_DONE))
+		return "flags has bits other than CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, "
+		       "CISTERN_SINGLE_READER and CISTERN_DEAD_PRODUCER_DONE";
+	if ((cfg->flags & CISTERN_DEAD_PRODUCER_DONE) && cfg->expected_producers == 0)
+		return "CISTERN_DEAD_PRODUCER_DONE needs expected_producers above 0";
 	if ((unsigned)cfg->policy >= CISTERN_POLICY_COUNT)
 		return "unknown policy";
 	if (cfg->mode & ~07777u)
@@ -326,6 +330,22 @@ static const char *config_problem(const struct cistern_config *cfg)
 			return "BatchReservoir needs a watermark of at least batch_size";
 		break;
 	}
+	if (cfg->reads_per_put > 0 && cfg->rate_slack > 0) {
+		/* A slack set by hand must admit the policy's own read (rate_limit.c). */
+		uint64_t grant = cistern__rate_grant(cfg->reads_per_put, cfg->rate_slack);
+		if (cfg->policy == CISTERN_SIM_PAIRED_RESERVOIR && grant < 2)
+			return "rate_slack is too small for reads_per_put: the rate limiter could "
+			       "never admit a pair (rate_slack must be at least (reads_per_put + 2) "
+			       "/ 2, or 0 for automatic)";
+		if (cfg->policy == CISTERN_BATCH_RESERVOIR && grant < cfg->batch_size)
+			return "rate_slack is too small for reads_per_put: the rate limiter could "
+			       "never admit a batch of batch_size (rate_slack must be at least "
+			       "(reads_per_put + batch_size) / 2, or 0 for automatic)";
+		if (grant < 1)
+			return "rate_slack is too small for reads_per_put: the rate limiter could "
+			       "never admit a read (rate_slack must be at least (reads_per_put + 1) "
+			       "/ 2, or 0 for automatic)";
+	}
 	if ((cfg->flags & CISTERN_LOSSY) && cfg->policy != CISTERN_FIFO_EVICT_RESERVOIR)
 		return "CISTERN_LOSSY applies to FIFOEvictReservoir only";
 	/* One producer: the FIFO's claims. One reader: the FIFO's, and the reservoirs' pins. */
@@ -354,8 +374,6 @@ static void fill_defaults(struct cistern_config *cfg)
 		cfg->pseudo_epochs = 1;
 	if (!cfg->max_procs)
 		cfg->max_procs = CISTERN_DEFAULT_MAX_PROCS;
-	if (cfg->reads_per_put > 0 && cfg->rate_slack == 0)
-		cfg->rate_slack = cfg->reads_per_put;
 	if (!cfg->seed)
 		cfg->seed = (uint64_t)cistern__now_ns(CLOCK_REALTIME) ^ ((uint64_t)getpid() << 32);
 }

@@ -63,6 +63,19 @@ enum {
 	CISTERN_ROLE_INSPECTOR = 1u << 2,
 };
 
+/*
+ * cistern_proc.producing, on a segment with expected_producers > 0: whether
+ * the entry's owner is one of the producers counted towards closing
+ * reception. An owner becomes COUNTED when it takes the producer role and
+ * DONE at its cistern_producer_done(); a reclaim that finds a dead owner
+ * COUNTED counts a producer that died before done (hdr->producers_died).
+ */
+enum {
+	CISTERN_COUNTED_NONE = 0,
+	CISTERN_COUNTED = 1,
+	CISTERN_COUNTED_DONE = 2,
+};
+
 /* cistern_proc.state */
 enum {
 	CISTERN_PROC_FREE = 0,
@@ -101,6 +114,7 @@ struct cistern_proc {
 	char comm[16];                     /* process name, for the CLI */
 	_Atomic uint32_t auto_busy;        /* sole.c: role bit while an automatic holder claims */
 	_Atomic uint32_t auto_entered;     /* sole.c: role bits this entry counts in auto_* */
+	_Atomic uint32_t producing;        /* api.c: CISTERN_COUNTED_*, expected producers only */
 	CL_ALIGN struct cistern_counters ctr;
 	/*
 	 * wait.c: 1 + the CPU its last wait began on, 0 = none. Read by the
@@ -186,7 +200,8 @@ struct cistern_hdr {
 
 	/* Rarely written state: read on slow paths, never on the FIFO hot path. */
 	CL_ALIGN _Atomic uint32_t closed;          /* reception closed */
-	_Atomic uint32_t producers_done;
+	_Atomic uint32_t producers_done;           /* cistern_producer_done() calls */
+	_Atomic uint32_t producers_died;           /* counted producers that died before done */
 	_Atomic uint64_t redeliver_pending;        /* FIFO: slots waiting to be handed out again */
 	_Atomic uint64_t next_sample_id;           /* policies that do not derive ids from positions */
 	_Atomic uint64_t population;               /* reservoirs, FIRO: samples held (HELD or ACQUIRED) */

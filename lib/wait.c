@@ -323,7 +323,17 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 		w->start_ns = now;
 		w->deadline_ns = w->timeout_ms < 0 ? INT64_MAX
 						   : now + (int64_t)w->timeout_ms * 1000000;
-		w->next_sweep_ns = now + (int64_t)CISTERN_SWEEP_MS * 1000000;
+		/*
+		 * The sweeps' schedule is the handle's, not this wait's: a caller
+		 * that waits in slices shorter than CISTERN_SWEEP_MS (the Python
+		 * binding, to look for signals) still sweeps every
+		 * CISTERN_SWEEP_MS, instead of timing out each slice before its
+		 * first sweep. A handle that has not waited for a while sweeps at
+		 * once, at most one sweep per CISTERN_SWEEP_MS.
+		 */
+		w->next_sweep_ns = c->sweep_due_ns;
+		if (w->next_sweep_ns > now + (int64_t)CISTERN_SWEEP_MS * 1000000)
+			w->next_sweep_ns = now + (int64_t)CISTERN_SWEEP_MS * 1000000;
 		atomic_fetch_add_explicit(waiting, 1, memory_order_seq_cst);
 		/* After the increment: a reclaim of a dead sleeper undoes only what was done. */
 		if (c->me)
@@ -337,6 +347,7 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 		return -ETIMEDOUT;
 	if (now >= w->next_sweep_ns) {
 		w->next_sweep_ns = now + (int64_t)CISTERN_SWEEP_MS * 1000000;
+		c->sweep_due_ns = w->next_sweep_ns;
 		if (c->owner && cistern__sweep(c) > 0) {
 			w->seq = atomic_load_explicit(word, memory_order_seq_cst);
 			return 0;

@@ -82,6 +82,19 @@ static PyObject *raise_result(int r)
 	return NULL;
 }
 
+/* Room for cistern_read_problem()'s sentence. */
+#define RW_WHY 400
+
+/*
+ * A read the rate limiter could never admit (-EDEADLK): a ValueError, with
+ * cistern_read_problem()'s sentence naming the parameters. Returns NULL.
+ */
+static PyObject *raise_refused_read(const char *why)
+{
+	PyErr_SetString(PyExc_ValueError, why);
+	return NULL;
+}
+
 /* A bad segment name as ValueError, saying what a name may be; 0 if the name is good. */
 static int check_name(const char *name)
 {
@@ -783,10 +796,13 @@ static PyObject *Handle_acquire_batch(HandleObject *h, PyObject *args, PyObject 
 	}
 	struct batch_ctx x = {h->c, so->ss, (size_t)n};
 	int r = wait_sliced(batch_attempt, &x, timeout);
+	char why[RW_WHY];
+	if (r == -EDEADLK)
+		cistern_read_problem(h->c, (size_t)n, why, sizeof(why));
 	handle_leave(h);
 	if (r < 0) {
 		Py_DECREF(so);
-		return raise_result(r);
+		return r == -EDEADLK ? raise_refused_read(why) : raise_result(r);
 	}
 	so->n = (size_t)r;
 	return sample_attach(so, h);
@@ -854,8 +870,14 @@ static PyObject *Handle_get_batch(HandleObject *h, PyObject *args, PyObject *kw)
 	struct batch_ctx x = {h->c, ss, (size_t)n};
 	int r = wait_sliced(batch_attempt, &x, timeout);
 	if (r < 0) {
+		char why[RW_WHY];
+		if (r == -EDEADLK)
+			cistern_read_problem(h->c, (size_t)n, why, sizeof(why));
 		handle_leave(h);
-		raise_result(r);
+		if (r == -EDEADLK)
+			raise_refused_read(why);
+		else
+			raise_result(r);
 		goto out_buf;
 	}
 	size_t bad = (size_t)r;
@@ -989,6 +1011,9 @@ static PyObject *stats_dict(const struct cistern_stats *st)
 	    dict_set_u64(d, "reader_wait_ns", st->reader_wait_ns) < 0 ||
 	    dict_set_u64(d, "unpaired", st->unpaired) < 0 ||
 	    dict_set_u64(d, "procs_attached", st->procs_attached) < 0 ||
+	    dict_set_u64(d, "producers_expected", st->producers_expected) < 0 ||
+	    dict_set_u64(d, "producers_done", st->producers_done) < 0 ||
+	    dict_set_u64(d, "producers_died", st->producers_died) < 0 ||
 	    dict_set_bool(d, "reception_closed", st->reception_closed) < 0) {
 		Py_DECREF(d);
 		return NULL;
@@ -1033,6 +1058,7 @@ static PyObject *config_dict(const struct cistern_config *cfg)
 	    dict_set_bool(d, "lossy", cfg->flags & CISTERN_LOSSY) < 0 ||
 	    dict_set_bool(d, "single_producer", cfg->flags & CISTERN_SINGLE_PRODUCER) < 0 ||
 	    dict_set_bool(d, "single_reader", cfg->flags & CISTERN_SINGLE_READER) < 0 ||
+	    dict_set_bool(d, "dead_producer_done", cfg->flags & CISTERN_DEAD_PRODUCER_DONE) < 0 ||
 	    dict_set_f64(d, "reads_per_put", cfg->reads_per_put) < 0 ||
 	    dict_set_f64(d, "rate_slack", cfg->rate_slack) < 0) {
 		Py_DECREF(d);
@@ -2295,6 +2321,7 @@ PyMODINIT_FUNC PyInit__cistern(void)
 	    PyModule_AddIntConstant(m, "LOSSY", CISTERN_LOSSY) < 0 ||
 	    PyModule_AddIntConstant(m, "SINGLE_PRODUCER", CISTERN_SINGLE_PRODUCER) < 0 ||
 	    PyModule_AddIntConstant(m, "SINGLE_READER", CISTERN_SINGLE_READER) < 0 ||
+	    PyModule_AddIntConstant(m, "DEAD_PRODUCER_DONE", CISTERN_DEAD_PRODUCER_DONE) < 0 ||
 	    PyModule_AddIntConstant(m, "SEEN_BUCKETS", CISTERN_SEEN_BUCKETS) < 0 ||
 	    PyModule_AddIntConstant(m, "SLOT_CLASSES", CISTERN_SLOT_CLASSES) < 0 ||
 	    PyModule_AddIntConstant(m, "PROC_PRODUCER", CISTERN_PROC_PRODUCER) < 0 ||

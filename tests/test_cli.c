@@ -251,6 +251,25 @@ Test(create, single_role_flags_reach_the_segment_and_inspect_shows_them)
 	cleanup(c, name);
 }
 
+Test(create, dead_producer_done_reaches_the_segment_and_needs_producers)
+{
+	char name[64];
+	uname_(name, sizeof(name), "deaddone");
+	struct result *r = run("create", name, "--slots", "8", "--dead-producer-done");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "--dead-producer-done needs --producers above 0"), "%s", r->err);
+	cr_assert(!exists(name));
+	r = run("create", name, "--slots", "8", "--producers", "2", "--dead-producer-done");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	struct cistern_config cfg;
+	cistern_config_get(c, &cfg);
+	cr_assert_eq(cfg.flags, CISTERN_DEAD_PRODUCER_DONE);
+	cr_assert_eq(cfg.expected_producers, 2);
+	cleanup(c, name);
+}
+
 Test(create, a_taken_name_fails_and_says_so)
 {
 	char name[64];
@@ -775,6 +794,31 @@ Test(gc, reclaims_what_a_killed_producer_and_reader_held)
 	cr_assert_eq(cistern_procs_get(c, pi, 4), 1, "attachments freed");
 	char buf[8];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 4, "the sample is redelivered");
+	cleanup(c, name);
+}
+
+/* A producer killed before done shows in inspect at once, and still after gc reclaimed it. */
+Test(inspect, counts_a_producer_that_died_before_done)
+{
+	char name[64];
+	uname_(name, sizeof(name), "diedprod");
+	struct cistern_config cfg = {.slot_size = 8, .slot_count = 8, .expected_producers = 2};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	kill_and_reap(holder(name, HOLD_RESERVATION)); /* a reserve takes the producer role */
+	const char *want = "producers  2 expected, 0 done, 1 died before done "
+			   "(waiting for a replacement to say it is done)";
+	for (int round = 0; round < 2; round++) {
+		struct result *r = run("inspect", name);
+		cr_assert_eq(r->status, 0, "%s", r->err);
+		cr_assert(strstr(r->out, want), "round %d: %s", round, r->out);
+		r = run("inspect", "--json", name);
+		cr_assert(strstr(r->out, "\"producers_expected\": 2, \"producers_done\": 0, "
+					 "\"producers_died\": 1"),
+			  "%s", r->out);
+		r = run("gc", name);
+		cr_assert_eq(r->status, 0, "%s", r->err);
+	}
 	cleanup(c, name);
 }
 

@@ -476,6 +476,45 @@ Test(dump, a_closed_segment_restores_closed)
 	unlink(path);
 }
 
+/*
+ * The producers that died before done go with the dump, reclaimed or not;
+ * under CISTERN_DEAD_PRODUCER_DONE a count they complete closes the copy,
+ * whose dead producers nobody is left to reclaim.
+ */
+Test(dump, producers_that_died_before_done_are_restored)
+{
+	char name[64], copy[64], path[128];
+	snprintf(name, sizeof(name), "t-d-died-%d", (int)getpid());
+	snprintf(copy, sizeof(copy), "t-d-died2-%d", (int)getpid());
+	cistern_unlink(name);
+	dump_path(path, sizeof(path), "died");
+	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 8,
+				     .expected_producers = 2, .flags = CISTERN_DEAD_PRODUCER_DONE};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_producer_done(c), 1);
+	pid_t pid = spawn_holder(name, HOLD_RESERVATION);
+	cr_assert_gt(pid, 0);
+	kill_and_reap(pid); /* dead, and nobody reclaimed it */
+	struct cistern_dump_info info;
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, &info), 0);
+	cr_assert_eq(info.stats.producers_died, 1);
+	cr_assert_eq(info.stats.producers_done, 1);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(r, &st), 0);
+	cr_assert_eq(st.producers_died, 1);
+	cr_assert_eq(st.producers_done, 1);
+	cr_assert(st.reception_closed, "one done, one died: both ended");
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
 /* Producers and readers keep going while we dump: every dumped sample is whole. */
 Test(dump, a_dump_under_load_holds_only_whole_samples, .timeout = 60)
 {

@@ -638,6 +638,101 @@ Test(reservoir, rate_limiter_bounds_reads_per_put)
 	drop(c, name);
 }
 
+/* Put with timeout 0 until the limiter (or the room) says wait; how many went in. */
+static int put_while_allowed(struct cistern *c, uint32_t *next)
+{
+	int k = 0;
+	for (;;) {
+		uint32_t v = *next;
+		int r = cistern_put(c, &v, sizeof(v), NULL, 0);
+		if (r == -EAGAIN)
+			return k;
+		cr_assert_eq(r, 0, "put: %s", cistern_strerror(r));
+		(*next)++;
+		k++;
+	}
+}
+
+/*
+ * The slack left 0 is reads_per_put, 2 here: below a batch of 16. Producers
+ * stop two reads ahead, so a batch that waited for 16 reads of budget would
+ * wait for ever; the batch starts once the reads before it are paid for.
+ */
+Test(reservoir, rate_limiter_admits_a_batch_above_the_default_slack)
+{
+	char name[64];
+	struct cistern *c = make("res-rate-batch", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 256, .watermark = 32,
+							 .reads_per_put = 2});
+	uint32_t next = 0, buf[16];
+	for (int round = 0; round < 6; round++) {
+		int k = put_while_allowed(c, &next);
+		cr_assert_gt(k, 0, "round %d: the producer stopped before any put", round);
+		int r = cistern_get_batch(c, buf, sizeof(buf[0]), 16, NULL, NULL, 0);
+		cr_assert_eq(r, 16, "round %d: batch of 16 after %u puts: %s", round, next,
+			     cistern_strerror(r));
+	}
+	/* Two reads per put after the fill, give or take one batch. */
+	struct cistern_stats st = stats(c);
+	cr_assert_leq(st.gets, 2 * (st.puts - 32) + 16);
+	cr_assert_geq(st.gets + 16, 2 * (st.puts - 32));
+	drop(c, name);
+}
+
+/*
+ * A slack set by hand is kept; a batch it could never admit is refused at
+ * once, whatever the timeout, instead of waiting for budget that the
+ * stopped producers will never make.
+ */
+Test(reservoir, rate_limiter_refuses_at_once_a_batch_its_slack_can_never_admit)
+{
+	char name[64];
+	struct cistern *c = make("res-rate-never", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 256, .watermark = 32,
+							 .reads_per_put = 2, .rate_slack = 4});
+	uint32_t next = 0, buf[16];
+	put_while_allowed(c, &next);
+	cr_assert_eq(cistern_get_batch(c, buf, sizeof(buf[0]), 16, NULL, NULL, 3000), -EDEADLK);
+	struct cistern_sample s[16];
+	cr_assert_eq(cistern_acquire_batch(c, s, 16, 3000), -EDEADLK);
+	/*
+	 * Producers stop at a drift of 3 reads or more (puts come two reads at
+	 * a time, 3 + 2 > 4), where a batch of 7 may start (3 >= 7 - 4) and
+	 * one of 8 may not.
+	 */
+	cr_assert_eq(cistern_acquire_batch(c, s, 8, 0), -EDEADLK);
+	for (int round = 0; round < 4; round++) {
+		int r = cistern_get_batch(c, buf, sizeof(buf[0]), 7, NULL, NULL, 0);
+		cr_assert_eq(r, 7, "round %d: %s", round, cistern_strerror(r));
+		put_while_allowed(c, &next);
+	}
+	drop(c, name);
+}
+
+/*
+ * One read per four puts with the slack left 0: producers stop a quarter
+ * of a read ahead, so a read that waited for a whole read of budget would
+ * wait for ever.
+ */
+Test(reservoir, rate_limiter_default_slack_admits_single_reads_below_one_read_per_put)
+{
+	char name[64];
+	struct cistern *c = make("res-rate-quarter", name, sizeof(name),
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 64, .watermark = 4,
+							 .reads_per_put = 0.25});
+	uint32_t next = 0, v;
+	for (int round = 0; round < 8; round++) {
+		cr_assert_gt(put_while_allowed(c, &next), 0, "round %d", round);
+		ssize_t r = cistern_get(c, &v, sizeof(v), NULL, 0);
+		cr_assert_eq(r, 4, "round %d, after %u puts: %s", round, next,
+			     cistern_strerror((int)r));
+	}
+	drop(c, name);
+}
+
 /* ---- FIFOEvictReservoir ---- */
 
 Test(fifo_evict, a_put_into_a_full_buffer_evicts_the_oldest)
@@ -853,6 +948,21 @@ Test(batch, wrong_sizes_and_single_reads_are_refused)
 	struct cistern_sample s[17];
 	cr_assert_eq(cistern_acquire_batch(c, s, 17, 0), -EINVAL);
 	cr_assert_eq(cistern_acquire(c, s, 0), -EINVAL);
+	drop(c, name);
+}
+
+/* A wrong size is a wrong size first, even beyond what a rate_slack set by hand admits. */
+Test(batch, a_wrong_size_under_a_set_rate_slack_is_einval)
+{
+	char name[64];
+	struct cistern_config cfg = batch_cfg();
+	cfg.reads_per_put = 1;
+	cfg.rate_slack = 8.5; /* admits the batch of 16 (8 + 8.5), not one of 17 */
+	struct cistern *c = make("b-size-rate", name, sizeof(name), cfg);
+	struct cistern_sample s[17];
+	uint32_t buf[17];
+	cr_assert_eq(cistern_acquire_batch(c, s, 17, 0), -EINVAL);
+	cr_assert_eq(cistern_get_batch(c, buf, sizeof(buf[0]), 17, NULL, NULL, 0), -EINVAL);
 	drop(c, name);
 }
 

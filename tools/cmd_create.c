@@ -25,7 +25,12 @@ static const char usage[] =
 	"  -m, --mode MODE         octal permission bits of the segment (default 0600)\n"
 	"      --seed N            random seed (default: from the clock)\n"
 	"      --max-procs N       attachment table size (default 64)\n"
-	"      --producers N       reception closes after N producers said they are done\n"
+	"      --producers N       reception closes after N producers said they are done;\n"
+	"                          one that dies before it says so is waited for: a\n"
+	"                          producer started in its place fills the count\n"
+	"      --dead-producer-done\n"
+	"                          with --producers: count a producer that dies before\n"
+	"                          it said it is done as done (start no replacement)\n"
 	"      --lossy             fifo-evict-reservoir: evict the oldest even if unseen\n"
 	"      --single-producer   fifo: one producer at a time (others get EBUSY); a fifo\n"
 	"                          without it is as fast while it has one producer\n"
@@ -33,7 +38,11 @@ static const char usage[] =
 	"                          (others get EBUSY); a segment without it is as fast\n"
 	"                          while it has one reader\n"
 	"      --reads-per-put R   reservoir kinds: rate limiter, reads per put (0 = off)\n"
-	"      --rate-slack S      the limiter's allowed drift, in reads (default R)\n"
+	"      --rate-slack S      the limiter's allowed drift, in reads (default:\n"
+	"                          automatic, R for puts and for a batch of n reads\n"
+	"                          the larger of R and n); set by hand, it is kept,\n"
+	"                          and a batch above about 2S - R reads, which\n"
+	"                          could never start, is refused at once\n"
 	"  -h, --help              show this help\n"
 	"\n"
 	"0 for --slots, --slot-size, --max-procs, --pseudo-epochs or --mode is bad\n"
@@ -43,7 +52,7 @@ static const char usage[] =
 const struct command cmd_create;
 
 enum { O_PSEUDO = 256, O_SWEEP, O_STEPS, O_BATCH, O_SEED, O_PROCS, O_PRODUCERS, O_LOSSY, O_SOLE_P, O_SOLE_R,
-       O_RATE, O_SLACK };
+       O_RATE, O_SLACK, O_DEAD_DONE };
 
 /* A finite, non-negative real number. */
 static int parse_real(const char *s, double *out)
@@ -78,6 +87,8 @@ static void in_option_terms(const char *why, char *out, size_t cap)
 		{"CISTERN_LOSSY", "--lossy"},
 		{"CISTERN_SINGLE_PRODUCER", "--single-producer"},
 		{"CISTERN_SINGLE_READER", "--single-reader"},
+		{"CISTERN_DEAD_PRODUCER_DONE", "--dead-producer-done"},
+		{"expected_producers", "--producers"},
 	};
 	size_t o = 0;
 	while (*why && o + 1 < cap) {
@@ -117,6 +128,7 @@ static int run(int argc, char **argv)
 		{"single-reader", no_argument, NULL, O_SOLE_R},
 		{"reads-per-put", required_argument, NULL, O_RATE},
 		{"rate-slack", required_argument, NULL, O_SLACK},
+		{"dead-producer-done", no_argument, NULL, O_DEAD_DONE},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -162,6 +174,9 @@ static int run(int argc, char **argv)
 			break;
 		case O_SOLE_R:
 			cfg.flags |= CISTERN_SINGLE_READER;
+			break;
+		case O_DEAD_DONE:
+			cfg.flags |= CISTERN_DEAD_PRODUCER_DONE;
 			break;
 		case O_RATE:
 			bad = parse_real(optarg, &cfg.reads_per_put);

@@ -292,6 +292,7 @@ class Config(_Record):
     lossy: bool
     single_producer: bool
     single_reader: bool
+    dead_producer_done: bool
     reads_per_put: float
     rate_slack: float
 
@@ -317,6 +318,9 @@ class Stats(_Record):
     unpaired: int
     procs_attached: int
     reception_closed: bool
+    producers_expected: int
+    producers_done: int
+    producers_died: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -459,7 +463,8 @@ class Inspection(_Record):
 
 _ARG_OF = {"slot_count": "slots", "nb_time_steps": "time_steps", "CISTERN_LOSSY": "lossy",
            "CISTERN_SINGLE_PRODUCER": "single_producer",
-           "CISTERN_SINGLE_READER": "single_reader"}
+           "CISTERN_SINGLE_READER": "single_reader",
+           "CISTERN_DEAD_PRODUCER_DONE": "dead_producer_done"}
 _CONFIG_WORDS = re.compile(r"\b(" + "|".join(_ARG_OF) + r")\b")
 
 
@@ -472,7 +477,7 @@ def _config_args(policy: str | int, slots: int, slot_size: int, watermark: int,
                  pseudo_epochs: int, sweep_size: int, time_steps: int, batch_size: int,
                  seed: int, mode: int, max_procs: int, expected_producers: int, lossy: bool,
                  single_producer: bool, single_reader: bool, reads_per_put: float,
-                 rate_slack: float) -> dict[str, Any]:
+                 rate_slack: float, dead_producer_done: bool = False) -> dict[str, Any]:
     """create()'s arguments, checked, as the extension's keywords."""
     kw: dict[str, Any] = dict(
         policy=policy_number(policy),
@@ -489,7 +494,8 @@ def _config_args(policy: str | int, slots: int, slot_size: int, watermark: int,
         expected_producers=_count("expected_producers", expected_producers),
         flags=(_cistern.LOSSY if lossy else 0)
         | (_cistern.SINGLE_PRODUCER if single_producer else 0)
-        | (_cistern.SINGLE_READER if single_reader else 0),
+        | (_cistern.SINGLE_READER if single_reader else 0)
+        | (_cistern.DEAD_PRODUCER_DONE if dead_producer_done else 0),
         reads_per_put=_rate("reads_per_put", reads_per_put),
         rate_slack=_rate("rate_slack", rate_slack),
     )
@@ -503,7 +509,8 @@ def create(name: str, policy: str | int = "fifo", slots: int = 0, slot_size: int
            time_steps: int = 0, batch_size: int = 0, seed: int = 0, mode: int = 0o600,
            max_procs: int = 0, expected_producers: int = 0, lossy: bool = False,
            single_producer: bool = False, single_reader: bool = False,
-           reads_per_put: float = 0.0, rate_slack: float = 0.0) -> Segment:
+           reads_per_put: float = 0.0, rate_slack: float = 0.0,
+           dead_producer_done: bool = False) -> Segment:
     """Create segment `name` and attach to it.
 
     policy: "fifo", "firo", "reservoir", "fifo-evict-reservoir",
@@ -518,10 +525,17 @@ def create(name: str, policy: str | int = "fifo", slots: int = 0, slot_size: int
     OSError(EBUSY); a segment without them is as fast while it has one
     producer (FIFO) and one reader (FIFO and the reservoirs).
 
-    reads_per_put and rate_slack (the reservoir kinds): a rate limiter. With
-    reads_per_put > 0, readers wait while reads > reads_per_put * puts +
-    rate_slack and producers wait while reads_per_put * puts > reads +
-    rate_slack (both counted since creation); rate_slack 0 means reads_per_put.
+    expected_producers: a producer that dies before producer_done() is
+    counted (stats().producers_died) and waited for: one started in its
+    place that calls producer_done() fills the count. With
+    dead_producer_done=True it counts as done instead, so readers (and the
+    iterators, and cistern.torch's dataset) reach end of data without it.
+
+    reads_per_put and rate_slack (the reservoir kinds): the rate limiter,
+    reads per put after the watermark's fill (0 = off) and the drift it
+    allows, in reads (0 = automatic: every read, a batch of n included,
+    starts once the reads before it are paid for; a slack set by hand is
+    kept, and a batch it could never admit raises ValueError at once).
 
     Raises FileExistsError if the name is taken, ValueError for bad parameters
     (config_problem() says the same without creating anything),
@@ -531,7 +545,8 @@ def create(name: str, policy: str | int = "fifo", slots: int = 0, slot_size: int
         raise ValueError("segment name must be a str")
     kw = _config_args(policy, slots, slot_size, watermark, pseudo_epochs, sweep_size,
                       time_steps, batch_size, seed, mode, max_procs, expected_producers,
-                      lossy, single_producer, single_reader, reads_per_put, rate_slack)
+                      lossy, single_producer, single_reader, reads_per_put, rate_slack,
+                      dead_producer_done)
     try:
         handle = _cistern.create(name, **kw)
     except ValueError as e:
@@ -544,7 +559,8 @@ def config_problem(policy: str | int = "fifo", slots: int = 0, slot_size: int = 
                    time_steps: int = 0, batch_size: int = 0, seed: int = 0, mode: int = 0o600,
                    max_procs: int = 0, expected_producers: int = 0, lossy: bool = False,
                    single_producer: bool = False, single_reader: bool = False,
-                   reads_per_put: float = 0.0, rate_slack: float = 0.0) -> str | None:
+                   reads_per_put: float = 0.0, rate_slack: float = 0.0,
+                   dead_producer_done: bool = False) -> str | None:
     """Why create() would refuse these parameters, in a sentence naming the
     argument that is wrong, or None if it would take them
     (cistern_config_problem()). Creates nothing; the name is not judged (see
@@ -552,7 +568,8 @@ def config_problem(policy: str | int = "fifo", slots: int = 0, slot_size: int = 
     ValueError, as with create()."""
     kw = _config_args(policy, slots, slot_size, watermark, pseudo_epochs, sweep_size,
                       time_steps, batch_size, seed, mode, max_procs, expected_producers,
-                      lossy, single_producer, single_reader, reads_per_put, rate_slack)
+                      lossy, single_producer, single_reader, reads_per_put, rate_slack,
+                      dead_producer_done)
     why = _cistern.config_problem(**kw)
     return _in_our_words(why) if why is not None else None
 
@@ -1119,7 +1136,8 @@ class Segment:
 
     def producer_done(self) -> int:
         """Declare one of the expected producers (create(expected_producers=...))
-        done; returns how many are still expected. The last one closes reception.
+        done; returns how many are still expected (with dead_producer_done,
+        those that died count as done). The last one closes reception.
         ValueError if the segment expects no producers."""
         return self._h.producer_done()
 
@@ -1202,7 +1220,8 @@ class Segment:
         gathered in C.
         k < n only at the end of data (or, for FIFO/FIRO, when the timeout comes
         after at least one sample); with none at all, EndOfData or TimeoutError is
-        raised. With meta=True, also returns a (k, 3) uint64 array of
+        raised. A batch that the rate limiter's slack (set by hand at creation)
+        could never admit raises ValueError at once. With meta=True, also returns a (k, 3) uint64 array of
         (sample_id, sim_id, time_step).
         """
         np = _need_numpy()

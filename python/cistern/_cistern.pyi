@@ -33,6 +33,7 @@ class ConfigDict(TypedDict):
     lossy: bool
     single_producer: bool
     single_reader: bool
+    dead_producer_done: bool
     reads_per_put: float
     rate_slack: float
 
@@ -52,6 +53,9 @@ class StatsDict(TypedDict):
     unpaired: int
     procs_attached: int
     reception_closed: bool
+    producers_expected: int
+    producers_done: int
+    producers_died: int
 
 class OccupancyDict(TypedDict):
     slots: list[int]
@@ -214,6 +218,7 @@ POLICY_COUNT: Final[int]
 LOSSY: Final[int]
 SINGLE_PRODUCER: Final[int]
 SINGLE_READER: Final[int]
+DEAD_PRODUCER_DONE: Final[int]
 SEEN_BUCKETS: Final[int]
 SLOT_CLASSES: Final[int]
 PROC_PRODUCER: Final[int]

@@ -91,3 +91,61 @@ def test_dataset_refuses_another_users_segment_unless_any_owner(segname):
         list(CisternDataset(segname, "float32", (F,)))
     ds = CisternDataset(segname, "float32", (F,), batch_size=32, any_owner=True)
     assert _values(ds) == list(range(N))
+
+
+def _c_producer():
+    import os
+    p = os.environ.get("CISTERN_C_PRODUCER")
+    if not p:  # built by python/meson.build next to the extension module
+        p = os.path.join(os.path.dirname(cistern._cistern.__file__), "c_producer")
+    if not os.access(p, os.X_OK):
+        pytest.skip(f"C producer not built ({p}); build with -Dpython=enabled")
+    return p
+
+
+def test_dataloader_batches_of_16_under_two_reads_per_put_complete(segname):
+    # cistern create r --policy reservoir --watermark 32 --reads-per-put 2, two
+    # producers, a DataLoader reading batches of 16 with 2 workers: the
+    # producers stop two reads ahead of the ratio, so batches that waited for
+    # 16 reads of budget would wait for ever (and the producers behind them).
+    import subprocess
+    exe = _c_producer()
+    count, floats = 300, 8
+    seg = cistern.create(segname, policy="reservoir", watermark=32, reads_per_put=2,
+                         slot_size=floats * 4, expected_producers=2)
+    procs = [subprocess.Popen([exe, segname, str(count), str(floats), str(sim)])
+             for sim in (1, 2)]
+    try:
+        ds = CisternDataset(segname, "float32", (floats,), batch_size=16, timeout=30,
+                            with_meta=True)
+        loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+        rows = 0
+        for x, meta in loader:
+            t = meta[:, 2].to(torch.float32).unsqueeze(1)
+            assert torch.equal(x, t * floats + torch.arange(floats, dtype=torch.float32))
+            rows += len(x)
+    finally:
+        codes = [p.wait(timeout=60) for p in procs]
+    assert codes == [0, 0], "the producers put everything and said they were done"
+    st = seg.stats()
+    assert st["puts"] == 2 * count and st["reception_closed"]
+    # While reception was open, two reads per put after the fill (and the
+    # drain after it takes each sample left once).
+    assert st["gets"] == rows >= 2 * (2 * count - 32) - 2 * 16
+    seg.detach()
+
+
+def test_dataset_batch_the_set_slack_can_never_admit_raises_at_once(segname):
+    seg = cistern.create(segname, policy="reservoir", watermark=32, reads_per_put=2,
+                         rate_slack=4, slot_size=F * 4)
+    for i in range(40):
+        try:
+            seg.put(np.full(F, i, dtype=np.float32), timeout=0)
+        except TimeoutError:
+            break
+    ds = CisternDataset(segname, "float32", (F,), batch_size=16, timeout=30)
+    with pytest.raises(ValueError) as e:
+        next(iter(ds))
+    for word in ("reads_per_put 2", "rate_slack 4", "16 samples"):
+        assert word in str(e.value)
+    seg.detach()
