@@ -607,7 +607,7 @@ typedef void (*cistern_progress_fn)(uint64_t done, uint64_t total, void *arg);
 /** What a dump holds (filled by cistern_dump(), cistern_restore(), cistern_dump_info()). */
 struct cistern_dump_info {
 	char name[CISTERN_NAME_MAX + 1]; /**< segment the dump was taken from */
-	struct cistern_config config;   /**< its parameters */
+	struct cistern_config config;   /**< its parameters; mode: its permission bits at dump time */
 	struct cistern_stats stats;     /**< its statistics when the dump started */
 	uint64_t samples;               /**< samples in the dump */
 	uint64_t payload_bytes;         /**< their payload bytes */
@@ -626,6 +626,11 @@ struct cistern_dump_info {
  * file next to it, then renamed). File I/O goes through io_uring; I/O that a
  * signal to the process interrupts is asked for again, never reported as
  * -EINTR (the same holds for cistern_restore() and cistern_dump_verify()).
+ * config.mode in the dump is the segment's permission bits when the dump is
+ * taken (fstat of the object: a chmod since creation counts, the mode given
+ * at creation does not); the file is created with those bits, plus read and
+ * write for its owner, under the umask, and cistern_restore() creates the
+ * segment with them.
  * @param progress may be NULL; called with (slots scanned, slot_count, arg)
  * @param info     may be NULL; receives what was written
  * @return 0; the errors of cistern_open_readonly(); -errno of the file I/O.

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -162,6 +163,18 @@ int cistern__dump_ex(const char *name, const char *path, unsigned flags,
 	struct dump_meta m;
 	memset(&m, 0, sizeof(m));
 	cistern_config_get(c, &m.cfg);
+	/*
+	 * The permission bits come from the object as it is now, not from the
+	 * header, which keeps those given at creation: a chmod since then must
+	 * reach the dump file and the segment a restore makes from it.
+	 */
+	struct stat st;
+	if (fstat(c->fd, &st) < 0) {
+		r = -errno;
+		cistern_detach(c);
+		return r;
+	}
+	m.cfg.mode = (uint32_t)st.st_mode & 0777;
 	cistern_stats_get(c, &m.st);
 	snprintf(m.name, sizeof(m.name), "%s", c->hdr->name);
 	m.created_ns = c->hdr->created_ns;

@@ -501,6 +501,69 @@ Test(dump, a_dump_under_load_holds_only_whole_samples, .timeout = 60)
 	unlink(path);
 }
 
+/* A segment created 0644, then made private with chmod 600 (on its /dev/shm file). */
+static struct cistern *made_private_after_creation(const char *tag, char *name, size_t size)
+{
+	/* A umask that would leave a 0644 file as it is: the test sees what the dump asked for. */
+	umask(022);
+	snprintf(name, size, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 8, .mode = 0644};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	char shm[128];
+	snprintf(shm, sizeof(shm), "/dev/shm/cistern.%s", name);
+	cr_assert_eq(chmod(shm, 0600), 0);
+	return c;
+}
+
+static unsigned mode_of(const char *path)
+{
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0, "%s", path);
+	return (unsigned)st.st_mode & 07777;
+}
+
+Test(dump, the_dump_file_is_no_more_readable_than_the_segment_is_now)
+{
+	char name[64], path[128];
+	struct cistern *c = made_private_after_creation("d-mode", name, sizeof(name));
+	dump_path(path, sizeof(path), "mode");
+	fill(c, 3);
+	struct cistern_dump_info di;
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, &di), 0);
+	cr_assert_eq(mode_of(path), 0600, "mode %o", mode_of(path));
+	cr_assert_eq(di.config.mode, 0600, "the dump records the mode it had, %o", di.config.mode);
+	cistern_detach(c);
+	cistern_unlink(name);
+	unlink(path);
+}
+
+Test(dump, a_restored_segment_gets_the_mode_the_segment_had_when_dumped)
+{
+	char name[64], copy[64], path[128], shm[128];
+	struct cistern *c = made_private_after_creation("d-rmode", name, sizeof(name));
+	snprintf(copy, sizeof(copy), "t-d-rmode2-%d", (int)getpid());
+	cistern_unlink(copy);
+	dump_path(path, sizeof(path), "rmode");
+	fill(c, 3);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	struct cistern_dump_info ri;
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, &ri), 0);
+	snprintf(shm, sizeof(shm), "/dev/shm/cistern.%s", copy);
+	cr_assert_eq(mode_of(shm), 0600, "mode %o", mode_of(shm));
+	struct cistern *r;
+	struct cistern_config cfg;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	cistern_config_get(r, &cfg);
+	cr_assert_eq(cfg.mode, 0600, "its config says so too, %o", cfg.mode);
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
 Test(dump, verify_describes_a_good_dump)
 {
 	char name[64], path[128];
