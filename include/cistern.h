@@ -645,7 +645,10 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  * segment is renamed to `name`, which must not exist.
  * @param progress may be NULL; called with (bytes read, file size, arg)
  * @return 0; -EEXIST if `name` exists; -EBADMSG for a damaged or truncated
- *         dump, or one whose config cistern_create() would refuse;
+ *         dump, one whose config cistern_create() would refuse, or one holding
+ *         a record the segment could not hold (a payload longer than a slot,
+ *         ids out of order, a SimPairedReservoir sim_id >= sweep_size or
+ *         time_step >= nb_time_steps), even under checksums that hold;
  *         -EPROTONOSUPPORT for a dump format this build does not know;
  *         -ENOTSUP for a policy this build lacks; -errno of the file I/O.
  */
@@ -653,8 +656,10 @@ CISTERN_API int cistern_restore(const char *path, const char *name, cistern_prog
 		    void *arg, struct cistern_dump_info *info);
 
 /**
- * Read and fully verify a dump file without restoring it: it answers as
- * cistern_restore() would.
+ * Read and fully verify a dump file without restoring it: it runs the same
+ * checks as cistern_restore(), on every record and on the seen set, so it
+ * accepts exactly the files a restore accepts and refuses the others with
+ * the same error.
  * @return 0, -EBADMSG, -EPROTONOSUPPORT or -errno.
  */
 CISTERN_API int cistern_dump_verify(const char *path, struct cistern_dump_info *info);

@@ -11,6 +11,7 @@
 
 #include "helpers.h"
 #include "internal.h"
+#include "dumpfile.h"
 
 #ifndef CISTERN_BIN
 #error "CISTERN_BIN must name the built cistern binary"
@@ -896,6 +897,38 @@ Test(dump, a_dump_with_a_flipped_byte_is_refused)
 Test(dump, a_truncated_dump_is_refused)
 {
 	corrupt_and_refuse("trunc", true);
+}
+
+/* A SimPairedReservoir (sweep 4) whose dump holds a record of sim 4, checksums made to hold. */
+Test(dump, a_record_the_policy_refuses_fails_check_and_restore_alike)
+{
+	char name[64], copy[64], path[128];
+	uname_(name, sizeof(name), "pairbad");
+	uname_(copy, sizeof(copy), "pairbad2");
+	tmp_path(path, sizeof(path), "pairbad");
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 16,
+				     .policy = CISTERN_SIM_PAIRED_RESERVOIR, .watermark = 2,
+				     .sweep_size = 4, .nb_time_steps = 8};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	for (uint32_t i = 0; i < 6; i++) {
+		struct cistern_meta m = {.sim_id = i % 3, .time_step = i / 3};
+		cr_assert_eq(cistern_put(c, "x", 1, &m, 0), 0);
+	}
+	cr_assert_eq(run("dump", "-q", name, path)->status, 0);
+	cleanup(c, name);
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	put32(dumpfile_record(&f, 0) + 8, 4); /* sim_id = sweep_size */
+	dumpfile_store(&f, path);
+	struct result *r = run("restore", "--check", path);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "damaged or truncated dump"), "%s", r->err);
+	r = run("restore", path, copy);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "damaged or truncated dump"), "%s", r->err);
+	cr_assert(!exists(copy), "nothing created");
+	unlink(path);
 }
 
 Test(dump, restore_check_describes_a_good_dump)
