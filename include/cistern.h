@@ -519,7 +519,9 @@ struct cistern_segment_info {
 	 * 0 if the header validates; else why not: -EAGAIN being created,
 	 * -EPROTO damaged or foreign, -EPROTONOSUPPORT another build, -EACCES
 	 * unreadable, -ENOTSUP a policy this build lacks, -EINPROGRESS an
-	 * unfinished restore (header name differs from the file name).
+	 * unfinished restore (the object cistern_restore() builds under a
+	 * temporary name, which carries a mark bound to that name; a copy of
+	 * a segment under another name is a segment like any other).
 	 */
 	int status;
 	struct cistern_config config; /**< valid when status == 0 */
@@ -569,7 +571,10 @@ struct cistern_gc_report {
 	 * Nonzero if the segment was removed (or would be, in a dry run):
 	 * 1 every attachment is dead and at least one died without detaching;
 	 * 2 the header never finished creation and is older than
-	 *   CISTERN_GC_GRACE_S seconds; 3 an unfinished restore nobody works on.
+	 *   CISTERN_GC_GRACE_S seconds; 3 an unfinished restore nobody works on
+	 *   (an object that carries the mark cistern_restore() puts on the
+	 *   segment it builds, and whose restorer died: see
+	 *   cistern_segment_info.status).
 	 */
 	int removed;
 };

@@ -186,7 +186,7 @@ static void fill_info(const char *name, struct cistern_segment_info *si)
 	if (r < 0)
 		return;
 	si->created_ns = copy.created_ns;
-	if (strcmp(copy.name, name) != 0) {
+	if (cistern__restore_unfinished(&copy, name)) {
 		/* Built under this temporary name by a restore, not yet renamed. */
 		si->status = -EINPROGRESS;
 	}
@@ -429,7 +429,8 @@ int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep)
 	if (r < 0)
 		return r;
 	struct gc_tally t = {cistern__snap_ops_for(c->hdr->policy), rep};
-	bool restoring = strcmp(c->hdr->name, name) != 0;
+	/* Only the restore's own mark says so: a copy under another name is a segment. */
+	bool restoring = cistern__restore_unfinished(c->hdr, name);
 	uint32_t live, dead;
 	count_procs(c, &live, &dead);
 	if (dry) {

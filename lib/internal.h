@@ -914,6 +914,15 @@ extern const struct cistern_snap_ops cistern__reservoir_snap_ops;
 struct cistern_slot_view cistern__fifo_classify(uint64_t word);
 const struct cistern_snap_ops *cistern__snap_ops_for(uint32_t policy);
 
+/*
+ * restore.c: the restore-in-progress mark of an object named `name`
+ * (cistern_hdr.restore_mark): a tag in the high half, the CRC-32C of the
+ * name in the low half, so never 0.
+ */
+uint64_t cistern__restore_mark(const char *name);
+/* Whether the header mapped or copied from object `name` is an unfinished restore's. */
+bool cistern__restore_unfinished(const struct cistern_hdr *h, const char *name);
+
 /* liveness.c: sweep, telling `fn` about each dead entry just before reclaiming it. */
 typedef void (*cistern__reclaim_observer)(struct cistern *c, uint32_t index, void *arg);
 int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, void *arg);

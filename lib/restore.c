@@ -186,6 +186,19 @@ static void restore_stats(struct cistern *c, const struct dump_meta *m)
 					  memory_order_relaxed);
 }
 
+/* "RSTR": says the low half is a name's CRC, not whatever a damaged header holds. */
+#define RESTORE_MARK_TAG UINT64_C(0x52535452)
+
+uint64_t cistern__restore_mark(const char *name)
+{
+	return RESTORE_MARK_TAG << 32 | cistern__crc32c(0, name, strlen(name));
+}
+
+bool cistern__restore_unfinished(const struct cistern_hdr *h, const char *name)
+{
+	return h->restore_mark == cistern__restore_mark(name);
+}
+
 /* Open a dump and check its frame (dump_read_frame()); on an error nothing stays open. */
 static int open_dump(const char *path, int *fd, uint64_t *size, struct dump_meta *m)
 {
@@ -270,10 +283,12 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 	if (r < 0)
 		goto out_fd;
 	/*
-	 * Name the header for its final name now: tools that come across the
-	 * temporary object see a name that differs from the file's and know a
-	 * restore is under way (or died: then gc removes it).
+	 * Mark the object as a restore under way, bound to its temporary name:
+	 * tools that come across it know what it is, and gc removes it if we die
+	 * before the rename. The mark stays after the rename, where it no longer
+	 * matches the name (segment.h). Then name the header for its final name.
 	 */
+	c->hdr->restore_mark = cistern__restore_mark(tmpname);
 	memset(c->hdr->name, 0, sizeof(c->hdr->name));
 	snprintf(c->hdr->name, sizeof(c->hdr->name), "%s", name);
 	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->hdr->policy);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* test_inspect.c - read-only handles, occupancy, the process table, listing, rm, gc. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -284,15 +285,105 @@ Test(ids, fifo_sample_ids_are_positions_from_zero_in_a_new_segment)
 	cistern_unlink(name);
 }
 
-/* A restore that died half-way: its header already bears another name, nobody lives. */
+static void die_now(uint64_t done, uint64_t total, void *arg)
+{
+	(void)done, (void)total, (void)arg;
+	raise(SIGKILL);
+}
+
+/*
+ * A restore that died half-way: a child restores a dump and is killed from
+ * its progress callback, once the samples are loaded, before the rename.
+ * `name` receives the temporary name it left behind.
+ */
 static void abandoned_restore(char *name, size_t size)
 {
-	snprintf(name, size, "restore-%d-99", (int)getpid());
-	cistern_unlink(name);
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
-	snprintf(c->hdr->name, sizeof(c->hdr->name), "final-name");
+	char src[64], final[64], path[128];
+	struct cistern *c = make("abrt-src", src, sizeof(src), 8);
+	cr_assert_eq(cistern_put(c, "sample", 6, NULL, 0), 0);
+	snprintf(path, sizeof(path), "/tmp/cistern-test-abrt-%d.dump", (int)getpid());
+	cr_assert_eq(cistern_dump(src, path, NULL, NULL, NULL), 0);
 	cistern_detach(c);
+	cistern_unlink(src);
+	snprintf(final, sizeof(final), "t-abrt-final-%d", (int)getpid());
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		cistern_restore(path, final, die_now, NULL, NULL);
+		_exit(1);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	unlink(path);
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the restorer died in its progress call");
+	/* The restorer names its temporary object restore-PID-N. */
+	char prefix[64];
+	int plen = snprintf(prefix, sizeof(prefix), "cistern.restore-%d-", (int)pid);
+	DIR *d = opendir("/dev/shm");
+	cr_assert_not_null(d);
+	struct dirent *e;
+	name[0] = '\0';
+	while ((e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, prefix, (size_t)plen) == 0)
+			snprintf(name, size, "%s", e->d_name + strlen("cistern."));
+	closedir(d);
+	cr_assert_neq(name[0], '\0', "the restore left its temporary object behind");
+	struct cistern *probe;
+	cr_assert_eq(cistern_attach(final, &probe), -ENOENT, "and never got to the rename");
+}
+
+/* A copy of segment `from`'s object as `to`, made as cp(1) makes one. */
+static void copy_object(const char *from, const char *to)
+{
+	char a[128], b[128];
+	snprintf(a, sizeof(a), "/dev/shm/cistern.%s", from);
+	snprintf(b, sizeof(b), "/dev/shm/cistern.%s", to);
+	int in = open(a, O_RDONLY), out = open(b, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	cr_assert_geq(in, 0);
+	cr_assert_geq(out, 0);
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		cr_assert_eq(write(out, buf, (size_t)n), n);
+	close(in);
+	close(out);
+}
+
+Test(gc, keeps_a_copy_of_a_segment_under_another_name)
+{
+	char name[64], copy[64];
+	struct cistern *c = make("gc-cp", name, sizeof(name), 8);
+	cr_assert_eq(cistern_put(c, "kept", 4, NULL, 0), 0);
+	cistern_detach(c);
+	snprintf(copy, sizeof(copy), "t-gc-cp2-%d", (int)getpid());
+	cistern_unlink(copy);
+	copy_object(name, copy);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(copy, 0, &rep), 0);
+	cr_assert_eq(rep.removed, 0, "a copy is no restore's leftover");
+	cr_assert_eq(cistern_attach(copy, &c), 0);
+	char buf[8];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 4, "and its sample is there");
+	cistern_detach(c);
+	cistern_unlink(copy);
+	cistern_unlink(name);
+}
+
+Test(list, shows_a_copy_under_another_name_as_a_segment)
+{
+	char name[64], copy[64];
+	struct cistern *c = make("ls-cp", name, sizeof(name), 8);
+	cistern_detach(c);
+	snprintf(copy, sizeof(copy), "t-ls-cp2-%d", (int)getpid());
+	cistern_unlink(copy);
+	copy_object(name, copy);
+	struct cistern_segment_info *v;
+	int n = cistern_list(&v);
+	struct cistern_segment_info *si = find(v, n, copy);
+	cr_assert_not_null(si);
+	cr_assert_eq(si->status, 0, "not an unfinished restore: %d", si->status);
+	free(v);
+	cistern_unlink(copy);
+	cistern_unlink(name);
 }
 
 Test(list, flags_an_unfinished_restore)
