@@ -547,6 +547,8 @@ CISTERN_API int cistern_list(struct cistern_segment_info **out);
 enum {
 	CISTERN_REMOVE_FORCE = 1u << 0, /**< remove even with live processes attached */
 	CISTERN_GC_DRY_RUN = 1u << 1,   /**< say what would be done, do nothing */
+	/** remove a stale segment even though it holds unread samples (they are lost) */
+	CISTERN_GC_DISCARD = 1u << 2,
 };
 
 /**
@@ -562,21 +564,41 @@ CISTERN_API int cistern_remove(const char *name, unsigned flags);
 
 /** What cistern_gc() found and did for one segment. */
 struct cistern_gc_report {
-	uint32_t dead_procs;        /**< attachments of dead processes (reclaimed unless dry run) */
+	uint32_t dead_procs;        /**< attachments of dead processes (reclaimed unless dry run or kept) */
 	uint64_t reservations;      /**< their unfinished puts, dropped */
 	uint64_t redelivered;       /**< their held FIFO/FIRO samples, put back for redelivery */
 	uint64_t pins;              /**< their reservoir pins, dropped */
 	uint32_t live_procs;        /**< attachments whose owner lives */
 	/**
 	 * Nonzero if the segment was removed (or would be, in a dry run):
-	 * 1 every attachment is dead and at least one died without detaching;
+	 * 1 stale (every attachment is dead and at least one died without
+	 *   detaching) and holding no unread sample;
 	 * 2 the header never finished creation and is older than
 	 *   CISTERN_GC_GRACE_S seconds; 3 an unfinished restore nobody works on
 	 *   (an object that carries the mark cistern_restore() puts on the
 	 *   segment it builds, and whose restorer died: see
-	 *   cistern_segment_info.status).
+	 *   cistern_segment_info.status);
+	 * 4 stale with unread samples, dumped (cistern_gc_dump_to()) and then
+	 *   removed; 5 stale with unread samples, removed with them
+	 *   (CISTERN_GC_DISCARD).
 	 */
 	int removed;
+	/**
+	 * A stale segment's unread samples: those its readers would still get.
+	 * FIFO and FIRO: every sample it holds (a sample leaves only once read,
+	 * under FIRO pseudo_epochs times). The reservoirs: every sample it holds
+	 * that was never seen (a seen one is evictable anyway). Samples dead
+	 * processes held count as their reclaim leaves them (an acquired one goes
+	 * back, a read that was never released is not counted as seen).
+	 */
+	uint64_t unread;
+	uint64_t dumped;            /**< removed == 4: samples in the dump (every one held) */
+	/**
+	 * 1 if the segment is stale but was kept because it holds unread samples
+	 * (neither a dump directory nor CISTERN_GC_DISCARD), or because its dump
+	 * failed (then the call returns the error).
+	 */
+	int kept;
 };
 /** Age below which a half-created segment is left alone (its creator may be busy). */
 #define CISTERN_GC_GRACE_S 10
@@ -587,10 +609,35 @@ struct cistern_gc_report {
  * attachment as an attaching process would, and removes the segment's name
  * when it is garbage (see cistern_gc_report.removed). A segment nobody ever
  * attached to, or whose processes all detached cleanly, is kept: it was
- * created for later use. Damaged and foreign-build objects are never removed.
+ * created for later use. A stale segment (every process attached died) that
+ * still holds unread samples (cistern_gc_report.unread) is kept too, and
+ * reported (kept = 1), unless `flags` has CISTERN_GC_DISCARD: committed
+ * samples are never thrown away unasked. Such a segment is left exactly as
+ * it is, dead attachments included (whoever attaches next reclaims them), so
+ * that it stays stale for cistern_list() and for a later call told to dump or
+ * discard it. Damaged and foreign-build objects are never removed.
  * @return 0 (see *rep); -ENOENT; -EACCES; -EPROTO; -EPROTONOSUPPORT; -EINVAL.
  */
 CISTERN_API int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep);
+
+/**
+ * As cistern_gc(), but a stale segment that holds unread samples is first
+ * dumped (cistern_dump()) to `dir`/NAME.dump, then removed (removed = 4,
+ * dumped = the samples saved): the dump holds every sample the segment held,
+ * restores with cistern_restore(), and is read back whole before the segment
+ * goes (samples dead processes held are in it as their reclaim would leave
+ * them: put back, their unreleased reads not counted as seen). An existing
+ * file of that name is never replaced: the call fails with -EEXIST and the
+ * segment stays as it was, as it does when the dump fails. gc holds
+ * the segment's gc lock meanwhile, so a process attaching to it waits for
+ * the end. `dir` NULL is cistern_gc(); CISTERN_GC_DISCARD with a `dir` is
+ * -EINVAL. In a dry run nothing is written; an existing file is -EEXIST.
+ * @return as cistern_gc(); also -EEXIST, -ENAMETOOLONG, -EAGAIN (the dump
+ *         read back did not hold every sample; it is deleted) and the errors
+ *         of cistern_dump(): the segment is then kept (kept = 1).
+ */
+CISTERN_API int cistern_gc_dump_to(const char *name, const char *dir, unsigned flags,
+				   struct cistern_gc_report *rep);
 
 /* ======================================================================== */
 /* Snapshots: dump and restore (lib/dump.c)                                 */

@@ -797,6 +797,104 @@ Test(gc, removes_a_segment_whose_processes_all_died)
 	cr_assert(!exists(name));
 }
 
+/* A segment whose only other process committed n samples and was killed (SIGKILL). */
+static void stale_with_samples(const char *tag, char *name, size_t size, uint32_t n)
+{
+	struct cistern *c = make(tag, name, size, 64);
+	cistern_detach(c);
+	pid_t pid = spawn_filler(name, n);
+	cr_assert_gt(pid, 0, "the producer failed to start");
+	kill_and_reap(pid);
+}
+
+static void gc_dir(char *buf, size_t size, const char *tag)
+{
+	snprintf(buf, size, "/tmp/cistern-cli-gc-%s-%d", tag, (int)getpid());
+	cr_assert(mkdir(buf, 0700) == 0 || errno == EEXIST);
+}
+
+Test(gc, keeps_a_stale_segment_with_unread_samples_and_says_so)
+{
+	char name[64], want[128];
+	stale_with_samples("gcunread", name, sizeof(name), 63);
+	struct result *r = run("gc", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	snprintf(want, sizeof(want), "%s: stale, 63 unread samples kept", name);
+	cr_assert(strstr(r->out, want), "%s", r->out);
+	cr_assert(exists(name));
+	cleanup(NULL, name);
+}
+
+Test(gc, dump_to_dumps_a_stale_segment_that_restore_brings_back)
+{
+	char name[64], dir[128], path[256], want[384];
+	stale_with_samples("gcdump", name, sizeof(name), 63);
+	gc_dir(dir, sizeof(dir), "dump");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	unlink(path);
+	struct result *r = run("gc", "--dump-to", dir, name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	snprintf(want, sizeof(want), "%s: stale, 63 unread samples dumped to %s", name, path);
+	cr_assert(strstr(r->out, want), "%s", r->out);
+	cr_assert(strstr(r->out, "removed"), "%s", r->out);
+	cr_assert(!exists(name));
+	r = run("restore", "-q", path);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern *c;
+	cr_assert_eq(cistern_attach(name, &c), 0);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.population, 63, "every sample came back");
+	cleanup(c, name);
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(gc, discard_removes_a_stale_segment_and_says_what_was_lost)
+{
+	char name[64], want[128];
+	stale_with_samples("gcdiscard", name, sizeof(name), 5);
+	struct result *r = run("gc", "--discard", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	snprintf(want, sizeof(want), "%s: stale, 5 unread samples discarded, removed", name);
+	cr_assert(strstr(r->out, want), "%s", r->out);
+	cr_assert(!exists(name));
+}
+
+Test(gc, dump_to_over_an_existing_file_fails_and_keeps_the_segment)
+{
+	char name[64], dir[128], path[256];
+	stale_with_samples("gcdumpx", name, sizeof(name), 2);
+	gc_dir(dir, sizeof(dir), "dumpx");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	struct result *r = run("gc", "--dump-to", dir, name);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "2 unread samples kept"), "%s", r->err);
+	cr_assert(exists(name));
+	cleanup(NULL, name);
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(gc, dump_to_a_missing_directory_fails_up_front)
+{
+	char name[64];
+	stale_with_samples("gcnodir", name, sizeof(name), 2);
+	struct result *r = run("gc", "--dump-to", "/nonexistent/cistern-dumps", name);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "/nonexistent/cistern-dumps"), "%s", r->err);
+	cr_assert(exists(name));
+	cleanup(NULL, name);
+}
+
+Test(gc, dump_to_with_discard_is_bad_usage)
+{
+	cr_assert_eq(run("gc", "--dump-to", "/tmp", "--discard", "t-cli-any")->status, 2);
+}
+
 Test(gc, keeps_a_segment_created_for_later_and_prints_nothing)
 {
 	char name[64];
