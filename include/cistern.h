@@ -627,7 +627,9 @@ struct cistern_segment_info {
 	 * -EPROTO damaged or foreign, or not a regular file (a FIFO, socket,
 	 * directory, device or link), -EPROTONOSUPPORT another build, -EACCES
 	 * unreadable, -ENOTSUP a policy this build lacks, -EINPROGRESS an
-	 * unfinished restore (header name differs from the file name).
+	 * unfinished restore (the object cistern_restore() builds under a
+	 * temporary name, which carries a mark bound to that name; a copy of
+	 * a segment under another name is a segment like any other).
 	 */
 	int status;
 	struct cistern_config config; /**< valid when status == 0 */
@@ -660,6 +662,8 @@ enum {
 	 */
 	CISTERN_REMOVE_ANY_OWNER = 1u << 2,
 	CISTERN_GC_ANY_OWNER = CISTERN_REMOVE_ANY_OWNER,
+	/** remove a stale segment even though it holds unread samples (they are lost) */
+	CISTERN_GC_DISCARD = 1u << 3,
 };
 
 /**
@@ -677,18 +681,41 @@ CISTERN_API int cistern_remove(const char *name, unsigned flags);
 
 /** What cistern_gc() found and did for one segment. */
 struct cistern_gc_report {
-	uint32_t dead_procs;        /**< attachments of dead processes (reclaimed unless dry run) */
+	uint32_t dead_procs;        /**< attachments of dead processes (reclaimed unless dry run or kept) */
 	uint64_t reservations;      /**< their unfinished puts, dropped */
 	uint64_t redelivered;       /**< their held FIFO/FIRO samples, put back for redelivery */
 	uint64_t pins;              /**< their reservoir pins, dropped */
 	uint32_t live_procs;        /**< attachments whose owner lives */
 	/**
 	 * Nonzero if the segment was removed (or would be, in a dry run):
-	 * 1 every attachment is dead and at least one died without detaching;
+	 * 1 stale (every attachment is dead and at least one died without
+	 *   detaching) and holding no unread sample;
 	 * 2 the header never finished creation and is older than
-	 *   CISTERN_GC_GRACE_S seconds; 3 an unfinished restore nobody works on.
+	 *   CISTERN_GC_GRACE_S seconds; 3 an unfinished restore nobody works on
+	 *   (an object that carries the mark cistern_restore() puts on the
+	 *   segment it builds, and whose restorer died: see
+	 *   cistern_segment_info.status);
+	 * 4 stale with unread samples, dumped (cistern_gc_dump_to()) and then
+	 *   removed; 5 stale with unread samples, removed with them
+	 *   (CISTERN_GC_DISCARD).
 	 */
 	int removed;
+	/**
+	 * A stale segment's unread samples: those its readers would still get.
+	 * FIFO and FIRO: every sample it holds (a sample leaves only once read,
+	 * under FIRO pseudo_epochs times). The reservoirs: every sample it holds
+	 * that was never seen (a seen one is evictable anyway). Samples dead
+	 * processes held count as their reclaim leaves them (an acquired one goes
+	 * back, a read that was never released is not counted as seen).
+	 */
+	uint64_t unread;
+	uint64_t dumped;            /**< removed == 4: samples in the dump (every one held) */
+	/**
+	 * 1 if the segment is stale but was kept because it holds unread samples
+	 * (neither a dump directory nor CISTERN_GC_DISCARD), or because its dump
+	 * failed (then the call returns the error).
+	 */
+	int kept;
 };
 /** Age below which a half-created segment is left alone (its creator may be busy). */
 #define CISTERN_GC_GRACE_S 10
@@ -699,14 +726,39 @@ struct cistern_gc_report {
  * attachment as an attaching process would, and removes the segment's name
  * when it is garbage (see cistern_gc_report.removed). A segment nobody ever
  * attached to, or whose processes all detached cleanly, is kept: it was
- * created for later use. Damaged and foreign-build objects, and objects that
- * are not regular files (-EPROTO), are never removed. Flags:
- * CISTERN_GC_DRY_RUN, CISTERN_GC_ANY_OWNER (a dry run refuses another user's
+ * created for later use. A stale segment (every process attached died) that
+ * still holds unread samples (cistern_gc_report.unread) is kept too, and
+ * reported (kept = 1), unless `flags` has CISTERN_GC_DISCARD: committed
+ * samples are never thrown away unasked. Such a segment is left exactly as
+ * it is, dead attachments included (whoever attaches next reclaims them), so
+ * that it stays stale for cistern_list() and for a later call told to dump or
+ * discard it. Damaged and foreign-build objects, and objects that are not
+ * regular files (-EPROTO), are never removed. Flags: CISTERN_GC_DRY_RUN,
+ * CISTERN_GC_DISCARD, CISTERN_GC_ANY_OWNER (a dry run refuses another user's
  * segment as the real one would).
  * @return 0 (see *rep); -ENOENT; -EACCES without permission, or for another
  *         user's object; -EPROTO; -EPROTONOSUPPORT; -EINVAL.
  */
 CISTERN_API int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep);
+
+/**
+ * As cistern_gc(), but a stale segment that holds unread samples is first
+ * dumped (cistern_dump()) to `dir`/NAME.dump, then removed (removed = 4,
+ * dumped = the samples saved): the dump holds every sample the segment held,
+ * restores with cistern_restore(), and is read back whole before the segment
+ * goes (samples dead processes held are in it as their reclaim would leave
+ * them: put back, their unreleased reads not counted as seen). An existing
+ * file of that name is never replaced: the call fails with -EEXIST and the
+ * segment stays as it was, as it does when the dump fails. gc holds
+ * the segment's gc lock meanwhile, so a process attaching to it waits for
+ * the end. `dir` NULL is cistern_gc(); CISTERN_GC_DISCARD with a `dir` is
+ * -EINVAL. In a dry run nothing is written; an existing file is -EEXIST.
+ * @return as cistern_gc(); also -EEXIST, -ENAMETOOLONG, -EAGAIN (the dump
+ *         read back did not hold every sample; it is deleted) and the errors
+ *         of cistern_dump(): the segment is then kept (kept = 1).
+ */
+CISTERN_API int cistern_gc_dump_to(const char *name, const char *dir, unsigned flags,
+				   struct cistern_gc_report *rep);
 
 /* ======================================================================== */
 /* Snapshots: dump and restore (lib/dump.c)                                 */
@@ -728,7 +780,7 @@ typedef void (*cistern_progress_fn)(uint64_t done, uint64_t total, void *arg);
 /** What a dump holds (filled by cistern_dump(), cistern_restore(), cistern_dump_info()). */
 struct cistern_dump_info {
 	char name[CISTERN_NAME_MAX + 1]; /**< segment the dump was taken from */
-	struct cistern_config config;   /**< its parameters */
+	struct cistern_config config;   /**< its parameters; mode: its permission bits at dump time */
 	struct cistern_stats stats;     /**< its statistics when the dump started */
 	uint64_t samples;               /**< samples in the dump */
 	uint64_t payload_bytes;         /**< their payload bytes */
@@ -747,6 +799,11 @@ struct cistern_dump_info {
  * file next to it, then renamed). File I/O goes through io_uring; I/O that a
  * signal to the process interrupts is asked for again, never reported as
  * -EINTR (the same holds for cistern_restore() and cistern_dump_verify()).
+ * config.mode in the dump is the segment's permission bits when the dump is
+ * taken (fstat of the object: a chmod since creation counts, the mode given
+ * at creation does not); the file is created with those bits, plus read and
+ * write for its owner, under the umask, and cistern_restore() creates the
+ * segment with them.
  * @param progress may be NULL; called with (slots scanned, slot_count, arg)
  * @param info     may be NULL; receives what was written
  * @return 0; the errors of cistern_open_readonly(); -errno of the file I/O.
@@ -765,7 +822,10 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  *                 -EEXIST can be told with the stored name); all zero when
  *                 the file could not be read as a dump
  * @return 0; -EEXIST if `name` exists; -EBADMSG for a damaged or truncated
- *         dump, or one whose config cistern_create() would refuse; -ENOMSG
+ *         dump, one whose config cistern_create() would refuse, or one holding
+ *         a record the segment could not hold (a payload longer than a slot,
+ *         ids out of order, a SimPairedReservoir sim_id >= sweep_size or
+ *         time_step >= nb_time_steps), even under checksums that hold; -ENOMSG
  *         for a file that is not a cistern dump at all (no dump magic, or
  *         not a regular file: a FIFO is refused, not waited on);
  *         -EPROTONOSUPPORT for a dump format this build does not know;
@@ -775,8 +835,10 @@ CISTERN_API int cistern_restore(const char *path, const char *name, cistern_prog
 		    void *arg, struct cistern_dump_info *info);
 
 /**
- * Read and fully verify a dump file without restoring it: it answers as
- * cistern_restore() would.
+ * Read and fully verify a dump file without restoring it: it runs the same
+ * checks as cistern_restore(), on every record and on the seen set, so it
+ * accepts exactly the files a restore accepts and refuses the others with
+ * the same error.
  * @return 0, -EBADMSG, -ENOMSG, -EPROTONOSUPPORT or -errno.
  */
 CISTERN_API int cistern_dump_verify(const char *path, struct cistern_dump_info *info);

@@ -15,7 +15,8 @@
  *             of the records whose seen count is >= 1. Slot indices, not
  *             sample ids: they are below 2^28, so they fit the 32-bit bitmap
  *             whatever the ids are. It repeats what the records say, so a
- *             restore checks that both agree.
+ *             restore checks that both agree (parsing the bytes itself:
+ *             dump_seen_set_check()).
  *   meta      512 bytes: section offsets and sizes, counts, next sample id,
  *             times, reception state, the config, the statistics, the CRC-32C
  *             of the samples section and of the seen set, the producers that
@@ -33,6 +34,8 @@
  */
 #ifndef CISTERN_DUMP_FORMAT_H
 #define CISTERN_DUMP_FORMAT_H
+
+#include <roaring/roaring.h>
 
 #include "internal.h"
 
@@ -83,6 +86,42 @@ struct dump_meta {
 	uint32_t samples_crc, bitmap_crc;
 	uint32_t producers_died;
 };
+
+/* A sample record's header, decoded. */
+struct dump_rec {
+	uint64_t id, len;
+	uint32_t sim_id, time_step, seen, src;
+};
+
+static inline void dump_rec_decode(const uint8_t in[REC_HDR], struct dump_rec *r)
+{
+	r->id = get64(in);
+	r->sim_id = get32(in + 8);
+	r->time_step = get32(in + 12);
+	r->len = get64(in + 16);
+	r->seen = get32(in + 24);
+	r->src = get32(in + 28);
+}
+
+/*
+ * The one check of a record, run on every record by the parser that serves
+ * cistern_dump_verify() and cistern_restore() alike, so that they agree: a
+ * record the segment could not have held (payload longer than a slot, ids
+ * not ascending or not below next_id, a source slot past slot_count, a
+ * SimPairedReservoir key outside sweep_size x nb_time_steps) is damage,
+ * -EBADMSG, before a restore builds anything from it. prev: the previous
+ * record, NULL for the first.
+ */
+int dump_rec_check(const struct dump_meta *m, const struct dump_rec *r,
+		   const struct dump_rec *prev);
+
+/*
+ * Check that the n bytes of a seen-set section are a well-formed portable
+ * Roaring serialization holding exactly the values of `want`: 0 or -EBADMSG.
+ * The bytes are parsed here, never handed to CRoaring, whose deserializer
+ * prints to standard error on bad input (and the library never prints).
+ */
+int dump_seen_set_check(const uint8_t *p, size_t n, const roaring_bitmap_t *want);
 
 /* The meta block out, its CRC last. */
 void dump_meta_encode(struct dump_meta *m, uint8_t out[META_SIZE]);

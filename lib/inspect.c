@@ -189,7 +189,7 @@ static void fill_info(const char *name, struct cistern_segment_info *si)
 	if (r < 0)
 		return;
 	si->created_ns = copy.created_ns;
-	if (strcmp(copy.name, name) != 0) {
+	if (cistern__restore_unfinished(&copy, name)) {
 		/* Built under this temporary name by a restore, not yet renamed. */
 		si->status = -EINPROGRESS;
 	}
@@ -384,6 +384,24 @@ static void tally_entry(struct cistern *c, uint32_t index, void *arg)
 	}
 }
 
+/*
+ * Reclaim every dead attachment as an attaching process would, counting what
+ * each held (tally_entry); a dry run only counts.
+ */
+static void gc_reclaim(struct cistern *c, bool dry, struct gc_tally *t)
+{
+	if (!dry) {
+		cistern__sweep_observed(c, tally_entry, t);
+		return;
+	}
+	struct cistern_proc *procs = cistern__procs(c);
+	for (uint32_t i = 0; i < c->fixed.procs_count; i++)
+		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) ==
+			    CISTERN_PROC_ACTIVE &&
+		    !entry_alive(c, i))
+			tally_entry(c, i, t);
+}
+
 static int gc_half_created(const char *shm, int fd, const struct stat *st, unsigned flags,
 			   struct cistern_gc_report *rep)
 {
@@ -408,9 +426,95 @@ static int gc_half_created(const char *shm, int fd, const struct stat *st, unsig
 	return r == -EBUSY ? 0 : r;
 }
 
+bool cistern__held_once_reclaimed(const struct cistern_snap_ops *so, uint64_t word)
+{
+	enum cistern_slot_class cls = so->classify(word).cls;
+	return is_held(cls) || cls == CISTERN_SLOT_ACQUIRED || cls == CISTERN_SLOT_EVICTING;
+}
+
+uint32_t cistern__seen_once_reclaimed(const struct cistern *c, const struct cistern_slotmeta *m,
+				      uint64_t word, const struct cistern_snap_ops *so)
+{
+	uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
+	if (c->fixed.policy == CISTERN_FIFO)
+		return seen; /* FIFO counts no reads: its reclaim leaves seen alone */
+	uint64_t undone = (uint64_t)__builtin_popcountll(
+				  atomic_load_explicit(&m->pins, memory_order_relaxed)) +
+			  (so->classify(word).cls == CISTERN_SLOT_ACQUIRED);
+	return seen > undone ? (uint32_t)(seen - undone) : 0;
+}
+
+/*
+ * Samples a stale segment (nobody alive attached) holds that readers would
+ * still get: under FIFO and FIRO every sample held, since it leaves only once
+ * read (FIRO: read pseudo_epochs times); under the reservoirs every sample
+ * never seen, since a seen one is evictable anyway. What dead processes hold
+ * counts as their reclaim would leave it (cistern__held_once_reclaimed()), so
+ * the count is the same before and after a sweep, and in a dry run.
+ */
+static uint64_t unread_samples(struct cistern *c, const struct cistern_snap_ops *so)
+{
+	if (!so) {
+		/* Slots this build cannot classify: every sample held counts, to be safe. */
+		struct cistern_stats st;
+		return cistern_stats_get(c, &st) == 0 ? st.population : 0;
+	}
+	bool all_held = c->fixed.policy == CISTERN_FIFO || c->fixed.policy == CISTERN_FIRO;
+	uint64_t n = 0;
+	for (uint64_t i = 0; i < c->slot_count; i++) {
+		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
+		uint64_t word = atomic_load_explicit(&m->word, memory_order_acquire);
+		if (cistern__held_once_reclaimed(so, word))
+			n += all_held || cistern__seen_once_reclaimed(c, m, word, so) == 0;
+	}
+	return n;
+}
+
+/* Where gc dumps segment `name`: DIR/NAME.dump. */
+static int gc_dump_path(const char *dir, const char *name, char *buf, size_t size)
+{
+	int k = snprintf(buf, size, "%s/%s.dump", dir, name);
+	return k < 0 || (size_t)k >= size ? -ENAMETOOLONG : 0;
+}
+
+/*
+ * Dump the stale segment open on c to `path` (never over an existing file),
+ * and read the file back whole: only a dump that verifies and holds every
+ * sample the segment holds lets gc remove the segment. The caller holds the
+ * gc lock and saw nobody alive, so no sample moves meanwhile. Nothing is
+ * reclaimed first (the samples dead processes held are saved as their
+ * reclaim would leave them), so that a failed dump leaves the segment as it
+ * was: still stale, for another try.
+ */
+static int gc_dump(struct cistern *c, const char *name, const char *path,
+		   struct cistern_gc_report *rep)
+{
+	struct cistern_dump_info info, check;
+	int r = cistern__dump_handle(c, name, path,
+				     CISTERN__DUMP_NOREPLACE | CISTERN__DUMP_DEAD_HELD, NULL, NULL,
+				     &info);
+	if (r < 0)
+		return r;
+	r = cistern_dump_verify(path, &check);
+	if (r == 0 && (info.skipped || check.samples != info.samples || info.samples < rep->unread))
+		r = -EAGAIN;
+	if (r < 0) {
+		unlink(path); /* ours: NOREPLACE made it, nobody else's file */
+		return r;
+	}
+	rep->dumped = info.samples;
+	return 0;
+}
+
 int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep)
 {
-	char shm[96];
+	return cistern_gc_dump_to(name, NULL, flags, rep);
+}
+
+int cistern_gc_dump_to(const char *name, const char *dir, unsigned flags,
+		       struct cistern_gc_report *rep)
+{
+	char shm[96], path[4096];
 	struct cistern_gc_report dummy;
 	if (!rep)
 		rep = &dummy;
@@ -418,10 +522,14 @@ int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep)
 	int r = cistern__shm_name(name, shm, sizeof(shm));
 	if (r < 0)
 		return r;
-	if (flags & ~(unsigned)(CISTERN_GC_DRY_RUN | CISTERN_GC_ANY_OWNER))
+	if (flags & ~(unsigned)(CISTERN_GC_DRY_RUN | CISTERN_GC_DISCARD | CISTERN_GC_ANY_OWNER))
 		return -EINVAL;
-	bool dry = flags & CISTERN_GC_DRY_RUN;
+	bool dry = flags & CISTERN_GC_DRY_RUN, discard = flags & CISTERN_GC_DISCARD;
 	bool any_owner = flags & CISTERN_GC_ANY_OWNER;
+	if (dir && discard)
+		return -EINVAL; /* dump the samples, or throw them away: not both */
+	if (dir && (r = gc_dump_path(dir, name, path, sizeof(path))) < 0)
+		return r;
 
 	int fd;
 	struct stat st;
@@ -450,39 +558,67 @@ int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep)
 	if (r < 0)
 		return r;
 	struct gc_tally t = {cistern__snap_ops_for(c->fixed.policy), rep};
-	bool restoring = strcmp(c->fixed.name, name) != 0;
+	/* Only the restore's own mark says so: a copy under another name is a segment. */
+	bool restoring = cistern__restore_unfinished(c->hdr, name);
 	uint32_t live, dead;
 	count_procs(c, &live, &dead);
-	if (dry) {
-		struct cistern_proc *procs = cistern__procs(c);
-		for (uint32_t i = 0; i < c->fixed.procs_count; i++)
-			if (atomic_load_explicit(&procs[i].state, memory_order_acquire) ==
-				    CISTERN_PROC_ACTIVE &&
-			    !entry_alive(c, i))
-				tally_entry(c, i, &t);
-	} else {
-		/* Reclaims exactly what an attaching process would, and counts it. */
-		cistern__sweep_observed(c, tally_entry, &t);
-	}
 	rep->live_procs = live;
 	int why = 0;
 	if (live == 0 && restoring)
 		why = 3; /* the restorer stays attached until the rename: it is gone */
 	else if (live == 0 && dead > 0)
 		why = 1;
-	if (why && dry) {
-		rep->removed = why;
-	} else if (why) {
+	if (!why) {
+		gc_reclaim(c, dry, &t);
+		cistern_detach(c);
+		return 0;
+	}
+	if (!dry) {
 		r = gc_lock_exclusive(c->fd);
 		/* Under the lock nobody can be joining: re-check that nobody lives. */
-		if (r == 0 && live_entries(c->fd, c->fixed.procs_count) == 0) {
-			r = unlink_same(shm, c->fd);
-			if (r == 0)
-				rep->removed = why;
-		}
-		if (r == -EBUSY)
-			r = 0; /* someone is attaching: it is not garbage any more */
+		if (r == 0 && live_entries(c->fd, c->fixed.procs_count) != 0)
+			r = -EBUSY;
 	}
+	if (r < 0) {
+		/* Someone is attaching (it sweeps as it joins): it is not garbage any more. */
+		cistern_detach(c);
+		return r == -EBUSY ? 0 : r;
+	}
+	/*
+	 * A stale segment may still hold committed samples nobody read: they
+	 * are never thrown away unasked. Counted under the lock, where nobody
+	 * can attach and put more. Kept, it is left as it is, dead attachments
+	 * and all (whoever attaches next reclaims them), so that it still reads
+	 * as stale to `cistern ls` and to a later gc told to dump or discard it.
+	 */
+	if (why == 1 && (rep->unread = unread_samples(c, t.so)) > 0) {
+		if (dir) {
+			why = 4;
+		} else if (discard) {
+			why = 5;
+		} else {
+			rep->kept = 1;
+			cistern_detach(c);
+			return 0;
+		}
+	}
+	if (why == 4) {
+		if (dry)
+			r = access(path, F_OK) == 0 ? -EEXIST : 0;
+		else
+			r = gc_dump(c, name, path, rep);
+		if (r < 0) {
+			rep->kept = 1; /* no dump, no removal: the samples stay where they are */
+			cistern_detach(c);
+			return r;
+		}
+	}
+	/* Going: reclaimed first all the same, so that the report says what the dead held. */
+	gc_reclaim(c, dry, &t);
+	if (!dry)
+		r = unlink_same(shm, c->fd);
+	if (r == 0)
+		rep->removed = why;
 	cistern_detach(c);
 	return r;
 }

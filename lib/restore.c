@@ -26,7 +26,7 @@ struct parser {
 	uint64_t got;           /* payload bytes copied so far */
 	int state;              /* 0 header, 1 payload, 2 padding */
 	uint64_t count, bytes;
-	uint64_t last_id;
+	struct dump_rec last;   /* the previous record (count > 0) */
 	roaring_bitmap_t *seen; /* rebuilt from the records, to compare with the file's */
 };
 
@@ -45,22 +45,21 @@ static int parse(struct parser *ps, const uint8_t *p, size_t n)
 			ps->hfill = 0;
 			if (ps->count >= ps->m->sample_count)
 				return -EBADMSG;
-			uint64_t id = get64(ps->hdr);
-			uint64_t len = get64(ps->hdr + 16);
-			uint32_t src = get32(ps->hdr + 28);
-			if (len > c->slot_size || (ps->count && id <= ps->last_id) ||
-			    src >= CISTERN_SLOT_COUNT_MAX)
-				return -EBADMSG;
+			struct dump_rec rec;
+			dump_rec_decode(ps->hdr, &rec);
+			int r = dump_rec_check(ps->m, &rec, ps->count ? &ps->last : NULL);
+			if (r < 0)
+				return r;
+			uint64_t len = rec.len;
 			struct cistern_slotmeta *sm = cistern__slotmeta(c, ps->count);
-			sm->sample_id = id;
-			sm->sim_id = get32(ps->hdr + 8);
-			sm->time_step = get32(ps->hdr + 12);
+			sm->sample_id = rec.id;
+			sm->sim_id = rec.sim_id;
+			sm->time_step = rec.time_step;
 			sm->len = len;
-			uint32_t nseen = get32(ps->hdr + 24);
-			atomic_store_explicit(&sm->seen, nseen, memory_order_relaxed);
-			if (nseen)
-				roaring_bitmap_add(ps->seen, src);
-			ps->last_id = id;
+			atomic_store_explicit(&sm->seen, rec.seen, memory_order_relaxed);
+			if (rec.seen)
+				roaring_bitmap_add(ps->seen, rec.src);
+			ps->last = rec;
 			ps->len = len;
 			ps->pad = cistern__align_up((size_t)len, 8) - len;
 			ps->got = 0;
@@ -149,15 +148,8 @@ static int load(int fd, uint64_t size, const struct dump_meta *m, struct cistern
 	if (r == 0 && (ps.state != 0 || ps.hfill != 0 || ps.count != m->sample_count ||
 		       ps.bytes != m->payload_bytes))
 		r = -EBADMSG;
-	if (r == 0) {
-		roaring_bitmap_t *fb = NULL;
-		if (roaring_bitmap_portable_deserialize_size(bm, m->bitmap_size) == m->bitmap_size)
-			fb = roaring_bitmap_portable_deserialize_safe(bm, m->bitmap_size);
-		if (!fb || !roaring_bitmap_equals(fb, seen))
-			r = -EBADMSG;
-		if (fb)
-			roaring_bitmap_free(fb);
-	}
+	if (r == 0)
+		r = dump_seen_set_check((const uint8_t *)bm, (size_t)m->bitmap_size, seen);
 	free(bm);
 	return r;
 }
@@ -192,6 +184,19 @@ static void restore_stats(struct cistern *c, const struct dump_meta *m)
 	if (now.population != m->sample_count)
 		atomic_fetch_add_explicit(&ret->puts, m->sample_count - now.population,
 					  memory_order_relaxed);
+}
+
+/* "RSTR": says the low half is a name's CRC, not whatever a damaged header holds. */
+#define RESTORE_MARK_TAG UINT64_C(0x52535452)
+
+uint64_t cistern__restore_mark(const char *name)
+{
+	return RESTORE_MARK_TAG << 32 | cistern__crc32c(0, name, strlen(name));
+}
+
+bool cistern__restore_unfinished(const struct cistern_hdr *h, const char *name)
+{
+	return h->restore_mark == cistern__restore_mark(name);
 }
 
 /* Open a dump and check its frame (dump_read_frame()); on an error nothing stays open. */
@@ -293,10 +298,12 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 	if (r < 0)
 		goto out_fd;
 	/*
-	 * Name the header for its final name now: tools that come across the
-	 * temporary object see a name that differs from the file's and know a
-	 * restore is under way (or died: then gc removes it).
+	 * Mark the object as a restore under way, bound to its temporary name:
+	 * tools that come across it know what it is, and gc removes it if we die
+	 * before the rename. The mark stays after the rename, where it no longer
+	 * matches the name (segment.h). Then name the header for its final name.
 	 */
+	c->hdr->restore_mark = cistern__restore_mark(tmpname);
 	memset(c->fixed.name, 0, sizeof(c->fixed.name));
 	snprintf(c->fixed.name, sizeof(c->fixed.name), "%s", name);
 	memcpy(c->hdr->name, c->fixed.name, sizeof(c->hdr->name));

@@ -183,6 +183,16 @@ struct cistern_hdr {
 	 * restored one starts above the ids it restored (see lib/restore.c).
 	 */
 	uint64_t id_base;
+	/*
+	 * Zero, except in a segment cistern_restore() is building under a
+	 * temporary name: then cistern__restore_mark() of that temporary name,
+	 * written before anything else. Only an object whose mark is the one of
+	 * its own file name is an unfinished restore (gc removes it once the
+	 * restorer is gone): after the rename, and in a copy of the object under
+	 * any other name, the mark no longer matches and it is an ordinary
+	 * segment. It sits in what was padding, so layouts are unchanged.
+	 */
+	uint64_t restore_mark;
 
 	/* Producer side: next ring position to claim (FIFO, FIRO). */
 	CL_ALIGN _Atomic uint64_t tail;

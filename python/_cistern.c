@@ -2029,18 +2029,21 @@ static PyObject *mod_remove(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw
 
 static PyObject *mod_gc(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"name", "dry_run", "any_owner", NULL};
+	static char *kwlist[] = {"name", "dry_run", "any_owner", "dump_to", "discard", NULL};
 	const char *name;
-	int dry = 0, any_owner = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pp:gc", kwlist, &name, &dry, &any_owner) ||
+	const char *dir = NULL;
+	int dry = 0, any_owner = 0, discard = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|ppzp:gc", kwlist, &name, &dry, &any_owner,
+					 &dir, &discard) ||
 	    check_name(name) < 0)
 		return NULL;
+	unsigned flags = (dry ? CISTERN_GC_DRY_RUN : 0) | (any_owner ? CISTERN_GC_ANY_OWNER : 0) |
+			 (discard ? CISTERN_GC_DISCARD : 0);
 	struct cistern_gc_report rep;
 	memset(&rep, 0, sizeof(rep));
 	int r;
 	Py_BEGIN_ALLOW_THREADS
-	r = cistern_gc(name, (dry ? CISTERN_GC_DRY_RUN : 0) | (any_owner ? CISTERN_GC_ANY_OWNER : 0),
-		       &rep);
+	r = cistern_gc_dump_to(name, dir, flags, &rep);
 	Py_END_ALLOW_THREADS
 	if (r < 0)
 		return raise_for_name(r, name);
@@ -2052,7 +2055,10 @@ static PyObject *mod_gc(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 	    dict_set_u64(d, "redelivered", rep.redelivered) < 0 ||
 	    dict_set_u64(d, "pins", rep.pins) < 0 ||
 	    dict_set_u64(d, "live_procs", rep.live_procs) < 0 ||
-	    dict_set_steal(d, "removed", PyLong_FromLong(rep.removed)) < 0) {
+	    dict_set_steal(d, "removed", PyLong_FromLong(rep.removed)) < 0 ||
+	    dict_set_u64(d, "unread", rep.unread) < 0 ||
+	    dict_set_u64(d, "dumped", rep.dumped) < 0 ||
+	    dict_set_bool(d, "kept", rep.kept) < 0) {
 		Py_DECREF(d);
 		return NULL;
 	}
@@ -2233,9 +2239,11 @@ static PyMethodDef module_methods[] = {
 	 "attached (cistern_remove()); force=True removes it anyway, and removes damaged\n"
 	 "or foreign objects named cistern.NAME too."},
 	{"gc", (PyCFunction)(void (*)(void))mod_gc, METH_VARARGS | METH_KEYWORDS,
-	 "gc(name, dry_run=False, any_owner=False)\n--\n\n"
-	 "Collect one segment's garbage (cistern_gc()): reclaim what dead processes left\n"
-	 "and remove the segment if it is garbage. Returns the report as a dict."},
+	 "gc(name, dry_run=False, any_owner=False, dump_to=None, discard=False)\n--\n\n"
+	 "Collect one segment's garbage (cistern_gc_dump_to()): reclaim what dead processes\n"
+	 "left and remove the segment if it is garbage. A stale segment holding unread\n"
+	 "samples is kept, unless dump_to (a directory) dumps it first or discard=True.\n"
+	 "Returns the report as a dict."},
 	{"list_segments", mod_list_segments, METH_NOARGS,
 	 "list_segments()\n--\n\n"
 	 "Every cistern segment on the machine, sorted by name (cistern_list()), as a list\n"

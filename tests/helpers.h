@@ -144,6 +144,49 @@ static inline pid_t spawn_holder(const char *name, enum hold what)
 	return pid;
 }
 
+/*
+ * Fork a child that attaches to `name`, commits n samples (sample i is
+ * 1 + i % 50 bytes of fill_payload(.., 7, i), time_step i), says it is ready,
+ * then waits to be killed: a producer that dies with its samples committed.
+ * Returns its pid once they are in, or -1 (the child is reaped).
+ */
+static inline pid_t spawn_filler(const char *name, uint32_t n)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		return -1;
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		close(p[0]);
+		struct cistern *h;
+		if (cistern_attach(name, &h) < 0)
+			_exit(1);
+		for (uint32_t i = 0; i < n; i++) {
+			uint8_t buf[64];
+			size_t len = 1 + i % 50;
+			fill_payload(buf, len, 7, i);
+			struct cistern_meta m = {.sim_id = 7, .time_step = i};
+			if (cistern_put(h, buf, len, &m, 1000) < 0)
+				_exit(2);
+		}
+		char ok = 1;
+		if (write(p[1], &ok, 1) != 1)
+			_exit(4);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	char ok = 0;
+	ssize_t got = pid > 0 ? read(p[0], &ok, 1) : -1;
+	close(p[0]);
+	if (got != 1) {
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+		return -1;
+	}
+	return pid;
+}
+
 /* SIGKILL a child and reap it. */
 static inline void kill_and_reap(pid_t pid)
 {

@@ -11,6 +11,7 @@
 
 #include "helpers.h"
 #include "internal.h"
+#include "dumpfile.h"
 
 #ifndef CISTERN_BIN
 #error "CISTERN_BIN must name the built cistern binary"
@@ -849,6 +850,104 @@ Test(gc, removes_a_segment_whose_processes_all_died)
 	cr_assert(!exists(name));
 }
 
+/* A segment whose only other process committed n samples and was killed (SIGKILL). */
+static void stale_with_samples(const char *tag, char *name, size_t size, uint32_t n)
+{
+	struct cistern *c = make(tag, name, size, 64);
+	cistern_detach(c);
+	pid_t pid = spawn_filler(name, n);
+	cr_assert_gt(pid, 0, "the producer failed to start");
+	kill_and_reap(pid);
+}
+
+static void gc_dir(char *buf, size_t size, const char *tag)
+{
+	snprintf(buf, size, "/tmp/cistern-cli-gc-%s-%d", tag, (int)getpid());
+	cr_assert(mkdir(buf, 0700) == 0 || errno == EEXIST);
+}
+
+Test(gc, keeps_a_stale_segment_with_unread_samples_and_says_so)
+{
+	char name[64], want[128];
+	stale_with_samples("gcunread", name, sizeof(name), 63);
+	struct result *r = run("gc", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	snprintf(want, sizeof(want), "%s: stale, 63 unread samples kept", name);
+	cr_assert(strstr(r->out, want), "%s", r->out);
+	cr_assert(exists(name));
+	cleanup(NULL, name);
+}
+
+Test(gc, dump_to_dumps_a_stale_segment_that_restore_brings_back)
+{
+	char name[64], dir[128], path[256], want[384];
+	stale_with_samples("gcdump", name, sizeof(name), 63);
+	gc_dir(dir, sizeof(dir), "dump");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	unlink(path);
+	struct result *r = run("gc", "--dump-to", dir, name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	snprintf(want, sizeof(want), "%s: stale, 63 unread samples dumped to %s", name, path);
+	cr_assert(strstr(r->out, want), "%s", r->out);
+	cr_assert(strstr(r->out, "removed"), "%s", r->out);
+	cr_assert(!exists(name));
+	r = run("restore", "-q", path);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern *c;
+	cr_assert_eq(cistern_attach(name, &c), 0);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.population, 63, "every sample came back");
+	cleanup(c, name);
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(gc, discard_removes_a_stale_segment_and_says_what_was_lost)
+{
+	char name[64], want[128];
+	stale_with_samples("gcdiscard", name, sizeof(name), 5);
+	struct result *r = run("gc", "--discard", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	snprintf(want, sizeof(want), "%s: stale, 5 unread samples discarded, removed", name);
+	cr_assert(strstr(r->out, want), "%s", r->out);
+	cr_assert(!exists(name));
+}
+
+Test(gc, dump_to_over_an_existing_file_fails_and_keeps_the_segment)
+{
+	char name[64], dir[128], path[256];
+	stale_with_samples("gcdumpx", name, sizeof(name), 2);
+	gc_dir(dir, sizeof(dir), "dumpx");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	struct result *r = run("gc", "--dump-to", dir, name);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "2 unread samples kept"), "%s", r->err);
+	cr_assert(exists(name));
+	cleanup(NULL, name);
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(gc, dump_to_a_missing_directory_fails_up_front)
+{
+	char name[64];
+	stale_with_samples("gcnodir", name, sizeof(name), 2);
+	struct result *r = run("gc", "--dump-to", "/nonexistent/cistern-dumps", name);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "/nonexistent/cistern-dumps"), "%s", r->err);
+	cr_assert(exists(name));
+	cleanup(NULL, name);
+}
+
+Test(gc, dump_to_with_discard_is_bad_usage)
+{
+	cr_assert_eq(run("gc", "--dump-to", "/tmp", "--discard", "t-cli-any")->status, 2);
+}
+
 Test(gc, keeps_a_segment_created_for_later_and_prints_nothing)
 {
 	char name[64];
@@ -949,6 +1048,38 @@ Test(dump, a_dump_with_a_flipped_byte_is_refused)
 Test(dump, a_truncated_dump_is_refused)
 {
 	corrupt_and_refuse("trunc", true);
+}
+
+/* A SimPairedReservoir (sweep 4) whose dump holds a record of sim 4, checksums made to hold. */
+Test(dump, a_record_the_policy_refuses_fails_check_and_restore_alike)
+{
+	char name[64], copy[64], path[128];
+	uname_(name, sizeof(name), "pairbad");
+	uname_(copy, sizeof(copy), "pairbad2");
+	tmp_path(path, sizeof(path), "pairbad");
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 16,
+				     .policy = CISTERN_SIM_PAIRED_RESERVOIR, .watermark = 2,
+				     .sweep_size = 4, .nb_time_steps = 8};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	for (uint32_t i = 0; i < 6; i++) {
+		struct cistern_meta m = {.sim_id = i % 3, .time_step = i / 3};
+		cr_assert_eq(cistern_put(c, "x", 1, &m, 0), 0);
+	}
+	cr_assert_eq(run("dump", "-q", name, path)->status, 0);
+	cleanup(c, name);
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	put32(dumpfile_record(&f, 0) + 8, 4); /* sim_id = sweep_size */
+	dumpfile_store(&f, path);
+	struct result *r = run("restore", "--check", path);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "damaged or truncated dump"), "%s", r->err);
+	r = run("restore", path, copy);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "damaged or truncated dump"), "%s", r->err);
+	cr_assert(!exists(copy), "nothing created");
+	unlink(path);
 }
 
 Test(dump, restore_check_describes_a_good_dump)

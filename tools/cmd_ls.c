@@ -60,7 +60,7 @@ static const char *status_of(const struct cistern_segment_info *s, bool *stale)
 			return s->closed ? "closed" : "ok";
 		}
 		if (s->procs_dead)
-			return "stale: every process died (gc removes it)";
+			return "stale: every process died (gc removes it unless samples are unread)";
 		*stale = false;
 		return "idle: nobody attached";
 	case -EAGAIN:

@@ -16,10 +16,12 @@ static const char usage[] =
 	"The file is checked completely (every checksum) while it is loaded into a\n"
 	"segment under a temporary name, which appears as NAME only when all is well:\n"
 	"a damaged or truncated dump is refused and nothing is created, and so is a\n"
-	"file that is not a cistern dump at all (a FIFO is not waited on).\n"
+	"file that is not a cistern dump at all (a FIFO is not waited on) and one\n"
+	"holding a record the segment could not hold (say a sim_id past the sweep).\n"
 	"A progress bar is drawn on standard error when it is a terminal.\n"
 	"\n"
-	"  -c, --check   only verify FILE and describe it; create nothing\n"
+	"  -c, --check   only verify FILE (the same checks as a restore) and describe\n"
+	"                it; create nothing\n"
 	"  -q, --quiet   no summary line\n"
 	"  -h, --help    show this help\n";
 

@@ -413,7 +413,10 @@ class GcReport(_Record):
 
     removed is 0 if the segment was kept, else why it was removed (or would be,
     in a dry run): 1 every attachment is dead and one at least died without
-    detaching; 2 it never finished creation; 3 an unfinished restore."""
+    detaching, and it held no unread sample; 2 it never finished creation; 3 an
+    unfinished restore; 4 stale with unread samples, dumped then removed; 5
+    stale with unread samples, discarded. unread counts the samples readers
+    would still get; kept is True for a stale segment kept for them."""
 
     dead_procs: int
     reservations: int
@@ -421,6 +424,9 @@ class GcReport(_Record):
     pins: int
     live_procs: int
     removed: int
+    unread: int
+    dumped: int
+    kept: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -634,14 +640,20 @@ def inspect(name: str) -> Inspection:
                           occupancy=seg.occupancy(), procs=tuple(seg.procs()))
 
 
-def gc(name: str, dry_run: bool = False, any_owner: bool = False) -> GcReport:
-    """Collect segment `name`'s garbage (cistern_gc(); `cistern gc NAME`):
+def gc(name: str, dry_run: bool = False, any_owner: bool = False,
+       dump_to: PathLike | None = None, discard: bool = False) -> GcReport:
+    """Collect segment `name`'s garbage (cistern_gc_dump_to(); `cistern gc NAME`):
     reclaim what its dead processes left (reservations, samples they held,
-    pins), and remove it if every process attached to it died. dry_run says
-    what would be done and does nothing. A segment owned by another user than
-    ours or root is refused with PermissionError unless any_owner=True."""
+    pins), and remove it if every process attached to it died. A stale segment
+    that still holds unread samples is kept (report.kept, report.unread), unless
+    dump_to names a directory (it is dumped to DIR/NAME.dump, then removed) or
+    discard=True (removed with its samples). dry_run says what would be done
+    and does nothing. A segment owned by another user than ours or root is
+    refused with PermissionError unless any_owner=True."""
     return GcReport._from(_cistern.gc(_check_name_type(name), dry_run=bool(dry_run),
-                                      any_owner=bool(any_owner)))
+                                      any_owner=bool(any_owner),
+                                      dump_to=None if dump_to is None else _path(dump_to),
+                                      discard=bool(discard)))
 
 
 def _path(path: PathLike) -> str:
