@@ -65,6 +65,8 @@ int cistern_occupancy_get(const struct cistern *c, struct cistern_occupancy *occ
 {
 	if (!c || !occ)
 		return -EINVAL;
+	if (c->inherited)
+		return -EBADF;
 	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->hdr->policy);
 	if (!so)
 		return -ENOTSUP;
@@ -97,6 +99,8 @@ int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out, si
 {
 	if (!c || (!out && cap))
 		return -EINVAL;
+	if (c->inherited)
+		return -EBADF;
 	struct cistern_proc *procs = cistern__procs(c->hdr);
 	size_t n = 0;
 	for (uint32_t i = 0; i < c->hdr->procs_count; i++) {
@@ -311,9 +315,11 @@ int cistern_remove(const char *name, unsigned flags)
 	if (flags & ~(unsigned)CISTERN_REMOVE_FORCE)
 		return -EINVAL;
 	bool force = flags & CISTERN_REMOVE_FORCE;
-	int fd = shm_open(shm, O_RDWR | O_CLOEXEC, 0);
-	if (fd < 0) {
-		r = -errno;
+	/* It will hold the gc lock: listed, so that a fork() child does not keep it (fork.c). */
+	int fd;
+	struct cistern__lockfd lf;
+	r = cistern__lockfd_open(&lf, &fd, NULL, shm, O_RDWR, 0);
+	if (r < 0) {
 		/* Unlinking needs rights on /dev/shm, not on the object. */
 		if (r == -EACCES && force)
 			return shm_unlink(shm) < 0 ? -errno : 0;
@@ -335,7 +341,7 @@ int cistern_remove(const char *name, unsigned flags)
 	}
 	r = unlink_same(shm, fd);
 out:
-	close(fd); /* drops the gc lock too */
+	cistern__lockfd_close(&lf); /* drops the gc lock too */
 	return r;
 }
 
@@ -409,18 +415,21 @@ int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep)
 		return -EINVAL;
 	bool dry = flags & CISTERN_GC_DRY_RUN;
 
-	int fd = shm_open(shm, (dry ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
+	/* gc_half_created() takes the gc lock by it: listed for fork() children (fork.c). */
+	int fd;
+	struct cistern__lockfd lf;
+	r = cistern__lockfd_open(&lf, &fd, NULL, shm, dry ? O_RDONLY : O_RDWR, 0);
+	if (r < 0)
+		return r;
 	struct cistern_hdr copy;
 	struct stat st;
 	r = probe_header(fd, &copy, &st);
-	if (r == -EAGAIN) {
+	bool half_created = r == -EAGAIN;
+	if (half_created)
 		r = gc_half_created(shm, fd, &st, flags, rep);
-		close(fd);
+	cistern__lockfd_close(&lf);
+	if (half_created)
 		return r;
-	}
-	close(fd);
 	if (r < 0)
 		return r; /* damaged or another build's: not ours to judge */
 

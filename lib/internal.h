@@ -120,11 +120,25 @@ struct cistern_scratch {
 	uint32_t now;
 };
 
+/*
+ * A descriptor of a segment that may carry OFD locks, listed so that a fork()
+ * child closes its copy (fork.c). It lives where *fd does: in its handle, or
+ * on the stack of a call that holds the gc lock by a bare descriptor.
+ */
+struct cistern__lockfd {
+	int *fd;
+	struct cistern *handle;         /* the handle whose c->fd it is, or NULL */
+	struct cistern__lockfd *prev, *next;
+	bool listed;
+};
+
 struct cistern {
 	struct cistern_hdr *hdr;
 	size_t map_size;
-	int fd;
+	int fd;                         /* takes the locks; nothing maps it (fork.c) */
 	bool readonly;
+	bool inherited;                 /* a fork() child's copy: every call but detach is -EBADF */
+	struct cistern__lockfd lockfd;  /* lists fd for fork() children to close */
 	uint32_t owner;                 /* attachment index + 1; 0 when read-only */
 	struct cistern_proc *me;
 	const struct cistern_ops *ops;
@@ -913,6 +927,18 @@ extern const struct cistern_snap_ops cistern__fifo_snap_ops;
 extern const struct cistern_snap_ops cistern__reservoir_snap_ops;
 struct cistern_slot_view cistern__fifo_classify(uint64_t word);
 const struct cistern_snap_ops *cistern__snap_ops_for(uint32_t policy);
+
+/*
+ * fork.c: shm_open(shm, oflag | O_CLOEXEC, mode) into *fd, listed in l so
+ * that a fork() child closes it and, if `handle` is set, makes its copy of
+ * the handle inherited (cistern__disown()); 0 or -errno. Close it with
+ * cistern__lockfd_close(), which closes the descriptor too.
+ */
+int cistern__lockfd_open(struct cistern__lockfd *l, int *fd, struct cistern *handle,
+			 const char *shm, int oflag, mode_t mode);
+void cistern__lockfd_close(struct cistern__lockfd *l);
+/* segment.c: in a fork() child, make its copy of c refuse every call but detach. */
+void cistern__disown(struct cistern *c);
 
 /* liveness.c: sweep, telling `fn` about each dead entry just before reclaiming it. */
 typedef void (*cistern__reclaim_observer)(struct cistern *c, uint32_t index, void *arg);

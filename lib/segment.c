@@ -295,6 +295,29 @@ static void fill_defaults(struct cistern_config *cfg)
 		cfg->seed = (uint64_t)cistern__now_ns(CLOCK_REALTIME) ^ ((uint64_t)getpid() << 32);
 }
 
+/*
+ * A second open of the object open on fd, through its name: a description of
+ * its own, to map the object by while fd takes the locks (fork.c says why).
+ * The descriptor, or -errno; -ESTALE if the name now names another object.
+ */
+static int open_again(const char *shm, int fd, int oflag)
+{
+	int m = shm_open(shm, oflag | O_CLOEXEC, 0);
+	if (m < 0)
+		return -errno;
+	struct stat a, b;
+	int r = 0;
+	if (fstat(fd, &a) < 0 || fstat(m, &b) < 0)
+		r = -errno;
+	else if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+		r = -ESTALE;
+	if (r < 0) {
+		close(m);
+		return r;
+	}
+	return m;
+}
+
 static void handle_setup(struct cistern *c)
 {
 	struct cistern_hdr *h = c->hdr;
@@ -383,9 +406,33 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	if (r < 0)
 		return r;
 
-	int fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, cfg.mode & 0777);
-	if (fd < 0)
-		return -errno;
+	struct cistern *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	/*
+	 * Two opens of the object (fork.c): c->fd takes the locks, the other
+	 * makes the mapping. Owner read-write until the second open is made,
+	 * whatever the umask and the mode asked for.
+	 */
+	r = cistern__lockfd_open(&c->lockfd, &c->fd, c, shm, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (r < 0) {
+		free(c);
+		return r;
+	}
+	int fd = c->fd;
+	bool named = true; /* the name is still ours to unlink on failure */
+	int mfd = -1;
+	if (fchmod(fd, 0600) < 0) {
+		r = -errno;
+		goto fail_unlink;
+	}
+	mfd = open_again(shm, fd, O_RDWR);
+	if (mfd < 0) {
+		/* -ESTALE: someone removed our name and made another object under it. */
+		r = mfd == -ESTALE ? -EEXIST : mfd;
+		named = mfd != -ESTALE;
+		goto fail_unlink;
+	}
 	/* shm_open's mode is masked by the umask; the segment's mode is what was asked. */
 	if (fchmod(fd, cfg.mode & 0777) < 0 || ftruncate(fd, (off_t)l.total_size) < 0) {
 		r = -errno;
@@ -397,11 +444,13 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 		r = -r;
 		goto fail_unlink;
 	}
-	void *p = mmap(NULL, l.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *p = mmap(NULL, l.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
 	if (p == MAP_FAILED) {
 		r = -errno;
 		goto fail_unlink;
 	}
+	close(mfd);
+	mfd = -1;
 	struct cistern_hdr *h = p;
 	/* ftruncate zero-filled everything; set the immutable part. */
 	h->abi_version = CISTERN_ABI_VERSION;
@@ -442,41 +491,66 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	atomic_thread_fence(memory_order_release);
 	memcpy(h->magic, CISTERN_MAGIC, sizeof(h->magic));
 
-	struct cistern *c = calloc(1, sizeof(*c));
-	if (!c) {
-		munmap(p, l.total_size);
-		r = -ENOMEM;
-		goto fail_unlink;
-	}
 	c->hdr = h;
 	c->map_size = l.total_size;
-	c->fd = fd;
 	handle_setup(c);
 	r = finish_attach(c);
 	if (r < 0) {
 		munmap(p, l.total_size);
-		free(c);
 		goto fail_unlink;
 	}
 	*out = c;
 	return 0;
 
 fail_unlink:
-	shm_unlink(shm);
-	close(fd);
+	if (named)
+		shm_unlink(shm);
+	if (mfd >= 0)
+		close(mfd);
+	cistern__lockfd_close(&c->lockfd);
+	free(c);
 	return r;
 }
 
-int cistern__open_mapped(const char *name, bool readonly, struct cistern **out)
+/*
+ * Map the object open on fd, whose header copy validated, through a second
+ * open of shm, and check the mapping: 0 and *map, or -errno (-ESTALE if the
+ * name no longer names that object).
+ */
+static int map_validated(const char *shm, int fd, bool readonly, const struct cistern_hdr *copy,
+			 void **map)
 {
-	char shm[96];
-	int r = cistern__shm_name(name, shm, sizeof(shm));
+	int mfd = open_again(shm, fd, readonly ? O_RDONLY : O_RDWR);
+	if (mfd < 0)
+		return mfd;
+	void *p = mmap(NULL, copy->total_size, PROT_READ | (readonly ? 0 : PROT_WRITE), MAP_SHARED,
+		       mfd, 0);
+	int r = p == MAP_FAILED ? -errno : 0;
+	close(mfd); /* the mapping keeps the object open */
 	if (r < 0)
 		return r;
-	int fd = shm_open(shm, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
+	/*
+	 * Touching a page past the end of the object raises SIGBUS: make sure it
+	 * was not shrunk between the check and the mapping. The mapping must also
+	 * say what the validated copy said (no swap in between).
+	 */
+	struct stat st;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < copy->total_size ||
+	    memcmp(p, copy, offsetof(struct cistern_hdr, tail)) != 0) {
+		munmap(p, copy->total_size);
+		return -EPROTO;
+	}
+	*map = p;
+	return 0;
+}
 
+/* Open, validate and map the object named shm for c, once; 0 or -errno (-ESTALE: try again). */
+static int open_once(struct cistern *c, const char *shm, bool readonly)
+{
+	int r = cistern__lockfd_open(&c->lockfd, &c->fd, c, shm, readonly ? O_RDONLY : O_RDWR, 0);
+	if (r < 0)
+		return r;
+	int fd = c->fd;
 	/* Validate a private copy of the header before mapping anything. */
 	struct cistern_hdr copy;
 	struct stat st;
@@ -504,39 +578,38 @@ int cistern__open_mapped(const char *name, bool readonly, struct cistern **out)
 		r = -ENOTSUP;
 		goto fail;
 	}
-	void *p = mmap(NULL, copy.total_size, PROT_READ | (readonly ? 0 : PROT_WRITE),
-		       MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		r = -errno;
+	void *p;
+	r = map_validated(shm, fd, readonly, &copy, &p);
+	if (r < 0)
 		goto fail;
-	}
-	/*
-	 * Touching a page past the end of the object raises SIGBUS: make sure it
-	 * was not shrunk between the check and the mapping. The mapping must also
-	 * say what the validated copy said (no swap in between).
-	 */
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < copy.total_size ||
-	    memcmp(p, &copy, offsetof(struct cistern_hdr, tail)) != 0) {
-		munmap(p, copy.total_size);
-		r = -EPROTO;
-		goto fail;
-	}
-	struct cistern *c = calloc(1, sizeof(*c));
-	if (!c) {
-		munmap(p, copy.total_size);
-		r = -ENOMEM;
-		goto fail;
-	}
 	c->hdr = p;
 	c->map_size = copy.total_size;
-	c->fd = fd;
+	return 0;
+fail:
+	cistern__lockfd_close(&c->lockfd);
+	return r;
+}
+
+int cistern__open_mapped(const char *name, bool readonly, struct cistern **out)
+{
+	char shm[96];
+	int r = cistern__shm_name(name, shm, sizeof(shm));
+	if (r < 0)
+		return r;
+	struct cistern *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	/* The name changing between our two opens takes a remove or a restore each time. */
+	for (int tries = 0; (r = open_once(c, shm, readonly)) == -ESTALE && tries < 8; tries++)
+		;
+	if (r < 0) {
+		free(c);
+		return r == -ESTALE ? -EAGAIN : r;
+	}
 	c->readonly = readonly;
 	handle_setup(c);
 	*out = c;
 	return 0;
-fail:
-	close(fd);
-	return r;
 }
 
 static void unmap_free(struct cistern *c)
@@ -547,8 +620,23 @@ static void unmap_free(struct cistern *c)
 	cistern__pins_free(c);
 	free(c->scratch.e);
 	munmap(c->hdr, c->map_size);
-	close(c->fd);
+	cistern__lockfd_close(&c->lockfd);
 	free(c);
+}
+
+void cistern__disown(struct cistern *c)
+{
+	/*
+	 * Stores only (the fork child handler calls this). Without an owner
+	 * the calls that move samples answer -EBADF (api.c: writable()), and
+	 * without steps cistern_put() and cistern_get() get there too.
+	 */
+	c->inherited = true;
+	c->readonly = true;
+	c->owner = 0;
+	c->me = NULL;
+	c->put_step = NULL;
+	c->get_step = NULL;
 }
 
 int cistern_attach(const char *name, struct cistern **out)
@@ -592,6 +680,11 @@ int cistern_detach(struct cistern *c)
 {
 	if (!c)
 		return -EINVAL;
+	/* A fork() child's copy: the attachment and all it holds are the parent's. */
+	if (c->inherited) {
+		unmap_free(c);
+		return 0;
+	}
 	/*
 	 * If someone shrank the object under us, the slots and the attachment
 	 * table may be gone and touching them would raise SIGBUS: just let go.
@@ -619,6 +712,8 @@ int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
 {
 	if (!c || !cfg)
 		return -EINVAL;
+	if (c->inherited)
+		return -EBADF;
 	config_of(c->hdr, cfg);
 	return 0;
 }
