@@ -22,8 +22,21 @@
  *  - CISTERN_EOD (-ENODATA) is "end of data": reception is closed and the policy
  *    has nothing left to hand out. It is not an error and not a timeout.
  *  - A struct cistern handle belongs to one process and one thread at a time; open
- *    one handle per thread that moves samples. Handles are not inherited usefully
- *    across fork(): attach again in the child.
+ *    one handle per thread that moves samples.
+ *  - fork(): the child gets a copy of every handle of its parent and cannot use it:
+ *    every call on such a copy returns -EBADF, except cistern_detach(), which frees
+ *    the child's copy and leaves the parent's attachment, and what it holds, alone.
+ *    Nor does the copy keep the parent's attachment alive: the library closes its
+ *    descriptors in the child as the child starts (a pthread_atfork() handler), so a
+ *    process killed while its forked children live (multiprocessing workers, torch
+ *    DataLoader workers) is seen dead at once, its reservations reclaimed and its
+ *    samples handed out again, as without children. A child attaches by itself
+ *    like any process. Children made without fork()'s handlers (the raw clone() or
+ *    vfork() system calls) keep those descriptors until they exit or call exec,
+ *    which closes them. The handler takes a lock that cistern_create(),
+ *    cistern_attach(), cistern_open_readonly(), cistern_detach(), cistern_remove()
+ *    and cistern_gc() hold for a moment: do not fork() from a signal handler that
+ *    may interrupt one of them.
  */
 #ifndef CISTERN_H
 #define CISTERN_H
@@ -220,7 +233,9 @@ CISTERN_API int cistern_attach(const char *name, struct cistern **out);
  * Detach: give back what this handle still holds (reservations vanish, acquired
  * FIFO/FIRO samples are handed out again), unmap and free the handle. A handle
  * that holds nothing skips the walk over every slot that giving back needs (a
- * reservoir reader still clears its pin bit).
+ * reservoir reader still clears its pin bit). On a handle a fork() child
+ * inherited, it only unmaps and frees the child's copy: the attachment and what
+ * it holds stay the parent's.
  * @return 0, or -EINVAL for a NULL handle.
  */
 CISTERN_API int cistern_detach(struct cistern *c);

@@ -5,9 +5,10 @@
  *
  * Entry i of the table belongs to whoever holds the OFD write lock on byte
  * CISTERN_LOCK_BASE + i of the shm object. Open-file-description locks are
- * released by the kernel when the last descriptor of that open file goes away,
- * which for a process that never shared its descriptor means when it exits or
- * is killed, so:
+ * released by the kernel when the last reference to that open file goes away:
+ * its descriptors and any mapping made through it. Nothing maps the handle's
+ * locking description and a fork() child closes its copy (fork.c), so that is
+ * when the owner exits or is killed, whatever children it has:
  *   - entry state ACTIVE and lock held      -> the owner is alive;
  *   - entry state ACTIVE and lock not held  -> the owner died without detaching;
  *   - whoever takes the lock of a dead entry owns its clean-up, alone; it marks
