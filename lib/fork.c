@@ -24,41 +24,109 @@
  * child touches nothing shared, neither in the handler nor after: the
  * attachment, its roles and what it holds stay the parent's.
  *
- * The descriptor is opened and listed under the list's mutex, which the
- * prepare handler takes too, so a fork in one thread while another opens one
- * finds it either not yet open or already listed: no descriptor that later
- * takes a lock reaches a child unlisted. A fork while another thread is inside
- * any other call (a wait, a reclaim, a detach) needs nothing more: that thread
- * does not exist in the child, whose copy of its handle is closed and marked
- * like the others, and the parent's call goes on as if nothing happened.
+ * Until the child has run its handler, though, its copies hold the parent's
+ * locks: a parent killed just after fork() returned would look alive for that
+ * moment, and a reader reaching end of data then would not wait for the
+ * samples it held. So, around the fork, the parent marks each of its
+ * attachments as a reclaim under way by taking the entry's own intent lock
+ * (segment.h), which end of data waits for (liveness.c), and lets go of it
+ * only once the child says it has closed its copies (a byte down a pipe, or
+ * the pipe's end if the child died first). If the parent dies in between, the
+ * intent lock lives on in the child's copy until the child closes it, and the
+ * next sweep then reclaims the entry. The handlers touch no shared memory, so
+ * a segment shrunk under the process cannot fault a fork.
+ *
+ * The list has one mutex, which the prepare handler takes and the parent
+ * handler gives back: a descriptor opened by another thread at the moment of
+ * the fork is either not open yet or listed, and a thread that claims an
+ * entry meanwhile gives back its intent lock (cistern__lockfd_claimed()) only
+ * after the child closed its copies. A thread inside any other call at the
+ * fork does not exist in the child, whose copy of its handle is closed and
+ * marked like the others; in the parent its call goes on.
  *
  * Not covered: a child made without the atfork handlers (the raw clone() or
  * vfork() system calls) keeps the descriptors until it calls exec, which
  * closes them (they are O_CLOEXEC), or exits.
  */
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 
+/*
+ * How long fork() waits in the parent for the child to close its copies. A
+ * child that is not scheduled for that long (stopped) leaves the parent's
+ * attachments unmarked from then on.
+ */
+#define FORK_WAIT_MS 1000
+
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cistern__lockfd *list_head;
+/* The child's word that it closed its copies: created before a fork, gone after. */
+static int child_done[2] = {-1, -1};
 
 static void before_fork(void)
 {
 	pthread_mutex_lock(&list_lock);
+	if (!list_head)
+		return;
+	for (struct cistern__lockfd *l = list_head; l; l = l->next)
+		if (l->entry && cistern__hold_intent(*l->fd, l->entry - 1, true) == 0)
+			l->intent_held = l->entry;
+	if (pipe2(child_done, O_CLOEXEC) < 0)
+		child_done[0] = child_done[1] = -1;
+}
+
+/* Wait until the child writes its byte or is gone, or FORK_WAIT_MS pass. */
+static void wait_for_child(int fd)
+{
+	int64_t end = cistern__now_ns(CLOCK_MONOTONIC) + (int64_t)FORK_WAIT_MS * 1000000;
+	for (;;) {
+		int64_t left = end - cistern__now_ns(CLOCK_MONOTONIC);
+		if (left <= 0)
+			return;
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int r = poll(&p, 1, (int)((left + 999999) / 1000000));
+		if (r > 0) {
+			char b;
+			/* The byte, or end of file: the child closed its copies, or died. */
+			while (read(fd, &b, 1) < 0 && errno == EINTR)
+				;
+			return;
+		}
+		if (r == 0 || errno != EINTR)
+			return;
+	}
 }
 
 static void in_parent(void)
 {
+	if (child_done[0] >= 0) {
+		/* Ours closed: end of file then means no child holds the other end. */
+		close(child_done[1]);
+		wait_for_child(child_done[0]);
+		close(child_done[0]);
+		child_done[0] = child_done[1] = -1;
+	}
+	/*
+	 * Readers that waited at end of data meanwhile look again within a
+	 * sweep period (wait.c); a wake would touch the mapping.
+	 */
+	for (struct cistern__lockfd *l = list_head; l; l = l->next) {
+		if (l->intent_held)
+			cistern__hold_intent(*l->fd, l->intent_held - 1, false);
+		l->intent_held = 0;
+	}
 	pthread_mutex_unlock(&list_lock);
 }
 
 /*
- * Only async-signal-safe work here (close() and stores): the child of a
- * multithreaded process may call nothing else before it calls exec.
+ * Only async-signal-safe work here (close(), write() and stores): the child
+ * of a multithreaded process may call nothing else before it calls exec.
  */
 static void in_child(void)
 {
@@ -76,6 +144,14 @@ static void in_child(void)
 	 * again (its detach finds it unlisted).
 	 */
 	list_head = NULL;
+	if (child_done[1] >= 0) {
+		char b = 1;
+		while (write(child_done[1], &b, 1) < 0 && errno == EINTR)
+			;
+		close(child_done[1]);
+		close(child_done[0]);
+		child_done[0] = child_done[1] = -1;
+	}
 	pthread_mutex_unlock(&list_lock);
 }
 
@@ -92,6 +168,8 @@ int cistern__lockfd_open(struct cistern__lockfd *l, int *fd, struct cistern *han
 	l->fd = fd;
 	l->handle = handle;
 	l->prev = NULL;
+	l->entry = 0;
+	l->intent_held = 0;
 	pthread_mutex_lock(&list_lock);
 	*fd = shm_open(shm, oflag | O_CLOEXEC, mode);
 	int r = *fd < 0 ? -errno : 0;
@@ -126,5 +204,20 @@ void cistern__lockfd_close(struct cistern__lockfd *l)
 	if (*l->fd >= 0)
 		close(*l->fd);
 	*l->fd = -1;
+	pthread_mutex_unlock(&list_lock);
+}
+
+void cistern__lockfd_claimed(struct cistern__lockfd *l, uint32_t index)
+{
+	pthread_mutex_lock(&list_lock);
+	l->entry = index + 1;
+	cistern__hold_intent(*l->fd, index, false);
+	pthread_mutex_unlock(&list_lock);
+}
+
+void cistern__lockfd_released(struct cistern__lockfd *l)
+{
+	pthread_mutex_lock(&list_lock);
+	l->entry = 0;
 	pthread_mutex_unlock(&list_lock);
 }

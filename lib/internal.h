@@ -130,6 +130,9 @@ struct cistern__lockfd {
 	struct cistern *handle;         /* the handle whose c->fd it is, or NULL */
 	struct cistern__lockfd *prev, *next;
 	bool listed;
+	/* Under the list's mutex: */
+	uint32_t entry;                 /* the attachment entry it holds, + 1; 0: none */
+	uint32_t intent_held;           /* the entry whose intent lock a fork took, + 1 */
 };
 
 struct cistern {
@@ -583,6 +586,8 @@ bool cistern__reclaim_under_way(struct cistern *c);
 bool cistern__entry_reclaiming(struct cistern *c, uint32_t i);
 /* 1 if attachment index i is held by a live process, 0 if not, <0 on error. */
 int cistern__entry_alive(int fd, uint32_t index);
+/* Take (hold) or let go of entry index's intent lock by fd, never waiting; 0 or -errno. */
+int cistern__hold_intent(int fd, uint32_t index, bool hold);
 
 /* pick.c: uniform picks among slots that satisfy `ok` */
 typedef bool (*cistern_qualify_fn)(struct cistern *c, uint64_t index, void *arg);
@@ -937,6 +942,13 @@ const struct cistern_snap_ops *cistern__snap_ops_for(uint32_t policy);
 int cistern__lockfd_open(struct cistern__lockfd *l, int *fd, struct cistern *handle,
 			 const char *shm, int oflag, mode_t mode);
 void cistern__lockfd_close(struct cistern__lockfd *l);
+/*
+ * fork.c: entry `index` is l's now (claimed, marked ACTIVE): let go of its
+ * intent lock under the list's mutex, so that not while a fork is under way.
+ */
+void cistern__lockfd_claimed(struct cistern__lockfd *l, uint32_t index);
+/* fork.c: l's entry is being given up (a detach): forks no longer mark it. */
+void cistern__lockfd_released(struct cistern__lockfd *l);
 /* segment.c: in a fork() child, make its copy of c refuse every call but detach. */
 void cistern__disown(struct cistern *c);
 

@@ -67,6 +67,11 @@ int cistern__entry_alive(int fd, uint32_t index)
 	return held_at(fd, CISTERN_LOCK_BASE + (off_t)index);
 }
 
+int cistern__hold_intent(int fd, uint32_t index, bool hold)
+{
+	return lock_intent(fd, index, hold ? F_WRLCK : F_UNLCK);
+}
+
 /* Fold a gone attachment's counters into the segment's retired counters. */
 static void retire_counters(struct cistern_hdr *h, struct cistern_counters *ctr)
 {
@@ -156,7 +161,8 @@ int cistern__claim_entry(struct cistern *c)
 		atomic_store_explicit(&p->state, CISTERN_PROC_ACTIVE, memory_order_release);
 		c->owner = i + 1;
 		c->me = p;
-		lock_intent(c->fd, i, F_UNLCK);
+		/* Not while a fork is under way (fork.c): the child may share the lock. */
+		cistern__lockfd_claimed(&c->lockfd, i);
 		/* Readers waiting at end of data looked at the intent lock too. */
 		if (dead)
 			cistern__wake_all(h);
@@ -168,6 +174,7 @@ int cistern__claim_entry(struct cistern *c)
 void cistern__release_entry(struct cistern *c)
 {
 	uint32_t index = c->owner - 1;
+	cistern__lockfd_released(&c->lockfd);
 	reclaim_entry(c, index);
 	lock_byte(c->fd, index, F_UNLCK, F_OFD_SETLK);
 	c->owner = 0;

@@ -174,6 +174,83 @@ Test(fork,
 	cistern_unlink(name);
 }
 
+/*
+ * A child handler registered before the library's runs before it: the child
+ * starts this long after the fork with the parent's descriptors still open.
+ */
+#define SLOW_CHILD_MS 1000
+
+static void slow_child(void)
+{
+	struct timespec ts = {SLOW_CHILD_MS / 1000, (SLOW_CHILD_MS % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+Test(fork, a_reader_killed_inside_fork_gets_its_fifo_sample_handed_out_before_end_of_data,
+     .init = setup, .timeout = 60)
+{
+	char name[64];
+	TEST_NAME(name, "fork-mid");
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	/* Before any cistern call here: this process must not have the library's handlers yet. */
+	pid_t holder = fork_child();
+	if (holder == 0) {
+		close(p[0]);
+		/* Before the library's, which the first cistern call sets up: it runs first. */
+		pthread_atfork(NULL, NULL, slow_child);
+		struct cistern_config cfg = {.slot_size = SLOT, .slot_count = 8};
+		struct cistern *h;
+		struct cistern_sample s;
+		if (cistern_create(name, &cfg, &h) < 0 || cistern_put(h, "s0", 3, NULL, 0) < 0 ||
+		    cistern_put(h, "s1", 3, NULL, 0) < 0 || cistern_acquire(h, &s, 0) < 0)
+			_exit(1);
+		pid_t none = 0;
+		if (write(p[1], &none, sizeof(none)) != sizeof(none))
+			_exit(2);
+		/* The sleeper, its handlers run, says who it is; we are killed before then. */
+		pid_t child = fork();
+		if (child == 0) {
+			pid_t me = getpid();
+			if (write(p[1], &me, sizeof(me)) != sizeof(me))
+				_exit(3);
+			for (int i = 0; i < SLEEPER_LIFE_S * 10 && kill(test_pid, 0) == 0; i++)
+				usleep(100000);
+			_exit(0);
+		}
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	pid_t none = -1, sleeper = 0;
+	cr_assert_eq(read(p[0], &none, sizeof(none)), (ssize_t)sizeof(none));
+	struct cistern *c;
+	cr_assert_eq(cistern_attach(name, &c), 0);
+	/* Well inside the fork: the child sleeps in its first handler, the library's yet to run. */
+	usleep(SLOW_CHILD_MS * 1000 / 4);
+	kill_and_reap(holder);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	bool got0 = false;
+	ssize_t r;
+	for (;;) {
+		char buf[SLOT];
+		r = cistern_get(c, buf, sizeof(buf), NULL, 5000);
+		if (r != 3)
+			break;
+		got0 |= strcmp(buf, "s0") == 0;
+	}
+	ssize_t n = read(p[0], &sleeper, sizeof(sleeper));
+	close(p[0]);
+	if (n == (ssize_t)sizeof(sleeper))
+		kill_and_reap(sleeper);
+	cr_assert_eq(r, CISTERN_EOD, "the reads ended with %zd", r);
+	cr_assert(got0, "end of data came while the sample of a reader killed inside fork() "
+			"was held");
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
 /* A holder's thread waits inside cistern_acquire() on a handle of its own. */
 static void *wait_for_data(void *arg)
 {
