@@ -31,7 +31,9 @@
  *    process killed while its forked children live (multiprocessing workers, torch
  *    DataLoader workers) is seen dead at once, its reservations reclaimed and its
  *    samples handed out again, as without children. A child attaches by itself
- *    like any process. Children made without fork()'s handlers (the raw clone() or
+ *    like any process. While a child starts, fork() waits for it to close those
+ *    descriptors (up to a second; nothing to wait for in a process without
+ *    handles). Children made without fork()'s handlers (the raw clone() or
  *    vfork() system calls) keep those descriptors until they exit or call exec,
  *    which closes them. The handler takes a lock that cistern_create(),
  *    cistern_attach(), cistern_open_readonly(), cistern_detach(), cistern_remove()
