@@ -32,8 +32,23 @@
  *    touches the lost pages (the library installs no signal handlers). The
  *    trust model is in docs/STATE-MACHINE.md.
  *  - A struct cistern handle belongs to one process and one thread at a time; open
- *    one handle per thread that moves samples. Handles are not inherited usefully
- *    across fork(): attach again in the child.
+ *    one handle per thread that moves samples.
+ *  - fork(): the child gets a copy of every handle of its parent and cannot use it:
+ *    every call on such a copy returns -EBADF, except cistern_detach(), which frees
+ *    the child's copy and leaves the parent's attachment, and what it holds, alone.
+ *    Nor does the copy keep the parent's attachment alive: the library closes its
+ *    descriptors in the child as the child starts (a pthread_atfork() handler), so a
+ *    process killed while its forked children live (multiprocessing workers, torch
+ *    DataLoader workers) is seen dead at once, its reservations reclaimed and its
+ *    samples handed out again, as without children. A child attaches by itself
+ *    like any process. While a child starts, fork() waits for it to close those
+ *    descriptors (up to a second; nothing to wait for in a process without
+ *    handles). Children made without fork()'s handlers (the raw clone() or
+ *    vfork() system calls) keep those descriptors until they exit or call exec,
+ *    which closes them. The handler takes a lock that cistern_create(),
+ *    cistern_attach(), cistern_open_readonly(), cistern_detach(), cistern_remove()
+ *    and cistern_gc() hold for a moment: do not fork() from a signal handler that
+ *    may interrupt one of them.
  */
 #ifndef CISTERN_H
 #define CISTERN_H
@@ -285,7 +300,9 @@ CISTERN_API int cistern_attach_flags(const char *name, uint32_t flags, struct ci
  * Detach: give back what this handle still holds (reservations vanish, acquired
  * FIFO/FIRO samples are handed out again), unmap and free the handle. A handle
  * that holds nothing skips the walk over every slot that giving back needs (a
- * reservoir reader still clears its pin bit).
+ * reservoir reader still clears its pin bit). On a handle a fork() child
+ * inherited, it only unmaps and frees the child's copy: the attachment and what
+ * it holds stay the parent's.
  * @return 0, or -EINVAL for a NULL handle.
  */
 CISTERN_API int cistern_detach(struct cistern *c);

@@ -680,6 +680,8 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 {
 	if (!c || !st)
 		return -EINVAL;
+	if (c->inherited)
+		return -EBADF;
 	struct cistern_hdr *h = c->hdr;
 	memset(st, 0, sizeof(*st));
 	struct cistern_counters sum;
@@ -790,7 +792,7 @@ const char *cistern_strerror(int err)
 	case -EUSERS:
 		return "attachment table full: too many processes attached";
 	case -EBADF:
-		return "handle is read-only or detached";
+		return "handle is read-only, detached, or inherited through fork()";
 	case -ERANGE:
 		return "sim_id or time_step outside the segment's bounds";
 	case -ENOMEM:

@@ -66,6 +66,8 @@ int cistern_occupancy_get(const struct cistern *c, struct cistern_occupancy *occ
 {
 	if (!c || !occ)
 		return -EINVAL;
+	if (c->inherited)
+		return -EBADF;
 	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->fixed.policy);
 	if (!so)
 		return -ENOTSUP;
@@ -98,6 +100,8 @@ int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out, si
 {
 	if (!c || (!out && cap))
 		return -EINVAL;
+	if (c->inherited)
+		return -EBADF;
 	struct cistern_proc *procs = cistern__procs(c);
 	size_t n = 0;
 	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
@@ -315,9 +319,11 @@ int cistern_remove(const char *name, unsigned flags)
 		return -EINVAL;
 	bool force = flags & CISTERN_REMOVE_FORCE;
 	bool any_owner = flags & CISTERN_REMOVE_ANY_OWNER;
+	/* It will hold the gc lock: listed, so that a fork() child does not keep it (fork.c). */
 	int fd;
 	struct stat st;
-	r = cistern__shm_open_existing(name, O_RDWR, &fd, &st);
+	struct cistern__lockfd lf;
+	r = cistern__lockfd_open_existing(&lf, &fd, NULL, name, O_RDWR, &st);
 	if (r < 0) {
 		/*
 		 * Unlinking needs rights on /dev/shm, not on the object: forced, an
@@ -348,7 +354,7 @@ int cistern_remove(const char *name, unsigned flags)
 	}
 	r = unlink_same(shm, fd);
 out:
-	close(fd); /* drops the gc lock too */
+	cistern__lockfd_close(&lf); /* drops the gc lock too */
 	return r;
 }
 
@@ -531,25 +537,27 @@ int cistern_gc_dump_to(const char *name, const char *dir, unsigned flags,
 	if (dir && (r = gc_dump_path(dir, name, path, sizeof(path))) < 0)
 		return r;
 
+	/* gc_half_created() takes the gc lock by it: listed for fork() children (fork.c). */
 	int fd;
 	struct stat st;
-	r = cistern__shm_open_existing(name, dry ? O_RDONLY : O_RDWR, &fd, &st);
+	struct cistern__lockfd lf;
+	r = cistern__lockfd_open_existing(&lf, &fd, NULL, name, dry ? O_RDONLY : O_RDWR, &st);
 	if (r < 0)
 		return r;
 	/* A dry run answers what the real one would: another user's object is refused. */
 	r = cistern__owner_check(&st, any_owner);
 	if (r < 0) {
-		close(fd);
+		cistern__lockfd_close(&lf);
 		return r;
 	}
 	struct cistern_hdr copy;
 	r = probe_header(fd, &copy, &st);
-	if (r == -EAGAIN) {
+	bool half_created = r == -EAGAIN;
+	if (half_created)
 		r = gc_half_created(shm, fd, &st, flags, rep);
-		close(fd);
+	cistern__lockfd_close(&lf);
+	if (half_created)
 		return r;
-	}
-	close(fd);
 	if (r < 0)
 		return r; /* damaged or another build's: not ours to judge */
 

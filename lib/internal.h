@@ -120,11 +120,28 @@ struct cistern_scratch {
 	uint32_t now;
 };
 
+/*
+ * A descriptor of a segment that may carry OFD locks, listed so that a fork()
+ * child closes its copy (fork.c). It lives where *fd does: in its handle, or
+ * on the stack of a call that holds the gc lock by a bare descriptor.
+ */
+struct cistern__lockfd {
+	int *fd;
+	struct cistern *handle;         /* the handle whose c->fd it is, or NULL */
+	struct cistern__lockfd *prev, *next;
+	bool listed;
+	/* Under the list's mutex: */
+	uint32_t entry;                 /* the attachment entry it holds, + 1; 0: none */
+	uint32_t intent_held;           /* the entry whose intent lock a fork took, + 1 */
+};
+
 struct cistern {
 	struct cistern_hdr *hdr;
 	size_t map_size;
-	int fd;
+	int fd;                         /* takes the locks; nothing maps it (fork.c) */
 	bool readonly;
+	bool inherited;                 /* a fork() child's copy: every call but detach is -EBADF */
+	struct cistern__lockfd lockfd;  /* lists fd for fork() children to close */
 	uint32_t owner;                 /* attachment index + 1; 0 when read-only */
 	struct cistern_proc *me;
 	const struct cistern_ops *ops;
@@ -629,6 +646,8 @@ bool cistern__reclaim_under_way(struct cistern *c);
 bool cistern__entry_reclaiming(struct cistern *c, uint32_t i);
 /* 1 if attachment index i is held by a live process, 0 if not, <0 on error. */
 int cistern__entry_alive(int fd, uint32_t index);
+/* Take (hold) or let go of entry index's intent lock by fd, never waiting; 0 or -errno. */
+int cistern__hold_intent(int fd, uint32_t index, bool hold);
 
 /* pick.c: uniform picks among slots that satisfy `ok` */
 typedef bool (*cistern_qualify_fn)(struct cistern *c, uint64_t index, void *arg);
@@ -993,6 +1012,31 @@ uint32_t cistern__seen_once_reclaimed(const struct cistern *c, const struct cist
 uint64_t cistern__restore_mark(const char *name);
 /* Whether the header mapped or copied from object `name` is an unfinished restore's. */
 bool cistern__restore_unfinished(const struct cistern_hdr *h, const char *name);
+
+/*
+ * fork.c: shm_open(shm, oflag | O_CLOEXEC, mode) into *fd, listed in l so
+ * that a fork() child closes it and, if `handle` is set, makes its copy of
+ * the handle inherited (cistern__disown()); 0 or -errno. Close it with
+ * cistern__lockfd_close(), which closes the descriptor too.
+ */
+int cistern__lockfd_open(struct cistern__lockfd *l, int *fd, struct cistern *handle,
+			 const char *shm, int oflag, mode_t mode);
+/*
+ * fork.c: cistern__shm_open_existing() (segment.c) into *fd, listed as
+ * cistern__lockfd_open() lists its descriptor.
+ */
+int cistern__lockfd_open_existing(struct cistern__lockfd *l, int *fd, struct cistern *handle,
+				  const char *name, int access, struct stat *st);
+void cistern__lockfd_close(struct cistern__lockfd *l);
+/*
+ * fork.c: entry `index` is l's now (claimed, marked ACTIVE): let go of its
+ * intent lock under the list's mutex, so that not while a fork is under way.
+ */
+void cistern__lockfd_claimed(struct cistern__lockfd *l, uint32_t index);
+/* fork.c: l's entry is being given up (a detach): forks no longer mark it. */
+void cistern__lockfd_released(struct cistern__lockfd *l);
+/* segment.c: in a fork() child, make its copy of c refuse every call but detach. */
+void cistern__disown(struct cistern *c);
 
 /* liveness.c: sweep, telling `fn` about each dead entry just before reclaiming it. */
 typedef void (*cistern__reclaim_observer)(struct cistern *c, uint32_t index, void *arg);

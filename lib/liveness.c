@@ -5,9 +5,10 @@
  *
  * Entry i of the table belongs to whoever holds the OFD write lock on byte
  * CISTERN_LOCK_BASE + i of the shm object. Open-file-description locks are
- * released by the kernel when the last descriptor of that open file goes away,
- * which for a process that never shared its descriptor means when it exits or
- * is killed, so:
+ * released by the kernel when the last reference to that open file goes away:
+ * its descriptors and any mapping made through it. Nothing maps the handle's
+ * locking description and a fork() child closes its copy (fork.c), so that is
+ * when the owner exits or is killed, whatever children it has:
  *   - entry state ACTIVE and lock held      -> the owner is alive;
  *   - entry state ACTIVE and lock not held  -> the owner died without detaching;
  *   - whoever takes the lock of a dead entry owns its clean-up, alone; it marks
@@ -64,6 +65,11 @@ static int held_at(int fd, off_t off)
 int cistern__entry_alive(int fd, uint32_t index)
 {
 	return held_at(fd, CISTERN_LOCK_BASE + (off_t)index);
+}
+
+int cistern__hold_intent(int fd, uint32_t index, bool hold)
+{
+	return lock_intent(fd, index, hold ? F_WRLCK : F_UNLCK);
 }
 
 /* Fold a gone attachment's counters into the segment's retired counters. */
@@ -156,7 +162,8 @@ int cistern__claim_entry(struct cistern *c)
 		atomic_store_explicit(&p->state, CISTERN_PROC_ACTIVE, memory_order_release);
 		c->owner = i + 1;
 		c->me = p;
-		lock_intent(c->fd, i, F_UNLCK);
+		/* Not while a fork is under way (fork.c): the child may share the lock. */
+		cistern__lockfd_claimed(&c->lockfd, i);
 		/* Readers waiting at end of data looked at the intent lock too. */
 		if (dead)
 			cistern__wake_all(h);
@@ -168,6 +175,7 @@ int cistern__claim_entry(struct cistern *c)
 void cistern__release_entry(struct cistern *c)
 {
 	uint32_t index = c->owner - 1;
+	cistern__lockfd_released(&c->lockfd);
 	reclaim_entry(c, index);
 	lock_byte(c->fd, index, F_UNLCK, F_OFD_SETLK);
 	c->owner = 0;

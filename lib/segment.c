@@ -378,6 +378,29 @@ static void fill_defaults(struct cistern_config *cfg)
 		cfg->seed = (uint64_t)cistern__now_ns(CLOCK_REALTIME) ^ ((uint64_t)getpid() << 32);
 }
 
+/*
+ * A second open of the object open on fd, through its name: a description of
+ * its own, to map the object by while fd takes the locks (fork.c says why).
+ * The descriptor, or -errno; -ESTALE if the name now names another object.
+ */
+static int open_again(const char *shm, int fd, int oflag)
+{
+	int m = shm_open(shm, oflag | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0);
+	if (m < 0)
+		return -errno;
+	struct stat a, b;
+	int r = 0;
+	if (fstat(fd, &a) < 0 || fstat(m, &b) < 0)
+		r = -errno;
+	else if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+		r = -ESTALE;
+	if (r < 0) {
+		close(m);
+		return r;
+	}
+	return m;
+}
+
 /* Everything the handle derives from c->fixed (set by the caller, validated). */
 static void handle_setup(struct cistern *c)
 {
@@ -470,9 +493,33 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	if (r < 0)
 		return r;
 
-	int fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, cfg.mode & 0777);
-	if (fd < 0)
-		return -errno;
+	struct cistern *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	/*
+	 * Two opens of the object (fork.c): c->fd takes the locks, the other
+	 * makes the mapping. Owner read-write until the second open is made,
+	 * whatever the umask and the mode asked for.
+	 */
+	r = cistern__lockfd_open(&c->lockfd, &c->fd, c, shm, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (r < 0) {
+		free(c);
+		return r;
+	}
+	int fd = c->fd;
+	bool named = true; /* the name is still ours to unlink on failure */
+	int mfd = -1;
+	if (fchmod(fd, 0600) < 0) {
+		r = -errno;
+		goto fail_unlink;
+	}
+	mfd = open_again(shm, fd, O_RDWR);
+	if (mfd < 0) {
+		/* -ESTALE: someone removed our name and made another object under it. */
+		r = mfd == -ESTALE ? -EEXIST : mfd;
+		named = mfd != -ESTALE;
+		goto fail_unlink;
+	}
 	/* shm_open's mode is masked by the umask; the segment's mode is what was asked. */
 	if (fchmod(fd, cfg.mode & 0777) < 0 || ftruncate(fd, (off_t)l.total_size) < 0) {
 		r = -errno;
@@ -484,17 +531,13 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 		r = -r;
 		goto fail_unlink;
 	}
-	void *p = mmap(NULL, l.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *p = mmap(NULL, l.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
 	if (p == MAP_FAILED) {
 		r = -errno;
 		goto fail_unlink;
 	}
-	struct cistern *c = calloc(1, sizeof(*c));
-	if (!c) {
-		munmap(p, l.total_size);
-		r = -ENOMEM;
-		goto fail_unlink;
-	}
+	close(mfd);
+	mfd = -1;
 	/*
 	 * The handle's copy of the immutable part comes from the config, not
 	 * from the header it is written to: the object is open to others of
@@ -548,15 +591,18 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	r = finish_attach(c);
 	if (r < 0) {
 		munmap(p, l.total_size);
-		free(c);
 		goto fail_unlink;
 	}
 	*out = c;
 	return 0;
 
 fail_unlink:
-	shm_unlink(shm);
-	close(fd);
+	if (named)
+		shm_unlink(shm);
+	if (mfd >= 0)
+		close(mfd);
+	cistern__lockfd_close(&c->lockfd);
+	free(c);
 	return r;
 }
 
@@ -617,32 +663,69 @@ int cistern__owner_check(const struct stat *st, bool any_owner)
 	return st->st_uid == me || st->st_uid == 0 ? 0 : -EACCES;
 }
 
-int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct cistern **out)
+/*
+ * Map the object open on fd, whose header copy validated, through a second
+ * open of shm, and check the mapping: 0 and *map, or -errno (-ESTALE if the
+ * name no longer names that object).
+ */
+static int map_validated(const char *shm, int fd, bool readonly, const struct cistern_hdr *copy,
+			 void **map)
 {
-	int fd;
-	struct stat st;
-	int r = cistern__shm_open_existing(name, readonly ? O_RDONLY : O_RDWR, &fd, &st);
+	int mfd = open_again(shm, fd, readonly ? O_RDONLY : O_RDWR);
+	if (mfd < 0)
+		return mfd;
+	void *p = mmap(NULL, copy->total_size, PROT_READ | (readonly ? 0 : PROT_WRITE), MAP_SHARED,
+		       mfd, 0);
+	int r = p == MAP_FAILED ? -errno : 0;
+	close(mfd); /* the mapping keeps the object open */
 	if (r < 0)
 		return r;
+	/*
+	 * Touching a page past the end of the object raises SIGBUS: make sure it
+	 * was not shrunk between the check and the mapping. The mapping must also
+	 * say what the validated copy said (no swap in between).
+	 */
+	struct stat st;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < copy->total_size ||
+	    memcmp(p, copy, offsetof(struct cistern_hdr, tail)) != 0) {
+		munmap(p, copy->total_size);
+		return -EPROTO;
+	}
+	*map = p;
+	return 0;
+}
+
+/*
+ * Open, check, validate and map the object of segment `name` (shm) for c, once:
+ * 0 with c->hdr mapped and *copy the validated header, or -errno (-ESTALE: the
+ * name changed between our two opens, try again).
+ */
+static int open_once(struct cistern *c, const char *name, const char *shm, bool readonly,
+		     bool any_owner, struct cistern_hdr *copy)
+{
+	struct stat st;
+	int r = cistern__lockfd_open_existing(&c->lockfd, &c->fd, c, name,
+					      readonly ? O_RDONLY : O_RDWR, &st);
+	if (r < 0)
+		return r;
+	int fd = c->fd;
 	/* Before anything is read: another user's object is refused as it is. */
 	r = cistern__owner_check(&st, any_owner);
 	if (r < 0)
 		goto fail;
-
 	/* Validate a private copy of the header before mapping anything. */
-	struct cistern_hdr copy;
 	for (int tries = 0;; tries++) {
 		if (fstat(fd, &st) < 0) {
 			r = -errno;
 			goto fail;
 		}
-		memset(&copy, 0, sizeof(copy));
-		ssize_t got = pread(fd, &copy, sizeof(copy), 0);
+		memset(copy, 0, sizeof(*copy));
+		ssize_t got = pread(fd, copy, sizeof(*copy), 0);
 		if (got < 0) {
 			r = -errno;
 			goto fail;
 		}
-		r = cistern__validate_header(&copy, (size_t)got, (uint64_t)st.st_size);
+		r = cistern__validate_header(copy, (size_t)got, (uint64_t)st.st_size);
 		/* A creator is between shm_open and publishing the magic: give it a moment. */
 		if (r != -EAGAIN || tries >= 100)
 			break;
@@ -651,36 +734,41 @@ int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct
 	}
 	if (r < 0)
 		goto fail;
-	if (!cistern__ops_for(copy.policy)) {
+	if (!cistern__ops_for(copy->policy)) {
 		r = -ENOTSUP;
 		goto fail;
 	}
-	void *p = mmap(NULL, copy.total_size, PROT_READ | (readonly ? 0 : PROT_WRITE),
-		       MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		r = -errno;
+	void *p;
+	r = map_validated(shm, fd, readonly, copy, &p);
+	if (r < 0)
 		goto fail;
-	}
-	/*
-	 * Touching a page past the end of the object raises SIGBUS: make sure it
-	 * was not shrunk between the check and the mapping. The mapping must also
-	 * say what the validated copy said (no swap in between).
-	 */
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < copy.total_size ||
-	    memcmp(p, &copy, offsetof(struct cistern_hdr, tail)) != 0) {
-		munmap(p, copy.total_size);
-		r = -EPROTO;
-		goto fail;
-	}
-	struct cistern *c = calloc(1, sizeof(*c));
-	if (!c) {
-		munmap(p, copy.total_size);
-		r = -ENOMEM;
-		goto fail;
-	}
 	c->hdr = p;
-	c->map_size = copy.total_size;
-	c->fd = fd;
+	c->map_size = copy->total_size;
+	return 0;
+fail:
+	cistern__lockfd_close(&c->lockfd);
+	return r;
+}
+
+int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct cistern **out)
+{
+	char shm[96];
+	int r = cistern__shm_name(name, shm, sizeof(shm));
+	if (r < 0)
+		return r;
+	struct cistern *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	struct cistern_hdr copy;
+	/* The name changing between our two opens takes a remove or a restore each time. */
+	for (int tries = 0;
+	     (r = open_once(c, name, shm, readonly, any_owner, &copy)) == -ESTALE && tries < 8;
+	     tries++)
+		;
+	if (r < 0) {
+		free(c);
+		return r == -ESTALE ? -EAGAIN : r;
+	}
 	c->readonly = readonly;
 	/* What was validated, not what the mapping says now (segment.h). */
 	cistern__fixed_of(&copy, &c->fixed);
@@ -688,9 +776,6 @@ int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct
 	handle_setup(c);
 	*out = c;
 	return 0;
-fail:
-	close(fd);
-	return r;
 }
 
 static void unmap_free(struct cistern *c)
@@ -701,8 +786,23 @@ static void unmap_free(struct cistern *c)
 	cistern__pins_free(c);
 	free(c->scratch.e);
 	munmap(c->hdr, c->map_size);
-	close(c->fd);
+	cistern__lockfd_close(&c->lockfd);
 	free(c);
+}
+
+void cistern__disown(struct cistern *c)
+{
+	/*
+	 * Stores only (the fork child handler calls this). Without an owner
+	 * the calls that move samples answer -EBADF (api.c: writable()), and
+	 * without steps cistern_put() and cistern_get() get there too.
+	 */
+	c->inherited = true;
+	c->readonly = true;
+	c->owner = 0;
+	c->me = NULL;
+	c->put_step = NULL;
+	c->get_step = NULL;
 }
 
 int cistern_attach(const char *name, struct cistern **out)
@@ -753,6 +853,11 @@ int cistern_detach(struct cistern *c)
 {
 	if (!c)
 		return -EINVAL;
+	/* A fork() child's copy: the attachment and all it holds are the parent's. */
+	if (c->inherited) {
+		unmap_free(c);
+		return 0;
+	}
 	/*
 	 * If someone shrank the object under us, the slots and the attachment
 	 * table may be gone and touching them would raise SIGBUS: just let go.
@@ -780,6 +885,8 @@ int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
 {
 	if (!c || !cfg)
 		return -EINVAL;
+	if (c->inherited)
+		return -EBADF;
 	config_of(&c->fixed, cfg);
 	return 0;
 }

@@ -25,8 +25,10 @@
  *
  * Liveness: attachment entry i is owned by whoever holds an OFD write lock on
  * byte CISTERN_LOCK_BASE + i of the shm object. The kernel drops the lock when
- * the owner's last descriptor closes, i.e. when it dies, so a free lock on an
- * entry marked active means its owner is gone (pid reuse cannot fool this).
+ * the last reference to the owner's open file description goes, i.e. when it
+ * dies (nothing maps that description, and fork() children close their copy:
+ * fork.c), so a free lock on an entry marked active means its owner is gone
+ * (pid reuse cannot fool this).
  */
 #ifndef CISTERN_SEGMENT_H
 #define CISTERN_SEGMENT_H

@@ -272,9 +272,12 @@ static PyTypeObject SampleType;
 static void handle_finish_detach(HandleObject *h)
 {
 	if (h->c && h->detached && !h->samples && !h->slots) {
-		if (h->pid == getpid())
-			cistern_detach(h->c);
-		/* In a forked child the parent's attachment must not be torn down: leak it. */
+		/*
+		 * In a forked child too: there the library has already let go of
+		 * the handle's locks, and detaching only unmaps and frees the
+		 * child's copy, leaving the parent's attachment alone.
+		 */
+		cistern_detach(h->c);
 		h->c = NULL;
 	}
 }
