@@ -21,10 +21,135 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <criterion/criterion.h>
 #include <cistern.h>
 
 /* A segment name unique to this process and call site. */
 #define TEST_NAME(buf, tag) snprintf((buf), sizeof(buf), "t-%s-%d", (tag), (int)getpid())
+
+/*
+ * The segments a test makes, for the fixture seg_fini to remove. A failed
+ * assertion leaves the test body at once (Criterion jumps out of it), past
+ * any clean-up written at its end, but the fixtures still run: a suite
+ * declared with TestSuite(suite, .fini = seg_fini) leaves nothing in
+ * /dev/shm, pass or fail. Each test runs in a process of its own, so the
+ * list is the test's alone.
+ *
+ * Criterion reports an assertion that fails in a fixture but does not count
+ * it against the test, so seg_fini asserts nothing: a test that checks its
+ * clean-up does so in its body, with seg_drop().
+ */
+enum { SEG_MAX = 8 };
+
+struct seg_entry {
+	char name[CISTERN_NAME_MAX + 1];
+	struct cistern *c; /* detached at the end; NULL: nothing left to detach */
+};
+
+struct seg_list {
+	pid_t pid; /* the test's process: a child it forks leaves the list alone */
+	int n;
+	struct seg_entry e[SEG_MAX];
+};
+
+static inline struct seg_list *seg_list(void)
+{
+	static struct seg_list l;
+	return &l;
+}
+
+/*
+ * The name "t-<tag>-<pid>", with whatever a killed earlier run left under
+ * it removed; seg_fini unlinks it. The string lives until the test ends.
+ */
+static inline const char *seg_name(const char *tag)
+{
+	char want[CISTERN_NAME_MAX + 1];
+	snprintf(want, sizeof(want), "t-%s-%d", tag, (int)getpid());
+	struct seg_list *l = seg_list();
+	for (int i = 0; i < l->n; i++)
+		if (strcmp(l->e[i].name, want) == 0)
+			return l->e[i].name;
+	cr_assert_lt(l->n, SEG_MAX, "more than %d segment names in one test", SEG_MAX);
+	if (l->n == 0)
+		l->pid = getpid();
+	struct seg_entry *e = &l->e[l->n++];
+	memcpy(e->name, want, sizeof(want));
+	e->c = NULL;
+	cistern_unlink(e->name);
+	return e->name;
+}
+
+/*
+ * Create the segment seg_name(tag) with cfg (asserted to succeed); seg_fini
+ * detaches the handle and unlinks the segment.
+ */
+static inline struct cistern *seg_create(const char *tag, struct cistern_config cfg)
+{
+	const char *name = seg_name(tag);
+	struct cistern *c = NULL;
+	int r = cistern_create(name, &cfg, &c);
+	cr_assert_eq(r, 0, "create %s: %s", name, cistern_strerror(r));
+	struct seg_list *l = seg_list();
+	for (int i = 0; i < l->n; i++)
+		if (l->e[i].name == name)
+			l->e[i].c = c;
+	return c;
+}
+
+static inline struct seg_entry *seg_entry_of(const struct cistern *c)
+{
+	struct seg_list *l = seg_list();
+	for (int i = 0; i < l->n; i++)
+		if (l->e[i].c == c)
+			return &l->e[i];
+	cr_assert_fail("handle %p was not made by seg_create", (const void *)c);
+	return NULL;
+}
+
+/* The name of a segment seg_create() made. */
+static inline const char *seg_name_of(const struct cistern *c)
+{
+	return seg_entry_of(c)->name;
+}
+
+/*
+ * Detach a handle seg_create() gave, before the end of the test (to give up
+ * its roles or pins, say); seg_fini still unlinks the segment. The detach's
+ * result.
+ */
+static inline int seg_detach(struct cistern *c)
+{
+	seg_entry_of(c)->c = NULL;
+	return cistern_detach(c);
+}
+
+/*
+ * Detach and unlink now, and assert that both succeed: the end of a test
+ * that checks its clean-up, or of one that makes the same segment again.
+ */
+static inline void seg_drop(struct cistern *c)
+{
+	struct seg_entry *e = seg_entry_of(c);
+	e->c = NULL;
+	cr_assert_eq(cistern_detach(c), 0);
+	cr_assert_eq(cistern_unlink(e->name), 0);
+}
+
+/* The .fini fixture: detach what is still attached, unlink every name. */
+static inline void seg_fini(void)
+{
+	struct seg_list *l = seg_list();
+	if (l->pid != getpid())
+		return;
+	for (int i = l->n - 1; i >= 0; i--) {
+		if (l->e[i].c)
+			cistern_detach(l->e[i].c);
+		cistern_unlink(l->e[i].name);
+		l->e[i].c = NULL;
+	}
+	l->n = 0;
+}
 
 /* Memory shared with forked children (zeroed). */
 static inline void *shared_alloc(size_t size)
