@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -209,6 +210,21 @@ static int wait_sliced(attempt_fn fn, void *ctx, int timeout_ms)
 	}
 }
 
+/* --------------------------------------------------------------- processes */
+
+/*
+ * This process's pid, set at import and by a fork handler in each child.
+ * Every call on a handle checks that it runs in the process that opened the
+ * handle; getpid() is a system call, which costs more than a whole get on
+ * some virtual machines, so the check reads this instead.
+ */
+static pid_t self_pid;
+
+static void on_fork_child(void)
+{
+	self_pid = getpid();
+}
+
 /* ------------------------------------------------------------------ Handle */
 
 struct sample_obj;
@@ -254,7 +270,7 @@ static PyTypeObject SampleType;
 static void handle_finish_detach(HandleObject *h)
 {
 	if (h->c && h->detached && !h->samples) {
-		if (h->pid == getpid())
+		if (h->pid == self_pid)
 			cistern_detach(h->c);
 		/* In a forked child the parent's attachment must not be torn down: leak it. */
 		h->c = NULL;
@@ -268,7 +284,7 @@ static int handle_enter(HandleObject *h)
 		PyErr_SetString(PyExc_ValueError, "segment handle is detached");
 		return -1;
 	}
-	if (h->pid != getpid()) {
+	if (h->pid != self_pid) {
 		PyErr_SetString(PyExc_RuntimeError,
 				"segment handle was opened by another process (fork): attach again");
 		return -1;
@@ -314,7 +330,7 @@ static HandleObject *handle_new(struct cistern *c)
 		return NULL;
 	}
 	h->c = c;
-	h->pid = getpid();
+	h->pid = self_pid;
 	h->busy = 0;
 	h->detached = 0;
 	h->samples = NULL;
@@ -1082,7 +1098,7 @@ static void sample_do_release(SampleObject *s)
 		return;
 	s->held = 0;
 	HandleObject *h = s->h;
-	if (!h || !h->c || h->detached || h->pid != getpid())
+	if (!h || !h->c || h->detached || h->pid != self_pid)
 		return;
 	/*
 	 * Not while a call on this handle is in flight (the garbage collector freeing
@@ -1148,7 +1164,7 @@ static PyObject *Sample_unacquire(SampleObject *s, PyObject *Py_UNUSED(ignored))
 		return NULL;
 	}
 	HandleObject *h = s->h;
-	if (!s->held || !h || !h->c || h->detached || h->pid != getpid()) {
+	if (!s->held || !h || !h->c || h->detached || h->pid != self_pid) {
 		PyErr_SetString(PyExc_ValueError, "sample already released");
 		return NULL;
 	}
@@ -1460,6 +1476,11 @@ PyMODINIT_FUNC PyInit__cistern(void)
 {
 	if (PyType_Ready(&HandleType) < 0 || PyType_Ready(&SampleType) < 0)
 		return NULL;
+	self_pid = getpid();
+	if (pthread_atfork(NULL, NULL, on_fork_child) != 0) {
+		PyErr_SetString(PyExc_ImportError, "_cistern: pthread_atfork failed");
+		return NULL;
+	}
 	PyObject *m = PyModule_Create(&module_def);
 	if (!m)
 		return NULL;
