@@ -11,10 +11,12 @@ iterations, chosen so that the last one is close to the steady state.
 A sample is float32[6 + n*n]: the 5 parameters, t / (steps - 1), then the field.
 
 Run as a process by heat.py:
-    heatsim.py '{"segment": NAME, "grid": 32, "steps": 100, "step_cost": 0.04,
+    heatsim.py '{"buffer": NAME, "rank": 0, "grid": 32, "steps": 100, "step_cost": 0.04,
                  "sims": [[sim_id, [top, bottom, left, right, init]], ...]}'
-It puts every step of every simulation it is given, in order, then declares
-itself done with producer_done() (the last producer closes reception).
+It attaches to the segment of that rank of the learner's buffer
+(cistern.melissa.attach(NAME, rank)), puts every step of every simulation it is
+given, in order, then declares itself done with producer_done() (the last
+producer closes reception).
 """
 
 import json
@@ -65,10 +67,10 @@ def sample_floats(grid):
     return 6 + grid * grid
 
 
-def run(segment, sims, grid, steps, step_cost):
-    import cistern
+def run(buffer, rank, sims, grid, steps, step_cost):
+    import cistern.melissa
 
-    seg = cistern.attach(segment)
+    seg = cistern.melissa.attach(buffer, rank)
     try:
         for sim_id, params in sims:
             for t, field in solve(params, grid, steps):
@@ -87,4 +89,4 @@ def run(segment, sims, grid, steps, step_cost):
 
 if __name__ == "__main__":
     job = json.loads(sys.argv[1])
-    run(job["segment"], job["sims"], job["grid"], job["steps"], job["step_cost"])
+    run(job["buffer"], job["rank"], job["sims"], job["grid"], job["steps"], job["step_cost"])
