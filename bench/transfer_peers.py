@@ -20,7 +20,11 @@ Contenders, each with room for `slots` samples (queues: that many items):
     (head and tail counters in the same block, each on its own cache line), one
     sample or up to `batch` a call, waiting by spinning. Its ordering rests on
     x86's: the row's stores are made before the head's, the head is loaded before
-    the row (numpy's stores and loads, in that program order).
+    the row (memoryview and numpy stores and loads, in that program order).
+
+One sample a call, rows and their two words go through bytearrays and
+memoryviews (a numpy scalar costs ten times more to read or write); batches
+through numpy arrays.
 
 One unmeasured calibration run per contender sizes its runs to about
 `target_s` seconds; then `reps` measured runs interleaved across the contenders.
@@ -68,6 +72,12 @@ class Contender:
     def consume(self, a, n):
         """Returns the number of bad samples."""
         raise NotImplementedError
+
+
+def words(buf):
+    """The uint64 words of a bytearray (or any writable buffer), through a
+    memoryview: reading and writing one costs a tenth of a numpy scalar's."""
+    return memoryview(buf).cast("B").cast("Q")
 
 
 def rows(np, a, n):
@@ -132,27 +142,27 @@ class CisternOne(CisternBase):
     name = "cistern put/get_into, one a call"
 
     def produce(self, a, n):
-        import numpy as np
         seg = self.attach()
         put = seg.put
-        row = np.zeros(a.size // 8, dtype=np.uint64)
+        row = bytearray(a.size)
+        w = words(row)
         for i in range(n):
-            row[0] = i
-            row[-1] = i ^ K
+            w[0] = i
+            w[-1] = i ^ K
             put(row)
         seg.detach()
 
     def consume(self, a, n):
-        import numpy as np
         seg = self.attach()
         get_into = seg.get_into
-        out = np.empty(a.size // 8, dtype=np.uint64)
+        out = bytearray(a.size)
+        w = words(out)
         bad = 0
         for i in range(n):
             get_into(out, 30)
-            bad += out[0] != i or out[-1] != i ^ K
+            bad += w[0] != i or w[-1] != i ^ K
         seg.detach()
-        return int(bad)
+        return bad
 
 
 class CisternBytes(CisternOne):
@@ -184,13 +194,13 @@ class QueueOne(Contender):
         self.q.join_thread()
 
     def produce(self, a, n):
-        import numpy as np
-        row = np.zeros(a.size // 8, dtype=np.uint64)
+        row = bytearray(a.size)
+        w = words(row)
         put = self.q.put
         for i in range(n):
-            row[0] = i
-            row[-1] = i ^ K
-            put(row.tobytes())
+            w[0] = i
+            w[-1] = i ^ K
+            put(bytes(row))
         self.q.close()
         self.q.join_thread()  # everything flushed to the pipe before the exit
 
@@ -247,41 +257,44 @@ class RingOne(Contender):
         import numpy as np
         # Both children inherit the mapping through fork(); nobody else attaches.
         self.shm = shared_memory.SharedMemory(create=True, size=128 + a.slots * a.size)
-        self.index = np.ndarray((16,), dtype=np.uint64, buffer=self.shm.buf)  # [0] head, [8] tail
-        self.index[:] = 0
+        self.index = words(self.shm.buf[:128])  # [0] head, [8] tail
+        self.index[0] = self.index[8] = 0
         self.ring = np.ndarray((a.slots, a.size // 8), dtype=np.uint64, buffer=self.shm.buf,
                                offset=128)
 
     def teardown(self):
+        self.index.release()
         del self.index, self.ring
         self.shm.close()
         self.shm.unlink()
 
     def produce(self, a, n):
-        import numpy as np
-        index, ring, slots = self.index, self.ring, a.slots
-        row = np.zeros(a.size // 8, dtype=np.uint64)
+        index, buf, slots, size = self.index, self.shm.buf, a.slots, a.size
+        row = bytearray(size)
+        w = words(row)
         tail = 0
         for head in range(n):
             while head - tail >= slots:
-                tail = int(index[8])
-            row[0] = head
-            row[-1] = head ^ K
-            ring[head % slots] = row
+                tail = index[8]
+            w[0] = head
+            w[-1] = head ^ K
+            at = 128 + (head % slots) * size
+            buf[at:at + size] = row
             index[0] = head + 1
 
     def consume(self, a, n):
-        import numpy as np
-        index, ring, slots = self.index, self.ring, a.slots
-        out = np.empty(a.size // 8, dtype=np.uint64)
+        index, buf, slots, size = self.index, self.shm.buf, a.slots, a.size
+        out = bytearray(size)
+        w = words(out)
         head = bad = 0
         for tail in range(n):
             while head == tail:
-                head = int(index[0])
-            out[:] = ring[tail % slots]
+                head = index[0]
+            at = 128 + (tail % slots) * size
+            out[:] = buf[at:at + size]
             index[8] = tail + 1
-            bad += out[0] != tail or out[-1] != tail ^ K
-        return int(bad)
+            bad += w[0] != tail or w[-1] != tail ^ K
+        return bad
 
 
 class RingBatch(RingOne):
@@ -295,7 +308,7 @@ class RingBatch(RingOne):
         head = tail = 0
         while head < n:
             while head - tail >= slots:
-                tail = int(index[8])
+                tail = index[8]
             at = head % slots
             k = min(a.batch, n - head, slots - (head - tail), slots - at)
             arr[:k, 0] = seq[head:head + k]
@@ -312,7 +325,7 @@ class RingBatch(RingOne):
         head = tail = bad = 0
         while tail < n:
             while head == tail:
-                head = int(index[0])
+                head = index[0]
             at = tail % slots
             k = min(a.batch, head - tail, slots - at)
             out[:k] = ring[at:at + k]
