@@ -21,8 +21,14 @@ Reading:
   get()                  -> bytes (a copy)
   get_array(dtype, shape)-> numpy array (a private copy)
   get_batch(n, dtype, shape) -> numpy array (k, *shape), k <= n, gathered in C
+  get_into(out)          -> length: one sample copied into your reused array
+  get_batch_into(out)    -> k: up to len(out) samples into your reused array, one call
   acquire()              -> Sample, a context manager whose value is a read-only,
                             zero-copy numpy view valid until release
+  acquire_many(n)        -> Group of n samples held until release (or unacquire)
+
+The *_into calls and put_batch are the fast ways to move many samples from
+Python: no object made per sample, one C call for many.
 
 Watching and managing (as the `cistern` command does): stats(), config(),
 occupancy() and procs() of a Segment; list_segments(), inspect(), gc(),
@@ -224,6 +230,15 @@ def _misfit(nbytes: int, dtype: DTypeLike, shape: ShapeLike) -> str | None:
             return None
     what = f"dtype {dt}" + ("" if shape is None else f" and shape {shape}")
     return f"a sample of {nbytes} bytes does not fit {what}"
+
+
+def _row_bytes(out: Any) -> int:
+    """Bytes of one row of `out`, a C-contiguous array (or 2-D memoryview) whose
+    first dimension counts samples."""
+    n = len(out)
+    if n == 0:
+        raise ValueError("the output array has no rows")
+    return int(out.nbytes // n)
 
 
 def _keep_if_misfit(csample: _cistern.Sample, lengths: Sequence[int], dtype: DTypeLike,
@@ -797,7 +812,8 @@ class Sample:
 
 
 class Group:
-    """An acquired pair (Segment.acquire_pair()) or batch (Segment.acquire_batch()).
+    """An acquired pair (Segment.acquire_pair()), batch (Segment.acquire_batch())
+    or run of samples (Segment.acquire_many()).
 
     As a context manager its value is `arrays`: a tuple of read-only, zero-copy
     numpy views, one per member (for a pair: (x_t, x_t+1)). All members are pinned
@@ -850,6 +866,17 @@ class Group:
         """The members copied into one new array of shape (len, *shape)."""
         a: Array = _need_numpy().stack(self.arrays)
         return a
+
+    def copy_into(self, out: Any, metas: Any = None) -> int:
+        """Copy every member into `out`, an array whose first dimension has room
+        for them all (member i goes to out[i]), in one C call; `metas`, a (len, 3)
+        uint64 array, receives their (sample_id, sim_id, time_step). Every member
+        must be exactly out[0].nbytes long, else ValueError with nothing copied
+        (the group stays held). Returns the number of members copied."""
+        if len(out) < len(self._g):
+            raise ValueError(f"copy_into: out has room for {len(out)} members, "
+                             f"not {len(self._g)}")
+        return self._g.copy_into(out, _row_bytes(out), metas)
 
     def release(self) -> None:
         """Hand every member back (idempotent)."""
@@ -1099,6 +1126,12 @@ class Segment:
         if data.ndim == 0 or data.shape[0] == 0:
             raise ValueError("put_batch: data must be an array of one or more rows")
         k = data.shape[0]
+        if type(sim_id) is int and type(time_step) is int and sim_id >= 0 and time_step >= 0:
+            # One sim_id and time_step for every row: put_many() takes them as they are.
+            got: Array = np.empty(k, dtype=np.uint64)
+            n = self._h.put_many(data, data.nbytes // k, k, sim_id, time_step,
+                                 _timeout_ms(timeout), got)
+            return got if n == k else got[:n].copy()
         metas = np.zeros((k, 3), dtype=np.uint64)
         for col, name, given in ((1, "sim_id", sim_id), (2, "time_step", time_step)):
             v = np.asarray(given)
@@ -1259,6 +1292,62 @@ class Segment:
             if metas is not None:
                 metas = metas[:k].copy()
         return (out, metas) if meta else out
+
+    def get_into(self, out: Any, timeout: Timeout = None, metas: Any = None) -> int:
+        """Copy the next sample into `out`, a writable buffer you reuse (a numpy
+        array, a bytearray, ...), with no new object made: the fast way to read one
+        sample at a time. `metas`, if given, is a writable array of 3 uint64 that
+        receives (sample_id, sim_id, time_step). Returns the payload length in bytes.
+
+        Serves the policies that read one sample (not sim-paired- or
+        batch-reservoir). A sample longer than `out` raises ValueError and stays in
+        the segment. Raises EndOfData, TimeoutError as get() does.
+        """
+        try:
+            return self._h.get_into(out, -1 if timeout is None else _timeout_ms(timeout), metas)
+        except ValueError:
+            self._check_read("one")
+            raise
+
+    def get_batch_into(self, out: Any, timeout: Timeout = None, metas: Any = None,
+                       lengths: Any = None) -> int:
+        """Copy up to len(out) samples into `out` in one C call, sample i into
+        out[i]: `out` is a C-contiguous numpy array (or 2-D memoryview) whose rows
+        are each at least a sample long, reused from call to call. Returns k, the
+        samples copied (rows beyond k are left as they were).
+
+        FIFO and FIRO: the next samples there now, or, if none is, the first one
+        waited for (with whatever came with it), so k may be short of len(out)
+        while producers are slower than you; the batch reservoirs
+        (reservoir, fifo-evict-reservoir, batch-reservoir): len(out) distinct
+        samples drawn together (batch-reservoir: its batch_size rows). `metas` (a
+        (len(out), 3) uint64 array) and `lengths` (len(out) uint64) receive each
+        sample's (sample_id, sim_id, time_step) and payload length. A sample
+        longer than a row raises ValueError and stays in the segment. Raises
+        EndOfData (with none left) and TimeoutError as get_batch() does.
+        """
+        n = len(out)
+        t = -1 if timeout is None else _timeout_ms(timeout)
+        try:
+            return self._h.get_batch_into(out, _row_bytes(out), n, t, metas, lengths)
+        except ValueError:
+            self._check_read("batch", n)
+            raise
+
+    def acquire_many(self, n: int, timeout: Timeout = None, dtype: DTypeLike = None,
+                     shape: ShapeLike = None) -> Group:
+        """Acquire up to n samples one after the other, waiting for each, and hold
+        them all until release() (which consumes them, as get() would) or
+        unacquire() (which hands them back unread). Returns a Group whose
+        with-block value is a tuple of zero-copy views; Group.copy_into() gathers
+        them into an array. Fewer than n only at end of data, or when the timeout
+        (for the whole call) comes after the first. For a reader that must keep
+        samples in the segment until it has passed them on (a crash in between
+        hands them out again under FIFO and FIRO). Policies that read one sample."""
+        self._check_read("one")
+        cg = self._h.acquire_many(_count("n", n), _timeout_ms(timeout))
+        _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape)
+        return Group(cg, dtype, shape)
 
     def acquire(self, timeout: Timeout = None, dtype: DTypeLike = None,
                 shape: ShapeLike = None) -> Sample:

@@ -21,7 +21,7 @@ if [ $status -ne 0 ]; then
   grep -E '^cistern-bench: ' "$err" | head -n 20
   exit 1
 fi
-for s in "0. machine" "1. 1P/1R" "2. 4P/4R" "3. 1P/1R 1 MiB" "4. batch" "5. latency" "6a." "6b." "6c."; do
+for s in "0. machine" "1. 1P/1R" "2. 4P/4R" "3. 1P/1R 1 MiB" "4. batch" "5. latency" "6a." "6b." "6c." "7. Python"; do
   if ! grep -qF "| $s" "$out"; then
     echo "smoke: no rows for section '$s'"
     exit 1
