@@ -11,6 +11,7 @@ struct bar_rows g_bars = {
 	.s1_boost = -1, .s1_zmq = -1, .s1_bare = -1, .s1_bare_stores = -1, .s1_bare_batched = -1, .s1_bare_rounds = -1, .s1_bare_prefetch = -1, .s3_cis = -1, .s3_bound = -1, .s3_bound_1 = -1, .s3_cis_1cpu = -1, .s3_cis_busy = -1, .s3_handoff = -1, .s3_handoff_1cpu = -1, .s4_zc = -1, .s4_gather = -1, .s4_zc_any = -1, .s4_gather_any = -1, .s4_zc_two = -1, .s4_gather_two = -1,
 	.s4_floor_zc = -1, .s4_floor_gather = -1, .s4_pass_zc = -1, .s4_pass_gather = -1,
 	.s4_torch = -1, .s4_torch_fixed = -1, .s6_op = { -1, -1, -1 },
+	.s7_cis_batch = -1, .s7_cis_one = -1, .s7_queue = -1,
 };
 
 /* Median of a row, NAN when it was not measured. */
@@ -183,6 +184,19 @@ void bars_print(void)
 		printf("(6) put+get cost flat within 20%% from 1K to 1M slots: %s\n"
 		       "    1K %.1f ns, 64K %.1f ns, 1M %.1f ns: max/min %.2f\n",
 		       verdict(hi <= 1.2 * lo, known), v[0], v[1], v[2], hi / lo);
+	}
+	if (bench_section_enabled("7")) {
+		double batch = med(g_bars.s7_cis_batch), one = med(g_bars.s7_cis_one),
+		       queue = med(g_bars.s7_queue);
+		int known = !isnan(batch) && !isnan(queue);
+		double lo, hi;
+		int q[] = { g_bars.s7_queue };
+		double pb = paired(g_bars.s7_cis_batch, q, 1, &lo, &hi);
+		printf("(7) Python, 4 KiB between two processes: cistern >= 20x multiprocessing.Queue: %s\n"
+		       "    cistern batch calls %.1f k samples/s (x%.2f; rep by rep x%.2f, x%.2f-x%.2f), "
+		       "one a call into a reused array %.1f k/s (x%.2f); multiprocessing.Queue %.1f k/s\n",
+		       verdict(batch >= 20 * queue, known), batch, batch / queue, pb, lo, hi, one,
+		       one / queue, queue);
 	}
 	fflush(stdout);
 }

@@ -23,6 +23,7 @@ struct bench_opts {
 	double target_s;      /* wall time aimed at per measured run */
 	const char *only;     /* comma-separated list of sections, NULL = all */
 	const char *py;       /* path of sample_peers.py, NULL = built-in default */
+	const char *py_transfer; /* path of transfer_peers.py, NULL = built-in default */
 	const char *python;   /* interpreter */
 	int ncpu;             /* online CPUs */
 };
@@ -214,6 +215,7 @@ struct bar_rows {
 	int s4_zc, s4_gather, s4_zc_any, s4_gather_any, s4_zc_two, s4_gather_two, s4_floor_zc,
 	    s4_floor_gather, s4_pass_zc, s4_pass_gather, s4_torch, s4_torch_fixed;
 	int s6_op[3];
+	int s7_cis_batch, s7_cis_one, s7_queue;
 };
 extern struct bar_rows g_bars;
 
@@ -223,6 +225,7 @@ void sec_big(void);                     /* 3 */
 void sec_sample(void);                  /* 4 */
 void sec_latency(void);                 /* 5 */
 void sec_scale(void);                   /* 6 */
+void sec_pyxfer(void);                  /* 7 */
 void bars_print(void);
 
 /*

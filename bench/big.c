@@ -25,9 +25,9 @@
 /*
  * cistern slots; also the bounds' and the hand-offs' buffers and the ZeroMQ
  * high-water mark. With both processes on one CPU, where they take turns, 8
- * slots let each side work through several samples a turn: with warm
- * processes 1 slot did 0.78-0.84x as well (2-3x better when the children
- * were timed cold, which is why those rows once had 1).
+ * slots let each side work through several samples a turn, which with
+ * warm processes beats 1 slot (1 slot only looked better while the
+ * children were timed cold).
  */
 #define BIG_SLOTS 8
 
@@ -68,8 +68,8 @@ struct big {
  * Samples each child passes before the timed ones: two laps of its buffers
  * or slots, so that the timed run finds every page of them mapped in each
  * process, as a job that has run for a while does. A freshly forked child
- * otherwise pays a fault for each 4 KiB page on its first touch (4-10 us a
- * page on the hosts measured here, 20 ms for 8 MiB).
+ * otherwise pays a fault for each 4 KiB page on its first touch, which on
+ * a virtual machine can cost more than the samples' own work.
  */
 #define BIG_WARM (2 * BIG_SLOTS)
 

@@ -501,8 +501,8 @@ static int bare_recv(void *h, void *msg)
  * in the store buffer behind the slower ones before it, and once the buffer
  * is full the producer stops. cistern's put makes about that many more than
  * this ring's producer (the slot's metadata, the claim mark, a counter, a
- * stack frame), though a put stripped of most of them measured no faster
- * (docs/benchmarks-log.md, "The targets"): the row measures, it does not explain.
+ * stack frame), though a put stripped of most of them measured no faster:
+ * the row measures, it does not explain.
  */
 static volatile uint64_t bare_scratch[16];
 

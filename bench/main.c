@@ -3,8 +3,8 @@
  * cistern-bench: measures cistern against its peers and prints one table.
  * Benchmarks report numbers; they assert no times.
  *
- *   cistern-bench [--quick | --smoke] [--reps N] [--target-s S] [--only 1,2,3,4,5,6]
- *                 [--py PATH] [--python PATH]
+ *   cistern-bench [--quick | --smoke] [--reps N] [--target-s S] [--only 1,2,3,4,5,6,7]
+ *                 [--py PATH] [--py-transfer PATH] [--python PATH]
  *
  * Exit status 0 when every contender ran and every sample it passed arrived
  * whole and in order; 1 when a row says ERR (a peer or cistern failed, or
@@ -34,17 +34,19 @@ static void usage(FILE *out, const char *argv0)
 {
 	fprintf(out,
 		"usage: %s [--quick | --smoke] [--reps N] [--target-s SECONDS] [--only LIST] [--py PATH]\n"
-		"       [--python PATH]\n"
+		"       [--py-transfer PATH] [--python PATH]\n"
 		"  --quick       about one minute: fewer repetitions, shorter runs\n"
 		"  --smoke       --quick with one repetition: does every contender run and pass its\n"
 		"                payload checks? (the test suite runs this; its numbers mean little)\n"
 		"  --reps N      measured repetitions per contender (default 7, quick 5)\n"
 		"  --target-s S  wall time of one measured throughput run (default 0.5, quick 0.08)\n"
-		"  --only LIST   comma-separated sections among 0,1,2,3,4,5,6\n"
+		"  --only LIST   comma-separated sections among 0,1,2,3,4,5,6,7\n"
 		"  --py PATH     sample_peers.py (default %s/sample_peers.py)\n"
-		"  --python PATH interpreter for it (default /usr/bin/python3)\n"
+		"  --py-transfer PATH\n"
+		"                transfer_peers.py, section 7 (default %s/transfer_peers.py)\n"
+		"  --python PATH interpreter for them (default /usr/bin/python3)\n"
 		"Exit status: 0 if every row has numbers, 1 if a row says ERR, 2 for bad usage.\n",
-		argv0, BENCH_SRCDIR);
+		argv0, BENCH_SRCDIR, BENCH_SRCDIR);
 }
 
 static void cpu_model(char *out, size_t cap)
@@ -105,6 +107,8 @@ int main(int argc, char **argv)
 			g_opt.only = argv[++i];
 		} else if (strcmp(a, "--py") == 0 && i + 1 < argc) {
 			g_opt.py = argv[++i];
+		} else if (strcmp(a, "--py-transfer") == 0 && i + 1 < argc) {
+			g_opt.py_transfer = argv[++i];
 		} else if (strcmp(a, "--python") == 0 && i + 1 < argc) {
 			g_opt.python = argv[++i];
 		} else {
@@ -121,6 +125,8 @@ int main(int argc, char **argv)
 		g_opt.ncpu = 1;
 	if (!g_opt.py)
 		g_opt.py = BENCH_SRCDIR "/sample_peers.py";
+	if (!g_opt.py_transfer)
+		g_opt.py_transfer = BENCH_SRCDIR "/transfer_peers.py";
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -140,7 +146,7 @@ int main(int argc, char **argv)
 	shm_huge_option(huge, sizeof huge);
 	printf("/dev/shm mounted with huge=%s (the pages of cistern's segments and of section 3's bounds)\n",
 	       huge);
-	printf("ratio: sections 1-5 and 6c = how many times better the cistern reference row is "
+	printf("ratio: sections 1-5, 6c and 7 = how many times better the cistern reference row is "
 	       "(>1: cistern better); 6a, 6b = cost / cost at the smallest size.\n\n");
 	fflush(stdout);
 
@@ -158,6 +164,8 @@ int main(int argc, char **argv)
 		sec_latency();
 	if (bench_section_enabled("6"))
 		sec_scale();
+	if (bench_section_enabled("7"))
+		sec_pyxfer();
 
 	loadavg(load, sizeof load);
 	table_print();

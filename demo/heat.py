@@ -6,7 +6,9 @@ K simulation processes (demo/heatsim.py) each run 2D heat-equation simulations
 with random parameters (four boundary temperatures and the initial temperature)
 and stream every time step into a segment, while a PyTorch learner (an MLP
 surrogate: (parameters, t) -> field) trains from that segment and is validated on
-held-out simulations. The same job runs once per policy (FIFO, FIRO, Reservoir),
+held-out simulations. The learner makes its buffer as a Melissa server does,
+with cistern.melissa.make_buffer(); the simulations attach to it by name
+(cistern.melissa.attach()). The same job runs once per policy (FIFO, FIRO, Reservoir),
 with the same simulations and the same training budget, and the script draws the
 buffer population over time and the validation loss per policy into a PNG.
 
@@ -28,8 +30,6 @@ Run from the repository root after building (see demo/README.md):
     /usr/bin/python3 demo/heat.py --sims 24 --steps 200 --grid 48 --batches 4000
 """
 
-from __future__ import annotations
-
 import argparse
 import errno
 import json
@@ -38,14 +38,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def _import_cistern() -> list[str]:
+def _import_cistern() -> List[str]:
     """Import cistern, from the build tree if it is not on sys.path yet.
     Returns the extra sys.path entries used (children need them too)."""
     try:
@@ -77,10 +76,11 @@ import numpy.typing as npt  # noqa: E402
 
 import cistern  # noqa: E402
 import heatsim  # noqa: E402
+from cistern.melissa import Buffer, BufferType, make_buffer  # noqa: E402
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0],
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--sims", type=int, default=12, help="training simulations")
     p.add_argument("--val-sims", type=int, default=3, help="held-out validation simulations")
@@ -123,9 +123,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return a
 
 
-# The policies this job can train from: each read is one sample or a batch of them
-# (sim-paired-reservoir hands out pairs, which this surrogate does not use).
-RUNNABLE = ("fifo", "firo", "reservoir", "fifo-evict-reservoir", "batch-reservoir")
+# The policies this job can train from, as Melissa's buffer types: each read is
+# one sample or a batch of them (SimPairedReservoir hands out pairs, which this
+# surrogate does not use).
+BUFFER_TYPES = {
+    "fifo": BufferType.FIFO,
+    "firo": BufferType.FIRO,
+    "reservoir": BufferType.Reservoir,
+    "fifo-evict-reservoir": BufferType.FIFOEvictReservoir,
+    "batch-reservoir": BufferType.BatchReservoir,
+}
+RUNNABLE = tuple(BUFFER_TYPES)
 
 
 # ---------------------------------------------------------------- learner
@@ -147,43 +155,52 @@ def validation_set(params: npt.NDArray[np.float32], grid: int,
     return np.stack(rows)
 
 
-class Monitor(threading.Thread):
-    """Samples the segment's population on its own handle, watches the simulation
-    processes, and closes reception if they all exit without doing so."""
+class MetricsRecorder:
+    """A metric_logger for make_buffer(): keeps the last value of each metric
+    the buffer logs (Melissa's loggers have the same log_scalar())."""
 
-    def __init__(self, name: str, procs: list[subprocess.Popen[bytes]],
+    def __init__(self) -> None:
+        self.last: Dict[str, Tuple[int, float]] = {}
+
+    def log_scalar(self, tag: str, value: float, step: int) -> None:
+        self.last[tag] = (step, value)
+
+
+class Monitor(threading.Thread):
+    """Samples the buffer's population from its own thread (the buffer gives each
+    thread its own attachment), watches the simulation processes, and closes
+    reception if they all exit without doing so."""
+
+    def __init__(self, buf: Buffer, procs: Sequence["subprocess.Popen[bytes]"],
                  period: float = 0.02) -> None:
         super().__init__(daemon=True)
-        self.seg = cistern.attach(name)
+        self.buf = buf
         self.procs = procs
         self.period = period
         self.t0 = time.monotonic()
-        self.times: list[float] = []
-        self.population: list[int] = []
-        self.sims_end: float | None = None
-        self.stats: cistern.Stats | None = None
+        self.times: List[float] = []
+        self.population: List[int] = []
+        self.sims_end: Optional[float] = None
+        self.stats: Dict[str, Any] = {}
         self.stop = threading.Event()
 
     def run(self) -> None:
-        try:
-            while not self.stop.is_set():
-                st = self.seg.stats()
-                now = time.monotonic() - self.t0
-                self.stats = st
-                self.times.append(now)
-                self.population.append(st.population)
-                if self.sims_end is None and st.reception_closed:
-                    self.sims_end = now  # the last simulation declared itself done
-                if not st.reception_closed and all(p.poll() is not None for p in self.procs):
-                    self.seg.close_reception()  # the simulations exited without closing it
-                self.stop.wait(self.period)
-        finally:
-            self.seg.detach()
+        while not self.stop.is_set():
+            st = self.buf.stats()
+            now = time.monotonic() - self.t0
+            self.stats = st
+            self.times.append(now)
+            self.population.append(st["population"])
+            if self.sims_end is None and st["reception_closed"]:
+                self.sims_end = now  # the last simulation declared itself done
+            if not st["reception_closed"] and all(p.poll() is not None for p in self.procs):
+                self.buf.close_reception()  # the simulations exited without closing it
+            self.stop.wait(self.period)
 
 
 def run_policy(policy: str, args: argparse.Namespace, train_params: npt.NDArray[np.float32],
                val_x: npt.NDArray[np.float32],
-               log: Callable[[str], None]) -> dict[str, Any] | None:
+               log: Callable[[str], None]) -> Optional[Dict[str, Any]]:
     import torch
 
     n_samples = args.sims * args.steps
@@ -193,24 +210,26 @@ def run_policy(policy: str, args: argparse.Namespace, train_params: npt.NDArray[
     pseudo_epochs = max(1, round(reads_budget / n_samples))
     ratio = max(1.0, (reads_budget - args.capacity) / n_samples)  # Reservoir pacing
     name = f"heat-{os.getpid()}-{policy}"
-    cfg: dict[str, Any] = dict(policy=policy, slots=args.capacity, slot_size=4 * floats,
-               expected_producers=args.procs, seed=args.seed + 17)
-    if policy == "firo":
-        cfg.update(watermark=args.watermark, pseudo_epochs=pseudo_epochs)
-    elif policy == "batch-reservoir":
-        cfg.update(watermark=bs, batch_size=bs)
-    elif policy != "fifo":
-        cfg.update(watermark=bs)
-    cistern.unlink(name, missing_ok=True)
+    buffer_t = BUFFER_TYPES[policy]
+    # Melissa's make_buffer(): the watermark is FIRO's hold level, the reservoirs'
+    # read threshold (one batch); the buffer is rank 0 of a one-rank server.
+    watermark = args.watermark if buffer_t is BufferType.FIRO else bs
+    metrics = MetricsRecorder()
     try:
-        seg = cistern.create(name, **cfg)
+        buf = make_buffer(args.capacity, buffer_t, per_server_watermark=watermark,
+                          pseudo_epochs=pseudo_epochs, metric_logger=metrics,
+                          name=name, dtype=np.float32, shape=(floats,),
+                          batch_size=bs if buffer_t is BufferType.BatchReservoir else None,
+                          expected_producers=args.procs, seed=args.seed + 17, log_every=10)
     except OSError as e:
         if e.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
             log(f"[{policy}] skipped: this libcistern build does not implement "
                 f"the {policy} policy yet ({e.strerror})")
             return None
         raise
-    log(f"[{policy}] segment {name}; watch it live with: cistern inspect --watch 1 {name}")
+    cfg = buf.config()
+    log(f"[{policy}] buffer {buffer_t.name}, segment {buf.name}; watch it live with: "
+        f"cistern inspect --watch 1 {buf.name}")
 
     torch.manual_seed(args.seed)
     model = build_model(torch, args.grid, args.hidden)
@@ -221,23 +240,24 @@ def run_policy(policy: str, args: argparse.Namespace, train_params: npt.NDArray[
     def validate() -> float:
         model.eval()
         with torch.no_grad():
-            loss = float(torch.nn.functional.mse_loss(model(vx), vy).item())
+            loss: float = torch.nn.functional.mse_loss(model(vx), vy).item()
         model.train()
         return loss
 
     env = dict(os.environ)
     if EXTRA_PATH:
         env["PYTHONPATH"] = os.pathsep.join(EXTRA_PATH + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    procs: list[subprocess.Popen[bytes]] = []
-    mon: Monitor | None = None
-    result: dict[str, Any] = dict(policy=policy, config=cfg, batches=0, drained_reads=0, val_curve=[])
+    procs: List["subprocess.Popen[bytes]"] = []
+    mon: Optional[Monitor] = None
+    result: Dict[str, Any] = dict(policy=policy, config=cfg, batches=0, drained_reads=0,
+                                  val_curve=[])
     try:
-        jobs: list[list[Any]] = [[] for _ in range(args.procs)]
+        jobs: List[List[List[Any]]] = [[] for _ in range(args.procs)]  # [[sim_id, params], ...]
         for sim_id, p in enumerate(train_params):
             jobs[sim_id % args.procs].append([sim_id, [float(v) for v in p]])
-        mon = Monitor(name, procs)
+        mon = Monitor(buf, procs)
         for job in jobs:
-            spec = dict(segment=name, grid=args.grid, steps=args.steps,
+            spec = dict(buffer=name, rank=buf.rank, grid=args.grid, steps=args.steps,
                         step_cost=args.step_cost, sims=job)
             procs.append(subprocess.Popen([sys.executable, os.path.join(HERE, "heatsim.py"),
                                            json.dumps(spec)], env=env))
@@ -253,13 +273,13 @@ def run_policy(policy: str, args: argparse.Namespace, train_params: npt.NDArray[
                 # Sample-to-insert pacing while reception is open (see the module doc).
                 waited = 0.0
                 while waited < 0.5:
-                    st = seg.stats()
-                    if st.reception_closed or reads + bs <= ratio * st.puts:
+                    st = buf.stats()
+                    if st["reception_closed"] or reads + bs <= ratio * st["puts"]:
                         break
                     time.sleep(0.005)
                     waited += 0.005
             try:
-                batch = seg.get_batch(bs, np.float32, (floats,))
+                batch = buf.get_batch(bs)  # (k, floats) float32, read as the policy says
             except cistern.EndOfData:
                 break
             reads += len(batch)
@@ -278,12 +298,12 @@ def run_policy(policy: str, args: argparse.Namespace, train_params: npt.NDArray[
             now = time.monotonic() - mon.t0
             if now - last_print >= 1.0:
                 last_print = now
-                st = mon.stats or seg.stats()
+                st = mon.stats or buf.stats()
                 done = sum(p.poll() is not None for p in procs)
                 val = result["val_curve"][-1][1]
                 log(f"[{policy:>9} {now:6.1f}s] sim procs done {done}/{len(procs)}  "
-                    f"puts {st.puts:>6}/{n_samples}  "
-                    f"population {st.population:>5}/{args.capacity}  "
+                    f"puts {st.get('puts', 0):>6}/{n_samples}  "
+                    f"population {st.get('population', 0):>5}/{args.capacity}  "
                     f"batches {batches:>5}/{args.batches}  "
                     f"train {train_loss:.5f}  val {val:.5f}")
         for p in procs:
@@ -293,19 +313,21 @@ def run_policy(policy: str, args: argparse.Namespace, train_params: npt.NDArray[
         time.sleep(3 * mon.period)  # a last population sample after the drain
         mon.stop.set()
         mon.join()
-        st = seg.stats()
+        st = buf.stats()
+        buf.log_metrics()  # the final values, to the metric_logger
         result.update(
             batches=batches, reads=reads, final_val=result["val_curve"][-1][1],
             wall=time.monotonic() - mon.t0, sims_end=mon.sims_end,
             times=mon.times, population=mon.population,
             pseudo_epochs=pseudo_epochs if policy == "firo" else None,
             reads_per_put=ratio if policy not in ("fifo", "firo") else None,
-            stats=dict(st),
+            stats={k: v for k, v in st.items()},
+            buffer_metrics={tag: v for tag, (_, v) in metrics.last.items()},
             sim_exit_codes=[p.returncode for p in procs])
         log(f"[{policy:>9}] done in {result['wall']:.1f}s: {batches} batches trained "
             f"({reads} reads, {result['drained_reads']} drained untrained), "
             f"final validation MSE {result['final_val']:.5f}; "
-            f"evictions {st.evictions}, seen histogram {list(st.seen_hist)}")
+            f"evictions {st['evictions']}, seen histogram {st['seen_hist']}")
         return result
     finally:
         for p in procs:
@@ -315,14 +337,13 @@ def run_policy(policy: str, args: argparse.Namespace, train_params: npt.NDArray[
         if mon is not None and mon.is_alive():
             mon.stop.set()
             mon.join()
-        seg.detach()
-        cistern.unlink(name, missing_ok=True)
+        buf.close()  # detaches every thread's attachment and removes the segment
 
 
 # ---------------------------------------------------------------- plot
 
 
-def plot(results: list[dict[str, Any]], args: argparse.Namespace, path: str) -> None:
+def plot(results: Sequence[Dict[str, Any]], args: argparse.Namespace, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -360,7 +381,7 @@ def plot(results: list[dict[str, Any]], args: argparse.Namespace, path: str) -> 
     plt.close(fig)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
     import torch
     torch.set_num_threads(args.threads)
@@ -381,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"capacity {args.capacity}, FIRO watermark {args.watermark}; "
           f"validation on {args.val_sims} held-out simulations", flush=True)
 
-    results: list[dict[str, Any]] = []
+    results: List[Dict[str, Any]] = []
     for policy in args.policies:
         r = run_policy(policy, args, train_params, val_x, log)
         if r is not None:

@@ -11,25 +11,22 @@ iterations, chosen so that the last one is close to the steady state.
 A sample is float32[6 + n*n]: the 5 parameters, t / (steps - 1), then the field.
 
 Run as a process by heat.py:
-    heatsim.py '{"segment": NAME, "grid": 32, "steps": 100, "step_cost": 0.04,
+    heatsim.py '{"buffer": NAME, "rank": 0, "grid": 32, "steps": 100, "step_cost": 0.04,
                  "sims": [[sim_id, [top, bottom, left, right, init]], ...]}'
-It puts every step of every simulation it is given, in order, then declares
-itself done with producer_done() (the last producer closes reception).
+It attaches to the segment of that rank of the learner's buffer
+(cistern.melissa.attach(NAME, rank)), puts every step of every simulation it is
+given, in order, then declares itself done with producer_done() (the last
+producer closes reception).
 """
-
-from __future__ import annotations
 
 import json
 import math
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Iterator, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
-
-Params = Sequence[float]
 
 R = 0.2  # diffusion number alpha*dt/dx^2; FTCS is stable up to 0.25
 
@@ -42,7 +39,8 @@ def substeps(grid: int, steps: int) -> int:
     return max(1, math.ceil(total / max(1, steps - 1)))
 
 
-def solve(params: Params, grid: int, steps: int) -> Iterator[tuple[int, npt.NDArray[np.float32]]]:
+def solve(params: Sequence[float], grid: int,
+          steps: int) -> Iterator[Tuple[int, npt.NDArray[np.float32]]]:
     """Yield (t, field) for t = 0 .. steps-1; field is a float32 (grid, grid) array."""
     top, bottom, left, right, init = (float(p) for p in params)
     u = np.full((grid, grid), init, dtype=np.float64)
@@ -60,43 +58,30 @@ def solve(params: Params, grid: int, steps: int) -> Iterator[tuple[int, npt.NDAr
         yield t, u.astype(np.float32)
 
 
-def write_sample(out: npt.NDArray[np.float32], params: Params, t: int, steps: int,
-                 field: npt.NDArray[np.float32]) -> None:
-    """Write the sample layout shared by producer and learner (see the module
-    doc) into out, a float32 vector of sample_floats(grid)."""
-    out[:5] = params
-    out[5] = t / max(1, steps - 1)
-    out[6:] = field.ravel()
-
-
-def sample_vector(params: Params, t: int, steps: int,
+def sample_vector(params: Sequence[float], t: int, steps: int,
                   field: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """The sample layout shared by producer and learner, as a new array."""
-    out = np.empty(6 + field.size, dtype=np.float32)
-    write_sample(out, params, t, steps, field)
-    return out
+    """The sample layout shared by producer and learner (see the module doc)."""
+    head = np.empty(6, dtype=np.float32)
+    head[:5] = params
+    head[5] = t / max(1, steps - 1)
+    return np.concatenate([head, field.ravel()])
 
 
 def sample_floats(grid: int) -> int:
-    """The float32 values in one sample of a grid x grid simulation."""
     return 6 + grid * grid
 
 
-def run(segment: str, sims: Sequence[tuple[int, Params]], grid: int, steps: int,
+# sims: [[sim_id, [top, bottom, left, right, init]], ...], as decoded from JSON.
+def run(buffer: str, rank: int, sims: Sequence[Sequence[Any]], grid: int, steps: int,
         step_cost: float) -> None:
-    """Put every step of every simulation in `sims` into `segment`, in order,
-    then declare this producer done."""
-    import cistern
+    import cistern.melissa
 
-    seg = cistern.attach(segment)
+    seg = cistern.melissa.attach(buffer, rank)
     try:
         for sim_id, params in sims:
             for t, field in solve(params, grid, steps):
                 t0 = time.monotonic()
-                # Written in place in the segment: no copy of the sample.
-                with seg.reserve(np.float32, (sample_floats(grid),), sim_id=sim_id,
-                                 time_step=t) as out:
-                    write_sample(out, params, t, steps, field)
+                seg.put(sample_vector(params, t, steps, field), sim_id=sim_id, time_step=t)
                 # step_cost emulates a heavier solver: each step takes at least this long.
                 left = step_cost - (time.monotonic() - t0)
                 if left > 0:
@@ -109,5 +94,5 @@ def run(segment: str, sims: Sequence[tuple[int, Params]], grid: int, steps: int,
 
 
 if __name__ == "__main__":
-    job: dict[str, Any] = json.loads(sys.argv[1])
-    run(job["segment"], job["sims"], job["grid"], job["steps"], job["step_cost"])
+    job = json.loads(sys.argv[1])
+    run(job["buffer"], job["rank"], job["sims"], job["grid"], job["steps"], job["step_cost"])

@@ -21,9 +21,34 @@
  *    until the other side wakes it.
  *  - CISTERN_EOD (-ENODATA) is "end of data": reception is closed and the policy
  *    has nothing left to hand out. It is not an error and not a timeout.
+ *  - -EPROTO means a damaged segment: at attach or open, an object that is not
+ *    a whole cistern segment of this layout; afterwards, a value in the shared
+ *    memory that no run of the library leaves there, written by another
+ *    process that may write the object (its mode decides who may). The call
+ *    stops short of using the value; the handle stays usable, and calls that
+ *    do not meet the damage go on. Such a process can corrupt or withhold
+ *    samples, but not make the library crash or reach outside its mapping,
+ *    unless it shrinks the object, which raises SIGBUS in every process that
+ *    touches the lost pages (the library installs no signal handlers). The
+ *    trust model is in docs/STATE-MACHINE.md.
  *  - A struct cistern handle belongs to one process and one thread at a time; open
- *    one handle per thread that moves samples. Handles are not inherited usefully
- *    across fork(): attach again in the child.
+ *    one handle per thread that moves samples.
+ *  - fork(): the child gets a copy of every handle of its parent and cannot use it:
+ *    every call on such a copy returns -EBADF, except cistern_detach(), which frees
+ *    the child's copy and leaves the parent's attachment, and what it holds, alone.
+ *    Nor does the copy keep the parent's attachment alive: the library closes its
+ *    descriptors in the child as the child starts (a pthread_atfork() handler), so a
+ *    process killed while its forked children live (multiprocessing workers, torch
+ *    DataLoader workers) is seen dead at once, its reservations reclaimed and its
+ *    samples handed out again, as without children. A child attaches by itself
+ *    like any process. While a child starts, fork() waits for it to close those
+ *    descriptors (up to a second; nothing to wait for in a process without
+ *    handles). Children made without fork()'s handlers (the raw clone() or
+ *    vfork() system calls) keep those descriptors until they exit or call exec,
+ *    which closes them. The handler takes a lock that cistern_create(),
+ *    cistern_attach(), cistern_open_readonly(), cistern_detach(), cistern_remove()
+ *    and cistern_gc() hold for a moment: do not fork() from a signal handler that
+ *    may interrupt one of them.
  */
 #ifndef CISTERN_H
 #define CISTERN_H
@@ -111,6 +136,26 @@ enum {
 	 * reader comes.
 	 */
 	CISTERN_SINGLE_READER = 1u << 2,
+	/**
+	 * With expected_producers > 0: a counted producer that dies before its
+	 * cistern_producer_done() counts as done, so that reception closes
+	 * without it (once done + died reach expected_producers) and readers
+	 * reach end of data. Without the flag such a death is counted too
+	 * (cistern_stats.producers_died) but reception waits for a
+	 * replacement: a producer that attaches in its place and calls
+	 * cistern_producer_done() fills the count, as online-training
+	 * frameworks that relaunch failed simulations expect. With the flag,
+	 * do not relaunch: a replacement's done would count on top.
+	 *
+	 * A handle is a counted producer from its first reserve or put (the
+	 * producer role) on a segment with expected_producers > 0. It dies
+	 * "before done" if its process ends without cistern_producer_done()
+	 * and without cistern_detach(): a clean detach counts as neither done
+	 * nor died (the program may attach again). The death is counted when
+	 * its attachment is reclaimed: by the next attach, by any waiting
+	 * producer or reader within 200 ms, or by `cistern gc`.
+	 */
+	CISTERN_DEAD_PRODUCER_DONE = 1u << 3,
 };
 
 /**
@@ -129,17 +174,31 @@ struct cistern_config {
 	uint32_t batch_size;           /**< BatchReservoir: samples per batch */
 	uint64_t seed;                 /**< random seed; 0 = seeded from the clock */
 	uint32_t max_procs;            /**< attachment table size; 0 = default */
-	uint32_t expected_producers;   /**< reception closes after this many cistern_producer_done() (0 = only by cistern_close_reception) */
-	uint32_t flags;                /**< CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, CISTERN_SINGLE_READER */
+	uint32_t expected_producers;   /**< reception closes after this many cistern_producer_done() (0 = only by cistern_close_reception); see CISTERN_DEAD_PRODUCER_DONE */
+	uint32_t flags;                /**< CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, CISTERN_SINGLE_READER, CISTERN_DEAD_PRODUCER_DONE */
 	uint32_t reserved_;            /**< must be 0 */
 	/**
-	 * Reservoir kinds: optional rate limiter. When reads_per_put > 0, readers
-	 * wait while reads > reads_per_put * puts + rate_slack and producers wait
-	 * while reads_per_put * puts > reads + rate_slack (both counted since
-	 * creation). 0 = off.
+	 * Reservoir kinds: optional rate limiter; 0 = off. When reads_per_put > 0,
+	 * with puts counted after the first `watermark` ones and reads since
+	 * creation, a read of n samples (1, a pair's 2, a batch's n) waits while
+	 * reads + n > reads_per_put * puts + slack, and a producer waits while
+	 * reads_per_put * (puts + 1) > reads + slack. A read takes its n reads
+	 * of budget all at once, or waits holding none.
 	 */
 	double reads_per_put;
-	double rate_slack;             /**< allowed drift, in reads; 0 = reads_per_put */
+	/**
+	 * The limiter's allowed drift, in reads. 0 = automatic (what
+	 * cistern_config_get() then reports): producers use reads_per_put, and
+	 * a read of n samples the larger of reads_per_put and n, so that every
+	 * read starts once the reads before it are paid for. Set by hand, it
+	 * is kept on both sides: create refuses one under which the policy's
+	 * own read could never start (below (reads_per_put + 1) / 2 for a
+	 * read, + 2 for a pair, + batch_size for a BatchReservoir, give or
+	 * take the rounding of whole reads), and a larger batch that could
+	 * never start is refused at once with -EDEADLK (a rate_slack of
+	 * (reads_per_put + n) / 2 always admits a batch of n).
+	 */
+	double rate_slack;
 	/**
 	 * What every sample holds, or NULL (or "") for none: named fields, each
 	 * of a dtype and a shape, in the text form of docs/SCHEMA.md, for
@@ -224,18 +283,41 @@ CISTERN_API const char *cistern_config_problem(const struct cistern_config *cfg)
 
 /**
  * Attach to an existing segment. Recovers what dead processes left behind.
+ * Same as cistern_attach_flags(name, 0, out): a segment owned by another user
+ * than the caller or root is refused.
  * @return 0; -ENOENT if no such segment; -EPROTO if the object is not a cistern
- *         segment or is damaged; -EPROTONOSUPPORT if it was made by a build with
- *         another ABI or layout; -EACCES without permission; -EUSERS if the
- *         attachment table is full; -EAGAIN if the segment is still being created.
+ *         segment (also a FIFO, socket, directory, device or symbolic link under
+ *         the name) or is damaged; -EPROTONOSUPPORT if it was made by a build
+ *         with another ABI or layout; -EACCES without permission, or for an
+ *         object owned by another user (see CISTERN_ATTACH_ANY_OWNER); -EUSERS
+ *         if the attachment table is full; -EAGAIN if the segment is still
+ *         being created.
  */
 CISTERN_API int cistern_attach(const char *name, struct cistern **out);
+
+/**
+ * Flag of cistern_attach_flags(): attach even when the shm object is owned by
+ * another user than the caller (effective uid) or root. Without it such an
+ * object is refused with -EACCES before anything of it is read: anyone can
+ * create /dev/shm/cistern.NAME first, with mode 0666, and would then receive
+ * the samples we put and hand us samples of its own. Set it only to share a
+ * segment between users on purpose (the command line's --any-owner).
+ */
+#define CISTERN_ATTACH_ANY_OWNER (1u << 0)
+
+/**
+ * cistern_attach() with flags: 0 or CISTERN_ATTACH_ANY_OWNER.
+ * @return as cistern_attach(); -EINVAL for an unknown flag.
+ */
+CISTERN_API int cistern_attach_flags(const char *name, uint32_t flags, struct cistern **out);
 
 /**
  * Detach: give back what this handle still holds (reservations vanish, acquired
  * FIFO/FIRO samples are handed out again), unmap and free the handle. A handle
  * that holds nothing skips the walk over every slot that giving back needs (a
- * reservoir reader still clears its pin bit).
+ * reservoir reader still clears its pin bit). On a handle a fork() child
+ * inherited, it only unmaps and frees the child's copy: the attachment and what
+ * it holds stay the parent's.
  * @return 0, or -EINVAL for a NULL handle.
  */
 CISTERN_API int cistern_detach(struct cistern *c);
@@ -250,7 +332,8 @@ CISTERN_API int cistern_unlink(const char *name);
 /**
  * Reserve a writable slot (zero-copy put). Waits for room as cistern_put() does.
  * @return 0; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed; -EPROTO if
- *         the segment's ring is damaged; -EBUSY if the segment was created with
+ *         the segment is damaged (its ring, or a role's holder naming no
+ *         attachment); -EBUSY if the segment was created with
  *         CISTERN_SINGLE_PRODUCER and another live handle holds that role, or
  *         (any FIFO, on this handle's first reserve or put) if the handle that
  *         produced alone so far stayed stopped in the middle of claiming a slot
@@ -307,7 +390,11 @@ CISTERN_API int cistern_put_batch(struct cistern *c, const void *buf, size_t str
 CISTERN_API int cistern_close_reception(struct cistern *c);
 
 /**
- * Declare one of cfg.expected_producers done; the last one closes reception.
+ * Declare one of cfg.expected_producers done; the last one closes reception
+ * (with CISTERN_DEAD_PRODUCER_DONE, producers that died before done count
+ * as done). Any handle may call it, a producer for itself or a coordinator
+ * for others; a handle that produced is no longer counted as dying before
+ * done once it called it.
  * @return the number of producers still expected, or -EINVAL if none is expected.
  */
 CISTERN_API int cistern_producer_done(struct cistern *c);
@@ -317,7 +404,8 @@ CISTERN_API int cistern_producer_done(struct cistern *c);
  * sample belongs to this handle until release; under the reservoirs it is pinned
  * (never evicted nor overwritten) until release.
  * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EPROTO if the segment is damaged
- *         (a ring index it cannot follow, a sample longer than slot_size);
+ *         (a ring index it cannot follow, a sample longer than slot_size, a
+ *         role's holder naming no attachment);
  *         -EBUSY if the segment was created with CISTERN_SINGLE_READER and
  *         another live handle holds that role, or, without that flag, as for
  *         cistern_reserve() with the reader that read alone so far (so do
@@ -378,8 +466,12 @@ CISTERN_API int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, si
  * held, pinned together (Reservoir, FIFOEvictReservoir, BatchReservoir; for
  * BatchReservoir n must be 0 or batch_size, 0 meaning batch_size). After reception
  * closes, batches remove what they return, and the last batch may be short.
+ * Under the rate limiter a batch starts when its n reads fit the budget, all
+ * at once (see struct cistern_config).
  * @return the number of samples acquired; CISTERN_EOD; -EAGAIN/-ETIMEDOUT;
- *         -EINVAL for another policy or a bad n.
+ *         -EINVAL for another policy or a bad n; -EDEADLK at once, without
+ *         waiting, if the rate limiter could never admit n reads at once
+ *         (cistern_read_problem() says why).
  */
 CISTERN_API int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n,
 			  int timeout_ms);
@@ -405,10 +497,27 @@ CISTERN_API int cistern_release_batch(struct cistern *c, struct cistern_sample *
  * After an error nothing was read (no seen count moves), but buf may have been
  * written.
  * @return the number of samples; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if a
- *         sample is longer than stride; -EINVAL (another policy, or a bad n).
+ *         sample is longer than stride; -EINVAL (another policy, or a bad n);
+ *         -EDEADLK as cistern_acquire_batch().
  */
 CISTERN_API int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
 		      struct cistern_meta *meta, int timeout_ms);
+
+/**
+ * Say whether a read of `n` samples would be refused at once instead of
+ * waited for, and why: the answer cistern_acquire_batch() and
+ * cistern_get_batch() give before any wait (cistern_acquire() reads 1, a
+ * pair 2). Never blocks and moves nothing.
+ * @param n    samples read at once; 0 = the segment's batch_size
+ * @param why  receives a sentence naming the parameters involved (as
+ *             snprintf() would, truncated to size bytes); may be NULL
+ * @return 0 if such a read can start (now or after a wait); -EDEADLK if the
+ *         rate limiter, with the rate_slack set at creation, could never
+ *         admit n reads at once (see struct cistern_config); -EINVAL for an
+ *         n of 0 without a batch_size, above slot_count, or other than a
+ *         BatchReservoir's batch_size.
+ */
+CISTERN_API int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t size);
 
 /**
  * The segment's parameters as created (defaults filled in). cfg->schema points
@@ -436,6 +545,14 @@ struct cistern_stats {
 	uint64_t unpaired;         /**< SimPairedReservoir: samples left without a partner at the end */
 	uint32_t procs_attached;   /**< live attachments */
 	uint32_t reception_closed; /**< nonzero once reception is closed */
+	uint32_t producers_expected; /**< cfg.expected_producers */
+	uint32_t producers_done;     /**< cistern_producer_done() calls so far */
+	/**
+	 * Counted producers that died before cistern_producer_done() (see
+	 * CISTERN_DEAD_PRODUCER_DONE), those whose attachment was reclaimed and
+	 * those found dead and not reclaimed yet.
+	 */
+	uint32_t producers_died;
 };
 
 /** Read the statistics, without disturbing the segment. */
@@ -542,10 +659,17 @@ CISTERN_API const char *cistern_dtype_name(enum cistern_dtype t);
  * and no lock: it cannot disturb producers or readers, and it never appears in
  * the attachment table. cistern_config_get(), cistern_stats_get() and the
  * calls below work on it; the calls that move samples return -EBADF.
+ *
+ * Objects named like a segment that are not regular files (a FIFO, socket,
+ * directory, device or symbolic link) are never waited on nor followed:
+ * every call here answers -EPROTO for them at once.
  */
 
 /**
  * Open a segment for inspection only. Close it with cistern_detach().
+ * It opens segments of any owner: a read-only handle cannot put anything of
+ * ours into another user's object (what it shows is whatever that user wrote;
+ * cistern_segment_info.uid and fstat name the owner).
  * @return 0; -ENOENT; -EACCES; -EPROTO; -EPROTONOSUPPORT; -EAGAIN if the
  *         segment is still being created; -ENOTSUP for a policy this build
  *         does not implement.
@@ -617,9 +741,12 @@ struct cistern_segment_info {
 	char name[CISTERN_NAME_MAX + 1]; /**< segment name (from the file name) */
 	/**
 	 * 0 if the header validates; else why not: -EAGAIN being created,
-	 * -EPROTO damaged or foreign, -EPROTONOSUPPORT another build, -EACCES
+	 * -EPROTO damaged or foreign, or not a regular file (a FIFO, socket,
+	 * directory, device or link), -EPROTONOSUPPORT another build, -EACCES
 	 * unreadable, -ENOTSUP a policy this build lacks, -EINPROGRESS an
-	 * unfinished restore (header name differs from the file name).
+	 * unfinished restore (the object cistern_restore() builds under a
+	 * temporary name, which carries a mark bound to that name; a copy of
+	 * a segment under another name is a segment like any other).
 	 */
 	int status;
 	/** valid when status == 0; config.schema is NULL here (open the segment to read it) */
@@ -646,33 +773,67 @@ CISTERN_API int cistern_list(struct cistern_segment_info **out);
 enum {
 	CISTERN_REMOVE_FORCE = 1u << 0, /**< remove even with live processes attached */
 	CISTERN_GC_DRY_RUN = 1u << 1,   /**< say what would be done, do nothing */
+	/**
+	 * Act on an object owned by another user than the caller (effective
+	 * uid) or root too; without it such an object is -EACCES, as for
+	 * cistern_attach() (see CISTERN_ATTACH_ANY_OWNER).
+	 */
+	CISTERN_REMOVE_ANY_OWNER = 1u << 2,
+	CISTERN_GC_ANY_OWNER = CISTERN_REMOVE_ANY_OWNER,
+	/** remove a stale segment even though it holds unread samples (they are lost) */
+	CISTERN_GC_DISCARD = 1u << 3,
 };
 
 /**
  * Remove a segment's name, refusing while live processes are attached. Takes
  * the segment's gc lock, so no process can be half-way through attaching.
  * With CISTERN_REMOVE_FORCE it also removes damaged, foreign-build or
- * half-created objects named cistern.NAME.
+ * half-created objects named cistern.NAME, and objects there that are not
+ * regular files. Flags: CISTERN_REMOVE_FORCE, CISTERN_REMOVE_ANY_OWNER.
  * @return 0; -EBUSY with live attachments (or a process attaching right now);
- *         -ENOENT; -EINVAL; -EACCES; -EPROTO / -EPROTONOSUPPORT / -EAGAIN for
- *         an object that cannot be checked (unless forced).
+ *         -ENOENT; -EINVAL; -EACCES without permission, or for another user's
+ *         object; -EPROTO / -EPROTONOSUPPORT / -EAGAIN for an object that
+ *         cannot be checked (unless forced).
  */
 CISTERN_API int cistern_remove(const char *name, unsigned flags);
 
 /** What cistern_gc() found and did for one segment. */
 struct cistern_gc_report {
-	uint32_t dead_procs;        /**< attachments of dead processes (reclaimed unless dry run) */
+	uint32_t dead_procs;        /**< attachments of dead processes (reclaimed unless dry run or kept) */
 	uint64_t reservations;      /**< their unfinished puts, dropped */
 	uint64_t redelivered;       /**< their held FIFO/FIRO samples, put back for redelivery */
 	uint64_t pins;              /**< their reservoir pins, dropped */
 	uint32_t live_procs;        /**< attachments whose owner lives */
 	/**
 	 * Nonzero if the segment was removed (or would be, in a dry run):
-	 * 1 every attachment is dead and at least one died without detaching;
+	 * 1 stale (every attachment is dead and at least one died without
+	 *   detaching) and holding no unread sample;
 	 * 2 the header never finished creation and is older than
-	 *   CISTERN_GC_GRACE_S seconds; 3 an unfinished restore nobody works on.
+	 *   CISTERN_GC_GRACE_S seconds; 3 an unfinished restore nobody works on
+	 *   (an object that carries the mark cistern_restore() puts on the
+	 *   segment it builds, and whose restorer died: see
+	 *   cistern_segment_info.status);
+	 * 4 stale with unread samples, dumped (cistern_gc_dump_to()) and then
+	 *   removed; 5 stale with unread samples, removed with them
+	 *   (CISTERN_GC_DISCARD).
 	 */
 	int removed;
+	/**
+	 * A stale segment's unread samples: those its readers would still get.
+	 * FIFO and FIRO: every sample it holds (a sample leaves only once read,
+	 * under FIRO pseudo_epochs times). The reservoirs: every sample it holds
+	 * that was never seen (a seen one is evictable anyway). Samples dead
+	 * processes held count as their reclaim leaves them (an acquired one goes
+	 * back, a read that was never released is not counted as seen).
+	 */
+	uint64_t unread;
+	uint64_t dumped;            /**< removed == 4: samples in the dump (every one held) */
+	/**
+	 * 1 if the segment is stale but was kept because it holds unread samples
+	 * (neither a dump directory nor CISTERN_GC_DISCARD), or because its dump
+	 * failed (then the call returns the error).
+	 */
+	int kept;
 };
 /** Age below which a half-created segment is left alone (its creator may be busy). */
 #define CISTERN_GC_GRACE_S 10
@@ -683,10 +844,39 @@ struct cistern_gc_report {
  * attachment as an attaching process would, and removes the segment's name
  * when it is garbage (see cistern_gc_report.removed). A segment nobody ever
  * attached to, or whose processes all detached cleanly, is kept: it was
- * created for later use. Damaged and foreign-build objects are never removed.
- * @return 0 (see *rep); -ENOENT; -EACCES; -EPROTO; -EPROTONOSUPPORT; -EINVAL.
+ * created for later use. A stale segment (every process attached died) that
+ * still holds unread samples (cistern_gc_report.unread) is kept too, and
+ * reported (kept = 1), unless `flags` has CISTERN_GC_DISCARD: committed
+ * samples are never thrown away unasked. Such a segment is left exactly as
+ * it is, dead attachments included (whoever attaches next reclaims them), so
+ * that it stays stale for cistern_list() and for a later call told to dump or
+ * discard it. Damaged and foreign-build objects, and objects that are not
+ * regular files (-EPROTO), are never removed. Flags: CISTERN_GC_DRY_RUN,
+ * CISTERN_GC_DISCARD, CISTERN_GC_ANY_OWNER (a dry run refuses another user's
+ * segment as the real one would).
+ * @return 0 (see *rep); -ENOENT; -EACCES without permission, or for another
+ *         user's object; -EPROTO; -EPROTONOSUPPORT; -EINVAL.
  */
 CISTERN_API int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep);
+
+/**
+ * As cistern_gc(), but a stale segment that holds unread samples is first
+ * dumped (cistern_dump()) to `dir`/NAME.dump, then removed (removed = 4,
+ * dumped = the samples saved): the dump holds every sample the segment held,
+ * restores with cistern_restore(), and is read back whole before the segment
+ * goes (samples dead processes held are in it as their reclaim would leave
+ * them: put back, their unreleased reads not counted as seen). An existing
+ * file of that name is never replaced: the call fails with -EEXIST and the
+ * segment stays as it was, as it does when the dump fails. gc holds
+ * the segment's gc lock meanwhile, so a process attaching to it waits for
+ * the end. `dir` NULL is cistern_gc(); CISTERN_GC_DISCARD with a `dir` is
+ * -EINVAL. In a dry run nothing is written; an existing file is -EEXIST.
+ * @return as cistern_gc(); also -EEXIST, -ENAMETOOLONG, -EAGAIN (the dump
+ *         read back did not hold every sample; it is deleted) and the errors
+ *         of cistern_dump(): the segment is then kept (kept = 1).
+ */
+CISTERN_API int cistern_gc_dump_to(const char *name, const char *dir, unsigned flags,
+				   struct cistern_gc_report *rep);
 
 /* ======================================================================== */
 /* Snapshots: dump and restore (lib/dump.c)                                 */
@@ -708,7 +898,10 @@ typedef void (*cistern_progress_fn)(uint64_t done, uint64_t total, void *arg);
 /** What a dump holds (filled by cistern_dump(), cistern_restore(), cistern_dump_info()). */
 struct cistern_dump_info {
 	char name[CISTERN_NAME_MAX + 1]; /**< segment the dump was taken from */
-	/** its parameters; config.schema points at `schema` below (NULL without one) */
+	/**
+	 * its parameters; mode: its permission bits at dump time; config.schema
+	 * points at `schema` below (NULL without one)
+	 */
 	struct cistern_config config;
 	struct cistern_stats stats;     /**< its statistics when the dump started */
 	uint64_t samples;               /**< samples in the dump */
@@ -738,6 +931,11 @@ struct cistern_dump_info {
  * file next to it, then renamed). File I/O goes through io_uring; I/O that a
  * signal to the process interrupts is asked for again, never reported as
  * -EINTR (the same holds for cistern_restore() and cistern_dump_verify()).
+ * config.mode in the dump is the segment's permission bits when the dump is
+ * taken (fstat of the object: a chmod since creation counts, the mode given
+ * at creation does not); the file is created with those bits, plus read and
+ * write for its owner, under the umask, and cistern_restore() creates the
+ * segment with them.
  * @param progress may be NULL; called with (slots scanned, slot_count, arg)
  * @param info     may be NULL; receives what was written
  * @return 0; the errors of cistern_open_readonly(); -errno of the file I/O.
@@ -751,8 +949,17 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  * it is loaded into a segment under a temporary name; only a fully checked
  * segment is renamed to `name`, which must not exist.
  * @param progress may be NULL; called with (bytes read, file size, arg)
+ * @param info     may be NULL; receives what the dump holds as soon as its
+ *                 frame is read, also when the restore then fails (so that
+ *                 -EEXIST can be told with the stored name); all zero when
+ *                 the file could not be read as a dump
  * @return 0; -EEXIST if `name` exists; -EBADMSG for a damaged or truncated
- *         dump, or one whose config cistern_create() would refuse;
+ *         dump, one whose config cistern_create() would refuse, or one holding
+ *         a record the segment could not hold (a payload longer than a slot,
+ *         ids out of order, a SimPairedReservoir sim_id >= sweep_size or
+ *         time_step >= nb_time_steps), even under checksums that hold; -ENOMSG
+ *         for a file that is not a cistern dump at all (no dump magic, or
+ *         not a regular file: a FIFO is refused, not waited on);
  *         -EPROTONOSUPPORT for a dump format this build does not know;
  *         -ENOTSUP for a policy this build lacks; -errno of the file I/O.
  */
@@ -760,9 +967,11 @@ CISTERN_API int cistern_restore(const char *path, const char *name, cistern_prog
 		    void *arg, struct cistern_dump_info *info);
 
 /**
- * Read and fully verify a dump file without restoring it: it answers as
- * cistern_restore() would.
- * @return 0, -EBADMSG, -EPROTONOSUPPORT or -errno.
+ * Read and fully verify a dump file without restoring it: it runs the same
+ * checks as cistern_restore(), on every record and on the seen set, so it
+ * accepts exactly the files a restore accepts and refuses the others with
+ * the same error.
+ * @return 0, -EBADMSG, -ENOMSG, -EPROTONOSUPPORT or -errno.
  */
 CISTERN_API int cistern_dump_verify(const char *path, struct cistern_dump_info *info);
 

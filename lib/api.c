@@ -5,7 +5,10 @@
  * wait, for how long, and what a failed wait means.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,21 +225,77 @@ int cistern_close_reception(struct cistern *c)
 	return 0;
 }
 
+/*
+ * How many of the expected producers have ended: those done, and under
+ * CISTERN_DEAD_PRODUCER_DONE those that died before done. Done and died
+ * are two words, each moved by a seq_cst RMW and read back seq_cst after
+ * it: of a producer_done() and a reclaim that count at once, the later one
+ * in the single total order sees both counts, so the one that completes the
+ * count always closes reception.
+ */
+static uint64_t producers_ended(const struct cistern *c)
+{
+	struct cistern_hdr *h = c->hdr;
+	uint64_t n = atomic_load_explicit(&h->producers_done, memory_order_seq_cst);
+	if (c->fixed.flags & CISTERN_DEAD_PRODUCER_DONE)
+		n += atomic_load_explicit(&h->producers_died, memory_order_seq_cst);
+	return n;
+}
+
+/* Close reception from a reclaim or a producer_done(): a seq_cst store, as cistern_close_reception(). */
+static void close_for_producers(struct cistern_hdr *h)
+{
+	atomic_store_explicit(&h->closed, 1, memory_order_seq_cst);
+	cistern__wake_all(h);
+}
+
+void cistern__count_producer(struct cistern *c)
+{
+	/* Relaxed: only the owner writes its entry's mark while it lives; a reclaimer reads it after. */
+	if (atomic_load_explicit(&c->me->producing, memory_order_relaxed) == CISTERN_COUNTED_NONE)
+		atomic_store_explicit(&c->me->producing, CISTERN_COUNTED, memory_order_relaxed);
+}
+
+void cistern__producer_gone(struct cistern *c, struct cistern_proc *p, bool died)
+{
+	struct cistern_hdr *h = c->hdr;
+	if (died && atomic_load_explicit(&p->producing, memory_order_relaxed) == CISTERN_COUNTED) {
+		/*
+		 * Count, then clear the mark: a reclaimer that dies in between
+		 * leaves the entry RECLAIMING and marked, and the next one counts
+		 * it again. Twice is the safe side: under the flag it closes
+		 * reception one producer early (the producers left get -EPIPE);
+		 * never counted, it would leave readers waiting for good.
+		 */
+		atomic_fetch_add_explicit(&h->producers_died, 1, memory_order_seq_cst);
+		if ((c->fixed.flags & CISTERN_DEAD_PRODUCER_DONE) &&
+		    producers_ended(c) >= c->fixed.expected_producers)
+			close_for_producers(h);
+	}
+	atomic_store_explicit(&p->producing, CISTERN_COUNTED_NONE, memory_order_relaxed);
+}
+
 int cistern_producer_done(struct cistern *c)
 {
 	int r = writable(c);
 	if (r < 0)
 		return r;
-	uint32_t expected = c->hdr->expected_producers;
+	struct cistern_hdr *h = c->hdr;
+	uint32_t expected = c->fixed.expected_producers;
 	if (expected == 0)
 		return -EINVAL;
-	uint32_t done = atomic_fetch_add_explicit(&c->hdr->producers_done, 1,
-						  memory_order_acq_rel) + 1;
-	if (done >= expected) {
-		cistern_close_reception(c);
+	atomic_fetch_add_explicit(&h->producers_done, 1, memory_order_seq_cst);
+	/*
+	 * After the count, as in cistern__producer_gone(): dying in between
+	 * counts this producer as done and as died, never as neither.
+	 */
+	atomic_store_explicit(&c->me->producing, CISTERN_COUNTED_DONE, memory_order_relaxed);
+	uint64_t ended = producers_ended(c);
+	if (ended >= expected) {
+		close_for_producers(h);
 		return 0;
 	}
-	return (int)(expected - done);
+	return (int)(expected - ended);
 }
 
 /* What a read tries: one sample, a pair or a batch. Returns >= 0 or -errno. */
@@ -416,9 +475,13 @@ int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t 
 	if (!c->ops->try_acquire_batch)
 		return -EINVAL;
 	if (n == 0)
-		n = c->hdr->batch_size;
+		n = c->fixed.batch_size;
 	if (!out || n == 0 || n > c->slot_count || n > INT32_MAX)
 		return -EINVAL;
+	/* Before any wait: a batch the rate limiter can never admit would wait for ever. */
+	r = cistern__rate_refuses(&c->fixed, n);
+	if (r < 0)
+		return r;
 	struct read_req q = {READ_BATCH, out, n};
 	return read_loop(c, &q, timeout_ms);
 }
@@ -453,13 +516,17 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 	if (!c || !buf)
 		return -EINVAL;
 	if (n == 0)
-		n = c->hdr->batch_size;
+		n = c->fixed.batch_size;
 	if (n == 0 || n > c->slot_count)
 		return -EINVAL;
 	if (c->ops == &cistern__fifo_ops) {
 		int r = writable(c);
 		return r < 0 ? r : cistern__fifo_get_batch(c, buf, stride, n, len, meta, timeout_ms);
 	}
+	/* As cistern_acquire_batch() does, before the one-pass try (which may find budget now). */
+	int refused = cistern__rate_refuses(&c->fixed, n);
+	if (refused < 0)
+		return refused;
 	struct cistern_sample local[64];
 	struct cistern_sample *s = n <= 64 ? local : malloc(n * sizeof(*s));
 	if (!s)
@@ -508,6 +575,53 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 	if (s != local)
 		free(s);
 	return got;
+}
+
+/* snprintf() into why[size] if there is room to say anything; returns err. */
+static int say(int err, char *why, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int say(int err, char *why, size_t size, const char *fmt, ...)
+{
+	if (why && size) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(why, size, fmt, ap);
+		va_end(ap);
+	}
+	return err;
+}
+
+int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t size)
+{
+	if (why && size)
+		why[0] = '\0';
+	if (!c)
+		return say(-EINVAL, why, size, "no segment handle");
+	const struct cistern_fixed *h = &c->fixed;
+	if (n == 0)
+		n = h->batch_size;
+	if (n == 0)
+		return say(-EINVAL, why, size, "a read of 0 samples, and the segment has no batch_size");
+	if (n > c->slot_count)
+		return say(-EINVAL, why, size,
+			   "a read of %zu samples is more than the segment holds (slot_count %" PRIu64
+			   ")", n, c->slot_count);
+	if (h->policy == CISTERN_BATCH_RESERVOIR && n != h->batch_size)
+		return say(-EINVAL, why, size,
+			   "a BatchReservoir reads batches of exactly batch_size (%u), not %zu",
+			   h->batch_size, n);
+	int r = cistern__rate_refuses(h, n);
+	if (r < 0) {
+		uint64_t most = cistern__rate_grant(h->reads_per_put, h->rate_slack);
+		return say(r, why, size,
+			   "a read of %zu samples could never start: with reads_per_put %g and "
+			   "rate_slack %g the rate limiter is sure to admit at most %" PRIu64
+			   " reads at once; read at most that many at a time, or create the segment "
+			   "with a rate_slack of at least %g (or 0, automatic)",
+			   n, h->reads_per_put, h->rate_slack, most,
+			   ((double)n + h->reads_per_put) / 2);
+	}
+	return 0;
 }
 
 int cistern_release(struct cistern *c, struct cistern_sample *s)
@@ -566,6 +680,8 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 {
 	if (!c || !st)
 		return -EINVAL;
+	if (c->inherited)
+		return -EBADF;
 	struct cistern_hdr *h = c->hdr;
 	memset(st, 0, sizeof(*st));
 	struct cistern_counters sum;
@@ -574,15 +690,20 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 	const _Atomic uint64_t *ret = (const _Atomic uint64_t *)&h->retired;
 	for (size_t i = 0; i < n; i++)
 		atomic_init(&acc[i], atomic_load_explicit(&ret[i], memory_order_relaxed));
-	struct cistern_proc *procs = cistern__procs(h);
-	for (uint64_t p = 0; p < h->procs_count; p++) {
+	struct cistern_proc *procs = cistern__procs(c);
+	uint32_t died_unreclaimed = 0;
+	for (uint64_t p = 0; p < c->fixed.procs_count; p++) {
 		uint32_t state = atomic_load_explicit(&procs[p].state, memory_order_acquire);
 		if (state == CISTERN_PROC_FREE)
 			continue;
 		/* A RECLAIMING entry still has counters to fold, but no process. */
-		if (state == CISTERN_PROC_ACTIVE &&
-		    (cistern__entry_alive(c->fd, (uint32_t)p) == 1 || p + 1 == c->owner))
-			st->procs_attached++;
+		if (state == CISTERN_PROC_ACTIVE) {
+			if (cistern__entry_alive(c->fd, (uint32_t)p) == 1 || p + 1 == c->owner)
+				st->procs_attached++;
+			else if (atomic_load_explicit(&procs[p].producing, memory_order_relaxed) ==
+				 CISTERN_COUNTED)
+				died_unreclaimed++; /* its reclaim will count it */
+		}
 		const _Atomic uint64_t *src = (const _Atomic uint64_t *)&procs[p].ctr;
 		for (size_t i = 0; i < n; i++)
 			atomic_init(&acc[i], atomic_load_explicit(&acc[i], memory_order_relaxed) +
@@ -603,6 +724,10 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
 		st->seen_hist[i] = atomic_load_explicit(&sum.seen_hist[i], memory_order_relaxed);
 	st->reception_closed = atomic_load_explicit(&h->closed, memory_order_acquire);
+	st->producers_expected = c->fixed.expected_producers;
+	st->producers_done = atomic_load_explicit(&h->producers_done, memory_order_relaxed);
+	st->producers_died =
+		atomic_load_explicit(&h->producers_died, memory_order_relaxed) + died_unreclaimed;
 	st->unpaired = atomic_load_explicit(&h->unpaired, memory_order_relaxed);
 	st->population = c->ops->population(c, st);
 	return 0;
@@ -655,7 +780,9 @@ const char *cistern_strerror(int err)
 	case -ENOENT:
 		return "no segment of that name";
 	case -EACCES:
-		return "permission denied by the segment's mode";
+		return "permission denied by the segment's mode, or the segment is owned by another "
+		       "user than you or root (to share one between users on purpose: "
+		       "CISTERN_ATTACH_ANY_OWNER, --any-owner on the command line)";
 	case -EPROTO:
 		return "not a cistern segment, or a damaged one";
 	case -EPROTONOSUPPORT:
@@ -665,7 +792,7 @@ const char *cistern_strerror(int err)
 	case -EUSERS:
 		return "attachment table full: too many processes attached";
 	case -EBADF:
-		return "handle is read-only or detached";
+		return "handle is read-only, detached, or inherited through fork()";
 	case -ERANGE:
 		return "sim_id or time_step outside the segment's bounds";
 	case -ENOMEM:
@@ -678,8 +805,13 @@ const char *cistern_strerror(int err)
 		       "another holds its single producer or reader role";
 	case -EBADMSG:
 		return "damaged or truncated dump file";
+	case -ENOMSG:
+		return "not a cistern dump file";
 	case -EINPROGRESS:
 		return "a restore of that segment is unfinished";
+	case -EDEADLK:
+		return "a read larger than the rate limiter (reads_per_put, rate_slack) can ever "
+		       "admit at once: it would wait for ever";
 	default:
 		return err < 0 ? strerror(-err) : "unknown result";
 	}

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,10 +50,11 @@ static int by_id(const void *a, const void *b)
 }
 
 /* Next id a restored segment must hand out: above every id this one gave. */
-static uint64_t next_id_of(struct cistern_hdr *h, uint64_t max_held)
+static uint64_t next_id_of(struct cistern *c, uint64_t max_held)
 {
+	struct cistern_hdr *h = c->hdr;
 	/* FIFO derives ids from positions, other policies count them: take both. */
-	uint64_t a = atomic_load_explicit(&h->tail, memory_order_acquire) + h->id_base;
+	uint64_t a = atomic_load_explicit(&h->tail, memory_order_acquire) + c->id_base;
 	uint64_t b = atomic_load_explicit(&h->next_sample_id, memory_order_acquire);
 	uint64_t n = a > b ? a : b;
 	return n > max_held ? n : max_held + 1;
@@ -60,7 +62,7 @@ static uint64_t next_id_of(struct cistern_hdr *h, uint64_t max_held)
 
 static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so,
 			struct io_writer *w, struct dump_meta *m, roaring_bitmap_t *seen,
-			cistern_progress_fn progress, void *arg)
+			bool dead_held, cistern_progress_fn progress, void *arg)
 {
 	/* Pass 1: which slots hold samples, and their ids, so records go out in id order. */
 	size_t n = 0, cap = 1024;
@@ -70,8 +72,9 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so,
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *sm = cistern__slotmeta(c, i);
 		uint64_t word = atomic_load_explicit(&sm->word, memory_order_acquire);
-		if (!(so->classify(word).cls == CISTERN_SLOT_COMMITTED ||
-		      so->classify(word).cls == CISTERN_SLOT_REDELIVER))
+		if (dead_held ? !cistern__held_once_reclaimed(so, word)
+			      : !(so->classify(word).cls == CISTERN_SLOT_COMMITTED ||
+				  so->classify(word).cls == CISTERN_SLOT_REDELIVER))
 			continue;
 		if (n == cap) {
 			struct held *nv = realloc(v, 2 * cap * sizeof(*v));
@@ -103,7 +106,8 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so,
 		uint64_t len = sm->len;
 		uint64_t id = sm->sample_id;
 		uint32_t sim = sm->sim_id, step = sm->time_step;
-		uint32_t nseen = atomic_load_explicit(&sm->seen, memory_order_relaxed);
+		uint32_t nseen = dead_held ? cistern__seen_once_reclaimed(c, sm, word, so)
+					   : atomic_load_explicit(&sm->seen, memory_order_relaxed);
 		bool ok = word == v[k].word && len <= c->slot_size;
 		uint8_t *p = io_w_room(w, REC_HDR + cistern__align_up(ok ? (size_t)len : 0, 8));
 		if (!p) {
@@ -141,24 +145,33 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so,
 	}
 	free(v);
 	m->samples_crc = crc;
-	m->next_id = next_id_of(c->hdr, m->sample_count ? max_id : 0);
+	m->next_id = next_id_of(c, m->sample_count ? max_id : 0);
 	return 0;
 }
 
-int cistern__dump_ex(const char *name, const char *path, unsigned flags,
-		     cistern_progress_fn progress, void *arg, struct cistern_dump_info *info)
+/* Put the finished file in place: over an older one, or (NOREPLACE) never. */
+static int publish(const char *tmp, const char *path, unsigned flags)
 {
-	if (!path)
-		return -EINVAL;
-	struct cistern *c;
-	int r = cistern_open_readonly(name, &c);
-	if (r < 0)
-		return r;
-	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->hdr->policy);
-	if (!so) {
-		cistern_detach(c);
+	if (!(flags & CISTERN__DUMP_NOREPLACE))
+		return rename(tmp, path) < 0 ? -errno : 0;
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	/* A file system without the flag: link() refuses an existing name just as well. */
+	if (link(tmp, path) < 0)
+		return -errno;
+	unlink(tmp);
+	return 0;
+}
+
+int cistern__dump_handle(struct cistern *c, const char *name, const char *path, unsigned flags,
+			 cistern_progress_fn progress, void *arg, struct cistern_dump_info *info)
+{
+	int r;
+	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->fixed.policy);
+	if (!so)
 		return -ENOTSUP;
-	}
 	struct dump_meta m;
 	memset(&m, 0, sizeof(m));
 	cistern_config_get(c, &m.cfg);
@@ -167,26 +180,31 @@ int cistern__dump_ex(const char *name, const char *path, unsigned flags,
 		m.cfg.schema = m.schema;
 	}
 	m.version = CISTERN_DUMP_VERSION;
+	/*
+	 * The permission bits come from the object as it is now, not from the
+	 * header, which keeps those given at creation: a chmod since then must
+	 * reach the dump file and the segment a restore makes from it.
+	 */
+	struct stat st;
+	if (fstat(c->fd, &st) < 0)
+		return -errno;
+	m.cfg.mode = (uint32_t)st.st_mode & 0777;
 	cistern_stats_get(c, &m.st);
-	snprintf(m.name, sizeof(m.name), "%s", c->hdr->name);
-	m.created_ns = c->hdr->created_ns;
+	snprintf(m.name, sizeof(m.name), "%s", name);
+	m.created_ns = c->fixed.created_ns;
 	m.dumped_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
 	m.closed = atomic_load_explicit(&c->hdr->closed, memory_order_acquire);
 	m.producers_done = atomic_load_explicit(&c->hdr->producers_done, memory_order_acquire);
+	m.producers_died = m.st.producers_died;
 
 	/* Write next to the target and rename: a failed dump leaves the old file alone. */
 	char tmp[4096];
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
-		cistern_detach(c);
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	}
 	/* The dump holds the samples: keep it as private as the segment. */
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, (m.cfg.mode & 0666) | 0600);
-	if (fd < 0) {
-		r = -errno;
-		cistern_detach(c);
-		return r;
-	}
+	if (fd < 0)
+		return -errno;
 	struct io_writer w;
 	roaring_bitmap_t *seen = NULL;
 	char *bm = NULL;
@@ -209,7 +227,7 @@ int cistern__dump_ex(const char *name, const char *path, unsigned flags,
 	if ((r = io_w_append(&w, pre, sizeof(pre))) < 0)
 		goto out;
 	m.samples_off = PREAMBLE_SIZE;
-	if ((r = dump_samples(c, so, &w, &m, seen, progress, arg)) < 0)
+	if ((r = dump_samples(c, so, &w, &m, seen, flags & CISTERN__DUMP_DEAD_HELD, progress, arg)) < 0)
 		goto out;
 
 	roaring_bitmap_run_optimize(seen);
@@ -251,10 +269,8 @@ int cistern__dump_ex(const char *name, const char *path, unsigned flags,
 		goto out;
 	if ((r = io_w_finish(&w)) < 0)
 		goto out;
-	if (rename(tmp, path) < 0) {
-		r = -errno;
+	if ((r = publish(tmp, path, flags)) < 0)
 		goto out;
-	}
 	dump_info_from_meta(&m, file_size, info);
 	r = 0;
 out:
@@ -266,6 +282,19 @@ out_file:
 	free(bm);
 	if (seen)
 		roaring_bitmap_free(seen);
+	return r;
+}
+
+int cistern__dump_ex(const char *name, const char *path, unsigned flags,
+		     cistern_progress_fn progress, void *arg, struct cistern_dump_info *info)
+{
+	if (!path)
+		return -EINVAL;
+	struct cistern *c;
+	int r = cistern_open_readonly(name, &c);
+	if (r < 0)
+		return r;
+	r = cistern__dump_handle(c, name, path, flags, progress, arg, info);
 	cistern_detach(c);
 	return r;
 }

@@ -94,6 +94,10 @@ static void meta_code(struct cur *c, struct dump_meta *m)
 	f32(c, &m->st.reception_closed);
 	f32(c, &m->samples_crc);
 	f32(c, &m->bitmap_crc);
+	/* Bytes 416-419, zero in the files written before it was kept. */
+	f32(c, &m->producers_died);
+	/* Version 2: bytes 424-443, after 4 zero bytes that keep them 8-aligned. */
+	f32(c, &zero);
 	f64(c, &m->schema_off);
 	f64(c, &m->schema_size);
 	f32(c, &m->schema_crc);
@@ -126,6 +130,10 @@ void dump_info_from_meta(const struct dump_meta *m, uint64_t file_size, struct c
 	memcpy(info->name, m->name, sizeof(info->name));
 	info->config = m->cfg;
 	info->stats = m->st;
+	/* Not in the statistics part of the block: from the config and the counts kept apart. */
+	info->stats.producers_expected = m->cfg.expected_producers;
+	info->stats.producers_done = m->producers_done;
+	info->stats.producers_died = m->producers_died;
 	info->samples = m->sample_count;
 	info->payload_bytes = m->payload_bytes;
 	info->skipped = m->skipped;
@@ -148,14 +156,18 @@ int dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
+		return -ENOMSG;
 	*size = (uint64_t)st.st_size;
 	uint8_t pre[PREAMBLE_SIZE], tr[TRAILER_SIZE], mb[META_SIZE];
+	/* Without the magic it is no dump at all; with it and short, a truncated one. */
+	ssize_t got = pread(fd, pre, 8, 0);
+	if (got < 0)
+		return -errno;
+	if (got < 8 || memcmp(pre, DUMP_MAGIC, 8) != 0)
+		return -ENOMSG;
 	if (*size < PREAMBLE_SIZE + META_SIZE + TRAILER_SIZE)
 		return -EBADMSG;
 	if (pread(fd, pre, sizeof(pre), 0) != (ssize_t)sizeof(pre))
-		return -EBADMSG;
-	if (memcmp(pre, DUMP_MAGIC, 8) != 0)
 		return -EBADMSG;
 	uint32_t version = get32(pre + 8);
 	if (version != 1 && version != CISTERN_DUMP_VERSION)
@@ -204,4 +216,137 @@ int dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 	if (cistern_config_problem(&m->cfg) != NULL)
 		return -EBADMSG;
 	return 0;
+}
+
+int dump_rec_check(const struct dump_meta *m, const struct dump_rec *r,
+		   const struct dump_rec *prev)
+{
+	if (r->len > m->cfg.slot_size || r->id >= m->next_id || (prev && r->id <= prev->id) ||
+	    r->src >= m->cfg.slot_count)
+		return -EBADMSG;
+	/* The policy's own refusal at put time (-ERANGE), and its index's bounds on restore. */
+	if (m->cfg.policy == CISTERN_SIM_PAIRED_RESERVOIR &&
+	    (r->sim_id >= m->cfg.sweep_size || r->time_step >= m->cfg.nb_time_steps))
+		return -EBADMSG;
+	return 0;
+}
+
+/*
+ * The portable Roaring format (the one roaring_bitmap_portable_serialize()
+ * writes, shared by the Roaring implementations): a cookie; with run
+ * containers, the container count is in the cookie and a bitset says which
+ * containers are runs; then per container its key (high 16 bits) and
+ * cardinality - 1; then, unless runs are present with fewer than 4
+ * containers, each container's byte offset from the start; then the
+ * containers: runs (count, then start and length - 1 pairs), arrays of
+ * sorted values (up to 4096), or 8 KiB bitsets.
+ */
+#define RB_COOKIE_NO_RUNS 12346u
+#define RB_COOKIE_RUNS 12347u
+#define RB_OFFSETS_FROM 4
+#define RB_ARRAY_MAX 4096
+#define RB_BITSET_BYTES 8192
+
+static inline uint32_t get16(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+}
+
+/* Every value decoded must be in `want`: values come strictly ascending, so none twice. */
+static bool wanted(const roaring_bitmap_t *want, uint32_t hi, uint32_t lo)
+{
+	return roaring_bitmap_contains(want, hi | lo);
+}
+
+int dump_seen_set_check(const uint8_t *p, size_t n, const roaring_bitmap_t *want)
+{
+	size_t off = 4;
+	if (n < off)
+		return -EBADMSG;
+	uint32_t cookie = get32(p), size;
+	const uint8_t *runs = NULL;
+	if (cookie == RB_COOKIE_NO_RUNS) {
+		if (n - off < 4)
+			return -EBADMSG;
+		size = get32(p + off);
+		off += 4;
+		if (size > 65536)
+			return -EBADMSG;
+	} else if ((cookie & 0xFFFF) == RB_COOKIE_RUNS) {
+		size = (cookie >> 16) + 1;
+		if (n - off < (size + 7) / 8)
+			return -EBADMSG;
+		runs = p + off;
+		off += (size + 7) / 8;
+	} else {
+		return -EBADMSG;
+	}
+	if ((n - off) / 4 < size)
+		return -EBADMSG;
+	const uint8_t *keys = p + off;
+	off += 4 * (size_t)size;
+	const uint8_t *offsets = NULL;
+	if (!runs || size >= RB_OFFSETS_FROM) {
+		if ((n - off) / 4 < size)
+			return -EBADMSG;
+		offsets = p + off;
+		off += 4 * (size_t)size;
+	}
+	/* Keys ascending, and no more values than wanted: that bounds the work below. */
+	uint64_t total = 0;
+	for (uint32_t k = 0; k < size; k++) {
+		if (k && get16(keys + 4 * k) <= get16(keys + 4 * (k - 1)))
+			return -EBADMSG;
+		total += get16(keys + 4 * k + 2) + 1;
+	}
+	if (total != roaring_bitmap_get_cardinality(want))
+		return -EBADMSG;
+	for (uint32_t k = 0; k < size; k++) {
+		if (offsets && get32(offsets + 4 * k) != off)
+			return -EBADMSG;
+		uint32_t hi = get16(keys + 4 * k) << 16, card = get16(keys + 4 * k + 2) + 1;
+		if (runs && (runs[k / 8] >> (k % 8) & 1)) {
+			if (n - off < 2)
+				return -EBADMSG;
+			uint32_t nruns = get16(p + off), sum = 0, from = 0;
+			off += 2;
+			if ((n - off) / 4 < nruns)
+				return -EBADMSG;
+			for (uint32_t i = 0; i < nruns; i++, off += 4) {
+				uint32_t start = get16(p + off), len = get16(p + off + 2);
+				/* Ascending and apart: the run may not reach back into the last one. */
+				if (start < from || start + len > 0xFFFF || len + 1 > card - sum)
+					return -EBADMSG;
+				sum += len + 1;
+				for (uint32_t v = start; v <= start + len; v++)
+					if (!wanted(want, hi, v))
+						return -EBADMSG;
+				from = start + len + 1;
+			}
+			if (sum != card)
+				return -EBADMSG;
+		} else if (card <= RB_ARRAY_MAX) {
+			if ((n - off) / 2 < card)
+				return -EBADMSG;
+			for (uint32_t i = 0; i < card; i++, off += 2) {
+				uint32_t v = get16(p + off);
+				if ((i && v <= get16(p + off - 2)) || !wanted(want, hi, v))
+					return -EBADMSG;
+			}
+		} else {
+			if (n - off < RB_BITSET_BYTES)
+				return -EBADMSG;
+			uint32_t ones = 0;
+			for (uint32_t b = 0; b < RB_BITSET_BYTES; b++)
+				for (uint32_t bit = 0; bit < 8; bit++)
+					if (p[off + b] >> bit & 1) {
+						if (++ones > card || !wanted(want, hi, b * 8 + bit))
+							return -EBADMSG;
+					}
+			if (ones != card)
+				return -EBADMSG;
+			off += RB_BITSET_BYTES;
+		}
+	}
+	return off == n ? 0 : -EBADMSG;
 }

@@ -15,14 +15,17 @@
  *             of the records whose seen count is >= 1. Slot indices, not
  *             sample ids: they are below 2^28, so they fit the 32-bit bitmap
  *             whatever the ids are. It repeats what the records say, so a
- *             restore checks that both agree.
+ *             restore checks that both agree (parsing the bytes itself:
+ *             dump_seen_set_check()).
  *   schema    the segment's schema text (docs/SCHEMA.md), without its NUL;
  *             empty for a segment without one (always under 1024 bytes).
  *   meta      512 bytes: section offsets and sizes, counts, next sample id,
  *             times, reception state, the config, the statistics, the CRC-32C
- *             of the samples section and of the seen set, the schema
- *             section's offset, size and CRC-32C, and last the CRC-32C of the
- *             meta block's first 508 bytes.
+ *             of the samples section and of the seen set, the producers that
+ *             died before done (bytes 416-419; zero in files from before it
+ *             was kept, which zeroed the rest of the block), the schema
+ *             section's offset, size and CRC-32C (bytes 424-443), and last
+ *             the CRC-32C of the meta block's first 508 bytes.
  *   trailer   32 bytes: "CISTEND1", u64 file size, u64 meta offset,
  *             u32 CRC-32C of every byte of the file before this field, u32 0.
  *
@@ -38,6 +41,8 @@
  */
 #ifndef CISTERN_DUMP_FORMAT_H
 #define CISTERN_DUMP_FORMAT_H
+
+#include <roaring/roaring.h>
 
 #include "internal.h"
 
@@ -86,12 +91,49 @@ struct dump_meta {
 	char name[CISTERN_NAME_MAX + 1];
 	struct cistern_stats st;
 	uint32_t samples_crc, bitmap_crc;
+	uint32_t producers_died;
 	uint64_t schema_off, schema_size;  /* version 2; 0 and 0 in version 1 */
 	uint32_t schema_crc;
 	uint32_t version;                  /* the file's format version (not in the meta block) */
 	/* The schema text, NUL-terminated; cfg.schema points here, or is NULL for none. */
 	char schema[CISTERN_SCHEMA_MAX];
 };
+
+/* A sample record's header, decoded. */
+struct dump_rec {
+	uint64_t id, len;
+	uint32_t sim_id, time_step, seen, src;
+};
+
+static inline void dump_rec_decode(const uint8_t in[REC_HDR], struct dump_rec *r)
+{
+	r->id = get64(in);
+	r->sim_id = get32(in + 8);
+	r->time_step = get32(in + 12);
+	r->len = get64(in + 16);
+	r->seen = get32(in + 24);
+	r->src = get32(in + 28);
+}
+
+/*
+ * The one check of a record, run on every record by the parser that serves
+ * cistern_dump_verify() and cistern_restore() alike, so that they agree: a
+ * record the segment could not have held (payload longer than a slot, ids
+ * not ascending or not below next_id, a source slot past slot_count, a
+ * SimPairedReservoir key outside sweep_size x nb_time_steps) is damage,
+ * -EBADMSG, before a restore builds anything from it. prev: the previous
+ * record, NULL for the first.
+ */
+int dump_rec_check(const struct dump_meta *m, const struct dump_rec *r,
+		   const struct dump_rec *prev);
+
+/*
+ * Check that the n bytes of a seen-set section are a well-formed portable
+ * Roaring serialization holding exactly the values of `want`: 0 or -EBADMSG.
+ * The bytes are parsed here, never handed to CRoaring, whose deserializer
+ * prints to standard error on bad input (and the library never prints).
+ */
+int dump_seen_set_check(const uint8_t *p, size_t n, const roaring_bitmap_t *want);
 
 /* The meta block out, its CRC last. */
 void dump_meta_encode(struct dump_meta *m, uint8_t out[META_SIZE]);
@@ -103,8 +145,8 @@ void dump_info_from_meta(const struct dump_meta *m, uint64_t file_size,
 /*
  * Read and check a dump file's preamble, trailer, meta block and schema,
  * everything decided before a restore creates anything: 0 with *size and *m, or
- * -EBADMSG, -EPROTONOSUPPORT (another format version), -EINVAL (not a
- * regular file), or the error of fstat().
+ * -EBADMSG, -EPROTONOSUPPORT (another format version), -ENOMSG (not a
+ * dump: no magic, or not a regular file), or the error of fstat() or pread().
  */
 int dump_read_frame(int fd, uint64_t *size, struct dump_meta *m);
 

@@ -63,10 +63,10 @@
 #include <cpuid.h>
 #endif
 
-static void fifo_init(struct cistern_hdr *h)
+static void fifo_init(struct cistern *c)
 {
-	for (uint64_t i = 0; i < h->slot_count; i++)
-		atomic_store_explicit(&cistern__meta_at(h, i)->word, sw_make(i, FIFO_FREE, 0),
+	for (uint64_t i = 0; i < c->slot_count; i++)
+		atomic_store_explicit(&cistern__slotmeta(c, i)->word, sw_make(i, FIFO_FREE, 0),
 				      memory_order_relaxed);
 }
 
@@ -511,9 +511,10 @@ struct cistern_slot_view cistern__fifo_classify(uint64_t word)
 	return v;
 }
 
-static int fifo_restore(struct cistern_hdr *h, uint64_t n, uint64_t next_id)
+static int fifo_restore(struct cistern *c, uint64_t n, uint64_t next_id)
 {
-	if (n > h->slot_count || next_id < n)
+	struct cistern_hdr *h = c->hdr;
+	if (n > c->slot_count || next_id < n)
 		return -EINVAL;
 	/*
 	 * The samples sit at ring positions 0..n-1 in id order, so they come out
@@ -521,9 +522,11 @@ static int fifo_restore(struct cistern_hdr *h, uint64_t n, uint64_t next_id)
 	 * samples start at position n and must get ids from next_id on.
 	 */
 	for (uint64_t i = 0; i < n; i++)
-		atomic_store_explicit(&cistern__meta_at(h, i)->word, sw_make(i, FIFO_COMMITTED, 0),
+		atomic_store_explicit(&cistern__slotmeta(c, i)->word, sw_make(i, FIFO_COMMITTED, 0),
 				      memory_order_relaxed);
-	h->id_base = next_id - n;
+	/* Ours, and the header's for those who attach once the restore is done. */
+	c->id_base = next_id - n;
+	h->id_base = c->id_base;
 	atomic_store_explicit(&h->head, 0, memory_order_relaxed);
 	atomic_store_explicit(&h->tail, n, memory_order_release);
 	return 0;

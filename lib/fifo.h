@@ -49,7 +49,7 @@ enum sole_step { SOLE_DONE, SOLE_NOT_READY, SOLE_LOST };
  * metadata and payload addresses: kept in registers from the claim to the
  * copy and the commit (hand-back), which would otherwise compute them again
  * after each atomic access, since the compiler may not keep the handle's
- * fields across one (a get in 107 instructions instead of 116).
+ * fields across one.
  */
 struct sole_at {
 	uint64_t pos, idx;
@@ -66,24 +66,17 @@ struct sole_at {
  * read prefetch or the claim's own load brings in a shared copy that the
  * stores must then take over in a second exchange with the reader's core.
  * Asked for a few slots early and with ownership, they are here when the
- * stores come. On the Zen 5 host with its two vCPUs far apart (a cache
- * line's round trip ~470 ns), 64-byte samples (benchmark section 1) went
- * from about 30 to 72-82 M/s with 16 slots ahead (4: 40-42, 8: 51-54, 32:
- * 69-72), and to 52-76 with the pause below (docs/benchmarks-log.md, "Write
- * prefetches").
+ * stores come; the further apart the two cores, the more this matters.
  *
  * Not while the ring is full or was lately: the reader is then just ahead
  * of us, about to take the sample in the slot asked for, and taking that
  * slot's lines away makes the reader fetch them back. A claim that finds its
  * slot not yet freed stops the prefetches for the next FIFO_PUT_QUIET puts
  * (c->put_quiet), longer than the run of puts a producer makes each time
- * the reader frees a few slots of a full ring. In a driver whose reader
- * was made a little slower than the producer (a pause or two per sample),
- * prefetching regardless took the rate from 34-36 to 23 M/s and from 21
- * to 16, a quiet spell of 32 puts left it at 25-27 and 15-18, and one of
- * 256 at 33 and 21 (in later pairs level to a tenth below the build without
- * prefetches); reading the reader's head to tell how full the ring is cost
- * a reader that sets the pace 15%, one read every 16 puts.
+ * the reader frees a few slots of a full ring. Where the reader is the
+ * slower side, prefetching regardless slowed the ring down, a short quiet
+ * spell less so; reading the reader's head to tell how full the ring is
+ * would instead take a line from a reader that sets the pace.
  */
 static inline __attribute__((always_inline)) void put_prefetch(struct cistern *c, uint64_t idx)
 {
@@ -216,7 +209,7 @@ publish_sample_at(struct cistern *c, bool holder, struct cistern_slotmeta *m, ui
 	struct cistern_hdr *h = c->hdr;
 	struct cistern_proc *me = c->me;
 	/* The position is unique and increasing: offset by id_base, it is the sample id. */
-	write_meta(m, pos + h->id_base, len, meta);
+	write_meta(m, pos + c->id_base, len, meta);
 	/* Publishes payload and metadata (release), then the wake check. */
 	publish_as(holder, &m->word, sw_make(pos, FIFO_COMMITTED, 0));
 	cistern__count(&me->ctr.puts, 1);

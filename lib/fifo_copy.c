@@ -104,9 +104,8 @@ static ssize_t get_now(struct cistern *c, void *buf, size_t cap, struct cistern_
  * a voided claim, a payload longer than a line, a shared handle) is left to
  * one of these functions, reached by a tail call with nothing of ours live
  * after it, so the path saves few registers (a saved register is a store)
- * and calls nothing on the way. A put + get pair in one process takes a
- * quarter fewer instructions so; between two processes the rate stayed
- * where it was (docs/benchmarks-log.md, "(1)").
+ * and calls nothing on the way: fewer instructions for every put and get
+ * that goes straight through.
  */
 static __attribute__((noinline)) int put_shared(struct cistern *c, const void *buf, size_t len,
 						struct cistern_meta *meta, int timeout_ms)
@@ -212,9 +211,7 @@ put_holder(struct cistern *c, const void *buf, size_t len, struct cistern_meta *
  * to 64 bytes is then copied with two 32-byte moves instead of four of 16.
  * The producer's stores wait in the core's store buffer for cache lines
  * that are still in the reader's cache; a sample that needs fewer entries
- * there leaves room for more samples in flight. Section 1 of the
- * benchmark (64-byte samples) went about an eighth faster with it
- * (docs/benchmarks-log.md, "The producer's stores").
+ * there leaves room for more samples in flight.
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FIFO_WIDE_COPIES 1
@@ -634,7 +631,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 	uint64_t idx = cistern__slot_of(c, t0), slots = c->slot_count;
 	uint64_t fit = s->stride < c->slot_size ? s->stride : c->slot_size;
 	char *meta0 = c->meta0, *arena = c->arena;
-	uint64_t mstride = c->meta_stride, pstride = c->slot_stride, id_base = h->id_base;
+	uint64_t mstride = c->meta_stride, pstride = c->slot_stride, id_base = c->id_base;
 	struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
 	struct cistern_slotmeta *mend = cistern__slotmeta_in(meta0, mstride, slots);
 	char *dst = arena + idx * pstride;
@@ -657,9 +654,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 	 * length (at most a quarter of the ring, as put_ahead is; so less than
 	 * the ring): the slots the next batch will fill, whose lines then come
 	 * in while this batch is written. Prefetched put_ahead ahead as a lone
-	 * put's are, most of a batch's lines came too late: section 1 of the
-	 * benchmark with batches of 32 went from 53-56 M/s to 67-71 (put_ahead
-	 * + 2n: 53-55; none: 39-40).
+	 * put's are, most of a batch's lines would come too late.
 	 */
 	uint64_t far = c->put_ahead + (n < slots / 4 ? n : slots / 4);
 	uint64_t quiet = c->put_quiet, ahead = cistern__slot_ahead(idx, far, slots);

@@ -11,7 +11,7 @@
 static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
-	bool lossy = h->flags & CISTERN_LOSSY;
+	bool lossy = c->fixed.flags & CISTERN_LOSSY;
 	if (!rs_rate_allows_put(c))
 		return -EAGAIN;
 	for (;;) {

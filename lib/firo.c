@@ -26,7 +26,7 @@ static int firo_try_acquire(struct cistern *c, struct cistern_sample *s)
 {
 	struct cistern_hdr *h = c->hdr;
 	if (!rs_closed(c) &&
-	    atomic_load_explicit(&h->population, memory_order_acquire) <= h->watermark)
+	    atomic_load_explicit(&h->population, memory_order_acquire) <= c->fixed.watermark)
 		return -EAGAIN;
 	for (int tries = 0; tries < 64; tries++) {
 		uint64_t idx;
@@ -45,7 +45,7 @@ static int firo_release(struct cistern *c, struct cistern_sample *s)
 	if (!rs_exclusive_is_mine(c, s, &w))
 		return -EINVAL;
 	struct cistern_slotmeta *m = cistern__slotmeta(c, s->index_);
-	if (atomic_load_explicit(&m->seen, memory_order_relaxed) >= c->hdr->pseudo_epochs) {
+	if (atomic_load_explicit(&m->seen, memory_order_relaxed) >= c->fixed.pseudo_epochs) {
 		rs_remove(c, s->index_, w);
 	} else {
 		/* seq_cst: our reads are done before another reader can take it. */

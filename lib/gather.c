@@ -73,7 +73,7 @@ static int check_members(struct cistern *c, struct cistern_sample *tmp, size_t n
 int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		  const struct cistern_gather *g)
 {
-	struct cistern_hdr *h = c->hdr;
+	const struct cistern_fixed *f = &c->fixed;
 	bool sole = c->sole_reading;
 	/*
 	 * Only while the handle holds nothing: then no pin of ours is on any
@@ -85,21 +85,25 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 	 */
 	if (!(c->role & CISTERN_ROLE_READER) || c->readonly || !c->owner)
 		return -EAGAIN;
-	if (!sole && (h->flags & CISTERN_SINGLE_READER))
+	if (!sole && (f->flags & CISTERN_SINGLE_READER))
 		return -EAGAIN;
 	if (c->holding != 0 || c->dups.used != 0 || rs_closed(c))
 		return -EAGAIN;
-	if (h->policy == CISTERN_BATCH_RESERVOIR && n != h->batch_size)
+	if (f->policy == CISTERN_BATCH_RESERVOIR && n != f->batch_size)
 		return -EAGAIN; /* the general path says -EINVAL */
-	if (rs_open_read_ready(c, n) < 0 || cistern__scratch_reset(c, n) < 0)
+	uint64_t taken;
+	if (rs_open_read_ready(c, n, &taken) < 0)
 		return -EAGAIN;
 	uint64_t probes = cistern__pick_probes(c, &c->pick_read);
-	if (!probes)
+	if (!probes || cistern__scratch_reset(c, n) < 0) {
+		rs_rate_settle(c, taken, 0);
 		return -EAGAIN;
+	}
 	size_t got = 0, dups = 0;
 	rs_stream_pinned(c, tmp, n, &got, &dups, probes, true);
 	if (got < n) {
 		undo_pins(c, tmp, got);
+		rs_rate_settle(c, taken, 0);
 		return -EAGAIN;
 	}
 	/* seq_cst: every pin the sole reader stored above is ordered before the checks. */
@@ -108,6 +112,7 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 	int r = check_members(c, tmp, n, g->stride);
 	if (r < 0) {
 		undo_pins(c, tmp, n);
+		rs_rate_settle(c, taken, 0);
 		return r;
 	}
 	/*
@@ -171,7 +176,7 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		}
 	}
 	cistern__count(&c->me->ctr.gets, n);
-	rs_rate_count_reads(c, n);
+	rs_rate_settle(c, taken, n);
 	/* Samples just unpinned (and some just seen) may be what a producer waits for. */
 	if (sole)
 		cistern__fence_before_wake(); /* the unpins were plain stores */

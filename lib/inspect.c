@@ -45,7 +45,8 @@ int cistern_open_readonly(const char *name, struct cistern **out)
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	return cistern__open_mapped(name, true, out);
+	/* Any owner: a read-only mapping cannot put anything of ours into the object. */
+	return cistern__open_mapped(name, true, true, out);
 }
 
 const char *cistern_slot_class_name(enum cistern_slot_class cls)
@@ -65,7 +66,9 @@ int cistern_occupancy_get(const struct cistern *c, struct cistern_occupancy *occ
 {
 	if (!c || !occ)
 		return -EINVAL;
-	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->hdr->policy);
+	if (c->inherited)
+		return -EBADF;
+	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->fixed.policy);
 	if (!so)
 		return -ENOTSUP;
 	memset(occ, 0, sizeof(*occ));
@@ -97,9 +100,11 @@ int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out, si
 {
 	if (!c || (!out && cap))
 		return -EINVAL;
-	struct cistern_proc *procs = cistern__procs(c->hdr);
+	if (c->inherited)
+		return -EBADF;
+	struct cistern_proc *procs = cistern__procs(c);
 	size_t n = 0;
-	for (uint32_t i = 0; i < c->hdr->procs_count; i++) {
+	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
 		struct cistern_proc *p = &procs[i];
 		if (atomic_load_explicit(&p->state, memory_order_acquire) != CISTERN_PROC_ACTIVE)
 			continue;
@@ -129,9 +134,9 @@ int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out, si
 /* Count live and dead (ACTIVE, unlocked) entries. */
 static void count_procs(const struct cistern *c, uint32_t *live, uint32_t *dead)
 {
-	struct cistern_proc *procs = cistern__procs(c->hdr);
+	struct cistern_proc *procs = cistern__procs(c);
 	*live = *dead = 0;
-	for (uint32_t i = 0; i < c->hdr->procs_count; i++) {
+	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
 		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_ACTIVE)
 			continue;
 		if (entry_alive(c, i))
@@ -160,21 +165,23 @@ static uint64_t mtime_ns(const struct stat *st)
 
 static void fill_info(const char *name, struct cistern_segment_info *si)
 {
-	char shm[96];
 	memset(si, 0, sizeof(*si));
 	snprintf(si->name, sizeof(si->name), "%s", name);
-	if (cistern__shm_name(name, shm, sizeof(shm)) < 0) {
-		si->status = -EINVAL;
-		return;
-	}
-	int fd = shm_open(shm, O_RDONLY | O_CLOEXEC, 0);
-	if (fd < 0) {
-		si->status = -errno;
+	int fd;
+	struct stat st;
+	int r = cistern__shm_open_existing(name, O_RDONLY, &fd, &st);
+	if (r < 0) {
+		/* Not a regular file: say whose it is all the same. */
+		if (st.st_mode) {
+			si->uid = st.st_uid;
+			si->mode = st.st_mode & 07777;
+			si->created_ns = mtime_ns(&st);
+		}
+		si->status = r;
 		return;
 	}
 	struct cistern_hdr copy;
-	struct stat st;
-	int r = probe_header(fd, &copy, &st);
+	r = probe_header(fd, &copy, &st);
 	close(fd);
 	if (r == -EBADF || r == -EIO || r == -ENOMEM)
 		r = -EPROTO;
@@ -186,12 +193,12 @@ static void fill_info(const char *name, struct cistern_segment_info *si)
 	if (r < 0)
 		return;
 	si->created_ns = copy.created_ns;
-	if (strcmp(copy.name, name) != 0) {
+	if (cistern__restore_unfinished(&copy, name)) {
 		/* Built under this temporary name by a restore, not yet renamed. */
 		si->status = -EINPROGRESS;
 	}
 	struct cistern *c;
-	r = cistern__open_mapped(name, true, &c);
+	r = cistern__open_mapped(name, true, true, &c);
 	if (r < 0) {
 		if (si->status == 0)
 			si->status = r;
@@ -309,19 +316,31 @@ int cistern_remove(const char *name, unsigned flags)
 	int r = cistern__shm_name(name, shm, sizeof(shm));
 	if (r < 0)
 		return r;
-	if (flags & ~(unsigned)CISTERN_REMOVE_FORCE)
+	if (flags & ~(unsigned)(CISTERN_REMOVE_FORCE | CISTERN_REMOVE_ANY_OWNER))
 		return -EINVAL;
 	bool force = flags & CISTERN_REMOVE_FORCE;
-	int fd = shm_open(shm, O_RDWR | O_CLOEXEC, 0);
-	if (fd < 0) {
-		r = -errno;
-		/* Unlinking needs rights on /dev/shm, not on the object. */
-		if (r == -EACCES && force)
-			return shm_unlink(shm) < 0 ? -errno : 0;
+	bool any_owner = flags & CISTERN_REMOVE_ANY_OWNER;
+	/* It will hold the gc lock: listed, so that a fork() child does not keep it (fork.c). */
+	int fd;
+	struct stat st;
+	struct cistern__lockfd lf;
+	r = cistern__lockfd_open_existing(&lf, &fd, NULL, name, O_RDWR, &st);
+	if (r < 0) {
+		/*
+		 * Unlinking needs rights on /dev/shm, not on the object: forced, an
+		 * object we may not open, or one that is not a regular file, goes
+		 * all the same, if its owner (as lstat saw it) is one we act for.
+		 */
+		if ((r == -EACCES || r == -EPROTO) && force && st.st_mode) {
+			r = cistern__owner_check(&st, any_owner);
+			return r < 0 ? r : shm_unlink(shm) < 0 ? -errno : 0;
+		}
 		return r;
 	}
+	r = cistern__owner_check(&st, any_owner);
+	if (r < 0)
+		goto out;
 	struct cistern_hdr copy;
-	struct stat st;
 	r = probe_header(fd, &copy, &st);
 	if (r < 0 && !force)
 		goto out;
@@ -336,7 +355,7 @@ int cistern_remove(const char *name, unsigned flags)
 	}
 	r = unlink_same(shm, fd);
 out:
-	close(fd); /* drops the gc lock too */
+	cistern__lockfd_close(&lf); /* drops the gc lock too */
 	return r;
 }
 
@@ -351,7 +370,7 @@ struct gc_tally {
 static void tally_entry(struct cistern *c, uint32_t index, void *arg)
 {
 	struct gc_tally *t = arg;
-	struct cistern_proc *p = &cistern__procs(c->hdr)[index];
+	struct cistern_proc *p = &cistern__procs(c)[index];
 	uint32_t bit = p->reader_bit;
 	uint64_t mask = bit < 64 ? UINT64_C(1) << bit : 0;
 	t->rep->dead_procs++;
@@ -370,6 +389,24 @@ static void tally_entry(struct cistern *c, uint32_t index, void *arg)
 		if (mask && (atomic_load_explicit(&m->pins, memory_order_relaxed) & mask))
 			t->rep->pins++;
 	}
+}
+
+/*
+ * Reclaim every dead attachment as an attaching process would, counting what
+ * each held (tally_entry); a dry run only counts.
+ */
+static void gc_reclaim(struct cistern *c, bool dry, struct gc_tally *t)
+{
+	if (!dry) {
+		cistern__sweep_observed(c, tally_entry, t);
+		return;
+	}
+	struct cistern_proc *procs = cistern__procs(c);
+	for (uint32_t i = 0; i < c->fixed.procs_count; i++)
+		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) ==
+			    CISTERN_PROC_ACTIVE &&
+		    !entry_alive(c, i))
+			tally_entry(c, i, t);
 }
 
 static int gc_half_created(const char *shm, int fd, const struct stat *st, unsigned flags,
@@ -396,9 +433,95 @@ static int gc_half_created(const char *shm, int fd, const struct stat *st, unsig
 	return r == -EBUSY ? 0 : r;
 }
 
+bool cistern__held_once_reclaimed(const struct cistern_snap_ops *so, uint64_t word)
+{
+	enum cistern_slot_class cls = so->classify(word).cls;
+	return is_held(cls) || cls == CISTERN_SLOT_ACQUIRED || cls == CISTERN_SLOT_EVICTING;
+}
+
+uint32_t cistern__seen_once_reclaimed(const struct cistern *c, const struct cistern_slotmeta *m,
+				      uint64_t word, const struct cistern_snap_ops *so)
+{
+	uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
+	if (c->fixed.policy == CISTERN_FIFO)
+		return seen; /* FIFO counts no reads: its reclaim leaves seen alone */
+	uint64_t undone = (uint64_t)__builtin_popcountll(
+				  atomic_load_explicit(&m->pins, memory_order_relaxed)) +
+			  (so->classify(word).cls == CISTERN_SLOT_ACQUIRED);
+	return seen > undone ? (uint32_t)(seen - undone) : 0;
+}
+
+/*
+ * Samples a stale segment (nobody alive attached) holds that readers would
+ * still get: under FIFO and FIRO every sample held, since it leaves only once
+ * read (FIRO: read pseudo_epochs times); under the reservoirs every sample
+ * never seen, since a seen one is evictable anyway. What dead processes hold
+ * counts as their reclaim would leave it (cistern__held_once_reclaimed()), so
+ * the count is the same before and after a sweep, and in a dry run.
+ */
+static uint64_t unread_samples(struct cistern *c, const struct cistern_snap_ops *so)
+{
+	if (!so) {
+		/* Slots this build cannot classify: every sample held counts, to be safe. */
+		struct cistern_stats st;
+		return cistern_stats_get(c, &st) == 0 ? st.population : 0;
+	}
+	bool all_held = c->fixed.policy == CISTERN_FIFO || c->fixed.policy == CISTERN_FIRO;
+	uint64_t n = 0;
+	for (uint64_t i = 0; i < c->slot_count; i++) {
+		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
+		uint64_t word = atomic_load_explicit(&m->word, memory_order_acquire);
+		if (cistern__held_once_reclaimed(so, word))
+			n += all_held || cistern__seen_once_reclaimed(c, m, word, so) == 0;
+	}
+	return n;
+}
+
+/* Where gc dumps segment `name`: DIR/NAME.dump. */
+static int gc_dump_path(const char *dir, const char *name, char *buf, size_t size)
+{
+	int k = snprintf(buf, size, "%s/%s.dump", dir, name);
+	return k < 0 || (size_t)k >= size ? -ENAMETOOLONG : 0;
+}
+
+/*
+ * Dump the stale segment open on c to `path` (never over an existing file),
+ * and read the file back whole: only a dump that verifies and holds every
+ * sample the segment holds lets gc remove the segment. The caller holds the
+ * gc lock and saw nobody alive, so no sample moves meanwhile. Nothing is
+ * reclaimed first (the samples dead processes held are saved as their
+ * reclaim would leave them), so that a failed dump leaves the segment as it
+ * was: still stale, for another try.
+ */
+static int gc_dump(struct cistern *c, const char *name, const char *path,
+		   struct cistern_gc_report *rep)
+{
+	struct cistern_dump_info info, check;
+	int r = cistern__dump_handle(c, name, path,
+				     CISTERN__DUMP_NOREPLACE | CISTERN__DUMP_DEAD_HELD, NULL, NULL,
+				     &info);
+	if (r < 0)
+		return r;
+	r = cistern_dump_verify(path, &check);
+	if (r == 0 && (info.skipped || check.samples != info.samples || info.samples < rep->unread))
+		r = -EAGAIN;
+	if (r < 0) {
+		unlink(path); /* ours: NOREPLACE made it, nobody else's file */
+		return r;
+	}
+	rep->dumped = info.samples;
+	return 0;
+}
+
 int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep)
 {
-	char shm[96];
+	return cistern_gc_dump_to(name, NULL, flags, rep);
+}
+
+int cistern_gc_dump_to(const char *name, const char *dir, unsigned flags,
+		       struct cistern_gc_report *rep)
+{
+	char shm[96], path[4096];
 	struct cistern_gc_report dummy;
 	if (!rep)
 		rep = &dummy;
@@ -406,63 +529,105 @@ int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep)
 	int r = cistern__shm_name(name, shm, sizeof(shm));
 	if (r < 0)
 		return r;
-	if (flags & ~(unsigned)CISTERN_GC_DRY_RUN)
+	if (flags & ~(unsigned)(CISTERN_GC_DRY_RUN | CISTERN_GC_DISCARD | CISTERN_GC_ANY_OWNER))
 		return -EINVAL;
-	bool dry = flags & CISTERN_GC_DRY_RUN;
+	bool dry = flags & CISTERN_GC_DRY_RUN, discard = flags & CISTERN_GC_DISCARD;
+	bool any_owner = flags & CISTERN_GC_ANY_OWNER;
+	if (dir && discard)
+		return -EINVAL; /* dump the samples, or throw them away: not both */
+	if (dir && (r = gc_dump_path(dir, name, path, sizeof(path))) < 0)
+		return r;
 
-	int fd = shm_open(shm, (dry ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	struct cistern_hdr copy;
+	/* gc_half_created() takes the gc lock by it: listed for fork() children (fork.c). */
+	int fd;
 	struct stat st;
-	r = probe_header(fd, &copy, &st);
-	if (r == -EAGAIN) {
-		r = gc_half_created(shm, fd, &st, flags, rep);
-		close(fd);
+	struct cistern__lockfd lf;
+	r = cistern__lockfd_open_existing(&lf, &fd, NULL, name, dry ? O_RDONLY : O_RDWR, &st);
+	if (r < 0)
+		return r;
+	/* A dry run answers what the real one would: another user's object is refused. */
+	r = cistern__owner_check(&st, any_owner);
+	if (r < 0) {
+		cistern__lockfd_close(&lf);
 		return r;
 	}
-	close(fd);
+	struct cistern_hdr copy;
+	r = probe_header(fd, &copy, &st);
+	bool half_created = r == -EAGAIN;
+	if (half_created)
+		r = gc_half_created(shm, fd, &st, flags, rep);
+	cistern__lockfd_close(&lf);
+	if (half_created)
+		return r;
 	if (r < 0)
 		return r; /* damaged or another build's: not ours to judge */
 
 	struct cistern *c;
-	r = cistern__open_mapped(name, dry, &c);
+	r = cistern__open_mapped(name, dry, any_owner, &c);
 	if (r < 0)
 		return r;
-	struct gc_tally t = {cistern__snap_ops_for(c->hdr->policy), rep};
-	bool restoring = strcmp(c->hdr->name, name) != 0;
+	struct gc_tally t = {cistern__snap_ops_for(c->fixed.policy), rep};
+	/* Only the restore's own mark says so: a copy under another name is a segment. */
+	bool restoring = cistern__restore_unfinished(c->hdr, name);
 	uint32_t live, dead;
 	count_procs(c, &live, &dead);
-	if (dry) {
-		struct cistern_proc *procs = cistern__procs(c->hdr);
-		for (uint32_t i = 0; i < c->hdr->procs_count; i++)
-			if (atomic_load_explicit(&procs[i].state, memory_order_acquire) ==
-				    CISTERN_PROC_ACTIVE &&
-			    !entry_alive(c, i))
-				tally_entry(c, i, &t);
-	} else {
-		/* Reclaims exactly what an attaching process would, and counts it. */
-		cistern__sweep_observed(c, tally_entry, &t);
-	}
 	rep->live_procs = live;
 	int why = 0;
 	if (live == 0 && restoring)
 		why = 3; /* the restorer stays attached until the rename: it is gone */
 	else if (live == 0 && dead > 0)
 		why = 1;
-	if (why && dry) {
-		rep->removed = why;
-	} else if (why) {
+	if (!why) {
+		gc_reclaim(c, dry, &t);
+		cistern_detach(c);
+		return 0;
+	}
+	if (!dry) {
 		r = gc_lock_exclusive(c->fd);
 		/* Under the lock nobody can be joining: re-check that nobody lives. */
-		if (r == 0 && live_entries(c->fd, c->hdr->procs_count) == 0) {
-			r = unlink_same(shm, c->fd);
-			if (r == 0)
-				rep->removed = why;
-		}
-		if (r == -EBUSY)
-			r = 0; /* someone is attaching: it is not garbage any more */
+		if (r == 0 && live_entries(c->fd, c->fixed.procs_count) != 0)
+			r = -EBUSY;
 	}
+	if (r < 0) {
+		/* Someone is attaching (it sweeps as it joins): it is not garbage any more. */
+		cistern_detach(c);
+		return r == -EBUSY ? 0 : r;
+	}
+	/*
+	 * A stale segment may still hold committed samples nobody read: they
+	 * are never thrown away unasked. Counted under the lock, where nobody
+	 * can attach and put more. Kept, it is left as it is, dead attachments
+	 * and all (whoever attaches next reclaims them), so that it still reads
+	 * as stale to `cistern ls` and to a later gc told to dump or discard it.
+	 */
+	if (why == 1 && (rep->unread = unread_samples(c, t.so)) > 0) {
+		if (dir) {
+			why = 4;
+		} else if (discard) {
+			why = 5;
+		} else {
+			rep->kept = 1;
+			cistern_detach(c);
+			return 0;
+		}
+	}
+	if (why == 4) {
+		if (dry)
+			r = access(path, F_OK) == 0 ? -EEXIST : 0;
+		else
+			r = gc_dump(c, name, path, rep);
+		if (r < 0) {
+			rep->kept = 1; /* no dump, no removal: the samples stay where they are */
+			cistern_detach(c);
+			return r;
+		}
+	}
+	/* Going: reclaimed first all the same, so that the report says what the dead held. */
+	gc_reclaim(c, dry, &t);
+	if (!dry)
+		r = unlink_same(shm, c->fd);
+	if (r == 0)
+		rep->removed = why;
 	cistern_detach(c);
 	return r;
 }

@@ -45,7 +45,7 @@ static inline size_t cistern__scatter_len(const struct cistern_scatter *s, size_
 
 struct cistern_ops {
 	/* Set up slot states in a freshly created segment. */
-	void (*init)(struct cistern_hdr *h);
+	void (*init)(struct cistern *c);
 	int (*try_reserve)(struct cistern *c, struct cistern_slot *slot);
 	int (*commit)(struct cistern *c, struct cistern_slot *slot, size_t len,
 		      struct cistern_meta *meta);
@@ -120,11 +120,28 @@ struct cistern_scratch {
 	uint32_t now;
 };
 
+/*
+ * A descriptor of a segment that may carry OFD locks, listed so that a fork()
+ * child closes its copy (fork.c). It lives where *fd does: in its handle, or
+ * on the stack of a call that holds the gc lock by a bare descriptor.
+ */
+struct cistern__lockfd {
+	int *fd;
+	struct cistern *handle;         /* the handle whose c->fd it is, or NULL */
+	struct cistern__lockfd *prev, *next;
+	bool listed;
+	/* Under the list's mutex: */
+	uint32_t entry;                 /* the attachment entry it holds, + 1; 0: none */
+	uint32_t intent_held;           /* the entry whose intent lock a fork took, + 1 */
+};
+
 struct cistern {
 	struct cistern_hdr *hdr;
 	size_t map_size;
-	int fd;
+	int fd;                         /* takes the locks; nothing maps it (fork.c) */
 	bool readonly;
+	bool inherited;                 /* a fork() child's copy: every call but detach is -EBADF */
+	struct cistern__lockfd lockfd;  /* lists fd for fork() children to close */
 	uint32_t owner;                 /* attachment index + 1; 0 when read-only */
 	struct cistern_proc *me;
 	const struct cistern_ops *ops;
@@ -135,6 +152,7 @@ struct cistern {
 	uint64_t slot_mask;             /* slot_count - 1 if a power of two, else 0 */
 	uint64_t slot_stride;
 	uint64_t slot_size;
+	uint64_t id_base;               /* FIFO: sample id = ring position + id_base (segment.h) */
 	uint32_t role;                  /* roles already published in me->role */
 	struct cistern_rng rng;
 	int pin_bit;                    /* reservoir pin bit, -1 until first needed */
@@ -175,14 +193,23 @@ struct cistern {
 	uint64_t gets_at_wait;          /* wait.c: our gets count when a wait for data last ended */
 	uint64_t cpu_shared_waits;      /* wait.c: waits that yielded to a counterpart on our CPU */
 	/*
-	 * schema.c: the segment's schema, copied out of the header and parsed
-	 * once at open (NULL and 0 without one), so that no call reads the
-	 * shared text again.
+	 * schema.c: the segment's schema, copied out of fixed.schema (the
+	 * validated copy) and parsed once at open (NULL and 0 without one), so
+	 * that no call reads the shared text again.
 	 */
 	char *schema;
 	struct cistern_field *fields;
 	uint32_t nfields;
 	uint64_t sample_size;
+	/*
+	 * The header's immutable part as validated (segment.h): every size,
+	 * offset, count and policy parameter the library uses comes from here
+	 * (or from the copies above), never from the segment again.
+	 */
+	struct cistern_fixed fixed;
+	struct cistern_proc *procs;     /* the attachment table: fixed.procs_count entries */
+	_Atomic uint64_t *index;        /* the policy index: fixed.index_count entries */
+	int64_t sweep_due_ns;           /* wait.c: when this handle's next sweep for the dead is due */
 };
 
 /* v rounded up to a multiple of a, a power of two. */
@@ -204,6 +231,18 @@ static inline uint64_t cistern__slot_ahead(uint64_t idx, uint64_t ahead, uint64_
 	return i >= n ? i - n : i;
 }
 
+/* The attachment table, fixed.procs_count entries long. */
+static inline struct cistern_proc *cistern__procs(const struct cistern *c)
+{
+	return c->procs;
+}
+
+/* The policy index (SimPairedReservoir's), fixed.index_count entries long. */
+static inline _Atomic uint64_t *cistern__index(const struct cistern *c)
+{
+	return c->index;
+}
+
 static inline void *cistern__payload(const struct cistern *c, uint64_t index)
 {
 	return c->arena + index * c->slot_stride;
@@ -214,8 +253,8 @@ static inline void *cistern__payload(const struct cistern *c, uint64_t index)
  * api.c and gather.c): prefetch the first CISTERN_GATHER_AHEAD, then the one
  * CISTERN_GATHER_AHEAD places on while copying each, up to
  * CISTERN_GATHER_LINES cache lines of it (beyond that the hardware prefetcher
- * follows the copy). On 256 B samples (benchmark section 4), 16 ahead copied
- * fastest of 0, 2, 4, 8, 16, 32, 64 and 256.
+ * follows the copy). The distance is the one, of those tried from 0 to 256,
+ * that gathered the benchmark's 256-byte samples fastest (its section 4).
  */
 #define CISTERN_GATHER_AHEAD 16
 #define CISTERN_GATHER_LINES 8
@@ -223,8 +262,8 @@ static inline void *cistern__payload(const struct cistern *c, uint64_t index)
 /*
  * A read prefetch of one line that the compiler keeps. With the loop below
  * unrolled, gcc 12 left none of its __builtin_prefetch() calls in the object
- * code of the one-pass gather (which then ran 28% slower); an asm statement
- * is not dropped.
+ * code of the one-pass gather, which then ran slower, its misses no longer
+ * started ahead; an asm statement is not dropped.
  */
 static inline void cistern__prefetch_line(const char *p)
 {
@@ -260,11 +299,9 @@ static inline __attribute__((always_inline)) void cistern__prefetch_for_write(co
 /*
  * `lines` lines from p. Four, the lines of a 256-byte sample, the common
  * case of batched reads, are asked for with no loop to count: a loop of one
- * prefetch a step spent more instructions on its own control than on the
- * prefetches (+4-6% batches gathered on the Zen 5 host, 256-byte samples),
- * and a loop of four a step, its bound the length clamped on every call,
- * made the sole reader's gathered batches 3-8% slower than this
- * (docs/benchmarks-log.md, "Where cistern's time goes").
+ * prefetch a step spends more instructions on its own control than on the
+ * prefetches, and a loop of four a step, its bound the length clamped on
+ * every call, measured slower than this too.
  */
 static inline __attribute__((always_inline)) void cistern__prefetch_lines(const char *p,
 									  unsigned lines)
@@ -331,7 +368,8 @@ static inline void cistern__count(_Atomic uint64_t *ctr, uint64_t n)
 
 /*
  * CISTERN_SINGLE_* (sole.c): take the producer or reader role if the segment
- * allows only one holder; 0, or -EBUSY while another live handle has it.
+ * allows only one holder; 0, -EBUSY while another live handle has it, or
+ * -EPROTO (a holder word naming no entry of the table).
  */
 int cistern__take_sole(struct cistern *c, uint32_t role);
 /* Give back the roles `owner` holds, after its slots were cleaned up. */
@@ -354,7 +392,7 @@ void cistern__auto_lost(struct cistern *c, uint32_t role);
 /* A counted handle that is the only one left takes the role; true if it did. */
 bool cistern__auto_regain(struct cistern *c, uint32_t role);
 /* The owner holding `role` alone (flag or automatic role), or 0 (sole.c). */
-uint32_t cistern__lone_holder(struct cistern_hdr *h, uint32_t role);
+uint32_t cistern__lone_holder(const struct cistern *c, uint32_t role);
 /* Give back what entry `owner` (p) holds or is counted for, at its reclaim. */
 void cistern__leave_auto(struct cistern_hdr *h, struct cistern_proc *p, uint32_t owner);
 /*
@@ -405,7 +443,16 @@ static inline void cistern__auto_end(struct cistern *c)
 	cistern__auto_end_of(c->me);
 }
 
-/* Publish that this handle acts as `role`; 0 or -EBUSY (see cistern__take_sole). */
+/*
+ * api.c: expected producers. A handle taking the producer role becomes a
+ * counted producer (unless it already said it is done); a reclaim calls
+ * cistern__producer_gone() for every entry it frees, `died` false for an
+ * owner's own detach, and counts a counted producer that died before done.
+ */
+void cistern__count_producer(struct cistern *c);
+void cistern__producer_gone(struct cistern *c, struct cistern_proc *p, bool died);
+
+/* Publish that this handle acts as `role`; 0, -EBUSY or -EPROTO (see cistern__take_sole). */
 static inline int cistern__add_role(struct cistern *c, uint32_t role)
 {
 	if (!(c->role & role)) {
@@ -416,6 +463,8 @@ static inline int cistern__add_role(struct cistern *c, uint32_t role)
 			return r;
 		c->role |= role;
 		atomic_fetch_or_explicit(&c->me->role, role, memory_order_relaxed);
+		if (role == CISTERN_ROLE_PRODUCER && c->fixed.expected_producers)
+			cistern__count_producer(c);
 	}
 	return 0;
 }
@@ -567,12 +616,40 @@ int64_t cistern__now_ns(int clock);
  */
 const char *cistern__schema_scan(const char *text, struct cistern_field *out, size_t cap,
 				 size_t *count, uint64_t *size, char canon[CISTERN_SCHEMA_MAX]);
-/* Copy and parse the header's schema into the handle: 0, -ENOMEM or -EPROTO. */
+/* Copy and parse c->fixed.schema into the handle: 0, -ENOMEM or -EPROTO. */
 int cistern__schema_load(struct cistern *c);
 void cistern__schema_free(struct cistern *c);
 
-/* segment.c: open and map a segment by name, validated, without attaching. */
-int cistern__open_mapped(const char *name, bool readonly, struct cistern **out);
+/*
+ * segment.c: open the existing object of segment `name` for `access`
+ * (O_RDONLY or O_RDWR), never waiting and never following a link; anything
+ * but a regular file (a FIFO, socket, directory, device or link that anyone
+ * may make under the name) is -EPROTO, "not a cistern segment". On success
+ * *fd is open and *st is its fstat; on failure *fd is -1 and *st is what
+ * lstat saw of the name (all zero if nothing), so that its owner can be told.
+ */
+struct stat;
+int cistern__shm_open_existing(const char *name, int access, int *fd, struct stat *st);
+/*
+ * 0 if an object owned as *st says may be written by this process: its owner
+ * is our effective uid or root, or any_owner is set; else -EACCES. Another
+ * user's object under the name could be a trap that collects what we put in.
+ */
+int cistern__owner_check(const struct stat *st, bool any_owner);
+/*
+ * segment.c: open and map a segment by name, validated, without attaching.
+ * Unless any_owner, an object of another user than us or root is -EACCES
+ * (see cistern__owner_check()), before anything of it is read.
+ */
+int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct cistern **out);
+
+/*
+ * rate_limit.c: the largest read (in samples) that a rate limiter with this
+ * reads_per_put and a rate_slack set by hand always admits in the end, and
+ * -EDEADLK if a read of n on this segment never could be (0 otherwise).
+ */
+uint64_t cistern__rate_grant(double reads_per_put, double slack);
+int cistern__rate_refuses(const struct cistern_fixed *f, uint64_t n);
 
 /* liveness.c */
 int cistern__claim_entry(struct cistern *c);
@@ -589,6 +666,8 @@ bool cistern__reclaim_under_way(struct cistern *c);
 bool cistern__entry_reclaiming(struct cistern *c, uint32_t i);
 /* 1 if attachment index i is held by a live process, 0 if not, <0 on error. */
 int cistern__entry_alive(int fd, uint32_t index);
+/* Take (hold) or let go of entry index's intent lock by fd, never waiting; 0 or -errno. */
+int cistern__hold_intent(int fd, uint32_t index, bool hold);
 
 /* pick.c: uniform picks among slots that satisfy `ok` */
 typedef bool (*cistern_qualify_fn)(struct cistern *c, uint64_t index, void *arg);
@@ -926,13 +1005,58 @@ struct cistern_snap_ops {
 	 * state words and whatever index the policy keeps, so that new samples
 	 * get ids >= next_id. n <= slot_count. Returns 0 or -errno.
 	 */
-	int (*restore)(struct cistern_hdr *h, uint64_t n, uint64_t next_id);
+	int (*restore)(struct cistern *c, uint64_t n, uint64_t next_id);
 };
 extern const struct cistern_snap_ops cistern__fifo_snap_ops;
 /* reservoir_snap.c: FIRO and the four reservoirs */
 extern const struct cistern_snap_ops cistern__reservoir_snap_ops;
 struct cistern_slot_view cistern__fifo_classify(uint64_t word);
 const struct cistern_snap_ops *cistern__snap_ops_for(uint32_t policy);
+
+/*
+ * inspect.c, for a segment nobody alive is attached to: whether a slot whose
+ * word is `word` holds a sample once the dead are reclaimed (held, acquired
+ * by a dead reader, or being evicted by a dead producer), and its seen count
+ * then (the reads dead readers never released taken off, as their reclaim
+ * does). gc's count of unread samples and its dump share these.
+ */
+bool cistern__held_once_reclaimed(const struct cistern_snap_ops *so, uint64_t word);
+uint32_t cistern__seen_once_reclaimed(const struct cistern *c, const struct cistern_slotmeta *m,
+				      uint64_t word, const struct cistern_snap_ops *so);
+
+/*
+ * restore.c: the restore-in-progress mark of an object named `name`
+ * (cistern_hdr.restore_mark): a tag in the high half, the CRC-32C of the
+ * name in the low half, so never 0.
+ */
+uint64_t cistern__restore_mark(const char *name);
+/* Whether the header mapped or copied from object `name` is an unfinished restore's. */
+bool cistern__restore_unfinished(const struct cistern_hdr *h, const char *name);
+
+/*
+ * fork.c: shm_open(shm, oflag | O_CLOEXEC, mode) into *fd, listed in l so
+ * that a fork() child closes it and, if `handle` is set, makes its copy of
+ * the handle inherited (cistern__disown()); 0 or -errno. Close it with
+ * cistern__lockfd_close(), which closes the descriptor too.
+ */
+int cistern__lockfd_open(struct cistern__lockfd *l, int *fd, struct cistern *handle,
+			 const char *shm, int oflag, mode_t mode);
+/*
+ * fork.c: cistern__shm_open_existing() (segment.c) into *fd, listed as
+ * cistern__lockfd_open() lists its descriptor.
+ */
+int cistern__lockfd_open_existing(struct cistern__lockfd *l, int *fd, struct cistern *handle,
+				  const char *name, int access, struct stat *st);
+void cistern__lockfd_close(struct cistern__lockfd *l);
+/*
+ * fork.c: entry `index` is l's now (claimed, marked ACTIVE): let go of its
+ * intent lock under the list's mutex, so that not while a fork is under way.
+ */
+void cistern__lockfd_claimed(struct cistern__lockfd *l, uint32_t index);
+/* fork.c: l's entry is being given up (a detach): forks no longer mark it. */
+void cistern__lockfd_released(struct cistern__lockfd *l);
+/* segment.c: in a fork() child, make its copy of c refuse every call but detach. */
+void cistern__disown(struct cistern *c);
 
 /* liveness.c: sweep, telling `fn` about each dead entry just before reclaiming it. */
 typedef void (*cistern__reclaim_observer)(struct cistern *c, uint32_t index, void *arg);
@@ -947,11 +1071,24 @@ uint32_t cistern__crc32c_soft(uint32_t crc, const void *buf, size_t len);
 /*
  * dump.c: the dump engine. For the benchmark: CISTERN__DUMP_PLAIN writes with a
  * pwrite() loop, CISTERN__DUMP_BUFFERED keeps io_uring but without O_DIRECT.
+ * CISTERN__DUMP_NOREPLACE (gc): an existing file at the path is never
+ * replaced, the dump fails with -EEXIST instead. CISTERN__DUMP_DEAD_HELD
+ * (gc, on a segment nobody alive is attached to): the samples dead
+ * processes held are saved too, as their reclaim would leave them
+ * (cistern__held_once_reclaimed()).
  */
-enum { CISTERN__DUMP_PLAIN = 1u << 0, CISTERN__DUMP_BUFFERED = 1u << 1 };
+enum {
+	CISTERN__DUMP_PLAIN = 1u << 0,
+	CISTERN__DUMP_BUFFERED = 1u << 1,
+	CISTERN__DUMP_NOREPLACE = 1u << 2,
+	CISTERN__DUMP_DEAD_HELD = 1u << 3,
+};
 /* dump_io.c: tests set this to take the paths used where io_uring is unavailable. */
 extern bool cistern__no_uring;
 int cistern__dump_ex(const char *name, const char *path, unsigned flags,
 		     cistern_progress_fn progress, void *arg, struct cistern_dump_info *info);
+/* The same from a handle already open on segment `name` (read-only or not; gc's own). */
+int cistern__dump_handle(struct cistern *c, const char *name, const char *path, unsigned flags,
+			 cistern_progress_fn progress, void *arg, struct cistern_dump_info *info);
 
 #endif

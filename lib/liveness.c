@@ -5,9 +5,10 @@
  *
  * Entry i of the table belongs to whoever holds the OFD write lock on byte
  * CISTERN_LOCK_BASE + i of the shm object. Open-file-description locks are
- * released by the kernel when the last descriptor of that open file goes away,
- * which for a process that never shared its descriptor means when it exits or
- * is killed, so:
+ * released by the kernel when the last reference to that open file goes away:
+ * its descriptors and any mapping made through it. Nothing maps the handle's
+ * locking description and a fork() child closes its copy (fork.c), so that is
+ * when the owner exits or is killed, whatever children it has:
  *   - entry state ACTIVE and lock held      -> the owner is alive;
  *   - entry state ACTIVE and lock not held  -> the owner died without detaching;
  *   - whoever takes the lock of a dead entry owns its clean-up, alone; it marks
@@ -66,6 +67,11 @@ int cistern__entry_alive(int fd, uint32_t index)
 	return held_at(fd, CISTERN_LOCK_BASE + (off_t)index);
 }
 
+int cistern__hold_intent(int fd, uint32_t index, bool hold)
+{
+	return lock_intent(fd, index, hold ? F_WRLCK : F_UNLCK);
+}
+
 /* Fold a gone attachment's counters into the segment's retired counters. */
 static void retire_counters(struct cistern_hdr *h, struct cistern_counters *ctr)
 {
@@ -88,7 +94,7 @@ static void retire_counters(struct cistern_hdr *h, struct cistern_counters *ctr)
  */
 static void reclaim_entry(struct cistern *c, uint32_t index)
 {
-	struct cistern_proc *p = &cistern__procs(c->hdr)[index];
+	struct cistern_proc *p = &cistern__procs(c)[index];
 	/*
 	 * Say so before giving anything back: a reader about to declare end of
 	 * data must wait for the samples this reclaim is about to hand out again
@@ -106,6 +112,7 @@ static void reclaim_entry(struct cistern *c, uint32_t index)
 	} else {
 		c->ops->reclaim(c, index + 1);
 	}
+	cistern__producer_gone(c, p, index + 1 != c->owner);
 	cistern__drop_sole(c->hdr, index + 1);
 	cistern__leave_auto(c->hdr, p, index + 1);
 	cistern__forget_waiter(c->hdr, p);
@@ -122,8 +129,8 @@ static void reclaim_entry(struct cistern *c, uint32_t index)
 int cistern__claim_entry(struct cistern *c)
 {
 	struct cistern_hdr *h = c->hdr;
-	struct cistern_proc *procs = cistern__procs(h);
-	for (uint32_t i = 0; i < h->procs_count; i++) {
+	struct cistern_proc *procs = cistern__procs(c);
+	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
 		/* Cheap pre-check: skip entries in use unless they might be dead. */
 		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_FREE &&
 		    cistern__entry_alive(c->fd, i) == 1)
@@ -155,7 +162,8 @@ int cistern__claim_entry(struct cistern *c)
 		atomic_store_explicit(&p->state, CISTERN_PROC_ACTIVE, memory_order_release);
 		c->owner = i + 1;
 		c->me = p;
-		lock_intent(c->fd, i, F_UNLCK);
+		/* Not while a fork is under way (fork.c): the child may share the lock. */
+		cistern__lockfd_claimed(&c->lockfd, i);
 		/* Readers waiting at end of data looked at the intent lock too. */
 		if (dead)
 			cistern__wake_all(h);
@@ -167,6 +175,7 @@ int cistern__claim_entry(struct cistern *c)
 void cistern__release_entry(struct cistern *c)
 {
 	uint32_t index = c->owner - 1;
+	cistern__lockfd_released(&c->lockfd);
 	reclaim_entry(c, index);
 	lock_byte(c->fd, index, F_UNLCK, F_OFD_SETLK);
 	c->owner = 0;
@@ -198,9 +207,9 @@ int cistern__gc_lock(int fd, short type, bool wait)
 int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, void *arg)
 {
 	struct cistern_hdr *h = c->hdr;
-	struct cistern_proc *procs = cistern__procs(h);
+	struct cistern_proc *procs = cistern__procs(c);
 	int reclaimed = 0;
-	for (uint32_t i = 0; i < h->procs_count; i++) {
+	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
 		if (i + 1 == c->owner)
 			continue;
 		/* ACTIVE with its owner dead, or RECLAIMING with its reclaimer dead. */
@@ -233,7 +242,7 @@ int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, voi
 
 bool cistern__entry_reclaiming(struct cistern *c, uint32_t i)
 {
-	struct cistern_proc *p = &cistern__procs(c->hdr)[i];
+	struct cistern_proc *p = &cistern__procs(c)[i];
 	uint32_t state = atomic_load_explicit(&p->state, memory_order_seq_cst);
 	if (state == CISTERN_PROC_RECLAIMING)
 		return true;
@@ -243,8 +252,8 @@ bool cistern__entry_reclaiming(struct cistern *c, uint32_t i)
 
 bool cistern__reclaim_under_way(struct cistern *c)
 {
-	struct cistern_proc *procs = cistern__procs(c->hdr);
-	for (uint32_t i = 0; i < c->hdr->procs_count; i++) {
+	struct cistern_proc *procs = cistern__procs(c);
+	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
 		if (cistern__entry_reclaiming(c, i))
 			return true;
 		/*

@@ -19,7 +19,7 @@
 
 static _Atomic uint64_t *entry(struct cistern *c, uint32_t sim, uint32_t step)
 {
-	return &cistern__index(c->hdr)[(uint64_t)sim * c->hdr->nb_time_steps + step];
+	return &cistern__index(c)[(uint64_t)sim * c->fixed.nb_time_steps + step];
 }
 
 static void key_of(struct cistern *c, uint64_t index, uint32_t *sim, uint32_t *step)
@@ -30,13 +30,17 @@ static void key_of(struct cistern *c, uint64_t index, uint32_t *sim, uint32_t *s
 
 static bool key_ok(struct cistern *c, uint32_t sim, uint32_t step)
 {
-	return sim < c->hdr->sweep_size && step < c->hdr->nb_time_steps;
+	return sim < c->fixed.sweep_size && step < c->fixed.nb_time_steps;
 }
 
-void pairs_publish(struct cistern *c, uint64_t index)
+void pairs_publish(struct cistern *c, uint64_t index, uint32_t sim, uint32_t step)
 {
-	uint32_t sim, step;
-	key_of(c, index, &sim, &step);
+	/*
+	 * The key the commit wrote, not the slot's metadata read back: another
+	 * process may have rewritten that since, past the index's end.
+	 */
+	if (!key_ok(c, sim, step))
+		return;
 	/* Release: a reader that finds the entry finds the published sample. */
 	atomic_store_explicit(entry(c, sim, step), index + 1, memory_order_release);
 }
@@ -57,7 +61,7 @@ static uint64_t successor(struct cistern *c, uint64_t index)
 {
 	uint32_t sim, step;
 	key_of(c, index, &sim, &step);
-	if (!key_ok(c, sim, step) || step + 1 >= c->hdr->nb_time_steps)
+	if (!key_ok(c, sim, step) || step + 1 >= c->fixed.nb_time_steps)
 		return UINT64_MAX;
 	uint64_t e = atomic_load_explicit(entry(c, sim, step + 1), memory_order_acquire);
 	if (e == 0 || e > c->slot_count || !rs_is_held(c, e - 1, NULL))
@@ -166,26 +170,25 @@ static int pairs_try_acquire_pair(struct cistern *c, struct cistern_sample pair[
 {
 	struct cistern_hdr *h = c->hdr;
 	bool closed = rs_closed(c);
+	uint64_t taken = 0;
 	if (!closed) {
-		if (atomic_load_explicit(&h->population, memory_order_acquire) < h->watermark)
-			return -EAGAIN;
-		if (!rs_rate_allows_read(c, 2))
+		if (atomic_load_explicit(&h->population, memory_order_acquire) < c->fixed.watermark)
 			return -EAGAIN;
 		int b = cistern__pin_bit(c);
 		if (b < 0)
 			return b;
+		if (!rs_rate_take(c, 2, &taken))
+			return -EAGAIN;
 	}
+	int r = -EAGAIN;
 	for (int tries = 0; tries < 64; tries++) {
-		int r = take_pair(c, pair, closed);
-		if (r == -EBUSY)
-			continue;
-		if (r == 0 && h->reads_per_put > 0) {
-			atomic_fetch_add_explicit(&h->rl_gets, 2, memory_order_seq_cst);
-			cistern__wake_producers(c);
-		}
-		return r;
+		r = take_pair(c, pair, closed);
+		if (r != -EBUSY)
+			break;
+		r = -EAGAIN;
 	}
-	return -EAGAIN;
+	rs_rate_settle(c, taken, r == 0 ? 2 : 0);
+	return r;
 }
 
 static int pairs_try_acquire(struct cistern *c, struct cistern_sample *s)

@@ -21,12 +21,11 @@ static inline struct cistern_slotmeta *M(struct cistern *c, uint64_t i)
 	return cistern__slotmeta(c, i);
 }
 
-void rs_init(struct cistern_hdr *h)
+void rs_init(struct cistern *c)
 {
 	/* EMPTY(i): for the ring of FIFOEvictReservoir, slot i first serves position i. */
-	for (uint64_t i = 0; i < h->slot_count; i++)
-		atomic_store_explicit(&cistern__meta_at(h, i)->word, sw_make(i, RS_EMPTY, 0),
-				      memory_order_relaxed);
+	for (uint64_t i = 0; i < c->slot_count; i++)
+		atomic_store_explicit(&M(c, i)->word, sw_make(i, RS_EMPTY, 0), memory_order_relaxed);
 }
 
 bool rs_is_held(struct cistern *c, uint64_t i, void *arg)
@@ -262,7 +261,7 @@ bool rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t newpos
 		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
 		return false;
 	}
-	if (c->hdr->policy == CISTERN_SIM_PAIRED_RESERVOIR)
+	if (c->fixed.policy == CISTERN_SIM_PAIRED_RESERVOIR)
 		pairs_forget(c, idx);
 	count_leaving(c, atomic_load_explicit(&m->seen, memory_order_relaxed), true);
 	atomic_store_explicit(&m->word, sw_make(newpos, RS_RESERVED, c->owner), memory_order_seq_cst);
@@ -296,7 +295,7 @@ static void evict_log_append(struct cistern *c, uint32_t entry)
  */
 void rs_note_seen(struct cistern *c, uint64_t index)
 {
-	if (c->hdr->policy != CISTERN_FIFO_EVICT_RESERVOIR)
+	if (c->fixed.policy != CISTERN_FIFO_EVICT_RESERVOIR)
 		evict_log_append(c, (uint32_t)index);
 }
 
@@ -384,11 +383,12 @@ static bool slot_is_mine(struct cistern *c, const struct cistern_slot *slot)
 int rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct cistern_meta *meta)
 {
 	struct cistern_hdr *h = c->hdr;
+	const struct cistern_fixed *f = &c->fixed;
 	if (!slot_is_mine(c, slot))
 		return -EINVAL;
 	uint32_t sim = meta ? meta->sim_id : 0, step = meta ? meta->time_step : 0;
-	if (h->policy == CISTERN_SIM_PAIRED_RESERVOIR &&
-	    (sim >= h->sweep_size || step >= h->nb_time_steps))
+	if (f->policy == CISTERN_SIM_PAIRED_RESERVOIR &&
+	    (sim >= f->sweep_size || step >= f->nb_time_steps))
 		return -ERANGE;
 	struct cistern_slotmeta *m = M(c, slot->index_);
 	uint64_t id = atomic_fetch_add_explicit(&h->next_sample_id, 1, memory_order_relaxed);
@@ -401,15 +401,15 @@ int rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct c
 	if (meta)
 		meta->sample_id = id;
 	/* The ring keeps its position; the others are stamped with the sample id. */
-	uint64_t pos = h->policy == CISTERN_FIFO_EVICT_RESERVOIR ? slot->pos_ : id;
+	uint64_t pos = f->policy == CISTERN_FIFO_EVICT_RESERVOIR ? slot->pos_ : id;
 	atomic_fetch_add_explicit(&h->population, 1, memory_order_relaxed);
 	/* seq_cst exchange: publishes payload and metadata, then the wake check. */
 	atomic_exchange_explicit(&m->word, sw_make(pos, RS_HELD, 0), memory_order_seq_cst);
-	if (h->policy == CISTERN_SIM_PAIRED_RESERVOIR)
-		pairs_publish(c, slot->index_);
+	if (f->policy == CISTERN_SIM_PAIRED_RESERVOIR)
+		pairs_publish(c, slot->index_, sim, step);
 	slot->live_ = 0;
 	cistern__count(&c->me->ctr.puts, 1);
-	if (h->reads_per_put > 0)
+	if (f->reads_per_put > 0)
 		atomic_fetch_add_explicit(&h->rl_puts, 1, memory_order_seq_cst);
 	cistern__wake_readers(c);
 	return 0;
@@ -465,7 +465,7 @@ int rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint64_t inde
 void rs_remove(struct cistern *c, uint64_t index, uint64_t word)
 {
 	struct cistern_slotmeta *m = M(c, index);
-	if (c->hdr->policy == CISTERN_SIM_PAIRED_RESERVOIR)
+	if (c->fixed.policy == CISTERN_SIM_PAIRED_RESERVOIR)
 		pairs_forget(c, index);
 	/* Read before the slot is EMPTY: a fill may reset it right after. */
 	uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
@@ -631,7 +631,7 @@ void rs_reclaim(struct cistern *c, uint32_t owner)
 			}
 		}
 	}
-	cistern__drop_pins(c, &cistern__procs(h)[owner - 1]);
+	cistern__drop_pins(c, &cistern__procs(c)[owner - 1]);
 }
 
 uint64_t rs_population(const struct cistern *c, const struct cistern_stats *st)
@@ -657,7 +657,7 @@ int rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		r = rs_fill_past_count(c, slot);
 	if (r == -EAGAIN)
 		r = rs_evict_reserve(c, slot, NULL);
-	if (r == -EAGAIN && c->hdr->policy == CISTERN_SIM_PAIRED_RESERVOIR && !pairs_any_held(c))
+	if (r == -EAGAIN && c->fixed.policy == CISTERN_SIM_PAIRED_RESERVOIR && !pairs_any_held(c))
 		r = rs_evict_reserve(c, slot, pairs_is_orphan);
 	return r;
 }
@@ -671,7 +671,7 @@ static int batch_try_acquire(struct cistern *c, struct cistern_sample *s)
 
 static int batch_try_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n)
 {
-	if (n != c->hdr->batch_size)
+	if (n != c->fixed.batch_size)
 		return -EINVAL;
 	return rs_try_acquire_n(c, out, n);
 }

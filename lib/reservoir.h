@@ -52,7 +52,7 @@ enum { RS_EMPTY = 0, RS_RESERVED = 1, RS_HELD = 2, RS_ACQUIRED = 3, RS_EVICTING 
 /* cistern_sample.live_ values */
 enum { RS_LIVE_PINNED = 1, RS_LIVE_EXCLUSIVE = 2 };
 
-void rs_init(struct cistern_hdr *h);
+void rs_init(struct cistern *c);
 bool rs_is_held(struct cistern *c, uint64_t i, void *arg);
 int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot);
 /* For a put about to wait on a full buffer: fill a slot `filled` may count wrongly. */
@@ -85,13 +85,21 @@ uint64_t rs_population(const struct cistern *c, const struct cistern_stats *st);
 /* reservoir_read.c: a reservoir's try_acquire_batch and try_acquire (one sample). */
 int rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n);
 int rs_try_acquire(struct cistern *c, struct cistern_sample *s);
-/* rate_limit.c: may a reader take n more? may a producer put one more? */
-bool rs_rate_allows_read(struct cistern *c, uint64_t n);
+/*
+ * rate_limit.c: admit a read of n against the limiter's budget, all or
+ * nothing: true if it may start (*taken reads then count, 0 when the
+ * limiter is off or reception closed), false to wait.
+ */
+bool rs_rate_take(struct cistern *c, uint64_t n, uint64_t *taken);
+/* The read admitted with `taken` made `got` reads: give back the rest, wake who may go on. */
+void rs_rate_settle(struct cistern *c, uint64_t taken, uint64_t got);
+/* May a producer put one more? */
 bool rs_rate_allows_put(struct cistern *c);
-/* The rate limiter counts n reads made. */
-void rs_rate_count_reads(struct cistern *c, uint64_t n);
-/* May a read of n pinned samples start (reception open)? 0, -EAGAIN, or the pin bit's error. */
-int rs_open_read_ready(struct cistern *c, size_t n);
+/*
+ * May a read of n pinned samples start (reception open)? 0 with *taken as
+ * rs_rate_take() says (the caller settles it), -EAGAIN, or the pin bit's error.
+ */
+int rs_open_read_ready(struct cistern *c, size_t n, uint64_t *taken);
 /* A sample's seen count went from 0 to 1: log it for producers (reservoir.c). */
 void rs_note_seen(struct cistern *c, uint64_t index);
 /*
@@ -138,7 +146,8 @@ static inline void rs_fill_sample(struct cistern *c, struct cistern_sample *s, u
 }
 
 /* pairs.c: SimPairedReservoir's (sim_id, time_step) -> slot index */
-void pairs_publish(struct cistern *c, uint64_t index);
+/* Index slot `index`, just committed with key (sim, step). */
+void pairs_publish(struct cistern *c, uint64_t index, uint32_t sim, uint32_t step);
 void pairs_forget(struct cistern *c, uint64_t index);
 /* Held, unseen, unpinned, and with neither neighbour held: no read can reach it. */
 bool pairs_is_orphan(struct cistern *c, uint64_t index, void *arg);

@@ -244,12 +244,10 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
  * payload with its metadata line when it draws it, so that the caller's
  * copies, made once the pins are confirmed, find the members in cache: one
  * pass over memory. Copying each member as soon as its pin was stored,
- * inside this loop, was up to 4% slower where the host's memory was fast
- * and 18% slower where it was slow (docs/benchmarks-log.md, "Where
- * cistern's time goes"). Any other reader leaves the payloads to the
- * caller's copies, which prefetch them ahead: its pins are locked
- * instructions, and prefetching the payloads between them made its batches
- * 5% slower.
+ * inside this loop, measured slower, the more so the slower the memory.
+ * Any other reader leaves the payloads to the caller's copies, which
+ * prefetch them ahead: its pins are locked instructions, and prefetching
+ * the payloads between them measured slower.
  */
 /*
  * Pin a member while the handle holds nothing (rs_pin_tells_repeats()):
@@ -403,10 +401,9 @@ static void stream_loop(struct cistern *c, struct stream *st, struct cistern_sam
 
 /*
  * Candidates that stream_blocks() draws at a time: two windows. The longer
- * lead (a candidate is prefetched 32 to 63 draws before it is judged) with
- * only the candidates a batch can use prefetched made gathered batches
- * 5-9% faster than blocks of RS_AHEAD, and zero-copy ones up to 10%
- * (docs/benchmarks-log.md, "Where cistern's time goes").
+ * lead (a candidate is prefetched 32 to 63 draws before it is judged), with
+ * only the candidates a batch can use prefetched, leaves each miss more time
+ * to finish than blocks of RS_AHEAD would.
  */
 #define RS_BLOCK (2 * RS_AHEAD)
 
@@ -618,27 +615,32 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	*got = k;
 }
 
-int rs_open_read_ready(struct cistern *c, size_t n)
+int rs_open_read_ready(struct cistern *c, size_t n, uint64_t *taken)
 {
 	struct cistern_hdr *h = c->hdr;
-	uint64_t need = h->watermark > n ? h->watermark : n;
+	uint64_t need = c->fixed.watermark > n ? c->fixed.watermark : n;
+	*taken = 0;
 	if (atomic_load_explicit(&h->population, memory_order_acquire) < need)
 		return -EAGAIN;
-	if (!rs_rate_allows_read(c, n))
-		return -EAGAIN;
 	int b = cistern__pin_bit(c);
-	return b < 0 ? b : 0;
+	if (b < 0)
+		return b;
+	/* Last: nothing after it can fail, so only a short draw gives budget back. */
+	return rs_rate_take(c, n, taken) ? 0 : -EAGAIN;
 }
 
 int rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
 {
 	bool closed = rs_closed(c);
+	uint64_t taken = 0;
 	int r;
-	if (!closed && (r = rs_open_read_ready(c, n)) < 0)
+	if (!closed && (r = rs_open_read_ready(c, n, &taken)) < 0)
 		return r;
 	r = cistern__scratch_reset(c, n);
-	if (r < 0)
+	if (r < 0) {
+		rs_rate_settle(c, taken, 0);
 		return r;
+	}
 	size_t got = 0, dups = 0;
 	if (!closed) {
 		uint64_t probes = cistern__pick_probes(c, &c->pick_read);
@@ -669,11 +671,12 @@ int rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
 		got++;
 	}
 	if (got == n || (closed && got > 0)) {
-		rs_rate_count_reads(c, got);
+		rs_rate_settle(c, taken, got);
 		return (int)got;
 	}
 	for (size_t i = 0; i < got; i++)
 		rs_unacquire(c, &out[i]);
+	rs_rate_settle(c, taken, 0);
 	return r < 0 && r != -EAGAIN ? r : -EAGAIN;
 }
 

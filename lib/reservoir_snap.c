@@ -39,14 +39,16 @@ static struct cistern_slot_view rs_classify(uint64_t word)
 	return v;
 }
 
-static int rs_restore(struct cistern_hdr *h, uint64_t n, uint64_t next_id)
+static int rs_restore(struct cistern *c, uint64_t n, uint64_t next_id)
 {
-	if (n > h->slot_count)
+	struct cistern_hdr *h = c->hdr;
+	const struct cistern_fixed *f = &c->fixed;
+	if (n > c->slot_count)
 		return -EINVAL;
-	bool ring = h->policy == CISTERN_FIFO_EVICT_RESERVOIR;
-	bool paired = h->policy == CISTERN_SIM_PAIRED_RESERVOIR;
+	bool ring = f->policy == CISTERN_FIFO_EVICT_RESERVOIR;
+	bool paired = f->policy == CISTERN_SIM_PAIRED_RESERVOIR;
 	for (uint64_t i = 0; i < n; i++) {
-		struct cistern_slotmeta *m = cistern__meta_at(h, i);
+		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
 		/*
 		 * The ring of FIFOEvictReservoir keeps positions: the samples, oldest
 		 * first, take positions 0..n-1, so the oldest is evicted first. The
@@ -54,11 +56,12 @@ static int rs_restore(struct cistern_hdr *h, uint64_t n, uint64_t next_id)
 		 */
 		uint64_t pos = ring ? i : m->sample_id;
 		if (paired) {
-			if (m->sim_id >= h->sweep_size || m->time_step >= h->nb_time_steps)
+			/* Read once: the checks must hold for the values used. */
+			uint32_t sim = m->sim_id, step = m->time_step;
+			if (sim >= f->sweep_size || step >= f->nb_time_steps)
 				return -EINVAL;
 			/* The (sim_id, time_step) index: the newest sample of a key wins, as live. */
-			_Atomic uint64_t *e = &cistern__index(h)[(uint64_t)m->sim_id * h->nb_time_steps +
-								 m->time_step];
+			_Atomic uint64_t *e = &cistern__index(c)[(uint64_t)sim * f->nb_time_steps + step];
 			atomic_store_explicit(e, i + 1, memory_order_relaxed);
 		}
 		atomic_store_explicit(&m->word, sw_make(pos, RS_HELD, 0), memory_order_relaxed);

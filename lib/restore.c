@@ -26,7 +26,7 @@ struct parser {
 	uint64_t got;           /* payload bytes copied so far */
 	int state;              /* 0 header, 1 payload, 2 padding */
 	uint64_t count, bytes;
-	uint64_t last_id;
+	struct dump_rec last;   /* the previous record (count > 0) */
 	roaring_bitmap_t *seen; /* rebuilt from the records, to compare with the file's */
 };
 
@@ -45,22 +45,21 @@ static int parse(struct parser *ps, const uint8_t *p, size_t n)
 			ps->hfill = 0;
 			if (ps->count >= ps->m->sample_count)
 				return -EBADMSG;
-			uint64_t id = get64(ps->hdr);
-			uint64_t len = get64(ps->hdr + 16);
-			uint32_t src = get32(ps->hdr + 28);
-			if (len > c->slot_size || (ps->count && id <= ps->last_id) ||
-			    src >= CISTERN_SLOT_COUNT_MAX)
-				return -EBADMSG;
+			struct dump_rec rec;
+			dump_rec_decode(ps->hdr, &rec);
+			int r = dump_rec_check(ps->m, &rec, ps->count ? &ps->last : NULL);
+			if (r < 0)
+				return r;
+			uint64_t len = rec.len;
 			struct cistern_slotmeta *sm = cistern__slotmeta(c, ps->count);
-			sm->sample_id = id;
-			sm->sim_id = get32(ps->hdr + 8);
-			sm->time_step = get32(ps->hdr + 12);
+			sm->sample_id = rec.id;
+			sm->sim_id = rec.sim_id;
+			sm->time_step = rec.time_step;
 			sm->len = len;
-			uint32_t nseen = get32(ps->hdr + 24);
-			atomic_store_explicit(&sm->seen, nseen, memory_order_relaxed);
-			if (nseen)
-				roaring_bitmap_add(ps->seen, src);
-			ps->last_id = id;
+			atomic_store_explicit(&sm->seen, rec.seen, memory_order_relaxed);
+			if (rec.seen)
+				roaring_bitmap_add(ps->seen, rec.src);
+			ps->last = rec;
 			ps->len = len;
 			ps->pad = cistern__align_up((size_t)len, 8) - len;
 			ps->got = 0;
@@ -149,15 +148,8 @@ static int load(int fd, uint64_t size, const struct dump_meta *m, struct cistern
 	if (r == 0 && (ps.state != 0 || ps.hfill != 0 || ps.count != m->sample_count ||
 		       ps.bytes != m->payload_bytes))
 		r = -EBADMSG;
-	if (r == 0) {
-		roaring_bitmap_t *fb = NULL;
-		if (roaring_bitmap_portable_deserialize_size(bm, m->bitmap_size) == m->bitmap_size)
-			fb = roaring_bitmap_portable_deserialize_safe(bm, m->bitmap_size);
-		if (!fb || !roaring_bitmap_equals(fb, seen))
-			r = -EBADMSG;
-		if (fb)
-			roaring_bitmap_free(fb);
-	}
+	if (r == 0)
+		r = dump_seen_set_check((const uint8_t *)bm, (size_t)m->bitmap_size, seen);
 	free(bm);
 	return r;
 }
@@ -194,15 +186,39 @@ static void restore_stats(struct cistern *c, const struct dump_meta *m)
 					  memory_order_relaxed);
 }
 
+/* "RSTR": says the low half is a name's CRC, not whatever a damaged header holds. */
+#define RESTORE_MARK_TAG UINT64_C(0x52535452)
+
+uint64_t cistern__restore_mark(const char *name)
+{
+	return RESTORE_MARK_TAG << 32 | cistern__crc32c(0, name, strlen(name));
+}
+
+bool cistern__restore_unfinished(const struct cistern_hdr *h, const char *name)
+{
+	return h->restore_mark == cistern__restore_mark(name);
+}
+
 /* Open a dump and check its frame (dump_read_frame()); on an error nothing stays open. */
 static int open_dump(const char *path, int *fd, uint64_t *size, struct dump_meta *m)
 {
 	if (!path)
 		return -EINVAL;
-	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	/*
+	 * A FIFO given as the file must not keep us waiting for a writer, nor a
+	 * terminal become ours: dump_read_frame() refuses what is not a regular
+	 * file, and a regular file's reads are plain ones again (io_uring would
+	 * answer -EAGAIN to reads of a descriptor left O_NONBLOCK).
+	 */
+	*fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (*fd < 0)
 		return -errno;
 	int r = dump_read_frame(*fd, size, m);
+	if (r == 0) {
+		int fl = fcntl(*fd, F_GETFL);
+		if (fl < 0 || fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+			r = -errno;
+	}
 	if (r < 0)
 		close(*fd);
 	return r;
@@ -254,9 +270,13 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 	int fd;
 	uint64_t size;
 	struct dump_meta m;
+	if (info)
+		memset(info, 0, sizeof(*info));
 	int r = open_dump(path, &fd, &size, &m);
 	if (r < 0)
 		return r;
+	/* Said now, so that a refusal (-EEXIST) can name the stored name. */
+	dump_info_from_meta(&m, size, info);
 	if (!name)
 		name = m.name;
 	char final[96], tmpname[CISTERN_NAME_MAX + 1], tmp[96], from[128], to[128];
@@ -278,13 +298,16 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 	if (r < 0)
 		goto out_fd;
 	/*
-	 * Name the header for its final name now: tools that come across the
-	 * temporary object see a name that differs from the file's and know a
-	 * restore is under way (or died: then gc removes it).
+	 * Mark the object as a restore under way, bound to its temporary name:
+	 * tools that come across it know what it is, and gc removes it if we die
+	 * before the rename. The mark stays after the rename, where it no longer
+	 * matches the name (segment.h). Then name the header for its final name.
 	 */
-	memset(c->hdr->name, 0, sizeof(c->hdr->name));
-	snprintf(c->hdr->name, sizeof(c->hdr->name), "%s", name);
-	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->hdr->policy);
+	c->hdr->restore_mark = cistern__restore_mark(tmpname);
+	memset(c->fixed.name, 0, sizeof(c->fixed.name));
+	snprintf(c->fixed.name, sizeof(c->fixed.name), "%s", name);
+	memcpy(c->hdr->name, c->fixed.name, sizeof(c->hdr->name));
+	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->fixed.policy);
 	roaring_bitmap_t *seen = roaring_bitmap_create();
 	if (!so)
 		r = -ENOTSUP;
@@ -295,12 +318,23 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 	if (seen)
 		roaring_bitmap_free(seen);
 	if (r == 0)
-		r = so->restore(c->hdr, m.sample_count, m.next_id);
+		r = so->restore(c, m.sample_count, m.next_id);
 	if (r == 0) {
 		atomic_store_explicit(&c->hdr->next_sample_id, m.next_id, memory_order_relaxed);
 		atomic_store_explicit(&c->hdr->producers_done, m.producers_done,
 				      memory_order_relaxed);
-		atomic_store_explicit(&c->hdr->closed, m.closed ? 1 : 0, memory_order_relaxed);
+		atomic_store_explicit(&c->hdr->producers_died, m.producers_died,
+				      memory_order_relaxed);
+		/*
+		 * The dump counted producers that died and were not reclaimed
+		 * yet, whose reclaim would have closed reception under
+		 * CISTERN_DEAD_PRODUCER_DONE: nobody is left to do it here.
+		 */
+		bool ended = (m.cfg.flags & CISTERN_DEAD_PRODUCER_DONE) &&
+			     (uint64_t)m.producers_done + m.producers_died >=
+				     m.cfg.expected_producers;
+		atomic_store_explicit(&c->hdr->closed, m.closed || ended ? 1 : 0,
+				      memory_order_relaxed);
 		restore_stats(c, &m);
 		/*
 		 * No fence needed: whoever finds the segment does so through the
@@ -314,8 +348,6 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 	if (r < 0)
 		shm_unlink(tmp);
 	cistern_detach(c);
-	if (r == 0)
-		dump_info_from_meta(&m, size, info);
 out_fd:
 	close(fd);
 	return r;

@@ -285,7 +285,8 @@ int cistern_schema_parse(const char *text, struct cistern_field *fields, size_t 
 
 int cistern__schema_load(struct cistern *c)
 {
-	const char *s = c->hdr->schema;
+	/* The validated private copy (segment.h), never the shared header. */
+	const char *s = c->fixed.schema;
 	size_t len = strnlen(s, CISTERN_SCHEMA_MAX);
 	if (len == 0)
 		return 0;
@@ -296,7 +297,6 @@ int cistern__schema_load(struct cistern *c)
 		return -ENOMEM;
 	memcpy(copy, s, len);
 	copy[len] = '\0';
-	/* Parsed from our copy: a writer changing the header meanwhile cannot mislead it. */
 	size_t n;
 	uint64_t size;
 	if (cistern__schema_scan(copy, NULL, 0, &n, &size, NULL) || n == 0) {

@@ -71,6 +71,8 @@ uint32_t cistern__layout_signature(void)
 	h = fnv(h, offsetof(struct cistern_hdr, data_futex));
 	h = fnv(h, offsetof(struct cistern_hdr, space_futex));
 	h = fnv(h, offsetof(struct cistern_hdr, closed));
+	h = fnv(h, offsetof(struct cistern_hdr, producers_died));
+	h = fnv(h, offsetof(struct cistern_proc, producing));
 	h = fnv(h, offsetof(struct cistern_hdr, counts_unsure));
 	h = fnv(h, offsetof(struct cistern_hdr, auto_producer));
 	h = fnv(h, offsetof(struct cistern_proc, auto_busy));
@@ -85,6 +87,7 @@ uint32_t cistern__layout_signature(void)
 	h = fnv(h, offsetof(struct cistern_hdr, meta_stride));
 	h = fnv(h, offsetof(struct cistern_hdr, schema));
 	h = fnv(h, CISTERN_SCHEMA_MAX);
+	h = fnv(h, offsetof(struct cistern_hdr, restore_mark));
 	return h;
 }
 
@@ -106,9 +109,8 @@ int cistern__compute_layout(uint32_t policy, uint64_t slot_size, uint64_t slot_c
 	 * slot is its line of metadata followed by its payload, so that the
 	 * state word and the first payload bytes of a random sample sit in
 	 * adjacent lines of one page, where two separate arrays put them in
-	 * two pages (two TLB entries, two unrelated misses). Measured on one
-	 * host, zero-copy batches gained a fifth and one-at-a-time reads
-	 * two fifths (docs/benchmarks-log.md); on another, a driver saw no change.
+	 * two pages (two TLB entries, two unrelated misses); random reads
+	 * gained by it where they were measured, never lost.
 	 * The FIFO walks both arrays in order, where the prefetchers follow
 	 * either; it keeps its metadata in one array, so that creating a ring
 	 * writes only that array's pages and not every page of the payloads.
@@ -151,7 +153,73 @@ static uint64_t index_entries(uint32_t policy, uint32_t sweep_size, uint32_t nb_
 }
 
 static int check_config(const struct cistern_config *cfg);
-static void config_of(const struct cistern_hdr *h, struct cistern_config *cfg);
+static void config_of(const struct cistern_fixed *f, struct cistern_config *cfg);
+
+void cistern__fixed_of(const struct cistern_hdr *h, struct cistern_fixed *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->total_size = h->total_size;
+	f->slot_size = h->slot_size;
+	f->slot_count = h->slot_count;
+	f->slot_stride = h->slot_stride;
+	f->meta_stride = h->meta_stride;
+	f->procs_off = h->procs_off;
+	f->procs_count = h->procs_count;
+	f->meta_off = h->meta_off;
+	f->index_off = h->index_off;
+	f->index_count = h->index_count;
+	f->arena_off = h->arena_off;
+	f->policy = h->policy;
+	f->flags = h->flags;
+	f->watermark = h->watermark;
+	f->pseudo_epochs = h->pseudo_epochs;
+	f->sweep_size = h->sweep_size;
+	f->nb_time_steps = h->nb_time_steps;
+	f->batch_size = h->batch_size;
+	f->seed = h->seed;
+	f->expected_producers = h->expected_producers;
+	f->mode = h->mode;
+	f->reads_per_put = h->reads_per_put;
+	f->rate_slack = h->rate_slack;
+	f->created_ns = h->created_ns;
+	f->creator_pid = h->creator_pid;
+	f->creator_uid = h->creator_uid;
+	memcpy(f->name, h->name, sizeof(f->name));
+	memcpy(f->schema, h->schema, sizeof(f->schema));
+}
+
+/* Write the immutable fields of *f into a header being created. */
+static void header_of(const struct cistern_fixed *f, struct cistern_hdr *h)
+{
+	h->total_size = f->total_size;
+	h->slot_size = f->slot_size;
+	h->slot_count = f->slot_count;
+	h->slot_stride = f->slot_stride;
+	h->meta_stride = f->meta_stride;
+	h->procs_off = f->procs_off;
+	h->procs_count = f->procs_count;
+	h->meta_off = f->meta_off;
+	h->index_off = f->index_off;
+	h->index_count = f->index_count;
+	h->arena_off = f->arena_off;
+	h->policy = f->policy;
+	h->flags = f->flags;
+	h->watermark = f->watermark;
+	h->pseudo_epochs = f->pseudo_epochs;
+	h->sweep_size = f->sweep_size;
+	h->nb_time_steps = f->nb_time_steps;
+	h->batch_size = f->batch_size;
+	h->seed = f->seed;
+	h->expected_producers = f->expected_producers;
+	h->mode = f->mode;
+	h->reads_per_put = f->reads_per_put;
+	h->rate_slack = f->rate_slack;
+	h->created_ns = f->created_ns;
+	h->creator_pid = f->creator_pid;
+	h->creator_uid = f->creator_uid;
+	memcpy(h->name, f->name, sizeof(h->name));
+	memcpy(h->schema, f->schema, sizeof(h->schema));
+}
 
 int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 {
@@ -192,8 +260,10 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	 * The policy parameters must be ones create would have accepted: the
 	 * policies index their tables with them (batch_size <= slot_count, ...).
 	 */
+	struct cistern_fixed f;
 	struct cistern_config cfg;
-	config_of(h, &cfg);
+	cistern__fixed_of(h, &f);
+	config_of(&f, &cfg);
 	if (check_config(&cfg) < 0)
 		return -EPROTO;
 	return 0;
@@ -219,9 +289,11 @@ static const char *config_problem(const struct cistern_config *cfg)
 	const uint32_t sole = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER;
 	if (cfg->reserved_ != 0)
 		return "reserved_ must be 0";
-	if (cfg->flags & ~(uint32_t)(CISTERN_LOSSY | sole))
-		return "flags has bits other than CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER and "
-		       "CISTERN_SINGLE_READER";
+	if (cfg->flags & ~(uint32_t)(CISTERN_LOSSY | sole | CISTERN_DEAD_PRODUCER_DONE))
+		return "flags has bits other than CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, "
+		       "CISTERN_SINGLE_READER and CISTERN_DEAD_PRODUCER_DONE";
+	if ((cfg->flags & CISTERN_DEAD_PRODUCER_DONE) && cfg->expected_producers == 0)
+		return "CISTERN_DEAD_PRODUCER_DONE needs expected_producers above 0";
 	if ((unsigned)cfg->policy >= CISTERN_POLICY_COUNT)
 		return "unknown policy";
 	if (cfg->mode & ~07777u)
@@ -275,6 +347,22 @@ static const char *config_problem(const struct cistern_config *cfg)
 			return "BatchReservoir needs a watermark of at least batch_size";
 		break;
 	}
+	if (cfg->reads_per_put > 0 && cfg->rate_slack > 0) {
+		/* A slack set by hand must admit the policy's own read (rate_limit.c). */
+		uint64_t grant = cistern__rate_grant(cfg->reads_per_put, cfg->rate_slack);
+		if (cfg->policy == CISTERN_SIM_PAIRED_RESERVOIR && grant < 2)
+			return "rate_slack is too small for reads_per_put: the rate limiter could "
+			       "never admit a pair (rate_slack must be at least (reads_per_put + 2) "
+			       "/ 2, or 0 for automatic)";
+		if (cfg->policy == CISTERN_BATCH_RESERVOIR && grant < cfg->batch_size)
+			return "rate_slack is too small for reads_per_put: the rate limiter could "
+			       "never admit a batch of batch_size (rate_slack must be at least "
+			       "(reads_per_put + batch_size) / 2, or 0 for automatic)";
+		if (grant < 1)
+			return "rate_slack is too small for reads_per_put: the rate limiter could "
+			       "never admit a read (rate_slack must be at least (reads_per_put + 1) "
+			       "/ 2, or 0 for automatic)";
+	}
 	if ((cfg->flags & CISTERN_LOSSY) && cfg->policy != CISTERN_FIFO_EVICT_RESERVOIR)
 		return "CISTERN_LOSSY applies to FIFOEvictReservoir only";
 	/* One producer: the FIFO's claims. One reader: the FIFO's, and the reservoirs' pins. */
@@ -319,25 +407,50 @@ static void fill_defaults(struct cistern_config *cfg)
 		cfg->pseudo_epochs = 1;
 	if (!cfg->max_procs)
 		cfg->max_procs = CISTERN_DEFAULT_MAX_PROCS;
-	if (cfg->reads_per_put > 0 && cfg->rate_slack == 0)
-		cfg->rate_slack = cfg->reads_per_put;
 	if (!cfg->seed)
 		cfg->seed = (uint64_t)cistern__now_ns(CLOCK_REALTIME) ^ ((uint64_t)getpid() << 32);
 }
 
+/*
+ * A second open of the object open on fd, through its name: a description of
+ * its own, to map the object by while fd takes the locks (fork.c says why).
+ * The descriptor, or -errno; -ESTALE if the name now names another object.
+ */
+static int open_again(const char *shm, int fd, int oflag)
+{
+	int m = shm_open(shm, oflag | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0);
+	if (m < 0)
+		return -errno;
+	struct stat a, b;
+	int r = 0;
+	if (fstat(fd, &a) < 0 || fstat(m, &b) < 0)
+		r = -errno;
+	else if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+		r = -ESTALE;
+	if (r < 0) {
+		close(m);
+		return r;
+	}
+	return m;
+}
+
+/* Everything the handle derives from c->fixed (set by the caller, validated). */
 static void handle_setup(struct cistern *c)
 {
-	struct cistern_hdr *h = c->hdr;
-	c->meta0 = (char *)h + h->meta_off;
-	c->meta_stride = h->meta_stride;
-	c->arena = cistern__arena(h);
-	c->slot_count = h->slot_count;
-	c->slot_mask = (h->slot_count & (h->slot_count - 1)) == 0 ? h->slot_count - 1 : 0;
-	if (h->slot_count == 1)
+	const struct cistern_fixed *f = &c->fixed;
+	char *base = (char *)c->hdr;
+	c->procs = (struct cistern_proc *)(base + f->procs_off);
+	c->index = (_Atomic uint64_t *)(base + f->index_off);
+	c->meta0 = base + f->meta_off;
+	c->meta_stride = f->meta_stride;
+	c->arena = base + f->arena_off;
+	c->slot_count = f->slot_count;
+	c->slot_mask = (f->slot_count & (f->slot_count - 1)) == 0 ? f->slot_count - 1 : 0;
+	if (f->slot_count == 1)
 		c->slot_mask = 0; /* pos % 1 == 0; a mask of 0 would mean "use %" anyway */
-	c->slot_stride = h->slot_stride;
-	c->slot_size = h->slot_size;
-	c->ops = cistern__ops_for(h->policy);
+	c->slot_stride = f->slot_stride;
+	c->slot_size = f->slot_size;
+	c->ops = cistern__ops_for(f->policy);
 	c->pin_bit = -1;
 	c->wide_copies = cistern__wide_copies();
 	c->small_fit = c->slot_size < 64 ? c->slot_size : 64;
@@ -371,7 +484,7 @@ static int finish_attach(struct cistern *c)
 	c->me->uid = (uint32_t)getuid();
 	c->me->attached_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
 	proc_name(c->me->comm);
-	uint64_t seed = c->hdr->seed + UINT64_C(0x9e3779b97f4a7c15) * c->owner;
+	uint64_t seed = c->fixed.seed + UINT64_C(0x9e3779b97f4a7c15) * c->owner;
 	cistern__rng_seed(&c->rng, seed);
 	cistern__fifo_steps(c);
 	return 0;
@@ -413,9 +526,33 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	if (r < 0)
 		return r;
 
-	int fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, cfg.mode & 0777);
-	if (fd < 0)
-		return -errno;
+	struct cistern *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	/*
+	 * Two opens of the object (fork.c): c->fd takes the locks, the other
+	 * makes the mapping. Owner read-write until the second open is made,
+	 * whatever the umask and the mode asked for.
+	 */
+	r = cistern__lockfd_open(&c->lockfd, &c->fd, c, shm, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (r < 0) {
+		free(c);
+		return r;
+	}
+	int fd = c->fd;
+	bool named = true; /* the name is still ours to unlink on failure */
+	int mfd = -1;
+	if (fchmod(fd, 0600) < 0) {
+		r = -errno;
+		goto fail_unlink;
+	}
+	mfd = open_again(shm, fd, O_RDWR);
+	if (mfd < 0) {
+		/* -ESTALE: someone removed our name and made another object under it. */
+		r = mfd == -ESTALE ? -EEXIST : mfd;
+		named = mfd != -ESTALE;
+		goto fail_unlink;
+	}
 	/* shm_open's mode is masked by the umask; the segment's mode is what was asked. */
 	if (fchmod(fd, cfg.mode & 0777) < 0 || ftruncate(fd, (off_t)l.total_size) < 0) {
 		r = -errno;
@@ -427,46 +564,59 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 		r = -r;
 		goto fail_unlink;
 	}
-	void *p = mmap(NULL, l.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *p = mmap(NULL, l.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
 	if (p == MAP_FAILED) {
 		r = -errno;
 		goto fail_unlink;
 	}
+	close(mfd);
+	mfd = -1;
+	/*
+	 * The handle's copy of the immutable part comes from the config, not
+	 * from the header it is written to: the object is open to others of
+	 * its mode already, and what we read back could be theirs.
+	 */
+	struct cistern_fixed *f = &c->fixed;
+	f->total_size = l.total_size;
+	f->slot_size = cfg.slot_size;
+	f->slot_count = cfg.slot_count;
+	f->slot_stride = l.slot_stride;
+	f->meta_stride = l.meta_stride;
+	f->procs_off = l.procs_off;
+	f->procs_count = cfg.max_procs;
+	f->meta_off = l.meta_off;
+	f->index_off = l.index_off;
+	f->index_count = index_count;
+	f->arena_off = l.arena_off;
+	f->policy = cfg.policy;
+	f->flags = cfg.flags;
+	f->watermark = cfg.watermark;
+	f->pseudo_epochs = cfg.pseudo_epochs;
+	f->sweep_size = cfg.sweep_size;
+	f->nb_time_steps = cfg.nb_time_steps;
+	f->batch_size = cfg.batch_size;
+	f->seed = cfg.seed;
+	f->expected_producers = cfg.expected_producers;
+	f->mode = cfg.mode;
+	f->reads_per_put = cfg.reads_per_put;
+	f->rate_slack = cfg.rate_slack;
+	f->created_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
+	f->creator_pid = (uint32_t)getpid();
+	f->creator_uid = (uint32_t)getuid();
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	/* check_config() parsed it: it fits, canonical or not. */
+	if (cfg.schema)
+		cistern__schema_scan(cfg.schema, NULL, 0, NULL, NULL, f->schema);
 	struct cistern_hdr *h = p;
 	/* ftruncate zero-filled everything; set the immutable part. */
 	h->abi_version = CISTERN_ABI_VERSION;
 	h->layout_sig = cistern__layout_signature();
-	h->total_size = l.total_size;
-	h->slot_size = cfg.slot_size;
-	h->slot_count = cfg.slot_count;
-	h->slot_stride = l.slot_stride;
-	h->meta_stride = l.meta_stride;
-	h->procs_off = l.procs_off;
-	h->procs_count = cfg.max_procs;
-	h->meta_off = l.meta_off;
-	h->index_off = l.index_off;
-	h->index_count = index_count;
-	h->arena_off = l.arena_off;
-	h->policy = cfg.policy;
-	h->flags = cfg.flags;
-	h->watermark = cfg.watermark;
-	h->pseudo_epochs = cfg.pseudo_epochs;
-	h->sweep_size = cfg.sweep_size;
-	h->nb_time_steps = cfg.nb_time_steps;
-	h->batch_size = cfg.batch_size;
-	h->seed = cfg.seed;
-	h->expected_producers = cfg.expected_producers;
-	h->mode = cfg.mode;
-	h->reads_per_put = cfg.reads_per_put;
-	h->rate_slack = cfg.rate_slack;
-	h->created_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
-	h->creator_pid = (uint32_t)getpid();
-	h->creator_uid = (uint32_t)getuid();
-	snprintf(h->name, sizeof(h->name), "%s", name);
-	/* check_config() parsed it: it fits, canonical or not. */
-	if (cfg.schema)
-		cistern__schema_scan(cfg.schema, NULL, 0, NULL, NULL, h->schema);
-	cistern__ops_for(cfg.policy)->init(h);
+	header_of(f, h);
+	c->hdr = h;
+	c->map_size = l.total_size;
+	c->fd = fd;
+	handle_setup(c);
+	c->ops->init(c);
 	/*
 	 * Publish the magic last, with release order: an attacher that reads the
 	 * magic (after its own mapping, through the page cache) sees a complete
@@ -474,60 +624,147 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	 */
 	atomic_thread_fence(memory_order_release);
 	memcpy(h->magic, CISTERN_MAGIC, sizeof(h->magic));
-
-	struct cistern *c = calloc(1, sizeof(*c));
-	if (!c) {
-		munmap(p, l.total_size);
-		r = -ENOMEM;
-		goto fail_unlink;
-	}
-	c->hdr = h;
-	c->map_size = l.total_size;
-	c->fd = fd;
-	handle_setup(c);
 	r = cistern__schema_load(c);
 	if (r == 0)
 		r = finish_attach(c);
 	if (r < 0) {
 		cistern__schema_free(c);
 		munmap(p, l.total_size);
-		free(c);
 		goto fail_unlink;
 	}
 	*out = c;
 	return 0;
 
 fail_unlink:
-	shm_unlink(shm);
-	close(fd);
+	if (named)
+		shm_unlink(shm);
+	if (mfd >= 0)
+		close(mfd);
+	cistern__lockfd_close(&c->lockfd);
+	free(c);
 	return r;
 }
 
-int cistern__open_mapped(const char *name, bool readonly, struct cistern **out)
+int cistern__shm_open_existing(const char *name, int access, int *fdp, struct stat *st)
 {
-	char shm[96];
+	char shm[96], path[128];
+	*fdp = -1;
+	memset(st, 0, sizeof(*st));
 	int r = cistern__shm_name(name, shm, sizeof(shm));
 	if (r < 0)
 		return r;
-	int fd = shm_open(shm, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
+	snprintf(path, sizeof(path), CISTERN_SHM_DIR "%s", shm);
+	/* Look before opening: a device is never opened, whatever opening it would do. */
+	if (lstat(path, st) == 0 && !S_ISREG(st->st_mode))
+		return -EPROTO;
+	/*
+	 * O_NONBLOCK: a FIFO put there after the look must not keep us waiting
+	 * for a writer. O_NOFOLLOW (shm_open adds it too): a link is refused,
+	 * never followed. O_NOCTTY: a terminal does not become ours.
+	 */
+	int fd = shm_open(shm, access | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		r = -errno;
+		/* A socket (ENXIO), a link (ELOOP), a directory (EISDIR) put there meanwhile. */
+		struct stat now;
+		if (lstat(path, &now) == 0) {
+			*st = now;
+			if (!S_ISREG(now.st_mode))
+				return -EPROTO;
+		}
+		return r;
+	}
+	if (fstat(fd, st) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return -EPROTO;
+	}
+	/* A regular file: let the descriptor behave as a plain one again. */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	*fdp = fd;
+	return 0;
+}
 
-	/* Validate a private copy of the header before mapping anything. */
-	struct cistern_hdr copy;
+int cistern__owner_check(const struct stat *st, bool any_owner)
+{
+	if (any_owner)
+		return 0;
+	uid_t me = geteuid();
+	return st->st_uid == me || st->st_uid == 0 ? 0 : -EACCES;
+}
+
+/*
+ * Map the object open on fd, whose header copy validated, through a second
+ * open of shm, and check the mapping: 0 and *map, or -errno (-ESTALE if the
+ * name no longer names that object).
+ */
+static int map_validated(const char *shm, int fd, bool readonly, const struct cistern_hdr *copy,
+			 void **map)
+{
+	int mfd = open_again(shm, fd, readonly ? O_RDONLY : O_RDWR);
+	if (mfd < 0)
+		return mfd;
+	void *p = mmap(NULL, copy->total_size, PROT_READ | (readonly ? 0 : PROT_WRITE), MAP_SHARED,
+		       mfd, 0);
+	int r = p == MAP_FAILED ? -errno : 0;
+	close(mfd); /* the mapping keeps the object open */
+	if (r < 0)
+		return r;
+	/*
+	 * Touching a page past the end of the object raises SIGBUS: make sure it
+	 * was not shrunk between the check and the mapping. The mapping must also
+	 * say what the validated copy said (no swap in between).
+	 */
 	struct stat st;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < copy->total_size ||
+	    memcmp(p, copy, offsetof(struct cistern_hdr, tail)) != 0) {
+		munmap(p, copy->total_size);
+		return -EPROTO;
+	}
+	*map = p;
+	return 0;
+}
+
+/*
+ * Open, check, validate and map the object of segment `name` (shm) for c, once:
+ * 0 with c->hdr mapped and *copy the validated header, or -errno (-ESTALE: the
+ * name changed between our two opens, try again).
+ */
+static int open_once(struct cistern *c, const char *name, const char *shm, bool readonly,
+		     bool any_owner, struct cistern_hdr *copy)
+{
+	struct stat st;
+	int r = cistern__lockfd_open_existing(&c->lockfd, &c->fd, c, name,
+					      readonly ? O_RDONLY : O_RDWR, &st);
+	if (r < 0)
+		return r;
+	int fd = c->fd;
+	/* Before anything is read: another user's object is refused as it is. */
+	r = cistern__owner_check(&st, any_owner);
+	if (r < 0)
+		goto fail;
+	/* Validate a private copy of the header before mapping anything. */
 	for (int tries = 0;; tries++) {
 		if (fstat(fd, &st) < 0) {
 			r = -errno;
 			goto fail;
 		}
-		memset(&copy, 0, sizeof(copy));
-		ssize_t got = pread(fd, &copy, sizeof(copy), 0);
+		memset(copy, 0, sizeof(*copy));
+		ssize_t got = pread(fd, copy, sizeof(*copy), 0);
 		if (got < 0) {
 			r = -errno;
 			goto fail;
 		}
-		r = cistern__validate_header(&copy, (size_t)got, (uint64_t)st.st_size);
+		r = cistern__validate_header(copy, (size_t)got, (uint64_t)st.st_size);
 		/* A creator is between shm_open and publishing the magic: give it a moment. */
 		if (r != -EAGAIN || tries >= 100)
 			break;
@@ -536,49 +773,55 @@ int cistern__open_mapped(const char *name, bool readonly, struct cistern **out)
 	}
 	if (r < 0)
 		goto fail;
-	if (!cistern__ops_for(copy.policy)) {
+	if (!cistern__ops_for(copy->policy)) {
 		r = -ENOTSUP;
 		goto fail;
 	}
-	void *p = mmap(NULL, copy.total_size, PROT_READ | (readonly ? 0 : PROT_WRITE),
-		       MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		r = -errno;
+	void *p;
+	r = map_validated(shm, fd, readonly, copy, &p);
+	if (r < 0)
 		goto fail;
-	}
-	/*
-	 * Touching a page past the end of the object raises SIGBUS: make sure it
-	 * was not shrunk between the check and the mapping. The mapping must also
-	 * say what the validated copy said (no swap in between).
-	 */
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < copy.total_size ||
-	    memcmp(p, &copy, offsetof(struct cistern_hdr, tail)) != 0) {
-		munmap(p, copy.total_size);
-		r = -EPROTO;
-		goto fail;
-	}
-	struct cistern *c = calloc(1, sizeof(*c));
-	if (!c) {
-		munmap(p, copy.total_size);
-		r = -ENOMEM;
-		goto fail;
-	}
 	c->hdr = p;
-	c->map_size = copy.total_size;
-	c->fd = fd;
+	c->map_size = copy->total_size;
+	return 0;
+fail:
+	cistern__lockfd_close(&c->lockfd);
+	return r;
+}
+
+int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct cistern **out)
+{
+	char shm[96];
+	int r = cistern__shm_name(name, shm, sizeof(shm));
+	if (r < 0)
+		return r;
+	struct cistern *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	struct cistern_hdr copy;
+	/* The name changing between our two opens takes a remove or a restore each time. */
+	for (int tries = 0;
+	     (r = open_once(c, name, shm, readonly, any_owner, &copy)) == -ESTALE && tries < 8;
+	     tries++)
+		;
+	if (r < 0) {
+		free(c);
+		return r == -ESTALE ? -EAGAIN : r;
+	}
 	c->readonly = readonly;
+	/* What was validated, not what the mapping says now (segment.h). */
+	cistern__fixed_of(&copy, &c->fixed);
+	c->id_base = copy.id_base;
 	handle_setup(c);
 	r = cistern__schema_load(c);
 	if (r < 0) {
-		munmap(p, copy.total_size);
+		munmap(c->hdr, c->map_size);
+		cistern__lockfd_close(&c->lockfd);
 		free(c);
-		goto fail;
+		return r;
 	}
 	*out = c;
 	return 0;
-fail:
-	close(fd);
-	return r;
 }
 
 static void unmap_free(struct cistern *c)
@@ -590,17 +833,39 @@ static void unmap_free(struct cistern *c)
 	cistern__schema_free(c);
 	free(c->scratch.e);
 	munmap(c->hdr, c->map_size);
-	close(c->fd);
+	cistern__lockfd_close(&c->lockfd);
 	free(c);
+}
+
+void cistern__disown(struct cistern *c)
+{
+	/*
+	 * Stores only (the fork child handler calls this). Without an owner
+	 * the calls that move samples answer -EBADF (api.c: writable()), and
+	 * without steps cistern_put() and cistern_get() get there too.
+	 */
+	c->inherited = true;
+	c->readonly = true;
+	c->owner = 0;
+	c->me = NULL;
+	c->put_step = NULL;
+	c->get_step = NULL;
 }
 
 int cistern_attach(const char *name, struct cistern **out)
 {
+	return cistern_attach_flags(name, 0, out);
+}
+
+int cistern_attach_flags(const char *name, uint32_t flags, struct cistern **out)
+{
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
+	if (flags & ~(uint32_t)CISTERN_ATTACH_ANY_OWNER)
+		return -EINVAL;
 	struct cistern *c;
-	int r = cistern__open_mapped(name, false, &c);
+	int r = cistern__open_mapped(name, false, flags & CISTERN_ATTACH_ANY_OWNER, &c);
 	if (r < 0)
 		return r;
 	/*
@@ -635,6 +900,11 @@ int cistern_detach(struct cistern *c)
 {
 	if (!c)
 		return -EINVAL;
+	/* A fork() child's copy: the attachment and all it holds are the parent's. */
+	if (c->inherited) {
+		unmap_free(c);
+		return 0;
+	}
 	/*
 	 * If someone shrank the object under us, the slots and the attachment
 	 * table may be gone and touching them would raise SIGBUS: just let go.
@@ -662,29 +932,32 @@ int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
 {
 	if (!c || !cfg)
 		return -EINVAL;
-	config_of(c->hdr, cfg);
+	if (c->inherited)
+		return -EBADF;
+	config_of(&c->fixed, cfg);
+	/* The handle's parsed copy: it lives as long as the handle does. */
 	cfg->schema = c->schema;
 	return 0;
 }
 
-static void config_of(const struct cistern_hdr *h, struct cistern_config *cfg)
+static void config_of(const struct cistern_fixed *f, struct cistern_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->slot_size = h->slot_size;
-	cfg->slot_count = h->slot_count;
-	cfg->policy = (enum cistern_policy)h->policy;
-	cfg->mode = h->mode;
-	cfg->watermark = h->watermark;
-	cfg->pseudo_epochs = h->pseudo_epochs;
-	cfg->sweep_size = h->sweep_size;
-	cfg->nb_time_steps = h->nb_time_steps;
-	cfg->batch_size = h->batch_size;
-	cfg->seed = h->seed;
-	cfg->max_procs = (uint32_t)h->procs_count;
-	cfg->expected_producers = h->expected_producers;
-	cfg->flags = h->flags;
-	cfg->reads_per_put = h->reads_per_put;
-	cfg->rate_slack = h->rate_slack;
-	/* Only on a header whose schema is NUL-terminated (validated, or our own). */
-	cfg->schema = h->schema[0] ? h->schema : NULL;
+	cfg->slot_size = f->slot_size;
+	cfg->slot_count = f->slot_count;
+	cfg->policy = (enum cistern_policy)f->policy;
+	cfg->mode = f->mode;
+	cfg->watermark = f->watermark;
+	cfg->pseudo_epochs = f->pseudo_epochs;
+	cfg->sweep_size = f->sweep_size;
+	cfg->nb_time_steps = f->nb_time_steps;
+	cfg->batch_size = f->batch_size;
+	cfg->seed = f->seed;
+	cfg->max_procs = (uint32_t)f->procs_count;
+	cfg->expected_producers = f->expected_producers;
+	cfg->flags = f->flags;
+	cfg->reads_per_put = f->reads_per_put;
+	cfg->rate_slack = f->rate_slack;
+	/* Only on a copy whose schema is NUL-terminated (validated, or our own). */
+	cfg->schema = f->schema[0] ? f->schema : NULL;
 }

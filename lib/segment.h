@@ -19,12 +19,16 @@
  * cistern__compute_layout() says why the two differ. The slots start on a page.
  * Every offset and size is stored in the header and re-derived and checked by
  * cistern__validate_header() before anything past the header is touched, so a
- * damaged or foreign object is refused instead of faulting.
+ * damaged or foreign object is refused instead of faulting. A handle then keeps
+ * what it validated (struct cistern_fixed) and never reads the immutable part
+ * again: a process with write access could rewrite it after the check.
  *
  * Liveness: attachment entry i is owned by whoever holds an OFD write lock on
  * byte CISTERN_LOCK_BASE + i of the shm object. The kernel drops the lock when
- * the owner's last descriptor closes, i.e. when it dies, so a free lock on an
- * entry marked active means its owner is gone (pid reuse cannot fool this).
+ * the last reference to the owner's open file description goes, i.e. when it
+ * dies (nothing maps that description, and fork() children close their copy:
+ * fork.c), so a free lock on an entry marked active means its owner is gone
+ * (pid reuse cannot fool this).
  */
 #ifndef CISTERN_SEGMENT_H
 #define CISTERN_SEGMENT_H
@@ -39,6 +43,8 @@
 #define CISTERN_MAGIC "CISTERN"    /* 8 bytes with the NUL */
 #define CISTERN_ABI_VERSION 1u
 #define CISTERN_SHM_PREFIX "/cistern."
+/* Where shm_open() keeps its objects (glibc): listing and lstat look there. */
+#define CISTERN_SHM_DIR "/dev/shm"
 /* Byte 0 of the object is the gc lock; entry i's liveness lock is byte 1 + i. */
 #define CISTERN_LOCK_BASE 1
 /*
@@ -57,6 +63,19 @@ enum {
 	CISTERN_ROLE_PRODUCER = 1u << 0,
 	CISTERN_ROLE_READER = 1u << 1,
 	CISTERN_ROLE_INSPECTOR = 1u << 2,
+};
+
+/*
+ * cistern_proc.producing, on a segment with expected_producers > 0: whether
+ * the entry's owner is one of the producers counted towards closing
+ * reception. An owner becomes COUNTED when it takes the producer role and
+ * DONE at its cistern_producer_done(); a reclaim that finds a dead owner
+ * COUNTED counts a producer that died before done (hdr->producers_died).
+ */
+enum {
+	CISTERN_COUNTED_NONE = 0,
+	CISTERN_COUNTED = 1,
+	CISTERN_COUNTED_DONE = 2,
 };
 
 /* cistern_proc.state */
@@ -97,6 +116,7 @@ struct cistern_proc {
 	char comm[16];                     /* process name, for the CLI */
 	_Atomic uint32_t auto_busy;        /* sole.c: role bit while an automatic holder claims */
 	_Atomic uint32_t auto_entered;     /* sole.c: role bits this entry counts in auto_* */
+	_Atomic uint32_t producing;        /* api.c: CISTERN_COUNTED_*, expected producers only */
 	CL_ALIGN struct cistern_counters ctr;
 	/*
 	 * wait.c: 1 + the CPU its last wait began on, 0 = none. Read by the
@@ -170,6 +190,16 @@ struct cistern_hdr {
 	 * NUL-terminated; "" for none. Written at creation like everything above.
 	 */
 	char schema[CISTERN_SCHEMA_MAX];
+	/*
+	 * Zero, except in a segment cistern_restore() is building under a
+	 * temporary name: then cistern__restore_mark() of that temporary name,
+	 * written before anything else. Only an object whose mark is the one of
+	 * its own file name is an unfinished restore (gc removes it once the
+	 * restorer is gone): after the rename, and in a copy of the object under
+	 * any other name, the mark no longer matches and it is an ordinary
+	 * segment.
+	 */
+	uint64_t restore_mark;
 
 	/* Producer side: next ring position to claim (FIFO, FIRO). */
 	CL_ALIGN _Atomic uint64_t tail;
@@ -187,7 +217,8 @@ struct cistern_hdr {
 
 	/* Rarely written state: read on slow paths, never on the FIFO hot path. */
 	CL_ALIGN _Atomic uint32_t closed;          /* reception closed */
-	_Atomic uint32_t producers_done;
+	_Atomic uint32_t producers_done;           /* cistern_producer_done() calls */
+	_Atomic uint32_t producers_died;           /* counted producers that died before done */
 	_Atomic uint64_t redeliver_pending;        /* FIFO: slots waiting to be handed out again */
 	_Atomic uint64_t next_sample_id;           /* policies that do not derive ids from positions */
 	_Atomic uint64_t population;               /* reservoirs, FIRO: samples held (HELD or ACQUIRED) */
@@ -234,6 +265,50 @@ struct cistern_hdr {
 	CL_ALIGN struct cistern_counters retired;
 };
 
+/*
+ * The immutable part of the header as the handle knows it: taken from the
+ * private copy that cistern__validate_header() accepted (attach,
+ * open_readonly) or from the config that create wrote into the header, and
+ * from then on the only place the library reads it. The header itself stays
+ * writable by every process that may write the object, which could make any
+ * later read of it say something else (docs/STATE-MACHINE.md, "Trust model").
+ * id_base is kept in the handle apart (struct cistern), beside the fields
+ * the FIFO's one-step put reads.
+ */
+struct cistern_fixed {
+	uint64_t total_size;
+	uint64_t slot_size;
+	uint64_t slot_count;
+	uint64_t slot_stride;
+	uint64_t meta_stride;
+	uint64_t procs_off;
+	uint64_t procs_count;
+	uint64_t meta_off;
+	uint64_t index_off;
+	uint64_t index_count;
+	uint64_t arena_off;
+	uint32_t policy;
+	uint32_t flags;
+	uint64_t watermark;
+	uint32_t pseudo_epochs;
+	uint32_t sweep_size;
+	uint32_t nb_time_steps;
+	uint32_t batch_size;
+	uint64_t seed;
+	uint32_t expected_producers;
+	uint32_t mode;
+	double reads_per_put;
+	double rate_slack;
+	uint64_t created_ns;
+	uint32_t creator_pid;
+	uint32_t creator_uid;
+	char name[CISTERN_NAME_MAX + 1];
+	char schema[CISTERN_SCHEMA_MAX];
+};
+
+/* Copy the immutable fields of a header (a validated private copy) into *f. */
+void cistern__fixed_of(const struct cistern_hdr *h, struct cistern_fixed *f);
+
 /* Encode the compile-time layout so that another build refuses to attach. */
 uint32_t cistern__layout_signature(void);
 
@@ -254,26 +329,5 @@ int cistern__validate_header(const void *hdr, size_t len, uint64_t file_size);
 
 /* Build the shm object name "/cistern.<name>" into buf (size >= 80). */
 int cistern__shm_name(const char *name, char *buf, size_t size);
-
-static inline struct cistern_proc *cistern__procs(struct cistern_hdr *h)
-{
-	return (struct cistern_proc *)((char *)h + h->procs_off);
-}
-
-/* Slot i's metadata, found from the header alone (creation, restore, snapshots). */
-static inline struct cistern_slotmeta *cistern__meta_at(struct cistern_hdr *h, uint64_t i)
-{
-	return (struct cistern_slotmeta *)((char *)h + h->meta_off + i * h->meta_stride);
-}
-
-static inline _Atomic uint64_t *cistern__index(struct cistern_hdr *h)
-{
-	return (_Atomic uint64_t *)((char *)h + h->index_off);
-}
-
-static inline char *cistern__arena(struct cistern_hdr *h)
-{
-	return (char *)h + h->arena_off;
-}
 
 #endif

@@ -6,9 +6,9 @@
  *     word = pos[63:16] (low 48 bits of a position or generation)
  *          | state[15:12] | owner[11:0] (attachment index + 1, 0 = nobody)
  *
- * What `pos` and each state mean is the policy's business (fifo.c for FIFO,
- * random.h for FIRO and the reservoirs); the packing is common so that tools
- * can decode any segment.
+ * What `pos` and each state mean is the policy's business (fifo.h and fifo.c
+ * for FIFO, reservoir.h for FIRO and the reservoirs); the packing is common
+ * so that tools can decode any segment.
  */
 #ifndef CISTERN_SLOTWORD_H
 #define CISTERN_SLOTWORD_H

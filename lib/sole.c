@@ -28,12 +28,12 @@ static _Atomic uint32_t *holder_of(struct cistern_hdr *h, uint32_t role)
 	return role == CISTERN_ROLE_PRODUCER ? &h->sole_producer : &h->sole_reader;
 }
 
-static bool role_is_sole(const struct cistern_hdr *h, uint32_t role)
+static bool role_is_sole(const struct cistern *c, uint32_t role)
 {
 	if (role == CISTERN_ROLE_PRODUCER)
-		return h->flags & CISTERN_SINGLE_PRODUCER;
+		return c->fixed.flags & CISTERN_SINGLE_PRODUCER;
 	if (role == CISTERN_ROLE_READER)
-		return h->flags & CISTERN_SINGLE_READER;
+		return c->fixed.flags & CISTERN_SINGLE_READER;
 	return false;
 }
 
@@ -47,7 +47,7 @@ static bool role_is_sole(const struct cistern_hdr *h, uint32_t role)
 int cistern__take_sole(struct cistern *c, uint32_t role)
 {
 	struct cistern_hdr *h = c->hdr;
-	if (!role_is_sole(h, role))
+	if (!role_is_sole(c, role))
 		return 0;
 	_Atomic uint32_t *holder = holder_of(h, role);
 	for (unsigned round = 0;; round++) {
@@ -65,8 +65,11 @@ int cistern__take_sole(struct cistern *c, uint32_t role)
 				break;
 			continue;
 		}
+		/* Owners index the table: a holder past it is damage, not a process. */
+		if (cur > c->fixed.procs_count)
+			return -EPROTO;
 		/* Held by another entry: a live one keeps it; a dead one is reclaimed. */
-		if (cur > h->procs_count || round >= SOLE_TAKEOVER_ROUNDS)
+		if (round >= SOLE_TAKEOVER_ROUNDS)
 			return -EBUSY;
 		bool reclaiming = cistern__entry_reclaiming(c, cur - 1);
 		if (!reclaiming && cistern__entry_alive(c->fd, cur - 1) != 0)
@@ -159,12 +162,12 @@ static _Atomic uint64_t *mode_of(struct cistern_hdr *h, uint32_t role)
  * Relaxed: a hint for waiters (wait.c), which a stale answer only makes
  * pause or yield when the other would have served them better.
  */
-uint32_t cistern__lone_holder(struct cistern_hdr *h, uint32_t role)
+uint32_t cistern__lone_holder(const struct cistern *c, uint32_t role)
 {
-	uint64_t o = atomic_load_explicit(holder_of(h, role), memory_order_relaxed);
+	uint64_t o = atomic_load_explicit(holder_of(c->hdr, role), memory_order_relaxed);
 	if (o == 0)
-		o = atomic_load_explicit(mode_of(h, role), memory_order_relaxed);
-	return o <= h->procs_count ? (uint32_t)o : 0;
+		o = atomic_load_explicit(mode_of(c->hdr, role), memory_order_relaxed);
+	return o <= c->fixed.procs_count ? (uint32_t)o : 0;
 }
 
 /*
@@ -174,11 +177,11 @@ uint32_t cistern__lone_holder(struct cistern_hdr *h, uint32_t role)
  */
 static bool auto_allowed(const struct cistern *c, uint32_t role)
 {
-	if (role_is_sole(c->hdr, role))
+	if (role_is_sole(c, role))
 		return false;
 	if (role == CISTERN_ROLE_PRODUCER)
-		return c->hdr->policy == CISTERN_FIFO;
-	return role == CISTERN_ROLE_READER && c->hdr->policy != CISTERN_FIRO;
+		return c->fixed.policy == CISTERN_FIFO;
+	return role == CISTERN_ROLE_READER && c->fixed.policy != CISTERN_FIRO;
 }
 
 /* This handle's side of the mode word: the holder, or one of those counted. */
@@ -203,7 +206,7 @@ static void set_holding(struct cistern *c, uint32_t role, bool holding)
 static int finish_revoke(struct cistern *c, _Atomic uint64_t *mode, uint32_t role,
 			 uint32_t hold)
 {
-	struct cistern_proc *hp = &cistern__procs(c->hdr)[hold - 1];
+	struct cistern_proc *hp = &cistern__procs(c)[hold - 1];
 	/* After the store of `revoking` (our CAS, seq_cst) and before the load of auto_busy. */
 	bool fenced = cistern__fence_others();
 	for (unsigned round = 0;; round++) {
@@ -252,7 +255,7 @@ int cistern__enter_auto(struct cistern *c, uint32_t role)
 		uint32_t hold = (uint32_t)(m & AUTO_OWNER_MASK);
 		uint64_t want;
 		/* We never entered, and owners index the table: else the word is damaged. */
-		if (hold == c->owner || hold > c->hdr->procs_count)
+		if (hold == c->owner || hold > c->fixed.procs_count)
 			return -EPROTO;
 		if (m == 0 && may_hold)
 			want = c->owner;
@@ -283,7 +286,7 @@ int cistern__enter_auto(struct cistern *c, uint32_t role)
 	atomic_fetch_or_explicit(&c->me->auto_entered, role, memory_order_relaxed);
 	set_holding(c, role, m == 0 && may_hold);
 	/* The reservoirs' plain paths span whole calls: api.c brackets them. */
-	c->auto_read_calls = role == CISTERN_ROLE_READER && c->hdr->policy != CISTERN_FIFO;
+	c->auto_read_calls = role == CISTERN_ROLE_READER && c->fixed.policy != CISTERN_FIFO;
 	return 0;
 }
 

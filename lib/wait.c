@@ -220,14 +220,11 @@ static bool starved(const struct cistern *c, const struct cistern_waiter *w)
  * Pauses per usual round of a reader that is not starved: the longer it
  * leaves the producer alone, the more slots the producer fills without the
  * reader's looks taking away the line it writes next, and the more the
- * reader then takes in a row. 64-byte samples through one producer and one
- * reader in a ring of 1024 (benchmark section 1) went an eighth to a fifth
- * faster with 512 pauses a round than with 64, alternating builds (128 and
- * 256 fell between; docs/benchmarks-log.md, "The producer's stores"). Half the slot
- * count at most, so that a producer that puts no faster than a sample per
- * pause does not fill the ring and wait while the reader is away (a pause
- * takes some 16 ns on the machine measured, about as long as the fastest
- * puts there); never fewer than everyone else's rounds.
+ * reader then takes in a row (of the round lengths tried between
+ * processes, the longest did best). Half the slot count at most, so that a
+ * producer that puts no faster than a sample per pause (a pause takes about
+ * as long as the fastest puts) does not fill the ring and wait while the
+ * reader is away; never fewer than everyone else's rounds.
  */
 static uint32_t ahead_round(const struct cistern *c)
 {
@@ -251,11 +248,11 @@ static bool counterpart_here(struct cistern *c, enum cistern_wait_kind kind)
 	if (cpu < 0 || !c->me)
 		return false;
 	atomic_store_explicit(&c->me->wait_cpu, (uint32_t)cpu + 1, memory_order_relaxed);
-	uint32_t o = cistern__lone_holder(c->hdr, kind == CISTERN_WAIT_DATA ? CISTERN_ROLE_PRODUCER
-									  : CISTERN_ROLE_READER);
+	uint32_t o = cistern__lone_holder(c, kind == CISTERN_WAIT_DATA ? CISTERN_ROLE_PRODUCER
+								       : CISTERN_ROLE_READER);
 	if (o == 0 || o == c->owner)
 		return false;
-	const struct cistern_proc *p = &cistern__procs(c->hdr)[o - 1];
+	const struct cistern_proc *p = &cistern__procs(c)[o - 1];
 	return atomic_load_explicit(&p->wait_cpu, memory_order_relaxed) == (uint32_t)cpu + 1;
 }
 
@@ -326,7 +323,17 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 		w->start_ns = now;
 		w->deadline_ns = w->timeout_ms < 0 ? INT64_MAX
 						   : now + (int64_t)w->timeout_ms * 1000000;
-		w->next_sweep_ns = now + (int64_t)CISTERN_SWEEP_MS * 1000000;
+		/*
+		 * The sweeps' schedule is the handle's, not this wait's: a caller
+		 * that waits in slices shorter than CISTERN_SWEEP_MS (the Python
+		 * binding, to look for signals) still sweeps every
+		 * CISTERN_SWEEP_MS, instead of timing out each slice before its
+		 * first sweep. A handle that has not waited for a while sweeps at
+		 * once, at most one sweep per CISTERN_SWEEP_MS.
+		 */
+		w->next_sweep_ns = c->sweep_due_ns;
+		if (w->next_sweep_ns > now + (int64_t)CISTERN_SWEEP_MS * 1000000)
+			w->next_sweep_ns = now + (int64_t)CISTERN_SWEEP_MS * 1000000;
 		atomic_fetch_add_explicit(waiting, 1, memory_order_seq_cst);
 		/* After the increment: a reclaim of a dead sleeper undoes only what was done. */
 		if (c->me)
@@ -340,6 +347,7 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 		return -ETIMEDOUT;
 	if (now >= w->next_sweep_ns) {
 		w->next_sweep_ns = now + (int64_t)CISTERN_SWEEP_MS * 1000000;
+		c->sweep_due_ns = w->next_sweep_ns;
 		if (c->owner && cistern__sweep(c) > 0) {
 			w->seq = atomic_load_explicit(word, memory_order_seq_cst);
 			return 0;

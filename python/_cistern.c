@@ -27,9 +27,12 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,6 +80,19 @@ static PyObject *raise_result(int r)
 		PyErr_SetObject(type, args);
 		Py_DECREF(args);
 	}
+	return NULL;
+}
+
+/* Room for cistern_read_problem()'s sentence. */
+#define RW_WHY 400
+
+/*
+ * A read the rate limiter could never admit (-EDEADLK): a ValueError, with
+ * cistern_read_problem()'s sentence naming the parameters. Returns NULL.
+ */
+static PyObject *raise_refused_read(const char *why)
+{
+	PyErr_SetString(PyExc_ValueError, why);
 	return NULL;
 }
 
@@ -210,6 +226,21 @@ static int wait_sliced(attempt_fn fn, void *ctx, int timeout_ms)
 	}
 }
 
+/* --------------------------------------------------------------- processes */
+
+/*
+ * This process's pid, set at import and by a fork handler in each child.
+ * Every call on a handle checks that it runs in the process that opened the
+ * handle; getpid() is a system call, which costs more than a whole get on
+ * some virtual machines, so the check reads this instead.
+ */
+static pid_t self_pid;
+
+static void on_fork_child(void)
+{
+	self_pid = getpid();
+}
+
 /* ------------------------------------------------------------------ Handle */
 
 struct sample_obj;
@@ -222,11 +253,16 @@ typedef struct {
 	int busy;                /* a call is in flight (GIL released) */
 	int detached;            /* detach() was called: unusable, maybe not yet unmapped */
 	uint64_t slot_size;
+	int policy;              /* enum cistern_policy, or -1 if unknown */
 	struct sample_obj *samples; /* every live Sample object of this handle */
 	struct slot_obj *slots;     /* every live Slot object (reservation) of this handle */
 	/* Releases that came while busy (a Sample freed meanwhile): done on leave. */
 	struct cistern_sample *pending;
 	size_t npending, cap_pending;
+	/* get_batch_into()'s lengths and metadata, kept from call to call. */
+	struct cistern_meta *scratch_meta;
+	size_t *scratch_len;
+	size_t scratch_cap;
 } HandleObject;
 
 enum sample_kind {
@@ -234,7 +270,14 @@ enum sample_kind {
 	KIND_PAIR,   /* cistern_acquire_pair(): ss[0], ss[1] */
 	KIND_BATCH,  /* cistern_acquire_batch(): ss[0 .. n-1] */
 	KIND_MEMBER, /* one member of a pair or batch: exports parent->ss[index] */
+	KIND_MANY,   /* cistern_acquire() n times: ss[0 .. n-1], released one by one */
 };
+
+/* A pair or batch of members, rather than one payload. */
+static int kind_is_group(enum sample_kind k)
+{
+	return k == KIND_PAIR || k == KIND_BATCH || k == KIND_MANY;
+}
 
 typedef struct sample_obj {
 	PyObject_HEAD
@@ -257,9 +300,12 @@ static PyTypeObject SampleType;
 static void handle_finish_detach(HandleObject *h)
 {
 	if (h->c && h->detached && !h->samples && !h->slots) {
-		if (h->pid == getpid())
-			cistern_detach(h->c);
-		/* In a forked child the parent's attachment must not be torn down: leak it. */
+		/*
+		 * In a forked child too: there the library has already let go of
+		 * the handle's locks, and detaching only unmaps and frees the
+		 * child's copy, leaving the parent's attachment alone.
+		 */
+		cistern_detach(h->c);
 		h->c = NULL;
 	}
 }
@@ -271,7 +317,7 @@ static int handle_enter(HandleObject *h)
 		PyErr_SetString(PyExc_ValueError, "segment handle is detached");
 		return -1;
 	}
-	if (h->pid != getpid()) {
+	if (h->pid != self_pid) {
 		PyErr_SetString(PyExc_RuntimeError,
 				"segment handle was opened by another process (fork): attach again");
 		return -1;
@@ -317,15 +363,20 @@ static HandleObject *handle_new(struct cistern *c)
 		return NULL;
 	}
 	h->c = c;
-	h->pid = getpid();
+	h->pid = self_pid;
 	h->busy = 0;
 	h->detached = 0;
 	h->samples = NULL;
 	h->slots = NULL;
 	h->pending = NULL;
 	h->npending = h->cap_pending = 0;
+	h->scratch_meta = NULL;
+	h->scratch_len = NULL;
+	h->scratch_cap = 0;
 	struct cistern_config cfg;
-	h->slot_size = cistern_config_get(c, &cfg) == 0 ? cfg.slot_size : 0;
+	int cr = cistern_config_get(c, &cfg);
+	h->slot_size = cr == 0 ? cfg.slot_size : 0;
+	h->policy = cr == 0 ? (int)cfg.policy : -1;
 	return h;
 }
 
@@ -356,6 +407,8 @@ static void Handle_dealloc(HandleObject *h)
 	h->detached = 1;
 	handle_finish_detach(h);
 	PyMem_Free(h->pending);
+	PyMem_Free(h->scratch_meta);
+	PyMem_Free(h->scratch_len);
 	PyObject_Free(h);
 }
 
@@ -781,10 +834,13 @@ static PyObject *Handle_acquire_batch(HandleObject *h, PyObject *args, PyObject 
 	}
 	struct batch_ctx x = {h->c, so->ss, (size_t)n};
 	int r = wait_sliced(batch_attempt, &x, timeout);
+	char why[RW_WHY];
+	if (r == -EDEADLK)
+		cistern_read_problem(h->c, (size_t)n, why, sizeof(why));
 	handle_leave(h);
 	if (r < 0) {
 		Py_DECREF(so);
-		return raise_result(r);
+		return r == -EDEADLK ? raise_refused_read(why) : raise_result(r);
 	}
 	so->n = (size_t)r;
 	return sample_attach(so, h);
@@ -852,8 +908,14 @@ static PyObject *Handle_get_batch(HandleObject *h, PyObject *args, PyObject *kw)
 	struct batch_ctx x = {h->c, ss, (size_t)n};
 	int r = wait_sliced(batch_attempt, &x, timeout);
 	if (r < 0) {
+		char why[RW_WHY];
+		if (r == -EDEADLK)
+			cistern_read_problem(h->c, (size_t)n, why, sizeof(why));
 		handle_leave(h);
-		raise_result(r);
+		if (r == -EDEADLK)
+			raise_refused_read(why);
+		else
+			raise_result(r);
 		goto out_buf;
 	}
 	size_t bad = (size_t)r;
@@ -891,6 +953,432 @@ out_buf:
 		PyBuffer_Release(&metas);
 	PyBuffer_Release(&out);
 	return res;
+}
+
+/* ------------------------------------------- reads into the caller's memory */
+
+/*
+ * These calls serve loops that move many samples from Python: positional
+ * arguments only (METH_FASTCALL, no keyword parsing), the payload copied into
+ * a buffer the caller reuses (no bytes object, no tuple), one quick try with
+ * the GIL held before a sliced wait without it.
+ */
+
+/* Positional argument i of nargs, or def when it was not given. */
+static PyObject *arg_or(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t i, PyObject *def)
+{
+	return i < nargs ? args[i] : def;
+}
+
+/* A writable, C-contiguous buffer over o, or an optional one (None: *have = 0). 0 or -1. */
+static int opt_writable(PyObject *o, Py_buffer *b, int *have, Py_ssize_t need, const char *what)
+{
+	*have = 0;
+	if (o == Py_None)
+		return 0;
+	if (PyObject_GetBuffer(o, b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+		return -1;
+	*have = 1;
+	if (b->len < need) {
+		PyErr_Format(PyExc_ValueError, "%s buffer of %zd bytes where %zd are needed", what, b->len,
+			     need);
+		return -1;
+	}
+	return 0;
+}
+
+/* Room for n metas and lengths in the handle's scratch arrays. 0, or -1 (MemoryError). */
+static int handle_scratch(HandleObject *h, size_t n)
+{
+	if (n <= h->scratch_cap)
+		return 0;
+	struct cistern_meta *m = PyMem_Realloc(h->scratch_meta, n * sizeof(*m));
+	if (!m) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	h->scratch_meta = m;
+	size_t *l = PyMem_Realloc(h->scratch_len, n * sizeof(*l));
+	if (!l) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	h->scratch_len = l;
+	h->scratch_cap = n;
+	return 0;
+}
+
+static void put_meta(uint64_t *row, const struct cistern_meta *m)
+{
+	row[0] = m->sample_id;
+	row[1] = m->sim_id;
+	row[2] = m->time_step;
+}
+
+struct get_ctx {
+	struct cistern *c;
+	void *buf;
+	size_t cap, len;
+	struct cistern_meta meta;
+};
+
+static int get_attempt(void *p, int t)
+{
+	struct get_ctx *x = p;
+	ssize_t r = cistern_get(x->c, x->buf, x->cap, &x->meta, t);
+	if (r < 0)
+		return (int)r;
+	x->len = (size_t)r;
+	return 0;
+}
+
+/*
+ * get_into(out, timeout_ms=-1, metas=None) -> payload length
+ * Copy one sample (cistern_get()) into the writable buffer `out`; metas, if
+ * given, receives (sample_id, sim_id, time_step) as 3 uint64. A sample longer
+ * than `out` raises ValueError and stays in the segment.
+ */
+static PyObject *Handle_get_into(HandleObject *h, PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs < 1 || nargs > 3) {
+		PyErr_SetString(PyExc_TypeError, "get_into(out, timeout_ms=-1, metas=None)");
+		return NULL;
+	}
+	int timeout = -1;
+	if (nargs > 1 && !conv_timeout(args[1], &timeout))
+		return NULL;
+	Py_buffer out, metas;
+	int have_metas = 0;
+	PyObject *res = NULL;
+	if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+		return NULL;
+	if (opt_writable(arg_or(args, nargs, 2, Py_None), &metas, &have_metas,
+			 3 * (Py_ssize_t)sizeof(uint64_t), "get_into: metas") < 0)
+		goto out_buf;
+	if (handle_enter(h) < 0)
+		goto out_buf;
+	struct get_ctx x = {h->c, out.buf, (size_t)out.len, 0, {0, 0, 0}};
+	int r = get_attempt(&x, 0);
+	if (r == -EAGAIN && timeout != 0)
+		r = wait_sliced(get_attempt, &x, timeout);
+	handle_leave(h);
+	if (r == -EMSGSIZE) {
+		PyErr_Format(PyExc_ValueError,
+			     "get_into: the next sample is larger than the %zd-byte buffer "
+			     "(it stays in the segment)", out.len);
+		goto out_buf;
+	}
+	if (r < 0) {
+		raise_result(r);
+		goto out_buf;
+	}
+	if (have_metas)
+		put_meta(metas.buf, &x.meta);
+	res = PyLong_FromSize_t(x.len);
+out_buf:
+	if (have_metas)
+		PyBuffer_Release(&metas);
+	PyBuffer_Release(&out);
+	return res;
+}
+
+struct gbi_ctx {
+	HandleObject *h;
+	char *buf;
+	size_t stride, n, done;
+	size_t *len;
+	struct cistern_meta *meta;
+	int batch; /* the policy serves cistern_get_batch() */
+};
+
+static int gbi_attempt(void *p, int t)
+{
+	struct gbi_ctx *x = p;
+	if (x->batch)
+		return cistern_get_batch(x->h->c, x->buf, x->stride, x->n, x->len, x->meta, t);
+	/* FIRO: the first sample waited for, then those there now, as the FIFO's batch does. */
+	size_t k = 0;
+	while (k < x->n) {
+		ssize_t r = cistern_get(x->h->c, x->buf + k * x->stride, x->stride, &x->meta[k],
+					k == 0 ? t : 0);
+		if (r < 0) {
+			/* After the first, an error ends the batch: what was read is kept. */
+			if (k > 0)
+				break;
+			return (int)r;
+		}
+		x->len[k++] = (size_t)r;
+	}
+	return (int)k;
+}
+
+/*
+ * get_batch_into(out, stride, n, timeout_ms=-1, metas=None, lens=None) -> k
+ * Up to n samples into `out`, sample i at offset i * stride (each at most
+ * stride bytes), in one call: FIFO and FIRO the next ones there now, or the
+ * first one waited for (cistern_get_batch()'s FIFO rule); the batch-capable
+ * reservoirs a batch of n drawn together. metas (n * 3 uint64) and lens
+ * (n uint64) receive each sample's metadata and length. A sample longer than
+ * stride raises ValueError and stays in the segment.
+ */
+static PyObject *Handle_get_batch_into(HandleObject *h, PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs < 3 || nargs > 6) {
+		PyErr_SetString(PyExc_TypeError,
+				"get_batch_into(out, stride, n, timeout_ms=-1, metas=None, lens=None)");
+		return NULL;
+	}
+	Py_ssize_t stride = PyLong_AsSsize_t(args[1]);
+	if (stride == -1 && PyErr_Occurred())
+		return NULL;
+	Py_ssize_t n = PyLong_AsSsize_t(args[2]);
+	if (n == -1 && PyErr_Occurred())
+		return NULL;
+	int timeout = -1;
+	if (nargs > 3 && !conv_timeout(args[3], &timeout))
+		return NULL;
+	if (stride <= 0 || n <= 0 || n > INT_MAX) {
+		PyErr_SetString(PyExc_ValueError, "get_batch_into: stride and n must be positive");
+		return NULL;
+	}
+	if (h->policy == CISTERN_SIM_PAIRED_RESERVOIR) {
+		PyErr_SetString(PyExc_ValueError,
+				"sim-paired-reservoir reads pairs: use get_pair() or acquire_pair()");
+		return NULL;
+	}
+	Py_buffer out, metas, lens;
+	int have_metas = 0, have_lens = 0;
+	PyObject *res = NULL;
+	if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+		return NULL;
+	if (stride > PY_SSIZE_T_MAX / n || out.len < stride * n) {
+		PyErr_SetString(PyExc_ValueError, "get_batch_into: output buffer smaller than stride * n");
+		goto out_buf;
+	}
+	if (opt_writable(arg_or(args, nargs, 4, Py_None), &metas, &have_metas,
+			 n * 3 * (Py_ssize_t)sizeof(uint64_t), "get_batch_into: metas") < 0 ||
+	    opt_writable(arg_or(args, nargs, 5, Py_None), &lens, &have_lens,
+			 n * (Py_ssize_t)sizeof(uint64_t), "get_batch_into: lens") < 0)
+		goto out_buf;
+	if (handle_enter(h) < 0)
+		goto out_buf;
+	int firo = h->policy == CISTERN_FIRO;
+	if ((have_metas || have_lens || firo) && handle_scratch(h, (size_t)n) < 0) {
+		handle_leave(h);
+		goto out_buf;
+	}
+	struct gbi_ctx x = {
+		h, out.buf, (size_t)stride, (size_t)n, 0,
+		have_lens || firo ? h->scratch_len : NULL,
+		have_metas || firo ? h->scratch_meta : NULL,
+		!firo,
+	};
+	int r = gbi_attempt(&x, 0);
+	if (r == -EAGAIN && timeout != 0)
+		r = wait_sliced(gbi_attempt, &x, timeout);
+	handle_leave(h);
+	if (r == -EMSGSIZE) {
+		PyErr_Format(PyExc_ValueError,
+			     "get_batch_into: the next sample is longer than the stride of %zd bytes "
+			     "(it stays in the segment)", stride);
+		goto out_buf;
+	}
+	if (r < 0) {
+		raise_result(r);
+		goto out_buf;
+	}
+	for (int i = 0; i < r; i++) {
+		if (have_metas)
+			put_meta((uint64_t *)metas.buf + 3 * i, &x.meta[i]);
+		if (have_lens)
+			((uint64_t *)lens.buf)[i] = x.len[i];
+	}
+	res = PyLong_FromLong(r);
+out_buf:
+	if (have_lens)
+		PyBuffer_Release(&lens);
+	if (have_metas)
+		PyBuffer_Release(&metas);
+	PyBuffer_Release(&out);
+	return res;
+}
+
+/*
+ * acquire_many(n, timeout_ms=-1) -> Sample of kind "many"
+ * Acquire up to n samples one by one with cistern_acquire(), waiting for each
+ * (within timeout_ms overall), and hold them all until the Sample is released
+ * (each released) or handed back (each unacquired). Fewer than n only when end
+ * of data or the timeout came after the first; with none, that is raised. For
+ * a reader that must keep samples in the segment until it has passed them on.
+ */
+static PyObject *Handle_acquire_many(HandleObject *h, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"n", "timeout_ms", NULL};
+	Py_ssize_t n;
+	int timeout = -1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "n|O&:acquire_many", kwlist, &n, conv_timeout,
+					 &timeout))
+		return NULL;
+	if (n <= 0) {
+		PyErr_SetString(PyExc_ValueError, "acquire_many: n must be positive");
+		return NULL;
+	}
+	SampleObject *so = sample_alloc(KIND_MANY, (size_t)n);
+	if (!so)
+		return NULL;
+	if (handle_enter(h) < 0) {
+		Py_DECREF(so);
+		return NULL;
+	}
+	int64_t deadline = timeout > 0 ? now_ms() + timeout : 0;
+	size_t k = 0;
+	int r = 0;
+	while (k < (size_t)n) {
+		int t = timeout;
+		if (timeout > 0) {
+			int64_t left = deadline - now_ms();
+			t = left > 0 ? (int)left : 0;
+		}
+		r = acquire_one(h, &so->ss[k], t);
+		if (r < 0)
+			break;
+		k++;
+	}
+	if (k > 0 && r == PYERR_SET) {
+		/* A signal handler raised: give back what was taken, as if never acquired. */
+		for (size_t i = 0; i < k; i++)
+			cistern_unacquire(h->c, &so->ss[i]);
+		k = 0;
+	}
+	handle_leave(h);
+	if (k == 0) {
+		Py_DECREF(so);
+		return raise_result(r);
+	}
+	so->n = k;
+	return sample_attach(so, h);
+}
+
+/*
+ * put_many(data, stride, n, sim_id=0, time_step=0, timeout_ms=-1, ids=None) -> k
+ * Put n samples of stride bytes each from the buffer `data` (sample i at
+ * offset i * stride), in order, all with the same sim_id and time_step, with
+ * cistern_put_batch(), waiting for room as put() does; ids (n uint64), if
+ * given, receives their sample ids. Returns how many were put: fewer than n
+ * only when the timeout (or an error) came after the first; with none put,
+ * that is raised. Positional arguments only, no allocation once warm.
+ */
+static PyObject *Handle_put_many(HandleObject *h, PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs < 3 || nargs > 7) {
+		PyErr_SetString(PyExc_TypeError,
+				"put_many(data, stride, n, sim_id=0, time_step=0, timeout_ms=-1, ids=None)");
+		return NULL;
+	}
+	Py_ssize_t stride = PyLong_AsSsize_t(args[1]);
+	if (stride == -1 && PyErr_Occurred())
+		return NULL;
+	Py_ssize_t n = PyLong_AsSsize_t(args[2]);
+	if (n == -1 && PyErr_Occurred())
+		return NULL;
+	uint32_t sim_id = 0, time_step = 0;
+	int timeout = -1;
+	if ((nargs > 3 && !conv_u32(args[3], &sim_id)) || (nargs > 4 && !conv_u32(args[4], &time_step)) ||
+	    (nargs > 5 && !conv_timeout(args[5], &timeout)))
+		return NULL;
+	if (stride <= 0 || n <= 0) {
+		PyErr_SetString(PyExc_ValueError, "put_many: stride and n must be positive");
+		return NULL;
+	}
+	if ((uint64_t)stride > h->slot_size) {
+		PyErr_Format(PyExc_ValueError, "samples of %zd bytes do not fit a slot of %llu bytes",
+			     stride, (unsigned long long)h->slot_size);
+		return NULL;
+	}
+	Py_buffer data, ids;
+	int have_ids = 0;
+	PyObject *res = NULL;
+	if (PyObject_GetBuffer(args[0], &data, PyBUF_C_CONTIGUOUS) < 0)
+		return NULL;
+	if (stride > PY_SSIZE_T_MAX / n || data.len < stride * n) {
+		PyErr_SetString(PyExc_ValueError, "put_many: data smaller than stride * n");
+		goto out_buf;
+	}
+	if (opt_writable(arg_or(args, nargs, 6, Py_None), &ids, &have_ids,
+			 n * (Py_ssize_t)sizeof(uint64_t), "put_many: ids") < 0)
+		goto out_buf;
+	if (handle_enter(h) < 0)
+		goto out_buf;
+	if (handle_scratch(h, (size_t)n) < 0) {
+		handle_leave(h);
+		goto out_buf;
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		h->scratch_meta[i].sim_id = sim_id;
+		h->scratch_meta[i].time_step = time_step;
+	}
+	struct put_batch_ctx x = {h->c, data.buf, (size_t)stride, (size_t)n, 0, h->scratch_meta};
+	/* The exporter cannot move or free the buffer while we hold the view. */
+	int r = put_batch_attempt(&x, 0);
+	if (r == -EAGAIN && timeout != 0)
+		r = wait_sliced(put_batch_attempt, &x, timeout);
+	handle_leave(h);
+	if (have_ids)
+		for (size_t i = 0; i < x.done; i++)
+			((uint64_t *)ids.buf)[i] = h->scratch_meta[i].sample_id;
+	if (x.done == 0) {
+		raise_result(r);
+		goto out_buf;
+	}
+	if (r == PYERR_SET) /* a signal handler raised after some rows: the exception wins */
+		goto out_buf;
+	res = PyLong_FromSize_t(x.done);
+out_buf:
+	if (have_ids)
+		PyBuffer_Release(&ids);
+	PyBuffer_Release(&data);
+	return res;
+}
+
+/*
+ * waiting_for_room() -> n
+ * How many live attachments wait for room to put (cistern_procs_get()). A
+ * reader that holds samples while it waits for more asks it when it gets
+ * nothing: under FIFO a producer waits for the slots in ring order, so a
+ * held sample can be the one it waits for.
+ */
+static PyObject *Handle_waiting_for_room(HandleObject *h, PyObject *Py_UNUSED(ignored))
+{
+	if (handle_enter(h) < 0)
+		return NULL;
+	struct cistern_proc_info small[64], *info = small;
+	size_t cap = 64;
+	int r;
+	for (;;) {
+		r = cistern_procs_get(h->c, info, cap);
+		if (r < 0 || (size_t)r <= cap)
+			break;
+		/* More entries than room: ask again with room for them all. */
+		cap = (size_t)r;
+		struct cistern_proc_info *more = PyMem_Realloc(info == small ? NULL : info,
+								cap * sizeof(*info));
+		if (!more) {
+			if (info != small)
+				PyMem_Free(info);
+			handle_leave(h);
+			return PyErr_NoMemory();
+		}
+		info = more;
+	}
+	handle_leave(h);
+	long n = 0;
+	for (int i = 0; i < r; i++)
+		n += info[i].alive && info[i].waiting == 2;
+	if (info != small)
+		PyMem_Free(info);
+	if (r < 0)
+		return raise_result(r);
+	return PyLong_FromLong(n);
 }
 
 static PyObject *Handle_close_reception(HandleObject *h, PyObject *Py_UNUSED(ignored))
@@ -987,6 +1475,9 @@ static PyObject *stats_dict(const struct cistern_stats *st)
 	    dict_set_u64(d, "reader_wait_ns", st->reader_wait_ns) < 0 ||
 	    dict_set_u64(d, "unpaired", st->unpaired) < 0 ||
 	    dict_set_u64(d, "procs_attached", st->procs_attached) < 0 ||
+	    dict_set_u64(d, "producers_expected", st->producers_expected) < 0 ||
+	    dict_set_u64(d, "producers_done", st->producers_done) < 0 ||
+	    dict_set_u64(d, "producers_died", st->producers_died) < 0 ||
 	    dict_set_bool(d, "reception_closed", st->reception_closed) < 0) {
 		Py_DECREF(d);
 		return NULL;
@@ -1031,6 +1522,7 @@ static PyObject *config_dict(const struct cistern_config *cfg)
 	    dict_set_bool(d, "lossy", cfg->flags & CISTERN_LOSSY) < 0 ||
 	    dict_set_bool(d, "single_producer", cfg->flags & CISTERN_SINGLE_PRODUCER) < 0 ||
 	    dict_set_bool(d, "single_reader", cfg->flags & CISTERN_SINGLE_READER) < 0 ||
+	    dict_set_bool(d, "dead_producer_done", cfg->flags & CISTERN_DEAD_PRODUCER_DONE) < 0 ||
 	    dict_set_f64(d, "reads_per_put", cfg->reads_per_put) < 0 ||
 	    dict_set_f64(d, "rate_slack", cfg->rate_slack) < 0 ||
 	    dict_set_steal(d, "schema", cfg->schema ? PyUnicode_FromString(cfg->schema) :
@@ -1483,6 +1975,36 @@ static PyMethodDef Handle_methods[] = {
 	 "Acquire a batch, copy its samples into `out` (row i at i * item_size) and\n"
 	 "metadata into `metas` if given, release it; returns the rows filled. A member\n"
 	 "of another size sends the whole batch back unread and raises ValueError."},
+	{"put_many", (PyCFunction)(void (*)(void))Handle_put_many, METH_FASTCALL,
+	 "put_many($self, data, stride, n, sim_id=0, time_step=0, timeout_ms=-1, ids=None, /)\n--\n\n"
+	 "Put n samples of stride bytes each from data (sample i at offset i * stride), in\n"
+	 "order, all with this sim_id and time_step, with cistern_put_batch(), waiting for\n"
+	 "room as put() does; ids (n uint64) receives their sample ids. Fewer than n only\n"
+	 "when the timeout came after the first. Positional arguments only."},
+	{"get_into", (PyCFunction)(void (*)(void))Handle_get_into, METH_FASTCALL,
+	 "get_into($self, out, timeout_ms=-1, metas=None, /)\n--\n\n"
+	 "Returns the payload length. "
+	 "Copy one sample (cistern_get()) into the writable buffer out; metas, if given,\n"
+	 "receives (sample_id, sim_id, time_step) as 3 uint64. A sample longer than out\n"
+	 "raises ValueError and stays in the segment. Positional arguments only."},
+	{"get_batch_into", (PyCFunction)(void (*)(void))Handle_get_batch_into, METH_FASTCALL,
+	 "get_batch_into($self, out, stride, n, timeout_ms=-1, metas=None, lens=None, /)\n--\n\n"
+	 "Returns k, the samples copied. "
+	 "Up to n samples into out, sample i at offset i * stride: under FIFO and FIRO the\n"
+	 "next ones there now, or the first one waited for; under the batch-capable\n"
+	 "reservoirs a batch of n drawn together. metas (n * 3 uint64) and lens (n uint64)\n"
+	 "receive metadata and lengths. A sample longer than stride raises ValueError and\n"
+	 "stays in the segment. Positional arguments only."},
+	{"acquire_many", (PyCFunction)(void (*)(void))Handle_acquire_many, METH_VARARGS | METH_KEYWORDS,
+	 "acquire_many($self, /, n, timeout_ms=-1)\n--\n\n"
+	 "Returns a Sample of kind 'many'. "
+	 "Acquire up to n samples one by one (cistern_acquire()), waiting for each, and\n"
+	 "hold them until release() (each released) or unacquire() (each handed back).\n"
+	 "Fewer than n only at end of data or when the timeout came after the first."},
+	{"waiting_for_room", (PyCFunction)Handle_waiting_for_room, METH_NOARGS,
+	 "waiting_for_room($self, /)\n--\n\n"
+	 "How many live attachments wait for room to put (cistern_procs_get()): a reader\n"
+	 "holding FIFO samples while it waits for more may be holding the slot one waits for."},
 	{"close_reception", (PyCFunction)Handle_close_reception, METH_NOARGS,
 	 "close_reception($self, /)\n--\n\n"
 	 "Close reception (cistern_close_reception()): puts fail from now on, readers\n"
@@ -1544,7 +2066,7 @@ static void sample_do_release(SampleObject *s)
 		return;
 	s->held = 0;
 	HandleObject *h = s->h;
-	if (!h || !h->c || h->detached || h->pid != getpid())
+	if (!h || !h->c || h->detached || h->pid != self_pid)
 		return;
 	/*
 	 * Not while a call on this handle is in flight (the garbage collector freeing
@@ -1565,6 +2087,10 @@ static void sample_do_release(SampleObject *s)
 	case KIND_BATCH:
 		cistern_release_batch(h->c, s->ss, s->n);
 		break;
+	case KIND_MANY:
+		for (size_t i = 0; i < s->n; i++)
+			cistern_release(h->c, &s->ss[i]);
+		break;
 	default:
 		break;
 	}
@@ -1578,7 +2104,7 @@ static int sample_is_held(const SampleObject *s)
 /* The sample whose payload this object exposes, or NULL (exception set). */
 static const struct cistern_sample *sample_target(SampleObject *s)
 {
-	if (s->kind == KIND_PAIR || s->kind == KIND_BATCH) {
+	if (kind_is_group(s->kind)) {
 		PyErr_SetString(PyExc_TypeError, "a pair or batch has no single payload: use member(i)");
 		return NULL;
 	}
@@ -1610,7 +2136,7 @@ static PyObject *Sample_unacquire(SampleObject *s, PyObject *Py_UNUSED(ignored))
 		return NULL;
 	}
 	HandleObject *h = s->h;
-	if (!s->held || !h || !h->c || h->detached || h->pid != getpid()) {
+	if (!s->held || !h || !h->c || h->detached || h->pid != self_pid) {
 		PyErr_SetString(PyExc_ValueError, "sample already released");
 		return NULL;
 	}
@@ -1631,9 +2157,59 @@ static PyObject *Sample_unacquire(SampleObject *s, PyObject *Py_UNUSED(ignored))
 	Py_RETURN_NONE;
 }
 
+/*
+ * copy_into(out, item_size, metas=None) -> n
+ * Copy every member of a pair, batch or many into `out` (member i at offset
+ * i * item_size) and, if given, their metadata into metas (n * 3 uint64).
+ * Every member must be exactly item_size bytes; if one is not, ValueError and
+ * nothing is copied (the sample stays held: hand it back with unacquire()).
+ */
+static PyObject *Sample_copy_into(SampleObject *s, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"out", "item_size", "metas", NULL};
+	Py_buffer out, metas;
+	Py_ssize_t item;
+	PyObject *metas_obj = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*n|O:copy_into", kwlist, &out, &item, &metas_obj))
+		return NULL;
+	PyObject *res = NULL;
+	int have_metas = 0;
+	if (!kind_is_group(s->kind)) {
+		PyErr_SetString(PyExc_TypeError, "copy_into() is for pairs, batches and many");
+		goto out_buf;
+	}
+	if (!s->held) {
+		PyErr_SetString(PyExc_ValueError, "sample already released");
+		goto out_buf;
+	}
+	Py_ssize_t n = (Py_ssize_t)s->n;
+	if (item <= 0 || item > PY_SSIZE_T_MAX / n || out.len < item * n) {
+		PyErr_SetString(PyExc_ValueError, "copy_into: output buffer smaller than item_size * members");
+		goto out_buf;
+	}
+	if (opt_writable(metas_obj, &metas, &have_metas, n * 3 * (Py_ssize_t)sizeof(uint64_t),
+			 "copy_into: metas") < 0)
+		goto out_buf;
+	for (size_t i = 0; i < s->n; i++)
+		if (s->ss[i].len != (size_t)item) {
+			PyErr_Format(PyExc_ValueError,
+				     "member %zu is a sample of %zu bytes where %zd were asked for",
+				     i, s->ss[i].len, item);
+			goto out_buf;
+		}
+	/* With the GIL held: no other thread can release the members meanwhile. */
+	copy_rows(s->ss, s->n, out.buf, (size_t)item, have_metas ? metas.buf : NULL);
+	res = PyLong_FromSsize_t(n);
+out_buf:
+	if (have_metas)
+		PyBuffer_Release(&metas);
+	PyBuffer_Release(&out);
+	return res;
+}
+
 static PyObject *Sample_member(SampleObject *s, PyObject *arg)
 {
-	if (s->kind != KIND_PAIR && s->kind != KIND_BATCH) {
+	if (!kind_is_group(s->kind)) {
 		PyErr_SetString(PyExc_TypeError, "member() is for pairs and batches");
 		return NULL;
 	}
@@ -1703,7 +2279,7 @@ static PyBufferProcs Sample_as_buffer = {
 
 static PyObject *Sample_get_meta(SampleObject *s, void *Py_UNUSED(closure))
 {
-	if (s->kind == KIND_PAIR || s->kind == KIND_BATCH) {
+	if (kind_is_group(s->kind)) {
 		PyObject *l = PyList_New((Py_ssize_t)s->n);
 		if (!l)
 			return NULL;
@@ -1727,7 +2303,7 @@ static PyObject *Sample_get_held(SampleObject *s, void *Py_UNUSED(closure))
 
 static PyObject *Sample_get_kind(SampleObject *s, void *Py_UNUSED(closure))
 {
-	static const char *names[] = {"one", "pair", "batch", "member"};
+	static const char *names[] = {"one", "pair", "batch", "member", "many"};
 	return PyUnicode_FromString(names[s->kind]);
 }
 
@@ -1745,7 +2321,7 @@ static PyObject *Sample_get_exports(SampleObject *s, void *Py_UNUSED(closure))
 /* Payload length for a sample or member; number of members for a pair or batch. */
 static Py_ssize_t Sample_len(SampleObject *s)
 {
-	if (s->kind == KIND_PAIR || s->kind == KIND_BATCH)
+	if (kind_is_group(s->kind))
 		return (Py_ssize_t)s->n;
 	return (Py_ssize_t)(s->kind == KIND_MEMBER ? s->parent->ss[s->index].len : s->ss[0].len);
 }
@@ -1763,6 +2339,13 @@ static PyMethodDef Sample_methods[] = {
 	 "unacquire($self, /)\n--\n\n"
 	 "Hand the sample, pair or batch back unread, as if it had not been acquired\n"
 	 "(cistern_unacquire() on every member)."},
+	{"copy_into", (PyCFunction)(void (*)(void))Sample_copy_into, METH_VARARGS | METH_KEYWORDS,
+	 "copy_into($self, /, out, item_size, metas=None)\n--\n\n"
+	 "Returns the members copied. "
+	 "Copy every member of a pair, batch or many into out (member i at offset\n"
+	 "i * item_size) and their (sample_id, sim_id, time_step) into metas (n * 3\n"
+	 "uint64). Every member must be exactly item_size bytes, else ValueError and\n"
+	 "nothing is copied; the sample stays held either way."},
 	{"member", (PyCFunction)Sample_member, METH_O,
 	 "member($self, i, /)\n--\n\n"
 	 "An object exporting the payload of member i of a pair or batch."},
@@ -1923,16 +2506,54 @@ static PyObject *mod_dtype_name(PyObject *Py_UNUSED(m), PyObject *args)
 	return PyUnicode_FromString(n);
 }
 
-static PyObject *mod_attach(PyObject *Py_UNUSED(m), PyObject *args)
+/*
+ * An attach refused with -EACCES for an object of another user than ours or
+ * root: PermissionError naming the owner and the way to allow it. NULL with
+ * nothing raised if that is not why (the segment's mode refused us).
+ */
+static PyObject *raise_not_owner(const char *name)
 {
+	char path[160];
+	struct stat st;
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	if (lstat(path, &st) < 0 || st.st_uid == 0 || st.st_uid == geteuid())
+		return NULL;
+	char who[96];
+	struct passwd *pw = getpwuid(st.st_uid);
+	if (pw)
+		snprintf(who, sizeof(who), "user %s (uid %u)", pw->pw_name, (unsigned)st.st_uid);
+	else
+		snprintf(who, sizeof(who), "uid %u", (unsigned)st.st_uid);
+	PyObject *msg = PyUnicode_FromFormat(
+		"segment owned by %s, not by this process's user or root: refused (anyone may "
+		"create a segment's name first, to collect what is put into it); to share a "
+		"segment between users on purpose, attach with any_owner=True", who);
+	PyObject *a = msg ? Py_BuildValue("(iOs)", EACCES, msg, name) : NULL;
+	if (a)
+		PyErr_SetObject(PyExc_PermissionError, a);
+	Py_XDECREF(a);
+	Py_XDECREF(msg);
+	return NULL;
+}
+
+static PyObject *mod_attach(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"name", "any_owner", NULL};
 	const char *name;
-	if (!PyArg_ParseTuple(args, "s:attach", &name) || check_name(name) < 0)
+	int any_owner = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|p:attach", kwlist, &name, &any_owner) ||
+	    check_name(name) < 0)
 		return NULL;
 	struct cistern *c = NULL;
 	int r;
 	Py_BEGIN_ALLOW_THREADS
-	r = cistern_attach(name, &c);
+	r = cistern_attach_flags(name, any_owner ? CISTERN_ATTACH_ANY_OWNER : 0, &c);
 	Py_END_ALLOW_THREADS
+	if (r == -EACCES && !any_owner) {
+		raise_not_owner(name);
+		if (PyErr_Occurred())
+			return NULL;
+	}
 	if (r < 0)
 		return raise_for_name(r, name);
 	return (PyObject *)handle_new(c);
@@ -2070,15 +2691,18 @@ static PyObject *mod_list_segments(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(i
 
 static PyObject *mod_remove(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"name", "force", NULL};
+	static char *kwlist[] = {"name", "force", "any_owner", NULL};
 	const char *name;
-	int force = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|p:remove", kwlist, &name, &force) ||
+	int force = 0, any_owner = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pp:remove", kwlist, &name, &force,
+					 &any_owner) ||
 	    check_name(name) < 0)
 		return NULL;
+	unsigned flags = (force ? CISTERN_REMOVE_FORCE : 0) |
+			 (any_owner ? CISTERN_REMOVE_ANY_OWNER : 0);
 	int r;
 	Py_BEGIN_ALLOW_THREADS
-	r = cistern_remove(name, force ? CISTERN_REMOVE_FORCE : 0);
+	r = cistern_remove(name, flags);
 	Py_END_ALLOW_THREADS
 	if (r == -EBUSY) {
 		PyObject *a = Py_BuildValue("(iss)", EBUSY,
@@ -2096,17 +2720,21 @@ static PyObject *mod_remove(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw
 
 static PyObject *mod_gc(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"name", "dry_run", NULL};
+	static char *kwlist[] = {"name", "dry_run", "any_owner", "dump_to", "discard", NULL};
 	const char *name;
-	int dry = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|p:gc", kwlist, &name, &dry) ||
+	const char *dir = NULL;
+	int dry = 0, any_owner = 0, discard = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|ppzp:gc", kwlist, &name, &dry, &any_owner,
+					 &dir, &discard) ||
 	    check_name(name) < 0)
 		return NULL;
+	unsigned flags = (dry ? CISTERN_GC_DRY_RUN : 0) | (any_owner ? CISTERN_GC_ANY_OWNER : 0) |
+			 (discard ? CISTERN_GC_DISCARD : 0);
 	struct cistern_gc_report rep;
 	memset(&rep, 0, sizeof(rep));
 	int r;
 	Py_BEGIN_ALLOW_THREADS
-	r = cistern_gc(name, dry ? CISTERN_GC_DRY_RUN : 0, &rep);
+	r = cistern_gc_dump_to(name, dir, flags, &rep);
 	Py_END_ALLOW_THREADS
 	if (r < 0)
 		return raise_for_name(r, name);
@@ -2118,7 +2746,10 @@ static PyObject *mod_gc(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 	    dict_set_u64(d, "redelivered", rep.redelivered) < 0 ||
 	    dict_set_u64(d, "pins", rep.pins) < 0 ||
 	    dict_set_u64(d, "live_procs", rep.live_procs) < 0 ||
-	    dict_set_steal(d, "removed", PyLong_FromLong(rep.removed)) < 0) {
+	    dict_set_steal(d, "removed", PyLong_FromLong(rep.removed)) < 0 ||
+	    dict_set_u64(d, "unread", rep.unread) < 0 ||
+	    dict_set_u64(d, "dumped", rep.dumped) < 0 ||
+	    dict_set_bool(d, "kept", rep.kept) < 0) {
 		Py_DECREF(d);
 		return NULL;
 	}
@@ -2288,9 +2919,11 @@ static PyMethodDef module_methods[] = {
 	{"dtype_name", mod_dtype_name, METH_VARARGS,
 	 "dtype_name(number, /)\n--\n\n"
 	 "The name of dtype `number` (cistern_dtype_name()), as schemas write it."},
-	{"attach", mod_attach, METH_VARARGS,
-	 "attach(name, /)\n--\n\n"
-	 "Attach to the existing segment `name` (cistern_attach()); returns a Handle."},
+	{"attach", (PyCFunction)(void (*)(void))mod_attach, METH_VARARGS | METH_KEYWORDS,
+	 "attach(name, any_owner=False)\n--\n\n"
+	 "Attach to the existing segment `name` (cistern_attach_flags()); returns a Handle.\n"
+	 "A segment owned by another user than ours or root raises PermissionError\n"
+	 "unless any_owner=True (CISTERN_ATTACH_ANY_OWNER)."},
 	{"open_readonly", mod_open_readonly, METH_VARARGS,
 	 "open_readonly(name, /)\n--\n\n"
 	 "Open segment `name` for inspection only (cistern_open_readonly()): a Handle on\n"
@@ -2300,14 +2933,16 @@ static PyMethodDef module_methods[] = {
 	 "unlink(name, /)\n--\n\n"
 	 "Remove a segment's name (cistern_unlink()); attached processes keep working."},
 	{"remove", (PyCFunction)(void (*)(void))mod_remove, METH_VARARGS | METH_KEYWORDS,
-	 "remove(name, force=False)\n--\n\n"
+	 "remove(name, force=False, any_owner=False)\n--\n\n"
 	 "Remove a segment's name, refusing with OSError(EBUSY) while live processes are\n"
 	 "attached (cistern_remove()); force=True removes it anyway, and removes damaged\n"
 	 "or foreign objects named cistern.NAME too."},
 	{"gc", (PyCFunction)(void (*)(void))mod_gc, METH_VARARGS | METH_KEYWORDS,
-	 "gc(name, dry_run=False)\n--\n\n"
-	 "Collect one segment's garbage (cistern_gc()): reclaim what dead processes left\n"
-	 "and remove the segment if it is garbage. Returns the report as a dict."},
+	 "gc(name, dry_run=False, any_owner=False, dump_to=None, discard=False)\n--\n\n"
+	 "Collect one segment's garbage (cistern_gc_dump_to()): reclaim what dead processes\n"
+	 "left and remove the segment if it is garbage. A stale segment holding unread\n"
+	 "samples is kept, unless dump_to (a directory) dumps it first or discard=True.\n"
+	 "Returns the report as a dict."},
 	{"list_segments", mod_list_segments, METH_NOARGS,
 	 "list_segments()\n--\n\n"
 	 "Every cistern segment on the machine, sorted by name (cistern_list()), as a list\n"
@@ -2359,6 +2994,11 @@ PyMODINIT_FUNC PyInit__cistern(void)
 	if (PyType_Ready(&HandleType) < 0 || PyType_Ready(&SampleType) < 0 ||
 	    PyType_Ready(&SlotType) < 0)
 		return NULL;
+	self_pid = getpid();
+	if (pthread_atfork(NULL, NULL, on_fork_child) != 0) {
+		PyErr_SetString(PyExc_ImportError, "_cistern: pthread_atfork failed");
+		return NULL;
+	}
 	PyObject *m = PyModule_Create(&module_def);
 	if (!m)
 		return NULL;
@@ -2393,6 +3033,7 @@ PyMODINIT_FUNC PyInit__cistern(void)
 	    PyModule_AddIntConstant(m, "LOSSY", CISTERN_LOSSY) < 0 ||
 	    PyModule_AddIntConstant(m, "SINGLE_PRODUCER", CISTERN_SINGLE_PRODUCER) < 0 ||
 	    PyModule_AddIntConstant(m, "SINGLE_READER", CISTERN_SINGLE_READER) < 0 ||
+	    PyModule_AddIntConstant(m, "DEAD_PRODUCER_DONE", CISTERN_DEAD_PRODUCER_DONE) < 0 ||
 	    PyModule_AddIntConstant(m, "SEEN_BUCKETS", CISTERN_SEEN_BUCKETS) < 0 ||
 	    PyModule_AddIntConstant(m, "SLOT_CLASSES", CISTERN_SLOT_CLASSES) < 0 ||
 	    PyModule_AddIntConstant(m, "PROC_PRODUCER", CISTERN_PROC_PRODUCER) < 0 ||

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# check.sh - run the test suite again under the checking tools, each in a build
-# directory of its own. scripts/test.sh calls it; it can also run alone (after
-# setup.sh has installed clang, libclang-rt-14-dev and valgrind):
+# check.sh - check the sources' format, then run the test suite again under
+# the checking tools, each in a build directory of its own. scripts/test.sh
+# calls it; it can also run alone (after setup.sh has installed clang,
+# clang-format, libclang-rt-14-dev and valgrind):
 #
+#   format      scripts/format.sh --check: the C sources as .clang-format lays them
+#               out (clang-format 14), the other text files as .editorconfig says;
+#               bash scripts/format.sh fixes what it finds
 #   build-asan  clang, AddressSanitizer + UndefinedBehaviorSanitizer: every test program
 #               (also proves the tree builds warning-free with clang)
 #   build-tsan  gcc, ThreadSanitizer: the multithreaded and multi-process tests,
@@ -10,12 +14,13 @@
 #   valgrind    memcheck over the single-process tests (test_api, from ./build)
 #   fuzz        scripts/fuzz.sh, the short run, if clang's fuzzer runtime is there
 #
-# CHECKS="asan tsan valgrind fuzz" (the default) picks which run; CHECKS=none
-# runs nothing. Closes with "check: N passed, N failed": Criterion tests count
-# one by one, the valgrind run and each fuzz target count as one each.
+# CHECKS="format asan tsan valgrind fuzz" (the default) picks which run;
+# CHECKS=none runs nothing. Closes with "check: N passed, N failed": Criterion
+# tests count one by one, the format check, the valgrind run and each fuzz
+# target count as one each.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-checks=" ${CHECKS:-asan tsan valgrind fuzz} "
+checks=" ${CHECKS:-format asan tsan valgrind fuzz} "
 
 passed=0 failed=0
 
@@ -47,6 +52,11 @@ build() { # dir compiler meson-options...
     CC=$cc meson setup "$dir" "$@" >/dev/null
   fi && ninja -C "$dir" >/dev/null
 }
+
+if [[ $checks == *" format "* ]]; then
+  echo "== format (clang-format 14, .editorconfig)"
+  if bash scripts/format.sh --check; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+fi
 
 if [[ $checks == *" asan "* ]]; then
   echo "== asan+ubsan (clang, build-asan)"

@@ -4,9 +4,9 @@
 # valgrind, fuzzing), and a closing "N passed, N failed" line counting both.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-# clang, its fuzzer runtime and valgrind serve scripts/check.sh, run at the end;
-# the benchmark's peers (bench/peers) its smoke run.
-EXTRA_PACKAGES="${EXTRA_PACKAGES:-} clang libclang-rt-14-dev valgrind $(cat bench/peers)" \
+# clang, clang-format, clang's fuzzer runtime and valgrind serve scripts/check.sh,
+# run at the end; the benchmark's peers (bench/peers) its smoke run.
+EXTRA_PACKAGES="${EXTRA_PACKAGES:-} clang clang-format libclang-rt-14-dev valgrind $(cat bench/peers)" \
   bash scripts/setup.sh || exit 1
 
 passed=0 failed=0 rc=0
@@ -28,6 +28,10 @@ check() {
   if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; echo "FAILED: $what"; fi
 }
 check "install" bash tests/install/check.sh build
+# -Dtests=false configures without looking for criterion (configure only).
+check "tests option" bash tests/options/check.sh
+# BENCHMARKS.md's table, generated from the run it names (no benchmark runs here).
+check "bench table" bash tests/bench/table.sh
 # The benchmark program (-Dbench=enabled, in build-bench): every contender run
 # once, its payload checks passed, no time asserted.
 check "bench smoke" bash -c 'BUILDDIR=build-bench MESON_OPTIONS=-Dbench=enabled bash scripts/setup.sh >/dev/null &&

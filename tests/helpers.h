@@ -4,6 +4,7 @@
 #define CISTERN_TEST_HELPERS_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -12,14 +13,143 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <criterion/criterion.h>
 #include <cistern.h>
 
 /* A segment name unique to this process and call site. */
 #define TEST_NAME(buf, tag) snprintf((buf), sizeof(buf), "t-%s-%d", (tag), (int)getpid())
+
+/*
+ * The segments a test makes, for the fixture seg_fini to remove. A failed
+ * assertion leaves the test body at once (Criterion jumps out of it), past
+ * any clean-up written at its end, but the fixtures still run: a suite
+ * declared with TestSuite(suite, .fini = seg_fini) leaves nothing in
+ * /dev/shm, pass or fail. Each test runs in a process of its own, so the
+ * list is the test's alone.
+ *
+ * Criterion reports an assertion that fails in a fixture but does not count
+ * it against the test, so seg_fini asserts nothing: a test that checks its
+ * clean-up does so in its body, with seg_drop().
+ */
+enum { SEG_MAX = 8 };
+
+struct seg_entry {
+	char name[CISTERN_NAME_MAX + 1];
+	struct cistern *c; /* detached at the end; NULL: nothing left to detach */
+};
+
+struct seg_list {
+	pid_t pid; /* the test's process: a child it forks leaves the list alone */
+	int n;
+	struct seg_entry e[SEG_MAX];
+};
+
+static inline struct seg_list *seg_list(void)
+{
+	static struct seg_list l;
+	return &l;
+}
+
+/*
+ * The name "t-<tag>-<pid>", with whatever a killed earlier run left under
+ * it removed; seg_fini unlinks it. The string lives until the test ends.
+ */
+static inline const char *seg_name(const char *tag)
+{
+	char want[CISTERN_NAME_MAX + 1];
+	snprintf(want, sizeof(want), "t-%s-%d", tag, (int)getpid());
+	struct seg_list *l = seg_list();
+	for (int i = 0; i < l->n; i++)
+		if (strcmp(l->e[i].name, want) == 0)
+			return l->e[i].name;
+	cr_assert_lt(l->n, SEG_MAX, "more than %d segment names in one test", SEG_MAX);
+	if (l->n == 0)
+		l->pid = getpid();
+	struct seg_entry *e = &l->e[l->n++];
+	memcpy(e->name, want, sizeof(want));
+	e->c = NULL;
+	cistern_unlink(e->name);
+	return e->name;
+}
+
+/*
+ * Create the segment seg_name(tag) with cfg (asserted to succeed); seg_fini
+ * detaches the handle and unlinks the segment.
+ */
+static inline struct cistern *seg_create(const char *tag, struct cistern_config cfg)
+{
+	const char *name = seg_name(tag);
+	struct cistern *c = NULL;
+	int r = cistern_create(name, &cfg, &c);
+	cr_assert_eq(r, 0, "create %s: %s", name, cistern_strerror(r));
+	struct seg_list *l = seg_list();
+	for (int i = 0; i < l->n; i++)
+		if (l->e[i].name == name)
+			l->e[i].c = c;
+	return c;
+}
+
+static inline struct seg_entry *seg_entry_of(const struct cistern *c)
+{
+	struct seg_list *l = seg_list();
+	for (int i = 0; i < l->n; i++)
+		if (l->e[i].c == c)
+			return &l->e[i];
+	cr_assert_fail("handle %p was not made by seg_create", (const void *)c);
+	return NULL;
+}
+
+/* The name of a segment seg_create() made. */
+static inline const char *seg_name_of(const struct cistern *c)
+{
+	return seg_entry_of(c)->name;
+}
+
+/*
+ * Detach a handle seg_create() gave, before the end of the test (to give up
+ * its roles or pins, say); seg_fini still unlinks the segment. The detach's
+ * result.
+ */
+static inline int seg_detach(struct cistern *c)
+{
+	seg_entry_of(c)->c = NULL;
+	return cistern_detach(c);
+}
+
+/*
+ * Detach and unlink now, and assert that both succeed: the end of a test
+ * that checks its clean-up, or of one that makes the same segment again.
+ */
+static inline void seg_drop(struct cistern *c)
+{
+	struct seg_entry *e = seg_entry_of(c);
+	e->c = NULL;
+	cr_assert_eq(cistern_detach(c), 0);
+	cr_assert_eq(cistern_unlink(e->name), 0);
+}
+
+/* The .fini fixture: detach what is still attached, unlink every name. */
+static inline void seg_fini(void)
+{
+	struct seg_list *l = seg_list();
+	if (l->pid != getpid())
+		return;
+	for (int i = l->n - 1; i >= 0; i--) {
+		if (l->e[i].c)
+			cistern_detach(l->e[i].c);
+		cistern_unlink(l->e[i].name);
+		l->e[i].c = NULL;
+	}
+	l->n = 0;
+}
 
 /* Memory shared with forked children (zeroed). */
 static inline void *shared_alloc(size_t size)
@@ -139,6 +269,49 @@ static inline pid_t spawn_holder(const char *name, enum hold what)
 	return pid;
 }
 
+/*
+ * Fork a child that attaches to `name`, commits n samples (sample i is
+ * 1 + i % 50 bytes of fill_payload(.., 7, i), time_step i), says it is ready,
+ * then waits to be killed: a producer that dies with its samples committed.
+ * Returns its pid once they are in, or -1 (the child is reaped).
+ */
+static inline pid_t spawn_filler(const char *name, uint32_t n)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		return -1;
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		close(p[0]);
+		struct cistern *h;
+		if (cistern_attach(name, &h) < 0)
+			_exit(1);
+		for (uint32_t i = 0; i < n; i++) {
+			uint8_t buf[64];
+			size_t len = 1 + i % 50;
+			fill_payload(buf, len, 7, i);
+			struct cistern_meta m = {.sim_id = 7, .time_step = i};
+			if (cistern_put(h, buf, len, &m, 1000) < 0)
+				_exit(2);
+		}
+		char ok = 1;
+		if (write(p[1], &ok, 1) != 1)
+			_exit(4);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	char ok = 0;
+	ssize_t got = pid > 0 ? read(p[0], &ok, 1) : -1;
+	close(p[0]);
+	if (got != 1) {
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+		return -1;
+	}
+	return pid;
+}
+
 /* SIGKILL a child and reap it. */
 static inline void kill_and_reap(pid_t pid)
 {
@@ -153,6 +326,95 @@ static inline int reap_all(void)
 	while (wait(&status) > 0)
 		bad += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
 	return bad;
+}
+
+/*
+ * Objects anyone who may write /dev/shm can put under a segment's name that
+ * are not regular files. Opening a FIFO for reading waits for a writer, so a
+ * test that meets one arms an alarm: special_make() installs a SIGALRM
+ * handler that takes the object away and fails the test, instead of a wait
+ * that hangs the suite.
+ */
+enum special { SP_FIFO, SP_SOCKET, SP_DIR, SP_LINK, SP_DEVICE };
+
+/* The object this test made: one per test process. */
+static inline char *special_path(void)
+{
+	static char path[128];
+	return path;
+}
+
+/*
+ * Take the object away. A FIFO is first opened for writing for a moment:
+ * whatever waits to open it for reading, anywhere on the machine (a build
+ * of cistern without the fix, run by someone else), then goes on.
+ */
+static inline void special_clear(void)
+{
+	const char *path = special_path();
+	int w = open(path, O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (w >= 0)
+		close(w);
+	if (unlink(path) < 0)
+		rmdir(path);
+}
+
+static inline void special_alarm(int sig)
+{
+	(void)sig;
+	special_clear();
+	_exit(3);
+}
+
+/*
+ * Make a `kind` object at /dev/shm/cistern.<name>. *keep receives a
+ * descriptor to close when done (the socket's), or -1. 0 or -errno.
+ */
+static inline int special_make(enum special kind, const char *name, int *keep)
+{
+	char *path = special_path();
+	snprintf(path, 128, "/dev/shm/cistern.%s", name);
+	unlink(path);
+	rmdir(path);
+	struct sigaction sa = {.sa_handler = special_alarm};
+	sigaction(SIGALRM, &sa, NULL);
+	*keep = -1;
+	int r = 0;
+	switch (kind) {
+	case SP_FIFO:
+		r = mkfifo(path, 0666);
+		break;
+	case SP_SOCKET: {
+		struct sockaddr_un sa_un = {.sun_family = AF_UNIX};
+		if (strlen(path) >= sizeof(sa_un.sun_path))
+			return -ENAMETOOLONG;
+		memcpy(sa_un.sun_path, path, strlen(path) + 1);
+		*keep = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		r = *keep < 0 || bind(*keep, (struct sockaddr *)&sa_un, sizeof(sa_un)) < 0 ||
+		    listen(*keep, 1) < 0 ? -1 : 0;
+		break;
+	}
+	case SP_DIR:
+		r = mkdir(path, 0777);
+		break;
+	case SP_LINK:
+		r = symlink("/dev/null", path);
+		break;
+	case SP_DEVICE:
+		/* /dev/null's numbers: reading gives nothing, writing loses everything. */
+		r = mknod(path, S_IFCHR | 0666, makedev(1, 3));
+		break;
+	}
+	return r < 0 ? -errno : 0;
+}
+
+/* Done with the object: no alarm, no object, no descriptor. */
+static inline void special_remove(int keep)
+{
+	alarm(0);
+	special_clear();
+	if (keep >= 0)
+		close(keep);
 }
 
 #endif

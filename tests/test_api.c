@@ -181,6 +181,77 @@ Test(create, a_config_with_no_problem_named_is_created)
 	}
 }
 
+/*
+ * A rate_slack set by hand under which the policy's own read could never
+ * start (producers stop before the budget for it can build up) is refused
+ * by create, naming rate_slack; one that just admits it is taken.
+ */
+Test(create, a_rate_slack_under_which_no_read_could_start_is_refused)
+{
+	const struct cistern_config bad[] = {
+		/* Producers stop 9 reads behind at worst: d > 1 - 10. */
+		{.policy = CISTERN_RESERVOIR, .slot_count = 16, .watermark = 4,
+		 .reads_per_put = 10, .rate_slack = 1},
+		/* A quarter of a read ahead at most, never a whole one. */
+		{.policy = CISTERN_FIFO_EVICT_RESERVOIR, .slot_count = 16, .watermark = 4,
+		 .reads_per_put = 0.25, .rate_slack = 0.25},
+		{.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 16, .watermark = 4,
+		 .sweep_size = 2, .nb_time_steps = 2, .reads_per_put = 4, .rate_slack = 2},
+		/* Producers stop at a drift of 2, a batch needs 5: 8 - 3. */
+		{.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 16, .watermark = 8, .batch_size = 8,
+		 .reads_per_put = 2, .rate_slack = 3},
+	};
+	const struct cistern_config good[] = {
+		{.policy = CISTERN_RESERVOIR, .slot_count = 16, .watermark = 4,
+		 .reads_per_put = 2, .rate_slack = 1},
+		{.policy = CISTERN_RESERVOIR, .slot_count = 16, .watermark = 4,
+		 .reads_per_put = 0.5, .rate_slack = 0.5},
+		{.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 16, .watermark = 4,
+		 .sweep_size = 2, .nb_time_steps = 2, .reads_per_put = 4, .rate_slack = 3},
+		{.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 16, .watermark = 8, .batch_size = 8,
+		 .reads_per_put = 2, .rate_slack = 5},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *why = cistern_config_problem(&bad[i]);
+		cr_assert_not_null(why, "bad case %zu named no problem", i);
+		cr_assert(strstr(why, "rate_slack"), "bad case %zu: '%s'", i, why);
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		const char *why = cistern_config_problem(&good[i]);
+		cr_assert_null(why, "good case %zu: %s", i, why);
+	}
+}
+
+Test(create, a_rate_slack_left_0_stays_0_automatic)
+{
+	char name[64];
+	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 16, .watermark = 4,
+				     .reads_per_put = 2};
+	struct cistern *c = make("slack0", name, sizeof(name), &cfg);
+	struct cistern_config got;
+	cr_assert_eq(cistern_config_get(c, &got), 0);
+	cr_assert(got.reads_per_put == 2 && got.rate_slack == 0, "slack %g", got.rate_slack);
+	drop(c, name);
+}
+
+Test(read_problem, names_reads_per_put_rate_slack_and_the_batch)
+{
+	char name[64];
+	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_size = 8, .slot_count = 64,
+				     .watermark = 32, .reads_per_put = 2, .rate_slack = 4};
+	struct cistern *c = make("readprob", name, sizeof(name), &cfg);
+	char why[400];
+	cr_assert_eq(cistern_read_problem(c, 16, why, sizeof(why)), -EDEADLK);
+	cr_assert(strstr(why, "16 samples") && strstr(why, "reads_per_put 2") &&
+		  strstr(why, "rate_slack 4") && strstr(why, "at least 9"), "%s", why);
+	cr_assert_eq(cistern_read_problem(c, 7, why, sizeof(why)), 0);
+	cr_assert_str_empty(why);
+	cr_assert_eq(cistern_read_problem(c, 65, why, sizeof(why)), -EINVAL);
+	cr_assert(strstr(why, "slot_count 64"), "%s", why);
+	cr_assert_eq(cistern_read_problem(c, 0, NULL, 0), -EINVAL, "no batch_size");
+	drop(c, name);
+}
+
 Test(attach, missing_segment_is_enoent)
 {
 	struct cistern *c;

@@ -23,6 +23,12 @@
  * test, it does not hang it). The policy decides what the counts must show; the
  * harness takes the policy as a parameter (struct chaos_policy) so that the
  * reservoirs get their own check when they land.
+ *
+ * With chaos_policy.forking, every participant also forks children ("heirs")
+ * that inherit its handle and outlive it, as DataLoader workers and
+ * multiprocessing pools do: one right after it attaches, one the first time it
+ * holds a reservation or a sample. So every kill lands on a process with live
+ * children, which must not keep its attachment (and what it held) alive.
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -50,6 +56,10 @@ struct chaos_shared {
 	_Atomic uint8_t committed[PRODUCERS][MAX_SEQ];
 	_Atomic uint8_t uncertain[PRODUCERS][MAX_SEQ];
 	_Atomic uint32_t received[PRODUCERS][MAX_SEQ];
+	pid_t killer;                              /* the test process */
+	_Atomic uint32_t heirs;                    /* children forked by participants */
+	_Atomic uint32_t heirs_bad;                /* inherited handles that did not refuse a call */
+	_Atomic uint32_t heirs_stop;               /* heirs: exit now */
 };
 
 struct chaos_result {
@@ -71,6 +81,7 @@ struct chaos_policy {
 	bool copying;   /* readers copy samples out with cistern_get() (FIFO), or with
 			 * cistern_get_batch() of up to `batch` when batch > 0 */
 	unsigned put_batch; /* producers put batches of up to this many (0: one at a time) */
+	bool forking;       /* participants fork children that inherit their handle (see above) */
 };
 
 static const char *chaos_name;
@@ -78,6 +89,8 @@ static unsigned chaos_batch;
 static unsigned chaos_put_batch;
 static bool chaos_pairs;
 static bool chaos_copying;
+static bool chaos_forking;
+static struct chaos_shared *chaos_sh; /* for kill_all() */
 
 /* ---- participants (children) ---------------------------------------------- */
 
@@ -89,14 +102,42 @@ static void tag_payload(uint8_t *buf, uint32_t p, uint32_t seq)
 }
 
 /*
+ * With chaos_forking: fork an heir of handle c. The inherited handle must
+ * refuse it (-EBADF); every other heir lets go of its copy at once, the rest
+ * keep theirs, as a worker that never touches it does. It lives until the run
+ * ends (or the test process is gone), killed with nobody.
+ */
+static void fork_heir(struct chaos_shared *sh, struct cistern *c, bool producing)
+{
+	if (!chaos_forking || fork() != 0)
+		return;
+	uint8_t buf[PAYLOAD] = {0};
+	struct cistern_sample s;
+	int r = producing ? cistern_put(c, buf, PAYLOAD, NULL, 0) : cistern_acquire(c, &s, 0);
+	if (r != -EBADF)
+		atomic_fetch_add(&sh->heirs_bad, 1);
+	if ((atomic_fetch_add(&sh->heirs, 1) & 1) && cistern_detach(c) != 0)
+		atomic_fetch_add(&sh->heirs_bad, 1);
+	while (!atomic_load(&sh->heirs_stop) && kill(sh->killer, 0) == 0)
+		usleep(100000);
+	_exit(0);
+}
+
+/*
  * Now and then spin a while holding a reservation or a sample, flagged in
  * holding[who] so the killer can aim at it: kills should land in the middle
- * of holding as well as in waits and inside the calls.
+ * of holding as well as in waits and inside the calls. The first time, fork
+ * an heir (with chaos_forking) while holding.
  */
-static void hold_a_while(struct chaos_shared *sh, int who, uint32_t n)
+static void hold_a_while(struct chaos_shared *sh, int who, uint32_t n, struct cistern *c)
 {
+	static bool forked;
 	if ((n & 15) != 0)
 		return;
+	if (!forked) {
+		forked = true;
+		fork_heir(sh, c, who < PRODUCERS);
+	}
 	atomic_store(&sh->holding[who], 1);
 	for (volatile int i = 0; i < 500000; i++) /* about 0.2 ms */
 		;
@@ -139,6 +180,7 @@ static int producer(struct chaos_shared *sh, uint32_t p)
 	struct cistern *c;
 	if (cistern_attach(chaos_name, &c) < 0)
 		return 10;
+	fork_heir(sh, c, true);
 	while (!atomic_load(&sh->stop)) {
 		uint32_t seq = atomic_load(&sh->next[p]);
 		if (seq >= MAX_SEQ) {
@@ -160,7 +202,7 @@ static int producer(struct chaos_shared *sh, uint32_t p)
 			r = cistern_reserve(c, &slot, OP_TIMEOUT_MS);
 			if (r == 0) {
 				tag_payload(slot.data, p, seq);
-				hold_a_while(sh, (int)p, seq / 2);
+				hold_a_while(sh, (int)p, seq / 2, c);
 				r = cistern_commit(c, &slot, PAYLOAD, &m);
 			}
 		}
@@ -249,6 +291,7 @@ static int reader(struct chaos_shared *sh, uint32_t id)
 	struct cistern *c;
 	if (cistern_attach(chaos_name, &c) < 0)
 		return 20;
+	fork_heir(sh, c, false);
 	if (chaos_copying)
 		return copying_reader(sh, id, c);
 	double deadline = mono_now() + 600;
@@ -275,7 +318,7 @@ static int reader(struct chaos_shared *sh, uint32_t id)
 			atomic_fetch_add(&sh->bad, 1); /* not (x_t, x_t+1) of one simulation */
 		for (size_t i = 0; i < got; i++)
 			record(sh, &s[i]);
-		hold_a_while(sh, PRODUCERS + (int)id, n);
+		hold_a_while(sh, PRODUCERS + (int)id, n, c);
 		if ((chaos_pairs ? cistern_release_pair(c, s) : cistern_release_batch(c, s, got)) < 0)
 			return 23;
 	}
@@ -315,6 +358,16 @@ static int wait_until(pid_t pid, int *status, double deadline)
 	}
 }
 
+/* Let the heirs go, and reap them (the test process is their subreaper). */
+static void end_heirs(void)
+{
+	if (!chaos_forking)
+		return;
+	atomic_store(&chaos_sh->heirs_stop, 1);
+	while (waitpid(-1, NULL, 0) > 0)
+		;
+}
+
 static void kill_all(pid_t *pids)
 {
 	for (int i = 0; i < PARTICIPANTS; i++) {
@@ -324,6 +377,7 @@ static void kill_all(pid_t *pids)
 			pids[i] = 0;
 		}
 	}
+	end_heirs();
 }
 
 static void run_chaos(const struct chaos_policy *pol)
@@ -343,11 +397,17 @@ static void run_chaos(const struct chaos_policy *pol)
 	chaos_put_batch = pol->put_batch;
 	chaos_pairs = pol->pairs;
 	chaos_copying = pol->copying;
+	chaos_forking = pol->forking;
 	cistern_unlink(name);
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &pol->cfg, &c), 0);
 	struct chaos_shared *sh = shared_alloc(sizeof(*sh));
 	cr_assert_not_null(sh);
+	chaos_sh = sh;
+	sh->killer = getpid();
+	/* Heirs orphaned by a kill become ours, to reap at the end. */
+	if (chaos_forking)
+		cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
 
 	pid_t pids[PARTICIPANTS];
 	for (int i = 0; i < PARTICIPANTS; i++)
@@ -463,6 +523,14 @@ static void run_chaos(const struct chaos_policy *pol)
 		     (unsigned long long)seed);
 	cr_assert_gt(res.committed, (uint64_t)kills, "%s: too little traffic to mean anything",
 		     pol->name);
+	uint32_t heirs = atomic_load(&sh->heirs);
+	end_heirs();
+	if (chaos_forking) {
+		cr_assert_gt(heirs, (uint32_t)kills, "%s: too few heirs (%u)", pol->name, heirs);
+		cr_assert_eq(atomic_load(&sh->heirs_bad), 0,
+			     "%s: %u inherited handles did not refuse a call, or their detach "
+			     "failed", pol->name, atomic_load(&sh->heirs_bad));
+	}
 	pol->verify(&res);
 	cistern_detach(c);
 	cistern_unlink(name);
@@ -653,6 +721,21 @@ Test(chaos, reservoir_survives_random_sigkills_without_unseen_eviction_or_wedge,
 	run_chaos(&chaos_reservoir);
 }
 
+/* As fifo-forking: a reader's pins must go when it dies, whatever children it has. */
+static const struct chaos_policy chaos_reservoir_forking = {
+	.name = "reservoir-forking",
+	.cfg = {.policy = CISTERN_RESERVOIR, .slot_size = PAYLOAD, .slot_count = 32,
+		.watermark = 8},
+	.verify = verify_reservoir,
+	.forking = true,
+};
+
+Test(chaos, reservoir_survives_random_sigkills_of_processes_with_forked_children,
+     .timeout = 900)
+{
+	run_chaos(&chaos_reservoir_forking);
+}
+
 /*
  * The reservoir with one reader at a time, reading batches: the holder pins
  * with plain stores and one fence per batch, and is killed anywhere in that,
@@ -693,6 +776,23 @@ Test(chaos, firo_survives_random_sigkills_without_loss_or_wedge, .timeout = 900)
 Test(chaos, fifo_survives_random_sigkills_without_loss_or_wedge, .timeout = 900)
 {
 	run_chaos(&chaos_fifo);
+}
+
+/*
+ * Every participant has forked children alive when it is killed: its death
+ * must be seen, its reservations reclaimed and its samples handed out again,
+ * as without them (else readers wedge behind a reservation or lose a sample).
+ */
+static const struct chaos_policy chaos_fifo_forking = {
+	.name = "fifo-forking",
+	.cfg = {.slot_size = PAYLOAD, .slot_count = 32},
+	.verify = verify_fifo,
+	.forking = true,
+};
+
+Test(chaos, fifo_survives_random_sigkills_of_processes_with_forked_children, .timeout = 900)
+{
+	run_chaos(&chaos_fifo_forking);
 }
 
 Test(chaos, single_role_fifo_survives_random_sigkills_without_loss_or_wedge, .timeout = 900)

@@ -11,6 +11,7 @@
 
 #include "helpers.h"
 #include "internal.h"
+#include "dumpfile.h"
 
 #ifndef CISTERN_BIN
 #error "CISTERN_BIN must name the built cistern binary"
@@ -43,6 +44,13 @@ static size_t slurp(int fd, char *buf, size_t cap)
 	return (size_t)n;
 }
 
+/*
+ * Seconds a command may run before SIGALRM kills it (0: no limit). The alarm
+ * survives execve(): a command that waits for ever fails its test (status
+ * 128 + SIGALRM) instead of hanging it.
+ */
+static unsigned run_alarm;
+
 /* Start the binary with argv (NULL-terminated, without the program name). */
 static pid_t start(const char *in, size_t inlen, int out, int err, char *const *args)
 {
@@ -50,6 +58,8 @@ static pid_t start(const char *in, size_t inlen, int out, int err, char *const *
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
+		if (run_alarm)
+			alarm(run_alarm);
 		dup2(infd, 0);
 		dup2(out, 1);
 		dup2(err, 2);
@@ -239,6 +249,25 @@ Test(create, single_role_flags_reach_the_segment_and_inspect_shows_them)
 	cr_assert_eq(cistern_open_readonly(name, &c), 0);
 	cistern_config_get(c, &cfg);
 	cr_assert_eq(cfg.flags, CISTERN_SINGLE_READER);
+	cleanup(c, name);
+}
+
+Test(create, dead_producer_done_reaches_the_segment_and_needs_producers)
+{
+	char name[64];
+	uname_(name, sizeof(name), "deaddone");
+	struct result *r = run("create", name, "--slots", "8", "--dead-producer-done");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "--dead-producer-done needs --producers above 0"), "%s", r->err);
+	cr_assert(!exists(name));
+	r = run("create", name, "--slots", "8", "--producers", "2", "--dead-producer-done");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	struct cistern_config cfg;
+	cistern_config_get(c, &cfg);
+	cr_assert_eq(cfg.flags, CISTERN_DEAD_PRODUCER_DONE);
+	cr_assert_eq(cfg.expected_producers, 2);
 	cleanup(c, name);
 }
 
@@ -769,6 +798,31 @@ Test(gc, reclaims_what_a_killed_producer_and_reader_held)
 	cleanup(c, name);
 }
 
+/* A producer killed before done shows in inspect at once, and still after gc reclaimed it. */
+Test(inspect, counts_a_producer_that_died_before_done)
+{
+	char name[64];
+	uname_(name, sizeof(name), "diedprod");
+	struct cistern_config cfg = {.slot_size = 8, .slot_count = 8, .expected_producers = 2};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	kill_and_reap(holder(name, HOLD_RESERVATION)); /* a reserve takes the producer role */
+	const char *want = "producers  2 expected, 0 done, 1 died before done "
+			   "(waiting for a replacement to say it is done)";
+	for (int round = 0; round < 2; round++) {
+		struct result *r = run("inspect", name);
+		cr_assert_eq(r->status, 0, "%s", r->err);
+		cr_assert(strstr(r->out, want), "round %d: %s", round, r->out);
+		r = run("inspect", "--json", name);
+		cr_assert(strstr(r->out, "\"producers_expected\": 2, \"producers_done\": 0, "
+					 "\"producers_died\": 1"),
+			  "%s", r->out);
+		r = run("gc", name);
+		cr_assert_eq(r->status, 0, "%s", r->err);
+	}
+	cleanup(c, name);
+}
+
 Test(gc, dry_run_says_what_it_would_do_and_does_nothing)
 {
 	char name[64];
@@ -794,6 +848,104 @@ Test(gc, removes_a_segment_whose_processes_all_died)
 	cr_assert(strstr(r->out, "removed (every attached process died without detaching)"), "%s",
 		  r->out);
 	cr_assert(!exists(name));
+}
+
+/* A segment whose only other process committed n samples and was killed (SIGKILL). */
+static void stale_with_samples(const char *tag, char *name, size_t size, uint32_t n)
+{
+	struct cistern *c = make(tag, name, size, 64);
+	cistern_detach(c);
+	pid_t pid = spawn_filler(name, n);
+	cr_assert_gt(pid, 0, "the producer failed to start");
+	kill_and_reap(pid);
+}
+
+static void gc_dir(char *buf, size_t size, const char *tag)
+{
+	snprintf(buf, size, "/tmp/cistern-cli-gc-%s-%d", tag, (int)getpid());
+	cr_assert(mkdir(buf, 0700) == 0 || errno == EEXIST);
+}
+
+Test(gc, keeps_a_stale_segment_with_unread_samples_and_says_so)
+{
+	char name[64], want[128];
+	stale_with_samples("gcunread", name, sizeof(name), 63);
+	struct result *r = run("gc", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	snprintf(want, sizeof(want), "%s: stale, 63 unread samples kept", name);
+	cr_assert(strstr(r->out, want), "%s", r->out);
+	cr_assert(exists(name));
+	cleanup(NULL, name);
+}
+
+Test(gc, dump_to_dumps_a_stale_segment_that_restore_brings_back)
+{
+	char name[64], dir[128], path[256], want[384];
+	stale_with_samples("gcdump", name, sizeof(name), 63);
+	gc_dir(dir, sizeof(dir), "dump");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	unlink(path);
+	struct result *r = run("gc", "--dump-to", dir, name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	snprintf(want, sizeof(want), "%s: stale, 63 unread samples dumped to %s", name, path);
+	cr_assert(strstr(r->out, want), "%s", r->out);
+	cr_assert(strstr(r->out, "removed"), "%s", r->out);
+	cr_assert(!exists(name));
+	r = run("restore", "-q", path);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern *c;
+	cr_assert_eq(cistern_attach(name, &c), 0);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cr_assert_eq(st.population, 63, "every sample came back");
+	cleanup(c, name);
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(gc, discard_removes_a_stale_segment_and_says_what_was_lost)
+{
+	char name[64], want[128];
+	stale_with_samples("gcdiscard", name, sizeof(name), 5);
+	struct result *r = run("gc", "--discard", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	snprintf(want, sizeof(want), "%s: stale, 5 unread samples discarded, removed", name);
+	cr_assert(strstr(r->out, want), "%s", r->out);
+	cr_assert(!exists(name));
+}
+
+Test(gc, dump_to_over_an_existing_file_fails_and_keeps_the_segment)
+{
+	char name[64], dir[128], path[256];
+	stale_with_samples("gcdumpx", name, sizeof(name), 2);
+	gc_dir(dir, sizeof(dir), "dumpx");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	struct result *r = run("gc", "--dump-to", dir, name);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "2 unread samples kept"), "%s", r->err);
+	cr_assert(exists(name));
+	cleanup(NULL, name);
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(gc, dump_to_a_missing_directory_fails_up_front)
+{
+	char name[64];
+	stale_with_samples("gcnodir", name, sizeof(name), 2);
+	struct result *r = run("gc", "--dump-to", "/nonexistent/cistern-dumps", name);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "/nonexistent/cistern-dumps"), "%s", r->err);
+	cr_assert(exists(name));
+	cleanup(NULL, name);
+}
+
+Test(gc, dump_to_with_discard_is_bad_usage)
+{
+	cr_assert_eq(run("gc", "--dump-to", "/tmp", "--discard", "t-cli-any")->status, 2);
 }
 
 Test(gc, keeps_a_segment_created_for_later_and_prints_nothing)
@@ -896,6 +1048,38 @@ Test(dump, a_dump_with_a_flipped_byte_is_refused)
 Test(dump, a_truncated_dump_is_refused)
 {
 	corrupt_and_refuse("trunc", true);
+}
+
+/* A SimPairedReservoir (sweep 4) whose dump holds a record of sim 4, checksums made to hold. */
+Test(dump, a_record_the_policy_refuses_fails_check_and_restore_alike)
+{
+	char name[64], copy[64], path[128];
+	uname_(name, sizeof(name), "pairbad");
+	uname_(copy, sizeof(copy), "pairbad2");
+	tmp_path(path, sizeof(path), "pairbad");
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 16,
+				     .policy = CISTERN_SIM_PAIRED_RESERVOIR, .watermark = 2,
+				     .sweep_size = 4, .nb_time_steps = 8};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	for (uint32_t i = 0; i < 6; i++) {
+		struct cistern_meta m = {.sim_id = i % 3, .time_step = i / 3};
+		cr_assert_eq(cistern_put(c, "x", 1, &m, 0), 0);
+	}
+	cr_assert_eq(run("dump", "-q", name, path)->status, 0);
+	cleanup(c, name);
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	put32(dumpfile_record(&f, 0) + 8, 4); /* sim_id = sweep_size */
+	dumpfile_store(&f, path);
+	struct result *r = run("restore", "--check", path);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "damaged or truncated dump"), "%s", r->err);
+	r = run("restore", path, copy);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "damaged or truncated dump"), "%s", r->err);
+	cr_assert(!exists(copy), "nothing created");
+	unlink(path);
 }
 
 Test(dump, restore_check_describes_a_good_dump)
@@ -1334,4 +1518,241 @@ Test(schema, restore_check_shows_the_schema_of_a_dump)
 	cr_assert(strstr(r->out, "\nschema " SCHEMA_RL "\n"), "%s", r->out);
 	unlink(path);
 	cleanup(c, name);
+}
+
+/* ---- objects under a segment's name that are not segments ------------- */
+
+/*
+ * Every command on an object that is not a regular file answers "not a
+ * cistern segment" and goes on; none waits on it. Each command runs under an
+ * alarm (run_alarm), so one that waits is killed and fails the test.
+ */
+static void no_command_waits_on(enum special kind, const char *tag)
+{
+	char name[64], dump[128];
+	uname_(name, sizeof(name), tag);
+	int keep;
+	int made = special_make(kind, name, &keep);
+	cr_assert_eq(made, 0, "making the object: %s", strerror(-made));
+	snprintf(dump, sizeof(dump), "/tmp/cistern-cli-%s.dump", name);
+	run_alarm = 20;
+	const char *const cmds[][4] = {
+		{"inspect", name}, {"dump", name, dump}, {"gc", "--dry-run", name}, {"gc", name},
+		{"put", name}, {"get", name, "--timeout", "0"}, {"close", name}, {"rm", name},
+	};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		struct result *r = run_in("x", 1, cmds[i][0], cmds[i][1], cmds[i][2], cmds[i][3],
+					  NULL);
+		cr_expect_eq(r->status, 1, "%s: status %d: %s", cmds[i][0], r->status, r->err);
+		cr_expect(strstr(r->err, "not a cistern segment"), "%s: %s", cmds[i][0], r->err);
+	}
+	cr_expect_neq(access(dump, F_OK), 0, "no dump file");
+	struct result *r = run("ls");
+	cr_expect_eq(r->status, 0, "ls: status %d: %s", r->status, r->err);
+	const char *line = strstr(r->out, name);
+	cr_expect(line && strstr(line, "not a cistern segment"), "ls: %s", r->out);
+	/* The whole machine: it lists the object, passes over it and goes on. */
+	r = run("gc", "--dry-run");
+	cr_expect_neq(r->status, 128 + SIGALRM, "gc --dry-run of every segment waited");
+	cr_expect_null(strstr(r->err, name), "gc --dry-run: %s", r->err);
+	run_alarm = 0;
+	special_remove(keep);
+}
+
+Test(special, no_command_waits_on_a_fifo)
+{
+	no_command_waits_on(SP_FIFO, "fifo");
+}
+
+Test(special, no_command_waits_on_a_socket)
+{
+	no_command_waits_on(SP_SOCKET, "sock");
+}
+
+Test(special, no_command_waits_on_a_directory)
+{
+	no_command_waits_on(SP_DIR, "dir");
+}
+
+Test(special, no_command_follows_a_symlink_to_dev_null)
+{
+	no_command_waits_on(SP_LINK, "link");
+}
+
+Test(special, no_command_opens_a_device_node)
+{
+	no_command_waits_on(SP_DEVICE, "dev");
+}
+
+Test(special, rm_force_removes_a_fifo)
+{
+	char name[64];
+	uname_(name, sizeof(name), "rmfifo");
+	int keep;
+	cr_assert_eq(special_make(SP_FIFO, name, &keep), 0);
+	run_alarm = 20;
+	struct result *r = run("rm", "--force", name);
+	cr_expect_eq(r->status, 0, "%s", r->err);
+	cr_expect(!exists(name));
+	run_alarm = 0;
+	special_remove(keep);
+}
+
+/* ---- another user's segment -------------------------------------------- */
+
+#define NOBODY 65534
+
+/* A 0666 segment under the name, owned by user nobody: what a squatter makes. */
+static void squatted(const char *tag, char *name, size_t size)
+{
+	uname_(name, size, tag);
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8, .mode = 0666};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(fchown(c->fd, NOBODY, NOBODY), 0, "fchown: %s", strerror(errno));
+	cr_assert_eq(cistern_put(c, "bait", 4, NULL, 0), 0);
+	cistern_detach(c);
+}
+
+Test(owner, writing_commands_refuse_another_users_segment_naming_the_owner)
+{
+	char name[64];
+	squatted("squat", name, sizeof(name));
+	const char *const cmds[][4] = {
+		{"put", name}, {"get", name, "--timeout", "0"}, {"close", name},
+		{"gc", name}, {"gc", "--dry-run", name}, {"rm", name}, {"rm", "--force", name},
+	};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		struct result *r = run_in("secret", 6, cmds[i][0], cmds[i][1], cmds[i][2],
+					  cmds[i][3], NULL);
+		cr_expect_eq(r->status, 1, "%s %s: status %d", cmds[i][0], cmds[i][1], r->status);
+		cr_expect(strstr(r->err, "owned by user nobody (uid 65534)") &&
+			  strstr(r->err, "--any-owner"), "%s %s: %s", cmds[i][0], cmds[i][1], r->err);
+	}
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0, "still there");
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cistern_detach(c);
+	cr_expect_eq(st.puts, 1, "nothing of ours was put");
+	cr_expect_eq(st.gets, 0, "nothing of theirs was taken");
+	cr_expect_eq(st.reception_closed, 0);
+	cleanup(NULL, name);
+}
+
+Test(owner, any_owner_lets_writing_commands_share_another_users_segment)
+{
+	char name[64];
+	squatted("share", name, sizeof(name));
+	struct result *r = run_in("ours", 4, "put", "--any-owner", name, NULL);
+	cr_assert_eq(r->status, 0, "put: %s", r->err);
+	r = run("get", "--any-owner", name, "-n", "2", "--timeout", "0");
+	cr_assert_eq(r->status, 0, "get: %s", r->err);
+	cr_assert_str_eq(r->out, "bait\nours\n");
+	r = run("close", "--any-owner", name);
+	cr_assert_eq(r->status, 0, "close: %s", r->err);
+	r = run("gc", "--any-owner", name);
+	cr_assert_eq(r->status, 0, "gc: %s", r->err);
+	r = run("rm", "--any-owner", name);
+	cr_assert_eq(r->status, 0, "rm: %s", r->err);
+	cr_assert(!exists(name));
+}
+
+Test(owner, reading_commands_show_another_users_segment)
+{
+	/* Looking cannot put anything of ours into it: ls and inspect need no opt-in. */
+	char name[64];
+	squatted("look", name, sizeof(name));
+	struct result *r = run("inspect", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "uid 65534"), "%s", r->out);
+	cleanup(NULL, name);
+}
+
+/* ---- small things ------------------------------------------------------ */
+
+Test(create, zero_where_the_library_means_a_default_is_bad_usage)
+{
+	char name[64];
+	uname_(name, sizeof(name), "zero");
+	const char *const opts[][2] = {
+		{"--slots", "--slots"}, {"--slot-size", "--slot-size"}, {"-s", "--slots"},
+		{"-z", "--slot-size"}, {"--max-procs", "--max-procs"},
+		{"--pseudo-epochs", "--pseudo-epochs"}, {"--mode", "--mode"},
+	};
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		struct result *r = run("create", name, opts[i][0], "0");
+		cr_expect_eq(r->status, 2, "%s 0: status %d", opts[i][0], r->status);
+		cr_expect(strstr(r->err, opts[i][1]), "%s 0: %s", opts[i][0], r->err);
+		cr_expect(!exists(name), "%s 0 created the segment", opts[i][0]);
+		cistern_unlink(name);
+	}
+}
+
+Test(usage, a_bad_name_states_the_naming_rule)
+{
+	const char *const cmds[][3] = {
+		{"create", "_x"}, {"inspect", "../etc"}, {"put", "a/b"}, {"get", ".hidden"},
+		{"close", "a b"}, {"rm", "a/b"}, {"gc", "a/b"}, {"dump", "a/b", "/tmp/x"},
+	};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		struct result *r = run(cmds[i][0], cmds[i][1], cmds[i][2]);
+		cr_expect_eq(r->status, 2, "%s: status %d", cmds[i][0], r->status);
+		cr_expect(strstr(r->err, "1 to 64 characters from [A-Za-z0-9._-], starting with a "
+				 "letter or digit"), "%s: %s", cmds[i][0], r->err);
+		cr_expect_null(strstr(r->err, "invalid argument"), "%s: %s", cmds[i][0], r->err);
+	}
+}
+
+Test(dump, restore_onto_a_taken_stored_name_names_it)
+{
+	char name[64], path[128], want[160];
+	struct cistern *c = make("dumptaken", name, sizeof(name), 8);
+	tmp_path(path, sizeof(path), "taken");
+	cr_assert_eq(run("dump", "-q", name, path)->status, 0);
+	struct result *r = run("restore", path);
+	cr_assert_eq(r->status, 1);
+	snprintf(want, sizeof(want), "cannot restore as '%s'", name);
+	cr_assert(strstr(r->err, want), "%s", r->err);
+	cleanup(c, name);
+	unlink(path);
+}
+
+Test(dump, restore_of_a_file_that_is_not_a_dump_says_so)
+{
+	char path[128], name[64];
+	tmp_path(path, sizeof(path), "notdump");
+	uname_(name, sizeof(name), "notdump");
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	for (int i = 0; i < 100; i++)
+		fputs("just some text\n", f);
+	fclose(f);
+	struct result *r = run("restore", path, name);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "not a cistern dump"), "%s", r->err);
+	cr_assert(!exists(name));
+	r = run("restore", "--check", path);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "not a cistern dump"), "%s", r->err);
+	unlink(path);
+}
+
+Test(dump, restore_of_a_fifo_does_not_wait_for_a_writer)
+{
+	char path[128], name[64];
+	tmp_path(path, sizeof(path), "fifo");
+	uname_(name, sizeof(name), "fifodump");
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	run_alarm = 20;
+	struct result *r = run("restore", path, name);
+	run_alarm = 0;
+	/* Before unlinking: a restore that waits is given a writer, and goes on. */
+	int w = open(path, O_WRONLY | O_NONBLOCK);
+	if (w >= 0)
+		close(w);
+	unlink(path);
+	cr_assert_eq(r->status, 1, "status %d: %s", r->status, r->err);
+	cr_assert(strstr(r->err, "not a cistern dump"), "%s", r->err);
+	cr_assert(!exists(name));
 }

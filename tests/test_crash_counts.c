@@ -54,7 +54,7 @@ static void die_after(const char *name, bool attach, bool (*step)(struct cistern
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		struct cistern *r;
-		int rc = attach ? cistern_attach(name, &r) : cistern__open_mapped(name, false, &r);
+		int rc = attach ? cistern_attach(name, &r) : cistern__open_mapped(name, false, false, &r);
 		if (rc < 0 || !step(r, arg))
 			_exit(1);
 		raise(SIGKILL);

@@ -105,14 +105,14 @@ static pid_t reclaimer_dying_after(const char *name, uint32_t dead, bool intent,
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		struct cistern *r;
-		if (cistern__open_mapped(name, false, &r) < 0)
+		if (cistern__open_mapped(name, false, false, &r) < 0)
 			_exit(1);
 		if (intent && ofd_lock(r, CISTERN_INTENT_BASE + dead - 1, F_WRLCK) < 0)
 			_exit(2);
 		if (ofd_lock(r, CISTERN_LOCK_BASE + dead - 1, F_WRLCK) < 0)
 			_exit(3);
 		if (mark)
-			atomic_store(&cistern__procs(r->hdr)[dead - 1].state, CISTERN_PROC_RECLAIMING);
+			atomic_store(&cistern__procs(r)[dead - 1].state, CISTERN_PROC_RECLAIMING);
 		atomic_store(started, 1);
 		usleep(hold_ms * 1000);
 		raise(SIGKILL);
@@ -510,7 +510,7 @@ Test(crash_points, end_of_data_waits_for_a_dead_entry_a_sweep_skipped)
 	pid_t pid = fork();
 	if (pid == 0) {
 		struct cistern *r;
-		if (cistern__open_mapped(name, false, &r) < 0)
+		if (cistern__open_mapped(name, false, false, &r) < 0)
 			_exit(1);
 		if (ofd_lock(r, CISTERN_INTENT_BASE + dead - 1, F_WRLCK) < 0)
 			_exit(2);

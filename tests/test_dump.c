@@ -2,12 +2,14 @@
 /* test_dump.c - dump and restore: fidelity, damage detection, live dumps, the checksum. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <roaring/roaring.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 
 #include "helpers.h"
 #include "internal.h"
+#include "dumpfile.h"
 
 #define PAYLOAD 200
 
@@ -290,6 +292,164 @@ Test(dump, a_file_missing_its_last_byte_is_refused_and_nothing_created)
 	refused("d-last", truncate_one);
 }
 
+/*
+ * Verify and restore `path` with standard error caught: both must refuse it
+ * with -EBADMSG, print nothing (the library never prints, CRoaring included)
+ * and create nothing.
+ */
+static void refused_quietly(const char *path, const char *copy)
+{
+	fflush(stderr);
+	int saved = dup(2);
+	int cap = memfd_create("stderr", MFD_CLOEXEC);
+	cr_assert_geq(saved, 0);
+	cr_assert_geq(cap, 0);
+	dup2(cap, 2);
+	int v = cistern_dump_verify(path, NULL);
+	int r = cistern_restore(path, copy, NULL, NULL, NULL);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	char printed[256] = "";
+	ssize_t n = pread(cap, printed, sizeof(printed) - 1, 0);
+	close(cap);
+	cr_assert_eq(v, -EBADMSG, "verify: %s", cistern_strerror(v));
+	cr_assert_eq(r, -EBADMSG, "restore: %s", cistern_strerror(r));
+	cr_assert_eq(n, 0, "printed on stderr: %s", printed);
+	struct cistern *c;
+	cr_assert_eq(cistern_attach(copy, &c), -ENOENT, "nothing was created");
+	cr_assert_eq(temp_objects_left(), 0, "no temporary object is left behind");
+}
+
+/*
+ * A SimPairedReservoir of sweep 4 x 8 steps dumped to `path`, then record 0's
+ * field at byte `field` of its header (8 sim_id, 12 time_step) set to `value`,
+ * every checksum made to hold again.
+ */
+static void sim_paired_dump_with(const char *tag, char *path, size_t size, size_t field,
+				 uint32_t value)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 32,
+				     .policy = CISTERN_SIM_PAIRED_RESERVOIR, .watermark = 2,
+				     .sweep_size = 4, .nb_time_steps = 8};
+	snprintf(name, sizeof(name), "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	snprintf(path, size, "/tmp/cistern-test-%s-%d.dump", tag, (int)getpid());
+	unlink(path);
+	for (uint32_t i = 0; i < 8; i++) {
+		struct cistern_meta m = {.sim_id = i % 4, .time_step = i / 4};
+		cr_assert_eq(cistern_put(c, "pair", 4, &m, 0), 0);
+	}
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	put32(dumpfile_record(&f, 0) + field, value);
+	dumpfile_store(&f, path);
+}
+
+Test(dump, a_sim_paired_record_past_sweep_size_is_refused_by_verify_and_restore_alike)
+{
+	char path[128], copy[64];
+	snprintf(copy, sizeof(copy), "t-d-psim2-%d", (int)getpid());
+	sim_paired_dump_with("d-psim", path, sizeof(path), 8, 4 /* sweep_size */);
+	refused_quietly(path, copy);
+	unlink(path);
+}
+
+Test(dump, a_sim_paired_record_past_nb_time_steps_is_refused_by_verify_and_restore_alike)
+{
+	char path[128], copy[64];
+	snprintf(copy, sizeof(copy), "t-d-pstep2-%d", (int)getpid());
+	sim_paired_dump_with("d-pstep", path, sizeof(path), 12, 8 /* nb_time_steps */);
+	refused_quietly(path, copy);
+	unlink(path);
+}
+
+/* A dump of 20 FIFO samples, a quarter of them never seen, so that its seen set is not empty. */
+static void fifo_dump(const char *tag, char *path, size_t size)
+{
+	char name[64];
+	struct cistern *c = make(tag, name, sizeof(name), 32);
+	dump_path(path, size, tag);
+	fill(c, 20);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(dump, an_empty_seen_set_section_is_refused_without_a_word_on_stderr)
+{
+	char path[128], copy[64];
+	snprintf(copy, sizeof(copy), "t-d-noseen2-%d", (int)getpid());
+	fifo_dump("d-noseen", path, sizeof(path));
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	dumpfile_set_seen_set(&f, "", 0);
+	dumpfile_store(&f, path);
+	refused_quietly(path, copy);
+	unlink(path);
+}
+
+Test(dump, a_seen_set_of_garbage_is_refused_without_a_word_on_stderr)
+{
+	char path[128], copy[64];
+	snprintf(copy, sizeof(copy), "t-d-junkseen2-%d", (int)getpid());
+	fifo_dump("d-junkseen", path, sizeof(path));
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	/* The right cookie, then a container count and keys that run past the end. */
+	uint8_t junk[24];
+	memset(junk, 0xa5, sizeof(junk));
+	put32(junk, 12346);
+	dumpfile_set_seen_set(&f, junk, sizeof(junk));
+	dumpfile_store(&f, path);
+	refused_quietly(path, copy);
+	unlink(path);
+}
+
+Test(dump, a_seen_set_that_disagrees_with_the_records_is_refused)
+{
+	char path[128], copy[64];
+	snprintf(copy, sizeof(copy), "t-d-otherseen2-%d", (int)getpid());
+	fifo_dump("d-otherseen", path, sizeof(path));
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	/* A well-formed set, one slot short of what the records say was seen. */
+	roaring_bitmap_t *b = roaring_bitmap_create();
+	for (uint64_t i = 0; i < f.m.sample_count; i++) {
+		uint8_t *rec = dumpfile_record(&f, i);
+		if (get32(rec + 24))
+			roaring_bitmap_add(b, get32(rec + 28));
+	}
+	roaring_bitmap_remove(b, roaring_bitmap_maximum(b));
+	char bytes[4096];
+	size_t n = roaring_bitmap_portable_serialize(b, bytes);
+	roaring_bitmap_free(b);
+	dumpfile_set_seen_set(&f, bytes, n);
+	dumpfile_store(&f, path);
+	refused_quietly(path, copy);
+	unlink(path);
+}
+
+Test(dump, a_dump_whose_checksums_are_made_again_unchanged_still_restores)
+{
+	char path[128], copy[64];
+	snprintf(copy, sizeof(copy), "t-d-same-crc2-%d", (int)getpid());
+	fifo_dump("d-same-crc", path, sizeof(path));
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	dumpfile_store(&f, path);
+	cr_assert_eq(cistern_dump_verify(path, NULL), 0, "the tests' rewriting alone breaks nothing");
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
 /* A FIFO of `slots` 64 KiB slots, every one held, sample i's bytes all equal to i. */
 static struct cistern *make_full_64k(const char *name, uint32_t slots)
 {
@@ -345,7 +505,7 @@ Test(dump, a_dump_cut_short_during_restore_is_refused_not_waited_on, .timeout = 
 	unlink(path);
 }
 
-Test(dump, a_file_that_is_not_a_dump_is_refused)
+Test(dump, a_file_that_is_not_a_dump_is_enomsg_not_a_damaged_dump)
 {
 	char path[128], name[64];
 	dump_path(path, sizeof(path), "junk");
@@ -354,9 +514,46 @@ Test(dump, a_file_that_is_not_a_dump_is_refused)
 	for (int i = 0; i < 1000; i++)
 		fputs("not a dump ", f);
 	fclose(f);
-	cr_assert_eq(cistern_restore(path, name, NULL, NULL, NULL), -EBADMSG);
+	cr_assert_eq(cistern_restore(path, name, NULL, NULL, NULL), -ENOMSG);
+	cr_assert_eq(cistern_dump_verify(path, NULL), -ENOMSG);
 	struct cistern *r;
 	cr_assert_eq(cistern_attach(name, &r), -ENOENT);
+	unlink(path);
+}
+
+Test(dump, a_file_shorter_than_the_magic_is_enomsg)
+{
+	char path[128];
+	dump_path(path, sizeof(path), "tiny");
+	FILE *f = fopen(path, "w");
+	fputs("CIST", f);
+	fclose(f);
+	cr_assert_eq(cistern_dump_verify(path, NULL), -ENOMSG);
+	unlink(path);
+}
+
+Test(dump, a_fifo_is_enomsg_without_waiting_for_a_writer, .timeout = 60)
+{
+	char path[128], name[64];
+	dump_path(path, sizeof(path), "fifo");
+	snprintf(name, sizeof(name), "t-d-fifo-%d", (int)getpid());
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	cr_assert_eq(cistern_dump_verify(path, NULL), -ENOMSG);
+	cr_assert_eq(cistern_restore(path, name, NULL, NULL, NULL), -ENOMSG);
+	unlink(path);
+}
+
+Test(dump, a_refused_restore_still_says_the_stored_name)
+{
+	char name[64], path[128];
+	struct cistern *c = make("d-named", name, sizeof(name), 8);
+	dump_path(path, sizeof(path), "named");
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	struct cistern_dump_info info;
+	cr_assert_eq(cistern_restore(path, NULL, NULL, NULL, &info), -EEXIST);
+	cr_assert_str_eq(info.name, name);
+	cistern_detach(c);
+	cistern_unlink(name);
 	unlink(path);
 }
 
@@ -439,6 +636,45 @@ Test(dump, a_closed_segment_restores_closed)
 	unlink(path);
 }
 
+/*
+ * The producers that died before done go with the dump, reclaimed or not;
+ * under CISTERN_DEAD_PRODUCER_DONE a count they complete closes the copy,
+ * whose dead producers nobody is left to reclaim.
+ */
+Test(dump, producers_that_died_before_done_are_restored)
+{
+	char name[64], copy[64], path[128];
+	snprintf(name, sizeof(name), "t-d-died-%d", (int)getpid());
+	snprintf(copy, sizeof(copy), "t-d-died2-%d", (int)getpid());
+	cistern_unlink(name);
+	dump_path(path, sizeof(path), "died");
+	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 8,
+				     .expected_producers = 2, .flags = CISTERN_DEAD_PRODUCER_DONE};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_producer_done(c), 1);
+	pid_t pid = spawn_holder(name, HOLD_RESERVATION);
+	cr_assert_gt(pid, 0);
+	kill_and_reap(pid); /* dead, and nobody reclaimed it */
+	struct cistern_dump_info info;
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, &info), 0);
+	cr_assert_eq(info.stats.producers_died, 1);
+	cr_assert_eq(info.stats.producers_done, 1);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(r, &st), 0);
+	cr_assert_eq(st.producers_died, 1);
+	cr_assert_eq(st.producers_done, 1);
+	cr_assert(st.reception_closed, "one done, one died: both ended");
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
+	unlink(path);
+}
+
 /* Producers and readers keep going while we dump: every dumped sample is whole. */
 Test(dump, a_dump_under_load_holds_only_whole_samples, .timeout = 60)
 {
@@ -498,6 +734,69 @@ Test(dump, a_dump_under_load_holds_only_whole_samples, .timeout = 60)
 	cr_assert_gt(total, 0, "the dumps held samples");
 	cistern_detach(c);
 	cistern_unlink(name);
+	unlink(path);
+}
+
+/* A segment created 0644, then made private with chmod 600 (on its /dev/shm file). */
+static struct cistern *made_private_after_creation(const char *tag, char *name, size_t size)
+{
+	/* A umask that would leave a 0644 file as it is: the test sees what the dump asked for. */
+	umask(022);
+	snprintf(name, size, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 8, .mode = 0644};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	char shm[128];
+	snprintf(shm, sizeof(shm), "/dev/shm/cistern.%s", name);
+	cr_assert_eq(chmod(shm, 0600), 0);
+	return c;
+}
+
+static unsigned mode_of(const char *path)
+{
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0, "%s", path);
+	return (unsigned)st.st_mode & 07777;
+}
+
+Test(dump, the_dump_file_is_no_more_readable_than_the_segment_is_now)
+{
+	char name[64], path[128];
+	struct cistern *c = made_private_after_creation("d-mode", name, sizeof(name));
+	dump_path(path, sizeof(path), "mode");
+	fill(c, 3);
+	struct cistern_dump_info di;
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, &di), 0);
+	cr_assert_eq(mode_of(path), 0600, "mode %o", mode_of(path));
+	cr_assert_eq(di.config.mode, 0600, "the dump records the mode it had, %o", di.config.mode);
+	cistern_detach(c);
+	cistern_unlink(name);
+	unlink(path);
+}
+
+Test(dump, a_restored_segment_gets_the_mode_the_segment_had_when_dumped)
+{
+	char name[64], copy[64], path[128], shm[128];
+	struct cistern *c = made_private_after_creation("d-rmode", name, sizeof(name));
+	snprintf(copy, sizeof(copy), "t-d-rmode2-%d", (int)getpid());
+	cistern_unlink(copy);
+	dump_path(path, sizeof(path), "rmode");
+	fill(c, 3);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	struct cistern_dump_info ri;
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, &ri), 0);
+	snprintf(shm, sizeof(shm), "/dev/shm/cistern.%s", copy);
+	cr_assert_eq(mode_of(shm), 0600, "mode %o", mode_of(shm));
+	struct cistern *r;
+	struct cistern_config cfg;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	cistern_config_get(r, &cfg);
+	cr_assert_eq(cfg.mode, 0600, "its config says so too, %o", cfg.mode);
+	cistern_detach(r);
+	cistern_detach(c);
+	cistern_unlink(name);
+	cistern_unlink(copy);
 	unlink(path);
 }
 

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 
 #include "helpers.h"
 #include "internal.h"
@@ -196,6 +197,122 @@ Test(hostile_objects, a_header_without_its_body_is_eproto)
 	cistern_unlink(name);
 }
 
+/* ---- objects that are not regular files ------------------------------------ */
+
+/*
+ * Anyone who may write /dev/shm can put a FIFO, a socket, a directory, a
+ * device node or a symbolic link under a segment's name. Opening a FIFO for
+ * reading waits for a writer: a call that did would never return. Each test
+ * arms an alarm, so that such a wait kills the test (a failure) instead of
+ * hanging the suite (special_make() in helpers.h); no call here has any
+ * reason to take more than a moment.
+ */
+
+/* special_make() with a test-local name; returns the descriptor to give special_remove(). */
+static int special_object(enum special kind, const char *tag, char *name, size_t len)
+{
+	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
+	int keep;
+	int r = special_make(kind, name, &keep);
+	cr_assert_eq(r, 0, "making the object: %s", strerror(-r));
+	return keep;
+}
+
+/* Every call that opens a segment by name answers -EPROTO for it, at once. */
+static void refused_at_once(enum special kind, const char *tag)
+{
+	char name[64], dump[128];
+	int keep = special_object(kind, tag, name, sizeof(name));
+	alarm(20); /* a wait for ever fails the test instead of hanging it */
+	struct cistern *c = NULL;
+	cr_expect_eq(cistern_attach(name, &c), -EPROTO, "attach");
+	cr_expect_null(c);
+	cr_expect_eq(cistern_open_readonly(name, &c), -EPROTO, "open_readonly");
+	struct cistern_gc_report rep;
+	cr_expect_eq(cistern_gc(name, CISTERN_GC_DRY_RUN, &rep), -EPROTO, "gc dry run");
+	cr_expect_eq(cistern_gc(name, 0, &rep), -EPROTO, "gc");
+	cr_expect_eq(rep.removed, 0);
+	cr_expect_eq(cistern_remove(name, 0), -EPROTO, "remove");
+	snprintf(dump, sizeof(dump), "/tmp/cistern-%s.dump", name);
+	cr_expect_eq(cistern_dump(name, dump, NULL, NULL, NULL), -EPROTO, "dump");
+	cr_expect_neq(access(dump, F_OK), 0, "no dump file");
+	struct cistern_segment_info *v = NULL;
+	int n = cistern_list(&v);
+	cr_expect_geq(n, 1, "list");
+	int status = 1;
+	for (int i = 0; i < n; i++)
+		if (strcmp(v[i].name, name) == 0)
+			status = v[i].status;
+	free(v);
+	cr_expect_eq(status, -EPROTO, "listed as not a segment");
+	special_remove(keep);
+}
+
+Test(hostile_special, a_fifo_under_a_segment_name_is_eproto_without_waiting)
+{
+	refused_at_once(SP_FIFO, "h-fifo");
+}
+
+Test(hostile_special, a_socket_under_a_segment_name_is_eproto)
+{
+	refused_at_once(SP_SOCKET, "h-sock");
+}
+
+Test(hostile_special, a_directory_under_a_segment_name_is_eproto)
+{
+	refused_at_once(SP_DIR, "h-dir");
+}
+
+Test(hostile_special, a_symlink_to_dev_null_under_a_segment_name_is_eproto)
+{
+	refused_at_once(SP_LINK, "h-link");
+}
+
+Test(hostile_special, a_device_node_under_a_segment_name_is_eproto)
+{
+	refused_at_once(SP_DEVICE, "h-dev");
+}
+
+Test(hostile_special, a_listing_goes_on_past_a_fifo)
+{
+	/* The FIFO's name sorts first, the segment's after it: both are listed. */
+	char fifo[64], name[64];
+	snprintf(name, sizeof(name), "t-h-lsb-%d", (int)getpid());
+	cistern_unlink(name);
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	int keep = special_object(SP_FIFO, "h-lsa", fifo, sizeof(fifo));
+	alarm(20);
+	struct cistern_segment_info *v = NULL;
+	int n = cistern_list(&v);
+	alarm(0);
+	int fifo_status = 1, seg_status = 1;
+	for (int i = 0; i < n; i++) {
+		if (strcmp(v[i].name, fifo) == 0)
+			fifo_status = v[i].status;
+		if (strcmp(v[i].name, name) == 0)
+			seg_status = v[i].status;
+	}
+	free(v);
+	cistern_detach(c);
+	cistern_unlink(name);
+	special_remove(keep);
+	cr_assert_eq(fifo_status, -EPROTO);
+	cr_assert_eq(seg_status, 0);
+}
+
+Test(hostile_special, a_forced_remove_takes_a_fifo_away)
+{
+	char name[64], path[128];
+	int keep = special_object(SP_FIFO, "h-rmfifo", name, sizeof(name));
+	path_of(name, path, sizeof(path));
+	alarm(20);
+	cr_assert_eq(cistern_remove(name, CISTERN_REMOVE_FORCE), 0);
+	struct stat st;
+	cr_assert_neq(lstat(path, &st), 0, "the FIFO is gone");
+	special_remove(keep);
+}
+
 /* ---- magic, ABI and layout ------------------------------------------------ */
 
 Test(hostile_header, a_wrong_magic_is_eproto)
@@ -264,9 +381,13 @@ Test(hostile_sizes, an_attached_process_touching_truncated_pages_gets_sigbus)
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* Its own handle: one inherited through fork() refuses every call. */
+		struct cistern *own;
+		if (cistern_attach(name, &own) < 0)
+			_exit(1);
 		truncate_to(name, 0);
 		char buf[8];
-		cistern_get(c, buf, sizeof(buf), NULL, 0);
+		cistern_get(own, buf, sizeof(buf), NULL, 0);
 		_exit(0);
 	}
 	int status;
@@ -640,6 +761,146 @@ Test(hostile_user, another_user_cannot_unlink_a_segment)
 	cr_assert_eq(cistern_unlink(name), 0, "the segment was still there");
 }
 
+/* ---- another user's object under our segment's name ---------------------------- */
+
+/*
+ * A squatter: a 0666 segment made under the name before us, then given to
+ * `uid` (root can chown, as a user creating it himself would own it).
+ */
+static void squatted(const char *tag, char *name, size_t len, uid_t uid)
+{
+	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8, .mode = 0666};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(fchown(c->fd, uid, uid), 0, "fchown: %s", strerror(errno));
+	cr_assert_eq(cistern_detach(c), 0);
+}
+
+static uint64_t puts_of(const char *name)
+{
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	cistern_detach(c);
+	return st.puts;
+}
+
+Test(hostile_owner, attach_refuses_a_segment_owned_by_another_user)
+{
+	char name[64];
+	squatted("h-squat", name, sizeof(name), NOBODY);
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_attach(name, &c), -EACCES);
+	cr_assert_null(c);
+	cr_assert_eq(cistern_attach_flags(name, 0, &c), -EACCES);
+	cistern_unlink(name);
+}
+
+Test(hostile_owner, attach_flags_any_owner_allows_another_users_segment)
+{
+	char name[64];
+	squatted("h-share", name, sizeof(name), NOBODY);
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_attach_flags(name, CISTERN_ATTACH_ANY_OWNER, &c), 0);
+	cr_assert_eq(cistern_put(c, "shared", 6, NULL, 0), 0);
+	cistern_detach(c);
+	cr_assert_eq(puts_of(name), 1);
+	cistern_unlink(name);
+}
+
+Test(hostile_owner, attach_flags_refuses_unknown_flags)
+{
+	char name[64];
+	real_segment("h-flags", name, sizeof(name), NULL);
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_attach_flags(name, 1u << 5, &c), -EINVAL);
+	cr_assert_null(c);
+	cistern_unlink(name);
+}
+
+Test(hostile_owner, a_read_only_open_looks_at_any_owners_segment)
+{
+	/* Documented choice: looking cannot put anything of ours into the object. */
+	char name[64];
+	squatted("h-look", name, sizeof(name), NOBODY);
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+Test(hostile_owner, gc_and_remove_refuse_another_users_segment_unless_allowed)
+{
+	char name[64];
+	squatted("h-gcown", name, sizeof(name), NOBODY);
+	/* Garbage by every other measure: a process died attached to it. */
+	struct cistern *c;
+	cr_assert_eq(cistern_attach_flags(name, CISTERN_ATTACH_ANY_OWNER, &c), 0);
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		struct cistern *h;
+		_exit(cistern_attach_flags(name, CISTERN_ATTACH_ANY_OWNER, &h) == 0 ? 0 : 1);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cistern_detach(c);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, CISTERN_GC_DRY_RUN, &rep), -EACCES);
+	cr_assert_eq(cistern_gc(name, 0, &rep), -EACCES);
+	cr_assert_eq(cistern_remove(name, 0), -EACCES);
+	cr_assert_eq(cistern_remove(name, CISTERN_REMOVE_FORCE), -EACCES);
+	char path[128];
+	path_of(name, path, sizeof(path));
+	cr_assert_eq(access(path, F_OK), 0, "still there");
+	cr_assert_eq(cistern_gc(name, CISTERN_GC_DRY_RUN | CISTERN_GC_ANY_OWNER, &rep), 0);
+	cr_assert_eq(rep.removed, 1, "the dry run sees garbage once allowed");
+	cr_assert_eq(cistern_gc(name, CISTERN_GC_ANY_OWNER, &rep), 0);
+	cr_assert_eq(rep.removed, 1);
+	cr_assert_neq(access(path, F_OK), 0, "removed");
+}
+
+Test(hostile_owner, a_forced_remove_of_another_users_fifo_is_refused)
+{
+	char name[64], path[128];
+	int keep = special_object(SP_FIFO, "h-rmown", name, sizeof(name));
+	path_of(name, path, sizeof(path));
+	cr_assert_eq(lchown(path, NOBODY, NOBODY), 0);
+	alarm(20);
+	cr_assert_eq(cistern_remove(name, CISTERN_REMOVE_FORCE), -EACCES);
+	cr_assert_eq(cistern_remove(name, CISTERN_REMOVE_FORCE | CISTERN_REMOVE_ANY_OWNER), 0);
+	special_remove(keep);
+}
+
+static int attach_any_code(const char *name)
+{
+	struct cistern *c;
+	int r = cistern_attach_flags(name, CISTERN_ATTACH_ANY_OWNER, &c);
+	if (r == 0)
+		cistern_detach(c);
+	return r == 0 ? 0 : r == -EACCES ? 1 : 2;
+}
+
+Test(hostile_owner, a_user_is_refused_a_third_users_segment_unless_allowed)
+{
+	/* Neither the caller (nobody) nor root owns it: the mode would allow it, the owner not. */
+	char name[64];
+	squatted("h-third", name, sizeof(name), 4242);
+	cr_assert_eq(as_nobody(name, attach_code), 1, "attach by nobody was not -EACCES");
+	cr_assert_eq(as_nobody(name, attach_any_code), 0);
+	cistern_unlink(name);
+}
+
+Test(hostile_owner, a_user_attaches_a_segment_it_owns)
+{
+	char name[64];
+	squatted("h-mine", name, sizeof(name), NOBODY);
+	cr_assert_eq(as_nobody(name, attach_code), 0);
+	cistern_unlink(name);
+}
+
 /* ---- damaged ring ------------------------------------------------------------ */
 
 /*
@@ -682,5 +943,450 @@ Test(hostile_ring, fifo_evict_slot_words_far_ahead_of_the_tail_are_eproto_not_a_
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), -EPROTO);
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 1000), -EPROTO, "no waiting either");
 	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+/* ---- damage after attach ------------------------------------------------------ */
+
+/*
+ * Validation guards an attaching process; afterwards any process that may
+ * write the object can rewrite the header or the shared words under it. These
+ * tests attach a victim, then rewrite a field through a second mapping of
+ * the object, as such a process would, and check that the victim's calls
+ * answer -EPROTO or go on as before. The victim runs in a child: a crash
+ * fails the test instead of taking the test program down.
+ */
+
+/* A writable mapping of all of segment `name`, made apart from any handle. */
+static void *map_segment(const char *name, size_t *size)
+{
+	char path[128];
+	path_of(name, path, sizeof(path));
+	int fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0);
+	struct stat st;
+	cr_assert_eq(fstat(fd, &st), 0);
+	void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	cr_assert_neq(p, MAP_FAILED);
+	close(fd);
+	*size = (size_t)st.st_size;
+	return p;
+}
+
+/* Slot i's metadata in a raw mapping (the layout of segment.h). */
+static struct cistern_slotmeta *raw_meta(struct cistern_hdr *raw, uint64_t i)
+{
+	return (struct cistern_slotmeta *)((char *)raw + raw->meta_off + i * raw->meta_stride);
+}
+
+/*
+ * What the victim does once attached, with `raw` the intruder's mapping:
+ * 0 if every call answered as it should, else the number of the first check
+ * that failed.
+ */
+typedef int (*victim_fn)(struct cistern *c, struct cistern_hdr *raw);
+
+/*
+ * Run fn in a child holding its own handle on `name` (read-only if ro), then
+ * detaching it; the test fails if the child dies by a signal or fn says a
+ * call answered wrongly.
+ */
+static void run_victim(const char *name, bool ro, victim_fn fn)
+{
+	size_t size;
+	struct cistern_hdr *raw = map_segment(name, &size);
+	pid_t pid = fork_child();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct cistern *c;
+		int r = ro ? cistern_open_readonly(name, &c) : cistern_attach(name, &c);
+		if (r < 0)
+			_exit(100);
+		r = fn(c, raw);
+		cistern_detach(c);
+		_exit(r);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	munmap(raw, size);
+	cr_assert(!WIFSIGNALED(status), "the victim died by signal %d (%s)", WTERMSIG(status),
+		  strsignal(WTERMSIG(status)));
+	cr_assert(WIFEXITED(status));
+	cr_assert_eq(WEXITSTATUS(status), 0, "the victim's check %d failed", WEXITSTATUS(status));
+}
+
+/* A fresh segment for a victim: created, the creator kept attached (*keep) or not. */
+static void victim_segment(const char *tag, char *name, size_t len,
+			   const struct cistern_config *cfg, struct cistern **keep)
+{
+	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, cfg, &c), 0);
+	if (keep)
+		*keep = c;
+	else
+		cistern_detach(c);
+}
+
+static const struct cistern_config fifo8 = {.slot_size = 64, .slot_count = 8};
+
+/* The field being rewritten by the victim below, by offset and width. */
+static size_t bad_off, bad_width;
+static uint64_t bad_value;
+
+static void rewrite(struct cistern_hdr *raw)
+{
+	if (bad_width == sizeof(uint32_t)) {
+		uint32_t v = (uint32_t)bad_value;
+		memcpy((char *)raw + bad_off, &v, sizeof(v));
+	} else {
+		memcpy((char *)raw + bad_off, &bad_value, sizeof(bad_value));
+	}
+}
+
+#define SET_BAD(field, value)                                                         \
+	(bad_off = offsetof(struct cistern_hdr, field),                               \
+	 bad_width = sizeof(((struct cistern_hdr *)0)->field), bad_value = (uint64_t)(value))
+
+static int stats_and_traffic(struct cistern *c, struct cistern_hdr *raw)
+{
+	rewrite(raw);
+	struct cistern_stats st;
+	if (cistern_stats_get(c, &st) != 0)
+		return 1;
+	if (st.procs_attached != 1)
+		return 2;
+	char buf[64];
+	if (cistern_put(c, "abc", 3, NULL, 0) != 0)
+		return 3;
+	if (cistern_get(c, buf, sizeof(buf), NULL, 0) != 3)
+		return 4;
+	if (cistern_stats_get(c, &st) != 0 || st.puts != 1 || st.gets != 1)
+		return 5;
+	return 0;
+}
+
+Test(hostile_after_attach, a_procs_count_rewritten_after_attach_is_not_read_by_stats)
+{
+	char name[64];
+	victim_segment("h-aa-pc", name, sizeof(name), &fifo8, NULL);
+	SET_BAD(procs_count, UINT64_C(1) << 40);
+	run_victim(name, false, stats_and_traffic);
+	cistern_unlink(name);
+}
+
+Test(hostile_after_attach, a_procs_off_rewritten_after_attach_is_not_read_by_stats)
+{
+	char name[64];
+	victim_segment("h-aa-po", name, sizeof(name), &fifo8, NULL);
+	SET_BAD(procs_off, UINT64_C(1) << 50);
+	run_victim(name, false, stats_and_traffic);
+	cistern_unlink(name);
+}
+
+/* Fork a child that attaches, says so, waits delay_ms, puts "w" and detaches. */
+static pid_t spawn_late_putter(const char *name, int delay_ms)
+{
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	pid_t pid = fork_child();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		close(p[0]);
+		struct cistern *c;
+		if (cistern_attach(name, &c) < 0)
+			_exit(1);
+		char ok = 1;
+		if (write(p[1], &ok, 1) != 1)
+			_exit(2);
+		struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000};
+		nanosleep(&ts, NULL);
+		int r = cistern_put(c, "w", 1, NULL, 1000);
+		cistern_detach(c);
+		_exit(r == 0 ? 0 : 3);
+	}
+	close(p[1]);
+	char ok = 0;
+	cr_assert_eq(read(p[0], &ok, 1), 1, "the late putter did not start");
+	close(p[0]);
+	return pid;
+}
+
+static void reap_ok(pid_t pid)
+{
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "helper status %d", status);
+}
+
+/* A get that blocks (sweeping for the dead every 200 ms) until the late putter's sample. */
+static int blocked_get(struct cistern *c, struct cistern_hdr *raw)
+{
+	rewrite(raw);
+	char buf[64];
+	if (cistern_get(c, buf, sizeof(buf), NULL, 10000) != 1)
+		return 1;
+	if (buf[0] != 'w')
+		return 2;
+	return 0;
+}
+
+Test(hostile_after_attach, a_blocked_get_survives_procs_count_rewritten_and_is_woken,
+     .timeout = 60)
+{
+	char name[64];
+	victim_segment("h-aa-blk", name, sizeof(name), &fifo8, NULL);
+	/* Long enough that the victim sleeps through a few sweeps first. */
+	pid_t putter = spawn_late_putter(name, 1000);
+	SET_BAD(procs_count, UINT64_C(1) << 40);
+	run_victim(name, false, blocked_get);
+	reap_ok(putter);
+	cistern_unlink(name);
+}
+
+static pid_t holder_pid;
+
+/* The holder of the one sample dies after the rewrite: the victim's sweep gives it back. */
+static int reclaim_after_death(struct cistern *c, struct cistern_hdr *raw)
+{
+	rewrite(raw);
+	kill(holder_pid, SIGKILL);
+	char buf[64];
+	if (cistern_get(c, buf, sizeof(buf), NULL, 10000) != 1)
+		return 1;
+	if (buf[0] != 'a')
+		return 2;
+	struct cistern_stats st;
+	if (cistern_stats_get(c, &st) != 0 || st.redeliveries != 1)
+		return 3;
+	return 0;
+}
+
+Test(hostile_after_attach, a_dead_holder_is_reclaimed_with_procs_count_rewritten, .timeout = 60)
+{
+	char name[64];
+	struct cistern *keep;
+	victim_segment("h-aa-rcl", name, sizeof(name), &fifo8, &keep);
+	cr_assert_eq(cistern_put(keep, "a", 1, NULL, 0), 0);
+	holder_pid = spawn_holder(name, HOLD_SAMPLE);
+	cr_assert_gt(holder_pid, 0);
+	SET_BAD(procs_count, UINT64_C(1) << 40);
+	run_victim(name, false, reclaim_after_death);
+	waitpid(holder_pid, NULL, 0);
+	cistern_detach(keep);
+	cistern_unlink(name);
+}
+
+/* What the inspection calls of a read-only handle answer after the rewrite. */
+static int inspect_calls(struct cistern *c, struct cistern_hdr *raw)
+{
+	rewrite(raw);
+	struct cistern_proc_info info[4];
+	if (cistern_procs_get(c, info, 4) != 1)
+		return 1;
+	struct cistern_stats st;
+	if (cistern_stats_get(c, &st) != 0 || st.puts != 1)
+		return 2;
+	struct cistern_occupancy occ;
+	if (cistern_occupancy_get(c, &occ) != 0 || occ.held != 1)
+		return 3;
+	return 0;
+}
+
+/* A segment holding one sample, its creator attached, inspected by a read-only victim. */
+static void inspect_victim(const char *tag)
+{
+	char name[64];
+	struct cistern *keep;
+	victim_segment(tag, name, sizeof(name), &fifo8, &keep);
+	cr_assert_eq(cistern_put(keep, "a", 1, NULL, 0), 0);
+	run_victim(name, true, inspect_calls);
+	cistern_detach(keep);
+	cistern_unlink(name);
+}
+
+Test(hostile_after_attach, inspection_survives_the_attachment_table_rewritten)
+{
+	SET_BAD(procs_count, UINT64_C(1) << 40);
+	inspect_victim("h-aa-insp1");
+	SET_BAD(procs_off, UINT64_C(1) << 50);
+	inspect_victim("h-aa-insp2");
+}
+
+static const struct cistern_config paired = {.slot_size = 64, .slot_count = 16,
+					     .policy = CISTERN_SIM_PAIRED_RESERVOIR,
+					     .watermark = 2, .sweep_size = 4, .nb_time_steps = 4};
+
+/* Puts and a pair read of simulation 3, and a put past the real sweep refused. */
+static int paired_traffic(struct cistern *c, struct cistern_hdr *raw)
+{
+	rewrite(raw);
+	for (uint32_t t = 0; t < 4; t++) {
+		struct cistern_meta m = {.sim_id = 3, .time_step = t};
+		if (cistern_put(c, &t, sizeof(t), &m, 0) != 0)
+			return 1;
+	}
+	struct cistern_meta far = {.sim_id = 1000, .time_step = 0};
+	if (cistern_put(c, "x", 1, &far, 0) != -ERANGE)
+		return 2;
+	struct cistern_sample pair[2];
+	if (cistern_acquire_pair(c, pair, 0) != 0)
+		return 3;
+	if (pair[0].meta.sim_id != 3 || pair[1].meta.time_step != pair[0].meta.time_step + 1)
+		return 4;
+	if (cistern_release_pair(c, pair) != 0)
+		return 5;
+	return 0;
+}
+
+Test(hostile_after_attach, sim_paired_index_bounds_rewritten_after_attach_are_not_read)
+{
+	char name[64];
+	victim_segment("h-aa-nts", name, sizeof(name), &paired, NULL);
+	SET_BAD(nb_time_steps, UINT32_C(1) << 31);
+	run_victim(name, false, paired_traffic);
+	cistern_unlink(name);
+	victim_segment("h-aa-sws", name, sizeof(name), &paired, NULL);
+	SET_BAD(sweep_size, UINT32_MAX);
+	run_victim(name, false, paired_traffic);
+	cistern_unlink(name);
+	victim_segment("h-aa-ixo", name, sizeof(name), &paired, NULL);
+	SET_BAD(index_off, UINT64_C(1) << 50);
+	run_victim(name, false, paired_traffic);
+	cistern_unlink(name);
+}
+
+/* Every config field of the header rewritten: the attached handle goes on as created. */
+static int config_unchanged(struct cistern *c, struct cistern_hdr *raw)
+{
+	struct cistern_config before;
+	cistern_config_get(c, &before);
+	raw->policy = CISTERN_FIRO;
+	raw->flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER | CISTERN_LOSSY;
+	raw->watermark = UINT64_MAX;
+	raw->pseudo_epochs = 0;
+	raw->batch_size = UINT32_MAX;
+	raw->expected_producers = 7;
+	raw->reads_per_put = -1.0;
+	raw->slot_size = 1;
+	raw->slot_count = UINT64_MAX;
+	raw->id_base = UINT64_C(1) << 40;
+	struct cistern_config after;
+	cistern_config_get(c, &after);
+	if (memcmp(&before, &after, sizeof(before)) != 0)
+		return 1;
+	struct cistern_meta m = {0};
+	if (cistern_put(c, "abc", 3, &m, 0) != 0 || m.sample_id != 0)
+		return 2;
+	char buf[64];
+	if (cistern_get(c, buf, sizeof(buf), &m, 0) != 3 || m.sample_id != 0)
+		return 3;
+	if (cistern_producer_done(c) != -EINVAL)
+		return 4;
+	return 0;
+}
+
+Test(hostile_after_attach, config_fields_rewritten_after_attach_change_nothing)
+{
+	char name[64];
+	victim_segment("h-aa-cfg", name, sizeof(name), &fifo8, NULL);
+	run_victim(name, false, config_unchanged);
+	cistern_unlink(name);
+}
+
+/* The automatic producer role's holder set to an owner past the table. */
+static int auto_holder_past_table(struct cistern *c, struct cistern_hdr *raw)
+{
+	raw->procs_count = UINT64_C(1) << 40;
+	atomic_store(&raw->auto_producer, CISTERN_AUTO_OWNER);
+	if (cistern_put(c, "abc", 3, NULL, 0) != -EPROTO)
+		return 1;
+	return 0;
+}
+
+Test(hostile_after_attach, an_automatic_role_holder_past_the_table_is_eproto)
+{
+	char name[64];
+	victim_segment("h-aa-auto", name, sizeof(name), &fifo8, NULL);
+	run_victim(name, false, auto_holder_past_table);
+	cistern_unlink(name);
+}
+
+/* The single reader role held by an owner past the table. */
+static int sole_holder_past_table(struct cistern *c, struct cistern_hdr *raw)
+{
+	atomic_store(&raw->sole_reader, CISTERN_PROCS_MAX + 1);
+	char buf[64];
+	if (cistern_get(c, buf, sizeof(buf), NULL, 0) != -EPROTO)
+		return 1;
+	return 0;
+}
+
+Test(hostile_after_attach, a_single_role_holder_past_the_table_is_eproto)
+{
+	char name[64];
+	struct cistern_config cfg = fifo8;
+	cfg.flags = CISTERN_SINGLE_READER;
+	victim_segment("h-aa-sole", name, sizeof(name), &cfg, NULL);
+	run_victim(name, false, sole_holder_past_table);
+	cistern_unlink(name);
+}
+
+/*
+ * A one-slot SimPairedReservoir, where every put lands in slot 0 (evicting
+ * the lone sample before it, an orphan), while that slot's simulation id is
+ * rewritten, far past the sweep, at arbitrary moments of the victim's own
+ * calls: by a timer signal's handler, through the intruder's mapping, so
+ * that the writes land inside the library's commits however the processes
+ * of a loaded machine are scheduled. The index entries the library then
+ * skips may leave a stale pair that keeps a put out (-EAGAIN): damage, not
+ * a crash.
+ */
+static _Atomic uint32_t *scribbled;
+
+static void scribble(int sig)
+{
+	(void)sig;
+	atomic_store_explicit(scribbled, UINT32_C(0x7fffffff), memory_order_relaxed);
+}
+
+static int puts_under_scribbling(struct cistern *c, struct cistern_hdr *raw)
+{
+	scribbled = (_Atomic uint32_t *)&raw_meta(raw, 0)->sim_id;
+	struct sigaction sa = {.sa_handler = scribble, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, NULL) != 0)
+		return 3;
+	struct itimerval every = {{0, 20}, {0, 20}};
+	if (setitimer(ITIMER_REAL, &every, NULL) != 0)
+		return 4;
+	uint64_t stored = 0;
+	double end = mono_now() + 1.0;
+	int bad = 0;
+	for (uint32_t i = 0; mono_now() < end; i++) {
+		struct cistern_meta m = {.sim_id = 0, .time_step = i % 2};
+		int r = cistern_put(c, &i, sizeof(i), &m, 0);
+		if (r != 0 && r != -EAGAIN) {
+			bad = 1;
+			break;
+		}
+		stored += r == 0;
+	}
+	struct itimerval off = {{0, 0}, {0, 0}};
+	setitimer(ITIMER_REAL, &off, NULL);
+	if (bad)
+		return bad;
+	return stored > 0 ? 0 : 2;
+}
+
+Test(hostile_after_attach, sample_keys_rewritten_during_commits_are_never_followed, .timeout = 60)
+{
+	char name[64];
+	struct cistern_config cfg = {.slot_size = 16, .slot_count = 1,
+				     .policy = CISTERN_SIM_PAIRED_RESERVOIR, .watermark = 1,
+				     .sweep_size = 1, .nb_time_steps = 2};
+	victim_segment("h-aa-scrib", name, sizeof(name), &cfg, NULL);
+	run_victim(name, false, puts_under_scribbling);
 	cistern_unlink(name);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* test_inspect.c - read-only handles, occupancy, the process table, listing, rm, gc. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -25,6 +26,17 @@ static pid_t holder(const char *name, enum hold what)
 	pid_t pid = spawn_holder(name, what);
 	cr_assert_gt(pid, 0, "holder %d failed to start", (int)what);
 	return pid;
+}
+
+static struct cistern *make_reservoir(const char *tag, char *name, size_t size)
+{
+	snprintf(name, size, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
+				     .policy = CISTERN_RESERVOIR, .watermark = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	return c;
 }
 
 Test(readonly, refuses_every_call_that_moves_samples)
@@ -239,6 +251,296 @@ Test(gc, removes_a_segment_whose_processes_all_died)
 	cr_assert_eq(cistern_attach(name, &c), -ENOENT);
 }
 
+static void gc_dir(char *buf, size_t size, const char *tag)
+{
+	snprintf(buf, size, "/tmp/cistern-test-gc-%s-%d", tag, (int)getpid());
+	cr_assert(mkdir(buf, 0700) == 0 || errno == EEXIST);
+}
+
+/* A FIFO of 64 slots whose only other process committed n samples and was killed (SIGKILL). */
+static void stale_with_samples(const char *tag, char *name, size_t size, uint32_t n)
+{
+	struct cistern *c = make(tag, name, size, 64);
+	cistern_detach(c);
+	pid_t pid = spawn_filler(name, n);
+	cr_assert_gt(pid, 0, "the producer failed to start");
+	kill_and_reap(pid);
+}
+
+/* The n samples spawn_filler() puts, read back in order from segment `name`. */
+static void holds_the_filler_samples(const char *name, uint32_t n)
+{
+	struct cistern *c;
+	cr_assert_eq(cistern_attach(name, &c), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t buf[64];
+		struct cistern_meta m;
+		ssize_t len = cistern_get(c, buf, sizeof(buf), &m, 0);
+		cr_assert_eq(len, (ssize_t)(1 + i % 50), "sample %u", i);
+		cr_assert(check_payload(buf, (size_t)len, 7, i), "sample %u's bytes", i);
+		cr_assert_eq(m.time_step, i);
+	}
+	cr_assert_eq(cistern_get(c, (char[64]){0}, 64, NULL, 0), -EAGAIN, "and no more");
+	cistern_detach(c);
+}
+
+Test(gc, keeps_a_stale_segment_that_holds_unread_samples)
+{
+	char name[64];
+	stale_with_samples("gc-unread", name, sizeof(name), 63);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.removed, 0, "committed samples are never thrown away unasked");
+	cr_assert_eq(rep.kept, 1);
+	cr_assert_eq(rep.unread, 63);
+	holds_the_filler_samples(name, 63);
+	cistern_unlink(name);
+}
+
+Test(gc, a_dry_run_counts_the_unread_samples_it_would_keep)
+{
+	char name[64];
+	stale_with_samples("gc-unread-dry", name, sizeof(name), 10);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, CISTERN_GC_DRY_RUN, &rep), 0);
+	cr_assert_eq(rep.removed, 0);
+	cr_assert_eq(rep.kept, 1);
+	cr_assert_eq(rep.unread, 10);
+	cistern_unlink(name);
+}
+
+Test(gc, a_sample_a_killed_reader_held_counts_as_unread)
+{
+	char name[64];
+	struct cistern *c = make("gc-unread-held", name, sizeof(name), 8);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
+	cistern_detach(c);
+	kill_and_reap(holder(name, HOLD_SAMPLE)); /* dies holding "a" */
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, CISTERN_GC_DRY_RUN, &rep), 0);
+	cr_assert_eq(rep.unread, 2, "a dry run counts it as the reclaim will leave it");
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.unread, 2, "it is owed again once put back");
+	cr_assert_eq(rep.kept, 1);
+	cistern_unlink(name);
+}
+
+Test(gc, a_kept_stale_segment_stays_stale_for_a_later_dump_to)
+{
+	char name[64], dir[128], path[256], copy[64];
+	struct cistern *c = make("gc-later", name, sizeof(name), 8);
+	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
+	cistern_detach(c);
+	kill_and_reap(holder(name, HOLD_SAMPLE)); /* dies holding "a" */
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.kept, 1);
+	struct cistern_segment_info *v;
+	int n = cistern_list(&v);
+	struct cistern_segment_info *si = find(v, n, name);
+	cr_assert_not_null(si);
+	cr_assert_eq(si->procs_dead, 1, "left as it was: still stale");
+	free(v);
+	gc_dir(dir, sizeof(dir), "later");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	unlink(path);
+	cr_assert_eq(cistern_gc_dump_to(name, dir, 0, &rep), 0);
+	cr_assert_eq(rep.removed, 4, "a second call, told where to dump, removes it");
+	cr_assert_eq(rep.dumped, 2, "the sample the dead reader held is in the dump");
+	snprintf(copy, sizeof(copy), "t-gc-later2-%d", (int)getpid());
+	cistern_unlink(copy);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_attach(copy, &c), 0);
+	char buf[4];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
+	cr_assert_eq(buf[0], 'a', "in its place, first");
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
+	cr_assert_eq(buf[0], 'b');
+	cistern_detach(c);
+	cistern_unlink(copy);
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(gc, removes_a_stale_segment_whose_samples_were_all_read)
+{
+	char name[64];
+	struct cistern *c = make("gc-allread", name, sizeof(name), 64);
+	pid_t producer = spawn_filler(name, 5);
+	cr_assert_gt(producer, 0);
+	for (int i = 0; i < 5; i++)
+		cr_assert_gt(cistern_get(c, (char[64]){0}, 64, NULL, 0), 0);
+	cistern_detach(c); /* cleanly */
+	kill_and_reap(producer); /* its entry makes the segment stale */
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.unread, 0);
+	cr_assert_eq(rep.removed, 1, "nothing is owed to anyone");
+	cr_assert_eq(cistern_open_readonly(name, &c), -ENOENT);
+}
+
+/* A stale reservoir: 4 samples put by the creator, then a reader killed while it pins one. */
+Test(gc, a_killed_readers_unreleased_read_leaves_a_reservoir_sample_unseen)
+{
+	char name[64];
+	struct cistern *c = make_reservoir("gc-unseen", name, sizeof(name));
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(cistern_put(c, "r", 1, NULL, 0), 0);
+	cistern_detach(c);
+	kill_and_reap(holder(name, HOLD_SAMPLE));
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, CISTERN_GC_DRY_RUN, &rep), 0);
+	cr_assert_eq(rep.unread, 4, "the read was never released: not seen");
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.unread, 4);
+	cr_assert_eq(rep.kept, 1);
+	cistern_unlink(name);
+}
+
+Test(gc, a_dump_to_saves_a_killed_readers_unreleased_read_as_unseen)
+{
+	char name[64], dir[128], path[256];
+	struct cistern *c = make_reservoir("gc-unseen-dump", name, sizeof(name));
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(cistern_put(c, "r", 1, NULL, 0), 0);
+	cistern_detach(c);
+	kill_and_reap(holder(name, HOLD_SAMPLE));
+	gc_dir(dir, sizeof(dir), "unseen");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	unlink(path);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc_dump_to(name, dir, 0, &rep), 0);
+	cr_assert_eq(rep.removed, 4);
+	cr_assert_eq(rep.dumped, 4);
+	cr_assert_eq(rep.pins, 1, "the dead reader's pin was dropped");
+	struct cistern_dump_info di;
+	cr_assert_eq(cistern_dump_verify(path, &di), 0);
+	cr_assert_eq(cistern_restore(path, NULL, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	for (uint64_t i = 0; i < c->slot_count; i++)
+		cr_assert_eq(cistern__slotmeta(c, i)->seen, 0, "slot %lu", (unsigned long)i);
+	cistern_detach(c);
+	cistern_unlink(name);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* A stale reservoir some of whose samples were read: only those never seen are owed. */
+Test(gc, counts_only_the_never_seen_samples_of_a_stale_reservoir)
+{
+	char name[64];
+	struct cistern *c = make_reservoir("gc-seen", name, sizeof(name));
+	for (int i = 0; i < 6; i++)
+		cr_assert_eq(cistern_put(c, "r", 1, NULL, 0), 0);
+	for (int i = 0; i < 4; i++) {
+		struct cistern_sample s;
+		cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+		cistern_release(c, &s);
+	}
+	uint64_t unseen = 0;
+	for (uint64_t i = 0; i < c->slot_count; i++) {
+		struct cistern_slot_view v = cistern__snap_ops_for(c->hdr->policy)->classify(
+			cistern__slotmeta(c, i)->word);
+		unseen += v.cls == CISTERN_SLOT_COMMITTED && cistern__slotmeta(c, i)->seen == 0;
+	}
+	cr_assert_lt(unseen, 6, "some were seen");
+	cistern_detach(c);
+	kill_and_reap(holder(name, HOLD_NOTHING));
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.unread, unseen);
+	cr_assert_eq(rep.removed, 0);
+	cr_assert_eq(rep.kept, unseen > 0);
+	cistern_unlink(name);
+}
+
+Test(gc, dump_to_saves_a_stale_segment_whole_then_removes_it)
+{
+	char name[64], dir[128], path[256], copy[64];
+	stale_with_samples("gc-dump", name, sizeof(name), 63);
+	gc_dir(dir, sizeof(dir), "dump");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	unlink(path);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc_dump_to(name, dir, 0, &rep), 0);
+	cr_assert_eq(rep.removed, 4);
+	cr_assert_eq(rep.unread, 63);
+	cr_assert_eq(rep.dumped, 63);
+	cr_assert_eq(rep.kept, 0);
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), -ENOENT, "the segment is gone");
+	snprintf(copy, sizeof(copy), "t-gc-dump2-%d", (int)getpid());
+	cistern_unlink(copy);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	holds_the_filler_samples(copy, 63);
+	cistern_unlink(copy);
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(gc, dump_to_never_replaces_an_existing_file)
+{
+	char name[64], dir[128], path[256];
+	stale_with_samples("gc-dumpx", name, sizeof(name), 3);
+	gc_dir(dir, sizeof(dir), "dumpx");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, "mine", 4), 4);
+	close(fd);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc_dump_to(name, dir, 0, &rep), -EEXIST);
+	cr_assert_eq(rep.removed, 0);
+	cr_assert_eq(rep.kept, 1);
+	holds_the_filler_samples(name, 3);
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(st.st_size, 4, "the file is as it was");
+	cistern_unlink(name);
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(gc, a_dry_run_of_dump_to_writes_and_removes_nothing)
+{
+	char name[64], dir[128], path[256];
+	stale_with_samples("gc-dumpdry", name, sizeof(name), 3);
+	gc_dir(dir, sizeof(dir), "dumpdry");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	unlink(path);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc_dump_to(name, dir, CISTERN_GC_DRY_RUN, &rep), 0);
+	cr_assert_eq(rep.removed, 4, "it would dump and remove");
+	cr_assert_neq(access(path, F_OK), 0, "no file");
+	holds_the_filler_samples(name, 3);
+	cistern_unlink(name);
+	rmdir(dir);
+}
+
+Test(gc, discard_removes_a_stale_segment_with_its_unread_samples)
+{
+	char name[64];
+	stale_with_samples("gc-discard", name, sizeof(name), 7);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, CISTERN_GC_DISCARD, &rep), 0);
+	cr_assert_eq(rep.removed, 5);
+	cr_assert_eq(rep.unread, 7);
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), -ENOENT);
+}
+
+Test(gc, dump_to_and_discard_together_are_refused)
+{
+	char name[64];
+	stale_with_samples("gc-both", name, sizeof(name), 2);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc_dump_to(name, "/tmp", CISTERN_GC_DISCARD, &rep), -EINVAL);
+	holds_the_filler_samples(name, 2);
+	cistern_unlink(name);
+}
+
 Test(gc, keeps_a_segment_created_for_later_use)
 {
 	char name[64];
@@ -284,15 +586,105 @@ Test(ids, fifo_sample_ids_are_positions_from_zero_in_a_new_segment)
 	cistern_unlink(name);
 }
 
-/* A restore that died half-way: its header already bears another name, nobody lives. */
+static void die_now(uint64_t done, uint64_t total, void *arg)
+{
+	(void)done, (void)total, (void)arg;
+	raise(SIGKILL);
+}
+
+/*
+ * A restore that died half-way: a child restores a dump and is killed from
+ * its progress callback, once the samples are loaded, before the rename.
+ * `name` receives the temporary name it left behind.
+ */
 static void abandoned_restore(char *name, size_t size)
 {
-	snprintf(name, size, "restore-%d-99", (int)getpid());
-	cistern_unlink(name);
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
-	snprintf(c->hdr->name, sizeof(c->hdr->name), "final-name");
+	char src[64], final[64], path[128];
+	struct cistern *c = make("abrt-src", src, sizeof(src), 8);
+	cr_assert_eq(cistern_put(c, "sample", 6, NULL, 0), 0);
+	snprintf(path, sizeof(path), "/tmp/cistern-test-abrt-%d.dump", (int)getpid());
+	cr_assert_eq(cistern_dump(src, path, NULL, NULL, NULL), 0);
 	cistern_detach(c);
+	cistern_unlink(src);
+	snprintf(final, sizeof(final), "t-abrt-final-%d", (int)getpid());
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		cistern_restore(path, final, die_now, NULL, NULL);
+		_exit(1);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	unlink(path);
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the restorer died in its progress call");
+	/* The restorer names its temporary object restore-PID-N. */
+	char prefix[64];
+	int plen = snprintf(prefix, sizeof(prefix), "cistern.restore-%d-", (int)pid);
+	DIR *d = opendir("/dev/shm");
+	cr_assert_not_null(d);
+	struct dirent *e;
+	name[0] = '\0';
+	while ((e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, prefix, (size_t)plen) == 0)
+			snprintf(name, size, "%s", e->d_name + strlen("cistern."));
+	closedir(d);
+	cr_assert_neq(name[0], '\0', "the restore left its temporary object behind");
+	struct cistern *probe;
+	cr_assert_eq(cistern_attach(final, &probe), -ENOENT, "and never got to the rename");
+}
+
+/* A copy of segment `from`'s object as `to`, made as cp(1) makes one. */
+static void copy_object(const char *from, const char *to)
+{
+	char a[128], b[128];
+	snprintf(a, sizeof(a), "/dev/shm/cistern.%s", from);
+	snprintf(b, sizeof(b), "/dev/shm/cistern.%s", to);
+	int in = open(a, O_RDONLY), out = open(b, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	cr_assert_geq(in, 0);
+	cr_assert_geq(out, 0);
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		cr_assert_eq(write(out, buf, (size_t)n), n);
+	close(in);
+	close(out);
+}
+
+Test(gc, keeps_a_copy_of_a_segment_under_another_name)
+{
+	char name[64], copy[64];
+	struct cistern *c = make("gc-cp", name, sizeof(name), 8);
+	cr_assert_eq(cistern_put(c, "kept", 4, NULL, 0), 0);
+	cistern_detach(c);
+	snprintf(copy, sizeof(copy), "t-gc-cp2-%d", (int)getpid());
+	cistern_unlink(copy);
+	copy_object(name, copy);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(copy, 0, &rep), 0);
+	cr_assert_eq(rep.removed, 0, "a copy is no restore's leftover");
+	cr_assert_eq(cistern_attach(copy, &c), 0);
+	char buf[8];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 4, "and its sample is there");
+	cistern_detach(c);
+	cistern_unlink(copy);
+	cistern_unlink(name);
+}
+
+Test(list, shows_a_copy_under_another_name_as_a_segment)
+{
+	char name[64], copy[64];
+	struct cistern *c = make("ls-cp", name, sizeof(name), 8);
+	cistern_detach(c);
+	snprintf(copy, sizeof(copy), "t-ls-cp2-%d", (int)getpid());
+	cistern_unlink(copy);
+	copy_object(name, copy);
+	struct cistern_segment_info *v;
+	int n = cistern_list(&v);
+	struct cistern_segment_info *si = find(v, n, copy);
+	cr_assert_not_null(si);
+	cr_assert_eq(si->status, 0, "not an unfinished restore: %d", si->status);
+	free(v);
+	cistern_unlink(copy);
+	cistern_unlink(name);
 }
 
 Test(list, flags_an_unfinished_restore)
@@ -384,17 +776,6 @@ Test(gc, never_removes_a_segment_under_a_process_that_attached, .timeout = 120)
 }
 
 /* ---- FIRO and the reservoirs ------------------------------------------- */
-
-static struct cistern *make_reservoir(const char *tag, char *name, size_t size)
-{
-	snprintf(name, size, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
-				     .policy = CISTERN_RESERVOIR, .watermark = 1};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
-	return c;
-}
 
 Test(occupancy, counts_held_and_pinned_reservoir_samples)
 {

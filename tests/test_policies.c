@@ -9,21 +9,31 @@
 #include "reservoir.h"
 #include "peek.h"
 
-static struct cistern *make(const char *tag, char *name, size_t namelen,
-			    struct cistern_config cfg)
+/*
+ * Every test's segments go through seg_create(); a test ends with seg_drop(),
+ * which checks that its segment detaches and unlinks, and the suites'
+ * fixture removes what a failed assertion leaves behind.
+ */
+TestSuite(firo, .fini = seg_fini);
+TestSuite(reservoir, .fini = seg_fini);
+TestSuite(fifo_evict, .fini = seg_fini);
+TestSuite(sim_paired, .fini = seg_fini);
+TestSuite(batch, .fini = seg_fini);
+TestSuite(policies, .fini = seg_fini);
+TestSuite(layout, .fini = seg_fini);
+
+/* A `policy` segment whose samples are one uint32_t each: its configuration, or itself. */
+static struct cistern_config u32_cfg(enum cistern_policy policy, uint64_t slots,
+				     uint64_t watermark)
 {
-	snprintf(name, namelen, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
-	struct cistern *c = NULL;
-	int r = cistern_create(name, &cfg, &c);
-	cr_assert_eq(r, 0, "create %s: %s", name, cistern_strerror(r));
-	return c;
+	return (struct cistern_config){.policy = policy, .slot_size = 4, .slot_count = slots,
+				       .watermark = watermark};
 }
 
-static void drop(struct cistern *c, const char *name)
+static struct cistern *u32_seg(const char *tag, enum cistern_policy policy, uint64_t slots,
+			       uint64_t watermark)
 {
-	cr_assert_eq(cistern_detach(c), 0);
-	cr_assert_eq(cistern_unlink(name), 0);
+	return seg_create(tag, u32_cfg(policy, slots, watermark));
 }
 
 static void put_u32(struct cistern *c, uint32_t v, uint32_t sim, uint32_t step)
@@ -31,6 +41,13 @@ static void put_u32(struct cistern *c, uint32_t v, uint32_t sim, uint32_t step)
 	struct cistern_meta m = {.sim_id = sim, .time_step = step};
 	int r = cistern_put(c, &v, sizeof(v), &m, 0);
 	cr_assert_eq(r, 0, "put %u: %s", v, cistern_strerror(r));
+}
+
+/* Put the values 0 to n - 1 (simulation 0, step 0). */
+static void fill_u32(struct cistern *c, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		put_u32(c, i, 0, 0);
 }
 
 static struct cistern_stats stats(struct cistern *c)
@@ -59,10 +76,7 @@ static int drain(struct cistern *c, uint8_t *seen, size_t nseen)
 
 Test(firo, reads_wait_until_population_exceeds_watermark)
 {
-	char name[64];
-	struct cistern *c = make("firo-wm", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
-							 .slot_count = 8, .watermark = 3});
+	struct cistern *c = u32_seg("firo-wm", CISTERN_FIRO, 8, 3);
 	uint32_t v;
 	for (uint32_t i = 0; i < 3; i++)
 		put_u32(c, i, 0, i);
@@ -70,7 +84,7 @@ Test(firo, reads_wait_until_population_exceeds_watermark)
 	put_u32(c, 3, 0, 3);
 	cr_assert_eq(cistern_get(c, &v, sizeof(v), NULL, 0), 4);
 	cr_assert_eq(stats(c).population, 3, "the read removed the sample (pseudo_epochs 1)");
-	drop(c, name);
+	seg_drop(c);
 }
 
 /*
@@ -86,14 +100,10 @@ Test(firo, reads_wait_until_population_exceeds_watermark)
  */
 Test(reservoir, a_full_reservoirs_producer_finds_newly_seen_samples_without_a_rescan)
 {
-	char name[64];
-	struct cistern *p = make("res-seenlog", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 4096, .watermark = 1});
+	struct cistern *p = u32_seg("res-seenlog", CISTERN_RESERVOIR, 4096, 1);
 	struct cistern *r;
-	cr_assert_eq(cistern_attach(name, &r), 0);
-	for (uint32_t i = 0; i < 4096; i++)
-		put_u32(p, i, 0, 0);
+	cr_assert_eq(cistern_attach(seg_name_of(p), &r), 0);
+	fill_u32(p, 4096);
 	struct cistern_sample s;
 	for (uint32_t i = 0; i < 500; i++) {
 		cr_assert_eq(cistern_acquire(r, &s, 0), 0);
@@ -110,7 +120,7 @@ Test(reservoir, a_full_reservoirs_producer_finds_newly_seen_samples_without_a_re
 	cr_assert_leq(p->pick_evict.refreshes, 5, "the producer rescanned %lu times",
 		      (unsigned long)p->pick_evict.refreshes);
 	cistern_detach(r);
-	drop(p, name);
+	seg_drop(p);
 }
 
 /*
@@ -122,18 +132,14 @@ Test(reservoir, a_full_reservoirs_producer_finds_newly_seen_samples_without_a_re
  */
 Test(reservoir, each_producers_evictable_snapshot_follows_first_reads_and_evictions)
 {
-	char name[64];
 	enum { PRODUCERS = 3 };
 	struct cistern *p[PRODUCERS];
-	p[0] = make("res-seenset", name, sizeof(name),
-		    (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-					    .slot_count = 1024, .watermark = 1});
+	p[0] = u32_seg("res-seenset", CISTERN_RESERVOIR, 1024, 1);
 	for (int k = 1; k < PRODUCERS; k++)
-		cr_assert_eq(cistern_attach(name, &p[k]), 0);
+		cr_assert_eq(cistern_attach(seg_name_of(p[0]), &p[k]), 0);
 	struct cistern *r;
-	cr_assert_eq(cistern_attach(name, &r), 0);
-	for (uint32_t i = 0; i < 1024; i++)
-		put_u32(p[0], i, 0, 0);
+	cr_assert_eq(cistern_attach(seg_name_of(p[0]), &r), 0);
+	fill_u32(p[0], 1024);
 	struct cistern_sample s[4];
 	unsigned checked = 0;
 	for (uint32_t round = 0; round < 300; round++) {
@@ -167,20 +173,16 @@ Test(reservoir, each_producers_evictable_snapshot_follows_first_reads_and_evicti
 			cistern_detach(p[k]);
 	}
 	cistern_detach(r);
-	drop(p[0], name);
+	seg_drop(p[0]);
 }
 
 Test(reservoir, filling_an_empty_reservoir_needs_no_random_pick)
 {
-	char name[64];
-	struct cistern *c = make("res-fill", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 4096, .watermark = 1});
-	for (uint32_t i = 0; i < 4096; i++)
-		put_u32(c, i, 0, 0);
+	struct cistern *c = u32_seg("res-fill", CISTERN_RESERVOIR, 4096, 1);
+	fill_u32(c, 4096);
 	cr_assert_eq(stats(c).population, 4096);
 	cr_assert_eq(c->pick_empty.refreshes, 0, "a fill rebuilt the empty-slot snapshot (%lu times)", (unsigned long)c->pick_empty.refreshes);
-	drop(c, name);
+	seg_drop(c);
 }
 
 /*
@@ -191,15 +193,11 @@ Test(reservoir, filling_an_empty_reservoir_needs_no_random_pick)
  */
 Test(firo, a_full_firos_producer_refills_what_a_reader_emptied_without_a_rescan)
 {
-	char name[64];
-	struct cistern *p = make("firo-vac", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
-							 .slot_count = 4096, .watermark = 1});
+	struct cistern *p = u32_seg("firo-vac", CISTERN_FIRO, 4096, 1);
 	struct cistern *r;
-	cr_assert_eq(cistern_attach(name, &r), 0);
+	cr_assert_eq(cistern_attach(seg_name_of(p), &r), 0);
 	static bool got[4096 + 500];
-	for (uint32_t i = 0; i < 4096; i++)
-		put_u32(p, i, 0, 0);
+	fill_u32(p, 4096);
 	uint32_t v = 0;
 	for (uint32_t i = 4096; i < 4096 + 500; i++) {
 		cr_assert_eq(cistern_get(r, &v, sizeof(v), NULL, 0), 4);
@@ -218,15 +216,12 @@ Test(firo, a_full_firos_producer_refills_what_a_reader_emptied_without_a_rescan)
 	for (uint32_t i = 0; i < 4096 + 500; i++)
 		cr_assert(got[i], "sample %u lost", i);
 	cistern_detach(r);
-	drop(p, name);
+	seg_drop(p);
 }
 
 Test(firo, population_holds_at_the_watermark_then_drains_after_close)
 {
-	char name[64];
-	struct cistern *c = make("firo-hold", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
-							 .slot_count = 64, .watermark = 10});
+	struct cistern *c = u32_seg("firo-hold", CISTERN_FIRO, 64, 10);
 	uint32_t v;
 	for (uint32_t i = 0; i < 500; i++) {
 		put_u32(c, i, 0, 0);
@@ -237,16 +232,14 @@ Test(firo, population_holds_at_the_watermark_then_drains_after_close)
 	cr_assert_eq(cistern_close_reception(c), 0);
 	cr_assert_eq(drain(c, NULL, 0), 10, "after close the watermark no longer applies");
 	cr_assert_eq(stats(c).population, 0);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(firo, every_sample_is_read_exactly_pseudo_epochs_times)
 {
-	char name[64];
-	struct cistern *c = make("firo-ep", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
-							 .slot_count = 32, .watermark = 5,
-							 .pseudo_epochs = 3});
+	struct cistern_config cfg = u32_cfg(CISTERN_FIRO, 32, 5);
+	cfg.pseudo_epochs = 3;
+	struct cistern *c = seg_create("firo-ep", cfg);
 	uint8_t reads[200] = {0};
 	uint32_t v;
 	for (uint32_t i = 0; i < 200; i++) {
@@ -261,31 +254,25 @@ Test(firo, every_sample_is_read_exactly_pseudo_epochs_times)
 	struct cistern_stats st = stats(c);
 	cr_assert_eq(st.gets, 600);
 	cr_assert_eq(st.seen_hist[3], 200, "each left the buffer seen 3 times");
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(firo, put_waits_when_full)
 {
-	char name[64];
-	struct cistern *c = make("firo-full", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
-							 .slot_count = 4, .watermark = 3});
-	for (uint32_t i = 0; i < 4; i++)
-		put_u32(c, i, 0, 0);
+	struct cistern *c = u32_seg("firo-full", CISTERN_FIRO, 4, 3);
+	fill_u32(c, 4);
 	uint32_t v = 9;
 	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN);
 	cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), 4);
 	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0, "the read made room");
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(firo, a_held_sample_belongs_to_its_reader_until_release)
 {
-	char name[64];
-	struct cistern *c = make("firo-own", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
-							 .slot_count = 4, .watermark = 1,
-							 .pseudo_epochs = 5});
+	struct cistern_config cfg = u32_cfg(CISTERN_FIRO, 4, 1);
+	cfg.pseudo_epochs = 5;
+	struct cistern *c = seg_create("firo-own", cfg);
 	put_u32(c, 1, 0, 0);
 	put_u32(c, 2, 0, 0);
 	struct cistern_sample a, b, x;
@@ -298,17 +285,15 @@ Test(firo, a_held_sample_belongs_to_its_reader_until_release)
 	cr_assert_eq(cistern_acquire(c, &x, 0), 0, "back after release (seen < pseudo_epochs)");
 	cistern_release(c, &x);
 	cistern_release(c, &b);
-	drop(c, name);
+	seg_drop(c);
 }
 
 /* A FIRO sample handed back unread still owes all of its pseudo_epochs reads. */
 Test(firo, a_sample_handed_back_unread_keeps_its_reads)
 {
-	char name[64];
-	struct cistern *c = make("firo-unacq", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
-							 .slot_count = 4, .watermark = 1,
-							 .pseudo_epochs = 2});
+	struct cistern_config cfg = u32_cfg(CISTERN_FIRO, 4, 1);
+	cfg.pseudo_epochs = 2;
+	struct cistern *c = seg_create("firo-unacq", cfg);
 	put_u32(c, 7, 0, 0);
 	put_u32(c, 8, 0, 0);
 	struct cistern_sample a;
@@ -320,7 +305,7 @@ Test(firo, a_sample_handed_back_unread_keeps_its_reads)
 	uint8_t seen[16] = {0};
 	cr_assert_eq(drain(c, seen, sizeof(seen)), 4, "two samples, two reads each");
 	cr_assert(seen[7] == 2 && seen[8] == 2, "reads: %u of 7, %u of 8", seen[7], seen[8]);
-	drop(c, name);
+	seg_drop(c);
 }
 
 /* ---- Reservoir ---- */
@@ -328,13 +313,10 @@ Test(firo, a_sample_handed_back_unread_keeps_its_reads)
 /* One member of a batch handed back, the others released one by one, as documented. */
 Test(reservoir, a_batch_member_handed_back_leaves_the_others_to_release)
 {
-	char name[64];
-	struct cistern *c = make("rs-unacq1", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR,
-							 .slot_size = 4, .slot_count = 16,
-							 .watermark = 4, .batch_size = 4});
-	for (uint32_t v = 0; v < 8; v++)
-		put_u32(c, v, 0, 0);
+	struct cistern_config cfg = u32_cfg(CISTERN_BATCH_RESERVOIR, 16, 4);
+	cfg.batch_size = 4;
+	struct cistern *c = seg_create("rs-unacq1", cfg);
+	fill_u32(c, 8);
 	struct cistern_sample batch[4];
 	cr_assert_eq(cistern_acquire_batch(c, batch, 4, 0), 4);
 	cr_assert_eq(cistern_unacquire(c, &batch[2]), 0);
@@ -345,18 +327,14 @@ Test(reservoir, a_batch_member_handed_back_leaves_the_others_to_release)
 	cr_assert_eq(seen_sum(c, &pinned), 3, "three reads kept, one taken back");
 	cr_assert(!pinned, "a pin is left");
 	cr_assert_eq(stats(c).gets, 3);
-	drop(c, name);
+	seg_drop(c);
 }
 
 /* A read handed back is taken back: its seen count, its pin, its get. */
 Test(reservoir, a_sample_handed_back_unread_is_unpinned_and_unseen)
 {
-	char name[64];
-	struct cistern *c = make("rs-unacq", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 16, .watermark = 4});
-	for (uint32_t v = 0; v < 8; v++)
-		put_u32(c, v, 0, 0);
+	struct cistern *c = u32_seg("rs-unacq", CISTERN_RESERVOIR, 16, 4);
+	fill_u32(c, 8);
 	struct cistern_sample one, batch[4];
 	cr_assert_eq(cistern_acquire(c, &one, 0), 0);
 	cr_assert_eq(cistern_acquire_batch(c, batch, 4, 0), 4);
@@ -370,15 +348,12 @@ Test(reservoir, a_sample_handed_back_unread_is_unpinned_and_unseen)
 	cr_assert(!pinned, "a pin is left");
 	cr_assert_eq(stats(c).gets, 0);
 	cr_assert_eq(cistern_unacquire(c, &batch[0]), -EINVAL, "handed back twice");
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(reservoir, reads_wait_for_the_watermark_and_keep_the_sample)
 {
-	char name[64];
-	struct cistern *c = make("res-wm", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 8, .watermark = 2});
+	struct cistern *c = u32_seg("res-wm", CISTERN_RESERVOIR, 8, 2);
 	uint32_t v;
 	put_u32(c, 0, 0, 0);
 	cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), -EAGAIN);
@@ -388,32 +363,24 @@ Test(reservoir, reads_wait_for_the_watermark_and_keep_the_sample)
 	struct cistern_stats st = stats(c);
 	cr_assert_eq(st.population, 2, "reads do not remove while reception is open");
 	cr_assert_eq(st.gets, 10);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(reservoir, a_full_buffer_with_nothing_seen_makes_producers_wait)
 {
-	char name[64];
-	struct cistern *c = make("res-bp", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 4, .watermark = 1});
-	for (uint32_t i = 0; i < 4; i++)
-		put_u32(c, i, 0, 0);
+	struct cistern *c = u32_seg("res-bp", CISTERN_RESERVOIR, 4, 1);
+	fill_u32(c, 4);
 	uint32_t v = 99;
 	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN);
 	cr_assert_eq(cistern_put(c, &v, 4, NULL, 30), -ETIMEDOUT);
 	cr_assert_eq(stats(c).evictions, 0);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(reservoir, a_put_into_a_full_buffer_evicts_only_seen_samples)
 {
-	char name[64];
-	struct cistern *c = make("res-ev", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 4, .watermark = 4});
-	for (uint32_t i = 0; i < 4; i++)
-		put_u32(c, i, 0, 0);
+	struct cistern *c = u32_seg("res-ev", CISTERN_RESERVOIR, 4, 4);
+	fill_u32(c, 4);
 	/* Read until exactly one sample was seen; then one put can evict just it. */
 	struct cistern_sample s;
 	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
@@ -431,15 +398,12 @@ Test(reservoir, a_put_into_a_full_buffer_evicts_only_seen_samples)
 	cr_assert_eq(drain(c, left, sizeof(left)), 4);
 	cr_assert_eq(left[seen_value], 0, "the seen sample was the one evicted");
 	cr_assert_eq(left[100], 1);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(reservoir, a_pinned_sample_is_never_evicted)
 {
-	char name[64];
-	struct cistern *c = make("res-pin", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 2, .watermark = 2});
+	struct cistern *c = u32_seg("res-pin", CISTERN_RESERVOIR, 2, 2);
 	put_u32(c, 7, 0, 0);
 	put_u32(c, 8, 0, 0);
 	struct cistern_sample s[2];
@@ -452,15 +416,12 @@ Test(reservoir, a_pinned_sample_is_never_evicted)
 	cr_assert_eq(*(const uint32_t *)s[1].data, kept, "the pinned payload is intact");
 	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN);
 	cr_assert_eq(cistern_release(c, &s[1]), 0);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(reservoir, the_same_sample_pinned_twice_by_one_reader_needs_two_releases)
 {
-	char name[64];
-	struct cistern *c = make("res-dup", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 1, .watermark = 1});
+	struct cistern *c = u32_seg("res-dup", CISTERN_RESERVOIR, 1, 1);
 	put_u32(c, 5, 0, 0);
 	struct cistern_sample a, b;
 	cr_assert_eq(cistern_acquire(c, &a, 0), 0);
@@ -472,24 +433,20 @@ Test(reservoir, the_same_sample_pinned_twice_by_one_reader_needs_two_releases)
 	cr_assert_eq(cistern_release(c, &b), 0);
 	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0);
 	cr_assert_eq(cistern_release(c, &b), -EINVAL, "no pin left to release");
-	drop(c, name);
+	seg_drop(c);
 }
 
 /* A reservoir of k slots, all holding samples (payloads 0..k-1). */
-static struct cistern *full_reservoir(const char *tag, char *name, size_t namelen, uint32_t k)
+static struct cistern *full_reservoir(const char *tag, uint32_t k)
 {
-	struct cistern *c = make(tag, name, namelen,
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = k, .watermark = k});
-	for (uint32_t i = 0; i < k; i++)
-		put_u32(c, i, 0, 0);
+	struct cistern *c = u32_seg(tag, CISTERN_RESERVOIR, k, k);
+	fill_u32(c, k);
 	return c;
 }
 
 Test(reservoir, a_batch_pins_again_what_its_reader_already_pins)
 {
-	char name[64];
-	struct cistern *c = full_reservoir("res-bdup", name, sizeof(name), 4);
+	struct cistern *c = full_reservoir("res-bdup", 4);
 	struct cistern_sample a[4], b[4];
 	cr_assert_eq(cistern_acquire_batch(c, a, 4, 0), 4);
 	cr_assert_eq(cistern_acquire_batch(c, b, 4, 0), 4, "the same four, pinned twice");
@@ -498,7 +455,7 @@ Test(reservoir, a_batch_pins_again_what_its_reader_already_pins)
 	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN, "still pinned by the second batch");
 	cr_assert_eq(cistern_release_batch(c, b, 4), 0);
 	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0);
-	drop(c, name);
+	seg_drop(c);
 }
 
 /*
@@ -508,8 +465,7 @@ Test(reservoir, a_batch_pins_again_what_its_reader_already_pins)
  */
 Test(reservoir, a_readers_batches_count_each_read_once_and_leave_no_pin)
 {
-	char name[64];
-	struct cistern *c = full_reservoir("res-bseen", name, sizeof(name), 64);
+	struct cistern *c = full_reservoir("res-bseen", 64);
 	struct cistern_sample s[16], t[16];
 	bool pinned;
 	uint64_t reads = 0;
@@ -542,7 +498,7 @@ Test(reservoir, a_readers_batches_count_each_read_once_and_leave_no_pin)
 	 * samples were being passed over.
 	 */
 	cr_assert_gt(held_drawn, 100, "held samples drawn again only %u times", held_drawn);
-	drop(c, name);
+	seg_drop(c);
 }
 
 /*
@@ -551,10 +507,9 @@ Test(reservoir, a_readers_batches_count_each_read_once_and_leave_no_pin)
  */
 Test(reservoir, another_readers_pins_are_not_taken_for_repeats)
 {
-	char name[64];
-	struct cistern *a = full_reservoir("res-bother", name, sizeof(name), 20);
+	struct cistern *a = full_reservoir("res-bother", 20);
 	struct cistern *b;
-	cr_assert_eq(cistern_attach(name, &b), 0);
+	cr_assert_eq(cistern_attach(seg_name_of(a), &b), 0);
 	struct cistern_sample held[16], s[16];
 	cr_assert_eq(cistern_acquire_batch(a, held, 16, 0), 16);
 	uint64_t abit = UINT64_C(1) << a->pin_bit;
@@ -579,13 +534,12 @@ Test(reservoir, another_readers_pins_are_not_taken_for_repeats)
 	}
 	cr_assert_eq(cistern_release_batch(a, held, 16), 0);
 	cistern_detach(b);
-	drop(a, name);
+	seg_drop(a);
 }
 
 Test(reservoir, release_batch_releases_the_rest_after_an_invalid_sample)
 {
-	char name[64];
-	struct cistern *c = full_reservoir("res-brel", name, sizeof(name), 3);
+	struct cistern *c = full_reservoir("res-brel", 3);
 	struct cistern_sample s[3];
 	cr_assert_eq(cistern_acquire_batch(c, s, 3, 0), 3);
 	cr_assert_eq(cistern_release(c, &s[1]), 0);
@@ -594,36 +548,30 @@ Test(reservoir, release_batch_releases_the_rest_after_an_invalid_sample)
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0, "put %d: all three are unpinned", i);
 	cr_assert_eq(cistern_release_batch(c, s, 3), -EINVAL, "nothing left to release");
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(reservoir, after_close_each_get_removes_and_then_end_of_data)
 {
-	char name[64];
-	struct cistern *c = make("res-close", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 16, .watermark = 8});
-	for (uint32_t i = 0; i < 5; i++)
-		put_u32(c, i, 0, 0);
+	struct cistern *c = u32_seg("res-close", CISTERN_RESERVOIR, 16, 8);
+	fill_u32(c, 5);
 	cistern_close_reception(c);
 	uint8_t got[5] = {0};
 	cr_assert_eq(drain(c, got, 5), 5, "below the watermark, but closed: drains");
 	for (int i = 0; i < 5; i++)
 		cr_assert_eq(got[i], 1);
 	cr_assert_eq(stats(c).population, 0);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(reservoir, rate_limiter_bounds_reads_per_put)
 {
-	char name[64];
-	struct cistern *c = make("res-rate", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 64, .watermark = 4,
-							 .reads_per_put = 2, .rate_slack = 1});
+	struct cistern *c = seg_create("res-rate", (struct cistern_config){.policy = CISTERN_RESERVOIR,
+								 .slot_size = 4, .slot_count = 64,
+								 .watermark = 4, .reads_per_put = 2,
+								 .rate_slack = 1});
 	uint32_t v;
-	for (uint32_t i = 0; i < 4; i++)
-		put_u32(c, i, 0, 0);
+	fill_u32(c, 4);
 	/* Fill done: 2 * 0 + 1 reads allowed. */
 	cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), 4);
 	cr_assert_eq(cistern_get(c, &v, 4, NULL, 0), -EAGAIN, "reader ahead of the ratio");
@@ -635,20 +583,104 @@ Test(reservoir, rate_limiter_bounds_reads_per_put)
 	put_u32(c, 5, 0, 0);
 	v = 6;
 	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN, "producer ahead of the ratio");
-	drop(c, name);
+	seg_drop(c);
+}
+
+/* Put with timeout 0 until the limiter (or the room) says wait; how many went in. */
+static int put_while_allowed(struct cistern *c, uint32_t *next)
+{
+	int k = 0;
+	for (;;) {
+		uint32_t v = *next;
+		int r = cistern_put(c, &v, sizeof(v), NULL, 0);
+		if (r == -EAGAIN)
+			return k;
+		cr_assert_eq(r, 0, "put: %s", cistern_strerror(r));
+		(*next)++;
+		k++;
+	}
+}
+
+/*
+ * The slack left 0 is reads_per_put, 2 here: below a batch of 16. Producers
+ * stop two reads ahead, so a batch that waited for 16 reads of budget would
+ * wait for ever; the batch starts once the reads before it are paid for.
+ */
+Test(reservoir, rate_limiter_admits_a_batch_above_the_default_slack)
+{
+	struct cistern *c = seg_create("res-rate-batch", (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 256, .watermark = 32,
+							 .reads_per_put = 2});
+	uint32_t next = 0, buf[16];
+	for (int round = 0; round < 6; round++) {
+		int k = put_while_allowed(c, &next);
+		cr_assert_gt(k, 0, "round %d: the producer stopped before any put", round);
+		int r = cistern_get_batch(c, buf, sizeof(buf[0]), 16, NULL, NULL, 0);
+		cr_assert_eq(r, 16, "round %d: batch of 16 after %u puts: %s", round, next,
+			     cistern_strerror(r));
+	}
+	/* Two reads per put after the fill, give or take one batch. */
+	struct cistern_stats st = stats(c);
+	cr_assert_leq(st.gets, 2 * (st.puts - 32) + 16);
+	cr_assert_geq(st.gets + 16, 2 * (st.puts - 32));
+	seg_drop(c);
+}
+
+/*
+ * A slack set by hand is kept; a batch it could never admit is refused at
+ * once, whatever the timeout, instead of waiting for budget that the
+ * stopped producers will never make.
+ */
+Test(reservoir, rate_limiter_refuses_at_once_a_batch_its_slack_can_never_admit)
+{
+	struct cistern *c = seg_create("res-rate-never", (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 256, .watermark = 32,
+							 .reads_per_put = 2, .rate_slack = 4});
+	uint32_t next = 0, buf[16];
+	put_while_allowed(c, &next);
+	cr_assert_eq(cistern_get_batch(c, buf, sizeof(buf[0]), 16, NULL, NULL, 3000), -EDEADLK);
+	struct cistern_sample s[16];
+	cr_assert_eq(cistern_acquire_batch(c, s, 16, 3000), -EDEADLK);
+	/*
+	 * Producers stop at a drift of 3 reads or more (puts come two reads at
+	 * a time, 3 + 2 > 4), where a batch of 7 may start (3 >= 7 - 4) and
+	 * one of 8 may not.
+	 */
+	cr_assert_eq(cistern_acquire_batch(c, s, 8, 0), -EDEADLK);
+	for (int round = 0; round < 4; round++) {
+		int r = cistern_get_batch(c, buf, sizeof(buf[0]), 7, NULL, NULL, 0);
+		cr_assert_eq(r, 7, "round %d: %s", round, cistern_strerror(r));
+		put_while_allowed(c, &next);
+	}
+	seg_drop(c);
+}
+
+/*
+ * One read per four puts with the slack left 0: producers stop a quarter
+ * of a read ahead, so a read that waited for a whole read of budget would
+ * wait for ever.
+ */
+Test(reservoir, rate_limiter_default_slack_admits_single_reads_below_one_read_per_put)
+{
+	struct cistern *c = seg_create("res-rate-quarter", (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
+							 .slot_count = 64, .watermark = 4,
+							 .reads_per_put = 0.25});
+	uint32_t next = 0, v;
+	for (int round = 0; round < 8; round++) {
+		cr_assert_gt(put_while_allowed(c, &next), 0, "round %d", round);
+		ssize_t r = cistern_get(c, &v, sizeof(v), NULL, 0);
+		cr_assert_eq(r, 4, "round %d, after %u puts: %s", round, next,
+			     cistern_strerror((int)r));
+	}
+	seg_drop(c);
 }
 
 /* ---- FIFOEvictReservoir ---- */
 
 Test(fifo_evict, a_put_into_a_full_buffer_evicts_the_oldest)
 {
-	char name[64];
-	struct cistern *c = make("fe-old", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_FIFO_EVICT_RESERVOIR,
-							 .slot_size = 4, .slot_count = 3,
-							 .watermark = 3});
-	for (uint32_t i = 0; i < 3; i++)
-		put_u32(c, i, 0, 0);
+	struct cistern *c = u32_seg("fe-old", CISTERN_FIFO_EVICT_RESERVOIR, 3, 3);
+	fill_u32(c, 3);
 	struct cistern_sample s[3];
 	cr_assert_eq(cistern_acquire_batch(c, s, 3, 0), 3, "see them all");
 	cr_assert_eq(cistern_release_batch(c, s, 3), 0);
@@ -659,32 +691,25 @@ Test(fifo_evict, a_put_into_a_full_buffer_evicts_the_oldest)
 	cr_assert_eq(drain(c, left, 5), 3);
 	cr_assert(!left[0] && !left[1] && left[2] && left[3] && left[4],
 		  "the two oldest went first");
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo_evict, waits_while_the_oldest_is_unseen)
 {
-	char name[64];
-	struct cistern *c = make("fe-wait", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_FIFO_EVICT_RESERVOIR,
-							 .slot_size = 4, .slot_count = 2,
-							 .watermark = 2});
+	struct cistern *c = u32_seg("fe-wait", CISTERN_FIFO_EVICT_RESERVOIR, 2, 2);
 	put_u32(c, 0, 0, 0);
 	put_u32(c, 1, 0, 0);
 	uint32_t v = 2;
 	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), -EAGAIN);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo_evict, lossy_evicts_the_oldest_unseen_and_counts_it)
 {
-	char name[64];
-	struct cistern *c = make("fe-lossy", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_FIFO_EVICT_RESERVOIR,
-							 .slot_size = 4, .slot_count = 2,
-							 .watermark = 2, .flags = CISTERN_LOSSY});
-	for (uint32_t i = 0; i < 5; i++)
-		put_u32(c, i, 0, 0);
+	struct cistern_config cfg = u32_cfg(CISTERN_FIFO_EVICT_RESERVOIR, 2, 2);
+	cfg.flags = CISTERN_LOSSY;
+	struct cistern *c = seg_create("fe-lossy", cfg);
+	fill_u32(c, 5);
 	struct cistern_stats st = stats(c);
 	cr_assert_eq(st.evictions, 3);
 	cr_assert_eq(st.evicted_unseen, 3);
@@ -692,7 +717,7 @@ Test(fifo_evict, lossy_evicts_the_oldest_unseen_and_counts_it)
 	uint8_t left[5] = {0};
 	cr_assert_eq(drain(c, left, 5), 2);
 	cr_assert(left[3] && left[4]);
-	drop(c, name);
+	seg_drop(c);
 }
 
 /* ---- SimPairedReservoir ---- */
@@ -706,8 +731,7 @@ static struct cistern_config paired_cfg(void)
 
 Test(sim_paired, samples_outside_the_bounds_are_refused)
 {
-	char name[64];
-	struct cistern *c = make("sp-range", name, sizeof(name), paired_cfg());
+	struct cistern *c = seg_create("sp-range", paired_cfg());
 	uint32_t v = 1;
 	struct cistern_meta m = {.sim_id = 4, .time_step = 0};
 	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), -ERANGE);
@@ -716,13 +740,12 @@ Test(sim_paired, samples_outside_the_bounds_are_refused)
 	struct cistern_stats st = stats(c);
 	cr_assert_eq(st.puts, 0);
 	cr_assert_eq(st.population, 0, "the refused puts left nothing behind");
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(sim_paired, a_pair_is_one_simulation_at_consecutive_steps)
 {
-	char name[64];
-	struct cistern *c = make("sp-pair", name, sizeof(name), paired_cfg());
+	struct cistern *c = seg_create("sp-pair", paired_cfg());
 	/* Interleave simulations, leave gaps: pairs exist only where steps follow. */
 	uint32_t steps[] = {0, 1, 2, 4, 5, 8};
 	for (uint32_t sim = 0; sim < 4; sim++)
@@ -738,24 +761,22 @@ Test(sim_paired, a_pair_is_one_simulation_at_consecutive_steps)
 		cr_assert_neq(p[0].meta.time_step, 8, "step 8 has no successor held");
 		cr_assert_eq(cistern_release_pair(c, p), 0);
 	}
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(sim_paired, single_reads_are_refused)
 {
-	char name[64];
-	struct cistern *c = make("sp-single", name, sizeof(name), paired_cfg());
+	struct cistern *c = seg_create("sp-single", paired_cfg());
 	put_u32(c, 0, 0, 0);
 	put_u32(c, 1, 0, 1);
 	struct cistern_sample s;
 	cr_assert_eq(cistern_acquire(c, &s, 0), -EINVAL);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(sim_paired, no_pair_held_means_wait)
 {
-	char name[64];
-	struct cistern *c = make("sp-none", name, sizeof(name), paired_cfg());
+	struct cistern *c = seg_create("sp-none", paired_cfg());
 	put_u32(c, 0, 0, 0);
 	put_u32(c, 1, 1, 0);
 	put_u32(c, 2, 0, 2);
@@ -764,13 +785,12 @@ Test(sim_paired, no_pair_held_means_wait)
 	put_u32(c, 3, 0, 1);
 	cr_assert_eq(cistern_acquire_pair(c, p, 0), 0, "(0,1) or (1,2) now");
 	cistern_release_pair(c, p);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(sim_paired, after_close_pairs_go_once_and_the_unpaired_are_counted)
 {
-	char name[64];
-	struct cistern *c = make("sp-close", name, sizeof(name), paired_cfg());
+	struct cistern *c = seg_create("sp-close", paired_cfg());
 	put_u32(c, 0, 0, 0);
 	put_u32(c, 1, 0, 1);
 	put_u32(c, 2, 0, 2);
@@ -783,13 +803,12 @@ Test(sim_paired, after_close_pairs_go_once_and_the_unpaired_are_counted)
 	struct cistern_stats st = stats(c);
 	cr_assert_eq(st.unpaired, 2, "one of sim 0's steps and sim 2's lone step");
 	cr_assert_eq(st.population, 2);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(sim_paired, get_pair_copies_both_members)
 {
-	char name[64];
-	struct cistern *c = make("sp-get", name, sizeof(name), paired_cfg());
+	struct cistern *c = seg_create("sp-get", paired_cfg());
 	put_u32(c, 70, 3, 6);
 	put_u32(c, 71, 3, 7);
 	uint32_t a = 0, b = 0;
@@ -801,7 +820,7 @@ Test(sim_paired, get_pair_copies_both_members)
 	cr_assert_eq(b, 71);
 	cr_assert_eq(meta[1].time_step, 7);
 	cr_assert_eq(len[0], 4);
-	drop(c, name);
+	seg_drop(c);
 }
 
 /* ---- BatchReservoir ---- */
@@ -814,10 +833,8 @@ static struct cistern_config batch_cfg(void)
 
 Test(batch, members_of_a_batch_are_distinct)
 {
-	char name[64];
-	struct cistern *c = make("b-dist", name, sizeof(name), batch_cfg());
-	for (uint32_t i = 0; i < 20; i++)
-		put_u32(c, i, 0, 0);
+	struct cistern *c = seg_create("b-dist", batch_cfg());
+	fill_u32(c, 20);
 	for (int k = 0; k < 200; k++) {
 		struct cistern_sample s[16];
 		cr_assert_eq(cistern_acquire_batch(c, s, 0, 0), 16);
@@ -829,37 +846,47 @@ Test(batch, members_of_a_batch_are_distinct)
 		}
 		cr_assert_eq(cistern_release_batch(c, s, 16), 0);
 	}
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(batch, reads_wait_for_the_watermark)
 {
-	char name[64];
-	struct cistern *c = make("b-wm", name, sizeof(name), batch_cfg());
-	for (uint32_t i = 0; i < 15; i++)
-		put_u32(c, i, 0, 0);
+	struct cistern *c = seg_create("b-wm", batch_cfg());
+	fill_u32(c, 15);
 	struct cistern_sample s[16];
 	cr_assert_eq(cistern_acquire_batch(c, s, 16, 0), -EAGAIN);
 	put_u32(c, 15, 0, 0);
 	cr_assert_eq(cistern_acquire_batch(c, s, 16, 0), 16);
 	cistern_release_batch(c, s, 16);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(batch, wrong_sizes_and_single_reads_are_refused)
 {
-	char name[64];
-	struct cistern *c = make("b-size", name, sizeof(name), batch_cfg());
+	struct cistern *c = seg_create("b-size", batch_cfg());
 	struct cistern_sample s[17];
 	cr_assert_eq(cistern_acquire_batch(c, s, 17, 0), -EINVAL);
 	cr_assert_eq(cistern_acquire(c, s, 0), -EINVAL);
-	drop(c, name);
+	seg_drop(c);
+}
+
+/* A wrong size is a wrong size first, even beyond what a rate_slack set by hand admits. */
+Test(batch, a_wrong_size_under_a_set_rate_slack_is_einval)
+{
+	struct cistern_config cfg = batch_cfg();
+	cfg.reads_per_put = 1;
+	cfg.rate_slack = 8.5; /* admits the batch of 16 (8 + 8.5), not one of 17 */
+	struct cistern *c = seg_create("b-size-rate", cfg);
+	struct cistern_sample s[17];
+	uint32_t buf[17];
+	cr_assert_eq(cistern_acquire_batch(c, s, 17, 0), -EINVAL);
+	cr_assert_eq(cistern_get_batch(c, buf, sizeof(buf[0]), 17, NULL, NULL, 0), -EINVAL);
+	seg_drop(c);
 }
 
 Test(batch, get_batch_gathers_into_one_array)
 {
-	char name[64];
-	struct cistern *c = make("b-gather", name, sizeof(name), batch_cfg());
+	struct cistern *c = seg_create("b-gather", batch_cfg());
 	for (uint32_t i = 0; i < 16; i++)
 		put_u32(c, 1000 + i, 0, i);
 	uint32_t out[16];
@@ -873,17 +900,15 @@ Test(batch, get_batch_gathers_into_one_array)
 		sum += out[i];
 	}
 	cr_assert_eq(sum, 16 * 1000 + 120, "all sixteen, once each");
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(batch, get_batch_copies_payloads_of_any_length)
 {
-	char name[64];
 	enum { N = 40, SIZE = 1024 };
-	struct cistern *c = make("b-glen", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR,
-							 .slot_size = SIZE, .slot_count = 64,
-							 .watermark = N, .batch_size = N});
+	struct cistern *c = seg_create("b-glen", (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR,
+							       .slot_size = SIZE, .slot_count = 64,
+							       .watermark = N, .batch_size = N});
 	/* 0 to SIZE bytes: shorter and longer than a prefetch. */
 	cr_assert_eq(put_length_ramp(c, N, SIZE, 0), 0);
 	static uint8_t out[N][SIZE];
@@ -895,15 +920,13 @@ Test(batch, get_batch_copies_payloads_of_any_length)
 		cr_assert_eq(len[i], step * SIZE / (N - 1));
 		cr_assert(check_payload(out[i], len[i], 0, step), "row %d is sample %u", i, step);
 	}
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(batch, after_close_batches_remove_and_the_last_may_be_short)
 {
-	char name[64];
-	struct cistern *c = make("b-close", name, sizeof(name), batch_cfg());
-	for (uint32_t i = 0; i < 40; i++)
-		put_u32(c, i, 0, 0);
+	struct cistern *c = seg_create("b-close", batch_cfg());
+	fill_u32(c, 40);
 	cistern_close_reception(c);
 	struct cistern_sample s[16];
 	int total = 0, r;
@@ -917,23 +940,21 @@ Test(batch, after_close_batches_remove_and_the_last_may_be_short)
 	cr_assert_eq(total, 40);
 	cr_assert_eq(k, 3);
 	cr_assert(sizes[0] == 16 && sizes[1] == 16 && sizes[2] == 8);
-	drop(c, name);
+	seg_drop(c);
 }
 
 /* ---- all random policies ---- */
 
 Test(policies, a_reservoir_refuses_a_65th_pinning_reader)
 {
-	char name[64];
-	struct cistern *c = make("pin64", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 4, .watermark = 1,
-							 .max_procs = 80});
+	struct cistern_config cfg = u32_cfg(CISTERN_RESERVOIR, 4, 1);
+	cfg.max_procs = 80;
+	struct cistern *c = seg_create("pin64", cfg);
 	put_u32(c, 1, 0, 0);
 	struct cistern *h[65];
 	struct cistern_sample s;
 	for (int i = 0; i < 65; i++) {
-		cr_assert_eq(cistern_attach(name, &h[i]), 0);
+		cr_assert_eq(cistern_attach(seg_name_of(c), &h[i]), 0);
 		int r = cistern_acquire(h[i], &s, 0);
 		cr_assert_eq(r, i < 64 ? 0 : -EUSERS, "reader %d: %s", i, cistern_strerror(r));
 	}
@@ -941,18 +962,15 @@ Test(policies, a_reservoir_refuses_a_65th_pinning_reader)
 	cr_assert_eq(cistern_acquire(h[64], &s, 0), 0, "a detached reader's bit is free again");
 	for (int i = 1; i < 65; i++)
 		cistern_detach(h[i]);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(policies, detach_drops_pins_and_their_unfinished_reads)
 {
-	char name[64];
-	struct cistern *c = make("pin-detach", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 1, .watermark = 1});
+	struct cistern *c = u32_seg("pin-detach", CISTERN_RESERVOIR, 1, 1);
 	put_u32(c, 1, 0, 0);
 	struct cistern *r;
-	cr_assert_eq(cistern_attach(name, &r), 0);
+	cr_assert_eq(cistern_attach(seg_name_of(c), &r), 0);
 	struct cistern_sample s;
 	cr_assert_eq(cistern_acquire(r, &s, 0), 0);
 	uint32_t v = 2;
@@ -963,7 +981,7 @@ Test(policies, detach_drops_pins_and_their_unfinished_reads)
 	uint32_t x;
 	cr_assert_eq(cistern_get(c, &x, 4, NULL, 0), 4);
 	cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0, "seen by a finished read: evictable");
-	drop(c, name);
+	seg_drop(c);
 }
 
 /*
@@ -973,10 +991,9 @@ Test(policies, detach_drops_pins_and_their_unfinished_reads)
  */
 Test(sim_paired, a_lone_sample_is_not_evicted_unseen_while_a_pair_can_still_be_read)
 {
-	char name[64];
 	struct cistern_config cfg = paired_cfg();
 	cfg.slot_count = 3;
-	struct cistern *c = make("sp-lone", name, sizeof(name), cfg);
+	struct cistern *c = seg_create("sp-lone", cfg);
 	put_u32(c, 0, 0, 0);
 	put_u32(c, 1, 0, 1);
 	put_u32(c, 2, 1, 5); /* alone: (1,4) is gone, (1,6) not produced yet */
@@ -1001,15 +1018,14 @@ Test(sim_paired, a_lone_sample_is_not_evicted_unseen_while_a_pair_can_still_be_r
 	cr_assert_eq(p[0].meta.time_step, 5);
 	cr_assert_eq(p[1].meta.time_step, 6);
 	cr_assert_eq(cistern_release_pair(c, p), 0);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(sim_paired, unseen_samples_in_a_pair_are_not_evicted_but_orphans_are)
 {
-	char name[64];
 	struct cistern_config cfg = paired_cfg();
 	cfg.slot_count = 2;
-	struct cistern *c = make("sp-orphan", name, sizeof(name), cfg);
+	struct cistern *c = seg_create("sp-orphan", cfg);
 	put_u32(c, 0, 0, 0);
 	put_u32(c, 1, 0, 1);
 	uint32_t v = 2;
@@ -1028,7 +1044,7 @@ Test(sim_paired, unseen_samples_in_a_pair_are_not_evicted_but_orphans_are)
 	m = (struct cistern_meta){.sim_id = 3, .time_step = 9};
 	cr_assert_eq(cistern_put(c, &v, 4, &m, 0), 0, "an orphan is evicted rather than wedge");
 	cr_assert_eq(stats(c).evicted_unseen, 1);
-	drop(c, name);
+	seg_drop(c);
 }
 
 /* ---- Slot layout ---- */
@@ -1051,8 +1067,7 @@ Test(layout, random_reading_policies_keep_each_slots_metadata_just_before_its_pa
 		 .watermark = 4, .batch_size = 4},
 	};
 	for (size_t k = 0; k < sizeof(cfgs) / sizeof(cfgs[0]); k++) {
-		char name[64];
-		struct cistern *c = make("lay", name, sizeof(name), cfgs[k]);
+			struct cistern *c = seg_create("lay", cfgs[k]);
 		/* 100 bytes round up to 128, and the metadata line comes on top. */
 		cr_assert_eq(c->slot_stride, 128 + sizeof(struct cistern_slotmeta), "policy %u",
 			     cfgs[k].policy);
@@ -1065,16 +1080,15 @@ Test(layout, random_reading_policies_keep_each_slots_metadata_just_before_its_pa
 		}
 		char *end = (char *)c->hdr + c->hdr->total_size;
 		cr_assert_leq((char *)cistern__payload(c, 49) + c->slot_size, end);
-		drop(c, name);
+		seg_drop(c);
 	}
 }
 
 /* The FIFO walks its slots in order: its metadata stays one array, before the payloads. */
 Test(layout, the_fifo_keeps_its_slot_metadata_in_one_array_before_the_payloads)
 {
-	char name[64];
-	struct cistern *c = make("layf", name, sizeof(name),
-				 (struct cistern_config){.slot_size = 100, .slot_count = 50});
+	struct cistern *c = seg_create("layf",
+				       (struct cistern_config){.slot_size = 100, .slot_count = 50});
 	cr_assert_eq(c->slot_stride, 128);
 	for (uint64_t i = 0; i < 50; i++) {
 		char *meta = (char *)cistern__slotmeta(c, i);
@@ -1082,7 +1096,7 @@ Test(layout, the_fifo_keeps_its_slot_metadata_in_one_array_before_the_payloads)
 			     (ptrdiff_t)(i * sizeof(struct cistern_slotmeta)));
 		cr_assert_leq(meta + sizeof(struct cistern_slotmeta), (char *)cistern__payload(c, 0));
 	}
-	drop(c, name);
+	seg_drop(c);
 }
 
 /* ---- Probes drawn ahead (pick.c, rs_stream_pinned()) ---- */
@@ -1105,8 +1119,7 @@ static uint64_t slot_of_id(struct cistern *c, uint64_t id)
  */
 Test(reservoir, a_read_draws_the_next_reads_first_probe_ahead)
 {
-	char name[64];
-	struct cistern *c = full_reservoir("ahr", name, sizeof(name), 64);
+	struct cistern *c = full_reservoir("ahr", 64);
 	for (int round = 0; round < 8; round++) {
 		struct cistern_sample s;
 		cr_assert_eq(cistern_acquire(c, &s, 0), 0);
@@ -1118,7 +1131,7 @@ Test(reservoir, a_read_draws_the_next_reads_first_probe_ahead)
 			     round);
 		cr_assert_eq(cistern_release(c, &s), 0);
 	}
-	drop(c, name);
+	seg_drop(c);
 }
 
 /*
@@ -1128,8 +1141,7 @@ Test(reservoir, a_read_draws_the_next_reads_first_probe_ahead)
  */
 Test(reservoir, an_eviction_draws_the_next_evictions_first_probe_ahead)
 {
-	char name[64];
-	struct cistern *c = full_reservoir("ahe", name, sizeof(name), 64);
+	struct cistern *c = full_reservoir("ahe", 64);
 	/* Every sample seen, so every one but the newest put may be evicted. */
 	for (uint64_t i = 0; i < 64; i++)
 		atomic_store(&cistern__slotmeta(c, i)->seen, 1);
@@ -1150,5 +1162,5 @@ Test(reservoir, an_eviction_draws_the_next_evictions_first_probe_ahead)
 		}
 	}
 	cr_assert_eq(checked, 31);
-	drop(c, name);
+	seg_drop(c);
 }

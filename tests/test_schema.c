@@ -557,3 +557,29 @@ Test(schema_dump, a_nul_inside_the_schema_section_is_refused)
 {
 	refused("dnul", nul_in_schema_resealed);
 }
+
+/*
+ * The meta block's producers that died before done stay at bytes 416-419,
+ * where the format 1 files that carry them have them, and the schema's offset,
+ * size and CRC-32C follow at 424-443: neither overwrites the other.
+ */
+Test(schema_dump, producers_died_and_the_schema_fields_keep_their_own_meta_bytes)
+{
+	struct dump_meta m, back;
+	memset(&m, 0, sizeof(m));
+	m.producers_died = 0x01020304u;
+	m.schema_off = 0x1112131415161718ull;
+	m.schema_size = 0x2122232425262728ull;
+	m.schema_crc = 0x31323334u;
+	uint8_t b[META_SIZE];
+	dump_meta_encode(&m, b);
+	cr_assert_eq(get32(b + 416), m.producers_died);
+	cr_assert_eq(get64(b + 424), m.schema_off);
+	cr_assert_eq(get64(b + 432), m.schema_size);
+	cr_assert_eq(get32(b + 440), m.schema_crc);
+	cr_assert_eq(dump_meta_decode(b, &back), 0);
+	cr_assert_eq(back.producers_died, m.producers_died);
+	cr_assert_eq(back.schema_off, m.schema_off);
+	cr_assert_eq(back.schema_size, m.schema_size);
+	cr_assert_eq(back.schema_crc, m.schema_crc);
+}

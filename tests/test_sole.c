@@ -18,21 +18,18 @@
 
 #define SOLE (CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER)
 
-static struct cistern *create(const char *tag, char *name, size_t len, uint64_t slots,
-			      uint32_t flags)
+/* Every test's segments go through seg_create(); the fixture removes them, pass or fail. */
+TestSuite(sole, .fini = seg_fini);
+
+static struct cistern *create(const char *tag, uint64_t slots, uint32_t flags)
 {
-	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = slots, .flags = flags};
-	struct cistern *c = NULL;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
-	return c;
+	return seg_create(tag, (struct cistern_config){.slot_size = 64, .slot_count = slots,
+						       .flags = flags});
 }
 
 Test(sole, producer_flag_is_fifo_only_and_reader_flag_is_refused_under_firo)
 {
-	char name[64];
-	TEST_NAME(name, "so-pol");
+	const char *name = seg_name("so-pol");
 	struct cistern *c = NULL;
 	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 8, .watermark = 1,
 				     .flags = CISTERN_SINGLE_PRODUCER};
@@ -43,25 +40,19 @@ Test(sole, producer_flag_is_fifo_only_and_reader_flag_is_refused_under_firo)
 	cr_assert_null(c);
 }
 
-static struct cistern *create_reservoir_flags(const char *tag, char *name, size_t len,
-					      enum cistern_policy policy, uint64_t slots,
-					      uint32_t flags)
+static struct cistern *create_reservoir_flags(const char *tag, enum cistern_policy policy,
+					      uint64_t slots, uint32_t flags)
 {
-	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
-	struct cistern_config cfg = {.policy = policy, .slot_size = 64, .slot_count = slots,
-				     .watermark = 4, .batch_size = 4, .sweep_size = 2,
-				     .nb_time_steps = 4, .flags = flags};
-	struct cistern *c = NULL;
-	int r = cistern_create(name, &cfg, &c);
-	cr_assert_eq(r, 0, "policy %d: %s", (int)policy, cistern_strerror(r));
-	return c;
+	return seg_create(tag, (struct cistern_config){.policy = policy, .slot_size = 64,
+						       .slot_count = slots, .watermark = 4,
+						       .batch_size = 4, .sweep_size = 2,
+						       .nb_time_steps = 4, .flags = flags});
 }
 
-static struct cistern *create_reservoir(const char *tag, char *name, size_t len,
-					enum cistern_policy policy, uint64_t slots)
+static struct cistern *create_reservoir(const char *tag, enum cistern_policy policy,
+					uint64_t slots)
 {
-	return create_reservoir_flags(tag, name, len, policy, slots, CISTERN_SINGLE_READER);
+	return create_reservoir_flags(tag, policy, slots, CISTERN_SINGLE_READER);
 }
 
 /*
@@ -75,20 +66,18 @@ Test(sole, reader_flag_is_taken_by_every_pinning_reservoir)
 	const enum cistern_policy pol[] = {CISTERN_RESERVOIR, CISTERN_FIFO_EVICT_RESERVOIR,
 					   CISTERN_SIM_PAIRED_RESERVOIR, CISTERN_BATCH_RESERVOIR};
 	for (size_t i = 0; i < sizeof(pol) / sizeof(pol[0]); i++) {
-		char name[64];
-		struct cistern *c = create_reservoir("so-rpol", name, sizeof(name), pol[i], 8);
+		struct cistern *c = create_reservoir("so-rpol", pol[i], 8);
 		struct cistern_config got;
 		cr_assert_eq(cistern_config_get(c, &got), 0);
 		cr_assert_eq(got.flags, CISTERN_SINGLE_READER);
-		cistern_detach(c);
-		cistern_unlink(name);
+		seg_drop(c);
 	}
 }
 
 Test(sole, second_reservoir_reader_is_refused_until_the_first_detaches)
 {
-	char name[64];
-	struct cistern *a = create_reservoir("so-r2r", name, sizeof(name), CISTERN_RESERVOIR, 8);
+	struct cistern *a = create_reservoir("so-r2r", CISTERN_RESERVOIR, 8);
+	const char *name = seg_name_of(a);
 	struct cistern *b;
 	cr_assert_eq(cistern_attach(name, &b), 0);
 	for (int i = 0; i < 8; i++)
@@ -101,17 +90,15 @@ Test(sole, second_reservoir_reader_is_refused_until_the_first_detaches)
 	for (int k = 0; k < 2; k++)
 		cr_assert_eq(cistern_get_batch(b, buf, 64, 4, NULL, NULL, 0), -EBUSY);
 	cr_assert_eq(cistern_release_batch(a, s, 4), 0);
-	cistern_detach(a);
+	seg_detach(a);
 	cr_assert_eq(cistern_acquire_batch(b, s, 4, 0), 4, "the role passed on");
 	cr_assert_eq(cistern_release_batch(b, s, 4), 0);
 	cistern_detach(b);
-	cistern_unlink(name);
 }
 
 Test(sole, sole_reader_batches_count_each_read_once_and_leave_no_pin)
 {
-	char name[64];
-	struct cistern *c = create_reservoir("so-rseen", name, sizeof(name), CISTERN_RESERVOIR, 64);
+	struct cistern *c = create_reservoir("so-rseen", CISTERN_RESERVOIR, 64);
 	for (int i = 0; i < 64; i++)
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
 	struct cistern_sample s[16], t[16];
@@ -135,8 +122,6 @@ Test(sole, sole_reader_batches_count_each_read_once_and_leave_no_pin)
 		seen_sum(c, &pinned);
 		cr_assert_not(pinned, "every pin went with its release");
 	}
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /*
@@ -166,9 +151,8 @@ static void assert_role(const struct cistern *c, uint32_t flags)
 
 static void get_batch_copies_distinct_samples_and_counts_each_once(uint32_t flags)
 {
-	char name[64];
-	struct cistern *c = create_reservoir_flags(flags ? "so-rget" : "so-rget-any", name, sizeof(name),
-						   CISTERN_RESERVOIR, 64, flags);
+	struct cistern *c = create_reservoir_flags(flags ? "so-rget" : "so-rget-any", CISTERN_RESERVOIR, 64, flags);
+	const char *name = seg_name_of(c);
 	for (int i = 0; i < 64; i++) {
 		struct cistern_meta m = {.sim_id = (uint32_t)i};
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), &m, 0), 0);
@@ -198,8 +182,6 @@ static void get_batch_copies_distinct_samples_and_counts_each_once(uint32_t flag
 	cr_assert_eq(st.gets, reads + 50 * 16);
 	if (other)
 		cistern_detach(other);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(sole, sole_readers_get_batch_copies_distinct_samples_and_counts_each_once)
@@ -225,13 +207,10 @@ Test(sole, any_readers_get_batch_copies_distinct_samples_and_counts_each_once)
 static void get_batch_copies_every_length_whole(uint32_t flags)
 {
 	enum { SLOTS = 64, SIZE = 1024, STRIDE = 700, N = 16 };
-	char name[64];
-	snprintf(name, sizeof(name), "t-so-rglen%s-%d", flags ? "" : "-any", (int)getpid());
-	cistern_unlink(name);
 	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_size = SIZE,
 				     .slot_count = SLOTS, .watermark = SLOTS, .flags = flags};
-	struct cistern *c = NULL;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create(flags ? "so-rglen" : "so-rglen-any", cfg);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(put_length_ramp(c, SLOTS, STRIDE, 7), 0);
 	static uint8_t out[N][STRIDE];
 	size_t len[N];
@@ -260,8 +239,6 @@ static void get_batch_copies_every_length_whole(uint32_t flags)
 	cr_assert_not(pinned);
 	if (other)
 		cistern_detach(other);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(sole, sole_readers_get_batch_copies_every_length_whole)
@@ -281,9 +258,8 @@ Test(sole, any_readers_get_batch_copies_every_length_whole)
  */
 static void get_batch_may_draw_what_it_holds_and_keeps_its_pins(uint32_t flags)
 {
-	char name[64];
-	struct cistern *c = create_reservoir_flags(flags ? "so-rgeth" : "so-rgeth-any", name, sizeof(name),
-						   CISTERN_RESERVOIR, 64, flags);
+	struct cistern *c = create_reservoir_flags(flags ? "so-rgeth" : "so-rgeth-any", CISTERN_RESERVOIR, 64, flags);
+	const char *name = seg_name_of(c);
 	for (int i = 0; i < 64; i++)
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
 	unsigned reads = 0;
@@ -319,8 +295,6 @@ static void get_batch_may_draw_what_it_holds_and_keeps_its_pins(uint32_t flags)
 	cr_assert_not(pinned, "every pin went with its release");
 	if (other)
 		cistern_detach(other);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(sole, sole_readers_get_batch_may_draw_what_it_holds_and_keeps_its_pins)
@@ -339,9 +313,8 @@ Test(sole, any_readers_get_batch_may_draw_what_it_holds_and_keeps_its_pins)
  */
 static void batch_of_nearly_every_sample_is_still_distinct(uint32_t flags)
 {
-	char name[64];
-	struct cistern *c = create_reservoir_flags(flags ? "so-rgetn" : "so-rgetn-any", name, sizeof(name),
-						   CISTERN_RESERVOIR, 40, flags);
+	struct cistern *c = create_reservoir_flags(flags ? "so-rgetn" : "so-rgetn-any", CISTERN_RESERVOIR, 40, flags);
+	const char *name = seg_name_of(c);
 	for (int i = 0; i < 40; i++)
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
 	unsigned reads = 0;
@@ -377,8 +350,6 @@ static void batch_of_nearly_every_sample_is_still_distinct(uint32_t flags)
 	}
 	if (other)
 		cistern_detach(other);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(sole, sole_readers_batch_of_nearly_every_sample_is_still_distinct)
@@ -393,9 +364,8 @@ Test(sole, any_readers_batch_of_nearly_every_sample_is_still_distinct)
 
 static void get_batch_into_too_narrow_a_stride_reads_nothing(uint32_t flags)
 {
-	char name[64];
-	struct cistern *c = create_reservoir_flags(flags ? "so-rnarrow" : "so-rnarrow-any", name, sizeof(name),
-						   CISTERN_RESERVOIR, 8, flags);
+	struct cistern *c = create_reservoir_flags(flags ? "so-rnarrow" : "so-rnarrow-any", CISTERN_RESERVOIR, 8, flags);
+	const char *name = seg_name_of(c);
 	for (int i = 0; i < 8; i++)
 		cr_assert_eq(cistern_put(c, "12345678", 8, NULL, 0), 0);
 	unsigned reads = 0;
@@ -412,8 +382,6 @@ static void get_batch_into_too_narrow_a_stride_reads_nothing(uint32_t flags)
 	cr_assert_eq(cistern_get_batch(c, buf, 8, 4, NULL, NULL, 0), 4, "a wide enough stride reads");
 	if (other)
 		cistern_detach(other);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(sole, sole_readers_get_batch_into_too_narrow_a_stride_reads_nothing)
@@ -428,8 +396,7 @@ Test(sole, any_readers_get_batch_into_too_narrow_a_stride_reads_nothing)
 
 Test(sole, sole_readers_pin_keeps_a_full_reservoir_from_evicting_it)
 {
-	char name[64];
-	struct cistern *c = create_reservoir("so-rkeep", name, sizeof(name), CISTERN_RESERVOIR, 4);
+	struct cistern *c = create_reservoir("so-rkeep", CISTERN_RESERVOIR, 4);
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
 	struct cistern_sample s[4];
@@ -448,15 +415,12 @@ Test(sole, sole_readers_pin_keeps_a_full_reservoir_from_evicting_it)
 			cr_assert_eq(*(const int *)s[i].data, was[i], "pinned, unchanged");
 	cr_assert_eq(cistern_release_batch(c, s, 2), 0);
 	cr_assert_eq(cistern_release(c, &s[3]), 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(sole, dead_sole_readers_pins_are_dropped_and_its_role_taken_over, .timeout = 60)
 {
-	char name[64];
-	struct cistern *c = create_reservoir("so-rdead", name, sizeof(name),
-					     CISTERN_BATCH_RESERVOIR, 4);
+	struct cistern *c = create_reservoir("so-rdead", CISTERN_BATCH_RESERVOIR, 4);
+	const char *name = seg_name_of(c);
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
 	pid_t pid = spawn_holder(name, HOLD_BATCH); /* the reader role, and pins on all four */
@@ -474,25 +438,20 @@ Test(sole, dead_sole_readers_pins_are_dropped_and_its_role_taken_over, .timeout 
 	cr_assert_not(pinned);
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), 0, "seen and unpinned: may go");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(sole, flags_are_kept_in_the_segment)
 {
-	char name[64];
-	struct cistern *c = create("so-cfg", name, sizeof(name), 8, SOLE);
+	struct cistern *c = create("so-cfg", 8, SOLE);
 	struct cistern_config got;
 	cr_assert_eq(cistern_config_get(c, &got), 0);
 	cr_assert_eq(got.flags, SOLE);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(sole, second_producer_is_refused_while_the_first_lives)
 {
-	char name[64];
-	struct cistern *a = create("so-2p", name, sizeof(name), 8, CISTERN_SINGLE_PRODUCER);
+	struct cistern *a = create("so-2p", 8, CISTERN_SINGLE_PRODUCER);
+	const char *name = seg_name_of(a);
 	struct cistern *b;
 	cr_assert_eq(cistern_attach(name, &b), 0);
 	cr_assert_eq(cistern_put(a, "x", 1, NULL, 0), 0);
@@ -504,14 +463,12 @@ Test(sole, second_producer_is_refused_while_the_first_lives)
 	cr_assert_eq(cistern_get(b, buf, sizeof(buf), NULL, 0), 1);
 	cr_assert_eq(buf[0], 'x');
 	cistern_detach(b);
-	cistern_detach(a);
-	cistern_unlink(name);
 }
 
 Test(sole, second_reader_is_refused_while_the_first_lives)
 {
-	char name[64];
-	struct cistern *a = create("so-2r", name, sizeof(name), 8, CISTERN_SINGLE_READER);
+	struct cistern *a = create("so-2r", 8, CISTERN_SINGLE_READER);
+	const char *name = seg_name_of(a);
 	struct cistern *b;
 	cr_assert_eq(cistern_attach(name, &b), 0);
 	cr_assert_eq(cistern_put(a, "x", 1, NULL, 0), 0);
@@ -524,14 +481,12 @@ Test(sole, second_reader_is_refused_while_the_first_lives)
 	cr_assert_eq(cistern_get(a, buf, sizeof(buf), NULL, 0), 1, "the refused get took nothing");
 	cr_assert_eq(buf[0], 'y');
 	cistern_detach(b);
-	cistern_detach(a);
-	cistern_unlink(name);
 }
 
 Test(sole, role_passes_on_when_its_holder_detaches)
 {
-	char name[64];
-	struct cistern *c = create("so-pass", name, sizeof(name), 8, SOLE);
+	struct cistern *c = create("so-pass", 8, SOLE);
+	const char *name = seg_name_of(c);
 	struct cistern *a, *b;
 	cr_assert_eq(cistern_attach(name, &a), 0);
 	cr_assert_eq(cistern_attach(name, &b), 0);
@@ -544,16 +499,14 @@ Test(sole, role_passes_on_when_its_holder_detaches)
 	cr_assert_eq(cistern_get(b, buf, sizeof(buf), NULL, 0), 1);
 	cr_assert_eq(buf[0], '2');
 	cistern_detach(b);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(sole, dead_producers_reservation_is_skipped_and_its_role_taken_over, .timeout = 60)
 {
-	char name[64];
-	struct cistern *c = create("so-dp", name, sizeof(name), 8, SOLE);
+	struct cistern *c = create("so-dp", 8, SOLE);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
-	cistern_detach(c); /* gives both roles back */
+	seg_detach(c); /* gives both roles back */
 	pid_t pid = spawn_holder(name, HOLD_RESERVATION);
 	cr_assert(pid > 0);
 	struct cistern *h;
@@ -565,15 +518,13 @@ Test(sole, dead_producers_reservation_is_skipped_and_its_role_taken_over, .timeo
 	cr_assert_eq(cistern_get(h, buf, sizeof(buf), NULL, 1000), 1);
 	cr_assert_eq(buf[0], 'a');
 	cr_assert_eq(cistern_get(h, buf, sizeof(buf), NULL, 1000), 1, "steps over the dead reservation");
-	cr_assert_eq(buf[0], 'b');
-	cistern_detach(h);
-	cistern_unlink(name);
+	cr_assert_eq(buf[0], 'b');	cistern_detach(h);
 }
 
 Test(sole, dead_readers_sample_is_handed_to_the_next_reader, .timeout = 60)
 {
-	char name[64];
-	struct cistern *c = create("so-dr", name, sizeof(name), 8, SOLE);
+	struct cistern *c = create("so-dr", 8, SOLE);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
 	pid_t pid = spawn_holder(name, HOLD_SAMPLE);
@@ -586,8 +537,6 @@ Test(sole, dead_readers_sample_is_handed_to_the_next_reader, .timeout = 60)
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), 1);
 	cr_assert_eq(buf[0], 'b');
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /*
@@ -604,13 +553,10 @@ Test(sole, dead_readers_sample_is_handed_to_the_next_reader, .timeout = 60)
 static void hand_off_ring(const char *tag, uint32_t flags, uint32_t count, uint64_t slots,
 			  uint32_t nap_every)
 {
-	char name[64];
-	snprintf(name, sizeof(name), "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
 	struct cistern_config cfg = {.slot_size = 64, .slot_count = slots, .flags = flags,
 				     .expected_producers = 1};
-	struct cistern *c = NULL;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create(tag, cfg);
+	const char *name = seg_name_of(c);
 	pid_t prod = fork_child();
 	if (prod == 0) {
 		struct cistern *p;
@@ -639,8 +585,7 @@ static void hand_off_ring(const char *tag, uint32_t flags, uint32_t count, uint6
 	cr_assert_eq(bad, 0, "%u samples out of order or damaged", bad);
 	cr_assert_eq(reap_all(), 0);
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
+	seg_drop(c); /* a test may hand off through the same ring again */
 }
 
 static void hand_off(const char *tag, uint32_t flags, uint32_t count)
@@ -662,8 +607,7 @@ Test(sole, end_of_data_never_comes_before_the_last_sample, .timeout = 120)
 
 Test(sole, short_buffer_get_keeps_the_sample_for_the_next_get)
 {
-	char name[64];
-	struct cistern *c = create("so-short", name, sizeof(name), 8, SOLE);
+	struct cistern *c = create("so-short", 8, SOLE);
 	cr_assert_eq(cistern_put(c, "12345678", 8, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "abcdefgh", 8, NULL, 0), 0);
 	char buf[8];
@@ -688,8 +632,6 @@ Test(sole, short_buffer_get_keeps_the_sample_for_the_next_get)
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_eq(st.puts, 3);
 	cr_assert_eq(st.gets, 3, "the refused get is not counted");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /*
@@ -703,12 +645,9 @@ static void every_length_round_trips(bool wide)
 {
 	if (wide && !cistern__wide_copies())
 		cr_skip_test("this processor has no AVX2");
-	char name[64];
-	snprintf(name, sizeof(name), "t-so-len-%d", (int)getpid());
-	cistern_unlink(name);
-	struct cistern_config cfg = {.slot_size = 100, .slot_count = 4, .flags = SOLE};
-	struct cistern *c = NULL;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("so-len", (struct cistern_config){.slot_size = 100,
+									 .slot_count = 4,
+									 .flags = SOLE});
 	c->wide_copies = wide;
 	cistern__fifo_steps(c); /* the steps are chosen by it */
 	uint8_t in[100], out[110];
@@ -743,8 +682,6 @@ static void every_length_round_trips(bool wide)
 		for (size_t i = len; i < sizeof(out); i++)
 			cr_assert_eq(out[i], 0xee, "len %zu: batch wrote byte %zu", len, i);
 	}
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(sole, every_length_round_trips_exactly_through_the_one_step_put_and_get)
@@ -759,16 +696,13 @@ Test(sole, every_length_round_trips_exactly_through_the_wide_one_step_put_and_ge
 
 Test(sole, put_after_close_fails_with_epipe_and_leaves_no_sample)
 {
-	char name[64];
-	struct cistern *c = create("so-close", name, sizeof(name), 8, SOLE);
+	struct cistern *c = create("so-close", 8, SOLE);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_close_reception(c), 0);
 	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), -EPIPE);
 	char buf[8];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), CISTERN_EOD);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /*
@@ -779,8 +713,8 @@ Test(sole, put_after_close_fails_with_epipe_and_leaves_no_sample)
 Test(sole, puts_racing_a_close_are_counted_exactly, .timeout = 120)
 {
 	for (int round = 0; round < 40; round++) {
-		char name[64];
-		struct cistern *c = create("so-cnt", name, sizeof(name), 1 << 12, SOLE);
+		struct cistern *c = create("so-cnt", 1 << 12, SOLE);
+		const char *name = seg_name_of(c);
 		_Atomic uint32_t *go = shared_alloc(sizeof(*go));
 		cr_assert_not_null(go);
 		if (fork_child() == 0) {
@@ -812,18 +746,16 @@ Test(sole, puts_racing_a_close_are_counted_exactly, .timeout = 120)
 			got++;
 		cr_assert_eq(n, CISTERN_EOD, "round %d", round);
 		cr_assert_eq(got, ok, "round %d", round);
-		cistern_detach(c);
-		cistern_unlink(name);
+		seg_drop(c);
 	}
 }
 
 Test(sole, dump_and_restore_keep_the_flags_and_free_the_roles, .timeout = 60)
 {
-	char name[64], copy[64], path[128];
-	struct cistern *c = create("so-dump", name, sizeof(name), 8, SOLE);
-	snprintf(copy, sizeof(copy), "t-so-dump2-%d", (int)getpid());
+	char path[128];
+	struct cistern *c = create("so-dump", 8, SOLE);
+	const char *name = seg_name_of(c), *copy = seg_name("so-dump2");
 	snprintf(path, sizeof(path), "/tmp/cistern-test-sole-%d.dump", (int)getpid());
-	cistern_unlink(copy);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
 	/* c holds the producer role while the dump is taken. */
@@ -843,9 +775,6 @@ Test(sole, dump_and_restore_keep_the_flags_and_free_the_roles, .timeout = 60)
 		cr_assert_eq(buf[0], want[i]);
 	}
 	cistern_detach(r);
-	cistern_unlink(copy);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 static void *unlock_later(void *arg)
@@ -862,8 +791,9 @@ static void *unlock_later(void *arg)
  */
 Test(sole, role_of_a_dead_holder_being_reclaimed_elsewhere_is_waited_for, .timeout = 60)
 {
-	char name[64], shm[96];
-	struct cistern *c = create("so-wait", name, sizeof(name), 8, SOLE);
+	char shm[96];
+	struct cistern *c = create("so-wait", 8, SOLE);
+	const char *name = seg_name_of(c);
 	pid_t pid = spawn_holder(name, HOLD_RESERVATION);
 	cr_assert(pid > 0);
 	uint32_t holder = atomic_load(&c->hdr->sole_producer);
@@ -883,8 +813,6 @@ Test(sole, role_of_a_dead_holder_being_reclaimed_elsewhere_is_waited_for, .timeo
 	char buf[8];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), 1, "the dead reservation is skipped");
 	cr_assert_eq(buf[0], 'x');
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /*
@@ -895,8 +823,8 @@ Test(sole, role_of_a_dead_holder_being_reclaimed_elsewhere_is_waited_for, .timeo
  */
 static uint64_t hand_off_on(const char *tag, int pcpu, int rcpu, uint32_t flags, int n)
 {
-	char name[64];
-	struct cistern *c = create(tag, name, sizeof name, 1, flags);
+	struct cistern *c = create(tag, 1, flags);
+	const char *name = seg_name_of(c);
 	pid_t pid = fork_child();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
@@ -927,8 +855,6 @@ static uint64_t hand_off_on(const char *tag, int pcpu, int rcpu, uint32_t flags,
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "reader status %d", st);
 	uint64_t here = c->cpu_shared_waits;
-	cistern_detach(c);
-	cistern_unlink(name);
 	return here;
 }
 
@@ -983,11 +909,8 @@ Test(sole, the_producer_prefetches_with_prefetchw_exactly_where_the_processor_ha
 	want = cpuinfo_has("3dnowprefetch");
 #endif
 	cr_assert_eq(cistern__has_prefetchw(), want);
-	char name[64];
-	struct cistern *c = create("so-pfw", name, sizeof(name), 8, SOLE);
+	struct cistern *c = create("so-pfw", 8, SOLE);
 	cr_assert_eq(c->write_prefetch, want, "the handle follows the processor");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(sole, the_producer_prefetches_sixteen_slots_ahead_or_a_quarter_of_a_smaller_ring)
@@ -997,11 +920,8 @@ Test(sole, the_producer_prefetches_sixteen_slots_ahead_or_a_quarter_of_a_smaller
 	for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
 		cr_assert_eq(cistern__put_ahead(slots[i]), ahead[i], "%llu slots",
 			     (unsigned long long)slots[i]);
-	char name[64];
-	struct cistern *c = create("so-pfa", name, sizeof(name), 12, SOLE);
+	struct cistern *c = create("so-pfa", 12, SOLE);
 	cr_assert_eq(c->put_ahead, 3, "a handle on 12 slots looks 3 ahead");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(sole, the_slot_ahead_wraps_inside_rings_of_any_size)
@@ -1020,8 +940,7 @@ Test(sole, the_slot_ahead_wraps_inside_rings_of_any_size)
 
 Test(sole, a_put_that_finds_the_ring_full_stops_the_prefetches_for_the_next_puts)
 {
-	char name[64];
-	struct cistern *c = create("so-pfq", name, sizeof(name), 8, SOLE);
+	struct cistern *c = create("so-pfq", 8, SOLE);
 	uint8_t msg[64] = {0}, out[64];
 	/* The first put and get take the roles on the general path. */
 	cr_assert_eq(cistern_put(c, msg, sizeof(msg), NULL, 0), 0);
@@ -1040,8 +959,6 @@ Test(sole, a_put_that_finds_the_ring_full_stops_the_prefetches_for_the_next_puts
 		cr_assert_eq(cistern_put(c, msg, sizeof(msg), NULL, 0), 0);
 		cr_assert_eq(c->put_quiet, quiet - i);
 	}
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(sole, a_ring_of_no_power_of_two_hands_off_every_sample_as_the_prefetches_come_and_go,

@@ -73,7 +73,7 @@ static struct cistern *make_filled(const char *tag, char *name, size_t namelen,
 
 /*
  * Attach a second reader to segment `name` and have both read once, so that
- * neither holds the single reader's role (README, "One producer, one reader"): c's
+ * neither holds the single reader's role (docs/POLICIES.md, "One producer, one reader"): c's
  * batches then take the path of any number of readers, with locked pins.
  */
 static struct cistern *second_reader(struct cistern *c, const char *name)

@@ -26,6 +26,22 @@ extern const struct command cmd_create, cmd_ls, cmd_inspect, cmd_put, cmd_get, c
 /* Print "cistern CMD: SUBJECT: message: reason-of-err" to stderr (SUBJECT/err optional). */
 void cli_error(const struct command *cmd, const char *subject, int err, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/*
+ * cli_error() for a failed call on segment NAME. -EACCES is made precise: an
+ * object owned by another user than us or root is named with its owner and
+ * the way to allow it (--any-owner, unless any_owner was given already);
+ * else the segment's mode is what refuses us.
+ */
+void cli_segment_error(const struct command *cmd, const char *name, int err, bool any_owner,
+		       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* A bad segment NAME (cistern_name_valid() said err), with the naming rule; returns EXIT_USAGE. */
+int cli_bad_name(const struct command *cmd, const char *name, int err);
+/* The text after "--any-owner" in the help of the commands that take it. */
+#define CLI_ANY_OWNER_HELP                                                              \
+	"      --any-owner   act on a segment owned by another user than you or root;\n"    \
+	"                    without it such a segment is refused, since anyone can\n"      \
+	"                    create cistern.NAME first to collect what is put in it\n"
+
 /* Print a usage error and the help hint; returns EXIT_USAGE. */
 int cli_usage(const struct command *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print the command's help on stdout; returns EXIT_OK. */

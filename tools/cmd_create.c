@@ -31,7 +31,12 @@ static const char usage[] =
 	"  -m, --mode MODE         octal permission bits of the segment (default 0600)\n"
 	"      --seed N            random seed (default: from the clock)\n"
 	"      --max-procs N       attachment table size (default 64)\n"
-	"      --producers N       reception closes after N producers said they are done\n"
+	"      --producers N       reception closes after N producers said they are done;\n"
+	"                          one that dies before it says so is waited for: a\n"
+	"                          producer started in its place fills the count\n"
+	"      --dead-producer-done\n"
+	"                          with --producers: count a producer that dies before\n"
+	"                          it said it is done as done (start no replacement)\n"
 	"      --lossy             fifo-evict-reservoir: evict the oldest even if unseen\n"
 	"      --single-producer   fifo: one producer at a time (others get EBUSY); a fifo\n"
 	"                          without it is as fast while it has one producer\n"
@@ -39,15 +44,21 @@ static const char usage[] =
 	"                          (others get EBUSY); a segment without it is as fast\n"
 	"                          while it has one reader\n"
 	"      --reads-per-put R   reservoir kinds: rate limiter, reads per put (0 = off)\n"
-	"      --rate-slack S      the limiter's allowed drift, in reads (default R)\n"
+	"      --rate-slack S      the limiter's allowed drift, in reads (default:\n"
+	"                          automatic, R for puts and for a batch of n reads\n"
+	"                          the larger of R and n); set by hand, it is kept,\n"
+	"                          and a batch above about 2S - R reads, which\n"
+	"                          could never start, is refused at once\n"
 	"  -h, --help              show this help\n"
 	"\n"
+	"0 for --slots, --slot-size, --max-procs, --pseudo-epochs or --mode is bad\n"
+	"usage: leave the option out for its default.\n"
 	"Policies this build does not implement are refused (exit 1).\n";
 
 const struct command cmd_create;
 
 enum { O_PSEUDO = 256, O_SWEEP, O_STEPS, O_BATCH, O_SEED, O_PROCS, O_PRODUCERS, O_LOSSY, O_SOLE_P, O_SOLE_R,
-       O_RATE, O_SLACK };
+       O_RATE, O_SLACK, O_DEAD_DONE };
 
 /* A finite, non-negative real number. */
 static int parse_real(const char *s, double *out)
@@ -82,6 +93,8 @@ static void in_option_terms(const char *why, char *out, size_t cap)
 		{"CISTERN_LOSSY", "--lossy"},
 		{"CISTERN_SINGLE_PRODUCER", "--single-producer"},
 		{"CISTERN_SINGLE_READER", "--single-reader"},
+		{"CISTERN_DEAD_PRODUCER_DONE", "--dead-producer-done"},
+		{"expected_producers", "--producers"},
 		{"schema", "--schema"},
 	};
 	size_t o = 0;
@@ -134,6 +147,7 @@ static int run(int argc, char **argv)
 		{"single-reader", no_argument, NULL, O_SOLE_R},
 		{"reads-per-put", required_argument, NULL, O_RATE},
 		{"rate-slack", required_argument, NULL, O_SLACK},
+		{"dead-producer-done", no_argument, NULL, O_DEAD_DONE},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -183,6 +197,9 @@ static int run(int argc, char **argv)
 		case O_SOLE_R:
 			cfg.flags |= CISTERN_SINGLE_READER;
 			break;
+		case O_DEAD_DONE:
+			cfg.flags |= CISTERN_DEAD_PRODUCER_DONE;
+			break;
 		case O_RATE:
 			bad = parse_real(optarg, &cfg.reads_per_put);
 			break;
@@ -205,6 +222,24 @@ static int run(int argc, char **argv)
 		}
 		if (bad)
 			return cli_usage(&cmd_create, "bad number or size '%s'", optarg);
+		/*
+		 * The library reads 0 as "the default" in these fields; said on
+		 * the command line it is a mistake, not a wish for the default.
+		 */
+		const char *zero = NULL;
+		if (o == 's' && cfg.slot_count == 0)
+			zero = "--slots must be at least 1 (leave it out for the default, 1024)";
+		else if (o == 'z' && cfg.slot_size == 0)
+			zero = "--slot-size must be at least 1 (leave it out for the default, 4K)";
+		else if (o == O_PROCS && cfg.max_procs == 0)
+			zero = "--max-procs must be at least 1 (leave it out for the default, 64)";
+		else if (o == O_PSEUDO && cfg.pseudo_epochs == 0)
+			zero = "--pseudo-epochs must be at least 1 (leave it out for the default, 1)";
+		else if (o == 'm' && cfg.mode == 0)
+			zero = "--mode 0 would keep every user but root out of the segment (leave it out "
+			       "for the default, 0600)";
+		if (zero)
+			return cli_usage(&cmd_create, "%s", zero);
 	}
 	if (optind != argc - 1)
 		return cli_usage(&cmd_create, optind >= argc ? "missing NAME" : "too many arguments");
@@ -213,7 +248,7 @@ static int run(int argc, char **argv)
 		return cli_usage(&cmd_create, "unknown policy '%s'", policy);
 	int r = cistern_name_valid(name);
 	if (r < 0)
-		return cli_usage(&cmd_create, "bad segment name '%s': %s", name, cistern_strerror(r));
+		return cli_bad_name(&cmd_create, name, r);
 
 	struct cistern *c;
 	r = cistern_create(name, &cfg, &c);

@@ -12,7 +12,9 @@ static const char usage[] =
 	"sample it holds, with metadata and seen counts, checksummed. The segment may\n"
 	"be in use: the dump maps it read-only, never blocks producers or readers, and\n"
 	"saves only whole samples (one that changes while copied is left out). FILE is\n"
-	"replaced atomically; on failure an existing FILE is left as it was.\n"
+	"replaced atomically; on failure an existing FILE is left as it was. FILE gets\n"
+	"the segment's permission bits as they are now (plus read and write for its\n"
+	"owner), and a segment restored from it gets those bits.\n"
 	"A progress bar is drawn on standard error when it is a terminal.\n"
 	"\n"
 	"  -q, --quiet   no summary line\n"
@@ -41,7 +43,7 @@ static int run(int argc, char **argv)
 	const char *name = argv[optind], *file = argv[optind + 1];
 	int r = cistern_name_valid(name);
 	if (r < 0)
-		return cli_usage(&cmd_dump, "bad segment name '%s': %s", name, cistern_strerror(r));
+		return cli_bad_name(&cmd_dump, name, r);
 	/*
 	 * Check the segment on its own first: the library says -ENOENT both for
 	 * a missing segment and for a missing directory, and they need different

@@ -3,27 +3,46 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
 static const char usage[] =
-	"Usage: cistern gc [--dry-run] [NAME...]\n"
+	"Usage: cistern gc [--dry-run] [--dump-to DIR | --discard] [--any-owner] [NAME...]\n"
 	"Collect garbage in each segment NAME (default: every segment on the machine),\n"
 	"printing one line per action:\n"
 	"  - reclaim the attachments of processes that died without detaching: their\n"
 	"    unfinished puts are dropped, the FIFO/FIRO samples they held are put back\n"
 	"    for redelivery, their reservoir pins are dropped;\n"
 	"  - remove a segment when every process that was attached died without\n"
-	"    detaching (at least one died, none lives), when its creation never\n"
-	"    finished and is older than 10 seconds, or when it is a restore that was\n"
-	"    abandoned half-way.\n"
+	"    detaching (at least one died, none lives) and it holds no unread sample,\n"
+	"    when its creation never finished and is older than 10 seconds, or when it\n"
+	"    is a restore that was abandoned half-way (only the object a restore marks\n"
+	"    as its own, once the restorer is gone: a copy of a segment under another\n"
+	"    name is kept).\n"
+	"Committed samples are never thrown away unasked: a segment whose processes\n"
+	"all died but which still holds unread samples (FIFO, FIRO: any sample held;\n"
+	"reservoirs: samples never seen) is kept and reported ('stale, N unread\n"
+	"samples kept') and left as it is, dead attachments included, unless\n"
+	"--dump-to or --discard says otherwise.\n"
 	"A segment nobody is attached to because it was created for later, or whose\n"
 	"processes all detached cleanly, is kept. Damaged segments and segments of an\n"
-	"incompatible build are never removed by gc (see 'cistern rm --force').\n"
+	"incompatible build are never removed by gc (see 'cistern rm --force'), nor\n"
+	"are objects under a segment's name that are not segments (a FIFO, a socket,\n"
+	"a directory, ...). Segments owned by another user than you or root are left\n"
+	"alone (and, in a scan of the machine, passed over in silence) unless\n"
+	"--any-owner; a dry run says what the real one would do.\n"
 	"gc takes no attachment itself, so it works even when the table is full.\n"
 	"\n"
-	"  -n, --dry-run   say what would be done, do nothing\n"
-	"  -h, --help      show this help\n";
+	"  -n, --dry-run      say what would be done, do nothing\n"
+	"  -d, --dump-to DIR  dump such a segment to DIR/NAME.dump (never over an\n"
+	"                     existing file; 'cistern restore' brings it back), read\n"
+	"                     the dump back, then remove the segment\n"
+	"      --discard      remove such a segment anyway, losing its samples\n"
+	CLI_ANY_OWNER_HELP
+	"  -h, --help         show this help\n";
 
 const struct command cmd_gc;
 
@@ -41,12 +60,27 @@ static const char *why(int removed)
 	}
 }
 
+static const char *plural(uint64_t n)
+{
+	return n == 1 ? "" : "s";
+}
+
 /* Returns 0, or -errno for a segment that could not be collected. */
-static int collect(const char *name, unsigned flags, bool named)
+static int collect(const char *name, unsigned flags, const char *dir, bool named)
 {
 	bool dry = flags & CISTERN_GC_DRY_RUN;
+	char path[4096];
+	if (dir)
+		snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
 	struct cistern_gc_report rep;
-	int r = cistern_gc(name, flags, &rep);
+	int r = cistern_gc_dump_to(name, dir, flags, &rep);
+	if (r < 0 && rep.kept) {
+		/* The dump failed: whatever the scan, say so, the segment is still there. */
+		cli_error(&cmd_gc, name, 0, "stale, %" PRIu64 " unread sample%s kept: %s %s: %s",
+			  rep.unread, plural(rep.unread), dry ? "would not dump to" : "cannot dump to",
+			  path, r == -EAGAIN ? "the dump does not hold every sample" : strerror(-r));
+		return r;
+	}
 	if (r == -EPROTO || r == -EPROTONOSUPPORT || r == -ENOTSUP) {
 		/*
 		 * Not ours to judge. Asked by name: say so and fail. In a scan of
@@ -60,7 +94,7 @@ static int collect(const char *name, unsigned flags, bool named)
 	if ((r == -ENOENT || r == -EACCES) && !named)
 		return 0;
 	if (r < 0) {
-		cli_error(&cmd_gc, name, r, NULL);
+		cli_segment_error(&cmd_gc, name, r, flags & CISTERN_GC_ANY_OWNER, NULL);
 		return r;
 	}
 	if (rep.dead_procs)
@@ -68,39 +102,82 @@ static int collect(const char *name, unsigned flags, bool named)
 		       " sample%s put back for redelivery, %" PRIu64 " pin%s dropped\n",
 		       name, dry ? "would reclaim" : "reclaimed", rep.dead_procs,
 		       rep.dead_procs == 1 ? "" : "s", rep.reservations,
-		       rep.reservations == 1 ? "" : "s", rep.redelivered,
-		       rep.redelivered == 1 ? "" : "s", rep.pins, rep.pins == 1 ? "" : "s");
-	if (rep.removed)
+		       plural(rep.reservations), rep.redelivered,
+		       plural(rep.redelivered), rep.pins, plural(rep.pins));
+	if (rep.kept)
+		printf("%s: stale, %" PRIu64 " unread sample%s %s (every attached process died; "
+		       "--dump-to DIR or --discard removes it)\n",
+		       name, rep.unread, plural(rep.unread), dry ? "would be kept" : "kept");
+	else if (rep.removed == 4 && dry)
+		printf("%s: stale, %" PRIu64 " unread sample%s would be dumped to %s, then the "
+		       "segment removed\n", name, rep.unread, plural(rep.unread), path);
+	else if (rep.removed == 4)
+		printf("%s: stale, %" PRIu64 " unread sample%s dumped to %s (%" PRIu64
+		       " sample%s in all), removed\n", name, rep.unread, plural(rep.unread), path,
+		       rep.dumped, plural(rep.dumped));
+	else if (rep.removed == 5)
+		printf("%s: stale, %" PRIu64 " unread sample%s %s\n", name, rep.unread,
+		       plural(rep.unread), dry ? "would be discarded, the segment removed"
+					       : "discarded, removed");
+	else if (rep.removed)
 		printf("%s: %s (%s)\n", name, dry ? "would remove" : "removed", why(rep.removed));
 	return 0;
 }
 
 static int run(int argc, char **argv)
 {
+	enum { OPT_DISCARD = 256 };
 	static const struct option opts[] = {
 		{"dry-run", no_argument, NULL, 'n'},
+		{"any-owner", no_argument, NULL, 'A'},
+		{"dump-to", required_argument, NULL, 'd'},
+		{"discard", no_argument, NULL, OPT_DISCARD},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	unsigned flags = 0;
+	const char *dir = NULL;
 	int o;
-	while ((o = cli_getopt(&cmd_gc, argc, argv, "nh", opts)) != -1) {
+	while ((o = cli_getopt(&cmd_gc, argc, argv, "nd:h", opts)) != -1) {
 		if (o == 'h')
 			return cli_help(&cmd_gc);
 		if (o == '?')
 			return EXIT_USAGE;
-		flags |= CISTERN_GC_DRY_RUN;
+		if (o == 'n')
+			flags |= CISTERN_GC_DRY_RUN;
+		else if (o == 'A')
+			flags |= CISTERN_GC_ANY_OWNER;
+		else if (o == 'd')
+			dir = optarg;
+		else
+			flags |= CISTERN_GC_DISCARD;
+	}
+	if (dir && (flags & CISTERN_GC_DISCARD))
+		return cli_usage(&cmd_gc, "--dump-to and --discard exclude each other");
+	/* Up front: a missing directory would otherwise read as a missing segment. */
+	if (dir) {
+		struct stat st;
+		const char *bad = NULL;
+		if (stat(dir, &st) < 0)
+			bad = strerror(errno);
+		else if (!S_ISDIR(st.st_mode))
+			bad = "not a directory";
+		else if (access(dir, W_OK | X_OK) < 0)
+			bad = strerror(errno);
+		if (bad) {
+			cli_error(&cmd_gc, dir, 0, "cannot dump there: %s", bad);
+			return EXIT_FAIL;
+		}
 	}
 	int status = EXIT_OK;
 	if (optind < argc) {
 		for (int i = optind; i < argc; i++) {
 			int r = cistern_name_valid(argv[i]);
 			if (r < 0)
-				return cli_usage(&cmd_gc, "bad segment name '%s': %s", argv[i],
-						 cistern_strerror(r));
+				return cli_bad_name(&cmd_gc, argv[i], r);
 		}
 		for (int i = optind; i < argc; i++)
-			if (collect(argv[i], flags, true) < 0)
+			if (collect(argv[i], flags, dir, true) < 0)
 				status = EXIT_FAIL;
 		return status;
 	}
@@ -111,7 +188,7 @@ static int run(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	for (int i = 0; i < n; i++)
-		if (collect(v[i].name, flags, false) < 0)
+		if (collect(v[i].name, flags, dir, false) < 0)
 			status = EXIT_FAIL;
 	free(v);
 	return status;

@@ -11,6 +11,7 @@
 
 static const char usage[] =
 	"Usage: cistern get NAME [-n COUNT] [--timeout MS] [-0 | -r | --fields | --json]\n"
+	"                        [--any-owner]\n"
 	"Take samples from segment NAME and write their payloads to standard output,\n"
 	"each followed by a newline (or a NUL with -0); a segment created with a\n"
 	"schema can instead be shown field by field.\n"
@@ -27,6 +28,7 @@ static const char usage[] =
 	"  -j, --json          schema segments: one JSON object a line, {\"sample_id\": I,\n"
 	"                      \"sim_id\": S, \"time_step\": T, \"fields\": {...}}, which\n"
 	"                      'cistern put --json' takes back\n"
+	CLI_ANY_OWNER_HELP
 	"  -h, --help          show this help\n"
 	"\n"
 	"A sim-paired-reservoir is read a pair at a time (x_t, then x_t+1) and a\n"
@@ -110,9 +112,11 @@ static int run(int argc, char **argv)
 		{"raw", no_argument, NULL, 'r'},
 		{"fields", no_argument, NULL, 'f'},
 		{"json", no_argument, NULL, 'j'},
+		{"any-owner", no_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
+	bool any_owner = false;
 	uint64_t count = 1;
 	int timeout = -1, o, sep = '\n', seps = 0;
 	enum show how = PAYLOAD;
@@ -143,6 +147,9 @@ static int run(int argc, char **argv)
 			how = o == 'f' ? FIELDS : JSON;
 			seps++;
 			break;
+		case 'A':
+			any_owner = true;
+			break;
 		}
 	}
 	if (seps > 1)
@@ -152,14 +159,14 @@ static int run(int argc, char **argv)
 	const char *name = argv[optind];
 	int r = cistern_name_valid(name);
 	if (r < 0)
-		return cli_usage(&cmd_get, "bad segment name '%s': %s", name, cistern_strerror(r));
+		return cli_bad_name(&cmd_get, name, r);
 	/* A closed pipe must be an error we handle (sample handed back), not a kill. */
 	signal(SIGPIPE, SIG_IGN);
 
 	struct cistern *c;
-	r = cistern_attach(name, &c);
+	r = cistern_attach_flags(name, any_owner ? CISTERN_ATTACH_ANY_OWNER : 0, &c);
 	if (r < 0) {
-		cli_error(&cmd_get, name, r, NULL);
+		cli_segment_error(&cmd_get, name, r, any_owner, NULL);
 		return EXIT_FAIL;
 	}
 	struct cistern_config cfg;

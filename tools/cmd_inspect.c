@@ -125,12 +125,25 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 		printf("  single-producer");
 	if (k->flags & CISTERN_SINGLE_READER)
 		printf("  single-reader");
-	if (k->reads_per_put > 0)
+	if (k->reads_per_put > 0 && k->rate_slack > 0)
 		printf("  reads-per-put %g (slack %g)", k->reads_per_put, k->rate_slack);
+	else if (k->reads_per_put > 0)
+		printf("  reads-per-put %g (slack automatic)", k->reads_per_put);
 	printf("\n           seed %" PRIu64 "  max-procs %u", k->seed, k->max_procs);
 	if (k->expected_producers)
 		printf("  producers %u", k->expected_producers);
+	if (k->flags & CISTERN_DEAD_PRODUCER_DONE)
+		printf("  dead-producer-done");
 	printf("\nreception  %s\n", st->reception_closed ? "closed" : "open");
+	if (st->producers_expected) {
+		printf("producers  %u expected, %u done, %u died before done", st->producers_expected,
+		       st->producers_done, st->producers_died);
+		if (st->producers_died)
+			printf(" (%s)", (k->flags & CISTERN_DEAD_PRODUCER_DONE)
+						? "counted as done"
+						: "waiting for a replacement to say it is done");
+		printf("\n");
+	}
 	if (s->schema.n) {
 		printf("schema     %s\n           %d field%s, %" PRIu64 " bytes a sample\n",
 		       s->schema.text, s->schema.n, s->schema.n == 1 ? "" : "s", s->schema.size);
@@ -212,13 +225,15 @@ static void json(const struct snapshot *s)
 	       ", \"mode\": \"%04o\", \"watermark\": %" PRIu64 ", \"pseudo_epochs\": %u"
 	       ", \"sweep_size\": %u, \"time_steps\": %u, \"batch_size\": %u, \"seed\": %" PRIu64
 	       ", \"max_procs\": %u, \"producers\": %u, \"lossy\": %s"
-	       ", \"single_producer\": %s, \"single_reader\": %s"
+	       ", \"single_producer\": %s, \"single_reader\": %s, \"dead_producer_done\": %s"
 	       ", \"reads_per_put\": %.17g, \"rate_slack\": %.17g},\n",
 	       cistern_policy_name(k->policy), k->slot_count, k->slot_size, k->mode, k->watermark,
 	       k->pseudo_epochs, k->sweep_size, k->nb_time_steps, k->batch_size, k->seed,
 	       k->max_procs, k->expected_producers, (k->flags & CISTERN_LOSSY) ? "true" : "false",
 	       (k->flags & CISTERN_SINGLE_PRODUCER) ? "true" : "false",
-	       (k->flags & CISTERN_SINGLE_READER) ? "true" : "false", k->reads_per_put, k->rate_slack);
+	       (k->flags & CISTERN_SINGLE_READER) ? "true" : "false",
+	       (k->flags & CISTERN_DEAD_PRODUCER_DONE) ? "true" : "false", k->reads_per_put,
+	       k->rate_slack);
 	/* The schema: its text as create took it, then how its fields lie in a sample. */
 	printf(" \"schema\": ");
 	if (!s->schema.n) {
@@ -244,11 +259,13 @@ static void json(const struct snapshot *s)
 	       ", \"redeliveries\": %" PRIu64 ", \"reclaimed\": %" PRIu64
 	       ", \"producer_waits\": %" PRIu64 ", \"producer_wait_ns\": %" PRIu64
 	       ", \"reader_waits\": %" PRIu64 ", \"reader_wait_ns\": %" PRIu64
-	       ", \"procs_attached\": %u, \"reception_closed\": %s},\n",
+	       ", \"procs_attached\": %u, \"reception_closed\": %s"
+	       ", \"producers_expected\": %u, \"producers_done\": %u, \"producers_died\": %u},\n",
 	       st->population, st->puts, st->gets, st->evictions, st->evicted_unseen,
 	       st->redeliveries, st->reclaimed, st->producer_waits, st->producer_wait_ns,
 	       st->reader_waits, st->reader_wait_ns, st->procs_attached,
-	       st->reception_closed ? "true" : "false");
+	       st->reception_closed ? "true" : "false", st->producers_expected, st->producers_done,
+	       st->producers_died);
 	printf(" \"seen_left\": {");
 	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
 		printf("%s\"%s\": %" PRIu64, i ? ", " : "", bucket_names[i], st->seen_hist[i]);
@@ -312,6 +329,13 @@ static void prometheus(const struct snapshot *s)
 	prom_sample(s, "cistern_population", NULL, NULL, (double)st->population);
 	prom_family("cistern_reception_closed", "gauge", "1 once reception is closed.");
 	prom_sample(s, "cistern_reception_closed", NULL, NULL, st->reception_closed ? 1 : 0);
+	if (st->producers_expected) {
+		prom_family("cistern_producers", "gauge",
+			    "Producers expected, done, and died before done.");
+		prom_sample(s, "cistern_producers", "state", "expected", st->producers_expected);
+		prom_sample(s, "cistern_producers", "state", "done", st->producers_done);
+		prom_sample(s, "cistern_producers", "state", "died", st->producers_died);
+	}
 	static const struct {
 		const char *name, *help;
 		size_t off;
@@ -431,7 +455,7 @@ static int inspect(int argc, char **argv)
 	const char *name = argv[optind];
 	int r = cistern_name_valid(name);
 	if (r < 0)
-		return cli_usage(&cmd_inspect, "bad segment name '%s': %s", name, cistern_strerror(r));
+		return cli_bad_name(&cmd_inspect, name, r);
 
 	struct snapshot cur = {0}, prev = {0};
 	r = take(name, &cur);

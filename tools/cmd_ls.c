@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -17,15 +18,40 @@ static const char usage[] =
 	"closed, 'idle' when nobody is attached and nobody died attached (created for\n"
 	"later, or every process detached; gc keeps it), else 'stale: ...' with why:\n"
 	"every process died (gc removes it), still being created, an unfinished\n"
-	"restore, a damaged header, or a segment of an incompatible build.\n"
+	"restore, a damaged header, or a segment of an incompatible build. An object\n"
+	"under a segment's name that is not a regular file (a FIFO, a socket, a\n"
+	"directory, ...) is listed as 'not a cistern segment' without waiting on it.\n"
 	"\n"
 	"  -j, --json   one JSON array of objects instead of the table\n"
 	"  -h, --help   show this help\n";
 
 const struct command cmd_ls;
 
+/* What the object named like segment NAME is, when it is not a regular file; NULL if it is. */
+static const char *kind_of(const char *name)
+{
+	char path[160];
+	struct stat st;
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	if (lstat(path, &st) < 0 || S_ISREG(st.st_mode))
+		return NULL;
+	if (S_ISFIFO(st.st_mode))
+		return "a FIFO";
+	if (S_ISSOCK(st.st_mode))
+		return "a socket";
+	if (S_ISDIR(st.st_mode))
+		return "a directory";
+	if (S_ISLNK(st.st_mode))
+		return "a symbolic link";
+	if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
+		return "a device";
+	return "not a regular file";
+}
+
 static const char *status_of(const struct cistern_segment_info *s, bool *stale)
 {
+	static char buf[64];
+	const char *kind;
 	*stale = true;
 	switch (s->status) {
 	case 0:
@@ -34,7 +60,7 @@ static const char *status_of(const struct cistern_segment_info *s, bool *stale)
 			return s->closed ? "closed" : "ok";
 		}
 		if (s->procs_dead)
-			return "stale: every process died (gc removes it)";
+			return "stale: every process died (gc removes it unless samples are unread)";
 		*stale = false;
 		return "idle: nobody attached";
 	case -EAGAIN:
@@ -43,7 +69,11 @@ static const char *status_of(const struct cistern_segment_info *s, bool *stale)
 		return s->procs_live ? "stale: restore in progress"
 				     : "stale: unfinished restore (gc removes it)";
 	case -EPROTO:
-		return "stale: damaged header, not a cistern segment";
+		kind = kind_of(s->name);
+		if (!kind)
+			return "stale: damaged header, not a cistern segment";
+		snprintf(buf, sizeof(buf), "not a cistern segment: %s", kind);
+		return buf;
 	case -EPROTONOSUPPORT:
 		return "stale: made by an incompatible build";
 	case -EACCES:

@@ -12,9 +12,9 @@
 #include "cli.h"
 
 static const char usage[] =
-	"Usage: cistern put NAME [OPTION...] [FILE...]\n"
-	"       cistern put NAME --field FIELD=VALUE... [OPTION...]\n"
-	"       cistern put NAME --json [OPTION...] < LINES\n"
+	"Usage: cistern put NAME [--any-owner] [OPTION...] [FILE...]\n"
+	"       cistern put NAME --field FIELD=VALUE... [--any-owner] [OPTION...]\n"
+	"       cistern put NAME --json [--any-owner] [OPTION...] < LINES\n"
 	"Put samples into segment NAME: each FILE is one sample ('-' is standard\n"
 	"input); without FILE, all of standard input is one sample; with --lines,\n"
 	"each line of standard input (without its newline) is one sample.\n"
@@ -39,6 +39,7 @@ static const char usage[] =
 	"  -t, --time-step N      time_step of the samples (default 0)\n"
 	"  -T, --timeout MS       wait at most MS milliseconds for room per sample\n"
 	"                         (default -1: forever; 0: never wait)\n"
+	CLI_ANY_OWNER_HELP
 	"  -h, --help             show this help\n";
 
 const struct command cmd_put;
@@ -229,10 +230,11 @@ static int run(int argc, char **argv)
 		{"sim-id", required_argument, NULL, 's'},
 		{"time-step", required_argument, NULL, 't'},
 		{"timeout", required_argument, NULL, 'T'},
+		{"any-owner", no_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	bool lines = false, json = false;
+	bool lines = false, json = false, any_owner = false;
 	struct cistern_meta meta = {0};
 	int timeout = -1, o, nfields = 0;
 	char **fields = calloc((size_t)argc + 1, sizeof(*fields));
@@ -254,6 +256,9 @@ static int run(int argc, char **argv)
 			break;
 		case 'j':
 			json = true;
+			break;
+		case 'A':
+			any_owner = true;
 			break;
 		case 's':
 			if (parse_u32(optarg, &meta.sim_id) < 0)
@@ -281,12 +286,15 @@ static int run(int argc, char **argv)
 		return usage_free(fields, "--lines and --json exclude each other");
 	int r = cistern_name_valid(name);
 	if (r < 0)
-		return usage_free(fields, "bad segment name '%s': %s", name, cistern_strerror(r));
+	{
+		free(fields);
+		return cli_bad_name(&cmd_put, name, r);
+	}
 
 	struct cistern *c;
-	r = cistern_attach(name, &c);
+	r = cistern_attach_flags(name, any_owner ? CISTERN_ATTACH_ANY_OWNER : 0, &c);
 	if (r < 0) {
-		cli_error(&cmd_put, name, r, NULL);
+		cli_segment_error(&cmd_put, name, r, any_owner, NULL);
 		free(fields);
 		return EXIT_FAIL;
 	}

@@ -15,11 +15,14 @@ static const char usage[] =
 	"metadata and seen counts, statistics carried over; readers can use it at once.\n"
 	"The file is checked completely (every checksum) while it is loaded into a\n"
 	"segment under a temporary name, which appears as NAME only when all is well:\n"
-	"a damaged or truncated dump is refused and nothing is created.\n"
+	"a damaged or truncated dump is refused and nothing is created, and so is a\n"
+	"file that is not a cistern dump at all (a FIFO is not waited on) and one\n"
+	"holding a record the segment could not hold (say a sim_id past the sweep).\n"
 	"A progress bar is drawn on standard error when it is a terminal.\n"
 	"\n"
-	"  -c, --check   only verify FILE and describe it (and the schema of its\n"
-	"                samples, if it has one); create nothing\n"
+	"  -c, --check   only verify FILE (the same checks as a restore) and describe\n"
+	"                it and the schema of its samples, if it has one; create\n"
+	"                nothing\n"
 	"  -q, --quiet   no summary line\n"
 	"  -h, --help    show this help\n";
 
@@ -52,17 +55,19 @@ static int run(int argc, char **argv)
 	if (name) {
 		int r = cistern_name_valid(name);
 		if (r < 0)
-			return cli_usage(&cmd_restore, "bad segment name '%s': %s", name,
-					 cistern_strerror(r));
+			return cli_bad_name(&cmd_restore, name, r);
 	}
-	/* File errors in the file's words: the library's -ENOENT would read "no segment". */
-	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	/*
+	 * File errors in the file's words: the library's -ENOENT would read "no
+	 * segment". Without waiting: a FIFO is refused by the library as no dump.
+	 */
+	int fd = open(file, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
 		cli_error(&cmd_restore, file, 0, "cannot read: %s", strerror(errno));
 		return EXIT_FAIL;
 	}
 	close(fd);
-	struct cistern_dump_info info;
+	struct cistern_dump_info info = {0};
 	int r;
 	if (check) {
 		r = cistern_dump_verify(file, &info);
@@ -76,13 +81,17 @@ static int run(int argc, char **argv)
 		if (r == -EBADMSG)
 			cli_error(&cmd_restore, file, 0,
 				  "damaged or truncated dump, refused; nothing was created");
+		else if (r == -ENOMSG)
+			cli_error(&cmd_restore, file, 0, "not a cistern dump; nothing was created");
 		else if (r == -EPROTONOSUPPORT)
 			cli_error(&cmd_restore, file, 0, "dump format not supported by this build");
 		else if (check)
 			cli_error(&cmd_restore, file, r, NULL);
-		else
+		else if (name || info.name[0])
 			cli_error(&cmd_restore, file, r, "cannot restore as '%s'",
-				  name ? name : "its stored name");
+				  name ? name : info.name);
+		else
+			cli_error(&cmd_restore, file, r, "cannot restore");
 		return EXIT_FAIL;
 	}
 	if (!quiet || check) {

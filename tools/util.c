@@ -2,9 +2,11 @@
 /* util.c - the small things every command needs: messages, option parsing, numbers, formats. */
 #include <errno.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +26,59 @@ void cli_error(const struct command *cmd, const char *subject, int err, const ch
 	if (err)
 		fprintf(stderr, "%s%s", fmt ? ": " : "", cistern_strerror(err));
 	fputc('\n', stderr);
+}
+
+/* The owner of /dev/shm/cistern.NAME (not following a link); -1 if it cannot be told. */
+static long long owner_of(const char *name, mode_t *mode)
+{
+	char path[160];
+	struct stat st;
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	if (lstat(path, &st) < 0)
+		return -1;
+	*mode = st.st_mode & 07777;
+	return (long long)st.st_uid;
+}
+
+void cli_segment_error(const struct command *cmd, const char *name, int err, bool any_owner,
+		       const char *fmt, ...)
+{
+	char what[512] = "";
+	if (fmt) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(what, sizeof(what), fmt, ap);
+		va_end(ap);
+	}
+	const char *sep = fmt ? ": " : "";
+	mode_t mode = 0;
+	long long uid = err == -EACCES ? owner_of(name, &mode) : -1;
+	if (uid < 0) {
+		cli_error(cmd, name, err, fmt ? "%s" : NULL, what);
+		return;
+	}
+	if (!any_owner && uid != 0 && (uid_t)uid != geteuid()) {
+		struct passwd *pw = getpwuid((uid_t)uid);
+		char who[96];
+		if (pw)
+			snprintf(who, sizeof(who), "user %s (uid %lld)", pw->pw_name, uid);
+		else
+			snprintf(who, sizeof(who), "uid %lld", uid);
+		cli_error(cmd, name, 0,
+			  "%s%sowned by %s, not by you or root: refused (anyone may create a "
+			  "segment's name first, to collect what is put into it); to share a "
+			  "segment between users on purpose, use --any-owner", what, sep, who);
+		return;
+	}
+	cli_error(cmd, name, 0, "%s%spermission denied by the segment's mode (%04o, owner uid %lld)",
+		  what, sep, (unsigned)mode, uid);
+}
+
+int cli_bad_name(const struct command *cmd, const char *name, int err)
+{
+	return cli_usage(cmd, "bad segment name '%s': %s; a name is 1 to %d characters from "
+			 "[A-Za-z0-9._-], starting with a letter or digit", name,
+			 err == -ENAMETOOLONG ? "too long" : "not allowed", CISTERN_NAME_MAX);
 }
 
 int cli_usage(const struct command *cmd, const char *fmt, ...)

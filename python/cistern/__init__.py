@@ -21,8 +21,14 @@ Reading:
   get()                  -> bytes (a copy)
   get_array(dtype, shape)-> numpy array (a private copy)
   get_batch(n, dtype, shape) -> numpy array (k, *shape), k <= n, gathered in C
+  get_into(out)          -> length: one sample copied into your reused array
+  get_batch_into(out)    -> k: up to len(out) samples into your reused array, one call
   acquire()              -> Sample, a context manager whose value is a read-only,
                             zero-copy numpy view valid until release
+  acquire_many(n)        -> Group of n samples held until release (or unacquire)
+
+The *_into calls and put_batch are the fast ways to move many samples from
+Python: no object made per sample, one C call for many.
 
 Samples that describe themselves: create(..., schema=...) gives a segment a
 schema, named fields each of a dtype and a shape, such as an RL transition
@@ -43,8 +49,9 @@ read-only records (which also read like the dicts they replace: st["puts"]).
 Errors: a timeout raises TimeoutError, end of data raises cistern.EndOfData (iteration
 just stops), bad parameters raise ValueError, anything else OSError (the errno's
 subclass: FileExistsError, FileNotFoundError, BrokenPipeError once reception is
-closed, ...) with cistern_strerror()'s message. Blocking calls release the GIL and
-can be interrupted with Ctrl-C.
+closed, ...) with cistern_strerror()'s message; attach() refuses a segment owned by
+another user than ours or root with PermissionError unless any_owner=True. Blocking
+calls release the GIL and can be interrupted with Ctrl-C.
 
 Timeouts are in seconds: None waits forever, 0 tries once, a positive number waits
 at most that long.
@@ -249,6 +256,15 @@ def _misfit(nbytes: int, dtype: DTypeLike, shape: ShapeLike) -> str | None:
     return f"a sample of {nbytes} bytes does not fit {what}"
 
 
+def _row_bytes(out: Any) -> int:
+    """Bytes of one row of `out`, a C-contiguous array (or 2-D memoryview) whose
+    first dimension counts samples."""
+    n = len(out)
+    if n == 0:
+        raise ValueError("the output array has no rows")
+    return int(out.nbytes // n)
+
+
 def _keep_if_misfit(csample: _cistern.Sample, lengths: Sequence[int], dtype: DTypeLike,
                     shape: ShapeLike, schema: Schema | None = None) -> None:
     """Hand the acquired csample back unread, and raise, if a payload does not fit
@@ -321,6 +337,7 @@ class Config(_Record):
     lossy: bool
     single_producer: bool
     single_reader: bool
+    dead_producer_done: bool
     reads_per_put: float
     rate_slack: float
     #: The schema's canonical text, or None for a segment without one (and in
@@ -349,6 +366,9 @@ class Stats(_Record):
     unpaired: int
     procs_attached: int
     reception_closed: bool
+    producers_expected: int
+    producers_done: int
+    producers_died: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -441,7 +461,10 @@ class GcReport(_Record):
 
     removed is 0 if the segment was kept, else why it was removed (or would be,
     in a dry run): 1 every attachment is dead and one at least died without
-    detaching; 2 it never finished creation; 3 an unfinished restore."""
+    detaching, and it held no unread sample; 2 it never finished creation; 3 an
+    unfinished restore; 4 stale with unread samples, dumped then removed; 5
+    stale with unread samples, discarded. unread counts the samples readers
+    would still get; kept is True for a stale segment kept for them."""
 
     dead_procs: int
     reservations: int
@@ -449,6 +472,9 @@ class GcReport(_Record):
     pins: int
     live_procs: int
     removed: int
+    unread: int
+    dumped: int
+    kept: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -738,7 +764,8 @@ def _field_value(f: Field, v: Any, lead: tuple[int, ...]) -> Array:
 
 _ARG_OF = {"slot_count": "slots", "nb_time_steps": "time_steps", "CISTERN_LOSSY": "lossy",
            "CISTERN_SINGLE_PRODUCER": "single_producer",
-           "CISTERN_SINGLE_READER": "single_reader"}
+           "CISTERN_SINGLE_READER": "single_reader",
+           "CISTERN_DEAD_PRODUCER_DONE": "dead_producer_done"}
 _CONFIG_WORDS = re.compile(r"\b(" + "|".join(_ARG_OF) + r")\b")
 
 
@@ -754,7 +781,8 @@ def _config_args(policy: str | int, slots: int, slot_size: int, watermark: int,
                  pseudo_epochs: int, sweep_size: int, time_steps: int, batch_size: int,
                  seed: int, mode: int, max_procs: int, expected_producers: int, lossy: bool,
                  single_producer: bool, single_reader: bool, reads_per_put: float,
-                 rate_slack: float, schema: SchemaLike | None) -> dict[str, Any]:
+                 rate_slack: float, schema: SchemaLike | None,
+                 dead_producer_done: bool = False) -> dict[str, Any]:
     """create()'s arguments, checked, as the extension's keywords."""
     kw: dict[str, Any] = dict(
         policy=policy_number(policy),
@@ -771,7 +799,8 @@ def _config_args(policy: str | int, slots: int, slot_size: int, watermark: int,
         expected_producers=_count("expected_producers", expected_producers),
         flags=(_cistern.LOSSY if lossy else 0)
         | (_cistern.SINGLE_PRODUCER if single_producer else 0)
-        | (_cistern.SINGLE_READER if single_reader else 0),
+        | (_cistern.SINGLE_READER if single_reader else 0)
+        | (_cistern.DEAD_PRODUCER_DONE if dead_producer_done else 0),
         reads_per_put=_rate("reads_per_put", reads_per_put),
         rate_slack=_rate("rate_slack", rate_slack),
         schema=None if schema is None else _schema_text(schema),
@@ -787,7 +816,8 @@ def create(name: str, policy: str | int = "fifo", slots: int = 0, slot_size: int
            max_procs: int = 0, expected_producers: int = 0, lossy: bool = False,
            single_producer: bool = False, single_reader: bool = False,
            reads_per_put: float = 0.0, rate_slack: float = 0.0,
-           schema: SchemaLike | None = None) -> Segment:
+           schema: SchemaLike | None = None,
+           dead_producer_done: bool = False) -> Segment:
     """Create segment `name` and attach to it.
 
     policy: "fifo", "firo", "reservoir", "fifo-evict-reservoir",
@@ -802,10 +832,17 @@ def create(name: str, policy: str | int = "fifo", slots: int = 0, slot_size: int
     OSError(EBUSY); a segment without them is as fast while it has one
     producer (FIFO) and one reader (FIFO and the reservoirs).
 
-    reads_per_put and rate_slack (the reservoir kinds): a rate limiter. With
-    reads_per_put > 0, readers wait while reads > reads_per_put * puts +
-    rate_slack and producers wait while reads_per_put * puts > reads +
-    rate_slack (both counted since creation); rate_slack 0 means reads_per_put.
+    expected_producers: a producer that dies before producer_done() is
+    counted (stats().producers_died) and waited for: one started in its
+    place that calls producer_done() fills the count. With
+    dead_producer_done=True it counts as done instead, so readers (and the
+    iterators, and cistern.torch's dataset) reach end of data without it.
+
+    reads_per_put and rate_slack (the reservoir kinds): the rate limiter,
+    reads per put after the watermark's fill (0 = off) and the drift it
+    allows, in reads (0 = automatic: every read, a batch of n included,
+    starts once the reads before it are paid for; a slack set by hand is
+    kept, and a batch it could never admit raises ValueError at once).
 
     schema: what every sample holds (see Schema.parse() for the forms it takes),
     for example {"obs": ("float32", (84, 84)), "action": ("int64", ())}. Its
@@ -820,7 +857,8 @@ def create(name: str, policy: str | int = "fifo", slots: int = 0, slot_size: int
         raise ValueError("segment name must be a str")
     kw = _config_args(policy, slots, slot_size, watermark, pseudo_epochs, sweep_size,
                       time_steps, batch_size, seed, mode, max_procs, expected_producers,
-                      lossy, single_producer, single_reader, reads_per_put, rate_slack, schema)
+                      lossy, single_producer, single_reader, reads_per_put, rate_slack, schema,
+                      dead_producer_done)
     try:
         handle = _cistern.create(name, **kw)
     except ValueError as e:
@@ -834,7 +872,8 @@ def config_problem(policy: str | int = "fifo", slots: int = 0, slot_size: int = 
                    max_procs: int = 0, expected_producers: int = 0, lossy: bool = False,
                    single_producer: bool = False, single_reader: bool = False,
                    reads_per_put: float = 0.0, rate_slack: float = 0.0,
-                   schema: SchemaLike | None = None) -> str | None:
+                   schema: SchemaLike | None = None,
+                   dead_producer_done: bool = False) -> str | None:
     """Why create() would refuse these parameters, in a sentence naming the
     argument that is wrong, or None if it would take them
     (cistern_config_problem()). Creates nothing; the name is not judged (see
@@ -842,7 +881,8 @@ def config_problem(policy: str | int = "fifo", slots: int = 0, slot_size: int = 
     ValueError, as with create()."""
     kw = _config_args(policy, slots, slot_size, watermark, pseudo_epochs, sweep_size,
                       time_steps, batch_size, seed, mode, max_procs, expected_producers,
-                      lossy, single_producer, single_reader, reads_per_put, rate_slack, schema)
+                      lossy, single_producer, single_reader, reads_per_put, rate_slack, schema,
+                      dead_producer_done)
     why = _cistern.config_problem(**kw)
     return _in_our_words(why) if why is not None else None
 
@@ -853,10 +893,16 @@ def _check_name_type(name: object) -> str:
     return name
 
 
-def attach(name: str) -> Segment:
+def attach(name: str, any_owner: bool = False) -> Segment:
     """Attach to the existing segment `name` (FileNotFoundError if there is none).
-    Recovers what dead processes left behind."""
-    return Segment(_cistern.attach(_check_name_type(name)), name)
+    Recovers what dead processes left behind.
+
+    A segment owned by another user than this process's (effective) user or root
+    is refused with PermissionError: anyone may create a segment's name first, to
+    collect what is put into it. any_owner=True allows it, to share a segment
+    between users on purpose.
+    """
+    return Segment(_cistern.attach(_check_name_type(name), any_owner=bool(any_owner)), name)
 
 
 def open_readonly(name: str) -> Segment:
@@ -877,11 +923,13 @@ def unlink(name: str, missing_ok: bool = False) -> None:
             raise
 
 
-def remove(name: str, force: bool = False) -> None:
+def remove(name: str, force: bool = False, any_owner: bool = False) -> None:
     """Remove a segment's name as `cistern rm` does (cistern_remove()): refused
     with OSError(EBUSY) while live processes are attached, unless force=True,
-    which also removes damaged or foreign objects named cistern.NAME."""
-    _cistern.remove(_check_name_type(name), force=bool(force))
+    which also removes damaged or foreign objects named cistern.NAME. A segment
+    owned by another user than ours or root is refused with PermissionError
+    unless any_owner=True."""
+    _cistern.remove(_check_name_type(name), force=bool(force), any_owner=bool(any_owner))
 
 
 def list_segments() -> list[SegmentInfo]:
@@ -899,12 +947,20 @@ def inspect(name: str) -> Inspection:
                           occupancy=seg.occupancy(), procs=tuple(seg.procs()))
 
 
-def gc(name: str, dry_run: bool = False) -> GcReport:
-    """Collect segment `name`'s garbage (cistern_gc(); `cistern gc NAME`):
+def gc(name: str, dry_run: bool = False, any_owner: bool = False,
+       dump_to: PathLike | None = None, discard: bool = False) -> GcReport:
+    """Collect segment `name`'s garbage (cistern_gc_dump_to(); `cistern gc NAME`):
     reclaim what its dead processes left (reservations, samples they held,
-    pins), and remove it if every process attached to it died. dry_run says
-    what would be done and does nothing."""
-    return GcReport._from(_cistern.gc(_check_name_type(name), dry_run=bool(dry_run)))
+    pins), and remove it if every process attached to it died. A stale segment
+    that still holds unread samples is kept (report.kept, report.unread), unless
+    dump_to names a directory (it is dumped to DIR/NAME.dump, then removed) or
+    discard=True (removed with its samples). dry_run says what would be done
+    and does nothing. A segment owned by another user than ours or root is
+    refused with PermissionError unless any_owner=True."""
+    return GcReport._from(_cistern.gc(_check_name_type(name), dry_run=bool(dry_run),
+                                      any_owner=bool(any_owner),
+                                      dump_to=None if dump_to is None else _path(dump_to),
+                                      discard=bool(discard)))
 
 
 def _path(path: PathLike) -> str:
@@ -1066,7 +1122,8 @@ class Sample(Generic[_V]):
 
 
 class Group(Generic[_V]):
-    """An acquired pair (Segment.acquire_pair()) or batch (Segment.acquire_batch()).
+    """An acquired pair (Segment.acquire_pair()), batch (Segment.acquire_batch())
+    or run of samples (Segment.acquire_many()).
 
     As a context manager its value is `arrays`: a tuple of read-only, zero-copy
     numpy views, one per member (for a pair: (x_t, x_t+1)); for a segment with a
@@ -1145,6 +1202,17 @@ class Group(Generic[_V]):
         members = self.fields
         assert self._schema is not None
         return {name: np.stack([m[name] for m in members]) for name in self._schema.names}
+
+    def copy_into(self, out: Any, metas: Any = None) -> int:
+        """Copy every member into `out`, an array whose first dimension has room
+        for them all (member i goes to out[i]), in one C call; `metas`, a (len, 3)
+        uint64 array, receives their (sample_id, sim_id, time_step). Every member
+        must be exactly out[0].nbytes long, else ValueError with nothing copied
+        (the group stays held). Returns the number of members copied."""
+        if len(out) < len(self._g):
+            raise ValueError(f"copy_into: out has room for {len(out)} members, "
+                             f"not {len(self._g)}")
+        return self._g.copy_into(out, _row_bytes(out), metas)
 
     def release(self) -> None:
         """Hand every member back (idempotent)."""
@@ -1454,6 +1522,12 @@ class Segment:
         k = data.shape[0]
         if sch is not None:
             self._check_sample_size(sch, data[0].nbytes)
+        if type(sim_id) is int and type(time_step) is int and sim_id >= 0 and time_step >= 0:
+            # One sim_id and time_step for every row: put_many() takes them as they are.
+            got: Array = np.empty(k, dtype=np.uint64)
+            n = self._h.put_many(data, data.nbytes // k, k, sim_id, time_step,
+                                 _timeout_ms(timeout), got)
+            return got if n == k else got[:n].copy()
         metas = np.zeros((k, 3), dtype=np.uint64)
         for col, name, given in ((1, "sim_id", sim_id), (2, "time_step", time_step)):
             v = np.asarray(given)
@@ -1503,7 +1577,8 @@ class Segment:
 
     def producer_done(self) -> int:
         """Declare one of the expected producers (create(expected_producers=...))
-        done; returns how many are still expected. The last one closes reception.
+        done; returns how many are still expected (with dead_producer_done,
+        those that died count as done). The last one closes reception.
         ValueError if the segment expects no producers."""
         return self._h.producer_done()
 
@@ -1621,7 +1696,8 @@ class Segment:
         unread. Under FIFO and FIRO it is n successive reads, gathered in C.
         k < n only at the end of data (or, for FIFO/FIRO, when the timeout comes
         after at least one sample); with none at all, EndOfData or TimeoutError is
-        raised. With meta=True, also returns a (k, 3) uint64 array of
+        raised. A batch that the rate limiter's slack (set by hand at creation)
+        could never admit raises ValueError at once. With meta=True, also returns a (k, 3) uint64 array of
         (sample_id, sim_id, time_step).
         """
         np = _need_numpy()
@@ -1659,6 +1735,73 @@ class Segment:
             out = out[:k].copy()
             metas = metas[:k].copy()
         return out, metas
+
+    def get_into(self, out: Any, timeout: Timeout = None, metas: Any = None) -> int:
+        """Copy the next sample into `out`, a writable buffer you reuse (a numpy
+        array, a bytearray, ...), with no new object made: the fast way to read one
+        sample at a time. `metas`, if given, is a writable array of 3 uint64 that
+        receives (sample_id, sim_id, time_step). Returns the payload length in bytes.
+
+        Serves the policies that read one sample (not sim-paired- or
+        batch-reservoir). A sample longer than `out` raises ValueError and stays in
+        the segment. Raises EndOfData, TimeoutError as get() does.
+        """
+        try:
+            return self._h.get_into(out, -1 if timeout is None else _timeout_ms(timeout), metas)
+        except ValueError:
+            self._check_read("one")
+            raise
+
+    def get_batch_into(self, out: Any, timeout: Timeout = None, metas: Any = None,
+                       lengths: Any = None) -> int:
+        """Copy up to len(out) samples into `out` in one C call, sample i into
+        out[i]: `out` is a C-contiguous numpy array (or 2-D memoryview) whose rows
+        are each at least a sample long, reused from call to call. Returns k, the
+        samples copied (rows beyond k are left as they were).
+
+        FIFO and FIRO: the next samples there now, or, if none is, the first one
+        waited for (with whatever came with it), so k may be short of len(out)
+        while producers are slower than you; the batch reservoirs
+        (reservoir, fifo-evict-reservoir, batch-reservoir): len(out) distinct
+        samples drawn together (batch-reservoir: its batch_size rows). `metas` (a
+        (len(out), 3) uint64 array) and `lengths` (len(out) uint64) receive each
+        sample's (sample_id, sim_id, time_step) and payload length. A sample
+        longer than a row raises ValueError and stays in the segment. Raises
+        EndOfData (with none left) and TimeoutError as get_batch() does.
+        """
+        n = len(out)
+        t = -1 if timeout is None else _timeout_ms(timeout)
+        try:
+            return self._h.get_batch_into(out, _row_bytes(out), n, t, metas, lengths)
+        except ValueError:
+            self._check_read("batch", n)
+            raise
+
+    @overload
+    def acquire_many(self, n: int, timeout: Timeout = None,  # type: ignore[misc]
+                     dtype: None = None,
+                     shape: None = None) -> Group[tuple[Array, ...] | tuple[Fields, ...]]: ...
+    @overload
+    def acquire_many(self, n: int, timeout: Timeout = None, dtype: DTypeLike = None,
+                     shape: ShapeLike = None) -> Group[tuple[Array, ...]]: ...
+
+    def acquire_many(self, n: int, timeout: Timeout = None, dtype: DTypeLike = None,
+                     shape: ShapeLike = None) -> Group[Any]:
+        """Acquire up to n samples one after the other, waiting for each, and hold
+        them all until release() (which consumes them, as get() would) or
+        unacquire() (which hands them back unread). Returns a Group whose
+        with-block value is a tuple of zero-copy views (for a segment with a
+        schema, without dtype and shape: a tuple of dicts of them, by field);
+        Group.copy_into() gathers them into an array. Fewer than n only at end
+        of data, or when the timeout (for the whole call) comes after the first.
+        For a reader that must keep samples in the segment until it has passed
+        them on (a crash in between hands them out again under FIFO and FIRO).
+        Policies that read one sample."""
+        self._check_read("one")
+        cg = self._h.acquire_many(_count("n", n), _timeout_ms(timeout))
+        sch = self.schema if dtype is None and shape is None else None
+        _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape, sch)
+        return Group(cg, dtype, shape, sch)
 
     @overload
     def acquire(self, timeout: Timeout = None, dtype: None = None,  # type: ignore[misc]

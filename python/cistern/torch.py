@@ -17,9 +17,30 @@ DataLoader's collation, which stacks dicts of tensors field by field):
 
 Each iteration (each DataLoader worker, or the main process with num_workers=0)
 attaches to the segment on its own, by name, when it starts, and detaches when it
-ends; the dataset object itself holds no handle, so it pickles and forks freely.
-Under FIFO each sample goes to exactly one worker; under the random policies each
-worker draws on its own.
+ends; the dataset object itself holds no handle, so it pickles and forks freely
+(DataLoader workers made by fork or spawn, persistent or not). Under FIFO each
+sample goes to exactly one worker; under the random policies each worker draws
+on its own.
+
+Workers that die (batch_size=B, FIFO): a batch is read by acquiring its
+samples one by one (Segment.acquire_many()), holding them in the segment until
+the whole batch is copied out, and releasing (consuming) them just before it
+is yielded. A worker killed in the middle of a batch therefore loses nothing:
+cistern hands the samples it held out again, to the next reader. (A batch
+already yielded is the DataLoader's: when a worker dies, the DataLoader stops
+with an error and drops the batches waiting in its queues.) A worker that
+waits for samples in vain for a moment while a producer waits for room yields
+the batch it has begun, short: a FIFO fills its slots in ring order, so the
+producer may be waiting for a slot the worker holds (a sample handed out again
+after a crash sits in an old slot). The other policies gather each batch as
+Segment.get_batch() does, each read released as it is copied: a FIRO sample
+must be read again, by any worker, until its pseudo_epochs are done, and a
+reservoir sample pinned by one worker cannot be taken by another once
+reception is closed, so samples held while waiting for more would leave the
+others nothing to read at the end. A reservoir worker killed while reception
+is open loses nothing anyway (a read removes nothing, and cistern drops its
+pins and its unfinished reads). Without batch_size, under any policy, each
+sample is consumed as it is read.
 
 What is copied:
 - default (copy=True): each sample is copied once, from the segment into a new
@@ -39,6 +60,7 @@ What is copied:
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -48,6 +70,10 @@ import torch
 import torch.utils.data
 
 import cistern
+
+# How long a reader holding part of a batch waits for more before it looks
+# whether a producer waits for room (see CisternDataset._acquire()).
+_STALL_S = 0.25
 
 
 # torch is taken as untyped by the type check (see pyproject.toml), hence Any.
@@ -64,12 +90,14 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
     with_meta: yield (tensor, meta) where meta is a LongTensor (sample_id, sim_id,
       time_step), or (B, 3) for batches.
     transform: a callable applied to each yielded tensor (or to (tensor, meta)).
+    any_owner: attach even to a segment owned by another user (see cistern.attach).
     """
 
     def __init__(self, name: str, dtype: cistern.DTypeLike = None,
                  shape: cistern.ShapeLike = None, batch_size: int | None = None,
                  copy: bool = True, timeout: cistern.Timeout = None, with_meta: bool = False,
-                 transform: Callable[[Any], Any] | None = None) -> None:
+                 transform: Callable[[Any], Any] | None = None,
+                 any_owner: bool = False) -> None:
         super().__init__()
         self.name = name
         #: None (with shape None): read by the segment's schema, or as float32 without one.
@@ -84,6 +112,7 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
         self.timeout = timeout
         self.with_meta = with_meta
         self.transform = transform
+        self.any_owner = any_owner
 
     def _out(self, tensor: Any, meta: Any) -> Any:
         item = (tensor, meta) if self.with_meta else tensor
@@ -92,7 +121,7 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
     def __iter__(self) -> Iterator[Any]:
         """Attach to the segment by name and yield items until end of data
         (see the class doc); detach when the iteration ends."""
-        seg = cistern.attach(self.name)
+        seg = cistern.attach(self.name, any_owner=self.any_owner)
         try:
             if self.dtype is None and self.shape is None and seg.schema is not None:
                 if self.batch_size is not None:
@@ -119,6 +148,14 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
         return self.dtype if self.dtype is not None else np.dtype(np.float32)
 
     def _field_batches(self, seg: cistern.Segment) -> Iterator[Any]:
+        sch = seg.schema
+        assert sch is not None
+        if seg.policy == "fifo":
+            # Held until copied out, as _batches() does, then viewed by field.
+            for rows, meta in self._held_batches(seg, np.dtype(np.uint8), (sch.size,)):
+                views = sch._views(rows, len(rows))
+                yield self._out({k: torch.from_numpy(v) for k, v in views.items()}, meta)
+            return
         while True:
             try:
                 fields, metas = seg.get_batch(self.batch_size, meta=True, timeout=self.timeout)
@@ -155,15 +192,85 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
             finally:
                 s.release()
 
-    def _batches(self, seg: cistern.Segment) -> Iterator[Any]:
+    def _gathered(self, seg: cistern.Segment) -> Iterator[Any]:
+        """Batches of reads each consumed as it is copied (all but FIFO, see the module doc)."""
         while True:
             try:
                 arr, metas = seg.get_batch(self.batch_size, self._np_dtype, self.shape,
                                            self.timeout, meta=True)
             except cistern.EndOfData:
                 return
-            meta = torch.from_numpy(metas.astype(np.int64)) if self.with_meta else None
+            meta = torch.from_numpy(metas.astype(np.int64)) if metas is not None else None
             yield self._out(torch.from_numpy(arr), meta)
+
+    def _batches(self, seg: cistern.Segment) -> Iterator[Any]:
+        if seg.policy != "fifo":
+            yield from self._gathered(seg)
+            return
+        for arr, meta in self._held_batches(seg, self._np_dtype, tuple(self.shape or ())):
+            yield self._out(torch.from_numpy(arr), meta)
+
+    def _held_batches(self, seg: cistern.Segment, dtype: Any,
+                      shape: tuple[int, ...]) -> Iterator[tuple[Any, Any]]:
+        """FIFO batches as (rows of `shape` and `dtype`, meta tensor or None), each
+        sample held in the segment until the whole batch is copied out."""
+        while True:
+            parts = self._acquire(seg)
+            if not parts:
+                return
+            try:
+                k = sum(len(g) for g in parts)
+                arr = np.empty((k,) + shape, dtype=dtype)
+                metas = np.empty((k, 3), dtype=np.uint64) if self.with_meta else None
+                at = 0
+                for g in parts:
+                    g.copy_into(arr[at:at + len(g)],
+                                None if metas is None else metas[at:at + len(g)])
+                    at += len(g)
+            except BaseException:
+                for g in parts:
+                    g.unacquire()
+                raise
+            # Consumed only now that the whole batch is out: a crash before hands
+            # every sample of it out again.
+            for g in parts:
+                g.release()
+            meta = torch.from_numpy(metas.astype(np.int64)) if metas is not None else None
+            yield arr, meta
+
+    def _acquire(self, seg: cistern.Segment) -> list[cistern.Group[Any]]:
+        """The Groups of the next batch (up to batch_size samples, acquired and
+        held); [] at end of data. Waits in slices: when one brings nothing while
+        a producer waits for room, the slot it waits for may be one of those
+        held (a FIFO fills its slots in ring order), so the batch goes out short.
+        On an error, what was acquired is handed back."""
+        parts: list[cistern.Group[Any]] = []
+        got = 0
+        bs = self.batch_size if self.batch_size is not None else 1
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        try:
+            while got < bs:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    if got:
+                        break
+                    raise TimeoutError(f"no sample in {self.timeout} s")
+                try:
+                    g = seg.acquire_many(bs - got,
+                                         _STALL_S if left is None else min(_STALL_S, left))
+                except cistern.EndOfData:
+                    break
+                except TimeoutError:
+                    if parts and seg._h.waiting_for_room():
+                        break
+                    continue
+                parts.append(g)
+                got += len(g)
+        except BaseException:
+            for g in parts:
+                g.unacquire()
+            raise
+        return parts
 
     def _copies(self, seg: cistern.Segment) -> Iterator[Any]:
         while True:

@@ -14,6 +14,7 @@ COUNTERPARTS = {
     "cistern_create": "create",
     "cistern_config_problem": "config_problem",
     "cistern_attach": "attach",
+    "cistern_attach_flags": "attach",  # any_owner=True
     "cistern_detach": "Segment.detach",
     "cistern_unlink": "unlink",
     "cistern_reserve": "Segment.reserve",
@@ -33,6 +34,8 @@ COUNTERPARTS = {
     "cistern_acquire_batch": "Segment.acquire_batch",
     "cistern_release_batch": "Group.release",
     "cistern_get_batch": "Segment.get_batch",
+    "cistern_read_problem": "Segment.get_batch",
+    "cistern_gc_dump_to": "gc",  # dump_to=DIR  # its ValueError carries the sentence
     "cistern_config_get": "Segment.config",
     "cistern_stats_get": "Segment.stats",
     "cistern_strerror": "strerror",

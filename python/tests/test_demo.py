@@ -31,3 +31,6 @@ def test_heat_demo_runs_every_policy_and_writes_its_outputs(tmp_path):
         assert x["sim_exit_codes"] == [0, 0]
         assert x["population"][-1] == 0  # drained
         assert x["stats"]["reception_closed"]
+        # The buffer came from cistern.melissa.make_buffer(), its metrics through
+        # the metric_logger it was given.
+        assert x["buffer_metrics"]["buffer/puts"] == 60

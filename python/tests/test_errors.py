@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
 import errno
+import os
 import struct
 import time
 
@@ -208,3 +209,28 @@ def test_a_payload_of_no_whole_number_of_items_stays_in_the_fifo(fifo):
     with pytest.raises(ValueError, match="stays in the segment"):
         fifo.get_array("float32")
     assert fifo.get() == b"abc"
+
+
+def _squat(segname, uid=65534):
+    """A 0666 segment under the name owned by another user (nobody): a squatter's."""
+    seg = cistern.create(segname, slots=4, slot_size=16, mode=0o666)
+    seg.put(b"bait")
+    seg.detach()
+    os.chown(f"/dev/shm/cistern.{segname}", uid, uid)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a segment to another user")
+def test_attach_refuses_another_users_segment_with_permission_error(segname):
+    _squat(segname)
+    with pytest.raises(PermissionError) as e:
+        cistern.attach(segname)
+    assert e.value.errno == errno.EACCES
+    assert e.value.filename == segname
+    assert "nobody (uid 65534)" in str(e.value) and "any_owner=True" in str(e.value)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a segment to another user")
+def test_attach_any_owner_shares_another_users_segment(segname):
+    _squat(segname)
+    with cistern.attach(segname, any_owner=True) as seg:
+        assert seg.get(timeout=0) == b"bait"

@@ -137,11 +137,30 @@ def test_gc_reclaims_a_dead_process_and_keeps_a_segment_in_use(fifo):
     assert fifo.get(timeout=0) == b"after"
 
 
-def test_gc_removes_a_segment_whose_processes_all_died(segname):
+def test_gc_keeps_a_stale_segment_holding_unread_samples(segname):
     cistern.create(segname, slots=4, slot_size=64).detach()
     _attach_and_die(segname)
-    assert cistern.gc(segname, dry_run=True).removed == 1
-    assert cistern.gc(segname).removed == 1
+    rep = cistern.gc(segname)
+    assert rep.removed == 0 and rep.kept and rep.unread == 1
+    with cistern.attach(segname) as seg:
+        assert seg.get(timeout=0) == b"from the child"
+
+
+def test_gc_dump_to_saves_a_stale_segment_then_removes_it(segname, tmp_path):
+    cistern.create(segname, slots=4, slot_size=64).detach()
+    _attach_and_die(segname)
+    rep = cistern.gc(segname, dump_to=tmp_path)
+    assert rep.removed == 4 and rep.dumped == 1
+    with pytest.raises(FileNotFoundError):
+        cistern.attach(segname)
+    assert cistern.verify_dump(tmp_path / f"{segname}.dump").samples == 1
+
+
+def test_gc_discard_removes_a_stale_segment_with_its_samples(segname):
+    cistern.create(segname, slots=4, slot_size=64).detach()
+    _attach_and_die(segname)
+    assert cistern.gc(segname, dry_run=True, discard=True).removed == 5
+    assert cistern.gc(segname, discard=True).removed == 5
     with pytest.raises(FileNotFoundError):
         cistern.attach(segname)
 

@@ -5,6 +5,7 @@ STATS_KEYS = {
     "population", "puts", "gets", "evictions", "evicted_unseen", "redeliveries",
     "reclaimed", "producer_waits", "producer_wait_ns", "reader_waits",
     "reader_wait_ns", "seen_hist", "unpaired", "procs_attached", "reception_closed",
+    "producers_expected", "producers_done", "producers_died",
 }
 
 

@@ -5,12 +5,14 @@
 # program's own payload checks). No time is asserted: these numbers come
 # from one short repetition on a machine running other tests. Then it must
 # exit 1 when a contender cannot run (section 4 with its Python peers'
-# script missing), so that a failure is not taken for a pass.
+# script missing), so that a failure is not taken for a pass. The output
+# also goes through scripts/bench-table.py, which makes BENCHMARKS.md's
+# table from a full run's.
 set -uo pipefail
 bench="$1/bench/cistern-bench"
 src=$(cd "$(dirname "$0")/../.." && pwd)
-out=$(mktemp) err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
+out=$(mktemp) err=$(mktemp) doc=$(mktemp)
+trap 'rm -f "$out" "$err" "$doc"' EXIT
 
 "$bench" --smoke --python /usr/bin/python3 --py "$src/bench/sample_peers.py" >"$out" 2>"$err"
 status=$?
@@ -19,7 +21,7 @@ if [ $status -ne 0 ]; then
   grep -E '^cistern-bench: ' "$err" | head -n 20
   exit 1
 fi
-for s in "0. machine" "1. 1P/1R" "2. 4P/4R" "3. 1P/1R 1 MiB" "4. batch" "5. latency" "6a." "6b." "6c."; do
+for s in "0. machine" "1. 1P/1R" "2. 4P/4R" "3. 1P/1R 1 MiB" "4. batch" "5. latency" "6a." "6b." "6c." "7. Python"; do
   if ! grep -qF "| $s" "$out"; then
     echo "smoke: no rows for section '$s'"
     exit 1
@@ -27,6 +29,30 @@ for s in "0. machine" "1. 1P/1R" "2. 4P/4R" "3. 1P/1R 1 MiB" "4. batch" "5. late
 done
 rows=$(grep -cE '^\| ' "$out")
 echo "smoke: $rows table lines, every contender ran and passed its checks"
+
+# BENCHMARKS.md's table is made from this output by scripts/bench-table.py:
+# it must find every section and every row, and refuse to make the
+# reference table of a run that is not a full one.
+md=$(python3 "$src/scripts/bench-table.py" "$out") || { echo "smoke: bench-table.py failed on the smoke output"; exit 1; }
+for s in 0 1 2 3 4 5 6a 6b 6c; do
+  if ! grep -qE "^\| \*\*$s\. " <<<"$md"; then
+    echo "smoke: bench-table.py made no heading for section $s"
+    exit 1
+  fi
+done
+in_rows=$(grep -cE '^\|' "$out")   # the rows, the header and the rule
+# The main table's lines but for its section headings.
+md_rows=$(awk '/^\| contender \|/ { on = 1 } on && !/^\|/ { exit } on && !/^\| \*\*/' <<<"$md" | wc -l)
+if [ "$md_rows" -ne "$in_rows" ]; then
+  echo "smoke: bench-table.py made $md_rows table lines of the program's $in_rows"
+  exit 1
+fi
+printf '%s\n%s\n' '<!-- table:begin -->' '<!-- table:end -->' >"$doc"
+if python3 "$src/scripts/bench-table.py" --update "$doc" "$out" 2>/dev/null || [ "$(wc -l <"$doc")" -ne 2 ]; then
+  echo "smoke: bench-table.py made a reference table of a quick run"
+  exit 1
+fi
+echo "smoke: bench-table.py makes a table with every section and row, and refuses a quick run as the reference"
 
 "$bench" --smoke --only 4 --python /usr/bin/python3 --py /nonexistent/sample_peers.py >"$out" 2>"$err"
 status=$?

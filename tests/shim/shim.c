@@ -19,12 +19,60 @@
 static struct shim_test tests[SHIM_MAX_TESTS];
 static int ntests;
 
+/* Suites with fixtures (TestSuite); a suite without one has none. */
+static struct {
+	const char *suite;
+	struct shim_test_opts opts;
+} suites[SHIM_MAX_TESTS];
+static int nsuites;
+
+/*
+ * In a test's process: the test running, its pid (a process the test forks
+ * fails alone, its fixtures are its parent's) and whether its .fini fixtures
+ * have begun.
+ */
+static const struct shim_test *current;
+static pid_t current_pid;
+static int finishing;
+
 void shim_register(const char *suite, const char *name, void (*fn)(void),
 		   struct shim_test_opts opts)
 {
 	if (ntests == SHIM_MAX_TESTS || opts.disabled)
 		return;
-	tests[ntests++] = (struct shim_test){suite, name, fn, opts.timeout};
+	tests[ntests++] = (struct shim_test){suite, name, fn, opts};
+}
+
+void shim_register_suite(const char *suite, struct shim_test_opts opts)
+{
+	if (nsuites < SHIM_MAX_TESTS) {
+		suites[nsuites].suite = suite;
+		suites[nsuites++].opts = opts;
+	}
+}
+
+static const struct shim_test_opts *suite_opts(const char *suite)
+{
+	static const struct shim_test_opts none;
+	for (int i = 0; i < nsuites; i++)
+		if (strcmp(suites[i].suite, suite) == 0)
+			return &suites[i].opts;
+	return &none;
+}
+
+/*
+ * The test's .fini, then its suite's, as Criterion runs them: once, even
+ * when an assertion fails in the test; a failure inside them ends them.
+ */
+static void run_fini(void)
+{
+	if (!current || finishing || getpid() != current_pid)
+		return;
+	finishing = 1;
+	if (current->opts.fini)
+		current->opts.fini();
+	if (suite_opts(current->suite)->fini)
+		suite_opts(current->suite)->fini();
 }
 
 void shim_fail(const char *file, int line, const char *expr, const char *fmt, ...)
@@ -35,6 +83,8 @@ void shim_fail(const char *file, int line, const char *expr, const char *fmt, ..
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\n");
+	fflush(NULL);
+	run_fini();
 	fflush(NULL);
 	_exit(1);
 }
@@ -65,10 +115,17 @@ int main(int argc, char **argv)
 		fflush(NULL);
 		pid_t pid = fork();
 		if (pid == 0) {
-			unsigned t = tests[i].timeout > 0 ? (unsigned)tests[i].timeout + 1
-							  : SHIM_DEFAULT_TIMEOUT;
+			unsigned t = tests[i].opts.timeout > 0 ? (unsigned)tests[i].opts.timeout + 1
+							       : SHIM_DEFAULT_TIMEOUT;
 			alarm(t);
+			current = &tests[i];
+			current_pid = getpid();
+			if (suite_opts(tests[i].suite)->init)
+				suite_opts(tests[i].suite)->init();
+			if (tests[i].opts.init)
+				tests[i].opts.init();
 			tests[i].fn();
+			run_fini();
 			fflush(NULL);
 			_exit(0);
 		}

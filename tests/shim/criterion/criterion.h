@@ -7,8 +7,9 @@
  * inside ThreadSanitizer's shadow memory, so every Criterion program built
  * with -fsanitize=thread aborts before its first test ("Could not initialize
  * inheritable arena", Criterion issue #274). This header implements the small
- * part of Criterion's interface the tests use: Test() registration, the
- * cr_assert family and cr_log_info. Each test runs in a forked child, as
+ * part of Criterion's interface the tests use: Test() and TestSuite()
+ * registration with .init and .fini fixtures, the cr_assert family and
+ * cr_log_info. Each test runs in a forked child, as
  * Criterion runs them, under an alarm for its timeout, and the run ends with
  * Criterion's own "Synthesis" line so scripts/test.sh counts it the same way.
  */
@@ -21,19 +22,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct shim_test {
-	const char *suite, *name;
-	void (*fn)(void);
-	double timeout;
-};
-
+/* .init runs before the test, .fini after it, also after a failed assertion. */
 struct shim_test_opts {
 	double timeout;
 	int disabled;
+	void (*init)(void);
+	void (*fini)(void);
+};
+
+struct shim_test {
+	const char *suite, *name;
+	void (*fn)(void);
+	struct shim_test_opts opts;
 };
 
 void shim_register(const char *suite, const char *name, void (*fn)(void),
 		   struct shim_test_opts opts);
+void shim_register_suite(const char *suite, struct shim_test_opts opts);
 void shim_fail(const char *file, int line, const char *expr, const char *fmt, ...)
 	__attribute__((noreturn, format(printf, 4, 5)));
 void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -46,6 +51,15 @@ void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 			      (struct shim_test_opts){.disabled = 0, __VA_ARGS__});                  \
 	}                                                                                  \
 	static void shim_##suite##_##name(void)
+
+/* A suite's fixtures; the declaration at the end takes the caller's semicolon. */
+#define TestSuite(suite, ...)                                                               \
+	__attribute__((constructor)) static void shim_suite_##suite(void)                  \
+	{                                                                                  \
+		shim_register_suite(#suite,                                                \
+				    (struct shim_test_opts){.disabled = 0, __VA_ARGS__});  \
+	}                                                                                  \
+	extern int shim_suite_##suite##_declared
 
 /* Every assertion takes an optional printf-style message, as Criterion's do. */
 #define SHIM_CHECK(cond, expr, ...)                                                         \

@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_producers.c - expected producers (cfg.expected_producers): done,
+ * died before done, replacements, and CISTERN_DEAD_PRODUCER_DONE, with
+ * real processes killed by SIGKILL.
+ */
+#include <criterion/criterion.h>
+
+#include "helpers.h"
+
+static struct cistern *make(const char *tag, char *name, size_t len, uint32_t expected,
+			    uint32_t flags)
+{
+	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
+	cistern_unlink(name);
+	struct cistern_config cfg = {.slot_size = 8, .slot_count = 16,
+				     .expected_producers = expected, .flags = flags};
+	struct cistern *c;
+	int r = cistern_create(name, &cfg, &c);
+	cr_assert_eq(r, 0, "create: %s", cistern_strerror(r));
+	return c;
+}
+
+static void drop(struct cistern *c, const char *name)
+{
+	cistern_detach(c);
+	cistern_unlink(name);
+}
+
+static struct cistern_stats stats(struct cistern *c)
+{
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	return st;
+}
+
+enum end { END_DONE_DETACH, END_DETACH, END_KILLED, END_DONE_KILLED };
+
+/*
+ * A child that attaches to `name`, puts `puts` samples, ends as `how` says
+ * (SIGKILL waits in pause() for the parent's kill), and is reaped before
+ * this returns.
+ */
+static void producer(const char *name, int puts, enum end how)
+{
+	_Atomic uint32_t *ready = shared_alloc(sizeof(*ready));
+	cr_assert_not_null(ready);
+	pid_t pid = fork_child();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct cistern *p;
+		if (cistern_attach(name, &p) < 0)
+			_exit(1);
+		for (int i = 0; i < puts; i++)
+			if (cistern_put(p, "sample", 6, NULL, 5000) < 0)
+				_exit(2);
+		if ((how == END_DONE_DETACH || how == END_DONE_KILLED) && cistern_producer_done(p) < 0)
+			_exit(3);
+		if (how == END_DONE_DETACH || how == END_DETACH) {
+			cistern_detach(p);
+			_exit(0);
+		}
+		atomic_store(ready, 1);
+		for (;;)
+			pause();
+	}
+	if (how == END_KILLED || how == END_DONE_KILLED) {
+		while (!atomic_load(ready)) {
+			int st;
+			cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "the producer ended on its own");
+			usleep(1000);
+		}
+		kill(pid, SIGKILL);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	if (how == END_DONE_DETACH || how == END_DETACH)
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "producer status %#x", st);
+	munmap(ready, sizeof(*ready));
+}
+
+/* Read until something other than a sample; how many samples came first in *n. */
+static int read_all(struct cistern *c, int timeout_ms, int *n)
+{
+	char buf[8];
+	ssize_t r;
+	*n = 0;
+	while ((r = cistern_get(c, buf, sizeof(buf), NULL, timeout_ms)) == 6)
+		(*n)++;
+	return (int)r;
+}
+
+Test(producers, with_the_flag_a_producer_killed_before_done_counts_as_done, .timeout = 60)
+{
+	char name[64];
+	struct cistern *c = make("prod-flag", name, sizeof(name), 2, CISTERN_DEAD_PRODUCER_DONE);
+	producer(name, 3, END_DONE_DETACH);
+	producer(name, 2, END_KILLED);
+	int n;
+	/* The waiting reader's sweep reclaims the dead producer, which closes reception. */
+	cr_assert_eq(read_all(c, 10000, &n), CISTERN_EOD);
+	cr_assert_eq(n, 5, "every committed sample read");
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.producers_expected, 2);
+	cr_assert_eq(st.producers_done, 1);
+	cr_assert_eq(st.producers_died, 1);
+	cr_assert(st.reception_closed);
+	drop(c, name);
+}
+
+Test(producers, without_the_flag_readers_wait_for_a_replacement, .timeout = 60)
+{
+	char name[64];
+	struct cistern *c = make("prod-wait", name, sizeof(name), 2, 0);
+	producer(name, 3, END_DONE_DETACH);
+	producer(name, 2, END_KILLED);
+	int n;
+	/* A second of waiting: sweeps every 200 ms reclaim the dead producer meanwhile. */
+	cr_assert_eq(read_all(c, 1000, &n), -ETIMEDOUT, "reception stays open");
+	cr_assert_eq(n, 5);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.producers_done, 1);
+	cr_assert_eq(st.producers_died, 1, "the death is counted, not taken as done");
+	cr_assert(!st.reception_closed);
+	/* A producer started in its place, done: the count is full. */
+	producer(name, 1, END_DONE_DETACH);
+	cr_assert_eq(read_all(c, 10000, &n), CISTERN_EOD);
+	cr_assert_eq(n, 1);
+	st = stats(c);
+	cr_assert_eq(st.producers_done, 2);
+	cr_assert_eq(st.producers_died, 1);
+	drop(c, name);
+}
+
+Test(producers, producer_done_counts_the_dead_under_the_flag)
+{
+	char name[64];
+	struct cistern *c = make("prod-left", name, sizeof(name), 3, CISTERN_DEAD_PRODUCER_DONE);
+	producer(name, 1, END_KILLED);
+	/* An attach reclaims the dead entry. */
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(name, &d), 0);
+	cr_assert_eq(stats(c).producers_died, 1);
+	cr_assert_eq(cistern_producer_done(d), 1, "three expected: one died, one done");
+	cr_assert_eq(cistern_producer_done(d), 0);
+	cr_assert(stats(c).reception_closed);
+	cistern_detach(d);
+	drop(c, name);
+}
+
+Test(producers, a_dead_producer_shows_in_the_stats_before_its_reclaim)
+{
+	char name[64];
+	struct cistern *c = make("prod-unrecl", name, sizeof(name), 2, CISTERN_DEAD_PRODUCER_DONE);
+	producer(name, 1, END_KILLED);
+	/* Nobody waits or attaches: the entry is dead, not reclaimed. */
+	struct cistern *ro;
+	cr_assert_eq(cistern_open_readonly(name, &ro), 0);
+	struct cistern_stats st = stats(ro);
+	cr_assert_eq(st.producers_died, 1);
+	cr_assert(!st.reception_closed, "only a reclaim counts it towards closing");
+	cistern_detach(ro);
+	drop(c, name);
+}
+
+Test(producers, a_producer_that_detaches_before_done_is_neither_done_nor_died)
+{
+	char name[64];
+	struct cistern *c = make("prod-detach", name, sizeof(name), 1, CISTERN_DEAD_PRODUCER_DONE);
+	producer(name, 2, END_DETACH);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.producers_done, 0);
+	cr_assert_eq(st.producers_died, 0);
+	cr_assert(!st.reception_closed, "it may attach again");
+	drop(c, name);
+}
+
+Test(producers, a_producer_killed_after_done_is_not_counted_again)
+{
+	char name[64];
+	struct cistern *c = make("prod-after", name, sizeof(name), 2, CISTERN_DEAD_PRODUCER_DONE);
+	producer(name, 2, END_DONE_KILLED);
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(name, &d), 0); /* reclaims it */
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.producers_done, 1);
+	cr_assert_eq(st.producers_died, 0);
+	cr_assert(!st.reception_closed, "one of two producers ended");
+	cistern_detach(d);
+	drop(c, name);
+}
+
+Test(producers, a_killed_reader_is_not_a_producer)
+{
+	char name[64];
+	struct cistern *c = make("prod-reader", name, sizeof(name), 1, CISTERN_DEAD_PRODUCER_DONE);
+	cr_assert_eq(cistern_put(c, "sample", 6, NULL, 0), 0);
+	pid_t pid = spawn_holder(name, HOLD_SAMPLE);
+	cr_assert_gt(pid, 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(name, &d), 0);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.producers_died, 0);
+	cr_assert(!st.reception_closed);
+	cistern_detach(d);
+	drop(c, name);
+}
+
+Test(producers, the_flag_needs_expected_producers)
+{
+	struct cistern_config cfg = {.flags = CISTERN_DEAD_PRODUCER_DONE};
+	const char *why = cistern_config_problem(&cfg);
+	cr_assert(why && strstr(why, "expected_producers"), "%s", why ? why : "(none)");
+}
