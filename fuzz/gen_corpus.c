@@ -145,6 +145,12 @@ int main(int argc, char **argv)
 	c = make(name, (struct cistern_config){.slot_size = 65536, .slot_count = 2, .max_procs = 2});
 	save_segment("big-slot", name);
 	cistern_detach(c);
+	/* A schema, which every attach parses from the header. */
+	c = make(name, (struct cistern_config){.slot_count = 2, .max_procs = 2,
+					       .schema = "obs:float32[2,3];action:int64[];done:bool"});
+	cistern_put(c, (char[40]){1, 2, 3}, 40, NULL, 0);
+	save_segment("schema", name);
+	cistern_detach(c);
 
 	/* Near misses, from the empty segment's header. */
 	c = make(name, small);

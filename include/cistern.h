@@ -163,7 +163,7 @@ enum {
  * CISTERN_DEFAULT_SLOT_COUNT slots of CISTERN_DEFAULT_SLOT_SIZE bytes, mode 0600.
  */
 struct cistern_config {
-	uint64_t slot_size;            /**< largest payload in bytes; 0 = default */
+	uint64_t slot_size;            /**< largest payload in bytes; 0 = default (with a schema: its sample size) */
 	uint64_t slot_count;           /**< number of slots (capacity); 0 = default */
 	enum cistern_policy policy;    /**< CISTERN_FIFO by default */
 	uint32_t mode;                 /**< permission bits of the shm object; 0 = 0600 */
@@ -199,6 +199,18 @@ struct cistern_config {
 	 * (reads_per_put + n) / 2 always admits a batch of n).
 	 */
 	double rate_slack;
+	/**
+	 * What every sample holds, or NULL (or "") for none: named fields, each
+	 * of a dtype and a shape, in the text form of docs/SCHEMA.md, for
+	 * example "obs:float32[84,84];action:int64[];reward:float32[]". The
+	 * library keeps it in the segment (in a canonical form: no spaces, every
+	 * shape in brackets) for readers and tools; it never checks payloads
+	 * against it. With a schema, slot_size 0 means the schema's sample size.
+	 * cistern_config_problem() says what is wrong with a bad one.
+	 * cistern_config_get() points it at the handle's copy (valid until
+	 * cistern_detach()), or sets it NULL for a segment without a schema.
+	 */
+	const char *schema;
 };
 
 /** Metadata carried by every sample. */
@@ -259,9 +271,12 @@ CISTERN_API int cistern_create(const char *name, const struct cistern_config *cf
  * Say why cistern_create() would refuse `cfg` with -EINVAL, judging it as
  * create does: after filling in the defaults of the fields left 0.
  * @param cfg  parameters, or NULL for all defaults
- * @return NULL if the parameters are acceptable; else a static sentence that
- *         names the first wrong field in the terms of struct cistern_config
- *         (for example "FIRO needs a watermark above 0 and below slot_count").
+ * @return NULL if the parameters are acceptable; else a sentence that names
+ *         the first wrong field in the terms of struct cistern_config (for
+ *         example "FIRO needs a watermark above 0 and below slot_count"). It is
+ *         static, except for a bad schema, whose sentence (naming the field of
+ *         the schema that is wrong) lives in a per-thread buffer that the next
+ *         call in the same thread overwrites.
  *         The segment name is not judged: see cistern_name_valid().
  */
 CISTERN_API const char *cistern_config_problem(const struct cistern_config *cfg);
@@ -504,7 +519,11 @@ CISTERN_API int cistern_get_batch(struct cistern *c, void *buf, size_t stride, s
  */
 CISTERN_API int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t size);
 
-/** The segment's parameters as created (defaults filled in). */
+/**
+ * The segment's parameters as created (defaults filled in). cfg->schema points
+ * at the handle's copy of the schema text (valid until cistern_detach()), or is
+ * NULL for a segment without one.
+ */
 CISTERN_API int cistern_config_get(const struct cistern *c, struct cistern_config *cfg);
 
 /** Statistics of a segment (see docs/POLICIES.md). */
@@ -547,6 +566,87 @@ CISTERN_API const char *cistern_policy_name(enum cistern_policy p);
 
 /** Parse a policy name as cistern_policy_name() prints it. @return 0 or -EINVAL. */
 CISTERN_API int cistern_policy_parse(const char *s, enum cistern_policy *out);
+
+/* ======================================================================== */
+/* Schemas: samples that describe themselves (lib/schema.c, docs/SCHEMA.md)  */
+/* ======================================================================== */
+
+/*
+ * A segment may be created with a schema (cistern_config.schema): named
+ * fields, each a dtype and a shape, laid out in every sample as the members
+ * of a C struct are: in order, each at the next offset that is a multiple of
+ * its item size, and the sample padded at the end to a multiple of the
+ * largest item size (numpy's dtype(..., align=True) gives the same layout).
+ * The text form, for an RL transition:
+ *
+ *     obs:float32[84,84];action:int64[];reward:float32[];next_obs:float32[84,84]
+ *
+ * The library only stores and describes the schema: puts and gets still move
+ * bytes, and a sample's length is not checked against it. The Python package
+ * and the `cistern` command check what they put and read against it.
+ */
+
+/** Longest schema text, in bytes, with its terminating NUL. */
+#define CISTERN_SCHEMA_MAX 1024
+/** Longest field name, in bytes (without the terminating NUL). */
+#define CISTERN_FIELD_NAME_MAX 63
+/** Most dimensions of a field. */
+#define CISTERN_FIELD_DIMS 8
+
+/** Element types of schema fields (their names are those of the text form). */
+enum cistern_dtype {
+	CISTERN_INT8 = 0,
+	CISTERN_INT16 = 1,
+	CISTERN_INT32 = 2,
+	CISTERN_INT64 = 3,
+	CISTERN_UINT8 = 4,
+	CISTERN_UINT16 = 5,
+	CISTERN_UINT32 = 6,
+	CISTERN_UINT64 = 7,
+	CISTERN_FLOAT16 = 8,  /**< IEEE 754 binary16 */
+	CISTERN_FLOAT32 = 9,
+	CISTERN_FLOAT64 = 10,
+	CISTERN_BOOL = 11,    /**< one byte, 0 or 1 */
+};
+#define CISTERN_DTYPE_COUNT 12
+
+/** One field of a schema, as laid out in a sample (all little-endian, host order). */
+struct cistern_field {
+	char name[CISTERN_FIELD_NAME_MAX + 1]; /**< NUL-terminated */
+	enum cistern_dtype dtype;
+	uint32_t itemsize;                     /**< bytes of one element: 1, 2, 4 or 8 */
+	uint32_t ndim;                         /**< 0 for a scalar */
+	uint64_t shape[CISTERN_FIELD_DIMS];    /**< shape[0..ndim-1], C order; the rest 0 */
+	uint64_t offset;                       /**< bytes from the start of the sample */
+	uint64_t size;                         /**< itemsize times the product of the shape */
+};
+
+/**
+ * Parse a schema's text form (docs/SCHEMA.md) and lay it out.
+ * @param fields receives the first `cap` fields, in order (may be NULL if cap is 0)
+ * @param size   if not NULL, receives the bytes of one sample, end padding included
+ * @return the number of fields (may exceed cap; 0 for ""); -EINVAL
+ *         for a bad text (cistern_config_problem() with .schema = text says why).
+ */
+CISTERN_API int cistern_schema_parse(const char *text, struct cistern_field *fields, size_t cap,
+				     uint64_t *size);
+
+/**
+ * A segment's schema text, in its canonical form, NUL-terminated into buf.
+ * @return its length (0 for a segment without a schema); -ERANGE if cap is not
+ *         above the length (CISTERN_SCHEMA_MAX always suffices); -EINVAL.
+ */
+CISTERN_API ssize_t cistern_schema_get(const struct cistern *c, char *buf, size_t cap);
+
+/**
+ * A segment's schema, parsed, as cistern_schema_parse() gives it.
+ * @return the number of fields (0 without a schema; may exceed cap); -EINVAL.
+ */
+CISTERN_API int cistern_schema_fields(const struct cistern *c, struct cistern_field *fields,
+				      size_t cap, uint64_t *size);
+
+/** The name of a dtype ("float32", ...), or NULL if out of range. */
+CISTERN_API const char *cistern_dtype_name(enum cistern_dtype t);
 
 /* ======================================================================== */
 /* Inspection, listing, removal and garbage collection (lib/inspect.c)      */
@@ -649,7 +749,8 @@ struct cistern_segment_info {
 	 * a segment under another name is a segment like any other).
 	 */
 	int status;
-	struct cistern_config config; /**< valid when status == 0 */
+	/** valid when status == 0; config.schema is NULL here (open the segment to read it) */
+	struct cistern_config config;
 	uint64_t file_size;           /**< bytes of the shm object */
 	uint64_t created_ns;          /**< header's creation time, else the file's mtime */
 	uint32_t uid;                 /**< owner of the shm object */
@@ -797,7 +898,11 @@ typedef void (*cistern_progress_fn)(uint64_t done, uint64_t total, void *arg);
 /** What a dump holds (filled by cistern_dump(), cistern_restore(), cistern_dump_info()). */
 struct cistern_dump_info {
 	char name[CISTERN_NAME_MAX + 1]; /**< segment the dump was taken from */
-	struct cistern_config config;   /**< its parameters; mode: its permission bits at dump time */
+	/**
+	 * its parameters; mode: its permission bits at dump time; config.schema
+	 * points at `schema` below (NULL without one)
+	 */
+	struct cistern_config config;
 	struct cistern_stats stats;     /**< its statistics when the dump started */
 	uint64_t samples;               /**< samples in the dump */
 	uint64_t payload_bytes;         /**< their payload bytes */
@@ -806,10 +911,20 @@ struct cistern_dump_info {
 	uint64_t created_ns;            /**< when the source segment was created */
 	uint64_t dumped_ns;             /**< when the dump was taken */
 	uint64_t file_size;             /**< bytes of the dump file */
-	uint32_t format_version;        /**< CISTERN_DUMP_VERSION */
+	uint32_t format_version;        /**< the file's format: 1 or CISTERN_DUMP_VERSION */
 	uint32_t closed;                /**< reception was closed */
+	/**
+	 * The segment's schema text ("" for none). config.schema points here, so
+	 * it is valid while this struct is, and a copy of the struct still points
+	 * into the original.
+	 */
+	char schema[CISTERN_SCHEMA_MAX];
 };
-#define CISTERN_DUMP_VERSION 1
+/**
+ * The dump format this build writes. It reads that one and format 1, written
+ * by builds before schemas (version 2 added the segment's schema).
+ */
+#define CISTERN_DUMP_VERSION 2
 
 /**
  * Dump segment `name` to `path` (replaced atomically: written to a temporary

@@ -175,6 +175,11 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	struct dump_meta m;
 	memset(&m, 0, sizeof(m));
 	cistern_config_get(c, &m.cfg);
+	if (m.cfg.schema) {
+		snprintf(m.schema, sizeof(m.schema), "%s", m.cfg.schema);
+		m.cfg.schema = m.schema;
+	}
+	m.version = CISTERN_DUMP_VERSION;
 	/*
 	 * The permission bits come from the object as it is now, not from the
 	 * header, which keeps those given at creation: a chmod since then must
@@ -241,11 +246,17 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	if ((r = io_w_append(&w, bm, m.bitmap_size)) < 0)
 		goto out;
 
+	m.schema_off = m.bitmap_off + m.bitmap_size;
+	m.schema_size = strlen(m.schema);
+	m.schema_crc = cistern__crc32c(0, m.schema, (size_t)m.schema_size);
+	if (m.schema_size && (r = io_w_append(&w, m.schema, m.schema_size)) < 0)
+		goto out;
+
 	uint8_t mb[META_SIZE], tr[TRAILER_SIZE];
 	dump_meta_encode(&m, mb);
 	if ((r = io_w_append(&w, mb, sizeof(mb))) < 0)
 		goto out;
-	uint64_t meta_off = m.bitmap_off + m.bitmap_size;
+	uint64_t meta_off = m.schema_off + m.schema_size;
 	uint64_t file_size = meta_off + META_SIZE + TRAILER_SIZE;
 	memset(tr, 0, sizeof(tr));
 	memcpy(tr, TRAILER_MAGIC, 8);

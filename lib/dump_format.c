@@ -4,6 +4,7 @@
  * description, and the checks of a file's frame (dump_format.h).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -93,7 +94,13 @@ static void meta_code(struct cur *c, struct dump_meta *m)
 	f32(c, &m->st.reception_closed);
 	f32(c, &m->samples_crc);
 	f32(c, &m->bitmap_crc);
+	/* Bytes 416-419, zero in the files written before it was kept. */
 	f32(c, &m->producers_died);
+	/* Version 2: bytes 424-443, after 4 zero bytes that keep them 8-aligned. */
+	f32(c, &zero);
+	f64(c, &m->schema_off);
+	f64(c, &m->schema_size);
+	f32(c, &m->schema_crc);
 }
 
 void dump_meta_encode(struct dump_meta *m, uint8_t out[META_SIZE])
@@ -134,8 +141,12 @@ void dump_info_from_meta(const struct dump_meta *m, uint64_t file_size, struct c
 	info->created_ns = m->created_ns;
 	info->dumped_ns = m->dumped_ns;
 	info->file_size = file_size;
-	info->format_version = CISTERN_DUMP_VERSION;
+	info->format_version = m->version;
 	info->closed = m->closed;
+	if (m->cfg.schema) {
+		snprintf(info->schema, sizeof(info->schema), "%s", m->cfg.schema);
+		info->config.schema = info->schema;
+	}
 }
 
 /* Read and check preamble, trailer and meta: everything decided before creating anything. */
@@ -158,7 +169,8 @@ int dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 		return -EBADMSG;
 	if (pread(fd, pre, sizeof(pre), 0) != (ssize_t)sizeof(pre))
 		return -EBADMSG;
-	if (get32(pre + 8) != CISTERN_DUMP_VERSION)
+	uint32_t version = get32(pre + 8);
+	if (version != 1 && version != CISTERN_DUMP_VERSION)
 		return -EPROTONOSUPPORT;
 	if (get32(pre + 12) != PREAMBLE_SIZE)
 		return -EBADMSG;
@@ -172,12 +184,30 @@ int dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 	int r = dump_meta_decode(mb, m);
 	if (r < 0)
 		return r;
+	m->version = version;
+	/* Version 1 has no schema section: the seen set ends at the meta block. */
+	uint64_t bitmap_end = m->bitmap_off + m->bitmap_size;
+	if (version == 1 ? m->schema_off != 0 || m->schema_size != 0 || m->schema_crc != 0 :
+			   m->schema_off != bitmap_end || m->schema_size >= CISTERN_SCHEMA_MAX)
+		return -EBADMSG;
+	if (version == 1)
+		m->schema_off = bitmap_end;
 	/* The sections must tile the file exactly. */
 	if (m->samples_off != PREAMBLE_SIZE || m->bitmap_off != m->samples_off + m->samples_size ||
-	    m->bitmap_off + m->bitmap_size != get64(tr + 16) ||
+	    m->schema_off + m->schema_size != get64(tr + 16) ||
 	    m->sample_count > m->cfg.slot_count || m->samples_size < m->sample_count * REC_HDR ||
 	    m->cfg.policy >= CISTERN_POLICY_COUNT || m->next_id < m->sample_count)
 		return -EBADMSG;
+	/* The schema, checked by its own CRC before create reads it. */
+	if (m->schema_size &&
+	    pread(fd, m->schema, (size_t)m->schema_size, (off_t)m->schema_off) !=
+		    (ssize_t)m->schema_size)
+		return -EBADMSG;
+	m->schema[m->schema_size] = '\0';
+	if (cistern__crc32c(0, m->schema, (size_t)m->schema_size) != m->schema_crc ||
+	    strlen(m->schema) != m->schema_size)
+		return -EBADMSG;
+	m->cfg.schema = m->schema_size ? m->schema : NULL;
 	/*
 	 * A config that create would refuse, under a meta checksum that holds:
 	 * refused here, where verify and restore both read it, so that they

@@ -3,7 +3,7 @@
  * dump_format.h - the dump file format, shared by dump.c (the writer) and
  * restore.c (verify and restore); internal.
  *
- * File format, version 1. Every integer is little-endian, whatever the host.
+ * File format, version 2. Every integer is little-endian, whatever the host.
  *
  *   preamble  16 bytes   "CISTDUMP", u32 format version, u32 preamble size (16)
  *   samples   records back to back, in ascending sample id order:
@@ -17,12 +17,15 @@
  *             whatever the ids are. It repeats what the records say, so a
  *             restore checks that both agree (parsing the bytes itself:
  *             dump_seen_set_check()).
+ *   schema    the segment's schema text (docs/SCHEMA.md), without its NUL;
+ *             empty for a segment without one (always under 1024 bytes).
  *   meta      512 bytes: section offsets and sizes, counts, next sample id,
  *             times, reception state, the config, the statistics, the CRC-32C
  *             of the samples section and of the seen set, the producers that
- *             died before done (zero in files from before it was kept, which
- *             zeroed the rest of the block), and last the CRC-32C of the meta
- *             block's first 508 bytes.
+ *             died before done (bytes 416-419; zero in files from before it
+ *             was kept, which zeroed the rest of the block), the schema
+ *             section's offset, size and CRC-32C (bytes 424-443), and last
+ *             the CRC-32C of the meta block's first 508 bytes.
  *   trailer   32 bytes: "CISTEND1", u64 file size, u64 meta offset,
  *             u32 CRC-32C of every byte of the file before this field, u32 0.
  *
@@ -31,6 +34,10 @@
  * so every byte is produced in file order: the whole-file CRC is computed on
  * the way, and a reader finds the trailer and meta at fixed distances from the
  * end. A truncated file has no trailer there, a damaged one fails a CRC.
+ *
+ * Version 1, written before schemas, is version 2 without the schema
+ * section: its meta block has zeros where the schema's offset, size and CRC
+ * go, and the seen set ends where the meta block starts. Both are read.
  */
 #ifndef CISTERN_DUMP_FORMAT_H
 #define CISTERN_DUMP_FORMAT_H
@@ -85,6 +92,11 @@ struct dump_meta {
 	struct cistern_stats st;
 	uint32_t samples_crc, bitmap_crc;
 	uint32_t producers_died;
+	uint64_t schema_off, schema_size;  /* version 2; 0 and 0 in version 1 */
+	uint32_t schema_crc;
+	uint32_t version;                  /* the file's format version (not in the meta block) */
+	/* The schema text, NUL-terminated; cfg.schema points here, or is NULL for none. */
+	char schema[CISTERN_SCHEMA_MAX];
 };
 
 /* A sample record's header, decoded. */
@@ -131,8 +143,8 @@ int dump_meta_decode(const uint8_t in[META_SIZE], struct dump_meta *m);
 void dump_info_from_meta(const struct dump_meta *m, uint64_t file_size,
 			 struct cistern_dump_info *info);
 /*
- * Read and check a dump file's preamble, trailer and meta block, everything
- * decided before a restore creates anything: 0 with *size and *m, or
+ * Read and check a dump file's preamble, trailer, meta block and schema,
+ * everything decided before a restore creates anything: 0 with *size and *m, or
  * -EBADMSG, -EPROTONOSUPPORT (another format version), -ENOMSG (not a
  * dump: no magic, or not a regular file), or the error of fstat() or pread().
  */

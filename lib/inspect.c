@@ -205,6 +205,7 @@ static void fill_info(const char *name, struct cistern_segment_info *si)
 		return;
 	}
 	cistern_config_get(c, &si->config);
+	si->config.schema = NULL; /* the handle's copy goes with it, below */
 	count_procs(c, &si->procs_live, &si->procs_dead);
 	struct cistern_stats stats;
 	if (cistern_stats_get(c, &stats) == 0) {

@@ -193,6 +193,15 @@ struct cistern {
 	uint64_t gets_at_wait;          /* wait.c: our gets count when a wait for data last ended */
 	uint64_t cpu_shared_waits;      /* wait.c: waits that yielded to a counterpart on our CPU */
 	/*
+	 * schema.c: the segment's schema, copied out of fixed.schema (the
+	 * validated copy) and parsed once at open (NULL and 0 without one), so
+	 * that no call reads the shared text again.
+	 */
+	char *schema;
+	struct cistern_field *fields;
+	uint32_t nfields;
+	uint64_t sample_size;
+	/*
 	 * The header's immutable part as validated (segment.h): every size,
 	 * offset, count and policy parameter the library uses comes from here
 	 * (or from the copies above), never from the segment again.
@@ -599,6 +608,17 @@ void cistern__wait_init(struct cistern_waiter *w, enum cistern_wait_kind kind, i
 int cistern__wait(struct cistern *c, struct cistern_waiter *w);
 void cistern__wait_done(struct cistern *c, struct cistern_waiter *w);
 int64_t cistern__now_ns(int clock);
+
+/*
+ * schema.c: check a schema's text (see there), giving the first `cap` fields,
+ * their count, the sample size and the canonical text (out pointers may be
+ * NULL); NULL if it is good, else why not, in a per-thread buffer.
+ */
+const char *cistern__schema_scan(const char *text, struct cistern_field *out, size_t cap,
+				 size_t *count, uint64_t *size, char canon[CISTERN_SCHEMA_MAX]);
+/* Copy and parse c->fixed.schema into the handle: 0, -ENOMEM or -EPROTO. */
+int cistern__schema_load(struct cistern *c);
+void cistern__schema_free(struct cistern *c);
 
 /*
  * segment.c: open the existing object of segment `name` for `access`

@@ -85,6 +85,9 @@ uint32_t cistern__layout_signature(void)
 	h = fnv(h, offsetof(struct cistern_slotmeta, seen));
 	h = fnv(h, CISTERN_SEEN_BUCKETS);
 	h = fnv(h, offsetof(struct cistern_hdr, meta_stride));
+	h = fnv(h, offsetof(struct cistern_hdr, schema));
+	h = fnv(h, CISTERN_SCHEMA_MAX);
+	h = fnv(h, offsetof(struct cistern_hdr, restore_mark));
 	return h;
 }
 
@@ -182,6 +185,7 @@ void cistern__fixed_of(const struct cistern_hdr *h, struct cistern_fixed *f)
 	f->creator_pid = h->creator_pid;
 	f->creator_uid = h->creator_uid;
 	memcpy(f->name, h->name, sizeof(f->name));
+	memcpy(f->schema, h->schema, sizeof(f->schema));
 }
 
 /* Write the immutable fields of *f into a header being created. */
@@ -214,6 +218,7 @@ static void header_of(const struct cistern_fixed *f, struct cistern_hdr *h)
 	h->creator_pid = f->creator_pid;
 	h->creator_uid = f->creator_uid;
 	memcpy(h->name, f->name, sizeof(h->name));
+	memcpy(h->schema, f->schema, sizeof(h->schema));
 }
 
 int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
@@ -246,6 +251,9 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 		return -EPROTO;
 	if (memchr(h->name, '\0', sizeof(h->name)) == NULL)
 		return -EPROTO;
+	/* config_of() hands the schema to check_config(), which parses it. */
+	if (memchr(h->schema, '\0', sizeof(h->schema)) == NULL)
+		return -EPROTO;
 	if (h->watermark > h->slot_count || h->pseudo_epochs == 0)
 		return -EPROTO;
 	/*
@@ -259,6 +267,15 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	if (check_config(&cfg) < 0)
 		return -EPROTO;
 	return 0;
+}
+
+/* The one sentence about a schema larger than the slots, in a per-thread buffer. */
+static const char *schema_too_big(uint64_t size, uint64_t slot_size)
+{
+	static _Thread_local char why[128];
+	snprintf(why, sizeof(why), "schema needs %llu bytes a sample, more than slot_size (%llu)",
+		 (unsigned long long)size, (unsigned long long)slot_size);
+	return why;
 }
 
 /*
@@ -353,6 +370,14 @@ static const char *config_problem(const struct cistern_config *cfg)
 		return "CISTERN_SINGLE_PRODUCER applies to the FIFO only";
 	if ((cfg->flags & CISTERN_SINGLE_READER) && cfg->policy == CISTERN_FIRO)
 		return "CISTERN_SINGLE_READER does not apply to FIRO";
+	if (cfg->schema) {
+		uint64_t size;
+		const char *why = cistern__schema_scan(cfg->schema, NULL, 0, NULL, &size, NULL);
+		if (why)
+			return why;
+		if (size > cfg->slot_size)
+			return schema_too_big(size, cfg->slot_size);
+	}
 	return NULL;
 }
 
@@ -364,6 +389,14 @@ static int check_config(const struct cistern_config *cfg)
 /* Fill defaults into a copy of the user's config. */
 static void fill_defaults(struct cistern_config *cfg)
 {
+	/* "" is no schema, as NULL is. */
+	if (cfg->schema && !cfg->schema[0])
+		cfg->schema = NULL;
+	/* A schema's segment holds its samples by default (a bad schema is judged later). */
+	uint64_t sample = 0;
+	if (!cfg->slot_size && cfg->schema &&
+	    !cistern__schema_scan(cfg->schema, NULL, 0, NULL, &sample, NULL) && sample)
+		cfg->slot_size = sample;
 	if (!cfg->slot_size)
 		cfg->slot_size = CISTERN_DEFAULT_SLOT_SIZE;
 	if (!cfg->slot_count)
@@ -571,6 +604,9 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	f->creator_pid = (uint32_t)getpid();
 	f->creator_uid = (uint32_t)getuid();
 	snprintf(f->name, sizeof(f->name), "%s", name);
+	/* check_config() parsed it: it fits, canonical or not. */
+	if (cfg.schema)
+		cistern__schema_scan(cfg.schema, NULL, 0, NULL, NULL, f->schema);
 	struct cistern_hdr *h = p;
 	/* ftruncate zero-filled everything; set the immutable part. */
 	h->abi_version = CISTERN_ABI_VERSION;
@@ -588,8 +624,11 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	 */
 	atomic_thread_fence(memory_order_release);
 	memcpy(h->magic, CISTERN_MAGIC, sizeof(h->magic));
-	r = finish_attach(c);
+	r = cistern__schema_load(c);
+	if (r == 0)
+		r = finish_attach(c);
 	if (r < 0) {
+		cistern__schema_free(c);
 		munmap(p, l.total_size);
 		goto fail_unlink;
 	}
@@ -774,6 +813,13 @@ int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct
 	cistern__fixed_of(&copy, &c->fixed);
 	c->id_base = copy.id_base;
 	handle_setup(c);
+	r = cistern__schema_load(c);
+	if (r < 0) {
+		munmap(c->hdr, c->map_size);
+		cistern__lockfd_close(&c->lockfd);
+		free(c);
+		return r;
+	}
 	*out = c;
 	return 0;
 }
@@ -784,6 +830,7 @@ static void unmap_free(struct cistern *c)
 	cistern__picker_free(&c->pick_evict);
 	cistern__picker_free(&c->pick_empty);
 	cistern__pins_free(c);
+	cistern__schema_free(c);
 	free(c->scratch.e);
 	munmap(c->hdr, c->map_size);
 	cistern__lockfd_close(&c->lockfd);
@@ -888,6 +935,8 @@ int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
 	if (c->inherited)
 		return -EBADF;
 	config_of(&c->fixed, cfg);
+	/* The handle's parsed copy: it lives as long as the handle does. */
+	cfg->schema = c->schema;
 	return 0;
 }
 
@@ -909,4 +958,6 @@ static void config_of(const struct cistern_fixed *f, struct cistern_config *cfg)
 	cfg->flags = f->flags;
 	cfg->reads_per_put = f->reads_per_put;
 	cfg->rate_slack = f->rate_slack;
+	/* Only on a copy whose schema is NUL-terminated (validated, or our own). */
+	cfg->schema = f->schema[0] ? f->schema : NULL;
 }

@@ -186,13 +186,18 @@ struct cistern_hdr {
 	 */
 	uint64_t id_base;
 	/*
+	 * What every sample holds (schema.c): the canonical text of the schema,
+	 * NUL-terminated; "" for none. Written at creation like everything above.
+	 */
+	char schema[CISTERN_SCHEMA_MAX];
+	/*
 	 * Zero, except in a segment cistern_restore() is building under a
 	 * temporary name: then cistern__restore_mark() of that temporary name,
 	 * written before anything else. Only an object whose mark is the one of
 	 * its own file name is an unfinished restore (gc removes it once the
 	 * restorer is gone): after the rename, and in a copy of the object under
 	 * any other name, the mark no longer matches and it is an ordinary
-	 * segment. It sits in what was padding, so layouts are unchanged.
+	 * segment.
 	 */
 	uint64_t restore_mark;
 
@@ -298,6 +303,7 @@ struct cistern_fixed {
 	uint32_t creator_pid;
 	uint32_t creator_uid;
 	char name[CISTERN_NAME_MAX + 1];
+	char schema[CISTERN_SCHEMA_MAX];
 };
 
 /* Copy the immutable fields of a header (a validated private copy) into *f. */

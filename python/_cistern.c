@@ -668,7 +668,7 @@ static PyObject *Handle_get_many(HandleObject *h, PyObject *args, PyObject *kw)
 			int u = cistern_unacquire(h->c, &s);
 			handle_leave(h);
 			PyErr_Format(PyExc_ValueError,
-				     "a sample of %zu bytes where the dtype and shape asked for %zd%s",
+				     "a sample of %zu bytes where samples of %zd were asked for%s",
 				     len, item, u == 0 ? " (it stays in the segment)" : "");
 			goto out_buf;
 		}
@@ -933,7 +933,7 @@ static PyObject *Handle_get_batch(HandleObject *h, PyObject *args, PyObject *kw)
 		}
 		handle_leave(h);
 		PyErr_Format(PyExc_ValueError,
-			     "a sample of %zu bytes where the dtype and shape asked for %zd%s", len,
+			     "a sample of %zu bytes where samples of %zd were asked for%s", len,
 			     item, u == 0 ? " (the batch stays in the segment)" : "");
 		goto out_buf;
 	}
@@ -1524,11 +1524,55 @@ static PyObject *config_dict(const struct cistern_config *cfg)
 	    dict_set_bool(d, "single_reader", cfg->flags & CISTERN_SINGLE_READER) < 0 ||
 	    dict_set_bool(d, "dead_producer_done", cfg->flags & CISTERN_DEAD_PRODUCER_DONE) < 0 ||
 	    dict_set_f64(d, "reads_per_put", cfg->reads_per_put) < 0 ||
-	    dict_set_f64(d, "rate_slack", cfg->rate_slack) < 0) {
+	    dict_set_f64(d, "rate_slack", cfg->rate_slack) < 0 ||
+	    dict_set_steal(d, "schema", cfg->schema ? PyUnicode_FromString(cfg->schema) :
+				(Py_INCREF(Py_None), Py_None)) < 0) {
 		Py_DECREF(d);
 		return NULL;
 	}
 	return d;
+}
+
+/* A schema's fields, size and canonical text as the dict Handle.schema() returns. */
+static PyObject *schema_dict(const char *text, const struct cistern_field *f, int n, uint64_t size)
+{
+	PyObject *d = PyDict_New(), *l = PyList_New(n);
+	if (!d || !l)
+		goto fail;
+	for (int i = 0; i < n; i++) {
+		PyObject *shape = PyTuple_New((Py_ssize_t)f[i].ndim);
+		PyObject *fd = PyDict_New();
+		if (!shape || !fd) {
+			Py_XDECREF(shape);
+			Py_XDECREF(fd);
+			goto fail;
+		}
+		PyList_SET_ITEM(l, i, fd);
+		for (uint32_t k = 0; k < f[i].ndim; k++) {
+			PyObject *v = PyLong_FromUnsignedLongLong(f[i].shape[k]);
+			if (!v) {
+				Py_DECREF(shape);
+				goto fail;
+			}
+			PyTuple_SET_ITEM(shape, (Py_ssize_t)k, v);
+		}
+		if (dict_set_steal(fd, "name", PyUnicode_FromString(f[i].name)) < 0 ||
+		    dict_set_steal(fd, "dtype", PyUnicode_FromString(cistern_dtype_name(f[i].dtype))) < 0 ||
+		    dict_set_steal(fd, "shape", shape) < 0 ||
+		    dict_set_u64(fd, "offset", f[i].offset) < 0 ||
+		    dict_set_u64(fd, "size", f[i].size) < 0 ||
+		    dict_set_u64(fd, "itemsize", f[i].itemsize) < 0)
+			goto fail;
+	}
+	if (dict_set_steal(d, "text", PyUnicode_FromString(text)) < 0 ||
+	    dict_set_u64(d, "size", size) < 0 || PyDict_SetItemString(d, "fields", l) < 0)
+		goto fail;
+	Py_DECREF(l);
+	return d;
+fail:
+	Py_XDECREF(l);
+	Py_XDECREF(d);
+	return NULL;
 }
 
 static PyObject *Handle_config(HandleObject *h, PyObject *Py_UNUSED(ignored))
@@ -1542,6 +1586,35 @@ static PyObject *Handle_config(HandleObject *h, PyObject *Py_UNUSED(ignored))
 	if (r < 0)
 		return raise_result(r);
 	return config_dict(&cfg);
+}
+
+static PyObject *Handle_schema(HandleObject *h, PyObject *Py_UNUSED(ignored))
+{
+	if (handle_enter(h) < 0)
+		return NULL;
+	char text[CISTERN_SCHEMA_MAX];
+	struct cistern_field *f = NULL;
+	uint64_t size = 0;
+	ssize_t len = cistern_schema_get(h->c, text, sizeof(text));
+	int n = len > 0 ? cistern_schema_fields(h->c, NULL, 0, &size) : (int)len;
+	if (n > 0) {
+		f = PyMem_Calloc((size_t)n, sizeof(*f));
+		if (!f) {
+			handle_leave(h);
+			return PyErr_NoMemory();
+		}
+		n = cistern_schema_fields(h->c, f, (size_t)n, &size);
+	}
+	handle_leave(h);
+	PyObject *res;
+	if (n < 0)
+		res = raise_result(n);
+	else if (n == 0)
+		res = (Py_INCREF(Py_None), Py_None);
+	else
+		res = schema_dict(text, f, n, size);
+	PyMem_Free(f);
+	return res;
 }
 
 static PyObject *Handle_get_detached(HandleObject *h, void *Py_UNUSED(closure))
@@ -1947,6 +2020,10 @@ static PyMethodDef Handle_methods[] = {
 	 "config($self, /)\n--\n\n"
 	 "The segment's parameters as created, defaults filled in (cistern_config_get()),\n"
 	 "as a dict keyed by create()'s argument names."},
+	{"schema", (PyCFunction)Handle_schema, METH_NOARGS,
+	 "schema($self, /)\n--\n\n"
+	 "The segment's schema (cistern_schema_get() and cistern_schema_fields()) as a\n"
+	 "dict of its canonical text, sample size and fields, or None without one."},
 	{"occupancy", (PyCFunction)Handle_occupancy, METH_NOARGS,
 	 "occupancy($self, /)\n--\n\n"
 	 "Slots counted by class (cistern_occupancy_get()) as a dict: 'slots' is a list\n"
@@ -2306,14 +2383,14 @@ static PyTypeObject SampleType = {
  */
 #define CFG_KWLIST "policy", "slot_size", "slot_count", "mode", "watermark", "pseudo_epochs", \
 	"sweep_size", "nb_time_steps", "batch_size", "seed", "max_procs", \
-	"expected_producers", "flags", "reads_per_put", "rate_slack"
-#define CFG_FORMAT "O&O&O&O&O&O&O&O&O&O&O&O&O&dd"
+	"expected_producers", "flags", "reads_per_put", "rate_slack", "schema"
+#define CFG_FORMAT "O&O&O&O&O&O&O&O&O&O&O&O&O&ddz"
 #define CFG_TARGETS(cfg, policy) conv_u32, &(policy), conv_u64, &(cfg).slot_size, \
 	conv_u64, &(cfg).slot_count, conv_u32, &(cfg).mode, conv_u64, &(cfg).watermark, \
 	conv_u32, &(cfg).pseudo_epochs, conv_u32, &(cfg).sweep_size, \
 	conv_u32, &(cfg).nb_time_steps, conv_u32, &(cfg).batch_size, conv_u64, &(cfg).seed, \
 	conv_u32, &(cfg).max_procs, conv_u32, &(cfg).expected_producers, \
-	conv_u32, &(cfg).flags, &(cfg).reads_per_put, &(cfg).rate_slack
+	conv_u32, &(cfg).flags, &(cfg).reads_per_put, &(cfg).rate_slack, &(cfg).schema
 
 /* Store the parsed policy number in cfg; ValueError if it names no policy. */
 static int cfg_set_policy(struct cistern_config *cfg, uint32_t policy)
@@ -2368,6 +2445,65 @@ static PyObject *mod_config_problem(PyObject *Py_UNUSED(m), PyObject *args, PyOb
 	if (!why)
 		Py_RETURN_NONE;
 	return PyUnicode_FromString(why);
+}
+
+/* The canonical text of parsed fields, as the library writes it into a segment. */
+static void canonical(const struct cistern_field *f, int n, char *buf, size_t cap)
+{
+	size_t o = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < n && o < cap; i++) {
+		o += (size_t)snprintf(buf + o, cap - o, "%s%s:%s[", i ? ";" : "", f[i].name,
+				      cistern_dtype_name(f[i].dtype));
+		for (uint32_t d = 0; d < f[i].ndim && o < cap; d++)
+			o += (size_t)snprintf(buf + o, cap - o, "%s%llu", d ? "," : "",
+					      (unsigned long long)f[i].shape[d]);
+		if (o < cap)
+			o += (size_t)snprintf(buf + o, cap - o, "]");
+	}
+}
+
+static PyObject *mod_schema_parse(PyObject *Py_UNUSED(m), PyObject *args)
+{
+	const char *text;
+	if (!PyArg_ParseTuple(args, "s:schema_parse", &text))
+		return NULL;
+	uint64_t size = 0;
+	int n = cistern_schema_parse(text, NULL, 0, &size);
+	if (n < 0) {
+		/* The library's sentence, judged on its own: the largest slot holds any schema. */
+		struct cistern_config cfg = {.slot_size = CISTERN_SLOT_SIZE_MAX, .slot_count = 1,
+					     .schema = text};
+		const char *why = cistern_config_problem(&cfg);
+		PyErr_SetString(PyExc_ValueError, why ? why : cistern_strerror(n));
+		return NULL;
+	}
+	if (n == 0) {
+		PyErr_SetString(PyExc_ValueError, "schema has no field");
+		return NULL;
+	}
+	struct cistern_field *f = PyMem_Calloc((size_t)n, sizeof(*f));
+	if (!f)
+		return PyErr_NoMemory();
+	cistern_schema_parse(text, f, (size_t)n, &size);
+	char canon[CISTERN_SCHEMA_MAX + 16];
+	canonical(f, n, canon, sizeof(canon));
+	PyObject *res = schema_dict(canon, f, n, size);
+	PyMem_Free(f);
+	return res;
+}
+
+static PyObject *mod_dtype_name(PyObject *Py_UNUSED(m), PyObject *args)
+{
+	int t;
+	if (!PyArg_ParseTuple(args, "i:dtype_name", &t))
+		return NULL;
+	const char *n = t >= 0 ? cistern_dtype_name((enum cistern_dtype)t) : NULL;
+	if (!n) {
+		PyErr_Format(PyExc_ValueError, "unknown dtype number %d", t);
+		return NULL;
+	}
+	return PyUnicode_FromString(n);
 }
 
 /*
@@ -2766,15 +2902,23 @@ static PyMethodDef module_methods[] = {
 	{"create", (PyCFunction)(void (*)(void))mod_create, METH_VARARGS | METH_KEYWORDS,
 	 "create(name, policy=0, slot_size=0, slot_count=0, mode=0, watermark=0, "
 	 "pseudo_epochs=0, sweep_size=0, nb_time_steps=0, batch_size=0, seed=0, max_procs=0, "
-	 "expected_producers=0, flags=0, reads_per_put=0.0, rate_slack=0.0)\n--\n\n"
+	 "expected_producers=0, flags=0, reads_per_put=0.0, rate_slack=0.0, schema=None)\n--\n\n"
 	 "Create segment `name` and attach to it (cistern_create()); the keywords are the\n"
 	 "fields of struct cistern_config. Returns a Handle."},
 	{"config_problem", (PyCFunction)(void (*)(void))mod_config_problem,
 	 METH_VARARGS | METH_KEYWORDS,
 	 "config_problem(policy=0, slot_size=0, slot_count=0, mode=0, watermark=0, "
 	 "pseudo_epochs=0, sweep_size=0, nb_time_steps=0, batch_size=0, seed=0, max_procs=0, "
-	 "expected_producers=0, flags=0, reads_per_put=0.0, rate_slack=0.0)\n--\n\n"
+	 "expected_producers=0, flags=0, reads_per_put=0.0, rate_slack=0.0, schema=None)\n--\n\n"
 	 "Why create() would refuse these parameters (cistern_config_problem()), or None."},
+	{"schema_parse", mod_schema_parse, METH_VARARGS,
+	 "schema_parse(text, /)\n--\n\n"
+	 "Parse and lay out a schema's text (cistern_schema_parse()): a dict of its\n"
+	 "canonical text, sample size and fields. ValueError, naming the field that is\n"
+	 "wrong, for a bad text (or one with no field)."},
+	{"dtype_name", mod_dtype_name, METH_VARARGS,
+	 "dtype_name(number, /)\n--\n\n"
+	 "The name of dtype `number` (cistern_dtype_name()), as schemas write it."},
 	{"attach", (PyCFunction)(void (*)(void))mod_attach, METH_VARARGS | METH_KEYWORDS,
 	 "attach(name, any_owner=False)\n--\n\n"
 	 "Attach to the existing segment `name` (cistern_attach_flags()); returns a Handle.\n"
@@ -2895,6 +3039,9 @@ PyMODINIT_FUNC PyInit__cistern(void)
 	    PyModule_AddIntConstant(m, "PROC_PRODUCER", CISTERN_PROC_PRODUCER) < 0 ||
 	    PyModule_AddIntConstant(m, "PROC_READER", CISTERN_PROC_READER) < 0 ||
 	    PyModule_AddIntConstant(m, "DUMP_VERSION", CISTERN_DUMP_VERSION) < 0 ||
+	    PyModule_AddIntConstant(m, "SCHEMA_MAX", CISTERN_SCHEMA_MAX) < 0 ||
+	    PyModule_AddIntConstant(m, "FIELD_DIMS", CISTERN_FIELD_DIMS) < 0 ||
+	    PyModule_AddIntConstant(m, "DTYPE_COUNT", CISTERN_DTYPE_COUNT) < 0 ||
 	    PyModule_AddIntConstant(m, "DEFAULT_SLOT_SIZE", CISTERN_DEFAULT_SLOT_SIZE) < 0 ||
 	    PyModule_AddIntConstant(m, "DEFAULT_SLOT_COUNT", CISTERN_DEFAULT_SLOT_COUNT) < 0 ||
 	    PyModule_AddObject(m, "SLOT_SIZE_MAX", PyLong_FromUnsignedLongLong(CISTERN_SLOT_SIZE_MAX)) < 0 ||

@@ -1279,6 +1279,247 @@ Test(get, a_sample_whose_output_fails_goes_back_to_the_segment)
 	cleanup(c, name);
 }
 
+/* ---- schemas: create --schema, inspect, put and get by field ---------------- */
+
+#define SCHEMA_RL "obs:float32[2,3];action:int64[];reward:float32[];done:bool[]"
+
+/* A segment made by `cistern create --schema SCHEMA_RL`. */
+static struct cistern *make_schema(const char *tag, char *name, size_t size)
+{
+	uname_(name, size, tag);
+	struct result *r = run("create", name, "--slots", "8", "--schema",
+			       " obs: float32[2, 3]; action: int64; reward: float32; done: bool ");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern *c;
+	cr_assert_eq(cistern_attach(name, &c), 0);
+	return c;
+}
+
+static uint64_t puts_of(struct cistern *c)
+{
+	struct cistern_stats st;
+	cistern_stats_get(c, &st);
+	return st.puts;
+}
+
+Test(schema, create_keeps_the_schema_canonical_and_sizes_slots_by_it)
+{
+	char name[64], text[CISTERN_SCHEMA_MAX];
+	struct cistern *c = make_schema("screate", name, sizeof(name));
+	cr_assert_gt(cistern_schema_get(c, text, sizeof(text)), 0);
+	cr_assert_str_eq(text, SCHEMA_RL);
+	struct cistern_config cfg;
+	cistern_config_get(c, &cfg);
+	cr_assert_eq(cfg.slot_size, 40, "24 + 8 + 4 + 1, padded to 8");
+	cleanup(c, name);
+}
+
+Test(schema, create_refuses_a_bad_schema_naming_the_field)
+{
+	char name[64];
+	uname_(name, sizeof(name), "sbad");
+	struct result *r = run("create", name, "--schema", "obs:float32[2,3];slot_size:int65");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "--schema: field 'slot_size': unknown dtype 'int65'"), "%s", r->err);
+	r = run("create", name, "--schema", "obs:float32[2,3]", "--slot-size", "16");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "--schema needs 24 bytes a sample, more than --slot-size (16)"),
+		  "%s", r->err);
+	cr_assert(!exists(name));
+}
+
+Test(schema, inspect_shows_the_fields_as_text_and_json)
+{
+	char name[64];
+	struct cistern *c = make_schema("sinspect", name, sizeof(name));
+	struct result *r = run("inspect", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "schema     " SCHEMA_RL "\n"), "%s", r->out);
+	cr_assert(strstr(r->out, "4 fields, 40 bytes a sample"), "%s", r->out);
+	cr_assert(strstr(r->out, "reward               float32[]            at       32, 4 bytes"),
+		  "%s", r->out);
+	r = run("inspect", name, "--json");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "\"schema\": {\"text\": \"" SCHEMA_RL "\", \"sample_size\": 40, "
+				 "\"fields\": [{\"name\": \"obs\", \"dtype\": \"float32\", "
+				 "\"shape\": [2, 3], \"offset\": 0, \"size\": 24}, "),
+		  "%s", r->out);
+	cleanup(c, name);
+	struct cistern *plain = make("snoschema", name, sizeof(name), 8);
+	r = run("inspect", name, "--json");
+	cr_assert(strstr(r->out, "\"schema\": null,"), "%s", r->out);
+	cleanup(plain, name);
+}
+
+Test(schema, put_by_field_then_get_fields_shows_each_value)
+{
+	char name[64];
+	struct cistern *c = make_schema("sput", name, sizeof(name));
+	struct result *r = run("put", name, "--sim-id", "4", "--field", "obs=1,2,3,4,5,6.5",
+			       "--field", "action=-3", "--field", "reward=0.25", "--field", "done=true");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct {
+		float obs[2][3];
+		int64_t action;
+		float reward;
+		bool done;
+	} want = {{{1, 2, 3}, {4, 5, 6.5}}, -3, 0.25f, true}, got;
+	memset(&got, 0xff, sizeof(got));
+	struct cistern_meta m;
+	cr_assert_eq(cistern_get(c, &got, sizeof(got), &m, 0), 40);
+	cr_assert_eq(memcmp(got.obs, want.obs, sizeof(want.obs)), 0);
+	cr_assert_eq(got.action, -3);
+	cr_assert_eq(got.reward, 0.25f);
+	cr_assert_eq(got.done, true);
+	cr_assert_eq(m.sim_id, 4);
+	cr_assert_eq(cistern_put(c, &want, 40, &m, 0), 0);
+	r = run("get", name, "--fields");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "sim_id 4  time_step 0\n"
+				 "  obs float32[2,3] = [[1,2,3],[4,5,6.5]]\n"
+				 "  action int64[] = -3\n"
+				 "  reward float32[] = 0.25\n"
+				 "  done bool[] = true\n"),
+		  "%s", r->out);
+	cleanup(c, name);
+}
+
+Test(schema, json_lines_from_get_put_back_the_same_samples)
+{
+	char a[64], b[64];
+	static char json[sizeof(((struct result *)0)->out)];
+	struct cistern *ca = make_schema("sjsona", a, sizeof(a));
+	struct cistern *cb = make_schema("sjsonb", b, sizeof(b));
+	const char *in = "{\"obs\": [[1,2,3],[4,5,1e-3]], \"action\": 9223372036854775807, "
+			 "\"reward\": -0.5, \"done\": false}\n\n"
+			 "{\"done\": true, \"reward\": 1, \"action\": 0, \"obs\": [0,0,0,0,0,0]}\n";
+	struct result *r = run_in(in, strlen(in), "put", a, "--json", "--time-step", "7", NULL);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	r = run("get", a, "--json", "-n", "2");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "{\"sample_id\": 0, \"sim_id\": 0, \"time_step\": 7, \"fields\": "
+				 "{\"obs\": [[1,2,3],[4,5,0.00100000005]], \"action\": "
+				 "9223372036854775807, \"reward\": -0.5, \"done\": false}}\n"),
+		  "%s", r->out);
+	memcpy(json, r->out, r->outlen + 1);
+	r = run_in(json, strlen(json), "put", b, "--json", NULL);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	r = run("get", b, "--json", "-n", "2");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	/* The same lines, but for the ids the new segment gave. */
+	cr_assert_str_eq(r->out, json);
+	cleanup(ca, a);
+	cleanup(cb, b);
+}
+
+Test(schema, wrong_data_is_refused_naming_the_field_and_nothing_is_put)
+{
+	char name[64];
+	struct cistern *c = make_schema("swrong", name, sizeof(name));
+	static const struct {
+		const char *obs, *action, *says;
+	} bad[] = {
+		{"obs=1,2,3", "action=1", "field 'obs': 3 values where 6 belong"},
+		{"obs=[[1,2,3],[4,5]]", "action=1", "field 'obs': 2 values where 3 belong"},
+		{"obs=1,2,3,4,5,6", "action=1.5", "field 'action': '1.5' is not a whole number"},
+		{"obs=1,2,3,4,5,x", "action=1", "field 'obs': 'x' is not a number"},
+		{"obs=1,2,3,4,5,6", "reward=1", "--field 'reward' is given twice"},
+		{"obs=1,2,3,4,5,6", "nope=1", "--field 'nope': not a field of the schema"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct result *r = run("put", name, "--field", bad[i].obs, "--field", bad[i].action,
+				       "--field", "reward=1", "--field", "done=0");
+		cr_assert_eq(r->status, 1, "case %zu", i);
+		cr_assert(strstr(r->err, bad[i].says), "case %zu: %s", i, r->err);
+	}
+	struct result *r = run("put", name, "--field", "obs=1,2,3,4,5,6", "--field", "action=1",
+			       "--field", "done=0");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "field 'reward' is missing"), "%s", r->err);
+	const char *in = "{\"obs\": [1,2,3,4,5,6], \"action\": 1, \"reward\": 1, \"done\": 2}\n";
+	r = run_in(in, strlen(in), "put", name, "--json", NULL);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "line 1 of standard input: field 'done': '2' is not true or false; "
+				 "no sample was put"),
+		  "%s", r->err);
+	r = run_in("a sample of bytes", 17, "put", name, NULL);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "17 bytes, where samples of the schema are 40"), "%s", r->err);
+	cr_assert_eq(puts_of(c), 0, "nothing was put");
+	cleanup(c, name);
+}
+
+Test(schema, a_field_read_from_a_file_must_be_its_exact_size)
+{
+	char name[64], path[96];
+	struct cistern *c = make_schema("sfile", name, sizeof(name));
+	snprintf(path, sizeof(path), "/tmp/cistern-cli-%d-obs", (int)getpid());
+	float obs[6] = {1, 2, 3, 4, 5, 6};
+	FILE *f = fopen(path, "w");
+	fwrite(obs, sizeof(float), 5, f);
+	fclose(f);
+	char arg[128];
+	snprintf(arg, sizeof(arg), "obs=@%s", path);
+	struct result *r = run("put", name, "--field", arg, "--field", "action=1", "--field",
+			       "reward=1", "--field", "done=0");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "holds fewer bytes, where float32[2,3] needs 24"), "%s", r->err);
+	f = fopen(path, "w");
+	fwrite(obs, sizeof(float), 6, f);
+	fclose(f);
+	r = run("put", name, "--field", arg, "--field", "action=1", "--field", "reward=1",
+		"--field", "done=0");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	float got[10];
+	cr_assert_eq(cistern_get(c, got, sizeof(got), NULL, 0), 40);
+	cr_assert_eq(memcmp(got, obs, sizeof(obs)), 0);
+	unlink(path);
+	cleanup(c, name);
+}
+
+Test(schema, fields_of_a_segment_without_a_schema_are_refused)
+{
+	char name[64];
+	struct cistern *c = make("snone", name, sizeof(name), 8);
+	cistern_put(c, "abc", 3, NULL, 0);
+	struct result *r = run("get", name, "--fields");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "--fields needs a segment created with a schema"), "%s", r->err);
+	r = run("put", name, "--field", "a=1");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "--field needs a segment created with a schema"), "%s", r->err);
+	cr_assert_eq(cistern_get(c, (char[8]){0}, 8, NULL, 0), 3, "the sample is still there");
+	cleanup(c, name);
+}
+
+Test(schema, a_sample_of_another_size_goes_back_unread)
+{
+	char name[64];
+	struct cistern *c = make_schema("sshort", name, sizeof(name));
+	cr_assert_eq(cistern_put(c, "short", 5, NULL, 0), 0);
+	struct result *r = run("get", name, "--json");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "sample 0 is 5 bytes, where samples of the schema are 40"), "%s",
+		  r->err);
+	char buf[8];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 5, "still in the segment");
+	cleanup(c, name);
+}
+
+Test(schema, restore_check_shows_the_schema_of_a_dump)
+{
+	char name[64], path[96];
+	struct cistern *c = make_schema("sdump", name, sizeof(name));
+	snprintf(path, sizeof(path), "/tmp/cistern-cli-%d.dump", (int)getpid());
+	struct result *r = run("dump", name, path);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	r = run("restore", "--check", path);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "\nschema " SCHEMA_RL "\n"), "%s", r->out);
+	unlink(path);
+	cleanup(c, name);
+}
+
 /* ---- objects under a segment's name that are not segments ------------- */
 
 /*

@@ -83,4 +83,39 @@ void progress_init(struct progress *p, const char *what);
 void progress_cb(uint64_t done, uint64_t total, void *arg); /* arg: struct progress * */
 void progress_end(struct progress *p);
 
+/*
+ * fields.c: the samples of a segment with a schema, as text. Values are JSON:
+ * a number (or true/false) for a scalar field, nested arrays in C order (or
+ * one flat array) for a field with a shape. The parsers return NULL, or a
+ * sentence naming the field that is wrong (in a per-thread buffer).
+ */
+struct schema {
+	struct cistern_field *f;
+	int n;
+	uint64_t size;                  /* bytes of one sample */
+	char text[CISTERN_SCHEMA_MAX];  /* canonical text */
+};
+/* The segment's schema: its field count (0: none; nothing to free), or -errno. */
+int schema_load(struct cistern *c, struct schema *s);
+void schema_free(struct schema *s);
+const struct cistern_field *schema_find(const struct schema *s, const char *name, size_t len);
+char *field_type(const struct cistern_field *f, char *buf, size_t size); /* float32[84,84] */
+uint64_t field_count(const struct cistern_field *f);                   /* its elements */
+/* Field f of a sample as a JSON value. */
+void field_print(FILE *out, const struct cistern_field *f, const void *sample);
+/* A JSON value at *pp into field f of the sample; *pp moves past it. */
+const char *field_parse(const char **pp, const struct cistern_field *f, void *sample);
+/* The same for the whole of `text`, whose outer brackets may be left out ("1,2,3"). */
+const char *field_parse_text(const char *text, const struct cistern_field *f, void *sample);
+/*
+ * One JSON object of fields into the sample (seen[] has room for s->n),
+ * or the form `cistern get --json` prints: {"sim_id": S, "time_step": T,
+ * "fields": {...}}, whose sim_id and time_step go to *meta. Every field is
+ * needed and none other is taken.
+ */
+const char *sample_parse_json(const char *line, const struct schema *s, void *sample,
+			      struct cistern_meta *meta, bool *seen);
+/* Why not every field was given: the first one missing, or NULL. */
+const char *schema_missing(const struct schema *s, const bool *seen);
+
 #endif

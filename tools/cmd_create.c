@@ -14,7 +14,13 @@ static const char usage[] =
 	"  -p, --policy POLICY     fifo (default), firo, reservoir, fifo-evict-reservoir,\n"
 	"                          sim-paired-reservoir, batch-reservoir\n"
 	"  -s, --slots N           number of slots, the capacity (default 1024)\n"
-	"  -z, --slot-size BYTES   largest payload (default 4K)\n"
+	"  -z, --slot-size BYTES   largest payload (default 4K, or the schema's sample\n"
+	"                          size with --schema)\n"
+	"  -S, --schema TEXT       what every sample holds: named fields, each a dtype\n"
+	"                          and a shape, e.g. 'obs:float32[84,84];action:int64[]'\n"
+	"                          (dtypes int8..int64, uint8..uint64, float16, float32,\n"
+	"                          float64, bool; see cistern(1)); put and get --fields\n"
+	"                          and --json then read and write samples by field\n"
 	"  -w, --watermark N       FIRO and reservoirs (which need it): population\n"
 	"                          before reads start; FIRO: below --slots;\n"
 	"                          batch-reservoir: at least --batch-size\n"
@@ -89,9 +95,21 @@ static void in_option_terms(const char *why, char *out, size_t cap)
 		{"CISTERN_SINGLE_READER", "--single-reader"},
 		{"CISTERN_DEAD_PRODUCER_DONE", "--dead-producer-done"},
 		{"expected_producers", "--producers"},
+		{"schema", "--schema"},
 	};
 	size_t o = 0;
 	while (*why && o + 1 < cap) {
+		/* A quoted word is the user's own (a field of the schema): kept as it is. */
+		if (*why == '\'') {
+			const char *q = strchr(why + 1, '\'');
+			size_t len = q ? (size_t)(q + 1 - why) : strlen(why);
+			if (o + len >= cap)
+				break;
+			memcpy(out + o, why, len);
+			o += len;
+			why += len;
+			continue;
+		}
 		size_t n = strspn(why, "abcdefghijklmnopqrstuvwxyz"
 				       "ABCDEFGHIJKLMNOPQRSTUVWXYZ_");
 		const char *say = NULL;
@@ -114,6 +132,7 @@ static int run(int argc, char **argv)
 		{"policy", required_argument, NULL, 'p'},
 		{"slots", required_argument, NULL, 's'},
 		{"slot-size", required_argument, NULL, 'z'},
+		{"schema", required_argument, NULL, 'S'},
 		{"watermark", required_argument, NULL, 'w'},
 		{"pseudo-epochs", required_argument, NULL, O_PSEUDO},
 		{"sweep-size", required_argument, NULL, O_SWEEP},
@@ -135,7 +154,7 @@ static int run(int argc, char **argv)
 	struct cistern_config cfg = {0};
 	const char *policy = "fifo";
 	int o;
-	while ((o = cli_getopt(&cmd_create, argc, argv, "p:s:z:w:m:h", opts)) != -1) {
+	while ((o = cli_getopt(&cmd_create, argc, argv, "p:s:z:S:w:m:h", opts)) != -1) {
 		uint64_t v = 0;
 		int bad = 0;
 		switch (o) {
@@ -151,6 +170,9 @@ static int run(int argc, char **argv)
 			break;
 		case 'z':
 			bad = parse_size(optarg, &cfg.slot_size);
+			break;
+		case 'S':
+			cfg.schema = optarg;
 			break;
 		case 'w':
 			bad = parse_size(optarg, &cfg.watermark);
@@ -237,7 +259,7 @@ static int run(int argc, char **argv)
 	}
 	if (r == -EINVAL) {
 		const char *why = cistern_config_problem(&cfg);
-		char said[256];
+		char said[512];
 		in_option_terms(why ? why : cistern_strerror(r), said, sizeof(said));
 		cli_error(&cmd_create, name, 0, "parameters refused for policy '%s': %s", policy,
 			  said);

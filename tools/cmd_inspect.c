@@ -18,7 +18,8 @@
 
 static const char usage[] =
 	"Usage: cistern inspect NAME [--json | --prometheus] [--watch [SECONDS]]\n"
-	"Show everything about segment NAME: parameters, statistics, the seen-count\n"
+	"Show everything about segment NAME: parameters, the schema of its samples\n"
+	"(each field's dtype, shape and offset), statistics, the seen-count\n"
 	"histograms (of samples that left, and of samples held now), slot occupancy\n"
 	"by state, and the attached processes with role, pid, name and liveness.\n"
 	"Inspecting never disturbs the segment: it maps it read-only, takes no\n"
@@ -46,6 +47,7 @@ struct snapshot {
 	struct stat file;
 	char name[CISTERN_NAME_MAX + 1];
 	uint64_t taken_ns;
+	struct schema schema; /* n 0: none */
 };
 
 static int take(const char *name, struct snapshot *s)
@@ -55,9 +57,15 @@ static int take(const char *name, struct snapshot *s)
 	if (r < 0)
 		return r;
 	free(s->procs);
+	schema_free(&s->schema);
 	memset(s, 0, sizeof(*s));
 	snprintf(s->name, sizeof(s->name), "%s", name);
+	if (schema_load(c, &s->schema) < 0) {
+		cistern_detach(c);
+		return -ENOMEM;
+	}
 	cistern_config_get(c, &s->cfg);
+	s->cfg.schema = s->schema.n ? s->schema.text : NULL; /* the handle's copy goes below */
 	cistern_stats_get(c, &s->st);
 	s->have_occ = cistern_occupancy_get(c, &s->occ) == 0;
 	s->procs = calloc(s->cfg.max_procs ? s->cfg.max_procs : 1, sizeof(*s->procs));
@@ -135,6 +143,16 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 						? "counted as done"
 						: "waiting for a replacement to say it is done");
 		printf("\n");
+	}
+	if (s->schema.n) {
+		printf("schema     %s\n           %d field%s, %" PRIu64 " bytes a sample\n",
+		       s->schema.text, s->schema.n, s->schema.n == 1 ? "" : "s", s->schema.size);
+		for (int i = 0; i < s->schema.n; i++) {
+			const struct cistern_field *f = &s->schema.f[i];
+			char t[160];
+			printf("  %-20s %-20s at %8" PRIu64 ", %" PRIu64 " bytes\n", f->name,
+			       field_type(f, t, sizeof(t)), f->offset, f->size);
+		}
 	}
 
 	printf("\nstatistics\n");
@@ -216,6 +234,26 @@ static void json(const struct snapshot *s)
 	       (k->flags & CISTERN_SINGLE_READER) ? "true" : "false",
 	       (k->flags & CISTERN_DEAD_PRODUCER_DONE) ? "true" : "false", k->reads_per_put,
 	       k->rate_slack);
+	/* The schema: its text as create took it, then how its fields lie in a sample. */
+	printf(" \"schema\": ");
+	if (!s->schema.n) {
+		printf("null,\n");
+	} else {
+		printf("{\"text\": ");
+		json_str(stdout, s->schema.text);
+		printf(", \"sample_size\": %" PRIu64 ", \"fields\": [", s->schema.size);
+		for (int i = 0; i < s->schema.n; i++) {
+			const struct cistern_field *f = &s->schema.f[i];
+			printf("%s{\"name\": ", i ? ", " : "");
+			json_str(stdout, f->name);
+			printf(", \"dtype\": \"%s\", \"shape\": [", cistern_dtype_name(f->dtype));
+			for (uint32_t d = 0; d < f->ndim; d++)
+				printf("%s%" PRIu64, d ? ", " : "", f->shape[d]);
+			printf("], \"offset\": %" PRIu64 ", \"size\": %" PRIu64 "}", f->offset,
+			       f->size);
+		}
+		printf("]},\n");
+	}
 	printf(" \"stats\": {\"population\": %" PRIu64 ", \"puts\": %" PRIu64 ", \"gets\": %" PRIu64
 	       ", \"evictions\": %" PRIu64 ", \"evicted_unseen\": %" PRIu64
 	       ", \"redeliveries\": %" PRIu64 ", \"reclaimed\": %" PRIu64
@@ -428,6 +466,7 @@ static int inspect(int argc, char **argv)
 	if (!watch) {
 		show(fmt, &cur, NULL);
 		free(cur.procs);
+		schema_free(&cur.schema);
 		return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
 	}
 	struct sigaction sa = {0};
@@ -456,8 +495,10 @@ static int inspect(int argc, char **argv)
 			break;
 		/* Keep the previous snapshot for rates; its procs array is reused. */
 		free(prev.procs);
+		schema_free(&prev.schema);
 		prev = cur;
 		cur.procs = NULL;
+		cur.schema.f = NULL;
 		r = take(name, &cur);
 		if (r < 0) {
 			cli_error(&cmd_inspect, name, r, "segment went away");
@@ -467,6 +508,8 @@ static int inspect(int argc, char **argv)
 	}
 	free(cur.procs);
 	free(prev.procs);
+	schema_free(&cur.schema);
+	schema_free(&prev.schema);
 	return status;
 }
 

@@ -21,7 +21,8 @@ static const char usage[] =
 	"A progress bar is drawn on standard error when it is a terminal.\n"
 	"\n"
 	"  -c, --check   only verify FILE (the same checks as a restore) and describe\n"
-	"                it; create nothing\n"
+	"                it and the schema of its samples, if it has one; create\n"
+	"                nothing\n"
 	"  -q, --quiet   no summary line\n"
 	"  -h, --help    show this help\n";
 
@@ -102,6 +103,8 @@ static int run(int argc, char **argv)
 			info.samples, fmt_bytes(info.payload_bytes, a, sizeof(a)), info.name,
 			cistern_policy_name(info.config.policy), info.config.slot_count,
 			fmt_time(info.dumped_ns, t, sizeof(t)));
+		if (check && info.schema[0])
+			printf("schema %s\n", info.schema);
 	}
 	return EXIT_OK;
 }

@@ -30,6 +30,17 @@ Reading:
 The *_into calls and put_batch are the fast ways to move many samples from
 Python: no object made per sample, one C call for many.
 
+Samples that describe themselves: create(..., schema=...) gives a segment a
+schema, named fields each of a dtype and a shape, such as an RL transition
+
+    seg = cistern.create("rl", schema={"obs": ("float32", (84, 84)),
+                                       "action": ("int64", ()), "reward": "float32"})
+    seg.put({"obs": obs, "action": 3, "reward": 0.5})   # checked, written in place
+    batch = seg.get_batch(32)      # {"obs": (32, 84, 84), "action": (32,), ...}
+
+Its readers need not restate anything: get(), get_batch() and acquire() give
+dicts of numpy arrays (Fields); Segment.schema says what the segment holds.
+
 Watching and managing (as the `cistern` command does): stats(), config(),
 occupancy() and procs() of a Segment; list_segments(), inspect(), gc(),
 remove(), dump(), restore() and verify_dump() by name. They return typed,
@@ -52,12 +63,14 @@ A Segment is one attachment (struct cistern): use it from one thread at a time
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple, TypeVar, Union, overload
+from typing import (TYPE_CHECKING, Any, Callable, Generic, Literal, NamedTuple, TypeVar, Union,
+                    cast, overload)
 
 if TYPE_CHECKING:
     import numpy as _np
@@ -66,7 +79,11 @@ if TYPE_CHECKING:
     from . import _cistern
 
     Array = npt.NDArray[Any]
+    #: A sample of a segment with a schema (or a batch of them, along a first
+    #: axis): one numpy array per field, by name.
+    Fields = dict[str, Array]
 else:
+    Fields = dict
     try:  # installed: the extension module lives inside the package
         from . import _cistern
     except ImportError:  # build tree: PYTHONPATH=<builddir>/python:<srcdir>/python
@@ -87,6 +104,11 @@ Timeout = Union[float, None]
 PathLike = Union[str, "os.PathLike[str]"]
 #: progress(done, total) of dump() and restore().
 Progress = Callable[[int, int], object]
+#: What create(schema=...) and Schema.parse() take: the text form
+#: ("obs:float32[84,84];action:int64[]"), a dict {name: (dtype, shape)} or
+#: {name: dtype} for a scalar, a list of (name, dtype[, shape]), a numpy
+#: structured dtype, or a Schema.
+SchemaLike = Any
 
 EndOfData = _cistern.EndOfData
 _BATCH_POLICIES = ("reservoir", "fifo-evict-reservoir", "batch-reservoir")
@@ -112,15 +134,17 @@ SLOT_CLASSES: tuple[str, ...] = tuple(_cistern.slot_class_name(i)
                                       for i in range(_cistern.SLOT_CLASSES))
 #: The library's version, (major, minor, patch).
 VERSION: tuple[int, int, int] = _cistern.VERSION
+#: The dtypes a schema's fields may have, by their names in the text form.
+DTYPES: tuple[str, ...] = tuple(_cistern.dtype_name(i) for i in range(_cistern.DTYPE_COUNT))
 
 __all__ = [
     "create", "attach", "open_readonly", "unlink", "remove", "strerror", "name_valid",
     "config_problem", "policy_name", "policy_number", "list_segments", "inspect", "gc",
     "dump", "restore", "verify_dump",
-    "Segment", "Sample", "Group", "Reservation", "Meta",
+    "Segment", "Sample", "Group", "Reservation", "Meta", "Schema", "Field", "Fields",
     "Config", "Stats", "Occupancy", "ProcInfo", "SegmentInfo", "Inspection", "GcReport",
     "DumpInfo",
-    "EndOfData", "POLICIES", "SLOT_CLASSES", "VERSION",
+    "EndOfData", "POLICIES", "SLOT_CLASSES", "DTYPES", "VERSION",
 ]
 
 
@@ -242,10 +266,15 @@ def _row_bytes(out: Any) -> int:
 
 
 def _keep_if_misfit(csample: _cistern.Sample, lengths: Sequence[int], dtype: DTypeLike,
-                    shape: ShapeLike) -> None:
-    """Hand the acquired csample back unread, and raise, if a payload does not fit."""
+                    shape: ShapeLike, schema: Schema | None = None) -> None:
+    """Hand the acquired csample back unread, and raise, if a payload does not fit
+    (dtype and shape, or the schema's sample size)."""
     for n in lengths:
-        why = _misfit(n, dtype, shape)
+        if schema is not None:
+            why = (None if n == schema.size else
+                   f"a sample of {n} bytes where the schema's samples are {schema.size}")
+        else:
+            why = _misfit(n, dtype, shape)
         if why:
             csample.unacquire()
             raise ValueError(why + " (it stays in the segment)")
@@ -255,6 +284,7 @@ def _keep_if_misfit(csample: _cistern.Sample, lengths: Sequence[int], dtype: DTy
 
 _R = TypeVar("_R", bound="_Record")
 _T = TypeVar("_T")
+_V = TypeVar("_V")
 
 
 class _Record(Mapping[str, Any]):
@@ -310,6 +340,9 @@ class Config(_Record):
     dead_producer_done: bool
     reads_per_put: float
     rate_slack: float
+    #: The schema's canonical text, or None for a segment without one (and in
+    #: list_segments(), which does not read schemas: see Segment.schema).
+    schema: str | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -480,6 +513,253 @@ class Inspection(_Record):
     procs: tuple[ProcInfo, ...]
 
 
+# ------------------------------------------------------------------ schemas
+
+@dataclasses.dataclass(frozen=True)
+class Field(_Record):
+    """One field of a schema (struct cistern_field): its name, the name of its
+    dtype (one of DTYPES, as cistern_dtype_name() gives it), its shape (() for a
+    scalar), and where it lies in a sample: offset and size in bytes, and
+    itemsize, the bytes of one element."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    offset: int
+    size: int
+    itemsize: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Schema(Mapping[str, Field]):
+    """What every sample of a segment holds: named fields, each a dtype and a
+    shape (docs/SCHEMA.md). It reads as a mapping of field names to Fields, in
+    order; text is its canonical text form and size the bytes of one sample.
+
+    Fields lie in a sample as the members of a C struct do: in order, each at
+    an offset that is a multiple of its item size, the sample padded at the end
+    to a multiple of the largest. numpy's structured dtype with align=True has
+    the same layout, and `dtype` is that dtype: a record array of it is a run of
+    samples as they are in the segment.
+    """
+
+    text: str
+    size: int
+    fields: tuple[Field, ...]
+
+    @classmethod
+    def parse(cls, spec: SchemaLike) -> Schema:
+        """The Schema of `spec`: its text form
+        ("obs:float32[84,84];action:int64[]"), a dict {name: (dtype, shape)} (or
+        {name: dtype} for a scalar), a list of (name, dtype) or (name, dtype,
+        shape), a numpy structured dtype, or a Schema (cistern_schema_parse()).
+        dtypes are given by name (DTYPES) or as numpy takes them. ValueError,
+        naming the field, if one is wrong."""
+        if isinstance(spec, Schema):
+            return spec
+        return cls._from(_cistern.schema_parse(_schema_text(spec)))
+
+    @classmethod
+    def _from(cls, d: Mapping[str, Any]) -> Schema:
+        return cls(text=d["text"], size=d["size"],
+                   fields=tuple(Field._from(f) for f in d["fields"]))
+
+    def __getitem__(self, name: str) -> Field:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return (f.name for f in self.fields)
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The field names, in order."""
+        return tuple(f.name for f in self.fields)
+
+    @functools.cached_property
+    def dtype(self) -> Any:
+        """The numpy structured dtype of one sample: the fields at their offsets,
+        itemsize the sample size (what numpy.dtype(..., align=True) gives)."""
+        np = _need_numpy()
+        return np.dtype({"names": list(self.names),
+                         "formats": [(f.dtype, f.shape) if f.shape else f.dtype
+                                     for f in self.fields],
+                         "offsets": [f.offset for f in self.fields],
+                         "itemsize": self.size})
+
+    @functools.cached_property
+    def _gaps(self) -> tuple[tuple[int, int], ...]:
+        """The padding of a sample, (start, end) byte ranges no field covers."""
+        gaps, end = [], 0
+        for f in self.fields:
+            if f.offset > end:
+                gaps.append((end, f.offset))
+            end = f.offset + f.size
+        if self.size > end:
+            gaps.append((end, self.size))
+        return tuple(gaps)
+
+    def _views(self, buf: Any, n: int | None = None) -> Fields:
+        """Zero-copy views of the sample in buf (n None), or of its n samples
+        along a first axis, by field name."""
+        np = _need_numpy()
+        rec = np.frombuffer(buf, dtype=self.dtype, count=1 if n is None else n)
+        if n is None:
+            return {f.name: rec[f.name].reshape(f.shape) for f in self.fields}
+        return {f.name: rec[f.name] for f in self.fields}
+
+    def _values(self, data: Any, rows: int | None = None) -> Fields:
+        """The fields of one sample (rows None) or of `rows` samples along a first
+        axis, from a dict or a numpy structured record or array, each checked
+        against this schema and converted to its dtype. ValueError naming the
+        field if one is missing, extra, of another dtype or shape, or out of
+        range."""
+        given = _structured_fields(data)
+        if given is None:
+            if not isinstance(data, Mapping):
+                raise ValueError("a sample of a segment with a schema is a dict of its fields "
+                                 f"({', '.join(self.names)}) or a numpy structured array")
+            given = data
+        for k in given:
+            if k not in self:
+                raise ValueError(f"field {k!r} is not in the schema ({self.text})")
+        for f in self.fields:
+            if f.name not in given:
+                raise ValueError(f"field {f.name!r} is missing (the schema is {self.text})")
+        lead = () if rows is None else (rows,)
+        return {f.name: _field_value(f, given[f.name], lead) for f in self.fields}
+
+    def _rows(self, data: Any) -> int:
+        """How many samples a batch of fields (a dict or a structured array) holds."""
+        np = _need_numpy()
+        given = _structured_fields(data)
+        if given is None:
+            if not isinstance(data, Mapping) or not data:
+                raise ValueError("put_batch: a batch of a segment with a schema is a dict of "
+                                 "its fields, each with the samples along a first axis, or a "
+                                 "numpy structured array")
+            given = data
+        first = self.names[0]
+        v = given[first] if first in given else next(iter(given.values()))
+        shape = np.shape(v)
+        if not shape:
+            raise ValueError(f"put_batch: field {first!r} has no first axis of samples")
+        return int(shape[0])
+
+
+def _schema_text(spec: SchemaLike) -> str:
+    """The text form of a schema given in any of the forms Schema.parse() takes."""
+    if isinstance(spec, str):
+        return spec
+    items: list[tuple[Any, Any, Any]] = []
+    if _np is not None and isinstance(spec, _np.dtype):
+        if spec.names is None:
+            raise ValueError(f"schema: the numpy dtype {spec} has no named fields")
+        fields = spec.fields
+        assert fields is not None
+        items = [(n, fields[n][0], ()) for n in spec.names]
+    elif isinstance(spec, Mapping):
+        for name, v in spec.items():
+            if isinstance(v, tuple) and len(v) == 2:
+                items.append((name, v[0], v[1]))
+            else:
+                items.append((name, v, ()))
+    elif isinstance(spec, Sequence):
+        for item in spec:
+            if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+                raise ValueError(f"schema: {item!r} is not (name, dtype) or (name, dtype, shape)")
+            items.append((item[0], item[1], item[2] if len(item) == 3 else ()))
+    else:
+        raise ValueError(f"schema: {spec!r} is not a text, a dict, a list or a numpy dtype")
+    return ";".join(_field_text(*item) for item in items)
+
+
+def _field_text(name: Any, dtype: Any, shape: Any) -> str:
+    """One field in the text form: name:dtype[shape]."""
+    if not isinstance(name, str):
+        raise ValueError(f"schema: a field name is a str, not {name!r}")
+    if shape is None:
+        dims: tuple[Any, ...] = ()
+    elif isinstance(shape, int):
+        dims = (shape,)
+    else:
+        dims = tuple(shape)
+    if isinstance(dtype, str) and dtype in DTYPES:
+        dname = dtype
+    else:
+        np = _need_numpy()
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            raise ValueError(f"schema: field {name!r}: {dtype!r} is not a dtype") from None
+        if dt.subdtype is not None:
+            dt, sub = dt.subdtype
+            dims = tuple(sub) + dims
+        dname = dt.name
+        if dname not in DTYPES or dt.byteorder == ">" or dt.names is not None:
+            raise ValueError(f"schema: field {name!r}: dtype {dt} is not one of "
+                             f"{', '.join(DTYPES)} (in the host's byte order)")
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int) and not hasattr(d, "__index__"):
+            raise ValueError(f"schema: field {name!r}: shape {shape!r} is not whole numbers")
+    return f"{name}:{dname}[{','.join(str(int(d)) for d in dims)}]"
+
+
+def _structured_fields(data: Any) -> Mapping[str, Any] | None:
+    """The fields of a numpy structured record or array by name, or None if data
+    is not one."""
+    if _np is None:
+        return None
+    if isinstance(data, _np.void) or (isinstance(data, _np.ndarray)
+                                      and data.dtype.names is not None):
+        a = _np.asarray(data)
+        if a.dtype.names is None:
+            return None
+        return {n: a[n] for n in a.dtype.names}
+    return None
+
+
+def _field_value(f: Field, v: Any, lead: tuple[int, ...]) -> Array:
+    """v as an array of field f's dtype and of shape lead + f.shape. A numpy array
+    must have the field's dtype; other values (numbers, lists, numpy scalars)
+    are converted when no value changes (3 fits int64 and float32 fields, 0.5
+    does not fit int64, 300 does not fit uint8)."""
+    np = _need_numpy()
+    want = np.dtype(f.dtype)
+    shape = lead + f.shape
+    if isinstance(v, np.ndarray):
+        if v.dtype != want:
+            raise ValueError(f"field {f.name!r}: dtype {v.dtype}, where the schema has {f.dtype}")
+        a = v
+    else:
+        try:
+            a = np.asarray(v)
+        except (ValueError, TypeError):
+            raise ValueError(f"field {f.name!r}: not an array of numbers") from None
+        kinds = {"b": "b", "u": "bui", "i": "bui", "f": "buif"}[want.kind]
+        if a.dtype.kind not in kinds:
+            raise ValueError(f"field {f.name!r}: {a.dtype} values, where the schema has "
+                             f"{f.dtype}")
+        with np.errstate(all="ignore"):
+            conv = a.astype(want)
+            same = (np.array_equal(np.isfinite(conv), np.isfinite(a)) if want.kind == "f"
+                    else np.array_equal(conv, a))
+        if not same:
+            raise ValueError(f"field {f.name!r}: a value out of range for {f.dtype}")
+        a = conv
+    if a.shape != shape:
+        raise ValueError(f"field {f.name!r}: shape {a.shape}, where the schema has {shape}")
+    return cast("Array", a)
+
+
 # ------------------------------------------------------------ module calls
 
 _ARG_OF = {"slot_count": "slots", "nb_time_steps": "time_steps", "CISTERN_LOSSY": "lossy",
@@ -490,15 +770,19 @@ _CONFIG_WORDS = re.compile(r"\b(" + "|".join(_ARG_OF) + r")\b")
 
 
 def _in_our_words(message: str) -> str:
-    """The library names struct cistern_config's fields; say create()'s arguments."""
-    return _CONFIG_WORDS.sub(lambda m: _ARG_OF[m.group(0)], message)
+    """The library names struct cistern_config's fields; say create()'s arguments
+    (but not in a quoted word: a schema's field names are the user's own)."""
+    parts = message.split("'")
+    return "'".join(_CONFIG_WORDS.sub(lambda m: _ARG_OF[m.group(0)], p) if i % 2 == 0 else p
+                    for i, p in enumerate(parts))
 
 
 def _config_args(policy: str | int, slots: int, slot_size: int, watermark: int,
                  pseudo_epochs: int, sweep_size: int, time_steps: int, batch_size: int,
                  seed: int, mode: int, max_procs: int, expected_producers: int, lossy: bool,
                  single_producer: bool, single_reader: bool, reads_per_put: float,
-                 rate_slack: float, dead_producer_done: bool = False) -> dict[str, Any]:
+                 rate_slack: float, schema: SchemaLike | None,
+                 dead_producer_done: bool = False) -> dict[str, Any]:
     """create()'s arguments, checked, as the extension's keywords."""
     kw: dict[str, Any] = dict(
         policy=policy_number(policy),
@@ -519,6 +803,7 @@ def _config_args(policy: str | int, slots: int, slot_size: int, watermark: int,
         | (_cistern.DEAD_PRODUCER_DONE if dead_producer_done else 0),
         reads_per_put=_rate("reads_per_put", reads_per_put),
         rate_slack=_rate("rate_slack", rate_slack),
+        schema=None if schema is None else _schema_text(schema),
     )
     if mode > 0o7777:
         raise ValueError(f"mode {mode:#o} is not a set of permission bits")
@@ -531,6 +816,7 @@ def create(name: str, policy: str | int = "fifo", slots: int = 0, slot_size: int
            max_procs: int = 0, expected_producers: int = 0, lossy: bool = False,
            single_producer: bool = False, single_reader: bool = False,
            reads_per_put: float = 0.0, rate_slack: float = 0.0,
+           schema: SchemaLike | None = None,
            dead_producer_done: bool = False) -> Segment:
     """Create segment `name` and attach to it.
 
@@ -558,6 +844,11 @@ def create(name: str, policy: str | int = "fifo", slots: int = 0, slot_size: int
     starts once the reads before it are paid for; a slack set by hand is
     kept, and a batch it could never admit raises ValueError at once).
 
+    schema: what every sample holds (see Schema.parse() for the forms it takes),
+    for example {"obs": ("float32", (84, 84)), "action": ("int64", ())}. Its
+    puts are then checked against it, and get(), get_batch() and acquire()
+    give dicts of numpy arrays; slot_size 0 means the schema's sample size.
+
     Raises FileExistsError if the name is taken, ValueError for bad parameters
     (config_problem() says the same without creating anything),
     OSError(ENOTSUP) for a policy this build lacks.
@@ -566,7 +857,7 @@ def create(name: str, policy: str | int = "fifo", slots: int = 0, slot_size: int
         raise ValueError("segment name must be a str")
     kw = _config_args(policy, slots, slot_size, watermark, pseudo_epochs, sweep_size,
                       time_steps, batch_size, seed, mode, max_procs, expected_producers,
-                      lossy, single_producer, single_reader, reads_per_put, rate_slack,
+                      lossy, single_producer, single_reader, reads_per_put, rate_slack, schema,
                       dead_producer_done)
     try:
         handle = _cistern.create(name, **kw)
@@ -581,6 +872,7 @@ def config_problem(policy: str | int = "fifo", slots: int = 0, slot_size: int = 
                    max_procs: int = 0, expected_producers: int = 0, lossy: bool = False,
                    single_producer: bool = False, single_reader: bool = False,
                    reads_per_put: float = 0.0, rate_slack: float = 0.0,
+                   schema: SchemaLike | None = None,
                    dead_producer_done: bool = False) -> str | None:
     """Why create() would refuse these parameters, in a sentence naming the
     argument that is wrong, or None if it would take them
@@ -589,7 +881,7 @@ def config_problem(policy: str | int = "fifo", slots: int = 0, slot_size: int = 
     ValueError, as with create()."""
     kw = _config_args(policy, slots, slot_size, watermark, pseudo_epochs, sweep_size,
                       time_steps, batch_size, seed, mode, max_procs, expected_producers,
-                      lossy, single_producer, single_reader, reads_per_put, rate_slack,
+                      lossy, single_producer, single_reader, reads_per_put, rate_slack, schema,
                       dead_producer_done)
     why = _cistern.config_problem(**kw)
     return _in_our_words(why) if why is not None else None
@@ -703,13 +995,15 @@ def verify_dump(path: PathLike) -> DumpInfo:
 
 # ------------------------------------------------------------------ samples
 
-class Sample:
+class Sample(Generic[_V]):
     """An acquired sample (Segment.acquire()).
 
     As a context manager its value is `array`: a read-only numpy view of the
     payload in the shared segment (no copy), valid until release(), which the
-    with-block does on exit. After release, `array`, `view`, `tobytes()` and
-    `copy()` raise ValueError. A numpy array taken before the release stays
+    with-block does on exit; for a segment with a schema (acquired without a
+    dtype or shape) it is `fields` instead, a dict of such views, one per field.
+    After release, `array`, `fields`, `view`, `tobytes()` and `copy()` raise
+    ValueError. A numpy array taken before the release stays
     memory-safe (the mapping lives as long as any view of it) but its contents are
     undefined from then on: the slot may already hold another sample. Copy what
     must outlive the block (`copy()` or `array.copy()`).
@@ -719,14 +1013,17 @@ class Sample:
     are dropped without release(), the sample is released when collected.
     """
 
-    __slots__ = ("_s", "_dtype", "_shape", "_array", "_view", "__weakref__")
+    __slots__ = ("_s", "_dtype", "_shape", "_schema", "_array", "_fields", "_view",
+                 "__weakref__")
 
     def __init__(self, csample: _cistern.Sample, dtype: DTypeLike = None,
-                 shape: ShapeLike = None) -> None:
+                 shape: ShapeLike = None, schema: Schema | None = None) -> None:
         self._s = csample
         self._dtype = dtype
         self._shape = _shape_tuple(shape)
+        self._schema = schema
         self._array: Array | None = None
+        self._fields: Fields | None = None
         self._view: memoryview | None = None
 
     @property
@@ -769,6 +1066,18 @@ class Sample:
             self._array = a
         return self._array
 
+    @property
+    def fields(self) -> Fields:
+        """The payload as read-only, zero-copy numpy views, one per field of the
+        segment's schema (ValueError if it has none)."""
+        self._check()
+        if self._schema is None:
+            raise ValueError("this sample was not read by a schema (the segment has none, "
+                             "or a dtype or shape was given)")
+        if self._fields is None:
+            self._fields = self._schema._views(self._s)  # based on the Sample: keeps the mapping
+        return self._fields
+
     def tobytes(self) -> bytes:
         """A copy of the payload as bytes."""
         self._check()
@@ -792,6 +1101,7 @@ class Sample:
 
     def _drop_views(self) -> None:
         self._array = None
+        self._fields = None
         if self._view is not None:
             try:
                 self._view.release()
@@ -799,8 +1109,8 @@ class Sample:
                 pass
             self._view = None
 
-    def __enter__(self) -> Array:
-        return self.array
+    def __enter__(self) -> _V:
+        return cast(_V, self.fields if self._schema is not None else self.array)
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -811,25 +1121,29 @@ class Sample:
         return f"<cistern.Sample {self.meta} {len(self)} bytes {state}>"
 
 
-class Group:
+class Group(Generic[_V]):
     """An acquired pair (Segment.acquire_pair()), batch (Segment.acquire_batch())
     or run of samples (Segment.acquire_many()).
 
     As a context manager its value is `arrays`: a tuple of read-only, zero-copy
-    numpy views, one per member (for a pair: (x_t, x_t+1)). All members are pinned
+    numpy views, one per member (for a pair: (x_t, x_t+1)); for a segment with a
+    schema (acquired without a dtype or shape) it is `fields`, a tuple of dicts
+    of such views, one dict per member. All members are pinned
     together until release(), which the with-block does on exit; the same rules as
     for Sample apply after release (accessors raise, old views are undefined but
     safe).
     """
 
-    __slots__ = ("_g", "_dtype", "_shape", "_arrays", "__weakref__")
+    __slots__ = ("_g", "_dtype", "_shape", "_schema", "_arrays", "_fields", "__weakref__")
 
     def __init__(self, cgroup: _cistern.Sample, dtype: DTypeLike = None,
-                 shape: ShapeLike = None) -> None:
+                 shape: ShapeLike = None, schema: Schema | None = None) -> None:
         self._g = cgroup
         self._dtype = dtype
         self._shape = _shape_tuple(shape)
+        self._schema = schema
         self._arrays: tuple[Array, ...] | None = None
+        self._fields: tuple[Fields, ...] | None = None
 
     @property
     def metas(self) -> list[Meta]:
@@ -862,10 +1176,32 @@ class Group:
             self._arrays = tuple(out)
         return self._arrays
 
+    @property
+    def fields(self) -> tuple[Fields, ...]:
+        """One dict of read-only, zero-copy numpy views per member, by field of the
+        segment's schema (ValueError if it has none)."""
+        if not self._g.held:
+            raise ValueError("sample already released")
+        if self._schema is None:
+            raise ValueError("these samples were not read by a schema (the segment has none, "
+                             "or a dtype or shape was given)")
+        if self._fields is None:
+            sch = self._schema
+            self._fields = tuple(sch._views(self._g.member(i)) for i in range(len(self._g)))
+        return self._fields
+
     def stack(self) -> Array:
         """The members copied into one new array of shape (len, *shape)."""
         a: Array = _need_numpy().stack(self.arrays)
         return a
+
+    def stack_fields(self) -> Fields:
+        """The members' fields copied into one new array per field, the members
+        along a first axis."""
+        np = _need_numpy()
+        members = self.fields
+        assert self._schema is not None
+        return {name: np.stack([m[name] for m in members]) for name in self._schema.names}
 
     def copy_into(self, out: Any, metas: Any = None) -> int:
         """Copy every member into `out`, an array whose first dimension has room
@@ -881,16 +1217,18 @@ class Group:
     def release(self) -> None:
         """Hand every member back (idempotent)."""
         self._arrays = None
+        self._fields = None
         self._g.release()
 
     def unacquire(self) -> None:
         """Hand every member back unread, as if the group had not been acquired.
         Raises ValueError if it was released already."""
         self._arrays = None
+        self._fields = None
         self._g.unacquire()
 
-    def __enter__(self) -> tuple[Array, ...]:
-        return self.arrays
+    def __enter__(self) -> _V:
+        return cast(_V, self.fields if self._schema is not None else self.arrays)
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -1052,8 +1390,19 @@ class Segment:
         #: get_array() or acquire().
         self.last_meta: Meta | None = None
         self._cfg: Config | None = None
+        self._schema: Schema | None | Literal[False] = False  # False: not read yet
 
     # -- properties -------------------------------------------------------
+
+    @property
+    def schema(self) -> Schema | None:
+        """What every sample holds (cistern_schema_get(), cistern_schema_fields()),
+        or None for a segment of plain bytes. Read once: a segment's schema never
+        changes."""
+        if self._schema is False:
+            d = self._h.schema()
+            self._schema = Schema._from(d) if d is not None else None
+        return self._schema
 
     @property
     def slot_size(self) -> int:
@@ -1091,12 +1440,19 @@ class Segment:
 
     def put(self, data: Any, sim_id: int = 0, time_step: int = 0,
             timeout: Timeout = None) -> int:
-        """Copy one sample in: bytes, a numpy array (any layout) or any buffer.
+        """Copy one sample in: bytes, a numpy array (any layout) or any buffer;
+        for a segment with a schema, a dict of its fields (or a numpy structured
+        record), checked against it and written straight into the slot.
 
         Waits for room as the policy says. Returns the sample id. Raises
-        TimeoutError, ValueError if it does not fit a slot or sim_id/time_step are
-        out of the policy's bounds, BrokenPipeError once reception is closed.
+        TimeoutError, ValueError if it does not fit a slot, does not match the
+        schema (naming the field that is missing, extra, of another dtype or
+        shape: nothing is put) or sim_id/time_step are out of the policy's
+        bounds, BrokenPipeError once reception is closed.
         """
+        sch = self.schema
+        if sch is not None and (isinstance(data, Mapping) or _structured_fields(data) is not None):
+            return self._put_fields(sch, sch._values(data), sim_id, time_step, timeout)
         if _np is not None and isinstance(data, _np.ndarray):
             if not data.flags.c_contiguous:
                 data = _np.ascontiguousarray(data)
@@ -1104,16 +1460,45 @@ class Segment:
             mv = memoryview(data)
             if not mv.c_contiguous:
                 data = mv.tobytes()
+        if sch is not None:
+            self._check_sample_size(sch, memoryview(data).nbytes)
         sid = self._h.put(data, _count("sim_id", sim_id), _count("time_step", time_step),
                           _timeout_ms(timeout))
         return sid
+
+    def _check_sample_size(self, sch: Schema, nbytes: int) -> None:
+        if nbytes != sch.size:
+            raise ValueError(f"a sample of {nbytes} bytes, where the schema's samples are "
+                             f"{sch.size} ({sch.text}): put a dict of its fields")
+
+    def _put_fields(self, sch: Schema, values: Fields, sim_id: int, time_step: int,
+                    timeout: Timeout) -> int:
+        """Write checked field values straight into a reserved slot and commit it."""
+        np = _need_numpy()
+        sim, ts = _count("sim_id", sim_id), _count("time_step", time_step)
+        cslot = self._h.reserve(_timeout_ms(timeout))
+        try:
+            rec = _frombuffer(cslot, sch.dtype, 1)
+            raw = _frombuffer(cslot, np.uint8, sch.size)
+            for a, b in sch._gaps:  # what the slot held before is no one's business
+                raw[a:b] = 0
+            for name, v in values.items():
+                rec[name][0] = v
+            del rec, raw
+            return cslot.commit(sch.size, sim, ts)
+        except BaseException:
+            cslot.abort()
+            raise
 
     def put_batch(self, data: Any, sim_id: int | Sequence[int] | Array = 0,
                   time_step: int | Sequence[int] | Array = 0,
                   timeout: Timeout = None) -> Array:
         """Copy the rows of a numpy array in as samples, in order: row i of `data`
         (shape (k, ...)) is one sample, as put() would put it, all with one
-        cistern_put_batch() call while there is room.
+        cistern_put_batch() call while there is room. For a segment with a
+        schema, `data` is a dict of its fields, each with the k samples along a
+        first axis, or a numpy structured array of k records, checked against
+        the schema first (ValueError naming the field; nothing is put).
 
         sim_id and time_step are ints or sequences of k. Waits for room as put()
         does. Returns the sample ids put (a uint64 array): fewer than k only when
@@ -1122,10 +1507,21 @@ class Segment:
         reception is closed.
         """
         np = _need_numpy()
+        sch = self.schema
+        if sch is not None and (isinstance(data, Mapping) or _structured_fields(data) is not None):
+            k = sch._rows(data)
+            values = sch._values(data, k)
+            if k == 0:
+                raise ValueError("put_batch: data must be one or more samples")
+            data = np.zeros(k, dtype=sch.dtype)  # zeros: the padding between fields too
+            for name, v in values.items():
+                data[name] = v
         data = np.ascontiguousarray(data)
         if data.ndim == 0 or data.shape[0] == 0:
             raise ValueError("put_batch: data must be an array of one or more rows")
         k = data.shape[0]
+        if sch is not None:
+            self._check_sample_size(sch, data[0].nbytes)
         if type(sim_id) is int and type(time_step) is int and sim_id >= 0 and time_step >= 0:
             # One sim_id and time_step for every row: put_many() takes them as they are.
             got: Array = np.empty(k, dtype=np.uint64)
@@ -1189,20 +1585,34 @@ class Segment:
     # -- reading ----------------------------------------------------------
 
     @overload
-    def get(self, timeout: Timeout = None, meta: Literal[False] = False) -> bytes: ...
+    def get(self, timeout: Timeout = None, meta: Literal[False] = False) -> bytes | Fields: ...
     @overload
-    def get(self, timeout: Timeout, meta: Literal[True]) -> tuple[bytes, Meta]: ...
+    def get(self, timeout: Timeout, meta: Literal[True]) -> tuple[bytes | Fields, Meta]: ...
     @overload
-    def get(self, timeout: Timeout = None, *, meta: Literal[True]) -> tuple[bytes, Meta]: ...
+    def get(self, timeout: Timeout = None, *,
+            meta: Literal[True]) -> tuple[bytes | Fields, Meta]: ...
 
-    def get(self, timeout: Timeout = None, meta: bool = False) -> bytes | tuple[bytes, Meta]:
-        """Take one sample out as bytes (or (bytes, Meta) with meta=True).
+    def get(self, timeout: Timeout = None,
+            meta: bool = False) -> bytes | Fields | tuple[bytes | Fields, Meta]:
+        """Take one sample out as bytes (or (bytes, Meta) with meta=True); for a
+        segment with a schema, as a dict of numpy arrays, one per field (views
+        of one private copy of the sample).
 
-        Raises EndOfData at end of data and TimeoutError on timeout.
+        Raises EndOfData at end of data and TimeoutError on timeout; ValueError
+        for a sample that is not of the schema's size (it stays in the segment).
         """
-        data, m = self._read(self._h.get, "one", _timeout_ms(timeout))
-        self.last_meta = Meta(*m)
-        return (data, self.last_meta) if meta else data
+        sch = self.schema
+        if sch is None:
+            data, m = self._read(self._h.get, "one", _timeout_ms(timeout))
+            self.last_meta = Meta(*m)
+            return (data, self.last_meta) if meta else data
+        np = _need_numpy()
+        buf = np.empty(sch.size, dtype=np.uint8)
+        metas = np.empty((1, 3), dtype=np.uint64)
+        self._read(self._h.get_many, "one", buf, sch.size, 1, _timeout_ms(timeout), metas)
+        self.last_meta = Meta(*(int(v) for v in metas[0]))
+        fields = sch._views(buf)
+        return (fields, self.last_meta) if meta else fields
 
     @overload
     def get_array(self, dtype: DTypeLike = "uint8", shape: ShapeLike = None,
@@ -1239,30 +1649,51 @@ class Segment:
                 s.release()
         return (out, self.last_meta) if meta else out
 
+    # Without dtype and shape, a segment with a schema gives Fields: the first
+    # overloads, which take only that call, come before the general ones. mypy
+    # calls that overlap unsafe (the general ones take None too); the first
+    # match is the intended one (here and for the acquires and get_pair below).
     @overload
-    def get_batch(self, n: int | None = None, dtype: DTypeLike = "float32",
-                  shape: ShapeLike = (), timeout: Timeout = None,
+    def get_batch(  # type: ignore[misc]
+        self, n: int | None = None, dtype: None = None, shape: None = None,
+        timeout: Timeout = None, meta: Literal[False] = False) -> Array | Fields: ...
+    @overload
+    def get_batch(  # type: ignore[misc]
+        self, n: int | None, dtype: None, shape: None, timeout: Timeout,
+        meta: Literal[True]) -> tuple[Array | Fields, Array]: ...
+    @overload
+    def get_batch(  # type: ignore[misc]
+        self, n: int | None = None, dtype: None = None, shape: None = None,
+        timeout: Timeout = None, *,
+        meta: Literal[True]) -> tuple[Array | Fields, Array]: ...
+    @overload
+    def get_batch(self, n: int | None = None, dtype: DTypeLike = None,
+                  shape: ShapeLike = None, timeout: Timeout = None,
                   meta: Literal[False] = False) -> Array: ...
     @overload
     def get_batch(self, n: int | None, dtype: DTypeLike, shape: ShapeLike, timeout: Timeout,
                   meta: Literal[True]) -> tuple[Array, Array]: ...
     @overload
-    def get_batch(self, n: int | None = None, dtype: DTypeLike = "float32",
-                  shape: ShapeLike = (), timeout: Timeout = None, *,
+    def get_batch(self, n: int | None = None, dtype: DTypeLike = None,
+                  shape: ShapeLike = None, timeout: Timeout = None, *,
                   meta: Literal[True]) -> tuple[Array, Array]: ...
 
-    def get_batch(self, n: int | None = None, dtype: DTypeLike = "float32",
-                  shape: ShapeLike = (), timeout: Timeout = None,
-                  meta: bool = False) -> Array | tuple[Array, Array]:
+    def get_batch(self, n: int | None = None, dtype: DTypeLike = None, shape: ShapeLike = None,
+                  timeout: Timeout = None,
+                  meta: bool = False) -> Array | Fields | tuple[Array | Fields, Array]:
         """Take up to n samples gathered into one new numpy array of shape (k, *shape).
 
-        Every sample must hold exactly prod(shape) items of dtype. Under the
-        reservoir policies that have batch reads (reservoir, fifo_evict_reservoir,
-        batch_reservoir) this is one cistern_acquire_batch() call, copied out and
-        released: n distinct samples drawn together (n None = the segment's
-        batch_size, which BatchReservoir requires); if one does not fit, the
-        batch goes back unread. Under FIFO and FIRO it is n successive reads,
-        gathered in C.
+        Every sample must hold exactly prod(shape) items of dtype (dtype None:
+        float32; shape None: ()). For a segment with a schema, without dtype and
+        shape, the samples are read by it instead: the result is a dict of
+        arrays, one per field, of shape (k, *field shape) (views of one private
+        array of the k samples, side by side as in the segment). Under the
+        reservoir policies that have batch reads (reservoir,
+        fifo_evict_reservoir, batch_reservoir) this is one
+        cistern_acquire_batch() call, copied out and released: n distinct
+        samples drawn together (n None = the segment's batch_size, which
+        BatchReservoir requires); if one does not fit, the batch goes back
+        unread. Under FIFO and FIRO it is n successive reads, gathered in C.
         k < n only at the end of data (or, for FIFO/FIRO, when the timeout comes
         after at least one sample); with none at all, EndOfData or TimeoutError is
         raised. A batch that the rate limiter's slack (set by hand at creation)
@@ -1270,28 +1701,40 @@ class Segment:
         (sample_id, sim_id, time_step).
         """
         np = _need_numpy()
+        sch = self.schema if dtype is None and shape is None else None
+        if sch is not None:
+            rows, metas = self._get_rows(n, np.uint8, (sch.size,), timeout)
+            fields = sch._views(rows, len(rows))
+            return (fields, metas) if meta else fields
+        out, metas = self._get_rows(n, "float32" if dtype is None else dtype,
+                                    _shape_tuple(shape) or (), timeout)
+        return (out, metas) if meta else out
+
+    def _get_rows(self, n: int | None, dtype: DTypeLike, shape: tuple[int, ...],
+                  timeout: Timeout) -> tuple[Array, Array]:
+        """get_batch(): up to n samples as rows of a new (k, *shape) array of dtype,
+        and their (k, 3) metadata."""
+        np = _need_numpy()
         self._check_read("batch", n)
         if n is None:
             n = self._conf().batch_size
             if not n:
                 raise ValueError("get_batch: give n (this segment has no batch_size)")
         n = _count("n", n)
-        dtype = np.dtype(dtype)
-        shape = _shape_tuple(shape) or ()
-        out = np.empty((n,) + shape, dtype=dtype)
-        item = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-        metas = np.empty((n, 3), dtype=np.uint64) if meta else None
+        dt = np.dtype(dtype)
+        out = np.empty((n,) + shape, dtype=dt)
+        item = dt.itemsize * int(np.prod(shape, dtype=np.int64))
+        metas = np.empty((n, 3), dtype=np.uint64)
         if n == 0:
-            return (out, metas) if meta else out
+            return out, metas
         if self._batch_reads():
             k = self._h.get_batch(out, item, n, _timeout_ms(timeout), metas)
         else:
             k = self._h.get_many(out, item, n, _timeout_ms(timeout), metas)
         if k < n:
             out = out[:k].copy()
-            if metas is not None:
-                metas = metas[:k].copy()
-        return (out, metas) if meta else out
+            metas = metas[:k].copy()
+        return out, metas
 
     def get_into(self, out: Any, timeout: Timeout = None, metas: Any = None) -> int:
         """Copy the next sample into `out`, a writable buffer you reuse (a numpy
@@ -1334,31 +1777,59 @@ class Segment:
             self._check_read("batch", n)
             raise
 
+    @overload
+    def acquire_many(self, n: int, timeout: Timeout = None,  # type: ignore[misc]
+                     dtype: None = None,
+                     shape: None = None) -> Group[tuple[Array, ...] | tuple[Fields, ...]]: ...
+    @overload
     def acquire_many(self, n: int, timeout: Timeout = None, dtype: DTypeLike = None,
-                     shape: ShapeLike = None) -> Group:
+                     shape: ShapeLike = None) -> Group[tuple[Array, ...]]: ...
+
+    def acquire_many(self, n: int, timeout: Timeout = None, dtype: DTypeLike = None,
+                     shape: ShapeLike = None) -> Group[Any]:
         """Acquire up to n samples one after the other, waiting for each, and hold
         them all until release() (which consumes them, as get() would) or
         unacquire() (which hands them back unread). Returns a Group whose
-        with-block value is a tuple of zero-copy views; Group.copy_into() gathers
-        them into an array. Fewer than n only at end of data, or when the timeout
-        (for the whole call) comes after the first. For a reader that must keep
-        samples in the segment until it has passed them on (a crash in between
-        hands them out again under FIFO and FIRO). Policies that read one sample."""
+        with-block value is a tuple of zero-copy views (for a segment with a
+        schema, without dtype and shape: a tuple of dicts of them, by field);
+        Group.copy_into() gathers them into an array. Fewer than n only at end
+        of data, or when the timeout (for the whole call) comes after the first.
+        For a reader that must keep samples in the segment until it has passed
+        them on (a crash in between hands them out again under FIFO and FIRO).
+        Policies that read one sample."""
         self._check_read("one")
         cg = self._h.acquire_many(_count("n", n), _timeout_ms(timeout))
-        _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape)
-        return Group(cg, dtype, shape)
+        sch = self.schema if dtype is None and shape is None else None
+        _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape, sch)
+        return Group(cg, dtype, shape, sch)
+
+    @overload
+    def acquire(self, timeout: Timeout = None, dtype: None = None,  # type: ignore[misc]
+                shape: None = None) -> Sample[Array | Fields]: ...
+    @overload
+    def acquire(self, timeout: Timeout = None, dtype: DTypeLike = None,
+                shape: ShapeLike = None) -> Sample[Array]: ...
 
     def acquire(self, timeout: Timeout = None, dtype: DTypeLike = None,
-                shape: ShapeLike = None) -> Sample:
+                shape: ShapeLike = None) -> Sample[Array] | Sample[Array | Fields]:
         """Acquire one sample to read in place; returns a Sample (a context manager).
 
             with seg.acquire(dtype="float32", shape=(32, 32)) as view:
                 loss = model(torch.from_numpy(view.copy()))
+
+        For a segment with a schema, acquired without dtype and shape, the
+        with-block's value is a dict of zero-copy views, one per field:
+
+            with seg.acquire() as t:
+                q = model(torch.from_numpy(t["obs"]))
+
+        A sample that does not fit (dtype and shape, or the schema's size) goes
+        back unread and raises ValueError.
         """
         cs = self._acquire_one(timeout)
-        _keep_if_misfit(cs, [len(cs)], dtype, shape)
-        s = Sample(cs, dtype, shape)
+        sch = self.schema if dtype is None and shape is None else None
+        _keep_if_misfit(cs, [len(cs)], dtype, shape, sch)
+        s: Sample[Any] = Sample(cs, dtype, shape, sch)
         self.last_meta = s.meta
         return s
 
@@ -1405,53 +1876,94 @@ class Segment:
     def _acquire_one(self, timeout: Timeout) -> _cistern.Sample:
         return self._read(self._h.acquire, "one", _timeout_ms(timeout))
 
+    @overload
+    def acquire_batch(  # type: ignore[misc]
+        self, n: int | None = None, timeout: Timeout = None, dtype: None = None,
+        shape: None = None) -> Group[tuple[Array, ...] | tuple[Fields, ...]]: ...
+    @overload
     def acquire_batch(self, n: int | None = None, timeout: Timeout = None,
-                      dtype: DTypeLike = None, shape: ShapeLike = None) -> Group:
+                      dtype: DTypeLike = None,
+                      shape: ShapeLike = None) -> Group[tuple[Array, ...]]: ...
+
+    def acquire_batch(self, n: int | None = None, timeout: Timeout = None,
+                      dtype: DTypeLike = None, shape: ShapeLike = None) -> Group[Any]:
         """Acquire n distinct samples drawn together, pinned until release (reservoir
         policies; n None = the segment's batch_size). Returns a Group whose value in
-        a with-block is a tuple of zero-copy numpy views. The last batch after
-        reception closes may be short."""
+        a with-block is a tuple of zero-copy numpy views (for a segment with a
+        schema, without dtype and shape: a tuple of dicts of them, by field). The
+        last batch after reception closes may be short."""
         self._check_read("batch", n)
         if self._conf().policy not in _BATCH_POLICIES:
             raise ValueError("acquire_batch() draws from reservoir, fifo-evict-reservoir and "
                              f"batch-reservoir segments, not a {self._conf().policy}")
         cg = self._h.acquire_batch(0 if n is None else _count("n", n), _timeout_ms(timeout))
-        _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape)
-        return Group(cg, dtype, shape)
-
-    def acquire_pair(self, timeout: Timeout = None, dtype: DTypeLike = None,
-                     shape: ShapeLike = None) -> Group:
-        """Acquire a pair (x_t, x_t+1) of one simulation (SimPairedReservoir).
-        Returns a Group whose value in a with-block is (view_t, view_t1)."""
-        self._check_read("pair")
-        cg = self._h.acquire_pair(_timeout_ms(timeout))
-        _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape)
-        return Group(cg, dtype, shape)
+        sch = self.schema if dtype is None and shape is None else None
+        _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape, sch)
+        return Group(cg, dtype, shape, sch)
 
     @overload
-    def get_pair(self, dtype: DTypeLike = "float32", shape: ShapeLike = (),
+    def acquire_pair(self, timeout: Timeout = None, dtype: None = None,  # type: ignore[misc]
+                     shape: None = None) -> Group[tuple[Array, ...] | tuple[Fields, ...]]: ...
+    @overload
+    def acquire_pair(self, timeout: Timeout = None, dtype: DTypeLike = None,
+                     shape: ShapeLike = None) -> Group[tuple[Array, ...]]: ...
+
+    def acquire_pair(self, timeout: Timeout = None, dtype: DTypeLike = None,
+                     shape: ShapeLike = None) -> Group[Any]:
+        """Acquire a pair (x_t, x_t+1) of one simulation (SimPairedReservoir).
+        Returns a Group whose value in a with-block is (view_t, view_t1) (for a
+        segment with a schema, without dtype and shape: a pair of dicts of
+        views, by field)."""
+        self._check_read("pair")
+        cg = self._h.acquire_pair(_timeout_ms(timeout))
+        sch = self.schema if dtype is None and shape is None else None
+        _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape, sch)
+        return Group(cg, dtype, shape, sch)
+
+    @overload
+    def get_pair(  # type: ignore[misc]
+        self, dtype: None = None, shape: None = None, timeout: Timeout = None,
+        meta: Literal[False] = False) -> Array | Fields: ...
+    @overload
+    def get_pair(self, dtype: None, shape: None, timeout: Timeout,  # type: ignore[misc]
+                 meta: Literal[True]) -> tuple[Array | Fields, list[Meta]]: ...
+    @overload
+    def get_pair(  # type: ignore[misc]
+        self, dtype: None = None, shape: None = None, timeout: Timeout = None, *,
+        meta: Literal[True]) -> tuple[Array | Fields, list[Meta]]: ...
+    @overload
+    def get_pair(self, dtype: DTypeLike = None, shape: ShapeLike = None,
                  timeout: Timeout = None, meta: Literal[False] = False) -> Array: ...
     @overload
     def get_pair(self, dtype: DTypeLike, shape: ShapeLike, timeout: Timeout,
                  meta: Literal[True]) -> tuple[Array, list[Meta]]: ...
     @overload
-    def get_pair(self, dtype: DTypeLike = "float32", shape: ShapeLike = (),
-                 timeout: Timeout = None, *, meta: Literal[True]) -> tuple[Array, list[Meta]]: ...
+    def get_pair(self, dtype: DTypeLike = None, shape: ShapeLike = None,
+                 timeout: Timeout = None, *,
+                 meta: Literal[True]) -> tuple[Array, list[Meta]]: ...
 
-    def get_pair(self, dtype: DTypeLike = "float32", shape: ShapeLike = (),
-                 timeout: Timeout = None, meta: bool = False) -> Array | tuple[Array, list[Meta]]:
+    def get_pair(self, dtype: DTypeLike = None, shape: ShapeLike = None, timeout: Timeout = None,
+                 meta: bool = False) -> Any:
         """Take a pair out as one new array of shape (2, *shape): [x_t, x_t+1]
-        (SimPairedReservoir). With meta=True, also returns [Meta, Meta]."""
+        (SimPairedReservoir; dtype None: float32, shape None: ()); for a segment
+        with a schema, without dtype and shape, as a dict of new arrays, one per
+        field, of shape (2, *field shape). With meta=True, also returns
+        [Meta, Meta]."""
         np = _need_numpy()
-        dtype = np.dtype(dtype)
-        shape = _shape_tuple(shape) or ()
+        sch = self.schema if dtype is None and shape is None else None
+        dt = np.dtype("float32" if dtype is None else dtype)
+        shp = _shape_tuple(shape) or ()
         self._check_read("pair")
         # Acquired, checked, copied, released: a pair that does not fit goes back unread.
         cg = self._h.acquire_pair(_timeout_ms(timeout))
-        _keep_if_misfit(cg, [len(cg.member(i)) for i in range(2)], dtype, shape)
+        _keep_if_misfit(cg, [len(cg.member(i)) for i in range(2)], dt, shp, sch)
         try:
-            out = np.stack([_frombuffer(cg.member(i), dtype).reshape(shape)
-                            for i in range(2)])
+            out: Any
+            if sch is not None:
+                members = [sch._views(cg.member(i)) for i in range(2)]
+                out = {name: np.stack([m[name] for m in members]) for name in sch.names}
+            else:
+                out = np.stack([_frombuffer(cg.member(i), dt).reshape(shp) for i in range(2)])
             ms = cg.meta
             assert isinstance(ms, list)
             metas = [Meta(*m) for m in ms]
@@ -1459,8 +1971,9 @@ class Segment:
             cg.release()
         return (out, metas) if meta else out
 
-    def __iter__(self) -> Iterator[bytes]:
-        """Yield payloads (bytes) until end of data."""
+    def __iter__(self) -> Iterator[bytes | Fields]:
+        """Yield payloads (bytes; for a segment with a schema, dicts of arrays by
+        field, as get() gives them) until end of data."""
         while True:
             try:
                 yield self.get()
@@ -1476,9 +1989,16 @@ class Segment:
             except EndOfData:
                 return
 
-    def iter_batches(self, n: int, dtype: DTypeLike = "float32", shape: ShapeLike = (),
-                     timeout: Timeout = None) -> Iterator[Array]:
-        """Yield get_batch() arrays until end of data (the last one may be short)."""
+    @overload
+    def iter_batches(self, n: int, dtype: None = None, shape: None = None,  # type: ignore[misc]
+                     timeout: Timeout = None) -> Iterator[Array | Fields]: ...
+    @overload
+    def iter_batches(self, n: int, dtype: DTypeLike = None, shape: ShapeLike = None,
+                     timeout: Timeout = None) -> Iterator[Array]: ...
+
+    def iter_batches(self, n: int, dtype: DTypeLike = None, shape: ShapeLike = None,
+                     timeout: Timeout = None) -> Iterator[Any]:
+        """Yield get_batch() results until end of data (the last one may be short)."""
         while True:
             try:
                 yield self.get_batch(n, dtype, shape, timeout)

@@ -36,6 +36,20 @@ class ConfigDict(TypedDict):
     dead_producer_done: bool
     reads_per_put: float
     rate_slack: float
+    schema: str | None
+
+class FieldDict(TypedDict):
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    offset: int
+    size: int
+    itemsize: int
+
+class SchemaDict(TypedDict):
+    text: str
+    size: int
+    fields: list[FieldDict]
 
 class StatsDict(TypedDict):
     population: int
@@ -155,6 +169,7 @@ class Handle:
     def producer_done(self) -> int: ...
     def stats(self) -> StatsDict: ...
     def config(self) -> ConfigDict: ...
+    def schema(self) -> SchemaDict | None: ...
     def occupancy(self) -> OccupancyDict: ...
     def procs(self) -> list[ProcDict]: ...
     def detach(self) -> None: ...
@@ -200,12 +215,15 @@ def create(name: str, policy: int = 0, slot_size: int = 0, slot_count: int = 0, 
            watermark: int = 0, pseudo_epochs: int = 0, sweep_size: int = 0,
            nb_time_steps: int = 0, batch_size: int = 0, seed: int = 0, max_procs: int = 0,
            expected_producers: int = 0, flags: int = 0, reads_per_put: float = 0.0,
-           rate_slack: float = 0.0) -> Handle: ...
+           rate_slack: float = 0.0, schema: str | None = None) -> Handle: ...
 def config_problem(policy: int = 0, slot_size: int = 0, slot_count: int = 0, mode: int = 0,
                    watermark: int = 0, pseudo_epochs: int = 0, sweep_size: int = 0,
                    nb_time_steps: int = 0, batch_size: int = 0, seed: int = 0,
                    max_procs: int = 0, expected_producers: int = 0, flags: int = 0,
-                   reads_per_put: float = 0.0, rate_slack: float = 0.0) -> str | None: ...
+                   reads_per_put: float = 0.0, rate_slack: float = 0.0,
+                   schema: str | None = None) -> str | None: ...
+def schema_parse(text: str, /) -> SchemaDict: ...
+def dtype_name(number: int, /) -> str: ...
 def attach(name: str, any_owner: bool = False) -> Handle: ...
 def open_readonly(name: str, /) -> Handle: ...
 def unlink(name: str, /) -> None: ...
@@ -237,6 +255,9 @@ SLOT_CLASSES: Final[int]
 PROC_PRODUCER: Final[int]
 PROC_READER: Final[int]
 DUMP_VERSION: Final[int]
+SCHEMA_MAX: Final[int]
+FIELD_DIMS: Final[int]
+DTYPE_COUNT: Final[int]
 DEFAULT_SLOT_SIZE: Final[int]
 DEFAULT_SLOT_COUNT: Final[int]
 SLOT_SIZE_MAX: Final[int]

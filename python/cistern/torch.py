@@ -7,6 +7,14 @@
     for batch in loader:           # ends at the segment's end of data
         ...
 
+A segment with a schema needs no dtype or shape: each item is then a dict of
+tensors, one per field (batched along a first axis with batch_size, or by the
+DataLoader's collation, which stacks dicts of tensors field by field):
+
+    ds = CisternDataset("rl", batch_size=32)     # obs:float32[84,84];action:int64[];...
+    for batch in torch.utils.data.DataLoader(ds, batch_size=None):
+        q = model(batch["obs"])                  # (32, 84, 84)
+
 Each iteration (each DataLoader worker, or the main process with num_workers=0)
 attaches to the segment on its own, by name, when it starts, and detaches when it
 ends; the dataset object itself holds no handle, so it pickles and forks freely
@@ -42,8 +50,9 @@ What is copied:
   (B, *shape) array that the tensor shares: one copy per sample, no collate step.
   Use DataLoader(ds, batch_size=None). The last batch may be short.
 - copy=False: zero-copy. The tensor is torch.from_numpy() on the read-only view of
-  the sample in the segment; the sample stays acquired until the next item is asked
-  for, and is released then. So the tensor is valid only until you advance the
+  the sample in the segment (for a schema, one tensor per field, each a view of
+  its field); the sample stays acquired until the next item is asked for, and
+  is released then. So the tensor is valid only until you advance the
   iterator and must not be written to. Only for loops that use each item before
   taking the next; not with a DataLoader that collates batches (it keeps several
   items at once), not with workers (the tensor would have to be pickled anyway).
@@ -72,6 +81,8 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
     """Yield tensors from segment `name` until end of data.
 
     dtype, shape: how to read a payload (shape None: a flat vector of dtype).
+      Both None (the default): by the segment's schema if it has one (each item
+      a dict of tensors, by field), else as a flat vector of float32.
     batch_size: yield gathered batches of this many samples instead of samples.
     copy: see the module doc; ignored with batch_size (always one copy).
     timeout: seconds to wait for each item (None: forever); a timeout raises
@@ -82,18 +93,19 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
     any_owner: attach even to a segment owned by another user (see cistern.attach).
     """
 
-    def __init__(self, name: str, dtype: cistern.DTypeLike = "float32",
+    def __init__(self, name: str, dtype: cistern.DTypeLike = None,
                  shape: cistern.ShapeLike = None, batch_size: int | None = None,
                  copy: bool = True, timeout: cistern.Timeout = None, with_meta: bool = False,
                  transform: Callable[[Any], Any] | None = None,
                  any_owner: bool = False) -> None:
         super().__init__()
         self.name = name
-        self.dtype = np.dtype(dtype)
+        #: None (with shape None): read by the segment's schema, or as float32 without one.
+        self.dtype = np.dtype(dtype) if dtype is not None else None
         self.shape = cistern._shape_tuple(shape)
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
             raise ValueError("batch_size must be a positive int or None")
-        if batch_size is not None and self.shape is None:
+        if batch_size is not None and self.shape is None and self.dtype is not None:
             raise ValueError("batch_size needs the sample shape")
         self.batch_size = batch_size
         self.copy = copy
@@ -111,6 +123,17 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
         (see the class doc); detach when the iteration ends."""
         seg = cistern.attach(self.name, any_owner=self.any_owner)
         try:
+            if self.dtype is None and self.shape is None and seg.schema is not None:
+                if self.batch_size is not None:
+                    yield from self._field_batches(seg)
+                elif self.copy:
+                    yield from self._field_copies(seg)
+                else:
+                    yield from self._field_views(seg)
+                return
+            if self.batch_size is not None and self.shape is None:
+                raise ValueError(f"batch_size needs the sample shape (segment {self.name!r} "
+                                 "has no schema)")
             if self.batch_size is not None:
                 yield from self._batches(seg)
             elif self.copy:
@@ -120,11 +143,60 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
         finally:
             seg.detach()
 
+    @property
+    def _np_dtype(self) -> Any:
+        return self.dtype if self.dtype is not None else np.dtype(np.float32)
+
+    def _field_batches(self, seg: cistern.Segment) -> Iterator[Any]:
+        sch = seg.schema
+        assert sch is not None
+        if seg.policy == "fifo":
+            # Held until copied out, as _batches() does, then viewed by field.
+            for rows, meta in self._held_batches(seg, np.dtype(np.uint8), (sch.size,)):
+                views = sch._views(rows, len(rows))
+                yield self._out({k: torch.from_numpy(v) for k, v in views.items()}, meta)
+            return
+        while True:
+            try:
+                fields, metas = seg.get_batch(self.batch_size, meta=True, timeout=self.timeout)
+            except cistern.EndOfData:
+                return
+            assert isinstance(fields, dict)
+            meta = torch.from_numpy(metas.astype(np.int64)) if self.with_meta else None
+            # Each tensor views its field in the batch's one private array: no copy.
+            yield self._out({k: torch.from_numpy(v) for k, v in fields.items()}, meta)
+
+    def _field_copies(self, seg: cistern.Segment) -> Iterator[Any]:
+        while True:
+            try:
+                fields, m = seg.get(self.timeout, meta=True)
+            except cistern.EndOfData:
+                return
+            assert isinstance(fields, dict)
+            meta = torch.tensor(m, dtype=torch.int64) if self.with_meta else None
+            yield self._out({k: torch.from_numpy(v) for k, v in fields.items()}, meta)
+
+    def _field_views(self, seg: cistern.Segment) -> Iterator[Any]:
+        while True:
+            try:
+                s = seg.acquire(self.timeout)
+            except cistern.EndOfData:
+                return
+            try:
+                with warnings.catch_warnings():
+                    # Read-only views, as in _views().
+                    warnings.simplefilter("ignore", UserWarning)
+                    t = {k: torch.from_numpy(v) for k, v in s.fields.items()}
+                meta = torch.tensor(s.meta, dtype=torch.int64) if self.with_meta else None
+                yield self._out(t, meta)
+            finally:
+                s.release()
+
     def _gathered(self, seg: cistern.Segment) -> Iterator[Any]:
         """Batches of reads each consumed as it is copied (all but FIFO, see the module doc)."""
         while True:
             try:
-                arr, metas = seg.get_batch(self.batch_size, self.dtype, self.shape,
+                arr, metas = seg.get_batch(self.batch_size, self._np_dtype, self.shape,
                                            self.timeout, meta=True)
             except cistern.EndOfData:
                 return
@@ -135,13 +207,20 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
         if seg.policy != "fifo":
             yield from self._gathered(seg)
             return
+        for arr, meta in self._held_batches(seg, self._np_dtype, tuple(self.shape or ())):
+            yield self._out(torch.from_numpy(arr), meta)
+
+    def _held_batches(self, seg: cistern.Segment, dtype: Any,
+                      shape: tuple[int, ...]) -> Iterator[tuple[Any, Any]]:
+        """FIFO batches as (rows of `shape` and `dtype`, meta tensor or None), each
+        sample held in the segment until the whole batch is copied out."""
         while True:
             parts = self._acquire(seg)
             if not parts:
                 return
             try:
                 k = sum(len(g) for g in parts)
-                arr = np.empty((k,) + tuple(self.shape or ()), dtype=self.dtype)
+                arr = np.empty((k,) + shape, dtype=dtype)
                 metas = np.empty((k, 3), dtype=np.uint64) if self.with_meta else None
                 at = 0
                 for g in parts:
@@ -157,15 +236,15 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
             for g in parts:
                 g.release()
             meta = torch.from_numpy(metas.astype(np.int64)) if metas is not None else None
-            yield self._out(torch.from_numpy(arr), meta)
+            yield arr, meta
 
-    def _acquire(self, seg: cistern.Segment) -> list[cistern.Group]:
+    def _acquire(self, seg: cistern.Segment) -> list[cistern.Group[Any]]:
         """The Groups of the next batch (up to batch_size samples, acquired and
         held); [] at end of data. Waits in slices: when one brings nothing while
         a producer waits for room, the slot it waits for may be one of those
         held (a FIFO fills its slots in ring order), so the batch goes out short.
         On an error, what was acquired is handed back."""
-        parts: list[cistern.Group] = []
+        parts: list[cistern.Group[Any]] = []
         got = 0
         bs = self.batch_size if self.batch_size is not None else 1
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
@@ -196,7 +275,7 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
     def _copies(self, seg: cistern.Segment) -> Iterator[Any]:
         while True:
             try:
-                arr, m = seg.get_array(self.dtype, self.shape, self.timeout, meta=True)
+                arr, m = seg.get_array(self._np_dtype, self.shape, self.timeout, meta=True)
             except cistern.EndOfData:
                 return
             meta = torch.tensor(m, dtype=torch.int64) if self.with_meta else None
@@ -205,7 +284,7 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
     def _views(self, seg: cistern.Segment) -> Iterator[Any]:
         while True:
             try:
-                s = seg.acquire(self.timeout, self.dtype, self.shape)
+                s = seg.acquire(self.timeout, self._np_dtype, self.shape)
             except cistern.EndOfData:
                 return
             try:

@@ -51,6 +51,10 @@ COUNTERPARTS = {
     "cistern_dump": "dump",
     "cistern_restore": "restore",
     "cistern_dump_verify": "verify_dump",
+    "cistern_schema_parse": "Schema.parse",
+    "cistern_schema_get": "Segment.schema",
+    "cistern_schema_fields": "Segment.schema",
+    "cistern_dtype_name": "Field",
 }
 
 # C function -> why Python has no counterpart.
