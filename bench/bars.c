@@ -7,11 +7,43 @@
 #include <stdlib.h>
 
 struct bar_rows g_bars = {
-	.s1_cis_sole = -1, .s1_cis = -1, .s1_cis_spin = -1, .s1_ck = -1, .s1_rte = -1, .s1_pipe = -1, .s1_mq = -1,
-	.s1_boost = -1, .s1_zmq = -1, .s1_bare = -1, .s1_bare_stores = -1, .s1_bare_batched = -1, .s1_bare_rounds = -1, .s1_bare_prefetch = -1, .s3_cis = -1, .s3_bound = -1, .s3_bound_1 = -1, .s3_cis_1cpu = -1, .s3_cis_busy = -1, .s3_handoff = -1, .s3_handoff_1cpu = -1, .s4_zc = -1, .s4_gather = -1, .s4_zc_any = -1, .s4_gather_any = -1, .s4_zc_two = -1, .s4_gather_two = -1,
-	.s4_floor_zc = -1, .s4_floor_gather = -1, .s4_pass_zc = -1, .s4_pass_gather = -1,
-	.s4_torch = -1, .s4_torch_fixed = -1, .s6_op = { -1, -1, -1 },
-	.s7_cis_batch = -1, .s7_cis_one = -1, .s7_queue = -1,
+	.s1_cis_sole = -1,
+	.s1_cis = -1,
+	.s1_cis_spin = -1,
+	.s1_ck = -1,
+	.s1_rte = -1,
+	.s1_pipe = -1,
+	.s1_mq = -1,
+	.s1_boost = -1,
+	.s1_zmq = -1,
+	.s1_bare = -1,
+	.s1_bare_stores = -1,
+	.s1_bare_batched = -1,
+	.s1_bare_rounds = -1,
+	.s1_bare_prefetch = -1,
+	.s3_cis = -1,
+	.s3_bound = -1,
+	.s3_bound_1 = -1,
+	.s3_cis_1cpu = -1,
+	.s3_cis_busy = -1,
+	.s3_handoff = -1,
+	.s3_handoff_1cpu = -1,
+	.s4_zc = -1,
+	.s4_gather = -1,
+	.s4_zc_any = -1,
+	.s4_gather_any = -1,
+	.s4_zc_two = -1,
+	.s4_gather_two = -1,
+	.s4_floor_zc = -1,
+	.s4_floor_gather = -1,
+	.s4_pass_zc = -1,
+	.s4_pass_gather = -1,
+	.s4_torch = -1,
+	.s4_torch_fixed = -1,
+	.s6_op = {-1, -1, -1},
+	.s7_cis_batch = -1,
+	.s7_cis_one = -1,
+	.s7_queue = -1,
 };
 
 /* Median of a row, NAN when it was not measured. */
@@ -75,7 +107,6 @@ static const char *verdict(int met, int known)
 	return !known ? "NOT MEASURED" : met ? "MET" : "MISSED";
 }
 
-
 void bars_print(void)
 {
 	printf("Targets (medians):\n");
@@ -91,44 +122,52 @@ void bars_print(void)
 		double bare = med(g_bars.s1_bare), stores = med(g_bars.s1_bare_stores),
 		       batched = med(g_bars.s1_bare_batched), rounds = med(g_bars.s1_bare_rounds),
 		       ahead = med(g_bars.s1_bare_prefetch);
-		printf("(1) cistern >= best of ck_ring/rte_ring and >= 10x best of pipe/mq/boost/zmq: %s\n"
-		       "    cistern single producer/reader %.3f M/s (any number of them %.3f, timeout-0 "
+		printf("(1) cistern >= best of ck_ring/rte_ring and >= 10x best of "
+		       "pipe/mq/boost/zmq: %s\n"
+		       "    cistern single producer/reader %.3f M/s (any number of them %.3f, "
+		       "timeout-0 "
 		       "variant %.3f); best ring %.3f (%s, x%.2f; any number x%.2f); best of "
 		       "pipe/mq/boost/zmq %.3f (x%.2f, needs 10)\n"
 		       "    no-library ring %.3f M/s: cistern x%.2f of it; 10x the best of "
-		       "pipe/mq/boost/zmq would be x%.2f of it; with 16 more producer stores per sample "
+		       "pipe/mq/boost/zmq would be x%.2f of it; with 16 more producer stores per "
+		       "sample "
 		       "it did %.3f M/s (x%.2f of itself)\n",
-		       verdict(a && b, known), cis, mpmc, spin, rings, a ? "met" : "missed", cis / rings,
-		       mpmc / rings, ipc, cis / ipc, bare, cis / bare, 10 * ipc / bare, stores,
-		       stores / bare);
+		       verdict(a && b, known), cis, mpmc, spin, rings, a ? "met" : "missed",
+		       cis / rings, mpmc / rings, ipc, cis / ipc, bare, cis / bare, 10 * ipc / bare,
+		       stores, stores / bare);
 		if (!isnan(rounds))
-			printf("    the no-library ring with its reader looking again after %d pauses (as "
+			printf("    the no-library ring with its reader looking again after %d "
+			       "pauses (as "
 			       "cistern's does) %.3f M/s: cistern x%.2f of it; 10x the best of "
 			       "pipe/mq/boost/zmq would be x%.2f of it\n",
 			       BARE_ROUND_PAUSES, rounds, cis / rounds, 10 * ipc / rounds);
 		if (!isnan(ahead))
-			printf("    the same with its producer prefetching for writing %d slots ahead (as "
+			printf("    the same with its producer prefetching for writing %d slots "
+			       "ahead (as "
 			       "cistern's does) %.3f M/s: cistern x%.2f of it; 10x the best of "
 			       "pipe/mq/boost/zmq would be x%.2f of it\n",
 			       BARE_PUT_AHEAD, ahead, cis / ahead, 10 * ipc / ahead);
 		if (!isnan(batched))
-			printf("    a ring publishing its indices once per 16 samples (not a queue) %.3f "
+			printf("    a ring publishing its indices once per 16 samples (not a "
+			       "queue) %.3f "
 			       "M/s: x%.2f the per-sample no-library ring, x%.2f the best of "
 			       "pipe/mq/boost/zmq\n",
 			       batched, batched / bare, batched / ipc);
-		int rings_rows[] = { g_bars.s1_ck, g_bars.s1_rte };
-		int ipc_rows[] = { g_bars.s1_pipe, g_bars.s1_mq, g_bars.s1_boost, g_bars.s1_zmq };
+		int rings_rows[] = {g_bars.s1_ck, g_bars.s1_rte};
+		int ipc_rows[] = {g_bars.s1_pipe, g_bars.s1_mq, g_bars.s1_boost, g_bars.s1_zmq};
 		double rlo, rhi, qlo, qhi;
 		double pr = paired(g_bars.s1_cis_sole, rings_rows, 2, &rlo, &rhi);
 		double pq = paired(g_bars.s1_cis_sole, ipc_rows, 4, &qlo, &qhi);
 		if (!isnan(pr) && !isnan(pq))
-			printf("    rep by rep (the k-th repetitions of all rows run back to back): "
+			printf("    rep by rep (the k-th repetitions of all rows run back to "
+			       "back): "
 			       "cistern / best ring x%.2f (x%.2f-x%.2f), cistern / best of "
 			       "pipe/mq/boost/zmq x%.2f (x%.2f-x%.2f)\n",
 			       pr, rlo, rhi, pq, qlo, qhi);
 	}
 	if (bench_section_enabled("3")) {
-		double cis = med(g_bars.s3_cis), one = med(g_bars.s3_cis_1cpu), busy = med(g_bars.s3_cis_busy);
+		double cis = med(g_bars.s3_cis), one = med(g_bars.s3_cis_1cpu),
+		       busy = med(g_bars.s3_cis_busy);
 		double b0 = med(g_bars.s3_bound), b1 = med(g_bars.s3_bound_1);
 		double handoff = med(g_bars.s3_handoff), handoff1 = med(g_bars.s3_handoff_1cpu);
 		/* Two CPUs: against the faster CPU's bound; both processes on CPU 1: against CPU 1's. */
@@ -137,13 +176,17 @@ void bars_print(void)
 		int met = known && (two >= 0.9 * bound || one >= 0.9 * b1);
 		printf("(3) cistern zero-copy within 10%% of the no-transport bound: %s\n"
 		       "    bound %.2f GB/s on CPU 0, %.2f on CPU 1\n"
-		       "    cistern on two CPUs %.2f GB/s (%.1f%% of the faster bound; busy %.2f, %.1f%%); "
-		       "two-process hand-off bound %.2f GB/s (%.1f%%): cistern blocking x%.2f of it, busy x%.2f\n"
-		       "    both processes on CPU 1: cistern %.2f GB/s (%.1f%% of CPU 1's bound); hand-off %.2f "
+		       "    cistern on two CPUs %.2f GB/s (%.1f%% of the faster bound; busy %.2f, "
+		       "%.1f%%); "
+		       "two-process hand-off bound %.2f GB/s (%.1f%%): cistern blocking x%.2f of "
+		       "it, busy x%.2f\n"
+		       "    both processes on CPU 1: cistern %.2f GB/s (%.1f%% of CPU 1's bound); "
+		       "hand-off %.2f "
 		       "(%.1f%%): cistern x%.2f of it\n",
-		       verdict(met, known), b0, b1, cis, 100 * cis / bound, busy, 100 * busy / bound, handoff,
-		       100 * handoff / bound, cis / handoff, busy / handoff, one, 100 * one / b1, handoff1,
-		       100 * handoff1 / b1, one / handoff1);
+		       verdict(met, known), b0, b1, cis, 100 * cis / bound, busy,
+		       100 * busy / bound, handoff, 100 * handoff / bound, cis / handoff,
+		       busy / handoff, one, 100 * one / b1, handoff1, 100 * handoff1 / b1,
+		       one / handoff1);
 	}
 	if (bench_section_enabled("4")) {
 		double zc = med(g_bars.s4_zc), ga = med(g_bars.s4_gather);
@@ -155,22 +198,30 @@ void bars_print(void)
 		       tr = med(g_bars.s4_torch);
 		int known = !isnan(zc) && !isnan(ga) && !isnan(torch);
 		printf("(4) zero-copy batches >= 10x and gathered >= 2x torch index_select: %s\n"
-		       "    single reader: zero-copy %.2f k/s (x%.2f), gathered %.2f k/s (x%.2f); any number "
-		       "of readers: zero-copy %.2f k/s (x%.2f), gathered %.2f k/s (x%.2f); torch (faster "
+		       "    single reader: zero-copy %.2f k/s (x%.2f), gathered %.2f k/s (x%.2f); "
+		       "any number "
+		       "of readers: zero-copy %.2f k/s (x%.2f), gathered %.2f k/s (x%.2f); torch "
+		       "(faster "
 		       "variant) %.2f k/s\n"
-		       "    no-library floors: touching each row x%.2f torch, copying each row x%.2f; "
+		       "    no-library floors: touching each row x%.2f torch, copying each row "
+		       "x%.2f; "
 		       "cistern at %.0f%% and %.0f%% of them\n"
-		       "    a pinning reader's passes with no library: in place x%.2f torch, copied out "
+		       "    a pinning reader's passes with no library: in place x%.2f torch, "
+		       "copied out "
 		       "x%.2f; the single reader at %.0f%% and %.0f%% of them\n"
-		       "    with a second reader attached: zero-copy %.2f k/s, gathered %.2f k/s; the "
+		       "    with a second reader attached: zero-copy %.2f k/s, gathered %.2f k/s; "
+		       "the "
 		       "single reader x%.2f and x%.2f of them\n"
-		       "    torch drawing its indices each batch (randint + index_select, as TorchRL's "
-		       "random sampler does, and as cistern's batches draw theirs) %.2f k/s: the single "
+		       "    torch drawing its indices each batch (randint + index_select, as "
+		       "TorchRL's "
+		       "random sampler does, and as cistern's batches draw theirs) %.2f k/s: the "
+		       "single "
 		       "reader x%.2f zero-copy and x%.2f gathered\n",
-		       verdict(zc >= 10 * torch && ga >= 2 * torch, known), zc, zc / torch, ga, ga / torch,
-		       zca, zca / torch, gaa, gaa / torch, torch, fzc / torch, fga / torch, 100 * zc / fzc,
-		       100 * ga / fga, pzc / torch, pga / torch, 100 * zc / pzc, 100 * ga / pga, zc2, ga2,
-		       zc / zc2, ga / ga2, tr, zc / tr, ga / tr);
+		       verdict(zc >= 10 * torch && ga >= 2 * torch, known), zc, zc / torch, ga,
+		       ga / torch, zca, zca / torch, gaa, gaa / torch, torch, fzc / torch,
+		       fga / torch, 100 * zc / fzc, 100 * ga / fga, pzc / torch, pga / torch,
+		       100 * zc / pzc, 100 * ga / pga, zc2, ga2, zc / zc2, ga / ga2, tr, zc / tr,
+		       ga / tr);
 	}
 	if (bench_section_enabled("6")) {
 		double v[3], lo = INFINITY, hi = -INFINITY;
@@ -190,11 +241,14 @@ void bars_print(void)
 		       queue = med(g_bars.s7_queue);
 		int known = !isnan(batch) && !isnan(queue);
 		double lo, hi;
-		int q[] = { g_bars.s7_queue };
+		int q[] = {g_bars.s7_queue};
 		double pb = paired(g_bars.s7_cis_batch, q, 1, &lo, &hi);
-		printf("(7) Python, 4 KiB between two processes: cistern >= 20x multiprocessing.Queue: %s\n"
-		       "    cistern batch calls %.1f k samples/s (x%.2f; rep by rep x%.2f, x%.2f-x%.2f), "
-		       "one a call into a reused array %.1f k/s (x%.2f); multiprocessing.Queue %.1f k/s\n",
+		printf("(7) Python, 4 KiB between two processes: cistern >= 20x "
+		       "multiprocessing.Queue: %s\n"
+		       "    cistern batch calls %.1f k samples/s (x%.2f; rep by rep x%.2f, "
+		       "x%.2f-x%.2f), "
+		       "one a call into a reused array %.1f k/s (x%.2f); multiprocessing.Queue "
+		       "%.1f k/s\n",
 		       verdict(batch >= 20 * queue, known), batch, batch / queue, pb, lo, hi, one,
 		       one / queue, queue);
 	}

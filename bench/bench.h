@@ -18,14 +18,14 @@
 /* ---- options ------------------------------------------------------------- */
 
 struct bench_opts {
-	int quick;            /* --quick */
-	int reps;             /* measured repetitions per contender */
-	double target_s;      /* wall time aimed at per measured run */
-	const char *only;     /* comma-separated list of sections, NULL = all */
-	const char *py;       /* path of sample_peers.py, NULL = built-in default */
+	int quick;               /* --quick */
+	int reps;                /* measured repetitions per contender */
+	double target_s;         /* wall time aimed at per measured run */
+	const char *only;        /* comma-separated list of sections, NULL = all */
+	const char *py;          /* path of sample_peers.py, NULL = built-in default */
 	const char *py_transfer; /* path of transfer_peers.py, NULL = built-in default */
-	const char *python;   /* interpreter */
-	int ncpu;             /* online CPUs */
+	const char *python;      /* interpreter */
+	int ncpu;                /* online CPUs */
 };
 extern struct bench_opts g_opt;
 
@@ -51,12 +51,12 @@ void pin_cpu(int cpu);
 
 /* A control block shared by the parent and the children of one run. */
 struct rd_res {
-	_Alignas(BENCH_CACHELINE) uint64_t count;   /* samples received */
-	uint64_t tagsum;                             /* sum of tags received */
-	uint64_t bad;                                /* payload/ordering errors */
-	uint64_t t_end;                              /* when it saw the last sample (0 = not the last) */
+	_Alignas(BENCH_CACHELINE) uint64_t count; /* samples received */
+	uint64_t tagsum;                          /* sum of tags received */
+	uint64_t bad;                             /* payload/ordering errors */
+	uint64_t t_end; /* when it saw the last sample (0 = not the last) */
 	uint64_t aux[4];
-	_Atomic uint64_t progress;                   /* samples so far, updated now and then */
+	_Atomic uint64_t progress; /* samples so far, updated now and then */
 };
 
 struct run_ctl {
@@ -65,11 +65,11 @@ struct run_ctl {
 	_Alignas(BENCH_CACHELINE) _Atomic int producers_done;
 	_Alignas(BENCH_CACHELINE) _Atomic uint64_t total; /* shared receive count (zmq) */
 	_Atomic int stop;
-	_Atomic int bound;            /* readers that have bound their endpoint (zmq) */
-	int timed_out;                /* set by run_children when it gave up */
-	uint64_t t_stop;              /* when it gave up */
+	_Atomic int bound; /* readers that have bound their endpoint (zmq) */
+	int timed_out;     /* set by run_children when it gave up */
+	uint64_t t_stop;   /* when it gave up */
 	int nprod, nread;
-	uint64_t per_producer;        /* samples each producer sends */
+	uint64_t per_producer; /* samples each producer sends */
 	struct rd_res rd[BENCH_MAX_PROCS];
 	char err[BENCH_MAX_PROCS * 2][112]; /* first error of each child, "" if none */
 };
@@ -209,23 +209,23 @@ void cleanup_all(void);
 
 /* Rows the pass/miss summary reads (-1 = not measured). */
 struct bar_rows {
-	int s1_cis_sole, s1_cis, s1_cis_spin, s1_ck, s1_rte, s1_pipe, s1_mq, s1_boost, s1_zmq, s1_bare, s1_bare_stores,
-	    s1_bare_rounds, s1_bare_prefetch, s1_bare_batched;
+	int s1_cis_sole, s1_cis, s1_cis_spin, s1_ck, s1_rte, s1_pipe, s1_mq, s1_boost, s1_zmq,
+		s1_bare, s1_bare_stores, s1_bare_rounds, s1_bare_prefetch, s1_bare_batched;
 	int s3_cis, s3_bound, s3_bound_1, s3_cis_1cpu, s3_cis_busy, s3_handoff, s3_handoff_1cpu;
 	int s4_zc, s4_gather, s4_zc_any, s4_gather_any, s4_zc_two, s4_gather_two, s4_floor_zc,
-	    s4_floor_gather, s4_pass_zc, s4_pass_gather, s4_torch, s4_torch_fixed;
+		s4_floor_gather, s4_pass_zc, s4_pass_gather, s4_torch, s4_torch_fixed;
 	int s6_op[3];
 	int s7_cis_batch, s7_cis_one, s7_queue;
 };
 extern struct bar_rows g_bars;
 
-void sec_machine(void);                 /* 0 */
+void sec_machine(void);                /* 0 */
 void sec_fifo64(int nprod, int nread); /* 1 and 2 */
-void sec_big(void);                     /* 3 */
-void sec_sample(void);                  /* 4 */
-void sec_latency(void);                 /* 5 */
-void sec_scale(void);                   /* 6 */
-void sec_pyxfer(void);                  /* 7 */
+void sec_big(void);                    /* 3 */
+void sec_sample(void);                 /* 4 */
+void sec_latency(void);                /* 5 */
+void sec_scale(void);                  /* 6 */
+void sec_pyxfer(void);                 /* 7 */
 void bars_print(void);
 
 /*

@@ -31,8 +31,19 @@
  */
 #define BIG_SLOTS 8
 
-enum bkind { B_BOUND, B_BOUND_1, B_HANDOFF, B_HANDOFF_1CPU, B_CIS_ZC, B_CIS_ZC_BUSY, B_CIS_ZC_1CPU, B_CIS_COPY, B_PIPE, B_ZMQ,
-	     B_COUNT };
+enum bkind {
+	B_BOUND,
+	B_BOUND_1,
+	B_HANDOFF,
+	B_HANDOFF_1CPU,
+	B_CIS_ZC,
+	B_CIS_ZC_BUSY,
+	B_CIS_ZC_1CPU,
+	B_CIS_COPY,
+	B_PIPE,
+	B_ZMQ,
+	B_COUNT
+};
 
 static const char *bkind_label[B_COUNT] = {
 	[B_BOUND] = "no-transport bound (fill + sum, one process on CPU 0, 8 x 1 MiB in /dev/shm)",
@@ -161,7 +172,9 @@ static int cis_child(struct big *b, int role)
 			if (b->kind != B_CIS_COPY) {
 				struct cistern_slot sl;
 				/* The busy variant polls, as the hand-off bound spins; the others block. */
-				while ((rc = cistern_reserve(c, &sl, b->kind == B_CIS_ZC_BUSY ? 0 : -1)) == -EAGAIN)
+				while ((rc = cistern_reserve(c, &sl,
+							     b->kind == B_CIS_ZC_BUSY ? 0 : -1)) ==
+				       -EAGAIN)
 					cpu_relax();
 				if (rc == 0) {
 					big_fill(sl.data, BIG_LEN, s);
@@ -188,10 +201,14 @@ static int cis_child(struct big *b, int role)
 				ctl_child_ready(b->c);
 			if (b->kind != B_CIS_COPY) {
 				struct cistern_sample s;
-				while ((rc = cistern_acquire(c, &s, b->kind == B_CIS_ZC_BUSY ? 0 : -1)) == -EAGAIN)
+				while ((rc = cistern_acquire(c, &s,
+							     b->kind == B_CIS_ZC_BUSY ? 0 : -1)) ==
+				       -EAGAIN)
 					cpu_relax();
 				if (rc == 0) {
-					bad += s.len != BIG_LEN || big_sum(s.data, BIG_LEN) != big_sum_expected(BIG_LEN, count);
+					bad += s.len != BIG_LEN ||
+					       big_sum(s.data, BIG_LEN) !=
+						       big_sum_expected(BIG_LEN, count);
 					rc = cistern_release(c, &s);
 				}
 			} else {
@@ -199,7 +216,9 @@ static int cis_child(struct big *b, int role)
 				ssize_t n = cistern_get(c, buf, BIG_LEN, &m, -1);
 				rc = n < 0 ? (int)n : 0;
 				if (n >= 0)
-					bad += n != BIG_LEN || big_sum(buf, BIG_LEN) != big_sum_expected(BIG_LEN, count);
+					bad += n != BIG_LEN ||
+					       big_sum(buf, BIG_LEN) !=
+						       big_sum_expected(BIG_LEN, count);
 			}
 			if (rc == CISTERN_EOD)
 				break;
@@ -221,7 +240,8 @@ static int full_io(int fd, void *buf, size_t len, int wr)
 {
 	size_t done = 0;
 	while (done < len) {
-		ssize_t n = wr ? write(fd, (char *)buf + done, len - done) : read(fd, (char *)buf + done, len - done);
+		ssize_t n = wr ? write(fd, (char *)buf + done, len - done)
+			       : read(fd, (char *)buf + done, len - done);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -299,11 +319,13 @@ static int zmq_child(struct big *b, int role)
 				zmq_msg_close(&m);
 				if (zmq_errno() == EINTR)
 					continue;
-				ctl_error(b->c, slot, "zmq_msg_recv: %s", zmq_strerror(zmq_errno()));
+				ctl_error(b->c, slot, "zmq_msg_recv: %s",
+					  zmq_strerror(zmq_errno()));
 				goto out;
 			}
 			bad += zmq_msg_size(&m) != BIG_LEN ||
-			       big_sum(zmq_msg_data(&m), BIG_LEN) != big_sum_expected(BIG_LEN, count);
+			       big_sum(zmq_msg_data(&m), BIG_LEN) !=
+				       big_sum_expected(BIG_LEN, count);
 			zmq_msg_close(&m);
 			count++;
 		}
@@ -323,7 +345,8 @@ static int zmq_child(struct big *b, int role)
 			big_fill(zmq_msg_data(&m), BIG_LEN, q);
 			while (zmq_msg_send(&m, s, 0) < 0) {
 				if (zmq_errno() != EINTR) {
-					ctl_error(b->c, slot, "zmq_msg_send: %s", zmq_strerror(zmq_errno()));
+					ctl_error(b->c, slot, "zmq_msg_send: %s",
+						  zmq_strerror(zmq_errno()));
 					zmq_msg_close(&m);
 					goto out;
 				}
@@ -343,7 +366,10 @@ static int big_child(int role, int idx, void *arg)
 {
 	struct big *b = arg;
 	(void)idx;
-	pin_cpu(role == 'p' && b->kind != B_CIS_ZC_1CPU && b->kind != B_HANDOFF_1CPU && b->kind != B_BOUND_1 ? 0 : 1);
+	pin_cpu(role == 'p' && b->kind != B_CIS_ZC_1CPU && b->kind != B_HANDOFF_1CPU &&
+				b->kind != B_BOUND_1
+			? 0
+			: 1);
 	switch (b->kind) {
 	case B_BOUND:
 	case B_BOUND_1:
@@ -386,7 +412,7 @@ static int big_run(enum bkind k, uint64_t n, double *gbps, char *err, size_t cap
 	b.pfd[0] = b.pfd[1] = -1;
 	err[0] = 0;
 	if (k == B_CIS_ZC || k == B_CIS_ZC_BUSY || k == B_CIS_ZC_1CPU || k == B_CIS_COPY) {
-		struct cistern_config cfg = { 0 };
+		struct cistern_config cfg = {0};
 		cfg.slot_size = BIG_LEN;
 		cfg.slot_count = BIG_SLOTS;
 		cfg.policy = CISTERN_FIFO;
@@ -408,7 +434,8 @@ static int big_run(enum bkind k, uint64_t n, double *gbps, char *err, size_t cap
 			return -1;
 		}
 		if (fcntl(b.pfd[1], F_SETPIPE_SZ, BIG_LEN) < 0)
-			progress("note: F_SETPIPE_SZ 1 MiB failed (%s); default pipe size", strerror(errno));
+			progress("note: F_SETPIPE_SZ 1 MiB failed (%s); default pipe size",
+				 strerror(errno));
 	} else if (k == B_ZMQ) {
 		char nm[64];
 		bench_name(nm, sizeof nm, "zbig");
@@ -426,9 +453,12 @@ static int big_run(enum bkind k, uint64_t n, double *gbps, char *err, size_t cap
 	if (b.ph) {
 		struct cistern_stats st;
 		if (cistern_stats_get(b.ph, &st) == 0)
-			progress("  cistern stats: producers waited %llu times (%.1f ms), readers waited %llu times (%.1f ms)",
-				 (unsigned long long)st.producer_waits, (double)st.producer_wait_ns / 1e6,
-				 (unsigned long long)st.reader_waits, (double)st.reader_wait_ns / 1e6);
+			progress("  cistern stats: producers waited %llu times (%.1f ms), readers "
+				 "waited %llu times (%.1f ms)",
+				 (unsigned long long)st.producer_waits,
+				 (double)st.producer_wait_ns / 1e6,
+				 (unsigned long long)st.reader_waits,
+				 (double)st.reader_wait_ns / 1e6);
 		cistern_detach(b.ph);
 		cistern_unlink(b.name);
 		cleanup_forget(b.name);
@@ -447,8 +477,9 @@ static int big_run(enum bkind k, uint64_t n, double *gbps, char *err, size_t cap
 	if (!err[0] && rc != 0)
 		snprintf(err, cap, "a child failed");
 	if (!err[0] && (b.c->rd[0].count != n || b.c->rd[0].bad))
-		snprintf(err, cap, "INVALID: %llu of %llu samples, %llu bad", (unsigned long long)b.c->rd[0].count,
-			 (unsigned long long)n, (unsigned long long)b.c->rd[0].bad);
+		snprintf(err, cap, "INVALID: %llu of %llu samples, %llu bad",
+			 (unsigned long long)b.c->rd[0].count, (unsigned long long)n,
+			 (unsigned long long)b.c->rd[0].bad);
 	if (!err[0])
 		*gbps = (double)n * BIG_LEN / ((double)(b.c->rd[0].t_end - t0));
 	ctl_free(b.c);
@@ -458,8 +489,8 @@ static int big_run(enum bkind k, uint64_t n, double *gbps, char *err, size_t cap
 void sec_big(void)
 {
 	const char *section = "3. 1P/1R 1 MiB";
-	enum bkind list[] = { B_CIS_ZC, B_BOUND, B_BOUND_1, B_CIS_ZC_1CPU, B_HANDOFF_1CPU, B_HANDOFF, B_CIS_ZC_BUSY,
-			      B_CIS_COPY, B_PIPE, B_ZMQ };
+	enum bkind list[] = {B_CIS_ZC,  B_BOUND,       B_BOUND_1,  B_CIS_ZC_1CPU, B_HANDOFF_1CPU,
+			     B_HANDOFF, B_CIS_ZC_BUSY, B_CIS_COPY, B_PIPE,        B_ZMQ};
 	int n = (int)(sizeof list / sizeof list[0]);
 	int row[B_COUNT];
 	uint64_t per[B_COUNT];
@@ -470,7 +501,8 @@ void sec_big(void)
 		double g = 0;
 		progress("[%s] calibrating %s", section, bkind_label[list[i]]);
 		int rc = big_run(list[i], g_opt.quick ? 16 : 32, &g, err, sizeof err);
-		row[i] = row_add(section, bkind_label[list[i]], "throughput", "GB/s", HIGHER_BETTER);
+		row[i] = row_add(section, bkind_label[list[i]], "throughput", "GB/s",
+				 HIGHER_BETTER);
 		if (list[i] == B_CIS_ZC)
 			ref = row[i];
 		row_ref(row[i], ref, 0);
@@ -507,6 +539,7 @@ void sec_big(void)
 				continue;
 			}
 			row_push(row[i], g);
-			progress("[%s] rep %d/%d %s: %.2f GB/s", section, rep + 1, g_opt.reps, bkind_label[list[i]], g);
+			progress("[%s] rep %d/%d %s: %.2f GB/s", section, rep + 1, g_opt.reps,
+				 bkind_label[list[i]], g);
 		}
 }

@@ -50,7 +50,8 @@ uint64_t now_ns(void)
 
 void sleep_ns(uint64_t ns)
 {
-	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u) };
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+			      .tv_nsec = (long)(ns % 1000000000u)};
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
 }
@@ -99,7 +100,8 @@ void *shm_tmpfs(size_t len)
 	shm_unlink(name);
 	int r = ftruncate(fd, (off_t)len) == 0 ? posix_fallocate(fd, 0, (off_t)len) : errno;
 	if (r != 0) {
-		fprintf(stderr, "cistern-bench: /dev/shm object of %zu bytes: %s\n", len, strerror(r));
+		fprintf(stderr, "cistern-bench: /dev/shm object of %zu bytes: %s\n", len,
+			strerror(r));
 		exit(2);
 	}
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -188,7 +190,7 @@ int run_children(struct run_ctl *c, const struct run_hooks *h, uint64_t *t0)
 {
 	int n = c->nprod + c->nread;
 	pid_t pids[BENCH_MAX_PROCS * 2];
-	int alive[BENCH_MAX_PROCS * 2] = { 0 };
+	int alive[BENCH_MAX_PROCS * 2] = {0};
 	int failed = 0;
 	sigset_t chld, old;
 
@@ -264,7 +266,10 @@ int run_children(struct run_ctl *c, const struct run_hooks *h, uint64_t *t0)
 				if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 					failed = 1;
 					if (!WIFEXITED(st))
-						ctl_error(c, i < c->nprod ? i : BENCH_MAX_PROCS + i - c->nprod,
+						ctl_error(c,
+							  i < c->nprod
+								  ? i
+								  : BENCH_MAX_PROCS + i - c->nprod,
 							  "killed by signal %d", WTERMSIG(st));
 				}
 			}
@@ -299,7 +304,7 @@ int run_children(struct run_ctl *c, const struct run_hooks *h, uint64_t *t0)
 		uint64_t w = deadline - t;
 		if (w > 100000000)
 			w = 100000000;
-		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)w };
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)w};
 		(void)sigtimedwait(&chld, NULL, &ts);
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
@@ -481,7 +486,8 @@ void table_print(void)
 		const char *sec = strcmp(r->section, last) ? r->section : "";
 		last = r->section;
 		if (r->note[0]) {
-			printf("| %s | %s | %s | %s | | | |\n", sec, r->contender, r->metric, r->note);
+			printf("| %s | %s | %s | %s | | | |\n", sec, r->contender, r->metric,
+			       r->note);
 			continue;
 		}
 		fmt_num(med, sizeof med, row_median(r));
@@ -492,8 +498,8 @@ void table_print(void)
 			snprintf(rat, sizeof rat, "%s", r->ref == i ? "1 (ref)" : "");
 		else
 			snprintf(rat, sizeof rat, "%.2f", q);
-		printf("| %s | %s | %s | %s | %s-%s | %s | %s |\n", sec, r->contender, r->metric, med, lo, hi,
-		       r->unit, rat);
+		printf("| %s | %s | %s | %s | %s-%s | %s | %s |\n", sec, r->contender, r->metric,
+		       med, lo, hi, r->unit, rat);
 	}
 	fflush(stdout);
 }

@@ -40,23 +40,42 @@ struct s64 {
 };
 CK_RING_PROTOTYPE(s64, s64)
 
-enum kind { K_CIS_SOLE, K_CIS, K_CIS_FENCED, K_CIS_SPIN, K_CIS_BATCH, K_CIS_BATCHES, K_CK, K_RTE,
-	     K_RTE_RTS, K_RTE_BURST, K_RTE_BURSTS,
-	     K_PIPE, K_MQ, K_BOOST, K_ZMQ,
-	     K_BARE, K_BARE_STORES, K_BARE_ROUNDS, K_BARE_PREFETCH, K_BARE_BATCHED, K_COUNT };
+enum kind {
+	K_CIS_SOLE,
+	K_CIS,
+	K_CIS_FENCED,
+	K_CIS_SPIN,
+	K_CIS_BATCH,
+	K_CIS_BATCHES,
+	K_CK,
+	K_RTE,
+	K_RTE_RTS,
+	K_RTE_BURST,
+	K_RTE_BURSTS,
+	K_PIPE,
+	K_MQ,
+	K_BOOST,
+	K_ZMQ,
+	K_BARE,
+	K_BARE_STORES,
+	K_BARE_ROUNDS,
+	K_BARE_PREFETCH,
+	K_BARE_BATCHED,
+	K_COUNT
+};
 
 struct f64 {
 	enum kind kind;
 	struct run_ctl *c;
 	int oversub;
 	char name[96];
-	struct cistern *ph;        /* parent's cistern handle */
-	void *mem;                 /* ck_ring / rte_ring mapping */
+	struct cistern *ph; /* parent's cistern handle */
+	void *mem;          /* ck_ring / rte_ring mapping */
 	size_t memlen;
-	int pfd[2];                /* pipe */
+	int pfd[2]; /* pipe */
 	mqd_t mq;
 	long mq_cap;
-	void *bq;                  /* parent's boost queue */
+	void *bq; /* parent's boost queue */
 	char zep[BENCH_MAX_PROCS][108];
 };
 
@@ -73,19 +92,24 @@ static const char *kind_label(enum kind k, int mpmc, long mq_cap)
 	case K_CIS_SPIN:
 		return "cistern FIFO put/get (timeout 0 + retry)";
 	case K_CIS_BATCH:
-		return "cistern FIFO put/get_batch of up to " STR(READ_BURST) " (blocking, both flags)";
+		return "cistern FIFO put/get_batch of up to " STR(
+			READ_BURST) " (blocking, both flags)";
 	case K_CIS_BATCHES:
-		return "cistern FIFO put_batch/get_batch of up to " STR(READ_BURST) " (blocking, both flags)";
+		return "cistern FIFO put_batch/get_batch of up to " STR(
+			READ_BURST) " (blocking, both flags)";
 	case K_CK:
 		return mpmc ? "ck_ring MPMC (shared mmap)" : "ck_ring SPSC (shared mmap)";
 	case K_RTE:
-		return mpmc ? "DPDK rte_ring MP/MC (shared mmap)" : "DPDK rte_ring SP/SC (shared mmap)";
+		return mpmc ? "DPDK rte_ring MP/MC (shared mmap)"
+			    : "DPDK rte_ring SP/SC (shared mmap)";
 	case K_RTE_RTS:
 		return "DPDK rte_ring MP/MC RTS (shared mmap)";
 	case K_RTE_BURST:
-		return "DPDK rte_ring SP/SC, dequeue_burst of up to " STR(READ_BURST) " (shared mmap)";
+		return "DPDK rte_ring SP/SC, dequeue_burst of up to " STR(
+			READ_BURST) " (shared mmap)";
 	case K_RTE_BURSTS:
-		return "DPDK rte_ring SP/SC, enqueue_burst/dequeue_burst of up to " STR(READ_BURST) " (shared mmap)";
+		return "DPDK rte_ring SP/SC, enqueue_burst/dequeue_burst of up to " STR(
+			READ_BURST) " (shared mmap)";
 	case K_PIPE:
 		return "pipe";
 	case K_MQ:
@@ -100,11 +124,14 @@ static const char *kind_label(enum kind k, int mpmc, long mq_cap)
 	case K_BARE_STORES:
 		return "the same + 16 stores per sample by the producer to its own memory";
 	case K_BARE_ROUNDS:
-		return "no-library ring, the reader looking again after " STR(BARE_ROUND_PAUSES) " pauses";
+		return "no-library ring, the reader looking again after " STR(
+			BARE_ROUND_PAUSES) " pauses";
 	case K_BARE_PREFETCH:
-		return "the same, the producer prefetching for writing " STR(BARE_PUT_AHEAD) " slots ahead";
+		return "the same, the producer prefetching for writing " STR(
+			BARE_PUT_AHEAD) " slots ahead";
 	case K_BARE_BATCHED:
-		return "no-library ring, indices published per " STR(BARE_BATCH) " samples (not a queue)";
+		return "no-library ring, indices published per " STR(
+			BARE_BATCH) " samples (not a queue)";
 	default:
 		return "?";
 	}
@@ -129,7 +156,8 @@ typedef int (*send_fn)(void *h, const void *msg);
 /* 1 = a sample, 0 = end of data (time it), 2 = end seen late (do not time it), <0 = -errno */
 typedef int (*recv_fn)(void *h, void *msg);
 
-static inline __attribute__((always_inline)) int produce(struct f64 *f, int idx, void *h, send_fn send)
+static inline __attribute__((always_inline)) int produce(struct f64 *f, int idx, void *h,
+							 send_fn send)
 {
 	_Alignas(64) unsigned char msg[BENCH_MSG];
 	uint64_t n = f->c->per_producer;
@@ -146,7 +174,8 @@ static inline __attribute__((always_inline)) int produce(struct f64 *f, int idx,
 	return 0;
 }
 
-static inline __attribute__((always_inline)) int consume(struct f64 *f, int idx, void *h, recv_fn recv)
+static inline __attribute__((always_inline)) int consume(struct f64 *f, int idx, void *h,
+							 recv_fn recv)
 {
 	_Alignas(64) unsigned char msg[BENCH_MSG];
 	struct rd_res *r = &f->c->rd[idx];
@@ -263,7 +292,8 @@ static int send_batched(void *h, const void *msg)
 static int cis_flush(void *h, struct send_batch_h *k)
 {
 	for (unsigned off = 0; off < k->b.have;) {
-		int n = cistern_put_batch(h, &k->b.buf[off], BENCH_MSG, k->b.have - off, NULL, NULL, -1);
+		int n = cistern_put_batch(h, &k->b.buf[off], BENCH_MSG, k->b.have - off, NULL, NULL,
+					  -1);
 		if (n < 0)
 			return n;
 		off += (unsigned)n;
@@ -314,7 +344,7 @@ static int cis_child(struct f64 *f, int role, int idx)
 			  cistern_strerror(rc));
 		return 1;
 	}
-	struct spin_h sh = { c, f->oversub };
+	struct spin_h sh = {c, f->oversub};
 	static struct batch_h bh; /* a child's own copy after fork */
 	static struct send_batch_h pb;
 	bh.c = c;
@@ -328,10 +358,10 @@ static int cis_child(struct f64 *f, int role, int idx)
 			ret = 1;
 		}
 	} else {
-		ret = f->kind == K_CIS_SPIN    ? consume(f, idx, &sh, cis_recv_spin)
+		ret = f->kind == K_CIS_SPIN ? consume(f, idx, &sh, cis_recv_spin)
 		      : f->kind == K_CIS_BATCH || f->kind == K_CIS_BATCHES
 			      ? consume(f, idx, &bh, cis_recv_batch)
-					       : consume(f, idx, c, cis_recv);
+			      : consume(f, idx, c, cis_recv);
 	}
 	cistern_detach(c);
 	return ret;
@@ -392,7 +422,7 @@ static int ck_recv_mpmc(void *h, void *msg)
 
 static int ck_child(struct f64 *f, int role, int idx)
 {
-	struct ck_h k = { f->mem, f->c, f->oversub };
+	struct ck_h k = {f->mem, f->c, f->oversub};
 	int mpmc = f->c->nprod > 1 || f->c->nread > 1;
 	if (role == 'p')
 		return mpmc ? produce(f, idx, &k, ck_send_mpmc) : produce(f, idx, &k, ck_send_spsc);
@@ -426,7 +456,7 @@ struct bare_h {
 	struct bare_shared *s;
 	struct run_ctl *c;
 	uint64_t pos;
-	unsigned pace; /* pauses between the reader's looks at a slot not yet written */
+	unsigned pace;  /* pauses between the reader's looks at a slot not yet written */
 	uint64_t quiet; /* K_BARE_PREFETCH: puts left before the producer prefetches again */
 };
 
@@ -563,7 +593,8 @@ static int batched_recv(void *h, void *msg)
 		b->seen = atomic_load_explicit(&b->s->tail, memory_order_acquire);
 		if (p < b->seen)
 			break;
-		if (all_produced(b->c) && p >= atomic_load_explicit(&b->s->tail, memory_order_acquire))
+		if (all_produced(b->c) &&
+		    p >= atomic_load_explicit(&b->s->tail, memory_order_acquire))
 			return 0;
 		cpu_relax();
 	}
@@ -577,8 +608,9 @@ static int batched_recv(void *h, void *msg)
 static int bare_child(struct f64 *f, int role, int idx)
 {
 	if (f->kind == K_BARE_BATCHED) {
-		struct batched_h b = { f->mem, f->c, 0, 0 };
-		return role == 'p' ? produce(f, idx, &b, batched_send) : consume(f, idx, &b, batched_recv);
+		struct batched_h b = {f->mem, f->c, 0, 0};
+		return role == 'p' ? produce(f, idx, &b, batched_send)
+				   : consume(f, idx, &b, batched_recv);
 	}
 	/*
 	 * K_BARE_ROUNDS: a reader that catches up looks again only after
@@ -587,7 +619,7 @@ static int bare_child(struct f64 *f, int role, int idx)
 	 * reader then takes in a row; one pause otherwise.
 	 */
 	bool rounds = f->kind == K_BARE_ROUNDS || f->kind == K_BARE_PREFETCH;
-	struct bare_h b = { f->mem, f->c, 0, rounds ? BARE_ROUND_PAUSES : 1, 0 };
+	struct bare_h b = {f->mem, f->c, 0, rounds ? BARE_ROUND_PAUSES : 1, 0};
 	bare_prefetchw = cistern__has_prefetchw();
 	if (role == 'p')
 		return produce(f, idx, &b,
@@ -636,7 +668,8 @@ static int rte_recv_burst(void *h, void *msg)
 	while (r->b.next == r->b.have) {
 		/* Read before the dequeue: an empty ring after the last put is the end. */
 		int done = all_produced(r->k.c);
-		r->b.have = rte_ring_sc_dequeue_burst_elem(r->k.r, r->b.buf, BENCH_MSG, READ_BURST, NULL);
+		r->b.have = rte_ring_sc_dequeue_burst_elem(r->k.r, r->b.buf, BENCH_MSG, READ_BURST,
+							   NULL);
 		r->b.next = 0;
 		if (r->b.have)
 			break;
@@ -704,10 +737,11 @@ static int rte_recv_any(void *h, void *msg)
 
 static int rte_child(struct f64 *f, int role, int idx)
 {
-	struct rte_h k = { f->mem, f->c, f->oversub };
+	struct rte_h k = {f->mem, f->c, f->oversub};
 	int mpmc = f->c->nprod > 1 || f->c->nread > 1;
 	if (f->kind == K_RTE_RTS)
-		return role == 'p' ? produce(f, idx, &k, rte_send_any) : consume(f, idx, &k, rte_recv_any);
+		return role == 'p' ? produce(f, idx, &k, rte_send_any)
+				   : consume(f, idx, &k, rte_recv_any);
 	if (f->kind == K_RTE_BURST || f->kind == K_RTE_BURSTS) {
 		static struct rte_burst_h rb; /* a child's own copy after fork */
 		static struct send_batch_h pb;
@@ -812,7 +846,8 @@ static int bq_child(struct f64 *f, int role, int idx)
 	void *q;
 	int rc = bq_open(f->name, &q), ret;
 	if (rc < 0) {
-		ctl_error(f->c, role == 'p' ? idx : BENCH_MAX_PROCS + idx, "boost open: %s", strerror(-rc));
+		ctl_error(f->c, role == 'p' ? idx : BENCH_MAX_PROCS + idx, "boost open: %s",
+			  strerror(-rc));
 		return 1;
 	}
 	ret = role == 'p' ? produce(f, idx, q, bq_send1) : consume(f, idx, q, bq_recv1);
@@ -870,7 +905,7 @@ static int zq_child(struct f64 *f, int role, int idx)
 	int slot = role == 'p' ? idx : BENCH_MAX_PROCS + idx, ret = 1;
 	void *ctx = zmq_ctx_new();
 	void *s = ctx ? zmq_socket(ctx, role == 'p' ? ZMQ_PUSH : ZMQ_PULL) : NULL;
-	struct zq_h z = { s, f->c, (uint64_t)f->c->nprod * f->c->per_producer, 0 };
+	struct zq_h z = {s, f->c, (uint64_t)f->c->nprod * f->c->per_producer, 0};
 	if (!s) {
 		ctl_error(f->c, slot, "zmq_socket: %s", zmq_strerror(zmq_errno()));
 		goto out;
@@ -882,7 +917,8 @@ static int zq_child(struct f64 *f, int role, int idx)
 		zmq_setsockopt(s, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
 		zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
 		if (zmq_bind(s, f->zep[idx]) != 0) {
-			ctl_error(f->c, slot, "zmq_bind %s: %s", f->zep[idx], zmq_strerror(zmq_errno()));
+			ctl_error(f->c, slot, "zmq_bind %s: %s", f->zep[idx],
+				  zmq_strerror(zmq_errno()));
 			goto out;
 		}
 		atomic_fetch_add(&f->c->bound, 1);
@@ -1000,7 +1036,7 @@ static int f64_setup(struct f64 *f, char *err, size_t cap)
 	case K_CIS_SPIN:
 	case K_CIS_BATCH:
 	case K_CIS_BATCHES: {
-		struct cistern_config cfg = { 0 };
+		struct cistern_config cfg = {0};
 		cfg.slot_size = BENCH_MSG;
 		cfg.slot_count = QCAP;
 		cfg.policy = CISTERN_FIFO;
@@ -1072,7 +1108,7 @@ static int f64_setup(struct f64 *f, char *err, size_t cap)
 		(void)fcntl(f->pfd[1], F_SETPIPE_SZ, QCAP * BENCH_MSG);
 		return 0;
 	case K_MQ: {
-		struct mq_attr a = { 0 };
+		struct mq_attr a = {0};
 		char nm[64];
 		bench_name(nm, sizeof nm, "mq");
 		snprintf(f->name, sizeof f->name, "/%s", nm);
@@ -1124,11 +1160,14 @@ static void f64_teardown(struct f64 *f)
 		if (f->ph) {
 			struct cistern_stats st;
 			if (cistern_stats_get(f->ph, &st) == 0)
-				progress("  cistern stats: %llu puts, %llu gets; producers waited %llu times (%.1f ms), "
+				progress("  cistern stats: %llu puts, %llu gets; producers waited "
+					 "%llu times (%.1f ms), "
 					 "readers waited %llu times (%.1f ms)",
 					 (unsigned long long)st.puts, (unsigned long long)st.gets,
-					 (unsigned long long)st.producer_waits, (double)st.producer_wait_ns / 1e6,
-					 (unsigned long long)st.reader_waits, (double)st.reader_wait_ns / 1e6);
+					 (unsigned long long)st.producer_waits,
+					 (double)st.producer_wait_ns / 1e6,
+					 (unsigned long long)st.reader_waits,
+					 (double)st.reader_wait_ns / 1e6);
 			cistern_detach(f->ph);
 			cistern_unlink(f->name);
 			cleanup_forget(f->name);
@@ -1177,8 +1216,8 @@ static void f64_teardown(struct f64 *f)
 }
 
 /* One run; *rate in samples per second. 0, or -1 with err set. */
-static int f64_run(enum kind k, int nprod, int nread, uint64_t per_prod, uint64_t timeout_ns, double *rate,
-		   int *partial, long *mq_cap, char *err, size_t cap)
+static int f64_run(enum kind k, int nprod, int nread, uint64_t per_prod, uint64_t timeout_ns,
+		   double *rate, int *partial, long *mq_cap, char *err, size_t cap)
 {
 	struct f64 f;
 	memset(&f, 0, sizeof f);
@@ -1212,8 +1251,9 @@ static int f64_run(enum kind k, int nprod, int nread, uint64_t per_prod, uint64_
 		uint64_t got = 0;
 		for (int i = 0; i < nread; i++)
 			got += atomic_load(&f.c->rd[i].progress);
-		progress("  time-boxed after %.1f s: %llu of %llu samples received", (double)timeout_ns / 1e9,
-			 (unsigned long long)got, (unsigned long long)per_prod * (uint64_t)nprod);
+		progress("  time-boxed after %.1f s: %llu of %llu samples received",
+			 (double)timeout_ns / 1e9, (unsigned long long)got,
+			 (unsigned long long)per_prod * (uint64_t)nprod);
 		ctl_free(f.c);
 		*partial = 1; /* fewer than 16 samples in the whole time box counts as 0 */
 		*rate = (double)got / ((double)timeout_ns / 1e9);
@@ -1230,14 +1270,16 @@ static int f64_run(enum kind k, int nprod, int nread, uint64_t per_prod, uint64_
 	}
 	for (int i = 0; i < BENCH_MAX_PROCS * 2 && !err[0]; i++)
 		if (f.c->err[i][0])
-			snprintf(err, cap, "%s: %s", i < BENCH_MAX_PROCS ? "producer" : "reader", f.c->err[i]);
+			snprintf(err, cap, "%s: %s", i < BENCH_MAX_PROCS ? "producer" : "reader",
+				 f.c->err[i]);
 	if (rc == 0 && !err[0]) {
 		uint64_t want = (uint64_t)nprod * per_prod;
 		if (count != want || sum != tagsum_expected(nprod, per_prod))
 			snprintf(err, cap, "INVALID: received %llu of %llu samples (or wrong ones)",
 				 (unsigned long long)count, (unsigned long long)want);
 		else if (bad)
-			snprintf(err, cap, "INVALID: %llu damaged or out-of-order samples", (unsigned long long)bad);
+			snprintf(err, cap, "INVALID: %llu damaged or out-of-order samples",
+				 (unsigned long long)bad);
 		else if (t_end <= t0)
 			snprintf(err, cap, "no end time");
 	} else if (!err[0]) {
@@ -1260,7 +1302,8 @@ void sec_fifo64(int nprod, int nread)
 	if (!mpmc)
 		snprintf(section, sizeof section, "1. 1P/1R 64 B copy");
 	else
-		snprintf(section, sizeof section, "2. %dP/%dR 64 B copy (%d CPUs)", nprod, nread, g_opt.ncpu);
+		snprintf(section, sizeof section, "2. %dP/%dR 64 B copy (%d CPUs)", nprod, nread,
+			 g_opt.ncpu);
 	if (!mpmc)
 		list[n++] = K_CIS_SOLE;
 	list[n++] = K_CIS;
@@ -1290,7 +1333,7 @@ void sec_fifo64(int nprod, int nread)
 		list[n++] = K_BARE_BATCHED;
 	}
 
-	int row[K_COUNT], boxed[K_COUNT] = { 0 };
+	int row[K_COUNT], boxed[K_COUNT] = {0};
 	uint64_t per[K_COUNT];
 	char err[160];
 	int ref = -1;
@@ -1300,25 +1343,32 @@ void sec_fifo64(int nprod, int nread)
 		double rate = 0;
 		long mqc = 0;
 		enum kind k = list[i];
-		uint64_t probe = round_to(g_opt.quick ? 8000 : 20000, (uint64_t)nprod) / (uint64_t)nprod;
+		uint64_t probe = round_to(g_opt.quick ? 8000 : 20000, (uint64_t)nprod) /
+				 (uint64_t)nprod;
 		int partial = 0;
 		progress("[%s] calibrating %s", section, kind_label(k, mpmc, 0));
-		int rc = f64_run(k, nprod, nread, probe, probe_timeout, &rate, &partial, &mqc, err, sizeof err);
-		row[i] = row_add(section, kind_label(k, mpmc, mqc), "throughput", "M samples/s", HIGHER_BETTER);
+		int rc = f64_run(k, nprod, nread, probe, probe_timeout, &rate, &partial, &mqc, err,
+				 sizeof err);
+		row[i] = row_add(section, kind_label(k, mpmc, mqc), "throughput", "M samples/s",
+				 HIGHER_BETTER);
 		if (k == list[0]) /* the single-role row in section 1 (the ck_ring SPSC peer) */
 			ref = row[i];
 		row_ref(row[i], ref, 0);
 		if (!mpmc) {
-			int *slot[K_COUNT] = { [K_CIS_SOLE] = &g_bars.s1_cis_sole,
-					       [K_CIS] = &g_bars.s1_cis, [K_CIS_SPIN] = &g_bars.s1_cis_spin,
-					       [K_CK] = &g_bars.s1_ck, [K_RTE] = &g_bars.s1_rte,
-					       [K_PIPE] = &g_bars.s1_pipe, [K_MQ] = &g_bars.s1_mq,
-					       [K_BOOST] = &g_bars.s1_boost, [K_ZMQ] = &g_bars.s1_zmq,
-					       [K_BARE] = &g_bars.s1_bare,
-					       [K_BARE_STORES] = &g_bars.s1_bare_stores,
-					       [K_BARE_ROUNDS] = &g_bars.s1_bare_rounds,
-					       [K_BARE_PREFETCH] = &g_bars.s1_bare_prefetch,
-					       [K_BARE_BATCHED] = &g_bars.s1_bare_batched };
+			int *slot[K_COUNT] = {[K_CIS_SOLE] = &g_bars.s1_cis_sole,
+					      [K_CIS] = &g_bars.s1_cis,
+					      [K_CIS_SPIN] = &g_bars.s1_cis_spin,
+					      [K_CK] = &g_bars.s1_ck,
+					      [K_RTE] = &g_bars.s1_rte,
+					      [K_PIPE] = &g_bars.s1_pipe,
+					      [K_MQ] = &g_bars.s1_mq,
+					      [K_BOOST] = &g_bars.s1_boost,
+					      [K_ZMQ] = &g_bars.s1_zmq,
+					      [K_BARE] = &g_bars.s1_bare,
+					      [K_BARE_STORES] = &g_bars.s1_bare_stores,
+					      [K_BARE_ROUNDS] = &g_bars.s1_bare_rounds,
+					      [K_BARE_PREFETCH] = &g_bars.s1_bare_prefetch,
+					      [K_BARE_BATCHED] = &g_bars.s1_bare_batched};
 			if (slot[k])
 				*slot[k] = row[i];
 		}
@@ -1341,16 +1391,17 @@ void sec_fifo64(int nprod, int nread)
 			double rate = 0;
 			long mqc = 0;
 			int partial = 0;
-			if (f64_run(list[i], nprod, nread, per[i], run_timeout, &rate, &partial, &mqc, err, sizeof err) <
-			    0) {
+			if (f64_run(list[i], nprod, nread, per[i], run_timeout, &rate, &partial,
+				    &mqc, err, sizeof err) < 0) {
 				row_note(row[i], "ERR: %s", err);
 				per[i] = 0;
 				continue;
 			}
 			row_push(row[i], rate / 1e6);
 			boxed[i] |= partial;
-			progress("[%s] rep %d/%d %s: %.3f M samples/s%s", section, rep + 1, g_opt.reps,
-				 row_get(row[i])->contender, rate / 1e6, partial ? " (time-boxed)" : "");
+			progress("[%s] rep %d/%d %s: %.3f M samples/s%s", section, rep + 1,
+				 g_opt.reps, row_get(row[i])->contender, rate / 1e6,
+				 partial ? " (time-boxed)" : "");
 		}
 	}
 	for (int i = 0; i < n; i++)

@@ -90,7 +90,7 @@ static int lat_child(int role, int idx, void *arg)
 {
 	struct lat *l = arg;
 	_Alignas(64) unsigned char msg[BENCH_MSG];
-	void *h[2] = { NULL, NULL };
+	void *h[2] = {NULL, NULL};
 	int ping = role == 'p', rc = 0, slot = ping ? 0 : BENCH_MAX_PROCS;
 	(void)idx;
 
@@ -175,7 +175,7 @@ static int lat_run(enum lkind k, uint64_t iters, double out[3], char *err, size_
 			}
 	} else {
 		for (int d = 0; d < 2 && rc == 0; d++) {
-			struct cistern_config cfg = { 0 };
+			struct cistern_config cfg = {0};
 			cfg.slot_size = BENCH_MSG;
 			cfg.slot_count = 1024;
 			cfg.policy = CISTERN_FIFO;
@@ -227,15 +227,16 @@ static int lat_run(enum lkind k, uint64_t iters, double out[3], char *err, size_
 void sec_latency(void)
 {
 	const char *section = "5. latency 64 B ping-pong";
-	static const char *pname[3] = { "one-way p50", "one-way p99", "one-way p99.9" };
-	enum lkind list[] = { L_CIS, L_CIS_SPIN, L_PIPE };
+	static const char *pname[3] = {"one-way p50", "one-way p99", "one-way p99.9"};
+	enum lkind list[] = {L_CIS, L_CIS_SPIN, L_PIPE};
 	int n = 3, row[3][3], ok[3];
 	uint64_t iters = g_opt.quick ? 5000 : 20000;
 	char err[160];
 
 	for (int q = 0; q < 3; q++)
 		for (int i = 0; i < n; i++) {
-			row[i][q] = row_add(section, lkind_label[list[i]], pname[q], "us", LOWER_BETTER);
+			row[i][q] = row_add(section, lkind_label[list[i]], pname[q], "us",
+					    LOWER_BETTER);
 			row_ref(row[i][q], row[0][q], 0);
 		}
 	for (int i = 0; i < n; i++) {
@@ -259,8 +260,8 @@ void sec_latency(void)
 			}
 			for (int q = 0; q < 3; q++)
 				row_push(row[i][q], v[q]);
-			progress("[%s] rep %d/%d %s: p50 %.2f p99 %.2f p99.9 %.2f us", section, rep + 1, g_opt.reps,
-				 lkind_label[list[i]], v[0], v[1], v[2]);
+			progress("[%s] rep %d/%d %s: p50 %.2f p99 %.2f p99.9 %.2f us", section,
+				 rep + 1, g_opt.reps, lkind_label[list[i]], v[0], v[1], v[2]);
 		}
 }
 
@@ -298,13 +299,13 @@ static int c2c_child(int role, int idx, void *arg)
 void sec_machine(void)
 {
 	const char *section = "0. machine";
-	int row = row_add(section, "cache-line round trip CPU0 <-> CPU1 (two processes, spin)", "round trip", "ns",
-			  LOWER_BETTER);
+	int row = row_add(section, "cache-line round trip CPU0 <-> CPU1 (two processes, spin)",
+			  "round trip", "ns", LOWER_BETTER);
 	uint64_t iters = g_opt.quick ? 50000 : 200000;
 	for (int rep = -1; rep < g_opt.reps; rep++) {
-		struct c2c x = { ctl_new(1, 1, 0), NULL, rep < 0 ? iters / 4 : iters };
+		struct c2c x = {ctl_new(1, 1, 0), NULL, rep < 0 ? iters / 4 : iters};
 		x.word = shm_anon(4096);
-		struct run_hooks h = { .fn = c2c_child, .arg = &x, .timeout_ns = 60000000000ull };
+		struct run_hooks h = {.fn = c2c_child, .arg = &x, .timeout_ns = 60000000000ull};
 		uint64_t t0;
 		int rc = run_children(x.c, &h, &t0);
 		if (rc != 0)

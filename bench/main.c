@@ -33,13 +33,17 @@ static void on_signal(int sig)
 static void usage(FILE *out, const char *argv0)
 {
 	fprintf(out,
-		"usage: %s [--quick | --smoke] [--reps N] [--target-s SECONDS] [--only LIST] [--py PATH]\n"
+		"usage: %s [--quick | --smoke] [--reps N] [--target-s SECONDS] [--only LIST] [--py "
+		"PATH]\n"
 		"       [--py-transfer PATH] [--python PATH]\n"
 		"  --quick       about one minute: fewer repetitions, shorter runs\n"
-		"  --smoke       --quick with one repetition: does every contender run and pass its\n"
-		"                payload checks? (the test suite runs this; its numbers mean little)\n"
+		"  --smoke       --quick with one repetition: does every contender run and pass "
+		"its\n"
+		"                payload checks? (the test suite runs this; its numbers mean "
+		"little)\n"
 		"  --reps N      measured repetitions per contender (default 7, quick 5)\n"
-		"  --target-s S  wall time of one measured throughput run (default 0.5, quick 0.08)\n"
+		"  --target-s S  wall time of one measured throughput run (default 0.5, quick "
+		"0.08)\n"
 		"  --only LIST   comma-separated sections among 0,1,2,3,4,5,6,7\n"
 		"  --py PATH     sample_peers.py (default %s/sample_peers.py)\n"
 		"  --py-transfer PATH\n"
@@ -138,13 +142,15 @@ int main(int argc, char **argv)
 	cpu_model(model, sizeof model);
 	uname(&u);
 	loadavg(load, sizeof load);
-	printf("cistern-bench: %d CPUs online (%s), kernel %s %s; %d measured repetitions per contender, "
+	printf("cistern-bench: %d CPUs online (%s), kernel %s %s; %d measured repetitions per "
+	       "contender, "
 	       "interleaved, after one unmeasured calibration/warm-up run; %s mode.\n",
 	       g_opt.ncpu, model, u.sysname, u.release, g_opt.reps, g_opt.quick ? "quick" : "full");
 	printf("/proc/loadavg at start: %s\n", load);
 	char huge[128];
 	shm_huge_option(huge, sizeof huge);
-	printf("/dev/shm mounted with huge=%s (the pages of cistern's segments and of section 3's bounds)\n",
+	printf("/dev/shm mounted with huge=%s (the pages of cistern's segments and of section 3's "
+	       "bounds)\n",
 	       huge);
 	printf("ratio: sections 1-5, 6c and 7 = how many times better the cistern reference row is "
 	       "(>1: cistern better); 6a, 6b = cost / cost at the smallest size.\n\n");
@@ -177,7 +183,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < row_count(); i++) {
 		const struct row *r = row_get(i);
 		if (strncmp(r->note, "ERR", 3) == 0) {
-			fprintf(stderr, "cistern-bench: %s / %s: %s\n", r->section, r->contender, r->note);
+			fprintf(stderr, "cistern-bench: %s / %s: %s\n", r->section, r->contender,
+				r->note);
 			failed++;
 		}
 	}

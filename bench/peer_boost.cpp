@@ -11,7 +11,8 @@
 
 namespace bip = boost::interprocess;
 
-namespace {
+namespace
+{
 int last_errno(const bip::interprocess_exception &e)
 {
 	int n = e.get_native_error();

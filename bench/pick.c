@@ -60,8 +60,11 @@ int main(int argc, char **argv)
 	int picks = argc > 2 ? atoi(argv[2]) : 20000;
 	char name[64];
 	snprintf(name, sizeof(name), "bench-pick-%d", (int)getpid());
-	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_size = 8,
-				     .slot_count = slots, .watermark = 1, .seed = 42};
+	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR,
+				     .slot_size = 8,
+				     .slot_count = slots,
+				     .watermark = 1,
+				     .seed = 42};
 	struct cistern *c;
 	int r = cistern_create(name, &cfg, &c);
 	if (r < 0) {

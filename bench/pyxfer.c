@@ -26,9 +26,10 @@ void sec_pyxfer(void)
 	const char *section = "7. Python 1P/1R 4 KiB";
 	char cmd[2048];
 	snprintf(cmd, sizeof cmd,
-		 "'%s' '%s' --reps %d --target-s %g --size %u --batch %u --slots %u --cistern-path '%s'",
-		 g_opt.python, g_opt.py_transfer, g_opt.reps, g_opt.target_s, X_SIZE, X_BATCH, X_SLOTS,
-		 BENCH_PYPATH);
+		 "'%s' '%s' --reps %d --target-s %g --size %u --batch %u --slots %u --cistern-path "
+		 "'%s'",
+		 g_opt.python, g_opt.py_transfer, g_opt.reps, g_opt.target_s, X_SIZE, X_BATCH,
+		 X_SLOTS, BENCH_PYPATH);
 	progress("[%s] running %s", section, cmd);
 	fflush(NULL);
 	FILE *f = popen(cmd, "r");
@@ -70,7 +71,8 @@ void sec_pyxfer(void)
 			progress("[%s] %s exited with status %d", section, g_opt.py_transfer, st);
 	}
 	if (!got) {
-		int r = row_add(section, "cistern / multiprocessing peers", "samples", "", HIGHER_BETTER);
+		int r = row_add(section, "cistern / multiprocessing peers", "samples", "",
+				HIGHER_BETTER);
 		row_note(r, "ERR: %s did not run (see stderr)", g_opt.py_transfer);
 	}
 }

@@ -48,8 +48,16 @@
 #define S_BATCH 256u
 
 enum skind {
-	S_GATHER, S_TOUCH_PF, S_GATHER_PF, S_PASS_ZC, S_PASS_GET, S_CIS_ZC, S_CIS_GET, S_CIS_ONE,
-	S_CIS_ZC2, S_CIS_GET2, /* S_CIS_ZC and S_CIS_GET with a second reader attached */
+	S_GATHER,
+	S_TOUCH_PF,
+	S_GATHER_PF,
+	S_PASS_ZC,
+	S_PASS_GET,
+	S_CIS_ZC,
+	S_CIS_GET,
+	S_CIS_ONE,
+	S_CIS_ZC2,
+	S_CIS_GET2, /* S_CIS_ZC and S_CIS_GET with a second reader attached */
 };
 
 /* The floors: how far ahead rows are prefetched (the library's batch paths use 16 too). */
@@ -70,7 +78,7 @@ static int plain_array(enum skind k)
 struct samp {
 	enum skind kind;
 	struct run_ctl *c;
-	const char *name;   /* cistern segment */
+	const char *name; /* cistern segment */
 };
 
 static void fill_sample(unsigned char *p, uint64_t id)
@@ -132,7 +140,8 @@ static void pass_batch(enum skind kind, unsigned char *arr, unsigned char *batch
 		uint32_t i = q[k % S_AHEAD];
 		q[k % S_AHEAD] = (uint32_t)(rng_next(seed) % S_SLOTS);
 		pass_prefetch(arr + (size_t)q[k % S_AHEAD] * S_PASS_STRIDE, get);
-		volatile struct pass_meta *m = (volatile struct pass_meta *)(arr + (size_t)i * S_PASS_STRIDE);
+		volatile struct pass_meta *m =
+			(volatile struct pass_meta *)(arr + (size_t)i * S_PASS_STRIDE);
 		seen_w[k] = m->word;
 		m->pins = m->pins | 1;
 		idx[k] = i;
@@ -164,8 +173,8 @@ static void pass_batch(enum skind kind, unsigned char *arr, unsigned char *batch
 }
 
 /* One batch of the contender; adds damaged samples to *bad. 0 or -1 (error recorded). */
-static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *held, unsigned char *batch,
-		     unsigned char *arr, uint64_t *seed, uint64_t *bad)
+static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *held,
+		     unsigned char *batch, unsigned char *arr, uint64_t *seed, uint64_t *bad)
 {
 	int rc;
 	if (s->kind == S_GATHER) {
@@ -212,7 +221,8 @@ static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *h
 	} else if (s->kind == S_CIS_GET || s->kind == S_CIS_GET2) {
 		rc = cistern_get_batch(c, batch, S_SIZE, S_BATCH, NULL, NULL, 1000);
 		if (rc != (int)S_BATCH) {
-			ctl_error(s->c, 0, "cistern_get_batch: %s", rc < 0 ? cistern_strerror(rc) : "short batch");
+			ctl_error(s->c, 0, "cistern_get_batch: %s",
+				  rc < 0 ? cistern_strerror(rc) : "short batch");
 			return -1;
 		}
 		for (unsigned k = 0; k < S_BATCH; k++)
@@ -252,13 +262,14 @@ static int second_reader(struct samp *s, struct cistern *c, struct cistern **c2)
 		ctl_error(s->c, 0, "cistern_attach (second reader): %s", cistern_strerror(rc));
 		return -1;
 	}
-	struct cistern *h[2] = { *c2, c };
+	struct cistern *h[2] = {*c2, c};
 	for (int i = 0; i < 2; i++) {
 		rc = cistern_acquire(h[i], &one, 1000);
 		if (rc >= 0)
 			rc = cistern_release(h[i], &one);
 		if (rc < 0) {
-			ctl_error(s->c, 0, "cistern_acquire/release (reader %d): %s", i + 1, cistern_strerror(rc));
+			ctl_error(s->c, 0, "cistern_acquire/release (reader %d): %s", i + 1,
+				  cistern_strerror(rc));
 			return -1;
 		}
 	}
@@ -361,7 +372,7 @@ static int samp_run(struct samp *proto, uint64_t batches, double *kbps, char *er
 static int make_segment(enum cistern_policy p, uint32_t flags, char *name, size_t cap,
 			struct cistern **out)
 {
-	struct cistern_config cfg = { 0 };
+	struct cistern_config cfg = {0};
 	cfg.flags = flags;
 	unsigned char buf[S_SIZE];
 	cfg.slot_size = S_SIZE;
@@ -393,7 +404,8 @@ static int make_segment(enum cistern_policy p, uint32_t flags, char *name, size_
 static void python_peers(const char *section, int ref)
 {
 	char cmd[1024];
-	snprintf(cmd, sizeof cmd, "'%s' '%s' --reps %d --target-s %g --slots %u --slot-size %u --batch %u",
+	snprintf(cmd, sizeof cmd,
+		 "'%s' '%s' --reps %d --target-s %g --slots %u --slot-size %u --batch %u",
 		 g_opt.python, g_opt.py, g_opt.reps, g_opt.target_s, S_SLOTS, S_SIZE, S_BATCH);
 	progress("[%s] running %s", section, cmd);
 	fflush(NULL);
@@ -408,7 +420,8 @@ static void python_peers(const char *section, int ref)
 				if (!vals)
 					continue;
 				*vals++ = 0;
-				int r = row_add(section, name, "batches", "k batches/s", HIGHER_BETTER);
+				int r = row_add(section, name, "batches", "k batches/s",
+						HIGHER_BETTER);
 				row_ref(r, ref, 0);
 				if (strncmp(vals, "n/a", 3) == 0 || strncmp(vals, "ERR", 3) == 0) {
 					row_note(r, "%s", vals);
@@ -448,20 +461,34 @@ void sec_sample(void)
 		char name[80];
 		struct cistern *h;
 	} t[] = {
-		{ "cistern batch_reservoir zero-copy, SINGLE_READER (acquire_batch/release_batch)", S_CIS_ZC, CISTERN_BATCH_RESERVOIR, CISTERN_SINGLE_READER, -1, 0, "", NULL },
-		{ "cistern batch_reservoir gathered, SINGLE_READER (get_batch)", S_CIS_GET, CISTERN_BATCH_RESERVOIR, CISTERN_SINGLE_READER, -1, 0, "", NULL },
-		{ "cistern batch_reservoir zero-copy (acquire_batch/release_batch)", S_CIS_ZC, CISTERN_BATCH_RESERVOIR, 0, -1, 0, "", NULL },
-		{ "cistern batch_reservoir gathered (get_batch)", S_CIS_GET, CISTERN_BATCH_RESERVOIR, 0, -1, 0, "", NULL },
-		{ "cistern reservoir zero-copy (acquire_batch/release_batch)", S_CIS_ZC, CISTERN_RESERVOIR, 0, -1, 0, "", NULL },
-		{ "cistern reservoir gathered (get_batch)", S_CIS_GET, CISTERN_RESERVOIR, 0, -1, 0, "", NULL },
-		{ "cistern reservoir acquire/release one at a time x256", S_CIS_ONE, CISTERN_RESERVOIR, 0, -1, 0, "", NULL },
-		{ "C gather baseline (memcpy 256 random rows of a plain array)", S_GATHER, CISTERN_FIFO, 0, -1, 0, "", NULL },
-		{ "floor, no library: tag word of 256 random rows, prefetched 16 ahead", S_TOUCH_PF, CISTERN_FIFO, 0, -1, 0, "", NULL },
-		{ "floor, no library: memcpy 256 random rows, prefetched 16 ahead", S_GATHER_PF, CISTERN_FIFO, 0, -1, 0, "", NULL },
-		{ "floor, no library: a pinning reader's passes, rows read in place", S_PASS_ZC, CISTERN_FIFO, 0, -1, 0, "", NULL },
-		{ "floor, no library: a pinning reader's passes, rows copied out", S_PASS_GET, CISTERN_FIFO, 0, -1, 0, "", NULL },
-		{ "cistern reservoir zero-copy, a second reader attached", S_CIS_ZC2, CISTERN_RESERVOIR, 0, -1, 0, "", NULL },
-		{ "cistern reservoir gathered, a second reader attached", S_CIS_GET2, CISTERN_RESERVOIR, 0, -1, 0, "", NULL },
+		{"cistern batch_reservoir zero-copy, SINGLE_READER (acquire_batch/release_batch)",
+		 S_CIS_ZC, CISTERN_BATCH_RESERVOIR, CISTERN_SINGLE_READER, -1, 0, "", NULL},
+		{"cistern batch_reservoir gathered, SINGLE_READER (get_batch)", S_CIS_GET,
+		 CISTERN_BATCH_RESERVOIR, CISTERN_SINGLE_READER, -1, 0, "", NULL},
+		{"cistern batch_reservoir zero-copy (acquire_batch/release_batch)", S_CIS_ZC,
+		 CISTERN_BATCH_RESERVOIR, 0, -1, 0, "", NULL},
+		{"cistern batch_reservoir gathered (get_batch)", S_CIS_GET, CISTERN_BATCH_RESERVOIR,
+		 0, -1, 0, "", NULL},
+		{"cistern reservoir zero-copy (acquire_batch/release_batch)", S_CIS_ZC,
+		 CISTERN_RESERVOIR, 0, -1, 0, "", NULL},
+		{"cistern reservoir gathered (get_batch)", S_CIS_GET, CISTERN_RESERVOIR, 0, -1, 0,
+		 "", NULL},
+		{"cistern reservoir acquire/release one at a time x256", S_CIS_ONE,
+		 CISTERN_RESERVOIR, 0, -1, 0, "", NULL},
+		{"C gather baseline (memcpy 256 random rows of a plain array)", S_GATHER,
+		 CISTERN_FIFO, 0, -1, 0, "", NULL},
+		{"floor, no library: tag word of 256 random rows, prefetched 16 ahead", S_TOUCH_PF,
+		 CISTERN_FIFO, 0, -1, 0, "", NULL},
+		{"floor, no library: memcpy 256 random rows, prefetched 16 ahead", S_GATHER_PF,
+		 CISTERN_FIFO, 0, -1, 0, "", NULL},
+		{"floor, no library: a pinning reader's passes, rows read in place", S_PASS_ZC,
+		 CISTERN_FIFO, 0, -1, 0, "", NULL},
+		{"floor, no library: a pinning reader's passes, rows copied out", S_PASS_GET,
+		 CISTERN_FIFO, 0, -1, 0, "", NULL},
+		{"cistern reservoir zero-copy, a second reader attached", S_CIS_ZC2,
+		 CISTERN_RESERVOIR, 0, -1, 0, "", NULL},
+		{"cistern reservoir gathered, a second reader attached", S_CIS_GET2,
+		 CISTERN_RESERVOIR, 0, -1, 0, "", NULL},
 	};
 	int n = (int)(sizeof t / sizeof t[0]);
 	char err[160];
@@ -493,13 +520,13 @@ void sec_sample(void)
 	}
 
 	for (int i = 0; i < n; i++) {
-		struct samp s = { .kind = t[i].kind, .name = t[i].name };
+		struct samp s = {.kind = t[i].kind, .name = t[i].name};
 		double k = 0;
 		if (!plain_array(t[i].kind)) {
 			/* The rows of one policy and flags share the segment of their first row. */
 			int first = i;
-			while (first > 0 && !plain_array(t[first - 1].kind) && t[first - 1].pol == t[i].pol &&
-			       t[first - 1].flags == t[i].flags)
+			while (first > 0 && !plain_array(t[first - 1].kind) &&
+			       t[first - 1].pol == t[i].pol && t[first - 1].flags == t[i].flags)
 				first--;
 			if (first != i) {
 				if (!t[first].h) {
@@ -509,16 +536,20 @@ void sec_sample(void)
 				snprintf(t[i].name, sizeof t[i].name, "%s", t[first].name);
 			} else {
 				const char *fl = t[i].flags ? ", SINGLE_READER"
-						: t[i].kind == S_CIS_ZC2 || t[i].kind == S_CIS_GET2
-							? ", second-reader rows"
-							: "";
-				progress("[%s] filling a %s%s segment", section, cistern_policy_name(t[i].pol), fl);
+						 : t[i].kind == S_CIS_ZC2 || t[i].kind == S_CIS_GET2
+							 ? ", second-reader rows"
+							 : "";
+				progress("[%s] filling a %s%s segment", section,
+					 cistern_policy_name(t[i].pol), fl);
 				uint64_t f0 = now_ns();
-				int rc = make_segment(t[i].pol, t[i].flags, t[i].name, sizeof t[i].name, &t[i].h);
+				int rc = make_segment(t[i].pol, t[i].flags, t[i].name,
+						      sizeof t[i].name, &t[i].h);
 				if (rc == 0) {
 					char lab[112];
-					snprintf(lab, sizeof lab, "cistern %s%s: create + fill 100k (setup, one run)",
-						 cistern_policy_name(t[i].pol), fl);
+					snprintf(
+						lab, sizeof lab,
+						"cistern %s%s: create + fill 100k (setup, one run)",
+						cistern_policy_name(t[i].pol), fl);
 					int fr = row_add(section, lab, "time", "ms", LOWER_BETTER);
 					row_push(fr, (double)(now_ns() - f0) / 1e6);
 				}
@@ -527,7 +558,8 @@ void sec_sample(void)
 					continue;
 				}
 				if (rc < 0) {
-					row_note(t[i].row, "ERR: create/fill: %s", cistern_strerror(rc));
+					row_note(t[i].row, "ERR: create/fill: %s",
+						 cistern_strerror(rc));
 					continue;
 				}
 			}
@@ -542,7 +574,7 @@ void sec_sample(void)
 	}
 	for (int rep = 0; rep < g_opt.reps; rep++)
 		for (int i = 0; i < n; i++) {
-			struct samp s = { .kind = t[i].kind, .name = t[i].name };
+			struct samp s = {.kind = t[i].kind, .name = t[i].name};
 			double k = 0;
 			if (!t[i].batches)
 				continue;
@@ -552,7 +584,8 @@ void sec_sample(void)
 				continue;
 			}
 			row_push(t[i].row, k);
-			progress("[%s] rep %d/%d %s: %.2f k batches/s", section, rep + 1, g_opt.reps, t[i].label, k);
+			progress("[%s] rep %d/%d %s: %.2f k batches/s", section, rep + 1,
+				 g_opt.reps, t[i].label, k);
 		}
 	for (int i = 0; i < n; i++)
 		if (t[i].h) {

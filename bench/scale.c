@@ -37,10 +37,10 @@
 
 struct op {
 	struct run_ctl *c;
-	int plain;                   /* the plain rings instead of cistern */
+	int plain; /* the plain rings instead of cistern */
 	char names[OP_SIZES][80];
 	uint64_t slots[OP_SIZES];
-	uint64_t ops;                /* timed pairs per size */
+	uint64_t ops; /* timed pairs per size */
 };
 
 /* One ring under test: a cistern handle, or a plain shared array. */
@@ -84,7 +84,7 @@ static int op_child(int role, int idx, void *arg)
 {
 	struct op *o = arg;
 	struct op_ring r[OP_SIZES];
-	uint64_t spent[OP_SIZES] = { 0 }, done[OP_SIZES] = { 0 };
+	uint64_t spent[OP_SIZES] = {0}, done[OP_SIZES] = {0};
 	int64_t bad = 0;
 	int i, fail = 0;
 	(void)role;
@@ -140,18 +140,17 @@ static int op_child(int role, int idx, void *arg)
 }
 
 /* One run of all sizes; ns[i]: mean cost of a pair at size i. */
-static int op_run(int plain, const uint64_t *slots, uint64_t ops, double *ns, char *err,
-		  size_t cap)
+static int op_run(int plain, const uint64_t *slots, uint64_t ops, double *ns, char *err, size_t cap)
 {
-	struct cistern *h[OP_SIZES] = { NULL };
-	struct op o = { .plain = plain, .ops = ops };
+	struct cistern *h[OP_SIZES] = {NULL};
+	struct op o = {.plain = plain, .ops = ops};
 	int rc = 0, i;
 	err[0] = 0;
 	for (i = 0; i < OP_SIZES; i++) {
 		o.slots[i] = slots[i];
 		if (plain)
 			continue;
-		struct cistern_config cfg = { 0 };
+		struct cistern_config cfg = {0};
 		cfg.slot_size = BENCH_MSG;
 		cfg.slot_count = slots[i];
 		cfg.policy = CISTERN_FIFO;
@@ -165,7 +164,7 @@ static int op_run(int plain, const uint64_t *slots, uint64_t ops, double *ns, ch
 	}
 	if (!err[0]) {
 		o.c = ctl_new(1, 0, ops);
-		struct run_hooks hk = { .fn = op_child, .arg = &o, .timeout_ns = 300000000000ull };
+		struct run_hooks hk = {.fn = op_child, .arg = &o, .timeout_ns = 300000000000ull};
 		uint64_t t0 = 0;
 		rc = run_children(o.c, &hk, &t0);
 		if (o.c->err[0][0])
@@ -193,9 +192,9 @@ static int op_run(int plain, const uint64_t *slots, uint64_t ops, double *ns, ch
 static void sec_ops(void)
 {
 	const char *section = "6a. put+get, one process";
-	static const uint64_t slots[OP_SIZES] = { 1024, 65536, 1048576 };
-	static const char *size[OP_SIZES] = { "1K", "64K", "1M" };
-	int row[2][OP_SIZES], ok[2] = { 1, 1 };
+	static const uint64_t slots[OP_SIZES] = {1024, 65536, 1048576};
+	static const char *size[OP_SIZES] = {"1K", "64K", "1M"};
+	int row[2][OP_SIZES], ok[2] = {1, 1};
 	char err[160];
 	/* At least two laps of the largest ring, timed, at every size. */
 	uint64_t ops = g_opt.quick ? 2 * slots[OP_SIZES - 1] : 4000000;
@@ -203,7 +202,10 @@ static void sec_ops(void)
 	for (int p = 0; p < 2; p++)
 		for (int i = 0; i < OP_SIZES; i++) {
 			char lab[96];
-			snprintf(lab, sizeof lab, "%s %s slots x 64 B", p ? "plain ring, no library (memcpy in/out)," : "cistern FIFO put/get,", size[i]);
+			snprintf(lab, sizeof lab, "%s %s slots x 64 B",
+				 p ? "plain ring, no library (memcpy in/out),"
+				   : "cistern FIFO put/get,",
+				 size[i]);
 			row[p][i] = row_add(section, lab, "put+get pair", "ns", LOWER_BETTER);
 			row_ref(row[p][i], row[p][0], 1);
 			if (!p)
@@ -262,7 +264,7 @@ static int life_child(int role, int idx, void *arg)
 /* out: create, attach, detach (child), detach (creator), unlink, in microseconds */
 static int life_run(uint64_t slot_size, uint64_t slots, double out[5], char *err, size_t cap)
 {
-	struct cistern_config cfg = { 0 };
+	struct cistern_config cfg = {0};
 	struct cistern *h;
 	char name[80];
 	cfg.slot_size = slot_size;
@@ -278,8 +280,8 @@ static int life_run(uint64_t slot_size, uint64_t slots, double out[5], char *err
 		return -1;
 	}
 	cleanup_register(name);
-	struct life l = { ctl_new(1, 0, 0), name };
-	struct run_hooks hk = { .fn = life_child, .arg = &l, .timeout_ns = 60000000000ull };
+	struct life l = {ctl_new(1, 0, 0), name};
+	struct run_hooks hk = {.fn = life_child, .arg = &l, .timeout_ns = 60000000000ull};
 	uint64_t tgo;
 	rc = run_children(l.c, &hk, &tgo);
 	if (l.c->err[0][0])
@@ -306,16 +308,18 @@ static int life_run(uint64_t slot_size, uint64_t slots, double out[5], char *err
 static void sec_life(void)
 {
 	const char *section = "6b. segment lifecycle";
-	static const char *what[5] = { "cistern_create", "cistern_attach (other process)",
-				       "cistern_detach (other process)", "cistern_detach (creator)", "cistern_unlink" };
-	static const uint64_t mib[4] = { 1, 16, 256, 1024 };
+	static const char *what[5] = {"cistern_create", "cistern_attach (other process)",
+				      "cistern_detach (other process)", "cistern_detach (creator)",
+				      "cistern_unlink"};
+	static const uint64_t mib[4] = {1, 16, 256, 1024};
 	int nsz = g_opt.quick ? 3 : 4, row[4][5], ok[4];
 	char err[160];
 
 	for (int w = 0; w < 5; w++)
 		for (int s = 0; s < nsz; s++) {
 			char lab[96];
-			snprintf(lab, sizeof lab, "%s, %llu MiB (4 KiB slots)", what[w], (unsigned long long)mib[s]);
+			snprintf(lab, sizeof lab, "%s, %llu MiB (4 KiB slots)", what[w],
+				 (unsigned long long)mib[s]);
 			row[s][w] = row_add(section, lab, "time", "us", LOWER_BETTER);
 			row_ref(row[s][w], row[0][w], 1);
 		}
@@ -339,8 +343,10 @@ static void sec_life(void)
 			}
 			for (int w = 0; w < 5; w++)
 				row_push(row[s][w], v[w]);
-			progress("[%s] rep %d/%d %llu MiB: create %.0f attach %.0f detach %.0f/%.0f unlink %.0f us",
-				 section, rep + 1, g_opt.reps, (unsigned long long)mib[s], v[0], v[1], v[2], v[3], v[4]);
+			progress("[%s] rep %d/%d %llu MiB: create %.0f attach %.0f detach "
+				 "%.0f/%.0f unlink %.0f us",
+				 section, rep + 1, g_opt.reps, (unsigned long long)mib[s], v[0],
+				 v[1], v[2], v[3], v[4]);
 		}
 }
 
@@ -375,7 +381,8 @@ static int idle_child(int role, int idx, void *arg)
 	} else {
 		rc = cistern_attach(d->name, &c);
 		if (rc < 0) {
-			ctl_error(d->c, BENCH_MAX_PROCS, "cistern_attach: %s", cistern_strerror(rc));
+			ctl_error(d->c, BENCH_MAX_PROCS, "cistern_attach: %s",
+				  cistern_strerror(rc));
 			return 1;
 		}
 	}
@@ -439,7 +446,7 @@ static int idle_run(int use_pipe, double wait_s, double out[2], char *err, size_
 			return -1;
 		}
 	} else {
-		struct cistern_config cfg = { 0 };
+		struct cistern_config cfg = {0};
 		cfg.slot_size = BENCH_MSG;
 		cfg.slot_count = 1024;
 		bench_name(name, sizeof name, "idle");
@@ -452,11 +459,12 @@ static int idle_run(int use_pipe, double wait_s, double out[2], char *err, size_
 		d.name = name;
 	}
 	d.c = ctl_new(0, 1, 0);
-	struct idle_parent p = { &d, h, wait_s };
+	struct idle_parent p = {&d, h, wait_s};
 	/* No producers: run_children calls after_producers right after releasing the reader. */
-	struct run_hooks hk = {
-		.fn = idle_child_fn, .arg = &p, .after_producers = idle_send, .timeout_ns = 60000000000ull
-	};
+	struct run_hooks hk = {.fn = idle_child_fn,
+			       .arg = &p,
+			       .after_producers = idle_send,
+			       .timeout_ns = 60000000000ull};
 	uint64_t t0;
 	int rc = run_children(d.c, &hk, &t0);
 	if (d.c->err[BENCH_MAX_PROCS][0])
@@ -481,8 +489,8 @@ static int idle_run(int use_pipe, double wait_s, double out[2], char *err, size_
 static void sec_idle(void)
 {
 	const char *section = "6c. reader blocked 1 s";
-	static const char *label[2] = { "cistern_get(timeout -1)", "pipe read()" };
-	int row[2], ok[2] = { 1, 1 };
+	static const char *label[2] = {"cistern_get(timeout -1)", "pipe read()"};
+	int row[2], ok[2] = {1, 1};
 	int reps = g_opt.quick ? 3 : 5;
 	char err[160];
 
@@ -508,8 +516,8 @@ static void sec_idle(void)
 				continue;
 			}
 			row_push(row[i], v[0]);
-			progress("[%s] rep %d/%d %s: %.0f us CPU over %.3f s", section, rep + 1, reps, label[i], v[0],
-				 v[1]);
+			progress("[%s] rep %d/%d %s: %.0f us CPU over %.3f s", section, rep + 1,
+				 reps, label[i], v[0], v[1]);
 		}
 }
 

@@ -22,10 +22,10 @@
 
 #define GROW_MAX (256 * 1024)
 
-#define CHECK(c)                                                                          \
-	do {                                                                              \
-		if (!(c))                                                                 \
-			__builtin_trap();                                                 \
+#define CHECK(c)                          \
+	do {                              \
+		if (!(c))                 \
+			__builtin_trap(); \
 	} while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -37,8 +37,8 @@ static void exercise(struct cistern *c)
 	const char *arena_end = c->arena + c->slot_count * c->slot_stride;
 	CHECK((char *)c->hdr + c->map_size >= arena_end);
 	uint8_t buf[64] = {0};
-	int r = cistern_put(c, buf, sizeof(buf) < c->slot_size ? sizeof(buf) : c->slot_size,
-			    NULL, 0);
+	int r = cistern_put(c, buf, sizeof(buf) < c->slot_size ? sizeof(buf) : c->slot_size, NULL,
+			    0);
 	/* -EBUSY: a single-producer FIFO whose role word names another entry. */
 	CHECK(r == 0 || r == -EAGAIN || r == -EPIPE || r == -EPROTO || r == -EBUSY);
 	struct cistern_sample s;

@@ -23,10 +23,10 @@
 
 #include "internal.h"
 
-#define CHECK(c)                                                                          \
-	do {                                                                              \
-		if (!(c))                                                                 \
-			__builtin_trap();                                                 \
+#define CHECK(c)                          \
+	do {                              \
+		if (!(c))                 \
+			__builtin_trap(); \
 	} while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -52,8 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	struct cistern_dump_info info;
 	int v = cistern_dump_verify(path, &info);
-	CHECK(v == 0 || v == -EBADMSG || v == -ENOMSG || v == -EPROTONOSUPPORT ||
-	      v == -ENOTSUP || v == -EINVAL || v == -ENOMEM);
+	CHECK(v == 0 || v == -EBADMSG || v == -ENOMSG || v == -EPROTONOSUPPORT || v == -ENOTSUP ||
+	      v == -EINVAL || v == -ENOMEM);
 	int r = cistern_restore(path, name, NULL, NULL, NULL);
 	if (r == 0) {
 		/* A restored segment must attach and answer like any other. */

@@ -94,8 +94,7 @@ int main(int argc, char **argv)
 	outdir = argv[1];
 	char name[64];
 	snprintf(name, sizeof(name), "gen-corpus-%d", (int)getpid());
-	struct cistern_config small = {.slot_size = 24, .slot_count = 4, .max_procs = 4,
-				       .seed = 1};
+	struct cistern_config small = {.slot_size = 24, .slot_count = 4, .max_procs = 4, .seed = 1};
 
 	/* An empty segment. */
 	struct cistern *c = make(name, small);
@@ -142,12 +141,15 @@ int main(int argc, char **argv)
 	c = make(name, (struct cistern_config){.slot_size = 8, .slot_count = 1, .max_procs = 2});
 	save_segment("one-slot", name);
 	cistern_detach(c);
-	c = make(name, (struct cistern_config){.slot_size = 65536, .slot_count = 2, .max_procs = 2});
+	c = make(name,
+		 (struct cistern_config){.slot_size = 65536, .slot_count = 2, .max_procs = 2});
 	save_segment("big-slot", name);
 	cistern_detach(c);
 	/* A schema, which every attach parses from the header. */
-	c = make(name, (struct cistern_config){.slot_count = 2, .max_procs = 2,
-					       .schema = "obs:float32[2,3];action:int64[];done:bool"});
+	c = make(name,
+		 (struct cistern_config){.slot_count = 2,
+					 .max_procs = 2,
+					 .schema = "obs:float32[2,3];action:int64[];done:bool"});
 	cistern_put(c, (char[40]){1, 2, 3}, 40, NULL, 0);
 	save_segment("schema", name);
 	cistern_detach(c);

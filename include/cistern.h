@@ -163,20 +163,23 @@ enum {
  * CISTERN_DEFAULT_SLOT_COUNT slots of CISTERN_DEFAULT_SLOT_SIZE bytes, mode 0600.
  */
 struct cistern_config {
-	uint64_t slot_size;            /**< largest payload in bytes; 0 = default (with a schema: its sample size) */
-	uint64_t slot_count;           /**< number of slots (capacity); 0 = default */
-	enum cistern_policy policy;    /**< CISTERN_FIFO by default */
-	uint32_t mode;                 /**< permission bits of the shm object; 0 = 0600 */
-	uint64_t watermark;            /**< FIRO and reservoirs: population before reads start */
-	uint32_t pseudo_epochs;        /**< FIRO: reads of each sample; 0 = 1 */
-	uint32_t sweep_size;           /**< SimPairedReservoir: sim_id < sweep_size */
-	uint32_t nb_time_steps;        /**< SimPairedReservoir: time_step < nb_time_steps */
-	uint32_t batch_size;           /**< BatchReservoir: samples per batch */
-	uint64_t seed;                 /**< random seed; 0 = seeded from the clock */
-	uint32_t max_procs;            /**< attachment table size; 0 = default */
-	uint32_t expected_producers;   /**< reception closes after this many cistern_producer_done() (0 = only by cistern_close_reception); see CISTERN_DEAD_PRODUCER_DONE */
-	uint32_t flags;                /**< CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, CISTERN_SINGLE_READER, CISTERN_DEAD_PRODUCER_DONE */
-	uint32_t reserved_;            /**< must be 0 */
+	uint64_t
+		slot_size; /**< largest payload in bytes; 0 = default (with a schema: its sample size) */
+	uint64_t slot_count;        /**< number of slots (capacity); 0 = default */
+	enum cistern_policy policy; /**< CISTERN_FIFO by default */
+	uint32_t mode;              /**< permission bits of the shm object; 0 = 0600 */
+	uint64_t watermark;         /**< FIRO and reservoirs: population before reads start */
+	uint32_t pseudo_epochs;     /**< FIRO: reads of each sample; 0 = 1 */
+	uint32_t sweep_size;        /**< SimPairedReservoir: sim_id < sweep_size */
+	uint32_t nb_time_steps;     /**< SimPairedReservoir: time_step < nb_time_steps */
+	uint32_t batch_size;        /**< BatchReservoir: samples per batch */
+	uint64_t seed;              /**< random seed; 0 = seeded from the clock */
+	uint32_t max_procs;         /**< attachment table size; 0 = default */
+	uint32_t
+		expected_producers; /**< reception closes after this many cistern_producer_done() (0 = only by cistern_close_reception); see CISTERN_DEAD_PRODUCER_DONE */
+	uint32_t
+		flags; /**< CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, CISTERN_SINGLE_READER, CISTERN_DEAD_PRODUCER_DONE */
+	uint32_t reserved_; /**< must be 0 */
 	/**
 	 * Reservoir kinds: optional rate limiter; 0 = off. When reads_per_put > 0,
 	 * with puts counted after the first `watermark` ones and reads since
@@ -226,11 +229,11 @@ struct cistern_meta {
  * belong to the library.
  */
 struct cistern_slot {
-	void *data;          /**< where to write the payload */
-	size_t capacity;     /**< the segment's slot_size */
-	uint64_t pos_;       /**< internal: position claimed */
-	uint32_t index_;     /**< internal: slot index */
-	uint32_t live_;      /**< internal: nonzero while reserved */
+	void *data;      /**< where to write the payload */
+	size_t capacity; /**< the segment's slot_size */
+	uint64_t pos_;   /**< internal: position claimed */
+	uint32_t index_; /**< internal: slot index */
+	uint32_t live_;  /**< internal: nonzero while reserved */
 };
 
 /**
@@ -238,12 +241,12 @@ struct cistern_slot {
  * until cistern_release(). The fields after `meta` belong to the library.
  */
 struct cistern_sample {
-	const void *data;           /**< the payload, valid until release */
-	size_t len;                 /**< payload length */
-	struct cistern_meta meta;   /**< its metadata */
-	uint64_t pos_;              /**< internal */
-	uint32_t index_;            /**< internal */
-	uint32_t live_;             /**< internal: nonzero while held */
+	const void *data;         /**< the payload, valid until release */
+	size_t len;               /**< payload length */
+	struct cistern_meta meta; /**< its metadata */
+	uint64_t pos_;            /**< internal */
+	uint32_t index_;          /**< internal */
+	uint32_t live_;           /**< internal: nonzero while held */
 };
 
 /** An opaque handle on an attached segment. */
@@ -265,7 +268,8 @@ CISTERN_API int cistern_name_valid(const char *name);
  *         parameters (cistern_config_problem() says which parameter);
  *         -ENOTSUP for a policy this build does not implement; -ENOMEM, -ENOSPC, ...
  */
-CISTERN_API int cistern_create(const char *name, const struct cistern_config *cfg, struct cistern **out);
+CISTERN_API int cistern_create(const char *name, const struct cistern_config *cfg,
+			       struct cistern **out);
 
 /**
  * Say why cistern_create() would refuse `cfg` with -EINVAL, judging it as
@@ -348,7 +352,8 @@ CISTERN_API int cistern_reserve(struct cistern *c, struct cistern_slot *slot, in
  *         the slot is not reserved by this handle; -ERANGE for a sim_id or
  *         time_step outside the SimPairedReservoir bounds.
  */
-CISTERN_API int cistern_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct cistern_meta *meta);
+CISTERN_API int cistern_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
+			       struct cistern_meta *meta);
 
 /**
  * Give a reserved slot back unpublished: that sample never existed.
@@ -361,7 +366,8 @@ CISTERN_API int cistern_abort(struct cistern *c, struct cistern_slot *slot);
  * @return 0; -EMSGSIZE; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed;
  *         -EBUSY as cistern_reserve().
  */
-CISTERN_API int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta, int timeout_ms);
+CISTERN_API int cistern_put(struct cistern *c, const void *buf, size_t len,
+			    struct cistern_meta *meta, int timeout_ms);
 
 /**
  * Copy up to `n` samples in, in order, as cistern_put() copies one: sample i
@@ -439,7 +445,8 @@ CISTERN_API int cistern_unacquire(struct cistern *c, struct cistern_sample *s);
  * @return the payload length; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if the
  *         sample is larger than `cap` (the sample is not lost: it is handed out again).
  */
-CISTERN_API ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms);
+CISTERN_API ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+				int timeout_ms);
 
 /**
  * Acquire a pair (x_t, x_t+1) of one simulation (SimPairedReservoir only): two
@@ -448,7 +455,8 @@ CISTERN_API ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct
  * After reception closes, each pair is handed out once and removed.
  * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EINVAL under another policy.
  */
-CISTERN_API int cistern_acquire_pair(struct cistern *c, struct cistern_sample pair[2], int timeout_ms);
+CISTERN_API int cistern_acquire_pair(struct cistern *c, struct cistern_sample pair[2],
+				     int timeout_ms);
 
 /** Release a pair acquired with cistern_acquire_pair(). @return 0 or -EINVAL. */
 CISTERN_API int cistern_release_pair(struct cistern *c, struct cistern_sample pair[2]);
@@ -459,7 +467,7 @@ CISTERN_API int cistern_release_pair(struct cistern *c, struct cistern_sample pa
  * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if a member exceeds cap.
  */
 CISTERN_API int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
-		     struct cistern_meta meta[2], int timeout_ms);
+				 struct cistern_meta meta[2], int timeout_ms);
 
 /**
  * Acquire a batch of `n` distinct samples drawn uniformly at random from those
@@ -474,7 +482,7 @@ CISTERN_API int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, si
  *         (cistern_read_problem() says why).
  */
 CISTERN_API int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n,
-			  int timeout_ms);
+				      int timeout_ms);
 
 /** Release `n` samples acquired with cistern_acquire_batch(). @return 0 or -EINVAL. */
 CISTERN_API int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n);
@@ -500,8 +508,8 @@ CISTERN_API int cistern_release_batch(struct cistern *c, struct cistern_sample *
  *         sample is longer than stride; -EINVAL (another policy, or a bad n);
  *         -EDEADLK as cistern_acquire_batch().
  */
-CISTERN_API int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
-		      struct cistern_meta *meta, int timeout_ms);
+CISTERN_API int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n,
+				  size_t *len, struct cistern_meta *meta, int timeout_ms);
 
 /**
  * Say whether a read of `n` samples would be refused at once instead of
@@ -542,9 +550,9 @@ struct cistern_stats {
 	uint64_t reader_wait_ns;   /**< total time readers waited */
 	/** seen counts of samples that left the buffer: 0,1,2,3,4,5-8,9-16,>16 */
 	uint64_t seen_hist[CISTERN_SEEN_BUCKETS];
-	uint64_t unpaired;         /**< SimPairedReservoir: samples left without a partner at the end */
-	uint32_t procs_attached;   /**< live attachments */
-	uint32_t reception_closed; /**< nonzero once reception is closed */
+	uint64_t unpaired; /**< SimPairedReservoir: samples left without a partner at the end */
+	uint32_t procs_attached;     /**< live attachments */
+	uint32_t reception_closed;   /**< nonzero once reception is closed */
 	uint32_t producers_expected; /**< cfg.expected_producers */
 	uint32_t producers_done;     /**< cistern_producer_done() calls so far */
 	/**
@@ -603,10 +611,10 @@ enum cistern_dtype {
 	CISTERN_UINT16 = 5,
 	CISTERN_UINT32 = 6,
 	CISTERN_UINT64 = 7,
-	CISTERN_FLOAT16 = 8,  /**< IEEE 754 binary16 */
+	CISTERN_FLOAT16 = 8, /**< IEEE 754 binary16 */
 	CISTERN_FLOAT32 = 9,
 	CISTERN_FLOAT64 = 10,
-	CISTERN_BOOL = 11,    /**< one byte, 0 or 1 */
+	CISTERN_BOOL = 11, /**< one byte, 0 or 1 */
 };
 #define CISTERN_DTYPE_COUNT 12
 
@@ -614,11 +622,11 @@ enum cistern_dtype {
 struct cistern_field {
 	char name[CISTERN_FIELD_NAME_MAX + 1]; /**< NUL-terminated */
 	enum cistern_dtype dtype;
-	uint32_t itemsize;                     /**< bytes of one element: 1, 2, 4 or 8 */
-	uint32_t ndim;                         /**< 0 for a scalar */
-	uint64_t shape[CISTERN_FIELD_DIMS];    /**< shape[0..ndim-1], C order; the rest 0 */
-	uint64_t offset;                       /**< bytes from the start of the sample */
-	uint64_t size;                         /**< itemsize times the product of the shape */
+	uint32_t itemsize;                  /**< bytes of one element: 1, 2, 4 or 8 */
+	uint32_t ndim;                      /**< 0 for a scalar */
+	uint64_t shape[CISTERN_FIELD_DIMS]; /**< shape[0..ndim-1], C order; the rest 0 */
+	uint64_t offset;                    /**< bytes from the start of the sample */
+	uint64_t size;                      /**< itemsize times the product of the shape */
 };
 
 /**
@@ -695,9 +703,9 @@ CISTERN_API const char *cistern_slot_class_name(enum cistern_slot_class cls);
 /** Occupancy of a segment: one pass over the slot metadata. */
 struct cistern_occupancy {
 	uint64_t slots[CISTERN_SLOT_CLASSES]; /**< slots per enum cistern_slot_class */
-	uint64_t pinned;        /**< slots with at least one reader pin (reservoirs) */
-	uint64_t held;          /**< samples held now: committed + redeliver slots */
-	uint64_t held_bytes;    /**< their payload bytes */
+	uint64_t pinned;     /**< slots with at least one reader pin (reservoirs) */
+	uint64_t held;       /**< samples held now: committed + redeliver slots */
+	uint64_t held_bytes; /**< their payload bytes */
 	/** seen counts of samples held now, bucketed as cistern_stats.seen_hist */
 	uint64_t held_seen_hist[CISTERN_SEEN_BUCKETS];
 };
@@ -717,16 +725,16 @@ enum {
 
 /** One entry of the attachment table that is in use. */
 struct cistern_proc_info {
-	uint32_t index;        /**< entry index in the table */
-	uint32_t pid;          /**< process id at attach time */
-	uint32_t uid;          /**< its user id */
-	uint32_t role;         /**< CISTERN_PROC_* bits; 0 = attached, nothing moved yet */
-	int alive;             /**< 1 if its owner holds the entry, 0 if it died without detaching */
-	uint32_t waiting;      /**< 0, 1 waiting for data, 2 waiting for room */
-	uint64_t attached_ns;  /**< CLOCK_REALTIME at attach */
-	uint64_t puts;         /**< samples it committed */
-	uint64_t gets;         /**< samples it was handed */
-	char comm[16];         /**< process name (NUL-terminated) */
+	uint32_t index;       /**< entry index in the table */
+	uint32_t pid;         /**< process id at attach time */
+	uint32_t uid;         /**< its user id */
+	uint32_t role;        /**< CISTERN_PROC_* bits; 0 = attached, nothing moved yet */
+	int alive;            /**< 1 if its owner holds the entry, 0 if it died without detaching */
+	uint32_t waiting;     /**< 0, 1 waiting for data, 2 waiting for room */
+	uint64_t attached_ns; /**< CLOCK_REALTIME at attach */
+	uint64_t puts;        /**< samples it committed */
+	uint64_t gets;        /**< samples it was handed */
+	char comm[16];        /**< process name (NUL-terminated) */
 };
 
 /**
@@ -734,7 +742,8 @@ struct cistern_proc_info {
  * Liveness is asked of the kernel (F_OFD_GETLK), so pid reuse does not fool it.
  * @return the number of entries in use (may exceed cap), or -errno.
  */
-CISTERN_API int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out, size_t cap);
+CISTERN_API int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out,
+				  size_t cap);
 
 /** Summary of one shm object named cistern.*, as cistern_list() sees it. */
 struct cistern_segment_info {
@@ -751,14 +760,14 @@ struct cistern_segment_info {
 	int status;
 	/** valid when status == 0; config.schema is NULL here (open the segment to read it) */
 	struct cistern_config config;
-	uint64_t file_size;           /**< bytes of the shm object */
-	uint64_t created_ns;          /**< header's creation time, else the file's mtime */
-	uint32_t uid;                 /**< owner of the shm object */
-	uint32_t mode;                /**< its permission bits */
-	uint64_t population;          /**< samples held (status == 0) */
-	uint32_t procs_live;          /**< attachments whose owner lives */
-	uint32_t procs_dead;          /**< attachments whose owner died without detaching */
-	uint32_t closed;              /**< reception closed */
+	uint64_t file_size;  /**< bytes of the shm object */
+	uint64_t created_ns; /**< header's creation time, else the file's mtime */
+	uint32_t uid;        /**< owner of the shm object */
+	uint32_t mode;       /**< its permission bits */
+	uint64_t population; /**< samples held (status == 0) */
+	uint32_t procs_live; /**< attachments whose owner lives */
+	uint32_t procs_dead; /**< attachments whose owner died without detaching */
+	uint32_t closed;     /**< reception closed */
 };
 
 /**
@@ -799,11 +808,12 @@ CISTERN_API int cistern_remove(const char *name, unsigned flags);
 
 /** What cistern_gc() found and did for one segment. */
 struct cistern_gc_report {
-	uint32_t dead_procs;        /**< attachments of dead processes (reclaimed unless dry run or kept) */
-	uint64_t reservations;      /**< their unfinished puts, dropped */
-	uint64_t redelivered;       /**< their held FIFO/FIRO samples, put back for redelivery */
-	uint64_t pins;              /**< their reservoir pins, dropped */
-	uint32_t live_procs;        /**< attachments whose owner lives */
+	uint32_t
+		dead_procs; /**< attachments of dead processes (reclaimed unless dry run or kept) */
+	uint64_t reservations; /**< their unfinished puts, dropped */
+	uint64_t redelivered;  /**< their held FIFO/FIRO samples, put back for redelivery */
+	uint64_t pins;         /**< their reservoir pins, dropped */
+	uint32_t live_procs;   /**< attachments whose owner lives */
 	/**
 	 * Nonzero if the segment was removed (or would be, in a dry run):
 	 * 1 stale (every attachment is dead and at least one died without
@@ -827,7 +837,7 @@ struct cistern_gc_report {
 	 * back, a read that was never released is not counted as seen).
 	 */
 	uint64_t unread;
-	uint64_t dumped;            /**< removed == 4: samples in the dump (every one held) */
+	uint64_t dumped; /**< removed == 4: samples in the dump (every one held) */
 	/**
 	 * 1 if the segment is stale but was kept because it holds unread samples
 	 * (neither a dump directory nor CISTERN_GC_DISCARD), or because its dump
@@ -903,16 +913,16 @@ struct cistern_dump_info {
 	 * points at `schema` below (NULL without one)
 	 */
 	struct cistern_config config;
-	struct cistern_stats stats;     /**< its statistics when the dump started */
-	uint64_t samples;               /**< samples in the dump */
-	uint64_t payload_bytes;         /**< their payload bytes */
-	uint64_t skipped;               /**< samples that moved while copied, left out */
-	uint64_t next_id;               /**< restored segments give new samples ids from here */
-	uint64_t created_ns;            /**< when the source segment was created */
-	uint64_t dumped_ns;             /**< when the dump was taken */
-	uint64_t file_size;             /**< bytes of the dump file */
-	uint32_t format_version;        /**< the file's format: 1 or CISTERN_DUMP_VERSION */
-	uint32_t closed;                /**< reception was closed */
+	struct cistern_stats stats; /**< its statistics when the dump started */
+	uint64_t samples;           /**< samples in the dump */
+	uint64_t payload_bytes;     /**< their payload bytes */
+	uint64_t skipped;           /**< samples that moved while copied, left out */
+	uint64_t next_id;           /**< restored segments give new samples ids from here */
+	uint64_t created_ns;        /**< when the source segment was created */
+	uint64_t dumped_ns;         /**< when the dump was taken */
+	uint64_t file_size;         /**< bytes of the dump file */
+	uint32_t format_version;    /**< the file's format: 1 or CISTERN_DUMP_VERSION */
+	uint32_t closed;            /**< reception was closed */
 	/**
 	 * The segment's schema text ("" for none). config.schema points here, so
 	 * it is valid while this struct is, and a copy of the struct still points
@@ -941,7 +951,7 @@ struct cistern_dump_info {
  * @return 0; the errors of cistern_open_readonly(); -errno of the file I/O.
  */
 CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progress_fn progress,
-		 void *arg, struct cistern_dump_info *info);
+			     void *arg, struct cistern_dump_info *info);
 
 /**
  * Restore a dump as segment `name` (NULL: the name stored in the dump). The
@@ -964,7 +974,7 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  *         -ENOTSUP for a policy this build lacks; -errno of the file I/O.
  */
 CISTERN_API int cistern_restore(const char *path, const char *name, cistern_progress_fn progress,
-		    void *arg, struct cistern_dump_info *info);
+				void *arg, struct cistern_dump_info *info);
 
 /**
  * Read and fully verify a dump file without restoring it: it runs the same

@@ -176,7 +176,8 @@ static ssize_t put_batch_now(struct cistern *c, size_t n, const struct cistern_s
 		size_t len = cistern__scatter_len(s, k);
 		if (len > s->stride)
 			break;
-		int r = cistern_put(c, s->src + k * s->stride, len, s->meta ? &s->meta[k] : NULL, 0);
+		int r = cistern_put(c, s->src + k * s->stride, len, s->meta ? &s->meta[k] : NULL,
+				    0);
 		if (r < 0) {
 			if (k == 0 && r != -EAGAIN)
 				return r;
@@ -466,8 +467,7 @@ int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
 	return cistern_release_pair(c, pair);
 }
 
-int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n,
-			  int timeout_ms)
+int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n, int timeout_ms)
 {
 	int r = writable(c);
 	if (r < 0)
@@ -521,7 +521,8 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 		return -EINVAL;
 	if (c->ops == &cistern__fifo_ops) {
 		int r = writable(c);
-		return r < 0 ? r : cistern__fifo_get_batch(c, buf, stride, n, len, meta, timeout_ms);
+		return r < 0 ? r
+			     : cistern__fifo_get_batch(c, buf, stride, n, len, meta, timeout_ms);
 	}
 	/* As cistern_acquire_batch() does, before the one-pass try (which may find budget now). */
 	int refused = cistern__rate_refuses(&c->fixed, n);
@@ -601,11 +602,14 @@ int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t si
 	if (n == 0)
 		n = h->batch_size;
 	if (n == 0)
-		return say(-EINVAL, why, size, "a read of 0 samples, and the segment has no batch_size");
-	if (n > c->slot_count)
 		return say(-EINVAL, why, size,
-			   "a read of %zu samples is more than the segment holds (slot_count %" PRIu64
-			   ")", n, c->slot_count);
+			   "a read of 0 samples, and the segment has no batch_size");
+	if (n > c->slot_count)
+		return say(
+			-EINVAL, why, size,
+			"a read of %zu samples is more than the segment holds (slot_count %" PRIu64
+			")",
+			n, c->slot_count);
 	if (h->policy == CISTERN_BATCH_RESERVOIR && n != h->batch_size)
 		return say(-EINVAL, why, size,
 			   "a BatchReservoir reads batches of exactly batch_size (%u), not %zu",
@@ -613,13 +617,14 @@ int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t si
 	int r = cistern__rate_refuses(h, n);
 	if (r < 0) {
 		uint64_t most = cistern__rate_grant(h->reads_per_put, h->rate_slack);
-		return say(r, why, size,
-			   "a read of %zu samples could never start: with reads_per_put %g and "
-			   "rate_slack %g the rate limiter is sure to admit at most %" PRIu64
-			   " reads at once; read at most that many at a time, or create the segment "
-			   "with a rate_slack of at least %g (or 0, automatic)",
-			   n, h->reads_per_put, h->rate_slack, most,
-			   ((double)n + h->reads_per_put) / 2);
+		return say(
+			r, why, size,
+			"a read of %zu samples could never start: with reads_per_put %g and "
+			"rate_slack %g the rate limiter is sure to admit at most %" PRIu64
+			" reads at once; read at most that many at a time, or create the segment "
+			"with a rate_slack of at least %g (or 0, automatic)",
+			n, h->reads_per_put, h->rate_slack, most,
+			((double)n + h->reads_per_put) / 2);
 	}
 	return 0;
 }
@@ -706,8 +711,9 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 		}
 		const _Atomic uint64_t *src = (const _Atomic uint64_t *)&procs[p].ctr;
 		for (size_t i = 0; i < n; i++)
-			atomic_init(&acc[i], atomic_load_explicit(&acc[i], memory_order_relaxed) +
-						     atomic_load_explicit(&src[i], memory_order_relaxed));
+			atomic_init(&acc[i],
+				    atomic_load_explicit(&acc[i], memory_order_relaxed) +
+					    atomic_load_explicit(&src[i], memory_order_relaxed));
 	}
 #define TAKE(f) st->f = atomic_load_explicit(&sum.f, memory_order_relaxed)
 	TAKE(puts);
@@ -726,15 +732,19 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 	st->reception_closed = atomic_load_explicit(&h->closed, memory_order_acquire);
 	st->producers_expected = c->fixed.expected_producers;
 	st->producers_done = atomic_load_explicit(&h->producers_done, memory_order_relaxed);
-	st->producers_died =
-		atomic_load_explicit(&h->producers_died, memory_order_relaxed) + died_unreclaimed;
+	st->producers_died = atomic_load_explicit(&h->producers_died, memory_order_relaxed) +
+			     died_unreclaimed;
 	st->unpaired = atomic_load_explicit(&h->unpaired, memory_order_relaxed);
 	st->population = c->ops->population(c, st);
 	return 0;
 }
 
 static const char *const policy_names[CISTERN_POLICY_COUNT] = {
-	"fifo", "firo", "reservoir", "fifo-evict-reservoir", "sim-paired-reservoir",
+	"fifo",
+	"firo",
+	"reservoir",
+	"fifo-evict-reservoir",
+	"sim-paired-reservoir",
 	"batch-reservoir",
 };
 
@@ -772,7 +782,8 @@ const char *cistern_strerror(int err)
 	case -EMSGSIZE:
 		return "payload larger than the slot size (or than the buffer given)";
 	case -EINVAL:
-		return "invalid argument (name, parameter, or a slot/sample not held by this handle)";
+		return "invalid argument (name, parameter, or a slot/sample not held by this "
+		       "handle)";
 	case -ENAMETOOLONG:
 		return "segment name longer than 64 characters";
 	case -EEXIST:
@@ -780,7 +791,8 @@ const char *cistern_strerror(int err)
 	case -ENOENT:
 		return "no segment of that name";
 	case -EACCES:
-		return "permission denied by the segment's mode, or the segment is owned by another "
+		return "permission denied by the segment's mode, or the segment is owned by "
+		       "another "
 		       "user than you or root (to share one between users on purpose: "
 		       "CISTERN_ATTACH_ANY_OWNER, --any-owner on the command line)";
 	case -EPROTO:

@@ -60,9 +60,9 @@ static uint64_t next_id_of(struct cistern *c, uint64_t max_held)
 	return n > max_held ? n : max_held + 1;
 }
 
-static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so,
-			struct io_writer *w, struct dump_meta *m, roaring_bitmap_t *seen,
-			bool dead_held, cistern_progress_fn progress, void *arg)
+static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, struct io_writer *w,
+			struct dump_meta *m, roaring_bitmap_t *seen, bool dead_held,
+			cistern_progress_fn progress, void *arg)
 {
 	/* Pass 1: which slots hold samples, and their ids, so records go out in id order. */
 	size_t n = 0, cap = 1024;
@@ -209,10 +209,11 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	roaring_bitmap_t *seen = NULL;
 	char *bm = NULL;
 	/* Every slot held, plus room for the seen set, the meta block and the trailer. */
-	uint64_t expect = PREAMBLE_SIZE + c->slot_count * (REC_HDR + cistern__align_up(c->slot_size, 8)) +
+	uint64_t expect = PREAMBLE_SIZE +
+			  c->slot_count * (REC_HDR + cistern__align_up(c->slot_size, 8)) +
 			  2 * c->slot_count + 4 * META_SIZE;
 	r = io_w_init(&w, fd, flags & CISTERN__DUMP_PLAIN, flags & CISTERN__DUMP_BUFFERED,
-		   REC_HDR + cistern__align_up(c->slot_size, 8), expect);
+		      REC_HDR + cistern__align_up(c->slot_size, 8), expect);
 	if (r < 0)
 		goto out_file;
 	seen = roaring_bitmap_create();
@@ -227,7 +228,8 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	if ((r = io_w_append(&w, pre, sizeof(pre))) < 0)
 		goto out;
 	m.samples_off = PREAMBLE_SIZE;
-	if ((r = dump_samples(c, so, &w, &m, seen, flags & CISTERN__DUMP_DEAD_HELD, progress, arg)) < 0)
+	if ((r = dump_samples(c, so, &w, &m, seen, flags & CISTERN__DUMP_DEAD_HELD, progress,
+			      arg)) < 0)
 		goto out;
 
 	roaring_bitmap_run_optimize(seen);

@@ -81,10 +81,10 @@ static void meta_code(struct cur *c, struct dump_meta *m)
 		memcpy(c->p + c->off, m->name, sizeof(m->name));
 	c->off += 72; /* 65 bytes of name, padded to 8 */
 	uint64_t *st64[] = {
-		&m->st.population, &m->st.puts, &m->st.gets, &m->st.evictions,
-		&m->st.evicted_unseen, &m->st.redeliveries, &m->st.reclaimed,
-		&m->st.producer_waits, &m->st.producer_wait_ns, &m->st.reader_waits,
-		&m->st.reader_wait_ns,
+		&m->st.population,   &m->st.puts,           &m->st.gets,
+		&m->st.evictions,    &m->st.evicted_unseen, &m->st.redeliveries,
+		&m->st.reclaimed,    &m->st.producer_waits, &m->st.producer_wait_ns,
+		&m->st.reader_waits, &m->st.reader_wait_ns,
 	};
 	for (size_t i = 0; i < sizeof(st64) / sizeof(st64[0]); i++)
 		f64(c, st64[i]);
@@ -122,7 +122,8 @@ int dump_meta_decode(const uint8_t in[META_SIZE], struct dump_meta *m)
 	return 0;
 }
 
-void dump_info_from_meta(const struct dump_meta *m, uint64_t file_size, struct cistern_dump_info *info)
+void dump_info_from_meta(const struct dump_meta *m, uint64_t file_size,
+			 struct cistern_dump_info *info)
 {
 	if (!info)
 		return;
@@ -187,8 +188,8 @@ int dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 	m->version = version;
 	/* Version 1 has no schema section: the seen set ends at the meta block. */
 	uint64_t bitmap_end = m->bitmap_off + m->bitmap_size;
-	if (version == 1 ? m->schema_off != 0 || m->schema_size != 0 || m->schema_crc != 0 :
-			   m->schema_off != bitmap_end || m->schema_size >= CISTERN_SCHEMA_MAX)
+	if (version == 1 ? m->schema_off != 0 || m->schema_size != 0 || m->schema_crc != 0
+			 : m->schema_off != bitmap_end || m->schema_size >= CISTERN_SCHEMA_MAX)
 		return -EBADMSG;
 	if (version == 1)
 		m->schema_off = bitmap_end;
@@ -199,9 +200,8 @@ int dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 	    m->cfg.policy >= CISTERN_POLICY_COUNT || m->next_id < m->sample_count)
 		return -EBADMSG;
 	/* The schema, checked by its own CRC before create reads it. */
-	if (m->schema_size &&
-	    pread(fd, m->schema, (size_t)m->schema_size, (off_t)m->schema_off) !=
-		    (ssize_t)m->schema_size)
+	if (m->schema_size && pread(fd, m->schema, (size_t)m->schema_size, (off_t)m->schema_off) !=
+				      (ssize_t)m->schema_size)
 		return -EBADMSG;
 	m->schema[m->schema_size] = '\0';
 	if (cistern__crc32c(0, m->schema, (size_t)m->schema_size) != m->schema_crc ||
@@ -218,8 +218,7 @@ int dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 	return 0;
 }
 
-int dump_rec_check(const struct dump_meta *m, const struct dump_rec *r,
-		   const struct dump_rec *prev)
+int dump_rec_check(const struct dump_meta *m, const struct dump_rec *r, const struct dump_rec *prev)
 {
 	if (r->len > m->cfg.slot_size || r->id >= m->next_id || (prev && r->id <= prev->id) ||
 	    r->src >= m->cfg.slot_count)

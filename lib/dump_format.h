@@ -92,9 +92,9 @@ struct dump_meta {
 	struct cistern_stats st;
 	uint32_t samples_crc, bitmap_crc;
 	uint32_t producers_died;
-	uint64_t schema_off, schema_size;  /* version 2; 0 and 0 in version 1 */
+	uint64_t schema_off, schema_size; /* version 2; 0 and 0 in version 1 */
 	uint32_t schema_crc;
-	uint32_t version;                  /* the file's format version (not in the meta block) */
+	uint32_t version; /* the file's format version (not in the meta block) */
 	/* The schema text, NUL-terminated; cfg.schema points here, or is NULL for none. */
 	char schema[CISTERN_SCHEMA_MAX];
 };

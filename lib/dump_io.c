@@ -279,7 +279,7 @@ static bool try_direct(int fd, uint8_t *aligned_buf)
  * only overlap, as the buffers take turns.
  */
 int io_w_init(struct io_writer *w, int fd, bool plain, bool buffered, size_t min_buf,
-		  uint64_t expect)
+	      uint64_t expect)
 {
 	memset(w, 0, sizeof(*w));
 	w->fd = fd;
@@ -399,7 +399,8 @@ static void io_r_fill(struct io_reader *rd)
 			continue;
 		struct rbuf *rb = &rd->r[i];
 		rb->off = rd->next;
-		rb->len = rd->size - rd->next < rd->b.size ? (size_t)(rd->size - rd->next) : rd->b.size;
+		rb->len = rd->size - rd->next < rd->b.size ? (size_t)(rd->size - rd->next)
+							   : rd->b.size;
 		rb->got = 0;
 		rd->next += rb->len;
 		io_r_queue(rd, i);

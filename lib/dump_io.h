@@ -34,27 +34,27 @@ struct bufs {
 
 /* One staging buffer's write. */
 struct wbuf {
-	size_t len;    /* bytes to write */
-	size_t done;   /* bytes written so far */
-	uint64_t off;  /* file offset of the buffer's first byte */
+	size_t len;   /* bytes to write */
+	size_t done;  /* bytes written so far */
+	uint64_t off; /* file offset of the buffer's first byte */
 	bool busy;
 };
 
 /* Stages bytes in file order and writes them out, several buffers in flight. */
 struct io_writer {
 	int fd;
-	bool plain;             /* pwrite() instead of io_uring (benchmark baseline) */
-	bool direct;            /* O_DIRECT: only whole DIRECT_ALIGN blocks are written */
+	bool plain;  /* pwrite() instead of io_uring (benchmark baseline) */
+	bool direct; /* O_DIRECT: only whole DIRECT_ALIGN blocks are written */
 	struct io_uring ring;
 	bool ring_ok;
 	struct bufs b;
 	struct wbuf w[IO_BUFFERS];
-	unsigned cur;           /* buffer being filled */
-	size_t fill;            /* bytes staged in it */
-	uint64_t off;           /* file offset where it goes */
+	unsigned cur; /* buffer being filled */
+	size_t fill;  /* bytes staged in it */
+	uint64_t off; /* file offset where it goes */
 	unsigned inflight, queued;
 	int err;
-	uint32_t crc;           /* CRC-32C of every byte staged so far */
+	uint32_t crc; /* CRC-32C of every byte staged so far */
 };
 
 /*
@@ -77,21 +77,21 @@ void io_w_destroy(struct io_writer *w);
 
 /* One read-ahead buffer's chunk. */
 struct rbuf {
-	uint64_t off;  /* file offset of the chunk */
-	size_t len;    /* bytes wanted */
-	size_t got;    /* bytes read so far */
-	int state;     /* 0 idle, 1 in flight, 2 complete */
+	uint64_t off; /* file offset of the chunk */
+	size_t len;   /* bytes wanted */
+	size_t got;   /* bytes read so far */
+	int state;    /* 0 idle, 1 in flight, 2 complete */
 };
 
 /* Reads a file front to back in chunks, several in flight, handed over in order. */
 struct io_reader {
 	int fd;
-	uint64_t size, next;    /* file size; offset of the next chunk to ask for */
+	uint64_t size, next; /* file size; offset of the next chunk to ask for */
 	struct io_uring ring;
 	bool ring_ok;
 	struct bufs b;
 	struct rbuf r[IO_BUFFERS];
-	unsigned head;          /* buffer holding the next chunk in file order */
+	unsigned head; /* buffer holding the next chunk in file order */
 	int err;
 };
 

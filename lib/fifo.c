@@ -427,9 +427,8 @@ static void fifo_reclaim(struct cistern *c, uint32_t owner)
 		case FIFO_RESERVED: {
 			/* An unfinished put: that sample never existed. */
 			uint64_t nw = sw_make(sw_pos(w), FIFO_SKIP, 0);
-			if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
-								    memory_order_seq_cst,
-								    memory_order_relaxed))
+			if (atomic_compare_exchange_strong_explicit(
+				    &m->word, &w, nw, memory_order_seq_cst, memory_order_relaxed))
 				reclaimed++;
 			break;
 		}

@@ -172,7 +172,7 @@ static inline bool plain_reader(struct cistern *c)
  * lets cistern__publish_word() decide.
  */
 static inline __attribute__((always_inline)) void publish_as(bool holder, _Atomic uint64_t *word,
-							      uint64_t w)
+							     uint64_t w)
 {
 	if (holder) {
 		atomic_store_explicit(word, w, memory_order_release);
@@ -217,8 +217,7 @@ publish_sample_at(struct cistern *c, bool holder, struct cistern_slotmeta *m, ui
 }
 
 static inline __attribute__((always_inline)) bool
-publish_sample(struct cistern *c, uint64_t idx, uint64_t pos, size_t len,
-	       struct cistern_meta *meta)
+publish_sample(struct cistern *c, uint64_t idx, uint64_t pos, size_t len, struct cistern_meta *meta)
 {
 	return publish_sample_at(c, false, cistern__slotmeta(c, idx), pos, len, meta);
 }
@@ -277,7 +276,7 @@ sole_look_as(struct cistern *c, bool guarded, struct sole_at *at)
 
 /* T5 by the sole reader, at the position sole_look_as() found COMMITTED. */
 static inline __attribute__((always_inline)) void sole_take_at(struct cistern *c, bool guarded,
-								const struct sole_at *at)
+							       const struct sole_at *at)
 {
 	/*
 	 * Relaxed: ACQUIRED names us so that a reclaim hands the sample out again
@@ -307,7 +306,7 @@ free_slot_at(struct cistern *c, bool holder, struct cistern_slotmeta *m, uint64_
 }
 
 static inline __attribute__((always_inline)) bool free_slot(struct cistern *c, uint64_t idx,
-							     uint64_t pos)
+							    uint64_t pos)
 {
 	return free_slot_at(c, false, cistern__slotmeta(c, idx), pos);
 }

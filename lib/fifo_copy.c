@@ -19,8 +19,7 @@
  */
 typedef char fifo_v32 __attribute__((vector_size(32), aligned(1), may_alias));
 
-static inline __attribute__((always_inline)) void copy_small(void *dst, const void *src,
-							     size_t n)
+static inline __attribute__((always_inline)) void copy_small(void *dst, const void *src, size_t n)
 {
 	char *d = dst;
 	const char *s = src;
@@ -140,8 +139,7 @@ static __attribute__((noinline)) int put_woken(struct cistern *c)
 }
 
 static __attribute__((noinline)) int put_long(struct cistern *c, const void *buf, size_t len,
-					      struct cistern_meta *meta, uint64_t pos,
-					      uint64_t idx)
+					      struct cistern_meta *meta, uint64_t pos, uint64_t idx)
 {
 	memcpy(cistern__payload(c, idx), buf, len);
 	if (publish_sample_at(c, true, cistern__slotmeta(c, idx), pos, len, meta))
@@ -158,9 +156,9 @@ static __attribute__((noinline)) int put_long(struct cistern *c, const void *buf
  * general path (put_shared()), which waits, adds the role and reports the
  * errors. The caller (cistern_put()) checked the handle and the length.
  */
-static inline __attribute__((always_inline)) int
-put_as(struct cistern *c, bool guarded, const void *buf, size_t len, struct cistern_meta *meta,
-       int timeout_ms)
+static inline __attribute__((always_inline)) int put_as(struct cistern *c, bool guarded,
+							const void *buf, size_t len,
+							struct cistern_meta *meta, int timeout_ms)
 {
 	struct sole_at at;
 	if (atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
@@ -192,9 +190,9 @@ put_as(struct cistern *c, bool guarded, const void *buf, size_t len, struct cist
  * role without. Checked once here, so that the commit's store needs no
  * second look (publish_as()).
  */
-static inline __attribute__((always_inline)) int
-put_holder(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
-	   int timeout_ms)
+static inline __attribute__((always_inline)) int put_holder(struct cistern *c, const void *buf,
+							    size_t len, struct cistern_meta *meta,
+							    int timeout_ms)
 {
 	if (!cistern__light())
 		return put_shared(c, buf, len, meta, timeout_ms);
@@ -265,8 +263,7 @@ static __attribute__((noinline)) ssize_t get_lost(struct cistern *c, void *buf, 
 	return get_shared(c, buf, cap, meta, timeout_ms);
 }
 
-static __attribute__((noinline)) ssize_t get_misfit(struct cistern *c, uint64_t pos,
-						    uint64_t idx)
+static __attribute__((noinline)) ssize_t get_misfit(struct cistern *c, uint64_t pos, uint64_t idx)
 {
 	struct cistern_sample s;
 	fill_sample(c, &s, idx, pos);
@@ -318,7 +315,7 @@ static __attribute__((noinline)) ssize_t get_taken(struct cistern *c, void *buf,
  * p always has p's sample gone from COMMITTED.
  */
 static inline __attribute__((always_inline)) bool sole_pass_at(struct cistern *c, bool guarded,
-								const struct sole_at *at)
+							       const struct sole_at *at)
 {
 	/*
 	 * Loaded before the stores below, which the compiler cannot tell from
@@ -667,7 +664,8 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 		if (len > fit)
 			break; /* the first-sample path reports it */
 		/* Each claim in a bracket of its own, as put_as()'s: the copies need none. */
-		if (guarded && !cistern__auto_try_begin(c, CISTERN_ROLE_PRODUCER, &h->auto_producer)) {
+		if (guarded &&
+		    !cistern__auto_try_begin(c, CISTERN_ROLE_PRODUCER, &h->auto_producer)) {
 			*lost = true;
 			break;
 		}

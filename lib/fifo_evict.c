@@ -24,9 +24,8 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 			uint64_t nw = sw_make(t, RS_RESERVED, c->owner);
 			/* Counted before the claim, as in rs_fill_reserve(), and seq_cst for the same reasons. */
 			atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst);
-			if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
-								     memory_order_seq_cst,
-								     memory_order_relaxed)) {
+			if (!atomic_compare_exchange_strong_explicit(
+				    &m->word, &w, nw, memory_order_seq_cst, memory_order_relaxed)) {
 				atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
 				continue;
 			}

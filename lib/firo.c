@@ -49,7 +49,8 @@ static int firo_release(struct cistern *c, struct cistern_sample *s)
 		rs_remove(c, s->index_, w);
 	} else {
 		/* seq_cst: our reads are done before another reader can take it. */
-		atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_HELD, 0), memory_order_seq_cst);
+		atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_HELD, 0),
+				      memory_order_seq_cst);
 		cistern__wake_readers(c);
 	}
 	s->live_ = 0;

@@ -52,7 +52,8 @@ int cistern_open_readonly(const char *name, struct cistern **out)
 const char *cistern_slot_class_name(enum cistern_slot_class cls)
 {
 	static const char *const names[CISTERN_SLOT_CLASSES] = {
-		"free", "reserved", "committed", "acquired", "skip", "redeliver", "evicting", "other",
+		"free", "reserved",  "committed", "acquired",
+		"skip", "redeliver", "evicting",  "other",
 	};
 	return (unsigned)cls < CISTERN_SLOT_CLASSES ? names[cls] : NULL;
 }
@@ -137,7 +138,8 @@ static void count_procs(const struct cistern *c, uint32_t *live, uint32_t *dead)
 	struct cistern_proc *procs = cistern__procs(c);
 	*live = *dead = 0;
 	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
-		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_ACTIVE)
+		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) !=
+		    CISTERN_PROC_ACTIVE)
 			continue;
 		if (entry_alive(c, i))
 			(*live)++;

@@ -83,9 +83,9 @@ struct cistern_ops {
  */
 struct cistern_picker {
 	roaring_bitmap_t *set;
-	uint64_t misses;       /* picks from the set that no longer qualified */
-	uint64_t uses;         /* picks served since the last refresh */
-	uint64_t refreshes;    /* full scans done (statistics, tests) */
+	uint64_t misses;    /* picks from the set that no longer qualified */
+	uint64_t uses;      /* picks served since the last refresh */
+	uint64_t refreshes; /* full scans done (statistics, tests) */
 	/*
 	 * A log that the owner merges into the set between refreshes (the
 	 * reservoirs' evictable picker: reservoir.c), or NULL. A refresh
@@ -93,8 +93,8 @@ struct cistern_picker {
 	 */
 	const _Atomic uint64_t *log_next;
 	uint64_t log_pos;
-	bool stale;            /* the owner lost track of the log: refresh next time */
-	uint64_t ahead;        /* pick.c: the next probe, drawn and prefetched early, + 1; 0: none */
+	bool stale;     /* the owner lost track of the log: refresh next time */
+	uint64_t ahead; /* pick.c: the next probe, drawn and prefetched early, + 1; 0: none */
 };
 
 /* This handle's extra pins on slots it already pins (pins.c). */
@@ -127,56 +127,56 @@ struct cistern_scratch {
  */
 struct cistern__lockfd {
 	int *fd;
-	struct cistern *handle;         /* the handle whose c->fd it is, or NULL */
+	struct cistern *handle; /* the handle whose c->fd it is, or NULL */
 	struct cistern__lockfd *prev, *next;
 	bool listed;
 	/* Under the list's mutex: */
-	uint32_t entry;                 /* the attachment entry it holds, + 1; 0: none */
-	uint32_t intent_held;           /* the entry whose intent lock a fork took, + 1 */
+	uint32_t entry;       /* the attachment entry it holds, + 1; 0: none */
+	uint32_t intent_held; /* the entry whose intent lock a fork took, + 1 */
 };
 
 struct cistern {
 	struct cistern_hdr *hdr;
 	size_t map_size;
-	int fd;                         /* takes the locks; nothing maps it (fork.c) */
+	int fd; /* takes the locks; nothing maps it (fork.c) */
 	bool readonly;
-	bool inherited;                 /* a fork() child's copy: every call but detach is -EBADF */
-	struct cistern__lockfd lockfd;  /* lists fd for fork() children to close */
-	uint32_t owner;                 /* attachment index + 1; 0 when read-only */
+	bool inherited;                /* a fork() child's copy: every call but detach is -EBADF */
+	struct cistern__lockfd lockfd; /* lists fd for fork() children to close */
+	uint32_t owner;                /* attachment index + 1; 0 when read-only */
 	struct cistern_proc *me;
 	const struct cistern_ops *ops;
-	char *meta0;                    /* slot 0's metadata; slot i's is meta_stride * i on */
-	char *arena;                    /* slot 0's payload; slot i's is slot_stride * i on */
+	char *meta0; /* slot 0's metadata; slot i's is meta_stride * i on */
+	char *arena; /* slot 0's payload; slot i's is slot_stride * i on */
 	uint64_t meta_stride;
 	uint64_t slot_count;
-	uint64_t slot_mask;             /* slot_count - 1 if a power of two, else 0 */
+	uint64_t slot_mask; /* slot_count - 1 if a power of two, else 0 */
 	uint64_t slot_stride;
 	uint64_t slot_size;
-	uint64_t id_base;               /* FIFO: sample id = ring position + id_base (segment.h) */
-	uint32_t role;                  /* roles already published in me->role */
+	uint64_t id_base; /* FIFO: sample id = ring position + id_base (segment.h) */
+	uint32_t role;    /* roles already published in me->role */
 	struct cistern_rng rng;
-	int pin_bit;                    /* reservoir pin bit, -1 until first needed */
+	int pin_bit; /* reservoir pin bit, -1 until first needed */
 	struct cistern_pindups dups;
-	struct cistern_picker pick_read;   /* samples a reader may take */
-	struct cistern_picker pick_evict;  /* samples a producer may evict */
-	struct cistern_picker pick_empty;  /* empty slots */
-	uint64_t fill_next;             /* reservoir.c: next slot a fill looks at, + 1; 0: unset */
-	int64_t next_drain_look_ns;     /* reservoir.c: earliest next look at every slot in rs_drained() */
-	int64_t next_fill_look_ns;      /* reservoir.c: earliest next look for an empty slot past `filled` */
+	struct cistern_picker pick_read;  /* samples a reader may take */
+	struct cistern_picker pick_evict; /* samples a producer may evict */
+	struct cistern_picker pick_empty; /* empty slots */
+	uint64_t fill_next;         /* reservoir.c: next slot a fill looks at, + 1; 0: unset */
+	int64_t next_drain_look_ns; /* reservoir.c: earliest next look at every slot in rs_drained() */
+	int64_t next_fill_look_ns; /* reservoir.c: earliest next look for an empty slot past `filled` */
 	struct cistern_scratch scratch;
-	bool reserve_polling;           /* FIFO: the last reserve found the ring full */
-	bool acquire_polling;           /* FIFO: the last acquire found nothing */
-	bool sole_producing;            /* sole.c: this handle holds the producer role */
-	bool sole_reading;              /* sole.c: this handle holds the reader role */
-	bool auto_producing;            /* sole.c: this handle holds the producer role automatically */
-	bool auto_reading;              /* sole.c: this handle holds the reader role automatically */
-	bool auto_shared_producer;      /* sole.c: counted among several producers */
-	bool auto_shared_reader;        /* sole.c: counted among several readers */
-	bool auto_read_calls;           /* sole.c: a reservoir reader in the automatic role */
-	bool close_fenced;              /* fifo.c: fenced against plain claims after close */
-	bool gathering;                 /* in cistern_get_batch(): it prefetches payloads */
-	bool wide_copies;               /* fifo_copy.c: the one-step put and get copy with AVX2 */
-	uint64_t small_fit;             /* fifo_copy.c: the longest sample copied inline, min(64, slot_size) */
+	bool reserve_polling;      /* FIFO: the last reserve found the ring full */
+	bool acquire_polling;      /* FIFO: the last acquire found nothing */
+	bool sole_producing;       /* sole.c: this handle holds the producer role */
+	bool sole_reading;         /* sole.c: this handle holds the reader role */
+	bool auto_producing;       /* sole.c: this handle holds the producer role automatically */
+	bool auto_reading;         /* sole.c: this handle holds the reader role automatically */
+	bool auto_shared_producer; /* sole.c: counted among several producers */
+	bool auto_shared_reader;   /* sole.c: counted among several readers */
+	bool auto_read_calls;      /* sole.c: a reservoir reader in the automatic role */
+	bool close_fenced;         /* fifo.c: fenced against plain claims after close */
+	bool gathering;            /* in cistern_get_batch(): it prefetches payloads */
+	bool wide_copies;          /* fifo_copy.c: the one-step put and get copy with AVX2 */
+	uint64_t small_fit; /* fifo_copy.c: the longest sample copied inline, min(64, slot_size) */
 	/*
 	 * cistern__fifo_steps(): what cistern_put() and cistern_get() call for
 	 * arguments they checked, so that they decide in one load whether the
@@ -186,12 +186,12 @@ struct cistern {
 			int timeout_ms);
 	ssize_t (*get_step)(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
 			    int timeout_ms);
-	bool write_prefetch;            /* the processor has PREFETCHW (cistern__has_prefetchw()) */
-	uint32_t put_ahead;             /* fifo.c: how many slots ahead the sole producer prefetches */
-	uint64_t put_quiet;             /* fifo.h: puts left before the sole producer prefetches again */
-	uint64_t holding;               /* api.c: reservations and acquisitions outstanding */
-	uint64_t gets_at_wait;          /* wait.c: our gets count when a wait for data last ended */
-	uint64_t cpu_shared_waits;      /* wait.c: waits that yielded to a counterpart on our CPU */
+	bool write_prefetch;       /* the processor has PREFETCHW (cistern__has_prefetchw()) */
+	uint32_t put_ahead;        /* fifo.c: how many slots ahead the sole producer prefetches */
+	uint64_t put_quiet;        /* fifo.h: puts left before the sole producer prefetches again */
+	uint64_t holding;          /* api.c: reservations and acquisitions outstanding */
+	uint64_t gets_at_wait;     /* wait.c: our gets count when a wait for data last ended */
+	uint64_t cpu_shared_waits; /* wait.c: waits that yielded to a counterpart on our CPU */
 	/*
 	 * schema.c: the segment's schema, copied out of fixed.schema (the
 	 * validated copy) and parsed once at open (NULL and 0 without one), so
@@ -207,9 +207,9 @@ struct cistern {
 	 * (or from the copies above), never from the segment again.
 	 */
 	struct cistern_fixed fixed;
-	struct cistern_proc *procs;     /* the attachment table: fixed.procs_count entries */
-	_Atomic uint64_t *index;        /* the policy index: fixed.index_count entries */
-	int64_t sweep_due_ns;           /* wait.c: when this handle's next sweep for the dead is due */
+	struct cistern_proc *procs; /* the attachment table: fixed.procs_count entries */
+	_Atomic uint64_t *index;    /* the policy index: fixed.index_count entries */
+	int64_t sweep_due_ns;       /* wait.c: when this handle's next sweep for the dead is due */
 };
 
 /* v rounded up to a multiple of a, a power of two. */
@@ -283,7 +283,7 @@ static inline void cistern__prefetch_line(const char *p)
  * the handle's write_prefetch: the processor has the instruction.
  */
 static inline __attribute__((always_inline)) void cistern__prefetch_for_write(const void *p,
-									     bool prefetchw)
+									      bool prefetchw)
 {
 #if defined(__x86_64__) || defined(__i386__)
 	if (prefetchw) {
@@ -412,8 +412,7 @@ void cistern__auto_read_end(struct cistern *c);
  * was taken away: the caller then owes a cistern__auto_lost() (kept apart
  * so that a claim's fast path makes no call of its own).
  */
-static inline bool cistern__auto_try_begin(struct cistern *c, uint32_t role,
-					   _Atomic uint64_t *mode)
+static inline bool cistern__auto_try_begin(struct cistern *c, uint32_t role, _Atomic uint64_t *mode)
 {
 	atomic_store_explicit(&c->me->auto_busy, role, memory_order_relaxed);
 	atomic_signal_fence(memory_order_seq_cst);
@@ -592,12 +591,12 @@ struct cistern_waiter {
 	enum cistern_wait_kind kind;
 	int timeout_ms;
 	bool registered;
-	bool fenced;                    /* the membarrier after registering succeeded */
-	bool here;                      /* wait.c: what we wait for runs on our CPU */
+	bool fenced; /* the membarrier after registering succeeded */
+	bool here;   /* wait.c: what we wait for runs on our CPU */
 	uint32_t spins;
-	uint32_t pace;                  /* wait.c: 0 before the first spin, pauses of a starved
+	uint32_t pace;  /* wait.c: 0 before the first spin, pauses of a starved
 					 * reader's next short round, then CISTERN_SPIN_USUAL */
-	uint32_t round;                 /* wait.c: pauses of a usual round */
+	uint32_t round; /* wait.c: pauses of a usual round */
 	uint32_t seq;
 	int64_t start_ns;
 	int64_t deadline_ns;
@@ -873,7 +872,8 @@ static inline int cistern__unpin_quiet(struct cistern *c, uint64_t index)
 		return 0;
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
 	if (c->sole_reading) {
-		if (!(atomic_load_explicit(&cistern__slotmeta(c, index)->pins, memory_order_relaxed) &
+		if (!(atomic_load_explicit(&cistern__slotmeta(c, index)->pins,
+					   memory_order_relaxed) &
 		      bit))
 			return -EINVAL;
 		cistern__unpin_sole_store(c, index);
@@ -918,9 +918,9 @@ static inline void cistern__seen_sub(struct cistern *c, uint64_t index)
 static inline bool cistern__seen_take_back(struct cistern_slotmeta *m)
 {
 	uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
-	while (seen > 0 && !atomic_compare_exchange_weak_explicit(&m->seen, &seen, seen - 1,
-								 memory_order_relaxed,
-								 memory_order_relaxed))
+	while (seen > 0 &&
+	       !atomic_compare_exchange_weak_explicit(&m->seen, &seen, seen - 1,
+						      memory_order_relaxed, memory_order_relaxed))
 		;
 	return seen > 0;
 }

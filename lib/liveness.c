@@ -132,7 +132,8 @@ int cistern__claim_entry(struct cistern *c)
 	struct cistern_proc *procs = cistern__procs(c);
 	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
 		/* Cheap pre-check: skip entries in use unless they might be dead. */
-		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_FREE &&
+		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) !=
+			    CISTERN_PROC_FREE &&
 		    cistern__entry_alive(c->fd, i) == 1)
 			continue;
 		/* The intent lock first: the entry may be a dead one to reclaim (segment.h). */
@@ -213,7 +214,8 @@ int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, voi
 		if (i + 1 == c->owner)
 			continue;
 		/* ACTIVE with its owner dead, or RECLAIMING with its reclaimer dead. */
-		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) == CISTERN_PROC_FREE)
+		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) ==
+		    CISTERN_PROC_FREE)
 			continue;
 		if (cistern__entry_alive(c->fd, i) != 0)
 			continue;
@@ -225,7 +227,8 @@ int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, voi
 			continue;
 		}
 		/* Re-check under the lock: another sweeper may have finished it meanwhile. */
-		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) != CISTERN_PROC_FREE) {
+		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) !=
+		    CISTERN_PROC_FREE) {
 			if (fn)
 				fn(c, i, arg);
 			reclaim_entry(c, i);

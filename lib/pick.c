@@ -36,8 +36,7 @@
 #define PROBES 12
 #define SCAN_CHUNK 1024
 
-static int refresh(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok,
-		   void *arg)
+static int refresh(struct cistern *c, struct cistern_picker *pk, cistern_qualify_fn ok, void *arg)
 {
 	if (!pk->set) {
 		pk->set = roaring_bitmap_create();
@@ -141,7 +140,8 @@ int cistern__pick(struct cistern *c, struct cistern_picker *pk, cistern_qualify_
 			max_uses = card > c->slot_count / 16 ? card : c->slot_count / 16;
 		}
 		uint32_t idx;
-		if (!roaring_bitmap_select(pk->set, (uint32_t)cistern__rng_below(&c->rng, card), &idx))
+		if (!roaring_bitmap_select(pk->set, (uint32_t)cistern__rng_below(&c->rng, card),
+					   &idx))
 			return -EAGAIN; /* cannot happen: rank < cardinality */
 		pk->uses++;
 		if (ok(c, idx, arg)) {

@@ -114,8 +114,8 @@ bool rs_rate_take(struct cistern *c, uint64_t n, uint64_t *taken)
 	do {
 		if ((double)(gets + n) > f->reads_per_put * puts_after_fill(c, 0) + slack)
 			return false;
-	} while (!atomic_compare_exchange_weak_explicit(&h->rl_gets, &gets, gets + n,
-							memory_order_seq_cst, memory_order_seq_cst));
+	} while (!atomic_compare_exchange_weak_explicit(
+		&h->rl_gets, &gets, gets + n, memory_order_seq_cst, memory_order_seq_cst));
 	*taken = n;
 	return true;
 }

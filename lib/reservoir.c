@@ -25,7 +25,8 @@ void rs_init(struct cistern *c)
 {
 	/* EMPTY(i): for the ring of FIFOEvictReservoir, slot i first serves position i. */
 	for (uint64_t i = 0; i < c->slot_count; i++)
-		atomic_store_explicit(&M(c, i)->word, sw_make(i, RS_EMPTY, 0), memory_order_relaxed);
+		atomic_store_explicit(&M(c, i)->word, sw_make(i, RS_EMPTY, 0),
+				      memory_order_relaxed);
 }
 
 bool rs_is_held(struct cistern *c, uint64_t i, void *arg)
@@ -202,7 +203,8 @@ int rs_fill_past_count(struct cistern *c, struct cistern_slot *slot)
 	if (!atomic_load_explicit(&h->counts_unsure, memory_order_acquire))
 		return -EAGAIN;
 	uint64_t gap = c->slot_count * FILL_LOOK_NS_PER_SLOT;
-	if (!look_due(&c->next_fill_look_ns, gap > FILL_LOOK_MIN_NS ? (int64_t)gap : FILL_LOOK_MIN_NS))
+	if (!look_due(&c->next_fill_look_ns,
+		      gap > FILL_LOOK_MIN_NS ? (int64_t)gap : FILL_LOOK_MIN_NS))
 		return -EAGAIN;
 	/*
 	 * A death may have left `filled` high: believe the slot words. The fill
@@ -242,8 +244,7 @@ static void count_leaving(struct cistern *c, uint32_t seen, bool evicted)
  * seq_cst against the pin handshake (pins.c), either no reader pins it and
  * it becomes RESERVED(newpos, me), or one does and it goes back to HELD(p).
  */
-bool rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t newpos,
-		    bool need_seen)
+bool rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t newpos, bool need_seen)
 {
 	struct cistern_slotmeta *m = M(c, idx);
 	uint64_t tentative = sw_make(sw_pos(w), RS_EVICTING, c->owner);
@@ -264,7 +265,8 @@ bool rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t newpos
 	if (c->fixed.policy == CISTERN_SIM_PAIRED_RESERVOIR)
 		pairs_forget(c, idx);
 	count_leaving(c, atomic_load_explicit(&m->seen, memory_order_relaxed), true);
-	atomic_store_explicit(&m->word, sw_make(newpos, RS_RESERVED, c->owner), memory_order_seq_cst);
+	atomic_store_explicit(&m->word, sw_make(newpos, RS_RESERVED, c->owner),
+			      memory_order_seq_cst);
 	return true;
 }
 
@@ -421,7 +423,8 @@ int rs_abort(struct cistern *c, struct cistern_slot *slot)
 		return -EINVAL;
 	/* Whatever was in the slot before (if it was evicted) is gone; the slot is empty. */
 	atomic_store_explicit(&M(c, slot->index_)->word,
-			      sw_make(slot->pos_ + c->slot_count, RS_EMPTY, 0), memory_order_seq_cst);
+			      sw_make(slot->pos_ + c->slot_count, RS_EMPTY, 0),
+			      memory_order_seq_cst);
 	atomic_fetch_sub_explicit(&c->hdr->filled, 1, memory_order_seq_cst);
 	note_vacancy(c, slot->index_);
 	slot->live_ = 0;
@@ -440,7 +443,7 @@ int rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_t index, 
 		rs_note_seen(c, index);
 		if (c->sole_reading)
 			cistern__fence_before_wake(); /* seen was a plain store */
-		cistern__wake_producers(c); /* it just became evictable */
+		cistern__wake_producers(c);           /* it just became evictable */
 	}
 	return 0;
 }
@@ -518,7 +521,8 @@ int rs_unacquire(struct cistern *c, struct cistern_sample *s)
 			return r;
 	} else if (rs_exclusive_is_mine(c, s, &w)) {
 		atomic_fetch_sub_explicit(&m->seen, 1, memory_order_relaxed);
-		atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_HELD, 0), memory_order_seq_cst);
+		atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_HELD, 0),
+				      memory_order_seq_cst);
 		cistern__wake_readers(c);
 	} else {
 		return -EINVAL;
@@ -597,19 +601,17 @@ void rs_reclaim(struct cistern *c, uint32_t owner)
 			/* An unfinished put: that sample never existed; the slot is empty. */
 			uint64_t nw = sw_make(sw_pos(w) + c->slot_count, RS_EMPTY, 0);
 			atomic_fetch_add_explicit(&retired->reclaimed, 1, memory_order_relaxed);
-			if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
-								    memory_order_seq_cst,
-								    memory_order_relaxed))
+			if (atomic_compare_exchange_strong_explicit(
+				    &m->word, &w, nw, memory_order_seq_cst, memory_order_relaxed))
 				atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
 			else
 				atomic_fetch_sub_explicit(&retired->reclaimed, 1,
 							  memory_order_relaxed);
 		} else if (sw_state(w) == RS_EVICTING) {
 			/* Died deciding whether to evict: the sample stays. */
-			atomic_compare_exchange_strong_explicit(&m->word, &w,
-								sw_make(sw_pos(w), RS_HELD, 0),
-								memory_order_seq_cst,
-								memory_order_relaxed);
+			atomic_compare_exchange_strong_explicit(
+				&m->word, &w, sw_make(sw_pos(w), RS_HELD, 0), memory_order_seq_cst,
+				memory_order_relaxed);
 		} else if (sw_state(w) == RS_ACQUIRED) {
 			/*
 			 * A read that never finished: the sample goes back, unread.
@@ -621,11 +623,11 @@ void rs_reclaim(struct cistern *c, uint32_t owner)
 			uint64_t nw = sw_make(sw_pos(w), RS_HELD, 0);
 			atomic_fetch_add_explicit(&retired->redeliveries, 1, memory_order_relaxed);
 			bool lowered = cistern__seen_take_back(m);
-			if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
-								     memory_order_seq_cst,
-								     memory_order_relaxed)) {
+			if (!atomic_compare_exchange_strong_explicit(
+				    &m->word, &w, nw, memory_order_seq_cst, memory_order_relaxed)) {
 				if (lowered)
-					atomic_fetch_add_explicit(&m->seen, 1, memory_order_relaxed);
+					atomic_fetch_add_explicit(&m->seen, 1,
+								  memory_order_relaxed);
 				atomic_fetch_sub_explicit(&retired->redeliveries, 1,
 							  memory_order_relaxed);
 			}

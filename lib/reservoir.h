@@ -123,7 +123,7 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 		      size_t *dups, uint64_t probes, bool gather);
 /* gather.c: cistern_get_batch() in one pass for a reader holding nothing; -EAGAIN = general path. */
 int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
-		   const struct cistern_gather *g);
+		  const struct cistern_gather *g);
 
 /* Make s the sample in slot index (metadata m, payload at data). */
 static inline void rs_fill_sample_at(struct cistern_sample *s, const struct cistern_slotmeta *m,
@@ -142,7 +142,8 @@ static inline void rs_fill_sample_at(struct cistern_sample *s, const struct cist
 static inline void rs_fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index,
 				  uint64_t word, uint32_t live)
 {
-	rs_fill_sample_at(s, cistern__slotmeta(c, index), cistern__payload(c, index), index, word, live);
+	rs_fill_sample_at(s, cistern__slotmeta(c, index), cistern__payload(c, index), index, word,
+			  live);
 }
 
 /* pairs.c: SimPairedReservoir's (sim_id, time_step) -> slot index */

@@ -125,8 +125,8 @@ static bool take_index(struct cistern *c, struct cistern_sample *s, uint64_t idx
  * batch that is a large part of what is held): draw the rest without
  * replacement from a fresh snapshot, by a partial Fisher-Yates shuffle.
  */
-static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, size_t got,
-				size_t n, bool closed)
+static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, size_t got, size_t n,
+				bool closed)
 {
 	uint32_t *a;
 	uint64_t k;
@@ -158,8 +158,7 @@ static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, s
  * counted as seen and made into samples, packed at the front of s[].
  * Returns how many; *woke is set if a seen count went from 0 to 1.
  */
-static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, size_t n,
-				bool *woke)
+static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, size_t n, bool *woke)
 {
 	size_t kept = 0;
 	bool undone = false, prefetch = !c->gathering;
@@ -380,7 +379,8 @@ static void stream_loop(struct cistern *c, struct stream *st, struct cistern_sam
 			 * By pin: the second half of the handshake, the seq_cst
 			 * look at the word after the pin's seq_cst RMW (pins.c).
 			 */
-			bool pinned = by_pin ? atomic_load_explicit(&m->word, memory_order_seq_cst) == w
+			bool pinned = by_pin ? atomic_load_explicit(&m->word,
+								    memory_order_seq_cst) == w
 					     : cistern__pin(c, idx, RS_HELD, &w);
 			if (!pinned) {
 				if (by_pin)
@@ -411,8 +411,8 @@ static void stream_loop(struct cistern *c, struct stream *st, struct cistern_sam
  * Draw the n candidates of a block into b, prefetching the first `pf` of
  * them (the ones the batch can still use, and the next read's first).
  */
-static inline __attribute__((always_inline)) void
-stream_draw(struct stream *st, uint32_t *b, unsigned n, unsigned pf, bool payload)
+static inline __attribute__((always_inline)) void stream_draw(struct stream *st, uint32_t *b,
+							      unsigned n, unsigned pf, bool payload)
 {
 	for (unsigned i = 0; i < n; i++) {
 		b[i] = cistern__rng32_below(&st->rng, &st->pool, (uint32_t)st->nslots);
@@ -610,7 +610,7 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	if (woke) {
 		if (sole)
 			cistern__fence_before_wake(); /* seen counts were plain stores */
-		cistern__wake_producers(c); /* some just became evictable */
+		cistern__wake_producers(c);           /* some just became evictable */
 	}
 	*got = k;
 }

@@ -61,7 +61,8 @@ static int rs_restore(struct cistern *c, uint64_t n, uint64_t next_id)
 			if (sim >= f->sweep_size || step >= f->nb_time_steps)
 				return -EINVAL;
 			/* The (sim_id, time_step) index: the newest sample of a key wins, as live. */
-			_Atomic uint64_t *e = &cistern__index(c)[(uint64_t)sim * f->nb_time_steps + step];
+			_Atomic uint64_t *e = &cistern__index(
+				c)[(uint64_t)sim * f->nb_time_steps + step];
 			atomic_store_explicit(e, i + 1, memory_order_relaxed);
 		}
 		atomic_store_explicit(&m->word, sw_make(pos, RS_HELD, 0), memory_order_relaxed);

@@ -21,10 +21,10 @@ struct parser {
 	struct cistern *c;
 	const struct dump_meta *m;
 	uint8_t hdr[REC_HDR];
-	size_t hfill;           /* header bytes collected */
-	uint64_t len, pad;      /* payload bytes and padding of the current record */
-	uint64_t got;           /* payload bytes copied so far */
-	int state;              /* 0 header, 1 payload, 2 padding */
+	size_t hfill;      /* header bytes collected */
+	uint64_t len, pad; /* payload bytes and padding of the current record */
+	uint64_t got;      /* payload bytes copied so far */
+	int state;         /* 0 header, 1 payload, 2 padding */
 	uint64_t count, bytes;
 	struct dump_rec last;   /* the previous record (count > 0) */
 	roaring_bitmap_t *seen; /* rebuilt from the records, to compare with the file's */

@@ -140,13 +140,15 @@ static const char *parse_field(const char *p, unsigned no, const struct canon *k
 		p++;
 	size_t n = (size_t)(p - name);
 	if (n == 0)
-		return *name == ';' || *name == '\0' ?
-			       say("schema: field %u is empty (a field is name:dtype[shape])", no) :
-			       say("schema: field %u: a name starts with a letter or '_' and has only "
-				   "letters, digits and '_', not '%c'", no, *name);
+		return *name == ';' || *name == '\0'
+			       ? say("schema: field %u is empty (a field is name:dtype[shape])", no)
+			       : say("schema: field %u: a name starts with a letter or '_' and has "
+				     "only "
+				     "letters, digits and '_', not '%c'",
+				     no, *name);
 	if (*p && !is_space(*p) && *p != ':' && *p != ';')
-		return say("schema: field %u: a name has only letters, digits and '_', not '%c'", no,
-			   *p);
+		return say("schema: field %u: a name has only letters, digits and '_', not '%c'",
+			   no, *p);
 	if (is_digit(*name))
 		return say("schema: field %u: the name '%.*s' starts with a digit", no,
 			   (int)(n > 32 ? 32 : n), name);
@@ -180,11 +182,12 @@ static const char *parse_field(const char *p, unsigned no, const struct canon *k
 		p = skip(p + 1);
 		while (*p != ']') {
 			if (f->ndim == CISTERN_FIELD_DIMS)
-				return say("schema: field '%s' has more than %d dimensions", f->name,
-					   CISTERN_FIELD_DIMS);
+				return say("schema: field '%s' has more than %d dimensions",
+					   f->name, CISTERN_FIELD_DIMS);
 			if (!is_digit(*p))
 				return say("schema: field '%s': a dimension is a number from 1 up, "
-					   "in a shape such as [84,84] or []", f->name);
+					   "in a shape such as [84,84] or []",
+					   f->name);
 			uint64_t d = 0;
 			while (is_digit(*p)) {
 				/* Any dimension above the largest slot is refused below: stop there. */
@@ -195,8 +198,10 @@ static const char *parse_field(const char *p, unsigned no, const struct canon *k
 			if (d == 0)
 				return say("schema: field '%s': a dimension of 0", f->name);
 			if (d > CISTERN_SLOT_SIZE_MAX || count * d > CISTERN_SLOT_SIZE_MAX)
-				return say("schema: field '%s' is larger than CISTERN_SLOT_SIZE_MAX "
-					   "(1 GiB)", f->name);
+				return say(
+					"schema: field '%s' is larger than CISTERN_SLOT_SIZE_MAX "
+					"(1 GiB)",
+					f->name);
 			count *= d;
 			f->shape[f->ndim++] = d;
 			p = skip(p);
@@ -209,7 +214,8 @@ static const char *parse_field(const char *p, unsigned no, const struct canon *k
 		p++;
 	}
 	if (count * f->itemsize > CISTERN_SLOT_SIZE_MAX)
-		return say("schema: field '%s' is larger than CISTERN_SLOT_SIZE_MAX (1 GiB)", f->name);
+		return say("schema: field '%s' is larger than CISTERN_SLOT_SIZE_MAX (1 GiB)",
+			   f->name);
 	f->size = count * f->itemsize;
 	*end = skip(p);
 	return NULL;
@@ -242,7 +248,8 @@ const char *cistern__schema_scan(const char *text, struct cistern_field *out, si
 			off = f.offset + f.size;
 			if (off > CISTERN_SLOT_SIZE_MAX)
 				return say("schema: the fields up to '%s' are larger than "
-					   "CISTERN_SLOT_SIZE_MAX (1 GiB)", f.name);
+					   "CISTERN_SLOT_SIZE_MAX (1 GiB)",
+					   f.name);
 			if (f.itemsize > align)
 				align = f.itemsize;
 			put(&k, "%s%s:%s[", n ? ";" : "", f.name, dtypes[f.dtype].name);
@@ -272,8 +279,7 @@ const char *cistern__schema_scan(const char *text, struct cistern_field *out, si
 	return NULL;
 }
 
-int cistern_schema_parse(const char *text, struct cistern_field *fields, size_t cap,
-			 uint64_t *size)
+int cistern_schema_parse(const char *text, struct cistern_field *fields, size_t cap, uint64_t *size)
 {
 	if (!text || (!fields && cap))
 		return -EINVAL;

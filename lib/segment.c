@@ -243,9 +243,9 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 				    h->index_count, &l) < 0)
 		return -EPROTO;
 	if (l.slot_stride != h->slot_stride || l.meta_stride != h->meta_stride ||
-	    l.procs_off != h->procs_off ||
-	    l.meta_off != h->meta_off || l.index_off != h->index_off ||
-	    l.arena_off != h->arena_off || l.total_size != h->total_size)
+	    l.procs_off != h->procs_off || l.meta_off != h->meta_off ||
+	    l.index_off != h->index_off || l.arena_off != h->arena_off ||
+	    l.total_size != h->total_size)
 		return -EPROTO;
 	if (h->total_size > file_size)
 		return -EPROTO;
@@ -304,7 +304,8 @@ static const char *config_problem(const struct cistern_config *cfg)
 		return "slot_count is above CISTERN_SLOT_COUNT_MAX (2^28)";
 	if (cfg->max_procs > CISTERN_PROCS_MAX)
 		return "max_procs is above CISTERN_PROCS_MAX (1024)";
-	if (cistern__align_up(cfg->slot_size, CISTERN_CACHELINE) * cfg->slot_count > CISTERN_ARENA_MAX)
+	if (cistern__align_up(cfg->slot_size, CISTERN_CACHELINE) * cfg->slot_count >
+	    CISTERN_ARENA_MAX)
 		return "slot_count slots of slot_size bytes exceed CISTERN_ARENA_MAX (64 GiB)";
 	if (cfg->watermark > cfg->slot_count)
 		return "watermark is above slot_count";
@@ -352,7 +353,8 @@ static const char *config_problem(const struct cistern_config *cfg)
 		uint64_t grant = cistern__rate_grant(cfg->reads_per_put, cfg->rate_slack);
 		if (cfg->policy == CISTERN_SIM_PAIRED_RESERVOIR && grant < 2)
 			return "rate_slack is too small for reads_per_put: the rate limiter could "
-			       "never admit a pair (rate_slack must be at least (reads_per_put + 2) "
+			       "never admit a pair (rate_slack must be at least (reads_per_put + "
+			       "2) "
 			       "/ 2, or 0 for automatic)";
 		if (cfg->policy == CISTERN_BATCH_RESERVOIR && grant < cfg->batch_size)
 			return "rate_slack is too small for reads_per_put: the rate limiter could "
@@ -360,7 +362,8 @@ static const char *config_problem(const struct cistern_config *cfg)
 			       "(reads_per_put + batch_size) / 2, or 0 for automatic)";
 		if (grant < 1)
 			return "rate_slack is too small for reads_per_put: the rate limiter could "
-			       "never admit a read (rate_slack must be at least (reads_per_put + 1) "
+			       "never admit a read (rate_slack must be at least (reads_per_put + "
+			       "1) "
 			       "/ 2, or 0 for automatic)";
 	}
 	if ((cfg->flags & CISTERN_LOSSY) && cfg->policy != CISTERN_FIFO_EVICT_RESERVOIR)

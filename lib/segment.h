@@ -40,7 +40,7 @@
 #include "cistern.h"
 
 #define CISTERN_CACHELINE 64
-#define CISTERN_MAGIC "CISTERN"    /* 8 bytes with the NUL */
+#define CISTERN_MAGIC "CISTERN" /* 8 bytes with the NUL */
 #define CISTERN_ABI_VERSION 1u
 #define CISTERN_SHM_PREFIX "/cistern."
 /* Where shm_open() keeps its objects (glibc): listing and lstat look there. */
@@ -106,17 +106,17 @@ struct cistern_counters {
 };
 
 struct cistern_proc {
-	CL_ALIGN _Atomic uint32_t state;   /* CISTERN_PROC_* */
-	_Atomic uint32_t role;             /* CISTERN_ROLE_* bits */
+	CL_ALIGN _Atomic uint32_t state; /* CISTERN_PROC_* */
+	_Atomic uint32_t role;           /* CISTERN_ROLE_* bits */
 	uint32_t pid;
 	uint32_t uid;
-	uint64_t attached_ns;              /* CLOCK_REALTIME at attach */
-	uint32_t reader_bit;               /* reservoir pin bit (0..63), or UINT32_MAX */
-	_Atomic uint32_t waiting;          /* 0, or 1 + enum cistern_wait_kind while registered */
-	char comm[16];                     /* process name, for the CLI */
-	_Atomic uint32_t auto_busy;        /* sole.c: role bit while an automatic holder claims */
-	_Atomic uint32_t auto_entered;     /* sole.c: role bits this entry counts in auto_* */
-	_Atomic uint32_t producing;        /* api.c: CISTERN_COUNTED_*, expected producers only */
+	uint64_t attached_ns;          /* CLOCK_REALTIME at attach */
+	uint32_t reader_bit;           /* reservoir pin bit (0..63), or UINT32_MAX */
+	_Atomic uint32_t waiting;      /* 0, or 1 + enum cistern_wait_kind while registered */
+	char comm[16];                 /* process name, for the CLI */
+	_Atomic uint32_t auto_busy;    /* sole.c: role bit while an automatic holder claims */
+	_Atomic uint32_t auto_entered; /* sole.c: role bits this entry counts in auto_* */
+	_Atomic uint32_t producing;    /* api.c: CISTERN_COUNTED_*, expected producers only */
 	CL_ALIGN struct cistern_counters ctr;
 	/*
 	 * wait.c: 1 + the CPU its last wait began on, 0 = none. Read by the
@@ -134,12 +134,12 @@ struct cistern_proc {
  */
 struct cistern_slotmeta {
 	CL_ALIGN _Atomic uint64_t word;
-	_Atomic uint64_t pins;             /* reservoirs: mask of pinning readers */
+	_Atomic uint64_t pins; /* reservoirs: mask of pinning readers */
 	uint64_t sample_id;
 	uint32_t sim_id;
 	uint32_t time_step;
 	uint64_t len;
-	_Atomic uint32_t seen;             /* times handed to a reader */
+	_Atomic uint32_t seen; /* times handed to a reader */
 	uint32_t pad_;
 };
 
@@ -156,13 +156,13 @@ struct cistern_hdr {
 	uint64_t total_size;
 	uint64_t slot_size;
 	uint64_t slot_count;
-	uint64_t slot_stride;              /* payload i is at arena_off + i * slot_stride */
-	uint64_t meta_stride;              /* metadata i is at meta_off + i * meta_stride */
+	uint64_t slot_stride; /* payload i is at arena_off + i * slot_stride */
+	uint64_t meta_stride; /* metadata i is at meta_off + i * meta_stride */
 	uint64_t procs_off;
 	uint64_t procs_count;
 	uint64_t meta_off;
 	uint64_t index_off;
-	uint64_t index_count;              /* entries of 8 bytes at index_off */
+	uint64_t index_count; /* entries of 8 bytes at index_off */
 	uint64_t arena_off;
 	uint32_t policy;
 	uint32_t flags;
@@ -174,9 +174,9 @@ struct cistern_hdr {
 	uint64_t seed;
 	uint32_t expected_producers;
 	uint32_t mode;
-	double reads_per_put;              /* rate limiter, 0 = off */
+	double reads_per_put; /* rate limiter, 0 = off */
 	double rate_slack;
-	uint64_t created_ns;               /* CLOCK_REALTIME */
+	uint64_t created_ns; /* CLOCK_REALTIME */
 	uint32_t creator_pid;
 	uint32_t creator_uid;
 	char name[CISTERN_NAME_MAX + 1];
@@ -216,15 +216,15 @@ struct cistern_hdr {
 	_Atomic uint32_t producers_waiting;
 
 	/* Rarely written state: read on slow paths, never on the FIFO hot path. */
-	CL_ALIGN _Atomic uint32_t closed;          /* reception closed */
-	_Atomic uint32_t producers_done;           /* cistern_producer_done() calls */
-	_Atomic uint32_t producers_died;           /* counted producers that died before done */
-	_Atomic uint64_t redeliver_pending;        /* FIFO: slots waiting to be handed out again */
-	_Atomic uint64_t next_sample_id;           /* policies that do not derive ids from positions */
-	_Atomic uint64_t population;               /* reservoirs, FIRO: samples held (HELD or ACQUIRED) */
-	_Atomic uint64_t filled;                   /* reservoirs, FIRO: slots not EMPTY */
-	_Atomic uint64_t reader_bits;              /* reservoirs: pin bits taken by readers */
-	_Atomic uint64_t unpaired;                 /* SimPaired: left without a partner at the end */
+	CL_ALIGN _Atomic uint32_t closed;   /* reception closed */
+	_Atomic uint32_t producers_done;    /* cistern_producer_done() calls */
+	_Atomic uint32_t producers_died;    /* counted producers that died before done */
+	_Atomic uint64_t redeliver_pending; /* FIFO: slots waiting to be handed out again */
+	_Atomic uint64_t next_sample_id;    /* policies that do not derive ids from positions */
+	_Atomic uint64_t population;        /* reservoirs, FIRO: samples held (HELD or ACQUIRED) */
+	_Atomic uint64_t filled;            /* reservoirs, FIRO: slots not EMPTY */
+	_Atomic uint64_t reader_bits;       /* reservoirs: pin bits taken by readers */
+	_Atomic uint64_t unpaired;          /* SimPaired: left without a partner at the end */
 	/* CISTERN_SINGLE_*: owner (attachment index + 1) holding the role, 0 = none. */
 	_Atomic uint32_t sole_producer;
 	_Atomic uint32_t sole_reader;

@@ -43,7 +43,7 @@ static inline int64_t sw_lap_diff(uint64_t w, uint64_t p)
 {
 	uint64_t d = (sw_pos(w) - p) & SW_POS_MASK;
 	return d < (UINT64_C(1) << (SW_POS_BITS - 1)) ? (int64_t)d
-						       : (int64_t)d - (int64_t)(SW_POS_MASK + 1);
+						      : (int64_t)d - (int64_t)(SW_POS_MASK + 1);
 }
 
 #endif

@@ -203,8 +203,7 @@ static void set_holding(struct cistern *c, uint32_t role, bool holding)
  * SOLE_TAKEOVER_ROUNDS (a holder stopped in the middle of a claim, or one
  * that we may not fence and that makes no claim to notice the revocation).
  */
-static int finish_revoke(struct cistern *c, _Atomic uint64_t *mode, uint32_t role,
-			 uint32_t hold)
+static int finish_revoke(struct cistern *c, _Atomic uint64_t *mode, uint32_t role, uint32_t hold)
 {
 	struct cistern_proc *hp = &cistern__procs(c)[hold - 1];
 	/* After the store of `revoking` (our CAS, seq_cst) and before the load of auto_busy. */
@@ -218,12 +217,12 @@ static int finish_revoke(struct cistern *c, _Atomic uint64_t *mode, uint32_t rol
 		 * so its plain stores are seen before our first CAS. A dead
 		 * holder claims no more, whatever its auto_busy says.
 		 */
-		bool idle = fenced && !(atomic_load_explicit(&hp->auto_busy, memory_order_acquire) &
-					role);
+		bool idle = fenced &&
+			    !(atomic_load_explicit(&hp->auto_busy, memory_order_acquire) & role);
 		if (idle || cistern__entry_alive(c->fd, hold - 1) == 0) {
 			uint64_t cleared = m & ~(AUTO_OWNER_MASK | AUTO_REVOKING);
-			atomic_compare_exchange_strong_explicit(mode, &m, cleared, memory_order_acq_rel,
-								memory_order_acquire);
+			atomic_compare_exchange_strong_explicit(
+				mode, &m, cleared, memory_order_acq_rel, memory_order_acquire);
 			continue;
 		}
 		if (round >= SOLE_TAKEOVER_ROUNDS)
@@ -321,8 +320,7 @@ bool cistern__auto_regain(struct cistern *c, uint32_t role)
 }
 
 /* Entry `owner` (p) leaves `role`: give back its hold, or its count. */
-static void leave_role(struct cistern_hdr *h, struct cistern_proc *p, uint32_t owner,
-		       uint32_t role)
+static void leave_role(struct cistern_hdr *h, struct cistern_proc *p, uint32_t owner, uint32_t role)
 {
 	_Atomic uint64_t *mode = mode_of(h, role);
 	bool counted = atomic_load_explicit(&p->auto_entered, memory_order_relaxed) & role;
@@ -331,8 +329,9 @@ static void leave_role(struct cistern_hdr *h, struct cistern_proc *p, uint32_t o
 		uint64_t want;
 		if ((m & AUTO_OWNER_MASK) == owner)
 			/* The holder; a revoker counted it already if it is revoking. */
-			want = (m & AUTO_REVOKING) ? (m & ~(AUTO_OWNER_MASK | AUTO_REVOKING)) - AUTO_ONE
-						   : m & ~AUTO_OWNER_MASK;
+			want = (m & AUTO_REVOKING)
+				       ? (m & ~(AUTO_OWNER_MASK | AUTO_REVOKING)) - AUTO_ONE
+				       : m & ~AUTO_OWNER_MASK;
 		else if (counted && m >= AUTO_ONE)
 			want = m - AUTO_ONE;
 		else

@@ -282,8 +282,9 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 			c->cpu_shared_waits += w->here;
 			bool short_rounds = !w->here && starved(c, w);
 			w->pace = short_rounds ? CISTERN_SPIN_PACE_MIN : CISTERN_SPIN_USUAL;
-			w->round = w->kind == CISTERN_WAIT_DATA && !short_rounds ? ahead_round(c)
-										 : CISTERN_SPIN_PACE;
+			w->round = w->kind == CISTERN_WAIT_DATA && !short_rounds
+					   ? ahead_round(c)
+					   : CISTERN_SPIN_PACE;
 		}
 		if (w->here) {
 			/* It cannot move until we give the CPU up. */

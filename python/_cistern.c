@@ -113,8 +113,8 @@ static int check_name(const char *name)
 static PyObject *raise_for_name(int r, const char *name)
 {
 	int e = -r;
-	if (e != ENOENT && e != EEXIST && e != EACCES && e != EPERM && e != EAGAIN &&
-	    e != EPROTO && e != EPROTONOSUPPORT && e != EUSERS)
+	if (e != ENOENT && e != EEXIST && e != EACCES && e != EPERM && e != EAGAIN && e != EPROTO &&
+	    e != EPROTONOSUPPORT && e != EUSERS)
 		return raise_result(r);
 	/* EAGAIN here is "still being created", not a timeout: BlockingIOError. */
 	PyObject *a = Py_BuildValue("(iss)", e, cistern_strerror(r), name);
@@ -136,7 +136,8 @@ static int conv_u64(PyObject *o, void *out)
 	unsigned long long v = PyLong_AsUnsignedLongLong(o);
 	if (v == (unsigned long long)-1 && PyErr_Occurred()) {
 		PyErr_Clear();
-		PyErr_SetString(PyExc_ValueError, "value out of range for an unsigned 64-bit integer");
+		PyErr_SetString(PyExc_ValueError,
+				"value out of range for an unsigned 64-bit integer");
 		return 0;
 	}
 	*(uint64_t *)out = (uint64_t)v;
@@ -149,7 +150,8 @@ static int conv_u32(PyObject *o, void *out)
 	if (!conv_u64(o, &v))
 		return 0;
 	if (v > UINT32_MAX) {
-		PyErr_SetString(PyExc_ValueError, "value out of range for an unsigned 32-bit integer");
+		PyErr_SetString(PyExc_ValueError,
+				"value out of range for an unsigned 32-bit integer");
 		return 0;
 	}
 	*(uint32_t *)out = (uint32_t)v;
@@ -201,10 +203,8 @@ static int wait_sliced(attempt_fn fn, void *ctx, int timeout_ms)
 {
 	int r;
 	if (timeout_ms >= 0 && timeout_ms <= WAIT_SLICE_MS) {
-		Py_BEGIN_ALLOW_THREADS
-		r = fn(ctx, timeout_ms);
-		Py_END_ALLOW_THREADS
-		return r;
+		Py_BEGIN_ALLOW_THREADS r = fn(ctx, timeout_ms);
+		Py_END_ALLOW_THREADS return r;
 	}
 	int64_t deadline = timeout_ms > 0 ? now_ms() + timeout_ms : 0;
 	for (;;) {
@@ -216,11 +216,8 @@ static int wait_sliced(attempt_fn fn, void *ctx, int timeout_ms)
 			if (left < t)
 				t = (int)left;
 		}
-		Py_BEGIN_ALLOW_THREADS
-		r = fn(ctx, t);
-		Py_END_ALLOW_THREADS
-		if (r != -ETIMEDOUT)
-			return r;
+		Py_BEGIN_ALLOW_THREADS r = fn(ctx, t);
+		Py_END_ALLOW_THREADS if (r != -ETIMEDOUT) return r;
 		if (PyErr_CheckSignals() < 0)
 			return PYERR_SET;
 	}
@@ -247,13 +244,12 @@ struct sample_obj;
 struct slot_obj;
 
 typedef struct {
-	PyObject_HEAD
-	struct cistern *c;       /* NULL once really detached */
-	pid_t pid;               /* process that opened it */
-	int busy;                /* a call is in flight (GIL released) */
-	int detached;            /* detach() was called: unusable, maybe not yet unmapped */
+	PyObject_HEAD struct cistern *c; /* NULL once really detached */
+	pid_t pid;                       /* process that opened it */
+	int busy;                        /* a call is in flight (GIL released) */
+	int detached;                    /* detach() was called: unusable, maybe not yet unmapped */
 	uint64_t slot_size;
-	int policy;              /* enum cistern_policy, or -1 if unknown */
+	int policy;                 /* enum cistern_policy, or -1 if unknown */
 	struct sample_obj *samples; /* every live Sample object of this handle */
 	struct slot_obj *slots;     /* every live Slot object (reservation) of this handle */
 	/* Releases that came while busy (a Sample freed meanwhile): done on leave. */
@@ -280,16 +276,15 @@ static int kind_is_group(enum sample_kind k)
 }
 
 typedef struct sample_obj {
-	PyObject_HEAD
-	HandleObject *h;              /* strong reference (NULL for a member) */
-	struct sample_obj *parent;    /* KIND_MEMBER: the pair or batch (strong reference) */
+	PyObject_HEAD HandleObject *h; /* strong reference (NULL for a member) */
+	struct sample_obj *parent;     /* KIND_MEMBER: the pair or batch (strong reference) */
 	enum sample_kind kind;
-	size_t n;                     /* samples held: 1, 2 or the batch size */
-	size_t index;                 /* KIND_MEMBER: which one */
-	struct cistern_sample *ss;    /* the n samples (inline_ or PyMem_Malloc) */
+	size_t n;                  /* samples held: 1, 2 or the batch size */
+	size_t index;              /* KIND_MEMBER: which one */
+	struct cistern_sample *ss; /* the n samples (inline_ or PyMem_Malloc) */
 	struct cistern_sample inline_[2];
-	int held;                     /* acquired and not yet released */
-	Py_ssize_t exports;           /* live buffer exports (diagnostics only) */
+	int held;                       /* acquired and not yet released */
+	Py_ssize_t exports;             /* live buffer exports (diagnostics only) */
 	struct sample_obj *prev, *next; /* in h->samples (not members) */
 } SampleObject;
 
@@ -318,13 +313,15 @@ static int handle_enter(HandleObject *h)
 		return -1;
 	}
 	if (h->pid != self_pid) {
-		PyErr_SetString(PyExc_RuntimeError,
-				"segment handle was opened by another process (fork): attach again");
+		PyErr_SetString(
+			PyExc_RuntimeError,
+			"segment handle was opened by another process (fork): attach again");
 		return -1;
 	}
 	if (h->busy) {
-		PyErr_SetString(PyExc_RuntimeError,
-				"segment handle is in use by another thread: attach one handle per thread");
+		PyErr_SetString(
+			PyExc_RuntimeError,
+			"segment handle is in use by another thread: attach one handle per thread");
 		return -1;
 	}
 	h->busy = 1;
@@ -434,16 +431,17 @@ static PyObject *Handle_put(HandleObject *h, PyObject *args, PyObject *kw)
 	struct put_ctx x = {0};
 	int timeout = -1;
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|O&O&O&:put", kwlist, &view, conv_u32,
-					 &x.meta.sim_id, conv_u32, &x.meta.time_step,
-					 conv_timeout, &timeout))
+					 &x.meta.sim_id, conv_u32, &x.meta.time_step, conv_timeout,
+					 &timeout))
 		return NULL;
 	if (handle_enter(h) < 0) {
 		PyBuffer_Release(&view);
 		return NULL;
 	}
 	if ((uint64_t)view.len > h->slot_size) {
-		PyErr_Format(PyExc_ValueError, "sample of %zd bytes does not fit a slot of %llu bytes",
-			     view.len, (unsigned long long)h->slot_size);
+		PyErr_Format(PyExc_ValueError,
+			     "sample of %zd bytes does not fit a slot of %llu bytes", view.len,
+			     (unsigned long long)h->slot_size);
 		handle_leave(h);
 		PyBuffer_Release(&view);
 		return NULL;
@@ -507,12 +505,14 @@ static PyObject *Handle_put_batch(HandleObject *h, PyObject *args, PyObject *kw)
 		goto out_buf;
 	}
 	if (metas.len < count * 3 * (Py_ssize_t)sizeof(uint64_t)) {
-		PyErr_SetString(PyExc_ValueError, "put_batch: metas buffer smaller than count * 3 uint64");
+		PyErr_SetString(PyExc_ValueError,
+				"put_batch: metas buffer smaller than count * 3 uint64");
 		goto out_buf;
 	}
 	if ((uint64_t)item > h->slot_size) {
-		PyErr_Format(PyExc_ValueError, "samples of %zd bytes do not fit a slot of %llu bytes",
-			     item, (unsigned long long)h->slot_size);
+		PyErr_Format(PyExc_ValueError,
+			     "samples of %zd bytes do not fit a slot of %llu bytes", item,
+			     (unsigned long long)h->slot_size);
 		goto out_buf;
 	}
 	m = PyMem_Calloc((size_t)count, sizeof(*m));
@@ -523,7 +523,8 @@ static PyObject *Handle_put_batch(HandleObject *h, PyObject *args, PyObject *kw)
 	uint64_t *mv = metas.buf;
 	for (Py_ssize_t i = 0; i < count; i++) {
 		if (mv[3 * i + 1] > UINT32_MAX || mv[3 * i + 2] > UINT32_MAX) {
-			PyErr_SetString(PyExc_ValueError, "put_batch: sim_id and time_step must fit 32 bits");
+			PyErr_SetString(PyExc_ValueError,
+					"put_batch: sim_id and time_step must fit 32 bits");
 			goto out_buf;
 		}
 		m[i].sim_id = (uint32_t)mv[3 * i + 1];
@@ -627,14 +628,15 @@ static PyObject *Handle_get_many(HandleObject *h, PyObject *args, PyObject *kw)
 	Py_ssize_t item, count;
 	int timeout = -1;
 	PyObject *metas_obj = Py_None;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*nn|O&O:get_many", kwlist, &out, &item,
-					 &count, conv_timeout, &timeout, &metas_obj))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*nn|O&O:get_many", kwlist, &out, &item, &count,
+					 conv_timeout, &timeout, &metas_obj))
 		return NULL;
 	PyObject *res = NULL;
 	int have_metas = 0;
 	if (item <= 0 || count < 0 || item > PY_SSIZE_T_MAX / (count ? count : 1) ||
 	    out.len < item * count) {
-		PyErr_SetString(PyExc_ValueError, "get_many: output buffer smaller than item_size * count");
+		PyErr_SetString(PyExc_ValueError,
+				"get_many: output buffer smaller than item_size * count");
 		goto out_buf;
 	}
 	if (metas_obj != Py_None) {
@@ -642,7 +644,8 @@ static PyObject *Handle_get_many(HandleObject *h, PyObject *args, PyObject *kw)
 			goto out_buf;
 		have_metas = 1;
 		if (metas.len < count * 3 * (Py_ssize_t)sizeof(uint64_t)) {
-			PyErr_SetString(PyExc_ValueError, "get_many: metas buffer smaller than count * 3 uint64");
+			PyErr_SetString(PyExc_ValueError,
+					"get_many: metas buffer smaller than count * 3 uint64");
 			goto out_buf;
 		}
 	}
@@ -769,7 +772,8 @@ static PyObject *Handle_acquire_pair(HandleObject *h, PyObject *args, PyObject *
 {
 	static char *kwlist[] = {"timeout_ms", NULL};
 	int timeout = -1;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O&:acquire_pair", kwlist, conv_timeout, &timeout))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O&:acquire_pair", kwlist, conv_timeout,
+					 &timeout))
 		return NULL;
 	SampleObject *so = sample_alloc(KIND_PAIR, 2);
 	if (!so)
@@ -806,8 +810,8 @@ static PyObject *Handle_acquire_batch(HandleObject *h, PyObject *args, PyObject 
 	static char *kwlist[] = {"n", "timeout_ms", NULL};
 	Py_ssize_t n = 0;
 	int timeout = -1;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|nO&:acquire_batch", kwlist, &n,
-					 conv_timeout, &timeout))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|nO&:acquire_batch", kwlist, &n, conv_timeout,
+					 &timeout))
 		return NULL;
 	if (n < 0) {
 		PyErr_SetString(PyExc_ValueError, "acquire_batch: n must be >= 0");
@@ -822,7 +826,8 @@ static PyObject *Handle_acquire_batch(HandleObject *h, PyObject *args, PyObject 
 	}
 	handle_leave(h);
 	if (n == 0) {
-		PyErr_SetString(PyExc_ValueError, "acquire_batch: n is 0 and the segment has no batch_size");
+		PyErr_SetString(PyExc_ValueError,
+				"acquire_batch: n is 0 and the segment has no batch_size");
 		return NULL;
 	}
 	SampleObject *so = sample_alloc(KIND_BATCH, (size_t)n);
@@ -886,7 +891,8 @@ static PyObject *Handle_get_batch(HandleObject *h, PyObject *args, PyObject *kw)
 	int have_metas = 0;
 	struct cistern_sample *ss = NULL;
 	if (item <= 0 || n <= 0 || item > PY_SSIZE_T_MAX / n || out.len < item * n) {
-		PyErr_SetString(PyExc_ValueError, "get_batch: output buffer smaller than item_size * n");
+		PyErr_SetString(PyExc_ValueError,
+				"get_batch: output buffer smaller than item_size * n");
 		goto out_buf;
 	}
 	if (metas_obj != Py_None) {
@@ -894,7 +900,8 @@ static PyObject *Handle_get_batch(HandleObject *h, PyObject *args, PyObject *kw)
 			goto out_buf;
 		have_metas = 1;
 		if (metas.len < n * 3 * (Py_ssize_t)sizeof(uint64_t)) {
-			PyErr_SetString(PyExc_ValueError, "get_batch: metas buffer smaller than n * 3 uint64");
+			PyErr_SetString(PyExc_ValueError,
+					"get_batch: metas buffer smaller than n * 3 uint64");
 			goto out_buf;
 		}
 	}
@@ -937,10 +944,9 @@ static PyObject *Handle_get_batch(HandleObject *h, PyObject *args, PyObject *kw)
 			     item, u == 0 ? " (the batch stays in the segment)" : "");
 		goto out_buf;
 	}
-	Py_BEGIN_ALLOW_THREADS
-	copy_rows(ss, (size_t)r, out.buf, (size_t)item, have_metas ? metas.buf : NULL);
-	Py_END_ALLOW_THREADS
-	int rel = cistern_release_batch(h->c, ss, (size_t)r);
+	Py_BEGIN_ALLOW_THREADS copy_rows(ss, (size_t)r, out.buf, (size_t)item,
+					 have_metas ? metas.buf : NULL);
+	Py_END_ALLOW_THREADS int rel = cistern_release_batch(h->c, ss, (size_t)r);
 	handle_leave(h);
 	if (rel < 0) {
 		raise_result(rel);
@@ -980,8 +986,8 @@ static int opt_writable(PyObject *o, Py_buffer *b, int *have, Py_ssize_t need, c
 		return -1;
 	*have = 1;
 	if (b->len < need) {
-		PyErr_Format(PyExc_ValueError, "%s buffer of %zd bytes where %zd are needed", what, b->len,
-			     need);
+		PyErr_Format(PyExc_ValueError, "%s buffer of %zd bytes where %zd are needed", what,
+			     b->len, need);
 		return -1;
 	}
 	return 0;
@@ -1065,7 +1071,8 @@ static PyObject *Handle_get_into(HandleObject *h, PyObject *const *args, Py_ssiz
 	if (r == -EMSGSIZE) {
 		PyErr_Format(PyExc_ValueError,
 			     "get_into: the next sample is larger than the %zd-byte buffer "
-			     "(it stays in the segment)", out.len);
+			     "(it stays in the segment)",
+			     out.len);
 		goto out_buf;
 	}
 	if (r < 0) {
@@ -1124,8 +1131,9 @@ static int gbi_attempt(void *p, int t)
 static PyObject *Handle_get_batch_into(HandleObject *h, PyObject *const *args, Py_ssize_t nargs)
 {
 	if (nargs < 3 || nargs > 6) {
-		PyErr_SetString(PyExc_TypeError,
-				"get_batch_into(out, stride, n, timeout_ms=-1, metas=None, lens=None)");
+		PyErr_SetString(
+			PyExc_TypeError,
+			"get_batch_into(out, stride, n, timeout_ms=-1, metas=None, lens=None)");
 		return NULL;
 	}
 	Py_ssize_t stride = PyLong_AsSsize_t(args[1]);
@@ -1142,8 +1150,9 @@ static PyObject *Handle_get_batch_into(HandleObject *h, PyObject *const *args, P
 		return NULL;
 	}
 	if (h->policy == CISTERN_SIM_PAIRED_RESERVOIR) {
-		PyErr_SetString(PyExc_ValueError,
-				"sim-paired-reservoir reads pairs: use get_pair() or acquire_pair()");
+		PyErr_SetString(
+			PyExc_ValueError,
+			"sim-paired-reservoir reads pairs: use get_pair() or acquire_pair()");
 		return NULL;
 	}
 	Py_buffer out, metas, lens;
@@ -1152,7 +1161,8 @@ static PyObject *Handle_get_batch_into(HandleObject *h, PyObject *const *args, P
 	if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
 		return NULL;
 	if (stride > PY_SSIZE_T_MAX / n || out.len < stride * n) {
-		PyErr_SetString(PyExc_ValueError, "get_batch_into: output buffer smaller than stride * n");
+		PyErr_SetString(PyExc_ValueError,
+				"get_batch_into: output buffer smaller than stride * n");
 		goto out_buf;
 	}
 	if (opt_writable(arg_or(args, nargs, 4, Py_None), &metas, &have_metas,
@@ -1168,7 +1178,11 @@ static PyObject *Handle_get_batch_into(HandleObject *h, PyObject *const *args, P
 		goto out_buf;
 	}
 	struct gbi_ctx x = {
-		h, out.buf, (size_t)stride, (size_t)n, 0,
+		h,
+		out.buf,
+		(size_t)stride,
+		(size_t)n,
+		0,
 		have_lens || firo ? h->scratch_len : NULL,
 		have_metas || firo ? h->scratch_meta : NULL,
 		!firo,
@@ -1178,9 +1192,11 @@ static PyObject *Handle_get_batch_into(HandleObject *h, PyObject *const *args, P
 		r = wait_sliced(gbi_attempt, &x, timeout);
 	handle_leave(h);
 	if (r == -EMSGSIZE) {
-		PyErr_Format(PyExc_ValueError,
-			     "get_batch_into: the next sample is longer than the stride of %zd bytes "
-			     "(it stays in the segment)", stride);
+		PyErr_Format(
+			PyExc_ValueError,
+			"get_batch_into: the next sample is longer than the stride of %zd bytes "
+			"(it stays in the segment)",
+			stride);
 		goto out_buf;
 	}
 	if (r < 0) {
@@ -1271,8 +1287,8 @@ static PyObject *Handle_acquire_many(HandleObject *h, PyObject *args, PyObject *
 static PyObject *Handle_put_many(HandleObject *h, PyObject *const *args, Py_ssize_t nargs)
 {
 	if (nargs < 3 || nargs > 7) {
-		PyErr_SetString(PyExc_TypeError,
-				"put_many(data, stride, n, sim_id=0, time_step=0, timeout_ms=-1, ids=None)");
+		PyErr_SetString(PyExc_TypeError, "put_many(data, stride, n, sim_id=0, time_step=0, "
+						 "timeout_ms=-1, ids=None)");
 		return NULL;
 	}
 	Py_ssize_t stride = PyLong_AsSsize_t(args[1]);
@@ -1283,7 +1299,8 @@ static PyObject *Handle_put_many(HandleObject *h, PyObject *const *args, Py_ssiz
 		return NULL;
 	uint32_t sim_id = 0, time_step = 0;
 	int timeout = -1;
-	if ((nargs > 3 && !conv_u32(args[3], &sim_id)) || (nargs > 4 && !conv_u32(args[4], &time_step)) ||
+	if ((nargs > 3 && !conv_u32(args[3], &sim_id)) ||
+	    (nargs > 4 && !conv_u32(args[4], &time_step)) ||
 	    (nargs > 5 && !conv_timeout(args[5], &timeout)))
 		return NULL;
 	if (stride <= 0 || n <= 0) {
@@ -1291,8 +1308,9 @@ static PyObject *Handle_put_many(HandleObject *h, PyObject *const *args, Py_ssiz
 		return NULL;
 	}
 	if ((uint64_t)stride > h->slot_size) {
-		PyErr_Format(PyExc_ValueError, "samples of %zd bytes do not fit a slot of %llu bytes",
-			     stride, (unsigned long long)h->slot_size);
+		PyErr_Format(PyExc_ValueError,
+			     "samples of %zd bytes do not fit a slot of %llu bytes", stride,
+			     (unsigned long long)h->slot_size);
 		return NULL;
 	}
 	Py_buffer data, ids;
@@ -1361,7 +1379,7 @@ static PyObject *Handle_waiting_for_room(HandleObject *h, PyObject *Py_UNUSED(ig
 		/* More entries than room: ask again with room for them all. */
 		cap = (size_t)r;
 		struct cistern_proc_info *more = PyMem_Realloc(info == small ? NULL : info,
-								cap * sizeof(*info));
+							       cap * sizeof(*info));
 		if (!more) {
 			if (info != small)
 				PyMem_Free(info);
@@ -1463,8 +1481,7 @@ static PyObject *stats_dict(const struct cistern_stats *st)
 		return NULL;
 	if (dict_set_steal(d, "seen_hist", u64_list(st->seen_hist, CISTERN_SEEN_BUCKETS)) < 0 ||
 	    dict_set_u64(d, "population", st->population) < 0 ||
-	    dict_set_u64(d, "puts", st->puts) < 0 ||
-	    dict_set_u64(d, "gets", st->gets) < 0 ||
+	    dict_set_u64(d, "puts", st->puts) < 0 || dict_set_u64(d, "gets", st->gets) < 0 ||
 	    dict_set_u64(d, "evictions", st->evictions) < 0 ||
 	    dict_set_u64(d, "evicted_unseen", st->evicted_unseen) < 0 ||
 	    dict_set_u64(d, "redeliveries", st->redeliveries) < 0 ||
@@ -1506,8 +1523,7 @@ static PyObject *config_dict(const struct cistern_config *cfg)
 	if (!d)
 		return NULL;
 	PyObject *pn = pname ? PyUnicode_FromString(pname) : PyLong_FromLong((long)cfg->policy);
-	if (dict_set_steal(d, "policy", pn) < 0 ||
-	    dict_set_u64(d, "slots", cfg->slot_count) < 0 ||
+	if (dict_set_steal(d, "policy", pn) < 0 || dict_set_u64(d, "slots", cfg->slot_count) < 0 ||
 	    dict_set_u64(d, "slot_size", cfg->slot_size) < 0 ||
 	    dict_set_u64(d, "mode", cfg->mode) < 0 ||
 	    dict_set_u64(d, "watermark", cfg->watermark) < 0 ||
@@ -1525,8 +1541,9 @@ static PyObject *config_dict(const struct cistern_config *cfg)
 	    dict_set_bool(d, "dead_producer_done", cfg->flags & CISTERN_DEAD_PRODUCER_DONE) < 0 ||
 	    dict_set_f64(d, "reads_per_put", cfg->reads_per_put) < 0 ||
 	    dict_set_f64(d, "rate_slack", cfg->rate_slack) < 0 ||
-	    dict_set_steal(d, "schema", cfg->schema ? PyUnicode_FromString(cfg->schema) :
-				(Py_INCREF(Py_None), Py_None)) < 0) {
+	    dict_set_steal(d, "schema",
+			   cfg->schema ? PyUnicode_FromString(cfg->schema)
+				       : (Py_INCREF(Py_None), Py_None)) < 0) {
 		Py_DECREF(d);
 		return NULL;
 	}
@@ -1557,7 +1574,8 @@ static PyObject *schema_dict(const char *text, const struct cistern_field *f, in
 			PyTuple_SET_ITEM(shape, (Py_ssize_t)k, v);
 		}
 		if (dict_set_steal(fd, "name", PyUnicode_FromString(f[i].name)) < 0 ||
-		    dict_set_steal(fd, "dtype", PyUnicode_FromString(cistern_dtype_name(f[i].dtype))) < 0 ||
+		    dict_set_steal(fd, "dtype",
+				   PyUnicode_FromString(cistern_dtype_name(f[i].dtype))) < 0 ||
 		    dict_set_steal(fd, "shape", shape) < 0 ||
 		    dict_set_u64(fd, "offset", f[i].offset) < 0 ||
 		    dict_set_u64(fd, "size", f[i].size) < 0 ||
@@ -1645,8 +1663,7 @@ static PyObject *Handle_get_live_samples(HandleObject *h, void *Py_UNUSED(closur
  * reservation never faults. New buffer requests on an ended reservation fail.
  */
 typedef struct slot_obj {
-	PyObject_HEAD
-	HandleObject *h;              /* strong reference */
+	PyObject_HEAD HandleObject *h; /* strong reference */
 	struct cistern_slot slot;
 	int live;                     /* reserved, not yet committed or aborted */
 	struct slot_obj *prev, *next; /* in h->slots */
@@ -1788,19 +1805,20 @@ static PyMethodDef Slot_methods[] = {
 
 static PyGetSetDef Slot_getset[] = {
 	{"live", (getter)Slot_get_live, NULL, "reserved and not yet committed or aborted", NULL},
-	{"capacity", (getter)Slot_get_capacity, NULL, "bytes the slot can hold (the slot_size)", NULL},
+	{"capacity", (getter)Slot_get_capacity, NULL, "bytes the slot can hold (the slot_size)",
+	 NULL},
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject SlotType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "cistern._cistern.Slot",
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cistern._cistern.Slot",
 	.tp_basicsize = sizeof(SlotObject),
 	.tp_dealloc = (destructor)Slot_dealloc,
 	.tp_as_sequence = &Slot_as_sequence,
 	.tp_as_buffer = &Slot_as_buffer,
 	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "A reserved slot: a writable buffer of `capacity` bytes until commit() or abort();\n"
+	.tp_doc = "A reserved slot: a writable buffer of `capacity` bytes until commit() or "
+		  "abort();\n"
 		  "dropped while still reserved, it is aborted.",
 	.tp_methods = Slot_methods,
 	.tp_getset = Slot_getset,
@@ -1860,18 +1878,15 @@ static PyObject *Handle_occupancy(HandleObject *h, PyObject *Py_UNUSED(ignored))
 	struct cistern_occupancy occ;
 	memset(&occ, 0, sizeof(occ));
 	int r;
-	Py_BEGIN_ALLOW_THREADS
-	r = cistern_occupancy_get(h->c, &occ);
-	Py_END_ALLOW_THREADS
-	handle_leave(h);
+	Py_BEGIN_ALLOW_THREADS r = cistern_occupancy_get(h->c, &occ);
+	Py_END_ALLOW_THREADS handle_leave(h);
 	if (r < 0)
 		return raise_result(r);
 	PyObject *d = PyDict_New();
 	if (!d)
 		return NULL;
 	if (dict_set_steal(d, "slots", u64_list(occ.slots, CISTERN_SLOT_CLASSES)) < 0 ||
-	    dict_set_u64(d, "pinned", occ.pinned) < 0 ||
-	    dict_set_u64(d, "held", occ.held) < 0 ||
+	    dict_set_u64(d, "pinned", occ.pinned) < 0 || dict_set_u64(d, "held", occ.held) < 0 ||
 	    dict_set_u64(d, "held_bytes", occ.held_bytes) < 0 ||
 	    dict_set_steal(d, "held_seen_hist",
 			   u64_list(occ.held_seen_hist, CISTERN_SEEN_BUCKETS)) < 0) {
@@ -1892,8 +1907,10 @@ static PyObject *proc_dict(const struct cistern_proc_info *p)
 	    dict_set_bool(d, "alive", p->alive) < 0 || dict_set_u64(d, "waiting", p->waiting) < 0 ||
 	    dict_set_u64(d, "attached_ns", p->attached_ns) < 0 ||
 	    dict_set_u64(d, "puts", p->puts) < 0 || dict_set_u64(d, "gets", p->gets) < 0 ||
-	    dict_set_steal(d, "comm", PyUnicode_DecodeUTF8(p->comm, (Py_ssize_t)strnlen(p->comm, sizeof(p->comm)),
-							   "replace")) < 0) {
+	    dict_set_steal(d, "comm",
+			   PyUnicode_DecodeUTF8(p->comm,
+						(Py_ssize_t)strnlen(p->comm, sizeof(p->comm)),
+						"replace")) < 0) {
 		Py_DECREF(d);
 		return NULL;
 	}
@@ -1915,11 +1932,8 @@ static PyObject *Handle_procs(HandleObject *h, PyObject *Py_UNUSED(ignored))
 			return PyErr_NoMemory();
 		}
 		v = nv;
-		Py_BEGIN_ALLOW_THREADS
-		r = cistern_procs_get(h->c, v, cap);
-		Py_END_ALLOW_THREADS
-		if (r < 0 || (size_t)r <= cap)
-			break;
+		Py_BEGIN_ALLOW_THREADS r = cistern_procs_get(h->c, v, cap);
+		Py_END_ALLOW_THREADS if (r < 0 || (size_t)r <= cap) break;
 		cap = (size_t)r; /* more entries than room: ask again with room for all */
 	}
 	handle_leave(h);
@@ -1962,11 +1976,13 @@ static PyMethodDef Handle_methods[] = {
 	{"acquire", (PyCFunction)(void (*)(void))Handle_acquire, METH_VARARGS | METH_KEYWORDS,
 	 "acquire($self, /, timeout_ms=-1)\n--\n\n"
 	 "Acquire one sample to read in place (cistern_acquire()); returns a Sample."},
-	{"acquire_pair", (PyCFunction)(void (*)(void))Handle_acquire_pair, METH_VARARGS | METH_KEYWORDS,
+	{"acquire_pair", (PyCFunction)(void (*)(void))Handle_acquire_pair,
+	 METH_VARARGS | METH_KEYWORDS,
 	 "acquire_pair($self, /, timeout_ms=-1)\n--\n\n"
 	 "Acquire a pair (x_t, x_t+1) of one simulation (cistern_acquire_pair());\n"
 	 "returns a Sample of kind 'pair'."},
-	{"acquire_batch", (PyCFunction)(void (*)(void))Handle_acquire_batch, METH_VARARGS | METH_KEYWORDS,
+	{"acquire_batch", (PyCFunction)(void (*)(void))Handle_acquire_batch,
+	 METH_VARARGS | METH_KEYWORDS,
 	 "acquire_batch($self, /, n=0, timeout_ms=-1)\n--\n\n"
 	 "Acquire n distinct samples drawn together (cistern_acquire_batch(); n 0 = the\n"
 	 "segment's batch_size); returns a Sample of kind 'batch'."},
@@ -1976,7 +1992,8 @@ static PyMethodDef Handle_methods[] = {
 	 "metadata into `metas` if given, release it; returns the rows filled. A member\n"
 	 "of another size sends the whole batch back unread and raises ValueError."},
 	{"put_many", (PyCFunction)(void (*)(void))Handle_put_many, METH_FASTCALL,
-	 "put_many($self, data, stride, n, sim_id=0, time_step=0, timeout_ms=-1, ids=None, /)\n--\n\n"
+	 "put_many($self, data, stride, n, sim_id=0, time_step=0, timeout_ms=-1, ids=None, "
+	 "/)\n--\n\n"
 	 "Put n samples of stride bytes each from data (sample i at offset i * stride), in\n"
 	 "order, all with this sim_id and time_step, with cistern_put_batch(), waiting for\n"
 	 "room as put() does; ids (n uint64) receives their sample ids. Fewer than n only\n"
@@ -1995,7 +2012,8 @@ static PyMethodDef Handle_methods[] = {
 	 "reservoirs a batch of n drawn together. metas (n * 3 uint64) and lens (n uint64)\n"
 	 "receive metadata and lengths. A sample longer than stride raises ValueError and\n"
 	 "stays in the segment. Positional arguments only."},
-	{"acquire_many", (PyCFunction)(void (*)(void))Handle_acquire_many, METH_VARARGS | METH_KEYWORDS,
+	{"acquire_many", (PyCFunction)(void (*)(void))Handle_acquire_many,
+	 METH_VARARGS | METH_KEYWORDS,
 	 "acquire_many($self, /, n, timeout_ms=-1)\n--\n\n"
 	 "Returns a Sample of kind 'many'. "
 	 "Acquire up to n samples one by one (cistern_acquire()), waiting for each, and\n"
@@ -2048,8 +2066,7 @@ static PyGetSetDef Handle_getset[] = {
 };
 
 static PyTypeObject HandleType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "cistern._cistern.Handle",
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cistern._cistern.Handle",
 	.tp_basicsize = sizeof(HandleObject),
 	.tp_dealloc = (destructor)Handle_dealloc,
 	.tp_flags = Py_TPFLAGS_DEFAULT,
@@ -2105,7 +2122,8 @@ static int sample_is_held(const SampleObject *s)
 static const struct cistern_sample *sample_target(SampleObject *s)
 {
 	if (kind_is_group(s->kind)) {
-		PyErr_SetString(PyExc_TypeError, "a pair or batch has no single payload: use member(i)");
+		PyErr_SetString(PyExc_TypeError,
+				"a pair or batch has no single payload: use member(i)");
 		return NULL;
 	}
 	if (!sample_is_held(s)) {
@@ -2132,7 +2150,8 @@ static PyObject *Sample_release(SampleObject *s, PyObject *Py_UNUSED(ignored))
 static PyObject *Sample_unacquire(SampleObject *s, PyObject *Py_UNUSED(ignored))
 {
 	if (s->kind == KIND_MEMBER) {
-		PyErr_SetString(PyExc_TypeError, "hand back the whole pair or batch, not one member");
+		PyErr_SetString(PyExc_TypeError,
+				"hand back the whole pair or batch, not one member");
 		return NULL;
 	}
 	HandleObject *h = s->h;
@@ -2170,7 +2189,8 @@ static PyObject *Sample_copy_into(SampleObject *s, PyObject *args, PyObject *kw)
 	Py_buffer out, metas;
 	Py_ssize_t item;
 	PyObject *metas_obj = Py_None;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*n|O:copy_into", kwlist, &out, &item, &metas_obj))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*n|O:copy_into", kwlist, &out, &item,
+					 &metas_obj))
 		return NULL;
 	PyObject *res = NULL;
 	int have_metas = 0;
@@ -2184,7 +2204,8 @@ static PyObject *Sample_copy_into(SampleObject *s, PyObject *args, PyObject *kw)
 	}
 	Py_ssize_t n = (Py_ssize_t)s->n;
 	if (item <= 0 || item > PY_SSIZE_T_MAX / n || out.len < item * n) {
-		PyErr_SetString(PyExc_ValueError, "copy_into: output buffer smaller than item_size * members");
+		PyErr_SetString(PyExc_ValueError,
+				"copy_into: output buffer smaller than item_size * members");
 		goto out_buf;
 	}
 	if (opt_writable(metas_obj, &metas, &have_metas, n * 3 * (Py_ssize_t)sizeof(uint64_t),
@@ -2261,7 +2282,8 @@ static int Sample_getbuffer(SampleObject *s, Py_buffer *view, int flags)
 		view->obj = NULL;
 		return -1;
 	}
-	if (PyBuffer_FillInfo(view, (PyObject *)s, (void *)t->data, (Py_ssize_t)t->len, 1, flags) < 0)
+	if (PyBuffer_FillInfo(view, (PyObject *)s, (void *)t->data, (Py_ssize_t)t->len, 1, flags) <
+	    0)
 		return -1;
 	s->exports++;
 	return 0;
@@ -2357,14 +2379,14 @@ static PyGetSetDef Sample_getset[] = {
 	 "(sample_id, sim_id, time_step); a list of them for a pair or batch", NULL},
 	{"held", (getter)Sample_get_held, NULL, "acquired and not released", NULL},
 	{"kind", (getter)Sample_get_kind, NULL, "one, pair, batch or member", NULL},
-	{"address", (getter)Sample_get_address, NULL, "address of the payload in this process", NULL},
+	{"address", (getter)Sample_get_address, NULL, "address of the payload in this process",
+	 NULL},
 	{"exports", (getter)Sample_get_exports, NULL, "live buffer exports", NULL},
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject SampleType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "cistern._cistern.Sample",
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cistern._cistern.Sample",
 	.tp_basicsize = sizeof(SampleObject),
 	.tp_dealloc = (destructor)Sample_dealloc,
 	.tp_as_sequence = &Sample_as_sequence,
@@ -2381,16 +2403,18 @@ static PyTypeObject SampleType = {
  * The fields of struct cistern_config that create() and config_problem() take,
  * as keywords, PyArg formats and targets, in one place so that both stay alike.
  */
-#define CFG_KWLIST "policy", "slot_size", "slot_count", "mode", "watermark", "pseudo_epochs", \
-	"sweep_size", "nb_time_steps", "batch_size", "seed", "max_procs", \
-	"expected_producers", "flags", "reads_per_put", "rate_slack", "schema"
+#define CFG_KWLIST                                                                                 \
+	"policy", "slot_size", "slot_count", "mode", "watermark", "pseudo_epochs", "sweep_size",   \
+		"nb_time_steps", "batch_size", "seed", "max_procs", "expected_producers", "flags", \
+		"reads_per_put", "rate_slack", "schema"
 #define CFG_FORMAT "O&O&O&O&O&O&O&O&O&O&O&O&O&ddz"
-#define CFG_TARGETS(cfg, policy) conv_u32, &(policy), conv_u64, &(cfg).slot_size, \
-	conv_u64, &(cfg).slot_count, conv_u32, &(cfg).mode, conv_u64, &(cfg).watermark, \
-	conv_u32, &(cfg).pseudo_epochs, conv_u32, &(cfg).sweep_size, \
-	conv_u32, &(cfg).nb_time_steps, conv_u32, &(cfg).batch_size, conv_u64, &(cfg).seed, \
-	conv_u32, &(cfg).max_procs, conv_u32, &(cfg).expected_producers, \
-	conv_u32, &(cfg).flags, &(cfg).reads_per_put, &(cfg).rate_slack, &(cfg).schema
+#define CFG_TARGETS(cfg, policy)                                                                   \
+	conv_u32, &(policy), conv_u64, &(cfg).slot_size, conv_u64, &(cfg).slot_count, conv_u32,    \
+		&(cfg).mode, conv_u64, &(cfg).watermark, conv_u32, &(cfg).pseudo_epochs, conv_u32, \
+		&(cfg).sweep_size, conv_u32, &(cfg).nb_time_steps, conv_u32, &(cfg).batch_size,    \
+		conv_u64, &(cfg).seed, conv_u32, &(cfg).max_procs, conv_u32,                       \
+		&(cfg).expected_producers, conv_u32, &(cfg).flags, &(cfg).reads_per_put,           \
+		&(cfg).rate_slack, &(cfg).schema
 
 /* Store the parsed policy number in cfg; ValueError if it names no policy. */
 static int cfg_set_policy(struct cistern_config *cfg, uint32_t policy)
@@ -2417,10 +2441,8 @@ static PyObject *mod_create(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw
 		return NULL;
 	struct cistern *c = NULL;
 	int r;
-	Py_BEGIN_ALLOW_THREADS
-	r = cistern_create(name, &cfg, &c);
-	Py_END_ALLOW_THREADS
-	const char *why = r == -EINVAL ? cistern_config_problem(&cfg) : NULL;
+	Py_BEGIN_ALLOW_THREADS r = cistern_create(name, &cfg, &c);
+	Py_END_ALLOW_THREADS const char *why = r == -EINVAL ? cistern_config_problem(&cfg) : NULL;
 	if (why) {
 		PyErr_Format(PyExc_ValueError, "parameters refused: %s", why);
 		return NULL;
@@ -2472,8 +2494,8 @@ static PyObject *mod_schema_parse(PyObject *Py_UNUSED(m), PyObject *args)
 	int n = cistern_schema_parse(text, NULL, 0, &size);
 	if (n < 0) {
 		/* The library's sentence, judged on its own: the largest slot holds any schema. */
-		struct cistern_config cfg = {.slot_size = CISTERN_SLOT_SIZE_MAX, .slot_count = 1,
-					     .schema = text};
+		struct cistern_config cfg = {
+			.slot_size = CISTERN_SLOT_SIZE_MAX, .slot_count = 1, .schema = text};
 		const char *why = cistern_config_problem(&cfg);
 		PyErr_SetString(PyExc_ValueError, why ? why : cistern_strerror(n));
 		return NULL;
@@ -2527,7 +2549,8 @@ static PyObject *raise_not_owner(const char *name)
 	PyObject *msg = PyUnicode_FromFormat(
 		"segment owned by %s, not by this process's user or root: refused (anyone may "
 		"create a segment's name first, to collect what is put into it); to share a "
-		"segment between users on purpose, attach with any_owner=True", who);
+		"segment between users on purpose, attach with any_owner=True",
+		who);
 	PyObject *a = msg ? Py_BuildValue("(iOs)", EACCES, msg, name) : NULL;
 	if (a)
 		PyErr_SetObject(PyExc_PermissionError, a);
@@ -2546,10 +2569,10 @@ static PyObject *mod_attach(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw
 		return NULL;
 	struct cistern *c = NULL;
 	int r;
-	Py_BEGIN_ALLOW_THREADS
-	r = cistern_attach_flags(name, any_owner ? CISTERN_ATTACH_ANY_OWNER : 0, &c);
-	Py_END_ALLOW_THREADS
-	if (r == -EACCES && !any_owner) {
+	Py_BEGIN_ALLOW_THREADS r = cistern_attach_flags(
+		name, any_owner ? CISTERN_ATTACH_ANY_OWNER : 0, &c);
+	Py_END_ALLOW_THREADS if (r == -EACCES && !any_owner)
+	{
 		raise_not_owner(name);
 		if (PyErr_Occurred())
 			return NULL;
@@ -2621,11 +2644,8 @@ static PyObject *mod_open_readonly(PyObject *Py_UNUSED(m), PyObject *args)
 		return NULL;
 	struct cistern *c = NULL;
 	int r;
-	Py_BEGIN_ALLOW_THREADS
-	r = cistern_open_readonly(name, &c);
-	Py_END_ALLOW_THREADS
-	if (r < 0)
-		return raise_for_name(r, name);
+	Py_BEGIN_ALLOW_THREADS r = cistern_open_readonly(name, &c);
+	Py_END_ALLOW_THREADS if (r < 0) return raise_for_name(r, name);
 	return (PyObject *)handle_new(c);
 }
 
@@ -2672,11 +2692,8 @@ static PyObject *mod_list_segments(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(i
 {
 	struct cistern_segment_info *v = NULL;
 	int r;
-	Py_BEGIN_ALLOW_THREADS
-	r = cistern_list(&v);
-	Py_END_ALLOW_THREADS
-	if (r < 0)
-		return raise_result(r);
+	Py_BEGIN_ALLOW_THREADS r = cistern_list(&v);
+	Py_END_ALLOW_THREADS if (r < 0) return raise_result(r);
 	PyObject *l = PyList_New(r);
 	for (int i = 0; l && i < r; i++) {
 		PyObject *d = segment_info_dict(&v[i]);
@@ -2701,12 +2718,12 @@ static PyObject *mod_remove(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw
 	unsigned flags = (force ? CISTERN_REMOVE_FORCE : 0) |
 			 (any_owner ? CISTERN_REMOVE_ANY_OWNER : 0);
 	int r;
-	Py_BEGIN_ALLOW_THREADS
-	r = cistern_remove(name, flags);
-	Py_END_ALLOW_THREADS
-	if (r == -EBUSY) {
-		PyObject *a = Py_BuildValue("(iss)", EBUSY,
-					    "live processes are attached (force=True removes it anyway)", name);
+	Py_BEGIN_ALLOW_THREADS r = cistern_remove(name, flags);
+	Py_END_ALLOW_THREADS if (r == -EBUSY)
+	{
+		PyObject *a = Py_BuildValue(
+			"(iss)", EBUSY,
+			"live processes are attached (force=True removes it anyway)", name);
 		if (a) {
 			PyErr_SetObject(PyExc_OSError, a);
 			Py_DECREF(a);
@@ -2733,11 +2750,8 @@ static PyObject *mod_gc(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 	struct cistern_gc_report rep;
 	memset(&rep, 0, sizeof(rep));
 	int r;
-	Py_BEGIN_ALLOW_THREADS
-	r = cistern_gc_dump_to(name, dir, flags, &rep);
-	Py_END_ALLOW_THREADS
-	if (r < 0)
-		return raise_for_name(r, name);
+	Py_BEGIN_ALLOW_THREADS r = cistern_gc_dump_to(name, dir, flags, &rep);
+	Py_END_ALLOW_THREADS if (r < 0) return raise_for_name(r, name);
 	PyObject *d = PyDict_New();
 	if (!d)
 		return NULL;
@@ -2748,8 +2762,7 @@ static PyObject *mod_gc(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 	    dict_set_u64(d, "live_procs", rep.live_procs) < 0 ||
 	    dict_set_steal(d, "removed", PyLong_FromLong(rep.removed)) < 0 ||
 	    dict_set_u64(d, "unread", rep.unread) < 0 ||
-	    dict_set_u64(d, "dumped", rep.dumped) < 0 ||
-	    dict_set_bool(d, "kept", rep.kept) < 0) {
+	    dict_set_u64(d, "dumped", rep.dumped) < 0 || dict_set_bool(d, "kept", rep.kept) < 0) {
 		Py_DECREF(d);
 		return NULL;
 	}
@@ -2801,7 +2814,8 @@ static void progress_call(uint64_t done, uint64_t total, void *arg)
 static int check_progress(PyObject *progress)
 {
 	if (progress != Py_None && !PyCallable_Check(progress)) {
-		PyErr_SetString(PyExc_TypeError, "progress must be a callable(done, total) or None");
+		PyErr_SetString(PyExc_TypeError,
+				"progress must be a callable(done, total) or None");
 		return -1;
 	}
 	return 0;
@@ -2810,8 +2824,8 @@ static int check_progress(PyObject *progress)
 /* An OSError for a file operation on `path` (a bytes object from PyUnicode_FSConverter). */
 static PyObject *raise_for_path(int r, PyObject *path)
 {
-	if (r == -EBADMSG || r == -EPROTONOSUPPORT || r == -ENOENT || r == -EACCES ||
-	    r == -EPERM || r == -EISDIR || r == -ENOTDIR || r == -ENOSPC || r == -EIO) {
+	if (r == -EBADMSG || r == -EPROTONOSUPPORT || r == -ENOENT || r == -EACCES || r == -EPERM ||
+	    r == -EISDIR || r == -ENOTDIR || r == -ENOSPC || r == -EIO) {
 		PyObject *a = Py_BuildValue("(isN)", -r, cistern_strerror(r),
 					    PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(path)));
 		if (a) {
@@ -2838,15 +2852,13 @@ static PyObject *mod_dump(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 	memset(&di, 0, sizeof(di));
 	int r;
 	const char *p = PyBytes_AS_STRING(path);
-	Py_BEGIN_ALLOW_THREADS
-	r = cistern_dump(name, p, progress != Py_None ? progress_call : NULL, progress, &di);
-	Py_END_ALLOW_THREADS
-	if (r == -ENOENT || r == -EACCES || r == -EPROTO || r == -EPROTONOSUPPORT || r == -EAGAIN)
+	Py_BEGIN_ALLOW_THREADS r = cistern_dump(name, p, progress != Py_None ? progress_call : NULL,
+						progress, &di);
+	Py_END_ALLOW_THREADS if (r == -ENOENT || r == -EACCES || r == -EPROTO ||
+				 r == -EPROTONOSUPPORT || r == -EAGAIN)
 		res = raise_for_name(r, name); /* the errors of cistern_open_readonly() */
-	else if (r < 0)
-		res = raise_for_path(r, path);
-	else
-		res = dump_info_dict(&di);
+	else if (r < 0) res = raise_for_path(r, path);
+	else res = dump_info_dict(&di);
 out:
 	Py_DECREF(path);
 	return res;
@@ -2867,15 +2879,11 @@ static PyObject *mod_restore(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
 	memset(&di, 0, sizeof(di));
 	int r;
 	const char *p = PyBytes_AS_STRING(path);
-	Py_BEGIN_ALLOW_THREADS
-	r = cistern_restore(p, name, progress != Py_None ? progress_call : NULL, progress, &di);
-	Py_END_ALLOW_THREADS
-	if (r == -EEXIST)
-		res = raise_for_name(r, name ? name : di.name);
-	else if (r < 0)
-		res = raise_for_path(r, path);
-	else
-		res = dump_info_dict(&di);
+	Py_BEGIN_ALLOW_THREADS r = cistern_restore(
+		p, name, progress != Py_None ? progress_call : NULL, progress, &di);
+	Py_END_ALLOW_THREADS if (r == -EEXIST) res = raise_for_name(r, name ? name : di.name);
+	else if (r < 0) res = raise_for_path(r, path);
+	else res = dump_info_dict(&di);
 out:
 	Py_DECREF(path);
 	return res;
@@ -2890,10 +2898,8 @@ static PyObject *mod_dump_verify(PyObject *Py_UNUSED(m), PyObject *args)
 	memset(&di, 0, sizeof(di));
 	int r;
 	const char *p = PyBytes_AS_STRING(path);
-	Py_BEGIN_ALLOW_THREADS
-	r = cistern_dump_verify(p, &di);
-	Py_END_ALLOW_THREADS
-	PyObject *res = r < 0 ? raise_for_path(r, path) : dump_info_dict(&di);
+	Py_BEGIN_ALLOW_THREADS r = cistern_dump_verify(p, &di);
+	Py_END_ALLOW_THREADS PyObject *res = r < 0 ? raise_for_path(r, path) : dump_info_dict(&di);
 	Py_DECREF(path);
 	return res;
 }
@@ -3002,9 +3008,9 @@ PyMODINIT_FUNC PyInit__cistern(void)
 	PyObject *m = PyModule_Create(&module_def);
 	if (!m)
 		return NULL;
-	EndOfData = PyErr_NewExceptionWithDoc("cistern.EndOfData",
-					      "Reception is closed and the policy has nothing left to hand out.",
-					      NULL, NULL);
+	EndOfData = PyErr_NewExceptionWithDoc(
+		"cistern.EndOfData",
+		"Reception is closed and the policy has nothing left to hand out.", NULL, NULL);
 	if (!EndOfData)
 		goto fail;
 	Py_INCREF(EndOfData);
@@ -3044,8 +3050,10 @@ PyMODINIT_FUNC PyInit__cistern(void)
 	    PyModule_AddIntConstant(m, "DTYPE_COUNT", CISTERN_DTYPE_COUNT) < 0 ||
 	    PyModule_AddIntConstant(m, "DEFAULT_SLOT_SIZE", CISTERN_DEFAULT_SLOT_SIZE) < 0 ||
 	    PyModule_AddIntConstant(m, "DEFAULT_SLOT_COUNT", CISTERN_DEFAULT_SLOT_COUNT) < 0 ||
-	    PyModule_AddObject(m, "SLOT_SIZE_MAX", PyLong_FromUnsignedLongLong(CISTERN_SLOT_SIZE_MAX)) < 0 ||
-	    PyModule_AddObject(m, "SLOT_COUNT_MAX", PyLong_FromUnsignedLongLong(CISTERN_SLOT_COUNT_MAX)) < 0 ||
+	    PyModule_AddObject(m, "SLOT_SIZE_MAX",
+			       PyLong_FromUnsignedLongLong(CISTERN_SLOT_SIZE_MAX)) < 0 ||
+	    PyModule_AddObject(m, "SLOT_COUNT_MAX",
+			       PyLong_FromUnsignedLongLong(CISTERN_SLOT_COUNT_MAX)) < 0 ||
 	    PyModule_AddIntConstant(m, "WAIT_SLICE_MS", WAIT_SLICE_MS) < 0)
 		goto fail;
 	PyObject *ver = Py_BuildValue("(iii)", CISTERN_VERSION_MAJOR, CISTERN_VERSION_MINOR,

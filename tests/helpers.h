@@ -391,7 +391,9 @@ static inline int special_make(enum special kind, const char *name, int *keep)
 		memcpy(sa_un.sun_path, path, strlen(path) + 1);
 		*keep = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		r = *keep < 0 || bind(*keep, (struct sockaddr *)&sa_un, sizeof(sa_un)) < 0 ||
-		    listen(*keep, 1) < 0 ? -1 : 0;
+				    listen(*keep, 1) < 0
+			    ? -1
+			    : 0;
 		break;
 	}
 	case SP_DIR:

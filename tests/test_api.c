@@ -122,19 +122,27 @@ Test(create, the_problem_named_for_a_refused_config_is_the_field_that_is_wrong)
 		{{.policy = CISTERN_FIRO, .slot_count = 16}, "FIRO needs a watermark"},
 		{{.policy = CISTERN_FIRO, .slot_count = 16, .watermark = 16}, "below slot_count"},
 		{{.policy = CISTERN_RESERVOIR, .slot_count = 16}, "watermark"},
-		{{.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 16, .watermark = 4,
+		{{.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+		  .slot_count = 16,
+		  .watermark = 4,
 		  .nb_time_steps = 10},
 		 "sweep_size"},
-		{{.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 16, .watermark = 4,
-		  .sweep_size = 2, .nb_time_steps = 1},
+		{{.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+		  .slot_count = 16,
+		  .watermark = 4,
+		  .sweep_size = 2,
+		  .nb_time_steps = 1},
 		 "nb_time_steps"},
 		{{.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 16, .watermark = 16},
 		 "batch_size"},
-		{{.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 16, .watermark = 4,
+		{{.policy = CISTERN_BATCH_RESERVOIR,
+		  .slot_count = 16,
+		  .watermark = 4,
 		  .batch_size = 8},
 		 "watermark of at least batch_size"},
 		{{.policy = CISTERN_FIFO, .reads_per_put = 2}, "reads_per_put"},
-		{{.policy = CISTERN_RESERVOIR, .watermark = 2, .reads_per_put = -1}, "reads_per_put"},
+		{{.policy = CISTERN_RESERVOIR, .watermark = 2, .reads_per_put = -1},
+		 "reads_per_put"},
 		{{.policy = CISTERN_RESERVOIR, .watermark = 2, .flags = CISTERN_SINGLE_PRODUCER},
 		 "CISTERN_SINGLE_PRODUCER"},
 		{{.policy = CISTERN_FIRO, .watermark = 2, .flags = CISTERN_SINGLE_READER},
@@ -160,13 +168,24 @@ Test(create, a_config_with_no_problem_named_is_created)
 	const struct cistern_config good[] = {
 		{0},
 		{.policy = CISTERN_FIRO, .slot_count = 16, .watermark = 15},
-		{.policy = CISTERN_RESERVOIR, .slot_count = 16, .watermark = 16,
-		 .flags = CISTERN_SINGLE_READER, .reads_per_put = 1.5},
-		{.policy = CISTERN_FIFO_EVICT_RESERVOIR, .slot_count = 16, .watermark = 1,
+		{.policy = CISTERN_RESERVOIR,
+		 .slot_count = 16,
+		 .watermark = 16,
+		 .flags = CISTERN_SINGLE_READER,
+		 .reads_per_put = 1.5},
+		{.policy = CISTERN_FIFO_EVICT_RESERVOIR,
+		 .slot_count = 16,
+		 .watermark = 1,
 		 .flags = CISTERN_LOSSY},
-		{.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 16, .watermark = 4,
-		 .sweep_size = 2, .nb_time_steps = 2},
-		{.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 16, .watermark = 8, .batch_size = 8},
+		{.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+		 .slot_count = 16,
+		 .watermark = 4,
+		 .sweep_size = 2,
+		 .nb_time_steps = 2},
+		{.policy = CISTERN_BATCH_RESERVOIR,
+		 .slot_count = 16,
+		 .watermark = 8,
+		 .batch_size = 8},
 		{.slot_count = 8, .flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER},
 	};
 	cr_assert_null(cistern_config_problem(NULL));
@@ -190,26 +209,56 @@ Test(create, a_rate_slack_under_which_no_read_could_start_is_refused)
 {
 	const struct cistern_config bad[] = {
 		/* Producers stop 9 reads behind at worst: d > 1 - 10. */
-		{.policy = CISTERN_RESERVOIR, .slot_count = 16, .watermark = 4,
-		 .reads_per_put = 10, .rate_slack = 1},
+		{.policy = CISTERN_RESERVOIR,
+		 .slot_count = 16,
+		 .watermark = 4,
+		 .reads_per_put = 10,
+		 .rate_slack = 1},
 		/* A quarter of a read ahead at most, never a whole one. */
-		{.policy = CISTERN_FIFO_EVICT_RESERVOIR, .slot_count = 16, .watermark = 4,
-		 .reads_per_put = 0.25, .rate_slack = 0.25},
-		{.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 16, .watermark = 4,
-		 .sweep_size = 2, .nb_time_steps = 2, .reads_per_put = 4, .rate_slack = 2},
+		{.policy = CISTERN_FIFO_EVICT_RESERVOIR,
+		 .slot_count = 16,
+		 .watermark = 4,
+		 .reads_per_put = 0.25,
+		 .rate_slack = 0.25},
+		{.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+		 .slot_count = 16,
+		 .watermark = 4,
+		 .sweep_size = 2,
+		 .nb_time_steps = 2,
+		 .reads_per_put = 4,
+		 .rate_slack = 2},
 		/* Producers stop at a drift of 2, a batch needs 5: 8 - 3. */
-		{.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 16, .watermark = 8, .batch_size = 8,
-		 .reads_per_put = 2, .rate_slack = 3},
+		{.policy = CISTERN_BATCH_RESERVOIR,
+		 .slot_count = 16,
+		 .watermark = 8,
+		 .batch_size = 8,
+		 .reads_per_put = 2,
+		 .rate_slack = 3},
 	};
 	const struct cistern_config good[] = {
-		{.policy = CISTERN_RESERVOIR, .slot_count = 16, .watermark = 4,
-		 .reads_per_put = 2, .rate_slack = 1},
-		{.policy = CISTERN_RESERVOIR, .slot_count = 16, .watermark = 4,
-		 .reads_per_put = 0.5, .rate_slack = 0.5},
-		{.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 16, .watermark = 4,
-		 .sweep_size = 2, .nb_time_steps = 2, .reads_per_put = 4, .rate_slack = 3},
-		{.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 16, .watermark = 8, .batch_size = 8,
-		 .reads_per_put = 2, .rate_slack = 5},
+		{.policy = CISTERN_RESERVOIR,
+		 .slot_count = 16,
+		 .watermark = 4,
+		 .reads_per_put = 2,
+		 .rate_slack = 1},
+		{.policy = CISTERN_RESERVOIR,
+		 .slot_count = 16,
+		 .watermark = 4,
+		 .reads_per_put = 0.5,
+		 .rate_slack = 0.5},
+		{.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+		 .slot_count = 16,
+		 .watermark = 4,
+		 .sweep_size = 2,
+		 .nb_time_steps = 2,
+		 .reads_per_put = 4,
+		 .rate_slack = 3},
+		{.policy = CISTERN_BATCH_RESERVOIR,
+		 .slot_count = 16,
+		 .watermark = 8,
+		 .batch_size = 8,
+		 .reads_per_put = 2,
+		 .rate_slack = 5},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		const char *why = cistern_config_problem(&bad[i]);
@@ -225,8 +274,8 @@ Test(create, a_rate_slack_under_which_no_read_could_start_is_refused)
 Test(create, a_rate_slack_left_0_stays_0_automatic)
 {
 	char name[64];
-	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 16, .watermark = 4,
-				     .reads_per_put = 2};
+	struct cistern_config cfg = {
+		.policy = CISTERN_RESERVOIR, .slot_count = 16, .watermark = 4, .reads_per_put = 2};
 	struct cistern *c = make("slack0", name, sizeof(name), &cfg);
 	struct cistern_config got;
 	cr_assert_eq(cistern_config_get(c, &got), 0);
@@ -237,13 +286,18 @@ Test(create, a_rate_slack_left_0_stays_0_automatic)
 Test(read_problem, names_reads_per_put_rate_slack_and_the_batch)
 {
 	char name[64];
-	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_size = 8, .slot_count = 64,
-				     .watermark = 32, .reads_per_put = 2, .rate_slack = 4};
+	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR,
+				     .slot_size = 8,
+				     .slot_count = 64,
+				     .watermark = 32,
+				     .reads_per_put = 2,
+				     .rate_slack = 4};
 	struct cistern *c = make("readprob", name, sizeof(name), &cfg);
 	char why[400];
 	cr_assert_eq(cistern_read_problem(c, 16, why, sizeof(why)), -EDEADLK);
 	cr_assert(strstr(why, "16 samples") && strstr(why, "reads_per_put 2") &&
-		  strstr(why, "rate_slack 4") && strstr(why, "at least 9"), "%s", why);
+			  strstr(why, "rate_slack 4") && strstr(why, "at least 9"),
+		  "%s", why);
 	cr_assert_eq(cistern_read_problem(c, 7, why, sizeof(why)), 0);
 	cr_assert_str_empty(why);
 	cr_assert_eq(cistern_read_problem(c, 65, why, sizeof(why)), -EINVAL);
@@ -712,9 +766,10 @@ Test(stats, counters_of_a_detached_process_are_kept)
 
 Test(errors, every_result_has_a_sentence)
 {
-	int codes[] = {0, CISTERN_EOD, -EAGAIN, -ETIMEDOUT, -EPIPE, -EMSGSIZE, -EINVAL,
-		       -EEXIST, -ENOENT, -EACCES, -EPROTO, -EPROTONOSUPPORT, -ENOTSUP,
-		       -EUSERS, -EBADF, -ERANGE, -ENOSPC, -EIO, 12345};
+	int codes[] = {0,         CISTERN_EOD,      -EAGAIN,  -ETIMEDOUT, -EPIPE,
+		       -EMSGSIZE, -EINVAL,          -EEXIST,  -ENOENT,    -EACCES,
+		       -EPROTO,   -EPROTONOSUPPORT, -ENOTSUP, -EUSERS,    -EBADF,
+		       -ERANGE,   -ENOSPC,          -EIO,     12345};
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
 		const char *s = cistern_strerror(codes[i]);
 		cr_assert_not_null(s);

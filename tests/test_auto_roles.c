@@ -33,8 +33,8 @@ static struct cistern *create_with(const char *tag, char *name, size_t len,
 static struct cistern *create(const char *tag, char *name, size_t len, uint64_t slots,
 			      uint32_t expected_producers)
 {
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = slots,
-				     .expected_producers = expected_producers};
+	struct cistern_config cfg = {
+		.slot_size = 64, .slot_count = slots, .expected_producers = expected_producers};
 	return create_with(tag, name, len, cfg);
 }
 
@@ -78,8 +78,8 @@ Test(auto_roles, lone_producer_and_reader_hold_their_roles)
 Test(auto_roles, explicit_flags_leave_no_automatic_role)
 {
 	char name[64];
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
-				     .flags = CISTERN_SINGLE_PRODUCER};
+	struct cistern_config cfg = {
+		.slot_size = 64, .slot_count = 8, .flags = CISTERN_SINGLE_PRODUCER};
 	struct cistern *c = create_with("ar-flag", name, sizeof(name), cfg);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(producer_mode(c), 0, "the flag's role is not an automatic one");
@@ -93,8 +93,8 @@ Test(auto_roles, explicit_flags_leave_no_automatic_role)
 Test(auto_roles, reservoirs_have_an_automatic_reader_role_and_no_producer_role)
 {
 	char name[64];
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
-				     .policy = CISTERN_RESERVOIR, .watermark = 1};
+	struct cistern_config cfg = {
+		.slot_size = 64, .slot_count = 8, .policy = CISTERN_RESERVOIR, .watermark = 1};
 	struct cistern *c = create_with("ar-res", name, sizeof(name), cfg);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(get_one(c), 'a');
@@ -109,8 +109,8 @@ Test(auto_roles, reservoirs_have_an_automatic_reader_role_and_no_producer_role)
 Test(auto_roles, firo_has_no_automatic_roles)
 {
 	char name[64];
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
-				     .policy = CISTERN_FIRO, .watermark = 1};
+	struct cistern_config cfg = {
+		.slot_size = 64, .slot_count = 8, .policy = CISTERN_FIRO, .watermark = 1};
 	struct cistern *c = create_with("ar-firo", name, sizeof(name), cfg);
 	/* Reads start once the population is over the watermark. */
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
@@ -180,7 +180,8 @@ Test(auto_roles, holder_found_revoked_between_claims_clears_the_revocation_itsel
 	 * What a revoker that may not fence leaves: the holder marked, both it
 	 * and the revoker counted, waiting for the holder's next claim.
 	 */
-	atomic_store(&a->hdr->auto_producer, a->owner | CISTERN_AUTO_REVOKING | 2 * CISTERN_AUTO_ONE);
+	atomic_store(&a->hdr->auto_producer,
+		     a->owner | CISTERN_AUTO_REVOKING | 2 * CISTERN_AUTO_ONE);
 	cr_assert_eq(cistern_put(a, "2", 1, NULL, 0), 0);
 	cr_assert_eq(producer_mode(a), 2 * CISTERN_AUTO_ONE, "holder cleared, counts kept");
 	cr_assert_not(a->auto_producing);
@@ -300,7 +301,7 @@ Test(auto_roles, holder_helping_the_tail_past_a_dead_claim_does_not_count_it)
 	cr_assert_eq(cistern_reserve(d, &s, 0), 0); /* a claim by CAS: two producers */
 	cr_assert_eq(atomic_load(&a->hdr->tail), 2);
 	atomic_store(&a->hdr->tail, 1); /* as if d died before it moved the tail */
-	cistern_detach(d);                 /* its reclaim voids the claim */
+	cistern_detach(d);              /* its reclaim voids the claim */
 	cr_assert_eq(atomic_load(&a->hdr->tail), 1, "the reclaim leaves the tail");
 	cr_assert_eq(cistern_put(a, "2", 1, NULL, 0), 0);
 	cr_assert_eq(atomic_load(&a->hdr->tail), 3, "past the void and the put");
@@ -364,8 +365,7 @@ static pid_t spawn_stopped_holder(const char *name)
 	return pid;
 }
 
-Test(auto_roles, producer_waits_for_a_stopped_holder_then_refuses_and_loses_nothing,
-     .timeout = 60)
+Test(auto_roles, producer_waits_for_a_stopped_holder_then_refuses_and_loses_nothing, .timeout = 60)
 {
 	char name[64];
 	struct cistern *c = create("ar-stop", name, sizeof(name), 8, 0);
@@ -471,8 +471,7 @@ static void two_producers(uint64_t slots)
 	cistern_unlink(name);
 }
 
-Test(auto_roles, producers_joining_and_leaving_a_full_ring_lose_and_reorder_nothing,
-     .timeout = 120)
+Test(auto_roles, producers_joining_and_leaving_a_full_ring_lose_and_reorder_nothing, .timeout = 120)
 {
 	two_producers(16);
 }
@@ -639,8 +638,8 @@ static int check_batch(struct cistern *r, size_t n, int timeout_ms)
 Test(auto_roles, reservoir_reader_role_is_taken_away_and_back_with_pins_held)
 {
 	char name[64];
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = 64,
-				     .policy = CISTERN_RESERVOIR, .watermark = 8};
+	struct cistern_config cfg = {
+		.slot_size = 64, .slot_count = 64, .policy = CISTERN_RESERVOIR, .watermark = 8};
 	struct cistern *a = create_with("ar-rpin", name, sizeof(name), cfg);
 	struct cistern *b;
 	cr_assert_eq(cistern_attach(name, &b), 0);
@@ -686,8 +685,8 @@ Test(auto_roles, reservoir_readers_churning_never_see_a_pinned_sample_change, .t
 	enum { BATCHES = 20000, VISITS = 100, PER_VISIT = 100 };
 	char name[64];
 	/* Few slots, so that the two readers keep pinning the same ones. */
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = 16,
-				     .policy = CISTERN_RESERVOIR, .watermark = 8};
+	struct cistern_config cfg = {
+		.slot_size = 64, .slot_count = 16, .policy = CISTERN_RESERVOIR, .watermark = 8};
 	struct cistern *c = create_with("ar-rchurn", name, sizeof(name), cfg);
 	_Atomic uint32_t *stop = shared_alloc(sizeof(*stop));
 	cr_assert_not_null(stop);

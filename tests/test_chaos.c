@@ -42,24 +42,24 @@
 #define PAYLOAD 40
 #define CHAOS_KILLS_QUICK 50
 #define CHAOS_KILLS_FULL 300
-#define KILL_GAP_US 15000      /* kills come 0 to this many microseconds apart */
-#define OP_TIMEOUT_MS 100      /* every blocking call wakes to look at the clock */
-#define DRAIN_DEADLINE_S 60.0  /* readers must reach end of data within this */
+#define KILL_GAP_US 15000     /* kills come 0 to this many microseconds apart */
+#define OP_TIMEOUT_MS 100     /* every blocking call wakes to look at the clock */
+#define DRAIN_DEADLINE_S 60.0 /* readers must reach end of data within this */
 
 struct chaos_shared {
-	_Atomic uint32_t stop;                     /* producers: stop putting */
-	_Atomic uint32_t bad;                      /* payloads or tags that were wrong */
-	_Atomic uint32_t next[PRODUCERS];          /* seq a producer is about to put */
-	_Atomic uint32_t inflight[PRODUCERS];      /* how many from next[] on (0: one) */
-	_Atomic uint32_t holding[PARTICIPANTS];    /* 1: holds a reservation or a sample now;
+	_Atomic uint32_t stop;                  /* producers: stop putting */
+	_Atomic uint32_t bad;                   /* payloads or tags that were wrong */
+	_Atomic uint32_t next[PRODUCERS];       /* seq a producer is about to put */
+	_Atomic uint32_t inflight[PRODUCERS];   /* how many from next[] on (0: one) */
+	_Atomic uint32_t holding[PARTICIPANTS]; /* 1: holds a reservation or a sample now;
 						    * 2: inside a cistern_put_batch() */
 	_Atomic uint8_t committed[PRODUCERS][MAX_SEQ];
 	_Atomic uint8_t uncertain[PRODUCERS][MAX_SEQ];
 	_Atomic uint32_t received[PRODUCERS][MAX_SEQ];
-	pid_t killer;                              /* the test process */
-	_Atomic uint32_t heirs;                    /* children forked by participants */
-	_Atomic uint32_t heirs_bad;                /* inherited handles that did not refuse a call */
-	_Atomic uint32_t heirs_stop;               /* heirs: exit now */
+	pid_t killer;                /* the test process */
+	_Atomic uint32_t heirs;      /* children forked by participants */
+	_Atomic uint32_t heirs_bad;  /* inherited handles that did not refuse a call */
+	_Atomic uint32_t heirs_stop; /* heirs: exit now */
 };
 
 struct chaos_result {
@@ -76,9 +76,9 @@ struct chaos_policy {
 	const char *name;
 	struct cistern_config cfg;
 	void (*verify)(const struct chaos_result *res);
-	unsigned batch; /* readers acquire batches of this many (0: one sample at a time) */
-	bool pairs;     /* readers acquire pairs (SimPairedReservoir) */
-	bool copying;   /* readers copy samples out with cistern_get() (FIFO), or with
+	unsigned batch;     /* readers acquire batches of this many (0: one sample at a time) */
+	bool pairs;         /* readers acquire pairs (SimPairedReservoir) */
+	bool copying;       /* readers copy samples out with cistern_get() (FIFO), or with
 			 * cistern_get_batch() of up to `batch` when batch > 0 */
 	unsigned put_batch; /* producers put batches of up to this many (0: one at a time) */
 	bool forking;       /* participants fork children that inherit their handle (see above) */
@@ -306,7 +306,8 @@ static int reader(struct chaos_shared *sh, uint32_t id)
 		if (r == -ETIMEDOUT || r == -EBUSY) {
 			if (mono_now() > deadline)
 				return 21;
-			if (r == -EBUSY) /* a single-reader segment whose role another reader holds */
+			if (r ==
+			    -EBUSY) /* a single-reader segment whose role another reader holds */
 				usleep(500);
 			continue;
 		}
@@ -319,7 +320,8 @@ static int reader(struct chaos_shared *sh, uint32_t id)
 		for (size_t i = 0; i < got; i++)
 			record(sh, &s[i]);
 		hold_a_while(sh, PRODUCERS + (int)id, n, c);
-		if ((chaos_pairs ? cistern_release_pair(c, s) : cistern_release_batch(c, s, got)) < 0)
+		if ((chaos_pairs ? cistern_release_pair(c, s) : cistern_release_batch(c, s, got)) <
+		    0)
 			return 23;
 	}
 	cistern_detach(c);
@@ -439,8 +441,8 @@ static void run_chaos(const struct chaos_policy *pol)
 			pids[v] = 0;
 			kill_all(pids);
 			cr_assert_fail("%s: participant %d ended by itself (status %d) during the "
-				       "kills; seed %#llx", pol->name, v, status,
-				       (unsigned long long)seed);
+				       "kills; seed %#llx",
+				       pol->name, v, status, (unsigned long long)seed);
 		}
 		if (v < PRODUCERS) {
 			/* Its in-flight seqs may or may not have been committed. */
@@ -511,10 +513,10 @@ static void run_chaos(const struct chaos_policy *pol)
 		    "%llu uncertain, %llu received, %llu missing, %llu duplicates, "
 		    "%llu redeliveries, %llu reclaimed, %llu evicted unseen, %llu unpaired",
 		    pol->name, (unsigned long long)seed, kills, by_role[0],
-		    (unsigned long long)died_holding[0], by_role[1], (unsigned long long)died_holding[1],
-		    (unsigned long long)res.committed, (unsigned long long)res.uncertain,
-		    (unsigned long long)res.received, (unsigned long long)res.missing,
-		    (unsigned long long)res.duplicates,
+		    (unsigned long long)died_holding[0], by_role[1],
+		    (unsigned long long)died_holding[1], (unsigned long long)res.committed,
+		    (unsigned long long)res.uncertain, (unsigned long long)res.received,
+		    (unsigned long long)res.missing, (unsigned long long)res.duplicates,
 		    (unsigned long long)res.stats.redeliveries,
 		    (unsigned long long)res.stats.reclaimed,
 		    (unsigned long long)res.stats.evicted_unseen,
@@ -529,7 +531,8 @@ static void run_chaos(const struct chaos_policy *pol)
 		cr_assert_gt(heirs, (uint32_t)kills, "%s: too few heirs (%u)", pol->name, heirs);
 		cr_assert_eq(atomic_load(&sh->heirs_bad), 0,
 			     "%s: %u inherited handles did not refuse a call, or their detach "
-			     "failed", pol->name, atomic_load(&sh->heirs_bad));
+			     "failed",
+			     pol->name, atomic_load(&sh->heirs_bad));
 	}
 	pol->verify(&res);
 	cistern_detach(c);
@@ -587,7 +590,8 @@ static const struct chaos_policy chaos_fifo = {
  */
 static const struct chaos_policy chaos_fifo_sole = {
 	.name = "fifo-sole",
-	.cfg = {.slot_size = PAYLOAD, .slot_count = 32,
+	.cfg = {.slot_size = PAYLOAD,
+		.slot_count = 32,
 		.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER},
 	.verify = verify_fifo,
 };
@@ -609,7 +613,8 @@ static void verify_fifo_copying(const struct chaos_result *res)
 /* The one-step put and get of the sole roles, killed inside as well. */
 static const struct chaos_policy chaos_fifo_sole_copying = {
 	.name = "fifo-sole-get",
-	.cfg = {.slot_size = PAYLOAD, .slot_count = 32,
+	.cfg = {.slot_size = PAYLOAD,
+		.slot_count = 32,
 		.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER},
 	.verify = verify_fifo_copying,
 	.copying = true,
@@ -625,7 +630,8 @@ static const struct chaos_policy chaos_fifo_copying = {
 /* Batches of the sole reader: several slots freed, then the head moved once. */
 static const struct chaos_policy chaos_fifo_sole_batches = {
 	.name = "fifo-sole-get-batch",
-	.cfg = {.slot_size = PAYLOAD, .slot_count = 32,
+	.cfg = {.slot_size = PAYLOAD,
+		.slot_count = 32,
 		.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER},
 	.verify = verify_fifo_copying,
 	.copying = true,
@@ -643,7 +649,8 @@ static const struct chaos_policy chaos_fifo_batches = {
 /* Producers put batches of up to 8: several slots claimed before the first commit. */
 static const struct chaos_policy chaos_fifo_sole_put_batches = {
 	.name = "fifo-sole-put-batch",
-	.cfg = {.slot_size = PAYLOAD, .slot_count = 32,
+	.cfg = {.slot_size = PAYLOAD,
+		.slot_count = 32,
 		.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER},
 	.verify = verify_fifo,
 	.put_batch = 8,
@@ -710,13 +717,14 @@ static void verify_reservoir(const struct chaos_result *res)
 
 static const struct chaos_policy chaos_reservoir = {
 	.name = "reservoir",
-	.cfg = {.policy = CISTERN_RESERVOIR, .slot_size = PAYLOAD, .slot_count = 32,
+	.cfg = {.policy = CISTERN_RESERVOIR,
+		.slot_size = PAYLOAD,
+		.slot_count = 32,
 		.watermark = 8},
 	.verify = verify_reservoir,
 };
 
-Test(chaos, reservoir_survives_random_sigkills_without_unseen_eviction_or_wedge,
-     .timeout = 900)
+Test(chaos, reservoir_survives_random_sigkills_without_unseen_eviction_or_wedge, .timeout = 900)
 {
 	run_chaos(&chaos_reservoir);
 }
@@ -724,14 +732,15 @@ Test(chaos, reservoir_survives_random_sigkills_without_unseen_eviction_or_wedge,
 /* As fifo-forking: a reader's pins must go when it dies, whatever children it has. */
 static const struct chaos_policy chaos_reservoir_forking = {
 	.name = "reservoir-forking",
-	.cfg = {.policy = CISTERN_RESERVOIR, .slot_size = PAYLOAD, .slot_count = 32,
+	.cfg = {.policy = CISTERN_RESERVOIR,
+		.slot_size = PAYLOAD,
+		.slot_count = 32,
 		.watermark = 8},
 	.verify = verify_reservoir,
 	.forking = true,
 };
 
-Test(chaos, reservoir_survives_random_sigkills_of_processes_with_forked_children,
-     .timeout = 900)
+Test(chaos, reservoir_survives_random_sigkills_of_processes_with_forked_children, .timeout = 900)
 {
 	run_chaos(&chaos_reservoir_forking);
 }
@@ -743,8 +752,11 @@ Test(chaos, reservoir_survives_random_sigkills_of_processes_with_forked_children
  */
 static const struct chaos_policy chaos_reservoir_sole = {
 	.name = "reservoir-sole",
-	.cfg = {.policy = CISTERN_RESERVOIR, .slot_size = PAYLOAD, .slot_count = 32,
-		.watermark = 8, .flags = CISTERN_SINGLE_READER},
+	.cfg = {.policy = CISTERN_RESERVOIR,
+		.slot_size = PAYLOAD,
+		.slot_count = 32,
+		.watermark = 8,
+		.flags = CISTERN_SINGLE_READER},
 	.verify = verify_reservoir,
 	.batch = 4,
 };
@@ -763,8 +775,7 @@ Test(chaos, single_reader_reservoir_survives_random_sigkills_without_unseen_evic
  */
 static const struct chaos_policy chaos_firo = {
 	.name = "firo",
-	.cfg = {.policy = CISTERN_FIRO, .slot_size = PAYLOAD, .slot_count = 32,
-		.watermark = 4},
+	.cfg = {.policy = CISTERN_FIRO, .slot_size = PAYLOAD, .slot_count = 32, .watermark = 4},
 	.verify = verify_fifo,
 };
 
@@ -807,7 +818,9 @@ Test(chaos, single_role_fifo_survives_random_sigkills_without_loss_or_wedge, .ti
  */
 static const struct chaos_policy chaos_fifo_evict = {
 	.name = "fifo-evict",
-	.cfg = {.policy = CISTERN_FIFO_EVICT_RESERVOIR, .slot_size = PAYLOAD, .slot_count = 32,
+	.cfg = {.policy = CISTERN_FIFO_EVICT_RESERVOIR,
+		.slot_size = PAYLOAD,
+		.slot_count = 32,
 		.watermark = 8},
 	.verify = verify_reservoir,
 };
@@ -824,8 +837,11 @@ Test(chaos, fifo_evict_reservoir_survives_random_sigkills_without_unseen_evictio
  */
 static const struct chaos_policy chaos_batch_reservoir = {
 	.name = "batch",
-	.cfg = {.policy = CISTERN_BATCH_RESERVOIR, .slot_size = PAYLOAD, .slot_count = 32,
-		.watermark = 8, .batch_size = 4},
+	.cfg = {.policy = CISTERN_BATCH_RESERVOIR,
+		.slot_size = PAYLOAD,
+		.slot_count = 32,
+		.watermark = 8,
+		.batch_size = 4},
 	.verify = verify_reservoir,
 	.batch = 4,
 };
@@ -865,14 +881,17 @@ static void verify_pairs(const struct chaos_result *res)
 
 static const struct chaos_policy chaos_sim_paired = {
 	.name = "sim-paired",
-	.cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_size = PAYLOAD, .slot_count = 32,
-		.watermark = 8, .sweep_size = PRODUCERS, .nb_time_steps = MAX_SEQ},
+	.cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+		.slot_size = PAYLOAD,
+		.slot_count = 32,
+		.watermark = 8,
+		.sweep_size = PRODUCERS,
+		.nb_time_steps = MAX_SEQ},
 	.verify = verify_pairs,
 	.pairs = true,
 };
 
-Test(chaos, sim_paired_reservoir_survives_random_sigkills_without_loss_or_wedge,
-     .timeout = 900)
+Test(chaos, sim_paired_reservoir_survives_random_sigkills_without_loss_or_wedge, .timeout = 900)
 {
 	run_chaos(&chaos_sim_paired);
 }

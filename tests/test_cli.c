@@ -172,8 +172,8 @@ Test(usage, an_invalid_segment_name_is_bad_usage)
 
 Test(help, every_command_has_help_three_ways)
 {
-	const char *cmds[] = {"create", "ls", "inspect", "put", "get", "close",
-			      "rm", "gc", "dump", "restore"};
+	const char *cmds[] = {"create", "ls", "inspect", "put",  "get",
+			      "close",  "rm", "gc",      "dump", "restore"};
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		char want[64];
 		snprintf(want, sizeof(want), "Usage: cistern %s", cmds[i]);
@@ -204,8 +204,8 @@ Test(create, makes_a_segment_with_the_given_parameters)
 {
 	char name[64];
 	uname_(name, sizeof(name), "create");
-	struct result *r = run("create", name, "--slots", "2K", "--slot-size", "4K", "--mode", "0640",
-			       "--producers", "2");
+	struct result *r = run("create", name, "--slots", "2K", "--slot-size", "4K", "--mode",
+			       "0640", "--producers", "2");
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	struct cistern *c;
 	cr_assert_eq(cistern_open_readonly(name, &c), 0);
@@ -222,7 +222,8 @@ Test(create, single_role_flags_reach_the_segment_and_inspect_shows_them)
 {
 	char name[64];
 	uname_(name, sizeof(name), "sole");
-	struct result *r = run("create", name, "--slots", "8", "--single-producer", "--single-reader");
+	struct result *r = run("create", name, "--slots", "8", "--single-producer",
+			       "--single-reader");
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	struct cistern *c;
 	cr_assert_eq(cistern_open_readonly(name, &c), 0);
@@ -231,7 +232,8 @@ Test(create, single_role_flags_reach_the_segment_and_inspect_shows_them)
 	cr_assert_eq(cfg.flags, CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER);
 	r = run("inspect", name);
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	cr_assert(strstr(r->out, "single-producer") && strstr(r->out, "single-reader"), "%s", r->out);
+	cr_assert(strstr(r->out, "single-producer") && strstr(r->out, "single-reader"), "%s",
+		  r->out);
 	cleanup(c, name);
 	uname_(name, sizeof(name), "solebad");
 	r = run("create", name, "--policy", "firo", "--watermark", "2", "--slots", "8",
@@ -314,7 +316,9 @@ Test(create, a_refusal_names_the_parameter_that_is_wrong)
 	uname_(name, sizeof(name), "whyparam");
 	struct result *r = run("create", name, "--policy", "firo", "--slots", "8");
 	cr_assert_eq(r->status, 1);
-	cr_assert(strstr(r->err, name) && strstr(r->err, "FIRO needs a --watermark above 0 and below --slots"), "%s", r->err);
+	cr_assert(strstr(r->err, name) &&
+			  strstr(r->err, "FIRO needs a --watermark above 0 and below --slots"),
+		  "%s", r->err);
 	r = run("create", name, "--policy", "sim-paired-reservoir", "--slots", "8", "--watermark",
 		"2", "--time-steps", "4");
 	cr_assert_eq(r->status, 1);
@@ -338,7 +342,8 @@ Test(ls, lists_a_segment_with_policy_size_population_and_processes)
 	char *eol = strchr(line, '\n');
 	*eol = '\0';
 	cr_assert(strstr(line, "fifo") && strstr(line, "8x1K") && strstr(line, " 1/0 ") &&
-		  strstr(line, "ok"), "%s", line);
+			  strstr(line, "ok"),
+		  "%s", line);
 	cleanup(c, name);
 }
 
@@ -468,7 +473,8 @@ Test(put, an_oversized_line_is_named_with_what_was_put_before_it)
 	struct result *r = run_in(in, sizeof(in) - 1, "put", name, "--lines", NULL);
 	cr_assert_eq(r->status, 1);
 	cr_assert(strstr(r->err, "line 3 of standard input is 8 bytes") &&
-		  strstr(r->err, "lines 1-2 were put, none after it"), "%s", r->err);
+			  strstr(r->err, "lines 1-2 were put, none after it"),
+		  "%s", r->err);
 	struct cistern_stats st;
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.puts, 2);
@@ -486,8 +492,8 @@ Test(put, into_a_single_producer_segment_held_elsewhere_fails_saying_why)
 {
 	char name[64];
 	uname_(name, sizeof(name), "putsole");
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
-				     .flags = CISTERN_SINGLE_PRODUCER};
+	struct cistern_config cfg = {
+		.slot_size = 64, .slot_count = 8, .flags = CISTERN_SINGLE_PRODUCER};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0, "this handle takes the role");
@@ -659,8 +665,8 @@ Test(inspect, prometheus_exposition_has_typed_families)
 	snprintf(want, sizeof(want), "cistern_puts_total{segment=\"%s\"} 1\n", name);
 	cr_assert(strstr(r->out, want), "%s", r->out);
 	cr_assert(strstr(r->out, "# TYPE cistern_puts_total counter\n"));
-	snprintf(want, sizeof(want), "cistern_slots_by_state{segment=\"%s\",state=\"committed\"} 1\n",
-		 name);
+	snprintf(want, sizeof(want),
+		 "cistern_slots_by_state{segment=\"%s\",state=\"committed\"} 1\n", name);
 	cr_assert(strstr(r->out, want), "%s", r->out);
 	cleanup(c, name);
 }
@@ -789,7 +795,8 @@ Test(gc, reclaims_what_a_killed_producer_and_reader_held)
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	snprintf(want, sizeof(want),
 		 "%s: reclaimed 2 dead attachments: 1 reservation dropped, 1 sample put back for "
-		 "redelivery, 0 pins dropped\n", name);
+		 "redelivery, 0 pins dropped\n",
+		 name);
 	cr_assert_str_eq(r->out, want);
 	struct cistern_proc_info pi[4];
 	cr_assert_eq(cistern_procs_get(c, pi, 4), 1, "attachments freed");
@@ -1057,9 +1064,12 @@ Test(dump, a_record_the_policy_refuses_fails_check_and_restore_alike)
 	uname_(name, sizeof(name), "pairbad");
 	uname_(copy, sizeof(copy), "pairbad2");
 	tmp_path(path, sizeof(path), "pairbad");
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = 16,
-				     .policy = CISTERN_SIM_PAIRED_RESERVOIR, .watermark = 2,
-				     .sweep_size = 4, .nb_time_steps = 8};
+	struct cistern_config cfg = {.slot_size = 64,
+				     .slot_count = 16,
+				     .policy = CISTERN_SIM_PAIRED_RESERVOIR,
+				     .watermark = 2,
+				     .sweep_size = 4,
+				     .nb_time_steps = 8};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	for (uint32_t i = 0; i < 6; i++) {
@@ -1215,8 +1225,11 @@ Test(get, a_sim_paired_segment_is_read_a_pair_at_a_time)
 {
 	char name[64];
 	uname_(name, sizeof(name), "getpair");
-	struct cistern_config cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_size = 16,
-				     .slot_count = 16, .watermark = 2, .sweep_size = 1,
+	struct cistern_config cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+				     .slot_size = 16,
+				     .slot_count = 16,
+				     .watermark = 2,
+				     .sweep_size = 1,
 				     .nb_time_steps = 2};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
@@ -1237,8 +1250,11 @@ Test(get, a_batch_reservoir_is_read_a_batch_at_a_time)
 {
 	char name[64];
 	uname_(name, sizeof(name), "getbatch");
-	struct cistern_config cfg = {.policy = CISTERN_BATCH_RESERVOIR, .slot_size = 16,
-				     .slot_count = 16, .watermark = 4, .batch_size = 4};
+	struct cistern_config cfg = {.policy = CISTERN_BATCH_RESERVOIR,
+				     .slot_size = 16,
+				     .slot_count = 16,
+				     .watermark = 4,
+				     .batch_size = 4};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	for (char v = 'a'; v <= 'e'; v++)
@@ -1320,7 +1336,8 @@ Test(schema, create_refuses_a_bad_schema_naming_the_field)
 	uname_(name, sizeof(name), "sbad");
 	struct result *r = run("create", name, "--schema", "obs:float32[2,3];slot_size:int65");
 	cr_assert_eq(r->status, 1);
-	cr_assert(strstr(r->err, "--schema: field 'slot_size': unknown dtype 'int65'"), "%s", r->err);
+	cr_assert(strstr(r->err, "--schema: field 'slot_size': unknown dtype 'int65'"), "%s",
+		  r->err);
 	r = run("create", name, "--schema", "obs:float32[2,3]", "--slot-size", "16");
 	cr_assert_eq(r->status, 1);
 	cr_assert(strstr(r->err, "--schema needs 24 bytes a sample, more than --slot-size (16)"),
@@ -1356,7 +1373,8 @@ Test(schema, put_by_field_then_get_fields_shows_each_value)
 	char name[64];
 	struct cistern *c = make_schema("sput", name, sizeof(name));
 	struct result *r = run("put", name, "--sim-id", "4", "--field", "obs=1,2,3,4,5,6.5",
-			       "--field", "action=-3", "--field", "reward=0.25", "--field", "done=true");
+			       "--field", "action=-3", "--field", "reward=0.25", "--field",
+			       "done=true");
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	struct {
 		float obs[2][3];
@@ -1439,8 +1457,9 @@ Test(schema, wrong_data_is_refused_naming_the_field_and_nothing_is_put)
 	const char *in = "{\"obs\": [1,2,3,4,5,6], \"action\": 1, \"reward\": 1, \"done\": 2}\n";
 	r = run_in(in, strlen(in), "put", name, "--json", NULL);
 	cr_assert_eq(r->status, 1);
-	cr_assert(strstr(r->err, "line 1 of standard input: field 'done': '2' is not true or false; "
-				 "no sample was put"),
+	cr_assert(strstr(r->err,
+			 "line 1 of standard input: field 'done': '2' is not true or false; "
+			 "no sample was put"),
 		  "%s", r->err);
 	r = run_in("a sample of bytes", 17, "put", name, NULL);
 	cr_assert_eq(r->status, 1);
@@ -1537,8 +1556,9 @@ static void no_command_waits_on(enum special kind, const char *tag)
 	snprintf(dump, sizeof(dump), "/tmp/cistern-cli-%s.dump", name);
 	run_alarm = 20;
 	const char *const cmds[][4] = {
-		{"inspect", name}, {"dump", name, dump}, {"gc", "--dry-run", name}, {"gc", name},
-		{"put", name}, {"get", name, "--timeout", "0"}, {"close", name}, {"rm", name},
+		{"inspect", name}, {"dump", name, dump}, {"gc", "--dry-run", name},
+		{"gc", name},      {"put", name},        {"get", name, "--timeout", "0"},
+		{"close", name},   {"rm", name},
 	};
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		struct result *r = run_in("x", 1, cmds[i][0], cmds[i][1], cmds[i][2], cmds[i][3],
@@ -1619,15 +1639,21 @@ Test(owner, writing_commands_refuse_another_users_segment_naming_the_owner)
 	char name[64];
 	squatted("squat", name, sizeof(name));
 	const char *const cmds[][4] = {
-		{"put", name}, {"get", name, "--timeout", "0"}, {"close", name},
-		{"gc", name}, {"gc", "--dry-run", name}, {"rm", name}, {"rm", "--force", name},
+		{"put", name},
+		{"get", name, "--timeout", "0"},
+		{"close", name},
+		{"gc", name},
+		{"gc", "--dry-run", name},
+		{"rm", name},
+		{"rm", "--force", name},
 	};
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		struct result *r = run_in("secret", 6, cmds[i][0], cmds[i][1], cmds[i][2],
 					  cmds[i][3], NULL);
 		cr_expect_eq(r->status, 1, "%s %s: status %d", cmds[i][0], cmds[i][1], r->status);
 		cr_expect(strstr(r->err, "owned by user nobody (uid 65534)") &&
-			  strstr(r->err, "--any-owner"), "%s %s: %s", cmds[i][0], cmds[i][1], r->err);
+				  strstr(r->err, "--any-owner"),
+			  "%s %s: %s", cmds[i][0], cmds[i][1], r->err);
 	}
 	struct cistern *c;
 	cr_assert_eq(cistern_open_readonly(name, &c), 0, "still there");
@@ -1676,9 +1702,13 @@ Test(create, zero_where_the_library_means_a_default_is_bad_usage)
 	char name[64];
 	uname_(name, sizeof(name), "zero");
 	const char *const opts[][2] = {
-		{"--slots", "--slots"}, {"--slot-size", "--slot-size"}, {"-s", "--slots"},
-		{"-z", "--slot-size"}, {"--max-procs", "--max-procs"},
-		{"--pseudo-epochs", "--pseudo-epochs"}, {"--mode", "--mode"},
+		{"--slots", "--slots"},
+		{"--slot-size", "--slot-size"},
+		{"-s", "--slots"},
+		{"-z", "--slot-size"},
+		{"--max-procs", "--max-procs"},
+		{"--pseudo-epochs", "--pseudo-epochs"},
+		{"--mode", "--mode"},
 	};
 	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
 		struct result *r = run("create", name, opts[i][0], "0");
@@ -1693,13 +1723,14 @@ Test(usage, a_bad_name_states_the_naming_rule)
 {
 	const char *const cmds[][3] = {
 		{"create", "_x"}, {"inspect", "../etc"}, {"put", "a/b"}, {"get", ".hidden"},
-		{"close", "a b"}, {"rm", "a/b"}, {"gc", "a/b"}, {"dump", "a/b", "/tmp/x"},
+		{"close", "a b"}, {"rm", "a/b"},         {"gc", "a/b"},  {"dump", "a/b", "/tmp/x"},
 	};
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		struct result *r = run(cmds[i][0], cmds[i][1], cmds[i][2]);
 		cr_expect_eq(r->status, 2, "%s: status %d", cmds[i][0], r->status);
 		cr_expect(strstr(r->err, "1 to 64 characters from [A-Za-z0-9._-], starting with a "
-				 "letter or digit"), "%s: %s", cmds[i][0], r->err);
+					 "letter or digit"),
+			  "%s: %s", cmds[i][0], r->err);
 		cr_expect_null(strstr(r->err, "invalid argument"), "%s: %s", cmds[i][0], r->err);
 	}
 }

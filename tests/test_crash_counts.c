@@ -20,8 +20,11 @@ static struct cistern *make(const char *tag, char *name, size_t len, enum cister
 {
 	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
 	cistern_unlink(name);
-	struct cistern_config cfg = {.policy = policy, .slot_size = 4, .slot_count = slots,
-				     .watermark = 1, .pseudo_epochs = 1};
+	struct cistern_config cfg = {.policy = policy,
+				     .slot_size = 4,
+				     .slot_count = slots,
+				     .watermark = 1,
+				     .pseudo_epochs = 1};
 	struct cistern *c;
 	int r = cistern_create(name, &cfg, &c);
 	cr_assert_eq(r, 0, "create: %s", cistern_strerror(r));
@@ -54,7 +57,8 @@ static void die_after(const char *name, bool attach, bool (*step)(struct cistern
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		struct cistern *r;
-		int rc = attach ? cistern_attach(name, &r) : cistern__open_mapped(name, false, false, &r);
+		int rc = attach ? cistern_attach(name, &r)
+				: cistern__open_mapped(name, false, false, &r);
 		if (rc < 0 || !step(r, arg))
 			_exit(1);
 		raise(SIGKILL);
@@ -98,7 +102,8 @@ static bool take_and_empty(struct cistern *r, void *taken)
 		return false;
 	*(uint32_t *)taken = *(const uint32_t *)s.data;
 	uint64_t w = atomic_load(&cistern__slotmeta(r, s.index_)->word);
-	atomic_store(&cistern__slotmeta(r, s.index_)->word, sw_make(sw_pos(w) + r->slot_count, RS_EMPTY, 0));
+	atomic_store(&cistern__slotmeta(r, s.index_)->word,
+		     sw_make(sw_pos(w) + r->slot_count, RS_EMPTY, 0));
 	return true;
 }
 
@@ -139,8 +144,10 @@ static bool begin_reclaim(struct cistern *r, void *index)
 {
 	uint32_t idx = *(uint32_t *)index;
 	uint32_t dead = sw_owner(atomic_load(&cistern__slotmeta(r, idx)->word));
-	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
-			   .l_start = CISTERN_LOCK_BASE + dead - 1, .l_len = 1};
+	struct flock fl = {.l_type = F_WRLCK,
+			   .l_whence = SEEK_SET,
+			   .l_start = CISTERN_LOCK_BASE + dead - 1,
+			   .l_len = 1};
 	if (fcntl(r->fd, F_OFD_SETLK, &fl) < 0)
 		return false;
 	atomic_fetch_add(&r->hdr->retired.redeliveries, 1);
@@ -214,14 +221,15 @@ Test(crash_counts, reclaimer_dead_before_handing_a_read_back_leaves_it_to_the_ne
 	die_after(name, true, take_and_hold, idx);
 	cr_assert_eq(sw_state(atomic_load(&cistern__slotmeta(c, *idx)->word)), RS_ACQUIRED);
 	die_after(name, false, begin_reclaim, idx);
-	cr_assert_eq(atomic_load(&cistern__slotmeta(c, *idx)->seen), 0, "the unfinished read was taken back");
+	cr_assert_eq(atomic_load(&cistern__slotmeta(c, *idx)->seen), 0,
+		     "the unfinished read was taken back");
 	cr_assert_gt(cistern__sweep(c), 0, "the next sweeper reclaimed the dead reader");
 	cr_assert_eq(sw_state(atomic_load(&cistern__slotmeta(c, *idx)->word)), RS_HELD);
-	cr_assert_eq(atomic_load(&cistern__slotmeta(c, *idx)->seen), 0, "taken back twice, but not below 0");
+	cr_assert_eq(atomic_load(&cistern__slotmeta(c, *idx)->seen), 0,
+		     "taken back twice, but not below 0");
 	unsigned seen[32] = {0};
 	cr_assert_eq(drain(c, seen), 2);
-	cr_assert(seen[0] == 1 && seen[1] == 1, "each sample read once (%u, %u)", seen[0],
-		  seen[1]);
+	cr_assert(seen[0] == 1 && seen[1] == 1, "each sample read once (%u, %u)", seen[0], seen[1]);
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_geq(st.redeliveries, 1);
@@ -252,13 +260,13 @@ static void fills_past_a_high_count(enum cistern_policy policy, const char *tag)
 		/* Both slots hold a sample now: a third put must wait, count or not. */
 		c->next_fill_look_ns = 0;
 		v = 2;
-		cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), -EAGAIN, "no slot past the last");
+		cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), -EAGAIN,
+			     "no slot past the last");
 	}
 	cr_assert_eq(cistern_close_reception(c), 0);
 	unsigned seen[32] = {0};
 	cr_assert_eq(drain(c, seen), 2);
-	cr_assert(seen[0] == 1 && seen[1] == 1, "each sample read once (%u, %u)", seen[0],
-		  seen[1]);
+	cr_assert(seen[0] == 1 && seen[1] == 1, "each sample read once (%u, %u)", seen[0], seen[1]);
 	drop(c, name);
 }
 

@@ -20,7 +20,8 @@ enum { F_FREE = 0, F_RESERVED = 1, F_COMMITTED = 2, F_ACQUIRED = 3, F_SKIP = 4, 
 
 static uint64_t word(uint64_t pos, unsigned state, uint32_t owner)
 {
-	return ((pos & ((UINT64_C(1) << 48) - 1)) << 16) | ((uint64_t)state << 12) | (owner & 0xfff);
+	return ((pos & ((UINT64_C(1) << 48) - 1)) << 16) | ((uint64_t)state << 12) |
+	       (owner & 0xfff);
 }
 
 static unsigned word_state(uint64_t w)
@@ -62,7 +63,7 @@ static void die_after_cas(const char *name, uint32_t index, uint64_t from_pos, u
 }
 
 static struct cistern *make_flagged(const char *tag, char *name, size_t len, uint64_t slots,
-				     uint32_t flags)
+				    uint32_t flags)
 {
 	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
 	cistern_unlink(name);
@@ -123,7 +124,8 @@ static pid_t reclaimer_dying_after(const char *name, uint32_t dead, bool intent,
 		siginfo_t si = {0};
 		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
 		    si.si_pid == pid && !atomic_load(started))
-			cr_assert_fail("the reclaimer could not take its steps (exit %d)", si.si_status);
+			cr_assert_fail("the reclaimer could not take its steps (exit %d)",
+				       si.si_status);
 		usleep(1000);
 	}
 	return pid;
@@ -306,8 +308,7 @@ Test(crash_points, reclaimer_dead_mid_reclaim_leaves_the_entry_to_the_next_sweep
  * the rest and nothing twice, and the producer must be able to fill the
  * slots on their next lap.
  */
-static void reader_dead_between_hand_back_and_head(const char *tag, uint32_t flags,
-						   uint32_t freed)
+static void reader_dead_between_hand_back_and_head(const char *tag, uint32_t flags, uint32_t freed)
 {
 	char name[64];
 	struct cistern *c = make_flagged(tag, name, sizeof(name), 4, flags);
@@ -337,7 +338,8 @@ static void reader_dead_between_hand_back_and_head(const char *tag, uint32_t fla
 		cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 2000), 1);
 		cr_assert_eq(buf[0], "abc"[i]);
 	}
-	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN, "a freed sample came back");
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN,
+		     "a freed sample came back");
 	/* A full lap more, through the slots the dead reader freed. */
 	for (const char *v = "defg"; *v; v++)
 		cr_assert_eq(cistern_put(c, v, 1, NULL, 0), 0, "put %c", *v);
@@ -393,7 +395,8 @@ static void producer_dead_mid_put_batch(const char *tag, uint32_t flags)
 				break; /* killed between this claim and its commit */
 			*(char *)cistern__payload(p, i) = "ab"[i];
 			m->len = 1;
-			atomic_store_explicit(&m->word, word(i, F_COMMITTED, 0), memory_order_release);
+			atomic_store_explicit(&m->word, word(i, F_COMMITTED, 0),
+					      memory_order_release);
 		}
 		raise(SIGKILL);
 		_exit(3);

@@ -75,8 +75,8 @@ Test(holding, follows_every_fifo_call)
 Test(holding, follows_reservoir_batches_and_short_gathers)
 {
 	char name[64];
-	struct cistern_config cfg = {.slot_size = 8, .slot_count = 32, .policy = CISTERN_RESERVOIR,
-				     .watermark = 16};
+	struct cistern_config cfg = {
+		.slot_size = 8, .slot_count = 32, .policy = CISTERN_RESERVOIR, .watermark = 16};
 	struct cistern *c = create("hr", name, sizeof(name), &cfg);
 	for (uint64_t i = 0; i < 32; i++)
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
@@ -117,8 +117,8 @@ Test(holding, follows_reservoir_batches_and_short_gathers)
 Test(holding, firo_sample_held_at_detach_after_traffic_comes_back)
 {
 	char name[64];
-	struct cistern_config cfg = {.slot_size = 8, .slot_count = 16, .policy = CISTERN_FIRO,
-				     .watermark = 1};
+	struct cistern_config cfg = {
+		.slot_size = 8, .slot_count = 16, .policy = CISTERN_FIRO, .watermark = 1};
 	struct cistern *c = create("hfi", name, sizeof(name), &cfg);
 	struct cistern *h;
 	cr_assert_eq(cistern_attach(name, &h), 0);

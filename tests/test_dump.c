@@ -42,7 +42,8 @@ static void fill(struct cistern *c, uint32_t n)
 	}
 	/* FIFO itself never counts reads of held samples; set seen to prove it travels. */
 	for (uint64_t s = 0; s < c->slot_count; s++)
-		atomic_store(&cistern__slotmeta(c, s)->seen, (uint32_t)(cistern__slotmeta(c, s)->time_step % 4));
+		atomic_store(&cistern__slotmeta(c, s)->seen,
+			     (uint32_t)(cistern__slotmeta(c, s)->time_step % 4));
 }
 
 static int temp_objects_left(void)
@@ -89,7 +90,8 @@ Test(crc32c, hardware_and_table_agree_at_every_length_and_alignment)
 	for (size_t off = 0; off < 8; off++)
 		for (size_t len = 0; len + off <= sizeof(buf); len += 7)
 			cr_assert_eq(cistern__crc32c(5, buf + off, len),
-				     cistern__crc32c_soft(5, buf + off, len), "off %zu len %zu", off, len);
+				     cistern__crc32c_soft(5, buf + off, len), "off %zu len %zu",
+				     off, len);
 }
 
 Test(crc32c, continues_across_pieces)
@@ -128,7 +130,8 @@ Test(dump, restore_gives_identical_samples_metadata_and_seen_counts)
 	/* Seen counts sit in slot metadata: compare by sample id before anyone reads. */
 	for (uint64_t s = 0; s < 35; s++) {
 		uint64_t id = cistern__slotmeta(r, s)->sample_id;
-		cr_assert_eq(cistern__slotmeta(r, s)->seen, (uint32_t)(id % 4), "seen of sample %lu", (unsigned long)id);
+		cr_assert_eq(cistern__slotmeta(r, s)->seen, (uint32_t)(id % 4),
+			     "seen of sample %lu", (unsigned long)id);
 	}
 	for (uint32_t i = 5; i < 40; i++) {
 		struct cistern_meta m1, m2;
@@ -235,7 +238,8 @@ static void flip_in_seen_set(const char *path)
 static void refused_config_in_meta(const char *path)
 {
 	const off_t meta = file_size(path) - 32 - 512;
-	const off_t rpp = meta + 160; /* reads_per_put in the meta block (lib/dump_format.c, meta_code()) */
+	const off_t rpp =
+		meta + 160; /* reads_per_put in the meta block (lib/dump_format.c, meta_code()) */
 	int fd = open(path, O_RDWR);
 	cr_assert_geq(fd, 0);
 	uint8_t mb[512];
@@ -330,9 +334,12 @@ static void sim_paired_dump_with(const char *tag, char *path, size_t size, size_
 				 uint32_t value)
 {
 	char name[64];
-	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 32,
-				     .policy = CISTERN_SIM_PAIRED_RESERVOIR, .watermark = 2,
-				     .sweep_size = 4, .nb_time_steps = 8};
+	struct cistern_config cfg = {.slot_size = PAYLOAD,
+				     .slot_count = 32,
+				     .policy = CISTERN_SIM_PAIRED_RESERVOIR,
+				     .watermark = 2,
+				     .sweep_size = 4,
+				     .nb_time_steps = 8};
 	snprintf(name, sizeof(name), "t-%s-%d", tag, (int)getpid());
 	cistern_unlink(name);
 	struct cistern *c;
@@ -444,7 +451,8 @@ Test(dump, a_dump_whose_checksums_are_made_again_unchanged_still_restores)
 	struct dumpfile f;
 	dumpfile_load(&f, path);
 	dumpfile_store(&f, path);
-	cr_assert_eq(cistern_dump_verify(path, NULL), 0, "the tests' rewriting alone breaks nothing");
+	cr_assert_eq(cistern_dump_verify(path, NULL), 0,
+		     "the tests' rewriting alone breaks nothing");
 	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
 	cistern_unlink(copy);
 	unlink(path);
@@ -648,8 +656,10 @@ Test(dump, producers_that_died_before_done_are_restored)
 	snprintf(copy, sizeof(copy), "t-d-died2-%d", (int)getpid());
 	cistern_unlink(name);
 	dump_path(path, sizeof(path), "died");
-	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 8,
-				     .expected_producers = 2, .flags = CISTERN_DEAD_PRODUCER_DONE};
+	struct cistern_config cfg = {.slot_size = PAYLOAD,
+				     .slot_count = 8,
+				     .expected_producers = 2,
+				     .flags = CISTERN_DEAD_PRODUCER_DONE};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	cr_assert_eq(cistern_producer_done(c), 1);
@@ -948,17 +958,20 @@ Test(dump, segments_of_every_shape_dump_and_restore_whole, .timeout = 120)
 				cr_assert_eq(cistern_put(c, buf, len, NULL, 0), 0);
 			}
 			cr_assert_eq(cistern__dump_ex(name, a, 0, NULL, NULL, NULL), 0);
-			cr_assert_eq(cistern__dump_ex(name, b, CISTERN__DUMP_PLAIN, NULL, NULL, NULL), 0);
+			cr_assert_eq(
+				cistern__dump_ex(name, b, CISTERN__DUMP_PLAIN, NULL, NULL, NULL),
+				0);
 			assert_same_dump(a, b);
-			cr_assert_eq(cistern_restore(a, copy, NULL, NULL, NULL), 0, "%u x %u B", count, size);
+			cr_assert_eq(cistern_restore(a, copy, NULL, NULL, NULL), 0, "%u x %u B",
+				     count, size);
 			struct cistern *r;
 			cr_assert_eq(cistern_attach(copy, &r), 0);
 			for (uint32_t i = 0; i < count; i++) {
 				size_t len = 1 + (i * 2654435761u) % size;
 				cr_assert_eq(cistern_get(r, buf, size, NULL, 0), (ssize_t)len);
 				fill_payload(want, len, size, i);
-				cr_assert_eq(memcmp(buf, want, len), 0, "%u x %u B, sample %u", count,
-					     size, i);
+				cr_assert_eq(memcmp(buf, want, len), 0, "%u x %u B, sample %u",
+					     count, size, i);
 			}
 			cistern_detach(r);
 			cistern_detach(c);
@@ -1012,7 +1025,8 @@ Test(dump, dump_and_restore_go_through_a_storm_of_signals, .timeout = 120)
 	sigaction(SIGALRM, &old, NULL);
 	cr_assert_gt(alarms, 100, "the signals came (%d)", (int)alarms);
 	cr_assert_eq(dumped, 20, "dumps done: %d of 20 (%s)", dumped, cistern_strerror(first));
-	cr_assert_eq(restored, 20, "restores done: %d of 20 (%s)", restored, cistern_strerror(first));
+	cr_assert_eq(restored, 20, "restores done: %d of 20 (%s)", restored,
+		     cistern_strerror(first));
 	/* And what came back is what went in. */
 	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
 	struct cistern *r;
@@ -1107,7 +1121,8 @@ static size_t held_samples(struct cistern *c, struct held_sample *out, size_t ca
 {
 	size_t n = 0;
 	for (uint64_t i = 0; i < c->slot_count && n < cap; i++) {
-		struct cistern_slot_view v = cistern__snap_ops_for(c->hdr->policy)->classify(cistern__slotmeta(c, i)->word);
+		struct cistern_slot_view v = cistern__snap_ops_for(c->hdr->policy)
+						     ->classify(cistern__slotmeta(c, i)->word);
 		if (v.cls != CISTERN_SLOT_COMMITTED)
 			continue;
 		struct held_sample *h = &out[n++];
@@ -1200,23 +1215,27 @@ Test(dump_policies, reservoir_restores_the_same_samples_and_seen_counts)
 
 Test(dump_policies, firo_restores_the_same_samples_and_seen_counts)
 {
-	struct cistern_config cfg = {.slot_count = 32, .policy = CISTERN_FIRO, .watermark = 4,
-				     .pseudo_epochs = 3};
+	struct cistern_config cfg = {
+		.slot_count = 32, .policy = CISTERN_FIRO, .watermark = 4, .pseudo_epochs = 3};
 	roundtrip_same("dr-firo", cfg, 20, 1, 9);
 }
 
 Test(dump_policies, batch_reservoir_restores_the_same_samples)
 {
-	struct cistern_config cfg = {.slot_count = 32, .policy = CISTERN_BATCH_RESERVOIR,
-				     .watermark = 4, .batch_size = 4};
+	struct cistern_config cfg = {.slot_count = 32,
+				     .policy = CISTERN_BATCH_RESERVOIR,
+				     .watermark = 4,
+				     .batch_size = 4};
 	roundtrip_same("dr-batch", cfg, 20, 1, 0);
 }
 
 Test(dump_policies, new_reservoir_samples_get_ids_above_the_restored_ones)
 {
 	char name[64], copy[64], path[128];
-	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 16,
-				     .policy = CISTERN_RESERVOIR, .watermark = 2};
+	struct cistern_config cfg = {.slot_size = PAYLOAD,
+				     .slot_count = 16,
+				     .policy = CISTERN_RESERVOIR,
+				     .watermark = 2};
 	struct cistern *c = make_policy("dr-ids", name, sizeof(name), cfg);
 	snprintf(copy, sizeof(copy), "t-dr-ids2-%d", (int)getpid());
 	dump_path(path, sizeof(path), "dr-ids");
@@ -1241,8 +1260,10 @@ Test(dump_policies, new_reservoir_samples_get_ids_above_the_restored_ones)
 Test(dump_policies, a_restored_fifo_evict_ring_evicts_the_oldest_first)
 {
 	char name[64], copy[64], path[128];
-	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 8,
-				     .policy = CISTERN_FIFO_EVICT_RESERVOIR, .watermark = 1,
+	struct cistern_config cfg = {.slot_size = PAYLOAD,
+				     .slot_count = 8,
+				     .policy = CISTERN_FIFO_EVICT_RESERVOIR,
+				     .watermark = 1,
 				     .flags = CISTERN_LOSSY};
 	struct cistern *c = make_policy("dr-ring", name, sizeof(name), cfg);
 	snprintf(copy, sizeof(copy), "t-dr-ring2-%d", (int)getpid());
@@ -1270,9 +1291,12 @@ Test(dump_policies, a_restored_fifo_evict_ring_evicts_the_oldest_first)
 Test(dump_policies, a_restored_sim_paired_reservoir_hands_out_pairs)
 {
 	char name[64], copy[64], path[128];
-	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 32,
-				     .policy = CISTERN_SIM_PAIRED_RESERVOIR, .watermark = 2,
-				     .sweep_size = 4, .nb_time_steps = 8};
+	struct cistern_config cfg = {.slot_size = PAYLOAD,
+				     .slot_count = 32,
+				     .policy = CISTERN_SIM_PAIRED_RESERVOIR,
+				     .watermark = 2,
+				     .sweep_size = 4,
+				     .nb_time_steps = 8};
 	struct cistern *c = make_policy("dr-pair", name, sizeof(name), cfg);
 	snprintf(copy, sizeof(copy), "t-dr-pair2-%d", (int)getpid());
 	dump_path(path, sizeof(path), "dr-pair");
@@ -1286,7 +1310,8 @@ Test(dump_policies, a_restored_sim_paired_reservoir_hands_out_pairs)
 		cr_assert_eq(cistern_acquire_pair(r, p, 0), 0);
 		cr_assert_eq(p[0].meta.sim_id, p[1].meta.sim_id);
 		cr_assert_eq(p[0].meta.time_step + 1, p[1].meta.time_step);
-		cr_assert(check_payload(p[1].data, p[1].len, p[1].meta.sim_id, p[1].meta.time_step));
+		cr_assert(
+			check_payload(p[1].data, p[1].len, p[1].meta.sim_id, p[1].meta.time_step));
 		cistern_release_pair(r, p);
 	}
 	cistern_detach(r);

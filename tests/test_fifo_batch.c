@@ -15,10 +15,10 @@ static struct cistern *make(const char *tag, char *name, size_t len, enum mode m
 {
 	snprintf(name, len, "t-%s-%d-%d", tag, (int)mode, (int)getpid());
 	cistern_unlink(name);
-	struct cistern_config cfg = {.slot_size = 16, .slot_count = 16,
-				     .flags = mode == SOLE ? CISTERN_SINGLE_PRODUCER |
-								     CISTERN_SINGLE_READER
-							   : 0};
+	struct cistern_config cfg = {
+		.slot_size = 16,
+		.slot_count = 16,
+		.flags = mode == SOLE ? CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER : 0};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	*other = NULL;

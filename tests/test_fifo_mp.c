@@ -71,7 +71,8 @@ static int consume(const char *name, uint8_t *seen, int zero_copy)
 		if (len != PAYLOAD || m.sim_id >= PRODUCERS || m.time_step >= PER ||
 		    !check_payload(data, len, m.sim_id, m.time_step))
 			return 22;
-		__atomic_fetch_add(&seen[(size_t)m.sim_id * PER + m.time_step], 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&seen[(size_t)m.sim_id * PER + m.time_step], 1,
+				   __ATOMIC_RELAXED);
 		if (zero_copy && cistern_release(c, &s) < 0)
 			return 23;
 	}
@@ -83,8 +84,8 @@ static void run_exactly_once(const char *tag, int zero_copy)
 {
 	char name[64];
 	TEST_NAME(name, tag);
-	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 1024,
-				     .expected_producers = PRODUCERS};
+	struct cistern_config cfg = {
+		.slot_size = PAYLOAD, .slot_count = 1024, .expected_producers = PRODUCERS};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	uint8_t *seen = shared_alloc(TOTAL);

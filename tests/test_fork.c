@@ -119,8 +119,10 @@ Test(fork, a_producer_killed_holding_a_reservation_is_reclaimed_while_its_forked
 	ssize_t r = cistern_get(c, buf, sizeof(buf), NULL, (int)(PROMPT_S * 1000));
 	double took = mono_now() - t0;
 	kill_and_reap(sleeper);
-	cr_assert_eq(r, 6, "the reader still waited behind the dead producer's reservation after "
-			   "%.1f s (%zd), its child alive", took, r);
+	cr_assert_eq(r, 6,
+		     "the reader still waited behind the dead producer's reservation after "
+		     "%.1f s (%zd), its child alive",
+		     took, r);
 	cr_assert_str_eq(buf, "third");
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
@@ -262,8 +264,7 @@ static void *wait_for_data(void *arg)
 	return NULL;
 }
 
-Test(fork, a_handle_another_thread_waits_in_is_let_go_in_the_child, .init = setup,
-     .timeout = 60)
+Test(fork, a_handle_another_thread_waits_in_is_let_go_in_the_child, .init = setup, .timeout = 60)
 {
 	char name[64];
 	TEST_NAME(name, "fork-thr");
@@ -283,7 +284,8 @@ Test(fork, a_handle_another_thread_waits_in_is_let_go_in_the_child, .init = setu
 			struct cistern_proc_info info[4];
 			int n = cistern_procs_get(ro, info, 4);
 			for (int i = 0; i < n && i < 4; i++)
-				waiting |= info[i].pid == (uint32_t)getpid() && info[i].waiting == 1;
+				waiting |= info[i].pid == (uint32_t)getpid() &&
+					   info[i].waiting == 1;
 			usleep(1000);
 		}
 		pid_t child = fork_sleeper();
@@ -307,7 +309,8 @@ Test(fork, a_handle_another_thread_waits_in_is_let_go_in_the_child, .init = setu
 	while ((alive = alive_entry_of(c, holder)) && mono_now() < deadline)
 		usleep(10000);
 	kill_and_reap(sleeper);
-	cr_assert_not(alive, "the waiting thread's attachment outlived its killed process by %.1f s",
+	cr_assert_not(alive,
+		      "the waiting thread's attachment outlived its killed process by %.1f s",
 		      PROMPT_S);
 	cistern_detach(c);
 	cistern_unlink(name);
@@ -350,8 +353,8 @@ Test(fork, a_child_cannot_use_a_handle_it_inherited, .timeout = 30)
 	int status;
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status));
-	cr_assert_eq(WEXITSTATUS(status), 0, "%d calls on inherited handles did not fail with -EBADF",
-		     WEXITSTATUS(status));
+	cr_assert_eq(WEXITSTATUS(status), 0,
+		     "%d calls on inherited handles did not fail with -EBADF", WEXITSTATUS(status));
 	/* And the segment is as the child found it. */
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);

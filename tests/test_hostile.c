@@ -104,8 +104,8 @@ static int attach_with(const char *tag, size_t off, size_t width, uint64_t value
 	return r;
 }
 
-#define ATTACH_WITH(tag, field, value)                                                    \
-	attach_with((tag), offsetof(struct cistern_hdr, field),                            \
+#define ATTACH_WITH(tag, field, value)                          \
+	attach_with((tag), offsetof(struct cistern_hdr, field), \
 		    sizeof(((struct cistern_hdr *)0)->field), (uint64_t)(value))
 
 /* ---- names ---------------------------------------------------------------- */
@@ -467,7 +467,8 @@ Test(hostile_header, validation_refuses_a_short_buffer)
 	char name[64];
 	real_segment("h-vshort", name, sizeof(name), &h);
 	cistern_unlink(name);
-	cr_assert_eq(cistern__validate_header(&h, sizeof(h), h.total_size), 0, "the control passes");
+	cr_assert_eq(cistern__validate_header(&h, sizeof(h), h.total_size), 0,
+		     "the control passes");
 	cr_assert_eq(cistern__validate_header(&h, sizeof(h) - 1, h.total_size), -EPROTO);
 	cr_assert_eq(cistern__validate_header(&h, sizeof(h), h.total_size - 1), -EPROTO);
 }
@@ -602,7 +603,8 @@ Test(hostile_payload, a_free_slot_word_naming_an_owner_is_eproto_for_producers)
 	/* Slot 0 serves position 0 and is FREE (state 0), but names owner 7. */
 	atomic_store(&cistern__slotmeta(c, 0)->word, (uint64_t)7);
 	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 0), -EPROTO);
-	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 100), -EPROTO, "a blocking put does not spin on it");
+	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 100), -EPROTO,
+		     "a blocking put does not spin on it");
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_eq(st.puts, 0, "nothing was stored");
@@ -622,7 +624,8 @@ Test(hostile_payload, a_committed_slot_word_naming_an_owner_is_eproto_for_reader
 	atomic_store(&cistern__slotmeta(c, 0)->word, (uint64_t)(2u << 12 | 5u));
 	struct cistern_sample s;
 	cr_assert_eq(cistern_acquire(c, &s, 0), -EPROTO);
-	cr_assert_eq(cistern_acquire(c, &s, 100), -EPROTO, "a blocking acquire does not spin on it");
+	cr_assert_eq(cistern_acquire(c, &s, 100), -EPROTO,
+		     "a blocking acquire does not spin on it");
 	cistern_detach(c);
 	cistern_unlink(name);
 }
@@ -911,7 +914,8 @@ Test(hostile_owner, a_user_attaches_a_segment_it_owns)
 static void stamp_far_ahead(struct cistern *c)
 {
 	for (uint32_t i = 0; i < 4; i++)
-		atomic_store(&cistern__slotmeta(c, i)->word, ((UINT64_C(1) << 40) + i) << 16 | (UINT64_C(1) << 12));
+		atomic_store(&cistern__slotmeta(c, i)->word,
+			     ((UINT64_C(1) << 40) + i) << 16 | (UINT64_C(1) << 12));
 }
 
 Test(hostile_ring, slot_words_far_ahead_of_the_indices_are_eproto_not_a_spin, .timeout = 20)
@@ -930,13 +934,14 @@ Test(hostile_ring, slot_words_far_ahead_of_the_indices_are_eproto_not_a_spin, .t
 	cistern_unlink(name);
 }
 
-Test(hostile_ring, fifo_evict_slot_words_far_ahead_of_the_tail_are_eproto_not_a_spin,
-     .timeout = 20)
+Test(hostile_ring, fifo_evict_slot_words_far_ahead_of_the_tail_are_eproto_not_a_spin, .timeout = 20)
 {
 	char name[64];
 	TEST_NAME(name, "h-ering");
-	struct cistern_config cfg = {.slot_size = 8, .slot_count = 4,
-				     .policy = CISTERN_FIFO_EVICT_RESERVOIR, .watermark = 1};
+	struct cistern_config cfg = {.slot_size = 8,
+				     .slot_count = 4,
+				     .policy = CISTERN_FIFO_EVICT_RESERVOIR,
+				     .watermark = 1};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	stamp_far_ahead(c); /* in the ring of FIFOEvictReservoir */
@@ -1045,8 +1050,8 @@ static void rewrite(struct cistern_hdr *raw)
 	}
 }
 
-#define SET_BAD(field, value)                                                         \
-	(bad_off = offsetof(struct cistern_hdr, field),                               \
+#define SET_BAD(field, value)                           \
+	(bad_off = offsetof(struct cistern_hdr, field), \
 	 bad_width = sizeof(((struct cistern_hdr *)0)->field), bad_value = (uint64_t)(value))
 
 static int stats_and_traffic(struct cistern *c, struct cistern_hdr *raw)
@@ -1132,8 +1137,7 @@ static int blocked_get(struct cistern *c, struct cistern_hdr *raw)
 	return 0;
 }
 
-Test(hostile_after_attach, a_blocked_get_survives_procs_count_rewritten_and_is_woken,
-     .timeout = 60)
+Test(hostile_after_attach, a_blocked_get_survives_procs_count_rewritten_and_is_woken, .timeout = 60)
 {
 	char name[64];
 	victim_segment("h-aa-blk", name, sizeof(name), &fifo8, NULL);
@@ -1214,9 +1218,12 @@ Test(hostile_after_attach, inspection_survives_the_attachment_table_rewritten)
 	inspect_victim("h-aa-insp2");
 }
 
-static const struct cistern_config paired = {.slot_size = 64, .slot_count = 16,
+static const struct cistern_config paired = {.slot_size = 64,
+					     .slot_count = 16,
 					     .policy = CISTERN_SIM_PAIRED_RESERVOIR,
-					     .watermark = 2, .sweep_size = 4, .nb_time_steps = 4};
+					     .watermark = 2,
+					     .sweep_size = 4,
+					     .nb_time_steps = 4};
 
 /* Puts and a pair read of simulation 3, and a put past the real sweep refused. */
 static int paired_traffic(struct cistern *c, struct cistern_hdr *raw)
@@ -1383,9 +1390,12 @@ static int puts_under_scribbling(struct cistern *c, struct cistern_hdr *raw)
 Test(hostile_after_attach, sample_keys_rewritten_during_commits_are_never_followed, .timeout = 60)
 {
 	char name[64];
-	struct cistern_config cfg = {.slot_size = 16, .slot_count = 1,
-				     .policy = CISTERN_SIM_PAIRED_RESERVOIR, .watermark = 1,
-				     .sweep_size = 1, .nb_time_steps = 2};
+	struct cistern_config cfg = {.slot_size = 16,
+				     .slot_count = 1,
+				     .policy = CISTERN_SIM_PAIRED_RESERVOIR,
+				     .watermark = 1,
+				     .sweep_size = 1,
+				     .nb_time_steps = 2};
 	victim_segment("h-aa-scrib", name, sizeof(name), &cfg, NULL);
 	run_victim(name, false, puts_under_scribbling);
 	cistern_unlink(name);

@@ -32,8 +32,8 @@ static struct cistern *make_reservoir(const char *tag, char *name, size_t size)
 {
 	snprintf(name, size, "t-%s-%d", tag, (int)getpid());
 	cistern_unlink(name);
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8,
-				     .policy = CISTERN_RESERVOIR, .watermark = 1};
+	struct cistern_config cfg = {
+		.slot_size = 64, .slot_count = 8, .policy = CISTERN_RESERVOIR, .watermark = 1};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	return c;
@@ -372,7 +372,7 @@ Test(gc, removes_a_stale_segment_whose_samples_were_all_read)
 	cr_assert_gt(producer, 0);
 	for (int i = 0; i < 5; i++)
 		cr_assert_gt(cistern_get(c, (char[64]){0}, 64, NULL, 0), 0);
-	cistern_detach(c); /* cleanly */
+	cistern_detach(c);       /* cleanly */
 	kill_and_reap(producer); /* its entry makes the segment stale */
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
@@ -441,8 +441,8 @@ Test(gc, counts_only_the_never_seen_samples_of_a_stale_reservoir)
 	}
 	uint64_t unseen = 0;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
-		struct cistern_slot_view v = cistern__snap_ops_for(c->hdr->policy)->classify(
-			cistern__slotmeta(c, i)->word);
+		struct cistern_slot_view v = cistern__snap_ops_for(c->hdr->policy)
+						     ->classify(cistern__slotmeta(c, i)->word);
 		unseen += v.cls == CISTERN_SLOT_COMMITTED && cistern__slotmeta(c, i)->seen == 0;
 	}
 	cr_assert_lt(unseen, 6, "some were seen");
@@ -615,7 +615,8 @@ static void abandoned_restore(char *name, size_t size)
 	int st;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	unlink(path);
-	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the restorer died in its progress call");
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+		  "the restorer died in its progress call");
 	/* The restorer names its temporary object restore-PID-N. */
 	char prefix[64];
 	int plen = snprintf(prefix, sizeof(prefix), "cistern.restore-%d-", (int)pid);

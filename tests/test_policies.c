@@ -23,11 +23,10 @@ TestSuite(policies, .fini = seg_fini);
 TestSuite(layout, .fini = seg_fini);
 
 /* A `policy` segment whose samples are one uint32_t each: its configuration, or itself. */
-static struct cistern_config u32_cfg(enum cistern_policy policy, uint64_t slots,
-				     uint64_t watermark)
+static struct cistern_config u32_cfg(enum cistern_policy policy, uint64_t slots, uint64_t watermark)
 {
-	return (struct cistern_config){.policy = policy, .slot_size = 4, .slot_count = slots,
-				       .watermark = watermark};
+	return (struct cistern_config){
+		.policy = policy, .slot_size = 4, .slot_count = slots, .watermark = watermark};
 }
 
 static struct cistern *u32_seg(const char *tag, enum cistern_policy policy, uint64_t slots,
@@ -181,7 +180,9 @@ Test(reservoir, filling_an_empty_reservoir_needs_no_random_pick)
 	struct cistern *c = u32_seg("res-fill", CISTERN_RESERVOIR, 4096, 1);
 	fill_u32(c, 4096);
 	cr_assert_eq(stats(c).population, 4096);
-	cr_assert_eq(c->pick_empty.refreshes, 0, "a fill rebuilt the empty-slot snapshot (%lu times)", (unsigned long)c->pick_empty.refreshes);
+	cr_assert_eq(c->pick_empty.refreshes, 0,
+		     "a fill rebuilt the empty-slot snapshot (%lu times)",
+		     (unsigned long)c->pick_empty.refreshes);
 	seg_drop(c);
 }
 
@@ -546,7 +547,8 @@ Test(reservoir, release_batch_releases_the_rest_after_an_invalid_sample)
 	cr_assert_eq(cistern_release_batch(c, s, 3), -EINVAL, "s[1] was released already");
 	uint32_t v = 9;
 	for (int i = 0; i < 3; i++)
-		cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0, "put %d: all three are unpinned", i);
+		cr_assert_eq(cistern_put(c, &v, 4, NULL, 0), 0, "put %d: all three are unpinned",
+			     i);
 	cr_assert_eq(cistern_release_batch(c, s, 3), -EINVAL, "nothing left to release");
 	seg_drop(c);
 }
@@ -566,10 +568,13 @@ Test(reservoir, after_close_each_get_removes_and_then_end_of_data)
 
 Test(reservoir, rate_limiter_bounds_reads_per_put)
 {
-	struct cistern *c = seg_create("res-rate", (struct cistern_config){.policy = CISTERN_RESERVOIR,
-								 .slot_size = 4, .slot_count = 64,
-								 .watermark = 4, .reads_per_put = 2,
-								 .rate_slack = 1});
+	struct cistern *c = seg_create("res-rate",
+				       (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							       .slot_size = 4,
+							       .slot_count = 64,
+							       .watermark = 4,
+							       .reads_per_put = 2,
+							       .rate_slack = 1});
 	uint32_t v;
 	fill_u32(c, 4);
 	/* Fill done: 2 * 0 + 1 reads allowed. */
@@ -608,9 +613,12 @@ static int put_while_allowed(struct cistern *c, uint32_t *next)
  */
 Test(reservoir, rate_limiter_admits_a_batch_above_the_default_slack)
 {
-	struct cistern *c = seg_create("res-rate-batch", (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 256, .watermark = 32,
-							 .reads_per_put = 2});
+	struct cistern *c = seg_create("res-rate-batch",
+				       (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							       .slot_size = 4,
+							       .slot_count = 256,
+							       .watermark = 32,
+							       .reads_per_put = 2});
 	uint32_t next = 0, buf[16];
 	for (int round = 0; round < 6; round++) {
 		int k = put_while_allowed(c, &next);
@@ -633,9 +641,13 @@ Test(reservoir, rate_limiter_admits_a_batch_above_the_default_slack)
  */
 Test(reservoir, rate_limiter_refuses_at_once_a_batch_its_slack_can_never_admit)
 {
-	struct cistern *c = seg_create("res-rate-never", (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 256, .watermark = 32,
-							 .reads_per_put = 2, .rate_slack = 4});
+	struct cistern *c = seg_create("res-rate-never",
+				       (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							       .slot_size = 4,
+							       .slot_count = 256,
+							       .watermark = 32,
+							       .reads_per_put = 2,
+							       .rate_slack = 4});
 	uint32_t next = 0, buf[16];
 	put_while_allowed(c, &next);
 	cr_assert_eq(cistern_get_batch(c, buf, sizeof(buf[0]), 16, NULL, NULL, 3000), -EDEADLK);
@@ -662,9 +674,12 @@ Test(reservoir, rate_limiter_refuses_at_once_a_batch_its_slack_can_never_admit)
  */
 Test(reservoir, rate_limiter_default_slack_admits_single_reads_below_one_read_per_put)
 {
-	struct cistern *c = seg_create("res-rate-quarter", (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = 64, .watermark = 4,
-							 .reads_per_put = 0.25});
+	struct cistern *c = seg_create("res-rate-quarter",
+				       (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							       .slot_size = 4,
+							       .slot_count = 64,
+							       .watermark = 4,
+							       .reads_per_put = 0.25});
 	uint32_t next = 0, v;
 	for (int round = 0; round < 8; round++) {
 		cr_assert_gt(put_while_allowed(c, &next), 0, "round %d", round);
@@ -724,8 +739,11 @@ Test(fifo_evict, lossy_evicts_the_oldest_unseen_and_counts_it)
 
 static struct cistern_config paired_cfg(void)
 {
-	return (struct cistern_config){.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_size = 4,
-				       .slot_count = 64, .watermark = 2, .sweep_size = 4,
+	return (struct cistern_config){.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+				       .slot_size = 4,
+				       .slot_count = 64,
+				       .watermark = 2,
+				       .sweep_size = 4,
 				       .nb_time_steps = 10};
 }
 
@@ -827,8 +845,11 @@ Test(sim_paired, get_pair_copies_both_members)
 
 static struct cistern_config batch_cfg(void)
 {
-	return (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR, .slot_size = 4,
-				       .slot_count = 64, .watermark = 16, .batch_size = 16};
+	return (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR,
+				       .slot_size = 4,
+				       .slot_count = 64,
+				       .watermark = 16,
+				       .batch_size = 16};
 }
 
 Test(batch, members_of_a_batch_are_distinct)
@@ -906,9 +927,12 @@ Test(batch, get_batch_gathers_into_one_array)
 Test(batch, get_batch_copies_payloads_of_any_length)
 {
 	enum { N = 40, SIZE = 1024 };
-	struct cistern *c = seg_create("b-glen", (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR,
-							       .slot_size = SIZE, .slot_count = 64,
-							       .watermark = N, .batch_size = N});
+	struct cistern *c = seg_create("b-glen",
+				       (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR,
+							       .slot_size = SIZE,
+							       .slot_count = 64,
+							       .watermark = N,
+							       .batch_size = N});
 	/* 0 to SIZE bytes: shorter and longer than a prefetch. */
 	cr_assert_eq(put_length_ramp(c, N, SIZE, 0), 0);
 	static uint8_t out[N][SIZE];
@@ -1059,15 +1083,24 @@ Test(layout, random_reading_policies_keep_each_slots_metadata_just_before_its_pa
 	static const struct cistern_config cfgs[] = {
 		{.policy = CISTERN_FIRO, .slot_size = 100, .slot_count = 50, .watermark = 1},
 		{.policy = CISTERN_RESERVOIR, .slot_size = 100, .slot_count = 50, .watermark = 1},
-		{.policy = CISTERN_FIFO_EVICT_RESERVOIR, .slot_size = 100, .slot_count = 50,
+		{.policy = CISTERN_FIFO_EVICT_RESERVOIR,
+		 .slot_size = 100,
+		 .slot_count = 50,
 		 .watermark = 1},
-		{.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_size = 100, .slot_count = 50,
-		 .watermark = 2, .sweep_size = 4, .nb_time_steps = 8},
-		{.policy = CISTERN_BATCH_RESERVOIR, .slot_size = 100, .slot_count = 50,
-		 .watermark = 4, .batch_size = 4},
+		{.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+		 .slot_size = 100,
+		 .slot_count = 50,
+		 .watermark = 2,
+		 .sweep_size = 4,
+		 .nb_time_steps = 8},
+		{.policy = CISTERN_BATCH_RESERVOIR,
+		 .slot_size = 100,
+		 .slot_count = 50,
+		 .watermark = 4,
+		 .batch_size = 4},
 	};
 	for (size_t k = 0; k < sizeof(cfgs) / sizeof(cfgs[0]); k++) {
-			struct cistern *c = seg_create("lay", cfgs[k]);
+		struct cistern *c = seg_create("lay", cfgs[k]);
 		/* 100 bytes round up to 128, and the metadata line comes on top. */
 		cr_assert_eq(c->slot_stride, 128 + sizeof(struct cistern_slotmeta), "policy %u",
 			     cfgs[k].policy);
@@ -1094,7 +1127,8 @@ Test(layout, the_fifo_keeps_its_slot_metadata_in_one_array_before_the_payloads)
 		char *meta = (char *)cistern__slotmeta(c, i);
 		cr_assert_eq(meta - (char *)cistern__slotmeta(c, 0),
 			     (ptrdiff_t)(i * sizeof(struct cistern_slotmeta)));
-		cr_assert_leq(meta + sizeof(struct cistern_slotmeta), (char *)cistern__payload(c, 0));
+		cr_assert_leq(meta + sizeof(struct cistern_slotmeta),
+			      (char *)cistern__payload(c, 0));
 	}
 	seg_drop(c);
 }
@@ -1157,7 +1191,8 @@ Test(reservoir, an_eviction_draws_the_next_evictions_first_probe_ahead)
 		atomic_store(&cistern__slotmeta(c, at)->seen, 1);
 		if (v > 64) {
 			cr_assert_neq(ahead, 0, "put %u: no probe drawn ahead", v);
-			cr_assert_eq(at, ahead - 1, "put %u: the eviction looked elsewhere first", v);
+			cr_assert_eq(at, ahead - 1, "put %u: the eviction looked elsewhere first",
+				     v);
 			checked++;
 		}
 	}

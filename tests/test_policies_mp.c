@@ -14,8 +14,8 @@
 #define WAIT_MS 20000 /* a wedge fails the test instead of hanging it */
 
 struct shared {
-	_Atomic uint32_t reads[NPROD * 8192];  /* reads of each (producer, seq) */
-	_Atomic uint32_t damaged;              /* payloads that failed their check */
+	_Atomic uint32_t reads[NPROD * 8192]; /* reads of each (producer, seq) */
+	_Atomic uint32_t damaged;             /* payloads that failed their check */
 	_Atomic uint32_t bad_pairs;
 	_Atomic uint32_t bad_batches;
 	_Atomic uint32_t errors;
@@ -25,12 +25,12 @@ struct shared {
 struct run {
 	struct cistern_config cfg;
 	uint32_t per_producer;
-	int put_pause_us;       /* producers pause between puts (readers outrun them) */
-	int hold_us;            /* readers hold each sample this long, checking twice */
-	size_t batch;           /* readers use acquire_batch of this size (0: single) */
-	bool pairs;             /* readers use acquire_pair */
-	int readers;            /* reader processes (0: NREAD) */
-	bool gather;            /* readers use get_batch of `batch` samples (copies) */
+	int put_pause_us; /* producers pause between puts (readers outrun them) */
+	int hold_us;      /* readers hold each sample this long, checking twice */
+	size_t batch;     /* readers use acquire_batch of this size (0: single) */
+	bool pairs;       /* readers use acquire_pair */
+	int readers;      /* reader processes (0: NREAD) */
+	bool gather;      /* readers use get_batch of `batch` samples (copies) */
 };
 
 static void record(struct shared *sh, const struct run *rn, const struct cistern_sample *s)
@@ -77,7 +77,8 @@ static int reader(const char *name, struct shared *sh, const struct run *rn)
 			}
 			for (int i = 0; i < r; i++) {
 				struct cistern_sample copy = {.data = buf + (size_t)i * PAYLOAD,
-							      .len = lens[i], .meta = metas[i]};
+							      .len = lens[i],
+							      .meta = metas[i]};
 				record(sh, rn, &copy);
 				for (int j = i + 1; j < r; j++)
 					if (metas[i].sample_id == metas[j].sample_id)
@@ -220,9 +221,9 @@ Test(policies_mp, reservoir_never_evicts_a_sample_unseen, .timeout = 120)
 
 Test(policies_mp, fifo_evict_reservoir_never_evicts_a_sample_unseen, .timeout = 120)
 {
-	struct run rn = {.cfg = {.policy = CISTERN_FIFO_EVICT_RESERVOIR, .slot_count = 256,
-				 .watermark = 32},
-			 .per_producer = 5000};
+	struct run rn = {
+		.cfg = {.policy = CISTERN_FIFO_EVICT_RESERVOIR, .slot_count = 256, .watermark = 32},
+		.per_producer = 5000};
 	struct cistern_stats st;
 	struct shared *sh = run_policy("mp-fe", &rn, NULL, &st);
 	assert_every_sample_read(sh, &rn, 0);
@@ -231,7 +232,9 @@ Test(policies_mp, fifo_evict_reservoir_never_evicts_a_sample_unseen, .timeout = 
 
 Test(policies_mp, firo_reads_every_sample_exactly_pseudo_epochs_times, .timeout = 120)
 {
-	struct run rn = {.cfg = {.policy = CISTERN_FIRO, .slot_count = 128, .watermark = 16,
+	struct run rn = {.cfg = {.policy = CISTERN_FIRO,
+				 .slot_count = 128,
+				 .watermark = 16,
 				 .pseudo_epochs = 3},
 			 .per_producer = 5000};
 	struct cistern_stats st;
@@ -244,7 +247,8 @@ Test(policies_mp, firo_reads_every_sample_exactly_pseudo_epochs_times, .timeout 
 Test(policies_mp, pinned_samples_are_never_overwritten_while_held, .timeout = 120)
 {
 	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 32, .watermark = 8},
-			 .per_producer = 3000, .hold_us = 50};
+			 .per_producer = 3000,
+			 .hold_us = 50};
 	struct cistern_stats st;
 	run_policy("mp-pin", &rn, NULL, &st);
 	cr_assert_gt(st.evictions, 0, "producers did overwrite slots meanwhile");
@@ -252,9 +256,13 @@ Test(policies_mp, pinned_samples_are_never_overwritten_while_held, .timeout = 12
 
 Test(policies_mp, pinned_batches_are_distinct_and_never_overwritten, .timeout = 120)
 {
-	struct run rn = {.cfg = {.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 64,
-				 .watermark = 16, .batch_size = 16},
-			 .per_producer = 3000, .batch = 16, .hold_us = 50};
+	struct run rn = {.cfg = {.policy = CISTERN_BATCH_RESERVOIR,
+				 .slot_count = 64,
+				 .watermark = 16,
+				 .batch_size = 16},
+			 .per_producer = 3000,
+			 .batch = 16,
+			 .hold_us = 50};
 	struct cistern_stats st;
 	struct shared *sh = run_policy("mp-batch", &rn, NULL, &st);
 	cr_assert_eq(atomic_load(&sh->bad_batches), 0);
@@ -264,9 +272,13 @@ Test(policies_mp, pinned_batches_are_distinct_and_never_overwritten, .timeout = 
 
 Test(policies_mp, sim_paired_pairs_are_one_simulation_at_consecutive_steps, .timeout = 120)
 {
-	struct run rn = {.cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 128,
-				 .watermark = 16, .sweep_size = NPROD, .nb_time_steps = 3000},
-			 .per_producer = 3000, .pairs = true};
+	struct run rn = {.cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+				 .slot_count = 128,
+				 .watermark = 16,
+				 .sweep_size = NPROD,
+				 .nb_time_steps = 3000},
+			 .per_producer = 3000,
+			 .pairs = true};
 	struct cistern_stats st;
 	struct shared *sh = run_policy("mp-pairs", &rn, NULL, &st);
 	cr_assert_eq(atomic_load(&sh->bad_pairs), 0);
@@ -278,7 +290,9 @@ Test(policies_mp, sim_paired_pairs_are_one_simulation_at_consecutive_steps, .tim
 Test(policies_mp, gathered_batches_of_several_readers_are_whole_and_distinct, .timeout = 120)
 {
 	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 64, .watermark = 16},
-			 .per_producer = 5000, .batch = 16, .gather = true};
+			 .per_producer = 5000,
+			 .batch = 16,
+			 .gather = true};
 	struct cistern_stats st;
 	struct shared *sh = run_policy("mp-gather", &rn, NULL, &st);
 	cr_assert_eq(atomic_load(&sh->bad_batches), 0);
@@ -294,9 +308,12 @@ Test(policies_mp, gathered_batches_of_several_readers_are_whole_and_distinct, .t
  */
 Test(policies_mp, sole_reader_reservoir_never_evicts_a_sample_unseen, .timeout = 120)
 {
-	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 256, .watermark = 32,
+	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR,
+				 .slot_count = 256,
+				 .watermark = 32,
 				 .flags = CISTERN_SINGLE_READER},
-			 .per_producer = 5000, .readers = 1};
+			 .per_producer = 5000,
+			 .readers = 1};
 	struct cistern_stats st;
 	struct shared *sh = run_policy("mp-sole-res", &rn, NULL, &st);
 	assert_every_sample_read(sh, &rn, 0);
@@ -306,9 +323,15 @@ Test(policies_mp, sole_reader_reservoir_never_evicts_a_sample_unseen, .timeout =
 
 Test(policies_mp, sole_reader_pinned_batches_are_distinct_and_never_overwritten, .timeout = 120)
 {
-	struct run rn = {.cfg = {.policy = CISTERN_BATCH_RESERVOIR, .slot_count = 64,
-				 .watermark = 16, .batch_size = 16, .flags = CISTERN_SINGLE_READER},
-			 .per_producer = 3000, .batch = 16, .hold_us = 50, .readers = 1};
+	struct run rn = {.cfg = {.policy = CISTERN_BATCH_RESERVOIR,
+				 .slot_count = 64,
+				 .watermark = 16,
+				 .batch_size = 16,
+				 .flags = CISTERN_SINGLE_READER},
+			 .per_producer = 3000,
+			 .batch = 16,
+			 .hold_us = 50,
+			 .readers = 1};
 	struct cistern_stats st;
 	struct shared *sh = run_policy("mp-sole-batch", &rn, NULL, &st);
 	cr_assert_eq(atomic_load(&sh->bad_batches), 0);
@@ -319,9 +342,14 @@ Test(policies_mp, sole_reader_pinned_batches_are_distinct_and_never_overwritten,
 
 Test(policies_mp, sole_reader_gathered_batches_are_whole_and_distinct, .timeout = 120)
 {
-	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 64, .watermark = 16,
+	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR,
+				 .slot_count = 64,
+				 .watermark = 16,
 				 .flags = CISTERN_SINGLE_READER},
-			 .per_producer = 5000, .batch = 16, .gather = true, .readers = 1};
+			 .per_producer = 5000,
+			 .batch = 16,
+			 .gather = true,
+			 .readers = 1};
 	struct cistern_stats st;
 	struct shared *sh = run_policy("mp-sole-gather", &rn, NULL, &st);
 	cr_assert_eq(atomic_load(&sh->bad_batches), 0);
@@ -332,9 +360,13 @@ Test(policies_mp, sole_reader_gathered_batches_are_whole_and_distinct, .timeout 
 
 Test(policies_mp, sole_reader_fifo_evict_reservoir_never_evicts_a_sample_unseen, .timeout = 120)
 {
-	struct run rn = {.cfg = {.policy = CISTERN_FIFO_EVICT_RESERVOIR, .slot_count = 256,
-				 .watermark = 32, .flags = CISTERN_SINGLE_READER},
-			 .per_producer = 5000, .readers = 1, .batch = 8};
+	struct run rn = {.cfg = {.policy = CISTERN_FIFO_EVICT_RESERVOIR,
+				 .slot_count = 256,
+				 .watermark = 32,
+				 .flags = CISTERN_SINGLE_READER},
+			 .per_producer = 5000,
+			 .readers = 1,
+			 .batch = 8};
 	struct cistern_stats st;
 	struct shared *sh = run_policy("mp-sole-fe", &rn, NULL, &st);
 	assert_every_sample_read(sh, &rn, 0);
@@ -344,10 +376,16 @@ Test(policies_mp, sole_reader_fifo_evict_reservoir_never_evicts_a_sample_unseen,
 Test(policies_mp, sole_reader_sim_paired_pairs_are_one_simulation_at_consecutive_steps,
      .timeout = 120)
 {
-	struct run rn = {.cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR, .slot_count = 128,
-				 .watermark = 16, .sweep_size = NPROD, .nb_time_steps = 3000,
+	struct run rn = {.cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+				 .slot_count = 128,
+				 .watermark = 16,
+				 .sweep_size = NPROD,
+				 .nb_time_steps = 3000,
 				 .flags = CISTERN_SINGLE_READER},
-			 .per_producer = 3000, .pairs = true, .readers = 1, .hold_us = 20};
+			 .per_producer = 3000,
+			 .pairs = true,
+			 .readers = 1,
+			 .hold_us = 20};
 	struct cistern_stats st;
 	struct shared *sh = run_policy("mp-sole-pairs", &rn, NULL, &st);
 	cr_assert_eq(atomic_load(&sh->bad_pairs), 0);
@@ -359,7 +397,8 @@ Test(policies_mp, firo_population_holds_at_the_watermark_then_drains, .timeout =
 {
 	/* Readers outrun the simulations, as in training: the population sits at the watermark. */
 	struct run rn = {.cfg = {.policy = CISTERN_FIRO, .slot_count = 256, .watermark = 40},
-			 .per_producer = 600, .put_pause_us = 300};
+			 .per_producer = 600,
+			 .put_pause_us = 300};
 	static struct curve cv;
 	struct cistern_stats st;
 	run_policy("mp-firo-curve", &rn, &cv, &st);
@@ -383,7 +422,8 @@ Test(policies_mp, firo_population_holds_at_the_watermark_then_drains, .timeout =
 Test(policies_mp, reservoir_population_rises_to_capacity_holds_then_drains, .timeout = 120)
 {
 	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 200, .watermark = 20},
-			 .per_producer = 1500, .put_pause_us = 100};
+			 .per_producer = 1500,
+			 .put_pause_us = 100};
 	static struct curve cv;
 	struct cistern_stats st;
 	run_policy("mp-res-curve", &rn, &cv, &st);
@@ -393,7 +433,8 @@ Test(policies_mp, reservoir_population_rises_to_capacity_holds_then_drains, .tim
 			first = i;
 		if (first >= 0) {
 			steady++;
-			full += cv.pop[i] + NPROD >= 200; /* in-flight evictions dip it by at most one each */
+			full += cv.pop[i] + NPROD >=
+				200; /* in-flight evictions dip it by at most one each */
 		}
 	}
 	cr_assert_geq(first, 0, "the population reached capacity");
@@ -406,8 +447,8 @@ Test(policies_mp, a_sample_pinned_in_another_process_survives_puts_into_a_full_r
 {
 	char name[64];
 	TEST_NAME(name, "pinfull");
-	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_size = PAYLOAD,
-				     .slot_count = 8, .watermark = 1};
+	struct cistern_config cfg = {
+		.policy = CISTERN_RESERVOIR, .slot_size = PAYLOAD, .slot_count = 8, .watermark = 1};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	unsigned char buf[PAYLOAD];
@@ -466,8 +507,8 @@ Test(policies_mp, a_killed_reader_pins_are_dropped, .timeout = 60)
 {
 	char name[64];
 	TEST_NAME(name, "kpin");
-	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_size = 8, .slot_count = 1,
-				     .watermark = 1};
+	struct cistern_config cfg = {
+		.policy = CISTERN_RESERVOIR, .slot_size = 8, .slot_count = 1, .watermark = 1};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	cr_assert_eq(cistern_put(c, "old", 3, NULL, 0), 0);
@@ -495,8 +536,11 @@ Test(policies_mp, a_killed_reader_batch_loses_its_pins_and_its_reads, .timeout =
 {
 	char name[64];
 	TEST_NAME(name, "kbatch");
-	struct cistern_config cfg = {.policy = CISTERN_BATCH_RESERVOIR, .slot_size = 8,
-				     .slot_count = 4, .watermark = 4, .batch_size = 4};
+	struct cistern_config cfg = {.policy = CISTERN_BATCH_RESERVOIR,
+				     .slot_size = 8,
+				     .slot_count = 4,
+				     .watermark = 4,
+				     .batch_size = 4};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	for (int i = 0; i < 4; i++)
@@ -524,8 +568,8 @@ Test(policies_mp, a_killed_firo_reader_sample_is_handed_out_again, .timeout = 60
 {
 	char name[64];
 	TEST_NAME(name, "kfiro");
-	struct cistern_config cfg = {.policy = CISTERN_FIRO, .slot_size = 8, .slot_count = 4,
-				     .watermark = 1};
+	struct cistern_config cfg = {
+		.policy = CISTERN_FIRO, .slot_size = 8, .slot_count = 4, .watermark = 1};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
@@ -556,8 +600,8 @@ Test(policies_mp, a_killed_producer_reservation_vanishes, .timeout = 60)
 {
 	char name[64];
 	TEST_NAME(name, "kres");
-	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_size = 8, .slot_count = 2,
-				     .watermark = 1};
+	struct cistern_config cfg = {
+		.policy = CISTERN_RESERVOIR, .slot_size = 8, .slot_count = 2, .watermark = 1};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);

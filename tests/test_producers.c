@@ -13,8 +13,8 @@ static struct cistern *make(const char *tag, char *name, size_t len, uint32_t ex
 {
 	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
 	cistern_unlink(name);
-	struct cistern_config cfg = {.slot_size = 8, .slot_count = 16,
-				     .expected_producers = expected, .flags = flags};
+	struct cistern_config cfg = {
+		.slot_size = 8, .slot_count = 16, .expected_producers = expected, .flags = flags};
 	struct cistern *c;
 	int r = cistern_create(name, &cfg, &c);
 	cr_assert_eq(r, 0, "create: %s", cistern_strerror(r));
@@ -54,7 +54,8 @@ static void producer(const char *name, int puts, enum end how)
 		for (int i = 0; i < puts; i++)
 			if (cistern_put(p, "sample", 6, NULL, 5000) < 0)
 				_exit(2);
-		if ((how == END_DONE_DETACH || how == END_DONE_KILLED) && cistern_producer_done(p) < 0)
+		if ((how == END_DONE_DETACH || how == END_DONE_KILLED) &&
+		    cistern_producer_done(p) < 0)
 			_exit(3);
 		if (how == END_DONE_DETACH || how == END_DETACH) {
 			cistern_detach(p);
@@ -67,7 +68,8 @@ static void producer(const char *name, int puts, enum end how)
 	if (how == END_KILLED || how == END_DONE_KILLED) {
 		while (!atomic_load(ready)) {
 			int st;
-			cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "the producer ended on its own");
+			cr_assert_eq(waitpid(pid, &st, WNOHANG), 0,
+				     "the producer ended on its own");
 			usleep(1000);
 		}
 		kill(pid, SIGKILL);

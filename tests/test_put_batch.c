@@ -14,8 +14,8 @@
 
 enum mode { SOLE, AUTO, SHARED, RESERVOIR };
 
-static struct cistern *make(const char *tag, char *name, size_t len, enum mode mode,
-			    uint64_t slots, struct cistern **other)
+static struct cistern *make(const char *tag, char *name, size_t len, enum mode mode, uint64_t slots,
+			    struct cistern **other)
 {
 	snprintf(name, len, "t-%s-%d-%d", tag, (int)mode, (int)getpid());
 	cistern_unlink(name);
@@ -185,7 +185,8 @@ static void long_sample_ends_the_batch(enum mode mode)
 	uint8_t buf[4][32];
 	memset(buf, 'a', sizeof(buf));
 	size_t len[4] = {3, 5, 17, 2}; /* the third is longer than a slot (16) */
-	cr_assert_eq(cistern_put_batch(c, buf, 32, 4, len, NULL, 0), 2, "stops before the long one");
+	cr_assert_eq(cistern_put_batch(c, buf, 32, 4, len, NULL, 0), 2,
+		     "stops before the long one");
 	cr_assert_eq(cistern_put_batch(c, buf[2], 32, 2, len + 2, NULL, 0), -EMSGSIZE,
 		     "and the next call says why, with nothing put");
 	size_t wide[2] = {20, 2};
@@ -335,7 +336,8 @@ Test(put_batch, waits_for_room_for_the_first_sample, .timeout = 60)
 		atomic_store(reading, 1);
 		int got = 0;
 		for (int i = 0; i < 2; i++)
-			got += cistern_get(r, &w[i], sizeof(w[i]), NULL, 1000) == 4 && w[i] == (uint32_t)i;
+			got += cistern_get(r, &w[i], sizeof(w[i]), NULL, 1000) == 4 &&
+			       w[i] == (uint32_t)i;
 		cistern_detach(r);
 		_exit(got == 2 ? 0 : 2);
 	}
@@ -357,7 +359,8 @@ Test(put_batch, batches_racing_a_close_are_counted_exactly, .timeout = 120)
 {
 	for (int round = 0; round < 40; round++) {
 		char name[64];
-		struct cistern *other, *c = make("pb-race", name, sizeof(name), SOLE, 1 << 12, &other);
+		struct cistern *other,
+			*c = make("pb-race", name, sizeof(name), SOLE, 1 << 12, &other);
 		_Atomic uint32_t *go = shared_alloc(sizeof(*go));
 		cr_assert_not_null(go);
 		if (fork_child() == 0) {

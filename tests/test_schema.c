@@ -139,7 +139,8 @@ Test(schema_text, a_buffer_too_small_for_the_text_is_erange)
 {
 	char name[64], buf[CISTERN_SCHEMA_MAX];
 	struct cistern *c = make("erange", name, sizeof(name), 4096, "a:int8");
-	cr_assert_eq(cistern_schema_get(c, buf, strlen("a:int8[]")), -ERANGE, "no room for the NUL");
+	cr_assert_eq(cistern_schema_get(c, buf, strlen("a:int8[]")), -ERANGE,
+		     "no room for the NUL");
 	cr_assert_eq(cistern_schema_get(c, NULL, 0), -ERANGE);
 	cr_assert_eq(cistern_schema_get(c, buf, strlen("a:int8[]") + 1), 8);
 	cr_assert_eq(cistern_schema_get(NULL, buf, sizeof(buf)), -EINVAL);
@@ -162,7 +163,7 @@ Test(schema_text, the_field_count_is_given_beyond_the_room_for_fields)
 Test(schema_text, every_dtype_has_its_name_and_size)
 {
 	static const char *const names[CISTERN_DTYPE_COUNT] = {
-		"int8", "int16", "int32", "int64", "uint8", "uint16",
+		"int8",   "int16",  "int32",   "int64",   "uint8",   "uint16",
 		"uint32", "uint64", "float16", "float32", "float64", "bool"};
 	static const uint32_t sizes[CISTERN_DTYPE_COUNT] = {1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 1};
 	for (int i = 0; i < CISTERN_DTYPE_COUNT; i++) {
@@ -176,7 +177,7 @@ Test(schema_text, every_dtype_has_its_name_and_size)
 		cr_assert_eq(f.size, 3 * sizes[i]);
 	}
 	cr_assert_null(cistern_dtype_name(CISTERN_DTYPE_COUNT));
-	cr_assert_null(cistern_dtype_name((enum cistern_dtype)-1));
+	cr_assert_null(cistern_dtype_name((enum cistern_dtype) - 1));
 }
 
 /* ---- bad schemas ------------------------------------------------------------ */
@@ -324,7 +325,8 @@ Test(schema_header, a_schema_larger_than_the_slots_is_eproto)
 Test(schema_header, the_schema_is_part_of_the_layout_signature)
 {
 	/* Another build's header differs in size and offsets; the signature says so. */
-	cr_assert_eq(offsetof(struct cistern_hdr, schema), offsetof(struct cistern_hdr, id_base) + 8);
+	cr_assert_eq(offsetof(struct cistern_hdr, schema),
+		     offsetof(struct cistern_hdr, id_base) + 8);
 	cr_assert_lt(offsetof(struct cistern_hdr, schema), offsetof(struct cistern_hdr, tail),
 		     "kept with what is immutable and validated at attach");
 }

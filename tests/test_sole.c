@@ -23,18 +23,22 @@ TestSuite(sole, .fini = seg_fini);
 
 static struct cistern *create(const char *tag, uint64_t slots, uint32_t flags)
 {
-	return seg_create(tag, (struct cistern_config){.slot_size = 64, .slot_count = slots,
-						       .flags = flags});
+	return seg_create(
+		tag, (struct cistern_config){.slot_size = 64, .slot_count = slots, .flags = flags});
 }
 
 Test(sole, producer_flag_is_fifo_only_and_reader_flag_is_refused_under_firo)
 {
 	const char *name = seg_name("so-pol");
 	struct cistern *c = NULL;
-	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 8, .watermark = 1,
+	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR,
+				     .slot_count = 8,
+				     .watermark = 1,
 				     .flags = CISTERN_SINGLE_PRODUCER};
 	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
-	cfg = (struct cistern_config){.policy = CISTERN_FIRO, .slot_count = 8, .watermark = 1,
+	cfg = (struct cistern_config){.policy = CISTERN_FIRO,
+				      .slot_count = 8,
+				      .watermark = 1,
 				      .flags = CISTERN_SINGLE_READER};
 	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
 	cr_assert_null(c);
@@ -43,14 +47,17 @@ Test(sole, producer_flag_is_fifo_only_and_reader_flag_is_refused_under_firo)
 static struct cistern *create_reservoir_flags(const char *tag, enum cistern_policy policy,
 					      uint64_t slots, uint32_t flags)
 {
-	return seg_create(tag, (struct cistern_config){.policy = policy, .slot_size = 64,
-						       .slot_count = slots, .watermark = 4,
-						       .batch_size = 4, .sweep_size = 2,
-						       .nb_time_steps = 4, .flags = flags});
+	return seg_create(tag, (struct cistern_config){.policy = policy,
+						       .slot_size = 64,
+						       .slot_count = slots,
+						       .watermark = 4,
+						       .batch_size = 4,
+						       .sweep_size = 2,
+						       .nb_time_steps = 4,
+						       .flags = flags});
 }
 
-static struct cistern *create_reservoir(const char *tag, enum cistern_policy policy,
-					uint64_t slots)
+static struct cistern *create_reservoir(const char *tag, enum cistern_policy policy, uint64_t slots)
 {
 	return create_reservoir_flags(tag, policy, slots, CISTERN_SINGLE_READER);
 }
@@ -151,7 +158,8 @@ static void assert_role(const struct cistern *c, uint32_t flags)
 
 static void get_batch_copies_distinct_samples_and_counts_each_once(uint32_t flags)
 {
-	struct cistern *c = create_reservoir_flags(flags ? "so-rget" : "so-rget-any", CISTERN_RESERVOIR, 64, flags);
+	struct cistern *c = create_reservoir_flags(flags ? "so-rget" : "so-rget-any",
+						   CISTERN_RESERVOIR, 64, flags);
 	const char *name = seg_name_of(c);
 	for (int i = 0; i < 64; i++) {
 		struct cistern_meta m = {.sim_id = (uint32_t)i};
@@ -170,9 +178,11 @@ static void get_batch_copies_distinct_samples_and_counts_each_once(uint32_t flag
 		assert_role(c, flags);
 		for (int i = 0; i < 16; i++) {
 			cr_assert_eq(len[i], sizeof(int));
-			cr_assert_eq((uint32_t)buf[i], meta[i].sim_id, "payload and metadata agree");
+			cr_assert_eq((uint32_t)buf[i], meta[i].sim_id,
+				     "payload and metadata agree");
 			for (int j = i + 1; j < 16; j++)
-				cr_assert_neq(meta[i].sample_id, meta[j].sample_id, "distinct members");
+				cr_assert_neq(meta[i].sample_id, meta[j].sample_id,
+					      "distinct members");
 		}
 		cr_assert_eq(seen_sum(c, &pinned), reads + 16u * round, "each copy counted once");
 		cr_assert_not(pinned, "nothing stays pinned after a get");
@@ -207,8 +217,11 @@ Test(sole, any_readers_get_batch_copies_distinct_samples_and_counts_each_once)
 static void get_batch_copies_every_length_whole(uint32_t flags)
 {
 	enum { SLOTS = 64, SIZE = 1024, STRIDE = 700, N = 16 };
-	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR, .slot_size = SIZE,
-				     .slot_count = SLOTS, .watermark = SLOTS, .flags = flags};
+	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR,
+				     .slot_size = SIZE,
+				     .slot_count = SLOTS,
+				     .watermark = SLOTS,
+				     .flags = flags};
 	struct cistern *c = seg_create(flags ? "so-rglen" : "so-rglen-any", cfg);
 	const char *name = seg_name_of(c);
 	cr_assert_eq(put_length_ramp(c, SLOTS, STRIDE, 7), 0);
@@ -228,8 +241,8 @@ static void get_batch_copies_every_length_whole(uint32_t flags)
 		for (int i = 0; i < N; i++) {
 			uint32_t step = meta[i].time_step;
 			cr_assert_eq(len[i], (size_t)step * STRIDE / (SLOTS - 1));
-			cr_assert(check_payload(out[i], len[i], 7, step), "row %d is sample %u, whole", i,
-				  step);
+			cr_assert(check_payload(out[i], len[i], 7, step),
+				  "row %d is sample %u, whole", i, step);
 			for (size_t b = len[i]; b < STRIDE; b++)
 				cr_assert_eq(out[i][b], 0xa5, "row %d written past its length", i);
 		}
@@ -258,7 +271,8 @@ Test(sole, any_readers_get_batch_copies_every_length_whole)
  */
 static void get_batch_may_draw_what_it_holds_and_keeps_its_pins(uint32_t flags)
 {
-	struct cistern *c = create_reservoir_flags(flags ? "so-rgeth" : "so-rgeth-any", CISTERN_RESERVOIR, 64, flags);
+	struct cistern *c = create_reservoir_flags(flags ? "so-rgeth" : "so-rgeth-any",
+						   CISTERN_RESERVOIR, 64, flags);
 	const char *name = seg_name_of(c);
 	for (int i = 0; i < 64; i++)
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
@@ -275,7 +289,8 @@ static void get_batch_may_draw_what_it_holds_and_keeps_its_pins(uint32_t flags)
 		cr_assert_eq(cistern_get_batch(c, buf, sizeof(int), 8, NULL, meta, 0), 8);
 		for (int i = 0; i < 8; i++) {
 			for (int j = i + 1; j < 8; j++)
-				cr_assert_neq(meta[i].sample_id, meta[j].sample_id, "distinct members");
+				cr_assert_neq(meta[i].sample_id, meta[j].sample_id,
+					      "distinct members");
 			for (int h = 0; h < 8; h++)
 				held_drawn += meta[i].sample_id == held[h].meta.sample_id;
 		}
@@ -313,7 +328,8 @@ Test(sole, any_readers_get_batch_may_draw_what_it_holds_and_keeps_its_pins)
  */
 static void batch_of_nearly_every_sample_is_still_distinct(uint32_t flags)
 {
-	struct cistern *c = create_reservoir_flags(flags ? "so-rgetn" : "so-rgetn-any", CISTERN_RESERVOIR, 40, flags);
+	struct cistern *c = create_reservoir_flags(flags ? "so-rgetn" : "so-rgetn-any",
+						   CISTERN_RESERVOIR, 40, flags);
 	const char *name = seg_name_of(c);
 	for (int i = 0; i < 40; i++)
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
@@ -364,7 +380,8 @@ Test(sole, any_readers_batch_of_nearly_every_sample_is_still_distinct)
 
 static void get_batch_into_too_narrow_a_stride_reads_nothing(uint32_t flags)
 {
-	struct cistern *c = create_reservoir_flags(flags ? "so-rnarrow" : "so-rnarrow-any", CISTERN_RESERVOIR, 8, flags);
+	struct cistern *c = create_reservoir_flags(flags ? "so-rnarrow" : "so-rnarrow-any",
+						   CISTERN_RESERVOIR, 8, flags);
 	const char *name = seg_name_of(c);
 	for (int i = 0; i < 8; i++)
 		cr_assert_eq(cistern_put(c, "12345678", 8, NULL, 0), 0);
@@ -379,7 +396,8 @@ static void get_batch_into_too_narrow_a_stride_reads_nothing(uint32_t flags)
 		cr_assert_eq(seen_sum(c, &pinned), reads, "nothing was counted as read");
 		cr_assert_not(pinned);
 	}
-	cr_assert_eq(cistern_get_batch(c, buf, 8, 4, NULL, NULL, 0), 4, "a wide enough stride reads");
+	cr_assert_eq(cistern_get_batch(c, buf, 8, 4, NULL, NULL, 0), 4,
+		     "a wide enough stride reads");
 	if (other)
 		cistern_detach(other);
 }
@@ -437,7 +455,8 @@ Test(sole, dead_sole_readers_pins_are_dropped_and_its_role_taken_over, .timeout 
 	cr_assert_eq(seen_sum(c, &pinned), 4, "only the live read counts");
 	cr_assert_not(pinned);
 	for (int i = 0; i < 4; i++)
-		cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), 0, "seen and unpinned: may go");
+		cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), 0,
+			     "seen and unpinned: may go");
 }
 
 Test(sole, flags_are_kept_in_the_segment)
@@ -517,8 +536,10 @@ Test(sole, dead_producers_reservation_is_skipped_and_its_role_taken_over, .timeo
 	char buf[64];
 	cr_assert_eq(cistern_get(h, buf, sizeof(buf), NULL, 1000), 1);
 	cr_assert_eq(buf[0], 'a');
-	cr_assert_eq(cistern_get(h, buf, sizeof(buf), NULL, 1000), 1, "steps over the dead reservation");
-	cr_assert_eq(buf[0], 'b');	cistern_detach(h);
+	cr_assert_eq(cistern_get(h, buf, sizeof(buf), NULL, 1000), 1,
+		     "steps over the dead reservation");
+	cr_assert_eq(buf[0], 'b');
+	cistern_detach(h);
 }
 
 Test(sole, dead_readers_sample_is_handed_to_the_next_reader, .timeout = 60)
@@ -553,8 +574,8 @@ Test(sole, dead_readers_sample_is_handed_to_the_next_reader, .timeout = 60)
 static void hand_off_ring(const char *tag, uint32_t flags, uint32_t count, uint64_t slots,
 			  uint32_t nap_every)
 {
-	struct cistern_config cfg = {.slot_size = 64, .slot_count = slots, .flags = flags,
-				     .expected_producers = 1};
+	struct cistern_config cfg = {
+		.slot_size = 64, .slot_count = slots, .flags = flags, .expected_producers = 1};
 	struct cistern *c = seg_create(tag, cfg);
 	const char *name = seg_name_of(c);
 	pid_t prod = fork_child();
@@ -645,9 +666,9 @@ static void every_length_round_trips(bool wide)
 {
 	if (wide && !cistern__wide_copies())
 		cr_skip_test("this processor has no AVX2");
-	struct cistern *c = seg_create("so-len", (struct cistern_config){.slot_size = 100,
-									 .slot_count = 4,
-									 .flags = SOLE});
+	struct cistern *c = seg_create(
+		"so-len",
+		(struct cistern_config){.slot_size = 100, .slot_count = 4, .flags = SOLE});
 	c->wide_copies = wide;
 	cistern__fifo_steps(c); /* the steps are chosen by it */
 	uint8_t in[100], out[110];
@@ -658,17 +679,20 @@ static void every_length_round_trips(bool wide)
 		for (size_t i = 0; i < sizeof(in); i++)
 			in[i] = (uint8_t)(len * 31 + i * 7 + 1);
 		memset(out, 0xee, sizeof(out));
-		struct cistern_meta pm = {.sim_id = (uint32_t)len + 5, .time_step = (uint32_t)len * 3};
+		struct cistern_meta pm = {.sim_id = (uint32_t)len + 5,
+					  .time_step = (uint32_t)len * 3};
 		cr_assert_eq(cistern_put(c, in, len, &pm, 0), 0, "len %zu", len);
 		struct cistern_meta gm = {0};
-		cr_assert_eq(cistern_get(c, out, sizeof(out), &gm, 0), (ssize_t)len, "len %zu", len);
+		cr_assert_eq(cistern_get(c, out, sizeof(out), &gm, 0), (ssize_t)len, "len %zu",
+			     len);
 		cr_assert_eq(memcmp(out, in, len), 0, "len %zu: payload differs", len);
 		cr_assert_eq(gm.sample_id, pm.sample_id, "len %zu", len);
 		cr_assert_eq(gm.sample_id, 2 * len + 1, "len %zu: ids follow the puts", len);
 		cr_assert_eq(gm.sim_id, len + 5, "len %zu", len);
 		cr_assert_eq(gm.time_step, len * 3, "len %zu", len);
 		for (size_t i = len; i < sizeof(out); i++)
-			cr_assert_eq(out[i], 0xee, "len %zu: byte %zu written past the sample", len, i);
+			cr_assert_eq(out[i], 0xee, "len %zu: byte %zu written past the sample", len,
+				     i);
 		/* The same through the holder's batch (lib/fifo_copy.c, gather_as()). */
 		memset(out, 0xee, sizeof(out));
 		cr_assert_eq(cistern_put(c, in, len, &pm, 0), 0, "len %zu", len);
@@ -802,16 +826,20 @@ Test(sole, role_of_a_dead_holder_being_reclaimed_elsewhere_is_waited_for, .timeo
 	snprintf(shm, sizeof(shm), "/cistern.%s", name);
 	int fd = shm_open(shm, O_RDWR, 0);
 	cr_assert(fd >= 0);
-	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
-			   .l_start = CISTERN_INTENT_BASE + (off_t)(holder - 1), .l_len = 1};
+	struct flock fl = {.l_type = F_WRLCK,
+			   .l_whence = SEEK_SET,
+			   .l_start = CISTERN_INTENT_BASE + (off_t)(holder - 1),
+			   .l_len = 1};
 	cr_assert_eq(fcntl(fd, F_OFD_SETLK, &fl), 0);
 	pthread_t t;
 	cr_assert_eq(pthread_create(&t, NULL, unlock_later, &fd), 0);
-	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0, "waited for the reclaim, then took the role");
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0,
+		     "waited for the reclaim, then took the role");
 	pthread_join(t, NULL);
 	cr_assert_eq(atomic_load(&c->hdr->sole_producer), c->owner);
 	char buf[8];
-	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), 1, "the dead reservation is skipped");
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), 1,
+		     "the dead reservation is skipped");
 	cr_assert_eq(buf[0], 'x');
 }
 
@@ -932,9 +960,11 @@ Test(sole, the_slot_ahead_wraps_inside_rings_of_any_size)
 		uint64_t aheads[] = {0, n / 4, n - 1};
 		for (size_t a = 0; a < 3; a++)
 			for (uint64_t i = 0; i < n; i++)
-				cr_assert_eq(cistern__slot_ahead(i, aheads[a], n), (i + aheads[a]) % n,
-					     "slot %llu, %llu ahead, ring of %llu", (unsigned long long)i,
-					     (unsigned long long)aheads[a], (unsigned long long)n);
+				cr_assert_eq(cistern__slot_ahead(i, aheads[a], n),
+					     (i + aheads[a]) % n,
+					     "slot %llu, %llu ahead, ring of %llu",
+					     (unsigned long long)i, (unsigned long long)aheads[a],
+					     (unsigned long long)n);
 	}
 }
 

@@ -127,7 +127,8 @@ static void run_threads(const char *tag, struct cistern_config cfg, uint32_t exa
 		ctx[i].seen = seen;
 		ctx[i].failures = &failures;
 		cr_assert_eq(pthread_create(&th[i], NULL, i < T_PRODUCERS ? t_producer : t_reader,
-					    &ctx[i]), 0);
+					    &ctx[i]),
+			     0);
 	}
 	for (int i = 0; i < T_PRODUCERS + T_READERS; i++)
 		pthread_join(th[i], NULL);
@@ -156,15 +157,19 @@ Test(threads, handles_in_many_threads_deliver_every_sample_exactly_once, .timeou
 
 Test(threads, firo_threads_read_every_sample_pseudo_epochs_times, .timeout = 300)
 {
-	run_threads("thr-firo", (struct cistern_config){.policy = CISTERN_FIRO, .slot_count = 64,
-							 .watermark = 8, .pseudo_epochs = 2},
+	run_threads("thr-firo",
+		    (struct cistern_config){.policy = CISTERN_FIRO,
+					    .slot_count = 64,
+					    .watermark = 8,
+					    .pseudo_epochs = 2},
 		    2);
 }
 
 Test(threads, reservoir_threads_never_lose_a_sample_unseen, .timeout = 300)
 {
-	run_threads("thr-res", (struct cistern_config){.policy = CISTERN_RESERVOIR,
-							.slot_count = 64, .watermark = 8},
+	run_threads("thr-res",
+		    (struct cistern_config){
+			    .policy = CISTERN_RESERVOIR, .slot_count = 64, .watermark = 8},
 		    0);
 }
 

@@ -36,8 +36,7 @@ static double chi2(const uint64_t *obs, int k, double expected)
 	return x;
 }
 
-static struct cistern *make(const char *tag, char *name, size_t namelen,
-			    struct cistern_config cfg)
+static struct cistern *make(const char *tag, char *name, size_t namelen, struct cistern_config cfg)
 {
 	snprintf(name, namelen, "t-%s-%d", tag, (int)getpid());
 	cistern_unlink(name);
@@ -114,8 +113,10 @@ static void reads_are_uniform(const char *tag, struct cistern_config cfg, int k,
 Test(uniformity, reservoir_reads_are_uniform_over_held_samples)
 {
 	reads_are_uniform("u-res",
-			  (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-						  .slot_count = 100, .watermark = 100},
+			  (struct cistern_config){.policy = CISTERN_RESERVOIR,
+						  .slot_size = 4,
+						  .slot_count = 100,
+						  .watermark = 100},
 			  100, 200000, "reservoir reads");
 }
 
@@ -123,14 +124,16 @@ Test(uniformity, reservoir_reads_are_uniform_when_held_samples_are_sparse)
 {
 	/* 20 held among 2000 slots: probes would mostly miss; the Roaring snapshot serves. */
 	reads_are_uniform("u-sparse",
-			  (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-						  .slot_count = 2000, .watermark = 20},
+			  (struct cistern_config){.policy = CISTERN_RESERVOIR,
+						  .slot_size = 4,
+						  .slot_count = 2000,
+						  .watermark = 20},
 			  20, 40000, "sparse reservoir reads");
 }
 
 /* How batch_members_are_uniform_how() reads: flags. */
 enum {
-	READ_GATHERED = 1, /* cistern_get_batch(), else acquire_batch/release_batch */
+	READ_GATHERED = 1,      /* cistern_get_batch(), else acquire_batch/release_batch */
 	READ_BESIDE_SECOND = 2, /* a second reader attached (second_reader()) */
 };
 
@@ -151,7 +154,8 @@ static void batch_members_are_uniform_how(const char *tag, struct cistern_config
 	cr_assert(counts && s && v);
 	for (int i = 0; i < n; i++) {
 		if (how & READ_GATHERED) {
-			cr_assert_eq(cistern_get_batch(c, v, sizeof(*v), (size_t)b, NULL, NULL, 0), b);
+			cr_assert_eq(cistern_get_batch(c, v, sizeof(*v), (size_t)b, NULL, NULL, 0),
+				     b);
 		} else {
 			cr_assert_eq(cistern_acquire_batch(c, s, (size_t)b, 0), b);
 			for (int j = 0; j < b; j++)
@@ -177,16 +181,17 @@ static void batch_members_are_uniform(const char *tag, struct cistern_config cfg
 				      int n, const char *what)
 {
 	batch_members_are_uniform_how(tag, cfg, k, b, n, what, 0);
-				      }
-				      
-				      Test(uniformity, reservoir_batch_members_are_uniform_over_held_samples)
-				      {
-					      /* 100 held in 128 slots: candidates drawn ahead of the pins, some of them empty. */
-					      batch_members_are_uniform("u-batch",
-									(struct cistern_config){.policy = CISTERN_RESERVOIR,
-												.slot_size = 4, .slot_count = 128,
-												.watermark = 100},
-									100, 32, 6000, "reservoir batch members");
+}
+
+Test(uniformity, reservoir_batch_members_are_uniform_over_held_samples)
+{
+	/* 100 held in 128 slots: candidates drawn ahead of the pins, some of them empty. */
+	batch_members_are_uniform("u-batch",
+				  (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							  .slot_size = 4,
+							  .slot_count = 128,
+							  .watermark = 100},
+				  100, 32, 6000, "reservoir batch members");
 }
 
 Test(uniformity, sole_readers_batch_members_are_uniform_over_held_samples)
@@ -199,7 +204,8 @@ Test(uniformity, sole_readers_batch_members_are_uniform_over_held_samples)
 	batch_members_are_uniform("u-sbatch",
 				  (struct cistern_config){.policy = CISTERN_RESERVOIR,
 							  .flags = CISTERN_SINGLE_READER,
-							  .slot_size = 4, .slot_count = 128,
+							  .slot_size = 4,
+							  .slot_count = 128,
 							  .watermark = 100},
 				  100, 48, 4000, "sole reader's batch members");
 }
@@ -214,9 +220,11 @@ Test(uniformity, sole_readers_gathered_members_are_uniform_over_held_samples)
 	batch_members_are_uniform_how("u-sgather",
 				      (struct cistern_config){.policy = CISTERN_RESERVOIR,
 							      .flags = CISTERN_SINGLE_READER,
-							      .slot_size = 4, .slot_count = 128,
+							      .slot_size = 4,
+							      .slot_count = 128,
 							      .watermark = 100},
-				      100, 48, 4000, "sole reader's gathered members", READ_GATHERED);
+				      100, 48, 4000, "sole reader's gathered members",
+				      READ_GATHERED);
 }
 
 Test(uniformity, sole_readers_gathered_members_are_uniform_in_a_large_segment)
@@ -225,7 +233,8 @@ Test(uniformity, sole_readers_gathered_members_are_uniform_in_a_large_segment)
 	batch_members_are_uniform_how("u-sgather-l",
 				      (struct cistern_config){.policy = CISTERN_RESERVOIR,
 							      .flags = CISTERN_SINGLE_READER,
-							      .slot_size = 4, .slot_count = 4096,
+							      .slot_size = 4,
+							      .slot_count = 4096,
 							      .watermark = 4000},
 				      4000, 256, 1600, "sole reader's gathered members, large",
 				      READ_GATHERED);
@@ -236,7 +245,8 @@ Test(uniformity, batch_members_are_uniform_with_a_second_reader)
 	/* Locked pins, each checked against the slot word as it is set. */
 	batch_members_are_uniform_how("u-batch2",
 				      (struct cistern_config){.policy = CISTERN_RESERVOIR,
-							      .slot_size = 4, .slot_count = 128,
+							      .slot_size = 4,
+							      .slot_count = 128,
 							      .watermark = 100},
 				      100, 48, 4000, "batch members, second reader",
 				      READ_BESIDE_SECOND);
@@ -246,7 +256,8 @@ Test(uniformity, gathered_members_are_uniform_with_a_second_reader)
 {
 	batch_members_are_uniform_how("u-gather2",
 				      (struct cistern_config){.policy = CISTERN_RESERVOIR,
-							      .slot_size = 4, .slot_count = 128,
+							      .slot_size = 4,
+							      .slot_count = 128,
 							      .watermark = 100},
 				      100, 48, 4000, "gathered members, second reader",
 				      READ_GATHERED | READ_BESIDE_SECOND);
@@ -257,7 +268,8 @@ Test(uniformity, reservoir_batch_members_are_uniform_when_held_samples_are_spars
 	/* 20 held among 2000 slots: the first probes miss, then the snapshot serves. */
 	batch_members_are_uniform("u-bsparse",
 				  (struct cistern_config){.policy = CISTERN_RESERVOIR,
-							  .slot_size = 4, .slot_count = 2000,
+							  .slot_size = 4,
+							  .slot_count = 2000,
 							  .watermark = 20},
 				  20, 8, 5000, "sparse reservoir batch members");
 }
@@ -266,8 +278,10 @@ Test(uniformity, firo_reads_are_uniform_over_held_samples)
 {
 	/* pseudo_epochs so large that nothing leaves during the test. */
 	reads_are_uniform("u-firo",
-			  (struct cistern_config){.policy = CISTERN_FIRO, .slot_size = 4,
-						  .slot_count = 64, .watermark = 49,
+			  (struct cistern_config){.policy = CISTERN_FIRO,
+						  .slot_size = 4,
+						  .slot_count = 64,
+						  .watermark = 49,
 						  .pseudo_epochs = 1000000},
 			  50, 100000, "FIRO reads");
 }
@@ -277,8 +291,10 @@ Test(uniformity, reservoir_evictions_are_uniform_over_evictable_samples)
 	char name[64];
 	enum { K = 40, N = 40000 };
 	struct cistern *c = make("u-evict", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR, .slot_size = 4,
-							 .slot_count = K, .watermark = K});
+				 (struct cistern_config){.policy = CISTERN_RESERVOIR,
+							 .slot_size = 4,
+							 .slot_count = K,
+							 .watermark = K});
 	for (uint32_t i = 0; i < K; i++)
 		put_u32(c, i, 0, 0);
 	static uint64_t counts[K];
@@ -303,8 +319,10 @@ Test(uniformity, sim_paired_pairs_are_uniform_over_held_pairs)
 	enum { SIMS = 6, STEPS = 6, PAIRS = SIMS * (STEPS - 1), N = 60000 };
 	struct cistern *c = make("u-pairs", name, sizeof(name),
 				 (struct cistern_config){.policy = CISTERN_SIM_PAIRED_RESERVOIR,
-							 .slot_size = 4, .slot_count = 64,
-							 .watermark = 2, .sweep_size = SIMS,
+							 .slot_size = 4,
+							 .slot_count = 64,
+							 .watermark = 2,
+							 .sweep_size = SIMS,
 							 .nb_time_steps = STEPS});
 	for (uint32_t s = 0; s < SIMS; s++)
 		for (uint32_t t = 0; t < STEPS; t++)
@@ -344,7 +362,8 @@ Test(uniformity, two_draws_from_one_output_are_uniform_and_independent)
 		singles[x]++;
 		prev = x;
 	}
-	cr_assert_lt(chi2(singles, N, (double)PAIRS / N), chi2_critical_999(N - 1), "draws not uniform");
+	cr_assert_lt(chi2(singles, N, (double)PAIRS / N), chi2_critical_999(N - 1),
+		     "draws not uniform");
 	cr_assert_lt(chi2(counts, N * N, (double)PAIRS / (N * N)), chi2_critical_999(N * N - 1),
 		     "consecutive draws not independent");
 	free(counts);
@@ -367,7 +386,8 @@ Test(uniformity, a_fixed_seed_makes_a_run_reproducible)
 		char name[64];
 		struct cistern *c = make(run ? "u-rep1" : "u-rep0", name, sizeof(name),
 					 (struct cistern_config){.policy = CISTERN_RESERVOIR,
-								 .slot_size = 4, .slot_count = 16,
+								 .slot_size = 4,
+								 .slot_count = 16,
 								 .watermark = 8});
 		uint32_t seq[64];
 		for (uint32_t i = 0; i < 64; i++) {

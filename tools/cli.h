@@ -20,8 +20,8 @@ struct command {
 	const char *usage;                 /* the full help text of `cistern help CMD` */
 };
 
-extern const struct command cmd_create, cmd_ls, cmd_inspect, cmd_put, cmd_get, cmd_close,
-	cmd_rm, cmd_gc, cmd_dump, cmd_restore;
+extern const struct command cmd_create, cmd_ls, cmd_inspect, cmd_put, cmd_get, cmd_close, cmd_rm,
+	cmd_gc, cmd_dump, cmd_restore;
 
 /* Print "cistern CMD: SUBJECT: message: reason-of-err" to stderr (SUBJECT/err optional). */
 void cli_error(const struct command *cmd, const char *subject, int err, const char *fmt, ...)
@@ -37,13 +37,14 @@ void cli_segment_error(const struct command *cmd, const char *name, int err, boo
 /* A bad segment NAME (cistern_name_valid() said err), with the naming rule; returns EXIT_USAGE. */
 int cli_bad_name(const struct command *cmd, const char *name, int err);
 /* The text after "--any-owner" in the help of the commands that take it. */
-#define CLI_ANY_OWNER_HELP                                                              \
-	"      --any-owner   act on a segment owned by another user than you or root;\n"    \
-	"                    without it such a segment is refused, since anyone can\n"      \
+#define CLI_ANY_OWNER_HELP                                                               \
+	"      --any-owner   act on a segment owned by another user than you or root;\n" \
+	"                    without it such a segment is refused, since anyone can\n"   \
 	"                    create cistern.NAME first to collect what is put in it\n"
 
 /* Print a usage error and the help hint; returns EXIT_USAGE. */
-int cli_usage(const struct command *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cli_usage(const struct command *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* Print the command's help on stdout; returns EXIT_OK. */
 int cli_help(const struct command *cmd);
 
@@ -62,11 +63,11 @@ int parse_size(const char *s, uint64_t *out);
 int parse_timeout(const char *s, int *out); /* milliseconds; -1 = forever */
 
 /* Human formatting into a caller's buffer; each returns buf. */
-char *fmt_bytes(uint64_t n, char *buf, size_t size);  /* 4.0 MiB */
-char *fmt_size(uint64_t n, char *buf, size_t size);   /* 4K, 1M, or plain when not round */
-char *fmt_age(uint64_t ns, char *buf, size_t size);   /* 3m12s */
-char *fmt_time(uint64_t ns, char *buf, size_t size);  /* 2026-12-02 10:00:00 UTC */
-uint64_t now_ns(void);                                 /* CLOCK_REALTIME */
+char *fmt_bytes(uint64_t n, char *buf, size_t size); /* 4.0 MiB */
+char *fmt_size(uint64_t n, char *buf, size_t size);  /* 4K, 1M, or plain when not round */
+char *fmt_age(uint64_t ns, char *buf, size_t size);  /* 3m12s */
+char *fmt_time(uint64_t ns, char *buf, size_t size); /* 2026-12-02 10:00:00 UTC */
+uint64_t now_ns(void);                               /* CLOCK_REALTIME */
 
 /* JSON string, escaped; Prometheus label value, escaped. */
 void json_str(FILE *f, const char *s);
@@ -92,15 +93,15 @@ void progress_end(struct progress *p);
 struct schema {
 	struct cistern_field *f;
 	int n;
-	uint64_t size;                  /* bytes of one sample */
-	char text[CISTERN_SCHEMA_MAX];  /* canonical text */
+	uint64_t size;                 /* bytes of one sample */
+	char text[CISTERN_SCHEMA_MAX]; /* canonical text */
 };
 /* The segment's schema: its field count (0: none; nothing to free), or -errno. */
 int schema_load(struct cistern *c, struct schema *s);
 void schema_free(struct schema *s);
 const struct cistern_field *schema_find(const struct schema *s, const char *name, size_t len);
 char *field_type(const struct cistern_field *f, char *buf, size_t size); /* float32[84,84] */
-uint64_t field_count(const struct cistern_field *f);                   /* its elements */
+uint64_t field_count(const struct cistern_field *f);                     /* its elements */
 /* Field f of a sample as a JSON value. */
 void field_print(FILE *out, const struct cistern_field *f, const void *sample);
 /* A JSON value at *pp into field f of the sample; *pp moves past it. */

@@ -6,9 +6,7 @@ static const char usage[] =
 	"Usage: cistern close [--any-owner] NAME...\n"
 	"Close reception of each segment NAME: puts fail from now on, readers drain\n"
 	"what is left and then get end of data. Closing twice is harmless.\n"
-	"\n"
-	CLI_ANY_OWNER_HELP
-	"  -h, --help        show this help\n";
+	"\n" CLI_ANY_OWNER_HELP "  -h, --help        show this help\n";
 
 const struct command cmd_close;
 

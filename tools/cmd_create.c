@@ -57,8 +57,21 @@ static const char usage[] =
 
 const struct command cmd_create;
 
-enum { O_PSEUDO = 256, O_SWEEP, O_STEPS, O_BATCH, O_SEED, O_PROCS, O_PRODUCERS, O_LOSSY, O_SOLE_P, O_SOLE_R,
-       O_RATE, O_SLACK, O_DEAD_DONE };
+enum {
+	O_PSEUDO = 256,
+	O_SWEEP,
+	O_STEPS,
+	O_BATCH,
+	O_SEED,
+	O_PROCS,
+	O_PRODUCERS,
+	O_LOSSY,
+	O_SOLE_P,
+	O_SOLE_R,
+	O_RATE,
+	O_SLACK,
+	O_DEAD_DONE
+};
 
 /* A finite, non-negative real number. */
 static int parse_real(const char *s, double *out)
@@ -211,11 +224,12 @@ static int run(int argc, char **argv)
 			bad = parse_size(optarg, &v);
 			if (!bad && v > UINT32_MAX)
 				bad = -EINVAL;
-			uint32_t *dst = o == O_PSEUDO ? &cfg.pseudo_epochs :
-					o == O_SWEEP ? &cfg.sweep_size :
-					o == O_STEPS ? &cfg.nb_time_steps :
-					o == O_BATCH ? &cfg.batch_size :
-					o == O_PROCS ? &cfg.max_procs : &cfg.expected_producers;
+			uint32_t *dst = o == O_PSEUDO  ? &cfg.pseudo_epochs
+					: o == O_SWEEP ? &cfg.sweep_size
+					: o == O_STEPS ? &cfg.nb_time_steps
+					: o == O_BATCH ? &cfg.batch_size
+					: o == O_PROCS ? &cfg.max_procs
+						       : &cfg.expected_producers;
 			*dst = (uint32_t)v;
 			break;
 		}
@@ -234,15 +248,18 @@ static int run(int argc, char **argv)
 		else if (o == O_PROCS && cfg.max_procs == 0)
 			zero = "--max-procs must be at least 1 (leave it out for the default, 64)";
 		else if (o == O_PSEUDO && cfg.pseudo_epochs == 0)
-			zero = "--pseudo-epochs must be at least 1 (leave it out for the default, 1)";
+			zero = "--pseudo-epochs must be at least 1 (leave it out for the default, "
+			       "1)";
 		else if (o == 'm' && cfg.mode == 0)
-			zero = "--mode 0 would keep every user but root out of the segment (leave it out "
+			zero = "--mode 0 would keep every user but root out of the segment (leave "
+			       "it out "
 			       "for the default, 0600)";
 		if (zero)
 			return cli_usage(&cmd_create, "%s", zero);
 	}
 	if (optind != argc - 1)
-		return cli_usage(&cmd_create, optind >= argc ? "missing NAME" : "too many arguments");
+		return cli_usage(&cmd_create,
+				 optind >= argc ? "missing NAME" : "too many arguments");
 	const char *name = argv[optind];
 	if (cistern_policy_parse(policy, &cfg.policy) < 0)
 		return cli_usage(&cmd_create, "unknown policy '%s'", policy);
@@ -253,8 +270,8 @@ static int run(int argc, char **argv)
 	struct cistern *c;
 	r = cistern_create(name, &cfg, &c);
 	if (r == -ENOTSUP) {
-		cli_error(&cmd_create, name, 0, "policy '%s' is not implemented by this build of cistern",
-			  policy);
+		cli_error(&cmd_create, name, 0,
+			  "policy '%s' is not implemented by this build of cistern", policy);
 		return EXIT_FAIL;
 	}
 	if (r == -EINVAL) {

@@ -39,7 +39,8 @@ static int run(int argc, char **argv)
 		quiet = true;
 	}
 	if (argc - optind != 2)
-		return cli_usage(&cmd_dump, argc - optind < 2 ? "need NAME and FILE" : "too many arguments");
+		return cli_usage(&cmd_dump,
+				 argc - optind < 2 ? "need NAME and FILE" : "too many arguments");
 	const char *name = argv[optind], *file = argv[optind + 1];
 	int r = cistern_name_valid(name);
 	if (r < 0)
@@ -76,7 +77,8 @@ static int run(int argc, char **argv)
 			info.samples, fmt_bytes(info.payload_bytes, a, sizeof(a)),
 			fmt_bytes(info.file_size, b, sizeof(b)), name, file);
 		if (info.skipped)
-			fprintf(stderr, "; %" PRIu64 " left out (they moved while copied)", info.skipped);
+			fprintf(stderr, "; %" PRIu64 " left out (they moved while copied)",
+				info.skipped);
 		fputc('\n', stderr);
 	}
 	return EXIT_OK;

@@ -40,8 +40,7 @@ static const char usage[] =
 	"  -d, --dump-to DIR  dump such a segment to DIR/NAME.dump (never over an\n"
 	"                     existing file; 'cistern restore' brings it back), read\n"
 	"                     the dump back, then remove the segment\n"
-	"      --discard      remove such a segment anyway, losing its samples\n"
-	CLI_ANY_OWNER_HELP
+	"      --discard      remove such a segment anyway, losing its samples\n" CLI_ANY_OWNER_HELP
 	"  -h, --help         show this help\n";
 
 const struct command cmd_gc;
@@ -77,8 +76,9 @@ static int collect(const char *name, unsigned flags, const char *dir, bool named
 	if (r < 0 && rep.kept) {
 		/* The dump failed: whatever the scan, say so, the segment is still there. */
 		cli_error(&cmd_gc, name, 0, "stale, %" PRIu64 " unread sample%s kept: %s %s: %s",
-			  rep.unread, plural(rep.unread), dry ? "would not dump to" : "cannot dump to",
-			  path, r == -EAGAIN ? "the dump does not hold every sample" : strerror(-r));
+			  rep.unread, plural(rep.unread),
+			  dry ? "would not dump to" : "cannot dump to", path,
+			  r == -EAGAIN ? "the dump does not hold every sample" : strerror(-r));
 		return r;
 	}
 	if (r == -EPROTO || r == -EPROTONOSUPPORT || r == -ENOTSUP) {
@@ -101,24 +101,24 @@ static int collect(const char *name, unsigned flags, const char *dir, bool named
 		printf("%s: %s %u dead attachment%s: %" PRIu64 " reservation%s dropped, %" PRIu64
 		       " sample%s put back for redelivery, %" PRIu64 " pin%s dropped\n",
 		       name, dry ? "would reclaim" : "reclaimed", rep.dead_procs,
-		       rep.dead_procs == 1 ? "" : "s", rep.reservations,
-		       plural(rep.reservations), rep.redelivered,
-		       plural(rep.redelivered), rep.pins, plural(rep.pins));
+		       rep.dead_procs == 1 ? "" : "s", rep.reservations, plural(rep.reservations),
+		       rep.redelivered, plural(rep.redelivered), rep.pins, plural(rep.pins));
 	if (rep.kept)
 		printf("%s: stale, %" PRIu64 " unread sample%s %s (every attached process died; "
 		       "--dump-to DIR or --discard removes it)\n",
 		       name, rep.unread, plural(rep.unread), dry ? "would be kept" : "kept");
 	else if (rep.removed == 4 && dry)
 		printf("%s: stale, %" PRIu64 " unread sample%s would be dumped to %s, then the "
-		       "segment removed\n", name, rep.unread, plural(rep.unread), path);
+		       "segment removed\n",
+		       name, rep.unread, plural(rep.unread), path);
 	else if (rep.removed == 4)
 		printf("%s: stale, %" PRIu64 " unread sample%s dumped to %s (%" PRIu64
-		       " sample%s in all), removed\n", name, rep.unread, plural(rep.unread), path,
-		       rep.dumped, plural(rep.dumped));
+		       " sample%s in all), removed\n",
+		       name, rep.unread, plural(rep.unread), path, rep.dumped, plural(rep.dumped));
 	else if (rep.removed == 5)
 		printf("%s: stale, %" PRIu64 " unread sample%s %s\n", name, rep.unread,
-		       plural(rep.unread), dry ? "would be discarded, the segment removed"
-					       : "discarded, removed");
+		       plural(rep.unread),
+		       dry ? "would be discarded, the segment removed" : "discarded, removed");
 	else if (rep.removed)
 		printf("%s: %s (%s)\n", name, dry ? "would remove" : "removed", why(rep.removed));
 	return 0;
@@ -194,4 +194,5 @@ static int run(int argc, char **argv)
 	return status;
 }
 
-const struct command cmd_gc = {"gc", run, "reclaim what dead processes left, remove abandoned segments", usage};
+const struct command cmd_gc = {
+	"gc", run, "reclaim what dead processes left, remove abandoned segments", usage};

@@ -27,8 +27,7 @@ static const char usage[] =
 	"                      shape, and its value as JSON (nested arrays in C order)\n"
 	"  -j, --json          schema segments: one JSON object a line, {\"sample_id\": I,\n"
 	"                      \"sim_id\": S, \"time_step\": T, \"fields\": {...}}, which\n"
-	"                      'cistern put --json' takes back\n"
-	CLI_ANY_OWNER_HELP
+	"                      'cistern put --json' takes back\n" CLI_ANY_OWNER_HELP
 	"  -h, --help          show this help\n"
 	"\n"
 	"A sim-paired-reservoir is read a pair at a time (x_t, then x_t+1) and a\n"
@@ -66,11 +65,12 @@ static void write_fields(const struct cistern_sample *s, const struct schema *sc
 {
 	const struct cistern_meta *m = &s->meta;
 	if (how == JSON)
-		printf("{\"sample_id\": %" PRIu64 ", \"sim_id\": %" PRIu32 ", \"time_step\": %" PRIu32
-		       ", \"fields\": {", m->sample_id, m->sim_id, m->time_step);
+		printf("{\"sample_id\": %" PRIu64 ", \"sim_id\": %" PRIu32
+		       ", \"time_step\": %" PRIu32 ", \"fields\": {",
+		       m->sample_id, m->sim_id, m->time_step);
 	else
-		printf("sample %" PRIu64 "  sim_id %" PRIu32 "  time_step %" PRIu32 "\n", m->sample_id,
-		       m->sim_id, m->time_step);
+		printf("sample %" PRIu64 "  sim_id %" PRIu32 "  time_step %" PRIu32 "\n",
+		       m->sample_id, m->sim_id, m->time_step);
 	for (int i = 0; i < sch->n; i++) {
 		const struct cistern_field *f = &sch->f[i];
 		if (how == JSON) {
@@ -177,13 +177,15 @@ static int run(int argc, char **argv)
 		if (r < 0)
 			cli_error(&cmd_get, name, r, NULL);
 		else
-			cli_error(&cmd_get, name, 0, "--%s needs a segment created with a schema "
-				  "(cistern create --schema)", how == JSON ? "json" : "fields");
+			cli_error(&cmd_get, name, 0,
+				  "--%s needs a segment created with a schema "
+				  "(cistern create --schema)",
+				  how == JSON ? "json" : "fields");
 		cistern_detach(c);
 		return EXIT_FAIL;
 	}
-	struct cistern_sample *unit =
-		calloc(cfg.policy == CISTERN_BATCH_RESERVOIR ? cfg.batch_size : 2, sizeof(*unit));
+	struct cistern_sample *unit = calloc(
+		cfg.policy == CISTERN_BATCH_RESERVOIR ? cfg.batch_size : 2, sizeof(*unit));
 	if (!unit) {
 		cli_error(&cmd_get, name, -ENOMEM, NULL);
 		schema_free(&sch);
@@ -211,16 +213,21 @@ static int run(int argc, char **argv)
 		int i = 0;
 		for (; i < n && (count == 0 || got < count); i++) {
 			if (how != PAYLOAD && unit[i].len != sch.size) {
-				cli_error(&cmd_get, name, 0, "sample %" PRIu64 " is %zu bytes, where "
-					  "samples of the schema are %" PRIu64 "; it goes back to the "
-					  "segment", unit[i].meta.sample_id, unit[i].len, sch.size);
+				cli_error(&cmd_get, name, 0,
+					  "sample %" PRIu64 " is %zu bytes, where "
+					  "samples of the schema are %" PRIu64
+					  "; it goes back to the "
+					  "segment",
+					  unit[i].meta.sample_id, unit[i].len, sch.size);
 				status = EXIT_FAIL;
 				break;
 			}
 			int werr = write_payload(&unit[i], sep, &sch, how);
 			if (werr) {
-				cli_error(&cmd_get, name, 0, "writing standard output: %s; the sample "
-					  "goes back to the segment", strerror(werr));
+				cli_error(&cmd_get, name, 0,
+					  "writing standard output: %s; the sample "
+					  "goes back to the segment",
+					  strerror(werr));
 				status = EXIT_FAIL;
 				break;
 			}

@@ -108,9 +108,10 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 	const struct cistern_config *k = &s->cfg;
 	const struct cistern_stats *st = &s->st;
 	printf("segment    %s  (/dev/shm/cistern.%s, %s, mode %04o, uid %u)\n", s->name, s->name,
-	       fmt_bytes((uint64_t)s->file.st_size, a, sizeof(a)), k->mode, (unsigned)s->file.st_uid);
-	printf("policy     %s  %" PRIu64 " slots x %s", cistern_policy_name(k->policy), k->slot_count,
-	       fmt_bytes(k->slot_size, b, sizeof(b)));
+	       fmt_bytes((uint64_t)s->file.st_size, a, sizeof(a)), k->mode,
+	       (unsigned)s->file.st_uid);
+	printf("policy     %s  %" PRIu64 " slots x %s", cistern_policy_name(k->policy),
+	       k->slot_count, fmt_bytes(k->slot_size, b, sizeof(b)));
 	if (k->policy != CISTERN_FIFO)
 		printf("  watermark %" PRIu64, k->watermark);
 	if (k->policy == CISTERN_FIRO)
@@ -136,8 +137,8 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 		printf("  dead-producer-done");
 	printf("\nreception  %s\n", st->reception_closed ? "closed" : "open");
 	if (st->producers_expected) {
-		printf("producers  %u expected, %u done, %u died before done", st->producers_expected,
-		       st->producers_done, st->producers_died);
+		printf("producers  %u expected, %u done, %u died before done",
+		       st->producers_expected, st->producers_done, st->producers_died);
 		if (st->producers_died)
 			printf(" (%s)", (k->flags & CISTERN_DEAD_PRODUCER_DONE)
 						? "counted as done"
@@ -160,15 +161,16 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 	printf("  puts            %12" PRIu64, st->puts);
 	if (prev && s->taken_ns > prev->taken_ns)
 		printf("   %.1f/s", (double)(st->puts - prev->st.puts) * 1e9 /
-					 (double)(s->taken_ns - prev->taken_ns));
+					    (double)(s->taken_ns - prev->taken_ns));
 	printf("\n  gets            %12" PRIu64, st->gets);
 	if (prev && s->taken_ns > prev->taken_ns)
 		printf("   %.1f/s", (double)(st->gets - prev->st.gets) * 1e9 /
-					 (double)(s->taken_ns - prev->taken_ns));
+					    (double)(s->taken_ns - prev->taken_ns));
 	printf("\n  evictions       %12" PRIu64 "  (unseen %" PRIu64 ")\n", st->evictions,
 	       st->evicted_unseen);
 	printf("  redeliveries    %12" PRIu64 "\n", st->redeliveries);
-	printf("  reclaimed       %12" PRIu64 "  (puts of dead producers dropped)\n", st->reclaimed);
+	printf("  reclaimed       %12" PRIu64 "  (puts of dead producers dropped)\n",
+	       st->reclaimed);
 	printf("  producer waits  %12" PRIu64 "  (%.3f s)\n", st->producer_waits,
 	       (double)st->producer_wait_ns / 1e9);
 	printf("  reader waits    %12" PRIu64 "  (%.3f s)\n", st->reader_waits,
@@ -188,8 +190,8 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 		for (int i = 0; i < CISTERN_SLOT_CLASSES; i++)
 			if (s->occ.slots[i] || i <= CISTERN_SLOT_ACQUIRED)
 				printf(" %s %" PRIu64, cistern_slot_class_name(i), s->occ.slots[i]);
-		printf("\n            pinned %" PRIu64 "  held %" PRIu64 " samples, %s\n", s->occ.pinned,
-		       s->occ.held, fmt_bytes(s->occ.held_bytes, c, sizeof(c)));
+		printf("\n            pinned %" PRIu64 "  held %" PRIu64 " samples, %s\n",
+		       s->occ.pinned, s->occ.held, fmt_bytes(s->occ.held_bytes, c, sizeof(c)));
 	} else {
 		printf("\n\noccupancy   (this build cannot classify %s slots)\n",
 		       cistern_policy_name(k->policy));
@@ -200,15 +202,17 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 		live += s->procs[i].alive;
 	printf("\nprocesses   %d live, %d dead\n", live, s->nprocs - live);
 	if (s->nprocs) {
-		printf("  %4s %8s %-16s %-16s %-5s %-7s %10s %10s %8s\n", "SLOT", "PID", "COMM", "ROLE",
-		       "STATE", "WAITING", "PUTS", "GETS", "ATTACHED");
+		printf("  %4s %8s %-16s %-16s %-5s %-7s %10s %10s %8s\n", "SLOT", "PID", "COMM",
+		       "ROLE", "STATE", "WAITING", "PUTS", "GETS", "ATTACHED");
 		for (int i = 0; i < s->nprocs; i++) {
 			const struct cistern_proc_info *p = &s->procs[i];
 			uint64_t now = now_ns();
 			printf("  %4u %8u %-16s %-16s %-5s %-7s %10" PRIu64 " %10" PRIu64 " %8s\n",
 			       p->index, p->pid, p->comm[0] ? p->comm : "?", role_name(p->role),
-			       p->alive ? "live" : "dead", waiting_name(p->waiting), p->puts, p->gets,
-			       fmt_age(now > p->attached_ns ? now - p->attached_ns : 0, a, sizeof(a)));
+			       p->alive ? "live" : "dead", waiting_name(p->waiting), p->puts,
+			       p->gets,
+			       fmt_age(now > p->attached_ns ? now - p->attached_ns : 0, a,
+				       sizeof(a)));
 		}
 	}
 }
@@ -280,7 +284,8 @@ static void json(const struct snapshot *s)
 			printf("%s\"%s\": %" PRIu64, i ? ", " : "", cistern_slot_class_name(i),
 			       s->occ.slots[i]);
 		printf(", \"pinned\": %" PRIu64 ", \"held\": %" PRIu64 ", \"held_bytes\": %" PRIu64
-		       "},\n", s->occ.pinned, s->occ.held, s->occ.held_bytes);
+		       "},\n",
+		       s->occ.pinned, s->occ.held, s->occ.held_bytes);
 	}
 	printf(" \"processes\": [");
 	for (int i = 0; i < s->nprocs; i++) {
@@ -341,8 +346,10 @@ static void prometheus(const struct snapshot *s)
 		size_t off;
 		double scale;
 	} counters[] = {
-		{"cistern_puts_total", "Samples committed.", offsetof(struct cistern_stats, puts), 1},
-		{"cistern_gets_total", "Samples handed to readers.", offsetof(struct cistern_stats, gets), 1},
+		{"cistern_puts_total", "Samples committed.", offsetof(struct cistern_stats, puts),
+		 1},
+		{"cistern_gets_total", "Samples handed to readers.",
+		 offsetof(struct cistern_stats, gets), 1},
 		{"cistern_evictions_total", "Samples evicted to make room.",
 		 offsetof(struct cistern_stats, evictions), 1},
 		{"cistern_evicted_unseen_total", "Samples evicted before any reader saw them.",
@@ -379,9 +386,10 @@ static void prometheus(const struct snapshot *s)
 				    (double)s->occ.held_seen_hist[i]);
 		prom_family("cistern_slots_by_state", "gauge", "Slots in each state.");
 		for (int i = 0; i < CISTERN_SLOT_CLASSES; i++)
-			prom_sample(s, "cistern_slots_by_state", "state", cistern_slot_class_name(i),
-				    (double)s->occ.slots[i]);
-		prom_family("cistern_pinned_slots", "gauge", "Slots pinned by at least one reader.");
+			prom_sample(s, "cistern_slots_by_state", "state",
+				    cistern_slot_class_name(i), (double)s->occ.slots[i]);
+		prom_family("cistern_pinned_slots", "gauge",
+			    "Slots pinned by at least one reader.");
 		prom_sample(s, "cistern_pinned_slots", NULL, NULL, (double)s->occ.pinned);
 	}
 	int live = 0;
@@ -434,7 +442,8 @@ static int inspect(int argc, char **argv)
 		case 'j':
 		case 'P':
 			if (fmt != TEXT)
-				return cli_usage(&cmd_inspect, "--json and --prometheus exclude each other");
+				return cli_usage(&cmd_inspect,
+						 "--json and --prometheus exclude each other");
 			fmt = o == 'j' ? JSON : PROMETHEUS;
 			break;
 		case 'w': {
@@ -444,14 +453,16 @@ static int inspect(int argc, char **argv)
 				char *end;
 				period = strtod(arg, &end);
 				if (*end || !(period >= 0.05 && period <= 86400))
-					return cli_usage(&cmd_inspect, "bad --watch period '%s'", arg);
+					return cli_usage(&cmd_inspect, "bad --watch period '%s'",
+							 arg);
 			}
 			break;
 		}
 		}
 	}
 	if (optind != argc - 1)
-		return cli_usage(&cmd_inspect, optind >= argc ? "missing NAME" : "too many arguments");
+		return cli_usage(&cmd_inspect,
+				 optind >= argc ? "missing NAME" : "too many arguments");
 	const char *name = argv[optind];
 	int r = cistern_name_valid(name);
 	if (r < 0)
@@ -488,7 +499,8 @@ static int inspect(int argc, char **argv)
 			status = EXIT_FAIL;
 			break;
 		}
-		struct timespec ts = {(time_t)period, (long)((period - (double)(time_t)period) * 1e9)};
+		struct timespec ts = {(time_t)period,
+				      (long)((period - (double)(time_t)period) * 1e9)};
 		while (!stop && nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
 		if (stop)

@@ -60,7 +60,8 @@ static const char *status_of(const struct cistern_segment_info *s, bool *stale)
 			return s->closed ? "closed" : "ok";
 		}
 		if (s->procs_dead)
-			return "stale: every process died (gc removes it unless samples are unread)";
+			return "stale: every process died (gc removes it unless samples are "
+			       "unread)";
 		*stale = false;
 		return "idle: nobody attached";
 	case -EAGAIN:
@@ -97,7 +98,8 @@ static void table(const struct cistern_segment_info *v, int n)
 		const char *policy = "-";
 		if (s->status == 0 || s->status == -EINPROGRESS) {
 			policy = cistern_policy_name(s->config.policy);
-			snprintf(slots, sizeof(slots), "%sx%s", fmt_size(s->config.slot_count, a, sizeof(a)),
+			snprintf(slots, sizeof(slots), "%sx%s",
+				 fmt_size(s->config.slot_count, a, sizeof(a)),
 				 fmt_size(s->config.slot_size, b, sizeof(b)));
 			snprintf(pop, sizeof(pop), "%" PRIu64, s->population);
 			snprintf(procs, sizeof(procs), "%u/%u", s->procs_live, s->procs_dead);
@@ -107,8 +109,8 @@ static void table(const struct cistern_segment_info *v, int n)
 			strcpy(procs, "-");
 		}
 		fmt_age(now > s->created_ns ? now - s->created_ns : 0, age, sizeof(age));
-		printf("%-24s %-20s %-12s %8s %7s %8s  %s\n", s->name, policy, slots, pop, procs, age,
-		       status_of(s, &stale));
+		printf("%-24s %-20s %-12s %8s %7s %8s  %s\n", s->name, policy, slots, pop, procs,
+		       age, status_of(s, &stale));
 	}
 }
 
@@ -125,15 +127,17 @@ static void json(const struct cistern_segment_info *v, int n)
 		json_str(stdout, st);
 		printf(", \"stale\": %s, \"error\": %d", stale ? "true" : "false", s->status);
 		if (s->status == 0 || s->status == -EINPROGRESS) {
-			printf(", \"policy\": \"%s\", \"slots\": %" PRIu64 ", \"slot_size\": %" PRIu64
-			       ", \"population\": %" PRIu64 ", \"procs_live\": %u, \"procs_dead\": %u"
+			printf(", \"policy\": \"%s\", \"slots\": %" PRIu64
+			       ", \"slot_size\": %" PRIu64 ", \"population\": %" PRIu64
+			       ", \"procs_live\": %u, \"procs_dead\": %u"
 			       ", \"closed\": %s",
 			       cistern_policy_name(s->config.policy), s->config.slot_count,
 			       s->config.slot_size, s->population, s->procs_live, s->procs_dead,
 			       s->closed ? "true" : "false");
 		}
-		printf(", \"file_size\": %" PRIu64 ", \"uid\": %u, \"mode\": \"0%o\", \"created_ns\": %" PRIu64
-		       "}", s->file_size, s->uid, s->mode, s->created_ns);
+		printf(", \"file_size\": %" PRIu64
+		       ", \"uid\": %u, \"mode\": \"0%o\", \"created_ns\": %" PRIu64 "}",
+		       s->file_size, s->uid, s->mode, s->created_ns);
 	}
 	printf("%s]\n", n ? "\n" : "");
 }

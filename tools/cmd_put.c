@@ -38,8 +38,7 @@ static const char usage[] =
 	"  -s, --sim-id N         sim_id of the samples (default 0)\n"
 	"  -t, --time-step N      time_step of the samples (default 0)\n"
 	"  -T, --timeout MS       wait at most MS milliseconds for room per sample\n"
-	"                         (default -1: forever; 0: never wait)\n"
-	CLI_ANY_OWNER_HELP
+	"                         (default -1: forever; 0: never wait)\n" CLI_ANY_OWNER_HELP
 	"  -h, --help             show this help\n";
 
 const struct command cmd_put;
@@ -145,8 +144,9 @@ static int field_option(const char *name, const struct schema *s, const char *ar
 	}
 	if (len != (ssize_t)f->size) {
 		char t[160];
-		cli_error(&cmd_put, name, 0, "field '%s': %s holds %s bytes, where %s needs %" PRIu64,
-			  f->name, in ? "standard input" : file, len < 0 ? "more" : "fewer",
+		cli_error(&cmd_put, name, 0,
+			  "field '%s': %s holds %s bytes, where %s needs %" PRIu64, f->name,
+			  in ? "standard input" : file, len < 0 ? "more" : "fewer",
 			  field_type(f, t, sizeof(t)), f->size);
 		return EXIT_FAIL;
 	}
@@ -285,8 +285,7 @@ static int run(int argc, char **argv)
 	if (lines && json)
 		return usage_free(fields, "--lines and --json exclude each other");
 	int r = cistern_name_valid(name);
-	if (r < 0)
-	{
+	if (r < 0) {
 		free(fields);
 		return cli_bad_name(&cmd_put, name, r);
 	}
@@ -307,8 +306,10 @@ static int run(int argc, char **argv)
 		cli_error(&cmd_put, name, r, NULL);
 		status = EXIT_FAIL;
 	} else if ((nfields || json) && sch.n == 0) {
-		cli_error(&cmd_put, name, 0, "%s needs a segment created with a schema "
-			  "(cistern create --schema)", json ? "--json" : "--field");
+		cli_error(&cmd_put, name, 0,
+			  "%s needs a segment created with a schema "
+			  "(cistern create --schema)",
+			  json ? "--json" : "--field");
 		status = EXIT_FAIL;
 	}
 	if (status == EXIT_OK && nfields) {
@@ -324,8 +325,9 @@ static int run(int argc, char **argv)
 			if (n > 0 && line[n - 1] == '\n')
 				n--;
 			/* A schema's samples are all of its size: anything else is refused unput. */
-			int r = sch.n && (uint64_t)n != sch.size ? -EBADMSG :
-				cistern_put(c, line, (size_t)n, &meta, timeout);
+			int r = sch.n && (uint64_t)n != sch.size
+					? -EBADMSG
+					: cistern_put(c, line, (size_t)n, &meta, timeout);
 			if (r == 0) {
 				put++;
 				continue;
@@ -337,18 +339,22 @@ static int run(int argc, char **argv)
 			else if (put == 1)
 				snprintf(done, sizeof(done), "line 1 was put, none after it");
 			else
-				snprintf(done, sizeof(done), "lines 1-%llu were put, none after it", put);
+				snprintf(done, sizeof(done), "lines 1-%llu were put, none after it",
+					 put);
 			if (r == -EBADMSG)
-				cli_error(&cmd_put, name, 0, "line %llu of standard input is %zd bytes, "
-					  "where samples of the schema are %" PRIu64 " (see --json); %s",
+				cli_error(&cmd_put, name, 0,
+					  "line %llu of standard input is %zd bytes, "
+					  "where samples of the schema are %" PRIu64
+					  " (see --json); %s",
 					  put + 1, n, sch.size, done);
 			else if (r == -EMSGSIZE)
-				cli_error(&cmd_put, name, 0, "line %llu of standard input is %zd bytes, "
-					  "over the slot size (%s); %s", put + 1, n,
-					  fmt_bytes(cfg.slot_size, a, sizeof(a)), done);
+				cli_error(&cmd_put, name, 0,
+					  "line %llu of standard input is %zd bytes, "
+					  "over the slot size (%s); %s",
+					  put + 1, n, fmt_bytes(cfg.slot_size, a, sizeof(a)), done);
 			else
-				cli_error(&cmd_put, name, r, "line %llu of standard input (%s)", put + 1,
-					  done);
+				cli_error(&cmd_put, name, r, "line %llu of standard input (%s)",
+					  put + 1, done);
 			status = EXIT_FAIL;
 		}
 		if (status == EXIT_OK && ferror(stdin)) {
@@ -369,13 +375,14 @@ static int run(int argc, char **argv)
 			/* With several files, where to start again: the ones before it are in. */
 			char done[64] = "";
 			if (nfiles > 1)
-				snprintf(done, sizeof(done), "; %d file%s before it %s put, none after it",
-					 i, i == 1 ? "" : "s", i == 1 ? "was" : "were");
+				snprintf(done, sizeof(done),
+					 "; %d file%s before it %s put, none after it", i,
+					 i == 1 ? "" : "s", i == 1 ? "was" : "were");
 			int fd = in ? STDIN_FILENO : open(file, O_RDONLY | O_CLOEXEC);
 			if (fd < 0) {
 				/* File errors in the file's words (cistern_strerror speaks of segments). */
-				cli_error(&cmd_put, name, 0, "cannot open %s: %s%s", file, strerror(errno),
-					  done);
+				cli_error(&cmd_put, name, 0, "cannot open %s: %s%s", file,
+					  strerror(errno), done);
 				status = EXIT_FAIL;
 				break;
 			}
@@ -393,13 +400,15 @@ static int run(int argc, char **argv)
 					  strerror((int)-len), done);
 				status = EXIT_FAIL;
 			} else if (sch.n && (uint64_t)len != sch.size) {
-				cli_error(&cmd_put, name, 0, "%s: %zd bytes, where samples of the "
+				cli_error(&cmd_put, name, 0,
+					  "%s: %zd bytes, where samples of the "
 					  "schema are %" PRIu64 " (see --field and --json)%s",
 					  in ? "standard input" : file, len, sch.size, done);
 				status = EXIT_FAIL;
 			} else {
 				char what[PATH_MAX + 80];
-				snprintf(what, sizeof(what), "%s%s", in ? "standard input" : file, done);
+				snprintf(what, sizeof(what), "%s%s", in ? "standard input" : file,
+					 done);
 				status = put_one(c, name, what, buf, (size_t)len, &meta, timeout);
 			}
 		}

@@ -12,8 +12,7 @@ static const char usage[] =
 	"  -f, --force   remove even with live processes attached, and remove objects\n"
 	"                named cistern.NAME that are damaged, half-created, made by\n"
 	"                an incompatible build, or not segments at all (a FIFO, a\n"
-	"                socket, a symbolic link, ...)\n"
-	CLI_ANY_OWNER_HELP
+	"                socket, a symbolic link, ...)\n" CLI_ANY_OWNER_HELP
 	"  -h, --help    show this help\n";
 
 const struct command cmd_rm;
@@ -49,9 +48,11 @@ static int run(int argc, char **argv)
 		if (r == -EBUSY)
 			cli_error(&cmd_rm, name, 0,
 				  "live processes are attached (see 'cistern inspect %s'); "
-				  "not removed, use --force to remove anyway", name);
+				  "not removed, use --force to remove anyway",
+				  name);
 		else if (r == -EPROTO || r == -EPROTONOSUPPORT || r == -EAGAIN)
-			cli_error(&cmd_rm, name, r, "cannot tell who is attached; not removed, "
+			cli_error(&cmd_rm, name, r,
+				  "cannot tell who is attached; not removed, "
 				  "use --force to remove anyway");
 		else if (r < 0)
 			cli_segment_error(&cmd_rm, name, r, flags & CISTERN_REMOVE_ANY_OWNER, NULL);

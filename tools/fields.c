@@ -74,7 +74,9 @@ static double from_half(uint16_t h)
 {
 	int e = (h >> 10) & 0x1f;
 	double m = h & 0x3ff;
-	double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+	double v = e == 0    ? ldexp(m, -24)
+		   : e == 31 ? (m ? NAN : INFINITY)
+			     : ldexp(m + 1024, e - 25);
 	return h & 0x8000 ? -v : v;
 }
 
@@ -127,19 +129,43 @@ static void print_element(FILE *out, enum cistern_dtype t, uint32_t size, const 
 	} v;
 	memcpy(&v, p, size);
 	switch (t) {
-	case CISTERN_INT8: fprintf(out, "%" PRId8, v.i8); break;
-	case CISTERN_INT16: fprintf(out, "%" PRId16, v.i16); break;
-	case CISTERN_INT32: fprintf(out, "%" PRId32, v.i32); break;
-	case CISTERN_INT64: fprintf(out, "%" PRId64, v.i64); break;
-	case CISTERN_UINT8: fprintf(out, "%" PRIu8, v.u8); break;
-	case CISTERN_UINT16: fprintf(out, "%" PRIu16, v.u16); break;
-	case CISTERN_UINT32: fprintf(out, "%" PRIu32, v.u32); break;
-	case CISTERN_UINT64: fprintf(out, "%" PRIu64, v.u64); break;
+	case CISTERN_INT8:
+		fprintf(out, "%" PRId8, v.i8);
+		break;
+	case CISTERN_INT16:
+		fprintf(out, "%" PRId16, v.i16);
+		break;
+	case CISTERN_INT32:
+		fprintf(out, "%" PRId32, v.i32);
+		break;
+	case CISTERN_INT64:
+		fprintf(out, "%" PRId64, v.i64);
+		break;
+	case CISTERN_UINT8:
+		fprintf(out, "%" PRIu8, v.u8);
+		break;
+	case CISTERN_UINT16:
+		fprintf(out, "%" PRIu16, v.u16);
+		break;
+	case CISTERN_UINT32:
+		fprintf(out, "%" PRIu32, v.u32);
+		break;
+	case CISTERN_UINT64:
+		fprintf(out, "%" PRIu64, v.u64);
+		break;
 	/* The digits that read back the same value: 5, 9 and 17. */
-	case CISTERN_FLOAT16: print_float(out, from_half(v.u16), 5); break;
-	case CISTERN_FLOAT32: print_float(out, v.f32, 9); break;
-	case CISTERN_FLOAT64: print_float(out, v.f64, 17); break;
-	case CISTERN_BOOL: fputs(v.u8 ? "true" : "false", out); break;
+	case CISTERN_FLOAT16:
+		print_float(out, from_half(v.u16), 5);
+		break;
+	case CISTERN_FLOAT32:
+		print_float(out, v.f32, 9);
+		break;
+	case CISTERN_FLOAT64:
+		print_float(out, v.f64, 17);
+		break;
+	case CISTERN_BOOL:
+		fputs(v.u8 ? "true" : "false", out);
+		break;
 	}
 }
 
@@ -204,8 +230,9 @@ static const char *store(const struct cistern_field *f, const char *tok, size_t 
 	errno = 0;
 	switch (f->dtype) {
 	case CISTERN_BOOL: {
-		int b = strcmp(s, "true") == 0 || strcmp(s, "1") == 0 ? 1 :
-			strcmp(s, "false") == 0 || strcmp(s, "0") == 0 ? 0 : -1;
+		int b = strcmp(s, "true") == 0 || strcmp(s, "1") == 0    ? 1
+			: strcmp(s, "false") == 0 || strcmp(s, "0") == 0 ? 0
+									 : -1;
 		if (b < 0)
 			return say("field '%s': '%s' is not true or false", f->name, s);
 		*dst = (unsigned char)b;
@@ -228,8 +255,12 @@ static const char *store(const struct cistern_field *f, const char *tok, size_t 
 		int16_t b = (int16_t)v;
 		int32_t c = (int32_t)v;
 		int64_t d = (int64_t)v;
-		memcpy(dst, bits == 8 ? (void *)&a : bits == 16 ? (void *)&b : bits == 32 ? (void *)&c :
-		       (void *)&d, f->itemsize);
+		memcpy(dst,
+		       bits == 8    ? (void *)&a
+		       : bits == 16 ? (void *)&b
+		       : bits == 32 ? (void *)&c
+				    : (void *)&d,
+		       f->itemsize);
 		return NULL;
 	}
 	case CISTERN_UINT8:
@@ -248,8 +279,12 @@ static const char *store(const struct cistern_field *f, const char *tok, size_t 
 		uint16_t b = (uint16_t)v;
 		uint32_t c = (uint32_t)v;
 		uint64_t d = (uint64_t)v;
-		memcpy(dst, bits == 8 ? (void *)&a : bits == 16 ? (void *)&b : bits == 32 ? (void *)&c :
-		       (void *)&d, f->itemsize);
+		memcpy(dst,
+		       bits == 8    ? (void *)&a
+		       : bits == 16 ? (void *)&b
+		       : bits == 32 ? (void *)&c
+				    : (void *)&d,
+		       f->itemsize);
 		return NULL;
 	}
 	case CISTERN_FLOAT16:
@@ -259,8 +294,9 @@ static const char *store(const struct cistern_field *f, const char *tok, size_t 
 		if (*end || end == s)
 			return say("field '%s': '%s' is not a number", f->name, s);
 		/* strtod's ERANGE for a tiny value underflows to 0 or a subnormal: fine. */
-		double max = f->dtype == CISTERN_FLOAT16 ? 65504.0 :
-			     f->dtype == CISTERN_FLOAT32 ? (double)FLT_MAX : DBL_MAX;
+		double max = f->dtype == CISTERN_FLOAT16   ? 65504.0
+			     : f->dtype == CISTERN_FLOAT32 ? (double)FLT_MAX
+							   : DBL_MAX;
 		if (isfinite(v) && fabs(v) > max &&
 		    !(f->dtype == CISTERN_FLOAT16 && fabs(v) < 65520.0))
 			return say("field '%s': %s is out of range for %s", f->name, s,
@@ -297,8 +333,8 @@ static const char *parse_dims(const char **pp, const struct cistern_field *f, ui
 	const char *p = skip(*pp);
 	if (d == f->ndim) {
 		if (*p == '[')
-			return say("field '%s': more nested arrays than its %u dimension%s", f->name,
-				   f->ndim, f->ndim == 1 ? "" : "s");
+			return say("field '%s': more nested arrays than its %u dimension%s",
+				   f->name, f->ndim, f->ndim == 1 ? "" : "s");
 		size_t n = token(p);
 		const char *why = store(f, p, n, (*i)++, sample);
 		*pp = p + n;
@@ -316,12 +352,13 @@ static const char *parse_dims(const char **pp, const struct cistern_field *f, ui
 			p = skip(p);
 			if (*p != ',')
 				return say("field '%s': %" PRIu64 " value%s where %" PRIu64
-					   " belong%s", f->name, k, k == 1 ? "" : "s", want,
+					   " belong%s",
+					   f->name, k, k == 1 ? "" : "s", want,
 					   flat ? " (every element, flat)" : "");
 			p++;
 		}
-		const char *why = flat ? parse_dims(&p, f, f->ndim, i, sample) :
-					 parse_dims(&p, f, d + 1, i, sample);
+		const char *why = flat ? parse_dims(&p, f, f->ndim, i, sample)
+				       : parse_dims(&p, f, d + 1, i, sample);
 		if (why)
 			return why;
 	}
@@ -477,8 +514,9 @@ const char *schema_missing(const struct schema *s, const bool *seen)
 {
 	for (int i = 0; i < s->n; i++)
 		if (!seen[i])
-			return say("field '%s' is missing (every field of the schema is needed: %s)",
-				   s->f[i].name, s->text);
+			return say(
+				"field '%s' is missing (every field of the schema is needed: %s)",
+				s->f[i].name, s->text);
 	return NULL;
 }
 
@@ -546,7 +584,8 @@ const char *sample_parse_json(const char *line, const struct schema *s, void *sa
 			else if (strcmp(key, "sample_id") == 0)
 				why = skip_value(&p, 0); /* the segment gives ids */
 			else
-				why = say("'%s' is not fields, sim_id, time_step or sample_id", key);
+				why = say("'%s' is not fields, sim_id, time_step or sample_id",
+					  key);
 			p = skip(p);
 			if (!why && *p == ',')
 				p = skip(p + 1);

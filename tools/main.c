@@ -9,8 +9,8 @@
 #include "cli.h"
 
 static const struct command *const commands[] = {
-	&cmd_create, &cmd_ls, &cmd_inspect, &cmd_put, &cmd_get, &cmd_close,
-	&cmd_rm, &cmd_gc, &cmd_dump, &cmd_restore,
+	&cmd_create, &cmd_ls, &cmd_inspect, &cmd_put,  &cmd_get,
+	&cmd_close,  &cmd_rm, &cmd_gc,      &cmd_dump, &cmd_restore,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -26,17 +26,19 @@ static void overview(FILE *f)
 {
 	fputs("Usage: cistern COMMAND [OPTION...] [ARG...]\n"
 	      "Create, watch and manage cistern shared-memory sample segments "
-	      "(/dev/shm/cistern.NAME).\n\nCommands:\n", f);
+	      "(/dev/shm/cistern.NAME).\n\nCommands:\n",
+	      f);
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(f, "  %-9s %s\n", commands[i]->name, commands[i]->summary);
 	fputs("\n'cistern help COMMAND' or 'cistern COMMAND --help' describes a command.\n"
-	      "Exit status: 0 success, 1 failure, 2 bad usage.\n", f);
+	      "Exit status: 0 success, 1 failure, 2 bad usage.\n",
+	      f);
 }
 
 static void version(void)
 {
-	printf("cistern %d.%d.%d (dump format %d)\n", CISTERN_VERSION_MAJOR,
-	       CISTERN_VERSION_MINOR, CISTERN_VERSION_PATCH, CISTERN_DUMP_VERSION);
+	printf("cistern %d.%d.%d (dump format %d)\n", CISTERN_VERSION_MAJOR, CISTERN_VERSION_MINOR,
+	       CISTERN_VERSION_PATCH, CISTERN_DUMP_VERSION);
 }
 
 int main(int argc, char **argv)
@@ -61,7 +63,8 @@ int main(int argc, char **argv)
 		}
 		const struct command *c = find(argv[2]);
 		if (!c) {
-			fprintf(stderr, "cistern help: no command '%s'\nTry 'cistern --help'.\n", argv[2]);
+			fprintf(stderr, "cistern help: no command '%s'\nTry 'cistern --help'.\n",
+				argv[2]);
 			return EXIT_USAGE;
 		}
 		return cli_help(c);

@@ -67,18 +67,21 @@ void cli_segment_error(const struct command *cmd, const char *name, int err, boo
 		cli_error(cmd, name, 0,
 			  "%s%sowned by %s, not by you or root: refused (anyone may create a "
 			  "segment's name first, to collect what is put into it); to share a "
-			  "segment between users on purpose, use --any-owner", what, sep, who);
+			  "segment between users on purpose, use --any-owner",
+			  what, sep, who);
 		return;
 	}
-	cli_error(cmd, name, 0, "%s%spermission denied by the segment's mode (%04o, owner uid %lld)",
-		  what, sep, (unsigned)mode, uid);
+	cli_error(cmd, name, 0,
+		  "%s%spermission denied by the segment's mode (%04o, owner uid %lld)", what, sep,
+		  (unsigned)mode, uid);
 }
 
 int cli_bad_name(const struct command *cmd, const char *name, int err)
 {
-	return cli_usage(cmd, "bad segment name '%s': %s; a name is 1 to %d characters from "
-			 "[A-Za-z0-9._-], starting with a letter or digit", name,
-			 err == -ENAMETOOLONG ? "too long" : "not allowed", CISTERN_NAME_MAX);
+	return cli_usage(cmd,
+			 "bad segment name '%s': %s; a name is 1 to %d characters from "
+			 "[A-Za-z0-9._-], starting with a letter or digit",
+			 name, err == -ENAMETOOLONG ? "too long" : "not allowed", CISTERN_NAME_MAX);
 }
 
 int cli_usage(const struct command *cmd, const char *fmt, ...)
@@ -152,10 +155,22 @@ int parse_size(const char *s, uint64_t *out)
 	switch (*end) {
 	case '\0':
 		break;
-	case 'k': case 'K': shift = 10; break;
-	case 'm': case 'M': shift = 20; break;
-	case 'g': case 'G': shift = 30; break;
-	case 't': case 'T': shift = 40; break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		break;
 	default:
 		return -EINVAL;
 	}

@@ -57,10 +57,10 @@ int main(int argc, char **argv)
 	if (rounds < 1 || rounds > 100)
 		rounds = 5;
 	static const struct shape shapes[] = {
-		{65536, 1024, 1000},         /* many small samples: 64 MiB */
-		{4096, 16384, 16000},        /* medium: 64 MiB */
-		{1024, 262144, 262144},      /* large: 256 MiB */
-		{64, 4 << 20, 4 << 20},      /* very large: 256 MiB */
+		{65536, 1024, 1000},    /* many small samples: 64 MiB */
+		{4096, 16384, 16000},   /* medium: 64 MiB */
+		{1024, 262144, 262144}, /* large: 256 MiB */
+		{64, 4 << 20, 4 << 20}, /* very large: 256 MiB */
 	};
 	char name[64], path[4096];
 	snprintf(name, sizeof(name), "dump-bench-%d", (int)getpid());
@@ -93,7 +93,7 @@ int main(int argc, char **argv)
 			const char *name;
 			unsigned flags;
 		} engines[] = {
-			{"io_uring", 0},                                   /* O_DIRECT when possible */
+			{"io_uring", 0}, /* O_DIRECT when possible */
 			{"io_uring-buffered", CISTERN__DUMP_BUFFERED},
 			{"pwrite", CISTERN__DUMP_PLAIN},
 		};
@@ -102,11 +102,13 @@ int main(int argc, char **argv)
 			for (int i = 0; i < rounds; i++) {
 				double c0 = cpu();
 				double t0 = now();
-				r = cistern__dump_ex(name, path, engines[e].flags, NULL, NULL, NULL);
+				r = cistern__dump_ex(name, path, engines[e].flags, NULL, NULL,
+						     NULL);
 				t[i] = now() - t0;
 				c[i] = cpu() - c0;
 				if (r < 0) {
-					fprintf(stderr, "dump_bench: dump: %s\n", cistern_strerror(r));
+					fprintf(stderr, "dump_bench: dump: %s\n",
+						cistern_strerror(r));
 					return 1;
 				}
 				unlink(path);

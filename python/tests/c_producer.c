@@ -44,7 +44,8 @@ int main(int argc, char **argv)
 		size_t len = floats * sizeof(float);
 		if (len > slot.capacity) {
 			cistern_abort(c, &slot);
-			fprintf(stderr, "c_producer: %zu bytes do not fit a slot of %zu\n", len, slot.capacity);
+			fprintf(stderr, "c_producer: %zu bytes do not fit a slot of %zu\n", len,
+				slot.capacity);
 			return 1;
 		}
 		float *p = slot.data;

@@ -43,29 +43,28 @@ void shim_fail(const char *file, int line, const char *expr, const char *fmt, ..
 	__attribute__((noreturn, format(printf, 4, 5)));
 void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-#define Test(suite, name, ...)                                                              \
-	static void shim_##suite##_##name(void);                                           \
-	__attribute__((constructor)) static void shim_reg_##suite##_##name(void)           \
-	{                                                                                  \
-		shim_register(#suite, #name, shim_##suite##_##name,                        \
-			      (struct shim_test_opts){.disabled = 0, __VA_ARGS__});                  \
-	}                                                                                  \
+#define Test(suite, name, ...)                                                      \
+	static void shim_##suite##_##name(void);                                    \
+	__attribute__((constructor)) static void shim_reg_##suite##_##name(void)    \
+	{                                                                           \
+		shim_register(#suite, #name, shim_##suite##_##name,                 \
+			      (struct shim_test_opts){.disabled = 0, __VA_ARGS__}); \
+	}                                                                           \
 	static void shim_##suite##_##name(void)
 
 /* A suite's fixtures; the declaration at the end takes the caller's semicolon. */
-#define TestSuite(suite, ...)                                                               \
-	__attribute__((constructor)) static void shim_suite_##suite(void)                  \
-	{                                                                                  \
-		shim_register_suite(#suite,                                                \
-				    (struct shim_test_opts){.disabled = 0, __VA_ARGS__});  \
-	}                                                                                  \
+#define TestSuite(suite, ...)                                                                     \
+	__attribute__((constructor)) static void shim_suite_##suite(void)                         \
+	{                                                                                         \
+		shim_register_suite(#suite, (struct shim_test_opts){.disabled = 0, __VA_ARGS__}); \
+	}                                                                                         \
 	extern int shim_suite_##suite##_declared
 
 /* Every assertion takes an optional printf-style message, as Criterion's do. */
-#define SHIM_CHECK(cond, expr, ...)                                                         \
-	do {                                                                               \
-		if (!(cond))                                                               \
-			shim_fail(__FILE__, __LINE__, expr, " " __VA_ARGS__);               \
+#define SHIM_CHECK(cond, expr, ...)                                           \
+	do {                                                                  \
+		if (!(cond))                                                  \
+			shim_fail(__FILE__, __LINE__, expr, " " __VA_ARGS__); \
 	} while (0)
 
 #define cr_assert(c, ...) SHIM_CHECK((c), #c, ##__VA_ARGS__)
@@ -81,7 +80,8 @@ void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define cr_assert_not_null(p, ...) SHIM_CHECK((p) != NULL, #p " != NULL", ##__VA_ARGS__)
 #define cr_assert_str_eq(a, b, ...) SHIM_CHECK(strcmp((a), (b)) == 0, #a " eq " #b, ##__VA_ARGS__)
 #define cr_assert_str_neq(a, b, ...) SHIM_CHECK(strcmp((a), (b)) != 0, #a " ne " #b, ##__VA_ARGS__)
-#define cr_assert_arr_eq(a, b, n, ...) SHIM_CHECK(memcmp((a), (b), (n)) == 0, #a " eq " #b, ##__VA_ARGS__)
+#define cr_assert_arr_eq(a, b, n, ...) \
+	SHIM_CHECK(memcmp((a), (b), (n)) == 0, #a " eq " #b, ##__VA_ARGS__)
 #define cr_log_info(...) shim_log(__VA_ARGS__)
 
 #endif
