@@ -163,8 +163,8 @@ static void install(void)
 /* One registration for the process: the handlers must run once a fork. */
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 
-int cistern__lockfd_open(struct cistern__lockfd *l, int *fd, struct cistern *handle,
-			 const char *shm, int oflag, mode_t mode)
+/* Set l up for descriptor *fd of `handle` (or none), not listed yet; takes the list's mutex. */
+static void lockfd_begin(struct cistern__lockfd *l, int *fd, struct cistern *handle)
 {
 	pthread_once(&install_once, install);
 	l->fd = fd;
@@ -173,8 +173,14 @@ int cistern__lockfd_open(struct cistern__lockfd *l, int *fd, struct cistern *han
 	l->entry = 0;
 	l->intent_held = 0;
 	pthread_mutex_lock(&list_lock);
-	*fd = shm_open(shm, oflag | O_CLOEXEC, mode);
-	int r = *fd < 0 ? -errno : 0;
+}
+
+/*
+ * The open's result r: list l if it opened, then give the mutex back. The
+ * open ran under the mutex, so no fork saw the descriptor open and unlisted.
+ */
+static int lockfd_end(struct cistern__lockfd *l, int r)
+{
 	l->listed = r == 0;
 	if (l->listed) {
 		l->next = list_head;
@@ -186,27 +192,19 @@ int cistern__lockfd_open(struct cistern__lockfd *l, int *fd, struct cistern *han
 	return r;
 }
 
+int cistern__lockfd_open(struct cistern__lockfd *l, int *fd, struct cistern *handle,
+			 const char *shm, int oflag, mode_t mode)
+{
+	lockfd_begin(l, fd, handle);
+	*fd = shm_open(shm, oflag | O_CLOEXEC, mode);
+	return lockfd_end(l, *fd < 0 ? -errno : 0);
+}
+
 int cistern__lockfd_open_existing(struct cistern__lockfd *l, int *fd, struct cistern *handle,
 				  const char *name, int access, struct stat *st)
 {
-	pthread_once(&install_once, install);
-	l->fd = fd;
-	l->handle = handle;
-	l->prev = NULL;
-	l->entry = 0;
-	l->intent_held = 0;
-	/* Opened under the mutex, as cistern__lockfd_open(): listed before any fork sees it. */
-	pthread_mutex_lock(&list_lock);
-	int r = cistern__shm_open_existing(name, access, fd, st);
-	l->listed = r == 0;
-	if (l->listed) {
-		l->next = list_head;
-		if (list_head)
-			list_head->prev = l;
-		list_head = l;
-	}
-	pthread_mutex_unlock(&list_lock);
-	return r;
+	lockfd_begin(l, fd, handle);
+	return lockfd_end(l, cistern__shm_open_existing(name, access, fd, st));
 }
 
 void cistern__lockfd_close(struct cistern__lockfd *l)
