@@ -226,6 +226,34 @@ static inline pid_t fork_child(void)
 /* What a holder child takes before it waits to be killed. */
 enum hold { HOLD_NOTHING, HOLD_RESERVATION, HOLD_SAMPLE, HOLD_BATCH };
 
+/* In a spawned child: say ready down the pipe, then wait to be killed. */
+static inline void ready_then_wait(int fd)
+{
+	char ok = 1;
+	if (write(fd, &ok, 1) != 1)
+		_exit(4);
+	pause();
+	_exit(0);
+}
+
+/*
+ * In the parent of a child spawned with pipe p: its pid once it said ready,
+ * or -1 with the child reaped (it failed, or the fork did).
+ */
+static inline pid_t await_ready(int p[2], pid_t pid)
+{
+	close(p[1]);
+	char ok = 0;
+	ssize_t n = pid > 0 ? read(p[0], &ok, 1) : -1;
+	close(p[0]);
+	if (n != 1) {
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+		return -1;
+	}
+	return pid;
+}
+
 /*
  * Fork a child that attaches to `name`, takes `what` (a reservation, an
  * acquired sample: pinned under the reservoirs, held alone under FIFO and
@@ -251,22 +279,9 @@ static inline pid_t spawn_holder(const char *name, enum hold what)
 			_exit(3);
 		if (what == HOLD_BATCH && cistern_acquire_batch(h, batch, 0, 1000) < 0)
 			_exit(5);
-		char ok = 1;
-		if (write(p[1], &ok, 1) != 1)
-			_exit(4);
-		pause();
-		_exit(0);
+		ready_then_wait(p[1]);
 	}
-	close(p[1]);
-	char ok = 0;
-	ssize_t n = pid > 0 ? read(p[0], &ok, 1) : -1;
-	close(p[0]);
-	if (n != 1) {
-		if (pid > 0)
-			waitpid(pid, NULL, 0);
-		return -1;
-	}
-	return pid;
+	return await_ready(p, pid);
 }
 
 /*
@@ -294,22 +309,9 @@ static inline pid_t spawn_filler(const char *name, uint32_t n)
 			if (cistern_put(h, buf, len, &m, 1000) < 0)
 				_exit(2);
 		}
-		char ok = 1;
-		if (write(p[1], &ok, 1) != 1)
-			_exit(4);
-		pause();
-		_exit(0);
+		ready_then_wait(p[1]);
 	}
-	close(p[1]);
-	char ok = 0;
-	ssize_t got = pid > 0 ? read(p[0], &ok, 1) : -1;
-	close(p[0]);
-	if (got != 1) {
-		if (pid > 0)
-			waitpid(pid, NULL, 0);
-		return -1;
-	}
-	return pid;
+	return await_ready(p, pid);
 }
 
 /* SIGKILL a child and reap it. */
