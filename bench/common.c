@@ -62,7 +62,7 @@ void pin_cpu(int cpu)
 		return;
 	cpu_set_t set;
 	CPU_ZERO(&set);
-	CPU_SET(cpu % g_opt.ncpu, &set);
+	CPU_SET((size_t)(cpu % g_opt.ncpu), &set);
 	(void)sched_setaffinity(0, sizeof set, &set);
 }
 

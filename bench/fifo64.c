@@ -1253,7 +1253,7 @@ static int f64_run(enum kind k, int nprod, int nread, uint64_t per_prod, uint64_
 			got += atomic_load(&f.c->rd[i].progress);
 		progress("  time-boxed after %.1f s: %llu of %llu samples received",
 			 (double)timeout_ns / 1e9, (unsigned long long)got,
-			 (unsigned long long)per_prod * (uint64_t)nprod);
+			 (unsigned long long)per_prod * (unsigned long long)nprod);
 		ctl_free(f.c);
 		*partial = 1; /* fewer than 16 samples in the whole time box counts as 0 */
 		*rate = (double)got / ((double)timeout_ns / 1e9);

@@ -312,7 +312,7 @@ void sec_machine(void)
 			row_note(row, "ERR: %s", x.c->err[0][0] ? x.c->err[0] : "a child failed");
 		else if (rep >= 0)
 			row_push(row, (double)x.c->rd[0].aux[0] / (double)x.iters);
-		shm_anon_free((void *)x.word, 4096);
+		shm_anon_free((void *)(uintptr_t)x.word, 4096);
 		ctl_free(x.c);
 		if (rc != 0)
 			return;

@@ -34,7 +34,7 @@ static double now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static int produce(const char *name, uint32_t id, uint32_t count)
@@ -145,9 +145,9 @@ int main(int argc, char **argv)
 	cistern_stats_get(c, &st);
 	printf("moved %llu samples in %.3f s (%.2f M samples/s); puts %llu, gets %llu, "
 	       "producer waits %llu, reader waits %llu\n",
-	       (unsigned long long)st.gets, dt, st.gets / dt / 1e6, (unsigned long long)st.puts,
-	       (unsigned long long)st.gets, (unsigned long long)st.producer_waits,
-	       (unsigned long long)st.reader_waits);
+	       (unsigned long long)st.gets, dt, (double)st.gets / dt / 1e6,
+	       (unsigned long long)st.puts, (unsigned long long)st.gets,
+	       (unsigned long long)st.producer_waits, (unsigned long long)st.reader_waits);
 	printf("every sample received exactly once: %s (missing %llu, duplicated %llu)\n",
 	       !failed && !missing && !dup ? "yes" : "NO", (unsigned long long)missing,
 	       (unsigned long long)dup);

@@ -54,8 +54,10 @@ static uint32_t crc_soft(uint32_t c, const uint8_t *p, size_t n)
 	}
 	while (n >= 8) {
 		/* Assemble little-endian words byte by byte: correct on any host. */
-		uint32_t lo = c ^ (uint32_t)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24);
-		uint32_t hi = (uint32_t)(p[4] | p[5] << 8 | p[6] << 16 | (uint32_t)p[7] << 24);
+		uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+				   (uint32_t)p[3] << 24);
+		uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
+			      (uint32_t)p[7] << 24;
 		c = table[7][lo & 0xff] ^ table[6][(lo >> 8) & 0xff] ^ table[5][(lo >> 16) & 0xff] ^
 		    table[4][lo >> 24] ^ table[3][hi & 0xff] ^ table[2][(hi >> 8) & 0xff] ^
 		    table[1][(hi >> 16) & 0xff] ^ table[0][hi >> 24];

@@ -116,7 +116,8 @@ int dump_meta_decode(const uint8_t in[META_SIZE], struct dump_meta *m)
 	if (cistern__crc32c(0, in, META_SIZE - 4) != get32(in + META_SIZE - 4))
 		return -EBADMSG;
 	memset(m, 0, sizeof(*m));
-	struct cur c = {(uint8_t *)in, 0, true};
+	/* Decoding only reads through c.p: the encoder and decoder share one walk. */
+	struct cur c = {(uint8_t *)(uintptr_t)in, 0, true};
 	meta_code(&c, m);
 	m->name[CISTERN_NAME_MAX] = '\0';
 	return 0;

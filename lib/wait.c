@@ -96,13 +96,13 @@ static int futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout
 		.tv_nsec = timeout_ns % 1000000000,
 	};
 	/* Shared (not PRIVATE) futex: sleepers and wakers are different processes. */
-	long r = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, &ts, NULL, 0);
+	long r = syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, NULL, 0);
 	return r < 0 ? -errno : 0;
 }
 
 static void futex_wake(_Atomic uint32_t *word)
 {
-	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 static long membarrier(int cmd)

@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <pwd.h>
 #include <stdlib.h>
@@ -1441,7 +1442,7 @@ static int dict_set_f64(PyObject *d, const char *k, double v)
 	return r;
 }
 
-static int dict_set_bool(PyObject *d, const char *k, int v)
+static int dict_set_bool(PyObject *d, const char *k, bool v)
 {
 	return PyDict_SetItemString(d, k, v ? Py_True : Py_False);
 }
@@ -2282,8 +2283,8 @@ static int Sample_getbuffer(SampleObject *s, Py_buffer *view, int flags)
 		view->obj = NULL;
 		return -1;
 	}
-	if (PyBuffer_FillInfo(view, (PyObject *)s, (void *)t->data, (Py_ssize_t)t->len, 1, flags) <
-	    0)
+	if (PyBuffer_FillInfo(view, (PyObject *)s, (void *)(uintptr_t)t->data, (Py_ssize_t)t->len,
+			      1, flags) < 0)
 		return -1;
 	s->exports++;
 	return 0;
@@ -2332,7 +2333,7 @@ static PyObject *Sample_get_kind(SampleObject *s, void *Py_UNUSED(closure))
 static PyObject *Sample_get_address(SampleObject *s, void *Py_UNUSED(closure))
 {
 	const struct cistern_sample *t = sample_target(s);
-	return t ? PyLong_FromVoidPtr((void *)t->data) : NULL;
+	return t ? PyLong_FromVoidPtr((void *)(uintptr_t)t->data) : NULL;
 }
 
 static PyObject *Sample_get_exports(SampleObject *s, void *Py_UNUSED(closure))
@@ -2994,6 +2995,8 @@ static struct PyModuleDef module_def = {
 	.m_size = -1,
 	.m_methods = module_methods,
 };
+
+PyMODINIT_FUNC PyInit__cistern(void);
 
 PyMODINIT_FUNC PyInit__cistern(void)
 {

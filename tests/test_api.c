@@ -782,7 +782,8 @@ Test(errors, policy_names_round_trip)
 {
 	for (int i = 0; i < CISTERN_POLICY_COUNT; i++) {
 		enum cistern_policy p;
-		cr_assert_eq(cistern_policy_parse(cistern_policy_name(i), &p), 0);
+		cr_assert_eq(cistern_policy_parse(cistern_policy_name((enum cistern_policy)i), &p),
+			     0);
 		cr_assert_eq((int)p, i);
 	}
 	enum cistern_policy p;

@@ -86,7 +86,7 @@ static struct result *run_in(const char *in, size_t inlen, const char *first, ..
 	va_list ap;
 	va_start(ap, first);
 	for (const char *a = first; a && n < 31; a = va_arg(ap, const char *))
-		args[n++] = (char *)a;
+		args[n++] = (char *)(uintptr_t)a;
 	va_end(ap);
 	args[n] = NULL;
 	int out = mem_file("out", NULL, 0), err = mem_file("err", NULL, 0);

@@ -250,7 +250,7 @@ static void refused_config_in_meta(const char *path)
 	for (int i = 0; i < 8; i++)
 		mb[rpp - meta + i] = (uint8_t)(bits >> (8 * i));
 	uint32_t crc = cistern__crc32c(0, mb, sizeof(mb) - 4);
-	for (int i = 0; i < 4; i++)
+	for (size_t i = 0; i < 4; i++)
 		mb[sizeof(mb) - 4 + i] = (uint8_t)(crc >> (8 * i));
 	cr_assert_eq(pwrite(fd, mb, sizeof(mb), meta), (ssize_t)sizeof(mb));
 	close(fd);

@@ -315,8 +315,8 @@ Test(fifo_mp, blocked_reader_uses_almost_no_cpu, .timeout = 60)
 	struct rusage ru;
 	cr_assert_eq(wait4(pid, &status, 0, &ru), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	double cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-		     (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+		     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 	/* A spinning reader would burn about a second; a sleeping one a few ms. */
 	cr_assert_lt(cpu, 0.1, "blocked reader used %.3f s of CPU in 1 s", cpu);
 	cistern_detach(c);

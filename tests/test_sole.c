@@ -184,7 +184,8 @@ static void get_batch_copies_distinct_samples_and_counts_each_once(uint32_t flag
 				cr_assert_neq(meta[i].sample_id, meta[j].sample_id,
 					      "distinct members");
 		}
-		cr_assert_eq(seen_sum(c, &pinned), reads + 16u * round, "each copy counted once");
+		cr_assert_eq(seen_sum(c, &pinned), reads + 16u * (unsigned)round,
+			     "each copy counted once");
 		cr_assert_not(pinned, "nothing stays pinned after a get");
 	}
 	struct cistern_stats st;
@@ -346,7 +347,7 @@ static void batch_of_nearly_every_sample_is_still_distinct(uint32_t flags)
 			cr_assert_not(seen[buf[i]], "sample %d twice in one batch", buf[i]);
 			seen[buf[i]] = true;
 		}
-		cr_assert_eq(seen_sum(c, &pinned), reads + 32u * round);
+		cr_assert_eq(seen_sum(c, &pinned), reads + 32u * (unsigned)round);
 		cr_assert_not(pinned);
 	}
 	/* The same for batches acquired in place. */
@@ -858,7 +859,7 @@ static uint64_t hand_off_on(const char *tag, int pcpu, int rcpu, uint32_t flags,
 	if (pid == 0) {
 		cpu_set_t set;
 		CPU_ZERO(&set);
-		CPU_SET(rcpu, &set);
+		CPU_SET((size_t)rcpu, &set);
 		struct cistern *r = NULL;
 		if (sched_setaffinity(0, sizeof set, &set) != 0 || cistern_attach(name, &r) != 0)
 			_exit(2);
@@ -872,7 +873,7 @@ static uint64_t hand_off_on(const char *tag, int pcpu, int rcpu, uint32_t flags,
 	}
 	cpu_set_t set;
 	CPU_ZERO(&set);
-	CPU_SET(pcpu, &set);
+	CPU_SET((size_t)pcpu, &set);
 	cr_assert_eq(sched_setaffinity(0, sizeof set, &set), 0);
 	for (int i = 0; i < n; i++) {
 		uint8_t buf[64];

@@ -167,7 +167,7 @@ static void batch_members_are_uniform_how(const char *tag, struct cistern_config
 			counts[v[j]]++;
 		}
 	}
-	assert_uniform(counts, k, (uint64_t)n * b, what);
+	assert_uniform(counts, k, (uint64_t)n * (uint64_t)b, what);
 	free(v);
 	free(s);
 	free(counts);

@@ -189,7 +189,9 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 		printf("\n\noccupancy   ");
 		for (int i = 0; i < CISTERN_SLOT_CLASSES; i++)
 			if (s->occ.slots[i] || i <= CISTERN_SLOT_ACQUIRED)
-				printf(" %s %" PRIu64, cistern_slot_class_name(i), s->occ.slots[i]);
+				printf(" %s %" PRIu64,
+				       cistern_slot_class_name((enum cistern_slot_class)i),
+				       s->occ.slots[i]);
 		printf("\n            pinned %" PRIu64 "  held %" PRIu64 " samples, %s\n",
 		       s->occ.pinned, s->occ.held, fmt_bytes(s->occ.held_bytes, c, sizeof(c)));
 	} else {
@@ -281,7 +283,8 @@ static void json(const struct snapshot *s)
 			       s->occ.held_seen_hist[i]);
 		printf("},\n \"occupancy\": {");
 		for (int i = 0; i < CISTERN_SLOT_CLASSES; i++)
-			printf("%s\"%s\": %" PRIu64, i ? ", " : "", cistern_slot_class_name(i),
+			printf("%s\"%s\": %" PRIu64, i ? ", " : "",
+			       cistern_slot_class_name((enum cistern_slot_class)i),
 			       s->occ.slots[i]);
 		printf(", \"pinned\": %" PRIu64 ", \"held\": %" PRIu64 ", \"held_bytes\": %" PRIu64
 		       "},\n",
@@ -387,7 +390,8 @@ static void prometheus(const struct snapshot *s)
 		prom_family("cistern_slots_by_state", "gauge", "Slots in each state.");
 		for (int i = 0; i < CISTERN_SLOT_CLASSES; i++)
 			prom_sample(s, "cistern_slots_by_state", "state",
-				    cistern_slot_class_name(i), (double)s->occ.slots[i]);
+				    cistern_slot_class_name((enum cistern_slot_class)i),
+				    (double)s->occ.slots[i]);
 		prom_family("cistern_pinned_slots", "gauge",
 			    "Slots pinned by at least one reader.");
 		prom_sample(s, "cistern_pinned_slots", NULL, NULL, (double)s->occ.pinned);

@@ -325,10 +325,10 @@ static int run(int argc, char **argv)
 			if (n > 0 && line[n - 1] == '\n')
 				n--;
 			/* A schema's samples are all of its size: anything else is refused unput. */
-			int r = sch.n && (uint64_t)n != sch.size
-					? -EBADMSG
-					: cistern_put(c, line, (size_t)n, &meta, timeout);
-			if (r == 0) {
+			int pr = sch.n && (uint64_t)n != sch.size
+					 ? -EBADMSG
+					 : cistern_put(c, line, (size_t)n, &meta, timeout);
+			if (pr == 0) {
 				put++;
 				continue;
 			}
@@ -341,19 +341,19 @@ static int run(int argc, char **argv)
 			else
 				snprintf(done, sizeof(done), "lines 1-%llu were put, none after it",
 					 put);
-			if (r == -EBADMSG)
+			if (pr == -EBADMSG)
 				cli_error(&cmd_put, name, 0,
 					  "line %llu of standard input is %zd bytes, "
 					  "where samples of the schema are %" PRIu64
 					  " (see --json); %s",
 					  put + 1, n, sch.size, done);
-			else if (r == -EMSGSIZE)
+			else if (pr == -EMSGSIZE)
 				cli_error(&cmd_put, name, 0,
 					  "line %llu of standard input is %zd bytes, "
 					  "over the slot size (%s); %s",
 					  put + 1, n, fmt_bytes(cfg.slot_size, a, sizeof(a)), done);
 			else
-				cli_error(&cmd_put, name, r, "line %llu of standard input (%s)",
+				cli_error(&cmd_put, name, pr, "line %llu of standard input (%s)",
 					  put + 1, done);
 			status = EXIT_FAIL;
 		}

@@ -98,14 +98,14 @@ int main(int argc, char **argv)
 			{"pwrite", CISTERN__DUMP_PLAIN},
 		};
 		for (int e = 0; e < 3; e++) {
-			double t[100], c[100];
+			double t[100], used[100];
 			for (int i = 0; i < rounds; i++) {
 				double c0 = cpu();
 				double t0 = now();
 				r = cistern__dump_ex(name, path, engines[e].flags, NULL, NULL,
 						     NULL);
 				t[i] = now() - t0;
-				c[i] = cpu() - c0;
+				used[i] = cpu() - c0;
 				if (r < 0) {
 					fprintf(stderr, "dump_bench: dump: %s\n",
 						cistern_strerror(r));
@@ -114,10 +114,10 @@ int main(int argc, char **argv)
 				unlink(path);
 			}
 			qsort(t, (size_t)rounds, sizeof(t[0]), cmp);
-			qsort(c, (size_t)rounds, sizeof(c[0]), cmp);
+			qsort(used, (size_t)rounds, sizeof(used[0]), cmp);
 			double med = t[rounds / 2];
 			printf("%-22s %-18s %10.4f %10.0f %10.4f\n", label, engines[e].name, med,
-			       mib / med, c[rounds / 2]);
+			       mib / med, used[rounds / 2]);
 		}
 		cistern_detach(c);
 		cistern_unlink(name);
