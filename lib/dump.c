@@ -109,7 +109,8 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 		uint32_t nseen = dead_held ? cistern__seen_once_reclaimed(c, sm, word, so)
 					   : atomic_load_explicit(&sm->seen, memory_order_relaxed);
 		bool ok = word == v[k].word && len <= c->slot_size;
-		uint8_t *p = io_w_room(w, REC_HDR + cistern__align_up(ok ? (size_t)len : 0, 8));
+		uint8_t *p = cistern__io_w_room(
+			w, REC_HDR + cistern__align_up(ok ? (size_t)len : 0, 8));
 		if (!p) {
 			free(v);
 			return w->err;
@@ -132,7 +133,7 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 		size_t rec = REC_HDR + cistern__align_up((size_t)len, 8);
 		memset(p + REC_HDR + len, 0, rec - REC_HDR - (size_t)len);
 		crc = cistern__crc32c(crc, p, rec);
-		io_w_keep(w, p, rec);
+		cistern__io_w_keep(w, p, rec);
 		m->samples_size += rec;
 		m->sample_count++;
 		m->payload_bytes += len;
@@ -212,8 +213,8 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	uint64_t expect = PREAMBLE_SIZE +
 			  c->slot_count * (REC_HDR + cistern__align_up(c->slot_size, 8)) +
 			  2 * c->slot_count + 4 * META_SIZE;
-	r = io_w_init(&w, fd, flags & CISTERN__DUMP_PLAIN, flags & CISTERN__DUMP_BUFFERED,
-		      REC_HDR + cistern__align_up(c->slot_size, 8), expect);
+	r = cistern__io_w_init(&w, fd, flags & CISTERN__DUMP_PLAIN, flags & CISTERN__DUMP_BUFFERED,
+			       REC_HDR + cistern__align_up(c->slot_size, 8), expect);
 	if (r < 0)
 		goto out_file;
 	seen = roaring_bitmap_create();
@@ -225,7 +226,7 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	memcpy(pre, DUMP_MAGIC, 8);
 	put32(pre + 8, CISTERN_DUMP_VERSION);
 	put32(pre + 12, PREAMBLE_SIZE);
-	if ((r = io_w_append(&w, pre, sizeof(pre))) < 0)
+	if ((r = cistern__io_w_append(&w, pre, sizeof(pre))) < 0)
 		goto out;
 	m.samples_off = PREAMBLE_SIZE;
 	if ((r = dump_samples(c, so, &w, &m, seen, flags & CISTERN__DUMP_DEAD_HELD, progress,
@@ -245,18 +246,18 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 		goto out;
 	}
 	m.bitmap_crc = cistern__crc32c(0, bm, m.bitmap_size);
-	if ((r = io_w_append(&w, bm, m.bitmap_size)) < 0)
+	if ((r = cistern__io_w_append(&w, bm, m.bitmap_size)) < 0)
 		goto out;
 
 	m.schema_off = m.bitmap_off + m.bitmap_size;
 	m.schema_size = strlen(m.schema);
 	m.schema_crc = cistern__crc32c(0, m.schema, (size_t)m.schema_size);
-	if (m.schema_size && (r = io_w_append(&w, m.schema, m.schema_size)) < 0)
+	if (m.schema_size && (r = cistern__io_w_append(&w, m.schema, m.schema_size)) < 0)
 		goto out;
 
 	uint8_t mb[META_SIZE], tr[TRAILER_SIZE];
-	dump_meta_encode(&m, mb);
-	if ((r = io_w_append(&w, mb, sizeof(mb))) < 0)
+	cistern__dump_meta_encode(&m, mb);
+	if ((r = cistern__io_w_append(&w, mb, sizeof(mb))) < 0)
 		goto out;
 	uint64_t meta_off = m.schema_off + m.schema_size;
 	uint64_t file_size = meta_off + META_SIZE + TRAILER_SIZE;
@@ -264,19 +265,19 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	memcpy(tr, TRAILER_MAGIC, 8);
 	put64(tr + 8, file_size);
 	put64(tr + 16, meta_off);
-	if ((r = io_w_append(&w, tr, 24)) < 0)
+	if ((r = cistern__io_w_append(&w, tr, 24)) < 0)
 		goto out;
 	put32(tr + 24, w.crc);
-	if ((r = io_w_append(&w, tr + 24, 8)) < 0)
+	if ((r = cistern__io_w_append(&w, tr + 24, 8)) < 0)
 		goto out;
-	if ((r = io_w_finish(&w)) < 0)
+	if ((r = cistern__io_w_finish(&w)) < 0)
 		goto out;
 	if ((r = publish(tmp, path, flags)) < 0)
 		goto out;
-	dump_info_from_meta(&m, file_size, info);
+	cistern__dump_info_from_meta(&m, file_size, info);
 	r = 0;
 out:
-	io_w_destroy(&w);
+	cistern__io_w_destroy(&w);
 out_file:
 	close(fd);
 	if (r < 0)

@@ -103,7 +103,7 @@ static void meta_code(struct cur *c, struct dump_meta *m)
 	f32(c, &m->schema_crc);
 }
 
-void dump_meta_encode(struct dump_meta *m, uint8_t out[META_SIZE])
+void cistern__dump_meta_encode(struct dump_meta *m, uint8_t out[META_SIZE])
 {
 	memset(out, 0, META_SIZE);
 	struct cur c = {out, 0, false};
@@ -111,7 +111,7 @@ void dump_meta_encode(struct dump_meta *m, uint8_t out[META_SIZE])
 	put32(out + META_SIZE - 4, cistern__crc32c(0, out, META_SIZE - 4));
 }
 
-int dump_meta_decode(const uint8_t in[META_SIZE], struct dump_meta *m)
+int cistern__dump_meta_decode(const uint8_t in[META_SIZE], struct dump_meta *m)
 {
 	if (cistern__crc32c(0, in, META_SIZE - 4) != get32(in + META_SIZE - 4))
 		return -EBADMSG;
@@ -123,8 +123,8 @@ int dump_meta_decode(const uint8_t in[META_SIZE], struct dump_meta *m)
 	return 0;
 }
 
-void dump_info_from_meta(const struct dump_meta *m, uint64_t file_size,
-			 struct cistern_dump_info *info)
+void cistern__dump_info_from_meta(const struct dump_meta *m, uint64_t file_size,
+				  struct cistern_dump_info *info)
 {
 	if (!info)
 		return;
@@ -152,7 +152,7 @@ void dump_info_from_meta(const struct dump_meta *m, uint64_t file_size,
 }
 
 /* Read and check preamble, trailer and meta: everything decided before creating anything. */
-int dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
+int cistern__dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 {
 	struct stat st;
 	if (fstat(fd, &st) < 0)
@@ -183,7 +183,7 @@ int dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 		return -EBADMSG;
 	if (pread(fd, mb, sizeof(mb), (off_t)get64(tr + 16)) != (ssize_t)sizeof(mb))
 		return -EBADMSG;
-	int r = dump_meta_decode(mb, m);
+	int r = cistern__dump_meta_decode(mb, m);
 	if (r < 0)
 		return r;
 	m->version = version;
@@ -219,7 +219,8 @@ int dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 	return 0;
 }
 
-int dump_rec_check(const struct dump_meta *m, const struct dump_rec *r, const struct dump_rec *prev)
+int cistern__dump_rec_check(const struct dump_meta *m, const struct dump_rec *r,
+			    const struct dump_rec *prev)
 {
 	if (r->len > m->cfg.slot_size || r->id >= m->next_id || (prev && r->id <= prev->id) ||
 	    r->src >= m->cfg.slot_count)
@@ -258,7 +259,7 @@ static bool wanted(const roaring_bitmap_t *want, uint32_t hi, uint32_t lo)
 	return roaring_bitmap_contains(want, hi | lo);
 }
 
-int dump_seen_set_check(const uint8_t *p, size_t n, const roaring_bitmap_t *want)
+int cistern__dump_seen_set_check(const uint8_t *p, size_t n, const roaring_bitmap_t *want)
 {
 	size_t off = 4;
 	if (n < off)

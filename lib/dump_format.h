@@ -16,7 +16,7 @@
  *             sample ids: they are below 2^28, so they fit the 32-bit bitmap
  *             whatever the ids are. It repeats what the records say, so a
  *             restore checks that both agree (parsing the bytes itself:
- *             dump_seen_set_check()).
+ *             cistern__dump_seen_set_check()).
  *   schema    the segment's schema text (docs/SCHEMA.md), without its NUL;
  *             empty for a segment without one (always under 1024 bytes).
  *   meta      512 bytes: section offsets and sizes, counts, next sample id,
@@ -124,8 +124,8 @@ static inline void dump_rec_decode(const uint8_t in[REC_HDR], struct dump_rec *r
  * -EBADMSG, before a restore builds anything from it. prev: the previous
  * record, NULL for the first.
  */
-int dump_rec_check(const struct dump_meta *m, const struct dump_rec *r,
-		   const struct dump_rec *prev);
+int cistern__dump_rec_check(const struct dump_meta *m, const struct dump_rec *r,
+			    const struct dump_rec *prev);
 
 /*
  * Check that the n bytes of a seen-set section are a well-formed portable
@@ -133,21 +133,21 @@ int dump_rec_check(const struct dump_meta *m, const struct dump_rec *r,
  * The bytes are parsed here, never handed to CRoaring, whose deserializer
  * prints to standard error on bad input (and the library never prints).
  */
-int dump_seen_set_check(const uint8_t *p, size_t n, const roaring_bitmap_t *want);
+int cistern__dump_seen_set_check(const uint8_t *p, size_t n, const roaring_bitmap_t *want);
 
 /* The meta block out, its CRC last. */
-void dump_meta_encode(struct dump_meta *m, uint8_t out[META_SIZE]);
+void cistern__dump_meta_encode(struct dump_meta *m, uint8_t out[META_SIZE]);
 /* The meta block in: -EBADMSG if its CRC does not hold. */
-int dump_meta_decode(const uint8_t in[META_SIZE], struct dump_meta *m);
+int cistern__dump_meta_decode(const uint8_t in[META_SIZE], struct dump_meta *m);
 /* What cistern_dump_info reports of a dump (info may be NULL). */
-void dump_info_from_meta(const struct dump_meta *m, uint64_t file_size,
-			 struct cistern_dump_info *info);
+void cistern__dump_info_from_meta(const struct dump_meta *m, uint64_t file_size,
+				  struct cistern_dump_info *info);
 /*
  * Read and check a dump file's preamble, trailer, meta block and schema,
  * everything decided before a restore creates anything: 0 with *size and *m, or
  * -EBADMSG, -EPROTONOSUPPORT (another format version), -ENOMSG (not a
  * dump: no magic, or not a regular file), or the error of fstat() or pread().
  */
-int dump_read_frame(int fd, uint64_t *size, struct dump_meta *m);
+int cistern__dump_read_frame(int fd, uint64_t *size, struct dump_meta *m);
 
 #endif

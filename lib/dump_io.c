@@ -105,7 +105,7 @@ static void io_w_queue(struct io_writer *w, unsigned i)
 		w->queued = 0;
 		sqe = io_uring_get_sqe(&w->ring);
 		if (!sqe) {
-			/* Not in flight: io_w_destroy() must not wait for it. */
+			/* Not in flight: cistern__io_w_destroy() must not wait for it. */
 			w->err = -EBUSY;
 			wb->busy = false;
 			w->inflight--;
@@ -218,21 +218,21 @@ static int io_w_flush(struct io_writer *w)
 }
 
 /* Room for n contiguous bytes in the current buffer (n <= buffer size). */
-uint8_t *io_w_room(struct io_writer *w, size_t n)
+uint8_t *cistern__io_w_room(struct io_writer *w, size_t n)
 {
 	if (w->fill + n > w->b.size && io_w_flush(w) < 0)
 		return NULL;
 	return buf_at(&w->b, w->cur) + w->fill;
 }
 
-/* Keep n bytes written at io_w_room(): they become part of the file. */
-void io_w_keep(struct io_writer *w, const uint8_t *p, size_t n)
+/* Keep n bytes written at cistern__io_w_room(): they become part of the file. */
+void cistern__io_w_keep(struct io_writer *w, const uint8_t *p, size_t n)
 {
 	w->crc = cistern__crc32c(w->crc, p, n);
 	w->fill += n;
 }
 
-int io_w_append(struct io_writer *w, const void *data, size_t n)
+int cistern__io_w_append(struct io_writer *w, const void *data, size_t n)
 {
 	const uint8_t *s = data;
 	while (n) {
@@ -245,7 +245,7 @@ int io_w_append(struct io_writer *w, const void *data, size_t n)
 		size_t k = n < room ? n : room;
 		uint8_t *p = buf_at(&w->b, w->cur) + w->fill;
 		memcpy(p, s, k);
-		io_w_keep(w, p, k);
+		cistern__io_w_keep(w, p, k);
 		s += k;
 		n -= k;
 	}
@@ -278,8 +278,8 @@ static bool try_direct(int fd, uint8_t *aligned_buf)
  * took most of a small segment's dump time); a guess that falls short costs
  * only overlap, as the buffers take turns.
  */
-int io_w_init(struct io_writer *w, int fd, bool plain, bool buffered, size_t min_buf,
-	      uint64_t expect)
+int cistern__io_w_init(struct io_writer *w, int fd, bool plain, bool buffered, size_t min_buf,
+		       uint64_t expect)
 {
 	memset(w, 0, sizeof(*w));
 	w->fd = fd;
@@ -312,7 +312,7 @@ int io_w_init(struct io_writer *w, int fd, bool plain, bool buffered, size_t min
 }
 
 /* Write what is staged, wait for every write, and make the file durable. */
-int io_w_finish(struct io_writer *w)
+int cistern__io_w_finish(struct io_writer *w)
 {
 	uint64_t size = w->off + w->fill;
 	if (w->direct && w->fill % DIRECT_ALIGN) {
@@ -348,7 +348,7 @@ int io_w_finish(struct io_writer *w)
 	}
 }
 
-void io_w_destroy(struct io_writer *w)
+void cistern__io_w_destroy(struct io_writer *w)
 {
 	if (w->ring_ok) {
 		/* Never unmap buffers the kernel may still be writing from. */
@@ -376,7 +376,8 @@ static void io_r_queue(struct io_reader *rd, unsigned i)
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&rd->ring);
 	if (!sqe) {
 		rd->err = -EBUSY;
-		rb->state = 0; /* nothing of it is in flight: io_r_destroy() must not wait for it */
+		rb->state =
+			0; /* nothing of it is in flight: cistern__io_r_destroy() must not wait for it */
 		return;
 	}
 	uint8_t *p = buf_at(&rd->b, i) + rb->got;
@@ -433,7 +434,7 @@ static const uint8_t *io_r_next_plain(struct io_reader *rd, size_t *len)
 	return p;
 }
 
-const uint8_t *io_r_next(struct io_reader *rd, size_t *len)
+const uint8_t *cistern__io_r_next(struct io_reader *rd, size_t *len)
 {
 	if (!rd->ring_ok)
 		return io_r_next_plain(rd, len);
@@ -458,7 +459,7 @@ const uint8_t *io_r_next(struct io_reader *rd, size_t *len)
 			/*
 			 * Failed (0: the file shrank under us). Its completion is
 			 * taken, so it is no longer in flight: left at 1,
-			 * io_r_destroy() would wait for a completion that never comes.
+			 * cistern__io_r_destroy() would wait for a completion that never comes.
 			 */
 			rd->err = res < 0 ? res : -EBADMSG;
 			x->state = 0;
@@ -478,8 +479,8 @@ const uint8_t *io_r_next(struct io_reader *rd, size_t *len)
 	return buf_at(&rd->b, rd->head);
 }
 
-/* The chunk io_r_next() returned is consumed: its buffer can be refilled. */
-void io_r_done(struct io_reader *rd)
+/* The chunk cistern__io_r_next() returned is consumed: its buffer can be refilled. */
+void cistern__io_r_done(struct io_reader *rd)
 {
 	if (!rd->ring_ok)
 		return;
@@ -487,7 +488,7 @@ void io_r_done(struct io_reader *rd)
 	rd->head = (rd->head + 1) % rd->b.n;
 }
 
-int io_r_init(struct io_reader *rd, int fd, uint64_t size)
+int cistern__io_r_init(struct io_reader *rd, int fd, uint64_t size)
 {
 	memset(rd, 0, sizeof(*rd));
 	rd->fd = fd;
@@ -504,13 +505,13 @@ int io_r_init(struct io_reader *rd, int fd, uint64_t size)
 		return r;
 	r = cistern__no_uring ? -ENOSYS : io_uring_queue_init(IO_BUFFERS, &rd->ring, 0);
 	if (r < 0)
-		return 0; /* no io_uring here: io_r_next() reads with pread() */
+		return 0; /* no io_uring here: cistern__io_r_next() reads with pread() */
 	rd->ring_ok = true;
 	bufs_register(&rd->b, &rd->ring);
 	return 0;
 }
 
-void io_r_destroy(struct io_reader *rd)
+void cistern__io_r_destroy(struct io_reader *rd)
 {
 	if (rd->ring_ok) {
 		for (unsigned i = 0; i < rd->b.n; i++) {

@@ -62,18 +62,18 @@ struct io_writer {
  * about how big the file will be. plain: pwrite() instead of io_uring;
  * buffered: no O_DIRECT. 0 or -ENOMEM.
  */
-int io_w_init(struct io_writer *w, int fd, bool plain, bool buffered, size_t min_buf,
-	      uint64_t expect);
+int cistern__io_w_init(struct io_writer *w, int fd, bool plain, bool buffered, size_t min_buf,
+		       uint64_t expect);
 /* Room for n contiguous bytes (n <= the largest record), or NULL on an error (w->err). */
-uint8_t *io_w_room(struct io_writer *w, size_t n);
-/* Keep n bytes written at io_w_room(): they become part of the file. */
-void io_w_keep(struct io_writer *w, const uint8_t *p, size_t n);
+uint8_t *cistern__io_w_room(struct io_writer *w, size_t n);
+/* Keep n bytes written at cistern__io_w_room(): they become part of the file. */
+void cistern__io_w_keep(struct io_writer *w, const uint8_t *p, size_t n);
 /* Append n bytes: 0 or the first write error. */
-int io_w_append(struct io_writer *w, const void *data, size_t n);
+int cistern__io_w_append(struct io_writer *w, const void *data, size_t n);
 /* Write what is staged, wait for every write, and make the file durable. */
-int io_w_finish(struct io_writer *w);
-/* Wait for writes in flight, then free everything (after io_w_init() succeeded). */
-void io_w_destroy(struct io_writer *w);
+int cistern__io_w_finish(struct io_writer *w);
+/* Wait for writes in flight, then free everything (after cistern__io_w_init() succeeded). */
+void cistern__io_w_destroy(struct io_writer *w);
 
 /* One read-ahead buffer's chunk. */
 struct rbuf {
@@ -96,11 +96,11 @@ struct io_reader {
 };
 
 /* A reader of the size bytes of fd, front to back. 0 or -ENOMEM. */
-int io_r_init(struct io_reader *rd, int fd, uint64_t size);
+int cistern__io_r_init(struct io_reader *rd, int fd, uint64_t size);
 /* The next chunk in file order, or NULL at the end or on an error (rd->err). */
-const uint8_t *io_r_next(struct io_reader *rd, size_t *len);
-/* The chunk io_r_next() returned is consumed: its buffer can be refilled. */
-void io_r_done(struct io_reader *rd);
-void io_r_destroy(struct io_reader *rd);
+const uint8_t *cistern__io_r_next(struct io_reader *rd, size_t *len);
+/* The chunk cistern__io_r_next() returned is consumed: its buffer can be refilled. */
+void cistern__io_r_done(struct io_reader *rd);
+void cistern__io_r_destroy(struct io_reader *rd);
 
 #endif

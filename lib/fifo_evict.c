@@ -12,7 +12,7 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
 	bool lossy = c->fixed.flags & CISTERN_LOSSY;
-	if (!rs_rate_allows_put(c))
+	if (!cistern__rs_rate_allows_put(c))
 		return -EAGAIN;
 	for (;;) {
 		uint64_t t = atomic_load_explicit(&h->tail, memory_order_acquire);
@@ -22,7 +22,7 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		int64_t d = sw_lap_diff(w, t);
 		if (d == 0 && sw_state(w) == RS_EMPTY) {
 			uint64_t nw = sw_make(t, RS_RESERVED, c->owner);
-			/* Counted before the claim, as in rs_fill_reserve(), and seq_cst for the same reasons. */
+			/* Counted before the claim, as in cistern__rs_fill_reserve(), and seq_cst for the same reasons. */
 			atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst);
 			if (!atomic_compare_exchange_strong_explicit(
 				    &m->word, &w, nw, memory_order_seq_cst, memory_order_relaxed)) {
@@ -42,7 +42,7 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		/* The slot holds the oldest sample, from the previous lap. */
 		if (d == -(int64_t)c->slot_count && sw_state(w) == RS_HELD &&
 		    (lossy || atomic_load_explicit(&m->seen, memory_order_relaxed) >= 1)) {
-			if (rs_evict_claim(c, idx, w, t, !lossy)) {
+			if (cistern__rs_evict_claim(c, idx, w, t, !lossy)) {
 				cistern__help_advance(&h->tail, t);
 				cistern__set_slot(slot, c, idx, t);
 				return 0;
@@ -56,17 +56,17 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 }
 
 const struct cistern_ops cistern__fifo_evict_ops = {
-	.init = rs_init,
+	.init = cistern__rs_init,
 	.try_reserve = fifo_evict_try_reserve,
-	.commit = rs_commit,
-	.abort = rs_abort,
-	.try_acquire = rs_try_acquire,
-	.release = rs_release_generic,
-	.release_batch = rs_release_batch,
-	.unacquire = rs_unacquire,
-	.try_acquire_batch = rs_try_acquire_n,
-	.gather_now = rs_gather_now,
-	.drained = rs_drained,
-	.reclaim = rs_reclaim,
-	.population = rs_population,
+	.commit = cistern__rs_commit,
+	.abort = cistern__rs_abort,
+	.try_acquire = cistern__rs_try_acquire,
+	.release = cistern__rs_release_generic,
+	.release_batch = cistern__rs_release_batch,
+	.unacquire = cistern__rs_unacquire,
+	.try_acquire_batch = cistern__rs_try_acquire_n,
+	.gather_now = cistern__rs_gather_now,
+	.drained = cistern__rs_drained,
+	.reclaim = cistern__rs_reclaim,
+	.population = cistern__rs_population,
 };

@@ -16,24 +16,24 @@
 
 static int firo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
-	int r = rs_fill_reserve(c, slot);
+	int r = cistern__rs_fill_reserve(c, slot);
 	if (r == -EAGAIN)
-		r = rs_fill_past_count(c, slot); /* about to wait: is it really full? */
+		r = cistern__rs_fill_past_count(c, slot); /* about to wait: is it really full? */
 	return r;
 }
 
 static int firo_try_acquire(struct cistern *c, struct cistern_sample *s)
 {
 	struct cistern_hdr *h = c->hdr;
-	if (!rs_closed(c) &&
+	if (!cistern__rs_closed(c) &&
 	    atomic_load_explicit(&h->population, memory_order_acquire) <= c->fixed.watermark)
 		return -EAGAIN;
 	for (int tries = 0; tries < 64; tries++) {
 		uint64_t idx;
-		int r = cistern__pick(c, &c->pick_read, rs_is_held, NULL, &idx);
+		int r = cistern__pick(c, &c->pick_read, cistern__rs_is_held, NULL, &idx);
 		if (r < 0)
 			return r;
-		if (rs_read_exclusive(c, s, idx) == 0)
+		if (cistern__rs_read_exclusive(c, s, idx) == 0)
 			return 0;
 	}
 	return -EAGAIN;
@@ -42,11 +42,11 @@ static int firo_try_acquire(struct cistern *c, struct cistern_sample *s)
 static int firo_release(struct cistern *c, struct cistern_sample *s)
 {
 	uint64_t w;
-	if (!rs_exclusive_is_mine(c, s, &w))
+	if (!cistern__rs_exclusive_is_mine(c, s, &w))
 		return -EINVAL;
 	struct cistern_slotmeta *m = cistern__slotmeta(c, s->index_);
 	if (atomic_load_explicit(&m->seen, memory_order_relaxed) >= c->fixed.pseudo_epochs) {
-		rs_remove(c, s->index_, w);
+		cistern__rs_remove(c, s->index_, w);
 	} else {
 		/* seq_cst: our reads are done before another reader can take it. */
 		atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_HELD, 0),
@@ -59,14 +59,14 @@ static int firo_release(struct cistern *c, struct cistern_sample *s)
 }
 
 const struct cistern_ops cistern__firo_ops = {
-	.init = rs_init,
+	.init = cistern__rs_init,
 	.try_reserve = firo_try_reserve,
-	.commit = rs_commit,
-	.abort = rs_abort,
+	.commit = cistern__rs_commit,
+	.abort = cistern__rs_abort,
 	.try_acquire = firo_try_acquire,
 	.release = firo_release,
-	.unacquire = rs_unacquire,
-	.drained = rs_drained,
-	.reclaim = rs_reclaim,
-	.population = rs_population,
+	.unacquire = cistern__rs_unacquire,
+	.drained = cistern__rs_drained,
+	.reclaim = cistern__rs_reclaim,
+	.population = cistern__rs_population,
 };

@@ -6,7 +6,7 @@
  * The general path acquires the batch (a pin, a seen count and a sample
  * record for each member), copies it out, then releases it: three passes over
  * the members and their slot metadata. Here the members are drawn and pinned
- * as for an acquire, but neither counted nor recorded (rs_stream_pinned()
+ * as for an acquire, but neither counted nor recorded (cistern__rs_stream_pinned()
  * with the gather's array). The sole reader (CISTERN_SINGLE_READER) stores
  * its pins plainly, prefetching each member's payload with its metadata
  * when it draws it, so that the copies below find it in cache (one pass
@@ -50,7 +50,7 @@ static void undo_pins(struct cistern *c, const struct cistern_sample *tmp, size_
 static int check_members(struct cistern *c, struct cistern_sample *tmp, size_t n, size_t stride)
 {
 	int r = 0;
-	/* Locals: the stores into tmp[] could alias the handle's fields (see rs_gather_now()). */
+	/* Locals: the stores into tmp[] could alias the handle's fields (see cistern__rs_gather_now()). */
 	char *meta0 = c->meta0, *arena = c->arena;
 	uint64_t mstride = c->meta_stride, pstride = c->slot_stride, slot_size = c->slot_size;
 	for (size_t i = 0; i < n; i++) {
@@ -70,8 +70,8 @@ static int check_members(struct cistern *c, struct cistern_sample *tmp, size_t n
 	return r;
 }
 
-int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
-		  const struct cistern_gather *g)
+int cistern__rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
+			   const struct cistern_gather *g)
 {
 	const struct cistern_fixed *f = &c->fixed;
 	bool sole = c->sole_reading;
@@ -87,23 +87,23 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		return -EAGAIN;
 	if (!sole && (f->flags & CISTERN_SINGLE_READER))
 		return -EAGAIN;
-	if (c->holding != 0 || c->dups.used != 0 || rs_closed(c))
+	if (c->holding != 0 || c->dups.used != 0 || cistern__rs_closed(c))
 		return -EAGAIN;
 	if (f->policy == CISTERN_BATCH_RESERVOIR && n != f->batch_size)
 		return -EAGAIN; /* the general path says -EINVAL */
 	uint64_t taken;
-	if (rs_open_read_ready(c, n, &taken) < 0)
+	if (cistern__rs_open_read_ready(c, n, &taken) < 0)
 		return -EAGAIN;
 	uint64_t probes = cistern__pick_probes(c, &c->pick_read);
 	if (!probes || cistern__scratch_reset(c, n) < 0) {
-		rs_rate_settle(c, taken, 0);
+		cistern__rs_rate_settle(c, taken, 0);
 		return -EAGAIN;
 	}
 	size_t got = 0, dups = 0;
-	rs_stream_pinned(c, tmp, n, &got, &dups, probes, true);
+	cistern__rs_stream_pinned(c, tmp, n, &got, &dups, probes, true);
 	if (got < n) {
 		undo_pins(c, tmp, got);
-		rs_rate_settle(c, taken, 0);
+		cistern__rs_rate_settle(c, taken, 0);
 		return -EAGAIN;
 	}
 	/* seq_cst: every pin the sole reader stored above is ordered before the checks. */
@@ -112,7 +112,7 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 	int r = check_members(c, tmp, n, g->stride);
 	if (r < 0) {
 		undo_pins(c, tmp, n);
-		rs_rate_settle(c, taken, 0);
+		cistern__rs_rate_settle(c, taken, 0);
 		return r;
 	}
 	/*
@@ -155,7 +155,7 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		 * unpin's release store publishes both the count and the end of
 		 * our reads to the producer that next finds the slot unpinned
 		 * (a seq_cst load, acquiring). Any other reader shares the
-		 * words: a relaxed RMW for the count (as rs_read_pinned()), and
+		 * words: a relaxed RMW for the count (as cistern__rs_read_pinned()), and
 		 * a seq_cst RMW for the unpin, ordered after it and after our
 		 * reads, as every unpin is (pins.c).
 		 */
@@ -167,7 +167,7 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 			seen = atomic_fetch_add_explicit(&m->seen, 1, memory_order_relaxed);
 		}
 		if (seen == 0)
-			rs_note_seen(c, tmp[i].index_);
+			cistern__rs_note_seen(c, tmp[i].index_);
 		if (sole) {
 			uint64_t pins = atomic_load_explicit(&m->pins, memory_order_relaxed);
 			atomic_store_explicit(&m->pins, pins & ~bit, memory_order_release);
@@ -176,7 +176,7 @@ int rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 		}
 	}
 	cistern__count(&c->me->ctr.gets, n);
-	rs_rate_settle(c, taken, n);
+	cistern__rs_rate_settle(c, taken, n);
 	/* Samples just unpinned (and some just seen) may be what a producer waits for. */
 	if (sole)
 		cistern__fence_before_wake(); /* the unpins were plain stores */

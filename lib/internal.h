@@ -160,8 +160,8 @@ struct cistern {
 	struct cistern_picker pick_read;  /* samples a reader may take */
 	struct cistern_picker pick_evict; /* samples a producer may evict */
 	struct cistern_picker pick_empty; /* empty slots */
-	uint64_t fill_next;         /* reservoir.c: next slot a fill looks at, + 1; 0: unset */
-	int64_t next_drain_look_ns; /* reservoir.c: earliest next look at every slot in rs_drained() */
+	uint64_t fill_next; /* reservoir.c: next slot a fill looks at, + 1; 0: unset */
+	int64_t next_drain_look_ns; /* reservoir.c: earliest next look at every slot in cistern__rs_drained() */
 	int64_t next_fill_look_ns; /* reservoir.c: earliest next look for an empty slot past `filled` */
 	struct cistern_scratch scratch;
 	bool reserve_polling;      /* FIFO: the last reserve found the ring full */

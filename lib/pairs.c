@@ -33,7 +33,7 @@ static bool key_ok(struct cistern *c, uint32_t sim, uint32_t step)
 	return sim < c->fixed.sweep_size && step < c->fixed.nb_time_steps;
 }
 
-void pairs_publish(struct cistern *c, uint64_t index, uint32_t sim, uint32_t step)
+void cistern__pairs_publish(struct cistern *c, uint64_t index, uint32_t sim, uint32_t step)
 {
 	/*
 	 * The key the commit wrote, not the slot's metadata read back: another
@@ -45,7 +45,7 @@ void pairs_publish(struct cistern *c, uint64_t index, uint32_t sim, uint32_t ste
 	atomic_store_explicit(entry(c, sim, step), index + 1, memory_order_release);
 }
 
-void pairs_forget(struct cistern *c, uint64_t index)
+void cistern__pairs_forget(struct cistern *c, uint64_t index)
 {
 	uint32_t sim, step;
 	key_of(c, index, &sim, &step);
@@ -64,7 +64,7 @@ static uint64_t successor(struct cistern *c, uint64_t index)
 	if (!key_ok(c, sim, step) || step + 1 >= c->fixed.nb_time_steps)
 		return UINT64_MAX;
 	uint64_t e = atomic_load_explicit(entry(c, sim, step + 1), memory_order_acquire);
-	if (e == 0 || e > c->slot_count || !rs_is_held(c, e - 1, NULL))
+	if (e == 0 || e > c->slot_count || !cistern__rs_is_held(c, e - 1, NULL))
 		return UINT64_MAX;
 	return e - 1;
 }
@@ -77,7 +77,7 @@ static uint64_t predecessor(struct cistern *c, uint64_t index)
 	if (!key_ok(c, sim, step) || step == 0)
 		return UINT64_MAX;
 	uint64_t e = atomic_load_explicit(entry(c, sim, step - 1), memory_order_acquire);
-	if (e == 0 || e > c->slot_count || !rs_is_held(c, e - 1, NULL))
+	if (e == 0 || e > c->slot_count || !cistern__rs_is_held(c, e - 1, NULL))
 		return UINT64_MAX;
 	return e - 1;
 }
@@ -86,17 +86,17 @@ static uint64_t predecessor(struct cistern *c, uint64_t index)
  * Reads only ever see samples through pairs, so a sample whose neighbours
  * were both evicted before any pair reached it could never be seen, and a
  * buffer full of them would stop every producer for good. When no seen
- * sample can be evicted and no pair is held (pairs_any_held()), such an
+ * sample can be evicted and no pair is held (cistern__pairs_any_held()), such an
  * orphan may be (counted as evicted unseen). While a pair is held, a read
  * of it (or the release of one pinned now) makes a seen sample evictable,
  * so the producer waits as under the Reservoir: a sample that merely waits
  * for its successor to be produced is not taken for lost.
  */
-bool pairs_is_orphan(struct cistern *c, uint64_t index, void *arg)
+bool cistern__pairs_is_orphan(struct cistern *c, uint64_t index, void *arg)
 {
 	(void)arg;
 	struct cistern_slotmeta *m = cistern__slotmeta(c, index);
-	return rs_is_held(c, index, NULL) &&
+	return cistern__rs_is_held(c, index, NULL) &&
 	       atomic_load_explicit(&m->seen, memory_order_relaxed) == 0 &&
 	       atomic_load_explicit(&m->pins, memory_order_relaxed) == 0 &&
 	       successor(c, index) == UINT64_MAX && predecessor(c, index) == UINT64_MAX;
@@ -105,10 +105,10 @@ bool pairs_is_orphan(struct cistern *c, uint64_t index, void *arg)
 static bool is_pair_head(struct cistern *c, uint64_t index, void *arg)
 {
 	(void)arg;
-	return rs_is_held(c, index, NULL) && successor(c, index) != UINT64_MAX;
+	return cistern__rs_is_held(c, index, NULL) && successor(c, index) != UINT64_MAX;
 }
 
-bool pairs_any_held(struct cistern *c)
+bool cistern__pairs_any_held(struct cistern *c)
 {
 	/*
 	 * A scan, stopped at the first pair: it runs only when a producer
@@ -138,12 +138,12 @@ static int take_pair(struct cistern *c, struct cistern_sample pair[2], bool clos
 		return r;
 	if (closed) {
 		/* Without replacement: take both members for good. */
-		if (rs_read_exclusive(c, &pair[0], x) < 0)
+		if (cistern__rs_read_exclusive(c, &pair[0], x) < 0)
 			return -EBUSY;
 		uint64_t y = successor(c, x);
 		if (y == UINT64_MAX || !members_match(c, x, y) ||
-		    rs_read_exclusive(c, &pair[1], y) < 0) {
-			rs_unacquire(c, &pair[0]);
+		    cistern__rs_read_exclusive(c, &pair[1], y) < 0) {
+			cistern__rs_unacquire(c, &pair[0]);
 			return -EBUSY;
 		}
 		return 0;
@@ -161,15 +161,15 @@ static int take_pair(struct cistern *c, struct cistern_sample pair[2], bool clos
 		cistern__unpin(c, x);
 		return -EBUSY;
 	}
-	rs_read_pinned(c, &pair[0], x, wx);
-	rs_read_pinned(c, &pair[1], y, wy);
+	cistern__rs_read_pinned(c, &pair[0], x, wx);
+	cistern__rs_read_pinned(c, &pair[1], y, wy);
 	return 0;
 }
 
 static int pairs_try_acquire_pair(struct cistern *c, struct cistern_sample pair[2])
 {
 	struct cistern_hdr *h = c->hdr;
-	bool closed = rs_closed(c);
+	bool closed = cistern__rs_closed(c);
 	uint64_t taken = 0;
 	if (!closed) {
 		if (atomic_load_explicit(&h->population, memory_order_acquire) < c->fixed.watermark)
@@ -177,7 +177,7 @@ static int pairs_try_acquire_pair(struct cistern *c, struct cistern_sample pair[
 		int b = cistern__pin_bit(c);
 		if (b < 0)
 			return b;
-		if (!rs_rate_take(c, 2, &taken))
+		if (!cistern__rs_rate_take(c, 2, &taken))
 			return -EAGAIN;
 	}
 	int r = -EAGAIN;
@@ -187,7 +187,7 @@ static int pairs_try_acquire_pair(struct cistern *c, struct cistern_sample pair[
 			break;
 		r = -EAGAIN;
 	}
-	rs_rate_settle(c, taken, r == 0 ? 2 : 0);
+	cistern__rs_rate_settle(c, taken, r == 0 ? 2 : 0);
 	return r;
 }
 
@@ -204,7 +204,7 @@ static int pairs_try_acquire(struct cistern *c, struct cistern_sample *s)
  */
 static bool pairs_drained(struct cistern *c)
 {
-	if (!rs_closed(c))
+	if (!cistern__rs_closed(c))
 		return false;
 	if (atomic_load_explicit(&c->hdr->filled, memory_order_seq_cst) == 0)
 		return true;
@@ -225,16 +225,16 @@ static bool pairs_drained(struct cistern *c)
 }
 
 const struct cistern_ops cistern__sim_paired_ops = {
-	.init = rs_init,
-	.try_reserve = rs_reservoir_try_reserve,
-	.commit = rs_commit,
-	.abort = rs_abort,
+	.init = cistern__rs_init,
+	.try_reserve = cistern__rs_reservoir_try_reserve,
+	.commit = cistern__rs_commit,
+	.abort = cistern__rs_abort,
 	.try_acquire = pairs_try_acquire,
-	.release = rs_release_generic,
-	.release_batch = rs_release_batch,
-	.unacquire = rs_unacquire,
+	.release = cistern__rs_release_generic,
+	.release_batch = cistern__rs_release_batch,
+	.unacquire = cistern__rs_unacquire,
 	.try_acquire_pair = pairs_try_acquire_pair,
 	.drained = pairs_drained,
-	.reclaim = rs_reclaim,
-	.population = rs_population,
+	.reclaim = cistern__rs_reclaim,
+	.population = cistern__rs_population,
 };

@@ -25,11 +25,11 @@
  *    own read (one sample, a pair, a batch of batch_size).
  *
  * Admission is whole and atomic: a read takes its n reads of budget in one
- * compare-and-swap on rl_gets (rs_rate_take) before it draws, so that
+ * compare-and-swap on rl_gets (cistern__rs_rate_take) before it draws, so that
  * several readers cannot all pass on the same budget, and no reader holds a
  * part of a budget while it waits for the rest (which would let two batch
  * readers starve each other). A draw that comes back short gives the reads
- * it did not make back (rs_rate_settle).
+ * it did not make back (cistern__rs_rate_settle).
  */
 #include "reservoir.h"
 
@@ -96,17 +96,17 @@ int cistern__rate_refuses(const struct cistern_fixed *f, uint64_t n)
 	return n > cistern__rate_grant(f->reads_per_put, f->rate_slack) ? -EDEADLK : 0;
 }
 
-bool rs_rate_take(struct cistern *c, uint64_t n, uint64_t *taken)
+bool cistern__rs_rate_take(struct cistern *c, uint64_t n, uint64_t *taken)
 {
 	struct cistern_hdr *h = c->hdr;
 	const struct cistern_fixed *f = &c->fixed;
 	*taken = 0;
-	if (f->reads_per_put <= 0 || rs_closed(c))
+	if (f->reads_per_put <= 0 || cistern__rs_closed(c))
 		return true;
 	double slack = read_slack(f, n);
 	/*
 	 * seq_cst: the load and the CAS are ordered with the producers' loads
-	 * of rl_gets and their increments of rl_puts (rs_commit), so a reader
+	 * of rl_gets and their increments of rl_puts (cistern__rs_commit), so a reader
 	 * that fails here and a producer that then puts see each other's
 	 * counts, and the commit's wake finds the reader registered (wait.c).
 	 */
@@ -120,7 +120,7 @@ bool rs_rate_take(struct cistern *c, uint64_t n, uint64_t *taken)
 	return true;
 }
 
-void rs_rate_settle(struct cistern *c, uint64_t taken, uint64_t got)
+void cistern__rs_rate_settle(struct cistern *c, uint64_t taken, uint64_t got)
 {
 	struct cistern_hdr *h = c->hdr;
 	if (taken == 0)
@@ -134,7 +134,7 @@ void rs_rate_settle(struct cistern *c, uint64_t taken, uint64_t got)
 		cistern__wake_producers(c); /* the reads made are budget for puts */
 }
 
-bool rs_rate_allows_put(struct cistern *c)
+bool cistern__rs_rate_allows_put(struct cistern *c)
 {
 	const struct cistern_fixed *f = &c->fixed;
 	if (f->reads_per_put <= 0)

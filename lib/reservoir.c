@@ -21,7 +21,7 @@ static inline struct cistern_slotmeta *M(struct cistern *c, uint64_t i)
 	return cistern__slotmeta(c, i);
 }
 
-void rs_init(struct cistern *c)
+void cistern__rs_init(struct cistern *c)
 {
 	/* EMPTY(i): for the ring of FIFOEvictReservoir, slot i first serves position i. */
 	for (uint64_t i = 0; i < c->slot_count; i++)
@@ -29,7 +29,7 @@ void rs_init(struct cistern *c)
 				      memory_order_relaxed);
 }
 
-bool rs_is_held(struct cistern *c, uint64_t i, void *arg)
+bool cistern__rs_is_held(struct cistern *c, uint64_t i, void *arg)
 {
 	(void)arg;
 	return sw_state(atomic_load_explicit(&M(c, i)->word, memory_order_relaxed)) == RS_HELD;
@@ -138,7 +138,7 @@ static bool claim_empty(struct cistern *c, uint64_t idx, struct cistern_slot *sl
 	/*
 	 * seq_cst: the claim is ordered before our closed re-check, so a
 	 * reader that finds reception closed and then looks at every slot
-	 * (rs_drained) sees it; acquire on success for what follows.
+	 * (cistern__rs_drained) sees it; acquire on success for what follows.
 	 */
 	if (!atomic_compare_exchange_strong_explicit(&m->word, &w,
 						     sw_make(sw_pos(w), RS_RESERVED, c->owner),
@@ -148,7 +148,7 @@ static bool claim_empty(struct cistern *c, uint64_t idx, struct cistern_slot *sl
 	return true;
 }
 
-int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
+int cistern__rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
 	/* Relaxed: a look only; the count below decides. */
@@ -158,7 +158,7 @@ int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 	 * Count the slot before claiming one, and take the count back if no
 	 * claim comes of it, so that a death in between leaves `filled` high
 	 * (reservoir.h). seq_cst: ordered before the claim and the reserver's
-	 * closed re-check (api.c), against rs_drained()'s look at closed.
+	 * closed re-check (api.c), against cistern__rs_drained()'s look at closed.
 	 */
 	if (atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst) >= c->slot_count) {
 		atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
@@ -182,7 +182,7 @@ int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 
 /*
  * How often one handle may look at every slot for an empty one that `filled`
- * counts as in use (rs_fill_past_count): a put that finds the buffer full by
+ * counts as in use (cistern__rs_fill_past_count): a put that finds the buffer full by
  * the count calls it on every try (before it evicts or waits), and a look
  * reads every slot word, a few ns each. At least 10 ms apart, and 1 us per
  * slot, so that a producer putting into (or waiting on) a full buffer of a
@@ -192,7 +192,7 @@ int rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 #define FILL_LOOK_MIN_NS (10 * 1000 * 1000)
 #define FILL_LOOK_NS_PER_SLOT 1000
 
-int rs_fill_past_count(struct cistern *c, struct cistern_slot *slot)
+int cistern__rs_fill_past_count(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern_hdr *h = c->hdr;
 	/*
@@ -209,7 +209,7 @@ int rs_fill_past_count(struct cistern *c, struct cistern_slot *slot)
 	/*
 	 * A death may have left `filled` high: believe the slot words. The fill
 	 * is counted like any other (before the claim, seq_cst, for the same
-	 * reasons as in rs_fill_reserve()), so the count stays exactly as high
+	 * reasons as in cistern__rs_fill_reserve()), so the count stays exactly as high
 	 * as the death left it, never lower; only the slot words say what is
 	 * empty. From a random slot on, so that producers spread out.
 	 */
@@ -244,7 +244,8 @@ static void count_leaving(struct cistern *c, uint32_t seen, bool evicted)
  * seq_cst against the pin handshake (pins.c), either no reader pins it and
  * it becomes RESERVED(newpos, me), or one does and it goes back to HELD(p).
  */
-bool rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t newpos, bool need_seen)
+bool cistern__rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t newpos,
+			     bool need_seen)
 {
 	struct cistern_slotmeta *m = M(c, idx);
 	uint64_t tentative = sw_make(sw_pos(w), RS_EVICTING, c->owner);
@@ -263,7 +264,7 @@ bool rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t newpos
 		return false;
 	}
 	if (c->fixed.policy == CISTERN_SIM_PAIRED_RESERVOIR)
-		pairs_forget(c, idx);
+		cistern__pairs_forget(c, idx);
 	count_leaving(c, atomic_load_explicit(&m->seen, memory_order_relaxed), true);
 	atomic_store_explicit(&m->word, sw_make(newpos, RS_RESERVED, c->owner),
 			      memory_order_seq_cst);
@@ -295,7 +296,7 @@ static void evict_log_append(struct cistern *c, uint32_t entry)
  * A sample's seen count just went from 0 to 1 here: it became evictable.
  * FIFOEvictReservoir evicts by ring position, with no snapshot to feed.
  */
-void rs_note_seen(struct cistern *c, uint64_t index)
+void cistern__rs_note_seen(struct cistern *c, uint64_t index)
 {
 	if (c->fixed.policy != CISTERN_FIFO_EVICT_RESERVOIR)
 		evict_log_append(c, (uint32_t)index);
@@ -346,7 +347,7 @@ static void merge_seen_log(struct cistern *c)
 	pk->log_pos = pos;
 }
 
-int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_qualify_fn ok)
+int cistern__rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_qualify_fn ok)
 {
 	if (!ok)
 		merge_seen_log(c);
@@ -358,7 +359,8 @@ int rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_quali
 		uint64_t w = atomic_load_explicit(&M(c, idx)->word, memory_order_acquire);
 		/* The orphan rule (pairs.c) is the one way to evict an unseen sample here. */
 		bool need_seen = ok == NULL;
-		if (sw_state(w) != RS_HELD || !rs_evict_claim(c, idx, w, sw_pos(w), need_seen))
+		if (sw_state(w) != RS_HELD ||
+		    !cistern__rs_evict_claim(c, idx, w, sw_pos(w), need_seen))
 			continue;
 		/*
 		 * Its new sample is unseen: not a candidate until the log says
@@ -382,7 +384,8 @@ static bool slot_is_mine(struct cistern *c, const struct cistern_slot *slot)
 	return w == sw_make(slot->pos_, RS_RESERVED, c->owner);
 }
 
-int rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct cistern_meta *meta)
+int cistern__rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
+		       struct cistern_meta *meta)
 {
 	struct cistern_hdr *h = c->hdr;
 	const struct cistern_fixed *f = &c->fixed;
@@ -408,7 +411,7 @@ int rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct c
 	/* seq_cst exchange: publishes payload and metadata, then the wake check. */
 	atomic_exchange_explicit(&m->word, sw_make(pos, RS_HELD, 0), memory_order_seq_cst);
 	if (f->policy == CISTERN_SIM_PAIRED_RESERVOIR)
-		pairs_publish(c, slot->index_, sim, step);
+		cistern__pairs_publish(c, slot->index_, sim, step);
 	slot->live_ = 0;
 	cistern__count(&c->me->ctr.puts, 1);
 	if (f->reads_per_put > 0)
@@ -417,7 +420,7 @@ int rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len, struct c
 	return 0;
 }
 
-int rs_abort(struct cistern *c, struct cistern_slot *slot)
+int cistern__rs_abort(struct cistern *c, struct cistern_slot *slot)
 {
 	if (!slot_is_mine(c, slot))
 		return -EINVAL;
@@ -434,13 +437,14 @@ int rs_abort(struct cistern *c, struct cistern_slot *slot)
 }
 
 /* Hand out a sample this handle pinned: seen += 1. */
-int rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_t index, uint64_t word)
+int cistern__rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_t index,
+			    uint64_t word)
 {
 	uint32_t old = cistern__seen_add(c, index);
 	rs_fill_sample(c, s, index, word, RS_LIVE_PINNED);
 	cistern__count(&c->me->ctr.gets, 1);
 	if (old == 0) {
-		rs_note_seen(c, index);
+		cistern__rs_note_seen(c, index);
 		if (c->sole_reading)
 			cistern__fence_before_wake(); /* seen was a plain store */
 		cistern__wake_producers(c);           /* it just became evictable */
@@ -449,7 +453,7 @@ int rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_t index, 
 }
 
 /* Take a held sample for this handle alone (FIRO, and every read after close). */
-int rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint64_t index)
+int cistern__rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint64_t index)
 {
 	struct cistern_slotmeta *m = M(c, index);
 	uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
@@ -465,11 +469,11 @@ int rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint64_t inde
 	return 0;
 }
 
-void rs_remove(struct cistern *c, uint64_t index, uint64_t word)
+void cistern__rs_remove(struct cistern *c, uint64_t index, uint64_t word)
 {
 	struct cistern_slotmeta *m = M(c, index);
 	if (c->fixed.policy == CISTERN_SIM_PAIRED_RESERVOIR)
-		pairs_forget(c, index);
+		cistern__pairs_forget(c, index);
 	/* Read before the slot is EMPTY: a fill may reset it right after. */
 	uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
 	/* seq_cst: the reader's accesses are done before the slot can be refilled. */
@@ -483,7 +487,7 @@ void rs_remove(struct cistern *c, uint64_t index, uint64_t word)
 	cistern__wake_readers(c); /* end of data may have arrived */
 }
 
-bool rs_exclusive_is_mine(struct cistern *c, const struct cistern_sample *s, uint64_t *w)
+bool cistern__rs_exclusive_is_mine(struct cistern *c, const struct cistern_sample *s, uint64_t *w)
 {
 	if (s->live_ != RS_LIVE_EXCLUSIVE || s->index_ >= c->slot_count)
 		return false;
@@ -492,7 +496,7 @@ bool rs_exclusive_is_mine(struct cistern *c, const struct cistern_sample *s, uin
 }
 
 /* Release for the reservoirs: drop a pin, or remove what was taken after close. */
-int rs_release_generic(struct cistern *c, struct cistern_sample *s)
+int cistern__rs_release_generic(struct cistern *c, struct cistern_sample *s)
 {
 	if (s->live_ == RS_LIVE_PINNED && s->index_ < c->slot_count) {
 		int r = cistern__unpin(c, s->index_);
@@ -500,16 +504,16 @@ int rs_release_generic(struct cistern *c, struct cistern_sample *s)
 			return r;
 	} else {
 		uint64_t w;
-		if (!rs_exclusive_is_mine(c, s, &w))
+		if (!cistern__rs_exclusive_is_mine(c, s, &w))
 			return -EINVAL;
-		rs_remove(c, s->index_, w);
+		cistern__rs_remove(c, s->index_, w);
 	}
 	s->live_ = 0;
 	s->data = NULL;
 	return 0;
 }
 
-int rs_unacquire(struct cistern *c, struct cistern_sample *s)
+int cistern__rs_unacquire(struct cistern *c, struct cistern_sample *s)
 {
 	struct cistern_slotmeta *m = M(c, s->index_ < c->slot_count ? s->index_ : 0);
 	uint64_t w;
@@ -519,7 +523,7 @@ int rs_unacquire(struct cistern *c, struct cistern_sample *s)
 		int r = cistern__unpin(c, s->index_);
 		if (r < 0)
 			return r;
-	} else if (rs_exclusive_is_mine(c, s, &w)) {
+	} else if (cistern__rs_exclusive_is_mine(c, s, &w)) {
 		atomic_fetch_sub_explicit(&m->seen, 1, memory_order_relaxed);
 		atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_HELD, 0),
 				      memory_order_seq_cst);
@@ -533,14 +537,14 @@ int rs_unacquire(struct cistern *c, struct cistern_sample *s)
 	return 0;
 }
 
-bool rs_closed(struct cistern *c)
+bool cistern__rs_closed(struct cistern *c)
 {
 	return atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst) != 0;
 }
 
 /*
  * How often one handle may look at every slot to see past a `filled` left
- * high by a death (rs_drained): readers call it each time they find nothing,
+ * high by a death (cistern__rs_drained): readers call it each time they find nothing,
  * and the look reads every slot word.
  */
 #define DRAIN_LOOK_NS (10 * 1000 * 1000)
@@ -557,14 +561,14 @@ static bool no_slot_in_use(struct cistern *c)
 	return true;
 }
 
-bool rs_drained(struct cistern *c)
+bool cistern__rs_drained(struct cistern *c)
 {
 	struct cistern_hdr *h = c->hdr;
 	/*
 	 * closed first: a fill that saw reception open counted its slot, and
 	 * claimed it, before its re-check of closed, so before the close.
 	 */
-	if (!rs_closed(c))
+	if (!cistern__rs_closed(c))
 		return false;
 	if (atomic_load_explicit(&h->filled, memory_order_seq_cst) == 0)
 		return true;
@@ -574,7 +578,7 @@ bool rs_drained(struct cistern *c)
 	return look_due(&c->next_drain_look_ns, DRAIN_LOOK_NS) && no_slot_in_use(c);
 }
 
-void rs_reclaim(struct cistern *c, uint32_t owner)
+void cistern__rs_reclaim(struct cistern *c, uint32_t owner)
 {
 	struct cistern_hdr *h = c->hdr;
 	struct cistern_counters *retired = &h->retired;
@@ -636,7 +640,7 @@ void rs_reclaim(struct cistern *c, uint32_t owner)
 	cistern__drop_pins(c, &cistern__procs(c)[owner - 1]);
 }
 
-uint64_t rs_population(const struct cistern *c, const struct cistern_stats *st)
+uint64_t cistern__rs_population(const struct cistern *c, const struct cistern_stats *st)
 {
 	(void)st;
 	return atomic_load_explicit(&c->hdr->population, memory_order_relaxed);
@@ -644,11 +648,11 @@ uint64_t rs_population(const struct cistern *c, const struct cistern_stats *st)
 
 /* ---- Reservoir and BatchReservoir ---- */
 
-int rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *slot)
+int cistern__rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
-	if (!rs_rate_allows_put(c))
+	if (!cistern__rs_rate_allows_put(c))
 		return -EAGAIN;
-	int r = rs_fill_reserve(c, slot);
+	int r = cistern__rs_fill_reserve(c, slot);
 	/*
 	 * Full by the count: is it really full? After a death the count may
 	 * stand over an empty slot (reservoir.h), and a put that can evict
@@ -656,11 +660,12 @@ int rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *slot)
 	 * stay empty for good.
 	 */
 	if (r == -EAGAIN)
-		r = rs_fill_past_count(c, slot);
+		r = cistern__rs_fill_past_count(c, slot);
 	if (r == -EAGAIN)
-		r = rs_evict_reserve(c, slot, NULL);
-	if (r == -EAGAIN && c->fixed.policy == CISTERN_SIM_PAIRED_RESERVOIR && !pairs_any_held(c))
-		r = rs_evict_reserve(c, slot, pairs_is_orphan);
+		r = cistern__rs_evict_reserve(c, slot, NULL);
+	if (r == -EAGAIN && c->fixed.policy == CISTERN_SIM_PAIRED_RESERVOIR &&
+	    !cistern__pairs_any_held(c))
+		r = cistern__rs_evict_reserve(c, slot, cistern__pairs_is_orphan);
 	return r;
 }
 
@@ -675,37 +680,37 @@ static int batch_try_acquire_batch(struct cistern *c, struct cistern_sample *out
 {
 	if (n != c->fixed.batch_size)
 		return -EINVAL;
-	return rs_try_acquire_n(c, out, n);
+	return cistern__rs_try_acquire_n(c, out, n);
 }
 
 const struct cistern_ops cistern__reservoir_ops = {
-	.init = rs_init,
-	.try_reserve = rs_reservoir_try_reserve,
-	.commit = rs_commit,
-	.abort = rs_abort,
-	.try_acquire = rs_try_acquire,
-	.release = rs_release_generic,
-	.release_batch = rs_release_batch,
-	.unacquire = rs_unacquire,
-	.try_acquire_batch = rs_try_acquire_n,
-	.gather_now = rs_gather_now,
-	.drained = rs_drained,
-	.reclaim = rs_reclaim,
-	.population = rs_population,
+	.init = cistern__rs_init,
+	.try_reserve = cistern__rs_reservoir_try_reserve,
+	.commit = cistern__rs_commit,
+	.abort = cistern__rs_abort,
+	.try_acquire = cistern__rs_try_acquire,
+	.release = cistern__rs_release_generic,
+	.release_batch = cistern__rs_release_batch,
+	.unacquire = cistern__rs_unacquire,
+	.try_acquire_batch = cistern__rs_try_acquire_n,
+	.gather_now = cistern__rs_gather_now,
+	.drained = cistern__rs_drained,
+	.reclaim = cistern__rs_reclaim,
+	.population = cistern__rs_population,
 };
 
 const struct cistern_ops cistern__batch_ops = {
-	.init = rs_init,
-	.try_reserve = rs_reservoir_try_reserve,
-	.commit = rs_commit,
-	.abort = rs_abort,
+	.init = cistern__rs_init,
+	.try_reserve = cistern__rs_reservoir_try_reserve,
+	.commit = cistern__rs_commit,
+	.abort = cistern__rs_abort,
 	.try_acquire = batch_try_acquire,
-	.release = rs_release_generic,
-	.release_batch = rs_release_batch,
-	.unacquire = rs_unacquire,
+	.release = cistern__rs_release_generic,
+	.release_batch = cistern__rs_release_batch,
+	.unacquire = cistern__rs_unacquire,
 	.try_acquire_batch = batch_try_acquire_batch,
-	.gather_now = rs_gather_now,
-	.drained = rs_drained,
-	.reclaim = rs_reclaim,
-	.population = rs_population,
+	.gather_now = cistern__rs_gather_now,
+	.drained = cistern__rs_drained,
+	.reclaim = cistern__rs_reclaim,
+	.population = cistern__rs_population,
 };

@@ -12,13 +12,13 @@
 #include "reservoir.h"
 
 /*
- * How far batched reads look ahead (rs_stream_pinned, rs_release_batch), in slot
+ * How far batched reads look ahead (cistern__rs_stream_pinned, cistern__rs_release_batch), in slot
  * metadata lines; a power of two. From 8 to 64 it makes little difference.
  */
 #define RS_AHEAD 16
 
 /*
- * rs_release_batch() for the sole reader holding no repeated pins (the usual
+ * cistern__rs_release_batch() for the sole reader holding no repeated pins (the usual
  * case): each pinned sample's bit cleared by a release store, with what the
  * loop reads of the handle in locals; anything else through the general path.
  */
@@ -43,7 +43,7 @@ static int release_batch_sole(struct cistern *c, struct cistern_sample *s, size_
 				r = -EINVAL;
 			}
 		} else {
-			r = rs_release_generic(c, &s[i]);
+			r = cistern__rs_release_generic(c, &s[i]);
 		}
 		if (r < 0 && first == 0)
 			first = r;
@@ -55,13 +55,13 @@ static int release_batch_sole(struct cistern *c, struct cistern_sample *s, size_
 }
 
 /*
- * A whole batch back: as rs_release_generic() on each sample, but with the
+ * A whole batch back: as cistern__rs_release_generic() on each sample, but with the
  * next samples' slot metadata prefetched and producers woken once, after the
  * last unpin. One wake suffices: every unpin is a seq_cst RMW before the
  * wake's seq_cst look at producers_waiting (wait.c), so a producer that
  * registered too late to be seen there re-checks after all of them.
  */
-int rs_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
+int cistern__rs_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 {
 	if (c->sole_reading && c->dups.used == 0 && c->pin_bit >= 0)
 		return release_batch_sole(c, s, n);
@@ -79,7 +79,7 @@ int rs_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 				s[i].data = NULL;
 			}
 		} else {
-			r = rs_release_generic(c, &s[i]);
+			r = cistern__rs_release_generic(c, &s[i]);
 		}
 		if (r < 0 && first == 0)
 			first = r;
@@ -99,7 +99,7 @@ static int reservoir_take_one(struct cistern *c, struct cistern_sample *s, bool 
 {
 	for (int tries = 0; tries < 64; tries++) {
 		uint64_t idx;
-		int r = cistern__pick(c, &c->pick_read, rs_is_held, NULL, &idx);
+		int r = cistern__pick(c, &c->pick_read, cistern__rs_is_held, NULL, &idx);
 		if (r < 0)
 			return r;
 		if (take_index(c, s, idx, closed))
@@ -112,11 +112,11 @@ static int reservoir_take_one(struct cistern *c, struct cistern_sample *s, bool 
 static bool take_index(struct cistern *c, struct cistern_sample *s, uint64_t idx, bool closed)
 {
 	if (closed)
-		return rs_read_exclusive(c, s, idx) == 0;
+		return cistern__rs_read_exclusive(c, s, idx) == 0;
 	uint64_t w;
 	if (!cistern__pin(c, idx, RS_HELD, &w))
 		return false;
-	rs_read_pinned(c, s, idx, w);
+	cistern__rs_read_pinned(c, s, idx, w);
 	return true;
 }
 
@@ -130,7 +130,7 @@ static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, s
 {
 	uint32_t *a;
 	uint64_t k;
-	int r = cistern__snapshot(c, &c->pick_read, rs_is_held, NULL, &a, &k);
+	int r = cistern__snapshot(c, &c->pick_read, cistern__rs_is_held, NULL, &a, &k);
 	if (r < 0)
 		return r;
 	for (uint64_t i = 0; i < k && got < n; i++) {
@@ -148,7 +148,7 @@ static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, s
 }
 
 /*
- * The sole reader's batch, after rs_stream_pinned() stored a pin on each of the
+ * The sole reader's batch, after cistern__rs_stream_pinned() stored a pin on each of the
  * n candidates in s[] (index_ = slot, pos_ = the word it saw held): one
  * seq_cst fence, then each slot word is read again. An unchanged word means
  * no producer can evict the sample any more (the handshake in pins.c); a
@@ -162,7 +162,7 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
 {
 	size_t kept = 0;
 	bool undone = false, prefetch = !c->gathering;
-	/* Locals: stores into s[] could alias the handle's fields (see rs_stream_pinned()). */
+	/* Locals: stores into s[] could alias the handle's fields (see cistern__rs_stream_pinned()). */
 	char *meta0 = c->meta0;
 	uint64_t mstride = c->meta_stride;
 	const char *arena = c->arena;
@@ -184,7 +184,7 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
 		uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
 		atomic_store_explicit(&m->seen, seen + 1, memory_order_relaxed);
 		if (seen == 0) {
-			rs_note_seen(c, idx);
+			cistern__rs_note_seen(c, idx);
 			*woke = true;
 		}
 		const char *data = arena + idx * stride;
@@ -252,7 +252,7 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
  * Pin a member while the handle holds nothing (rs_pin_tells_repeats()):
  * false, with nothing changed, if our bit is on the slot already, i.e. this
  * batch drew it before. The sole reader stores its bit (it is the only
- * writer of the word; rs_stream_pinned() confirms after its fence); any
+ * writer of the word; cistern__rs_stream_pinned() confirms after its fence); any
  * other reader sets it with a seq_cst RMW, the first half of its handshake
  * with evictors (pins.c), whose old value tells the repeat at no extra cost.
  */
@@ -268,7 +268,7 @@ static inline bool pin_new_member(_Atomic uint64_t *pins, uint64_t bit, bool sol
 }
 
 /*
- * rs_stream_pinned()'s state while it draws and pins, in one place for its
+ * cistern__rs_stream_pinned()'s state while it draws and pins, in one place for its
  * two loops (stream_blocks(), stream_loop()).
  */
 struct stream {
@@ -318,12 +318,12 @@ stream_record(struct cistern *c, struct stream *st, struct cistern_sample *s, ui
 		return;
 	}
 	/*
-	 * Relaxed, as in rs_read_pinned(): an evictor reads seen only after it
+	 * Relaxed, as in cistern__rs_read_pinned(): an evictor reads seen only after it
 	 * sees no pin, and our unpin, a seq_cst RMW that comes after this, is
 	 * what lets it see none.
 	 */
 	if (cistern__seen_add(c, idx) == 0) {
-		rs_note_seen(c, idx);
+		cistern__rs_note_seen(c, idx);
 		st->woke = true;
 	}
 	if (!c->gathering)
@@ -332,7 +332,7 @@ stream_record(struct cistern *c, struct stream *st, struct cistern_sample *s, ui
 }
 
 /*
- * The loop of rs_stream_pinned() for every case but the sole reader's
+ * The loop of cistern__rs_stream_pinned() for every case but the sole reader's
  * common one (stream_blocks()): any reader, repeats told by the pin bit or
  * the scratch set, a window of `win` candidates, each one taken out
  * replaced at once.
@@ -340,7 +340,7 @@ stream_record(struct cistern *c, struct stream *st, struct cistern_sample *s, ui
 static void stream_loop(struct cistern *c, struct stream *st, struct cistern_sample *out, size_t n,
 			bool sole, bool by_pin, bool confirm)
 {
-	/* The sole reader's gather fetches payloads with the metadata (see rs_stream_pinned()). */
+	/* The sole reader's gather fetches payloads with the metadata (see cistern__rs_stream_pinned()). */
 	bool payload = sole && !confirm;
 	_Static_assert(CISTERN_SLOT_COUNT_MAX <= UINT32_MAX, "slot indices fit in 32 bits");
 	/* The stops (batch full, too many misses in a row, too many repeats) tested where they change. */
@@ -450,7 +450,7 @@ static inline __attribute__((always_inline)) void
 stream_blocks(struct cistern *c, struct stream *st, struct cistern_sample *out, size_t n, bool sole,
 	      bool confirm)
 {
-	/* The sole reader's gather fetches payloads with the metadata (see rs_stream_pinned()). */
+	/* The sole reader's gather fetches payloads with the metadata (see cistern__rs_stream_pinned()). */
 	bool payload = sole && !confirm;
 	uint32_t ring[2 * RS_BLOCK];
 	char *meta0 = st->meta0;
@@ -535,8 +535,8 @@ static unsigned rs_payload_lines(const struct cistern *c)
 	return cistern__payload_lines(c->slot_size);
 }
 
-void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
-		      size_t *dups, uint64_t probes, bool gather)
+void cistern__rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
+			       size_t *dups, uint64_t probes, bool gather)
 {
 	size_t start = *got;
 	bool sole = c->sole_reading;
@@ -615,7 +615,7 @@ void rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, s
 	*got = k;
 }
 
-int rs_open_read_ready(struct cistern *c, size_t n, uint64_t *taken)
+int cistern__rs_open_read_ready(struct cistern *c, size_t n, uint64_t *taken)
 {
 	struct cistern_hdr *h = c->hdr;
 	uint64_t need = c->fixed.watermark > n ? c->fixed.watermark : n;
@@ -626,26 +626,26 @@ int rs_open_read_ready(struct cistern *c, size_t n, uint64_t *taken)
 	if (b < 0)
 		return b;
 	/* Last: nothing after it can fail, so only a short draw gives budget back. */
-	return rs_rate_take(c, n, taken) ? 0 : -EAGAIN;
+	return cistern__rs_rate_take(c, n, taken) ? 0 : -EAGAIN;
 }
 
-int rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
+int cistern__rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
 {
-	bool closed = rs_closed(c);
+	bool closed = cistern__rs_closed(c);
 	uint64_t taken = 0;
 	int r;
-	if (!closed && (r = rs_open_read_ready(c, n, &taken)) < 0)
+	if (!closed && (r = cistern__rs_open_read_ready(c, n, &taken)) < 0)
 		return r;
 	r = cistern__scratch_reset(c, n);
 	if (r < 0) {
-		rs_rate_settle(c, taken, 0);
+		cistern__rs_rate_settle(c, taken, 0);
 		return r;
 	}
 	size_t got = 0, dups = 0;
 	if (!closed) {
 		uint64_t probes = cistern__pick_probes(c, &c->pick_read);
 		if (probes)
-			rs_stream_pinned(c, out, n, &got, &dups, probes, false);
+			cistern__rs_stream_pinned(c, out, n, &got, &dups, probes, false);
 		/* The steps below tell repeats by the scratch set: give it the stream's members. */
 		if (got < n && rs_pin_tells_repeats(c))
 			for (size_t i = 0; i < got; i++)
@@ -664,24 +664,24 @@ int rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
 			break;
 		if (!cistern__scratch_add(&c->scratch, s->index_)) {
 			/* Already in this batch: give this copy back. */
-			rs_unacquire(c, s);
+			cistern__rs_unacquire(c, s);
 			dups++;
 			continue;
 		}
 		got++;
 	}
 	if (got == n || (closed && got > 0)) {
-		rs_rate_settle(c, taken, got);
+		cistern__rs_rate_settle(c, taken, got);
 		return (int)got;
 	}
 	for (size_t i = 0; i < got; i++)
-		rs_unacquire(c, &out[i]);
-	rs_rate_settle(c, taken, 0);
+		cistern__rs_unacquire(c, &out[i]);
+	cistern__rs_rate_settle(c, taken, 0);
 	return r < 0 && r != -EAGAIN ? r : -EAGAIN;
 }
 
-int rs_try_acquire(struct cistern *c, struct cistern_sample *s)
+int cistern__rs_try_acquire(struct cistern *c, struct cistern_sample *s)
 {
-	int r = rs_try_acquire_n(c, s, 1);
+	int r = cistern__rs_try_acquire_n(c, s, 1);
 	return r < 0 ? r : 0;
 }

@@ -47,7 +47,7 @@ static int parse(struct parser *ps, const uint8_t *p, size_t n)
 				return -EBADMSG;
 			struct dump_rec rec;
 			dump_rec_decode(ps->hdr, &rec);
-			int r = dump_rec_check(ps->m, &rec, ps->count ? &ps->last : NULL);
+			int r = cistern__dump_rec_check(ps->m, &rec, ps->count ? &ps->last : NULL);
 			if (r < 0)
 				return r;
 			uint64_t len = rec.len;
@@ -92,13 +92,13 @@ static int load(int fd, uint64_t size, const struct dump_meta *m, struct cistern
 		roaring_bitmap_t *seen, cistern_progress_fn progress, void *arg)
 {
 	struct io_reader rd;
-	int r = io_r_init(&rd, fd, size);
+	int r = cistern__io_r_init(&rd, fd, size);
 	if (r < 0)
 		return r;
 	struct parser ps = {.c = c, .m = m, .seen = seen};
 	char *bm = malloc(m->bitmap_size ? m->bitmap_size : 1);
 	if (!bm) {
-		io_r_destroy(&rd);
+		cistern__io_r_destroy(&rd);
 		return -ENOMEM;
 	}
 	uint32_t file_crc = 0, samples_crc = 0;
@@ -108,7 +108,7 @@ static int load(int fd, uint64_t size, const struct dump_meta *m, struct cistern
 	size_t len;
 	uint8_t tail[8];
 	r = 0;
-	while (r == 0 && (p = io_r_next(&rd, &len)) != NULL) {
+	while (r == 0 && (p = cistern__io_r_next(&rd, &len)) != NULL) {
 		uint64_t a = pos, b = pos + len;
 		uint64_t ce = b < crc_end ? b : crc_end;
 		if (ce > a)
@@ -130,13 +130,13 @@ static int load(int fd, uint64_t size, const struct dump_meta *m, struct cistern
 		if (x1 > x0)
 			memcpy(bm + (x0 - b0), p + (x0 - a), (size_t)(x1 - x0));
 		pos = b;
-		io_r_done(&rd);
+		cistern__io_r_done(&rd);
 		if (progress)
 			progress(pos, size, arg);
 	}
 	if (r == 0 && rd.err)
 		r = rd.err;
-	io_r_destroy(&rd);
+	cistern__io_r_destroy(&rd);
 	if (r == 0 && pos != size)
 		r = -EBADMSG;
 	/* Checksums first: a damaged file must say "damaged", whatever else is off. */
@@ -149,7 +149,7 @@ static int load(int fd, uint64_t size, const struct dump_meta *m, struct cistern
 		       ps.bytes != m->payload_bytes))
 		r = -EBADMSG;
 	if (r == 0)
-		r = dump_seen_set_check((const uint8_t *)bm, (size_t)m->bitmap_size, seen);
+		r = cistern__dump_seen_set_check((const uint8_t *)bm, (size_t)m->bitmap_size, seen);
 	free(bm);
 	return r;
 }
@@ -199,21 +199,21 @@ bool cistern__restore_unfinished(const struct cistern_hdr *h, const char *name)
 	return h->restore_mark == cistern__restore_mark(name);
 }
 
-/* Open a dump and check its frame (dump_read_frame()); on an error nothing stays open. */
+/* Open a dump and check its frame (cistern__dump_read_frame()); on an error nothing stays open. */
 static int open_dump(const char *path, int *fd, uint64_t *size, struct dump_meta *m)
 {
 	if (!path)
 		return -EINVAL;
 	/*
 	 * A FIFO given as the file must not keep us waiting for a writer, nor a
-	 * terminal become ours: dump_read_frame() refuses what is not a regular
+	 * terminal become ours: cistern__dump_read_frame() refuses what is not a regular
 	 * file, and a regular file's reads are plain ones again (io_uring would
 	 * answer -EAGAIN to reads of a descriptor left O_NONBLOCK).
 	 */
 	*fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (*fd < 0)
 		return -errno;
-	int r = dump_read_frame(*fd, size, m);
+	int r = cistern__dump_read_frame(*fd, size, m);
 	if (r == 0) {
 		int fl = fcntl(*fd, F_GETFL);
 		if (fl < 0 || fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
@@ -260,7 +260,7 @@ int cistern_dump_verify(const char *path, struct cistern_dump_info *info)
 		roaring_bitmap_free(seen);
 	close(fd);
 	if (r == 0)
-		dump_info_from_meta(&m, size, info);
+		cistern__dump_info_from_meta(&m, size, info);
 	return r;
 }
 
@@ -276,7 +276,7 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 	if (r < 0)
 		return r;
 	/* Said now, so that a refusal (-EEXIST) can name the stored name. */
-	dump_info_from_meta(&m, size, info);
+	cistern__dump_info_from_meta(&m, size, info);
 	if (!name)
 		name = m.name;
 	char final[96], tmpname[CISTERN_NAME_MAX + 1], tmp[96], from[128], to[128];

@@ -31,7 +31,8 @@ static inline void dumpfile_load(struct dumpfile *f, const char *path)
 	cr_assert_not_null(f->b);
 	cr_assert_eq(pread(fd, f->b, f->size, 0), (ssize_t)f->size);
 	close(fd);
-	cr_assert_eq(dump_meta_decode(f->b + f->size - TRAILER_SIZE - META_SIZE, &f->m), 0);
+	cr_assert_eq(cistern__dump_meta_decode(f->b + f->size - TRAILER_SIZE - META_SIZE, &f->m),
+		     0);
 }
 
 /* The header of record i (records are walked from the first: their lengths vary). */
@@ -66,7 +67,7 @@ static inline void dumpfile_store(struct dumpfile *f, const char *path)
 	uint64_t meta_off = f->size - TRAILER_SIZE - META_SIZE;
 	m->samples_crc = cistern__crc32c(0, f->b + m->samples_off, (size_t)m->samples_size);
 	m->bitmap_crc = cistern__crc32c(0, f->b + m->bitmap_off, (size_t)m->bitmap_size);
-	dump_meta_encode(m, f->b + meta_off);
+	cistern__dump_meta_encode(m, f->b + meta_off);
 	uint8_t *tr = f->b + f->size - TRAILER_SIZE;
 	put64(tr + 8, f->size);
 	put64(tr + 16, meta_off);

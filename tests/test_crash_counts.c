@@ -137,7 +137,7 @@ static bool take_and_hold(struct cistern *r, void *index)
 
 /*
  * As the reclaimer of the dead holder of slot *index: take its entry's lock,
- * then do rs_reclaim()'s first steps on the slot (count the redelivery, take
+ * then do cistern__rs_reclaim()'s first steps on the slot (count the redelivery, take
  * the read back), and stop before the CAS.
  */
 static bool begin_reclaim(struct cistern *r, void *index)

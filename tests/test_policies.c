@@ -1133,7 +1133,7 @@ Test(layout, the_fifo_keeps_its_slot_metadata_in_one_array_before_the_payloads)
 	seg_drop(c);
 }
 
-/* ---- Probes drawn ahead (pick.c, rs_stream_pinned()) ---- */
+/* ---- Probes drawn ahead (pick.c, cistern__rs_stream_pinned()) ---- */
 
 /* Which slot holds the sample with this id; slot_count if none. */
 static uint64_t slot_of_id(struct cistern *c, uint64_t id)

@@ -437,7 +437,7 @@ static void reseal(uint8_t *p, size_t len, struct dump_meta *meta)
 {
 	uint64_t meta_off = get64(p + len - TRAILER_SIZE + 16);
 	if (meta)
-		dump_meta_encode(meta, p + meta_off);
+		cistern__dump_meta_encode(meta, p + meta_off);
 	put32(p + len - 8, cistern__crc32c(0, p, len - 8));
 }
 
@@ -459,7 +459,7 @@ Test(schema_dump, a_format_1_dump_is_still_read_and_restored)
 	uint8_t *p = read_file(path, &len);
 	struct dump_meta m;
 	uint64_t meta_off = get64(p + len - TRAILER_SIZE + 16);
-	cr_assert_eq(dump_meta_decode(p + meta_off, &m), 0);
+	cr_assert_eq(cistern__dump_meta_decode(p + meta_off, &m), 0);
 	cr_assert_eq(m.schema_size, 0);
 	cr_assert_eq(m.schema_off, meta_off);
 	put32(p + 8, 1);
@@ -515,7 +515,7 @@ static void refused(const char *tag, void (*damage)(uint8_t *p, size_t len))
 
 static uint8_t *schema_of(uint8_t *p, size_t len, struct dump_meta *m)
 {
-	cr_assert_eq(dump_meta_decode(p + get64(p + len - TRAILER_SIZE + 16), m), 0);
+	cr_assert_eq(cistern__dump_meta_decode(p + get64(p + len - TRAILER_SIZE + 16), m), 0);
 	cr_assert_eq(m->schema_size, strlen("a:float32[4];b:int64[]"));
 	return p + m->schema_off;
 }
@@ -574,12 +574,12 @@ Test(schema_dump, producers_died_and_the_schema_fields_keep_their_own_meta_bytes
 	m.schema_size = 0x2122232425262728ull;
 	m.schema_crc = 0x31323334u;
 	uint8_t b[META_SIZE];
-	dump_meta_encode(&m, b);
+	cistern__dump_meta_encode(&m, b);
 	cr_assert_eq(get32(b + 416), m.producers_died);
 	cr_assert_eq(get64(b + 424), m.schema_off);
 	cr_assert_eq(get64(b + 432), m.schema_size);
 	cr_assert_eq(get32(b + 440), m.schema_crc);
-	cr_assert_eq(dump_meta_decode(b, &back), 0);
+	cr_assert_eq(cistern__dump_meta_decode(b, &back), 0);
 	cr_assert_eq(back.producers_died, m.producers_died);
 	cr_assert_eq(back.schema_off, m.schema_off);
 	cr_assert_eq(back.schema_size, m.schema_size);

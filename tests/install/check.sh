@@ -35,4 +35,12 @@ if [ -n "$extra" ]; then
   echo "install check: internal symbols exported: $extra" >&2
   exit 1
 fi
-echo "install check: header, library and pkg-config file work from an installed tree; only cistern_* is exported"
+# The static library exports no name outside cistern's: internal functions carry
+# cistern__, so a program that links libcistern.a keeps its own names to itself.
+archive=$(find "$root" -name 'libcistern.a' | head -n 1)
+foreign=$(nm -g --defined-only "$archive" | awk 'NF == 3 {print $3}' | grep -v '^cistern_' || true)
+if [ -n "$foreign" ]; then
+  echo "install check: libcistern.a defines names without the cistern prefix: $foreign" >&2
+  exit 1
+fi
+echo "install check: header, library and pkg-config file work from an installed tree; only cistern_* is exported, and libcistern.a defines only cistern_ names"
