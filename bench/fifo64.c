@@ -21,7 +21,9 @@
 
 #include <cistern.h>
 
-#include "internal.h" /* cistern__prefetch_for_write(), as the library's producer uses it */
+#include "prefetch.h"
+#include "policy.h"
+#include "crc32c.h" /* cistern__prefetch_for_write(), as the library's producer uses it */
 
 #define QCAP 1024 /* capacity of every queue, in samples, where it can be chosen */
 /*

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "pick.h"
 
 static double now(void)
 {

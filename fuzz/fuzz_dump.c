@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "handle.h"
 
 #define CHECK(c)                          \
 	do {                              \

@@ -12,7 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "prefetch.h"
+#include "roles.h"
+#include "wait.h"
+#include "open.h"
+#include "liveness.h"
+#include "policy.h"
 
 const struct cistern_ops *cistern__ops_for(uint32_t policy)
 {

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "internal.h"
+#include "crc32c.h"
 
 #define POLY 0x82F63B78u
 

@@ -22,6 +22,10 @@
 
 #include "dump_format.h"
 #include "dump_io.h"
+#include "wait.h"
+#include "policy.h"
+#include "dump.h"
+#include "crc32c.h"
 
 /*
  * The acquire fence of the copy-then-recheck read. gcc refuses thread fences

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "dump_format.h"
+#include "crc32c.h"
 
 /* A cursor that encodes or decodes the meta block field by field, in one order. */
 struct cur {

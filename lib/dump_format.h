@@ -44,7 +44,7 @@
 
 #include <roaring/roaring.h>
 
-#include "internal.h"
+#include "handle.h"
 
 #define DUMP_MAGIC "CISTDUMP"
 #define TRAILER_MAGIC "CISTEND1"

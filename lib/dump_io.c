@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "dump_io.h"
+#include "handle.h"
+#include "crc32c.h"
 
 bool cistern__no_uring;
 

@@ -15,8 +15,6 @@
 
 #include <liburing.h>
 
-#include "internal.h"
-
 #define IO_MIB (UINT64_C(1) << 20)
 /* Staging and read-ahead memory a dump or restore may use at most (roughly). */
 #define IO_MEMORY (256 * IO_MIB)

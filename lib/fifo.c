@@ -58,6 +58,8 @@
 #include <string.h>
 
 #include "fifo.h"
+#include "ring.h"
+#include "policy.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

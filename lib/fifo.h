@@ -8,7 +8,9 @@
 #ifndef CISTERN_FIFO_H
 #define CISTERN_FIFO_H
 
-#include "internal.h"
+#include "prefetch.h"
+#include "roles.h"
+#include "wait.h"
 #include "slotword.h"
 
 /* Slots ahead of its claim the sole producer prefetches for writing (put_prefetch()). */

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "fifo.h"
+#include "ring.h"
+#include "policy.h"
 
 /*
  * Copy a payload of up to 64 bytes (a cache line, the common small sample)

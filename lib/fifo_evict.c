@@ -7,6 +7,7 @@
 #include <errno.h>
 
 #include "reservoir.h"
+#include "ring.h"
 
 static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {

@@ -13,6 +13,7 @@
 #include <errno.h>
 
 #include "reservoir.h"
+#include "wait.h"
 
 static int firo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {

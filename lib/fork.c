@@ -55,7 +55,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "wait.h"
+#include "open.h"
+#include "liveness.h"
 
 /*
  * How long fork() waits in the parent for the child to close its copies. A

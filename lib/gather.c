@@ -31,6 +31,8 @@
 #include <string.h>
 
 #include "reservoir.h"
+#include "prefetch.h"
+#include "pins.h"
 
 /* Give back the n pins of tmp[] (none counted as a read) and let producers know. */
 static void undo_pins(struct cistern *c, const struct cistern_sample *tmp, size_t n)

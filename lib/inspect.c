@@ -19,7 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "open.h"
+#include "liveness.h"
+#include "pins.h"
+#include "policy.h"
+#include "dump.h"
 
 #define SHM_DIR "/dev/shm"
 

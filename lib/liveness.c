@@ -23,7 +23,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "roles.h"
+#include "liveness.h"
+#include "pins.h"
+#include "policy.h"
 
 /* The one-byte lock range at offset off of the shm object. */
 static struct flock byte_range(off_t off, short type)

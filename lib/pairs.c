@@ -16,6 +16,7 @@
 #include <errno.h>
 
 #include "reservoir.h"
+#include "pins.h"
 
 static _Atomic uint64_t *entry(struct cistern *c, uint32_t sim, uint32_t step)
 {

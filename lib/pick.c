@@ -31,7 +31,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "pick.h"
 
 #define PROBES 12
 #define SCAN_CHUNK 1024

@@ -26,13 +26,13 @@
  * one). A batch stores all its pins and fences once (reservoir_read.c).
  *
  * The fast paths of a pin and an unpin, cistern__pin() and
- * cistern__unpin_quiet(), are inline in internal.h; what is here is their
+ * cistern__unpin_quiet(), are inline in pins.h; what is here is their
  * rare paths, the pin bits and dropping a dead reader's pins.
  */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "pins.h"
 #include "slotword.h"
 
 int cistern__pin_bit(struct cistern *c)
@@ -89,7 +89,7 @@ static bool dup_add(struct cistern_pindups *d, uint32_t slot)
 	return true;
 }
 
-/* cistern__pin() (internal.h) found our bit already set: count the extra pin locally. */
+/* cistern__pin() (pins.h) found our bit already set: count the extra pin locally. */
 bool cistern__pin_again(struct cistern *c, uint64_t index)
 {
 	return dup_add(&c->dups, (uint32_t)index);
@@ -104,7 +104,7 @@ void cistern__pin_undo(struct cistern *c, uint64_t index)
 	cistern__wake_producers(c);
 }
 
-/* cistern__unpin_quiet() (internal.h): this handle pins the slot more than once. */
+/* cistern__unpin_quiet() (pins.h): this handle pins the slot more than once. */
 int cistern__unpin_repeated(struct cistern *c, uint64_t index)
 {
 	struct cistern_pindups *d = &c->dups;

@@ -32,6 +32,7 @@
  * it did not make back (cistern__rs_rate_settle).
  */
 #include "reservoir.h"
+#include "wait.h"
 
 static double puts_after_fill(const struct cistern *c, uint64_t extra)
 {

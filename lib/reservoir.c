@@ -15,6 +15,8 @@
 #include <time.h>
 
 #include "reservoir.h"
+#include "ring.h"
+#include "pins.h"
 
 static inline struct cistern_slotmeta *M(struct cistern *c, uint64_t i)
 {

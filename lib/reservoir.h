@@ -44,7 +44,8 @@
 #ifndef CISTERN_RESERVOIR_H
 #define CISTERN_RESERVOIR_H
 
-#include "internal.h"
+#include "pick.h"
+#include "policy.h"
 #include "slotword.h"
 
 enum { RS_EMPTY = 0, RS_RESERVED = 1, RS_HELD = 2, RS_ACQUIRED = 3, RS_EVICTING = 4 };

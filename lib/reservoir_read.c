@@ -10,6 +10,8 @@
 #include <stdlib.h>
 
 #include "reservoir.h"
+#include "prefetch.h"
+#include "pins.h"
 
 /*
  * How far batched reads look ahead (cistern__rs_stream_pinned, cistern__rs_release_batch), in slot

@@ -15,6 +15,9 @@
 
 #include "dump_format.h"
 #include "dump_io.h"
+#include "policy.h"
+#include "dump.h"
+#include "crc32c.h"
 
 /* Parses the samples section as a byte stream and lays records into slots. */
 struct parser {

@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "open.h"
 
 static const struct {
 	const char *name;

@@ -12,7 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "open.h"
+#include "liveness.h"
+#include "pick.h"
+#include "pins.h"
+#include "policy.h"
 
 int cistern_name_valid(const char *name)
 {

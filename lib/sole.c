@@ -21,7 +21,10 @@
 #include <errno.h>
 #include <time.h>
 
-#include "internal.h"
+#include "roles.h"
+#include "wait.h"
+#include "open.h"
+#include "liveness.h"
 
 static _Atomic uint32_t *holder_of(struct cistern_hdr *h, uint32_t role)
 {

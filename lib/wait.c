@@ -53,7 +53,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "roles.h"
+#include "wait.h"
+#include "open.h"
+#include "liveness.h"
 
 #define CISTERN_SWEEP_MS 200
 #define CISTERN_SPIN_ROUNDS 16

@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 
-#include "internal.h"
+#include "handle.h"
 
 /* The sum of the slots' seen counts, and whether any pin bit is left. */
 static inline uint64_t seen_sum(struct cistern *c, bool *pinned)

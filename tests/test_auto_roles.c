@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "internal.h"
 #include "peek.h"
+#include "roles.h"
 
 static struct cistern *create_with(const char *tag, char *name, size_t len,
 				   struct cistern_config cfg)

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "crc32c.h"
 #include "dumpfile.h"
 
 #ifndef CISTERN_BIN

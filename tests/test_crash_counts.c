@@ -14,6 +14,9 @@
 
 #include "helpers.h"
 #include "reservoir.h"
+#include "open.h"
+#include "liveness.h"
+#include "pins.h"
 
 static struct cistern *make(const char *tag, char *name, size_t len, enum cistern_policy policy,
 			    uint64_t slots)

@@ -13,7 +13,9 @@
 #include <fcntl.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "roles.h"
+#include "open.h"
+#include "liveness.h"
 
 /* The FIFO word encoding, as lib/fifo.h defines it (kept private to lib/). */
 enum { F_FREE = 0, F_RESERVED = 1, F_COMMITTED = 2, F_ACQUIRED = 3, F_SKIP = 4, F_REDELIVER = 5 };

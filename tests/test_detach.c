@@ -8,7 +8,7 @@
 #include <criterion/criterion.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "handle.h"
 
 static struct cistern *create(const char *tag, char *name, size_t len,
 			      const struct cistern_config *cfg)

@@ -8,7 +8,9 @@
 #include <sys/time.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "policy.h"
+#include "dump.h"
+#include "crc32c.h"
 #include "dumpfile.h"
 
 #define PAYLOAD 200

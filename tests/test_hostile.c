@@ -16,7 +16,7 @@
 #include <sys/time.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "roles.h"
 
 #define NOBODY 65534
 

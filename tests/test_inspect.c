@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "policy.h"
 
 static struct cistern *make(const char *tag, char *name, size_t namelen, uint64_t slots)
 {

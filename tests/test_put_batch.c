@@ -10,7 +10,7 @@
 #include <sched.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "handle.h"
 
 enum mode { SOLE, AUTO, SHARED, RESERVOIR };
 

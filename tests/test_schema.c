@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "crc32c.h"
 #include "dump_format.h"
 
 #define RL "obs:float32[84,84];action:int64[];reward:float32[];next_obs:float32[84,84]"

@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "internal.h"
 #include "peek.h"
+#include "policy.h"
 
 #define SOLE (CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER)
 

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "dump.h"
 
 static double now(void)
 {

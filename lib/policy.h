@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * policy.h - the policy interface: what each policy implements for the calls, and
+ * what it offers the read-only tools (internal).
+ */
+#ifndef CISTERN_POLICY_H
+#define CISTERN_POLICY_H
+
+#include "handle.h"
+
+/* Where cistern_get_batch() puts a batch: see its documentation in cistern.h. */
+struct cistern_gather {
+	char *dst;
+	size_t stride;
+	size_t *len;
+	struct cistern_meta *meta;
+};
+
+/* What cistern_put_batch() puts: see its documentation in cistern.h. */
+struct cistern_scatter {
+	const char *src;
+	size_t stride;
+	const size_t *len; /* NULL: every sample is stride bytes */
+	struct cistern_meta *meta;
+};
+
+/* The length of sample i of a scatter. */
+static inline size_t cistern__scatter_len(const struct cistern_scatter *s, size_t i)
+{
+	return s->len ? s->len[i] : s->stride;
+}
+
+/*
+ * What a policy implements. Every hook returns 0 or a negative errno; the
+ * try_* hooks never wait and return -EAGAIN when they would have to, leaving
+ * waiting, timeouts and end-of-data detection to api.c.
+ */
+struct cistern_ops {
+	/* Set up slot states in a freshly created segment. */
+	void (*init)(struct cistern *c);
+	int (*try_reserve)(struct cistern *c, struct cistern_slot *slot);
+	int (*commit)(struct cistern *c, struct cistern_slot *slot, size_t len,
+		      struct cistern_meta *meta);
+	int (*abort)(struct cistern *c, struct cistern_slot *slot);
+	int (*try_acquire)(struct cistern *c, struct cistern_sample *s);
+	int (*release)(struct cistern *c, struct cistern_sample *s);
+	/*
+	 * Optional: release n samples, each as release() would, returning the
+	 * first error; NULL = release() one by one.
+	 */
+	int (*release_batch)(struct cistern *c, struct cistern_sample *s, size_t n);
+	/* Hand an acquired sample back as if never read (a get whose buffer was too small). */
+	int (*unacquire)(struct cistern *c, struct cistern_sample *s);
+	/* Optional: pairs (SimPairedReservoir) and batches (reservoirs); NULL = -EINVAL. */
+	int (*try_acquire_pair)(struct cistern *c, struct cistern_sample pair[2]);
+	int (*try_acquire_batch)(struct cistern *c, struct cistern_sample *out, size_t n);
+	/*
+	 * Optional: cistern_get_batch() of n samples in one step, with tmp[n] to
+	 * work in; -EAGAIN = take the general path (acquire, copy, release).
+	 */
+	int (*gather_now)(struct cistern *c, struct cistern_sample *tmp, size_t n,
+			  const struct cistern_gather *g);
+	/* True when reception is closed and nothing is left to hand out. */
+	bool (*drained)(struct cistern *c);
+	/* Give back everything attachment `owner` holds; it is dead or detaching. */
+	void (*reclaim)(struct cistern *c, uint32_t owner);
+	/* Samples held now, given the summed counters. */
+	uint64_t (*population)(const struct cistern *c, const struct cistern_stats *st);
+};
+
+/*
+ * rate_limit.c: the largest read (in samples) that a rate limiter with this
+ * reads_per_put and a rate_slack set by hand always admits in the end, and
+ * -EDEADLK if a read of n on this segment never could be (0 otherwise).
+ */
+uint64_t cistern__rate_grant(double reads_per_put, double slack);
+int cistern__rate_refuses(const struct cistern_fixed *f, uint64_t n);
+
+/* policies */
+extern const struct cistern_ops cistern__fifo_ops;
+/*
+ * fifo_copy.c: set the handle's put_step and get_step: cistern_put() and
+ * cistern_get() on a FIFO, in one step when the slot is ready, else through
+ * cistern__put_slow()/cistern__get_slow() (api.c: reserve or acquire,
+ * waiting as needed), with the copies this processor runs best; NULL for a
+ * handle of another policy, a read-only one or one without its attachment.
+ */
+void cistern__fifo_steps(struct cistern *c);
+/*
+ * fifo_copy.c: the samples of a cistern_put_batch() on a FIFO there is room
+ * for now, stopping before one longer than the stride or a slot: how many
+ * (0: none, the caller waits for the first); -EPIPE if reception closed
+ * while the first was claimed. The caller checked the handle and n.
+ */
+ssize_t cistern__fifo_put_now(struct cistern *c, size_t n, const struct cistern_scatter *s);
+/* fifo_copy.c: cistern_get_batch() on a FIFO; the caller checked the handle and n. */
+int cistern__fifo_get_batch(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
+			    struct cistern_meta *meta, int timeout_ms);
+/* fifo_copy.c: whether this processor runs the one-step put and get compiled for AVX2. */
+bool cistern__wide_copies(void);
+/* fifo.c: whether this processor has PREFETCHW (see cistern__prefetch_for_write()). */
+bool cistern__has_prefetchw(void);
+/* fifo.c: how many slots ahead of its claim the sole producer prefetches, for slot_count slots. */
+uint32_t cistern__put_ahead(uint64_t slot_count);
+int cistern__put_slow(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
+		      int timeout_ms);
+ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+			  int timeout_ms);
+extern const struct cistern_ops cistern__firo_ops;
+extern const struct cistern_ops cistern__reservoir_ops;
+extern const struct cistern_ops cistern__fifo_evict_ops;
+extern const struct cistern_ops cistern__sim_paired_ops;
+extern const struct cistern_ops cistern__batch_ops;
+const struct cistern_ops *cistern__ops_for(uint32_t policy);
+
+/* ---- Inspection, gc and snapshots (inspect.c, dump.c, restore.c) ------- */
+
+/*
+ * What the read-only tools need from a policy, kept apart from cistern_ops so
+ * that the hot-path table stays as it is. Each policy has one (fifo.c;
+ * reservoir_snap.c for FIRO and the reservoirs), found through
+ * cistern__snap_ops_for() in inspect.c. A policy without one gets no
+ * occupancy in inspect, -ENOTSUP from dump and restore, and a gc that
+ * reclaims its dead but cannot say what they held.
+ *
+ * What else the tools rely on, for every policy:
+ *  - cistern_ops.reclaim works for a caller that is not attached (c->owner
+ *    is 0, c->me is NULL): cistern_gc() sweeps without taking an entry.
+ *  - a reader's reservoir pins are bits of cistern_slotmeta.pins at the
+ *    owner's cistern_proc.reader_bit (gc counts the pins a dead reader held).
+ *  - slotmeta.sample_id/sim_id/time_step/len/seen describe a held sample;
+ *    ids come from ring positions + id_base or from hdr->next_sample_id
+ *    (a dump records max(tail + id_base, next_sample_id, max held id + 1)).
+ *  - any index a policy keeps besides the slot words (population, a
+ *    (sim_id, time_step) table, ...) is rebuilt by .restore from slot metadata.
+ */
+struct cistern_slot_view {
+	enum cistern_slot_class cls; /* CISTERN_SLOT_* (public, cistern.h) */
+	uint32_t owner;              /* attachment index + 1 holding it, 0 if none */
+};
+struct cistern_snap_ops {
+	/*
+	 * Classify a slot from its state word alone (a pure function: it may be
+	 * called on a read-only mapping, on a word that changes right after).
+	 * Held samples are CISTERN_SLOT_COMMITTED or CISTERN_SLOT_REDELIVER:
+	 * those are what a dump saves. `owner` names the attachment that holds a
+	 * RESERVED or ACQUIRED slot, so gc can say what a dead process held.
+	 */
+	struct cistern_slot_view (*classify)(uint64_t word);
+	/*
+	 * Make slots 0..n-1 of a freshly created, never used segment (init ran)
+	 * hold committed samples: payload, len, sample_id, sim_id, time_step and
+	 * seen are already written there, in ascending sample_id order. Set the
+	 * state words and whatever index the policy keeps, so that new samples
+	 * get ids >= next_id. n <= slot_count. Returns 0 or -errno.
+	 */
+	int (*restore)(struct cistern *c, uint64_t n, uint64_t next_id);
+};
+extern const struct cistern_snap_ops cistern__fifo_snap_ops;
+/* reservoir_snap.c: FIRO and the four reservoirs */
+extern const struct cistern_snap_ops cistern__reservoir_snap_ops;
+struct cistern_slot_view cistern__fifo_classify(uint64_t word);
+const struct cistern_snap_ops *cistern__snap_ops_for(uint32_t policy);
+
+/*
+ * inspect.c, for a segment nobody alive is attached to: whether a slot whose
+ * word is `word` holds a sample once the dead are reclaimed (held, acquired
+ * by a dead reader, or being evicted by a dead producer), and its seen count
+ * then (the reads dead readers never released taken off, as their reclaim
+ * does). gc's count of unread samples and its dump share these.
+ */
+bool cistern__held_once_reclaimed(const struct cistern_snap_ops *so, uint64_t word);
+uint32_t cistern__seen_once_reclaimed(const struct cistern *c, const struct cistern_slotmeta *m,
+				      uint64_t word, const struct cistern_snap_ops *so);
+
+#endif
