@@ -4,51 +4,59 @@
  *
  * A cistern is a named POSIX shared-memory segment that holds a fixed number of
  * fixed-size slots and applies one sampling policy. Producer processes put samples
- * in, reader (learner) processes take them out, all without a broker and, with the
- * reserve/commit and acquire/release calls, without copying.
+ * in and reader (learner) processes take them out. No broker runs between them,
+ * and the reserve/commit and acquire/release calls copy nothing.
  *
  * Conventions, everywhere in this header:
  *  - A call returns 0 (or a non-negative count) on success and a negative errno
- *    value on failure; it never aborts and never prints. cistern_strerror() turns a
- *    result into a sentence.
- *  - Blocking calls take timeout_ms: 0 tries once (-EAGAIN if it would wait),
- *    a negative value waits forever, a positive value waits at most that many
- *    milliseconds (-ETIMEDOUT when it expires). A wait spins first, for some
- *    tens of microseconds, or a few hundred for a reader that caught up with a
- *    producer running ahead of it (pauses and a few sched_yield() calls; only
- *    sched_yield() when the one process it waits for last waited on the same
- *    CPU, which pauses would keep from running), then sleeps in the kernel
- *    until the other side wakes it.
- *  - CISTERN_EOD (-ENODATA) is "end of data": reception is closed and the policy
- *    has nothing left to hand out. It is not an error and not a timeout.
- *  - -EPROTO means a damaged segment: at attach or open, an object that is not
- *    a whole cistern segment of this layout; afterwards, a value in the shared
- *    memory that no run of the library leaves there, written by another
- *    process that may write the object (its mode decides who may). The call
- *    stops short of using the value; the handle stays usable, and calls that
- *    do not meet the damage go on. Such a process can corrupt or withhold
- *    samples, but not make the library crash or reach outside its mapping,
- *    unless it shrinks the object, which raises SIGBUS in every process that
- *    touches the lost pages (the library installs no signal handlers). The
- *    trust model is in docs/STATE-MACHINE.md.
- *  - A struct cistern handle belongs to one process and one thread at a time; open
+ *    value on failure. It never aborts and never prints. cistern_strerror() turns
+ *    a result into a sentence.
+ *  - A call that takes a handle returns -EINVAL for a NULL handle and for a NULL
+ *    pointer that it needs. The calls that move samples or change the segment
+ *    (reserve, commit, abort, put, acquire, release, unacquire, get and their
+ *    pair and batch forms, cistern_close_reception() and cistern_producer_done())
+ *    return -EBADF on a handle from cistern_open_readonly() and on a handle that a
+ *    fork() child inherited.
+ *  - Blocking calls take timeout_ms. With 0 the call tries once and returns
+ *    -EAGAIN if it would have to wait. With a negative value it waits as long as
+ *    it takes. With a positive value it waits at most that many milliseconds and
+ *    then returns -ETIMEDOUT. A waiting call spins for some microseconds first
+ *    and then sleeps until another process wakes it (docs/DEVELOPING.md says
+ *    how).
+ *  - CISTERN_EOD (-ENODATA) means end of data: reception is closed and the policy
+ *    has nothing left to hand out. It is neither an error nor a timeout.
+ *  - -EPROTO means a damaged segment. From an attach or open it means that the
+ *    object is not a whole cistern segment of this layout. From any later call it
+ *    means that the call found a value in the shared memory that no run of the
+ *    library leaves there, so another process that may write the object wrote it
+ *    (the object's mode decides who may). The call does not use the value, the
+ *    handle stays usable, and calls that do not meet the damage go on working.
+ *    Such a process can corrupt or withhold samples. It cannot make the library
+ *    crash or reach outside its mapping, unless it shrinks the object: then every
+ *    process that touches the lost pages gets SIGBUS (the library installs no
+ *    signal handlers). docs/STATE-MACHINE.md describes the trust model.
+ *  - A struct cistern handle belongs to one process and one thread at a time. Open
  *    one handle per thread that moves samples.
- *  - fork(): the child gets a copy of every handle of its parent and cannot use it:
- *    every call on such a copy returns -EBADF, except cistern_detach(), which frees
- *    the child's copy and leaves the parent's attachment, and what it holds, alone.
- *    Nor does the copy keep the parent's attachment alive: the library closes its
- *    descriptors in the child as the child starts (a pthread_atfork() handler), so a
- *    process killed while its forked children live (multiprocessing workers, torch
- *    DataLoader workers) is seen dead at once, its reservations reclaimed and its
- *    samples handed out again, as without children. A child attaches by itself
- *    like any process. While a child starts, fork() waits for it to close those
- *    descriptors (up to a second; nothing to wait for in a process without
- *    handles). Children made without fork()'s handlers (the raw clone() or
- *    vfork() system calls) keep those descriptors until they exit or call exec,
- *    which closes them. The handler takes a lock that cistern_create(),
- *    cistern_attach(), cistern_open_readonly(), cistern_detach(), cistern_remove()
- *    and cistern_gc() hold for a moment: do not fork() from a signal handler that
- *    may interrupt one of them.
+ *  - Crashes: a process that dies while attached, even by SIGKILL, loses no
+ *    committed sample and wedges nobody. The next process to attach, any producer
+ *    or reader that waits (within 200 ms), or cistern_gc() finds it dead, drops
+ *    its unfinished reservations, hands the FIFO and FIRO samples it held out
+ *    again, drops its reservoir pins, and frees any single-producer or
+ *    single-reader role it held.
+ *  - fork(): the child gets a copy of every handle of its parent and cannot use
+ *    it. Every call on such a copy returns -EBADF, except cistern_detach(), which
+ *    frees the child's copy and leaves the parent's attachment, and what it holds,
+ *    alone. The copy does not keep the parent's attachment alive either: a parent
+ *    killed while its forked children live (multiprocessing or torch DataLoader
+ *    workers) is found dead at once, as without children. A child attaches by
+ *    itself like any process. fork() waits up to a second while the child lets go
+ *    of its parent's segments; in a process without handles it waits for nothing.
+ *    A child made without fork()'s handlers (the raw clone() or vfork() system
+ *    calls) keeps its parent's attachments alive until it exits or calls exec.
+ *    Do not call fork() from a signal handler that may interrupt
+ *    cistern_create(), cistern_attach(), cistern_open_readonly(),
+ *    cistern_detach(), cistern_remove() or cistern_gc(): fork() takes a lock that
+ *    these calls hold for a moment.
  */
 #ifndef CISTERN_H
 #define CISTERN_H
@@ -115,45 +123,42 @@ enum {
 	/** FIFOEvictReservoir: evict the oldest even if unseen (counted as evicted unseen). */
 	CISTERN_LOSSY = 1u << 0,
 	/**
-	 * FIFO: one producer at a time. The first handle to reserve or put holds
-	 * the producer role until it detaches or dies; another handle's reserve or
-	 * put fails with -EBUSY meanwhile. A dead holder's role is taken over after
-	 * its reclaim (a handle waits up to a second for a reclaim that another
-	 * process is doing). Its puts claim slots with plain stores instead of
-	 * locked instructions (see BENCHMARKS.md). A FIFO without the flag does
-	 * the same for as long as one handle is its only producer (an automatic
-	 * role, taken away the moment a second producer appears, and taken back
-	 * by the last one left), so the flag adds the guarantee, not the speed.
+	 * FIFO: one producer at a time. The first handle to reserve or put takes
+	 * the producer role and keeps it until it detaches or dies. Meanwhile a
+	 * reserve or put on any other handle returns -EBUSY. When the holder dies,
+	 * the role is free once its attachment is reclaimed; a handle that finds
+	 * another process reclaiming it waits up to a second for it. The flag
+	 * guarantees a single producer; it does not make puts faster, because a
+	 * FIFO without the flag gives its only producer the same fast puts for as
+	 * long as that producer stays alone (docs/POLICIES.md).
 	 */
 	CISTERN_SINGLE_PRODUCER = 1u << 1,
 	/**
 	 * FIFO and the reservoir kinds (not FIRO): one reader at a time, as
-	 * CISTERN_SINGLE_PRODUCER is for producers. Under a reservoir the holder
-	 * pins samples and counts their reads with plain stores, one fence per
-	 * batch, instead of locked instructions on every sample. As with the
-	 * producer flag, a segment without this one (FIFO or a reservoir kind)
-	 * gives its only reader the same paths automatically, until a second
-	 * reader comes.
+	 * CISTERN_SINGLE_PRODUCER is for producers. Meanwhile a get, acquire or
+	 * batch on any other handle returns -EBUSY. As with the producer flag, a
+	 * segment without this one gives its only reader the same fast reads until
+	 * a second reader comes (docs/POLICIES.md).
 	 */
 	CISTERN_SINGLE_READER = 1u << 2,
 	/**
 	 * With expected_producers > 0: a counted producer that dies before its
-	 * cistern_producer_done() counts as done, so that reception closes
-	 * without it (once done + died reach expected_producers) and readers
-	 * reach end of data. Without the flag such a death is counted too
-	 * (cistern_stats.producers_died) but reception waits for a
-	 * replacement: a producer that attaches in its place and calls
-	 * cistern_producer_done() fills the count, as online-training
-	 * frameworks that relaunch failed simulations expect. With the flag,
-	 * do not relaunch: a replacement's done would count on top.
+	 * cistern_producer_done() counts as done. Reception then closes without
+	 * it (once done + died reach expected_producers), and readers reach end of
+	 * data. Without the flag such a death is counted too
+	 * (cistern_stats.producers_died), but reception waits for a replacement:
+	 * a producer that attaches in its place and calls cistern_producer_done()
+	 * fills the count, as online-training frameworks that relaunch failed
+	 * simulations expect. With the flag, do not relaunch: a replacement's done
+	 * would count on top.
 	 *
-	 * A handle is a counted producer from its first reserve or put (the
-	 * producer role) on a segment with expected_producers > 0. It dies
-	 * "before done" if its process ends without cistern_producer_done()
-	 * and without cistern_detach(): a clean detach counts as neither done
-	 * nor died (the program may attach again). The death is counted when
-	 * its attachment is reclaimed: by the next attach, by any waiting
-	 * producer or reader within 200 ms, or by `cistern gc`.
+	 * A handle becomes a counted producer at its first reserve or put on a
+	 * segment with expected_producers > 0. It dies "before done" if its
+	 * process ends without cistern_producer_done() and without
+	 * cistern_detach(). A clean detach counts as neither done nor died (the
+	 * program may attach again). The death is counted when the dead
+	 * attachment is reclaimed: by the next attach, by any waiting producer or
+	 * reader within 200 ms, or by cistern_gc().
 	 */
 	CISTERN_DEAD_PRODUCER_DONE = 1u << 3,
 };
@@ -254,58 +259,76 @@ struct cistern;
 
 /**
  * Check a segment name: 1 to CISTERN_NAME_MAX characters from [A-Za-z0-9._-],
- * starting with a letter or digit.
- * @return 0 if valid, -EINVAL if not, -ENAMETOOLONG if too long.
+ * the first a letter or a digit. Never blocks.
+ * @return 0 if the name is valid; -EINVAL if it is NULL, empty or holds a
+ *         character outside that set; -ENAMETOOLONG if it is longer than
+ *         CISTERN_NAME_MAX.
  */
 CISTERN_API int cistern_name_valid(const char *name);
 
 /**
- * Create a new segment and attach to it.
+ * Create a new segment and attach to it. The segment is complete before any
+ * other process can attach: until then cistern_attach() waits for it or returns
+ * -EAGAIN. A creator that crashes half-way leaves an object that no one can
+ * attach to; cistern_gc() removes it after CISTERN_GC_GRACE_S seconds. The call
+ * allocates all of the segment's memory, so a full /dev/shm is -ENOSPC here and
+ * never a SIGBUS later.
  * @param name segment name (see cistern_name_valid())
  * @param cfg  parameters, or NULL for all defaults
  * @param out  receives the handle
  * @return 0; -EEXIST if the name is taken; -EINVAL for a bad name or bad
  *         parameters (cistern_config_problem() says which parameter);
- *         -ENOTSUP for a policy this build does not implement; -ENOMEM, -ENOSPC, ...
+ *         -ENAMETOOLONG for a name longer than CISTERN_NAME_MAX; -ENOTSUP for a
+ *         policy this build does not implement; -ENOSPC if /dev/shm has no room
+ *         for the segment; -ENOMEM; -EACCES if the caller may not create objects
+ *         in /dev/shm; another -errno of shm_open(), ftruncate() or mmap().
  */
 CISTERN_API int cistern_create(const char *name, const struct cistern_config *cfg,
 			       struct cistern **out);
 
 /**
- * Say why cistern_create() would refuse `cfg` with -EINVAL, judging it as
- * create does: after filling in the defaults of the fields left 0.
+ * Say why cistern_create() would refuse `cfg` with -EINVAL. It judges `cfg` as
+ * create does, after filling in the defaults of the fields left 0. It does not
+ * judge the segment name (see cistern_name_valid()). Never blocks.
  * @param cfg  parameters, or NULL for all defaults
  * @return NULL if the parameters are acceptable; else a sentence that names
  *         the first wrong field in the terms of struct cistern_config (for
- *         example "FIRO needs a watermark above 0 and below slot_count"). It is
- *         static, except for a bad schema, whose sentence (naming the field of
- *         the schema that is wrong) lives in a per-thread buffer that the next
- *         call in the same thread overwrites.
- *         The segment name is not judged: see cistern_name_valid().
+ *         example "FIRO needs a watermark above 0 and below slot_count"). The
+ *         sentence is static, except for a bad schema: that sentence (naming
+ *         the field of the schema that is wrong) lives in a per-thread buffer
+ *         that the next call in the same thread overwrites.
  */
 CISTERN_API const char *cistern_config_problem(const struct cistern_config *cfg);
 
 /**
- * Attach to an existing segment. Recovers what dead processes left behind.
- * Same as cistern_attach_flags(name, 0, out): a segment owned by another user
- * than the caller or root is refused.
- * @return 0; -ENOENT if no such segment; -EPROTO if the object is not a cistern
- *         segment (also a FIFO, socket, directory, device or symbolic link under
- *         the name) or is damaged; -EPROTONOSUPPORT if it was made by a build
- *         with another ABI or layout; -EACCES without permission, or for an
- *         object owned by another user (see CISTERN_ATTACH_ANY_OWNER); -EUSERS
- *         if the attachment table is full; -EAGAIN if the segment is still
- *         being created.
+ * Attach to an existing segment. Same as cistern_attach_flags(name, 0, out):
+ * the call refuses a segment owned by a user other than the caller or root.
+ * Before it returns, the call reclaims what dead processes left in the segment
+ * (see "Crashes" above). It waits up to about a second for a segment that is
+ * still being created, and it waits while cistern_remove() or cistern_gc()
+ * works on the segment (a cistern_gc_dump_to() that dumps the segment holds it
+ * for the whole dump).
+ * @return 0; -ENOENT if no such segment exists, or if it was removed while the
+ *         call attached; -EINVAL for a bad name; -ENAMETOOLONG for a name longer
+ *         than CISTERN_NAME_MAX; -EPROTO if the object is not a cistern segment
+ *         (also for a FIFO, socket, directory, device or symbolic link under the
+ *         name) or is damaged; -EPROTONOSUPPORT if a build with another ABI or
+ *         layout made it; -ENOTSUP for a policy this build does not implement;
+ *         -EACCES without permission, or for an object owned by another user
+ *         (see CISTERN_ATTACH_ANY_OWNER); -EUSERS if every entry of the
+ *         attachment table is taken by a live process; -EAGAIN if the segment
+ *         is still being created after that wait; -ENOMEM.
  */
 CISTERN_API int cistern_attach(const char *name, struct cistern **out);
 
 /**
- * Flag of cistern_attach_flags(): attach even when the shm object is owned by
- * another user than the caller (effective uid) or root. Without it such an
- * object is refused with -EACCES before anything of it is read: anyone can
- * create /dev/shm/cistern.NAME first, with mode 0666, and would then receive
- * the samples we put and hand us samples of its own. Set it only to share a
- * segment between users on purpose (the command line's --any-owner).
+ * Flag of cistern_attach_flags(): attach even when the shm object is owned by a
+ * user other than the caller (effective uid) or root. Without the flag the
+ * call refuses such an object with -EACCES before it reads anything of it.
+ * The check protects the caller: anyone can create /dev/shm/cistern.NAME first,
+ * with mode 0666, and would then receive the samples we put and hand us samples
+ * of its own. Set the flag only to share a segment between users on purpose
+ * (the command line's --any-owner).
  */
 #define CISTERN_ATTACH_ANY_OWNER (1u << 0)
 
@@ -316,155 +339,199 @@ CISTERN_API int cistern_attach(const char *name, struct cistern **out);
 CISTERN_API int cistern_attach_flags(const char *name, uint32_t flags, struct cistern **out);
 
 /**
- * Detach: give back what this handle still holds (reservations vanish, acquired
- * FIFO/FIRO samples are handed out again), unmap and free the handle. A handle
- * that holds nothing skips the walk over every slot that giving back needs (a
- * reservoir reader still clears its pin bit). On a handle a fork() child
- * inherited, it only unmaps and frees the child's copy: the attachment and what
- * it holds stay the parent's.
+ * Detach and free the handle. Reservations the handle still holds vanish as if
+ * aborted, FIFO and FIRO samples it acquired are handed out again, and its
+ * reservoir pins are dropped. A process that exits or dies without detaching
+ * is reclaimed the same way (see "Crashes" above), but a counted producer then
+ * counts as dead before done (see CISTERN_DEAD_PRODUCER_DONE). The call does
+ * not wait for other processes. On a handle that a
+ * fork() child inherited, it only frees the child's copy: the attachment and
+ * what it holds stay the parent's. The handle must not be used afterwards.
  * @return 0, or -EINVAL for a NULL handle.
  */
 CISTERN_API int cistern_detach(struct cistern *c);
 
 /**
- * Remove a segment's name. Attached processes keep working; the memory is freed
- * when the last one detaches.
- * @return 0; -ENOENT; -EINVAL for a bad name; -EACCES.
+ * Remove a segment's name, whoever is attached. Attached processes keep
+ * working, and the memory is freed when the last one detaches. Never blocks.
+ * cistern_remove() is the careful form: it refuses while processes live.
+ * @return 0; -ENOENT if no such name exists; -EINVAL or -ENAMETOOLONG for a bad
+ *         name; -EACCES if the caller may not remove it.
  */
 CISTERN_API int cistern_unlink(const char *name);
 
 /**
- * Reserve a writable slot (zero-copy put). Waits for room as cistern_put() does.
- * @return 0; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed; -EPROTO if
- *         the segment is damaged (its ring, or a role's holder naming no
- *         attachment); -EBUSY if the segment was created with
- *         CISTERN_SINGLE_PRODUCER and another live handle holds that role, or
- *         (any FIFO, on this handle's first reserve or put) if the handle that
- *         produced alone so far stayed stopped in the middle of claiming a slot
- *         for a second (nothing was done; a later call tries again).
+ * Reserve a writable slot (zero-copy put). The handle takes the producer role
+ * at its first reserve or put. The call waits for room as timeout_ms says (see
+ * the conventions above). The slot stays this handle's until cistern_commit()
+ * or cistern_abort(); if the process dies first, the slot is reclaimed and
+ * nothing of it is ever read.
+ * @return 0; -EAGAIN if timeout_ms is 0 and there is no room; -ETIMEDOUT if no
+ *         room came in time; -EPIPE once reception is closed; -EBUSY if the
+ *         segment was created with CISTERN_SINGLE_PRODUCER and another live
+ *         handle holds that role, or, on any FIFO at this handle's first reserve
+ *         or put, if the handle that produced alone so far stayed stopped in the
+ *         middle of claiming a slot for a second (nothing was done; a later
+ *         call tries again); -EPROTO if the segment is damaged; -ENOMEM (not
+ *         under FIFO) if the library could not allocate its working memory.
  */
 CISTERN_API int cistern_reserve(struct cistern *c, struct cistern_slot *slot, int timeout_ms);
 
 /**
- * Publish a reserved slot holding `len` bytes. meta->sim_id and time_step are
- * taken; the assigned sample id is written back to meta->sample_id. meta may be NULL.
- * @return 0; -EMSGSIZE if len > slot_size (the slot stays reserved); -EINVAL if
- *         the slot is not reserved by this handle; -ERANGE for a sim_id or
- *         time_step outside the SimPairedReservoir bounds.
+ * Publish a reserved slot that holds `len` bytes. The call takes meta->sim_id
+ * and meta->time_step, and writes the sample id it assigns to meta->sample_id;
+ * meta may be NULL (ids 0). Never blocks. Once it returns 0, the sample
+ * survives the death of any process.
+ * @return 0; -EMSGSIZE if len is above slot_size (the slot stays reserved);
+ *         -EINVAL if this handle does not hold the slot reserved (never
+ *         reserved, or already committed or aborted); -ERANGE under a
+ *         SimPairedReservoir for a sim_id of sweep_size or more or a time_step
+ *         of nb_time_steps or more (the slot stays reserved).
  */
 CISTERN_API int cistern_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 			       struct cistern_meta *meta);
 
 /**
- * Give a reserved slot back unpublished: that sample never existed.
- * @return 0 or -EINVAL.
+ * Give a reserved slot back unpublished: that sample never existed. Never
+ * blocks.
+ * @return 0, or -EINVAL if this handle does not hold the slot reserved.
  */
 CISTERN_API int cistern_abort(struct cistern *c, struct cistern_slot *slot);
 
 /**
- * Copy `len` bytes in as one sample (reserve + copy + commit).
- * @return 0; -EMSGSIZE; -EAGAIN/-ETIMEDOUT; -EPIPE once reception is closed;
- *         -EBUSY as cistern_reserve().
+ * Copy `len` bytes in as one sample: cistern_reserve(), a copy and
+ * cistern_commit() in one call. It waits for room as cistern_reserve() does;
+ * meta is as for cistern_commit(). On any error nothing was put.
+ * @return 0; -EMSGSIZE if len is above slot_size; -EINVAL if buf is NULL with
+ *         a len above 0; -ERANGE as cistern_commit(); -EAGAIN, -ETIMEDOUT,
+ *         -EPIPE, -EBUSY, -EPROTO and -ENOMEM as cistern_reserve().
  */
 CISTERN_API int cistern_put(struct cistern *c, const void *buf, size_t len,
 			    struct cistern_meta *meta, int timeout_ms);
 
 /**
- * Copy up to `n` samples in, in order, as cistern_put() copies one: sample i
- * is the len[i] bytes at buf + i * stride (len NULL: stride bytes each), and
- * meta[i] is its cistern_put() meta (sim_id and time_step taken, the sample
- * id written back; meta may be NULL). Puts those there is room for now, or,
- * if there is none, the first one waited for as cistern_put() waits, with
- * any that fit after it. A sample longer than the segment's slot_size (or
- * than stride) ends the batch before it, and the call that meets it first
- * answers -EMSGSIZE (-EINVAL) with nothing put. Every policy; on a FIFO the
- * handle that holds the producer role (CISTERN_SINGLE_PRODUCER, or alone)
- * checks the handle and its role and looks for sleeping readers once for
- * the whole batch.
- * @return the number of samples put (1 to n); -EMSGSIZE; -EAGAIN/-ETIMEDOUT;
- *         -EPIPE once reception is closed; -EBUSY as cistern_reserve();
- *         -ERANGE as cistern_commit(); -EINVAL (n = 0 or above INT_MAX, buf NULL,
- *         a first sample longer than stride); -EBADF for a read-only handle.
+ * Copy up to `n` samples in, in order, each as cistern_put() copies one.
+ * Sample i is the len[i] bytes at buf + i * stride (with len NULL, stride bytes
+ * each), and meta[i] is its cistern_put() meta (meta may be NULL). The call
+ * puts as many as there is room for now. If there is room for none, it waits
+ * for the first as cistern_put() waits and then puts any that fit after it. A
+ * sample longer than slot_size or than stride ends the batch before it: the
+ * call that meets it first returns -EMSGSIZE (longer than slot_size) or
+ * -EINVAL (longer than stride) and puts nothing. Every policy accepts it.
+ * @return the number of samples put (1 to n); -EINVAL if n is 0 or above
+ *         INT_MAX, buf is NULL, or the first sample is longer than stride;
+ *         -EMSGSIZE if the first sample is longer than slot_size; -ERANGE as
+ *         cistern_commit(); -EAGAIN, -ETIMEDOUT, -EPIPE, -EBUSY, -EPROTO and
+ *         -ENOMEM as cistern_reserve().
  */
 CISTERN_API int cistern_put_batch(struct cistern *c, const void *buf, size_t stride, size_t n,
 				  const size_t *len, struct cistern_meta *meta, int timeout_ms);
 
 /**
- * Close reception: puts fail with -EPIPE from now on and readers drain, then get
- * CISTERN_EOD. Idempotent.
+ * Close reception. From now on reserves and puts return -EPIPE, readers drain
+ * what the segment holds and then get CISTERN_EOD, and every process waiting
+ * on the segment wakes. Calling it again changes nothing. Never blocks.
+ * Reception stays closed for the life of the segment.
+ * @return 0.
  */
 CISTERN_API int cistern_close_reception(struct cistern *c);
 
 /**
- * Declare one of cfg.expected_producers done; the last one closes reception
- * (with CISTERN_DEAD_PRODUCER_DONE, producers that died before done count
- * as done). Any handle may call it, a producer for itself or a coordinator
- * for others; a handle that produced is no longer counted as dying before
- * done once it called it.
- * @return the number of producers still expected, or -EINVAL if none is expected.
+ * Declare one of cfg.expected_producers done. The call that completes the
+ * count closes reception (with CISTERN_DEAD_PRODUCER_DONE, producers that
+ * died before done count as done). Any handle may call it, a producer for
+ * itself or a coordinator for others. A producer that called it no longer
+ * counts as dying before done when it later dies. Never blocks.
+ * @return the number of producers still expected (0 once the count is
+ *         complete); -EINVAL if the segment expects no producers
+ *         (expected_producers 0).
  */
 CISTERN_API int cistern_producer_done(struct cistern *c);
 
 /**
- * Acquire a sample to read in place (zero-copy get). Under FIFO and FIRO the
- * sample belongs to this handle until release; under the reservoirs it is pinned
- * (never evicted nor overwritten) until release.
- * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EPROTO if the segment is damaged
- *         (a ring index it cannot follow, a sample longer than slot_size, a
- *         role's holder naming no attachment);
- *         -EBUSY if the segment was created with CISTERN_SINGLE_READER and
- *         another live handle holds that role, or, without that flag, as for
- *         cistern_reserve() with the reader that read alone so far (so do
- *         every get, acquire and batch).
+ * Acquire a sample to read in place (zero-copy get). The handle takes the
+ * reader role at its first read. The call waits for a sample as timeout_ms
+ * says (see the conventions above). Under FIFO and FIRO the sample belongs to
+ * this handle until cistern_release(); under the reservoirs it stays pinned
+ * (never evicted nor overwritten) until then. If the process dies first, a
+ * FIFO or FIRO sample is handed out again and a reservoir pin is dropped.
+ * SimPairedReservoir and BatchReservoir read pairs and batches only.
+ * @return 0; CISTERN_EOD at end of data; -EAGAIN if timeout_ms is 0 and no
+ *         sample is there; -ETIMEDOUT if none came in time; -EINVAL under
+ *         SimPairedReservoir or BatchReservoir; -EBUSY if the segment was
+ *         created with CISTERN_SINGLE_READER and another live handle holds that
+ *         role, or, without that flag, as for cistern_reserve() with the reader
+ *         that read alone so far (the same holds for every get, acquire and
+ *         batch); -EUSERS under a reservoir kind if CISTERN_PIN_READERS_MAX
+ *         other handles read it already; -EPROTO if the segment is damaged
+ *         (for example a sample longer than slot_size, which the call does
+ *         not hand over); -ENOMEM (reservoir kinds) if the library could not allocate
+ *         its working memory.
  */
 CISTERN_API int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms);
 
 /**
- * Release an acquired sample.
- * @return 0, or -EINVAL if `s` is not held by this handle (never acquired, or
- *         already released).
+ * Release an acquired sample: under FIFO it is consumed, under FIRO it counts
+ * as one of its pseudo_epochs reads, under the reservoirs it is unpinned.
+ * Never blocks.
+ * @return 0, or -EINVAL if this handle does not hold `s` (never acquired, or
+ *         already released or handed back).
  */
 CISTERN_API int cistern_release(struct cistern *c, struct cistern_sample *s);
 
 /**
  * Hand an acquired sample back unread, for a reader that cannot use it (a
- * payload of the wrong size, a learner shutting down): the segment is left as
- * if this acquire had not happened. FIFO hands the sample out again, to any
+ * payload of the wrong size, a learner shutting down). The segment is left as
+ * if this acquire had not happened: FIFO hands the sample out again, to any
  * reader, before the samples behind it; FIRO and the reservoirs take back the
- * read (its seen count is what it was) and unpin it. Not counted as a get.
+ * read (its seen count is what it was) and unpin it. It does not count as a
+ * get. Never blocks.
  * @param s  a sample from cistern_acquire(), or a member of a pair or batch;
  *           a member handed back must not be released again (release the
  *           others one by one with cistern_release())
- * @return 0, or -EINVAL if `s` is not held by this handle (never acquired,
+ * @return 0, or -EINVAL if this handle does not hold `s` (never acquired,
  *         already released or handed back).
  */
 CISTERN_API int cistern_unacquire(struct cistern *c, struct cistern_sample *s);
 
 /**
- * Copy one sample out (acquire + copy + release).
- * @return the payload length; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if the
- *         sample is larger than `cap` (the sample is not lost: it is handed out again).
+ * Copy one sample out: cistern_acquire(), a copy to buf and cistern_release()
+ * in one call. It waits for a sample as cistern_acquire() does. meta, if not
+ * NULL, receives the sample's metadata.
+ * @return the payload length; CISTERN_EOD; -EMSGSIZE if the sample is longer
+ *         than `cap` (the sample is not lost: it is handed out again); -EINVAL
+ *         if buf is NULL with a cap above 0; -EAGAIN, -ETIMEDOUT, -EINVAL,
+ *         -EBUSY, -EUSERS, -EPROTO and -ENOMEM as cistern_acquire().
  */
 CISTERN_API ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
 				int timeout_ms);
 
 /**
  * Acquire a pair (x_t, x_t+1) of one simulation (SimPairedReservoir only): two
- * samples with the same sim_id and consecutive time steps, chosen uniformly among
- * the pairs held now, pinned together until cistern_release_pair().
- * After reception closes, each pair is handed out once and removed.
- * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EINVAL under another policy.
+ * samples with the same sim_id and consecutive time steps, chosen uniformly
+ * among the pairs held now and pinned together until cistern_release_pair().
+ * After reception closes, each pair is handed out once and removed. The call
+ * waits for a pair as cistern_acquire() waits for a sample.
+ * @return 0; CISTERN_EOD; -EAGAIN; -ETIMEDOUT; -EINVAL under another policy;
+ *         -EBUSY, -EUSERS, -EPROTO and -ENOMEM as cistern_acquire().
  */
 CISTERN_API int cistern_acquire_pair(struct cistern *c, struct cistern_sample pair[2],
 				     int timeout_ms);
 
-/** Release a pair acquired with cistern_acquire_pair(). @return 0 or -EINVAL. */
+/**
+ * Release a pair acquired with cistern_acquire_pair(). Never blocks.
+ * @return 0, or -EINVAL if this handle does not hold a member (the other one
+ *         is released all the same).
+ */
 CISTERN_API int cistern_release_pair(struct cistern *c, struct cistern_sample pair[2]);
 
 /**
  * Copy a pair out: payloads to buf[0] and buf[1] (each of `cap` bytes), lengths
- * to len[2], metadata to meta[2] (may be NULL).
- * @return 0; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if a member exceeds cap.
+ * to len[0] and len[1], metadata to meta[0] and meta[1] (meta may be NULL). It
+ * waits as cistern_acquire_pair() does.
+ * @return 0; -EMSGSIZE if a member is longer than cap (the pair is handed
+ *         back, not lost); -EINVAL if buf, buf[0], buf[1] or len is NULL; the
+ *         errors of cistern_acquire_pair().
  */
 CISTERN_API int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
 				 struct cistern_meta meta[2], int timeout_ms);
@@ -472,50 +539,60 @@ CISTERN_API int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, si
 /**
  * Acquire a batch of `n` distinct samples drawn uniformly at random from those
  * held, pinned together (Reservoir, FIFOEvictReservoir, BatchReservoir; for
- * BatchReservoir n must be 0 or batch_size, 0 meaning batch_size). After reception
- * closes, batches remove what they return, and the last batch may be short.
- * Under the rate limiter a batch starts when its n reads fit the budget, all
- * at once (see struct cistern_config).
- * @return the number of samples acquired; CISTERN_EOD; -EAGAIN/-ETIMEDOUT;
- *         -EINVAL for another policy or a bad n; -EDEADLK at once, without
- *         waiting, if the rate limiter could never admit n reads at once
- *         (cistern_read_problem() says why).
+ * BatchReservoir n must be 0 or batch_size, 0 meaning batch_size). After
+ * reception closes, batches remove what they return, and the last batch may
+ * be short. The call waits for enough samples as cistern_acquire() waits for
+ * one. Under the rate limiter a batch starts only when its n reads fit the
+ * budget, all at once (see struct cistern_config).
+ * @return the number of samples acquired; CISTERN_EOD; -EAGAIN; -ETIMEDOUT;
+ *         -EINVAL for FIFO, FIRO or SimPairedReservoir, for an n of 0 without
+ *         a batch_size, above slot_count, or other than a BatchReservoir's
+ *         batch_size; -EDEADLK at once, without waiting, if the rate limiter
+ *         could never admit n reads at once (cistern_read_problem() says why);
+ *         -EBUSY, -EUSERS, -EPROTO and -ENOMEM as cistern_acquire().
  */
 CISTERN_API int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n,
 				      int timeout_ms);
 
-/** Release `n` samples acquired with cistern_acquire_batch(). @return 0 or -EINVAL. */
+/**
+ * Release `n` samples acquired with cistern_acquire_batch(). Never blocks.
+ * @return 0, or -EINVAL if this handle does not hold one of them (the others
+ *         are released all the same).
+ */
 CISTERN_API int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n);
 
 /**
  * Gather a batch into one contiguous array: sample i is copied to
  * buf + i * stride (stride >= the longest sample), its length to len[i] and
- * metadata to meta[i] (len and meta may be NULL).
+ * its metadata to meta[i] (len and meta may be NULL).
  *
  * Reservoir, FIFOEvictReservoir, BatchReservoir: a batch drawn as
- * cistern_acquire_batch() draws it, copied out and released.
+ * cistern_acquire_batch() draws it, copied out and released. n = 0 means
+ * batch_size.
  *
- * FIFO: the next samples in order, at most n (n = 0 is -EINVAL, as the FIFO
- * has no batch_size): those there now, or, if none is, the first one waited
- * for as cistern_get() waits, with any that came with it. A sample longer
- * than stride ends the batch before it, and the call that meets it first
- * answers -EMSGSIZE and leaves it to be read with a larger buffer, as
+ * FIFO: the next samples in order, at most n (n = 0 is -EINVAL, as a FIFO has
+ * no batch_size): those there now, or, if none is, the first one waited for as
+ * cistern_get() waits, with any that came with it. A sample longer than stride
+ * ends the batch before it. The call that meets such a sample first returns
+ * -EMSGSIZE and leaves the sample to be read with a larger buffer, as
  * cistern_get() does. Each sample returned is consumed, as by cistern_get().
  *
  * After an error nothing was read (no seen count moves), but buf may have been
  * written.
- * @return the number of samples; CISTERN_EOD; -EAGAIN/-ETIMEDOUT; -EMSGSIZE if a
- *         sample is longer than stride; -EINVAL (another policy, or a bad n);
- *         -EDEADLK as cistern_acquire_batch().
+ * @return the number of samples; CISTERN_EOD; -EAGAIN; -ETIMEDOUT; -EMSGSIZE
+ *         if a sample is longer than stride; -EINVAL for FIRO or
+ *         SimPairedReservoir, or for a bad n (as cistern_acquire_batch());
+ *         -EDEADLK as cistern_acquire_batch(); -EBUSY, -EUSERS, -EPROTO and
+ *         -ENOMEM as cistern_acquire().
  */
 CISTERN_API int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n,
 				  size_t *len, struct cistern_meta *meta, int timeout_ms);
 
 /**
  * Say whether a read of `n` samples would be refused at once instead of
- * waited for, and why: the answer cistern_acquire_batch() and
- * cistern_get_batch() give before any wait (cistern_acquire() reads 1, a
- * pair 2). Never blocks and moves nothing.
+ * waited for, and why. It gives the answer that cistern_acquire_batch() and
+ * cistern_get_batch() give before any wait (cistern_acquire() reads 1 sample,
+ * a pair 2). Never blocks and changes nothing.
  * @param n    samples read at once; 0 = the segment's batch_size
  * @param why  receives a sentence naming the parameters involved (as
  *             snprintf() would, truncated to size bytes); may be NULL
@@ -528,9 +605,10 @@ CISTERN_API int cistern_get_batch(struct cistern *c, void *buf, size_t stride, s
 CISTERN_API int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t size);
 
 /**
- * The segment's parameters as created (defaults filled in). cfg->schema points
- * at the handle's copy of the schema text (valid until cistern_detach()), or is
- * NULL for a segment without one.
+ * Give the segment's parameters as created, defaults filled in. cfg->schema
+ * points at the handle's copy of the schema text (valid until
+ * cistern_detach()), or is NULL for a segment without one. Never blocks.
+ * @return 0; -EBADF on a handle that a fork() child inherited.
  */
 CISTERN_API int cistern_config_get(const struct cistern *c, struct cistern_config *cfg);
 
@@ -563,7 +641,11 @@ struct cistern_stats {
 	uint32_t producers_died;
 };
 
-/** Read the statistics, without disturbing the segment. */
+/**
+ * Read the segment's statistics without disturbing it. Never blocks. The
+ * counters are read one by one while others may move them.
+ * @return 0; -EBADF on a handle that a fork() child inherited.
+ */
 CISTERN_API int cistern_stats_get(const struct cistern *c, struct cistern_stats *st);
 
 /** A sentence for a result code (0, a negative errno, or CISTERN_EOD). Never NULL. */
@@ -572,11 +654,14 @@ CISTERN_API const char *cistern_strerror(int err);
 /** The name of a policy ("fifo", "firo", ...), or NULL if out of range. */
 CISTERN_API const char *cistern_policy_name(enum cistern_policy p);
 
-/** Parse a policy name as cistern_policy_name() prints it. @return 0 or -EINVAL. */
+/**
+ * Parse a policy name as cistern_policy_name() prints it.
+ * @return 0, or -EINVAL for a NULL or unknown name.
+ */
 CISTERN_API int cistern_policy_parse(const char *s, enum cistern_policy *out);
 
 /* ======================================================================== */
-/* Schemas: samples that describe themselves (lib/schema.c, docs/SCHEMA.md)  */
+/* Schemas: samples that describe themselves (docs/SCHEMA.md)                */
 /* ======================================================================== */
 
 /*
@@ -590,8 +675,8 @@ CISTERN_API int cistern_policy_parse(const char *s, enum cistern_policy *out);
  *     obs:float32[84,84];action:int64[];reward:float32[];next_obs:float32[84,84]
  *
  * The library only stores and describes the schema: puts and gets still move
- * bytes, and a sample's length is not checked against it. The Python package
- * and the `cistern` command check what they put and read against it.
+ * bytes, and the library checks no sample's length against it. The Python
+ * package and the `cistern` command check what they put and read against it.
  */
 
 /** Longest schema text, in bytes, with its terminating NUL. */
@@ -630,25 +715,30 @@ struct cistern_field {
 };
 
 /**
- * Parse a schema's text form (docs/SCHEMA.md) and lay it out.
+ * Parse a schema's text form (docs/SCHEMA.md) and lay it out. Never blocks.
  * @param fields receives the first `cap` fields, in order (may be NULL if cap is 0)
  * @param size   if not NULL, receives the bytes of one sample, end padding included
- * @return the number of fields (may exceed cap; 0 for ""); -EINVAL
- *         for a bad text (cistern_config_problem() with .schema = text says why).
+ * @return the number of fields (may exceed cap; 0 for ""); -EINVAL for a NULL
+ *         text, for NULL fields with a cap above 0, or for a bad text
+ *         (cistern_config_problem() with .schema = text says why).
  */
 CISTERN_API int cistern_schema_parse(const char *text, struct cistern_field *fields, size_t cap,
 				     uint64_t *size);
 
 /**
- * A segment's schema text, in its canonical form, NUL-terminated into buf.
+ * Copy a segment's schema text, in its canonical form and NUL-terminated, into
+ * buf. Never blocks.
  * @return its length (0 for a segment without a schema); -ERANGE if cap is not
- *         above the length (CISTERN_SCHEMA_MAX always suffices); -EINVAL.
+ *         above the length (CISTERN_SCHEMA_MAX always suffices); -EINVAL for
+ *         NULL buf with a cap above 0.
  */
 CISTERN_API ssize_t cistern_schema_get(const struct cistern *c, char *buf, size_t cap);
 
 /**
- * A segment's schema, parsed, as cistern_schema_parse() gives it.
- * @return the number of fields (0 without a schema; may exceed cap); -EINVAL.
+ * Give a segment's schema, parsed, as cistern_schema_parse() gives it. Never
+ * blocks.
+ * @return the number of fields (0 without a schema; may exceed cap); -EINVAL
+ *         for NULL fields with a cap above 0.
  */
 CISTERN_API int cistern_schema_fields(const struct cistern *c, struct cistern_field *fields,
 				      size_t cap, uint64_t *size);
@@ -657,30 +747,33 @@ CISTERN_API int cistern_schema_fields(const struct cistern *c, struct cistern_fi
 CISTERN_API const char *cistern_dtype_name(enum cistern_dtype t);
 
 /* ======================================================================== */
-/* Inspection, listing, removal and garbage collection (lib/inspect.c)      */
+/* Inspection, listing, removal and garbage collection                      */
 /* ======================================================================== */
 
 /*
  * Everything in this section is for tools (the `cistern` command) and
- * monitoring. cistern_open_readonly() gives a handle that maps the segment
- * PROT_READ from an O_RDONLY descriptor and takes no attachment entry, no pin
- * and no lock: it cannot disturb producers or readers, and it never appears in
- * the attachment table. cistern_config_get(), cistern_stats_get() and the
- * calls below work on it; the calls that move samples return -EBADF.
+ * monitoring. A handle from cistern_open_readonly() can only look: it cannot
+ * disturb producers or readers, and it never appears in the attachment table.
+ * cistern_config_get(), cistern_stats_get(), the schema calls and the calls
+ * below work on it; the calls that move samples return -EBADF.
  *
- * Objects named like a segment that are not regular files (a FIFO, socket,
- * directory, device or symbolic link) are never waited on nor followed:
- * every call here answers -EPROTO for them at once.
+ * The calls here never wait on nor follow an object named like a segment
+ * that is not a regular file (a FIFO, socket, directory, device or symbolic
+ * link): they answer -EPROTO for it at once.
  */
 
 /**
- * Open a segment for inspection only. Close it with cistern_detach().
- * It opens segments of any owner: a read-only handle cannot put anything of
- * ours into another user's object (what it shows is whatever that user wrote;
- * cistern_segment_info.uid and fstat name the owner).
- * @return 0; -ENOENT; -EACCES; -EPROTO; -EPROTONOSUPPORT; -EAGAIN if the
- *         segment is still being created; -ENOTSUP for a policy this build
- *         does not implement.
+ * Open a segment for inspection only. Close it with cistern_detach(). The call
+ * opens segments of any owner: a read-only handle cannot put anything of ours
+ * into another user's object (what it shows is whatever that user wrote;
+ * cistern_segment_info.uid and fstat() name the owner). It waits up to about a
+ * second for a segment that is still being created.
+ * @return 0; -ENOENT if no such segment exists; -EINVAL or -ENAMETOOLONG for a
+ *         bad name; -EACCES if the caller may not read it; -EPROTO if it is not
+ *         a cistern segment or is damaged; -EPROTONOSUPPORT if a build with
+ *         another layout made it; -EAGAIN if it is still being created after
+ *         that wait; -ENOTSUP for a policy this build does not implement;
+ *         -ENOMEM.
  */
 CISTERN_API int cistern_open_readonly(const char *name, struct cistern **out);
 
@@ -700,7 +793,7 @@ enum cistern_slot_class {
 /** The name of a slot class ("free", "reserved", ...), or NULL if out of range. */
 CISTERN_API const char *cistern_slot_class_name(enum cistern_slot_class cls);
 
-/** Occupancy of a segment: one pass over the slot metadata. */
+/** Occupancy of a segment: its slots counted by class. */
 struct cistern_occupancy {
 	uint64_t slots[CISTERN_SLOT_CLASSES]; /**< slots per enum cistern_slot_class */
 	uint64_t pinned;     /**< slots with at least one reader pin (reservoirs) */
@@ -711,9 +804,12 @@ struct cistern_occupancy {
 };
 
 /**
- * Count slots by class. The words are read one by one while others may move
- * them, so under load the counts are a near-instant picture, not an atomic one.
- * @return 0; -EINVAL; -ENOTSUP if this build cannot classify the policy's slots.
+ * Count the segment's slots by class. The call reads the slots one by one
+ * while other processes may change them, so under load the counts are a
+ * near-instant picture, not an atomic one. Never blocks; it takes time in
+ * proportion to slot_count.
+ * @return 0; -EBADF on a handle that a fork() child inherited; -ENOTSUP if
+ *         this build cannot classify the slots of the segment's policy.
  */
 CISTERN_API int cistern_occupancy_get(const struct cistern *c, struct cistern_occupancy *occ);
 
@@ -739,8 +835,10 @@ struct cistern_proc_info {
 
 /**
  * List the attachment entries in use (live or dead), at most `cap` of them.
- * Liveness is asked of the kernel (F_OFD_GETLK), so pid reuse does not fool it.
- * @return the number of entries in use (may exceed cap), or -errno.
+ * An entry counts as alive while its process lives (asked of the kernel, so a
+ * pid reused by another process does not fool it). Never blocks.
+ * @return the number of entries in use (may exceed cap); -EINVAL for NULL out
+ *         with a cap above 0; -EBADF on a handle that a fork() child inherited.
  */
 CISTERN_API int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out,
 				  size_t cap);
@@ -772,9 +870,11 @@ struct cistern_segment_info {
 
 /**
  * List every cistern segment on the machine (every /dev/shm/cistern.NAME
- * with a valid NAME), sorted by name, without disturbing any of them.
+ * with a valid NAME), sorted by name, without disturbing any of them. Never
+ * waits: a segment being created is listed with status -EAGAIN.
  * @param out receives a malloc'ed array (free() it); NULL when there are none
- * @return the number of segments, or -errno (-ENOMEM, or /dev/shm unreadable).
+ * @return the number of segments; -ENOMEM; -errno of opendir() if /dev/shm
+ *         cannot be read.
  */
 CISTERN_API int cistern_list(struct cistern_segment_info **out);
 
@@ -794,15 +894,19 @@ enum {
 };
 
 /**
- * Remove a segment's name, refusing while live processes are attached. Takes
- * the segment's gc lock, so no process can be half-way through attaching.
- * With CISTERN_REMOVE_FORCE it also removes damaged, foreign-build or
- * half-created objects named cistern.NAME, and objects there that are not
- * regular files. Flags: CISTERN_REMOVE_FORCE, CISTERN_REMOVE_ANY_OWNER.
- * @return 0; -EBUSY with live attachments (or a process attaching right now);
- *         -ENOENT; -EINVAL; -EACCES without permission, or for another user's
- *         object; -EPROTO / -EPROTONOSUPPORT / -EAGAIN for an object that
- *         cannot be checked (unless forced).
+ * Remove a segment's name, refusing while live processes are attached. No
+ * process can be half-way through attaching when the name goes: the call waits
+ * up to about 100 ms for an attach under way and returns -EBUSY if it does not
+ * finish. With CISTERN_REMOVE_FORCE it removes the name whoever is attached,
+ * and it also removes damaged, foreign-build or half-created objects named
+ * cistern.NAME, and objects there that are not regular files. Flags:
+ * CISTERN_REMOVE_FORCE, CISTERN_REMOVE_ANY_OWNER.
+ * @return 0; -EBUSY with live attachments, or with an attach still under way;
+ *         -ENOENT if no such segment exists; -EINVAL for a bad name or an
+ *         unknown flag; -ENAMETOOLONG for a name longer than CISTERN_NAME_MAX;
+ *         -EACCES without permission, or for another user's object;
+ *         -EPROTO, -EPROTONOSUPPORT or -EAGAIN (unless forced) for an object
+ *         that the call cannot check.
  */
 CISTERN_API int cistern_remove(const char *name, unsigned flags);
 
@@ -849,23 +953,28 @@ struct cistern_gc_report {
 #define CISTERN_GC_GRACE_S 10
 
 /**
- * Collect one segment's garbage. Maps it read-write without taking an
- * attachment entry (so it works even with a full table), reclaims every dead
- * attachment as an attaching process would, and removes the segment's name
- * when it is garbage (see cistern_gc_report.removed). A segment nobody ever
- * attached to, or whose processes all detached cleanly, is kept: it was
- * created for later use. A stale segment (every process attached died) that
- * still holds unread samples (cistern_gc_report.unread) is kept too, and
- * reported (kept = 1), unless `flags` has CISTERN_GC_DISCARD: committed
- * samples are never thrown away unasked. Such a segment is left exactly as
- * it is, dead attachments included (whoever attaches next reclaims them), so
- * that it stays stale for cistern_list() and for a later call told to dump or
- * discard it. Damaged and foreign-build objects, and objects that are not
- * regular files (-EPROTO), are never removed. Flags: CISTERN_GC_DRY_RUN,
+ * Collect one segment's garbage. The call takes no attachment entry, so it
+ * works even when the table is full. It reclaims every dead attachment as an
+ * attaching process would, and it removes the segment's name when the segment
+ * is garbage (see cistern_gc_report.removed). A segment nobody ever attached
+ * to, or whose processes all detached cleanly, is kept: it was created for
+ * later use. A stale segment (every process attached died) that still holds
+ * unread samples (cistern_gc_report.unread) is kept too, and reported
+ * (kept = 1), unless `flags` has CISTERN_GC_DISCARD: the call never throws
+ * committed samples away unasked. It leaves such a segment exactly as it is,
+ * dead attachments included (whoever attaches next reclaims them), so that it
+ * stays stale for cistern_list() and for a later call told to dump or discard
+ * it. It never removes damaged or foreign-build objects, nor objects that are
+ * not regular files (-EPROTO). Before it removes a segment, it waits up to
+ * about 100 ms for an attach under way; if one is, the segment is not garbage,
+ * and the call returns 0 with removed = 0. Flags: CISTERN_GC_DRY_RUN,
  * CISTERN_GC_DISCARD, CISTERN_GC_ANY_OWNER (a dry run refuses another user's
  * segment as the real one would).
- * @return 0 (see *rep); -ENOENT; -EACCES without permission, or for another
- *         user's object; -EPROTO; -EPROTONOSUPPORT; -EINVAL.
+ * @return 0 (see *rep); -ENOENT if no such segment exists; -EINVAL for a bad
+ *         name or an unknown flag; -ENAMETOOLONG for a name longer than
+ *         CISTERN_NAME_MAX; -EACCES without permission, or for another user's
+ *         object; -EPROTO; -EPROTONOSUPPORT; -ENOTSUP for a policy this build
+ *         does not implement; -ENOMEM.
  */
 CISTERN_API int cistern_gc(const char *name, unsigned flags, struct cistern_gc_report *rep);
 
@@ -877,10 +986,10 @@ CISTERN_API int cistern_gc(const char *name, unsigned flags, struct cistern_gc_r
  * goes (samples dead processes held are in it as their reclaim would leave
  * them: put back, their unreleased reads not counted as seen). An existing
  * file of that name is never replaced: the call fails with -EEXIST and the
- * segment stays as it was, as it does when the dump fails. gc holds
- * the segment's gc lock meanwhile, so a process attaching to it waits for
- * the end. `dir` NULL is cistern_gc(); CISTERN_GC_DISCARD with a `dir` is
- * -EINVAL. In a dry run nothing is written; an existing file is -EEXIST.
+ * segment stays as it was, as it does when the dump fails. A process that
+ * attaches to the segment meanwhile waits until the call ends. `dir` NULL is
+ * cistern_gc(); CISTERN_GC_DISCARD with a `dir` is -EINVAL. In a dry run
+ * nothing is written; an existing file is -EEXIST.
  * @return as cistern_gc(); also -EEXIST, -ENAMETOOLONG, -EAGAIN (the dump
  *         read back did not hold every sample; it is deleted) and the errors
  *         of cistern_dump(): the segment is then kept (kept = 1).
@@ -889,17 +998,17 @@ CISTERN_API int cistern_gc_dump_to(const char *name, const char *dir, unsigned f
 				   struct cistern_gc_report *rep);
 
 /* ======================================================================== */
-/* Snapshots: dump and restore (lib/dump.c)                                 */
+/* Snapshots: dump and restore                                              */
 /* ======================================================================== */
 
 /*
  * A dump file is a versioned, checksummed snapshot of a segment: its config,
  * statistics and every held sample (payload, metadata, seen count). Dumping
- * reads the segment through a read-only mapping (it never attaches, pins or
- * blocks anyone) and saves only whole samples: a sample that changes while it
- * is copied is left out. Restoring builds an equivalent segment under a
- * temporary name and renames it into place atomically, so a failed restore
- * creates nothing. The file format is described in lib/dump.c.
+ * never attaches to the segment, pins a sample or blocks anyone, and it saves
+ * only whole samples: a sample that changes while it is copied is left out.
+ * Restoring builds an equivalent segment under a temporary name and renames it
+ * into place atomically, so a failed restore creates nothing. The file format
+ * is described in lib/dump_format.h.
  */
 
 /** Called now and then with how far a dump or restore got; `total` may grow. */
@@ -938,8 +1047,9 @@ struct cistern_dump_info {
 
 /**
  * Dump segment `name` to `path` (replaced atomically: written to a temporary
- * file next to it, then renamed). File I/O goes through io_uring; I/O that a
- * signal to the process interrupts is asked for again, never reported as
+ * file next to it, then renamed). Besides cistern_open_readonly()'s wait for a
+ * segment being created, the call blocks on the file I/O only. I/O that a
+ * signal to the process interrupts is retried, never reported as
  * -EINTR (the same holds for cistern_restore() and cistern_dump_verify()).
  * config.mode in the dump is the segment's permission bits when the dump is
  * taken (fstat of the object: a chmod since creation counts, the mode given
@@ -948,7 +1058,10 @@ struct cistern_dump_info {
  * segment with them.
  * @param progress may be NULL; called with (slots scanned, slot_count, arg)
  * @param info     may be NULL; receives what was written
- * @return 0; the errors of cistern_open_readonly(); -errno of the file I/O.
+ * @return 0; -EINVAL for a NULL path; the errors of cistern_open_readonly();
+ *         -ENOTSUP if this build cannot read the slots of the segment's policy;
+ *         -ENAMETOOLONG if the temporary file's path is too long; -ENOMEM;
+ *         -errno of the file I/O.
  */
 CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progress_fn progress,
 			     void *arg, struct cistern_dump_info *info);
@@ -957,7 +1070,9 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  * Restore a dump as segment `name` (NULL: the name stored in the dump). The
  * whole file is checked (every section checksum and the file checksum) while
  * it is loaded into a segment under a temporary name; only a fully checked
- * segment is renamed to `name`, which must not exist.
+ * segment is renamed to `name`, which must not exist. The call blocks on the
+ * file I/O only. If the restoring process dies, the half-built segment keeps
+ * its temporary name, and cistern_gc() removes it.
  * @param progress may be NULL; called with (bytes read, file size, arg)
  * @param info     may be NULL; receives what the dump holds as soon as its
  *                 frame is read, also when the restore then fails (so that
@@ -971,7 +1086,9 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  *         for a file that is not a cistern dump at all (no dump magic, or
  *         not a regular file: a FIFO is refused, not waited on);
  *         -EPROTONOSUPPORT for a dump format this build does not know;
- *         -ENOTSUP for a policy this build lacks; -errno of the file I/O.
+ *         -ENOTSUP for a policy this build lacks; -EINVAL for a NULL path or
+ *         a bad name; -ENOSPC, -ENOMEM and the other errors of
+ *         cistern_create(); -errno of the file I/O.
  */
 CISTERN_API int cistern_restore(const char *path, const char *name, cistern_progress_fn progress,
 				void *arg, struct cistern_dump_info *info);
@@ -980,8 +1097,9 @@ CISTERN_API int cistern_restore(const char *path, const char *name, cistern_prog
  * Read and fully verify a dump file without restoring it: it runs the same
  * checks as cistern_restore(), on every record and on the seen set, so it
  * accepts exactly the files a restore accepts and refuses the others with
- * the same error.
- * @return 0, -EBADMSG, -ENOMSG, -EPROTONOSUPPORT or -errno.
+ * the same error. The call blocks on the file I/O only.
+ * @return 0; -EBADMSG, -ENOMSG or -EPROTONOSUPPORT as cistern_restore();
+ *         -EINVAL for a NULL path; -ENOMEM; -errno of the file I/O.
  */
 CISTERN_API int cistern_dump_verify(const char *path, struct cistern_dump_info *info);
 

@@ -515,6 +515,9 @@ int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 	return first;
 }
 
+/* Sample records a reservoir's cistern_get_batch() keeps on the stack; more are malloc'd. */
+#define GET_BATCH_ON_STACK 64
+
 int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
 		      struct cistern_meta *meta, int timeout_ms)
 {
@@ -533,8 +536,8 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 	int refused = cistern__rate_refuses(&c->fixed, n);
 	if (refused < 0)
 		return refused;
-	struct cistern_sample local[64];
-	struct cistern_sample *s = n <= 64 ? local : malloc(n * sizeof(*s));
+	struct cistern_sample local[GET_BATCH_ON_STACK];
+	struct cistern_sample *s = n <= GET_BATCH_ON_STACK ? local : malloc(n * sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	if (c->ops->gather_now) {

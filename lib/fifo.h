@@ -17,6 +17,8 @@
 #define FIFO_PUT_AHEAD 16
 /* Puts without those prefetches after a claim that found the ring full. */
 #define FIFO_PUT_QUIET 256
+/* The longest payload copied inline (copy_small()): two overlapping moves of up to 32 bytes. */
+#define FIFO_SMALL_COPY_MAX 64
 
 enum {
 	FIFO_FREE = 0,

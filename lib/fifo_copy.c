@@ -176,7 +176,7 @@ static inline __attribute__((always_inline)) int put_as(struct cistern *c, bool 
 	/* seq_cst, as cistern_reserve()'s check (fifo_drained() pairs with it). */
 	if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst))
 		return put_voided(c, at.pos, at.idx);
-	if (len > 64)
+	if (len > FIFO_SMALL_COPY_MAX)
 		return put_long(c, buf, len, meta, at.pos, at.idx);
 	copy_small(at.payload, buf, len);
 	if (publish_sample_at(c, true, at.m, at.pos, len, meta))
@@ -466,7 +466,7 @@ gather_as(struct cistern *c, bool guarded, size_t n, const struct cistern_gather
 		if (len > fit)
 			break; /* left COMMITTED; the first-sample path reports it */
 		const char *src = arena + idx * pstride;
-		if (len <= 64)
+		if (len <= FIFO_SMALL_COPY_MAX)
 			copy_small(dst, src, len);
 		else
 			memcpy(dst, src, len);
@@ -639,7 +639,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 	 * sample: the 48 position bits fill the word above the 16 others, so
 	 * the sum wraps as sw_make()'s mask does.
 	 */
-	_Static_assert(SW_POS_BITS + 16 == 64, "the position field ends the slot word");
+	_Static_assert(SW_POS_SHIFT + SW_POS_BITS == 64, "the position field ends the slot word");
 	uint64_t wpos = sw_make(t0, 0, 0);
 	uint64_t reserved = sw_make(0, FIFO_RESERVED, c->owner);
 	const char *src = s->src;
@@ -702,7 +702,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 			voided = true;
 			break;
 		}
-		if (len <= 64)
+		if (len <= FIFO_SMALL_COPY_MAX)
 			copy_small(dst, src, len);
 		else
 			memcpy(dst, src, len);

@@ -29,7 +29,7 @@ static int firo_try_acquire(struct cistern *c, struct cistern_sample *s)
 	if (!cistern__rs_closed(c) &&
 	    atomic_load_explicit(&h->population, memory_order_acquire) <= c->fixed.watermark)
 		return -EAGAIN;
-	for (int tries = 0; tries < 64; tries++) {
+	for (int tries = 0; tries < RS_PICK_TRIES; tries++) {
 		uint64_t idx;
 		int r = cistern__pick(c, &c->pick_read, cistern__rs_is_held, NULL, &idx);
 		if (r < 0)

@@ -182,7 +182,7 @@ static int pairs_try_acquire_pair(struct cistern *c, struct cistern_sample pair[
 			return -EAGAIN;
 	}
 	int r = -EAGAIN;
-	for (int tries = 0; tries < 64; tries++) {
+	for (int tries = 0; tries < RS_PICK_TRIES; tries++) {
 		r = take_pair(c, pair, closed);
 		if (r != -EBUSY)
 			break;

@@ -30,12 +30,19 @@ int cistern__scratch_reset(struct cistern *c, size_t n);
  * copy of the set in a local sees no store through another pointer that
  * could change it (a store to a uint32_t of a sample could, to the compiler).
  */
+/*
+ * Spreads slot indices over the set's table (Knuth's multiplicative hash,
+ * about 2^32 / golden ratio): odd, so indices that differ modulo the table's
+ * size land on different entries, and neighbouring indices far apart.
+ */
+#define CISTERN__SCRATCH_SPREAD 2654435761u
+
 /* Whether index is in the batch's set; if not, *at is where put() would add it. */
 static inline bool cistern__scratch_find(const struct cistern_scratch *s, uint32_t index,
 					 uint32_t *at)
 {
 	uint32_t mask = s->cap - 1;
-	for (uint32_t h = (index * 2654435761u) & mask;; h = (h + 1) & mask) {
+	for (uint32_t h = (index * CISTERN__SCRATCH_SPREAD) & mask;; h = (h + 1) & mask) {
 		if (s->e[h].stamp != s->now) {
 			*at = h;
 			return false;
@@ -59,7 +66,7 @@ static inline void cistern__scratch_put(struct cistern_scratch *s, uint32_t at, 
 static inline void cistern__scratch_forget(struct cistern_scratch *s, uint32_t index)
 {
 	uint32_t mask = s->cap - 1;
-	for (uint32_t h = (index * 2654435761u) & mask; s->e[h].stamp == s->now;
+	for (uint32_t h = (index * CISTERN__SCRATCH_SPREAD) & mask; s->e[h].stamp == s->now;
 	     h = (h + 1) & mask) {
 		if (s->e[h].key == index) {
 			s->e[h].key = UINT32_MAX;

@@ -167,7 +167,7 @@ int cistern__rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 		return -EAGAIN;
 	}
 	int r = -EAGAIN;
-	for (int tries = 0; tries < 64; tries++) {
+	for (int tries = 0; tries < RS_PICK_TRIES; tries++) {
 		uint64_t idx;
 		if (!fill_cursor_next(c, &idx) && !fill_from_vacancies(c, &idx)) {
 			r = cistern__pick(c, &c->pick_empty, is_empty, NULL, &idx);
@@ -353,7 +353,7 @@ int cistern__rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cist
 {
 	if (!ok)
 		merge_seen_log(c);
-	for (int tries = 0; tries < 64; tries++) {
+	for (int tries = 0; tries < RS_PICK_TRIES; tries++) {
 		uint64_t idx;
 		int r = cistern__pick(c, &c->pick_evict, ok ? ok : is_evictable, NULL, &idx);
 		if (r < 0)

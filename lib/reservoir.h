@@ -53,6 +53,14 @@ enum { RS_EMPTY = 0, RS_RESERVED = 1, RS_HELD = 2, RS_ACQUIRED = 3, RS_EVICTING 
 /* cistern_sample.live_ values */
 enum { RS_LIVE_PINNED = 1, RS_LIVE_EXCLUSIVE = 2 };
 
+/*
+ * Random picks one try makes before it gives up with -EAGAIN (a blocking
+ * call then waits and tries again): a failed pick has mostly lost its slot
+ * to another handle, so this many failures in a row mean contention that a
+ * wait serves better, and the bound keeps a try short.
+ */
+#define RS_PICK_TRIES 64
+
 void cistern__rs_init(struct cistern *c);
 bool cistern__rs_is_held(struct cistern *c, uint64_t i, void *arg);
 int cistern__rs_fill_reserve(struct cistern *c, struct cistern_slot *slot);

@@ -99,7 +99,7 @@ static bool take_index(struct cistern *c, struct cistern_sample *s, uint64_t idx
 /* Open reception: pin a uniformly chosen held sample. After close: take one. */
 static int reservoir_take_one(struct cistern *c, struct cistern_sample *s, bool closed)
 {
-	for (int tries = 0; tries < 64; tries++) {
+	for (int tries = 0; tries < RS_PICK_TRIES; tries++) {
 		uint64_t idx;
 		int r = cistern__pick(c, &c->pick_read, cistern__rs_is_held, NULL, &idx);
 		if (r < 0)

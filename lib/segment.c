@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fifo.h"
 #include "open.h"
 #include "liveness.h"
 #include "pick.h"
@@ -460,7 +461,7 @@ static void handle_setup(struct cistern *c)
 	c->ops = cistern__ops_for(f->policy);
 	c->pin_bit = -1;
 	c->wide_copies = cistern__wide_copies();
-	c->small_fit = c->slot_size < 64 ? c->slot_size : 64;
+	c->small_fit = c->slot_size < FIFO_SMALL_COPY_MAX ? c->slot_size : FIFO_SMALL_COPY_MAX;
 	c->write_prefetch = cistern__has_prefetchw();
 	c->put_ahead = cistern__put_ahead(c->slot_count);
 	/* Before the handle can publish anything (see cistern__publish_word). */
@@ -481,6 +482,9 @@ static void proc_name(char out[16])
 	fclose(f);
 }
 
+/* 2^64 / golden ratio, odd: the attachments' seeds differ, each from the next in many bits. */
+#define SEED_STRIDE UINT64_C(0x9e3779b97f4a7c15)
+
 /* Map, claim an attachment entry and seed the generator. */
 static int finish_attach(struct cistern *c)
 {
@@ -491,7 +495,7 @@ static int finish_attach(struct cistern *c)
 	c->me->uid = (uint32_t)getuid();
 	c->me->attached_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
 	proc_name(c->me->comm);
-	uint64_t seed = c->fixed.seed + UINT64_C(0x9e3779b97f4a7c15) * c->owner;
+	uint64_t seed = c->fixed.seed + SEED_STRIDE * c->owner;
 	cistern__rng_seed(&c->rng, seed);
 	cistern__fifo_steps(c);
 	return 0;
