@@ -81,20 +81,39 @@ static inline const char *seg_name(const char *tag)
 }
 
 /*
- * Create the segment seg_name(tag) with cfg (asserted to succeed); seg_fini
- * detaches the handle and unlinks the segment.
+ * Give seg_fini a handle the test made itself on name, a string seg_name()
+ * returned (to assert its create in its own words, say): seg_fini detaches
+ * it. Returns c.
  */
-static inline struct cistern *seg_create(const char *tag, struct cistern_config cfg)
+static inline struct cistern *seg_keep(const char *name, struct cistern *c)
+{
+	struct seg_list *l = seg_list();
+	for (int i = 0; i < l->n; i++)
+		if (l->e[i].name == name) {
+			l->e[i].c = c;
+			return c;
+		}
+	cr_assert_fail("%s was not named by seg_name", name);
+	return c;
+}
+
+/*
+ * Create the segment seg_name(tag) with *cfg, or the defaults if cfg is NULL
+ * (asserted to succeed); seg_fini detaches the handle and unlinks the segment.
+ */
+static inline struct cistern *seg_create_cfg(const char *tag, const struct cistern_config *cfg)
 {
 	const char *name = seg_name(tag);
 	struct cistern *c = NULL;
-	int r = cistern_create(name, &cfg, &c);
+	int r = cistern_create(name, cfg, &c);
 	cr_assert_eq(r, 0, "create %s: %s", name, cistern_strerror(r));
-	struct seg_list *l = seg_list();
-	for (int i = 0; i < l->n; i++)
-		if (l->e[i].name == name)
-			l->e[i].c = c;
-	return c;
+	return seg_keep(name, c);
+}
+
+/* seg_create_cfg() with the config by value. */
+static inline struct cistern *seg_create(const char *tag, struct cistern_config cfg)
+{
+	return seg_create_cfg(tag, &cfg);
 }
 
 static inline struct seg_entry *seg_entry_of(const struct cistern *c)
