@@ -28,18 +28,18 @@
 #define TEST_NAME(buf, tag) snprintf((buf), sizeof(buf), "t-%s-%d", (tag), (int)getpid())
 
 /*
- * The segments a test makes, for the fixture seg_fini to remove. A failed
- * assertion leaves the test body at once (Criterion jumps out of it), past
- * any clean-up written at its end, but the fixtures still run: a suite
- * declared with TestSuite(suite, .fini = seg_fini) leaves nothing in
- * /dev/shm, pass or fail. Each test runs in a process of its own, so the
- * list is the test's alone.
+ * The segments and dump files a test makes, for the fixture seg_fini to
+ * remove. A failed assertion leaves the test body at once (Criterion jumps
+ * out of it), past any clean-up written at its end, but the fixtures still
+ * run: a suite declared with TestSuite(suite, .fini = seg_fini) leaves
+ * nothing in /dev/shm or /tmp, pass or fail. Each test runs in a process of
+ * its own, so the list is the test's alone.
  *
  * Criterion reports an assertion that fails in a fixture but does not count
  * it against the test, so seg_fini asserts nothing: a test that checks its
  * clean-up does so in its body, with seg_drop().
  */
-enum { SEG_MAX = 8 };
+enum { SEG_MAX = 8, SEG_FILES_MAX = 4 };
 
 struct seg_entry {
 	char name[CISTERN_NAME_MAX + 1];
@@ -50,12 +50,23 @@ struct seg_list {
 	pid_t pid; /* the test's process: a child it forks leaves the list alone */
 	int n;
 	struct seg_entry e[SEG_MAX];
+	int nfiles;
+	char files[SEG_FILES_MAX][128]; /* seg_dump_path()'s */
 };
 
 static inline struct seg_list *seg_list(void)
 {
 	static struct seg_list l;
 	return &l;
+}
+
+/* The list, made the current process's on its first entry. */
+static inline struct seg_list *seg_list_to_add(void)
+{
+	struct seg_list *l = seg_list();
+	if (l->n == 0 && l->nfiles == 0)
+		l->pid = getpid();
+	return l;
 }
 
 /*
@@ -71,8 +82,7 @@ static inline const char *seg_name(const char *tag)
 		if (strcmp(l->e[i].name, want) == 0)
 			return l->e[i].name;
 	cr_assert_lt(l->n, SEG_MAX, "more than %d segment names in one test", SEG_MAX);
-	if (l->n == 0)
-		l->pid = getpid();
+	l = seg_list_to_add();
 	struct seg_entry *e = &l->e[l->n++];
 	memcpy(e->name, want, sizeof(want));
 	e->c = NULL;
@@ -155,7 +165,29 @@ static inline void seg_drop(struct cistern *c)
 	cr_assert_eq(cistern_unlink(e->name), 0);
 }
 
-/* The .fini fixture: detach what is still attached, unlink every name. */
+/*
+ * The path "/tmp/cistern-test-<tag>-<pid>.dump" for a dump file, with
+ * whatever a killed earlier run left there removed; seg_fini removes it.
+ * The string lives until the test ends.
+ */
+static inline const char *seg_dump_path(const char *tag)
+{
+	char want[128];
+	snprintf(want, sizeof(want), "/tmp/cistern-test-%s-%d.dump", tag, (int)getpid());
+	struct seg_list *l = seg_list();
+	for (int i = 0; i < l->nfiles; i++)
+		if (strcmp(l->files[i], want) == 0)
+			return l->files[i];
+	cr_assert_lt(l->nfiles, SEG_FILES_MAX, "more than %d dump files in one test",
+		     SEG_FILES_MAX);
+	l = seg_list_to_add();
+	char *path = l->files[l->nfiles++];
+	memcpy(path, want, sizeof(want));
+	unlink(path);
+	return path;
+}
+
+/* The .fini fixture: detach what is still attached, unlink every name and file. */
 static inline void seg_fini(void)
 {
 	struct seg_list *l = seg_list();
@@ -167,7 +199,10 @@ static inline void seg_fini(void)
 		cistern_unlink(l->e[i].name);
 		l->e[i].c = NULL;
 	}
+	for (int i = 0; i < l->nfiles; i++)
+		unlink(l->files[i]);
 	l->n = 0;
+	l->nfiles = 0;
 }
 
 /* Memory shared with forked children (zeroed). */
