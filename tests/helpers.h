@@ -107,6 +107,21 @@ static inline const char *seg_name(const char *tag)
 }
 
 /*
+ * An empty shm object under cistern's prefix named seg_name(tag), as a
+ * creator leaves one between shm_open() and ftruncate(): its descriptor (to
+ * close), the name in *name. seg_fini unlinks it.
+ */
+static inline int seg_shm_object(const char *tag, const char **name)
+{
+	*name = seg_name(tag);
+	char shm[96];
+	snprintf(shm, sizeof(shm), "/cistern.%s", *name);
+	int fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL, 0600);
+	cr_assert_geq(fd, 0, "shm_open %s: %s", shm, strerror(errno));
+	return fd;
+}
+
+/*
  * Give seg_fini a handle the test made itself on name, a string seg_name()
  * returned (to assert its create in its own words, say): seg_fini detaches
  * it. Returns c.

@@ -87,11 +87,8 @@ static void truncate_to(const char *name, off_t size)
 /* An shm object under cistern's prefix holding exactly `len` bytes of `data`, by name. */
 static const char *raw_object(const char *tag, const void *data, size_t len)
 {
-	const char *name = seg_name(tag);
-	char shm[96];
-	snprintf(shm, sizeof(shm), "/cistern.%s", name);
-	int fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL, 0600);
-	cr_assert_geq(fd, 0);
+	const char *name;
+	int fd = seg_shm_object(tag, &name);
 	if (len)
 		cr_assert_eq(write(fd, data, len), (ssize_t)len);
 	close(fd);

@@ -138,11 +138,8 @@ Test(list, shows_a_segment_with_its_parameters_and_processes)
 
 Test(list, flags_a_half_created_object_as_being_created)
 {
-	char shm[96];
-	const char *name = seg_name("half");
-	snprintf(shm, sizeof(shm), "/cistern.%s", name);
-	int fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL, 0600);
-	cr_assert_geq(fd, 0);
+	const char *name;
+	int fd = seg_shm_object("half", &name);
 	cr_assert_eq(ftruncate(fd, 1 << 16), 0);
 	struct cistern_segment_info *v;
 	int n = cistern_list(&v);
@@ -507,11 +504,10 @@ Test(gc, keeps_a_segment_created_for_later_use)
 
 Test(gc, leaves_a_fresh_half_created_object_alone)
 {
+	const char *name;
+	int fd = seg_shm_object("gchalf", &name);
 	char shm[96];
-	const char *name = seg_name("gchalf");
 	snprintf(shm, sizeof(shm), "/cistern.%s", name);
-	int fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL, 0600);
-	cr_assert_geq(fd, 0);
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
 	cr_assert_eq(rep.removed, 0, "its creator may still be at work");
