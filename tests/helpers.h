@@ -30,11 +30,11 @@
 
 /*
  * The segments, dump files and directories a test makes, for the fixture
- * seg_fini to remove. A failed assertion leaves the test body at once (Criterion jumps
- * out of it), past any clean-up written at its end, but the fixtures still
- * run: a suite declared with TestSuite(suite, .fini = seg_fini) leaves
- * nothing in /dev/shm or /tmp, pass or fail. Each test runs in a process of
- * its own, so the list is the test's alone.
+ * seg_fini to remove. A failed assertion leaves the test body at once
+ * (Criterion jumps out of it), past any clean-up written at its end, but the
+ * fixtures still run: a suite declared with TestSuite(suite, .fini =
+ * seg_fini) leaves nothing in /dev/shm or /tmp, pass or fail. Each test runs
+ * in a process of its own, so the list is the test's alone.
  *
  * Criterion reports an assertion that fails in a fixture but does not count
  * it against the test, so seg_fini asserts nothing: a test that checks its
@@ -123,8 +123,8 @@ static inline int seg_shm_object(const char *tag, const char **name)
 
 /*
  * Give seg_fini a handle the test made itself on name, a string seg_name()
- * returned (to assert its create in its own words, say): seg_fini detaches
- * it. Returns c.
+ * or seg_adopt() returned (to assert its create in its own words, say):
+ * seg_fini detaches it. Returns c.
  */
 static inline struct cistern *seg_keep(const char *name, struct cistern *c)
 {
@@ -134,7 +134,7 @@ static inline struct cistern *seg_keep(const char *name, struct cistern *c)
 			l->e[i].c = c;
 			return c;
 		}
-	cr_assert_fail("%s was not named by seg_name", name);
+	cr_assert_fail("%s was not named by seg_name or seg_adopt", name);
 	return c;
 }
 
