@@ -3,6 +3,7 @@
 #ifndef CISTERN_TEST_HELPERS_H
 #define CISTERN_TEST_HELPERS_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -28,18 +29,18 @@
 #define TEST_NAME(buf, tag) snprintf((buf), sizeof(buf), "t-%s-%d", (tag), (int)getpid())
 
 /*
- * The segments a test makes, for the fixture seg_fini to remove. A failed
- * assertion leaves the test body at once (Criterion jumps out of it), past
- * any clean-up written at its end, but the fixtures still run: a suite
- * declared with TestSuite(suite, .fini = seg_fini) leaves nothing in
- * /dev/shm, pass or fail. Each test runs in a process of its own, so the
- * list is the test's alone.
+ * The segments, dump files and directories a test makes, for the fixture
+ * seg_fini to remove. A failed assertion leaves the test body at once
+ * (Criterion jumps out of it), past any clean-up written at its end, but the
+ * fixtures still run: a suite declared with TestSuite(suite, .fini =
+ * seg_fini) leaves nothing in /dev/shm or /tmp, pass or fail. Each test runs
+ * in a process of its own, so the list is the test's alone.
  *
  * Criterion reports an assertion that fails in a fixture but does not count
  * it against the test, so seg_fini asserts nothing: a test that checks its
  * clean-up does so in its body, with seg_drop().
  */
-enum { SEG_MAX = 8 };
+enum { SEG_MAX = 8, SEG_FILES_MAX = 4, SEG_DIRS_MAX = 2 };
 
 struct seg_entry {
 	char name[CISTERN_NAME_MAX + 1];
@@ -50,12 +51,44 @@ struct seg_list {
 	pid_t pid; /* the test's process: a child it forks leaves the list alone */
 	int n;
 	struct seg_entry e[SEG_MAX];
+	int nfiles;
+	char files[SEG_FILES_MAX][128]; /* seg_dump_path()'s */
+	int ndirs;
+	char dirs[SEG_DIRS_MAX][128]; /* seg_dir()'s */
 };
 
 static inline struct seg_list *seg_list(void)
 {
 	static struct seg_list l;
 	return &l;
+}
+
+/* The list, made the current process's on its first entry. */
+static inline struct seg_list *seg_list_to_add(void)
+{
+	struct seg_list *l = seg_list();
+	if (l->n == 0 && l->nfiles == 0 && l->ndirs == 0)
+		l->pid = getpid();
+	return l;
+}
+
+/*
+ * Hand seg_fini a segment name the test did not make with seg_name() (the
+ * temporary object a killed restore left, say): it unlinks it at the end.
+ * The string lives until the test ends.
+ */
+static inline const char *seg_adopt(const char *name)
+{
+	struct seg_list *l = seg_list();
+	for (int i = 0; i < l->n; i++)
+		if (strcmp(l->e[i].name, name) == 0)
+			return l->e[i].name;
+	cr_assert_lt(l->n, SEG_MAX, "more than %d segment names in one test", SEG_MAX);
+	l = seg_list_to_add();
+	struct seg_entry *e = &l->e[l->n++];
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	e->c = NULL;
+	return e->name;
 }
 
 /*
@@ -66,35 +99,62 @@ static inline const char *seg_name(const char *tag)
 {
 	char want[CISTERN_NAME_MAX + 1];
 	snprintf(want, sizeof(want), "t-%s-%d", tag, (int)getpid());
-	struct seg_list *l = seg_list();
-	for (int i = 0; i < l->n; i++)
-		if (strcmp(l->e[i].name, want) == 0)
-			return l->e[i].name;
-	cr_assert_lt(l->n, SEG_MAX, "more than %d segment names in one test", SEG_MAX);
-	if (l->n == 0)
-		l->pid = getpid();
-	struct seg_entry *e = &l->e[l->n++];
-	memcpy(e->name, want, sizeof(want));
-	e->c = NULL;
-	cistern_unlink(e->name);
-	return e->name;
+	int known = seg_list()->n;
+	const char *name = seg_adopt(want);
+	if (seg_list()->n > known)
+		cistern_unlink(name);
+	return name;
 }
 
 /*
- * Create the segment seg_name(tag) with cfg (asserted to succeed); seg_fini
- * detaches the handle and unlinks the segment.
+ * An empty shm object under cistern's prefix named seg_name(tag), as a
+ * creator leaves one between shm_open() and ftruncate(): its descriptor (to
+ * close), the name in *name. seg_fini unlinks it.
  */
-static inline struct cistern *seg_create(const char *tag, struct cistern_config cfg)
+static inline int seg_shm_object(const char *tag, const char **name)
+{
+	*name = seg_name(tag);
+	char shm[96];
+	snprintf(shm, sizeof(shm), "/cistern.%s", *name);
+	int fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL, 0600);
+	cr_assert_geq(fd, 0, "shm_open %s: %s", shm, strerror(errno));
+	return fd;
+}
+
+/*
+ * Give seg_fini a handle the test made itself on name, a string seg_name()
+ * or seg_adopt() returned (to assert its create in its own words, say):
+ * seg_fini detaches it. Returns c.
+ */
+static inline struct cistern *seg_keep(const char *name, struct cistern *c)
+{
+	struct seg_list *l = seg_list();
+	for (int i = 0; i < l->n; i++)
+		if (l->e[i].name == name) {
+			l->e[i].c = c;
+			return c;
+		}
+	cr_assert_fail("%s was not named by seg_name or seg_adopt", name);
+	return c;
+}
+
+/*
+ * Create the segment seg_name(tag) with *cfg, or the defaults if cfg is NULL
+ * (asserted to succeed); seg_fini detaches the handle and unlinks the segment.
+ */
+static inline struct cistern *seg_create_cfg(const char *tag, const struct cistern_config *cfg)
 {
 	const char *name = seg_name(tag);
 	struct cistern *c = NULL;
-	int r = cistern_create(name, &cfg, &c);
+	int r = cistern_create(name, cfg, &c);
 	cr_assert_eq(r, 0, "create %s: %s", name, cistern_strerror(r));
-	struct seg_list *l = seg_list();
-	for (int i = 0; i < l->n; i++)
-		if (l->e[i].name == name)
-			l->e[i].c = c;
-	return c;
+	return seg_keep(name, c);
+}
+
+/* seg_create_cfg() with the config by value. */
+static inline struct cistern *seg_create(const char *tag, struct cistern_config cfg)
+{
+	return seg_create_cfg(tag, &cfg);
 }
 
 static inline struct seg_entry *seg_entry_of(const struct cistern *c)
@@ -136,7 +196,72 @@ static inline void seg_drop(struct cistern *c)
 	cr_assert_eq(cistern_unlink(e->name), 0);
 }
 
-/* The .fini fixture: detach what is still attached, unlink every name. */
+/*
+ * The path "/tmp/cistern-test-<tag>-<pid><suffix>" in the list of n paths at
+ * `list`, added (up to max) if it is not there yet: the stored string.
+ */
+static inline char *seg_path(char (*list)[128], int *n, int max, const char *tag,
+			     const char *suffix)
+{
+	char want[128];
+	snprintf(want, sizeof(want), "/tmp/cistern-test-%s-%d%s", tag, (int)getpid(), suffix);
+	for (int i = 0; i < *n; i++)
+		if (strcmp(list[i], want) == 0)
+			return list[i];
+	cr_assert_lt(*n, max, "more than %d paths like %s in one test", max, want);
+	seg_list_to_add();
+	char *path = list[(*n)++];
+	memcpy(path, want, sizeof(want));
+	return path;
+}
+
+/*
+ * The path "/tmp/cistern-test-<tag>-<pid>.dump" for a dump file, with
+ * whatever a killed earlier run left there removed; seg_fini removes it.
+ * The string lives until the test ends.
+ */
+static inline const char *seg_dump_path(const char *tag)
+{
+	struct seg_list *l = seg_list();
+	int known = l->nfiles;
+	char *path = seg_path(l->files, &l->nfiles, SEG_FILES_MAX, tag, ".dump");
+	if (l->nfiles > known)
+		unlink(path);
+	return path;
+}
+
+/* Remove the files in directory path (not below it). */
+static inline void seg_empty_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+}
+
+/*
+ * A directory "/tmp/cistern-test-<tag>-<pid>", made (mode 0700) or emptied
+ * of what an earlier run left in it; seg_fini removes it with the files in
+ * it. The string lives until the test ends.
+ */
+static inline const char *seg_dir(const char *tag)
+{
+	struct seg_list *l = seg_list();
+	int known = l->ndirs;
+	char *path = seg_path(l->dirs, &l->ndirs, SEG_DIRS_MAX, tag, "");
+	if (l->ndirs > known) {
+		cr_assert(mkdir(path, 0700) == 0 || errno == EEXIST, "mkdir %s: %s", path,
+			  strerror(errno));
+		seg_empty_dir(path);
+	}
+	return path;
+}
+
+/* The .fini fixture: detach what is still attached, remove every name, file and directory. */
 static inline void seg_fini(void)
 {
 	struct seg_list *l = seg_list();
@@ -148,7 +273,15 @@ static inline void seg_fini(void)
 		cistern_unlink(l->e[i].name);
 		l->e[i].c = NULL;
 	}
+	for (int i = 0; i < l->nfiles; i++)
+		unlink(l->files[i]);
+	for (int i = 0; i < l->ndirs; i++) {
+		seg_empty_dir(l->dirs[i]);
+		rmdir(l->dirs[i]);
+	}
 	l->n = 0;
+	l->nfiles = 0;
+	l->ndirs = 0;
 }
 
 /* Memory shared with forked children (zeroed). */

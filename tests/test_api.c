@@ -6,22 +6,12 @@
 
 #include "helpers.h"
 
-static struct cistern *make(const char *tag, char *name, size_t namelen,
-			    const struct cistern_config *cfg)
-{
-	snprintf(name, namelen, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
-	struct cistern *c = NULL;
-	int r = cistern_create(name, cfg, &c);
-	cr_assert_eq(r, 0, "create %s: %s", name, cistern_strerror(r));
-	return c;
-}
-
-static void drop(struct cistern *c, const char *name)
-{
-	cr_assert_eq(cistern_detach(c), 0);
-	cr_assert_eq(cistern_unlink(name), 0);
-}
+/* Every test's segments go through seg_create(); the fixture removes them, pass or fail. */
+TestSuite(create, .fini = seg_fini);
+TestSuite(read_problem, .fini = seg_fini);
+TestSuite(attach, .fini = seg_fini);
+TestSuite(fifo, .fini = seg_fini);
+TestSuite(stats, .fini = seg_fini);
 
 Test(names, accepts_the_documented_alphabet)
 {
@@ -61,8 +51,7 @@ Test(names, bad_names_are_refused_by_every_entry_point)
 
 Test(create, zero_config_gives_documented_defaults)
 {
-	char name[64];
-	struct cistern *c = make("defaults", name, sizeof(name), NULL);
+	struct cistern *c = seg_create_cfg("defaults", NULL);
 	struct cistern_config cfg;
 	cr_assert_eq(cistern_config_get(c, &cfg), 0);
 	cr_assert_eq(cfg.slot_size, CISTERN_DEFAULT_SLOT_SIZE);
@@ -72,30 +61,30 @@ Test(create, zero_config_gives_documented_defaults)
 	cr_assert_eq(cfg.pseudo_epochs, 1);
 	cr_assert_eq(cfg.max_procs, CISTERN_DEFAULT_MAX_PROCS);
 	cr_assert_neq(cfg.seed, 0);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(create, applies_the_requested_mode_despite_umask)
 {
-	char name[64], path[128];
+	char path[128];
 	mode_t old = umask(077);
 	struct cistern_config cfg = {.mode = 0640};
-	struct cistern *c = make("mode", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("mode", cfg);
 	umask(old);
-	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", seg_name_of(c));
 	struct stat st;
 	cr_assert_eq(stat(path, &st), 0);
 	cr_assert_eq(st.st_mode & 0777, 0640);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(create, an_existing_name_is_refused)
 {
-	char name[64];
-	struct cistern *c = make("exists", name, sizeof(name), NULL);
+	struct cistern *c = seg_create_cfg("exists", NULL);
+	const char *name = seg_name_of(c);
 	struct cistern *d;
 	cr_assert_eq(cistern_create(name, NULL, &d), -EEXIST);
-	drop(c, name);
+	seg_drop(c);
 }
 
 /*
@@ -148,8 +137,7 @@ Test(create, the_problem_named_for_a_refused_config_is_the_field_that_is_wrong)
 		{{.policy = CISTERN_FIRO, .watermark = 2, .flags = CISTERN_SINGLE_READER},
 		 "CISTERN_SINGLE_READER"},
 	};
-	char name[64];
-	TEST_NAME(name, "problem");
+	const char *name = seg_name("problem");
 	struct cistern *c;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		const char *why = cistern_config_problem(&bad[i].cfg);
@@ -190,13 +178,12 @@ Test(create, a_config_with_no_problem_named_is_created)
 	};
 	cr_assert_null(cistern_config_problem(NULL));
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-		char name[64];
-		TEST_NAME(name, "noproblem");
+		const char *name = seg_name("noproblem");
 		const char *why = cistern_config_problem(&good[i]);
 		cr_assert_null(why, "case %zu: %s", i, why);
 		struct cistern *c;
 		cr_assert_eq(cistern_create(name, &good[i], &c), 0, "case %zu", i);
-		drop(c, name);
+		seg_drop(seg_keep(name, c));
 	}
 }
 
@@ -273,26 +260,24 @@ Test(create, a_rate_slack_under_which_no_read_could_start_is_refused)
 
 Test(create, a_rate_slack_left_0_stays_0_automatic)
 {
-	char name[64];
 	struct cistern_config cfg = {
 		.policy = CISTERN_RESERVOIR, .slot_count = 16, .watermark = 4, .reads_per_put = 2};
-	struct cistern *c = make("slack0", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("slack0", cfg);
 	struct cistern_config got;
 	cr_assert_eq(cistern_config_get(c, &got), 0);
 	cr_assert(got.reads_per_put == 2 && got.rate_slack == 0, "slack %g", got.rate_slack);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(read_problem, names_reads_per_put_rate_slack_and_the_batch)
 {
-	char name[64];
 	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR,
 				     .slot_size = 8,
 				     .slot_count = 64,
 				     .watermark = 32,
 				     .reads_per_put = 2,
 				     .rate_slack = 4};
-	struct cistern *c = make("readprob", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("readprob", cfg);
 	char why[400];
 	cr_assert_eq(cistern_read_problem(c, 16, why, sizeof(why)), -EDEADLK);
 	cr_assert(strstr(why, "16 samples") && strstr(why, "reads_per_put 2") &&
@@ -303,7 +288,7 @@ Test(read_problem, names_reads_per_put_rate_slack_and_the_batch)
 	cr_assert_eq(cistern_read_problem(c, 65, why, sizeof(why)), -EINVAL);
 	cr_assert(strstr(why, "slot_count 64"), "%s", why);
 	cr_assert_eq(cistern_read_problem(c, 0, NULL, 0), -EINVAL, "no batch_size");
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(attach, missing_segment_is_enoent)
@@ -315,9 +300,9 @@ Test(attach, missing_segment_is_enoent)
 
 Test(attach, second_handle_sees_the_same_segment)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 32, .slot_count = 8};
-	struct cistern *c = make("second", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("second", cfg);
+	const char *name = seg_name_of(c);
 	struct cistern *d;
 	cr_assert_eq(cistern_attach(name, &d), 0);
 	cr_assert_eq(cistern_put(c, "hello", 5, NULL, 0), 0);
@@ -325,28 +310,27 @@ Test(attach, second_handle_sees_the_same_segment)
 	cr_assert_eq(cistern_get(d, buf, sizeof(buf), NULL, 0), 5);
 	cr_assert_eq(memcmp(buf, "hello", 5), 0);
 	cr_assert_eq(cistern_detach(d), 0);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(attach, a_full_attachment_table_is_eusers)
 {
-	char name[64];
 	struct cistern_config cfg = {.max_procs = 2};
-	struct cistern *c = make("eusers", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("eusers", cfg);
+	const char *name = seg_name_of(c);
 	struct cistern *d, *e;
 	cr_assert_eq(cistern_attach(name, &d), 0);
 	cr_assert_eq(cistern_attach(name, &e), -EUSERS);
 	cr_assert_eq(cistern_detach(d), 0);
 	cr_assert_eq(cistern_attach(name, &e), 0, "a detached entry is reused");
 	cistern_detach(e);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, put_get_round_trip_keeps_payload_and_metadata)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 64, .slot_count = 4};
-	struct cistern *c = make("roundtrip", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("roundtrip", cfg);
 	uint8_t in[64], out[64];
 	fill_payload(in, sizeof(in), 7, 9);
 	struct cistern_meta m = {.sim_id = 7, .time_step = 9}, got;
@@ -356,25 +340,23 @@ Test(fifo, put_get_round_trip_keeps_payload_and_metadata)
 	cr_assert_eq(got.sim_id, 7);
 	cr_assert_eq(got.time_step, 9);
 	cr_assert_eq(got.sample_id, m.sample_id, "commit reports the id the reader sees");
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, empty_payloads_are_samples_too)
 {
-	char name[64];
-	struct cistern *c = make("empty", name, sizeof(name), NULL);
+	struct cistern *c = seg_create_cfg("empty", NULL);
 	cr_assert_eq(cistern_put(c, NULL, 0, NULL, 0), 0);
 	char buf[1];
 	cr_assert_eq(cistern_get(c, buf, 0, NULL, 0), 0);
 	cr_assert_eq(cistern_get(c, buf, 0, NULL, 0), -EAGAIN);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, order_and_ids_hold_across_many_wraps_of_an_odd_sized_ring)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 8, .slot_count = 3};
-	struct cistern *c = make("wrap", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("wrap", cfg);
 	uint64_t last_id = 0;
 	for (uint64_t i = 0; i < 10000; i++) {
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
@@ -389,14 +371,13 @@ Test(fifo, order_and_ids_hold_across_many_wraps_of_an_odd_sized_ring)
 			}
 		}
 	}
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, oversized_put_is_emsgsize_and_enqueues_nothing)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 16, .slot_count = 4};
-	struct cistern *c = make("msgsize", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("msgsize", cfg);
 	char big[17] = {0};
 	cr_assert_eq(cistern_put(c, big, sizeof(big), NULL, 0), -EMSGSIZE);
 	char buf[16];
@@ -404,14 +385,13 @@ Test(fifo, oversized_put_is_emsgsize_and_enqueues_nothing)
 	struct cistern_stats st;
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.puts, 0);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, get_into_a_short_buffer_loses_nothing)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 16, .slot_count = 4};
-	struct cistern *c = make("shortbuf", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("shortbuf", cfg);
 	cr_assert_eq(cistern_put(c, "0123456789", 10, NULL, 0), 0);
 	char small[4], buf[16];
 	cr_assert_eq(cistern_get(c, small, sizeof(small), NULL, 0), -EMSGSIZE);
@@ -422,22 +402,20 @@ Test(fifo, get_into_a_short_buffer_loses_nothing)
 	cr_assert_eq(st.gets, 1, "the refused get is not counted");
 	cr_assert_eq(st.redeliveries, 0, "nor is it a crash redelivery");
 	cr_assert_eq(st.population, 0);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, empty_get_try_once_is_eagain)
 {
-	char name[64];
-	struct cistern *c = make("eagain", name, sizeof(name), NULL);
+	struct cistern *c = seg_create_cfg("eagain", NULL);
 	char buf[8];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, empty_get_with_timeout_waits_then_times_out)
 {
-	char name[64];
-	struct cistern *c = make("timeout", name, sizeof(name), NULL);
+	struct cistern *c = seg_create_cfg("timeout", NULL);
 	char buf[8];
 	double t0 = mono_now();
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 120), -ETIMEDOUT);
@@ -446,14 +424,13 @@ Test(fifo, empty_get_with_timeout_waits_then_times_out)
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.reader_waits, 1);
 	cr_assert_geq(st.reader_wait_ns, 110000000ull);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, full_put_try_once_is_eagain_and_timeout_is_etimedout)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 8, .slot_count = 2};
-	struct cistern *c = make("full", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("full", cfg);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "c", 1, NULL, 0), -EAGAIN);
@@ -461,13 +438,12 @@ Test(fifo, full_put_try_once_is_eagain_and_timeout_is_etimedout)
 	char buf[8];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
 	cr_assert_eq(cistern_put(c, "c", 1, NULL, 0), 0, "room again after a get");
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, close_reception_refuses_puts_then_drains_to_end_of_data)
 {
-	char name[64];
-	struct cistern *c = make("close", name, sizeof(name), NULL);
+	struct cistern *c = seg_create_cfg("close", NULL);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_close_reception(c), 0);
@@ -486,35 +462,32 @@ Test(fifo, close_reception_refuses_puts_then_drains_to_end_of_data)
 	struct cistern_stats st;
 	cistern_stats_get(c, &st);
 	cr_assert_neq(st.reception_closed, 0);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, last_expected_producer_closes_reception)
 {
-	char name[64];
 	struct cistern_config cfg = {.expected_producers = 2};
-	struct cistern *c = make("pdone", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("pdone", cfg);
 	cr_assert_eq(cistern_producer_done(c), 1, "one producer still expected");
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0, "reception still open");
 	cr_assert_eq(cistern_producer_done(c), 0);
 	cr_assert_eq(cistern_put(c, "y", 1, NULL, 0), -EPIPE);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, producer_done_without_expected_producers_is_einval)
 {
-	char name[64];
-	struct cistern *c = make("pdone0", name, sizeof(name), NULL);
+	struct cistern *c = seg_create_cfg("pdone0", NULL);
 	cr_assert_eq(cistern_producer_done(c), -EINVAL);
 	cr_assert_eq(cistern_put(c, "y", 1, NULL, 0), 0, "reception stays open");
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, reserve_commit_writes_in_place)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 100, .slot_count = 4};
-	struct cistern *c = make("inplace", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("inplace", cfg);
 	struct cistern_slot slot;
 	cr_assert_eq(cistern_reserve(c, &slot, 0), 0);
 	cr_assert_eq(slot.capacity, 100);
@@ -532,27 +505,25 @@ Test(fifo, reserve_commit_writes_in_place)
 	cr_assert_eq(s.meta.sim_id, 1);
 	cr_assert_eq(s.meta.sample_id, m.sample_id);
 	cr_assert_eq(cistern_release(c, &s), 0);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, commit_over_slot_size_keeps_the_reservation)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 16, .slot_count = 4};
-	struct cistern *c = make("commitbig", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("commitbig", cfg);
 	struct cistern_slot slot;
 	cr_assert_eq(cistern_reserve(c, &slot, 0), 0);
 	cr_assert_eq(cistern_commit(c, &slot, 17, NULL), -EMSGSIZE);
 	cr_assert_eq(cistern_commit(c, &slot, 16, NULL), 0);
 	cr_assert_eq(cistern_commit(c, &slot, 16, NULL), -EINVAL, "committed twice");
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, aborted_reservation_never_appears)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 8, .slot_count = 4};
-	struct cistern *c = make("abort", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("abort", cfg);
 	struct cistern_slot slot;
 	cr_assert_eq(cistern_reserve(c, &slot, 0), 0);
 	memcpy(slot.data, "ghost", 5);
@@ -563,13 +534,12 @@ Test(fifo, aborted_reservation_never_appears)
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 4);
 	cr_assert_eq(memcmp(buf, "real", 4), 0);
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, release_of_a_sample_never_acquired_or_twice_is_einval)
 {
-	char name[64];
-	struct cistern *c = make("badrel", name, sizeof(name), NULL);
+	struct cistern *c = seg_create_cfg("badrel", NULL);
 	struct cistern_sample s;
 	memset(&s, 0, sizeof(s));
 	cr_assert_eq(cistern_release(c, &s), -EINVAL);
@@ -580,13 +550,13 @@ Test(fifo, release_of_a_sample_never_acquired_or_twice_is_einval)
 	cr_assert_eq(cistern_release(c, &s), -EINVAL);
 	cr_assert_eq(cistern_release(c, &copy), -EINVAL, "a stale copy of the handle");
 	cr_assert_eq(cistern_release(c, NULL), -EINVAL);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, another_handle_cannot_release_my_sample)
 {
-	char name[64];
-	struct cistern *c = make("otherrel", name, sizeof(name), NULL);
+	struct cistern *c = seg_create_cfg("otherrel", NULL);
+	const char *name = seg_name_of(c);
 	struct cistern *d;
 	cr_assert_eq(cistern_attach(name, &d), 0);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
@@ -595,15 +565,14 @@ Test(fifo, another_handle_cannot_release_my_sample)
 	cr_assert_eq(cistern_release(d, &s), -EINVAL);
 	cr_assert_eq(cistern_release(c, &s), 0);
 	cistern_detach(d);
-	drop(c, name);
+	seg_drop(c);
 }
 
 /* A sample handed back unread is the next one out, and was never a get. */
 Test(fifo, a_sample_handed_back_unread_is_handed_out_again_first)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 16, .slot_count = 8};
-	struct cistern *c = make("unacq", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("unacq", cfg);
 	for (char v = 'a'; v <= 'c'; v++)
 		cr_assert_eq(cistern_put(c, &v, 1, NULL, 0), 0);
 	struct cistern_sample s;
@@ -625,14 +594,14 @@ Test(fifo, a_sample_handed_back_unread_is_handed_out_again_first)
 	cr_assert_eq(v, 'b');
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_eq(st.gets, 2);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, another_handle_cannot_hand_back_my_sample)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 16, .slot_count = 8};
-	struct cistern *c = make("unacqo", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("unacqo", cfg);
+	const char *name = seg_name_of(c);
 	struct cistern *d;
 	cr_assert_eq(cistern_attach(name, &d), 0);
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
@@ -643,14 +612,14 @@ Test(fifo, another_handle_cannot_hand_back_my_sample)
 	cr_assert_eq(cistern_unacquire(c, &never), -EINVAL);
 	cr_assert_eq(cistern_release(c, &s), 0);
 	cr_assert_eq(cistern_detach(d), 0);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(fifo, detach_gives_back_reservations_and_held_samples)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 8, .slot_count = 4};
-	struct cistern *c = make("detach", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("detach", cfg);
+	const char *name = seg_name_of(c);
 	struct cistern *p, *r;
 	cr_assert_eq(cistern_attach(name, &p), 0);
 	cr_assert_eq(cistern_attach(name, &r), 0);
@@ -669,7 +638,7 @@ Test(fifo, detach_gives_back_reservations_and_held_samples)
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), &m, 0), 4);
 	cr_assert_eq(memcmp(buf, "kept", 4), 0);
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN, "exactly one copy");
-	drop(c, name);
+	seg_drop(c);
 }
 
 /*
@@ -684,9 +653,9 @@ Test(fifo, detach_gives_back_reservations_and_held_samples)
  */
 Test(fifo, detach_after_balanced_traffic_still_gives_back_what_is_held)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 8, .slot_count = 256};
-	struct cistern *c = make("hold", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("hold", cfg);
+	const char *name = seg_name_of(c);
 	struct cistern *h;
 	cr_assert_eq(cistern_attach(name, &h), 0);
 	cr_assert_eq(cistern_put(c, "held", 4, NULL, 0), 0);
@@ -724,14 +693,13 @@ Test(fifo, detach_after_balanced_traffic_still_gives_back_what_is_held)
 	cr_assert_eq(n, -EAGAIN);
 	cr_assert_eq(got_held, 1, "the sample held at detach is handed out again, once");
 	cr_assert_eq(got_after, 1, "the reservation left at detach does not block the ring");
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(stats, counters_follow_puts_gets_and_population)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 8, .slot_count = 16};
-	struct cistern *c = make("stats", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("stats", cfg);
 	for (int i = 0; i < 10; i++)
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
 	int v;
@@ -744,13 +712,13 @@ Test(stats, counters_follow_puts_gets_and_population)
 	cr_assert_eq(st.population, 6);
 	cr_assert_eq(st.seen_hist[1], 4, "FIFO samples leave seen once");
 	cr_assert_eq(st.procs_attached, 1);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(stats, counters_of_a_detached_process_are_kept)
 {
-	char name[64];
-	struct cistern *c = make("retired", name, sizeof(name), NULL);
+	struct cistern *c = seg_create_cfg("retired", NULL);
+	const char *name = seg_name_of(c);
 	struct cistern *d;
 	cr_assert_eq(cistern_attach(name, &d), 0);
 	cr_assert_eq(cistern_put(d, "a", 1, NULL, 0), 0);
@@ -761,7 +729,7 @@ Test(stats, counters_of_a_detached_process_are_kept)
 	cr_assert_eq(st.puts, 2);
 	cr_assert_eq(st.population, 2);
 	cr_assert_eq(st.procs_attached, 1);
-	drop(c, name);
+	seg_drop(c);
 }
 
 Test(errors, every_result_has_a_sentence)

@@ -19,23 +19,15 @@
 #include "peek.h"
 #include "roles.h"
 
-static struct cistern *create_with(const char *tag, char *name, size_t len,
-				   struct cistern_config cfg)
-{
-	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
-	struct cistern *c = NULL;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
-	return c;
-}
+/* Every test's segments go through seg_create(); the fixture removes them, pass or fail. */
+TestSuite(auto_roles, .fini = seg_fini);
 
 /* A FIFO of 64-byte slots. */
-static struct cistern *create(const char *tag, char *name, size_t len, uint64_t slots,
-			      uint32_t expected_producers)
+static struct cistern *create(const char *tag, uint64_t slots, uint32_t expected_producers)
 {
 	struct cistern_config cfg = {
 		.slot_size = 64, .slot_count = slots, .expected_producers = expected_producers};
-	return create_with(tag, name, len, cfg);
+	return seg_create(tag, cfg);
 }
 
 static uint64_t producer_mode(struct cistern *c)
@@ -58,8 +50,8 @@ static char get_one(struct cistern *c)
 
 Test(auto_roles, lone_producer_and_reader_hold_their_roles)
 {
-	char name[64];
-	struct cistern *c = create("ar-lone", name, sizeof(name), 8, 0);
+	struct cistern *c = create("ar-lone", 8, 0);
+	const char *name = seg_name_of(c);
 	struct cistern *r;
 	cr_assert_eq(cistern_attach(name, &r), 0);
 	cr_assert_eq(producer_mode(c), 0, "nobody holds before the first put");
@@ -71,61 +63,50 @@ Test(auto_roles, lone_producer_and_reader_hold_their_roles)
 	cr_assert(r->auto_reading);
 	cistern_detach(r);
 	cr_assert_eq(reader_mode(c), 0, "a holder that detaches gives the role back");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(auto_roles, explicit_flags_leave_no_automatic_role)
 {
-	char name[64];
 	struct cistern_config cfg = {
 		.slot_size = 64, .slot_count = 8, .flags = CISTERN_SINGLE_PRODUCER};
-	struct cistern *c = create_with("ar-flag", name, sizeof(name), cfg);
+	struct cistern *c = seg_create("ar-flag", cfg);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(producer_mode(c), 0, "the flag's role is not an automatic one");
 	cr_assert_not(c->auto_producing);
 	cr_assert_eq(get_one(c), 'a');
 	cr_assert_eq(reader_mode(c), c->owner, "the reader role is still automatic");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(auto_roles, reservoirs_have_an_automatic_reader_role_and_no_producer_role)
 {
-	char name[64];
 	struct cistern_config cfg = {
 		.slot_size = 64, .slot_count = 8, .policy = CISTERN_RESERVOIR, .watermark = 1};
-	struct cistern *c = create_with("ar-res", name, sizeof(name), cfg);
+	struct cistern *c = seg_create("ar-res", cfg);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(get_one(c), 'a');
 	cr_assert_eq(producer_mode(c), 0, "a reservoir's producers share their role always");
 	cr_assert_eq(reader_mode(c), c->owner);
 	cr_assert(c->auto_reading);
 	cr_assert_not(c->sole_reading, "the sole reader's paths are on only inside a read call");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(auto_roles, firo_has_no_automatic_roles)
 {
-	char name[64];
 	struct cistern_config cfg = {
 		.slot_size = 64, .slot_count = 8, .policy = CISTERN_FIRO, .watermark = 1};
-	struct cistern *c = create_with("ar-firo", name, sizeof(name), cfg);
+	struct cistern *c = seg_create("ar-firo", cfg);
 	/* Reads start once the population is over the watermark. */
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(get_one(c), 'a');
 	cr_assert_eq(producer_mode(c), 0);
 	cr_assert_eq(reader_mode(c), 0, "FIRO has no single-reader paths to take");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(auto_roles, second_producer_takes_the_role_away_and_the_last_one_takes_it_back)
 {
-	char name[64];
-	struct cistern *a = create("ar-2p", name, sizeof(name), 8, 0);
+	struct cistern *a = create("ar-2p", 8, 0);
+	const char *name = seg_name_of(a);
 	struct cistern *b;
 	cr_assert_eq(cistern_attach(name, &b), 0);
 	cr_assert_eq(cistern_put(a, "1", 1, NULL, 0), 0);
@@ -145,14 +126,12 @@ Test(auto_roles, second_producer_takes_the_role_away_and_the_last_one_takes_it_b
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(get_one(a), want[i], "sample %d", i);
 	cr_assert_eq(get_one(a), 0, "nothing more");
-	cistern_detach(a);
-	cistern_unlink(name);
 }
 
 Test(auto_roles, second_reader_takes_the_role_away_and_each_sample_goes_once)
 {
-	char name[64];
-	struct cistern *a = create("ar-2r", name, sizeof(name), 8, 0);
+	struct cistern *a = create("ar-2r", 8, 0);
+	const char *name = seg_name_of(a);
 	struct cistern *b;
 	cr_assert_eq(cistern_attach(name, &b), 0);
 	for (const char *p = "12345"; *p; p++)
@@ -167,14 +146,11 @@ Test(auto_roles, second_reader_takes_the_role_away_and_each_sample_goes_once)
 	cistern_detach(b);
 	cr_assert_eq(get_one(a), '5');
 	cr_assert(a->auto_reading, "the one reader left holds the role again");
-	cistern_detach(a);
-	cistern_unlink(name);
 }
 
 Test(auto_roles, holder_found_revoked_between_claims_clears_the_revocation_itself)
 {
-	char name[64];
-	struct cistern *a = create("ar-ack", name, sizeof(name), 8, 0);
+	struct cistern *a = create("ar-ack", 8, 0);
 	cr_assert_eq(cistern_put(a, "1", 1, NULL, 0), 0);
 	/*
 	 * What a revoker that may not fence leaves: the holder marked, both it
@@ -187,8 +163,6 @@ Test(auto_roles, holder_found_revoked_between_claims_clears_the_revocation_itsel
 	cr_assert_not(a->auto_producing);
 	cr_assert_eq(get_one(a), '1');
 	cr_assert_eq(get_one(a), '2');
-	cistern_detach(a);
-	cistern_unlink(name);
 }
 
 static uint64_t puts_of(struct cistern *c)
@@ -203,9 +177,8 @@ static uint64_t puts_of(struct cistern *c)
  */
 static void holder_counts_each_put_once(uint32_t flags)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 128, .slot_count = 16, .flags = flags};
-	struct cistern *c = create_with("ar-cnt", name, sizeof(name), cfg);
+	struct cistern *c = seg_create("ar-cnt", cfg);
 	struct cistern_slot r1, r2, r3;
 	cr_assert_eq(cistern_put(c, "1", 1, NULL, 0), 0);
 	cr_assert(c->auto_producing || c->sole_producing, "the one producer holds the role");
@@ -246,8 +219,6 @@ static void holder_counts_each_put_once(uint32_t flags)
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_eq(st.puts, 107);
 	cr_assert_eq(st.gets, 107);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(auto_roles, automatic_holder_counts_each_put_once_past_open_and_aborted_reservations)
@@ -262,8 +233,8 @@ Test(auto_roles, flag_holder_counts_each_put_once_past_open_and_aborted_reservat
 
 Test(auto_roles, each_producer_counts_its_own_puts_as_the_role_passes_between_them)
 {
-	char name[64];
-	struct cistern *a = create("ar-cnt2", name, sizeof(name), 16, 0);
+	struct cistern *a = create("ar-cnt2", 16, 0);
+	const char *name = seg_name_of(a);
 	struct cistern *b;
 	cr_assert_eq(cistern_attach(name, &b), 0);
 	cr_assert_eq(cistern_put(a, "1", 1, NULL, 0), 0);
@@ -281,8 +252,6 @@ Test(auto_roles, each_producer_counts_its_own_puts_as_the_role_passes_between_th
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(a, &st), 0);
 	cr_assert_eq(st.puts, 7);
-	cistern_detach(a);
-	cistern_unlink(name);
 }
 
 /*
@@ -292,8 +261,8 @@ Test(auto_roles, each_producer_counts_its_own_puts_as_the_role_passes_between_th
  */
 Test(auto_roles, holder_helping_the_tail_past_a_dead_claim_does_not_count_it)
 {
-	char name[64];
-	struct cistern *a = create("ar-cnt3", name, sizeof(name), 16, 0);
+	struct cistern *a = create("ar-cnt3", 16, 0);
+	const char *name = seg_name_of(a);
 	struct cistern *d;
 	cr_assert_eq(cistern_attach(name, &d), 0);
 	cr_assert_eq(cistern_put(a, "1", 1, NULL, 0), 0);
@@ -313,14 +282,12 @@ Test(auto_roles, holder_helping_the_tail_past_a_dead_claim_does_not_count_it)
 	for (int i = 0; want[i]; i++)
 		cr_assert_eq(get_one(a), want[i], "sample %d", i);
 	cr_assert_eq(get_one(a), 0, "nothing more");
-	cistern_detach(a);
-	cistern_unlink(name);
 }
 
 Test(auto_roles, damaged_mode_word_is_refused_and_the_ring_left_alone)
 {
-	char name[64];
-	struct cistern *c = create("ar-bad", name, sizeof(name), 8, 0);
+	struct cistern *c = create("ar-bad", 8, 0);
+	const char *name = seg_name_of(c);
 	struct cistern *r;
 	cr_assert_eq(cistern_attach(name, &r), 0);
 	/* An owner past the attachment table: no entry to look at. */
@@ -332,8 +299,6 @@ Test(auto_roles, damaged_mode_word_is_refused_and_the_ring_left_alone)
 	cr_assert_eq(cistern_get(r, buf, sizeof(buf), NULL, 0), -EPROTO);
 	cr_assert_eq(atomic_load(&c->hdr->tail), 0, "nothing was claimed");
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /*
@@ -367,8 +332,8 @@ static pid_t spawn_stopped_holder(const char *name)
 
 Test(auto_roles, producer_waits_for_a_stopped_holder_then_refuses_and_loses_nothing, .timeout = 60)
 {
-	char name[64];
-	struct cistern *c = create("ar-stop", name, sizeof(name), 8, 0);
+	struct cistern *c = create("ar-stop", 8, 0);
+	const char *name = seg_name_of(c);
 	pid_t pid = spawn_stopped_holder(name);
 	uint64_t held = producer_mode(c);
 	cr_assert(held != 0 && held < CISTERN_AUTO_REVOKING, "the child holds: %#lx",
@@ -387,23 +352,19 @@ Test(auto_roles, producer_waits_for_a_stopped_holder_then_refuses_and_loses_noth
 	cr_assert_eq(get_one(c), 'd');
 	cr_assert_eq(get_one(c), 'x');
 	cr_assert_eq(get_one(c), 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(auto_roles, dead_holder_in_the_middle_of_a_claim_does_not_stop_the_next_producer,
      .timeout = 60)
 {
-	char name[64];
-	struct cistern *c = create("ar-dead", name, sizeof(name), 8, 0);
+	struct cistern *c = create("ar-dead", 8, 0);
+	const char *name = seg_name_of(c);
 	pid_t pid = spawn_stopped_holder(name);
 	kill_and_reap(pid);
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 1000), 0);
 	cr_assert_eq(get_one(c), 'c');
 	cr_assert_eq(get_one(c), 'x');
 	cr_assert_eq(get_one(c), 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /*
@@ -439,8 +400,8 @@ static void read_two_streams(struct cistern *c, uint32_t want0, uint32_t want1)
 static void two_producers(uint64_t slots)
 {
 	enum { COUNT = 100000 };
-	char name[64];
-	struct cistern *c = create("ar-mp", name, sizeof(name), slots, 2);
+	struct cistern *c = create("ar-mp", slots, 2);
+	const char *name = seg_name_of(c);
 	_Atomic uint32_t *progress = shared_alloc(sizeof(*progress));
 	cr_assert_not_null(progress);
 	for (uint32_t id = 0; id < 2; id++) {
@@ -467,8 +428,6 @@ static void two_producers(uint64_t slots)
 	}
 	read_two_streams(c, COUNT, COUNT);
 	cr_assert_eq(reap_all(), 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(auto_roles, producers_joining_and_leaving_a_full_ring_lose_and_reorder_nothing, .timeout = 120)
@@ -491,8 +450,8 @@ Test(auto_roles, producers_joining_and_leaving_a_roomy_ring_lose_and_reorder_not
 Test(auto_roles, producers_churning_in_and_out_lose_and_reorder_nothing, .timeout = 120)
 {
 	enum { COUNT = 60000, VISITS = 60, RUN = 100 };
-	char name[64];
-	struct cistern *c = create("ar-churn", name, sizeof(name), 64, 2);
+	struct cistern *c = create("ar-churn", 64, 2);
+	const char *name = seg_name_of(c);
 	for (uint32_t id = 0; id < 2; id++) {
 		if (fork_child() != 0)
 			continue;
@@ -519,8 +478,6 @@ Test(auto_roles, producers_churning_in_and_out_lose_and_reorder_nothing, .timeou
 	read_two_streams(c, COUNT, VISITS * RUN);
 	cr_assert_eq(reap_all(), 0);
 	cr_assert_eq(producer_mode(c), 0, "everyone left: nobody holds, nobody counted");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /*
@@ -531,8 +488,8 @@ Test(auto_roles, producers_churning_in_and_out_lose_and_reorder_nothing, .timeou
 Test(auto_roles, readers_joining_and_leaving_a_stream_take_each_sample_once, .timeout = 120)
 {
 	enum { COUNT = 100000 };
-	char name[64];
-	struct cistern *c = create("ar-mr", name, sizeof(name), 16, 1);
+	struct cistern *c = create("ar-mr", 16, 1);
+	const char *name = seg_name_of(c);
 	_Atomic uint8_t *taken = shared_alloc(COUNT);
 	_Atomic uint32_t *progress = shared_alloc(sizeof(*progress));
 	cr_assert(taken && progress);
@@ -579,8 +536,6 @@ Test(auto_roles, readers_joining_and_leaving_a_stream_take_each_sample_once, .ti
 	}
 	cr_assert_eq(missing, 0, "%u samples never taken", missing);
 	cr_assert_eq(doubled, 0, "%u samples taken twice", doubled);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /*
@@ -591,8 +546,8 @@ Test(auto_roles, readers_joining_and_leaving_a_stream_take_each_sample_once, .ti
 Test(auto_roles, end_of_data_never_comes_before_the_last_sample, .timeout = 120)
 {
 	for (int run = 0; run < 100; run++) {
-		char name[64];
-		struct cistern *c = create("ar-eod", name, sizeof(name), 16, 1);
+		struct cistern *c = create("ar-eod", 16, 1);
+		const char *name = seg_name_of(c);
 		pid_t pid = fork_child();
 		if (pid == 0) {
 			struct cistern *p;
@@ -612,8 +567,7 @@ Test(auto_roles, end_of_data_never_comes_before_the_last_sample, .timeout = 120)
 		cr_assert_eq(n, CISTERN_EOD);
 		cr_assert_eq(got, 50, "run %d: end of data after %u samples", run, got);
 		cr_assert_eq(reap_all(), 0);
-		cistern_detach(c);
-		cistern_unlink(name);
+		seg_drop(c); /* the next run makes the segment again */
 	}
 }
 
@@ -637,10 +591,10 @@ static int check_batch(struct cistern *r, size_t n, int timeout_ms)
 
 Test(auto_roles, reservoir_reader_role_is_taken_away_and_back_with_pins_held)
 {
-	char name[64];
 	struct cistern_config cfg = {
 		.slot_size = 64, .slot_count = 64, .policy = CISTERN_RESERVOIR, .watermark = 8};
-	struct cistern *a = create_with("ar-rpin", name, sizeof(name), cfg);
+	struct cistern *a = seg_create("ar-rpin", cfg);
+	const char *name = seg_name_of(a);
 	struct cistern *b;
 	cr_assert_eq(cistern_attach(name, &b), 0);
 	uint8_t msg[64];
@@ -670,8 +624,6 @@ Test(auto_roles, reservoir_reader_role_is_taken_away_and_back_with_pins_held)
 	seen = seen_sum(a, &pinned);
 	cr_assert_not(pinned);
 	cr_assert_eq(seen, 48);
-	cistern_detach(a);
-	cistern_unlink(name);
 }
 
 /*
@@ -683,11 +635,11 @@ Test(auto_roles, reservoir_reader_role_is_taken_away_and_back_with_pins_held)
 Test(auto_roles, reservoir_readers_churning_never_see_a_pinned_sample_change, .timeout = 120)
 {
 	enum { BATCHES = 20000, VISITS = 100, PER_VISIT = 100 };
-	char name[64];
 	/* Few slots, so that the two readers keep pinning the same ones. */
 	struct cistern_config cfg = {
 		.slot_size = 64, .slot_count = 16, .policy = CISTERN_RESERVOIR, .watermark = 8};
-	struct cistern *c = create_with("ar-rchurn", name, sizeof(name), cfg);
+	struct cistern *c = seg_create("ar-rchurn", cfg);
+	const char *name = seg_name_of(c);
 	_Atomic uint32_t *stop = shared_alloc(sizeof(*stop));
 	cr_assert_not_null(stop);
 	pid_t prod = fork_child();
@@ -747,6 +699,4 @@ Test(auto_roles, reservoir_readers_churning_never_see_a_pinned_sample_change, .t
 	seen_sum(c, &pinned);
 	cr_assert_not(pinned, "a pin was left behind");
 	cr_assert_eq(reader_mode(c), 0, "every reader left: nobody holds, nobody counted");
-	cistern_detach(c);
-	cistern_unlink(name);
 }

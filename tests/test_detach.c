@@ -10,23 +10,16 @@
 #include "helpers.h"
 #include "handle.h"
 
-static struct cistern *create(const char *tag, char *name, size_t len,
-			      const struct cistern_config *cfg)
-{
-	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
-	struct cistern *c = NULL;
-	cr_assert_eq(cistern_create(name, cfg, &c), 0);
-	return c;
-}
+/* Every test's segment goes through seg_create(); the fixture removes it, pass or fail. */
+TestSuite(holding, .fini = seg_fini);
 
 #define HOLDING(h, n) cr_assert_eq((h)->holding, (uint64_t)(n), "line %d: holding", __LINE__)
 
 Test(holding, follows_every_fifo_call)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 8, .slot_count = 64};
-	struct cistern *c = create("hf", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("hf", cfg);
+	const char *name = seg_name_of(c);
 	struct cistern *h;
 	cr_assert_eq(cistern_attach(name, &h), 0);
 	char buf[8];
@@ -68,16 +61,14 @@ Test(holding, follows_every_fifo_call)
 	cr_assert_eq(cistern_acquire(h, &s, 0), CISTERN_EOD);
 	HOLDING(h, 0);
 	cistern_detach(h);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(holding, follows_reservoir_batches_and_short_gathers)
 {
-	char name[64];
 	struct cistern_config cfg = {
 		.slot_size = 8, .slot_count = 32, .policy = CISTERN_RESERVOIR, .watermark = 16};
-	struct cistern *c = create("hr", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("hr", cfg);
+	const char *name = seg_name_of(c);
 	for (uint64_t i = 0; i < 32; i++)
 		cr_assert_eq(cistern_put(c, &i, sizeof(i), NULL, 0), 0);
 	struct cistern *h;
@@ -106,8 +97,6 @@ Test(holding, follows_reservoir_batches_and_short_gathers)
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_eq(st.population, 32, "nothing lost");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /*
@@ -116,10 +105,10 @@ Test(holding, follows_reservoir_batches_and_short_gathers)
  */
 Test(holding, firo_sample_held_at_detach_after_traffic_comes_back)
 {
-	char name[64];
 	struct cistern_config cfg = {
 		.slot_size = 8, .slot_count = 16, .policy = CISTERN_FIRO, .watermark = 1};
-	struct cistern *c = create("hfi", name, sizeof(name), &cfg);
+	struct cistern *c = seg_create("hfi", cfg);
+	const char *name = seg_name_of(c);
 	struct cistern *h;
 	cr_assert_eq(cistern_attach(name, &h), 0);
 	for (uint64_t i = 0; i < 4; i++)
@@ -142,6 +131,4 @@ Test(holding, firo_sample_held_at_detach_after_traffic_comes_back)
 		seen_held += got == held_value;
 	cr_assert_eq(n, CISTERN_EOD);
 	cr_assert_eq(seen_held, 1, "the held sample came back, once");
-	cistern_detach(c);
-	cistern_unlink(name);
 }

@@ -15,21 +15,25 @@
 
 #define PAYLOAD 200
 
-static struct cistern *make(const char *tag, char *name, size_t namelen, uint64_t slots)
+/*
+ * Every test's segments, restored copies (seg_name()) and dump files
+ * (seg_dump_path()) are the fixture's to remove, pass or fail.
+ */
+TestSuite(dump, .fini = seg_fini);
+TestSuite(dump_policies, .fini = seg_fini);
+
+static struct cistern *make(const char *tag, uint64_t slots)
 {
-	snprintf(name, namelen, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
 	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = slots, .seed = 7};
-	struct cistern *c = NULL;
-	int r = cistern_create(name, &cfg, &c);
-	cr_assert_eq(r, 0, "create %s: %s", name, cistern_strerror(r));
-	return c;
+	return seg_create(tag, cfg);
 }
 
-static void dump_path(char *buf, size_t size, const char *tag)
+/* The name a dump of the segment made under tag is restored under. */
+static const char *copy_name(const char *tag)
 {
-	snprintf(buf, size, "/tmp/cistern-test-%s-%d.dump", tag, (int)getpid());
-	unlink(buf);
+	char copy_tag[32];
+	snprintf(copy_tag, sizeof(copy_tag), "%s2", tag);
+	return seg_name(copy_tag);
 }
 
 /* Put n samples whose payload length and bytes depend on i; give sample i seen count i % 4. */
@@ -106,10 +110,10 @@ Test(crc32c, continues_across_pieces)
 
 Test(dump, restore_gives_identical_samples_metadata_and_seen_counts)
 {
-	char name[64], copy[64], path[128];
-	struct cistern *c = make("d-same", name, sizeof(name), 64);
-	snprintf(copy, sizeof(copy), "t-d-same2-%d", (int)getpid());
-	dump_path(path, sizeof(path), "same");
+	struct cistern *c = make("d-same", 64);
+	const char *name = seg_name_of(c);
+	const char *copy = seg_name("d-same2");
+	const char *path = seg_dump_path("same");
 	fill(c, 40);
 	/* Take 5 out so that the ring does not start at slot 0. */
 	uint8_t buf[PAYLOAD];
@@ -147,18 +151,14 @@ Test(dump, restore_gives_identical_samples_metadata_and_seen_counts)
 		cr_assert_eq(m1.time_step, m2.time_step);
 	}
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 Test(dump, new_samples_of_a_restored_segment_get_higher_ids)
 {
-	char name[64], copy[64], path[128];
-	struct cistern *c = make("d-ids", name, sizeof(name), 16);
-	snprintf(copy, sizeof(copy), "t-d-ids2-%d", (int)getpid());
-	dump_path(path, sizeof(path), "ids");
+	struct cistern *c = make("d-ids", 16);
+	const char *name = seg_name_of(c);
+	const char *copy = seg_name("d-ids2");
+	const char *path = seg_dump_path("ids");
 	fill(c, 10);
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
@@ -172,36 +172,30 @@ Test(dump, new_samples_of_a_restored_segment_get_higher_ids)
 	cr_assert_eq(st.population, 11);
 	cr_assert_eq(st.puts, 11, "counters continue");
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 Test(dump, restore_under_the_stored_name_refuses_an_existing_segment)
 {
-	char name[64], path[128];
-	struct cistern *c = make("d-exist", name, sizeof(name), 8);
-	dump_path(path, sizeof(path), "exist");
+	struct cistern *c = make("d-exist", 8);
+	const char *name = seg_name_of(c);
+	const char *path = seg_dump_path("exist");
 	fill(c, 3);
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	cr_assert_eq(cistern_restore(path, NULL, NULL, NULL, NULL), -EEXIST);
 	struct cistern_stats st;
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.population, 3, "the existing segment is untouched");
-	cistern_detach(c);
+	seg_detach(c);
 	cistern_unlink(name);
 	cr_assert_eq(cistern_restore(path, NULL, NULL, NULL, NULL), 0, "once gone, it restores");
-	cistern_unlink(name);
-	unlink(path);
 }
 
 static void refused(const char *tag, void (*damage)(const char *path))
 {
-	char name[64], copy[64], path[128];
-	struct cistern *c = make(tag, name, sizeof(name), 32);
-	snprintf(copy, sizeof(copy), "t-%s2-%d", tag, (int)getpid());
-	dump_path(path, sizeof(path), tag);
+	struct cistern *c = make(tag, 32);
+	const char *name = seg_name_of(c);
+	const char *copy = copy_name(tag);
+	const char *path = seg_dump_path(tag);
 	fill(c, 20);
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	damage(path);
@@ -210,9 +204,6 @@ static void refused(const char *tag, void (*damage)(const char *path))
 	struct cistern *r;
 	cr_assert_eq(cistern_attach(copy, &r), -ENOENT, "nothing was created");
 	cr_assert_eq(temp_objects_left(), 0, "no temporary object is left behind");
-	cistern_detach(c);
-	cistern_unlink(name);
-	unlink(path);
 }
 
 static void flip_in_payload(const char *path)
@@ -332,83 +323,67 @@ static void refused_quietly(const char *path, const char *copy)
  * field at byte `field` of its header (8 sim_id, 12 time_step) set to `value`,
  * every checksum made to hold again.
  */
-static void sim_paired_dump_with(const char *tag, char *path, size_t size, size_t field,
-				 uint32_t value)
+static const char *sim_paired_dump_with(const char *tag, size_t field, uint32_t value)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = PAYLOAD,
 				     .slot_count = 32,
 				     .policy = CISTERN_SIM_PAIRED_RESERVOIR,
 				     .watermark = 2,
 				     .sweep_size = 4,
 				     .nb_time_steps = 8};
-	snprintf(name, sizeof(name), "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
-	snprintf(path, size, "/tmp/cistern-test-%s-%d.dump", tag, (int)getpid());
-	unlink(path);
+	struct cistern *c = seg_create(tag, cfg);
+	const char *path = seg_dump_path(tag);
 	for (uint32_t i = 0; i < 8; i++) {
 		struct cistern_meta m = {.sim_id = i % 4, .time_step = i / 4};
 		cr_assert_eq(cistern_put(c, "pair", 4, &m, 0), 0);
 	}
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
-	cistern_detach(c);
-	cistern_unlink(name);
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0);
 	struct dumpfile f;
 	dumpfile_load(&f, path);
 	put32(dumpfile_record(&f, 0) + field, value);
 	dumpfile_store(&f, path);
+	return path;
 }
 
 Test(dump, a_sim_paired_record_past_sweep_size_is_refused_by_verify_and_restore_alike)
 {
-	char path[128], copy[64];
-	snprintf(copy, sizeof(copy), "t-d-psim2-%d", (int)getpid());
-	sim_paired_dump_with("d-psim", path, sizeof(path), 8, 4 /* sweep_size */);
+	const char *copy = seg_name("d-psim2");
+	const char *path = sim_paired_dump_with("d-psim", 8, 4 /* sweep_size */);
 	refused_quietly(path, copy);
-	unlink(path);
 }
 
 Test(dump, a_sim_paired_record_past_nb_time_steps_is_refused_by_verify_and_restore_alike)
 {
-	char path[128], copy[64];
-	snprintf(copy, sizeof(copy), "t-d-pstep2-%d", (int)getpid());
-	sim_paired_dump_with("d-pstep", path, sizeof(path), 12, 8 /* nb_time_steps */);
+	const char *copy = seg_name("d-pstep2");
+	const char *path = sim_paired_dump_with("d-pstep", 12, 8 /* nb_time_steps */);
 	refused_quietly(path, copy);
-	unlink(path);
 }
 
 /* A dump of 20 FIFO samples, a quarter of them never seen, so that its seen set is not empty. */
-static void fifo_dump(const char *tag, char *path, size_t size)
+static const char *fifo_dump(const char *tag)
 {
-	char name[64];
-	struct cistern *c = make(tag, name, sizeof(name), 32);
-	dump_path(path, size, tag);
+	struct cistern *c = make(tag, 32);
+	const char *path = seg_dump_path(tag);
 	fill(c, 20);
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
-	cistern_detach(c);
-	cistern_unlink(name);
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0);
+	return path;
 }
 
 Test(dump, an_empty_seen_set_section_is_refused_without_a_word_on_stderr)
 {
-	char path[128], copy[64];
-	snprintf(copy, sizeof(copy), "t-d-noseen2-%d", (int)getpid());
-	fifo_dump("d-noseen", path, sizeof(path));
+	const char *copy = seg_name("d-noseen2");
+	const char *path = fifo_dump("d-noseen");
 	struct dumpfile f;
 	dumpfile_load(&f, path);
 	dumpfile_set_seen_set(&f, "", 0);
 	dumpfile_store(&f, path);
 	refused_quietly(path, copy);
-	unlink(path);
 }
 
 Test(dump, a_seen_set_of_garbage_is_refused_without_a_word_on_stderr)
 {
-	char path[128], copy[64];
-	snprintf(copy, sizeof(copy), "t-d-junkseen2-%d", (int)getpid());
-	fifo_dump("d-junkseen", path, sizeof(path));
+	const char *copy = seg_name("d-junkseen2");
+	const char *path = fifo_dump("d-junkseen");
 	struct dumpfile f;
 	dumpfile_load(&f, path);
 	/* The right cookie, then a container count and keys that run past the end. */
@@ -418,14 +393,12 @@ Test(dump, a_seen_set_of_garbage_is_refused_without_a_word_on_stderr)
 	dumpfile_set_seen_set(&f, junk, sizeof(junk));
 	dumpfile_store(&f, path);
 	refused_quietly(path, copy);
-	unlink(path);
 }
 
 Test(dump, a_seen_set_that_disagrees_with_the_records_is_refused)
 {
-	char path[128], copy[64];
-	snprintf(copy, sizeof(copy), "t-d-otherseen2-%d", (int)getpid());
-	fifo_dump("d-otherseen", path, sizeof(path));
+	const char *copy = seg_name("d-otherseen2");
+	const char *path = fifo_dump("d-otherseen");
 	struct dumpfile f;
 	dumpfile_load(&f, path);
 	/* A well-formed set, one slot short of what the records say was seen. */
@@ -442,31 +415,25 @@ Test(dump, a_seen_set_that_disagrees_with_the_records_is_refused)
 	dumpfile_set_seen_set(&f, bytes, n);
 	dumpfile_store(&f, path);
 	refused_quietly(path, copy);
-	unlink(path);
 }
 
 Test(dump, a_dump_whose_checksums_are_made_again_unchanged_still_restores)
 {
-	char path[128], copy[64];
-	snprintf(copy, sizeof(copy), "t-d-same-crc2-%d", (int)getpid());
-	fifo_dump("d-same-crc", path, sizeof(path));
+	const char *copy = seg_name("d-same-crc2");
+	const char *path = fifo_dump("d-same-crc");
 	struct dumpfile f;
 	dumpfile_load(&f, path);
 	dumpfile_store(&f, path);
 	cr_assert_eq(cistern_dump_verify(path, NULL), 0,
 		     "the tests' rewriting alone breaks nothing");
 	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 /* A FIFO of `slots` 64 KiB slots, every one held, sample i's bytes all equal to i. */
-static struct cistern *make_full_64k(const char *name, uint32_t slots)
+static struct cistern *make_full_64k(const char *tag, uint32_t slots)
 {
-	cistern_unlink(name);
 	struct cistern_config cfg = {.slot_size = 65536, .slot_count = slots};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create(tag, cfg);
 	uint8_t *buf = malloc(65536);
 	for (uint32_t i = 0; i < slots; i++) {
 		memset(buf, (int)i, 65536);
@@ -497,12 +464,11 @@ static void cut_after_first_chunk(uint64_t done, uint64_t total, void *arg)
  */
 Test(dump, a_dump_cut_short_during_restore_is_refused_not_waited_on, .timeout = 60)
 {
-	char name[64], copy[64], path[128];
-	snprintf(name, sizeof(name), "t-d-cut-%d", (int)getpid());
-	snprintf(copy, sizeof(copy), "t-d-cut2-%d", (int)getpid());
-	cistern_unlink(copy);
-	dump_path(path, sizeof(path), "cut");
-	struct cistern *c = make_full_64k(name, 320);
+	const char *copy = seg_name("d-cut2");
+	char path[128]; /* the progress callback's argument: not const */
+	snprintf(path, sizeof(path), "%s", seg_dump_path("cut"));
+	struct cistern *c = make_full_64k("d-cut", 320);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	cr_assert_gt(file_size(path), 16 << 20);
 	cr_assert_eq(cistern_restore(path, copy, cut_after_first_chunk, path, NULL), -EBADMSG);
@@ -510,16 +476,12 @@ Test(dump, a_dump_cut_short_during_restore_is_refused_not_waited_on, .timeout = 
 	struct cistern *r;
 	cr_assert_eq(cistern_attach(copy, &r), -ENOENT, "nothing was created");
 	cr_assert_eq(temp_objects_left(), 0, "no temporary object is left behind");
-	cistern_detach(c);
-	cistern_unlink(name);
-	unlink(path);
 }
 
 Test(dump, a_file_that_is_not_a_dump_is_enomsg_not_a_damaged_dump)
 {
-	char path[128], name[64];
-	dump_path(path, sizeof(path), "junk");
-	snprintf(name, sizeof(name), "t-d-junk-%d", (int)getpid());
+	const char *path = seg_dump_path("junk");
+	const char *name = seg_name("d-junk");
 	FILE *f = fopen(path, "w");
 	for (int i = 0; i < 1000; i++)
 		fputs("not a dump ", f);
@@ -528,63 +490,53 @@ Test(dump, a_file_that_is_not_a_dump_is_enomsg_not_a_damaged_dump)
 	cr_assert_eq(cistern_dump_verify(path, NULL), -ENOMSG);
 	struct cistern *r;
 	cr_assert_eq(cistern_attach(name, &r), -ENOENT);
-	unlink(path);
 }
 
 Test(dump, a_file_shorter_than_the_magic_is_enomsg)
 {
-	char path[128];
-	dump_path(path, sizeof(path), "tiny");
+	const char *path = seg_dump_path("tiny");
 	FILE *f = fopen(path, "w");
 	fputs("CIST", f);
 	fclose(f);
 	cr_assert_eq(cistern_dump_verify(path, NULL), -ENOMSG);
-	unlink(path);
 }
 
 Test(dump, a_fifo_is_enomsg_without_waiting_for_a_writer, .timeout = 60)
 {
-	char path[128], name[64];
-	dump_path(path, sizeof(path), "fifo");
-	snprintf(name, sizeof(name), "t-d-fifo-%d", (int)getpid());
+	const char *path = seg_dump_path("fifo");
+	const char *name = seg_name("d-fifo");
 	cr_assert_eq(mkfifo(path, 0600), 0);
 	cr_assert_eq(cistern_dump_verify(path, NULL), -ENOMSG);
 	cr_assert_eq(cistern_restore(path, name, NULL, NULL, NULL), -ENOMSG);
-	unlink(path);
 }
 
 Test(dump, a_refused_restore_still_says_the_stored_name)
 {
-	char name[64], path[128];
-	struct cistern *c = make("d-named", name, sizeof(name), 8);
-	dump_path(path, sizeof(path), "named");
+	struct cistern *c = make("d-named", 8);
+	const char *name = seg_name_of(c);
+	const char *path = seg_dump_path("named");
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	struct cistern_dump_info info;
 	cr_assert_eq(cistern_restore(path, NULL, NULL, NULL, &info), -EEXIST);
 	cr_assert_str_eq(info.name, name);
-	cistern_detach(c);
-	cistern_unlink(name);
-	unlink(path);
 }
 
 Test(dump, a_future_format_version_is_refused_as_unsupported)
 {
-	char name[64], path[128];
-	struct cistern *c = make("d-ver", name, sizeof(name), 8);
-	dump_path(path, sizeof(path), "ver");
+	struct cistern *c = make("d-ver", 8);
+	const char *name = seg_name_of(c);
+	const char *path = seg_dump_path("ver");
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	flip_byte(path, 9); /* format version 1 -> 0x2001 */
 	cr_assert_eq(cistern_dump_verify(path, NULL), -EPROTONOSUPPORT);
-	cistern_detach(c);
-	cistern_unlink(name);
-	unlink(path);
 }
 
 Test(dump, dumping_changes_not_a_byte_of_the_segment)
 {
-	char name[64], path[128], shm[128];
-	struct cistern *c = make("d-quiet", name, sizeof(name), 32);
-	dump_path(path, sizeof(path), "quiet");
+	char shm[128];
+	struct cistern *c = make("d-quiet", 32);
+	const char *name = seg_name_of(c);
+	const char *path = seg_dump_path("quiet");
 	fill(c, 20);
 	snprintf(shm, sizeof(shm), "/dev/shm/cistern.%s", name);
 	size_t size = c->map_size;
@@ -593,17 +545,14 @@ Test(dump, dumping_changes_not_a_byte_of_the_segment)
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	cr_assert_eq(memcmp(before, c->hdr, size), 0);
 	free(before);
-	cistern_detach(c);
-	cistern_unlink(name);
-	unlink(path);
 }
 
 Test(dump, a_sample_held_by_a_reader_is_not_dumped)
 {
-	char name[64], copy[64], path[128];
-	struct cistern *c = make("d-held", name, sizeof(name), 8);
-	snprintf(copy, sizeof(copy), "t-d-held2-%d", (int)getpid());
-	dump_path(path, sizeof(path), "held");
+	struct cistern *c = make("d-held", 8);
+	const char *name = seg_name_of(c);
+	const char *copy = seg_name("d-held2");
+	const char *path = seg_dump_path("held");
 	fill(c, 3);
 	struct cistern_sample s;
 	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
@@ -618,18 +567,14 @@ Test(dump, a_sample_held_by_a_reader_is_not_dumped)
 	cr_assert_eq(st.population, 2);
 	cistern_detach(r);
 	cistern_release(c, &s);
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 Test(dump, a_closed_segment_restores_closed)
 {
-	char name[64], copy[64], path[128];
-	struct cistern *c = make("d-closed", name, sizeof(name), 8);
-	snprintf(copy, sizeof(copy), "t-d-closed2-%d", (int)getpid());
-	dump_path(path, sizeof(path), "closed");
+	struct cistern *c = make("d-closed", 8);
+	const char *name = seg_name_of(c);
+	const char *copy = seg_name("d-closed2");
+	const char *path = seg_dump_path("closed");
 	fill(c, 1);
 	cistern_close_reception(c);
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
@@ -640,10 +585,6 @@ Test(dump, a_closed_segment_restores_closed)
 	cr_assert_gt(cistern_get(r, buf, sizeof(buf), NULL, 0), 0);
 	cr_assert_eq(cistern_get(r, buf, sizeof(buf), NULL, 0), CISTERN_EOD);
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 /*
@@ -653,17 +594,14 @@ Test(dump, a_closed_segment_restores_closed)
  */
 Test(dump, producers_that_died_before_done_are_restored)
 {
-	char name[64], copy[64], path[128];
-	snprintf(name, sizeof(name), "t-d-died-%d", (int)getpid());
-	snprintf(copy, sizeof(copy), "t-d-died2-%d", (int)getpid());
-	cistern_unlink(name);
-	dump_path(path, sizeof(path), "died");
+	const char *copy = seg_name("d-died2");
+	const char *path = seg_dump_path("died");
 	struct cistern_config cfg = {.slot_size = PAYLOAD,
 				     .slot_count = 8,
 				     .expected_producers = 2,
 				     .flags = CISTERN_DEAD_PRODUCER_DONE};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("d-died", cfg);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_producer_done(c), 1);
 	pid_t pid = spawn_holder(name, HOLD_RESERVATION);
 	cr_assert_gt(pid, 0);
@@ -681,22 +619,18 @@ Test(dump, producers_that_died_before_done_are_restored)
 	cr_assert_eq(st.producers_done, 1);
 	cr_assert(st.reception_closed, "one done, one died: both ended");
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 /* Producers and readers keep going while we dump: every dumped sample is whole. */
 Test(dump, a_dump_under_load_holds_only_whole_samples, .timeout = 60)
 {
-	char name[64], copy[64], path[128];
-	struct cistern *c = make("d-load", name, sizeof(name), 256);
-	snprintf(copy, sizeof(copy), "t-d-load2-%d", (int)getpid());
-	dump_path(path, sizeof(path), "load");
+	struct cistern *c = make("d-load", 256);
+	const char *name = seg_name_of(c);
+	const char *copy = seg_name("d-load2");
+	const char *path = seg_dump_path("load");
 	_Atomic int *stop = shared_alloc(sizeof(*stop));
 	for (int k = 0; k < 2; k++) {
-		if (fork() == 0) {
+		if (fork_child() == 0) {
 			struct cistern *p;
 			if (cistern_attach(name, &p) < 0)
 				_exit(1);
@@ -712,7 +646,7 @@ Test(dump, a_dump_under_load_holds_only_whole_samples, .timeout = 60)
 			_exit(0);
 		}
 	}
-	if (fork() == 0) {
+	if (fork_child() == 0) {
 		struct cistern *g;
 		if (cistern_attach(name, &g) < 0)
 			_exit(1);
@@ -744,23 +678,17 @@ Test(dump, a_dump_under_load_holds_only_whole_samples, .timeout = 60)
 	atomic_store(stop, 1);
 	cr_assert_eq(reap_all(), 0);
 	cr_assert_gt(total, 0, "the dumps held samples");
-	cistern_detach(c);
-	cistern_unlink(name);
-	unlink(path);
 }
 
 /* A segment created 0644, then made private with chmod 600 (on its /dev/shm file). */
-static struct cistern *made_private_after_creation(const char *tag, char *name, size_t size)
+static struct cistern *made_private_after_creation(const char *tag)
 {
 	/* A umask that would leave a 0644 file as it is: the test sees what the dump asked for. */
 	umask(022);
-	snprintf(name, size, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
 	struct cistern_config cfg = {.slot_size = PAYLOAD, .slot_count = 8, .mode = 0644};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create(tag, cfg);
 	char shm[128];
-	snprintf(shm, sizeof(shm), "/dev/shm/cistern.%s", name);
+	snprintf(shm, sizeof(shm), "/dev/shm/cistern.%s", seg_name_of(c));
 	cr_assert_eq(chmod(shm, 0600), 0);
 	return c;
 }
@@ -774,26 +702,23 @@ static unsigned mode_of(const char *path)
 
 Test(dump, the_dump_file_is_no_more_readable_than_the_segment_is_now)
 {
-	char name[64], path[128];
-	struct cistern *c = made_private_after_creation("d-mode", name, sizeof(name));
-	dump_path(path, sizeof(path), "mode");
+	struct cistern *c = made_private_after_creation("d-mode");
+	const char *name = seg_name_of(c);
+	const char *path = seg_dump_path("mode");
 	fill(c, 3);
 	struct cistern_dump_info di;
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, &di), 0);
 	cr_assert_eq(mode_of(path), 0600, "mode %o", mode_of(path));
 	cr_assert_eq(di.config.mode, 0600, "the dump records the mode it had, %o", di.config.mode);
-	cistern_detach(c);
-	cistern_unlink(name);
-	unlink(path);
 }
 
 Test(dump, a_restored_segment_gets_the_mode_the_segment_had_when_dumped)
 {
-	char name[64], copy[64], path[128], shm[128];
-	struct cistern *c = made_private_after_creation("d-rmode", name, sizeof(name));
-	snprintf(copy, sizeof(copy), "t-d-rmode2-%d", (int)getpid());
-	cistern_unlink(copy);
-	dump_path(path, sizeof(path), "rmode");
+	char shm[128];
+	struct cistern *c = made_private_after_creation("d-rmode");
+	const char *name = seg_name_of(c);
+	const char *copy = seg_name("d-rmode2");
+	const char *path = seg_dump_path("rmode");
 	fill(c, 3);
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	struct cistern_dump_info ri;
@@ -806,17 +731,13 @@ Test(dump, a_restored_segment_gets_the_mode_the_segment_had_when_dumped)
 	cistern_config_get(r, &cfg);
 	cr_assert_eq(cfg.mode, 0600, "its config says so too, %o", cfg.mode);
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 Test(dump, verify_describes_a_good_dump)
 {
-	char name[64], path[128];
-	struct cistern *c = make("d-verify", name, sizeof(name), 16);
-	dump_path(path, sizeof(path), "verify");
+	struct cistern *c = make("d-verify", 16);
+	const char *name = seg_name_of(c);
+	const char *path = seg_dump_path("verify");
 	fill(c, 7);
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	struct cistern_dump_info di;
@@ -826,9 +747,6 @@ Test(dump, verify_describes_a_good_dump)
 	cr_assert_eq(di.config.slot_count, 16);
 	cr_assert_eq(di.stats.puts, 7);
 	cr_assert_eq(di.file_size, (uint64_t)file_size(path));
-	cistern_detach(c);
-	cistern_unlink(name);
-	unlink(path);
 }
 
 static void count_progress(uint64_t done, uint64_t total, void *arg)
@@ -841,10 +759,10 @@ static void count_progress(uint64_t done, uint64_t total, void *arg)
 
 Test(dump, progress_reaches_the_total)
 {
-	char name[64], copy[64], path[128];
-	struct cistern *c = make("d-prog", name, sizeof(name), 512);
-	snprintf(copy, sizeof(copy), "t-d-prog2-%d", (int)getpid());
-	dump_path(path, sizeof(path), "prog");
+	struct cistern *c = make("d-prog", 512);
+	const char *name = seg_name_of(c);
+	const char *copy = seg_name("d-prog2");
+	const char *path = seg_dump_path("prog");
 	fill(c, 300);
 	uint64_t last = 0;
 	cr_assert_eq(cistern_dump(name, path, count_progress, &last, NULL), 0);
@@ -852,10 +770,6 @@ Test(dump, progress_reaches_the_total)
 	last = 0;
 	cr_assert_eq(cistern_restore(path, copy, count_progress, &last, NULL), 0);
 	cr_assert_eq(last, (uint64_t)file_size(path));
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 /* Two dumps of one segment are the same file but for the dump time in the meta block. */
@@ -877,32 +791,25 @@ static void assert_same_dump(const char *a, const char *b)
 
 Test(dump, the_plain_write_path_writes_the_same_file)
 {
-	char name[64], a[128], b[128];
-	struct cistern *c = make("d-plain", name, sizeof(name), 64);
-	dump_path(a, sizeof(a), "plain-a");
-	dump_path(b, sizeof(b), "plain-b");
+	struct cistern *c = make("d-plain", 64);
+	const char *name = seg_name_of(c);
+	const char *a = seg_dump_path("plain-a");
+	const char *b = seg_dump_path("plain-b");
 	fill(c, 50);
 	cr_assert_eq(cistern__dump_ex(name, a, 0, NULL, NULL, NULL), 0);
 	cr_assert_eq(cistern__dump_ex(name, b, CISTERN__DUMP_PLAIN, NULL, NULL, NULL), 0);
 	assert_same_dump(a, b);
-	cistern_detach(c);
-	cistern_unlink(name);
-	unlink(a);
-	unlink(b);
 }
 
 /* Several staging buffers, odd record sizes: O_DIRECT block carrying and the padded end. */
 Test(dump, a_multi_buffer_dump_matches_the_plain_path_and_restores)
 {
-	char name[64], copy[64], a[128], b[128];
-	snprintf(name, sizeof(name), "t-d-big-%d", (int)getpid());
-	snprintf(copy, sizeof(copy), "t-d-big2-%d", (int)getpid());
-	cistern_unlink(name);
+	const char *copy = seg_name("d-big2");
 	struct cistern_config cfg = {.slot_size = 65536, .slot_count = 100};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
-	dump_path(a, sizeof(a), "big-a");
-	dump_path(b, sizeof(b), "big-b");
+	struct cistern *c = seg_create("d-big", cfg);
+	const char *name = seg_name_of(c);
+	const char *a = seg_dump_path("big-a");
+	const char *b = seg_dump_path("big-b");
 	uint8_t *buf = malloc(65536);
 	for (uint32_t i = 0; i < 100; i++) {
 		size_t len = 65536 - i * 331;
@@ -925,11 +832,6 @@ Test(dump, a_multi_buffer_dump_matches_the_plain_path_and_restores)
 	}
 	free(buf);
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(a);
-	unlink(b);
 }
 
 /*
@@ -941,19 +843,16 @@ Test(dump, segments_of_every_shape_dump_and_restore_whole, .timeout = 120)
 {
 	static const uint32_t sizes[] = {1, 7, 64, 4064, 4096, 5000, 70000};
 	static const uint32_t counts[] = {1, 3, 50, 300};
-	char name[64], copy[64], a[128], b[128];
-	snprintf(name, sizeof(name), "t-d-shape-%d", (int)getpid());
-	snprintf(copy, sizeof(copy), "t-d-shape2-%d", (int)getpid());
-	dump_path(a, sizeof(a), "shape-a");
-	dump_path(b, sizeof(b), "shape-b");
+	const char *copy = seg_name("d-shape2");
+	const char *a = seg_dump_path("shape-a");
+	const char *b = seg_dump_path("shape-b");
 	uint8_t *buf = malloc(70000), *want = malloc(70000);
 	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
 		for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
 			uint32_t size = sizes[si], count = counts[ci];
-			cistern_unlink(name);
 			struct cistern_config cfg = {.slot_size = size, .slot_count = count};
-			struct cistern *c;
-			cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+			struct cistern *c = seg_create("d-shape", cfg);
+			const char *name = seg_name_of(c);
 			for (uint32_t i = 0; i < count; i++) {
 				size_t len = 1 + (i * 2654435761u) % size;
 				fill_payload(buf, len, size, i);
@@ -976,15 +875,12 @@ Test(dump, segments_of_every_shape_dump_and_restore_whole, .timeout = 120)
 					     count, size, i);
 			}
 			cistern_detach(r);
-			cistern_detach(c);
 			cistern_unlink(copy);
-			cistern_unlink(name);
+			seg_drop(c); /* the next shape is made under the same name */
 		}
 	}
 	free(buf);
 	free(want);
-	unlink(a);
-	unlink(b);
 }
 
 static volatile sig_atomic_t alarms;
@@ -1002,12 +898,10 @@ static void count_alarm(int sig)
  */
 Test(dump, dump_and_restore_go_through_a_storm_of_signals, .timeout = 120)
 {
-	char name[64], copy[64], path[128];
-	snprintf(name, sizeof(name), "t-d-sig-%d", (int)getpid());
-	snprintf(copy, sizeof(copy), "t-d-sig2-%d", (int)getpid());
-	cistern_unlink(copy);
-	dump_path(path, sizeof(path), "sig");
-	struct cistern *c = make_full_64k(name, 64);
+	const char *copy = seg_name("d-sig2");
+	const char *path = seg_dump_path("sig");
+	struct cistern *c = make_full_64k("d-sig", 64);
+	const char *name = seg_name_of(c);
 	uint8_t *buf = malloc(65536);
 	struct sigaction sa = {.sa_handler = count_alarm}, old;
 	cr_assert_eq(sigaction(SIGALRM, &sa, &old), 0);
@@ -1040,19 +934,15 @@ Test(dump, dump_and_restore_go_through_a_storm_of_signals, .timeout = 120)
 	}
 	free(buf);
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 /* Someone polling for the name sees nothing, then the whole restored segment. */
 Test(dump, a_restored_segment_appears_complete_or_not_at_all, .timeout = 60)
 {
-	char name[64], copy[64], path[128];
-	struct cistern *c = make("d-atomic", name, sizeof(name), 2048);
-	snprintf(copy, sizeof(copy), "t-d-atomic2-%d", (int)getpid());
-	dump_path(path, sizeof(path), "atomic");
+	struct cistern *c = make("d-atomic", 2048);
+	const char *name = seg_name_of(c);
+	const char *copy = seg_name("d-atomic2");
+	const char *path = seg_dump_path("atomic");
 	fill(c, 2000);
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	pid_t pid = fork();
@@ -1074,19 +964,15 @@ Test(dump, a_restored_segment_appears_complete_or_not_at_all, .timeout = 60)
 	waitpid(pid, &st, 0);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the poller saw a partial segment (%d)",
 		  WEXITSTATUS(st));
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 /* Where io_uring is unavailable (seccomp, io_uring_disabled), dump and restore still work. */
 Test(dump, works_without_io_uring)
 {
-	char name[64], copy[64], path[128];
-	struct cistern *c = make("d-nouring", name, sizeof(name), 16);
-	snprintf(copy, sizeof(copy), "t-d-nouring2-%d", (int)getpid());
-	dump_path(path, sizeof(path), "nouring");
+	struct cistern *c = make("d-nouring", 16);
+	const char *name = seg_name_of(c);
+	const char *copy = seg_name("d-nouring2");
+	const char *path = seg_dump_path("nouring");
 	fill(c, 10);
 	cistern__no_uring = true;
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
@@ -1103,10 +989,6 @@ Test(dump, works_without_io_uring)
 		cr_assert(check_payload(buf, (size_t)n, 9, i));
 	}
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 /* ---- FIRO and the reservoirs ------------------------------------------- */
@@ -1144,17 +1026,6 @@ static size_t held_samples(struct cistern *c, struct held_sample *out, size_t ca
 	return n;
 }
 
-static struct cistern *make_policy(const char *tag, char *name, size_t size,
-				   struct cistern_config cfg)
-{
-	snprintf(name, size, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
-	struct cistern *c;
-	int r = cistern_create(name, &cfg, &c);
-	cr_assert_eq(r, 0, "create: %s", cistern_strerror(r));
-	return c;
-}
-
 static void put_n(struct cistern *c, uint32_t n, uint32_t sims)
 {
 	uint8_t buf[PAYLOAD];
@@ -1169,11 +1040,11 @@ static void put_n(struct cistern *c, uint32_t n, uint32_t sims)
 static void roundtrip_same(const char *tag, struct cistern_config cfg, uint32_t n, uint32_t sims,
 			   uint32_t reads)
 {
-	char name[64], copy[64], path[128];
 	cfg.slot_size = PAYLOAD;
-	struct cistern *c = make_policy(tag, name, sizeof(name), cfg);
-	snprintf(copy, sizeof(copy), "t-%s2-%d", tag, (int)getpid());
-	dump_path(path, sizeof(path), tag);
+	struct cistern *c = seg_create(tag, cfg);
+	const char *name = seg_name_of(c);
+	const char *copy = copy_name(tag);
+	const char *path = seg_dump_path(tag);
 	put_n(c, n, sims);
 	for (uint32_t i = 0; i < reads; i++) {
 		struct cistern_sample s;
@@ -1203,10 +1074,6 @@ static void roundtrip_same(const char *tag, struct cistern_config cfg, uint32_t 
 	cr_assert_eq(cistern_put(r, "n", 1, &m, 0), 0, "the restored segment takes samples");
 	cr_assert_eq(m.sample_id, n, "with ids after the restored ones");
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 Test(dump_policies, reservoir_restores_the_same_samples_and_seen_counts)
@@ -1233,14 +1100,14 @@ Test(dump_policies, batch_reservoir_restores_the_same_samples)
 
 Test(dump_policies, new_reservoir_samples_get_ids_above_the_restored_ones)
 {
-	char name[64], copy[64], path[128];
 	struct cistern_config cfg = {.slot_size = PAYLOAD,
 				     .slot_count = 16,
 				     .policy = CISTERN_RESERVOIR,
 				     .watermark = 2};
-	struct cistern *c = make_policy("dr-ids", name, sizeof(name), cfg);
-	snprintf(copy, sizeof(copy), "t-dr-ids2-%d", (int)getpid());
-	dump_path(path, sizeof(path), "dr-ids");
+	struct cistern *c = seg_create("dr-ids", cfg);
+	const char *name = seg_name_of(c);
+	const char *copy = seg_name("dr-ids2");
+	const char *path = seg_dump_path("dr-ids");
 	put_n(c, 7, 1);
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
@@ -1253,23 +1120,19 @@ Test(dump_policies, new_reservoir_samples_get_ids_above_the_restored_ones)
 	cistern_stats_get(r, &st);
 	cr_assert_eq(st.population, 8);
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 Test(dump_policies, a_restored_fifo_evict_ring_evicts_the_oldest_first)
 {
-	char name[64], copy[64], path[128];
 	struct cistern_config cfg = {.slot_size = PAYLOAD,
 				     .slot_count = 8,
 				     .policy = CISTERN_FIFO_EVICT_RESERVOIR,
 				     .watermark = 1,
 				     .flags = CISTERN_LOSSY};
-	struct cistern *c = make_policy("dr-ring", name, sizeof(name), cfg);
-	snprintf(copy, sizeof(copy), "t-dr-ring2-%d", (int)getpid());
-	dump_path(path, sizeof(path), "dr-ring");
+	struct cistern *c = seg_create("dr-ring", cfg);
+	const char *name = seg_name_of(c);
+	const char *copy = seg_name("dr-ring2");
+	const char *path = seg_dump_path("dr-ring");
 	put_n(c, 12, 1); /* 4 evicted: ids 4..11 held, the ring wrapped */
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
@@ -1284,24 +1147,20 @@ Test(dump_policies, a_restored_fifo_evict_ring_evicts_the_oldest_first)
 	cr_assert_eq(h[0].id, 5, "id 4, the oldest, was evicted");
 	cr_assert_eq(h[7].id, 12);
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 Test(dump_policies, a_restored_sim_paired_reservoir_hands_out_pairs)
 {
-	char name[64], copy[64], path[128];
 	struct cistern_config cfg = {.slot_size = PAYLOAD,
 				     .slot_count = 32,
 				     .policy = CISTERN_SIM_PAIRED_RESERVOIR,
 				     .watermark = 2,
 				     .sweep_size = 4,
 				     .nb_time_steps = 8};
-	struct cistern *c = make_policy("dr-pair", name, sizeof(name), cfg);
-	snprintf(copy, sizeof(copy), "t-dr-pair2-%d", (int)getpid());
-	dump_path(path, sizeof(path), "dr-pair");
+	struct cistern *c = seg_create("dr-pair", cfg);
+	const char *name = seg_name_of(c);
+	const char *copy = seg_name("dr-pair2");
+	const char *path = seg_dump_path("dr-pair");
 	put_n(c, 16, 4); /* sims 0..3, steps 0..3 */
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
@@ -1317,10 +1176,6 @@ Test(dump_policies, a_restored_sim_paired_reservoir_hands_out_pairs)
 		cistern_release_pair(r, p);
 	}
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
-	cistern_unlink(copy);
-	unlink(path);
 }
 
 Test(dump, strerror_names_a_damaged_dump)

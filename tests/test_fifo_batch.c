@@ -10,34 +10,34 @@
 
 enum mode { SOLE, AUTO, SHARED };
 
-static struct cistern *make(const char *tag, char *name, size_t len, enum mode mode,
-			    struct cistern **other)
+/* Every test's segment goes through seg_create(); the fixture removes it, pass or fail. */
+TestSuite(fifo_batch, .fini = seg_fini);
+
+static struct cistern *make(const char *tag, enum mode mode, struct cistern **other)
 {
-	snprintf(name, len, "t-%s-%d-%d", tag, (int)mode, (int)getpid());
-	cistern_unlink(name);
+	char tag_mode[32];
+	snprintf(tag_mode, sizeof(tag_mode), "%s-%d", tag, (int)mode);
 	struct cistern_config cfg = {
 		.slot_size = 16,
 		.slot_count = 16,
 		.flags = mode == SOLE ? CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER : 0};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create(tag_mode, cfg);
 	*other = NULL;
 	if (mode == SHARED) {
 		/* A second reader that has read once: the role is shared from then on. */
 		char b[16];
-		cr_assert_eq(cistern_attach(name, other), 0);
+		cr_assert_eq(cistern_attach(seg_name_of(c), other), 0);
 		cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
 		cr_assert_eq(cistern_get(*other, b, sizeof(b), NULL, 0), 1);
 	}
 	return c;
 }
 
-static void drop(struct cistern *c, struct cistern *other, const char *name)
+/* The second reader's detach; seg_fini detaches c and unlinks the segment. */
+static void drop_other(struct cistern *other)
 {
 	if (other)
 		cistern_detach(other);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 static void put_seq(struct cistern *c, uint32_t from, uint32_t count)
@@ -50,8 +50,7 @@ static void put_seq(struct cistern *c, uint32_t from, uint32_t count)
 
 static void returns_what_is_there_in_order(enum mode mode)
 {
-	char name[64];
-	struct cistern *other, *c = make("fb-order", name, sizeof(name), mode, &other);
+	struct cistern *other, *c = make("fb-order", mode, &other);
 	uint32_t out[8];
 	size_t len[8];
 	struct cistern_meta meta[8];
@@ -79,7 +78,7 @@ static void returns_what_is_there_in_order(enum mode mode)
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_eq(st.puts - st.gets, 0, "every sample counted as read once");
-	drop(c, other, name);
+	drop_other(other);
 }
 
 Test(fifo_batch, returns_what_is_there_in_order_for_the_sole_reader)
@@ -99,8 +98,7 @@ Test(fifo_batch, returns_what_is_there_in_order_for_a_shared_reader)
 
 static void long_sample_ends_the_batch(enum mode mode)
 {
-	char name[64];
-	struct cistern *other, *c = make("fb-long", name, sizeof(name), mode, &other);
+	struct cistern *other, *c = make("fb-long", mode, &other);
 	cr_assert_eq(cistern_put(c, "aa", 2, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "bbbbbbbb", 8, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "cc", 2, NULL, 0), 0);
@@ -115,7 +113,7 @@ static void long_sample_ends_the_batch(enum mode mode)
 	cr_assert_eq(cistern_get_batch(c, out, 4, 4, len, NULL, 0), 1);
 	cr_assert_eq(memcmp(out[0], "cc", 2), 0);
 	cr_assert_eq(len[0], 2);
-	drop(c, other, name);
+	drop_other(other);
 }
 
 Test(fifo_batch, a_sample_longer_than_the_stride_ends_the_batch_for_the_sole_reader)
@@ -130,24 +128,22 @@ Test(fifo_batch, a_sample_longer_than_the_stride_ends_the_batch_for_a_shared_rea
 
 Test(fifo_batch, reaches_end_of_data_after_the_last_samples)
 {
-	char name[64];
-	struct cistern *other, *c = make("fb-eod", name, sizeof(name), SOLE, &other);
+	struct cistern *other, *c = make("fb-eod", SOLE, &other);
 	put_seq(c, 0, 3);
 	cr_assert_eq(cistern_close_reception(c), 0);
 	uint32_t out[8];
 	cr_assert_eq(cistern_get_batch(c, out, sizeof(out[0]), 8, NULL, NULL, 1000), 3);
 	cr_assert_eq(cistern_get_batch(c, out, sizeof(out[0]), 8, NULL, NULL, 1000), CISTERN_EOD);
-	drop(c, other, name);
+	drop_other(other);
 }
 
 Test(fifo_batch, refuses_n_zero_and_more_than_the_slots)
 {
-	char name[64];
-	struct cistern *other, *c = make("fb-n", name, sizeof(name), SOLE, &other);
+	struct cistern *other, *c = make("fb-n", SOLE, &other);
 	uint32_t out[32];
 	cr_assert_eq(cistern_get_batch(c, out, sizeof(out[0]), 0, NULL, NULL, 0), -EINVAL);
 	cr_assert_eq(cistern_get_batch(c, out, sizeof(out[0]), 17, NULL, NULL, 0), -EINVAL);
-	drop(c, other, name);
+	drop_other(other);
 }
 
 /*
@@ -159,12 +155,9 @@ Test(fifo_batch, refuses_n_zero_and_more_than_the_slots)
 
 static void stream(uint32_t flags)
 {
-	char name[64];
-	TEST_NAME(name, "fb-stream");
-	cistern_unlink(name);
 	struct cistern_config cfg = {.slot_size = 16, .slot_count = 16, .flags = flags};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("fb-stream", cfg);
+	const char *name = seg_name_of(c);
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
@@ -197,8 +190,6 @@ static void stream(uint32_t flags)
 	int status;
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(fifo_batch, a_stream_from_another_process_arrives_whole_and_in_order_sole, .timeout = 120)

@@ -9,6 +9,9 @@
 
 #include "helpers.h"
 
+/* Every test's segment goes through seg_create(); the fixture removes it, pass or fail. */
+TestSuite(fifo_mp, .fini = seg_fini);
+
 #define PRODUCERS 4
 #define READERS 4
 #define TOTAL 1000000u
@@ -82,12 +85,10 @@ static int consume(const char *name, uint8_t *seen, int zero_copy)
 
 static void run_exactly_once(const char *tag, int zero_copy)
 {
-	char name[64];
-	TEST_NAME(name, tag);
 	struct cistern_config cfg = {
 		.slot_size = PAYLOAD, .slot_count = 1024, .expected_producers = PRODUCERS};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create(tag, cfg);
+	const char *name = seg_name_of(c);
 	uint8_t *seen = shared_alloc(TOTAL);
 	cr_assert_not_null(seen);
 	for (int i = 0; i < READERS; i++)
@@ -109,8 +110,6 @@ static void run_exactly_once(const char *tag, int zero_copy)
 	cr_assert_eq(st.puts, TOTAL);
 	cr_assert_eq(st.gets, TOTAL);
 	cr_assert_eq(st.population, 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(fifo_mp, four_by_four_copying_delivers_every_sample_exactly_once, .timeout = 300)
@@ -140,11 +139,9 @@ static void pin_to_cpu0(void)
 Test(fifo_mp, producer_and_reader_sharing_one_cpu_hand_off_in_order, .timeout = 120)
 {
 	enum { N = 100000 };
-	char name[64];
-	TEST_NAME(name, "1cpu");
 	struct cistern_config cfg = {.slot_size = 16, .slot_count = 2, .expected_producers = 1};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("1cpu", cfg);
+	const char *name = seg_name_of(c);
 	if (fork_child() == 0) {
 		pin_to_cpu0();
 		struct cistern *r;
@@ -172,17 +169,13 @@ Test(fifo_mp, producer_and_reader_sharing_one_cpu_hand_off_in_order, .timeout = 
 	struct cistern_stats st;
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.gets, N);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(fifo_mp, producer_blocks_when_full_until_a_reader_makes_room, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "bp");
 	struct cistern_config cfg = {.slot_size = 8, .slot_count = 8};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("bp", cfg);
+	const char *name = seg_name_of(c);
 	_Atomic uint32_t *done = shared_alloc(sizeof(*done));
 	pid_t pid = fork_child();
 	if (pid == 0) {
@@ -210,16 +203,12 @@ Test(fifo_mp, producer_blocks_when_full_until_a_reader_makes_room, .timeout = 60
 	cr_assert_eq(reap_all(), 0);
 	cistern_stats_get(c, &st);
 	cr_assert_geq(st.producer_waits, 1, "the wait was counted");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(fifo_mp, reader_in_another_process_times_out, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "rto");
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	struct cistern *c = seg_create_cfg("rto", NULL);
+	const char *name = seg_name_of(c);
 	pid_t pid = fork_child();
 	if (pid == 0) {
 		struct cistern *r;
@@ -231,16 +220,12 @@ Test(fifo_mp, reader_in_another_process_times_out, .timeout = 60)
 		_exit(n == -ETIMEDOUT && mono_now() - t0 >= 0.19 ? 0 : 2);
 	}
 	cr_assert_eq(reap_all(), 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(fifo_mp, blocked_reader_wakes_for_a_sample_from_another_process, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "wake");
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	struct cistern *c = seg_create_cfg("wake", NULL);
+	const char *name = seg_name_of(c);
 	pid_t pid = fork_child();
 	if (pid == 0) {
 		struct cistern *r;
@@ -253,17 +238,13 @@ Test(fifo_mp, blocked_reader_wakes_for_a_sample_from_another_process, .timeout =
 	usleep(100 * 1000);
 	cr_assert_eq(cistern_put(c, "hey", 3, NULL, 0), 0);
 	cr_assert_eq(reap_all(), 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(fifo_mp, all_readers_get_end_of_data_after_the_last_producer, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "eod");
 	struct cistern_config cfg = {.slot_size = 8, .slot_count = 64, .expected_producers = 2};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("eod", cfg);
+	const char *name = seg_name_of(c);
 	_Atomic uint32_t *got = shared_alloc(sizeof(*got));
 	for (int i = 0; i < 3; i++) {
 		if (fork_child() == 0) {
@@ -291,16 +272,12 @@ Test(fifo_mp, all_readers_get_end_of_data_after_the_last_producer, .timeout = 60
 	}
 	cr_assert_eq(reap_all(), 0, "every reader must end with end of data");
 	cr_assert_eq(atomic_load(got), 2000);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(fifo_mp, blocked_reader_uses_almost_no_cpu, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "idle");
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	struct cistern *c = seg_create_cfg("idle", NULL);
+	const char *name = seg_name_of(c);
 	pid_t pid = fork_child();
 	if (pid == 0) {
 		struct cistern *r;
@@ -319,16 +296,12 @@ Test(fifo_mp, blocked_reader_uses_almost_no_cpu, .timeout = 60)
 		     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 	/* A spinning reader would burn about a second; a sleeping one a few ms. */
 	cr_assert_lt(cpu, 0.1, "blocked reader used %.3f s of CPU in 1 s", cpu);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(fifo_mp, killed_reader_sample_is_handed_out_again, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "kreader");
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	struct cistern *c = seg_create_cfg("kreader", NULL);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "precious", 8, NULL, 0), 0);
 	_Atomic uint32_t *holding = shared_alloc(sizeof(*holding));
 	pid_t pid = fork_child();
@@ -353,16 +326,12 @@ Test(fifo_mp, killed_reader_sample_is_handed_out_again, .timeout = 60)
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.redeliveries, 1);
 	cr_assert_eq(st.population, 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(fifo_mp, killed_producer_reservation_does_not_wedge_readers, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "kprod");
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	struct cistern *c = seg_create_cfg("kprod", NULL);
+	const char *name = seg_name_of(c);
 	_Atomic uint32_t *reserved = shared_alloc(sizeof(*reserved));
 	pid_t pid = fork_child();
 	if (pid == 0) {
@@ -387,8 +356,6 @@ Test(fifo_mp, killed_producer_reservation_does_not_wedge_readers, .timeout = 60)
 	struct cistern_stats st;
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.reclaimed, 1);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /*
@@ -398,10 +365,8 @@ Test(fifo_mp, killed_producer_reservation_does_not_wedge_readers, .timeout = 60)
  */
 Test(fifo_mp, reader_waiting_in_short_slices_still_reclaims_a_dead_producer, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "kslices");
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	struct cistern *c = seg_create_cfg("kslices", NULL);
+	const char *name = seg_name_of(c);
 	pid_t pid = spawn_holder(name, HOLD_RESERVATION);
 	cr_assert_gt(pid, 0);
 	cr_assert_eq(cistern_put(c, "after", 5, NULL, 0), 0);
@@ -413,6 +378,4 @@ Test(fifo_mp, reader_waiting_in_short_slices_still_reclaims_a_dead_producer, .ti
 		r = cistern_get(c, buf, sizeof(buf), NULL, 100);
 	cr_assert_eq(r, 5, "the dead reservation still holds the head: %s",
 		     cistern_strerror((int)r));
-	cistern_detach(c);
-	cistern_unlink(name);
 }

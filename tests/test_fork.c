@@ -15,6 +15,9 @@
 
 #include "helpers.h"
 
+/* Every test's segment is named by seg_name(); the fixture removes it, pass or fail. */
+TestSuite(fork, .fini = seg_fini);
+
 #define SLOT 64
 /* How long a sleeper lives, unless the test ends it first: far longer than PROMPT_S. */
 #define SLEEPER_LIFE_S 30
@@ -99,11 +102,9 @@ static bool alive_entry_of(struct cistern *c, pid_t pid)
 Test(fork, a_producer_killed_holding_a_reservation_is_reclaimed_while_its_forked_child_lives,
      .init = setup, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "fork-res");
 	struct cistern_config cfg = {.slot_size = SLOT, .slot_count = 8};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("fork-res", cfg);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "first", 6, NULL, 0), 0);
 	pid_t sleeper;
 	pid_t holder = spawn_forking_holder(name, HOLD_RESERVATION, &sleeper);
@@ -127,19 +128,15 @@ Test(fork, a_producer_killed_holding_a_reservation_is_reclaimed_while_its_forked
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_eq(st.reclaimed, 1);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(fork,
      a_reader_killed_holding_a_fifo_sample_gets_it_handed_out_before_end_of_data_while_its_child_lives,
      .init = setup, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "fork-eod");
 	struct cistern_config cfg = {.slot_size = SLOT, .slot_count = 8};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("fork-eod", cfg);
+	const char *name = seg_name_of(c);
 	const char *sent[3] = {"s0", "s1", "s2"};
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(cistern_put(c, sent[i], 3, NULL, 0), 0);
@@ -172,8 +169,6 @@ Test(fork,
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_eq(st.redeliveries, 1);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /*
@@ -192,11 +187,14 @@ static void slow_child(void)
 Test(fork, a_reader_killed_inside_fork_gets_its_fifo_sample_handed_out_before_end_of_data,
      .init = setup, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "fork-mid");
+	/* The child creates the segment; the fixture removes it. */
+	const char *name = seg_name("fork-mid");
 	int p[2];
 	cr_assert_eq(pipe(p), 0);
-	/* Before any cistern call here: this process must not have the library's handlers yet. */
+	/*
+	 * Before any cistern call that sets the library up here (seg_name()'s
+	 * unlink does not): this process must not have the library's handlers yet.
+	 */
 	pid_t holder = fork_child();
 	if (holder == 0) {
 		close(p[0]);
@@ -229,6 +227,7 @@ Test(fork, a_reader_killed_inside_fork_gets_its_fifo_sample_handed_out_before_en
 	cr_assert_eq(read(p[0], &none, sizeof(none)), (ssize_t)sizeof(none));
 	struct cistern *c;
 	cr_assert_eq(cistern_attach(name, &c), 0);
+	seg_keep(name, c);
 	/* Well inside the fork: the child sleeps in its first handler, the library's yet to run. */
 	usleep(SLOW_CHILD_MS * 1000 / 4);
 	kill_and_reap(holder);
@@ -249,8 +248,6 @@ Test(fork, a_reader_killed_inside_fork_gets_its_fifo_sample_handed_out_before_en
 	cr_assert_eq(r, CISTERN_EOD, "the reads ended with %zd", r);
 	cr_assert(got0, "end of data came while the sample of a reader killed inside fork() "
 			"was held");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /* A holder's thread waits inside cistern_acquire() on a handle of its own. */
@@ -266,10 +263,8 @@ static void *wait_for_data(void *arg)
 
 Test(fork, a_handle_another_thread_waits_in_is_let_go_in_the_child, .init = setup, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "fork-thr");
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	struct cistern *c = seg_create_cfg("fork-thr", NULL);
+	const char *name = seg_name_of(c);
 	int p[2];
 	cr_assert_eq(pipe(p), 0);
 	pid_t holder = fork_child();
@@ -277,8 +272,10 @@ Test(fork, a_handle_another_thread_waits_in_is_let_go_in_the_child, .init = setu
 		/* The forking thread holds only a read-only handle, to see the waiter by. */
 		struct cistern *ro;
 		pthread_t t;
+		char arg[CISTERN_NAME_MAX + 1]; /* the thread's: not const */
+		snprintf(arg, sizeof(arg), "%s", name);
 		if (cistern_open_readonly(name, &ro) < 0 ||
-		    pthread_create(&t, NULL, wait_for_data, name) != 0)
+		    pthread_create(&t, NULL, wait_for_data, arg) != 0)
 			_exit(1);
 		for (int waiting = 0; !waiting;) {
 			struct cistern_proc_info info[4];
@@ -312,16 +309,12 @@ Test(fork, a_handle_another_thread_waits_in_is_let_go_in_the_child, .init = setu
 	cr_assert_not(alive,
 		      "the waiting thread's attachment outlived its killed process by %.1f s",
 		      PROMPT_S);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(fork, a_child_cannot_use_a_handle_it_inherited, .timeout = 30)
 {
-	char name[64];
-	TEST_NAME(name, "fork-use");
-	struct cistern *c, *ro;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	struct cistern *c = seg_create_cfg("fork-use", NULL), *ro;
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "kept", 5, NULL, 0), 0);
 	cr_assert_eq(cistern_open_readonly(name, &ro), 0);
 	pid_t pid = fork_child();
@@ -366,17 +359,13 @@ Test(fork, a_child_cannot_use_a_handle_it_inherited, .timeout = 30)
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 5);
 	cr_assert_str_eq(buf, "kept");
 	cistern_detach(ro);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(fork, a_childs_detach_of_an_inherited_handle_leaves_the_parents_attachment_alone,
      .timeout = 30)
 {
-	char name[64];
-	TEST_NAME(name, "fork-det");
-	struct cistern *c, *other;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	struct cistern *c = seg_create_cfg("fork-det", NULL), *other;
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "held", 5, NULL, 0), 0);
 	struct cistern_sample s;
 	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
@@ -396,16 +385,12 @@ Test(fork, a_childs_detach_of_an_inherited_handle_leaves_the_parents_attachment_
 	cr_assert_eq(st.redeliveries, 0);
 	cr_assert_eq(cistern_release(c, &s), 0);
 	cistern_detach(other);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(fork, a_child_attaches_by_itself_and_moves_samples, .timeout = 30)
 {
-	char name[64];
-	TEST_NAME(name, "fork-own");
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	struct cistern *c = seg_create_cfg("fork-own", NULL);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "to child", 9, NULL, 0), 0);
 	pid_t pid = fork_child();
 	if (pid == 0) {
@@ -429,6 +414,4 @@ Test(fork, a_child_attaches_by_itself_and_moves_samples, .timeout = 30)
 	char buf[SLOT];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 10);
 	cr_assert_str_eq(buf, "to parent");
-	cistern_detach(c);
-	cistern_unlink(name);
 }

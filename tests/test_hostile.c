@@ -18,6 +18,23 @@
 #include "helpers.h"
 #include "roles.h"
 
+/*
+ * Every test's segments and objects are named by seg_name() (through the
+ * helpers below); the fixture removes them, pass or fail.
+ */
+TestSuite(hostile_names, .fini = seg_fini);
+TestSuite(hostile_objects, .fini = seg_fini);
+TestSuite(hostile_special, .fini = seg_fini);
+TestSuite(hostile_header, .fini = seg_fini);
+TestSuite(hostile_sizes, .fini = seg_fini);
+TestSuite(hostile_create, .fini = seg_fini);
+TestSuite(hostile_payload, .fini = seg_fini);
+TestSuite(hostile_handles, .fini = seg_fini);
+TestSuite(hostile_user, .fini = seg_fini);
+TestSuite(hostile_owner, .fini = seg_fini);
+TestSuite(hostile_ring, .fini = seg_fini);
+TestSuite(hostile_after_attach, .fini = seg_fini);
+
 #define NOBODY 65534
 
 static void path_of(const char *name, char *path, size_t len)
@@ -37,17 +54,16 @@ static int attach_result(const char *name)
 	return r;
 }
 
-/* A real, detached segment; its header is copied to *h if h is not NULL. */
-static void real_segment(const char *tag, char *name, size_t len, struct cistern_hdr *h)
+/* A real, detached segment, by name; its header is copied to *h if h is not NULL. */
+static const char *real_segment(const char *tag, struct cistern_hdr *h)
 {
-	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
 	struct cistern_config cfg = {.slot_size = 100, .slot_count = 8};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create(tag, cfg);
+	const char *name = seg_name_of(c);
 	if (h)
 		memcpy(h, c->hdr, sizeof(*h));
-	cr_assert_eq(cistern_detach(c), 0);
+	cr_assert_eq(seg_detach(c), 0);
+	return name;
 }
 
 /* Overwrite the header of segment `name` with *h. */
@@ -68,18 +84,15 @@ static void truncate_to(const char *name, off_t size)
 	cr_assert_eq(truncate(path, size), 0);
 }
 
-/* An shm object under cistern's prefix holding exactly `len` bytes of `data`. */
-static void raw_object(const char *tag, char *name, size_t namelen, const void *data, size_t len)
+/* An shm object under cistern's prefix holding exactly `len` bytes of `data`, by name. */
+static const char *raw_object(const char *tag, const void *data, size_t len)
 {
-	snprintf(name, namelen, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
-	char shm[96];
-	snprintf(shm, sizeof(shm), "/cistern.%s", name);
-	int fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL, 0600);
-	cr_assert_geq(fd, 0);
+	const char *name;
+	int fd = seg_shm_object(tag, &name);
 	if (len)
 		cr_assert_eq(write(fd, data, len), (ssize_t)len);
 	close(fd);
+	return name;
 }
 
 /*
@@ -88,9 +101,8 @@ static void raw_object(const char *tag, char *name, size_t namelen, const void *
  */
 static int attach_with(const char *tag, size_t off, size_t width, uint64_t value)
 {
-	char name[64];
 	struct cistern_hdr h;
-	real_segment(tag, name, sizeof(name), &h);
+	const char *name = real_segment(tag, &h);
 	if (width == sizeof(uint32_t)) {
 		uint32_t v = (uint32_t)value;
 		memcpy((char *)&h + off, &v, sizeof(v));
@@ -99,9 +111,7 @@ static int attach_with(const char *tag, size_t off, size_t width, uint64_t value
 		memcpy((char *)&h + off, &value, sizeof(value));
 	}
 	write_header(name, &h);
-	int r = attach_result(name);
-	cistern_unlink(name);
-	return r;
+	return attach_result(name);
 }
 
 #define ATTACH_WITH(tag, field, value)                          \
@@ -161,40 +171,32 @@ Test(hostile_objects, random_bytes_are_eproto)
 		junk[i] = (uint8_t)x;
 	}
 	junk[0] = 'J'; /* an all-zero magic would read as "still being created" */
-	char name[64];
-	raw_object("h-random", name, sizeof(name), junk, sizeof(junk));
+	const char *name = raw_object("h-random", junk, sizeof(junk));
 	cr_assert_eq(attach_result(name), -EPROTO);
-	cistern_unlink(name);
 }
 
 Test(hostile_objects, a_zero_length_object_is_eagain_within_a_bounded_time)
 {
 	/* Indistinguishable from a segment between shm_open and ftruncate: retried, then EAGAIN. */
-	char name[64];
-	raw_object("h-empty", name, sizeof(name), NULL, 0);
+	const char *name = raw_object("h-empty", NULL, 0);
 	double t0 = mono_now();
 	cr_assert_eq(attach_result(name), -EAGAIN);
 	cr_assert_lt(mono_now() - t0, 5.0, "attach must not wait for ever");
-	cistern_unlink(name);
 }
 
 Test(hostile_objects, a_few_bytes_are_eproto)
 {
-	char name[64];
-	raw_object("h-few", name, sizeof(name), "CIST", 4);
+	const char *name = raw_object("h-few", "CIST", 4);
 	cr_assert_eq(attach_result(name), -EPROTO);
-	cistern_unlink(name);
 }
 
 Test(hostile_objects, a_header_without_its_body_is_eproto)
 {
-	char name[64];
 	struct cistern_hdr h;
-	real_segment("h-hdronly", name, sizeof(name), &h);
-	cistern_unlink(name);
-	raw_object("h-hdronly", name, sizeof(name), &h, sizeof(h));
+	const char *name = real_segment("h-hdronly", &h);
+	cistern_unlink(name); /* the name goes to an object of its header alone */
+	raw_object("h-hdronly", &h, sizeof(h));
 	cr_assert_eq(attach_result(name), -EPROTO);
-	cistern_unlink(name);
 }
 
 /* ---- objects that are not regular files ------------------------------------ */
@@ -208,12 +210,15 @@ Test(hostile_objects, a_header_without_its_body_is_eproto)
  * reason to take more than a moment.
  */
 
-/* special_make() with a test-local name; returns the descriptor to give special_remove(). */
-static int special_object(enum special kind, const char *tag, char *name, size_t len)
+/*
+ * special_make() under seg_name(tag), given in *name; returns the descriptor
+ * to give special_remove().
+ */
+static int special_object(enum special kind, const char *tag, const char **name)
 {
-	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
+	*name = seg_name(tag);
 	int keep;
-	int r = special_make(kind, name, &keep);
+	int r = special_make(kind, *name, &keep);
 	cr_assert_eq(r, 0, "making the object: %s", strerror(-r));
 	return keep;
 }
@@ -221,8 +226,9 @@ static int special_object(enum special kind, const char *tag, char *name, size_t
 /* Every call that opens a segment by name answers -EPROTO for it, at once. */
 static void refused_at_once(enum special kind, const char *tag)
 {
-	char name[64], dump[128];
-	int keep = special_object(kind, tag, name, sizeof(name));
+	char dump[128];
+	const char *name;
+	int keep = special_object(kind, tag, &name);
 	alarm(20); /* a wait for ever fails the test instead of hanging it */
 	struct cistern *c = NULL;
 	cr_expect_eq(cistern_attach(name, &c), -EPROTO, "attach");
@@ -276,12 +282,9 @@ Test(hostile_special, a_device_node_under_a_segment_name_is_eproto)
 Test(hostile_special, a_listing_goes_on_past_a_fifo)
 {
 	/* The FIFO's name sorts first, the segment's after it: both are listed. */
-	char fifo[64], name[64];
-	snprintf(name, sizeof(name), "t-h-lsb-%d", (int)getpid());
-	cistern_unlink(name);
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
-	int keep = special_object(SP_FIFO, "h-lsa", fifo, sizeof(fifo));
+	struct cistern *c = seg_create_cfg("h-lsb", NULL);
+	const char *name = seg_name_of(c), *fifo;
+	int keep = special_object(SP_FIFO, "h-lsa", &fifo);
 	alarm(20);
 	struct cistern_segment_info *v = NULL;
 	int n = cistern_list(&v);
@@ -294,8 +297,6 @@ Test(hostile_special, a_listing_goes_on_past_a_fifo)
 			seg_status = v[i].status;
 	}
 	free(v);
-	cistern_detach(c);
-	cistern_unlink(name);
 	special_remove(keep);
 	cr_assert_eq(fifo_status, -EPROTO);
 	cr_assert_eq(seg_status, 0);
@@ -303,8 +304,9 @@ Test(hostile_special, a_listing_goes_on_past_a_fifo)
 
 Test(hostile_special, a_forced_remove_takes_a_fifo_away)
 {
-	char name[64], path[128];
-	int keep = special_object(SP_FIFO, "h-rmfifo", name, sizeof(name));
+	char path[128];
+	const char *name;
+	int keep = special_object(SP_FIFO, "h-rmfifo", &name);
 	path_of(name, path, sizeof(path));
 	alarm(20);
 	cr_assert_eq(cistern_remove(name, CISTERN_REMOVE_FORCE), 0);
@@ -317,13 +319,11 @@ Test(hostile_special, a_forced_remove_takes_a_fifo_away)
 
 Test(hostile_header, a_wrong_magic_is_eproto)
 {
-	char name[64];
 	struct cistern_hdr h;
-	real_segment("h-magic", name, sizeof(name), &h);
+	const char *name = real_segment("h-magic", &h);
 	memcpy(h.magic, "CISTERM", 8);
 	write_header(name, &h);
 	cr_assert_eq(attach_result(name), -EPROTO);
-	cistern_unlink(name);
 }
 
 Test(hostile_header, another_abi_version_is_eprotonosupport)
@@ -341,29 +341,24 @@ Test(hostile_header, another_layout_signature_is_eprotonosupport)
 
 Test(hostile_sizes, an_object_shorter_than_its_header_says_is_eproto_without_sigbus)
 {
-	char name[64];
 	struct cistern_hdr h;
-	real_segment("h-short", name, sizeof(name), &h);
+	const char *name = real_segment("h-short", &h);
 	truncate_to(name, (off_t)h.total_size - 4096);
 	cr_assert_eq(attach_result(name), -EPROTO);
 	truncate_to(name, (off_t)sizeof(h) + 1);
 	cr_assert_eq(attach_result(name), -EPROTO);
-	cistern_unlink(name);
 }
 
 Test(hostile_sizes, attach_refuses_a_segment_truncated_after_others_attached)
 {
-	char name[64];
-	snprintf(name, sizeof(name), "t-h-trunc-%d", (int)getpid());
 	struct cistern_config cfg = {.slot_size = 100, .slot_count = 8};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("h-trunc", cfg);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
 	truncate_to(name, 4096);
 	cr_assert_eq(attach_result(name), -EPROTO);
 	/* The handle that was attached can still let go without touching lost pages. */
-	cr_assert_eq(cistern_detach(c), 0);
-	cistern_unlink(name);
+	cr_assert_eq(seg_detach(c), 0);
 }
 
 Test(hostile_sizes, an_attached_process_touching_truncated_pages_gets_sigbus)
@@ -374,11 +369,9 @@ Test(hostile_sizes, an_attached_process_touching_truncated_pages_gets_sigbus)
 	 * does not install signal handlers; only a process with write access to
 	 * the object (same user, mode 0600) can do this.
 	 */
-	char name[64];
-	snprintf(name, sizeof(name), "t-h-sigbus-%d", (int)getpid());
 	struct cistern_config cfg = {.slot_size = 100, .slot_count = 8};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("h-sigbus", cfg);
+	const char *name = seg_name_of(c);
 	pid_t pid = fork();
 	if (pid == 0) {
 		/* Its own handle: one inherited through fork() refuses every call. */
@@ -393,15 +386,13 @@ Test(hostile_sizes, an_attached_process_touching_truncated_pages_gets_sigbus)
 	int status;
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS, "status %d", status);
-	cr_assert_eq(cistern_detach(c), 0, "detach of the truncated segment must not fault");
-	cistern_unlink(name);
+	cr_assert_eq(seg_detach(c), 0, "detach of the truncated segment must not fault");
 }
 
 Test(hostile_sizes, slot_count_times_stride_beyond_the_arena_limit_is_eproto)
 {
-	char name[64];
 	struct cistern_hdr h;
-	real_segment("h-arena", name, sizeof(name), &h);
+	const char *name = real_segment("h-arena", &h);
 	/* Each within its own limit, the product (2^58) is not; offsets made to match. */
 	h.slot_size = CISTERN_SLOT_SIZE_MAX;
 	h.slot_count = CISTERN_SLOT_COUNT_MAX;
@@ -410,7 +401,6 @@ Test(hostile_sizes, slot_count_times_stride_beyond_the_arena_limit_is_eproto)
 	h.total_size = h.arena_off + (CISTERN_SLOT_SIZE_MAX << 28);
 	write_header(name, &h);
 	cr_assert_eq(attach_result(name), -EPROTO);
-	cistern_unlink(name);
 }
 
 Test(hostile_sizes, a_slot_count_whose_product_wraps_is_eproto)
@@ -452,21 +442,17 @@ Test(hostile_header, policy_parameters_create_would_refuse_are_eproto)
 
 Test(hostile_header, a_name_without_terminator_is_eproto)
 {
-	char name[64];
 	struct cistern_hdr h;
-	real_segment("h-nonul", name, sizeof(name), &h);
+	const char *name = real_segment("h-nonul", &h);
 	memset(h.name, 'n', sizeof(h.name));
 	write_header(name, &h);
 	cr_assert_eq(attach_result(name), -EPROTO);
-	cistern_unlink(name);
 }
 
 Test(hostile_header, validation_refuses_a_short_buffer)
 {
 	struct cistern_hdr h;
-	char name[64];
-	real_segment("h-vshort", name, sizeof(name), &h);
-	cistern_unlink(name);
+	real_segment("h-vshort", &h);
 	cr_assert_eq(cistern__validate_header(&h, sizeof(h), h.total_size), 0,
 		     "the control passes");
 	cr_assert_eq(cistern__validate_header(&h, sizeof(h) - 1, h.total_size), -EPROTO);
@@ -477,23 +463,17 @@ Test(hostile_header, validation_refuses_a_short_buffer)
 
 Test(hostile_create, zero_slot_size_and_count_mean_the_documented_defaults)
 {
-	char name[64];
-	TEST_NAME(name, "h-zero");
 	struct cistern_config cfg = {.slot_size = 0, .slot_count = 0};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("h-zero", cfg);
 	struct cistern_config got;
 	cistern_config_get(c, &got);
 	cr_assert_eq(got.slot_size, CISTERN_DEFAULT_SLOT_SIZE);
 	cr_assert_eq(got.slot_count, CISTERN_DEFAULT_SLOT_COUNT);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(hostile_create, sizes_beyond_the_limits_are_einval_and_leave_nothing)
 {
-	char name[64];
-	TEST_NAME(name, "h-limits");
+	const char *name = seg_name("h-limits");
 	struct cistern *c = (struct cistern *)0x1;
 	struct cistern_config cfg;
 	cfg = (struct cistern_config){.slot_size = CISTERN_SLOT_SIZE_MAX + 1};
@@ -517,11 +497,8 @@ Test(hostile_create, sizes_beyond_the_limits_are_einval_and_leave_nothing)
 
 Test(hostile_payload, a_put_over_slot_size_is_emsgsize)
 {
-	char name[64];
-	TEST_NAME(name, "h-big");
 	struct cistern_config cfg = {.slot_size = 64, .slot_count = 4};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("h-big", cfg);
 	static char big[1 << 20];
 	cr_assert_eq(cistern_put(c, big, 65, NULL, 0), -EMSGSIZE);
 	cr_assert_eq(cistern_put(c, big, sizeof(big), NULL, 0), -EMSGSIZE);
@@ -533,17 +510,12 @@ Test(hostile_payload, a_put_over_slot_size_is_emsgsize)
 	struct cistern_stats st;
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.puts, 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(hostile_payload, a_damaged_length_is_eproto_not_a_read_past_the_slot)
 {
-	char name[64];
-	TEST_NAME(name, "h-len");
 	struct cistern_config cfg = {.slot_size = 64, .slot_count = 4};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("h-len", cfg);
 	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 0), 0);
 	cistern__slotmeta(c, 0)->len = UINT64_C(1) << 40;
 	struct cistern_sample s;
@@ -551,18 +523,13 @@ Test(hostile_payload, a_damaged_length_is_eproto_not_a_read_past_the_slot)
 	cr_assert_eq(cistern_put(c, "d", 1, NULL, 0), 0);
 	char buf[64];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1, "the segment goes on");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /* A length past the slot but within the caller's buffer: a get would copy past the slot. */
 static void damaged_length_within_cap(uint32_t flags, uint64_t slot_size, uint64_t bad_len)
 {
-	char name[64];
-	TEST_NAME(name, "h-len2");
 	struct cistern_config cfg = {.slot_size = slot_size, .slot_count = 4, .flags = flags};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("h-len2", cfg);
 	char buf[4096];
 	/* A first get makes the handle a reader: the next one takes the one-step path. */
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
@@ -573,8 +540,6 @@ static void damaged_length_within_cap(uint32_t flags, uint64_t slot_size, uint64
 	cr_assert_eq(cistern_put(c, "d", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1, "the segment goes on");
 	cr_assert_eq(buf[0], 'd');
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(hostile_payload, a_damaged_length_within_the_buffer_is_eproto_for_get)
@@ -595,11 +560,8 @@ Test(hostile_payload, a_damaged_length_under_a_line_is_eproto_for_the_sole_reade
 
 Test(hostile_payload, a_free_slot_word_naming_an_owner_is_eproto_for_producers)
 {
-	char name[64];
-	TEST_NAME(name, "h-own");
 	struct cistern_config cfg = {.slot_size = 64, .slot_count = 4};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("h-own", cfg);
 	/* Slot 0 serves position 0 and is FREE (state 0), but names owner 7. */
 	atomic_store(&cistern__slotmeta(c, 0)->word, (uint64_t)7);
 	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 0), -EPROTO);
@@ -608,17 +570,12 @@ Test(hostile_payload, a_free_slot_word_naming_an_owner_is_eproto_for_producers)
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_eq(st.puts, 0, "nothing was stored");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(hostile_payload, a_committed_slot_word_naming_an_owner_is_eproto_for_readers)
 {
-	char name[64];
-	TEST_NAME(name, "h-cown");
 	struct cistern_config cfg = {.slot_size = 64, .slot_count = 4};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("h-cown", cfg);
 	cr_assert_eq(cistern_put(c, "abc", 3, NULL, 0), 0);
 	/* Position 0, COMMITTED (state 2), but naming owner 5. */
 	atomic_store(&cistern__slotmeta(c, 0)->word, (uint64_t)(2u << 12 | 5u));
@@ -626,16 +583,11 @@ Test(hostile_payload, a_committed_slot_word_naming_an_owner_is_eproto_for_reader
 	cr_assert_eq(cistern_acquire(c, &s, 0), -EPROTO);
 	cr_assert_eq(cistern_acquire(c, &s, 100), -EPROTO,
 		     "a blocking acquire does not spin on it");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(hostile_handles, release_of_a_sample_never_acquired_is_einval)
 {
-	char name[64];
-	TEST_NAME(name, "h-rel0");
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	struct cistern *c = seg_create_cfg("h-rel0", NULL);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	struct cistern_sample s;
 	memset(&s, 0, sizeof(s));
@@ -649,17 +601,12 @@ Test(hostile_handles, release_of_a_sample_never_acquired_is_einval)
 	cr_assert_eq(cistern_release(c, &s), -EINVAL);
 	char buf[8];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1, "the sample was not released");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(hostile_handles, release_twice_is_einval_and_frees_once)
 {
-	char name[64];
-	TEST_NAME(name, "h-rel2");
 	struct cistern_config cfg = {.slot_size = 8, .slot_count = 2};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("h-rel2", cfg);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	struct cistern_sample s;
 	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
@@ -675,23 +622,16 @@ Test(hostile_handles, release_twice_is_einval_and_frees_once)
 	char buf[8];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
 	cr_assert_eq(buf[0], 'c');
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(hostile_handles, a_forged_slot_cannot_be_committed_or_aborted)
 {
-	char name[64];
-	TEST_NAME(name, "h-slot");
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	struct cistern *c = seg_create_cfg("h-slot", NULL);
 	struct cistern_slot slot = {.live_ = 1, .index_ = 0, .pos_ = 0};
 	cr_assert_eq(cistern_commit(c, &slot, 1, NULL), -EINVAL);
 	cr_assert_eq(cistern_abort(c, &slot), -EINVAL);
 	slot.index_ = UINT32_MAX;
 	cr_assert_eq(cistern_commit(c, &slot, 1, NULL), -EINVAL);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /* ---- another user ---------------------------------------------------------- */
@@ -730,37 +670,27 @@ static int unlink_code(const char *name)
 
 Test(hostile_user, another_user_cannot_attach_a_default_mode_segment)
 {
-	char name[64];
-	TEST_NAME(name, "h-user");
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	struct cistern *c = seg_create_cfg("h-user", NULL);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(as_nobody(name, attach_code), 1, "attach by nobody was not -EACCES");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(hostile_user, another_user_can_attach_when_the_mode_allows_it)
 {
 	/* The control for the test above: the refusal comes from the mode, not the setup. */
-	char name[64];
-	TEST_NAME(name, "h-user666");
 	struct cistern_config cfg = {.mode = 0666};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("h-user666", cfg);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(as_nobody(name, attach_code), 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(hostile_user, another_user_cannot_unlink_a_segment)
 {
-	char name[64];
-	TEST_NAME(name, "h-unlink");
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, NULL, &c), 0);
+	struct cistern *c = seg_create_cfg("h-unlink", NULL);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(as_nobody(name, unlink_code), 1, "unlink by nobody was not -EACCES");
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
-	cistern_detach(c);
+	seg_detach(c);
 	cr_assert_eq(cistern_unlink(name), 0, "the segment was still there");
 }
 
@@ -768,17 +698,16 @@ Test(hostile_user, another_user_cannot_unlink_a_segment)
 
 /*
  * A squatter: a 0666 segment made under the name before us, then given to
- * `uid` (root can chown, as a user creating it himself would own it).
+ * `uid` (root can chown, as a user creating it himself would own it); its name.
  */
-static void squatted(const char *tag, char *name, size_t len, uid_t uid)
+static const char *squatted(const char *tag, uid_t uid)
 {
-	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
 	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8, .mode = 0666};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create(tag, cfg);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(fchown(c->fd, uid, uid), 0, "fchown: %s", strerror(errno));
-	cr_assert_eq(cistern_detach(c), 0);
+	cr_assert_eq(seg_detach(c), 0);
+	return name;
 }
 
 static uint64_t puts_of(const char *name)
@@ -793,52 +722,43 @@ static uint64_t puts_of(const char *name)
 
 Test(hostile_owner, attach_refuses_a_segment_owned_by_another_user)
 {
-	char name[64];
-	squatted("h-squat", name, sizeof(name), NOBODY);
+	const char *name = squatted("h-squat", NOBODY);
 	struct cistern *c = NULL;
 	cr_assert_eq(cistern_attach(name, &c), -EACCES);
 	cr_assert_null(c);
 	cr_assert_eq(cistern_attach_flags(name, 0, &c), -EACCES);
-	cistern_unlink(name);
 }
 
 Test(hostile_owner, attach_flags_any_owner_allows_another_users_segment)
 {
-	char name[64];
-	squatted("h-share", name, sizeof(name), NOBODY);
+	const char *name = squatted("h-share", NOBODY);
 	struct cistern *c = NULL;
 	cr_assert_eq(cistern_attach_flags(name, CISTERN_ATTACH_ANY_OWNER, &c), 0);
 	cr_assert_eq(cistern_put(c, "shared", 6, NULL, 0), 0);
 	cistern_detach(c);
 	cr_assert_eq(puts_of(name), 1);
-	cistern_unlink(name);
 }
 
 Test(hostile_owner, attach_flags_refuses_unknown_flags)
 {
-	char name[64];
-	real_segment("h-flags", name, sizeof(name), NULL);
+	const char *name = real_segment("h-flags", NULL);
 	struct cistern *c = NULL;
 	cr_assert_eq(cistern_attach_flags(name, 1u << 5, &c), -EINVAL);
 	cr_assert_null(c);
-	cistern_unlink(name);
 }
 
 Test(hostile_owner, a_read_only_open_looks_at_any_owners_segment)
 {
 	/* Documented choice: looking cannot put anything of ours into the object. */
-	char name[64];
-	squatted("h-look", name, sizeof(name), NOBODY);
+	const char *name = squatted("h-look", NOBODY);
 	struct cistern *c = NULL;
 	cr_assert_eq(cistern_open_readonly(name, &c), 0);
 	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(hostile_owner, gc_and_remove_refuse_another_users_segment_unless_allowed)
 {
-	char name[64];
-	squatted("h-gcown", name, sizeof(name), NOBODY);
+	const char *name = squatted("h-gcown", NOBODY);
 	/* Garbage by every other measure: a process died attached to it. */
 	struct cistern *c;
 	cr_assert_eq(cistern_attach_flags(name, CISTERN_ATTACH_ANY_OWNER, &c), 0);
@@ -867,8 +787,9 @@ Test(hostile_owner, gc_and_remove_refuse_another_users_segment_unless_allowed)
 
 Test(hostile_owner, a_forced_remove_of_another_users_fifo_is_refused)
 {
-	char name[64], path[128];
-	int keep = special_object(SP_FIFO, "h-rmown", name, sizeof(name));
+	char path[128];
+	const char *name;
+	int keep = special_object(SP_FIFO, "h-rmown", &name);
 	path_of(name, path, sizeof(path));
 	cr_assert_eq(lchown(path, NOBODY, NOBODY), 0);
 	alarm(20);
@@ -889,19 +810,15 @@ static int attach_any_code(const char *name)
 Test(hostile_owner, a_user_is_refused_a_third_users_segment_unless_allowed)
 {
 	/* Neither the caller (nobody) nor root owns it: the mode would allow it, the owner not. */
-	char name[64];
-	squatted("h-third", name, sizeof(name), 4242);
+	const char *name = squatted("h-third", 4242);
 	cr_assert_eq(as_nobody(name, attach_code), 1, "attach by nobody was not -EACCES");
 	cr_assert_eq(as_nobody(name, attach_any_code), 0);
-	cistern_unlink(name);
 }
 
 Test(hostile_owner, a_user_attaches_a_segment_it_owns)
 {
-	char name[64];
-	squatted("h-mine", name, sizeof(name), NOBODY);
+	const char *name = squatted("h-mine", NOBODY);
 	cr_assert_eq(as_nobody(name, attach_code), 0);
-	cistern_unlink(name);
 }
 
 /* ---- damaged ring ------------------------------------------------------------ */
@@ -920,35 +837,25 @@ static void stamp_far_ahead(struct cistern *c)
 
 Test(hostile_ring, slot_words_far_ahead_of_the_indices_are_eproto_not_a_spin, .timeout = 20)
 {
-	char name[64];
-	TEST_NAME(name, "h-ring");
 	struct cistern_config cfg = {.slot_size = 8, .slot_count = 4};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("h-ring", cfg);
 	stamp_far_ahead(c);
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), -EPROTO);
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 1000), -EPROTO, "no waiting either");
 	char buf[8];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EPROTO);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(hostile_ring, fifo_evict_slot_words_far_ahead_of_the_tail_are_eproto_not_a_spin, .timeout = 20)
 {
-	char name[64];
-	TEST_NAME(name, "h-ering");
 	struct cistern_config cfg = {.slot_size = 8,
 				     .slot_count = 4,
 				     .policy = CISTERN_FIFO_EVICT_RESERVOIR,
 				     .watermark = 1};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("h-ering", cfg);
 	stamp_far_ahead(c); /* in the ring of FIFOEvictReservoir */
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), -EPROTO);
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 1000), -EPROTO, "no waiting either");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /* ---- damage after attach ------------------------------------------------------ */
@@ -1020,18 +927,17 @@ static void run_victim(const char *name, bool ro, victim_fn fn)
 	cr_assert_eq(WEXITSTATUS(status), 0, "the victim's check %d failed", WEXITSTATUS(status));
 }
 
-/* A fresh segment for a victim: created, the creator kept attached (*keep) or not. */
-static void victim_segment(const char *tag, char *name, size_t len,
-			   const struct cistern_config *cfg, struct cistern **keep)
+/* A fresh segment for a victim, by name: created, the creator kept attached (*keep) or not. */
+static const char *victim_segment(const char *tag, const struct cistern_config *cfg,
+				  struct cistern **keep)
 {
-	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, cfg, &c), 0);
+	struct cistern *c = seg_create_cfg(tag, cfg);
+	const char *name = seg_name_of(c);
 	if (keep)
 		*keep = c;
 	else
-		cistern_detach(c);
+		seg_detach(c);
+	return name;
 }
 
 static const struct cistern_config fifo8 = {.slot_size = 64, .slot_count = 8};
@@ -1074,20 +980,16 @@ static int stats_and_traffic(struct cistern *c, struct cistern_hdr *raw)
 
 Test(hostile_after_attach, a_procs_count_rewritten_after_attach_is_not_read_by_stats)
 {
-	char name[64];
-	victim_segment("h-aa-pc", name, sizeof(name), &fifo8, NULL);
+	const char *name = victim_segment("h-aa-pc", &fifo8, NULL);
 	SET_BAD(procs_count, UINT64_C(1) << 40);
 	run_victim(name, false, stats_and_traffic);
-	cistern_unlink(name);
 }
 
 Test(hostile_after_attach, a_procs_off_rewritten_after_attach_is_not_read_by_stats)
 {
-	char name[64];
-	victim_segment("h-aa-po", name, sizeof(name), &fifo8, NULL);
+	const char *name = victim_segment("h-aa-po", &fifo8, NULL);
 	SET_BAD(procs_off, UINT64_C(1) << 50);
 	run_victim(name, false, stats_and_traffic);
-	cistern_unlink(name);
 }
 
 /* Fork a child that attaches, says so, waits delay_ms, puts "w" and detaches. */
@@ -1139,14 +1041,12 @@ static int blocked_get(struct cistern *c, struct cistern_hdr *raw)
 
 Test(hostile_after_attach, a_blocked_get_survives_procs_count_rewritten_and_is_woken, .timeout = 60)
 {
-	char name[64];
-	victim_segment("h-aa-blk", name, sizeof(name), &fifo8, NULL);
+	const char *name = victim_segment("h-aa-blk", &fifo8, NULL);
 	/* Long enough that the victim sleeps through a few sweeps first. */
 	pid_t putter = spawn_late_putter(name, 1000);
 	SET_BAD(procs_count, UINT64_C(1) << 40);
 	run_victim(name, false, blocked_get);
 	reap_ok(putter);
-	cistern_unlink(name);
 }
 
 static pid_t holder_pid;
@@ -1169,17 +1069,14 @@ static int reclaim_after_death(struct cistern *c, struct cistern_hdr *raw)
 
 Test(hostile_after_attach, a_dead_holder_is_reclaimed_with_procs_count_rewritten, .timeout = 60)
 {
-	char name[64];
 	struct cistern *keep;
-	victim_segment("h-aa-rcl", name, sizeof(name), &fifo8, &keep);
+	const char *name = victim_segment("h-aa-rcl", &fifo8, &keep);
 	cr_assert_eq(cistern_put(keep, "a", 1, NULL, 0), 0);
 	holder_pid = spawn_holder(name, HOLD_SAMPLE);
 	cr_assert_gt(holder_pid, 0);
 	SET_BAD(procs_count, UINT64_C(1) << 40);
 	run_victim(name, false, reclaim_after_death);
 	waitpid(holder_pid, NULL, 0);
-	cistern_detach(keep);
-	cistern_unlink(name);
 }
 
 /* What the inspection calls of a read-only handle answer after the rewrite. */
@@ -1201,13 +1098,10 @@ static int inspect_calls(struct cistern *c, struct cistern_hdr *raw)
 /* A segment holding one sample, its creator attached, inspected by a read-only victim. */
 static void inspect_victim(const char *tag)
 {
-	char name[64];
 	struct cistern *keep;
-	victim_segment(tag, name, sizeof(name), &fifo8, &keep);
+	const char *name = victim_segment(tag, &fifo8, &keep);
 	cr_assert_eq(cistern_put(keep, "a", 1, NULL, 0), 0);
 	run_victim(name, true, inspect_calls);
-	cistern_detach(keep);
-	cistern_unlink(name);
 }
 
 Test(hostile_after_attach, inspection_survives_the_attachment_table_rewritten)
@@ -1249,19 +1143,15 @@ static int paired_traffic(struct cistern *c, struct cistern_hdr *raw)
 
 Test(hostile_after_attach, sim_paired_index_bounds_rewritten_after_attach_are_not_read)
 {
-	char name[64];
-	victim_segment("h-aa-nts", name, sizeof(name), &paired, NULL);
+	const char *name = victim_segment("h-aa-nts", &paired, NULL);
 	SET_BAD(nb_time_steps, UINT32_C(1) << 31);
 	run_victim(name, false, paired_traffic);
-	cistern_unlink(name);
-	victim_segment("h-aa-sws", name, sizeof(name), &paired, NULL);
+	name = victim_segment("h-aa-sws", &paired, NULL);
 	SET_BAD(sweep_size, UINT32_MAX);
 	run_victim(name, false, paired_traffic);
-	cistern_unlink(name);
-	victim_segment("h-aa-ixo", name, sizeof(name), &paired, NULL);
+	name = victim_segment("h-aa-ixo", &paired, NULL);
 	SET_BAD(index_off, UINT64_C(1) << 50);
 	run_victim(name, false, paired_traffic);
-	cistern_unlink(name);
 }
 
 /* Every config field of the header rewritten: the attached handle goes on as created. */
@@ -1296,10 +1186,8 @@ static int config_unchanged(struct cistern *c, struct cistern_hdr *raw)
 
 Test(hostile_after_attach, config_fields_rewritten_after_attach_change_nothing)
 {
-	char name[64];
-	victim_segment("h-aa-cfg", name, sizeof(name), &fifo8, NULL);
+	const char *name = victim_segment("h-aa-cfg", &fifo8, NULL);
 	run_victim(name, false, config_unchanged);
-	cistern_unlink(name);
 }
 
 /* The automatic producer role's holder set to an owner past the table. */
@@ -1314,10 +1202,8 @@ static int auto_holder_past_table(struct cistern *c, struct cistern_hdr *raw)
 
 Test(hostile_after_attach, an_automatic_role_holder_past_the_table_is_eproto)
 {
-	char name[64];
-	victim_segment("h-aa-auto", name, sizeof(name), &fifo8, NULL);
+	const char *name = victim_segment("h-aa-auto", &fifo8, NULL);
 	run_victim(name, false, auto_holder_past_table);
-	cistern_unlink(name);
 }
 
 /* The single reader role held by an owner past the table. */
@@ -1332,12 +1218,10 @@ static int sole_holder_past_table(struct cistern *c, struct cistern_hdr *raw)
 
 Test(hostile_after_attach, a_single_role_holder_past_the_table_is_eproto)
 {
-	char name[64];
 	struct cistern_config cfg = fifo8;
 	cfg.flags = CISTERN_SINGLE_READER;
-	victim_segment("h-aa-sole", name, sizeof(name), &cfg, NULL);
+	const char *name = victim_segment("h-aa-sole", &cfg, NULL);
 	run_victim(name, false, sole_holder_past_table);
-	cistern_unlink(name);
 }
 
 /*
@@ -1389,14 +1273,12 @@ static int puts_under_scribbling(struct cistern *c, struct cistern_hdr *raw)
 
 Test(hostile_after_attach, sample_keys_rewritten_during_commits_are_never_followed, .timeout = 60)
 {
-	char name[64];
 	struct cistern_config cfg = {.slot_size = 16,
 				     .slot_count = 1,
 				     .policy = CISTERN_SIM_PAIRED_RESERVOIR,
 				     .watermark = 1,
 				     .sweep_size = 1,
 				     .nb_time_steps = 2};
-	victim_segment("h-aa-scrib", name, sizeof(name), &cfg, NULL);
+	const char *name = victim_segment("h-aa-scrib", &cfg, NULL);
 	run_victim(name, false, puts_under_scribbling);
-	cistern_unlink(name);
 }

@@ -9,15 +9,22 @@
 #include "helpers.h"
 #include "policy.h"
 
-static struct cistern *make(const char *tag, char *name, size_t namelen, uint64_t slots)
+/*
+ * Every test's segments (seg_create(), seg_name()) and gc's dump directories
+ * (seg_dir()) are the fixture's to remove, pass or fail.
+ */
+TestSuite(readonly, .fini = seg_fini);
+TestSuite(occupancy, .fini = seg_fini);
+TestSuite(procs, .fini = seg_fini);
+TestSuite(list, .fini = seg_fini);
+TestSuite(remove, .fini = seg_fini);
+TestSuite(gc, .fini = seg_fini);
+TestSuite(ids, .fini = seg_fini);
+
+static struct cistern *make(const char *tag, uint64_t slots)
 {
-	snprintf(name, namelen, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
 	struct cistern_config cfg = {.slot_size = 64, .slot_count = slots};
-	struct cistern *c = NULL;
-	int r = cistern_create(name, &cfg, &c);
-	cr_assert_eq(r, 0, "create %s: %s", name, cistern_strerror(r));
-	return c;
+	return seg_create(tag, cfg);
 }
 
 /* A child holding `what` until it is killed (tests/helpers.h). */
@@ -28,21 +35,17 @@ static pid_t holder(const char *name, enum hold what)
 	return pid;
 }
 
-static struct cistern *make_reservoir(const char *tag, char *name, size_t size)
+static struct cistern *make_reservoir(const char *tag)
 {
-	snprintf(name, size, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
 	struct cistern_config cfg = {
 		.slot_size = 64, .slot_count = 8, .policy = CISTERN_RESERVOIR, .watermark = 1};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
-	return c;
+	return seg_create(tag, cfg);
 }
 
 Test(readonly, refuses_every_call_that_moves_samples)
 {
-	char name[64];
-	struct cistern *c = make("ro-moves", name, sizeof(name), 8);
+	struct cistern *c = make("ro-moves", 8);
+	const char *name = seg_name_of(c);
 	struct cistern *ro;
 	cr_assert_eq(cistern_open_readonly(name, &ro), 0);
 	char buf[8];
@@ -50,28 +53,23 @@ Test(readonly, refuses_every_call_that_moves_samples)
 	cr_assert_eq(cistern_get(ro, buf, sizeof(buf), NULL, 0), -EBADF);
 	cr_assert_eq(cistern_close_reception(ro), -EBADF);
 	cistern_detach(ro);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(readonly, takes_no_attachment_entry)
 {
-	char name[64];
-	struct cistern *c = make("ro-entry", name, sizeof(name), 8);
+	struct cistern *c = make("ro-entry", 8);
+	const char *name = seg_name_of(c);
 	struct cistern *ro;
 	cr_assert_eq(cistern_open_readonly(name, &ro), 0);
 	struct cistern_proc_info pi[4];
 	cr_assert_eq(cistern_procs_get(ro, pi, 4), 1, "only the creator is attached");
 	cr_assert_eq(pi[0].pid, (uint32_t)getpid());
 	cistern_detach(ro);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(occupancy, counts_committed_acquired_and_free_slots)
 {
-	char name[64];
-	struct cistern *c = make("occ", name, sizeof(name), 8);
+	struct cistern *c = make("occ", 8);
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(cistern_put(c, "abcd", 4, NULL, 0), 0);
 	struct cistern_sample s;
@@ -85,14 +83,12 @@ Test(occupancy, counts_committed_acquired_and_free_slots)
 	cr_assert_eq(o.held_bytes, 8);
 	cr_assert_eq(o.held_seen_hist[0], 2);
 	cistern_release(c, &s);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(procs, a_killed_process_shows_as_dead_with_its_role)
 {
-	char name[64];
-	struct cistern *c = make("procs", name, sizeof(name), 8);
+	struct cistern *c = make("procs", 8);
+	const char *name = seg_name_of(c);
 	pid_t pid = holder(name, HOLD_RESERVATION);
 	kill_and_reap(pid);
 	struct cistern *ro;
@@ -111,8 +107,6 @@ Test(procs, a_killed_process_shows_as_dead_with_its_role)
 	}
 	cr_assert(found);
 	cistern_detach(ro);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 static struct cistern_segment_info *find(struct cistern_segment_info *v, int n, const char *name)
@@ -125,8 +119,8 @@ static struct cistern_segment_info *find(struct cistern_segment_info *v, int n, 
 
 Test(list, shows_a_segment_with_its_parameters_and_processes)
 {
-	char name[64];
-	struct cistern *c = make("list", name, sizeof(name), 16);
+	struct cistern *c = make("list", 16);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
 	struct cistern_segment_info *v;
 	int n = cistern_list(&v);
@@ -140,17 +134,12 @@ Test(list, shows_a_segment_with_its_parameters_and_processes)
 	cr_assert_eq(si->procs_live, 1);
 	cr_assert_eq(si->procs_dead, 0);
 	free(v);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(list, flags_a_half_created_object_as_being_created)
 {
-	char name[64], shm[96];
-	snprintf(name, sizeof(name), "t-half-%d", (int)getpid());
-	snprintf(shm, sizeof(shm), "/cistern.%s", name);
-	int fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL, 0600);
-	cr_assert_geq(fd, 0);
+	const char *name;
+	int fd = seg_shm_object("half", &name);
 	cr_assert_eq(ftruncate(fd, 1 << 16), 0);
 	struct cistern_segment_info *v;
 	int n = cistern_list(&v);
@@ -159,45 +148,41 @@ Test(list, flags_a_half_created_object_as_being_created)
 	cr_assert_eq(si->status, -EAGAIN);
 	free(v);
 	close(fd);
-	shm_unlink(shm);
 }
 
 Test(remove, refuses_while_a_live_process_is_attached)
 {
-	char name[64];
-	struct cistern *c = make("rm-live", name, sizeof(name), 8);
+	struct cistern *c = make("rm-live", 8);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_remove(name, 0), -EBUSY);
 	struct cistern *again;
 	cr_assert_eq(cistern_attach(name, &again), 0, "the segment is still there");
 	cistern_detach(again);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(remove, removes_once_every_process_detached)
 {
-	char name[64];
-	struct cistern *c = make("rm-idle", name, sizeof(name), 8);
-	cistern_detach(c);
+	struct cistern *c = make("rm-idle", 8);
+	const char *name = seg_name_of(c);
+	seg_detach(c);
 	cr_assert_eq(cistern_remove(name, 0), 0);
 	cr_assert_eq(cistern_attach(name, &c), -ENOENT);
 }
 
 Test(remove, force_removes_despite_live_processes)
 {
-	char name[64];
-	struct cistern *c = make("rm-force", name, sizeof(name), 8);
+	struct cistern *c = make("rm-force", 8);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_remove(name, CISTERN_REMOVE_FORCE), 0);
 	struct cistern *again;
 	cr_assert_eq(cistern_attach(name, &again), -ENOENT);
 	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0, "attached processes keep working");
-	cistern_detach(c);
 }
 
 Test(gc, reclaims_what_killed_producer_and_reader_held)
 {
-	char name[64];
-	struct cistern *c = make("gc-kill", name, sizeof(name), 8);
+	struct cistern *c = make("gc-kill", 8);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "held", 4, NULL, 0), 0);
 	pid_t reader = holder(name, HOLD_SAMPLE);
 	pid_t producer = holder(name, HOLD_RESERVATION);
@@ -220,14 +205,12 @@ Test(gc, reclaims_what_killed_producer_and_reader_held)
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.redeliveries, 1);
 	cr_assert_eq(st.reclaimed, 1);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(gc, dry_run_reports_but_reclaims_nothing)
 {
-	char name[64];
-	struct cistern *c = make("gc-dry", name, sizeof(name), 8);
+	struct cistern *c = make("gc-dry", 8);
+	const char *name = seg_name_of(c);
 	kill_and_reap(holder(name, HOLD_RESERVATION));
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, CISTERN_GC_DRY_RUN, &rep), 0);
@@ -235,15 +218,13 @@ Test(gc, dry_run_reports_but_reclaims_nothing)
 	cr_assert_eq(rep.reservations, 1);
 	struct cistern_proc_info pi[4];
 	cr_assert_eq(cistern_procs_get(c, pi, 4), 2, "the dead entry is still there");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(gc, removes_a_segment_whose_processes_all_died)
 {
-	char name[64];
-	struct cistern *c = make("gc-rm", name, sizeof(name), 8);
-	cistern_detach(c);
+	struct cistern *c = make("gc-rm", 8);
+	const char *name = seg_name_of(c);
+	seg_detach(c);
 	kill_and_reap(holder(name, HOLD_NOTHING));
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
@@ -251,20 +232,16 @@ Test(gc, removes_a_segment_whose_processes_all_died)
 	cr_assert_eq(cistern_attach(name, &c), -ENOENT);
 }
 
-static void gc_dir(char *buf, size_t size, const char *tag)
-{
-	snprintf(buf, size, "/tmp/cistern-test-gc-%s-%d", tag, (int)getpid());
-	cr_assert(mkdir(buf, 0700) == 0 || errno == EEXIST);
-}
-
 /* A FIFO of 64 slots whose only other process committed n samples and was killed (SIGKILL). */
-static void stale_with_samples(const char *tag, char *name, size_t size, uint32_t n)
+static const char *stale_with_samples(const char *tag, uint32_t n)
 {
-	struct cistern *c = make(tag, name, size, 64);
-	cistern_detach(c);
+	struct cistern *c = make(tag, 64);
+	const char *name = seg_name_of(c);
+	seg_detach(c);
 	pid_t pid = spawn_filler(name, n);
 	cr_assert_gt(pid, 0, "the producer failed to start");
 	kill_and_reap(pid);
+	return name;
 }
 
 /* The n samples spawn_filler() puts, read back in order from segment `name`. */
@@ -286,36 +263,32 @@ static void holds_the_filler_samples(const char *name, uint32_t n)
 
 Test(gc, keeps_a_stale_segment_that_holds_unread_samples)
 {
-	char name[64];
-	stale_with_samples("gc-unread", name, sizeof(name), 63);
+	const char *name = stale_with_samples("gc-unread", 63);
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
 	cr_assert_eq(rep.removed, 0, "committed samples are never thrown away unasked");
 	cr_assert_eq(rep.kept, 1);
 	cr_assert_eq(rep.unread, 63);
 	holds_the_filler_samples(name, 63);
-	cistern_unlink(name);
 }
 
 Test(gc, a_dry_run_counts_the_unread_samples_it_would_keep)
 {
-	char name[64];
-	stale_with_samples("gc-unread-dry", name, sizeof(name), 10);
+	const char *name = stale_with_samples("gc-unread-dry", 10);
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, CISTERN_GC_DRY_RUN, &rep), 0);
 	cr_assert_eq(rep.removed, 0);
 	cr_assert_eq(rep.kept, 1);
 	cr_assert_eq(rep.unread, 10);
-	cistern_unlink(name);
 }
 
 Test(gc, a_sample_a_killed_reader_held_counts_as_unread)
 {
-	char name[64];
-	struct cistern *c = make("gc-unread-held", name, sizeof(name), 8);
+	struct cistern *c = make("gc-unread-held", 8);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
-	cistern_detach(c);
+	seg_detach(c);
 	kill_and_reap(holder(name, HOLD_SAMPLE)); /* dies holding "a" */
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, CISTERN_GC_DRY_RUN, &rep), 0);
@@ -323,16 +296,16 @@ Test(gc, a_sample_a_killed_reader_held_counts_as_unread)
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
 	cr_assert_eq(rep.unread, 2, "it is owed again once put back");
 	cr_assert_eq(rep.kept, 1);
-	cistern_unlink(name);
 }
 
 Test(gc, a_kept_stale_segment_stays_stale_for_a_later_dump_to)
 {
-	char name[64], dir[128], path[256], copy[64];
-	struct cistern *c = make("gc-later", name, sizeof(name), 8);
+	char path[256];
+	struct cistern *c = make("gc-later", 8);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
-	cistern_detach(c);
+	seg_detach(c);
 	kill_and_reap(holder(name, HOLD_SAMPLE)); /* dies holding "a" */
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
@@ -343,14 +316,12 @@ Test(gc, a_kept_stale_segment_stays_stale_for_a_later_dump_to)
 	cr_assert_not_null(si);
 	cr_assert_eq(si->procs_dead, 1, "left as it was: still stale");
 	free(v);
-	gc_dir(dir, sizeof(dir), "later");
+	const char *dir = seg_dir("gc-later");
 	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
-	unlink(path);
 	cr_assert_eq(cistern_gc_dump_to(name, dir, 0, &rep), 0);
 	cr_assert_eq(rep.removed, 4, "a second call, told where to dump, removes it");
 	cr_assert_eq(rep.dumped, 2, "the sample the dead reader held is in the dump");
-	snprintf(copy, sizeof(copy), "t-gc-later2-%d", (int)getpid());
-	cistern_unlink(copy);
+	const char *copy = seg_name("gc-later2");
 	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
 	cr_assert_eq(cistern_attach(copy, &c), 0);
 	char buf[4];
@@ -359,20 +330,17 @@ Test(gc, a_kept_stale_segment_stays_stale_for_a_later_dump_to)
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 1);
 	cr_assert_eq(buf[0], 'b');
 	cistern_detach(c);
-	cistern_unlink(copy);
-	unlink(path);
-	rmdir(dir);
 }
 
 Test(gc, removes_a_stale_segment_whose_samples_were_all_read)
 {
-	char name[64];
-	struct cistern *c = make("gc-allread", name, sizeof(name), 64);
+	struct cistern *c = make("gc-allread", 64);
+	const char *name = seg_name_of(c);
 	pid_t producer = spawn_filler(name, 5);
 	cr_assert_gt(producer, 0);
 	for (int i = 0; i < 5; i++)
 		cr_assert_gt(cistern_get(c, (char[64]){0}, 64, NULL, 0), 0);
-	cistern_detach(c);       /* cleanly */
+	seg_detach(c);           /* cleanly */
 	kill_and_reap(producer); /* its entry makes the segment stale */
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
@@ -384,11 +352,11 @@ Test(gc, removes_a_stale_segment_whose_samples_were_all_read)
 /* A stale reservoir: 4 samples put by the creator, then a reader killed while it pins one. */
 Test(gc, a_killed_readers_unreleased_read_leaves_a_reservoir_sample_unseen)
 {
-	char name[64];
-	struct cistern *c = make_reservoir("gc-unseen", name, sizeof(name));
+	struct cistern *c = make_reservoir("gc-unseen");
+	const char *name = seg_name_of(c);
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(cistern_put(c, "r", 1, NULL, 0), 0);
-	cistern_detach(c);
+	seg_detach(c);
 	kill_and_reap(holder(name, HOLD_SAMPLE));
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, CISTERN_GC_DRY_RUN, &rep), 0);
@@ -396,20 +364,19 @@ Test(gc, a_killed_readers_unreleased_read_leaves_a_reservoir_sample_unseen)
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
 	cr_assert_eq(rep.unread, 4);
 	cr_assert_eq(rep.kept, 1);
-	cistern_unlink(name);
 }
 
 Test(gc, a_dump_to_saves_a_killed_readers_unreleased_read_as_unseen)
 {
-	char name[64], dir[128], path[256];
-	struct cistern *c = make_reservoir("gc-unseen-dump", name, sizeof(name));
+	char path[256];
+	struct cistern *c = make_reservoir("gc-unseen-dump");
+	const char *name = seg_name_of(c);
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(cistern_put(c, "r", 1, NULL, 0), 0);
-	cistern_detach(c);
+	seg_detach(c);
 	kill_and_reap(holder(name, HOLD_SAMPLE));
-	gc_dir(dir, sizeof(dir), "unseen");
+	const char *dir = seg_dir("gc-unseen");
 	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
-	unlink(path);
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc_dump_to(name, dir, 0, &rep), 0);
 	cr_assert_eq(rep.removed, 4);
@@ -422,16 +389,13 @@ Test(gc, a_dump_to_saves_a_killed_readers_unreleased_read_as_unseen)
 	for (uint64_t i = 0; i < c->slot_count; i++)
 		cr_assert_eq(cistern__slotmeta(c, i)->seen, 0, "slot %lu", (unsigned long)i);
 	cistern_detach(c);
-	cistern_unlink(name);
-	unlink(path);
-	rmdir(dir);
 }
 
 /* A stale reservoir some of whose samples were read: only those never seen are owed. */
 Test(gc, counts_only_the_never_seen_samples_of_a_stale_reservoir)
 {
-	char name[64];
-	struct cistern *c = make_reservoir("gc-seen", name, sizeof(name));
+	struct cistern *c = make_reservoir("gc-seen");
+	const char *name = seg_name_of(c);
 	for (int i = 0; i < 6; i++)
 		cr_assert_eq(cistern_put(c, "r", 1, NULL, 0), 0);
 	for (int i = 0; i < 4; i++) {
@@ -446,23 +410,21 @@ Test(gc, counts_only_the_never_seen_samples_of_a_stale_reservoir)
 		unseen += v.cls == CISTERN_SLOT_COMMITTED && cistern__slotmeta(c, i)->seen == 0;
 	}
 	cr_assert_lt(unseen, 6, "some were seen");
-	cistern_detach(c);
+	seg_detach(c);
 	kill_and_reap(holder(name, HOLD_NOTHING));
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
 	cr_assert_eq(rep.unread, unseen);
 	cr_assert_eq(rep.removed, 0);
 	cr_assert_eq(rep.kept, unseen > 0);
-	cistern_unlink(name);
 }
 
 Test(gc, dump_to_saves_a_stale_segment_whole_then_removes_it)
 {
-	char name[64], dir[128], path[256], copy[64];
-	stale_with_samples("gc-dump", name, sizeof(name), 63);
-	gc_dir(dir, sizeof(dir), "dump");
+	char path[256];
+	const char *name = stale_with_samples("gc-dump", 63);
+	const char *dir = seg_dir("gc-dump");
 	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
-	unlink(path);
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc_dump_to(name, dir, 0, &rep), 0);
 	cr_assert_eq(rep.removed, 4);
@@ -471,20 +433,16 @@ Test(gc, dump_to_saves_a_stale_segment_whole_then_removes_it)
 	cr_assert_eq(rep.kept, 0);
 	struct cistern *c;
 	cr_assert_eq(cistern_open_readonly(name, &c), -ENOENT, "the segment is gone");
-	snprintf(copy, sizeof(copy), "t-gc-dump2-%d", (int)getpid());
-	cistern_unlink(copy);
+	const char *copy = seg_name("gc-dump2");
 	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
 	holds_the_filler_samples(copy, 63);
-	cistern_unlink(copy);
-	unlink(path);
-	rmdir(dir);
 }
 
 Test(gc, dump_to_never_replaces_an_existing_file)
 {
-	char name[64], dir[128], path[256];
-	stale_with_samples("gc-dumpx", name, sizeof(name), 3);
-	gc_dir(dir, sizeof(dir), "dumpx");
+	char path[256];
+	const char *name = stale_with_samples("gc-dumpx", 3);
+	const char *dir = seg_dir("gc-dumpx");
 	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	cr_assert_geq(fd, 0);
@@ -498,31 +456,24 @@ Test(gc, dump_to_never_replaces_an_existing_file)
 	struct stat st;
 	cr_assert_eq(stat(path, &st), 0);
 	cr_assert_eq(st.st_size, 4, "the file is as it was");
-	cistern_unlink(name);
-	unlink(path);
-	rmdir(dir);
 }
 
 Test(gc, a_dry_run_of_dump_to_writes_and_removes_nothing)
 {
-	char name[64], dir[128], path[256];
-	stale_with_samples("gc-dumpdry", name, sizeof(name), 3);
-	gc_dir(dir, sizeof(dir), "dumpdry");
+	char path[256];
+	const char *name = stale_with_samples("gc-dumpdry", 3);
+	const char *dir = seg_dir("gc-dumpdry");
 	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
-	unlink(path);
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc_dump_to(name, dir, CISTERN_GC_DRY_RUN, &rep), 0);
 	cr_assert_eq(rep.removed, 4, "it would dump and remove");
 	cr_assert_neq(access(path, F_OK), 0, "no file");
 	holds_the_filler_samples(name, 3);
-	cistern_unlink(name);
-	rmdir(dir);
 }
 
 Test(gc, discard_removes_a_stale_segment_with_its_unread_samples)
 {
-	char name[64];
-	stale_with_samples("gc-discard", name, sizeof(name), 7);
+	const char *name = stale_with_samples("gc-discard", 7);
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, CISTERN_GC_DISCARD, &rep), 0);
 	cr_assert_eq(rep.removed, 5);
@@ -533,34 +484,30 @@ Test(gc, discard_removes_a_stale_segment_with_its_unread_samples)
 
 Test(gc, dump_to_and_discard_together_are_refused)
 {
-	char name[64];
-	stale_with_samples("gc-both", name, sizeof(name), 2);
+	const char *name = stale_with_samples("gc-both", 2);
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc_dump_to(name, "/tmp", CISTERN_GC_DISCARD, &rep), -EINVAL);
 	holds_the_filler_samples(name, 2);
-	cistern_unlink(name);
 }
 
 Test(gc, keeps_a_segment_created_for_later_use)
 {
-	char name[64];
-	struct cistern *c = make("gc-idle", name, sizeof(name), 8);
-	cistern_detach(c);
+	struct cistern *c = make("gc-idle", 8);
+	const char *name = seg_name_of(c);
+	seg_detach(c);
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
 	cr_assert_eq(rep.removed, 0);
 	cr_assert_eq(cistern_attach(name, &c), 0);
 	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(gc, leaves_a_fresh_half_created_object_alone)
 {
-	char name[64], shm[96];
-	snprintf(name, sizeof(name), "t-gchalf-%d", (int)getpid());
+	const char *name;
+	int fd = seg_shm_object("gchalf", &name);
+	char shm[96];
 	snprintf(shm, sizeof(shm), "/cistern.%s", name);
-	int fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL, 0600);
-	cr_assert_geq(fd, 0);
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
 	cr_assert_eq(rep.removed, 0, "its creator may still be at work");
@@ -575,15 +522,12 @@ Test(gc, leaves_a_fresh_half_created_object_alone)
 
 Test(ids, fifo_sample_ids_are_positions_from_zero_in_a_new_segment)
 {
-	char name[64];
-	struct cistern *c = make("ids", name, sizeof(name), 8);
+	struct cistern *c = make("ids", 8);
 	struct cistern_meta m;
 	cr_assert_eq(cistern_put(c, "a", 1, &m, 0), 0);
 	cr_assert_eq(m.sample_id, 0);
 	cr_assert_eq(cistern_put(c, "b", 1, &m, 0), 0);
 	cr_assert_eq(m.sample_id, 1);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 static void die_now(uint64_t done, uint64_t total, void *arg)
@@ -595,18 +539,15 @@ static void die_now(uint64_t done, uint64_t total, void *arg)
 /*
  * A restore that died half-way: a child restores a dump and is killed from
  * its progress callback, once the samples are loaded, before the rename.
- * `name` receives the temporary name it left behind.
+ * The temporary name it left behind, which seg_fini removes.
  */
-static void abandoned_restore(char *name, size_t size)
+static const char *abandoned_restore(void)
 {
-	char src[64], final[64], path[128];
-	struct cistern *c = make("abrt-src", src, sizeof(src), 8);
+	struct cistern *c = make("abrt-src", 8);
 	cr_assert_eq(cistern_put(c, "sample", 6, NULL, 0), 0);
-	snprintf(path, sizeof(path), "/tmp/cistern-test-abrt-%d.dump", (int)getpid());
-	cr_assert_eq(cistern_dump(src, path, NULL, NULL, NULL), 0);
-	cistern_detach(c);
-	cistern_unlink(src);
-	snprintf(final, sizeof(final), "t-abrt-final-%d", (int)getpid());
+	const char *path = seg_dump_path("abrt");
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0);
+	const char *final = seg_name("abrt-final");
 	pid_t pid = fork_child();
 	if (pid == 0) {
 		cistern_restore(path, final, die_now, NULL, NULL);
@@ -614,7 +555,6 @@ static void abandoned_restore(char *name, size_t size)
 	}
 	int st;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	unlink(path);
 	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
 		  "the restorer died in its progress call");
 	/* The restorer names its temporary object restore-PID-N. */
@@ -623,14 +563,15 @@ static void abandoned_restore(char *name, size_t size)
 	DIR *d = opendir("/dev/shm");
 	cr_assert_not_null(d);
 	struct dirent *e;
-	name[0] = '\0';
+	char name[CISTERN_NAME_MAX + 1] = "";
 	while ((e = readdir(d)) != NULL)
 		if (strncmp(e->d_name, prefix, (size_t)plen) == 0)
-			snprintf(name, size, "%s", e->d_name + strlen("cistern."));
+			snprintf(name, sizeof(name), "%s", e->d_name + strlen("cistern."));
 	closedir(d);
 	cr_assert_neq(name[0], '\0', "the restore left its temporary object behind");
 	struct cistern *probe;
 	cr_assert_eq(cistern_attach(final, &probe), -ENOENT, "and never got to the rename");
+	return seg_adopt(name);
 }
 
 /* A copy of segment `from`'s object as `to`, made as cp(1) makes one. */
@@ -652,12 +593,11 @@ static void copy_object(const char *from, const char *to)
 
 Test(gc, keeps_a_copy_of_a_segment_under_another_name)
 {
-	char name[64], copy[64];
-	struct cistern *c = make("gc-cp", name, sizeof(name), 8);
+	struct cistern *c = make("gc-cp", 8);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "kept", 4, NULL, 0), 0);
-	cistern_detach(c);
-	snprintf(copy, sizeof(copy), "t-gc-cp2-%d", (int)getpid());
-	cistern_unlink(copy);
+	seg_detach(c);
+	const char *copy = seg_name("gc-cp2");
 	copy_object(name, copy);
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(copy, 0, &rep), 0);
@@ -666,17 +606,14 @@ Test(gc, keeps_a_copy_of_a_segment_under_another_name)
 	char buf[8];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 4, "and its sample is there");
 	cistern_detach(c);
-	cistern_unlink(copy);
-	cistern_unlink(name);
 }
 
 Test(list, shows_a_copy_under_another_name_as_a_segment)
 {
-	char name[64], copy[64];
-	struct cistern *c = make("ls-cp", name, sizeof(name), 8);
-	cistern_detach(c);
-	snprintf(copy, sizeof(copy), "t-ls-cp2-%d", (int)getpid());
-	cistern_unlink(copy);
+	struct cistern *c = make("ls-cp", 8);
+	const char *name = seg_name_of(c);
+	seg_detach(c);
+	const char *copy = seg_name("ls-cp2");
 	copy_object(name, copy);
 	struct cistern_segment_info *v;
 	int n = cistern_list(&v);
@@ -684,27 +621,22 @@ Test(list, shows_a_copy_under_another_name_as_a_segment)
 	cr_assert_not_null(si);
 	cr_assert_eq(si->status, 0, "not an unfinished restore: %d", si->status);
 	free(v);
-	cistern_unlink(copy);
-	cistern_unlink(name);
 }
 
 Test(list, flags_an_unfinished_restore)
 {
-	char name[64];
-	abandoned_restore(name, sizeof(name));
+	const char *name = abandoned_restore();
 	struct cistern_segment_info *v;
 	int n = cistern_list(&v);
 	struct cistern_segment_info *si = find(v, n, name);
 	cr_assert_not_null(si);
 	cr_assert_eq(si->status, -EINPROGRESS);
 	free(v);
-	cistern_unlink(name);
 }
 
 Test(gc, removes_an_abandoned_restore)
 {
-	char name[64];
-	abandoned_restore(name, sizeof(name));
+	const char *name = abandoned_restore();
 	struct cistern_gc_report rep;
 	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
 	cr_assert_eq(rep.removed, 3);
@@ -719,8 +651,7 @@ Test(gc, removes_an_abandoned_restore)
  */
 Test(gc, never_removes_a_segment_under_a_process_that_attached, .timeout = 120)
 {
-	char name[64];
-	snprintf(name, sizeof(name), "t-gcrace-%d", (int)getpid());
+	const char *name = seg_name("gcrace");
 	int attached = 0, refused = 0;
 	for (int round = 0; round < 64; round++) {
 		cistern_unlink(name);
@@ -772,7 +703,6 @@ Test(gc, never_removes_a_segment_under_a_process_that_attached, .timeout = 120)
 			cr_assert_eq(r, -ENOENT, "round %d: attach: %d", round, r);
 		}
 	}
-	cistern_unlink(name);
 	cr_log_info("attached %d times, refused %d times", attached, refused);
 }
 
@@ -780,8 +710,7 @@ Test(gc, never_removes_a_segment_under_a_process_that_attached, .timeout = 120)
 
 Test(occupancy, counts_held_and_pinned_reservoir_samples)
 {
-	char name[64];
-	struct cistern *c = make_reservoir("occ-res", name, sizeof(name));
+	struct cistern *c = make_reservoir("occ-res");
 	for (int i = 0; i < 5; i++)
 		cr_assert_eq(cistern_put(c, "abcd", 4, NULL, 0), 0);
 	struct cistern_sample s;
@@ -793,14 +722,12 @@ Test(occupancy, counts_held_and_pinned_reservoir_samples)
 	cr_assert_eq(o.pinned, 1);
 	cr_assert_eq(o.held_seen_hist[1], 1, "the one read was seen once");
 	cistern_release(c, &s);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(occupancy, counts_a_sample_pinned_by_two_readers_once)
 {
-	char name[64];
-	struct cistern *c = make_reservoir("occ-2r", name, sizeof(name));
+	struct cistern *c = make_reservoir("occ-2r");
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "abcd", 4, NULL, 0), 0);
 	struct cistern *r2;
 	cr_assert_eq(cistern_attach(name, &r2), 0);
@@ -817,14 +744,11 @@ Test(occupancy, counts_a_sample_pinned_by_two_readers_once)
 	cr_assert_eq(cistern_occupancy_get(c, &o), 0);
 	cr_assert_eq(o.pinned, 0);
 	cistern_detach(r2);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(occupancy, a_sample_pinned_twice_by_one_reader_stays_pinned_until_both_release)
 {
-	char name[64];
-	struct cistern *c = make_reservoir("occ-2p", name, sizeof(name));
+	struct cistern *c = make_reservoir("occ-2p");
 	cr_assert_eq(cistern_put(c, "abcd", 4, NULL, 0), 0);
 	struct cistern_sample a, b;
 	cr_assert_eq(cistern_acquire(c, &a, 0), 0);
@@ -836,14 +760,12 @@ Test(occupancy, a_sample_pinned_twice_by_one_reader_stays_pinned_until_both_rele
 	cistern_release(c, &b);
 	cr_assert_eq(cistern_occupancy_get(c, &o), 0);
 	cr_assert_eq(o.pinned, 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(gc, drops_the_pins_of_a_killed_reservoir_reader)
 {
-	char name[64];
-	struct cistern *c = make_reservoir("gc-pin", name, sizeof(name));
+	struct cistern *c = make_reservoir("gc-pin");
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "abcd", 4, NULL, 0), 0);
 	kill_and_reap(holder(name, HOLD_SAMPLE));
 	struct cistern_gc_report rep;
@@ -853,8 +775,6 @@ Test(gc, drops_the_pins_of_a_killed_reservoir_reader)
 	struct cistern_occupancy o;
 	cistern_occupancy_get(c, &o);
 	cr_assert_eq(o.pinned, 0, "the pin is gone");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(remove, strerror_explains_a_refusal)

@@ -8,6 +8,9 @@
 
 #include "helpers.h"
 
+/* Every test's segment goes through seg_create(); the fixture removes it, pass or fail. */
+TestSuite(policies_mp, .fini = seg_fini);
+
 #define NPROD 4
 #define NREAD 4
 #define PAYLOAD 64
@@ -154,14 +157,10 @@ struct curve {
 static struct shared *run_policy(const char *tag, struct run *rn, struct curve *curve,
 				 struct cistern_stats *final)
 {
-	char name[64];
-	TEST_NAME(name, tag);
-	cistern_unlink(name);
 	rn->cfg.slot_size = PAYLOAD;
 	rn->cfg.expected_producers = NPROD;
-	struct cistern *c;
-	int r = cistern_create(name, &rn->cfg, &c);
-	cr_assert_eq(r, 0, "create: %s", cistern_strerror(r));
+	struct cistern *c = seg_create(tag, rn->cfg);
+	const char *name = seg_name_of(c);
 	struct shared *sh = shared_alloc(sizeof(*sh));
 	cr_assert_not_null(sh);
 	for (int i = 0; i < (rn->readers ? rn->readers : NREAD); i++)
@@ -187,8 +186,6 @@ static struct shared *run_policy(const char *tag, struct run *rn, struct curve *
 	cr_assert_eq(reap_all(), 0, "a producer or reader failed (errors %u)",
 		     atomic_load(&sh->errors));
 	cistern_stats_get(c, final);
-	cistern_detach(c);
-	cistern_unlink(name);
 	cr_assert_eq(atomic_load(&sh->damaged), 0, "damaged or overwritten payloads");
 	return sh;
 }
@@ -445,12 +442,10 @@ Test(policies_mp, reservoir_population_rises_to_capacity_holds_then_drains, .tim
 Test(policies_mp, a_sample_pinned_in_another_process_survives_puts_into_a_full_reservoir,
      .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "pinfull");
 	struct cistern_config cfg = {
 		.policy = CISTERN_RESERVOIR, .slot_size = PAYLOAD, .slot_count = 8, .watermark = 1};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("pinfull", cfg);
+	const char *name = seg_name_of(c);
 	unsigned char buf[PAYLOAD];
 	for (uint32_t q = 0; q < 8; q++) {
 		fill_payload(buf, PAYLOAD, 0, q);
@@ -497,20 +492,16 @@ Test(policies_mp, a_sample_pinned_in_another_process_survives_puts_into_a_full_r
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the pinned sample changed (%d)",
 		  status);
 	cr_log_info("pinned step %u, %d puts", pinned, puts);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /* ---- crashes ---- */
 
 Test(policies_mp, a_killed_reader_pins_are_dropped, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "kpin");
 	struct cistern_config cfg = {
 		.policy = CISTERN_RESERVOIR, .slot_size = 8, .slot_count = 1, .watermark = 1};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("kpin", cfg);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "old", 3, NULL, 0), 0);
 	pid_t pid = spawn_holder(name, HOLD_SAMPLE); /* a pin, under a reservoir */
 	cr_assert_gt(pid, 0);
@@ -528,21 +519,17 @@ Test(policies_mp, a_killed_reader_pins_are_dropped, .timeout = 60)
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.evictions, 1);
 	cr_assert_eq(st.evicted_unseen, 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(policies_mp, a_killed_reader_batch_loses_its_pins_and_its_reads, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "kbatch");
 	struct cistern_config cfg = {.policy = CISTERN_BATCH_RESERVOIR,
 				     .slot_size = 8,
 				     .slot_count = 4,
 				     .watermark = 4,
 				     .batch_size = 4};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("kbatch", cfg);
+	const char *name = seg_name_of(c);
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(cistern_put(c, "old", 3, NULL, 0), 0);
 	pid_t pid = spawn_holder(name, HOLD_BATCH); /* pins all four */
@@ -560,18 +547,14 @@ Test(policies_mp, a_killed_reader_batch_loses_its_pins_and_its_reads, .timeout =
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.evictions, 4);
 	cr_assert_eq(st.evicted_unseen, 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(policies_mp, a_killed_firo_reader_sample_is_handed_out_again, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "kfiro");
 	struct cistern_config cfg = {
 		.policy = CISTERN_FIRO, .slot_size = 8, .slot_count = 4, .watermark = 1};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("kfiro", cfg);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(cistern_put(c, "b", 1, NULL, 0), 0);
 	pid_t pid = spawn_holder(name, HOLD_SAMPLE); /* held alone, under FIRO */
@@ -592,18 +575,14 @@ Test(policies_mp, a_killed_firo_reader_sample_is_handed_out_again, .timeout = 60
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.redeliveries, 1);
 	cr_assert_eq(st.seen_hist[1], 2, "each left seen once: the dead read does not count");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(policies_mp, a_killed_producer_reservation_vanishes, .timeout = 60)
 {
-	char name[64];
-	TEST_NAME(name, "kres");
 	struct cistern_config cfg = {
 		.policy = CISTERN_RESERVOIR, .slot_size = 8, .slot_count = 2, .watermark = 1};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("kres", cfg);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	pid_t pid = spawn_holder(name, HOLD_RESERVATION);
 	cr_assert_gt(pid, 0);
@@ -619,6 +598,4 @@ Test(policies_mp, a_killed_producer_reservation_vanishes, .timeout = 60)
 	struct cistern_stats st;
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.reclaimed, 1);
-	cistern_detach(c);
-	cistern_unlink(name);
 }

@@ -8,23 +8,14 @@
 
 #include "helpers.h"
 
-static struct cistern *make(const char *tag, char *name, size_t len, uint32_t expected,
-			    uint32_t flags)
+/* Every test's segment goes through make(); the fixture removes it, pass or fail. */
+TestSuite(producers, .fini = seg_fini);
+
+static struct cistern *make(const char *tag, uint32_t expected, uint32_t flags)
 {
-	snprintf(name, len, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
 	struct cistern_config cfg = {
 		.slot_size = 8, .slot_count = 16, .expected_producers = expected, .flags = flags};
-	struct cistern *c;
-	int r = cistern_create(name, &cfg, &c);
-	cr_assert_eq(r, 0, "create: %s", cistern_strerror(r));
-	return c;
-}
-
-static void drop(struct cistern *c, const char *name)
-{
-	cistern_detach(c);
-	cistern_unlink(name);
+	return seg_create(tag, cfg);
 }
 
 static struct cistern_stats stats(struct cistern *c)
@@ -94,8 +85,8 @@ static int read_all(struct cistern *c, int timeout_ms, int *n)
 
 Test(producers, with_the_flag_a_producer_killed_before_done_counts_as_done, .timeout = 60)
 {
-	char name[64];
-	struct cistern *c = make("prod-flag", name, sizeof(name), 2, CISTERN_DEAD_PRODUCER_DONE);
+	struct cistern *c = make("prod-flag", 2, CISTERN_DEAD_PRODUCER_DONE);
+	const char *name = seg_name_of(c);
 	producer(name, 3, END_DONE_DETACH);
 	producer(name, 2, END_KILLED);
 	int n;
@@ -107,13 +98,12 @@ Test(producers, with_the_flag_a_producer_killed_before_done_counts_as_done, .tim
 	cr_assert_eq(st.producers_done, 1);
 	cr_assert_eq(st.producers_died, 1);
 	cr_assert(st.reception_closed);
-	drop(c, name);
 }
 
 Test(producers, without_the_flag_readers_wait_for_a_replacement, .timeout = 60)
 {
-	char name[64];
-	struct cistern *c = make("prod-wait", name, sizeof(name), 2, 0);
+	struct cistern *c = make("prod-wait", 2, 0);
+	const char *name = seg_name_of(c);
 	producer(name, 3, END_DONE_DETACH);
 	producer(name, 2, END_KILLED);
 	int n;
@@ -131,13 +121,12 @@ Test(producers, without_the_flag_readers_wait_for_a_replacement, .timeout = 60)
 	st = stats(c);
 	cr_assert_eq(st.producers_done, 2);
 	cr_assert_eq(st.producers_died, 1);
-	drop(c, name);
 }
 
 Test(producers, producer_done_counts_the_dead_under_the_flag)
 {
-	char name[64];
-	struct cistern *c = make("prod-left", name, sizeof(name), 3, CISTERN_DEAD_PRODUCER_DONE);
+	struct cistern *c = make("prod-left", 3, CISTERN_DEAD_PRODUCER_DONE);
+	const char *name = seg_name_of(c);
 	producer(name, 1, END_KILLED);
 	/* An attach reclaims the dead entry. */
 	struct cistern *d;
@@ -147,13 +136,12 @@ Test(producers, producer_done_counts_the_dead_under_the_flag)
 	cr_assert_eq(cistern_producer_done(d), 0);
 	cr_assert(stats(c).reception_closed);
 	cistern_detach(d);
-	drop(c, name);
 }
 
 Test(producers, a_dead_producer_shows_in_the_stats_before_its_reclaim)
 {
-	char name[64];
-	struct cistern *c = make("prod-unrecl", name, sizeof(name), 2, CISTERN_DEAD_PRODUCER_DONE);
+	struct cistern *c = make("prod-unrecl", 2, CISTERN_DEAD_PRODUCER_DONE);
+	const char *name = seg_name_of(c);
 	producer(name, 1, END_KILLED);
 	/* Nobody waits or attaches: the entry is dead, not reclaimed. */
 	struct cistern *ro;
@@ -162,25 +150,23 @@ Test(producers, a_dead_producer_shows_in_the_stats_before_its_reclaim)
 	cr_assert_eq(st.producers_died, 1);
 	cr_assert(!st.reception_closed, "only a reclaim counts it towards closing");
 	cistern_detach(ro);
-	drop(c, name);
 }
 
 Test(producers, a_producer_that_detaches_before_done_is_neither_done_nor_died)
 {
-	char name[64];
-	struct cistern *c = make("prod-detach", name, sizeof(name), 1, CISTERN_DEAD_PRODUCER_DONE);
+	struct cistern *c = make("prod-detach", 1, CISTERN_DEAD_PRODUCER_DONE);
+	const char *name = seg_name_of(c);
 	producer(name, 2, END_DETACH);
 	struct cistern_stats st = stats(c);
 	cr_assert_eq(st.producers_done, 0);
 	cr_assert_eq(st.producers_died, 0);
 	cr_assert(!st.reception_closed, "it may attach again");
-	drop(c, name);
 }
 
 Test(producers, a_producer_killed_after_done_is_not_counted_again)
 {
-	char name[64];
-	struct cistern *c = make("prod-after", name, sizeof(name), 2, CISTERN_DEAD_PRODUCER_DONE);
+	struct cistern *c = make("prod-after", 2, CISTERN_DEAD_PRODUCER_DONE);
+	const char *name = seg_name_of(c);
 	producer(name, 2, END_DONE_KILLED);
 	struct cistern *d;
 	cr_assert_eq(cistern_attach(name, &d), 0); /* reclaims it */
@@ -189,13 +175,12 @@ Test(producers, a_producer_killed_after_done_is_not_counted_again)
 	cr_assert_eq(st.producers_died, 0);
 	cr_assert(!st.reception_closed, "one of two producers ended");
 	cistern_detach(d);
-	drop(c, name);
 }
 
 Test(producers, a_killed_reader_is_not_a_producer)
 {
-	char name[64];
-	struct cistern *c = make("prod-reader", name, sizeof(name), 1, CISTERN_DEAD_PRODUCER_DONE);
+	struct cistern *c = make("prod-reader", 1, CISTERN_DEAD_PRODUCER_DONE);
+	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "sample", 6, NULL, 0), 0);
 	pid_t pid = spawn_holder(name, HOLD_SAMPLE);
 	cr_assert_gt(pid, 0);
@@ -207,7 +192,6 @@ Test(producers, a_killed_reader_is_not_a_producer)
 	cr_assert_eq(st.producers_died, 0);
 	cr_assert(!st.reception_closed);
 	cistern_detach(d);
-	drop(c, name);
 }
 
 Test(producers, the_flag_needs_expected_producers)

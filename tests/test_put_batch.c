@@ -14,11 +14,13 @@
 
 enum mode { SOLE, AUTO, SHARED, RESERVOIR };
 
-static struct cistern *make(const char *tag, char *name, size_t len, enum mode mode, uint64_t slots,
-			    struct cistern **other)
+/* Every test's segment goes through seg_create(); the fixture removes it, pass or fail. */
+TestSuite(put_batch, .fini = seg_fini);
+
+static struct cistern *make(const char *tag, enum mode mode, uint64_t slots, struct cistern **other)
 {
-	snprintf(name, len, "t-%s-%d-%d", tag, (int)mode, (int)getpid());
-	cistern_unlink(name);
+	char tag_mode[32];
+	snprintf(tag_mode, sizeof(tag_mode), "%s-%d", tag, (int)mode);
 	struct cistern_config cfg = {.slot_size = 16, .slot_count = slots};
 	if (mode == SOLE)
 		cfg.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER;
@@ -26,12 +28,11 @@ static struct cistern *make(const char *tag, char *name, size_t len, enum mode m
 		cfg.policy = CISTERN_RESERVOIR;
 		cfg.watermark = 1;
 	}
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create(tag_mode, cfg);
 	*other = NULL;
 	if (mode == SHARED) {
 		/* A second producer that has put once: the role is shared from then on. */
-		cr_assert_eq(cistern_attach(name, other), 0);
+		cr_assert_eq(cistern_attach(seg_name_of(c), other), 0);
 		cr_assert_eq(cistern_put(*other, "x", 1, NULL, 0), 0);
 		char b[16];
 		cr_assert_eq(cistern_get(c, b, sizeof(b), NULL, 0), 1);
@@ -39,12 +40,11 @@ static struct cistern *make(const char *tag, char *name, size_t len, enum mode m
 	return c;
 }
 
-static void drop(struct cistern *c, struct cistern *other, const char *name)
+/* The second producer's detach; seg_fini detaches c and unlinks the segment. */
+static void drop_other(struct cistern *other)
 {
 	if (other)
 		cistern_detach(other);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /* Samples v = from .. from + n - 1: each 4 + v % 9 bytes, byte j = v * 3 + j. */
@@ -78,8 +78,7 @@ static void expect(struct cistern *c, uint32_t v, uint64_t sample_id)
 
 static void puts_in_order_with_lengths_and_ids(enum mode mode)
 {
-	char name[64];
-	struct cistern *other, *c = make("pb-order", name, sizeof(name), mode, 16, &other);
+	struct cistern *other, *c = make("pb-order", mode, 16, &other);
 	uint8_t buf[10][16];
 	size_t len[10];
 	struct cistern_meta meta[10];
@@ -92,7 +91,7 @@ static void puts_in_order_with_lengths_and_ids(enum mode mode)
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_eq(st.puts, 10 + (mode == SHARED), "each sample counted once");
-	drop(c, other, name);
+	drop_other(other);
 }
 
 Test(put_batch, puts_in_order_with_lengths_and_ids_for_the_sole_producer)
@@ -112,8 +111,7 @@ Test(put_batch, puts_in_order_with_lengths_and_ids_for_a_shared_producer)
 
 static void stops_where_the_room_ends(enum mode mode)
 {
-	char name[64];
-	struct cistern *other, *c = make("pb-room", name, sizeof(name), mode, 8, &other);
+	struct cistern *other, *c = make("pb-room", mode, 8, &other);
 	uint8_t buf[20][16];
 	size_t len[20];
 	struct cistern_meta meta[20];
@@ -126,7 +124,7 @@ static void stops_where_the_room_ends(enum mode mode)
 	cr_assert_eq(cistern_put_batch(c, buf[8], 16, 12, len + 8, meta + 8, 0), 3);
 	for (uint32_t v = 3; v < 11; v++)
 		expect(c, v, meta[v].sample_id);
-	drop(c, other, name);
+	drop_other(other);
 }
 
 Test(put_batch, stops_where_the_room_ends_for_the_sole_producer)
@@ -145,8 +143,7 @@ Test(put_batch, stops_where_the_room_ends_for_a_shared_producer)
  */
 static void a_batch_across_the_end_of_the_ring_keeps_order(enum mode mode)
 {
-	char name[64];
-	struct cistern *other, *c = make("pb-wrap", name, sizeof(name), mode, 7, &other);
+	struct cistern *other, *c = make("pb-wrap", mode, 7, &other);
 	uint8_t buf[40][16];
 	size_t len[40];
 	struct cistern_meta meta[40];
@@ -165,7 +162,7 @@ static void a_batch_across_the_end_of_the_ring_keeps_order(enum mode mode)
 	}
 	for (uint32_t i = 1; i < 40; i++)
 		cr_assert_eq(meta[i].sample_id, meta[i - 1].sample_id + 1, "ids in order");
-	drop(c, other, name);
+	drop_other(other);
 }
 
 Test(put_batch, a_batch_across_the_end_of_the_ring_keeps_order_for_the_sole_producer)
@@ -180,8 +177,7 @@ Test(put_batch, a_batch_across_the_end_of_the_ring_keeps_order_for_the_automatic
 
 static void long_sample_ends_the_batch(enum mode mode)
 {
-	char name[64];
-	struct cistern *other, *c = make("pb-long", name, sizeof(name), mode, 16, &other);
+	struct cistern *other, *c = make("pb-long", mode, 16, &other);
 	uint8_t buf[4][32];
 	memset(buf, 'a', sizeof(buf));
 	size_t len[4] = {3, 5, 17, 2}; /* the third is longer than a slot (16) */
@@ -202,7 +198,7 @@ static void long_sample_ends_the_batch(enum mode mode)
 		cr_assert_eq(cistern_get(c, out, sizeof(out), NULL, 0), 5);
 		cr_assert_eq(cistern_get(c, out, sizeof(out), NULL, 0), 2);
 	}
-	drop(c, other, name);
+	drop_other(other);
 }
 
 Test(put_batch, a_sample_too_long_ends_the_batch_for_the_sole_producer)
@@ -222,8 +218,7 @@ Test(put_batch, a_sample_too_long_ends_the_batch_under_a_reservoir)
 
 Test(put_batch, without_lengths_every_sample_is_stride_bytes)
 {
-	char name[64];
-	struct cistern *other, *c = make("pb-stride", name, sizeof(name), SOLE, 16, &other);
+	struct cistern *other, *c = make("pb-stride", SOLE, 16, &other);
 	uint32_t v[5] = {10, 11, 12, 13, 14};
 	cr_assert_eq(cistern_put_batch(c, v, sizeof(v[0]), 5, NULL, NULL, 0), 5);
 	for (uint32_t i = 0; i < 5; i++) {
@@ -231,13 +226,13 @@ Test(put_batch, without_lengths_every_sample_is_stride_bytes)
 		cr_assert_eq(cistern_get(c, &w, sizeof(w), NULL, 0), (ssize_t)sizeof(w));
 		cr_assert_eq(w, 10 + i);
 	}
-	drop(c, other, name);
+	drop_other(other);
 }
 
 Test(put_batch, refuses_bad_arguments_and_read_only_handles)
 {
-	char name[64];
-	struct cistern *other, *c = make("pb-args", name, sizeof(name), SOLE, 16, &other);
+	struct cistern *other, *c = make("pb-args", SOLE, 16, &other);
+	const char *name = seg_name_of(c);
 	uint32_t v[2] = {1, 2};
 	cr_assert_eq(cistern_put_batch(NULL, v, 4, 2, NULL, NULL, 0), -EINVAL);
 	cr_assert_eq(cistern_put_batch(c, NULL, 4, 2, NULL, NULL, 0), -EINVAL);
@@ -250,13 +245,12 @@ Test(put_batch, refuses_bad_arguments_and_read_only_handles)
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_eq(st.puts, 0);
-	drop(c, other, name);
+	drop_other(other);
 }
 
 static void after_close_puts_nothing(enum mode mode)
 {
-	char name[64];
-	struct cistern *other, *c = make("pb-close", name, sizeof(name), mode, 16, &other);
+	struct cistern *other, *c = make("pb-close", mode, 16, &other);
 	uint32_t v[4] = {1, 2, 3, 4};
 	cr_assert_eq(cistern_put_batch(c, v, 4, 2, NULL, NULL, 0), 2);
 	cr_assert_eq(cistern_close_reception(c), 0);
@@ -268,7 +262,7 @@ static void after_close_puts_nothing(enum mode mode)
 	cr_assert_eq(w, 2);
 	cr_assert_eq(cistern_get(c, &w, sizeof(w), NULL, 1000), CISTERN_EOD,
 		     "nothing of the refused batch appears");
-	drop(c, other, name);
+	drop_other(other);
 }
 
 Test(put_batch, after_close_puts_nothing_for_the_sole_producer)
@@ -283,8 +277,7 @@ Test(put_batch, after_close_puts_nothing_for_a_shared_producer)
 
 Test(put_batch, under_a_reservoir_puts_every_sample)
 {
-	char name[64];
-	struct cistern *other, *c = make("pb-res", name, sizeof(name), RESERVOIR, 16, &other);
+	struct cistern *other, *c = make("pb-res", RESERVOIR, 16, &other);
 	uint8_t buf[10][16];
 	size_t len[10];
 	struct cistern_meta meta[10];
@@ -309,7 +302,7 @@ Test(put_batch, under_a_reservoir_puts_every_sample)
 		cr_assert_eq(memcmp(out[i], buf[v], len[v]), 0, "sample %u", v);
 	}
 	cr_assert_eq(seen, 0x3ff);
-	drop(c, other, name);
+	drop_other(other);
 }
 
 /*
@@ -318,8 +311,8 @@ Test(put_batch, under_a_reservoir_puts_every_sample)
  */
 Test(put_batch, waits_for_room_for_the_first_sample, .timeout = 60)
 {
-	char name[64];
-	struct cistern *other, *c = make("pb-wait", name, sizeof(name), SOLE, 4, &other);
+	struct cistern *other, *c = make("pb-wait", SOLE, 4, &other);
+	const char *name = seg_name_of(c);
 	_Atomic uint32_t *reading = shared_alloc(sizeof(*reading));
 	cr_assert_not_null(reading);
 	uint32_t v[8] = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -347,7 +340,7 @@ Test(put_batch, waits_for_room_for_the_first_sample, .timeout = 60)
 	int status;
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "reader status %d", status);
-	drop(c, other, name);
+	drop_other(other);
 }
 
 /*
@@ -358,9 +351,8 @@ Test(put_batch, waits_for_room_for_the_first_sample, .timeout = 60)
 Test(put_batch, batches_racing_a_close_are_counted_exactly, .timeout = 120)
 {
 	for (int round = 0; round < 40; round++) {
-		char name[64];
-		struct cistern *other,
-			*c = make("pb-race", name, sizeof(name), SOLE, 1 << 12, &other);
+		struct cistern *other, *c = make("pb-race", SOLE, 1 << 12, &other);
+		const char *name = seg_name_of(c);
 		_Atomic uint32_t *go = shared_alloc(sizeof(*go));
 		cr_assert_not_null(go);
 		if (fork_child() == 0) {
@@ -396,7 +388,8 @@ Test(put_batch, batches_racing_a_close_are_counted_exactly, .timeout = 120)
 		}
 		cr_assert_eq(n, CISTERN_EOD, "round %d", round);
 		cr_assert_eq(got, ok, "round %d", round);
-		drop(c, other, name);
+		drop_other(other);
+		seg_drop(c); /* the next round makes the segment again */
 	}
 }
 
@@ -409,12 +402,9 @@ Test(put_batch, batches_racing_a_close_are_counted_exactly, .timeout = 120)
 
 static void stream(uint32_t flags)
 {
-	char name[64];
-	TEST_NAME(name, "pb-stream");
-	cistern_unlink(name);
 	struct cistern_config cfg = {.slot_size = 16, .slot_count = 16, .flags = flags};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("pb-stream", cfg);
+	const char *name = seg_name_of(c);
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
@@ -459,8 +449,6 @@ static void stream(uint32_t flags)
 	int status;
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "producer status %d", status);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(put_batch, a_stream_to_another_process_arrives_whole_and_in_order_sole, .timeout = 120)

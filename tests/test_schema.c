@@ -15,23 +15,40 @@
 
 #define RL "obs:float32[84,84];action:int64[];reward:float32[];next_obs:float32[84,84]"
 
-static struct cistern *make(const char *tag, char *name, size_t len, uint64_t slot_size,
-			    const char *schema)
+/*
+ * Every test's segments (sch_name()) and dump files (sch_dump_path()) are the
+ * fixture's to remove, pass or fail.
+ */
+TestSuite(schema_text, .fini = seg_fini);
+TestSuite(schema_bad, .fini = seg_fini);
+TestSuite(schema_header, .fini = seg_fini);
+TestSuite(schema_dump, .fini = seg_fini);
+
+/* seg_name("sch-<tag>"): this program's segment names. */
+static const char *sch_name(const char *tag)
 {
-	snprintf(name, len, "t-sch-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
+	char sch_tag[32];
+	snprintf(sch_tag, sizeof(sch_tag), "sch-%s", tag);
+	return seg_name(sch_tag);
+}
+
+/* seg_dump_path("sch-<tag>"). */
+static const char *sch_dump_path(const char *tag)
+{
+	char sch_tag[32];
+	snprintf(sch_tag, sizeof(sch_tag), "sch-%s", tag);
+	return seg_dump_path(sch_tag);
+}
+
+static struct cistern *make(const char *tag, uint64_t slot_size, const char *schema)
+{
+	const char *name = sch_name(tag);
 	struct cistern_config cfg = {.slot_size = slot_size, .slot_count = 8, .schema = schema};
 	struct cistern *c = NULL;
 	int r = cistern_create(name, &cfg, &c);
 	cr_assert_eq(r, 0, "create %s: %s (%s)", name, cistern_strerror(r),
 		     cistern_config_problem(&cfg));
-	return c;
-}
-
-static void dump_path(char *buf, size_t size, const char *tag)
-{
-	snprintf(buf, size, "/tmp/cistern-test-sch-%s-%d.dump", tag, (int)getpid());
-	unlink(buf);
+	return seg_keep(name, c);
 }
 
 /* ---- the text form and the layout ----------------------------------------- */
@@ -67,8 +84,8 @@ Test(schema_text, an_rl_transition_is_laid_out_as_a_c_struct)
 
 Test(schema_text, spaces_and_scalars_without_brackets_are_accepted_and_made_canonical)
 {
-	char name[64], buf[CISTERN_SCHEMA_MAX];
-	struct cistern *c = make("canon", name, sizeof(name), 0,
+	char buf[CISTERN_SCHEMA_MAX];
+	struct cistern *c = make("canon", 0,
 				 " obs : float32 [ 084 , 84 ] ;\n action:int64; done: bool[]\t");
 	cr_assert_eq(cistern_schema_get(c, buf, sizeof(buf)),
 		     (ssize_t)strlen("obs:float32[84,84];action:int64[];done:bool[]"));
@@ -76,14 +93,13 @@ Test(schema_text, spaces_and_scalars_without_brackets_are_accepted_and_made_cano
 	struct cistern_config cfg;
 	cr_assert_eq(cistern_config_get(c, &cfg), 0);
 	cr_assert_str_eq(cfg.schema, buf, "the config holds the canonical text too");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(schema_text, another_handle_reads_the_same_schema_and_fields)
 {
-	char name[64], buf[CISTERN_SCHEMA_MAX];
-	struct cistern *c = make("other", name, sizeof(name), 0, RL);
+	char buf[CISTERN_SCHEMA_MAX];
+	struct cistern *c = make("other", 0, RL);
+	const char *name = seg_name_of(c);
 	struct cistern *r, *ro;
 	cr_assert_eq(cistern_attach(name, &r), 0);
 	cr_assert_eq(cistern_open_readonly(name, &ro), 0);
@@ -100,27 +116,22 @@ Test(schema_text, another_handle_reads_the_same_schema_and_fields)
 	}
 	cistern_detach(ro);
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(schema_text, slot_size_zero_means_the_sample_size)
 {
-	char name[64];
-	struct cistern *c = make("slot0", name, sizeof(name), 0, RL);
+	struct cistern *c = make("slot0", 0, RL);
 	struct cistern_config cfg;
 	uint64_t size;
 	cistern_config_get(c, &cfg);
 	cr_assert_eq(cistern_schema_parse(RL, NULL, 0, &size), 4);
 	cr_assert_eq(cfg.slot_size, size);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(schema_text, a_segment_without_a_schema_has_none)
 {
-	char name[64], buf[8] = "x";
-	struct cistern *c = make("none", name, sizeof(name), 64, "");
+	char buf[8] = "x";
+	struct cistern *c = make("none", 64, "");
 	struct cistern_config cfg;
 	cistern_config_get(c, &cfg);
 	cr_assert_null(cfg.schema, "\"\" is no schema, as NULL is");
@@ -131,21 +142,17 @@ Test(schema_text, a_segment_without_a_schema_has_none)
 	cr_assert_eq(cistern_schema_fields(c, NULL, 0, &size), 0);
 	cr_assert_eq(size, 0);
 	cr_assert_eq(cfg.slot_size, 64);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(schema_text, a_buffer_too_small_for_the_text_is_erange)
 {
-	char name[64], buf[CISTERN_SCHEMA_MAX];
-	struct cistern *c = make("erange", name, sizeof(name), 4096, "a:int8");
+	char buf[CISTERN_SCHEMA_MAX];
+	struct cistern *c = make("erange", 4096, "a:int8");
 	cr_assert_eq(cistern_schema_get(c, buf, strlen("a:int8[]")), -ERANGE,
 		     "no room for the NUL");
 	cr_assert_eq(cistern_schema_get(c, NULL, 0), -ERANGE);
 	cr_assert_eq(cistern_schema_get(c, buf, strlen("a:int8[]") + 1), 8);
 	cr_assert_eq(cistern_schema_get(NULL, buf, sizeof(buf)), -EINVAL);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(schema_text, the_field_count_is_given_beyond_the_room_for_fields)
@@ -211,9 +218,7 @@ Test(schema_bad, each_is_refused_with_the_field_named)
 		{"a:int8;x234567890123456789012345678901234567890123456789012345678901234:int8",
 		 "field 2: the name"},
 	};
-	char name[64];
-	snprintf(name, sizeof(name), "t-sch-bad-%d", (int)getpid());
-	cistern_unlink(name);
+	const char *name = sch_name("bad");
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct cistern_config cfg = {.schema = bad[i].schema};
 		const char *why = cistern_config_problem(&cfg);
@@ -255,8 +260,7 @@ Test(schema_bad, a_sample_larger_than_slot_size_is_refused)
 	cr_assert_not_null(why);
 	cr_assert(strstr(why, "schema needs 4100 bytes a sample, more than slot_size (4096)"), "%s",
 		  why);
-	char name[64];
-	snprintf(name, sizeof(name), "t-sch-big-%d", (int)getpid());
+	const char *name = sch_name("big");
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
 	cfg.slot_size = 4100;
@@ -265,19 +269,21 @@ Test(schema_bad, a_sample_larger_than_slot_size_is_refused)
 
 /* ---- the header ------------------------------------------------------------- */
 
-/* A detached segment with a schema, and a copy of its header. */
-static void real_segment(const char *tag, char *name, size_t len, struct cistern_hdr *h)
+/* A detached segment with a schema, by name, and a copy of its header. */
+static const char *real_segment(const char *tag, struct cistern_hdr *h)
 {
-	struct cistern *c = make(tag, name, len, 64, "a:float32[4];b:int64");
+	struct cistern *c = make(tag, 64, "a:float32[4];b:int64");
+	const char *name = seg_name_of(c);
 	memcpy(h, c->hdr, sizeof(*h));
-	cistern_detach(c);
+	seg_detach(c);
+	return name;
 }
 
 static int attach_with_schema_bytes(const char *tag, const char *bytes, size_t n)
 {
-	char name[64], path[128];
+	char path[128];
 	struct cistern_hdr h;
-	real_segment(tag, name, sizeof(name), &h);
+	const char *name = real_segment(tag, &h);
 	memset(h.schema, 0, sizeof(h.schema));
 	memcpy(h.schema, bytes, n);
 	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
@@ -293,7 +299,6 @@ static int attach_with_schema_bytes(const char *tag, const char *bytes, size_t n
 	if (ro == 0)
 		cistern_detach(c);
 	cr_assert_eq(r, ro, "attach and open_readonly agree");
-	cistern_unlink(name);
 	return r;
 }
 
@@ -333,8 +338,8 @@ Test(schema_header, the_schema_is_part_of_the_layout_signature)
 
 Test(schema_header, a_listing_leaves_no_pointer_to_a_closed_segment)
 {
-	char name[64];
-	struct cistern *c = make("list", name, sizeof(name), 0, RL);
+	struct cistern *c = make("list", 0, RL);
+	const char *name = seg_name_of(c);
 	struct cistern_segment_info *v;
 	int n = cistern_list(&v);
 	cr_assert_geq(n, 1);
@@ -347,19 +352,17 @@ Test(schema_header, a_listing_leaves_no_pointer_to_a_closed_segment)
 		}
 	cr_assert(found);
 	free(v);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /* ---- dumps ------------------------------------------------------------------ */
 
 Test(schema_dump, restore_recreates_the_schema)
 {
-	char name[64], copy[64], path[128], buf[CISTERN_SCHEMA_MAX];
-	struct cistern *c = make("dump", name, sizeof(name), 0, RL);
-	snprintf(copy, sizeof(copy), "t-sch-dump2-%d", (int)getpid());
-	cistern_unlink(copy);
-	dump_path(path, sizeof(path), "keep");
+	char buf[CISTERN_SCHEMA_MAX];
+	struct cistern *c = make("dump", 0, RL);
+	const char *name = seg_name_of(c);
+	const char *copy = sch_name("dump2");
+	const char *path = sch_dump_path("keep");
 	struct cistern_config cfg;
 	cistern_config_get(c, &cfg);
 	char *payload = calloc(1, cfg.slot_size);
@@ -383,19 +386,14 @@ Test(schema_dump, restore_recreates_the_schema)
 	cr_assert_eq(cistern_get(r, payload, cfg.slot_size, NULL, 0), (ssize_t)cfg.slot_size);
 	free(payload);
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(copy);
-	cistern_unlink(name);
-	unlink(path);
 }
 
 Test(schema_dump, a_segment_without_a_schema_restores_without_one)
 {
-	char name[64], copy[64], path[128];
-	struct cistern *c = make("dnone", name, sizeof(name), 64, NULL);
-	snprintf(copy, sizeof(copy), "t-sch-dnone2-%d", (int)getpid());
-	cistern_unlink(copy);
-	dump_path(path, sizeof(path), "none");
+	struct cistern *c = make("dnone", 64, NULL);
+	const char *name = seg_name_of(c);
+	const char *copy = sch_name("dnone2");
+	const char *path = sch_dump_path("none");
 	struct cistern_dump_info di;
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, &di), 0);
 	cr_assert_null(di.config.schema);
@@ -405,10 +403,6 @@ Test(schema_dump, a_segment_without_a_schema_restores_without_one)
 	cr_assert_eq(cistern_attach(copy, &r), 0);
 	cr_assert_eq(cistern_schema_get(r, NULL, 0), 0);
 	cistern_detach(r);
-	cistern_detach(c);
-	cistern_unlink(copy);
-	cistern_unlink(name);
-	unlink(path);
 }
 
 static void *read_file(const char *path, size_t *len)
@@ -447,11 +441,10 @@ static void reseal(uint8_t *p, size_t len, struct dump_meta *meta)
  */
 Test(schema_dump, a_format_1_dump_is_still_read_and_restored)
 {
-	char name[64], copy[64], path[128];
-	struct cistern *c = make("v1", name, sizeof(name), 64, NULL);
-	snprintf(copy, sizeof(copy), "t-sch-v1b-%d", (int)getpid());
-	cistern_unlink(copy);
-	dump_path(path, sizeof(path), "v1");
+	struct cistern *c = make("v1", 64, NULL);
+	const char *name = seg_name_of(c);
+	const char *copy = sch_name("v1b");
+	const char *path = sch_dump_path("v1");
 	uint8_t payload[10] = "0123456789";
 	cr_assert_eq(cistern_put(c, payload, sizeof(payload), NULL, 0), 0);
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
@@ -484,20 +477,17 @@ Test(schema_dump, a_format_1_dump_is_still_read_and_restored)
 	write_file(path, p, len);
 	cr_assert_eq(cistern_dump_verify(path, NULL), -EBADMSG);
 	free(p);
-	cistern_detach(c);
-	cistern_unlink(copy);
-	cistern_unlink(name);
-	unlink(path);
 }
 
 /* Dump a schema segment, change the file with `damage`, and expect a refusal. */
 static void refused(const char *tag, void (*damage)(uint8_t *p, size_t len))
 {
-	char name[64], copy[64], path[128];
-	struct cistern *c = make(tag, name, sizeof(name), 64, "a:float32[4];b:int64");
-	snprintf(copy, sizeof(copy), "t-sch-%s2-%d", tag, (int)getpid());
-	cistern_unlink(copy);
-	dump_path(path, sizeof(path), tag);
+	struct cistern *c = make(tag, 64, "a:float32[4];b:int64");
+	const char *name = seg_name_of(c);
+	char copy_tag[32];
+	snprintf(copy_tag, sizeof(copy_tag), "%s2", tag);
+	const char *copy = sch_name(copy_tag);
+	const char *path = sch_dump_path(tag);
 	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
 	size_t len;
 	uint8_t *p = read_file(path, &len);
@@ -508,9 +498,6 @@ static void refused(const char *tag, void (*damage)(uint8_t *p, size_t len))
 	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), -EBADMSG);
 	struct cistern *r;
 	cr_assert_eq(cistern_attach(copy, &r), -ENOENT, "nothing created");
-	cistern_detach(c);
-	cistern_unlink(name);
-	unlink(path);
 }
 
 static uint8_t *schema_of(uint8_t *p, size_t len, struct dump_meta *m)

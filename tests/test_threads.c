@@ -13,6 +13,9 @@
 
 #include "helpers.h"
 
+/* Every test's segment goes through seg_create(); the fixture removes it, pass or fail. */
+TestSuite(threads, .fini = seg_fini);
+
 #define T_PRODUCERS 4
 #define T_READERS 4
 #define T_PER 20000u
@@ -112,12 +115,10 @@ static void *t_reader(void *arg)
 static void run_threads(const char *tag, struct cistern_config cfg, uint32_t exactly)
 {
 	struct t_ctx ctx[T_PRODUCERS + T_READERS];
-	char name[64];
-	TEST_NAME(name, tag);
 	cfg.slot_size = T_PAYLOAD;
 	cfg.expected_producers = T_PRODUCERS;
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create(tag, cfg);
+	const char *name = seg_name_of(c);
 	static _Atomic uint32_t seen[T_TOTAL];
 	static _Atomic int failures;
 	pthread_t th[T_PRODUCERS + T_READERS];
@@ -146,8 +147,6 @@ static void run_threads(const char *tag, struct cistern_config cfg, uint32_t exa
 	cr_assert_eq(st.puts, T_TOTAL);
 	if (exactly)
 		cr_assert_eq(st.gets, (uint64_t)T_TOTAL * exactly);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(threads, handles_in_many_threads_deliver_every_sample_exactly_once, .timeout = 300)
@@ -216,11 +215,9 @@ static void *t_churn(void *arg)
 
 Test(threads, attach_and_detach_race_with_traffic_without_loss, .timeout = 300)
 {
-	char name[64];
-	TEST_NAME(name, "churn");
 	struct cistern_config cfg = {.slot_size = 8, .slot_count = 2048, .max_procs = 16};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = seg_create("churn", cfg);
+	const char *name = seg_name_of(c);
 	static _Atomic int failures;
 	static _Atomic uint64_t moved;
 	enum { CHURNERS = 6 };
@@ -245,6 +242,4 @@ Test(threads, attach_and_detach_race_with_traffic_without_loss, .timeout = 300)
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.procs_attached, 1, "every churner's entry was given back");
 	cr_assert_eq(st.population, 0);
-	cistern_detach(c);
-	cistern_unlink(name);
 }

@@ -36,15 +36,13 @@ static double chi2(const uint64_t *obs, int k, double expected)
 	return x;
 }
 
-static struct cistern *make(const char *tag, char *name, size_t namelen, struct cistern_config cfg)
+/* Every test's segments go through make(); the fixture removes them, pass or fail. */
+TestSuite(uniformity, .fini = seg_fini);
+
+static struct cistern *make(const char *tag, struct cistern_config cfg)
 {
-	snprintf(name, namelen, "t-%s-%d", tag, (int)getpid());
-	cistern_unlink(name);
 	cfg.seed = SEED;
-	struct cistern *c = NULL;
-	int r = cistern_create(name, &cfg, &c);
-	cr_assert_eq(r, 0, "create: %s", cistern_strerror(r));
-	return c;
+	return seg_create(tag, cfg);
 }
 
 static void put_u32(struct cistern *c, uint32_t v, uint32_t sim, uint32_t step)
@@ -61,10 +59,9 @@ static void assert_uniform(const uint64_t *counts, int k, uint64_t total, const 
 }
 
 /* A segment of this config holding K samples whose payloads are their index. */
-static struct cistern *make_filled(const char *tag, char *name, size_t namelen,
-				   struct cistern_config cfg, int k)
+static struct cistern *make_filled(const char *tag, struct cistern_config cfg, int k)
 {
-	struct cistern *c = make(tag, name, namelen, cfg);
+	struct cistern *c = make(tag, cfg);
 	for (uint32_t i = 0; i < (uint32_t)k; i++)
 		put_u32(c, i, 0, 0);
 	return c;
@@ -94,8 +91,7 @@ static struct cistern *second_reader(struct cistern *c, const char *name)
 static void reads_are_uniform(const char *tag, struct cistern_config cfg, int k, int n,
 			      const char *what)
 {
-	char name[64];
-	struct cistern *c = make_filled(tag, name, sizeof(name), cfg, k);
+	struct cistern *c = make_filled(tag, cfg, k);
 	uint64_t *counts = calloc((size_t)k, sizeof(*counts));
 	cr_assert_not_null(counts);
 	for (int i = 0; i < n; i++) {
@@ -106,8 +102,6 @@ static void reads_are_uniform(const char *tag, struct cistern_config cfg, int k,
 	}
 	assert_uniform(counts, k, (uint64_t)n, what);
 	free(counts);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(uniformity, reservoir_reads_are_uniform_over_held_samples)
@@ -145,9 +139,8 @@ enum {
 static void batch_members_are_uniform_how(const char *tag, struct cistern_config cfg, int k, int b,
 					  int n, const char *what, unsigned how)
 {
-	char name[64];
-	struct cistern *c = make_filled(tag, name, sizeof(name), cfg, k);
-	struct cistern *r2 = how & READ_BESIDE_SECOND ? second_reader(c, name) : NULL;
+	struct cistern *c = make_filled(tag, cfg, k);
+	struct cistern *r2 = how & READ_BESIDE_SECOND ? second_reader(c, seg_name_of(c)) : NULL;
 	uint64_t *counts = calloc((size_t)k, sizeof(*counts));
 	struct cistern_sample *s = calloc((size_t)b, sizeof(*s));
 	uint32_t *v = calloc((size_t)b, sizeof(*v));
@@ -173,8 +166,6 @@ static void batch_members_are_uniform_how(const char *tag, struct cistern_config
 	free(counts);
 	if (r2)
 		cistern_detach(r2);
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 static void batch_members_are_uniform(const char *tag, struct cistern_config cfg, int k, int b,
@@ -288,13 +279,11 @@ Test(uniformity, firo_reads_are_uniform_over_held_samples)
 
 Test(uniformity, reservoir_evictions_are_uniform_over_evictable_samples)
 {
-	char name[64];
 	enum { K = 40, N = 40000 };
-	struct cistern *c = make("u-evict", name, sizeof(name),
-				 (struct cistern_config){.policy = CISTERN_RESERVOIR,
-							 .slot_size = 4,
-							 .slot_count = K,
-							 .watermark = K});
+	struct cistern *c = make("u-evict", (struct cistern_config){.policy = CISTERN_RESERVOIR,
+								    .slot_size = 4,
+								    .slot_count = K,
+								    .watermark = K});
 	for (uint32_t i = 0; i < K; i++)
 		put_u32(c, i, 0, 0);
 	static uint64_t counts[K];
@@ -309,15 +298,12 @@ Test(uniformity, reservoir_evictions_are_uniform_over_evictable_samples)
 		cr_assert_eq(cistern_commit(c, &slot, 4, NULL), 0);
 	}
 	assert_uniform(counts, K, N, "reservoir evictions");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 Test(uniformity, sim_paired_pairs_are_uniform_over_held_pairs)
 {
-	char name[64];
 	enum { SIMS = 6, STEPS = 6, PAIRS = SIMS * (STEPS - 1), N = 60000 };
-	struct cistern *c = make("u-pairs", name, sizeof(name),
+	struct cistern *c = make("u-pairs",
 				 (struct cistern_config){.policy = CISTERN_SIM_PAIRED_RESERVOIR,
 							 .slot_size = 4,
 							 .slot_count = 64,
@@ -335,8 +321,6 @@ Test(uniformity, sim_paired_pairs_are_uniform_over_held_pairs)
 		cr_assert_eq(cistern_release_pair(c, p), 0);
 	}
 	assert_uniform(counts, PAIRS, N, "sim-paired pairs");
-	cistern_detach(c);
-	cistern_unlink(name);
 }
 
 /*
@@ -383,8 +367,7 @@ Test(uniformity, a_fixed_seed_makes_a_run_reproducible)
 {
 	uint32_t first[64];
 	for (int run = 0; run < 2; run++) {
-		char name[64];
-		struct cistern *c = make(run ? "u-rep1" : "u-rep0", name, sizeof(name),
+		struct cistern *c = make(run ? "u-rep1" : "u-rep0",
 					 (struct cistern_config){.policy = CISTERN_RESERVOIR,
 								 .slot_size = 4,
 								 .slot_count = 16,
@@ -406,7 +389,5 @@ Test(uniformity, a_fixed_seed_makes_a_run_reproducible)
 			memcpy(first, seq, sizeof(first));
 		else
 			cr_assert_arr_eq(first, seq, sizeof(first), "same seed, same reads");
-		cistern_detach(c);
-		cistern_unlink(name);
 	}
 }
