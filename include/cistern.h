@@ -1103,8 +1103,10 @@ CISTERN_API int cistern_remote_put_batch(struct cistern_remote *r, const void *b
 
 /**
  * Wait until every sample sent so far is acknowledged or failed.
- * @return 0; -ETIMEDOUT/-EAGAIN; -ECONNRESET; the first error the server
- *         reported since the last call that returned one.
+ * @return 0; -ETIMEDOUT/-EAGAIN; -ECONNRESET once the server is gone or
+ *         stopped (as every call on the connection from then on:
+ *         cistern_remote_info_get() says which samples are in); the first
+ *         error the server reported since the last call that returned one.
  */
 CISTERN_API int cistern_remote_flush(struct cistern_remote *r, int timeout_ms);
 
@@ -1131,7 +1133,9 @@ CISTERN_API ssize_t cistern_remote_schema_get(const struct cistern_remote *r, ch
 /**
  * Say goodbye and free the connection. Samples not yet acknowledged are not
  * waited for (flush first); those already sent still reach their segment if
- * the server can put them. A producer that closes without
+ * the server can put them (close lets them leave for up to a second). On a
+ * fork() child's copy it frees the copy and leaves the parent's connection
+ * alone. A producer that closes without
  * cistern_remote_producer_done() detached cleanly: neither done nor died.
  * @return 0, or -EINVAL for NULL.
  */
@@ -1176,7 +1180,11 @@ struct cistern_server_opts {
 	/** log lines go here; NULL: no log (the library never prints) */
 	cistern_log_fn log;
 	void *log_arg;
-	/** the server's CurveZMQ key pair (Z85); NULL: no CurveZMQ (loopback only) */
+	/**
+	 * The server's CurveZMQ key pair (Z85). secret_key NULL: no CurveZMQ
+	 * (loopback only). public_key is not needed by the server (clients
+	 * are given it) and may be NULL.
+	 */
 	const char *public_key;
 	const char *secret_key;
 	/** the client public keys admitted (Z85), n_client_keys of them */

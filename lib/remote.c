@@ -67,7 +67,8 @@ static uint64_t random_id(void)
 	if (id == 0) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		id = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40);
+		id = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
+		     ((uint64_t)getpid() << 40);
 		id |= 1;
 	}
 	return id;
@@ -140,8 +141,9 @@ static void handle(struct cistern_remote *r, const struct cistern__wire *w)
 		if (zmq_getsockopt(r->sock, ZMQ_RCVMORE, &m, &ml) == 0 && m) {
 			int n = zmq_recv(r->sock, r->schema, sizeof(r->schema) - 1, 0);
 			if (n > 0) {
-				size_t len = (size_t)n < sizeof(r->schema) - 1 ? (size_t)n
-									    : sizeof(r->schema) - 1;
+				size_t len = (size_t)n < sizeof(r->schema) - 1
+						     ? (size_t)n
+						     : sizeof(r->schema) - 1;
 				r->schema[len] = '\0';
 				r->schema_len = strlen(r->schema);
 			}
@@ -196,7 +198,8 @@ static void drain(struct cistern_remote *r)
 		if (cistern__wire_decode(hdr, (size_t)n, &w) == 0 &&
 		    w.version == CISTERN_REMOTE_PROTOCOL)
 			handle(r, &w);
-		else if (cistern__wire_decode(hdr, (size_t)n, &w) == 0 && w.kind == CISTERN__W_ERROR)
+		else if (cistern__wire_decode(hdr, (size_t)n, &w) == 0 &&
+			 w.kind == CISTERN__W_ERROR)
 			handle(r, &w);
 		skip_rest(r->sock);
 	}
@@ -339,7 +342,8 @@ int cistern_remote_connect(const char *endpoint, const struct cistern_remote_opt
 			rc = -ENOTSUP;
 			goto fail;
 		}
-		if (zmq_setsockopt(r->sock, ZMQ_CURVE_SERVERKEY, o.server_key, CISTERN_KEY_LEN) < 0 ||
+		if (zmq_setsockopt(r->sock, ZMQ_CURVE_SERVERKEY, o.server_key, CISTERN_KEY_LEN) <
+			    0 ||
 		    zmq_setsockopt(r->sock, ZMQ_CURVE_PUBLICKEY, pub, CISTERN_KEY_LEN) < 0 ||
 		    zmq_setsockopt(r->sock, ZMQ_CURVE_SECRETKEY, sec, CISTERN_KEY_LEN) < 0) {
 			rc = zerr();

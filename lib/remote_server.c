@@ -126,7 +126,8 @@ static int send_to(struct cistern_server *s, const struct rprod *p, const struct
 	cistern__wire_encode(w, hdr);
 	if (zmq_send(s->router, p->rid, p->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
 		return zerr();
-	if (zmq_send(s->router, hdr, sizeof(hdr), (with_extra ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
+	if (zmq_send(s->router, hdr, sizeof(hdr), (with_extra ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) <
+	    0)
 		return zerr();
 	if (with_extra && zmq_send(s->router, extra, extra_len, ZMQ_DONTWAIT) < 0)
 		return zerr();
@@ -189,10 +190,14 @@ static void finish(struct cistern_server *s, size_t idx)
 				continue;
 			if (s->cfg[r].flags & CISTERN_DEAD_PRODUCER_DONE) {
 				int left = cistern_producer_done(s->seg[r]);
-				slog(s, 1, "producer %016llx died before done: counted done on rank %u (%d still expected)",
+				slog(s, 1,
+				     "producer %016llx died before done: counted done on rank %u "
+				     "(%d still expected)",
 				     (unsigned long long)p->id, r, left);
 			} else {
-				slog(s, 1, "producer %016llx died before done: rank %u waits for a replacement",
+				slog(s, 1,
+				     "producer %016llx died before done: rank %u waits for a "
+				     "replacement",
 				     (unsigned long long)p->id, r);
 			}
 		}
@@ -213,8 +218,8 @@ static void hello(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm,
 	memcpy(tmp.rid, zmq_msg_data(ridm), zmq_msg_size(ridm));
 	tmp.rid_len = zmq_msg_size(ridm);
 	if (w->version != CISTERN_REMOTE_PROTOCOL) {
-		slog(s, 1, "refused a producer speaking protocol %u (this server speaks %u)", w->version,
-		     CISTERN_REMOTE_PROTOCOL);
+		slog(s, 1, "refused a producer speaking protocol %u (this server speaks %u)",
+		     w->version, CISTERN_REMOTE_PROTOCOL);
 		send_kind(s, &tmp, CISTERN__W_ERROR, 0, EPROTONOSUPPORT);
 		return;
 	}
@@ -326,7 +331,7 @@ static int read_one(struct cistern_server *s)
 			zmq_msg_close(&pay);
 			set_dead(s, p,
 				 w.seq != p->received + 1 ? "a sample out of sequence"
-							   : "more samples than its window");
+							  : "more samples than its window");
 			break;
 		}
 		struct qent *e = &p->q[(p->qhead + p->qlen) % p->window];
@@ -378,9 +383,9 @@ static void read_monitor(struct cistern_server *s)
 			memcpy(&value, (const char *)zmq_msg_data(&ev) + 2, sizeof(value));
 		}
 		zmq_msg_close(&ev);
-		char addr[128] = "";
-		int n = zmq_recv(s->mon, addr, sizeof(addr) - 1, 0);
-		addr[n > 0 ? (size_t)n < sizeof(addr) - 1 ? (size_t)n : sizeof(addr) - 1 : 0] = '\0';
+		/* the second frame, the endpoint, is not needed */
+		char addr[256];
+		(void)zmq_recv(s->mon, addr, sizeof(addr), 0);
 		if (event == ZMQ_EVENT_DISCONNECTED) {
 			for (size_t i = 0; i < s->nprods; i++)
 				if (s->prods[i]->fd == value && s->prods[i]->state != P_DEAD)
@@ -509,8 +514,8 @@ static uint64_t move(struct cistern_server *s)
 			p->done = true;
 			s->st.done++;
 			send_kind(s, p, CISTERN__W_DONE_OK, p->settled, (uint32_t)-err);
-			slog(s, 0, "producer %016llx done after %llu samples", (unsigned long long)p->id,
-			     (unsigned long long)p->settled);
+			slog(s, 0, "producer %016llx done after %llu samples",
+			     (unsigned long long)p->id, (unsigned long long)p->settled);
 		}
 	}
 	return s->st.queued;
@@ -634,7 +639,8 @@ int cistern_server_close(struct cistern_server *s, int drain_timeout_ms)
 	int rc = 0;
 	if (queued) {
 		rc = -ETIMEDOUT;
-		slog(s, 1, "stopping: %llu samples could not be put in time, their producers are told",
+		slog(s, 1,
+		     "stopping: %llu samples could not be put in time, their producers are told",
 		     (unsigned long long)queued);
 		for (size_t i = 0; i < s->nprods; i++)
 			while (s->prods[i]->qlen)
@@ -648,7 +654,8 @@ int cistern_server_close(struct cistern_server *s, int drain_timeout_ms)
 	}
 	int linger = 1000;
 	zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof(linger));
-	slog(s, 0, "stopped: %llu producers served, %llu samples put, %llu failed, %llu refused clients",
+	slog(s, 0,
+	     "stopped: %llu producers served, %llu samples put, %llu failed, %llu refused clients",
 	     (unsigned long long)s->st.producers, (unsigned long long)s->st.put,
 	     (unsigned long long)s->st.failed, (unsigned long long)s->st.refused);
 	free_server(s);
@@ -701,8 +708,8 @@ static int attach_all(struct cistern_server *s, const struct cistern_server_opts
 		const char *name = o->segments[r];
 		int rc = name ? cistern_attach_flags(name, o->attach_flags, &s->seg[r]) : -EINVAL;
 		if (rc < 0) {
-			slog(s, 2, "rank %u: cannot attach segment %s: %s", r, name ? name : "(null)",
-			     cistern_strerror(rc));
+			slog(s, 2, "rank %u: cannot attach segment %s: %s", r,
+			     name ? name : "(null)", cistern_strerror(rc));
 			return rc;
 		}
 		cistern_config_get(s->seg[r], &s->cfg[r]);
@@ -723,7 +730,8 @@ static int attach_all(struct cistern_server *s, const struct cistern_server_opts
 		/* cfg.schema points into the handle; only its flags and counts are kept */
 		s->cfg[r].schema = NULL;
 		slog(s, 0, "rank %u: segment %s (%s, %llu slots of %llu bytes)", r, name,
-		     cistern_policy_name(s->cfg[r].policy), (unsigned long long)s->cfg[r].slot_count,
+		     cistern_policy_name(s->cfg[r].policy),
+		     (unsigned long long)s->cfg[r].slot_count,
 		     (unsigned long long)s->cfg[r].slot_size);
 	}
 	return 0;
@@ -753,12 +761,14 @@ int cistern_server_create(const struct cistern_server_opts *opts, struct cistern
 	for (size_t i = 0; i < o->n_endpoints; i++) {
 		const char *ep = o->endpoints[i];
 		if (!ep || (strncmp(ep, "tcp://", 6) != 0 && strncmp(ep, "ipc://", 6) != 0)) {
-			slog(s, 2, "endpoint %s: only tcp:// and ipc:// are served", ep ? ep : "(null)");
+			slog(s, 2, "endpoint %s: only tcp:// and ipc:// are served",
+			     ep ? ep : "(null)");
 			goto fail;
 		}
 		if (!keys && !cistern__endpoint_is_local(ep)) {
 			slog(s, 2,
-			     "endpoint %s is not loopback: binding it needs CurveZMQ keys (the server's key pair and the admitted client keys)",
+			     "endpoint %s is not loopback: binding it needs CurveZMQ keys (the "
+			     "server's key pair and the admitted client keys)",
 			     ep);
 			rc = -EACCES;
 			goto fail;
@@ -797,8 +807,7 @@ int cistern_server_create(const struct cistern_server_opts *opts, struct cistern
 	}
 	char monaddr[64];
 	snprintf(monaddr, sizeof(monaddr), "inproc://cistern-server-mon-%p", (void *)s);
-	if (zmq_socket_monitor(s->router, monaddr,
-			       ZMQ_EVENT_DISCONNECTED) < 0) {
+	if (zmq_socket_monitor(s->router, monaddr, ZMQ_EVENT_DISCONNECTED) < 0) {
 		rc = zerr();
 		goto fail;
 	}
@@ -810,7 +819,8 @@ int cistern_server_create(const struct cistern_server_opts *opts, struct cistern
 	for (size_t i = 0; i < o->n_endpoints; i++) {
 		if (zmq_bind(s->router, o->endpoints[i]) < 0) {
 			rc = zerr();
-			slog(s, 2, "cannot bind %s: %s", o->endpoints[i], zmq_strerror(zmq_errno()));
+			slog(s, 2, "cannot bind %s: %s", o->endpoints[i],
+			     zmq_strerror(zmq_errno()));
 			goto fail;
 		}
 		char last[256] = "";

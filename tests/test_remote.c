@@ -210,8 +210,7 @@ Test(remote, producer_killed_mid_stream_leaves_every_acked_sample_once_and_whole
 	const char *ep = ipc_endpoint("kill");
 	struct serve s;
 	serve_start_v(&s, "kill",
-		      (const char *const[]){"--bind", ep, "--segment",
-				      seg_name_of(c), NULL});
+		      (const char *const[]){"--bind", ep, "--segment", seg_name_of(c), NULL});
 	serve_ready(&s);
 	struct shared_progress *sp = shared_alloc(sizeof(*sp));
 	pid_t prod = fork();
@@ -259,9 +258,8 @@ Test(remote, every_sim_id_lands_on_one_rank_sim_id_mod_ranks)
 	const char *ep = ipc_endpoint("route");
 	struct serve s;
 	serve_start_v(&s, "route",
-		      (const char *const[]){"-b", ep, "-s", seg_name_of(r0),
-				      "-s", seg_name_of(r1), "-s",
-				      seg_name_of(r2), NULL});
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(r0), "-s", seg_name_of(r1),
+					    "-s", seg_name_of(r2), NULL});
 	serve_ready(&s);
 	enum { PRODUCERS = 3, SIMS = 5, STEPS = 40 };
 	pid_t kids[PRODUCERS];
@@ -309,9 +307,8 @@ Test(remote, route_map_file_sends_listed_sims_to_their_rank)
 	const char *ep = ipc_endpoint("map");
 	struct serve s;
 	serve_start_v(&s, "map",
-		      (const char *const[]){"-b", ep, "-s", seg_name_of(r0),
-				      "-s", seg_name_of(r1), "--route-map",
-				      map, NULL});
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(r0), "-s", seg_name_of(r1),
+					    "--route-map", map, NULL});
 	serve_ready(&s);
 	struct cistern_remote *r = connect_retry(ep, NULL);
 	cr_assert_not_null(r);
@@ -353,8 +350,8 @@ Test(remote, a_full_segment_bounds_memory_and_samples_in_flight)
 	const char *ep = ipc_endpoint("bp");
 	struct serve s;
 	serve_start_v(&s, "bp",
-		      (const char *const[]){"-b", ep, "-s", seg_name_of(c),
-				      "--window", "8", "--drain-timeout", "500", NULL});
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(c), "--window", "8",
+					    "--drain-timeout", "500", NULL});
 	serve_ready(&s);
 	long serve_before = rss_kib(s.pid);
 	struct bp_result *res = shared_alloc(sizeof(*res));
@@ -409,6 +406,37 @@ Test(remote, a_full_segment_bounds_memory_and_samples_in_flight)
 	cr_assert_eq(serve_stop(&s), 0);
 }
 
+Test(remote, a_full_rank_holds_up_no_producer_of_another_rank)
+{
+	struct cistern *full = seg_create("rfull0", fifo(4, PAYLOAD));
+	struct cistern *free1 = seg_create("rfull1", fifo(1024, PAYLOAD));
+	const char *ep = ipc_endpoint("full");
+	struct serve s;
+	serve_start_v(&s, "full",
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(full), "-s",
+					    seg_name_of(free1), "--window", "8", "--drain-timeout",
+					    "200", NULL});
+	serve_ready(&s);
+	/* Producer A fills rank 0 (sim 0) and waits there with its window full. */
+	struct cistern_remote *a = connect_retry(ep, NULL);
+	cr_assert_not_null(a);
+	uint32_t i = 0;
+	while (put_sample(a, 0, i, 200) == 0)
+		i++;
+	cr_assert_eq(i, 4 + 8, "A sent %u samples to a rank holding 4, window 8", i);
+	/* Producer B's samples go to rank 1: all of them arrive. */
+	struct cistern_remote *b = connect_retry(ep, NULL);
+	cr_assert_not_null(b);
+	for (uint32_t t = 0; t < 500; t++)
+		cr_assert_eq(put_sample(b, 1, t, 5000), 0, "B blocked at sample %u", t);
+	cr_assert_eq(cistern_remote_flush(b, 10000), 0);
+	static uint32_t count[500];
+	cr_assert_eq(drain_count(free1, 1, count, 500, NULL, 0), 500);
+	cistern_remote_close(b);
+	cistern_remote_close(a);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
 static void read_key(const char *path, const char *kind, char out[CISTERN_KEY_LEN + 1])
 {
 	char buf[512];
@@ -455,9 +483,8 @@ Test(remote, a_client_without_an_admitted_key_is_refused_and_logged)
 	const char *ep = tcp_endpoint();
 	struct serve s;
 	serve_start_v(&s, "key",
-		      (const char *const[]){"-b", ep, "-s", seg_name_of(c),
-				      "--key", server, "--client-keys", goodpub,
-				      NULL});
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(c), "--key", server,
+					    "--client-keys", goodpub, NULL});
 	serve_ready(&s);
 
 	struct cistern_remote_opts o = {.size = sizeof(o),
@@ -495,8 +522,7 @@ Test(remote, serve_refuses_a_non_loopback_bind_without_keys)
 	struct cistern *c = seg_create("rnl", fifo(64, PAYLOAD));
 	struct serve s;
 	serve_start_v(&s, "nl",
-		      (const char *const[]){"-b", "tcp://0.0.0.0:0", "-s",
-				      seg_name_of(c), NULL});
+		      (const char *const[]){"-b", "tcp://0.0.0.0:0", "-s", seg_name_of(c), NULL});
 	cr_assert_eq(wait_child(s.pid, 20), 1);
 	cr_assert(log_wait(s.log, "needs CurveZMQ keys", 1));
 }
@@ -542,7 +568,8 @@ Test(remote, serve_restarted_under_load_loses_and_duplicates_nothing)
 				_exit(4);
 			if (info.acked + info.failed != info.sent) {
 				fprintf(stderr, "in doubt: sent %llu acked %llu failed %llu\n",
-					(unsigned long long)info.sent, (unsigned long long)info.acked,
+					(unsigned long long)info.sent,
+					(unsigned long long)info.acked,
 					(unsigned long long)info.failed);
 				_exit(5); /* samples in doubt */
 			}
@@ -585,9 +612,9 @@ Test(remote, a_dead_remote_producer_counts_done_under_dead_producer_done)
 	struct cistern *c = seg_create("rdead", cfg);
 	const char *ep = ipc_endpoint("dead");
 	struct serve s;
-	serve_start_v(&s, "dead",
-		      (const char *const[]){"-b", ep, "-s", seg_name_of(c),
-				      "--heartbeat", "200", NULL});
+	serve_start_v(
+		&s, "dead",
+		(const char *const[]){"-b", ep, "-s", seg_name_of(c), "--heartbeat", "200", NULL});
 	serve_ready(&s);
 	pid_t prod = fork();
 	cr_assert_geq(prod, 0);

@@ -43,8 +43,8 @@ static const char usage[] =
 	"                          with # is a comment)\n"
 	"      --heartbeat MS      ZeroMQ heartbeat interval (default 1000); a producer\n"
 	"                          silent 5 intervals is taken for dead\n"
-	"      --drain-timeout MS  at stop, how long to wait for room (default 5000)\n" CLI_ANY_OWNER_HELP
-	"  -h, --help              show this help\n";
+	"      --drain-timeout MS  at stop, how long to wait for room (default "
+	"5000)\n" CLI_ANY_OWNER_HELP "  -h, --help              show this help\n";
 
 static const char keygen_usage[] =
 	"Usage: cistern keygen FILE\n"
@@ -74,7 +74,7 @@ static void log_line(int level, const char *line, void *arg)
 	localtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%H:%M:%S", &tm);
 	fprintf(stderr, "cistern serve: %s %s%s\n", when,
-		level >= 2	? "error: "
+		level >= 2   ? "error: "
 		: level == 1 ? "warning: "
 			     : "",
 		line);
@@ -123,8 +123,9 @@ static int load_route_map(const char *path, uint32_t ranks, struct route_map *m)
 			continue;
 		uint32_t sim, rank;
 		if (n != 2 || parse_u32(a, &sim) < 0 || parse_u32(b, &rank) < 0 || rank >= ranks) {
-			cli_error(&cmd_serve, path, 0, "line %zu: expected 'SIM_ID RANK' with RANK below %u",
-				  lineno, ranks);
+			cli_error(&cmd_serve, path, 0,
+				  "line %zu: expected 'SIM_ID RANK' with RANK below %u", lineno,
+				  ranks);
 			fclose(f);
 			return -1;
 		}
@@ -161,7 +162,8 @@ static int read_keys(const char *path, char ***pub, size_t *npub, char *secret)
 			continue;
 		const char *key = n == 2 ? b : a;
 		bool is_secret = n == 2 && strcmp(a, "secret") == 0;
-		if (strlen(key) != CISTERN_KEY_LEN || (n == 2 && !is_secret && strcmp(a, "public"))) {
+		if (strlen(key) != CISTERN_KEY_LEN ||
+		    (n == 2 && !is_secret && strcmp(a, "public"))) {
 			cli_error(&cmd_serve, path, 0, "not a key line: %s", a);
 			fclose(f);
 			return -1;
@@ -277,7 +279,8 @@ static int run(int argc, char **argv)
 			int v;
 			if (parse_timeout(optarg, &v) < 0 || v < 0) {
 				status = cli_usage(&cmd_serve, "bad %s: %s",
-						   o == 'H' ? "--heartbeat" : "--drain-timeout", optarg);
+						   o == 'H' ? "--heartbeat" : "--drain-timeout",
+						   optarg);
 				goto out;
 			}
 			*(o == 'H' ? &heartbeat : &drain) = v;
@@ -304,7 +307,8 @@ static int run(int argc, char **argv)
 	if (route_path && load_route_map(route_path, (uint32_t)nsegs, &map) < 0)
 		goto out;
 	if (nclient && !secret[0]) {
-		status = cli_usage(&cmd_serve, "client keys need the server's --key or --secret-key");
+		status = cli_usage(&cmd_serve,
+				   "client keys need the server's --key or --secret-key");
 		goto out;
 	}
 	struct cistern_server_opts so = {
@@ -386,8 +390,8 @@ static int run_keygen(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	char text[256], pubtext[128], pubpath[4096];
-	snprintf(text, sizeof(text), "# cistern CurveZMQ key pair: keep secret\npublic %s\nsecret %s\n",
-		 pub, sec);
+	snprintf(text, sizeof(text),
+		 "# cistern CurveZMQ key pair: keep secret\npublic %s\nsecret %s\n", pub, sec);
 	snprintf(pubtext, sizeof(pubtext), "public %s\n", pub);
 	if ((size_t)snprintf(pubpath, sizeof(pubpath), "%s.pub", path) >= sizeof(pubpath)) {
 		cli_error(&cmd_keygen, path, -ENAMETOOLONG, NULL);
@@ -410,6 +414,5 @@ static int run_keygen(int argc, char **argv)
 
 const struct command cmd_serve = {"serve", run, "put samples from remote producers into segments",
 				  usage};
-const struct command cmd_keygen = {"keygen", run_keygen,
-				   "write a CurveZMQ key pair for serve and its clients",
-				   keygen_usage};
+const struct command cmd_keygen = {
+	"keygen", run_keygen, "write a CurveZMQ key pair for serve and its clients", keygen_usage};
