@@ -1020,8 +1020,14 @@ CISTERN_API int cistern_dump_verify(const char *path, struct cistern_dump_info *
 #define CISTERN_KEY_LEN 40
 /** The protocol version that HELLO carries (see docs/REMOTE.md). */
 #define CISTERN_REMOTE_PROTOCOL 1
-/** Default window: samples a connection may have in flight. */
-#define CISTERN_REMOTE_WINDOW 256
+/**
+ * Default window, the samples a connection may have in flight: at most
+ * this many, and at most as many as fit in CISTERN_REMOTE_WINDOW_BYTES of
+ * slots (at least 16).
+ */
+#define CISTERN_REMOTE_WINDOW 4096
+/** Bytes of slot_size the default window may cover. */
+#define CISTERN_REMOTE_WINDOW_BYTES (UINT64_C(64) << 20)
 
 /** An opaque connection of a remote producer to a server. */
 struct cistern_remote;
@@ -1172,7 +1178,7 @@ struct cistern_server_opts {
 	/** segments, existing, attached by name: segments[i] is rank i */
 	const char *const *segments;
 	uint32_t ranks;
-	/** samples in flight granted per producer; 0 = CISTERN_REMOTE_WINDOW */
+	/** samples in flight granted per producer; 0 = the default (see CISTERN_REMOTE_WINDOW) */
 	uint32_t window;
 	/** NULL: sim_id mod ranks */
 	cistern_route_fn route;

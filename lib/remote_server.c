@@ -315,29 +315,18 @@ static int read_one(struct cistern_server *s)
 	}
 	switch (w.kind) {
 	case CISTERN__W_PUT: {
-		zmq_msg_t pay;
-		zmq_msg_init(&pay);
-		if (!zmq_msg_more(&hdrm) || zmq_msg_recv(&pay, s->router, 0) < 0) {
-			zmq_msg_close(&pay);
-			set_dead(s, p, "a sample without payload");
-			break;
-		}
-		if (s->closing) {
-			/* After BYE was decided: never put, the producer counts it failed. */
-			zmq_msg_close(&pay);
-			break;
-		}
+		if (s->closing)
+			break; /* after BYE was decided: never put, its producer counts it failed */
 		if (w.seq != p->received + 1 || p->qlen == p->window || p->done_req) {
-			zmq_msg_close(&pay);
 			set_dead(s, p,
 				 w.seq != p->received + 1 ? "a sample out of sequence"
 							  : "more samples than its window");
 			break;
 		}
+		/* The frame (header, then payload) is queued as it is: no copy. */
 		struct qent *e = &p->q[(p->qhead + p->qlen) % p->window];
 		zmq_msg_init(&e->payload);
-		zmq_msg_move(&e->payload, &pay);
-		zmq_msg_close(&pay);
+		zmq_msg_move(&e->payload, &hdrm);
 		e->seq = w.seq;
 		e->meta = (struct cistern_meta){.sim_id = w.sim_id, .time_step = w.time_step};
 		p->qlen++;
@@ -475,8 +464,10 @@ static uint64_t move(struct cistern_server *s)
 			}
 			if (s->full[rank])
 				break;
-			int rc = cistern_put(s->seg[rank], zmq_msg_data(&e->payload),
-					     zmq_msg_size(&e->payload), &e->meta, 0);
+			int rc = cistern_put(
+				s->seg[rank],
+				(const char *)zmq_msg_data(&e->payload) + CISTERN__WIRE_HDR,
+				zmq_msg_size(&e->payload) - CISTERN__WIRE_HDR, &e->meta, 0);
 			if (rc == -EAGAIN || rc == -ETIMEDOUT || rc == -EBUSY) {
 				s->full[rank] = 1;
 				break;
@@ -541,8 +532,11 @@ static void pump(struct cistern_server *s, bool read_router)
 {
 	read_monitor(s);
 	read_zap(s);
-	/* A bounded number per round, so that a busy socket cannot starve the puts. */
-	for (int i = 0; read_router && i < 4096 && read_one(s); i++)
+	/*
+	 * A bounded number per round, so that a busy socket cannot starve the
+	 * puts, and acknowledgements (credits) go back while more arrive.
+	 */
+	for (int i = 0; read_router && i < 256 && read_one(s); i++)
 		;
 	read_monitor(s);
 }
@@ -782,6 +776,12 @@ int cistern_server_create(const struct cistern_server_opts *opts, struct cistern
 	rc = attach_all(s, o);
 	if (rc < 0)
 		goto fail;
+	if (!o->window) {
+		uint64_t fit = CISTERN_REMOTE_WINDOW_BYTES / (s->slot_size ? s->slot_size : 1);
+		s->window = fit < 16                      ? 16
+			    : fit < CISTERN_REMOTE_WINDOW ? (uint32_t)fit
+							  : CISTERN_REMOTE_WINDOW;
+	}
 	rc = -ENOMEM;
 	s->ctx = zmq_ctx_new();
 	if (!s->ctx)

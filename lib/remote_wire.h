@@ -76,11 +76,14 @@ static inline void cistern__wire_encode(const struct cistern__wire *w,
 	cistern__wire_put32(out + 28, w->time_step);
 }
 
-/* Decode a header frame; -1 if it is not one (wrong size). */
+/*
+ * Decode the header at the start of a frame; -1 if the frame is too short.
+ * A PUT's payload follows its header in the same frame.
+ */
 static inline int cistern__wire_decode(const void *buf, size_t len, struct cistern__wire *w)
 {
 	const unsigned char *p = buf;
-	if (len != CISTERN__WIRE_HDR)
+	if (len < CISTERN__WIRE_HDR)
 		return -1;
 	w->kind = p[0];
 	w->version = p[1];
