@@ -81,7 +81,7 @@ static void serve_start_v(struct serve *s, const char *tag, const char *const *a
 {
 	static int n;
 	snprintf(s->log, sizeof(s->log), "%s/serve-%s-%d.log", tmpdir, tag, n++);
-	s->pid = fork();
+	s->pid = fork_child();
 	cr_assert_geq(s->pid, 0);
 	if (s->pid == 0) {
 		alarm(100); /* a serve left behind does not outlive its test by long */
@@ -213,7 +213,7 @@ Test(remote, producer_killed_mid_stream_leaves_every_acked_sample_once_and_whole
 		      (const char *const[]){"--bind", ep, "--segment", seg_name_of(c), NULL});
 	serve_ready(&s);
 	struct shared_progress *sp = shared_alloc(sizeof(*sp));
-	pid_t prod = fork();
+	pid_t prod = fork_child();
 	cr_assert_geq(prod, 0);
 	if (prod == 0) {
 		struct cistern_remote *r = connect_retry(ep, NULL);
@@ -264,7 +264,7 @@ Test(remote, every_sim_id_lands_on_one_rank_sim_id_mod_ranks)
 	enum { PRODUCERS = 3, SIMS = 5, STEPS = 40 };
 	pid_t kids[PRODUCERS];
 	for (int p = 0; p < PRODUCERS; p++) {
-		kids[p] = fork();
+		kids[p] = fork_child();
 		cr_assert_geq(kids[p], 0);
 		if (kids[p] == 0) {
 			struct cistern_remote *r = connect_retry(ep, NULL);
@@ -355,7 +355,7 @@ Test(remote, a_full_segment_bounds_memory_and_samples_in_flight)
 	serve_ready(&s);
 	long serve_before = rss_kib(s.pid);
 	struct bp_result *res = shared_alloc(sizeof(*res));
-	pid_t prod = fork();
+	pid_t prod = fork_child();
 	cr_assert_geq(prod, 0);
 	if (prod == 0) {
 		uint8_t *buf = calloc(1, BIG);
@@ -452,7 +452,7 @@ static void read_key(const char *path, const char *kind, char out[CISTERN_KEY_LE
 
 static void keygen(const char *path)
 {
-	pid_t pid = fork();
+	pid_t pid = fork_child();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		int null = open("/dev/null", O_WRONLY);
@@ -537,7 +537,7 @@ Test(remote, serve_restarted_under_load_loses_and_duplicates_nothing)
 	serve_start_v(&s, "rs1", args);
 	serve_ready(&s);
 	struct shared_progress *sp = shared_alloc(sizeof(*sp));
-	pid_t prod = fork();
+	pid_t prod = fork_child();
 	cr_assert_geq(prod, 0);
 	if (prod == 0) {
 		/*
@@ -616,7 +616,7 @@ Test(remote, a_dead_remote_producer_counts_done_under_dead_producer_done)
 		&s, "dead",
 		(const char *const[]){"-b", ep, "-s", seg_name_of(c), "--heartbeat", "200", NULL});
 	serve_ready(&s);
-	pid_t prod = fork();
+	pid_t prod = fork_child();
 	cr_assert_geq(prod, 0);
 	if (prod == 0) {
 		struct cistern_remote *r = connect_retry(ep, NULL);
@@ -644,5 +644,81 @@ Test(remote, a_dead_remote_producer_counts_done_under_dead_producer_done)
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), CISTERN_EOD);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_silent_producer_is_found_dead_by_heartbeats)
+{
+	struct cistern_config cfg = fifo(256, PAYLOAD);
+	cfg.expected_producers = 1;
+	cfg.flags = CISTERN_DEAD_PRODUCER_DONE;
+	struct cistern *c = seg_create("rhb", cfg);
+	const char *ep = tcp_endpoint();
+	struct serve s;
+	serve_start_v(
+		&s, "hb",
+		(const char *const[]){"-b", ep, "-s", seg_name_of(c), "--heartbeat", "100", NULL});
+	serve_ready(&s);
+	struct shared_progress *sp = shared_alloc(sizeof(*sp));
+	pid_t prod = fork_child();
+	cr_assert_geq(prod, 0);
+	if (prod == 0) {
+		struct cistern_remote *r = connect_retry(ep, NULL);
+		if (!r || put_sample(r, 1, 0, 5000) < 0 || cistern_remote_flush(r, 5000) < 0)
+			_exit(3);
+		atomic_store(&sp->connected, 1);
+		for (;;)
+			pause();
+	}
+	double end = mono_now() + 20;
+	while (!atomic_load(&sp->connected) && mono_now() < end)
+		usleep(1000);
+	cr_assert(atomic_load(&sp->connected));
+	/*
+	 * Stopped, its process answers no heartbeat, as if its network had
+	 * dropped: its connection stays open, and only the heartbeat finds it.
+	 */
+	kill(prod, SIGSTOP);
+	cr_assert(log_wait(s.log, "lost", 15), "serve did not find the silent producer");
+	struct cistern_stats st;
+	end = mono_now() + 10;
+	do {
+		cistern_stats_get(c, &st);
+		if (st.reception_closed)
+			break;
+		usleep(10000);
+	} while (mono_now() < end);
+	cr_assert(st.reception_closed, "the silent producer was not counted done");
+	kill(prod, SIGKILL);
+	waitpid(prod, NULL, 0);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_connection_gives_the_segments_schema_and_slot_size)
+{
+	struct cistern_config cfg = {.slot_count = 16, .schema = "obs:float32[4];action:int64[]"};
+	struct cistern *c = seg_create("rsch", cfg);
+	const char *ep = ipc_endpoint("schema");
+	struct serve s;
+	serve_start_v(&s, "schema", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
+	serve_ready(&s);
+	struct cistern_remote *r = connect_retry(ep, NULL);
+	cr_assert_not_null(r);
+	char want[CISTERN_SCHEMA_MAX], got[CISTERN_SCHEMA_MAX];
+	ssize_t wl = cistern_schema_get(c, want, sizeof(want));
+	cr_assert_gt(wl, 0);
+	cr_assert_eq(cistern_remote_schema_get(r, got, sizeof(got)), wl);
+	cr_assert_str_eq(got, want);
+	cr_assert_eq(cistern_remote_schema_get(r, got, (size_t)wl), -ERANGE);
+	struct cistern_remote_info info;
+	cr_assert_eq(cistern_remote_info_get(r, &info), 0);
+	cr_assert_eq(info.slot_size, 24);
+	uint8_t big[25] = {0};
+	cr_assert_eq(cistern_remote_put(r, big, sizeof(big), NULL, 1000), -EMSGSIZE);
+	cr_assert_eq(cistern_remote_put(r, big, 24, NULL, 1000), 0);
+	cr_assert_eq(cistern_remote_producer_done(r, 5000), 0);
+	cr_assert_eq(cistern_remote_put(r, big, 24, NULL, 1000), -EPIPE);
+	cistern_remote_close(r);
+	cr_assert_eq(cistern_get(c, big, sizeof(big), NULL, 1000), 24);
 	cr_assert_eq(serve_stop(&s), 0);
 }
