@@ -722,3 +722,60 @@ Test(remote, a_connection_gives_the_segments_schema_and_slot_size)
 	cr_assert_eq(cistern_get(c, big, sizeof(big), NULL, 1000), 24);
 	cr_assert_eq(serve_stop(&s), 0);
 }
+
+Test(remote, put_batch_delivers_every_sample_with_its_length_and_meta)
+{
+	struct cistern *r0 = seg_create("rpb0", fifo(2048, PAYLOAD));
+	struct cistern *r1 = seg_create("rpb1", fifo(2048, PAYLOAD));
+	const char *ep = ipc_endpoint("batch");
+	struct serve s;
+	serve_start_v(&s, "batch",
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(r0), "-s", seg_name_of(r1),
+					    "--window", "40", NULL});
+	serve_ready(&s);
+	struct cistern_remote *r = connect_retry(ep, NULL);
+	cr_assert_not_null(r);
+	enum { N = 1000, B = 64 };
+	static uint8_t buf[B * PAYLOAD];
+	size_t len[B];
+	struct cistern_meta meta[B];
+	uint32_t done = 0;
+	while (done < N) {
+		uint32_t k = N - done < B ? N - done : B;
+		for (uint32_t j = 0; j < k; j++) {
+			uint32_t i = done + j;
+			/* lengths 1..PAYLOAD; sims 0..9 over both ranks */
+			len[j] = 1 + i % PAYLOAD;
+			meta[j] = (struct cistern_meta){.sim_id = i % 10, .time_step = i};
+			fill_payload(buf + j * PAYLOAD, len[j], i % 10, i);
+		}
+		int n = cistern_remote_put_batch(r, buf, PAYLOAD, k, len, meta, 10000);
+		cr_assert_gt(n, 0, "put_batch: %s", cistern_strerror(n));
+		cr_assert_leq(n, 40, "%d samples sent beyond a window of 40", n);
+		/* what was not sent is sent again from the front */
+		done += (uint32_t)n;
+	}
+	cr_assert_eq(cistern_remote_flush(r, 20000), 0);
+	struct cistern_remote_info info;
+	cistern_remote_info_get(r, &info);
+	cr_assert_eq(info.acked, N);
+	cistern_remote_close(r);
+	static uint32_t count[N];
+	for (int rank = 0; rank < 2; rank++) {
+		struct cistern *c = rank ? r1 : r0;
+		uint8_t got[PAYLOAD];
+		struct cistern_meta m;
+		ssize_t l;
+		while ((l = cistern_get(c, got, sizeof(got), &m, 300)) >= 0) {
+			cr_assert_lt(m.time_step, N);
+			cr_assert_eq(m.sim_id, m.time_step % 10);
+			cr_assert_eq(m.sim_id % 2, (uint32_t)rank);
+			cr_assert_eq((size_t)l, 1 + m.time_step % PAYLOAD);
+			cr_assert(check_payload(got, (size_t)l, m.sim_id, m.time_step));
+			count[m.time_step]++;
+		}
+	}
+	for (uint32_t i = 0; i < N; i++)
+		cr_assert_eq(count[i], 1, "sample %u arrived %u times", i, count[i]);
+	cr_assert_eq(serve_stop(&s), 0);
+}
