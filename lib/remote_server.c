@@ -28,7 +28,8 @@
 enum prod_state { P_LIVE, P_CLOSING, P_DEAD };
 
 struct qent {
-	zmq_msg_t payload;
+	zmq_msg_t payload; /* the frame, shared by the samples of a PUTS */
+	size_t off, len;   /* where the sample's bytes are in it */
 	struct cistern_meta meta;
 	uint64_t seq;
 };
@@ -277,6 +278,51 @@ static void drop_rest(void *sock)
 	}
 }
 
+/*
+ * Queue the samples of a PUTS frame; each entry holds a reference to the
+ * frame (zmq_msg_copy() shares the buffer). A frame whose records do not
+ * add up to its size ends the session, as a malformed message.
+ */
+static void queue_puts(struct cistern_server *s, struct rprod *p, zmq_msg_t *frame,
+		       const struct cistern__wire *w)
+{
+	size_t size = zmq_msg_size(frame);
+	const unsigned char *d = zmq_msg_data(frame);
+	uint64_t k = w->a;
+	if (w->seq != p->received + 1 || k == 0 || k > p->window - p->qlen || p->done_req) {
+		set_dead(s, p,
+			 w->seq != p->received + 1 ? "a sample out of sequence"
+						   : "more samples than its window");
+		return;
+	}
+	uint64_t need = CISTERN__WIRE_HDR + k * CISTERN__WIRE_REC;
+	for (uint64_t j = 0; j < k && need <= size; j++)
+		need += cistern__wire_get32(d + CISTERN__WIRE_HDR + j * CISTERN__WIRE_REC);
+	if (need != size) {
+		set_dead(s, p, "a malformed batch");
+		return;
+	}
+	size_t off = CISTERN__WIRE_HDR + (size_t)k * CISTERN__WIRE_REC;
+	for (uint64_t j = 0; j < k; j++) {
+		const unsigned char *rec = d + CISTERN__WIRE_HDR + j * CISTERN__WIRE_REC;
+		struct qent *e = &p->q[(p->qhead + p->qlen) % p->window];
+		zmq_msg_init(&e->payload);
+		zmq_msg_copy(&e->payload, frame);
+		e->off = off;
+		e->len = cistern__wire_get32(rec);
+		off += e->len;
+		e->seq = w->seq + j;
+		e->meta = (struct cistern_meta){.sim_id = cistern__wire_get32(rec + 4),
+						.time_step = cistern__wire_get32(rec + 8)};
+		p->qlen++;
+	}
+	p->received = w->seq + k - 1;
+	s->st.received += k;
+	s->st.queued += k;
+	if (s->st.queued > s->st.queued_max)
+		s->st.queued_max = s->st.queued;
+}
+
 /* Read one message from the ROUTER; 0 when there is none. */
 static int read_one(struct cistern_server *s)
 {
@@ -327,6 +373,8 @@ static int read_one(struct cistern_server *s)
 		struct qent *e = &p->q[(p->qhead + p->qlen) % p->window];
 		zmq_msg_init(&e->payload);
 		zmq_msg_move(&e->payload, &hdrm);
+		e->off = CISTERN__WIRE_HDR;
+		e->len = zmq_msg_size(&e->payload) - CISTERN__WIRE_HDR;
 		e->seq = w.seq;
 		e->meta = (struct cistern_meta){.sim_id = w.sim_id, .time_step = w.time_step};
 		p->qlen++;
@@ -337,6 +385,10 @@ static int read_one(struct cistern_server *s)
 			s->st.queued_max = s->st.queued;
 		break;
 	}
+	case CISTERN__W_PUTS:
+		if (!s->closing)
+			queue_puts(s, p, &hdrm, &w);
+		break;
 	case CISTERN__W_DONE:
 		p->done_req = true;
 		p->done_seq = w.seq;
@@ -464,10 +516,9 @@ static uint64_t move(struct cistern_server *s)
 			}
 			if (s->full[rank])
 				break;
-			int rc = cistern_put(
-				s->seg[rank],
-				(const char *)zmq_msg_data(&e->payload) + CISTERN__WIRE_HDR,
-				zmq_msg_size(&e->payload) - CISTERN__WIRE_HDR, &e->meta, 0);
+			int rc = cistern_put(s->seg[rank],
+					     (const char *)zmq_msg_data(&e->payload) + e->off,
+					     e->len, &e->meta, 0);
 			if (rc == -EAGAIN || rc == -ETIMEDOUT || rc == -EBUSY) {
 				s->full[rank] = 1;
 				break;

@@ -22,7 +22,11 @@ enum cistern__wire_kind {
 	CISTERN__W_DONE_OK = 7,
 	CISTERN__W_BYE = 8,
 	CISTERN__W_ERROR = 9,
+	CISTERN__W_PUTS = 10,
 };
+
+/* PUTS: after the header, `a` records of this many bytes, then the payloads. */
+#define CISTERN__WIRE_REC 16
 
 struct cistern__wire {
 	uint8_t kind;
