@@ -58,7 +58,25 @@ COUNTERPARTS = {
 }
 
 # C function -> why Python has no counterpart.
-C_ONLY: dict[str, str] = {}
+C_ONLY: dict[str, str] = {
+    # The server is a command, not a library call in Python: `cistern serve`.
+    "cistern_server_create": "the server runs as the `cistern serve` command",
+    "cistern_server_run": "the server runs as the `cistern serve` command",
+    "cistern_server_stop": "the server runs as the `cistern serve` command",
+    "cistern_server_stats_get": "the server runs as the `cistern serve` command",
+    "cistern_server_close": "the server runs as the `cistern serve` command",
+    # Pending: the Python binding of remote producers is being written; each
+    # entry moves to COUNTERPARTS under the name given once it exists.
+    "cistern_remote_connect": "pending: connect",
+    "cistern_remote_put": "pending: RemoteProducer.put",
+    "cistern_remote_put_batch": "pending: RemoteProducer.put_batch",
+    "cistern_remote_flush": "pending: RemoteProducer.flush",
+    "cistern_remote_producer_done": "pending: RemoteProducer.producer_done",
+    "cistern_remote_info_get": "pending: RemoteProducer.info",
+    "cistern_remote_schema_get": "pending: RemoteProducer.schema",
+    "cistern_remote_close": "pending: RemoteProducer.close",
+    "cistern_remote_keygen": "pending: keygen",
+}
 
 
 def _header_functions():

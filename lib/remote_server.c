@@ -1,0 +1,887 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * remote_server.c - the server of remote producers (docs/REMOTE.md): one
+ * ZeroMQ ROUTER, R attached segments, one thread.
+ *
+ * Each round of cistern_server_run() reads the socket monitor (to learn of
+ * dropped connections), the ZAP requests (to admit CurveZMQ clients), then
+ * every message waiting on the ROUTER into per-producer queues, then moves
+ * queued samples into their segments with non-blocking puts, in order per
+ * producer, and acknowledges what went in. A queue never holds more than its
+ * producer's window, since a producer sends only under credit, and a full
+ * segment holds up only the producers whose next sample goes to it.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <zmq.h>
+
+#include "cistern.h"
+#include "remote_wire.h"
+
+enum prod_state { P_LIVE, P_CLOSING, P_DEAD };
+
+struct qent {
+	zmq_msg_t payload; /* the frame, shared by the samples of a PUTS */
+	size_t off, len;   /* where the sample's bytes are in it */
+	struct cistern_meta meta;
+	uint64_t seq;
+};
+
+struct rprod {
+	unsigned char rid[256];
+	size_t rid_len;
+	uint64_t id;
+	int fd; /* the connection's descriptor, matched against monitor events */
+	uint32_t window;
+	struct qent *q; /* ring of `window` entries */
+	uint32_t qhead, qlen;
+	uint64_t received; /* last sample number received */
+	uint64_t settled;  /* every sample up to it is in a segment or failed */
+	uint64_t acked;    /* last ACK sent */
+	uint8_t *touched;  /* ranks it sent a sample to */
+	bool done_req, done;
+	uint64_t done_seq;
+	enum prod_state state;
+	char addr[64];
+};
+
+struct cistern_server {
+	void *ctx, *router, *mon, *zap;
+	uint32_t ranks;
+	struct cistern **seg;
+	struct cistern_config *cfg;
+	uint8_t *full; /* ranks found full this round */
+	uint64_t slot_size;
+	char schema[CISTERN_SCHEMA_MAX];
+	size_t schema_len;
+	uint32_t window;
+	cistern_route_fn route;
+	void *route_arg;
+	cistern_log_fn log;
+	void *log_arg;
+	uint8_t (*keys)[32]; /* admitted client keys, binary */
+	size_t nkeys;
+	bool curve;
+	bool closing;
+	struct rprod **prods;
+	size_t nprods, capprods;
+	size_t rr; /* where the next round of puts starts, for fairness */
+	atomic_int stop;
+	struct cistern_server_stats st;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int zerr(void)
+{
+	int e = zmq_errno();
+	return e > 0 ? -e : -EIO;
+}
+
+__attribute__((format(printf, 3, 4))) static void slog(const struct cistern_server *s, int level,
+						       const char *fmt, ...)
+{
+	if (!s->log)
+		return;
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	s->log(level, line, s->log_arg);
+}
+
+int cistern__endpoint_is_local(const char *ep)
+{
+	if (strncmp(ep, "ipc://", 6) == 0)
+		return 1;
+	if (strncmp(ep, "tcp://", 6) != 0)
+		return 0;
+	const char *h = ep + 6;
+	if (strncmp(h, "127.", 4) == 0) {
+		/* 127.a.b.c:port, digits and dots only up to the colon */
+		for (const char *p = h + 4; *p && *p != ':'; p++)
+			if (!((*p >= '0' && *p <= '9') || *p == '.'))
+				return 0;
+		return strchr(h, ':') != NULL;
+	}
+	return strncmp(h, "[::1]:", 6) == 0 || strncmp(h, "localhost:", 10) == 0;
+}
+
+static int send_to(struct cistern_server *s, const struct rprod *p, const struct cistern__wire *w,
+		   const void *extra, size_t extra_len, bool with_extra)
+{
+	unsigned char hdr[CISTERN__WIRE_HDR];
+	cistern__wire_encode(w, hdr);
+	if (zmq_send(s->router, p->rid, p->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+		return zerr();
+	if (zmq_send(s->router, hdr, sizeof(hdr), (with_extra ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) <
+	    0)
+		return zerr();
+	if (with_extra && zmq_send(s->router, extra, extra_len, ZMQ_DONTWAIT) < 0)
+		return zerr();
+	return 0;
+}
+
+static void send_kind(struct cistern_server *s, const struct rprod *p, uint8_t kind, uint64_t seq,
+		      uint32_t a)
+{
+	struct cistern__wire w = {
+		.kind = kind, .version = CISTERN_REMOTE_PROTOCOL, .seq = seq, .a = a};
+	(void)send_to(s, p, &w, NULL, 0, false);
+}
+
+static struct rprod *find(struct cistern_server *s, const void *rid, size_t len)
+{
+	for (size_t i = 0; i < s->nprods; i++) {
+		struct rprod *p = s->prods[i];
+		if (p->rid_len == len && memcmp(p->rid, rid, len) == 0 && p->state != P_DEAD)
+			return p;
+	}
+	/* a dead producer's messages that were on their way still count */
+	for (size_t i = 0; i < s->nprods; i++) {
+		struct rprod *p = s->prods[i];
+		if (p->rid_len == len && memcmp(p->rid, rid, len) == 0)
+			return p;
+	}
+	return NULL;
+}
+
+static void free_prod(struct rprod *p)
+{
+	for (uint32_t i = 0; i < p->qlen; i++)
+		zmq_msg_close(&p->q[(p->qhead + i) % p->window].payload);
+	free(p->q);
+	free(p->touched);
+	free(p);
+}
+
+static void set_dead(struct cistern_server *s, struct rprod *p, const char *why)
+{
+	if (p->state == P_DEAD)
+		return;
+	bool was_closing = p->state == P_CLOSING;
+	p->state = P_DEAD;
+	if (was_closing || p->done)
+		return; /* it said goodbye or was done: a clean end */
+	slog(s, 1, "producer %016llx (%s) lost: %s; %u samples of it queued",
+	     (unsigned long long)p->id, p->addr, why, p->qlen);
+}
+
+/* The end of a producer whose queue is empty: count it done or died as a local one. */
+static void finish(struct cistern_server *s, size_t idx)
+{
+	struct rprod *p = s->prods[idx];
+	if (!p->done && p->state == P_DEAD) {
+		s->st.died++;
+		for (uint32_t r = 0; r < s->ranks; r++) {
+			if (!p->touched[r] || s->cfg[r].expected_producers == 0)
+				continue;
+			if (s->cfg[r].flags & CISTERN_DEAD_PRODUCER_DONE) {
+				int left = cistern_producer_done(s->seg[r]);
+				slog(s, 1,
+				     "producer %016llx died before done: counted done on rank %u "
+				     "(%d still expected)",
+				     (unsigned long long)p->id, r, left);
+			} else {
+				slog(s, 1,
+				     "producer %016llx died before done: rank %u waits for a "
+				     "replacement",
+				     (unsigned long long)p->id, r);
+			}
+		}
+	} else if (!p->done) {
+		slog(s, 0, "producer %016llx closed after %llu samples", (unsigned long long)p->id,
+		     (unsigned long long)p->settled);
+	}
+	free_prod(p);
+	s->prods[idx] = s->prods[--s->nprods];
+}
+
+static void hello(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm,
+		  const struct cistern__wire *w)
+{
+	if (find(s, zmq_msg_data(ridm), zmq_msg_size(ridm)))
+		return; /* a repeated HELLO on a known connection: ignore */
+	struct rprod tmp = {0};
+	memcpy(tmp.rid, zmq_msg_data(ridm), zmq_msg_size(ridm));
+	tmp.rid_len = zmq_msg_size(ridm);
+	if (w->version != CISTERN_REMOTE_PROTOCOL) {
+		slog(s, 1, "refused a producer speaking protocol %u (this server speaks %u)",
+		     w->version, CISTERN_REMOTE_PROTOCOL);
+		send_kind(s, &tmp, CISTERN__W_ERROR, 0, EPROTONOSUPPORT);
+		return;
+	}
+	if (s->closing) {
+		send_kind(s, &tmp, CISTERN__W_ERROR, 0, ECONNRESET);
+		return;
+	}
+	struct rprod *p = calloc(1, sizeof(*p));
+	if (!p)
+		return;
+	*p = tmp;
+	p->id = w->seq;
+	p->fd = zmq_msg_get(hdrm, ZMQ_SRCFD);
+	const char *addr = zmq_msg_gets(hdrm, "Peer-Address");
+	snprintf(p->addr, sizeof(p->addr), "%s", addr ? addr : "local");
+	p->window = w->a && w->a < s->window ? w->a : s->window;
+	p->q = calloc(p->window, sizeof(*p->q));
+	p->touched = calloc(s->ranks, 1);
+	if (s->nprods == s->capprods) {
+		size_t cap = s->capprods ? 2 * s->capprods : 16;
+		struct rprod **np = realloc(s->prods, cap * sizeof(*np));
+		if (np) {
+			s->prods = np;
+			s->capprods = cap;
+		}
+	}
+	if (!p->q || !p->touched || s->nprods == s->capprods) {
+		free(p->q);
+		free(p->touched);
+		free(p);
+		send_kind(s, &tmp, CISTERN__W_ERROR, 0, ENOMEM);
+		return;
+	}
+	s->prods[s->nprods++] = p;
+	s->st.producers++;
+	struct cistern__wire wel = {.kind = CISTERN__W_WELCOME,
+				    .version = CISTERN_REMOTE_PROTOCOL,
+				    .a = p->window,
+				    .b = s->slot_size,
+				    .sim_id = s->ranks};
+	(void)send_to(s, p, &wel, s->schema, s->schema_len, true);
+	slog(s, 0, "producer %016llx connected from %s (window %u)", (unsigned long long)p->id,
+	     p->addr, p->window);
+}
+
+static void drop_rest(void *sock)
+{
+	int64_t more = 0;
+	size_t ml = sizeof(more);
+	while (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml) == 0 && more) {
+		zmq_msg_t m;
+		zmq_msg_init(&m);
+		(void)zmq_msg_recv(&m, sock, 0);
+		zmq_msg_close(&m);
+	}
+}
+
+/*
+ * Queue the samples of a PUTS frame; each entry holds a reference to the
+ * frame (zmq_msg_copy() shares the buffer). A frame whose records do not
+ * add up to its size ends the session, as a malformed message.
+ */
+static void queue_puts(struct cistern_server *s, struct rprod *p, zmq_msg_t *frame,
+		       const struct cistern__wire *w)
+{
+	size_t size = zmq_msg_size(frame);
+	const unsigned char *d = zmq_msg_data(frame);
+	uint64_t k = w->a;
+	if (w->seq != p->received + 1 || k == 0 || k > p->window - p->qlen || p->done_req) {
+		set_dead(s, p,
+			 w->seq != p->received + 1 ? "a sample out of sequence"
+						   : "more samples than its window");
+		return;
+	}
+	uint64_t need = CISTERN__WIRE_HDR + k * CISTERN__WIRE_REC;
+	for (uint64_t j = 0; j < k && need <= size; j++)
+		need += cistern__wire_get32(d + CISTERN__WIRE_HDR + j * CISTERN__WIRE_REC);
+	if (need != size) {
+		set_dead(s, p, "a malformed batch");
+		return;
+	}
+	size_t off = CISTERN__WIRE_HDR + (size_t)k * CISTERN__WIRE_REC;
+	for (uint64_t j = 0; j < k; j++) {
+		const unsigned char *rec = d + CISTERN__WIRE_HDR + j * CISTERN__WIRE_REC;
+		struct qent *e = &p->q[(p->qhead + p->qlen) % p->window];
+		zmq_msg_init(&e->payload);
+		zmq_msg_copy(&e->payload, frame);
+		e->off = off;
+		e->len = cistern__wire_get32(rec);
+		off += e->len;
+		e->seq = w->seq + j;
+		e->meta = (struct cistern_meta){.sim_id = cistern__wire_get32(rec + 4),
+						.time_step = cistern__wire_get32(rec + 8)};
+		p->qlen++;
+	}
+	p->received = w->seq + k - 1;
+	s->st.received += k;
+	s->st.queued += k;
+	if (s->st.queued > s->st.queued_max)
+		s->st.queued_max = s->st.queued;
+}
+
+/* Read one message from the ROUTER; 0 when there is none. */
+static int read_one(struct cistern_server *s)
+{
+	zmq_msg_t ridm, hdrm;
+	zmq_msg_init(&ridm);
+	if (zmq_msg_recv(&ridm, s->router, ZMQ_DONTWAIT) < 0) {
+		zmq_msg_close(&ridm);
+		return 0;
+	}
+	zmq_msg_init(&hdrm);
+	if (!zmq_msg_more(&ridm) || zmq_msg_recv(&hdrm, s->router, 0) < 0) {
+		zmq_msg_close(&hdrm);
+		zmq_msg_close(&ridm);
+		return 1;
+	}
+	struct cistern__wire w;
+	struct rprod *p = find(s, zmq_msg_data(&ridm), zmq_msg_size(&ridm));
+	if (cistern__wire_decode(zmq_msg_data(&hdrm), zmq_msg_size(&hdrm), &w) < 0) {
+		if (p)
+			set_dead(s, p, "a malformed message");
+		goto out;
+	}
+	if (w.kind == CISTERN__W_HELLO) {
+		hello(s, &ridm, &hdrm, &w);
+		goto out;
+	}
+	if (!p) {
+		/* A connection this server never welcomed (it restarted, say). */
+		if (w.kind != CISTERN__W_BYE) {
+			struct rprod tmp = {0};
+			memcpy(tmp.rid, zmq_msg_data(&ridm), zmq_msg_size(&ridm));
+			tmp.rid_len = zmq_msg_size(&ridm);
+			send_kind(s, &tmp, CISTERN__W_ERROR, 0, ECONNRESET);
+		}
+		goto out;
+	}
+	switch (w.kind) {
+	case CISTERN__W_PUT: {
+		if (s->closing)
+			break; /* after BYE was decided: never put, its producer counts it failed */
+		if (w.seq != p->received + 1 || p->qlen == p->window || p->done_req) {
+			set_dead(s, p,
+				 w.seq != p->received + 1 ? "a sample out of sequence"
+							  : "more samples than its window");
+			break;
+		}
+		/* The frame (header, then payload) is queued as it is: no copy. */
+		struct qent *e = &p->q[(p->qhead + p->qlen) % p->window];
+		zmq_msg_init(&e->payload);
+		zmq_msg_move(&e->payload, &hdrm);
+		e->off = CISTERN__WIRE_HDR;
+		e->len = zmq_msg_size(&e->payload) - CISTERN__WIRE_HDR;
+		e->seq = w.seq;
+		e->meta = (struct cistern_meta){.sim_id = w.sim_id, .time_step = w.time_step};
+		p->qlen++;
+		p->received = w.seq;
+		s->st.received++;
+		s->st.queued++;
+		if (s->st.queued > s->st.queued_max)
+			s->st.queued_max = s->st.queued;
+		break;
+	}
+	case CISTERN__W_PUTS:
+		if (!s->closing)
+			queue_puts(s, p, &hdrm, &w);
+		break;
+	case CISTERN__W_DONE:
+		p->done_req = true;
+		p->done_seq = w.seq;
+		break;
+	case CISTERN__W_BYE:
+		if (p->state == P_LIVE)
+			p->state = P_CLOSING;
+		break;
+	default:
+		set_dead(s, p, "an unknown message");
+		break;
+	}
+out:
+	drop_rest(s->router);
+	zmq_msg_close(&hdrm);
+	zmq_msg_close(&ridm);
+	return 1;
+}
+
+static void read_monitor(struct cistern_server *s)
+{
+	for (;;) {
+		zmq_msg_t ev;
+		zmq_msg_init(&ev);
+		if (zmq_msg_recv(&ev, s->mon, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&ev);
+			return;
+		}
+		uint16_t event = 0;
+		int32_t value = -1;
+		if (zmq_msg_size(&ev) >= 6) {
+			memcpy(&event, zmq_msg_data(&ev), sizeof(event));
+			memcpy(&value, (const char *)zmq_msg_data(&ev) + 2, sizeof(value));
+		}
+		zmq_msg_close(&ev);
+		/* the second frame, the endpoint, is not needed */
+		char addr[256];
+		(void)zmq_recv(s->mon, addr, sizeof(addr), 0);
+		if (event == ZMQ_EVENT_DISCONNECTED) {
+			for (size_t i = 0; i < s->nprods; i++)
+				if (s->prods[i]->fd == value && s->prods[i]->state != P_DEAD)
+					set_dead(s, s->prods[i], "connection dropped");
+		}
+	}
+}
+
+/* Answer the ZAP requests: admit the listed CurveZMQ client keys only. */
+static void read_zap(struct cistern_server *s)
+{
+	if (!s->zap)
+		return;
+	for (;;) {
+		char frames[7][256];
+		size_t len[7] = {0};
+		int nf = 0;
+		int more = 1;
+		while (more) {
+			zmq_msg_t m;
+			zmq_msg_init(&m);
+			if (zmq_msg_recv(&m, s->zap, nf == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+				zmq_msg_close(&m);
+				if (nf == 0)
+					return;
+				break;
+			}
+			if (nf < 7) {
+				size_t l = zmq_msg_size(&m) < 255 ? zmq_msg_size(&m) : 255;
+				memcpy(frames[nf], zmq_msg_data(&m), l);
+				frames[nf][l] = '\0';
+				len[nf] = l;
+			}
+			nf++;
+			more = zmq_msg_more(&m);
+			zmq_msg_close(&m);
+		}
+		bool ok = false;
+		char z85[CISTERN_KEY_LEN + 1] = "?";
+		if (nf >= 7 && len[6] == 32 && strcmp(frames[5], "CURVE") == 0) {
+			zmq_z85_encode(z85, (const uint8_t *)frames[6], 32);
+			for (size_t k = 0; k < s->nkeys && !ok; k++)
+				ok = memcmp(s->keys[k], frames[6], 32) == 0;
+		}
+		if (!ok) {
+			slog(s, 1, "refused a client from %s: key %s is not admitted",
+			     nf >= 4 ? frames[3] : "?", z85);
+			s->st.refused++;
+		}
+		const char *code = ok ? "200" : "400";
+		const char *text = ok ? "OK" : "key not admitted";
+		zmq_send(s->zap, "1.0", 3, ZMQ_SNDMORE);
+		zmq_send(s->zap, frames[1], nf >= 2 ? len[1] : 0, ZMQ_SNDMORE);
+		zmq_send(s->zap, code, 3, ZMQ_SNDMORE);
+		zmq_send(s->zap, text, strlen(text), ZMQ_SNDMORE);
+		zmq_send(s->zap, ok ? z85 : "", ok ? strlen(z85) : 0, ZMQ_SNDMORE);
+		zmq_send(s->zap, "", 0, 0);
+	}
+}
+
+static void fail_head(struct cistern_server *s, struct rprod *p, int err)
+{
+	struct qent *e = &p->q[p->qhead];
+	send_kind(s, p, CISTERN__W_FAIL, e->seq, (uint32_t)-err);
+	zmq_msg_close(&e->payload);
+	p->qhead = (p->qhead + 1) % p->window;
+	p->qlen--;
+	p->settled = e->seq;
+	s->st.failed++;
+	s->st.queued--;
+}
+
+/* Move queued samples into their segments; returns how many are still queued. */
+static uint64_t move(struct cistern_server *s)
+{
+	memset(s->full, 0, s->ranks);
+	size_t n = s->nprods;
+	for (size_t k = 0; k < n; k++) {
+		struct rprod *p = s->prods[(s->rr + k) % n];
+		while (p->qlen) {
+			struct qent *e = &p->q[p->qhead];
+			uint32_t rank = s->route ? s->route(&e->meta, s->ranks, s->route_arg)
+						 : e->meta.sim_id % s->ranks;
+			if (rank >= s->ranks) {
+				fail_head(s, p, -ERANGE);
+				continue;
+			}
+			if (s->full[rank])
+				break;
+			int rc = cistern_put(s->seg[rank],
+					     (const char *)zmq_msg_data(&e->payload) + e->off,
+					     e->len, &e->meta, 0);
+			if (rc == -EAGAIN || rc == -ETIMEDOUT || rc == -EBUSY) {
+				s->full[rank] = 1;
+				break;
+			}
+			if (rc < 0) {
+				fail_head(s, p, rc);
+				continue;
+			}
+			p->touched[rank] = 1;
+			zmq_msg_close(&e->payload);
+			p->qhead = (p->qhead + 1) % p->window;
+			p->qlen--;
+			p->settled = e->seq;
+			s->st.put++;
+			s->st.queued--;
+		}
+	}
+	if (n)
+		s->rr = (s->rr + 1) % n;
+	for (size_t i = 0; i < s->nprods; i++) {
+		struct rprod *p = s->prods[i];
+		if (p->settled != p->acked && p->state != P_DEAD) {
+			send_kind(s, p, CISTERN__W_ACK, p->settled, 0);
+			p->acked = p->settled;
+		}
+		if (p->done_req && !p->done && p->qlen == 0 && p->settled >= p->done_seq) {
+			int err = 0;
+			for (uint32_t r = 0; r < s->ranks; r++) {
+				if (!p->touched[r] || s->cfg[r].expected_producers == 0)
+					continue;
+				int left = cistern_producer_done(s->seg[r]);
+				if (left < 0 && err == 0)
+					err = left;
+			}
+			p->done = true;
+			s->st.done++;
+			send_kind(s, p, CISTERN__W_DONE_OK, p->settled, (uint32_t)-err);
+			slog(s, 0, "producer %016llx done after %llu samples",
+			     (unsigned long long)p->id, (unsigned long long)p->settled);
+		}
+	}
+	return s->st.queued;
+}
+
+/* Free the producers that ended and hold nothing queued. */
+static void reap(struct cistern_server *s)
+{
+	for (size_t i = 0; i < s->nprods;) {
+		struct rprod *p = s->prods[i];
+		if (p->state != P_LIVE && p->qlen == 0)
+			finish(s, i);
+		else
+			i++;
+	}
+	uint64_t live = 0;
+	for (size_t i = 0; i < s->nprods; i++)
+		live += s->prods[i]->state == P_LIVE;
+	s->st.live = live;
+}
+
+static void pump(struct cistern_server *s, bool read_router)
+{
+	read_monitor(s);
+	read_zap(s);
+	/*
+	 * A bounded number per round, so that a busy socket cannot starve the
+	 * puts, and acknowledgements (credits) go back while more arrive.
+	 */
+	for (int i = 0; read_router && i < 256 && read_one(s); i++)
+		;
+	read_monitor(s);
+}
+
+int cistern_server_run(struct cistern_server *s, int timeout_ms)
+{
+	if (!s)
+		return -EINVAL;
+	uint64_t deadline = timeout_ms >= 0 ? now_ms() + (uint64_t)timeout_ms : 0;
+	/*
+	 * Relaxed: the flag only asks for a return; the loop's state is this
+	 * thread's own, nothing else is published through it.
+	 */
+	while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
+		pump(s, true);
+		uint64_t queued = move(s);
+		reap(s);
+		long wait = queued ? 2 : 100; /* a full segment is retried soon */
+		if (timeout_ms >= 0) {
+			uint64_t t = now_ms();
+			if (t >= deadline)
+				break;
+			if ((uint64_t)wait > deadline - t)
+				wait = (long)(deadline - t);
+		}
+		zmq_pollitem_t items[3] = {
+			{.socket = s->router, .events = ZMQ_POLLIN},
+			{.socket = s->mon, .events = ZMQ_POLLIN},
+			{.socket = s->zap, .events = ZMQ_POLLIN},
+		};
+		if (zmq_poll(items, s->zap ? 3 : 2, wait) < 0 && zmq_errno() != EINTR)
+			return zerr();
+	}
+	atomic_store_explicit(&s->stop, 0, memory_order_relaxed);
+	return 0;
+}
+
+void cistern_server_stop(struct cistern_server *s)
+{
+	if (s)
+		atomic_store_explicit(&s->stop, 1, memory_order_relaxed);
+}
+
+int cistern_server_stats_get(const struct cistern_server *s, struct cistern_server_stats *st)
+{
+	if (!s || !st)
+		return -EINVAL;
+	*st = s->st;
+	return 0;
+}
+
+static void free_server(struct cistern_server *s)
+{
+	for (size_t i = 0; i < s->nprods; i++)
+		free_prod(s->prods[i]);
+	free(s->prods);
+	if (s->zap)
+		zmq_close(s->zap);
+	if (s->mon)
+		zmq_close(s->mon);
+	if (s->router)
+		zmq_close(s->router);
+	if (s->ctx)
+		zmq_ctx_term(s->ctx);
+	if (s->seg)
+		for (uint32_t r = 0; r < s->ranks; r++)
+			if (s->seg[r])
+				cistern_detach(s->seg[r]);
+	free(s->seg);
+	free(s->cfg);
+	free(s->full);
+	free(s->keys);
+	free(s);
+}
+
+int cistern_server_close(struct cistern_server *s, int drain_timeout_ms)
+{
+	if (!s)
+		return -EINVAL;
+	/* No new connections; what the producers sent so far is read and put. */
+	for (;;) {
+		uint64_t before = s->st.received;
+		pump(s, true);
+		if (s->st.received == before)
+			break;
+	}
+	s->closing = true;
+	uint64_t deadline = now_ms() + (uint64_t)(drain_timeout_ms > 0 ? drain_timeout_ms : 0);
+	uint64_t queued;
+	while ((queued = move(s)) != 0 && now_ms() < deadline) {
+		pump(s, true);
+		zmq_poll(NULL, 0, 2);
+	}
+	int rc = 0;
+	if (queued) {
+		rc = -ETIMEDOUT;
+		slog(s, 1,
+		     "stopping: %llu samples could not be put in time, their producers are told",
+		     (unsigned long long)queued);
+		for (size_t i = 0; i < s->nprods; i++)
+			while (s->prods[i]->qlen)
+				fail_head(s, s->prods[i], -ETIMEDOUT);
+	}
+	move(s); /* the last acknowledgements */
+	for (size_t i = 0; i < s->nprods; i++) {
+		struct rprod *p = s->prods[i];
+		if (p->state != P_DEAD)
+			send_kind(s, p, CISTERN__W_BYE, p->settled, 0);
+	}
+	int linger = 1000;
+	zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof(linger));
+	slog(s, 0,
+	     "stopped: %llu producers served, %llu samples put, %llu failed, %llu refused clients",
+	     (unsigned long long)s->st.producers, (unsigned long long)s->st.put,
+	     (unsigned long long)s->st.failed, (unsigned long long)s->st.refused);
+	free_server(s);
+	return rc;
+}
+
+static int setup_curve(struct cistern_server *s, const struct cistern_server_opts *o)
+{
+	uint8_t bin[32];
+	if (!o->secret_key || strlen(o->secret_key) != CISTERN_KEY_LEN ||
+	    !zmq_z85_decode(bin, o->secret_key)) {
+		slog(s, 2, "the server's secret key is not a 40-character Z85 key");
+		return -EINVAL;
+	}
+	if (o->n_client_keys == 0) {
+		slog(s, 2, "CurveZMQ needs at least one admitted client key");
+		return -EINVAL;
+	}
+	s->keys = calloc(o->n_client_keys, sizeof(*s->keys));
+	if (!s->keys)
+		return -ENOMEM;
+	for (size_t k = 0; k < o->n_client_keys; k++) {
+		const char *ck = o->client_keys[k];
+		if (!ck || strlen(ck) != CISTERN_KEY_LEN || !zmq_z85_decode(s->keys[k], ck)) {
+			slog(s, 2, "client key %zu is not a 40-character Z85 key", k + 1);
+			return -EINVAL;
+		}
+	}
+	s->nkeys = o->n_client_keys;
+	s->zap = zmq_socket(s->ctx, ZMQ_REP);
+	if (!s->zap || zmq_bind(s->zap, "inproc://zeromq.zap.01") < 0)
+		return zerr();
+	int one = 1;
+	if (zmq_setsockopt(s->router, ZMQ_CURVE_SERVER, &one, sizeof(one)) < 0 ||
+	    zmq_setsockopt(s->router, ZMQ_CURVE_SECRETKEY, o->secret_key, CISTERN_KEY_LEN) < 0 ||
+	    zmq_setsockopt(s->router, ZMQ_ZAP_DOMAIN, "cistern", 7) < 0)
+		return zerr();
+	s->curve = true;
+	return 0;
+}
+
+static int attach_all(struct cistern_server *s, const struct cistern_server_opts *o)
+{
+	s->seg = calloc(s->ranks, sizeof(*s->seg));
+	s->cfg = calloc(s->ranks, sizeof(*s->cfg));
+	s->full = calloc(s->ranks, 1);
+	if (!s->seg || !s->cfg || !s->full)
+		return -ENOMEM;
+	for (uint32_t r = 0; r < s->ranks; r++) {
+		const char *name = o->segments[r];
+		int rc = name ? cistern_attach_flags(name, o->attach_flags, &s->seg[r]) : -EINVAL;
+		if (rc < 0) {
+			slog(s, 2, "rank %u: cannot attach segment %s: %s", r,
+			     name ? name : "(null)", cistern_strerror(rc));
+			return rc;
+		}
+		cistern_config_get(s->seg[r], &s->cfg[r]);
+		char schema[CISTERN_SCHEMA_MAX];
+		ssize_t sl = cistern_schema_get(s->seg[r], schema, sizeof(schema));
+		if (sl < 0)
+			return (int)sl;
+		if (r == 0) {
+			memcpy(s->schema, schema, (size_t)sl + 1);
+			s->schema_len = (size_t)sl;
+			s->slot_size = s->cfg[r].slot_size;
+		} else if (strcmp(schema, s->schema) != 0) {
+			slog(s, 2, "rank %u: segment %s has another schema than rank 0's", r, name);
+			return -EINVAL;
+		}
+		if (s->cfg[r].slot_size < s->slot_size)
+			s->slot_size = s->cfg[r].slot_size;
+		/* cfg.schema points into the handle; only its flags and counts are kept */
+		s->cfg[r].schema = NULL;
+		slog(s, 0, "rank %u: segment %s (%s, %llu slots of %llu bytes)", r, name,
+		     cistern_policy_name(s->cfg[r].policy),
+		     (unsigned long long)s->cfg[r].slot_count,
+		     (unsigned long long)s->cfg[r].slot_size);
+	}
+	return 0;
+}
+
+int cistern_server_create(const struct cistern_server_opts *opts, struct cistern_server **out)
+{
+	if (!opts || !out || opts->size < sizeof(struct cistern_server_opts))
+		return -EINVAL;
+	*out = NULL;
+	const struct cistern_server_opts *o = opts;
+	struct cistern_server *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->log = o->log;
+	s->log_arg = o->log_arg;
+	s->route = o->route;
+	s->route_arg = o->route_arg;
+	s->window = o->window ? o->window : CISTERN_REMOTE_WINDOW;
+	s->ranks = o->ranks;
+	int rc = -EINVAL;
+	if (o->reserved_ || o->ranks == 0 || !o->segments || o->n_endpoints == 0 || !o->endpoints) {
+		slog(s, 2, "a server needs at least one segment and one endpoint");
+		goto fail;
+	}
+	bool keys = o->secret_key || o->public_key || o->n_client_keys;
+	for (size_t i = 0; i < o->n_endpoints; i++) {
+		const char *ep = o->endpoints[i];
+		if (!ep || (strncmp(ep, "tcp://", 6) != 0 && strncmp(ep, "ipc://", 6) != 0)) {
+			slog(s, 2, "endpoint %s: only tcp:// and ipc:// are served",
+			     ep ? ep : "(null)");
+			goto fail;
+		}
+		if (!keys && !cistern__endpoint_is_local(ep)) {
+			slog(s, 2,
+			     "endpoint %s is not loopback: binding it needs CurveZMQ keys (the "
+			     "server's key pair and the admitted client keys)",
+			     ep);
+			rc = -EACCES;
+			goto fail;
+		}
+	}
+	if (keys && !zmq_has("curve")) {
+		slog(s, 2, "this libzmq has no CurveZMQ");
+		rc = -ENOTSUP;
+		goto fail;
+	}
+	rc = attach_all(s, o);
+	if (rc < 0)
+		goto fail;
+	if (!o->window) {
+		uint64_t fit = CISTERN_REMOTE_WINDOW_BYTES / (s->slot_size ? s->slot_size : 1);
+		s->window = fit < 16                      ? 16
+			    : fit < CISTERN_REMOTE_WINDOW ? (uint32_t)fit
+							  : CISTERN_REMOTE_WINDOW;
+	}
+	rc = -ENOMEM;
+	s->ctx = zmq_ctx_new();
+	if (!s->ctx)
+		goto fail;
+	s->router = zmq_socket(s->ctx, ZMQ_ROUTER);
+	if (!s->router) {
+		rc = zerr();
+		goto fail;
+	}
+	/* No high-water marks: the producers' windows bound both directions. */
+	int zero = 0;
+	int ivl = o->heartbeat_ivl_ms > 0 ? o->heartbeat_ivl_ms : 1000;
+	int hb_timeout = o->heartbeat_timeout_ms > 0 ? o->heartbeat_timeout_ms : 5 * ivl;
+	zmq_setsockopt(s->router, ZMQ_SNDHWM, &zero, sizeof(zero));
+	zmq_setsockopt(s->router, ZMQ_RCVHWM, &zero, sizeof(zero));
+	zmq_setsockopt(s->router, ZMQ_HEARTBEAT_IVL, &ivl, sizeof(ivl));
+	zmq_setsockopt(s->router, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof(hb_timeout));
+	zmq_setsockopt(s->router, ZMQ_HEARTBEAT_TTL, &hb_timeout, sizeof(hb_timeout));
+	if (keys) {
+		rc = setup_curve(s, o);
+		if (rc < 0)
+			goto fail;
+	}
+	char monaddr[64];
+	snprintf(monaddr, sizeof(monaddr), "inproc://cistern-server-mon-%p", (void *)s);
+	if (zmq_socket_monitor(s->router, monaddr, ZMQ_EVENT_DISCONNECTED) < 0) {
+		rc = zerr();
+		goto fail;
+	}
+	s->mon = zmq_socket(s->ctx, ZMQ_PAIR);
+	if (!s->mon || zmq_connect(s->mon, monaddr) < 0) {
+		rc = zerr();
+		goto fail;
+	}
+	for (size_t i = 0; i < o->n_endpoints; i++) {
+		if (zmq_bind(s->router, o->endpoints[i]) < 0) {
+			rc = zerr();
+			slog(s, 2, "cannot bind %s: %s", o->endpoints[i],
+			     zmq_strerror(zmq_errno()));
+			goto fail;
+		}
+		char last[256] = "";
+		size_t ll = sizeof(last);
+		zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, last, &ll);
+		slog(s, 0, "listening on %s%s", last, s->curve ? " (CurveZMQ)" : "");
+	}
+	*out = s;
+	return 0;
+fail:
+	free_server(s);
+	return rc;
+}

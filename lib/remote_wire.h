@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * remote_wire.h - the message header that remote producers and the server
+ * exchange over ZeroMQ (docs/REMOTE.md, "Wire protocol"). Fields are encoded
+ * little-endian byte by byte, so that both ends agree whatever their CPUs.
+ */
+#ifndef CISTERN_REMOTE_WIRE_H
+#define CISTERN_REMOTE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CISTERN__WIRE_HDR 32
+
+enum cistern__wire_kind {
+	CISTERN__W_HELLO = 1,
+	CISTERN__W_WELCOME = 2,
+	CISTERN__W_PUT = 3,
+	CISTERN__W_ACK = 4,
+	CISTERN__W_FAIL = 5,
+	CISTERN__W_DONE = 6,
+	CISTERN__W_DONE_OK = 7,
+	CISTERN__W_BYE = 8,
+	CISTERN__W_ERROR = 9,
+	CISTERN__W_PUTS = 10,
+};
+
+/* PUTS: after the header, `a` records of this many bytes, then the payloads. */
+#define CISTERN__WIRE_REC 16
+
+struct cistern__wire {
+	uint8_t kind;
+	uint8_t version;
+	uint32_t a;
+	uint64_t seq;
+	uint64_t b;
+	uint32_t sim_id;
+	uint32_t time_step;
+};
+
+static inline void cistern__wire_put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline void cistern__wire_put32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint64_t cistern__wire_get64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static inline uint32_t cistern__wire_get32(const unsigned char *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static inline void cistern__wire_encode(const struct cistern__wire *w,
+					unsigned char out[CISTERN__WIRE_HDR])
+{
+	out[0] = w->kind;
+	out[1] = w->version;
+	out[2] = 0;
+	out[3] = 0;
+	cistern__wire_put32(out + 4, w->a);
+	cistern__wire_put64(out + 8, w->seq);
+	cistern__wire_put64(out + 16, w->b);
+	cistern__wire_put32(out + 24, w->sim_id);
+	cistern__wire_put32(out + 28, w->time_step);
+}
+
+/*
+ * Decode the header at the start of a frame; -1 if the frame is too short.
+ * A PUT's payload follows its header in the same frame.
+ */
+static inline int cistern__wire_decode(const void *buf, size_t len, struct cistern__wire *w)
+{
+	const unsigned char *p = buf;
+	if (len < CISTERN__WIRE_HDR)
+		return -1;
+	w->kind = p[0];
+	w->version = p[1];
+	w->a = cistern__wire_get32(p + 4);
+	w->seq = cistern__wire_get64(p + 8);
+	w->b = cistern__wire_get64(p + 16);
+	w->sim_id = cistern__wire_get32(p + 24);
+	w->time_step = cistern__wire_get32(p + 28);
+	return 0;
+}
+
+/* Whether a tcp:// or ipc:// endpoint stays on this machine (no CurveZMQ needed). */
+int cistern__endpoint_is_local(const char *endpoint);
+
+#endif

@@ -1,0 +1,781 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_remote.c - remote producers and `cistern serve` (docs/REMOTE.md): the
+ * built binary serves segments this test creates, forked producers connect
+ * over ipc:// in a temporary directory or tcp:// on a loopback port found
+ * free at run time, and the segments are read back to see what arrived.
+ * Every wait is bounded: a serve that never answers fails its test.
+ */
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+
+#include "helpers.h"
+
+#ifndef CISTERN_BIN
+#error "CISTERN_BIN must name the built cistern binary"
+#endif
+
+#define PAYLOAD 64
+
+static char tmpdir[256];
+
+static void remote_init(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/cistern-remote-test-XXXXXX");
+	cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void remote_fini(void)
+{
+	seg_fini();
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	if (tmpdir[0] && system(cmd) != 0)
+		tmpdir[0] = '\0';
+}
+
+TestSuite(remote, .init = remote_init, .fini = remote_fini, .timeout = 120);
+
+static const char *ipc_endpoint(const char *tag)
+{
+	static char ep[2][320];
+	static int k;
+	char *e = ep[k++ & 1];
+	snprintf(e, sizeof(ep[0]), "ipc://%s/%s.sock", tmpdir, tag);
+	return e;
+}
+
+/* A tcp:// endpoint on 127.0.0.1 whose port the kernel just found free. */
+static const char *tcp_endpoint(void)
+{
+	static char ep[64];
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	socklen_t al = sizeof(a);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+	close(fd);
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", ntohs(a.sin_port));
+	return ep;
+}
+
+static void slurp_file(const char *path, char *buf, size_t cap)
+{
+	buf[0] = '\0';
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, buf, cap - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	close(fd);
+}
+
+struct serve {
+	pid_t pid;
+	char log[320];
+};
+
+/* Start `cistern serve ARGS...` (NULL-terminated) with stderr to a log file. */
+static void serve_start_v(struct serve *s, const char *tag, const char *const *args)
+{
+	static int n;
+	snprintf(s->log, sizeof(s->log), "%s/serve-%s-%d.log", tmpdir, tag, n++);
+	s->pid = fork_child();
+	cr_assert_geq(s->pid, 0);
+	if (s->pid == 0) {
+		alarm(100); /* a serve left behind does not outlive its test by long */
+		int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		dup2(fd, 2);
+		char *argv[40] = {(char *)CISTERN_BIN, (char *)"serve"};
+		for (int i = 0; args[i] && i < 37; i++)
+			argv[i + 2] = (char *)(uintptr_t)args[i];
+		execv(CISTERN_BIN, argv);
+		_exit(127);
+	}
+}
+
+/* Wait until the log holds `what`, at most `secs` seconds. */
+static int log_wait(const char *path, const char *what, double secs)
+{
+	static char buf[1 << 16];
+	double end = mono_now() + secs;
+	do {
+		slurp_file(path, buf, sizeof(buf));
+		if (strstr(buf, what))
+			return 1;
+		usleep(10000);
+	} while (mono_now() < end);
+	return 0;
+}
+
+static void serve_ready(struct serve *s)
+{
+	cr_assert(log_wait(s->log, "listening on", 20), "serve did not start");
+}
+
+/* SIGTERM, then the exit status (128 + signal if killed), within 30 s. */
+static int serve_stop(struct serve *s)
+{
+	kill(s->pid, SIGTERM);
+	double end = mono_now() + 30;
+	int st = 0;
+	while (waitpid(s->pid, &st, WNOHANG) == 0) {
+		if (mono_now() > end) {
+			kill(s->pid, SIGKILL);
+			waitpid(s->pid, &st, 0);
+			cr_assert_fail("serve did not stop within 30 s of SIGTERM");
+		}
+		usleep(10000);
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int wait_child(pid_t pid, double secs)
+{
+	double end = mono_now() + secs;
+	int st = 0;
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		if (mono_now() > end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			return -1;
+		}
+		usleep(10000);
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static struct cistern_config fifo(uint64_t slots, uint64_t slot_size)
+{
+	return (struct cistern_config){.slot_count = slots, .slot_size = slot_size};
+}
+
+static struct cistern_remote *connect_retry(const char *ep, const struct cistern_remote_opts *o)
+{
+	struct cistern_remote *r = NULL;
+	double end = mono_now() + 20;
+	int rc;
+	while ((rc = cistern_remote_connect(ep, o, &r)) < 0 && mono_now() < end)
+		usleep(20000);
+	return rc == 0 ? r : NULL;
+}
+
+/* Put sample idx of simulation sim: payload fill_payload(sim, idx), time_step idx. */
+static int put_sample(struct cistern_remote *r, uint32_t sim, uint32_t idx, int timeout_ms)
+{
+	uint8_t buf[PAYLOAD];
+	fill_payload(buf, sizeof(buf), sim, idx);
+	struct cistern_meta m = {.sim_id = sim, .time_step = idx};
+	return cistern_remote_put(r, buf, sizeof(buf), &m, timeout_ms);
+}
+
+/*
+ * Read what the segment holds (FIFO), checking every payload whole, into
+ * count[idx] for samples of simulation sim (idx < cap). Returns samples read.
+ */
+static uint64_t drain_count(struct cistern *c, uint32_t sim, uint32_t *count, size_t cap,
+			    uint32_t *ranks_seen, uint32_t rank)
+{
+	uint64_t n = 0;
+	uint8_t buf[PAYLOAD];
+	struct cistern_meta m;
+	ssize_t len;
+	while ((len = cistern_get(c, buf, sizeof(buf), &m, 300)) >= 0) {
+		cr_assert_eq(len, PAYLOAD, "a sample of %zd bytes", len);
+		cr_assert(check_payload(buf, PAYLOAD, m.sim_id, m.time_step),
+			  "sample (%u, %u) damaged", m.sim_id, m.time_step);
+		if (ranks_seen)
+			ranks_seen[m.sim_id] |= 1u << rank;
+		if (m.sim_id == sim && m.time_step < cap)
+			count[m.time_step]++;
+		n++;
+	}
+	cr_assert(len == -ETIMEDOUT || len == -EAGAIN || len == CISTERN_EOD, "get: %s",
+		  cistern_strerror((int)len));
+	return n;
+}
+
+/* ---------------------------------------------------------------------- */
+
+struct shared_progress {
+	_Atomic uint64_t acked;
+	_Atomic uint64_t sent;
+	_Atomic int connected;
+};
+
+Test(remote, producer_killed_mid_stream_leaves_every_acked_sample_once_and_whole)
+{
+	struct cistern *c = seg_create("rkill", fifo(1 << 15, PAYLOAD));
+	const char *ep = ipc_endpoint("kill");
+	struct serve s;
+	serve_start_v(&s, "kill",
+		      (const char *const[]){"--bind", ep, "--segment", seg_name_of(c), NULL});
+	serve_ready(&s);
+	struct shared_progress *sp = shared_alloc(sizeof(*sp));
+	pid_t prod = fork_child();
+	cr_assert_geq(prod, 0);
+	if (prod == 0) {
+		struct cistern_remote *r = connect_retry(ep, NULL);
+		if (!r)
+			_exit(3);
+		for (uint32_t i = 0;; i++) {
+			if (put_sample(r, 7, i, 10000) < 0)
+				_exit(4);
+			struct cistern_remote_info info;
+			cistern_remote_info_get(r, &info);
+			atomic_store(&sp->acked, info.acked);
+			atomic_store(&sp->sent, info.sent);
+		}
+	}
+	double end = mono_now() + 30;
+	while (atomic_load(&sp->acked) < 3000 && mono_now() < end)
+		usleep(1000);
+	kill(prod, SIGKILL);
+	waitpid(prod, NULL, 0);
+	uint64_t acked = atomic_load(&sp->acked), sent = atomic_load(&sp->sent);
+	cr_assert_geq(acked, 3000, "only %llu samples acknowledged in 30 s",
+		      (unsigned long long)acked);
+	cr_assert(log_wait(s.log, "lost", 15), "serve did not see the producer die");
+
+	static uint32_t count[1 << 15];
+	uint64_t n = drain_count(c, 7, count, 1 << 15, NULL, 0);
+	for (uint64_t i = 0; i < acked; i++)
+		cr_assert_eq(count[i], 1, "acknowledged sample %llu is there %u times",
+			     (unsigned long long)i, count[i]);
+	/* Past the acknowledged ones: some in-flight samples, each at most once, in order. */
+	for (uint64_t i = acked; i < (1 << 15); i++)
+		cr_assert_leq(count[i], 1);
+	cr_assert_leq(n, sent + 1);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, every_sim_id_lands_on_one_rank_sim_id_mod_ranks)
+{
+	struct cistern *r0 = seg_create("rrt0", fifo(4096, PAYLOAD));
+	struct cistern *r1 = seg_create("rrt1", fifo(4096, PAYLOAD));
+	struct cistern *r2 = seg_create("rrt2", fifo(4096, PAYLOAD));
+	const char *ep = ipc_endpoint("route");
+	struct serve s;
+	serve_start_v(&s, "route",
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(r0), "-s", seg_name_of(r1),
+					    "-s", seg_name_of(r2), NULL});
+	serve_ready(&s);
+	enum { PRODUCERS = 3, SIMS = 5, STEPS = 40 };
+	pid_t kids[PRODUCERS];
+	for (int p = 0; p < PRODUCERS; p++) {
+		kids[p] = fork_child();
+		cr_assert_geq(kids[p], 0);
+		if (kids[p] == 0) {
+			struct cistern_remote *r = connect_retry(ep, NULL);
+			if (!r)
+				_exit(3);
+			struct cistern_remote_info info;
+			cistern_remote_info_get(r, &info);
+			if (info.ranks != 3)
+				_exit(5);
+			for (uint32_t t = 0; t < STEPS; t++)
+				for (uint32_t k = 0; k < SIMS; k++)
+					if (put_sample(r, (uint32_t)p * SIMS + k, t, 10000) < 0)
+						_exit(4);
+			_exit(cistern_remote_flush(r, 20000) == 0 ? 0 : 6);
+		}
+	}
+	for (int p = 0; p < PRODUCERS; p++)
+		cr_assert_eq(wait_child(kids[p], 60), 0, "producer %d failed", p);
+	uint32_t seen[PRODUCERS * SIMS] = {0};
+	static uint32_t dummy[1];
+	uint64_t total = drain_count(r0, UINT32_MAX, dummy, 0, seen, 0) +
+			 drain_count(r1, UINT32_MAX, dummy, 0, seen, 1) +
+			 drain_count(r2, UINT32_MAX, dummy, 0, seen, 2);
+	cr_assert_eq(total, PRODUCERS * SIMS * STEPS);
+	for (uint32_t sim = 0; sim < PRODUCERS * SIMS; sim++)
+		cr_assert_eq(seen[sim], 1u << (sim % 3), "sim %u seen on ranks mask %#x", sim,
+			     seen[sim]);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, route_map_file_sends_listed_sims_to_their_rank)
+{
+	struct cistern *r0 = seg_create("rmp0", fifo(1024, PAYLOAD));
+	struct cistern *r1 = seg_create("rmp1", fifo(1024, PAYLOAD));
+	char map[400];
+	snprintf(map, sizeof(map), "%s/route.map", tmpdir);
+	FILE *f = fopen(map, "w");
+	fputs("# sim rank\n2 1\n3 1\n", f);
+	fclose(f);
+	const char *ep = ipc_endpoint("map");
+	struct serve s;
+	serve_start_v(&s, "map",
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(r0), "-s", seg_name_of(r1),
+					    "--route-map", map, NULL});
+	serve_ready(&s);
+	struct cistern_remote *r = connect_retry(ep, NULL);
+	cr_assert_not_null(r);
+	for (uint32_t sim = 0; sim < 6; sim++)
+		for (uint32_t t = 0; t < 10; t++)
+			cr_assert_eq(put_sample(r, sim, t, 5000), 0);
+	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
+	cistern_remote_close(r);
+	uint32_t seen[6] = {0};
+	static uint32_t dummy[1];
+	drain_count(r0, UINT32_MAX, dummy, 0, seen, 0);
+	drain_count(r1, UINT32_MAX, dummy, 0, seen, 1);
+	/* 2 and 3 by the map; the others by sim_id mod 2 */
+	uint32_t want[6] = {1, 2, 2, 2, 1, 2};
+	for (int sim = 0; sim < 6; sim++)
+		cr_assert_eq(seen[sim], want[sim], "sim %d on ranks mask %#x", sim, seen[sim]);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+static long rss_kib(pid_t pid)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	slurp_file(path, buf, sizeof(buf));
+	const char *p = strstr(buf, "VmRSS:");
+	return p ? strtol(p + 6, NULL, 10) : -1;
+}
+
+struct bp_result {
+	_Atomic int phase; /* 1: window full, measuring; 2: finished */
+	uint64_t sent, acked, window, attempts;
+	long rss_before, rss_full;
+};
+
+Test(remote, a_full_segment_bounds_memory_and_samples_in_flight)
+{
+	enum { BIG = 256 * 1024, SLOTS = 4, WINDOW = 8 };
+	struct cistern *c = seg_create("rbp", fifo(SLOTS, BIG));
+	const char *ep = ipc_endpoint("bp");
+	struct serve s;
+	serve_start_v(&s, "bp",
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(c), "--window", "8",
+					    "--drain-timeout", "500", NULL});
+	serve_ready(&s);
+	long serve_before = rss_kib(s.pid);
+	struct bp_result *res = shared_alloc(sizeof(*res));
+	pid_t prod = fork_child();
+	cr_assert_geq(prod, 0);
+	if (prod == 0) {
+		uint8_t *buf = calloc(1, BIG);
+		struct cistern_remote *r = connect_retry(ep, NULL);
+		if (!r || !buf)
+			_exit(3);
+		res->rss_before = rss_kib(getpid());
+		/*
+		 * Offer 256 samples of 256 KiB (64 MiB) to a segment that holds
+		 * 4: without credits they would all be queued somewhere.
+		 */
+		for (int i = 0; i < 256; i++) {
+			struct cistern_meta m = {.sim_id = 1, .time_step = (uint32_t)i};
+			res->attempts++;
+			if (cistern_remote_put(r, buf, BIG, &m, 20) == -ETIMEDOUT)
+				continue;
+		}
+		struct cistern_remote_info info;
+		cistern_remote_info_get(r, &info);
+		res->sent = info.sent;
+		res->acked = info.acked;
+		res->window = info.window;
+		res->rss_full = rss_kib(getpid());
+		atomic_store(&res->phase, 1);
+		while (atomic_load(&res->phase) != 2)
+			usleep(1000);
+		_exit(0);
+	}
+	double end = mono_now() + 60;
+	while (atomic_load(&res->phase) != 1 && mono_now() < end)
+		usleep(1000);
+	cr_assert_eq(atomic_load(&res->phase), 1, "the producer did not finish its puts");
+	long serve_full = rss_kib(s.pid);
+	atomic_store(&res->phase, 2);
+	cr_assert_eq(wait_child(prod, 10), 0);
+	cr_assert_eq(res->window, WINDOW);
+	/* The segment's 4 slots, and at most a window in flight beyond them. */
+	cr_assert_leq(res->sent, SLOTS + WINDOW, "%llu samples sent",
+		      (unsigned long long)res->sent);
+	cr_assert_geq(res->sent, SLOTS);
+	cr_assert_leq(res->sent - res->acked, WINDOW);
+	cr_assert_eq(res->acked, SLOTS);
+	/* A window is 2 MiB; 64 MiB were offered. 16 MiB of slack for allocators. */
+	cr_assert_lt(serve_full - serve_before, 16 * 1024, "serve grew by %ld KiB",
+		     serve_full - serve_before);
+	cr_assert_lt(res->rss_full - res->rss_before, 16 * 1024, "producer grew by %ld KiB",
+		     res->rss_full - res->rss_before);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_full_rank_holds_up_no_producer_of_another_rank)
+{
+	struct cistern *full = seg_create("rfull0", fifo(4, PAYLOAD));
+	struct cistern *free1 = seg_create("rfull1", fifo(1024, PAYLOAD));
+	const char *ep = ipc_endpoint("full");
+	struct serve s;
+	serve_start_v(&s, "full",
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(full), "-s",
+					    seg_name_of(free1), "--window", "8", "--drain-timeout",
+					    "200", NULL});
+	serve_ready(&s);
+	/* Producer A fills rank 0 (sim 0) and waits there with its window full. */
+	struct cistern_remote *a = connect_retry(ep, NULL);
+	cr_assert_not_null(a);
+	uint32_t i = 0;
+	while (put_sample(a, 0, i, 200) == 0)
+		i++;
+	cr_assert_eq(i, 4 + 8, "A sent %u samples to a rank holding 4, window 8", i);
+	/* Producer B's samples go to rank 1: all of them arrive. */
+	struct cistern_remote *b = connect_retry(ep, NULL);
+	cr_assert_not_null(b);
+	for (uint32_t t = 0; t < 500; t++)
+		cr_assert_eq(put_sample(b, 1, t, 5000), 0, "B blocked at sample %u", t);
+	cr_assert_eq(cistern_remote_flush(b, 10000), 0);
+	static uint32_t count[500];
+	cr_assert_eq(drain_count(free1, 1, count, 500, NULL, 0), 500);
+	cistern_remote_close(b);
+	cistern_remote_close(a);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+static void read_key(const char *path, const char *kind, char out[CISTERN_KEY_LEN + 1])
+{
+	char buf[512];
+	slurp_file(path, buf, sizeof(buf));
+	char want[16];
+	snprintf(want, sizeof(want), "\n%s ", kind);
+	const char *p = strstr(buf, want);
+	cr_assert_not_null(p, "no %s key in %s", kind, path);
+	p += strlen(want);
+	memcpy(out, p, CISTERN_KEY_LEN);
+	out[CISTERN_KEY_LEN] = '\0';
+}
+
+static void keygen(const char *path)
+{
+	pid_t pid = fork_child();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		execl(CISTERN_BIN, CISTERN_BIN, "keygen", path, NULL);
+		_exit(127);
+	}
+	cr_assert_eq(wait_child(pid, 10), 0, "cistern keygen %s failed", path);
+}
+
+Test(remote, a_client_without_an_admitted_key_is_refused_and_logged)
+{
+	struct cistern *c = seg_create("rkey", fifo(64, PAYLOAD));
+	char server[400], good[400], bad[400];
+	snprintf(server, sizeof(server), "%s/server.key", tmpdir);
+	snprintf(good, sizeof(good), "%s/good.key", tmpdir);
+	snprintf(bad, sizeof(bad), "%s/bad.key", tmpdir);
+	keygen(server);
+	keygen(good);
+	keygen(bad);
+	char spub[41], gpub[41], gsec[41], bpub[41], bsec[41], goodpub[420];
+	read_key(server, "public", spub);
+	read_key(good, "public", gpub);
+	read_key(good, "secret", gsec);
+	read_key(bad, "public", bpub);
+	read_key(bad, "secret", bsec);
+	snprintf(goodpub, sizeof(goodpub), "%s.pub", good);
+	const char *ep = tcp_endpoint();
+	struct serve s;
+	serve_start_v(&s, "key",
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(c), "--key", server,
+					    "--client-keys", goodpub, NULL});
+	serve_ready(&s);
+
+	struct cistern_remote_opts o = {.size = sizeof(o),
+					.server_key = spub,
+					.public_key = bpub,
+					.secret_key = bsec,
+					.connect_timeout_ms = 1500};
+	struct cistern_remote *r = NULL;
+	int rc = cistern_remote_connect(ep, &o, &r);
+	cr_assert_eq(rc, -ETIMEDOUT, "connect: %s", cistern_strerror(rc));
+	cr_assert(log_wait(s.log, "refused a client", 10), "the refusal was not logged");
+	char logbuf[8192];
+	slurp_file(s.log, logbuf, sizeof(logbuf));
+	cr_assert_not_null(strstr(logbuf, bpub), "the log does not name the refused key");
+
+	/* No key at all is refused too: the handshake never completes. */
+	struct cistern_remote_opts plain = {.size = sizeof(plain), .connect_timeout_ms = 1000};
+	cr_assert_eq(cistern_remote_connect(ep, &plain, &r), -ETIMEDOUT);
+
+	/* The admitted key gets in and its samples arrive. */
+	o.public_key = gpub;
+	o.secret_key = gsec;
+	o.connect_timeout_ms = 10000;
+	cr_assert_eq(cistern_remote_connect(ep, &o, &r), 0);
+	cr_assert_eq(put_sample(r, 1, 0, 5000), 0);
+	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
+	cistern_remote_close(r);
+	uint8_t buf[PAYLOAD];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, serve_refuses_a_non_loopback_bind_without_keys)
+{
+	struct cistern *c = seg_create("rnl", fifo(64, PAYLOAD));
+	struct serve s;
+	serve_start_v(&s, "nl",
+		      (const char *const[]){"-b", "tcp://0.0.0.0:0", "-s", seg_name_of(c), NULL});
+	cr_assert_eq(wait_child(s.pid, 20), 1);
+	cr_assert(log_wait(s.log, "needs CurveZMQ keys", 1));
+}
+
+Test(remote, serve_restarted_under_load_loses_and_duplicates_nothing)
+{
+	enum { TOTAL = 6000 };
+	struct cistern *c = seg_create("rrs", fifo(8192, PAYLOAD));
+	const char *ep = tcp_endpoint();
+	const char *const args[] = {"-b", ep, "-s", seg_name_of(c), NULL};
+	struct serve s;
+	serve_start_v(&s, "rs1", args);
+	serve_ready(&s);
+	struct shared_progress *sp = shared_alloc(sizeof(*sp));
+	pid_t prod = fork_child();
+	cr_assert_geq(prod, 0);
+	if (prod == 0) {
+		/*
+		 * Puts samples 0..TOTAL-1; when the server goes, it connects
+		 * again and puts the ones it was not told were in (after a
+		 * clean stop no sample is in doubt).
+		 */
+		uint32_t base = 0;
+		int resets = 0;
+		while (base < TOTAL) {
+			struct cistern_remote *r = connect_retry(ep, NULL);
+			if (!r)
+				_exit(3);
+			uint32_t i = base;
+			int rc = 0;
+			for (; i < TOTAL && rc == 0; i++)
+				rc = put_sample(r, 9, i, 10000);
+			if (rc == 0)
+				rc = cistern_remote_flush(r, 20000);
+			struct cistern_remote_info info;
+			cistern_remote_info_get(r, &info);
+			cistern_remote_close(r);
+			if (rc == 0) {
+				base = TOTAL;
+				break;
+			}
+			if (rc != -ECONNRESET)
+				_exit(4);
+			if (info.acked + info.failed != info.sent) {
+				fprintf(stderr, "in doubt: sent %llu acked %llu failed %llu\n",
+					(unsigned long long)info.sent,
+					(unsigned long long)info.acked,
+					(unsigned long long)info.failed);
+				_exit(5); /* samples in doubt */
+			}
+			base += (uint32_t)info.acked;
+			atomic_store(&sp->acked, base);
+			resets++;
+		}
+		_exit(resets >= 1 ? 0 : 6);
+	}
+	/* Restart the server once it has taken a third of the samples. */
+	double end = mono_now() + 30;
+	while (cistern_stats_get(c, &(struct cistern_stats){0}) == 0 && mono_now() < end) {
+		struct cistern_stats st;
+		cistern_stats_get(c, &st);
+		if (st.puts >= TOTAL / 3)
+			break;
+		usleep(1000);
+	}
+	cr_assert_eq(serve_stop(&s), 0);
+	struct cistern_stats mid;
+	cistern_stats_get(c, &mid);
+	cr_assert_lt(mid.puts, TOTAL, "the producer finished before the restart");
+	serve_start_v(&s, "rs2", args);
+	serve_ready(&s);
+	int st = wait_child(prod, 60);
+	cr_assert_eq(st, 0, "the producer failed across the restart (status %d)", st);
+	static uint32_t count[TOTAL];
+	uint64_t n = drain_count(c, 9, count, TOTAL, NULL, 0);
+	cr_assert_eq(n, TOTAL);
+	for (uint32_t i = 0; i < TOTAL; i++)
+		cr_assert_eq(count[i], 1, "sample %u is there %u times", i, count[i]);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_dead_remote_producer_counts_done_under_dead_producer_done)
+{
+	struct cistern_config cfg = fifo(256, PAYLOAD);
+	cfg.expected_producers = 2;
+	cfg.flags = CISTERN_DEAD_PRODUCER_DONE;
+	struct cistern *c = seg_create("rdead", cfg);
+	const char *ep = ipc_endpoint("dead");
+	struct serve s;
+	serve_start_v(
+		&s, "dead",
+		(const char *const[]){"-b", ep, "-s", seg_name_of(c), "--heartbeat", "200", NULL});
+	serve_ready(&s);
+	pid_t prod = fork_child();
+	cr_assert_geq(prod, 0);
+	if (prod == 0) {
+		struct cistern_remote *r = connect_retry(ep, NULL);
+		if (!r || put_sample(r, 1, 0, 5000) < 0 || cistern_remote_flush(r, 5000) < 0)
+			_exit(3);
+		raise(SIGKILL);
+	}
+	waitpid(prod, NULL, 0);
+	struct cistern_remote *r = connect_retry(ep, NULL);
+	cr_assert_not_null(r);
+	cr_assert_eq(put_sample(r, 2, 0, 5000), 0);
+	cr_assert_eq(cistern_remote_producer_done(r, 10000), 0);
+	cistern_remote_close(r);
+	/* One done, one died: reception closes and the reader reaches end of data. */
+	struct cistern_stats st;
+	double end = mono_now() + 15;
+	do {
+		cistern_stats_get(c, &st);
+		if (st.reception_closed)
+			break;
+		usleep(10000);
+	} while (mono_now() < end);
+	cr_assert(st.reception_closed, "reception still open: %u done", st.producers_done);
+	uint8_t buf[PAYLOAD];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), CISTERN_EOD);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_silent_producer_is_found_dead_by_heartbeats)
+{
+	struct cistern_config cfg = fifo(256, PAYLOAD);
+	cfg.expected_producers = 1;
+	cfg.flags = CISTERN_DEAD_PRODUCER_DONE;
+	struct cistern *c = seg_create("rhb", cfg);
+	const char *ep = tcp_endpoint();
+	struct serve s;
+	serve_start_v(
+		&s, "hb",
+		(const char *const[]){"-b", ep, "-s", seg_name_of(c), "--heartbeat", "100", NULL});
+	serve_ready(&s);
+	struct shared_progress *sp = shared_alloc(sizeof(*sp));
+	pid_t prod = fork_child();
+	cr_assert_geq(prod, 0);
+	if (prod == 0) {
+		struct cistern_remote *r = connect_retry(ep, NULL);
+		if (!r || put_sample(r, 1, 0, 5000) < 0 || cistern_remote_flush(r, 5000) < 0)
+			_exit(3);
+		atomic_store(&sp->connected, 1);
+		for (;;)
+			pause();
+	}
+	double end = mono_now() + 20;
+	while (!atomic_load(&sp->connected) && mono_now() < end)
+		usleep(1000);
+	cr_assert(atomic_load(&sp->connected));
+	/*
+	 * Stopped, its process answers no heartbeat, as if its network had
+	 * dropped: its connection stays open, and only the heartbeat finds it.
+	 */
+	kill(prod, SIGSTOP);
+	cr_assert(log_wait(s.log, "lost", 15), "serve did not find the silent producer");
+	struct cistern_stats st;
+	end = mono_now() + 10;
+	do {
+		cistern_stats_get(c, &st);
+		if (st.reception_closed)
+			break;
+		usleep(10000);
+	} while (mono_now() < end);
+	cr_assert(st.reception_closed, "the silent producer was not counted done");
+	kill(prod, SIGKILL);
+	waitpid(prod, NULL, 0);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_connection_gives_the_segments_schema_and_slot_size)
+{
+	struct cistern_config cfg = {.slot_count = 16, .schema = "obs:float32[4];action:int64[]"};
+	struct cistern *c = seg_create("rsch", cfg);
+	const char *ep = ipc_endpoint("schema");
+	struct serve s;
+	serve_start_v(&s, "schema", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
+	serve_ready(&s);
+	struct cistern_remote *r = connect_retry(ep, NULL);
+	cr_assert_not_null(r);
+	char want[CISTERN_SCHEMA_MAX], got[CISTERN_SCHEMA_MAX];
+	ssize_t wl = cistern_schema_get(c, want, sizeof(want));
+	cr_assert_gt(wl, 0);
+	cr_assert_eq(cistern_remote_schema_get(r, got, sizeof(got)), wl);
+	cr_assert_str_eq(got, want);
+	cr_assert_eq(cistern_remote_schema_get(r, got, (size_t)wl), -ERANGE);
+	struct cistern_remote_info info;
+	cr_assert_eq(cistern_remote_info_get(r, &info), 0);
+	cr_assert_eq(info.slot_size, 24);
+	uint8_t big[25] = {0};
+	cr_assert_eq(cistern_remote_put(r, big, sizeof(big), NULL, 1000), -EMSGSIZE);
+	cr_assert_eq(cistern_remote_put(r, big, 24, NULL, 1000), 0);
+	cr_assert_eq(cistern_remote_producer_done(r, 5000), 0);
+	cr_assert_eq(cistern_remote_put(r, big, 24, NULL, 1000), -EPIPE);
+	cistern_remote_close(r);
+	cr_assert_eq(cistern_get(c, big, sizeof(big), NULL, 1000), 24);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, put_batch_delivers_every_sample_with_its_length_and_meta)
+{
+	struct cistern *r0 = seg_create("rpb0", fifo(2048, PAYLOAD));
+	struct cistern *r1 = seg_create("rpb1", fifo(2048, PAYLOAD));
+	const char *ep = ipc_endpoint("batch");
+	struct serve s;
+	serve_start_v(&s, "batch",
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(r0), "-s", seg_name_of(r1),
+					    "--window", "40", NULL});
+	serve_ready(&s);
+	struct cistern_remote *r = connect_retry(ep, NULL);
+	cr_assert_not_null(r);
+	enum { N = 1000, B = 64 };
+	static uint8_t buf[B * PAYLOAD];
+	size_t len[B];
+	struct cistern_meta meta[B];
+	uint32_t done = 0;
+	while (done < N) {
+		uint32_t k = N - done < B ? N - done : B;
+		for (uint32_t j = 0; j < k; j++) {
+			uint32_t i = done + j;
+			/* lengths 1..PAYLOAD; sims 0..9 over both ranks */
+			len[j] = 1 + i % PAYLOAD;
+			meta[j] = (struct cistern_meta){.sim_id = i % 10, .time_step = i};
+			fill_payload(buf + j * PAYLOAD, len[j], i % 10, i);
+		}
+		int n = cistern_remote_put_batch(r, buf, PAYLOAD, k, len, meta, 10000);
+		cr_assert_gt(n, 0, "put_batch: %s", cistern_strerror(n));
+		cr_assert_leq(n, 40, "%d samples sent beyond a window of 40", n);
+		/* what was not sent is sent again from the front */
+		done += (uint32_t)n;
+	}
+	cr_assert_eq(cistern_remote_flush(r, 20000), 0);
+	struct cistern_remote_info info;
+	cistern_remote_info_get(r, &info);
+	cr_assert_eq(info.acked, N);
+	cistern_remote_close(r);
+	static uint32_t count[N];
+	for (int rank = 0; rank < 2; rank++) {
+		struct cistern *c = rank ? r1 : r0;
+		uint8_t got[PAYLOAD];
+		struct cistern_meta m;
+		ssize_t l;
+		while ((l = cistern_get(c, got, sizeof(got), &m, 300)) >= 0) {
+			cr_assert_lt(m.time_step, N);
+			cr_assert_eq(m.sim_id, m.time_step % 10);
+			cr_assert_eq(m.sim_id % 2, (uint32_t)rank);
+			cr_assert_eq((size_t)l, 1 + m.time_step % PAYLOAD);
+			cr_assert(check_payload(got, (size_t)l, m.sim_id, m.time_step));
+			count[m.time_step]++;
+		}
+	}
+	for (uint32_t i = 0; i < N; i++)
+		cr_assert_eq(count[i], 1, "sample %u arrived %u times", i, count[i]);
+	cr_assert_eq(serve_stop(&s), 0);
+}
