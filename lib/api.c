@@ -76,7 +76,7 @@ int cistern_reserve(struct cistern *c, struct cistern_slot *slot, int timeout_ms
 	struct cistern_waiter w;
 	cistern__wait_init(&w, CISTERN_WAIT_SPACE, timeout_ms);
 	for (;;) {
-		/* A plain load of a line that is written once: cheap on the hot path. */
+		/* [close] a plain load of a line written once: cheap on the hot path. */
 		if (atomic_load_explicit(&c->hdr->closed, memory_order_acquire)) {
 			r = -EPIPE;
 			break;
@@ -91,8 +91,9 @@ int cistern_reserve(struct cistern *c, struct cistern_slot *slot, int timeout_ms
 	cistern__wait_done(c, &w);
 	if (r == 0 && atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst)) {
 		/*
-		 * Reception closed while we claimed: readers may already have
-		 * concluded end of data, so this sample must not appear.
+		 * [close] seq_cst, after the claim: reception closed while we
+		 * claimed; readers may already have concluded end of data, so
+		 * this sample must not appear.
 		 */
 		c->ops->abort(c, slot);
 		r = -EPIPE;
@@ -225,7 +226,7 @@ int cistern_close_reception(struct cistern *c)
 	int r = writable(c);
 	if (r < 0)
 		return r;
-	/* seq_cst: ordered against reservations and end-of-data checks (fifo.c). */
+	/* [close] seq_cst: ordered against reservations' re-checks and end-of-data checks. */
 	atomic_store_explicit(&c->hdr->closed, 1, memory_order_seq_cst);
 	cistern__wake_all(c->hdr);
 	return 0;
@@ -235,7 +236,7 @@ int cistern_close_reception(struct cistern *c)
  * How many of the expected producers have ended: those done, and under
  * CISTERN_DEAD_PRODUCER_DONE those that died before done. Done and died
  * are two words, each moved by a seq_cst RMW and read back seq_cst after
- * it: of a producer_done() and a reclaim that count at once, the later one
+ * it ([producers-ended]): of a producer_done() and a reclaim that count at once, the later one
  * in the single total order sees both counts, so the one that completes the
  * count always closes reception.
  */
@@ -248,7 +249,7 @@ static uint64_t producers_ended(const struct cistern *c)
 	return n;
 }
 
-/* Close reception from a reclaim or a producer_done(): a seq_cst store, as cistern_close_reception(). */
+/* Close reception from a reclaim or a producer_done(): [close], as cistern_close_reception(). */
 static void close_for_producers(struct cistern_hdr *h)
 {
 	atomic_store_explicit(&h->closed, 1, memory_order_seq_cst);
@@ -272,6 +273,7 @@ void cistern__producer_gone(struct cistern *c, struct cistern_proc *p, bool died
 		 * it again. Twice is the safe side: under the flag it closes
 		 * reception one producer early (the producers left get -EPIPE);
 		 * never counted, it would leave readers waiting for good.
+		 * [producers-ended] seq_cst RMW, read back below.
 		 */
 		atomic_fetch_add_explicit(&h->producers_died, 1, memory_order_seq_cst);
 		if ((c->fixed.flags & CISTERN_DEAD_PRODUCER_DONE) &&
@@ -290,6 +292,7 @@ int cistern_producer_done(struct cistern *c)
 	uint32_t expected = c->fixed.expected_producers;
 	if (expected == 0)
 		return -EINVAL;
+	/* [producers-ended] seq_cst RMW, read back below. */
 	atomic_fetch_add_explicit(&h->producers_done, 1, memory_order_seq_cst);
 	/*
 	 * After the count, as in cistern__producer_gone(): dying in between
@@ -706,6 +709,7 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 	struct cistern_proc *procs = cistern__procs(c);
 	uint32_t died_unreclaimed = 0;
 	for (uint64_t p = 0; p < c->fixed.procs_count; p++) {
+		/* [entry-active] acquire: an entry's counters are its present owner's. */
 		uint32_t state = atomic_load_explicit(&procs[p].state, memory_order_acquire);
 		if (state == CISTERN_PROC_FREE)
 			continue;
@@ -737,6 +741,7 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 #undef TAKE
 	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
 		st->seen_hist[i] = atomic_load_explicit(&sum.seen_hist[i], memory_order_relaxed);
+	/* [close]: a statistic; acquire orders nothing more here. */
 	st->reception_closed = atomic_load_explicit(&h->closed, memory_order_acquire);
 	st->producers_expected = c->fixed.expected_producers;
 	st->producers_done = atomic_load_explicit(&h->producers_done, memory_order_relaxed);

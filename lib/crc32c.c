@@ -26,7 +26,7 @@ static void build_table(void)
 {
 	int expected = 0;
 	if (!atomic_compare_exchange_strong(&table_state, &expected, 1)) {
-		/* Someone else builds it: wait (it takes microseconds). */
+		/* Someone else builds it: wait (it takes microseconds). [crc-table] */
 		while (atomic_load(&table_state) != 2)
 			;
 		return;
@@ -41,11 +41,13 @@ static void build_table(void)
 	for (uint32_t i = 0; i < 256; i++)
 		for (int k = 1; k < 8; k++)
 			table[k][i] = (table[k - 1][i] >> 8) ^ table[0][table[k - 1][i] & 0xff];
+	/* [crc-table] seq_cst (so release): the table is written before it reads ready. */
 	atomic_store(&table_state, 2);
 }
 
 static uint32_t crc_soft(uint32_t c, const uint8_t *p, size_t n)
 {
+	/* [crc-table] acquire: a ready table is a complete one. */
 	if (atomic_load_explicit(&table_state, memory_order_acquire) != 2)
 		build_table();
 	while (n && ((uintptr_t)p & 7)) {

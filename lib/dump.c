@@ -28,7 +28,9 @@
 #include "crc32c.h"
 
 /*
- * The acquire fence of the copy-then-recheck read. gcc refuses thread fences
+ * [dump-recheck] The acquire fence of the copy-then-recheck read; it pairs
+ * with the claims that move a slot word before any byte of it is written
+ * ([rs-fill], [pin-evict] and the FIFO's). gcc refuses thread fences
  * under -fsanitize=thread (-Wtsan), and TSan models no fences anyway: there,
  * and only there, a compiler barrier stands in (the TSan build runs no dumps).
  */
@@ -57,7 +59,8 @@ static int by_id(const void *a, const void *b)
 static uint64_t next_id_of(struct cistern *c, uint64_t max_held)
 {
 	struct cistern_hdr *h = c->hdr;
-	/* FIFO derives ids from positions, other policies count them: take both. */
+	/* FIFO derives ids from positions, other policies count them: take both.
+	 * Acquire, no edge: each is a bound, read once; nothing is read after them. */
 	uint64_t a = atomic_load_explicit(&h->tail, memory_order_acquire) + c->id_base;
 	uint64_t b = atomic_load_explicit(&h->next_sample_id, memory_order_acquire);
 	uint64_t n = a > b ? a : b;
@@ -75,6 +78,7 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 		return -ENOMEM;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *sm = cistern__slotmeta(c, i);
+		/* Acquire, no edge: only the state and id are kept; pass 2 reads again. */
 		uint64_t word = atomic_load_explicit(&sm->word, memory_order_acquire);
 		if (dead_held ? !cistern__held_once_reclaimed(so, word)
 			      : !(so->classify(word).cls == CISTERN_SLOT_COMMITTED ||
@@ -106,6 +110,7 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 	/* Pass 2: copy each, keep it only if its word did not move meanwhile. */
 	for (size_t k = 0; k < n; k++) {
 		struct cistern_slotmeta *sm = cistern__slotmeta(c, v[k].index);
+		/* [rs-held] acquire (or the FIFO's commit): metadata and payload after it. */
 		uint64_t word = atomic_load_explicit(&sm->word, memory_order_acquire);
 		uint64_t len = sm->len;
 		uint64_t id = sm->sample_id;
@@ -121,7 +126,7 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 		}
 		if (ok)
 			memcpy(p + REC_HDR, cistern__payload(c, v[k].index), (size_t)len);
-		/* Every read above happens before this second look at the word. */
+		/* [dump-recheck] every read above happens before this second look at the word. */
 		load_fence();
 		ok = ok && atomic_load_explicit(&sm->word, memory_order_relaxed) == word;
 		if (!ok) {
@@ -198,6 +203,7 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	snprintf(m.name, sizeof(m.name), "%s", name);
 	m.created_ns = c->fixed.created_ns;
 	m.dumped_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
+	/* [close], [producers-ended]: figures for the record; acquire orders nothing more. */
 	m.closed = atomic_load_explicit(&c->hdr->closed, memory_order_acquire);
 	m.producers_done = atomic_load_explicit(&c->hdr->producers_done, memory_order_acquire);
 	m.producers_died = m.st.producers_died;

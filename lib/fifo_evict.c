@@ -16,6 +16,7 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 	if (!cistern__rs_rate_allows_put(c))
 		return -EAGAIN;
 	for (;;) {
+		/* [ring-advance] acquire, then the word: [rs-empty] or [rs-held] acquire. */
 		uint64_t t = atomic_load_explicit(&h->tail, memory_order_acquire);
 		uint64_t idx = cistern__slot_of(c, t);
 		struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
@@ -23,7 +24,7 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		int64_t d = sw_lap_diff(w, t);
 		if (d == 0 && sw_state(w) == RS_EMPTY) {
 			uint64_t nw = sw_make(t, RS_RESERVED, c->owner);
-			/* Counted before the claim, as in cistern__rs_fill_reserve(), and seq_cst for the same reasons. */
+			/* [rs-fill] counted before the claim, as in cistern__rs_fill_reserve(). */
 			atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst);
 			if (!atomic_compare_exchange_strong_explicit(
 				    &m->word, &w, nw, memory_order_seq_cst, memory_order_relaxed)) {
@@ -49,6 +50,7 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 				return 0;
 			}
 		}
+		/* [ring-advance] acquire: has a producer claimed t meanwhile? */
 		if (atomic_load_explicit(&h->tail, memory_order_acquire) != t)
 			continue;
 		/* The oldest is unseen, pinned, being evicted, or still being written. */

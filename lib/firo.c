@@ -26,6 +26,7 @@ static int firo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 static int firo_try_acquire(struct cistern *c, struct cistern_sample *s)
 {
 	struct cistern_hdr *h = c->hdr;
+	/* Acquire, no edge: population is a relaxed hint; slot words are acquired. */
 	if (!cistern__rs_closed(c) &&
 	    atomic_load_explicit(&h->population, memory_order_acquire) <= c->fixed.watermark)
 		return -EAGAIN;
@@ -49,7 +50,7 @@ static int firo_release(struct cistern *c, struct cistern_sample *s)
 	if (atomic_load_explicit(&m->seen, memory_order_relaxed) >= c->fixed.pseudo_epochs) {
 		cistern__rs_remove(c, s->index_, w);
 	} else {
-		/* seq_cst: our reads are done before another reader can take it. */
+		/* [rs-release] seq_cst: our reads are done before another reader can take it. */
 		atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_HELD, 0),
 				      memory_order_seq_cst);
 		cistern__wake_readers(c);

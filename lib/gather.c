@@ -41,7 +41,7 @@ static void undo_pins(struct cistern *c, const struct cistern_sample *tmp, size_
 		cistern__unpin_quiet(c, tmp[i].index_);
 	/* A producer may have backed off from one of them. */
 	if (c->sole_reading)
-		cistern__fence_before_wake(); /* the unpins were plain stores */
+		cistern__fence_before_wake(); /* [wait-register]: plain unpins */
 	cistern__wake_producers(c);
 }
 
@@ -108,7 +108,7 @@ int cistern__rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t
 		cistern__rs_rate_settle(c, taken, 0);
 		return -EAGAIN;
 	}
-	/* seq_cst: every pin the sole reader stored above is ordered before the checks. */
+	/* [pin-evict] seq_cst: every pin the sole reader stored above is before the checks. */
 	if (sole)
 		cistern__full_fence();
 	int r = check_members(c, tmp, n, g->stride);
@@ -159,7 +159,7 @@ int cistern__rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t
 		 * (a seq_cst load, acquiring). Any other reader shares the
 		 * words: a relaxed RMW for the count (as cistern__rs_read_pinned()), and
 		 * a seq_cst RMW for the unpin, ordered after it and after our
-		 * reads, as every unpin is (pins.c).
+		 * reads, as every unpin is ([unpin]; the sole reader's is a release store).
 		 */
 		uint32_t seen;
 		if (sole) {
@@ -170,6 +170,7 @@ int cistern__rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t
 		}
 		if (seen == 0)
 			cistern__rs_note_seen(c, tmp[i].index_);
+		/* [unpin]: a release store for the sole reader, else a seq_cst RMW. */
 		if (sole) {
 			uint64_t pins = atomic_load_explicit(&m->pins, memory_order_relaxed);
 			atomic_store_explicit(&m->pins, pins & ~bit, memory_order_release);
@@ -181,7 +182,7 @@ int cistern__rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t
 	cistern__rs_rate_settle(c, taken, n);
 	/* Samples just unpinned (and some just seen) may be what a producer waits for. */
 	if (sole)
-		cistern__fence_before_wake(); /* the unpins were plain stores */
+		cistern__fence_before_wake(); /* [wait-register]: plain unpins */
 	cistern__wake_producers(c);
 	return (int)n;
 }

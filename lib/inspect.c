@@ -79,6 +79,7 @@ int cistern_occupancy_get(const struct cistern *c, struct cistern_occupancy *occ
 	memset(occ, 0, sizeof(*occ));
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
+		/* Acquire, no edge: only the state is counted. */
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
 		struct cistern_slot_view v = so->classify(w);
 		occ->slots[v.cls]++;
@@ -111,6 +112,7 @@ int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out, si
 	size_t n = 0;
 	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
 		struct cistern_proc *p = &procs[i];
+		/* [entry-active] acquire: the fields read below are the present owner's. */
 		if (atomic_load_explicit(&p->state, memory_order_acquire) != CISTERN_PROC_ACTIVE)
 			continue;
 		if (n < cap) {
@@ -142,6 +144,7 @@ static void count_procs(const struct cistern *c, uint32_t *live, uint32_t *dead)
 	struct cistern_proc *procs = cistern__procs(c);
 	*live = *dead = 0;
 	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
+		/* [entry-active], as in cistern_procs_get(). */
 		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) !=
 		    CISTERN_PROC_ACTIVE)
 			continue;
@@ -382,7 +385,8 @@ static void tally_entry(struct cistern *c, uint32_t index, void *arg)
 	t->rep->dead_procs++;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
-		/* A policy without a classification: its slots cannot be counted, only reclaimed. */
+		/* A policy without a classification: its slots cannot be counted, only reclaimed.
+		 * Acquire, no edge: only the state is classified. */
 		struct cistern_slot_view v = {CISTERN_SLOT_OTHER, 0};
 		if (t->so)
 			v = t->so->classify(atomic_load_explicit(&m->word, memory_order_acquire));
@@ -408,6 +412,7 @@ static void gc_reclaim(struct cistern *c, bool dry, struct gc_tally *t)
 		return;
 	}
 	struct cistern_proc *procs = cistern__procs(c);
+	/* [entry-active] acquire, as in count_procs(). */
 	for (uint32_t i = 0; i < c->fixed.procs_count; i++)
 		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) ==
 			    CISTERN_PROC_ACTIVE &&
@@ -476,6 +481,7 @@ static uint64_t unread_samples(struct cistern *c, const struct cistern_snap_ops 
 	uint64_t n = 0;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
+		/* Acquire, no edge: state and seen only. */
 		uint64_t word = atomic_load_explicit(&m->word, memory_order_acquire);
 		if (cistern__held_once_reclaimed(so, word))
 			n += all_held || cistern__seen_once_reclaimed(c, m, word, so) == 0;

@@ -103,6 +103,7 @@ static void reclaim_entry(struct cistern *c, uint32_t index)
 	 * data must wait for the samples this reclaim is about to hand out again
 	 * (see cistern__reclaim_under_way). If we die half-way, the entry stays
 	 * RECLAIMING with its lock free, and the next sweeper does it again.
+	 * [entry-reclaiming] seq_cst: before any slot is handed back.
 	 */
 	atomic_store_explicit(&p->state, CISTERN_PROC_RECLAIMING, memory_order_seq_cst);
 	if (index + 1 == c->owner && c->holding == 0) {
@@ -122,8 +123,8 @@ static void reclaim_entry(struct cistern *c, uint32_t index)
 	retire_counters(c->hdr, &p->ctr);
 	atomic_store_explicit(&p->role, 0, memory_order_relaxed);
 	/*
-	 * Release: everything the reclaim did is visible before the entry reads
-	 * FREE, so a newcomer taking the entry never sees the dead owner's marks.
+	 * [entry-free] release: everything the reclaim did is visible before the
+	 * entry reads FREE, so a newcomer never sees the dead owner's marks.
 	 */
 	atomic_store_explicit(&p->state, CISTERN_PROC_FREE, memory_order_release);
 	cistern__wake_all(c->hdr);
@@ -134,7 +135,7 @@ int cistern__claim_entry(struct cistern *c)
 	struct cistern_hdr *h = c->hdr;
 	struct cistern_proc *procs = cistern__procs(c);
 	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
-		/* Cheap pre-check: skip entries in use unless they might be dead. */
+		/* Cheap pre-check: skip entries in use unless they might be dead. [entry-free] */
 		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) !=
 			    CISTERN_PROC_FREE &&
 		    cistern__entry_alive(c->fd, i) == 1)
@@ -152,7 +153,7 @@ int cistern__claim_entry(struct cistern *c)
 				continue;
 			return r;
 		}
-		/* The lock is ours: the entry is ours, alone. */
+		/* The lock is ours: the entry is ours, alone. [entry-free] acquire. */
 		bool dead = atomic_load_explicit(&procs[i].state, memory_order_acquire) !=
 			    CISTERN_PROC_FREE;
 		if (dead)
@@ -163,6 +164,7 @@ int cistern__claim_entry(struct cistern *c)
 		atomic_store_explicit(&p->auto_busy, 0, memory_order_relaxed);
 		atomic_store_explicit(&p->auto_entered, 0, memory_order_relaxed);
 		atomic_store_explicit(&p->role, 0, memory_order_relaxed);
+		/* [entry-active] release: the reset above comes before the entry reads ACTIVE. */
 		atomic_store_explicit(&p->state, CISTERN_PROC_ACTIVE, memory_order_release);
 		c->owner = i + 1;
 		c->me = p;
@@ -216,7 +218,7 @@ int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, voi
 	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
 		if (i + 1 == c->owner)
 			continue;
-		/* ACTIVE with its owner dead, or RECLAIMING with its reclaimer dead. */
+		/* [entry-active] ACTIVE with its owner dead, or RECLAIMING, its reclaimer dead. */
 		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) ==
 		    CISTERN_PROC_FREE)
 			continue;
@@ -229,7 +231,7 @@ int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, voi
 			lock_intent(c->fd, i, F_UNLCK);
 			continue;
 		}
-		/* Re-check under the lock: another sweeper may have finished it meanwhile. */
+		/* Re-check under the lock: another sweeper may have finished it. [entry-free] */
 		if (atomic_load_explicit(&procs[i].state, memory_order_acquire) !=
 		    CISTERN_PROC_FREE) {
 			if (fn)
@@ -249,6 +251,7 @@ int cistern__sweep_observed(struct cistern *c, cistern__reclaim_observer fn, voi
 bool cistern__entry_reclaiming(struct cistern *c, uint32_t i)
 {
 	struct cistern_proc *p = &cistern__procs(c)[i];
+	/* [entry-reclaiming] seq_cst: after our end-of-data reads in the single total order. */
 	uint32_t state = atomic_load_explicit(&p->state, memory_order_seq_cst);
 	if (state == CISTERN_PROC_RECLAIMING)
 		return true;
@@ -268,6 +271,7 @@ bool cistern__reclaim_under_way(struct cistern *c)
 		 * (the owner was alive when it looked). Nobody is at it now, so
 		 * the next sweep will be. Our own entry's lock is invisible to
 		 * us (an OFD lock never conflicts with its own description).
+		 * [entry-reclaiming] seq_cst, as in cistern__entry_reclaiming().
 		 */
 		if (i + 1 != c->owner &&
 		    atomic_load_explicit(&procs[i].state, memory_order_seq_cst) !=

@@ -42,7 +42,7 @@ void cistern__pairs_publish(struct cistern *c, uint64_t index, uint32_t sim, uin
 	 */
 	if (!key_ok(c, sim, step))
 		return;
-	/* Release: a reader that finds the entry finds the published sample. */
+	/* [sim-pair] release: a reader that finds the entry finds the published sample. */
 	atomic_store_explicit(entry(c, sim, step), index + 1, memory_order_release);
 }
 
@@ -53,6 +53,7 @@ void cistern__pairs_forget(struct cistern *c, uint64_t index)
 	if (!key_ok(c, sim, step))
 		return;
 	uint64_t expect = index + 1;
+	/* [sim-pair] acq_rel: only the entry this slot published goes. */
 	atomic_compare_exchange_strong_explicit(entry(c, sim, step), &expect, 0,
 						memory_order_acq_rel, memory_order_relaxed);
 }
@@ -64,6 +65,7 @@ static uint64_t successor(struct cistern *c, uint64_t index)
 	key_of(c, index, &sim, &step);
 	if (!key_ok(c, sim, step) || step + 1 >= c->fixed.nb_time_steps)
 		return UINT64_MAX;
+	/* [sim-pair] acquire; the word is checked again after. */
 	uint64_t e = atomic_load_explicit(entry(c, sim, step + 1), memory_order_acquire);
 	if (e == 0 || e > c->slot_count || !cistern__rs_is_held(c, e - 1, NULL))
 		return UINT64_MAX;
@@ -77,6 +79,7 @@ static uint64_t predecessor(struct cistern *c, uint64_t index)
 	key_of(c, index, &sim, &step);
 	if (!key_ok(c, sim, step) || step == 0)
 		return UINT64_MAX;
+	/* [sim-pair] acquire, as in successor(). */
 	uint64_t e = atomic_load_explicit(entry(c, sim, step - 1), memory_order_acquire);
 	if (e == 0 || e > c->slot_count || !cistern__rs_is_held(c, e - 1, NULL))
 		return UINT64_MAX;
@@ -173,6 +176,7 @@ static int pairs_try_acquire_pair(struct cistern *c, struct cistern_sample pair[
 	bool closed = cistern__rs_closed(c);
 	uint64_t taken = 0;
 	if (!closed) {
+		/* Acquire, no edge: population is a relaxed hint; slot words are acquired. */
 		if (atomic_load_explicit(&h->population, memory_order_acquire) < c->fixed.watermark)
 			return -EAGAIN;
 		int b = cistern__pin_bit(c);
@@ -207,9 +211,10 @@ static bool pairs_drained(struct cistern *c)
 {
 	if (!cistern__rs_closed(c))
 		return false;
-	if (atomic_load_explicit(&c->hdr->filled, memory_order_seq_cst) == 0)
+	if (atomic_load_explicit(&c->hdr->filled, memory_order_seq_cst) == 0) /* [rs-fill] */
 		return true;
 	uint64_t held = 0;
+	/* Acquire, no edge: only the state is used. */
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		unsigned st = sw_state(
 			atomic_load_explicit(&cistern__slotmeta(c, i)->word, memory_order_acquire));

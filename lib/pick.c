@@ -48,7 +48,8 @@ static int refresh(struct cistern *c, struct cistern_picker *pk, cistern_qualify
 	/*
 	 * Before the scan: entries from here on are merged later (each one
 	 * checked and acquired then), and the samples logged before are in the
-	 * words the scan reads. Acquire, so that the scan's loads come after.
+	 * words the scan reads. Acquire, no edge (the position moves relaxed):
+	 * it only keeps the scan's loads after this one.
 	 */
 	if (pk->log_next)
 		pk->log_pos = atomic_load_explicit(pk->log_next, memory_order_acquire);

@@ -45,6 +45,7 @@ int cistern__pin_bit(struct cistern *c)
 		if (cur == UINT64_MAX)
 			return -EUSERS;
 		int b = __builtin_ctzll(~cur);
+		/* [reader-bit] acquire: a freed bit comes with every slot's pins cleared of it. */
 		if (atomic_compare_exchange_weak_explicit(bits, &cur, cur | (UINT64_C(1) << b),
 							  memory_order_acq_rel,
 							  memory_order_relaxed)) {
@@ -99,7 +100,7 @@ bool cistern__pin_again(struct cistern *c, uint64_t index)
 void cistern__pin_undo(struct cistern *c, uint64_t index)
 {
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
-	/* seq_cst, like every unpin: ordered before the producers' wake check. */
+	/* [unpin] seq_cst, like every unpin: ordered before the producers' wake check. */
 	atomic_fetch_and_explicit(&cistern__slotmeta(c, index)->pins, ~bit, memory_order_seq_cst);
 	cistern__wake_producers(c);
 }
@@ -125,7 +126,7 @@ int cistern__unpin(struct cistern *c, uint64_t index)
 	if (r <= 0)
 		return r;
 	if (c->sole_reading)
-		cistern__fence_before_wake(); /* the unpin was a plain store */
+		cistern__fence_before_wake(); /* [wait-register]: the unpin was a plain store */
 	cistern__wake_producers(c);
 	return 0;
 }
@@ -146,12 +147,13 @@ void cistern__drop_pins(struct cistern *c, struct cistern_proc *p)
 		 * its strength), never below zero. If the reader died between its
 		 * pin and its increment this takes back another's read instead,
 		 * which only delays an eviction: erring low is the safe side.
+		 * [unpin]: an evictor that sees the bit clear sees the count.
 		 */
 		cistern__seen_take_back(m);
 		atomic_fetch_and_explicit(&m->pins, ~bit, memory_order_seq_cst);
 	}
 	p->reader_bit = UINT32_MAX;
-	/* Release: the bit is free only after every slot forgot it. */
+	/* [reader-bit] release: the bit is free only after every slot forgot it. */
 	atomic_fetch_and_explicit(&c->hdr->reader_bits, ~bit, memory_order_release);
 }
 

@@ -41,7 +41,7 @@ static inline void cistern__full_fence(void)
 }
 
 /*
- * A store-load barrier between a reader's plain stores (the sole reader's
+ * [wait-register] A store-load barrier between a reader's plain stores (the sole reader's
  * pins and seen counts) and its look at producers_waiting before a wake: with
  * light wakes the sleeper's membarrier supplies it at run time and a
  * compiler-only fence keeps the order in the program; otherwise a seq_cst
@@ -60,7 +60,7 @@ static inline void cistern__fence_before_wake(void)
  * writes this slot's pins word while it holds the role (the previous holder's
  * pins were dropped by its reclaim before the role passed on), so a load and
  * a relaxed store set the bit, with no locked instruction. The pin holds only
- * once a seq_cst fence follows the store and the slot word, read after the
+ * once a seq_cst fence ([pin-evict]) follows the store and the slot word, read after the
  * fence, is still the one seen before (pins.c): cistern__pin() fences each
  * pin, batched reads (reservoir_read.c) fence once for all of theirs.
  * 1: the bit was set now; 0: this handle already pinned the slot (an extra
@@ -78,7 +78,7 @@ static inline int cistern__pin_sole_store(struct cistern *c, uint64_t index)
 }
 
 /*
- * The sole reader's unpin: a release store, so that its reads of the payload
+ * [unpin] The sole reader's unpin: a release store, so that its reads of the payload
  * are done before an evictor that sees the bit clear (a seq_cst load,
  * acquiring) takes the slot. The caller fences before it wakes producers.
  */
@@ -101,7 +101,7 @@ static inline bool cistern__pin(struct cistern *c, uint64_t index, unsigned held
 {
 	struct cistern_slotmeta *m = cistern__slotmeta(c, index);
 	if (c->sole_reading) {
-		/* Acquire: the metadata the caller reads next is the sample's. */
+		/* [rs-held] acquire: the metadata the caller reads next is the sample's. */
 		uint64_t before = atomic_load_explicit(&m->word, memory_order_acquire);
 		if (sw_state(before) != held_state)
 			return false;
@@ -110,7 +110,7 @@ static inline bool cistern__pin(struct cistern *c, uint64_t index, unsigned held
 			*word = before;
 			return r == 0;
 		}
-		/* seq_cst fence, then the look again: the reader's half of the handshake. */
+		/* [pin-evict] seq_cst fence, then the look again: the reader's half. */
 		cistern__full_fence();
 		if (atomic_load_explicit(&m->word, memory_order_relaxed) != before) {
 			cistern__pin_undo(c, index);
@@ -120,7 +120,7 @@ static inline bool cistern__pin(struct cistern *c, uint64_t index, unsigned held
 		return true;
 	}
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
-	/* seq_cst, then a seq_cst load: the reader's half of the Dekker handshake (pins.c). */
+	/* [pin-evict] seq_cst RMW, then a seq_cst load (also [rs-held]): the reader's half. */
 	uint64_t old = atomic_fetch_or_explicit(&m->pins, bit, memory_order_seq_cst);
 	uint64_t w = atomic_load_explicit(&m->word, memory_order_seq_cst);
 	if (old & bit) {
@@ -161,7 +161,7 @@ static inline int cistern__unpin_quiet(struct cistern *c, uint64_t index)
 		cistern__unpin_sole_store(c, index);
 		return 1;
 	}
-	/* seq_cst: our reads of the payload are done before the slot can be evicted. */
+	/* [unpin] seq_cst: our reads of the payload are done before the slot can be evicted. */
 	uint64_t old = atomic_fetch_and_explicit(&cistern__slotmeta(c, index)->pins, ~bit,
 						 memory_order_seq_cst);
 	return old & bit ? 1 : -EINVAL;
@@ -171,6 +171,7 @@ static inline int cistern__unpin_quiet(struct cistern *c, uint64_t index)
  * Count one more read of a sample this handle pins or holds: seen += 1, the
  * old count back. The sole reader is the only writer of seen while it pins
  * (producers set it only on a slot they reserved), so a load and a store do.
+ * Relaxed: the unpin or release that follows ([unpin], [rs-release]) carries it.
  */
 static inline uint32_t cistern__seen_add(struct cistern *c, uint64_t index)
 {

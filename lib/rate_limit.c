@@ -36,6 +36,7 @@
 
 static double puts_after_fill(const struct cistern *c, uint64_t extra)
 {
+	/* [rate-budget] seq_cst, see cistern__rs_rate_take(). */
 	uint64_t p = atomic_load_explicit(&c->hdr->rl_puts, memory_order_seq_cst) + extra;
 	uint64_t w = c->fixed.watermark;
 	return p > w ? (double)(p - w) : 0.0;
@@ -106,7 +107,7 @@ bool cistern__rs_rate_take(struct cistern *c, uint64_t n, uint64_t *taken)
 		return true;
 	double slack = read_slack(f, n);
 	/*
-	 * seq_cst: the load and the CAS are ordered with the producers' loads
+	 * [rate-budget] seq_cst: the load and the CAS are ordered with the producers' loads
 	 * of rl_gets and their increments of rl_puts (cistern__rs_commit), so a reader
 	 * that fails here and a producer that then puts see each other's
 	 * counts, and the commit's wake finds the reader registered (wait.c).
@@ -127,7 +128,7 @@ void cistern__rs_rate_settle(struct cistern *c, uint64_t taken, uint64_t got)
 	if (taken == 0)
 		return;
 	if (got < taken) {
-		/* seq_cst as the take; the budget given back may be what another reader waits for. */
+		/* [rate-budget] as the take; a reader may wait for the budget given back. */
 		atomic_fetch_sub_explicit(&h->rl_gets, taken - got, memory_order_seq_cst);
 		cistern__wake_readers(c);
 	}
@@ -140,6 +141,7 @@ bool cistern__rs_rate_allows_put(struct cistern *c)
 	const struct cistern_fixed *f = &c->fixed;
 	if (f->reads_per_put <= 0)
 		return true;
+	/* [rate-budget] seq_cst, see cistern__rs_rate_take(). */
 	double gets = (double)atomic_load_explicit(&c->hdr->rl_gets, memory_order_seq_cst);
 	return f->reads_per_put * puts_after_fill(c, 1) <= gets + put_slack(f);
 }

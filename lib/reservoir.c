@@ -138,9 +138,9 @@ static bool claim_empty(struct cistern *c, uint64_t idx, struct cistern_slot *sl
 	if (sw_state(w) != RS_EMPTY)
 		return false;
 	/*
-	 * seq_cst: the claim is ordered before our closed re-check, so a
+	 * [rs-fill] seq_cst: the claim is ordered before our closed re-check, so a
 	 * reader that finds reception closed and then looks at every slot
-	 * (cistern__rs_drained) sees it; acquire on success for what follows.
+	 * (cistern__rs_drained) sees it; acquire on success ([rs-empty]).
 	 */
 	if (!atomic_compare_exchange_strong_explicit(&m->word, &w,
 						     sw_make(sw_pos(w), RS_RESERVED, c->owner),
@@ -159,7 +159,7 @@ int cistern__rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 	/*
 	 * Count the slot before claiming one, and take the count back if no
 	 * claim comes of it, so that a death in between leaves `filled` high
-	 * (reservoir.h). seq_cst: ordered before the claim and the reserver's
+	 * (reservoir.h). [rs-fill] seq_cst: ordered before the claim and the reserver's
 	 * closed re-check (api.c), against cistern__rs_drained()'s look at closed.
 	 */
 	if (atomic_fetch_add_explicit(&h->filled, 1, memory_order_seq_cst) >= c->slot_count) {
@@ -178,6 +178,7 @@ int cistern__rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 		if (claim_empty(c, idx, slot))
 			return 0;
 	}
+	/* [rs-fill]: no claim came of the count; take it back. */
 	atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
 	return r;
 }
@@ -199,7 +200,7 @@ int cistern__rs_fill_past_count(struct cistern *c, struct cistern_slot *slot)
 	struct cistern_hdr *h = c->hdr;
 	/*
 	 * Without a reclaim of a dead attachment the count is exact: full is
-	 * full. Acquire: pairs with the reclaim's store, so the slot words we
+	 * full. [counts-unsure] acquire: pairs with the reclaim's store, so the slot words we
 	 * read below are at least as new as its repairs.
 	 */
 	if (!atomic_load_explicit(&h->counts_unsure, memory_order_acquire))
@@ -210,8 +211,8 @@ int cistern__rs_fill_past_count(struct cistern *c, struct cistern_slot *slot)
 		return -EAGAIN;
 	/*
 	 * A death may have left `filled` high: believe the slot words. The fill
-	 * is counted like any other (before the claim, seq_cst, for the same
-	 * reasons as in cistern__rs_fill_reserve()), so the count stays exactly as high
+	 * is counted like any other (before the claim, seq_cst: [rs-fill], as
+	 * in cistern__rs_fill_reserve()), so the count stays exactly as high
 	 * as the death left it, never lower; only the slot words say what is
 	 * empty. From a random slot on, so that producers spread out.
 	 */
@@ -222,6 +223,7 @@ int cistern__rs_fill_past_count(struct cistern *c, struct cistern_slot *slot)
 		if (claim_empty(c, idx, slot))
 			return 0;
 	}
+	/* [rs-fill]: no claim came of the count; take it back. */
 	atomic_fetch_sub_explicit(&h->filled, 1, memory_order_seq_cst);
 	return -EAGAIN;
 }
@@ -243,7 +245,7 @@ static void count_leaving(struct cistern *c, uint32_t seen, bool evicted)
  * Take a held slot for overwriting. The slot first goes HELD(p) ->
  * EVICTING(p, me), a tentative state that readers cannot pin and that other
  * producers must not mistake for a finished claim (they wait on it). Then,
- * seq_cst against the pin handshake (pins.c), either no reader pins it and
+ * seq_cst against the pin handshake ([pin-evict]), either no reader pins it and
  * it becomes RESERVED(newpos, me), or one does and it goes back to HELD(p).
  */
 bool cistern__rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t newpos,
@@ -255,7 +257,9 @@ bool cistern__rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64
 						     memory_order_relaxed))
 		return false;
 	/*
-	 * Only we move a slot out of EVICTING(.., me): plain stores suffice.
+	 * [pin-evict] the seq_cst CAS above, then the seq_cst load of pins (which
+	 * also acquires [unpin]). Only we move a slot out of EVICTING(.., me):
+	 * stores, not CASes, suffice.
 	 * Seen is checked again after pins: a reader that gave a read back
 	 * (a batch it could not complete) lowers seen before it unpins, so once
 	 * we see no pin we also see the seen count it left.
@@ -277,8 +281,8 @@ bool cistern__rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64
  * The log of evictable samples (segment.h: seen_log) says, slot by slot, that
  * a sample became evictable (its first read) or that one was evicted
  * (EVICT_LOG_GONE, so that the other producers' snapshots drop it too). The
- * fetch_add orders writers among themselves; the entry's release store
- * publishes it with its sequence number, which a producer checks, so an entry
+ * fetch_add (relaxed) only hands out positions; the entry's release store
+ * ([seen-log]) publishes it with its sequence number, which a producer checks, so an entry
  * not yet written (or a writer that died between the two) is never mistaken
  * for one that was. A slot's gone entry comes before the first-read entry of
  * the sample that replaces it: the evictor logs before it commits, and that
@@ -333,7 +337,7 @@ static void merge_seen_log(struct cistern *c)
 		return;
 	}
 	for (; pos != next; pos++) {
-		/* Acquire: pairs with the writer's release store of the entry. */
+		/* [seen-log] acquire: pairs with the writer's release store of the entry. */
 		uint64_t e = atomic_load_explicit(&h->seen_log[pos & (CISTERN_SEEN_LOG - 1)],
 						  memory_order_acquire);
 		if ((uint32_t)(e >> 32) != (uint32_t)(pos + 1))
@@ -358,6 +362,7 @@ int cistern__rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cist
 		int r = cistern__pick(c, &c->pick_evict, ok ? ok : is_evictable, NULL, &idx);
 		if (r < 0)
 			return r;
+		/* Acquire, no edge: only the state is used; the CAS decides. */
 		uint64_t w = atomic_load_explicit(&M(c, idx)->word, memory_order_acquire);
 		/* The orphan rule (pairs.c) is the one way to evict an unseen sample here. */
 		bool need_seen = ok == NULL;
@@ -410,12 +415,13 @@ int cistern__rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	/* The ring keeps its position; the others are stamped with the sample id. */
 	uint64_t pos = f->policy == CISTERN_FIFO_EVICT_RESERVOIR ? slot->pos_ : id;
 	atomic_fetch_add_explicit(&h->population, 1, memory_order_relaxed);
-	/* seq_cst exchange: publishes payload and metadata, then the wake check. */
+	/* [rs-held] seq_cst exchange: publishes payload and metadata; [wait-register] too. */
 	atomic_exchange_explicit(&m->word, sw_make(pos, RS_HELD, 0), memory_order_seq_cst);
 	if (f->policy == CISTERN_SIM_PAIRED_RESERVOIR)
 		cistern__pairs_publish(c, slot->index_, sim, step);
 	slot->live_ = 0;
 	cistern__count(&c->me->ctr.puts, 1);
+	/* [rate-budget] seq_cst: a reader's take sees this put, or our wake finds it waiting. */
 	if (f->reads_per_put > 0)
 		atomic_fetch_add_explicit(&h->rl_puts, 1, memory_order_seq_cst);
 	cistern__wake_readers(c);
@@ -426,7 +432,7 @@ int cistern__rs_abort(struct cistern *c, struct cistern_slot *slot)
 {
 	if (!slot_is_mine(c, slot))
 		return -EINVAL;
-	/* Whatever was in the slot before (if it was evicted) is gone; the slot is empty. */
+	/* What was in the slot (if evicted) is gone: [rs-empty], then [rs-fill]. */
 	atomic_store_explicit(&M(c, slot->index_)->word,
 			      sw_make(slot->pos_ + c->slot_count, RS_EMPTY, 0),
 			      memory_order_seq_cst);
@@ -448,7 +454,7 @@ int cistern__rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_
 	if (old == 0) {
 		cistern__rs_note_seen(c, index);
 		if (c->sole_reading)
-			cistern__fence_before_wake(); /* seen was a plain store */
+			cistern__fence_before_wake(); /* [wait-register]: seen was a plain store */
 		cistern__wake_producers(c);           /* it just became evictable */
 	}
 	return 0;
@@ -461,6 +467,7 @@ int cistern__rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint
 	uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
 	if (sw_state(w) != RS_HELD)
 		return -EAGAIN;
+	/* [rs-held], [rs-release] acquire: the sample and the last holder's reads before it. */
 	uint64_t nw = sw_make(sw_pos(w), RS_ACQUIRED, c->owner);
 	if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw, memory_order_acq_rel,
 						     memory_order_relaxed))
@@ -478,10 +485,10 @@ void cistern__rs_remove(struct cistern *c, uint64_t index, uint64_t word)
 		cistern__pairs_forget(c, index);
 	/* Read before the slot is EMPTY: a fill may reset it right after. */
 	uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
-	/* seq_cst: the reader's accesses are done before the slot can be refilled. */
+	/* [rs-empty] seq_cst: the reader's accesses are done before the slot can be refilled. */
 	atomic_store_explicit(&m->word, sw_make(sw_pos(word) + c->slot_count, RS_EMPTY, 0),
 			      memory_order_seq_cst);
-	/* The counters after the slot: a death in between leaves them high (reservoir.h). */
+	/* The counters after the slot ([rs-fill]): a death in between leaves them high. */
 	count_leaving(c, seen, false);
 	atomic_fetch_sub_explicit(&c->hdr->filled, 1, memory_order_seq_cst);
 	note_vacancy(c, index);
@@ -527,6 +534,7 @@ int cistern__rs_unacquire(struct cistern *c, struct cistern_sample *s)
 			return r;
 	} else if (cistern__rs_exclusive_is_mine(c, s, &w)) {
 		atomic_fetch_sub_explicit(&m->seen, 1, memory_order_relaxed);
+		/* [rs-release] seq_cst: our reads (and seen) before another takes it. */
 		atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_HELD, 0),
 				      memory_order_seq_cst);
 		cistern__wake_readers(c);
@@ -541,6 +549,7 @@ int cistern__rs_unacquire(struct cistern *c, struct cistern_sample *s)
 
 bool cistern__rs_closed(struct cistern *c)
 {
+	/* [close] seq_cst: before the looks at filled and the slot words ([rs-fill]). */
 	return atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst) != 0;
 }
 
@@ -555,7 +564,7 @@ bool cistern__rs_closed(struct cistern *c)
 static bool no_slot_in_use(struct cistern *c)
 {
 	for (uint64_t i = 0; i < c->slot_count; i++) {
-		/* seq_cst: after our look at closed, against fills' seq_cst claims. */
+		/* [rs-fill] seq_cst: after our look at closed, against fills' claims. */
 		uint64_t w = atomic_load_explicit(&M(c, i)->word, memory_order_seq_cst);
 		if (sw_state(w) != RS_EMPTY)
 			return false;
@@ -572,9 +581,9 @@ bool cistern__rs_drained(struct cistern *c)
 	 */
 	if (!cistern__rs_closed(c))
 		return false;
-	if (atomic_load_explicit(&h->filled, memory_order_seq_cst) == 0)
+	if (atomic_load_explicit(&h->filled, memory_order_seq_cst) == 0) /* [rs-fill] */
 		return true;
-	if (!atomic_load_explicit(&h->counts_unsure, memory_order_acquire))
+	if (!atomic_load_explicit(&h->counts_unsure, memory_order_acquire)) /* [counts-unsure] */
 		return false;
 	/* A death may have left `filled` high (reservoir.h): believe the slots, now and then. */
 	return look_due(&c->next_drain_look_ns, DRAIN_LOOK_NS) && no_slot_in_use(c);
@@ -587,7 +596,7 @@ void cistern__rs_reclaim(struct cistern *c, uint32_t owner)
 	/*
 	 * Not our own detach: the owner died, perhaps between a slot change
 	 * and its count (reservoir.h). Before the walk, whose end wakes every
-	 * sleeper to look again (liveness.c).
+	 * sleeper to look again (liveness.c). [counts-unsure] seq_cst store.
 	 */
 	if (owner != c->owner)
 		atomic_store_explicit(&h->counts_unsure, 1, memory_order_seq_cst);
@@ -600,11 +609,12 @@ void cistern__rs_reclaim(struct cistern *c, uint32_t owner)
 	 */
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = M(c, i);
+		/* Acquire, no edge: only state and owner are used; the CASes decide. */
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
 		if (sw_owner(w) != owner)
 			continue;
 		if (sw_state(w) == RS_RESERVED) {
-			/* An unfinished put: that sample never existed; the slot is empty. */
+			/* An unfinished put: that sample never existed: [rs-empty], [rs-fill]. */
 			uint64_t nw = sw_make(sw_pos(w) + c->slot_count, RS_EMPTY, 0);
 			atomic_fetch_add_explicit(&retired->reclaimed, 1, memory_order_relaxed);
 			if (atomic_compare_exchange_strong_explicit(
@@ -614,7 +624,7 @@ void cistern__rs_reclaim(struct cistern *c, uint32_t owner)
 				atomic_fetch_sub_explicit(&retired->reclaimed, 1,
 							  memory_order_relaxed);
 		} else if (sw_state(w) == RS_EVICTING) {
-			/* Died deciding whether to evict: the sample stays. */
+			/* Died deciding whether to evict: the sample stays ([rs-release]). */
 			atomic_compare_exchange_strong_explicit(
 				&m->word, &w, sw_make(sw_pos(w), RS_HELD, 0), memory_order_seq_cst,
 				memory_order_relaxed);
@@ -625,6 +635,7 @@ void cistern__rs_reclaim(struct cistern *c, uint32_t owner)
 			 * may have died between its claim and raising it); a
 			 * reclaimer that dies before the CAS makes the next one take
 			 * it back twice, which errs on the side of another read.
+			 * [rs-release] seq_cst CAS, after the seen count.
 			 */
 			uint64_t nw = sw_make(sw_pos(w), RS_HELD, 0);
 			atomic_fetch_add_explicit(&retired->redeliveries, 1, memory_order_relaxed);

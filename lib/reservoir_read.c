@@ -37,7 +37,7 @@ static int release_batch_sole(struct cistern *c, struct cistern_sample *s, size_
 			_Atomic uint64_t *pins = &cistern__slotmeta_in(meta0, mstride, idx)->pins;
 			uint64_t p = atomic_load_explicit(pins, memory_order_relaxed);
 			if (p & bit) {
-				/* Release: our reads of the payload come before it (pins.c). */
+				/* [unpin] release: our reads of the payload come before it. */
 				atomic_store_explicit(pins, p & ~bit, memory_order_release);
 				s[i].live_ = 0;
 				s[i].data = NULL;
@@ -50,7 +50,7 @@ static int release_batch_sole(struct cistern *c, struct cistern_sample *s, size_
 		if (r < 0 && first == 0)
 			first = r;
 	}
-	/* The unpins were plain stores; one wake for all of them, as below. */
+	/* [wait-register]: the unpins were plain stores; one wake for all, as below. */
 	cistern__fence_before_wake();
 	cistern__wake_producers(c);
 	return first;
@@ -88,7 +88,7 @@ int cistern__rs_release_batch(struct cistern *c, struct cistern_sample *s, size_
 	}
 	if (wake) {
 		if (c->sole_reading)
-			cistern__fence_before_wake(); /* the unpins were plain stores */
+			cistern__fence_before_wake(); /* [wait-register]: plain unpins */
 		cistern__wake_producers(c);
 	}
 	return first;
@@ -169,7 +169,7 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
 	uint64_t mstride = c->meta_stride;
 	const char *arena = c->arena;
 	uint64_t stride = c->slot_stride;
-	/* seq_cst: orders every pin store above before the look again below. */
+	/* [pin-evict] seq_cst: orders every pin store above before the look again below. */
 	cistern__full_fence();
 	for (size_t i = 0; i < n; i++) {
 		uint32_t idx = s[i].index_;
@@ -195,7 +195,7 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
 		rs_fill_sample_at(&s[kept++], m, data, idx, w, RS_LIVE_PINNED);
 	}
 	if (undone) {
-		/* A producer may have backed off from a pin that is gone now. */
+		/* A producer may have backed off from a pin that is gone now. [wait-register] */
 		cistern__fence_before_wake();
 		cistern__wake_producers(c);
 	}
@@ -255,7 +255,7 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
  * false, with nothing changed, if our bit is on the slot already, i.e. this
  * batch drew it before. The sole reader stores its bit (it is the only
  * writer of the word; cistern__rs_stream_pinned() confirms after its fence); any
- * other reader sets it with a seq_cst RMW, the first half of its handshake
+ * other reader sets it with a seq_cst RMW ([pin-evict]), the first half of its handshake
  * with evictors (pins.c), whose old value tells the repeat at no extra cost.
  */
 static inline bool pin_new_member(_Atomic uint64_t *pins, uint64_t bit, bool sole)
@@ -355,7 +355,7 @@ static void stream_loop(struct cistern *c, struct stream *st, struct cistern_sam
 		stream_prefetch(st, next, payload);
 		st->qh = st->qh + 1 == st->win ? 0 : st->qh + 1;
 		struct cistern_slotmeta *m = cistern__slotmeta_in(st->meta0, st->mstride, idx);
-		/* Acquire: what the sole reader reads of the sample after confirming is its. */
+		/* [rs-held] acquire: what the sole reader reads after confirming. */
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
 		if (sw_state(w) != RS_HELD) {
 			if (++st->misses >= st->probes)
@@ -378,7 +378,7 @@ static void stream_loop(struct cistern *c, struct stream *st, struct cistern_sam
 			}
 		} else {
 			/*
-			 * By pin: the second half of the handshake, the seq_cst
+			 * By pin: the second half of [pin-evict], the seq_cst
 			 * look at the word after the pin's seq_cst RMW (pins.c).
 			 */
 			bool pinned = by_pin ? atomic_load_explicit(&m->word,
@@ -473,7 +473,7 @@ stream_blocks(struct cistern *c, struct stream *st, struct cistern_sample *out, 
 		for (at = 0; at < RS_BLOCK; at++) {
 			uint32_t idx = ring[cur + at];
 			struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
-			/* Acquire: what the sole reader reads of the sample after confirming is its. */
+			/* [rs-held] acquire: what the sole reader reads after confirming. */
 			uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
 			if (sw_state(w) != RS_HELD) {
 				if (++misses >= probes) {
@@ -492,7 +492,7 @@ stream_blocks(struct cistern *c, struct stream *st, struct cistern_sample *out, 
 				}
 				continue;
 			}
-			/* The second half of the handshake, as in stream_loop(). */
+			/* [pin-evict] the second half of the handshake, as in stream_loop(). */
 			if (!sole && atomic_load_explicit(&m->word, memory_order_seq_cst) != w) {
 				cistern__pin_undo(c, idx);
 				if (++misses >= probes) {
@@ -611,7 +611,7 @@ void cistern__rs_stream_pinned(struct cistern *c, struct cistern_sample *out, si
 	cistern__count(&c->me->ctr.gets, k - start);
 	if (woke) {
 		if (sole)
-			cistern__fence_before_wake(); /* seen counts were plain stores */
+			cistern__fence_before_wake(); /* [wait-register]: plain seen counts */
 		cistern__wake_producers(c);           /* some just became evictable */
 	}
 	*got = k;
@@ -622,6 +622,7 @@ int cistern__rs_open_read_ready(struct cistern *c, size_t n, uint64_t *taken)
 	struct cistern_hdr *h = c->hdr;
 	uint64_t need = c->fixed.watermark > n ? c->fixed.watermark : n;
 	*taken = 0;
+	/* Acquire, no edge: population is a relaxed hint; slot words are acquired. */
 	if (atomic_load_explicit(&h->population, memory_order_acquire) < need)
 		return -EAGAIN;
 	int b = cistern__pin_bit(c);

@@ -71,6 +71,7 @@ static int rs_restore(struct cistern *c, uint64_t n, uint64_t next_id)
 		atomic_store_explicit(&h->tail, n, memory_order_relaxed);
 	atomic_store_explicit(&h->population, n, memory_order_relaxed);
 	atomic_store_explicit(&h->filled, n, memory_order_relaxed);
+	/* Release, no edge: the rename that shows the segment orders it (restore.c). */
 	atomic_store_explicit(&h->next_sample_id, next_id, memory_order_release);
 	return 0;
 }

@@ -290,6 +290,7 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 		r = -EEXIST;
 		goto out_fd;
 	}
+	/* Atomic only to be unique across threads; its seq_cst orders nothing. */
 	static _Atomic unsigned counter;
 	snprintf(tmpname, sizeof(tmpname), "restore-%d-%u", (int)getpid(),
 		 atomic_fetch_add(&counter, 1));

@@ -21,8 +21,9 @@ static inline void cistern__set_slot(struct cistern_slot *slot, const struct cis
 /*
  * Move a ring index (tail or head) from p to p+1 unless someone already did.
  * Anyone may: a process that claimed position p and died before moving the
- * index leaves that to the next one that finds p claimed. seq_cst: ordered
- * with the close and end-of-data checks (fifo.c).
+ * index leaves that to the next one that finds p claimed. [ring-advance]
+ * seq_cst: ordered with the close and end-of-data checks (fifo.c); the word
+ * of p was claimed before it.
  */
 static inline void cistern__help_advance(_Atomic uint64_t *idx, uint64_t p)
 {
@@ -36,7 +37,8 @@ static inline void cistern__help_advance(_Atomic uint64_t *idx, uint64_t p)
  * of an index that has not moved. No run of a ring's protocol leaves that (a
  * slot reaches position p + n only after p was claimed; a FIFOEvictReservoir
  * removal after close moves a claimed slot one lap on), only damage does, and
- * helping would walk the index for ever. The load is only a value check.
+ * helping would walk the index for ever. The load is only a value check
+ * (seq_cst by default, ordering nothing here).
  */
 static inline int cistern__help_or_refuse(const struct cistern *c, _Atomic uint64_t *idx,
 					  uint64_t p, int64_t d)

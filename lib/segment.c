@@ -233,6 +233,7 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 
 	if (len < sizeof(*h) || file_size < sizeof(*h))
 		return file_size == 0 ? -EAGAIN : -EPROTO;
+	/* [hdr-magic] read on a copy made after the attacher's own mmap. */
 	if (memcmp(h->magic, zero, sizeof(zero)) == 0)
 		return -EAGAIN;
 	if (memcmp(h->magic, CISTERN_MAGIC, sizeof(h->magic)) != 0)
@@ -629,7 +630,7 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	handle_setup(c);
 	c->ops->init(c);
 	/*
-	 * Publish the magic last, with release order: an attacher that reads the
+	 * [hdr-magic] Publish the magic last, with release order: an attacher that reads the
 	 * magic (after its own mapping, through the page cache) sees a complete
 	 * header. Attachers treat an all-zero magic as "still being created".
 	 */

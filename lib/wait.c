@@ -17,7 +17,10 @@
  * futex_wait return at once) or the sleeper's re-check sees the sample. The
  * waker's fast path is one load of a word that only changes when someone
  * starts or stops waiting, so it stays shared in every cache: no system call
- * and no cache-line transfer while nobody sleeps.
+ * and no cache-line transfer while nobody sleeps. Labels: [wait-register]
+ * is this Dekker pair (the waiting count against the published state),
+ * [wake-seq] the bump of the futex word against the sleeper's read of it,
+ * [wake-barrier] the membarrier below that stands in for the waker's fence.
  *
  * The FIFO's commits and releases, the hottest wakers, skip the store-load
  * fence their first step would need (cistern__publish_word): a processor may
@@ -152,13 +155,14 @@ void cistern__register_light_wakes(void)
 
 void cistern__wake_futex(_Atomic uint32_t *word)
 {
-	/* seq_cst: a sleeper that reads the word after this sees the bump, see the comment on top. */
+	/* [wake-seq] seq_cst: a sleeper that reads the word after this sees the bump. */
 	atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
 	futex_wake(word);
 }
 
 void cistern__forget_waiter(struct cistern_hdr *h, struct cistern_proc *p)
 {
+	/* Relaxed: a count left high costs wakers a futex call, never a lost wake. */
 	uint32_t k = atomic_exchange_explicit(&p->waiting, 0, memory_order_relaxed);
 	if (k == 1 + CISTERN_WAIT_DATA)
 		atomic_fetch_sub_explicit(&h->readers_waiting, 1, memory_order_relaxed);
@@ -168,7 +172,7 @@ void cistern__forget_waiter(struct cistern_hdr *h, struct cistern_proc *p)
 
 void cistern__wake_all(struct cistern_hdr *h)
 {
-	/* Unconditional: used after reclaim and close, which are rare. */
+	/* Unconditional: used after reclaim and close, which are rare. [wake-seq] */
 	atomic_fetch_add_explicit(&h->data_futex, 1, memory_order_seq_cst);
 	futex_wake(&h->data_futex);
 	atomic_fetch_add_explicit(&h->space_futex, 1, memory_order_seq_cst);
@@ -338,11 +342,12 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 		w->next_sweep_ns = c->sweep_due_ns;
 		if (w->next_sweep_ns > now + (int64_t)CISTERN_SWEEP_MS * 1000000)
 			w->next_sweep_ns = now + (int64_t)CISTERN_SWEEP_MS * 1000000;
+		/* [wait-register] seq_cst: a waker sees us, or our re-check sees its publish. */
 		atomic_fetch_add_explicit(waiting, 1, memory_order_seq_cst);
 		/* After the increment: a reclaim of a dead sleeper undoes only what was done. */
 		if (c->me)
 			atomic_store_explicit(&c->me->waiting, 1 + w->kind, memory_order_relaxed);
-		/* The heavy half of the asymmetric fence (see the top of this file). */
+		/* [wake-barrier] the heavy half of the asymmetric fence; then [wake-seq]. */
 		w->fenced = cistern__fence_others();
 		w->seq = atomic_load_explicit(word, memory_order_seq_cst);
 		return 0;
@@ -353,6 +358,7 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 		w->next_sweep_ns = now + (int64_t)CISTERN_SWEEP_MS * 1000000;
 		c->sweep_due_ns = w->next_sweep_ns;
 		if (c->owner && cistern__sweep(c) > 0) {
+			/* [wake-seq] read again: the sweep's reclaims bumped it. */
 			w->seq = atomic_load_explicit(word, memory_order_seq_cst);
 			return 0;
 		}
@@ -363,7 +369,7 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 	if (!w->fenced && slice > (int64_t)CISTERN_UNFENCED_SLEEP_MS * 1000000)
 		slice = (int64_t)CISTERN_UNFENCED_SLEEP_MS * 1000000; /* a wake may be lost */
 	futex_wait(word, w->seq, slice);
-	/* Whatever woke us (a wake, a timeout, a signal), read the word before re-checking. */
+	/* [wake-seq] whatever woke us (wake, timeout, signal), read the word before re-checking. */
 	w->seq = atomic_load_explicit(word, memory_order_seq_cst);
 	return 0;
 }
@@ -378,6 +384,7 @@ void cistern__wait_done(struct cistern *c, struct cistern_waiter *w)
 	words(c, w->kind, &word, &waiting);
 	if (c->me)
 		atomic_store_explicit(&c->me->waiting, 0, memory_order_relaxed);
+	/* Relaxed: a waker that still sees us only makes a futex call it could skip. */
 	atomic_fetch_sub_explicit(waiting, 1, memory_order_relaxed);
 	int64_t waited = cistern__now_ns(CLOCK_MONOTONIC) - w->start_ns;
 	if (c->me) {

@@ -9,7 +9,7 @@
 
 /* wait.c */
 /*
- * Asymmetric fences (wait.c): a process that registered for global expedited
+ * [wake-barrier] Asymmetric fences (wait.c): a process that registered for global expedited
  * membarriers may publish with a plain release store and check for sleepers
  * with no store-load fence, because every sleeper issues the membarrier,
  * which runs a full barrier on each CPU where such a process runs, between
@@ -31,12 +31,12 @@ bool cistern__fence_others(void);
 
 /*
  * Publish a slot word that only the caller may change now (an owner's commit
- * or release), as the store half of the wake handshake in wait.c. With light
- * wakes: a release store (payload and metadata written before it are seen by
- * whoever acquires the word) and a compiler-only fence that keeps the
- * following check for sleepers after it in program order; the sleeper's
- * membarrier supplies the store-load ordering at run time. Otherwise a
- * seq_cst exchange: release plus the store-load fence, paid on every call.
+ * or release), as the store half of [wait-register]; the release carries the
+ * caller's own edge (labelled at the call). With light wakes: a release store
+ * and a compiler-only fence ([wake-barrier]) that keeps the following check
+ * for sleepers after it in program order; the sleeper's membarrier supplies
+ * the store-load ordering at run time. Otherwise a seq_cst exchange: release
+ * plus the store-load fence, paid on every call.
  * The exchange is a locked instruction that stalls until the line, usually
  * read by the other side meanwhile, comes back; the store does not.
  */
@@ -56,8 +56,8 @@ void cistern__wake_futex(_Atomic uint32_t *word);
 /*
  * Wake the readers (producers) that sleep, if any: the waker's side of the
  * handshake in wait.c. Inline, so that the common case, nobody asleep, costs
- * one load of a line that stays shared in every cache. seq_cst: pairs with
- * the sleeper's registration.
+ * one load of a line that stays shared in every cache. [wait-register]
+ * seq_cst: pairs with the sleeper's registration.
  */
 static inline bool cistern__readers_wait(struct cistern *c)
 {
@@ -66,6 +66,7 @@ static inline bool cistern__readers_wait(struct cistern *c)
 
 static inline bool cistern__producers_wait(struct cistern *c)
 {
+	/* [wait-register] as cistern__readers_wait(). */
 	return atomic_load_explicit(&c->hdr->producers_waiting, memory_order_seq_cst) != 0;
 }
 

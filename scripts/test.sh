@@ -32,6 +32,7 @@ check "install" bash tests/install/check.sh build
 check "tests option" bash tests/options/check.sh
 # BENCHMARKS.md's table, generated from the run it names (no benchmark runs here).
 check "bench table" bash tests/bench/table.sh
+check "ordering edges" bash scripts/check-edges.sh
 # The benchmark program (-Dbench=enabled, in build-bench): every contender run
 # once, its payload checks passed, no time asserted.
 check "bench smoke" bash -c 'BUILDDIR=build-bench MESON_OPTIONS=-Dbench=enabled bash scripts/setup.sh >/dev/null &&
