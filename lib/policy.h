@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * policy.h - the policy interface: what each policy implements for the calls, and
- * what it offers the read-only tools (internal).
+ * policy.h - the policy interface: what each policy implements for the calls,
+ * what it offers the read-only tools, and the one descriptor that says all
+ * shared code knows of it (internal).
  */
 #ifndef CISTERN_POLICY_H
 #define CISTERN_POLICY_H
