@@ -19,26 +19,6 @@
 #include "liveness.h"
 #include "policy.h"
 
-const struct cistern_ops *cistern__ops_for(uint32_t policy)
-{
-	switch (policy) {
-	case CISTERN_FIFO:
-		return &cistern__fifo_ops;
-	case CISTERN_FIRO:
-		return &cistern__firo_ops;
-	case CISTERN_RESERVOIR:
-		return &cistern__reservoir_ops;
-	case CISTERN_FIFO_EVICT_RESERVOIR:
-		return &cistern__fifo_evict_ops;
-	case CISTERN_SIM_PAIRED_RESERVOIR:
-		return &cistern__sim_paired_ops;
-	case CISTERN_BATCH_RESERVOIR:
-		return &cistern__batch_ops;
-	default:
-		return NULL;
-	}
-}
-
 /*
  * c->holding counts this handle's reservations and acquisitions not yet
  * committed, aborted or released. Only the public calls below move it, and
@@ -530,10 +510,9 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 		n = c->fixed.batch_size;
 	if (n == 0 || n > c->slot_count)
 		return -EINVAL;
-	if (c->ops == &cistern__fifo_ops) {
+	if (c->policy->get_batch) {
 		int r = writable(c);
-		return r < 0 ? r
-			     : cistern__fifo_get_batch(c, buf, stride, n, len, meta, timeout_ms);
+		return r < 0 ? r : c->policy->get_batch(c, buf, stride, n, len, meta, timeout_ms);
 	}
 	/* As cistern_acquire_batch() does, before the one-pass try (which may find budget now). */
 	int refused = cistern__rate_refuses(&c->fixed, n);
@@ -621,7 +600,7 @@ int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t si
 			"a read of %zu samples is more than the segment holds (slot_count %" PRIu64
 			")",
 			n, c->slot_count);
-	if (h->policy == CISTERN_BATCH_RESERVOIR && n != h->batch_size)
+	if (c->policy->reads_whole_batches && n != h->batch_size)
 		return say(-EINVAL, why, size,
 			   "a BatchReservoir reads batches of exactly batch_size (%u), not %zu",
 			   h->batch_size, n);
@@ -750,33 +729,6 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 	st->unpaired = atomic_load_explicit(&h->unpaired, memory_order_relaxed);
 	st->population = c->ops->population(c, st);
 	return 0;
-}
-
-static const char *const policy_names[CISTERN_POLICY_COUNT] = {
-	"fifo",
-	"firo",
-	"reservoir",
-	"fifo-evict-reservoir",
-	"sim-paired-reservoir",
-	"batch-reservoir",
-};
-
-const char *cistern_policy_name(enum cistern_policy p)
-{
-	return (unsigned)p < CISTERN_POLICY_COUNT ? policy_names[p] : NULL;
-}
-
-int cistern_policy_parse(const char *s, enum cistern_policy *out)
-{
-	if (!s || !out)
-		return -EINVAL;
-	for (int i = 0; i < CISTERN_POLICY_COUNT; i++) {
-		if (strcmp(s, policy_names[i]) == 0) {
-			*out = (enum cistern_policy)i;
-			return 0;
-		}
-	}
-	return -EINVAL;
 }
 
 const char *cistern_strerror(int err)

@@ -179,7 +179,7 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 			 cistern_progress_fn progress, void *arg, struct cistern_dump_info *info)
 {
 	int r;
-	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->fixed.policy);
+	const struct cistern_snap_ops *so = c->policy->snap;
 	if (!so)
 		return -ENOTSUP;
 	struct dump_meta m;

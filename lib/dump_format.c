@@ -11,6 +11,7 @@
 
 #include "dump_format.h"
 #include "crc32c.h"
+#include "policy.h"
 
 /* A cursor that encodes or decodes the meta block field by field, in one order. */
 struct cur {
@@ -199,7 +200,7 @@ int cistern__dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 	if (m->samples_off != PREAMBLE_SIZE || m->bitmap_off != m->samples_off + m->samples_size ||
 	    m->schema_off + m->schema_size != get64(tr + 16) ||
 	    m->sample_count > m->cfg.slot_count || m->samples_size < m->sample_count * REC_HDR ||
-	    m->cfg.policy >= CISTERN_POLICY_COUNT || m->next_id < m->sample_count)
+	    !cistern__policy_of(m->cfg.policy) || m->next_id < m->sample_count)
 		return -EBADMSG;
 	/* The schema, checked by its own CRC before create reads it. */
 	if (m->schema_size && pread(fd, m->schema, (size_t)m->schema_size, (off_t)m->schema_off) !=
@@ -227,7 +228,8 @@ int cistern__dump_rec_check(const struct dump_meta *m, const struct dump_rec *r,
 	    r->src >= m->cfg.slot_count)
 		return -EBADMSG;
 	/* The policy's own refusal at put time (-ERANGE), and its index's bounds on restore. */
-	if (m->cfg.policy == CISTERN_SIM_PAIRED_RESERVOIR &&
+	const struct cistern__policy *p = cistern__policy_of(m->cfg.policy);
+	if (p && p->has_pairs &&
 	    (r->sim_id >= m->cfg.sweep_size || r->time_step >= m->cfg.nb_time_steps))
 		return -EBADMSG;
 	return 0;

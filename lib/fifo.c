@@ -477,7 +477,7 @@ ssize_t cistern__fifo_got_too_long(struct cistern *c, struct cistern_sample *s)
 	return -EMSGSIZE;
 }
 
-const struct cistern_ops cistern__fifo_ops = {
+static const struct cistern_ops cistern__fifo_ops = {
 	.init = fifo_init,
 	.try_reserve = cistern__fifo_try_reserve,
 	.commit = fifo_commit,
@@ -536,4 +536,15 @@ static int fifo_restore(struct cistern *c, uint64_t n, uint64_t next_id)
 const struct cistern_snap_ops cistern__fifo_snap_ops = {
 	.classify = cistern__fifo_classify,
 	.restore = fifo_restore,
+};
+
+const struct cistern__policy cistern__fifo_policy = {
+	.name = "fifo",
+	.value = CISTERN_FIFO,
+	.ops = &cistern__fifo_ops,
+	.snap = &cistern__fifo_snap_ops,
+	.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER,
+	.set_steps = cistern__fifo_steps,
+	.get_batch = cistern__fifo_get_batch,
+	.reads_in_order = true,
 };

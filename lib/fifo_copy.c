@@ -406,7 +406,7 @@ void cistern__fifo_steps(struct cistern *c)
 {
 	c->put_step = NULL;
 	c->get_step = NULL;
-	if (c->readonly || !c->owner || c->ops != &cistern__fifo_ops)
+	if (c->readonly || !c->owner)
 		return;
 	c->put_step = put_plain;
 	c->get_step = get_plain;

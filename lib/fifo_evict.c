@@ -58,7 +58,7 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 	}
 }
 
-const struct cistern_ops cistern__fifo_evict_ops = {
+static const struct cistern_ops cistern__fifo_evict_ops = {
 	.init = cistern__rs_init,
 	.try_reserve = fifo_evict_try_reserve,
 	.commit = cistern__rs_commit,
@@ -72,4 +72,18 @@ const struct cistern_ops cistern__fifo_evict_ops = {
 	.drained = cistern__rs_drained,
 	.reclaim = cistern__rs_reclaim,
 	.population = cistern__rs_population,
+};
+
+const struct cistern__policy cistern__fifo_evict_policy = {
+	.name = "fifo-evict-reservoir",
+	.value = CISTERN_FIFO_EVICT_RESERVOIR,
+	.ops = &cistern__fifo_evict_ops,
+	.snap = &cistern__reservoir_snap_ops,
+	.config_problem = cistern__rs_config_problem,
+	.flags = CISTERN_LOSSY | CISTERN_SINGLE_READER,
+	.rate_limited = true,
+	.evicts_oldest = true,
+	.evicts_seen = true,
+	.counts_reads = true,
+	.readers_pin = true,
 };

@@ -60,7 +60,7 @@ static int firo_release(struct cistern *c, struct cistern_sample *s)
 	return 0;
 }
 
-const struct cistern_ops cistern__firo_ops = {
+static const struct cistern_ops cistern__firo_ops = {
 	.init = cistern__rs_init,
 	.try_reserve = firo_try_reserve,
 	.commit = cistern__rs_commit,
@@ -71,4 +71,21 @@ const struct cistern_ops cistern__firo_ops = {
 	.drained = cistern__rs_drained,
 	.reclaim = cistern__rs_reclaim,
 	.population = cistern__rs_population,
+};
+
+static const char *firo_config_problem(const struct cistern_config *cfg)
+{
+	/* Reads wait for a population above the watermark, which a full ring must reach. */
+	if (cfg->watermark == 0 || cfg->watermark >= cfg->slot_count)
+		return "FIRO needs a watermark above 0 and below slot_count";
+	return NULL;
+}
+
+const struct cistern__policy cistern__firo_policy = {
+	.name = "firo",
+	.value = CISTERN_FIRO,
+	.ops = &cistern__firo_ops,
+	.snap = &cistern__reservoir_snap_ops,
+	.config_problem = firo_config_problem,
+	.counts_reads = true,
 };

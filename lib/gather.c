@@ -91,7 +91,7 @@ int cistern__rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t
 		return -EAGAIN;
 	if (c->holding != 0 || c->dups.used != 0 || cistern__rs_closed(c))
 		return -EAGAIN;
-	if (f->policy == CISTERN_BATCH_RESERVOIR && n != f->batch_size)
+	if (c->policy->reads_whole_batches && n != f->batch_size)
 		return -EAGAIN; /* the general path says -EINVAL */
 	uint64_t taken;
 	if (cistern__rs_open_read_ready(c, n, &taken) < 0)

@@ -18,6 +18,7 @@
 #include "slotword.h"
 
 struct cistern_ops;
+struct cistern__policy;
 
 /*
  * A process-local set of candidate slots for uniform random picks (pick.c).
@@ -87,7 +88,8 @@ struct cistern {
 	struct cistern__lockfd lockfd; /* lists fd for fork() children to close */
 	uint32_t owner;                /* attachment index + 1; 0 when read-only */
 	struct cistern_proc *me;
-	const struct cistern_ops *ops;
+	const struct cistern_ops *ops;        /* policy->ops, one load nearer the hot paths */
+	const struct cistern__policy *policy; /* policy.h: what the segment's policy is */
 	char *meta0; /* slot 0's metadata; slot i's is meta_stride * i on */
 	char *arena; /* slot 0's payload; slot i's is slot_stride * i on */
 	uint64_t meta_stride;
@@ -121,9 +123,10 @@ struct cistern {
 	bool wide_copies;          /* fifo_copy.c: the one-step put and get copy with AVX2 */
 	uint64_t small_fit; /* fifo_copy.c: the longest sample copied inline, min(64, slot_size) */
 	/*
-	 * cistern__fifo_steps(): what cistern_put() and cistern_get() call for
-	 * arguments they checked, so that they decide in one load whether the
-	 * FIFO's one step applies. The callee falls back itself.
+	 * cistern__set_steps() (the policy's set_steps): what cistern_put() and
+	 * cistern_get() call for arguments they checked, so that they decide in
+	 * one load whether the FIFO's one step applies. The callee falls back
+	 * itself.
 	 */
 	int (*put_step)(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
 			int timeout_ms);

@@ -27,23 +27,6 @@
 
 #define SHM_DIR "/dev/shm"
 
-const struct cistern_snap_ops *cistern__snap_ops_for(uint32_t policy)
-{
-	/* Each policy adds its case here, next to its cistern__ops_for() case. */
-	switch (policy) {
-	case CISTERN_FIFO:
-		return &cistern__fifo_snap_ops;
-	case CISTERN_FIRO:
-	case CISTERN_RESERVOIR:
-	case CISTERN_FIFO_EVICT_RESERVOIR:
-	case CISTERN_SIM_PAIRED_RESERVOIR:
-	case CISTERN_BATCH_RESERVOIR:
-		return &cistern__reservoir_snap_ops;
-	default:
-		return NULL;
-	}
-}
-
 int cistern_open_readonly(const char *name, struct cistern **out)
 {
 	if (!out)
@@ -73,7 +56,7 @@ int cistern_occupancy_get(const struct cistern *c, struct cistern_occupancy *occ
 		return -EINVAL;
 	if (c->inherited)
 		return -EBADF;
-	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->fixed.policy);
+	const struct cistern_snap_ops *so = c->policy->snap;
 	if (!so)
 		return -ENOTSUP;
 	memset(occ, 0, sizeof(*occ));
@@ -454,7 +437,7 @@ uint32_t cistern__seen_once_reclaimed(const struct cistern *c, const struct cist
 				      uint64_t word, const struct cistern_snap_ops *so)
 {
 	uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
-	if (c->fixed.policy == CISTERN_FIFO)
+	if (!c->policy->counts_reads)
 		return seen; /* FIFO counts no reads: its reclaim leaves seen alone */
 	uint64_t undone = (uint64_t)__builtin_popcountll(
 				  atomic_load_explicit(&m->pins, memory_order_relaxed)) +
@@ -477,7 +460,7 @@ static uint64_t unread_samples(struct cistern *c, const struct cistern_snap_ops 
 		struct cistern_stats st;
 		return cistern_stats_get(c, &st) == 0 ? st.population : 0;
 	}
-	bool all_held = c->fixed.policy == CISTERN_FIFO || c->fixed.policy == CISTERN_FIRO;
+	bool all_held = !c->policy->evicts_seen;
 	uint64_t n = 0;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
@@ -578,7 +561,7 @@ int cistern_gc_dump_to(const char *name, const char *dir, unsigned flags,
 	r = cistern__open_mapped(name, dry, any_owner, &c);
 	if (r < 0)
 		return r;
-	struct gc_tally t = {cistern__snap_ops_for(c->fixed.policy), rep};
+	struct gc_tally t = {c->policy->snap, rep};
 	/* Only the restore's own mark says so: a copy under another name is a segment. */
 	bool restoring = cistern__restore_unfinished(c->hdr, name);
 	uint32_t live, dead;

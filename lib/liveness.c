@@ -186,7 +186,7 @@ void cistern__release_entry(struct cistern *c)
 	lock_byte(c->fd, index, F_UNLCK, F_OFD_SETLK);
 	c->owner = 0;
 	c->me = NULL;
-	cistern__fifo_steps(c); /* none without an attachment */
+	cistern__set_steps(c); /* none without an attachment */
 }
 
 int cistern__sweep(struct cistern *c)

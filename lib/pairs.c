@@ -230,7 +230,7 @@ static bool pairs_drained(struct cistern *c)
 	return true;
 }
 
-const struct cistern_ops cistern__sim_paired_ops = {
+static const struct cistern_ops cistern__sim_paired_ops = {
 	.init = cistern__rs_init,
 	.try_reserve = cistern__rs_reservoir_try_reserve,
 	.commit = cistern__rs_commit,
@@ -243,4 +243,45 @@ const struct cistern_ops cistern__sim_paired_ops = {
 	.drained = pairs_drained,
 	.reclaim = cistern__rs_reclaim,
 	.population = cistern__rs_population,
+};
+
+static const char *sim_paired_config_problem(const struct cistern_config *cfg)
+{
+	const char *why = cistern__rs_config_problem(cfg);
+	if (why)
+		return why;
+	if (cfg->sweep_size == 0)
+		return "SimPairedReservoir needs a sweep_size above 0";
+	if (cfg->nb_time_steps < 2)
+		return "SimPairedReservoir needs nb_time_steps of 2 or more";
+	if ((uint64_t)cfg->sweep_size * cfg->nb_time_steps > CISTERN_PAIR_INDEX_MAX)
+		return "sweep_size * nb_time_steps is above CISTERN_PAIR_INDEX_MAX (2^28)";
+	/* A slack set by hand must admit the policy's own read. */
+	if (!cistern__rate_admits(cfg, 2))
+		return "rate_slack is too small for reads_per_put: the rate limiter could "
+		       "never admit a pair (rate_slack must be at least (reads_per_put + "
+		       "2) "
+		       "/ 2, or 0 for automatic)";
+	return NULL;
+}
+
+/* One entry per (sim_id, time_step). */
+static uint64_t sim_paired_index_entries(uint32_t sweep_size, uint32_t nb_time_steps)
+{
+	return (uint64_t)sweep_size * nb_time_steps;
+}
+
+const struct cistern__policy cistern__sim_paired_policy = {
+	.name = "sim-paired-reservoir",
+	.value = CISTERN_SIM_PAIRED_RESERVOIR,
+	.ops = &cistern__sim_paired_ops,
+	.snap = &cistern__reservoir_snap_ops,
+	.config_problem = sim_paired_config_problem,
+	.index_entries = sim_paired_index_entries,
+	.flags = CISTERN_SINGLE_READER,
+	.rate_limited = true,
+	.has_pairs = true,
+	.evicts_seen = true,
+	.counts_reads = true,
+	.readers_pin = true,
 };

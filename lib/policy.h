@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * policy.h - the policy interface: what each policy implements for the calls, and
- * what it offers the read-only tools (internal).
+ * policy.h - the policy interface: what each policy implements for the calls,
+ * what it offers the read-only tools, and the one descriptor that says all
+ * shared code knows of it (internal).
  */
 #ifndef CISTERN_POLICY_H
 #define CISTERN_POLICY_H
@@ -75,15 +76,18 @@ struct cistern_ops {
  */
 uint64_t cistern__rate_grant(double reads_per_put, double slack);
 int cistern__rate_refuses(const struct cistern_fixed *f, uint64_t n);
+/*
+ * rate_limit.c: whether a config's rate limiter (off, automatic, or with a
+ * rate_slack set by hand) admits a read of n samples in the end.
+ */
+bool cistern__rate_admits(const struct cistern_config *cfg, uint64_t n);
 
-/* policies */
-extern const struct cistern_ops cistern__fifo_ops;
 /*
  * fifo_copy.c: set the handle's put_step and get_step: cistern_put() and
  * cistern_get() on a FIFO, in one step when the slot is ready, else through
  * cistern__put_slow()/cistern__get_slow() (api.c: reserve or acquire,
  * waiting as needed), with the copies this processor runs best; NULL for a
- * handle of another policy, a read-only one or one without its attachment.
+ * read-only handle or one without its attachment. The FIFO's set_steps.
  */
 void cistern__fifo_steps(struct cistern *c);
 /*
@@ -106,20 +110,14 @@ int cistern__put_slow(struct cistern *c, const void *buf, size_t len, struct cis
 		      int timeout_ms);
 ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
 			  int timeout_ms);
-extern const struct cistern_ops cistern__firo_ops;
-extern const struct cistern_ops cistern__reservoir_ops;
-extern const struct cistern_ops cistern__fifo_evict_ops;
-extern const struct cistern_ops cistern__sim_paired_ops;
-extern const struct cistern_ops cistern__batch_ops;
-const struct cistern_ops *cistern__ops_for(uint32_t policy);
 
 /* ---- Inspection, gc and snapshots (inspect.c, dump.c, restore.c) ------- */
 
 /*
  * What the read-only tools need from a policy, kept apart from cistern_ops so
  * that the hot-path table stays as it is. Each policy has one (fifo.c;
- * reservoir_snap.c for FIRO and the reservoirs), found through
- * cistern__snap_ops_for() in inspect.c. A policy without one gets no
+ * reservoir_snap.c for FIRO and the reservoirs), named by its descriptor
+ * (struct cistern__policy, below). A policy without one gets no
  * occupancy in inspect, -ENOTSUP from dump and restore, and a gc that
  * reclaims its dead but cannot say what they held.
  *
@@ -160,7 +158,76 @@ extern const struct cistern_snap_ops cistern__fifo_snap_ops;
 /* reservoir_snap.c: FIRO and the four reservoirs */
 extern const struct cistern_snap_ops cistern__reservoir_snap_ops;
 struct cistern_slot_view cistern__fifo_classify(uint64_t word);
-const struct cistern_snap_ops *cistern__snap_ops_for(uint32_t policy);
+
+/* ---- The policies ------------------------------------------------------ */
+
+/*
+ * Everything the shared code knows of one policy, in one place: each
+ * policy's file defines its descriptor, and policy.c lists them all in
+ * cistern__policies[]. Shared code asks a descriptor's questions below,
+ * never which policy it is.
+ */
+struct cistern__policy {
+	const char
+		*name; /* as cistern_policy_name() prints it and cistern_policy_parse() reads it */
+	enum cistern_policy value;
+	const struct cistern_ops *ops;
+	const struct cistern_snap_ops *snap; /* NULL: see struct cistern_snap_ops */
+	/*
+	 * What create refuses in a config of this policy (defaults filled in)
+	 * beyond the checks every policy shares, as a sentence in the terms of
+	 * struct cistern_config; NULL if it takes it. NULL: nothing more.
+	 */
+	const char *(*config_problem)(const struct cistern_config *cfg);
+	/* Entries (uint64_t) of its index after the attachment table; NULL: none. */
+	uint64_t (*index_entries)(uint32_t sweep_size, uint32_t nb_time_steps);
+	/* Which of CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER and CISTERN_SINGLE_READER it takes. */
+	uint32_t flags;
+	/*
+	 * Set the handle's put_step and get_step (handle.h), which the caller
+	 * set to NULL; NULL: cistern_put() and cistern_get() take the ops.
+	 */
+	void (*set_steps)(struct cistern *c);
+	/*
+	 * Its own cistern_get_batch() for a writable handle, n checked; NULL:
+	 * the ops' acquire, copy and release (with gather_now if it has one).
+	 */
+	int (*get_batch)(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
+			 struct cistern_meta *meta, int timeout_ms);
+	/* Does it walk the slots in ring order? Else the layout puts each slot's metadata by its payload. */
+	bool reads_in_order;
+	/* Does reads_per_put apply (the rate limiter of rate_limit.c)? */
+	bool rate_limited;
+	/* Does every read take exactly batch_size samples? */
+	bool reads_whole_batches;
+	/* Does it read pairs (x_t, x_t+1), keeping an index of (sim_id, time_step)? */
+	bool has_pairs;
+	/* Does it evict the oldest sample by ring position (no log of evictable ones)? */
+	bool evicts_oldest;
+	/* Can a producer evict a sample once read, so that only the unseen are unread? */
+	bool evicts_seen;
+	/* Does slotmeta.seen count reads (the dead's unreleased ones undone on reclaim)? */
+	bool counts_reads;
+	/* Do readers share samples by pins, and run each read call in the reader role's bracket? */
+	bool readers_pin;
+};
+
+extern const struct cistern__policy cistern__fifo_policy;
+extern const struct cistern__policy cistern__firo_policy;
+extern const struct cistern__policy cistern__reservoir_policy;
+extern const struct cistern__policy cistern__fifo_evict_policy;
+extern const struct cistern__policy cistern__sim_paired_policy;
+extern const struct cistern__policy cistern__batch_policy;
+
+/* policy.c: every policy, at its enum cistern_policy value. */
+extern const struct cistern__policy *const cistern__policies[CISTERN_POLICY_COUNT];
+/* The descriptor of policy `value` (an enum cistern_policy); NULL if there is none. */
+const struct cistern__policy *cistern__policy_of(uint32_t value);
+/* policy.c: put_step and get_step of a handle as its policy and attachment make them. */
+void cistern__set_steps(struct cistern *c);
+
+/* reservoir.c: what the reservoir policies ask of every config (a watermark). */
+const char *cistern__rs_config_problem(const struct cistern_config *cfg);
 
 /*
  * inspect.c, for a segment nobody alive is attached to: whether a slot whose

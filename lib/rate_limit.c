@@ -93,9 +93,16 @@ int cistern__rate_refuses(const struct cistern_fixed *f, uint64_t n)
 {
 	if (f->reads_per_put <= 0 || f->rate_slack <= 0)
 		return 0; /* off, or automatic: every read can start */
-	if (f->policy == CISTERN_BATCH_RESERVOIR)
+	if (cistern__policy_of(f->policy)->reads_whole_batches)
 		return 0; /* it reads batch_size or nothing (-EINVAL), and create checked that */
 	return n > cistern__rate_grant(f->reads_per_put, f->rate_slack) ? -EDEADLK : 0;
+}
+
+bool cistern__rate_admits(const struct cistern_config *cfg, uint64_t n)
+{
+	if (!(cfg->reads_per_put > 0 && cfg->rate_slack > 0))
+		return true; /* off, or automatic */
+	return cistern__rate_grant(cfg->reads_per_put, cfg->rate_slack) >= n;
 }
 
 bool cistern__rs_rate_take(struct cistern *c, uint64_t n, uint64_t *taken)

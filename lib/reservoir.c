@@ -269,7 +269,7 @@ bool cistern__rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64
 		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
 		return false;
 	}
-	if (c->fixed.policy == CISTERN_SIM_PAIRED_RESERVOIR)
+	if (c->policy->has_pairs)
 		cistern__pairs_forget(c, idx);
 	count_leaving(c, atomic_load_explicit(&m->seen, memory_order_relaxed), true);
 	atomic_store_explicit(&m->word, sw_make(newpos, RS_RESERVED, c->owner),
@@ -304,7 +304,7 @@ static void evict_log_append(struct cistern *c, uint32_t entry)
  */
 void cistern__rs_note_seen(struct cistern *c, uint64_t index)
 {
-	if (c->fixed.policy != CISTERN_FIFO_EVICT_RESERVOIR)
+	if (!c->policy->evicts_oldest)
 		evict_log_append(c, (uint32_t)index);
 }
 
@@ -399,8 +399,7 @@ int cistern__rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	if (!slot_is_mine(c, slot))
 		return -EINVAL;
 	uint32_t sim = meta ? meta->sim_id : 0, step = meta ? meta->time_step : 0;
-	if (f->policy == CISTERN_SIM_PAIRED_RESERVOIR &&
-	    (sim >= f->sweep_size || step >= f->nb_time_steps))
+	if (c->policy->has_pairs && (sim >= f->sweep_size || step >= f->nb_time_steps))
 		return -ERANGE;
 	struct cistern_slotmeta *m = M(c, slot->index_);
 	uint64_t id = atomic_fetch_add_explicit(&h->next_sample_id, 1, memory_order_relaxed);
@@ -413,11 +412,11 @@ int cistern__rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	if (meta)
 		meta->sample_id = id;
 	/* The ring keeps its position; the others are stamped with the sample id. */
-	uint64_t pos = f->policy == CISTERN_FIFO_EVICT_RESERVOIR ? slot->pos_ : id;
+	uint64_t pos = c->policy->evicts_oldest ? slot->pos_ : id;
 	atomic_fetch_add_explicit(&h->population, 1, memory_order_relaxed);
 	/* [rs-held] seq_cst exchange: publishes payload and metadata; [wait-register] too. */
 	atomic_exchange_explicit(&m->word, sw_make(pos, RS_HELD, 0), memory_order_seq_cst);
-	if (f->policy == CISTERN_SIM_PAIRED_RESERVOIR)
+	if (c->policy->has_pairs)
 		cistern__pairs_publish(c, slot->index_, sim, step);
 	slot->live_ = 0;
 	cistern__count(&c->me->ctr.puts, 1);
@@ -481,7 +480,7 @@ int cistern__rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint
 void cistern__rs_remove(struct cistern *c, uint64_t index, uint64_t word)
 {
 	struct cistern_slotmeta *m = M(c, index);
-	if (c->fixed.policy == CISTERN_SIM_PAIRED_RESERVOIR)
+	if (c->policy->has_pairs)
 		cistern__pairs_forget(c, index);
 	/* Read before the slot is EMPTY: a fill may reset it right after. */
 	uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
@@ -676,8 +675,7 @@ int cistern__rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *sl
 		r = cistern__rs_fill_past_count(c, slot);
 	if (r == -EAGAIN)
 		r = cistern__rs_evict_reserve(c, slot, NULL);
-	if (r == -EAGAIN && c->fixed.policy == CISTERN_SIM_PAIRED_RESERVOIR &&
-	    !cistern__pairs_any_held(c))
+	if (r == -EAGAIN && c->policy->has_pairs && !cistern__pairs_any_held(c))
 		r = cistern__rs_evict_reserve(c, slot, cistern__pairs_is_orphan);
 	return r;
 }
@@ -696,7 +694,7 @@ static int batch_try_acquire_batch(struct cistern *c, struct cistern_sample *out
 	return cistern__rs_try_acquire_n(c, out, n);
 }
 
-const struct cistern_ops cistern__reservoir_ops = {
+static const struct cistern_ops cistern__reservoir_ops = {
 	.init = cistern__rs_init,
 	.try_reserve = cistern__rs_reservoir_try_reserve,
 	.commit = cistern__rs_commit,
@@ -712,7 +710,7 @@ const struct cistern_ops cistern__reservoir_ops = {
 	.population = cistern__rs_population,
 };
 
-const struct cistern_ops cistern__batch_ops = {
+static const struct cistern_ops cistern__batch_ops = {
 	.init = cistern__rs_init,
 	.try_reserve = cistern__rs_reservoir_try_reserve,
 	.commit = cistern__rs_commit,
@@ -726,4 +724,52 @@ const struct cistern_ops cistern__batch_ops = {
 	.drained = cistern__rs_drained,
 	.reclaim = cistern__rs_reclaim,
 	.population = cistern__rs_population,
+};
+
+const char *cistern__rs_config_problem(const struct cistern_config *cfg)
+{
+	if (cfg->watermark == 0)
+		return "the reservoir policies need a watermark above 0";
+	return NULL;
+}
+
+const struct cistern__policy cistern__reservoir_policy = {
+	.name = "reservoir",
+	.value = CISTERN_RESERVOIR,
+	.ops = &cistern__reservoir_ops,
+	.snap = &cistern__reservoir_snap_ops,
+	.config_problem = cistern__rs_config_problem,
+	.flags = CISTERN_SINGLE_READER,
+	.rate_limited = true,
+	.evicts_seen = true,
+	.counts_reads = true,
+	.readers_pin = true,
+};
+
+static const char *batch_config_problem(const struct cistern_config *cfg)
+{
+	if (cfg->batch_size == 0 || cfg->batch_size > cfg->slot_count)
+		return "BatchReservoir needs a batch_size from 1 to slot_count";
+	if (cfg->watermark < cfg->batch_size)
+		return "BatchReservoir needs a watermark of at least batch_size";
+	/* A slack set by hand must admit the policy's own read. */
+	if (!cistern__rate_admits(cfg, cfg->batch_size))
+		return "rate_slack is too small for reads_per_put: the rate limiter could "
+		       "never admit a batch of batch_size (rate_slack must be at least "
+		       "(reads_per_put + batch_size) / 2, or 0 for automatic)";
+	return NULL;
+}
+
+const struct cistern__policy cistern__batch_policy = {
+	.name = "batch-reservoir",
+	.value = CISTERN_BATCH_RESERVOIR,
+	.ops = &cistern__batch_ops,
+	.snap = &cistern__reservoir_snap_ops,
+	.config_problem = batch_config_problem,
+	.flags = CISTERN_SINGLE_READER,
+	.rate_limited = true,
+	.reads_whole_batches = true,
+	.evicts_seen = true,
+	.counts_reads = true,
+	.readers_pin = true,
 };

@@ -45,8 +45,8 @@ static int rs_restore(struct cistern *c, uint64_t n, uint64_t next_id)
 	const struct cistern_fixed *f = &c->fixed;
 	if (n > c->slot_count)
 		return -EINVAL;
-	bool ring = f->policy == CISTERN_FIFO_EVICT_RESERVOIR;
-	bool paired = f->policy == CISTERN_SIM_PAIRED_RESERVOIR;
+	bool ring = c->policy->evicts_oldest;
+	bool paired = c->policy->has_pairs;
 	for (uint64_t i = 0; i < n; i++) {
 		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
 		/*

@@ -311,7 +311,7 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 	memset(c->fixed.name, 0, sizeof(c->fixed.name));
 	snprintf(c->fixed.name, sizeof(c->fixed.name), "%s", name);
 	memcpy(c->hdr->name, c->fixed.name, sizeof(c->hdr->name));
-	const struct cistern_snap_ops *so = cistern__snap_ops_for(c->fixed.policy);
+	const struct cistern_snap_ops *so = c->policy->snap;
 	roaring_bitmap_t *seen = roaring_bitmap_create();
 	if (!so)
 		r = -ENOTSUP;

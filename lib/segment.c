@@ -99,7 +99,8 @@ uint32_t cistern__layout_signature(void)
 int cistern__compute_layout(uint32_t policy, uint64_t slot_size, uint64_t slot_count,
 			    uint64_t procs, uint64_t index_count, struct cistern_layout *out)
 {
-	if (policy >= CISTERN_POLICY_COUNT)
+	const struct cistern__policy *p = cistern__policy_of(policy);
+	if (!p)
 		return -EINVAL;
 	if (slot_size == 0 || slot_size > CISTERN_SLOT_SIZE_MAX)
 		return -EINVAL;
@@ -121,7 +122,7 @@ int cistern__compute_layout(uint32_t policy, uint64_t slot_size, uint64_t slot_c
 	 * writes only that array's pages and not every page of the payloads.
 	 * The limits keep every product below 2^64: (2^30 + 64) * 2^28 < 2^59.
 	 */
-	bool interleave = policy != CISTERN_FIFO;
+	bool interleave = !p->reads_in_order;
 	uint64_t payload = cistern__align_up(slot_size, CISTERN_CACHELINE);
 	uint64_t stride = payload + (interleave ? sizeof(struct cistern_slotmeta) : 0);
 	if (payload * slot_count > CISTERN_ARENA_MAX)
@@ -149,12 +150,11 @@ int cistern__compute_layout(uint32_t policy, uint64_t slot_size, uint64_t slot_c
 	return 0;
 }
 
-/* Entries of the policy index: one per (sim_id, time_step) for SimPairedReservoir. */
-static uint64_t index_entries(uint32_t policy, uint32_t sweep_size, uint32_t nb_time_steps)
+/* Entries of the policy's index (struct cistern__policy). */
+static uint64_t index_entries(const struct cistern__policy *p, uint32_t sweep_size,
+			      uint32_t nb_time_steps)
 {
-	if (policy != CISTERN_SIM_PAIRED_RESERVOIR)
-		return 0;
-	return (uint64_t)sweep_size * nb_time_steps;
+	return p->index_entries ? p->index_entries(sweep_size, nb_time_steps) : 0;
 }
 
 static int check_config(const struct cistern_config *cfg);
@@ -240,10 +240,11 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 		return -EPROTO;
 	if (h->abi_version != CISTERN_ABI_VERSION || h->layout_sig != cistern__layout_signature())
 		return -EPROTONOSUPPORT;
-	if (h->policy >= CISTERN_POLICY_COUNT)
+	const struct cistern__policy *p = cistern__policy_of(h->policy);
+	if (!p)
 		return -EPROTO;
 	struct cistern_layout l;
-	if (h->index_count != index_entries(h->policy, h->sweep_size, h->nb_time_steps))
+	if (h->index_count != index_entries(p, h->sweep_size, h->nb_time_steps))
 		return -EPROTO;
 	if (cistern__compute_layout(h->policy, h->slot_size, h->slot_count, h->procs_count,
 				    h->index_count, &l) < 0)
@@ -300,7 +301,8 @@ static const char *config_problem(const struct cistern_config *cfg)
 		       "CISTERN_SINGLE_READER and CISTERN_DEAD_PRODUCER_DONE";
 	if ((cfg->flags & CISTERN_DEAD_PRODUCER_DONE) && cfg->expected_producers == 0)
 		return "CISTERN_DEAD_PRODUCER_DONE needs expected_producers above 0";
-	if ((unsigned)cfg->policy >= CISTERN_POLICY_COUNT)
+	const struct cistern__policy *p = cistern__policy_of((uint32_t)cfg->policy);
+	if (!p)
 		return "unknown policy";
 	if (cfg->mode & ~07777u)
 		return "mode has bits other than permission bits (07777)";
@@ -320,68 +322,28 @@ static const char *config_problem(const struct cistern_config *cfg)
 		return "reads_per_put must be a number from 0 to 1e9";
 	if (!(cfg->rate_slack >= 0 && cfg->rate_slack <= 1e18))
 		return "rate_slack must be a number from 0 to 1e18";
-	if (cfg->reads_per_put > 0 && cfg->policy != CISTERN_RESERVOIR &&
-	    cfg->policy != CISTERN_FIFO_EVICT_RESERVOIR &&
-	    cfg->policy != CISTERN_SIM_PAIRED_RESERVOIR && cfg->policy != CISTERN_BATCH_RESERVOIR)
+	if (cfg->reads_per_put > 0 && !p->rate_limited)
 		return "reads_per_put applies to the reservoir policies only";
-	switch (cfg->policy) {
-	case CISTERN_FIFO:
-		break;
-	case CISTERN_FIRO:
-		/* Reads wait for a population above the watermark, which a full ring must reach. */
-		if (cfg->watermark == 0 || cfg->watermark >= cfg->slot_count)
-			return "FIRO needs a watermark above 0 and below slot_count";
-		break;
-	case CISTERN_RESERVOIR:
-	case CISTERN_FIFO_EVICT_RESERVOIR:
-		if (cfg->watermark == 0)
-			return "the reservoir policies need a watermark above 0";
-		break;
-	case CISTERN_SIM_PAIRED_RESERVOIR:
-		if (cfg->watermark == 0)
-			return "the reservoir policies need a watermark above 0";
-		if (cfg->sweep_size == 0)
-			return "SimPairedReservoir needs a sweep_size above 0";
-		if (cfg->nb_time_steps < 2)
-			return "SimPairedReservoir needs nb_time_steps of 2 or more";
-		if ((uint64_t)cfg->sweep_size * cfg->nb_time_steps > CISTERN_PAIR_INDEX_MAX)
-			return "sweep_size * nb_time_steps is above CISTERN_PAIR_INDEX_MAX (2^28)";
-		break;
-	case CISTERN_BATCH_RESERVOIR:
-		if (cfg->batch_size == 0 || cfg->batch_size > cfg->slot_count)
-			return "BatchReservoir needs a batch_size from 1 to slot_count";
-		if (cfg->watermark < cfg->batch_size)
-			return "BatchReservoir needs a watermark of at least batch_size";
-		break;
-	}
-	if (cfg->reads_per_put > 0 && cfg->rate_slack > 0) {
-		/* A slack set by hand must admit the policy's own read (rate_limit.c). */
-		uint64_t grant = cistern__rate_grant(cfg->reads_per_put, cfg->rate_slack);
-		if (cfg->policy == CISTERN_SIM_PAIRED_RESERVOIR && grant < 2)
-			return "rate_slack is too small for reads_per_put: the rate limiter could "
-			       "never admit a pair (rate_slack must be at least (reads_per_put + "
-			       "2) "
-			       "/ 2, or 0 for automatic)";
-		if (cfg->policy == CISTERN_BATCH_RESERVOIR && grant < cfg->batch_size)
-			return "rate_slack is too small for reads_per_put: the rate limiter could "
-			       "never admit a batch of batch_size (rate_slack must be at least "
-			       "(reads_per_put + batch_size) / 2, or 0 for automatic)";
-		if (grant < 1)
-			return "rate_slack is too small for reads_per_put: the rate limiter could "
-			       "never admit a read (rate_slack must be at least (reads_per_put + "
-			       "1) "
-			       "/ 2, or 0 for automatic)";
-	}
-	if ((cfg->flags & CISTERN_LOSSY) && cfg->policy != CISTERN_FIFO_EVICT_RESERVOIR)
+	const char *why = p->config_problem ? p->config_problem(cfg) : NULL;
+	if (why)
+		return why;
+	/* A slack set by hand must admit a read; the policy checked its own. */
+	if (!cistern__rate_admits(cfg, 1))
+		return "rate_slack is too small for reads_per_put: the rate limiter could "
+		       "never admit a read (rate_slack must be at least (reads_per_put + "
+		       "1) "
+		       "/ 2, or 0 for automatic)";
+	/* The sentences name the policies whose descriptors take each flag. */
+	if ((cfg->flags & CISTERN_LOSSY) && !(p->flags & CISTERN_LOSSY))
 		return "CISTERN_LOSSY applies to FIFOEvictReservoir only";
 	/* One producer: the FIFO's claims. One reader: the FIFO's, and the reservoirs' pins. */
-	if ((cfg->flags & CISTERN_SINGLE_PRODUCER) && cfg->policy != CISTERN_FIFO)
+	if ((cfg->flags & CISTERN_SINGLE_PRODUCER) && !(p->flags & CISTERN_SINGLE_PRODUCER))
 		return "CISTERN_SINGLE_PRODUCER applies to the FIFO only";
-	if ((cfg->flags & CISTERN_SINGLE_READER) && cfg->policy == CISTERN_FIRO)
+	if ((cfg->flags & CISTERN_SINGLE_READER) && !(p->flags & CISTERN_SINGLE_READER))
 		return "CISTERN_SINGLE_READER does not apply to FIRO";
 	if (cfg->schema) {
 		uint64_t size;
-		const char *why = cistern__schema_scan(cfg->schema, NULL, 0, NULL, &size, NULL);
+		why = cistern__schema_scan(cfg->schema, NULL, 0, NULL, &size, NULL);
 		if (why)
 			return why;
 		if (size > cfg->slot_size)
@@ -459,7 +421,8 @@ static void handle_setup(struct cistern *c)
 		c->slot_mask = 0; /* pos % 1 == 0; a mask of 0 would mean "use %" anyway */
 	c->slot_stride = f->slot_stride;
 	c->slot_size = f->slot_size;
-	c->ops = cistern__ops_for(f->policy);
+	c->policy = cistern__policy_of(f->policy);
+	c->ops = c->policy->ops;
 	c->pin_bit = -1;
 	c->wide_copies = cistern__wide_copies();
 	c->small_fit = c->slot_size < FIFO_SMALL_COPY_MAX ? c->slot_size : FIFO_SMALL_COPY_MAX;
@@ -498,7 +461,7 @@ static int finish_attach(struct cistern *c)
 	proc_name(c->me->comm);
 	uint64_t seed = c->fixed.seed + SEED_STRIDE * c->owner;
 	cistern__rng_seed(&c->rng, seed);
-	cistern__fifo_steps(c);
+	cistern__set_steps(c);
 	return 0;
 }
 
@@ -530,9 +493,8 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	r = check_config(&cfg);
 	if (r < 0)
 		return r;
-	if (!cistern__ops_for(cfg.policy))
-		return -ENOTSUP;
-	uint64_t index_count = index_entries(cfg.policy, cfg.sweep_size, cfg.nb_time_steps);
+	uint64_t index_count = index_entries(cistern__policy_of((uint32_t)cfg.policy),
+					     cfg.sweep_size, cfg.nb_time_steps);
 	r = cistern__compute_layout(cfg.policy, cfg.slot_size, cfg.slot_count, cfg.max_procs,
 				    index_count, &l);
 	if (r < 0)
@@ -785,10 +747,6 @@ static int open_once(struct cistern *c, const char *name, const char *shm, bool 
 	}
 	if (r < 0)
 		goto fail;
-	if (!cistern__ops_for(copy->policy)) {
-		r = -ENOTSUP;
-		goto fail;
-	}
 	void *p;
 	r = map_validated(shm, fd, readonly, copy, &p);
 	if (r < 0)

@@ -25,6 +25,7 @@
 #include "wait.h"
 #include "open.h"
 #include "liveness.h"
+#include "policy.h"
 
 static _Atomic uint32_t *holder_of(struct cistern_hdr *h, uint32_t role)
 {
@@ -183,8 +184,8 @@ static bool auto_allowed(const struct cistern *c, uint32_t role)
 	if (role_is_sole(c, role))
 		return false;
 	if (role == CISTERN_ROLE_PRODUCER)
-		return c->fixed.policy == CISTERN_FIFO;
-	return role == CISTERN_ROLE_READER && c->fixed.policy != CISTERN_FIRO;
+		return c->policy->flags & CISTERN_SINGLE_PRODUCER;
+	return role == CISTERN_ROLE_READER && (c->policy->flags & CISTERN_SINGLE_READER);
 }
 
 /* This handle's side of the mode word: the holder, or one of those counted. */
@@ -288,7 +289,7 @@ int cistern__enter_auto(struct cistern *c, uint32_t role)
 	atomic_fetch_or_explicit(&c->me->auto_entered, role, memory_order_relaxed);
 	set_holding(c, role, m == 0 && may_hold);
 	/* The reservoirs' plain paths span whole calls: api.c brackets them. */
-	c->auto_read_calls = role == CISTERN_ROLE_READER && c->fixed.policy != CISTERN_FIFO;
+	c->auto_read_calls = role == CISTERN_ROLE_READER && c->policy->readers_pin;
 	return 0;
 }
 

@@ -1005,8 +1005,9 @@ static size_t held_samples(struct cistern *c, struct held_sample *out, size_t ca
 {
 	size_t n = 0;
 	for (uint64_t i = 0; i < c->slot_count && n < cap; i++) {
-		struct cistern_slot_view v = cistern__snap_ops_for(c->hdr->policy)
-						     ->classify(cistern__slotmeta(c, i)->word);
+		struct cistern_slot_view v = cistern__policy_of(c->hdr->policy)
+						     ->snap->classify(
+							     cistern__slotmeta(c, i)->word);
 		if (v.cls != CISTERN_SLOT_COMMITTED)
 			continue;
 		struct held_sample *h = &out[n++];

@@ -405,8 +405,9 @@ Test(gc, counts_only_the_never_seen_samples_of_a_stale_reservoir)
 	}
 	uint64_t unseen = 0;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
-		struct cistern_slot_view v = cistern__snap_ops_for(c->hdr->policy)
-						     ->classify(cistern__slotmeta(c, i)->word);
+		struct cistern_slot_view v = cistern__policy_of(c->hdr->policy)
+						     ->snap->classify(
+							     cistern__slotmeta(c, i)->word);
 		unseen += v.cls == CISTERN_SLOT_COMMITTED && cistern__slotmeta(c, i)->seen == 0;
 	}
 	cr_assert_lt(unseen, 6, "some were seen");

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/* The table of policies (lib/policy.c): one descriptor per enum cistern_policy value. */
+#include <criterion/criterion.h>
+
+#include "helpers.h"
+#include "handle.h"
+#include "policy.h"
+
+TestSuite(policy_table, .fini = seg_fini);
+
+Test(policy_table, every_policy_value_has_its_own_complete_descriptor)
+{
+	for (uint32_t i = 0; i < CISTERN_POLICY_COUNT; i++) {
+		const struct cistern__policy *d = cistern__policy_of(i);
+		cr_assert_not_null(d, "policy %u has no line in cistern__policies[]", i);
+		cr_assert_eq(d, cistern__policies[i]);
+		cr_assert_eq((uint32_t)d->value, i, "policy %u's descriptor says %d", i, d->value);
+		cr_assert_not_null(d->name);
+		cr_assert_not_null(d->snap, "%s: the tools could not read its slots", d->name);
+		const struct cistern_ops *o = d->ops;
+		cr_assert_not_null(o, "%s has no ops", d->name);
+		cr_assert(o->init && o->try_reserve && o->commit && o->abort && o->try_acquire &&
+				  o->release && o->unacquire && o->drained && o->reclaim &&
+				  o->population,
+			  "%s lacks a hook every policy has", d->name);
+		for (uint32_t j = 0; j < i; j++)
+			cr_assert_neq(cistern__policies[j], d, "%s is in the table twice", d->name);
+	}
+}
+
+Test(policy_table, a_value_past_the_enum_has_no_descriptor)
+{
+	cr_assert_null(cistern__policy_of(CISTERN_POLICY_COUNT));
+	cr_assert_null(cistern__policy_of(UINT32_MAX));
+}
+
+Test(policy_table, each_name_is_the_descriptors_and_parses_back_to_its_value)
+{
+	for (uint32_t i = 0; i < CISTERN_POLICY_COUNT; i++) {
+		const struct cistern__policy *d = cistern__policies[i];
+		cr_assert_not_null(d, "policy %u has no line in cistern__policies[]", i);
+		cr_assert_str_eq(cistern_policy_name((enum cistern_policy)i), d->name);
+		enum cistern_policy p;
+		cr_assert_eq(cistern_policy_parse(d->name, &p), 0, "%s does not parse", d->name);
+		cr_assert_eq((uint32_t)p, i, "%s parses to %d", d->name, p);
+	}
+}
+
+Test(policy_table, an_unknown_policy_is_refused_at_create)
+{
+	struct cistern_config cfg = {.policy = (enum cistern_policy)CISTERN_POLICY_COUNT};
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_create(seg_name("pt-create"), &cfg, &c), -EINVAL);
+	cr_assert_null(c);
+	cr_assert_str_eq(cistern_config_problem(&cfg), "unknown policy");
+}
+
+Test(policy_table, an_unknown_policy_in_a_header_is_refused_at_attach)
+{
+	struct cistern *c = seg_create("pt-attach", (struct cistern_config){.slot_count = 4});
+	c->hdr->policy = CISTERN_POLICY_COUNT;
+	struct cistern *other = NULL;
+	cr_assert_eq(cistern_attach(seg_name("pt-attach"), &other), -EPROTO);
+	cr_assert_null(other);
+}
+
+/* A config each policy takes as it is, so that one change is all create could refuse. */
+static struct cistern_config taken(uint32_t policy)
+{
+	struct cistern_config cfg = {
+		.policy = (enum cistern_policy)policy,
+		.slot_count = 16,
+		.watermark = 4,
+		.sweep_size = 2,
+		.nb_time_steps = 2,
+		.batch_size = 2,
+	};
+	const char *why = cistern_config_problem(&cfg);
+	cr_assert_null(why, "%s refuses the base config: %s", cistern_policy_name(cfg.policy), why);
+	return cfg;
+}
+
+Test(policy_table, create_takes_exactly_the_flags_a_descriptor_lists)
+{
+	static const uint32_t flags[] = {CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER,
+					 CISTERN_SINGLE_READER};
+	for (uint32_t i = 0; i < CISTERN_POLICY_COUNT; i++) {
+		const struct cistern__policy *d = cistern__policies[i];
+		cr_assert_not_null(d, "policy %u has no line in cistern__policies[]", i);
+		for (size_t k = 0; k < sizeof(flags) / sizeof(flags[0]); k++) {
+			struct cistern_config cfg = taken(i);
+			cfg.flags = flags[k];
+			bool listed = (d->flags & flags[k]) != 0;
+			cr_assert_eq(cistern_config_problem(&cfg) == NULL, listed,
+				     "%s and flag %#x: listed %d", d->name, flags[k], listed);
+		}
+	}
+}
+
+Test(policy_table, create_takes_reads_per_put_where_the_descriptor_is_rate_limited)
+{
+	for (uint32_t i = 0; i < CISTERN_POLICY_COUNT; i++) {
+		const struct cistern__policy *d = cistern__policies[i];
+		cr_assert_not_null(d, "policy %u has no line in cistern__policies[]", i);
+		struct cistern_config cfg = taken(i);
+		cfg.reads_per_put = 1;
+		cr_assert_eq(cistern_config_problem(&cfg) == NULL, d->rate_limited, "%s", d->name);
+	}
+}
