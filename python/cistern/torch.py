@@ -42,6 +42,26 @@ is open loses nothing anyway (a read removes nothing, and cistern drops its
 pins and its unfinished reads). Without batch_size, under any policy, each
 sample is consumed as it is read.
 
+Under torch.distributed (DistributedDataParallel), each rank reads its own
+segment: put "{rank}" in the name and every rank fills in its own rank, from
+torch.distributed.get_rank() (or from rank= given explicitly):
+
+    torch.distributed.init_process_group("gloo", ...)
+    ds = CisternDataset("heat.{rank}", dtype="float32", shape=(1030,), batch_size=32)
+    model = torch.nn.parallel.DistributedDataParallel(net)
+    with model.join():              # ranks may get different numbers of batches
+        for x in torch.utils.data.DataLoader(ds, batch_size=None):
+            ...                      # forward, backward (gradients averaged), step
+
+The name is resolved once, when the dataset is made (ds.name is "heat.0" on
+rank 0), so DataLoader workers, which are not part of the process group,
+read their own rank's segment too. No sample is split between ranks by
+cistern: a rank sees exactly what was put into its segment (`cistern serve`
+routes simulation s to rank s mod R, for one). A segment's end of data ends
+that rank's iteration only; since ranks rarely get the same number of
+batches, train under DistributedDataParallel.join() (as above), which lets
+the ranks that finished early shadow the others' gradient all-reduces.
+
 What is copied:
 - default (copy=True): each sample is copied once, from the segment into a new
   numpy array that the tensor then shares (torch.from_numpy): one copy, and the
@@ -76,6 +96,37 @@ import cistern
 _STALL_S = 0.25
 
 
+#: The field of a segment name that each rank fills with its own rank.
+RANK_FIELD = "{rank}"
+
+
+def _resolve_rank(rank: int | None) -> int:
+    if rank is not None:
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ValueError(f"rank must be a non-negative int, not {rank!r}")
+        return rank
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        r: int = dist.get_rank()
+        return r
+    raise ValueError(f"the segment name holds {RANK_FIELD} but no rank is known: call "
+                     "torch.distributed.init_process_group() first, or pass rank=")
+
+
+def rank_segment_name(template: str, rank: int | None = None) -> str:
+    """The segment `template` names for rank `rank`: every "{rank}" in it
+    replaced by the rank (`rank` None: torch.distributed.get_rank() of this
+    process, which must have joined a process group). A template without
+    "{rank}" is returned as it is, whatever the rank: one segment shared by
+    every rank.
+
+        rank_segment_name("heat.{rank}", 1)  ->  "heat.1"
+    """
+    if RANK_FIELD not in template:
+        return template
+    return template.replace(RANK_FIELD, str(_resolve_rank(rank)))
+
+
 # torch is taken as untyped by the type check (see pyproject.toml), hence Any.
 class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
     """Yield tensors from segment `name` until end of data.
@@ -91,15 +142,30 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
       time_step), or (B, 3) for batches.
     transform: a callable applied to each yielded tensor (or to (tensor, meta)).
     any_owner: attach even to a segment owned by another user (see cistern.attach).
+    rank: the rank whose segment to read when `name` holds "{rank}" (see
+      rank_segment_name()); None: torch.distributed's rank of this process.
+
+    Attributes: name (the segment's name, "{rank}" filled in), template (the
+    name as given), rank (the rank filled in, or None without "{rank}").
     """
 
     def __init__(self, name: str, dtype: cistern.DTypeLike = None,
                  shape: cistern.ShapeLike = None, batch_size: int | None = None,
                  copy: bool = True, timeout: cistern.Timeout = None, with_meta: bool = False,
                  transform: Callable[[Any], Any] | None = None,
-                 any_owner: bool = False) -> None:
+                 any_owner: bool = False, rank: int | None = None) -> None:
         super().__init__()
-        self.name = name
+        #: The name as given, "{rank}" and all.
+        self.template = name
+        #: The rank whose segment this reads (None when the name has no "{rank}").
+        self.rank: int | None = None
+        if RANK_FIELD in name:
+            self.rank = _resolve_rank(rank)
+        elif rank is not None:
+            raise ValueError(f"rank={rank!r} given but the segment name {name!r} has no "
+                             f"{RANK_FIELD} to put it in")
+        #: The segment read: the template with this rank filled in.
+        self.name = rank_segment_name(name, self.rank) if self.rank is not None else name
         #: None (with shape None): read by the segment's schema, or as float32 without one.
         self.dtype = np.dtype(dtype) if dtype is not None else None
         self.shape = cistern._shape_tuple(shape)
