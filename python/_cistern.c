@@ -2905,6 +2905,382 @@ static PyObject *mod_dump_verify(PyObject *Py_UNUSED(m), PyObject *args)
 	return res;
 }
 
+/* ------------------------------------------------------------------ Remote */
+
+/*
+ * Remote: one connection of a remote producer to a server (cistern_remote_*(),
+ * docs/REMOTE.md). Like a Handle it belongs to one thread at a time and to the
+ * process that made it; blocking calls run without the GIL in slices.
+ */
+typedef struct {
+	PyObject_HEAD struct cistern_remote *r; /* NULL once closed */
+	pid_t pid;
+	int busy;
+	struct cistern_meta *scratch; /* put_batch's metas, reused */
+	size_t scratch_cap;
+} RemoteObject;
+
+static PyTypeObject RemoteType;
+
+static int remote_enter(RemoteObject *ro)
+{
+	if (!ro->r) {
+		PyErr_SetString(PyExc_ValueError, "remote connection is closed");
+		return -1;
+	}
+	if (ro->pid != self_pid) {
+		PyErr_SetString(PyExc_RuntimeError, "remote connection was made by another "
+						    "process (fork): connect again");
+		return -1;
+	}
+	if (ro->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "remote connection is in use by another "
+						    "thread: connect once per thread");
+		return -1;
+	}
+	ro->busy = 1;
+	return 0;
+}
+
+/*
+ * A wait that ended without a result: the remote calls say -EAGAIN or
+ * -ETIMEDOUT for it, wait_sliced() goes on only after -ETIMEDOUT.
+ */
+static int remote_wait_result(int r, int t)
+{
+	return r == -EAGAIN && t != 0 ? -ETIMEDOUT : r;
+}
+
+struct rput_ctx {
+	struct cistern_remote *r;
+	const void *buf;
+	size_t len;
+	struct cistern_meta meta;
+};
+
+static int rput_attempt(void *p, int t)
+{
+	struct rput_ctx *x = p;
+	return remote_wait_result(cistern_remote_put(x->r, x->buf, x->len, &x->meta, t), t);
+}
+
+static PyObject *Remote_put(RemoteObject *ro, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"data", "sim_id", "time_step", "timeout_ms", NULL};
+	Py_buffer view;
+	struct rput_ctx x = {0};
+	int timeout = -1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|O&O&O&:put", kwlist, &view, conv_u32,
+					 &x.meta.sim_id, conv_u32, &x.meta.time_step, conv_timeout,
+					 &timeout))
+		return NULL;
+	if (remote_enter(ro) < 0) {
+		PyBuffer_Release(&view);
+		return NULL;
+	}
+	x.r = ro->r;
+	x.buf = view.buf;
+	x.len = (size_t)view.len;
+	/* The exporter cannot move or free the buffer while we hold the view. */
+	int r = wait_sliced(rput_attempt, &x, timeout);
+	ro->busy = 0;
+	PyBuffer_Release(&view);
+	if (r < 0)
+		return raise_result(r);
+	Py_RETURN_NONE;
+}
+
+struct rbatch_ctx {
+	struct cistern_remote *r;
+	const char *buf;
+	size_t item, count, done;
+	const struct cistern_meta *m;
+};
+
+static int rbatch_attempt(void *p, int t)
+{
+	struct rbatch_ctx *x = p;
+	while (x->done < x->count) {
+		size_t n = x->count - x->done;
+		int r = cistern_remote_put_batch(x->r, x->buf + x->done * x->item, x->item,
+						 n < INT_MAX ? n : INT_MAX, NULL, x->m + x->done,
+						 t);
+		if (r < 0)
+			return remote_wait_result(r, t);
+		x->done += (size_t)r;
+	}
+	return 0;
+}
+
+static PyObject *Remote_put_batch(RemoteObject *ro, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"data", "item_size", "count", "metas", "timeout_ms", NULL};
+	Py_buffer data, metas;
+	Py_ssize_t item, count;
+	int timeout = -1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "y*nny*|O&:put_batch", kwlist, &data, &item,
+					 &count, &metas, conv_timeout, &timeout))
+		return NULL;
+	PyObject *res = NULL;
+	if (item <= 0 || count <= 0 || item > PY_SSIZE_T_MAX / count || data.len < item * count) {
+		PyErr_SetString(PyExc_ValueError, "put_batch: data smaller than item_size * count");
+		goto out;
+	}
+	if (metas.len < count * 3 * (Py_ssize_t)sizeof(uint64_t)) {
+		PyErr_SetString(PyExc_ValueError,
+				"put_batch: metas buffer smaller than count * 3 uint64");
+		goto out;
+	}
+	if (remote_enter(ro) < 0)
+		goto out;
+	if ((size_t)count > ro->scratch_cap) {
+		struct cistern_meta *m = PyMem_Realloc(ro->scratch, (size_t)count * sizeof(*m));
+		if (!m) {
+			ro->busy = 0;
+			PyErr_NoMemory();
+			goto out;
+		}
+		ro->scratch = m;
+		ro->scratch_cap = (size_t)count;
+	}
+	const uint64_t *mv = metas.buf;
+	for (Py_ssize_t i = 0; i < count; i++) {
+		if (mv[3 * i + 1] > UINT32_MAX || mv[3 * i + 2] > UINT32_MAX) {
+			ro->busy = 0;
+			PyErr_SetString(PyExc_ValueError,
+					"put_batch: sim_id and time_step must fit 32 bits");
+			goto out;
+		}
+		ro->scratch[i] = (struct cistern_meta){.sim_id = (uint32_t)mv[3 * i + 1],
+						       .time_step = (uint32_t)mv[3 * i + 2]};
+	}
+	struct rbatch_ctx x = {ro->r, data.buf, (size_t)item, (size_t)count, 0, ro->scratch};
+	/* The exporter cannot move or free the buffer while we hold the view. */
+	int r = rbatch_attempt(&x, 0);
+	if (r == -EAGAIN && timeout != 0)
+		r = wait_sliced(rbatch_attempt, &x, timeout);
+	ro->busy = 0;
+	if (x.done == 0) {
+		raise_result(r);
+		goto out;
+	}
+	if (r == PYERR_SET) /* a signal handler raised after some rows: the exception wins */
+		goto out;
+	res = PyLong_FromSize_t(x.done);
+out:
+	PyBuffer_Release(&data);
+	PyBuffer_Release(&metas);
+	return res;
+}
+
+static int rflush_attempt(void *p, int t)
+{
+	return remote_wait_result(cistern_remote_flush(p, t), t);
+}
+
+static int rdone_attempt(void *p, int t)
+{
+	return remote_wait_result(cistern_remote_producer_done(p, t), t);
+}
+
+static PyObject *remote_wait_call(RemoteObject *ro, PyObject *args, PyObject *kw, attempt_fn fn,
+				  const char *fmt)
+{
+	static char *kwlist[] = {"timeout_ms", NULL};
+	int timeout = -1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, conv_timeout, &timeout))
+		return NULL;
+	if (remote_enter(ro) < 0)
+		return NULL;
+	int r = wait_sliced(fn, ro->r, timeout);
+	ro->busy = 0;
+	if (r < 0)
+		return raise_result(r);
+	Py_RETURN_NONE;
+}
+
+static PyObject *Remote_flush(RemoteObject *ro, PyObject *args, PyObject *kw)
+{
+	return remote_wait_call(ro, args, kw, rflush_attempt, "|O&:flush");
+}
+
+static PyObject *Remote_producer_done(RemoteObject *ro, PyObject *args, PyObject *kw)
+{
+	return remote_wait_call(ro, args, kw, rdone_attempt, "|O&:producer_done");
+}
+
+static PyObject *Remote_info(RemoteObject *ro, PyObject *Py_UNUSED(ignored))
+{
+	if (remote_enter(ro) < 0)
+		return NULL;
+	struct cistern_remote_info in;
+	int r = cistern_remote_info_get(ro->r, &in);
+	ro->busy = 0;
+	if (r < 0)
+		return raise_result(r);
+	return Py_BuildValue("{s:K,s:K,s:I,s:I,s:K,s:K,s:K}", "slot_size",
+			     (unsigned long long)in.slot_size, "producer_id",
+			     (unsigned long long)in.producer_id, "ranks", in.ranks, "window",
+			     in.window, "sent", (unsigned long long)in.sent, "acked",
+			     (unsigned long long)in.acked, "failed", (unsigned long long)in.failed);
+}
+
+static PyObject *Remote_schema(RemoteObject *ro, PyObject *Py_UNUSED(ignored))
+{
+	if (remote_enter(ro) < 0)
+		return NULL;
+	char buf[CISTERN_SCHEMA_MAX + 16];
+	ssize_t n = cistern_remote_schema_get(ro->r, buf, sizeof buf);
+	ro->busy = 0;
+	if (n < 0)
+		return raise_result((int)n);
+	if (n == 0)
+		Py_RETURN_NONE;
+	return PyUnicode_DecodeUTF8(buf, n, "strict");
+}
+
+static PyObject *Remote_close(RemoteObject *ro, PyObject *Py_UNUSED(ignored))
+{
+	if (!ro->r)
+		Py_RETURN_NONE;
+	if (ro->busy) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"remote connection is in use by another thread");
+		return NULL;
+	}
+	struct cistern_remote *r = ro->r;
+	ro->r = NULL;
+	/*
+	 * A forked child leaves its copy alone: the ZeroMQ context it shares
+	 * with the parent must not be touched after fork(), and the parent's
+	 * connection goes on.
+	 */
+	if (ro->pid != self_pid)
+		Py_RETURN_NONE;
+	Py_BEGIN_ALLOW_THREADS cistern_remote_close(r);
+	Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+static void Remote_dealloc(RemoteObject *ro)
+{
+	/* Not in a forked child: see Remote_close(). */
+	if (ro->r && ro->pid == self_pid)
+		cistern_remote_close(ro->r);
+	PyMem_Free(ro->scratch);
+	PyObject_Free(ro);
+}
+
+static PyObject *Remote_get_closed(RemoteObject *ro, void *Py_UNUSED(closure))
+{
+	return PyBool_FromLong(ro->r == NULL);
+}
+
+static PyMethodDef Remote_methods[] = {
+	{"put", (PyCFunction)(void (*)(void))Remote_put, METH_VARARGS | METH_KEYWORDS,
+	 "put($self, /, data, sim_id=0, time_step=0, timeout_ms=-1)\n--\n\n"
+	 "Send the bytes of a C-contiguous buffer as one sample (cistern_remote_put()),\n"
+	 "waiting while the window of samples in flight is full."},
+	{"put_batch", (PyCFunction)(void (*)(void))Remote_put_batch, METH_VARARGS | METH_KEYWORDS,
+	 "put_batch($self, /, data, item_size, count, metas, timeout_ms=-1)\n--\n\n"
+	 "Send `count` samples of item_size bytes each, row i of `data` at i * item_size\n"
+	 "(cistern_remote_put_batch()). `metas` is a buffer of count * 3 uint64 whose\n"
+	 "columns 1 and 2 are each row's sim_id and time_step. Returns how many were sent\n"
+	 "(fewer only when the wait ended after the first)."},
+	{"flush", (PyCFunction)(void (*)(void))Remote_flush, METH_VARARGS | METH_KEYWORDS,
+	 "flush($self, /, timeout_ms=-1)\n--\n\n"
+	 "Wait until every sample sent is acknowledged or failed (cistern_remote_flush())."},
+	{"producer_done", (PyCFunction)(void (*)(void))Remote_producer_done,
+	 METH_VARARGS | METH_KEYWORDS,
+	 "producer_done($self, /, timeout_ms=-1)\n--\n\n"
+	 "Flush, then declare this producer done (cistern_remote_producer_done())."},
+	{"info", (PyCFunction)Remote_info, METH_NOARGS,
+	 "info($self, /)\n--\n\n"
+	 "The server's parameters and this connection's counts (cistern_remote_info_get()),\n"
+	 "as a dict."},
+	{"schema", (PyCFunction)Remote_schema, METH_NOARGS,
+	 "schema($self, /)\n--\n\n"
+	 "The text of the server's segments' schema (cistern_remote_schema_get()), or None."},
+	{"close", (PyCFunction)Remote_close, METH_NOARGS,
+	 "close($self, /)\n--\n\n"
+	 "Say goodbye and free the connection (cistern_remote_close()); again is a no-op."},
+	{NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Remote_getset[] = {
+	{"closed", (getter)Remote_get_closed, NULL, "close() was called", NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject RemoteType = {
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cistern._cistern.Remote",
+	.tp_basicsize = sizeof(RemoteObject),
+	.tp_dealloc = (destructor)Remote_dealloc,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "A remote producer's connection to a server (one thread at a time).",
+	.tp_methods = Remote_methods,
+	.tp_getset = Remote_getset,
+};
+
+struct rconnect_ctx {
+	const char *endpoint;
+	struct cistern_remote_opts opts;
+	struct cistern_remote *r;
+};
+
+static PyObject *mod_remote_connect(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"endpoint",
+				 "server_key",
+				 "public_key",
+				 "secret_key",
+				 "connect_timeout_ms",
+				 "heartbeat_ivl_ms",
+				 "heartbeat_timeout_ms",
+				 "window",
+				 NULL};
+	struct rconnect_ctx x = {0};
+	x.opts.size = sizeof x.opts;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zzziiiO&:remote_connect", kwlist, &x.endpoint,
+					 &x.opts.server_key, &x.opts.public_key, &x.opts.secret_key,
+					 &x.opts.connect_timeout_ms, &x.opts.heartbeat_ivl_ms,
+					 &x.opts.heartbeat_timeout_ms, conv_u32, &x.opts.window))
+		return NULL;
+	RemoteObject *ro = PyObject_New(RemoteObject, &RemoteType);
+	if (!ro)
+		return NULL;
+	ro->r = NULL;
+	ro->pid = self_pid;
+	ro->busy = 0;
+	ro->scratch = NULL;
+	ro->scratch_cap = 0;
+	int r;
+	/* The strings belong to args and kw, which live until this call returns. */
+	Py_BEGIN_ALLOW_THREADS r = cistern_remote_connect(x.endpoint, &x.opts, &x.r);
+	Py_END_ALLOW_THREADS if (r < 0)
+	{
+		Py_DECREF(ro);
+		if (r == -ETIMEDOUT) {
+			PyErr_Format(PyExc_TimeoutError,
+				     "no answer from a cistern server at %s (not running, or "
+				     "it refused this client's key)",
+				     x.endpoint);
+			return NULL;
+		}
+		return raise_result(r);
+	}
+	ro->r = x.r;
+	return (PyObject *)ro;
+}
+
+static PyObject *mod_remote_keygen(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+	char pub[CISTERN_KEY_LEN + 1], sec[CISTERN_KEY_LEN + 1];
+	int r = cistern_remote_keygen(pub, sec);
+	if (r < 0)
+		return raise_result(r);
+	return Py_BuildValue("(ss)", pub, sec);
+}
+
 static PyMethodDef module_methods[] = {
 	{"create", (PyCFunction)(void (*)(void))mod_create, METH_VARARGS | METH_KEYWORDS,
 	 "create(name, policy=0, slot_size=0, slot_count=0, mode=0, watermark=0, "
@@ -2918,6 +3294,15 @@ static PyMethodDef module_methods[] = {
 	 "pseudo_epochs=0, sweep_size=0, nb_time_steps=0, batch_size=0, seed=0, max_procs=0, "
 	 "expected_producers=0, flags=0, reads_per_put=0.0, rate_slack=0.0, schema=None)\n--\n\n"
 	 "Why create() would refuse these parameters (cistern_config_problem()), or None."},
+	{"remote_connect", (PyCFunction)(void (*)(void))mod_remote_connect,
+	 METH_VARARGS | METH_KEYWORDS,
+	 "remote_connect(endpoint, server_key=None, public_key=None, secret_key=None, "
+	 "connect_timeout_ms=0, heartbeat_ivl_ms=0, heartbeat_timeout_ms=0, window=0)\n--\n\n"
+	 "Connect a remote producer to a cistern server (cistern_remote_connect()); the\n"
+	 "keywords are the fields of struct cistern_remote_opts. Returns a Remote."},
+	{"remote_keygen", mod_remote_keygen, METH_NOARGS,
+	 "remote_keygen()\n--\n\n"
+	 "A fresh CurveZMQ key pair (cistern_remote_keygen()): (public, secret), Z85 text."},
 	{"schema_parse", mod_schema_parse, METH_VARARGS,
 	 "schema_parse(text, /)\n--\n\n"
 	 "Parse and lay out a schema's text (cistern_schema_parse()): a dict of its\n"
@@ -3001,7 +3386,7 @@ PyMODINIT_FUNC PyInit__cistern(void);
 PyMODINIT_FUNC PyInit__cistern(void)
 {
 	if (PyType_Ready(&HandleType) < 0 || PyType_Ready(&SampleType) < 0 ||
-	    PyType_Ready(&SlotType) < 0)
+	    PyType_Ready(&SlotType) < 0 || PyType_Ready(&RemoteType) < 0)
 		return NULL;
 	self_pid = getpid();
 	if (pthread_atfork(NULL, NULL, on_fork_child) != 0) {
@@ -3036,6 +3421,11 @@ PyMODINIT_FUNC PyInit__cistern(void)
 		Py_DECREF(&SlotType);
 		goto fail;
 	}
+	Py_INCREF(&RemoteType);
+	if (PyModule_AddObject(m, "Remote", (PyObject *)&RemoteType) < 0) {
+		Py_DECREF(&RemoteType);
+		goto fail;
+	}
 	if (PyModule_AddIntConstant(m, "EOD", CISTERN_EOD) < 0 ||
 	    PyModule_AddIntConstant(m, "NAME_MAX", CISTERN_NAME_MAX) < 0 ||
 	    PyModule_AddIntConstant(m, "POLICY_COUNT", CISTERN_POLICY_COUNT) < 0 ||
@@ -3057,7 +3447,9 @@ PyMODINIT_FUNC PyInit__cistern(void)
 			       PyLong_FromUnsignedLongLong(CISTERN_SLOT_SIZE_MAX)) < 0 ||
 	    PyModule_AddObject(m, "SLOT_COUNT_MAX",
 			       PyLong_FromUnsignedLongLong(CISTERN_SLOT_COUNT_MAX)) < 0 ||
-	    PyModule_AddIntConstant(m, "WAIT_SLICE_MS", WAIT_SLICE_MS) < 0)
+	    PyModule_AddIntConstant(m, "WAIT_SLICE_MS", WAIT_SLICE_MS) < 0 ||
+	    PyModule_AddIntConstant(m, "REMOTE_WINDOW", CISTERN_REMOTE_WINDOW) < 0 ||
+	    PyModule_AddIntConstant(m, "REMOTE_PROTOCOL", CISTERN_REMOTE_PROTOCOL) < 0)
 		goto fail;
 	PyObject *ver = Py_BuildValue("(iii)", CISTERN_VERSION_MAJOR, CISTERN_VERSION_MINOR,
 				      CISTERN_VERSION_PATCH);

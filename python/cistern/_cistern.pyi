@@ -128,6 +128,15 @@ class DumpInfoDict(TypedDict):
     format_version: int
     closed: bool
 
+class RemoteInfoDict(TypedDict):
+    slot_size: int
+    producer_id: int
+    ranks: int
+    window: int
+    sent: int
+    acked: int
+    failed: int
+
 MetaTuple = tuple[int, int, int]
 Progress = Callable[[int, int], object]
 StrPath = str | bytes
@@ -206,6 +215,22 @@ class Slot:
     def commit(self, length: int, sim_id: int = 0, time_step: int = 0) -> int: ...
     def abort(self) -> None: ...
 
+@final
+class Remote:
+    """A remote producer's connection to a server (one thread at a time)."""
+
+    @property
+    def closed(self) -> bool: ...
+    def put(self, data: Buffer, sim_id: int = 0, time_step: int = 0,
+            timeout_ms: int | None = -1) -> None: ...
+    def put_batch(self, data: Buffer, item_size: int, count: int, metas: Buffer,
+                  timeout_ms: int | None = -1) -> int: ...
+    def flush(self, timeout_ms: int | None = -1) -> None: ...
+    def producer_done(self, timeout_ms: int | None = -1) -> None: ...
+    def info(self) -> RemoteInfoDict: ...
+    def schema(self) -> str | None: ...
+    def close(self) -> None: ...
+
 class EndOfData(Exception):
     """Reception is closed and the policy has nothing left to hand out."""
 
@@ -222,6 +247,11 @@ def config_problem(policy: int = 0, slot_size: int = 0, slot_count: int = 0, mod
                    max_procs: int = 0, expected_producers: int = 0, flags: int = 0,
                    reads_per_put: float = 0.0, rate_slack: float = 0.0,
                    schema: str | None = None) -> str | None: ...
+def remote_connect(endpoint: str, server_key: str | None = None, public_key: str | None = None,
+                   secret_key: str | None = None, connect_timeout_ms: int = 0,
+                   heartbeat_ivl_ms: int = 0, heartbeat_timeout_ms: int = 0,
+                   window: int = 0) -> Remote: ...
+def remote_keygen() -> tuple[str, str]: ...
 def schema_parse(text: str, /) -> SchemaDict: ...
 def dtype_name(number: int, /) -> str: ...
 def attach(name: str, any_owner: bool = False) -> Handle: ...
@@ -263,4 +293,6 @@ DEFAULT_SLOT_COUNT: Final[int]
 SLOT_SIZE_MAX: Final[int]
 SLOT_COUNT_MAX: Final[int]
 WAIT_SLICE_MS: Final[int]
+REMOTE_WINDOW: Final[int]
+REMOTE_PROTOCOL: Final[int]
 VERSION: Final[tuple[int, int, int]]

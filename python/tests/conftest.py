@@ -28,3 +28,16 @@ def fifo(segname):
     seg = cistern.create(segname, policy="fifo", slots=16, slot_size=1024)
     yield seg
     seg.detach()
+
+
+@pytest.fixture(scope="session")
+def cistern_cli():
+    """The cistern command of this build: $CISTERN_CLI, else <builddir>/tools/cistern
+    beside the extension module's <builddir>/python."""
+    cli = os.environ.get("CISTERN_CLI")
+    if not cli:
+        ext = os.path.dirname(os.path.abspath(cistern._cistern.__file__))
+        cli = os.path.join(os.path.dirname(ext), "tools", "cistern")
+    if not (os.path.isfile(cli) and os.access(cli, os.X_OK)):
+        pytest.fail(f"no cistern command at {cli}: build the tree, or set CISTERN_CLI")
+    return cli

@@ -55,6 +55,15 @@ COUNTERPARTS = {
     "cistern_schema_get": "Segment.schema",
     "cistern_schema_fields": "Segment.schema",
     "cistern_dtype_name": "Field",
+    "cistern_remote_connect": "connect",
+    "cistern_remote_put": "RemoteProducer.put",
+    "cistern_remote_put_batch": "RemoteProducer.put_batch",
+    "cistern_remote_flush": "RemoteProducer.flush",
+    "cistern_remote_producer_done": "RemoteProducer.producer_done",
+    "cistern_remote_info_get": "RemoteProducer.info",
+    "cistern_remote_schema_get": "RemoteProducer.schema",
+    "cistern_remote_close": "RemoteProducer.close",
+    "cistern_remote_keygen": "keygen",
 }
 
 # C function -> why Python has no counterpart.
@@ -65,17 +74,6 @@ C_ONLY: dict[str, str] = {
     "cistern_server_stop": "the server runs as the `cistern serve` command",
     "cistern_server_stats_get": "the server runs as the `cistern serve` command",
     "cistern_server_close": "the server runs as the `cistern serve` command",
-    # Pending: the Python binding of remote producers is being written; each
-    # entry moves to COUNTERPARTS under the name given once it exists.
-    "cistern_remote_connect": "pending: connect",
-    "cistern_remote_put": "pending: RemoteProducer.put",
-    "cistern_remote_put_batch": "pending: RemoteProducer.put_batch",
-    "cistern_remote_flush": "pending: RemoteProducer.flush",
-    "cistern_remote_producer_done": "pending: RemoteProducer.producer_done",
-    "cistern_remote_info_get": "pending: RemoteProducer.info",
-    "cistern_remote_schema_get": "pending: RemoteProducer.schema",
-    "cistern_remote_close": "pending: RemoteProducer.close",
-    "cistern_remote_keygen": "pending: keygen",
 }
 
 
