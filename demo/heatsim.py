@@ -17,6 +17,11 @@ It attaches to the segment of that rank of the learner's buffer
 (cistern.melissa.attach(NAME, rank)), puts every step of every simulation it is
 given, in order, then declares itself done with producer_done() (the last
 producer closes reception).
+
+Run by remote.py, it sends to a `cistern serve` server instead:
+    heatsim.py '{"connect": "tcp://127.0.0.1:PORT", "grid": 16, ..., "sims": [...]}'
+through cistern.connect(), which routes every simulation to learner rank
+sim_id mod R; producer_done() waits until the server acknowledged every step.
 """
 
 import json
@@ -93,6 +98,26 @@ def run(buffer: str, rank: int, sims: Sequence[Sequence[Any]], grid: int, steps:
             seg.detach()
 
 
+def run_remote(endpoint: str, sims: Sequence[Sequence[Any]], grid: int, steps: int,
+               step_cost: float) -> None:
+    """run(), sending over the network to the server at `endpoint`."""
+    import cistern
+
+    with cistern.connect(endpoint) as out:
+        for sim_id, params in sims:
+            for t, field in solve(params, grid, steps):
+                t0 = time.monotonic()
+                out.put(sample_vector(params, t, steps, field), sim_id=sim_id, time_step=t)
+                left = step_cost - (time.monotonic() - t0)
+                if left > 0:
+                    time.sleep(left)
+        out.producer_done()
+
+
 if __name__ == "__main__":
     job = json.loads(sys.argv[1])
-    run(job["buffer"], job["rank"], job["sims"], job["grid"], job["steps"], job["step_cost"])
+    if "connect" in job:
+        run_remote(job["connect"], job["sims"], job["grid"], job["steps"], job["step_cost"])
+    else:
+        run(job["buffer"], job["rank"], job["sims"], job["grid"], job["steps"],
+            job["step_cost"])

@@ -3,7 +3,18 @@
 # heat equation stream into a segment while a PyTorch learner trains a surrogate
 # from it, once per policy (FIFO, FIRO, Reservoir); writes heat.png and heat.json.
 # Options go to demo/heat.py (see demo/README.md), e.g. --sims 24 --batches 2000.
+#
+# bash scripts/demo.sh --remote runs the second main job instead, demo/remote.py:
+# `cistern serve` on tcp://127.0.0.1, simulation processes sending to it with
+# cistern.connect(), two learner ranks training under torch.distributed (gloo,
+# DistributedDataParallel), each from its own segment; writes remote.png and
+# remote.json. The options after --remote go to demo/remote.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+script=demo/heat.py
+if [ "${1:-}" = --remote ]; then
+  script=demo/remote.py
+  shift
+fi
 bash scripts/setup.sh
-CISTERN_BUILD=build exec /usr/bin/python3 demo/heat.py "$@"
+CISTERN_BUILD=build CISTERN_CLI=build/tools/cistern exec /usr/bin/python3 "$script" "$@"
