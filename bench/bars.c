@@ -44,6 +44,8 @@ struct bar_rows g_bars = {
 	.s7_cis_batch = -1,
 	.s7_cis_one = -1,
 	.s7_queue = -1,
+	.s8_ack = {-1, -1, -1},
+	.s8_zmq = {-1, -1, -1},
 };
 
 /* Median of a row, NAN when it was not measured. */
@@ -251,6 +253,29 @@ void bars_print(void)
 		       "%.1f k/s\n",
 		       verdict(batch >= 20 * queue, known), batch, batch / queue, pb, lo, hi, one,
 		       one / queue, queue);
+	}
+	if (bench_section_enabled("8")) {
+		static const char *const size_name[3] = {"64 B", "4 KiB", "1 MiB"};
+		static const char *const unit[3] = {"k samples/s", "k samples/s", "samples/s"};
+		int known = 1, met = 1;
+		double q[3];
+		for (int i = 0; i < 3; i++) {
+			q[i] = med(g_bars.s8_ack[i]) / med(g_bars.s8_zmq[i]);
+			known &= !isnan(q[i]);
+			met &= q[i] >= 0.8;
+		}
+		printf("(8) remote puts over loopback TCP, acknowledged, >= 0.8x raw ZeroMQ "
+		       "PUSH/PULL: %s\n",
+		       verdict(met, known));
+		for (int i = 0; i < 3; i++) {
+			double lo, hi;
+			int z[] = {g_bars.s8_zmq[i]};
+			double pq = paired(g_bars.s8_ack[i], z, 1, &lo, &hi);
+			printf("    %s: remote %.1f, raw ZeroMQ %.1f %s: x%.2f (rep by rep x%.2f, "
+			       "x%.2f-x%.2f)\n",
+			       size_name[i], med(g_bars.s8_ack[i]), med(g_bars.s8_zmq[i]), unit[i],
+			       q[i], pq, lo, hi);
+		}
 	}
 	fflush(stdout);
 }

@@ -216,6 +216,7 @@ struct bar_rows {
 		s4_floor_gather, s4_pass_zc, s4_pass_gather, s4_torch, s4_torch_fixed;
 	int s6_op[3];
 	int s7_cis_batch, s7_cis_one, s7_queue;
+	int s8_ack[3], s8_zmq[3]; /* 64 B, 4 KiB, 1 MiB */
 };
 extern struct bar_rows g_bars;
 
@@ -226,6 +227,7 @@ void sec_sample(void);                 /* 4 */
 void sec_latency(void);                /* 5 */
 void sec_scale(void);                  /* 6 */
 void sec_pyxfer(void);                 /* 7 */
+void sec_remote(void);                 /* 8 */
 void bars_print(void);
 
 /*

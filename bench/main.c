@@ -3,7 +3,7 @@
  * cistern-bench: measures cistern against its peers and prints one table.
  * Benchmarks report numbers; they assert no times.
  *
- *   cistern-bench [--quick | --smoke] [--reps N] [--target-s S] [--only 1,2,3,4,5,6,7]
+ *   cistern-bench [--quick | --smoke] [--reps N] [--target-s S] [--only 1,2,3,4,5,6,7,8]
  *                 [--py PATH] [--py-transfer PATH] [--python PATH]
  *
  * Exit status 0 when every contender ran and every sample it passed arrived
@@ -44,7 +44,7 @@ static void usage(FILE *out, const char *argv0)
 		"  --reps N      measured repetitions per contender (default 7, quick 5)\n"
 		"  --target-s S  wall time of one measured throughput run (default 0.5, quick "
 		"0.08)\n"
-		"  --only LIST   comma-separated sections among 0,1,2,3,4,5,6,7\n"
+		"  --only LIST   comma-separated sections among 0,1,2,3,4,5,6,7,8\n"
 		"  --py PATH     sample_peers.py (default %s/sample_peers.py)\n"
 		"  --py-transfer PATH\n"
 		"                transfer_peers.py, section 7 (default %s/transfer_peers.py)\n"
@@ -152,8 +152,9 @@ int main(int argc, char **argv)
 	printf("/dev/shm mounted with huge=%s (the pages of cistern's segments and of section 3's "
 	       "bounds)\n",
 	       huge);
-	printf("ratio: sections 1-5, 6c and 7 = how many times better the cistern reference row is "
-	       "(>1: cistern better); 6a, 6b = cost / cost at the smallest size.\n\n");
+	printf("ratio: sections 1-5, 6c, 7 and 8 = how many times better the cistern reference row "
+	       "is (>1: cistern better; 8's end-to-end row: its rate / the reference's); 6a, 6b = "
+	       "cost / cost at the smallest size.\n\n");
 	fflush(stdout);
 
 	if (bench_section_enabled("0"))
@@ -172,6 +173,8 @@ int main(int argc, char **argv)
 		sec_scale();
 	if (bench_section_enabled("7"))
 		sec_pyxfer();
+	if (bench_section_enabled("8"))
+		sec_remote();
 
 	loadavg(load, sizeof load);
 	table_print();

@@ -21,7 +21,7 @@ if [ $status -ne 0 ]; then
   grep -E '^cistern-bench: ' "$err" | head -n 20
   exit 1
 fi
-for s in "0. machine" "1. 1P/1R" "2. 4P/4R" "3. 1P/1R 1 MiB" "4. batch" "5. latency" "6a." "6b." "6c." "7. Python"; do
+for s in "0. machine" "1. 1P/1R" "2. 4P/4R" "3. 1P/1R 1 MiB" "4. batch" "5. latency" "6a." "6b." "6c." "7. Python" "8a. remote 64 B" "8b. remote 4 KiB" "8c. remote 1 MiB"; do
   if ! grep -qF "| $s" "$out"; then
     echo "smoke: no rows for section '$s'"
     exit 1
@@ -34,7 +34,7 @@ echo "smoke: $rows table lines, every contender ran and passed its checks"
 # it must find every section and every row, and refuse to make the
 # reference table of a run that is not a full one.
 md=$(python3 "$src/scripts/bench-table.py" "$out") || { echo "smoke: bench-table.py failed on the smoke output"; exit 1; }
-for s in 0 1 2 3 4 5 6a 6b 6c; do
+for s in 0 1 2 3 4 5 6a 6b 6c 8a 8b 8c; do
   if ! grep -qE "^\| \*\*$s\. " <<<"$md"; then
     echo "smoke: bench-table.py made no heading for section $s"
     exit 1
