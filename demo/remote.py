@@ -256,6 +256,7 @@ def launch(args: argparse.Namespace) -> Dict[str, Any]:
     tmp = tempfile.mkdtemp(prefix="cistern-remote-demo-")
     serve_log = os.path.join(tmp, "serve.log")
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the ranks talk over loopback
     if heat.EXTRA_PATH:
         env["PYTHONPATH"] = os.pathsep.join(heat.EXTRA_PATH + [env.get("PYTHONPATH", "")])
     try:

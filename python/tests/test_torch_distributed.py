@@ -61,7 +61,8 @@ def _fill(name, sim_ids, per_sim):
 
 def _run_ranks(prefix, tmp_path, world=2):
     port = _free_port()
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # Gloo on loopback, whatever the host name resolves to.
+    env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
     procs = [subprocess.Popen([sys.executable, RANK_SCRIPT, str(r), str(world), str(port),
                                prefix, str(tmp_path / f"rank{r}.json")], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -70,6 +71,11 @@ def _run_ranks(prefix, tmp_path, world=2):
     try:
         for p in procs:
             outs.append(p.communicate(timeout=180)[0])
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        pytest.fail("a rank did not finish in 180 s:\n" +
+                    "\n".join(f"rank {r}: {p.communicate()[0]}" for r, p in enumerate(procs)))
     finally:
         for p in procs:
             if p.poll() is None:
