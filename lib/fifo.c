@@ -126,11 +126,11 @@ bool cistern__has_prefetchw(void)
 
 static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
 {
-	struct sole_at at;
-	enum sole_step st = sole_claim_as(c, c->auto_producing, &at);
-	if (st == SOLE_LOST)
+	struct holder_at at;
+	enum holder_step st = holder_claim(c, c->auto_producing, &at);
+	if (st == HOLDER_LOST)
 		cistern__auto_lost(c, CISTERN_ROLE_PRODUCER);
-	if (st != SOLE_DONE)
+	if (st != HOLDER_DONE)
 		return false;
 	cistern__set_slot(slot, c, at.idx, at.pos);
 	return true;
@@ -252,14 +252,14 @@ static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 /* The sole reader's take (T5) for cistern_acquire(): the look, then ACQUIRED. */
 static inline bool acquire_sole(struct cistern *c, struct cistern_sample *s)
 {
-	struct sole_at at;
+	struct holder_at at;
 	bool guarded = c->auto_reading;
-	enum sole_step st = sole_look_as(c, guarded, &at);
-	if (st == SOLE_LOST)
+	enum holder_step st = holder_look(c, guarded, &at);
+	if (st == HOLDER_LOST)
 		cistern__auto_lost(c, CISTERN_ROLE_READER);
-	if (st != SOLE_DONE)
+	if (st != HOLDER_DONE)
 		return false;
-	sole_take_at(c, guarded, &at);
+	holder_take(c, guarded, &at);
 	fill_sample(c, s, at.idx, at.pos);
 	return true;
 }
