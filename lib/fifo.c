@@ -127,7 +127,7 @@ bool cistern__has_prefetchw(void)
 static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
 {
 	struct holder_at at;
-	enum holder_step st = holder_claim(c, c->auto_producing, &at);
+	enum holder_step st = holder_claim(c, c->producing == CISTERN_HOLD_AUTO, &at);
 	if (st == HOLDER_LOST)
 		cistern__auto_lost(c, CISTERN_ROLE_PRODUCER);
 	if (st != HOLDER_DONE)
@@ -253,7 +253,7 @@ static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 static inline bool acquire_sole(struct cistern *c, struct cistern_sample *s)
 {
 	struct holder_at at;
-	bool guarded = c->auto_reading;
+	bool guarded = c->reading == CISTERN_HOLD_AUTO;
 	enum holder_step st = holder_look(c, guarded, &at);
 	if (st == HOLDER_LOST)
 		cistern__auto_lost(c, CISTERN_ROLE_READER);

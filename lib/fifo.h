@@ -112,7 +112,7 @@ static inline __attribute__((always_inline)) void put_prefetch(struct cistern *c
  * slot's cache line to come back from the reader. Only with light wakes:
  * fifo_drained() relies on a membarrier to order our tail store before our
  * check for a closed reception (cistern_reserve()). `guarded`: we hold the
- * automatic role (c->auto_producing), which a second producer may take
+ * automatic role (CISTERN_HOLD_AUTO), which a second producer may take
  * away, not the flag's. Always inlined and free of calls, so that the put's
  * fast path saves no register (see put_as()).
  */
@@ -158,12 +158,14 @@ holder_claim(struct cistern *c, bool guarded, struct holder_at *at)
  */
 static inline bool holds_producer(const struct cistern *c)
 {
-	return c->auto_producing || (c->sole_producing && cistern__light());
+	return c->producing == CISTERN_HOLD_AUTO ||
+	       (c->producing == CISTERN_HOLD_SOLE && cistern__light());
 }
 
 static inline bool holds_reader(const struct cistern *c)
 {
-	return c->auto_reading || (c->sole_reading && cistern__light());
+	return c->reading == CISTERN_HOLD_AUTO ||
+	       (c->reading == CISTERN_HOLD_SOLE && cistern__light());
 }
 
 /*
@@ -175,7 +177,7 @@ static inline bool plain_producer(struct cistern *c)
 {
 	if (holds_producer(c))
 		return true;
-	return c->auto_shared_producer &&
+	return c->producing == CISTERN_HOLD_COUNTED &&
 	       atomic_load_explicit(&c->hdr->auto_producer, memory_order_relaxed) ==
 		       CISTERN_AUTO_ONE &&
 	       cistern__auto_regain(c, CISTERN_ROLE_PRODUCER);
@@ -185,7 +187,7 @@ static inline bool plain_reader(struct cistern *c)
 {
 	if (holds_reader(c))
 		return true;
-	return c->auto_shared_reader &&
+	return c->reading == CISTERN_HOLD_COUNTED &&
 	       atomic_load_explicit(&c->hdr->auto_reader, memory_order_relaxed) ==
 		       CISTERN_AUTO_ONE &&
 	       cistern__auto_regain(c, CISTERN_ROLE_READER);

@@ -239,9 +239,9 @@ static inline __attribute__((always_inline)) int put_holder(struct cistern *c, c
 {
 	if (!cistern__light())
 		return put_general(c, buf, len, meta, timeout_ms, false);
-	if (c->auto_producing)
+	if (c->producing == CISTERN_HOLD_AUTO)
 		return put_as(c, true, buf, len, meta, timeout_ms);
-	if (c->sole_producing)
+	if (c->producing == CISTERN_HOLD_SOLE)
 		return put_as(c, false, buf, len, meta, timeout_ms);
 	return put_general(c, buf, len, meta, timeout_ms, false);
 }
@@ -314,7 +314,7 @@ static __attribute__((noinline)) ssize_t get_wake(struct cistern *c, size_t len)
  * The holder's get of a sample longer than a line or than the caller's
  * buffer, which get_as() found COMMITTED at position pos in slot idx: taken
  * first (T5) as any get does, since its copy is long or it goes back for
- * redelivery. The bracket of the automatic holder (c->auto_reading) is
+ * redelivery. The bracket of the automatic holder (CISTERN_HOLD_AUTO) is
  * still open; holder_take() ends it.
  */
 static __attribute__((noinline)) ssize_t get_taken(struct cistern *c, void *buf, size_t cap,
@@ -324,7 +324,7 @@ static __attribute__((noinline)) ssize_t get_taken(struct cistern *c, void *buf,
 	struct holder_at at = {pos, idx, cistern__slotmeta(c, idx), cistern__payload(c, idx)};
 	/* Stable: the slot is COMMITTED and only we take it. */
 	size_t len = (size_t)at.m->len;
-	holder_take(c, c->auto_reading, &at);
+	holder_take(c, c->reading == CISTERN_HOLD_AUTO, &at);
 	if (len > c->slot_size || len > cap) {
 		struct cistern_sample s;
 		fill_sample(c, &s, idx, pos);
@@ -418,9 +418,9 @@ get_holder(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, 
 {
 	if (!cistern__light())
 		return get_general(c, buf, cap, meta, timeout_ms, false);
-	if (c->auto_reading)
+	if (c->reading == CISTERN_HOLD_AUTO)
 		return get_as(c, true, buf, cap, meta, timeout_ms);
-	if (c->sole_reading)
+	if (c->reading == CISTERN_HOLD_SOLE)
 		return get_as(c, false, buf, cap, meta, timeout_ms);
 	return get_general(c, buf, cap, meta, timeout_ms, false);
 }
@@ -542,7 +542,7 @@ gather_as(struct cistern *c, bool guarded, size_t n, const struct cistern_gather
 static inline __attribute__((always_inline)) size_t
 gather_holder(struct cistern *c, size_t n, const struct cistern_gather *g, bool *lost)
 {
-	if (c->auto_reading)
+	if (c->reading == CISTERN_HOLD_AUTO)
 		return gather_as(c, true, n, g, lost);
 	return gather_as(c, false, n, g, lost);
 }
@@ -778,7 +778,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 static inline __attribute__((always_inline)) ssize_t
 scatter_holder(struct cistern *c, size_t n, const struct cistern_scatter *s, bool *lost)
 {
-	if (c->auto_producing)
+	if (c->producing == CISTERN_HOLD_AUTO)
 		return scatter_as(c, true, n, s, lost);
 	return scatter_as(c, false, n, s, lost);
 }

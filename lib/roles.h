@@ -36,10 +36,33 @@ bool cistern__auto_regain(struct cistern *c, uint32_t role);
 uint32_t cistern__lone_holder(const struct cistern *c, uint32_t role);
 /* Give back what entry `owner` (p) holds or is counted for, at its reclaim. */
 void cistern__leave_auto(struct cistern_hdr *h, struct cistern_proc *p, uint32_t owner);
+/* Whether the handle holds `role` automatically (a reservoir reader: between or inside calls). */
+static inline bool cistern__holds_auto(const struct cistern *c, uint32_t role)
+{
+	if (role == CISTERN_ROLE_PRODUCER)
+		return c->producing == CISTERN_HOLD_AUTO;
+	return c->reading == CISTERN_HOLD_AUTO || c->reading == CISTERN_HOLD_CALLS_AUTO ||
+	       c->reading == CISTERN_HOLD_IN_CALL;
+}
+
+/* Whether it is counted among several handles in the automatic `role`. */
+static inline bool cistern__counted(const struct cistern *c, uint32_t role)
+{
+	if (role == CISTERN_ROLE_PRODUCER)
+		return c->producing == CISTERN_HOLD_COUNTED;
+	return c->reading == CISTERN_HOLD_COUNTED || c->reading == CISTERN_HOLD_CALLS_COUNTED;
+}
+
+/* A reservoir reader in the automatic role, whose plain paths span whole read calls. */
+static inline bool cistern__reads_in_calls(const struct cistern *c)
+{
+	return c->reading == CISTERN_HOLD_CALLS_AUTO || c->reading == CISTERN_HOLD_CALLS_COUNTED;
+}
+
 /*
  * A reservoir reader's bracket around one read call (api.c): while the
- * automatic role holds, the call runs the sole reader's paths (sole_reading
- * is true inside it only). True: the role holds, call cistern__auto_read_end()
+ * automatic role holds, the call runs the sole reader's paths
+ * (c->reading is CISTERN_HOLD_IN_CALL inside it only). True: the role holds, call cistern__auto_read_end()
  * after the call; false: the call takes the shared paths.
  */
 bool cistern__auto_read_begin(struct cistern *c);

@@ -84,9 +84,9 @@ int cistern__take_sole(struct cistern *c, uint32_t role)
 		}
 	}
 	if (role == CISTERN_ROLE_PRODUCER)
-		c->sole_producing = true;
+		c->producing = CISTERN_HOLD_SOLE;
 	else
-		c->sole_reading = true;
+		c->reading = CISTERN_HOLD_SOLE;
 	return 0;
 }
 
@@ -187,16 +187,25 @@ static bool auto_allowed(const struct cistern *c, uint32_t role)
 	return role == CISTERN_ROLE_READER && c->fixed.policy != CISTERN_FIRO;
 }
 
-/* This handle's side of the mode word: the holder, or one of those counted. */
-static void set_holding(struct cistern *c, uint32_t role, bool holding)
+/*
+ * This handle's side of the mode word: the holder, or one of those counted.
+ * `calls`: a reservoir reader, whose plain paths span whole read calls.
+ */
+static void set_holding(struct cistern *c, uint32_t role, bool holding, bool calls)
 {
-	if (role == CISTERN_ROLE_PRODUCER) {
-		c->auto_producing = holding;
-		c->auto_shared_producer = !holding;
-	} else {
-		c->auto_reading = holding;
-		c->auto_shared_reader = !holding;
-	}
+	if (role == CISTERN_ROLE_PRODUCER)
+		c->producing = holding ? CISTERN_HOLD_AUTO : CISTERN_HOLD_COUNTED;
+	else if (calls)
+		c->reading = holding ? CISTERN_HOLD_CALLS_AUTO : CISTERN_HOLD_CALLS_COUNTED;
+	else
+		c->reading = holding ? CISTERN_HOLD_AUTO : CISTERN_HOLD_COUNTED;
+}
+
+/* Whether the handle's automatic reader role spans read calls (set_holding()). */
+static bool in_calls(const struct cistern *c, uint32_t role)
+{
+	return role == CISTERN_ROLE_READER && c->reading >= CISTERN_HOLD_CALLS_COUNTED &&
+	       c->reading <= CISTERN_HOLD_IN_CALL;
 }
 
 /*
@@ -286,9 +295,9 @@ int cistern__enter_auto(struct cistern *c, uint32_t role)
 	}
 	/* What our leave gives back; see the note above on a death before this store. */
 	atomic_fetch_or_explicit(&c->me->auto_entered, role, memory_order_relaxed);
-	set_holding(c, role, m == 0 && may_hold);
 	/* The reservoirs' plain paths span whole calls: api.c brackets them. */
-	c->auto_read_calls = role == CISTERN_ROLE_READER && c->fixed.policy != CISTERN_FIFO;
+	set_holding(c, role, m == 0 && may_hold,
+		    role == CISTERN_ROLE_READER && c->fixed.policy != CISTERN_FIFO);
 	return 0;
 }
 
@@ -305,7 +314,7 @@ void cistern__auto_lost(struct cistern *c, uint32_t role)
 						      m & ~(AUTO_OWNER_MASK | AUTO_REVOKING),
 						      memory_order_acq_rel, memory_order_acquire))
 		;
-	set_holding(c, role, false);
+	set_holding(c, role, false, in_calls(c, role));
 }
 
 bool cistern__auto_regain(struct cistern *c, uint32_t role)
@@ -318,7 +327,7 @@ bool cistern__auto_regain(struct cistern *c, uint32_t role)
 	if (!atomic_compare_exchange_strong_explicit(mode, &m, c->owner, memory_order_seq_cst,
 						     memory_order_relaxed))
 		return false;
-	set_holding(c, role, true);
+	set_holding(c, role, true, in_calls(c, role));
 	return true;
 }
 
@@ -356,19 +365,19 @@ void cistern__leave_auto(struct cistern_hdr *h, struct cistern_proc *p, uint32_t
 
 bool cistern__auto_read_begin(struct cistern *c)
 {
-	if (!c->auto_reading &&
-	    !(c->auto_shared_reader &&
+	if (c->reading != CISTERN_HOLD_CALLS_AUTO &&
+	    !(c->reading == CISTERN_HOLD_CALLS_COUNTED &&
 	      atomic_load_explicit(&c->hdr->auto_reader, memory_order_relaxed) == AUTO_ONE &&
 	      cistern__auto_regain(c, CISTERN_ROLE_READER)))
 		return false;
 	if (!cistern__auto_begin(c, CISTERN_ROLE_READER, &c->hdr->auto_reader))
 		return false;
-	c->sole_reading = true;
+	c->reading = CISTERN_HOLD_IN_CALL;
 	return true;
 }
 
 void cistern__auto_read_end(struct cistern *c)
 {
-	c->sole_reading = false;
+	c->reading = CISTERN_HOLD_CALLS_AUTO;
 	cistern__auto_end(c);
 }
