@@ -127,7 +127,10 @@ holder_claim(struct cistern *c, bool guarded, struct holder_at *at)
 	uint64_t t = atomic_load_explicit(&h->tail, memory_order_relaxed);
 	uint64_t idx = cistern__slot_of(c, t);
 	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
-	/* Acquire: the reader's release store of FREE(t) follows its last read of the payload. */
+	/*
+	 * [slot-free] acquire: the reader's release store of FREE(t) follows its
+	 * last read of the payload, which our writes then cannot overtake.
+	 */
 	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(t, FIFO_FREE, 0)) {
 		if (guarded)
 			cistern__auto_end(c);
@@ -137,15 +140,20 @@ holder_claim(struct cistern *c, bool guarded, struct holder_at *at)
 	put_prefetch(c, idx);
 	/*
 	 * Relaxed: RESERVED names us for a reclaim if we die; nobody reads the
-	 * payload before COMMITTED, whose release store orders our writes. The
-	 * tail's release store comes after it, so a tail past t always has t's
-	 * claim in the word (the general path's help and the reclaim rely on it).
+	 * payload before COMMITTED, whose release store ([commit]) orders our
+	 * writes. [tail-claim] release: the tail's store comes after it, so a
+	 * process whose acquire load sees a tail past t sees t's claim in the
+	 * word (the general path's help and the reclaim rely on it).
 	 */
 	atomic_store_explicit(&m->word, sw_make(t, FIFO_RESERVED, c->owner), memory_order_relaxed);
 	atomic_store_explicit(&h->tail, t + 1, memory_order_release);
 	if (guarded)
 		cistern__auto_end(c);
-	/* Keeps the compiler from moving the caller's check of `closed` above. */
+	/*
+	 * [close-claim] compiler fence: keeps the caller's seq_cst check of
+	 * `closed` after the tail's store; the processor's store-load fence is
+	 * the membarrier that fifo_drained() issues after it sees the close.
+	 */
 	atomic_signal_fence(memory_order_seq_cst);
 	*at = (struct holder_at){t, idx, m, cistern__payload(c, idx)};
 	return HOLDER_DONE;
@@ -177,6 +185,7 @@ static inline bool plain_producer(struct cistern *c)
 {
 	if (holds_producer(c))
 		return true;
+	/* Relaxed: a hint; cistern__auto_regain()'s CAS ([auto-leave]) decides. */
 	return c->producing == CISTERN_HOLD_COUNTED &&
 	       atomic_load_explicit(&c->hdr->auto_producer, memory_order_relaxed) ==
 		       CISTERN_AUTO_ONE &&
@@ -204,8 +213,13 @@ static inline __attribute__((always_inline)) void publish_as(bool holder, _Atomi
 							     uint64_t w)
 {
 	if (holder) {
+		/* Release: [commit] or [slot-free], as the word says (the callers). */
 		atomic_store_explicit(word, w, memory_order_release);
-		/* Keeps the compiler from moving the wake check's load above the store. */
+		/*
+		 * [wake-data] / [wake-space] compiler fence: keeps the wake check's
+		 * load after the store; the sleeper's membarrier (wait.c) is the
+		 * store-load fence.
+		 */
 		atomic_signal_fence(memory_order_seq_cst);
 	} else {
 		cistern__publish_word(word, w);
@@ -239,9 +253,17 @@ publish_sample_at(struct cistern *c, bool holder, struct cistern_slotmeta *m, ui
 	struct cistern_proc *me = c->me;
 	/* The position is unique and increasing: offset by id_base, it is the sample id. */
 	write_meta(m, pos + c->id_base, len, meta);
-	/* Publishes payload and metadata (release), then the wake check. */
+	/*
+	 * T2, [commit] release: the payload, len and ids are written before the
+	 * COMMITTED word; a reader's acquire load of the word sees them.
+	 */
 	publish_as(holder, &m->word, sw_make(pos, FIFO_COMMITTED, 0));
 	cistern__count(&me->ctr.puts, 1);
+	/*
+	 * [wake-data] seq_cst: after the commit, the look for sleeping readers;
+	 * a sleeper registers in readers_waiting before it looks at the word
+	 * again (wait.c), so one of the two sees the other.
+	 */
 	return atomic_load_explicit(&h->readers_waiting, memory_order_seq_cst) != 0;
 }
 
@@ -293,7 +315,7 @@ holder_look(struct cistern *c, bool guarded, struct holder_at *at)
 	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
 	void *payload = cistern__payload(c, idx);
 	__builtin_prefetch(payload, 0, 3);
-	/* Acquire: pairs with the commit's release store; the payload is complete. */
+	/* [commit] acquire: the payload, len and ids the producer wrote before T2. */
 	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(p, FIFO_COMMITTED, 0)) {
 		if (guarded)
 			cistern__auto_end(c);
@@ -309,8 +331,8 @@ static inline __attribute__((always_inline)) void holder_take(struct cistern *c,
 {
 	/*
 	 * Relaxed: ACQUIRED names us so that a reclaim hands the sample out again
-	 * if we die; the head's release store follows it, so a head past p always
-	 * has p taken in the word.
+	 * if we die. [head-take] release: the head's store follows it, so a
+	 * reader whose acquire load sees a head past p sees p taken in the word.
 	 */
 	atomic_store_explicit(&at->m->word, sw_make(at->pos, FIFO_ACQUIRED, c->owner),
 			      memory_order_relaxed);
@@ -328,9 +350,13 @@ static inline __attribute__((always_inline)) void holder_take(struct cistern *c,
 static inline __attribute__((always_inline)) bool
 free_slot_at(struct cistern *c, bool holder, struct cistern_slotmeta *m, uint64_t pos)
 {
-	/* Our reads of the payload are done (release), then the wake check. */
+	/*
+	 * T6, [slot-free] release: our reads of the payload come before FREE;
+	 * a producer's acquire load or claim of the word comes after them.
+	 */
 	publish_as(holder, &m->word, sw_make(pos + c->slot_count, FIFO_FREE, 0));
 	cistern__count(&c->me->ctr.seen_hist[1], 1);
+	/* [wake-space] seq_cst, as [wake-data] in publish_sample_at(). */
 	return cistern__producers_wait(c);
 }
 

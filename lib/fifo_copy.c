@@ -99,6 +99,7 @@ static inline __attribute__((always_inline)) void copy_small(void *dst, const vo
  */
 static int put_now(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta)
 {
+	/* Acquire: a first look; the seq_cst check after the claim decides ([close-claim]). */
 	if (!(c->role & CISTERN_ROLE_PRODUCER) ||
 	    atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
 		return -EAGAIN;
@@ -106,7 +107,7 @@ static int put_now(struct cistern *c, const void *buf, size_t len, struct cister
 	int r = cistern__fifo_try_reserve(c, &slot);
 	if (r < 0)
 		return r;
-	/* As cistern_reserve(): a close that came while we claimed voids the claim. */
+	/* [close-claim] seq_cst, as cistern_reserve(): a close that came while we claimed voids the claim. */
 	if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst)) {
 		cistern__fifo_abort(c, &slot);
 		return -EPIPE;
@@ -204,6 +205,7 @@ static inline __attribute__((always_inline)) int put_as(struct cistern *c, bool 
 							struct cistern_meta *meta, int timeout_ms)
 {
 	struct holder_at at;
+	/* Acquire: a first look, as put_now()'s. */
 	if (atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
 		return put_general(c, buf, len, meta, timeout_ms, false);
 	switch (holder_claim(c, guarded, &at)) {
@@ -214,7 +216,7 @@ static inline __attribute__((always_inline)) int put_as(struct cistern *c, bool 
 	case HOLDER_DONE:
 		break;
 	}
-	/* seq_cst, as cistern_reserve()'s check (fifo_drained() pairs with it). */
+	/* [close-claim] seq_cst, after the tail's store: fifo_drained() pairs with it. */
 	if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst))
 		return put_voided(c, at.pos, at.idx);
 	if (len > FIFO_SMALL_COPY_MAX)
@@ -363,11 +365,12 @@ static inline __attribute__((always_inline)) bool holder_pass(struct cistern *c,
 	struct cistern_hdr *h = c->hdr;
 	struct cistern_proc *me = c->me;
 	uint64_t next = at->pos + c->slot_count;
-	/* Release (publish_as()): our reads of the payload come before the hand-back. */
+	/* T11, [slot-free] release (publish_as()): our reads of the payload come before FREE. */
 	publish_as(true, &at->m->word, sw_make(next, FIFO_FREE, 0));
 	cistern__count(&me->ctr.seen_hist[1], 1);
+	/* [wake-space] seq_cst, as free_slot_at()'s. */
 	bool sleepers = atomic_load_explicit(&h->producers_waiting, memory_order_seq_cst) != 0;
-	/* Release: a reader that loads this head sees the hand-back before it. */
+	/* [head-take] release: a reader that loads this head sees the hand-back before it. */
 	atomic_store_explicit(&h->head, at->pos + 1, memory_order_release);
 	if (guarded)
 		cistern__auto_end_of(me);
@@ -495,7 +498,7 @@ gather_as(struct cistern *c, bool guarded, size_t n, const struct cistern_gather
 	struct cistern_meta *metas = g->meta;
 	for (size_t i = 0; i < n; i++, p++, dst += stride) {
 		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
-		/* Acquire: pairs with the commit's release store; the payload is complete. */
+		/* [commit] acquire: the payload is complete. */
 		if (atomic_load_explicit(&m->word, memory_order_acquire) !=
 		    sw_make(p, FIFO_COMMITTED, 0))
 			break;
@@ -511,14 +514,14 @@ gather_as(struct cistern *c, bool guarded, size_t n, const struct cistern_gather
 			lens[i] = len;
 		if (metas)
 			meta_out(m, &metas[i]);
-		/* T11. Release: our reads of the payload come before the hand-back. */
+		/* T11, [slot-free] release: our reads of the payload come before the hand-back. */
 		atomic_store_explicit(&m->word, sw_make(p + slots, FIFO_FREE, 0),
 				      memory_order_release);
 		if (++idx == slots)
 			idx = 0;
 	}
 	size_t k = (size_t)(p - p0);
-	/* Release: a reader that loads this head sees the hand-backs before it. */
+	/* [head-take] release: a reader that loads this head sees the hand-backs before it. */
 	if (k)
 		atomic_store_explicit(&h->head, p, memory_order_release);
 	if (guarded)
@@ -527,9 +530,10 @@ gather_as(struct cistern *c, bool guarded, size_t n, const struct cistern_gather
 		cistern__count(&me->ctr.gets, k);
 		cistern__count(&me->ctr.seen_hist[1], k);
 		/*
-		 * The wake check after the last hand-back. With light wakes (the
-		 * role needs them) a sleeping producer's membarrier orders our
-		 * stores before its re-check, so a compiler fence is enough here.
+		 * [wake-space]: the wake check after the last hand-back. With light
+		 * wakes (the role needs them) a sleeping producer's membarrier
+		 * orders our stores before its re-check, so a compiler fence is
+		 * enough here.
 		 */
 		atomic_signal_fence(memory_order_seq_cst);
 		if (atomic_load_explicit(&h->producers_waiting, memory_order_seq_cst) != 0)
@@ -652,7 +656,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 {
 	struct cistern_hdr *h = c->hdr;
 	struct cistern_proc *me = c->me;
-	/* As put_as(): after a close, the caller's cistern_put() says -EPIPE. */
+	/* A first look, as put_as()'s: after a close, the caller's cistern_put() says -EPIPE. */
 	if (atomic_load_explicit(&h->closed, memory_order_acquire))
 		return 0;
 	/* Relaxed: we are the only writer of the tail while we hold the role. */
@@ -708,7 +712,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 			*lost = true;
 			break;
 		}
-		/* Acquire: the reader's release store of FREE(t) follows its last read. */
+		/* [slot-free] acquire: the reader's release store of FREE(t) follows its last read. */
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
 		if (w != (wpos | sw_make(0, FIFO_FREE, 0))) {
 			if (guarded)
@@ -728,12 +732,12 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 			am = meta0;
 			ap = arena;
 		}
-		/* Relaxed, then the tail (release): as holder_claim(). */
+		/* Relaxed, then the tail ([tail-claim] release): as holder_claim(). */
 		atomic_store_explicit(&m->word, wpos | reserved, memory_order_relaxed);
 		atomic_store_explicit(&h->tail, t + 1, memory_order_release);
 		if (guarded)
 			cistern__auto_end_of(me);
-		/* seq_cst, after the claim: as put_as()'s check (fifo_drained() pairs with it). */
+		/* [close-claim] seq_cst, after the claim: as put_as()'s check. */
 		atomic_signal_fence(memory_order_seq_cst);
 		if (atomic_load_explicit(&h->closed, memory_order_seq_cst)) {
 			voided = true;
@@ -745,7 +749,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 			memcpy(dst, src, len);
 		/* The position is the sample id, offset by id_base (publish_sample_at()). */
 		write_meta(m, t + id_base, len, metas);
-		/* Release: publishes the payload and the metadata (T2). */
+		/* T2, [commit] release: publishes the payload and the metadata. */
 		atomic_store_explicit(&m->word, wpos | sw_make(0, FIFO_COMMITTED, 0),
 				      memory_order_release);
 		wpos += sw_make(1, 0, 0);
@@ -767,7 +771,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 	if (k == 0)
 		return voided ? -EPIPE : 0;
 	cistern__count(&me->ctr.puts, k);
-	/* The wake check after the last commit; light wakes, as gather_as(). */
+	/* [wake-data]: the wake check after the last commit; light wakes, as gather_as(). */
 	atomic_signal_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&h->readers_waiting, memory_order_seq_cst) != 0)
 		cistern__wake_futex(&h->data_futex);

@@ -78,10 +78,17 @@ void cistern__auto_read_end(struct cistern *c);
  */
 static inline bool cistern__auto_try_begin(struct cistern *c, uint32_t role, _Atomic uint64_t *mode)
 {
+	/*
+	 * [auto-claim]: the role bit, then the mode word, both relaxed and kept
+	 * in order by the compiler fence; the revoker's membarrier between its
+	 * seq_cst CAS of `revoking` and its load of auto_busy (finish_revoke(),
+	 * sole.c) is the store-load fence, so one of the two sees the other.
+	 */
 	atomic_store_explicit(&c->me->auto_busy, role, memory_order_relaxed);
 	atomic_signal_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(mode, memory_order_relaxed) == c->owner)
 		return true;
+	/* Relaxed: we claimed nothing; a revoker waits for the bit to clear, not for stores. */
 	atomic_store_explicit(&c->me->auto_busy, 0, memory_order_relaxed);
 	return false;
 }
@@ -95,7 +102,11 @@ static inline bool cistern__auto_begin(struct cistern *c, uint32_t role, _Atomic
 	return false;
 }
 
-/* Release: the claim's plain stores come before a revoker's CAS (sole.c). */
+/*
+ * [auto-end] release: the claim's plain stores come before the cleared
+ * bit; the revoker's acquire load of auto_busy sees them before its CAS
+ * (finish_revoke(), sole.c).
+ */
 static inline void cistern__auto_end_of(struct cistern_proc *me)
 {
 	atomic_store_explicit(&me->auto_busy, 0, memory_order_release);
@@ -125,6 +136,7 @@ static inline int cistern__add_role(struct cistern *c, uint32_t role)
 		if (r < 0)
 			return r;
 		c->role |= role;
+		/* Relaxed: the published role is for statistics and the reclaim, which takes the entry's lock. */
 		atomic_fetch_or_explicit(&c->me->role, role, memory_order_relaxed);
 		if (role == CISTERN_ROLE_PRODUCER && c->fixed.expected_producers)
 			cistern__count_producer(c);

@@ -54,12 +54,13 @@ int cistern__take_sole(struct cistern *c, uint32_t role)
 		return 0;
 	_Atomic uint32_t *holder = holder_of(h, role);
 	for (unsigned round = 0;; round++) {
+		/* [sole-drop] acquire: the previous holder's reclaim, if the role is free. */
 		uint32_t cur = atomic_load_explicit(holder, memory_order_acquire);
 		if (cur == c->owner)
 			break;
 		/*
-		 * acq_rel: we see everything the previous holder's reclaim did
-		 * before it gave the role back (drop_sole's release).
+		 * [sole-drop] acq_rel: we see everything the previous holder's
+		 * reclaim did before it gave the role back (drop_sole's release).
 		 */
 		if (cur == 0) {
 			if (atomic_compare_exchange_strong_explicit(holder, &cur, c->owner,
@@ -92,7 +93,7 @@ int cistern__take_sole(struct cistern *c, uint32_t role)
 
 void cistern__drop_sole(struct cistern_hdr *h, uint32_t owner)
 {
-	/* Release: the reclaim's slot changes are visible to the next holder. */
+	/* [sole-drop] release (acq_rel): the reclaim's slot changes are visible to the next holder. */
 	uint32_t o = owner;
 	atomic_compare_exchange_strong_explicit(&h->sole_producer, &o, 0, memory_order_acq_rel,
 						memory_order_relaxed);
@@ -124,7 +125,7 @@ void cistern__drop_sole(struct cistern_hdr *h, uint32_t owner)
  * handle that ever entered is counted until it leaves (its detach, or the
  * reclaim after its death, gives its count back: leave_role()).
  *
- * The holder brackets each plain claim (sole_claim_as(), sole_look_as();
+ * The holder brackets each plain claim (holder_claim(), holder_look() in fifo.h;
  * a reservoir reader each read call: cistern__auto_read_begin(), api.c)
  * with cistern__auto_begin() and cistern__auto_end(): it stores the role bit
  * in its entry's auto_busy, then loads the mode word, claims only if it
@@ -218,16 +219,19 @@ static bool in_calls(const struct cistern *c, uint32_t role)
 static int finish_revoke(struct cistern *c, _Atomic uint64_t *mode, uint32_t role, uint32_t hold)
 {
 	struct cistern_proc *hp = &cistern__procs(c)[hold - 1];
-	/* After the store of `revoking` (our CAS, seq_cst) and before the load of auto_busy. */
+	/*
+	 * [auto-claim]: after the store of `revoking` (our CAS, seq_cst) and
+	 * before the load of auto_busy, the holder's store-load fence.
+	 */
 	bool fenced = cistern__fence_others();
 	for (unsigned round = 0;; round++) {
 		uint64_t m = atomic_load_explicit(mode, memory_order_acquire);
 		if ((m & (AUTO_OWNER_MASK | AUTO_REVOKING)) != (hold | AUTO_REVOKING))
 			return 0; /* cleared by the holder, its reclaim, or another revoker */
 		/*
-		 * Acquire: pairs with the release that ends the holder's claim,
-		 * so its plain stores are seen before our first CAS. A dead
-		 * holder claims no more, whatever its auto_busy says.
+		 * [auto-end] acquire: pairs with the release that ends the
+		 * holder's claim, so its plain stores are seen before our first
+		 * CAS. A dead holder claims no more, whatever its auto_busy says.
 		 */
 		bool idle = fenced &&
 			    !(atomic_load_explicit(&hp->auto_busy, memory_order_acquire) & role);
@@ -277,9 +281,10 @@ int cistern__enter_auto(struct cistern *c, uint32_t role)
 		else
 			want = (m | AUTO_REVOKING) + 2 * AUTO_ONE; /* we and the holder */
 		/*
-		 * acq_rel: a holder sees the claims of every handle that left
-		 * before (their leave is a release); a counted handle's first
-		 * CAS claim follows the revocation below.
+		 * [auto-leave] acquire half: a holder sees the claims of every
+		 * handle that left before (their leave is a release); seq_cst for
+		 * [auto-claim], whose store of `revoking` this is; a counted
+		 * handle's first CAS claim follows the revocation below.
 		 */
 		if (!atomic_compare_exchange_weak_explicit(mode, &m, want, memory_order_seq_cst,
 							   memory_order_acquire))
@@ -293,7 +298,11 @@ int cistern__enter_auto(struct cistern *c, uint32_t role)
 		}
 		break;
 	}
-	/* What our leave gives back; see the note above on a death before this store. */
+	/*
+	 * What our leave gives back; see the note above on a death before this
+	 * store. Relaxed: read by our own leave, or by the reclaim under the
+	 * entry's lock.
+	 */
 	atomic_fetch_or_explicit(&c->me->auto_entered, role, memory_order_relaxed);
 	/* The reservoirs' plain paths span whole calls: api.c brackets them. */
 	set_holding(c, role, m == 0 && may_hold,
@@ -323,7 +332,7 @@ bool cistern__auto_regain(struct cistern *c, uint32_t role)
 		return false;
 	_Atomic uint64_t *mode = mode_of(c->hdr, role);
 	uint64_t m = AUTO_ONE;
-	/* acq_rel: we see the claims of the handles that left (their leave's release). */
+	/* [auto-leave] acquire: we see the claims of the handles that left (their leave's release). */
 	if (!atomic_compare_exchange_strong_explicit(mode, &m, c->owner, memory_order_seq_cst,
 						     memory_order_relaxed))
 		return false;
@@ -348,7 +357,7 @@ static void leave_role(struct cistern_hdr *h, struct cistern_proc *p, uint32_t o
 			want = m - AUTO_ONE;
 		else
 			return;
-		/* Release: our claims, or the reclaim of them, come before a new holder's. */
+		/* [auto-leave] release: our claims, or the reclaim of them, come before a new holder's. */
 		if (atomic_compare_exchange_weak_explicit(mode, &m, want, memory_order_seq_cst,
 							  memory_order_acquire))
 			return;
