@@ -302,7 +302,7 @@ struct read_req {
  */
 static inline bool read_begin(struct cistern *c)
 {
-	return c->auto_read_calls && cistern__auto_read_begin(c);
+	return cistern__reads_in_calls(c) && cistern__auto_read_begin(c);
 }
 
 static inline void read_end(struct cistern *c, bool plain)

@@ -45,14 +45,16 @@
  * sample leaves ACQUIRED(p, dead), which the reclaim turns into REDELIVER(p):
  * readers look for those (hinted by hdr->redeliver_pending) before the head.
  *
- * Ordering: the CAS that claims a slot is acq_rel so that the payload written
- * after it cannot be observed before the claim; commit publishes payload and
- * metadata with a release store (cistern__publish_word: also the store half
- * of the wake handshake in wait.c); readers load words with acquire before
- * touching the payload; release hands the slot back with the same kind of
- * store after the reader's last access to the payload. Commit and release
- * may be plain stores because only the owner moves a slot out of RESERVED or
- * ACQUIRED while it lives, and nobody acts for a dead owner until it is gone.
+ * Ordering (the labels in brackets; docs/STATE-MACHINE.md lists each with
+ * both of its sides): commit publishes payload and metadata with a release
+ * store ([commit]; cistern__publish_word, whose fenced form is a seq_cst
+ * exchange: also the store half of the wake handshake, [wake-data]);
+ * readers load words with acquire, or claim them with an acq_rel CAS,
+ * before touching the payload; release hands the slot back with the same
+ * kind of store after the reader's last access to the payload
+ * ([slot-free], [wake-space]). Commit and release may be stores because
+ * only the owner moves a slot out of RESERVED or ACQUIRED while it lives,
+ * and nobody acts for a dead owner until it is gone.
  */
 #include <errno.h>
 #include <string.h>
@@ -81,9 +83,10 @@ static void fifo_init(struct cistern *c)
  * the CAS would fetch it shared and then upgrade it, two transfers instead of
  * one. While polling (the last attempt found nothing) we load first, so that
  * spinning on a slot the other side is about to write does not keep taking
- * the line away from it. acq_rel on success: the claim is ordered before our
- * accesses to the payload, and we see everything the word's last writer
- * published (commit or release). Acquire on failure: *seen is used to decide.
+ * the line away from it. acq_rel on success: the acquire half is the
+ * observing side of [commit] (T5, T9) or [slot-free] (T1), so we see
+ * everything the word's last writer published before we touch the payload.
+ * Acquire on failure, the same edges: *seen is used to decide.
  */
 static inline bool claim_direct(bool polling, _Atomic uint64_t *word, uint64_t expect,
 				uint64_t desired, uint64_t *seen)
@@ -126,11 +129,11 @@ bool cistern__has_prefetchw(void)
 
 static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
 {
-	struct sole_at at;
-	enum sole_step st = sole_claim_as(c, c->auto_producing, &at);
-	if (st == SOLE_LOST)
+	struct holder_at at;
+	enum holder_step st = holder_claim(c, c->producing == CISTERN_HOLD_AUTO, &at);
+	if (st == HOLDER_LOST)
 		cistern__auto_lost(c, CISTERN_ROLE_PRODUCER);
-	if (st != SOLE_DONE)
+	if (st != HOLDER_DONE)
 		return false;
 	cistern__set_slot(slot, c, at.idx, at.pos);
 	return true;
@@ -142,6 +145,10 @@ int cistern__fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 	if (plain_producer(c) && reserve_sole(c, slot))
 		return 0;
 	for (;;) {
+		/*
+		 * [tail-claim] acquire: a holder's claim of every position below t
+		 * is in its word; [restore-tail]: so are a restore's words and id base.
+		 */
 		uint64_t t = atomic_load_explicit(&h->tail, memory_order_acquire);
 		uint64_t idx = cistern__slot_of(c, t);
 		struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
@@ -199,6 +206,10 @@ int cistern__fifo_abort(struct cistern *c, struct cistern_slot *slot)
 {
 	if (!slot_is_mine(c, slot))
 		return -EINVAL;
+	/*
+	 * T3, seq_cst: nothing to publish (the payload is garbage); the seq_cst
+	 * exchange is the store half of [wake-data] for the wake below.
+	 */
 	atomic_exchange_explicit(&cistern__slotmeta(c, slot->index_)->word,
 				 sw_make(slot->pos_, FIFO_SKIP, 0), memory_order_seq_cst);
 	slot->live_ = 0;
@@ -211,6 +222,7 @@ int cistern__fifo_abort(struct cistern *c, struct cistern_slot *slot)
 static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 {
 	struct cistern_hdr *h = c->hdr;
+	/* [redeliver-hint] acquire: the marks made before the bump we read are in the words. */
 	uint64_t hint = atomic_load_explicit(&h->redeliver_pending, memory_order_acquire);
 	if (hint == 0)
 		return -EAGAIN;
@@ -225,6 +237,7 @@ static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 	for (uint64_t k = 0; k < c->slot_count; k++) {
 		i = (i == 0 ? c->slot_count : i) - 1;
 		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
+		/* [commit] acquire: the sample's payload and metadata, as at T5. */
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
 		if (sw_state(w) != FIFO_REDELIVER)
 			continue;
@@ -242,7 +255,8 @@ static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 	/*
 	 * Nothing found. Clear the hint only if no reclaim bumped it during the
 	 * scan: a reclaim marks the slot first and bumps the hint after, so a bump
-	 * we did not see means a slot we may have passed already.
+	 * we did not see means a slot we may have passed already. acq_rel
+	 * ([redeliver-hint]): the CAS fails on any bump since our load.
 	 */
 	atomic_compare_exchange_strong_explicit(&h->redeliver_pending, &hint, 0,
 						memory_order_acq_rel, memory_order_relaxed);
@@ -252,14 +266,14 @@ static int take_redelivered(struct cistern *c, struct cistern_sample *s)
 /* The sole reader's take (T5) for cistern_acquire(): the look, then ACQUIRED. */
 static inline bool acquire_sole(struct cistern *c, struct cistern_sample *s)
 {
-	struct sole_at at;
-	bool guarded = c->auto_reading;
-	enum sole_step st = sole_look_as(c, guarded, &at);
-	if (st == SOLE_LOST)
+	struct holder_at at;
+	bool guarded = c->reading == CISTERN_HOLD_AUTO;
+	enum holder_step st = holder_look(c, guarded, &at);
+	if (st == HOLDER_LOST)
 		cistern__auto_lost(c, CISTERN_ROLE_READER);
-	if (st != SOLE_DONE)
+	if (st != HOLDER_DONE)
 		return false;
-	sole_take_at(c, guarded, &at);
+	holder_take(c, guarded, &at);
 	fill_sample(c, s, at.idx, at.pos);
 	return true;
 }
@@ -273,6 +287,7 @@ int cistern__fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 	if (plain_reader(c) && acquire_sole(c, s))
 		return 0;
 	for (;;) {
+		/* [head-take] acquire: a holder's take of every position below p is in its word. */
 		uint64_t p = atomic_load_explicit(&h->head, memory_order_acquire);
 		uint64_t idx = cistern__slot_of(c, p);
 		struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
@@ -295,6 +310,10 @@ int cistern__fifo_try_acquire(struct cistern *c, struct cistern_sample *s)
 				/* COMMITTED but not what we expected: an owner, i.e. damage. */
 				return -EPROTO;
 			case FIFO_SKIP: {
+				/*
+				 * T10, seq_cst: [slot-free] for the next lap's
+				 * producer, and the store half of [wake-space].
+				 */
 				uint64_t nw = sw_make(p + c->slot_count, FIFO_FREE, 0);
 				if (atomic_compare_exchange_strong_explicit(&m->word, &w, nw,
 									    memory_order_seq_cst,
@@ -341,7 +360,11 @@ static int fifo_release(struct cistern *c, struct cistern_sample *s)
 	return 0;
 }
 
-/* Mark a held slot for redelivery; the hint is bumped after the mark (see take_redelivered). */
+/*
+ * Mark a held slot for redelivery (T7, T8); [redeliver-hint] seq_cst: the
+ * hint is bumped after the mark, so a reader that sees the bump finds the
+ * mark (take_redelivered()).
+ */
 static void mark_redeliver(struct cistern *c, struct cistern_slotmeta *m, uint64_t w,
 			   uint32_t owner)
 {
@@ -370,9 +393,10 @@ static bool fifo_drained(struct cistern *c)
 {
 	struct cistern_hdr *h = c->hdr;
 	/*
-	 * closed first (seq_cst): a reservation that saw reception open moved
-	 * tail before the close in the total order, so we see it below. Later
-	 * reservations turn themselves into SKIPs that readers step over.
+	 * [close-claim] seq_cst, closed first: a reservation that saw reception
+	 * open moved tail before the close in the total order, so we see it
+	 * below. Later reservations turn themselves into SKIPs that readers
+	 * step over.
 	 */
 	if (!atomic_load_explicit(&h->closed, memory_order_seq_cst))
 		return false;
@@ -386,7 +410,8 @@ static bool fifo_drained(struct cistern *c)
 	 * Any FIFO may have such a producer: one that holds the role by the
 	 * flag, or automatically (sole.c). If this process may not issue the
 	 * membarrier, only a producer role nobody holds either way (so no
-	 * plain claim can be under way) lets us go on.
+	 * plain claim can be under way) lets us go on. This membarrier is the
+	 * store-load fence of [close-claim] for the holder's claim.
 	 */
 	if (!c->close_fenced) {
 		if (cistern__fence_others())
@@ -427,7 +452,7 @@ static void fifo_reclaim(struct cistern *c, uint32_t owner)
 			continue;
 		switch (sw_state(w)) {
 		case FIFO_RESERVED: {
-			/* An unfinished put: that sample never existed. */
+			/* An unfinished put: that sample never existed (T4; seq_cst, as T3). */
 			uint64_t nw = sw_make(sw_pos(w), FIFO_SKIP, 0);
 			if (atomic_compare_exchange_strong_explicit(
 				    &m->word, &w, nw, memory_order_seq_cst, memory_order_relaxed))
@@ -529,6 +554,11 @@ static int fifo_restore(struct cistern *c, uint64_t n, uint64_t next_id)
 	c->id_base = next_id - n;
 	h->id_base = c->id_base;
 	atomic_store_explicit(&h->head, 0, memory_order_relaxed);
+	/*
+	 * [restore-tail] release: the words and the header's id base come
+	 * before the tail; a producer's acquire load of the tail ([tail-claim]'s
+	 * observing side) finds them.
+	 */
 	atomic_store_explicit(&h->tail, n, memory_order_release);
 	return 0;
 }

@@ -3,7 +3,26 @@
  * fifo.h - what the FIFO's protocol (fifo.c) and its one-step put and get
  * (fifo_copy.c) share: the slot states, and the role holder's steps, inline,
  * so that the one-step paths make no call on their way. The slot state
- * machine is written down at the top of fifo.c and in docs/STATE-MACHINE.md.
+ * machine is written down at the top of fifo.c and in docs/STATE-MACHINE.md;
+ * the map of a whole put and get is at the top of fifo_copy.c.
+ *
+ * The holder's steps here (each used by fifo_copy.c's fast path and by the
+ * general path's reserve and acquire in fifo.c):
+ *
+ *     holder_claim()       the put's claim: FREE(t) -> RESERVED(t, me), tail t + 1
+ *     publish_sample_at()  the put's publish: metadata, COMMITTED(t) (T2), and
+ *                          the load that says whether readers sleep (the wake)
+ *     holder_look()        the get's look: the head's slot holds COMMITTED(p)
+ *     holder_take()        the get's take (T5) of a sample that is long or
+ *                          goes back: ACQUIRED(p, me), head p + 1
+ *     free_slot_at()       the release after a take (T6), and the load that
+ *                          says whether producers sleep
+ *     publish_as()         the release store of a slot word that every
+ *                          publish and release above goes through
+ *
+ * A step that finds its slot not ready, or the automatic role taken away,
+ * returns HOLDER_NOT_READY or HOLDER_LOST with nothing done: the caller
+ * falls back (fifo_copy.c: put_general(), get_general()).
  */
 #ifndef CISTERN_FIFO_H
 #define CISTERN_FIFO_H
@@ -32,21 +51,13 @@ enum {
 #define OWNER_UNACQUIRED 0 /* REDELIVER owner for a sample handed back by a short get */
 
 /*
- * The sole producer's claim (CISTERN_SINGLE_PRODUCER): nobody else moves the
- * tail or claims a FREE slot, so a load that finds FREE(t) can be followed by
- * plain stores, which leave through the store buffer while we go on, where
- * the CAS would wait for the slot's cache line to come back from the reader.
- * Only with light wakes: fifo_drained() relies on a membarrier to order our
- * tail store before our check for a closed reception (cistern_reserve()).
- * SOLE_NOT_READY (nothing done) if the slot is not FREE(t): the general path
- * decides. SOLE_LOST if the automatic role was taken away: the caller owes
- * cistern__auto_lost(). SOLE_DONE with the position and slot claimed;
- * reserve_sole() puts them in a slot record, put_as() uses them as they
- * are. `guarded`: we hold the automatic role (c->auto_producing), which a
- * second producer may take away, not the flag's. Always inlined and free of
- * calls, so that the put's fast path saves no register (see put_as()).
+ * The outcome of holder_claim() and holder_look(): HOLDER_DONE with the
+ * position and slot in a struct holder_at; HOLDER_NOT_READY (nothing done)
+ * if the slot is not FREE(t) (COMMITTED(p)): the general path decides;
+ * HOLDER_LOST if the automatic role was taken away: the caller owes
+ * cistern__auto_lost().
  */
-enum sole_step { SOLE_DONE, SOLE_NOT_READY, SOLE_LOST };
+enum holder_step { HOLDER_DONE, HOLDER_NOT_READY, HOLDER_LOST };
 
 /*
  * The position and slot a role holder's claim (look) found, with the slot's
@@ -55,7 +66,7 @@ enum sole_step { SOLE_DONE, SOLE_NOT_READY, SOLE_LOST };
  * after each atomic access, since the compiler may not keep the handle's
  * fields across one.
  */
-struct sole_at {
+struct holder_at {
 	uint64_t pos, idx;
 	struct cistern_slotmeta *m;
 	void *payload;
@@ -93,39 +104,59 @@ static inline __attribute__((always_inline)) void put_prefetch(struct cistern *c
 	cistern__prefetch_for_write(cistern__payload(c, ahead), c->write_prefetch);
 }
 
-static inline __attribute__((always_inline)) enum sole_step
-sole_claim_as(struct cistern *c, bool guarded, struct sole_at *at)
+/*
+ * The producer role holder's claim (CISTERN_SINGLE_PRODUCER, or the
+ * automatic role): nobody else moves the tail or claims a FREE slot, so a
+ * load that finds FREE(t) can be followed by plain stores, which leave
+ * through the store buffer while we go on, where the CAS would wait for the
+ * slot's cache line to come back from the reader. Only with light wakes:
+ * fifo_drained() relies on a membarrier to order our tail store before our
+ * check for a closed reception (cistern_reserve()). `guarded`: we hold the
+ * automatic role (CISTERN_HOLD_AUTO), which a second producer may take
+ * away, not the flag's. Always inlined and free of calls, so that the put's
+ * fast path saves no register (see put_as()).
+ */
+static inline __attribute__((always_inline)) enum holder_step
+holder_claim(struct cistern *c, bool guarded, struct holder_at *at)
 {
 	struct cistern_hdr *h = c->hdr;
 	/* The automatic role holds only while nobody takes it away (sole.c). */
 	if (guarded && !cistern__auto_try_begin(c, CISTERN_ROLE_PRODUCER, &h->auto_producer))
-		return SOLE_LOST;
+		return HOLDER_LOST;
 	/* Relaxed: we are the only writer of the tail while we hold the role. */
 	uint64_t t = atomic_load_explicit(&h->tail, memory_order_relaxed);
 	uint64_t idx = cistern__slot_of(c, t);
 	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
-	/* Acquire: the reader's release store of FREE(t) follows its last read of the payload. */
+	/*
+	 * [slot-free] acquire: the reader's release store of FREE(t) follows its
+	 * last read of the payload, which our writes then cannot overtake.
+	 */
 	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(t, FIFO_FREE, 0)) {
 		if (guarded)
 			cistern__auto_end(c);
 		c->put_quiet = FIFO_PUT_QUIET; /* the ring is full: see put_prefetch() */
-		return SOLE_NOT_READY;
+		return HOLDER_NOT_READY;
 	}
 	put_prefetch(c, idx);
 	/*
 	 * Relaxed: RESERVED names us for a reclaim if we die; nobody reads the
-	 * payload before COMMITTED, whose release store orders our writes. The
-	 * tail's release store comes after it, so a tail past t always has t's
-	 * claim in the word (the general path's help and the reclaim rely on it).
+	 * payload before COMMITTED, whose release store ([commit]) orders our
+	 * writes. [tail-claim] release: the tail's store comes after it, so a
+	 * process whose acquire load sees a tail past t sees t's claim in the
+	 * word (the general path's help and the reclaim rely on it).
 	 */
 	atomic_store_explicit(&m->word, sw_make(t, FIFO_RESERVED, c->owner), memory_order_relaxed);
 	atomic_store_explicit(&h->tail, t + 1, memory_order_release);
 	if (guarded)
 		cistern__auto_end(c);
-	/* Keeps the compiler from moving the caller's check of `closed` above. */
+	/*
+	 * [close-claim] compiler fence: keeps the caller's seq_cst check of
+	 * `closed` after the tail's store; the processor's store-load fence is
+	 * the membarrier that fifo_drained() issues after it sees the close.
+	 */
 	atomic_signal_fence(memory_order_seq_cst);
-	*at = (struct sole_at){t, idx, m, cistern__payload(c, idx)};
-	return SOLE_DONE;
+	*at = (struct holder_at){t, idx, m, cistern__payload(c, idx)};
+	return HOLDER_DONE;
 }
 
 /*
@@ -135,12 +166,14 @@ sole_claim_as(struct cistern *c, bool guarded, struct sole_at *at)
  */
 static inline bool holds_producer(const struct cistern *c)
 {
-	return c->auto_producing || (c->sole_producing && cistern__light());
+	return c->producing == CISTERN_HOLD_AUTO ||
+	       (c->producing == CISTERN_HOLD_SOLE && cistern__light());
 }
 
 static inline bool holds_reader(const struct cistern *c)
 {
-	return c->auto_reading || (c->sole_reading && cistern__light());
+	return c->reading == CISTERN_HOLD_AUTO ||
+	       (c->reading == CISTERN_HOLD_SOLE && cistern__light());
 }
 
 /*
@@ -152,7 +185,8 @@ static inline bool plain_producer(struct cistern *c)
 {
 	if (holds_producer(c))
 		return true;
-	return c->auto_shared_producer &&
+	/* Relaxed: a hint; cistern__auto_regain()'s CAS ([auto-leave]) decides. */
+	return c->producing == CISTERN_HOLD_COUNTED &&
 	       atomic_load_explicit(&c->hdr->auto_producer, memory_order_relaxed) ==
 		       CISTERN_AUTO_ONE &&
 	       cistern__auto_regain(c, CISTERN_ROLE_PRODUCER);
@@ -162,7 +196,7 @@ static inline bool plain_reader(struct cistern *c)
 {
 	if (holds_reader(c))
 		return true;
-	return c->auto_shared_reader &&
+	return c->reading == CISTERN_HOLD_COUNTED &&
 	       atomic_load_explicit(&c->hdr->auto_reader, memory_order_relaxed) ==
 		       CISTERN_AUTO_ONE &&
 	       cistern__auto_regain(c, CISTERN_ROLE_READER);
@@ -179,8 +213,13 @@ static inline __attribute__((always_inline)) void publish_as(bool holder, _Atomi
 							     uint64_t w)
 {
 	if (holder) {
+		/* Release: [commit] or [slot-free], as the word says (the callers). */
 		atomic_store_explicit(word, w, memory_order_release);
-		/* Keeps the compiler from moving the wake check's load above the store. */
+		/*
+		 * [wake-data] / [wake-space] compiler fence: keeps the wake check's
+		 * load after the store; the sleeper's membarrier (wait.c) is the
+		 * store-load fence.
+		 */
 		atomic_signal_fence(memory_order_seq_cst);
 	} else {
 		cistern__publish_word(word, w);
@@ -209,14 +248,22 @@ static inline __attribute__((always_inline)) bool
 publish_sample_at(struct cistern *c, bool holder, struct cistern_slotmeta *m, uint64_t pos,
 		  size_t len, struct cistern_meta *meta)
 {
-	/* Loaded before the stores below, as in sole_pass_at() (fifo_copy.c). */
+	/* Loaded before the stores below, as in holder_pass() (fifo_copy.c). */
 	struct cistern_hdr *h = c->hdr;
 	struct cistern_proc *me = c->me;
 	/* The position is unique and increasing: offset by id_base, it is the sample id. */
 	write_meta(m, pos + c->id_base, len, meta);
-	/* Publishes payload and metadata (release), then the wake check. */
+	/*
+	 * T2, [commit] release: the payload, len and ids are written before the
+	 * COMMITTED word; a reader's acquire load of the word sees them.
+	 */
 	publish_as(holder, &m->word, sw_make(pos, FIFO_COMMITTED, 0));
 	cistern__count(&me->ctr.puts, 1);
+	/*
+	 * [wake-data] seq_cst: after the commit, the look for sleeping readers;
+	 * a sleeper registers in readers_waiting before it looks at the word
+	 * again (wait.c), so one of the two sees the other.
+	 */
 	return atomic_load_explicit(&h->readers_waiting, memory_order_seq_cst) != 0;
 }
 
@@ -251,41 +298,41 @@ static inline void fill_sample(struct cistern *c, struct cistern_sample *s, uint
 
 /*
  * The sole reader's look at the head (CISTERN_SINGLE_READER), the first half
- * of the mirror of sole_claim_as(): only we move the head or take a
- * COMMITTED slot. SOLE_DONE with *at filled when the head's slot holds its
+ * of the mirror of holder_claim(): only we move the head or take a
+ * COMMITTED slot. HOLDER_DONE with *at filled when the head's slot holds its
  * sample; a guarded caller is then inside its bracket, which the step that
- * follows (sole_take_at() or sole_pass_at()) ends.
+ * follows (holder_take() or holder_pass()) ends.
  */
-static inline __attribute__((always_inline)) enum sole_step
-sole_look_as(struct cistern *c, bool guarded, struct sole_at *at)
+static inline __attribute__((always_inline)) enum holder_step
+holder_look(struct cistern *c, bool guarded, struct holder_at *at)
 {
 	struct cistern_hdr *h = c->hdr;
 	if (guarded && !cistern__auto_try_begin(c, CISTERN_ROLE_READER, &h->auto_reader))
-		return SOLE_LOST;
+		return HOLDER_LOST;
 	/* Relaxed: we are the only writer of the head while we hold the role. */
 	uint64_t p = atomic_load_explicit(&h->head, memory_order_relaxed);
 	uint64_t idx = cistern__slot_of(c, p);
 	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
 	void *payload = cistern__payload(c, idx);
 	__builtin_prefetch(payload, 0, 3);
-	/* Acquire: pairs with the commit's release store; the payload is complete. */
+	/* [commit] acquire: the payload, len and ids the producer wrote before T2. */
 	if (atomic_load_explicit(&m->word, memory_order_acquire) != sw_make(p, FIFO_COMMITTED, 0)) {
 		if (guarded)
 			cistern__auto_end(c);
-		return SOLE_NOT_READY;
+		return HOLDER_NOT_READY;
 	}
-	*at = (struct sole_at){p, idx, m, payload};
-	return SOLE_DONE;
+	*at = (struct holder_at){p, idx, m, payload};
+	return HOLDER_DONE;
 }
 
-/* T5 by the sole reader, at the position sole_look_as() found COMMITTED. */
-static inline __attribute__((always_inline)) void sole_take_at(struct cistern *c, bool guarded,
-							       const struct sole_at *at)
+/* T5 by the sole reader, at the position holder_look() found COMMITTED. */
+static inline __attribute__((always_inline)) void holder_take(struct cistern *c, bool guarded,
+							      const struct holder_at *at)
 {
 	/*
 	 * Relaxed: ACQUIRED names us so that a reclaim hands the sample out again
-	 * if we die; the head's release store follows it, so a head past p always
-	 * has p taken in the word.
+	 * if we die. [head-take] release: the head's store follows it, so a
+	 * reader whose acquire load sees a head past p sees p taken in the word.
 	 */
 	atomic_store_explicit(&at->m->word, sw_make(at->pos, FIFO_ACQUIRED, c->owner),
 			      memory_order_relaxed);
@@ -303,9 +350,13 @@ static inline __attribute__((always_inline)) void sole_take_at(struct cistern *c
 static inline __attribute__((always_inline)) bool
 free_slot_at(struct cistern *c, bool holder, struct cistern_slotmeta *m, uint64_t pos)
 {
-	/* Our reads of the payload are done (release), then the wake check. */
+	/*
+	 * T6, [slot-free] release: our reads of the payload come before FREE;
+	 * a producer's acquire load or claim of the word comes after them.
+	 */
 	publish_as(holder, &m->word, sw_make(pos + c->slot_count, FIFO_FREE, 0));
 	cistern__count(&c->me->ctr.seen_hist[1], 1);
+	/* [wake-space] seq_cst, as [wake-data] in publish_sample_at(). */
 	return cistern__producers_wait(c);
 }
 

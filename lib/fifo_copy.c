@@ -5,6 +5,44 @@
  * the slot is ready, by the role holder with plain stores (or by anyone
  * through the general path, fifo.c), with no slot record filled and read
  * back and no call on the way.
+ *
+ * The map of one put. cistern_put() (api.c) checks its arguments and calls
+ * c->put_step: put_plain(), or put_wide() where the processor has AVX2, two
+ * builds of the same inline path, put_holder() and put_as():
+ *
+ *     role     put_holder()           light wakes, and which holder we are
+ *     claim    holder_claim() fifo.h  FREE(t) -> RESERVED(t, me), then tail t + 1
+ *     close    put_as()               the re-check of `closed` after the claim
+ *     copy     copy_small()           up to FIFO_SMALL_COPY_MAX bytes, inline
+ *     publish  publish_sample_at()    the metadata, then COMMITTED(t) (T2)
+ *     wake     publish_sample_at()    its load of readers_waiting; put_wake() wakes
+ *
+ * and its fallbacks, each out of line and reached by a tail call:
+ *
+ *     put_general()  not the holder, ring full, reception closed, role lost
+ *                    (another role holder took it): the general one step
+ *                    (put_now()), then the waiting path (cistern__put_slow())
+ *     put_voided()   a close came during the claim: the claim becomes SKIP
+ *     put_long()     a sample longer than a line: memcpy(), publish, wake
+ *     put_wake()     readers sleep: the futex wake after the publish
+ *
+ * The map of one get, the mirror (c->get_step: get_plain(), get_wide()):
+ *
+ *     role     get_holder()           light wakes, and which holder we are
+ *     look     holder_look() fifo.h   the head's slot holds COMMITTED(p)
+ *     copy     copy_small()           a sample of up to a line that fits the buffer
+ *     hand-back holder_pass()         FREE(p + n) (T11), then head p + 1
+ *     wake     holder_pass()          its load of producers_waiting; get_wake() wakes
+ *
+ *     get_general()  not the holder, redeliveries pending, nothing committed,
+ *                    role lost: get_now(), then cistern__get_slow()
+ *     get_taken()    longer than a line, or than the buffer: taken (T5), then
+ *                    copied with memcpy() or handed back (-EMSGSIZE)
+ *     get_wake()     producers sleep: the futex wake after the hand-back
+ *
+ * wide copies: put_wide() and get_wide() are put_plain() and get_plain()
+ * compiled for AVX2 (see put_wide()). The batch calls (further down) run the
+ * same claim, copy and publish in loops of their own.
  */
 #include <errno.h>
 #include <string.h>
@@ -52,16 +90,16 @@ static inline __attribute__((always_inline)) void copy_small(void *dst, const vo
 }
 
 /*
- * cistern_put() and cistern_get() when the slot at the index is ready: the
- * claim, the copy and the commit (release) without the general path's
- * layers (waiter set-up, indirect calls, ownership checks of a slot we just
- * claimed), so that more samples fit in the processor's window of
- * instructions in flight and their cache misses overlap. -EAGAIN when the
- * call cannot go straight through: the caller takes the general path, which
- * waits, adds the role and reports the errors. The caller checked the handle.
+ * The general one step, for anyone who does not hold the role: the general
+ * claim (fifo.c), the copy and the commit without the waiting path's layers
+ * (waiter set-up, indirect calls, ownership checks of a slot we just
+ * claimed). -EAGAIN when the call cannot go straight through: the caller
+ * takes the waiting path, which waits, adds the role and reports the
+ * errors. The caller checked the handle.
  */
 static int put_now(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta)
 {
+	/* Acquire: a first look; the seq_cst check after the claim decides ([close-claim]). */
 	if (!(c->role & CISTERN_ROLE_PRODUCER) ||
 	    atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
 		return -EAGAIN;
@@ -69,7 +107,7 @@ static int put_now(struct cistern *c, const void *buf, size_t len, struct cister
 	int r = cistern__fifo_try_reserve(c, &slot);
 	if (r < 0)
 		return r;
-	/* As cistern_reserve(): a close that came while we claimed voids the claim. */
+	/* [close-claim] seq_cst, as cistern_reserve(): a close that came while we claimed voids the claim. */
 	if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst)) {
 		cistern__fifo_abort(c, &slot);
 		return -EPIPE;
@@ -99,33 +137,34 @@ static ssize_t get_now(struct cistern *c, void *buf, size_t cap, struct cistern_
 }
 
 /*
- * The holder's put and get (below) and what they leave to others.
+ * ---- The put's fallbacks ----------------------------------------------------
  *
- * The holder's path makes no call: whatever needs one (a wake, a lost role,
- * a voided claim, a payload longer than a line, a shared handle) is left to
- * one of these functions, reached by a tail call with nothing of ours live
- * after it, so the path saves few registers (a saved register is a store)
- * and calls nothing on the way: fewer instructions for every put and get
- * that goes straight through.
+ * Whatever needs a call (a wake, a lost role, a voided claim, a payload
+ * longer than a line, a handle that does not hold the role) is left to one
+ * of these, out of line (noinline) and reached by a tail call with nothing
+ * of the fast path live after it, so that the inline path saves few
+ * registers (a saved register is a store) and calls nothing on the way.
  */
-static __attribute__((noinline)) int put_shared(struct cistern *c, const void *buf, size_t len,
-						struct cistern_meta *meta, int timeout_ms)
+
+/*
+ * The put of a handle that cannot take the holder's path now: `lost` if it
+ * held the automatic role and found it taken away (cistern__auto_lost()).
+ * A counted handle that finds itself the only producer left takes the role
+ * back (once) and goes round the holder's path again.
+ */
+static __attribute__((noinline)) int put_general(struct cistern *c, const void *buf, size_t len,
+						 struct cistern_meta *meta, int timeout_ms,
+						 bool lost)
 {
-	/* A counted handle that finds itself the only producer left takes the role (once). */
+	if (lost)
+		cistern__auto_lost(c, CISTERN_ROLE_PRODUCER);
 	if (!holds_producer(c) && plain_producer(c))
 		return c->put_step(c, buf, len, meta, timeout_ms);
 	int r = put_now(c, buf, len, meta);
 	return r == -EAGAIN ? cistern__put_slow(c, buf, len, meta, timeout_ms) : r;
 }
 
-static __attribute__((noinline)) int put_lost(struct cistern *c, const void *buf, size_t len,
-					      struct cistern_meta *meta, int timeout_ms)
-{
-	cistern__auto_lost(c, CISTERN_ROLE_PRODUCER);
-	return put_shared(c, buf, len, meta, timeout_ms);
-}
-
-/* As cistern_reserve(): a close that came while we claimed voids the claim. */
+/* As cistern_reserve(): a close that came while we claimed voids the claim (SKIP). */
 static __attribute__((noinline)) int put_voided(struct cistern *c, uint64_t pos, uint64_t idx)
 {
 	struct cistern_slot slot;
@@ -134,12 +173,13 @@ static __attribute__((noinline)) int put_voided(struct cistern *c, uint64_t pos,
 	return -EPIPE;
 }
 
-static __attribute__((noinline)) int put_woken(struct cistern *c)
+static __attribute__((noinline)) int put_wake(struct cistern *c)
 {
 	cistern__wake_futex(&c->hdr->data_futex);
 	return 0;
 }
 
+/* The copy, the publish and the wake of a sample longer than a line. */
 static __attribute__((noinline)) int put_long(struct cistern *c, const void *buf, size_t len,
 					      struct cistern_meta *meta, uint64_t pos, uint64_t idx)
 {
@@ -150,59 +190,62 @@ static __attribute__((noinline)) int put_long(struct cistern *c, const void *buf
 }
 
 /*
+ * ---- The put's fast path ----------------------------------------------------
+ *
  * The holder of the producer role (CISTERN_SINGLE_PRODUCER with light wakes,
  * or the automatic role): the claim, the copy and the commit on the position
  * and slot index alone, with no slot record filled and read back: the same
  * steps in the same order as cistern_reserve() + cistern_commit(), in fewer
- * instructions and stores. Anyone else, or a slot not ready, takes the
- * general path (put_shared()), which waits, adds the role and reports the
- * errors. The caller (cistern_put()) checked the handle and the length.
+ * instructions and stores. The caller (cistern_put()) checked the handle and
+ * the length. `guarded`: the automatic holder, whose claim is bracketed
+ * (holder_claim()).
  */
 static inline __attribute__((always_inline)) int put_as(struct cistern *c, bool guarded,
 							const void *buf, size_t len,
 							struct cistern_meta *meta, int timeout_ms)
 {
-	struct sole_at at;
+	struct holder_at at;
+	/* Acquire: a first look, as put_now()'s. */
 	if (atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
-		return put_shared(c, buf, len, meta, timeout_ms);
-	switch (sole_claim_as(c, guarded, &at)) {
-	case SOLE_LOST:
-		return put_lost(c, buf, len, meta, timeout_ms);
-	case SOLE_NOT_READY:
-		return put_shared(c, buf, len, meta, timeout_ms);
-	case SOLE_DONE:
+		return put_general(c, buf, len, meta, timeout_ms, false);
+	switch (holder_claim(c, guarded, &at)) {
+	case HOLDER_LOST:
+		return put_general(c, buf, len, meta, timeout_ms, true);
+	case HOLDER_NOT_READY:
+		return put_general(c, buf, len, meta, timeout_ms, false);
+	case HOLDER_DONE:
 		break;
 	}
-	/* seq_cst, as cistern_reserve()'s check (fifo_drained() pairs with it). */
+	/* [close-claim] seq_cst, after the tail's store: fifo_drained() pairs with it. */
 	if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst))
 		return put_voided(c, at.pos, at.idx);
 	if (len > FIFO_SMALL_COPY_MAX)
 		return put_long(c, buf, len, meta, at.pos, at.idx);
 	copy_small(at.payload, buf, len);
 	if (publish_sample_at(c, true, at.m, at.pos, len, meta))
-		return put_woken(c);
+		return put_wake(c);
 	return 0;
 }
 
 /*
- * One copy of the path each for the automatic holder and the flag's: one
- * register fewer. Either holds the role's plain stores only with light
- * wakes: the flag's by this check; the automatic holder took its role with
- * them, but a fork child that could not register for them inherits the
- * role without. Checked once here, so that the commit's store needs no
- * second look (publish_as()).
+ * Which holder we are. One copy of put_as() each for the automatic holder
+ * and the flag's: one register fewer. Either holds the role's plain stores
+ * only with light wakes: the flag's by this check; the automatic holder took
+ * its role with them, but a fork child that could not register for them
+ * inherits the role without. Checked once here, so that the commit's store
+ * needs no second look (publish_as()).
  */
 static inline __attribute__((always_inline)) int put_holder(struct cistern *c, const void *buf,
 							    size_t len, struct cistern_meta *meta,
 							    int timeout_ms)
 {
 	if (!cistern__light())
-		return put_shared(c, buf, len, meta, timeout_ms);
-	if (c->auto_producing)
+		return put_general(c, buf, len, meta, timeout_ms, false);
+	if (c->producing == CISTERN_HOLD_AUTO)
 		return put_as(c, true, buf, len, meta, timeout_ms);
-	if (c->sole_producing)
+	if (c->producing == CISTERN_HOLD_SOLE)
 		return put_as(c, false, buf, len, meta, timeout_ms);
-	return put_shared(c, buf, len, meta, timeout_ms);
+	return put_general(c, buf, len, meta, timeout_ms, false);
 }
 
 /*
@@ -248,31 +291,22 @@ static inline __attribute__((always_inline)) void meta_out(const struct cistern_
 	}
 }
 
-static __attribute__((noinline)) ssize_t get_shared(struct cistern *c, void *buf, size_t cap,
-						    struct cistern_meta *meta, int timeout_ms)
+/* ---- The get's fallbacks (as the put's) -------------------------------------- */
+
+/* As put_general(), for the reader role. */
+static __attribute__((noinline)) ssize_t get_general(struct cistern *c, void *buf, size_t cap,
+						     struct cistern_meta *meta, int timeout_ms,
+						     bool lost)
 {
-	/* A counted handle that finds itself the only reader left takes the role (once). */
+	if (lost)
+		cistern__auto_lost(c, CISTERN_ROLE_READER);
 	if (!holds_reader(c) && plain_reader(c))
 		return c->get_step(c, buf, cap, meta, timeout_ms);
 	ssize_t n = get_now(c, buf, cap, meta);
 	return n == -EAGAIN ? cistern__get_slow(c, buf, cap, meta, timeout_ms) : n;
 }
 
-static __attribute__((noinline)) ssize_t get_lost(struct cistern *c, void *buf, size_t cap,
-						  struct cistern_meta *meta, int timeout_ms)
-{
-	cistern__auto_lost(c, CISTERN_ROLE_READER);
-	return get_shared(c, buf, cap, meta, timeout_ms);
-}
-
-static __attribute__((noinline)) ssize_t get_misfit(struct cistern *c, uint64_t pos, uint64_t idx)
-{
-	struct cistern_sample s;
-	fill_sample(c, &s, idx, pos);
-	return cistern__fifo_got_too_long(c, &s);
-}
-
-static __attribute__((noinline)) ssize_t get_woken(struct cistern *c, size_t len)
+static __attribute__((noinline)) ssize_t get_wake(struct cistern *c, size_t len)
 {
 	cistern__wake_futex(&c->hdr->space_futex);
 	return (ssize_t)len;
@@ -281,20 +315,23 @@ static __attribute__((noinline)) ssize_t get_woken(struct cistern *c, size_t len
 /*
  * The holder's get of a sample longer than a line or than the caller's
  * buffer, which get_as() found COMMITTED at position pos in slot idx: taken
- * first (T5) as any get does, since its copy is long or it goes back. Kept
- * out of get_as(), whose registers it would crowd; the bracket of the
- * automatic holder (c->auto_reading) is still open.
+ * first (T5) as any get does, since its copy is long or it goes back for
+ * redelivery. The bracket of the automatic holder (CISTERN_HOLD_AUTO) is
+ * still open; holder_take() ends it.
  */
 static __attribute__((noinline)) ssize_t get_taken(struct cistern *c, void *buf, size_t cap,
 						   struct cistern_meta *meta, uint64_t pos,
 						   uint64_t idx)
 {
-	struct sole_at at = {pos, idx, cistern__slotmeta(c, idx), cistern__payload(c, idx)};
+	struct holder_at at = {pos, idx, cistern__slotmeta(c, idx), cistern__payload(c, idx)};
 	/* Stable: the slot is COMMITTED and only we take it. */
 	size_t len = (size_t)at.m->len;
-	sole_take_at(c, c->auto_reading, &at);
-	if (len > c->slot_size || len > cap)
-		return get_misfit(c, pos, idx);
+	holder_take(c, c->reading == CISTERN_HOLD_AUTO, &at);
+	if (len > c->slot_size || len > cap) {
+		struct cistern_sample s;
+		fill_sample(c, &s, idx, pos);
+		return cistern__fifo_got_too_long(c, &s);
+	}
 	memcpy(buf, at.payload, len);
 	meta_out(at.m, meta);
 	if (free_slot_at(c, true, at.m, pos))
@@ -303,10 +340,12 @@ static __attribute__((noinline)) ssize_t get_taken(struct cistern *c, void *buf,
 }
 
 /*
- * T11 and I2 by the sole reader, which has copied out the sample at position
- * p (the COMMITTED word sole_look_as() loaded): the slot goes straight to
- * FREE(p + n), with no ACQUIRED between, and then the head moves. True if
- * producers sleep (see free_slot()).
+ * ---- The get's fast path ----------------------------------------------------
+ *
+ * The hand-back: T11 and I2 by the holder of the reader role, which has
+ * copied out the sample at position p (the COMMITTED word holder_look()
+ * loaded): the slot goes straight to FREE(p + n), with no ACQUIRED between,
+ * and then the head moves. True if producers sleep (see free_slot()).
  *
  * The order is what keeps a death harmless. Killed before the hand-back, we
  * leave the sample COMMITTED at the head, where the next reader takes it: it
@@ -316,8 +355,8 @@ static __attribute__((noinline)) ssize_t get_taken(struct cistern *c, void *buf,
  * past a dead reader's take. The head's store comes last so that a head past
  * p always has p's sample gone from COMMITTED.
  */
-static inline __attribute__((always_inline)) bool sole_pass_at(struct cistern *c, bool guarded,
-							       const struct sole_at *at)
+static inline __attribute__((always_inline)) bool holder_pass(struct cistern *c, bool guarded,
+							      const struct holder_at *at)
 {
 	/*
 	 * Loaded before the stores below, which the compiler cannot tell from
@@ -326,11 +365,12 @@ static inline __attribute__((always_inline)) bool sole_pass_at(struct cistern *c
 	struct cistern_hdr *h = c->hdr;
 	struct cistern_proc *me = c->me;
 	uint64_t next = at->pos + c->slot_count;
-	/* Release (publish_as()): our reads of the payload come before the hand-back. */
+	/* T11, [slot-free] release (publish_as()): our reads of the payload come before FREE. */
 	publish_as(true, &at->m->word, sw_make(next, FIFO_FREE, 0));
 	cistern__count(&me->ctr.seen_hist[1], 1);
+	/* [wake-space] seq_cst, as free_slot_at()'s. */
 	bool sleepers = atomic_load_explicit(&h->producers_waiting, memory_order_seq_cst) != 0;
-	/* Release: a reader that loads this head sees the hand-back before it. */
+	/* [head-take] release: a reader that loads this head sees the hand-back before it. */
 	atomic_store_explicit(&h->head, at->pos + 1, memory_order_release);
 	if (guarded)
 		cistern__auto_end_of(me);
@@ -341,28 +381,28 @@ static inline __attribute__((always_inline)) bool sole_pass_at(struct cistern *c
 /*
  * The holder of the reader role: the mirror of put_as(). A sample of up to a
  * line that fits the caller's buffer is copied out while still COMMITTED and
- * then handed back (sole_pass_at()), one store to the slot word where a take
- * and a release would make two; a longer one, or one that does not fit, is
- * taken first (T5) as any get does, since its copy is long or it goes back.
+ * then handed back (holder_pass()), one store to the slot word where a take
+ * and a release would make two; a longer one, or one that does not fit,
+ * goes to get_taken().
  */
 static inline __attribute__((always_inline)) ssize_t
 get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_meta *meta,
        int timeout_ms)
 {
-	struct sole_at at;
+	struct holder_at at;
 	/*
 	 * As cistern__fifo_try_acquire(): redeliveries first (the general path
 	 * takes them). Relaxed: a hint, which take_redelivered() confirms slot by
 	 * slot.
 	 */
 	if (atomic_load_explicit(&c->hdr->redeliver_pending, memory_order_relaxed) != 0)
-		return get_shared(c, buf, cap, meta, timeout_ms);
-	switch (sole_look_as(c, guarded, &at)) {
-	case SOLE_LOST:
-		return get_lost(c, buf, cap, meta, timeout_ms);
-	case SOLE_NOT_READY:
-		return get_shared(c, buf, cap, meta, timeout_ms);
-	case SOLE_DONE:
+		return get_general(c, buf, cap, meta, timeout_ms, false);
+	switch (holder_look(c, guarded, &at)) {
+	case HOLDER_LOST:
+		return get_general(c, buf, cap, meta, timeout_ms, true);
+	case HOLDER_NOT_READY:
+		return get_general(c, buf, cap, meta, timeout_ms, false);
+	case HOLDER_DONE:
 		break;
 	}
 	size_t len = (size_t)at.m->len;
@@ -370,22 +410,22 @@ get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_me
 		return get_taken(c, buf, cap, meta, at.pos, at.idx);
 	copy_small(buf, at.payload, len);
 	meta_out(at.m, meta);
-	if (sole_pass_at(c, guarded, &at))
-		return get_woken(c, len);
+	if (holder_pass(c, guarded, &at))
+		return get_wake(c, len);
 	return (ssize_t)len;
 }
 
-/* As put_holder(). */
+/* Which holder we are, as put_holder(). */
 static inline __attribute__((always_inline)) ssize_t
 get_holder(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms)
 {
 	if (!cistern__light())
-		return get_shared(c, buf, cap, meta, timeout_ms);
-	if (c->auto_reading)
+		return get_general(c, buf, cap, meta, timeout_ms, false);
+	if (c->reading == CISTERN_HOLD_AUTO)
 		return get_as(c, true, buf, cap, meta, timeout_ms);
-	if (c->sole_reading)
+	if (c->reading == CISTERN_HOLD_SOLE)
 		return get_as(c, false, buf, cap, meta, timeout_ms);
-	return get_shared(c, buf, cap, meta, timeout_ms);
+	return get_general(c, buf, cap, meta, timeout_ms, false);
 }
 
 #ifdef FIFO_WIDE_COPIES
@@ -458,7 +498,7 @@ gather_as(struct cistern *c, bool guarded, size_t n, const struct cistern_gather
 	struct cistern_meta *metas = g->meta;
 	for (size_t i = 0; i < n; i++, p++, dst += stride) {
 		struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
-		/* Acquire: pairs with the commit's release store; the payload is complete. */
+		/* [commit] acquire: the payload is complete. */
 		if (atomic_load_explicit(&m->word, memory_order_acquire) !=
 		    sw_make(p, FIFO_COMMITTED, 0))
 			break;
@@ -474,14 +514,14 @@ gather_as(struct cistern *c, bool guarded, size_t n, const struct cistern_gather
 			lens[i] = len;
 		if (metas)
 			meta_out(m, &metas[i]);
-		/* T11. Release: our reads of the payload come before the hand-back. */
+		/* T11, [slot-free] release: our reads of the payload come before the hand-back. */
 		atomic_store_explicit(&m->word, sw_make(p + slots, FIFO_FREE, 0),
 				      memory_order_release);
 		if (++idx == slots)
 			idx = 0;
 	}
 	size_t k = (size_t)(p - p0);
-	/* Release: a reader that loads this head sees the hand-backs before it. */
+	/* [head-take] release: a reader that loads this head sees the hand-backs before it. */
 	if (k)
 		atomic_store_explicit(&h->head, p, memory_order_release);
 	if (guarded)
@@ -490,9 +530,10 @@ gather_as(struct cistern *c, bool guarded, size_t n, const struct cistern_gather
 		cistern__count(&me->ctr.gets, k);
 		cistern__count(&me->ctr.seen_hist[1], k);
 		/*
-		 * The wake check after the last hand-back. With light wakes (the
-		 * role needs them) a sleeping producer's membarrier orders our
-		 * stores before its re-check, so a compiler fence is enough here.
+		 * [wake-space]: the wake check after the last hand-back. With light
+		 * wakes (the role needs them) a sleeping producer's membarrier
+		 * orders our stores before its re-check, so a compiler fence is
+		 * enough here.
 		 */
 		atomic_signal_fence(memory_order_seq_cst);
 		if (atomic_load_explicit(&h->producers_waiting, memory_order_seq_cst) != 0)
@@ -505,7 +546,7 @@ gather_as(struct cistern *c, bool guarded, size_t n, const struct cistern_gather
 static inline __attribute__((always_inline)) size_t
 gather_holder(struct cistern *c, size_t n, const struct cistern_gather *g, bool *lost)
 {
-	if (c->auto_reading)
+	if (c->reading == CISTERN_HOLD_AUTO)
 		return gather_as(c, true, n, g, lost);
 	return gather_as(c, false, n, g, lost);
 }
@@ -615,7 +656,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 {
 	struct cistern_hdr *h = c->hdr;
 	struct cistern_proc *me = c->me;
-	/* As put_as(): after a close, the caller's cistern_put() says -EPIPE. */
+	/* A first look, as put_as()'s: after a close, the caller's cistern_put() says -EPIPE. */
 	if (atomic_load_explicit(&h->closed, memory_order_acquire))
 		return 0;
 	/* Relaxed: we are the only writer of the tail while we hold the role. */
@@ -671,7 +712,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 			*lost = true;
 			break;
 		}
-		/* Acquire: the reader's release store of FREE(t) follows its last read. */
+		/* [slot-free] acquire: the reader's release store of FREE(t) follows its last read. */
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
 		if (w != (wpos | sw_make(0, FIFO_FREE, 0))) {
 			if (guarded)
@@ -691,12 +732,12 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 			am = meta0;
 			ap = arena;
 		}
-		/* Relaxed, then the tail (release): as sole_claim_as(). */
+		/* Relaxed, then the tail ([tail-claim] release): as holder_claim(). */
 		atomic_store_explicit(&m->word, wpos | reserved, memory_order_relaxed);
 		atomic_store_explicit(&h->tail, t + 1, memory_order_release);
 		if (guarded)
 			cistern__auto_end_of(me);
-		/* seq_cst, after the claim: as put_as()'s check (fifo_drained() pairs with it). */
+		/* [close-claim] seq_cst, after the claim: as put_as()'s check. */
 		atomic_signal_fence(memory_order_seq_cst);
 		if (atomic_load_explicit(&h->closed, memory_order_seq_cst)) {
 			voided = true;
@@ -708,7 +749,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 			memcpy(dst, src, len);
 		/* The position is the sample id, offset by id_base (publish_sample_at()). */
 		write_meta(m, t + id_base, len, metas);
-		/* Release: publishes the payload and the metadata (T2). */
+		/* T2, [commit] release: publishes the payload and the metadata. */
 		atomic_store_explicit(&m->word, wpos | sw_make(0, FIFO_COMMITTED, 0),
 				      memory_order_release);
 		wpos += sw_make(1, 0, 0);
@@ -730,7 +771,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 	if (k == 0)
 		return voided ? -EPIPE : 0;
 	cistern__count(&me->ctr.puts, k);
-	/* The wake check after the last commit; light wakes, as gather_as(). */
+	/* [wake-data]: the wake check after the last commit; light wakes, as gather_as(). */
 	atomic_signal_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&h->readers_waiting, memory_order_seq_cst) != 0)
 		cistern__wake_futex(&h->data_futex);
@@ -741,7 +782,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 static inline __attribute__((always_inline)) ssize_t
 scatter_holder(struct cistern *c, size_t n, const struct cistern_scatter *s, bool *lost)
 {
-	if (c->auto_producing)
+	if (c->producing == CISTERN_HOLD_AUTO)
 		return scatter_as(c, true, n, s, lost);
 	return scatter_as(c, false, n, s, lost);
 }

@@ -40,7 +40,7 @@ static void undo_pins(struct cistern *c, const struct cistern_sample *tmp, size_
 	for (size_t i = 0; i < n; i++)
 		cistern__unpin_quiet(c, tmp[i].index_);
 	/* A producer may have backed off from one of them. */
-	if (c->sole_reading)
+	if (cistern__reads_alone(c))
 		cistern__fence_before_wake(); /* [wait-register]: plain unpins */
 	cistern__wake_producers(c);
 }
@@ -76,7 +76,7 @@ int cistern__rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t
 			   const struct cistern_gather *g)
 {
 	const struct cistern_fixed *f = &c->fixed;
-	bool sole = c->sole_reading;
+	bool sole = cistern__reads_alone(c);
 	/*
 	 * Only while the handle holds nothing: then no pin of ours is on any
 	 * slot, so the stream tells repeats by our pin bit, and each member

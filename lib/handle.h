@@ -79,6 +79,25 @@ struct cistern__lockfd {
 	uint32_t intent_held; /* the entry whose intent lock a fork took, + 1 */
 };
 
+/*
+ * How a handle stands in one role (sole.c, roles.h), set when it takes the
+ * role and changed by the automatic role's handshake. The handle keeps one
+ * for each side, c->producing and c->reading, since one handle may put and
+ * get (its c->role has both bits) and hold the two roles in different ways,
+ * e.g. the producer's by CISTERN_SINGLE_PRODUCER and the reader's
+ * automatically. Each fast path's test is one load and compare: the order
+ * makes "runs the sole reader's paths" (IN_CALL, SOLE) one comparison too.
+ */
+enum cistern_hold {
+	CISTERN_HOLD_NONE = 0,      /* no role of its own: the shared paths */
+	CISTERN_HOLD_COUNTED,       /* counted among several in the automatic role */
+	CISTERN_HOLD_AUTO,          /* holds the automatic role: each claim bracketed (FIFO) */
+	CISTERN_HOLD_CALLS_COUNTED, /* a reservoir reader counted among several */
+	CISTERN_HOLD_CALLS_AUTO, /* a reservoir reader holding the automatic role, between calls */
+	CISTERN_HOLD_IN_CALL,    /* ... inside a read call (cistern__auto_read_begin()) */
+	CISTERN_HOLD_SOLE,       /* holds the role by its CISTERN_SINGLE_* flag */
+};
+
 struct cistern {
 	struct cistern_hdr *hdr;
 	size_t map_size;
@@ -109,18 +128,13 @@ struct cistern {
 	int64_t next_drain_look_ns; /* reservoir.c: earliest next look at every slot in cistern__rs_drained() */
 	int64_t next_fill_look_ns; /* reservoir.c: earliest next look for an empty slot past `filled` */
 	struct cistern_scratch scratch;
-	bool reserve_polling;      /* FIFO: the last reserve found the ring full */
-	bool acquire_polling;      /* FIFO: the last acquire found nothing */
-	bool sole_producing;       /* sole.c: this handle holds the producer role */
-	bool sole_reading;         /* sole.c: this handle holds the reader role */
-	bool auto_producing;       /* sole.c: this handle holds the producer role automatically */
-	bool auto_reading;         /* sole.c: this handle holds the reader role automatically */
-	bool auto_shared_producer; /* sole.c: counted among several producers */
-	bool auto_shared_reader;   /* sole.c: counted among several readers */
-	bool auto_read_calls;      /* sole.c: a reservoir reader in the automatic role */
-	bool close_fenced;         /* fifo.c: fenced against plain claims after close */
-	bool gathering;            /* in cistern_get_batch(): it prefetches payloads */
-	bool wide_copies;          /* fifo_copy.c: the one-step put and get copy with AVX2 */
+	bool reserve_polling;        /* FIFO: the last reserve found the ring full */
+	bool acquire_polling;        /* FIFO: the last acquire found nothing */
+	enum cistern_hold producing; /* sole.c: how this handle stands in the producer role */
+	enum cistern_hold reading;   /* sole.c: how it stands in the reader role */
+	bool close_fenced;           /* fifo.c: fenced against plain claims after close */
+	bool gathering;              /* in cistern_get_batch(): it prefetches payloads */
+	bool wide_copies;            /* fifo_copy.c: the one-step put and get copy with AVX2 */
 	uint64_t small_fit; /* fifo_copy.c: the longest sample copied inline, min(64, slot_size) */
 	/*
 	 * cistern__set_steps() (the policy's set_steps): what cistern_put() and
@@ -157,6 +171,16 @@ struct cistern {
 	_Atomic uint64_t *index;    /* the policy index: fixed.index_count entries */
 	int64_t sweep_due_ns;       /* wait.c: when this handle's next sweep for the dead is due */
 };
+
+/*
+ * Whether the handle runs the sole reader's paths now: it holds the reader
+ * role by CISTERN_SINGLE_READER, or it is a reservoir reader holding the
+ * automatic role, inside a read call.
+ */
+static inline bool cistern__reads_alone(const struct cistern *c)
+{
+	return c->reading >= CISTERN_HOLD_IN_CALL;
+}
 
 /* v rounded up to a multiple of a, a power of two. */
 static inline uint64_t cistern__align_up(uint64_t v, uint64_t a)

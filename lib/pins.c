@@ -125,7 +125,7 @@ int cistern__unpin(struct cistern *c, uint64_t index)
 	int r = cistern__unpin_quiet(c, index);
 	if (r <= 0)
 		return r;
-	if (c->sole_reading)
+	if (cistern__reads_alone(c))
 		cistern__fence_before_wake(); /* [wait-register]: the unpin was a plain store */
 	cistern__wake_producers(c);
 	return 0;

@@ -100,7 +100,7 @@ static inline bool cistern__pin(struct cistern *c, uint64_t index, unsigned held
 				uint64_t *word)
 {
 	struct cistern_slotmeta *m = cistern__slotmeta(c, index);
-	if (c->sole_reading) {
+	if (cistern__reads_alone(c)) {
 		/* [rs-held] acquire: the metadata the caller reads next is the sample's. */
 		uint64_t before = atomic_load_explicit(&m->word, memory_order_acquire);
 		if (sw_state(before) != held_state)
@@ -153,7 +153,7 @@ static inline int cistern__unpin_quiet(struct cistern *c, uint64_t index)
 	if (c->dups.used && cistern__unpin_repeated(c, index) == 0)
 		return 0;
 	uint64_t bit = UINT64_C(1) << c->pin_bit;
-	if (c->sole_reading) {
+	if (cistern__reads_alone(c)) {
 		if (!(atomic_load_explicit(&cistern__slotmeta(c, index)->pins,
 					   memory_order_relaxed) &
 		      bit))
@@ -176,7 +176,7 @@ static inline int cistern__unpin_quiet(struct cistern *c, uint64_t index)
 static inline uint32_t cistern__seen_add(struct cistern *c, uint64_t index)
 {
 	_Atomic uint32_t *seen = &cistern__slotmeta(c, index)->seen;
-	if (c->sole_reading) {
+	if (cistern__reads_alone(c)) {
 		uint32_t old = atomic_load_explicit(seen, memory_order_relaxed);
 		atomic_store_explicit(seen, old + 1, memory_order_relaxed);
 		return old;
@@ -188,7 +188,7 @@ static inline uint32_t cistern__seen_add(struct cistern *c, uint64_t index)
 static inline void cistern__seen_sub(struct cistern *c, uint64_t index)
 {
 	_Atomic uint32_t *seen = &cistern__slotmeta(c, index)->seen;
-	if (c->sole_reading)
+	if (cistern__reads_alone(c))
 		atomic_store_explicit(seen, atomic_load_explicit(seen, memory_order_relaxed) - 1,
 				      memory_order_relaxed);
 	else

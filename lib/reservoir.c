@@ -452,7 +452,7 @@ int cistern__rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_
 	cistern__count(&c->me->ctr.gets, 1);
 	if (old == 0) {
 		cistern__rs_note_seen(c, index);
-		if (c->sole_reading)
+		if (cistern__reads_alone(c))
 			cistern__fence_before_wake(); /* [wait-register]: seen was a plain store */
 		cistern__wake_producers(c);           /* it just became evictable */
 	}

@@ -65,7 +65,7 @@ static int release_batch_sole(struct cistern *c, struct cistern_sample *s, size_
  */
 int cistern__rs_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 {
-	if (c->sole_reading && c->dups.used == 0 && c->pin_bit >= 0)
+	if (cistern__reads_alone(c) && c->dups.used == 0 && c->pin_bit >= 0)
 		return release_batch_sole(c, s, n);
 	int first = 0;
 	bool wake = false;
@@ -87,7 +87,7 @@ int cistern__rs_release_batch(struct cistern *c, struct cistern_sample *s, size_
 			first = r;
 	}
 	if (wake) {
-		if (c->sole_reading)
+		if (cistern__reads_alone(c))
 			cistern__fence_before_wake(); /* [wait-register]: plain unpins */
 		cistern__wake_producers(c);
 	}
@@ -541,7 +541,7 @@ void cistern__rs_stream_pinned(struct cistern *c, struct cistern_sample *out, si
 			       size_t *dups, uint64_t probes, bool gather)
 {
 	size_t start = *got;
-	bool sole = c->sole_reading;
+	bool sole = cistern__reads_alone(c);
 	bool by_pin = rs_pin_tells_repeats(c);
 	/*
 	 * Locals (st) for what the loop reads of the handle on every candidate,

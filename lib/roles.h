@@ -36,10 +36,33 @@ bool cistern__auto_regain(struct cistern *c, uint32_t role);
 uint32_t cistern__lone_holder(const struct cistern *c, uint32_t role);
 /* Give back what entry `owner` (p) holds or is counted for, at its reclaim. */
 void cistern__leave_auto(struct cistern_hdr *h, struct cistern_proc *p, uint32_t owner);
+/* Whether the handle holds `role` automatically (a reservoir reader: between or inside calls). */
+static inline bool cistern__holds_auto(const struct cistern *c, uint32_t role)
+{
+	if (role == CISTERN_ROLE_PRODUCER)
+		return c->producing == CISTERN_HOLD_AUTO;
+	return c->reading == CISTERN_HOLD_AUTO || c->reading == CISTERN_HOLD_CALLS_AUTO ||
+	       c->reading == CISTERN_HOLD_IN_CALL;
+}
+
+/* Whether it is counted among several handles in the automatic `role`. */
+static inline bool cistern__counted(const struct cistern *c, uint32_t role)
+{
+	if (role == CISTERN_ROLE_PRODUCER)
+		return c->producing == CISTERN_HOLD_COUNTED;
+	return c->reading == CISTERN_HOLD_COUNTED || c->reading == CISTERN_HOLD_CALLS_COUNTED;
+}
+
+/* A reservoir reader in the automatic role, whose plain paths span whole read calls. */
+static inline bool cistern__reads_in_calls(const struct cistern *c)
+{
+	return c->reading == CISTERN_HOLD_CALLS_AUTO || c->reading == CISTERN_HOLD_CALLS_COUNTED;
+}
+
 /*
  * A reservoir reader's bracket around one read call (api.c): while the
- * automatic role holds, the call runs the sole reader's paths (sole_reading
- * is true inside it only). True: the role holds, call cistern__auto_read_end()
+ * automatic role holds, the call runs the sole reader's paths
+ * (c->reading is CISTERN_HOLD_IN_CALL inside it only). True: the role holds, call cistern__auto_read_end()
  * after the call; false: the call takes the shared paths.
  */
 bool cistern__auto_read_begin(struct cistern *c);
@@ -55,10 +78,17 @@ void cistern__auto_read_end(struct cistern *c);
  */
 static inline bool cistern__auto_try_begin(struct cistern *c, uint32_t role, _Atomic uint64_t *mode)
 {
+	/*
+	 * [auto-claim]: the role bit, then the mode word, both relaxed and kept
+	 * in order by the compiler fence; the revoker's membarrier between its
+	 * seq_cst CAS of `revoking` and its load of auto_busy (finish_revoke(),
+	 * sole.c) is the store-load fence, so one of the two sees the other.
+	 */
 	atomic_store_explicit(&c->me->auto_busy, role, memory_order_relaxed);
 	atomic_signal_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(mode, memory_order_relaxed) == c->owner)
 		return true;
+	/* Relaxed: we claimed nothing; a revoker waits for the bit to clear, not for stores. */
 	atomic_store_explicit(&c->me->auto_busy, 0, memory_order_relaxed);
 	return false;
 }
@@ -72,7 +102,11 @@ static inline bool cistern__auto_begin(struct cistern *c, uint32_t role, _Atomic
 	return false;
 }
 
-/* Release: the claim's plain stores come before a revoker's CAS (sole.c). */
+/*
+ * [auto-end] release: the claim's plain stores come before the cleared
+ * bit; the revoker's acquire load of auto_busy sees them before its CAS
+ * (finish_revoke(), sole.c).
+ */
 static inline void cistern__auto_end_of(struct cistern_proc *me)
 {
 	atomic_store_explicit(&me->auto_busy, 0, memory_order_release);
@@ -102,6 +136,7 @@ static inline int cistern__add_role(struct cistern *c, uint32_t role)
 		if (r < 0)
 			return r;
 		c->role |= role;
+		/* Relaxed: the published role is for statistics and the reclaim, which takes the entry's lock. */
 		atomic_fetch_or_explicit(&c->me->role, role, memory_order_relaxed);
 		if (role == CISTERN_ROLE_PRODUCER && c->fixed.expected_producers)
 			cistern__count_producer(c);

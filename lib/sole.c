@@ -55,12 +55,13 @@ int cistern__take_sole(struct cistern *c, uint32_t role)
 		return 0;
 	_Atomic uint32_t *holder = holder_of(h, role);
 	for (unsigned round = 0;; round++) {
+		/* [sole-drop] acquire: the previous holder's reclaim, if the role is free. */
 		uint32_t cur = atomic_load_explicit(holder, memory_order_acquire);
 		if (cur == c->owner)
 			break;
 		/*
-		 * acq_rel: we see everything the previous holder's reclaim did
-		 * before it gave the role back (drop_sole's release).
+		 * [sole-drop] acq_rel: we see everything the previous holder's
+		 * reclaim did before it gave the role back (drop_sole's release).
 		 */
 		if (cur == 0) {
 			if (atomic_compare_exchange_strong_explicit(holder, &cur, c->owner,
@@ -85,15 +86,15 @@ int cistern__take_sole(struct cistern *c, uint32_t role)
 		}
 	}
 	if (role == CISTERN_ROLE_PRODUCER)
-		c->sole_producing = true;
+		c->producing = CISTERN_HOLD_SOLE;
 	else
-		c->sole_reading = true;
+		c->reading = CISTERN_HOLD_SOLE;
 	return 0;
 }
 
 void cistern__drop_sole(struct cistern_hdr *h, uint32_t owner)
 {
-	/* Release: the reclaim's slot changes are visible to the next holder. */
+	/* [sole-drop] release (acq_rel): the reclaim's slot changes are visible to the next holder. */
 	uint32_t o = owner;
 	atomic_compare_exchange_strong_explicit(&h->sole_producer, &o, 0, memory_order_acq_rel,
 						memory_order_relaxed);
@@ -125,7 +126,7 @@ void cistern__drop_sole(struct cistern_hdr *h, uint32_t owner)
  * handle that ever entered is counted until it leaves (its detach, or the
  * reclaim after its death, gives its count back: leave_role()).
  *
- * The holder brackets each plain claim (sole_claim_as(), sole_look_as();
+ * The holder brackets each plain claim (holder_claim(), holder_look() in fifo.h;
  * a reservoir reader each read call: cistern__auto_read_begin(), api.c)
  * with cistern__auto_begin() and cistern__auto_end(): it stores the role bit
  * in its entry's auto_busy, then loads the mode word, claims only if it
@@ -188,16 +189,25 @@ static bool auto_allowed(const struct cistern *c, uint32_t role)
 	return role == CISTERN_ROLE_READER && (c->policy->flags & CISTERN_SINGLE_READER);
 }
 
-/* This handle's side of the mode word: the holder, or one of those counted. */
-static void set_holding(struct cistern *c, uint32_t role, bool holding)
+/*
+ * This handle's side of the mode word: the holder, or one of those counted.
+ * `calls`: a reservoir reader, whose plain paths span whole read calls.
+ */
+static void set_holding(struct cistern *c, uint32_t role, bool holding, bool calls)
 {
-	if (role == CISTERN_ROLE_PRODUCER) {
-		c->auto_producing = holding;
-		c->auto_shared_producer = !holding;
-	} else {
-		c->auto_reading = holding;
-		c->auto_shared_reader = !holding;
-	}
+	if (role == CISTERN_ROLE_PRODUCER)
+		c->producing = holding ? CISTERN_HOLD_AUTO : CISTERN_HOLD_COUNTED;
+	else if (calls)
+		c->reading = holding ? CISTERN_HOLD_CALLS_AUTO : CISTERN_HOLD_CALLS_COUNTED;
+	else
+		c->reading = holding ? CISTERN_HOLD_AUTO : CISTERN_HOLD_COUNTED;
+}
+
+/* Whether the handle's automatic reader role spans read calls (set_holding()). */
+static bool in_calls(const struct cistern *c, uint32_t role)
+{
+	return role == CISTERN_ROLE_READER && c->reading >= CISTERN_HOLD_CALLS_COUNTED &&
+	       c->reading <= CISTERN_HOLD_IN_CALL;
 }
 
 /*
@@ -210,16 +220,19 @@ static void set_holding(struct cistern *c, uint32_t role, bool holding)
 static int finish_revoke(struct cistern *c, _Atomic uint64_t *mode, uint32_t role, uint32_t hold)
 {
 	struct cistern_proc *hp = &cistern__procs(c)[hold - 1];
-	/* After the store of `revoking` (our CAS, seq_cst) and before the load of auto_busy. */
+	/*
+	 * [auto-claim]: after the store of `revoking` (our CAS, seq_cst) and
+	 * before the load of auto_busy, the holder's store-load fence.
+	 */
 	bool fenced = cistern__fence_others();
 	for (unsigned round = 0;; round++) {
 		uint64_t m = atomic_load_explicit(mode, memory_order_acquire);
 		if ((m & (AUTO_OWNER_MASK | AUTO_REVOKING)) != (hold | AUTO_REVOKING))
 			return 0; /* cleared by the holder, its reclaim, or another revoker */
 		/*
-		 * Acquire: pairs with the release that ends the holder's claim,
-		 * so its plain stores are seen before our first CAS. A dead
-		 * holder claims no more, whatever its auto_busy says.
+		 * [auto-end] acquire: pairs with the release that ends the
+		 * holder's claim, so its plain stores are seen before our first
+		 * CAS. A dead holder claims no more, whatever its auto_busy says.
 		 */
 		bool idle = fenced &&
 			    !(atomic_load_explicit(&hp->auto_busy, memory_order_acquire) & role);
@@ -269,9 +282,10 @@ int cistern__enter_auto(struct cistern *c, uint32_t role)
 		else
 			want = (m | AUTO_REVOKING) + 2 * AUTO_ONE; /* we and the holder */
 		/*
-		 * acq_rel: a holder sees the claims of every handle that left
-		 * before (their leave is a release); a counted handle's first
-		 * CAS claim follows the revocation below.
+		 * [auto-leave] acquire half: a holder sees the claims of every
+		 * handle that left before (their leave is a release); seq_cst for
+		 * [auto-claim], whose store of `revoking` this is; a counted
+		 * handle's first CAS claim follows the revocation below.
 		 */
 		if (!atomic_compare_exchange_weak_explicit(mode, &m, want, memory_order_seq_cst,
 							   memory_order_acquire))
@@ -285,11 +299,15 @@ int cistern__enter_auto(struct cistern *c, uint32_t role)
 		}
 		break;
 	}
-	/* What our leave gives back; see the note above on a death before this store. */
+	/*
+	 * What our leave gives back; see the note above on a death before this
+	 * store. Relaxed: read by our own leave, or by the reclaim under the
+	 * entry's lock.
+	 */
 	atomic_fetch_or_explicit(&c->me->auto_entered, role, memory_order_relaxed);
-	set_holding(c, role, m == 0 && may_hold);
 	/* The reservoirs' plain paths span whole calls: api.c brackets them. */
-	c->auto_read_calls = role == CISTERN_ROLE_READER && c->policy->readers_pin;
+	set_holding(c, role, m == 0 && may_hold,
+		    role == CISTERN_ROLE_READER && c->policy->readers_pin);
 	return 0;
 }
 
@@ -306,7 +324,7 @@ void cistern__auto_lost(struct cistern *c, uint32_t role)
 						      m & ~(AUTO_OWNER_MASK | AUTO_REVOKING),
 						      memory_order_acq_rel, memory_order_acquire))
 		;
-	set_holding(c, role, false);
+	set_holding(c, role, false, in_calls(c, role));
 }
 
 bool cistern__auto_regain(struct cistern *c, uint32_t role)
@@ -315,11 +333,11 @@ bool cistern__auto_regain(struct cistern *c, uint32_t role)
 		return false;
 	_Atomic uint64_t *mode = mode_of(c->hdr, role);
 	uint64_t m = AUTO_ONE;
-	/* acq_rel: we see the claims of the handles that left (their leave's release). */
+	/* [auto-leave] acquire: we see the claims of the handles that left (their leave's release). */
 	if (!atomic_compare_exchange_strong_explicit(mode, &m, c->owner, memory_order_seq_cst,
 						     memory_order_relaxed))
 		return false;
-	set_holding(c, role, true);
+	set_holding(c, role, true, in_calls(c, role));
 	return true;
 }
 
@@ -340,7 +358,7 @@ static void leave_role(struct cistern_hdr *h, struct cistern_proc *p, uint32_t o
 			want = m - AUTO_ONE;
 		else
 			return;
-		/* Release: our claims, or the reclaim of them, come before a new holder's. */
+		/* [auto-leave] release: our claims, or the reclaim of them, come before a new holder's. */
 		if (atomic_compare_exchange_weak_explicit(mode, &m, want, memory_order_seq_cst,
 							  memory_order_acquire))
 			return;
@@ -357,19 +375,19 @@ void cistern__leave_auto(struct cistern_hdr *h, struct cistern_proc *p, uint32_t
 
 bool cistern__auto_read_begin(struct cistern *c)
 {
-	if (!c->auto_reading &&
-	    !(c->auto_shared_reader &&
+	if (c->reading != CISTERN_HOLD_CALLS_AUTO &&
+	    !(c->reading == CISTERN_HOLD_CALLS_COUNTED &&
 	      atomic_load_explicit(&c->hdr->auto_reader, memory_order_relaxed) == AUTO_ONE &&
 	      cistern__auto_regain(c, CISTERN_ROLE_READER)))
 		return false;
 	if (!cistern__auto_begin(c, CISTERN_ROLE_READER, &c->hdr->auto_reader))
 		return false;
-	c->sole_reading = true;
+	c->reading = CISTERN_HOLD_IN_CALL;
 	return true;
 }
 
 void cistern__auto_read_end(struct cistern *c)
 {
-	c->sole_reading = false;
+	c->reading = CISTERN_HOLD_CALLS_AUTO;
 	cistern__auto_end(c);
 }

@@ -342,7 +342,10 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 		w->next_sweep_ns = c->sweep_due_ns;
 		if (w->next_sweep_ns > now + (int64_t)CISTERN_SWEEP_MS * 1000000)
 			w->next_sweep_ns = now + (int64_t)CISTERN_SWEEP_MS * 1000000;
-		/* [wait-register] seq_cst: a waker sees us, or our re-check sees its publish. */
+		/*
+		 * [wait-register] seq_cst: a waker sees us, or our re-check sees its
+		 * publish (a FIFO's [wake-data] or [wake-space], a reservoir's unpin).
+		 */
 		atomic_fetch_add_explicit(waiting, 1, memory_order_seq_cst);
 		/* After the increment: a reclaim of a dead sleeper undoes only what was done. */
 		if (c->me)

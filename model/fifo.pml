@@ -328,7 +328,7 @@ HEAD:		/* fifo_try_acquire */
 		i = h % NSLOT;
 		if
 #ifdef SOLE
-		:: wpos[i] == h && wst[i] == COM ->                                 /* sole_look_as: load */
+		:: wpos[i] == h && wst[i] == COM ->                                 /* holder_look: load */
 			if
 			:: atomic { wst[i] = ACQ; wown[i] = myent; got = i + 1 };   /* T5, a plain store */
 				head = h + 1; goto USE                              /* I2, a plain store */

@@ -57,10 +57,10 @@ Test(auto_roles, lone_producer_and_reader_hold_their_roles)
 	cr_assert_eq(producer_mode(c), 0, "nobody holds before the first put");
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(producer_mode(c), c->owner);
-	cr_assert(c->auto_producing);
+	cr_assert(c->producing == CISTERN_HOLD_AUTO);
 	cr_assert_eq(get_one(r), 'a');
 	cr_assert_eq(reader_mode(c), r->owner);
-	cr_assert(r->auto_reading);
+	cr_assert(cistern__holds_auto(r, CISTERN_ROLE_READER));
 	cistern_detach(r);
 	cr_assert_eq(reader_mode(c), 0, "a holder that detaches gives the role back");
 }
@@ -72,7 +72,7 @@ Test(auto_roles, explicit_flags_leave_no_automatic_role)
 	struct cistern *c = seg_create("ar-flag", cfg);
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0);
 	cr_assert_eq(producer_mode(c), 0, "the flag's role is not an automatic one");
-	cr_assert_not(c->auto_producing);
+	cr_assert_not(c->producing == CISTERN_HOLD_AUTO);
 	cr_assert_eq(get_one(c), 'a');
 	cr_assert_eq(reader_mode(c), c->owner, "the reader role is still automatic");
 }
@@ -86,8 +86,9 @@ Test(auto_roles, reservoirs_have_an_automatic_reader_role_and_no_producer_role)
 	cr_assert_eq(get_one(c), 'a');
 	cr_assert_eq(producer_mode(c), 0, "a reservoir's producers share their role always");
 	cr_assert_eq(reader_mode(c), c->owner);
-	cr_assert(c->auto_reading);
-	cr_assert_not(c->sole_reading, "the sole reader's paths are on only inside a read call");
+	cr_assert(cistern__holds_auto(c, CISTERN_ROLE_READER));
+	cr_assert_not(cistern__reads_alone(c),
+		      "the sole reader's paths are on only inside a read call");
 }
 
 Test(auto_roles, firo_has_no_automatic_roles)
@@ -110,18 +111,18 @@ Test(auto_roles, second_producer_takes_the_role_away_and_the_last_one_takes_it_b
 	struct cistern *b;
 	cr_assert_eq(cistern_attach(name, &b), 0);
 	cr_assert_eq(cistern_put(a, "1", 1, NULL, 0), 0);
-	cr_assert(a->auto_producing);
+	cr_assert(a->producing == CISTERN_HOLD_AUTO);
 	cr_assert_eq(cistern_put(b, "2", 1, NULL, 0), 0);
 	cr_assert_eq(producer_mode(a), 2 * CISTERN_AUTO_ONE, "no holder, both counted");
-	cr_assert_not(b->auto_producing);
+	cr_assert_not(b->producing == CISTERN_HOLD_AUTO);
 	cr_assert_eq(cistern_put(a, "3", 1, NULL, 0), 0);
-	cr_assert_not(a->auto_producing, "the old holder noticed on its next put");
-	cr_assert(a->auto_shared_producer);
+	cr_assert_not(a->producing == CISTERN_HOLD_AUTO, "the old holder noticed on its next put");
+	cr_assert(a->producing == CISTERN_HOLD_COUNTED);
 	cistern_detach(b);
 	cr_assert_eq(producer_mode(a), CISTERN_AUTO_ONE, "b's count went with it");
 	cr_assert_eq(cistern_put(a, "4", 1, NULL, 0), 0);
 	cr_assert_eq(producer_mode(a), a->owner, "the one left holds the role again");
-	cr_assert(a->auto_producing);
+	cr_assert(a->producing == CISTERN_HOLD_AUTO);
 	const char *want = "1234";
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(get_one(a), want[i], "sample %d", i);
@@ -137,15 +138,16 @@ Test(auto_roles, second_reader_takes_the_role_away_and_each_sample_goes_once)
 	for (const char *p = "12345"; *p; p++)
 		cr_assert_eq(cistern_put(a, p, 1, NULL, 0), 0);
 	cr_assert_eq(get_one(a), '1');
-	cr_assert(a->auto_reading);
+	cr_assert(cistern__holds_auto(a, CISTERN_ROLE_READER));
 	cr_assert_eq(get_one(b), '2');
 	cr_assert_eq(reader_mode(a), 2 * CISTERN_AUTO_ONE);
 	cr_assert_eq(get_one(a), '3');
-	cr_assert_not(a->auto_reading);
+	cr_assert_not(cistern__holds_auto(a, CISTERN_ROLE_READER));
 	cr_assert_eq(get_one(b), '4');
 	cistern_detach(b);
 	cr_assert_eq(get_one(a), '5');
-	cr_assert(a->auto_reading, "the one reader left holds the role again");
+	cr_assert(cistern__holds_auto(a, CISTERN_ROLE_READER),
+		  "the one reader left holds the role again");
 }
 
 Test(auto_roles, holder_found_revoked_between_claims_clears_the_revocation_itself)
@@ -160,7 +162,7 @@ Test(auto_roles, holder_found_revoked_between_claims_clears_the_revocation_itsel
 		     a->owner | CISTERN_AUTO_REVOKING | 2 * CISTERN_AUTO_ONE);
 	cr_assert_eq(cistern_put(a, "2", 1, NULL, 0), 0);
 	cr_assert_eq(producer_mode(a), 2 * CISTERN_AUTO_ONE, "holder cleared, counts kept");
-	cr_assert_not(a->auto_producing);
+	cr_assert_not(a->producing == CISTERN_HOLD_AUTO);
 	cr_assert_eq(get_one(a), '1');
 	cr_assert_eq(get_one(a), '2');
 }
@@ -181,7 +183,8 @@ static void holder_counts_each_put_once(uint32_t flags)
 	struct cistern *c = seg_create("ar-cnt", cfg);
 	struct cistern_slot r1, r2, r3;
 	cr_assert_eq(cistern_put(c, "1", 1, NULL, 0), 0);
-	cr_assert(c->auto_producing || c->sole_producing, "the one producer holds the role");
+	cr_assert(c->producing == CISTERN_HOLD_AUTO || c->producing == CISTERN_HOLD_SOLE,
+		  "the one producer holds the role");
 	cr_assert_eq(puts_of(c), 1);
 	cr_assert_eq(cistern_reserve(c, &r1, 0), 0);
 	cr_assert_eq(puts_of(c), 1, "an open reservation is no put");
@@ -246,7 +249,7 @@ Test(auto_roles, each_producer_counts_its_own_puts_as_the_role_passes_between_th
 	cr_assert_eq(puts_of(b), 2);
 	cistern_detach(b);
 	cr_assert_eq(cistern_put(a, "6", 1, NULL, 0), 0); /* takes it back */
-	cr_assert(a->auto_producing);
+	cr_assert(a->producing == CISTERN_HOLD_AUTO);
 	cr_assert_eq(cistern_put(a, "7", 1, NULL, 0), 0);
 	cr_assert_eq(puts_of(a), 5, "b's puts are not a's, though the tail moved by them");
 	struct cistern_stats st;
@@ -275,7 +278,7 @@ Test(auto_roles, holder_helping_the_tail_past_a_dead_claim_does_not_count_it)
 	cr_assert_eq(cistern_put(a, "2", 1, NULL, 0), 0);
 	cr_assert_eq(atomic_load(&a->hdr->tail), 3, "past the void and the put");
 	cr_assert_eq(puts_of(a), 2);
-	cr_assert(a->auto_producing, "the one producer left holds the role again");
+	cr_assert(a->producing == CISTERN_HOLD_AUTO, "the one producer left holds the role again");
 	cr_assert_eq(cistern_put(a, "3", 1, NULL, 0), 0);
 	cr_assert_eq(puts_of(a), 3, "the one-step put counts from the tail it moved");
 	const char *want = "123";
@@ -314,7 +317,7 @@ static pid_t spawn_stopped_holder(const char *name)
 		struct cistern *h;
 		if (cistern_attach(name, &h) < 0 || cistern_put(h, "c", 1, NULL, 0) < 0)
 			_exit(1);
-		if (!h->auto_producing)
+		if (h->producing != CISTERN_HOLD_AUTO)
 			_exit(2);
 		atomic_store(&h->me->auto_busy, CISTERN_ROLE_PRODUCER);
 		raise(SIGSTOP);
@@ -610,7 +613,7 @@ Test(auto_roles, reservoir_reader_role_is_taken_away_and_back_with_pins_held)
 	cr_assert_eq(reader_mode(a), 2 * CISTERN_AUTO_ONE, "b took the role away");
 	/* a's release now finds the role gone and unpins with atomic operations. */
 	cr_assert_eq(cistern_release_batch(a, sa, 16), 0);
-	cr_assert_not(a->auto_reading);
+	cr_assert_not(cistern__holds_auto(a, CISTERN_ROLE_READER));
 	bool pinned;
 	uint64_t seen = seen_sum(a, &pinned);
 	cr_assert(pinned, "b's pins are still there");

@@ -15,6 +15,7 @@
 #include "helpers.h"
 #include "peek.h"
 #include "policy.h"
+#include "roles.h"
 
 #define SOLE (CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER)
 
@@ -151,9 +152,11 @@ static struct cistern *second_reader(const char *name, unsigned *reads)
 static void assert_role(const struct cistern *c, uint32_t flags)
 {
 	if (flags)
-		cr_assert(c->sole_reading, "the flag's holder");
+		cr_assert(cistern__reads_alone(c), "the flag's holder");
 	else
-		cr_assert(!c->auto_reading && c->auto_shared_reader, "one of two counted readers");
+		cr_assert(!cistern__holds_auto(c, CISTERN_ROLE_READER) &&
+				  cistern__counted(c, CISTERN_ROLE_READER),
+			  "one of two counted readers");
 }
 
 static void get_batch_copies_distinct_samples_and_counts_each_once(uint32_t flags)
@@ -976,7 +979,7 @@ Test(sole, a_put_that_finds_the_ring_full_stops_the_prefetches_for_the_next_puts
 	/* The first put and get take the roles on the general path. */
 	cr_assert_eq(cistern_put(c, msg, sizeof(msg), NULL, 0), 0);
 	cr_assert_eq(cistern_get(c, out, sizeof(out), NULL, 0), 64);
-	cr_assert(c->sole_producing && c->sole_reading);
+	cr_assert(c->producing == CISTERN_HOLD_SOLE && cistern__reads_alone(c));
 	cr_assert_eq(c->put_quiet, 0, "a producer that never found the ring full prefetches");
 	for (int i = 0; i < 8; i++)
 		cr_assert_eq(cistern_put(c, msg, sizeof(msg), NULL, 0), 0);
