@@ -7,6 +7,7 @@ under DistributedDataParallel, and writes what it saw to a JSON file.
     ddp_rank.py RANK WORLD PORT PREFIX OUT_JSON
 """
 import datetime
+import faulthandler
 import json
 import sys
 
@@ -21,6 +22,8 @@ F = 4  # features; a sample is float32[F + 1]: x, then the target y
 
 def main() -> None:
     rank, world, port = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    # A rank stuck past the test's patience prints where every thread stands.
+    faulthandler.dump_traceback_later(150, exit=True)
     prefix, out = sys.argv[4], sys.argv[5]
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
