@@ -540,15 +540,20 @@ static int put_head(struct cistern_server *s, struct rprod *p, int timeout_ms)
 }
 
 /*
- * Every queued sample waits for a full segment and nothing else is to be
- * read: sleep in a put of the first waiting head, which the segment's
- * learners wake as soon as they free a slot, instead of sleeping a fixed
- * time and retrying. The wait is short (as the retry's was), since the
- * socket is not watched meanwhile; returns whether it waited (else the
- * caller polls the sockets).
+ * Every producer has samples queued, all waiting for full segments, and
+ * nothing is to be read: sleep in a put of the first waiting head, which
+ * the segment's learners wake as soon as they free a slot, instead of
+ * sleeping a fixed time and retrying. While one producer has nothing
+ * queued its next message may be for a segment with room, which must not
+ * wait for this one: then the caller polls the sockets as before. The wait
+ * is short (as the retry's was), since the socket is not watched meanwhile;
+ * returns whether it waited.
  */
 static bool wait_room(struct cistern_server *s, long wait_ms)
 {
+	for (size_t i = 0; i < s->nprods; i++)
+		if (s->prods[i]->qlen == 0)
+			return false;
 	zmq_pollitem_t items[3] = {
 		{.socket = s->router, .events = ZMQ_POLLIN},
 		{.socket = s->mon, .events = ZMQ_POLLIN},
