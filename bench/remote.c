@@ -203,7 +203,20 @@ static int server_child(struct rrun *x)
 	 */
 	atomic_store(&x->sh->serving, 1);
 	atomic_fetch_add(&x->c->ready, 1);
-	while (!atomic_load(&x->c->stop)) {
+	/*
+	 * Until the learner read everything and the producer's flush returned:
+	 * a server that stopped first would say BYE to a producer still reading
+	 * its last acknowledgements, whose flush then reports the lost
+	 * connection. A producer that never gets there is given 10 s.
+	 */
+	uint64_t t_stop = 0;
+	while (!atomic_load(&x->sh->t_acked)) {
+		if (atomic_load(&x->c->stop)) {
+			if (!t_stop)
+				t_stop = now_ns();
+			else if (now_ns() - t_stop > 10000000000ull)
+				break;
+		}
 		rc = cistern_server_run(s, 20);
 		if (rc < 0) {
 			ctl_error(x->c, slot, "cistern_server_run: %s", cistern_strerror(rc));
