@@ -553,8 +553,16 @@ Test(remote, serve_restarted_under_load_loses_and_duplicates_nothing)
 				_exit(3);
 			uint32_t i = base;
 			int rc = 0;
-			for (; i < TOTAL && rc == 0; i++)
+			/*
+			 * Paced (a pause every 50 samples), so that the restart
+			 * comes while samples still stream in, however fast the
+			 * server puts them.
+			 */
+			for (; i < TOTAL && rc == 0; i++) {
 				rc = put_sample(r, 9, i, 10000);
+				if (i % 50 == 49)
+					usleep(2000);
+			}
 			if (rc == 0)
 				rc = cistern_remote_flush(r, 20000);
 			struct cistern_remote_info info;
