@@ -338,6 +338,8 @@ static int read_one(struct cistern_server *s)
 		zmq_msg_close(&ridm);
 		return 1;
 	}
+	/* Taken now: a PUT's frame moves into its queue entry. */
+	bool more = zmq_msg_more(&hdrm);
 	struct cistern__wire w;
 	struct rprod *p = find(s, zmq_msg_data(&ridm), zmq_msg_size(&ridm));
 	if (cistern__wire_decode(zmq_msg_data(&hdrm), zmq_msg_size(&hdrm), &w) < 0) {
@@ -402,7 +404,9 @@ static int read_one(struct cistern_server *s)
 		break;
 	}
 out:
-	drop_rest(s->router);
+	/* A frame that says it is the last spares asking the socket. */
+	if (more)
+		drop_rest(s->router);
 	zmq_msg_close(&hdrm);
 	zmq_msg_close(&ridm);
 	return 1;
@@ -499,6 +503,74 @@ static void fail_head(struct cistern_server *s, struct rprod *p, int err)
 	s->st.queued--;
 }
 
+/*
+ * Put the head of p's queue into its segment, waiting up to timeout_ms for
+ * room. 1: it left the queue (put, or failed and reported); 0: its segment
+ * is full (marked in s->full).
+ */
+static int put_head(struct cistern_server *s, struct rprod *p, int timeout_ms)
+{
+	struct qent *e = &p->q[p->qhead];
+	uint32_t rank = s->route ? s->route(&e->meta, s->ranks, s->route_arg)
+				 : e->meta.sim_id % s->ranks;
+	if (rank >= s->ranks) {
+		fail_head(s, p, -ERANGE);
+		return 1;
+	}
+	if (s->full[rank] && timeout_ms == 0)
+		return 0;
+	int rc = cistern_put(s->seg[rank], (const char *)zmq_msg_data(&e->payload) + e->off, e->len,
+			     &e->meta, timeout_ms);
+	if (rc == -EAGAIN || rc == -ETIMEDOUT || rc == -EBUSY) {
+		s->full[rank] = 1;
+		return 0;
+	}
+	if (rc < 0) {
+		fail_head(s, p, rc);
+		return 1;
+	}
+	p->touched[rank] = 1;
+	zmq_msg_close(&e->payload);
+	p->qhead = (p->qhead + 1) % p->window;
+	p->qlen--;
+	p->settled = e->seq;
+	s->st.put++;
+	s->st.queued--;
+	return 1;
+}
+
+/*
+ * Every producer has samples queued, all waiting for full segments, and
+ * nothing is to be read: sleep in a put of the first waiting head, which
+ * the segment's learners wake as soon as they free a slot, instead of
+ * sleeping a fixed time and retrying. While one producer has nothing
+ * queued its next message may be for a segment with room, which must not
+ * wait for this one: then the caller polls the sockets as before. The wait
+ * is short (as the retry's was), since the socket is not watched meanwhile;
+ * returns whether it waited.
+ */
+static bool wait_room(struct cistern_server *s, long wait_ms)
+{
+	for (size_t i = 0; i < s->nprods; i++)
+		if (s->prods[i]->qlen == 0)
+			return false;
+	zmq_pollitem_t items[3] = {
+		{.socket = s->router, .events = ZMQ_POLLIN},
+		{.socket = s->mon, .events = ZMQ_POLLIN},
+		{.socket = s->zap, .events = ZMQ_POLLIN},
+	};
+	if (wait_ms <= 0 || zmq_poll(items, s->zap ? 3 : 2, 0) != 0)
+		return false;
+	for (size_t i = 0; i < s->nprods; i++) {
+		struct rprod *p = s->prods[(s->rr + i) % s->nprods];
+		if (p->qlen) {
+			(void)put_head(s, p, (int)wait_ms);
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Move queued samples into their segments; returns how many are still queued. */
 static uint64_t move(struct cistern_server *s)
 {
@@ -506,34 +578,16 @@ static uint64_t move(struct cistern_server *s)
 	size_t n = s->nprods;
 	for (size_t k = 0; k < n; k++) {
 		struct rprod *p = s->prods[(s->rr + k) % n];
-		while (p->qlen) {
-			struct qent *e = &p->q[p->qhead];
-			uint32_t rank = s->route ? s->route(&e->meta, s->ranks, s->route_arg)
-						 : e->meta.sim_id % s->ranks;
-			if (rank >= s->ranks) {
-				fail_head(s, p, -ERANGE);
-				continue;
+		/*
+		 * A quarter window acknowledged as soon as it is in, so that the
+		 * producer sends its next samples while this round puts the rest.
+		 */
+		uint64_t step = p->window / 4 ? p->window / 4 : 1;
+		while (p->qlen && put_head(s, p, 0)) {
+			if (p->settled - p->acked >= step && p->state != P_DEAD) {
+				send_kind(s, p, CISTERN__W_ACK, p->settled, 0);
+				p->acked = p->settled;
 			}
-			if (s->full[rank])
-				break;
-			int rc = cistern_put(s->seg[rank],
-					     (const char *)zmq_msg_data(&e->payload) + e->off,
-					     e->len, &e->meta, 0);
-			if (rc == -EAGAIN || rc == -ETIMEDOUT || rc == -EBUSY) {
-				s->full[rank] = 1;
-				break;
-			}
-			if (rc < 0) {
-				fail_head(s, p, rc);
-				continue;
-			}
-			p->touched[rank] = 1;
-			zmq_msg_close(&e->payload);
-			p->qhead = (p->qhead + 1) % p->window;
-			p->qlen--;
-			p->settled = e->seq;
-			s->st.put++;
-			s->st.queued--;
 		}
 	}
 	if (n)
@@ -587,7 +641,7 @@ static void pump(struct cistern_server *s, bool read_router)
 	 * A bounded number per round, so that a busy socket cannot starve the
 	 * puts, and acknowledgements (credits) go back while more arrive.
 	 */
-	for (int i = 0; read_router && i < 256 && read_one(s); i++)
+	for (int i = 0; read_router && i < 64 && read_one(s); i++)
 		;
 	read_monitor(s);
 }
@@ -613,6 +667,8 @@ int cistern_server_run(struct cistern_server *s, int timeout_ms)
 			if ((uint64_t)wait > deadline - t)
 				wait = (long)(deadline - t);
 		}
+		if (queued && wait_room(s, wait))
+			continue;
 		zmq_pollitem_t items[3] = {
 			{.socket = s->router, .events = ZMQ_POLLIN},
 			{.socket = s->mon, .events = ZMQ_POLLIN},

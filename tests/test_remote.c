@@ -553,8 +553,16 @@ Test(remote, serve_restarted_under_load_loses_and_duplicates_nothing)
 				_exit(3);
 			uint32_t i = base;
 			int rc = 0;
-			for (; i < TOTAL && rc == 0; i++)
+			/*
+			 * Paced (a pause every 50 samples), so that the restart
+			 * comes while samples still stream in, however fast the
+			 * server puts them.
+			 */
+			for (; i < TOTAL && rc == 0; i++) {
 				rc = put_sample(r, 9, i, 10000);
+				if (i % 50 == 49)
+					usleep(2000);
+			}
 			if (rc == 0)
 				rc = cistern_remote_flush(r, 20000);
 			struct cistern_remote_info info;
@@ -777,5 +785,56 @@ Test(remote, put_batch_delivers_every_sample_with_its_length_and_meta)
 	}
 	for (uint32_t i = 0; i < N; i++)
 		cr_assert_eq(count[i], 1, "sample %u arrived %u times", i, count[i]);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+/*
+ * A segment of 4 slots, read one sample at a time by a learner that pauses:
+ * the server keeps finding it full and waits there for room. Every sample
+ * still arrives once, whole and in order, and all are acknowledged.
+ */
+Test(remote, a_segment_kept_full_by_a_slow_learner_gets_every_sample_in_order)
+{
+	struct cistern *c = seg_create("rslow", fifo(4, PAYLOAD));
+	const char *ep = ipc_endpoint("slow");
+	struct serve s;
+	serve_start_v(
+		&s, "slow",
+		(const char *const[]){"-b", ep, "-s", seg_name_of(c), "--window", "16", NULL});
+	serve_ready(&s);
+	enum { N = 600 };
+	struct shared_progress *sp = shared_alloc(sizeof(*sp));
+	pid_t prod = fork_child();
+	cr_assert_geq(prod, 0);
+	if (prod == 0) {
+		struct cistern_remote *r = connect_retry(ep, NULL);
+		if (!r)
+			_exit(3);
+		for (uint32_t i = 0; i < N; i++)
+			if (put_sample(r, 3, i, 20000) < 0)
+				_exit(4);
+		if (cistern_remote_flush(r, 20000) < 0)
+			_exit(5);
+		struct cistern_remote_info info;
+		cistern_remote_info_get(r, &info);
+		atomic_store(&sp->acked, info.acked);
+		cistern_remote_close(r);
+		_exit(0);
+	}
+	uint8_t buf[PAYLOAD];
+	for (uint32_t i = 0; i < N; i++) {
+		struct cistern_meta m;
+		ssize_t len = cistern_get(c, buf, sizeof(buf), &m, 20000);
+		cr_assert_eq(len, PAYLOAD, "sample %u: %s", i, cistern_strerror((int)len));
+		cr_assert_eq(m.sim_id, 3);
+		cr_assert_eq(m.time_step, i, "sample %u arrived in place of %u", m.time_step, i);
+		cr_assert(check_payload(buf, PAYLOAD, m.sim_id, m.time_step));
+		if (i % 50 == 0)
+			usleep(20000); /* the segment stays full meanwhile */
+	}
+	cr_assert_eq(wait_child(prod, 30), 0);
+	cr_assert_eq(atomic_load(&sp->acked), N);
+	ssize_t extra = cistern_get(c, buf, sizeof(buf), NULL, 200);
+	cr_assert(extra == -ETIMEDOUT || extra == -EAGAIN, "a sample beyond the %d sent", N);
 	cr_assert_eq(serve_stop(&s), 0);
 }
