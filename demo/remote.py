@@ -199,6 +199,9 @@ def learner(args: argparse.Namespace) -> None:
         drained += len(x)
         sim_ids.update(meta[:, 1].tolist())
     final_val = validate()  # join() synced the final weights from the last rank
+    # DDP's reducer uses the process group: free it first, so that nothing of
+    # the group is torn down while the interpreter exits.
+    del opt, model
     dist.barrier()
     dist.destroy_process_group()
     res = dict(rank=rank, segment=ds.name, batches=batches, reads=reads, drained=drained,

@@ -53,6 +53,9 @@ def main() -> None:
             rec["ddp_grads"].append(net.weight.grad.flatten().tolist() + net.bias.grad.tolist())
             opt.step()
     rec["final"] = net.weight.flatten().tolist() + net.bias.tolist()
+    # DDP's reducer uses the process group: free it first, so that nothing of
+    # the group is torn down while the interpreter exits.
+    del opt, model
     dist.barrier()
     dist.destroy_process_group()
     with open(out, "w") as f:
