@@ -168,8 +168,8 @@ struct cistern_slot_view cistern__fifo_classify(uint64_t word);
  * never which policy it is.
  */
 struct cistern__policy {
-	const char
-		*name; /* as cistern_policy_name() prints it and cistern_policy_parse() reads it */
+	/* As cistern_policy_name() prints it and cistern_policy_parse() reads it. */
+	const char *name;
 	enum cistern_policy value;
 	const struct cistern_ops *ops;
 	const struct cistern_snap_ops *snap; /* NULL: see struct cistern_snap_ops */
