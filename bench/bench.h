@@ -149,6 +149,9 @@ uint64_t tagsum_expected(int nprod, uint64_t per_producer);
 void big_fill(void *buf, size_t len, uint64_t seq);
 uint64_t big_sum(const void *buf, size_t len);
 uint64_t big_sum_expected(size_t len, uint64_t seq);
+/* The raw ZeroMQ PULL reader's loop over such samples (common.c). */
+int zmq_pull_checked(struct run_ctl *c, int slot, void *s, const char *ep, size_t len, int hwm,
+		     uint64_t *count, uint64_t *bad);
 
 /* xorshift64* */
 static inline uint64_t rng_next(uint64_t *s)

@@ -302,33 +302,9 @@ static int zmq_child(struct big *b, int role)
 		goto out;
 	}
 	if (role == 'r') {
-		int linger = 0;
-		uint64_t count = 0, bad = 0;
-		zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
-		zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-		if (zmq_bind(s, b->zep) != 0) {
-			ctl_error(b->c, slot, "zmq_bind: %s", zmq_strerror(zmq_errno()));
+		uint64_t count, bad;
+		if (zmq_pull_checked(b->c, slot, s, b->zep, BIG_LEN, hwm, &count, &bad) < 0)
 			goto out;
-		}
-		atomic_fetch_add(&b->c->bound, 1);
-		ctl_child_ready(b->c);
-		while (count < b->c->per_producer) {
-			zmq_msg_t m;
-			zmq_msg_init(&m);
-			if (zmq_msg_recv(&m, s, 0) < 0) {
-				zmq_msg_close(&m);
-				if (zmq_errno() == EINTR)
-					continue;
-				ctl_error(b->c, slot, "zmq_msg_recv: %s",
-					  zmq_strerror(zmq_errno()));
-				goto out;
-			}
-			bad += zmq_msg_size(&m) != BIG_LEN ||
-			       big_sum(zmq_msg_data(&m), BIG_LEN) !=
-				       big_sum_expected(BIG_LEN, count);
-			zmq_msg_close(&m);
-			count++;
-		}
 		reader_done(b->c, count, bad);
 	} else {
 		zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);

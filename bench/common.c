@@ -18,6 +18,7 @@
 
 #include <cistern.h>
 #include <mqueue.h>
+#include <zmq.h>
 
 #include "peer_boost.h"
 
@@ -317,6 +318,43 @@ uint64_t tagsum_expected(int nprod, uint64_t per_producer)
 	for (int p = 0; p < nprod; p++)
 		s += make_tag(p, 0) * per_producer + per_producer * (per_producer - 1) / 2;
 	return s;
+}
+
+/*
+ * The raw ZeroMQ reader of sections 3 and 8: bind PULL socket s at ep (its
+ * receive high-water mark hwm), tell the producer it is bound, and receive
+ * per_producer samples of len bytes, counting those whose length or sum is
+ * wrong. 0, or -1 after ctl_error() in reader slot `slot`.
+ */
+int zmq_pull_checked(struct run_ctl *c, int slot, void *s, const char *ep, size_t len, int hwm,
+		     uint64_t *count, uint64_t *bad)
+{
+	int linger = 0;
+	*count = *bad = 0;
+	zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+	zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+	if (zmq_bind(s, ep) != 0) {
+		ctl_error(c, slot, "zmq_bind %s: %s", ep, zmq_strerror(zmq_errno()));
+		return -1;
+	}
+	atomic_fetch_add(&c->bound, 1);
+	ctl_child_ready(c);
+	while (*count < c->per_producer) {
+		zmq_msg_t m;
+		zmq_msg_init(&m);
+		if (zmq_msg_recv(&m, s, 0) < 0) {
+			zmq_msg_close(&m);
+			if (zmq_errno() == EINTR)
+				continue;
+			ctl_error(c, slot, "zmq_msg_recv: %s", zmq_strerror(zmq_errno()));
+			return -1;
+		}
+		*bad += zmq_msg_size(&m) != len ||
+			big_sum(zmq_msg_data(&m), len) != big_sum_expected(len, *count);
+		zmq_msg_close(&m);
+		++*count;
+	}
+	return 0;
 }
 
 void big_fill(void *buf, size_t len, uint64_t seq)

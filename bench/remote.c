@@ -114,32 +114,9 @@ static int zmq_child(struct rrun *x, int role)
 		goto out;
 	}
 	if (role == 'r') {
-		int linger = 0;
-		uint64_t count = 0, bad = 0;
-		zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
-		zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-		if (zmq_bind(s, x->ep) != 0) {
-			ctl_error(x->c, slot, "zmq_bind %s: %s", x->ep, zmq_strerror(zmq_errno()));
+		uint64_t count, bad;
+		if (zmq_pull_checked(x->c, slot, s, x->ep, len, hwm, &count, &bad) < 0)
 			goto out;
-		}
-		atomic_fetch_add(&x->c->bound, 1);
-		ctl_child_ready(x->c);
-		while (count < x->c->per_producer) {
-			zmq_msg_t m;
-			zmq_msg_init(&m);
-			if (zmq_msg_recv(&m, s, 0) < 0) {
-				zmq_msg_close(&m);
-				if (zmq_errno() == EINTR)
-					continue;
-				ctl_error(x->c, slot, "zmq_msg_recv: %s",
-					  zmq_strerror(zmq_errno()));
-				goto out;
-			}
-			bad += zmq_msg_size(&m) != len ||
-			       big_sum(zmq_msg_data(&m), len) != big_sum_expected(len, count);
-			zmq_msg_close(&m);
-			count++;
-		}
 		reader_done(x->c, count, bad);
 	} else {
 		buf = aligned_alloc(64, len);
