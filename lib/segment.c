@@ -832,7 +832,7 @@ int cistern_attach_flags(const char *name, uint32_t flags, struct cistern **out)
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (flags & ~(uint32_t)CISTERN_ATTACH_ANY_OWNER)
+	if (flags & ~(uint32_t)(CISTERN_ATTACH_ANY_OWNER | CISTERN_ATTACH_POPULATE))
 		return -EINVAL;
 	struct cistern *c;
 	int r = cistern__open_mapped(name, false, flags & CISTERN_ATTACH_ANY_OWNER, &c);
@@ -862,6 +862,12 @@ int cistern_attach_flags(const char *name, uint32_t flags, struct cistern **out)
 	}
 	/* Recover what crashed processes left behind before joining. */
 	cistern__sweep(c);
+	/*
+	 * A hint: the object's pages exist (create allocated them), so this
+	 * only fills our page tables; a kernel without it leaves them to faults.
+	 */
+	if (flags & CISTERN_ATTACH_POPULATE)
+		(void)madvise(c->hdr, c->map_size, MADV_POPULATE_WRITE);
 	*out = c;
 	return 0;
 }

@@ -313,6 +313,51 @@ Test(attach, second_handle_sees_the_same_segment)
 	seg_drop(c);
 }
 
+/* Kilobytes of this process's mappings of /dev/shm/cistern.NAME that are in its page tables. */
+static long mapped_kib(const char *name)
+{
+	char path[160], line[512];
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	FILE *f = fopen("/proc/self/smaps", "r");
+	cr_assert_not_null(f);
+	long kib = 0;
+	int ours = 0;
+	while (fgets(line, sizeof(line), f)) {
+		long v;
+		if (strchr(line, '-') && strchr(line, ' ') && strchr(line, '-') < strchr(line, ' '))
+			ours = strstr(line, path) != NULL; /* a mapping's first line */
+		else if (ours && sscanf(line, "Rss: %ld kB", &v) == 1)
+			kib += v;
+	}
+	fclose(f);
+	return kib;
+}
+
+Test(attach, populate_maps_every_page_at_attach)
+{
+	struct cistern_config cfg = {.slot_size = 4096, .slot_count = 2048};
+	struct cistern *c = seg_create("populate", cfg);
+	const char *name = seg_name_of(c);
+	struct cistern *plain, *full;
+	long before = mapped_kib(name);
+	cr_assert_eq(cistern_attach_flags(name, 0, &plain), 0);
+	long after_plain = mapped_kib(name);
+	cr_assert_eq(cistern_attach_flags(name, CISTERN_ATTACH_POPULATE, &full), 0);
+	long after_full = mapped_kib(name);
+	/* 8 MiB of slots: the plain attach maps a few pages, the populated one all */
+	cr_assert_lt(after_plain - before, 1024, "a plain attach mapped %ld KiB",
+		     after_plain - before);
+	cr_assert_geq(after_full - after_plain, 8192, "a populated attach mapped %ld KiB",
+		      after_full - after_plain);
+	cr_assert_eq(cistern_put(full, "x", 1, NULL, 0), 0);
+	char b[8];
+	cr_assert_eq(cistern_get(plain, b, sizeof(b), NULL, 0), 1);
+	cr_assert_eq(cistern_detach(full), 0);
+	cr_assert_eq(cistern_detach(plain), 0);
+	cr_assert_eq(cistern_attach_flags(name, 1u << 2, &full), -EINVAL, "an unknown flag");
+	seg_drop(c);
+}
+
 Test(attach, a_full_attachment_table_is_eusers)
 {
 	struct cistern_config cfg = {.max_procs = 2};
