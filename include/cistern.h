@@ -1134,6 +1134,14 @@ CISTERN_API int cistern_dump_verify(const char *path, struct cistern_dump_info *
  * side holds more than the window. Acknowledgements are cumulative: a sample
  * is acknowledged once it is in its segment (whole, exactly once).
  *
+ * Gathering: small puts (up to 16 KiB) that follow each other closely share
+ * one ZeroMQ message of up to 64 KiB, which the server puts with one
+ * cistern_put_batch(). The message leaves when it is full, when a call must
+ * wait for credit, on flush, producer_done and close, or at the latest a
+ * linger (cistern_remote_opts.linger_us, 1 ms by default) after its first
+ * sample, sent by the connection's own thread. A put on a connection idle
+ * for a linger leaves at once.
+ *
  * Routing: the sample with sim_id s goes to rank s mod R, unless a
  * cistern_route_fn says otherwise, so every simulation stays on one rank.
  *
@@ -1143,14 +1151,16 @@ CISTERN_API int cistern_dump_verify(const char *path, struct cistern_dump_info *
  * server refuses to start. Keys are 40-character Z85 strings.
  *
  * A struct cistern_remote belongs to one thread at a time, as a struct
- * cistern does; after fork() the child must not use its parent's connection
- * (it may cistern_remote_connect() its own).
+ * cistern does (the connection's own thread, which sends a gathered message
+ * when its linger runs out, takes a lock the calls take too); after fork()
+ * the child must not use its parent's connection (it may
+ * cistern_remote_connect() its own).
  */
 
 /** Length of a CurveZMQ key in its Z85 text form, without the terminating NUL. */
 #define CISTERN_KEY_LEN 40
 /** The protocol version that HELLO carries (see docs/REMOTE.md). */
-#define CISTERN_REMOTE_PROTOCOL 1
+#define CISTERN_REMOTE_PROTOCOL 2
 /**
  * Default window, the samples a connection may have in flight: at most
  * this many, and at most as many as fit in CISTERN_REMOTE_WINDOW_BYTES of
@@ -1183,7 +1193,11 @@ struct cistern_remote_opts {
 	int heartbeat_timeout_ms;
 	/** samples in flight asked for; 0 = what the server grants (it may grant fewer) */
 	uint32_t window;
-	uint32_t reserved_; /**< must be 0 */
+	/**
+	 * how long a small put may wait to leave with the puts after it (see
+	 * cistern_remote_put()); 0 = 1000 us; < 0: every put leaves by itself
+	 */
+	int32_t linger_us;
 };
 
 /** What a connection knows of its server, and its counts (cistern_remote_info_get()). */
@@ -1215,7 +1229,8 @@ CISTERN_API int cistern_remote_connect(const char *endpoint, const struct cister
  * (which picks the rank) and time_step are taken; meta may be NULL (sim_id
  * 0). meta->sample_id is not written: the segment assigns it later. Returns
  * once the sample is handed to the connection under a credit, waiting while
- * the window is full. An error the server met with an earlier sample (the
+ * the window is full: sent, or gathered to leave within the linger (see
+ * "Gathering" above); either way `buf` may be reused at once. An error the server met with an earlier sample (the
  * segment's -EPIPE once reception closed, -ERANGE) is returned by the next
  * call, once; that sample counts as failed, not acked.
  * @return 0; -EMSGSIZE if len > slot_size; -EAGAIN/-ETIMEDOUT while the
@@ -1230,7 +1245,9 @@ CISTERN_API int cistern_remote_put(struct cistern_remote *r, const void *buf, si
  * Send up to `n` samples, laid out as for cistern_put_batch(): sample i is the
  * len[i] bytes at buf + i * stride (len NULL: stride bytes each), meta[i] its
  * meta (may be NULL). Sends as many as the window admits now, or, if none,
- * waits for the first as cistern_remote_put() does.
+ * waits for the first as cistern_remote_put() does. The samples are gathered
+ * as puts are, even with gathering off for puts; on an idle connection, or
+ * with gathering off, the last message leaves before the call returns.
  * @return the number sent (1 to n); the errors of cistern_remote_put();
  *         -EINVAL (n = 0 or above INT_MAX, buf NULL, len[i] > stride).
  */

@@ -1,12 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * remote.c - a remote producer: a ZeroMQ DEALER connected to a server's
- * ROUTER (docs/REMOTE.md). The connection has no thread of its own: every
- * call reads what the server sent (acknowledgements, failures, goodbye) and
- * the socket monitor's events before it decides, so a call that waits for
- * credit waits in zmq_poll() on both.
+ * ROUTER (docs/REMOTE.md). Calls read what the server sent
+ * (acknowledgements, failures, goodbye) and the socket monitor's events
+ * before they decide, so a call that waits for credit waits in zmq_poll()
+ * on both.
+ *
+ * Small puts are gathered: each appends its sample to an open PUTS frame,
+ * which leaves when it is full, when a call must wait or flush, or `linger`
+ * after its first sample. One message then carries many samples, and the
+ * server puts them with one cistern_put_batch(): per-message costs on both
+ * sides (a ZeroMQ message, a wake of the segment's readers) are paid once
+ * per frame instead of once per sample. A put on a connection idle for a
+ * linger leaves at once, so a slow producer's samples are not delayed. The
+ * connection's one thread of its own, the flusher, sends a frame whose
+ * linger ran out while its producer computes. A mutex orders the two
+ * threads' use of the socket, as ZeroMQ requires of a socket that changes
+ * threads.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -42,7 +55,28 @@ struct cistern_remote {
 	pid_t pid;    /* the process that connected: a fork()ed child must not use it */
 	size_t schema_len;
 	char schema[CISTERN_SCHEMA_MAX];
+
+	/* Gathering: every field below, and the socket, under `lock`. */
+	pthread_mutex_t lock;
+	pthread_cond_t wake; /* the flusher's: a frame opened, or close */
+	pthread_t flusher;
+	bool has_flusher;
+	bool flusher_idle; /* waiting without a deadline: an opened frame signals */
+	bool stopping;
+	int64_t linger_ns;     /* < 0: no gathering */
+	uint32_t gmax;         /* samples a frame may gather: a quarter window */
+	uint32_t gn;           /* samples in the open frame; the last gn of `sent` */
+	size_t gbytes;         /* their payload bytes */
+	unsigned char *gb;     /* the open frame: header, payloads, room for records */
+	unsigned char *grec;   /* its records, gmax of them, copied in at send */
+	uint64_t gfirst_ns;    /* when the open frame's first sample came */
+	uint64_t last_send_ns; /* when a frame or a lone sample last left */
 };
+
+/* Payload bytes a frame gathers at most, and the largest sample gathered. */
+#define GATHER_BYTES ((size_t)64 << 10)
+#define GATHER_SAMPLE_MAX (GATHER_BYTES / 4)
+#define LINGER_DEFAULT_US 1000
 
 /*
  * getpid() is a system call; a put asks for it every time, to refuse a
@@ -75,11 +109,16 @@ static pid_t getpid_cached(void)
 	return p;
 }
 
-static uint64_t now_ms(void)
+static uint64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ms(void)
+{
+	return now_ns() / 1000000u;
 }
 
 static int zerr(void)
@@ -294,8 +333,25 @@ static int valid_key(const char *k)
 	return k && strlen(k) == CISTERN_KEY_LEN && zmq_z85_decode(bin, k) != NULL;
 }
 
+static void stop_flusher(struct cistern_remote *r)
+{
+	if (!r->has_flusher)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->stopping = true;
+	pthread_cond_signal(&r->wake);
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->flusher, NULL);
+	r->has_flusher = false;
+}
+
 static void free_remote(struct cistern_remote *r)
 {
+	stop_flusher(r);
+	free(r->gb);
+	free(r->grec);
+	pthread_cond_destroy(&r->wake);
+	pthread_mutex_destroy(&r->lock);
 	if (r->mon)
 		zmq_close(r->mon);
 	if (r->sock) {
@@ -308,6 +364,65 @@ static void free_remote(struct cistern_remote *r)
 	free(r);
 }
 
+static int send_gathered(struct cistern_remote *r);
+
+/*
+ * The flusher: sends the open frame once its first sample has waited a
+ * linger. While frames keep opening it wakes once per linger without being
+ * signalled; after a linger with none it waits until a put opens one.
+ */
+static void *flusher_main(void *arg)
+{
+	struct cistern_remote *r = arg;
+	uint64_t linger = (uint64_t)r->linger_ns;
+	pthread_mutex_lock(&r->lock);
+	uint64_t busy = now_ns(); /* when a frame was last open */
+	while (!r->stopping) {
+		uint64_t t = now_ns(), due;
+		if (r->gn) {
+			busy = t;
+			due = r->gfirst_ns + linger;
+			if (t >= due) {
+				(void)send_gathered(r);
+				continue;
+			}
+		} else if (t - busy >= linger) {
+			r->flusher_idle = true;
+			pthread_cond_wait(&r->wake, &r->lock);
+			r->flusher_idle = false;
+			busy = now_ns();
+			continue;
+		} else {
+			due = busy + linger;
+		}
+		struct timespec ts = {.tv_sec = (time_t)(due / 1000000000u),
+				      .tv_nsec = (long)(due % 1000000000u)};
+		pthread_cond_timedwait(&r->wake, &r->lock, &ts);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+/* Set up gathering as the options and the window granted say. */
+static int start_gathering(struct cistern_remote *r, int32_t linger_us)
+{
+	r->gmax = r->window / 4 ? r->window / 4 : 1;
+	r->grec = malloc((size_t)r->gmax * CISTERN__WIRE_REC);
+	if (!r->grec)
+		return -ENOMEM;
+	if (linger_us < 0) {
+		r->linger_ns =
+			-1; /* puts leave alone; a put_batch()'s samples still share frames */
+		return 0;
+	}
+	r->linger_ns = (int64_t)(linger_us ? linger_us : LINGER_DEFAULT_US) * 1000;
+	int e = pthread_create(&r->flusher, NULL, flusher_main, r);
+	if (e)
+		return -e;
+	r->has_flusher = true;
+	return 0;
+}
+
 int cistern_remote_connect(const char *endpoint, const struct cistern_remote_opts *opts,
 			   struct cistern_remote **out)
 {
@@ -318,11 +433,9 @@ int cistern_remote_connect(const char *endpoint, const struct cistern_remote_opt
 	if (strncmp(endpoint, "tcp://", 6) != 0 && strncmp(endpoint, "ipc://", 6) != 0)
 		return -EINVAL;
 	if (opts) {
-		if (opts->size < offsetof(struct cistern_remote_opts, reserved_) + sizeof(uint32_t))
+		if (opts->size < offsetof(struct cistern_remote_opts, window) + sizeof(uint32_t))
 			return -EINVAL;
-		memcpy(&o, opts, sizeof(o));
-		if (o.reserved_ != 0)
-			return -EINVAL;
+		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
 	}
 	if (o.server_key) {
 		if (!zmq_has("curve"))
@@ -342,6 +455,12 @@ int cistern_remote_connect(const char *endpoint, const struct cistern_remote_opt
 	struct cistern_remote *r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->wake, &ca);
+	pthread_condattr_destroy(&ca);
 	r->pid = getpid_cached();
 	r->id = random_id();
 	int rc = -ENOMEM;
@@ -412,6 +531,9 @@ int cistern_remote_connect(const char *endpoint, const struct cistern_remote_opt
 		rc = r->pending_err;
 	if (rc < 0)
 		goto fail;
+	rc = start_gathering(r, o.linger_us);
+	if (rc < 0)
+		goto fail;
 	*out = r;
 	return 0;
 fail:
@@ -422,10 +544,6 @@ fail:
 /* What every call checks first; takes the error the server reported, once. */
 static int usable(struct cistern_remote *r)
 {
-	if (!r)
-		return -EINVAL;
-	if (r->pid != getpid_cached())
-		return -EBADF;
 	drain(r);
 	if (r->pending_err) {
 		int e = r->pending_err;
@@ -435,6 +553,77 @@ static int usable(struct cistern_remote *r)
 	return r->gone ? -ECONNRESET : 0;
 }
 
+/*
+ * Take the connection's lock for a call. A fork() child's copy is refused
+ * before the lock, which the parent's flusher may have held when it forked.
+ */
+static int enter(struct cistern_remote *r)
+{
+	if (!r)
+		return -EINVAL;
+	if (r->pid != getpid_cached())
+		return -EBADF;
+	pthread_mutex_lock(&r->lock);
+	return 0;
+}
+
+static int leave(struct cistern_remote *r, int rc)
+{
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+static void free_frame(void *data, void *hint)
+{
+	(void)hint;
+	free(data);
+}
+
+/*
+ * Send the open frame, if any: its records go after its payloads, and the
+ * buffer is handed to ZeroMQ without a copy. On a connection that is over
+ * the frame is dropped: a server's BYE counted its samples failed, a lost
+ * connection leaves them in doubt, as any unacknowledged sample (they are
+ * in no segment). So is it when ZeroMQ refuses it, which ends the connection.
+ */
+static int send_gathered(struct cistern_remote *r)
+{
+	if (r->gn == 0)
+		return 0;
+	if (r->gone) {
+		r->gn = 0;
+		r->gbytes = 0;
+		return -ECONNRESET;
+	}
+	struct cistern__wire w = {.kind = CISTERN__W_PUTS,
+				  .version = CISTERN_REMOTE_PROTOCOL,
+				  .a = r->gn,
+				  .seq = r->sent - r->gn + 1};
+	size_t recs = (size_t)r->gn * CISTERN__WIRE_REC;
+	size_t size = CISTERN__WIRE_HDR + r->gbytes + recs;
+	cistern__wire_encode(&w, r->gb);
+	memcpy(r->gb + CISTERN__WIRE_HDR + r->gbytes, r->grec, recs);
+	zmq_msg_t m;
+	unsigned char *gb = r->gb;
+	r->gb = NULL;
+	r->gn = 0;
+	r->gbytes = 0;
+	r->last_send_ns = now_ns();
+	if (zmq_msg_init_data(&m, gb, size, free_frame, NULL) < 0) {
+		free(gb);
+		r->gone = 1;
+		return -ENOMEM;
+	}
+	if (zmq_msg_send(&m, r->sock, ZMQ_DONTWAIT) < 0) {
+		int e = zerr();
+		zmq_msg_close(&m);
+		r->gone = 1;
+		return e;
+	}
+	return 0;
+}
+
+/* A sample by itself, header and payload in one frame. */
 static int send_one(struct cistern_remote *r, const void *buf, size_t len,
 		    const struct cistern_meta *meta)
 {
@@ -460,7 +649,64 @@ static int send_one(struct cistern_remote *r, const void *buf, size_t len,
 		return e;
 	}
 	r->sent++;
+	r->last_send_ns = now_ns();
 	return 0;
+}
+
+/*
+ * Hand one sample to the connection under a credit the caller checked:
+ * appended to the open frame, or sent by itself when it is large, or, for
+ * a put (`lone`), when gathering is off or the sample would open a frame
+ * on a connection idle for a linger.
+ */
+static int add(struct cistern_remote *r, const void *buf, size_t len,
+	       const struct cistern_meta *meta, bool lone)
+{
+	int rc;
+	if (len > GATHER_SAMPLE_MAX || (lone && r->linger_ns < 0)) {
+		/* after the open frame's samples, to keep their order */
+		if ((rc = send_gathered(r)) < 0)
+			return rc;
+		return send_one(r, buf, len, meta);
+	}
+	if (r->gn && r->gbytes + len > GATHER_BYTES && (rc = send_gathered(r)) < 0)
+		return rc;
+	if (r->gn == 0) {
+		uint64_t t = now_ns();
+		if (lone && t - r->last_send_ns >= (uint64_t)r->linger_ns)
+			return send_one(r, buf, len, meta);
+		if (!r->gb && !(r->gb = malloc(CISTERN__WIRE_HDR + GATHER_BYTES +
+					       (size_t)r->gmax * CISTERN__WIRE_REC)))
+			return -ENOMEM;
+		r->gfirst_ns = t;
+		if (r->flusher_idle)
+			pthread_cond_signal(&r->wake);
+	}
+	if (len)
+		memcpy(r->gb + CISTERN__WIRE_HDR + r->gbytes, buf, len);
+	unsigned char *rec = r->grec + (size_t)r->gn * CISTERN__WIRE_REC;
+	cistern__wire_put32(rec, (uint32_t)len);
+	cistern__wire_put32(rec + 4, meta ? meta->sim_id : 0);
+	cistern__wire_put32(rec + 8, meta ? meta->time_step : 0);
+	cistern__wire_put32(rec + 12, 0);
+	r->gn++;
+	r->gbytes += len;
+	r->sent++;
+	if (r->gn == r->gmax)
+		return send_gathered(r);
+	return 0;
+}
+
+/*
+ * Wait for a credit. The open frame leaves first: its samples hold credits
+ * that only their acknowledgements return.
+ */
+static int wait_credit(struct cistern_remote *r, int timeout_ms)
+{
+	if (has_credit(r))
+		return 0;
+	int rc = send_gathered(r);
+	return rc < 0 ? rc : wait_for(r, has_credit, timeout_ms);
 }
 
 /*
@@ -471,15 +717,14 @@ static int send_one(struct cistern_remote *r, const void *buf, size_t len,
  */
 static bool fast_put(const struct cistern_remote *r)
 {
-	return r->pid == getpid_cached() && !r->pending_err && !r->gone && !r->done &&
-	       (r->sent & 63) != 0 && has_credit(r);
+	return !r->pending_err && !r->gone && !r->done && (r->sent & 63) != 0 && has_credit(r);
 }
 
-int cistern_remote_put(struct cistern_remote *r, const void *buf, size_t len,
-		       const struct cistern_meta *meta, int timeout_ms)
+static int put_locked(struct cistern_remote *r, const void *buf, size_t len,
+		      const struct cistern_meta *meta, int timeout_ms)
 {
-	if (r && (buf || !len) && len <= r->slot_size && fast_put(r))
-		return send_one(r, buf, len, meta);
+	if ((buf || !len) && len <= r->slot_size && fast_put(r))
+		return add(r, buf, len, meta, true);
 	int rc = usable(r);
 	if (rc < 0)
 		return rc;
@@ -489,16 +734,22 @@ int cistern_remote_put(struct cistern_remote *r, const void *buf, size_t len,
 		return -EPIPE;
 	if (len > r->slot_size)
 		return -EMSGSIZE;
-	rc = wait_for(r, has_credit, timeout_ms);
-	if (rc < 0)
-		return rc;
-	return send_one(r, buf, len, meta);
+	rc = wait_credit(r, timeout_ms);
+	return rc < 0 ? rc : add(r, buf, len, meta, true);
 }
 
-int cistern_remote_put_batch(struct cistern_remote *r, const void *buf, size_t stride, size_t n,
-			     const size_t *len, const struct cistern_meta *meta, int timeout_ms)
+int cistern_remote_put(struct cistern_remote *r, const void *buf, size_t len,
+		       const struct cistern_meta *meta, int timeout_ms)
 {
-	int rc = r && fast_put(r) ? 0 : usable(r);
+	int rc = enter(r);
+	return rc < 0 ? rc : leave(r, put_locked(r, buf, len, meta, timeout_ms));
+}
+
+static int put_batch_locked(struct cistern_remote *r, const unsigned char *buf, size_t stride,
+			    size_t n, const size_t *len, const struct cistern_meta *meta,
+			    int timeout_ms)
+{
+	int rc = fast_put(r) ? 0 : usable(r);
 	if (rc < 0)
 		return rc;
 	if (n == 0 || n > INT_MAX || !buf)
@@ -510,55 +761,45 @@ int cistern_remote_put_batch(struct cistern_remote *r, const void *buf, size_t s
 		return -EINVAL;
 	if (first > r->slot_size)
 		return -EMSGSIZE;
-	rc = has_credit(r) ? 0 : wait_for(r, has_credit, timeout_ms);
+	rc = wait_credit(r, timeout_ms);
 	if (rc < 0)
 		return rc;
-	/* As many as the credit admits, up to a sample too long (the call that meets it first says why). */
-	const unsigned char *p = buf;
+	/*
+	 * As many as the credit admits, up to a sample too long (the call that
+	 * meets it first says why). They are gathered as puts are; without
+	 * gathering, or on an idle connection, the last frame leaves at once,
+	 * since nothing says more samples follow soon.
+	 */
+	bool idle = r->linger_ns < 0 ||
+		    (r->gn == 0 && now_ns() - r->last_send_ns >= (uint64_t)r->linger_ns);
 	uint64_t credit = r->window - (r->sent - r->settled);
-	size_t k = 0, bytes = 0;
+	size_t k = 0;
 	for (; k < n && k < credit; k++) {
 		size_t l = len ? len[k] : stride;
 		if (l > stride || l > r->slot_size)
 			break;
-		bytes += l;
+		rc = add(r, buf + k * stride, l, meta ? &meta[k] : NULL, false);
+		if (rc < 0)
+			return k ? (int)k : rc;
 	}
-	if (k == 1)
-		return (rc = send_one(r, p, first, meta)) < 0 ? rc : 1;
-	/* One frame for the k samples: one ZeroMQ message, delivered whole. */
-	zmq_msg_t m;
-	if (zmq_msg_init_size(&m, CISTERN__WIRE_HDR + k * CISTERN__WIRE_REC + bytes) < 0)
-		return zerr();
-	unsigned char *d = zmq_msg_data(&m);
-	struct cistern__wire w = {.kind = CISTERN__W_PUTS,
-				  .version = CISTERN_REMOTE_PROTOCOL,
-				  .a = (uint32_t)k,
-				  .seq = r->sent + 1};
-	cistern__wire_encode(&w, d);
-	unsigned char *rec = d + CISTERN__WIRE_HDR;
-	unsigned char *pay = rec + k * CISTERN__WIRE_REC;
-	for (size_t i = 0; i < k; i++, rec += CISTERN__WIRE_REC) {
-		size_t l = len ? len[i] : stride;
-		cistern__wire_put32(rec, (uint32_t)l);
-		cistern__wire_put32(rec + 4, meta ? meta[i].sim_id : 0);
-		cistern__wire_put32(rec + 8, meta ? meta[i].time_step : 0);
-		cistern__wire_put32(rec + 12, 0);
-		if (l)
-			memcpy(pay, p + i * stride, l);
-		pay += l;
-	}
-	if (zmq_msg_send(&m, r->sock, ZMQ_DONTWAIT) < 0) {
-		rc = zerr();
-		zmq_msg_close(&m);
+	if (idle && (rc = send_gathered(r)) < 0)
 		return rc;
-	}
-	r->sent += k;
 	return (int)k;
 }
 
-int cistern_remote_flush(struct cistern_remote *r, int timeout_ms)
+int cistern_remote_put_batch(struct cistern_remote *r, const void *buf, size_t stride, size_t n,
+			     const size_t *len, const struct cistern_meta *meta, int timeout_ms)
+{
+	int rc = enter(r);
+	return rc < 0 ? rc : leave(r, put_batch_locked(r, buf, stride, n, len, meta, timeout_ms));
+}
+
+static int flush_locked(struct cistern_remote *r, int timeout_ms)
 {
 	int rc = usable(r);
+	if (rc < 0)
+		return rc;
+	rc = send_gathered(r);
 	if (rc < 0)
 		return rc;
 	rc = wait_for(r, all_settled, timeout_ms);
@@ -571,11 +812,17 @@ int cistern_remote_flush(struct cistern_remote *r, int timeout_ms)
 	return rc;
 }
 
-int cistern_remote_producer_done(struct cistern_remote *r, int timeout_ms)
+int cistern_remote_flush(struct cistern_remote *r, int timeout_ms)
 {
-	if (r && r->done)
+	int rc = enter(r);
+	return rc < 0 ? rc : leave(r, flush_locked(r, timeout_ms));
+}
+
+static int done_locked(struct cistern_remote *r, int timeout_ms)
+{
+	if (r->done)
 		return 0;
-	int rc = cistern_remote_flush(r, timeout_ms);
+	int rc = flush_locked(r, timeout_ms);
 	if (rc < 0)
 		return rc;
 	struct cistern__wire w = {
@@ -588,6 +835,12 @@ int cistern_remote_producer_done(struct cistern_remote *r, int timeout_ms)
 		return rc;
 	r->done = 1;
 	return r->done_err;
+}
+
+int cistern_remote_producer_done(struct cistern_remote *r, int timeout_ms)
+{
+	int rc = enter(r);
+	return rc < 0 ? rc : leave(r, done_locked(r, timeout_ms));
 }
 
 int cistern_remote_info_get(const struct cistern_remote *r, struct cistern_remote_info *info)
@@ -620,10 +873,18 @@ int cistern_remote_close(struct cistern_remote *r)
 	if (!r)
 		return -EINVAL;
 	if (r->pid != getpid_cached()) {
-		/* A fork() child's copy: the parent's ZeroMQ context is not ours to close. */
+		/*
+		 * A fork() child's copy: the parent's ZeroMQ context, thread and
+		 * lock are not ours to close.
+		 */
+		free(r->gb);
+		free(r->grec);
 		free(r);
 		return 0;
 	}
+	stop_flusher(r);
+	if (!r->gone)
+		(void)send_gathered(r);
 	if (!r->gone) {
 		struct cistern__wire w = {
 			.kind = CISTERN__W_BYE, .version = CISTERN_REMOTE_PROTOCOL, .seq = r->sent};

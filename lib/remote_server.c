@@ -27,11 +27,19 @@
 
 enum prod_state { P_LIVE, P_CLOSING, P_DEAD };
 
-struct qent {
-	zmq_msg_t payload; /* the frame, shared by the samples of a PUTS */
-	size_t off, len;   /* where the sample's bytes are in it */
-	struct cistern_meta meta;
-	uint64_t seq;
+/*
+ * A received frame with samples not yet settled: a PUT's one sample, or a
+ * PUTS's run of them. The queue holds frames as they came, without a copy;
+ * the samples leave it from the front.
+ */
+struct qframe {
+	zmq_msg_t msg;
+	const unsigned char *pay; /* the next sample's bytes */
+	const unsigned char *rec; /* its PUTS record; NULL in a PUT */
+	uint32_t left;            /* samples of the frame not yet settled */
+	uint64_t seq;             /* the next sample's number */
+	size_t len;               /* a PUT's length */
+	struct cistern_meta meta; /* a PUT's meta */
 };
 
 struct rprod {
@@ -40,8 +48,9 @@ struct rprod {
 	uint64_t id;
 	int fd; /* the connection's descriptor, matched against monitor events */
 	uint32_t window;
-	struct qent *q; /* ring of `window` entries */
-	uint32_t qhead, qlen;
+	struct qframe *q; /* ring of `window` frames: each holds one sample or more */
+	uint32_t fhead, flen;
+	uint32_t qlen;     /* samples queued in those frames */
 	uint64_t received; /* last sample number received */
 	uint64_t settled;  /* every sample up to it is in a segment or failed */
 	uint64_t acked;    /* last ACK sent */
@@ -57,7 +66,8 @@ struct cistern_server {
 	uint32_t ranks;
 	struct cistern **seg;
 	struct cistern_config *cfg;
-	uint8_t *full; /* ranks found full this round */
+	uint8_t *full;              /* ranks found full this round */
+	struct cistern_meta *metas; /* a run's metas for cistern_put_batch(), `window` of them */
 	uint64_t slot_size;
 	char schema[CISTERN_SCHEMA_MAX];
 	size_t schema_len;
@@ -161,8 +171,8 @@ static struct rprod *find(struct cistern_server *s, const void *rid, size_t len)
 
 static void free_prod(struct rprod *p)
 {
-	for (uint32_t i = 0; i < p->qlen; i++)
-		zmq_msg_close(&p->q[(p->qhead + i) % p->window].payload);
+	for (uint32_t i = 0; i < p->flen; i++)
+		zmq_msg_close(&p->q[(p->fhead + i) % p->window].msg);
 	free(p->q);
 	free(p->touched);
 	free(p);
@@ -279,43 +289,49 @@ static void drop_rest(void *sock)
 }
 
 /*
- * Queue the samples of a PUTS frame; each entry holds a reference to the
- * frame (zmq_msg_copy() shares the buffer). A frame whose records do not
- * add up to its size ends the session, as a malformed message.
+ * Queue a PUT or PUTS frame of k samples as it is: the frame moves into the
+ * queue, no byte is copied. A frame out of sequence, beyond the window, or
+ * whose records do not add up to its size ends the session, as a malformed
+ * message.
  */
-static void queue_puts(struct cistern_server *s, struct rprod *p, zmq_msg_t *frame,
-		       const struct cistern__wire *w)
+static void queue_frame(struct cistern_server *s, struct rprod *p, zmq_msg_t *frame,
+			const struct cistern__wire *w)
 {
 	size_t size = zmq_msg_size(frame);
 	const unsigned char *d = zmq_msg_data(frame);
-	uint64_t k = w->a;
+	uint64_t k = w->kind == CISTERN__W_PUT ? 1 : w->a;
 	if (w->seq != p->received + 1 || k == 0 || k > p->window - p->qlen || p->done_req) {
 		set_dead(s, p,
 			 w->seq != p->received + 1 ? "a sample out of sequence"
 						   : "more samples than its window");
 		return;
 	}
-	uint64_t need = CISTERN__WIRE_HDR + k * CISTERN__WIRE_REC;
-	for (uint64_t j = 0; j < k && need <= size; j++)
-		need += cistern__wire_get32(d + CISTERN__WIRE_HDR + j * CISTERN__WIRE_REC);
-	if (need != size) {
-		set_dead(s, p, "a malformed batch");
-		return;
+	const unsigned char *recs = NULL;
+	if (w->kind == CISTERN__W_PUTS) {
+		if (k > (size - CISTERN__WIRE_HDR) / CISTERN__WIRE_REC) {
+			set_dead(s, p, "a malformed batch");
+			return;
+		}
+		recs = d + size - k * CISTERN__WIRE_REC;
+		uint64_t need = CISTERN__WIRE_HDR + k * CISTERN__WIRE_REC;
+		for (uint64_t j = 0; j < k && need <= size; j++)
+			need += cistern__wire_get32(recs + j * CISTERN__WIRE_REC);
+		if (need != size) {
+			set_dead(s, p, "a malformed batch");
+			return;
+		}
 	}
-	size_t off = CISTERN__WIRE_HDR + (size_t)k * CISTERN__WIRE_REC;
-	for (uint64_t j = 0; j < k; j++) {
-		const unsigned char *rec = d + CISTERN__WIRE_HDR + j * CISTERN__WIRE_REC;
-		struct qent *e = &p->q[(p->qhead + p->qlen) % p->window];
-		zmq_msg_init(&e->payload);
-		zmq_msg_copy(&e->payload, frame);
-		e->off = off;
-		e->len = cistern__wire_get32(rec);
-		off += e->len;
-		e->seq = w->seq + j;
-		e->meta = (struct cistern_meta){.sim_id = cistern__wire_get32(rec + 4),
-						.time_step = cistern__wire_get32(rec + 8)};
-		p->qlen++;
-	}
+	struct qframe *f = &p->q[(p->fhead + p->flen) % p->window];
+	zmq_msg_init(&f->msg);
+	zmq_msg_move(&f->msg, frame);
+	f->pay = (const unsigned char *)zmq_msg_data(&f->msg) + CISTERN__WIRE_HDR;
+	f->rec = recs ? (const unsigned char *)zmq_msg_data(&f->msg) + (recs - d) : NULL;
+	f->left = (uint32_t)k;
+	f->seq = w->seq;
+	f->len = size - CISTERN__WIRE_HDR;
+	f->meta = (struct cistern_meta){.sim_id = w->sim_id, .time_step = w->time_step};
+	p->flen++;
+	p->qlen += (uint32_t)k;
 	p->received = w->seq + k - 1;
 	s->st.received += k;
 	s->st.queued += k;
@@ -338,7 +354,7 @@ static int read_one(struct cistern_server *s)
 		zmq_msg_close(&ridm);
 		return 1;
 	}
-	/* Taken now: a PUT's frame moves into its queue entry. */
+	/* Taken now: a PUT's frame moves into the queue. */
 	bool more = zmq_msg_more(&hdrm);
 	struct cistern__wire w;
 	struct rprod *p = find(s, zmq_msg_data(&ridm), zmq_msg_size(&ridm));
@@ -362,34 +378,11 @@ static int read_one(struct cistern_server *s)
 		goto out;
 	}
 	switch (w.kind) {
-	case CISTERN__W_PUT: {
-		if (s->closing)
-			break; /* after BYE was decided: never put, its producer counts it failed */
-		if (w.seq != p->received + 1 || p->qlen == p->window || p->done_req) {
-			set_dead(s, p,
-				 w.seq != p->received + 1 ? "a sample out of sequence"
-							  : "more samples than its window");
-			break;
-		}
-		/* The frame (header, then payload) is queued as it is: no copy. */
-		struct qent *e = &p->q[(p->qhead + p->qlen) % p->window];
-		zmq_msg_init(&e->payload);
-		zmq_msg_move(&e->payload, &hdrm);
-		e->off = CISTERN__WIRE_HDR;
-		e->len = zmq_msg_size(&e->payload) - CISTERN__WIRE_HDR;
-		e->seq = w.seq;
-		e->meta = (struct cistern_meta){.sim_id = w.sim_id, .time_step = w.time_step};
-		p->qlen++;
-		p->received = w.seq;
-		s->st.received++;
-		s->st.queued++;
-		if (s->st.queued > s->st.queued_max)
-			s->st.queued_max = s->st.queued;
-		break;
-	}
+	case CISTERN__W_PUT:
 	case CISTERN__W_PUTS:
+		/* After BYE was decided nothing is put: its producer counts it failed. */
 		if (!s->closing)
-			queue_puts(s, p, &hdrm, &w);
+			queue_frame(s, p, &hdrm, &w);
 		break;
 	case CISTERN__W_DONE:
 		p->done_req = true;
@@ -491,36 +484,81 @@ static void read_zap(struct cistern_server *s)
 	}
 }
 
+static size_t sample_len(const struct qframe *f, uint32_t i)
+{
+	return f->rec ? cistern__wire_get32(f->rec + (size_t)i * CISTERN__WIRE_REC) : f->len;
+}
+
+static struct cistern_meta sample_meta(const struct qframe *f, uint32_t i)
+{
+	if (!f->rec)
+		return f->meta;
+	const unsigned char *r = f->rec + (size_t)i * CISTERN__WIRE_REC;
+	return (struct cistern_meta){.sim_id = cistern__wire_get32(r + 4),
+				     .time_step = cistern__wire_get32(r + 8)};
+}
+
+static uint32_t rank_of(const struct cistern_server *s, const struct cistern_meta *m)
+{
+	return s->route ? s->route(m, s->ranks, s->route_arg) : m->sim_id % s->ranks;
+}
+
+/* The first n samples of p's head frame left the queue, put or failed. */
+static void pop_head(struct cistern_server *s, struct rprod *p, uint32_t n, size_t bytes)
+{
+	struct qframe *f = &p->q[p->fhead];
+	f->pay += bytes;
+	if (f->rec)
+		f->rec += (size_t)n * CISTERN__WIRE_REC;
+	f->left -= n;
+	f->seq += n;
+	p->settled = f->seq - 1;
+	p->qlen -= n;
+	s->st.queued -= n;
+	if (f->left == 0) {
+		zmq_msg_close(&f->msg);
+		p->fhead = (p->fhead + 1) % p->window;
+		p->flen--;
+	}
+}
+
 static void fail_head(struct cistern_server *s, struct rprod *p, int err)
 {
-	struct qent *e = &p->q[p->qhead];
-	send_kind(s, p, CISTERN__W_FAIL, e->seq, (uint32_t)-err);
-	zmq_msg_close(&e->payload);
-	p->qhead = (p->qhead + 1) % p->window;
-	p->qlen--;
-	p->settled = e->seq;
+	struct qframe *f = &p->q[p->fhead];
+	send_kind(s, p, CISTERN__W_FAIL, f->seq, (uint32_t)-err);
 	s->st.failed++;
-	s->st.queued--;
+	pop_head(s, p, 1, sample_len(f, 0));
 }
 
 /*
  * Put the head of p's queue into its segment, waiting up to timeout_ms for
- * room. 1: it left the queue (put, or failed and reported); 0: its segment
- * is full (marked in s->full).
+ * room: the first sample and those after it in the same frame that have its
+ * length and rank, in one cistern_put_batch() (one wake of the segment's
+ * readers for the run, not one per sample). 1: samples left the queue (put,
+ * or failed and reported); 0: the segment is full (marked in s->full).
  */
 static int put_head(struct cistern_server *s, struct rprod *p, int timeout_ms)
 {
-	struct qent *e = &p->q[p->qhead];
-	uint32_t rank = s->route ? s->route(&e->meta, s->ranks, s->route_arg)
-				 : e->meta.sim_id % s->ranks;
+	struct qframe *f = &p->q[p->fhead];
+	size_t len = sample_len(f, 0);
+	s->metas[0] = sample_meta(f, 0);
+	uint32_t rank = rank_of(s, &s->metas[0]);
 	if (rank >= s->ranks) {
 		fail_head(s, p, -ERANGE);
 		return 1;
 	}
 	if (s->full[rank] && timeout_ms == 0)
 		return 0;
-	int rc = cistern_put(s->seg[rank], (const char *)zmq_msg_data(&e->payload) + e->off, e->len,
-			     &e->meta, timeout_ms);
+	uint32_t n = 1;
+	while (len && n < f->left && sample_len(f, n) == len) {
+		s->metas[n] = sample_meta(f, n);
+		if (rank_of(s, &s->metas[n]) != rank)
+			break;
+		n++;
+	}
+	int rc = n == 1 ? cistern_put(s->seg[rank], f->pay, len, &s->metas[0], timeout_ms)
+			: cistern_put_batch(s->seg[rank], f->pay, len, n, NULL, s->metas,
+					    timeout_ms);
 	if (rc == -EAGAIN || rc == -ETIMEDOUT || rc == -EBUSY) {
 		s->full[rank] = 1;
 		return 0;
@@ -529,13 +567,13 @@ static int put_head(struct cistern_server *s, struct rprod *p, int timeout_ms)
 		fail_head(s, p, rc);
 		return 1;
 	}
+	uint32_t put = n == 1 ? 1 : (uint32_t)rc;
 	p->touched[rank] = 1;
-	zmq_msg_close(&e->payload);
-	p->qhead = (p->qhead + 1) % p->window;
-	p->qlen--;
-	p->settled = e->seq;
-	s->st.put++;
-	s->st.queued--;
+	s->st.put += put;
+	pop_head(s, p, put, (size_t)put * len);
+	/* Fewer than the run: the segment is full for now. */
+	if (put < n)
+		s->full[rank] = 1;
 	return 1;
 }
 
@@ -715,6 +753,7 @@ static void free_server(struct cistern_server *s)
 	free(s->seg);
 	free(s->cfg);
 	free(s->full);
+	free(s->metas);
 	free(s->keys);
 	free(s);
 }
@@ -807,7 +846,14 @@ static int attach_all(struct cistern_server *s, const struct cistern_server_opts
 		return -ENOMEM;
 	for (uint32_t r = 0; r < s->ranks; r++) {
 		const char *name = o->segments[r];
-		int rc = name ? cistern_attach_flags(name, o->attach_flags, &s->seg[r]) : -EINVAL;
+		/*
+		 * Populated: a server runs long and writes every slot, and a
+		 * (re)started one should not pay a page fault per 4 KiB of its
+		 * first pass while producers wait for credits.
+		 */
+		int rc = name ? cistern_attach_flags(
+					name, o->attach_flags | CISTERN_ATTACH_POPULATE, &s->seg[r])
+			      : -EINVAL;
 		if (rc < 0) {
 			slog(s, 2, "rank %u: cannot attach segment %s: %s", r,
 			     name ? name : "(null)", cistern_strerror(rc));
@@ -890,6 +936,9 @@ int cistern_server_create(const struct cistern_server_opts *opts, struct cistern
 							  : CISTERN_REMOTE_WINDOW;
 	}
 	rc = -ENOMEM;
+	s->metas = calloc(s->window, sizeof(*s->metas));
+	if (!s->metas)
+		goto fail;
 	s->ctx = zmq_ctx_new();
 	if (!s->ctx)
 		goto fail;

@@ -25,7 +25,13 @@ enum cistern__wire_kind {
 	CISTERN__W_PUTS = 10,
 };
 
-/* PUTS: after the header, `a` records of this many bytes, then the payloads. */
+/*
+ * PUTS: after the header the `a` payloads back to back, then `a` records of
+ * this many bytes (length, sim_id, time_step, 0). Records last, so that a
+ * producer appends payloads as puts come and writes the records once it
+ * sends; payloads contiguous, so that the server puts a run of equal
+ * lengths with one cistern_put_batch().
+ */
 #define CISTERN__WIRE_REC 16
 
 struct cistern__wire {

@@ -3237,13 +3237,15 @@ static PyObject *mod_remote_connect(PyObject *Py_UNUSED(m), PyObject *args, PyOb
 				 "heartbeat_ivl_ms",
 				 "heartbeat_timeout_ms",
 				 "window",
+				 "linger_us",
 				 NULL};
 	struct rconnect_ctx x = {0};
 	x.opts.size = sizeof x.opts;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zzziiiO&:remote_connect", kwlist, &x.endpoint,
-					 &x.opts.server_key, &x.opts.public_key, &x.opts.secret_key,
-					 &x.opts.connect_timeout_ms, &x.opts.heartbeat_ivl_ms,
-					 &x.opts.heartbeat_timeout_ms, conv_u32, &x.opts.window))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zzziiiO&i:remote_connect", kwlist,
+					 &x.endpoint, &x.opts.server_key, &x.opts.public_key,
+					 &x.opts.secret_key, &x.opts.connect_timeout_ms,
+					 &x.opts.heartbeat_ivl_ms, &x.opts.heartbeat_timeout_ms,
+					 conv_u32, &x.opts.window, &x.opts.linger_us))
 		return NULL;
 	RemoteObject *ro = PyObject_New(RemoteObject, &RemoteType);
 	if (!ro)
@@ -3297,7 +3299,8 @@ static PyMethodDef module_methods[] = {
 	{"remote_connect", (PyCFunction)(void (*)(void))mod_remote_connect,
 	 METH_VARARGS | METH_KEYWORDS,
 	 "remote_connect(endpoint, server_key=None, public_key=None, secret_key=None, "
-	 "connect_timeout_ms=0, heartbeat_ivl_ms=0, heartbeat_timeout_ms=0, window=0)\n--\n\n"
+	 "connect_timeout_ms=0, heartbeat_ivl_ms=0, heartbeat_timeout_ms=0, window=0, "
+	 "linger_us=0)\n--\n\n"
 	 "Connect a remote producer to a cistern server (cistern_remote_connect()); the\n"
 	 "keywords are the fields of struct cistern_remote_opts. Returns a Remote."},
 	{"remote_keygen", mod_remote_keygen, METH_NOARGS,

@@ -838,3 +838,105 @@ Test(remote, a_segment_kept_full_by_a_slow_learner_gets_every_sample_in_order)
 	cr_assert(extra == -ETIMEDOUT || extra == -EAGAIN, "a sample beyond the %d sent", N);
 	cr_assert_eq(serve_stop(&s), 0);
 }
+
+/*
+ * Puts of every size in one stream: small ones gathered into shared
+ * messages, those above the gathering limit (16 KiB) sent by themselves
+ * between them, and empty ones. Every sample arrives once, whole, in the
+ * order it was put.
+ */
+Test(remote, gathered_puts_keep_their_order_among_puts_sent_alone)
+{
+	enum { N = 600, BIG = 20000 };
+	struct cistern *c = seg_create("rgath", fifo(1024, BIG));
+	const char *ep = ipc_endpoint("gather");
+	struct serve s;
+	serve_start_v(&s, "gather", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
+	serve_ready(&s);
+	struct cistern_remote *r = connect_retry(ep, NULL);
+	cr_assert_not_null(r);
+	static const size_t sizes[] = {0, 1, 64, 700, BIG, 16384, 5, 4096};
+	static uint8_t buf[BIG], got[BIG], want[BIG];
+	for (uint32_t i = 0; i < N; i++) {
+		size_t len = sizes[i % (sizeof(sizes) / sizeof(sizes[0]))];
+		fill_payload(buf, len, 7, i);
+		struct cistern_meta m = {.sim_id = 7, .time_step = i};
+		int rc = cistern_remote_put(r, buf, len, &m, 10000);
+		cr_assert_eq(rc, 0, "put %u: %s", i, cistern_strerror(rc));
+	}
+	cr_assert_eq(cistern_remote_flush(r, 20000), 0);
+	struct cistern_remote_info info;
+	cistern_remote_info_get(r, &info);
+	cr_assert_eq(info.acked, N);
+	cistern_remote_close(r);
+	for (uint32_t i = 0; i < N; i++) {
+		struct cistern_meta m;
+		ssize_t l = cistern_get(c, got, sizeof(got), &m, 1000);
+		cr_assert_geq(l, 0, "sample %u: %s", i, cistern_strerror((int)l));
+		size_t len = sizes[i % (sizeof(sizes) / sizeof(sizes[0]))];
+		cr_assert_eq(m.time_step, i, "sample %u came as number %u", i, m.time_step);
+		cr_assert_eq((size_t)l, len);
+		fill_payload(want, len, 7, i);
+		cr_assert(memcmp(got, want, len) == 0, "sample %u damaged", i);
+	}
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+/*
+ * With a linger of 200 ms, a put right after another is gathered and not
+ * sent at once; the connection's own thread sends it once the linger ran
+ * out, although the producer makes no further call.
+ */
+Test(remote, a_gathered_put_leaves_after_its_linger_without_another_call)
+{
+	struct cistern *c = seg_create("rling", fifo(16, PAYLOAD));
+	const char *ep = ipc_endpoint("linger");
+	struct serve s;
+	serve_start_v(&s, "linger", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
+	serve_ready(&s);
+	struct cistern_remote_opts o = {.size = sizeof(o), .linger_us = 200000};
+	struct cistern_remote *r = connect_retry(ep, &o);
+	cr_assert_not_null(r);
+	/* an idle connection: the first put leaves at once, the second waits */
+	cr_assert_eq(put_sample(r, 1, 0, 1000), 0);
+	cr_assert_eq(put_sample(r, 1, 1, 1000), 0);
+	double t_put = mono_now();
+	uint8_t got[PAYLOAD];
+	struct cistern_meta m;
+	cr_assert_eq(cistern_get(c, got, sizeof(got), &m, 5000), PAYLOAD);
+	cr_assert_eq(m.time_step, 0);
+	cr_assert_eq(cistern_get(c, got, sizeof(got), &m, 5000), PAYLOAD,
+		     "the gathered put never left");
+	double waited = mono_now() - t_put;
+	cr_assert_eq(m.time_step, 1);
+	cr_assert(check_payload(got, PAYLOAD, 1, 1));
+	cr_assert_geq(waited, 0.1, "the second put left after %.3f s, before its linger", waited);
+	cistern_remote_close(r);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+/* Closing sends what the connection gathered before it says goodbye. */
+Test(remote, close_sends_the_gathered_puts_first)
+{
+	struct cistern *c = seg_create("rclose", fifo(16, PAYLOAD));
+	const char *ep = ipc_endpoint("close");
+	struct serve s;
+	serve_start_v(&s, "close", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
+	serve_ready(&s);
+	/* a linger far beyond the test: only close can send them */
+	struct cistern_remote_opts o = {.size = sizeof(o), .linger_us = 60 * 1000 * 1000};
+	struct cistern_remote *r = connect_retry(ep, &o);
+	cr_assert_not_null(r);
+	for (uint32_t i = 0; i < 5; i++)
+		cr_assert_eq(put_sample(r, 2, i, 1000), 0);
+	cr_assert_eq(cistern_remote_close(r), 0);
+	for (uint32_t i = 0; i < 5; i++) {
+		uint8_t got[PAYLOAD];
+		struct cistern_meta m;
+		cr_assert_eq(cistern_get(c, got, sizeof(got), &m, 5000), PAYLOAD, "sample %u lost",
+			     i);
+		cr_assert_eq(m.time_step, i);
+		cr_assert(check_payload(got, PAYLOAD, 2, i));
+	}
+	cr_assert_eq(serve_stop(&s), 0);
+}

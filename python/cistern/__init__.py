@@ -2229,7 +2229,7 @@ class RemoteProducer:
 def connect(endpoint: str, *, server_key: str | None = None, public_key: str | None = None,
             secret_key: str | None = None, connect_timeout: float = 5.0,
             heartbeat: float = 1.0, heartbeat_timeout: float | None = None,
-            window: int = 0) -> RemoteProducer:
+            window: int = 0, linger: float | None = None) -> RemoteProducer:
     """Connect a remote producer to a `cistern serve` server at `endpoint`
     ("tcp://host:port" or "ipc://path") and return its RemoteProducer
     (cistern_remote_connect()); returns once the server answered.
@@ -2242,6 +2242,9 @@ def connect(endpoint: str, *, server_key: str | None = None, public_key: str | N
     heartbeat, heartbeat_timeout: seconds between ZeroMQ heartbeats, and of
       silence after which the server is taken for gone (None: 5 heartbeats).
     window: samples in flight asked for (0: what the server grants).
+    linger: seconds a small put may wait to leave in one message with the
+      puts after it (None: 0.001); 0 sends every put by itself. A put on a
+      connection idle that long leaves at once, so only bursts are gathered.
 
     ValueError for a bad endpoint or a key that is not Z85.
     """
@@ -2255,10 +2258,16 @@ def connect(endpoint: str, *, server_key: str | None = None, public_key: str | N
             raise ValueError(f"{what} must be a positive number of seconds, not {s!r}")
         return min(max(1, math.ceil(s * 1000)), 2**31 - 1)
 
+    if linger is None:
+        linger_us = 0
+    elif isinstance(linger, bool) or not isinstance(linger, (int, float)) or not 0 <= linger <= 1:
+        raise ValueError(f"linger must be a number of seconds from 0 to 1, not {linger!r}")
+    else:
+        linger_us = -1 if linger == 0 else max(1, round(linger * 1e6))
     r = _cistern.remote_connect(endpoint, server_key, public_key, secret_key,
                                 ms("connect_timeout", connect_timeout), ms("heartbeat", heartbeat),
                                 ms("heartbeat_timeout", heartbeat_timeout),
-                                _count("window", window))
+                                _count("window", window), linger_us)
     return RemoteProducer(r, endpoint)
 
 

@@ -92,6 +92,23 @@ def test_put_batch_sends_every_row_in_order(fifo, segname, cistern_cli):
     assert [(m.sim_id, m.time_step) for _, m in got] == [(1 + i % 2, i) for i in range(8)]
 
 
+def test_a_gathered_put_arrives_after_its_linger_without_another_call(fifo, segname,
+                                                                     cistern_cli):
+    with serving(cistern_cli, segname) as ep, cistern.connect(ep, linger=0.2) as out:
+        out.put(b"first", sim_id=0, time_step=0)   # an idle connection: sent at once
+        out.put(b"second", sim_id=0, time_step=1)  # right after: gathered
+        t = time.monotonic()
+        assert bytes(fifo.get(timeout=5)) == b"first"
+        assert bytes(fifo.get(timeout=5)) == b"second"
+        assert time.monotonic() - t >= 0.1, "the gathered put left before its linger"
+
+
+@pytest.mark.parametrize("linger", [-0.1, 2, "1", True])
+def test_linger_must_be_seconds_from_0_to_1(linger):
+    with pytest.raises(ValueError, match="linger"):
+        cistern.connect("tcp://127.0.0.1:1", linger=linger)
+
+
 def test_every_simulation_goes_to_rank_sim_id_mod_ranks(seg2, cistern_cli):
     names, segs = seg2
     with serving(cistern_cli, *names) as ep, cistern.connect(ep) as out:
