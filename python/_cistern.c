@@ -2562,16 +2562,18 @@ static PyObject *raise_not_owner(const char *name)
 
 static PyObject *mod_attach(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"name", "any_owner", NULL};
+	static char *kwlist[] = {"name", "any_owner", "populate", NULL};
 	const char *name;
-	int any_owner = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|p:attach", kwlist, &name, &any_owner) ||
+	int any_owner = 0, populate = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pp:attach", kwlist, &name, &any_owner,
+					 &populate) ||
 	    check_name(name) < 0)
 		return NULL;
 	struct cistern *c = NULL;
 	int r;
-	Py_BEGIN_ALLOW_THREADS r = cistern_attach_flags(
-		name, any_owner ? CISTERN_ATTACH_ANY_OWNER : 0, &c);
+	uint32_t flags = (any_owner ? CISTERN_ATTACH_ANY_OWNER : 0u) |
+			 (populate ? CISTERN_ATTACH_POPULATE : 0u);
+	Py_BEGIN_ALLOW_THREADS r = cistern_attach_flags(name, flags, &c);
 	Py_END_ALLOW_THREADS if (r == -EACCES && !any_owner)
 	{
 		raise_not_owner(name);

@@ -893,7 +893,7 @@ def _check_name_type(name: object) -> str:
     return name
 
 
-def attach(name: str, any_owner: bool = False) -> Segment:
+def attach(name: str, any_owner: bool = False, populate: bool = False) -> Segment:
     """Attach to the existing segment `name` (FileNotFoundError if there is none).
     Recovers what dead processes left behind.
 
@@ -901,8 +901,13 @@ def attach(name: str, any_owner: bool = False) -> Segment:
     is refused with PermissionError: anyone may create a segment's name first, to
     collect what is put into it. any_owner=True allows it, to share a segment
     between users on purpose.
+
+    populate=True maps every page of the segment now (CISTERN_ATTACH_POPULATE):
+    attaching takes longer, and the first pass over the slots pays no page fault
+    per 4 KiB. For a long-running process that goes through the whole segment.
     """
-    return Segment(_cistern.attach(_check_name_type(name), any_owner=bool(any_owner)), name)
+    return Segment(_cistern.attach(_check_name_type(name), any_owner=bool(any_owner),
+                                   populate=bool(populate)), name)
 
 
 def open_readonly(name: str) -> Segment:

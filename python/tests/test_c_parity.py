@@ -14,7 +14,7 @@ COUNTERPARTS = {
     "cistern_create": "create",
     "cistern_config_problem": "config_problem",
     "cistern_attach": "attach",
-    "cistern_attach_flags": "attach",  # any_owner=True
+    "cistern_attach_flags": "attach",  # any_owner=True, populate=True
     "cistern_detach": "Segment.detach",
     "cistern_unlink": "unlink",
     "cistern_reserve": "Segment.reserve",

@@ -202,3 +202,33 @@ def test_a_damaged_dump_is_refused_and_restores_nothing(fifo, segname, tmp_path)
     assert e.value.errno == errno.EBADMSG
     with pytest.raises(FileNotFoundError):
         cistern.attach(copy)
+
+
+def _mapped_kib(name):
+    """KiB of this process's mappings of the segment's shm object in its page tables."""
+    path, kib, ours = f"/dev/shm/cistern.{name}", 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and not head.endswith(":"):
+                ours = line.rstrip().endswith(path)
+            elif ours and head == "Rss:":
+                kib += int(line.split()[1])
+    return kib
+
+
+def test_attach_populate_maps_every_page_and_works(segname):
+    seg = cistern.create(segname, slots=2048, slot_size=4096)   # 8 MiB of slots
+    try:
+        before = _mapped_kib(segname)
+        with cistern.attach(segname) as plain:
+            after_plain = _mapped_kib(segname)
+            with cistern.attach(segname, populate=True) as full:
+                after_full = _mapped_kib(segname)
+                full.put(b"populated")
+                assert bytes(plain.get(timeout=0)) == b"populated"
+        assert after_plain - before < 1024
+        assert after_full - after_plain >= 8192
+    finally:
+        seg.detach()
+        cistern.unlink(segname, missing_ok=True)
