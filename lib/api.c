@@ -287,6 +287,33 @@ int cistern_producer_done(struct cistern *c)
 	return (int)(expected - ended);
 }
 
+/*
+ * A counted producer without an entry of its own died before done: a
+ * remote one, for which the server put (remote_server.c). Counted as
+ * cistern__producer_gone() counts a local one, so stats and the
+ * CISTERN_DEAD_PRODUCER_DONE choice treat both alike. Returns how many
+ * expected producers have not ended, or -EINVAL without expected producers.
+ */
+int cistern__producer_died(struct cistern *c)
+{
+	int r = writable(c);
+	if (r < 0)
+		return r;
+	struct cistern_hdr *h = c->hdr;
+	uint32_t expected = c->fixed.expected_producers;
+	if (expected == 0)
+		return -EINVAL;
+	/* [producers-ended] seq_cst RMW, read back below. */
+	atomic_fetch_add_explicit(&h->producers_died, 1, memory_order_seq_cst);
+	uint64_t ended = producers_ended(c);
+	if (ended >= expected) {
+		if (c->fixed.flags & CISTERN_DEAD_PRODUCER_DONE)
+			close_for_producers(h);
+		return 0;
+	}
+	return (int)(expected - ended);
+}
+
 /* What a read tries: one sample, a pair or a batch. Returns >= 0 or -errno. */
 struct read_req {
 	enum { READ_ONE, READ_PAIR, READ_BATCH } kind;

@@ -24,6 +24,7 @@
 
 #include "cistern.h"
 #include "remote_wire.h"
+#include "roles.h"
 
 enum prod_state { P_LIVE, P_CLOSING, P_DEAD };
 
@@ -199,16 +200,17 @@ static void finish(struct cistern_server *s, size_t idx)
 		for (uint32_t r = 0; r < s->ranks; r++) {
 			if (!p->touched[r] || s->cfg[r].expected_producers == 0)
 				continue;
+			int left = cistern__producer_died(s->seg[r]);
 			if (s->cfg[r].flags & CISTERN_DEAD_PRODUCER_DONE) {
-				int left = cistern_producer_done(s->seg[r]);
 				slog(s, 1,
-				     "producer %016llx died before done: counted done on rank %u "
-				     "(%d still expected)",
+				     "producer %016llx died before done: counted died, and so "
+				     "ended, "
+				     "on rank %u (%d still expected)",
 				     (unsigned long long)p->id, r, left);
 			} else {
 				slog(s, 1,
-				     "producer %016llx died before done: rank %u waits for a "
-				     "replacement",
+				     "producer %016llx died before done: counted died on rank %u, "
+				     "which waits for a replacement",
 				     (unsigned long long)p->id, r);
 			}
 		}

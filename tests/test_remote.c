@@ -612,7 +612,7 @@ Test(remote, serve_restarted_under_load_loses_and_duplicates_nothing)
 	cr_assert_eq(serve_stop(&s), 0);
 }
 
-Test(remote, a_dead_remote_producer_counts_done_under_dead_producer_done)
+Test(remote, a_dead_remote_producer_counts_died_and_ends_under_dead_producer_done)
 {
 	struct cistern_config cfg = fifo(256, PAYLOAD);
 	cfg.expected_producers = 2;
@@ -648,6 +648,9 @@ Test(remote, a_dead_remote_producer_counts_done_under_dead_producer_done)
 		usleep(10000);
 	} while (mono_now() < end);
 	cr_assert(st.reception_closed, "reception still open: %u done", st.producers_done);
+	/* as a local producer that died: counted in producers_died, not done */
+	cr_assert_eq(st.producers_died, 1);
+	cr_assert_eq(st.producers_done, 1);
 	uint8_t buf[PAYLOAD];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
