@@ -35,6 +35,8 @@
 #include "cistern.h"
 #include "remote_wire.h"
 
+#define POOL_MAX 16
+
 struct cistern_remote {
 	void *ctx;
 	void *sock;
@@ -71,6 +73,16 @@ struct cistern_remote {
 	unsigned char *grec;   /* its records, gmax of them, copied in at send */
 	uint64_t gfirst_ns;    /* when the open frame's first sample came */
 	uint64_t last_send_ns; /* when a frame or a lone sample last left */
+
+	/*
+	 * Buffers of large samples, header + slot_size each, back from ZeroMQ's
+	 * I/O thread once sent. Reused, they stay mapped: a fresh allocation of
+	 * that size comes from mmap() and faults on every page it is copied
+	 * into, which costs more than the copy.
+	 */
+	pthread_mutex_t pool_lock;
+	void *pool[POOL_MAX];
+	unsigned pool_n;
 };
 
 /* Payload bytes a frame gathers at most, and the largest sample gathered. */
@@ -359,8 +371,12 @@ static void free_remote(struct cistern_remote *r)
 		zmq_setsockopt(r->sock, ZMQ_LINGER, &linger, sizeof(linger));
 		zmq_close(r->sock);
 	}
+	/* Returns once ZeroMQ gave back every buffer it held: the pool is ours again. */
 	if (r->ctx)
 		zmq_ctx_term(r->ctx);
+	for (unsigned i = 0; i < r->pool_n; i++)
+		free(r->pool[i]);
+	pthread_mutex_destroy(&r->pool_lock);
 	free(r);
 }
 
@@ -459,6 +475,7 @@ int cistern_remote_connect(const char *endpoint, const struct cistern_remote_opt
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_mutex_init(&r->lock, NULL);
+	pthread_mutex_init(&r->pool_lock, NULL);
 	pthread_cond_init(&r->wake, &ca);
 	pthread_condattr_destroy(&ca);
 	r->pid = getpid_cached();
@@ -623,6 +640,29 @@ static int send_gathered(struct cistern_remote *r)
 	return 0;
 }
 
+/* ZeroMQ's I/O thread is done with a large sample's buffer: keep it for the next. */
+static void pool_put(void *data, void *hint)
+{
+	struct cistern_remote *r = hint;
+	pthread_mutex_lock(&r->pool_lock);
+	if (r->pool_n < POOL_MAX) {
+		r->pool[r->pool_n++] = data;
+		data = NULL;
+	}
+	pthread_mutex_unlock(&r->pool_lock);
+	free(data);
+}
+
+static void *pool_get(struct cistern_remote *r)
+{
+	void *b = NULL;
+	pthread_mutex_lock(&r->pool_lock);
+	if (r->pool_n)
+		b = r->pool[--r->pool_n];
+	pthread_mutex_unlock(&r->pool_lock);
+	return b ? b : malloc(CISTERN__WIRE_HDR + r->slot_size);
+}
+
 /* A sample by itself, header and payload in one frame. */
 static int send_one(struct cistern_remote *r, const void *buf, size_t len,
 		    const struct cistern_meta *meta)
@@ -637,8 +677,17 @@ static int send_one(struct cistern_remote *r, const void *buf, size_t len,
 	 * and one message for ZeroMQ to move, which delivers it whole or not at all.
 	 */
 	zmq_msg_t m;
-	if (zmq_msg_init_size(&m, CISTERN__WIRE_HDR + len) < 0)
+	if (len > GATHER_SAMPLE_MAX) {
+		unsigned char *d = pool_get(r);
+		if (!d)
+			return -ENOMEM;
+		if (zmq_msg_init_data(&m, d, CISTERN__WIRE_HDR + len, pool_put, r) < 0) {
+			free(d);
+			return zerr();
+		}
+	} else if (zmq_msg_init_size(&m, CISTERN__WIRE_HDR + len) < 0) {
 		return zerr();
+	}
 	unsigned char *d = zmq_msg_data(&m);
 	cistern__wire_encode(&w, d);
 	if (len)
