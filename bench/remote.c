@@ -37,6 +37,7 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -180,6 +181,9 @@ static int server_child(struct rrun *x)
 	o.segments = segs;
 	o.ranks = 1;
 	o.window = x->sz->window;
+	/* The allocator as `cistern serve` sets it (tools/cmd_serve.c says why). */
+	mallopt(M_MMAP_THRESHOLD, 32 << 20);
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 	int rc = cistern_server_create(&o, &s);
 	if (rc < 0) {
 		ctl_error(x->c, slot, "cistern_server_create: %s", cistern_strerror(rc));

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,6 +329,16 @@ static int run(int argc, char **argv)
 		.heartbeat_ivl_ms = heartbeat,
 		.attach_flags = any_owner ? CISTERN_ATTACH_ANY_OWNER : 0,
 	};
+	/*
+	 * ZeroMQ receives every large sample into a buffer of its size. glibc
+	 * maps buffers that large afresh and unmaps them when freed, so each
+	 * received sample would fault on every page of its buffer. Kept in the
+	 * heap instead (up to the largest threshold glibc allows), a freed
+	 * buffer serves the next sample. What the heap keeps is bounded by the
+	 * windows in flight.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 32 << 20);
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 	struct cistern_server *s;
 	int r = cistern_server_create(&so, &s);
 	if (r < 0) {
