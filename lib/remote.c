@@ -759,14 +759,16 @@ static int wait_credit(struct cistern_remote *r, int timeout_ms)
 }
 
 /*
- * A put that needs no wait skips reading the socket but every 64th time:
- * each ZeroMQ call costs system calls, and a credit counted on acks read
- * a little late is only a smaller one. Errors and goodbyes wait at most
- * that long to be seen; their accounting does not depend on when.
+ * A put skips reading the socket while more than a gathered message's worth
+ * of credit is left, but every 1024th time: each ZeroMQ read costs system
+ * calls (a poll of its mailbox), and a credit counted on acks read a little
+ * late is only a smaller one, read before it runs out. Errors and goodbyes
+ * wait at most that long to be seen; their accounting does not depend on when.
  */
 static bool fast_put(const struct cistern_remote *r)
 {
-	return !r->pending_err && !r->gone && !r->done && (r->sent & 63) != 0 && has_credit(r);
+	return !r->pending_err && !r->gone && !r->done && (r->sent & 1023) != 0 &&
+	       r->window - (r->sent - r->settled) > r->gmax;
 }
 
 static int put_locked(struct cistern_remote *r, const void *buf, size_t len,
