@@ -19,7 +19,6 @@
  * threads.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -35,7 +34,9 @@
 #include "cistern.h"
 #include "remote_wire.h"
 
+/* Buffers of large samples kept for reuse: at most this many, and this many bytes. */
 #define POOL_MAX 16
+#define POOL_BYTES ((size_t)64 << 20)
 
 struct cistern_remote {
 	void *ctx;
@@ -82,7 +83,7 @@ struct cistern_remote {
 	 */
 	pthread_mutex_t pool_lock;
 	void *pool[POOL_MAX];
-	unsigned pool_n;
+	unsigned pool_n, pool_cap;
 };
 
 /* Payload bytes a frame gathers at most, and the largest sample gathered. */
@@ -419,16 +420,18 @@ static void *flusher_main(void *arg)
 	return NULL;
 }
 
-/* Set up gathering as the options and the window granted say. */
+/* Set up gathering and the pool of large buffers for the window and slot size granted. */
 static int start_gathering(struct cistern_remote *r, int32_t linger_us)
 {
+	size_t fit = POOL_BYTES / (CISTERN__WIRE_HDR + r->slot_size);
+	r->pool_cap = fit < 1 ? 1 : fit < POOL_MAX ? (unsigned)fit : POOL_MAX;
 	r->gmax = r->window / 4 ? r->window / 4 : 1;
 	r->grec = malloc((size_t)r->gmax * CISTERN__WIRE_REC);
 	if (!r->grec)
 		return -ENOMEM;
 	if (linger_us < 0) {
-		r->linger_ns =
-			-1; /* puts leave alone; a put_batch()'s samples still share frames */
+		/* puts leave alone; a put_batch()'s samples still share frames */
+		r->linger_ns = -1;
 		return 0;
 	}
 	r->linger_ns = (int64_t)(linger_us ? linger_us : LINGER_DEFAULT_US) * 1000;
@@ -645,7 +648,7 @@ static void pool_put(void *data, void *hint)
 {
 	struct cistern_remote *r = hint;
 	pthread_mutex_lock(&r->pool_lock);
-	if (r->pool_n < POOL_MAX) {
+	if (r->pool_n < r->pool_cap) {
 		r->pool[r->pool_n++] = data;
 		data = NULL;
 	}
