@@ -34,9 +34,23 @@
 #include "cistern.h"
 #include "remote_wire.h"
 
-/* Buffers of large samples kept for reuse: at most this many, and this many bytes. */
+/*
+ * Buffers handed to ZeroMQ come back from its I/O thread once sent, into a
+ * pool, and serve the next messages. Reused, they stay mapped: a buffer
+ * allocated afresh for each message comes from mmap(), or from a heap that
+ * glibc trims once it is freed, and faults on every page it is copied into,
+ * which costs more than the copy. A pool keeps at most POOL_MAX buffers and
+ * POOL_BYTES of them.
+ */
 #define POOL_MAX 16
 #define POOL_BYTES ((size_t)64 << 20)
+
+struct pool {
+	pthread_mutex_t lock;
+	size_t size; /* of each buffer */
+	unsigned n, cap;
+	void *b[POOL_MAX];
+};
 
 struct cistern_remote {
 	void *ctx;
@@ -49,9 +63,10 @@ struct cistern_remote {
 	uint64_t sent;    /* samples handed to the socket; the last seq */
 	uint64_t settled; /* every sample up to it is acked or failed */
 	uint64_t failed;
-	int pending_err; /* an error the server reported, not yet returned */
-	int gone;        /* the session is over: -ECONNRESET from now on */
-	int done;        /* producer_done() went through: puts are -EPIPE */
+	uint64_t next_read; /* a put reads the socket once sent reaches it */
+	int pending_err;    /* an error the server reported, not yet returned */
+	int gone;           /* the session is over: -ECONNRESET from now on */
+	int done;           /* producer_done() went through: puts are -EPIPE */
 	int welcomed;
 	int done_ok;  /* DONE_OK received */
 	int done_err; /* its status */
@@ -75,15 +90,8 @@ struct cistern_remote {
 	uint64_t gfirst_ns;    /* when the open frame's first sample came */
 	uint64_t last_send_ns; /* when a frame or a lone sample last left */
 
-	/*
-	 * Buffers of large samples, header + slot_size each, back from ZeroMQ's
-	 * I/O thread once sent. Reused, they stay mapped: a fresh allocation of
-	 * that size comes from mmap() and faults on every page it is copied
-	 * into, which costs more than the copy.
-	 */
-	pthread_mutex_t pool_lock;
-	void *pool[POOL_MAX];
-	unsigned pool_n, pool_cap;
+	struct pool frames; /* gathered frames: header, payloads, records */
+	struct pool large;  /* large samples, header + slot_size each */
 };
 
 /* Payload bytes a frame gathers at most, and the largest sample gathered. */
@@ -346,6 +354,49 @@ static int valid_key(const char *k)
 	return k && strlen(k) == CISTERN_KEY_LEN && zmq_z85_decode(bin, k) != NULL;
 }
 
+static void pool_init(struct pool *p)
+{
+	pthread_mutex_init(&p->lock, NULL);
+}
+
+/* Buffers of `size` bytes from now on (known once the server welcomed us). */
+static void pool_size(struct pool *p, size_t size)
+{
+	size_t fit = POOL_BYTES / size;
+	p->size = size;
+	p->cap = fit < 1 ? 1 : fit < POOL_MAX ? (unsigned)fit : POOL_MAX;
+}
+
+static void pool_free(struct pool *p)
+{
+	for (unsigned i = 0; i < p->n; i++)
+		free(p->b[i]);
+	pthread_mutex_destroy(&p->lock);
+}
+
+/* ZeroMQ's I/O thread is done with a buffer (a zmq_free_fn): keep it for the next. */
+static void pool_put(void *data, void *hint)
+{
+	struct pool *p = hint;
+	pthread_mutex_lock(&p->lock);
+	if (p->n < p->cap) {
+		p->b[p->n++] = data;
+		data = NULL;
+	}
+	pthread_mutex_unlock(&p->lock);
+	free(data);
+}
+
+static void *pool_get(struct pool *p)
+{
+	void *b = NULL;
+	pthread_mutex_lock(&p->lock);
+	if (p->n)
+		b = p->b[--p->n];
+	pthread_mutex_unlock(&p->lock);
+	return b ? b : malloc(p->size);
+}
+
 static void stop_flusher(struct cistern_remote *r)
 {
 	if (!r->has_flusher)
@@ -372,12 +423,11 @@ static void free_remote(struct cistern_remote *r)
 		zmq_setsockopt(r->sock, ZMQ_LINGER, &linger, sizeof(linger));
 		zmq_close(r->sock);
 	}
-	/* Returns once ZeroMQ gave back every buffer it held: the pool is ours again. */
+	/* Returns once ZeroMQ gave back every buffer it held: the pools are ours again. */
 	if (r->ctx)
 		zmq_ctx_term(r->ctx);
-	for (unsigned i = 0; i < r->pool_n; i++)
-		free(r->pool[i]);
-	pthread_mutex_destroy(&r->pool_lock);
+	pool_free(&r->frames);
+	pool_free(&r->large);
 	free(r);
 }
 
@@ -423,9 +473,10 @@ static void *flusher_main(void *arg)
 /* Set up gathering and the pool of large buffers for the window and slot size granted. */
 static int start_gathering(struct cistern_remote *r, int32_t linger_us)
 {
-	size_t fit = POOL_BYTES / (CISTERN__WIRE_HDR + r->slot_size);
-	r->pool_cap = fit < 1 ? 1 : fit < POOL_MAX ? (unsigned)fit : POOL_MAX;
 	r->gmax = r->window / 4 ? r->window / 4 : 1;
+	pool_size(&r->large, CISTERN__WIRE_HDR + r->slot_size);
+	pool_size(&r->frames,
+		  CISTERN__WIRE_HDR + GATHER_BYTES + (size_t)r->gmax * CISTERN__WIRE_REC);
 	r->grec = malloc((size_t)r->gmax * CISTERN__WIRE_REC);
 	if (!r->grec)
 		return -ENOMEM;
@@ -478,7 +529,8 @@ int cistern_remote_connect(const char *endpoint, const struct cistern_remote_opt
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_mutex_init(&r->lock, NULL);
-	pthread_mutex_init(&r->pool_lock, NULL);
+	pool_init(&r->frames);
+	pool_init(&r->large);
 	pthread_cond_init(&r->wake, &ca);
 	pthread_condattr_destroy(&ca);
 	r->pid = getpid_cached();
@@ -593,12 +645,6 @@ static int leave(struct cistern_remote *r, int rc)
 	return rc;
 }
 
-static void free_frame(void *data, void *hint)
-{
-	(void)hint;
-	free(data);
-}
-
 /*
  * Send the open frame, if any: its records go after its payloads, and the
  * buffer is handed to ZeroMQ without a copy. On a connection that is over
@@ -629,7 +675,7 @@ static int send_gathered(struct cistern_remote *r)
 	r->gn = 0;
 	r->gbytes = 0;
 	r->last_send_ns = now_ns();
-	if (zmq_msg_init_data(&m, gb, size, free_frame, NULL) < 0) {
+	if (zmq_msg_init_data(&m, gb, size, pool_put, &r->frames) < 0) {
 		free(gb);
 		r->gone = 1;
 		return -ENOMEM;
@@ -641,29 +687,6 @@ static int send_gathered(struct cistern_remote *r)
 		return e;
 	}
 	return 0;
-}
-
-/* ZeroMQ's I/O thread is done with a large sample's buffer: keep it for the next. */
-static void pool_put(void *data, void *hint)
-{
-	struct cistern_remote *r = hint;
-	pthread_mutex_lock(&r->pool_lock);
-	if (r->pool_n < r->pool_cap) {
-		r->pool[r->pool_n++] = data;
-		data = NULL;
-	}
-	pthread_mutex_unlock(&r->pool_lock);
-	free(data);
-}
-
-static void *pool_get(struct cistern_remote *r)
-{
-	void *b = NULL;
-	pthread_mutex_lock(&r->pool_lock);
-	if (r->pool_n)
-		b = r->pool[--r->pool_n];
-	pthread_mutex_unlock(&r->pool_lock);
-	return b ? b : malloc(CISTERN__WIRE_HDR + r->slot_size);
 }
 
 /* A sample by itself, header and payload in one frame. */
@@ -681,10 +704,10 @@ static int send_one(struct cistern_remote *r, const void *buf, size_t len,
 	 */
 	zmq_msg_t m;
 	if (len > GATHER_SAMPLE_MAX) {
-		unsigned char *d = pool_get(r);
+		unsigned char *d = pool_get(&r->large);
 		if (!d)
 			return -ENOMEM;
-		if (zmq_msg_init_data(&m, d, CISTERN__WIRE_HDR + len, pool_put, r) < 0) {
+		if (zmq_msg_init_data(&m, d, CISTERN__WIRE_HDR + len, pool_put, &r->large) < 0) {
 			free(d);
 			return zerr();
 		}
@@ -727,8 +750,7 @@ static int add(struct cistern_remote *r, const void *buf, size_t len,
 		uint64_t t = now_ns();
 		if (lone && t - r->last_send_ns >= (uint64_t)r->linger_ns)
 			return send_one(r, buf, len, meta);
-		if (!r->gb && !(r->gb = malloc(CISTERN__WIRE_HDR + GATHER_BYTES +
-					       (size_t)r->gmax * CISTERN__WIRE_REC)))
+		if (!r->gb && !(r->gb = pool_get(&r->frames)))
 			return -ENOMEM;
 		r->gfirst_ns = t;
 		if (r->flusher_idle)
@@ -762,16 +784,23 @@ static int wait_credit(struct cistern_remote *r, int timeout_ms)
 }
 
 /*
- * A put skips reading the socket while more than a gathered message's worth
- * of credit is left, but every 1024th time: each ZeroMQ read costs system
+ * A put reads the socket only now and then: each ZeroMQ read costs system
  * calls (a poll of its mailbox), and a credit counted on acks read a little
- * late is only a smaller one, read before it runs out. Errors and goodbyes
- * wait at most that long to be seen; their accounting does not depend on when.
+ * late is only a smaller one. After each read, the next comes after a
+ * quarter of the credit then left has been used (at most 1024 puts later),
+ * so acks are read more often as the window fills and before it runs dry.
+ * Errors and goodbyes wait at most that long to be seen; their accounting
+ * does not depend on when.
  */
 static bool fast_put(const struct cistern_remote *r)
 {
-	return !r->pending_err && !r->gone && !r->done && (r->sent & 1023) != 0 &&
-	       r->window - (r->sent - r->settled) > r->gmax;
+	return !r->pending_err && !r->gone && !r->done && r->sent < r->next_read && has_credit(r);
+}
+
+static void plan_read(struct cistern_remote *r)
+{
+	uint64_t quarter = (r->window - (r->sent - r->settled)) / 4;
+	r->next_read = r->sent + (quarter < 1 ? 1 : quarter < 1024 ? quarter : 1024);
 }
 
 static int put_locked(struct cistern_remote *r, const void *buf, size_t len,
@@ -780,6 +809,7 @@ static int put_locked(struct cistern_remote *r, const void *buf, size_t len,
 	if ((buf || !len) && len <= r->slot_size && fast_put(r))
 		return add(r, buf, len, meta, true);
 	int rc = usable(r);
+	plan_read(r);
 	if (rc < 0)
 		return rc;
 	if (!buf && len)
@@ -803,7 +833,11 @@ static int put_batch_locked(struct cistern_remote *r, const unsigned char *buf, 
 			    size_t n, const size_t *len, const struct cistern_meta *meta,
 			    int timeout_ms)
 {
-	int rc = fast_put(r) ? 0 : usable(r);
+	int rc = 0;
+	if (!fast_put(r)) {
+		rc = usable(r);
+		plan_read(r);
+	}
 	if (rc < 0)
 		return rc;
 	if (n == 0 || n > INT_MAX || !buf)
