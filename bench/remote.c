@@ -29,10 +29,11 @@
  *    message, as cistern_remote_put() sends them by default. The segment
  *    of a size lives through all its runs, as a server's does, warmed by
  *    one pass of puts and gets first; server and learner attach it
- *    populated (CISTERN_ATTACH_POPULATE), as `cistern serve` does. At most a window in flight, and, since the
- *    segment holds a window of slots, "acknowledged" needs the learner to
- *    have read all but the last window's samples: the learner's sum is paid
- *    in both rows, as the raw receiver's is in raw's.
+ *    populated (CISTERN_ATTACH_POPULATE), and the server sets its
+ *    allocator, as `cistern serve` does. At most a window in flight, and,
+ *    since the segment holds a window of slots, "acknowledged" needs the
+ *    learner to have read all but the last window's samples: the learner's
+ *    sum is paid in both rows, as the raw receiver's is in raw's.
  */
 #include "bench.h"
 
