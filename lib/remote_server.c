@@ -203,8 +203,7 @@ static void finish(struct cistern_server *s, size_t idx)
 			int left = cistern__producer_died(s->seg[r]);
 			if (s->cfg[r].flags & CISTERN_DEAD_PRODUCER_DONE) {
 				slog(s, 1,
-				     "producer %016llx died before done: counted died, and so "
-				     "ended, "
+				     "producer %016llx died before done: counted died, so ended, "
 				     "on rank %u (%d still expected)",
 				     (unsigned long long)p->id, r, left);
 			} else {
