@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -486,9 +487,19 @@ static int start_gathering(struct cistern_remote *r, int32_t linger_us)
 		return 0;
 	}
 	r->linger_ns = (int64_t)(linger_us ? linger_us : LINGER_DEFAULT_US) * 1000;
+	/*
+	 * The flusher blocks every signal, as ZeroMQ's own threads do: the
+	 * program's handlers run on its threads, and the flusher's waits are
+	 * never interrupted.
+	 */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	int e = pthread_create(&r->flusher, NULL, flusher_main, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (e)
 		return -e;
+	pthread_setname_np(r->flusher, "cistern-flush");
 	r->has_flusher = true;
 	return 0;
 }

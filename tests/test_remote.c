@@ -7,6 +7,7 @@
  * Every wait is bounded: a serve that never answers fails its test.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <netinet/in.h>
 
 #include "helpers.h"
@@ -942,5 +943,52 @@ Test(remote, close_sends_the_gathered_puts_first)
 		cr_assert_eq(m.time_step, i);
 		cr_assert(check_payload(got, PAYLOAD, 2, i));
 	}
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+/* The bits of `sigs` set in the SigBlk mask of this process's thread named `name`; -1 if none. */
+static long long thread_blocked(const char *name, unsigned long long sigs)
+{
+	char path[320], buf[4096];
+	DIR *d = opendir("/proc/self/task");
+	cr_assert_not_null(d);
+	long long found = -1;
+	struct dirent *e;
+	while (found < 0 && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		slurp_file(path, buf, sizeof(buf));
+		if (strncmp(buf, name, strlen(name)) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		slurp_file(path, buf, sizeof(buf));
+		const char *p = strstr(buf, "SigBlk:");
+		if (p)
+			found = (long long)(strtoull(p + 7, NULL, 16) & sigs);
+	}
+	closedir(d);
+	return found;
+}
+
+/*
+ * The connection's own thread blocks signals, so that a program's handlers
+ * run on the program's threads, and it is gone once the connection is closed.
+ */
+Test(remote, the_connections_thread_blocks_signals_and_ends_with_it)
+{
+	struct cistern *c = seg_create("rsig", fifo(16, PAYLOAD));
+	const char *ep = ipc_endpoint("sig");
+	struct serve s;
+	serve_start_v(&s, "sig", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
+	serve_ready(&s);
+	struct cistern_remote *r = connect_retry(ep, NULL);
+	cr_assert_not_null(r);
+	unsigned long long sigs = 1ull << (SIGINT - 1) | 1ull << (SIGTERM - 1) |
+				  1ull << (SIGUSR1 - 1) | 1ull << (SIGCHLD - 1);
+	cr_assert_eq(thread_blocked("cistern-flush", sigs), (long long)sigs);
+	cistern_remote_close(r);
+	cr_assert_eq(thread_blocked("cistern-flush", sigs), -1,
+		     "the thread outlived its connection");
 	cr_assert_eq(serve_stop(&s), 0);
 }
