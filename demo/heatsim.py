@@ -28,7 +28,7 @@ import json
 import math
 import sys
 import time
-from typing import Any, Iterator, Sequence, Tuple
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -99,11 +99,14 @@ def run(buffer: str, rank: int, sims: Sequence[Sequence[Any]], grid: int, steps:
 
 
 def run_remote(endpoint: str, sims: Sequence[Sequence[Any]], grid: int, steps: int,
-               step_cost: float) -> None:
-    """run(), sending over the network to the server at `endpoint`."""
+               step_cost: float, keys: Optional[Dict[str, str]] = None) -> None:
+    """run(), sending over the network to the server at `endpoint` (with
+    CurveZMQ `keys`, connect()'s server_key, public_key and secret_key, if any)."""
     import cistern
 
-    with cistern.connect(endpoint) as out:
+    k = keys or {}
+    with cistern.connect(endpoint, server_key=k.get("server_key"), public_key=k.get("public_key"),
+                         secret_key=k.get("secret_key")) as out:
         for sim_id, params in sims:
             for t, field in solve(params, grid, steps):
                 t0 = time.monotonic()
@@ -117,7 +120,8 @@ def run_remote(endpoint: str, sims: Sequence[Sequence[Any]], grid: int, steps: i
 if __name__ == "__main__":
     job = json.loads(sys.argv[1])
     if "connect" in job:
-        run_remote(job["connect"], job["sims"], job["grid"], job["steps"], job["step_cost"])
+        run_remote(job["connect"], job["sims"], job["grid"], job["steps"], job["step_cost"],
+                   job.get("keys"))
     else:
         run(job["buffer"], job["rank"], job["sims"], job["grid"], job["steps"],
             job["step_cost"])

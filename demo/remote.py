@@ -27,12 +27,19 @@ per-rank population curves and the validation loss on held-out simulations
 into a PNG, with a .json summary beside it (per rank: batches, reads, the
 sim_ids it saw, its segment's stats; the server's log).
 
+With --netns (root, iproute2) the simulations run in a network namespace of
+their own, as on another machine: they reach the server over a veth pair, at
+an address that is not loopback, so the server takes CurveZMQ clients only and
+the demo makes the keys (`cistern keygen`, cistern.keygen()).
+
 Run from the repository root after building (see demo/README.md):
     /usr/bin/python3 demo/remote.py                 # a minute or two on 2 cores
     bash scripts/demo.sh --remote                   # the same, after setup
+    bash scripts/demo.sh --remote --netns           # simulations in their own netns
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -43,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -83,6 +90,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="seconds after which the job is stopped as failed")
     p.add_argument("--out", default="remote.png", help="PNG to write (a .json summary beside it)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--netns", action="store_true",
+                   help="run the simulations in a network namespace of their own, reaching "
+                        "the server over a veth pair with CurveZMQ (root, iproute2)")
     # Set by the launcher for the learner processes.
     p.add_argument("--role", default="launcher", choices=("launcher", "learner"),
                    help=argparse.SUPPRESS)
@@ -106,6 +116,37 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+@contextlib.contextmanager
+def network_namespace() -> Iterator[Tuple[str, str, str]]:
+    """A network namespace joined to this one by a veth pair; yields (namespace,
+    this side's address, its side's address) and removes both afterwards."""
+    pid = os.getpid()
+    ns, host_if, ns_if = f"cistern-demo-{pid}", f"cd{pid}h", f"cd{pid}n"
+    net = f"10.213.{pid % 256}"
+    host_ip, ns_ip = f"{net}.1", f"{net}.2"
+
+    def ip(*a: str) -> None:
+        r = subprocess.run(["ip", *a], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"ip {' '.join(a)}: {r.stderr.strip() or r.returncode}")
+
+    if shutil.which("ip") is None:
+        raise RuntimeError("--netns needs the ip command (Debian's iproute2)")
+    ip("netns", "add", ns)
+    try:
+        ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if)
+        ip("link", "set", ns_if, "netns", ns)
+        ip("addr", "add", f"{host_ip}/30", "dev", host_if)
+        ip("link", "set", host_if, "up")
+        ip("netns", "exec", ns, "ip", "addr", "add", f"{ns_ip}/30", "dev", ns_if)
+        ip("netns", "exec", ns, "ip", "link", "set", ns_if, "up")
+        ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        yield ns, host_ip, ns_ip
+    finally:
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def find_cli(given: Optional[str]) -> str:
@@ -214,7 +255,8 @@ def learner(args: argparse.Namespace) -> None:
 # ---------------------------------------------------------------- launcher
 
 
-def wait_for_server(endpoint: str, serve: "subprocess.Popen[bytes]", limit: float) -> None:
+def wait_for_server(endpoint: str, serve: "subprocess.Popen[bytes]", limit: float,
+                    keys: Dict[str, str]) -> None:
     """Return once the server answers a connection (which then closes cleanly:
     neither done nor died)."""
     deadline = time.monotonic() + limit
@@ -222,7 +264,9 @@ def wait_for_server(endpoint: str, serve: "subprocess.Popen[bytes]", limit: floa
         if serve.poll() is not None:
             raise RuntimeError(f"cistern serve exited with status {serve.returncode}")
         try:
-            cistern.connect(endpoint, connect_timeout=0.5).close()
+            cistern.connect(endpoint, connect_timeout=0.5, server_key=keys.get("server_key"),
+                            public_key=keys.get("public_key"),
+                            secret_key=keys.get("secret_key")).close()
             return
         except (TimeoutError, ConnectionError):
             if time.monotonic() > deadline:
@@ -258,6 +302,7 @@ def launch(args: argparse.Namespace) -> Dict[str, Any]:
     serve: Optional["subprocess.Popen[bytes]"] = None
     tmp = tempfile.mkdtemp(prefix="cistern-remote-demo-")
     serve_log = os.path.join(tmp, "serve.log")
+    stack = contextlib.ExitStack()
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the ranks talk over loopback
     if heat.EXTRA_PATH:
@@ -276,8 +321,25 @@ def launch(args: argparse.Namespace) -> Dict[str, Any]:
             segs.append(cistern.create(name, policy=args.policy, slots=cap,
                                        slot_size=floats * 4, expected_producers=expected[r],
                                        **extra))
-        endpoint = f"tcp://127.0.0.1:{free_port()}"
-        cmd = [cli, "serve", "--bind", endpoint] + [a for n in names for a in ("--segment", n)]
+        keys: Dict[str, str] = {}
+        in_ns: List[str] = []
+        where = "127.0.0.1"
+        cmd = [cli, "serve"]
+        if args.netns:
+            ns, where, ns_ip = stack.enter_context(network_namespace())
+            in_ns = ["ip", "netns", "exec", ns]
+            # Not loopback: the server admits CurveZMQ clients only, here one key pair.
+            key_file = os.path.join(tmp, "server.key")
+            subprocess.run([cli, "keygen", key_file], check=True, capture_output=True)
+            with open(key_file + ".pub") as f:
+                server_pub = f.read().split()[1]
+            client_pub, client_sec = cistern.keygen()
+            keys = dict(server_key=server_pub, public_key=client_pub, secret_key=client_sec)
+            cmd += ["--key", key_file, "--client-key", client_pub]
+            log(f"simulations in network namespace {ns} ({ns_ip}), "
+                f"the server on its veth peer {where}")
+        endpoint = f"tcp://{where}:{free_port()}"
+        cmd += ["--bind", endpoint] + [a for n in names for a in ("--segment", n)]
         log(f"remote demo: {args.sims} simulations x {args.steps} steps "
             f"({args.grid}x{args.grid} grid) from {args.procs} processes over {endpoint} "
             f"to {args.ranks} learner ranks ({args.policy}; samples per rank {n_rank}); "
@@ -285,7 +347,7 @@ def launch(args: argparse.Namespace) -> Dict[str, Any]:
         log("  " + " ".join(cmd))
         with open(serve_log, "wb") as lf:
             serve = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
-        wait_for_server(endpoint, serve, 30.0)
+        wait_for_server(endpoint, serve, 30.0, keys)
 
         gloo_port = free_port()
         t0 = time.monotonic()
@@ -297,10 +359,11 @@ def launch(args: argparse.Namespace) -> Dict[str, Any]:
                  "--gloo-port", str(gloo_port), "--prefix", prefix, "--result", results[r]]
                 + common, env=env))
         for job in jobs:
-            spec = dict(connect=endpoint, grid=args.grid, steps=args.steps,
+            spec = dict(connect=endpoint, keys=keys, grid=args.grid, steps=args.steps,
                         step_cost=args.step_cost, sims=job)
-            procs.append(subprocess.Popen([sys.executable, os.path.join(HERE, "heatsim.py"),
-                                           json.dumps(spec)], env=env))
+            procs.append(subprocess.Popen(in_ns + [sys.executable,
+                                                   os.path.join(HERE, "heatsim.py"),
+                                                   json.dumps(spec)], env=env))
 
         times: List[float] = []
         population: List[List[int]] = [[] for _ in names]
@@ -341,7 +404,7 @@ def launch(args: argparse.Namespace) -> Dict[str, Any]:
             ranks.append(res)
         with open(serve_log) as f:
             serve_text = f.read()
-        return dict(endpoint=endpoint, command=cmd, ranks=ranks,
+        return dict(endpoint=endpoint, command=cmd, ranks=ranks, netns=in_ns[-1:],
                     sim_exit_codes=[p.returncode for p in procs], serve_exit_code=serve_rc,
                     serve_log=serve_text.splitlines()[-40:], wall=time.monotonic() - t0)
     finally:
@@ -353,6 +416,7 @@ def launch(args: argparse.Namespace) -> Dict[str, Any]:
             s.detach()
         for name in names:
             cistern.unlink(name, missing_ok=True)
+        stack.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -8,7 +8,8 @@
 # `cistern serve` on tcp://127.0.0.1, simulation processes sending to it with
 # cistern.connect(), two learner ranks training under torch.distributed (gloo,
 # DistributedDataParallel), each from its own segment; writes remote.png and
-# remote.json. The options after --remote go to demo/remote.py.
+# remote.json. The options after --remote go to demo/remote.py; --netns runs
+# the simulations in a network namespace of their own (root), over CurveZMQ.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 script=demo/heat.py

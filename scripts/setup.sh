@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 # The Python binding and the demo use Debian's interpreter, numpy, torch and matplotlib.
 # The package builds as a wheel with meson-python (python3-build runs it; it
 # asks for patchelf on Linux) and installs into a venv; mypy checks its types.
-packages="build-essential meson ninja-build pkg-config liburing-dev libroaring-dev libcriterion-dev libzmq3-dev
+# The remote demo's --netns (and its test) makes a network namespace with ip.
+packages="build-essential meson ninja-build pkg-config liburing-dev libroaring-dev libcriterion-dev libzmq3-dev iproute2
   python3-dev python3-numpy python3-torch python3-matplotlib python3-pytest
   python3-mesonpy python3-build python3-venv python3-mypy patchelf ${EXTRA_PACKAGES:-}"
 missing=()

@@ -4,6 +4,7 @@ serve` on loopback, simulation processes sending with cistern.connect(), two
 DDP learner ranks each reading its own segment."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -53,3 +54,36 @@ def test_remote_demo_under_reservoir_drains_every_rank(tmp_path, cistern_cli):
         assert 1 <= x["batches"] <= 12  # within the budget
         assert x["reads"] >= x["samples"]  # a reservoir evicts only samples already read
         assert x["population"][-1] == 0 and x["stats"]["reception_closed"]
+
+
+def _netns_problem():
+    """Why this machine cannot make a network namespace with a veth pair, or None."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return "needs root and the ip command"
+    ns, a, b = f"cistern-probe-{os.getpid()}", f"cp{os.getpid()}a", f"cp{os.getpid()}b"
+    try:
+        for cmd in (["netns", "add", ns], ["link", "add", a, "type", "veth", "peer", "name", b]):
+            r = subprocess.run(["ip", *cmd], capture_output=True, text=True)
+            if r.returncode != 0:
+                return f"ip {' '.join(cmd)}: {r.stderr.strip()}"
+        return None
+    finally:
+        subprocess.run(["ip", "link", "del", a], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def test_remote_demo_runs_its_simulations_in_another_network_namespace(tmp_path, cistern_cli):
+    why = _netns_problem()
+    if why:
+        pytest.skip(f"no network namespace here: {why}")
+    s = _run(tmp_path, cistern_cli, "--policy", "fifo", "--netns")
+    assert s["sim_exit_codes"] == [0, 0, 0, 0] and s["serve_exit_code"] == 0
+    assert s["netns"] and not s["endpoint"].startswith("tcp://127.")
+    log = "\n".join(s["serve_log"])
+    # a bind that is not loopback: CurveZMQ, and every simulation came from the namespace
+    assert "--key" in s["command"] and "(CurveZMQ)" in log, log
+    peer = s["endpoint"][len("tcp://"):].rsplit(":", 1)[0].rsplit(".", 1)[0] + ".2"
+    assert log.count(f"connected from {peer}") >= 4, log
+    for x in s["ranks"]:
+        assert x["reads"] == x["samples"] == x["stats"]["puts"]
+        assert x["stats"]["reception_closed"]
