@@ -263,55 +263,58 @@ void cistern__producer_gone(struct cistern *c, struct cistern_proc *p, bool died
 	atomic_store_explicit(&p->producing, CISTERN_COUNTED_NONE, memory_order_relaxed);
 }
 
+/*
+ * [producers-ended] read back after a count: once every expected producer
+ * ended, close reception (again, if it was: closing is idempotent). Returns
+ * how many have not ended.
+ */
+static int producers_left(struct cistern *c)
+{
+	uint32_t expected = c->fixed.expected_producers;
+	uint64_t ended = producers_ended(c);
+	if (ended >= expected) {
+		close_for_producers(c->hdr);
+		return 0;
+	}
+	return (int)(expected - ended);
+}
+
 int cistern_producer_done(struct cistern *c)
 {
 	int r = writable(c);
 	if (r < 0)
 		return r;
-	struct cistern_hdr *h = c->hdr;
-	uint32_t expected = c->fixed.expected_producers;
-	if (expected == 0)
+	if (c->fixed.expected_producers == 0)
 		return -EINVAL;
-	/* [producers-ended] seq_cst RMW, read back below. */
-	atomic_fetch_add_explicit(&h->producers_done, 1, memory_order_seq_cst);
+	/* [producers-ended] seq_cst RMW, read back by producers_left(). */
+	atomic_fetch_add_explicit(&c->hdr->producers_done, 1, memory_order_seq_cst);
 	/*
 	 * After the count, as in cistern__producer_gone(): dying in between
 	 * counts this producer as done and as died, never as neither.
 	 */
 	atomic_store_explicit(&c->me->producing, CISTERN_COUNTED_DONE, memory_order_relaxed);
-	uint64_t ended = producers_ended(c);
-	if (ended >= expected) {
-		close_for_producers(h);
-		return 0;
-	}
-	return (int)(expected - ended);
+	return producers_left(c);
 }
 
 /*
  * A counted producer without an entry of its own died before done: a
  * remote one, for which the server put (remote_server.c). Counted as
  * cistern__producer_gone() counts a local one, so stats and the
- * CISTERN_DEAD_PRODUCER_DONE choice treat both alike. Returns how many
- * expected producers have not ended, or -EINVAL without expected producers.
+ * CISTERN_DEAD_PRODUCER_DONE choice treat both alike (without the flag a
+ * death ends nothing, and producers_left() counts the done ones only).
+ * Returns how many expected producers have not ended, or -EINVAL without
+ * expected producers.
  */
 int cistern__producer_died(struct cistern *c)
 {
 	int r = writable(c);
 	if (r < 0)
 		return r;
-	struct cistern_hdr *h = c->hdr;
-	uint32_t expected = c->fixed.expected_producers;
-	if (expected == 0)
+	if (c->fixed.expected_producers == 0)
 		return -EINVAL;
-	/* [producers-ended] seq_cst RMW, read back below. */
-	atomic_fetch_add_explicit(&h->producers_died, 1, memory_order_seq_cst);
-	uint64_t ended = producers_ended(c);
-	if (ended >= expected) {
-		if (c->fixed.flags & CISTERN_DEAD_PRODUCER_DONE)
-			close_for_producers(h);
-		return 0;
-	}
-	return (int)(expected - ended);
+	/* [producers-ended] seq_cst RMW, read back by producers_left(). */
+	atomic_fetch_add_explicit(&c->hdr->producers_died, 1, memory_order_seq_cst);
+	return producers_left(c);
 }
 
 /* What a read tries: one sample, a pair or a batch. Returns >= 0 or -errno. */
