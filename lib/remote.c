@@ -279,7 +279,22 @@ static void handle(struct cistern_remote *r, const struct cistern__wire *w)
 	}
 }
 
-/* Read every message waiting now. */
+/*
+ * Puts read the socket only now and then: each ZeroMQ read costs system
+ * calls (a poll of its mailbox), and a credit counted on acks read a little
+ * late is only a smaller one. After each read, the next comes after a
+ * quarter of the credit then left has been used (at most 1024 puts later),
+ * so acks are read more often as the window fills and before it runs dry.
+ * Errors and goodbyes wait at most that long to be seen; their accounting
+ * does not depend on when.
+ */
+static void plan_read(struct cistern_remote *r)
+{
+	uint64_t quarter = (r->window - (r->sent - r->settled)) / 4;
+	r->next_read = r->sent + (quarter < 1 ? 1 : quarter < 1024 ? quarter : 1024);
+}
+
+/* Read every message waiting now, and plan the next read. */
 static void drain(struct cistern_remote *r)
 {
 	read_monitor(r);
@@ -298,6 +313,7 @@ static void drain(struct cistern_remote *r)
 		skip_rest(r->sock);
 	}
 	read_monitor(r);
+	plan_read(r);
 }
 
 /* Wait until cond(r) holds, the session ends, or the time is up. */
@@ -795,23 +811,12 @@ static int wait_credit(struct cistern_remote *r, int timeout_ms)
 }
 
 /*
- * A put reads the socket only now and then: each ZeroMQ read costs system
- * calls (a poll of its mailbox), and a credit counted on acks read a little
- * late is only a smaller one. After each read, the next comes after a
- * quarter of the credit then left has been used (at most 1024 puts later),
- * so acks are read more often as the window fills and before it runs dry.
- * Errors and goodbyes wait at most that long to be seen; their accounting
- * does not depend on when.
+ * A put reads the socket only once `sent` reaches next_read (drain() sets
+ * it); below that it takes the fast way.
  */
 static bool fast_put(const struct cistern_remote *r)
 {
 	return !r->pending_err && !r->gone && !r->done && r->sent < r->next_read && has_credit(r);
-}
-
-static void plan_read(struct cistern_remote *r)
-{
-	uint64_t quarter = (r->window - (r->sent - r->settled)) / 4;
-	r->next_read = r->sent + (quarter < 1 ? 1 : quarter < 1024 ? quarter : 1024);
 }
 
 static int put_locked(struct cistern_remote *r, const void *buf, size_t len,
@@ -820,7 +825,6 @@ static int put_locked(struct cistern_remote *r, const void *buf, size_t len,
 	if ((buf || !len) && len <= r->slot_size && fast_put(r))
 		return add(r, buf, len, meta, true);
 	int rc = usable(r);
-	plan_read(r);
 	if (rc < 0)
 		return rc;
 	if (!buf && len)
@@ -844,11 +848,7 @@ static int put_batch_locked(struct cistern_remote *r, const unsigned char *buf, 
 			    size_t n, const size_t *len, const struct cistern_meta *meta,
 			    int timeout_ms)
 {
-	int rc = 0;
-	if (!fast_put(r)) {
-		rc = usable(r);
-		plan_read(r);
-	}
+	int rc = fast_put(r) ? 0 : usable(r);
 	if (rc < 0)
 		return rc;
 	if (n == 0 || n > INT_MAX || !buf)
