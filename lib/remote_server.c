@@ -557,9 +557,7 @@ static int put_head(struct cistern_server *s, struct rprod *p, int timeout_ms)
 			break;
 		n++;
 	}
-	int rc = n == 1 ? cistern_put(s->seg[rank], f->pay, len, &s->metas[0], timeout_ms)
-			: cistern_put_batch(s->seg[rank], f->pay, len, n, NULL, s->metas,
-					    timeout_ms);
+	int rc = cistern_put_batch(s->seg[rank], f->pay, len, n, NULL, s->metas, timeout_ms);
 	if (rc == -EAGAIN || rc == -ETIMEDOUT || rc == -EBUSY) {
 		s->full[rank] = 1;
 		return 0;
@@ -568,7 +566,7 @@ static int put_head(struct cistern_server *s, struct rprod *p, int timeout_ms)
 		fail_head(s, p, rc);
 		return 1;
 	}
-	uint32_t put = n == 1 ? 1 : (uint32_t)rc;
+	uint32_t put = (uint32_t)rc;
 	p->touched[rank] = 1;
 	s->st.put += put;
 	pop_head(s, p, put, (size_t)put * len);
