@@ -469,6 +469,45 @@ static PyObject *Handle_put(HandleObject *h, PyObject *args, PyObject *kw)
  * when the timeout (or an error) came after the first; with none put, the
  * timeout or error is raised.
  */
+/*
+ * put_batch()'s buffers, as Handle.put_batch and Remote.put_batch take them:
+ * `data` must hold count rows of item bytes and `metas` count rows of three
+ * uint64. 0, or -1 with ValueError set.
+ */
+static int batch_shape_ok(const Py_buffer *data, Py_ssize_t item, Py_ssize_t count,
+			  const Py_buffer *metas)
+{
+	if (item <= 0 || count <= 0 || item > PY_SSIZE_T_MAX / count || data->len < item * count) {
+		PyErr_SetString(PyExc_ValueError, "put_batch: data smaller than item_size * count");
+		return -1;
+	}
+	if (metas->len < count * 3 * (Py_ssize_t)sizeof(uint64_t)) {
+		PyErr_SetString(PyExc_ValueError,
+				"put_batch: metas buffer smaller than count * 3 uint64");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Each row's sim_id and time_step (columns 1 and 2 of metas) into m[0..count).
+ * 0, or -1 with ValueError set if one does not fit 32 bits.
+ */
+static int batch_metas(const Py_buffer *metas, Py_ssize_t count, struct cistern_meta *m)
+{
+	const uint64_t *mv = metas->buf;
+	for (Py_ssize_t i = 0; i < count; i++) {
+		if (mv[3 * i + 1] > UINT32_MAX || mv[3 * i + 2] > UINT32_MAX) {
+			PyErr_SetString(PyExc_ValueError,
+					"put_batch: sim_id and time_step must fit 32 bits");
+			return -1;
+		}
+		m[i] = (struct cistern_meta){.sim_id = (uint32_t)mv[3 * i + 1],
+					     .time_step = (uint32_t)mv[3 * i + 2]};
+	}
+	return 0;
+}
+
 struct put_batch_ctx {
 	struct cistern *c;
 	const char *buf;
@@ -501,15 +540,8 @@ static PyObject *Handle_put_batch(HandleObject *h, PyObject *args, PyObject *kw)
 		return NULL;
 	PyObject *res = NULL;
 	struct cistern_meta *m = NULL;
-	if (item <= 0 || count <= 0 || item > PY_SSIZE_T_MAX / count || data.len < item * count) {
-		PyErr_SetString(PyExc_ValueError, "put_batch: data smaller than item_size * count");
+	if (batch_shape_ok(&data, item, count, &metas) < 0)
 		goto out_buf;
-	}
-	if (metas.len < count * 3 * (Py_ssize_t)sizeof(uint64_t)) {
-		PyErr_SetString(PyExc_ValueError,
-				"put_batch: metas buffer smaller than count * 3 uint64");
-		goto out_buf;
-	}
 	if ((uint64_t)item > h->slot_size) {
 		PyErr_Format(PyExc_ValueError,
 			     "samples of %zd bytes do not fit a slot of %llu bytes", item,
@@ -521,22 +553,15 @@ static PyObject *Handle_put_batch(HandleObject *h, PyObject *args, PyObject *kw)
 		PyErr_NoMemory();
 		goto out_buf;
 	}
-	uint64_t *mv = metas.buf;
-	for (Py_ssize_t i = 0; i < count; i++) {
-		if (mv[3 * i + 1] > UINT32_MAX || mv[3 * i + 2] > UINT32_MAX) {
-			PyErr_SetString(PyExc_ValueError,
-					"put_batch: sim_id and time_step must fit 32 bits");
-			goto out_buf;
-		}
-		m[i].sim_id = (uint32_t)mv[3 * i + 1];
-		m[i].time_step = (uint32_t)mv[3 * i + 2];
-	}
+	if (batch_metas(&metas, count, m) < 0)
+		goto out_buf;
 	if (handle_enter(h) < 0)
 		goto out_buf;
 	struct put_batch_ctx x = {h->c, data.buf, (size_t)item, (size_t)count, 0, m};
 	/* The exporter cannot move or free the buffer while we hold the view. */
 	int r = wait_sliced(put_batch_attempt, &x, timeout);
 	handle_leave(h);
+	uint64_t *mv = metas.buf;
 	for (size_t i = 0; i < x.done; i++)
 		mv[3 * i] = m[i].sample_id;
 	if (x.done == 0) {
@@ -3024,15 +3049,8 @@ static PyObject *Remote_put_batch(RemoteObject *ro, PyObject *args, PyObject *kw
 					 &count, &metas, conv_timeout, &timeout))
 		return NULL;
 	PyObject *res = NULL;
-	if (item <= 0 || count <= 0 || item > PY_SSIZE_T_MAX / count || data.len < item * count) {
-		PyErr_SetString(PyExc_ValueError, "put_batch: data smaller than item_size * count");
+	if (batch_shape_ok(&data, item, count, &metas) < 0)
 		goto out;
-	}
-	if (metas.len < count * 3 * (Py_ssize_t)sizeof(uint64_t)) {
-		PyErr_SetString(PyExc_ValueError,
-				"put_batch: metas buffer smaller than count * 3 uint64");
-		goto out;
-	}
 	if (remote_enter(ro) < 0)
 		goto out;
 	if ((size_t)count > ro->scratch_cap) {
@@ -3045,16 +3063,9 @@ static PyObject *Remote_put_batch(RemoteObject *ro, PyObject *args, PyObject *kw
 		ro->scratch = m;
 		ro->scratch_cap = (size_t)count;
 	}
-	const uint64_t *mv = metas.buf;
-	for (Py_ssize_t i = 0; i < count; i++) {
-		if (mv[3 * i + 1] > UINT32_MAX || mv[3 * i + 2] > UINT32_MAX) {
-			ro->busy = 0;
-			PyErr_SetString(PyExc_ValueError,
-					"put_batch: sim_id and time_step must fit 32 bits");
-			goto out;
-		}
-		ro->scratch[i] = (struct cistern_meta){.sim_id = (uint32_t)mv[3 * i + 1],
-						       .time_step = (uint32_t)mv[3 * i + 2]};
+	if (batch_metas(&metas, count, ro->scratch) < 0) {
+		ro->busy = 0;
+		goto out;
 	}
 	struct rbatch_ctx x = {ro->r, data.buf, (size_t)item, (size_t)count, 0, ro->scratch};
 	/* The exporter cannot move or free the buffer while we hold the view. */

@@ -205,6 +205,23 @@ def _count(name: str, value: object) -> int:
     return value
 
 
+def _batch_metas(k: int, sim_id: object, time_step: object) -> Array:
+    """put_batch()'s metas for k rows: a (k, 3) uint64 array whose columns 1
+    and 2 hold each row's sim_id and time_step (one int for all, or k), and
+    whose column 0 the call fills with sample ids."""
+    np = _need_numpy()
+    metas: Array = np.zeros((k, 3), dtype=np.uint64)
+    for col, name, given in ((1, "sim_id", sim_id), (2, "time_step", time_step)):
+        v = np.asarray(given)
+        if v.dtype.kind not in "iu" or (v.size and int(v.min()) < 0):
+            raise ValueError(f"put_batch: {name} must be non-negative ints")
+        try:
+            metas[:, col] = np.broadcast_to(v, (k,))
+        except ValueError:
+            raise ValueError(f"put_batch: {name} must be one int or {k} of them") from None
+    return metas
+
+
 def _rate(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a non-negative number, not {value!r}")
@@ -1533,15 +1550,7 @@ class Segment:
             n = self._h.put_many(data, data.nbytes // k, k, sim_id, time_step,
                                  _timeout_ms(timeout), got)
             return got if n == k else got[:n].copy()
-        metas = np.zeros((k, 3), dtype=np.uint64)
-        for col, name, given in ((1, "sim_id", sim_id), (2, "time_step", time_step)):
-            v = np.asarray(given)
-            if v.dtype.kind not in "iu" or (v.size and int(v.min()) < 0):
-                raise ValueError(f"put_batch: {name} must be non-negative ints")
-            try:
-                metas[:, col] = np.broadcast_to(v, (k,))
-            except ValueError:
-                raise ValueError(f"put_batch: {name} must be one int or {k} of them") from None
+        metas = _batch_metas(k, sim_id, time_step)
         n = self._h.put_batch(data, data[0].nbytes, k, metas, _timeout_ms(timeout))
         ids: Array = metas[:n, 0].copy()
         return ids
@@ -2185,15 +2194,7 @@ class RemoteProducer:
         if row > self._slot_size:
             raise ValueError(f"samples of {row} bytes do not fit the server's slots of "
                              f"{self._slot_size} bytes")
-        metas = np.zeros((k, 3), dtype=np.uint64)
-        for col, name, given in ((1, "sim_id", sim_id), (2, "time_step", time_step)):
-            v = np.asarray(given)
-            if v.dtype.kind not in "iu" or (v.size and int(v.min()) < 0):
-                raise ValueError(f"put_batch: {name} must be non-negative ints")
-            try:
-                metas[:, col] = np.broadcast_to(v, (k,))
-            except ValueError:
-                raise ValueError(f"put_batch: {name} must be one int or {k} of them") from None
+        metas = _batch_metas(k, sim_id, time_step)
         return self._r.put_batch(data, row, k, metas, _timeout_ms(timeout))
 
     def flush(self, timeout: Timeout = None) -> None:
