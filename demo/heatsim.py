@@ -28,7 +28,7 @@ import json
 import math
 import sys
 import time
-from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -76,21 +76,27 @@ def sample_floats(grid: int) -> int:
     return 6 + grid * grid
 
 
-# sims: [[sim_id, [top, bottom, left, right, init]], ...], as decoded from JSON.
+def put_steps(put: Callable[..., Any], sims: Sequence[Sequence[Any]], grid: int, steps: int,
+              step_cost: float) -> None:
+    """Solve each simulation and put(sample, sim_id=, time_step=) every step.
+    sims: [[sim_id, [top, bottom, left, right, init]], ...], as decoded from JSON."""
+    for sim_id, params in sims:
+        for t, field in solve(params, grid, steps):
+            t0 = time.monotonic()
+            put(sample_vector(params, t, steps, field), sim_id=sim_id, time_step=t)
+            # step_cost emulates a heavier solver: each step takes at least this long.
+            left = step_cost - (time.monotonic() - t0)
+            if left > 0:
+                time.sleep(left)
+
+
 def run(buffer: str, rank: int, sims: Sequence[Sequence[Any]], grid: int, steps: int,
         step_cost: float) -> None:
     import cistern.melissa
 
     seg = cistern.melissa.attach(buffer, rank)
     try:
-        for sim_id, params in sims:
-            for t, field in solve(params, grid, steps):
-                t0 = time.monotonic()
-                seg.put(sample_vector(params, t, steps, field), sim_id=sim_id, time_step=t)
-                # step_cost emulates a heavier solver: each step takes at least this long.
-                left = step_cost - (time.monotonic() - t0)
-                if left > 0:
-                    time.sleep(left)
+        put_steps(seg.put, sims, grid, steps, step_cost)
     finally:
         try:
             seg.producer_done()
@@ -107,13 +113,7 @@ def run_remote(endpoint: str, sims: Sequence[Sequence[Any]], grid: int, steps: i
     k = keys or {}
     with cistern.connect(endpoint, server_key=k.get("server_key"), public_key=k.get("public_key"),
                          secret_key=k.get("secret_key")) as out:
-        for sim_id, params in sims:
-            for t, field in solve(params, grid, steps):
-                t0 = time.monotonic()
-                out.put(sample_vector(params, t, steps, field), sim_id=sim_id, time_step=t)
-                left = step_cost - (time.monotonic() - t0)
-                if left > 0:
-                    time.sleep(left)
+        put_steps(out.put, sims, grid, steps, step_cost)
         out.producer_done()
 
 
