@@ -132,6 +132,15 @@ static int serve_stop(struct serve *s)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* `cistern serve` of segment c alone on an ipc endpoint of its own, started and ready. */
+static const char *serve_one(struct serve *s, const char *tag, const struct cistern *c)
+{
+	const char *ep = ipc_endpoint(tag);
+	serve_start_v(s, tag, (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
+	serve_ready(s);
+	return ep;
+}
+
 static int wait_child(pid_t pid, double secs)
 {
 	double end = mono_now() + secs;
@@ -710,10 +719,8 @@ Test(remote, a_connection_gives_the_segments_schema_and_slot_size)
 {
 	struct cistern_config cfg = {.slot_count = 16, .schema = "obs:float32[4];action:int64[]"};
 	struct cistern *c = seg_create("rsch", cfg);
-	const char *ep = ipc_endpoint("schema");
 	struct serve s;
-	serve_start_v(&s, "schema", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
-	serve_ready(&s);
+	const char *ep = serve_one(&s, "schema", c);
 	struct cistern_remote *r = connect_retry(ep, NULL);
 	cr_assert_not_null(r);
 	char want[CISTERN_SCHEMA_MAX], got[CISTERN_SCHEMA_MAX];
@@ -853,10 +860,8 @@ Test(remote, gathered_puts_keep_their_order_among_puts_sent_alone)
 {
 	enum { N = 600, BIG = 20000 };
 	struct cistern *c = seg_create("rgath", fifo(1024, BIG));
-	const char *ep = ipc_endpoint("gather");
 	struct serve s;
-	serve_start_v(&s, "gather", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
-	serve_ready(&s);
+	const char *ep = serve_one(&s, "gather", c);
 	struct cistern_remote *r = connect_retry(ep, NULL);
 	cr_assert_not_null(r);
 	static const size_t sizes[] = {0, 1, 64, 700, BIG, 16384, 5, 4096};
@@ -895,10 +900,8 @@ Test(remote, gathered_puts_keep_their_order_among_puts_sent_alone)
 Test(remote, a_gathered_put_leaves_after_its_linger_without_another_call)
 {
 	struct cistern *c = seg_create("rling", fifo(16, PAYLOAD));
-	const char *ep = ipc_endpoint("linger");
 	struct serve s;
-	serve_start_v(&s, "linger", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
-	serve_ready(&s);
+	const char *ep = serve_one(&s, "linger", c);
 	struct cistern_remote_opts o = {.size = sizeof(o), .linger_us = 1000 * 1000};
 	struct cistern_remote *r = connect_retry(ep, &o);
 	cr_assert_not_null(r);
@@ -924,10 +927,8 @@ Test(remote, a_gathered_put_leaves_after_its_linger_without_another_call)
 Test(remote, close_sends_the_gathered_puts_first)
 {
 	struct cistern *c = seg_create("rclose", fifo(16, PAYLOAD));
-	const char *ep = ipc_endpoint("close");
 	struct serve s;
-	serve_start_v(&s, "close", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
-	serve_ready(&s);
+	const char *ep = serve_one(&s, "close", c);
 	/* a linger far beyond the test: only close can send them */
 	struct cistern_remote_opts o = {.size = sizeof(o), .linger_us = 60 * 1000 * 1000};
 	struct cistern_remote *r = connect_retry(ep, &o);
@@ -978,10 +979,8 @@ static long long thread_blocked(const char *name, unsigned long long sigs)
 Test(remote, the_connections_thread_blocks_signals_and_ends_with_it)
 {
 	struct cistern *c = seg_create("rsig", fifo(16, PAYLOAD));
-	const char *ep = ipc_endpoint("sig");
 	struct serve s;
-	serve_start_v(&s, "sig", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
-	serve_ready(&s);
+	const char *ep = serve_one(&s, "sig", c);
 	struct cistern_remote *r = connect_retry(ep, NULL);
 	cr_assert_not_null(r);
 	unsigned long long sigs = 1ull << (SIGINT - 1) | 1ull << (SIGTERM - 1) |

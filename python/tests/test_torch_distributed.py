@@ -86,14 +86,23 @@ def _run_ranks(prefix, tmp_path, world=2):
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
 
 
-def test_each_ddp_rank_reads_only_its_own_segment(segname, tmp_path):
-    segs = [_fill(f"{segname}.0", [0, 2], 12), _fill(f"{segname}.1", [1, 3], 12)]
+def _train_ranks(segname, tmp_path, *fills):
+    """Segment segname.r filled by _fill(*fills[r]) for each rank r, the ranks
+    run over them, the segments removed; the ranks' records."""
+    names = [f"{segname}.{r}" for r in range(len(fills))]
+    segs = []
     try:
-        recs = _run_ranks(segname, tmp_path)
+        for name, (sim_ids, per_sim) in zip(names, fills):
+            segs.append(_fill(name, sim_ids, per_sim))
+        return _run_ranks(segname, tmp_path, world=len(fills))
     finally:
-        for i, s in enumerate(segs):
+        for name, s in zip(names, segs):
             s.detach()
-            cistern.unlink(f"{segname}.{i}", missing_ok=True)
+            cistern.unlink(name, missing_ok=True)
+
+
+def test_each_ddp_rank_reads_only_its_own_segment(segname, tmp_path):
+    recs = _train_ranks(segname, tmp_path, ([0, 2], 12), ([1, 3], 12))
     for r, rec in enumerate(recs):
         assert rec["name"] == f"{segname}.{r}"
         # Every sample of this rank's segment, once, and none of the other's.
@@ -102,13 +111,7 @@ def test_each_ddp_rank_reads_only_its_own_segment(segname, tmp_path):
 
 
 def test_ddp_averages_the_gradients_of_ranks_reading_their_own_segments(segname, tmp_path):
-    segs = [_fill(f"{segname}.0", [0, 2], 12), _fill(f"{segname}.1", [1, 3], 12)]
-    try:
-        r0, r1 = _run_ranks(segname, tmp_path)
-    finally:
-        for i, s in enumerate(segs):
-            s.detach()
-            cistern.unlink(f"{segname}.{i}", missing_ok=True)
+    r0, r1 = _train_ranks(segname, tmp_path, ([0, 2], 12), ([1, 3], 12))
     assert len(r0["ddp_grads"]) == len(r1["ddp_grads"]) == 6  # 24 samples, batches of 4
     l0, l1 = np.array(r0["local_grads"]), np.array(r1["local_grads"])
     assert not np.allclose(l0, l1)  # the ranks' data differ, so do their own gradients
@@ -118,13 +121,7 @@ def test_ddp_averages_the_gradients_of_ranks_reading_their_own_segments(segname,
 
 
 def test_ddp_ranks_with_uneven_segments_finish_under_join(segname, tmp_path):
-    segs = [_fill(f"{segname}.0", [0, 2], 12), _fill(f"{segname}.1", [1], 8)]
-    try:
-        r0, r1 = _run_ranks(segname, tmp_path)
-    finally:
-        for i, s in enumerate(segs):
-            s.detach()
-            cistern.unlink(f"{segname}.{i}", missing_ok=True)
+    r0, r1 = _train_ranks(segname, tmp_path, ([0, 2], 12), ([1], 8))
     assert (len(r0["ddp_grads"]), len(r1["ddp_grads"])) == (6, 2)
     # While both trained, each step used the average of both gradients.
     l0, l1 = np.array(r0["local_grads"][:2]), np.array(r1["local_grads"])
