@@ -260,6 +260,8 @@ typedef struct {
 	struct cistern_meta *scratch_meta;
 	size_t *scratch_len;
 	size_t scratch_cap;
+	/* Samples of another size that get_many() and get_batch() skipped. */
+	unsigned long long skipped;
 } HandleObject;
 
 enum sample_kind {
@@ -371,6 +373,7 @@ static HandleObject *handle_new(struct cistern *c)
 	h->scratch_meta = NULL;
 	h->scratch_len = NULL;
 	h->scratch_cap = 0;
+	h->skipped = 0;
 	struct cistern_config cfg;
 	int cr = cistern_config_get(c, &cfg);
 	h->slot_size = cr == 0 ? cfg.slot_size : 0;
@@ -640,22 +643,24 @@ static PyObject *Handle_get(HandleObject *h, PyObject *args, PyObject *kw)
 }
 
 /*
- * get_many(out, item_size, count, timeout_ms, metas=None) -> n
+ * get_many(out, item_size, count, timeout_ms, metas=None, skip=False) -> n
  * Gather up to `count` samples of exactly item_size bytes each into the writable
  * buffer `out` (row i at offset i * item_size); metas, if given, is a writable
  * buffer of count * 3 uint64 (sample_id, sim_id, time_step). Returns how many rows
  * were filled: fewer than count only when end of data or the timeout came after
- * the first row; with no row at all, the end of data or timeout is raised.
+ * the first row; with no row at all, the end of data or timeout is raised. A
+ * sample of another size raises ValueError and goes back unread; with skip, it
+ * is read and dropped instead (counted in `skipped`) and the call goes on.
  */
 static PyObject *Handle_get_many(HandleObject *h, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"out", "item_size", "count", "timeout_ms", "metas", NULL};
+	static char *kwlist[] = {"out", "item_size", "count", "timeout_ms", "metas", "skip", NULL};
 	Py_buffer out, metas = {0};
 	Py_ssize_t item, count;
-	int timeout = -1;
+	int timeout = -1, skip = 0;
 	PyObject *metas_obj = Py_None;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*nn|O&O:get_many", kwlist, &out, &item, &count,
-					 conv_timeout, &timeout, &metas_obj))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*nn|O&Op:get_many", kwlist, &out, &item,
+					 &count, conv_timeout, &timeout, &metas_obj, &skip))
 		return NULL;
 	PyObject *res = NULL;
 	int have_metas = 0;
@@ -691,6 +696,12 @@ static PyObject *Handle_get_many(HandleObject *h, PyObject *args, PyObject *kw)
 		r = acquire_one(h, &s, t);
 		if (r < 0)
 			break;
+		if ((Py_ssize_t)s.len != item && skip) {
+			/* The caller chose to go past it: read (under FIFO, gone) and dropped. */
+			cistern_release(h->c, &s);
+			h->skipped++;
+			continue;
+		}
 		if ((Py_ssize_t)s.len != item) {
 			/* Bad input loses nothing: the sample goes back unread. */
 			size_t len = s.len;
@@ -897,21 +908,23 @@ static void copy_rows(const struct cistern_sample *ss, size_t n, char *out, size
 }
 
 /*
- * get_batch(out, item_size, n, timeout_ms=-1, metas=None) -> k
+ * get_batch(out, item_size, n, timeout_ms=-1, metas=None, skip=False) -> k
  * k distinct samples drawn together (cistern_acquire_batch()), copied into out
  * (row i at i * item_size) and released. Every one must be exactly item_size
  * bytes; if one is not, the whole batch is handed back unread
- * (cistern_unacquire()), so a wrong dtype or shape costs no sample.
+ * (cistern_unacquire()), so a wrong dtype or shape costs no sample. With skip,
+ * the members of another size are read and dropped instead (counted in
+ * `skipped`) and the batch is the others, drawn again if none is left.
  */
 static PyObject *Handle_get_batch(HandleObject *h, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"out", "item_size", "n", "timeout_ms", "metas", NULL};
+	static char *kwlist[] = {"out", "item_size", "n", "timeout_ms", "metas", "skip", NULL};
 	Py_buffer out, metas = {0};
 	Py_ssize_t item, n;
-	int timeout = -1;
+	int timeout = -1, skip = 0;
 	PyObject *metas_obj = Py_None;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*nn|O&O:get_batch", kwlist, &out, &item, &n,
-					 conv_timeout, &timeout, &metas_obj))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*nn|O&Op:get_batch", kwlist, &out, &item, &n,
+					 conv_timeout, &timeout, &metas_obj, &skip))
 		return NULL;
 	PyObject *res = NULL;
 	int have_metas = 0;
@@ -939,7 +952,36 @@ static PyObject *Handle_get_batch(HandleObject *h, PyObject *args, PyObject *kw)
 	if (handle_enter(h) < 0)
 		goto out_buf;
 	struct batch_ctx x = {h->c, ss, (size_t)n};
-	int r = wait_sliced(batch_attempt, &x, timeout);
+	int64_t deadline = timeout > 0 ? now_ms() + timeout : 0;
+	int r;
+draw:
+	r = wait_sliced(batch_attempt, &x, timeout);
+	if (r > 0 && skip) {
+		/* The members that fit first, the others read and dropped. */
+		size_t good = 0;
+		for (size_t i = 0; i < (size_t)r; i++) {
+			if (ss[i].len != (size_t)item)
+				continue;
+			struct cistern_sample tmp = ss[good];
+			ss[good++] = ss[i];
+			ss[i] = tmp;
+		}
+		if (good < (size_t)r) {
+			cistern_release_batch(h->c, ss + good, (size_t)r - good);
+			h->skipped += (size_t)r - good;
+		}
+		r = (int)good;
+		if (r == 0) {
+			if (timeout > 0) {
+				int64_t left = deadline - now_ms();
+				timeout = left > 0 ? (int)left : 0;
+			}
+			if (timeout == 0)
+				r = deadline ? -ETIMEDOUT : -EAGAIN;
+			else
+				goto draw;
+		}
+	}
 	if (r < 0) {
 		char why[RW_WHY];
 		if (r == -EDEADLK)
@@ -1246,20 +1288,22 @@ out_buf:
 }
 
 /*
- * acquire_many(n, timeout_ms=-1) -> Sample of kind "many"
+ * acquire_many(n, timeout_ms=-1, skip_size=-1) -> Sample of kind "many"
  * Acquire up to n samples one by one with cistern_acquire(), waiting for each
  * (within timeout_ms overall), and hold them all until the Sample is released
  * (each released) or handed back (each unacquired). Fewer than n only when end
  * of data or the timeout came after the first; with none, that is raised. For
  * a reader that must keep samples in the segment until it has passed them on.
+ * With skip_size >= 0, a sample of another length is read and dropped
+ * (counted in `skipped`) instead of held.
  */
 static PyObject *Handle_acquire_many(HandleObject *h, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"n", "timeout_ms", NULL};
-	Py_ssize_t n;
+	static char *kwlist[] = {"n", "timeout_ms", "skip_size", NULL};
+	Py_ssize_t n, skip_size = -1;
 	int timeout = -1;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "n|O&:acquire_many", kwlist, &n, conv_timeout,
-					 &timeout))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "n|O&n:acquire_many", kwlist, &n, conv_timeout,
+					 &timeout, &skip_size))
 		return NULL;
 	if (n <= 0) {
 		PyErr_SetString(PyExc_ValueError, "acquire_many: n must be positive");
@@ -1284,6 +1328,13 @@ static PyObject *Handle_acquire_many(HandleObject *h, PyObject *args, PyObject *
 		r = acquire_one(h, &so->ss[k], t);
 		if (r < 0)
 			break;
+		if (skip_size >= 0 && so->ss[k].len != (size_t)skip_size) {
+			/* The caller goes past samples of another size: read and dropped. */
+			cistern_release(h->c, &so->ss[k]);
+			memset(&so->ss[k], 0, sizeof(so->ss[k]));
+			h->skipped++;
+			continue;
+		}
 		k++;
 	}
 	if (k > 0 && r == PYERR_SET) {
@@ -1994,11 +2045,12 @@ static PyMethodDef Handle_methods[] = {
 	 "get($self, /, timeout_ms=-1)\n--\n\n"
 	 "Copy one sample out: (payload bytes, (sample_id, sim_id, time_step))."},
 	{"get_many", (PyCFunction)(void (*)(void))Handle_get_many, METH_VARARGS | METH_KEYWORDS,
-	 "get_many($self, /, out, item_size, count, timeout_ms=-1, metas=None)\n--\n\n"
+	 "get_many($self, /, out, item_size, count, timeout_ms=-1, metas=None, skip=False)\n"
+	 "--\n\n"
 	 "Gather up to `count` successive samples of exactly item_size bytes into the\n"
 	 "writable buffer `out` (row i at i * item_size), metadata into `metas` (count * 3\n"
 	 "uint64) if given. Returns the rows filled; a sample of another size is handed\n"
-	 "back unread and raises ValueError."},
+	 "back unread and raises ValueError, or with skip is read and dropped."},
 	{"acquire", (PyCFunction)(void (*)(void))Handle_acquire, METH_VARARGS | METH_KEYWORDS,
 	 "acquire($self, /, timeout_ms=-1)\n--\n\n"
 	 "Acquire one sample to read in place (cistern_acquire()); returns a Sample."},
@@ -2013,10 +2065,12 @@ static PyMethodDef Handle_methods[] = {
 	 "Acquire n distinct samples drawn together (cistern_acquire_batch(); n 0 = the\n"
 	 "segment's batch_size); returns a Sample of kind 'batch'."},
 	{"get_batch", (PyCFunction)(void (*)(void))Handle_get_batch, METH_VARARGS | METH_KEYWORDS,
-	 "get_batch($self, /, out, item_size, n, timeout_ms=-1, metas=None)\n--\n\n"
+	 "get_batch($self, /, out, item_size, n, timeout_ms=-1, metas=None, skip=False)\n"
+	 "--\n\n"
 	 "Acquire a batch, copy its samples into `out` (row i at i * item_size) and\n"
 	 "metadata into `metas` if given, release it; returns the rows filled. A member\n"
-	 "of another size sends the whole batch back unread and raises ValueError."},
+	 "of another size sends the whole batch back unread and raises ValueError; with\n"
+	 "skip, the members of another size are read and dropped, the others returned."},
 	{"put_many", (PyCFunction)(void (*)(void))Handle_put_many, METH_FASTCALL,
 	 "put_many($self, data, stride, n, sim_id=0, time_step=0, timeout_ms=-1, ids=None, "
 	 "/)\n--\n\n"
@@ -2040,11 +2094,12 @@ static PyMethodDef Handle_methods[] = {
 	 "stays in the segment. Positional arguments only."},
 	{"acquire_many", (PyCFunction)(void (*)(void))Handle_acquire_many,
 	 METH_VARARGS | METH_KEYWORDS,
-	 "acquire_many($self, /, n, timeout_ms=-1)\n--\n\n"
+	 "acquire_many($self, /, n, timeout_ms=-1, skip_size=-1)\n--\n\n"
 	 "Returns a Sample of kind 'many'. "
 	 "Acquire up to n samples one by one (cistern_acquire()), waiting for each, and\n"
 	 "hold them until release() (each released) or unacquire() (each handed back).\n"
-	 "Fewer than n only at end of data or when the timeout came after the first."},
+	 "Fewer than n only at end of data or when the timeout came after the first.\n"
+	 "skip_size >= 0: a sample of another length is read and dropped, not held."},
 	{"waiting_for_room", (PyCFunction)Handle_waiting_for_room, METH_NOARGS,
 	 "waiting_for_room($self, /)\n--\n\n"
 	 "How many live attachments wait for room to put (cistern_procs_get()): a reader\n"
@@ -2083,8 +2138,16 @@ static PyMethodDef Handle_methods[] = {
 	{NULL, NULL, 0, NULL},
 };
 
+static PyObject *Handle_get_skipped(HandleObject *h, void *closure)
+{
+	(void)closure;
+	return PyLong_FromUnsignedLongLong(h->skipped);
+}
+
 static PyGetSetDef Handle_getset[] = {
 	{"detached", (getter)Handle_get_detached, NULL, "detach() was called", NULL},
+	{"skipped", (getter)Handle_get_skipped, NULL,
+	 "samples of another size that get_many() and get_batch() skipped (skip=True)", NULL},
 	{"slot_size", (getter)Handle_get_slot_size, NULL, "largest payload in bytes", NULL},
 	{"live_samples", (getter)Handle_get_live_samples, NULL,
 	 "Sample objects of this handle still alive (held or not)", NULL},
@@ -3473,6 +3536,9 @@ PyMODINIT_FUNC PyInit__cistern(void)
 		Py_XDECREF(ver);
 		goto fail;
 	}
+	/* The project's version, from meson.build (python/meson.build defines it). */
+	if (PyModule_AddStringConstant(m, "__version__", CISTERN_PROJECT_VERSION) < 0)
+		goto fail;
 	return m;
 fail:
 	Py_DECREF(m);

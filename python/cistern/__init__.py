@@ -67,6 +67,7 @@ import functools
 import math
 import os
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import (TYPE_CHECKING, Any, Callable, Generic, Literal, NamedTuple, TypeVar, Union,
@@ -87,7 +88,19 @@ else:
     try:  # installed: the extension module lives inside the package
         from . import _cistern
     except ImportError:  # build tree: PYTHONPATH=<builddir>/python:<srcdir>/python
-        import _cistern
+        try:
+            import _cistern
+        except ImportError:
+            # The package's sources without the extension module: most often
+            # python/ of the source tree, found first (it is the current
+            # directory, or on sys.path), shadowing the installed package.
+            raise ImportError(
+                f"cistern was imported from {os.path.dirname(os.path.abspath(__file__))}, "
+                "which has no built extension module (_cistern): a source tree's "
+                "python/ directory shadows the installed package when Python starts "
+                "there. Run from another directory, or put the build tree's python/ "
+                "first: PYTHONPATH=<builddir>/python:<srcdir>/python",
+                name="cistern") from None
 
     try:
         import numpy as _np
@@ -134,6 +147,11 @@ SLOT_CLASSES: tuple[str, ...] = tuple(_cistern.slot_class_name(i)
                                       for i in range(_cistern.SLOT_CLASSES))
 #: The library's version, (major, minor, patch).
 VERSION: tuple[int, int, int] = _cistern.VERSION
+#: create()'s slots and slot_size when left out (slot_size with a schema: its sample size).
+DEFAULT_SLOT_COUNT: int = _cistern.DEFAULT_SLOT_COUNT
+DEFAULT_SLOT_SIZE: int = _cistern.DEFAULT_SLOT_SIZE
+#: The package's version, as the build gave it (meson.build's project version).
+__version__: str = _cistern.__version__
 #: The dtypes a schema's fields may have, by their names in the text form.
 DTYPES: tuple[str, ...] = tuple(_cistern.dtype_name(i) for i in range(_cistern.DTYPE_COUNT))
 
@@ -144,7 +162,8 @@ __all__ = [
     "Segment", "Sample", "Group", "Reservation", "Meta", "Schema", "Field", "Fields",
     "Config", "Stats", "Occupancy", "ProcInfo", "SegmentInfo", "Inspection", "GcReport",
     "DumpInfo", "RemoteProducer", "RemoteInfo",
-    "EndOfData", "POLICIES", "SLOT_CLASSES", "DTYPES", "VERSION",
+    "EndOfData", "POLICIES", "SLOT_CLASSES", "DTYPES", "VERSION", "__version__",
+    "DEFAULT_SLOT_COUNT", "DEFAULT_SLOT_SIZE",
 ]
 
 
@@ -273,6 +292,30 @@ def _misfit(nbytes: int, dtype: DTypeLike, shape: ShapeLike) -> str | None:
     return f"a sample of {nbytes} bytes does not fit {what}"
 
 
+def _deadline(timeout_ms: int) -> float:
+    """When a read of timeout_ms that may start over must end (time.monotonic())."""
+    return time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else 0.0
+
+
+def _left(deadline: float, timeout_ms: int) -> int:
+    """The timeout_ms left of a read begun with timeout_ms, ending at deadline."""
+    if timeout_ms <= 0:
+        return timeout_ms
+    return max(0, math.ceil((deadline - time.monotonic()) * 1000)) or 0
+
+
+def _fixed_size(dtype: DTypeLike, shape: ShapeLike, schema: Schema | None) -> int | None:
+    """The one payload length that fits dtype and shape (or the schema), or None
+    if more than one does (no shape, or a -1 in it)."""
+    if schema is not None:
+        return schema.size
+    shp = _shape_tuple(shape)
+    if shp is None or -1 in shp:
+        return None
+    np = _need_numpy()
+    return int(np.dtype(dtype if dtype is not None else np.uint8).itemsize) * math.prod(shp)
+
+
 def _row_bytes(out: Any) -> int:
     """Bytes of one row of `out`, a C-contiguous array (or 2-D memoryview) whose
     first dimension counts samples."""
@@ -302,6 +345,30 @@ def _keep_if_misfit(csample: _cistern.Sample, lengths: Sequence[int], dtype: DTy
 _R = TypeVar("_R", bound="_Record")
 _T = TypeVar("_T")
 _V = TypeVar("_V")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _explains_waits(read: _F) -> _F:
+    """A Segment's read, whose TimeoutError says why it waited when the
+    watermark held it back ("population 18, watermark 64"), and whose
+    KeyboardInterrupt (Ctrl-C in a read that waits forever) carries the same
+    note."""
+    @functools.wraps(read)
+    def explained(self: Segment, *args: Any, **kw: Any) -> Any:
+        try:
+            return read(self, *args, **kw)
+        except TimeoutError as e:
+            why = self._watermark_wait()
+            if why is None:
+                raise
+            said = e.strerror if e.errno is not None and e.strerror else str(e)
+            raise TimeoutError(e.errno, f"{said}: {why}") from None
+        except KeyboardInterrupt as e:
+            why = self._watermark_wait()
+            if why is not None:
+                e.add_note(f"the read was waiting: {why}")
+            raise
+    return cast(_F, explained)
 
 
 class _Record(Mapping[str, Any]):
@@ -744,11 +811,65 @@ def _structured_fields(data: Any) -> Mapping[str, Any] | None:
     return None
 
 
+def _schema_fields(sch: Schema | None, data: Any) -> Any:
+    """What a put into a segment of schema `sch` takes as fields: a dict or a
+    structured record as it is; a numpy array of any dtype but uint8 (raw
+    bytes) as the value of the schema's only field, checked as a field is,
+    since its bytes read as that field would be another value. None for raw
+    bytes (bytes, a uint8 array, any other buffer), which are checked for size
+    only. ValueError for a typed array where the schema has several fields."""
+    if sch is None:
+        return None
+    if isinstance(data, Mapping) or _structured_fields(data) is not None:
+        return data
+    if _np is not None and isinstance(data, _np.ndarray) and data.dtype != _np.uint8:
+        if len(sch.fields) == 1:
+            return {sch.names[0]: data}
+        raise ValueError(f"a {data.dtype} array is not a sample of the schema ({sch.text}): "
+                         "put a dict of its fields, a numpy structured record, or the "
+                         "sample's raw bytes (bytes or a uint8 array)")
+    return None
+
+
+def _convert(v: Any, want: Any, what: str, where: str | None = None) -> Array:
+    """v (a number, a list, a numpy scalar or array) as an array of dtype `want`,
+    by the conversion rule of docs/SCHEMA.md: a bool dtype takes bools only; an
+    integer dtype takes whole numbers in its range (3 and 3.0 fit an int64; 0.5
+    does not, nor 300 a uint8); a float dtype takes any number, rounded to its
+    precision (0.1 becomes float32's nearest), but not a finite one beyond its
+    range (1e39 into float32), while NaN and the infinities pass. ValueError
+    naming `what` (and saying `where` wants the dtype) otherwise; v itself is
+    never changed."""
+    np = _need_numpy()
+    try:
+        a = np.asarray(v)
+    except (ValueError, TypeError):
+        raise ValueError(f"{what}: not an array of numbers") from None
+    if a.dtype == want:
+        return cast("Array", a)
+    kind = a.dtype.kind
+    if kind not in ({"b": "b"}.get(want.kind, "buif")):
+        raise ValueError(f"{what}: {a.dtype} values, where {want} is wanted"
+                         if where is None else f"{what}: {a.dtype} values, where {where}")
+    with np.errstate(all="ignore"):
+        if want.kind in "iu" and a.size:
+            if kind == "f" and not bool(np.all(np.isfinite(a) & (np.trunc(a) == a))):
+                raise ValueError(f"{what}: a value that is not a whole number, for {want}")
+            info = np.iinfo(want)
+            lo, hi = a.min(), a.max()
+            lo, hi = (float(lo), float(hi)) if kind == "f" else (int(lo), int(hi))
+            if lo < info.min or hi > info.max:
+                raise ValueError(f"{what}: a value out of range for {want}")
+        conv = a.astype(want)
+        if want.kind == "f" and not np.array_equal(np.isfinite(conv), np.isfinite(a)):
+            raise ValueError(f"{what}: a value out of range for {want}")
+    return cast("Array", conv)
+
+
 def _field_value(f: Field, v: Any, lead: tuple[int, ...]) -> Array:
     """v as an array of field f's dtype and of shape lead + f.shape. A numpy array
     must have the field's dtype; other values (numbers, lists, numpy scalars)
-    are converted when no value changes (3 fits int64 and float32 fields, 0.5
-    does not fit int64, 300 does not fit uint8)."""
+    are converted by _convert()'s rule."""
     np = _need_numpy()
     want = np.dtype(f.dtype)
     shape = lead + f.shape
@@ -757,21 +878,7 @@ def _field_value(f: Field, v: Any, lead: tuple[int, ...]) -> Array:
             raise ValueError(f"field {f.name!r}: dtype {v.dtype}, where the schema has {f.dtype}")
         a = v
     else:
-        try:
-            a = np.asarray(v)
-        except (ValueError, TypeError):
-            raise ValueError(f"field {f.name!r}: not an array of numbers") from None
-        kinds = {"b": "b", "u": "bui", "i": "bui", "f": "buif"}[want.kind]
-        if a.dtype.kind not in kinds:
-            raise ValueError(f"field {f.name!r}: {a.dtype} values, where the schema has "
-                             f"{f.dtype}")
-        with np.errstate(all="ignore"):
-            conv = a.astype(want)
-            same = (np.array_equal(np.isfinite(conv), np.isfinite(a)) if want.kind == "f"
-                    else np.array_equal(conv, a))
-        if not same:
-            raise ValueError(f"field {f.name!r}: a value out of range for {f.dtype}")
-        a = conv
+        a = _convert(v, want, f"field {f.name!r}", f"the schema has {f.dtype}")
     if a.shape != shape:
         raise ValueError(f"field {f.name!r}: shape {a.shape}, where the schema has {shape}")
     return cast("Array", a)
@@ -794,7 +901,18 @@ def _in_our_words(message: str) -> str:
                     for i, p in enumerate(parts))
 
 
-def _config_args(policy: str | int, slots: int, slot_size: int, watermark: int,
+def _slot_count(slots: int | None) -> int:
+    """create()'s slots as the library's slot_count: None is the library's
+    default (0 there); 0 itself is refused, not taken silently as the default."""
+    if slots is None:
+        return 0
+    if _count("slots", slots) == 0:
+        raise ValueError(f"slots must be at least 1, not 0 (leave it out for the default, "
+                         f"{_cistern.DEFAULT_SLOT_COUNT})")
+    return slots
+
+
+def _config_args(policy: str | int, slots: int | None, slot_size: int, watermark: int,
                  pseudo_epochs: int, sweep_size: int, time_steps: int, batch_size: int,
                  seed: int, mode: int, max_procs: int, expected_producers: int, lossy: bool,
                  single_producer: bool, single_reader: bool, reads_per_put: float,
@@ -804,7 +922,7 @@ def _config_args(policy: str | int, slots: int, slot_size: int, watermark: int,
     kw: dict[str, Any] = dict(
         policy=policy_number(policy),
         slot_size=_count("slot_size", slot_size),
-        slot_count=_count("slots", slots),
+        slot_count=_slot_count(slots),
         mode=_count("mode", mode),
         watermark=_count("watermark", watermark),
         pseudo_epochs=_count("pseudo_epochs", pseudo_epochs),
@@ -827,7 +945,7 @@ def _config_args(policy: str | int, slots: int, slot_size: int, watermark: int,
     return kw
 
 
-def create(name: str, policy: str | int = "fifo", slots: int = 0, slot_size: int = 0,
+def create(name: str, policy: str | int = "fifo", slots: int | None = None, slot_size: int = 0,
            watermark: int = 0, pseudo_epochs: int = 0, sweep_size: int = 0,
            time_steps: int = 0, batch_size: int = 0, seed: int = 0, mode: int = 0o600,
            max_procs: int = 0, expected_producers: int = 0, lossy: bool = False,
@@ -839,8 +957,10 @@ def create(name: str, policy: str | int = "fifo", slots: int = 0, slot_size: int
 
     policy: "fifo", "firo", "reservoir", "fifo-evict-reservoir",
     "sim-paired-reservoir", "batch-reservoir" (underscores and the CamelCase
-    names of POLICIES.md work too), or its number. slots and
-    slot_size: capacity and largest payload in bytes (0 = library default).
+    names of POLICIES.md work too), or its number. slots: the capacity in
+    samples (None: 1024, DEFAULT_SLOT_COUNT; 0 raises ValueError); slot_size:
+    the largest payload in bytes (0: the schema's sample size with a schema,
+    else 4096, DEFAULT_SLOT_SIZE).
     watermark, pseudo_epochs, sweep_size, time_steps (nb_time_steps), batch_size,
     seed (0 = from the clock), mode (permission bits), max_procs,
     expected_producers (reception closes after that many producer_done()), lossy
@@ -883,7 +1003,7 @@ def create(name: str, policy: str | int = "fifo", slots: int = 0, slot_size: int
     return Segment(handle, name)
 
 
-def config_problem(policy: str | int = "fifo", slots: int = 0, slot_size: int = 0,
+def config_problem(policy: str | int = "fifo", slots: int | None = None, slot_size: int = 0,
                    watermark: int = 0, pseudo_epochs: int = 0, sweep_size: int = 0,
                    time_steps: int = 0, batch_size: int = 0, seed: int = 0, mode: int = 0o600,
                    max_procs: int = 0, expected_producers: int = 0, lossy: bool = False,
@@ -1413,6 +1533,12 @@ class Segment:
         self.last_meta: Meta | None = None
         self._cfg: Config | None = None
         self._schema: Schema | None | Literal[False] = False  # False: not read yet
+        #: What a read given a dtype and shape (or reading by the schema) does
+        #: with a sample of another size: False, raise ValueError and leave it
+        #: in the segment; True, read it and drop it (counted in
+        #: misfits_skipped) and go on to the next.
+        self.skip_misfits = False
+        self._skipped = 0  # misfits skipped by the reads made in Python
 
     # -- properties -------------------------------------------------------
 
@@ -1440,6 +1566,40 @@ class Segment:
     def detached(self) -> bool:
         """Whether detach() was called."""
         return self._h.detached
+
+    @property
+    def misfits_skipped(self) -> int:
+        """Samples of another size this handle's reads read and dropped
+        (skip_misfits=True)."""
+        return self._h.skipped + self._skipped
+
+    def __len__(self) -> int:
+        """The population: samples held now (stats().population)."""
+        return self.stats().population
+
+    def __bool__(self) -> bool:
+        # A segment is a segment even while empty (len() would say otherwise).
+        return True
+
+    def _watermark_wait(self) -> str | None:
+        """Why a read waits if the watermark holds it back (reception open and
+        the population not past the watermark), else None."""
+        try:
+            cfg, st = self._conf(), self.stats()
+        except (OSError, ValueError, RuntimeError):
+            return None
+        p, w = st.population, cfg.watermark
+        if cfg.policy == "fifo" or not w or st.reception_closed:
+            return None
+        if cfg.policy == "firo":
+            if p > w:
+                return None
+            return (f"population {p}, watermark {w}: FIRO reads wait while the population "
+                    "is at most the watermark")
+        if p >= w:
+            return None
+        return (f"population {p}, watermark {w}: reads wait until the population reaches "
+                "the watermark")
 
     def config(self) -> Config:
         """The parameters as created, defaults filled in (cistern_config_get())."""
@@ -1473,8 +1633,9 @@ class Segment:
         bounds, BrokenPipeError once reception is closed.
         """
         sch = self.schema
-        if sch is not None and (isinstance(data, Mapping) or _structured_fields(data) is not None):
-            return self._put_fields(sch, sch._values(data), sim_id, time_step, timeout)
+        fields = _schema_fields(sch, data)
+        if sch is not None and fields is not None:
+            return self._put_fields(sch, sch._values(fields), sim_id, time_step, timeout)
         if _np is not None and isinstance(data, _np.ndarray):
             if not data.flags.c_contiguous:
                 data = _np.ascontiguousarray(data)
@@ -1530,9 +1691,10 @@ class Segment:
         """
         np = _need_numpy()
         sch = self.schema
-        if sch is not None and (isinstance(data, Mapping) or _structured_fields(data) is not None):
-            k = sch._rows(data)
-            values = sch._values(data, k)
+        fields = _schema_fields(sch, data)
+        if sch is not None and fields is not None:
+            k = sch._rows(fields)
+            values = sch._values(fields, k)
             if k == 0:
                 raise ValueError("put_batch: data must be one or more samples")
             data = np.zeros(k, dtype=sch.dtype)  # zeros: the padding between fields too
@@ -1606,6 +1768,7 @@ class Segment:
     def get(self, timeout: Timeout = None, *,
             meta: Literal[True]) -> tuple[bytes | Fields, Meta]: ...
 
+    @_explains_waits
     def get(self, timeout: Timeout = None,
             meta: bool = False) -> bytes | Fields | tuple[bytes | Fields, Meta]:
         """Take one sample out as bytes (or (bytes, Meta) with meta=True); for a
@@ -1623,7 +1786,8 @@ class Segment:
         np = _need_numpy()
         buf = np.empty(sch.size, dtype=np.uint8)
         metas = np.empty((1, 3), dtype=np.uint64)
-        self._read(self._h.get_many, "one", buf, sch.size, 1, _timeout_ms(timeout), metas)
+        self._read(self._h.get_many, "one", buf, sch.size, 1, _timeout_ms(timeout), metas,
+                   self.skip_misfits)
         self.last_meta = Meta(*(int(v) for v in metas[0]))
         fields = sch._views(buf)
         return (fields, self.last_meta) if meta else fields
@@ -1638,6 +1802,7 @@ class Segment:
     def get_array(self, dtype: DTypeLike = "uint8", shape: ShapeLike = None,
                   timeout: Timeout = None, *, meta: Literal[True]) -> tuple[Array, Meta]: ...
 
+    @_explains_waits
     def get_array(self, dtype: DTypeLike = "uint8", shape: ShapeLike = None,
                   timeout: Timeout = None, meta: bool = False) -> Array | tuple[Array, Meta]:
         """Take one sample out as a private numpy array of `dtype`, reshaped to
@@ -1649,11 +1814,11 @@ class Segment:
         if shape is not None:
             out = np.empty(shape, dtype=dtype)
             metas = np.empty((1, 3), dtype=np.uint64)
-            self._read(self._h.get_many, "one", out, out.nbytes, 1, _timeout_ms(timeout), metas)
+            self._read(self._h.get_many, "one", out, out.nbytes, 1, _timeout_ms(timeout), metas,
+                       self.skip_misfits)
             self.last_meta = Meta(*(int(v) for v in metas[0]))
         else:
-            s = self._acquire_one(timeout)
-            _keep_if_misfit(s, [len(s)], dtype, None)
+            s = self._acquire_fitting(timeout, dtype)
             try:
                 m = s.meta
                 assert isinstance(m, tuple)
@@ -1692,6 +1857,7 @@ class Segment:
                   shape: ShapeLike = None, timeout: Timeout = None, *,
                   meta: Literal[True]) -> tuple[Array, Array]: ...
 
+    @_explains_waits
     def get_batch(self, n: int | None = None, dtype: DTypeLike = None, shape: ShapeLike = None,
                   timeout: Timeout = None,
                   meta: bool = False) -> Array | Fields | tuple[Array | Fields, Array]:
@@ -1742,14 +1908,15 @@ class Segment:
         if n == 0:
             return out, metas
         if self._batch_reads():
-            k = self._h.get_batch(out, item, n, _timeout_ms(timeout), metas)
+            k = self._h.get_batch(out, item, n, _timeout_ms(timeout), metas, self.skip_misfits)
         else:
-            k = self._h.get_many(out, item, n, _timeout_ms(timeout), metas)
+            k = self._h.get_many(out, item, n, _timeout_ms(timeout), metas, self.skip_misfits)
         if k < n:
             out = out[:k].copy()
             metas = metas[:k].copy()
         return out, metas
 
+    @_explains_waits
     def get_into(self, out: Any, timeout: Timeout = None, metas: Any = None) -> int:
         """Copy the next sample into `out`, a writable buffer you reuse (a numpy
         array, a bytearray, ...), with no new object made: the fast way to read one
@@ -1766,6 +1933,7 @@ class Segment:
             self._check_read("one")
             raise
 
+    @_explains_waits
     def get_batch_into(self, out: Any, timeout: Timeout = None, metas: Any = None,
                        lengths: Any = None) -> int:
         """Copy up to len(out) samples into `out` in one C call, sample i into
@@ -1799,6 +1967,7 @@ class Segment:
     def acquire_many(self, n: int, timeout: Timeout = None, dtype: DTypeLike = None,
                      shape: ShapeLike = None) -> Group[tuple[Array, ...]]: ...
 
+    @_explains_waits
     def acquire_many(self, n: int, timeout: Timeout = None, dtype: DTypeLike = None,
                      shape: ShapeLike = None) -> Group[Any]:
         """Acquire up to n samples one after the other, waiting for each, and hold
@@ -1812,8 +1981,10 @@ class Segment:
         them on (a crash in between hands them out again under FIFO and FIRO).
         Policies that read one sample."""
         self._check_read("one")
-        cg = self._h.acquire_many(_count("n", n), _timeout_ms(timeout))
         sch = self.schema if dtype is None and shape is None else None
+        size = _fixed_size(dtype, shape, sch) if self.skip_misfits else None
+        cg = self._h.acquire_many(_count("n", n), _timeout_ms(timeout),
+                                  -1 if size is None else size)
         _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape, sch)
         return Group(cg, dtype, shape, sch)
 
@@ -1824,6 +1995,7 @@ class Segment:
     def acquire(self, timeout: Timeout = None, dtype: DTypeLike = None,
                 shape: ShapeLike = None) -> Sample[Array]: ...
 
+    @_explains_waits
     def acquire(self, timeout: Timeout = None, dtype: DTypeLike = None,
                 shape: ShapeLike = None) -> Sample[Array] | Sample[Array | Fields]:
         """Acquire one sample to read in place; returns a Sample (a context manager).
@@ -1890,6 +2062,40 @@ class Segment:
     def _acquire_one(self, timeout: Timeout) -> _cistern.Sample:
         return self._read(self._h.acquire, "one", _timeout_ms(timeout))
 
+    def _acquire_fitting(self, timeout: Timeout, dtype: DTypeLike) -> _cistern.Sample:
+        """One sample acquired whose length is whole items of dtype: one that is
+        not goes back unread with ValueError, or, with skip_misfits, is read and
+        dropped, and the next one is acquired (within the same timeout)."""
+        t = _timeout_ms(timeout)
+        deadline = _deadline(t)
+        while True:
+            s = self._read(self._h.acquire, "one", t)
+            if not self.skip_misfits or _misfit(len(s), dtype, None) is None:
+                _keep_if_misfit(s, [len(s)], dtype, None)
+                return s
+            s.release()
+            self._skipped += 1
+            t = _left(deadline, t)
+
+    def _acquire_fitting_pair(self, timeout: Timeout, dtype: DTypeLike, shape: ShapeLike,
+                              sch: Schema | None) -> _cistern.Sample:
+        """A pair acquired whose members fit dtype and shape (or the schema), as
+        _acquire_fitting() does for one sample."""
+        t = _timeout_ms(timeout)
+        deadline = _deadline(t)
+        while True:
+            cg = self._h.acquire_pair(t)
+            lengths = [len(cg.member(i)) for i in range(2)]
+            fits = all((n == sch.size) if sch is not None else _misfit(n, dtype, shape) is None
+                       for n in lengths)
+            if fits or not self.skip_misfits:
+                _keep_if_misfit(cg, lengths, dtype, shape, sch)
+                return cg
+            cg.release()
+            self._skipped += sum(1 for n in lengths if (n != sch.size if sch is not None
+                                                         else _misfit(n, dtype, shape)))
+            t = _left(deadline, t)
+
     @overload
     def acquire_batch(  # type: ignore[misc]
         self, n: int | None = None, timeout: Timeout = None, dtype: None = None,
@@ -1899,6 +2105,7 @@ class Segment:
                       dtype: DTypeLike = None,
                       shape: ShapeLike = None) -> Group[tuple[Array, ...]]: ...
 
+    @_explains_waits
     def acquire_batch(self, n: int | None = None, timeout: Timeout = None,
                       dtype: DTypeLike = None, shape: ShapeLike = None) -> Group[Any]:
         """Acquire n distinct samples drawn together, pinned until release (reservoir
@@ -1922,6 +2129,7 @@ class Segment:
     def acquire_pair(self, timeout: Timeout = None, dtype: DTypeLike = None,
                      shape: ShapeLike = None) -> Group[tuple[Array, ...]]: ...
 
+    @_explains_waits
     def acquire_pair(self, timeout: Timeout = None, dtype: DTypeLike = None,
                      shape: ShapeLike = None) -> Group[Any]:
         """Acquire a pair (x_t, x_t+1) of one simulation (SimPairedReservoir).
@@ -1956,6 +2164,7 @@ class Segment:
                  timeout: Timeout = None, *,
                  meta: Literal[True]) -> tuple[Array, list[Meta]]: ...
 
+    @_explains_waits
     def get_pair(self, dtype: DTypeLike = None, shape: ShapeLike = None, timeout: Timeout = None,
                  meta: bool = False) -> Any:
         """Take a pair out as one new array of shape (2, *shape): [x_t, x_t+1]
@@ -1969,8 +2178,7 @@ class Segment:
         shp = _shape_tuple(shape) or ()
         self._check_read("pair")
         # Acquired, checked, copied, released: a pair that does not fit goes back unread.
-        cg = self._h.acquire_pair(_timeout_ms(timeout))
-        _keep_if_misfit(cg, [len(cg.member(i)) for i in range(2)], dt, shp, sch)
+        cg = self._acquire_fitting_pair(timeout, dt, shp, sch)
         try:
             out: Any
             if sch is not None:
@@ -2120,9 +2328,10 @@ class RemoteProducer:
         """One sample's bytes: a dict of fields (or a structured record) packed
         by the schema, or any buffer made contiguous; checked for size."""
         sch = self._schema
-        if sch is not None and (isinstance(data, Mapping) or _structured_fields(data) is not None):
+        fields = _schema_fields(sch, data)
+        if sch is not None and fields is not None:
             np = _need_numpy()
-            values = sch._values(data)
+            values = sch._values(fields)
             rec = np.zeros(1, dtype=sch.dtype)  # zeros: the padding between fields too
             for name, v in values.items():
                 rec[name][0] = v
@@ -2175,9 +2384,10 @@ class RemoteProducer:
         """
         np = _need_numpy()
         sch = self._schema
-        if sch is not None and (isinstance(data, Mapping) or _structured_fields(data) is not None):
-            k = sch._rows(data)
-            values = sch._values(data, k)
+        fields = _schema_fields(sch, data)
+        if sch is not None and fields is not None:
+            k = sch._rows(fields)
+            values = sch._values(fields, k)
             if k == 0:
                 raise ValueError("put_batch: data must be one or more samples")
             data = np.zeros(k, dtype=sch.dtype)

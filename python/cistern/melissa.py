@@ -49,8 +49,10 @@ which cistern does not have: it raises ``ValueError``.
 from __future__ import annotations
 
 import enum
+import math
 import os
 import threading
+import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
 import numpy as np
@@ -155,11 +157,18 @@ def _buffer_type(buffer_t: object) -> BufferType:
     raise ValueError(f"buffer_t must be a BufferType (or its number or name), not {buffer_t!r}")
 
 
-def _rank_from_env() -> Optional[int]:
+def _rank_from_env() -> Optional[Tuple[int, str]]:
+    """The rank the launcher gave this process and the variable it is in, from
+    the first of _RANK_VARS set; None if none is. ValueError, naming the
+    variable, when the first one set is not a whole number."""
     for var in _RANK_VARS:
         v = os.environ.get(var)
-        if v is not None and v.strip().isdigit():
-            return int(v)
+        if v is None:
+            continue
+        if not v.strip().isdigit():
+            raise ValueError(f"{var}={v!r} is not a rank (a whole number from 0): fix {var} "
+                             "or give this server's rank (rank=)")
+        return int(v), var
     return None
 
 
@@ -214,7 +223,7 @@ class Buffer:
     def __init__(self, seg: cistern.Segment, buffer_t: BufferType, prefix: str, rank: int,
                  comm_size: int, dtype: DTypeLike, shape: Shape,
                  metric_logger: Optional[AnyLogger] = None, log_every: int = 100,
-                 owner: bool = False) -> None:
+                 owner: bool = False, skip_misfits: bool = False) -> None:
         self.name: str = seg.name
         """The segment's name, where simulations put (segment_name(prefix, rank))."""
         self.prefix = prefix
@@ -229,6 +238,10 @@ class Buffer:
             None if metric_logger is None else _log_function(metric_logger))
         self.log_every = _positive("log_every", log_every) or 100
         self.metric_prefix = "buffer/" if comm_size == 1 else f"buffer/rank{rank}/"
+        self.skip_misfits = skip_misfits
+        """Whether reads go past a sample of another size than dtype and shape
+        say (read and dropped, see cistern.Segment.skip_misfits) instead of
+        raising ValueError with the sample left in the segment."""
         self._reads = 0
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -303,13 +316,36 @@ class Buffer:
 
     # -- writing ----------------------------------------------------------
 
+    def _values(self, samples: object, what: str) -> npt.NDArray[Any]:
+        """samples as a C-contiguous array of this buffer's dtype, converted by
+        the rule of docs/SCHEMA.md (cistern's one rule): whole numbers in range
+        into integers, any number into floats rounded (not a finite one beyond
+        the range), bools only into bool. ValueError otherwise."""
+        return np.ascontiguousarray(cistern._convert(samples, self.dtype, what,
+                                                     f"this buffer holds {self.dtype}"))
+
+    def _check_items(self, items: int, what: str) -> None:
+        if self.shape is not None and items != math.prod(self.shape):
+            raise ValueError(f"{what} of {items} items where this buffer holds shape "
+                             f"{self.shape}: nothing was put")
+
     def _payload(self, sample: object) -> Any:
+        """One sample as put() writes it, checked: raw bytes must be one
+        sample's bytes; anything else is converted to the buffer's dtype and
+        must have its shape's number of items."""
         if isinstance(sample, (bytes, bytearray, memoryview)):
+            n = memoryview(sample).nbytes
+            item = self.dtype.itemsize
+            if self.shape is not None and n != item * math.prod(self.shape):
+                raise ValueError(f"raw bytes of {n} bytes where this buffer's samples are "
+                                 f"{item * math.prod(self.shape)} ({self.dtype}, shape "
+                                 f"{self.shape}): nothing was put")
+            if n % item:
+                raise ValueError(f"raw bytes of {n} bytes, not a whole number of {self.dtype} "
+                                 f"items of {item} bytes: nothing was put")
             return sample
-        arr = np.ascontiguousarray(sample, dtype=self.dtype)
-        if self.shape is not None and arr.size != int(np.prod(self.shape)):
-            raise ValueError(f"a sample of {arr.size} items where this buffer holds "
-                             f"shape {self.shape}")
+        arr = self._values(sample, "put")
+        self._check_items(arr.size, "a sample")
         return arr
 
     def put(self, sample: object, sim_id: int = 0, time_step: int = 0,
@@ -325,7 +361,10 @@ class Buffer:
                   timeout: Optional[float] = None) -> npt.NDArray[np.uint64]:
         """Put the rows of `samples` in order, as put() would one by one, in one
         C call while there is room. Returns their sample ids."""
-        arr = np.ascontiguousarray(samples, dtype=self.dtype)
+        arr = self._values(samples, "put_batch")
+        if arr.ndim == 0 or arr.shape[0] == 0:
+            raise ValueError("put_batch: samples must be an array of one or more rows")
+        self._check_items(arr[0].size, "put_batch: a row")
         ids: npt.NDArray[np.uint64] = self.segment().put_batch(arr, sim_id, time_step, timeout)
         return ids
 
@@ -353,14 +392,17 @@ class Buffer:
         BatchReservoir a batch (batch_size, *shape). Raises cistern.EndOfData
         at end of data, TimeoutError."""
         seg = self.segment()
+        seg.skip_misfits = self.skip_misfits
         out: npt.NDArray[Any]
         if self.buffer_t is BufferType.SimPairedReservoir:
             out = seg.get_pair(self.dtype, self._read_shape(), timeout)
+            self._count_read(2)
         elif self.buffer_t is BufferType.BatchReservoir:
             out = seg.get_batch(None, self.dtype, self._read_shape(), timeout)
+            self._count_read(len(out))
         else:
             out = seg.get_array(self.dtype, self.shape, timeout)
-        self._count_read()
+            self._count_read(1)
         return out
 
     def get_batch(self, n: Optional[int] = None, timeout: Optional[float] = None) -> npt.NDArray[Any]:
@@ -370,6 +412,7 @@ class Buffer:
         batch (n None or its batch_size), SimPairedReservoir n pairs
         (k, 2, *shape). Raises cistern.EndOfData when none is left."""
         seg = self.segment()
+        seg.skip_misfits = self.skip_misfits
         shape = self._read_shape()
         out: npt.NDArray[Any]
         if self.buffer_t is BufferType.SimPairedReservoir:
@@ -383,11 +426,12 @@ class Buffer:
                         raise
                     break
             out = np.stack(pairs)
+            self._count_read(2 * len(out))
         else:
             if n is None and self.buffer_t is not BufferType.BatchReservoir:
                 raise ValueError("get_batch: give n")
             out = seg.get_batch(n, self.dtype, shape, timeout)
-        self._count_read()
+            self._count_read(len(out))
         return out
 
     def __iter__(self) -> Iterator[npt.NDArray[Any]]:
@@ -400,10 +444,20 @@ class Buffer:
 
     # -- metrics ----------------------------------------------------------
 
-    def _count_read(self) -> None:
-        self._reads += 1
-        if self._log is not None and self._reads % self.log_every == 0:
+    def _count_read(self, samples: int) -> None:
+        """Count `samples` read (a pair is 2, a batch of k is k) and log the
+        metrics each time the count passes a multiple of log_every. Called once
+        the samples are taken: a logger that raises is warned of
+        (RuntimeWarning), never lets the caller lose them."""
+        before = self._reads
+        self._reads += samples
+        if self._log is None or self._reads // self.log_every == before // self.log_every:
+            return
+        try:
             self.log_metrics(self._reads)
+        except Exception as e:  # the samples read are the caller's all the same
+            warnings.warn(f"metric_logger raised {type(e).__name__}: {e} (the samples read "
+                          "are returned all the same)", RuntimeWarning, stacklevel=3)
 
     def metrics(self) -> Dict[str, float]:
         """The metrics this buffer logs, by tag (without metric_prefix):
@@ -421,8 +475,10 @@ class Buffer:
     def log_metrics(self, step: Optional[int] = None) -> Dict[str, float]:
         """Send metrics() to the metric_logger now, each as
         log_scalar(metric_prefix + tag, value, step) (or add_scalar), with step
-        the number of reads made through this object unless given; returns them.
-        The buffer calls it by itself every log_every reads."""
+        the number of samples read through this object unless given; returns
+        them.
+        The buffer calls it by itself each time the samples read through it
+        pass a multiple of log_every (a pair counts 2, a batch of k counts k)."""
         m = self.metrics()
         if self._log is not None:
             s = self._reads if step is None else step
@@ -444,7 +500,8 @@ class Buffer:
         if batch_size is None and self.buffer_t is BufferType.BatchReservoir:
             batch_size = self.batch_size
         return CisternDataset(self.name, self.dtype, self._read_shape(), batch_size=batch_size,
-                              timeout=timeout, with_meta=with_meta, transform=transform)
+                              timeout=timeout, with_meta=with_meta, transform=transform,
+                              skip_misfits=self.skip_misfits)
 
     # -- lifetime ---------------------------------------------------------
 
@@ -471,7 +528,7 @@ class Buffer:
         return dict(name=self.name, prefix=self.prefix, rank=self.rank,
                     comm_size=self.comm_size, buffer_t=int(self.buffer_t),
                     dtype=self.dtype.str, shape=self.shape, log_every=self.log_every,
-                    cfg=self._cfg)
+                    cfg=self._cfg, skip_misfits=self.skip_misfits)
 
     def __setstate__(self, st: Dict[str, Any]) -> None:
         self.name = st["name"]
@@ -486,6 +543,7 @@ class Buffer:
         self._log = None
         self.log_every = st["log_every"]
         self.metric_prefix = "buffer/" if self.comm_size == 1 else f"buffer/rank{self.rank}/"
+        self.skip_misfits = st.get("skip_misfits", False)
         self._reads = 0
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -544,7 +602,7 @@ def make_buffer(buffer_size: int, buffer_t: Union[BufferType, int, str] = Buffer
                 rank: Optional[int] = None, dtype: DTypeLike = "float32", shape: Shape = None,
                 sample_bytes: int = 0, batch_size: Optional[int] = None,
                 expected_producers: int = 0, seed: int = 0, lossy: bool = False,
-                mode: int = 0o600, log_every: int = 100) -> Buffer:
+                mode: int = 0o600, log_every: int = 100, skip_misfits: bool = False) -> Buffer:
     """Create this server rank's buffer: a cistern segment of `buffer_size`
     samples under the policy of `buffer_t`, and return it as a Buffer.
 
@@ -559,23 +617,33 @@ def make_buffer(buffer_size: int, buffer_t: Union[BufferType, int, str] = Buffer
       comm_size             the server's ranks: one segment each
       metric_logger         an object with log_scalar(tag, value, step) (or
                             add_scalar(tag, value, step), a tensorboard
-                            SummaryWriter); every `log_every` reads it receives
-                            the buffer's metrics (Buffer.metrics())
+                            SummaryWriter); every `log_every` samples read
+                            (a pair counts 2, a batch of k counts k) it
+                            receives the buffer's metrics (Buffer.metrics());
+                            one that raises is warned of (RuntimeWarning)
+                            and the samples read are returned all the same
       use_legacy            must be False (ValueError otherwise: no legacy
                             queues here)
     cistern's, keyword-only:
       name                  the buffer's name (default "melissa-<pid>"); the
                             segment is segment_name(name, rank)
       rank                  this server's rank, < comm_size; default: 0 when
-                            comm_size is 1, else taken from the environment
-                            (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
-                            SLURM_PROCID, RANK), else ValueError
+                            comm_size is 1, else taken from the first set of
+                            OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
+                            SLURM_PROCID, RANK; ValueError when none is set,
+                            or the one set is not a whole number or not below
+                            comm_size (the message names the variable)
       dtype, shape          how samples read (shape None: flat vectors)
       sample_bytes          the slot size when shape is None (0: the library's)
       batch_size            BatchReservoir's batch (required there)
       expected_producers    simulations that will call producer_done(); the
                             last one closes reception (0: close it yourself)
       seed, lossy, mode     as cistern.create() (lossy: FIFOEvictReservoir)
+      log_every             samples read between two metric_logger calls
+      skip_misfits          reads go past a sample of another size than
+                            dtype and shape say (put by a simulation through
+                            a raw attach()), read and dropped, instead of
+                            raising ValueError with it left in the segment
 
     Raises ValueError when a parameter the type needs is missing or out of
     range, FileExistsError when the segment exists already.
@@ -586,11 +654,17 @@ def make_buffer(buffer_size: int, buffer_t: Union[BufferType, int, str] = Buffer
     size = _positive("buffer_size", buffer_size) or 0
     t = _buffer_type(buffer_t)
     ranks = _positive("comm_size", comm_size) or 1
-    if rank is None:
-        rank = 0 if ranks == 1 else _rank_from_env()
-        if rank is None:
+    if rank is None and ranks > 1:
+        found = _rank_from_env()
+        if found is None:
             raise ValueError(f"comm_size={ranks}: give this server's rank (rank=), or run "
                              f"under a launcher that sets one of {', '.join(_RANK_VARS)}")
+        rank, var = found
+        if rank >= ranks:
+            raise ValueError(f"rank {rank}, from {var}={os.environ[var]!r}, is not below "
+                             f"comm_size={ranks}")
+    elif rank is None:
+        rank = 0
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < ranks:
         raise ValueError(f"rank must be an int in [0, comm_size={ranks}), not {rank!r}")
     kw = _check(size, t, per_server_watermark, pseudo_epochs, sweep_size, nb_time_steps,
@@ -606,7 +680,8 @@ def make_buffer(buffer_size: int, buffer_t: Union[BufferType, int, str] = Buffer
                          expected_producers=expected_producers, seed=seed, lossy=lossy,
                          mode=mode, **kw)
     try:
-        return Buffer(seg, t, prefix, rank, ranks, dt, shp, metric_logger, log_every, owner=True)
+        return Buffer(seg, t, prefix, rank, ranks, dt, shp, metric_logger, log_every, owner=True,
+                      skip_misfits=skip_misfits)
     except BaseException:
         seg.detach()
         seg.unlink()
@@ -641,14 +716,15 @@ def make_buffers(buffer_size: int, buffer_t: Union[BufferType, int, str] = Buffe
 
 def attach_buffer(name: str, rank: int = 0, comm_size: int = 1, dtype: DTypeLike = "float32",
                   shape: Shape = None, metric_logger: Optional[AnyLogger] = None,
-                  log_every: int = 100) -> Buffer:
+                  log_every: int = 100, skip_misfits: bool = False) -> Buffer:
     """A Buffer over the existing segment of rank `rank` of buffer `name`, made
     by another process: its type comes from the segment's policy. Closing it
     detaches and leaves the segment in place."""
     seg = cistern.attach(segment_name(name, rank))
     try:
         t = _TYPE_OF[seg.policy]
-        return Buffer(seg, t, name, rank, comm_size, dtype, shape, metric_logger, log_every)
+        return Buffer(seg, t, name, rank, comm_size, dtype, shape, metric_logger, log_every,
+                      skip_misfits=skip_misfits)
     except BaseException:
         seg.detach()
         raise

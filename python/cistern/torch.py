@@ -144,6 +144,11 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
     any_owner: attach even to a segment owned by another user (see cistern.attach).
     rank: the rank whose segment to read when `name` holds "{rank}" (see
       rank_segment_name()); None: torch.distributed's rank of this process.
+    skip_misfits: go past a sample of another size than dtype and shape (or the
+      schema) say, reading and dropping it (Segment.skip_misfits), instead of
+      raising ValueError out of the iteration with the sample left in the
+      segment. The zero-copy reads (copy=False) and a shape with -1 always
+      raise.
 
     Attributes: name (the segment's name, "{rank}" filled in), template (the
     name as given), rank (the rank filled in, or None without "{rank}").
@@ -153,7 +158,8 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
                  shape: cistern.ShapeLike = None, batch_size: int | None = None,
                  copy: bool = True, timeout: cistern.Timeout = None, with_meta: bool = False,
                  transform: Callable[[Any], Any] | None = None,
-                 any_owner: bool = False, rank: int | None = None) -> None:
+                 any_owner: bool = False, rank: int | None = None,
+                 skip_misfits: bool = False) -> None:
         super().__init__()
         #: The name as given, "{rank}" and all.
         self.template = name
@@ -179,6 +185,7 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
         self.with_meta = with_meta
         self.transform = transform
         self.any_owner = any_owner
+        self.skip_misfits = skip_misfits
 
     def _out(self, tensor: Any, meta: Any) -> Any:
         item = (tensor, meta) if self.with_meta else tensor
@@ -188,6 +195,7 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
         """Attach to the segment by name and yield items until end of data
         (see the class doc); detach when the iteration ends."""
         seg = cistern.attach(self.name, any_owner=self.any_owner)
+        seg.skip_misfits = self.skip_misfits
         try:
             if self.dtype is None and self.shape is None and seg.schema is not None:
                 if self.batch_size is not None:
@@ -323,7 +331,8 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
                     raise TimeoutError(f"no sample in {self.timeout} s")
                 try:
                     g = seg.acquire_many(bs - got,
-                                         _STALL_S if left is None else min(_STALL_S, left))
+                                         _STALL_S if left is None else min(_STALL_S, left),
+                                         self._np_dtype, self.shape)
                 except cistern.EndOfData:
                     break
                 except TimeoutError:
