@@ -357,17 +357,8 @@ def _explains_waits(read: _F) -> _F:
     def explained(self: Segment, *args: Any, **kw: Any) -> Any:
         try:
             return read(self, *args, **kw)
-        except TimeoutError as e:
-            why = self._watermark_wait()
-            if why is None:
-                raise
-            said = e.strerror if e.errno is not None and e.strerror else str(e)
-            raise TimeoutError(e.errno, f"{said}: {why}") from None
-        except KeyboardInterrupt as e:
-            why = self._watermark_wait()
-            if why is not None:
-                e.add_note(f"the read was waiting: {why}")
-            raise
+        except (TimeoutError, KeyboardInterrupt) as e:
+            raise self._waited(e) from None
     return cast(_F, explained)
 
 
@@ -1581,6 +1572,18 @@ class Segment:
         # A segment is a segment even while empty (len() would say otherwise).
         return True
 
+    def _waited(self, e: BaseException) -> BaseException:
+        """e, a TimeoutError or KeyboardInterrupt out of a read, saying why the
+        read waited when the watermark held it back."""
+        why = self._watermark_wait()
+        if why is None:
+            return e
+        if isinstance(e, TimeoutError):
+            said = e.strerror if e.errno is not None and e.strerror else str(e)
+            return TimeoutError(e.errno, f"{said}: {why}")
+        e.add_note(f"the read was waiting: {why}")
+        return e
+
     def _watermark_wait(self) -> str | None:
         """Why a read waits if the watermark holds it back (reception open and
         the population not past the watermark), else None."""
@@ -1768,7 +1771,6 @@ class Segment:
     def get(self, timeout: Timeout = None, *,
             meta: Literal[True]) -> tuple[bytes | Fields, Meta]: ...
 
-    @_explains_waits
     def get(self, timeout: Timeout = None,
             meta: bool = False) -> bytes | Fields | tuple[bytes | Fields, Meta]:
         """Take one sample out as bytes (or (bytes, Meta) with meta=True); for a
@@ -1802,11 +1804,12 @@ class Segment:
     def get_array(self, dtype: DTypeLike = "uint8", shape: ShapeLike = None,
                   timeout: Timeout = None, *, meta: Literal[True]) -> tuple[Array, Meta]: ...
 
-    @_explains_waits
     def get_array(self, dtype: DTypeLike = "uint8", shape: ShapeLike = None,
                   timeout: Timeout = None, meta: bool = False) -> Array | tuple[Array, Meta]:
         """Take one sample out as a private numpy array of `dtype`, reshaped to
-        `shape` (or (array, Meta) with meta=True)."""
+        `shape` (or (array, Meta) with meta=True). A sample that does not fit
+        raises ValueError and stays in the segment, or with skip_misfits is
+        read and dropped and the next one taken."""
         np = _need_numpy()
         dtype = np.dtype(dtype)
         shape = _shape_tuple(shape)
@@ -1878,7 +1881,9 @@ class Segment:
         after at least one sample); with none at all, EndOfData or TimeoutError is
         raised. A batch that the rate limiter's slack (set by hand at creation)
         could never admit raises ValueError at once. With meta=True, also returns a (k, 3) uint64 array of
-        (sample_id, sim_id, time_step).
+        (sample_id, sim_id, time_step). With skip_misfits, a sample of another
+        size is read and dropped instead (a reservoir's batch is then the
+        members that fit).
         """
         np = _need_numpy()
         sch = self.schema if dtype is None and shape is None else None
@@ -1916,7 +1921,6 @@ class Segment:
             metas = metas[:k].copy()
         return out, metas
 
-    @_explains_waits
     def get_into(self, out: Any, timeout: Timeout = None, metas: Any = None) -> int:
         """Copy the next sample into `out`, a writable buffer you reuse (a numpy
         array, a bytearray, ...), with no new object made: the fast way to read one
@@ -1932,8 +1936,9 @@ class Segment:
         except ValueError:
             self._check_read("one")
             raise
+        except (TimeoutError, KeyboardInterrupt) as e:
+            raise self._waited(e) from None
 
-    @_explains_waits
     def get_batch_into(self, out: Any, timeout: Timeout = None, metas: Any = None,
                        lengths: Any = None) -> int:
         """Copy up to len(out) samples into `out` in one C call, sample i into
@@ -1958,6 +1963,8 @@ class Segment:
         except ValueError:
             self._check_read("batch", n)
             raise
+        except (TimeoutError, KeyboardInterrupt) as e:
+            raise self._waited(e) from None
 
     @overload
     def acquire_many(self, n: int, timeout: Timeout = None,  # type: ignore[misc]
@@ -1979,7 +1986,9 @@ class Segment:
         of data, or when the timeout (for the whole call) comes after the first.
         For a reader that must keep samples in the segment until it has passed
         them on (a crash in between hands them out again under FIFO and FIRO).
-        Policies that read one sample."""
+        Policies that read one sample. With skip_misfits and one size that fits
+        (the schema, or a dtype and a shape without -1), a sample of another
+        size is read and dropped instead of held."""
         self._check_read("one")
         sch = self.schema if dtype is None and shape is None else None
         size = _fixed_size(dtype, shape, sch) if self.skip_misfits else None
@@ -1995,7 +2004,6 @@ class Segment:
     def acquire(self, timeout: Timeout = None, dtype: DTypeLike = None,
                 shape: ShapeLike = None) -> Sample[Array]: ...
 
-    @_explains_waits
     def acquire(self, timeout: Timeout = None, dtype: DTypeLike = None,
                 shape: ShapeLike = None) -> Sample[Array] | Sample[Array | Fields]:
         """Acquire one sample to read in place; returns a Sample (a context manager).
@@ -2050,7 +2058,7 @@ class Segment:
 
     def _read(self, call: Callable[..., _T], kind: str, *args: Any) -> _T:
         """call(*args), with a read the policy does not do explained (the library
-        only says EINVAL)."""
+        only says EINVAL), and a wait the watermark made (_waited())."""
         try:
             return call(*args)
         except ValueError:
@@ -2058,6 +2066,8 @@ class Segment:
             if why:
                 raise ValueError(why) from None
             raise
+        except (TimeoutError, KeyboardInterrupt) as e:
+            raise self._waited(e) from None
 
     def _acquire_one(self, timeout: Timeout) -> _cistern.Sample:
         return self._read(self._h.acquire, "one", _timeout_ms(timeout))

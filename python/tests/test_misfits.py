@@ -268,6 +268,8 @@ def test_a_read_timing_out_below_the_watermark_names_population_and_watermark(se
             seg.get(timeout=0.05)
         with pytest.raises(TimeoutError, match="population 18, watermark 64"):
             seg.get_batch(4, "float32", (4,), timeout=0)
+        with pytest.raises(TimeoutError, match="population 18, watermark 64"):
+            seg.get_into(np.empty(4, np.float32), timeout=0)
     finally:
         seg.detach()
 
