@@ -804,8 +804,8 @@ def _structured_fields(data: Any) -> Mapping[str, Any] | None:
 
 def _schema_fields(sch: Schema | None, data: Any) -> Any:
     """What a put into a segment of schema `sch` takes as fields: a dict or a
-    structured record as it is; a numpy array of any dtype but uint8 (raw
-    bytes) as the value of the schema's only field, checked as a field is,
+    structured record as it is; a numpy array or scalar of any dtype but uint8
+    (raw bytes) as the value of the schema's only field, checked as a field is,
     since its bytes read as that field would be another value. None for raw
     bytes (bytes, a uint8 array, any other buffer), which are checked for size
     only. ValueError for a typed array where the schema has several fields."""
@@ -813,9 +813,10 @@ def _schema_fields(sch: Schema | None, data: Any) -> Any:
         return None
     if isinstance(data, Mapping) or _structured_fields(data) is not None:
         return data
-    if _np is not None and isinstance(data, _np.ndarray) and data.dtype != _np.uint8:
+    if (_np is not None and isinstance(data, (_np.ndarray, _np.generic))
+            and data.dtype != _np.uint8):
         if len(sch.fields) == 1:
-            return {sch.names[0]: data}
+            return {sch.names[0]: _np.asarray(data)}
         raise ValueError(f"a {data.dtype} array is not a sample of the schema ({sch.text}): "
                          "put a dict of its fields, a numpy structured record, or the "
                          "sample's raw bytes (bytes or a uint8 array)")

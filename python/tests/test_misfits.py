@@ -79,6 +79,18 @@ def test_a_float64_array_into_a_one_field_schema_is_refused_as_the_field(segname
         seg.detach()
 
 
+def test_a_numpy_scalar_of_another_dtype_into_a_one_field_schema_is_refused(segname):
+    seg = cistern.create(segname, slots=4, schema="r:float32")
+    try:
+        with pytest.raises(ValueError, match="field 'r': dtype int32, where the schema has "
+                                             "float32"):
+            seg.put(np.int32(3))  # 4 bytes, as many as a sample
+        seg.put(np.float32(0.5))
+        assert seg.get()["r"] == 0.5
+    finally:
+        seg.detach()
+
+
 def test_a_typed_array_into_a_schema_of_several_fields_is_refused(segname):
     seg = cistern.create(segname, slots=4, schema="a:float32;b:float32")
     try:
