@@ -244,7 +244,7 @@ def test_a_wrong_batch_is_refused_whole(rl):
     assert rl.stats().puts == 0
 
 
-def test_scalars_convert_only_when_no_value_changes(segname):
+def test_scalars_out_of_their_fields_range_are_refused_naming_the_field(segname):
     seg = cistern.create(segname, slots=4, schema="u:uint8;f:float16;b:bool;i:int16[2]")
     try:
         seg.put({"u": 255, "f": 0.5, "b": True, "i": [-3, 7]})
