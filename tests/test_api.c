@@ -354,7 +354,7 @@ Test(attach, populate_maps_every_page_at_attach)
 	cr_assert_eq(cistern_get(plain, b, sizeof(b), NULL, 0), 1);
 	cr_assert_eq(cistern_detach(full), 0);
 	cr_assert_eq(cistern_detach(plain), 0);
-	cr_assert_eq(cistern_attach_flags(name, 1u << 2, &full), -EINVAL, "an unknown flag");
+	cr_assert_eq(cistern_attach_flags(name, 1u << 3, &full), -EINVAL, "an unknown flag");
 	seg_drop(c);
 }
 
