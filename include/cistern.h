@@ -152,8 +152,11 @@ enum {
 	 * simulations expect. With the flag, do not relaunch: a replacement's done
 	 * would count on top.
 	 *
-	 * A handle becomes a counted producer at its first reserve or put on a
-	 * segment with expected_producers > 0. It dies "before done" if its
+	 * A handle becomes a counted producer on a segment with
+	 * expected_producers > 0 when it attaches with CISTERN_ATTACH_PRODUCER,
+	 * or else at its first reserve or put: a process that may die before its
+	 * first put (a simulation crashing at start-up) attaches with the flag,
+	 * so that its death is counted too. It dies "before done" if its
 	 * process ends without cistern_producer_done() and without
 	 * cistern_detach(). A clean detach counts as neither done nor died (the
 	 * program may attach again). The death is counted when the dead
@@ -345,8 +348,22 @@ CISTERN_API int cistern_attach(const char *name, struct cistern **out);
 #define CISTERN_ATTACH_POPULATE (1u << 1)
 
 /**
- * cistern_attach() with flags: 0, or CISTERN_ATTACH_ANY_OWNER and
- * CISTERN_ATTACH_POPULATE or-ed.
+ * Flag of cistern_attach_flags(): the process attaches as one of the
+ * segment's expected producers (cfg.expected_producers). It counts as a
+ * producer from the attach on, instead of from its first reserve or put, so
+ * that dying before its first put is dying before done like any other
+ * death (see CISTERN_DEAD_PRODUCER_DONE). It is the same one producer
+ * after its first put, and done after its cistern_producer_done(), as
+ * without the flag. The flag takes no role: the producer role is
+ * still taken at the first reserve or put (where CISTERN_SINGLE_PRODUCER's
+ * -EBUSY comes). On a segment without expected producers it changes nothing.
+ * The command line's `cistern put` attaches with it.
+ */
+#define CISTERN_ATTACH_PRODUCER (1u << 2)
+
+/**
+ * cistern_attach() with flags: 0, or CISTERN_ATTACH_ANY_OWNER,
+ * CISTERN_ATTACH_POPULATE and CISTERN_ATTACH_PRODUCER or-ed.
  * @return as cistern_attach(); -EINVAL for an unknown flag.
  */
 CISTERN_API int cistern_attach_flags(const char *name, uint32_t flags, struct cistern **out);

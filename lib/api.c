@@ -682,7 +682,9 @@ ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct ciste
 		unacquire_one(c, &s);
 		return -EMSGSIZE;
 	}
-	memcpy(buf, s.data, s.len);
+	/* An empty sample may come with no buffer (buf NULL, cap 0): memcpy() takes no NULL. */
+	if (s.len)
+		memcpy(buf, s.data, s.len);
 	if (meta)
 		*meta = s.meta;
 	size_t len = s.len;

@@ -128,7 +128,9 @@ static ssize_t get_now(struct cistern *c, void *buf, size_t cap, struct cistern_
 		return r;
 	if (s.len > c->slot_size || s.len > cap)
 		return cistern__fifo_got_too_long(c, &s);
-	memcpy(buf, s.data, s.len);
+	/* As cistern__get_slow(): an empty sample may come with no buffer. */
+	if (s.len)
+		memcpy(buf, s.data, s.len);
 	if (meta)
 		*meta = s.meta;
 	size_t len = s.len;

@@ -130,7 +130,7 @@ static void reclaim_entry(struct cistern *c, uint32_t index)
 	cistern__wake_all(c->hdr);
 }
 
-int cistern__claim_entry(struct cistern *c)
+int cistern__claim_entry(struct cistern *c, bool producer)
 {
 	struct cistern_hdr *h = c->hdr;
 	struct cistern_proc *procs = cistern__procs(c);
@@ -164,6 +164,20 @@ int cistern__claim_entry(struct cistern *c)
 		atomic_store_explicit(&p->auto_busy, 0, memory_order_relaxed);
 		atomic_store_explicit(&p->auto_entered, 0, memory_order_relaxed);
 		atomic_store_explicit(&p->role, 0, memory_order_relaxed);
+		/*
+		 * The producer mark, before the entry reads ACTIVE: an owner that
+		 * attaches as a producer counts from here, so its reclaim counts a
+		 * death at any later step, first put or not; any other owner is
+		 * counted at its first reserve (roles.h). One mark per entry: it
+		 * is the same producer then. A claimer that died before ACTIVE
+		 * left its mark on a FREE entry, which nobody reads and the next
+		 * claimer overwrites here. Relaxed: published with the reset by
+		 * [entry-active].
+		 */
+		bool counted = producer && c->fixed.expected_producers;
+		atomic_store_explicit(&p->producing,
+				      counted ? CISTERN_COUNTED : CISTERN_COUNTED_NONE,
+				      memory_order_relaxed);
 		/* [entry-active] release: the reset above comes before the entry reads ACTIVE. */
 		atomic_store_explicit(&p->state, CISTERN_PROC_ACTIVE, memory_order_release);
 		c->owner = i + 1;

@@ -9,7 +9,11 @@
 #include "handle.h"
 
 /* liveness.c */
-int cistern__claim_entry(struct cistern *c);
+/*
+ * Take a free or dead entry of the table for c; `producer`: the owner attaches
+ * as a counted producer (CISTERN_ATTACH_PRODUCER). 0, or -EUSERS.
+ */
+int cistern__claim_entry(struct cistern *c, bool producer);
 void cistern__release_entry(struct cistern *c);
 /* Reclaim every dead attachment; returns how many were reclaimed. */
 int cistern__sweep(struct cistern *c);

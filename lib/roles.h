@@ -119,7 +119,8 @@ static inline void cistern__auto_end(struct cistern *c)
 
 /*
  * api.c: expected producers. A handle taking the producer role becomes a
- * counted producer (unless it already said it is done); a reclaim calls
+ * counted producer (unless it already is, from its attach with
+ * CISTERN_ATTACH_PRODUCER, or said it is done); a reclaim calls
  * cistern__producer_gone() for every entry it frees, `died` false for an
  * owner's own detach, and counts a counted producer that died before done.
  */

@@ -89,6 +89,21 @@ static const char *skip(const char *p)
 	return p;
 }
 
+/*
+ * How much of the text at p a message quotes as the token there: up to white
+ * space or a shape's punctuation, at least one character (none at the end),
+ * at most 24.
+ */
+static int token_len(const char *p)
+{
+	size_t n = 0;
+	while (p[n] && !is_space(p[n]) && !strchr(",;[]", p[n]))
+		n++;
+	if (n == 0 && *p)
+		n = 1;
+	return (int)(n > 24 ? 24 : n);
+}
+
 /* The canonical text being written; `full` once something did not fit. */
 struct canon {
 	char text[CISTERN_SCHEMA_MAX];
@@ -184,10 +199,14 @@ static const char *parse_field(const char *p, unsigned no, const struct canon *k
 			if (f->ndim == CISTERN_FIELD_DIMS)
 				return say("schema: field '%s' has more than %d dimensions",
 					   f->name, CISTERN_FIELD_DIMS);
+			const char *dim = p;
+			if (!*p)
+				return say("schema: field '%s': its shape has no closing ']'",
+					   f->name);
 			if (!is_digit(*p))
 				return say("schema: field '%s': a dimension is a number from 1 up, "
-					   "in a shape such as [84,84] or []",
-					   f->name);
+					   "not '%.*s', in a shape such as [84,84] or []",
+					   f->name, token_len(dim), dim);
 			uint64_t d = 0;
 			while (is_digit(*p)) {
 				/* Any dimension above the largest slot is refused below: stop there. */
@@ -195,6 +214,11 @@ static const char *parse_field(const char *p, unsigned no, const struct canon *k
 					d = d * 10 + (uint64_t)(*p - '0');
 				p++;
 			}
+			/* Digits that run into more of a token ("0x10", "1.5") are no decimal number. */
+			if (*p && !is_space(*p) && !strchr(",;]", *p))
+				return say("schema: field '%s': a dimension is a decimal "
+					   "number from 1 up, not '%.*s'",
+					   f->name, token_len(dim), dim);
 			if (d == 0)
 				return say("schema: field '%s': a dimension of 0", f->name);
 			if (d > CISTERN_SLOT_SIZE_MAX || count * d > CISTERN_SLOT_SIZE_MAX)
@@ -205,11 +229,20 @@ static const char *parse_field(const char *p, unsigned no, const struct canon *k
 			count *= d;
 			f->shape[f->ndim++] = d;
 			p = skip(p);
-			if (*p == ',')
+			if (*p == ',') {
 				p = skip(p + 1);
-			else if (*p != ']')
-				return say("schema: field '%s': expected ',' or ']' in its shape",
-					   f->name);
+				/* The grammar has no trailing comma: [1,] is refused, not read as [1]. */
+				if (*p == ']')
+					return say("schema: field '%s': expected a dimension "
+						   "after ',' in its shape, not ']'",
+						   f->name);
+			} else if (*p != ']') {
+				return *p ? say("schema: field '%s': expected ',' or ']' in its "
+						"shape, not '%.*s'",
+						f->name, token_len(p), p)
+					  : say("schema: field '%s': its shape has no closing ']'",
+						f->name);
+			}
 		}
 		p++;
 	}

@@ -450,9 +450,9 @@ static void proc_name(char out[16])
 #define SEED_STRIDE UINT64_C(0x9e3779b97f4a7c15)
 
 /* Map, claim an attachment entry and seed the generator. */
-static int finish_attach(struct cistern *c)
+static int finish_attach(struct cistern *c, bool producer)
 {
-	int r = cistern__claim_entry(c);
+	int r = cistern__claim_entry(c, producer);
 	if (r < 0)
 		return r;
 	c->me->pid = (uint32_t)getpid();
@@ -600,7 +600,7 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	memcpy(h->magic, CISTERN_MAGIC, sizeof(h->magic));
 	r = cistern__schema_load(c);
 	if (r == 0)
-		r = finish_attach(c);
+		r = finish_attach(c, false);
 	if (r < 0) {
 		cistern__schema_free(c);
 		munmap(p, l.total_size);
@@ -832,7 +832,8 @@ int cistern_attach_flags(const char *name, uint32_t flags, struct cistern **out)
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (flags & ~(uint32_t)(CISTERN_ATTACH_ANY_OWNER | CISTERN_ATTACH_POPULATE))
+	if (flags & ~(uint32_t)(CISTERN_ATTACH_ANY_OWNER | CISTERN_ATTACH_POPULATE |
+				CISTERN_ATTACH_PRODUCER))
 		return -EINVAL;
 	struct cistern *c;
 	int r = cistern__open_mapped(name, false, flags & CISTERN_ATTACH_ANY_OWNER, &c);
@@ -845,7 +846,7 @@ int cistern_attach_flags(const char *name, uint32_t flags, struct cistern **out)
 	 */
 	r = cistern__gc_lock(c->fd, F_RDLCK, true);
 	if (r == 0)
-		r = finish_attach(c);
+		r = finish_attach(c, flags & CISTERN_ATTACH_PRODUCER);
 	if (r == 0) {
 		struct stat st;
 		if (fstat(c->fd, &st) < 0)

@@ -68,8 +68,10 @@ enum {
 /*
  * cistern_proc.producing, on a segment with expected_producers > 0: whether
  * the entry's owner is one of the producers counted towards closing
- * reception. An owner becomes COUNTED when it takes the producer role and
- * DONE at its cistern_producer_done(); a reclaim that finds a dead owner
+ * reception. An owner becomes COUNTED when it attaches with
+ * CISTERN_ATTACH_PRODUCER (liveness.c: set before the entry reads ACTIVE) or
+ * else when it takes the producer role, and DONE at its
+ * cistern_producer_done(); a reclaim that finds a dead owner
  * COUNTED counts a producer that died before done (hdr->producers_died).
  */
 enum {

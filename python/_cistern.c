@@ -2650,17 +2650,18 @@ static PyObject *raise_not_owner(const char *name)
 
 static PyObject *mod_attach(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"name", "any_owner", "populate", NULL};
+	static char *kwlist[] = {"name", "any_owner", "populate", "producer", NULL};
 	const char *name;
-	int any_owner = 0, populate = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pp:attach", kwlist, &name, &any_owner,
-					 &populate) ||
+	int any_owner = 0, populate = 0, producer = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|ppp:attach", kwlist, &name, &any_owner,
+					 &populate, &producer) ||
 	    check_name(name) < 0)
 		return NULL;
 	struct cistern *c = NULL;
 	int r;
 	uint32_t flags = (any_owner ? CISTERN_ATTACH_ANY_OWNER : 0u) |
-			 (populate ? CISTERN_ATTACH_POPULATE : 0u);
+			 (populate ? CISTERN_ATTACH_POPULATE : 0u) |
+			 (producer ? CISTERN_ATTACH_PRODUCER : 0u);
 	Py_BEGIN_ALLOW_THREADS r = cistern_attach_flags(name, flags, &c);
 	Py_END_ALLOW_THREADS if (r == -EACCES && !any_owner)
 	{
@@ -3391,10 +3392,12 @@ static PyMethodDef module_methods[] = {
 	 "dtype_name(number, /)\n--\n\n"
 	 "The name of dtype `number` (cistern_dtype_name()), as schemas write it."},
 	{"attach", (PyCFunction)(void (*)(void))mod_attach, METH_VARARGS | METH_KEYWORDS,
-	 "attach(name, any_owner=False)\n--\n\n"
+	 "attach(name, any_owner=False, populate=False, producer=False)\n--\n\n"
 	 "Attach to the existing segment `name` (cistern_attach_flags()); returns a Handle.\n"
 	 "A segment owned by another user than ours or root raises PermissionError\n"
-	 "unless any_owner=True (CISTERN_ATTACH_ANY_OWNER)."},
+	 "unless any_owner=True (CISTERN_ATTACH_ANY_OWNER). populate=True maps every\n"
+	 "page now (CISTERN_ATTACH_POPULATE); producer=True counts the process as one\n"
+	 "of the expected producers from the attach on (CISTERN_ATTACH_PRODUCER)."},
 	{"open_readonly", mod_open_readonly, METH_VARARGS,
 	 "open_readonly(name, /)\n--\n\n"
 	 "Open segment `name` for inspection only (cistern_open_readonly()): a Handle on\n"

@@ -481,6 +481,42 @@ Test(put, an_oversized_line_is_named_with_what_was_put_before_it)
 	cleanup(c, name);
 }
 
+/* Killed while it waits for its first line, `cistern put` counts as a producer that died. */
+Test(put, killed_before_its_first_sample_it_counts_as_a_dead_producer, .timeout = 60)
+{
+	char name[64];
+	uname_(name, sizeof(name), "putdied");
+	struct cistern_config cfg = {.slot_size = 8, .slot_count = 8, .expected_producers = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	int in[2];
+	cr_assert_eq(pipe(in), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(in[0], 0);
+		close(in[0]);
+		close(in[1]);
+		execl(CISTERN_BIN, CISTERN_BIN, "put", name, "--lines", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	/* Attached once the table holds two entries; then it waits on the open pipe. */
+	struct cistern_proc_info pi[4];
+	while (cistern_procs_get(c, pi, 4) < 2) {
+		int st;
+		cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "cistern put ended on its own");
+		usleep(1000);
+	}
+	kill_and_reap(pid);
+	close(in[1]);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.puts, 0);
+	cr_assert_eq(st.producers_died, 1);
+	cleanup(c, name);
+}
+
 Test(put, into_a_missing_segment_fails_naming_it)
 {
 	struct result *r = run_in("x", 1, "put", "t-cli-no-such-segment", NULL);

@@ -28,11 +28,11 @@ static struct cistern_stats stats(struct cistern *c)
 enum end { END_DONE_DETACH, END_DETACH, END_KILLED, END_DONE_KILLED };
 
 /*
- * A child that attaches to `name`, puts `puts` samples, ends as `how` says
- * (SIGKILL waits in pause() for the parent's kill), and is reaped before
- * this returns.
+ * A child that attaches to `name` with `flags`, puts `puts` samples, ends as
+ * `how` says (SIGKILL waits in pause() for the parent's kill), and is reaped
+ * before this returns.
  */
-static void producer(const char *name, int puts, enum end how)
+static void producer_with(const char *name, uint32_t flags, int puts, enum end how)
 {
 	_Atomic uint32_t *ready = shared_alloc(sizeof(*ready));
 	cr_assert_not_null(ready);
@@ -40,7 +40,7 @@ static void producer(const char *name, int puts, enum end how)
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		struct cistern *p;
-		if (cistern_attach(name, &p) < 0)
+		if (cistern_attach_flags(name, flags, &p) < 0)
 			_exit(1);
 		for (int i = 0; i < puts; i++)
 			if (cistern_put(p, "sample", 6, NULL, 5000) < 0)
@@ -70,6 +70,26 @@ static void producer(const char *name, int puts, enum end how)
 	if (how == END_DONE_DETACH || how == END_DETACH)
 		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "producer status %#x", st);
 	munmap(ready, sizeof(*ready));
+}
+
+/* As producer_with(), attached without flags: counted from its first put. */
+static void producer(const char *name, int puts, enum end how)
+{
+	producer_with(name, 0, puts, how);
+}
+
+/* As producer_with(), attached with CISTERN_ATTACH_PRODUCER: counted from its attach. */
+static void attached_producer(const char *name, int puts, enum end how)
+{
+	producer_with(name, CISTERN_ATTACH_PRODUCER, puts, how);
+}
+
+/* Attach and detach again: the attach reclaims every dead entry. */
+static void reclaim_the_dead(const char *name)
+{
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(name, &d), 0);
+	cistern_detach(d);
 }
 
 /* Read until something other than a sample; how many samples came first in *n. */
@@ -199,4 +219,75 @@ Test(producers, the_flag_needs_expected_producers)
 	struct cistern_config cfg = {.flags = CISTERN_DEAD_PRODUCER_DONE};
 	const char *why = cistern_config_problem(&cfg);
 	cr_assert(why && strstr(why, "expected_producers"), "%s", why ? why : "(none)");
+}
+
+Test(producers, with_the_flag_a_producer_killed_before_its_first_put_counts_as_done, .timeout = 60)
+{
+	struct cistern *c = make("prod-start", 2, CISTERN_DEAD_PRODUCER_DONE);
+	const char *name = seg_name_of(c);
+	producer(name, 3, END_DONE_DETACH);
+	/* A simulation that crashed at start-up: attached as a producer, never put. */
+	attached_producer(name, 0, END_KILLED);
+	int n;
+	cr_assert_eq(read_all(c, 10000, &n), CISTERN_EOD, "the readers see end of data");
+	cr_assert_eq(n, 3);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.producers_done, 1);
+	cr_assert_eq(st.producers_died, 1);
+}
+
+Test(producers, without_the_flag_a_producer_killed_before_its_first_put_is_counted_died)
+{
+	struct cistern *c = make("prod-start-wait", 1, 0);
+	const char *name = seg_name_of(c);
+	attached_producer(name, 0, END_KILLED);
+	reclaim_the_dead(name);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.producers_died, 1);
+	cr_assert(!st.reception_closed, "reception waits for a replacement");
+}
+
+Test(producers, a_producer_attached_as_one_and_killed_after_its_puts_is_counted_once)
+{
+	struct cistern *c = make("prod-start-once", 2, CISTERN_DEAD_PRODUCER_DONE);
+	const char *name = seg_name_of(c);
+	attached_producer(name, 2, END_KILLED);
+	reclaim_the_dead(name);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.producers_died, 1, "counted at its attach and its first put: one producer");
+	cr_assert(!st.reception_closed, "one of two producers ended");
+}
+
+Test(producers, a_producer_attached_as_one_and_killed_after_done_is_not_counted_died)
+{
+	struct cistern *c = make("prod-start-done", 2, CISTERN_DEAD_PRODUCER_DONE);
+	const char *name = seg_name_of(c);
+	attached_producer(name, 0, END_DONE_KILLED);
+	reclaim_the_dead(name);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.producers_done, 1);
+	cr_assert_eq(st.producers_died, 0);
+	cr_assert(!st.reception_closed, "one of two producers ended");
+}
+
+Test(producers, a_producer_attached_as_one_that_detaches_is_neither_done_nor_died)
+{
+	struct cistern *c = make("prod-start-detach", 1, CISTERN_DEAD_PRODUCER_DONE);
+	const char *name = seg_name_of(c);
+	attached_producer(name, 0, END_DETACH);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.producers_done, 0);
+	cr_assert_eq(st.producers_died, 0);
+	cr_assert(!st.reception_closed, "it may attach again");
+}
+
+Test(producers, attaching_as_a_producer_counts_nothing_without_expected_producers)
+{
+	struct cistern *c = make("prod-start-none", 0, 0);
+	const char *name = seg_name_of(c);
+	attached_producer(name, 0, END_KILLED);
+	reclaim_the_dead(name);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.producers_died, 0);
+	cr_assert(!st.reception_closed);
 }

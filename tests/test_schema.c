@@ -234,6 +234,41 @@ Test(schema_bad, each_is_refused_with_the_field_named)
 	cr_assert_eq(cistern_attach(name, &c), -ENOENT, "nothing was left behind");
 }
 
+/* Say why `schema` is refused, checking that parse refuses it too. */
+static const char *problem_of(const char *schema)
+{
+	struct cistern_config cfg = {.schema = schema};
+	const char *why = cistern_config_problem(&cfg);
+	cr_assert_not_null(why, "%s was accepted", schema);
+	cr_assert_eq(cistern_schema_parse(schema, NULL, 0, NULL), -EINVAL, "%s", schema);
+	return why;
+}
+
+Test(schema_bad, a_dimension_not_written_in_decimal_is_named_whole)
+{
+	const char *why = problem_of("a:int8[0x10]");
+	cr_assert(strstr(why, "field 'a': a dimension is a decimal number from 1 up, not '0x10'"),
+		  "%s", why);
+	cr_assert_null(strstr(why, "of 0"), "%s", why);
+	why = problem_of("a:int8[2,1.5]");
+	cr_assert(strstr(why, "not '1.5'"), "%s", why);
+}
+
+Test(schema_bad, a_trailing_comma_in_a_shape_is_refused_naming_what_follows_it)
+{
+	const char *why = problem_of("a:int8[1,]");
+	cr_assert(strstr(why, "field 'a': expected a dimension after ',' in its shape, not ']'"),
+		  "%s", why);
+	why = problem_of("a:int8[1, ];b:int8");
+	cr_assert(strstr(why, "field 'a': expected a dimension after ','"), "%s", why);
+}
+
+Test(schema_bad, a_shape_without_its_closing_bracket_is_refused_saying_so)
+{
+	cr_assert(strstr(problem_of("a:int8[4"), "field 'a': its shape has no closing ']'"));
+	cr_assert(strstr(problem_of("a:int8[4,"), "field 'a': its shape has no closing ']'"));
+}
+
 Test(schema_bad, a_text_longer_than_the_header_holds_is_refused)
 {
 	/* 1023 bytes would fit; "[]" added to each of these scalars would not. */

@@ -20,6 +20,8 @@ static const char usage[] =
 	"each line of standard input (without its newline) is one sample.\n"
 	"Samples go in in order; the first that fails (too large for a slot, a\n"
 	"timeout, reception closed) ends the command, which says how many went in.\n"
+	"On a segment created with --producers, the command is a producer from its\n"
+	"attach: killed before its first sample, it counts as one that died.\n"
 	"\n"
 	"A segment created with a schema (cistern create --schema) takes samples\n"
 	"of exactly its sample size, and can be given them field by field:\n"
@@ -290,8 +292,10 @@ static int run(int argc, char **argv)
 		return cli_bad_name(&cmd_put, name, r);
 	}
 
+	/* A producer from the attach: killed before its first sample, it counts as died. */
 	struct cistern *c;
-	r = cistern_attach_flags(name, any_owner ? CISTERN_ATTACH_ANY_OWNER : 0, &c);
+	r = cistern_attach_flags(
+		name, CISTERN_ATTACH_PRODUCER | (any_owner ? CISTERN_ATTACH_ANY_OWNER : 0), &c);
 	if (r < 0) {
 		cli_segment_error(&cmd_put, name, r, any_owner, NULL);
 		free(fields);

@@ -1022,7 +1022,8 @@ def _check_name_type(name: object) -> str:
     return name
 
 
-def attach(name: str, any_owner: bool = False, populate: bool = False) -> Segment:
+def attach(name: str, any_owner: bool = False, populate: bool = False,
+           producer: bool = False) -> Segment:
     """Attach to the existing segment `name` (FileNotFoundError if there is none).
     Recovers what dead processes left behind.
 
@@ -1034,9 +1035,14 @@ def attach(name: str, any_owner: bool = False, populate: bool = False) -> Segmen
     populate=True maps every page of the segment now (CISTERN_ATTACH_POPULATE):
     attaching takes longer, and the first pass over the slots pays no page fault
     per 4 KiB. For a long-running process that goes through the whole segment.
+
+    producer=True attaches as one of the segment's expected producers
+    (CISTERN_ATTACH_PRODUCER): the process counts as a producer from now on,
+    not from its first put, so that dying before its first put is dying
+    before producer_done() like any other death (dead_producer_done).
     """
     return Segment(_cistern.attach(_check_name_type(name), any_owner=bool(any_owner),
-                                   populate=bool(populate)), name)
+                                   populate=bool(populate), producer=bool(producer)), name)
 
 
 def open_readonly(name: str) -> Segment:

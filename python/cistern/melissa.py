@@ -129,8 +129,10 @@ def segment_name(name: str, rank: int = 0) -> str:
 def attach(name: str, rank: int = 0) -> cistern.Segment:
     """Attach to the segment of server rank `rank` of buffer `name`: what a
     simulation calls before it puts its samples (``seg.put(array, sim_id=...,
-    time_step=...)``, then ``seg.producer_done()``)."""
-    seg: cistern.Segment = cistern.attach(segment_name(name, rank))
+    time_step=...)``, then ``seg.producer_done()``). It attaches as a producer
+    (``cistern.attach(..., producer=True)``): a simulation that dies before its
+    first put counts as dead before done too."""
+    seg: cistern.Segment = cistern.attach(segment_name(name, rank), producer=True)
     return seg
 
 

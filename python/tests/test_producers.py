@@ -15,7 +15,7 @@ _PRODUCER = """
 import os, signal, sys
 import cistern
 name, puts, end = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-seg = cistern.attach(name)
+seg = cistern.attach(name, producer=sys.argv[4] == "producer")
 for i in range(puts):
     seg.put(bytes([i]) * 4, timeout=10)
 if end == "killed":
@@ -25,8 +25,8 @@ seg.detach()
 """
 
 
-def _producer(name, puts, end):
-    code = subprocess.run([sys.executable, "-c", _PRODUCER, name, str(puts), end],
+def _producer(name, puts, end, attach_as="plain"):
+    code = subprocess.run([sys.executable, "-c", _PRODUCER, name, str(puts), end, attach_as],
                           timeout=60).returncode
     assert code == (-9 if end == "killed" else 0)
 
@@ -69,6 +69,16 @@ def test_iterator_waits_for_a_replacement_by_default(segname):
         _producer(segname, 1, "done")  # started in the dead one's place
         assert len(_read(seg, timeout=10)) == 1
         assert seg.stats()["producers_done"] == 2
+
+
+def test_a_producer_attached_as_one_and_killed_before_its_first_put_ends_reading(segname):
+    with cistern.create(segname, slots=16, slot_size=4, expected_producers=2,
+                        dead_producer_done=True) as seg:
+        _producer(segname, 3, "done")
+        _producer(segname, 0, "killed", attach_as="producer")
+        assert len(_read(seg, timeout=10)) == 3  # then end of data, not a timeout
+        st = seg.stats()
+        assert (st["producers_done"], st["producers_died"]) == (1, 1)
 
 
 def test_dead_producer_done_needs_expected_producers(segname):
