@@ -40,9 +40,12 @@ extern "C" {
 CISTERN_API int cistern_mpi_gather(struct cistern_sim *s, int field, const void *part, int count,
 				   MPI_Comm comm, int root);
 
-/** cistern_mpi_gather() with a Fortran communicator (the Fortran module calls it). */
-CISTERN_API int cistern_mpi_gather_f(struct cistern_sim *s, int field, const void *part, int count,
-				     MPI_Fint comm, int root);
+/**
+ * cistern_mpi_gather() for the Fortran module: the client by reference (the
+ * module's type(cistern_sim) holds the pointer) and a Fortran communicator.
+ */
+CISTERN_API int cistern_mpi_gather_f(struct cistern_sim *const *s, int field, const void *part,
+				     int count, MPI_Fint comm, int root);
 
 #ifdef __cplusplus
 }

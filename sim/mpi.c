@@ -72,8 +72,8 @@ int cistern_mpi_gather(struct cistern_sim *s, int field, const void *part, int c
 	return err;
 }
 
-int cistern_mpi_gather_f(struct cistern_sim *s, int field, const void *part, int count,
+int cistern_mpi_gather_f(struct cistern_sim *const *s, int field, const void *part, int count,
 			 MPI_Fint comm, int root)
 {
-	return cistern_mpi_gather(s, field, part, count, MPI_Comm_f2c(comm), root);
+	return cistern_mpi_gather(s ? *s : NULL, field, part, count, MPI_Comm_f2c(comm), root);
 }
