@@ -5,14 +5,14 @@
 // std::span, and errors as std::system_error (its code() is the errno; its
 // what() is cistern's sentence). Header-only: link libcistern as for C.
 //
-//     cistern::segment seg("heat");
+//     cistern_cpp::segment seg("heat");
 //     {
-//             cistern::reservation r = seg.reserve();
+//             cistern_cpp::reservation r = seg.reserve();
 //             std::span<double> u = r.span<double>();
 //             solve(u);
 //             r.commit(u.size_bytes(), sim_id, t);   // or out of scope: aborted
 //     }
-//     cistern::sim s("tcp://127.0.0.1:5555", sim_id);
+//     cistern_cpp::sim s("tcp://127.0.0.1:5555", sim_id);
 //     int f = s.field("u", CISTERN_FLOAT64, n);
 //     s.write(f, u.data()); s.send(t); s.done();
 #ifndef CISTERN_HPP
@@ -27,7 +27,7 @@
 #include <system_error>
 #include <utility>
 
-namespace cistern
+namespace cistern_cpp
 {
 
 /** Throw the error of a negative result, naming the call; return a count as it is. */
@@ -170,6 +170,6 @@ private:
 	struct cistern_sim *s_ = nullptr;
 };
 
-} // namespace cistern
+} // namespace cistern_cpp
 
 #endif // CISTERN_HPP
