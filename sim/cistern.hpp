@@ -144,7 +144,7 @@ public:
 	}
 	/** Write a declared field's value. */
 	void write(int field, const void *data) { fail(cistern_sim_write(s_, field, data)); }
-	/** A declared field's place in the staged sample, as elements of T. */
+	/** A declared field's place in the staged sample, as elements of T (then written at every send). */
 	template <typename T> std::span<T> field_span(int field)
 	{
 		uint32_t itemsize = 0;

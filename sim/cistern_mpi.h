@@ -28,7 +28,8 @@ extern "C" {
 
 /**
  * Gather the parts of a declared field, in rank order, into the root's
- * staged sample (as cistern_sim_write() writes it). Collective over `comm`:
+ * staged sample, in place (so the field counts as written at every send, as
+ * after cistern_sim_field_data()). Collective over `comm`:
  * every rank calls it with its part of `count` elements (the counts may
  * differ, and add up to the field's count); `s` and `field` are used on the
  * root only (other ranks may pass NULL and 0). Every rank returns the same

@@ -70,7 +70,7 @@ CISTERN_API int cistern_sim_field(struct cistern_sim *s, const char *name, enum 
 
 /**
  * Copy a declared field's value (all its elements, C order, host byte order)
- * into the staged sample.
+ * into the staged sample; the field counts as written for the next send.
  * @return 0; -EINVAL for a NULL argument or an index that no
  *         cistern_sim_field() gave.
  */
@@ -78,8 +78,10 @@ CISTERN_API int cistern_sim_write(struct cistern_sim *s, int field, const void *
 
 /**
  * Where a declared field lies in the staged sample, to write it in place
- * (instead of cistern_sim_write()) or to gather into it. The pointer stays
- * valid until cistern_sim_close(); writing through it counts as a write.
+ * instead of with cistern_sim_write() (or to gather into it). The pointer
+ * stays valid until cistern_sim_close(). The client cannot see writes
+ * through it, so once a field's place was taken, every send counts that
+ * field as written.
  * @return the address; NULL for a NULL handle or an undeclared index.
  */
 CISTERN_API void *cistern_sim_field_data(struct cistern_sim *s, int field);
@@ -96,10 +98,10 @@ CISTERN_API int64_t cistern_sim_field_bytes(const struct cistern_sim *s, int fie
  * Send the staged sample as one time step: put into the segment (as
  * cistern_put() with timeout_ms) or handed to the server connection (as
  * cistern_remote_put()), with this client's sim_id and `time_step`. Every
- * declared field must have been written (cistern_sim_write() or
- * cistern_sim_field_data()) since the last send; the sample keeps its
- * values, so a field may stay as it was by being written again. On an error
- * nothing was sent and the sample stays staged.
+ * declared field must have been written with cistern_sim_write() since the
+ * last send, unless its place was taken with cistern_sim_field_data(); the
+ * sample keeps its values, so a field may stay as it was by being written
+ * again. On an error nothing was sent and the sample stays staged.
  * @return 0; -ENODATA if a declared field was not written since the last
  *         send; -EPIPE once reception is closed (or this client is done); the
  *         errors of cistern_put() or cistern_remote_put().

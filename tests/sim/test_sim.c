@@ -181,6 +181,27 @@ Test(sim, a_step_with_a_field_unwritten_is_enodata_and_sends_nothing)
 	cistern_sim_close(s);
 }
 
+Test(sim, a_field_written_in_place_counts_as_written_at_every_send)
+{
+	struct cistern *c = schema_segment("inplace", 0);
+	struct cistern_sim *s = open_sim(seg_name_of(c), 0);
+	int step = cistern_sim_field(s, "step", CISTERN_INT32, 1);
+	int32_t *at = cistern_sim_field_data(s, step);
+	cr_assert_not_null(at);
+	for (int32_t t = 0; t < 2; t++) {
+		*at = 40 + t;
+		cr_assert_eq(cistern_sim_send(s, (uint32_t)t, 0), 0, "%s", cistern_sim_problem(s));
+	}
+	cistern_sim_close(s);
+	unsigned char buf[SAMPLE];
+	for (int32_t t = 0; t < 2; t++) {
+		cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), SAMPLE);
+		int32_t v;
+		memcpy(&v, buf + STEP_AT, sizeof(v));
+		cr_assert_eq(v, 40 + t);
+	}
+}
+
 Test(sim, writing_an_undeclared_index_is_einval)
 {
 	struct cistern *c = schema_segment("index", 0);
