@@ -44,7 +44,7 @@ program heat_mpi
   character(len=256) :: target, mode, arg
   integer :: ierr, rank, nranks, grid, steps, cost_ms, rows, nsims, k, t, sub, s, i
   integer(c_int) :: sim_id, rc, fparams, ft, fpart, fu
-  real(c_float) :: params(5), tval(1), part(1)
+  real(c_float) :: params(5), tval, part
   real(c_double), allocatable :: u(:, :), un(:, :)
   real(c_float), allocatable :: out(:)
   type(cistern_sim) :: sim
@@ -100,13 +100,13 @@ program heat_mpi
         end do
       end if
       out = reshape(real(u(:, 1:rows), c_float), [grid * rows])
-      tval(1) = real(t, c_float) / real(max(1, steps - 1), c_float)
+      tval = real(t, c_float) / real(max(1, steps - 1), c_float)
       if (gather) then
         rc = cistern_mpi_gather(sim, fu, out, grid * rows, MPI_COMM_WORLD, 0)
         if (rc /= 0) call fail('gather: ' // cistern_strerror(rc))
         if (rank == 0) call send(t)
       else
-        part(1) = real(rank, c_float) / real(nranks, c_float)
+        part = real(rank, c_float) / real(nranks, c_float)
         call check(cistern_sim_write(sim, fpart, part))
         call check(cistern_sim_write(sim, fu, out))
         call send(t)

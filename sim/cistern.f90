@@ -7,9 +7,10 @@
 ! a negative errno on failure, as the C calls do; cistern_strerror(rc) and
 ! cistern_sim_problem(sim) say what went wrong. Handles are opaque derived
 ! types; names and endpoints are ordinary Fortran strings (trailing blanks
-! are dropped). Arrays are passed with their element count, and any
-! contiguous array of that many elements will do. docs/SIMULATIONS.md shows
-! a time loop.
+! are dropped). Arrays may be of any rank (a section that is not contiguous
+! is copied first); puts take the number of elements to send, and the
+! simulation client's writes the whole array. docs/SIMULATIONS.md shows a
+! time loop.
 !
 ! Link with -lcistern_fortran -lcistern (CMake: cistern::fortran). The MPI
 ! gather, cistern_mpi_gather(), lives in libcistern_mpi (cistern::mpi).
@@ -283,13 +284,16 @@ contains
     seg%p = c_null_ptr
   end function
 
-  ! Put n reals (float32) as one sample (cistern_put()); timeout_ms as in C, default forever.
+  ! Put the first n reals (float32) of data as one sample (cistern_put());
+  ! timeout_ms as in C, default forever. n above size(data) is CISTERN_EINVAL.
   integer(c_int) function put_float(seg, data, n, sim_id, time_step, timeout_ms)
     type(cistern_segment), intent(in) :: seg
-    real(c_float), intent(in), target :: data(*)
+    real(c_float), intent(in), target, contiguous :: data(..)
     integer(c_int), intent(in) :: n, sim_id, time_step
     integer(c_int), intent(in), optional :: timeout_ms
     type(meta_t), target :: meta
+    put_float = CISTERN_EINVAL
+    if (n < 0 .or. n > size(data)) return
     meta = meta_t(0, sim_id, time_step)
     put_float = c_put(seg%p, c_loc(data), int(n, c_size_t) * 4, c_loc(meta), &
          timeout_or_forever(timeout_ms))
@@ -298,10 +302,12 @@ contains
   ! Put n doubles (float64) as one sample.
   integer(c_int) function put_double(seg, data, n, sim_id, time_step, timeout_ms)
     type(cistern_segment), intent(in) :: seg
-    real(c_double), intent(in), target :: data(*)
+    real(c_double), intent(in), target, contiguous :: data(..)
     integer(c_int), intent(in) :: n, sim_id, time_step
     integer(c_int), intent(in), optional :: timeout_ms
     type(meta_t), target :: meta
+    put_double = CISTERN_EINVAL
+    if (n < 0 .or. n > size(data)) return
     meta = meta_t(0, sim_id, time_step)
     put_double = c_put(seg%p, c_loc(data), int(n, c_size_t) * 8, c_loc(meta), &
          timeout_or_forever(timeout_ms))
@@ -380,10 +386,12 @@ contains
   ! Send n reals as one sample (cistern_remote_put()).
   integer(c_int) function remote_put_float(conn, data, n, sim_id, time_step, timeout_ms)
     type(cistern_remote), intent(in) :: conn
-    real(c_float), intent(in), target :: data(*)
+    real(c_float), intent(in), target, contiguous :: data(..)
     integer(c_int), intent(in) :: n, sim_id, time_step
     integer(c_int), intent(in), optional :: timeout_ms
     type(meta_t), target :: meta
+    remote_put_float = CISTERN_EINVAL
+    if (n < 0 .or. n > size(data)) return
     meta = meta_t(0, sim_id, time_step)
     remote_put_float = c_remote_put(conn%p, c_loc(data), int(n, c_size_t) * 4, c_loc(meta), &
          timeout_or_forever(timeout_ms))
@@ -392,10 +400,12 @@ contains
   ! Send n doubles as one sample.
   integer(c_int) function remote_put_double(conn, data, n, sim_id, time_step, timeout_ms)
     type(cistern_remote), intent(in) :: conn
-    real(c_double), intent(in), target :: data(*)
+    real(c_double), intent(in), target, contiguous :: data(..)
     integer(c_int), intent(in) :: n, sim_id, time_step
     integer(c_int), intent(in), optional :: timeout_ms
     type(meta_t), target :: meta
+    remote_put_double = CISTERN_EINVAL
+    if (n < 0 .or. n > size(data)) return
     meta = meta_t(0, sim_id, time_step)
     remote_put_double = c_remote_put(conn%p, c_loc(data), int(n, c_size_t) * 8, c_loc(meta), &
          timeout_or_forever(timeout_ms))
@@ -434,46 +444,55 @@ contains
     cistern_sim_field = c_sim_field(sim%p, cstr(name), dtype, int(count, c_int64_t))
   end function
 
-  ! True if field `field` of sim is declared with elements of `itemsize` bytes.
-  logical function field_is(sim, field, itemsize)
+  ! True if field `field` of sim is declared with n elements of `itemsize` bytes.
+  logical function field_is(sim, field, itemsize, n)
     type(cistern_sim), intent(in) :: sim
     integer(c_int), intent(in) :: field, itemsize
-    integer(c_int32_t), target :: size
-    field_is = c_sim_field_bytes(sim%p, field, c_loc(size)) >= 0 .and. size == itemsize
+    integer, intent(in) :: n
+    integer(c_int32_t), target :: got
+    integer(c_int64_t) :: bytes
+    got = 0
+    bytes = c_sim_field_bytes(sim%p, field, c_loc(got))  ! sets got: call it first
+    field_is = bytes == int(n, c_int64_t) * itemsize .and. got == itemsize
   end function
 
-  ! Write a declared field's value (all its elements) into the step. An
-  ! array of another kind than the field's dtype is CISTERN_EINVAL.
+  ! Write a declared field's value into the step: an array (of any rank) or
+  ! a scalar of as many elements as the field. An array of another kind
+  ! than the field's dtype, or of another size, is CISTERN_EINVAL.
   integer(c_int) function sim_write_float(sim, field, data)
     type(cistern_sim), intent(in) :: sim
     integer(c_int), intent(in) :: field
-    real(c_float), intent(in), target :: data(*)
+    real(c_float), intent(in), target, contiguous :: data(..)
     sim_write_float = CISTERN_EINVAL
-    if (field_is(sim, field, 4_c_int)) sim_write_float = c_sim_write(sim%p, field, c_loc(data))
+    if (field_is(sim, field, 4_c_int, int(size(data)))) &
+         sim_write_float = c_sim_write(sim%p, field, c_loc(data))
   end function
 
   integer(c_int) function sim_write_double(sim, field, data)
     type(cistern_sim), intent(in) :: sim
     integer(c_int), intent(in) :: field
-    real(c_double), intent(in), target :: data(*)
+    real(c_double), intent(in), target, contiguous :: data(..)
     sim_write_double = CISTERN_EINVAL
-    if (field_is(sim, field, 8_c_int)) sim_write_double = c_sim_write(sim%p, field, c_loc(data))
+    if (field_is(sim, field, 8_c_int, int(size(data)))) &
+         sim_write_double = c_sim_write(sim%p, field, c_loc(data))
   end function
 
   integer(c_int) function sim_write_int32(sim, field, data)
     type(cistern_sim), intent(in) :: sim
     integer(c_int), intent(in) :: field
-    integer(c_int32_t), intent(in), target :: data(*)
+    integer(c_int32_t), intent(in), target, contiguous :: data(..)
     sim_write_int32 = CISTERN_EINVAL
-    if (field_is(sim, field, 4_c_int)) sim_write_int32 = c_sim_write(sim%p, field, c_loc(data))
+    if (field_is(sim, field, 4_c_int, int(size(data)))) &
+         sim_write_int32 = c_sim_write(sim%p, field, c_loc(data))
   end function
 
   integer(c_int) function sim_write_int64(sim, field, data)
     type(cistern_sim), intent(in) :: sim
     integer(c_int), intent(in) :: field
-    integer(c_int64_t), intent(in), target :: data(*)
+    integer(c_int64_t), intent(in), target, contiguous :: data(..)
     sim_write_int64 = CISTERN_EINVAL
-    if (field_is(sim, field, 8_c_int)) sim_write_int64 = c_sim_write(sim%p, field, c_loc(data))
+    if (field_is(sim, field, 8_c_int, int(size(data)))) &
+         sim_write_int64 = c_sim_write(sim%p, field, c_loc(data))
   end function
 
   ! Send the step (cistern_sim_send()); timeout_ms as in C, default forever.

@@ -4,7 +4,8 @@
 ! samples into the segment named by its first argument, in the way its
 ! second argument says, for the C test to read back field by field.
 !   sim   through the simulation client: 3 steps of sim 7, fields
-!         u:float64[2,3] (u(i) = 10*t + i), step:int32[] (t) and
+!         u:float64[2,3] (element i in C order 10*t + i, written from a
+!         Fortran array u(3, 2)), step:int32[] (t, from a scalar) and
 !         x:float32[4] (x(i) = t + i/4)
 !   put   plain puts: one sample of 5 reals and one of 3 doubles, (i) = i/2
 !   slot  reserve and commit: a sample of 4 doubles (i) = 100 + i
@@ -20,9 +21,9 @@ program fortran_put
   type(cistern_sim) :: sim
   type(cistern_segment) :: seg
   type(cistern_slot) :: slot
-  real(c_double) :: u(6), d(3)
+  real(c_double) :: u(3, 2), d(3)
   real(c_float) :: x(4), r(5)
-  integer(c_int32_t) :: step(1)
+  integer(c_int32_t) :: step
   real(c_double), pointer :: p(:)
 
   call get_command_argument(1, name)
@@ -30,15 +31,16 @@ program fortran_put
   select case (trim(mode))
   case ('sim')
     call expect(cistern_sim_open(name, 7, sim), 0, 'open')
-    fu = cistern_sim_field(sim, 'u', CISTERN_FLOAT64, 6)
+    fu = cistern_sim_field(sim, 'u', CISTERN_FLOAT64, size(u))
     fs = cistern_sim_field(sim, 'step', CISTERN_INT32, 1)
     fx = cistern_sim_field(sim, 'x', CISTERN_FLOAT32, 4)
     if (fu < 0 .or. fs < 0 .or. fx < 0) call die('field: ' // cistern_sim_problem(sim))
     do t = 0, 2
-      u = [(10.0d0 * t + i, i = 1, 6)]
-      step(1) = t
+      u = reshape([(10.0d0 * t + i, i = 1, 6)], [3, 2])
+      step = t
       x = [(real(t, c_float) + i / 4.0, i = 1, 4)]
-      call expect(cistern_sim_write(sim, fu, u), 0, 'write u')
+      call expect(cistern_sim_write(sim, fu, u(:, 1)), CISTERN_EINVAL, 'write half of u')
+    call expect(cistern_sim_write(sim, fu, u), 0, 'write u')
       call expect(cistern_sim_write(sim, fs, step), 0, 'write step')
       call expect(cistern_sim_write(sim, fx, x), 0, 'write x')
       call expect(cistern_sim_send(sim, t), 0, 'send')
