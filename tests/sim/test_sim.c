@@ -324,8 +324,7 @@ Test(sim, steps_sent_through_a_server_arrive_field_by_field)
 static int fortran_put(const char *name, const char *mode)
 {
 	if (FORTRAN_PUT[0] == '\0')
-		cr_skip_test("gfortran was not found when cistern was configured: no Fortran "
-			     "module to test");
+		cr_skip_test("no Fortran module to test: %s", FORTRAN_MISSING);
 	pid_t pid = fork_child();
 	if (pid == 0) {
 		execl(FORTRAN_PUT, FORTRAN_PUT, name, mode, (char *)NULL);
