@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cmake.sh BUILDDIR - `meson install` into a scratch root, then build a small
 # CMake project against it with find_package(cistern) and run its programs:
-# C through cistern::cistern and cistern::cistern_static, C++ through
+# C through cistern::cistern and cistern::cistern_static (and cistern::cistern
+# with cistern_USE_STATIC_LIBS), C++ through
 # cistern.hpp, Fortran through cistern::fortran and the MPI gather through
 # cistern::mpi (the last two where cistern was built with them).
 set -euo pipefail
@@ -137,6 +138,24 @@ int main(int argc, char **argv)
 C
 cmake -S "$src" -B "$root/b" -DCMAKE_PREFIX_PATH="$prefix" >"$root/cmake.log" 2>&1 &&
   cmake --build "$root/b" >>"$root/cmake.log" 2>&1 || { cat "$root/cmake.log" >&2; exit 1; }
+# cistern_USE_STATIC_LIBS makes cistern::cistern the static library, with its
+# private libraries: the program then needs no libcistern.so to run.
+mkdir -p "$root/static"
+cat > "$root/static/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.16)
+project(consumer_static C)
+set(cistern_USE_STATIC_LIBS ON)
+find_package(cistern REQUIRED)
+add_executable(sim_c_static_switch $src/sim.c)
+target_link_libraries(sim_c_static_switch cistern::cistern)
+CMAKE
+cmake -S "$root/static" -B "$root/bs" -DCMAKE_PREFIX_PATH="$prefix" >"$root/cmake.log" 2>&1 &&
+  cmake --build "$root/bs" >>"$root/cmake.log" 2>&1 || { cat "$root/cmake.log" >&2; exit 1; }
+if ldd "$root/bs/sim_c_static_switch" | grep -q libcistern; then
+  echo "cmake check: cistern_USE_STATIC_LIBS still linked libcistern.so" >&2
+  exit 1
+fi
+"$root/bs/sim_c_static_switch" || { echo "cmake check: sim_c_static_switch failed" >&2; exit 1; }
 libdir=$(dirname "$(find "$root" -name 'libcistern.so' | head -n 1)")
 export LD_LIBRARY_PATH=$libdir OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ran=""
@@ -145,4 +164,4 @@ for p in sim_c sim_static sim_cxx sim_f sim_mpi; do
   "$root/b/$p" || { echo "cmake check: $p failed" >&2; exit 1; }
   ran="$ran $p"
 done
-echo "cmake check: find_package(cistern) from an installed tree built and ran:$ran"
+echo "cmake check: find_package(cistern) from an installed tree built and ran:$ran, and with cistern_USE_STATIC_LIBS sim_c_static_switch"
