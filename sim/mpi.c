@@ -5,6 +5,7 @@
  */
 #include "cistern_mpi.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,7 +40,9 @@ int cistern_mpi_gather(struct cistern_sim *s, int field, const void *part, int c
 		return -EIO;
 	if (g.err)
 		return g.err;
-	int bytes = count < 0 ? -1 : count * g.itemsize;
+	/* A part that no int counts in bytes is refused below, as one of a negative size. */
+	long long want = (long long)count * g.itemsize;
+	int bytes = count < 0 || want > INT_MAX ? -1 : (int)want;
 	int *counts = NULL, *displs = NULL;
 	int err = 0;
 	if (rank == root) {
