@@ -10,11 +10,19 @@
 # DistributedDataParallel), each from its own segment; writes remote.png and
 # remote.json. The options after --remote go to demo/remote.py; --netns runs
 # the simulations in a network namespace of their own (root), over CurveZMQ.
+#
+# bash scripts/demo.sh --mpi runs demo/heat_mpi.py: the heat solver in Fortran
+# on 2 MPI ranks under mpirun, sending through cistern's Fortran module, with
+# the learner training from the segment (options after --mpi go to it, e.g.
+# --remote or --mode gather).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 script=demo/heat.py
 if [ "${1:-}" = --remote ]; then
   script=demo/remote.py
+  shift
+elif [ "${1:-}" = --mpi ]; then
+  script=demo/heat_mpi.py
   shift
 fi
 bash scripts/setup.sh

@@ -9,7 +9,10 @@ cd "$(dirname "$0")/.."
 # The package builds as a wheel with meson-python (python3-build runs it; it
 # asks for patchelf on Linux) and installs into a venv; mypy checks its types.
 # The remote demo's --netns (and its test) makes a network namespace with ip.
+# Simulation codes: gfortran builds the Fortran module, OpenMPI the MPI gather
+# and the MPI example, cmake the find_package(cistern) check.
 packages="build-essential meson ninja-build pkg-config liburing-dev libroaring-dev libcriterion-dev libzmq3-dev iproute2
+  gfortran openmpi-bin libopenmpi-dev cmake
   python3-dev python3-numpy python3-torch python3-matplotlib python3-pytest
   python3-mesonpy python3-build python3-venv python3-mypy patchelf ${EXTRA_PACKAGES:-}"
 missing=()

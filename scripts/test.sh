@@ -28,6 +28,13 @@ check() {
   if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; echo "FAILED: $what"; fi
 }
 check "install" bash tests/install/check.sh build
+# find_package(cistern) from an installed tree: C, C++, Fortran and MPI consumers.
+check "cmake" bash tests/install/cmake.sh build
+# The Fortran heat solver on 2 MPI ranks with the Python learner, at toy size;
+# and a rank killed mid-step losing none of the steps it sent.
+check "mpi gather" bash tests/sim/mpi_gather.sh build
+check "mpi heat" bash tests/sim/mpi_heat.sh build
+check "mpi kill" /usr/bin/python3 tests/sim/mpi_kill.py build
 # -Dtests=false configures without looking for criterion (configure only).
 check "tests option" bash tests/options/check.sh
 # BENCHMARKS.md's table, generated from the run it names (no benchmark runs here).
