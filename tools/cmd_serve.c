@@ -29,14 +29,18 @@ static const char usage[] =
 	"  -b, --bind ENDPOINT     tcp://HOST:PORT or ipc://PATH to listen on; may be\n"
 	"                          repeated (default tcp://127.0.0.1:5555). Without keys\n"
 	"                          only loopback is allowed (127.x.x.x, [::1], localhost,\n"
-	"                          ipc://); any other address needs --key and client keys\n"
+	"                          bound as 127.0.0.1, ipc://PATH); any other address,\n"
+	"                          and an abstract socket ipc://@NAME (which has no file\n"
+	"                          permissions), needs --key and client keys\n"
 	"  -s, --segment NAME      the next rank's segment (repeat once per rank)\n"
 	"      --window N          samples in flight per producer (default: as many as\n"
 	"                          64 MiB of slots hold, 16 to 4096): what\n"
 	"                          a producer may send before its samples are in a segment\n"
 	"      --route-map FILE    lines 'SIM_ID RANK': those sim_ids go to that rank,\n"
 	"                          the others to sim_id mod R\n"
-	"      --key FILE          the server's CurveZMQ key pair (from cistern keygen)\n"
+	"      --key FILE          the server's CurveZMQ key pair (from cistern keygen);\n"
+	"                          refused if other users may read or write FILE\n"
+	"      --open-key-ok       use a --key FILE that other users may read\n"
 	"      --secret-key Z85    the server's secret key itself (other users may see a\n"
 	"                          command line: prefer --key)\n"
 	"      --client-key Z85    admit the client with this public key (repeatable)\n"
@@ -67,9 +71,14 @@ static void on_signal(int sig)
 	cistern_server_stop(g_server);
 }
 
+/* Whether the server logged an error: then "cannot start" adds nothing to it. */
+static bool g_logged_error;
+
 static void log_line(int level, const char *line, void *arg)
 {
 	(void)arg;
+	if (level >= 2)
+		g_logged_error = true;
 	char when[32];
 	time_t t = time(NULL);
 	struct tm tm;
@@ -147,12 +156,25 @@ static int load_route_map(const char *path, uint32_t ranks, struct route_map *m)
 	return 0;
 }
 
-/* Read the keys of a file: "public Z85", "secret Z85" or a bare Z85 line each. */
-static int read_keys(const char *path, char ***pub, size_t *npub, char *secret)
+/*
+ * Read the keys of a file: "public Z85", "secret Z85" or a bare Z85 line
+ * each. A file read for its secret key must be the user's alone (as ssh
+ * wants of its keys), unless `open_ok`.
+ */
+static int read_keys(const char *path, char ***pub, size_t *npub, char *secret, bool open_ok)
 {
 	FILE *f = fopen(path, "r");
 	if (!f) {
 		cli_error(&cmd_serve, path, -errno, NULL);
+		return -1;
+	}
+	struct stat st;
+	if (secret && !open_ok && fstat(fileno(f), &st) == 0 && (st.st_mode & 077)) {
+		cli_error(&cmd_serve, path, 0,
+			  "holds a secret key but other users may read or write it (mode %04o): "
+			  "chmod 600 it, or pass --open-key-ok",
+			  (unsigned)(st.st_mode & 07777));
+		fclose(f);
 		return -1;
 	}
 	char line[256];
@@ -175,11 +197,13 @@ static int read_keys(const char *path, char ***pub, size_t *npub, char *secret)
 				memcpy(secret, key, CISTERN_KEY_LEN + 1);
 		} else if (pub) {
 			char **np = realloc(*pub, (*npub + 1) * sizeof(*np));
+			if (np)
+				*pub = np; /* kept even if the copy fails: the old array is gone */
 			if (!np || !(np[*npub] = strdup(key))) {
+				cli_error(&cmd_serve, path, -ENOMEM, NULL);
 				fclose(f);
 				return -1;
 			}
-			*pub = np;
 			(*npub)++;
 		}
 	}
@@ -195,6 +219,7 @@ static int run(int argc, char **argv)
 		{"window", required_argument, NULL, 'w'},
 		{"route-map", required_argument, NULL, 'r'},
 		{"key", required_argument, NULL, 'k'},
+		{"open-key-ok", no_argument, NULL, 'O'},
 		{"secret-key", required_argument, NULL, 'S'},
 		{"client-key", required_argument, NULL, 'c'},
 		{"client-keys", required_argument, NULL, 'C'},
@@ -209,7 +234,8 @@ static int run(int argc, char **argv)
 	char **client_keys = NULL;
 	size_t nbinds = 0, nsegs = 0, nclient = 0;
 	uint32_t window = 0;
-	const char *route_path = NULL;
+	const char *route_path = NULL, *key_path = NULL;
+	bool open_key_ok = false;
 	char secret[CISTERN_KEY_LEN + 1] = "";
 	int heartbeat = 0, drain = 5000;
 	bool any_owner = false;
@@ -247,31 +273,29 @@ static int run(int argc, char **argv)
 			route_path = optarg;
 			break;
 		case 'k':
-			if (read_keys(optarg, NULL, NULL, secret) < 0) {
-				status = EXIT_FAIL;
-				goto out;
-			}
-			if (!secret[0]) {
-				cli_error(&cmd_serve, optarg, 0, "holds no 'secret' line");
-				status = EXIT_FAIL;
-				goto out;
-			}
+			key_path = optarg;
+			break;
+		case 'O':
+			open_key_ok = true;
 			break;
 		case 'S':
 			snprintf(secret, sizeof(secret), "%s", optarg);
 			break;
 		case 'c': {
 			char **np = realloc(client_keys, (nclient + 1) * sizeof(*np));
+			if (np)
+				client_keys =
+					np; /* kept even if the copy fails: the old one is gone */
 			if (!np || !(np[nclient] = strdup(optarg))) {
+				cli_error(&cmd_serve, NULL, -ENOMEM, NULL);
 				status = EXIT_FAIL;
 				goto out;
 			}
-			client_keys = np;
 			nclient++;
 			break;
 		}
 		case 'C':
-			if (read_keys(optarg, &client_keys, &nclient, NULL) < 0) {
+			if (read_keys(optarg, &client_keys, &nclient, NULL, false) < 0) {
 				status = EXIT_FAIL;
 				goto out;
 			}
@@ -308,6 +332,14 @@ static int run(int argc, char **argv)
 	status = EXIT_FAIL;
 	if (route_path && load_route_map(route_path, (uint32_t)nsegs, &map) < 0)
 		goto out;
+	if (key_path) {
+		if (read_keys(key_path, NULL, NULL, secret, open_key_ok) < 0)
+			goto out;
+		if (!secret[0]) {
+			cli_error(&cmd_serve, key_path, 0, "holds no 'secret' line");
+			goto out;
+		}
+	}
 	if (nclient && !secret[0]) {
 		status = cli_usage(&cmd_serve,
 				   "client keys need the server's --key or --secret-key");
@@ -342,7 +374,10 @@ static int run(int argc, char **argv)
 	struct cistern_server *s;
 	int r = cistern_server_create(&so, &s);
 	if (r < 0) {
-		cli_error(&cmd_serve, NULL, r, "cannot start");
+		if (g_logged_error)
+			cli_error(&cmd_serve, NULL, 0, "cannot start (the error above says why)");
+		else
+			cli_error(&cmd_serve, NULL, r, "cannot start");
 		goto out;
 	}
 	g_server = s;
