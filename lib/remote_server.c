@@ -100,6 +100,16 @@ struct cistern_server {
 		char addr[64];
 	} accepted[64];
 	size_t naccepted;
+	/*
+	 * Connections not welcomed that were last answered with an ERROR: one
+	 * answer each, so that a peer that sends without reading cannot grow
+	 * the server's outgoing queue (which has no high-water mark).
+	 */
+	struct {
+		unsigned char rid[256];
+		size_t len;
+	} answered[16];
+	size_t nanswered;
 	const char *refusing;   /* why the handshake that the next disconnection ends failed */
 	uint64_t refusal_since; /* when this period of rate-limited refusal lines began */
 	unsigned refusal_lines; /* lines logged in it */
@@ -115,6 +125,9 @@ static uint64_t now_ms(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
+
+/* Messages read from the ROUTER per round; also each connection's ZMQ_RCVHWM. */
+#define READ_PER_ROUND 64
 
 /* Refusals logged one by one per period; those beyond are counted in one line. */
 #define REFUSAL_LINES 5
@@ -218,6 +231,24 @@ static void send_kind(struct cistern_server *s, const struct rprod *p, uint8_t k
 	(void)send_to(s, p, &w, NULL, 0, false);
 }
 
+/* ERROR to a connection that has no producer, unless it was just answered. */
+static void answer_unknown(struct cistern_server *s, zmq_msg_t *ridm, uint32_t err)
+{
+	const size_t n = sizeof(s->answered) / sizeof(s->answered[0]);
+	size_t len = zmq_msg_size(ridm);
+	for (size_t i = 0; i < n; i++)
+		if (s->answered[i].len == len &&
+		    memcmp(s->answered[i].rid, zmq_msg_data(ridm), len) == 0)
+			return;
+	struct rprod tmp = {0};
+	memcpy(tmp.rid, zmq_msg_data(ridm), len);
+	tmp.rid_len = len;
+	send_kind(s, &tmp, CISTERN__W_ERROR, 0, err);
+	size_t slot = s->nanswered++ % n;
+	memcpy(s->answered[slot].rid, tmp.rid, len);
+	s->answered[slot].len = len;
+}
+
 static struct rprod *find(struct cistern_server *s, const void *rid, size_t len)
 {
 	for (size_t i = 0; i < s->nprods; i++) {
@@ -314,11 +345,11 @@ static void hello(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm,
 		refusal(s, "refused a producer speaking protocol %u%s (this server speaks %u)",
 			w->version, w->zero ? " with non-zero reserved bytes" : "",
 			CISTERN_REMOTE_PROTOCOL);
-		send_kind(s, &tmp, CISTERN__W_ERROR, 0, EPROTONOSUPPORT);
+		answer_unknown(s, ridm, EPROTONOSUPPORT);
 		return;
 	}
 	if (s->closing) {
-		send_kind(s, &tmp, CISTERN__W_ERROR, 0, ECONNRESET);
+		answer_unknown(s, ridm, ECONNRESET);
 		return;
 	}
 	struct rprod *p = calloc(1, sizeof(*p));
@@ -492,10 +523,7 @@ static int read_one(struct cistern_server *s)
 	if (!p) {
 		/* A connection this server never welcomed (it restarted, say). */
 		if (w.kind != CISTERN__W_BYE) {
-			struct rprod tmp = {0};
-			memcpy(tmp.rid, zmq_msg_data(&ridm), zmq_msg_size(&ridm));
-			tmp.rid_len = zmq_msg_size(&ridm);
-			send_kind(s, &tmp, CISTERN__W_ERROR, 0, ECONNRESET);
+			answer_unknown(s, &ridm, ECONNRESET);
 		}
 		goto out;
 	}
@@ -878,7 +906,7 @@ static void pump(struct cistern_server *s, bool read_router)
 	 * A bounded number per round, so that a busy socket cannot starve the
 	 * puts, and acknowledgements (credits) go back while more arrive.
 	 */
-	for (int i = 0; read_router && i < 64 && read_one(s); i++)
+	for (int i = 0; read_router && i < READ_PER_ROUND && read_one(s); i++)
 		;
 	read_monitor(s);
 	refusals_flush(s, now_ms(), false);
@@ -971,15 +999,19 @@ int cistern_server_close(struct cistern_server *s, int drain_timeout_ms)
 {
 	if (!s)
 		return -EINVAL;
-	/* No new connections; what the producers sent so far is read and put. */
+	/*
+	 * What the producers sent so far is read and put. The drain timeout
+	 * bounds it all: producers that keep connecting and sending cannot
+	 * hold the stop up.
+	 */
+	uint64_t deadline = now_ms() + (uint64_t)(drain_timeout_ms > 0 ? drain_timeout_ms : 0);
 	for (;;) {
 		uint64_t before = s->st.received;
 		pump(s, true);
-		if (s->st.received == before)
+		if (s->st.received == before || now_ms() >= deadline)
 			break;
 	}
 	s->closing = true;
-	uint64_t deadline = now_ms() + (uint64_t)(drain_timeout_ms > 0 ? drain_timeout_ms : 0);
 	uint64_t queued;
 	while ((queued = move(s)) != 0 && now_ms() < deadline) {
 		pump(s, true);
@@ -1178,12 +1210,14 @@ int cistern_server_create(const struct cistern_server_opts *opts, struct cistern
 	/*
 	 * No send high-water mark: a producer's window bounds what goes back
 	 * (its acknowledgements and failures). The receive one is per
-	 * connection, above what a window lets a producer send (its samples,
-	 * DONE and BYE): a connection that sends more waits in its own TCP
-	 * buffers instead of in the server's memory.
+	 * connection: messages beyond it wait in the sender's TCP buffers and
+	 * its own queue, not in the server's memory, until the server has read
+	 * those before (as many per round, see pump()). A producer's window
+	 * still bounds what it sends; this bounds what a connection that
+	 * ignores it makes the server hold before it is dropped.
 	 */
 	int zero = 0;
-	int rcvhwm = (int)s->window + 4;
+	int rcvhwm = READ_PER_ROUND;
 	int ivl = o->heartbeat_ivl_ms > 0 ? o->heartbeat_ivl_ms : 1000;
 	int hb_timeout = o->heartbeat_timeout_ms > 0 ? o->heartbeat_timeout_ms : 5 * ivl;
 	zmq_setsockopt(s->router, ZMQ_SNDHWM, &zero, sizeof(zero));

@@ -64,12 +64,39 @@ static const char keygen_usage[] =
 const struct command cmd_serve, cmd_keygen;
 
 static struct cistern_server *g_server;
+static volatile sig_atomic_t g_stop_asked;
 
+/* End at once, from a signal handler: a line (write(2) is safe there), then _exit(). */
+static void end_now(const char *why)
+{
+	static const char head[] = "cistern serve: ";
+	(void)!write(2, head, sizeof(head) - 1);
+	(void)!write(2, why, strlen(why));
+	_exit(EXIT_FAIL);
+}
+
+/*
+ * The first SIGTERM or SIGINT asks for a clean stop; a second one ends the
+ * process at once, as SIGKILL would (docs/REMOTE.md says what that loses).
+ */
 static void on_signal(int sig)
 {
 	(void)sig;
+	if (g_stop_asked)
+		end_now("stopped by a second signal: samples not yet put are lost\n");
+	g_stop_asked = 1;
 	cistern_server_stop(g_server);
 }
+
+/* The clean stop outlived its bound (the drain timeout and STOP_SLACK_S). */
+static void on_alarm(int sig)
+{
+	(void)sig;
+	end_now("error: the clean stop took too long: ending without it\n");
+}
+
+/* Seconds a clean stop may take beyond the drain timeout before it is cut short. */
+#define STOP_SLACK_S 10
 
 /* Whether the server logged an error: then "cannot start" adds nothing to it. */
 static bool g_logged_error;
@@ -386,6 +413,14 @@ static int run(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	r = cistern_server_run(s, -1);
+	/*
+	 * Stopping is bounded: the drain timeout, then the last
+	 * acknowledgements and BYEs (a second of linger), and a margin.
+	 */
+	struct sigaction al = {.sa_handler = on_alarm};
+	sigemptyset(&al.sa_mask);
+	sigaction(SIGALRM, &al, NULL);
+	alarm((unsigned)(drain / 1000) + STOP_SLACK_S);
 	log_line(0, r < 0 ? "stopping after an error" : "stopping: finishing the puts under way",
 		 NULL);
 	int rc = cistern_server_close(s, drain);
