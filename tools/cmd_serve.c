@@ -223,9 +223,10 @@ static int read_keys(const char *path, char ***pub, size_t *npub, char *secret, 
 			if (secret)
 				memcpy(secret, key, CISTERN_KEY_LEN + 1);
 		} else if (pub) {
+			/* The new array is kept even if the copy fails: the old one is gone. */
 			char **np = realloc(*pub, (*npub + 1) * sizeof(*np));
 			if (np)
-				*pub = np; /* kept even if the copy fails: the old array is gone */
+				*pub = np;
 			if (!np || !(np[*npub] = strdup(key))) {
 				cli_error(&cmd_serve, path, -ENOMEM, NULL);
 				fclose(f);
@@ -309,10 +310,10 @@ static int run(int argc, char **argv)
 			snprintf(secret, sizeof(secret), "%s", optarg);
 			break;
 		case 'c': {
+			/* The new array is kept even if the copy fails: the old one is gone. */
 			char **np = realloc(client_keys, (nclient + 1) * sizeof(*np));
 			if (np)
-				client_keys =
-					np; /* kept even if the copy fails: the old one is gone */
+				client_keys = np;
 			if (!np || !(np[nclient] = strdup(optarg))) {
 				cli_error(&cmd_serve, NULL, -ENOMEM, NULL);
 				status = EXIT_FAIL;
@@ -424,6 +425,7 @@ static int run(int argc, char **argv)
 	log_line(0, r < 0 ? "stopping after an error" : "stopping: finishing the puts under way",
 		 NULL);
 	int rc = cistern_server_close(s, drain);
+	alarm(0);
 	g_server = NULL;
 	(void)rc; /* samples failed at stop were logged and their producers told */
 	status = r < 0 ? EXIT_FAIL : EXIT_OK;
