@@ -126,7 +126,7 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Messages read from the ROUTER per round; also each connection's ZMQ_RCVHWM. */
+/* Messages read from the ROUTER per round, at most. */
 #define READ_PER_ROUND 64
 
 /* Refusals logged one by one per period; those beyond are counted in one line. */
@@ -971,6 +971,13 @@ static void free_server(struct cistern_server *s)
 	 * zmq_ctx_term() waiting: stopping is bounded by the router's linger.
 	 */
 	int zero = 0;
+	/*
+	 * The monitor stops first: an event the router raises while it closes
+	 * (a connection dropped) would go to a monitor socket already gone,
+	 * and libzmq does not free an event it fails to send.
+	 */
+	if (s->router)
+		(void)zmq_socket_monitor(s->router, NULL, 0);
 	if (s->zap) {
 		zmq_setsockopt(s->zap, ZMQ_LINGER, &zero, sizeof(zero));
 		zmq_close(s->zap);
@@ -993,6 +1000,18 @@ static void free_server(struct cistern_server *s)
 	free(s->metas);
 	free(s->keys);
 	free(s);
+}
+
+/* How long a stop waits, at most, for the producers it said BYE to to go. */
+#define BYE_WAIT_MS 1000
+
+/* Whether a producer's connection is still up. */
+static bool producers_connected(const struct cistern_server *s)
+{
+	for (size_t i = 0; i < s->nprods; i++)
+		if (s->prods[i]->state != P_DEAD)
+			return true;
+	return false;
 }
 
 int cistern_server_close(struct cistern_server *s, int drain_timeout_ms)
@@ -1033,8 +1052,25 @@ int cistern_server_close(struct cistern_server *s, int drain_timeout_ms)
 		if (p->state != P_DEAD)
 			send_kind(s, p, CISTERN__W_BYE, p->settled, 0);
 	}
+	/*
+	 * The last FAILs, ACKs and BYEs leave while the socket is still open
+	 * and read, for up to BYE_WAIT_MS or until every producer told has
+	 * gone; then it closes without linger. Lingering in zmq_ctx_term()
+	 * instead, libzmq 4.3 can abort (assertion !_io_error) or never
+	 * return when a peer still sends to a socket that is closing with
+	 * messages for it: a stop must neither crash nor hang.
+	 */
+	uint64_t bye_end = now_ms() + BYE_WAIT_MS;
+	while (producers_connected(s) && now_ms() < bye_end) {
+		zmq_pollitem_t items[2] = {
+			{.socket = s->router, .events = ZMQ_POLLIN},
+			{.socket = s->mon, .events = ZMQ_POLLIN},
+		};
+		(void)zmq_poll(items, 2, 10);
+		pump(s, true);
+	}
 	refusals_flush(s, now_ms(), true);
-	int linger = 1000;
+	int linger = 0;
 	zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof(linger));
 	slog(s, 0,
 	     "stopped: %llu producers served, %llu samples put, %llu failed, %llu refused clients",
@@ -1208,20 +1244,18 @@ int cistern_server_create(const struct cistern_server_opts *opts, struct cistern
 	s->max_msg = (int64_t)(CISTERN__WIRE_HDR + (s->slot_size > puts ? s->slot_size : puts) +
 			       1024);
 	/*
-	 * No send high-water mark: a producer's window bounds what goes back
-	 * (its acknowledgements and failures). The receive one is per
-	 * connection: messages beyond it wait in the sender's TCP buffers and
-	 * its own queue, not in the server's memory, until the server has read
-	 * those before (as many per round, see pump()). A producer's window
-	 * still bounds what it sends; this bounds what a connection that
-	 * ignores it makes the server hold before it is dropped.
+	 * No high-water marks: a producer's window bounds what goes back (its
+	 * acknowledgements and failures) and what it sends. A receive mark
+	 * would pause a connection's input, and libzmq 4.3 aborts (assertion
+	 * !_io_error) when it then writes to a connection that dropped while
+	 * paused: a peer could end the server. What a connection sends beyond
+	 * its window is read as it comes and thrown away with its producer.
 	 */
 	int zero = 0;
-	int rcvhwm = READ_PER_ROUND;
 	int ivl = o->heartbeat_ivl_ms > 0 ? o->heartbeat_ivl_ms : 1000;
 	int hb_timeout = o->heartbeat_timeout_ms > 0 ? o->heartbeat_timeout_ms : 5 * ivl;
 	zmq_setsockopt(s->router, ZMQ_SNDHWM, &zero, sizeof(zero));
-	zmq_setsockopt(s->router, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm));
+	zmq_setsockopt(s->router, ZMQ_RCVHWM, &zero, sizeof(zero));
 	zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &s->max_msg, sizeof(s->max_msg));
 	zmq_setsockopt(s->router, ZMQ_HEARTBEAT_IVL, &ivl, sizeof(ivl));
 	zmq_setsockopt(s->router, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof(hb_timeout));

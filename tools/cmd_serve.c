@@ -415,8 +415,8 @@ static int run(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	r = cistern_server_run(s, -1);
 	/*
-	 * Stopping is bounded: the drain timeout, then the last
-	 * acknowledgements and BYEs (a second of linger), and a margin.
+	 * Stopping is bounded: the drain timeout, then a second for the
+	 * last acknowledgements and BYEs to leave, and a margin.
 	 */
 	struct sigaction al = {.sa_handler = on_alarm};
 	sigemptyset(&al.sa_mask);
