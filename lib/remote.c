@@ -96,7 +96,7 @@ struct cistern_remote {
 };
 
 /* Payload bytes a frame gathers at most, and the largest sample gathered. */
-#define GATHER_BYTES ((size_t)64 << 10)
+#define GATHER_BYTES CISTERN__WIRE_GATHER_BYTES
 #define GATHER_SAMPLE_MAX (GATHER_BYTES / 4)
 #define LINGER_DEFAULT_US 1000
 
@@ -584,6 +584,14 @@ int cistern_remote_connect(const char *endpoint, const struct cistern_remote_opt
 	zmq_setsockopt(r->sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof(ivl));
 	zmq_setsockopt(r->sock, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof(hb_timeout));
 	zmq_setsockopt(r->sock, ZMQ_HEARTBEAT_TTL, &ttl, sizeof(ttl));
+	/*
+	 * The server's largest message is a WELCOME's schema: a larger one
+	 * is refused before it is stored. An IPv6 address needs ZMQ_IPV6.
+	 */
+	int64_t max_msg = CISTERN_SCHEMA_MAX + 1024;
+	int ipv6 = strncmp(endpoint, "tcp://[", 7) == 0;
+	zmq_setsockopt(r->sock, ZMQ_MAXMSGSIZE, &max_msg, sizeof(max_msg));
+	zmq_setsockopt(r->sock, ZMQ_IPV6, &ipv6, sizeof(ipv6));
 	if (o.server_key) {
 		char pub[CISTERN_KEY_LEN + 1], sec[CISTERN_KEY_LEN + 1];
 		if (o.public_key) {

@@ -20,6 +20,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <zmq.h>
 
 #include "cistern.h"
@@ -52,11 +56,13 @@ struct rprod {
 	struct qframe *q; /* ring of `window` frames: each holds one sample or more */
 	uint32_t fhead, flen;
 	uint32_t qlen;     /* samples queued in those frames */
+	uint64_t qbytes;   /* bytes of those frames not yet settled: at most held_max() */
 	uint64_t received; /* last sample number received */
 	uint64_t settled;  /* every sample up to it is in a segment or failed */
 	uint64_t acked;    /* last ACK sent */
 	uint8_t *touched;  /* ranks it sent a sample to */
 	bool done_req, done;
+	bool dropped; /* broke the protocol: nothing it sends any more is taken */
 	uint64_t done_seq;
 	enum prod_state state;
 	char addr[64];
@@ -73,6 +79,7 @@ struct cistern_server {
 	char schema[CISTERN_SCHEMA_MAX];
 	size_t schema_len;
 	uint32_t window;
+	int64_t max_msg; /* the largest message taken in (ZMQ_MAXMSGSIZE) */
 	cistern_route_fn route;
 	void *route_arg;
 	cistern_log_fn log;
@@ -83,6 +90,30 @@ struct cistern_server {
 	bool closing;
 	struct rprod **prods;
 	size_t nprods, capprods;
+	/*
+	 * Connections accepted lately and their peers' addresses, by
+	 * descriptor: a handshake that fails names only the descriptor, in the
+	 * disconnection that follows it.
+	 */
+	struct {
+		int fd;
+		char addr[64];
+	} accepted[64];
+	size_t naccepted;
+	/*
+	 * Connections not welcomed that were last answered with an ERROR: one
+	 * answer each, so that a peer that sends without reading cannot grow
+	 * the server's outgoing queue (which has no high-water mark).
+	 */
+	struct {
+		unsigned char rid[256];
+		size_t len;
+	} answered[16];
+	size_t nanswered;
+	const char *refusing;   /* why the handshake that the next disconnection ends failed */
+	uint64_t refusal_since; /* when this period of rate-limited refusal lines began */
+	unsigned refusal_lines; /* lines logged in it */
+	uint64_t refusals_unlogged;
 	size_t rr; /* where the next round of puts starts, for fairness */
 	atomic_int stop;
 	struct cistern_server_stats st;
@@ -94,6 +125,13 @@ static uint64_t now_ms(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
+
+/* Messages read from the ROUTER per round, at most. */
+#define READ_PER_ROUND 64
+
+/* Refusals logged one by one per period; those beyond are counted in one line. */
+#define REFUSAL_LINES 5
+#define REFUSAL_PERIOD_MS 10000
 
 static int zerr(void)
 {
@@ -114,10 +152,49 @@ __attribute__((format(printf, 3, 4))) static void slog(const struct cistern_serv
 	s->log(level, line, s->log_arg);
 }
 
+/* A new period of refusal lines once the last one is over, or at stop (`force`). */
+static void refusals_flush(struct cistern_server *s, uint64_t now, bool force)
+{
+	if (!force && now - s->refusal_since < REFUSAL_PERIOD_MS)
+		return;
+	if (s->refusals_unlogged)
+		slog(s, 1, "%llu more clients refused in the last %llu s, not logged one by one",
+		     (unsigned long long)s->refusals_unlogged,
+		     (unsigned long long)(now - s->refusal_since + 999) / 1000);
+	s->refusal_since = now;
+	s->refusal_lines = 0;
+	s->refusals_unlogged = 0;
+}
+
+/*
+ * Count a refused client and log it, at most REFUSAL_LINES lines per
+ * REFUSAL_PERIOD_MS: a flood of refused clients fills no disk.
+ */
+__attribute__((format(printf, 2, 3))) static void refusal(struct cistern_server *s, const char *fmt,
+							  ...)
+{
+	s->st.refused++;
+	refusals_flush(s, now_ms(), false);
+	if (s->refusal_lines >= REFUSAL_LINES) {
+		s->refusals_unlogged++;
+		return;
+	}
+	s->refusal_lines++;
+	if (!s->log)
+		return;
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	s->log(1, line, s->log_arg);
+}
+
 int cistern__endpoint_is_local(const char *ep)
 {
+	/* An abstract socket (ipc://@name) has no file permissions: any local user connects. */
 	if (strncmp(ep, "ipc://", 6) == 0)
-		return 1;
+		return ep[6] != '@';
 	if (strncmp(ep, "tcp://", 6) != 0)
 		return 0;
 	const char *h = ep + 6;
@@ -152,6 +229,24 @@ static void send_kind(struct cistern_server *s, const struct rprod *p, uint8_t k
 	struct cistern__wire w = {
 		.kind = kind, .version = CISTERN_REMOTE_PROTOCOL, .seq = seq, .a = a};
 	(void)send_to(s, p, &w, NULL, 0, false);
+}
+
+/* ERROR to a connection that has no producer, unless it was just answered. */
+static void answer_unknown(struct cistern_server *s, zmq_msg_t *ridm, uint32_t err)
+{
+	const size_t n = sizeof(s->answered) / sizeof(s->answered[0]);
+	size_t len = zmq_msg_size(ridm);
+	for (size_t i = 0; i < n; i++)
+		if (s->answered[i].len == len &&
+		    memcmp(s->answered[i].rid, zmq_msg_data(ridm), len) == 0)
+			return;
+	struct rprod tmp = {0};
+	memcpy(tmp.rid, zmq_msg_data(ridm), len);
+	tmp.rid_len = len;
+	send_kind(s, &tmp, CISTERN__W_ERROR, 0, err);
+	size_t slot = s->nanswered++ % n;
+	memcpy(s->answered[slot].rid, tmp.rid, len);
+	s->answered[slot].len = len;
 }
 
 static struct rprod *find(struct cistern_server *s, const void *rid, size_t len)
@@ -189,6 +284,23 @@ static void set_dead(struct cistern_server *s, struct rprod *p, const char *why)
 		return; /* it said goodbye or was done: a clean end */
 	slog(s, 1, "producer %016llx (%s) lost: %s; %u samples of it queued",
 	     (unsigned long long)p->id, p->addr, why, p->qlen);
+}
+
+/*
+ * A producer that broke the protocol: it is told (ERROR, EPROTO) and
+ * nothing it sends from now on is taken, while the samples it sent before
+ * are put as those of a producer that died. Its connection stays open (a
+ * ROUTER cannot close one), so its frames are still read, and thrown away.
+ */
+static void drop(struct cistern_server *s, struct rprod *p, const char *why)
+{
+	if (p->dropped)
+		return;
+	p->dropped = true;
+	slog(s, 1, "producer %016llx (%s) dropped: %s; the %u samples it sent before are still put",
+	     (unsigned long long)p->id, p->addr, why, p->qlen);
+	p->state = P_DEAD;
+	send_kind(s, p, CISTERN__W_ERROR, p->settled, EPROTO);
 }
 
 /* The end of a producer whose queue is empty: count it done or died as a local one. */
@@ -229,14 +341,15 @@ static void hello(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm,
 	struct rprod tmp = {0};
 	memcpy(tmp.rid, zmq_msg_data(ridm), zmq_msg_size(ridm));
 	tmp.rid_len = zmq_msg_size(ridm);
-	if (w->version != CISTERN_REMOTE_PROTOCOL) {
-		slog(s, 1, "refused a producer speaking protocol %u (this server speaks %u)",
-		     w->version, CISTERN_REMOTE_PROTOCOL);
-		send_kind(s, &tmp, CISTERN__W_ERROR, 0, EPROTONOSUPPORT);
+	if (w->version != CISTERN_REMOTE_PROTOCOL || w->zero) {
+		refusal(s, "refused a producer speaking protocol %u%s (this server speaks %u)",
+			w->version, w->zero ? " with non-zero reserved bytes" : "",
+			CISTERN_REMOTE_PROTOCOL);
+		answer_unknown(s, ridm, EPROTONOSUPPORT);
 		return;
 	}
 	if (s->closing) {
-		send_kind(s, &tmp, CISTERN__W_ERROR, 0, ECONNRESET);
+		answer_unknown(s, ridm, ECONNRESET);
 		return;
 	}
 	struct rprod *p = calloc(1, sizeof(*p));
@@ -290,10 +403,19 @@ static void drop_rest(void *sock)
 }
 
 /*
+ * The bytes a producer's queue may hold: its window of samples, each at
+ * most a slot and a record, in as many frames (docs/REMOTE.md, "Memory").
+ */
+static uint64_t held_max(const struct cistern_server *s, const struct rprod *p)
+{
+	return (uint64_t)p->window * (s->slot_size + CISTERN__WIRE_HDR + CISTERN__WIRE_REC);
+}
+
+/*
  * Queue a PUT or PUTS frame of k samples as it is: the frame moves into the
- * queue, no byte is copied. A frame out of sequence, beyond the window, or
- * whose records do not add up to its size ends the session, as a malformed
- * message.
+ * queue, no byte is copied. A frame out of sequence, beyond the window or
+ * the bytes a window holds, after DONE, or whose records do not add up to
+ * its size drops its producer.
  */
 static void queue_frame(struct cistern_server *s, struct rprod *p, zmq_msg_t *frame,
 			const struct cistern__wire *w)
@@ -301,24 +423,51 @@ static void queue_frame(struct cistern_server *s, struct rprod *p, zmq_msg_t *fr
 	size_t size = zmq_msg_size(frame);
 	const unsigned char *d = zmq_msg_data(frame);
 	uint64_t k = w->kind == CISTERN__W_PUT ? 1 : w->a;
-	if (w->seq != p->received + 1 || k == 0 || k > p->window - p->qlen || p->done_req) {
-		set_dead(s, p,
-			 w->seq != p->received + 1 ? "a sample out of sequence"
-						   : "more samples than its window");
+	char why[128];
+	if (p->done_req) {
+		drop(s, p, "a sample after its DONE");
+		return;
+	}
+	if (w->seq != p->received + 1) {
+		snprintf(why, sizeof(why), "sample %llu out of sequence (%llu expected)",
+			 (unsigned long long)w->seq, (unsigned long long)p->received + 1);
+		drop(s, p, why);
+		return;
+	}
+	if (k == 0) {
+		drop(s, p, "a batch of no samples");
+		return;
+	}
+	if (k > p->window - p->qlen) {
+		snprintf(why, sizeof(why), "%llu samples with %u queued, beyond its window of %u",
+			 (unsigned long long)k, p->qlen, p->window);
+		drop(s, p, why);
+		return;
+	}
+	if (p->qbytes + size > held_max(s, p)) {
+		snprintf(why, sizeof(why),
+			 "more bytes in flight than its window of slots holds (%llu)",
+			 (unsigned long long)held_max(s, p));
+		drop(s, p, why);
 		return;
 	}
 	const unsigned char *recs = NULL;
 	if (w->kind == CISTERN__W_PUTS) {
 		if (k > (size - CISTERN__WIRE_HDR) / CISTERN__WIRE_REC) {
-			set_dead(s, p, "a malformed batch");
+			drop(s, p, "a batch shorter than its records");
 			return;
 		}
 		recs = d + size - k * CISTERN__WIRE_REC;
 		uint64_t need = CISTERN__WIRE_HDR + k * CISTERN__WIRE_REC;
-		for (uint64_t j = 0; j < k && need <= size; j++)
+		bool zero = true;
+		for (uint64_t j = 0; j < k && need <= size; j++) {
 			need += cistern__wire_get32(recs + j * CISTERN__WIRE_REC);
-		if (need != size) {
-			set_dead(s, p, "a malformed batch");
+			zero = zero && cistern__wire_get32(recs + j * CISTERN__WIRE_REC + 12) == 0;
+		}
+		if (need != size || !zero) {
+			drop(s, p,
+			     need != size ? "a batch whose records do not add up to its size"
+					  : "a batch record with non-zero reserved bytes");
 			return;
 		}
 	}
@@ -333,6 +482,7 @@ static void queue_frame(struct cistern_server *s, struct rprod *p, zmq_msg_t *fr
 	f->meta = (struct cistern_meta){.sim_id = w->sim_id, .time_step = w->time_step};
 	p->flen++;
 	p->qlen += (uint32_t)k;
+	p->qbytes += size;
 	p->received = w->seq + k - 1;
 	s->st.received += k;
 	s->st.queued += k;
@@ -359,9 +509,11 @@ static int read_one(struct cistern_server *s)
 	bool more = zmq_msg_more(&hdrm);
 	struct cistern__wire w;
 	struct rprod *p = find(s, zmq_msg_data(&ridm), zmq_msg_size(&ridm));
+	if (p && p->dropped)
+		goto out; /* nothing more of it is taken */
 	if (cistern__wire_decode(zmq_msg_data(&hdrm), zmq_msg_size(&hdrm), &w) < 0) {
 		if (p)
-			set_dead(s, p, "a malformed message");
+			drop(s, p, "a message shorter than a header");
 		goto out;
 	}
 	if (w.kind == CISTERN__W_HELLO) {
@@ -371,11 +523,17 @@ static int read_one(struct cistern_server *s)
 	if (!p) {
 		/* A connection this server never welcomed (it restarted, say). */
 		if (w.kind != CISTERN__W_BYE) {
-			struct rprod tmp = {0};
-			memcpy(tmp.rid, zmq_msg_data(&ridm), zmq_msg_size(&ridm));
-			tmp.rid_len = zmq_msg_size(&ridm);
-			send_kind(s, &tmp, CISTERN__W_ERROR, 0, ECONNRESET);
+			answer_unknown(s, &ridm, ECONNRESET);
 		}
+		goto out;
+	}
+	if (w.version != CISTERN_REMOTE_PROTOCOL || w.zero) {
+		char why[96] = "a message with non-zero reserved bytes";
+		if (!w.zero)
+			snprintf(why, sizeof(why),
+				 "a message of protocol version %u (this server speaks %u)",
+				 w.version, CISTERN_REMOTE_PROTOCOL);
+		drop(s, p, why);
 		goto out;
 	}
 	switch (w.kind) {
@@ -394,7 +552,7 @@ static int read_one(struct cistern_server *s)
 			p->state = P_CLOSING;
 		break;
 	default:
-		set_dead(s, p, "an unknown message");
+		drop(s, p, "a message of an unknown kind");
 		break;
 	}
 out:
@@ -406,6 +564,46 @@ out:
 	return 1;
 }
 
+/* The peer address of an accepted connection's descriptor, as "ip:port". */
+static void peer_name(int fd, char *out, size_t cap)
+{
+	struct sockaddr_storage a;
+	socklen_t al = sizeof(a);
+	char ip[INET6_ADDRSTRLEN] = "";
+	snprintf(out, cap, "a local process");
+	if (getpeername(fd, (struct sockaddr *)&a, &al) < 0)
+		return;
+	if (a.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)&a;
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+		snprintf(out, cap, "%s:%u", ip, ntohs(in->sin_port));
+	} else if (a.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&a;
+		inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+		snprintf(out, cap, "[%s]:%u", ip, ntohs(in6->sin6_port));
+	}
+}
+
+static const char *handshake_failure(uint16_t event, int32_t value)
+{
+	if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+		return "its handshake did not complete";
+	switch (value) {
+	case ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+		return "it speaks another security mechanism (CurveZMQ on one side only)";
+	case ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC:
+		return "its CurveZMQ handshake failed (a wrong server key?)";
+	default:
+		return "its handshake broke the ZeroMQ protocol";
+	}
+}
+
+/*
+ * Read the socket monitor: connections accepted (their peers' addresses
+ * kept), handshakes that failed (the client refused, logged once its
+ * disconnection names it; a refused key is logged by read_zap()), and
+ * disconnections (a producer lost).
+ */
 static void read_monitor(struct cistern_server *s)
 {
 	for (;;) {
@@ -422,13 +620,41 @@ static void read_monitor(struct cistern_server *s)
 			memcpy(&value, (const char *)zmq_msg_data(&ev) + 2, sizeof(value));
 		}
 		zmq_msg_close(&ev);
-		/* the second frame, the endpoint, is not needed */
-		char addr[256];
-		(void)zmq_recv(s->mon, addr, sizeof(addr), 0);
-		if (event == ZMQ_EVENT_DISCONNECTED) {
+		/* the second frame, the local endpoint, is not needed */
+		char ep[256];
+		(void)zmq_recv(s->mon, ep, sizeof(ep), 0);
+		switch (event) {
+		case ZMQ_EVENT_ACCEPTED: {
+			size_t slot = s->naccepted++ %
+				      (sizeof(s->accepted) / sizeof(s->accepted[0]));
+			s->accepted[slot].fd = value;
+			peer_name(value, s->accepted[slot].addr, sizeof(s->accepted[slot].addr));
+			break;
+		}
+		case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+		case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+			s->refusing = handshake_failure(event, value);
+			break;
+		case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+			s->refusing = NULL; /* read_zap() logged it with its key */
+			break;
+		case ZMQ_EVENT_DISCONNECTED: {
+			if (s->refusing) {
+				const char *addr = "an unknown address";
+				for (size_t i = 0; i < sizeof(s->accepted) / sizeof(s->accepted[0]);
+				     i++)
+					if (s->accepted[i].fd == value && s->accepted[i].addr[0])
+						addr = s->accepted[i].addr;
+				refusal(s, "refused a client from %s: %s", addr, s->refusing);
+				s->refusing = NULL;
+			}
 			for (size_t i = 0; i < s->nprods; i++)
 				if (s->prods[i]->fd == value && s->prods[i]->state != P_DEAD)
 					set_dead(s, s->prods[i], "connection dropped");
+			break;
+		}
+		default:
+			break;
 		}
 	}
 }
@@ -469,11 +695,9 @@ static void read_zap(struct cistern_server *s)
 			for (size_t k = 0; k < s->nkeys && !ok; k++)
 				ok = memcmp(s->keys[k], frames[6], 32) == 0;
 		}
-		if (!ok) {
-			slog(s, 1, "refused a client from %s: key %s is not admitted",
-			     nf >= 4 ? frames[3] : "?", z85);
-			s->st.refused++;
-		}
+		if (!ok)
+			refusal(s, "refused a client from %s: key %s is not admitted",
+				nf >= 4 ? frames[3] : "?", z85);
 		const char *code = ok ? "200" : "400";
 		const char *text = ok ? "OK" : "key not admitted";
 		zmq_send(s->zap, "1.0", 3, ZMQ_SNDMORE);
@@ -509,14 +733,18 @@ static void pop_head(struct cistern_server *s, struct rprod *p, uint32_t n, size
 {
 	struct qframe *f = &p->q[p->fhead];
 	f->pay += bytes;
-	if (f->rec)
+	p->qbytes -= bytes;
+	if (f->rec) {
 		f->rec += (size_t)n * CISTERN__WIRE_REC;
+		p->qbytes -= (size_t)n * CISTERN__WIRE_REC;
+	}
 	f->left -= n;
 	f->seq += n;
 	p->settled = f->seq - 1;
 	p->qlen -= n;
 	s->st.queued -= n;
 	if (f->left == 0) {
+		p->qbytes -= CISTERN__WIRE_HDR;
 		zmq_msg_close(&f->msg);
 		p->fhead = (p->fhead + 1) % p->window;
 		p->flen--;
@@ -678,9 +906,10 @@ static void pump(struct cistern_server *s, bool read_router)
 	 * A bounded number per round, so that a busy socket cannot starve the
 	 * puts, and acknowledgements (credits) go back while more arrive.
 	 */
-	for (int i = 0; read_router && i < 64 && read_one(s); i++)
+	for (int i = 0; read_router && i < READ_PER_ROUND && read_one(s); i++)
 		;
 	read_monitor(s);
+	refusals_flush(s, now_ms(), false);
 }
 
 int cistern_server_run(struct cistern_server *s, int timeout_ms)
@@ -737,10 +966,26 @@ static void free_server(struct cistern_server *s)
 	for (size_t i = 0; i < s->nprods; i++)
 		free_prod(s->prods[i]);
 	free(s->prods);
-	if (s->zap)
+	/*
+	 * Nothing the ZAP handler or the monitor still holds may keep
+	 * zmq_ctx_term() waiting: stopping is bounded by the router's linger.
+	 */
+	int zero = 0;
+	/*
+	 * The monitor stops first: an event the router raises while it closes
+	 * (a connection dropped) would go to a monitor socket already gone,
+	 * and libzmq does not free an event it fails to send.
+	 */
+	if (s->router)
+		(void)zmq_socket_monitor(s->router, NULL, 0);
+	if (s->zap) {
+		zmq_setsockopt(s->zap, ZMQ_LINGER, &zero, sizeof(zero));
 		zmq_close(s->zap);
-	if (s->mon)
+	}
+	if (s->mon) {
+		zmq_setsockopt(s->mon, ZMQ_LINGER, &zero, sizeof(zero));
 		zmq_close(s->mon);
+	}
 	if (s->router)
 		zmq_close(s->router);
 	if (s->ctx)
@@ -757,19 +1002,35 @@ static void free_server(struct cistern_server *s)
 	free(s);
 }
 
+/* How long a stop waits, at most, for the producers it said BYE to to go. */
+#define BYE_WAIT_MS 1000
+
+/* Whether a producer's connection is still up. */
+static bool producers_connected(const struct cistern_server *s)
+{
+	for (size_t i = 0; i < s->nprods; i++)
+		if (s->prods[i]->state != P_DEAD)
+			return true;
+	return false;
+}
+
 int cistern_server_close(struct cistern_server *s, int drain_timeout_ms)
 {
 	if (!s)
 		return -EINVAL;
-	/* No new connections; what the producers sent so far is read and put. */
+	/*
+	 * What the producers sent so far is read and put. The drain timeout
+	 * bounds it all: producers that keep connecting and sending cannot
+	 * hold the stop up.
+	 */
+	uint64_t deadline = now_ms() + (uint64_t)(drain_timeout_ms > 0 ? drain_timeout_ms : 0);
 	for (;;) {
 		uint64_t before = s->st.received;
 		pump(s, true);
-		if (s->st.received == before)
+		if (s->st.received == before || now_ms() >= deadline)
 			break;
 	}
 	s->closing = true;
-	uint64_t deadline = now_ms() + (uint64_t)(drain_timeout_ms > 0 ? drain_timeout_ms : 0);
 	uint64_t queued;
 	while ((queued = move(s)) != 0 && now_ms() < deadline) {
 		pump(s, true);
@@ -791,7 +1052,25 @@ int cistern_server_close(struct cistern_server *s, int drain_timeout_ms)
 		if (p->state != P_DEAD)
 			send_kind(s, p, CISTERN__W_BYE, p->settled, 0);
 	}
-	int linger = 1000;
+	/*
+	 * The last FAILs, ACKs and BYEs leave while the socket is still open
+	 * and read, for up to BYE_WAIT_MS or until every producer told has
+	 * gone; then it closes without linger. Lingering in zmq_ctx_term()
+	 * instead, libzmq 4.3 can abort (assertion !_io_error) or never
+	 * return when a peer still sends to a socket that is closing with
+	 * messages for it: a stop must neither crash nor hang.
+	 */
+	uint64_t bye_end = now_ms() + BYE_WAIT_MS;
+	while (producers_connected(s) && now_ms() < bye_end) {
+		zmq_pollitem_t items[2] = {
+			{.socket = s->router, .events = ZMQ_POLLIN},
+			{.socket = s->mon, .events = ZMQ_POLLIN},
+		};
+		(void)zmq_poll(items, 2, 10);
+		pump(s, true);
+	}
+	refusals_flush(s, now_ms(), true);
+	int linger = 0;
 	zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof(linger));
 	slog(s, 0,
 	     "stopped: %llu producers served, %llu samples put, %llu failed, %llu refused clients",
@@ -911,6 +1190,15 @@ int cistern_server_create(const struct cistern_server_opts *opts, struct cistern
 			     ep ? ep : "(null)");
 			goto fail;
 		}
+		if (!keys && strncmp(ep, "ipc://@", 7) == 0) {
+			slog(s, 2,
+			     "endpoint %s is an abstract socket, which has no file permissions "
+			     "(any local user can connect): binding it needs CurveZMQ keys (the "
+			     "server's key pair and the admitted client keys)",
+			     ep);
+			rc = -EACCES;
+			goto fail;
+		}
 		if (!keys && !cistern__endpoint_is_local(ep)) {
 			slog(s, 2,
 			     "endpoint %s is not loopback: binding it needs CurveZMQ keys (the "
@@ -946,12 +1234,29 @@ int cistern_server_create(const struct cistern_server_opts *opts, struct cistern
 		rc = zerr();
 		goto fail;
 	}
-	/* No high-water marks: the producers' windows bound both directions. */
+	/*
+	 * A message is at most a slot, or a PUTS of gathered samples and a
+	 * window of records, with room for CurveZMQ's framing. ZeroMQ refuses
+	 * a larger one from the size its frame announces, before storing any
+	 * of it, and drops the connection, HELLO said or not.
+	 */
+	uint64_t puts = CISTERN__WIRE_GATHER_BYTES + (uint64_t)s->window * CISTERN__WIRE_REC;
+	s->max_msg = (int64_t)(CISTERN__WIRE_HDR + (s->slot_size > puts ? s->slot_size : puts) +
+			       1024);
+	/*
+	 * No high-water marks: a producer's window bounds what goes back (its
+	 * acknowledgements and failures) and what it sends. A receive mark
+	 * would pause a connection's input, and libzmq 4.3 aborts (assertion
+	 * !_io_error) when it then writes to a connection that dropped while
+	 * paused: a peer could end the server. What a connection sends beyond
+	 * its window is read as it comes and thrown away with its producer.
+	 */
 	int zero = 0;
 	int ivl = o->heartbeat_ivl_ms > 0 ? o->heartbeat_ivl_ms : 1000;
 	int hb_timeout = o->heartbeat_timeout_ms > 0 ? o->heartbeat_timeout_ms : 5 * ivl;
 	zmq_setsockopt(s->router, ZMQ_SNDHWM, &zero, sizeof(zero));
 	zmq_setsockopt(s->router, ZMQ_RCVHWM, &zero, sizeof(zero));
+	zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &s->max_msg, sizeof(s->max_msg));
 	zmq_setsockopt(s->router, ZMQ_HEARTBEAT_IVL, &ivl, sizeof(ivl));
 	zmq_setsockopt(s->router, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof(hb_timeout));
 	zmq_setsockopt(s->router, ZMQ_HEARTBEAT_TTL, &hb_timeout, sizeof(hb_timeout));
@@ -962,7 +1267,11 @@ int cistern_server_create(const struct cistern_server_opts *opts, struct cistern
 	}
 	char monaddr[64];
 	snprintf(monaddr, sizeof(monaddr), "inproc://cistern-server-mon-%p", (void *)s);
-	if (zmq_socket_monitor(s->router, monaddr, ZMQ_EVENT_DISCONNECTED) < 0) {
+	if (zmq_socket_monitor(s->router, monaddr,
+			       ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_ACCEPTED |
+				       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+				       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+				       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) < 0) {
 		rc = zerr();
 		goto fail;
 	}
@@ -972,7 +1281,19 @@ int cistern_server_create(const struct cistern_server_opts *opts, struct cistern
 		goto fail;
 	}
 	for (size_t i = 0; i < o->n_endpoints; i++) {
-		if (zmq_bind(s->router, o->endpoints[i]) < 0) {
+		/*
+		 * ZeroMQ binds addresses and interface names, not host names:
+		 * localhost is bound as 127.0.0.1. An IPv6 address needs ZMQ_IPV6.
+		 */
+		const char *ep = o->endpoints[i];
+		char local[300];
+		if (strncmp(ep, "tcp://localhost:", 16) == 0) {
+			snprintf(local, sizeof(local), "tcp://127.0.0.1:%s", ep + 16);
+			ep = local;
+		}
+		int ipv6 = strncmp(ep, "tcp://[", 7) == 0;
+		if (zmq_setsockopt(s->router, ZMQ_IPV6, &ipv6, sizeof(ipv6)) < 0 ||
+		    zmq_bind(s->router, ep) < 0) {
 			rc = zerr();
 			slog(s, 2, "cannot bind %s: %s", o->endpoints[i],
 			     zmq_strerror(zmq_errno()));

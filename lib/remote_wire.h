@@ -34,9 +34,17 @@ enum cistern__wire_kind {
  */
 #define CISTERN__WIRE_REC 16
 
+/*
+ * Payload bytes a producer gathers into one PUTS at most (docs/REMOTE.md,
+ * "Gathering small puts"): with the slot size and the window it bounds the
+ * size of every message the server takes in (ZMQ_MAXMSGSIZE).
+ */
+#define CISTERN__WIRE_GATHER_BYTES ((size_t)64 << 10)
+
 struct cistern__wire {
 	uint8_t kind;
 	uint8_t version;
+	uint16_t zero; /* bytes 2-3: 0 in this version; a decoded frame says what it held */
 	uint32_t a;
 	uint64_t seq;
 	uint64_t b;
@@ -97,6 +105,7 @@ static inline int cistern__wire_decode(const void *buf, size_t len, struct ciste
 		return -1;
 	w->kind = p[0];
 	w->version = p[1];
+	w->zero = (uint16_t)(p[2] | p[3] << 8);
 	w->a = cistern__wire_get32(p + 4);
 	w->seq = cistern__wire_get64(p + 8);
 	w->b = cistern__wire_get64(p + 16);

@@ -9,8 +9,10 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <zmq.h>
 
 #include "helpers.h"
+#include "remote_wire.h"
 
 #ifndef CISTERN_BIN
 #error "CISTERN_BIN must name the built cistern binary"
@@ -989,5 +991,580 @@ Test(remote, the_connections_thread_blocks_signals_and_ends_with_it)
 	cistern_remote_close(r);
 	cr_assert_eq(thread_blocked("cistern-flush", sigs), -1,
 		     "the thread outlived its connection");
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Hostile peers: raw ZeroMQ sockets that speak the wire protocol (or not). */
+
+struct raw {
+	void *ctx, *sock;
+};
+
+/* A DEALER, to connect, that does not reconnect once dropped. */
+static void raw_open(struct raw *r)
+{
+	r->ctx = zmq_ctx_new();
+	cr_assert_not_null(r->ctx);
+	r->sock = zmq_socket(r->ctx, ZMQ_DEALER);
+	cr_assert_not_null(r->sock);
+	int zero = 0, never = -1;
+	zmq_setsockopt(r->sock, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_setsockopt(r->sock, ZMQ_SNDHWM, &zero, sizeof(zero));
+	zmq_setsockopt(r->sock, ZMQ_RECONNECT_IVL, &never, sizeof(never));
+}
+
+static void raw_connect(struct raw *r, const char *ep)
+{
+	cr_assert_eq(zmq_connect(r->sock, ep), 0, "connect %s: %s", ep, zmq_strerror(zmq_errno()));
+}
+
+static void raw_close(struct raw *r)
+{
+	zmq_close(r->sock);
+	zmq_ctx_term(r->ctx);
+}
+
+/* Send a header (bytes 2-3 set to `zero`) and a payload in one frame. */
+static void raw_send(struct raw *r, const struct cistern__wire *w, uint16_t zero, const void *pay,
+		     size_t len)
+{
+	zmq_msg_t m;
+	cr_assert_eq(zmq_msg_init_size(&m, CISTERN__WIRE_HDR + len), 0);
+	unsigned char *d = zmq_msg_data(&m);
+	cistern__wire_encode(w, d);
+	d[2] = (unsigned char)zero;
+	d[3] = (unsigned char)(zero >> 8);
+	if (len)
+		memcpy(d + CISTERN__WIRE_HDR, pay, len);
+	cr_assert_geq(zmq_msg_send(&m, r->sock, 0), 0);
+}
+
+static void raw_put(struct raw *r, uint8_t version, uint16_t zero, uint64_t seq)
+{
+	uint8_t buf[PAYLOAD];
+	fill_payload(buf, sizeof(buf), 1, (uint32_t)seq);
+	struct cistern__wire w = {.kind = CISTERN__W_PUT,
+				  .version = version,
+				  .seq = seq,
+				  .sim_id = 1,
+				  .time_step = (uint32_t)seq};
+	raw_send(r, &w, zero, buf, sizeof(buf));
+}
+
+/* The next message's header, waiting up to ms; 0 if none came. */
+static int raw_recv(struct raw *r, struct cistern__wire *w, int ms)
+{
+	zmq_pollitem_t it = {.socket = r->sock, .events = ZMQ_POLLIN};
+	if (zmq_poll(&it, 1, ms) <= 0)
+		return 0;
+	unsigned char hdr[CISTERN__WIRE_HDR];
+	int n = zmq_recv(r->sock, hdr, sizeof(hdr), 0);
+	int64_t more = 0;
+	size_t ml = sizeof(more);
+	while (zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &ml) == 0 && more) {
+		char skip[64];
+		(void)zmq_recv(r->sock, skip, sizeof(skip), 0);
+	}
+	cr_assert_geq(n, CISTERN__WIRE_HDR);
+	cr_assert_eq(cistern__wire_decode(hdr, CISTERN__WIRE_HDR, w), 0);
+	return 1;
+}
+
+/* Wait for a message of this kind (others are skipped); 0 if none came in ms. */
+static int raw_expect(struct raw *r, uint8_t kind, struct cistern__wire *w, int ms)
+{
+	double end = mono_now() + ms / 1000.0;
+	while (mono_now() < end)
+		if (raw_recv(r, w, 50) && w->kind == kind)
+			return 1;
+	return 0;
+}
+
+/* HELLO with a window wish, and its WELCOME. */
+static void raw_hello(struct raw *r, const char *ep, uint32_t window)
+{
+	raw_open(r);
+	raw_connect(r, ep);
+	struct cistern__wire w = {.kind = CISTERN__W_HELLO,
+				  .version = CISTERN_REMOTE_PROTOCOL,
+				  .a = window,
+				  .seq = 42};
+	raw_send(r, &w, 0, NULL, 0);
+	cr_assert(raw_expect(r, CISTERN__W_WELCOME, &w, 20000), "no WELCOME");
+}
+
+/* Samples the segment holds (FIFO): those of time_step > after counted in *later. */
+static uint64_t read_all(struct cistern *c, uint32_t after, uint64_t *later)
+{
+	uint8_t buf[PAYLOAD];
+	struct cistern_meta m;
+	uint64_t n = 0;
+	*later = 0;
+	while (cistern_get(c, buf, sizeof(buf), &m, 300) >= 0) {
+		n++;
+		*later += m.time_step > after;
+	}
+	return n;
+}
+
+/*
+ * PUTs 1-100 to a segment of 64 slots (36 wait in serve's queue), then a
+ * frame too short for a header, then PUTs 101-150 numbered right: serve
+ * drops the producer at the bad frame and puts none of what followed.
+ */
+Test(remote, a_dropped_producer_has_nothing_more_put)
+{
+	struct cistern *c = seg_create("rdrop", fifo(64, PAYLOAD));
+	struct serve s;
+	const char *ep = serve_one(&s, "drop", c);
+	struct raw r;
+	raw_hello(&r, ep, 128);
+	for (uint64_t i = 1; i <= 100; i++)
+		raw_put(&r, CISTERN_REMOTE_PROTOCOL, 0, i);
+	cr_assert_eq(zmq_send(r.sock, "", 0, 0), 0);
+	usleep(100000);
+	for (uint64_t i = 101; i <= 150; i++)
+		raw_put(&r, CISTERN_REMOTE_PROTOCOL, 0, i);
+	usleep(300000); /* serve has read what followed the bad frame */
+	uint64_t later;
+	uint64_t n = read_all(c, 100, &later);
+	cr_assert_eq(later, 0, "%llu samples put after the producer was dropped",
+		     (unsigned long long)later);
+	cr_assert_eq(n, 100, "%llu of the 100 samples sent before it put", (unsigned long long)n);
+	struct cistern__wire w;
+	cr_assert(raw_expect(&r, CISTERN__W_ERROR, &w, 10000), "the producer was not told");
+	cr_assert_eq(w.a, EPROTO);
+	raw_close(&r);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_put_of_another_protocol_version_is_refused)
+{
+	struct cistern *c = seg_create("rver", fifo(64, PAYLOAD));
+	struct serve s;
+	const char *ep = serve_one(&s, "ver", c);
+	struct raw r;
+	raw_hello(&r, ep, 16);
+	raw_put(&r, 9, 0, 1);
+	struct cistern__wire w;
+	cr_assert(raw_expect(&r, CISTERN__W_ERROR, &w, 10000), "a version-9 PUT was not refused");
+	uint64_t later;
+	cr_assert_eq(read_all(c, 0, &later), 0, "a version-9 PUT was put");
+	cr_assert(log_wait(s.log, "protocol version 9", 5));
+	raw_close(&r);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_put_with_non_zero_reserved_bytes_is_refused)
+{
+	struct cistern *c = seg_create("rrsv", fifo(64, PAYLOAD));
+	struct serve s;
+	const char *ep = serve_one(&s, "rsv", c);
+	struct raw r;
+	raw_hello(&r, ep, 16);
+	raw_put(&r, CISTERN_REMOTE_PROTOCOL, 0x0100, 1);
+	struct cistern__wire w;
+	cr_assert(raw_expect(&r, CISTERN__W_ERROR, &w, 10000), "the PUT was not refused");
+	uint64_t later;
+	cr_assert_eq(read_all(c, 0, &later), 0, "a PUT with reserved bytes set was put");
+	cr_assert(log_wait(s.log, "non-zero reserved bytes", 5));
+	raw_close(&r);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_batch_of_no_samples_is_named_as_such)
+{
+	struct cistern *c = seg_create("rzero", fifo(64, PAYLOAD));
+	struct serve s;
+	const char *ep = serve_one(&s, "zero", c);
+	struct raw r;
+	raw_hello(&r, ep, 16);
+	struct cistern__wire w = {
+		.kind = CISTERN__W_PUTS, .version = CISTERN_REMOTE_PROTOCOL, .a = 0, .seq = 1};
+	raw_send(&r, &w, 0, NULL, 0);
+	cr_assert(log_wait(s.log, "dropped: a batch of no samples", 10), "not named as such");
+	raw_close(&r);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_put_after_done_is_named_as_such)
+{
+	struct cistern *c = seg_create("rafter", fifo(64, PAYLOAD));
+	struct serve s;
+	const char *ep = serve_one(&s, "after", c);
+	struct raw r;
+	raw_hello(&r, ep, 16);
+	raw_put(&r, CISTERN_REMOTE_PROTOCOL, 0, 1);
+	struct cistern__wire w = {
+		.kind = CISTERN__W_DONE, .version = CISTERN_REMOTE_PROTOCOL, .seq = 1};
+	raw_send(&r, &w, 0, NULL, 0);
+	raw_put(&r, CISTERN_REMOTE_PROTOCOL, 0, 2);
+	cr_assert(log_wait(s.log, "dropped: a sample after its DONE", 10), "not named as such");
+	uint64_t later;
+	cr_assert_eq(read_all(c, 0, &later), 1);
+	raw_close(&r);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+static long status_kib(pid_t pid, const char *field)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	slurp_file(path, buf, sizeof(buf));
+	const char *p = strstr(buf, field);
+	return p ? strtol(p + strlen(field), NULL, 10) : -1;
+}
+
+/*
+ * A peer that never said HELLO sends a frame of 100 MB: ZeroMQ refuses it
+ * from its announced size (ZMQ_MAXMSGSIZE) and drops the connection, and
+ * serve's peak resident memory does not grow by the frame.
+ */
+Test(remote, a_100_mb_frame_before_hello_is_refused_without_being_stored)
+{
+	enum { BIG = 100 << 20 };
+	struct cistern *c = seg_create("rbig", fifo(64, PAYLOAD));
+	struct serve s;
+	const char *ep = serve_one(&s, "big", c);
+	long before = status_kib(s.pid, "VmHWM:");
+	cr_assert_gt(before, 0);
+	struct raw r;
+	raw_open(&r);
+	char mon[64];
+	snprintf(mon, sizeof(mon), "inproc://test-raw-mon");
+	cr_assert_eq(zmq_socket_monitor(r.sock, mon, ZMQ_EVENT_DISCONNECTED), 0);
+	void *m = zmq_socket(r.ctx, ZMQ_PAIR);
+	cr_assert_eq(zmq_connect(m, mon), 0);
+	raw_connect(&r, ep);
+	void *big = calloc(1, BIG);
+	cr_assert_not_null(big);
+	cr_assert_eq(zmq_send(r.sock, big, BIG, 0), BIG);
+	free(big);
+	zmq_pollitem_t it = {.socket = m, .events = ZMQ_POLLIN};
+	cr_assert_eq(zmq_poll(&it, 1, 20000), 1, "serve kept the connection of a 100 MB frame");
+	long after = status_kib(s.pid, "VmHWM:");
+	cr_assert_lt(after - before, 16 * 1024, "serve's peak memory grew by %ld KiB",
+		     after - before);
+	int zero = 0;
+	zmq_setsockopt(m, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_close(m);
+	raw_close(&r);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+/* Loopback given by name: bound (as 127.0.0.1), and a producer gets its sample in. */
+static void serve_put_one(const char *bind, const char *connect, const char *tag)
+{
+	struct cistern *c = seg_create(tag, fifo(64, PAYLOAD));
+	struct serve s;
+	serve_start_v(&s, tag, (const char *const[]){"-b", bind, "-s", seg_name_of(c), NULL});
+	serve_ready(&s);
+	struct cistern_remote *r = connect_retry(connect, NULL);
+	cr_assert_not_null(r, "no connection to %s", connect);
+	cr_assert_eq(put_sample(r, 1, 0, 5000), 0);
+	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
+	cistern_remote_close(r);
+	uint8_t buf[PAYLOAD];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, serve_binds_localhost_without_keys)
+{
+	const char *ep = tcp_endpoint();
+	char bind[64];
+	snprintf(bind, sizeof(bind), "tcp://localhost:%s", strrchr(ep, ':') + 1);
+	serve_put_one(bind, ep, "rlh");
+}
+
+Test(remote, serve_binds_ipv6_loopback_without_keys)
+{
+	const char *ep = tcp_endpoint();
+	char bind[64];
+	snprintf(bind, sizeof(bind), "tcp://[::1]:%s", strrchr(ep, ':') + 1);
+	serve_put_one(bind, bind, "rv6");
+}
+
+Test(remote, serve_refuses_an_abstract_ipc_socket_without_keys)
+{
+	struct cistern *c = seg_create("rabs", fifo(64, PAYLOAD));
+	char ep[128];
+	snprintf(ep, sizeof(ep), "ipc://@cistern-test-%d", (int)getpid());
+	struct serve s;
+	serve_start_v(&s, "abs", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
+	cr_assert_eq(wait_child(s.pid, 20), 1);
+	cr_assert(log_wait(s.log, "abstract socket", 1));
+}
+
+Test(remote, a_refused_bind_blames_the_endpoint_not_a_segment)
+{
+	struct cistern *c = seg_create("rnl2", fifo(64, PAYLOAD));
+	struct serve s;
+	serve_start_v(&s, "nl2",
+		      (const char *const[]){"-b", "tcp://0.0.0.0:0", "-s", seg_name_of(c), NULL});
+	cr_assert_eq(wait_child(s.pid, 20), 1);
+	char buf[4096];
+	slurp_file(s.log, buf, sizeof(buf));
+	cr_assert_null(strstr(buf, "segment's mode"), "the log blames a segment: %s", buf);
+}
+
+/* A key pair for serve: its file, public key, and the admitted client's keys file. */
+struct keys {
+	char server[400], client[400], clientpub[420];
+	char spub[41], cpub[41], csec[41];
+};
+
+static void make_keys(struct keys *k)
+{
+	snprintf(k->server, sizeof(k->server), "%s/server.key", tmpdir);
+	snprintf(k->client, sizeof(k->client), "%s/client.key", tmpdir);
+	snprintf(k->clientpub, sizeof(k->clientpub), "%s.pub", k->client);
+	keygen(k->server);
+	keygen(k->client);
+	read_key(k->server, "public", k->spub);
+	read_key(k->client, "public", k->cpub);
+	read_key(k->client, "secret", k->csec);
+}
+
+Test(remote, serve_refuses_a_secret_key_file_others_may_read)
+{
+	struct cistern *c = seg_create("rmode", fifo(64, PAYLOAD));
+	struct keys k;
+	make_keys(&k);
+	cr_assert_eq(chmod(k.server, 0644), 0);
+	struct serve s;
+	serve_start_v(&s, "mode",
+		      (const char *const[]){"-b", tcp_endpoint(), "-s", seg_name_of(c), "--key",
+					    k.server, "--client-keys", k.clientpub, NULL});
+	cr_assert_eq(wait_child(s.pid, 20), 1);
+	cr_assert(log_wait(s.log, "other users may read", 1));
+}
+
+Test(remote, serve_uses_a_key_file_others_may_read_when_told_to)
+{
+	struct cistern *c = seg_create("rmodeok", fifo(64, PAYLOAD));
+	struct keys k;
+	make_keys(&k);
+	cr_assert_eq(chmod(k.server, 0644), 0);
+	struct serve s;
+	serve_start_v(&s, "modeok",
+		      (const char *const[]){"-b", tcp_endpoint(), "-s", seg_name_of(c), "--key",
+					    k.server, "--client-keys", k.clientpub, "--open-key-ok",
+					    NULL});
+	serve_ready(&s);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+static const char *serve_curve(struct serve *s, const char *tag, struct keys *k)
+{
+	struct cistern *c = seg_create(tag, fifo(64, PAYLOAD));
+	make_keys(k);
+	const char *ep = tcp_endpoint();
+	serve_start_v(s, tag,
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(c), "--key", k->server,
+					    "--client-keys", k->clientpub, NULL});
+	serve_ready(s);
+	return ep;
+}
+
+Test(remote, a_plaintext_client_refused_by_a_curve_server_is_logged)
+{
+	struct serve s;
+	struct keys k;
+	const char *ep = serve_curve(&s, "rplain", &k);
+	struct cistern_remote_opts plain = {.size = sizeof(plain), .connect_timeout_ms = 1000};
+	struct cistern_remote *r = NULL;
+	cr_assert_eq(cistern_remote_connect(ep, &plain, &r), -ETIMEDOUT);
+	cr_assert(log_wait(s.log, "refused a client from 127.0.0.1:", 10), "not logged");
+	cr_assert(log_wait(s.log, "another security mechanism", 1), "no reason given");
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_client_with_a_wrong_server_key_is_refused_and_logged)
+{
+	struct serve s;
+	struct keys k;
+	const char *ep = serve_curve(&s, "rwrong", &k);
+	char other[41], othersec[41];
+	cr_assert_eq(cistern_remote_keygen(other, othersec), 0);
+	struct cistern_remote_opts o = {.size = sizeof(o),
+					.server_key = other,
+					.public_key = k.cpub,
+					.secret_key = k.csec,
+					.connect_timeout_ms = 1000};
+	struct cistern_remote *r = NULL;
+	cr_assert_eq(cistern_remote_connect(ep, &o, &r), -ETIMEDOUT);
+	cr_assert(log_wait(s.log, "refused a client from 127.0.0.1:", 10), "not logged");
+	cr_assert(log_wait(s.log, "CurveZMQ handshake failed", 1), "no reason given");
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+static int count_lines(const char *path, const char *what)
+{
+	static char buf[1 << 16];
+	slurp_file(path, buf, sizeof(buf));
+	int n = 0;
+	for (const char *p = buf; (p = strstr(p, what)); p++)
+		n++;
+	return n;
+}
+
+/* 50 clients with keys not admitted: a few lines, then one that counts the rest. */
+Test(remote, refused_clients_are_logged_at_a_bounded_rate)
+{
+	enum { CLIENTS = 50 };
+	struct serve s;
+	struct keys k;
+	const char *ep = serve_curve(&s, "rflood", &k);
+	static struct raw r[CLIENTS];
+	for (int i = 0; i < CLIENTS; i++) {
+		char pub[41], sec[41];
+		cr_assert_eq(zmq_curve_keypair(pub, sec), 0);
+		raw_open(&r[i]);
+		zmq_setsockopt(r[i].sock, ZMQ_CURVE_SERVERKEY, k.spub, 40);
+		zmq_setsockopt(r[i].sock, ZMQ_CURVE_PUBLICKEY, pub, 40);
+		zmq_setsockopt(r[i].sock, ZMQ_CURVE_SECRETKEY, sec, 40);
+		raw_connect(&r[i], ep);
+	}
+	/* every refusal is counted; the count is in serve's last line */
+	for (int i = 0; i < CLIENTS; i++)
+		raw_close(&r[i]);
+	double end = mono_now() + 20;
+	while (count_lines(s.log, "refused a client") < 5 && mono_now() < end)
+		usleep(10000);
+	usleep(500000);
+	cr_assert_eq(serve_stop(&s), 0);
+	int lines = count_lines(s.log, "refused a client");
+	cr_assert_eq(lines, 5, "%d refusals logged one by one", lines);
+	cr_assert(log_wait(s.log, "more clients refused in the last", 1), "the rest not counted");
+}
+
+/*
+ * 20 stops of a serve that a producer keeps busy on a SimPairedReservoir
+ * segment, the producer connecting again to each new serve: every stop
+ * ends with a clean exit, none hangs.
+ */
+Test(remote, serve_stops_cleanly_under_load_every_time)
+{
+	enum { STOPS = 20 };
+	struct cistern_config cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+				     .slot_count = 256,
+				     .slot_size = PAYLOAD,
+				     .watermark = 4,
+				     .sweep_size = 8,
+				     .nb_time_steps = 1 << 16};
+	struct cistern *c = seg_create("rstops", cfg);
+	const char *ep = ipc_endpoint("stops");
+	struct shared_progress *sp = shared_alloc(sizeof(*sp));
+	pid_t prod = fork_child();
+	cr_assert_geq(prod, 0);
+	if (prod == 0) {
+		struct cistern_remote_opts o = {.size = sizeof(o), .connect_timeout_ms = 200};
+		uint32_t t = 0;
+		while (!atomic_load(&sp->connected)) {
+			struct cistern_remote *r = NULL;
+			if (cistern_remote_connect(ep, &o, &r) < 0) {
+				usleep(5000);
+				continue;
+			}
+			while (put_sample(r, t % 8, (t / 8) % (1 << 16), 1000) == 0)
+				t++;
+			cistern_remote_close(r);
+		}
+		_exit(0);
+	}
+	/* A learner reads pairs all along, so that the reservoir takes every put. */
+	pid_t learner = fork_child();
+	cr_assert_geq(learner, 0);
+	if (learner == 0) {
+		struct cistern *h;
+		if (cistern_attach(seg_name_of(c), &h) < 0)
+			_exit(3);
+		uint8_t x[2][PAYLOAD];
+		void *bufs[2] = {x[0], x[1]};
+		size_t len[2];
+		while (!atomic_load(&sp->connected))
+			(void)cistern_get_pair(h, bufs, PAYLOAD, len, NULL, 100);
+		cistern_detach(h);
+		_exit(0);
+	}
+	for (int i = 0; i < STOPS; i++) {
+		struct cistern_stats st;
+		cistern_stats_get(c, &st);
+		uint64_t before = st.puts;
+		struct serve s;
+		serve_start_v(&s, "stops",
+			      (const char *const[]){"-b", ep, "-s", seg_name_of(c),
+						    "--drain-timeout", "200", NULL});
+		serve_ready(&s);
+		double end = mono_now() + 20;
+		do {
+			usleep(2000);
+			cistern_stats_get(c, &st);
+		} while (st.puts < before + 50 && mono_now() < end);
+		cr_assert_geq(st.puts, before + 50, "stop %d: the producer put nothing", i);
+		kill(s.pid, SIGTERM);
+		int rc = wait_child(s.pid, 15);
+		cr_assert_eq(rc, 0, "stop %d: serve %s", i,
+			     rc < 0 ? "did not exit within 15 s of SIGTERM" : "failed");
+	}
+	atomic_store(&sp->connected, 1);
+	cr_assert_eq(wait_child(prod, 20), 0);
+	cr_assert_eq(wait_child(learner, 20), 0);
+}
+
+/*
+ * A serve waiting at stop for room that will not come (its drain timeout a
+ * minute) ends at once on a second SIGTERM, as documented.
+ */
+Test(remote, a_second_signal_ends_a_stopping_serve_at_once)
+{
+	struct cistern *c = seg_create("rsig2", fifo(4, PAYLOAD));
+	const char *ep = ipc_endpoint("sig2");
+	struct serve s;
+	serve_start_v(&s, "sig2",
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(c), "--window", "8",
+					    "--drain-timeout", "60000", NULL});
+	serve_ready(&s);
+	struct cistern_remote *r = connect_retry(ep, NULL);
+	cr_assert_not_null(r);
+	uint32_t i = 0;
+	while (put_sample(r, 0, i, 200) == 0)
+		i++;
+	cr_assert_eq(i, 4 + 8, "%u samples sent to a segment of 4, window 8", i);
+	kill(s.pid, SIGTERM);
+	cr_assert(log_wait(s.log, "stopping: finishing", 20), "serve did not start stopping");
+	kill(s.pid, SIGTERM);
+	cr_assert_eq(wait_child(s.pid, 15), 1, "serve did not end on a second SIGTERM");
+	cr_assert(log_wait(s.log, "second signal", 1));
+	cistern_remote_close(r);
+}
+
+/*
+ * A connection never welcomed that sends 1000 PUTs gets one ERROR, not
+ * one per message: a peer that never reads cannot grow serve's outgoing
+ * queue.
+ */
+Test(remote, a_connection_never_welcomed_is_answered_once)
+{
+	struct cistern *c = seg_create("ronce", fifo(64, PAYLOAD));
+	struct serve s;
+	const char *ep = serve_one(&s, "once", c);
+	struct raw r;
+	raw_open(&r);
+	raw_connect(&r, ep);
+	for (uint64_t i = 1; i <= 1000; i++)
+		raw_put(&r, CISTERN_REMOTE_PROTOCOL, 0, i);
+	struct cistern__wire w;
+	cr_assert(raw_expect(&r, CISTERN__W_ERROR, &w, 10000), "no ERROR");
+	cr_assert_eq(w.a, ECONNRESET);
+	int more = 0;
+	while (raw_recv(&r, &w, 500))
+		more++;
+	cr_assert_eq(more, 0, "%d more answers to a connection never welcomed", more);
+	uint64_t later;
+	cr_assert_eq(read_all(c, 0, &later), 0);
+	raw_close(&r);
 	cr_assert_eq(serve_stop(&s), 0);
 }

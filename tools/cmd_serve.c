@@ -29,14 +29,18 @@ static const char usage[] =
 	"  -b, --bind ENDPOINT     tcp://HOST:PORT or ipc://PATH to listen on; may be\n"
 	"                          repeated (default tcp://127.0.0.1:5555). Without keys\n"
 	"                          only loopback is allowed (127.x.x.x, [::1], localhost,\n"
-	"                          ipc://); any other address needs --key and client keys\n"
+	"                          bound as 127.0.0.1, ipc://PATH); any other address,\n"
+	"                          and an abstract socket ipc://@NAME (which has no file\n"
+	"                          permissions), needs --key and client keys\n"
 	"  -s, --segment NAME      the next rank's segment (repeat once per rank)\n"
 	"      --window N          samples in flight per producer (default: as many as\n"
 	"                          64 MiB of slots hold, 16 to 4096): what\n"
 	"                          a producer may send before its samples are in a segment\n"
 	"      --route-map FILE    lines 'SIM_ID RANK': those sim_ids go to that rank,\n"
 	"                          the others to sim_id mod R\n"
-	"      --key FILE          the server's CurveZMQ key pair (from cistern keygen)\n"
+	"      --key FILE          the server's CurveZMQ key pair (from cistern keygen);\n"
+	"                          refused if other users may read or write FILE\n"
+	"      --open-key-ok       use a --key FILE that other users may read\n"
 	"      --secret-key Z85    the server's secret key itself (other users may see a\n"
 	"                          command line: prefer --key)\n"
 	"      --client-key Z85    admit the client with this public key (repeatable)\n"
@@ -60,16 +64,48 @@ static const char keygen_usage[] =
 const struct command cmd_serve, cmd_keygen;
 
 static struct cistern_server *g_server;
+static volatile sig_atomic_t g_stop_asked;
 
+/* End at once, from a signal handler: a line (write(2) is safe there), then _exit(). */
+static void end_now(const char *why)
+{
+	static const char head[] = "cistern serve: ";
+	(void)!write(2, head, sizeof(head) - 1);
+	(void)!write(2, why, strlen(why));
+	_exit(EXIT_FAIL);
+}
+
+/*
+ * The first SIGTERM or SIGINT asks for a clean stop; a second one ends the
+ * process at once, as SIGKILL would (docs/REMOTE.md says what that loses).
+ */
 static void on_signal(int sig)
 {
 	(void)sig;
+	if (g_stop_asked)
+		end_now("stopped by a second signal: samples not yet put are lost\n");
+	g_stop_asked = 1;
 	cistern_server_stop(g_server);
 }
+
+/* The clean stop outlived its bound (the drain timeout and STOP_SLACK_S). */
+static void on_alarm(int sig)
+{
+	(void)sig;
+	end_now("error: the clean stop took too long: ending without it\n");
+}
+
+/* Seconds a clean stop may take beyond the drain timeout before it is cut short. */
+#define STOP_SLACK_S 10
+
+/* Whether the server logged an error: then "cannot start" adds nothing to it. */
+static bool g_logged_error;
 
 static void log_line(int level, const char *line, void *arg)
 {
 	(void)arg;
+	if (level >= 2)
+		g_logged_error = true;
 	char when[32];
 	time_t t = time(NULL);
 	struct tm tm;
@@ -147,12 +183,25 @@ static int load_route_map(const char *path, uint32_t ranks, struct route_map *m)
 	return 0;
 }
 
-/* Read the keys of a file: "public Z85", "secret Z85" or a bare Z85 line each. */
-static int read_keys(const char *path, char ***pub, size_t *npub, char *secret)
+/*
+ * Read the keys of a file: "public Z85", "secret Z85" or a bare Z85 line
+ * each. A file read for its secret key must be the user's alone (as ssh
+ * wants of its keys), unless `open_ok`.
+ */
+static int read_keys(const char *path, char ***pub, size_t *npub, char *secret, bool open_ok)
 {
 	FILE *f = fopen(path, "r");
 	if (!f) {
 		cli_error(&cmd_serve, path, -errno, NULL);
+		return -1;
+	}
+	struct stat st;
+	if (secret && !open_ok && fstat(fileno(f), &st) == 0 && (st.st_mode & 077)) {
+		cli_error(&cmd_serve, path, 0,
+			  "holds a secret key but other users may read or write it (mode %04o): "
+			  "chmod 600 it, or pass --open-key-ok",
+			  (unsigned)(st.st_mode & 07777));
+		fclose(f);
 		return -1;
 	}
 	char line[256];
@@ -174,12 +223,15 @@ static int read_keys(const char *path, char ***pub, size_t *npub, char *secret)
 			if (secret)
 				memcpy(secret, key, CISTERN_KEY_LEN + 1);
 		} else if (pub) {
+			/* The new array is kept even if the copy fails: the old one is gone. */
 			char **np = realloc(*pub, (*npub + 1) * sizeof(*np));
+			if (np)
+				*pub = np;
 			if (!np || !(np[*npub] = strdup(key))) {
+				cli_error(&cmd_serve, path, -ENOMEM, NULL);
 				fclose(f);
 				return -1;
 			}
-			*pub = np;
 			(*npub)++;
 		}
 	}
@@ -195,6 +247,7 @@ static int run(int argc, char **argv)
 		{"window", required_argument, NULL, 'w'},
 		{"route-map", required_argument, NULL, 'r'},
 		{"key", required_argument, NULL, 'k'},
+		{"open-key-ok", no_argument, NULL, 'O'},
 		{"secret-key", required_argument, NULL, 'S'},
 		{"client-key", required_argument, NULL, 'c'},
 		{"client-keys", required_argument, NULL, 'C'},
@@ -209,7 +262,8 @@ static int run(int argc, char **argv)
 	char **client_keys = NULL;
 	size_t nbinds = 0, nsegs = 0, nclient = 0;
 	uint32_t window = 0;
-	const char *route_path = NULL;
+	const char *route_path = NULL, *key_path = NULL;
+	bool open_key_ok = false;
 	char secret[CISTERN_KEY_LEN + 1] = "";
 	int heartbeat = 0, drain = 5000;
 	bool any_owner = false;
@@ -247,31 +301,29 @@ static int run(int argc, char **argv)
 			route_path = optarg;
 			break;
 		case 'k':
-			if (read_keys(optarg, NULL, NULL, secret) < 0) {
-				status = EXIT_FAIL;
-				goto out;
-			}
-			if (!secret[0]) {
-				cli_error(&cmd_serve, optarg, 0, "holds no 'secret' line");
-				status = EXIT_FAIL;
-				goto out;
-			}
+			key_path = optarg;
+			break;
+		case 'O':
+			open_key_ok = true;
 			break;
 		case 'S':
 			snprintf(secret, sizeof(secret), "%s", optarg);
 			break;
 		case 'c': {
+			/* The new array is kept even if the copy fails: the old one is gone. */
 			char **np = realloc(client_keys, (nclient + 1) * sizeof(*np));
+			if (np)
+				client_keys = np;
 			if (!np || !(np[nclient] = strdup(optarg))) {
+				cli_error(&cmd_serve, NULL, -ENOMEM, NULL);
 				status = EXIT_FAIL;
 				goto out;
 			}
-			client_keys = np;
 			nclient++;
 			break;
 		}
 		case 'C':
-			if (read_keys(optarg, &client_keys, &nclient, NULL) < 0) {
+			if (read_keys(optarg, &client_keys, &nclient, NULL, false) < 0) {
 				status = EXIT_FAIL;
 				goto out;
 			}
@@ -308,6 +360,14 @@ static int run(int argc, char **argv)
 	status = EXIT_FAIL;
 	if (route_path && load_route_map(route_path, (uint32_t)nsegs, &map) < 0)
 		goto out;
+	if (key_path) {
+		if (read_keys(key_path, NULL, NULL, secret, open_key_ok) < 0)
+			goto out;
+		if (!secret[0]) {
+			cli_error(&cmd_serve, key_path, 0, "holds no 'secret' line");
+			goto out;
+		}
+	}
 	if (nclient && !secret[0]) {
 		status = cli_usage(&cmd_serve,
 				   "client keys need the server's --key or --secret-key");
@@ -342,7 +402,10 @@ static int run(int argc, char **argv)
 	struct cistern_server *s;
 	int r = cistern_server_create(&so, &s);
 	if (r < 0) {
-		cli_error(&cmd_serve, NULL, r, "cannot start");
+		if (g_logged_error)
+			cli_error(&cmd_serve, NULL, 0, "cannot start (the error above says why)");
+		else
+			cli_error(&cmd_serve, NULL, r, "cannot start");
 		goto out;
 	}
 	g_server = s;
@@ -351,9 +414,18 @@ static int run(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	r = cistern_server_run(s, -1);
+	/*
+	 * Stopping is bounded: the drain timeout, then a second for the
+	 * last acknowledgements and BYEs to leave, and a margin.
+	 */
+	struct sigaction al = {.sa_handler = on_alarm};
+	sigemptyset(&al.sa_mask);
+	sigaction(SIGALRM, &al, NULL);
+	alarm((unsigned)(drain / 1000) + STOP_SLACK_S);
 	log_line(0, r < 0 ? "stopping after an error" : "stopping: finishing the puts under way",
 		 NULL);
 	int rc = cistern_server_close(s, drain);
+	alarm(0);
 	g_server = NULL;
 	(void)rc; /* samples failed at stop were logged and their producers told */
 	status = r < 0 ? EXIT_FAIL : EXIT_OK;

@@ -21,10 +21,10 @@ def _free_port():
 
 
 @contextlib.contextmanager
-def serving(cli, *names, extra=()):
-    """`cistern serve` on a loopback port for these segments; yields its endpoint
-    once it answers, stops it with SIGTERM afterwards."""
-    ep = f"tcp://127.0.0.1:{_free_port()}"
+def serving(cli, *names, extra=(), host="127.0.0.1"):
+    """`cistern serve` on a loopback port of host for these segments; yields its
+    endpoint once it answers, stops it with SIGTERM afterwards."""
+    ep = f"tcp://{host}:{_free_port()}"
     cmd = [cli, "serve", "--bind", ep, *[a for n in names for a in ("--segment", n)], *extra]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -228,3 +228,11 @@ def test_a_forked_child_cannot_use_its_parents_connection(fifo, segname, cistern
         assert os.waitstatus_to_exitcode(status) == 0
         out.put(b"from the parent")
     assert [bytes(b) for b, _ in _drain(fifo)] == [b"from the parent"]
+
+
+@pytest.mark.parametrize("host", ["localhost", "[::1]"])
+def test_loopback_by_name_or_ipv6_is_served_without_keys(fifo, segname, cistern_cli, host):
+    with serving(cistern_cli, segname, host=host) as ep, cistern.connect(ep) as out:
+        out.put(np.full(16, 1, np.float32), sim_id=2, time_step=0)
+        out.flush(timeout=30)
+    assert [m.sim_id for _, m in _drain(fifo)] == [2]
