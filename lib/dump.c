@@ -54,19 +54,19 @@ struct held {
 	uint32_t index;
 };
 
-/*
- * A copied handle: read slot idx's metadata line from the object into the
- * copy, then (when len > 0) its first len payload bytes into `to`.
- */
-static int read_slot(struct cistern *c, uint32_t idx, void *to, size_t len)
+/* A copied handle: read slot idx's metadata line from the object into the copy. */
+static int read_line(struct cistern *c, uint32_t idx)
 {
 	const struct cistern_fixed *f = &c->fixed;
-	uint64_t at = f->meta_off + idx * f->meta_stride;
-	int r = cistern__pread_all(c->fd, cistern__slotmeta(c, idx),
-				   sizeof(struct cistern_slotmeta), at);
-	if (r == 0 && len)
-		r = cistern__pread_all(c->fd, to, len, f->arena_off + idx * f->slot_stride);
-	return r;
+	return cistern__pread_all(c->fd, cistern__slotmeta(c, idx), sizeof(struct cistern_slotmeta),
+				  f->meta_off + idx * f->meta_stride);
+}
+
+/* A copied handle: the first len bytes of slot idx's payload, from the object into `to`. */
+static int read_payload(struct cistern *c, uint32_t idx, void *to, size_t len)
+{
+	const struct cistern_fixed *f = &c->fixed;
+	return cistern__pread_all(c->fd, to, len, f->arena_off + idx * f->slot_stride);
 }
 
 /* A copied handle: slot idx's word as the object holds it now, into *word. */
@@ -142,7 +142,7 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 	/* Pass 2: copy each, keep it only if its word did not move meanwhile. */
 	for (size_t k = 0; k < n; k++) {
 		struct cistern_slotmeta *sm = cistern__slotmeta(c, v[k].index);
-		int r = c->copied ? read_slot(c, v[k].index, NULL, 0) : 0;
+		int r = c->copied ? read_line(c, v[k].index) : 0;
 		if (r < 0) {
 			free(v);
 			return r;
@@ -165,7 +165,7 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 			return w->err;
 		}
 		if (ok && c->copied)
-			r = read_slot(c, v[k].index, p + REC_HDR, (size_t)len);
+			r = read_payload(c, v[k].index, p + REC_HDR, (size_t)len);
 		else if (ok)
 			memcpy(p + REC_HDR, cistern__payload(c, v[k].index), (size_t)len);
 		/*
@@ -175,10 +175,10 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 		 */
 		load_fence();
 		uint64_t now = 0;
-		if (r == 0 && c->copied)
-			r = read_word(c, v[k].index, &now);
-		else
+		if (!c->copied)
 			now = atomic_load_explicit(&sm->word, memory_order_relaxed);
+		else if (r == 0)
+			r = read_word(c, v[k].index, &now);
 		if (r < 0) {
 			free(v);
 			return r;

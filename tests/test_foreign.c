@@ -410,3 +410,58 @@ Test(foreign, dump_of_another_users_reservoir_of_large_slots_holds_every_sample)
 {
 	dump_holds_every_sample("f-dbig", CISTERN_RESERVOIR, 10000);
 }
+
+/*
+ * While nobody puts and gets without pause, every sample a dump of its
+ * segment holds (read by pread(), not through a mapping) is whole.
+ */
+Test(foreign, dump_of_another_users_busy_segment_holds_only_whole_samples)
+{
+	need_root();
+	const char *name = seg_name("f-busy");
+	const char *copy = seg_name("f-busy2");
+	const char *path = seg_dump_path("f-busy");
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	pid_t pid = fork_child();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		close(p[0]);
+		/* The ring all but full: each put takes the slot the get before it freed. */
+		struct cistern *h = make_as_nobody(name, CISTERN_FIFO, 1000, 255);
+		char ok = 1;
+		if (write(p[1], &ok, 1) != 1)
+			_exit(15);
+		uint8_t buf[1000];
+		for (uint32_t i = 255;; i++) {
+			size_t len = 1 + (i * 13) % sizeof(buf);
+			fill_payload(buf, len, 3, i);
+			struct cistern_meta m = {.sim_id = 3, .time_step = i};
+			if (cistern_put(h, buf, len, &m, 1000) < 0 ||
+			    cistern_get(h, buf, sizeof(buf), NULL, 1000) < 0)
+				_exit(16);
+		}
+	}
+	pid = await_ready(p, pid);
+	cr_assert_gt(pid, 0, "the busy child did not start");
+	uint64_t total = 0;
+	for (int round = 0; round < 20; round++) {
+		struct cistern_dump_info di;
+		cr_assert_eq(cistern_dump(name, path, NULL, NULL, &di), 0);
+		cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+		struct cistern *r;
+		cr_assert_eq(cistern_attach(copy, &r), 0);
+		struct cistern_sample s;
+		while (cistern_acquire(r, &s, 0) == 0) {
+			cr_assert(check_payload(s.data, s.len, 3, s.meta.time_step),
+				  "torn sample %u", s.meta.time_step);
+			cr_assert_eq(s.len, 1 + (s.meta.time_step * 13) % 1000);
+			cistern_release(r, &s);
+			total++;
+		}
+		cistern_detach(r);
+		cistern_unlink(copy);
+	}
+	kill_and_reap(pid);
+	cr_assert_gt(total, 0, "the dumps held samples");
+}
