@@ -33,8 +33,9 @@
  *    handle stays usable, and calls that do not meet the damage go on working.
  *    Such a process can corrupt or withhold samples. It cannot make the library
  *    crash or reach outside its mapping, unless it shrinks the object: then every
- *    process that touches the lost pages gets SIGBUS (the library installs no
- *    signal handlers). docs/STATE-MACHINE.md describes the trust model.
+ *    attached process that touches the lost pages gets SIGBUS (the library
+ *    installs no signal handlers). Read-only handles are safe from that: see
+ *    cistern_open_readonly(). docs/STATE-MACHINE.md describes the trust model.
  *  - A struct cistern handle belongs to one process and one thread at a time. Open
  *    one handle per thread that moves samples.
  *  - Crashes: a process that dies while attached, even by SIGKILL, loses no
@@ -674,7 +675,8 @@ struct cistern_stats {
 /**
  * Read the segment's statistics without disturbing it. Never blocks. The
  * counters are read one by one while others may move them.
- * @return 0; -EBADF on a handle that a fork() child inherited.
+ * @return 0; -EBADF on a handle that a fork() child inherited; -EPROTO on a
+ *         read-only handle whose segment was found shrunk (cistern_open_readonly()).
  */
 CISTERN_API int cistern_stats_get(const struct cistern *c, struct cistern_stats *st);
 
@@ -798,6 +800,14 @@ CISTERN_API const char *cistern_dtype_name(enum cistern_dtype t);
  * into another user's object (what it shows is whatever that user wrote;
  * cistern_segment_info.uid and fstat() name the owner). It waits up to about a
  * second for a segment that is still being created.
+ *
+ * A segment that someone other than the caller could shrink (another user's,
+ * or one whose mode lets others write it) is never mapped, since touching a
+ * page a shrink took away raises SIGBUS: the handle reads it into memory of
+ * its own with pread(), again at each call that looks (cistern_stats_get(),
+ * cistern_procs_get(), cistern_occupancy_get(), cistern_dump()), and such a
+ * call answers -EPROTO if the segment is found shrunk. A segment only the
+ * caller could shrink is mapped read-only.
  * @return 0; -ENOENT if no such segment exists; -EINVAL or -ENAMETOOLONG for a
  *         bad name; -EACCES if the caller may not read it; -EPROTO if it is not
  *         a cistern segment or is damaged; -EPROTONOSUPPORT if a build with
@@ -839,7 +849,8 @@ struct cistern_occupancy {
  * near-instant picture, not an atomic one. Never blocks; it takes time in
  * proportion to slot_count.
  * @return 0; -EBADF on a handle that a fork() child inherited; -ENOTSUP if
- *         this build cannot classify the slots of the segment's policy.
+ *         this build cannot classify the slots of the segment's policy;
+ *         -EPROTO on a read-only handle whose segment was found shrunk.
  */
 CISTERN_API int cistern_occupancy_get(const struct cistern *c, struct cistern_occupancy *occ);
 
@@ -868,7 +879,8 @@ struct cistern_proc_info {
  * An entry counts as alive while its process lives (asked of the kernel, so a
  * pid reused by another process does not fool it). Never blocks.
  * @return the number of entries in use (may exceed cap); -EINVAL for NULL out
- *         with a cap above 0; -EBADF on a handle that a fork() child inherited.
+ *         with a cap above 0; -EBADF on a handle that a fork() child inherited;
+ *         -EPROTO on a read-only handle whose segment was found shrunk.
  */
 CISTERN_API int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out,
 				  size_t cap);
@@ -1089,9 +1101,11 @@ struct cistern_dump_info {
  * @param progress may be NULL; called with (slots scanned, slot_count, arg)
  * @param info     may be NULL; receives what was written
  * @return 0; -EINVAL for a NULL path; the errors of cistern_open_readonly();
- *         -ENOTSUP if this build cannot read the slots of the segment's policy;
- *         -ENAMETOOLONG if the temporary file's path is too long; -ENOMEM;
- *         -errno of the file I/O.
+ *         -EPROTO also if a segment read without a mapping (see
+ *         cistern_open_readonly()) is found shrunk during the dump (nothing is
+ *         written over `path` then); -ENOTSUP if this build cannot read the
+ *         slots of the segment's policy; -ENAMETOOLONG if the temporary file's
+ *         path is too long; -ENOMEM; -errno of the file I/O.
  */
 CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progress_fn progress,
 			     void *arg, struct cistern_dump_info *info);

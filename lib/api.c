@@ -709,6 +709,10 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 		return -EINVAL;
 	if (c->inherited)
 		return -EBADF;
+	/* Another user's object is read through a copy: bring it up to date. */
+	int r = cistern__refresh(c, CISTERN__COPY_TABLES);
+	if (r < 0)
+		return r;
 	struct cistern_hdr *h = c->hdr;
 	memset(st, 0, sizeof(*st));
 	struct cistern_counters sum;
@@ -793,7 +797,7 @@ const char *cistern_strerror(int err)
 		       "user than you or root (to share one between users on purpose: "
 		       "CISTERN_ATTACH_ANY_OWNER, --any-owner on the command line)";
 	case -EPROTO:
-		return "not a cistern segment, or a damaged one";
+		return "not a cistern segment, or a damaged one (or one shrunk while it was read)";
 	case -EPROTONOSUPPORT:
 		return "segment made by an incompatible build of cistern (ABI or layout differs)";
 	case -ENOTSUP:

@@ -8,6 +8,10 @@
  * the word again; if it changed the copy may be torn and is dropped (counted
  * as skipped). A slot's word changes whenever its sample leaves, so a kept
  * copy is a whole sample. Producers and readers never wait for the dump.
+ *
+ * A segment someone else may shrink is not mapped at all (a copied handle,
+ * open.h): there the same three reads are pread() calls of the object,
+ * whose short count says it shrank, where a mapping would raise SIGBUS.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +28,7 @@
 #include "dump_io.h"
 #include "wait.h"
 #include "policy.h"
+#include "open.h"
 #include "dump.h"
 #include "crc32c.h"
 
@@ -48,6 +53,30 @@ struct held {
 	uint64_t word;
 	uint32_t index;
 };
+
+/* A copied handle: read slot idx's metadata line from the object into the copy. */
+static int read_line(struct cistern *c, uint32_t idx)
+{
+	const struct cistern_fixed *f = &c->fixed;
+	return cistern__pread_all(c->fd, cistern__slotmeta(c, idx), sizeof(struct cistern_slotmeta),
+				  f->meta_off + idx * f->meta_stride);
+}
+
+/* A copied handle: the first len bytes of slot idx's payload, from the object into `to`. */
+static int read_payload(struct cistern *c, uint32_t idx, void *to, size_t len)
+{
+	const struct cistern_fixed *f = &c->fixed;
+	return cistern__pread_all(c->fd, to, len, f->arena_off + idx * f->slot_stride);
+}
+
+/* A copied handle: slot idx's word as the object holds it now, into *word. */
+static int read_word(struct cistern *c, uint32_t idx, uint64_t *word)
+{
+	const struct cistern_fixed *f = &c->fixed;
+	return cistern__pread_all(c->fd, word, sizeof(*word),
+				  f->meta_off + idx * f->meta_stride +
+					  offsetof(struct cistern_slotmeta, word));
+}
 
 static int by_id(const void *a, const void *b)
 {
@@ -101,15 +130,26 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 	 * page by page costs a fault per 4 KiB, which dominated dump time. Old
 	 * kernels refuse the advice; the copy below then faults as before.
 	 */
-	char *from = (char *)((uintptr_t)c->arena & ~(uintptr_t)4095); /* the advice takes pages */
-	madvise(from, (size_t)(c->arena + c->slot_count * c->slot_stride - from),
-		MADV_POPULATE_READ);
+	if (!c->copied) {
+		/* The advice takes pages. */
+		char *from = (char *)((uintptr_t)c->arena & ~(uintptr_t)4095);
+		madvise(from, (size_t)(c->arena + c->slot_count * c->slot_stride - from),
+			MADV_POPULATE_READ);
+	}
 	uint64_t max_id = 0;
 	uint32_t crc = 0;
 
 	/* Pass 2: copy each, keep it only if its word did not move meanwhile. */
 	for (size_t k = 0; k < n; k++) {
 		struct cistern_slotmeta *sm = cistern__slotmeta(c, v[k].index);
+		int r = c->copied ? read_line(c, v[k].index) : 0;
+		if (r < 0) {
+			free(v);
+			return r;
+		}
+		/* A copied handle: the acquire below, for the kernel's copy of the line. */
+		if (c->copied)
+			load_fence();
 		/* [rs-held] acquire (or the FIFO's commit): metadata and payload after it. */
 		uint64_t word = atomic_load_explicit(&sm->word, memory_order_acquire);
 		uint64_t len = sm->len;
@@ -124,11 +164,26 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 			free(v);
 			return w->err;
 		}
-		if (ok)
+		if (ok && c->copied)
+			r = read_payload(c, v[k].index, p + REC_HDR, (size_t)len);
+		else if (ok)
 			memcpy(p + REC_HDR, cistern__payload(c, v[k].index), (size_t)len);
-		/* [dump-recheck] every read above happens before this second look at the word. */
+		/*
+		 * [dump-recheck] every read above happens before this second look
+		 * at the word. A copied handle's reads are the kernel's copies in
+		 * the pread() calls this thread made, which the fence orders too.
+		 */
 		load_fence();
-		ok = ok && atomic_load_explicit(&sm->word, memory_order_relaxed) == word;
+		uint64_t now = 0;
+		if (!c->copied)
+			now = atomic_load_explicit(&sm->word, memory_order_relaxed);
+		else if (r == 0)
+			r = read_word(c, v[k].index, &now);
+		if (r < 0) {
+			free(v);
+			return r;
+		}
+		ok = ok && now == word;
 		if (!ok) {
 			m->skipped++;
 			continue;
@@ -182,6 +237,10 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	const struct cistern_snap_ops *so = c->policy->snap;
 	if (!so)
 		return -ENOTSUP;
+	/* A copied handle: which slots hold samples, as the object says now (pass 1). */
+	r = cistern__refresh(c, CISTERN__COPY_TABLES | CISTERN__COPY_SLOTS);
+	if (r < 0)
+		return r;
 	struct dump_meta m;
 	memset(&m, 0, sizeof(m));
 	cistern_config_get(c, &m.cfg);
@@ -199,7 +258,8 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	if (fstat(c->fd, &st) < 0)
 		return -errno;
 	m.cfg.mode = (uint32_t)st.st_mode & 0777;
-	cistern_stats_get(c, &m.st);
+	if ((r = cistern_stats_get(c, &m.st)) < 0)
+		return r;
 	snprintf(m.name, sizeof(m.name), "%s", name);
 	m.created_ns = c->fixed.created_ns;
 	m.dumped_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);

@@ -103,6 +103,13 @@ struct cistern {
 	size_t map_size;
 	int fd; /* takes the locks; nothing maps it (fork.c) */
 	bool readonly;
+	/*
+	 * A read-only handle on an object someone else may shrink (segment.c:
+	 * cistern__open_view()): hdr is then a private anonymous copy of it,
+	 * which the calls fill in by pread() of fd (cistern__refresh()), so
+	 * that no page of the object itself is ever mapped.
+	 */
+	bool copied;
 	bool inherited;                /* a fork() child's copy: every call but detach is -EBADF */
 	struct cistern__lockfd lockfd; /* lists fd for fork() children to close */
 	uint32_t owner;                /* attachment index + 1; 0 when read-only */

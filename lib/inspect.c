@@ -32,8 +32,11 @@ int cistern_open_readonly(const char *name, struct cistern **out)
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	/* Any owner: a read-only mapping cannot put anything of ours into the object. */
-	return cistern__open_mapped(name, true, true, out);
+	/*
+	 * Any owner: looking puts nothing of ours into the object. Another
+	 * user's is read through a copy, never mapped (cistern__open_view()).
+	 */
+	return cistern__open_view(name, CISTERN__COPY_SLOTS, false, out);
 }
 
 const char *cistern_slot_class_name(enum cistern_slot_class cls)
@@ -59,6 +62,9 @@ int cistern_occupancy_get(const struct cistern *c, struct cistern_occupancy *occ
 	const struct cistern_snap_ops *so = c->policy->snap;
 	if (!so)
 		return -ENOTSUP;
+	int r = cistern__refresh(c, CISTERN__COPY_SLOTS);
+	if (r < 0)
+		return r;
 	memset(occ, 0, sizeof(*occ));
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
@@ -91,6 +97,9 @@ int cistern_procs_get(const struct cistern *c, struct cistern_proc_info *out, si
 		return -EINVAL;
 	if (c->inherited)
 		return -EBADF;
+	int r = cistern__refresh(c, CISTERN__COPY_TABLES);
+	if (r < 0)
+		return r;
 	struct cistern_proc *procs = cistern__procs(c);
 	size_t n = 0;
 	for (uint32_t i = 0; i < c->fixed.procs_count; i++) {
@@ -189,8 +198,12 @@ static void fill_info(const char *name, struct cistern_segment_info *si)
 		/* Built under this temporary name by a restore, not yet renamed. */
 		si->status = -EINPROGRESS;
 	}
+	/*
+	 * Its tables only, through a copy whoever owns it: a listing never maps
+	 * an object, so that no owner can kill it by shrinking one.
+	 */
 	struct cistern *c;
-	r = cistern__open_mapped(name, true, true, &c);
+	r = cistern__open_view(name, 0, true, &c);
 	if (r < 0) {
 		if (si->status == 0)
 			si->status = r;

@@ -709,12 +709,52 @@ static int map_validated(const char *shm, int fd, bool readonly, const struct ci
 }
 
 /*
+ * Whether only we could shrink the object fstat() described as *st: it is
+ * ours, and its mode lets nobody else write it (an ACL that lets another
+ * user write shows in the group bits, its mask). Root could too, but root
+ * is trusted here as everywhere (docs/STATE-MACHINE.md, "Trust model").
+ */
+static bool ours_alone(const struct stat *st)
+{
+	return st->st_uid == geteuid() && !(st->st_mode & 022);
+}
+
+/*
+ * The private copy a copied handle reads instead of the object: the header
+ * and the attachment table where the object has them, then the metadata
+ * lines of the slots packed one after another (the payloads are never
+ * copied, so the lines that lie among them need not be spread out as in the
+ * object). Where the tables end, and the whole copy's size.
+ */
+static uint64_t copy_tables_end(uint64_t procs_off, uint64_t procs_count)
+{
+	return cistern__align_up(procs_off + procs_count * sizeof(struct cistern_proc),
+				 CISTERN_CACHELINE);
+}
+
+static uint64_t copy_size(uint64_t procs_off, uint64_t procs_count, uint64_t slot_count)
+{
+	return copy_tables_end(procs_off, procs_count) +
+	       slot_count * sizeof(struct cistern_slotmeta);
+}
+
+/* Anonymous and without reserve: what is not filled reads as zeros, and costs nothing. */
+static void *copy_area(uint64_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/*
  * Open, check, validate and map the object of segment `name` (shm) for c, once:
  * 0 with c->hdr mapped and *copy the validated header, or -errno (-ESTALE: the
- * name changed between our two opens, try again).
+ * name changed between our two opens, try again). Read-only, an object
+ * someone else may shrink (or any, with copy_always) is not mapped: c->hdr
+ * is then an empty copy area, which the caller fills (c->copied).
  */
 static int open_once(struct cistern *c, const char *name, const char *shm, bool readonly,
-		     bool any_owner, struct cistern_hdr *copy)
+		     bool any_owner, bool copy_always, struct cistern_hdr *copy)
 {
 	struct stat st;
 	int r = cistern__lockfd_open_existing(&c->lockfd, &c->fd, c, name,
@@ -748,6 +788,23 @@ static int open_once(struct cistern *c, const char *name, const char *shm, bool 
 	if (r < 0)
 		goto fail;
 	void *p;
+	if (readonly && (copy_always || !ours_alone(&st))) {
+		/*
+		 * Its owner may shrink it at any moment, and every access to a
+		 * mapping of a lost page raises SIGBUS in us: read it by pread(),
+		 * which answers a short count instead.
+		 */
+		uint64_t size = copy_size(copy->procs_off, copy->procs_count, copy->slot_count);
+		p = copy_area(size);
+		if (!p) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		c->copied = true;
+		c->hdr = p;
+		c->map_size = size;
+		return 0;
+	}
 	r = map_validated(shm, fd, readonly, copy, &p);
 	if (r < 0)
 		goto fail;
@@ -759,7 +816,89 @@ fail:
 	return r;
 }
 
-int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct cistern **out)
+int cistern__pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+	char *p = buf;
+	while (len > 0) {
+		ssize_t got = pread(fd, p, len, (off_t)off);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			return -EPROTO; /* shorter than its layout: shrunk, or damaged */
+		p += got;
+		off += (uint64_t)got;
+		len -= (size_t)got;
+	}
+	return 0;
+}
+
+/* Slots whose lines one read brings in, at most: 1 MiB of the object at a time. */
+#define COPY_CHUNK (UINT64_C(1) << 20)
+
+/*
+ * The metadata lines of the slots, each read into its place in the packed
+ * copy. The FIFO's lie in one array in the object too: one read. Elsewhere
+ * each slot's line sits before its payload: small slots are read a chunk of
+ * whole slots at a time through a buffer (far fewer calls), larger ones
+ * line by line.
+ */
+static int refresh_lines(const struct cistern *c)
+{
+	const struct cistern_fixed *f = &c->fixed;
+	const uint64_t line = sizeof(struct cistern_slotmeta);
+	if (f->meta_stride == line)
+		return cistern__pread_all(c->fd, c->meta0, (size_t)(f->slot_count * line),
+					  f->meta_off);
+	int r = 0;
+	if (f->slot_stride > 4096) {
+		for (uint64_t i = 0; i < f->slot_count && r == 0; i++)
+			r = cistern__pread_all(c->fd, cistern__slotmeta(c, i), (size_t)line,
+					       f->meta_off + i * f->meta_stride);
+		return r;
+	}
+	uint64_t per = COPY_CHUNK / f->slot_stride;
+	char *buf = malloc((size_t)(per * f->slot_stride));
+	if (!buf)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < f->slot_count && r == 0; i += per) {
+		uint64_t n = f->slot_count - i < per ? f->slot_count - i : per;
+		/* The last slot's payload is not needed: its line ends the read. */
+		r = cistern__pread_all(c->fd, buf, (size_t)((n - 1) * f->slot_stride + line),
+				       f->meta_off + i * f->meta_stride);
+		for (uint64_t k = 0; k < n && r == 0; k++)
+			memcpy(cistern__slotmeta(c, i + k), buf + k * f->slot_stride, (size_t)line);
+	}
+	free(buf);
+	return r;
+}
+
+int cistern__refresh(const struct cistern *c, unsigned parts)
+{
+	if (!c->copied)
+		return 0;
+	const struct cistern_fixed *f = &c->fixed;
+	int r = 0;
+	/*
+	 * The header and the attachment table lie together at the start. The
+	 * policy index is left out: only the calls of attached handles read it.
+	 */
+	if (parts & CISTERN__COPY_TABLES)
+		r = cistern__pread_all(
+			c->fd, c->hdr,
+			(size_t)(f->procs_off + f->procs_count * sizeof(struct cistern_proc)), 0);
+	if (r == 0 && (parts & CISTERN__COPY_SLOTS))
+		r = refresh_lines(c);
+	return r;
+}
+
+/*
+ * Open segment `name` (see cistern__open_mapped() and cistern__open_view()):
+ * a copied handle is filled with `parts` (and the tables) before it is handed out.
+ */
+static int open_handle(const char *name, bool readonly, bool any_owner, unsigned parts,
+		       bool copy_always, struct cistern **out)
 {
 	char shm[96];
 	int r = cistern__shm_name(name, shm, sizeof(shm));
@@ -771,7 +910,8 @@ int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct
 	struct cistern_hdr copy;
 	/* The name changing between our two opens takes a remove or a restore each time. */
 	for (int tries = 0;
-	     (r = open_once(c, name, shm, readonly, any_owner, &copy)) == -ESTALE && tries < 8;
+	     (r = open_once(c, name, shm, readonly, any_owner, copy_always, &copy)) == -ESTALE &&
+	     tries < 8;
 	     tries++)
 		;
 	if (r < 0) {
@@ -783,7 +923,24 @@ int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct
 	cistern__fixed_of(&copy, &c->fixed);
 	c->id_base = copy.id_base;
 	handle_setup(c);
-	r = cistern__schema_load(c);
+	if (c->copied) {
+		/*
+		 * The packed copy (copy_size()): lines one after another, and
+		 * neither payloads nor the index, which no read-only call reads
+		 * (a dump reads payloads from the object itself).
+		 */
+		c->meta0 = (char *)c->hdr +
+			   copy_tables_end(c->fixed.procs_off, c->fixed.procs_count);
+		c->meta_stride = sizeof(struct cistern_slotmeta);
+		c->arena = NULL;
+		c->index = NULL;
+	}
+	r = cistern__refresh(c, CISTERN__COPY_TABLES | parts);
+	/* The copy must say what the validated header said (no swap in between). */
+	if (r == 0 && c->copied && memcmp(c->hdr, &copy, offsetof(struct cistern_hdr, tail)) != 0)
+		r = -EPROTO;
+	if (r == 0)
+		r = cistern__schema_load(c);
 	if (r < 0) {
 		munmap(c->hdr, c->map_size);
 		cistern__lockfd_close(&c->lockfd);
@@ -792,6 +949,16 @@ int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct
 	}
 	*out = c;
 	return 0;
+}
+
+int cistern__open_mapped(const char *name, bool readonly, bool any_owner, struct cistern **out)
+{
+	return open_handle(name, readonly, any_owner, CISTERN__COPY_SLOTS, false, out);
+}
+
+int cistern__open_view(const char *name, unsigned parts, bool always, struct cistern **out)
+{
+	return open_handle(name, true, true, parts, always, out);
 }
 
 static void unmap_free(struct cistern *c)

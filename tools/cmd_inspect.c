@@ -23,7 +23,9 @@ static const char usage[] =
 	"histograms (of samples that left, and of samples held now), slot occupancy\n"
 	"by state, and the attached processes with role, pid, name and liveness.\n"
 	"Inspecting never disturbs the segment: it maps it read-only, takes no\n"
-	"attachment, pin or lock, and moves no counter.\n"
+	"attachment, pin or lock, and moves no counter. A segment someone else could\n"
+	"shrink (another user's, or one others may write) is not mapped but read\n"
+	"into memory of our own, so that its owner cannot kill the command.\n"
 	"\n"
 	"  -j, --json              one JSON object\n"
 	"  -P, --prometheus        Prometheus text exposition format\n"
@@ -66,15 +68,31 @@ static int take(const char *name, struct snapshot *s)
 	}
 	cistern_config_get(c, &s->cfg);
 	s->cfg.schema = s->schema.n ? s->schema.text : NULL; /* the handle's copy goes below */
-	cistern_stats_get(c, &s->st);
-	s->have_occ = cistern_occupancy_get(c, &s->occ) == 0;
+	/*
+	 * Another user's segment is read through a copy, and these calls fail
+	 * (-EPROTO) if its owner shrank it meanwhile: no half-read picture.
+	 */
+	r = cistern_stats_get(c, &s->st);
+	if (r == 0) {
+		r = cistern_occupancy_get(c, &s->occ);
+		s->have_occ = r == 0;
+		r = r == -ENOTSUP ? 0 : r;
+	}
+	if (r < 0) {
+		cistern_detach(c);
+		return r;
+	}
 	s->procs = calloc(s->cfg.max_procs ? s->cfg.max_procs : 1, sizeof(*s->procs));
 	if (!s->procs) {
 		cistern_detach(c);
 		return -ENOMEM;
 	}
 	r = cistern_procs_get(c, s->procs, s->cfg.max_procs);
-	s->nprocs = r < 0 ? 0 : (r > (int)s->cfg.max_procs ? (int)s->cfg.max_procs : r);
+	if (r < 0) {
+		cistern_detach(c);
+		return r;
+	}
+	s->nprocs = r > (int)s->cfg.max_procs ? (int)s->cfg.max_procs : r;
 	char path[128];
 	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
 	stat(path, &s->file);

@@ -1047,9 +1047,12 @@ def attach(name: str, any_owner: bool = False, populate: bool = False,
 
 def open_readonly(name: str) -> Segment:
     """Open segment `name` for watching only (cistern_open_readonly()): a
-    Segment mapped read-only that takes no attachment entry and cannot disturb
-    anyone. config(), stats(), occupancy() and procs() work; calls that move
-    samples raise OSError(EBADF)."""
+    Segment that takes no attachment entry and cannot disturb anyone. It maps
+    the segment read-only, unless someone else could shrink it (another
+    user's, or one others may write): then it reads it into memory of its own
+    at each call, which raises OSError(EPROTO) if the segment was found
+    shrunk, instead of dying by SIGBUS. config(), stats(), occupancy() and
+    procs() work; calls that move samples raise OSError(EBADF)."""
     return Segment(_cistern.open_readonly(_check_name_type(name)), name)
 
 
