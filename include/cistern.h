@@ -296,7 +296,10 @@ CISTERN_API int cistern_create(const char *name, const struct cistern_config *cf
  *         example "FIRO needs a watermark above 0 and below slot_count"). The
  *         sentence is static, except for a bad schema: that sentence (naming
  *         the field of the schema that is wrong) lives in a per-thread buffer
- *         that the next call in the same thread overwrites.
+ *         that the next call in the same thread overwrites. It quotes a
+ *         character of the schema only if it is printable ASCII; any other
+ *         byte is named by its value ("the byte 0x1b"), so the sentence never
+ *         carries control bytes of the text to a terminal or a log.
  */
 CISTERN_API const char *cistern_config_problem(const struct cistern_config *cfg);
 
@@ -1029,7 +1032,7 @@ typedef void (*cistern_progress_fn)(uint64_t done, uint64_t total, void *arg);
 
 /** What a dump holds (filled by cistern_dump(), cistern_restore(), cistern_dump_info()). */
 struct cistern_dump_info {
-	char name[CISTERN_NAME_MAX + 1]; /**< segment the dump was taken from */
+	char name[CISTERN_NAME_MAX + 1]; /**< segment the dump was taken from (a valid name) */
 	/**
 	 * its parameters; mode: its permission bits at dump time; config.schema
 	 * points at `schema` below (NULL without one)
@@ -1095,9 +1098,11 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  *         dump, one whose config cistern_create() would refuse, or one holding
  *         a record the segment could not hold (a payload longer than a slot,
  *         ids out of order, a SimPairedReservoir sim_id >= sweep_size or
- *         time_step >= nb_time_steps), even under checksums that hold; -ENOMSG
- *         for a file that is not a cistern dump at all (no dump magic, or
- *         not a regular file: a FIFO is refused, not waited on);
+ *         time_step >= nb_time_steps), or a stored name that breaks the
+ *         naming rule (cistern_name_valid()), even under checksums that
+ *         hold; -ENOMSG for a file that is not a cistern dump at all (no
+ *         dump magic, or not a regular file: a FIFO is refused, not waited
+ *         on);
  *         -EPROTONOSUPPORT for a dump format this build does not know;
  *         -ENOTSUP for a policy this build lacks; -EINVAL for a NULL path or
  *         a bad name; -ENOSPC, -ENOMEM and the other errors of

@@ -259,6 +259,36 @@ static void truncate_one(const char *path)
 	cr_assert_eq(truncate(path, file_size(path) - 1), 0);
 }
 
+/* A stored name of bytes a terminal obeys, every checksum made to hold again. */
+static void stored_name_of_escape_sequences(const char *path)
+{
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	memset(f.m.name, 0, sizeof(f.m.name));
+	snprintf(f.m.name, sizeof(f.m.name), "\033]0;PWNED\a\033[2J");
+	dumpfile_store(&f, path);
+}
+
+/* A stored name that walks out of /dev/shm. */
+static void stored_name_with_a_path(const char *path)
+{
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	memset(f.m.name, 0, sizeof(f.m.name));
+	snprintf(f.m.name, sizeof(f.m.name), "../../tmp/x");
+	dumpfile_store(&f, path);
+}
+
+Test(dump, a_stored_name_of_control_bytes_is_refused_by_verify_and_restore_alike)
+{
+	refused("d-ctlname", stored_name_of_escape_sequences);
+}
+
+Test(dump, a_stored_name_with_a_path_is_refused_by_verify_and_restore_alike)
+{
+	refused("d-pathname", stored_name_with_a_path);
+}
+
 Test(dump, a_flipped_payload_byte_is_refused_and_nothing_created)
 {
 	refused("d-flip", flip_in_payload);

@@ -75,7 +75,7 @@ static int run(int argc, char **argv)
 		char a[32], b[32];
 		fprintf(stderr, "dumped %" PRIu64 " samples (%s payload, file %s) of %s to %s",
 			info.samples, fmt_bytes(info.payload_bytes, a, sizeof(a)),
-			fmt_bytes(info.file_size, b, sizeof(b)), name, file);
+			fmt_bytes(info.file_size, b, sizeof(b)), name, esc(file));
 		if (info.skipped)
 			fprintf(stderr, "; %" PRIu64 " left out (they moved while copied)",
 				info.skipped);

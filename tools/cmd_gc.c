@@ -110,11 +110,12 @@ static int collect(const char *name, unsigned flags, const char *dir, bool named
 	else if (rep.removed == 4 && dry)
 		printf("%s: stale, %" PRIu64 " unread sample%s would be dumped to %s, then the "
 		       "segment removed\n",
-		       name, rep.unread, plural(rep.unread), path);
+		       name, rep.unread, plural(rep.unread), esc(path));
 	else if (rep.removed == 4)
 		printf("%s: stale, %" PRIu64 " unread sample%s dumped to %s (%" PRIu64
 		       " sample%s in all), removed\n",
-		       name, rep.unread, plural(rep.unread), path, rep.dumped, plural(rep.dumped));
+		       name, rep.unread, plural(rep.unread), esc(path), rep.dumped,
+		       plural(rep.dumped));
 	else if (rep.removed == 5)
 		printf("%s: stale, %" PRIu64 " unread sample%s %s\n", name, rep.unread,
 		       plural(rep.unread),
