@@ -930,6 +930,7 @@ CISTERN_API int cistern_remove(const char *name, unsigned flags);
 struct cistern_gc_report {
 	uint32_t
 		dead_procs; /**< attachments of dead processes (reclaimed unless dry run or kept) */
+	/* What those attachments hold, dropped or put back as said unless dry run or kept. */
 	uint64_t reservations; /**< their unfinished puts, dropped */
 	uint64_t redelivered;  /**< their held FIFO/FIRO samples, put back for redelivery */
 	uint64_t pins;         /**< their reservoir pins, dropped */
@@ -1005,7 +1006,9 @@ CISTERN_API int cistern_gc(const char *name, unsigned flags, struct cistern_gc_r
  * segment stays as it was, as it does when the dump fails. A process that
  * attaches to the segment meanwhile waits until the call ends. `dir` NULL is
  * cistern_gc(); CISTERN_GC_DISCARD with a `dir` is -EINVAL. In a dry run
- * nothing is written; an existing file is -EEXIST.
+ * nothing is written, and the answer is the real run's: anything at the
+ * path (a file, a symbolic link even one that leads nowhere) is -EEXIST, a
+ * directory we cannot write in is its -errno.
  * @return as cistern_gc(); also -EEXIST, -ENAMETOOLONG, -EAGAIN (the dump
  *         read back did not hold every sample; it is deleted) and the errors
  *         of cistern_dump(): the segment is then kept (kept = 1).
@@ -1063,7 +1066,8 @@ struct cistern_dump_info {
 
 /**
  * Dump segment `name` to `path` (replaced atomically: written to a temporary
- * file next to it, then renamed). Besides cistern_open_readonly()'s wait for a
+ * file next to it, `path`.tmp.RANDOM, created exclusively under a name
+ * nobody can take first, then renamed). Besides cistern_open_readonly()'s wait for a
  * segment being created, the call blocks on the file I/O only. I/O that a
  * signal to the process interrupts is retried, never reported as
  * -EINTR (the same holds for cistern_restore() and cistern_dump_verify()).
@@ -1085,7 +1089,8 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
 /**
  * Restore a dump as segment `name` (NULL: the name stored in the dump). The
  * whole file is checked (every section checksum and the file checksum) while
- * it is loaded into a segment under a temporary name; only a fully checked
+ * it is loaded into a segment under a temporary name (restore-PID-RANDOM,
+ * created exclusively, under a name nobody can take first); only a fully checked
  * segment is renamed to `name`, which must not exist. The call blocks on the
  * file I/O only. If the restoring process dies, the half-built segment keeps
  * its temporary name, and cistern_gc() removes it.

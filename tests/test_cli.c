@@ -879,7 +879,8 @@ Test(gc, keeps_a_stale_segment_with_unread_samples_and_says_so)
 	stale_with_samples("gcunread", name, sizeof(name), 63);
 	struct result *r = run("gc", name);
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	snprintf(want, sizeof(want), "%s: stale, 63 unread samples kept", name);
+	snprintf(want, sizeof(want), "%s: stale, 63 unread samples and 1 dead attachment kept",
+		 name);
 	cr_assert(strstr(r->out, want), "%s", r->out);
 	cr_assert(exists(name));
 	cleanup(NULL, name);
@@ -932,7 +933,7 @@ Test(gc, dump_to_over_an_existing_file_fails_and_keeps_the_segment)
 	close(fd);
 	struct result *r = run("gc", "--dump-to", dir, name);
 	cr_assert_eq(r->status, 1);
-	cr_assert(strstr(r->err, "2 unread samples kept"), "%s", r->err);
+	cr_assert(strstr(r->err, "2 unread samples and 1 dead attachment kept"), "%s", r->err);
 	cr_assert(exists(name));
 	cleanup(NULL, name);
 	unlink(path);
@@ -1926,4 +1927,38 @@ Test(escape, restore_as_a_name_refuses_a_dump_whose_stored_name_breaks_the_rule)
 	cr_assert(strstr(r->err, "damaged or truncated dump"), "%s", r->err);
 	cr_assert(!exists(name));
 	unlink(path);
+}
+
+/* ---- names and messages that say what is really there -------------------- */
+
+Test(gc, dry_run_predicts_the_refusal_of_a_dangling_link_at_the_dump_path)
+{
+	char name[64], dir[128], path[256];
+	stale_with_samples("gclink", name, sizeof(name), 3);
+	gc_dir(dir, sizeof(dir), "link");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	unlink(path);
+	cr_assert_eq(symlink("/nonexistent/cistern-target", path), 0);
+	struct result *dry = run("gc", "--dry-run", "--dump-to", dir, name);
+	cr_assert_eq(dry->status, 1, "%s", dry->out);
+	cr_assert(strstr(dry->err, "would not dump to"), "%s", dry->err);
+	struct result *real = run("gc", "--dump-to", dir, name);
+	cr_assert_eq(real->status, 1, "%s", real->out);
+	cr_assert(strstr(real->err, "cannot dump to"), "%s", real->err);
+	cr_assert(exists(name));
+	cleanup(NULL, name);
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(gc, a_stale_segment_kept_for_its_samples_counts_its_dead_attachment)
+{
+	char name[64];
+	stale_with_samples("gckeptdead", name, sizeof(name), 4);
+	struct result *r = run("gc", "--dry-run", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "4 unread samples and 1 dead attachment would be kept"), "%s",
+		  r->out);
+	cr_assert_null(strstr(r->out, "reclaim"), "nothing is reclaimed: %s", r->out);
+	cleanup(NULL, name);
 }
