@@ -300,7 +300,10 @@ CISTERN_API int cistern_create(const char *name, const struct cistern_config *cf
  *         example "FIRO needs a watermark above 0 and below slot_count"). The
  *         sentence is static, except for a bad schema: that sentence (naming
  *         the field of the schema that is wrong) lives in a per-thread buffer
- *         that the next call in the same thread overwrites.
+ *         that the next call in the same thread overwrites. It quotes a
+ *         character of the schema only if it is printable ASCII; any other
+ *         byte is named by its value ("the byte 0x1b"), so the sentence never
+ *         carries control bytes of the text to a terminal or a log.
  */
 CISTERN_API const char *cistern_config_problem(const struct cistern_config *cfg);
 
@@ -956,6 +959,7 @@ CISTERN_API int cistern_remove(const char *name, unsigned flags);
 struct cistern_gc_report {
 	uint32_t
 		dead_procs; /**< attachments of dead processes (reclaimed unless dry run or kept) */
+	/* What those attachments hold, dropped or put back as said unless dry run or kept. */
 	uint64_t reservations; /**< their unfinished puts, dropped */
 	uint64_t redelivered;  /**< their held FIFO/FIRO samples, put back for redelivery */
 	uint64_t pins;         /**< their reservoir pins, dropped */
@@ -1031,7 +1035,9 @@ CISTERN_API int cistern_gc(const char *name, unsigned flags, struct cistern_gc_r
  * segment stays as it was, as it does when the dump fails. A process that
  * attaches to the segment meanwhile waits until the call ends. `dir` NULL is
  * cistern_gc(); CISTERN_GC_DISCARD with a `dir` is -EINVAL. In a dry run
- * nothing is written; an existing file is -EEXIST.
+ * nothing is written, and the answer is the real run's: anything at the
+ * path (a file, a symbolic link even one that leads nowhere) is -EEXIST, a
+ * directory we cannot write in is its -errno.
  * @return as cistern_gc(); also -EEXIST, -ENAMETOOLONG, -EAGAIN (the dump
  *         read back did not hold every sample; it is deleted) and the errors
  *         of cistern_dump(): the segment is then kept (kept = 1).
@@ -1058,7 +1064,7 @@ typedef void (*cistern_progress_fn)(uint64_t done, uint64_t total, void *arg);
 
 /** What a dump holds (filled by cistern_dump(), cistern_restore(), cistern_dump_info()). */
 struct cistern_dump_info {
-	char name[CISTERN_NAME_MAX + 1]; /**< segment the dump was taken from */
+	char name[CISTERN_NAME_MAX + 1]; /**< segment the dump was taken from (a valid name) */
 	/**
 	 * its parameters; mode: its permission bits at dump time; config.schema
 	 * points at `schema` below (NULL without one)
@@ -1089,7 +1095,8 @@ struct cistern_dump_info {
 
 /**
  * Dump segment `name` to `path` (replaced atomically: written to a temporary
- * file next to it, then renamed). Besides cistern_open_readonly()'s wait for a
+ * file next to it, `path`.tmp.RANDOM, created exclusively under a name
+ * nobody can take first, then renamed). Besides cistern_open_readonly()'s wait for a
  * segment being created, the call blocks on the file I/O only. I/O that a
  * signal to the process interrupts is retried, never reported as
  * -EINTR (the same holds for cistern_restore() and cistern_dump_verify()).
@@ -1113,7 +1120,8 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
 /**
  * Restore a dump as segment `name` (NULL: the name stored in the dump). The
  * whole file is checked (every section checksum and the file checksum) while
- * it is loaded into a segment under a temporary name; only a fully checked
+ * it is loaded into a segment under a temporary name (restore-PID-RANDOM,
+ * created exclusively, under a name nobody can take first); only a fully checked
  * segment is renamed to `name`, which must not exist. The call blocks on the
  * file I/O only. If the restoring process dies, the half-built segment keeps
  * its temporary name, and cistern_gc() removes it.
@@ -1126,9 +1134,11 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  *         dump, one whose config cistern_create() would refuse, or one holding
  *         a record the segment could not hold (a payload longer than a slot,
  *         ids out of order, a SimPairedReservoir sim_id >= sweep_size or
- *         time_step >= nb_time_steps), even under checksums that hold; -ENOMSG
- *         for a file that is not a cistern dump at all (no dump magic, or
- *         not a regular file: a FIFO is refused, not waited on);
+ *         time_step >= nb_time_steps), or a stored name that breaks the
+ *         naming rule (cistern_name_valid()), even under checksums that
+ *         hold; -ENOMSG for a file that is not a cistern dump at all (no
+ *         dump magic, or not a regular file: a FIFO is refused, not waited
+ *         on);
  *         -EPROTONOSUPPORT for a dump format this build does not know;
  *         -ENOTSUP for a policy this build lacks; -EINVAL for a NULL path or
  *         a bad name; -ENOSPC, -ENOMEM and the other errors of

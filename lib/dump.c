@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -214,6 +215,35 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 	return 0;
 }
 
+uint64_t cistern__unguessable(void)
+{
+	uint64_t v;
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
+		return v;
+	/* No entropy yet (early boot): the clock's nanoseconds, mixed, are hard enough to hit. */
+	uint64_t x = (uint64_t)cistern__now_ns(CLOCK_MONOTONIC) ^ (uint64_t)getpid() << 40 ^
+		     (uint64_t)(uintptr_t)&v;
+	return cistern__splitmix64(&x);
+}
+
+/*
+ * Create the temporary file next to `path` that the dump is written to,
+ * under a name nobody can take first (PATH.tmp.RANDOM, exclusively), trying
+ * another on the rare collision. Its name goes to tmp.
+ */
+static int open_temp(const char *path, mode_t mode, char *tmp, size_t size)
+{
+	for (int tries = 0; tries < CISTERN__TEMP_TRIES; tries++) {
+		if (snprintf(tmp, size, "%s.tmp.%016llx", path,
+			     (unsigned long long)cistern__unguessable()) >= (int)size)
+			return -ENAMETOOLONG;
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+		if (fd >= 0 || errno != EEXIST)
+			return fd >= 0 ? fd : -errno;
+	}
+	return -EEXIST;
+}
+
 /* Put the finished file in place: over an older one, or (NOREPLACE) never. */
 static int publish(const char *tmp, const char *path, unsigned flags)
 {
@@ -270,12 +300,10 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 
 	/* Write next to the target and rename: a failed dump leaves the old file alone. */
 	char tmp[4096];
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
 	/* The dump holds the samples: keep it as private as the segment. */
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, (m.cfg.mode & 0666) | 0600);
+	int fd = open_temp(path, (m.cfg.mode & 0666) | 0600, tmp, sizeof(tmp));
 	if (fd < 0)
-		return -errno;
+		return fd;
 	struct io_writer w;
 	roaring_bitmap_t *seen = NULL;
 	char *bm = NULL;

@@ -17,6 +17,15 @@ uint64_t cistern__restore_mark(const char *name);
 bool cistern__restore_unfinished(const struct cistern_hdr *h, const char *name);
 
 /*
+ * dump.c: 64 bits nobody else can guess, for the temporary names of a dump
+ * file and of a restore's segment: a name made of a pid and a counter can be
+ * taken first by anyone, and would make the dump or restore fail.
+ */
+uint64_t cistern__unguessable(void);
+/* How many names a dump or a restore tries before it gives up (-EEXIST). */
+#define CISTERN__TEMP_TRIES 16
+
+/*
  * dump.c: the dump engine. For the benchmark: CISTERN__DUMP_PLAIN writes with a
  * pwrite() loop, CISTERN__DUMP_BUFFERED keeps io_uring but without O_DIRECT.
  * CISTERN__DUMP_NOREPLACE (gc): an existing file at the path is never

@@ -189,6 +189,13 @@ int cistern__dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 	if (r < 0)
 		return r;
 	m->version = version;
+	/*
+	 * The name the segment had: a restore without a NAME creates it, and
+	 * tools print it, so it must be one the naming rule allows (no bytes a
+	 * terminal would obey, no path).
+	 */
+	if (cistern_name_valid(m->name) < 0)
+		return -EBADMSG;
 	/* Version 1 has no schema section: the seen set ends at the meta block. */
 	uint64_t bitmap_end = m->bitmap_off + m->bitmap_size;
 	if (version == 1 ? m->schema_off != 0 || m->schema_size != 0 || m->schema_crc != 0

@@ -493,6 +493,22 @@ static int gc_dump_path(const char *dir, const char *name, char *buf, size_t siz
 }
 
 /*
+ * What a dry run predicts of gc_dump() writing `path` in `dir`: any object
+ * already there is in the way, a dangling symbolic link too (the dump never
+ * follows a link nor replaces what is there), and so is a directory the
+ * dump cannot create its file in.
+ */
+static int gc_dump_possible(const char *dir, const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) == 0)
+		return -EEXIST;
+	if (errno != ENOENT)
+		return -errno;
+	return access(dir, W_OK | X_OK) < 0 ? -errno : 0;
+}
+
+/*
  * Dump the stale segment open on c to `path` (never over an existing file),
  * and read the file back whole: only a dump that verifies and holds every
  * sample the segment holds lets gc remove the segment. The caller holds the
@@ -615,17 +631,19 @@ int cistern_gc_dump_to(const char *name, const char *dir, unsigned flags,
 			why = 5;
 		} else {
 			rep->kept = 1;
+			gc_reclaim(c, true, &t); /* counted, not reclaimed: they stay with it */
 			cistern_detach(c);
 			return 0;
 		}
 	}
 	if (why == 4) {
 		if (dry)
-			r = access(path, F_OK) == 0 ? -EEXIST : 0;
+			r = gc_dump_possible(dir, path);
 		else
 			r = gc_dump(c, name, path, rep);
 		if (r < 0) {
 			rep->kept = 1; /* no dump, no removal: the samples stay where they are */
+			gc_reclaim(c, true, &t);
 			cistern_detach(c);
 			return r;
 		}

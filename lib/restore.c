@@ -290,17 +290,24 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 		r = -EEXIST;
 		goto out_fd;
 	}
-	/* Atomic only to be unique across threads; its seq_cst orders nothing. */
-	static _Atomic unsigned counter;
-	snprintf(tmpname, sizeof(tmpname), "restore-%d-%u", (int)getpid(),
-		 atomic_fetch_add(&counter, 1));
-	cistern__shm_name(tmpname, tmp, sizeof(tmp));
-	snprintf(from, sizeof(from), "/dev/shm%s", tmp);
-
+	/*
+	 * Built under restore-PID-RANDOM: a name nobody can take first to make
+	 * the restore fail (create is exclusive; a collision tries another).
+	 * The target was checked above, so -EEXIST from here on is the
+	 * temporary name's only after every try.
+	 */
 	struct cistern *c;
-	r = cistern_create(tmpname, &m.cfg, &c);
+	for (int tries = 0;; tries++) {
+		snprintf(tmpname, sizeof(tmpname), "restore-%d-%016llx", (int)getpid(),
+			 (unsigned long long)cistern__unguessable());
+		r = cistern_create(tmpname, &m.cfg, &c);
+		if (r != -EEXIST || tries + 1 == CISTERN__TEMP_TRIES)
+			break;
+	}
 	if (r < 0)
 		goto out_fd;
+	cistern__shm_name(tmpname, tmp, sizeof(tmp));
+	snprintf(from, sizeof(from), "/dev/shm%s", tmp);
 	/*
 	 * Mark the object as a restore under way, bound to its temporary name:
 	 * tools that come across it know what it is, and gc removes it if we die

@@ -67,6 +67,21 @@ static const char *say(const char *fmt, ...)
 	return problem;
 }
 
+/*
+ * A character of the text, for a message: 'c' when it is printable ASCII,
+ * else "the byte 0xNN", so that what the text holds (a control byte, an
+ * escape sequence) never reaches a terminal through the message.
+ */
+static const char *shown(char ch, char buf[16])
+{
+	unsigned char b = (unsigned char)ch;
+	if (b > 0x20 && b < 0x7f)
+		snprintf(buf, 16, "'%c'", ch);
+	else
+		snprintf(buf, 16, "the byte 0x%02x", b);
+	return buf;
+}
+
 static bool is_space(char ch)
 {
 	return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
@@ -154,16 +169,16 @@ static const char *parse_field(const char *p, unsigned no, const struct canon *k
 	while (is_alpha(*p) || is_digit(*p))
 		p++;
 	size_t n = (size_t)(p - name);
+	char ch[16];
 	if (n == 0)
 		return *name == ';' || *name == '\0'
 			       ? say("schema: field %u is empty (a field is name:dtype[shape])", no)
 			       : say("schema: field %u: a name starts with a letter or '_' and has "
-				     "only "
-				     "letters, digits and '_', not '%c'",
-				     no, *name);
+				     "only letters, digits and '_', not %s",
+				     no, shown(*name, ch));
 	if (*p && !is_space(*p) && *p != ':' && *p != ';')
-		return say("schema: field %u: a name has only letters, digits and '_', not '%c'",
-			   no, *p);
+		return say("schema: field %u: a name has only letters, digits and '_', not %s", no,
+			   shown(*p, ch));
 	if (is_digit(*name))
 		return say("schema: field %u: the name '%.*s' starts with a digit", no,
 			   (int)(n > 32 ? 32 : n), name);

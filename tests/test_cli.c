@@ -915,7 +915,8 @@ Test(gc, keeps_a_stale_segment_with_unread_samples_and_says_so)
 	stale_with_samples("gcunread", name, sizeof(name), 63);
 	struct result *r = run("gc", name);
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	snprintf(want, sizeof(want), "%s: stale, 63 unread samples kept", name);
+	snprintf(want, sizeof(want), "%s: stale, 63 unread samples and 1 dead attachment kept",
+		 name);
 	cr_assert(strstr(r->out, want), "%s", r->out);
 	cr_assert(exists(name));
 	cleanup(NULL, name);
@@ -968,7 +969,7 @@ Test(gc, dump_to_over_an_existing_file_fails_and_keeps_the_segment)
 	close(fd);
 	struct result *r = run("gc", "--dump-to", dir, name);
 	cr_assert_eq(r->status, 1);
-	cr_assert(strstr(r->err, "2 unread samples kept"), "%s", r->err);
+	cr_assert(strstr(r->err, "2 unread samples and 1 dead attachment kept"), "%s", r->err);
 	cr_assert(exists(name));
 	cleanup(NULL, name);
 	unlink(path);
@@ -1822,4 +1823,178 @@ Test(dump, restore_of_a_fifo_does_not_wait_for_a_writer)
 	cr_assert_eq(r->status, 1, "status %d: %s", r->status, r->err);
 	cr_assert(strstr(r->err, "not a cistern dump"), "%s", r->err);
 	cr_assert(!exists(name));
+}
+
+/* ---- text from others reaches the terminal escaped ------------------------ */
+
+/* Whether the captured text holds a byte a terminal would obey (C0 but newline, DEL). */
+static bool has_control(const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		if ((*p < 0x20 && *p != '\n') || *p == 0x7f)
+			return true;
+	return false;
+}
+
+/*
+ * A child that names itself `comm` (as any process may), attaches to `name`,
+ * says it is ready and waits to be killed.
+ */
+static pid_t attach_as(const char *name, const char *comm)
+{
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		close(p[0]);
+		struct cistern *h;
+		if (prctl(PR_SET_NAME, comm) < 0 || cistern_attach(name, &h) < 0)
+			_exit(1);
+		ready_then_wait(p[1]);
+	}
+	pid = await_ready(p, pid);
+	cr_assert_gt(pid, 0, "the child failed to attach");
+	return pid;
+}
+
+Test(escape, inspect_shows_a_process_name_of_escape_sequences_escaped)
+{
+	char name[64];
+	struct cistern *c = make("esccomm", name, sizeof(name), 8);
+	pid_t pid = attach_as(name, "\033]0;PWNED\a\033[2J");
+	struct result *r = run("inspect", name);
+	kill_and_reap(pid);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(!has_control(r->out), "a control byte reached the terminal: %s", r->out);
+	cr_assert(strstr(r->out, " \\e]0;PWNED\\a\\e[2J "), "%s", r->out);
+	cleanup(c, name);
+}
+
+Test(escape, a_bad_name_typed_is_shown_escaped)
+{
+	struct result *r = run("inspect", "x\033[2J\\y");
+	cr_assert_eq(r->status, 2);
+	cr_assert(!has_control(r->err), "%s", r->err);
+	cr_assert(strstr(r->err, "'x\\e[2J\\\\y'"), "%s", r->err);
+}
+
+Test(escape, a_path_in_a_message_is_shown_escaped)
+{
+	char name[64];
+	struct cistern *c = make("escpath", name, sizeof(name), 8);
+	struct result *r = run("dump", name, "/nonexistent/\033]0;x\a.dump");
+	cr_assert_eq(r->status, 1);
+	cr_assert(!has_control(r->err), "%s", r->err);
+	cr_assert(strstr(r->err, "/nonexistent/\\e]0;x\\a.dump"), "%s", r->err);
+	cleanup(c, name);
+}
+
+Test(escape, utf8_passes_in_a_utf8_locale)
+{
+	setenv("LC_ALL", "C.UTF-8", 1);
+	struct result *r = run("inspect", "caf\xc3\xa9!");
+	cr_assert_eq(r->status, 2);
+	cr_assert(strstr(r->err, "'caf\xc3\xa9!'"), "%s", r->err);
+}
+
+Test(escape, non_ascii_bytes_are_escaped_outside_a_utf8_locale)
+{
+	setenv("LC_ALL", "C", 1);
+	struct result *r = run("inspect", "caf\xc3\xa9!");
+	cr_assert_eq(r->status, 2);
+	cr_assert(strstr(r->err, "'caf\\xc3\\xa9!'"), "%s", r->err);
+}
+
+Test(escape, c1_controls_and_invalid_utf8_are_escaped_in_a_utf8_locale)
+{
+	setenv("LC_ALL", "C.UTF-8", 1);
+	/* U+009B is CSI to a terminal that obeys C1 controls; \xff is no UTF-8. */
+	struct result *r = run("inspect", "a\xc2\x9b"
+					  "2Jb\xff");
+	cr_assert_eq(r->status, 2);
+	cr_assert(strstr(r->err, "'a\\xc2\\x9b2Jb\\xff'"), "%s", r->err);
+}
+
+Test(escape, a_schema_refused_at_create_names_a_control_byte_without_sending_it)
+{
+	char name[64];
+	uname_(name, sizeof(name), "escschema");
+	struct result *r = run("create", "--schema", "a\033[2J:int8", name);
+	cr_assert_eq(r->status, 1, "%s", r->err);
+	cr_assert(!has_control(r->err), "%s", r->err);
+	cr_assert(strstr(r->err, "not the byte 0x1b"), "%s", r->err);
+	cr_assert(!exists(name));
+}
+
+/* A dump of a segment, its stored name then replaced by `stored` (checksums made whole). */
+static void dump_named(const char *tag, const char *stored, char *path, size_t size)
+{
+	char name[64];
+	struct cistern *c = make(tag, name, sizeof(name), 8);
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
+	tmp_path(path, size, tag);
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cleanup(c, name);
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	memset(f.m.name, 0, sizeof(f.m.name));
+	snprintf(f.m.name, sizeof(f.m.name), "%s", stored);
+	dumpfile_store(&f, path);
+}
+
+Test(escape, restore_check_refuses_a_dump_whose_stored_name_breaks_the_rule)
+{
+	char path[128];
+	dump_named("escdump", "\033]0;PWNED\a", path, sizeof(path));
+	struct result *r = run("restore", "--check", path);
+	cr_assert_eq(r->status, 1, "%s", r->out);
+	cr_assert(!has_control(r->out) && !has_control(r->err), "%s%s", r->out, r->err);
+	cr_assert(strstr(r->err, "damaged or truncated dump"), "%s", r->err);
+	unlink(path);
+}
+
+Test(escape, restore_as_a_name_refuses_a_dump_whose_stored_name_breaks_the_rule)
+{
+	char path[128], name[64];
+	dump_named("escdump2", "../../etc/x", path, sizeof(path));
+	uname_(name, sizeof(name), "escdump2-copy");
+	struct result *r = run("restore", path, name);
+	cr_assert_eq(r->status, 1, "%s", r->err);
+	cr_assert(strstr(r->err, "damaged or truncated dump"), "%s", r->err);
+	cr_assert(!exists(name));
+	unlink(path);
+}
+
+/* ---- names and messages that say what is really there -------------------- */
+
+Test(gc, dry_run_predicts_the_refusal_of_a_dangling_link_at_the_dump_path)
+{
+	char name[64], dir[128], path[256];
+	stale_with_samples("gclink", name, sizeof(name), 3);
+	gc_dir(dir, sizeof(dir), "link");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	unlink(path);
+	cr_assert_eq(symlink("/nonexistent/cistern-target", path), 0);
+	struct result *dry = run("gc", "--dry-run", "--dump-to", dir, name);
+	cr_assert_eq(dry->status, 1, "%s", dry->out);
+	cr_assert(strstr(dry->err, "would not dump to"), "%s", dry->err);
+	struct result *real = run("gc", "--dump-to", dir, name);
+	cr_assert_eq(real->status, 1, "%s", real->out);
+	cr_assert(strstr(real->err, "cannot dump to"), "%s", real->err);
+	cr_assert(exists(name));
+	cleanup(NULL, name);
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(gc, a_stale_segment_kept_for_its_samples_counts_its_dead_attachment)
+{
+	char name[64];
+	stale_with_samples("gckeptdead", name, sizeof(name), 4);
+	struct result *r = run("gc", "--dry-run", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "4 unread samples and 1 dead attachment would be kept"), "%s",
+		  r->out);
+	cr_assert_null(strstr(r->out, "reclaim"), "nothing is reclaimed: %s", r->out);
+	cleanup(NULL, name);
 }

@@ -259,6 +259,36 @@ static void truncate_one(const char *path)
 	cr_assert_eq(truncate(path, file_size(path) - 1), 0);
 }
 
+/* A stored name of bytes a terminal obeys, every checksum made to hold again. */
+static void stored_name_of_escape_sequences(const char *path)
+{
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	memset(f.m.name, 0, sizeof(f.m.name));
+	snprintf(f.m.name, sizeof(f.m.name), "\033]0;PWNED\a\033[2J");
+	dumpfile_store(&f, path);
+}
+
+/* A stored name that walks out of /dev/shm. */
+static void stored_name_with_a_path(const char *path)
+{
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	memset(f.m.name, 0, sizeof(f.m.name));
+	snprintf(f.m.name, sizeof(f.m.name), "../../tmp/x");
+	dumpfile_store(&f, path);
+}
+
+Test(dump, a_stored_name_of_control_bytes_is_refused_by_verify_and_restore_alike)
+{
+	refused("d-ctlname", stored_name_of_escape_sequences);
+}
+
+Test(dump, a_stored_name_with_a_path_is_refused_by_verify_and_restore_alike)
+{
+	refused("d-pathname", stored_name_with_a_path);
+}
+
 Test(dump, a_flipped_payload_byte_is_refused_and_nothing_created)
 {
 	refused("d-flip", flip_in_payload);
@@ -508,6 +538,58 @@ Test(dump, a_fifo_is_enomsg_without_waiting_for_a_writer, .timeout = 60)
 	cr_assert_eq(mkfifo(path, 0600), 0);
 	cr_assert_eq(cistern_dump_verify(path, NULL), -ENOMSG);
 	cr_assert_eq(cistern_restore(path, name, NULL, NULL, NULL), -ENOMSG);
+}
+
+/* The names a restore by this process would have taken first under its former naming. */
+static void squat_restore_names(bool make)
+{
+	for (int i = 0; i < 4; i++) {
+		char name[CISTERN_NAME_MAX + 1];
+		snprintf(name, sizeof(name), "restore-%d-%d", (int)getpid(), i);
+		if (!make) {
+			cistern_unlink(name);
+			continue;
+		}
+		struct cistern_config cfg = {.slot_size = 8, .slot_count = 2};
+		struct cistern *c;
+		cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+		cistern_detach(c);
+	}
+}
+
+Test(dump, a_restore_succeeds_though_others_took_names_it_could_guess)
+{
+	struct cistern *c = make("d-squat", 8);
+	const char *path = seg_dump_path("squat");
+	const char *copy = copy_name("d-squat");
+	fill(c, 3);
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0);
+	squat_restore_names(true);
+	int r = cistern_restore(path, copy, NULL, NULL, NULL);
+	squat_restore_names(false);
+	cr_assert_eq(r, 0, "%s", cistern_strerror(r));
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(copy, &d), 0);
+	seg_keep(copy, d);
+}
+
+Test(dump, a_dump_succeeds_though_others_took_the_temporary_name_it_could_guess)
+{
+	struct cistern *c = make("d-tmpsquat", 8);
+	const char *path = seg_dump_path("tmpsquat");
+	char squat[256];
+	snprintf(squat, sizeof(squat), "%s.tmp.%d", path, (int)getpid());
+	int fd = open(squat, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	fill(c, 3);
+	int r = cistern_dump(seg_name_of(c), path, NULL, NULL, NULL);
+	struct stat st;
+	bool squat_kept = stat(squat, &st) == 0 && st.st_size == 0;
+	unlink(squat);
+	cr_assert_eq(r, 0, "%s", cistern_strerror(r));
+	cr_assert(squat_kept, "the other file is left as it was");
+	cr_assert_eq(cistern_dump_verify(path, NULL), 0);
 }
 
 Test(dump, a_refused_restore_still_says_the_stored_name)

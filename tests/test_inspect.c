@@ -282,6 +282,24 @@ Test(gc, a_dry_run_counts_the_unread_samples_it_would_keep)
 	cr_assert_eq(rep.unread, 10);
 }
 
+Test(gc, a_kept_stale_segment_reports_its_dead_attachment)
+{
+	const char *name = stale_with_samples("gc-kept-dead", 5);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, CISTERN_GC_DRY_RUN, &rep), 0);
+	cr_assert_eq(rep.kept, 1);
+	cr_assert_eq(rep.dead_procs, 1, "a dry run counts the dead producer");
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.kept, 1);
+	cr_assert_eq(rep.dead_procs, 1, "the real run too");
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	struct cistern_proc_info pi[2];
+	cr_assert_eq(cistern_procs_get(c, pi, 2), 1, "and leaves it in place");
+	cr_assert_eq(pi[0].alive, 0);
+	cistern_detach(c);
+}
+
 Test(gc, a_sample_a_killed_reader_held_counts_as_unread)
 {
 	struct cistern *c = make("gc-unread-held", 8);
@@ -472,6 +490,43 @@ Test(gc, a_dry_run_of_dump_to_writes_and_removes_nothing)
 	holds_the_filler_samples(name, 3);
 }
 
+Test(gc, a_dry_run_of_dump_to_predicts_the_refusal_of_a_dangling_link)
+{
+	char path[256];
+	const char *name = stale_with_samples("gc-dumplink", 3);
+	const char *dir = seg_dir("gc-dumplink");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	cr_assert_eq(symlink("/nonexistent/cistern-target", path), 0);
+	struct cistern_gc_report dry, real;
+	int rd = cistern_gc_dump_to(name, dir, CISTERN_GC_DRY_RUN, &dry);
+	int rr = cistern_gc_dump_to(name, dir, 0, &real);
+	cr_assert_eq(rr, -EEXIST, "the real run refuses: %s", cistern_strerror(rr));
+	cr_assert_eq(rd, rr, "and the dry run says so: %s", cistern_strerror(rd));
+	cr_assert_eq(dry.kept, real.kept);
+	cr_assert_eq(dry.removed, real.removed);
+	holds_the_filler_samples(name, 3);
+}
+
+Test(gc, dump_to_succeeds_though_others_took_the_temporary_name_it_could_guess)
+{
+	char path[256], squat[300];
+	const char *name = stale_with_samples("gc-dumpsquat", 3);
+	const char *dir = seg_dir("gc-dumpsquat");
+	snprintf(path, sizeof(path), "%s/%s.dump", dir, name);
+	snprintf(squat, sizeof(squat), "%s.tmp.%d", path, (int)getpid());
+	int fd = open(squat, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	struct cistern_gc_report rep;
+	int r = cistern_gc_dump_to(name, dir, 0, &rep);
+	cr_assert_eq(r, 0, "%s", cistern_strerror(r));
+	cr_assert_eq(rep.removed, 4);
+	cr_assert_eq(access(squat, F_OK), 0, "the other file is left alone");
+	const char *copy = seg_name("gc-dumpsquat2");
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	holds_the_filler_samples(copy, 3);
+}
+
 Test(gc, discard_removes_a_stale_segment_with_its_unread_samples)
 {
 	const char *name = stale_with_samples("gc-discard", 7);
@@ -558,7 +613,7 @@ static const char *abandoned_restore(void)
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
 		  "the restorer died in its progress call");
-	/* The restorer names its temporary object restore-PID-N. */
+	/* The restorer names its temporary object restore-PID-RANDOM. */
 	char prefix[64];
 	int plen = snprintf(prefix, sizeof(prefix), "cistern.restore-%d-", (int)pid);
 	DIR *d = opendir("/dev/shm");

@@ -215,6 +215,10 @@ Test(schema_bad, each_is_refused_with_the_field_named)
 		{"1obs:int8", "'1obs' starts with a digit"},
 		{"-obs:int8", "field 1: a name starts with a letter or '_'"},
 		{"o-bs:int8", "field 1: a name has only letters, digits and '_', not '-'"},
+		{"o\033[2J:int8", "field 1: a name has only letters, digits and '_', not the byte "
+				  "0x1b"},
+		{"\033]0;x\a:int8", "field 1: a name starts with a letter or '_' and has only "
+				    "letters, digits and '_', not the byte 0x1b"},
 		{"a:int8;x234567890123456789012345678901234567890123456789012345678901234:int8",
 		 "field 2: the name"},
 	};

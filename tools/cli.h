@@ -71,6 +71,18 @@ char *fmt_age(uint64_t ns, char *buf, size_t size);  /* 3m12s */
 char *fmt_time(uint64_t ns, char *buf, size_t size); /* 2026-12-02 10:00:00 UTC */
 uint64_t now_ns(void);                               /* CLOCK_REALTIME */
 
+/*
+ * Text another user may control (a name, a process's comm, a path, a schema,
+ * a dump's contents, anything typed) made safe for a terminal or a log line,
+ * as docs/cistern.1 (TEXT OUTPUT) describes: printable ASCII as it is, a
+ * backslash doubled, control bytes as \e, \n, ... or \xNN, other bytes as
+ * \xNN, except that valid UTF-8 passes when the locale is a UTF-8 one (C1
+ * controls, bidirectional controls and line separators never do). The result
+ * lives in one of 8 per-thread buffers used in turn, so up to 8 may be used in
+ * one printf().
+ */
+const char *esc(const char *s);
+
 /* JSON string, escaped; Prometheus label value, escaped. */
 void json_str(FILE *f, const char *s);
 void prom_label(FILE *f, const char *s);

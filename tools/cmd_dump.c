@@ -14,9 +14,11 @@ static const char usage[] =
 	"saves only whole samples (one that changes while copied is left out). A\n"
 	"segment someone else could shrink (another user's, or one others may write) is\n"
 	"read with pread() instead of mapped: shrunk during the dump, it fails. FILE is\n"
-	"replaced atomically; on failure an existing FILE is left as it was. FILE gets\n"
-	"the segment's permission bits as they are now (plus read and write for its\n"
-	"owner), and a segment restored from it gets those bits.\n"
+	"written as FILE.tmp.RANDOM (created exclusively: nobody can take the name\n"
+	"first) and renamed, so it is replaced atomically; on failure an existing\n"
+	"FILE is left as it was. FILE gets the segment's permission bits as they are\n"
+	"now (plus read and write for its owner), and a segment restored from it\n"
+	"gets those bits.\n"
 	"A progress bar is drawn on standard error when it is a terminal.\n"
 	"\n"
 	"  -q, --quiet   no summary line\n"
@@ -77,7 +79,7 @@ static int run(int argc, char **argv)
 		char a[32], b[32];
 		fprintf(stderr, "dumped %" PRIu64 " samples (%s payload, file %s) of %s to %s",
 			info.samples, fmt_bytes(info.payload_bytes, a, sizeof(a)),
-			fmt_bytes(info.file_size, b, sizeof(b)), name, file);
+			fmt_bytes(info.file_size, b, sizeof(b)), name, esc(file));
 		if (info.skipped)
 			fprintf(stderr, "; %" PRIu64 " left out (they moved while copied)",
 				info.skipped);

@@ -25,8 +25,8 @@ static const char usage[] =
 	"Committed samples are never thrown away unasked: a segment whose processes\n"
 	"all died but which still holds unread samples (FIFO, FIRO: any sample held;\n"
 	"reservoirs: samples never seen) is kept and reported ('stale, N unread\n"
-	"samples kept') and left as it is, dead attachments included, unless\n"
-	"--dump-to or --discard says otherwise.\n"
+	"samples and D dead attachments kept') and left as it is, dead attachments\n"
+	"included, unless --dump-to or --discard says otherwise.\n"
 	"A segment nobody is attached to because it was created for later, or whose\n"
 	"processes all detached cleanly, is kept. Damaged segments and segments of an\n"
 	"incompatible build are never removed by gc (see 'cistern rm --force'), nor\n"
@@ -38,8 +38,9 @@ static const char usage[] =
 	"\n"
 	"  -n, --dry-run      say what would be done, do nothing\n"
 	"  -d, --dump-to DIR  dump such a segment to DIR/NAME.dump (never over an\n"
-	"                     existing file; 'cistern restore' brings it back), read\n"
-	"                     the dump back, then remove the segment\n"
+	"                     existing file or symbolic link; 'cistern restore'\n"
+	"                     brings it back), read the dump back, then remove the\n"
+	"                     segment\n"
 	"      --discard      remove such a segment anyway, losing its samples\n" CLI_ANY_OWNER_HELP
 	"  -h, --help         show this help\n";
 
@@ -75,8 +76,10 @@ static int collect(const char *name, unsigned flags, const char *dir, bool named
 	int r = cistern_gc_dump_to(name, dir, flags, &rep);
 	if (r < 0 && rep.kept) {
 		/* The dump failed: whatever the scan, say so, the segment is still there. */
-		cli_error(&cmd_gc, name, 0, "stale, %" PRIu64 " unread sample%s kept: %s %s: %s",
-			  rep.unread, plural(rep.unread),
+		cli_error(&cmd_gc, name, 0,
+			  "stale, %" PRIu64
+			  " unread sample%s and %u dead attachment%s kept: %s %s: %s",
+			  rep.unread, plural(rep.unread), rep.dead_procs, plural(rep.dead_procs),
 			  dry ? "would not dump to" : "cannot dump to", path,
 			  r == -EAGAIN ? "the dump does not hold every sample" : strerror(-r));
 		return r;
@@ -97,24 +100,27 @@ static int collect(const char *name, unsigned flags, const char *dir, bool named
 		cli_segment_error(&cmd_gc, name, r, flags & CISTERN_GC_ANY_OWNER, NULL);
 		return r;
 	}
-	if (rep.dead_procs)
+	/* A kept segment keeps its dead attachments too: said on its own line below. */
+	if (rep.dead_procs && !rep.kept)
 		printf("%s: %s %u dead attachment%s: %" PRIu64 " reservation%s dropped, %" PRIu64
 		       " sample%s put back for redelivery, %" PRIu64 " pin%s dropped\n",
 		       name, dry ? "would reclaim" : "reclaimed", rep.dead_procs,
 		       rep.dead_procs == 1 ? "" : "s", rep.reservations, plural(rep.reservations),
 		       rep.redelivered, plural(rep.redelivered), rep.pins, plural(rep.pins));
 	if (rep.kept)
-		printf("%s: stale, %" PRIu64 " unread sample%s %s (every attached process died; "
-		       "--dump-to DIR or --discard removes it)\n",
-		       name, rep.unread, plural(rep.unread), dry ? "would be kept" : "kept");
+		printf("%s: stale, %" PRIu64 " unread sample%s and %u dead attachment%s %s (every "
+		       "attached process died; --dump-to DIR or --discard removes it)\n",
+		       name, rep.unread, plural(rep.unread), rep.dead_procs, plural(rep.dead_procs),
+		       dry ? "would be kept" : "kept");
 	else if (rep.removed == 4 && dry)
 		printf("%s: stale, %" PRIu64 " unread sample%s would be dumped to %s, then the "
 		       "segment removed\n",
-		       name, rep.unread, plural(rep.unread), path);
+		       name, rep.unread, plural(rep.unread), esc(path));
 	else if (rep.removed == 4)
 		printf("%s: stale, %" PRIu64 " unread sample%s dumped to %s (%" PRIu64
 		       " sample%s in all), removed\n",
-		       name, rep.unread, plural(rep.unread), path, rep.dumped, plural(rep.dumped));
+		       name, rep.unread, plural(rep.unread), esc(path), rep.dumped,
+		       plural(rep.dumped));
 	else if (rep.removed == 5)
 		printf("%s: stale, %" PRIu64 " unread sample%s %s\n", name, rep.unread,
 		       plural(rep.unread),

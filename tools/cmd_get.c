@@ -77,7 +77,7 @@ static void write_fields(const struct cistern_sample *s, const struct schema *sc
 			printf("%s\"%s\": ", i ? ", " : "", f->name);
 		} else {
 			char t[160];
-			printf("  %s %s = ", f->name, field_type(f, t, sizeof(t)));
+			printf("  %s %s = ", esc(f->name), field_type(f, t, sizeof(t)));
 		}
 		field_print(stdout, f, s->data);
 		if (how == FIELDS)

@@ -22,6 +22,8 @@ static const char usage[] =
 	"(each field's dtype, shape and offset), statistics, the seen-count\n"
 	"histograms (of samples that left, and of samples held now), slot occupancy\n"
 	"by state, and the attached processes with role, pid, name and liveness.\n"
+	"A process name, a schema, any text another user controls, is printed\n"
+	"escaped (\\e, \\xNN, ...; see cistern(1), Text from others).\n"
 	"Inspecting never disturbs the segment: it maps it read-only, takes no\n"
 	"attachment, pin or lock, and moves no counter. A segment someone else could\n"
 	"shrink (another user's, or one others may write) is not mapped but read\n"
@@ -165,11 +167,12 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 	}
 	if (s->schema.n) {
 		printf("schema     %s\n           %d field%s, %" PRIu64 " bytes a sample\n",
-		       s->schema.text, s->schema.n, s->schema.n == 1 ? "" : "s", s->schema.size);
+		       esc(s->schema.text), s->schema.n, s->schema.n == 1 ? "" : "s",
+		       s->schema.size);
 		for (int i = 0; i < s->schema.n; i++) {
 			const struct cistern_field *f = &s->schema.f[i];
 			char t[160];
-			printf("  %-20s %-20s at %8" PRIu64 ", %" PRIu64 " bytes\n", f->name,
+			printf("  %-20s %-20s at %8" PRIu64 ", %" PRIu64 " bytes\n", esc(f->name),
 			       field_type(f, t, sizeof(t)), f->offset, f->size);
 		}
 	}
@@ -228,9 +231,9 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 			const struct cistern_proc_info *p = &s->procs[i];
 			uint64_t now = now_ns();
 			printf("  %4u %8u %-16s %-16s %-5s %-7s %10" PRIu64 " %10" PRIu64 " %8s\n",
-			       p->index, p->pid, p->comm[0] ? p->comm : "?", role_name(p->role),
-			       p->alive ? "live" : "dead", waiting_name(p->waiting), p->puts,
-			       p->gets,
+			       p->index, p->pid, p->comm[0] ? esc(p->comm) : "?",
+			       role_name(p->role), p->alive ? "live" : "dead",
+			       waiting_name(p->waiting), p->puts, p->gets,
 			       fmt_age(now > p->attached_ns ? now - p->attached_ns : 0, a,
 				       sizeof(a)));
 		}

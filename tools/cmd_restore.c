@@ -16,8 +16,10 @@ static const char usage[] =
 	"The file is checked completely (every checksum) while it is loaded into a\n"
 	"segment under a temporary name, which appears as NAME only when all is well:\n"
 	"a damaged or truncated dump is refused and nothing is created, and so is a\n"
-	"file that is not a cistern dump at all (a FIFO is not waited on) and one\n"
-	"holding a record the segment could not hold (say a sim_id past the sweep).\n"
+	"file that is not a cistern dump at all (a FIFO is not waited on), one\n"
+	"holding a record the segment could not hold (say a sim_id past the sweep),\n"
+	"and one whose stored name breaks the naming rule. The temporary name,\n"
+	"restore-PID-RANDOM, is created exclusively: nobody can take it first.\n"
 	"A progress bar is drawn on standard error when it is a terminal.\n"
 	"\n"
 	"  -c, --check   only verify FILE (the same checks as a restore) and describe\n"
@@ -99,12 +101,12 @@ static int run(int argc, char **argv)
 		fprintf(check ? stdout : stderr,
 			"%s %s: %" PRIu64 " samples (%s payload) of %s, policy %s, %" PRIu64
 			" slots, dumped %s\n",
-			check ? "ok" : "restored", check ? file : (name ? name : info.name),
-			info.samples, fmt_bytes(info.payload_bytes, a, sizeof(a)), info.name,
+			check ? "ok" : "restored", esc(check ? file : (name ? name : info.name)),
+			info.samples, fmt_bytes(info.payload_bytes, a, sizeof(a)), esc(info.name),
 			cistern_policy_name(info.config.policy), info.config.slot_count,
 			fmt_time(info.dumped_ns, t, sizeof(t)));
 		if (check && info.schema[0])
-			printf("schema %s\n", info.schema);
+			printf("schema %s\n", esc(info.schema));
 	}
 	return EXIT_OK;
 }

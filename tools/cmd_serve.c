@@ -115,7 +115,7 @@ static void log_line(int level, const char *line, void *arg)
 		level >= 2   ? "error: "
 		: level == 1 ? "warning: "
 			     : "",
-		line);
+		esc(line));
 }
 
 struct route_entry {

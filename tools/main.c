@@ -31,7 +31,9 @@ static void overview(FILE *f)
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(f, "  %-9s %s\n", commands[i]->name, commands[i]->summary);
 	fputs("\n'cistern help COMMAND' or 'cistern COMMAND --help' describes a command.\n"
-	      "Exit status: 0 success, 1 failure, 2 bad usage.\n",
+	      "Exit status: 0 success, 1 failure, 2 bad usage.\n"
+	      "Text other users control (process names, schemas, names stored in dumps,\n"
+	      "paths) is printed escaped (\\e, \\xNN, ...): see cistern(1), Text from others.\n",
 	      f);
 }
 
@@ -64,14 +66,14 @@ int main(int argc, char **argv)
 		const struct command *c = find(argv[2]);
 		if (!c) {
 			fprintf(stderr, "cistern help: no command '%s'\nTry 'cistern --help'.\n",
-				argv[2]);
+				esc(argv[2]));
 			return EXIT_USAGE;
 		}
 		return cli_help(c);
 	}
 	const struct command *c = find(a);
 	if (!c) {
-		fprintf(stderr, "cistern: no command '%s'\nTry 'cistern --help'.\n", a);
+		fprintf(stderr, "cistern: no command '%s'\nTry 'cistern --help'.\n", esc(a));
 		return EXIT_USAGE;
 	}
 	return c->run(argc - 1, argv + 1);

@@ -12,17 +12,134 @@
 
 #include "cli.h"
 
-void cli_error(const struct command *cmd, const char *subject, int err, const char *fmt, ...)
+/* Whether the locale (LC_ALL, else LC_CTYPE, else LANG) names UTF-8 as its character set. */
+static bool utf8_locale(void)
+{
+	static _Thread_local int known = -1; /* -1: not looked at yet */
+	if (known >= 0)
+		return known;
+	const char *v = NULL;
+	static const char *const vars[] = {"LC_ALL", "LC_CTYPE", "LANG"};
+	for (size_t i = 0; i < 3 && !(v && *v); i++)
+		v = getenv(vars[i]);
+	known = v && (strcasestr(v, "UTF-8") || strcasestr(v, "UTF8"));
+	return known;
+}
+
+/*
+ * The length of the UTF-8 character at s (n bytes left) if it may reach a
+ * terminal as it is, else 0: an invalid, overlong or truncated sequence, a
+ * surrogate, a C1 control (U+0080-U+009F, which some terminals obey), or a
+ * character that reorders or breaks the text around it (U+200E, U+200F,
+ * U+2028-U+202E, U+2066-U+2069), is not.
+ */
+static size_t utf8_char(const unsigned char *s, size_t n)
+{
+	size_t len;
+	uint32_t cp, min;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2, cp = s[0] & 0x1f, min = 0x80;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3, cp = s[0] & 0x0f, min = 0x800;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4, cp = s[0] & 0x07, min = 0x10000;
+	else
+		return 0;
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp <= 0x9f ||
+	    cp == 0x200e || cp == 0x200f || (cp >= 0x2028 && cp <= 0x202e) ||
+	    (cp >= 0x2066 && cp <= 0x2069))
+		return 0;
+	return len;
+}
+
+/* s escaped into out, which has room for 4 * strlen(s) + 1 bytes (\xNN is the longest). */
+static void escape_into(char *out, const char *s)
+{
+	static const char named[] = "\\a\\b\\t\\n\\v\\f\\r"; /* bytes 7 to 13 */
+	bool utf8 = utf8_locale();
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s);
+	char *o = out;
+	for (size_t i = 0; i < n;) {
+		unsigned char ch = p[i];
+		size_t k;
+		if (ch == '\\') {
+			*o++ = '\\';
+			*o++ = '\\';
+			i++;
+		} else if (ch >= 0x20 && ch < 0x7f) {
+			*o++ = (char)ch;
+			i++;
+		} else if (ch >= 7 && ch <= 13) {
+			memcpy(o, named + 2 * (ch - 7), 2);
+			o += 2;
+			i++;
+		} else if (ch == 0x1b) {
+			memcpy(o, "\\e", 2);
+			o += 2;
+			i++;
+		} else if (utf8 && ch >= 0x80 && (k = utf8_char(p + i, n - i)) > 0) {
+			memcpy(o, p + i, k);
+			o += k;
+			i += k;
+		} else {
+			static const char hex[] = "0123456789abcdef";
+			*o++ = '\\';
+			*o++ = 'x';
+			*o++ = hex[ch >> 4];
+			*o++ = hex[ch & 15];
+			i++;
+		}
+	}
+	*o = '\0';
+}
+
+const char *esc(const char *s)
+{
+	static _Thread_local char *ring[8];
+	static _Thread_local unsigned next;
+	if (!s)
+		return "(null)";
+	char *b = malloc(4 * strlen(s) + 1);
+	if (!b)
+		return "(text left out: out of memory)";
+	escape_into(b, s);
+	free(ring[next]);
+	ring[next] = b;
+	next = (next + 1) % 8;
+	return b;
+}
+
+/* "cistern CMD: SUBJECT: " and the message, each escaped (NULL subject or fmt: left out). */
+static void vmessage(const struct command *cmd, const char *subject, const char *fmt, va_list ap)
 {
 	fprintf(stderr, "cistern %s: ", cmd->name);
 	if (subject)
-		fprintf(stderr, "%s: ", subject);
-	if (fmt) {
-		va_list ap;
-		va_start(ap, fmt);
-		vfprintf(stderr, fmt, ap);
-		va_end(ap);
+		fprintf(stderr, "%s: ", esc(subject));
+	if (!fmt)
+		return;
+	char *msg;
+	if (vasprintf(&msg, fmt, ap) < 0) {
+		fputs("(message left out: out of memory)", stderr);
+		return;
 	}
+	fputs(esc(msg), stderr);
+	free(msg);
+}
+
+void cli_error(const struct command *cmd, const char *subject, int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmessage(cmd, subject, fmt, ap);
+	va_end(ap);
 	if (err)
 		fprintf(stderr, "%s%s", fmt ? ": " : "", cistern_strerror(err));
 	fputc('\n', stderr);
@@ -86,10 +203,9 @@ int cli_bad_name(const struct command *cmd, const char *name, int err)
 
 int cli_usage(const struct command *cmd, const char *fmt, ...)
 {
-	fprintf(stderr, "cistern %s: ", cmd->name);
 	va_list ap;
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vmessage(cmd, NULL, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\nTry 'cistern %s --help'.\n", cmd->name);
 	return EXIT_USAGE;
