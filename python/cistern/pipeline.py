@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 import cistern
 
@@ -143,51 +144,22 @@ class PipelineStats:
     workers: tuple[WorkerState, ...]
 
 
-# --- /dev/shm room --------------------------------------------------------
-
-def segment_bytes(slots: int, slot_size: int, max_procs: int = 64) -> int:
-    """About how many bytes of /dev/shm a FIFO segment of `slots` slots of
-    `slot_size` bytes takes (its header, attachment table and slot
-    metadata are a few KiB plus 64 bytes a slot)."""
-    payload = -(-slot_size // _ALIGN) * _ALIGN
-    fixed = 64 * 1024 + max_procs * 256
-    total = fixed + slots * (payload + 64)
-    return -(-total // 4096) * 4096
-
-
-def _human(n: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
-
+# --- /dev/shm room ---------------------------------------------------------
 
 def shm_check(slots: int, slot_size: int, path: str = "/dev/shm") -> None:
-    """Raise OSError(ENOSPC) if a segment of `slots` slots of `slot_size`
-    bytes does not fit in what `path` has left, naming both sizes."""
-    need = segment_bytes(slots, slot_size)
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return  # no /dev/shm to look at: cistern_create() says what it finds
-    free = st.f_bavail * st.f_frsize
-    if need > free:
-        raise OSError(errno.ENOSPC, _shm_message(need, free, st.f_blocks * st.f_frsize, slots,
-                                                 slot_size, path))
-
-
-def _shm_message(need: int, free: int, total: int, slots: int, slot_size: int,
-                 path: str = "/dev/shm") -> str:
-    return (f"the pipeline's segment needs {_human(need)} of shared memory ({slots} slots "
-            f"of {_human(slot_size)}) but {path} has {_human(free)} left of "
-            f"{_human(total)}: make max_queue_size or the batches smaller, or give the "
-            f"container more shared memory (docker run --shm-size=1g, say)")
+    """Raise OSError(ENOSPC) if a queue of `slots` batches of `slot_size`
+    bytes does not fit in what `path` has left, naming the size needed, the
+    space left and Docker's --shm-size (cistern.shm_room_problem())."""
+    problem = cistern.shm_room_problem(slots, slot_size, path)
+    if problem is not None:
+        raise OSError(errno.ENOSPC, problem.replace("ask for fewer or smaller slots",
+                                                    "make max_queue_size or the batches "
+                                                    "smaller"))
 
 
 # --- records: a batch written in place into a slot ----------------------------
 
-def _tensor_from_numpy(a: np.ndarray) -> Any:
+def _tensor_from_numpy(a: NDArray[Any]) -> Any:
     import torch
     return torch.from_numpy(a)
 
@@ -208,14 +180,14 @@ class _Pickler(pickle.Pickler):
         return NotImplemented
 
 
-def _address(a: np.ndarray) -> int:
+def _address(a: NDArray[Any]) -> int:
     return int(a.__array_interface__["data"][0])
 
 
 class _Slot:
     """Space in a reserved slot, handed out from the front, 64-byte aligned."""
 
-    def __init__(self, arr: np.ndarray) -> None:
+    def __init__(self, arr: NDArray[Any]) -> None:
         self.arr = arr
         self.base = _address(arr)
         self.size = arr.nbytes
@@ -228,7 +200,7 @@ class _Slot:
         self.pos = at + n
         return at
 
-    def alloc(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    def alloc(self, shape: tuple[int, ...], dtype: Any) -> NDArray[Any]:
         dt = np.dtype(dtype)
         n = dt.itemsize * math.prod(shape)
         at = self.take(n)
@@ -269,19 +241,19 @@ def _encode(obj: Any, slot: _Slot) -> int:
     return slot.pos
 
 
-def _decode(buf: np.ndarray, n: int) -> Any:
-    at, nbuf, mlen, magic = _HEAD.unpack_from(buf, 0)
+def _decode(buf: NDArray[Any], n: int) -> Any:
+    at, nbuf, mlen, magic = _HEAD.unpack_from(buf.data, 0)
     if magic != _MAGIC or at + 16 * nbuf + mlen > n:
         raise ValueError("a record in the pipeline's segment is not one a worker wrote")
     where = buf[at:at + 16 * nbuf].view(np.uint64).reshape(-1, 2)
     views = [buf[o:o + k] for o, k in where.tolist()]
     meta = buf[at + 16 * nbuf:at + 16 * nbuf + mlen]
-    return pickle.loads(meta, buffers=views)
+    return pickle.loads(meta.data, buffers=views)
 
 
 # --- collation ---------------------------------------------------------------
 
-def default_collate(samples: Sequence[Any], alloc: Callable[..., np.ndarray] | None = None
+def default_collate(samples: Sequence[Any], alloc: Callable[..., NDArray[Any]] | None = None
                     ) -> Any:
     """Stack a list of samples into a batch, field by field: numpy arrays
     into one array along a new first axis, numbers into an array (int64,
@@ -557,7 +529,7 @@ class Pipeline:
         self.name = name or f"pipeline-{os.getpid()}-{next(_counter)}"
         self._seg: cistern.Segment | None = None
         self._workers: list[_Worker] = []
-        self._ctx = multiprocessing.get_context(self.start_method)
+        self._ctx: Any = multiprocessing.get_context(self.start_method)
         self._epoch = 0
         self._tid = itertools.count(1)
         self._delivered = 0
@@ -776,14 +748,14 @@ class Pipeline:
             self._seg = None
             cistern.unlink(self.name, missing_ok=True)
 
-    def _read(self, buf: np.ndarray, metas: np.ndarray) -> int | None:
+    def _read(self, buf: NDArray[Any], metas: NDArray[Any]) -> int | None:
         assert self._seg is not None
         try:
             return self._seg.get_into(buf, _POLL_S, metas)
         except TimeoutError:
             return None
 
-    def _raise_error(self, buf: np.ndarray, n: int, wid: int) -> None:
+    def _raise_error(self, buf: NDArray[Any], n: int, wid: int) -> None:
         exc, text = _decode(buf, n)
         exc.__cause__ = WorkerError(f"in worker {wid}:\n{text}")
         raise exc
@@ -950,7 +922,7 @@ class Pipeline:
         if not final and now - getattr(self, "_drawn", 0.0) < 0.1:
             return
         self._drawn = now
-        out = self.progress if hasattr(self.progress, "write") else sys.stderr
+        out: Any = self.progress if hasattr(self.progress, "write") else sys.stderr
         st = self.stats()
         alive = sum(1 for w in st.workers if w.state not in ("dead", "stopped"))
         tot = st.batches_total

@@ -218,23 +218,40 @@ def test_stopped_consumer_holds_memory_to_the_queue():
 
 SMALL_SHM = textwrap.dedent("""
     import numpy as np
+    import cistern
     from cistern.pipeline import Pipeline
     try:
         Pipeline(lambda: iter([np.zeros(1 << 20, np.uint8)]), 4, num_workers=1,
                  max_queue_size=8).__iter__().__next__()
     except OSError as e:
         print(e)
+    try:
+        cistern.create("small-shm", slots=16, slot_size=1 << 20)
+    except OSError as e:
+        print(e)
 """)
 
 
-def test_segment_too_large_for_shm_refused_when_made():
+def in_small_shm(script):
+    """Run a Python script where /dev/shm is a 4 MiB tmpfs (a mount namespace of its own)."""
     unshare = shutil.which("unshare")
     assert unshare, "the test needs unshare(1) to mount a small /dev/shm of its own"
-    script = "mount -t tmpfs -o size=4m tmpfs /dev/shm && exec \"$0\" -c \"$1\""
-    r = subprocess.run([unshare, "-m", "sh", "-c", script, sys.executable, SMALL_SHM],
+    mount = "mount -t tmpfs -o size=4m tmpfs /dev/shm && exec \"$0\" -c \"$1\""
+    r = subprocess.run([unshare, "-m", "sh", "-c", mount, sys.executable, script],
                        capture_output=True, text=True, timeout=60)
-    assert "/dev/shm has 4.0 MiB left" in r.stdout, r.stdout + r.stderr
-    assert "needs 48.1 MiB of shared memory (8 slots of 6.0 MiB)" in r.stdout and "--shm-size" in r.stdout
+    return r.stdout.splitlines(), r.stderr
+
+
+def test_queue_too_large_for_shm_refused_when_made():
+    (pipe, _), err = in_small_shm(SMALL_SHM)
+    assert "needs 48.1 MiB of shared memory (8 slots of 6.0 MiB)" in pipe, err
+    assert "/dev/shm has 4.0 MiB left" in pipe and "--shm-size" in pipe
+
+
+def test_create_too_large_for_shm_refused_naming_sizes():
+    (_, plain), err = in_small_shm(SMALL_SHM)
+    assert "needs 16.1 MiB of shared memory (16 slots of 1.0 MiB)" in plain, err
+    assert "/dev/shm has 4.0 MiB left" in plain and "--shm-size" in plain
 
 
 def test_size_beyond_shm_refused():
