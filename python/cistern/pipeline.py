@@ -308,6 +308,15 @@ class _Job:
     seed: int
 
 
+def _name_thread(title: str) -> None:
+    """Show the worker as `title` (ps, top, cistern inspect's COMM column)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(15, title.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
 def _parent_gone(ppid: int) -> bool:
     return os.getppid() != ppid
 
@@ -323,6 +332,7 @@ def _put(seg: cistern.Segment, ppid: int, tid: int, kind: int, wid: int,
             break
         except TimeoutError:
             if _parent_gone(ppid):
+                cistern.unlink(seg.name, missing_ok=True)  # the consumer died
                 raise SystemExit(0) from None
     try:
         slot = _Slot(r.array)
@@ -363,6 +373,7 @@ def _batches(it: Iterator[Any], size: int | None, drop_last: bool) -> Iterator[l
 def _worker_main(name: str, wid: int, nworkers: int, job: _Job, conn: Any, ppid: int) -> None:
     global _worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's to handle
+    _name_thread(f"cistern-w{wid}")
     seed = job.seed + wid
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -537,9 +548,9 @@ class Pipeline:
         self._redelivered = 0
         self._dups = 0
         self._restarts = 0
-        self._rate_t = time.monotonic()
-        self._rate_n = 0
-        self._rate = 0.0
+        self._times: collections.deque[float] = collections.deque(maxlen=64)
+        self._drawn = 0.0
+        self._line = 0
         self._closed = False
         self._iterating = False
         _live.add(self)
@@ -619,8 +630,10 @@ class Pipeline:
             else:
                 st = "idle"
             ws.append(WorkerState(w.id, pid, st, len(w.tasks), w.restarts))
+        t = self._times
+        rate = (len(t) - 1) / (t[-1] - t[0]) if len(t) > 1 and t[-1] > t[0] else 0.0
         return PipelineStats(self.name if self._seg is not None else None, self._epoch,
-                             self._delivered, self._total, self._rate, fill,
+                             self._delivered, self._total, rate, fill,
                              self.max_queue_size, self._redelivered, self._dups, self._restarts,
                              tuple(ws))
 
@@ -734,9 +747,10 @@ class Pipeline:
             ok = True
         finally:
             self._iterating = False
-            self._epoch += 1
             if self.progress:
                 self._draw(final=True)
+            self._epoch += 1
+            self._times.clear()
             if not ok or not self.persistent_workers:
                 # Broken off (an error, Ctrl-C, a break) or done: stop them all.
                 self._end_epoch()
@@ -882,11 +896,7 @@ class Pipeline:
 
     def _deliver(self, obj: Any) -> Any:
         self._delivered += 1
-        self._rate_n += 1
-        now = time.monotonic()
-        if now - self._rate_t >= 1.0:
-            self._rate = self._rate_n / (now - self._rate_t)
-            self._rate_t, self._rate_n = now, 0
+        self._times.append(time.monotonic())
         if self.progress:
             self._draw()
         return self.convert(obj) if self.convert is not None else obj
@@ -919,7 +929,7 @@ class Pipeline:
 
     def _draw(self, final: bool = False) -> None:
         now = time.monotonic()
-        if not final and now - getattr(self, "_drawn", 0.0) < 0.1:
+        if not final and now - self._drawn < 0.1:
             return
         self._drawn = now
         out: Any = self.progress if hasattr(self.progress, "write") else sys.stderr
@@ -932,9 +942,11 @@ class Pipeline:
             bar = "[" + "#" * k + "." * (20 - k) + f"] {st.batches}/{tot}"
         else:
             bar = f"{st.batches}"
-        line = (f"\repoch {st.epoch}: {bar} batches, {st.batches_per_s:.1f} batch/s, "
+        line = (f"epoch {st.epoch}: {bar} batches, {st.batches_per_s:.1f} batch/s, "
                 f"queue {st.queue_fill}/{st.queue_room}, workers {alive}/{len(st.workers)}")
-        out.write(line + ("\n" if final else ""))
+        pad = " " * max(0, self._line - len(line))  # over the end of a longer line
+        self._line = 0 if final else len(line)
+        out.write("\r" + line + pad + ("\n" if final else ""))
         out.flush()
 
 

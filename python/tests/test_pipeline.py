@@ -292,3 +292,16 @@ def test_torch_dataloader_sampler_and_drop_last():
                        multiprocessing_context="spawn", ordered=False)
     got = [int(i) for _, idx in dl for i in idx]
     assert len(got) == 48 and len(set(got)) == 48 and len(dl) == 6
+
+
+def test_demo_trains_with_the_swapped_loader():
+    pytest.importorskip("torch")
+    demo = os.path.join(HERE, "..", "..", "examples", "python", "dataloader_swap.py")
+    r = subprocess.run([sys.executable, demo, "--samples", "3000", "--epochs", "2"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [ln.split(",")[0] for ln in lines] == ["cistern: epoch 0: 11 batches",
+                                                  "cistern: epoch 1: 11 batches"]
+    first, last = (float(ln.split("loss ")[1].split(",")[0]) for ln in lines)
+    assert last < first  # it learns
