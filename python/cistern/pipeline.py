@@ -445,6 +445,7 @@ class _Worker:
         self.restarts = 0
         self.ended = False     # an iterable worker that put its end record
         self.stopped = False   # asked to stop
+        self.broken = False    # its pipe is closed: it is dying
 
 
 _live: weakref.WeakSet[Pipeline] = weakref.WeakSet()
@@ -693,12 +694,18 @@ class Pipeline:
                               name=f"cistern-pipeline-{w.id}")
         p.start()
         recv.close()
-        w.proc, w.conn, w.ended, w.stopped = p, send, False, False
+        w.proc, w.conn, w.ended, w.stopped, w.broken = p, send, False, False, False
 
-    def _stop_workers(self) -> None:
+    def _stop_workers(self, at_once: bool = False) -> None:
+        """Ask the workers to end (a None task), or end them at once (SIGTERM:
+        after an error, a break or Ctrl-C, when they may be waiting for room
+        or in the middle of a batch nobody wants any more); a worker still
+        running after a second is killed."""
         for w in self._workers:
             w.stopped = True
-            if w.conn is not None:
+            if w.proc is not None and at_once:
+                w.proc.terminate()
+            elif w.conn is not None:
                 try:
                     w.conn.send(None)
                 except OSError:
@@ -753,10 +760,10 @@ class Pipeline:
             self._times.clear()
             if not ok or not self.persistent_workers:
                 # Broken off (an error, Ctrl-C, a break) or done: stop them all.
-                self._end_epoch()
+                self._end_epoch(at_once=not ok)
 
-    def _end_epoch(self) -> None:
-        self._stop_workers()
+    def _end_epoch(self, at_once: bool = False) -> None:
+        self._stop_workers(at_once)
         if self._seg is not None:
             self._seg.detach()
             self._seg = None
@@ -796,7 +803,7 @@ class Pipeline:
             # made side by side (in the sampler's order, they come in sooner).
             while not exhausted or pending:
                 room = [w for w in self._workers if len(w.tasks) < per_worker
-                        and w.proc is not None and w.proc.exitcode is None]
+                        and not w.broken and w.proc is not None and w.proc.exitcode is None]
                 if not room:
                     break
                 for w in room:
@@ -813,8 +820,11 @@ class Pipeline:
                             order.append(tid)
                     else:
                         break
-                    w.tasks[tid] = None
-                    w.conn.send((tid, idx))
+                    w.tasks[tid] = None  # handed out again if the worker dies
+                    try:
+                        w.conn.send((tid, idx))
+                    except OSError:  # it died: _check_workers() will see it
+                        w.broken = True
             if exhausted and not tasks and not ready:
                 return
             if self.ordered and order and order[0] in ready:
@@ -858,7 +868,10 @@ class Pipeline:
         for w in self._workers:
             w.tasks[tid] = None
             w.ended = False
-            w.conn.send((tid, None))
+            try:
+                w.conn.send((tid, None))
+            except OSError:
+                raise WorkerDied(f"worker {w.id} died before its stream began") from None
         self._total = None
         self._delivered = 0
         buf = np.empty(0, np.uint8)

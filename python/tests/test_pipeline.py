@@ -107,8 +107,9 @@ def test_vectors_match_their_indices():
             assert x.shape == (len(idx), 4) and (x[:, 0] == idx).all()
 
 
-def test_killed_worker_loses_no_index():
-    p = Pipeline(Rows(slow=0.002), 8, num_workers=2, shuffle=True)
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_killed_worker_loses_no_index(method):
+    p = Pipeline(Rows(slow=0.002), 8, num_workers=2, shuffle=True, start_method=method)
     got, killed = [], None
     for _, idx in p:
         got += idx.tolist()
@@ -186,6 +187,29 @@ def test_ctrl_c_stops_workers_and_removes_segment():
     name, *pids = r.stdout.split()
     assert not os.path.exists(seg_path(name))
     wait_for(lambda: all(gone(int(pid)) for pid in pids), "workers outlived Ctrl-C")
+
+
+KILLED = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {here!r})
+    from test_pipeline import Rows
+    from cistern.pipeline import Pipeline
+    p = Pipeline(Rows(), 4, num_workers=2)
+    for x in p:
+        print(p.name, *[w.pid for w in p.stats().workers], flush=True)
+        time.sleep(60)
+""")
+
+
+def test_killed_consumer_workers_remove_segment_and_exit():
+    proc = subprocess.Popen([sys.executable, "-c", KILLED.format(here=HERE)],
+                            stdout=subprocess.PIPE, text=True)
+    name, *pids = proc.stdout.readline().split()
+    proc.kill()
+    proc.wait()
+    proc.stdout.close()
+    wait_for(lambda: not os.path.exists(seg_path(name)), "the segment outlived its consumer")
+    wait_for(lambda: all(gone(int(pid)) for pid in pids), "workers outlived their consumer")
 
 
 def pss(pid):
