@@ -302,6 +302,7 @@ class _Job:
     source: Any
     kind: str  # "map", "iter" or "call"
     batch_size: int | None
+    batched: bool  # collate (batch_size or a batch_sampler), or samples one by one
     drop_last: bool
     collate_fn: Callable[[list[Any]], Any] | None
     worker_init_fn: Callable[[int], None] | None
@@ -415,7 +416,7 @@ def _worker_main(name: str, wid: int, nworkers: int, job: _Job, conn: Any, ppid:
         tid, what = msg
         try:
             if job.kind == "map":
-                if job.batch_size is None:
+                if not job.batched:
                     _put(seg, ppid, tid, _BATCH, wid, job.source[what[0]])
                     continue
                 samples = getitems(what) if getitems else [job.source[i] for i in what]
@@ -644,12 +645,15 @@ class Pipeline:
         if self.slot_size is not None:
             return self.slot_size
         if self.kind == "map":
-            idx = self._epoch_batches(0)
-            first = next(iter(idx), None)
-            if first is None:
+            # Sample 0 stands for the others (the sampler is left alone: it
+            # may be random, or costly to go through).
+            if len(self.source) == 0:
                 return 4096
-            sample = self.source[first[0]]
-            n = len(first)
+            sample = self.source[0]
+            n = self.batch_size or 1
+            if self.batch_sampler is not None:
+                n = max((len(b) for b in itertools.islice(iter(self.batch_sampler), 1)),
+                        default=1)
         else:
             # This process stands for worker 0 while it takes the first sample.
             global _worker
@@ -686,8 +690,9 @@ class Pipeline:
                 self._spawn(w)
 
     def _spawn(self, w: _Worker) -> None:
-        job = _Job(self.source, self.kind, self.batch_size, self.drop_last, self.collate_fn,
-                   self.worker_init_fn, self.seed)
+        batched = self.batch_size is not None or self.batch_sampler is not None
+        job = _Job(self.source, self.kind, self.batch_size, batched, self.drop_last,
+                   self.collate_fn, self.worker_init_fn, self.seed)
         recv, send = self._ctx.Pipe(duplex=False)
         p = self._ctx.Process(target=_worker_main, daemon=True,
                               args=(self.name, w.id, self.num_workers, job, recv, os.getpid()),

@@ -101,6 +101,13 @@ def test_sampler_order_kept_when_ordered():
     assert got == order
 
 
+def test_batch_sampler_batches_kept_whole_and_in_order():
+    batches = [[3, 1, 2], [5], [7, 8, 9, 10]]
+    with Pipeline(Rows(), num_workers=2, batch_sampler=batches, ordered=True) as p:
+        got = [idx.tolist() for _, idx in p]
+    assert got == batches
+
+
 def test_vectors_match_their_indices():
     with Pipeline(Rows(), 32, num_workers=2) as p:
         for x, idx in p:
