@@ -609,11 +609,13 @@ class Pipeline:
         room (the segment's population and slots), batches delivered twice
         (a dead worker's, dropped) or again, and each worker's state.
         `cistern inspect <name>` shows the same segment from outside."""
-        fill, waiting = 0, set()
+        fill, waiting, attached = 0, set(), set()
         if self._seg is not None:
             try:
                 fill = len(self._seg)
-                waiting = {p.pid for p in self._seg.procs() if p.waiting == 2 and p.alive}
+                procs = self._seg.procs()
+                waiting = {p.pid for p in procs if p.waiting == 2 and p.alive}
+                attached = {p.pid for p in procs}
             except Exception:
                 pass
         ws = []
@@ -623,6 +625,8 @@ class Pipeline:
                 st = "stopped"
             elif w.proc.exitcode is not None:
                 st = "stopped" if w.stopped else "dead"
+            elif pid not in attached:
+                st = "starting"
             elif w.ended:
                 st = "done"
             elif pid in waiting:

@@ -234,13 +234,11 @@ def test_stopped_consumer_holds_memory_to_the_queue():
         next(it)
     pids = [w.pid for w in p.stats().workers]
     before = sum(pss(pid) for pid in [os.getpid(), *pids])
-    seg = cistern.attach(p.name)
-    wait_for(lambda: len(seg) == 4, "the workers did not fill the queue")
-    wait_for(lambda: any(q.waiting == 2 for q in seg.procs()),
+    wait_for(lambda: p.stats().queue_fill == 4, "the workers did not fill the queue")
+    wait_for(lambda: any(w.state == "waiting for room" for w in p.stats().workers),
              "the workers did not wait for room")
     after = sum(pss(pid) for pid in [os.getpid(), *pids])
     size = os.stat(seg_path(p.name)).st_size
-    seg.detach()
     assert after - before <= size
     rest = sum(1 for _ in it)
     p.close()
