@@ -196,6 +196,30 @@ def test_ctrl_c_stops_workers_and_removes_segment():
     wait_for(lambda: all(gone(int(pid)) for pid in pids), "workers outlived Ctrl-C")
 
 
+CTRL_C_WAITING = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {here!r})
+    from test_pipeline import Rows
+    from cistern.pipeline import Pipeline
+    for x in Pipeline(Rows(slow=30), 4, num_workers=2, name={name!r}, slot_size=4096):
+        pass
+""")
+
+
+def test_ctrl_c_while_waiting_for_a_batch_stops_workers_and_removes_segment():
+    name = f"pyt-{os.getpid()}-ctrl-c-waiting"
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C_WAITING.format(here=HERE, name=name)],
+                            stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: os.path.exists(seg_path(name)) and
+             len(cistern.inspect(name).procs) == 3, "the workers did not start")
+    pids = [q.pid for q in cistern.inspect(name).procs if q.pid != proc.pid]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert "KeyboardInterrupt" in err
+    assert not os.path.exists(seg_path(name))
+    wait_for(lambda: all(gone(pid) for pid in pids), "workers outlived Ctrl-C")
+
+
 KILLED = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {here!r})
