@@ -447,6 +447,7 @@ class _Worker:
         self.ended = False     # an iterable worker that put its end record
         self.stopped = False   # asked to stop
         self.broken = False    # its pipe is closed: it is dying
+        self.received = 0      # its records read, to tell its batches in hand from queued
 
 
 _live: weakref.WeakSet[Pipeline] = weakref.WeakSet()
@@ -609,13 +610,13 @@ class Pipeline:
         room (the segment's population and slots), batches delivered twice
         (a dead worker's, dropped) or again, and each worker's state.
         `cistern inspect <name>` shows the same segment from outside."""
-        fill, waiting, attached = 0, set(), set()
+        fill, waiting, puts = 0, set(), {}
         if self._seg is not None:
             try:
                 fill = len(self._seg)
                 procs = self._seg.procs()
                 waiting = {p.pid for p in procs if p.waiting == 2 and p.alive}
-                attached = {p.pid for p in procs}
+                puts = {p.pid: p.puts for p in procs}
             except Exception:
                 pass
         ws = []
@@ -625,13 +626,14 @@ class Pipeline:
                 st = "stopped"
             elif w.proc.exitcode is not None:
                 st = "stopped" if w.stopped else "dead"
-            elif pid not in attached:
+            elif pid not in puts:
                 st = "starting"
             elif w.ended:
                 st = "done"
             elif pid in waiting:
                 st = "waiting for room"
-            elif w.tasks:
+            elif w.tasks and (self.kind != "map"  # a stream, until its end
+                              or len(w.tasks) > puts[pid] - w.received):  # not all queued
                 st = "working"
             else:
                 st = "idle"
@@ -704,6 +706,7 @@ class Pipeline:
         p.start()
         recv.close()
         w.proc, w.conn, w.ended, w.stopped, w.broken = p, send, False, False, False
+        w.received = 0
 
     def _stop_workers(self, at_once: bool = False) -> None:
         """Ask the workers to end (a None task), or end them at once (SIGTERM:
@@ -856,6 +859,8 @@ class Pipeline:
                     continue
             assert n is not None
             tid, kind, wid = int(metas[1]), int(metas[2]) & 3, int(metas[2]) >> _KIND_BITS
+            if wid < len(self._workers):
+                self._workers[wid].received += 1
             if kind == _ERROR:
                 self._raise_error(buf, n, wid)
             for w in self._workers:
@@ -902,6 +907,8 @@ class Pipeline:
                     self._draw()
                 continue
             rtid, kind, wid = int(metas[1]), int(metas[2]) & 3, int(metas[2]) >> _KIND_BITS
+            if wid < len(self._workers):
+                self._workers[wid].received += 1
             if kind == _ERROR:
                 self._raise_error(buf, n, wid)
             if rtid != tid:
