@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""cistern.torch: a PyTorch IterableDataset reading a cistern segment.
+"""cistern.torch: a PyTorch IterableDataset reading a cistern segment, and a
+DataLoader whose workers pass batches through one (DataLoader below, on
+cistern.pipeline; docs/PIPELINE.md).
 
     from cistern.torch import CisternDataset
     ds = CisternDataset("heat", dtype="float32", shape=(1030,))
