@@ -208,13 +208,21 @@ CTRL_C_WAITING = textwrap.dedent("""
 
 def test_ctrl_c_while_waiting_for_a_batch_stops_workers_and_removes_segment():
     name = f"pyt-{os.getpid()}-ctrl-c-waiting"
+    # In a process group of its own, which gets the SIGINT, as a terminal's
+    # foreground group does on Ctrl-C (the workers ignore it).
     proc = subprocess.Popen([sys.executable, "-c", CTRL_C_WAITING.format(here=HERE, name=name)],
-                            stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: os.path.exists(seg_path(name)) and
-             len(cistern.inspect(name).procs) == 3, "the workers did not start")
-    pids = [q.pid for q in cistern.inspect(name).procs if q.pid != proc.pid]
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        wait_for(lambda: os.path.exists(seg_path(name)) and
+                 len(cistern.inspect(name).procs) == 3, "the workers did not start")
+        pids = [q.pid for q in cistern.inspect(name).procs if q.pid != proc.pid]
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # the test failed: end what it started
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        cistern.unlink(name, missing_ok=True)
     assert "KeyboardInterrupt" in err
     assert not os.path.exists(seg_path(name))
     wait_for(lambda: all(gone(pid) for pid in pids), "workers outlived Ctrl-C")
