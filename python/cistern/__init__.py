@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import errno
 import math
 import os
 import re
@@ -163,6 +164,7 @@ __all__ = [
     "Config", "Stats", "Occupancy", "ProcInfo", "SegmentInfo", "Inspection", "GcReport",
     "DumpInfo", "RemoteProducer", "RemoteInfo",
     "EndOfData", "POLICIES", "SLOT_CLASSES", "DTYPES", "VERSION", "__version__",
+    "segment_bytes", "shm_room_problem",
     "DEFAULT_SLOT_COUNT", "DEFAULT_SLOT_SIZE",
 ]
 
@@ -992,7 +994,49 @@ def create(name: str, policy: str | int = "fifo", slots: int | None = None, slot
         handle = _cistern.create(name, **kw)
     except ValueError as e:
         raise ValueError(_in_our_words(str(e))) from None
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        problem = shm_room_problem(kw["slot_count"], kw["slot_size"] or 1)
+        raise OSError(errno.ENOSPC, problem or str(e.strerror), name) from None
     return Segment(handle, name)
+
+
+def segment_bytes(slots: int, slot_size: int, max_procs: int = 64) -> int:
+    """About how many bytes of shared memory a segment of `slots` slots of
+    `slot_size` bytes takes: its slots rounded up to 64 bytes, 64 bytes of
+    metadata each, a header and an attachment table of a few KiB."""
+    payload = -(-slot_size // 64) * 64
+    total = 64 * 1024 + max_procs * 256 + slots * (payload + 64)
+    return -(-total // 4096) * 4096
+
+
+def _human(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{int(n)} bytes" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def shm_room_problem(slots: int, slot_size: int, path: str = "/dev/shm") -> str | None:
+    """Why a segment of `slots` slots of `slot_size` bytes cannot fit in what
+    `path` (the shared-memory file system) has left, naming the size needed,
+    the space left and Docker's --shm-size; None when it fits (or when path
+    cannot be looked at). create() refuses such a segment (ENOSPC) with
+    this sentence, before anything could fault for want of memory."""
+    need = segment_bytes(slots, slot_size)
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    if need <= free:
+        return None
+    return (f"the segment needs {_human(need)} of shared memory ({slots} slots of "
+            f"{_human(slot_size)}) but {path} has {_human(free)} left of {_human(total)}: "
+            f"ask for fewer or smaller slots, or give the container more shared memory "
+            f"(docker run --shm-size=1g, say)")
 
 
 def config_problem(policy: str | int = "fifo", slots: int | None = None, slot_size: int = 0,

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""cistern.torch: a PyTorch IterableDataset reading a cistern segment.
+"""cistern.torch: a PyTorch IterableDataset reading a cistern segment, and a
+DataLoader whose workers pass batches through one (DataLoader below, on
+cistern.pipeline; docs/PIPELINE.md).
 
     from cistern.torch import CisternDataset
     ds = CisternDataset("heat", dtype="float32", shape=(1030,))
@@ -372,3 +374,133 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
                 yield self._out(t, meta)
             finally:
                 s.release()
+
+
+# --- a DataLoader on cistern.pipeline ------------------------------------------
+
+def _to_torch(obj: Any, pin: bool) -> Any:
+    """numpy arrays (at any depth of dicts, tuples and lists) as tensors
+    sharing their memory, pinned if asked."""
+    if isinstance(obj, np.ndarray):
+        t = torch.from_numpy(obj) if obj.dtype != np.object_ else obj
+        return t.pin_memory() if pin and isinstance(t, torch.Tensor) else t
+    if isinstance(obj, torch.Tensor):
+        return obj.pin_memory() if pin else obj
+    if isinstance(obj, dict):
+        return {k: _to_torch(v, pin) for k, v in obj.items()}
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(_to_torch(v, pin) for v in obj))
+    if isinstance(obj, (tuple, list)):
+        seq = [_to_torch(v, pin) for v in obj]
+        return tuple(seq) if isinstance(obj, tuple) else seq
+    return obj
+
+
+class DataLoader:
+    """torch.utils.data.DataLoader's parameters and iteration, on a cistern
+    pipeline (cistern.pipeline.Pipeline): the workers put whole collated
+    batches into a FIFO segment, and the loop gets them as tensors.
+
+        loader = cistern.torch.DataLoader(ds, batch_size=256, shuffle=True, num_workers=2)
+        for x, y in loader:        # as torch's would give them
+            ...
+
+    What differs from torch's: each index is delivered exactly once per
+    epoch even when a worker is killed (its batches are made again by
+    another); an exception in a worker is raised again here with its
+    traceback; the queue is one segment of max_queue_size batches (default
+    num_workers * prefetch_factor) checked against /dev/shm's room when it
+    is made; ordered=False delivers batches as they are ready. Without
+    collate_fn, batches are stacked by cistern.pipeline.default_collate
+    (numpy arrays, numbers, tensors, dicts, tuples, as torch's
+    default_collate) straight into the segment and given as tensors.
+    num_workers=0 loads in this process. timeout 0 waits forever.
+    pin_memory pins each batch (when CUDA is there; else it warns once, as
+    torch's does). progress=True writes a progress line to stderr; stats()
+    reports batches per second, queue fill and worker states.
+    """
+
+    def __init__(self, dataset: Any, batch_size: int | None = 1, shuffle: bool = False,
+                 sampler: Any = None, batch_sampler: Any = None, num_workers: int = 0,
+                 collate_fn: Callable[[list[Any]], Any] | None = None,
+                 pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
+                 worker_init_fn: Callable[[int], None] | None = None,
+                 multiprocessing_context: str | None = None, generator: Any = None, *,
+                 prefetch_factor: int = 2, persistent_workers: bool = False,
+                 ordered: bool = True, max_queue_size: int | None = None,
+                 slot_size: int | None = None, seed: int | None = None,
+                 progress: bool | Any = False) -> None:
+        from cistern import pipeline
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.drop_last = drop_last
+        self.pin_memory = pin_memory and self._can_pin()
+        if seed is None and generator is not None:
+            seed = int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
+        if seed is None:
+            seed = int(torch.empty((), dtype=torch.int64).random_().item()) % 2**31
+        pin = self.pin_memory
+        self._pipe = pipeline.Pipeline(
+            dataset, batch_size, num_workers=max(1, num_workers), shuffle=shuffle,
+            sampler=sampler, batch_sampler=batch_sampler, drop_last=drop_last,
+            ordered=ordered, collate_fn=collate_fn, worker_init_fn=worker_init_fn,
+            persistent_workers=persistent_workers,
+            max_queue_size=max_queue_size or max(1, num_workers) * prefetch_factor,
+            slot_size=slot_size, start_method=multiprocessing_context,
+            timeout=timeout or None, seed=seed, convert=lambda b: _to_torch(b, pin),
+            progress=progress)
+        self._epoch = 0
+
+    @staticmethod
+    def _can_pin() -> bool:
+        if torch.cuda.is_available():
+            return True
+        warnings.warn("pin_memory=True but no CUDA device is there: batches are not pinned",
+                      RuntimeWarning, stacklevel=3)
+        return False
+
+    def __len__(self) -> int:
+        return len(self._pipe)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.num_workers > 0:
+            return iter(self._pipe)
+        return self._in_process()
+
+    def _in_process(self) -> Iterator[Any]:
+        from cistern import pipeline
+        p = self._pipe
+        collate = p.collate_fn or pipeline.default_collate
+        if p.kind != "map":
+            it = iter(p.source() if p.kind == "call" else p.source)
+            for chunk in pipeline._batches(it, p.batch_size, p.drop_last):
+                yield _to_torch(chunk[0] if p.batch_size is None else collate(chunk),
+                                self.pin_memory)
+            return
+        epoch = self._epoch
+        self._epoch += 1
+        for idx in p._epoch_batches(epoch):
+            if p.batch_size is None and p.batch_sampler is None:
+                yield _to_torch(p.source[idx[0]], self.pin_memory)
+            else:
+                yield _to_torch(collate([p.source[i] for i in idx]), self.pin_memory)
+
+    def stats(self) -> Any:
+        """The pipeline's PipelineStats (cistern.pipeline.Pipeline.stats())."""
+        return self._pipe.stats()
+
+    @property
+    def segment_name(self) -> str:
+        """The name of the segment the batches go through (cistern inspect NAME)."""
+        return self._pipe.name
+
+    def close(self) -> None:
+        """Stop the workers and remove the segment."""
+        self._pipe.close()
+
+    def __enter__(self) -> DataLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import cistern
+import cistern.pipeline
 import cistern.torch
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -63,7 +64,8 @@ def _undocumented(module):
     return missing
 
 
-@pytest.mark.parametrize("module", [cistern, cistern.torch, ext], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [cistern, cistern.torch, cistern.pipeline, ext],
+                         ids=lambda m: m.__name__)
 def test_every_public_function_class_and_method_has_a_docstring(module):
     assert _undocumented(module) == []
 

@@ -48,7 +48,8 @@ def test_wheel_installs_into_a_venv_and_runs_a_producer_a_learner_and_the_comman
     env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", "")
     kw = dict(cwd=work, env=env, timeout=300)
 
-    where = json.loads(_run([py, "-c", "import json, cistern, cistern._cistern as c; "
+    where = json.loads(_run([py, "-c", "import json, cistern, cistern.pipeline, "
+                             "cistern._cistern as c; "
                              "print(json.dumps([cistern.__file__, c.__file__]))"], **kw))
     for path in where:
         assert path.startswith(str(venv)), where
