@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_exporter.c - `cistern exporter`: the figures of segments for
+ * Prometheus, served over HTTP at /metrics or written for node_exporter's
+ * textfile collector. Every scrape opens the segments afresh, read-only
+ * (cistern_open_readonly: no attachment, no pin, no counter moves); a
+ * segment that cannot be read is left out, logged once, and the others are
+ * served.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "http.h"
+#include "prom.h"
+
+#define DEFAULT_LISTEN "127.0.0.1:9731"
+
+static const char usage[] =
+	"Usage: cistern exporter [OPTION...] [NAME...]\n"
+	"Serve the figures of segments to Prometheus: over HTTP at /metrics, or\n"
+	"into a file for node_exporter's textfile collector. With NAMEs, those\n"
+	"segments; else every segment this user may read. Each scrape reads the\n"
+	"segments afresh and read-only: it never attaches, pins or moves a counter.\n"
+	"A segment that cannot be read is left out (and logged once); the others\n"
+	"are served. Logs go to standard error; SIGTERM or SIGINT stops it.\n"
+	"\n"
+	"  -l, --listen ADDR:PORT  where to serve (default " DEFAULT_LISTEN "; 9731 is\n"
+	"                          in the range Prometheus keeps for exporters);\n"
+	"                          ADDR is an IPv4 address, [IPv6] or localhost\n"
+	"      --allow-remote      accept an ADDR other than loopback: anyone who can\n"
+	"                          reach it then sees segment names and figures\n"
+	"  -t, --textfile DIR      write DIR/cistern.prom instead of serving (a\n"
+	"                          temporary file in DIR, then renamed over it)\n"
+	"  -i, --interval SECONDS  with --textfile, rewrite it every SECONDS\n"
+	"                          (default 15)\n"
+	"      --once              with --textfile, write it once and exit\n"
+	"  -o, --occupancy         add slot counts by state and seen counts of the\n"
+	"                          samples held (a scan of every slot: its time\n"
+	"                          grows with the segments' sizes)\n"
+	"  -h, --help              show this help\n"
+	"\n"
+	"Paths: / is a short page linking /metrics; anything else is 404. GET only;\n"
+	"a request head above 8 KiB, or one not complete within 5 seconds, is refused.\n"
+	"See docs/monitoring/README.md for the metrics, a Grafana dashboard and alerts.\n";
+
+const struct command cmd_exporter;
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+/* "cistern exporter: " and a message, on one line of standard error. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("cistern exporter: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+/* A segment left out of a scrape, and why. */
+struct skip {
+	char name[CISTERN_NAME_MAX + 1];
+	int err;
+};
+
+struct exporter {
+	char **names; /* NULL: every segment */
+	size_t nnames;
+	bool occupancy;
+	struct skip *skipped, *was_skipped; /* this scrape's, the last one's */
+	size_t nskipped, nwas_skipped;
+};
+
+/*
+ * Note that segment `name` was left out; log it unless the last scrape left
+ * it out for the same reason already (a scrape every few seconds would
+ * otherwise repeat it for ever).
+ */
+static void skip(struct exporter *e, const char *name, int err, size_t cap)
+{
+	bool known = false;
+	for (size_t i = 0; i < e->nwas_skipped; i++)
+		if (strcmp(e->was_skipped[i].name, name) == 0 && e->was_skipped[i].err == err)
+			known = true;
+	if (!known) {
+		fputs("cistern exporter: leaving out segment ", stderr);
+		prom_escape_log(stderr, name);
+		fprintf(stderr, ": %s\n", cistern_strerror(err));
+	}
+	if (e->nskipped < cap) {
+		snprintf(e->skipped[e->nskipped].name, sizeof(e->skipped[0].name), "%s", name);
+		e->skipped[e->nskipped++].err = err;
+	}
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One scrape into f: the segments' families, then the exporter's own. 0 or -errno. */
+static int scrape(struct exporter *e, FILE *f)
+{
+	double t0 = mono_s();
+	struct cistern_segment_info *list = NULL;
+	int n = cistern_list(&list);
+	if (n < 0) {
+		say("cannot list the segments: %s", cistern_strerror(n));
+		n = 0;
+	}
+	size_t want = e->names ? e->nnames : (size_t)n;
+	struct prom_seg *segs = calloc(want ? want : 1, sizeof(*segs));
+	struct skip *sk = calloc(want ? want : 1, sizeof(*sk));
+	if (!segs || !sk) {
+		free(segs);
+		free(sk);
+		free(list);
+		return -ENOMEM;
+	}
+	free(e->was_skipped);
+	e->was_skipped = e->skipped;
+	e->nwas_skipped = e->nskipped;
+	e->skipped = sk;
+	e->nskipped = 0;
+	size_t served = 0;
+	for (size_t i = 0; i < want; i++) {
+		const struct cistern_segment_info *info = NULL;
+		if (e->names) {
+			for (int j = 0; j < n && !info; j++)
+				if (strcmp(list[j].name, e->names[i]) == 0)
+					info = &list[j];
+		} else {
+			info = &list[i];
+		}
+		const char *name = info ? info->name : e->names[i];
+		int r = !info ? -ENOENT : info->status;
+		if (r == 0)
+			r = prom_take(name, info->created_ns, e->occupancy, &segs[served]);
+		if (r < 0)
+			skip(e, name, r, want);
+		else
+			served++;
+	}
+	free(list);
+	prom_write(f, segs, served);
+	free(segs);
+	prom_family(f, "cistern_exporter_segments", "gauge",
+		    "Segments in the last scrape: served, or left out as unreadable.");
+	fprintf(f, "cistern_exporter_segments{state=\"served\"} %zu\n", served);
+	fprintf(f, "cistern_exporter_segments{state=\"skipped\"} %zu\n", e->nskipped);
+	prom_family(f, "cistern_exporter_scrape_duration_seconds", "gauge",
+		    "Time the last scrape took to read the segments.");
+	fprintf(f, "cistern_exporter_scrape_duration_seconds %.9f\n", mono_s() - t0);
+	return 0;
+}
+
+static const char index_page[] =
+	"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>cistern exporter</title>"
+	"</head>\n<body><h1>cistern exporter</h1>\n"
+	"<p>Figures of the cistern segments on this machine, for Prometheus: "
+	"<a href=\"/metrics\">/metrics</a>.</p>\n</body></html>\n";
+
+static int route(const char *path, struct http_reply *rep, void *arg)
+{
+	struct exporter *e = arg;
+	if (strcmp(path, "/") == 0) {
+		rep->status = 200;
+		rep->type = "text/html; charset=utf-8";
+		rep->body = strdup(index_page);
+		rep->len = sizeof(index_page) - 1;
+		return rep->body ? 0 : -ENOMEM;
+	}
+	if (strcmp(path, "/metrics") != 0) {
+		static const char nf[] = "Not found: the metrics are at /metrics.\n";
+		rep->status = 404;
+		rep->type = "text/plain; charset=utf-8";
+		rep->body = strdup(nf);
+		rep->len = sizeof(nf) - 1;
+		return rep->body ? 0 : -ENOMEM;
+	}
+	FILE *f = open_memstream(&rep->body, &rep->len);
+	if (!f)
+		return -ENOMEM;
+	int r = scrape(e, f);
+	if (fclose(f) != 0 && r == 0)
+		r = -ENOMEM;
+	rep->status = 200;
+	rep->type = "text/plain; version=0.0.4; charset=utf-8";
+	return r;
+}
+
+/* Write DIR/cistern.prom: a temporary file in DIR, then renamed over it. */
+static int write_textfile(struct exporter *e, const char *dir)
+{
+	char tmp[4096], dst[4096];
+	if ((size_t)snprintf(dst, sizeof(dst), "%s/cistern.prom", dir) >= sizeof(dst) ||
+	    (size_t)snprintf(tmp, sizeof(tmp), "%s/.cistern.prom.XXXXXX", dir) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	/* The collector reads only *.prom: the temporary name is never read half-written. */
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	FILE *f = fdopen(fd, "w");
+	if (!f) {
+		int err = -errno;
+		close(fd);
+		unlink(tmp);
+		return err;
+	}
+	int r = fchmod(fd, 0644) < 0 ? -errno : 0;
+	if (r == 0)
+		r = scrape(e, f);
+	if (fflush(f) != 0 && r == 0)
+		r = -errno;
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (fclose(f) != 0 && r == 0)
+		r = -errno;
+	if (r == 0 && rename(tmp, dst) < 0)
+		r = -errno;
+	if (r < 0)
+		unlink(tmp);
+	return r;
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+	/* A signal ends the sleep: the caller looks at `stop`. */
+	nanosleep(&ts, NULL);
+}
+
+static int textfile_loop(struct exporter *e, const char *dir, double interval, bool once)
+{
+	struct stat st;
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		cli_error(&cmd_exporter, dir, errno ? -errno : -ENOTDIR, "cannot write there");
+		return EXIT_FAIL;
+	}
+	if (!once)
+		say("writing %s/cistern.prom every %gs", dir, interval);
+	for (;;) {
+		int r = write_textfile(e, dir);
+		if (r < 0) {
+			cli_error(&cmd_exporter, dir, r, "cannot write cistern.prom");
+			if (once)
+				return EXIT_FAIL;
+		}
+		if (once)
+			return EXIT_OK;
+		sleep_s(interval);
+		if (stop) {
+			say("stopping");
+			return EXIT_OK;
+		}
+	}
+}
+
+static int http_loop(struct exporter *e, const char *listen_on, bool allow_remote)
+{
+	struct http_addr a;
+	if (http_parse_addr(listen_on, &a) < 0)
+		return cli_usage(&cmd_exporter,
+				 "bad --listen '%s': give ADDR:PORT, such as " DEFAULT_LISTEN,
+				 listen_on);
+	if (!a.loopback && !allow_remote)
+		return cli_usage(&cmd_exporter,
+				 "--listen %s is not a loopback address: anyone who can reach it "
+				 "would see the segments; add --allow-remote to mean it",
+				 listen_on);
+	int lfd = http_listen(&a);
+	if (lfd < 0) {
+		cli_error(&cmd_exporter, listen_on, lfd, "cannot listen");
+		return EXIT_FAIL;
+	}
+	char shown[80];
+	snprintf(shown, sizeof(shown), "%.*s:%d", (int)(strrchr(listen_on, ':') - listen_on),
+		 listen_on, http_port(lfd));
+	say("serving http://%s/metrics", shown);
+	while (!stop) {
+		struct pollfd p = {.fd = lfd, .events = POLLIN};
+		int n = poll(&p, 1, -1);
+		if (n < 0 && errno != EINTR) {
+			say("cannot wait for connections: %s", strerror(errno));
+			close(lfd);
+			return EXIT_FAIL;
+		}
+		if (n <= 0)
+			continue;
+		const char *why;
+		int r = http_serve_one(lfd, 5000, route, e, &stop, &why);
+		if (r < 0 && why && r != -EAGAIN)
+			say("%s", why);
+	}
+	say("stopping");
+	close(lfd);
+	return EXIT_OK;
+}
+
+static int run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"listen", required_argument, NULL, 'l'},
+		{"allow-remote", no_argument, NULL, 'R'},
+		{"textfile", required_argument, NULL, 't'},
+		{"interval", required_argument, NULL, 'i'},
+		{"once", no_argument, NULL, '1'},
+		{"occupancy", no_argument, NULL, 'o'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	const char *listen_on = NULL, *dir = NULL;
+	bool allow_remote = false, once = false, have_interval = false;
+	double interval = 15;
+	struct exporter e = {0};
+	int o;
+	while ((o = cli_getopt(&cmd_exporter, argc, argv, "l:t:i:oh", opts)) != -1) {
+		switch (o) {
+		case 'h':
+			return cli_help(&cmd_exporter);
+		case 'l':
+			listen_on = optarg;
+			break;
+		case 'R':
+			allow_remote = true;
+			break;
+		case 't':
+			dir = optarg;
+			break;
+		case 'i': {
+			char *end;
+			interval = strtod(optarg, &end);
+			if (*end || end == optarg || !(interval >= 0.1 && interval <= 86400))
+				return cli_usage(&cmd_exporter,
+						 "bad --interval '%s': give seconds, 0.1 to 86400",
+						 optarg);
+			have_interval = true;
+			break;
+		}
+		case '1':
+			once = true;
+			break;
+		case 'o':
+			e.occupancy = true;
+			break;
+		default:
+			return EXIT_USAGE;
+		}
+	}
+	if (dir && (listen_on || allow_remote))
+		return cli_usage(&cmd_exporter, "--textfile excludes --listen and --allow-remote");
+	if (!dir && (once || have_interval))
+		return cli_usage(&cmd_exporter, "--once and --interval go with --textfile");
+	for (int i = optind; i < argc; i++) {
+		int r = cistern_name_valid(argv[i]);
+		if (r < 0)
+			return cli_bad_name(&cmd_exporter, argv[i], r);
+	}
+	if (optind < argc) {
+		e.names = argv + optind;
+		e.nnames = (size_t)(argc - optind);
+	}
+	struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: waits end at once */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	int status = dir ? textfile_loop(&e, dir, interval, once)
+			 : http_loop(&e, listen_on ? listen_on : DEFAULT_LISTEN, allow_remote);
+	free(e.skipped);
+	free(e.was_skipped);
+	return status;
+}
+
+const struct command cmd_exporter = {"exporter", run,
+				     "serve segments' figures to Prometheus (/metrics)", usage};
