@@ -1,0 +1,344 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_exporter.c - `cistern exporter`, run as a user would: the built binary
+ * (CISTERN_BIN) serving /metrics on a loopback port of the kernel's choice,
+ * scraped over real sockets; and its textfile mode.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "helpers.h"
+
+#ifndef CISTERN_BIN
+#error "CISTERN_BIN must name the built cistern binary"
+#endif
+
+TestSuite(exporter, .fini = seg_fini);
+
+struct exporter {
+	pid_t pid;
+	int err; /* its standard error, a memfd */
+	int port;
+};
+
+/* The exporter's standard error so far. */
+static const char *err_text(const struct exporter *x)
+{
+	static char buf[1 << 14];
+	ssize_t n = pread(x->err, buf, sizeof(buf) - 1, 0);
+	buf[n < 0 ? 0 : n] = '\0';
+	return buf;
+}
+
+/* Start `cistern exporter --listen 127.0.0.1:0 ARGS...` and learn its port. */
+static struct exporter start(const char *const *args)
+{
+	struct exporter x = {.err = memfd_create("err", MFD_CLOEXEC)};
+	cr_assert_geq(x.err, 0);
+	x.pid = fork();
+	cr_assert_geq(x.pid, 0);
+	if (x.pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives a failed test */
+		alarm(60);
+		dup2(x.err, 2);
+		const char *argv[16] = {CISTERN_BIN, "exporter", "--listen", "127.0.0.1:0"};
+		for (int i = 0; args[i] && i < 11; i++)
+			argv[4 + i] = args[i];
+		execv(CISTERN_BIN, (char *const *)(uintptr_t)argv);
+		_exit(127);
+	}
+	for (int i = 0; i < 1000 && !x.port; i++) {
+		const char *p = strstr(err_text(&x), "http://127.0.0.1:");
+		if (p)
+			x.port = atoi(p + strlen("http://127.0.0.1:"));
+		else
+			usleep(10000);
+	}
+	cr_assert_gt(x.port, 0, "the exporter never said where it serves: %s", err_text(&x));
+	return x;
+}
+
+/* SIGTERM, then its exit status. */
+static int stop(struct exporter *x)
+{
+	kill(x->pid, SIGTERM);
+	int st;
+	cr_assert_eq(waitpid(x->pid, &st, 0), x->pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int connect_to(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(fd, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "connect: %s",
+		     strerror(errno));
+	struct timeval tv = {.tv_sec = 20};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* Send `len` bytes of request and read the whole answer (the server closes). */
+static const char *exchange(int port, const char *req, size_t len)
+{
+	static char buf[1 << 17];
+	int fd = connect_to(port);
+	cr_assert_eq(send(fd, req, len, MSG_NOSIGNAL), (ssize_t)len);
+	size_t got = 0;
+	ssize_t n;
+	while (got < sizeof(buf) - 1 && (n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	close(fd);
+	return buf;
+}
+
+static const char *get(int port, const char *path)
+{
+	char req[256];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", path);
+	return exchange(port, req, (size_t)n);
+}
+
+/* A segment of 16 slots holding `puts` samples, its handle detached. */
+static const char *segment_with(const char *tag, int puts)
+{
+	struct cistern *c = seg_create(tag,
+				       (struct cistern_config){.slot_size = 64, .slot_count = 16});
+	for (int i = 0; i < puts; i++)
+		cr_assert_eq(cistern_put(c, "sample", 6, NULL, 0), 0);
+	const char *name = seg_name_of(c);
+	cr_assert_eq(seg_detach(c), 0);
+	return name;
+}
+
+static bool has_line(const char *text, const char *fmt, const char *name)
+{
+	char want[256];
+	snprintf(want, sizeof(want), fmt, name);
+	return strstr(text, want) != NULL;
+}
+
+Test(exporter, metrics_give_what_the_segment_holds)
+{
+	const char *name = segment_with("exp-puts", 3);
+	struct exporter x = start((const char *[]){name, NULL});
+	const char *body = get(x.port, "/metrics");
+	cr_assert(strstr(body, "HTTP/1.1 200 OK\r\n"), "%s", body);
+	cr_assert(strstr(body, "Content-Type: text/plain; version=0.0.4"), "%s", body);
+	cr_assert(has_line(body, "\ncistern_puts_total{segment=\"%s\"} 3\n", name), "%s", body);
+	cr_assert(has_line(body, "\ncistern_population{segment=\"%s\"} 3\n", name), "%s", body);
+	cr_assert(has_line(body, "\ncistern_slots{segment=\"%s\"} 16\n", name), "%s", body);
+	cr_assert_eq(stop(&x), 0);
+}
+
+Test(exporter, each_scrape_reads_the_segment_afresh)
+{
+	const char *name = segment_with("exp-fresh", 1);
+	struct exporter x = start((const char *[]){name, NULL});
+	cr_assert(has_line(get(x.port, "/metrics"), "\ncistern_puts_total{segment=\"%s\"} 1\n",
+			   name));
+	struct cistern *c;
+	cr_assert_eq(cistern_attach(name, &c), 0);
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_detach(c), 0);
+	const char *body = get(x.port, "/metrics");
+	cr_assert(has_line(body, "\ncistern_puts_total{segment=\"%s\"} 2\n", name), "%s", body);
+	cr_assert_eq(stop(&x), 0);
+}
+
+Test(exporter, scraping_neither_attaches_nor_moves_a_counter)
+{
+	const char *name = segment_with("exp-ro", 2);
+	struct exporter x = start((const char *[]){name, NULL});
+	get(x.port, "/metrics");
+	get(x.port, "/metrics");
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	struct cistern_proc_info p[4];
+	cr_assert_eq(cistern_procs_get(c, p, 4), 0, "the exporter took an attachment");
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.gets, 0);
+	cr_assert_eq(st.population, 2);
+	cistern_detach(c);
+	cr_assert_eq(stop(&x), 0);
+}
+
+Test(exporter, root_page_links_the_metrics)
+{
+	struct exporter x = start((const char *[]){"t-exp-none", NULL});
+	const char *body = get(x.port, "/");
+	cr_assert(strstr(body, "HTTP/1.1 200 OK\r\n"), "%s", body);
+	cr_assert(strstr(body, "<a href=\"/metrics\">"), "%s", body);
+	cr_assert_eq(stop(&x), 0);
+}
+
+Test(exporter, other_paths_are_not_found)
+{
+	struct exporter x = start((const char *[]){"t-exp-none", NULL});
+	cr_assert(strstr(get(x.port, "/metricsx"), "HTTP/1.1 404 "));
+	cr_assert_eq(stop(&x), 0);
+}
+
+Test(exporter, a_method_other_than_get_is_refused)
+{
+	struct exporter x = start((const char *[]){"t-exp-none", NULL});
+	static const char req[] = "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n";
+	const char *body = exchange(x.port, req, sizeof(req) - 1);
+	cr_assert(strstr(body, "HTTP/1.1 405 "), "%s", body);
+	cr_assert(strstr(body, "\r\nAllow: GET\r\n"), "%s", body);
+	cr_assert_eq(stop(&x), 0);
+}
+
+Test(exporter, an_oversized_request_is_refused_and_the_next_served)
+{
+	const char *name = segment_with("exp-big", 1);
+	struct exporter x = start((const char *[]){name, NULL});
+	size_t len = 3 * 8192;
+	char *req = malloc(len);
+	cr_assert_not_null(req);
+	memcpy(req, "GET /metrics HTTP/1.1\r\nX-Pad: ", 30);
+	memset(req + 30, 'a', len - 30);
+	cr_assert(strstr(exchange(x.port, req, 8200), "HTTP/1.1 431 "));
+	free(req);
+	cr_assert(has_line(get(x.port, "/metrics"), "\ncistern_puts_total{segment=\"%s\"} 1\n",
+			   name));
+	cr_assert_eq(stop(&x), 0);
+}
+
+Test(exporter, a_silent_client_is_dropped_and_the_next_served)
+{
+	const char *name = segment_with("exp-slow", 1);
+	struct exporter x = start((const char *[]){name, NULL});
+	int silent = connect_to(x.port);
+	cr_assert_eq(send(silent, "GET /met", 8, MSG_NOSIGNAL), 8); /* and nothing more */
+	/* Served once the silent one was dropped: before, this waits behind it. */
+	const char *body = get(x.port, "/metrics");
+	cr_assert(has_line(body, "\ncistern_puts_total{segment=\"%s\"} 1\n", name), "%s", body);
+	char buf[256];
+	ssize_t n = recv(silent, buf, sizeof(buf) - 1, 0);
+	buf[n < 0 ? 0 : n] = '\0';
+	cr_assert(strstr(buf, "HTTP/1.1 408 "), "the silent client got: %s", buf);
+	close(silent);
+	cr_assert(strstr(err_text(&x), "did not send a request in time"), "%s", err_text(&x));
+	cr_assert_eq(stop(&x), 0);
+}
+
+/* A segment whose object its owner cut short, as a hostile or broken one may be. */
+static const char *shrunk_segment(const char *tag)
+{
+	const char *name = segment_with(tag, 1);
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	cr_assert_eq(truncate(path, 4096), 0);
+	return name;
+}
+
+Test(exporter, a_shrunk_segment_is_left_out_and_the_others_served)
+{
+	const char *good = segment_with("exp-good", 2);
+	const char *bad = shrunk_segment("exp-shrunk");
+	struct exporter x = start((const char *[]){bad, good, NULL});
+	const char *body = get(x.port, "/metrics");
+	cr_assert(has_line(body, "\ncistern_puts_total{segment=\"%s\"} 2\n", good), "%s", body);
+	cr_assert(!has_line(body, "segment=\"%s\"", bad), "%s", body);
+	cr_assert(strstr(body, "\ncistern_exporter_segments{state=\"skipped\"} 1\n"), "%s", body);
+	cr_assert(has_line(err_text(&x), "leaving out segment %s: ", bad), "%s", err_text(&x));
+	cr_assert_eq(stop(&x), 0);
+}
+
+Test(exporter, a_segment_left_out_again_for_the_same_reason_is_logged_once)
+{
+	const char *bad = shrunk_segment("exp-once");
+	struct exporter x = start((const char *[]){bad, NULL});
+	get(x.port, "/metrics");
+	get(x.port, "/metrics");
+	const char *log = err_text(&x);
+	const char *first = strstr(log, "leaving out segment");
+	cr_assert_not_null(first, "%s", log);
+	cr_assert_null(strstr(first + 1, "leaving out segment"), "%s", log);
+	cr_assert_eq(stop(&x), 0);
+}
+
+Test(exporter, a_foreign_object_is_left_out_and_the_others_served)
+{
+	const char *good = segment_with("exp-good2", 1);
+	const char *foreign;
+	int fd = seg_shm_object("exp-foreign", &foreign);
+	char junk[8192];
+	memset(junk, 0x5a, sizeof(junk));
+	cr_assert_eq(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	struct exporter x = start((const char *[]){foreign, good, NULL});
+	const char *body = get(x.port, "/metrics");
+	cr_assert(has_line(body, "\ncistern_puts_total{segment=\"%s\"} 1\n", good), "%s", body);
+	cr_assert(has_line(err_text(&x), "leaving out segment %s: ", foreign), "%s", err_text(&x));
+	cr_assert_eq(stop(&x), 0);
+}
+
+Test(exporter, sigterm_stops_it_with_status_zero)
+{
+	struct exporter x = start((const char *[]){"t-exp-none", NULL});
+	cr_assert_eq(stop(&x), 0);
+	cr_assert(strstr(err_text(&x), "stopping"), "%s", err_text(&x));
+}
+
+/* Run the binary with args to its end: its exit status, its stderr in err. */
+static int run_cmd(const char *const *args, char *err, size_t size)
+{
+	int efd = memfd_create("err", MFD_CLOEXEC);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		alarm(30);
+		dup2(efd, 2);
+		const char *argv[16] = {CISTERN_BIN, "exporter"};
+		for (int i = 0; args[i] && i < 13; i++)
+			argv[2 + i] = args[i];
+		execv(CISTERN_BIN, (char *const *)(uintptr_t)argv);
+		_exit(127);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	ssize_t n = pread(efd, err, size - 1, 0);
+	err[n < 0 ? 0 : n] = '\0';
+	close(efd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+Test(exporter, a_non_loopback_address_is_refused_unless_allowed)
+{
+	char err[4096];
+	cr_assert_eq(run_cmd((const char *[]){"--listen", "0.0.0.0:0", NULL}, err, sizeof(err)), 2);
+	cr_assert(strstr(err, "not a loopback address"), "%s", err);
+	cr_assert(strstr(err, "--allow-remote"), "%s", err);
+}
+
+Test(exporter, textfile_once_writes_the_metrics_by_a_rename)
+{
+	const char *name = segment_with("exp-text", 4);
+	const char *dir = seg_dir("exp-text");
+	char err[4096];
+	cr_assert_eq(run_cmd((const char *[]){"--textfile", dir, "--once", name, NULL}, err,
+			     sizeof(err)),
+		     0, "%s", err);
+	char path[256], text[1 << 16];
+	snprintf(path, sizeof(path), "%s/cistern.prom", dir);
+	int fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	text[n < 0 ? 0 : n] = '\0';
+	cr_assert(has_line(text, "\ncistern_puts_total{segment=\"%s\"} 4\n", name), "%s", text);
+	/* Nothing but the renamed file is left in the directory. */
+	DIR *d = opendir(dir);
+	int files = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		files += e->d_name[0] != '.' || (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."));
+	closedir(d);
+	cr_assert_eq(files, 1);
+}
