@@ -30,8 +30,20 @@ static const char *err_text(const struct exporter *x)
 	return buf;
 }
 
-/* Start `cistern exporter --listen 127.0.0.1:0 ARGS...` and learn its port. */
-static struct exporter start(const char *const *args)
+/* The number after `marker` in the process's standard error, once it says it (or 0). */
+static int number_after(const struct exporter *x, const char *marker)
+{
+	for (int i = 0; i < 1000; i++) {
+		const char *p = strstr(err_text(x), marker);
+		if (p)
+			return atoi(p + strlen(marker));
+		usleep(10000);
+	}
+	return 0;
+}
+
+/* Start the binary with argv (after its name), standard error kept, and learn its port. */
+static struct exporter start_argv(const char *const *args, const char *marker)
 {
 	struct exporter x = {.err = memfd_create("err", MFD_CLOEXEC)};
 	cr_assert_geq(x.err, 0);
@@ -41,21 +53,24 @@ static struct exporter start(const char *const *args)
 		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives a failed test */
 		alarm(60);
 		dup2(x.err, 2);
-		const char *argv[16] = {CISTERN_BIN, "exporter", "--listen", "127.0.0.1:0"};
-		for (int i = 0; args[i] && i < 11; i++)
-			argv[4 + i] = args[i];
+		const char *argv[20] = {CISTERN_BIN};
+		for (int i = 0; args[i] && i < 18; i++)
+			argv[1 + i] = args[i];
 		execv(CISTERN_BIN, (char *const *)(uintptr_t)argv);
 		_exit(127);
 	}
-	for (int i = 0; i < 1000 && !x.port; i++) {
-		const char *p = strstr(err_text(&x), "http://127.0.0.1:");
-		if (p)
-			x.port = atoi(p + strlen("http://127.0.0.1:"));
-		else
-			usleep(10000);
-	}
-	cr_assert_gt(x.port, 0, "the exporter never said where it serves: %s", err_text(&x));
+	x.port = number_after(&x, marker);
+	cr_assert_gt(x.port, 0, "it never said where it serves: %s", err_text(&x));
 	return x;
+}
+
+/* Start `cistern exporter --listen 127.0.0.1:0 ARGS...` and learn its port. */
+static struct exporter start(const char *const *args)
+{
+	const char *argv[16] = {"exporter", "--listen", "127.0.0.1:0"};
+	for (int i = 0; args[i] && i < 12; i++)
+		argv[3 + i] = args[i];
+	return start_argv(argv, "serving http://127.0.0.1:");
 }
 
 /* SIGTERM, then its exit status. */
@@ -341,4 +356,30 @@ Test(exporter, textfile_once_writes_the_metrics_by_a_rename)
 		files += e->d_name[0] != '.' || (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."));
 	closedir(d);
 	cr_assert_eq(files, 1);
+}
+
+Test(exporter, serve_metrics_count_the_samples_put_and_name_the_ranks)
+{
+	const char *name = segment_with("exp-serve", 0);
+	struct exporter x = start_argv((const char *[]){"serve", "--segment", name, "--bind",
+							"tcp://127.0.0.1:0", "--metrics",
+							"127.0.0.1:0", NULL},
+				       "metrics at http://127.0.0.1:");
+	int zport = number_after(&x, "listening on tcp://127.0.0.1:");
+	cr_assert_gt(zport, 0, "%s", err_text(&x));
+	char ep[64];
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", zport);
+	struct cistern_remote *r;
+	cr_assert_eq(cistern_remote_connect(ep, NULL, &r), 0);
+	struct cistern_meta m = {.sim_id = 1};
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(cistern_remote_put(r, "sample", 6, &m, 10000), 0);
+	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
+	const char *body = get(x.port, "/metrics");
+	cr_assert(strstr(body, "\ncistern_serve_put_samples_total 2\n"), "%s", body);
+	cr_assert(strstr(body, "\ncistern_serve_connected_producers 1\n"), "%s", body);
+	cr_assert(has_line(body, "\ncistern_serve_rank_info{rank=\"0\",segment=\"%s\"} 1\n", name),
+		  "%s", body);
+	cistern_remote_close(r);
+	cr_assert_eq(stop(&x), 0);
 }
