@@ -22,41 +22,73 @@ static const char *const bucket_label[CISTERN_SEEN_BUCKETS] = {
 	"0", "1", "2", "3", "4", "5-8", "9-16", "17+",
 };
 
-int prom_take(const char *name, uint64_t created_ns, bool occupancy, struct prom_seg *s)
+void prom_fill(struct prom_seg *s, const char *name, uint64_t created_ns,
+	       const struct cistern_config *cfg, const struct cistern_stats *st,
+	       const struct cistern_occupancy *occ, const struct cistern_proc_info *procs,
+	       size_t nprocs)
 {
 	memset(s, 0, sizeof(*s));
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	s->created_ns = created_ns;
+	s->cfg = *cfg;
+	s->cfg.schema = NULL; /* the handle's copy goes with it */
+	s->st = *st;
+	if (occ) {
+		s->occ = *occ;
+		s->have_occ = true;
+	}
+	for (size_t i = 0; i < nprocs; i++) {
+		const struct cistern_proc_info *p = &procs[i];
+		uint32_t role = p->role & (CISTERN_PROC_PRODUCER | CISTERN_PROC_READER);
+		s->procs[role][p->alive ? 0 : 1]++;
+		if (p->alive && p->waiting == 1)
+			s->waiting_readers++;
+		else if (p->alive && p->waiting == 2)
+			s->waiting_producers++;
+	}
+}
+
+uint64_t prom_created_ns(const char *name)
+{
+	struct cistern_segment_info *list = NULL;
+	int n = cistern_list(&list);
+	uint64_t t = 0;
+	for (int i = 0; i < n; i++)
+		if (strcmp(list[i].name, name) == 0)
+			t = list[i].created_ns;
+	free(list);
+	return t;
+}
+
+int prom_take(const char *name, uint64_t created_ns, bool occupancy, struct prom_seg *s)
+{
 	struct cistern *c;
 	int r = cistern_open_readonly(name, &c);
 	if (r < 0)
 		return r;
-	if ((r = cistern_config_get(c, &s->cfg)) < 0 || (r = cistern_stats_get(c, &s->st)) < 0)
+	struct cistern_config cfg;
+	struct cistern_stats st;
+	struct cistern_occupancy occ;
+	struct cistern_proc_info *p = NULL;
+	bool have_occ = false;
+	if ((r = cistern_config_get(c, &cfg)) < 0 || (r = cistern_stats_get(c, &st)) < 0)
 		goto out;
-	s->cfg.schema = NULL; /* the handle's copy goes with it */
 	if (occupancy)
-		s->have_occ = cistern_occupancy_get(c, &s->occ) == 0;
-	uint32_t cap = s->cfg.max_procs ? s->cfg.max_procs : 1;
-	struct cistern_proc_info *p = calloc(cap, sizeof(*p));
+		have_occ = cistern_occupancy_get(c, &occ) == 0;
+	uint32_t cap = cfg.max_procs ? cfg.max_procs : 1;
+	p = calloc(cap, sizeof(*p));
 	if (!p) {
 		r = -ENOMEM;
 		goto out;
 	}
 	r = cistern_procs_get(c, p, cap);
 	if (r >= 0) {
-		uint32_t n = (uint32_t)r < cap ? (uint32_t)r : cap;
-		for (uint32_t i = 0; i < n; i++) {
-			uint32_t role = p[i].role & (CISTERN_PROC_PRODUCER | CISTERN_PROC_READER);
-			s->procs[role][p[i].alive ? 0 : 1]++;
-			if (p[i].alive && p[i].waiting == 1)
-				s->waiting_readers++;
-			else if (p[i].alive && p[i].waiting == 2)
-				s->waiting_producers++;
-		}
+		prom_fill(s, name, created_ns, &cfg, &st, have_occ ? &occ : NULL, p,
+			  (uint32_t)r < cap ? (size_t)r : cap);
 		r = 0;
 	}
-	free(p);
 out:
+	free(p);
 	cistern_detach(c);
 	return r;
 }
@@ -129,6 +161,8 @@ void prom_write(FILE *f, const struct prom_seg *segs, size_t n)
 	prom_family(f, "cistern_created_timestamp_seconds", "gauge",
 		    "When the segment was created, in seconds since the epoch.");
 	for (size_t i = 0; i < n; i++) {
+		if (!segs[i].created_ns)
+			continue; /* unknown */
 		fputs("cistern_created_timestamp_seconds{segment=", f);
 		prom_label(f, segs[i].name);
 		fprintf(f, "} %" PRIu64 ".%03u\n", segs[i].created_ns / 1000000000u,

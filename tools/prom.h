@@ -36,6 +36,18 @@ struct prom_seg {
  */
 int prom_take(const char *name, uint64_t created_ns, bool occupancy, struct prom_seg *s);
 
+/*
+ * Fill s from figures already taken: the segment's config, stats, occupancy
+ * (NULL: not counted) and its nprocs attachment entries. created_ns 0: unknown.
+ */
+void prom_fill(struct prom_seg *s, const char *name, uint64_t created_ns,
+	       const struct cistern_config *cfg, const struct cistern_stats *st,
+	       const struct cistern_occupancy *occ, const struct cistern_proc_info *procs,
+	       size_t nprocs);
+
+/* When segment `name` was created, as cistern_list() tells it; 0 if it does not. */
+uint64_t prom_created_ns(const char *name);
+
 /* Write the families of n segments (n may be 0: headers only where useful). */
 void prom_write(FILE *f, const struct prom_seg *s, size_t n);
 
