@@ -383,3 +383,55 @@ Test(exporter, serve_metrics_count_the_samples_put_and_name_the_ranks)
 	cistern_remote_close(r);
 	cr_assert_eq(stop(&x), 0);
 }
+
+/* A reservoir of 16 slots, watermark 2, one read per put, holding 3 samples. */
+static struct cistern *limited(const char *tag)
+{
+	struct cistern *c = seg_create(tag, (struct cistern_config){.policy = CISTERN_RESERVOIR,
+								    .slot_size = 64,
+								    .slot_count = 16,
+								    .watermark = 2,
+								    .reads_per_put = 1});
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(cistern_put(c, "sample", 6, NULL, 0), 0);
+	return c;
+}
+
+Test(exporter, rate_get_gives_the_reads_that_may_start)
+{
+	struct cistern *c = limited("exp-rate");
+	struct cistern *ro;
+	cr_assert_eq(cistern_open_readonly(seg_name_of(c), &ro), 0);
+	struct cistern_rate rate;
+	cr_assert_eq(cistern_rate_get(ro, &rate), 0);
+	/* One put past the watermark at one read each, plus a read's slack of 1. */
+	cr_assert_eq(rate.puts, 3);
+	cr_assert_eq(rate.reads, 0);
+	cr_assert_float_eq(rate.read_budget, 2.0, 1e-9);
+	char buf[64];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), 6);
+	cr_assert_eq(cistern_rate_get(ro, &rate), 0);
+	cr_assert_eq(rate.reads, 1);
+	cr_assert_float_eq(rate.read_budget, 1.0, 1e-9);
+	cistern_detach(ro);
+}
+
+Test(exporter, rate_get_is_enodata_without_a_limiter)
+{
+	struct cistern *c = seg_create("exp-norate", (struct cistern_config){.slot_count = 4});
+	struct cistern_rate rate;
+	cr_assert_eq(cistern_rate_get(c, &rate), -ENODATA);
+}
+
+Test(exporter, metrics_give_the_rate_limiters_budget)
+{
+	struct cistern *c = limited("exp-ratem");
+	const char *name = seg_name_of(c);
+	cr_assert_eq(seg_detach(c), 0);
+	struct exporter x = start((const char *[]){name, NULL});
+	const char *body = get(x.port, "/metrics");
+	cr_assert(has_line(body, "\ncistern_rate_limit_read_budget{segment=\"%s\"} 2\n", name),
+		  "%s", body);
+	cr_assert(has_line(body, "\ncistern_reads_per_put{segment=\"%s\"} 1\n", name), "%s", body);
+	cr_assert_eq(stop(&x), 0);
+}

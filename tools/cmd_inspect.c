@@ -43,6 +43,8 @@ struct snapshot {
 	struct cistern_stats st;
 	struct cistern_occupancy occ;
 	bool have_occ;
+	struct cistern_rate rate;
+	bool have_rate;
 	struct cistern_proc_info *procs;
 	int nprocs;
 	struct stat file;
@@ -69,6 +71,7 @@ static int take(const char *name, struct snapshot *s)
 	s->cfg.schema = s->schema.n ? s->schema.text : NULL; /* the handle's copy goes below */
 	cistern_stats_get(c, &s->st);
 	s->have_occ = cistern_occupancy_get(c, &s->occ) == 0;
+	s->have_rate = cistern_rate_get(c, &s->rate) == 0;
 	s->procs = calloc(s->cfg.max_procs ? s->cfg.max_procs : 1, sizeof(*s->procs));
 	if (!s->procs) {
 		cistern_detach(c);
@@ -310,7 +313,8 @@ static void prometheus(const struct snapshot *s)
 {
 	struct prom_seg p;
 	prom_fill(&p, s->name, prom_created_ns(s->name), &s->cfg, &s->st,
-		  s->have_occ ? &s->occ : NULL, s->procs, (size_t)s->nprocs);
+		  s->have_occ ? &s->occ : NULL, s->have_rate ? &s->rate : NULL, s->procs,
+		  (size_t)s->nprocs);
 	prom_write(stdout, &p, 1);
 }
 

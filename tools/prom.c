@@ -24,8 +24,8 @@ static const char *const bucket_label[CISTERN_SEEN_BUCKETS] = {
 
 void prom_fill(struct prom_seg *s, const char *name, uint64_t created_ns,
 	       const struct cistern_config *cfg, const struct cistern_stats *st,
-	       const struct cistern_occupancy *occ, const struct cistern_proc_info *procs,
-	       size_t nprocs)
+	       const struct cistern_occupancy *occ, const struct cistern_rate *rate,
+	       const struct cistern_proc_info *procs, size_t nprocs)
 {
 	memset(s, 0, sizeof(*s));
 	snprintf(s->name, sizeof(s->name), "%s", name);
@@ -36,6 +36,10 @@ void prom_fill(struct prom_seg *s, const char *name, uint64_t created_ns,
 	if (occ) {
 		s->occ = *occ;
 		s->have_occ = true;
+	}
+	if (rate) {
+		s->rate = *rate;
+		s->have_rate = true;
 	}
 	for (size_t i = 0; i < nprocs; i++) {
 		const struct cistern_proc_info *p = &procs[i];
@@ -69,6 +73,7 @@ int prom_take(const char *name, uint64_t created_ns, bool occupancy, struct prom
 	struct cistern_config cfg;
 	struct cistern_stats st;
 	struct cistern_occupancy occ;
+	struct cistern_rate rate;
 	struct cistern_proc_info *p = NULL;
 	bool have_occ = false;
 	if ((r = cistern_config_get(c, &cfg)) < 0 || (r = cistern_stats_get(c, &st)) < 0)
@@ -83,8 +88,9 @@ int prom_take(const char *name, uint64_t created_ns, bool occupancy, struct prom
 	}
 	r = cistern_procs_get(c, p, cap);
 	if (r >= 0) {
-		prom_fill(s, name, created_ns, &cfg, &st, have_occ ? &occ : NULL, p,
-			  (uint32_t)r < cap ? (size_t)r : cap);
+		bool have_rate = cistern_rate_get(c, &rate) == 0;
+		prom_fill(s, name, created_ns, &cfg, &st, have_occ ? &occ : NULL,
+			  have_rate ? &rate : NULL, p, (uint32_t)r < cap ? (size_t)r : cap);
 		r = 0;
 	}
 out:
@@ -243,6 +249,13 @@ void prom_write(FILE *f, const struct prom_seg *segs, size_t n)
 			if (segs[i].cfg.reads_per_put > 0)
 				sample(f, "cistern_reads_per_put", &segs[i], NULL, NULL,
 				       segs[i].cfg.reads_per_put);
+		prom_family(f, "cistern_rate_limit_read_budget", "gauge",
+			    "Rate limiter: reads of one sample that may start now (at or "
+			    "below 0, readers wait for puts).");
+		for (size_t i = 0; i < n; i++)
+			if (segs[i].have_rate)
+				sample(f, "cistern_rate_limit_read_budget", &segs[i], NULL, NULL,
+				       segs[i].rate.read_budget);
 	}
 
 	size_t occ = 0;
