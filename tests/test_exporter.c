@@ -435,3 +435,27 @@ Test(exporter, metrics_give_the_rate_limiters_budget)
 	cr_assert(has_line(body, "\ncistern_reads_per_put{segment=\"%s\"} 1\n", name), "%s", body);
 	cr_assert_eq(stop(&x), 0);
 }
+
+Test(exporter, without_names_every_readable_segment_is_served)
+{
+	const char *a = segment_with("exp-all-a", 1);
+	const char *b = segment_with("exp-all-b", 2);
+	struct exporter x = start((const char *[]){NULL});
+	const char *body = get(x.port, "/metrics");
+	cr_assert(has_line(body, "\ncistern_puts_total{segment=\"%s\"} 1\n", a), "%s", body);
+	cr_assert(has_line(body, "\ncistern_puts_total{segment=\"%s\"} 2\n", b), "%s", body);
+	cr_assert_eq(stop(&x), 0);
+}
+
+Test(exporter, a_segment_made_again_under_its_name_is_read_anew)
+{
+	struct cistern *c = seg_create("exp-again", (struct cistern_config){.slot_count = 8});
+	const char *name = seg_name_of(c);
+	struct exporter x = start((const char *[]){name, NULL});
+	cr_assert(has_line(get(x.port, "/metrics"), "\ncistern_slots{segment=\"%s\"} 8\n", name));
+	seg_drop(c);
+	c = seg_create("exp-again", (struct cistern_config){.slot_count = 32});
+	const char *body = get(x.port, "/metrics");
+	cr_assert(has_line(body, "\ncistern_slots{segment=\"%s\"} 32\n", name), "%s", body);
+	cr_assert_eq(stop(&x), 0);
+}

@@ -7,6 +7,7 @@
  * segment that cannot be read is left out, logged once, and the others are
  * served.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -86,6 +87,8 @@ struct exporter {
 	bool occupancy;
 	struct skip *skipped, *was_skipped; /* this scrape's, the last one's */
 	size_t nskipped, nwas_skipped;
+	struct known *known; /* the segments the last scrape served */
+	size_t nknown;
 };
 
 /*
@@ -117,50 +120,151 @@ static double mono_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/*
+ * A segment the exporter has seen validated by cistern_list(): its shm
+ * object (device and inode) and creation time. Listing validates every
+ * object in /dev/shm, which costs more than a scrape may; a scrape lists
+ * only when it meets an object it does not know (a new segment, or a name
+ * made again), and opens the ones it knows directly. An object being
+ * created is left out by the listing (it is not known until it validates),
+ * so no scrape waits for one.
+ */
+struct known {
+	char name[CISTERN_NAME_MAX + 1];
+	dev_t dev;
+	ino_t ino;
+	uint64_t created_ns;
+};
+
+/* A segment a scrape looks at: its name, and its object as lstat() saw it. */
+struct candidate {
+	char name[CISTERN_NAME_MAX + 1];
+	struct stat st;
+	int err;                   /* of lstat(), or of the listing */
+	const struct known *known; /* in the exporter's cache, the same object */
+};
+
+/* The candidates of a scrape: the names given, else every cistern.NAME in /dev/shm. */
+static size_t candidates(const struct exporter *e, struct candidate **out)
+{
+	size_t n = 0, cap = e->names ? e->nnames : 16;
+	struct candidate *c = calloc(cap ? cap : 1, sizeof(*c));
+	if (!c)
+		return 0;
+	if (e->names) {
+		for (size_t i = 0; i < e->nnames; i++)
+			snprintf(c[n++].name, sizeof(c->name), "%s", e->names[i]);
+	} else {
+		DIR *d = opendir("/dev/shm");
+		struct dirent *de;
+		while (d && (de = readdir(d)) != NULL) {
+			if (strncmp(de->d_name, "cistern.", 8) != 0 ||
+			    cistern_name_valid(de->d_name + 8) < 0)
+				continue;
+			if (n == cap) {
+				struct candidate *m = realloc(c, 2 * cap * sizeof(*c));
+				if (!m)
+					break;
+				c = m;
+				cap *= 2;
+			}
+			memset(&c[n], 0, sizeof(*c));
+			snprintf(c[n++].name, sizeof(c->name), "%s", de->d_name + 8);
+		}
+		if (d)
+			closedir(d);
+	}
+	*out = c;
+	return n;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(((const struct candidate *)a)->name, ((const struct candidate *)b)->name);
+}
+
 /* One scrape into f: the segments' families, then the exporter's own. 0 or -errno. */
 static int scrape(struct exporter *e, FILE *f)
 {
 	double t0 = mono_s();
-	struct cistern_segment_info *list = NULL;
-	int n = cistern_list(&list);
-	if (n < 0) {
-		say("cannot list the segments: %s", cistern_strerror(n));
-		n = 0;
+	struct candidate *cand = NULL;
+	size_t n = candidates(e, &cand);
+	if (!cand)
+		return -ENOMEM;
+	if (!e->names)
+		qsort(cand, n, sizeof(*cand), by_name);
+	/* Which objects are known: the same device and inode as when they validated. */
+	bool unknown = false;
+	for (size_t i = 0; i < n; i++) {
+		char path[CISTERN_NAME_MAX + 32];
+		snprintf(path, sizeof(path), "/dev/shm/cistern.%s", cand[i].name);
+		if (lstat(path, &cand[i].st) < 0) {
+			cand[i].err = errno == ENOENT ? -ENOENT : -errno;
+			continue;
+		}
+		for (size_t k = 0; k < e->nknown && !cand[i].known; k++)
+			if (strcmp(e->known[k].name, cand[i].name) == 0 &&
+			    e->known[k].dev == cand[i].st.st_dev &&
+			    e->known[k].ino == cand[i].st.st_ino)
+				cand[i].known = &e->known[k];
+		unknown |= !cand[i].known;
 	}
-	size_t want = e->names ? e->nnames : (size_t)n;
-	struct prom_seg *segs = calloc(want ? want : 1, sizeof(*segs));
-	struct skip *sk = calloc(want ? want : 1, sizeof(*sk));
-	if (!segs || !sk) {
+	struct known *known = calloc(n ? n : 1, sizeof(*known));
+	struct prom_seg *segs = calloc(n ? n : 1, sizeof(*segs));
+	struct skip *sk = calloc(n ? n : 1, sizeof(*sk));
+	if (!known || !segs || !sk) {
+		free(known);
 		free(segs);
 		free(sk);
-		free(list);
+		free(cand);
 		return -ENOMEM;
+	}
+	struct cistern_segment_info *list = NULL;
+	int nlist = 0;
+	if (unknown && (nlist = cistern_list(&list)) < 0) {
+		say("cannot list the segments: %s", cistern_strerror(nlist));
+		nlist = 0;
 	}
 	free(e->was_skipped);
 	e->was_skipped = e->skipped;
 	e->nwas_skipped = e->nskipped;
 	e->skipped = sk;
 	e->nskipped = 0;
-	size_t served = 0;
-	for (size_t i = 0; i < want; i++) {
-		const struct cistern_segment_info *info = NULL;
-		if (e->names) {
-			for (int j = 0; j < n && !info; j++)
-				if (strcmp(list[j].name, e->names[i]) == 0)
+	size_t served = 0, nknown = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct candidate *c = &cand[i];
+		uint64_t created = 0;
+		int r = c->err;
+		if (r == 0 && c->known) {
+			created = c->known->created_ns;
+		} else if (r == 0) {
+			const struct cistern_segment_info *info = NULL;
+			for (int j = 0; j < nlist && !info; j++)
+				if (strcmp(list[j].name, c->name) == 0)
 					info = &list[j];
-		} else {
-			info = &list[i];
+			r = info ? info->status : -ENOENT;
+			created = info ? info->created_ns : 0;
 		}
-		const char *name = info ? info->name : e->names[i];
-		int r = !info ? -ENOENT : info->status;
 		if (r == 0)
-			r = prom_take(name, info->created_ns, e->occupancy, &segs[served]);
-		if (r < 0)
-			skip(e, name, r, want);
-		else
-			served++;
+			r = prom_take(c->name, created, e->occupancy, &segs[served]);
+		if (r < 0) {
+			/* Gone between the directory and the look: not worth a line. */
+			if (e->names || r != -ENOENT)
+				skip(e, c->name, r, n);
+			continue;
+		}
+		served++;
+		struct known *k = &known[nknown++];
+		snprintf(k->name, sizeof(k->name), "%s", c->name);
+		k->dev = c->st.st_dev;
+		k->ino = c->st.st_ino;
+		k->created_ns = created;
 	}
 	free(list);
+	free(cand);
+	free(e->known);
+	e->known = known;
+	e->nknown = nknown;
 	prom_write(f, segs, served);
 	free(segs);
 	prom_family(f, "cistern_exporter_segments", "gauge",
@@ -388,6 +492,7 @@ static int run(int argc, char **argv)
 			 : http_loop(&e, listen_on ? listen_on : DEFAULT_LISTEN, allow_remote);
 	free(e.skipped);
 	free(e.was_skipped);
+	free(e.known);
 	return status;
 }
 
