@@ -301,7 +301,7 @@ Test(exporter, sigterm_stops_it_with_status_zero)
 	cr_assert(strstr(err_text(&x), "stopping"), "%s", err_text(&x));
 }
 
-/* Run the binary with args to its end: its exit status, its stderr in err. */
+/* Run `cistern exporter ARGS...` to its end: its exit status, its stdout and stderr in err. */
 static int run_cmd(const char *const *args, char *err, size_t size)
 {
 	int efd = memfd_create("err", MFD_CLOEXEC);
@@ -309,6 +309,7 @@ static int run_cmd(const char *const *args, char *err, size_t size)
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		alarm(30);
+		dup2(efd, 1);
 		dup2(efd, 2);
 		const char *argv[16] = {CISTERN_BIN, "exporter"};
 		for (int i = 0; args[i] && i < 13; i++)
@@ -458,4 +459,24 @@ Test(exporter, a_segment_made_again_under_its_name_is_read_anew)
 	const char *body = get(x.port, "/metrics");
 	cr_assert(has_line(body, "\ncistern_slots{segment=\"%s\"} 32\n", name), "%s", body);
 	cr_assert_eq(stop(&x), 0);
+}
+
+Test(exporter, help_describes_the_command)
+{
+	char out[8192];
+	cr_assert_eq(run_cmd((const char *[]){"--help", NULL}, out, sizeof(out)), 0);
+	cr_assert(strstr(out, "Usage: cistern exporter"), "%s", out);
+	cr_assert(strstr(out, "--textfile DIR"), "%s", out);
+	cr_assert(strstr(out, "127.0.0.1:9731"), "%s", out);
+}
+
+Test(exporter, options_of_the_textfile_need_it)
+{
+	char err[4096];
+	cr_assert_eq(run_cmd((const char *[]){"--once", NULL}, err, sizeof(err)), 2);
+	cr_assert(strstr(err, "--once and --interval go with --textfile"), "%s", err);
+	cr_assert_eq(run_cmd((const char *[]){"--textfile", "/tmp", "--listen", "127.0.0.1:0",
+					     NULL},
+			     err, sizeof(err)),
+		     2);
 }
