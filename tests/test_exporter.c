@@ -475,8 +475,8 @@ Test(exporter, options_of_the_textfile_need_it)
 	char err[4096];
 	cr_assert_eq(run_cmd((const char *[]){"--once", NULL}, err, sizeof(err)), 2);
 	cr_assert(strstr(err, "--once and --interval go with --textfile"), "%s", err);
-	cr_assert_eq(run_cmd((const char *[]){"--textfile", "/tmp", "--listen", "127.0.0.1:0",
-					     NULL},
-			     err, sizeof(err)),
-		     2);
+	cr_assert_eq(
+		run_cmd((const char *[]){"--textfile", "/tmp", "--listen", "127.0.0.1:0", NULL},
+			err, sizeof(err)),
+		2);
 }
