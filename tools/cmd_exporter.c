@@ -87,7 +87,7 @@ struct exporter {
 	bool occupancy;
 	struct skip *skipped, *was_skipped; /* this scrape's, the last one's */
 	size_t nskipped, nwas_skipped;
-	struct known *known; /* the segments the last scrape served */
+	struct known *known; /* what the last scrape learnt of its segments */
 	size_t nknown;
 };
 
@@ -121,19 +121,23 @@ static double mono_s(void)
 }
 
 /*
- * A segment the exporter has seen validated by cistern_list(): its shm
- * object (device and inode) and creation time. Listing validates every
- * object in /dev/shm, which costs more than a scrape may; a scrape lists
- * only when it meets an object it does not know (a new segment, or a name
- * made again), and opens the ones it knows directly. An object being
- * created is left out by the listing (it is not known until it validates),
- * so no scrape waits for one.
+ * What the exporter learnt of a shm object (device and inode) from
+ * cistern_list() or from reading it: its creation time, or why it cannot
+ * be read. Listing validates every object in /dev/shm, which costs more
+ * than a scrape may; a scrape lists only when it meets an object it does
+ * not know (a new segment, a name made again, or one left out more than
+ * RELIST_S ago, which may have been mended or allowed since), and opens
+ * the ones it knows directly. An object still being created is never
+ * remembered: the listing says -EAGAIN at once where opening it would wait.
  */
+#define RELIST_S 30.0
 struct known {
 	char name[CISTERN_NAME_MAX + 1];
 	dev_t dev;
 	ino_t ino;
 	uint64_t created_ns;
+	int status;      /* 0, or why it was left out */
+	double learnt_s; /* when (CLOCK_MONOTONIC) */
 };
 
 /* A segment a scrape looks at: its name, and its object as lstat() saw it. */
@@ -205,7 +209,8 @@ static int scrape(struct exporter *e, FILE *f)
 		for (size_t k = 0; k < e->nknown && !cand[i].known; k++)
 			if (strcmp(e->known[k].name, cand[i].name) == 0 &&
 			    e->known[k].dev == cand[i].st.st_dev &&
-			    e->known[k].ino == cand[i].st.st_ino)
+			    e->known[k].ino == cand[i].st.st_ino &&
+			    (e->known[k].status == 0 || t0 - e->known[k].learnt_s < RELIST_S))
 				cand[i].known = &e->known[k];
 		unknown |= !cand[i].known;
 	}
@@ -234,9 +239,12 @@ static int scrape(struct exporter *e, FILE *f)
 	for (size_t i = 0; i < n; i++) {
 		struct candidate *c = &cand[i];
 		uint64_t created = 0;
+		double learnt = t0;
 		int r = c->err;
 		if (r == 0 && c->known) {
 			created = c->known->created_ns;
+			r = c->known->status;
+			learnt = c->known->learnt_s;
 		} else if (r == 0) {
 			const struct cistern_segment_info *info = NULL;
 			for (int j = 0; j < nlist && !info; j++)
@@ -247,18 +255,20 @@ static int scrape(struct exporter *e, FILE *f)
 		}
 		if (r == 0)
 			r = prom_take(c->name, created, e->occupancy, &segs[served]);
-		if (r < 0) {
-			/* Gone between the directory and the look: not worth a line. */
-			if (e->names || r != -ENOENT)
-				skip(e, c->name, r, n);
-			continue;
-		}
-		served++;
+		if (r == 0)
+			served++;
+		/* Gone between the directory and the look: not worth a line. */
+		else if (e->names || r != -ENOENT)
+			skip(e, c->name, r, n);
+		if (c->err || r == -EAGAIN || r == -ENOENT)
+			continue; /* nothing to remember */
 		struct known *k = &known[nknown++];
 		snprintf(k->name, sizeof(k->name), "%s", c->name);
 		k->dev = c->st.st_dev;
 		k->ino = c->st.st_ino;
 		k->created_ns = created;
+		k->status = r;
+		k->learnt_s = r == 0 ? t0 : learnt;
 	}
 	free(list);
 	free(cand);
