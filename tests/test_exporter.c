@@ -21,6 +21,9 @@ struct exporter {
 	int port;
 };
 
+/* The process the test started last, to say what became of it when it does not answer. */
+static struct exporter watched;
+
 /* The exporter's standard error so far. */
 static const char *err_text(const struct exporter *x)
 {
@@ -30,13 +33,20 @@ static const char *err_text(const struct exporter *x)
 	return buf;
 }
 
-/* The number after `marker` in the process's standard error, once it says it (or 0). */
+/*
+ * The number after `marker` in the process's standard error, once it says
+ * it whole (digits, then something else: not a port cut short), or 0.
+ */
 static int number_after(const struct exporter *x, const char *marker)
 {
 	for (int i = 0; i < 1000; i++) {
 		const char *p = strstr(err_text(x), marker);
-		if (p)
-			return atoi(p + strlen(marker));
+		if (p) {
+			p += strlen(marker);
+			size_t digits = strspn(p, "0123456789");
+			if (digits && p[digits])
+				return atoi(p);
+		}
 		usleep(10000);
 	}
 	return 0;
@@ -60,6 +70,7 @@ static struct exporter start_argv(const char *const *args, const char *marker)
 		_exit(127);
 	}
 	x.port = number_after(&x, marker);
+	watched = x;
 	cr_assert_gt(x.port, 0, "it never said where it serves: %s", err_text(&x));
 	return x;
 }
@@ -106,7 +117,16 @@ static const char *exchange(int port, const char *req, size_t len)
 	while (got < sizeof(buf) - 1 && (n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0)) > 0)
 		got += (size_t)n;
 	buf[got] = '\0';
+	int err = errno;
 	close(fd);
+	if (got == 0 && watched.pid > 0) {
+		/* The failure message then says why: a closed connection, or a death. */
+		int st = 0;
+		pid_t w = waitpid(watched.pid, &st, WNOHANG);
+		snprintf(buf, sizeof(buf), "(no answer: %s; the process %s %d; its log: %s)",
+			 strerror(err), w == watched.pid ? "ended, status" : "runs, pid",
+			 w == watched.pid ? st : watched.pid, err_text(&watched));
+	}
 	return buf;
 }
 
@@ -479,4 +499,49 @@ Test(exporter, options_of_the_textfile_need_it)
 		run_cmd((const char *[]){"--textfile", "/tmp", "--listen", "127.0.0.1:0", NULL},
 			err, sizeof(err)),
 		2);
+}
+
+Test(exporter, textfile_mode_keeps_writing_until_sigterm)
+{
+	const char *name = segment_with("exp-textloop", 1);
+	const char *dir = seg_dir("exp-textloop");
+	char path[256];
+	snprintf(path, sizeof(path), "%s/cistern.prom", dir);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(60);
+		execl(CISTERN_BIN, CISTERN_BIN, "exporter", "--textfile", dir, "--interval", "0.1",
+		      name, (char *)NULL);
+		_exit(127);
+	}
+	struct stat st;
+	int i = 0;
+	while (stat(path, &st) < 0 && i++ < 1000)
+		usleep(10000);
+	cr_assert_eq(stat(path, &st), 0, "%s never appeared", path);
+	/* A put shows in a later rewrite. */
+	struct cistern *c;
+	cr_assert_eq(cistern_attach(name, &c), 0);
+	cr_assert_eq(cistern_put(c, "x", 1, NULL, 0), 0);
+	cr_assert_eq(cistern_detach(c), 0);
+	char text[1 << 16], want[128];
+	snprintf(want, sizeof(want), "\ncistern_puts_total{segment=\"%s\"} 2\n", name);
+	bool seen = false;
+	for (i = 0; i < 1000 && !seen; i++) {
+		int fd = open(path, O_RDONLY);
+		ssize_t n = fd < 0 ? 0 : read(fd, text, sizeof(text) - 1);
+		if (fd >= 0)
+			close(fd);
+		text[n < 0 ? 0 : n] = '\0';
+		seen = strstr(text, want) != NULL;
+		if (!seen)
+			usleep(10000);
+	}
+	cr_assert(seen, "%s", text);
+	kill(pid, SIGTERM);
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
 }

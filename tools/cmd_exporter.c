@@ -63,16 +63,23 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-/* "cistern exporter: " and a message, on one line of standard error. */
+/*
+ * "cistern exporter: " and a message, on one line of standard error, written
+ * at once: a reader of the log never sees half a line (a port cut short).
+ */
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
+	char line[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	fputs("cistern exporter: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	int n = snprintf(line, sizeof(line), "cistern exporter: ");
+	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	fwrite(line, 1, (size_t)n, stderr);
 }
 
 /* A segment left out of a scrape, and why. */
@@ -103,9 +110,13 @@ static void skip(struct exporter *e, const char *name, int err, size_t cap)
 		if (strcmp(e->was_skipped[i].name, name) == 0 && e->was_skipped[i].err == err)
 			known = true;
 	if (!known) {
-		fputs("cistern exporter: leaving out segment ", stderr);
-		prom_escape_log(stderr, name);
-		fprintf(stderr, ": %s\n", cistern_strerror(err));
+		char shown[4 * CISTERN_NAME_MAX + 1] = "?";
+		FILE *f = fmemopen(shown, sizeof(shown), "w");
+		if (f) {
+			prom_escape_log(f, name);
+			fclose(f);
+		}
+		say("leaving out segment %s: %s", shown, cistern_strerror(err));
 	}
 	if (e->nskipped < cap) {
 		snprintf(e->skipped[e->nskipped].name, sizeof(e->skipped[0].name), "%s", name);
@@ -356,11 +367,29 @@ static int write_textfile(struct exporter *e, const char *dir)
 	return r;
 }
 
+/*
+ * The signals that stop the exporter are blocked except while it waits:
+ * ppoll() unblocks them atomically with its wait, so one that comes just
+ * before a wait ends it instead of being noticed only at the next scrape.
+ */
+static sigset_t stop_signals, unblocked;
+
+static void block_stop_signals(void)
+{
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGTERM);
+	sigaddset(&stop_signals, SIGINT);
+	sigprocmask(SIG_BLOCK, &stop_signals, &unblocked);
+	sigdelset(&unblocked, SIGTERM);
+	sigdelset(&unblocked, SIGINT);
+}
+
+/* Sleep s seconds, or until a stop signal. */
 static void sleep_s(double s)
 {
 	struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-	/* A signal ends the sleep: the caller looks at `stop`. */
-	nanosleep(&ts, NULL);
+	if (!stop)
+		ppoll(NULL, 0, &ts, &unblocked);
 }
 
 static int textfile_loop(struct exporter *e, const char *dir, double interval, bool once)
@@ -412,7 +441,7 @@ static int http_loop(struct exporter *e, const char *listen_on, bool allow_remot
 	say("serving http://%s/metrics", shown);
 	while (!stop) {
 		struct pollfd p = {.fd = lfd, .events = POLLIN};
-		int n = poll(&p, 1, -1);
+		int n = ppoll(&p, 1, NULL, &unblocked);
 		if (n < 0 && errno != EINTR) {
 			say("cannot wait for connections: %s", strerror(errno));
 			close(lfd);
@@ -420,8 +449,11 @@ static int http_loop(struct exporter *e, const char *listen_on, bool allow_remot
 		}
 		if (n <= 0)
 			continue;
+		/* Unblocked during the exchange: a stop ends a slow client's wait. */
+		sigprocmask(SIG_UNBLOCK, &stop_signals, NULL);
 		const char *why;
 		int r = http_serve_one(lfd, 5000, route, e, &stop, &why);
+		sigprocmask(SIG_BLOCK, &stop_signals, NULL);
 		if (r < 0 && why && r != -EAGAIN)
 			say("%s", why);
 	}
@@ -498,6 +530,7 @@ static int run(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	block_stop_signals();
 	int status = dir ? textfile_loop(&e, dir, interval, once)
 			 : http_loop(&e, listen_on ? listen_on : DEFAULT_LISTEN, allow_remote);
 	free(e.skipped);

@@ -12,7 +12,7 @@ tag=mon-$$
 segs=("$tag-fifo" "$tag-res" "$tag-evict")
 serve_pid=
 cleanup() {
-  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
+  if [ -n "$serve_pid" ]; then kill "$serve_pid" 2>/dev/null; wait "$serve_pid" 2>/dev/null || true; fi
   for s in "${segs[@]}"; do "$cistern" rm --force "$s" >/dev/null 2>&1 || true; done
   rm -rf "$dir"
 }

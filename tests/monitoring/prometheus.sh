@@ -11,7 +11,7 @@ dir=$(mktemp -d)
 seg=prom-$$
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done
   "$cistern" rm --force "$seg" >/dev/null 2>&1 || true
   rm -rf "$dir"
 }

@@ -14,8 +14,9 @@ cistern=$build/tools/cistern
 dir=$(mktemp -d)
 segs=()
 pids=()
+pid=
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+  for p in "${pids[@]}" $pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done
   for s in "${segs[@]}"; do "$cistern" rm --force "$s" >/dev/null 2>&1 || true; done
   rm -rf "$dir"
 }
@@ -33,7 +34,6 @@ pids+=($!)
 for mode in "" --occupancy; do
   "$cistern" exporter --listen 127.0.0.1:0 $mode "${segs[@]}" 2>"$dir/exporter.log" &
   pid=$!
-  pids+=($pid)
   port=
   for _ in $(seq 100); do
     port=$(sed -nE 's|.*serving http://127.0.0.1:([0-9]+)/metrics.*|\1|p' "$dir/exporter.log")
@@ -62,4 +62,5 @@ print(f"{n} segments, {mode}: scrape {ms(statistics.median(inside))} median, "
       f"{ms(max(outside))} slowest; {len(body)} bytes")
 PY
   kill "$pid"; wait "$pid" || true
+  pid=
 done
