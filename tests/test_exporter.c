@@ -545,3 +545,15 @@ Test(exporter, textfile_mode_keeps_writing_until_sigterm)
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
 }
+
+Test(exporter, a_malformed_request_is_refused_and_the_next_served)
+{
+	const char *name = segment_with("exp-bad-req", 1);
+	struct exporter x = start((const char *[]){name, NULL});
+	static const char req[] = "GET metrics\r\n\r\n";
+	const char *body = exchange(x.port, req, sizeof(req) - 1);
+	cr_assert(strstr(body, "HTTP/1.1 400 "), "%s", body);
+	cr_assert(has_line(get(x.port, "/metrics"), "\ncistern_puts_total{segment=\"%s\"} 1\n",
+			   name));
+	cr_assert_eq(stop(&x), 0);
+}
