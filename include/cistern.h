@@ -863,6 +863,30 @@ enum {
 	CISTERN_PROC_READER = 1u << 1,
 };
 
+/** The reservoirs' rate limiter as it stands (cistern_rate_get()). */
+struct cistern_rate {
+	uint64_t puts;  /**< puts the limiter counted since creation */
+	uint64_t reads; /**< reads it admitted since creation */
+	/**
+	 * Reads of one sample that may start now: reads_per_put times the
+	 * puts after the first `watermark`, plus the slack of a one-sample
+	 * read (rate_slack, or when it is automatic the larger of
+	 * reads_per_put and 1), less the reads. At or below 0, readers wait
+	 * for puts; producers wait while it exceeds their own slack.
+	 */
+	double read_budget;
+};
+
+/**
+ * Read the rate limiter's counts without disturbing it; a read-only handle
+ * will do. The two counts are read one by one while others may move them.
+ * Never blocks.
+ * @return 0; -ENODATA for a segment without a rate limiter (reads_per_put
+ *         0); -EINVAL for a NULL argument; -EBADF on a handle that a fork()
+ *         child inherited.
+ */
+CISTERN_API int cistern_rate_get(const struct cistern *c, struct cistern_rate *out);
+
 /** One entry of the attachment table that is in use. */
 struct cistern_proc_info {
 	uint32_t index;       /**< entry index in the table */

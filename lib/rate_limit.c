@@ -31,6 +31,7 @@
  * readers starve each other). A draw that comes back short gives the reads
  * it did not make back (cistern__rs_rate_settle).
  */
+#include "open.h"
 #include "reservoir.h"
 #include "wait.h"
 
@@ -151,4 +152,31 @@ bool cistern__rs_rate_allows_put(struct cistern *c)
 	/* [rate-budget] seq_cst, see cistern__rs_rate_take(). */
 	double gets = (double)atomic_load_explicit(&c->hdr->rl_gets, memory_order_seq_cst);
 	return f->reads_per_put * puts_after_fill(c, 1) <= gets + put_slack(f);
+}
+
+int cistern_rate_get(const struct cistern *c, struct cistern_rate *out)
+{
+	if (!c || !out)
+		return -EINVAL;
+	if (c->inherited)
+		return -EBADF;
+	const struct cistern_fixed *f = &c->fixed;
+	if (f->reads_per_put <= 0)
+		return -ENODATA;
+	/* Another user's object is read through a copy: bring it up to date. */
+	int r = cistern__refresh(c, CISTERN__COPY_TABLES);
+	if (r < 0)
+		return r;
+	/*
+	 * Relaxed: a look for monitoring, as cistern_stats_get()'s; nothing is
+	 * read through these counts, and each is taken alone while producers
+	 * and readers move them.
+	 */
+	uint64_t puts = atomic_load_explicit(&c->hdr->rl_puts, memory_order_relaxed);
+	uint64_t reads = atomic_load_explicit(&c->hdr->rl_gets, memory_order_relaxed);
+	double after_fill = puts > f->watermark ? (double)(puts - f->watermark) : 0.0;
+	out->puts = puts;
+	out->reads = reads;
+	out->read_budget = f->reads_per_put * after_fill + read_slack(f, 1) - (double)reads;
+	return 0;
 }

@@ -24,6 +24,8 @@ extern const struct command cmd_create, cmd_ls, cmd_inspect, cmd_put, cmd_get, c
 	cmd_gc, cmd_dump, cmd_restore;
 /* cmd_serve.c: the server of remote producers, and its key pairs */
 extern const struct command cmd_serve, cmd_keygen;
+/* cmd_exporter.c: segments' figures for Prometheus */
+extern const struct command cmd_exporter;
 
 /* Print "cistern CMD: SUBJECT: message: reason-of-err" to stderr (SUBJECT/err optional). */
 void cli_error(const struct command *cmd, const char *subject, int err, const char *fmt, ...)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "prom.h"
 
 static const char usage[] =
 	"Usage: cistern inspect NAME [--json | --prometheus] [--watch [SECONDS]]\n"
@@ -46,6 +47,8 @@ struct snapshot {
 	struct cistern_stats st;
 	struct cistern_occupancy occ;
 	bool have_occ;
+	struct cistern_rate rate;
+	bool have_rate;
 	struct cistern_proc_info *procs;
 	int nprocs;
 	struct stat file;
@@ -84,6 +87,7 @@ static int take(const char *name, struct snapshot *s)
 		cistern_detach(c);
 		return r;
 	}
+	s->have_rate = cistern_rate_get(c, &s->rate) == 0;
 	s->procs = calloc(s->cfg.max_procs ? s->cfg.max_procs : 1, sizeof(*s->procs));
 	if (!s->procs) {
 		cistern_detach(c);
@@ -325,104 +329,14 @@ static void json(const struct snapshot *s)
 	printf("%s]}\n", s->nprocs ? "\n " : "");
 }
 
-/* One metric family header, then samples labelled with the segment. */
-static void prom_family(const char *name, const char *type, const char *help)
-{
-	printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void prom_sample(const struct snapshot *s, const char *name, const char *lname,
-			const char *lvalue, double v)
-{
-	printf("%s{segment=", name);
-	prom_label(stdout, s->name);
-	if (lname) {
-		printf(",%s=", lname);
-		prom_label(stdout, lvalue);
-	}
-	printf("} %.17g\n", v);
-}
-
+/* The exposition `cistern exporter` serves (prom.c), for this one segment. */
 static void prometheus(const struct snapshot *s)
 {
-	const struct cistern_stats *st = &s->st;
-	prom_family("cistern_info", "gauge", "Segment parameters (value 1).");
-	printf("cistern_info{segment=");
-	prom_label(stdout, s->name);
-	printf(",policy=\"%s\"} 1\n", cistern_policy_name(s->cfg.policy));
-	prom_family("cistern_slots", "gauge", "Capacity in slots.");
-	prom_sample(s, "cistern_slots", NULL, NULL, (double)s->cfg.slot_count);
-	prom_family("cistern_slot_size_bytes", "gauge", "Largest payload in bytes.");
-	prom_sample(s, "cistern_slot_size_bytes", NULL, NULL, (double)s->cfg.slot_size);
-	prom_family("cistern_population", "gauge", "Samples held now.");
-	prom_sample(s, "cistern_population", NULL, NULL, (double)st->population);
-	prom_family("cistern_reception_closed", "gauge", "1 once reception is closed.");
-	prom_sample(s, "cistern_reception_closed", NULL, NULL, st->reception_closed ? 1 : 0);
-	if (st->producers_expected) {
-		prom_family("cistern_producers", "gauge",
-			    "Producers expected, done, and died before done.");
-		prom_sample(s, "cistern_producers", "state", "expected", st->producers_expected);
-		prom_sample(s, "cistern_producers", "state", "done", st->producers_done);
-		prom_sample(s, "cistern_producers", "state", "died", st->producers_died);
-	}
-	static const struct {
-		const char *name, *help;
-		size_t off;
-		double scale;
-	} counters[] = {
-		{"cistern_puts_total", "Samples committed.", offsetof(struct cistern_stats, puts),
-		 1},
-		{"cistern_gets_total", "Samples handed to readers.",
-		 offsetof(struct cistern_stats, gets), 1},
-		{"cistern_evictions_total", "Samples evicted to make room.",
-		 offsetof(struct cistern_stats, evictions), 1},
-		{"cistern_evicted_unseen_total", "Samples evicted before any reader saw them.",
-		 offsetof(struct cistern_stats, evicted_unseen), 1},
-		{"cistern_redeliveries_total", "Samples handed out again after a reader died.",
-		 offsetof(struct cistern_stats, redeliveries), 1},
-		{"cistern_reclaimed_total", "Reservations of dead producers dropped.",
-		 offsetof(struct cistern_stats, reclaimed), 1},
-		{"cistern_producer_waits_total", "Times a producer waited for room.",
-		 offsetof(struct cistern_stats, producer_waits), 1},
-		{"cistern_producer_wait_seconds_total", "Time producers spent waiting for room.",
-		 offsetof(struct cistern_stats, producer_wait_ns), 1e-9},
-		{"cistern_reader_waits_total", "Times a reader waited for data.",
-		 offsetof(struct cistern_stats, reader_waits), 1},
-		{"cistern_reader_wait_seconds_total", "Time readers spent waiting for data.",
-		 offsetof(struct cistern_stats, reader_wait_ns), 1e-9},
-	};
-	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
-		uint64_t v;
-		memcpy(&v, (const char *)st + counters[i].off, sizeof(v));
-		prom_family(counters[i].name, "counter", counters[i].help);
-		prom_sample(s, counters[i].name, NULL, NULL, (double)v * counters[i].scale);
-	}
-	prom_family("cistern_left_samples_total", "counter",
-		    "Samples that left the buffer, by how many times they were seen.");
-	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
-		prom_sample(s, "cistern_left_samples_total", "seen", bucket_names[i],
-			    (double)st->seen_hist[i]);
-	if (s->have_occ) {
-		prom_family("cistern_held_samples", "gauge",
-			    "Samples held now, by how many times they were seen.");
-		for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
-			prom_sample(s, "cistern_held_samples", "seen", bucket_names[i],
-				    (double)s->occ.held_seen_hist[i]);
-		prom_family("cistern_slots_by_state", "gauge", "Slots in each state.");
-		for (int i = 0; i < CISTERN_SLOT_CLASSES; i++)
-			prom_sample(s, "cistern_slots_by_state", "state",
-				    cistern_slot_class_name((enum cistern_slot_class)i),
-				    (double)s->occ.slots[i]);
-		prom_family("cistern_pinned_slots", "gauge",
-			    "Slots pinned by at least one reader.");
-		prom_sample(s, "cistern_pinned_slots", NULL, NULL, (double)s->occ.pinned);
-	}
-	int live = 0;
-	for (int i = 0; i < s->nprocs; i++)
-		live += s->procs[i].alive;
-	prom_family("cistern_processes", "gauge", "Attached processes, live or dead.");
-	prom_sample(s, "cistern_processes", "state", "live", live);
-	prom_sample(s, "cistern_processes", "state", "dead", s->nprocs - live);
+	struct prom_seg p;
+	prom_fill(&p, s->name, prom_created_ns(s->name), &s->cfg, &s->st,
+		  s->have_occ ? &s->occ : NULL, s->have_rate ? &s->rate : NULL, s->procs,
+		  (size_t)s->nprocs);
+	prom_write(stdout, &p, 1);
 }
 
 static volatile sig_atomic_t stop;

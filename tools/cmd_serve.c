@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "serve_metrics.h"
 
 static const char usage[] =
 	"Usage: cistern serve [OPTION...] --segment NAME [--segment NAME...]\n"
@@ -50,7 +51,13 @@ static const char usage[] =
 	"      --heartbeat MS      ZeroMQ heartbeat interval (default 1000); a producer\n"
 	"                          silent 5 intervals is taken for dead\n"
 	"      --drain-timeout MS  at stop, how long to wait for room (default "
-	"5000)\n" CLI_ANY_OWNER_HELP "  -h, --help              show this help\n";
+	"5000)\n"
+	"      --metrics ADDR:PORT serve the server's figures to Prometheus at\n"
+	"                          http://ADDR:PORT/metrics (loopback only, unless\n"
+	"                          --metrics-allow-remote); see docs/monitoring/\n"
+	"      --metrics-allow-remote\n"
+	"                          accept a --metrics ADDR other than loopback\n" CLI_ANY_OWNER_HELP
+	"  -h, --help              show this help\n";
 
 static const char keygen_usage[] =
 	"Usage: cistern keygen FILE\n"
@@ -64,7 +71,7 @@ static const char keygen_usage[] =
 const struct command cmd_serve, cmd_keygen;
 
 static struct cistern_server *g_server;
-static volatile sig_atomic_t g_stop_asked;
+static volatile sig_atomic_t g_stop_asked; /* also read by serve_metrics_run(), which runs in slices */
 
 /* End at once, from a signal handler: a line (write(2) is safe there), then _exit(). */
 static void end_now(const char *why)
@@ -254,6 +261,8 @@ static int run(int argc, char **argv)
 		{"heartbeat", required_argument, NULL, 'H'},
 		{"drain-timeout", required_argument, NULL, 'd'},
 		{"any-owner", no_argument, NULL, 'A'},
+		{"metrics", required_argument, NULL, 'M'},
+		{"metrics-allow-remote", no_argument, NULL, 'm'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -267,6 +276,9 @@ static int run(int argc, char **argv)
 	char secret[CISTERN_KEY_LEN + 1] = "";
 	int heartbeat = 0, drain = 5000;
 	bool any_owner = false;
+	const char *metrics = NULL;
+	bool metrics_remote = false;
+	int metrics_fd = -1;
 	struct route_map map = {0};
 	int status = EXIT_USAGE;
 	if (!binds || !segs) {
@@ -343,6 +355,12 @@ static int run(int argc, char **argv)
 		case 'A':
 			any_owner = true;
 			break;
+		case 'M':
+			metrics = optarg;
+			break;
+		case 'm':
+			metrics_remote = true;
+			break;
 		default:
 			goto out;
 		}
@@ -371,6 +389,10 @@ static int run(int argc, char **argv)
 	if (nclient && !secret[0]) {
 		status = cli_usage(&cmd_serve,
 				   "client keys need the server's --key or --secret-key");
+		goto out;
+	}
+	if (metrics && (metrics_fd = serve_metrics_listen(metrics, metrics_remote)) < 0) {
+		status = metrics_fd == -EINVAL ? EXIT_USAGE : EXIT_FAIL;
 		goto out;
 	}
 	struct cistern_server_opts so = {
@@ -413,7 +435,8 @@ static int run(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	r = cistern_server_run(s, -1);
+	r = metrics_fd >= 0 ? serve_metrics_run(s, metrics_fd, segs, nsegs, &g_stop_asked)
+			    : cistern_server_run(s, -1);
 	/*
 	 * Stopping is bounded: the drain timeout, then a second for the
 	 * last acknowledgements and BYEs to leave, and a margin.
@@ -430,6 +453,8 @@ static int run(int argc, char **argv)
 	(void)rc; /* samples failed at stop were logged and their producers told */
 	status = r < 0 ? EXIT_FAIL : EXIT_OK;
 out:
+	if (metrics_fd >= 0)
+		close(metrics_fd);
 	for (size_t i = 0; i < nclient; i++)
 		free(client_keys[i]);
 	free(client_keys);

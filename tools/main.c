@@ -9,8 +9,8 @@
 #include "cli.h"
 
 static const struct command *const commands[] = {
-	&cmd_create, &cmd_ls, &cmd_inspect, &cmd_put,     &cmd_get,   &cmd_close,
-	&cmd_rm,     &cmd_gc, &cmd_dump,    &cmd_restore, &cmd_serve, &cmd_keygen,
+	&cmd_create, &cmd_ls,   &cmd_inspect, &cmd_put,   &cmd_get,    &cmd_close,    &cmd_rm,
+	&cmd_gc,     &cmd_dump, &cmd_restore, &cmd_serve, &cmd_keygen, &cmd_exporter,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
