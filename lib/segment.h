@@ -244,6 +244,14 @@ struct cistern_hdr {
 	CL_ALIGN _Atomic uint64_t rl_puts;
 	CL_ALIGN _Atomic uint64_t rl_gets;
 	/*
+	 * Rate limiter: bit i set while attachment i waits for the other side
+	 * for something other than the limiter (a producer for a slot it may
+	 * take, a reader for samples to draw); the limiter holds nobody back
+	 * while any is set (rate_limit.c). Cleared by the owner, or by the
+	 * reclaim of its entry.
+	 */
+	CL_ALIGN _Atomic uint64_t rl_stuck[CISTERN_PROCS_MAX / 64];
+	/*
 	 * Reservoirs, FIRO: slots just emptied by a read or an abort, a hint
 	 * for the next fill (reservoir.c). Entry i % CISTERN_VACANCIES holds
 	 * slot i + 1, 0 = none; a fill re-checks the slot word and claims it

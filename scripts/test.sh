@@ -5,8 +5,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # clang, clang-format, clang's fuzzer runtime and valgrind serve scripts/check.sh,
-# run at the end; the benchmark's peers (bench/peers) its smoke run.
-EXTRA_PACKAGES="${EXTRA_PACKAGES:-} clang clang-format libclang-rt-14-dev valgrind $(cat bench/peers)" \
+# run at the end; the benchmark's peers (bench/peers) its smoke run; spin the
+# rate limiter's model.
+EXTRA_PACKAGES="${EXTRA_PACKAGES:-} clang clang-format libclang-rt-14-dev valgrind spin $(cat bench/peers)" \
   bash scripts/setup.sh || exit 1
 
 passed=0 failed=0 rc=0
@@ -33,6 +34,8 @@ check "tests option" bash tests/options/check.sh
 # BENCHMARKS.md's table, generated from the run it names (no benchmark runs here).
 check "bench table" bash tests/bench/table.sh
 check "ordering edges" bash scripts/check-edges.sh
+# The rate limiter's Promela model, its smaller configurations (model/check.sh).
+check "limiter model" bash model/check.sh --limiter-quick
 # The benchmark program (-Dbench=enabled, in build-bench): every contender run
 # once, its payload checks passed, no time asserted.
 check "bench smoke" bash -c 'BUILDDIR=build-bench MESON_OPTIONS=-Dbench=enabled bash scripts/setup.sh >/dev/null &&
