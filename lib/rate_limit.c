@@ -43,14 +43,19 @@
  *    and puts must be let through.
  * So the rule is: the limiter holds nobody back while anybody waits for the
  * other side for something other than the limiter. Such a waiter sets its
- * attachment's bit in hdr->rl_stuck (cistern__rs_rate_stuck) and wakes the
- * other side; a read or put the budget refuses passes while any bit is set,
- * and counts as usual (the counts stay every read and every put). A bit is
+ * attachment's bit in hdr->rl_stuck[0] (a producer) or [1] (a reader)
+ * (cistern__rs_rate_stuck) and wakes the other side; a read the budget
+ * refuses passes while a bit of [0] is set, a put while one of [1] is, and
+ * each counts as usual (the counts stay every read and every put). A bit is
  * cleared by the owner's next put or read, by the end of a call of it that
  * slept (a timeout: it no longer waits), and by the reclaim of its entry,
  * dead or detached (cistern__rate_forget); a dead owner's bit, until then,
- * only lets the others pass, which cannot wedge anyone. No count is kept of
- * the bits, so no death between two steps can leave one wrong.
+ * only lets the others pass, which cannot wedge anyone. Every read also
+ * clears [0] and wakes the producers: a put waiting for a read earns reads
+ * one look at a time (it marks itself again, and wakes the readers, if the
+ * reads so far did not give it a slot), so that reads run ahead of the
+ * ratio only by what the producers' looks need. No count is kept of the
+ * bits, so no death between two steps can leave one wrong.
  *
  * Reads given back. A read the limiter counted is taken back from rl_gets
  * where its seen count is taken back: a sample handed back unread
@@ -140,13 +145,26 @@ bool cistern__rate_admits(const struct cistern_config *cfg, uint64_t n)
  * which comes before its wake of our side; we load after registering as a
  * waiter, so either we see the bit or its wake finds us registered.
  */
-static bool anyone_stuck(const struct cistern *c)
+static bool anyone_stuck(const struct cistern *c, int side)
 {
 	uint64_t words = (c->fixed.procs_count + 63) / 64;
 	for (uint64_t i = 0; i < words; i++)
-		if (atomic_load_explicit(&c->hdr->rl_stuck[i], memory_order_seq_cst))
+		if (atomic_load_explicit(&c->hdr->rl_stuck[side][i], memory_order_seq_cst))
 			return true;
 	return false;
+}
+
+/*
+ * A read was made: the producers waiting for one look again. [rate-stuck]
+ * seq_cst RMWs, before the caller's wake of the producers, which re-mark
+ * themselves before they wait if they still find no slot.
+ */
+static void clear_producer_marks(struct cistern *c)
+{
+	uint64_t words = (c->fixed.procs_count + 63) / 64;
+	for (uint64_t i = 0; i < words; i++)
+		if (atomic_load_explicit(&c->hdr->rl_stuck[0][i], memory_order_seq_cst))
+			atomic_exchange_explicit(&c->hdr->rl_stuck[0][i], 0, memory_order_seq_cst);
 }
 
 bool cistern__rs_rate_take(struct cistern *c, uint64_t n, uint64_t *taken)
@@ -169,7 +187,7 @@ bool cistern__rs_rate_take(struct cistern *c, uint64_t n, uint64_t *taken)
 		if (!pass &&
 		    (double)(gets + n) > f->reads_per_put * puts_after_fill(c, 0) + slack) {
 			/* Over budget: pass only while a producer waits for a read (top of the file). */
-			if (!anyone_stuck(c))
+			if (!anyone_stuck(c, 0))
 				return false;
 			pass = true;
 		}
@@ -200,7 +218,8 @@ void cistern__rs_rate_settle(struct cistern *c, uint64_t taken, uint64_t got)
 	if (got > 0) {
 		if (c->rl_marked)
 			cistern__rate_unmark(c); /* it read: it waits no more */
-		cistern__wake_producers(c);      /* the reads made are budget for puts */
+		clear_producer_marks(c);
+		cistern__wake_producers(c); /* the reads made are budget for puts, or a slot */
 	}
 }
 
@@ -222,18 +241,22 @@ bool cistern__rs_rate_allows_put(struct cistern *c)
 	if (f->reads_per_put * puts_after_fill(c, 1) <= gets + put_slack(f))
 		return true;
 	/* Over budget: pass only while a reader waits for a put (top of the file). */
-	return anyone_stuck(c);
+	return anyone_stuck(c, 1);
 }
 
 void cistern__rs_rate_stuck(struct cistern *c, bool producer)
 {
-	if (c->fixed.reads_per_put <= 0 || c->rl_marked || !c->owner)
+	if (c->fixed.reads_per_put <= 0 || !c->owner)
 		return;
 	uint32_t e = c->owner - 1;
 	c->rl_marked = true;
-	/* [rate-stuck] seq_cst RMW, before the wake's seq_cst look at the waiters ([wait-register]). */
-	atomic_fetch_or_explicit(&c->hdr->rl_stuck[e / 64], UINT64_C(1) << (e % 64),
-				 memory_order_seq_cst);
+	/*
+	 * Each time, even if marked before: a read may have cleared a
+	 * producer's mark since. [rate-stuck] seq_cst RMW, before the wake's
+	 * seq_cst look at the waiters ([wait-register]).
+	 */
+	atomic_fetch_or_explicit(&c->hdr->rl_stuck[producer ? 0 : 1][e / 64],
+				 UINT64_C(1) << (e % 64), memory_order_seq_cst);
 	if (producer)
 		cistern__wake_readers(c);
 	else
@@ -249,8 +272,9 @@ void cistern__rate_forget(struct cistern *c, uint32_t owner)
 	 * [rate-stuck] seq_cst RMW. Clearing a bit only holds the others back
 	 * again, which no one waits for, so no wake is owed.
 	 */
-	atomic_fetch_and_explicit(&c->hdr->rl_stuck[e / 64], ~(UINT64_C(1) << (e % 64)),
-				  memory_order_seq_cst);
+	for (int side = 0; side < 2; side++)
+		atomic_fetch_and_explicit(&c->hdr->rl_stuck[side][e / 64],
+					  ~(UINT64_C(1) << (e % 64)), memory_order_seq_cst);
 	if (owner == c->owner)
 		c->rl_marked = false;
 }

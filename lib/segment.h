@@ -244,13 +244,13 @@ struct cistern_hdr {
 	CL_ALIGN _Atomic uint64_t rl_puts;
 	CL_ALIGN _Atomic uint64_t rl_gets;
 	/*
-	 * Rate limiter: bit i set while attachment i waits for the other side
-	 * for something other than the limiter (a producer for a slot it may
-	 * take, a reader for samples to draw); the limiter holds nobody back
-	 * while any is set (rate_limit.c). Cleared by the owner, or by the
-	 * reclaim of its entry.
+	 * Rate limiter: bit i of rl_stuck[0] set while attachment i waits as a
+	 * producer for a read (no slot it may take), of rl_stuck[1] while it
+	 * waits as a reader for a put (too few samples to draw); the limiter
+	 * holds the other side back while none is set (rate_limit.c). Cleared
+	 * by the owner, by the reclaim of its entry, and [0] by every read.
 	 */
-	CL_ALIGN _Atomic uint64_t rl_stuck[CISTERN_PROCS_MAX / 64];
+	CL_ALIGN _Atomic uint64_t rl_stuck[2][CISTERN_PROCS_MAX / 64];
 	/*
 	 * Reservoirs, FIRO: slots just emptied by a read or an abort, a hint
 	 * for the next fill (reservoir.c). Entry i % CISTERN_VACANCIES holds

@@ -14,7 +14,9 @@
  * unless some attachment is marked as waiting for the other side for
  * something else (a producer that found no slot it may take, a reader that
  * found too few samples); the mark wakes the other side, and is cleared by
- * the owner's next put or read and by the reclaim of its entry. A reclaim of a
+ * the owner's next put or read and by the reclaim of its entry, and a
+ * producer's by every read (it marks itself again if it still finds no slot,
+ * so that reads pass one producer's look at a time). A reclaim of a
  * dead reader takes back the seen count of each sample it pinned, and the
  * read from the limiter with it; a reclaimer may die between the two, which
  * the model allows by sometimes not giving the read back (reads then stay
@@ -322,7 +324,7 @@ LOOP:		atomic {
 		:: else -> skip
 		fi;
 		/* cistern__rs_rate_settle: it read, it waits no more; producers may go on */
-		atomic { stuck[e] = false; WAKE_P };
+		atomic { stuck[e] = false; stuck[0] = false; WAKE_P };   /* and the producer looks again */
 		/* release the batch (one step: a death in it is one before or after it) */
 		d_step {
 			k = 0;
