@@ -195,7 +195,15 @@ struct cistern_config {
 	 * creation, a read of n samples (1, a pair's 2, a batch's n) waits while
 	 * reads + n > reads_per_put * puts + slack, and a producer waits while
 	 * reads_per_put * (puts + 1) > reads + slack. A read takes its n reads
-	 * of budget all at once, or waits holding none.
+	 * of budget all at once, or waits holding none. Neither waits for the
+	 * limiter while the other side waits for it for something else: a put
+	 * that finds no sample it may evict lets reads through, and a read that
+	 * finds too few samples lets puts through, so the two never wait for
+	 * each other, whoever dies. 0 or from 1 to 1e9; below 1 only for a
+	 * CISTERN_LOSSY FIFOEvictReservoir, since the other kinds put into a
+	 * full buffer only in place of a sample that was read (create refuses
+	 * it, naming reads_per_put). A sample handed back unread, or held by a
+	 * reader that died, gives its read back to the limiter.
 	 */
 	double reads_per_put;
 	/**

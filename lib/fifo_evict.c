@@ -53,7 +53,12 @@ static int fifo_evict_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		/* [ring-advance] acquire: has a producer claimed t meanwhile? */
 		if (atomic_load_explicit(&h->tail, memory_order_acquire) != t)
 			continue;
-		/* The oldest is unseen, pinned, being evicted, or still being written. */
+		/*
+		 * The oldest is unseen, pinned, being evicted, or still being
+		 * written: this put waits for a read, which the limiter must let
+		 * through (rate_limit.c).
+		 */
+		cistern__rs_rate_stuck(c, true);
 		return -EAGAIN;
 	}
 }
@@ -66,7 +71,7 @@ static const struct cistern_ops cistern__fifo_evict_ops = {
 	.try_acquire = cistern__rs_try_acquire,
 	.release = cistern__rs_release_generic,
 	.release_batch = cistern__rs_release_batch,
-	.unacquire = cistern__rs_unacquire,
+	.unacquire = cistern__rs_hand_back,
 	.try_acquire_batch = cistern__rs_try_acquire_n,
 	.gather_now = cistern__rs_gather_now,
 	.drained = cistern__rs_drained,

@@ -153,10 +153,11 @@ struct cistern {
 			int timeout_ms);
 	ssize_t (*get_step)(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
 			    int timeout_ms);
-	bool write_prefetch;       /* the processor has PREFETCHW (cistern__has_prefetchw()) */
-	uint32_t put_ahead;        /* fifo.c: how many slots ahead the sole producer prefetches */
-	uint64_t put_quiet;        /* fifo.h: puts left before the sole producer prefetches again */
-	uint64_t holding;          /* api.c: reservations and acquisitions outstanding */
+	bool write_prefetch; /* the processor has PREFETCHW (cistern__has_prefetchw()) */
+	uint32_t put_ahead;  /* fifo.c: how many slots ahead the sole producer prefetches */
+	uint64_t put_quiet;  /* fifo.h: puts left before the sole producer prefetches again */
+	uint64_t holding;    /* api.c: reservations and acquisitions outstanding */
+	bool rl_marked; /* rate_limit.c: we set our bit in hdr->rl_stuck (a read may clear it) */
 	uint64_t gets_at_wait;     /* wait.c: our gets count when a wait for data last ended */
 	uint64_t cpu_shared_waits; /* wait.c: waits that yielded to a counterpart on our CPU */
 	/*

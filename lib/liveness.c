@@ -116,6 +116,7 @@ static void reclaim_entry(struct cistern *c, uint32_t index)
 	} else {
 		c->ops->reclaim(c, index + 1);
 	}
+	cistern__rate_forget(c, index + 1); /* it waits for nobody now (rate_limit.c) */
 	cistern__producer_gone(c, p, index + 1 != c->owner);
 	cistern__drop_sole(c->hdr, index + 1);
 	cistern__leave_auto(c->hdr, p, index + 1);

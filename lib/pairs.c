@@ -177,8 +177,11 @@ static int pairs_try_acquire_pair(struct cistern *c, struct cistern_sample pair[
 	uint64_t taken = 0;
 	if (!closed) {
 		/* Acquire, no edge: population is a relaxed hint; slot words are acquired. */
-		if (atomic_load_explicit(&h->population, memory_order_acquire) < c->fixed.watermark)
+		if (atomic_load_explicit(&h->population, memory_order_acquire) <
+		    c->fixed.watermark) {
+			cistern__rs_rate_stuck(c, false); /* waits for a put (rate_limit.c) */
 			return -EAGAIN;
+		}
 		int b = cistern__pin_bit(c);
 		if (b < 0)
 			return b;
@@ -193,6 +196,9 @@ static int pairs_try_acquire_pair(struct cistern *c, struct cistern_sample pair[
 		r = -EAGAIN;
 	}
 	cistern__rs_rate_settle(c, taken, r == 0 ? 2 : 0);
+	/* No pair to draw: it waits for a put, which the limiter lets through. */
+	if (r == -EAGAIN && !closed)
+		cistern__rs_rate_stuck(c, false);
 	return r;
 }
 
@@ -238,7 +244,7 @@ static const struct cistern_ops cistern__sim_paired_ops = {
 	.try_acquire = pairs_try_acquire,
 	.release = cistern__rs_release_generic,
 	.release_batch = cistern__rs_release_batch,
-	.unacquire = cistern__rs_unacquire,
+	.unacquire = cistern__rs_hand_back,
 	.try_acquire_pair = pairs_try_acquire_pair,
 	.drained = pairs_drained,
 	.reclaim = cistern__rs_reclaim,

@@ -34,6 +34,7 @@
 
 #include "pins.h"
 #include "slotword.h"
+#include "policy.h"
 
 int cistern__pin_bit(struct cistern *c)
 {
@@ -148,8 +149,12 @@ void cistern__drop_pins(struct cistern *c, struct cistern_proc *p)
 		 * pin and its increment this takes back another's read instead,
 		 * which only delays an eviction: erring low is the safe side.
 		 * [unpin]: an evictor that sees the bit clear sees the count.
+		 * The rate limiter counted that read: it is taken back there too,
+		 * before the unpin, so that a reclaimer that dies in between
+		 * leaves both to the next one (rate_limit.c).
 		 */
-		cistern__seen_take_back(m);
+		if (cistern__seen_take_back(m))
+			cistern__rate_give_back(c, 1);
 		atomic_fetch_and_explicit(&m->pins, ~bit, memory_order_seq_cst);
 	}
 	p->reader_bit = UINT32_MAX;

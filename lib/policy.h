@@ -81,6 +81,16 @@ int cistern__rate_refuses(const struct cistern_fixed *f, uint64_t n);
  * rate_slack set by hand) admits a read of n samples in the end.
  */
 bool cistern__rate_admits(const struct cistern_config *cfg, uint64_t n);
+/*
+ * rate_limit.c: clear attachment `owner`'s mark in hdr->rl_stuck (it waits for
+ * the other side no more: it detached, died, or its call ended), and this
+ * handle's own (cistern__rate_unmark, when c->rl_marked). No-ops without the
+ * limiter.
+ */
+void cistern__rate_forget(struct cistern *c, uint32_t owner);
+void cistern__rate_unmark(struct cistern *c);
+/* rate_limit.c: n reads the limiter counted were taken back (seen counts lowered). */
+void cistern__rate_give_back(struct cistern *c, uint64_t n);
 
 /*
  * fifo_copy.c: set the handle's put_step and get_step: cistern_put() and

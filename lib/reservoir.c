@@ -421,8 +421,11 @@ int cistern__rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	slot->live_ = 0;
 	cistern__count(&c->me->ctr.puts, 1);
 	/* [rate-budget] seq_cst: a reader's take sees this put, or our wake finds it waiting. */
-	if (f->reads_per_put > 0)
+	if (f->reads_per_put > 0) {
 		atomic_fetch_add_explicit(&h->rl_puts, 1, memory_order_seq_cst);
+		if (c->rl_marked)
+			cistern__rate_unmark(c); /* it put: it waits no more (rate_limit.c) */
+	}
 	cistern__wake_readers(c);
 	return 0;
 }
@@ -544,6 +547,16 @@ int cistern__rs_unacquire(struct cistern *c, struct cistern_sample *s)
 	s->live_ = 0;
 	s->data = NULL;
 	return 0;
+}
+
+int cistern__rs_hand_back(struct cistern *c, struct cistern_sample *s)
+{
+	/* A pinned read was made while reception was open, so the limiter counted it. */
+	bool counted = s->live_ == RS_LIVE_PINNED;
+	int r = cistern__rs_unacquire(c, s);
+	if (r == 0 && counted)
+		cistern__rate_give_back(c, 1); /* its seen count went back: its read too */
+	return r;
 }
 
 bool cistern__rs_closed(struct cistern *c)
@@ -677,6 +690,9 @@ int cistern__rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *sl
 		r = cistern__rs_evict_reserve(c, slot, NULL);
 	if (r == -EAGAIN && c->policy->has_pairs && !cistern__pairs_any_held(c))
 		r = cistern__rs_evict_reserve(c, slot, cistern__pairs_is_orphan);
+	/* Nothing this put may take: it waits for a read, which the limiter lets through. */
+	if (r == -EAGAIN)
+		cistern__rs_rate_stuck(c, true);
 	return r;
 }
 
@@ -702,7 +718,7 @@ static const struct cistern_ops cistern__reservoir_ops = {
 	.try_acquire = cistern__rs_try_acquire,
 	.release = cistern__rs_release_generic,
 	.release_batch = cistern__rs_release_batch,
-	.unacquire = cistern__rs_unacquire,
+	.unacquire = cistern__rs_hand_back,
 	.try_acquire_batch = cistern__rs_try_acquire_n,
 	.gather_now = cistern__rs_gather_now,
 	.drained = cistern__rs_drained,
@@ -718,7 +734,7 @@ static const struct cistern_ops cistern__batch_ops = {
 	.try_acquire = batch_try_acquire,
 	.release = cistern__rs_release_generic,
 	.release_batch = cistern__rs_release_batch,
-	.unacquire = cistern__rs_unacquire,
+	.unacquire = cistern__rs_hand_back,
 	.try_acquire_batch = batch_try_acquire_batch,
 	.gather_now = cistern__rs_gather_now,
 	.drained = cistern__rs_drained,

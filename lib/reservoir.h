@@ -91,6 +91,8 @@ int cistern__rs_release_generic(struct cistern *c, struct cistern_sample *s);
 /* n samples back at once: what cistern__rs_release_generic() does to each, one wake. */
 int cistern__rs_release_batch(struct cistern *c, struct cistern_sample *s, size_t n);
 int cistern__rs_unacquire(struct cistern *c, struct cistern_sample *s);
+/* cistern_unacquire() on the rate-limited reservoirs: the read goes back to the limiter too. */
+int cistern__rs_hand_back(struct cistern *c, struct cistern_sample *s);
 bool cistern__rs_closed(struct cistern *c);
 bool cistern__rs_drained(struct cistern *c);
 void cistern__rs_reclaim(struct cistern *c, uint32_t owner);
@@ -108,6 +110,13 @@ bool cistern__rs_rate_take(struct cistern *c, uint64_t n, uint64_t *taken);
 void cistern__rs_rate_settle(struct cistern *c, uint64_t taken, uint64_t got);
 /* May a producer put one more? */
 bool cistern__rs_rate_allows_put(struct cistern *c);
+/*
+ * This handle waits for the other side for something other than the limiter
+ * (a producer admitted by it found no slot it may take, a reader found too
+ * few samples): mark it, so that the limiter lets the other side through, and
+ * wake that side. Cleared as rate_limit.c says.
+ */
+void cistern__rs_rate_stuck(struct cistern *c, bool producer);
 /*
  * May a read of n pinned samples start (reception open)? 0 with *taken as
  * cistern__rs_rate_take() says (the caller settles it), -EAGAIN, or the pin bit's error.

@@ -623,8 +623,11 @@ int cistern__rs_open_read_ready(struct cistern *c, size_t n, uint64_t *taken)
 	uint64_t need = c->fixed.watermark > n ? c->fixed.watermark : n;
 	*taken = 0;
 	/* Acquire, no edge: population is a relaxed hint; slot words are acquired. */
-	if (atomic_load_explicit(&h->population, memory_order_acquire) < need)
+	if (atomic_load_explicit(&h->population, memory_order_acquire) < need) {
+		/* Waits for a put, which the limiter must let through (rate_limit.c). */
+		cistern__rs_rate_stuck(c, false);
 		return -EAGAIN;
+	}
 	int b = cistern__pin_bit(c);
 	if (b < 0)
 		return b;
@@ -680,6 +683,9 @@ int cistern__rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, siz
 	for (size_t i = 0; i < got; i++)
 		cistern__rs_unacquire(c, &out[i]);
 	cistern__rs_rate_settle(c, taken, 0);
+	/* Too few samples to draw (or drawn away by others): it waits for a put too. */
+	if (!closed)
+		cistern__rs_rate_stuck(c, false);
 	return r < 0 && r != -EAGAIN ? r : -EAGAIN;
 }
 

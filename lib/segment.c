@@ -69,6 +69,7 @@ uint32_t cistern__layout_signature(void)
 	h = fnv(h, offsetof(struct cistern_hdr, id_base));
 	h = fnv(h, offsetof(struct cistern_hdr, index_off));
 	h = fnv(h, offsetof(struct cistern_hdr, rl_gets));
+	h = fnv(h, offsetof(struct cistern_hdr, rl_stuck));
 	h = fnv(h, offsetof(struct cistern_hdr, vacated));
 	h = fnv(h, offsetof(struct cistern_hdr, seen_log));
 	h = fnv(h, offsetof(struct cistern_hdr, tail));
@@ -324,6 +325,17 @@ static const char *config_problem(const struct cistern_config *cfg)
 		return "rate_slack must be a number from 0 to 1e18";
 	if (cfg->reads_per_put > 0 && !p->rate_limited)
 		return "reads_per_put applies to the reservoir policies only";
+	/*
+	 * Once full, such a buffer takes a put only in place of a sample that
+	 * was read, and a read makes at most one sample read: fewer reads than
+	 * puts can never be kept up (docs/POLICIES.md, "Rate limiter").
+	 */
+	if (cfg->reads_per_put > 0 && cfg->reads_per_put < 1 && p->evicts_seen &&
+	    !(cfg->flags & CISTERN_LOSSY))
+		return "reads_per_put must be 0 (off) or at least 1 for this policy: once the "
+		       "buffer is full a put must evict a sample that was read, and a read "
+		       "makes at most one sample read, so fewer reads than puts would stop "
+		       "the puts (only a CISTERN_LOSSY FIFOEvictReservoir takes less than 1)";
 	const char *why = p->config_problem ? p->config_problem(cfg) : NULL;
 	if (why)
 		return why;

@@ -246,6 +246,14 @@ struct cistern_hdr {
 	CL_ALIGN _Atomic uint64_t rl_puts;
 	CL_ALIGN _Atomic uint64_t rl_gets;
 	/*
+	 * Rate limiter: bit i of rl_stuck[0] set while attachment i waits as a
+	 * producer for a read (no slot it may take), of rl_stuck[1] while it
+	 * waits as a reader for a put (too few samples to draw); the limiter
+	 * holds the other side back while none is set (rate_limit.c). Cleared
+	 * by the owner, by the reclaim of its entry, and [0] by every read.
+	 */
+	CL_ALIGN _Atomic uint64_t rl_stuck[2][CISTERN_PROCS_MAX / 64];
+	/*
 	 * Reservoirs, FIRO: slots just emptied by a read or an abort, a hint
 	 * for the next fill (reservoir.c). Entry i % CISTERN_VACANCIES holds
 	 * slot i + 1, 0 = none; a fill re-checks the slot word and claims it

@@ -60,6 +60,7 @@
 #include "wait.h"
 #include "open.h"
 #include "liveness.h"
+#include "policy.h"
 
 #define CISTERN_SWEEP_MS 200
 #define CISTERN_SPIN_ROUNDS 16
@@ -387,6 +388,9 @@ void cistern__wait_done(struct cistern *c, struct cistern_waiter *w)
 	words(c, w->kind, &word, &waiting);
 	if (c->me)
 		atomic_store_explicit(&c->me->waiting, 0, memory_order_relaxed);
+	/* A call that slept ends: it waits for the other side no more (rate_limit.c). */
+	if (c->rl_marked)
+		cistern__rate_unmark(c);
 	/* Relaxed: a waker that still sees us only makes a futex call it could skip. */
 	atomic_fetch_sub_explicit(waiting, 1, memory_order_relaxed);
 	int64_t waited = cistern__now_ns(CLOCK_MONOTONIC) - w->start_ns;

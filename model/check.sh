@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# check.sh - model-check model/fifo.pml with spin (installs Debian's spin if missing).
-# Not run by CI: the state space is large.
+# check.sh - model-check model/fifo.pml, auto_roles.pml and limiter.pml with spin
+# (installs Debian's spin if missing). The FIFO's searches are not run by CI (the
+# state space is large); scripts/test.sh runs --limiter.
 #
 #   bash model/check.sh                 swarm search: SEEDS (8) randomised bitstate
 #                                       searches of SECONDS_PER_SEED (30) each;
@@ -13,6 +14,11 @@
 #   bash model/check.sh --auto          the FIFO's automatic roles (auto_roles.pml):
 #                                       whole state space, 1.5 * 10^8 states
 #                                       with one kill, 9 GB and about 5 minutes
+#
+#   bash model/check.sh --limiter       the reservoirs' rate limiter (limiter.pml):
+#                                       whole state space of each configuration
+#                                       below, a few minutes in all; --limiter-quick
+#                                       (scripts/test.sh) the smaller ones, in seconds
 #
 #   MAXKILLS=2 (default 1) kills at most that many processes in a run;
 #   SOLE=1 checks a CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER segment;
@@ -40,8 +46,51 @@ if ! command -v spin >/dev/null; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp fifo.pml auto_roles.pml "$work/"
+cp fifo.pml auto_roles.pml limiter.pml "$work/"
 cd "$work"
+
+if [ "$mode" = --limiter ] || [ "$mode" = --limiter-quick ]; then
+  # Policy (FIFO_EVICT or Reservoir's), reads per put, slack, batch, readers, puts;
+  # MAXKILLS (default 1) where a configuration does not set it.
+  configs=(
+    "-DNPUTS=3"
+    "-DNPUTS=3 -DFIFO_EVICT"
+    "-DNPUTS=3 -DBATCH=2 -DFIFO_EVICT -DMAXKILLS=0"
+    "-DNPUTS=3 -DFIFO_EVICT -DRPP_NUM=2 -DMAXKILLS=0"
+    "-DNPUTS=3 -DRPP_NUM=3 -DRPP_DEN=2 -DMAXKILLS=0"
+    "-DNPUTS=3 -DBATCH=2 -DRPP_NUM=2 -DSLACK=3 -DMAXKILLS=0"
+  )
+  if [ "$mode" = --limiter ]; then
+    configs+=(
+      "-DNPUTS=3 -DBATCH=2 -DFIFO_EVICT"
+      "-DNPUTS=3 -DFIFO_EVICT -DRPP_NUM=2"
+      "-DNPUTS=3 -DRPP_NUM=3 -DRPP_DEN=2"
+      "-DNPUTS=3 -DBATCH=2 -DRPP_NUM=2"
+      "-DNPUTS=3 -DBATCH=2 -DRPP_NUM=2 -DSLACK=3"
+      "-DNPUTS=4"
+      "-DNPUTS=4 -DFIFO_EVICT"
+      "-DNPUTS=4 -DFIFO_EVICT -DRPP_NUM=2"
+      "-DNPUTS=4 -DRPP_NUM=3 -DRPP_DEN=2"
+      "-DNPUTS=3 -DNREAD=2 -DMAXKILLS=0"
+      "-DNPUTS=3 -DNREAD=2 -DFIFO_EVICT -DMAXKILLS=0"
+    )
+  fi
+  for c in "${configs[@]}"; do
+    ldefs=$c
+    [[ $c == *MAXKILLS* ]] || ldefs="-DMAXKILLS=${MAXKILLS:-1} $c"
+    spin $ldefs -a limiter.pml
+    gcc -O2 -w -DSAFETY -DCOLLAPSE -o pan pan.c
+    ./pan -m1000000 -w26 >pan.out 2>&1 || true
+    if [ -f limiter.pml.trail ] || ! grep -q 'errors: 0' pan.out; then
+      echo "model: counter-example (limiter, $ldefs):"
+      grep -E 'error|violat' pan.out | head -n 5
+      spin $ldefs -t -p -g limiter.pml | tail -n 150
+      exit 1
+    fi
+    echo "model: limiter ($ldefs): no violation in $(grep -oE '[0-9]+ states, stored' pan.out)"
+  done
+  exit 0
+fi
 
 if [ "$mode" = --auto ]; then
   adefs="-DMAXKILLS=${MAXKILLS:-1}"

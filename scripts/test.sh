@@ -6,8 +6,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 # clang, clang-format, clang's fuzzer runtime and valgrind serve scripts/check.sh,
 # run at the end; the benchmark's peers (bench/peers) its smoke run; prometheus
-# (with promtool) the monitoring checks.
-EXTRA_PACKAGES="${EXTRA_PACKAGES:-} clang clang-format libclang-rt-14-dev valgrind prometheus $(cat bench/peers)" \
+# (with promtool) the monitoring checks; spin the rate limiter's model.
+EXTRA_PACKAGES="${EXTRA_PACKAGES:-} clang clang-format libclang-rt-14-dev valgrind prometheus spin $(cat bench/peers)" \
   bash scripts/setup.sh || exit 1
 
 passed=0 failed=0 rc=0
@@ -45,6 +45,8 @@ check "ordering edges" bash scripts/check-edges.sh
 # alerting rules' metric names; and a real Prometheus scraping the exporter.
 check "monitoring" bash tests/monitoring/check.sh build
 check "prometheus" bash tests/monitoring/prometheus.sh build
+# The rate limiter's Promela model, its smaller configurations (model/check.sh).
+check "limiter model" bash model/check.sh --limiter-quick
 # The benchmark program (-Dbench=enabled, in build-bench): every contender run
 # once, its payload checks passed, no time asserted.
 check "bench smoke" bash -c 'BUILDDIR=build-bench MESON_OPTIONS=-Dbench=enabled bash scripts/setup.sh >/dev/null &&

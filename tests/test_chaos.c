@@ -42,9 +42,10 @@
 #define PAYLOAD 40
 #define CHAOS_KILLS_QUICK 50
 #define CHAOS_KILLS_FULL 300
-#define KILL_GAP_US 15000     /* kills come 0 to this many microseconds apart */
-#define OP_TIMEOUT_MS 100     /* every blocking call wakes to look at the clock */
-#define DRAIN_DEADLINE_S 60.0 /* readers must reach end of data within this */
+#define KILL_GAP_US 15000        /* kills come 0 to this many microseconds apart */
+#define OP_TIMEOUT_MS 100        /* every blocking call wakes to look at the clock */
+#define DRAIN_DEADLINE_S 60.0    /* readers must reach end of data within this */
+#define PROGRESS_DEADLINE_S 30.0 /* with chaos_policy.progress: puts and gets go on within this */
 
 struct chaos_shared {
 	_Atomic uint32_t stop;                  /* producers: stop putting */
@@ -82,6 +83,7 @@ struct chaos_policy {
 			 * cistern_get_batch() of up to `batch` when batch > 0 */
 	unsigned put_batch; /* producers put batches of up to this many (0: one at a time) */
 	bool forking;       /* participants fork children that inherit their handle (see above) */
+	bool progress;      /* after the kills, puts and gets must still go on (see below) */
 };
 
 static const char *chaos_name;
@@ -455,6 +457,31 @@ static void run_chaos(const struct chaos_policy *pol)
 		}
 		by_role[v >= PRODUCERS]++;
 		pids[v] = spawn(sh, v);
+	}
+
+	/*
+	 * With pol->progress: the segment still moves once the kills are over,
+	 * both ways. A wedge that only end of data would undo (the rate
+	 * limiter stops waiting at close) is caught here, not by the drain.
+	 */
+	if (pol->progress) {
+		struct cistern_stats st0, st;
+		cistern_stats_get(c, &st0);
+		uint64_t enough = 2 * pol->cfg.slot_count;
+		double until = mono_now() + PROGRESS_DEADLINE_S;
+		do {
+			usleep(2000);
+			cistern_stats_get(c, &st);
+		} while ((st.puts < st0.puts + enough || st.gets < st0.gets + enough) &&
+			 mono_now() < until);
+		if (st.puts < st0.puts + enough || st.gets < st0.gets + enough) {
+			kill_all(pids);
+			cr_assert_fail("%s: stopped after the kills (%llu puts, %llu gets since); "
+				       "seed %#llx",
+				       pol->name, (unsigned long long)(st.puts - st0.puts),
+				       (unsigned long long)(st.gets - st0.gets),
+				       (unsigned long long)seed);
+		}
 	}
 
 	/* Producers stop; then reception closes; then readers must drain. */
@@ -894,4 +921,105 @@ static const struct chaos_policy chaos_sim_paired = {
 Test(chaos, sim_paired_reservoir_survives_random_sigkills_without_loss_or_wedge, .timeout = 900)
 {
 	run_chaos(&chaos_sim_paired);
+}
+
+/*
+ * The rate limiter on (reads_per_put), each reservoir kind: kills land on
+ * producers waiting for a read and readers waiting for budget, on readers
+ * holding reads the limiter counted, and on producers whose puts readers
+ * wait for. Besides what the policy's check asks, the segment must keep
+ * making progress after the kills (chaos_policy.progress): the limiter must
+ * never leave producers and readers waiting for each other.
+ */
+static const struct chaos_policy chaos_reservoir_limited = {
+	.name = "reservoir-limited",
+	.cfg = {.policy = CISTERN_RESERVOIR,
+		.slot_size = PAYLOAD,
+		.slot_count = 32,
+		.watermark = 8,
+		.reads_per_put = 1},
+	.verify = verify_reservoir,
+	.progress = true,
+};
+
+Test(chaos, rate_limited_reservoir_survives_random_sigkills_and_keeps_going, .timeout = 900)
+{
+	run_chaos(&chaos_reservoir_limited);
+}
+
+/* One reader at a time, in batches, with a slack set by hand. */
+static const struct chaos_policy chaos_reservoir_sole_limited = {
+	.name = "reservoir-sole-limited",
+	.cfg = {.policy = CISTERN_RESERVOIR,
+		.slot_size = PAYLOAD,
+		.slot_count = 32,
+		.watermark = 8,
+		.flags = CISTERN_SINGLE_READER,
+		.reads_per_put = 2,
+		.rate_slack = 3},
+	.verify = verify_reservoir,
+	.batch = 4,
+	.progress = true,
+};
+
+Test(chaos, rate_limited_single_reader_reservoir_survives_random_sigkills_and_keeps_going,
+     .timeout = 900)
+{
+	run_chaos(&chaos_reservoir_sole_limited);
+}
+
+/* A put waits for one sample in particular, the oldest, to be read. */
+static const struct chaos_policy chaos_fifo_evict_limited = {
+	.name = "fifo-evict-limited",
+	.cfg = {.policy = CISTERN_FIFO_EVICT_RESERVOIR,
+		.slot_size = PAYLOAD,
+		.slot_count = 32,
+		.watermark = 8,
+		.reads_per_put = 2},
+	.verify = verify_reservoir,
+	.progress = true,
+};
+
+Test(chaos, rate_limited_fifo_evict_reservoir_survives_random_sigkills_and_keeps_going,
+     .timeout = 900)
+{
+	run_chaos(&chaos_fifo_evict_limited);
+}
+
+static const struct chaos_policy chaos_batch_limited = {
+	.name = "batch-limited",
+	.cfg = {.policy = CISTERN_BATCH_RESERVOIR,
+		.slot_size = PAYLOAD,
+		.slot_count = 32,
+		.watermark = 8,
+		.batch_size = 4,
+		.reads_per_put = 1},
+	.verify = verify_reservoir,
+	.batch = 4,
+	.progress = true,
+};
+
+Test(chaos, rate_limited_batch_reservoir_survives_random_sigkills_and_keeps_going, .timeout = 900)
+{
+	run_chaos(&chaos_batch_limited);
+}
+
+static const struct chaos_policy chaos_sim_paired_limited = {
+	.name = "sim-paired-limited",
+	.cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+		.slot_size = PAYLOAD,
+		.slot_count = 32,
+		.watermark = 8,
+		.sweep_size = PRODUCERS,
+		.nb_time_steps = MAX_SEQ,
+		.reads_per_put = 2},
+	.verify = verify_pairs,
+	.pairs = true,
+	.progress = true,
+};
+
+Test(chaos, rate_limited_sim_paired_reservoir_survives_random_sigkills_and_keeps_going,
+     .timeout = 900)
+{
+	run_chaos(&chaos_sim_paired_limited);
 }

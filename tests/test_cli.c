@@ -254,6 +254,32 @@ Test(create, single_role_flags_reach_the_segment_and_inspect_shows_them)
 	cleanup(c, name);
 }
 
+/*
+ * Below one read per put, a reservoir whose puts evict only samples that
+ * were read stops once full: create refuses it, naming the option, and makes
+ * nothing; a lossy FIFOEvictReservoir, whose puts need no read, takes it.
+ */
+Test(create, refuses_fewer_reads_than_puts_where_puts_need_reads)
+{
+	char name[64];
+	uname_(name, sizeof(name), "rpp");
+	const char *policies[] = {"reservoir", "batch-reservoir", "fifo-evict-reservoir"};
+	for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
+		struct result *r = run("create", name, "--policy", policies[i], "--watermark", "8",
+				       "--batch-size", "4", "--slots", "64", "--reads-per-put",
+				       "0.5");
+		cr_assert_eq(r->status, 1, "%s took 0.5 reads per put", policies[i]);
+		cr_assert(strstr(r->err, "--reads-per-put must be 0 (off) or at least 1"), "%s: %s",
+			  policies[i], r->err);
+		cr_assert(!exists(name), "%s", policies[i]);
+	}
+	struct result *r = run("create", name, "--policy", "fifo-evict-reservoir", "--lossy",
+			       "--watermark", "8", "--slots", "64", "--reads-per-put", "0.5");
+	cr_assert_eq(r->status, 0, "lossy: %s", r->err);
+	cr_assert(exists(name));
+	cistern_unlink(name);
+}
+
 Test(create, dead_producer_done_reaches_the_segment_and_needs_producers)
 {
 	char name[64];

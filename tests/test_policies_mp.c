@@ -599,3 +599,133 @@ Test(policies_mp, a_killed_producer_reservation_vanishes, .timeout = 60)
 	cistern_stats_get(c, &st);
 	cr_assert_eq(st.reclaimed, 1);
 }
+
+/* ---- the rate limiter: progress ---- */
+
+#define RL_WAIT_MS 5000 /* a wedge fails the call instead of hanging the test */
+
+/* A producer child: n puts of 8 bytes, each allowed to wait. Exit 0 if all went in. */
+static int rl_producer(const char *name, uint32_t n)
+{
+	struct cistern *c;
+	if (cistern_attach(name, &c) < 0)
+		return 1;
+	for (uint32_t i = 0; i < n; i++)
+		if (cistern_put(c, &i, sizeof(i), NULL, RL_WAIT_MS) < 0)
+			return 2;
+	cistern_detach(c);
+	return 0;
+}
+
+/* A reader child: reads of `batch` samples (0: single gets) until end of data. */
+static int rl_reader(const char *name, size_t batch)
+{
+	struct cistern *c;
+	if (cistern_attach(name, &c) < 0)
+		return 1;
+	for (;;) {
+		int r;
+		if (batch) {
+			struct cistern_sample s[16];
+			r = cistern_acquire_batch(c, s, batch, RL_WAIT_MS);
+			if (r > 0 && cistern_release_batch(c, s, (size_t)r) < 0)
+				return 3;
+		} else {
+			uint32_t v;
+			r = (int)cistern_get(c, &v, sizeof(v), NULL, RL_WAIT_MS);
+		}
+		if (r == CISTERN_EOD)
+			break;
+		if (r < 0)
+			return 2;
+	}
+	cistern_detach(c);
+	return 0;
+}
+
+/*
+ * One producer child putting n samples and one reader child reading until
+ * end of data, which the parent declares once the producer is through.
+ * True if both finished, every call within RL_WAIT_MS.
+ */
+static bool rl_both_finish(struct cistern *c, uint32_t n, size_t batch)
+{
+	const char *name = seg_name_of(c);
+	pid_t prod = fork_child();
+	if (prod == 0)
+		_exit(rl_producer(name, n));
+	pid_t rd = fork_child();
+	if (rd == 0)
+		_exit(rl_reader(name, batch));
+	int ps = -1, rs = -1;
+	waitpid(prod, &ps, 0);
+	cistern_close_reception(c);
+	waitpid(rd, &rs, 0);
+	return WIFEXITED(ps) && WEXITSTATUS(ps) == 0 && WIFEXITED(rs) && WEXITSTATUS(rs) == 0;
+}
+
+/*
+ * A put into a full FIFOEvictReservoir waits for its oldest sample to be
+ * read, and reads are drawn at random: the reads the limiter grants for the
+ * puts so far may all miss it. The limiter lets reads through while a put
+ * waits for one.
+ */
+Test(policies_mp, a_rate_limited_fifo_evict_reservoir_keeps_a_producer_and_a_reader_going,
+     .timeout = 120)
+{
+	const double rates[] = {1, 2, 4};
+	for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++) {
+		char tag[32];
+		snprintf(tag, sizeof(tag), "rl-fe-%zu", i);
+		struct cistern *c = seg_create(
+			tag, (struct cistern_config){.policy = CISTERN_FIFO_EVICT_RESERVOIR,
+						     .slot_size = 64,
+						     .slot_count = 64,
+						     .watermark = 8,
+						     .reads_per_put = rates[i]});
+		cr_assert(rl_both_finish(c, 500, 0), "reads_per_put %g: a side stopped", rates[i]);
+		struct cistern_stats st;
+		cistern_stats_get(c, &st);
+		cr_assert_eq(st.puts, 500, "reads_per_put %g", rates[i]);
+		seg_drop(c);
+	}
+}
+
+/*
+ * A reader killed holding a batch: its reclaim takes the batch's seen counts
+ * back, so the limiter takes its reads back too; and while nothing is
+ * evictable the producer's wait lets reads through.
+ */
+Test(policies_mp, a_reader_killed_holding_a_batch_leaves_a_rate_limited_reservoir_going,
+     .timeout = 120)
+{
+	const double rates[] = {1, 2};
+	for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++) {
+		char tag[32];
+		snprintf(tag, sizeof(tag), "rl-kill-%zu", i);
+		struct cistern *c = seg_create(tag,
+					       (struct cistern_config){.policy = CISTERN_RESERVOIR,
+								       .slot_size = 8,
+								       .slot_count = 8,
+								       .watermark = 8,
+								       .reads_per_put = rates[i]});
+		for (uint32_t k = 0; k < 8; k++)
+			cr_assert_eq(cistern_put(c, &k, sizeof(k), NULL, 0), 0);
+		int p[2];
+		cr_assert_eq(pipe(p), 0);
+		pid_t pid = fork_child();
+		if (pid == 0) {
+			close(p[0]);
+			struct cistern *h;
+			struct cistern_sample s[4];
+			if (cistern_attach(seg_name_of(c), &h) < 0 ||
+			    cistern_acquire_batch(h, s, 4, 1000) != 4)
+				_exit(1);
+			ready_then_wait(p[1]);
+		}
+		cr_assert_gt(await_ready(p, pid), 0, "the victim took its batch");
+		kill_and_reap(pid);
+		cr_assert(rl_both_finish(c, 100, 0), "reads_per_put %g: a side stopped", rates[i]);
+		seg_drop(c);
+	}
+}

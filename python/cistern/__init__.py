@@ -970,7 +970,8 @@ def create(name: str, policy: str | int = "fifo", slots: int | None = None, slot
     iterators, and cistern.torch's dataset) reach end of data without it.
 
     reads_per_put and rate_slack (the reservoir kinds): the rate limiter,
-    reads per put after the watermark's fill (0 = off) and the drift it
+    reads per put after the watermark's fill (0 = off; else at least 1, but
+    for a lossy fifo-evict-reservoir, whose puts need no read) and the drift it
     allows, in reads (0 = automatic: every read, a batch of n included,
     starts once the reads before it are paid for; a slack set by hand is
     kept, and a batch it could never admit raises ValueError at once).

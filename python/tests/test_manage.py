@@ -38,6 +38,14 @@ def test_rate_limiter_is_refused_outside_the_reservoirs(segname):
         cistern.create(segname, policy="reservoir", watermark=1, reads_per_put=-1)
 
 
+def test_fewer_reads_than_puts_is_refused_where_puts_need_reads(segname):
+    with pytest.raises(ValueError, match="reads_per_put must be 0 .off. or at least 1"):
+        cistern.create(segname, policy="reservoir", watermark=2, reads_per_put=0.5)
+    with cistern.create(segname, policy="fifo-evict-reservoir", watermark=2, lossy=True,
+                        reads_per_put=0.5) as seg:
+        assert seg.config().reads_per_put == 0.5
+
+
 def test_config_problem_names_the_wrong_argument_in_create_words():
     assert cistern.config_problem() is None
     assert cistern.config_problem(policy="reservoir", watermark=4, slots=8) is None
