@@ -1896,6 +1896,21 @@ Test(escape, inspect_shows_a_process_name_of_escape_sequences_escaped)
 	cleanup(c, name);
 }
 
+Test(escape, inspect_json_writes_del_and_bytes_not_utf8_as_code_points)
+{
+	char name[64];
+	struct cistern *c = make("escjson", name, sizeof(name), 8);
+	pid_t pid = attach_as(name, "a\x7f\xff\xc2\x9b\xc3\xa9");
+	struct result *r = run("inspect", "--json", name);
+	kill_and_reap(pid);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(!has_control(r->out), "a control byte reached the output: %s", r->out);
+	cr_assert(!strchr(r->out, 0x7f) && !strchr(r->out, 0xff), "%s", r->out);
+	/* é is UTF-8 and passes; the C1 control CSI (c2 9b) does not. */
+	cr_assert(strstr(r->out, "\"a\\u007f\\u00ff\\u00c2\\u009b\xc3\xa9\""), "%s", r->out);
+	cleanup(c, name);
+}
+
 Test(escape, a_bad_name_typed_is_shown_escaped)
 {
 	struct result *r = run("inspect", "x\033[2J\\y");

@@ -85,7 +85,10 @@ uint64_t now_ns(void);                               /* CLOCK_REALTIME */
  */
 const char *esc(const char *s);
 
-/* JSON string, escaped; Prometheus label value, escaped. */
+/*
+ * JSON string, escaped: valid UTF-8 as esc() lets it through in a UTF-8
+ * locale, every other byte as \u00XX; Prometheus label value, escaped.
+ */
 void json_str(FILE *f, const char *s);
 void prom_label(FILE *f, const char *s);
 

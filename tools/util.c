@@ -380,16 +380,33 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * JSON text is UTF-8 whatever the locale, so the locale plays no part here:
+ * a character utf8_char() lets through is written as it is; a quote or a
+ * backslash is escaped; every other byte (controls, DEL, the bytes of a C1
+ * or bidirectional control, a byte that is not UTF-8) is written as
+ * \u00XX, so that the output is valid JSON and holds no control byte.
+ */
 void json_str(FILE *f, const char *s)
 {
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s);
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
+	for (size_t i = 0; i < n;) {
+		size_t k;
+		if (p[i] == '"' || p[i] == '\\') {
+			fprintf(f, "\\%c", p[i]);
+			i++;
+		} else if (p[i] >= 0x20 && p[i] < 0x7f) {
+			fputc(p[i], f);
+			i++;
+		} else if (p[i] >= 0x80 && (k = utf8_char(p + i, n - i)) > 0) {
+			fwrite(p + i, 1, k, f);
+			i += k;
+		} else {
+			fprintf(f, "\\u%04x", p[i]);
+			i++;
+		}
 	}
 	fputc('"', f);
 }
