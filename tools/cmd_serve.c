@@ -71,7 +71,8 @@ static const char keygen_usage[] =
 const struct command cmd_serve, cmd_keygen;
 
 static struct cistern_server *g_server;
-static volatile sig_atomic_t g_stop_asked; /* also read by serve_metrics_run(), which runs in slices */
+/* Set by the first signal; also read by serve_metrics_run(), which runs in slices. */
+static volatile sig_atomic_t g_stop_asked;
 
 /* End at once, from a signal handler: a line (write(2) is safe there), then _exit(). */
 static void end_now(const char *why)
