@@ -35,7 +35,7 @@
  *    crash or reach outside its mapping, unless it shrinks the object: then every
  *    attached process that touches the lost pages gets SIGBUS (the library
  *    installs no signal handlers). Read-only handles are safe from that: see
- *    cistern_open_readonly(). docs/STATE-MACHINE.md describes the trust model.
+ *    cistern_open_readonly(). docs/protocol/trust.md describes the trust model.
  *  - A struct cistern handle belongs to one process and one thread at a time. Open
  *    one handle per thread that moves samples.
  *  - Crashes: a process that dies while attached, even by SIGKILL, loses no

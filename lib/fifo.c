@@ -45,7 +45,7 @@
  * sample leaves ACQUIRED(p, dead), which the reclaim turns into REDELIVER(p):
  * readers look for those (hinted by hdr->redeliver_pending) before the head.
  *
- * Ordering (the labels in brackets; docs/STATE-MACHINE.md lists each with
+ * Ordering (the labels in brackets; docs/protocol/fifo.md lists each with
  * both of its sides): commit publishes payload and metadata with a release
  * store ([commit]; cistern__publish_word, whose fenced form is a seq_cst
  * exchange: also the store half of the wake handshake, [wake-data]);

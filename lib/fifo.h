@@ -3,7 +3,7 @@
  * fifo.h - what the FIFO's protocol (fifo.c) and its one-step put and get
  * (fifo_copy.c) share: the slot states, and the role holder's steps, inline,
  * so that the one-step paths make no call on their way. The slot state
- * machine is written down at the top of fifo.c and in docs/STATE-MACHINE.md;
+ * machine is written down at the top of fifo.c and in docs/protocol/fifo.md;
  * the map of a whole put and get is at the top of fifo_copy.c.
  *
  * The holder's steps here (each used by fifo_copy.c's fast path and by the

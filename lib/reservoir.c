@@ -617,7 +617,7 @@ void cistern__rs_reclaim(struct cistern *c, uint32_t owner)
 	 * CAS fails: a reclaimer that dies half-way leaves its entry to the
 	 * next sweeper, who does it again, so a slot done but not counted would
 	 * go uncounted for good, while one counted but not done is counted
-	 * twice (docs/STATE-MACHINE.md: statistics err high, never low).
+	 * twice (docs/protocol/reservoirs.md: statistics err high, never low).
 	 */
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = M(c, i);

@@ -724,7 +724,7 @@ static int map_validated(const char *shm, int fd, bool readonly, const struct ci
  * Whether only we could shrink the object fstat() described as *st: it is
  * ours, and its mode lets nobody else write it (an ACL that lets another
  * user write shows in the group bits, its mask). Root could too, but root
- * is trusted here as everywhere (docs/STATE-MACHINE.md, "Trust model").
+ * is trusted here as everywhere (docs/protocol/trust.md).
  */
 static bool ours_alone(const struct stat *st)
 {

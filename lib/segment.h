@@ -281,7 +281,7 @@ struct cistern_hdr {
  * open_readonly) or from the config that create wrote into the header, and
  * from then on the only place the library reads it. The header itself stays
  * writable by every process that may write the object, which could make any
- * later read of it say something else (docs/STATE-MACHINE.md, "Trust model").
+ * later read of it say something else (docs/protocol/trust.md).
  * id_base is kept in the handle apart (struct cistern), beside the fields
  * the FIFO's one-step put reads.
  */

@@ -1,6 +1,6 @@
 /*
  * auto_roles.pml - a Promela model of the FIFO's automatic roles (lib/sole.c,
- * docs/STATE-MACHINE.md, "The FIFO's automatic roles"): three handles enter
+ * docs/protocol/roles.md, "The automatic roles"): three handles enter
  * one role, claim CLAIMS times each, and leave; one may be killed at any step.
  *
  * What it checks: a plain claim (the holder's, made with plain stores) never

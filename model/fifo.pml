@@ -1,9 +1,10 @@
 /*
  * fifo.pml - a Promela model of cistern's FIFO slot protocol (lib/fifo.c) and
- * of liveness and reclaim (lib/liveness.c), as docs/STATE-MACHINE.md states
- * them: 2 producers, 1 reader (restarted when killed, as a supervisor would),
- * a ring of 2 slots, and a killer that SIGKILLs any of them at any step, up to
- * MAXKILLS times. Run it with model/check.sh.
+ * of liveness and reclaim (lib/liveness.c), as docs/protocol/fifo.md and
+ * docs/protocol/liveness.md state them: 2 producers, 1 reader (restarted when
+ * killed, as a supervisor would), a ring of 2 slots, and a killer that
+ * SIGKILLs any of them at any step, up to MAXKILLS times. Run it with
+ * model/check.sh.
  *
  * Checked, in every interleaving:
  *  - no lost sample: when the reader sees end of data, every sample whose

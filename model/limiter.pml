@@ -1,7 +1,7 @@
 /*
  * limiter.pml - a Promela model of the reservoirs' rate limiter
  * (lib/rate_limit.c) with producers and readers killed at any step, as
- * docs/POLICIES.md ("Rate limiter") and docs/STATE-MACHINE.md ("The rate
+ * docs/POLICIES.md ("Rate limiter") and docs/protocol/reservoirs.md ("The rate
  * limiter") state it: one producer and NREAD readers, each restarted when
  * killed (as a supervisor would), NSLOT slots, puts that fill an empty slot or
  * evict a read, unpinned sample (the oldest one only, with -DFIFO_EVICT), reads

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# check-edges.sh - check that the ordering labels in lib/ and the tables of
-# edges in docs/STATE-MACHINE.md agree.
+# check-edges.sh - check that the ordering labels in lib/ and the table of
+# edges in docs/protocol/ (README.md, "Ordering edges") agree.
 #
 #   bash scripts/check-edges.sh          # exit 0 when they agree, 1 (and why) if not
 #   bash scripts/check-edges.sh --list   # print each label and where lib/ uses it
@@ -8,8 +8,8 @@
 # A label is a lower-case word with hyphens in square brackets, e.g.
 # [rs-held], written in a comment of lib/*.c or lib/*.h at each end of an
 # ordering edge (the release or seq_cst side that publishes, and every side
-# that observes), and in the first column of one row of a table of edges in
-# docs/STATE-MACHINE.md. It fails on:
+# that observes), and in the first column of exactly one table row among
+# docs/protocol/*.md (the edges table of docs/protocol/README.md). It fails on:
 #   - a label in lib/ comments that no table row names;
 #   - a table row whose label no lib/ comment uses;
 #   - a label that two table rows name;
@@ -24,7 +24,7 @@ import re
 import sys
 
 LABEL = re.compile(r"(?<![A-Za-z0-9_\])])\[([a-z][a-z0-9]*(?:-[a-z0-9]+)*)\]")
-DOC = "docs/STATE-MACHINE.md"
+DOC = "docs/protocol/*.md"
 
 
 def comments(text):
@@ -66,22 +66,23 @@ for path in sorted(glob.glob("lib/*.c") + glob.glob("lib/*.h")):
             where = f"{path}:{line + text.count(chr(10), 0, m.start())}"
             code.setdefault(m.group(1), []).append((where, text))
 
-# label -> list of doc line numbers of table rows naming it in the first column
+# label -> list of "file:line" of table rows naming it in the first column
 table = {}
-with open(DOC, encoding="utf-8") as f:
-    for k, row in enumerate(f, 1):
-        if not row.startswith("|"):
-            continue
-        cells = row.split("|")
-        if len(cells) < 3:
-            continue
-        for m in LABEL.finditer(cells[1]):
-            table.setdefault(m.group(1), []).append(k)
+for doc in sorted(glob.glob(DOC)):
+    with open(doc, encoding="utf-8") as f:
+        for k, row in enumerate(f, 1):
+            if not row.startswith("|"):
+                continue
+            cells = row.split("|")
+            if len(cells) < 3:
+                continue
+            for m in LABEL.finditer(cells[1]):
+                table.setdefault(m.group(1), []).append(f"{doc}:{k}")
 
 if sys.argv[1:] == ["--list"]:
     for label in sorted(set(code) | set(table)):
         sites = sorted({w for w, _ in code.get(label, [])})
-        rows = ", ".join(f"{DOC}:{k}" for k in table.get(label, [])) or "no table row"
+        rows = ", ".join(table.get(label, [])) or "no table row"
         print(f"[{label}]  ({rows})")
         for w in sites:
             print(f"    {w}")
@@ -92,12 +93,12 @@ for label in sorted(set(code) - set(table)):
     sites = ", ".join(sorted({w for w, _ in code[label]}))
     problems.append(f"[{label}] is used in lib/ ({sites}) but no table row of {DOC} names it")
 for label in sorted(set(table) - set(code)):
-    rows = ", ".join(f"{DOC}:{k}" for k in table[label])
+    rows = ", ".join(table[label])
     problems.append(f"[{label}] has a table row ({rows}) but no lib/ comment uses it")
 for label, rows in sorted(table.items()):
     if len(rows) > 1:
-        problems.append(f"[{label}] is named by {len(rows)} table rows ({DOC}:"
-                        + ", ".join(map(str, rows)) + "): one row per label")
+        problems.append(f"[{label}] is named by {len(rows)} table rows ("
+                        + ", ".join(rows) + "): one row per label")
 for label, uses in sorted(code.items()):
     sites = {w for w, _ in uses}
     if len(sites) == 1 and not any("pairs with" in t for _, t in uses):
@@ -110,11 +111,12 @@ if problems:
         print("check-edges: " + p)
     print(f"""check-edges: {len(problems)} problem(s).
   Every ordering label must sit in lib/ comments at both ends of its edge and
-  in the first column of exactly one table row in {DOC}
-  (the FIFO chapter's table for lib/fifo.h, fifo.c, fifo_copy.c, sole.c and
-  roles.h; the reservoirs', liveness', waits' and pins' tables for the rest).
-  After merging branches that label lib/: add a row for each label above
-  that no table names, and where two branches spelled one edge differently
+  in the first column of exactly one table row in {DOC}: the edges table
+  of docs/protocol/README.md, whose row names the page that describes the
+  edge under a heading of its name (fifo.md for lib/fifo.h, fifo.c,
+  fifo_copy.c, sole.c and roles.h; reservoirs.md, liveness.md and waits.md
+  for the rest). After merging branches that label lib/: add a row and a
+  description for each label above that no table names, and where two branches spelled one edge differently
   (for instance a FIFO caller of cistern__publish_word() and wait.h), keep
   one spelling in both files and in the table. `bash scripts/check-edges.sh --list`
   shows every label and where it is used.""")
