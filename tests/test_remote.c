@@ -1568,3 +1568,67 @@ Test(remote, a_connection_never_welcomed_is_answered_once)
 	raw_close(&r);
 	cr_assert_eq(serve_stop(&s), 0);
 }
+
+/*
+ * `cistern serve ARGS...` under valgrind's leak check, with strdup() of `key`
+ * failing (tests/fail_strdup.c preloaded): its exit status, 99 if memory leaked.
+ * Valgrind's realloc always moves the block, so an array left unstored leaks.
+ */
+static int serve_leak_check(const char *key, const char *const *args)
+{
+	/* A sanitizer's runtime replaces strdup() and cannot run under valgrind. */
+	if (CISTERN_SANITIZED)
+		cr_skip_test("valgrind and tests/fail_strdup.c need a build without sanitizers");
+	char log[320];
+	snprintf(log, sizeof(log), "%s/leak.log", tmpdir);
+	pid_t pid = fork_child();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		alarm(100);
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		dup2(fd, 2);
+		setenv("LD_PRELOAD", FAIL_STRDUP_SO, 1);
+		setenv("CISTERN_FAIL_STRDUP", key, 1);
+		char *argv[40] = {"valgrind",
+				  "-q",
+				  "--leak-check=full",
+				  "--errors-for-leak-kinds=definite",
+				  "--error-exitcode=99",
+				  (char *)CISTERN_BIN,
+				  "serve"};
+		for (int i = 0; args[i] && i < 32; i++)
+			argv[i + 7] = (char *)(uintptr_t)args[i];
+		execvp("valgrind", argv);
+		_exit(127);
+	}
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st));
+	cr_assert_neq(WEXITSTATUS(st), 127, "valgrind could not be run");
+	char buf[1 << 14];
+	slurp_file(log, buf, sizeof(buf));
+	cr_assert(WEXITSTATUS(st) != 99, "serve leaked:\n%s", buf);
+	cr_assert(strstr(buf, "memory"), "serve did not say it ran out of memory:\n%s", buf);
+	return WEXITSTATUS(st);
+}
+
+#define LEAK_KEY "0123456789abcdefghij0123456789abcdefghij"
+
+Test(remote, a_client_key_that_cannot_be_copied_leaks_nothing)
+{
+	cr_assert_eq(
+		serve_leak_check(LEAK_KEY, (const char *const[]){"--client-key", LEAK_KEY, NULL}),
+		1);
+}
+
+Test(remote, a_key_file_key_that_cannot_be_copied_leaks_nothing)
+{
+	char path[320];
+	snprintf(path, sizeof(path), "%s/clients.keys", tmpdir);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "public %s\n", LEAK_KEY);
+	fclose(f);
+	cr_assert_eq(serve_leak_check(LEAK_KEY, (const char *const[]){"--client-keys", path, NULL}),
+		     1);
+}
