@@ -51,6 +51,7 @@
 #include <zmq.h>
 
 #include <cistern.h>
+#include <cistern/remote.h>
 
 enum rkind { R_REMOTE, R_ZMQ, R_COUNT };
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "handle.h"
+#include <cistern/admin.h>
 
 #define CHECK(c)                          \
 	do {                              \

@@ -298,14 +298,15 @@ int cistern_producer_done(struct cistern *c)
 
 /*
  * A counted producer without an entry of its own died before done: a
- * remote one, for which the server put (remote_server.c). Counted as
+ * remote one, for which the server put (remote_server.c, in
+ * libcistern-remote, which calls it as public API). Counted as
  * cistern__producer_gone() counts a local one, so stats and the
  * CISTERN_DEAD_PRODUCER_DONE choice treat both alike (without the flag a
  * death ends nothing, and producers_left() counts the done ones only).
  * Returns how many expected producers have not ended, or -EINVAL without
  * expected producers.
  */
-int cistern__producer_died(struct cistern *c)
+int cistern_producer_died(struct cistern *c)
 {
 	int r = writable(c);
 	if (r < 0)

@@ -32,6 +32,7 @@
 #include "open.h"
 #include "dump.h"
 #include "crc32c.h"
+#include "cistern/admin.h"
 
 /*
  * [dump-recheck] The acquire fence of the copy-then-recheck read; it pairs

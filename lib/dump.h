@@ -6,6 +6,7 @@
 #define CISTERN_DUMP_H
 
 #include "handle.h"
+#include "cistern/admin.h"
 
 /*
  * restore.c: the restore-in-progress mark of an object named `name`

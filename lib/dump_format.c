@@ -12,6 +12,7 @@
 #include "dump_format.h"
 #include "crc32c.h"
 #include "policy.h"
+#include "cistern/admin.h"
 
 /* A cursor that encodes or decodes the meta block field by field, in one order. */
 struct cur {

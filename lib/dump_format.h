@@ -45,6 +45,7 @@
 #include <roaring/roaring.h>
 
 #include "handle.h"
+#include "cistern/admin.h"
 
 #define DUMP_MAGIC "CISTDUMP"
 #define TRAILER_MAGIC "CISTEND1"

@@ -65,6 +65,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include "cistern/admin.h"
 #endif
 
 static void fifo_init(struct cistern *c)

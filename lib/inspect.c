@@ -24,6 +24,7 @@
 #include "pins.h"
 #include "policy.h"
 #include "dump.h"
+#include "cistern/admin.h"
 
 #define SHM_DIR "/dev/shm"
 

@@ -8,6 +8,7 @@
 #define CISTERN_POLICY_H
 
 #include "handle.h"
+#include "cistern/admin.h"
 
 /* Where cistern_get_batch() puts a batch: see its documentation in cistern.h. */
 struct cistern_gather {

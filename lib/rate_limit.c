@@ -68,6 +68,7 @@
 #include "open.h"
 #include "reservoir.h"
 #include "wait.h"
+#include "cistern/admin.h"
 
 static double puts_after_fill(const struct cistern *c, uint64_t extra)
 {

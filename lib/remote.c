@@ -33,6 +33,7 @@
 #include <zmq.h>
 
 #include "cistern.h"
+#include "cistern/remote.h"
 #include "remote_wire.h"
 
 /*

@@ -27,6 +27,7 @@
 #include <zmq.h>
 
 #include "cistern.h"
+#include "cistern/remote.h"
 #include "remote_wire.h"
 #include "roles.h"
 
@@ -312,7 +313,7 @@ static void finish(struct cistern_server *s, size_t idx)
 		for (uint32_t r = 0; r < s->ranks; r++) {
 			if (!p->touched[r] || s->cfg[r].expected_producers == 0)
 				continue;
-			int left = cistern__producer_died(s->seg[r]);
+			int left = cistern_producer_died(s->seg[r]);
 			if (s->cfg[r].flags & CISTERN_DEAD_PRODUCER_DONE) {
 				slog(s, 1,
 				     "producer %016llx died before done: counted died, so ended, "

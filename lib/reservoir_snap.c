@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "reservoir.h"
+#include "cistern/admin.h"
 
 static struct cistern_slot_view rs_classify(uint64_t word)
 {

@@ -18,6 +18,7 @@
 #include "policy.h"
 #include "dump.h"
 #include "crc32c.h"
+#include "cistern/admin.h"
 
 /* Parses the samples section as a byte stream and lays records into slots. */
 struct parser {

@@ -126,7 +126,6 @@ static inline void cistern__auto_end(struct cistern *c)
  */
 void cistern__count_producer(struct cistern *c);
 void cistern__producer_gone(struct cistern *c, struct cistern_proc *p, bool died);
-int cistern__producer_died(struct cistern *c);
 
 /* Publish that this handle acts as `role`; 0, -EBUSY or -EPROTO (see cistern__take_sole). */
 static inline int cistern__add_role(struct cistern *c, uint32_t role)

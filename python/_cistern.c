@@ -38,6 +38,8 @@
 #include <unistd.h>
 
 #include <cistern.h>
+#include <cistern/admin.h>
+#include <cistern/remote.h>
 
 /* Longest single wait without looking at signals. */
 #define WAIT_SLICE_MS 200

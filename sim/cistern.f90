@@ -12,8 +12,9 @@
 ! simulation client's writes the whole array. docs/SIMULATIONS.md shows a
 ! time loop.
 !
-! Link with -lcistern_fortran -lcistern (CMake: cistern::fortran). The MPI
-! gather, cistern_mpi_gather(), lives in libcistern_mpi (cistern::mpi).
+! Link with -lcistern_fortran -lcistern-remote -lcistern (CMake:
+! cistern::fortran). The MPI gather, cistern_mpi_gather(), lives in
+! libcistern_mpi (cistern::mpi).
 module cistern
   use, intrinsic :: iso_c_binding
   implicit none

@@ -3,7 +3,8 @@
 // cistern.hpp - C++20 wrappers of cistern.h and cistern_sim.h: handles that
 // detach, close or abort when they go out of scope, reserved slots as
 // std::span, and errors as std::system_error (its code() is the errno; its
-// what() is cistern's sentence). Header-only: link libcistern as for C.
+// what() is cistern's sentence). Header-only: link libcistern as for C, and
+// libcistern-remote (cistern::remote) for cistern_cpp::sim.
 //
 //     cistern_cpp::segment seg("heat");
 //     {

@@ -2,7 +2,7 @@
 /*
  * cistern_mpi.h - gathering a field's parts across MPI ranks into one
  * simulation client (libcistern_mpi: link it with -lcistern_mpi, or the CMake
- * target cistern::mpi; libcistern itself needs no MPI).
+ * target cistern::mpi; the other libraries need no MPI).
  *
  * Every rank of `comm` holds a part of a field; the root rank holds the
  * client (cistern_sim_open()) and sends whole time steps:

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cistern_sim.h - the simulation client of libcistern.
+ * cistern_sim.h - the simulation client of cistern. It lives in
+ * libcistern-remote, beside the remote producers its remote mode uses: link
+ * it with `pkg-config --libs cistern-remote`, or the CMake target
+ * cistern::remote.
  *
  * A simulation code (C, C++ or Fortran, usually under MPI) instruments its
  * time loop with a handful of calls: open a segment or a server, declare the
@@ -25,7 +28,7 @@
  * field (the schema then describes a part, and a field such as `rank:int32[]`
  * says which), or the ranks gather their parts on one rank that sends the
  * whole field (cistern_mpi.h, in the small libcistern_mpi library, so that
- * libcistern itself needs no MPI).
+ * the other libraries need no MPI).
  *
  * The conventions are those of cistern.h: every call returns 0 (or a count,
  * or an index) or a negative errno, never aborts and never prints. After a

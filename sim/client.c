@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cistern/remote.h"
 
 /* The schema's fields a client can hold; a schema text of 1023 bytes has fewer. */
 #define SIM_FIELDS_MAX 256

@@ -12,6 +12,7 @@
 #include "helpers.h"
 #include "crc32c.h"
 #include "dumpfile.h"
+#include <cistern/admin.h>
 
 #ifndef CISTERN_BIN
 #error "CISTERN_BIN must name the built cistern binary"

@@ -12,6 +12,7 @@
 #include "dump.h"
 #include "crc32c.h"
 #include "dumpfile.h"
+#include <cistern/admin.h>
 
 #define PAYLOAD 200
 

@@ -8,6 +8,8 @@
 #include <netinet/in.h>
 
 #include "helpers.h"
+#include <cistern/admin.h>
+#include <cistern/remote.h>
 
 #ifndef CISTERN_BIN
 #error "CISTERN_BIN must name the built cistern binary"

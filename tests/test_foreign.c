@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "helpers.h"
+#include <cistern/admin.h>
 
 #ifndef CISTERN_BIN
 #error "CISTERN_BIN must name the built cistern binary"

@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "helpers.h"
+#include <cistern/admin.h>
 
 /* Every test's segment is named by seg_name(); the fixture removes it, pass or fail. */
 TestSuite(fork, .fini = seg_fini);

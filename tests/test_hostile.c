@@ -17,6 +17,7 @@
 
 #include "helpers.h"
 #include "roles.h"
+#include <cistern/admin.h>
 
 /*
  * Every test's segments and objects are named by seg_name() (through the

@@ -8,6 +8,7 @@
 
 #include "helpers.h"
 #include "policy.h"
+#include <cistern/admin.h>
 
 /*
  * Every test's segments (seg_create(), seg_name()) and gc's dump directories

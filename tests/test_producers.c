@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 
 #include "helpers.h"
+#include <cistern/admin.h>
 
 /* Every test's segment goes through make(); the fixture removes it, pass or fail. */
 TestSuite(producers, .fini = seg_fini);

@@ -11,6 +11,7 @@
 
 #include "helpers.h"
 #include "handle.h"
+#include <cistern/admin.h>
 
 enum mode { SOLE, AUTO, SHARED, RESERVOIR };
 

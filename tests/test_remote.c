@@ -13,6 +13,7 @@
 
 #include "helpers.h"
 #include "remote_wire.h"
+#include <cistern/remote.h>
 
 #ifndef CISTERN_BIN
 #error "CISTERN_BIN must name the built cistern binary"

@@ -12,6 +12,7 @@
 #include "helpers.h"
 #include "crc32c.h"
 #include "dump_format.h"
+#include <cistern/admin.h>
 
 #define RL "obs:float32[84,84];action:int64[];reward:float32[];next_obs:float32[84,84]"
 

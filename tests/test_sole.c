@@ -16,6 +16,7 @@
 #include "peek.h"
 #include "policy.h"
 #include "roles.h"
+#include <cistern/admin.h>
 
 #define SOLE (CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER)
 

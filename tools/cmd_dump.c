@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include <cistern/admin.h>
 
 static const char usage[] =
 	"Usage: cistern dump [--quiet] NAME FILE\n"

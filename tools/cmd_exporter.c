@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "http.h"
 #include "prom.h"
+#include <cistern/admin.h>
 
 #define DEFAULT_LISTEN "127.0.0.1:9731"
 

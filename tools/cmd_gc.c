@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include <cistern/admin.h>
 
 static const char usage[] =
 	"Usage: cistern gc [--dry-run] [--dump-to DIR | --discard] [--any-owner] [NAME...]\n"

@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "prom.h"
+#include <cistern/admin.h>
 
 static const char usage[] =
 	"Usage: cistern inspect NAME [--json | --prometheus] [--watch [SECONDS]]\n"

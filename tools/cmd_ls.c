@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include <cistern/admin.h>
 
 static const char usage[] =
 	"Usage: cistern ls [--json]\n"

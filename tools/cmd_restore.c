@@ -7,6 +7,7 @@
 #include <inttypes.h>
 
 #include "cli.h"
+#include <cistern/admin.h>
 
 static const char usage[] =
 	"Usage: cistern restore [--check] [--quiet] FILE [NAME]\n"

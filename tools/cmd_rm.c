@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include "cli.h"
+#include <cistern/admin.h>
 
 static const char usage[] =
 	"Usage: cistern rm [--force] [--any-owner] NAME...\n"

@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "serve_metrics.h"
+#include <cistern/remote.h>
 
 static const char usage[] =
 	"Usage: cistern serve [OPTION...] --segment NAME [--segment NAME...]\n"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include <cistern/admin.h>
 
 static const struct command *const commands[] = {
 	&cmd_create, &cmd_ls,   &cmd_inspect, &cmd_put,   &cmd_get,    &cmd_close,    &cmd_rm,

@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "prom.h"
+#include <cistern/admin.h>
 
 static const char *const role_label[PROM_ROLES] = {"attached", "producer", "reader",
 						   "producer+reader"};

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include <cistern.h>
+#include <cistern/admin.h>
 
 /* Process roles as the exporter labels them, and their count. */
 #define PROM_ROLES 4

@@ -16,6 +16,7 @@
 #include "http.h"
 #include "prom.h"
 #include "serve_metrics.h"
+#include <cistern/remote.h>
 
 struct scrape_arg {
 	struct cistern_server *s;

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include <cistern.h>
+#include <cistern/remote.h>
 
 /*
  * Listen for scrapes on ADDR:PORT (loopback unless allow_remote): the

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # cmake.sh BUILDDIR - `meson install` into a scratch root, then build a small
 # CMake project against it with find_package(cistern) and run its programs:
-# C through cistern::cistern and cistern::cistern_static (and cistern::cistern
-# with cistern_USE_STATIC_LIBS), C++ through
+# a core-only C program through cistern::cistern (which must not need
+# libzmq), the simulation client through cistern::remote and
+# cistern::remote_static (and cistern::remote with cistern_USE_STATIC_LIBS),
+# C++ through
 # cistern.hpp, Fortran through cistern::fortran and the MPI gather through
 # cistern::mpi (the last two where cistern was built with them).
 set -euo pipefail
@@ -24,10 +26,12 @@ cmake_minimum_required(VERSION 3.16)
 project(consumer C CXX)
 find_package(cistern 0.1 REQUIRED)
 add_compile_options(-Wall -Wextra -Werror)
+add_executable(core_c core.c)
+target_link_libraries(core_c cistern::cistern)
 add_executable(sim_c sim.c)
-target_link_libraries(sim_c cistern::cistern)
+target_link_libraries(sim_c cistern::remote)
 add_executable(sim_static sim.c)
-target_link_libraries(sim_static cistern::cistern_static)
+target_link_libraries(sim_static cistern::remote_static)
 add_executable(sim_cxx sim.cpp)
 set_target_properties(sim_cxx PROPERTIES CXX_STANDARD 20)
 target_link_libraries(sim_cxx cistern::cistern)
@@ -43,6 +47,25 @@ if(cistern_MPI_FOUND)
   target_link_libraries(sim_mpi cistern::mpi MPI::MPI_C)
 endif()
 CMAKE
+# The core alone: a segment, one put and one get, with cistern.h only.
+cat > "$src/core.c" <<'C'
+#include <cistern.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(void)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "cmake-check-core-%d", (int)getpid());
+	struct cistern *c;
+	if (cistern_create(name, NULL, &c) < 0)
+		return 1;
+	char out[8];
+	int ok = cistern_put(c, "ok", 2, NULL, 0) == 0 && cistern_get(c, out, sizeof(out), NULL, 0) == 2;
+	cistern_detach(c);
+	cistern_unlink(name);
+	return ok ? 0 : 1;
+}
+C
 # Each program makes its own segment with a schema, sends one step and reads it back.
 cat > "$src/sim.c" <<'C'
 #include <cistern_sim.h>
@@ -147,7 +170,7 @@ project(consumer_static C)
 set(cistern_USE_STATIC_LIBS ON)
 find_package(cistern REQUIRED)
 add_executable(sim_c_static_switch $src/sim.c)
-target_link_libraries(sim_c_static_switch cistern::cistern)
+target_link_libraries(sim_c_static_switch cistern::remote)
 CMAKE
 cmake -S "$root/static" -B "$root/bs" -DCMAKE_PREFIX_PATH="$prefix" >"$root/cmake.log" 2>&1 &&
   cmake --build "$root/bs" >>"$root/cmake.log" 2>&1 || { cat "$root/cmake.log" >&2; exit 1; }
@@ -158,8 +181,17 @@ fi
 "$root/bs/sim_c_static_switch" || { echo "cmake check: sim_c_static_switch failed" >&2; exit 1; }
 libdir=$(dirname "$(find "$root" -name 'libcistern.so' | head -n 1)")
 export LD_LIBRARY_PATH=$libdir OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# cistern::cistern is the core: ZeroMQ comes only with cistern::remote.
+if readelf -d "$root/b/core_c" | grep -q 'libzmq'; then
+  echo "cmake check: core_c, linked with cistern::cistern only, needs libzmq" >&2
+  exit 1
+fi
+if ! readelf -d "$root/b/sim_c" | grep -q 'libcistern-remote'; then
+  echo "cmake check: sim_c, linked with cistern::remote, does not need libcistern-remote" >&2
+  exit 1
+fi
 ran=""
-for p in sim_c sim_static sim_cxx sim_f sim_mpi; do
+for p in core_c sim_c sim_static sim_cxx sim_f sim_mpi; do
   [ -x "$root/b/$p" ] || continue
   "$root/b/$p" || { echo "cmake check: $p failed" >&2; exit 1; }
   ran="$ran $p"

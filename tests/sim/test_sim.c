@@ -7,6 +7,7 @@
 #include "../helpers.h"
 
 #include <cistern_sim.h>
+#include <cistern/remote.h>
 
 TestSuite(sim, .fini = seg_fini, .timeout = 60);
 
