@@ -1378,8 +1378,17 @@ Test(remote, a_plaintext_client_refused_by_a_curve_server_is_logged)
 	struct cistern_remote *r = NULL;
 	cr_assert_eq(cistern_remote_connect(ep, &plain, &r), -ETIMEDOUT);
 	cr_assert(log_wait(s.log, "refused a client from 127.0.0.1:", 10), "not logged");
-	cr_assert(log_wait(s.log, "another security mechanism", 1), "no reason given");
 	cr_assert_eq(serve_stop(&s), 0);
+	/*
+	 * libzmq reports the mismatch of mechanisms as such, or as a handshake
+	 * that did not complete when the client hangs up first: either is a
+	 * reason given.
+	 */
+	static char buf[1 << 16];
+	slurp_file(s.log, buf, sizeof(buf));
+	cr_assert(strstr(buf, "another security mechanism") ||
+			  strstr(buf, "its handshake did not complete"),
+		  "no reason given:\n%s", buf);
 }
 
 Test(remote, a_client_with_a_wrong_server_key_is_refused_and_logged)
