@@ -308,21 +308,11 @@ static const char index_page[] =
 static int route(const char *path, struct http_reply *rep, void *arg)
 {
 	struct exporter *e = arg;
-	if (strcmp(path, "/") == 0) {
-		rep->status = 200;
-		rep->type = "text/html; charset=utf-8";
-		rep->body = strdup(index_page);
-		rep->len = sizeof(index_page) - 1;
-		return rep->body ? 0 : -ENOMEM;
-	}
-	if (strcmp(path, "/metrics") != 0) {
-		static const char nf[] = "Not found: the metrics are at /metrics.\n";
-		rep->status = 404;
-		rep->type = "text/plain; charset=utf-8";
-		rep->body = strdup(nf);
-		rep->len = sizeof(nf) - 1;
-		return rep->body ? 0 : -ENOMEM;
-	}
+	if (strcmp(path, "/") == 0)
+		return http_reply_text(rep, 200, "text/html; charset=utf-8", index_page);
+	if (strcmp(path, "/metrics") != 0)
+		return http_reply_text(rep, 404, "text/plain; charset=utf-8",
+				       "Not found: the metrics are at /metrics.\n");
 	FILE *f = open_memstream(&rep->body, &rep->len);
 	if (!f)
 		return -ENOMEM;

@@ -214,6 +214,15 @@ static ssize_t read_head(int fd, char *buf, size_t cap, int64_t deadline,
 	}
 }
 
+int http_reply_text(struct http_reply *reply, int status, const char *type, const char *text)
+{
+	reply->status = status;
+	reply->type = type;
+	reply->len = strlen(text);
+	reply->body = strdup(text);
+	return reply->body ? 0 : -ENOMEM;
+}
+
 int http_serve_one(int lfd, int timeout_ms, http_route_fn route, void *arg,
 		   volatile sig_atomic_t *stop, const char **why)
 {

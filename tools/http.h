@@ -41,6 +41,12 @@ struct http_reply {
 };
 
 /*
+ * Fill *reply with a copy of the NUL-terminated text: the fixed pages of a
+ * route (its index, its 404). Returns 0, or -ENOMEM.
+ */
+int http_reply_text(struct http_reply *reply, int status, const char *type, const char *text);
+
+/*
  * The route: fills *reply for the path (query string removed). Returning
  * nonzero answers 500 instead.
  */

@@ -71,26 +71,16 @@ static void write_metrics(FILE *f, const struct scrape_arg *a)
 
 static int route(const char *path, struct http_reply *rep, void *arg)
 {
-	rep->type = "text/plain; charset=utf-8";
-	if (strcmp(path, "/") == 0) {
-		static const char page[] =
+	if (strcmp(path, "/") == 0)
+		return http_reply_text(
+			rep, 200, "text/html; charset=utf-8",
 			"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>cistern "
 			"serve</title></head>\n<body><h1>cistern serve</h1>\n<p>The server's "
 			"figures, for Prometheus: <a href=\"/metrics\">/metrics</a>.</p>\n"
-			"</body></html>\n";
-		rep->status = 200;
-		rep->type = "text/html; charset=utf-8";
-		rep->body = strdup(page);
-		rep->len = sizeof(page) - 1;
-		return rep->body ? 0 : -ENOMEM;
-	}
-	if (strcmp(path, "/metrics") != 0) {
-		static const char nf[] = "Not found: the metrics are at /metrics.\n";
-		rep->status = 404;
-		rep->body = strdup(nf);
-		rep->len = sizeof(nf) - 1;
-		return rep->body ? 0 : -ENOMEM;
-	}
+			"</body></html>\n");
+	if (strcmp(path, "/metrics") != 0)
+		return http_reply_text(rep, 404, "text/plain; charset=utf-8",
+				       "Not found: the metrics are at /metrics.\n");
 	FILE *f = open_memstream(&rep->body, &rep->len);
 	if (!f)
 		return -ENOMEM;
