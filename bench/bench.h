@@ -236,14 +236,14 @@ void bars_print(void);
 /*
  * Section 1: pauses between the looks of the no-library ring's reader that
  * waits in rounds (fifo64.c, K_BARE_ROUNDS) once it caught up: as many as
- * cistern's reader makes in a round then (lib/wait.c, ahead_round(): half
+ * cistern's reader makes in a round then (lib/core/wait.c, ahead_round(): half
  * the slot count, at most 512).
  */
 #define BARE_ROUND_PAUSES 512
 /*
  * Section 1: slots ahead of its own that the producer of the no-library
  * ring that prefetches asks for (fifo64.c, K_BARE_PREFETCH): as many as
- * cistern's sole producer does in a ring of 1024 (lib/fifo.c,
+ * cistern's sole producer does in a ring of 1024 (lib/policy/fifo/fifo.c,
  * FIFO_PUT_AHEAD).
  */
 #define BARE_PUT_AHEAD 16

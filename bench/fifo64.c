@@ -21,9 +21,9 @@
 
 #include <cistern.h>
 
-#include "prefetch.h"
-#include "policy.h"
-#include "crc32c.h" /* cistern__prefetch_for_write(), as the library's producer uses it */
+#include "core/prefetch.h"
+#include "core/policy.h"
+#include "sys/crc32c.h" /* cistern__prefetch_for_write(), as the library's producer uses it */
 
 #define QCAP 1024 /* capacity of every queue, in samples, where it can be chosen */
 /*
@@ -465,7 +465,7 @@ struct bare_h {
 /*
  * K_BARE_PREFETCH: the lines of the slot BARE_PUT_AHEAD ahead, asked for
  * with ownership with the library's own helpers, so that the ring prefetches
- * exactly as cistern's sole producer does (put_prefetch() in lib/fifo.h).
+ * exactly as cistern's sole producer does (put_prefetch() in lib/policy/fifo/fifo.h).
  */
 static bool bare_prefetchw;
 
@@ -617,7 +617,7 @@ static int bare_child(struct f64 *f, int role, int idx)
 	/*
 	 * K_BARE_ROUNDS: a reader that catches up looks again only after
 	 * BARE_ROUND_PAUSES pauses, as cistern's reader does in its rounds
-	 * (lib/wait.c), so that the producer fills slots undisturbed, which the
+	 * (lib/core/wait.c), so that the producer fills slots undisturbed, which the
 	 * reader then takes in a row; one pause otherwise.
 	 */
 	bool rounds = f->kind == K_BARE_ROUNDS || f->kind == K_BARE_PREFETCH;

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pick.h"
+#include "policy/reservoir/pick.h"
 
 static double now(void)
 {

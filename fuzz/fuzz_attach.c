@@ -18,7 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "handle.h"
+#include "core/handle.h"
 
 #define GROW_MAX (256 * 1024)
 

@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "handle.h"
+#include "core/handle.h"
 #include <cistern/admin.h>
 
 #define CHECK(c)                          \

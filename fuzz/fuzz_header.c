@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "segment.h"
+#include "core/segment.h"
 
 #define CHECK(c)                          \
 	do {                              \

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "handle.h"
+#include "core/handle.h"
 
 static const char *outdir;
 

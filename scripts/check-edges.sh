@@ -6,7 +6,7 @@
 #   bash scripts/check-edges.sh --list   # print each label and where lib/ uses it
 #
 # A label is a lower-case word with hyphens in square brackets, e.g.
-# [rs-held], written in a comment of lib/*.c or lib/*.h at each end of an
+# [rs-held], written in a comment of a .c or .h file under lib/ at each end of an
 # ordering edge (the release or seq_cst side that publishes, and every side
 # that observes), and in the first column of exactly one table row among
 # docs/protocol/*.md (the edges table of docs/protocol/README.md). It fails on:
@@ -58,7 +58,7 @@ def comments(text):
 
 # label -> list of (file:line, comment text)
 code = {}
-for path in sorted(glob.glob("lib/*.c") + glob.glob("lib/*.h")):
+for path in sorted(glob.glob("lib/**/*.c", recursive=True) + glob.glob("lib/**/*.h", recursive=True)):
     with open(path, encoding="utf-8") as f:
         src = f.read()
     for line, text in comments(src):
@@ -113,7 +113,7 @@ if problems:
   Every ordering label must sit in lib/ comments at both ends of its edge and
   in the first column of exactly one table row in {DOC}: the edges table
   of docs/protocol/README.md, whose row names the page that describes the
-  edge under a heading of its name (fifo.md for lib/fifo.h, fifo.c,
+  edge under a heading of its name (fifo.md for lib/policy/fifo/fifo.h, fifo.c,
   fifo_copy.c, sole.c and roles.h; reservoirs.md, liveness.md and waits.md
   for the rest). After merging branches that label lib/: add a row and a
   description for each label above that no table names, and where two branches spelled one edge differently

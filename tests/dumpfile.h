@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dump_format.h"
+#include "admin/dump_format.h"
 
 struct dumpfile {
 	uint8_t *b;

@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 
-#include "handle.h"
+#include "core/handle.h"
 
 /* The sum of the slots' seen counts, and whether any pin bit is left. */
 static inline uint64_t seen_sum(struct cistern *c, bool *pinned)

@@ -2,8 +2,8 @@
 /*
  * test_auto_roles.c - the automatic producer and reader roles of a FIFO, and
  * the automatic reader role of a reservoir, created without the
- * CISTERN_SINGLE_* flags (lib/sole.c, the guarded plain claims in lib/fifo.c,
- * the bracketed read calls in lib/api.c): the only handle acting in a role
+ * CISTERN_SINGLE_* flags (lib/core/sole.c, the guarded plain claims in lib/policy/fifo/fifo.c,
+ * the bracketed read calls in lib/api/api.c): the only handle acting in a role
  * holds it, a second one takes it away without the holder's help, the last
  * one left takes it back, and no sample is lost, doubled, reordered or (while
  * pinned) changed on the way, whether the holder is claiming, between
@@ -17,7 +17,7 @@
 
 #include "helpers.h"
 #include "peek.h"
-#include "roles.h"
+#include "core/roles.h"
 
 /* Every test's segments go through seg_create(); the fixture removes them, pass or fail. */
 TestSuite(auto_roles, .fini = seg_fini);

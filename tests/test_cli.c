@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "helpers.h"
-#include "crc32c.h"
+#include "sys/crc32c.h"
 #include "dumpfile.h"
 #include <cistern/admin.h>
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_crash_counts.c - a process dying between a slot change and the count
- * that goes with it, under FIRO and the reservoirs (lib/reservoir.h).
+ * that goes with it, under FIRO and the reservoirs (lib/policy/reservoir/reservoir.h).
  *
  * Each child does the first step of a two-step update through the internal
  * headers and dies by SIGKILL. The order of the steps leaves the header's
@@ -13,10 +13,10 @@
 #include <fcntl.h>
 
 #include "helpers.h"
-#include "reservoir.h"
-#include "open.h"
-#include "liveness.h"
-#include "pins.h"
+#include "policy/reservoir/reservoir.h"
+#include "core/open.h"
+#include "core/liveness.h"
+#include "policy/reservoir/pins.h"
 
 static struct cistern *make(const char *tag, char *name, size_t len, enum cistern_policy policy,
 			    uint64_t slots)

@@ -13,11 +13,11 @@
 #include <fcntl.h>
 
 #include "helpers.h"
-#include "roles.h"
-#include "open.h"
-#include "liveness.h"
+#include "core/roles.h"
+#include "core/open.h"
+#include "core/liveness.h"
 
-/* The FIFO word encoding, as lib/fifo.h defines it (kept private to lib/). */
+/* The FIFO word encoding, as lib/policy/fifo/fifo.h defines it (kept private to lib/). */
 enum { F_FREE = 0, F_RESERVED = 1, F_COMMITTED = 2, F_ACQUIRED = 3, F_SKIP = 4, F_REDELIVER = 5 };
 
 static uint64_t word(uint64_t pos, unsigned state, uint32_t owner)

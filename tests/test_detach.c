@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_detach.c - the hold count that lets a clean cistern_detach() skip its
- * walk over every slot (lib/api.c, lib/liveness.c): it must follow every call
+ * walk over every slot (lib/api/api.c, lib/core/liveness.c): it must follow every call
  * that starts or ends a hold, exactly, or a detach would leave a slot that
  * names a gone handle. Failed calls must never lower it.
  */
 #include <criterion/criterion.h>
 
 #include "helpers.h"
-#include "handle.h"
+#include "core/handle.h"
 
 /* Every test's segment goes through seg_create(); the fixture removes it, pass or fail. */
 TestSuite(holding, .fini = seg_fini);

@@ -8,9 +8,9 @@
 #include <sys/time.h>
 
 #include "helpers.h"
-#include "policy.h"
-#include "dump.h"
-#include "crc32c.h"
+#include "core/policy.h"
+#include "admin/dump.h"
+#include "sys/crc32c.h"
 #include "dumpfile.h"
 #include <cistern/admin.h>
 
@@ -233,7 +233,7 @@ static void refused_config_in_meta(const char *path)
 {
 	const off_t meta = file_size(path) - 32 - 512;
 	const off_t rpp =
-		meta + 160; /* reads_per_put in the meta block (lib/dump_format.c, meta_code()) */
+		meta + 160; /* reads_per_put in the meta block (lib/admin/dump_format.c, meta_code()) */
 	int fd = open(path, O_RDWR);
 	cr_assert_geq(fd, 0);
 	uint8_t mb[512];

@@ -16,7 +16,7 @@
 #include <sys/time.h>
 
 #include "helpers.h"
-#include "roles.h"
+#include "core/roles.h"
 #include <cistern/admin.h>
 
 /*

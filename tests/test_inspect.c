@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "helpers.h"
-#include "policy.h"
+#include "core/policy.h"
 #include <cistern/admin.h>
 
 /*

@@ -6,7 +6,7 @@
 #include <criterion/criterion.h>
 
 #include "helpers.h"
-#include "reservoir.h"
+#include "policy/reservoir/reservoir.h"
 #include "peek.h"
 
 /*

@@ -283,7 +283,7 @@ Test(policies_mp, sim_paired_pairs_are_one_simulation_at_consecutive_steps, .tim
 	cr_assert_eq(st.puts, NPROD * rn.per_producer, "no producer wedged");
 }
 
-/* Several readers gather batches (one pass each, lib/gather.c) while producers evict. */
+/* Several readers gather batches (one pass each, lib/policy/reservoir/gather.c) while producers evict. */
 Test(policies_mp, gathered_batches_of_several_readers_are_whole_and_distinct, .timeout = 120)
 {
 	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 64, .watermark = 16},
@@ -300,7 +300,7 @@ Test(policies_mp, gathered_batches_of_several_readers_are_whole_and_distinct, .t
 
 /*
  * CISTERN_SINGLE_READER: the one reader pins and counts reads with plain
- * stores and one fence per batch (lib/pins.c), against 4 producers evicting
+ * stores and one fence per batch (lib/policy/reservoir/pins.c), against 4 producers evicting
  * as fast as they can.
  */
 Test(policies_mp, sole_reader_reservoir_never_evicts_a_sample_unseen, .timeout = 120)

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The table of policies (lib/policy.c): one descriptor per enum cistern_policy value. */
+/* The table of policies (lib/core/policy.c): one descriptor per enum cistern_policy value. */
 #include <criterion/criterion.h>
 
 #include "helpers.h"
-#include "handle.h"
-#include "policy.h"
+#include "core/handle.h"
+#include "core/policy.h"
 
 TestSuite(policy_table, .fini = seg_fini);
 

@@ -10,7 +10,7 @@
 #include <sched.h>
 
 #include "helpers.h"
-#include "handle.h"
+#include "core/handle.h"
 #include <cistern/admin.h>
 
 enum mode { SOLE, AUTO, SHARED, RESERVOIR };

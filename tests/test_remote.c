@@ -12,7 +12,7 @@
 #include <zmq.h>
 
 #include "helpers.h"
-#include "remote_wire.h"
+#include "remote/remote_wire.h"
 #include <cistern/remote.h>
 
 #ifndef CISTERN_BIN

@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 
 #include "helpers.h"
-#include "crc32c.h"
-#include "dump_format.h"
+#include "sys/crc32c.h"
+#include "admin/dump_format.h"
 #include <cistern/admin.h>
 
 #define RL "obs:float32[84,84];action:int64[];reward:float32[];next_obs:float32[84,84]"

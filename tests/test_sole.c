@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_sole.c - CISTERN_SINGLE_PRODUCER and CISTERN_SINGLE_READER (lib/sole.c,
- * the plain-store claims in lib/fifo.c): one holder of each role at a time,
+ * test_sole.c - CISTERN_SINGLE_PRODUCER and CISTERN_SINGLE_READER (lib/core/sole.c,
+ * the plain-store claims in lib/policy/fifo/fifo.c): one holder of each role at a time,
  * the role passes on when its holder detaches or dies, and nothing is lost
  * or wedged on the way, including at end of data.
  */
@@ -14,8 +14,8 @@
 
 #include "helpers.h"
 #include "peek.h"
-#include "policy.h"
-#include "roles.h"
+#include "core/policy.h"
+#include "core/roles.h"
 #include <cistern/admin.h>
 
 #define SOLE (CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER)
@@ -65,7 +65,7 @@ static struct cistern *create_reservoir(const char *tag, enum cistern_policy pol
 }
 
 /*
- * cistern_get_batch() goes one pass (lib/gather.c) for the sole reader and
+ * cistern_get_batch() goes one pass (lib/policy/reservoir/gather.c) for the sole reader and
  * for any other reader alike: each test of it below runs under both, with
  * flags CISTERN_SINGLE_READER or 0.
  */
@@ -137,7 +137,7 @@ Test(sole, sole_reader_batches_count_each_read_once_and_leave_no_pin)
  * For the any-reader half of the tests below: a second reader, which reads
  * one sample first, so that the handle under test is not the lone reader
  * (which takes the sole reader's paths without the flag) but one of two
- * counted readers (lib/sole.c). Adds its read to *reads.
+ * counted readers (lib/core/sole.c). Adds its read to *reads.
  */
 static struct cistern *second_reader(const char *name, unsigned *reads)
 {
@@ -665,7 +665,7 @@ Test(sole, short_buffer_get_keeps_the_sample_for_the_next_get)
  * by length, and longer ones on a path of their own: every length from 0 to
  * past the inline limit comes back exact with its metadata, and nothing past
  * it is written in the reader's buffer. `wide`: with the copies compiled for
- * AVX2 (lib/fifo_copy.c, put_wide()), else with those of any x86-64.
+ * AVX2 (lib/policy/fifo/fifo_copy.c, put_wide()), else with those of any x86-64.
  */
 static void every_length_round_trips(bool wide)
 {
@@ -698,7 +698,7 @@ static void every_length_round_trips(bool wide)
 		for (size_t i = len; i < sizeof(out); i++)
 			cr_assert_eq(out[i], 0xee, "len %zu: byte %zu written past the sample", len,
 				     i);
-		/* The same through the holder's batch (lib/fifo_copy.c, gather_as()). */
+		/* The same through the holder's batch (lib/policy/fifo/fifo_copy.c, gather_as()). */
 		memset(out, 0xee, sizeof(out));
 		cr_assert_eq(cistern_put(c, in, len, &pm, 0), 0, "len %zu", len);
 		size_t blen = 999;
@@ -907,7 +907,7 @@ Test(sole, waiter_on_another_cpu_than_its_counterpart_keeps_spinning, .timeout =
 }
 
 /*
- * The sole producer's write prefetches (lib/fifo.h, put_prefetch()): which
+ * The sole producer's write prefetches (lib/policy/fifo/fifo.h, put_prefetch()): which
  * instruction, how far ahead, where the slot ahead wraps, and that a full
  * ring stops them for a while. They are hints, which change no result, so
  * what is checked is what decides them; the hand-off below runs the path

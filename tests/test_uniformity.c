@@ -14,7 +14,7 @@
 #include <math.h>
 
 #include "helpers.h"
-#include "rng.h"
+#include "sys/rng.h"
 
 #define SEED 0x5eed1234
 

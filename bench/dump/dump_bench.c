@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dump.h"
+#include "admin/dump.h"
 
 static double now(void)
 {

@@ -314,7 +314,7 @@ CISTERN_API int cistern_gc_dump_to(const char *name, const char *dir, unsigned f
  * only whole samples: a sample that changes while it is copied is left out.
  * Restoring builds an equivalent segment under a temporary name and renames it
  * into place atomically, so a failed restore creates nothing. The file format
- * is described in lib/dump_format.h.
+ * is described in lib/admin/dump_format.h.
  */
 
 /** Called now and then with how far a dump or restore got; `total` may grow. */

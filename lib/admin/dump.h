@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dump.h - the dump engine and restore marks (dump.c, restore.c) (internal).
+ */
+#ifndef CISTERN_DUMP_H
+#define CISTERN_DUMP_H
+
+#include "core/handle.h"
+#include "cistern/admin.h"
+
+/*
+ * restore.c: the restore-in-progress mark of an object named `name`
+ * (cistern_hdr.restore_mark): a tag in the high half, the CRC-32C of the
+ * name in the low half, so never 0.
+ */
+uint64_t cistern__restore_mark(const char *name);
+/* Whether the header mapped or copied from object `name` is an unfinished restore's. */
+bool cistern__restore_unfinished(const struct cistern_hdr *h, const char *name);
+
+/*
+ * dump.c: 64 bits nobody else can guess, for the temporary names of a dump
+ * file and of a restore's segment: a name made of a pid and a counter can be
+ * taken first by anyone, and would make the dump or restore fail.
+ */
+uint64_t cistern__unguessable(void);
+/* How many names a dump or a restore tries before it gives up (-EEXIST). */
+#define CISTERN__TEMP_TRIES 16
+
+/*
+ * dump.c: the dump engine. For the benchmark: CISTERN__DUMP_PLAIN writes with a
+ * pwrite() loop, CISTERN__DUMP_BUFFERED keeps io_uring but without O_DIRECT.
+ * CISTERN__DUMP_NOREPLACE (gc): an existing file at the path is never
+ * replaced, the dump fails with -EEXIST instead. CISTERN__DUMP_DEAD_HELD
+ * (gc, on a segment nobody alive is attached to): the samples dead
+ * processes held are saved too, as their reclaim would leave them
+ * (cistern__held_once_reclaimed()).
+ */
+enum {
+	CISTERN__DUMP_PLAIN = 1u << 0,
+	CISTERN__DUMP_BUFFERED = 1u << 1,
+	CISTERN__DUMP_NOREPLACE = 1u << 2,
+	CISTERN__DUMP_DEAD_HELD = 1u << 3,
+};
+/* dump_io.c: tests set this to take the paths used where io_uring is unavailable. */
+extern bool cistern__no_uring;
+int cistern__dump_ex(const char *name, const char *path, unsigned flags,
+		     cistern_progress_fn progress, void *arg, struct cistern_dump_info *info);
+/* The same from a handle already open on segment `name` (read-only or not; gc's own). */
+int cistern__dump_handle(struct cistern *c, const char *name, const char *path, unsigned flags,
+			 cistern_progress_fn progress, void *arg, struct cistern_dump_info *info);
+
+#endif

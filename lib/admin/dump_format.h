@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dump_format.h - the dump file format, shared by dump.c (the writer) and
+ * restore.c (verify and restore); internal.
+ *
+ * File format, version 2. Every integer is little-endian, whatever the host.
+ *
+ *   preamble  16 bytes   "CISTDUMP", u32 format version, u32 preamble size (16)
+ *   samples   records back to back, in ascending sample id order:
+ *               u64 sample_id, u32 sim_id, u32 time_step, u64 len,
+ *               u32 seen, u32 source slot index,          (32 bytes)
+ *               len payload bytes, zero padding to a multiple of 8
+ *   seen set  a CRoaring bitmap, portable serialization
+ *             (roaring_bitmap_portable_serialize), of the SOURCE SLOT INDICES
+ *             of the records whose seen count is >= 1. Slot indices, not
+ *             sample ids: they are below 2^28, so they fit the 32-bit bitmap
+ *             whatever the ids are. It repeats what the records say, so a
+ *             restore checks that both agree (parsing the bytes itself:
+ *             cistern__dump_seen_set_check()).
+ *   schema    the segment's schema text (docs/SCHEMA.md), without its NUL;
+ *             empty for a segment without one (always under 1024 bytes).
+ *   meta      512 bytes: section offsets and sizes, counts, next sample id,
+ *             times, reception state, the config, the statistics, the CRC-32C
+ *             of the samples section and of the seen set, the producers that
+ *             died before done (bytes 416-419; zero in files from before it
+ *             was kept, which zeroed the rest of the block), the schema
+ *             section's offset, size and CRC-32C (bytes 424-443), and last
+ *             the CRC-32C of the meta block's first 508 bytes.
+ *   trailer   32 bytes: "CISTEND1", u64 file size, u64 meta offset,
+ *             u32 CRC-32C of every byte of the file before this field, u32 0.
+ *
+ * The meta block comes last because a dump of a live segment only knows what
+ * it wrote when it is done (samples that move while copied are left out), and
+ * so every byte is produced in file order: the whole-file CRC is computed on
+ * the way, and a reader finds the trailer and meta at fixed distances from the
+ * end. A truncated file has no trailer there, a damaged one fails a CRC.
+ *
+ * Version 1, written before schemas, is version 2 without the schema
+ * section: its meta block has zeros where the schema's offset, size and CRC
+ * go, and the seen set ends where the meta block starts. Both are read.
+ */
+#ifndef CISTERN_DUMP_FORMAT_H
+#define CISTERN_DUMP_FORMAT_H
+
+#include <roaring/roaring.h>
+
+#include "core/handle.h"
+#include "cistern/admin.h"
+
+#define DUMP_MAGIC "CISTDUMP"
+#define TRAILER_MAGIC "CISTEND1"
+#define PREAMBLE_SIZE 16
+#define META_SIZE 512
+#define TRAILER_SIZE 32
+#define REC_HDR 32
+
+/* Little-endian fields, whatever the host. */
+static inline void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint32_t get32(const uint8_t *p)
+{
+	uint32_t v = 0;
+	for (int i = 0; i < 4; i++)
+		v |= (uint32_t)p[i] << (8 * i);
+	return v;
+}
+
+static inline uint64_t get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+/* The meta block's fields, decoded. */
+struct dump_meta {
+	uint64_t samples_off, samples_size, sample_count, payload_bytes;
+	uint64_t bitmap_off, bitmap_size, skipped, next_id, created_ns, dumped_ns;
+	uint32_t closed, producers_done;
+	struct cistern_config cfg;
+	char name[CISTERN_NAME_MAX + 1];
+	struct cistern_stats st;
+	uint32_t samples_crc, bitmap_crc;
+	uint32_t producers_died;
+	uint64_t schema_off, schema_size; /* version 2; 0 and 0 in version 1 */
+	uint32_t schema_crc;
+	uint32_t version; /* the file's format version (not in the meta block) */
+	/* The schema text, NUL-terminated; cfg.schema points here, or is NULL for none. */
+	char schema[CISTERN_SCHEMA_MAX];
+};
+
+/* A sample record's header, decoded. */
+struct dump_rec {
+	uint64_t id, len;
+	uint32_t sim_id, time_step, seen, src;
+};
+
+static inline void dump_rec_decode(const uint8_t in[REC_HDR], struct dump_rec *r)
+{
+	r->id = get64(in);
+	r->sim_id = get32(in + 8);
+	r->time_step = get32(in + 12);
+	r->len = get64(in + 16);
+	r->seen = get32(in + 24);
+	r->src = get32(in + 28);
+}
+
+/*
+ * The one check of a record, run on every record by the parser that serves
+ * cistern_dump_verify() and cistern_restore() alike, so that they agree: a
+ * record the segment could not have held (payload longer than a slot, ids
+ * not ascending or not below next_id, a source slot past slot_count, a
+ * SimPairedReservoir key outside sweep_size x nb_time_steps) is damage,
+ * -EBADMSG, before a restore builds anything from it. prev: the previous
+ * record, NULL for the first.
+ */
+int cistern__dump_rec_check(const struct dump_meta *m, const struct dump_rec *r,
+			    const struct dump_rec *prev);
+
+/*
+ * Check that the n bytes of a seen-set section are a well-formed portable
+ * Roaring serialization holding exactly the values of `want`: 0 or -EBADMSG.
+ * The bytes are parsed here, never handed to CRoaring, whose deserializer
+ * prints to standard error on bad input (and the library never prints).
+ */
+int cistern__dump_seen_set_check(const uint8_t *p, size_t n, const roaring_bitmap_t *want);
+
+/* The meta block out, its CRC last. */
+void cistern__dump_meta_encode(struct dump_meta *m, uint8_t out[META_SIZE]);
+/* The meta block in: -EBADMSG if its CRC does not hold. */
+int cistern__dump_meta_decode(const uint8_t in[META_SIZE], struct dump_meta *m);
+/* What cistern_dump_info reports of a dump (info may be NULL). */
+void cistern__dump_info_from_meta(const struct dump_meta *m, uint64_t file_size,
+				  struct cistern_dump_info *info);
+/*
+ * Read and check a dump file's preamble, trailer, meta block and schema,
+ * everything decided before a restore creates anything: 0 with *size and *m, or
+ * -EBADMSG, -EPROTONOSUPPORT (another format version), -ENOMSG (not a
+ * dump: no magic, or not a regular file), or the error of fstat() or pread().
+ */
+int cistern__dump_read_frame(int fd, uint64_t *size, struct dump_meta *m);
+
+#endif

@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * policy.h - the policy interface: what each policy implements for the calls,
+ * what it offers the read-only tools, and the one descriptor that says all
+ * shared code knows of it (internal).
+ */
+#ifndef CISTERN_POLICY_H
+#define CISTERN_POLICY_H
+
+#include "core/handle.h"
+#include "cistern/admin.h"
+
+/* Where cistern_get_batch() puts a batch: see its documentation in cistern.h. */
+struct cistern_gather {
+	char *dst;
+	size_t stride;
+	size_t *len;
+	struct cistern_meta *meta;
+};
+
+/* What cistern_put_batch() puts: see its documentation in cistern.h. */
+struct cistern_scatter {
+	const char *src;
+	size_t stride;
+	const size_t *len; /* NULL: every sample is stride bytes */
+	struct cistern_meta *meta;
+};
+
+/* The length of sample i of a scatter. */
+static inline size_t cistern__scatter_len(const struct cistern_scatter *s, size_t i)
+{
+	return s->len ? s->len[i] : s->stride;
+}
+
+/*
+ * What a policy implements. Every hook returns 0 or a negative errno; the
+ * try_* hooks never wait and return -EAGAIN when they would have to, leaving
+ * waiting, timeouts and end-of-data detection to api.c.
+ */
+struct cistern_ops {
+	/* Set up slot states in a freshly created segment. */
+	void (*init)(struct cistern *c);
+	int (*try_reserve)(struct cistern *c, struct cistern_slot *slot);
+	int (*commit)(struct cistern *c, struct cistern_slot *slot, size_t len,
+		      struct cistern_meta *meta);
+	int (*abort)(struct cistern *c, struct cistern_slot *slot);
+	int (*try_acquire)(struct cistern *c, struct cistern_sample *s);
+	int (*release)(struct cistern *c, struct cistern_sample *s);
+	/*
+	 * Optional: release n samples, each as release() would, returning the
+	 * first error; NULL = release() one by one.
+	 */
+	int (*release_batch)(struct cistern *c, struct cistern_sample *s, size_t n);
+	/* Hand an acquired sample back as if never read (a get whose buffer was too small). */
+	int (*unacquire)(struct cistern *c, struct cistern_sample *s);
+	/* Optional: pairs (SimPairedReservoir) and batches (reservoirs); NULL = -EINVAL. */
+	int (*try_acquire_pair)(struct cistern *c, struct cistern_sample pair[2]);
+	int (*try_acquire_batch)(struct cistern *c, struct cistern_sample *out, size_t n);
+	/*
+	 * Optional: cistern_get_batch() of n samples in one step, with tmp[n] to
+	 * work in; -EAGAIN = take the general path (acquire, copy, release).
+	 */
+	int (*gather_now)(struct cistern *c, struct cistern_sample *tmp, size_t n,
+			  const struct cistern_gather *g);
+	/* True when reception is closed and nothing is left to hand out. */
+	bool (*drained)(struct cistern *c);
+	/* Give back everything attachment `owner` holds; it is dead or detaching. */
+	void (*reclaim)(struct cistern *c, uint32_t owner);
+	/* Samples held now, given the summed counters. */
+	uint64_t (*population)(const struct cistern *c, const struct cistern_stats *st);
+};
+
+/*
+ * rate_limit.c: the largest read (in samples) that a rate limiter with this
+ * reads_per_put and a rate_slack set by hand always admits in the end, and
+ * -EDEADLK if a read of n on this segment never could be (0 otherwise).
+ */
+uint64_t cistern__rate_grant(double reads_per_put, double slack);
+int cistern__rate_refuses(const struct cistern_fixed *f, uint64_t n);
+/*
+ * rate_limit.c: whether a config's rate limiter (off, automatic, or with a
+ * rate_slack set by hand) admits a read of n samples in the end.
+ */
+bool cistern__rate_admits(const struct cistern_config *cfg, uint64_t n);
+/*
+ * rate_limit.c: clear attachment `owner`'s mark in hdr->rl_stuck (it waits for
+ * the other side no more: it detached, died, or its call ended), and this
+ * handle's own (cistern__rate_unmark, when c->rl_marked). No-ops without the
+ * limiter.
+ */
+void cistern__rate_forget(struct cistern *c, uint32_t owner);
+void cistern__rate_unmark(struct cistern *c);
+/* rate_limit.c: n reads the limiter counted were taken back (seen counts lowered). */
+void cistern__rate_give_back(struct cistern *c, uint64_t n);
+
+/*
+ * fifo_copy.c: set the handle's put_step and get_step: cistern_put() and
+ * cistern_get() on a FIFO, in one step when the slot is ready, else through
+ * cistern__put_slow()/cistern__get_slow() (api.c: reserve or acquire,
+ * waiting as needed), with the copies this processor runs best; NULL for a
+ * read-only handle or one without its attachment. The FIFO's set_steps.
+ */
+void cistern__fifo_steps(struct cistern *c);
+/*
+ * fifo_copy.c: the samples of a cistern_put_batch() on a FIFO there is room
+ * for now, stopping before one longer than the stride or a slot: how many
+ * (0: none, the caller waits for the first); -EPIPE if reception closed
+ * while the first was claimed. The caller checked the handle and n.
+ */
+ssize_t cistern__fifo_put_now(struct cistern *c, size_t n, const struct cistern_scatter *s);
+/* fifo_copy.c: cistern_get_batch() on a FIFO; the caller checked the handle and n. */
+int cistern__fifo_get_batch(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
+			    struct cistern_meta *meta, int timeout_ms);
+/* fifo_copy.c: whether this processor runs the one-step put and get compiled for AVX2. */
+bool cistern__wide_copies(void);
+/* fifo.c: whether this processor has PREFETCHW (see cistern__prefetch_for_write()). */
+bool cistern__has_prefetchw(void);
+/* fifo.c: how many slots ahead of its claim the sole producer prefetches, for slot_count slots. */
+uint32_t cistern__put_ahead(uint64_t slot_count);
+int cistern__put_slow(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
+		      int timeout_ms);
+ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+			  int timeout_ms);
+
+/* ---- Inspection, gc and snapshots (inspect.c, dump.c, restore.c) ------- */
+
+/*
+ * What the read-only tools need from a policy, kept apart from cistern_ops so
+ * that the hot-path table stays as it is. Each policy has one (fifo.c;
+ * reservoir_snap.c for FIRO and the reservoirs), named by its descriptor
+ * (struct cistern__policy, below). A policy without one gets no
+ * occupancy in inspect, -ENOTSUP from dump and restore, and a gc that
+ * reclaims its dead but cannot say what they held.
+ *
+ * What else the tools rely on, for every policy:
+ *  - cistern_ops.reclaim works for a caller that is not attached (c->owner
+ *    is 0, c->me is NULL): cistern_gc() sweeps without taking an entry.
+ *  - a reader's reservoir pins are bits of cistern_slotmeta.pins at the
+ *    owner's cistern_proc.reader_bit (gc counts the pins a dead reader held).
+ *  - slotmeta.sample_id/sim_id/time_step/len/seen describe a held sample;
+ *    ids come from ring positions + id_base or from hdr->next_sample_id
+ *    (a dump records max(tail + id_base, next_sample_id, max held id + 1)).
+ *  - any index a policy keeps besides the slot words (population, a
+ *    (sim_id, time_step) table, ...) is rebuilt by .restore from slot metadata.
+ */
+struct cistern_slot_view {
+	enum cistern_slot_class cls; /* CISTERN_SLOT_* (public, cistern.h) */
+	uint32_t owner;              /* attachment index + 1 holding it, 0 if none */
+};
+struct cistern_snap_ops {
+	/*
+	 * Classify a slot from its state word alone (a pure function: it may be
+	 * called on a read-only mapping, on a word that changes right after).
+	 * Held samples are CISTERN_SLOT_COMMITTED or CISTERN_SLOT_REDELIVER:
+	 * those are what a dump saves. `owner` names the attachment that holds a
+	 * RESERVED or ACQUIRED slot, so gc can say what a dead process held.
+	 */
+	struct cistern_slot_view (*classify)(uint64_t word);
+	/*
+	 * Make slots 0..n-1 of a freshly created, never used segment (init ran)
+	 * hold committed samples: payload, len, sample_id, sim_id, time_step and
+	 * seen are already written there, in ascending sample_id order. Set the
+	 * state words and whatever index the policy keeps, so that new samples
+	 * get ids >= next_id. n <= slot_count. Returns 0 or -errno.
+	 */
+	int (*restore)(struct cistern *c, uint64_t n, uint64_t next_id);
+};
+extern const struct cistern_snap_ops cistern__fifo_snap_ops;
+/* reservoir_snap.c: FIRO and the four reservoirs */
+extern const struct cistern_snap_ops cistern__reservoir_snap_ops;
+struct cistern_slot_view cistern__fifo_classify(uint64_t word);
+
+/* ---- The policies ------------------------------------------------------ */
+
+/*
+ * Everything the shared code knows of one policy, in one place: each
+ * policy's file defines its descriptor, and policy.c lists them all in
+ * cistern__policies[]. Shared code asks a descriptor's questions below,
+ * never which policy it is.
+ */
+struct cistern__policy {
+	/* As cistern_policy_name() prints it and cistern_policy_parse() reads it. */
+	const char *name;
+	enum cistern_policy value;
+	const struct cistern_ops *ops;
+	const struct cistern_snap_ops *snap; /* NULL: see struct cistern_snap_ops */
+	/*
+	 * What create refuses in a config of this policy (defaults filled in)
+	 * beyond the checks every policy shares, as a sentence in the terms of
+	 * struct cistern_config; NULL if it takes it. NULL: nothing more.
+	 */
+	const char *(*config_problem)(const struct cistern_config *cfg);
+	/* Entries (uint64_t) of its index after the attachment table; NULL: none. */
+	uint64_t (*index_entries)(uint32_t sweep_size, uint32_t nb_time_steps);
+	/* Which of CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER and CISTERN_SINGLE_READER it takes. */
+	uint32_t flags;
+	/*
+	 * Set the handle's put_step and get_step (handle.h), which the caller
+	 * set to NULL; NULL: cistern_put() and cistern_get() take the ops.
+	 */
+	void (*set_steps)(struct cistern *c);
+	/*
+	 * Its own cistern_get_batch() for a writable handle, n checked; NULL:
+	 * the ops' acquire, copy and release (with gather_now if it has one).
+	 */
+	int (*get_batch)(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
+			 struct cistern_meta *meta, int timeout_ms);
+	/* Does it walk the slots in ring order? Else the layout puts each slot's metadata by its payload. */
+	bool reads_in_order;
+	/* Does reads_per_put apply (the rate limiter of rate_limit.c)? */
+	bool rate_limited;
+	/* Does every read take exactly batch_size samples? */
+	bool reads_whole_batches;
+	/* Does it read pairs (x_t, x_t+1), keeping an index of (sim_id, time_step)? */
+	bool has_pairs;
+	/* Does it evict the oldest sample by ring position (no log of evictable ones)? */
+	bool evicts_oldest;
+	/* Can a producer evict a sample once read, so that only the unseen are unread? */
+	bool evicts_seen;
+	/* Does slotmeta.seen count reads (the dead's unreleased ones undone on reclaim)? */
+	bool counts_reads;
+	/* Do readers share samples by pins, and run each read call in the reader role's bracket? */
+	bool readers_pin;
+};
+
+extern const struct cistern__policy cistern__fifo_policy;
+extern const struct cistern__policy cistern__firo_policy;
+extern const struct cistern__policy cistern__reservoir_policy;
+extern const struct cistern__policy cistern__fifo_evict_policy;
+extern const struct cistern__policy cistern__sim_paired_policy;
+extern const struct cistern__policy cistern__batch_policy;
+
+/* policy.c: every policy, at its enum cistern_policy value. */
+extern const struct cistern__policy *const cistern__policies[CISTERN_POLICY_COUNT];
+/* The descriptor of policy `value` (an enum cistern_policy); NULL if there is none. */
+const struct cistern__policy *cistern__policy_of(uint32_t value);
+/* policy.c: put_step and get_step of a handle as its policy and attachment make them. */
+void cistern__set_steps(struct cistern *c);
+
+/* reservoir.c: what the reservoir policies ask of every config (a watermark). */
+const char *cistern__rs_config_problem(const struct cistern_config *cfg);
+
+/*
+ * inspect.c, for a segment nobody alive is attached to: whether a slot whose
+ * word is `word` holds a sample once the dead are reclaimed (held, acquired
+ * by a dead reader, or being evicted by a dead producer), and its seen count
+ * then (the reads dead readers never released taken off, as their reclaim
+ * does). gc's count of unread samples and its dump share these.
+ */
+bool cistern__held_once_reclaimed(const struct cistern_snap_ops *so, uint64_t word);
+uint32_t cistern__seen_once_reclaimed(const struct cistern *c, const struct cistern_slotmeta *m,
+				      uint64_t word, const struct cistern_snap_ops *so);
+
+#endif

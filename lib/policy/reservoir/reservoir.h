@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reservoir.h - what FIRO and the four reservoir policies share (internal).
+ *
+ * Slot states (encoded with slotword.h; owner = attachment index + 1):
+ *
+ *   EMPTY(p)  ---fill: producer CAS--->  RESERVED(p', me)  ---commit--->  HELD(p')
+ *      ^                                   |       ^                      |  |  ^
+ *      |        abort, or owner died       |       |  evict: producer CAS |  |  |
+ *      +------------- (reclaim) -----------+       +----------------------+  |  |
+ *      |                                                 (pins == 0 after)   |  |
+ *      |                     exclusive read: reader CAS                      |  |
+ *      +--- remove <--- ACQUIRED(p', me) <-----------------------------------+  |
+ *                              |        back to HELD: FIRO read with epochs     |
+ *                              +--------- left, or owner died (reclaim) --------+
+ *
+ * An eviction passes through EVICTING(p, me) between HELD and RESERVED: the
+ * producer has stopped new pins and checks that no reader pinned the sample;
+ * if one did, the slot goes back to HELD(p) (see cistern__rs_evict_claim in reservoir.c).
+ * HELD samples are also read shared, by pinning (pins.c): a pinned sample
+ * stays HELD and no producer may evict it. `pos` is the ring position for
+ * FIFOEvictReservoir (the oldest sample is the one at tail - capacity) and the
+ * sample id for the others; EMPTY(p) after a removal carries p + capacity.
+ *
+ * Counters in the header: `filled` counts slots not EMPTY (fills and removals
+ * move it), `population` counts HELD and ACQUIRED samples (commits raise it,
+ * evictions and removals lower it).
+ *
+ * A counter and the slot word it follows change in two steps, and a process
+ * may die between them. The steps are ordered so that a death leaves a
+ * counter high, never low: a fill counts the slot before it claims it, a
+ * removal empties the slot before it uncounts it, a commit counts the sample
+ * before it publishes it. A `filled` too low would let readers declare end of
+ * data over a sample still there (lost); too high, it would keep them waiting
+ * for one that is gone (wedged), so after a dead attachment was reclaimed
+ * (hdr->counts_unsure) cistern__rs_drained() also believes a look at every slot, and
+ * so does a put that finds `filled` full, before it evicts or waits
+ * (cistern__rs_fill_past_count), so that a high count neither stops a put while
+ * reception is open nor leaves a slot empty for good under puts that evict.
+ * A `population` too high only lets a read start a
+ * sample early at the watermark, which several readers racing past it do
+ * anyway.
+ */
+#ifndef CISTERN_RESERVOIR_H
+#define CISTERN_RESERVOIR_H
+
+#include "policy/reservoir/pick.h"
+#include "core/policy.h"
+#include "core/slotword.h"
+
+enum { RS_EMPTY = 0, RS_RESERVED = 1, RS_HELD = 2, RS_ACQUIRED = 3, RS_EVICTING = 4 };
+
+/* cistern_sample.live_ values */
+enum { RS_LIVE_PINNED = 1, RS_LIVE_EXCLUSIVE = 2 };
+
+/*
+ * Random picks one try makes before it gives up with -EAGAIN (a blocking
+ * call then waits and tries again): a failed pick has mostly lost its slot
+ * to another handle, so this many failures in a row mean contention that a
+ * wait serves better, and the bound keeps a try short.
+ */
+#define RS_PICK_TRIES 64
+
+void cistern__rs_init(struct cistern *c);
+bool cistern__rs_is_held(struct cistern *c, uint64_t i, void *arg);
+int cistern__rs_fill_reserve(struct cistern *c, struct cistern_slot *slot);
+/* For a put about to wait on a full buffer: fill a slot `filled` may count wrongly. */
+int cistern__rs_fill_past_count(struct cistern *c, struct cistern_slot *slot);
+/* Evict a sample for which ok() holds (NULL: held, seen, unpinned) and reserve its slot. */
+int cistern__rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_qualify_fn ok);
+/*
+ * Take held slot idx (word w) for overwriting, through EVICTING; false if
+ * its word is no longer w, a reader pinned it, or, with need_seen, nobody
+ * has read it yet.
+ */
+bool cistern__rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64_t newpos,
+			     bool need_seen);
+/* Reservoir puts: fill an empty slot, else evict a random seen, unpinned sample. */
+int cistern__rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *slot);
+int cistern__rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
+		       struct cistern_meta *meta);
+int cistern__rs_abort(struct cistern *c, struct cistern_slot *slot);
+int cistern__rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_t index,
+			    uint64_t word);
+int cistern__rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint64_t index);
+/* Remove an exclusively held sample from the buffer. */
+void cistern__rs_remove(struct cistern *c, uint64_t index, uint64_t word);
+bool cistern__rs_exclusive_is_mine(struct cistern *c, const struct cistern_sample *s,
+				   uint64_t *word);
+int cistern__rs_release_generic(struct cistern *c, struct cistern_sample *s);
+/* n samples back at once: what cistern__rs_release_generic() does to each, one wake. */
+int cistern__rs_release_batch(struct cistern *c, struct cistern_sample *s, size_t n);
+int cistern__rs_unacquire(struct cistern *c, struct cistern_sample *s);
+/* cistern_unacquire() on the rate-limited reservoirs: the read goes back to the limiter too. */
+int cistern__rs_hand_back(struct cistern *c, struct cistern_sample *s);
+bool cistern__rs_closed(struct cistern *c);
+bool cistern__rs_drained(struct cistern *c);
+void cistern__rs_reclaim(struct cistern *c, uint32_t owner);
+uint64_t cistern__rs_population(const struct cistern *c, const struct cistern_stats *st);
+/* reservoir_read.c: a reservoir's try_acquire_batch and try_acquire (one sample). */
+int cistern__rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n);
+int cistern__rs_try_acquire(struct cistern *c, struct cistern_sample *s);
+/*
+ * rate_limit.c: admit a read of n against the limiter's budget, all or
+ * nothing: true if it may start (*taken reads then count, 0 when the
+ * limiter is off or reception closed), false to wait.
+ */
+bool cistern__rs_rate_take(struct cistern *c, uint64_t n, uint64_t *taken);
+/* The read admitted with `taken` made `got` reads: give back the rest, wake who may go on. */
+void cistern__rs_rate_settle(struct cistern *c, uint64_t taken, uint64_t got);
+/* May a producer put one more? */
+bool cistern__rs_rate_allows_put(struct cistern *c);
+/*
+ * This handle waits for the other side for something other than the limiter
+ * (a producer admitted by it found no slot it may take, a reader found too
+ * few samples): mark it, so that the limiter lets the other side through, and
+ * wake that side. Cleared as rate_limit.c says.
+ */
+void cistern__rs_rate_stuck(struct cistern *c, bool producer);
+/*
+ * May a read of n pinned samples start (reception open)? 0 with *taken as
+ * cistern__rs_rate_take() says (the caller settles it), -EAGAIN, or the pin bit's error.
+ */
+int cistern__rs_open_read_ready(struct cistern *c, size_t n, uint64_t *taken);
+/* A sample's seen count went from 0 to 1: log it for producers (reservoir.c). */
+void cistern__rs_note_seen(struct cistern *c, uint64_t index);
+/*
+ * True while the handle holds nothing (no acquired sample, no repeated pin):
+ * then its pin bit is on no slot but those the batch being drawn has pinned
+ * (no other handle sets or clears it; a dead holder's bit is cleared from
+ * every slot before it is handed out again), and cistern__rs_stream_pinned() tells
+ * repeats by it.
+ */
+static inline bool rs_pin_tells_repeats(const struct cistern *c)
+{
+	return c->holding == 0 && c->dups.used == 0;
+}
+/*
+ * Draw and pin batch members while held samples are dense (reservoir_read.c);
+ * gathering (gather.c), the pins are left uncounted, the sole reader's for
+ * the caller to confirm, and the sole reader prefetches each member's
+ * payload for the caller's copy.
+ */
+void cistern__rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
+			       size_t *dups, uint64_t probes, bool gather);
+/* gather.c: cistern_get_batch() in one pass for a reader holding nothing; -EAGAIN = general path. */
+int cistern__rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
+			   const struct cistern_gather *g);
+
+/* Make s the sample in slot index (metadata m, payload at data). */
+static inline void rs_fill_sample_at(struct cistern_sample *s, const struct cistern_slotmeta *m,
+				     const void *data, uint64_t index, uint64_t word, uint32_t live)
+{
+	s->data = data;
+	s->len = (size_t)m->len;
+	s->meta.sample_id = m->sample_id;
+	s->meta.sim_id = __atomic_load_n(&m->sim_id, __ATOMIC_RELAXED);
+	s->meta.time_step = __atomic_load_n(&m->time_step, __ATOMIC_RELAXED);
+	s->pos_ = sw_pos(word);
+	s->index_ = (uint32_t)index;
+	s->live_ = live;
+}
+
+static inline void rs_fill_sample(struct cistern *c, struct cistern_sample *s, uint64_t index,
+				  uint64_t word, uint32_t live)
+{
+	rs_fill_sample_at(s, cistern__slotmeta(c, index), cistern__payload(c, index), index, word,
+			  live);
+}
+
+/* pairs.c: SimPairedReservoir's (sim_id, time_step) -> slot index */
+/* Index slot `index`, just committed with key (sim, step). */
+void cistern__pairs_publish(struct cistern *c, uint64_t index, uint32_t sim, uint32_t step);
+void cistern__pairs_forget(struct cistern *c, uint64_t index);
+/* Held, unseen, unpinned, and with neither neighbour held: no read can reach it. */
+bool cistern__pairs_is_orphan(struct cistern *c, uint64_t index, void *arg);
+/* Some pair is held now, so a read can still make a sample evictable. */
+bool cistern__pairs_any_held(struct cistern *c);
+
+#endif
