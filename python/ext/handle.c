@@ -120,7 +120,8 @@ static void Handle_dealloc(HandleObject *h)
 	PyObject_Free(h);
 }
 
-/* put */
+/* acquire and get */
+
 struct acq_ctx {
 	struct cistern *c;
 	struct cistern_sample *s;

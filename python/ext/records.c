@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * records.c - the C structs as the dicts that the Python records (cistern.records)
- * wrap. A field added here is added to its record there: python/tests/test_typing.py
- * compares the two.
+ * records.c - the C structs as the dicts that the Python records
+ * (cistern/records.py) wrap. A field added here is added to its record there
+ * and to its TypedDict in cistern/_cistern.pyi: python/tests/test_typing.py
+ * compares the three.
  */
 #include "cistern_ext.h"
 
