@@ -56,7 +56,7 @@ class _Record(Mapping[str, Any]):
     @classmethod
     def _from(cls: type[_R], d: Mapping[str, Any]) -> _R:
         """The record of the extension's dict d: lists become tuples; keys this
-        record does not know are left out (see tests/test_records.py)."""
+        record does not know are left out (python/tests/test_typing.py)."""
         return cls(**{k: tuple(v) if isinstance(v, list) else v
                       for k, v in d.items() if k in cls._names()})
 

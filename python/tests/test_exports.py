@@ -96,3 +96,15 @@ def test_end_of_data_keeps_its_name_and_is_caught_as_before(fifo):
         fifo.get(timeout=0)
     e = pickle.loads(pickle.dumps(cistern.EndOfData("done")))
     assert type(e) is cistern.EndOfData and e.args == ("done",)
+
+
+def test_meson_installs_every_module_and_stub_of_the_package():
+    # A module left out of install_sources is missing from the wheel; the
+    # source tree's imports would not show it.
+    with open(os.path.join(SRC, "python", "meson.build")) as f:
+        build = f.read()
+    installed = set(re.findall(r"'cistern/([\w.]+)'", build))
+    here = {os.path.basename(p) for p in glob.glob(os.path.join(SRC, "python", "cistern", "*"))
+            if re.search(r"\.(py|pyi)$|^py\.typed$", os.path.basename(p))}
+    assert "segment.py" in here
+    assert here == installed
