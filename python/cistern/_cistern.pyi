@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""Type stubs of the extension module cistern._cistern (python/_cistern.c).
+"""Type stubs of the extension module cistern._cistern (python/ext/).
 
 The dicts it returns are typed here as TypedDicts; the package turns them into
-the records of cistern/__init__.py. Keep this file in step with the
-PyMethodDef tables of _cistern.c.
+the records of cistern/records.py. python/tests/test_typing.py checks this
+file against the module as it runs (mypy's stubtest: names, signatures,
+defaults) and the TypedDicts' keys against the dicts and the records.
 """
 
 from typing import Any, Callable, Final, TypedDict, final

@@ -323,7 +323,7 @@ class Buffer:
         the rule of docs/SCHEMA.md (cistern's one rule): whole numbers in range
         into integers, any number into floats rounded (not a finite one beyond
         the range), bools only into bool. ValueError otherwise."""
-        return np.ascontiguousarray(cistern._convert(samples, self.dtype, what,
+        return np.ascontiguousarray(cistern.schema._convert(samples, self.dtype, what,
                                                      f"this buffer holds {self.dtype}"))
 
     def _check_items(self, items: int, what: str) -> None:

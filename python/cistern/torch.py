@@ -176,7 +176,7 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
         self.name = rank_segment_name(name, self.rank) if self.rank is not None else name
         #: None (with shape None): read by the segment's schema, or as float32 without one.
         self.dtype = np.dtype(dtype) if dtype is not None else None
-        self.shape = cistern._shape_tuple(shape)
+        self.shape = cistern._common._shape_tuple(shape)
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
             raise ValueError("batch_size must be a positive int or None")
         if batch_size is not None and self.shape is None and self.dtype is not None:

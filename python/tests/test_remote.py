@@ -76,6 +76,7 @@ def test_put_arrives_in_the_segment_whole_with_its_meta(fifo, segname, cistern_c
         info = out.info()
         assert (info.sent, info.acked, info.failed, info.ranks) == (10, 10, 0, 1)
         assert info.slot_size == 1024
+        assert set(out._r.info()) == set(cistern.RemoteInfo._names())  # every field, once
     got = _drain(fifo)
     assert [m.time_step for _, m in got] == list(range(10))
     assert all(m.sim_id == 4 for _, m in got)

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Typed and documented: mypy --strict passes on the package, its examples and
-the demo; every public name has a docstring help() shows; the stub names every
-function and method of the extension; the records carry every field the
-extension reports."""
+the demo; every public name has a docstring help() shows; the stub and the
+extension agree (stubtest, and names both ways); the stub's dicts, the records
+and the extension's dicts have the same fields."""
 import ast
 import inspect
 import os
@@ -108,6 +108,81 @@ def test_the_stub_names_every_function_type_and_method_of_the_extension():
             assert name in consts, f"constant {name} missing from _cistern.pyi"
     for name in funcs:
         assert callable(getattr(ext, name, None)), f"_cistern.pyi names {name}, which is gone"
+    for name in consts:
+        assert hasattr(ext, name), f"_cistern.pyi names the constant {name}, which is gone"
+    for name, members in classes.items():
+        if name.endswith("Dict"):
+            continue  # the TypedDicts of the dicts, checked below
+        for attr in members:
+            assert hasattr(getattr(ext, name), attr), f"_cistern.pyi names {name}.{attr}"
+
+
+# The stub's own helper types, which the module does not have at run time.
+STUB_ONLY = r"""
+_cistern\.\w+Dict
+_cistern\.(Buffer|MetaTuple|Progress|StrPath)
+"""
+
+
+def test_stubtest_finds_the_stub_and_the_extension_in_agreement(tmp_path):
+    """mypy's stubtest compares every name, signature and default of the stub
+    with the module as it runs (its __text_signature__s)."""
+    pytest.importorskip("mypy.stubtest")
+    import shutil
+    shutil.copy(STUB, tmp_path / "_cistern.pyi")
+    (tmp_path / "allowlist").write_text(STUB_ONLY)
+    (tmp_path / "mypy.ini").write_text("[mypy]\n")
+    env = dict(os.environ, MYPYPATH=str(tmp_path),
+               PYTHONPATH=os.path.dirname(os.path.abspath(ext.__file__)))
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "_cistern", "--mypy-config-file",
+         str(tmp_path / "mypy.ini"), "--allowlist", str(tmp_path / "allowlist")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _stub_dicts():
+    """The keys of each TypedDict of the stub, by name."""
+    tree = ast.parse(open(STUB).read())
+    return {n.name: {m.target.id for m in n.body if isinstance(m, ast.AnnAssign)}
+            for n in tree.body if isinstance(n, ast.ClassDef) and n.name.endswith("Dict")}
+
+
+def test_the_stubs_dicts_have_the_keys_the_extension_returns(tmp_path, segname):
+    dicts = _stub_dicts()
+    name = segname
+    h = ext.create(name, schema="obs:float32[2];action:int64[]")
+    try:
+        h.put(bytes(16))
+        dump = ext.dump(name, str(tmp_path / "d"))
+        pairs = [("ConfigDict", h.config()), ("StatsDict", h.stats()),
+                 ("OccupancyDict", h.occupancy()), ("ProcDict", h.procs()[0]),
+                 ("SchemaDict", h.schema()), ("FieldDict", h.schema()["fields"][0]),
+                 ("GcReportDict", ext.gc(name, dry_run=True)), ("DumpInfoDict", dump),
+                 ("ConfigDict", dump["config"]), ("StatsDict", dump["stats"])]
+        pairs += [("SegmentInfoDict", d) for d in ext.list_segments() if d["name"] == name]
+    finally:
+        h.detach()
+        ext.unlink(name)
+    assert {p[0] for p in pairs} == set(dicts) - {"RemoteInfoDict"}
+    for typed, d in pairs:
+        assert set(d) == dicts[typed], typed
+
+
+def test_the_remote_info_dict_of_the_stub_is_the_record_remote_info():
+    # A connection needs a server: test_remote.py compares the record's
+    # fields with the extension's keys.
+    assert _stub_dicts()["RemoteInfoDict"] == set(cistern.RemoteInfo._names())
+
+
+def test_every_record_has_the_fields_of_its_stub_dict():
+    dicts = _stub_dicts()
+    for record in (cistern.Config, cistern.Stats, cistern.Occupancy, cistern.ProcInfo,
+                   cistern.SegmentInfo, cistern.GcReport, cistern.DumpInfo, cistern.Field,
+                   cistern.RemoteInfo):
+        typed = {"ProcInfo": "ProcDict", "Field": "FieldDict"}.get(
+            record.__name__, record.__name__ + "Dict")
+        assert set(record._names()) == dicts[typed], record.__name__
 
 
 def test_records_carry_every_field_the_extension_reports(fifo, tmp_path):
