@@ -57,6 +57,9 @@ PyObject *cx_put(PyObject *self, const struct cx_put_ops *ops, PyObject *args, P
 	return PyLong_FromUnsignedLongLong(x.meta.sample_id);
 }
 
+/* The largest batch copied while holding the GIL (see cx_put_rows()). */
+#define CX_PUT_GIL_BYTES ((size_t)256 << 10)
+
 struct rows_ctx {
 	const struct cx_put_ops *ops;
 	void *target;
@@ -83,9 +86,16 @@ int cx_put_rows(const struct cx_put_ops *ops, void *target, const char *buf, siz
 		size_t count, struct cistern_meta *m, int timeout_ms, size_t *done)
 {
 	struct rows_ctx x = {ops, target, buf, item, count, 0, m};
-	/* One quick try with the GIL held: a batch that fits needs no wait. */
-	int r = rows_attempt(&x, 0);
-	if (r == -EAGAIN && timeout_ms != 0)
+	/*
+	 * A small batch gets one quick try with the GIL held: one that fits
+	 * needs no wait, and releasing the GIL would cost more than the copy.
+	 * A large one is copied with the GIL released from the first attempt,
+	 * so that the caller's other threads run meanwhile.
+	 */
+	int r;
+	if (item * count > CX_PUT_GIL_BYTES)
+		r = cx_wait_sliced(rows_attempt, &x, timeout_ms);
+	else if ((r = rows_attempt(&x, 0)) == -EAGAIN && timeout_ms != 0)
 		r = cx_wait_sliced(rows_attempt, &x, timeout_ms);
 	*done = x.done;
 	return r;
