@@ -4,7 +4,7 @@
  * server, and from Fortran (tests/sim/fortran_put.f90, whose samples these
  * tests read back field by field).
  */
-#include "../helpers.h"
+#include "helpers.h"
 
 #include <cistern_sim.h>
 #include <cistern/remote.h>
