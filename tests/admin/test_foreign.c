@@ -14,6 +14,8 @@
 #include <grp.h>
 #include <sys/stat.h>
 
+#include <sys/prctl.h>
+
 #include "helpers.h"
 #include <cistern/admin.h>
 
