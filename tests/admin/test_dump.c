@@ -12,6 +12,7 @@
 #include "admin/dump.h"
 #include "sys/crc32c.h"
 #include "dumpfile.h"
+#include "peek.h"
 #include <cistern/admin.h>
 
 #define PAYLOAD 200
@@ -1056,40 +1057,6 @@ Test(dump, works_without_io_uring)
 
 /* ---- FIRO and the reservoirs ------------------------------------------- */
 
-struct held_sample {
-	uint64_t id;
-	uint32_t sim, step, seen;
-	uint64_t len;
-	uint8_t payload[PAYLOAD];
-};
-
-/* Every held slot of a segment, sorted by id. */
-static size_t held_samples(struct cistern *c, struct held_sample *out, size_t cap)
-{
-	size_t n = 0;
-	for (uint64_t i = 0; i < c->slot_count && n < cap; i++) {
-		struct cistern_slot_view v = cistern__policy_of(c->hdr->policy)
-						     ->snap->classify(
-							     cistern__slotmeta(c, i)->word);
-		if (v.cls != CISTERN_SLOT_COMMITTED)
-			continue;
-		struct held_sample *h = &out[n++];
-		h->id = cistern__slotmeta(c, i)->sample_id;
-		h->sim = cistern__slotmeta(c, i)->sim_id;
-		h->step = cistern__slotmeta(c, i)->time_step;
-		h->seen = cistern__slotmeta(c, i)->seen;
-		h->len = cistern__slotmeta(c, i)->len;
-		memcpy(h->payload, cistern__payload(c, i), (size_t)h->len);
-	}
-	for (size_t a = 1; a < n; a++)
-		for (size_t b = a; b > 0 && out[b - 1].id > out[b].id; b--) {
-			struct held_sample t = out[b];
-			out[b] = out[b - 1];
-			out[b - 1] = t;
-		}
-	return n;
-}
-
 static void put_n(struct cistern *c, uint32_t n, uint32_t sims)
 {
 	uint8_t buf[PAYLOAD];
@@ -1099,67 +1066,6 @@ static void put_n(struct cistern *c, uint32_t n, uint32_t sims)
 		struct cistern_meta m = {.sim_id = i % sims, .time_step = i / sims};
 		cr_assert_eq(cistern_put(c, buf, len, &m, 0), 0);
 	}
-}
-
-static void roundtrip_same(const char *tag, struct cistern_config cfg, uint32_t n, uint32_t sims,
-			   uint32_t reads)
-{
-	cfg.slot_size = PAYLOAD;
-	struct cistern *c = seg_create(tag, cfg);
-	const char *name = seg_name_of(c);
-	const char *copy = copy_name(tag);
-	const char *path = seg_dump_path(tag);
-	put_n(c, n, sims);
-	for (uint32_t i = 0; i < reads; i++) {
-		struct cistern_sample s;
-		cr_assert_eq(cistern_acquire(c, &s, 0), 0);
-		cistern_release(c, &s);
-	}
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
-	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
-	struct cistern *r;
-	cr_assert_eq(cistern_attach(copy, &r), 0);
-	static struct held_sample a[256], b[256];
-	size_t na = held_samples(c, a, 256), nb = held_samples(r, b, 256);
-	cr_assert_eq(na, nb);
-	for (size_t i = 0; i < na; i++) {
-		cr_assert_eq(a[i].id, b[i].id);
-		cr_assert_eq(a[i].sim, b[i].sim);
-		cr_assert_eq(a[i].step, b[i].step);
-		cr_assert_eq(a[i].seen, b[i].seen, "seen of sample %lu", (unsigned long)a[i].id);
-		cr_assert_eq(a[i].len, b[i].len);
-		cr_assert_eq(memcmp(a[i].payload, b[i].payload, (size_t)a[i].len), 0);
-	}
-	struct cistern_stats sa, sb;
-	cistern_stats_get(c, &sa);
-	cistern_stats_get(r, &sb);
-	cr_assert_eq(sb.population, sa.population);
-	struct cistern_meta m;
-	cr_assert_eq(cistern_put(r, "n", 1, &m, 0), 0, "the restored segment takes samples");
-	cr_assert_eq(m.sample_id, n, "with ids after the restored ones");
-	cistern_detach(r);
-}
-
-Test(dump_policies, reservoir_restores_the_same_samples_and_seen_counts)
-{
-	struct cistern_config cfg = {.slot_count = 32, .policy = CISTERN_RESERVOIR, .watermark = 4};
-	roundtrip_same("dr-res", cfg, 20, 1, 15);
-}
-
-Test(dump_policies, firo_restores_the_same_samples_and_seen_counts)
-{
-	struct cistern_config cfg = {
-		.slot_count = 32, .policy = CISTERN_FIRO, .watermark = 4, .pseudo_epochs = 3};
-	roundtrip_same("dr-firo", cfg, 20, 1, 9);
-}
-
-Test(dump_policies, batch_reservoir_restores_the_same_samples)
-{
-	struct cistern_config cfg = {.slot_count = 32,
-				     .policy = CISTERN_BATCH_RESERVOIR,
-				     .watermark = 4,
-				     .batch_size = 4};
-	roundtrip_same("dr-batch", cfg, 20, 1, 0);
 }
 
 Test(dump_policies, new_reservoir_samples_get_ids_above_the_restored_ones)
