@@ -11,7 +11,7 @@
 #               (also proves the tree builds warning-free with clang)
 #   build-tsan  gcc, ThreadSanitizer: the multithreaded and multi-process tests,
 #               linked with tests/shim (Criterion cannot run under TSan)
-#   valgrind    memcheck over the single-process tests (test_api, from ./build)
+#   valgrind    memcheck over the single-process tests (api/test_api, from ./build)
 #   fuzz        scripts/fuzz.sh, the short run, if clang's fuzzer runtime is there
 #
 # CHECKS="format asan tsan valgrind fuzz" (the default) picks which run;
@@ -64,9 +64,9 @@ if [[ $checks == *" asan "* ]]; then
     # SIGBUS is what one test expects of a truncated mapping: leave it to the kernel.
     export ASAN_OPTIONS=handle_sigbus=0:halt_on_error=1:detect_leaks=1
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-    # The loops that wait for a rare signal (tests/test_foreign.c) run fewer times here.
+    # The loops that wait for a rare signal (tests/admin/test_foreign.c) run fewer times here.
     export CISTERN_TEST_RUNS=20
-    for t in build-asan/tests/test_*; do
+    for t in build-asan/tests/*/test_*; do
       [ -f "$t" ] && [ -x "$t" ] || continue
       echo "-- $(basename "$t")"
       out=$("$t" --jobs=1 2>&1); status=$?
@@ -84,9 +84,9 @@ if [[ $checks == *" tsan "* ]]; then
     # The shim runs each test in a child forked from a one-thread runner, and the
     # tests fork only from one-thread processes, so TSan's fork rules hold.
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-    for t in threads fifo_mp crash_points chaos; do
-      echo "-- test_$t"
-      out=$("build-tsan/tests/test_$t" 2>&1); status=$?
+    for t in api/test_threads policy/test_fifo_mp policy/test_crash_points api/test_chaos; do
+      echo "-- $(basename "$t")"
+      out=$("build-tsan/tests/$t" 2>&1); status=$?
       show "$out"; count "$out" $status
     done
     unset TSAN_OPTIONS
@@ -96,12 +96,12 @@ if [[ $checks == *" tsan "* ]]; then
 fi
 
 if [[ $checks == *" valgrind "* ]]; then
-  echo "== valgrind memcheck (build/tests/test_api)"
+  echo "== valgrind memcheck (build/tests/api/test_api)"
   if command -v valgrind >/dev/null; then
     # Criterion sees valgrind and runs the tests one by one without early exit.
     # Errors in its workers do not change their exit status: read the log.
     out=$(valgrind -q --trace-children=yes --leak-check=full --errors-for-leak-kinds=definite \
-      build/tests/test_api --jobs=1 2>&1); status=$?
+      build/tests/api/test_api --jobs=1 2>&1); status=$?
     errors=$(printf '%s\n' "$out" | grep -cE '^==[0-9]+== ')
     show "$out"
     if [ $status -eq 0 ] && [ "$errors" -eq 0 ] && printf '%s\n' "$out" | grep -q 'Failing: 0 | Crashing: 0'; then

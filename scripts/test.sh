@@ -11,7 +11,8 @@ EXTRA_PACKAGES="${EXTRA_PACKAGES:-} clang clang-format libclang-rt-14-dev valgri
   bash scripts/setup.sh || exit 1
 
 passed=0 failed=0 rc=0
-for t in build/tests/test_*; do
+# The criterion programs, in the folders of tests/ (build/tests/<folder>/test_*).
+for t in build/tests/*/test_*; do
   [ -f "$t" ] && [ -x "$t" ] || continue
   echo "== $(basename "$t")"
   out=$("$t" --jobs=1 2>&1); status=$?

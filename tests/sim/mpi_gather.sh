@@ -3,7 +3,7 @@
 # (tests/sim/mpi_gather.c says what it checks), under mpirun.
 set -euo pipefail
 build=$(cd "$1" && pwd)
-prog=$build/tests/mpi_gather
+prog=$build/tests/sim/mpi_gather
 if [ ! -x "$prog" ]; then
   echo "mpi gather check: $prog was not built (no MPI at configure time; scripts/setup.sh installs OpenMPI)" >&2
   exit 1

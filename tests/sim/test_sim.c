@@ -4,7 +4,7 @@
  * server, and from Fortran (tests/sim/fortran_put.f90, whose samples these
  * tests read back field by field).
  */
-#include "../helpers.h"
+#include "helpers.h"
 
 #include <cistern_sim.h>
 #include <cistern/remote.h>
@@ -285,17 +285,13 @@ static pid_t serve(const char *name, char *ep, size_t cap)
 		struct cistern_server *srv;
 		if (cistern_server_create(&o, &srv) < 0)
 			_exit(3);
-		char ok = 1;
-		if (write(p[1], &ok, 1) != 1)
-			_exit(4);
+		say_ready(p[1]);
 		cistern_server_run(srv, 20000);
 		cistern_server_close(srv, 1000);
 		_exit(0);
 	}
-	close(p[1]);
-	char ok = 0;
-	cr_assert_eq(read(p[0], &ok, 1), 1, "the server did not start");
-	close(p[0]);
+	pid = await_ready(p, pid);
+	cr_assert_gt(pid, 0, "the server did not start");
 	return pid;
 }
 
@@ -331,9 +327,8 @@ static int fortran_put(const char *name, const char *mode)
 		execl(FORTRAN_PUT, FORTRAN_PUT, name, mode, (char *)NULL);
 		_exit(127);
 	}
-	int status;
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	cr_assert_gt(pid, 0);
+	return reap_status(pid);
 }
 
 Test(sim, fortran_steps_arrive_field_by_field)

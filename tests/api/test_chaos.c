@@ -33,6 +33,8 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 
+#include <sys/prctl.h>
+
 #include "helpers.h"
 
 #define PRODUCERS 4

@@ -553,19 +553,6 @@ Test(reservoir, release_batch_releases_the_rest_after_an_invalid_sample)
 	seg_drop(c);
 }
 
-Test(reservoir, after_close_each_get_removes_and_then_end_of_data)
-{
-	struct cistern *c = u32_seg("res-close", CISTERN_RESERVOIR, 16, 8);
-	fill_u32(c, 5);
-	cistern_close_reception(c);
-	uint8_t got[5] = {0};
-	cr_assert_eq(drain(c, got, 5), 5, "below the watermark, but closed: drains");
-	for (int i = 0; i < 5; i++)
-		cr_assert_eq(got[i], 1);
-	cr_assert_eq(stats(c).population, 0);
-	seg_drop(c);
-}
-
 Test(reservoir, rate_limiter_bounds_reads_per_put)
 {
 	struct cistern *c = seg_create("res-rate",

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fail_strdup.c - an LD_PRELOAD module for tests/test_remote.c: strdup() of
+ * fail_strdup.c - an LD_PRELOAD module for tests/remote/test_remote.c: strdup() of
  * the string named by CISTERN_FAIL_STRDUP fails with ENOMEM, every other
  * copy succeeds. It lets a test reach the out-of-memory path of an option
  * parser without exhausting memory.

@@ -9,6 +9,8 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
+#include <sys/prctl.h>
+
 #include "helpers.h"
 #include "sys/crc32c.h"
 #include "dumpfile.h"

@@ -5,7 +5,9 @@
  * scraped over real sockets; and its textfile mode.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 
 #include "helpers.h"
 #include <cistern/admin.h>

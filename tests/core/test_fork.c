@@ -12,6 +12,7 @@
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 
 #include "helpers.h"
 #include <cistern/admin.h>

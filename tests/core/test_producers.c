@@ -30,47 +30,41 @@ enum end { END_DONE_DETACH, END_DETACH, END_KILLED, END_DONE_KILLED };
 
 /*
  * A child that attaches to `name` with `flags`, puts `puts` samples, ends as
- * `how` says (SIGKILL waits in pause() for the parent's kill), and is reaped
- * before this returns.
+ * `how` says (one to be killed says it is ready, then waits for the
+ * parent's SIGKILL), and is reaped before this returns.
  */
 static void producer_with(const char *name, uint32_t flags, int puts, enum end how)
 {
-	_Atomic uint32_t *ready = shared_alloc(sizeof(*ready));
-	cr_assert_not_null(ready);
+	bool killed = how == END_KILLED || how == END_DONE_KILLED;
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
 	pid_t pid = fork_child();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
-		struct cistern *p;
-		if (cistern_attach_flags(name, flags, &p) < 0)
+		close(p[0]);
+		struct cistern *h;
+		if (cistern_attach_flags(name, flags, &h) < 0)
 			_exit(1);
 		for (int i = 0; i < puts; i++)
-			if (cistern_put(p, "sample", 6, NULL, 5000) < 0)
+			if (cistern_put(h, "sample", 6, NULL, 5000) < 0)
 				_exit(2);
 		if ((how == END_DONE_DETACH || how == END_DONE_KILLED) &&
-		    cistern_producer_done(p) < 0)
+		    cistern_producer_done(h) < 0)
 			_exit(3);
-		if (how == END_DONE_DETACH || how == END_DETACH) {
-			cistern_detach(p);
-			_exit(0);
-		}
-		atomic_store(ready, 1);
-		for (;;)
-			pause();
+		if (killed)
+			ready_then_wait(p[1]);
+		cistern_detach(h);
+		_exit(0);
 	}
-	if (how == END_KILLED || how == END_DONE_KILLED) {
-		while (!atomic_load(ready)) {
-			int st;
-			cr_assert_eq(waitpid(pid, &st, WNOHANG), 0,
-				     "the producer ended on its own");
-			usleep(1000);
-		}
-		kill(pid, SIGKILL);
+	if (killed) {
+		cr_assert_gt(await_ready(p, pid), 0, "the producer ended on its own");
+		kill_and_reap(pid);
+		return;
 	}
-	int st;
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	if (how == END_DONE_DETACH || how == END_DETACH)
-		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "producer status %#x", st);
-	munmap(ready, sizeof(*ready));
+	close(p[0]);
+	close(p[1]);
+	int status = reap_status(pid);
+	cr_assert_eq(status, 0, "producer status %d", status);
 }
 
 /* As producer_with(), attached without flags: counted from its first put. */
@@ -205,8 +199,7 @@ Test(producers, a_killed_reader_is_not_a_producer)
 	cr_assert_eq(cistern_put(c, "sample", 6, NULL, 0), 0);
 	pid_t pid = spawn_holder(name, HOLD_SAMPLE);
 	cr_assert_gt(pid, 0);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	kill_and_reap(pid);
 	struct cistern *d;
 	cr_assert_eq(cistern_attach(name, &d), 0);
 	struct cistern_stats st = stats(c);

@@ -1114,13 +1114,50 @@ static uint64_t read_all(struct cistern *c, uint32_t after, uint64_t *later)
  * frame too short for a header, then PUTs 101-150 numbered right: serve
  * drops the producer at the bad frame and puts none of what followed.
  */
+/*
+ * A FIFO segment "r<tag>" served by `cistern serve`, and a raw producer
+ * that said HELLO to it with a window of `window`: the segment.
+ */
+static struct cistern *raw_producer_of(const char *tag, uint32_t window, struct serve *s,
+				       struct raw *r)
+{
+	char seg_tag[32];
+	snprintf(seg_tag, sizeof(seg_tag), "r%s", tag);
+	struct cistern *c = seg_create(seg_tag, fifo(64, PAYLOAD));
+	raw_hello(r, serve_one(s, tag, c), window);
+	return c;
+}
+
+/* The raw producer's end: the socket closed, serve stopped cleanly. */
+static void raw_producer_end(struct serve *s, struct raw *r)
+{
+	raw_close(r);
+	cr_assert_eq(serve_stop(s), 0);
+}
+
+/*
+ * A raw PUT of `version` with reserved bytes `zero`: the producer is told
+ * (an ERROR frame), nothing is put, and serve's log says `why`.
+ */
+static void put_is_refused(const char *tag, uint8_t version, uint16_t zero, const char *why)
+{
+	struct serve s;
+	struct raw r;
+	struct cistern *c = raw_producer_of(tag, 16, &s, &r);
+	raw_put(&r, version, zero, 1);
+	struct cistern__wire w;
+	cr_assert(raw_expect(&r, CISTERN__W_ERROR, &w, 10000), "a PUT (%s) was not refused", why);
+	uint64_t later;
+	cr_assert_eq(read_all(c, 0, &later), 0, "a PUT (%s) was put", why);
+	cr_assert(log_wait(s.log, why, 5), "serve did not log \"%s\"", why);
+	raw_producer_end(&s, &r);
+}
+
 Test(remote, a_dropped_producer_has_nothing_more_put)
 {
-	struct cistern *c = seg_create("rdrop", fifo(64, PAYLOAD));
 	struct serve s;
-	const char *ep = serve_one(&s, "drop", c);
 	struct raw r;
-	raw_hello(&r, ep, 128);
+	struct cistern *c = raw_producer_of("drop", 128, &s, &r);
 	for (uint64_t i = 1; i <= 100; i++)
 		raw_put(&r, CISTERN_REMOTE_PROTOCOL, 0, i);
 	cr_assert_eq(zmq_send(r.sock, "", 0, 0), 0);
@@ -1136,66 +1173,36 @@ Test(remote, a_dropped_producer_has_nothing_more_put)
 	struct cistern__wire w;
 	cr_assert(raw_expect(&r, CISTERN__W_ERROR, &w, 10000), "the producer was not told");
 	cr_assert_eq(w.a, EPROTO);
-	raw_close(&r);
-	cr_assert_eq(serve_stop(&s), 0);
+	raw_producer_end(&s, &r);
 }
 
 Test(remote, a_put_of_another_protocol_version_is_refused)
 {
-	struct cistern *c = seg_create("rver", fifo(64, PAYLOAD));
-	struct serve s;
-	const char *ep = serve_one(&s, "ver", c);
-	struct raw r;
-	raw_hello(&r, ep, 16);
-	raw_put(&r, 9, 0, 1);
-	struct cistern__wire w;
-	cr_assert(raw_expect(&r, CISTERN__W_ERROR, &w, 10000), "a version-9 PUT was not refused");
-	uint64_t later;
-	cr_assert_eq(read_all(c, 0, &later), 0, "a version-9 PUT was put");
-	cr_assert(log_wait(s.log, "protocol version 9", 5));
-	raw_close(&r);
-	cr_assert_eq(serve_stop(&s), 0);
+	put_is_refused("ver", 9, 0, "protocol version 9");
 }
 
 Test(remote, a_put_with_non_zero_reserved_bytes_is_refused)
 {
-	struct cistern *c = seg_create("rrsv", fifo(64, PAYLOAD));
-	struct serve s;
-	const char *ep = serve_one(&s, "rsv", c);
-	struct raw r;
-	raw_hello(&r, ep, 16);
-	raw_put(&r, CISTERN_REMOTE_PROTOCOL, 0x0100, 1);
-	struct cistern__wire w;
-	cr_assert(raw_expect(&r, CISTERN__W_ERROR, &w, 10000), "the PUT was not refused");
-	uint64_t later;
-	cr_assert_eq(read_all(c, 0, &later), 0, "a PUT with reserved bytes set was put");
-	cr_assert(log_wait(s.log, "non-zero reserved bytes", 5));
-	raw_close(&r);
-	cr_assert_eq(serve_stop(&s), 0);
+	put_is_refused("rsv", CISTERN_REMOTE_PROTOCOL, 0x0100, "non-zero reserved bytes");
 }
 
 Test(remote, a_batch_of_no_samples_is_named_as_such)
 {
-	struct cistern *c = seg_create("rzero", fifo(64, PAYLOAD));
 	struct serve s;
-	const char *ep = serve_one(&s, "zero", c);
 	struct raw r;
-	raw_hello(&r, ep, 16);
+	raw_producer_of("zero", 16, &s, &r);
 	struct cistern__wire w = {
 		.kind = CISTERN__W_PUTS, .version = CISTERN_REMOTE_PROTOCOL, .a = 0, .seq = 1};
 	raw_send(&r, &w, 0, NULL, 0);
 	cr_assert(log_wait(s.log, "dropped: a batch of no samples", 10), "not named as such");
-	raw_close(&r);
-	cr_assert_eq(serve_stop(&s), 0);
+	raw_producer_end(&s, &r);
 }
 
 Test(remote, a_put_after_done_is_named_as_such)
 {
-	struct cistern *c = seg_create("rafter", fifo(64, PAYLOAD));
 	struct serve s;
-	const char *ep = serve_one(&s, "after", c);
 	struct raw r;
-	raw_hello(&r, ep, 16);
+	struct cistern *c = raw_producer_of("after", 16, &s, &r);
 	raw_put(&r, CISTERN_REMOTE_PROTOCOL, 0, 1);
 	struct cistern__wire w = {
 		.kind = CISTERN__W_DONE, .version = CISTERN_REMOTE_PROTOCOL, .seq = 1};
@@ -1204,8 +1211,7 @@ Test(remote, a_put_after_done_is_named_as_such)
 	cr_assert(log_wait(s.log, "dropped: a sample after its DONE", 10), "not named as such");
 	uint64_t later;
 	cr_assert_eq(read_all(c, 0, &later), 1);
-	raw_close(&r);
-	cr_assert_eq(serve_stop(&s), 0);
+	raw_producer_end(&s, &r);
 }
 
 static long status_kib(pid_t pid, const char *field)

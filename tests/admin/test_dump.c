@@ -12,6 +12,7 @@
 #include "admin/dump.h"
 #include "sys/crc32c.h"
 #include "dumpfile.h"
+#include "peek.h"
 #include <cistern/admin.h>
 
 #define PAYLOAD 200
@@ -37,7 +38,6 @@ static const char *copy_name(const char *tag)
 	return seg_name(copy_tag);
 }
 
-/* Put n samples whose payload length and bytes depend on i; give sample i seen count i % 4. */
 static void fill(struct cistern *c, uint32_t n)
 {
 	uint8_t buf[PAYLOAD];
@@ -53,6 +53,49 @@ static void fill(struct cistern *c, uint32_t n)
 			     (uint32_t)(cistern__slotmeta(c, s)->time_step % 4));
 }
 
+/*
+ * What most tests here start from: a FIFO segment of `slots` slots holding
+ * fill(n)'s samples, its name, the name its copy is restored under and its
+ * dump file. seg_fini removes all three, pass or fail.
+ */
+struct subject {
+	struct cistern *c;
+	const char *name;
+	const char *copy;
+	const char *path;
+};
+
+static struct subject subject(const char *tag, uint64_t slots, uint32_t n)
+{
+	struct subject s = {.c = make(tag, slots)};
+	s.name = seg_name_of(s.c);
+	s.copy = copy_name(tag);
+	s.path = seg_dump_path(tag);
+	fill(s.c, n);
+	return s;
+}
+
+/* Dump the subject to its file, asserted to succeed. */
+static void dump_subject(const struct subject *s)
+{
+	int r = cistern_dump(s->name, s->path, NULL, NULL, NULL);
+	cr_assert_eq(r, 0, "dump of %s: %s", s->name, cistern_strerror(r));
+}
+
+/*
+ * Restore the subject's dump under its copy's name, asserted to succeed:
+ * a handle on the copy, for the test to detach (seg_fini unlinks the copy).
+ */
+static struct cistern *restore_copy(const struct subject *s)
+{
+	int r = cistern_restore(s->path, s->copy, NULL, NULL, NULL);
+	cr_assert_eq(r, 0, "restore of %s: %s", s->path, cistern_strerror(r));
+	struct cistern *copy;
+	cr_assert_eq(cistern_attach(s->copy, &copy), 0);
+	return copy;
+}
+
+/* Put n samples whose payload length and bytes depend on i; give sample i seen count i % 4. */
 static int temp_objects_left(void)
 {
 	char prefix[64];
@@ -111,27 +154,23 @@ Test(crc32c, continues_across_pieces)
 
 Test(dump, restore_gives_identical_samples_metadata_and_seen_counts)
 {
-	struct cistern *c = make("d-same", 64);
-	const char *name = seg_name_of(c);
-	const char *copy = seg_name("d-same2");
-	const char *path = seg_dump_path("same");
-	fill(c, 40);
+	struct subject seg = subject("d-same", 64, 40);
 	/* Take 5 out so that the ring does not start at slot 0. */
 	uint8_t buf[PAYLOAD];
 	for (int i = 0; i < 5; i++)
-		cr_assert_gt(cistern_get(c, buf, sizeof(buf), NULL, 0), 0);
+		cr_assert_gt(cistern_get(seg.c, buf, sizeof(buf), NULL, 0), 0);
 	struct cistern_dump_info di;
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, &di), 0);
+	cr_assert_eq(cistern_dump(seg.name, seg.path, NULL, NULL, &di), 0);
 	cr_assert_eq(di.samples, 35);
 	cr_assert_eq(di.skipped, 0);
 	struct cistern_dump_info ri;
-	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, &ri), 0);
+	cr_assert_eq(cistern_restore(seg.path, seg.copy, NULL, NULL, &ri), 0);
 	cr_assert_eq(ri.samples, 35);
 
 	struct cistern *r;
-	cr_assert_eq(cistern_attach(copy, &r), 0);
+	cr_assert_eq(cistern_attach(seg.copy, &r), 0);
 	struct cistern_config a, b;
-	cistern_config_get(c, &a);
+	cistern_config_get(seg.c, &a);
 	cistern_config_get(r, &b);
 	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0, "same config");
 	/* Seen counts sit in slot metadata: compare by sample id before anyone reads. */
@@ -143,7 +182,7 @@ Test(dump, restore_gives_identical_samples_metadata_and_seen_counts)
 	for (uint32_t i = 5; i < 40; i++) {
 		struct cistern_meta m1, m2;
 		uint8_t b1[PAYLOAD], b2[PAYLOAD];
-		ssize_t n1 = cistern_get(c, b1, sizeof(b1), &m1, 0);
+		ssize_t n1 = cistern_get(seg.c, b1, sizeof(b1), &m1, 0);
 		ssize_t n2 = cistern_get(r, b2, sizeof(b2), &m2, 0);
 		cr_assert_eq(n1, n2);
 		cr_assert_eq(memcmp(b1, b2, (size_t)n1), 0, "payload of sample %u", i);
@@ -156,15 +195,9 @@ Test(dump, restore_gives_identical_samples_metadata_and_seen_counts)
 
 Test(dump, new_samples_of_a_restored_segment_get_higher_ids)
 {
-	struct cistern *c = make("d-ids", 16);
-	const char *name = seg_name_of(c);
-	const char *copy = seg_name("d-ids2");
-	const char *path = seg_dump_path("ids");
-	fill(c, 10);
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
-	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
-	struct cistern *r;
-	cr_assert_eq(cistern_attach(copy, &r), 0);
+	struct subject seg = subject("d-ids", 16, 10);
+	dump_subject(&seg);
+	struct cistern *r = restore_copy(&seg);
 	struct cistern_meta m;
 	cr_assert_eq(cistern_put(r, "new", 3, &m, 0), 0);
 	cr_assert_eq(m.sample_id, 10, "ids continue after the restored 0..9");
@@ -177,33 +210,27 @@ Test(dump, new_samples_of_a_restored_segment_get_higher_ids)
 
 Test(dump, restore_under_the_stored_name_refuses_an_existing_segment)
 {
-	struct cistern *c = make("d-exist", 8);
-	const char *name = seg_name_of(c);
-	const char *path = seg_dump_path("exist");
-	fill(c, 3);
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
-	cr_assert_eq(cistern_restore(path, NULL, NULL, NULL, NULL), -EEXIST);
+	struct subject seg = subject("d-exist", 8, 3);
+	dump_subject(&seg);
+	cr_assert_eq(cistern_restore(seg.path, NULL, NULL, NULL, NULL), -EEXIST);
 	struct cistern_stats st;
-	cistern_stats_get(c, &st);
+	cistern_stats_get(seg.c, &st);
 	cr_assert_eq(st.population, 3, "the existing segment is untouched");
-	seg_detach(c);
-	cistern_unlink(name);
-	cr_assert_eq(cistern_restore(path, NULL, NULL, NULL, NULL), 0, "once gone, it restores");
+	seg_detach(seg.c);
+	cistern_unlink(seg.name);
+	cr_assert_eq(cistern_restore(seg.path, NULL, NULL, NULL, NULL), 0,
+		     "once gone, it restores");
 }
 
 static void refused(const char *tag, void (*damage)(const char *path))
 {
-	struct cistern *c = make(tag, 32);
-	const char *name = seg_name_of(c);
-	const char *copy = copy_name(tag);
-	const char *path = seg_dump_path(tag);
-	fill(c, 20);
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
-	damage(path);
-	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), -EBADMSG);
-	cr_assert_eq(cistern_dump_verify(path, NULL), -EBADMSG);
+	struct subject seg = subject(tag, 32, 20);
+	dump_subject(&seg);
+	damage(seg.path);
+	cr_assert_eq(cistern_restore(seg.path, seg.copy, NULL, NULL, NULL), -EBADMSG);
+	cr_assert_eq(cistern_dump_verify(seg.path, NULL), -EBADMSG);
 	struct cistern *r;
-	cr_assert_eq(cistern_attach(copy, &r), -ENOENT, "nothing was created");
+	cr_assert_eq(cistern_attach(seg.copy, &r), -ENOENT, "nothing was created");
 	cr_assert_eq(temp_objects_left(), 0, "no temporary object is left behind");
 }
 
@@ -233,7 +260,8 @@ static void refused_config_in_meta(const char *path)
 {
 	const off_t meta = file_size(path) - 32 - 512;
 	const off_t rpp =
-		meta + 160; /* reads_per_put in the meta block (lib/admin/dump_format.c, meta_code()) */
+		meta +
+		160; /* reads_per_put in the meta block (lib/admin/dump_format.c, meta_code()) */
 	int fd = open(path, O_RDWR);
 	cr_assert_geq(fd, 0);
 	uint8_t mb[512];
@@ -393,11 +421,9 @@ Test(dump, a_sim_paired_record_past_nb_time_steps_is_refused_by_verify_and_resto
 /* A dump of 20 FIFO samples, a quarter of them never seen, so that its seen set is not empty. */
 static const char *fifo_dump(const char *tag)
 {
-	struct cistern *c = make(tag, 32);
-	const char *path = seg_dump_path(tag);
-	fill(c, 20);
-	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0);
-	return path;
+	struct subject seg = subject(tag, 32, 20);
+	dump_subject(&seg);
+	return seg.path;
 }
 
 Test(dump, an_empty_seen_set_section_is_refused_without_a_word_on_stderr)
@@ -560,110 +586,88 @@ static void squat_restore_names(bool make)
 
 Test(dump, a_restore_succeeds_though_others_took_names_it_could_guess)
 {
-	struct cistern *c = make("d-squat", 8);
-	const char *path = seg_dump_path("squat");
-	const char *copy = copy_name("d-squat");
-	fill(c, 3);
-	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0);
+	struct subject seg = subject("d-squat", 8, 3);
+	dump_subject(&seg);
 	squat_restore_names(true);
-	int r = cistern_restore(path, copy, NULL, NULL, NULL);
+	int r = cistern_restore(seg.path, seg.copy, NULL, NULL, NULL);
 	squat_restore_names(false);
 	cr_assert_eq(r, 0, "%s", cistern_strerror(r));
 	struct cistern *d;
-	cr_assert_eq(cistern_attach(copy, &d), 0);
-	seg_keep(copy, d);
+	cr_assert_eq(cistern_attach(seg.copy, &d), 0);
+	seg_keep(seg.copy, d);
 }
 
 Test(dump, a_dump_succeeds_though_others_took_the_temporary_name_it_could_guess)
 {
-	struct cistern *c = make("d-tmpsquat", 8);
-	const char *path = seg_dump_path("tmpsquat");
+	struct subject seg = subject("d-tmpsquat", 8, 3);
 	char squat[256];
-	snprintf(squat, sizeof(squat), "%s.tmp.%d", path, (int)getpid());
+	snprintf(squat, sizeof(squat), "%s.tmp.%d", seg.path, (int)getpid());
 	int fd = open(squat, O_WRONLY | O_CREAT | O_EXCL, 0600);
 	cr_assert_geq(fd, 0);
 	close(fd);
-	fill(c, 3);
-	int r = cistern_dump(seg_name_of(c), path, NULL, NULL, NULL);
+	int r = cistern_dump(seg.name, seg.path, NULL, NULL, NULL);
 	struct stat st;
 	bool squat_kept = stat(squat, &st) == 0 && st.st_size == 0;
 	unlink(squat);
 	cr_assert_eq(r, 0, "%s", cistern_strerror(r));
 	cr_assert(squat_kept, "the other file is left as it was");
-	cr_assert_eq(cistern_dump_verify(path, NULL), 0);
+	cr_assert_eq(cistern_dump_verify(seg.path, NULL), 0);
 }
 
 Test(dump, a_refused_restore_still_says_the_stored_name)
 {
-	struct cistern *c = make("d-named", 8);
-	const char *name = seg_name_of(c);
-	const char *path = seg_dump_path("named");
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	struct subject seg = subject("d-named", 8, 0);
+	dump_subject(&seg);
 	struct cistern_dump_info info;
-	cr_assert_eq(cistern_restore(path, NULL, NULL, NULL, &info), -EEXIST);
-	cr_assert_str_eq(info.name, name);
+	cr_assert_eq(cistern_restore(seg.path, NULL, NULL, NULL, &info), -EEXIST);
+	cr_assert_str_eq(info.name, seg.name);
 }
 
 Test(dump, a_future_format_version_is_refused_as_unsupported)
 {
-	struct cistern *c = make("d-ver", 8);
-	const char *name = seg_name_of(c);
-	const char *path = seg_dump_path("ver");
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
-	flip_byte(path, 9); /* format version 1 -> 0x2001 */
-	cr_assert_eq(cistern_dump_verify(path, NULL), -EPROTONOSUPPORT);
+	struct subject seg = subject("d-ver", 8, 0);
+	dump_subject(&seg);
+	flip_byte(seg.path, 9); /* format version 1 -> 0x2001 */
+	cr_assert_eq(cistern_dump_verify(seg.path, NULL), -EPROTONOSUPPORT);
 }
 
 Test(dump, dumping_changes_not_a_byte_of_the_segment)
 {
 	char shm[128];
-	struct cistern *c = make("d-quiet", 32);
-	const char *name = seg_name_of(c);
-	const char *path = seg_dump_path("quiet");
-	fill(c, 20);
-	snprintf(shm, sizeof(shm), "/dev/shm/cistern.%s", name);
-	size_t size = c->map_size;
+	struct subject seg = subject("d-quiet", 32, 20);
+	snprintf(shm, sizeof(shm), "/dev/shm/cistern.%s", seg.name);
+	size_t size = seg.c->map_size;
 	uint8_t *before = malloc(size);
-	memcpy(before, c->hdr, size);
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
-	cr_assert_eq(memcmp(before, c->hdr, size), 0);
+	memcpy(before, seg.c->hdr, size);
+	dump_subject(&seg);
+	cr_assert_eq(memcmp(before, seg.c->hdr, size), 0);
 	free(before);
 }
 
 Test(dump, a_sample_held_by_a_reader_is_not_dumped)
 {
-	struct cistern *c = make("d-held", 8);
-	const char *name = seg_name_of(c);
-	const char *copy = seg_name("d-held2");
-	const char *path = seg_dump_path("held");
-	fill(c, 3);
+	struct subject seg = subject("d-held", 8, 3);
 	struct cistern_sample s;
-	cr_assert_eq(cistern_acquire(c, &s, 0), 0);
+	cr_assert_eq(cistern_acquire(seg.c, &s, 0), 0);
 	struct cistern_dump_info di;
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, &di), 0);
+	cr_assert_eq(cistern_dump(seg.name, seg.path, NULL, NULL, &di), 0);
 	cr_assert_eq(di.samples, 2, "the reader's sample is being consumed");
-	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(seg.path, seg.copy, NULL, NULL, NULL), 0);
 	struct cistern *r;
-	cr_assert_eq(cistern_open_readonly(copy, &r), 0);
+	cr_assert_eq(cistern_open_readonly(seg.copy, &r), 0);
 	struct cistern_stats st;
 	cistern_stats_get(r, &st);
 	cr_assert_eq(st.population, 2);
 	cistern_detach(r);
-	cistern_release(c, &s);
+	cistern_release(seg.c, &s);
 }
 
 Test(dump, a_closed_segment_restores_closed)
 {
-	struct cistern *c = make("d-closed", 8);
-	const char *name = seg_name_of(c);
-	const char *copy = seg_name("d-closed2");
-	const char *path = seg_dump_path("closed");
-	fill(c, 1);
-	cistern_close_reception(c);
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
-	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
-	struct cistern *r;
-	cr_assert_eq(cistern_attach(copy, &r), 0);
+	struct subject seg = subject("d-closed", 8, 1);
+	cistern_close_reception(seg.c);
+	dump_subject(&seg);
+	struct cistern *r = restore_copy(&seg);
 	uint8_t buf[PAYLOAD];
 	cr_assert_gt(cistern_get(r, buf, sizeof(buf), NULL, 0), 0);
 	cr_assert_eq(cistern_get(r, buf, sizeof(buf), NULL, 0), CISTERN_EOD);
@@ -707,15 +711,12 @@ Test(dump, producers_that_died_before_done_are_restored)
 /* Producers and readers keep going while we dump: every dumped sample is whole. */
 Test(dump, a_dump_under_load_holds_only_whole_samples, .timeout = 60)
 {
-	struct cistern *c = make("d-load", 256);
-	const char *name = seg_name_of(c);
-	const char *copy = seg_name("d-load2");
-	const char *path = seg_dump_path("load");
+	struct subject seg = subject("d-load", 256, 0);
 	_Atomic int *stop = shared_alloc(sizeof(*stop));
 	for (int k = 0; k < 2; k++) {
 		if (fork_child() == 0) {
 			struct cistern *p;
-			if (cistern_attach(name, &p) < 0)
+			if (cistern_attach(seg.name, &p) < 0)
 				_exit(1);
 			uint8_t buf[PAYLOAD];
 			for (uint32_t i = 0; !atomic_load(stop); i++) {
@@ -731,7 +732,7 @@ Test(dump, a_dump_under_load_holds_only_whole_samples, .timeout = 60)
 	}
 	if (fork_child() == 0) {
 		struct cistern *g;
-		if (cistern_attach(name, &g) < 0)
+		if (cistern_attach(seg.name, &g) < 0)
 			_exit(1);
 		uint8_t buf[PAYLOAD];
 		while (!atomic_load(stop))
@@ -743,10 +744,10 @@ Test(dump, a_dump_under_load_holds_only_whole_samples, .timeout = 60)
 	uint64_t total = 0;
 	for (int round = 0; round < 20; round++) {
 		struct cistern_dump_info di;
-		cr_assert_eq(cistern_dump(name, path, NULL, NULL, &di), 0);
-		cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+		cr_assert_eq(cistern_dump(seg.name, seg.path, NULL, NULL, &di), 0);
+		cr_assert_eq(cistern_restore(seg.path, seg.copy, NULL, NULL, NULL), 0);
 		struct cistern *r;
-		cr_assert_eq(cistern_attach(copy, &r), 0);
+		cr_assert_eq(cistern_attach(seg.copy, &r), 0);
 		struct cistern_sample s;
 		while (cistern_acquire(r, &s, 0) == 0) {
 			cr_assert(check_payload(s.data, s.len, s.meta.sim_id, s.meta.time_step),
@@ -756,7 +757,7 @@ Test(dump, a_dump_under_load_holds_only_whole_samples, .timeout = 60)
 			total++;
 		}
 		cistern_detach(r);
-		cistern_unlink(copy);
+		cistern_unlink(seg.copy);
 	}
 	atomic_store(stop, 1);
 	cr_assert_eq(reap_all(), 0);
@@ -818,18 +819,15 @@ Test(dump, a_restored_segment_gets_the_mode_the_segment_had_when_dumped)
 
 Test(dump, verify_describes_a_good_dump)
 {
-	struct cistern *c = make("d-verify", 16);
-	const char *name = seg_name_of(c);
-	const char *path = seg_dump_path("verify");
-	fill(c, 7);
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	struct subject seg = subject("d-verify", 16, 7);
+	dump_subject(&seg);
 	struct cistern_dump_info di;
-	cr_assert_eq(cistern_dump_verify(path, &di), 0);
+	cr_assert_eq(cistern_dump_verify(seg.path, &di), 0);
 	cr_assert_eq(di.samples, 7);
-	cr_assert_str_eq(di.name, name);
+	cr_assert_str_eq(di.name, seg.name);
 	cr_assert_eq(di.config.slot_count, 16);
 	cr_assert_eq(di.stats.puts, 7);
-	cr_assert_eq(di.file_size, (uint64_t)file_size(path));
+	cr_assert_eq(di.file_size, (uint64_t)file_size(seg.path));
 }
 
 static void count_progress(uint64_t done, uint64_t total, void *arg)
@@ -842,17 +840,13 @@ static void count_progress(uint64_t done, uint64_t total, void *arg)
 
 Test(dump, progress_reaches_the_total)
 {
-	struct cistern *c = make("d-prog", 512);
-	const char *name = seg_name_of(c);
-	const char *copy = seg_name("d-prog2");
-	const char *path = seg_dump_path("prog");
-	fill(c, 300);
+	struct subject seg = subject("d-prog", 512, 300);
 	uint64_t last = 0;
-	cr_assert_eq(cistern_dump(name, path, count_progress, &last, NULL), 0);
+	cr_assert_eq(cistern_dump(seg.name, seg.path, count_progress, &last, NULL), 0);
 	cr_assert_eq(last, 300);
 	last = 0;
-	cr_assert_eq(cistern_restore(path, copy, count_progress, &last, NULL), 0);
-	cr_assert_eq(last, (uint64_t)file_size(path));
+	cr_assert_eq(cistern_restore(seg.path, seg.copy, count_progress, &last, NULL), 0);
+	cr_assert_eq(last, (uint64_t)file_size(seg.path));
 }
 
 /* Two dumps of one segment are the same file but for the dump time in the meta block. */
@@ -874,14 +868,11 @@ static void assert_same_dump(const char *a, const char *b)
 
 Test(dump, the_plain_write_path_writes_the_same_file)
 {
-	struct cistern *c = make("d-plain", 64);
-	const char *name = seg_name_of(c);
-	const char *a = seg_dump_path("plain-a");
-	const char *b = seg_dump_path("plain-b");
-	fill(c, 50);
-	cr_assert_eq(cistern__dump_ex(name, a, 0, NULL, NULL, NULL), 0);
-	cr_assert_eq(cistern__dump_ex(name, b, CISTERN__DUMP_PLAIN, NULL, NULL, NULL), 0);
-	assert_same_dump(a, b);
+	struct subject seg = subject("d-plain", 64, 50);
+	const char *plain = seg_dump_path("d-plain-b");
+	cr_assert_eq(cistern__dump_ex(seg.name, seg.path, 0, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern__dump_ex(seg.name, plain, CISTERN__DUMP_PLAIN, NULL, NULL, NULL), 0);
+	assert_same_dump(seg.path, plain);
 }
 
 /* Several staging buffers, odd record sizes: O_DIRECT block carrying and the padded end. */
@@ -1022,18 +1013,14 @@ Test(dump, dump_and_restore_go_through_a_storm_of_signals, .timeout = 120)
 /* Someone polling for the name sees nothing, then the whole restored segment. */
 Test(dump, a_restored_segment_appears_complete_or_not_at_all, .timeout = 60)
 {
-	struct cistern *c = make("d-atomic", 2048);
-	const char *name = seg_name_of(c);
-	const char *copy = seg_name("d-atomic2");
-	const char *path = seg_dump_path("atomic");
-	fill(c, 2000);
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	struct subject seg = subject("d-atomic", 2048, 2000);
+	dump_subject(&seg);
 	pid_t pid = fork();
 	if (pid == 0) {
 		double end = mono_now() + 20;
 		while (mono_now() < end) {
 			struct cistern *r;
-			if (cistern_open_readonly(copy, &r) != 0)
+			if (cistern_open_readonly(seg.copy, &r) != 0)
 				continue;
 			struct cistern_occupancy o;
 			cistern_occupancy_get(r, &o);
@@ -1042,7 +1029,7 @@ Test(dump, a_restored_segment_appears_complete_or_not_at_all, .timeout = 60)
 		_exit(3);
 	}
 	usleep(20 * 1000);
-	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(seg.path, seg.copy, NULL, NULL, NULL), 0);
 	int st;
 	waitpid(pid, &st, 0);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the poller saw a partial segment (%d)",
@@ -1052,18 +1039,12 @@ Test(dump, a_restored_segment_appears_complete_or_not_at_all, .timeout = 60)
 /* Where io_uring is unavailable (seccomp, io_uring_disabled), dump and restore still work. */
 Test(dump, works_without_io_uring)
 {
-	struct cistern *c = make("d-nouring", 16);
-	const char *name = seg_name_of(c);
-	const char *copy = seg_name("d-nouring2");
-	const char *path = seg_dump_path("nouring");
-	fill(c, 10);
+	struct subject seg = subject("d-nouring", 16, 10);
 	cistern__no_uring = true;
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
-	cr_assert_eq(cistern_dump_verify(path, NULL), 0);
-	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	dump_subject(&seg);
+	cr_assert_eq(cistern_dump_verify(seg.path, NULL), 0);
 	cistern__no_uring = false;
-	struct cistern *r;
-	cr_assert_eq(cistern_attach(copy, &r), 0);
+	struct cistern *r = restore_copy(&seg);
 	for (uint32_t i = 0; i < 10; i++) {
 		uint8_t buf[PAYLOAD];
 		struct cistern_meta m;
@@ -1076,40 +1057,6 @@ Test(dump, works_without_io_uring)
 
 /* ---- FIRO and the reservoirs ------------------------------------------- */
 
-struct held_sample {
-	uint64_t id;
-	uint32_t sim, step, seen;
-	uint64_t len;
-	uint8_t payload[PAYLOAD];
-};
-
-/* Every held slot of a segment, sorted by id. */
-static size_t held_samples(struct cistern *c, struct held_sample *out, size_t cap)
-{
-	size_t n = 0;
-	for (uint64_t i = 0; i < c->slot_count && n < cap; i++) {
-		struct cistern_slot_view v = cistern__policy_of(c->hdr->policy)
-						     ->snap->classify(
-							     cistern__slotmeta(c, i)->word);
-		if (v.cls != CISTERN_SLOT_COMMITTED)
-			continue;
-		struct held_sample *h = &out[n++];
-		h->id = cistern__slotmeta(c, i)->sample_id;
-		h->sim = cistern__slotmeta(c, i)->sim_id;
-		h->step = cistern__slotmeta(c, i)->time_step;
-		h->seen = cistern__slotmeta(c, i)->seen;
-		h->len = cistern__slotmeta(c, i)->len;
-		memcpy(h->payload, cistern__payload(c, i), (size_t)h->len);
-	}
-	for (size_t a = 1; a < n; a++)
-		for (size_t b = a; b > 0 && out[b - 1].id > out[b].id; b--) {
-			struct held_sample t = out[b];
-			out[b] = out[b - 1];
-			out[b - 1] = t;
-		}
-	return n;
-}
-
 static void put_n(struct cistern *c, uint32_t n, uint32_t sims)
 {
 	uint8_t buf[PAYLOAD];
@@ -1119,67 +1066,6 @@ static void put_n(struct cistern *c, uint32_t n, uint32_t sims)
 		struct cistern_meta m = {.sim_id = i % sims, .time_step = i / sims};
 		cr_assert_eq(cistern_put(c, buf, len, &m, 0), 0);
 	}
-}
-
-static void roundtrip_same(const char *tag, struct cistern_config cfg, uint32_t n, uint32_t sims,
-			   uint32_t reads)
-{
-	cfg.slot_size = PAYLOAD;
-	struct cistern *c = seg_create(tag, cfg);
-	const char *name = seg_name_of(c);
-	const char *copy = copy_name(tag);
-	const char *path = seg_dump_path(tag);
-	put_n(c, n, sims);
-	for (uint32_t i = 0; i < reads; i++) {
-		struct cistern_sample s;
-		cr_assert_eq(cistern_acquire(c, &s, 0), 0);
-		cistern_release(c, &s);
-	}
-	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
-	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
-	struct cistern *r;
-	cr_assert_eq(cistern_attach(copy, &r), 0);
-	static struct held_sample a[256], b[256];
-	size_t na = held_samples(c, a, 256), nb = held_samples(r, b, 256);
-	cr_assert_eq(na, nb);
-	for (size_t i = 0; i < na; i++) {
-		cr_assert_eq(a[i].id, b[i].id);
-		cr_assert_eq(a[i].sim, b[i].sim);
-		cr_assert_eq(a[i].step, b[i].step);
-		cr_assert_eq(a[i].seen, b[i].seen, "seen of sample %lu", (unsigned long)a[i].id);
-		cr_assert_eq(a[i].len, b[i].len);
-		cr_assert_eq(memcmp(a[i].payload, b[i].payload, (size_t)a[i].len), 0);
-	}
-	struct cistern_stats sa, sb;
-	cistern_stats_get(c, &sa);
-	cistern_stats_get(r, &sb);
-	cr_assert_eq(sb.population, sa.population);
-	struct cistern_meta m;
-	cr_assert_eq(cistern_put(r, "n", 1, &m, 0), 0, "the restored segment takes samples");
-	cr_assert_eq(m.sample_id, n, "with ids after the restored ones");
-	cistern_detach(r);
-}
-
-Test(dump_policies, reservoir_restores_the_same_samples_and_seen_counts)
-{
-	struct cistern_config cfg = {.slot_count = 32, .policy = CISTERN_RESERVOIR, .watermark = 4};
-	roundtrip_same("dr-res", cfg, 20, 1, 15);
-}
-
-Test(dump_policies, firo_restores_the_same_samples_and_seen_counts)
-{
-	struct cistern_config cfg = {
-		.slot_count = 32, .policy = CISTERN_FIRO, .watermark = 4, .pseudo_epochs = 3};
-	roundtrip_same("dr-firo", cfg, 20, 1, 9);
-}
-
-Test(dump_policies, batch_reservoir_restores_the_same_samples)
-{
-	struct cistern_config cfg = {.slot_count = 32,
-				     .policy = CISTERN_BATCH_RESERVOIR,
-				     .watermark = 4,
-				     .batch_size = 4};
-	roundtrip_same("dr-batch", cfg, 20, 1, 0);
 }
 
 Test(dump_policies, new_reservoir_samples_get_ids_above_the_restored_ones)

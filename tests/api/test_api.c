@@ -494,14 +494,6 @@ Test(fifo, get_into_a_short_buffer_loses_nothing)
 	seg_drop(c);
 }
 
-Test(fifo, empty_get_try_once_is_eagain)
-{
-	struct cistern *c = seg_create_cfg("eagain", NULL);
-	char buf[8];
-	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN);
-	seg_drop(c);
-}
-
 Test(fifo, empty_get_with_timeout_waits_then_times_out)
 {
 	struct cistern *c = seg_create_cfg("timeout", NULL);

@@ -28,7 +28,7 @@ TestSuite(schema_dump, .fini = seg_fini);
 /* seg_name("sch-<tag>"): this program's segment names. */
 static const char *sch_name(const char *tag)
 {
-	char sch_tag[32];
+	char sch_tag[64];
 	snprintf(sch_tag, sizeof(sch_tag), "sch-%s", tag);
 	return seg_name(sch_tag);
 }
@@ -36,7 +36,7 @@ static const char *sch_name(const char *tag)
 /* seg_dump_path("sch-<tag>"). */
 static const char *sch_dump_path(const char *tag)
 {
-	char sch_tag[32];
+	char sch_tag[64];
 	snprintf(sch_tag, sizeof(sch_tag), "sch-%s", tag);
 	return seg_dump_path(sch_tag);
 }
