@@ -301,6 +301,54 @@ static int prio_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	return r;
 }
 
+/* Draws walked down the tree together (see descend_batch()). */
+#define DRAW_CHUNK 64
+
+/*
+ * Leaves for m uniform draws below `total`, walked down level by level for
+ * all of them at once: the m loads of a level do not depend on each other,
+ * so their cache misses overlap instead of queueing one draw's twenty
+ * behind another's. Under the lock.
+ */
+static void descend_batch(struct cistern *c, const struct pv *v, uint64_t total, uint64_t *k,
+			  size_t m)
+{
+	uint64_t u[DRAW_CHUNK];
+	for (size_t j = 0; j < m; j++) {
+		u[j] = cistern__rng_below(&c->rng, total);
+		k[j] = 1;
+	}
+	for (uint64_t level = 1; level < v->L; level <<= 1) {
+		for (size_t j = 0; j < m; j++) {
+			uint64_t left = ld(&v->nd[4 * k[j]]);
+			bool right = u[j] >= left;
+			u[j] -= right ? left : 0;
+			k[j] = 2 * k[j] + right;
+		}
+	}
+	for (size_t j = 0; j < m; j++)
+		k[j] -= v->L;
+}
+
+/* Take slot i for out: pin it (open) or take it (closed). False if it cannot be. */
+static bool take_drawn(struct cistern *c, const struct pv *v, uint64_t i, bool closed,
+		       struct cistern_sample *s)
+{
+	if (i >= v->n || leaf_at(v, i) == 0)
+		return false; /* only a damaged tree lands here */
+	if (!closed) {
+		/* Pinned before the lock goes: no eviction while the caller copies. */
+		uint64_t word;
+		if (!cistern__pin(c, i, RS_HELD, &word))
+			return false;
+		cistern__rs_read_pinned(c, s, i, word);
+		return true;
+	}
+	if (cistern__rs_read_exclusive(c, s, i) < 0)
+		return false;
+	return true;
+}
+
 int cistern__prio_draw(struct cistern *c, struct cistern_sample *out, size_t n, uint64_t *ids,
 		       double *weights)
 {
@@ -319,45 +367,37 @@ int cistern__prio_draw(struct cistern *c, struct cistern_sample *out, size_t n, 
 	uint64_t least = ld(&v.nd[3]);
 	double beta = bits_to_d(ld(&v.h->beta));
 	size_t got = 0;
-	for (int misses = 0; got < n && misses < RS_PICK_TRIES;) {
+	int misses = 0;
+	while (got < n && misses < RS_PICK_TRIES) {
 		uint64_t total = ld(&v.nd[2]);
 		if (total == 0)
 			break;
-		uint64_t u = cistern__rng_below(&c->rng, total), k = 1;
-		while (k < v.L) {
-			uint64_t left = ld(&v.nd[4 * k]);
-			k = u < left ? 2 * k : 2 * k + 1;
-			if (k & 1)
-				u -= left;
-		}
-		uint64_t i = k - v.L, leaf = i < v.n ? leaf_at(&v, i) : 0;
-		struct cistern_sample *s = &out[got];
-		uint64_t word;
-		if (leaf == 0) {
-			misses++; /* only a damaged tree lands here */
-			continue;
-		}
-		if (!closed) {
-			/* Pinned before the lock goes: no eviction while the caller copies. */
-			if (!cistern__pin(c, i, RS_HELD, &word)) {
+		/* After close one draw takes a leaf away: draw them one at a time then. */
+		size_t m = closed ? 1 : n - got < DRAW_CHUNK ? n - got : DRAW_CHUNK;
+		uint64_t k[DRAW_CHUNK];
+		descend_batch(c, &v, total, k, m);
+		/* The pins below are locked instructions, which wait for their line: fetch them all first. */
+		for (size_t j = 0; j < m; j++)
+			if (k[j] < v.n)
+				__builtin_prefetch(cistern__slotmeta(c, k[j]), 1, 3);
+		for (size_t j = 0; j < m; j++) {
+			struct cistern_sample *s = &out[got];
+			uint64_t i = k[j];
+			if (!take_drawn(c, &v, i, closed, s)) {
 				misses++;
 				continue;
 			}
-			cistern__rs_read_pinned(c, s, i, word);
-		} else {
-			if (cistern__rs_read_exclusive(c, s, i) < 0) {
-				misses++;
-				continue;
+			uint64_t leaf = leaf_at(&v, i);
+			if (closed)
+				set_leaf(&v, i, 0); /* acquired: no longer drawable */
+			if (ids)
+				ids[got] = cistern__prio_id(s->meta.sample_id, i);
+			if (weights) {
+				double w = pow((double)least / (double)leaf, beta);
+				weights[got] = w < 1 ? w : 1;
 			}
-			set_leaf(&v, i, 0); /* acquired: no longer drawable */
+			got++;
 		}
-		if (ids)
-			ids[got] = cistern__prio_id(s->meta.sample_id, i);
-		if (weights) {
-			double w = pow((double)least / (double)leaf, beta);
-			weights[got] = w < 1 ? w : 1;
-		}
-		got++;
 	}
 	if (!closed && got > 0 && got < n) {
 		/* While open a batch is whole or not at all. */
@@ -418,6 +458,29 @@ static void prio_reclaim(struct cistern *c, uint32_t owner)
 	unlock(&v);
 }
 
+/*
+ * Paths of m leaves just set, recomputed level by level for all of them at
+ * once (their loads overlap, as in descend_batch()). A parent shared by two
+ * is recomputed twice, to the same value: each level reads only the level
+ * below, which is final. Under the lock.
+ */
+static void pull_batch(const struct pv *v, uint64_t *k, size_t m)
+{
+	for (uint64_t level = 1; level < v->L; level <<= 1)
+		for (size_t j = 0; j < m; j++) {
+			k[j] >>= 1;
+			pull(v, k[j]);
+		}
+}
+
+/* Set leaf i alone, leaving its path to pull_batch(). */
+static void put_leaf(const struct pv *v, uint64_t i, uint64_t leaf)
+{
+	uint64_t k = v->L + i;
+	st(&v->nd[2 * k], leaf);
+	st(&v->nd[2 * k + 1], leaf ? leaf : UINT64_MAX);
+}
+
 int cistern__prio_update(struct cistern *c, const uint64_t *ids, const double *q, size_t n)
 {
 	struct pv v;
@@ -426,23 +489,32 @@ int cistern__prio_update(struct cistern *c, const uint64_t *ids, const double *q
 	if (r < 0)
 		return r;
 	uint64_t applied = 0;
+	uint64_t k[DRAW_CHUNK];
+	size_t m = 0;
 	for (size_t j = 0; j < n; j++) {
 		uint64_t i = ids[j] & CISTERN__PRIO_SLOT_MASK;
 		if (i >= v.n)
 			continue;
-		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
+		struct cistern_slotmeta *sm = cistern__slotmeta(c, i);
 		/* Relaxed: under the lock no commit, eviction or take can move this slot. */
-		unsigned s = sw_state(atomic_load_explicit(&m->word, memory_order_relaxed));
+		unsigned s = sw_state(atomic_load_explicit(&sm->word, memory_order_relaxed));
 		if (s != RS_HELD && s != RS_EVICTING && s != RS_ACQUIRED)
 			continue;
-		if (cistern__prio_id(m->sample_id, i) != ids[j])
+		if (cistern__prio_id(sm->sample_id, i) != ids[j])
 			continue;
 		st(&v.prio[i], d_to_bits(q[j]));
 		raise_max(&v, q[j]);
-		if (s != RS_ACQUIRED)
-			set_leaf(&v, i, leaf_of(&v, q[j]));
 		applied++;
+		if (s == RS_ACQUIRED)
+			continue; /* taken after close: its leaf stays 0 */
+		put_leaf(&v, i, leaf_of(&v, q[j]));
+		k[m++] = v.L + i;
+		if (m == DRAW_CHUNK) {
+			pull_batch(&v, k, m);
+			m = 0;
+		}
 	}
+	pull_batch(&v, k, m);
 	unlock(&v);
 	atomic_fetch_add_explicit(&v.h->updates, applied, memory_order_relaxed);
 	atomic_fetch_add_explicit(&v.h->stale, n - applied, memory_order_relaxed);
