@@ -141,7 +141,7 @@ class Meta(NamedTuple):
     time_step: int
 
 
-#: The six policies' names, indexed by policy number.
+#: The policies' names, indexed by policy number.
 POLICIES: tuple[str, ...] = tuple(_cistern.policy_name(i) for i in range(_cistern.POLICY_COUNT))
 #: The slot classes that Occupancy.slots counts, indexed by class number.
 SLOT_CLASSES: tuple[str, ...] = tuple(_cistern.slot_class_name(i)
