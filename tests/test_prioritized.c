@@ -443,6 +443,38 @@ Test(prioritized, a_holder_killed_inside_the_lock_leaves_a_tree_rebuilt)
 	cr_assert(fabs(info.total - 136) < 1e-3, "total %g", info.total);
 }
 
+/*
+ * After close a read takes its sample out of the tree; a reader that dies
+ * holding it gives it back by its reclaim, outside the lock, and the
+ * reclaim's pass must give the sample its leaf again.
+ */
+Test(prioritized, a_sample_a_dead_reader_took_after_close_is_drawable_again)
+{
+	const double q[4] = {1, 2, 3, 4};
+	struct cistern *c = seg_create("p-deadtake", prio_cfg(4, 1, 1, 0, 0));
+	put_all(c, q, 4);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	pid_t pid = spawn_holder(seg_name_of(c), HOLD_SAMPLE);
+	cr_assert_gt(pid, 0);
+	struct cistern_prio_info info;
+	cr_assert_eq(cistern_prio_info_get(c, &info), 0);
+	cr_assert_lt(info.total, 10 - 0.5, "the taken sample left the tree: total %g", info.total);
+	kill_and_reap(pid);
+	struct cistern *h;
+	cr_assert_eq(cistern_attach(seg_name_of(c), &h), 0); /* reclaims the dead reader */
+	uint64_t where = 0;
+	cr_assert_eq(cistern__prio_check(h, &where), 0, "node %" PRIu64 " disagrees", where);
+	cr_assert_eq(cistern_prio_info_get(h, &info), 0);
+	cr_assert(fabs(info.total - 10) < 1e-3, "total %g", info.total);
+	uint8_t buf[4 * 64];
+	int got, total = 0;
+	while ((got = cistern_get_prioritized(h, buf, 64, 4, NULL, NULL, NULL, NULL, 0)) > 0)
+		total += got;
+	cr_assert_eq(got, CISTERN_EOD);
+	cr_assert_eq(total, 4);
+	cr_assert_eq(cistern_detach(h), 0);
+}
+
 /* ---- Producers and learners killed at random moments ----------------- */
 
 struct chaos {
