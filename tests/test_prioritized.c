@@ -15,6 +15,7 @@
 #include <pthread.h>
 
 #include "helpers.h"
+#include "cistern/admin.h"
 #include "core/handle.h"
 #include "policy/prioritized/prioritized.h"
 
@@ -473,6 +474,39 @@ Test(prioritized, a_sample_a_dead_reader_took_after_close_is_drawable_again)
 	cr_assert_eq(got, CISTERN_EOD);
 	cr_assert_eq(total, 4);
 	cr_assert_eq(cistern_detach(h), 0);
+}
+
+/*
+ * A dump keeps the samples and the parameters, not the priorities: the
+ * restored segment draws with the same alpha, beta and epsilon, every
+ * sample at priority 1.
+ */
+Test(prioritized, a_dump_keeps_the_parameters_and_a_restore_builds_the_tree)
+{
+	const double q[4] = {1, 2, 3, 4};
+	struct cistern *c = seg_create("p-dump", prio_cfg(8, 2, 0.5, 0.25, 0.5));
+	put_all(c, q, 4);
+	const char *path = seg_dump_path("p-dump");
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0);
+	const char *back = seg_name("p-undump");
+	int r = cistern_restore(path, back, NULL, NULL, NULL);
+	cr_assert_eq(r, 0, "%s", cistern_strerror(r));
+	struct cistern *h;
+	cr_assert_eq(cistern_attach(back, &h), 0);
+	seg_keep(back, h);
+	struct cistern_config cfg;
+	cr_assert_eq(cistern_config_get(h, &cfg), 0);
+	cr_assert_eq(cfg.policy, CISTERN_PRIORITIZED);
+	cr_assert_eq(cfg.alpha, 0.5);
+	cr_assert_eq(cfg.beta, 0.25);
+	cr_assert_eq(cfg.epsilon, 0.5);
+	cr_assert_eq(cistern__prio_check(h, NULL), 0);
+	struct cistern_prio_info info;
+	cr_assert_eq(cistern_prio_info_get(h, &info), 0);
+	/* Four samples at priority 1: 4 * (1 + 0.5)^0.5. */
+	cr_assert(fabs(info.total - 4 * sqrt(1.5)) < 1e-5, "total %g", info.total);
+	uint8_t buf[4 * 64];
+	cr_assert_eq(cistern_get_prioritized(h, buf, 64, 4, NULL, NULL, NULL, NULL, 0), 4);
 }
 
 /* ---- Producers and learners killed at random moments ----------------- */
