@@ -338,7 +338,7 @@ Test(inspect, shows_the_priority_parameters_and_the_total)
 	r = run("inspect", name, "--json");
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	cr_assert(strstr(r->out, "\"priorities\": {\"alpha\": 1, \"beta\": 0.5, \"epsilon\": 0, "
-			 "\"total\": 6.5, \"max_priority\": 4"),
+				 "\"total\": 6.5, \"max_priority\": 4"),
 		  "%s", r->out);
 	cleanup(c, name);
 }
