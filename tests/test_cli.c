@@ -518,6 +518,40 @@ Test(put, each_file_is_one_sample_with_the_given_metadata)
 	cleanup(c, name);
 }
 
+Test(put, priority_gives_every_sample_its_priority)
+{
+	char name[64];
+	uname_(name, sizeof(name), "put-prio");
+	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
+				     .slot_count = 8,
+				     .slot_size = 64,
+				     .watermark = 1,
+				     .alpha = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct result *r = run_in("a\nb\n", 4, "put", name, "--lines", "--priority", "3", NULL);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern_prio_info info;
+	cr_assert_eq(cistern_prio_info_get(c, &info), 0);
+	cr_assert_eq(info.total, 6, "total %g", info.total);
+	r = run_in("a", 1, "put", name, "--priority", "nan", NULL);
+	cr_assert_eq(r->status, 2);
+	cleanup(c, name);
+}
+
+Test(put, priority_is_refused_on_other_policies)
+{
+	char name[64];
+	struct cistern *c = make("put-prio-fifo", name, sizeof(name), 4);
+	struct result *r = run_in("x", 1, "put", name, "--priority", "2", NULL);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "--priority needs a prioritized segment, not fifo"), "%s", r->err);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.puts, 0);
+	cleanup(c, name);
+}
+
 Test(put, lines_of_standard_input_are_samples)
 {
 	char name[64];
