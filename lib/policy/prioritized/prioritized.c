@@ -40,7 +40,6 @@ struct prio_head {
 	_Atomic uint64_t updates;       /* priorities applied */
 	_Atomic uint64_t stale;         /* ids ignored */
 	_Atomic uint64_t rebuilds;      /* rebuilds after a holder died */
-	_Atomic uint64_t ready;         /* 1 once init ran */
 };
 _Static_assert(sizeof(struct prio_head) <= HEAD_ENTRIES * sizeof(uint64_t),
 	       "the head fits its entries");
@@ -236,7 +235,6 @@ static void prio_init(struct cistern *c)
 		st(&v.nd[2 * k], 0);
 		st(&v.nd[2 * k + 1], UINT64_MAX);
 	}
-	st(&v.h->ready, 1);
 }
 
 /* A put's slot: fill or evict under the lock, so that an eviction and its leaf go together. */
@@ -249,7 +247,9 @@ static int prio_try_reserve(struct cistern *c, struct cistern_slot *slot)
 		return r;
 	r = cistern__rs_reservoir_try_reserve(c, slot);
 	if (r == 0 && slot->index_ < v.n) {
-		set_leaf(&v, slot->index_, 0);
+		/* An evicted sample's leaf goes; a filled slot's is 0 already. */
+		if (leaf_at(&v, slot->index_))
+			set_leaf(&v, slot->index_, 0);
 		/* Not a priority: the commit gives the largest seen unless the producer sets one. */
 		st(&v.prio[slot->index_], d_to_bits(-1.0));
 	}
