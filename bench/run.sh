@@ -47,6 +47,10 @@ echo | tee -a "$out"
 # What the per-process Roaring snapshots buy (the last table of BENCHMARKS.md).
 "${nice_cmd[@]}" ./build-bench/bench/cistern-pick | tee -a "$out"
 s=${PIPESTATUS[0]}; [ "$s" -eq 0 ] || status=$s
+echo | tee -a "$out"
+# Prioritized draws and updates with a million samples held, beside C and numpy sum trees.
+"${nice_cmd[@]}" ./build-bench/bench/cistern-prio | tee -a "$out"
+s=${PIPESTATUS[0]}; [ "$s" -eq 0 ] || status=$s
 set -e
 
 if [ $doc = 1 ]; then

@@ -106,7 +106,7 @@ extern "C" {
 /** Default size of the attachment table when the config leaves it 0. */
 #define CISTERN_DEFAULT_MAX_PROCS 64
 
-/** The six sampling policies (see docs/POLICIES.md for their exact semantics). */
+/** The sampling policies (see docs/POLICIES.md for their exact semantics). */
 enum cistern_policy {
 	CISTERN_FIFO = 0,                 /**< first in, first out, each sample once */
 	CISTERN_FIRO = 1,                 /**< first in, random out, pseudo_epochs reads each */
@@ -114,8 +114,9 @@ enum cistern_policy {
 	CISTERN_FIFO_EVICT_RESERVOIR = 3, /**< random reads; evicts the oldest (seen) sample */
 	CISTERN_SIM_PAIRED_RESERVOIR = 4, /**< reads pairs (x_t, x_t+1) of one simulation */
 	CISTERN_BATCH_RESERVOIR = 5,      /**< reads batches of batch_size distinct samples */
+	CISTERN_PRIORITIZED = 6, /**< draws by priority^alpha; evicts a random seen sample */
 };
-#define CISTERN_POLICY_COUNT 6
+#define CISTERN_POLICY_COUNT 7
 
 /** Largest sweep_size * nb_time_steps of a SimPairedReservoir. */
 #define CISTERN_PAIR_INDEX_MAX (UINT64_C(1) << 28)
@@ -234,6 +235,16 @@ struct cistern_config {
 	 * cistern_detach()), or sets it NULL for a segment without a schema.
 	 */
 	const char *schema;
+	/**
+	 * CISTERN_PRIORITIZED only (0 for the others): a draw picks sample i with
+	 * probability (q_i + epsilon)^alpha / sum_j (q_j + epsilon)^alpha, q the
+	 * priorities, and weighs it (N P(i))^-beta / max_j (N P(j))^-beta
+	 * (docs/protocol/priorities.md). alpha from 0 (uniform) to 8, beta from
+	 * 0 to 1 (cistern_set_beta() changes it later), epsilon >= 0; all finite.
+	 */
+	double alpha;
+	double beta;
+	double epsilon;
 };
 
 /** Metadata carried by every sample. */
@@ -717,6 +728,83 @@ CISTERN_API const char *cistern_policy_name(enum cistern_policy p);
  * @return 0, or -EINVAL for a NULL or unknown name.
  */
 CISTERN_API int cistern_policy_parse(const char *s, enum cistern_policy *out);
+
+/* ======================================================================== */
+/* Prioritized sampling (CISTERN_PRIORITIZED, docs/protocol/priorities.md)    */
+/* ======================================================================== */
+
+/*
+ * A prioritized segment draws sample i with probability p_i^alpha / sum_j
+ * p_j^alpha, p = priority + epsilon, and hands out with each sample an id and
+ * an importance weight w_i = (N P(i))^-beta / max_j (N P(j))^-beta. Learners
+ * send new priorities back by id. cistern_put(), cistern_acquire(),
+ * cistern_get() and cistern_get_batch() work on it too: a put without a
+ * priority gets the largest seen so far, and a read draws by priority.
+ */
+
+/**
+ * Put one sample with priority `priority` (finite, >= 0), waiting for room as
+ * cistern_put() does.
+ * @return 0; -EINVAL for a priority that is NaN, infinite or negative, or on
+ *         another policy; the errors of cistern_put().
+ */
+CISTERN_API int cistern_put_prioritized(struct cistern *c, const void *buf, size_t len,
+					struct cistern_meta *meta, double priority, int timeout_ms);
+
+/**
+ * Draw n samples by priority and copy them out as cistern_get_batch() does:
+ * sample k to buf + k * stride, its length to len[k], its metadata to
+ * meta[k], its id to ids[k] and its importance weight (in (0, 1]) to
+ * weights[k]; len, meta, ids and weights may be NULL. While reception is open
+ * the draws are independent, with replacement, and the call waits (as
+ * cistern_get_batch()) until the population reaches the watermark. After
+ * close, each sample drawn is taken out, and the last batch may be short.
+ * @return the number of samples; CISTERN_EOD; -EAGAIN; -ETIMEDOUT;
+ *         -EMSGSIZE if a sample is longer than stride (nothing is read);
+ *         -EINVAL for n = 0, or on another policy;
+ *         -EBUSY, -EUSERS, -EPROTO and -ENOMEM as cistern_acquire().
+ */
+CISTERN_API int cistern_get_prioritized(struct cistern *c, void *buf, size_t stride, size_t n,
+					size_t *len, struct cistern_meta *meta, uint64_t *ids,
+					double *weights, int timeout_ms);
+
+/**
+ * Set the priorities of n samples by the ids a prioritized read gave, from
+ * any attached process, in one call. An id whose sample left the buffer
+ * since (or that names no slot of this segment) is ignored and counted in
+ * cistern_prio_info.stale_updates. Never blocks for long: it takes the
+ * segment's tree lock once.
+ * @return how many were applied; -EINVAL if a priority is NaN, infinite or
+ *         negative (nothing is applied), or on another policy.
+ */
+CISTERN_API int cistern_update_priorities(struct cistern *c, const uint64_t *ids,
+					  const double *priorities, size_t n);
+
+/**
+ * Change beta, the exponent of the importance weights, for every reader of
+ * the segment. Never blocks.
+ * @return 0; -EINVAL for a beta outside [0, 1] or on another policy.
+ */
+CISTERN_API int cistern_set_beta(struct cistern *c, double beta);
+
+/** The parameters and totals of a prioritized segment. */
+struct cistern_prio_info {
+	double alpha, beta, epsilon; /**< beta as it is now */
+	double total;                /**< sum of p^alpha over the samples held */
+	double least;                /**< smallest p^alpha held, 0 if none */
+	double max_priority;         /**< largest priority seen (the default of a put) */
+	uint64_t updates;            /**< priorities applied by cistern_update_priorities() */
+	uint64_t stale_updates;      /**< ids it ignored */
+	uint64_t rebuilds;           /**< tree rebuilds after a process died holding its lock */
+};
+
+/**
+ * Read a prioritized segment's parameters and totals, without its lock.
+ * Never blocks.
+ * @return 0; -EINVAL on another policy; -EBADF on a handle a fork() child inherited;
+ *         -EOPNOTSUPP on a read-only handle that reads a copy of the segment.
+ */
+CISTERN_API int cistern_prio_info_get(const struct cistern *c, struct cistern_prio_info *info);
 
 /* ======================================================================== */
 /* Schemas: samples that describe themselves (docs/SCHEMA.md)                */

@@ -2,7 +2,7 @@
 """bench-table.py - BENCHMARKS.md's results, made from the benchmark's output.
 
 Reads what `bash bench/run.sh` prints on stdout (cistern-bench's header, its
-table and its verdicts, then cistern-pick's table) and writes the Markdown
+table and its verdicts, then cistern-pick's and cistern-prio's tables) and writes the Markdown
 block that BENCHMARKS.md carries between its table markers:
 
     python3 scripts/bench-table.py [OUTPUT]              # print the block
@@ -39,7 +39,8 @@ def parse(text):
     """The run's header, table rows, verdicts and pick table, from its output."""
     run = {"label": None, "header": None, "legend": None, "load_start": None,
            "load_end": None, "huge": None,
-           "rows": [], "targets": [], "pick_title": None, "pick": []}
+           "rows": [], "targets": [], "pick_title": None, "pick": [],
+           "prio_title": None, "prio": []}
     lines = [l.rstrip("\n") for l in text.splitlines() if not l.startswith("#")]
     i = 0
     section = None
@@ -91,6 +92,15 @@ def parse(text):
                 i += 1
             while i < len(lines) and re.match(r"^\s+\d", lines[i]):
                 run["pick"].append(lines[i].split())
+                i += 1
+            continue
+        elif line.startswith("prioritized sampling:"):
+            run["prio_title"] = line.strip()[len("prioritized sampling:"):].strip()
+            i += 1
+            if i < len(lines) and lines[i].split()[:1] == ["contender"]:
+                i += 1
+            while i < len(lines) and len(lines[i].split()) == 3:
+                run["prio"].append(lines[i].split())
                 i += 1
             continue
         i += 1
@@ -166,6 +176,12 @@ def block(run):
                 "| qualifying slots | cistern | probes only | scan per pick | probes / cistern | scan / cistern |",
                 "|---:|---:|---:|---:|---:|---:|"]
         for p in run["pick"]:
+            out.append("| " + " | ".join(p) + " |")
+    if run["prio"]:
+        out += ["", f"Prioritized sampling ({run['prio_title']}):", "",
+                "| contender | us per round | / cistern |",
+                "|---|---:|---:|"]
+        for p in run["prio"]:
             out.append("| " + " | ".join(p) + " |")
     out += ["", END]
     return "\n".join(out) + "\n"

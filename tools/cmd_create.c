@@ -12,7 +12,7 @@ static const char usage[] =
 	"producers and readers. Numbers and sizes accept K, M, G suffixes (x1024).\n"
 	"\n"
 	"  -p, --policy POLICY     fifo (default), firo, reservoir, fifo-evict-reservoir,\n"
-	"                          sim-paired-reservoir, batch-reservoir\n"
+	"                          sim-paired-reservoir, batch-reservoir, prioritized\n"
 	"  -s, --slots N           number of slots, the capacity (default 1024)\n"
 	"  -z, --slot-size BYTES   largest payload (default 4K, or the schema's sample\n"
 	"                          size with --schema)\n"
@@ -28,6 +28,11 @@ static const char usage[] =
 	"      --sweep-size N      sim-paired-reservoir (needs it): sim_id < N\n"
 	"      --time-steps N      sim-paired-reservoir (needs 2 or more): time_step < N\n"
 	"      --batch-size N      batch-reservoir (needs it): samples per batch\n"
+	"      --alpha A           prioritized: draws by (priority + epsilon)^A, from 0\n"
+	"                          (uniform, the default) to 8\n"
+	"      --beta B            prioritized: exponent of the importance weights, from\n"
+	"                          0 (the default) to 1; readers may change it later\n"
+	"      --epsilon E         prioritized: added to every priority (default 0)\n"
 	"  -m, --mode MODE         octal permission bits of the segment (default 0600)\n"
 	"      --seed N            random seed (default: from the clock)\n"
 	"      --max-procs N       attachment table size (default 64)\n"
@@ -71,7 +76,10 @@ enum {
 	O_SOLE_R,
 	O_RATE,
 	O_SLACK,
-	O_DEAD_DONE
+	O_DEAD_DONE,
+	O_ALPHA,
+	O_BETA,
+	O_EPSILON
 };
 
 /* A finite, non-negative real number. */
@@ -104,6 +112,9 @@ static void in_option_terms(const char *why, char *out, size_t cap)
 		{"mode", "--mode"},
 		{"reads_per_put", "--reads-per-put"},
 		{"rate_slack", "--rate-slack"},
+		{"alpha", "--alpha"},
+		{"beta", "--beta"},
+		{"epsilon", "--epsilon"},
 		{"CISTERN_LOSSY", "--lossy"},
 		{"CISTERN_SINGLE_PRODUCER", "--single-producer"},
 		{"CISTERN_SINGLE_READER", "--single-reader"},
@@ -162,6 +173,9 @@ static int run(int argc, char **argv)
 		{"reads-per-put", required_argument, NULL, O_RATE},
 		{"rate-slack", required_argument, NULL, O_SLACK},
 		{"dead-producer-done", no_argument, NULL, O_DEAD_DONE},
+		{"alpha", required_argument, NULL, O_ALPHA},
+		{"beta", required_argument, NULL, O_BETA},
+		{"epsilon", required_argument, NULL, O_EPSILON},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -219,6 +233,15 @@ static int run(int argc, char **argv)
 			break;
 		case O_SLACK:
 			bad = parse_real(optarg, &cfg.rate_slack);
+			break;
+		case O_ALPHA:
+			bad = parse_real(optarg, &cfg.alpha);
+			break;
+		case O_BETA:
+			bad = parse_real(optarg, &cfg.beta);
+			break;
+		case O_EPSILON:
+			bad = parse_real(optarg, &cfg.epsilon);
 			break;
 		default: {
 			/* The 32-bit parameters. */

@@ -50,6 +50,8 @@ struct snapshot {
 	bool have_occ;
 	struct cistern_rate rate;
 	bool have_rate;
+	struct cistern_prio_info prio; /* prioritized segments */
+	bool have_prio;
 	struct cistern_proc_info *procs;
 	int nprocs;
 	struct stat file;
@@ -89,6 +91,9 @@ static int take(const char *name, struct snapshot *s)
 		return r;
 	}
 	s->have_rate = cistern_rate_get(c, &s->rate) == 0;
+	/* -EOPNOTSUPP for another user's segment, read through a copy: the parameters only. */
+	s->have_prio = s->cfg.policy == CISTERN_PRIORITIZED &&
+		       cistern_prio_info_get(c, &s->prio) == 0;
 	s->procs = calloc(s->cfg.max_procs ? s->cfg.max_procs : 1, sizeof(*s->procs));
 	if (!s->procs) {
 		cistern_detach(c);
@@ -145,6 +150,9 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 		printf("  sweep-size %u  time-steps %u", k->sweep_size, k->nb_time_steps);
 	if (k->policy == CISTERN_BATCH_RESERVOIR)
 		printf("  batch-size %u", k->batch_size);
+	if (k->policy == CISTERN_PRIORITIZED)
+		printf("  alpha %g  beta %g  epsilon %g", k->alpha,
+		       s->have_prio ? s->prio.beta : k->beta, k->epsilon);
 	if (k->flags & CISTERN_LOSSY)
 		printf("  lossy");
 	if (k->flags & CISTERN_SINGLE_PRODUCER)
@@ -161,6 +169,10 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 	if (k->flags & CISTERN_DEAD_PRODUCER_DONE)
 		printf("  dead-producer-done");
 	printf("\nreception  %s\n", st->reception_closed ? "closed" : "open");
+	if (s->have_prio)
+		printf("priorities total %g (sum of (priority + epsilon)^alpha held), largest seen "
+		       "%g\n           updates %" PRIu64 ", stale ids %" PRIu64 "\n",
+		       s->prio.total, s->prio.max_priority, s->prio.updates, s->prio.stale_updates);
 	if (st->producers_expected) {
 		printf("producers  %u expected, %u done, %u died before done",
 		       st->producers_expected, st->producers_done, st->producers_died);
@@ -266,6 +278,16 @@ static void json(const struct snapshot *s)
 	       (k->flags & CISTERN_SINGLE_READER) ? "true" : "false",
 	       (k->flags & CISTERN_DEAD_PRODUCER_DONE) ? "true" : "false", k->reads_per_put,
 	       k->rate_slack);
+	if (k->policy == CISTERN_PRIORITIZED) {
+		printf(" \"priorities\": {\"alpha\": %.17g, \"beta\": %.17g, \"epsilon\": %.17g",
+		       k->alpha, s->have_prio ? s->prio.beta : k->beta, k->epsilon);
+		if (s->have_prio)
+			printf(", \"total\": %.17g, \"max_priority\": %.17g, \"updates\": %" PRIu64
+			       ", \"stale_updates\": %" PRIu64,
+			       s->prio.total, s->prio.max_priority, s->prio.updates,
+			       s->prio.stale_updates);
+		printf("},\n");
+	}
 	/* The schema: its text as create took it, then how its fields lie in a sample. */
 	printf(" \"schema\": ");
 	if (!s->schema.n) {

@@ -39,6 +39,8 @@ static const char usage[] =
 	"  -l, --lines            one sample per line of standard input\n"
 	"  -s, --sim-id N         sim_id of the samples (default 0)\n"
 	"  -t, --time-step N      time_step of the samples (default 0)\n"
+	"      --priority P       prioritized segments: every sample's priority (a\n"
+	"                         number >= 0; default: the largest seen so far)\n"
 	"  -T, --timeout MS       wait at most MS milliseconds for room per sample\n"
 	"                         (default -1: forever; 0: never wait)\n" CLI_ANY_OWNER_HELP
 	"  -h, --help             show this help\n";
@@ -77,10 +79,21 @@ static ssize_t slurp(int fd, char *buf, size_t cap)
 	}
 }
 
+/* --priority: the priority of every sample put, or negative for none given. */
+static double priority = -1;
+
+/* cistern_put(), or with --priority cistern_put_prioritized(). */
+static int put_sample(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
+		      int timeout)
+{
+	return priority >= 0 ? cistern_put_prioritized(c, buf, len, meta, priority, timeout)
+			     : cistern_put(c, buf, len, meta, timeout);
+}
+
 static int put_one(struct cistern *c, const char *name, const char *what, const char *buf,
 		   size_t len, struct cistern_meta *meta, int timeout)
 {
-	int r = cistern_put(c, buf, len, meta, timeout);
+	int r = put_sample(c, buf, len, meta, timeout);
 	if (r < 0) {
 		cli_error(&cmd_put, name, r, "%s", what);
 		return EXIT_FAIL;
@@ -205,7 +218,7 @@ static int put_json(struct cistern *c, const char *name, const struct schema *s,
 			status = EXIT_FAIL;
 			break;
 		}
-		int r = cistern_put(c, sample, s->size, &meta, timeout);
+		int r = put_sample(c, sample, s->size, &meta, timeout);
 		if (r < 0) {
 			cli_error(&cmd_put, name, r, "line %llu of standard input (%s)", no, done);
 			status = EXIT_FAIL;
@@ -232,6 +245,7 @@ static int run(int argc, char **argv)
 		{"sim-id", required_argument, NULL, 's'},
 		{"time-step", required_argument, NULL, 't'},
 		{"timeout", required_argument, NULL, 'T'},
+		{"priority", required_argument, NULL, 'P'},
 		{"any-owner", no_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -274,6 +288,16 @@ static int run(int argc, char **argv)
 			if (parse_timeout(optarg, &timeout) < 0)
 				return usage_free(fields, "bad --timeout '%s'", optarg);
 			break;
+		case 'P': {
+			char *end;
+			errno = 0;
+			priority = strtod(optarg, &end);
+			/* NaN fails the comparisons. */
+			if (errno || end == optarg || *end || !(priority >= 0 && priority <= 1e300))
+				return usage_free(fields, "bad --priority '%s' (a number >= 0)",
+						  optarg);
+			break;
+		}
 		}
 	}
 	if (optind >= argc)
@@ -309,6 +333,10 @@ static int run(int argc, char **argv)
 	if (r < 0) {
 		cli_error(&cmd_put, name, r, NULL);
 		status = EXIT_FAIL;
+	} else if (priority >= 0 && cfg.policy != CISTERN_PRIORITIZED) {
+		cli_error(&cmd_put, name, 0, "--priority needs a prioritized segment, not %s",
+			  cistern_policy_name(cfg.policy));
+		status = EXIT_FAIL;
 	} else if ((nfields || json) && sch.n == 0) {
 		cli_error(&cmd_put, name, 0,
 			  "%s needs a segment created with a schema "
@@ -331,7 +359,7 @@ static int run(int argc, char **argv)
 			/* A schema's samples are all of its size: anything else is refused unput. */
 			int pr = sch.n && (uint64_t)n != sch.size
 					 ? -EBADMSG
-					 : cistern_put(c, line, (size_t)n, &meta, timeout);
+					 : put_sample(c, line, (size_t)n, &meta, timeout);
 			if (pr == 0) {
 				put++;
 				continue;

@@ -104,6 +104,17 @@ static void meta_code(struct cur *c, struct dump_meta *m)
 	f64(c, &m->schema_off);
 	f64(c, &m->schema_size);
 	f32(c, &m->schema_crc);
+	/* Bytes 448-471: the prioritized policy's alpha, beta, epsilon; zero before it. */
+	f32(c, &zero);
+	uint64_t prio[3];
+	memcpy(&prio[0], &m->cfg.alpha, sizeof(prio[0]));
+	memcpy(&prio[1], &m->cfg.beta, sizeof(prio[1]));
+	memcpy(&prio[2], &m->cfg.epsilon, sizeof(prio[2]));
+	for (int i = 0; i < 3; i++)
+		f64(c, &prio[i]);
+	memcpy(&m->cfg.alpha, &prio[0], sizeof(prio[0]));
+	memcpy(&m->cfg.beta, &prio[1], sizeof(prio[1]));
+	memcpy(&m->cfg.epsilon, &prio[2], sizeof(prio[2]));
 }
 
 void cistern__dump_meta_encode(struct dump_meta *m, uint8_t out[META_SIZE])

@@ -24,8 +24,11 @@
  *             of the samples section and of the seen set, the producers that
  *             died before done (bytes 416-419; zero in files from before it
  *             was kept, which zeroed the rest of the block), the schema
- *             section's offset, size and CRC-32C (bytes 424-443), and last
- *             the CRC-32C of the meta block's first 508 bytes.
+ *             section's offset, size and CRC-32C (bytes 424-443), the
+ *             prioritized policy's alpha, beta and epsilon as IEEE 754 bits
+ *             (bytes 448-471; zero for the other policies and in files from
+ *             before it), and last the CRC-32C of the meta block's first 508
+ *             bytes.
  *   trailer   32 bytes: "CISTEND1", u64 file size, u64 meta offset,
  *             u32 CRC-32C of every byte of the file before this field, u32 0.
  *

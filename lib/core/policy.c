@@ -16,6 +16,7 @@ const struct cistern__policy *const cistern__policies[CISTERN_POLICY_COUNT] = {
 	[CISTERN_FIFO_EVICT_RESERVOIR] = &cistern__fifo_evict_policy,
 	[CISTERN_SIM_PAIRED_RESERVOIR] = &cistern__sim_paired_policy,
 	[CISTERN_BATCH_RESERVOIR] = &cistern__batch_policy,
+	[CISTERN_PRIORITIZED] = &cistern__prioritized_policy,
 };
 
 const struct cistern__policy *cistern__policy_of(uint32_t value)

@@ -191,7 +191,7 @@ struct cistern__policy {
 	 */
 	const char *(*config_problem)(const struct cistern_config *cfg);
 	/* Entries (uint64_t) of its index after the attachment table; NULL: none. */
-	uint64_t (*index_entries)(uint32_t sweep_size, uint32_t nb_time_steps);
+	uint64_t (*index_entries)(uint64_t slot_count, uint32_t sweep_size, uint32_t nb_time_steps);
 	/* Which of CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER and CISTERN_SINGLE_READER it takes. */
 	uint32_t flags;
 	/*
@@ -221,6 +221,8 @@ struct cistern__policy {
 	bool counts_reads;
 	/* Do readers share samples by pins, and run each read call in the reader role's bracket? */
 	bool readers_pin;
+	/* Does it take alpha, beta and epsilon (prioritized/prioritized.c)? */
+	bool has_priorities;
 };
 
 extern const struct cistern__policy cistern__fifo_policy;
@@ -229,6 +231,7 @@ extern const struct cistern__policy cistern__reservoir_policy;
 extern const struct cistern__policy cistern__fifo_evict_policy;
 extern const struct cistern__policy cistern__sim_paired_policy;
 extern const struct cistern__policy cistern__batch_policy;
+extern const struct cistern__policy cistern__prioritized_policy;
 
 /* policy.c: every policy, at its enum cistern_policy value. */
 extern const struct cistern__policy *const cistern__policies[CISTERN_POLICY_COUNT];

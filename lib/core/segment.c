@@ -109,7 +109,8 @@ int cistern__compute_layout(uint32_t policy, uint64_t slot_size, uint64_t slot_c
 		return -EINVAL;
 	if (procs == 0 || procs > CISTERN_PROCS_MAX)
 		return -EINVAL;
-	if (index_count > CISTERN_PAIR_INDEX_MAX)
+	/* The largest index: the prioritized policy's, 5 entries a slot and a few. */
+	if (index_count > 8 * CISTERN_SLOT_COUNT_MAX)
 		return -EINVAL;
 	/*
 	 * Every policy but the FIFO reads slots in random order: there each
@@ -152,10 +153,10 @@ int cistern__compute_layout(uint32_t policy, uint64_t slot_size, uint64_t slot_c
 }
 
 /* Entries of the policy's index (struct cistern__policy). */
-static uint64_t index_entries(const struct cistern__policy *p, uint32_t sweep_size,
-			      uint32_t nb_time_steps)
+static uint64_t index_entries(const struct cistern__policy *p, uint64_t slot_count,
+			      uint32_t sweep_size, uint32_t nb_time_steps)
 {
-	return p->index_entries ? p->index_entries(sweep_size, nb_time_steps) : 0;
+	return p->index_entries ? p->index_entries(slot_count, sweep_size, nb_time_steps) : 0;
 }
 
 static int check_config(const struct cistern_config *cfg);
@@ -187,6 +188,9 @@ void cistern__fixed_of(const struct cistern_hdr *h, struct cistern_fixed *f)
 	f->mode = h->mode;
 	f->reads_per_put = h->reads_per_put;
 	f->rate_slack = h->rate_slack;
+	f->alpha = h->alpha;
+	f->beta = h->beta;
+	f->epsilon = h->epsilon;
 	f->created_ns = h->created_ns;
 	f->creator_pid = h->creator_pid;
 	f->creator_uid = h->creator_uid;
@@ -220,6 +224,9 @@ static void header_of(const struct cistern_fixed *f, struct cistern_hdr *h)
 	h->mode = f->mode;
 	h->reads_per_put = f->reads_per_put;
 	h->rate_slack = f->rate_slack;
+	h->alpha = f->alpha;
+	h->beta = f->beta;
+	h->epsilon = f->epsilon;
 	h->created_ns = f->created_ns;
 	h->creator_pid = f->creator_pid;
 	h->creator_uid = f->creator_uid;
@@ -245,7 +252,7 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	if (!p)
 		return -EPROTO;
 	struct cistern_layout l;
-	if (h->index_count != index_entries(p, h->sweep_size, h->nb_time_steps))
+	if (h->index_count != index_entries(p, h->slot_count, h->sweep_size, h->nb_time_steps))
 		return -EPROTO;
 	if (cistern__compute_layout(h->policy, h->slot_size, h->slot_count, h->procs_count,
 				    h->index_count, &l) < 0)
@@ -323,6 +330,9 @@ static const char *config_problem(const struct cistern_config *cfg)
 		return "reads_per_put must be a number from 0 to 1e9";
 	if (!(cfg->rate_slack >= 0 && cfg->rate_slack <= 1e18))
 		return "rate_slack must be a number from 0 to 1e18";
+	/* NaN fails every comparison: these read "is not 0". */
+	if ((cfg->alpha != 0 || cfg->beta != 0 || cfg->epsilon != 0) && !p->has_priorities)
+		return "alpha, beta and epsilon apply to the prioritized policy only";
 	if (cfg->reads_per_put > 0 && !p->rate_limited)
 		return "reads_per_put applies to the reservoir policies only";
 	/*
@@ -506,7 +516,7 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	if (r < 0)
 		return r;
 	uint64_t index_count = index_entries(cistern__policy_of((uint32_t)cfg.policy),
-					     cfg.sweep_size, cfg.nb_time_steps);
+					     cfg.slot_count, cfg.sweep_size, cfg.nb_time_steps);
 	r = cistern__compute_layout(cfg.policy, cfg.slot_size, cfg.slot_count, cfg.max_procs,
 				    index_count, &l);
 	if (r < 0)
@@ -586,6 +596,9 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	f->mode = cfg.mode;
 	f->reads_per_put = cfg.reads_per_put;
 	f->rate_slack = cfg.rate_slack;
+	f->alpha = cfg.alpha;
+	f->beta = cfg.beta;
+	f->epsilon = cfg.epsilon;
 	f->created_ns = (uint64_t)cistern__now_ns(CLOCK_REALTIME);
 	f->creator_pid = (uint32_t)getpid();
 	f->creator_uid = (uint32_t)getuid();
@@ -1114,6 +1127,9 @@ static void config_of(const struct cistern_fixed *f, struct cistern_config *cfg)
 	cfg->flags = f->flags;
 	cfg->reads_per_put = f->reads_per_put;
 	cfg->rate_slack = f->rate_slack;
+	cfg->alpha = f->alpha;
+	cfg->beta = f->beta;
+	cfg->epsilon = f->epsilon;
 	/* Only on a copy whose schema is NUL-terminated (validated, or our own). */
 	cfg->schema = f->schema[0] ? f->schema : NULL;
 }

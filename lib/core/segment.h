@@ -178,6 +178,9 @@ struct cistern_hdr {
 	uint32_t mode;
 	double reads_per_put; /* rate limiter, 0 = off */
 	double rate_slack;
+	double alpha; /* prioritized: the exponent of the priorities; 0 for the others */
+	double beta;  /* prioritized: beta at create (the current one is in its index) */
+	double epsilon;
 	uint64_t created_ns; /* CLOCK_REALTIME */
 	uint32_t creator_pid;
 	uint32_t creator_uid;
@@ -309,6 +312,9 @@ struct cistern_fixed {
 	uint32_t mode;
 	double reads_per_put;
 	double rate_slack;
+	double alpha;
+	double beta;
+	double epsilon;
 	uint64_t created_ns;
 	uint32_t creator_pid;
 	uint32_t creator_uid;

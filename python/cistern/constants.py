@@ -22,7 +22,7 @@ _CAMEL = {"fifoevictreservoir": "fifo-evict-reservoir",
           "batchreservoir": "batch-reservoir"}
 
 
-#: The six policies' names, indexed by policy number.
+#: The policies' names, indexed by policy number.
 POLICIES: tuple[str, ...] = tuple(_cistern.policy_name(i) for i in range(_cistern.POLICY_COUNT))
 
 

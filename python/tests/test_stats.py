@@ -37,4 +37,4 @@ def test_config_has_the_creation_parameters(segname):
 
 def test_policies_are_named():
     assert cistern.POLICIES[:3] == ("fifo", "firo", "reservoir")
-    assert len(cistern.POLICIES) == 6
+    assert len(cistern.POLICIES) == 7

@@ -758,6 +758,28 @@ Test(chaos, reservoir_survives_random_sigkills_without_unseen_eviction_or_wedge,
 	run_chaos(&chaos_reservoir);
 }
 
+/*
+ * Prioritized: reads draw by priority (cistern_acquire() through the
+ * policy's tree, every sample at the largest priority seen, so a put's
+ * default applies), puts evict as the reservoir's do; the same rules hold.
+ */
+static const struct chaos_policy chaos_prioritized = {
+	.name = "prioritized",
+	.cfg = {.policy = CISTERN_PRIORITIZED,
+		.slot_size = PAYLOAD,
+		.slot_count = 32,
+		.watermark = 8,
+		.alpha = 0.6,
+		.beta = 0.4,
+		.epsilon = 0.01},
+	.verify = verify_reservoir,
+};
+
+Test(chaos, prioritized_survives_random_sigkills_without_unseen_eviction_or_wedge, .timeout = 900)
+{
+	run_chaos(&chaos_prioritized);
+}
+
 /* As fifo-forking: a reader's pins must go when it dies, whatever children it has. */
 static const struct chaos_policy chaos_reservoir_forking = {
 	.name = "reservoir-forking",

@@ -283,6 +283,68 @@ Test(create, refuses_fewer_reads_than_puts_where_puts_need_reads)
 	cistern_unlink(name);
 }
 
+Test(create, prioritized_takes_alpha_beta_and_epsilon)
+{
+	char name[64];
+	uname_(name, sizeof(name), "prio");
+	struct result *r = run("create", name, "--policy", "prioritized", "--slots", "16",
+			       "--watermark", "2", "--alpha", "0.6", "--beta", "0.4", "--epsilon",
+			       "0.01");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	struct cistern_config cfg;
+	cistern_config_get(c, &cfg);
+	cr_assert_eq(cfg.policy, CISTERN_PRIORITIZED);
+	cr_assert_eq(cfg.alpha, 0.6);
+	cr_assert_eq(cfg.beta, 0.4);
+	cr_assert_eq(cfg.epsilon, 0.01);
+	cleanup(c, name);
+}
+
+Test(create, a_bad_alpha_is_refused_by_its_option_name)
+{
+	char name[64];
+	uname_(name, sizeof(name), "prio-bad");
+	struct result *r = run("create", name, "--policy", "prioritized", "--watermark", "2",
+			       "--alpha", "9");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "--alpha must be a number from 0 to 8"), "%s", r->err);
+	cr_assert(!exists(name));
+	r = run("create", name, "--watermark", "2", "--beta", "0.5");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "--alpha, --beta and --epsilon apply to the prioritized policy"),
+		  "%s", r->err);
+	cr_assert(!exists(name));
+}
+
+Test(inspect, shows_the_priority_parameters_and_the_total)
+{
+	char name[64];
+	uname_(name, sizeof(name), "prio-insp");
+	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
+				     .slot_count = 8,
+				     .slot_size = 64,
+				     .watermark = 1,
+				     .alpha = 1,
+				     .beta = 0.5};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_put_prioritized(c, "a", 1, NULL, 2.5, 0), 0);
+	cr_assert_eq(cistern_put_prioritized(c, "b", 1, NULL, 4, 0), 0);
+	struct result *r = run("inspect", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "alpha 1  beta 0.5  epsilon 0"), "%s", r->out);
+	cr_assert(strstr(r->out, "priorities total 6.5 "), "%s", r->out);
+	cr_assert(strstr(r->out, "largest seen 4"), "%s", r->out);
+	r = run("inspect", name, "--json");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "\"priorities\": {\"alpha\": 1, \"beta\": 0.5, \"epsilon\": 0, "
+				 "\"total\": 6.5, \"max_priority\": 4"),
+		  "%s", r->out);
+	cleanup(c, name);
+}
+
 Test(create, dead_producer_done_reaches_the_segment_and_needs_producers)
 {
 	char name[64];
@@ -455,6 +517,40 @@ Test(put, each_file_is_one_sample_with_the_given_metadata)
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), &m, 0), 6);
 	unlink(f1);
 	unlink(f2);
+	cleanup(c, name);
+}
+
+Test(put, priority_gives_every_sample_its_priority)
+{
+	char name[64];
+	uname_(name, sizeof(name), "put-prio");
+	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
+				     .slot_count = 8,
+				     .slot_size = 64,
+				     .watermark = 1,
+				     .alpha = 1};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct result *r = run_in("a\nb\n", 4, "put", name, "--lines", "--priority", "3", NULL);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern_prio_info info;
+	cr_assert_eq(cistern_prio_info_get(c, &info), 0);
+	cr_assert_eq(info.total, 6, "total %g", info.total);
+	r = run_in("a", 1, "put", name, "--priority", "nan", NULL);
+	cr_assert_eq(r->status, 2);
+	cleanup(c, name);
+}
+
+Test(put, priority_is_refused_on_other_policies)
+{
+	char name[64];
+	struct cistern *c = make("put-prio-fifo", name, sizeof(name), 4);
+	struct result *r = run_in("x", 1, "put", name, "--priority", "2", NULL);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "--priority needs a prioritized segment, not fifo"), "%s", r->err);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.puts, 0);
 	cleanup(c, name);
 }
 

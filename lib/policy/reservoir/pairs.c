@@ -272,8 +272,10 @@ static const char *sim_paired_config_problem(const struct cistern_config *cfg)
 }
 
 /* One entry per (sim_id, time_step). */
-static uint64_t sim_paired_index_entries(uint32_t sweep_size, uint32_t nb_time_steps)
+static uint64_t sim_paired_index_entries(uint64_t slot_count, uint32_t sweep_size,
+					 uint32_t nb_time_steps)
 {
+	(void)slot_count;
 	return (uint64_t)sweep_size * nb_time_steps;
 }
 

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * prioritized.c - the public calls of prioritized sampling: argument checks
+ * and waiting, around the policy's draws and updates
+ * (policy/prioritized/prioritized.c), as api.c does for the other reads.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/open.h"
+#include "core/liveness.h"
+#include "core/policy.h"
+#include "core/roles.h"
+#include "core/wait.h"
+#include "policy/prioritized/prioritized.h"
+
+/* A handle that may move samples of a prioritized segment: 0 or -errno. */
+static int usable(const struct cistern *c)
+{
+	if (!c)
+		return -EINVAL;
+	if (c->readonly || !c->owner || c->inherited)
+		return -EBADF;
+	return c->policy->has_priorities ? 0 : -EINVAL;
+}
+
+int cistern_put_prioritized(struct cistern *c, const void *buf, size_t len,
+			    struct cistern_meta *meta, double priority, int timeout_ms)
+{
+	int r = usable(c);
+	if (r < 0)
+		return r;
+	if ((!buf && len) || !cistern__prio_ok(priority))
+		return -EINVAL;
+	if (len > c->slot_size)
+		return -EMSGSIZE;
+	struct cistern_slot slot;
+	r = cistern_reserve(c, &slot, timeout_ms);
+	if (r < 0)
+		return r;
+	if (len)
+		memcpy(slot.data, buf, len);
+	r = cistern__prio_set_reserved(c, &slot, priority);
+	if (r == 0)
+		r = cistern_commit(c, &slot, len, meta);
+	if (r < 0)
+		cistern_abort(c, &slot);
+	return r;
+}
+
+/* One draw of n inside the reader's bracket (api.c's read_begin/read_end). */
+static int try_draw(struct cistern *c, struct cistern_sample *s, size_t n, uint64_t *ids,
+		    double *weights)
+{
+	bool plain = cistern__reads_in_calls(c) && cistern__auto_read_begin(c);
+	int r = cistern__prio_draw(c, s, n, ids, weights);
+	if (plain)
+		cistern__auto_read_end(c);
+	return r;
+}
+
+/* Draw, and while there is nothing, look for end of data and wait (api.c's read_loop). */
+static int draw_loop(struct cistern *c, struct cistern_sample *s, size_t n, uint64_t *ids,
+		     double *weights, int timeout_ms)
+{
+	int r = cistern__add_role(c, CISTERN_ROLE_READER);
+	if (r < 0)
+		return r;
+	struct cistern_waiter w;
+	cistern__wait_init(&w, CISTERN_WAIT_DATA, timeout_ms);
+	for (;;) {
+		r = try_draw(c, s, n, ids, weights);
+		if (r != -EAGAIN)
+			break;
+		if (c->ops->drained(c)) {
+			/* A dead reader's samples come back only by a sweep: as api.c. */
+			if (cistern__sweep(c) > 0)
+				continue;
+			if (!cistern__reclaim_under_way(c)) {
+				r = CISTERN_EOD;
+				break;
+			}
+		}
+		r = cistern__wait(c, &w);
+		if (r < 0)
+			break;
+	}
+	cistern__wait_done(c, &w);
+	if (r > 0)
+		c->holding += (uint64_t)r; /* as api.c's holding_add(): released below */
+	return r;
+}
+
+/* Sample records kept on the stack; more are malloc'd. */
+#define DRAW_ON_STACK 64
+
+int cistern_get_prioritized(struct cistern *c, void *buf, size_t stride, size_t n, size_t *len,
+			    struct cistern_meta *meta, uint64_t *ids, double *weights,
+			    int timeout_ms)
+{
+	int r = usable(c);
+	if (r < 0)
+		return r;
+	if (!buf || n == 0 || n > INT32_MAX)
+		return -EINVAL;
+	struct cistern_sample local[DRAW_ON_STACK];
+	struct cistern_sample *s = n <= DRAW_ON_STACK ? local : malloc(n * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	int got = draw_loop(c, s, n, ids, weights, timeout_ms);
+	if (got > 0) {
+		bool fits = true;
+		for (int i = 0; i < got; i++)
+			fits &= s[i].len <= stride && s[i].len <= c->slot_size;
+		if (!fits) {
+			/* Nothing is read: every sample goes back as if never drawn. */
+			for (int i = 0; i < got; i++)
+				cistern_unacquire(c, &s[i]);
+			got = -EMSGSIZE;
+		} else {
+			char *dst = buf;
+			for (int i = 0; i < got; i++) {
+				memcpy(dst + (size_t)i * stride, s[i].data, s[i].len);
+				if (len)
+					len[i] = s[i].len;
+				if (meta)
+					meta[i] = s[i].meta;
+			}
+			r = cistern_release_batch(c, s, (size_t)got);
+			if (r < 0)
+				got = r;
+		}
+	}
+	if (s != local)
+		free(s);
+	return got;
+}
+
+int cistern_update_priorities(struct cistern *c, const uint64_t *ids, const double *priorities,
+			      size_t n)
+{
+	int r = usable(c);
+	if (r < 0)
+		return r;
+	if (n == 0)
+		return 0;
+	if (!ids || !priorities || n > INT32_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (!cistern__prio_ok(priorities[i]))
+			return -EINVAL;
+	return cistern__prio_update(c, ids, priorities, n);
+}
+
+int cistern_set_beta(struct cistern *c, double beta)
+{
+	int r = usable(c);
+	return r < 0 ? r : cistern__prio_set_beta(c, beta);
+}
+
+int cistern_prio_info_get(const struct cistern *c, struct cistern_prio_info *info)
+{
+	if (!c || !info)
+		return -EINVAL;
+	if (c->inherited)
+		return -EBADF;
+	if (!c->policy->has_priorities)
+		return -EINVAL;
+	/* A read-only handle on a copy reads no policy index (segment.c). */
+	if (!c->index)
+		return -EOPNOTSUPP;
+	cistern__prio_info(c, info);
+	return 0;
+}

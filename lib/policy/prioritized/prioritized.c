@@ -1,0 +1,651 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * prioritized.c - the prioritized policy: a reservoir (slot states, pins,
+ * fills and evictions of reservoir.c) whose reads draw by priority^alpha from
+ * a sum tree kept in the policy index. docs/protocol/priorities.md gives the
+ * design; in short:
+ *
+ *  - every change of a leaf happens under one process-shared robust mutex,
+ *    in the same critical section as the slot-state change it follows;
+ *  - whenever nobody holds the mutex, leaf i is nonzero exactly when slot i
+ *    is HELD (or EVICTING), and then it is the fixed-point (q + eps)^alpha of
+ *    prio[i]; each inner node is the sum and the minimum of its children;
+ *  - a holder that dies leaves the mutex to the next locker with EOWNERDEAD,
+ *    who rebuilds the tree from the slot states; a reclaim, whose moves of
+ *    dead readers' samples back to HELD happen outside the mutex, ends with a
+ *    pass that sets every leaf from its slot.
+ *
+ * Tree words are relaxed atomics: the mutex orders them between holders,
+ * and a reader without it (cistern_prio_info_get()) only wants a recent total.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "policy/prioritized/prioritized.h"
+#include "policy/reservoir/reservoir.h"
+#include "policy/reservoir/pins.h"
+#include "core/wait.h"
+
+/* Fixed point of the leaves: p^alpha * 2^24. */
+#define LEAF_ONE 16777216.0
+/* Entries of the index before prio[]: the mutex's line and the counters' line. */
+#define HEAD_ENTRIES 16
+
+struct prio_head {
+	CL_ALIGN pthread_mutex_t lock;
+	CL_ALIGN _Atomic uint64_t beta; /* bits of a double */
+	_Atomic uint64_t max_prio;      /* bits of a double: largest priority seen */
+	_Atomic uint64_t updates;       /* priorities applied */
+	_Atomic uint64_t stale;         /* ids ignored */
+	_Atomic uint64_t rebuilds;      /* rebuilds after a holder died */
+};
+_Static_assert(sizeof(struct prio_head) <= HEAD_ENTRIES * sizeof(uint64_t),
+	       "the head fits its entries");
+
+/* Where the parts of the index are, for a handle. */
+struct pv {
+	struct prio_head *h;
+	_Atomic uint64_t *prio; /* n entries: bits of doubles */
+	_Atomic uint64_t *nd;   /* node k: nd[2k] sum, nd[2k + 1] min (UINT64_MAX: none) */
+	uint64_t n, L, leaf_max;
+	double alpha, eps;
+};
+
+static uint64_t leaves_of(uint64_t n)
+{
+	uint64_t L = 1;
+	while (L < n)
+		L <<= 1;
+	return L;
+}
+
+/* prio[] starts at entry HEAD_ENTRIES; the nodes at the next multiple of 8 (a cache line). */
+static uint64_t nodes_at(uint64_t n)
+{
+	return HEAD_ENTRIES + ((n + 7) & ~UINT64_C(7));
+}
+
+static uint64_t prio_index_entries(uint64_t slot_count, uint32_t sweep_size, uint32_t nb_time_steps)
+{
+	(void)sweep_size;
+	(void)nb_time_steps;
+	return nodes_at(slot_count) + 4 * leaves_of(slot_count);
+}
+
+static void pv_of(const struct cistern *c, struct pv *v)
+{
+	_Atomic uint64_t *ix = cistern__index(c);
+	/* The head is the index's first entries, laid out as struct prio_head. */
+	v->h = (struct prio_head *)(uintptr_t)ix;
+	v->prio = ix + HEAD_ENTRIES;
+	v->n = c->slot_count;
+	v->L = leaves_of(v->n);
+	v->nd = ix + nodes_at(v->n);
+	/* No sum of L leaves can pass 2^62. */
+	v->leaf_max = (UINT64_C(1) << 62) / v->L;
+	v->alpha = c->fixed.alpha;
+	v->eps = c->fixed.epsilon;
+}
+
+static inline uint64_t ld(_Atomic uint64_t *p)
+{
+	return atomic_load_explicit(p, memory_order_relaxed);
+}
+
+static inline void st(_Atomic uint64_t *p, uint64_t v)
+{
+	atomic_store_explicit(p, v, memory_order_relaxed);
+}
+
+static inline double bits_to_d(uint64_t b)
+{
+	double d;
+	memcpy(&d, &b, sizeof(d));
+	return d;
+}
+
+static inline uint64_t d_to_bits(double d)
+{
+	uint64_t b;
+	memcpy(&b, &d, sizeof(b));
+	return b;
+}
+
+/* The leaf of priority q: round((q + eps)^alpha * 2^24), from 1 to leaf_max. */
+static uint64_t leaf_of(const struct pv *v, double q)
+{
+	double x = pow(q + v->eps, v->alpha) * LEAF_ONE;
+	if (!(x >= 1))
+		return 1; /* also NaN, which only a damaged prio[] can give */
+	if (x >= (double)v->leaf_max)
+		return v->leaf_max;
+	return (uint64_t)llround(x);
+}
+
+/* Node k from its children. */
+static inline void pull(const struct pv *v, uint64_t k)
+{
+	uint64_t a = ld(&v->nd[4 * k]), b = ld(&v->nd[4 * k + 2]);
+	uint64_t ma = ld(&v->nd[4 * k + 1]), mb = ld(&v->nd[4 * k + 3]);
+	st(&v->nd[2 * k], a + b);
+	st(&v->nd[2 * k + 1], ma < mb ? ma : mb);
+}
+
+static inline uint64_t leaf_at(const struct pv *v, uint64_t i)
+{
+	return ld(&v->nd[2 * (v->L + i)]);
+}
+
+/* Set leaf i and its path to the root. Under the lock. */
+static void set_leaf(const struct pv *v, uint64_t i, uint64_t leaf)
+{
+	uint64_t k = v->L + i;
+	st(&v->nd[2 * k], leaf);
+	st(&v->nd[2 * k + 1], leaf ? leaf : UINT64_MAX);
+	for (k >>= 1; k >= 1; k >>= 1)
+		pull(v, k);
+}
+
+static double max_prio(const struct pv *v)
+{
+	return bits_to_d(ld(&v->h->max_prio));
+}
+
+static void raise_max(const struct pv *v, double q)
+{
+	if (q > max_prio(v))
+		st(&v->h->max_prio, d_to_bits(q));
+}
+
+/*
+ * What leaf i must be, from its slot: nonzero for a held sample (HELD, or
+ * EVICTING by a producer that died deciding, whose reclaim puts it back).
+ * A held slot whose prio[] is not a priority (its producer died in the
+ * commit before it resolved it) gets the largest seen, as a put without one.
+ */
+static uint64_t leaf_due(const struct cistern *c, const struct pv *v, uint64_t i)
+{
+	uint64_t w = atomic_load_explicit(&cistern__slotmeta(c, i)->word, memory_order_relaxed);
+	unsigned s = sw_state(w);
+	if (s != RS_HELD && s != RS_EVICTING)
+		return 0;
+	double q = bits_to_d(ld(&v->prio[i]));
+	if (!cistern__prio_ok(q)) {
+		q = max_prio(v);
+		st(&v->prio[i], d_to_bits(q));
+	}
+	return leaf_of(v, q);
+}
+
+/* Every leaf from its slot, then every inner node. Under the lock. */
+static void rebuild(const struct cistern *c, const struct pv *v)
+{
+	for (uint64_t i = 0; i < v->L; i++) {
+		uint64_t leaf = i < v->n ? leaf_due(c, v, i) : 0;
+		st(&v->nd[2 * (v->L + i)], leaf);
+		st(&v->nd[2 * (v->L + i) + 1], leaf ? leaf : UINT64_MAX);
+	}
+	for (uint64_t k = v->L - 1; k >= 1; k--)
+		pull(v, k);
+}
+
+/*
+ * Take the tree's mutex. A holder that died left it EOWNERDEAD: rebuild,
+ * then mark it consistent. 0, or -EPROTO if the mutex is unusable (only a
+ * process that writes the segment by other means can make it so).
+ */
+static int lock(const struct cistern *c, const struct pv *v)
+{
+	int r = pthread_mutex_lock(&v->h->lock);
+	if (r == EOWNERDEAD) {
+		rebuild(c, v);
+		atomic_fetch_add_explicit(&v->h->rebuilds, 1, memory_order_relaxed);
+		if (pthread_mutex_consistent(&v->h->lock) != 0) {
+			pthread_mutex_unlock(&v->h->lock);
+			return -EPROTO;
+		}
+		return 0;
+	}
+	return r == 0 ? 0 : -EPROTO;
+}
+
+static void unlock(const struct pv *v)
+{
+	pthread_mutex_unlock(&v->h->lock);
+}
+
+/* ---- The ops ---------------------------------------------------------- */
+
+static void prio_init(struct cistern *c)
+{
+	cistern__rs_init(c);
+	struct pv v;
+	pv_of(c, &v);
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&v.h->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	st(&v.h->beta, d_to_bits(c->fixed.beta));
+	st(&v.h->max_prio, d_to_bits(1.0));
+	for (uint64_t k = 1; k < 2 * v.L; k++) {
+		st(&v.nd[2 * k], 0);
+		st(&v.nd[2 * k + 1], UINT64_MAX);
+	}
+}
+
+/* A put's slot: fill or evict under the lock, so that an eviction and its leaf go together. */
+static int prio_try_reserve(struct cistern *c, struct cistern_slot *slot)
+{
+	struct pv v;
+	pv_of(c, &v);
+	int r = lock(c, &v);
+	if (r < 0)
+		return r;
+	r = cistern__rs_reservoir_try_reserve(c, slot);
+	if (r == 0 && slot->index_ < v.n) {
+		/* An evicted sample's leaf goes; a filled slot's is 0 already. */
+		if (leaf_at(&v, slot->index_))
+			set_leaf(&v, slot->index_, 0);
+		/* Not a priority: the commit gives the largest seen unless the producer sets one. */
+		st(&v.prio[slot->index_], d_to_bits(-1.0));
+	}
+	unlock(&v);
+	return r;
+}
+
+static bool reserved_here(struct cistern *c, const struct cistern_slot *slot)
+{
+	if (!slot->live_ || slot->index_ >= c->slot_count)
+		return false;
+	uint64_t w = atomic_load_explicit(&cistern__slotmeta(c, slot->index_)->word,
+					  memory_order_relaxed);
+	return w == sw_make(slot->pos_, RS_RESERVED, c->owner);
+}
+
+int cistern__prio_set_reserved(struct cistern *c, const struct cistern_slot *slot, double q)
+{
+	if (!c->policy->has_priorities || !cistern__prio_ok(q) || !reserved_here(c, slot))
+		return -EINVAL;
+	struct pv v;
+	pv_of(c, &v);
+	/* Ours while reserved: nobody else reads prio[] of a slot that is not held. */
+	st(&v.prio[slot->index_], d_to_bits(q));
+	return 0;
+}
+
+static int prio_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
+		       struct cistern_meta *meta)
+{
+	if (!reserved_here(c, slot))
+		return -EINVAL;
+	struct pv v;
+	pv_of(c, &v);
+	int r = lock(c, &v);
+	if (r < 0)
+		return r;
+	uint64_t i = slot->index_;
+	double q = bits_to_d(ld(&v.prio[i]));
+	if (cistern__prio_ok(q))
+		raise_max(&v, q);
+	else
+		q = max_prio(&v);
+	st(&v.prio[i], d_to_bits(q));
+	r = cistern__rs_commit(c, slot, len, meta);
+	if (r == 0)
+		set_leaf(&v, i, leaf_of(&v, q));
+	unlock(&v);
+	return r;
+}
+
+/* Draws walked down the tree together (see descend_batch()). */
+#define DRAW_CHUNK 64
+
+/*
+ * Leaves for m uniform draws below `total`, walked down level by level for
+ * all of them at once: the m loads of a level do not depend on each other,
+ * so their cache misses overlap instead of queueing one draw's twenty
+ * behind another's. Under the lock.
+ */
+static void descend_batch(struct cistern *c, const struct pv *v, uint64_t total, uint64_t *k,
+			  size_t m)
+{
+	uint64_t u[DRAW_CHUNK];
+	for (size_t j = 0; j < m; j++) {
+		u[j] = cistern__rng_below(&c->rng, total);
+		k[j] = 1;
+	}
+	for (uint64_t level = 1; level < v->L; level <<= 1) {
+		for (size_t j = 0; j < m; j++) {
+			uint64_t left = ld(&v->nd[4 * k[j]]);
+			bool right = u[j] >= left;
+			u[j] -= right ? left : 0;
+			k[j] = 2 * k[j] + right;
+		}
+	}
+	for (size_t j = 0; j < m; j++)
+		k[j] -= v->L;
+}
+
+/* Take slot i for out: pin it (open) or take it (closed). False if it cannot be. */
+static bool take_drawn(struct cistern *c, const struct pv *v, uint64_t i, bool closed,
+		       struct cistern_sample *s)
+{
+	if (i >= v->n || leaf_at(v, i) == 0)
+		return false; /* only a damaged tree lands here */
+	if (!closed) {
+		/* Pinned before the lock goes: no eviction while the caller copies. */
+		uint64_t word;
+		if (!cistern__pin(c, i, RS_HELD, &word))
+			return false;
+		cistern__rs_read_pinned(c, s, i, word);
+		return true;
+	}
+	if (cistern__rs_read_exclusive(c, s, i) < 0)
+		return false;
+	return true;
+}
+
+int cistern__prio_draw(struct cistern *c, struct cistern_sample *out, size_t n, uint64_t *ids,
+		       double *weights)
+{
+	bool closed = cistern__rs_closed(c);
+	if (!closed) {
+		uint64_t taken; /* 0: the policy has no rate limiter */
+		int r = cistern__rs_open_read_ready(c, 1, &taken);
+		if (r < 0)
+			return r;
+	}
+	struct pv v;
+	pv_of(c, &v);
+	int r = lock(c, &v);
+	if (r < 0)
+		return r;
+	uint64_t least = ld(&v.nd[3]);
+	double beta = bits_to_d(ld(&v.h->beta));
+	size_t got = 0;
+	int misses = 0;
+	while (got < n && misses < RS_PICK_TRIES) {
+		uint64_t total = ld(&v.nd[2]);
+		if (total == 0)
+			break;
+		/* After close one draw takes a leaf away: draw them one at a time then. */
+		size_t m = closed ? 1 : n - got < DRAW_CHUNK ? n - got : DRAW_CHUNK;
+		uint64_t k[DRAW_CHUNK];
+		descend_batch(c, &v, total, k, m);
+		/* The pins below are locked instructions, which wait for their line: fetch them all first. */
+		for (size_t j = 0; j < m; j++)
+			if (k[j] < v.n)
+				__builtin_prefetch(cistern__slotmeta(c, k[j]), 1, 3);
+		for (size_t j = 0; j < m; j++) {
+			struct cistern_sample *s = &out[got];
+			uint64_t i = k[j];
+			if (!take_drawn(c, &v, i, closed, s)) {
+				misses++;
+				continue;
+			}
+			uint64_t leaf = leaf_at(&v, i);
+			if (closed)
+				set_leaf(&v, i, 0); /* acquired: no longer drawable */
+			if (ids)
+				ids[got] = cistern__prio_id(s->meta.sample_id, i);
+			if (weights) {
+				double w = pow((double)least / (double)leaf, beta);
+				weights[got] = w < 1 ? w : 1;
+			}
+			got++;
+		}
+	}
+	if (!closed && got > 0 && got < n) {
+		/* While open a batch is whole or not at all. */
+		for (size_t j = 0; j < got; j++)
+			cistern__rs_unacquire(c, &out[j]);
+		got = 0;
+	}
+	unlock(&v);
+	return got ? (int)got : -EAGAIN;
+}
+
+static int prio_try_acquire(struct cistern *c, struct cistern_sample *s)
+{
+	int r = cistern__prio_draw(c, s, 1, NULL, NULL);
+	return r < 0 ? r : 0;
+}
+
+static int prio_try_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n)
+{
+	return cistern__prio_draw(c, out, n, NULL, NULL);
+}
+
+/* A sample handed back unread: one taken after close is HELD again, and drawable. */
+static int prio_unacquire(struct cistern *c, struct cistern_sample *s)
+{
+	struct pv v;
+	pv_of(c, &v);
+	int r = lock(c, &v);
+	if (r < 0)
+		return r;
+	uint32_t i = s->index_;
+	r = cistern__rs_unacquire(c, s);
+	if (r == 0 && i < v.n)
+		set_leaf(&v, i, leaf_due(c, &v, i));
+	unlock(&v);
+	return r;
+}
+
+/* Set every leaf that disagrees with its slot, and its path. Under the lock. */
+static void sync_leaves(const struct cistern *c, const struct pv *v)
+{
+	for (uint64_t i = 0; i < v->n; i++) {
+		uint64_t due = leaf_due(c, v, i);
+		if (leaf_at(v, i) != due)
+			set_leaf(v, i, due);
+	}
+}
+
+static void prio_reclaim(struct cistern *c, uint32_t owner)
+{
+	cistern__rs_reclaim(c, owner);
+	/* A dead reader's samples went back to HELD outside the lock: give them their leaves. */
+	struct pv v;
+	pv_of(c, &v);
+	if (lock(c, &v) < 0)
+		return;
+	sync_leaves(c, &v);
+	unlock(&v);
+}
+
+/*
+ * Paths of m leaves just set, recomputed level by level for all of them at
+ * once (their loads overlap, as in descend_batch()). A parent shared by two
+ * is recomputed twice, to the same value: each level reads only the level
+ * below, which is final. Under the lock.
+ */
+static void pull_batch(const struct pv *v, uint64_t *k, size_t m)
+{
+	for (uint64_t level = 1; level < v->L; level <<= 1)
+		for (size_t j = 0; j < m; j++) {
+			k[j] >>= 1;
+			pull(v, k[j]);
+		}
+}
+
+/* Set leaf i alone, leaving its path to pull_batch(). */
+static void put_leaf(const struct pv *v, uint64_t i, uint64_t leaf)
+{
+	uint64_t k = v->L + i;
+	st(&v->nd[2 * k], leaf);
+	st(&v->nd[2 * k + 1], leaf ? leaf : UINT64_MAX);
+}
+
+int cistern__prio_update(struct cistern *c, const uint64_t *ids, const double *q, size_t n)
+{
+	struct pv v;
+	pv_of(c, &v);
+	int r = lock(c, &v);
+	if (r < 0)
+		return r;
+	uint64_t applied = 0;
+	uint64_t k[DRAW_CHUNK];
+	size_t m = 0;
+	for (size_t j = 0; j < n; j++) {
+		uint64_t i = ids[j] & CISTERN__PRIO_SLOT_MASK;
+		if (i >= v.n)
+			continue;
+		struct cistern_slotmeta *sm = cistern__slotmeta(c, i);
+		/* Relaxed: under the lock no commit, eviction or take can move this slot. */
+		unsigned s = sw_state(atomic_load_explicit(&sm->word, memory_order_relaxed));
+		if (s != RS_HELD && s != RS_EVICTING && s != RS_ACQUIRED)
+			continue;
+		if (cistern__prio_id(sm->sample_id, i) != ids[j])
+			continue;
+		st(&v.prio[i], d_to_bits(q[j]));
+		raise_max(&v, q[j]);
+		applied++;
+		if (s == RS_ACQUIRED)
+			continue; /* taken after close: its leaf stays 0 */
+		put_leaf(&v, i, leaf_of(&v, q[j]));
+		k[m++] = v.L + i;
+		if (m == DRAW_CHUNK) {
+			pull_batch(&v, k, m);
+			m = 0;
+		}
+	}
+	pull_batch(&v, k, m);
+	unlock(&v);
+	atomic_fetch_add_explicit(&v.h->updates, applied, memory_order_relaxed);
+	atomic_fetch_add_explicit(&v.h->stale, n - applied, memory_order_relaxed);
+	return (int)applied;
+}
+
+int cistern__prio_set_beta(struct cistern *c, double beta)
+{
+	if (!(beta >= 0 && beta <= 1))
+		return -EINVAL;
+	struct pv v;
+	pv_of(c, &v);
+	/* Relaxed: a draw takes whichever beta it finds; nothing else hangs on it. */
+	st(&v.h->beta, d_to_bits(beta));
+	return 0;
+}
+
+void cistern__prio_info(const struct cistern *c, struct cistern_prio_info *info)
+{
+	struct pv v;
+	pv_of(c, &v);
+	memset(info, 0, sizeof(*info));
+	info->alpha = c->fixed.alpha;
+	info->epsilon = c->fixed.epsilon;
+	info->beta = bits_to_d(ld(&v.h->beta));
+	info->total = (double)ld(&v.nd[2]) / LEAF_ONE;
+	uint64_t least = ld(&v.nd[3]);
+	info->least = least == UINT64_MAX ? 0 : (double)least / LEAF_ONE;
+	info->max_priority = max_prio(&v);
+	info->updates = ld(&v.h->updates);
+	info->stale_updates = ld(&v.h->stale);
+	info->rebuilds = ld(&v.h->rebuilds);
+}
+
+int cistern__prio_check(struct cistern *c, uint64_t *where)
+{
+	struct pv v;
+	pv_of(c, &v);
+	int r = lock(c, &v);
+	if (r < 0)
+		return r;
+	uint64_t bad = 0;
+	for (uint64_t i = 0; i < v.L && !bad; i++) {
+		uint64_t due = i < v.n ? leaf_due(c, &v, i) : 0;
+		if (leaf_at(&v, i) != due ||
+		    ld(&v.nd[2 * (v.L + i) + 1]) != (due ? due : UINT64_MAX))
+			bad = v.L + i;
+	}
+	for (uint64_t k = v.L - 1; k >= 1 && !bad; k--) {
+		uint64_t ma = ld(&v.nd[4 * k + 1]), mb = ld(&v.nd[4 * k + 3]);
+		if (ld(&v.nd[2 * k]) != ld(&v.nd[4 * k]) + ld(&v.nd[4 * k + 2]) ||
+		    ld(&v.nd[2 * k + 1]) != (ma < mb ? ma : mb))
+			bad = k;
+	}
+	unlock(&v);
+	if (where)
+		*where = bad;
+	return bad ? -EPROTO : 0;
+}
+
+static const struct cistern_ops prio_ops = {
+	.init = prio_init,
+	.try_reserve = prio_try_reserve,
+	.commit = prio_commit,
+	.abort = cistern__rs_abort,
+	.try_acquire = prio_try_acquire,
+	.release = cistern__rs_release_generic,
+	.release_batch = cistern__rs_release_batch,
+	.unacquire = prio_unacquire,
+	.try_acquire_batch = prio_try_acquire_batch,
+	.drained = cistern__rs_drained,
+	.reclaim = prio_reclaim,
+	.population = cistern__rs_population,
+};
+
+static const char *prio_config_problem(const struct cistern_config *cfg)
+{
+	const char *why = cistern__rs_config_problem(cfg);
+	if (why)
+		return why;
+	if (!(cfg->alpha >= 0 && cfg->alpha <= 8))
+		return "alpha must be a number from 0 to 8";
+	if (!(cfg->beta >= 0 && cfg->beta <= 1))
+		return "beta must be a number from 0 to 1";
+	if (!(cfg->epsilon >= 0 && cfg->epsilon <= 1e300))
+		return "epsilon must be a finite number of at least 0";
+	return NULL;
+}
+
+/* The tools read its slots as a reservoir's. */
+static struct cistern_slot_view prio_classify(uint64_t word)
+{
+	return cistern__reservoir_snap_ops.classify(word);
+}
+
+/*
+ * A dump keeps the samples and the parameters, not the priorities: each
+ * restored sample gets the largest priority seen, 1 in a new segment, as a
+ * put without one would.
+ */
+static int prio_restore(struct cistern *c, uint64_t n, uint64_t next_id)
+{
+	int r = cistern__reservoir_snap_ops.restore(c, n, next_id);
+	if (r < 0)
+		return r;
+	struct pv v;
+	pv_of(c, &v);
+	if ((r = lock(c, &v)) < 0)
+		return r;
+	for (uint64_t i = 0; i < n; i++)
+		st(&v.prio[i], d_to_bits(max_prio(&v)));
+	rebuild(c, &v);
+	unlock(&v);
+	return 0;
+}
+
+static const struct cistern_snap_ops prio_snap_ops = {
+	.classify = prio_classify,
+	.restore = prio_restore,
+};
+
+const struct cistern__policy cistern__prioritized_policy = {
+	.name = "prioritized",
+	.value = CISTERN_PRIORITIZED,
+	.ops = &prio_ops,
+	.snap = &prio_snap_ops,
+	.config_problem = prio_config_problem,
+	.index_entries = prio_index_entries,
+	.flags = 0,
+	.evicts_seen = true,
+	.counts_reads = true,
+	.readers_pin = true,
+	.has_priorities = true,
+};
