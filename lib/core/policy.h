@@ -111,12 +111,6 @@ ssize_t cistern__fifo_put_now(struct cistern *c, size_t n, const struct cistern_
 /* fifo_copy.c: cistern_get_batch() on a FIFO; the caller checked the handle and n. */
 int cistern__fifo_get_batch(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
 			    struct cistern_meta *meta, int timeout_ms);
-/* fifo_copy.c: whether this processor runs the one-step put and get compiled for AVX2. */
-bool cistern__wide_copies(void);
-/* fifo.c: whether this processor has PREFETCHW (see cistern__prefetch_for_write()). */
-bool cistern__has_prefetchw(void);
-/* fifo.c: how many slots ahead of its claim the sole producer prefetches, for slot_count slots. */
-uint32_t cistern__put_ahead(uint64_t slot_count);
 int cistern__put_slow(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
 		      int timeout_ms);
 ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
@@ -205,6 +199,12 @@ struct cistern__policy {
 	 */
 	int (*get_batch)(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
 			 struct cistern_meta *meta, int timeout_ms);
+	/*
+	 * Free what the policy allocated in the handle (its pickers, its pin
+	 * tables), as the handle goes; NULL: nothing. It may run on a handle
+	 * whose hooks never ran.
+	 */
+	void (*free_state)(struct cistern *c);
 	/* Does it walk the slots in ring order? Else the layout puts each slot's metadata by its payload. */
 	bool reads_in_order;
 	/* Does reads_per_put apply (the rate limiter of rate_limit.c)? */
@@ -236,9 +236,6 @@ extern const struct cistern__policy *const cistern__policies[CISTERN_POLICY_COUN
 const struct cistern__policy *cistern__policy_of(uint32_t value);
 /* policy.c: put_step and get_step of a handle as its policy and attachment make them. */
 void cistern__set_steps(struct cistern *c);
-
-/* reservoir.c: what the reservoir policies ask of every config (a watermark). */
-const char *cistern__rs_config_problem(const struct cistern_config *cfg);
 
 /*
  * inspect.c, for a segment nobody alive is attached to: whether a slot whose

@@ -63,10 +63,7 @@
 #include "core/ring.h"
 #include "core/policy.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include "cistern/admin.h"
-#endif
 
 static void fifo_init(struct cistern *c)
 {
@@ -115,17 +112,6 @@ uint32_t cistern__put_ahead(uint64_t slot_count)
 	 */
 	uint64_t q = slot_count / 4;
 	return q < FIFO_PUT_AHEAD ? (uint32_t)q : FIFO_PUT_AHEAD;
-}
-
-bool cistern__has_prefetchw(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	/* CPUID 0x80000001, ECX bit 8: PREFETCHW (AMD's 3DNowPrefetch). */
-	unsigned a, b, cx, d;
-	return __get_cpuid(0x80000001, &a, &b, &cx, &d) && (cx & (1u << 8));
-#else
-	return false;
-#endif
 }
 
 static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)

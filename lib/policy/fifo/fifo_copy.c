@@ -50,6 +50,7 @@
 #include "policy/fifo/fifo.h"
 #include "core/ring.h"
 #include "core/policy.h"
+#include "sys/cpu.h"
 
 /*
  * Copy a payload of up to 64 bytes (a cache line, the common small sample)
@@ -258,8 +259,7 @@ static inline __attribute__((always_inline)) int put_holder(struct cistern *c, c
  * that are still in the reader's cache; a sample that needs fewer entries
  * there leaves room for more samples in flight.
  */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define FIFO_WIDE_COPIES 1
+#ifdef CISTERN_WIDE_COPIES
 static __attribute__((target("avx2"), noinline)) int
 put_wide(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta, int timeout_ms)
 {
@@ -271,16 +271,6 @@ static __attribute__((noinline)) int put_plain(struct cistern *c, const void *bu
 					       struct cistern_meta *meta, int timeout_ms)
 {
 	return put_holder(c, buf, len, meta, timeout_ms);
-}
-
-bool cistern__wide_copies(void)
-{
-#ifdef FIFO_WIDE_COPIES
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2");
-#else
-	return false;
-#endif
 }
 
 static inline __attribute__((always_inline)) void meta_out(const struct cistern_slotmeta *m,
@@ -430,7 +420,7 @@ get_holder(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, 
 	return get_general(c, buf, cap, meta, timeout_ms, false);
 }
 
-#ifdef FIFO_WIDE_COPIES
+#ifdef CISTERN_WIDE_COPIES
 static __attribute__((target("avx2"), noinline)) ssize_t
 get_wide(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms)
 {
@@ -446,13 +436,15 @@ static __attribute__((noinline)) ssize_t get_plain(struct cistern *c, void *buf,
 
 void cistern__fifo_steps(struct cistern *c)
 {
+	c->small_fit = c->slot_size < FIFO_SMALL_COPY_MAX ? c->slot_size : FIFO_SMALL_COPY_MAX;
+	c->put_ahead = cistern__put_ahead(c->slot_count);
 	c->put_step = NULL;
 	c->get_step = NULL;
 	if (c->readonly || !c->owner)
 		return;
 	c->put_step = put_plain;
 	c->get_step = get_plain;
-#ifdef FIFO_WIDE_COPIES
+#ifdef CISTERN_WIDE_COPIES
 	if (c->wide_copies) {
 		c->put_step = put_wide;
 		c->get_step = get_wide;
@@ -559,7 +551,7 @@ static __attribute__((noinline)) size_t gather_plain(struct cistern *c, size_t n
 	return gather_holder(c, n, g, lost);
 }
 
-#ifdef FIFO_WIDE_COPIES
+#ifdef CISTERN_WIDE_COPIES
 /* As get_wide(): samples of 33 to 64 bytes in two 32-byte moves each. */
 static __attribute__((target("avx2"), noinline)) size_t
 gather_wide(struct cistern *c, size_t n, const struct cistern_gather *g, bool *lost)
@@ -599,7 +591,7 @@ static ssize_t gather_now(struct cistern *c, size_t n, const struct cistern_gath
 	/* The holder, or a counted handle that finds itself the only reader left (as get_holder()). */
 	if (!cistern__light() || !plain_reader(c))
 		return gather_shared(c, n, g);
-#ifdef FIFO_WIDE_COPIES
+#ifdef CISTERN_WIDE_COPIES
 	if (c->wide_copies)
 		k = gather_wide(c, n, g, &lost);
 	else
@@ -795,7 +787,7 @@ static __attribute__((noinline)) ssize_t scatter_plain(struct cistern *c, size_t
 	return scatter_holder(c, n, s, lost);
 }
 
-#ifdef FIFO_WIDE_COPIES
+#ifdef CISTERN_WIDE_COPIES
 static __attribute__((target("avx2"), noinline)) ssize_t
 scatter_wide(struct cistern *c, size_t n, const struct cistern_scatter *s, bool *lost)
 {
@@ -828,7 +820,7 @@ ssize_t cistern__fifo_put_now(struct cistern *c, size_t n, const struct cistern_
 	/* The holder, or a counted handle that finds itself the only producer left (as put_holder()). */
 	if (!cistern__light() || !plain_producer(c))
 		return scatter_shared(c, n, s);
-#ifdef FIFO_WIDE_COPIES
+#ifdef CISTERN_WIDE_COPIES
 	if (c->wide_copies)
 		k = scatter_wide(c, n, s, &lost);
 	else

@@ -87,5 +87,6 @@ const struct cistern__policy cistern__firo_policy = {
 	.ops = &cistern__firo_ops,
 	.snap = &cistern__reservoir_snap_ops,
 	.config_problem = firo_config_problem,
+	.free_state = cistern__rs_free_state,
 	.counts_reads = true,
 };

@@ -283,6 +283,7 @@ const struct cistern__policy cistern__sim_paired_policy = {
 	.ops = &cistern__sim_paired_ops,
 	.snap = &cistern__reservoir_snap_ops,
 	.config_problem = sim_paired_config_problem,
+	.free_state = cistern__rs_free_state,
 	.index_entries = sim_paired_index_entries,
 	.flags = CISTERN_SINGLE_READER,
 	.rate_limited = true,
