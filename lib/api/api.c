@@ -113,8 +113,8 @@ int cistern_abort(struct cistern *c, struct cistern_slot *slot)
 }
 
 /* cistern_put() through the general calls, for a caller that checked the arguments. */
-int cistern__put_slow(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
-		      int timeout_ms)
+static int put_slow(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
+		    int timeout_ms)
 {
 	struct cistern_slot slot;
 	int r = cistern_reserve(c, &slot, timeout_ms);
@@ -137,7 +137,7 @@ int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_m
 	 * instructions (put_step is set only for a writable FIFO handle).
 	 */
 	if (c && c->put_step && (buf || !len) && len <= c->slot_size)
-		return c->put_step(c, buf, len, meta, timeout_ms);
+		return c->put_step(c, buf, len, meta, timeout_ms, put_slow);
 	int r = writable(c);
 	if (r < 0)
 		return r;
@@ -145,7 +145,7 @@ int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_m
 		return -EINVAL;
 	if (len > c->slot_size)
 		return -EMSGSIZE;
-	return cistern__put_slow(c, buf, len, meta, timeout_ms);
+	return put_slow(c, buf, len, meta, timeout_ms);
 }
 
 /*
@@ -155,8 +155,8 @@ int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_m
  */
 static ssize_t put_batch_now(struct cistern *c, size_t n, const struct cistern_scatter *s)
 {
-	if (c->put_step)
-		return cistern__fifo_put_now(c, n, s);
+	if (c->put_step && c->policy->put_batch_now)
+		return c->policy->put_batch_now(c, n, s);
 	size_t k = 0;
 	for (; k < n; k++) {
 		size_t len = cistern__scatter_len(s, k);
@@ -543,7 +543,8 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 		return -EINVAL;
 	if (c->policy->get_batch) {
 		int r = writable(c);
-		return r < 0 ? r : c->policy->get_batch(c, buf, stride, n, len, meta, timeout_ms);
+		return r < 0 ? r : c->policy->get_batch(c, buf, stride, n, len, meta, timeout_ms,
+							      cistern_get);
 	}
 	/* As cistern_acquire_batch() does, before the one-pass try (which may find budget now). */
 	int refused = cistern__rate_refuses(&c->fixed, n);
@@ -672,8 +673,8 @@ int cistern_unacquire(struct cistern *c, struct cistern_sample *s)
 }
 
 /* cistern_get() through the general calls, for a caller that checked buf and cap. */
-ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
-			  int timeout_ms)
+static ssize_t get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+			int timeout_ms)
 {
 	struct cistern_sample s;
 	int r = cistern_acquire(c, &s, timeout_ms);
@@ -698,10 +699,10 @@ ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_met
 {
 	/* As cistern_put(). */
 	if (c && c->get_step && (buf || !cap))
-		return c->get_step(c, buf, cap, meta, timeout_ms);
+		return c->get_step(c, buf, cap, meta, timeout_ms, get_slow);
 	if (!buf && cap)
 		return -EINVAL;
-	return cistern__get_slow(c, buf, cap, meta, timeout_ms);
+	return get_slow(c, buf, cap, meta, timeout_ms);
 }
 
 int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)

@@ -96,8 +96,8 @@ void cistern__rate_give_back(struct cistern *c, uint64_t n);
 /*
  * fifo_copy.c: set the handle's put_step and get_step: cistern_put() and
  * cistern_get() on a FIFO, in one step when the slot is ready, else through
- * cistern__put_slow()/cistern__get_slow() (api.c: reserve or acquire,
- * waiting as needed), with the copies this processor runs best; NULL for a
+ * the slow path the caller hands them (api.c: reserve or acquire, waiting
+ * as needed), with the copies this processor runs best; NULL for a
  * read-only handle or one without its attachment. The FIFO's set_steps.
  */
 void cistern__fifo_steps(struct cistern *c);
@@ -110,11 +110,7 @@ void cistern__fifo_steps(struct cistern *c);
 ssize_t cistern__fifo_put_now(struct cistern *c, size_t n, const struct cistern_scatter *s);
 /* fifo_copy.c: cistern_get_batch() on a FIFO; the caller checked the handle and n. */
 int cistern__fifo_get_batch(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
-			    struct cistern_meta *meta, int timeout_ms);
-int cistern__put_slow(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
-		      int timeout_ms);
-ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
-			  int timeout_ms);
+			    struct cistern_meta *meta, int timeout_ms, cistern__get_fn *get_one);
 
 /* ---- Inspection, gc and snapshots (inspect.c, dump.c, restore.c) ------- */
 
@@ -194,11 +190,21 @@ struct cistern__policy {
 	 */
 	void (*set_steps)(struct cistern *c);
 	/*
-	 * Its own cistern_get_batch() for a writable handle, n checked; NULL:
-	 * the ops' acquire, copy and release (with gather_now if it has one).
+	 * Its own cistern_get_batch() for a writable handle, n checked, which
+	 * waits for a first sample through get_one (cistern_get()); NULL: the
+	 * ops' acquire, copy and release (with gather_now if it has one).
 	 */
 	int (*get_batch)(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
-			 struct cistern_meta *meta, int timeout_ms);
+			 struct cistern_meta *meta, int timeout_ms, cistern__get_fn *get_one);
+	/*
+	 * Optional: of a cistern_put_batch() of n samples, put those there is
+	 * room for now, stopping before one longer than the stride or a slot:
+	 * how many (0: none, the caller waits for the first); -EPIPE if
+	 * reception closed while the first was claimed. Called only on a handle
+	 * that has a put_step (writable, attached), n and the handle checked.
+	 * NULL: cistern_put() of each sample without waiting.
+	 */
+	ssize_t (*put_batch_now)(struct cistern *c, size_t n, const struct cistern_scatter *s);
 	/*
 	 * Free what the policy allocated in the handle (its pickers, its pin
 	 * tables), as the handle goes; NULL: nothing. It may run on a handle

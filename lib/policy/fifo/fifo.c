@@ -563,5 +563,6 @@ const struct cistern__policy cistern__fifo_policy = {
 	.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER,
 	.set_steps = cistern__fifo_steps,
 	.get_batch = cistern__fifo_get_batch,
+	.put_batch_now = cistern__fifo_put_now,
 	.reads_in_order = true,
 };
