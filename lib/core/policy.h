@@ -206,6 +206,19 @@ struct cistern__policy {
 	 */
 	ssize_t (*put_batch_now)(struct cistern *c, size_t n, const struct cistern_scatter *s);
 	/*
+	 * The clean detach of attachment p, which holds no slot: give back
+	 * what its entry keeps besides (a reader's pin bit, and the pins of
+	 * that bit); the reclaim of anyone else runs ops->reclaim instead.
+	 * NULL: nothing.
+	 */
+	void (*reclaim_idle)(struct cistern *c, struct cistern_proc *p);
+	/*
+	 * Attachment `owner` waits for the other side no more (it detached,
+	 * died, or its call that slept ended, when c->rl_marked): clear what
+	 * it marked as waiting (the rate limiter's mark). NULL: nothing.
+	 */
+	void (*forget)(struct cistern *c, uint32_t owner);
+	/*
 	 * Free what the policy allocated in the handle (its pickers, its pin
 	 * tables), as the handle goes; NULL: nothing. It may run on a handle
 	 * whose hooks never ran.
