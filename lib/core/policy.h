@@ -256,15 +256,4 @@ const struct cistern__policy *cistern__policy_of(uint32_t value);
 /* policy.c: put_step and get_step of a handle as its policy and attachment make them. */
 void cistern__set_steps(struct cistern *c);
 
-/*
- * inspect.c, for a segment nobody alive is attached to: whether a slot whose
- * word is `word` holds a sample once the dead are reclaimed (held, acquired
- * by a dead reader, or being evicted by a dead producer), and its seen count
- * then (the reads dead readers never released taken off, as their reclaim
- * does). gc's count of unread samples and its dump share these.
- */
-bool cistern__held_once_reclaimed(const struct cistern_snap_ops *so, uint64_t word);
-uint32_t cistern__seen_once_reclaimed(const struct cistern *c, const struct cistern_slotmeta *m,
-				      uint64_t word, const struct cistern_snap_ops *so);
-
 #endif
