@@ -15,6 +15,7 @@
 #include "core/prefetch.h"
 #include "core/roles.h"
 #include "core/wait.h"
+#include "policy/reservoir/rate_limit.h"
 #include "core/open.h"
 #include "core/liveness.h"
 #include "core/policy.h"
@@ -260,7 +261,7 @@ struct read_req {
 
 /*
  * A reservoir reader in the automatic role runs each read call (never a
- * wait) inside the role's bracket (sole.c): inside, it pins and counts with
+ * wait) inside the role's bracket (roles.c): inside, it pins and counts with
  * plain stores as the holder of CISTERN_SINGLE_READER does, unless a second
  * reader took the role away. Anyone else: nothing to do.
  */
@@ -747,7 +748,7 @@ const char *cistern_strerror(int err)
 		return "out of memory";
 	case -ENOSPC:
 		return "no space left for the segment (/dev/shm full)";
-	/* The tools' results (inspect.c, dump.c), and a single role held elsewhere (sole.c). */
+	/* The tools' results (inspect.c, dump.c), and a single role held elsewhere (roles.c). */
 	case -EBUSY:
 		return "live processes are attached to the segment (or one is attaching), or "
 		       "another holds its single producer or reader role";

@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "policy/fifo/fifo.h"
+#include "policy/fifo/fifo_copy.h"
 #include "core/ring.h"
 #include "core/policy.h"
 #include "sys/cpu.h"
