@@ -477,8 +477,9 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 		return -EINVAL;
 	if (c->policy->get_batch) {
 		int r = writable(c);
-		return r < 0 ? r : c->policy->get_batch(c, buf, stride, n, len, meta, timeout_ms,
-							      cistern_get);
+		return r < 0 ? r
+			     : c->policy->get_batch(c, buf, stride, n, len, meta, timeout_ms,
+						    cistern_get);
 	}
 	/* As cistern_acquire_batch() does, before the one-pass try (which may find budget now). */
 	int refused = cistern__rate_refuses(&c->fixed, n);

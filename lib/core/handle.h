@@ -105,8 +105,8 @@ enum cistern_hold {
  */
 typedef int cistern__put_fn(struct cistern *c, const void *buf, size_t len,
 			    struct cistern_meta *meta, int timeout_ms);
-typedef ssize_t cistern__get_fn(struct cistern *c, void *buf, size_t cap,
-				struct cistern_meta *meta, int timeout_ms);
+typedef ssize_t cistern__get_fn(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+				int timeout_ms);
 
 struct cistern {
 	struct cistern_hdr *hdr;

@@ -135,7 +135,6 @@ static inline void rs_fill_sample(struct cistern *c, struct cistern_sample *s, u
 			  live);
 }
 
-
 /* reservoir.c: the free_state of FIRO and the reservoirs: pickers and pin tables. */
 void cistern__rs_free_state(struct cistern *c);
 /*
