@@ -2,7 +2,7 @@
 /*
  * prioritized.c - the public calls of prioritized sampling: argument checks
  * and waiting, around the policy's draws and updates
- * (policy/prioritized/prioritized.c), as api.c does for the other reads.
+ * (policy/reservoir/prioritized.c), as api.c does for the other reads.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 #include "core/policy.h"
 #include "core/roles.h"
 #include "core/wait.h"
-#include "policy/prioritized/prioritized.h"
+#include "policy/reservoir/prioritized.h"
 
 /* A handle that may move samples of a prioritized segment: 0 or -errno. */
 static int usable(const struct cistern *c)

@@ -80,7 +80,7 @@ struct cistern__lockfd {
 };
 
 /*
- * How a handle stands in one role (sole.c, roles.h), set when it takes the
+ * How a handle stands in one role (roles.c, roles.h), set when it takes the
  * role and changed by the automatic role's handshake. The handle keeps one
  * for each side, c->producing and c->reading, since one handle may put and
  * get (its c->role has both bits) and hold the two roles in different ways,
@@ -97,6 +97,16 @@ enum cistern_hold {
 	CISTERN_HOLD_IN_CALL,    /* ... inside a read call (cistern__auto_read_begin()) */
 	CISTERN_HOLD_SOLE,       /* holds the role by its CISTERN_SINGLE_* flag */
 };
+
+/*
+ * cistern_put() and cistern_get() of arguments checked, through the general
+ * calls and their waits: the API hands its own to a policy's one step
+ * (put_step, get_step below), which ends there when it cannot finish alone.
+ */
+typedef int cistern__put_fn(struct cistern *c, const void *buf, size_t len,
+			    struct cistern_meta *meta, int timeout_ms);
+typedef ssize_t cistern__get_fn(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+				int timeout_ms);
 
 struct cistern {
 	struct cistern_hdr *hdr;
@@ -137,8 +147,8 @@ struct cistern {
 	struct cistern_scratch scratch;
 	bool reserve_polling;        /* FIFO: the last reserve found the ring full */
 	bool acquire_polling;        /* FIFO: the last acquire found nothing */
-	enum cistern_hold producing; /* sole.c: how this handle stands in the producer role */
-	enum cistern_hold reading;   /* sole.c: how it stands in the reader role */
+	enum cistern_hold producing; /* roles.c: how this handle stands in the producer role */
+	enum cistern_hold reading;   /* roles.c: how it stands in the reader role */
 	bool close_fenced;           /* fifo.c: fenced against plain claims after close */
 	bool gathering;              /* in cistern_get_batch(): it prefetches payloads */
 	bool wide_copies;            /* fifo_copy.c: the one-step put and get copy with AVX2 */
@@ -147,12 +157,12 @@ struct cistern {
 	 * cistern__set_steps() (the policy's set_steps): what cistern_put() and
 	 * cistern_get() call for arguments they checked, so that they decide in
 	 * one load whether the FIFO's one step applies. The callee falls back
-	 * itself.
+	 * itself, to `slow`, the caller's general path.
 	 */
 	int (*put_step)(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
-			int timeout_ms);
+			int timeout_ms, cistern__put_fn *slow);
 	ssize_t (*get_step)(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
-			    int timeout_ms);
+			    int timeout_ms, cistern__get_fn *slow);
 	bool write_prefetch; /* the processor has PREFETCHW (cistern__has_prefetchw()) */
 	uint32_t put_ahead;  /* fifo.c: how many slots ahead the sole producer prefetches */
 	uint64_t put_quiet;  /* fifo.h: puts left before the sole producer prefetches again */

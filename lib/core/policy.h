@@ -70,58 +70,6 @@ struct cistern_ops {
 	uint64_t (*population)(const struct cistern *c, const struct cistern_stats *st);
 };
 
-/*
- * rate_limit.c: the largest read (in samples) that a rate limiter with this
- * reads_per_put and a rate_slack set by hand always admits in the end, and
- * -EDEADLK if a read of n on this segment never could be (0 otherwise).
- */
-uint64_t cistern__rate_grant(double reads_per_put, double slack);
-int cistern__rate_refuses(const struct cistern_fixed *f, uint64_t n);
-/*
- * rate_limit.c: whether a config's rate limiter (off, automatic, or with a
- * rate_slack set by hand) admits a read of n samples in the end.
- */
-bool cistern__rate_admits(const struct cistern_config *cfg, uint64_t n);
-/*
- * rate_limit.c: clear attachment `owner`'s mark in hdr->rl_stuck (it waits for
- * the other side no more: it detached, died, or its call ended), and this
- * handle's own (cistern__rate_unmark, when c->rl_marked). No-ops without the
- * limiter.
- */
-void cistern__rate_forget(struct cistern *c, uint32_t owner);
-void cistern__rate_unmark(struct cistern *c);
-/* rate_limit.c: n reads the limiter counted were taken back (seen counts lowered). */
-void cistern__rate_give_back(struct cistern *c, uint64_t n);
-
-/*
- * fifo_copy.c: set the handle's put_step and get_step: cistern_put() and
- * cistern_get() on a FIFO, in one step when the slot is ready, else through
- * cistern__put_slow()/cistern__get_slow() (api.c: reserve or acquire,
- * waiting as needed), with the copies this processor runs best; NULL for a
- * read-only handle or one without its attachment. The FIFO's set_steps.
- */
-void cistern__fifo_steps(struct cistern *c);
-/*
- * fifo_copy.c: the samples of a cistern_put_batch() on a FIFO there is room
- * for now, stopping before one longer than the stride or a slot: how many
- * (0: none, the caller waits for the first); -EPIPE if reception closed
- * while the first was claimed. The caller checked the handle and n.
- */
-ssize_t cistern__fifo_put_now(struct cistern *c, size_t n, const struct cistern_scatter *s);
-/* fifo_copy.c: cistern_get_batch() on a FIFO; the caller checked the handle and n. */
-int cistern__fifo_get_batch(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
-			    struct cistern_meta *meta, int timeout_ms);
-/* fifo_copy.c: whether this processor runs the one-step put and get compiled for AVX2. */
-bool cistern__wide_copies(void);
-/* fifo.c: whether this processor has PREFETCHW (see cistern__prefetch_for_write()). */
-bool cistern__has_prefetchw(void);
-/* fifo.c: how many slots ahead of its claim the sole producer prefetches, for slot_count slots. */
-uint32_t cistern__put_ahead(uint64_t slot_count);
-int cistern__put_slow(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
-		      int timeout_ms);
-ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
-			  int timeout_ms);
-
 /* ---- Inspection, gc and snapshots (inspect.c, dump.c, restore.c) ------- */
 
 /*
@@ -165,10 +113,6 @@ struct cistern_snap_ops {
 	 */
 	int (*restore)(struct cistern *c, uint64_t n, uint64_t next_id);
 };
-extern const struct cistern_snap_ops cistern__fifo_snap_ops;
-/* reservoir_snap.c: FIRO and the four reservoirs */
-extern const struct cistern_snap_ops cistern__reservoir_snap_ops;
-struct cistern_slot_view cistern__fifo_classify(uint64_t word);
 
 /* ---- The policies ------------------------------------------------------ */
 
@@ -200,11 +144,40 @@ struct cistern__policy {
 	 */
 	void (*set_steps)(struct cistern *c);
 	/*
-	 * Its own cistern_get_batch() for a writable handle, n checked; NULL:
-	 * the ops' acquire, copy and release (with gather_now if it has one).
+	 * Its own cistern_get_batch() for a writable handle, n checked, which
+	 * waits for a first sample through get_one (cistern_get()); NULL: the
+	 * ops' acquire, copy and release (with gather_now if it has one).
 	 */
 	int (*get_batch)(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
-			 struct cistern_meta *meta, int timeout_ms);
+			 struct cistern_meta *meta, int timeout_ms, cistern__get_fn *get_one);
+	/*
+	 * Optional: of a cistern_put_batch() of n samples, put those there is
+	 * room for now, stopping before one longer than the stride or a slot:
+	 * how many (0: none, the caller waits for the first); -EPIPE if
+	 * reception closed while the first was claimed. Called only on a handle
+	 * that has a put_step (writable, attached), n and the handle checked.
+	 * NULL: cistern_put() of each sample without waiting.
+	 */
+	ssize_t (*put_batch_now)(struct cistern *c, size_t n, const struct cistern_scatter *s);
+	/*
+	 * The clean detach of attachment p, which holds no slot: give back
+	 * what its entry keeps besides (a reader's pin bit, and the pins of
+	 * that bit); the reclaim of anyone else runs ops->reclaim instead.
+	 * NULL: nothing.
+	 */
+	void (*reclaim_idle)(struct cistern *c, struct cistern_proc *p);
+	/*
+	 * Attachment `owner` waits for the other side no more (it detached,
+	 * died, or its call that slept ended, when c->rl_marked): clear what
+	 * it marked as waiting (the rate limiter's mark). NULL: nothing.
+	 */
+	void (*forget)(struct cistern *c, uint32_t owner);
+	/*
+	 * Free what the policy allocated in the handle (its pickers, its pin
+	 * tables), as the handle goes; NULL: nothing. It may run on a handle
+	 * whose hooks never ran.
+	 */
+	void (*free_state)(struct cistern *c);
 	/* Does it walk the slots in ring order? Else the layout puts each slot's metadata by its payload. */
 	bool reads_in_order;
 	/* Does reads_per_put apply (the rate limiter of rate_limit.c)? */
@@ -221,7 +194,7 @@ struct cistern__policy {
 	bool counts_reads;
 	/* Do readers share samples by pins, and run each read call in the reader role's bracket? */
 	bool readers_pin;
-	/* Does it take alpha, beta and epsilon (prioritized/prioritized.c)? */
+	/* Does it take alpha, beta and epsilon (policy/reservoir/prioritized.c)? */
 	bool has_priorities;
 };
 
@@ -239,19 +212,5 @@ extern const struct cistern__policy *const cistern__policies[CISTERN_POLICY_COUN
 const struct cistern__policy *cistern__policy_of(uint32_t value);
 /* policy.c: put_step and get_step of a handle as its policy and attachment make them. */
 void cistern__set_steps(struct cistern *c);
-
-/* reservoir.c: what the reservoir policies ask of every config (a watermark). */
-const char *cistern__rs_config_problem(const struct cistern_config *cfg);
-
-/*
- * inspect.c, for a segment nobody alive is attached to: whether a slot whose
- * word is `word` holds a sample once the dead are reclaimed (held, acquired
- * by a dead reader, or being evicted by a dead producer), and its seen count
- * then (the reads dead readers never released taken off, as their reclaim
- * does). gc's count of unread samples and its dump share these.
- */
-bool cistern__held_once_reclaimed(const struct cistern_snap_ops *so, uint64_t word);
-uint32_t cistern__seen_once_reclaimed(const struct cistern *c, const struct cistern_slotmeta *m,
-				      uint64_t word, const struct cistern_snap_ops *so);
 
 #endif

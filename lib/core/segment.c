@@ -12,12 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "policy/fifo/fifo.h"
 #include "core/open.h"
 #include "core/liveness.h"
-#include "policy/reservoir/pick.h"
-#include "policy/reservoir/pins.h"
 #include "core/policy.h"
+#include "sys/clock.h"
+#include "sys/fence.h"
+#include "sys/cpu.h"
 
 int cistern_name_valid(const char *name)
 {
@@ -349,12 +349,6 @@ static const char *config_problem(const struct cistern_config *cfg)
 	const char *why = p->config_problem ? p->config_problem(cfg) : NULL;
 	if (why)
 		return why;
-	/* A slack set by hand must admit a read; the policy checked its own. */
-	if (!cistern__rate_admits(cfg, 1))
-		return "rate_slack is too small for reads_per_put: the rate limiter could "
-		       "never admit a read (rate_slack must be at least (reads_per_put + "
-		       "1) "
-		       "/ 2, or 0 for automatic)";
 	/* The sentences name the policies whose descriptors take each flag. */
 	if ((cfg->flags & CISTERN_LOSSY) && !(p->flags & CISTERN_LOSSY))
 		return "CISTERN_LOSSY applies to FIFOEvictReservoir only";
@@ -447,9 +441,7 @@ static void handle_setup(struct cistern *c)
 	c->ops = c->policy->ops;
 	c->pin_bit = -1;
 	c->wide_copies = cistern__wide_copies();
-	c->small_fit = c->slot_size < FIFO_SMALL_COPY_MAX ? c->slot_size : FIFO_SMALL_COPY_MAX;
 	c->write_prefetch = cistern__has_prefetchw();
-	c->put_ahead = cistern__put_ahead(c->slot_count);
 	/* Before the handle can publish anything (see cistern__publish_word). */
 	cistern__register_light_wakes();
 }
@@ -988,10 +980,8 @@ int cistern__open_view(const char *name, unsigned parts, bool always, struct cis
 
 static void unmap_free(struct cistern *c)
 {
-	cistern__picker_free(&c->pick_read);
-	cistern__picker_free(&c->pick_evict);
-	cistern__picker_free(&c->pick_empty);
-	cistern__pins_free(c);
+	if (c->policy && c->policy->free_state)
+		c->policy->free_state(c);
 	cistern__schema_free(c);
 	free(c->scratch.e);
 	munmap(c->hdr, c->map_size);

@@ -23,6 +23,10 @@ Test(policy_table, every_policy_value_has_its_own_complete_descriptor)
 				  o->release && o->unacquire && o->drained && o->reclaim &&
 				  o->population,
 			  "%s lacks a hook every policy has", d->name);
+		/* Pins live in the handle: a clean detach drops them, the handle's free frees them. */
+		if (d->readers_pin)
+			cr_assert(d->reclaim_idle && d->free_state,
+				  "%s pins but would keep its pins past a detach", d->name);
 		for (uint32_t j = 0; j < i; j++)
 			cr_assert_neq(cistern__policies[j], d, "%s is in the table twice", d->name);
 	}

@@ -17,7 +17,7 @@
 #include "helpers.h"
 #include "cistern/admin.h"
 #include "core/handle.h"
-#include "policy/prioritized/prioritized.h"
+#include "policy/reservoir/prioritized.h"
 
 TestSuite(prioritized, .fini = seg_fini);
 

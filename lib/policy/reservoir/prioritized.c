@@ -23,7 +23,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "policy/prioritized/prioritized.h"
+#include "policy/reservoir/prioritized.h"
 #include "policy/reservoir/reservoir.h"
 #include "policy/reservoir/pins.h"
 #include "core/wait.h"
@@ -643,6 +643,8 @@ const struct cistern__policy cistern__prioritized_policy = {
 	.snap = &prio_snap_ops,
 	.config_problem = prio_config_problem,
 	.index_entries = prio_index_entries,
+	.free_state = cistern__rs_free_state,
+	.reclaim_idle = cistern__drop_pins,
 	.flags = 0,
 	.evicts_seen = true,
 	.counts_reads = true,
