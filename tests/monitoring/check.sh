@@ -50,6 +50,10 @@ sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
   "http://127.0.0.1:$port/metrics" >"$dir/serve.prom"
 kill "$serve_pid"; wait "$serve_pid" || fail "serve did not stop cleanly on SIGTERM"
 serve_pid=
+for fam in cistern_serve_credits_granted_total cistern_serve_credits_outstanding \
+  cistern_serve_received_bytes_total cistern_serve_sent_bytes_total; do
+  grep -q "^$fam " "$dir/serve.prom" || fail "serve gives no $fam: $(cat "$dir/serve.prom")"
+done
 lint=$(promtool check metrics <"$dir/serve.prom" 2>&1) || fail "promtool check metrics failed: $lint"
 [ -z "$lint" ] || fail "promtool check metrics on serve's output: $lint"
 
