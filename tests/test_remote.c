@@ -1289,13 +1289,14 @@ static void zmtp_flood_then_reset(uint16_t port)
 	struct timeval tv = {.tv_sec = 2};
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	/* Signature, version 3.0, mechanism NULL, not as server. */
-	unsigned char greeting[64] = {0xff, [9] = 0x7f, [10] = 3, [11] = 0, [12] = 'N', 'U', 'L', 'L'};
+	unsigned char greeting[64] = {
+		0xff, [9] = 0x7f, [10] = 3, [11] = 0, [12] = 'N', 'U', 'L', 'L'};
 	static const unsigned char ready[] = {0x04, 28,  5,   'R', 'E', 'A', 'D', 'Y', 11,  'S',
 					      'o',  'c', 'k', 'e', 't', '-', 'T', 'y', 'p', 'e',
 					      0,    0,   0,   6,   'D', 'E', 'A', 'L', 'E', 'R'};
 	static const unsigned char msg_ping[] = {
-		0x00, 16,  'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x',
-		'x',  'x', 'x', 0x04, 10, 4,   'P', 'I', 'N', 'G', 0,   0,   'c', 't', 'x'};
+		0x00, 16,  'x', 'x',  'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x',
+		'x',  'x', 'x', 0x04, 10,  4,   'P', 'I', 'N', 'G', 0,   0,   'c', 't', 'x'};
 	static unsigned char chunk[400 * sizeof(msg_ping)];
 	for (size_t i = 0; i < 400; i++)
 		memcpy(chunk + i * sizeof(msg_ping), msg_ping, sizeof(msg_ping));
@@ -1320,9 +1321,9 @@ Test(remote, peers_that_flood_ping_and_reset_do_not_end_serve)
 	const char *ep = tcp_endpoint();
 	uint16_t port = (uint16_t)atoi(strrchr(ep, ':') + 1);
 	struct serve s;
-	serve_start_v(&s, "reset",
-		      (const char *const[]){"-b", ep, "-s", seg_name_of(c), "--heartbeat", "20",
-					    NULL});
+	serve_start_v(
+		&s, "reset",
+		(const char *const[]){"-b", ep, "-s", seg_name_of(c), "--heartbeat", "20", NULL});
 	serve_ready(&s);
 	for (int i = 0; i < 20; i++) {
 		zmtp_flood_then_reset(port);

@@ -76,8 +76,7 @@ static void write_metrics(FILE *f, const struct scrape_arg *a)
 	      "in flight.",
 	      st.credits_outstanding);
 	counter(f, "cistern_serve_received_bytes_total",
-		"Bytes of the messages received, every frame (not ZeroMQ's framing).",
-		st.bytes_in);
+		"Bytes of the messages received, every frame (not ZeroMQ's framing).", st.bytes_in);
 	counter(f, "cistern_serve_sent_bytes_total",
 		"Bytes of the messages sent, every frame (not ZeroMQ's framing).", st.bytes_out);
 }

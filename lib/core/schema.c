@@ -354,8 +354,7 @@ int cistern__schema_load(struct cistern *c)
 	size_t n;
 	uint64_t size;
 	/* A sample that would not fit its slot: only a damaged header says so. */
-	if (cistern__schema_scan(copy, NULL, 0, &n, &size, NULL) || n == 0 ||
-	    size > c->slot_size) {
+	if (cistern__schema_scan(copy, NULL, 0, &n, &size, NULL) || n == 0 || size > c->slot_size) {
 		free(copy);
 		return -EPROTO;
 	}

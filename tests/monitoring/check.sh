@@ -28,8 +28,17 @@ fail() { echo "monitoring check: $*" >&2; exit 1; }
   --slot-size 64 --lossy >/dev/null
 for s in "${segs[@]}"; do seq 1 8 | "$cistern" put "$s" --lines --timeout 0 >/dev/null 2>&1 || true; done
 
-"$cistern" exporter --textfile "$dir" --once --occupancy "${segs[@]}"
+# A dump's progress, as `cistern dump --textfile` keeps it while it runs.
+mkdir "$dir/dumps"
+printf '%s\n' '# HELP cistern_dump_written_samples x' '# TYPE cistern_dump_written_samples gauge' \
+  "cistern_dump_written_samples{segment=\"${segs[0]}\"} 3" \
+  "cistern_dump_samples{segment=\"${segs[0]}\"} 8" \
+  "cistern_dump_start_time_seconds{segment=\"${segs[0]}\"} 1700000000.000" \
+  >"$dir/dumps/cistern-dump-${segs[0]}.prom"
+"$cistern" exporter --textfile "$dir" --once --occupancy --dumps "$dir/dumps" "${segs[@]}"
 out=$dir/cistern.prom
+grep -q "^cistern_dump_progress_ratio{segment=\"${segs[0]}\"} 0.375" "$out" ||
+  fail "no dump progress of ${segs[0]} in $out"
 grep -q "^cistern_puts_total{segment=\"${segs[0]}\"} " "$out" || fail "no puts of ${segs[0]} in $out"
 lint=$(promtool check metrics <"$out" 2>&1) || fail "promtool check metrics failed: $lint"
 [ -z "$lint" ] || fail "promtool check metrics on the exporter's output: $lint"
