@@ -438,7 +438,8 @@ CISTERN_API int cistern_reserve(struct cistern *c, struct cistern_slot *slot, in
  * and meta->time_step, and writes the sample id it assigns to meta->sample_id;
  * meta may be NULL (ids 0). Never blocks. Once it returns 0, the sample
  * survives the death of any process.
- * @return 0; -EMSGSIZE if len is above slot_size (the slot stays reserved);
+ * @return 0; -EMSGSIZE if len is above slot_size or, in a segment with a
+ *         schema, is not its sample size (the slot stays reserved);
  *         -EINVAL if this handle does not hold the slot reserved (never
  *         reserved, or already committed or aborted); -ERANGE under a
  *         SimPairedReservoir for a sim_id of sweep_size or more or a time_step
@@ -458,7 +459,8 @@ CISTERN_API int cistern_abort(struct cistern *c, struct cistern_slot *slot);
  * Copy `len` bytes in as one sample: cistern_reserve(), a copy and
  * cistern_commit() in one call. It waits for room as cistern_reserve() does;
  * meta is as for cistern_commit(). On any error nothing was put.
- * @return 0; -EMSGSIZE if len is above slot_size; -EINVAL if buf is NULL with
+ * @return 0; -EMSGSIZE if len is above slot_size or, in a segment with a
+ *         schema, is not its sample size; -EINVAL if buf is NULL with
  *         a len above 0; -ERANGE as cistern_commit(); -EAGAIN, -ETIMEDOUT,
  *         -EPIPE, -EBUSY, -EPROTO and -ENOMEM as cistern_reserve().
  */
@@ -471,12 +473,14 @@ CISTERN_API int cistern_put(struct cistern *c, const void *buf, size_t len,
  * each), and meta[i] is its cistern_put() meta (meta may be NULL). The call
  * puts as many as there is room for now. If there is room for none, it waits
  * for the first as cistern_put() waits and then puts any that fit after it. A
- * sample longer than slot_size or than stride ends the batch before it: the
- * call that meets it first returns -EMSGSIZE (longer than slot_size) or
+ * sample that cistern_put() would refuse for its length, or longer than
+ * stride, ends the batch before it: the call that meets it first returns
+ * -EMSGSIZE (longer than slot_size, or not the schema's sample size) or
  * -EINVAL (longer than stride) and puts nothing. Every policy accepts it.
  * @return the number of samples put (1 to n); -EINVAL if n is 0 or above
  *         INT_MAX, buf is NULL, or the first sample is longer than stride;
- *         -EMSGSIZE if the first sample is longer than slot_size; -ERANGE as
+ *         -EMSGSIZE if cistern_put() would refuse the first sample's length
+ *         (above slot_size, or not the schema's sample size); -ERANGE as
  *         cistern_commit(); -EAGAIN, -ETIMEDOUT, -EPIPE, -EBUSY, -EPROTO and
  *         -ENOMEM as cistern_reserve().
  */
@@ -820,9 +824,13 @@ CISTERN_API int cistern_prio_info_get(const struct cistern *c, struct cistern_pr
  *
  *     obs:float32[84,84];action:int64[];reward:float32[];next_obs:float32[84,84]
  *
- * The library only stores and describes the schema: puts and gets still move
- * bytes, and the library checks no sample's length against it. The Python
- * package and the `cistern` command check what they put and read against it.
+ * The library stores and describes the schema, and holds every put to its
+ * length: cistern_put(), cistern_put_batch() and cistern_commit() refuse a
+ * sample of any other length than the schema's sample size with -EMSGSIZE,
+ * and write nothing (so one bad put cannot block the readers of a segment).
+ * Puts and gets still move bytes: the library does not look inside them.
+ * The Python package and the `cistern` command check what they put and read
+ * against the fields as well.
  */
 
 /** Longest schema text, in bytes, with its terminating NUL. */

@@ -48,6 +48,8 @@ static const char usage[] =
 	"  -o, --occupancy         add slot counts by state and seen counts of the\n"
 	"                          samples held (a scan of every slot: its time\n"
 	"                          grows with the segments' sizes)\n"
+	"  -d, --dumps DIR         add the progress of the dumps running with\n"
+	"                          `cistern dump --textfile DIR` (cistern_dump_*)\n"
 	"  -h, --help              show this help\n"
 	"\n"
 	"Paths: / is a short page linking /metrics; anything else is 404. GET only;\n"
@@ -97,7 +99,48 @@ struct exporter {
 	size_t nskipped, nwas_skipped;
 	struct known *known; /* what the last scrape learnt of its segments */
 	size_t nknown;
+	const char *dumps; /* --dumps DIR: running dumps' progress files, or NULL */
 };
+
+/* Most running dumps a scrape reports. */
+#define DUMPS_MAX 64
+
+/*
+ * The progress of the dumps running now: each DIR/cistern-dump-*.prom that
+ * `cistern dump --textfile DIR` keeps, read without following a link or
+ * waiting on a FIFO, and left out unless it parses as one whole dump's.
+ */
+static size_t read_dumps(const char *dir, struct prom_dump *d, size_t cap)
+{
+	DIR *dp = opendir(dir);
+	if (!dp)
+		return 0;
+	size_t n = 0;
+	struct dirent *e;
+	while (n < cap && (e = readdir(dp)) != NULL) {
+		size_t len = strlen(e->d_name);
+		if (strncmp(e->d_name, "cistern-dump-", 13) != 0 || len < 18 ||
+		    strcmp(e->d_name + len - 5, ".prom") != 0)
+			continue;
+		int fd = openat(dirfd(dp), e->d_name,
+				O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		struct stat st;
+		char text[4096];
+		ssize_t got = -1;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+			got = read(fd, text, sizeof(text) - 1);
+		close(fd);
+		if (got <= 0 || got == (ssize_t)sizeof(text) - 1)
+			continue;
+		text[got] = '\0';
+		if (prom_dump_parse(text, &d[n]) == 0)
+			n++;
+	}
+	closedir(dp);
+	return n;
+}
 
 /*
  * Note that segment `name` was left out; log it unless the last scrape left
@@ -289,6 +332,10 @@ static int scrape(struct exporter *e, FILE *f)
 	e->nknown = nknown;
 	prom_write(f, segs, served);
 	free(segs);
+	if (e->dumps) {
+		static struct prom_dump dumps[DUMPS_MAX];
+		prom_dump_write(f, dumps, read_dumps(e->dumps, dumps, DUMPS_MAX));
+	}
 	prom_family(f, "cistern_exporter_segments", "gauge",
 		    "Segments in the last scrape: served, or left out as unreadable.");
 	fprintf(f, "cistern_exporter_segments{state=\"served\"} %zu\n", served);
@@ -462,6 +509,7 @@ static int run(int argc, char **argv)
 		{"interval", required_argument, NULL, 'i'},
 		{"once", no_argument, NULL, '1'},
 		{"occupancy", no_argument, NULL, 'o'},
+		{"dumps", required_argument, NULL, 'd'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -470,7 +518,7 @@ static int run(int argc, char **argv)
 	double interval = 15;
 	struct exporter e = {0};
 	int o;
-	while ((o = cli_getopt(&cmd_exporter, argc, argv, "l:t:i:oh", opts)) != -1) {
+	while ((o = cli_getopt(&cmd_exporter, argc, argv, "l:t:i:od:h", opts)) != -1) {
 		switch (o) {
 		case 'h':
 			return cli_help(&cmd_exporter);
@@ -498,6 +546,9 @@ static int run(int argc, char **argv)
 			break;
 		case 'o':
 			e.occupancy = true;
+			break;
+		case 'd':
+			e.dumps = optarg;
 			break;
 		default:
 			return EXIT_USAGE;

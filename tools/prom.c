@@ -299,3 +299,74 @@ void prom_escape_log(FILE *f, const char *s)
 			fputc(*p, f);
 	}
 }
+
+void prom_dump_write(FILE *f, const struct prom_dump *d, size_t n)
+{
+	prom_family(f, "cistern_dump_progress_ratio", "gauge",
+		    "Share of its samples a running dump has written, 0 to 1.");
+	for (size_t i = 0; i < n; i++) {
+		fputs("cistern_dump_progress_ratio{segment=", f);
+		prom_label(f, d[i].name);
+		fprintf(f, "} %.6f\n",
+			d[i].samples ? (double)d[i].written / (double)d[i].samples : 0.0);
+	}
+	prom_family(f, "cistern_dump_written_samples", "gauge",
+		    "Samples a running dump has written so far.");
+	for (size_t i = 0; i < n; i++) {
+		fputs("cistern_dump_written_samples{segment=", f);
+		prom_label(f, d[i].name);
+		fprintf(f, "} %" PRIu64 "\n", d[i].written);
+	}
+	prom_family(f, "cistern_dump_samples", "gauge",
+		    "Samples a running dump writes in all (0 until it has found them).");
+	for (size_t i = 0; i < n; i++) {
+		fputs("cistern_dump_samples{segment=", f);
+		prom_label(f, d[i].name);
+		fprintf(f, "} %" PRIu64 "\n", d[i].samples);
+	}
+	prom_family(f, "cistern_dump_start_time_seconds", "gauge",
+		    "When a running dump started, in seconds since the Unix epoch.");
+	for (size_t i = 0; i < n; i++) {
+		fputs("cistern_dump_start_time_seconds{segment=", f);
+		prom_label(f, d[i].name);
+		fprintf(f, "} %.3f\n", d[i].started_s);
+	}
+}
+
+/* The value of family `fam`'s sample in text, whose label must be segment="name". */
+static int dump_value(const char *text, const char *fam, char *name, double *v)
+{
+	char key[64];
+	snprintf(key, sizeof(key), "\n%s{segment=\"", fam);
+	const char *p = strstr(text, key);
+	if (!p)
+		return -EBADMSG;
+	p += strlen(key);
+	const char *q = strchr(p, '"');
+	if (!q || q - p > CISTERN_NAME_MAX || q[1] != '}' || q[2] != ' ')
+		return -EBADMSG;
+	char got[CISTERN_NAME_MAX + 1];
+	memcpy(got, p, (size_t)(q - p));
+	got[q - p] = '\0';
+	if (cistern_name_valid(got) < 0 || (name[0] && strcmp(name, got) != 0))
+		return -EBADMSG;
+	strcpy(name, got);
+	char *end;
+	*v = strtod(q + 3, &end);
+	return end == q + 3 || *end != '\n' || !(*v >= 0) ? -EBADMSG : 0;
+}
+
+int prom_dump_parse(const char *text, struct prom_dump *d)
+{
+	double written, samples, started;
+	d->name[0] = '\0';
+	if (dump_value(text, "cistern_dump_written_samples", d->name, &written) < 0 ||
+	    dump_value(text, "cistern_dump_samples", d->name, &samples) < 0 ||
+	    dump_value(text, "cistern_dump_start_time_seconds", d->name, &started) < 0 ||
+	    written > samples || samples > (double)UINT64_MAX)
+		return -EBADMSG;
+	d->written = (uint64_t)written;
+	d->samples = (uint64_t)samples;
+	d->started_s = started;
+	return 0;
+}

@@ -58,6 +58,26 @@ void prom_write(FILE *f, const struct prom_seg *s, size_t n);
 /* One family's header: # HELP and # TYPE. */
 void prom_family(FILE *f, const char *name, const char *type, const char *help);
 
+/*
+ * A running dump's progress (`cistern dump --textfile`): samples written of
+ * the samples it found (0 until it has found them), and when it started
+ * (Unix seconds).
+ */
+struct prom_dump {
+	char name[CISTERN_NAME_MAX + 1];
+	uint64_t written, samples;
+	double started_s;
+};
+
+/* Write the cistern_dump_* families of n running dumps. */
+void prom_dump_write(FILE *f, const struct prom_dump *d, size_t n);
+
+/*
+ * Read one dump's progress back from text prom_dump_write() wrote for it:
+ * 0, or -EBADMSG if the text does not give a valid name and all three values.
+ */
+int prom_dump_parse(const char *text, struct prom_dump *d);
+
 /* Write s to f with every control byte, and every byte from 0x7f up, as \xNN. */
 void prom_escape_log(FILE *f, const char *s);
 

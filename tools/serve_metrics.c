@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * serve_metrics.c - `cistern serve --metrics ADDR:PORT`: the server's counts
- * (cistern_server_stats_get()) at /metrics, under the prefix cistern_serve_.
+ * (cistern_server_stats_read()) at /metrics, under the prefix cistern_serve_.
  * The scrape is answered by the thread that runs the server, between two
  * slices of cistern_server_run(), so the counts are read where they are
  * written and no lock is needed; a scrape holds the server at most one
@@ -40,7 +40,7 @@ static void write_metrics(FILE *f, const struct scrape_arg *a)
 {
 	struct cistern_server_stats st;
 	memset(&st, 0, sizeof(st));
-	cistern_server_stats_get(a->s, &st);
+	cistern_server_stats_read(a->s, &st, sizeof(st));
 	prom_family(f, "cistern_serve_rank_info", "gauge",
 		    "The segment each learner rank's samples go to (value 1).");
 	for (size_t i = 0; i < a->nsegs; i++) {
@@ -67,6 +67,18 @@ static void write_metrics(FILE *f, const struct scrape_arg *a)
 	      "Samples in doubt: received and not yet in a segment.", st.queued);
 	gauge(f, "cistern_serve_queued_samples_max", "The most samples ever queued at once.",
 	      st.queued_max);
+	counter(f, "cistern_serve_credits_granted_total",
+		"Credits granted to producers: each window at hello, then one per sample "
+		"acknowledged.",
+		st.credits_granted);
+	gauge(f, "cistern_serve_credits_outstanding",
+	      "Credits the connected producers may still use: their windows less the samples "
+	      "in flight.",
+	      st.credits_outstanding);
+	counter(f, "cistern_serve_received_bytes_total",
+		"Bytes of the messages received, every frame (not ZeroMQ's framing).", st.bytes_in);
+	counter(f, "cistern_serve_sent_bytes_total",
+		"Bytes of the messages sent, every frame (not ZeroMQ's framing).", st.bytes_out);
 }
 
 static int route(const char *path, struct http_reply *rep, void *arg)

@@ -264,7 +264,30 @@ struct cistern_server_stats {
 	uint64_t failed;     /**< samples refused (their producer was told why) */
 	uint64_t queued;     /**< samples received and not yet in a segment, now */
 	uint64_t queued_max; /**< the most ever queued at once */
+	/*
+	 * The fields below came later: cistern_server_stats_read() fills them,
+	 * cistern_server_stats_get() does not. New fields are only ever added
+	 * at the end.
+	 */
+	/** credits granted: each producer's window at its WELCOME, then one per sample acknowledged */
+	uint64_t credits_granted;
+	/**
+	 * credits the producers connected now may still use, as the server
+	 * sees them: each one's window less its samples received and not yet
+	 * acknowledged (computed at the call)
+	 */
+	uint64_t credits_outstanding;
+	/**
+	 * bytes of the messages received and sent, every frame counted (the
+	 * routing identity too), without ZeroMQ's framing and CurveZMQ's
+	 * encryption; received counts what the server read of the socket
+	 */
+	uint64_t bytes_in;
+	uint64_t bytes_out;
 };
+
+/** The size of struct cistern_server_stats in its first version (its first ten fields). */
+#define CISTERN_SERVER_STATS_SIZE_V1 (10 * sizeof(uint64_t))
 
 /**
  * Attach the segments and bind the endpoints. Refuses a non-loopback
@@ -290,9 +313,28 @@ CISTERN_API int cistern_server_run(struct cistern_server *s, int timeout_ms);
  */
 CISTERN_API void cistern_server_stop(struct cistern_server *s);
 
-/** The server's counts. @return 0 or -EINVAL. */
+/**
+ * The server's counts of the first version: fills the first
+ * CISTERN_SERVER_STATS_SIZE_V1 bytes of *st only, so that a caller built
+ * against that version keeps working. New code calls
+ * cistern_server_stats_read().
+ * @return 0 or -EINVAL.
+ */
 CISTERN_API int cistern_server_stats_get(const struct cistern_server *s,
 					 struct cistern_server_stats *st);
+
+/**
+ * The server's counts, every field there is room for: pass
+ * sizeof(struct cistern_server_stats) as the caller knows it. The call fills
+ * the first min(size, the library's size) bytes and leaves the rest of *st
+ * as it was, so a caller built against an older or a newer header gets the
+ * fields both know. Never blocks; call it from the thread that runs the
+ * server, as cistern_server_stats_get().
+ * @return the number of bytes filled; -EINVAL if s or st is NULL or size is
+ *         below CISTERN_SERVER_STATS_SIZE_V1.
+ */
+CISTERN_API int cistern_server_stats_read(const struct cistern_server *s,
+					  struct cistern_server_stats *st, size_t size);
 
 /**
  * Stop cleanly: refuse new samples, put those received (waiting up to

@@ -92,7 +92,7 @@ int cistern_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 		return r;
 	if (!slot)
 		return -EINVAL;
-	if (len > c->slot_size)
+	if (cistern__len_misfit(c, len))
 		return -EMSGSIZE;
 	r = c->ops->commit(c, slot, len, meta);
 	if (r == 0)
@@ -137,14 +137,14 @@ int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_m
 	 * itself: a tail call, after the checks below in their fewest
 	 * instructions (put_step is set only for a writable FIFO handle).
 	 */
-	if (c && c->put_step && (buf || !len) && len <= c->slot_size)
+	if (c && c->put_step && (buf || !len) && !cistern__len_misfit(c, len))
 		return c->put_step(c, buf, len, meta, timeout_ms, put_slow);
 	int r = writable(c);
 	if (r < 0)
 		return r;
 	if (!buf && len)
 		return -EINVAL;
-	if (len > c->slot_size)
+	if (cistern__len_misfit(c, len))
 		return -EMSGSIZE;
 	return put_slow(c, buf, len, meta, timeout_ms);
 }
@@ -718,7 +718,8 @@ const char *cistern_strerror(int err)
 	case -EPIPE:
 		return "reception is closed: no more samples are accepted";
 	case -EMSGSIZE:
-		return "payload larger than the slot size (or than the buffer given)";
+		return "payload larger than the slot size (or than the buffer given), or of "
+		       "another length than the segment's schema gives a sample";
 	case -EINVAL:
 		return "invalid argument (name, parameter, or a slot/sample not held by this "
 		       "handle)";

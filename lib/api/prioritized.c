@@ -33,7 +33,7 @@ int cistern_put_prioritized(struct cistern *c, const void *buf, size_t len,
 		return r;
 	if ((!buf && len) || !cistern__prio_ok(priority))
 		return -EINVAL;
-	if (len > c->slot_size)
+	if (cistern__len_misfit(c, len))
 		return -EMSGSIZE;
 	struct cistern_slot slot;
 	r = cistern_reserve(c, &slot, timeout_ms);

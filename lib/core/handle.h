@@ -133,6 +133,14 @@ struct cistern {
 	uint64_t slot_mask; /* slot_count - 1 if a power of two, else 0 */
 	uint64_t slot_stride;
 	uint64_t slot_size;
+	/*
+	 * The lengths a put may give: put_len_min plus 0 to put_len_span
+	 * (cistern__len_misfit()). Without a schema 0 plus up to slot_size;
+	 * with one its sample size exactly (schema.c), so that the check of a
+	 * put is one subtraction and one compare either way.
+	 */
+	uint64_t put_len_min;
+	uint64_t put_len_span;
 	uint64_t id_base; /* FIFO: sample id = ring position + id_base (segment.h) */
 	uint32_t role;    /* roles already published in me->role */
 	struct cistern_rng rng;
@@ -198,6 +206,16 @@ struct cistern {
 static inline bool cistern__reads_alone(const struct cistern *c)
 {
 	return c->reading >= CISTERN_HOLD_IN_CALL;
+}
+
+/*
+ * Whether a put may not give a sample of len bytes: longer than the slot, or,
+ * in a segment with a schema, of another length than its sample size (the
+ * subtraction wraps for a shorter one). Callers return -EMSGSIZE.
+ */
+static inline bool cistern__len_misfit(const struct cistern *c, uint64_t len)
+{
+	return len - c->put_len_min > c->put_len_span;
 }
 
 /* v rounded up to a multiple of a, a power of two. */

@@ -353,7 +353,8 @@ int cistern__schema_load(struct cistern *c)
 	copy[len] = '\0';
 	size_t n;
 	uint64_t size;
-	if (cistern__schema_scan(copy, NULL, 0, &n, &size, NULL) || n == 0) {
+	/* A sample that would not fit its slot: only a damaged header says so. */
+	if (cistern__schema_scan(copy, NULL, 0, &n, &size, NULL) || n == 0 || size > c->slot_size) {
 		free(copy);
 		return -EPROTO;
 	}
@@ -367,6 +368,9 @@ int cistern__schema_load(struct cistern *c)
 	c->fields = f;
 	c->nfields = (uint32_t)n;
 	c->sample_size = size;
+	/* A put must give exactly one sample of the schema (handle.h). */
+	c->put_len_min = size;
+	c->put_len_span = 0;
 	return 0;
 }
 

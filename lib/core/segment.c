@@ -437,6 +437,8 @@ static void handle_setup(struct cistern *c)
 		c->slot_mask = 0; /* pos % 1 == 0; a mask of 0 would mean "use %" anyway */
 	c->slot_stride = f->slot_stride;
 	c->slot_size = f->slot_size;
+	c->put_len_min = 0; /* cistern__schema_load() narrows both to a schema's size */
+	c->put_len_span = f->slot_size;
 	c->policy = cistern__policy_of(f->policy);
 	c->ops = c->policy->ops;
 	c->pin_bit = -1;

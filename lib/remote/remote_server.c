@@ -215,11 +215,14 @@ static int send_to(struct cistern_server *s, const struct rprod *p, const struct
 	cistern__wire_encode(w, hdr);
 	if (zmq_send(s->router, p->rid, p->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
 		return zerr();
+	s->st.bytes_out += p->rid_len;
 	if (zmq_send(s->router, hdr, sizeof(hdr), (with_extra ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) <
 	    0)
 		return zerr();
+	s->st.bytes_out += sizeof(hdr);
 	if (with_extra && zmq_send(s->router, extra, extra_len, ZMQ_DONTWAIT) < 0)
 		return zerr();
+	s->st.bytes_out += with_extra ? extra_len : 0;
 	return 0;
 }
 
@@ -380,6 +383,7 @@ static void hello(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm,
 	}
 	s->prods[s->nprods++] = p;
 	s->st.producers++;
+	s->st.credits_granted += p->window; /* the WELCOME's window: credits for as many samples */
 	struct cistern__wire wel = {.kind = CISTERN__W_WELCOME,
 				    .version = CISTERN_REMOTE_PROTOCOL,
 				    .a = p->window,
@@ -390,16 +394,20 @@ static void hello(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm,
 	     p->addr, p->window);
 }
 
-static void drop_rest(void *sock)
+/* Throw away the rest of a message; the bytes it held. */
+static uint64_t drop_rest(void *sock)
 {
 	int64_t more = 0;
 	size_t ml = sizeof(more);
+	uint64_t bytes = 0;
 	while (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml) == 0 && more) {
 		zmq_msg_t m;
 		zmq_msg_init(&m);
-		(void)zmq_msg_recv(&m, sock, 0);
+		if (zmq_msg_recv(&m, sock, 0) >= 0)
+			bytes += zmq_msg_size(&m);
 		zmq_msg_close(&m);
 	}
+	return bytes;
 }
 
 /*
@@ -499,12 +507,14 @@ static int read_one(struct cistern_server *s)
 		zmq_msg_close(&ridm);
 		return 0;
 	}
+	s->st.bytes_in += zmq_msg_size(&ridm);
 	zmq_msg_init(&hdrm);
 	if (!zmq_msg_more(&ridm) || zmq_msg_recv(&hdrm, s->router, 0) < 0) {
 		zmq_msg_close(&hdrm);
 		zmq_msg_close(&ridm);
 		return 1;
 	}
+	s->st.bytes_in += zmq_msg_size(&hdrm);
 	/* Taken now: a PUT's frame moves into the queue. */
 	bool more = zmq_msg_more(&hdrm);
 	struct cistern__wire w;
@@ -558,7 +568,7 @@ static int read_one(struct cistern_server *s)
 out:
 	/* A frame that says it is the last spares asking the socket. */
 	if (more)
-		drop_rest(s->router);
+		s->st.bytes_in += drop_rest(s->router);
 	zmq_msg_close(&hdrm);
 	zmq_msg_close(&ridm);
 	return 1;
@@ -851,6 +861,7 @@ static uint64_t move(struct cistern_server *s)
 		while (p->qlen && put_head(s, p, 0)) {
 			if (p->settled - p->acked >= step && p->state != P_DEAD) {
 				send_kind(s, p, CISTERN__W_ACK, p->settled, 0);
+				s->st.credits_granted += p->settled - p->acked;
 				p->acked = p->settled;
 			}
 		}
@@ -861,6 +872,7 @@ static uint64_t move(struct cistern_server *s)
 		struct rprod *p = s->prods[i];
 		if (p->settled != p->acked && p->state != P_DEAD) {
 			send_kind(s, p, CISTERN__W_ACK, p->settled, 0);
+			s->st.credits_granted += p->settled - p->acked;
 			p->acked = p->settled;
 		}
 		if (p->done_req && !p->done && p->qlen == 0 && p->settled >= p->done_seq) {
@@ -957,8 +969,28 @@ int cistern_server_stats_get(const struct cistern_server *s, struct cistern_serv
 {
 	if (!s || !st)
 		return -EINVAL;
-	*st = s->st;
+	/* The fields of the first version only: a caller built then has room for no more. */
+	memcpy(st, &s->st, CISTERN_SERVER_STATS_SIZE_V1);
 	return 0;
+}
+
+int cistern_server_stats_read(const struct cistern_server *s, struct cistern_server_stats *st,
+			      size_t size)
+{
+	if (!s || !st || size < CISTERN_SERVER_STATS_SIZE_V1)
+		return -EINVAL;
+	struct cistern_server_stats now = s->st;
+	/* Credits the connected producers may still use: each one's window less what is in flight. */
+	now.credits_outstanding = 0;
+	for (size_t i = 0; i < s->nprods; i++) {
+		const struct rprod *p = s->prods[i];
+		uint64_t used = p->received - p->acked;
+		if (p->state == P_LIVE && !p->dropped && used < p->window)
+			now.credits_outstanding += p->window - used;
+	}
+	size_t n = size < sizeof(now) ? size : sizeof(now);
+	memcpy(st, &now, n);
+	return (int)n;
 }
 
 static void free_server(struct cistern_server *s)

@@ -79,6 +79,7 @@ C_ONLY: dict[str, str] = {
     "cistern_server_run": "the server runs as the `cistern serve` command",
     "cistern_server_stop": "the server runs as the `cistern serve` command",
     "cistern_server_stats_get": "the server runs as the `cistern serve` command",
+    "cistern_server_stats_read": "the server runs as the `cistern serve` command",
     "cistern_server_close": "the server runs as the `cistern serve` command",
     # Monitoring reads it: `cistern exporter` serves it as cistern_rate_limit_read_budget.
     "cistern_rate_get": "the rate limiter's budget is for monitoring: `cistern exporter`",

@@ -272,18 +272,15 @@ def test_raw_bytes_of_another_size_are_refused_and_of_the_size_taken(rl):
     assert rl.get()["action"] == 0
 
 
-def test_a_sample_of_another_size_stays_in_the_segment(segname):
+def test_the_library_refuses_a_raw_put_of_another_size(segname):
     seg = cistern.create(segname, slots=4, schema="a:int32[2]")
     try:
-        # Another producer that ignored the schema (as a C one may).
-        seg._h.put(b"abc")
-        with pytest.raises(ValueError, match="stays in the segment"):
-            seg.get(timeout=0)
-        with pytest.raises(ValueError, match="stays in the segment"):
-            seg.acquire(timeout=0)
-        with pytest.raises(ValueError, match="stays in the segment"):
-            seg.get_batch(2, timeout=0)
-        assert seg.get_array("uint8", timeout=0).tobytes() == b"abc"
+        # The C call under every put, as a producer that ignores the schema calls it.
+        with pytest.raises(ValueError, match="another length than the segment's schema"):
+            seg._h.put(b"abc")
+        assert seg.stats().puts == 0
+        seg._h.put(b"\0" * 8)
+        assert seg.stats().puts == 1
     finally:
         seg.detach()
 

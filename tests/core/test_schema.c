@@ -24,6 +24,7 @@ TestSuite(schema_text, .fini = seg_fini);
 TestSuite(schema_bad, .fini = seg_fini);
 TestSuite(schema_header, .fini = seg_fini);
 TestSuite(schema_dump, .fini = seg_fini);
+TestSuite(schema_put, .fini = seg_fini);
 
 /* seg_name("sch-<tag>"): this program's segment names. */
 static const char *sch_name(const char *tag)
@@ -305,6 +306,193 @@ Test(schema_bad, a_sample_larger_than_slot_size_is_refused)
 	cr_assert_eq(cistern_create(name, &cfg, &c), -EINVAL);
 	cfg.slot_size = 4100;
 	cr_assert_null(cistern_config_problem(&cfg), "exactly a slot is fine");
+}
+
+/* ---- puts held to the schema's length -------------------------------------- */
+
+/* 16 bytes a sample, in slots of 64: a misfit still fits the slot. */
+#define PUT_SCHEMA "a:float32[4]"
+#define PUT_SIZE 16
+
+enum put_mode { PUT_SOLE, PUT_AUTO, PUT_SHARED, PUT_RESERVOIR };
+
+/*
+ * A segment of PUT_SCHEMA whose handle puts as `mode` says: the holder of the
+ * FIFO's producer role by flag or automatically (the one-step put), one of two
+ * producers sharing it, or a reservoir's producer. *other is the second
+ * producer (PUT_SHARED) or NULL.
+ */
+static struct cistern *make_put(const char *tag, enum put_mode mode, struct cistern **other)
+{
+	char t[32];
+	snprintf(t, sizeof(t), "%s-%d", tag, (int)mode);
+	struct cistern_config cfg = {.slot_size = 64, .slot_count = 8, .schema = PUT_SCHEMA};
+	if (mode == PUT_SOLE)
+		cfg.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER;
+	if (mode == PUT_RESERVOIR) {
+		cfg.policy = CISTERN_RESERVOIR;
+		cfg.watermark = 1;
+	}
+	const char *name = sch_name(t);
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	seg_keep(name, c);
+	*other = NULL;
+	if (mode == PUT_SHARED) {
+		char b[PUT_SIZE] = {0};
+		cr_assert_eq(cistern_attach(name, other), 0);
+		cr_assert_eq(cistern_put(*other, b, PUT_SIZE, NULL, 0), 0);
+		cr_assert_eq(cistern_get(c, b, sizeof(b), NULL, 0), PUT_SIZE);
+	}
+	return c;
+}
+
+/* The segment's count of puts (a refused put counts none). */
+static uint64_t puts_of(struct cistern *c)
+{
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	return st.puts;
+}
+
+static void a_put_of_another_length_is_emsgsize(enum put_mode mode)
+{
+	struct cistern *other, *c = make_put("put-len", mode, &other);
+	char b[64] = {0};
+	size_t bad[] = {0, 1, PUT_SIZE - 1, PUT_SIZE + 1, 64};
+	uint64_t puts = puts_of(c);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(cistern_put(c, b, bad[i], NULL, 0), -EMSGSIZE, "%zu bytes", bad[i]);
+	cr_assert_eq(puts_of(c), puts, "nothing was put");
+	cr_assert_eq(cistern_get(c, b, sizeof(b), NULL, 0), -EAGAIN, "nothing to read");
+	cr_assert_eq(cistern_put(c, b, PUT_SIZE, NULL, 0), 0, "the sample size is put");
+	cr_assert_eq(cistern_get(c, b, sizeof(b), NULL, 0), PUT_SIZE);
+	if (other)
+		cistern_detach(other);
+}
+
+Test(schema_put, a_put_of_another_length_is_emsgsize_for_the_sole_producer)
+{
+	a_put_of_another_length_is_emsgsize(PUT_SOLE);
+}
+
+Test(schema_put, a_put_of_another_length_is_emsgsize_for_the_automatic_producer)
+{
+	a_put_of_another_length_is_emsgsize(PUT_AUTO);
+}
+
+Test(schema_put, a_put_of_another_length_is_emsgsize_for_a_shared_producer)
+{
+	a_put_of_another_length_is_emsgsize(PUT_SHARED);
+}
+
+Test(schema_put, a_put_of_another_length_is_emsgsize_in_a_reservoir)
+{
+	a_put_of_another_length_is_emsgsize(PUT_RESERVOIR);
+}
+
+Test(schema_put, a_prioritized_put_of_another_length_is_emsgsize)
+{
+	struct cistern_config cfg = {.slot_size = 64,
+				     .slot_count = 8,
+				     .schema = PUT_SCHEMA,
+				     .policy = CISTERN_PRIORITIZED,
+				     .watermark = 1,
+				     .alpha = 1.0};
+	const char *name = sch_name("put-prio");
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0, "%s", cistern_config_problem(&cfg));
+	seg_keep(name, c);
+	char b[64] = {0};
+	uint64_t puts = puts_of(c);
+	cr_assert_eq(cistern_put_prioritized(c, b, PUT_SIZE - 1, NULL, 1.0, 0), -EMSGSIZE);
+	cr_assert_eq(cistern_put_prioritized(c, b, PUT_SIZE + 1, NULL, 1.0, 0), -EMSGSIZE);
+	cr_assert_eq(puts_of(c), puts, "nothing was put");
+	/* No slot stays reserved by a refusal: all 8 take a sample of the size. */
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(cistern_put_prioritized(c, b, PUT_SIZE, NULL, 1.0, 0), 0, "put %d", i);
+}
+
+static void a_batch_stops_before_a_misfit(enum put_mode mode)
+{
+	struct cistern *other, *c = make_put("put-batch", mode, &other);
+	char b[4][64] = {{0}};
+	size_t len[4] = {PUT_SIZE, PUT_SIZE, PUT_SIZE - 4, PUT_SIZE};
+	uint64_t puts = puts_of(c);
+	/* The first misfit: nothing of the call is put. */
+	cr_assert_eq(cistern_put_batch(c, b[2], 64, 2, len + 2, NULL, 0), -EMSGSIZE);
+	/* Lengths from the stride: a stride of another length is refused, one of it put. */
+	cr_assert_eq(cistern_put_batch(c, b, 64, 2, NULL, NULL, 0), -EMSGSIZE);
+	cr_assert_eq(cistern_put_batch(c, b, 8, 2, NULL, NULL, 0), -EMSGSIZE);
+	cr_assert_eq(puts_of(c), puts, "nothing was put");
+	/* A misfit third: the first two go in, and the next call reports it. */
+	cr_assert_eq(cistern_put_batch(c, b, 64, 4, len, NULL, 0), 2);
+	cr_assert_eq(cistern_put_batch(c, b[2], 64, 2, len + 2, NULL, 0), -EMSGSIZE);
+	cr_assert_eq(puts_of(c), puts + 2, "the two before the misfit");
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(cistern_get(c, b[0], 64, NULL, 0), PUT_SIZE);
+	if (other)
+		cistern_detach(other);
+}
+
+Test(schema_put, a_batch_stops_before_a_misfit_for_the_sole_producer)
+{
+	a_batch_stops_before_a_misfit(PUT_SOLE);
+}
+
+Test(schema_put, a_batch_stops_before_a_misfit_for_the_automatic_producer)
+{
+	a_batch_stops_before_a_misfit(PUT_AUTO);
+}
+
+Test(schema_put, a_batch_stops_before_a_misfit_for_a_shared_producer)
+{
+	a_batch_stops_before_a_misfit(PUT_SHARED);
+}
+
+Test(schema_put, a_batch_stops_before_a_misfit_in_a_reservoir)
+{
+	a_batch_stops_before_a_misfit(PUT_RESERVOIR);
+}
+
+static void a_commit_of_another_length_keeps_the_slot(enum put_mode mode)
+{
+	struct cistern *other, *c = make_put("put-commit", mode, &other);
+	struct cistern_slot slot;
+	char b[64];
+	cr_assert_eq(cistern_reserve(c, &slot, 0), 0);
+	cr_assert_geq(slot.capacity, 64);
+	memset(slot.data, 7, PUT_SIZE);
+	uint64_t puts = puts_of(c);
+	cr_assert_eq(cistern_commit(c, &slot, PUT_SIZE + 8, NULL), -EMSGSIZE);
+	cr_assert_eq(cistern_commit(c, &slot, PUT_SIZE - 8, NULL), -EMSGSIZE);
+	cr_assert_eq(puts_of(c), puts, "nothing was committed");
+	cr_assert_eq(cistern_commit(c, &slot, PUT_SIZE, NULL), 0, "the slot stayed reserved");
+	cr_assert_eq(cistern_get(c, b, sizeof(b), NULL, 0), PUT_SIZE);
+	cr_assert_eq(b[PUT_SIZE - 1], 7);
+	if (other)
+		cistern_detach(other);
+}
+
+Test(schema_put, a_commit_of_another_length_keeps_the_slot_in_a_fifo)
+{
+	a_commit_of_another_length_keeps_the_slot(PUT_AUTO);
+}
+
+Test(schema_put, a_commit_of_another_length_keeps_the_slot_in_a_reservoir)
+{
+	a_commit_of_another_length_keeps_the_slot(PUT_RESERVOIR);
+}
+
+Test(schema_put, without_a_schema_any_length_up_to_the_slot_is_put)
+{
+	struct cistern *c = make("put-raw", 64, NULL);
+	char b[65] = {0};
+	cr_assert_eq(cistern_put(c, b, 0, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, b, 64, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, b, 65, NULL, 0), -EMSGSIZE);
+	cr_assert_eq(cistern_get(c, b, sizeof(b), NULL, 0), 0);
+	cr_assert_eq(cistern_get(c, b, sizeof(b), NULL, 0), 64);
 }
 
 /* ---- the header ------------------------------------------------------------- */

@@ -28,8 +28,17 @@ fail() { echo "monitoring check: $*" >&2; exit 1; }
   --slot-size 64 --lossy >/dev/null
 for s in "${segs[@]}"; do seq 1 8 | "$cistern" put "$s" --lines --timeout 0 >/dev/null 2>&1 || true; done
 
-"$cistern" exporter --textfile "$dir" --once --occupancy "${segs[@]}"
+# A dump's progress, as `cistern dump --textfile` keeps it while it runs.
+mkdir "$dir/dumps"
+printf '%s\n' '# HELP cistern_dump_written_samples x' '# TYPE cistern_dump_written_samples gauge' \
+  "cistern_dump_written_samples{segment=\"${segs[0]}\"} 3" \
+  "cistern_dump_samples{segment=\"${segs[0]}\"} 8" \
+  "cistern_dump_start_time_seconds{segment=\"${segs[0]}\"} 1700000000.000" \
+  >"$dir/dumps/cistern-dump-${segs[0]}.prom"
+"$cistern" exporter --textfile "$dir" --once --occupancy --dumps "$dir/dumps" "${segs[@]}"
 out=$dir/cistern.prom
+grep -q "^cistern_dump_progress_ratio{segment=\"${segs[0]}\"} 0.375" "$out" ||
+  fail "no dump progress of ${segs[0]} in $out"
 grep -q "^cistern_puts_total{segment=\"${segs[0]}\"} " "$out" || fail "no puts of ${segs[0]} in $out"
 lint=$(promtool check metrics <"$out" 2>&1) || fail "promtool check metrics failed: $lint"
 [ -z "$lint" ] || fail "promtool check metrics on the exporter's output: $lint"
@@ -50,6 +59,10 @@ sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
   "http://127.0.0.1:$port/metrics" >"$dir/serve.prom"
 kill "$serve_pid"; wait "$serve_pid" || fail "serve did not stop cleanly on SIGTERM"
 serve_pid=
+for fam in cistern_serve_credits_granted_total cistern_serve_credits_outstanding \
+  cistern_serve_received_bytes_total cistern_serve_sent_bytes_total; do
+  grep -q "^$fam " "$dir/serve.prom" || fail "serve gives no $fam: $(cat "$dir/serve.prom")"
+done
 lint=$(promtool check metrics <"$dir/serve.prom" 2>&1) || fail "promtool check metrics failed: $lint"
 [ -z "$lint" ] || fail "promtool check metrics on serve's output: $lint"
 

@@ -1260,6 +1260,92 @@ Test(remote, a_100_mb_frame_before_hello_is_refused_without_being_stored)
 	cr_assert_eq(serve_stop(&s), 0);
 }
 
+/* Write all of buf to a blocking socket; false if it failed or stalled (SO_SNDTIMEO). */
+static bool send_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+/*
+ * A peer that speaks ZMTP 3.0 by hand on 127.0.0.1:port: a DEALER's
+ * handshake, then small messages with a ZMTP PING after each, sent as fast
+ * as the connection takes them, then a reset (SO_LINGER 0) while they wait
+ * to be read. With a finite ZMQ_RCVHWM, libzmq 4.3 pauses such a connection's
+ * input; the reset marks it broken, and a PING decoded from what it had
+ * buffered then makes libzmq write its PONG to the broken connection and
+ * abort (stream_engine_base.cpp, "!_io_error"), whether the server's own
+ * heartbeats are on or off.
+ */
+static void zmtp_flood_then_reset(uint16_t port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "%s", strerror(errno));
+	struct timeval tv = {.tv_sec = 2};
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	/* Signature, version 3.0, mechanism NULL, not as server. */
+	unsigned char greeting[64] = {
+		0xff, [9] = 0x7f, [10] = 3, [11] = 0, [12] = 'N', 'U', 'L', 'L'};
+	static const unsigned char ready[] = {0x04, 28,  5,   'R', 'E', 'A', 'D', 'Y', 11,  'S',
+					      'o',  'c', 'k', 'e', 't', '-', 'T', 'y', 'p', 'e',
+					      0,    0,   0,   6,   'D', 'E', 'A', 'L', 'E', 'R'};
+	static const unsigned char msg_ping[] = {
+		0x00, 16,  'x', 'x',  'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x',
+		'x',  'x', 'x', 0x04, 10,  4,   'P', 'I', 'N', 'G', 0,   0,   'c', 't', 'x'};
+	static unsigned char chunk[400 * sizeof(msg_ping)];
+	for (size_t i = 0; i < 400; i++)
+		memcpy(chunk + i * sizeof(msg_ping), msg_ping, sizeof(msg_ping));
+	bool ok = send_all(fd, greeting, sizeof(greeting)) && send_all(fd, ready, sizeof(ready));
+	for (int i = 0; ok && i < 50; i++)
+		ok = send_all(fd, chunk, sizeof(chunk));
+	usleep(200 * 1000); /* heartbeats fall due meanwhile */
+	struct linger reset = {.l_onoff = 1, .l_linger = 0};
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+	close(fd);
+}
+
+/*
+ * The reason serve's receive queue has no high-water mark: peers that flood
+ * it with PINGs between their messages and reset while their messages wait,
+ * one after another with serve's heartbeats due, do not end serve, and a
+ * producer still gets its sample in after them.
+ */
+Test(remote, peers_that_flood_ping_and_reset_do_not_end_serve)
+{
+	struct cistern *c = seg_create("rreset", fifo(64, PAYLOAD));
+	const char *ep = tcp_endpoint();
+	uint16_t port = (uint16_t)atoi(strrchr(ep, ':') + 1);
+	struct serve s;
+	serve_start_v(
+		&s, "reset",
+		(const char *const[]){"-b", ep, "-s", seg_name_of(c), "--heartbeat", "20", NULL});
+	serve_ready(&s);
+	for (int i = 0; i < 20; i++) {
+		zmtp_flood_then_reset(port);
+		cr_assert_eq(waitpid(s.pid, NULL, WNOHANG), 0, "serve ended after peer %d: %s", i,
+			     s.log);
+	}
+	struct cistern_remote *r = connect_retry(ep, NULL);
+	cr_assert_not_null(r);
+	cr_assert_eq(put_sample(r, 1, 0, 5000), 0);
+	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
+	cistern_remote_close(r);
+	uint8_t buf[PAYLOAD];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
 /* Loopback given by name: bound (as 127.0.0.1), and a producer gets its sample in. */
 static void serve_put_one(const char *bind, const char *connect, const char *tag)
 {

@@ -409,6 +409,157 @@ Test(exporter, serve_metrics_count_the_samples_put_and_name_the_ranks)
 	cr_assert_eq(stop(&x), 0);
 }
 
+/* The unsigned number after `prefix` at the start of a line of text; -1 if none. */
+static long long metric_value(const char *text, const char *prefix)
+{
+	char key[128];
+	snprintf(key, sizeof(key), "\n%s ", prefix);
+	const char *p = strstr(text, key);
+	return p ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+Test(exporter, serve_metrics_count_credits_and_bytes)
+{
+	const char *name = segment_with("exp-credits", 0);
+	struct exporter x = start_argv((const char *[]){"serve", "--segment", name, "--bind",
+							"tcp://127.0.0.1:0", "--metrics",
+							"127.0.0.1:0", NULL},
+				       "metrics at http://127.0.0.1:");
+	int zport = number_after(&x, "listening on tcp://127.0.0.1:");
+	cr_assert_gt(zport, 0, "%s", err_text(&x));
+	char ep[64];
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", zport);
+	struct cistern_remote *r;
+	cr_assert_eq(cistern_remote_connect(ep, NULL, &r), 0);
+	struct cistern_remote_info info;
+	cr_assert_eq(cistern_remote_info_get(r, &info), 0);
+	struct cistern_meta m = {.sim_id = 1};
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(cistern_remote_put(r, "sample", 6, &m, 10000), 0);
+	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
+	const char *body = get(x.port, "/metrics");
+	/* The window at hello, then one credit back for each sample acknowledged. */
+	cr_assert_eq(metric_value(body, "cistern_serve_credits_granted_total"),
+		     (long long)info.window + 3, "%s", body);
+	cr_assert_eq(metric_value(body, "cistern_serve_credits_outstanding"),
+		     (long long)info.window, "nothing in flight: %s", body);
+	long long in = metric_value(body, "cistern_serve_received_bytes_total");
+	long long out = metric_value(body, "cistern_serve_sent_bytes_total");
+	cr_assert_geq(in, 3 * 6, "%s", body);
+	cr_assert_gt(out, 0, "%s", body);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(cistern_remote_put(r, "sample", 6, &m, 10000), 0);
+	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
+	body = get(x.port, "/metrics");
+	cr_assert_geq(metric_value(body, "cistern_serve_received_bytes_total"), in + 3 * 6, "%s",
+		      body);
+	cr_assert_gt(metric_value(body, "cistern_serve_sent_bytes_total"), out, "acks: %s", body);
+	cistern_remote_close(r);
+	cr_assert_eq(stop(&x), 0);
+}
+
+/* The server's log lines, on standard error for a test that fails. */
+static void log_stderr(int level, const char *line, void *arg)
+{
+	(void)level;
+	(void)arg;
+	fprintf(stderr, "server: %s\n", line);
+}
+
+Test(exporter, server_stats_fill_no_more_than_the_size_the_caller_knows)
+{
+	const char *name = segment_with("exp-stsize", 0);
+	const char *segs[] = {name};
+	const char *eps[] = {"tcp://127.0.0.1:0"};
+	struct cistern_server_opts o = {.size = sizeof(o),
+					.endpoints = eps,
+					.n_endpoints = 1,
+					.segments = segs,
+					.ranks = 1,
+					.log = log_stderr};
+	struct cistern_server *srv;
+	int rc = cistern_server_create(&o, &srv);
+	cr_assert_eq(rc, 0, "%s", cistern_strerror(rc));
+	struct cistern_server_stats st;
+	const unsigned char *b = (const unsigned char *)&st;
+	/* The first version's call: nothing past its ten fields. */
+	memset(&st, 0xa5, sizeof(st));
+	cr_assert_eq(cistern_server_stats_get(srv, &st), 0);
+	cr_assert_eq(st.producers, 0);
+	for (size_t i = CISTERN_SERVER_STATS_SIZE_V1; i < sizeof(st); i++)
+		cr_assert_eq(b[i], 0xa5, "byte %zu written", i);
+	/* A caller built against that version, through the sized call. */
+	memset(&st, 0xa5, sizeof(st));
+	cr_assert_eq(cistern_server_stats_read(srv, &st, CISTERN_SERVER_STATS_SIZE_V1),
+		     (int)CISTERN_SERVER_STATS_SIZE_V1);
+	for (size_t i = CISTERN_SERVER_STATS_SIZE_V1; i < sizeof(st); i++)
+		cr_assert_eq(b[i], 0xa5, "byte %zu written", i);
+	/* Today's callers get every field; a size below the first version is refused. */
+	memset(&st, 0xa5, sizeof(st));
+	cr_assert_eq(cistern_server_stats_read(srv, &st, sizeof(st)), (int)sizeof(st));
+	cr_assert_eq(st.bytes_in, 0);
+	cr_assert_eq(st.credits_outstanding, 0);
+	cr_assert_eq(cistern_server_stats_read(srv, &st, CISTERN_SERVER_STATS_SIZE_V1 - 8),
+		     -EINVAL);
+	cr_assert_eq(cistern_server_close(srv, 0), 0);
+}
+
+/* The double after `prefix` at the start of a line of text; -1 if none. */
+static double metric_double(const char *text, const char *prefix)
+{
+	char key[192];
+	snprintf(key, sizeof(key), "\n%s ", prefix);
+	const char *p = strstr(text, key);
+	return p ? strtod(p + strlen(key), NULL) : -1;
+}
+
+/*
+ * A dump of 3000 samples whose progress file waits 200 ms at each update
+ * (CISTERN_TEST_DUMP_STALL_MS) is seen half done through `cistern exporter
+ * --dumps`, and gone from the scrape once it ends.
+ */
+Test(exporter, a_running_dump_shows_its_progress_and_leaves_no_series)
+{
+	struct cistern *c = seg_create("exp-dump", (struct cistern_config){.slot_size = 64,
+									    .slot_count = 4096});
+	for (int i = 0; i < 3000; i++)
+		cr_assert_eq(cistern_put(c, "sample", 6, NULL, 0), 0);
+	const char *name = seg_name_of(c);
+	char dir[] = "/tmp/cistern-exp-dumps-XXXXXX", file[96], key[128];
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/out.dump", dir);
+	struct exporter x = start((const char *[]){"--dumps", dir, name, NULL});
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(60);
+		setenv("CISTERN_TEST_DUMP_STALL_MS", "200", 1);
+		execl(CISTERN_BIN, CISTERN_BIN, "dump", "--quiet", "--textfile", dir, name, file,
+		      (char *)NULL);
+		_exit(127);
+	}
+	snprintf(key, sizeof(key), "cistern_dump_progress_ratio{segment=\"%s\"}", name);
+	double ratio = -1;
+	for (int i = 0; i < 400 && !(ratio > 0 && ratio < 1); i++) {
+		ratio = metric_double(get(x.port, "/metrics"), key);
+		usleep(10000);
+	}
+	cr_assert(ratio > 0 && ratio < 1, "no progress between 0 and 1 seen: %f", ratio);
+	const char *body = get(x.port, "/metrics");
+	snprintf(key, sizeof(key), "cistern_dump_samples{segment=\"%s\"}", name);
+	cr_assert_eq(metric_value(body, key), 3000, "%s", body);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the dump failed");
+	body = get(x.port, "/metrics");
+	cr_assert(strstr(body, "# TYPE cistern_dump_progress_ratio gauge\n"), "%s", body);
+	cr_assert_null(strstr(body, "cistern_dump_progress_ratio{"), "left behind: %s", body);
+	cr_assert_eq(stop(&x), 0);
+	unlink(file);
+	cr_assert_eq(rmdir(dir), 0, "the dump left a file in %s", dir);
+}
+
 /* A reservoir of 16 slots, watermark 2, one read per put, holding 3 samples. */
 static struct cistern *limited(const char *tag)
 {

@@ -664,8 +664,8 @@ int cistern__fifo_get_batch(struct cistern *c, char *buf, size_t stride, size_t 
 /*
  * The holder's batch: puts each sample there is a free slot for now, as
  * put_as() does (the claim, the check of closed reception, the copy and
- * the commit), stopping before a sample too long for a slot or for the
- * stride, or when the role goes (*lost); how many, 0 if none (the caller
+ * the commit), stopping before a sample of a length a put refuses
+ * (cistern__len_misfit()) or too long for the stride, or when the role goes (*lost); how many, 0 if none (the caller
  * waits for the first, or reports its length); -EPIPE if reception closed
  * while it claimed the first.
  */
@@ -687,7 +687,15 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 	 * and few reloads of values the loop has no register left for.
 	 */
 	uint64_t idx = cistern__slot_of(c, t0), slots = c->slot_count;
-	uint64_t fit = s->stride < c->slot_size ? s->stride : c->slot_size;
+	/*
+	 * The lengths that fit: lo plus 0 to span, those a put takes
+	 * (cistern__len_misfit()) no longer than the stride. None fits a
+	 * stride below lo: the caller's first-sample path reports it.
+	 */
+	uint64_t lo = c->put_len_min, hi = lo + c->put_len_span;
+	if (s->stride < lo)
+		return 0;
+	uint64_t span = (s->stride < hi ? s->stride : hi) - lo;
 	char *meta0 = c->meta0, *arena = c->arena;
 	uint64_t mstride = c->meta_stride, pstride = c->slot_stride, id_base = c->id_base;
 	struct cistern_slotmeta *m = cistern__slotmeta_in(meta0, mstride, idx);
@@ -722,7 +730,7 @@ scatter_as(struct cistern *c, bool guarded, size_t n, const struct cistern_scatt
 	bool voided = false;
 	for (uint64_t tend = t0 + n; t != tend; t++) {
 		size_t len = *lens;
-		if (len > fit)
+		if (len - lo > span)
 			break; /* the first-sample path reports it */
 		/* Each claim in a bracket of its own, as put_as()'s: the copies need none. */
 		if (guarded &&
@@ -825,7 +833,7 @@ static ssize_t scatter_shared(struct cistern *c, size_t n, const struct cistern_
 	size_t k = 0;
 	for (; k < n; k++) {
 		size_t len = cistern__scatter_len(s, k);
-		if (len > s->stride || len > c->slot_size)
+		if (len > s->stride || cistern__len_misfit(c, len))
 			break; /* the first-sample path reports it */
 		int r = put_now(c, s->src + k * s->stride, len, s->meta ? &s->meta[k] : NULL);
 		if (r < 0) {
