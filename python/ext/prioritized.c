@@ -114,8 +114,8 @@ static int draw_attempt(void *p, int t)
  */
 PyObject *cx_handle_get_prioritized(PyObject *self, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"out",   "item_size", "n", "timeout_ms", "metas",
-				 "ids", "weights",   NULL};
+	static char *kwlist[] = {"out",   "item_size", "n",       "timeout_ms",
+				 "metas", "ids",       "weights", NULL};
 	HandleObject *h = (HandleObject *)self;
 	Py_buffer out, metas = {0}, ids = {0}, weights = {0};
 	int have_metas = 0, have_ids = 0, have_weights = 0;
@@ -123,8 +123,8 @@ PyObject *cx_handle_get_prioritized(PyObject *self, PyObject *args, PyObject *kw
 	int timeout = -1;
 	PyObject *metas_obj = Py_None, *ids_obj = Py_None, *weights_obj = Py_None;
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*nn|O&OOO:get_prioritized", kwlist, &out,
-					 &item, &n, cx_conv_timeout, &timeout, &metas_obj,
-					 &ids_obj, &weights_obj))
+					 &item, &n, cx_conv_timeout, &timeout, &metas_obj, &ids_obj,
+					 &weights_obj))
 		return NULL;
 	PyObject *res = NULL;
 	size_t *lens = NULL;
@@ -299,8 +299,8 @@ PyObject *cx_handle_update_priorities(PyObject *self, PyObject *args, PyObject *
 	uint64_t *ids = values_of(ids_obj, "QLK", conv_id, "ids must be a sequence of ints", &ni);
 	if (!ids)
 		return NULL;
-	prio = values_of(prio_obj, "d", conv_priority,
-			 "priorities must be a sequence of numbers", &np);
+	prio = values_of(prio_obj, "d", conv_priority, "priorities must be a sequence of numbers",
+			 &np);
 	if (!prio)
 		goto out;
 	if (ni != np) {
@@ -346,7 +346,8 @@ PyObject *cx_handle_set_beta(PyObject *self, PyObject *arg)
 	int r = cistern_set_beta(h->c, beta);
 	cx_handle_leave(h);
 	if (r == -EINVAL) {
-		PyErr_SetString(PyExc_ValueError, "set_beta: the segment's policy is not prioritized");
+		PyErr_SetString(PyExc_ValueError,
+				"set_beta: the segment's policy is not prioritized");
 		return NULL;
 	}
 	if (r < 0)
@@ -364,7 +365,8 @@ PyObject *cx_handle_prio_info(PyObject *self, PyObject *Py_UNUSED(ignored))
 	int r = cistern_prio_info_get(h->c, &pi);
 	cx_handle_leave(h);
 	if (r == -EINVAL) {
-		PyErr_SetString(PyExc_ValueError, "prio_info: the segment's policy is not prioritized");
+		PyErr_SetString(PyExc_ValueError,
+				"prio_info: the segment's policy is not prioritized");
 		return NULL;
 	}
 	if (r < 0)

@@ -20,12 +20,12 @@
 		"nb_time_steps", "batch_size", "seed", "max_procs", "expected_producers", "flags", \
 		"reads_per_put", "rate_slack", "schema", "alpha", "beta", "epsilon"
 #define CFG_FORMAT "O&O&O&O&O&O&O&O&O&O&O&O&O&ddzddd"
-#define CFG_TARGETS(cfg, policy)                                                                \
-	cx_conv_u32, &(policy), cx_conv_u64, &(cfg).slot_size, cx_conv_u64, &(cfg).slot_count,  \
-		cx_conv_u32, &(cfg).mode, cx_conv_u64, &(cfg).watermark, cx_conv_u32,           \
-		&(cfg).pseudo_epochs, cx_conv_u32, &(cfg).sweep_size, cx_conv_u32,              \
-		&(cfg).nb_time_steps, cx_conv_u32, &(cfg).batch_size, cx_conv_u64, &(cfg).seed, \
-		cx_conv_u32, &(cfg).max_procs, cx_conv_u32, &(cfg).expected_producers,          \
+#define CFG_TARGETS(cfg, policy)                                                                   \
+	cx_conv_u32, &(policy), cx_conv_u64, &(cfg).slot_size, cx_conv_u64, &(cfg).slot_count,     \
+		cx_conv_u32, &(cfg).mode, cx_conv_u64, &(cfg).watermark, cx_conv_u32,              \
+		&(cfg).pseudo_epochs, cx_conv_u32, &(cfg).sweep_size, cx_conv_u32,                 \
+		&(cfg).nb_time_steps, cx_conv_u32, &(cfg).batch_size, cx_conv_u64, &(cfg).seed,    \
+		cx_conv_u32, &(cfg).max_procs, cx_conv_u32, &(cfg).expected_producers,             \
 		cx_conv_u32, &(cfg).flags, &(cfg).reads_per_put, &(cfg).rate_slack, &(cfg).schema, \
 		&(cfg).alpha, &(cfg).beta, &(cfg).epsilon
 
