@@ -715,7 +715,9 @@ class Segment:
         cistern_acquire_batch() call, copied out and released: n distinct
         samples drawn together (n None = the segment's batch_size, which
         BatchReservoir requires); if one does not fit, the batch goes back
-        unread. Under FIFO and FIRO it is n successive reads, gathered in C.
+        unread. A prioritized segment reads the same way, drawing by priority
+        with replacement (get_prioritized() also gives ids and weights).
+        Under FIFO and FIRO it is n successive reads, gathered in C.
         k < n only at the end of data (or, for FIFO/FIRO, when the timeout comes
         after at least one sample); with none at all, EndOfData or TimeoutError is
         raised. A batch that the rate limiter's slack (set by hand at creation)
@@ -1038,8 +1040,9 @@ class Segment:
         last batch after reception closes may be short."""
         self._check_read("batch", n)
         if self._conf().policy not in _BATCH_POLICIES:
-            raise ValueError("acquire_batch() draws from reservoir, fifo-evict-reservoir and "
-                             f"batch-reservoir segments, not a {self._conf().policy}")
+            raise ValueError("acquire_batch() draws from reservoir, fifo-evict-reservoir, "
+                             f"batch-reservoir and prioritized segments, not a "
+                             f"{self._conf().policy}")
         cg = self._h.acquire_batch(0 if n is None else _count("n", n), _timeout_ms(timeout))
         sch = self.schema if dtype is None and shape is None else None
         _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape, sch)
