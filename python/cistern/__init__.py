@@ -81,7 +81,7 @@ from .constants import (DEFAULT_SLOT_COUNT, DEFAULT_SLOT_SIZE, DTYPES, POLICIES,
                         VERSION, __version__, name_valid, policy_name, policy_number)
 from .errors import EndOfData, strerror
 from .records import (Config, DumpInfo, GcReport, Inspection, Meta, Occupancy, ProcInfo,
-                      RemoteInfo, SegmentInfo, Stats)
+                      PrioInfo, PrioritizedBatch, RemoteInfo, SegmentInfo, Stats)
 from .remote import RemoteProducer, connect, keygen
 from .samples import Group, Reservation, Sample
 from .schema import Field, Schema
@@ -94,7 +94,8 @@ __all__ = [
     "dump", "restore", "verify_dump", "connect", "keygen",
     "Segment", "Sample", "Group", "Reservation", "Meta", "Schema", "Field", "Fields",
     "Config", "Stats", "Occupancy", "ProcInfo", "SegmentInfo", "Inspection", "GcReport",
-    "DumpInfo", "RemoteProducer", "RemoteInfo",
+    "DumpInfo", "RemoteProducer", "RemoteInfo", "PrioInfo",
+    "PrioritizedBatch",
     "EndOfData", "POLICIES", "SLOT_CLASSES", "DTYPES", "VERSION", "__version__",
     "segment_bytes", "shm_room_problem",
     "DEFAULT_SLOT_COUNT", "DEFAULT_SLOT_SIZE",

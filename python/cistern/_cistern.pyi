@@ -37,7 +37,21 @@ class ConfigDict(TypedDict):
     dead_producer_done: bool
     reads_per_put: float
     rate_slack: float
+    alpha: float
+    beta: float
+    epsilon: float
     schema: str | None
+
+class PrioInfoDict(TypedDict):
+    alpha: float
+    beta: float
+    epsilon: float
+    total: float
+    least: float
+    max_priority: float
+    updates: int
+    stale_updates: int
+    rebuilds: int
 
 class FieldDict(TypedDict):
     name: str
@@ -161,6 +175,14 @@ class Handle:
     def put_batch(self, data: Buffer, item_size: int, count: int, metas: Buffer,
                   timeout_ms: int | None = -1) -> int: ...
     def reserve(self, timeout_ms: int | None = -1) -> Slot: ...
+    def put_prioritized(self, data: Buffer, priority: float, sim_id: int = 0,
+                        time_step: int = 0, timeout_ms: int | None = -1) -> int: ...
+    def get_prioritized(self, out: Buffer, item_size: int, n: int, timeout_ms: int | None = -1,
+                        metas: Buffer | None = None, ids: Buffer | None = None,
+                        weights: Buffer | None = None) -> int: ...
+    def update_priorities(self, ids: Buffer, priorities: Buffer) -> int: ...
+    def set_beta(self, beta: float, /) -> None: ...
+    def prio_info(self) -> PrioInfoDict: ...
     def get(self, timeout_ms: int | None = -1) -> tuple[bytes, MetaTuple]: ...
     def get_many(self, out: Buffer, item_size: int, count: int, timeout_ms: int | None = -1,
                  metas: Buffer | None = None, skip: bool = False) -> int: ...
@@ -244,13 +266,15 @@ def create(name: str, policy: int = 0, slot_size: int = 0, slot_count: int = 0, 
            watermark: int = 0, pseudo_epochs: int = 0, sweep_size: int = 0,
            nb_time_steps: int = 0, batch_size: int = 0, seed: int = 0, max_procs: int = 0,
            expected_producers: int = 0, flags: int = 0, reads_per_put: float = 0.0,
-           rate_slack: float = 0.0, schema: str | None = None) -> Handle: ...
+           rate_slack: float = 0.0, schema: str | None = None, alpha: float = 0.0,
+           beta: float = 0.0, epsilon: float = 0.0) -> Handle: ...
 def config_problem(policy: int = 0, slot_size: int = 0, slot_count: int = 0, mode: int = 0,
                    watermark: int = 0, pseudo_epochs: int = 0, sweep_size: int = 0,
                    nb_time_steps: int = 0, batch_size: int = 0, seed: int = 0,
                    max_procs: int = 0, expected_producers: int = 0, flags: int = 0,
                    reads_per_put: float = 0.0, rate_slack: float = 0.0,
-                   schema: str | None = None) -> str | None: ...
+                   schema: str | None = None, alpha: float = 0.0, beta: float = 0.0,
+                   epsilon: float = 0.0) -> str | None: ...
 def remote_connect(endpoint: str, server_key: str | None = None, public_key: str | None = None,
                    secret_key: str | None = None, connect_timeout_ms: int = 0,
                    heartbeat_ivl_ms: int = 0, heartbeat_timeout_ms: int = 0,

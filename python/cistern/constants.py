@@ -13,7 +13,7 @@ __all__ = [
 ]
 
 
-_BATCH_POLICIES = ("reservoir", "fifo-evict-reservoir", "batch-reservoir")
+_BATCH_POLICIES = ("reservoir", "fifo-evict-reservoir", "batch-reservoir", "prioritized")
 
 
 # The names POLICIES.md uses, lowercased, accepted as well.

@@ -16,7 +16,7 @@ from .constants import SLOT_CLASSES
 
 __all__ = [
     "Meta", "Config", "Stats", "Occupancy", "ProcInfo", "SegmentInfo", "GcReport", "DumpInfo",
-    "Inspection", "RemoteInfo",
+    "Inspection", "RemoteInfo", "PrioInfo", "PrioritizedBatch",
 ]
 
 
@@ -27,6 +27,17 @@ class Meta(NamedTuple):
     sample_id: int
     sim_id: int
     time_step: int
+
+
+class PrioritizedBatch(NamedTuple):
+    """What Segment.get_prioritized() returns: the samples (an array of shape
+    (k, ...) or a dict of them by field), their ids for update_priorities()
+    ((k,) uint64) and their importance weights ((k,) float32, in (0, 1]).
+    It unpacks as samples, ids, weights."""
+
+    samples: Any
+    ids: Any
+    weights: Any
 
 
 _R = TypeVar("_R", bound="_Record")
@@ -85,9 +96,38 @@ class Config(_Record):
     dead_producer_done: bool
     reads_per_put: float
     rate_slack: float
+    #: The prioritized policy's exponents and offset (0 for the other
+    #: policies): a draw picks sample i with probability
+    #: (priority_i + epsilon)^alpha / sum_j (priority_j + epsilon)^alpha and
+    #: weighs it (N P(i))^-beta / max_j (N P(j))^-beta. beta is the one given
+    #: at creation; PrioInfo.beta is the one in force.
+    alpha: float
+    beta: float
+    epsilon: float
     #: The schema's canonical text, or None for a segment without one (and in
     #: list_segments(), which does not read schemas: see Segment.schema).
     schema: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class PrioInfo(_Record):
+    """A prioritized segment's parameters and totals (struct cistern_prio_info;
+    docs/protocol/priorities.md): beta as it is now, total the sum of
+    p^alpha over the samples held (p = priority + epsilon), least the
+    smallest p^alpha held (0 if none), max_priority the largest priority seen
+    (what a put without one gets), updates the priorities applied, stale_updates
+    the ids ignored because their sample had left, rebuilds the tree rebuilds
+    after a process died holding its lock."""
+
+    alpha: float
+    beta: float
+    epsilon: float
+    total: float
+    least: float
+    max_priority: float
+    updates: int
+    stale_updates: int
+    rebuilds: int
 
 
 @dataclasses.dataclass(frozen=True)

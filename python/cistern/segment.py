@@ -18,7 +18,8 @@ from ._common import (_batch_metas, _check_name_type, _cistern, _count, _deadlin
                       _timeout_ms)
 from .errors import EndOfData
 from .constants import _BATCH_POLICIES, policy_number
-from .records import Config, Meta, Occupancy, ProcInfo, Stats
+from .records import (Config, Meta, Occupancy, PrioInfo, PrioritizedBatch, ProcInfo,
+                      Stats)
 from .schema import Schema, _schema_fields, _schema_text
 from .samples import Group, Reservation, Sample
 
@@ -29,6 +30,16 @@ __all__ = [
     "create", "segment_bytes", "shm_room_problem", "config_problem", "attach", "open_readonly",
     "unlink", "Segment",
 ]
+
+
+def _priority(priority: object) -> float:
+    """A priority as a float; its range is the extension's to judge (ValueError)."""
+    if isinstance(priority, bool):
+        raise ValueError(f"a priority is a number, not {priority!r}")
+    try:
+        return float(priority)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"a priority is a number, not {priority!r}") from None
 
 
 def _fixed_size(dtype: DTypeLike, shape: ShapeLike, schema: Schema | None) -> int | None:
@@ -111,7 +122,8 @@ def _config_args(policy: str | int, slots: int | None, slot_size: int, watermark
                  seed: int, mode: int, max_procs: int, expected_producers: int, lossy: bool,
                  single_producer: bool, single_reader: bool, reads_per_put: float,
                  rate_slack: float, schema: SchemaLike | None,
-                 dead_producer_done: bool = False) -> dict[str, Any]:
+                 dead_producer_done: bool = False, alpha: float = 0.0, beta: float = 0.0,
+                 epsilon: float = 0.0) -> dict[str, Any]:
     """create()'s arguments, checked, as the extension's keywords."""
     kw: dict[str, Any] = dict(
         policy=policy_number(policy),
@@ -133,6 +145,9 @@ def _config_args(policy: str | int, slots: int | None, slot_size: int, watermark
         reads_per_put=_rate("reads_per_put", reads_per_put),
         rate_slack=_rate("rate_slack", rate_slack),
         schema=None if schema is None else _schema_text(schema),
+        alpha=_rate("alpha", alpha),
+        beta=_rate("beta", beta),
+        epsilon=_rate("epsilon", epsilon),
     )
     if mode > 0o7777:
         raise ValueError(f"mode {mode:#o} is not a set of permission bits")
@@ -146,11 +161,12 @@ def create(name: str, policy: str | int = "fifo", slots: int | None = None, slot
            single_producer: bool = False, single_reader: bool = False,
            reads_per_put: float = 0.0, rate_slack: float = 0.0,
            schema: SchemaLike | None = None,
-           dead_producer_done: bool = False) -> Segment:
+           dead_producer_done: bool = False, alpha: float = 0.0, beta: float = 0.0,
+           epsilon: float = 0.0) -> Segment:
     """Create segment `name` and attach to it.
 
     policy: "fifo", "firo", "reservoir", "fifo-evict-reservoir",
-    "sim-paired-reservoir", "batch-reservoir" (underscores and the CamelCase
+    "sim-paired-reservoir", "batch-reservoir", "prioritized" (underscores and the CamelCase
     names of POLICIES.md work too), or its number. slots: the capacity in
     samples (None: 1024, DEFAULT_SLOT_COUNT; 0 raises ValueError); slot_size:
     the largest payload in bytes (0: the schema's sample size with a schema,
@@ -176,6 +192,13 @@ def create(name: str, policy: str | int = "fifo", slots: int | None = None, slot
     starts once the reads before it are paid for; a slack set by hand is
     kept, and a batch it could never admit raises ValueError at once).
 
+    alpha, beta, epsilon (prioritized only; 0 for the others): a draw picks
+    sample i with probability (priority_i + epsilon)^alpha / sum_j
+    (priority_j + epsilon)^alpha and weighs it (N P(i))^-beta / max_j
+    (N P(j))^-beta; alpha from 0 (uniform) to 8, beta from 0 to 1
+    (Segment.set_beta() changes it later), epsilon >= 0. See
+    Segment.get_prioritized().
+
     schema: what every sample holds (see Schema.parse() for the forms it takes),
     for example {"obs": ("float32", (84, 84)), "action": ("int64", ())}. Its
     puts are then checked against it, and get(), get_batch() and acquire()
@@ -190,7 +213,7 @@ def create(name: str, policy: str | int = "fifo", slots: int | None = None, slot
     kw = _config_args(policy, slots, slot_size, watermark, pseudo_epochs, sweep_size,
                       time_steps, batch_size, seed, mode, max_procs, expected_producers,
                       lossy, single_producer, single_reader, reads_per_put, rate_slack, schema,
-                      dead_producer_done)
+                      dead_producer_done, alpha, beta, epsilon)
     try:
         handle = _cistern.create(name, **kw)
     except ValueError as e:
@@ -247,7 +270,8 @@ def config_problem(policy: str | int = "fifo", slots: int | None = None, slot_si
                    single_producer: bool = False, single_reader: bool = False,
                    reads_per_put: float = 0.0, rate_slack: float = 0.0,
                    schema: SchemaLike | None = None,
-                   dead_producer_done: bool = False) -> str | None:
+                   dead_producer_done: bool = False, alpha: float = 0.0, beta: float = 0.0,
+                   epsilon: float = 0.0) -> str | None:
     """Why create() would refuse these parameters, in a sentence naming the
     argument that is wrong, or None if it would take them
     (cistern_config_problem()). Creates nothing; the name is not judged (see
@@ -256,7 +280,7 @@ def config_problem(policy: str | int = "fifo", slots: int | None = None, slot_si
     kw = _config_args(policy, slots, slot_size, watermark, pseudo_epochs, sweep_size,
                       time_steps, batch_size, seed, mode, max_procs, expected_producers,
                       lossy, single_producer, single_reader, reads_per_put, rate_slack, schema,
-                      dead_producer_done)
+                      dead_producer_done, alpha, beta, epsilon)
     why = _cistern.config_problem(**kw)
     return _in_our_words(why) if why is not None else None
 
@@ -418,7 +442,7 @@ class Segment:
     # -- writing ----------------------------------------------------------
 
     def put(self, data: Any, sim_id: int = 0, time_step: int = 0,
-            timeout: Timeout = None) -> int:
+            timeout: Timeout = None, priority: float | None = None) -> int:
         """Copy one sample in: bytes, a numpy array (any layout) or any buffer;
         for a segment with a schema, a dict of its fields (or a numpy structured
         record), checked against it and written straight into the slot.
@@ -428,11 +452,18 @@ class Segment:
         schema (naming the field that is missing, extra, of another dtype or
         shape: nothing is put) or sim_id/time_step are out of the policy's
         bounds, BrokenPipeError once reception is closed.
+
+        priority (prioritized segments only): the sample's priority, a finite
+        number >= 0 (cistern_put_prioritized()); None gives it the largest
+        priority seen so far. ValueError for NaN, an infinite or a negative
+        priority, or a priority on another policy.
         """
         sch = self.schema
         fields = _schema_fields(sch, data)
         if sch is not None and fields is not None:
-            return self._put_fields(sch, sch._values(fields), sim_id, time_step, timeout)
+            if priority is None:
+                return self._put_fields(sch, sch._values(fields), sim_id, time_step, timeout)
+            data = self._packed(sch, sch._values(fields))
         if _np is not None and isinstance(data, _np.ndarray):
             if not data.flags.c_contiguous:
                 data = _np.ascontiguousarray(data)
@@ -442,9 +473,23 @@ class Segment:
                 data = mv.tobytes()
         if sch is not None:
             self._check_sample_size(sch, memoryview(data).nbytes)
+        if priority is not None:
+            return self._h.put_prioritized(data, _priority(priority), _count("sim_id", sim_id),
+                                           _count("time_step", time_step),
+                                           _timeout_ms(timeout))
         sid = self._h.put(data, _count("sim_id", sim_id), _count("time_step", time_step),
                           _timeout_ms(timeout))
         return sid
+
+    @staticmethod
+    def _packed(sch: Schema, values: Fields) -> Array:
+        """Checked field values as the bytes of one sample, padding zeroed."""
+        np = _need_numpy()
+        raw: Array = np.zeros(sch.size, dtype=np.uint8)
+        rec = raw.view(sch.dtype)
+        for name, v in values.items():
+            rec[name][0] = v
+        return raw
 
     def _check_sample_size(self, sch: Schema, nbytes: int) -> None:
         if nbytes != sch.size:
@@ -670,7 +715,9 @@ class Segment:
         cistern_acquire_batch() call, copied out and released: n distinct
         samples drawn together (n None = the segment's batch_size, which
         BatchReservoir requires); if one does not fit, the batch goes back
-        unread. Under FIFO and FIRO it is n successive reads, gathered in C.
+        unread. A prioritized segment reads the same way, drawing by priority
+        with replacement (get_prioritized() also gives ids and weights).
+        Under FIFO and FIRO it is n successive reads, gathered in C.
         k < n only at the end of data (or, for FIFO/FIRO, when the timeout comes
         after at least one sample); with none at all, EndOfData or TimeoutError is
         raised. A batch that the rate limiter's slack (set by hand at creation)
@@ -714,6 +761,80 @@ class Segment:
             out = out[:k].copy()
             metas = metas[:k].copy()
         return out, metas
+
+    @_explains_waits
+    def get_prioritized(self, n: int | None = None, dtype: DTypeLike = None,
+                        shape: ShapeLike = None,
+                        timeout: Timeout = None) -> PrioritizedBatch:
+        """Draw up to n samples by priority (prioritized segments;
+        cistern_get_prioritized()), gathered as get_batch() gathers them.
+
+        Returns PrioritizedBatch(samples, ids, weights): samples is a
+        (k, *shape) array of dtype (dtype None: float32; shape None: ()), or for
+        a segment with a schema, without dtype and shape, a dict of (k, *field
+        shape) arrays; ids a (k,) uint64 array to give update_priorities();
+        weights a (k,) float32 array of importance weights
+        (N P(i))^-beta / max_j (N P(j))^-beta, in (0, 1], ready to scale a
+        float32 loss.
+
+        While reception is open the draws are independent and with
+        replacement: a batch may hold a sample twice. After it closes, each
+        sample drawn is taken out and the last batch may be short; with none
+        left, EndOfData. n None = the segment's batch_size. A sample longer
+        than dtype and shape say is refused with ValueError and the batch stays
+        in the segment; a shorter one raises ValueError after it was read.
+        """
+        np = _need_numpy()
+        if n is None:
+            n = self._conf().batch_size
+            if not n:
+                raise ValueError("get_prioritized: give n (this segment has no batch_size)")
+        n = _count("n", n)
+        if n == 0:
+            raise ValueError("get_prioritized: n must be at least 1")
+        sch = self.schema if dtype is None and shape is None else None
+        shp: tuple[int, ...]
+        if sch is not None:
+            dt, shp = np.dtype(np.uint8), (sch.size,)
+        else:
+            dt, shp = np.dtype("float32" if dtype is None else dtype), _shape_tuple(shape) or ()
+        out = np.empty((n,) + shp, dtype=dt)
+        item = dt.itemsize * int(np.prod(shp, dtype=np.int64))
+        ids = np.empty(n, dtype=np.uint64)
+        w = np.empty(n, dtype=np.float64)
+        k = self._h.get_prioritized(out, item, n, _timeout_ms(timeout), None, ids, w)
+        if k < n:
+            out, ids, w = out[:k].copy(), ids[:k].copy(), w[:k]
+        samples: Array | Fields = sch._views(out, k) if sch is not None else out
+        return PrioritizedBatch(samples, ids, w.astype(np.float32))
+
+    def update_priorities(self, ids: Any, priorities: Any) -> int:
+        """Set the priorities of the samples a prioritized draw gave these ids
+        (cistern_update_priorities()), in one call: ids as get_prioritized()
+        returned them (or cistern.torch's int64 tensor of them), priorities
+        one finite number >= 0 each (numpy arrays, torch tensors on the CPU or
+        sequences). Returns how many were applied:
+        an id whose sample left the buffer since it was drawn is ignored and
+        counted in prio_info().stale_updates. ValueError, naming the first bad
+        one, for a priority that is NaN, infinite or negative: then nothing is
+        applied."""
+        np = _need_numpy()
+        ida = np.asarray(ids).reshape(-1)
+        if ida.dtype == np.int64:  # cistern.torch's ids: the bits of the uint64 ids
+            ida = ida.view(np.uint64)
+        ids_a = np.ascontiguousarray(ida, dtype=np.uint64)
+        pri = np.ascontiguousarray(np.asarray(priorities, dtype=np.float64).reshape(-1))
+        return int(self._h.update_priorities(ids_a, pri))
+
+    def set_beta(self, beta: float) -> None:
+        """Change beta, the exponent of the importance weights, for every reader
+        of the segment (cistern_set_beta()): from 0 to 1, usually annealed
+        towards 1 as training goes."""
+        self._h.set_beta(_rate("beta", beta))
+
+    def prio_info(self) -> PrioInfo:
+        """A prioritized segment's parameters and totals (cistern_prio_info_get())."""
+        return PrioInfo._from(self._h.prio_info())
 
     def get_into(self, out: Any, timeout: Timeout = None, metas: Any = None) -> int:
         """Copy the next sample into `out`, a writable buffer you reuse (a numpy
@@ -919,8 +1040,9 @@ class Segment:
         last batch after reception closes may be short."""
         self._check_read("batch", n)
         if self._conf().policy not in _BATCH_POLICIES:
-            raise ValueError("acquire_batch() draws from reservoir, fifo-evict-reservoir and "
-                             f"batch-reservoir segments, not a {self._conf().policy}")
+            raise ValueError("acquire_batch() draws from reservoir, fifo-evict-reservoir, "
+                             f"batch-reservoir and prioritized segments, not a "
+                             f"{self._conf().policy}")
         cg = self._h.acquire_batch(0 if n is None else _count("n", n), _timeout_ms(timeout))
         sch = self.schema if dtype is None and shape is None else None
         _keep_if_misfit(cg, [len(cg.member(i)) for i in range(len(cg))], dtype, shape, sch)

@@ -376,6 +376,32 @@ class CisternDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
                 s.release()
 
 
+# --- prioritized sampling ----------------------------------------------------
+
+def get_prioritized(seg: cistern.Segment, n: int | None = None, dtype: Any = None,
+                    shape: Any = None, timeout: cistern.Timeout = None,
+                    device: Any = None) -> cistern.PrioritizedBatch:
+    """Segment.get_prioritized() as tensors: samples a (k, *shape) tensor (a
+    dict of them by field for a segment with a schema), ids a (k,) int64 tensor
+    holding the bits of the uint64 ids (Segment.update_priorities() takes it
+    back as it is), weights a (k,) float32 tensor. The samples and weights
+    move to `device` if given; the ids stay on the CPU, where
+    update_priorities() reads them.
+
+        x, ids, w = cistern.torch.get_prioritized(seg, 64, "float32", (1030,))
+        loss = (w * ((net(x) - y) ** 2).mean(dim=1)).mean()
+        seg.update_priorities(ids, td_error.abs().detach().cpu())
+    """
+    b = seg.get_prioritized(n, dtype, shape, timeout)
+    samples = _to_torch(b.samples, False)
+    weights = torch.from_numpy(b.weights)
+    if device is not None:
+        samples = ({k: v.to(device) for k, v in samples.items()}
+                   if isinstance(samples, dict) else samples.to(device))
+        weights = weights.to(device)
+    return cistern.PrioritizedBatch(samples, torch.from_numpy(b.ids.view(np.int64)), weights)
+
+
 # --- a DataLoader on cistern.pipeline ------------------------------------------
 
 def _to_torch(obj: Any, pin: bool) -> Any:

@@ -24,6 +24,7 @@
  *    Sample object is gone. A view read after release therefore never faults;
  *    it just sees whatever the slot holds by then. New buffer requests on a
  *    released Sample fail.
+ *  - prioritized.c: the Handle methods of prioritized sampling.
  *  - slot.c: Slot, an open reservation (cistern_reserve()), held like a Sample.
  *  - remote.c: Remote, a remote producer's connection (cistern_remote_*()).
  *  - segment.c, admin.c: the module functions on segments and on inspection,
@@ -201,6 +202,15 @@ void cx_copy_rows(const struct cistern_sample *ss, size_t n, char *out, size_t i
 		  uint64_t *metas);
 /* Release what the sample holds, now or when its handle's call ends. */
 void cx_sample_do_release(SampleObject *s);
+
+/* -------------------------------------------------------- prioritized.c */
+
+/* Handle methods: put_prioritized, get_prioritized, update_priorities, set_beta, prio_info. */
+PyObject *cx_handle_put_prioritized(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *cx_handle_get_prioritized(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *cx_handle_update_priorities(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *cx_handle_set_beta(PyObject *self, PyObject *arg);
+PyObject *cx_handle_prio_info(PyObject *self, PyObject *ignored);
 
 /* --------------------------------------------------------------- slot.c */
 

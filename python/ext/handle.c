@@ -1295,6 +1295,34 @@ static PyMethodDef Handle_methods[] = {
 	 "procs($self, /)\n--\n\n"
 	 "The attachment entries in use, live or dead (cistern_procs_get()), as a list of\n"
 	 "dicts."},
+	{"put_prioritized", (PyCFunction)(void (*)(void))cx_handle_put_prioritized,
+	 METH_VARARGS | METH_KEYWORDS,
+	 "put_prioritized($self, /, data, priority, sim_id=0, time_step=0, timeout_ms=-1)\n--\n\n"
+	 "Copy the bytes of a C-contiguous buffer in as one sample with a priority\n"
+	 "(cistern_put_prioritized()); returns its sample id. ValueError for a priority\n"
+	 "that is NaN, infinite or negative."},
+	{"get_prioritized", (PyCFunction)(void (*)(void))cx_handle_get_prioritized,
+	 METH_VARARGS | METH_KEYWORDS,
+	 "get_prioritized($self, /, out, item_size, n, timeout_ms=-1, metas=None, ids=None,\n"
+	 "                weights=None)\n--\n\n"
+	 "Draw n samples by priority (cistern_get_prioritized()) into out (row i at\n"
+	 "i * item_size), their (sample_id, sim_id, time_step) into metas (n * 3 uint64),\n"
+	 "their ids into ids (n uint64) and their importance weights into weights\n"
+	 "(n float64). Returns how many were drawn."},
+	{"update_priorities", (PyCFunction)(void (*)(void))cx_handle_update_priorities,
+	 METH_VARARGS | METH_KEYWORDS,
+	 "update_priorities($self, /, ids, priorities)\n--\n\n"
+	 "Set the priorities of the samples that a prioritized draw gave these ids\n"
+	 "(cistern_update_priorities()): uint64 and float64 buffers or sequences of\n"
+	 "numbers, one priority per id. Returns how many were applied; ids of samples\n"
+	 "that left are counted in prio_info()['stale_updates']."},
+	{"set_beta", (PyCFunction)cx_handle_set_beta, METH_O,
+	 "set_beta($self, beta, /)\n--\n\n"
+	 "Change beta, the exponent of the importance weights, from 0 to 1\n"
+	 "(cistern_set_beta())."},
+	{"prio_info", (PyCFunction)cx_handle_prio_info, METH_NOARGS,
+	 "prio_info($self, /)\n--\n\n"
+	 "A prioritized segment's parameters and totals (cistern_prio_info_get())."},
 	{"detach", (PyCFunction)Handle_detach, METH_NOARGS,
 	 "detach($self, /)\n--\n\n"
 	 "Detach (cistern_detach()), once the last Sample and Slot object of the handle is\n"

@@ -122,6 +122,9 @@ PyObject *cx_config_dict(const struct cistern_config *cfg)
 		    0 ||
 	    cx_dict_set_f64(d, "reads_per_put", cfg->reads_per_put) < 0 ||
 	    cx_dict_set_f64(d, "rate_slack", cfg->rate_slack) < 0 ||
+	    cx_dict_set_f64(d, "alpha", cfg->alpha) < 0 ||
+	    cx_dict_set_f64(d, "beta", cfg->beta) < 0 ||
+	    cx_dict_set_f64(d, "epsilon", cfg->epsilon) < 0 ||
 	    cx_dict_set_steal(d, "schema",
 			      cfg->schema ? PyUnicode_FromString(cfg->schema)
 					  : (Py_INCREF(Py_None), Py_None)) < 0) {

@@ -70,6 +70,11 @@ COUNTERPARTS = {
     "cistern_remote_schema_get": "RemoteProducer.schema",
     "cistern_remote_close": "RemoteProducer.close",
     "cistern_remote_keygen": "keygen",
+    "cistern_put_prioritized": "Segment.put",  # priority=
+    "cistern_get_prioritized": "Segment.get_prioritized",
+    "cistern_update_priorities": "Segment.update_priorities",
+    "cistern_set_beta": "Segment.set_beta",
+    "cistern_prio_info_get": "Segment.prio_info",
 }
 
 # C function -> why Python has no counterpart.

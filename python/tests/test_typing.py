@@ -164,9 +164,18 @@ def test_the_stubs_dicts_have_the_keys_the_extension_returns(tmp_path, segname):
     finally:
         h.detach()
         ext.unlink(name)
-    assert {p[0] for p in pairs} == set(dicts) - {"RemoteInfoDict"}
+    assert {p[0] for p in pairs} == set(dicts) - {"RemoteInfoDict", "PrioInfoDict"}
     for typed, d in pairs:
         assert set(d) == dicts[typed], typed
+
+
+def test_the_stubs_prio_info_dict_has_the_keys_the_extension_returns(segname):
+    h = ext.create(segname, policy=ext.policy_parse("prioritized"), watermark=1)
+    try:
+        assert set(h.prio_info()) == _stub_dicts()["PrioInfoDict"]
+    finally:
+        h.detach()
+        ext.unlink(segname)
 
 
 def test_the_remote_info_dict_of_the_stub_is_the_record_remote_info():
@@ -179,7 +188,7 @@ def test_every_record_has_the_fields_of_its_stub_dict():
     dicts = _stub_dicts()
     for record in (cistern.Config, cistern.Stats, cistern.Occupancy, cistern.ProcInfo,
                    cistern.SegmentInfo, cistern.GcReport, cistern.DumpInfo, cistern.Field,
-                   cistern.RemoteInfo):
+                   cistern.RemoteInfo, cistern.PrioInfo):
         typed = {"ProcInfo": "ProcDict", "Field": "FieldDict"}.get(
             record.__name__, record.__name__ + "Dict")
         assert set(record._names()) == dicts[typed], record.__name__
