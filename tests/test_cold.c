@@ -9,6 +9,7 @@
  */
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/time.h>
 
 #include "helpers.h"
 #include "sys/crc32c.h"
@@ -485,5 +486,183 @@ Test(cold, spillers_killed_mid_write_leave_no_torn_sample_in_the_index)
 	}
 	cr_assert_gt(held_total, 0, "no sample was ever published");
 	free(r);
+	cistern__cold_close(&c);
+}
+
+/* ---- signals, short transfers, and reads racing evictions --------------- */
+
+static _Atomic unsigned alarms;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	atomic_fetch_add_explicit(&alarms, 1, memory_order_relaxed);
+}
+
+Test(cold, batches_complete_while_signals_interrupt_the_waits)
+{
+	enum { N = 512 };
+	struct cistern__cold c;
+	make(&c, "signals", 4096, N);
+	uint8_t *w = cistern__cold_alloc(&c, N), *r = cistern__cold_alloc(&c, N);
+	for (uint64_t i = 0; i < N; i++)
+		fill(w + i * 4096, 4096, i);
+	struct cistern__io *io = calloc(N, sizeof(*io));
+	cistern__cold_prep(&c, &io[0], 0, N, w, true);
+	cr_assert_eq(cistern__uring_run(io, 1), 0);
+	/* No SA_RESTART: a blocked wait returns -EINTR at each tick. */
+	struct sigaction sa = {.sa_handler = on_alarm};
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGALRM, &sa, NULL), 0);
+	struct itimerval it = {{0, 50}, {0, 50}};
+	cr_assert_eq(setitimer(ITIMER_REAL, &it, NULL), 0);
+	for (int round = 0; round < 40; round++) {
+		memset(r, 0, (size_t)N * 4096);
+		for (unsigned i = 0; i < N; i++)
+			cistern__cold_prep(&c, &io[i], (i * 131u + (unsigned)round) % N, 1,
+					   r + (size_t)i * 4096, false);
+		cr_assert_eq(cistern__uring_run(io, N), 0, "round %d", round);
+		for (unsigned i = 0; i < N; i++)
+			cr_assert(matches(r + (size_t)i * 4096, 4096, (i * 131u + (unsigned)round) % N));
+	}
+	struct itimerval off = {{0, 0}, {0, 0}};
+	setitimer(ITIMER_REAL, &off, NULL);
+	cr_assert_gt(atomic_load(&alarms), 0, "no signal arrived: the test proved nothing");
+	free(io);
+	free(w);
+	free(r);
+	cistern__cold_close(&c);
+}
+
+/* A plain file in the test's directory, open read-write, `size` bytes of id 1. */
+static int plain_file(const char *name, size_t size)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+	uint8_t *b = malloc(size ? size : 1);
+	fill(b, size, 1);
+	cr_assert_eq(write(fd, b, size), (ssize_t)size);
+	free(b);
+	return fd;
+}
+
+Test(cold, a_short_write_is_continued_until_the_error)
+{
+	int fd = plain_file("short-w", 0);
+	signal(SIGXFSZ, SIG_IGN);
+	/* The limit cuts the 8192-byte write at 6144: a short write, then EFBIG. */
+	struct rlimit rl = {6144, 6144};
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+	uint8_t b[8192];
+	fill(b, sizeof(b), 2);
+	struct cistern__io io = {.fd = fd, .write = true, .buf = b, .len = sizeof(b), .off = 0};
+	cr_assert_eq(cistern__uring_run(&io, 1), -EFBIG);
+	cr_assert_eq(io.done, 6144, "the write stopped at %u", io.done);
+	struct stat st;
+	cr_assert_eq(fstat(fd, &st), 0);
+	cr_assert_eq(st.st_size, 6144);
+	close(fd);
+}
+
+Test(cold, a_short_read_is_continued_and_ends_at_the_end_of_file)
+{
+	int fd = plain_file("short-r", 6000);
+	uint8_t b[8192];
+	struct cistern__io io = {.fd = fd, .buf = b, .len = sizeof(b), .off = 0};
+	cr_assert_eq(cistern__uring_run(&io, 1), -EIO);
+	cr_assert_eq(io.done, 6000);
+	cr_assert(matches(b, 6000, 1));
+	/* The same read, within the file, completes. */
+	struct cistern__io in = {.fd = fd, .buf = b, .len = 6000, .off = 0};
+	cr_assert_eq(cistern__uring_run(&in, 1), 0);
+	close(fd);
+}
+
+enum { RE_SLOTS = 8, RE_READS = 10000 };
+
+struct re_shared {
+	_Atomic uint64_t cursor;
+	_Atomic uint64_t reads;
+	_Atomic uint64_t bad;
+	struct cistern__cold_ent ents[RE_SLOTS];
+};
+
+static void re_evictor(struct cistern__cold *c, struct re_shared *s, uint32_t owner)
+{
+	uint8_t *b = cistern__cold_alloc(c, 2);
+	uint64_t slots[2], ids[2];
+	uint32_t lens[2];
+	for (uint64_t n = 0;; n++) {
+		uint64_t first;
+		unsigned k = cistern__cold_claim_run(s->ents, RE_SLOTS, &s->cursor, owner, 2, &first);
+		for (unsigned i = 0; i < k; i++) {
+			slots[i] = first + i;
+			ids[i] = (uint64_t)owner << 40 | (n * 2 + i);
+			lens[i] = 4096;
+			fill(b + (size_t)i * 4096, 4096, ids[i]);
+		}
+		if (k && cistern__cold_spill(c, s->ents, slots, k, b, lens, ids) != 0)
+			_exit(2);
+	}
+}
+
+/* Pin, read, check, count a read, unpin; a read never meets a slot being rewritten. */
+static void re_reader(struct cistern__cold *c, struct re_shared *s, unsigned bit)
+{
+	uint8_t *b = cistern__cold_alloc(c, 1);
+	for (uint64_t n = 0; atomic_load(&s->reads) < RE_READS; n++) {
+		struct cistern__cold_ent *e = &s->ents[(n * 5 + bit) % RE_SLOTS];
+		uint64_t w;
+		if (!cistern__cold_pin(e, bit, &w))
+			continue;
+		uint64_t id = e->id;
+		struct cistern__io io;
+		cistern__cold_prep(c, &io, (uint64_t)(e - s->ents), 1, b, false);
+		if (cistern__uring_run(&io, 1) != 0 || !matches(b, 4096, id))
+			atomic_fetch_add(&s->bad, 1);
+		atomic_store(&e->seen, 1);
+		cistern__cold_unpin(e, bit);
+		atomic_fetch_add(&s->reads, 1);
+	}
+	_exit(0);
+}
+
+Test(cold, readers_pinning_against_evicting_spillers_never_read_a_rewritten_slot)
+{
+	struct cistern__cold c;
+	make(&c, "race", 4096, RE_SLOTS);
+	struct re_shared *s = shared_alloc(sizeof(*s));
+	cr_assert_not_null(s);
+	for (uint64_t i = 0; i < RE_SLOTS; i++) {
+		publish_one(&c, s->ents, i, 1000 + i);
+		atomic_store(&s->ents[i].seen, 1);
+	}
+	pid_t ev[2], rd[2];
+	for (uint32_t k = 0; k < 2; k++) {
+		ev[k] = fork_child();
+		if (ev[k] == 0)
+			re_evictor(&c, s, k + 1);
+	}
+	for (unsigned k = 0; k < 2; k++) {
+		rd[k] = fork_child();
+		if (rd[k] == 0)
+			re_reader(&c, s, k);
+	}
+	for (int k = 0; k < 2; k++) {
+		int st;
+		cr_assert_eq(waitpid(rd[k], &st, 0), rd[k]);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "reader %d failed", k);
+	}
+	for (int k = 0; k < 2; k++) {
+		kill(ev[k], SIGKILL);
+		int st;
+		cr_assert_eq(waitpid(ev[k], &st, 0), ev[k]);
+		cr_assert(WIFSIGNALED(st), "evictor %d exited with %d", k, WEXITSTATUS(st));
+	}
+	cr_assert_geq(atomic_load(&s->reads), RE_READS);
+	cr_assert_eq(atomic_load(&s->bad), 0, "%lu reads met a rewritten slot",
+		     (unsigned long)atomic_load(&s->bad));
 	cistern__cold_close(&c);
 }

@@ -24,6 +24,21 @@ unsigned cistern__uring_depth(void)
 }
 
 /*
+ * A fork() while another thread holds ring_lock would leave the child's
+ * copy locked for ever: the child starts with it unlocked (the ring itself
+ * is replaced on the child's first call, below).
+ */
+static void child_unlock(void)
+{
+	pthread_mutex_init(&ring_lock, NULL);
+}
+
+static void install_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_unlock);
+}
+
+/*
  * The ring of this process. A ring inherited through fork() maps the same
  * pages as the parent's, so the child lets go of its copy (unmaps it and
  * closes its descriptor, which leaves the parent's ring alone) and makes
@@ -113,6 +128,8 @@ static void complete(struct cistern__io *io, int res)
 
 int cistern__uring_start(struct cistern__io_batch *b, struct cistern__io *io, unsigned n)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, install_atfork);
 	memset(b, 0, sizeof(*b));
 	b->io = io;
 	b->n = n;
