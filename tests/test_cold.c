@@ -361,6 +361,29 @@ Test(cold, a_publish_moves_the_generation_on)
 	cistern__cold_close(&c);
 }
 
+Test(cold, reclaim_frees_a_dead_owners_claim_of_a_never_used_slot)
+{
+	/* Generation 0: the freed word is 0 itself. */
+	struct cistern__cold_ent e[2] = {0};
+	cr_assert(cistern__cold_claim(&e[0], 7));
+	cr_assert(cistern__cold_claim(&e[1], 8));
+	cr_assert_eq(cistern__cold_reclaim(e, 2, 7, 64), 1);
+	cr_assert_eq(atomic_load(&e[0].word), cistern__cold_word(CISTERN__COLD_FREE, 0, 0));
+	/* Another owner's claim stays. */
+	cr_assert_eq(cistern__cold_state(atomic_load(&e[1].word)), CISTERN__COLD_WRITING);
+}
+
+Test(cold, reclaim_puts_a_dead_evictors_sample_back_and_drops_a_dead_readers_pin)
+{
+	struct cistern__cold_ent e[1] = {0};
+	uint64_t held = cistern__cold_word(CISTERN__COLD_HELD, 0, 4);
+	atomic_store(&e[0].word, cistern__cold_word(CISTERN__COLD_EVICTING, 9, 4));
+	atomic_store(&e[0].pins, (uint64_t)1 << 3 | 1);
+	cr_assert_eq(cistern__cold_reclaim(e, 1, 9, 3), 2);
+	cr_assert_eq(atomic_load(&e[0].word), held);
+	cr_assert_eq(atomic_load(&e[0].pins), 1);
+}
+
 Test(cold, a_failed_spill_frees_its_slots_and_publishes_none)
 {
 	struct cistern__cold c;
@@ -471,7 +494,8 @@ Test(cold, spillers_killed_mid_write_leave_no_torn_sample_in_the_index)
 			uint64_t w;
 			unsigned st = cistern__cold_state(atomic_load(&s->ents[i].word));
 			cr_assert(st == CISTERN__COLD_FREE || st == CISTERN__COLD_HELD,
-				  "entry %u left in state %u", i, st);
+				  "entry %u left in state %u (owner %u)", i, st,
+				  cistern__cold_owner(atomic_load(&s->ents[i].word)));
 			if (!cistern__cold_pin(&s->ents[i], 0, &w))
 				continue;
 			struct cistern__io io;

@@ -355,6 +355,8 @@ uint64_t cistern__cold_reclaim(struct cistern__cold_ent *ents, uint64_t n, uint3
 		unsigned s = cistern__cold_state(w);
 		uint32_t g = cistern__cold_gen(w);
 		if (owner != 0 && cistern__cold_owner(w) == owner) {
+			/* FREE(0) is the word 0: whether to move is a flag of its own. */
+			bool move = true;
 			uint64_t to = 0;
 			if (s == CISTERN__COLD_WRITING)
 				/* Its bytes may be partly written: the slot was never published. */
@@ -362,8 +364,10 @@ uint64_t cistern__cold_reclaim(struct cistern__cold_ent *ents, uint64_t n, uint3
 			else if (s == CISTERN__COLD_EVICTING)
 				/* Nothing was written yet: the sample stays. */
 				to = cistern__cold_word(CISTERN__COLD_HELD, 0, g);
+			else
+				move = false;
 			/* Relaxed: the dead owner wrote no field that the new word publishes. */
-			if (to && atomic_compare_exchange_strong_explicit(&e->word, &w, to,
+			if (move && atomic_compare_exchange_strong_explicit(&e->word, &w, to,
 									 memory_order_relaxed,
 									 memory_order_relaxed))
 				changed++;
