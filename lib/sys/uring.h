@@ -44,7 +44,13 @@ struct cistern__io_batch {
 	int err;          /* the first error of the batch, or 0 */
 };
 
-/* Hand the batch's requests to the ring, as many as it has room for. */
+/*
+ * Hand the batch's requests to the ring, as many as it has room for: 0, or
+ * the error of making the ring (io_uring disabled by the kernel or a
+ * seccomp filter: then every request failed with it, and none is in the
+ * ring). After 0 the caller must wait for the batch before it reuses or
+ * frees the requests or their buffers.
+ */
 int cistern__uring_start(struct cistern__io_batch *b, struct cistern__io *io, unsigned n);
 /* Wait until every request of the batch is done or failed: 0 or the first -errno. */
 int cistern__uring_wait(struct cistern__io_batch *b);
