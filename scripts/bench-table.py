@@ -158,11 +158,9 @@ def block(run):
         out += ["", "The program's verdicts, on the medians:", ""]
         for t in run["targets"]:
             out.append(f"- ({t['id']}) {t['asks']}: **{t['verdict']}**")
-        out += ["", "<details><summary>The figures behind each verdict</summary>", "", "```"]
-        for t in run["targets"]:
-            out.append(f"({t['id']})")
-            out += ["    " + d for d in t["details"]]
-        out += ["```", "", "</details>"]
+        # The program's figures behind each verdict stay in the run's output
+        # (bench/last-run.out): the page keeps to the table and the verdicts.
+        out += ["", "The figures behind each verdict: `bench/last-run.out`, after the table."]
     if run["pick"]:
         out += ["", f"Uniform picks ({run['pick_title']}):", "",
                 "| qualifying slots | cistern | probes only | scan per pick | probes / cistern | scan / cistern |",
