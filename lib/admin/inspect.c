@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tier/tiered.h"
 #include "core/open.h"
 #include "core/liveness.h"
 #include "policy/reservoir/pins.h"
@@ -359,7 +360,11 @@ int cistern_remove(const char *name, unsigned flags)
 		r = -EBUSY;
 		goto out;
 	}
+	bool tiered = r == 0 && copy.cold_slots;
 	r = unlink_same(shm, fd);
+	/* The segment first, then its cold file (docs/protocol/tiers.md). */
+	if (r == 0 && tiered)
+		r = cistern__tier_unlink(copy.cold_dir, name);
 out:
 	cistern__lockfd_close(&lf); /* drops the gc lock too */
 	return r;

@@ -18,6 +18,7 @@
 #include "core/open.h"
 #include "core/liveness.h"
 #include "core/policy.h"
+#include "tier/tiered.h"
 
 /*
  * c->holding counts this handle's reservations and acquisitions not yet
@@ -495,7 +496,7 @@ int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t 
 		return -EINVAL;
 	if (n == 0)
 		n = c->fixed.batch_size;
-	if (!out || n == 0 || n > c->slot_count || n > INT32_MAX)
+	if (!out || n == 0 || n > cistern__holds_at_most(c) || n > INT32_MAX)
 		return -EINVAL;
 	/* Before any wait: a batch the rate limiter can never admit would wait for ever. */
 	r = cistern__rate_refuses(&c->fixed, n);
@@ -539,7 +540,7 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 		return -EINVAL;
 	if (n == 0)
 		n = c->fixed.batch_size;
-	if (n == 0 || n > c->slot_count)
+	if (n == 0 || n > cistern__holds_at_most(c))
 		return -EINVAL;
 	if (c->policy->get_batch) {
 		int r = writable(c);
@@ -625,12 +626,11 @@ int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t si
 	if (n == 0)
 		return say(-EINVAL, why, size,
 			   "a read of 0 samples, and the segment has no batch_size");
-	if (n > c->slot_count)
-		return say(
-			-EINVAL, why, size,
-			"a read of %zu samples is more than the segment holds (slot_count %" PRIu64
-			")",
-			n, c->slot_count);
+	if (n > cistern__holds_at_most(c))
+		return say(-EINVAL, why, size,
+			   "a read of %zu samples is more than the segment holds (slot_count %" PRIu64
+			   " + cold_slots %" PRIu64 ")",
+			   n, c->slot_count, h->cold_slots);
 	if (c->policy->reads_whole_batches && n != h->batch_size)
 		return say(-EINVAL, why, size,
 			   "a BatchReservoir reads batches of exactly batch_size (%u), not %zu",
@@ -765,6 +765,14 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 			     died_unreclaimed;
 	st->unpaired = atomic_load_explicit(&h->unpaired, memory_order_relaxed);
 	st->population = c->ops->population(c, st);
+	struct cistern__tier_view tv;
+	cistern__tier_view(c, &tv);
+	st->cold_slots = tv.slots;
+	st->cold_population = tv.population;
+	st->cold_disk_bytes = tv.disk_bytes;
+	st->cold_spilled = tv.spilled;
+	st->cold_reads = tv.cold_reads;
+	st->cold_evictions = tv.cold_evictions;
 	return 0;
 }
 

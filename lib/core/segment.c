@@ -18,6 +18,7 @@
 #include "policy/reservoir/pick.h"
 #include "policy/reservoir/pins.h"
 #include "core/policy.h"
+#include "tier/tiered.h"
 
 int cistern_name_valid(const char *name)
 {
@@ -192,6 +193,10 @@ void cistern__fixed_of(const struct cistern_hdr *h, struct cistern_fixed *f)
 	f->creator_uid = h->creator_uid;
 	memcpy(f->name, h->name, sizeof(f->name));
 	memcpy(f->schema, h->schema, sizeof(f->schema));
+	f->cold_slots = h->cold_slots;
+	f->cold_nonce = h->cold_nonce;
+	memcpy(f->cold_dir, h->cold_dir, sizeof(f->cold_dir));
+	f->cold_off = h->total_size - cistern__tier_bytes(h->cold_slots, h->procs_count);
 }
 
 /* Write the immutable fields of *f into a header being created. */
@@ -225,6 +230,9 @@ static void header_of(const struct cistern_fixed *f, struct cistern_hdr *h)
 	h->creator_uid = f->creator_uid;
 	memcpy(h->name, f->name, sizeof(h->name));
 	memcpy(h->schema, f->schema, sizeof(h->schema));
+	h->cold_slots = f->cold_slots;
+	h->cold_nonce = f->cold_nonce;
+	memcpy(h->cold_dir, f->cold_dir, sizeof(h->cold_dir));
 }
 
 int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
@@ -253,7 +261,10 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	if (l.slot_stride != h->slot_stride || l.meta_stride != h->meta_stride ||
 	    l.procs_off != h->procs_off || l.meta_off != h->meta_off ||
 	    l.index_off != h->index_off || l.arena_off != h->arena_off ||
-	    l.total_size != h->total_size)
+	    h->cold_slots > CISTERN_SLOT_COUNT_MAX ||
+	    l.total_size + cistern__tier_bytes(h->cold_slots, h->procs_count) != h->total_size)
+		return -EPROTO;
+	if (memchr(h->cold_dir, '\0', sizeof(h->cold_dir)) == NULL)
 		return -EPROTO;
 	if (h->total_size > file_size)
 		return -EPROTO;
@@ -339,6 +350,9 @@ static const char *config_problem(const struct cistern_config *cfg)
 	const char *why = p->config_problem ? p->config_problem(cfg) : NULL;
 	if (why)
 		return why;
+	why = cistern__tier_config_problem(p, cfg);
+	if (why)
+		return why;
 	/* A slack set by hand must admit a read; the policy checked its own. */
 	if (!cistern__rate_admits(cfg, 1))
 		return "rate_slack is too small for reads_per_put: the rate limiter could "
@@ -375,6 +389,8 @@ static void fill_defaults(struct cistern_config *cfg)
 	/* "" is no schema, as NULL is. */
 	if (cfg->schema && !cfg->schema[0])
 		cfg->schema = NULL;
+	if (cfg->cold_dir && !cfg->cold_dir[0])
+		cfg->cold_dir = NULL;
 	/* A schema's segment holds its samples by default (a bad schema is judged later). */
 	uint64_t sample = 0;
 	if (!cfg->slot_size && cfg->schema &&
@@ -434,7 +450,7 @@ static void handle_setup(struct cistern *c)
 	c->slot_stride = f->slot_stride;
 	c->slot_size = f->slot_size;
 	c->policy = cistern__policy_of(f->policy);
-	c->ops = c->policy->ops;
+	c->ops = cistern__tier_ops(c);
 	c->pin_bit = -1;
 	c->wide_copies = cistern__wide_copies();
 	c->small_fit = c->slot_size < FIFO_SMALL_COPY_MAX ? c->slot_size : FIFO_SMALL_COPY_MAX;
@@ -511,6 +527,9 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 				    index_count, &l);
 	if (r < 0)
 		return r;
+	/* The cold tier's area follows everything else (tier/tiered.h). */
+	uint64_t cold_off = l.total_size;
+	l.total_size += cistern__tier_bytes(cfg.cold_slots, cfg.max_procs);
 
 	struct cistern *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -593,6 +612,12 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	/* check_config() parsed it: it fits, canonical or not. */
 	if (cfg.schema)
 		cistern__schema_scan(cfg.schema, NULL, 0, NULL, NULL, f->schema);
+	f->cold_slots = cfg.cold_slots;
+	f->cold_off = cold_off;
+	if (cfg.cold_dir)
+		snprintf(f->cold_dir, sizeof(f->cold_dir), "%s", cfg.cold_dir);
+	/* Tells this segment's cold file from one of an earlier segment of the name. */
+	f->cold_nonce = f->created_ns ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)c;
 	struct cistern_hdr *h = p;
 	/* ftruncate zero-filled everything; set the immutable part. */
 	h->abi_version = CISTERN_ABI_VERSION;
@@ -603,6 +628,10 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	c->fd = fd;
 	handle_setup(c);
 	c->ops->init(c);
+	if (f->cold_slots && (r = cistern__tier_create(c)) < 0) {
+		munmap(p, l.total_size);
+		goto fail_unlink;
+	}
 	/*
 	 * [hdr-magic] Publish the magic last, with release order: an attacher that reads the
 	 * magic (after its own mapping, through the page cache) sees a complete
@@ -616,6 +645,9 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	if (r < 0) {
 		cistern__schema_free(c);
 		munmap(p, l.total_size);
+		if (c->tier)
+			cistern__cold_unlink(f->cold_dir, f->name);
+		cistern__tier_free(c);
 		goto fail_unlink;
 	}
 	*out = c;
@@ -980,6 +1012,7 @@ static void unmap_free(struct cistern *c)
 	cistern__picker_free(&c->pick_empty);
 	cistern__pins_free(c);
 	cistern__schema_free(c);
+	cistern__tier_free(c);
 	free(c->scratch.e);
 	munmap(c->hdr, c->map_size);
 	cistern__lockfd_close(&c->lockfd);
@@ -1075,13 +1108,36 @@ int cistern_detach(struct cistern *c)
 	return 0;
 }
 
+/*
+ * The cold directory of segment `name` from its header, into dir ("" if it
+ * has no tier or its header cannot be read and checked).
+ */
+static void cold_dir_of(const char *shm, char dir[CISTERN_COLD_DIR_MAX + 1])
+{
+	dir[0] = '\0';
+	int fd = shm_open(shm, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	struct cistern_hdr *h = malloc(sizeof(*h));
+	struct stat st;
+	if (h && fstat(fd, &st) == 0 && pread(fd, h, sizeof(*h), 0) == (ssize_t)sizeof(*h) &&
+	    cistern__validate_header(h, sizeof(*h), (uint64_t)st.st_size) == 0 && h->cold_slots)
+		memcpy(dir, h->cold_dir, CISTERN_COLD_DIR_MAX + 1);
+	free(h);
+	close(fd);
+}
+
 int cistern_unlink(const char *name)
 {
-	char shm[96];
+	char shm[96], dir[CISTERN_COLD_DIR_MAX + 1];
 	int r = cistern__shm_name(name, shm, sizeof(shm));
 	if (r < 0)
 		return r;
-	return shm_unlink(shm) < 0 ? -errno : 0;
+	cold_dir_of(shm, dir);
+	/* The segment first, then its cold file (docs/protocol/tiers.md says why). */
+	if (shm_unlink(shm) < 0)
+		return -errno;
+	return cistern__tier_unlink(dir, name);
 }
 
 int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
@@ -1116,4 +1172,6 @@ static void config_of(const struct cistern_fixed *f, struct cistern_config *cfg)
 	cfg->rate_slack = f->rate_slack;
 	/* Only on a copy whose schema is NUL-terminated (validated, or our own). */
 	cfg->schema = f->schema[0] ? f->schema : NULL;
+	cfg->cold_slots = f->cold_slots;
+	cfg->cold_dir = f->cold_dir[0] ? f->cold_dir : NULL;
 }

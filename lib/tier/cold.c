@@ -305,8 +305,7 @@ int cistern__cold_spill(struct cistern__cold *c, struct cistern__cold_ent *ents,
 		e->id = ids[i];
 		e->len = lens[i];
 		e->crc = cistern__crc32c(0, p, lens[i]);
-		e->flags = 0;
-		memset(e->meta, 0, sizeof(e->meta));
+		e->flags = 0; /* meta stays as the caller wrote it while the entry was WRITING */
 		atomic_store_explicit(&e->seen, 0, memory_order_relaxed);
 		uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
 		/*
