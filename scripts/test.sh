@@ -41,6 +41,8 @@ check "tests option" bash tests/options/check.sh
 # BENCHMARKS.md's table, generated from the run it names (no benchmark runs here).
 check "bench table" bash tests/bench/table.sh
 check "ordering edges" bash scripts/check-edges.sh
+# lib/ keeps its layers: no include or call up a layer or across policies.
+check "layers" bash scripts/check-layers.sh build
 # The exporter's and serve's metrics under promtool, the dashboard's and the
 # alerting rules' metric names; and a real Prometheus scraping the exporter.
 check "monitoring" bash tests/monitoring/check.sh build

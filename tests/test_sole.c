@@ -16,6 +16,8 @@
 #include "peek.h"
 #include "core/policy.h"
 #include "core/roles.h"
+#include "policy/fifo/fifo.h"
+#include "sys/cpu.h"
 #include <cistern/admin.h>
 
 #define SOLE (CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER)

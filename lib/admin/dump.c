@@ -32,6 +32,7 @@
 #include "core/open.h"
 #include "admin/dump.h"
 #include "sys/crc32c.h"
+#include "sys/rng.h"
 #include "cistern/admin.h"
 
 /*
@@ -216,15 +217,22 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 	return 0;
 }
 
-uint64_t cistern__unguessable(void)
+bool cistern__held_once_reclaimed(const struct cistern_snap_ops *so, uint64_t word)
 {
-	uint64_t v;
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
-		return v;
-	/* No entropy yet (early boot): the clock's nanoseconds, mixed, are hard enough to hit. */
-	uint64_t x = (uint64_t)cistern__now_ns(CLOCK_MONOTONIC) ^ (uint64_t)getpid() << 40 ^
-		     (uint64_t)(uintptr_t)&v;
-	return cistern__splitmix64(&x);
+	enum cistern_slot_class cls = so->classify(word).cls;
+	return cls == CISTERN_SLOT_COMMITTED || cls == CISTERN_SLOT_REDELIVER || cls == CISTERN_SLOT_ACQUIRED || cls == CISTERN_SLOT_EVICTING;
+}
+
+uint32_t cistern__seen_once_reclaimed(const struct cistern *c, const struct cistern_slotmeta *m,
+				      uint64_t word, const struct cistern_snap_ops *so)
+{
+	uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
+	if (!c->policy->counts_reads)
+		return seen; /* FIFO counts no reads: its reclaim leaves seen alone */
+	uint64_t undone = (uint64_t)__builtin_popcountll(
+				  atomic_load_explicit(&m->pins, memory_order_relaxed)) +
+			  (so->classify(word).cls == CISTERN_SLOT_ACQUIRED);
+	return seen > undone ? (uint32_t)(seen - undone) : 0;
 }
 
 /*

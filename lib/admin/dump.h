@@ -7,6 +7,7 @@
 
 #include "core/handle.h"
 #include "cistern/admin.h"
+#include "core/policy.h"
 
 /*
  * restore.c: the restore-in-progress mark of an object named `name`
@@ -17,12 +18,6 @@ uint64_t cistern__restore_mark(const char *name);
 /* Whether the header mapped or copied from object `name` is an unfinished restore's. */
 bool cistern__restore_unfinished(const struct cistern_hdr *h, const char *name);
 
-/*
- * dump.c: 64 bits nobody else can guess, for the temporary names of a dump
- * file and of a restore's segment: a name made of a pid and a counter can be
- * taken first by anyone, and would make the dump or restore fail.
- */
-uint64_t cistern__unguessable(void);
 /* How many names a dump or a restore tries before it gives up (-EEXIST). */
 #define CISTERN__TEMP_TRIES 16
 
@@ -48,5 +43,16 @@ int cistern__dump_ex(const char *name, const char *path, unsigned flags,
 /* The same from a handle already open on segment `name` (read-only or not; gc's own). */
 int cistern__dump_handle(struct cistern *c, const char *name, const char *path, unsigned flags,
 			 cistern_progress_fn progress, void *arg, struct cistern_dump_info *info);
+
+/*
+ * dump.c, for a segment nobody alive is attached to: whether a slot whose
+ * word is `word` holds a sample once the dead are reclaimed (held, acquired
+ * by a dead reader, or being evicted by a dead producer), and its seen count
+ * then (the reads dead readers never released taken off, as their reclaim
+ * does). gc's count of unread samples and its dump share these.
+ */
+bool cistern__held_once_reclaimed(const struct cistern_snap_ops *so, uint64_t word);
+uint32_t cistern__seen_once_reclaimed(const struct cistern *c, const struct cistern_slotmeta *m,
+				      uint64_t word, const struct cistern_snap_ops *so);
 
 #endif

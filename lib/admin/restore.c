@@ -18,6 +18,7 @@
 #include "core/policy.h"
 #include "admin/dump.h"
 #include "sys/crc32c.h"
+#include "sys/rng.h"
 #include "cistern/admin.h"
 
 /* Parses the samples section as a byte stream and lays records into slots. */

@@ -18,7 +18,6 @@
 #include "core/open.h"
 #include "core/liveness.h"
 #include "core/policy.h"
-#include "tier/tiered.h"
 
 /*
  * c->holding counts this handle's reservations and acquisitions not yet
@@ -114,8 +113,8 @@ int cistern_abort(struct cistern *c, struct cistern_slot *slot)
 }
 
 /* cistern_put() through the general calls, for a caller that checked the arguments. */
-int cistern__put_slow(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
-		      int timeout_ms)
+static int put_slow(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
+		    int timeout_ms)
 {
 	struct cistern_slot slot;
 	int r = cistern_reserve(c, &slot, timeout_ms);
@@ -138,7 +137,7 @@ int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_m
 	 * instructions (put_step is set only for a writable FIFO handle).
 	 */
 	if (c && c->put_step && (buf || !len) && len <= c->slot_size)
-		return c->put_step(c, buf, len, meta, timeout_ms);
+		return c->put_step(c, buf, len, meta, timeout_ms, put_slow);
 	int r = writable(c);
 	if (r < 0)
 		return r;
@@ -146,7 +145,7 @@ int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_m
 		return -EINVAL;
 	if (len > c->slot_size)
 		return -EMSGSIZE;
-	return cistern__put_slow(c, buf, len, meta, timeout_ms);
+	return put_slow(c, buf, len, meta, timeout_ms);
 }
 
 /*
@@ -156,8 +155,8 @@ int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_m
  */
 static ssize_t put_batch_now(struct cistern *c, size_t n, const struct cistern_scatter *s)
 {
-	if (c->put_step)
-		return cistern__fifo_put_now(c, n, s);
+	if (c->put_step && c->policy->put_batch_now)
+		return c->policy->put_batch_now(c, n, s);
 	size_t k = 0;
 	for (; k < n; k++) {
 		size_t len = cistern__scatter_len(s, k);
@@ -213,73 +212,6 @@ int cistern_close_reception(struct cistern *c)
 	return 0;
 }
 
-/*
- * How many of the expected producers have ended: those done, and under
- * CISTERN_DEAD_PRODUCER_DONE those that died before done. Done and died
- * are two words, each moved by a seq_cst RMW and read back seq_cst after
- * it ([producers-ended]): of a producer_done() and a reclaim that count at once, the later one
- * in the single total order sees both counts, so the one that completes the
- * count always closes reception.
- */
-static uint64_t producers_ended(const struct cistern *c)
-{
-	struct cistern_hdr *h = c->hdr;
-	uint64_t n = atomic_load_explicit(&h->producers_done, memory_order_seq_cst);
-	if (c->fixed.flags & CISTERN_DEAD_PRODUCER_DONE)
-		n += atomic_load_explicit(&h->producers_died, memory_order_seq_cst);
-	return n;
-}
-
-/* Close reception from a reclaim or a producer_done(): [close], as cistern_close_reception(). */
-static void close_for_producers(struct cistern_hdr *h)
-{
-	atomic_store_explicit(&h->closed, 1, memory_order_seq_cst);
-	cistern__wake_all(h);
-}
-
-void cistern__count_producer(struct cistern *c)
-{
-	/* Relaxed: only the owner writes its entry's mark while it lives; a reclaimer reads it after. */
-	if (atomic_load_explicit(&c->me->producing, memory_order_relaxed) == CISTERN_COUNTED_NONE)
-		atomic_store_explicit(&c->me->producing, CISTERN_COUNTED, memory_order_relaxed);
-}
-
-void cistern__producer_gone(struct cistern *c, struct cistern_proc *p, bool died)
-{
-	struct cistern_hdr *h = c->hdr;
-	if (died && atomic_load_explicit(&p->producing, memory_order_relaxed) == CISTERN_COUNTED) {
-		/*
-		 * Count, then clear the mark: a reclaimer that dies in between
-		 * leaves the entry RECLAIMING and marked, and the next one counts
-		 * it again. Twice is the safe side: under the flag it closes
-		 * reception one producer early (the producers left get -EPIPE);
-		 * never counted, it would leave readers waiting for good.
-		 * [producers-ended] seq_cst RMW, read back below.
-		 */
-		atomic_fetch_add_explicit(&h->producers_died, 1, memory_order_seq_cst);
-		if ((c->fixed.flags & CISTERN_DEAD_PRODUCER_DONE) &&
-		    producers_ended(c) >= c->fixed.expected_producers)
-			close_for_producers(h);
-	}
-	atomic_store_explicit(&p->producing, CISTERN_COUNTED_NONE, memory_order_relaxed);
-}
-
-/*
- * [producers-ended] read back after a count: once every expected producer
- * ended, close reception (again, if it was: closing is idempotent). Returns
- * how many have not ended.
- */
-static int producers_left(struct cistern *c)
-{
-	uint32_t expected = c->fixed.expected_producers;
-	uint64_t ended = producers_ended(c);
-	if (ended >= expected) {
-		close_for_producers(c->hdr);
-		return 0;
-	}
-	return (int)(expected - ended);
-}
-
 int cistern_producer_done(struct cistern *c)
 {
 	int r = writable(c);
@@ -287,14 +219,14 @@ int cistern_producer_done(struct cistern *c)
 		return r;
 	if (c->fixed.expected_producers == 0)
 		return -EINVAL;
-	/* [producers-ended] seq_cst RMW, read back by producers_left(). */
+	/* [producers-ended] seq_cst RMW, read back by cistern__producers_left(). */
 	atomic_fetch_add_explicit(&c->hdr->producers_done, 1, memory_order_seq_cst);
 	/*
 	 * After the count, as in cistern__producer_gone(): dying in between
 	 * counts this producer as done and as died, never as neither.
 	 */
 	atomic_store_explicit(&c->me->producing, CISTERN_COUNTED_DONE, memory_order_relaxed);
-	return producers_left(c);
+	return cistern__producers_left(c);
 }
 
 /*
@@ -303,7 +235,7 @@ int cistern_producer_done(struct cistern *c)
  * libcistern-remote, which calls it as public API). Counted as
  * cistern__producer_gone() counts a local one, so stats and the
  * CISTERN_DEAD_PRODUCER_DONE choice treat both alike (without the flag a
- * death ends nothing, and producers_left() counts the done ones only).
+ * death ends nothing, and cistern__producers_left() counts the done ones only).
  * Returns how many expected producers have not ended, or -EINVAL without
  * expected producers.
  */
@@ -314,9 +246,9 @@ int cistern_producer_died(struct cistern *c)
 		return r;
 	if (c->fixed.expected_producers == 0)
 		return -EINVAL;
-	/* [producers-ended] seq_cst RMW, read back by producers_left(). */
+	/* [producers-ended] seq_cst RMW, read back by cistern__producers_left(). */
 	atomic_fetch_add_explicit(&c->hdr->producers_died, 1, memory_order_seq_cst);
-	return producers_left(c);
+	return cistern__producers_left(c);
 }
 
 /* What a read tries: one sample, a pair or a batch. Returns >= 0 or -errno. */
@@ -487,6 +419,12 @@ int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
 	return cistern_release_pair(c, pair);
 }
 
+/* The most samples a segment holds: its hot slots and its cold ones. */
+static uint64_t holds_at_most(const struct cistern *c)
+{
+	return c->slot_count + c->fixed.cold_slots;
+}
+
 int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n, int timeout_ms)
 {
 	int r = writable(c);
@@ -496,7 +434,7 @@ int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t 
 		return -EINVAL;
 	if (n == 0)
 		n = c->fixed.batch_size;
-	if (!out || n == 0 || n > cistern__holds_at_most(c) || n > INT32_MAX)
+	if (!out || n == 0 || n > holds_at_most(c) || n > INT32_MAX)
 		return -EINVAL;
 	/* Before any wait: a batch the rate limiter can never admit would wait for ever. */
 	r = cistern__rate_refuses(&c->fixed, n);
@@ -540,11 +478,12 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 		return -EINVAL;
 	if (n == 0)
 		n = c->fixed.batch_size;
-	if (n == 0 || n > cistern__holds_at_most(c))
+	if (n == 0 || n > holds_at_most(c))
 		return -EINVAL;
 	if (c->policy->get_batch) {
 		int r = writable(c);
-		return r < 0 ? r : c->policy->get_batch(c, buf, stride, n, len, meta, timeout_ms);
+		return r < 0 ? r : c->policy->get_batch(c, buf, stride, n, len, meta, timeout_ms,
+							      cistern_get);
 	}
 	/* As cistern_acquire_batch() does, before the one-pass try (which may find budget now). */
 	int refused = cistern__rate_refuses(&c->fixed, n);
@@ -626,7 +565,7 @@ int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t si
 	if (n == 0)
 		return say(-EINVAL, why, size,
 			   "a read of 0 samples, and the segment has no batch_size");
-	if (n > cistern__holds_at_most(c))
+	if (n > holds_at_most(c))
 		return say(-EINVAL, why, size,
 			   "a read of %zu samples is more than the segment holds (slot_count %" PRIu64
 			   " + cold_slots %" PRIu64 ")",
@@ -672,8 +611,8 @@ int cistern_unacquire(struct cistern *c, struct cistern_sample *s)
 }
 
 /* cistern_get() through the general calls, for a caller that checked buf and cap. */
-ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
-			  int timeout_ms)
+static ssize_t get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+			int timeout_ms)
 {
 	struct cistern_sample s;
 	int r = cistern_acquire(c, &s, timeout_ms);
@@ -698,10 +637,10 @@ ssize_t cistern_get(struct cistern *c, void *buf, size_t cap, struct cistern_met
 {
 	/* As cistern_put(). */
 	if (c && c->get_step && (buf || !cap))
-		return c->get_step(c, buf, cap, meta, timeout_ms);
+		return c->get_step(c, buf, cap, meta, timeout_ms, get_slow);
 	if (!buf && cap)
 		return -EINVAL;
-	return cistern__get_slow(c, buf, cap, meta, timeout_ms);
+	return get_slow(c, buf, cap, meta, timeout_ms);
 }
 
 int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
@@ -765,8 +704,9 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 			     died_unreclaimed;
 	st->unpaired = atomic_load_explicit(&h->unpaired, memory_order_relaxed);
 	st->population = c->ops->population(c, st);
-	struct cistern__tier_view tv;
-	cistern__tier_view(c, &tv);
+	struct cistern__tier_view tv = {0};
+	if (c->fixed.cold_slots && c->policy->tiering)
+		c->policy->tiering->view(c, &tv);
 	st->cold_slots = tv.slots;
 	st->cold_population = tv.population;
 	st->cold_disk_bytes = tv.disk_bytes;

@@ -99,6 +99,16 @@ enum cistern_hold {
 	CISTERN_HOLD_SOLE,       /* holds the role by its CISTERN_SINGLE_* flag */
 };
 
+/*
+ * cistern_put() and cistern_get() of arguments checked, through the general
+ * calls and their waits: the API hands its own to a policy's one step
+ * (put_step, get_step below), which ends there when it cannot finish alone.
+ */
+typedef int cistern__put_fn(struct cistern *c, const void *buf, size_t len,
+			    struct cistern_meta *meta, int timeout_ms);
+typedef ssize_t cistern__get_fn(struct cistern *c, void *buf, size_t cap,
+				struct cistern_meta *meta, int timeout_ms);
+
 struct cistern {
 	struct cistern_hdr *hdr;
 	size_t map_size;
@@ -148,12 +158,12 @@ struct cistern {
 	 * cistern__set_steps() (the policy's set_steps): what cistern_put() and
 	 * cistern_get() call for arguments they checked, so that they decide in
 	 * one load whether the FIFO's one step applies. The callee falls back
-	 * itself.
+	 * itself, to `slow`, the caller's general path.
 	 */
 	int (*put_step)(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
-			int timeout_ms);
+			int timeout_ms, cistern__put_fn *slow);
 	ssize_t (*get_step)(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
-			    int timeout_ms);
+			    int timeout_ms, cistern__get_fn *slow);
 	bool write_prefetch; /* the processor has PREFETCHW (cistern__has_prefetchw()) */
 	uint32_t put_ahead;  /* fifo.c: how many slots ahead the sole producer prefetches */
 	uint64_t put_quiet;  /* fifo.h: puts left before the sole producer prefetches again */

@@ -25,7 +25,7 @@
 
 #include "core/roles.h"
 #include "core/liveness.h"
-#include "policy/reservoir/pins.h"
+#include "core/wait.h"
 #include "core/policy.h"
 
 /* The one-byte lock range at offset off of the shm object. */
@@ -112,11 +112,13 @@ static void reclaim_entry(struct cistern *c, uint32_t index)
 		 * word names us, so skip the walk over every slot; only a pin bit
 		 * taken earlier must go back.
 		 */
-		cistern__drop_pins(c, p);
+		if (c->policy->reclaim_idle)
+			c->policy->reclaim_idle(c, p);
 	} else {
 		c->ops->reclaim(c, index + 1);
 	}
-	cistern__rate_forget(c, index + 1); /* it waits for nobody now (rate_limit.c) */
+	if (c->policy->forget)
+		c->policy->forget(c, index + 1); /* it waits for nobody now */
 	cistern__producer_gone(c, p, index + 1 != c->owner);
 	cistern__drop_sole(c->hdr, index + 1);
 	cistern__leave_auto(c->hdr, p, index + 1);

@@ -96,8 +96,8 @@ void cistern__rate_give_back(struct cistern *c, uint64_t n);
 /*
  * fifo_copy.c: set the handle's put_step and get_step: cistern_put() and
  * cistern_get() on a FIFO, in one step when the slot is ready, else through
- * cistern__put_slow()/cistern__get_slow() (api.c: reserve or acquire,
- * waiting as needed), with the copies this processor runs best; NULL for a
+ * the slow path the caller hands them (api.c: reserve or acquire, waiting
+ * as needed), with the copies this processor runs best; NULL for a
  * read-only handle or one without its attachment. The FIFO's set_steps.
  */
 void cistern__fifo_steps(struct cistern *c);
@@ -110,17 +110,7 @@ void cistern__fifo_steps(struct cistern *c);
 ssize_t cistern__fifo_put_now(struct cistern *c, size_t n, const struct cistern_scatter *s);
 /* fifo_copy.c: cistern_get_batch() on a FIFO; the caller checked the handle and n. */
 int cistern__fifo_get_batch(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
-			    struct cistern_meta *meta, int timeout_ms);
-/* fifo_copy.c: whether this processor runs the one-step put and get compiled for AVX2. */
-bool cistern__wide_copies(void);
-/* fifo.c: whether this processor has PREFETCHW (see cistern__prefetch_for_write()). */
-bool cistern__has_prefetchw(void);
-/* fifo.c: how many slots ahead of its claim the sole producer prefetches, for slot_count slots. */
-uint32_t cistern__put_ahead(uint64_t slot_count);
-int cistern__put_slow(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta,
-		      int timeout_ms);
-ssize_t cistern__get_slow(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
-			  int timeout_ms);
+			    struct cistern_meta *meta, int timeout_ms, cistern__get_fn *get_one);
 
 /* ---- Inspection, gc and snapshots (inspect.c, dump.c, restore.c) ------- */
 
@@ -200,11 +190,46 @@ struct cistern__policy {
 	 */
 	void (*set_steps)(struct cistern *c);
 	/*
-	 * Its own cistern_get_batch() for a writable handle, n checked; NULL:
-	 * the ops' acquire, copy and release (with gather_now if it has one).
+	 * Its own cistern_get_batch() for a writable handle, n checked, which
+	 * waits for a first sample through get_one (cistern_get()); NULL: the
+	 * ops' acquire, copy and release (with gather_now if it has one).
 	 */
 	int (*get_batch)(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
-			 struct cistern_meta *meta, int timeout_ms);
+			 struct cistern_meta *meta, int timeout_ms, cistern__get_fn *get_one);
+	/*
+	 * Optional: of a cistern_put_batch() of n samples, put those there is
+	 * room for now, stopping before one longer than the stride or a slot:
+	 * how many (0: none, the caller waits for the first); -EPIPE if
+	 * reception closed while the first was claimed. Called only on a handle
+	 * that has a put_step (writable, attached), n and the handle checked.
+	 * NULL: cistern_put() of each sample without waiting.
+	 */
+	ssize_t (*put_batch_now)(struct cistern *c, size_t n, const struct cistern_scatter *s);
+	/*
+	 * The clean detach of attachment p, which holds no slot: give back
+	 * what its entry keeps besides (a reader's pin bit, and the pins of
+	 * that bit); the reclaim of anyone else runs ops->reclaim instead.
+	 * NULL: nothing.
+	 */
+	void (*reclaim_idle)(struct cistern *c, struct cistern_proc *p);
+	/*
+	 * Attachment `owner` waits for the other side no more (it detached,
+	 * died, or its call that slept ended, when c->rl_marked): clear what
+	 * it marked as waiting (the rate limiter's mark). NULL: nothing.
+	 */
+	void (*forget)(struct cistern *c, uint32_t owner);
+	/*
+	 * Free what the policy allocated in the handle (its pickers, its pin
+	 * tables), as the handle goes; NULL: nothing. It may run on a handle
+	 * whose hooks never ran.
+	 */
+	void (*free_state)(struct cistern *c);
+	/*
+	 * Its cold tier on disk (docs/protocol/tiers.md); NULL: it refuses
+	 * one, saying why in no_tier_why (NULL: that it takes none yet).
+	 */
+	const struct cistern__tiering *tiering;
+	const char *no_tier_why;
 	/* Does it walk the slots in ring order? Else the layout puts each slot's metadata by its payload. */
 	bool reads_in_order;
 	/* Does reads_per_put apply (the rate limiter of rate_limit.c)? */
@@ -223,6 +248,31 @@ struct cistern__policy {
 	bool readers_pin;
 };
 
+/* What inspect shows of a cold tier. */
+struct cistern__tier_view {
+	uint64_t slots, population, disk_bytes, spilled, cold_reads, cold_evictions;
+};
+
+/*
+ * A policy's cold tier: its ops on a segment with one, and what create,
+ * attach, stats and unlink ask of the tier. Shared code calls these
+ * through the descriptor only.
+ */
+struct cistern__tiering {
+	const struct cistern_ops *ops;
+	/* Bytes of the tier's area after the rest of the segment. */
+	uint64_t (*area_bytes)(uint64_t cold_slots, uint64_t procs);
+	/* What is wrong with cfg's cold_slots and cold_dir (cold_slots > 0), or NULL. */
+	const char *(*config_problem)(const struct cistern_config *cfg);
+	/* Make the cold file of a segment being created (c->fixed set): 0 or -errno, nothing left. */
+	int (*create)(struct cistern *c);
+	/* Close the handle's cold file and free its side (c->tier). */
+	void (*release)(struct cistern *c);
+	/* Remove the cold file of segment `name` whose cold_dir is dir: 0 if none is there. */
+	int (*unlink)(const char *dir, const char *name);
+	void (*view)(const struct cistern *c, struct cistern__tier_view *v);
+};
+
 extern const struct cistern__policy cistern__fifo_policy;
 extern const struct cistern__policy cistern__firo_policy;
 extern const struct cistern__policy cistern__reservoir_policy;
@@ -236,19 +286,5 @@ extern const struct cistern__policy *const cistern__policies[CISTERN_POLICY_COUN
 const struct cistern__policy *cistern__policy_of(uint32_t value);
 /* policy.c: put_step and get_step of a handle as its policy and attachment make them. */
 void cistern__set_steps(struct cistern *c);
-
-/* reservoir.c: what the reservoir policies ask of every config (a watermark). */
-const char *cistern__rs_config_problem(const struct cistern_config *cfg);
-
-/*
- * inspect.c, for a segment nobody alive is attached to: whether a slot whose
- * word is `word` holds a sample once the dead are reclaimed (held, acquired
- * by a dead reader, or being evicted by a dead producer), and its seen count
- * then (the reads dead readers never released taken off, as their reclaim
- * does). gc's count of unread samples and its dump share these.
- */
-bool cistern__held_once_reclaimed(const struct cistern_snap_ops *so, uint64_t word);
-uint32_t cistern__seen_once_reclaimed(const struct cistern *c, const struct cistern_slotmeta *m,
-				      uint64_t word, const struct cistern_snap_ops *so);
 
 #endif

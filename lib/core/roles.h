@@ -6,6 +6,7 @@
 #define CISTERN_ROLES_H
 
 #include "core/handle.h"
+#include "core/producers.h"
 
 /*
  * CISTERN_SINGLE_* (sole.c): take the producer or reader role if the segment
@@ -118,14 +119,12 @@ static inline void cistern__auto_end(struct cistern *c)
 }
 
 /*
- * api.c: expected producers. A handle taking the producer role becomes a
+ * producers.c: expected producers. A handle taking the producer role becomes a
  * counted producer (unless it already is, from its attach with
  * CISTERN_ATTACH_PRODUCER, or said it is done); a reclaim calls
  * cistern__producer_gone() for every entry it frees, `died` false for an
  * owner's own detach, and counts a counted producer that died before done.
  */
-void cistern__count_producer(struct cistern *c);
-void cistern__producer_gone(struct cistern *c, struct cistern_proc *p, bool died);
 
 /* Publish that this handle acts as `role`; 0, -EBUSY or -EPROTO (see cistern__take_sole). */
 static inline int cistern__add_role(struct cistern *c, uint32_t role)

@@ -12,13 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "policy/fifo/fifo.h"
 #include "core/open.h"
 #include "core/liveness.h"
-#include "policy/reservoir/pick.h"
-#include "policy/reservoir/pins.h"
 #include "core/policy.h"
-#include "tier/tiered.h"
+#include "sys/clock.h"
+#include "sys/fence.h"
+#include "sys/cpu.h"
 
 int cistern_name_valid(const char *name)
 {
@@ -159,6 +158,37 @@ static uint64_t index_entries(const struct cistern__policy *p, uint32_t sweep_si
 	return p->index_entries ? p->index_entries(sweep_size, nb_time_steps) : 0;
 }
 
+/* Bytes of the cold tier's area of a segment of policy p (tiers.md); 0 without one. */
+static uint64_t tier_bytes(const struct cistern__policy *p, uint64_t cold_slots, uint64_t procs)
+{
+	return cold_slots && p && p->tiering ? p->tiering->area_bytes(cold_slots, procs) : 0;
+}
+
+/* What is wrong with a config's cold tier (defaults filled in), or NULL. */
+static const char *tier_problem(const struct cistern__policy *p, const struct cistern_config *cfg)
+{
+	static _Thread_local char why[160];
+	bool dir = cfg->cold_dir && cfg->cold_dir[0];
+	if (cfg->cold_slots == 0)
+		return dir ? "cold_dir needs cold_slots above 0" : NULL;
+	if (!dir)
+		return "cold_slots needs a cold_dir";
+	if (strlen(cfg->cold_dir) > CISTERN_COLD_DIR_MAX)
+		return "cold_dir is longer than CISTERN_COLD_DIR_MAX (255 bytes)";
+	if (cfg->cold_slots > CISTERN_SLOT_COUNT_MAX)
+		return "cold_slots is above CISTERN_SLOT_COUNT_MAX (2^28)";
+	if (!p->tiering && p->no_tier_why)
+		return p->no_tier_why;
+	if (!p->tiering) {
+		snprintf(why, sizeof(why),
+			 "%s takes no cold tier yet: only reservoir and batch-reservoir take one "
+			 "(docs/protocol/tiers.md)",
+			 p->name);
+		return why;
+	}
+	return p->tiering->config_problem(cfg);
+}
+
 static int check_config(const struct cistern_config *cfg);
 static void config_of(const struct cistern_fixed *f, struct cistern_config *cfg);
 
@@ -196,7 +226,8 @@ void cistern__fixed_of(const struct cistern_hdr *h, struct cistern_fixed *f)
 	f->cold_slots = h->cold_slots;
 	f->cold_nonce = h->cold_nonce;
 	memcpy(f->cold_dir, h->cold_dir, sizeof(f->cold_dir));
-	f->cold_off = h->total_size - cistern__tier_bytes(h->cold_slots, h->procs_count);
+	f->cold_off = h->total_size - tier_bytes(cistern__policy_of(h->policy), h->cold_slots,
+						 h->procs_count);
 }
 
 /* Write the immutable fields of *f into a header being created. */
@@ -261,8 +292,8 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	if (l.slot_stride != h->slot_stride || l.meta_stride != h->meta_stride ||
 	    l.procs_off != h->procs_off || l.meta_off != h->meta_off ||
 	    l.index_off != h->index_off || l.arena_off != h->arena_off ||
-	    h->cold_slots > CISTERN_SLOT_COUNT_MAX ||
-	    l.total_size + cistern__tier_bytes(h->cold_slots, h->procs_count) != h->total_size)
+	    h->cold_slots > CISTERN_SLOT_COUNT_MAX || (h->cold_slots && !p->tiering) ||
+	    l.total_size + tier_bytes(p, h->cold_slots, h->procs_count) != h->total_size)
 		return -EPROTO;
 	if (memchr(h->cold_dir, '\0', sizeof(h->cold_dir)) == NULL)
 		return -EPROTO;
@@ -350,15 +381,9 @@ static const char *config_problem(const struct cistern_config *cfg)
 	const char *why = p->config_problem ? p->config_problem(cfg) : NULL;
 	if (why)
 		return why;
-	why = cistern__tier_config_problem(p, cfg);
+	why = tier_problem(p, cfg);
 	if (why)
 		return why;
-	/* A slack set by hand must admit a read; the policy checked its own. */
-	if (!cistern__rate_admits(cfg, 1))
-		return "rate_slack is too small for reads_per_put: the rate limiter could "
-		       "never admit a read (rate_slack must be at least (reads_per_put + "
-		       "1) "
-		       "/ 2, or 0 for automatic)";
 	/* The sentences name the policies whose descriptors take each flag. */
 	if ((cfg->flags & CISTERN_LOSSY) && !(p->flags & CISTERN_LOSSY))
 		return "CISTERN_LOSSY applies to FIFOEvictReservoir only";
@@ -450,12 +475,11 @@ static void handle_setup(struct cistern *c)
 	c->slot_stride = f->slot_stride;
 	c->slot_size = f->slot_size;
 	c->policy = cistern__policy_of(f->policy);
-	c->ops = cistern__tier_ops(c);
+	/* A segment with a cold tier runs its policy's tiered ops. */
+	c->ops = f->cold_slots && c->policy->tiering ? c->policy->tiering->ops : c->policy->ops;
 	c->pin_bit = -1;
 	c->wide_copies = cistern__wide_copies();
-	c->small_fit = c->slot_size < FIFO_SMALL_COPY_MAX ? c->slot_size : FIFO_SMALL_COPY_MAX;
 	c->write_prefetch = cistern__has_prefetchw();
-	c->put_ahead = cistern__put_ahead(c->slot_count);
 	/* Before the handle can publish anything (see cistern__publish_word). */
 	cistern__register_light_wakes();
 }
@@ -529,7 +553,8 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 		return r;
 	/* The cold tier's area follows everything else (tier/tiered.h). */
 	uint64_t cold_off = l.total_size;
-	l.total_size += cistern__tier_bytes(cfg.cold_slots, cfg.max_procs);
+	const struct cistern__policy *cp = cistern__policy_of((uint32_t)cfg.policy);
+	l.total_size += tier_bytes(cp, cfg.cold_slots, cfg.max_procs);
 
 	struct cistern *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -628,7 +653,7 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	c->fd = fd;
 	handle_setup(c);
 	c->ops->init(c);
-	if (f->cold_slots && (r = cistern__tier_create(c)) < 0) {
+	if (f->cold_slots && (r = cp->tiering->create(c)) < 0) {
 		munmap(p, l.total_size);
 		goto fail_unlink;
 	}
@@ -645,9 +670,10 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	if (r < 0) {
 		cistern__schema_free(c);
 		munmap(p, l.total_size);
-		if (c->tier)
-			cistern__cold_unlink(f->cold_dir, f->name);
-		cistern__tier_free(c);
+		if (c->tier) {
+			cp->tiering->unlink(f->cold_dir, f->name);
+			cp->tiering->release(c);
+		}
 		goto fail_unlink;
 	}
 	*out = c;
@@ -1007,12 +1033,11 @@ int cistern__open_view(const char *name, unsigned parts, bool always, struct cis
 
 static void unmap_free(struct cistern *c)
 {
-	cistern__picker_free(&c->pick_read);
-	cistern__picker_free(&c->pick_evict);
-	cistern__picker_free(&c->pick_empty);
-	cistern__pins_free(c);
+	if (c->policy && c->policy->free_state)
+		c->policy->free_state(c);
 	cistern__schema_free(c);
-	cistern__tier_free(c);
+	if (c->tier && c->policy && c->policy->tiering)
+		c->policy->tiering->release(c);
 	free(c->scratch.e);
 	munmap(c->hdr, c->map_size);
 	cistern__lockfd_close(&c->lockfd);
@@ -1112,19 +1137,24 @@ int cistern_detach(struct cistern *c)
  * The cold directory of segment `name` from its header, into dir ("" if it
  * has no tier or its header cannot be read and checked).
  */
-static void cold_dir_of(const char *shm, char dir[CISTERN_COLD_DIR_MAX + 1])
+static const struct cistern__policy *cold_dir_of(const char *shm,
+						char dir[CISTERN_COLD_DIR_MAX + 1])
 {
+	const struct cistern__policy *p = NULL;
 	dir[0] = '\0';
 	int fd = shm_open(shm, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0)
-		return;
+		return NULL;
 	struct cistern_hdr *h = malloc(sizeof(*h));
 	struct stat st;
 	if (h && fstat(fd, &st) == 0 && pread(fd, h, sizeof(*h), 0) == (ssize_t)sizeof(*h) &&
-	    cistern__validate_header(h, sizeof(*h), (uint64_t)st.st_size) == 0 && h->cold_slots)
+	    cistern__validate_header(h, sizeof(*h), (uint64_t)st.st_size) == 0 && h->cold_slots) {
 		memcpy(dir, h->cold_dir, CISTERN_COLD_DIR_MAX + 1);
+		p = cistern__policy_of(h->policy);
+	}
 	free(h);
 	close(fd);
+	return p && p->tiering ? p : NULL;
 }
 
 int cistern_unlink(const char *name)
@@ -1133,11 +1163,11 @@ int cistern_unlink(const char *name)
 	int r = cistern__shm_name(name, shm, sizeof(shm));
 	if (r < 0)
 		return r;
-	cold_dir_of(shm, dir);
+	const struct cistern__policy *p = cold_dir_of(shm, dir);
 	/* The segment first, then its cold file (docs/protocol/tiers.md says why). */
 	if (shm_unlink(shm) < 0)
 		return -errno;
-	return cistern__tier_unlink(dir, name);
+	return p ? p->tiering->unlink(dir, name) : 0;
 }
 
 int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)

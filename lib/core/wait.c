@@ -20,7 +20,7 @@
  * and no cache-line transfer while nobody sleeps. Labels: [wait-register]
  * is this Dekker pair (the waiting count against the published state),
  * [wake-seq] the bump of the futex word against the sleeper's read of it,
- * [wake-barrier] the membarrier below that stands in for the waker's fence.
+ * [wake-barrier] the membarrier (sys/fence.h) that stands in for the waker's fence.
  *
  * The FIFO's commits and releases, the hottest wakers, skip the store-load
  * fence their first step would need (cistern__publish_word): a processor may
@@ -50,9 +50,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/futex.h>
-#include <linux/membarrier.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,6 +58,9 @@
 #include "core/open.h"
 #include "core/liveness.h"
 #include "core/policy.h"
+#include "sys/clock.h"
+#include "sys/fence.h"
+#include "sys/futex.h"
 
 #define CISTERN_SWEEP_MS 200
 #define CISTERN_SPIN_ROUNDS 16
@@ -80,85 +80,11 @@
 #define CISTERN_SPIN_AHEAD_MAX 512
 #define CISTERN_UNFENCED_SLEEP_MS 1
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
-int64_t cistern__now_ns(int clock)
-{
-	struct timespec ts;
-	clock_gettime(clock, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns)
-{
-	struct timespec ts = {
-		.tv_sec = timeout_ns / 1000000000,
-		.tv_nsec = timeout_ns % 1000000000,
-	};
-	/* Shared (not PRIVATE) futex: sleepers and wakers are different processes. */
-	long r = syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, NULL, 0);
-	return r < 0 ? -errno : 0;
-}
-
-static void futex_wake(_Atomic uint32_t *word)
-{
-	syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-static long membarrier(int cmd)
-{
-	return syscall(SYS_membarrier, cmd, 0, 0);
-}
-
-_Atomic bool cistern__light_wakes;
-
-/*
- * Register this process for the sleepers' membarriers, unless the user asked
- * for fenced wakes: the membarrier interrupts every CPU that runs a
- * registered process, which a job on isolated CPUs may not want.
- */
-static void register_now(void)
-{
-	const char *e = getenv("CISTERN_FENCED_WAKES");
-	bool light = !(e && *e && strcmp(e, "0") != 0) &&
-		     membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
-	/* Relaxed: a publish that reads a stale true is still registered (it is idempotent). */
-	atomic_store_explicit(&cistern__light_wakes, light, memory_order_relaxed);
-}
-
-static void install_atfork(void)
-{
-	/*
-	 * A fork child has a memory map of its own, which may start unregistered
-	 * while it inherits handles that publish light: register it before it runs.
-	 */
-	pthread_atfork(NULL, NULL, register_now);
-}
-
-bool cistern__fence_others(void)
-{
-	return membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
-}
-
-void cistern__register_light_wakes(void)
-{
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	pthread_once(&once, install_atfork);
-	register_now(); /* idempotent and cheap: one system call per create or attach */
-}
-
 void cistern__wake_futex(_Atomic uint32_t *word)
 {
 	/* [wake-seq] seq_cst: a sleeper that reads the word after this sees the bump. */
 	atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
-	futex_wake(word);
+	cistern__futex_wake(word);
 }
 
 void cistern__forget_waiter(struct cistern_hdr *h, struct cistern_proc *p)
@@ -175,9 +101,9 @@ void cistern__wake_all(struct cistern_hdr *h)
 {
 	/* Unconditional: used after reclaim and close, which are rare. [wake-seq] */
 	atomic_fetch_add_explicit(&h->data_futex, 1, memory_order_seq_cst);
-	futex_wake(&h->data_futex);
+	cistern__futex_wake(&h->data_futex);
 	atomic_fetch_add_explicit(&h->space_futex, 1, memory_order_seq_cst);
-	futex_wake(&h->space_futex);
+	cistern__futex_wake(&h->space_futex);
 }
 
 void cistern__wait_init(struct cistern_waiter *w, enum cistern_wait_kind kind, int timeout_ms)
@@ -311,7 +237,7 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 				w->pace = CISTERN_SPIN_USUAL;
 			} else {
 				for (uint32_t i = 0; i < w->pace; i++)
-					cpu_relax();
+					cistern__cpu_relax();
 				w->pace *= 2;
 			}
 			return 0;
@@ -321,7 +247,7 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 			sched_yield();
 		} else {
 			for (uint32_t i = 0; i < w->round; i++)
-				cpu_relax();
+				cistern__cpu_relax();
 		}
 		return 0;
 	}
@@ -372,7 +298,7 @@ int cistern__wait(struct cistern *c, struct cistern_waiter *w)
 		slice = w->deadline_ns - now;
 	if (!w->fenced && slice > (int64_t)CISTERN_UNFENCED_SLEEP_MS * 1000000)
 		slice = (int64_t)CISTERN_UNFENCED_SLEEP_MS * 1000000; /* a wake may be lost */
-	futex_wait(word, w->seq, slice);
+	cistern__futex_wait(word, w->seq, slice);
 	/* [wake-seq] whatever woke us (wake, timeout, signal), read the word before re-checking. */
 	w->seq = atomic_load_explicit(word, memory_order_seq_cst);
 	return 0;
@@ -389,8 +315,8 @@ void cistern__wait_done(struct cistern *c, struct cistern_waiter *w)
 	if (c->me)
 		atomic_store_explicit(&c->me->waiting, 0, memory_order_relaxed);
 	/* A call that slept ends: it waits for the other side no more (rate_limit.c). */
-	if (c->rl_marked)
-		cistern__rate_unmark(c);
+	if (c->rl_marked && c->policy->forget)
+		c->policy->forget(c, c->owner);
 	/* Relaxed: a waker that still sees us only makes a futex call it could skip. */
 	atomic_fetch_sub_explicit(waiting, 1, memory_order_relaxed);
 	int64_t waited = cistern__now_ns(CLOCK_MONOTONIC) - w->start_ns;

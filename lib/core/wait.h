@@ -6,49 +6,8 @@
 #define CISTERN_WAIT_H
 
 #include "core/handle.h"
-
-/* wait.c */
-/*
- * [wake-barrier] Asymmetric fences (wait.c): a process that registered for global expedited
- * membarriers may publish with a plain release store and check for sleepers
- * with no store-load fence, because every sleeper issues the membarrier,
- * which runs a full barrier on each CPU where such a process runs, between
- * registering itself and re-checking. cistern__light_wakes stays false when
- * the kernel refuses, and every publish then pays for its own fence.
- */
-void cistern__register_light_wakes(void);
-extern _Atomic bool cistern__light_wakes; /* set by it: this process is registered */
-
-static inline bool cistern__light(void)
-{
-	return atomic_load_explicit(&cistern__light_wakes, memory_order_relaxed);
-}
-/*
- * The heavy half: a full barrier on every CPU that runs a registered process,
- * before this returns. False if the kernel refused.
- */
-bool cistern__fence_others(void);
-
-/*
- * Publish a slot word that only the caller may change now (an owner's commit
- * or release), as the store half of [wait-register]; the release carries the
- * caller's own edge (labelled at the call). With light wakes: a release store
- * and a compiler-only fence ([wake-barrier]) that keeps the following check
- * for sleepers after it in program order; the sleeper's membarrier supplies
- * the store-load ordering at run time. Otherwise a seq_cst exchange: release
- * plus the store-load fence, paid on every call.
- * The exchange is a locked instruction that stalls until the line, usually
- * read by the other side meanwhile, comes back; the store does not.
- */
-static inline void cistern__publish_word(_Atomic uint64_t *word, uint64_t w)
-{
-	if (cistern__light()) {
-		atomic_store_explicit(word, w, memory_order_release);
-		atomic_signal_fence(memory_order_seq_cst);
-	} else {
-		atomic_exchange_explicit(word, w, memory_order_seq_cst);
-	}
-}
+#include "sys/clock.h"
+#include "sys/fence.h"
 
 /* Bump a futex word and wake its sleepers (the slow half of the wakes below). */
 void cistern__wake_futex(_Atomic uint32_t *word);
@@ -105,6 +64,5 @@ void cistern__wait_init(struct cistern_waiter *w, enum cistern_wait_kind kind, i
 /* Called after a failed attempt: 0 means "try again", else -EAGAIN/-ETIMEDOUT. */
 int cistern__wait(struct cistern *c, struct cistern_waiter *w);
 void cistern__wait_done(struct cistern *c, struct cistern_waiter *w);
-int64_t cistern__now_ns(int clock);
 
 #endif

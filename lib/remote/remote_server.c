@@ -29,7 +29,6 @@
 #include "cistern.h"
 #include "cistern/remote.h"
 #include "remote/remote_wire.h"
-#include "core/roles.h"
 
 enum prod_state { P_LIVE, P_CLOSING, P_DEAD };
 

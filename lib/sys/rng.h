@@ -97,4 +97,11 @@ static inline uint32_t cistern__rng32_below(struct cistern_rng *r, struct cister
 	return (uint32_t)(m >> 32);
 }
 
+/*
+ * rng.c: 64 bits nobody else can guess, for the temporary names of a dump
+ * file and of a restore's segment: a name made of a pid and a counter can be
+ * taken first by anyone, and would make the dump or restore fail.
+ */
+uint64_t cistern__unguessable(void);
+
 #endif

@@ -63,10 +63,7 @@
 #include "core/ring.h"
 #include "core/policy.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include "cistern/admin.h"
-#endif
 
 static void fifo_init(struct cistern *c)
 {
@@ -115,17 +112,6 @@ uint32_t cistern__put_ahead(uint64_t slot_count)
 	 */
 	uint64_t q = slot_count / 4;
 	return q < FIFO_PUT_AHEAD ? (uint32_t)q : FIFO_PUT_AHEAD;
-}
-
-bool cistern__has_prefetchw(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	/* CPUID 0x80000001, ECX bit 8: PREFETCHW (AMD's 3DNowPrefetch). */
-	unsigned a, b, cx, d;
-	return __get_cpuid(0x80000001, &a, &b, &cx, &d) && (cx & (1u << 8));
-#else
-	return false;
-#endif
 }
 
 static inline bool reserve_sole(struct cistern *c, struct cistern_slot *slot)
@@ -573,9 +559,12 @@ const struct cistern__policy cistern__fifo_policy = {
 	.name = "fifo",
 	.value = CISTERN_FIFO,
 	.ops = &cistern__fifo_ops,
+	.no_tier_why = "fifo takes no cold tier yet: its spill ring (docs/protocol/tiers.md) is "
+		       "not implemented",
 	.snap = &cistern__fifo_snap_ops,
 	.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER,
 	.set_steps = cistern__fifo_steps,
 	.get_batch = cistern__fifo_get_batch,
+	.put_batch_now = cistern__fifo_put_now,
 	.reads_in_order = true,
 };

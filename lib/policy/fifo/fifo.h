@@ -381,4 +381,7 @@ int cistern__fifo_abort(struct cistern *c, struct cistern_slot *slot);
 int cistern__fifo_try_acquire(struct cistern *c, struct cistern_sample *s);
 ssize_t cistern__fifo_got_too_long(struct cistern *c, struct cistern_sample *s);
 
+/* fifo.c: how many slots ahead of its claim the sole producer prefetches, for slot_count slots. */
+uint32_t cistern__put_ahead(uint64_t slot_count);
+
 #endif

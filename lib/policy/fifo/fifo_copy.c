@@ -21,7 +21,7 @@
  *
  *     put_general()  not the holder, ring full, reception closed, role lost
  *                    (another role holder took it): the general one step
- *                    (put_now()), then the waiting path (cistern__put_slow())
+ *                    (put_now()), then the waiting path the caller handed it
  *     put_voided()   a close came during the claim: the claim becomes SKIP
  *     put_long()     a sample longer than a line: memcpy(), publish, wake
  *     put_wake()     readers sleep: the futex wake after the publish
@@ -35,7 +35,7 @@
  *     wake     holder_pass()          its load of producers_waiting; get_wake() wakes
  *
  *     get_general()  not the holder, redeliveries pending, nothing committed,
- *                    role lost: get_now(), then cistern__get_slow()
+ *                    role lost: get_now(), then the caller's waiting path
  *     get_taken()    longer than a line, or than the buffer: taken (T5), then
  *                    copied with memcpy() or handed back (-EMSGSIZE)
  *     get_wake()     producers sleep: the futex wake after the hand-back
@@ -50,6 +50,7 @@
 #include "policy/fifo/fifo.h"
 #include "core/ring.h"
 #include "core/policy.h"
+#include "sys/cpu.h"
 
 /*
  * Copy a payload of up to 64 bytes (a cache line, the common small sample)
@@ -128,7 +129,7 @@ static ssize_t get_now(struct cistern *c, void *buf, size_t cap, struct cistern_
 		return r;
 	if (s.len > c->slot_size || s.len > cap)
 		return cistern__fifo_got_too_long(c, &s);
-	/* As cistern__get_slow(): an empty sample may come with no buffer. */
+	/* As cistern_get(): an empty sample may come with no buffer. */
 	if (s.len)
 		memcpy(buf, s.data, s.len);
 	if (meta)
@@ -149,21 +150,28 @@ static ssize_t get_now(struct cistern *c, void *buf, size_t cap, struct cistern_
  */
 
 /*
- * The put of a handle that cannot take the holder's path now: `lost` if it
- * held the automatic role and found it taken away (cistern__auto_lost()).
- * A counted handle that finds itself the only producer left takes the role
- * back (once) and goes round the holder's path again.
+ * The put of a handle that cannot take the holder's path now. A counted
+ * handle that finds itself the only producer left takes the role back
+ * (once) and goes round the holder's path again. Six arguments at most, all
+ * in registers, so that the fast path reaches it by a tail call.
  */
 static __attribute__((noinline)) int put_general(struct cistern *c, const void *buf, size_t len,
 						 struct cistern_meta *meta, int timeout_ms,
-						 bool lost)
+						 cistern__put_fn *slow)
 {
-	if (lost)
-		cistern__auto_lost(c, CISTERN_ROLE_PRODUCER);
 	if (!holds_producer(c) && plain_producer(c))
-		return c->put_step(c, buf, len, meta, timeout_ms);
+		return c->put_step(c, buf, len, meta, timeout_ms, slow);
 	int r = put_now(c, buf, len, meta);
-	return r == -EAGAIN ? cistern__put_slow(c, buf, len, meta, timeout_ms) : r;
+	return r == -EAGAIN ? slow(c, buf, len, meta, timeout_ms) : r;
+}
+
+/* As put_general(), for a handle that held the automatic role and found it taken away. */
+static __attribute__((noinline)) int put_lost(struct cistern *c, const void *buf, size_t len,
+					      struct cistern_meta *meta, int timeout_ms,
+					      cistern__put_fn *slow)
+{
+	cistern__auto_lost(c, CISTERN_ROLE_PRODUCER);
+	return put_general(c, buf, len, meta, timeout_ms, slow);
 }
 
 /* As cistern_reserve(): a close that came while we claimed voids the claim (SKIP). */
@@ -204,17 +212,18 @@ static __attribute__((noinline)) int put_long(struct cistern *c, const void *buf
  */
 static inline __attribute__((always_inline)) int put_as(struct cistern *c, bool guarded,
 							const void *buf, size_t len,
-							struct cistern_meta *meta, int timeout_ms)
+							struct cistern_meta *meta, int timeout_ms,
+							cistern__put_fn *slow)
 {
 	struct holder_at at;
 	/* Acquire: a first look, as put_now()'s. */
 	if (atomic_load_explicit(&c->hdr->closed, memory_order_acquire))
-		return put_general(c, buf, len, meta, timeout_ms, false);
+		return put_general(c, buf, len, meta, timeout_ms, slow);
 	switch (holder_claim(c, guarded, &at)) {
 	case HOLDER_LOST:
-		return put_general(c, buf, len, meta, timeout_ms, true);
+		return put_lost(c, buf, len, meta, timeout_ms, slow);
 	case HOLDER_NOT_READY:
-		return put_general(c, buf, len, meta, timeout_ms, false);
+		return put_general(c, buf, len, meta, timeout_ms, slow);
 	case HOLDER_DONE:
 		break;
 	}
@@ -239,15 +248,15 @@ static inline __attribute__((always_inline)) int put_as(struct cistern *c, bool 
  */
 static inline __attribute__((always_inline)) int put_holder(struct cistern *c, const void *buf,
 							    size_t len, struct cistern_meta *meta,
-							    int timeout_ms)
+							    int timeout_ms, cistern__put_fn *slow)
 {
 	if (!cistern__light())
-		return put_general(c, buf, len, meta, timeout_ms, false);
+		return put_general(c, buf, len, meta, timeout_ms, slow);
 	if (c->producing == CISTERN_HOLD_AUTO)
-		return put_as(c, true, buf, len, meta, timeout_ms);
+		return put_as(c, true, buf, len, meta, timeout_ms, slow);
 	if (c->producing == CISTERN_HOLD_SOLE)
-		return put_as(c, false, buf, len, meta, timeout_ms);
-	return put_general(c, buf, len, meta, timeout_ms, false);
+		return put_as(c, false, buf, len, meta, timeout_ms, slow);
+	return put_general(c, buf, len, meta, timeout_ms, slow);
 }
 
 /*
@@ -258,29 +267,20 @@ static inline __attribute__((always_inline)) int put_holder(struct cistern *c, c
  * that are still in the reader's cache; a sample that needs fewer entries
  * there leaves room for more samples in flight.
  */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define FIFO_WIDE_COPIES 1
+#ifdef CISTERN_WIDE_COPIES
 static __attribute__((target("avx2"), noinline)) int
-put_wide(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta, int timeout_ms)
+put_wide(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta, int timeout_ms,
+	 cistern__put_fn *slow)
 {
-	return put_holder(c, buf, len, meta, timeout_ms);
+	return put_holder(c, buf, len, meta, timeout_ms, slow);
 }
 #endif
 
 static __attribute__((noinline)) int put_plain(struct cistern *c, const void *buf, size_t len,
-					       struct cistern_meta *meta, int timeout_ms)
+					       struct cistern_meta *meta, int timeout_ms,
+					       cistern__put_fn *slow)
 {
-	return put_holder(c, buf, len, meta, timeout_ms);
-}
-
-bool cistern__wide_copies(void)
-{
-#ifdef FIFO_WIDE_COPIES
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2");
-#else
-	return false;
-#endif
+	return put_holder(c, buf, len, meta, timeout_ms, slow);
 }
 
 static inline __attribute__((always_inline)) void meta_out(const struct cistern_slotmeta *m,
@@ -295,17 +295,28 @@ static inline __attribute__((always_inline)) void meta_out(const struct cistern_
 
 /* ---- The get's fallbacks (as the put's) -------------------------------------- */
 
+static __attribute__((noinline)) ssize_t get_general(struct cistern *c, void *buf, size_t cap,
+						     struct cistern_meta *meta, int timeout_ms,
+						     cistern__get_fn *slow);
+
+/* As put_lost(), for the reader role. */
+static __attribute__((noinline)) ssize_t get_lost(struct cistern *c, void *buf, size_t cap,
+						  struct cistern_meta *meta, int timeout_ms,
+						  cistern__get_fn *slow)
+{
+	cistern__auto_lost(c, CISTERN_ROLE_READER);
+	return get_general(c, buf, cap, meta, timeout_ms, slow);
+}
+
 /* As put_general(), for the reader role. */
 static __attribute__((noinline)) ssize_t get_general(struct cistern *c, void *buf, size_t cap,
 						     struct cistern_meta *meta, int timeout_ms,
-						     bool lost)
+						     cistern__get_fn *slow)
 {
-	if (lost)
-		cistern__auto_lost(c, CISTERN_ROLE_READER);
 	if (!holds_reader(c) && plain_reader(c))
-		return c->get_step(c, buf, cap, meta, timeout_ms);
+		return c->get_step(c, buf, cap, meta, timeout_ms, slow);
 	ssize_t n = get_now(c, buf, cap, meta);
-	return n == -EAGAIN ? cistern__get_slow(c, buf, cap, meta, timeout_ms) : n;
+	return n == -EAGAIN ? slow(c, buf, cap, meta, timeout_ms) : n;
 }
 
 static __attribute__((noinline)) ssize_t get_wake(struct cistern *c, size_t len)
@@ -389,7 +400,7 @@ static inline __attribute__((always_inline)) bool holder_pass(struct cistern *c,
  */
 static inline __attribute__((always_inline)) ssize_t
 get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_meta *meta,
-       int timeout_ms)
+       int timeout_ms, cistern__get_fn *slow)
 {
 	struct holder_at at;
 	/*
@@ -398,12 +409,12 @@ get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_me
 	 * slot.
 	 */
 	if (atomic_load_explicit(&c->hdr->redeliver_pending, memory_order_relaxed) != 0)
-		return get_general(c, buf, cap, meta, timeout_ms, false);
+		return get_general(c, buf, cap, meta, timeout_ms, slow);
 	switch (holder_look(c, guarded, &at)) {
 	case HOLDER_LOST:
-		return get_general(c, buf, cap, meta, timeout_ms, true);
+		return get_lost(c, buf, cap, meta, timeout_ms, slow);
 	case HOLDER_NOT_READY:
-		return get_general(c, buf, cap, meta, timeout_ms, false);
+		return get_general(c, buf, cap, meta, timeout_ms, slow);
 	case HOLDER_DONE:
 		break;
 	}
@@ -419,40 +430,45 @@ get_as(struct cistern *c, bool guarded, void *buf, size_t cap, struct cistern_me
 
 /* Which holder we are, as put_holder(). */
 static inline __attribute__((always_inline)) ssize_t
-get_holder(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms)
+get_holder(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms,
+	   cistern__get_fn *slow)
 {
 	if (!cistern__light())
-		return get_general(c, buf, cap, meta, timeout_ms, false);
+		return get_general(c, buf, cap, meta, timeout_ms, slow);
 	if (c->reading == CISTERN_HOLD_AUTO)
-		return get_as(c, true, buf, cap, meta, timeout_ms);
+		return get_as(c, true, buf, cap, meta, timeout_ms, slow);
 	if (c->reading == CISTERN_HOLD_SOLE)
-		return get_as(c, false, buf, cap, meta, timeout_ms);
-	return get_general(c, buf, cap, meta, timeout_ms, false);
+		return get_as(c, false, buf, cap, meta, timeout_ms, slow);
+	return get_general(c, buf, cap, meta, timeout_ms, slow);
 }
 
-#ifdef FIFO_WIDE_COPIES
+#ifdef CISTERN_WIDE_COPIES
 static __attribute__((target("avx2"), noinline)) ssize_t
-get_wide(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms)
+get_wide(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta, int timeout_ms,
+	 cistern__get_fn *slow)
 {
-	return get_holder(c, buf, cap, meta, timeout_ms);
+	return get_holder(c, buf, cap, meta, timeout_ms, slow);
 }
 #endif
 
 static __attribute__((noinline)) ssize_t get_plain(struct cistern *c, void *buf, size_t cap,
-						   struct cistern_meta *meta, int timeout_ms)
+						   struct cistern_meta *meta, int timeout_ms,
+						   cistern__get_fn *slow)
 {
-	return get_holder(c, buf, cap, meta, timeout_ms);
+	return get_holder(c, buf, cap, meta, timeout_ms, slow);
 }
 
 void cistern__fifo_steps(struct cistern *c)
 {
+	c->small_fit = c->slot_size < FIFO_SMALL_COPY_MAX ? c->slot_size : FIFO_SMALL_COPY_MAX;
+	c->put_ahead = cistern__put_ahead(c->slot_count);
 	c->put_step = NULL;
 	c->get_step = NULL;
 	if (c->readonly || !c->owner)
 		return;
 	c->put_step = put_plain;
 	c->get_step = get_plain;
-#ifdef FIFO_WIDE_COPIES
+#ifdef CISTERN_WIDE_COPIES
 	if (c->wide_copies) {
 		c->put_step = put_wide;
 		c->get_step = get_wide;
@@ -559,7 +575,7 @@ static __attribute__((noinline)) size_t gather_plain(struct cistern *c, size_t n
 	return gather_holder(c, n, g, lost);
 }
 
-#ifdef FIFO_WIDE_COPIES
+#ifdef CISTERN_WIDE_COPIES
 /* As get_wide(): samples of 33 to 64 bytes in two 32-byte moves each. */
 static __attribute__((target("avx2"), noinline)) size_t
 gather_wide(struct cistern *c, size_t n, const struct cistern_gather *g, bool *lost)
@@ -599,7 +615,7 @@ static ssize_t gather_now(struct cistern *c, size_t n, const struct cistern_gath
 	/* The holder, or a counted handle that finds itself the only reader left (as get_holder()). */
 	if (!cistern__light() || !plain_reader(c))
 		return gather_shared(c, n, g);
-#ifdef FIFO_WIDE_COPIES
+#ifdef CISTERN_WIDE_COPIES
 	if (c->wide_copies)
 		k = gather_wide(c, n, g, &lost);
 	else
@@ -613,14 +629,14 @@ static ssize_t gather_now(struct cistern *c, size_t n, const struct cistern_gath
 }
 
 int cistern__fifo_get_batch(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
-			    struct cistern_meta *meta, int timeout_ms)
+			    struct cistern_meta *meta, int timeout_ms, cistern__get_fn *get_one)
 {
 	struct cistern_gather g = {buf, stride, len, meta};
 	ssize_t k = gather_now(c, n, &g);
 	if (k != 0)
 		return (int)k;
 	/* Nothing there: wait for one as cistern_get() does (end of data, errors), then the rest. */
-	ssize_t r = cistern_get(c, buf, stride, meta, timeout_ms);
+	ssize_t r = get_one(c, buf, stride, meta, timeout_ms);
 	if (r < 0)
 		return (int)r;
 	if (len)
@@ -795,7 +811,7 @@ static __attribute__((noinline)) ssize_t scatter_plain(struct cistern *c, size_t
 	return scatter_holder(c, n, s, lost);
 }
 
-#ifdef FIFO_WIDE_COPIES
+#ifdef CISTERN_WIDE_COPIES
 static __attribute__((target("avx2"), noinline)) ssize_t
 scatter_wide(struct cistern *c, size_t n, const struct cistern_scatter *s, bool *lost)
 {
@@ -828,7 +844,7 @@ ssize_t cistern__fifo_put_now(struct cistern *c, size_t n, const struct cistern_
 	/* The holder, or a counted handle that finds itself the only producer left (as put_holder()). */
 	if (!cistern__light() || !plain_producer(c))
 		return scatter_shared(c, n, s);
-#ifdef FIFO_WIDE_COPIES
+#ifdef CISTERN_WIDE_COPIES
 	if (c->wide_copies)
 		k = scatter_wide(c, n, s, &lost);
 	else

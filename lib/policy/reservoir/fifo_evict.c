@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 
+#include "policy/reservoir/pins.h"
 #include "policy/reservoir/reservoir.h"
 #include "core/ring.h"
 
@@ -84,7 +85,10 @@ const struct cistern__policy cistern__fifo_evict_policy = {
 	.value = CISTERN_FIFO_EVICT_RESERVOIR,
 	.ops = &cistern__fifo_evict_ops,
 	.snap = &cistern__reservoir_snap_ops,
-	.config_problem = cistern__rs_config_problem,
+	.config_problem = cistern__rs_limited_config_problem,
+	.free_state = cistern__rs_free_state,
+	.reclaim_idle = cistern__drop_pins,
+	.forget = cistern__rate_forget,
 	.flags = CISTERN_LOSSY | CISTERN_SINGLE_READER,
 	.rate_limited = true,
 	.evicts_oldest = true,

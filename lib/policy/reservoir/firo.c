@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 
+#include "policy/reservoir/pins.h"
 #include "policy/reservoir/reservoir.h"
 #include "core/wait.h"
 
@@ -87,5 +88,8 @@ const struct cistern__policy cistern__firo_policy = {
 	.ops = &cistern__firo_ops,
 	.snap = &cistern__reservoir_snap_ops,
 	.config_problem = firo_config_problem,
+	.free_state = cistern__rs_free_state,
+	.reclaim_idle = cistern__drop_pins,
+	.forget = cistern__rate_forget,
 	.counts_reads = true,
 };

@@ -17,6 +17,7 @@
 #include "policy/reservoir/reservoir.h"
 #include "core/ring.h"
 #include "policy/reservoir/pins.h"
+#include "policy/reservoir/tiered.h"
 
 static inline struct cistern_slotmeta *M(struct cistern *c, uint64_t i)
 {
@@ -749,12 +750,38 @@ const char *cistern__rs_config_problem(const struct cistern_config *cfg)
 	return NULL;
 }
 
+void cistern__rs_free_state(struct cistern *c)
+{
+	cistern__picker_free(&c->pick_read);
+	cistern__picker_free(&c->pick_evict);
+	cistern__picker_free(&c->pick_empty);
+	cistern__pins_free(c);
+}
+
+const char *cistern__rs_limited_config_problem(const struct cistern_config *cfg)
+{
+	const char *why = cistern__rs_config_problem(cfg);
+	if (why)
+		return why;
+	/* A slack set by hand must admit a read. */
+	if (!cistern__rate_admits(cfg, 1))
+		return "rate_slack is too small for reads_per_put: the rate limiter could "
+		       "never admit a read (rate_slack must be at least (reads_per_put + "
+		       "1) "
+		       "/ 2, or 0 for automatic)";
+	return NULL;
+}
+
 const struct cistern__policy cistern__reservoir_policy = {
 	.name = "reservoir",
 	.value = CISTERN_RESERVOIR,
 	.ops = &cistern__reservoir_ops,
 	.snap = &cistern__reservoir_snap_ops,
-	.config_problem = cistern__rs_config_problem,
+	.config_problem = cistern__rs_limited_config_problem,
+	.free_state = cistern__rs_free_state,
+	.tiering = &cistern__rs_tiering,
+	.reclaim_idle = cistern__drop_pins,
+	.forget = cistern__rate_forget,
 	.flags = CISTERN_SINGLE_READER,
 	.rate_limited = true,
 	.evicts_seen = true,
@@ -782,6 +809,10 @@ const struct cistern__policy cistern__batch_policy = {
 	.ops = &cistern__batch_ops,
 	.snap = &cistern__reservoir_snap_ops,
 	.config_problem = batch_config_problem,
+	.free_state = cistern__rs_free_state,
+	.tiering = &cistern__rs_tiering,
+	.reclaim_idle = cistern__drop_pins,
+	.forget = cistern__rate_forget,
 	.flags = CISTERN_SINGLE_READER,
 	.rate_limited = true,
 	.reads_whole_batches = true,

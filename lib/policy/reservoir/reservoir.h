@@ -177,4 +177,14 @@ bool cistern__pairs_is_orphan(struct cistern *c, uint64_t index, void *arg);
 /* Some pair is held now, so a read can still make a sample evictable. */
 bool cistern__pairs_any_held(struct cistern *c);
 
+/*
+ * reservoir.c: what the reservoir policies ask of every config (a
+ * watermark), and that with what a rate limiter set by hand asks of a read
+ * of one sample (the config_problem of the policies that read one at a time).
+ */
+/* reservoir.c: the free_state of FIRO and the reservoirs: pickers and pin tables. */
+void cistern__rs_free_state(struct cistern *c);
+const char *cistern__rs_config_problem(const struct cistern_config *cfg);
+const char *cistern__rs_limited_config_problem(const struct cistern_config *cfg);
+
 #endif

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tier/tiered.h"
+#include "policy/reservoir/tiered.h"
 #include "core/open.h"
 #include "core/ring.h"
 #include "core/wait.h"
@@ -39,7 +39,7 @@ static uint64_t notes_bytes(uint64_t procs)
 	return align_up(procs * sizeof(struct cistern__spill_note), CISTERN_CACHELINE);
 }
 
-uint64_t cistern__tier_bytes(uint64_t cold_slots, uint64_t procs)
+static uint64_t tier_bytes(uint64_t cold_slots, uint64_t procs)
 {
 	if (cold_slots == 0)
 		return 0;
@@ -67,40 +67,14 @@ static struct cistern__cold_ent *ents(const struct cistern *c)
 
 /* ---- create, open, remove --------------------------------------------- */
 
-const char *cistern__tier_config_problem(const struct cistern__policy *p,
-					 const struct cistern_config *cfg)
+static const char *tier_config_problem(const struct cistern_config *cfg)
 {
-	static _Thread_local char why[160];
-	bool dir = cfg->cold_dir && cfg->cold_dir[0];
-	if (cfg->cold_slots == 0)
-		return dir ? "cold_dir needs cold_slots above 0" : NULL;
-	if (!dir)
-		return "cold_slots needs a cold_dir";
-	if (strlen(cfg->cold_dir) > CISTERN_COLD_DIR_MAX)
-		return "cold_dir is longer than CISTERN_COLD_DIR_MAX (255 bytes)";
-	if (cfg->cold_slots > CISTERN_SLOT_COUNT_MAX)
-		return "cold_slots is above CISTERN_SLOT_COUNT_MAX (2^28)";
 	if (cistern__cold_slot_bytes(cfg->slot_size) == 0)
 		return "slot_size is too large for a cold tier";
-	if (p->has_pairs) {
-		snprintf(why, sizeof(why),
-			 "%s takes no cold tier: a pair draw follows the hot slots' neighbour "
-			 "links, which a pair split between the tiers would break",
-			 p->name);
-		return why;
-	}
-	/* The reservoirs that evict any seen sample and read by pins take one. */
-	if (!p->evicts_seen || !p->readers_pin || p->evicts_oldest) {
-		snprintf(why, sizeof(why),
-			 "%s takes no cold tier yet: only reservoir and batch-reservoir do "
-			 "(docs/protocol/tiers.md)",
-			 p->name);
-		return why;
-	}
 	return NULL;
 }
 
-int cistern__tier_create(struct cistern *c)
+static int tier_create(struct cistern *c)
 {
 	const struct cistern_fixed *f = &c->fixed;
 	struct cistern__tier *t = calloc(1, sizeof(*t));
@@ -144,7 +118,7 @@ static int tier_get(struct cistern *c, struct cistern__tier **out)
 	return 0;
 }
 
-void cistern__tier_free(struct cistern *c)
+static void tier_release(struct cistern *c)
 {
 	struct cistern__tier *t = c->tier;
 	if (!t)
@@ -156,7 +130,7 @@ void cistern__tier_free(struct cistern *c)
 	c->tier = NULL;
 }
 
-int cistern__tier_unlink(const char *dir, const char *name)
+static int tier_unlink(const char *dir, const char *name)
 {
 	if (!dir || !dir[0])
 		return 0;
@@ -185,7 +159,7 @@ static void tier_counts(const struct cistern *c, struct cistern__tier_shm *out)
 		    atomic_load_explicit(&ts->cold_evictions, memory_order_relaxed));
 }
 
-void cistern__tier_view(const struct cistern *c, struct cistern__tier_view *v)
+static void tier_view(const struct cistern *c, struct cistern__tier_view *v)
 {
 	memset(v, 0, sizeof(*v));
 	if (c->fixed.cold_slots == 0)
@@ -708,7 +682,7 @@ static bool tiered_drained(struct cistern *c)
 static uint64_t tiered_population(const struct cistern *c, const struct cistern_stats *st)
 {
 	struct cistern__tier_view v;
-	cistern__tier_view(c, &v);
+	tier_view(c, &v);
 	return cistern__rs_population(c, st) + v.population;
 }
 
@@ -770,7 +744,12 @@ static const struct cistern_ops tiered_ops = {
 	.population = tiered_population,
 };
 
-const struct cistern_ops *cistern__tier_ops(const struct cistern *c)
-{
-	return c->fixed.cold_slots ? &tiered_ops : c->policy->ops;
-}
+const struct cistern__tiering cistern__rs_tiering = {
+	.ops = &tiered_ops,
+	.area_bytes = tier_bytes,
+	.config_problem = tier_config_problem,
+	.create = tier_create,
+	.release = tier_release,
+	.unlink = tier_unlink,
+	.view = tier_view,
+};

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tiered.h - a segment's cold tier wired into its policy: the tier's area
+ * tiered.h - the cold tier wired into the reservoirs: the tier's area
  * in the segment, the cold file a handle opens, and the ops of a tiered
  * reservoir (tiered.c; docs/protocol/tiers.md) (internal).
  *
@@ -10,8 +10,8 @@
  *   [ struct cistern__spill_note xP ]  one a attachment: its spill under way
  *   [ struct cistern__cold_ent x N ]  the cold index, 64 bytes a cold slot
  */
-#ifndef CISTERN_TIER_TIERED_H
-#define CISTERN_TIER_TIERED_H
+#ifndef CISTERN_RESERVOIR_TIERED_H
+#define CISTERN_RESERVOIR_TIERED_H
 
 #include "core/policy.h"
 #include "core/segment.h"
@@ -48,32 +48,7 @@ struct cistern__tier {
 	void *stage; /* one aligned slot */
 };
 
-/* The most samples the segment holds: its hot slots and its cold ones. */
-static inline uint64_t cistern__holds_at_most(const struct cistern *c)
-{
-	return c->slot_count + c->fixed.cold_slots;
-}
-/* Bytes of the tier's area for cold_slots slots and procs attachments; 0 without a tier. */
-uint64_t cistern__tier_bytes(uint64_t cold_slots, uint64_t procs);
-/*
- * What create refuses in a tier for policy p (the sentence), or NULL; and
- * for the tier's own fields of cfg.
- */
-const char *cistern__tier_config_problem(const struct cistern__policy *p,
-					 const struct cistern_config *cfg);
-/* The ops of a tiered segment of c's policy: c->policy->ops without a tier. */
-const struct cistern_ops *cistern__tier_ops(const struct cistern *c);
-/* Make the cold file of a segment being created (c->fixed set): 0 or -errno, nothing left. */
-int cistern__tier_create(struct cistern *c);
-/* Close the handle's cold file and free its side. */
-void cistern__tier_free(struct cistern *c);
-/* Remove the cold file of a segment whose header says (dir, name); 0 if it has none. */
-int cistern__tier_unlink(const char *dir, const char *name);
-
-/* What inspect shows of the tier. */
-struct cistern__tier_view {
-	uint64_t slots, population, disk_bytes, spilled, cold_reads, cold_evictions;
-};
-void cistern__tier_view(const struct cistern *c, struct cistern__tier_view *v);
+/* reservoir.c: Reservoir's and BatchReservoir's tier. */
+extern const struct cistern__tiering cistern__rs_tiering;
 
 #endif
