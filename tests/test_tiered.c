@@ -400,3 +400,30 @@ Test(tiered, a_disk_too_small_for_the_tier_gives_enospc_at_create)
 	cr_assert_lt(code, 100, "could not mount a small tmpfs (step %d)", code - 100);
 	cr_assert_eq(code, 0, "check %d failed", code);
 }
+
+Test(tiered, dump_refuses_a_tiered_segment_and_writes_nothing)
+{
+	struct cistern *c = seg_create("dump", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + 8; i++)
+		put_step(c, i);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/seg.dump", dir);
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), -ENOTSUP);
+	cr_assert_neq(access(path, F_OK), 0, "a dump file was left");
+}
+
+Test(tiered, a_read_only_handle_sees_hot_and_cold_population)
+{
+	struct cistern *c = seg_create("view", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + 40; i++)
+		put_step(c, i);
+	struct cistern *v;
+	cr_assert_eq(cistern_open_readonly(seg_name_of(c), &v), 0);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(v, &st), 0);
+	cistern_detach(v);
+	cr_assert_eq(st.population, HOT + 40);
+	cr_assert_eq(st.cold_population, 40);
+	cr_assert_eq(st.cold_slots, COLD);
+	cr_assert_geq(st.cold_disk_bytes, (uint64_t)COLD * SLOT);
+}
