@@ -427,3 +427,24 @@ Test(tiered, a_read_only_handle_sees_hot_and_cold_population)
 	cr_assert_eq(st.cold_slots, COLD);
 	cr_assert_geq(st.cold_disk_bytes, (uint64_t)COLD * SLOT);
 }
+
+Test(tiered, single_reads_draw_each_tier_by_its_share_of_the_population)
+{
+	struct cistern *c = seg_create("share", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	enum { READS = 4000 };
+	for (int k = 0; k < READS; k++) {
+		struct cistern_sample s;
+		cr_assert_eq(cistern_acquire(c, &s, 2000), 0);
+		assert_whole(s.data, s.len, &s.meta);
+		cr_assert_eq(cistern_release(c, &s), 0);
+	}
+	/*
+	 * Four fifths of the samples are cold: a uniform draw reads cold 3200
+	 * times in 4000 on average, with a standard deviation of about 25.
+	 */
+	struct cistern_stats st = stats(c);
+	cr_assert_gt(st.cold_reads, 3000, "%lu cold reads", (unsigned long)st.cold_reads);
+	cr_assert_lt(st.cold_reads, 3400, "%lu cold reads", (unsigned long)st.cold_reads);
+}
