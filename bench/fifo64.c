@@ -23,6 +23,7 @@
 
 #include "core/prefetch.h"
 #include "core/policy.h"
+#include "sys/cpu.h"
 #include "sys/crc32c.h" /* cistern__prefetch_for_write(), as the library's producer uses it */
 
 #define QCAP 1024 /* capacity of every queue, in samples, where it can be chosen */

@@ -114,7 +114,7 @@ if problems:
   in the first column of exactly one table row in {DOC}: the edges table
   of docs/protocol/README.md, whose row names the page that describes the
   edge under a heading of its name (fifo.md for lib/policy/fifo/fifo.h, fifo.c,
-  fifo_copy.c, sole.c and roles.h; reservoirs.md, liveness.md and waits.md
+  fifo_copy.c, roles.c and roles.h; reservoirs.md, liveness.md and waits.md
   for the rest). After merging branches that label lib/: add a row and a
   description for each label above that no table names, and where two branches spelled one edge differently
   (for instance a FIFO caller of cistern__publish_word() and wait.h), keep

@@ -2,7 +2,7 @@
 /*
  * test_auto_roles.c - the automatic producer and reader roles of a FIFO, and
  * the automatic reader role of a reservoir, created without the
- * CISTERN_SINGLE_* flags (lib/core/sole.c, the guarded plain claims in lib/policy/fifo/fifo.c,
+ * CISTERN_SINGLE_* flags (lib/core/roles.c, the guarded plain claims in lib/policy/fifo/fifo.c,
  * the bracketed read calls in lib/api/api.c): the only handle acting in a role
  * holds it, a second one takes it away without the holder's help, the last
  * one left takes it back, and no sample is lost, doubled, reordered or (while

@@ -77,7 +77,8 @@ Test(cold, slots_written_in_one_batch_read_back_in_another)
 	cistern__cold_prep(&c, &io[0], 0, 16, r, false);
 	cr_assert_eq(cistern__uring_run(io, 1), 0);
 	for (uint64_t i = 0; i < 16; i++)
-		cr_assert(matches(r + i * 8192, 8192, 100 + i), "slot %lu differs", (unsigned long)i);
+		cr_assert(matches(r + i * 8192, 8192, 100 + i), "slot %lu differs",
+			  (unsigned long)i);
 	free(w);
 	free(r);
 	cistern__cold_close(&c);
@@ -445,7 +446,8 @@ static void ks_child(struct cistern__cold *c, struct ks_shared *s, uint32_t owne
 	uint32_t lens[4];
 	for (uint64_t n = 0;; n++) {
 		uint64_t first;
-		unsigned k = cistern__cold_claim_run(s->ents, KS_SLOTS, &s->cursor, owner, 4, &first);
+		unsigned k = cistern__cold_claim_run(s->ents, KS_SLOTS, &s->cursor, owner, 4,
+						     &first);
 		for (unsigned i = 0; i < k; i++) {
 			slots[i] = first + i;
 			ids[i] = (uint64_t)owner << 40 | (n * 4 + i);
@@ -547,7 +549,8 @@ Test(cold, batches_complete_while_signals_interrupt_the_waits)
 					   r + (size_t)i * 4096, false);
 		cr_assert_eq(cistern__uring_run(io, N), 0, "round %d", round);
 		for (unsigned i = 0; i < N; i++)
-			cr_assert(matches(r + (size_t)i * 4096, 4096, (i * 131u + (unsigned)round) % N));
+			cr_assert(matches(r + (size_t)i * 4096, 4096,
+					  (i * 131u + (unsigned)round) % N));
 	}
 	struct itimerval off = {{0, 0}, {0, 0}};
 	setitimer(ITIMER_REAL, &off, NULL);
@@ -620,7 +623,8 @@ static void re_evictor(struct cistern__cold *c, struct re_shared *s, uint32_t ow
 	uint32_t lens[2];
 	for (uint64_t n = 0;; n++) {
 		uint64_t first;
-		unsigned k = cistern__cold_claim_run(s->ents, RE_SLOTS, &s->cursor, owner, 2, &first);
+		unsigned k = cistern__cold_claim_run(s->ents, RE_SLOTS, &s->cursor, owner, 2,
+						     &first);
 		for (unsigned i = 0; i < k; i++) {
 			slots[i] = first + i;
 			ids[i] = (uint64_t)owner << 40 | (n * 2 + i);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_sole.c - CISTERN_SINGLE_PRODUCER and CISTERN_SINGLE_READER (lib/core/sole.c,
+ * test_sole.c - CISTERN_SINGLE_PRODUCER and CISTERN_SINGLE_READER (lib/core/roles.c,
  * the plain-store claims in lib/policy/fifo/fifo.c): one holder of each role at a time,
  * the role passes on when its holder detaches or dies, and nothing is lost
  * or wedged on the way, including at end of data.
@@ -17,6 +17,7 @@
 #include "core/policy.h"
 #include "core/roles.h"
 #include "policy/fifo/fifo.h"
+#include "policy/fifo/fifo_copy.h"
 #include "sys/cpu.h"
 #include <cistern/admin.h>
 
@@ -139,7 +140,7 @@ Test(sole, sole_reader_batches_count_each_read_once_and_leave_no_pin)
  * For the any-reader half of the tests below: a second reader, which reads
  * one sample first, so that the handle under test is not the lone reader
  * (which takes the sole reader's paths without the flag) but one of two
- * counted readers (lib/core/sole.c). Adds its read to *reads.
+ * counted readers (lib/core/roles.c). Adds its read to *reads.
  */
 static struct cistern *second_reader(const char *name, unsigned *reads)
 {

@@ -72,8 +72,7 @@ static void assert_whole(const void *data, size_t len, const struct cistern_meta
 {
 	cr_assert_eq(m->sim_id, 3);
 	cr_assert_eq(len, len_of(m->time_step), "step %u: length %zu", m->time_step, len);
-	cr_assert(check_payload(data, len, 3, m->time_step), "step %u: bytes differ",
-		     m->time_step);
+	cr_assert(check_payload(data, len, 3, m->time_step), "step %u: bytes differ", m->time_step);
 }
 
 /*

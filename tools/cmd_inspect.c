@@ -193,10 +193,11 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 		printf("    in memory     %12" PRIu64 " of %" PRIu64 "\n",
 		       st->population - st->cold_population, k->slot_count);
 		printf("    on disk       %12" PRIu64 " of %" PRIu64 "  (%s in %s)\n",
-		       st->cold_population, st->cold_slots, fmt_bytes(st->cold_disk_bytes, db, sizeof(db)),
+		       st->cold_population, st->cold_slots,
+		       fmt_bytes(st->cold_disk_bytes, db, sizeof(db)),
 		       k->cold_dir ? k->cold_dir : "?");
-		printf("  spilled         %12" PRIu64 "  (cold reads %" PRIu64 ", cold evictions %" PRIu64
-		       ")\n",
+		printf("  spilled         %12" PRIu64 "  (cold reads %" PRIu64
+		       ", cold evictions %" PRIu64 ")\n",
 		       st->cold_spilled, st->cold_reads, st->cold_evictions);
 	}
 	printf("  puts            %12" PRIu64, st->puts);

@@ -194,14 +194,14 @@ void prom_write(FILE *f, const struct prom_seg *segs, size_t n)
 	bool any_cold = false;
 	for (size_t i = 0; i < n; i++)
 		any_cold |= segs[i].st.cold_slots != 0;
-#define COLD(f, name, type, help, expr)                       \
-	do {                                                  \
-		prom_family(f, name, type, help);             \
-		for (size_t i_ = 0; i_ < n; i_++) {           \
-			const struct prom_seg *x = &segs[i_]; \
-			if (x->st.cold_slots)                 \
+#define COLD(f, name, type, help, expr)                         \
+	do {                                                    \
+		prom_family(f, name, type, help);               \
+		for (size_t i_ = 0; i_ < n; i_++) {             \
+			const struct prom_seg *x = &segs[i_];   \
+			if (x->st.cold_slots)                   \
 				sample_u64(f, name, x, (expr)); \
-		}                                             \
+		}                                               \
 	} while (0)
 	if (any_cold) {
 		COLD(f, "cistern_cold_slots", "gauge", "Slots of the cold tier on disk.",

@@ -220,7 +220,8 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 bool cistern__held_once_reclaimed(const struct cistern_snap_ops *so, uint64_t word)
 {
 	enum cistern_slot_class cls = so->classify(word).cls;
-	return cls == CISTERN_SLOT_COMMITTED || cls == CISTERN_SLOT_REDELIVER || cls == CISTERN_SLOT_ACQUIRED || cls == CISTERN_SLOT_EVICTING;
+	return cls == CISTERN_SLOT_COMMITTED || cls == CISTERN_SLOT_REDELIVER ||
+	       cls == CISTERN_SLOT_ACQUIRED || cls == CISTERN_SLOT_EVICTING;
 }
 
 uint32_t cistern__seen_once_reclaimed(const struct cistern *c, const struct cistern_slotmeta *m,

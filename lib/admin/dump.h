@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * dump.h - the dump engine and restore marks (dump.c, restore.c) (internal).
+ * dump.h - the dump engine (dump.c) (internal).
  */
 #ifndef CISTERN_DUMP_H
 #define CISTERN_DUMP_H
@@ -8,15 +8,8 @@
 #include "core/handle.h"
 #include "cistern/admin.h"
 #include "core/policy.h"
-
-/*
- * restore.c: the restore-in-progress mark of an object named `name`
- * (cistern_hdr.restore_mark): a tag in the high half, the CRC-32C of the
- * name in the low half, so never 0.
- */
-uint64_t cistern__restore_mark(const char *name);
-/* Whether the header mapped or copied from object `name` is an unfinished restore's. */
-bool cistern__restore_unfinished(const struct cistern_hdr *h, const char *name);
+#include "admin/dump_io.h"
+#include "admin/restore.h"
 
 /* How many names a dump or a restore tries before it gives up (-EEXIST). */
 #define CISTERN__TEMP_TRIES 16
@@ -36,8 +29,6 @@ enum {
 	CISTERN__DUMP_NOREPLACE = 1u << 2,
 	CISTERN__DUMP_DEAD_HELD = 1u << 3,
 };
-/* dump_io.c: tests set this to take the paths used where io_uring is unavailable. */
-extern bool cistern__no_uring;
 int cistern__dump_ex(const char *name, const char *path, unsigned flags,
 		     cistern_progress_fn progress, void *arg, struct cistern_dump_info *info);
 /* The same from a handle already open on segment `name` (read-only or not; gc's own). */

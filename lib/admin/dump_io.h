@@ -101,4 +101,7 @@ const uint8_t *cistern__io_r_next(struct io_reader *rd, size_t *len);
 void cistern__io_r_done(struct io_reader *rd);
 void cistern__io_r_destroy(struct io_reader *rd);
 
+/* Tests set this to take the paths used where io_uring is unavailable. */
+extern bool cistern__no_uring;
+
 #endif

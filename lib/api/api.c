@@ -15,6 +15,7 @@
 #include "core/prefetch.h"
 #include "core/roles.h"
 #include "core/wait.h"
+#include "policy/reservoir/rate_limit.h"
 #include "core/open.h"
 #include "core/liveness.h"
 #include "core/policy.h"
@@ -260,7 +261,7 @@ struct read_req {
 
 /*
  * A reservoir reader in the automatic role runs each read call (never a
- * wait) inside the role's bracket (sole.c): inside, it pins and counts with
+ * wait) inside the role's bracket (roles.c): inside, it pins and counts with
  * plain stores as the holder of CISTERN_SINGLE_READER does, unless a second
  * reader took the role away. Anyone else: nothing to do.
  */
@@ -482,8 +483,9 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 		return -EINVAL;
 	if (c->policy->get_batch) {
 		int r = writable(c);
-		return r < 0 ? r : c->policy->get_batch(c, buf, stride, n, len, meta, timeout_ms,
-							      cistern_get);
+		return r < 0 ? r
+			     : c->policy->get_batch(c, buf, stride, n, len, meta, timeout_ms,
+						    cistern_get);
 	}
 	/* As cistern_acquire_batch() does, before the one-pass try (which may find budget now). */
 	int refused = cistern__rate_refuses(&c->fixed, n);
@@ -566,10 +568,11 @@ int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t si
 		return say(-EINVAL, why, size,
 			   "a read of 0 samples, and the segment has no batch_size");
 	if (n > holds_at_most(c))
-		return say(-EINVAL, why, size,
-			   "a read of %zu samples is more than the segment holds (slot_count %" PRIu64
-			   " + cold_slots %" PRIu64 ")",
-			   n, c->slot_count, h->cold_slots);
+		return say(
+			-EINVAL, why, size,
+			"a read of %zu samples is more than the segment holds (slot_count %" PRIu64
+			" + cold_slots %" PRIu64 ")",
+			n, c->slot_count, h->cold_slots);
 	if (c->policy->reads_whole_batches && n != h->batch_size)
 		return say(-EINVAL, why, size,
 			   "a BatchReservoir reads batches of exactly batch_size (%u), not %zu",
@@ -761,7 +764,7 @@ const char *cistern_strerror(int err)
 		return "out of memory";
 	case -ENOSPC:
 		return "no space left for the segment (/dev/shm full)";
-	/* The tools' results (inspect.c, dump.c), and a single role held elsewhere (sole.c). */
+	/* The tools' results (inspect.c, dump.c), and a single role held elsewhere (roles.c). */
 	case -EBUSY:
 		return "live processes are attached to the segment (or one is attaching), or "
 		       "another holds its single producer or reader role";

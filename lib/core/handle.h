@@ -81,7 +81,7 @@ struct cistern__lockfd {
 };
 
 /*
- * How a handle stands in one role (sole.c, roles.h), set when it takes the
+ * How a handle stands in one role (roles.c, roles.h), set when it takes the
  * role and changed by the automatic role's handshake. The handle keeps one
  * for each side, c->producing and c->reading, since one handle may put and
  * get (its c->role has both bits) and hold the two roles in different ways,
@@ -106,8 +106,8 @@ enum cistern_hold {
  */
 typedef int cistern__put_fn(struct cistern *c, const void *buf, size_t len,
 			    struct cistern_meta *meta, int timeout_ms);
-typedef ssize_t cistern__get_fn(struct cistern *c, void *buf, size_t cap,
-				struct cistern_meta *meta, int timeout_ms);
+typedef ssize_t cistern__get_fn(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
+				int timeout_ms);
 
 struct cistern {
 	struct cistern_hdr *hdr;
@@ -148,8 +148,8 @@ struct cistern {
 	struct cistern_scratch scratch;
 	bool reserve_polling;        /* FIFO: the last reserve found the ring full */
 	bool acquire_polling;        /* FIFO: the last acquire found nothing */
-	enum cistern_hold producing; /* sole.c: how this handle stands in the producer role */
-	enum cistern_hold reading;   /* sole.c: how it stands in the reader role */
+	enum cistern_hold producing; /* roles.c: how this handle stands in the producer role */
+	enum cistern_hold reading;   /* roles.c: how it stands in the reader role */
 	bool close_fenced;           /* fifo.c: fenced against plain claims after close */
 	bool gathering;              /* in cistern_get_batch(): it prefetches payloads */
 	bool wide_copies;            /* fifo_copy.c: the one-step put and get copy with AVX2 */

@@ -1,23 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * open.h - opening a segment by name: the checked open, the owner check, the
- * validated mapping and its schema (segment.c, schema.c) (internal).
+ * validated mapping (segment.c) (internal).
  */
 #ifndef CISTERN_OPEN_H
 #define CISTERN_OPEN_H
 
 #include "core/handle.h"
-
-/*
- * schema.c: check a schema's text (see there), giving the first `cap` fields,
- * their count, the sample size and the canonical text (out pointers may be
- * NULL); NULL if it is good, else why not, in a per-thread buffer.
- */
-const char *cistern__schema_scan(const char *text, struct cistern_field *out, size_t cap,
-				 size_t *count, uint64_t *size, char canon[CISTERN_SCHEMA_MAX]);
-/* Copy and parse c->fixed.schema into the handle: 0, -ENOMEM or -EPROTO. */
-int cistern__schema_load(struct cistern *c);
-void cistern__schema_free(struct cistern *c);
+#include "core/schema.h"
 
 /*
  * segment.c: open the existing object of segment `name` for `access`
@@ -75,5 +65,8 @@ int cistern__refresh(const struct cistern *c, unsigned parts);
  * if it ends first (the object shrank), or -errno.
  */
 int cistern__pread_all(int fd, void *buf, size_t len, uint64_t off);
+
+/* segment.c: in a fork() child, make its copy of c refuse every call but detach. */
+void cistern__disown(struct cistern *c);
 
 #endif

@@ -70,48 +70,6 @@ struct cistern_ops {
 	uint64_t (*population)(const struct cistern *c, const struct cistern_stats *st);
 };
 
-/*
- * rate_limit.c: the largest read (in samples) that a rate limiter with this
- * reads_per_put and a rate_slack set by hand always admits in the end, and
- * -EDEADLK if a read of n on this segment never could be (0 otherwise).
- */
-uint64_t cistern__rate_grant(double reads_per_put, double slack);
-int cistern__rate_refuses(const struct cistern_fixed *f, uint64_t n);
-/*
- * rate_limit.c: whether a config's rate limiter (off, automatic, or with a
- * rate_slack set by hand) admits a read of n samples in the end.
- */
-bool cistern__rate_admits(const struct cistern_config *cfg, uint64_t n);
-/*
- * rate_limit.c: clear attachment `owner`'s mark in hdr->rl_stuck (it waits for
- * the other side no more: it detached, died, or its call ended), and this
- * handle's own (cistern__rate_unmark, when c->rl_marked). No-ops without the
- * limiter.
- */
-void cistern__rate_forget(struct cistern *c, uint32_t owner);
-void cistern__rate_unmark(struct cistern *c);
-/* rate_limit.c: n reads the limiter counted were taken back (seen counts lowered). */
-void cistern__rate_give_back(struct cistern *c, uint64_t n);
-
-/*
- * fifo_copy.c: set the handle's put_step and get_step: cistern_put() and
- * cistern_get() on a FIFO, in one step when the slot is ready, else through
- * the slow path the caller hands them (api.c: reserve or acquire, waiting
- * as needed), with the copies this processor runs best; NULL for a
- * read-only handle or one without its attachment. The FIFO's set_steps.
- */
-void cistern__fifo_steps(struct cistern *c);
-/*
- * fifo_copy.c: the samples of a cistern_put_batch() on a FIFO there is room
- * for now, stopping before one longer than the stride or a slot: how many
- * (0: none, the caller waits for the first); -EPIPE if reception closed
- * while the first was claimed. The caller checked the handle and n.
- */
-ssize_t cistern__fifo_put_now(struct cistern *c, size_t n, const struct cistern_scatter *s);
-/* fifo_copy.c: cistern_get_batch() on a FIFO; the caller checked the handle and n. */
-int cistern__fifo_get_batch(struct cistern *c, char *buf, size_t stride, size_t n, size_t *len,
-			    struct cistern_meta *meta, int timeout_ms, cistern__get_fn *get_one);
-
 /* ---- Inspection, gc and snapshots (inspect.c, dump.c, restore.c) ------- */
 
 /*
@@ -155,10 +113,6 @@ struct cistern_snap_ops {
 	 */
 	int (*restore)(struct cistern *c, uint64_t n, uint64_t next_id);
 };
-extern const struct cistern_snap_ops cistern__fifo_snap_ops;
-/* reservoir_snap.c: FIRO and the four reservoirs */
-extern const struct cistern_snap_ops cistern__reservoir_snap_ops;
-struct cistern_slot_view cistern__fifo_classify(uint64_t word);
 
 /* ---- The policies ------------------------------------------------------ */
 

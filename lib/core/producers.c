@@ -72,4 +72,3 @@ int cistern__producers_left(struct cistern *c)
 	}
 	return (int)(expected - ended);
 }
-

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * roles.h - who produces and who reads: the sole and automatic roles (sole.c) (internal).
+ * roles.h - who produces and who reads: the sole and automatic roles (roles.c) (internal).
  */
 #ifndef CISTERN_ROLES_H
 #define CISTERN_ROLES_H
@@ -9,7 +9,7 @@
 #include "core/producers.h"
 
 /*
- * CISTERN_SINGLE_* (sole.c): take the producer or reader role if the segment
+ * CISTERN_SINGLE_* (roles.c): take the producer or reader role if the segment
  * allows only one holder; 0, -EBUSY while another live handle has it, or
  * -EPROTO (a holder word naming no entry of the table).
  */
@@ -19,13 +19,13 @@ void cistern__drop_sole(struct cistern_hdr *h, uint32_t owner);
 
 /*
  * The automatic roles of a segment without the CISTERN_SINGLE_* flags (the
- * producer's under FIFO, the reader's under FIFO and the reservoirs; sole.c):
+ * producer's under FIFO, the reader's under FIFO and the reservoirs; roles.c):
  * enter the role (take it if nobody acts in it, else be counted, taking it
  * from its holder if there is one); 0, -EBUSY (a holder could not be made to
  * give it up) or -EPROTO (a damaged mode word).
  */
 int cistern__enter_auto(struct cistern *c, uint32_t role);
-/* Mode word fields (the layout is in sole.c): the holder; one handle counted; revoking. */
+/* Mode word fields (the layout is in roles.c): the holder; one handle counted; revoking. */
 #define CISTERN_AUTO_OWNER UINT64_C(0xffff)
 #define CISTERN_AUTO_ONE (UINT64_C(1) << 32)
 #define CISTERN_AUTO_REVOKING (UINT64_C(1) << 16)
@@ -33,7 +33,7 @@ int cistern__enter_auto(struct cistern *c, uint32_t role);
 void cistern__auto_lost(struct cistern *c, uint32_t role);
 /* A counted handle that is the only one left takes the role; true if it did. */
 bool cistern__auto_regain(struct cistern *c, uint32_t role);
-/* The owner holding `role` alone (flag or automatic role), or 0 (sole.c). */
+/* The owner holding `role` alone (flag or automatic role), or 0 (roles.c). */
 uint32_t cistern__lone_holder(const struct cistern *c, uint32_t role);
 /* Give back what entry `owner` (p) holds or is counted for, at its reclaim. */
 void cistern__leave_auto(struct cistern_hdr *h, struct cistern_proc *p, uint32_t owner);
@@ -71,7 +71,7 @@ void cistern__auto_read_end(struct cistern *c);
 
 /*
  * The automatic holder's bracket around one plain claim (the handshake is
- * described in sole.c). The store of the role bit and the load of the mode
+ * described in roles.c). The store of the role bit and the load of the mode
  * word are kept in this order by a compiler fence only: a revoker's
  * membarrier supplies the store-load fence at run time. False if the role
  * was taken away: the caller then owes a cistern__auto_lost() (kept apart
@@ -83,7 +83,7 @@ static inline bool cistern__auto_try_begin(struct cistern *c, uint32_t role, _At
 	 * [auto-claim]: the role bit, then the mode word, both relaxed and kept
 	 * in order by the compiler fence; the revoker's membarrier between its
 	 * seq_cst CAS of `revoking` and its load of auto_busy (finish_revoke(),
-	 * sole.c) is the store-load fence, so one of the two sees the other.
+	 * roles.c) is the store-load fence, so one of the two sees the other.
 	 */
 	atomic_store_explicit(&c->me->auto_busy, role, memory_order_relaxed);
 	atomic_signal_fence(memory_order_seq_cst);
@@ -106,7 +106,7 @@ static inline bool cistern__auto_begin(struct cistern *c, uint32_t role, _Atomic
 /*
  * [auto-end] release: the claim's plain stores come before the cleared
  * bit; the revoker's acquire load of auto_busy sees them before its CAS
- * (finish_revoke(), sole.c).
+ * (finish_revoke(), roles.c).
  */
 static inline void cistern__auto_end_of(struct cistern_proc *me)
 {

@@ -226,8 +226,8 @@ void cistern__fixed_of(const struct cistern_hdr *h, struct cistern_fixed *f)
 	f->cold_slots = h->cold_slots;
 	f->cold_nonce = h->cold_nonce;
 	memcpy(f->cold_dir, h->cold_dir, sizeof(f->cold_dir));
-	f->cold_off = h->total_size - tier_bytes(cistern__policy_of(h->policy), h->cold_slots,
-						 h->procs_count);
+	f->cold_off = h->total_size -
+		      tier_bytes(cistern__policy_of(h->policy), h->cold_slots, h->procs_count);
 }
 
 /* Write the immutable fields of *f into a header being created. */
@@ -1138,7 +1138,7 @@ int cistern_detach(struct cistern *c)
  * has no tier or its header cannot be read and checked).
  */
 static const struct cistern__policy *cold_dir_of(const char *shm,
-						char dir[CISTERN_COLD_DIR_MAX + 1])
+						 char dir[CISTERN_COLD_DIR_MAX + 1])
 {
 	const struct cistern__policy *p = NULL;
 	dir[0] = '\0';

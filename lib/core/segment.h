@@ -116,8 +116,8 @@ struct cistern_proc {
 	uint32_t reader_bit;           /* reservoir pin bit (0..63), or UINT32_MAX */
 	_Atomic uint32_t waiting;      /* 0, or 1 + enum cistern_wait_kind while registered */
 	char comm[16];                 /* process name, for the CLI */
-	_Atomic uint32_t auto_busy;    /* sole.c: role bit while an automatic holder claims */
-	_Atomic uint32_t auto_entered; /* sole.c: role bits this entry counts in auto_* */
+	_Atomic uint32_t auto_busy;    /* roles.c: role bit while an automatic holder claims */
+	_Atomic uint32_t auto_entered; /* roles.c: role bits this entry counts in auto_* */
 	_Atomic uint32_t producing;    /* api.c: CISTERN_COUNTED_*, expected producers only */
 	CL_ALIGN struct cistern_counters ctr;
 	/*
@@ -242,7 +242,7 @@ struct cistern_hdr {
 	/*
 	 * Without CISTERN_SINGLE_PRODUCER (FIFO) or CISTERN_SINGLE_READER (FIFO,
 	 * the reservoir kinds): the role's automatic holder and the count of handles acting in it alongside others
-	 * (sole.c): owner[15:0] | revoking[16] | shared count[63:32].
+	 * (roles.c): owner[15:0] | revoking[16] | shared count[63:32].
 	 */
 	_Atomic uint64_t auto_producer;
 	_Atomic uint64_t auto_reader;

@@ -172,7 +172,7 @@ static uint32_t ahead_round(const struct cistern *c)
  * Whether the one process this wait depends on last began a wait on the CPU
  * we are on now; records our CPU for its waits to compare. Only where one
  * handle holds the other side's role (CISTERN_SINGLE_* or the automatic
- * roles, sole.c): with several, any of them may be the one to move. Relaxed
+ * roles, roles.c): with several, any of them may be the one to move. Relaxed
  * throughout: a hint, which a stale value turns into the pauses of a
  * waiter on another CPU or a yield that returns at once, never a lost wake.
  */

@@ -15,7 +15,7 @@ enum { RING_DEPTH = 256 };
 
 static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct io_uring ring;
-static pid_t ring_pid;      /* the process that made `ring`; 0: none */
+static pid_t ring_pid;     /* the process that made `ring`; 0: none */
 static unsigned in_flight; /* requests the ring holds; at most RING_DEPTH */
 
 unsigned cistern__uring_depth(void)

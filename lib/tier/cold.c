@@ -32,7 +32,8 @@ uint32_t cistern__cold_slot_bytes(size_t max_bytes)
 		max_bytes = 1;
 	if (max_bytes > (size_t)UINT32_MAX - CISTERN__COLD_BLOCK)
 		return 0;
-	size_t r = (max_bytes + CISTERN__COLD_BLOCK - 1) / CISTERN__COLD_BLOCK * CISTERN__COLD_BLOCK;
+	size_t r = (max_bytes + CISTERN__COLD_BLOCK - 1) / CISTERN__COLD_BLOCK *
+		   CISTERN__COLD_BLOCK;
 	return (uint32_t)r;
 }
 
@@ -251,8 +252,7 @@ unsigned cistern__cold_claim_run(struct cistern__cold_ent *ents, uint64_t nslots
 		uint64_t adv = k ? k : 1;
 		/* Relaxed: a lost race only means another process moved it on. */
 		atomic_compare_exchange_strong_explicit(cursor, &cur, cur + adv,
-							memory_order_relaxed,
-							memory_order_relaxed);
+							memory_order_relaxed, memory_order_relaxed);
 		if (k) {
 			*first = s;
 			return k;
@@ -266,7 +266,8 @@ void cistern__cold_abort(struct cistern__cold_ent *e)
 {
 	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
 	/* Relaxed: a free slot publishes nothing. */
-	atomic_store_explicit(&e->word, cistern__cold_word(CISTERN__COLD_FREE, 0, cistern__cold_gen(w)),
+	atomic_store_explicit(&e->word,
+			      cistern__cold_word(CISTERN__COLD_FREE, 0, cistern__cold_gen(w)),
 			      memory_order_relaxed);
 }
 
@@ -313,9 +314,10 @@ int cistern__cold_spill(struct cistern__cold *c, struct cistern__cold_ent *ents,
 		 * harvested above) and the fields are stored; a reader that loads
 		 * HELD with acquire sees both.
 		 */
-		atomic_store_explicit(&e->word,
-				      cistern__cold_word(CISTERN__COLD_HELD, 0, cistern__cold_gen(w) + 1),
-				      memory_order_release);
+		atomic_store_explicit(
+			&e->word,
+			cistern__cold_word(CISTERN__COLD_HELD, 0, cistern__cold_gen(w) + 1),
+			memory_order_release);
 	}
 	return 0;
 }
@@ -367,8 +369,8 @@ uint64_t cistern__cold_reclaim(struct cistern__cold_ent *ents, uint64_t n, uint3
 				move = false;
 			/* Relaxed: the dead owner wrote no field that the new word publishes. */
 			if (move && atomic_compare_exchange_strong_explicit(&e->word, &w, to,
-									 memory_order_relaxed,
-									 memory_order_relaxed))
+									    memory_order_relaxed,
+									    memory_order_relaxed))
 				changed++;
 		}
 		if (bit < 64) {

@@ -32,7 +32,7 @@
  *
  * Only the owner moves a slot out of RESERVED(p, me) or ACQUIRED(p, me) while
  * it lives; only the one process that holds a dead owner's entry lock does the
- * reclaim CAS. The holder of a sole role (sole.c) claims with plain stores, as
+ * reclaim CAS. The holder of a sole role (roles.c) claims with plain stores, as
  * nobody else may claim then. Every other transition is a CAS, so two
  * processes never both win.
  *
@@ -60,6 +60,7 @@
 #include <string.h>
 
 #include "policy/fifo/fifo.h"
+#include "policy/fifo/fifo_copy.h"
 #include "core/ring.h"
 #include "core/policy.h"
 
@@ -395,7 +396,7 @@ static bool fifo_drained(struct cistern *c)
 	 * store is visible when the membarrier returns, or its check comes after
 	 * the barrier and sees the close, and it turns its claim into a SKIP.
 	 * Any FIFO may have such a producer: one that holds the role by the
-	 * flag, or automatically (sole.c). If this process may not issue the
+	 * flag, or automatically (roles.c). If this process may not issue the
 	 * membarrier, only a producer role nobody holds either way (so no
 	 * plain claim can be under way) lets us go on. This membarrier is the
 	 * store-load fence of [close-claim] for the holder's claim.
@@ -504,7 +505,7 @@ static const struct cistern_ops cistern__fifo_ops = {
 
 /* ---- Inspection and snapshots (see struct cistern_snap_ops) ------------ */
 
-struct cistern_slot_view cistern__fifo_classify(uint64_t word)
+static struct cistern_slot_view cistern__fifo_classify(uint64_t word)
 {
 	static const enum cistern_slot_class map[] = {
 		[FIFO_FREE] = CISTERN_SLOT_FREE,
@@ -550,7 +551,7 @@ static int fifo_restore(struct cistern *c, uint64_t n, uint64_t next_id)
 	return 0;
 }
 
-const struct cistern_snap_ops cistern__fifo_snap_ops = {
+static const struct cistern_snap_ops cistern__fifo_snap_ops = {
 	.classify = cistern__fifo_classify,
 	.restore = fifo_restore,
 };

@@ -120,7 +120,7 @@ static inline __attribute__((always_inline)) enum holder_step
 holder_claim(struct cistern *c, bool guarded, struct holder_at *at)
 {
 	struct cistern_hdr *h = c->hdr;
-	/* The automatic role holds only while nobody takes it away (sole.c). */
+	/* The automatic role holds only while nobody takes it away (roles.c). */
 	if (guarded && !cistern__auto_try_begin(c, CISTERN_ROLE_PRODUCER, &h->auto_producer))
 		return HOLDER_LOST;
 	/* Relaxed: we are the only writer of the tail while we hold the role. */
@@ -162,7 +162,7 @@ holder_claim(struct cistern *c, bool guarded, struct holder_at *at)
 /*
  * Whether this handle holds the producer (reader) role: by
  * CISTERN_SINGLE_PRODUCER (READER) with light wakes, or automatically
- * (sole.c). The holder claims the tail (takes the head) with plain stores.
+ * (roles.c). The holder claims the tail (takes the head) with plain stores.
  */
 static inline bool holds_producer(const struct cistern *c)
 {

@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "policy/fifo/fifo.h"
+#include "policy/fifo/fifo_copy.h"
 #include "core/ring.h"
 #include "core/policy.h"
 #include "sys/cpu.h"
@@ -210,10 +211,9 @@ static __attribute__((noinline)) int put_long(struct cistern *c, const void *buf
  * the length. `guarded`: the automatic holder, whose claim is bracketed
  * (holder_claim()).
  */
-static inline __attribute__((always_inline)) int put_as(struct cistern *c, bool guarded,
-							const void *buf, size_t len,
-							struct cistern_meta *meta, int timeout_ms,
-							cistern__put_fn *slow)
+static inline __attribute__((always_inline)) int
+put_as(struct cistern *c, bool guarded, const void *buf, size_t len, struct cistern_meta *meta,
+       int timeout_ms, cistern__put_fn *slow)
 {
 	struct holder_at at;
 	/* Acquire: a first look, as put_now()'s. */
@@ -268,9 +268,9 @@ static inline __attribute__((always_inline)) int put_holder(struct cistern *c, c
  * there leaves room for more samples in flight.
  */
 #ifdef CISTERN_WIDE_COPIES
-static __attribute__((target("avx2"), noinline)) int
-put_wide(struct cistern *c, const void *buf, size_t len, struct cistern_meta *meta, int timeout_ms,
-	 cistern__put_fn *slow)
+static __attribute__((target("avx2"), noinline)) int put_wide(struct cistern *c, const void *buf,
+							      size_t len, struct cistern_meta *meta,
+							      int timeout_ms, cistern__put_fn *slow)
 {
 	return put_holder(c, buf, len, meta, timeout_ms, slow);
 }

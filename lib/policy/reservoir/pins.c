@@ -33,6 +33,7 @@
 #include <stdlib.h>
 
 #include "policy/reservoir/pins.h"
+#include "policy/reservoir/rate_limit.h"
 #include "core/slotword.h"
 #include "core/policy.h"
 

@@ -56,7 +56,7 @@ static inline void cistern__fence_before_wake(void)
 }
 
 /*
- * The sole reader's pin (CISTERN_SINGLE_READER, sole.c): no other handle
+ * The sole reader's pin (CISTERN_SINGLE_READER, roles.c): no other handle
  * writes this slot's pins word while it holds the role (the previous holder's
  * pins were dropped by its reclaim before the role passed on), so a load and
  * a relaxed store set the bit, with no locked instruction. The pin holds only

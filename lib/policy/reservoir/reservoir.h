@@ -45,6 +45,11 @@
 #define CISTERN_RESERVOIR_H
 
 #include "policy/reservoir/pick.h"
+#include "policy/reservoir/rate_limit.h"
+#include "policy/reservoir/reservoir_read.h"
+#include "policy/reservoir/gather.h"
+#include "policy/reservoir/pairs.h"
+#include "policy/reservoir/reservoir_snap.h"
 #include "core/policy.h"
 #include "core/slotword.h"
 
@@ -88,8 +93,6 @@ void cistern__rs_remove(struct cistern *c, uint64_t index, uint64_t word);
 bool cistern__rs_exclusive_is_mine(struct cistern *c, const struct cistern_sample *s,
 				   uint64_t *word);
 int cistern__rs_release_generic(struct cistern *c, struct cistern_sample *s);
-/* n samples back at once: what cistern__rs_release_generic() does to each, one wake. */
-int cistern__rs_release_batch(struct cistern *c, struct cistern_sample *s, size_t n);
 int cistern__rs_unacquire(struct cistern *c, struct cistern_sample *s);
 /* cistern_unacquire() on the rate-limited reservoirs: the read goes back to the limiter too. */
 int cistern__rs_hand_back(struct cistern *c, struct cistern_sample *s);
@@ -97,31 +100,6 @@ bool cistern__rs_closed(struct cistern *c);
 bool cistern__rs_drained(struct cistern *c);
 void cistern__rs_reclaim(struct cistern *c, uint32_t owner);
 uint64_t cistern__rs_population(const struct cistern *c, const struct cistern_stats *st);
-/* reservoir_read.c: a reservoir's try_acquire_batch and try_acquire (one sample). */
-int cistern__rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n);
-int cistern__rs_try_acquire(struct cistern *c, struct cistern_sample *s);
-/*
- * rate_limit.c: admit a read of n against the limiter's budget, all or
- * nothing: true if it may start (*taken reads then count, 0 when the
- * limiter is off or reception closed), false to wait.
- */
-bool cistern__rs_rate_take(struct cistern *c, uint64_t n, uint64_t *taken);
-/* The read admitted with `taken` made `got` reads: give back the rest, wake who may go on. */
-void cistern__rs_rate_settle(struct cistern *c, uint64_t taken, uint64_t got);
-/* May a producer put one more? */
-bool cistern__rs_rate_allows_put(struct cistern *c);
-/*
- * This handle waits for the other side for something other than the limiter
- * (a producer admitted by it found no slot it may take, a reader found too
- * few samples): mark it, so that the limiter lets the other side through, and
- * wake that side. Cleared as rate_limit.c says.
- */
-void cistern__rs_rate_stuck(struct cistern *c, bool producer);
-/*
- * May a read of n pinned samples start (reception open)? 0 with *taken as
- * cistern__rs_rate_take() says (the caller settles it), -EAGAIN, or the pin bit's error.
- */
-int cistern__rs_open_read_ready(struct cistern *c, size_t n, uint64_t *taken);
 /* A sample's seen count went from 0 to 1: log it for producers (reservoir.c). */
 void cistern__rs_note_seen(struct cistern *c, uint64_t index);
 /*
@@ -135,17 +113,6 @@ static inline bool rs_pin_tells_repeats(const struct cistern *c)
 {
 	return c->holding == 0 && c->dups.used == 0;
 }
-/*
- * Draw and pin batch members while held samples are dense (reservoir_read.c);
- * gathering (gather.c), the pins are left uncounted, the sole reader's for
- * the caller to confirm, and the sole reader prefetches each member's
- * payload for the caller's copy.
- */
-void cistern__rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
-			       size_t *dups, uint64_t probes, bool gather);
-/* gather.c: cistern_get_batch() in one pass for a reader holding nothing; -EAGAIN = general path. */
-int cistern__rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
-			   const struct cistern_gather *g);
 
 /* Make s the sample in slot index (metadata m, payload at data). */
 static inline void rs_fill_sample_at(struct cistern_sample *s, const struct cistern_slotmeta *m,
@@ -168,22 +135,13 @@ static inline void rs_fill_sample(struct cistern *c, struct cistern_sample *s, u
 			  live);
 }
 
-/* pairs.c: SimPairedReservoir's (sim_id, time_step) -> slot index */
-/* Index slot `index`, just committed with key (sim, step). */
-void cistern__pairs_publish(struct cistern *c, uint64_t index, uint32_t sim, uint32_t step);
-void cistern__pairs_forget(struct cistern *c, uint64_t index);
-/* Held, unseen, unpinned, and with neither neighbour held: no read can reach it. */
-bool cistern__pairs_is_orphan(struct cistern *c, uint64_t index, void *arg);
-/* Some pair is held now, so a read can still make a sample evictable. */
-bool cistern__pairs_any_held(struct cistern *c);
-
+/* reservoir.c: the free_state of FIRO and the reservoirs: pickers and pin tables. */
+void cistern__rs_free_state(struct cistern *c);
 /*
  * reservoir.c: what the reservoir policies ask of every config (a
  * watermark), and that with what a rate limiter set by hand asks of a read
  * of one sample (the config_problem of the policies that read one at a time).
  */
-/* reservoir.c: the free_state of FIRO and the reservoirs: pickers and pin tables. */
-void cistern__rs_free_state(struct cistern *c);
 const char *cistern__rs_config_problem(const struct cistern_config *cfg);
 const char *cistern__rs_limited_config_problem(const struct cistern_config *cfg);
 

@@ -228,9 +228,8 @@ static bool hold_hot(struct cistern *c, uint64_t *idx, uint64_t *word)
 			continue;
 		uint64_t tentative = sw_make(sw_pos(w), RS_EVICTING, c->owner);
 		/* [pin-evict] seq_cst CAS, then the seq_cst load of pins, as an eviction. */
-		if (!atomic_compare_exchange_strong_explicit(&m->word, &w, tentative,
-							     memory_order_seq_cst,
-							     memory_order_relaxed))
+		if (!atomic_compare_exchange_strong_explicit(
+			    &m->word, &w, tentative, memory_order_seq_cst, memory_order_relaxed))
 			continue;
 		if (atomic_load_explicit(&m->pins, memory_order_seq_cst) != 0) {
 			/* [rs-release] seq_cst: back as it was. */
@@ -488,7 +487,8 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 			uint64_t j, w;
 			uint32_t key;
 			if (!draw_cold(c, &j) ||
-			    !cistern__scratch_add(&c->scratch, key = (uint32_t)(c->slot_count + j))) {
+			    !cistern__scratch_add(&c->scratch,
+						  key = (uint32_t)(c->slot_count + j))) {
 				misses++;
 				continue;
 			}
@@ -523,8 +523,9 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 			/* Give every member back, hot and cold, as if never drawn. */
 			for (size_t i = 0; i < got; i++) {
 				if (is_cold(c, &out[i])) {
+					/* Unread: its seen count was not raised. */
 					free((void *)(uintptr_t)out[i].data);
-					out[i].data = NULL; /* unread: its seen count was not raised */
+					out[i].data = NULL;
 					tiered_unacquire_one(c, &out[i]);
 				} else {
 					cistern__rs_unacquire(c, &out[i]);
@@ -599,10 +600,10 @@ static int tiered_release(struct cistern *c, struct cistern_sample *s)
 		cistern__cold_unpin(e, (unsigned)c->pin_bit);
 	} else {
 		/* Release [cold-unpin]: our read is over before the slot can be claimed. */
-		atomic_store_explicit(&e->word,
-				      cistern__cold_word(CISTERN__COLD_FREE, 0,
-							 cistern__cold_gen(s->pos_)),
-				      memory_order_release);
+		atomic_store_explicit(
+			&e->word,
+			cistern__cold_word(CISTERN__COLD_FREE, 0, cistern__cold_gen(s->pos_)),
+			memory_order_release);
 		atomic_fetch_sub_explicit(&T(c)->population, 1, memory_order_relaxed);
 		cistern__wake_readers(c); /* end of data may have arrived */
 	}
@@ -636,10 +637,10 @@ static int tiered_unacquire_one(struct cistern *c, struct cistern_sample *s)
 		cistern__cold_unpin(e, (unsigned)c->pin_bit);
 	else
 		/* Release [cold-unpin]: back to HELD, our reads before another's. */
-		atomic_store_explicit(&e->word,
-				      cistern__cold_word(CISTERN__COLD_HELD, 0,
-							 cistern__cold_gen(s->pos_)),
-				      memory_order_release);
+		atomic_store_explicit(
+			&e->word,
+			cistern__cold_word(CISTERN__COLD_HELD, 0, cistern__cold_gen(s->pos_)),
+			memory_order_release);
 	if (s->data)
 		cistern__count(&c->me->ctr.gets, (uint64_t)-1);
 	forget_cold(s);

@@ -19,10 +19,11 @@
 
 struct cistern__tier_shm {
 	CL_ALIGN _Atomic uint64_t cursor; /* the spills' write cursor (cold.h) */
-	CL_ALIGN _Atomic uint64_t population; /* HELD cold entries (high, never low, after a death) */
-	_Atomic uint64_t spilled;             /* samples moved from hot to cold */
-	_Atomic uint64_t cold_reads;          /* cold samples read back */
-	_Atomic uint64_t cold_evictions;      /* cold samples evicted by a spill */
+	/* HELD cold entries; a death may leave it high, never low. */
+	CL_ALIGN _Atomic uint64_t population;
+	_Atomic uint64_t spilled;        /* samples moved from hot to cold */
+	_Atomic uint64_t cold_reads;     /* cold samples read back */
+	_Atomic uint64_t cold_evictions; /* cold samples evicted by a spill */
 };
 
 /*

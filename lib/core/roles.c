@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sole.c - the single-producer and single-reader roles of a segment created
+ * roles.c - the single-producer and single-reader roles of a segment created
  * with CISTERN_SINGLE_PRODUCER (FIFO) or CISTERN_SINGLE_READER (FIFO and the
  * reservoirs), and the automatic roles of a segment created without them
  * (further down).
