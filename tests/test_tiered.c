@@ -447,3 +447,20 @@ Test(tiered, single_reads_draw_each_tier_by_its_share_of_the_population)
 	cr_assert_gt(st.cold_reads, 3000, "%lu cold reads", (unsigned long)st.cold_reads);
 	cr_assert_lt(st.cold_reads, 3400, "%lu cold reads", (unsigned long)st.cold_reads);
 }
+
+Test(tiered, a_batch_reservoir_with_a_tier_reads_whole_batches_over_both)
+{
+	struct cistern_config cfg = tiered_cfg();
+	cfg.policy = CISTERN_BATCH_RESERVOIR;
+	cfg.batch_size = 32;
+	cfg.watermark = 32;
+	struct cistern *c = seg_create("breservoir", cfg);
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	struct cistern_sample one;
+	cr_assert_eq(cistern_acquire(c, &one, 0), -EINVAL, "a single read of a batch policy");
+	read_batches(c, 8);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.gets, 8 * 32);
+	cr_assert_gt(st.cold_reads, 0);
+}
