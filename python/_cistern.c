@@ -1574,6 +1574,12 @@ static PyObject *stats_dict(const struct cistern_stats *st)
 	    dict_set_u64(d, "producers_expected", st->producers_expected) < 0 ||
 	    dict_set_u64(d, "producers_done", st->producers_done) < 0 ||
 	    dict_set_u64(d, "producers_died", st->producers_died) < 0 ||
+	    dict_set_u64(d, "cold_slots", st->cold_slots) < 0 ||
+	    dict_set_u64(d, "cold_population", st->cold_population) < 0 ||
+	    dict_set_u64(d, "cold_disk_bytes", st->cold_disk_bytes) < 0 ||
+	    dict_set_u64(d, "cold_spilled", st->cold_spilled) < 0 ||
+	    dict_set_u64(d, "cold_reads", st->cold_reads) < 0 ||
+	    dict_set_u64(d, "cold_evictions", st->cold_evictions) < 0 ||
 	    dict_set_bool(d, "reception_closed", st->reception_closed) < 0) {
 		Py_DECREF(d);
 		return NULL;
@@ -2497,15 +2503,15 @@ static PyTypeObject SampleType = {
 #define CFG_KWLIST                                                                                 \
 	"policy", "slot_size", "slot_count", "mode", "watermark", "pseudo_epochs", "sweep_size",   \
 		"nb_time_steps", "batch_size", "seed", "max_procs", "expected_producers", "flags", \
-		"reads_per_put", "rate_slack", "schema"
-#define CFG_FORMAT "O&O&O&O&O&O&O&O&O&O&O&O&O&ddz"
+		"reads_per_put", "rate_slack", "schema", "cold_slots", "cold_dir"
+#define CFG_FORMAT "O&O&O&O&O&O&O&O&O&O&O&O&O&ddzO&z"
 #define CFG_TARGETS(cfg, policy)                                                                   \
 	conv_u32, &(policy), conv_u64, &(cfg).slot_size, conv_u64, &(cfg).slot_count, conv_u32,    \
 		&(cfg).mode, conv_u64, &(cfg).watermark, conv_u32, &(cfg).pseudo_epochs, conv_u32, \
 		&(cfg).sweep_size, conv_u32, &(cfg).nb_time_steps, conv_u32, &(cfg).batch_size,    \
 		conv_u64, &(cfg).seed, conv_u32, &(cfg).max_procs, conv_u32,                       \
 		&(cfg).expected_producers, conv_u32, &(cfg).flags, &(cfg).reads_per_put,           \
-		&(cfg).rate_slack, &(cfg).schema
+		&(cfg).rate_slack, &(cfg).schema, conv_u64, &(cfg).cold_slots, &(cfg).cold_dir
 
 /* Store the parsed policy number in cfg; ValueError if it names no policy. */
 static int cfg_set_policy(struct cistern_config *cfg, uint32_t policy)
@@ -3366,14 +3372,16 @@ static PyMethodDef module_methods[] = {
 	{"create", (PyCFunction)(void (*)(void))mod_create, METH_VARARGS | METH_KEYWORDS,
 	 "create(name, policy=0, slot_size=0, slot_count=0, mode=0, watermark=0, "
 	 "pseudo_epochs=0, sweep_size=0, nb_time_steps=0, batch_size=0, seed=0, max_procs=0, "
-	 "expected_producers=0, flags=0, reads_per_put=0.0, rate_slack=0.0, schema=None)\n--\n\n"
+	 "expected_producers=0, flags=0, reads_per_put=0.0, rate_slack=0.0, schema=None, "
+	 "cold_slots=0, cold_dir=None)\n--\n\n"
 	 "Create segment `name` and attach to it (cistern_create()); the keywords are the\n"
 	 "fields of struct cistern_config. Returns a Handle."},
 	{"config_problem", (PyCFunction)(void (*)(void))mod_config_problem,
 	 METH_VARARGS | METH_KEYWORDS,
 	 "config_problem(policy=0, slot_size=0, slot_count=0, mode=0, watermark=0, "
 	 "pseudo_epochs=0, sweep_size=0, nb_time_steps=0, batch_size=0, seed=0, max_procs=0, "
-	 "expected_producers=0, flags=0, reads_per_put=0.0, rate_slack=0.0, schema=None)\n--\n\n"
+	 "expected_producers=0, flags=0, reads_per_put=0.0, rate_slack=0.0, schema=None, "
+	 "cold_slots=0, cold_dir=None)\n--\n\n"
 	 "Why create() would refuse these parameters (cistern_config_problem()), or None."},
 	{"remote_connect", (PyCFunction)(void (*)(void))mod_remote_connect,
 	 METH_VARARGS | METH_KEYWORDS,

@@ -243,13 +243,15 @@ def create(name: str, policy: int = 0, slot_size: int = 0, slot_count: int = 0, 
            watermark: int = 0, pseudo_epochs: int = 0, sweep_size: int = 0,
            nb_time_steps: int = 0, batch_size: int = 0, seed: int = 0, max_procs: int = 0,
            expected_producers: int = 0, flags: int = 0, reads_per_put: float = 0.0,
-           rate_slack: float = 0.0, schema: str | None = None) -> Handle: ...
+           rate_slack: float = 0.0, schema: str | None = None, cold_slots: int = 0,
+           cold_dir: str | None = None) -> Handle: ...
 def config_problem(policy: int = 0, slot_size: int = 0, slot_count: int = 0, mode: int = 0,
                    watermark: int = 0, pseudo_epochs: int = 0, sweep_size: int = 0,
                    nb_time_steps: int = 0, batch_size: int = 0, seed: int = 0,
                    max_procs: int = 0, expected_producers: int = 0, flags: int = 0,
                    reads_per_put: float = 0.0, rate_slack: float = 0.0,
-                   schema: str | None = None) -> str | None: ...
+                   schema: str | None = None, cold_slots: int = 0,
+                   cold_dir: str | None = None) -> str | None: ...
 def remote_connect(endpoint: str, server_key: str | None = None, public_key: str | None = None,
                    secret_key: str | None = None, connect_timeout_ms: int = 0,
                    heartbeat_ivl_ms: int = 0, heartbeat_timeout_ms: int = 0,
