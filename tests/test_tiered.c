@@ -464,3 +464,28 @@ Test(tiered, a_batch_reservoir_with_a_tier_reads_whole_batches_over_both)
 	cr_assert_eq(st.gets, 8 * 32);
 	cr_assert_gt(st.cold_reads, 0);
 }
+
+Test(tiered, samples_held_across_reads_are_each_released_once)
+{
+	struct cistern *c = seg_create("held", tiered_cfg());
+	for (uint32_t i = 0; i < 24; i++)
+		put_step(c, i);
+	/* 24 samples, 8 of them cold: hold them all, one read at a time. */
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.cold_population, 0);
+	for (uint32_t i = 24; i < HOT + 8; i++)
+		put_step(c, i);
+	enum { N = HOT + 8 };
+	struct cistern_sample s[N];
+	int got = 0;
+	for (int tries = 0; got < N && tries < 100 * N; tries++) {
+		if (cistern_acquire(c, &s[got], 0) != 0)
+			break;
+		got++;
+	}
+	cr_assert_gt(got, 0);
+	for (int i = 0; i < got; i++) {
+		assert_whole(s[i].data, s[i].len, &s[i].meta);
+		cr_assert_eq(cistern_release(c, &s[i]), 0, "release %d of %d", i, got);
+	}
+}

@@ -331,14 +331,21 @@ static bool is_cold(const struct cistern *c, const struct cistern_sample *s)
 	return s->index_ >= c->slot_count;
 }
 
-/* Draw a held cold slot uniformly: probes at random; false after too many misses. */
+/*
+ * Draw a held cold slot uniformly: probes at random; false after too many
+ * misses. One this handle pins already (a sample it holds from an earlier
+ * read) counts as a miss: its one pin bit could not tell two holds apart.
+ */
 static bool draw_cold(struct cistern *c, uint64_t *out)
 {
 	struct cistern__cold_ent *E = ents(c);
+	uint64_t mine = c->pin_bit >= 0 ? UINT64_C(1) << c->pin_bit : 0;
 	for (int k = 0; k < 4 * RS_PICK_TRIES; k++) {
 		uint64_t j = cistern__rng_below(&c->rng, c->fixed.cold_slots);
 		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_relaxed);
-		if (cistern__cold_state(w) == CISTERN__COLD_HELD) {
+		/* Relaxed: our own bit, which only we set and clear while we live. */
+		if (cistern__cold_state(w) == CISTERN__COLD_HELD &&
+		    !(atomic_load_explicit(&E[j].pins, memory_order_relaxed) & mine)) {
 			*out = j;
 			return true;
 		}
