@@ -98,6 +98,8 @@ extern "C" {
 #define CISTERN_ARENA_MAX (UINT64_C(1) << 36)
 /** Most processes (handles) attached at once. */
 #define CISTERN_PROCS_MAX 1024
+/** Longest cold_dir of struct cistern_config, in bytes. */
+#define CISTERN_COLD_DIR_MAX 255
 
 /** Default slot payload size when the config leaves it 0. */
 #define CISTERN_DEFAULT_SLOT_SIZE 4096
@@ -245,6 +247,15 @@ struct cistern_config {
 	double alpha;
 	double beta;
 	double epsilon;
+	/**
+	 * A cold tier on disk (docs/protocol/tiers.md): cold_slots slots in the
+	 * file cold_dir/cistern.NAME.cold, allocated in full at create and read
+	 * and written with O_DIRECT through io_uring. The population is the hot
+	 * slots plus the cold ones. Reservoir and BatchReservoir take one; create
+	 * refuses it for the other policies, naming the reason. 0 = no tier.
+	 */
+	uint64_t cold_slots;
+	const char *cold_dir; /**< the cold file's directory, up to CISTERN_COLD_DIR_MAX bytes */
 };
 
 /** Metadata carried by every sample. */
@@ -711,6 +722,13 @@ struct cistern_stats {
 	 * those found dead and not reclaimed yet.
 	 */
 	uint32_t producers_died;
+	/* The cold tier (struct cistern_config.cold_slots); all 0 without one. */
+	uint64_t cold_slots;      /**< slots of the cold tier */
+	uint64_t cold_population; /**< samples held in the cold tier (part of population) */
+	uint64_t cold_disk_bytes; /**< bytes of the cold file */
+	uint64_t cold_spilled;    /**< samples moved from memory to the cold tier */
+	uint64_t cold_reads;      /**< cold samples read back */
+	uint64_t cold_evictions;  /**< cold samples evicted (counted in evictions too) */
 };
 
 /**

@@ -4,7 +4,7 @@
 #
 #   bash scripts/check-layers.sh [BUILDDIR]     # default: build
 #
-# The layers, lowest first: sys, core, the policies (policy/fifo,
+# The layers, lowest first: sys, core, tier, the policies (policy/fifo,
 # policy/reservoir, ...), api, admin. Two policies are siblings: neither
 # includes nor calls the other. remote/ uses the public headers (include/)
 # and the public calls (cistern_*) alone. Nothing in sys/ names struct cistern.
@@ -28,7 +28,7 @@ import subprocess
 import sys
 
 build = sys.argv[1]
-RANK = {"sys": 0, "core": 1, "policy": 2, "api": 3, "admin": 4}
+RANK = {"sys": 0, "core": 1, "tier": 2, "policy": 3, "api": 4, "admin": 5}
 REGISTRY = "lib/core/policy.c"
 DESCRIPTOR = re.compile(r"^cistern__[a-z0-9_]+_policy$")
 

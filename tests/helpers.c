@@ -164,7 +164,7 @@ const char *seg_dump_path(const char *tag)
 }
 
 /* Remove the files in directory path (not below it). */
-static void seg_empty_dir(const char *path)
+void seg_empty_dir(const char *path)
 {
 	DIR *d = opendir(path);
 	if (!d)

@@ -111,6 +111,9 @@ const char *seg_dump_path(const char *tag);
  */
 const char *seg_dir(const char *tag);
 
+/* Remove the files in directory path (not below it). */
+void seg_empty_dir(const char *path);
+
 /* Memory shared with forked children (zeroed); NULL if mmap() failed. */
 void *shared_alloc(size_t size);
 

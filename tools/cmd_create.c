@@ -55,6 +55,12 @@ static const char usage[] =
 	"                          the larger of R and n); set by hand, it is kept,\n"
 	"                          and a batch above about 2S - R reads, which\n"
 	"                          could never start, is refused at once\n"
+	"      --cold-slots N      reservoir, batch-reservoir: a cold tier of N more\n"
+	"                          slots on disk (needs --cold-dir); the population is\n"
+	"                          --slots in memory plus N on disk\n"
+	"      --cold-dir DIR      the directory of the cold file DIR/cistern.NAME.cold,\n"
+	"                          on a local file system that takes O_DIRECT (not\n"
+	"                          /dev/shm); create allocates the whole file\n"
 	"  -h, --help              show this help\n"
 	"\n"
 	"0 for --slots, --slot-size, --max-procs, --pseudo-epochs or --mode is bad\n"
@@ -79,7 +85,9 @@ enum {
 	O_DEAD_DONE,
 	O_ALPHA,
 	O_BETA,
-	O_EPSILON
+	O_EPSILON,
+	O_COLD_SLOTS,
+	O_COLD_DIR
 };
 
 /* A finite, non-negative real number. */
@@ -121,6 +129,8 @@ static void in_option_terms(const char *why, char *out, size_t cap)
 		{"CISTERN_DEAD_PRODUCER_DONE", "--dead-producer-done"},
 		{"expected_producers", "--producers"},
 		{"schema", "--schema"},
+		{"cold_slots", "--cold-slots"},
+		{"cold_dir", "--cold-dir"},
 	};
 	size_t o = 0;
 	while (*why && o + 1 < cap) {
@@ -176,6 +186,8 @@ static int run(int argc, char **argv)
 		{"alpha", required_argument, NULL, O_ALPHA},
 		{"beta", required_argument, NULL, O_BETA},
 		{"epsilon", required_argument, NULL, O_EPSILON},
+		{"cold-slots", required_argument, NULL, O_COLD_SLOTS},
+		{"cold-dir", required_argument, NULL, O_COLD_DIR},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -243,6 +255,12 @@ static int run(int argc, char **argv)
 		case O_EPSILON:
 			bad = parse_real(optarg, &cfg.epsilon);
 			break;
+		case O_COLD_SLOTS:
+			bad = parse_size(optarg, &cfg.cold_slots);
+			break;
+		case O_COLD_DIR:
+			cfg.cold_dir = optarg;
+			break;
 		default: {
 			/* The 32-bit parameters. */
 			bad = parse_size(optarg, &v);
@@ -300,10 +318,25 @@ static int run(int argc, char **argv)
 	}
 	if (r == -EINVAL) {
 		const char *why = cistern_config_problem(&cfg);
+		if (!why && cfg.cold_slots) {
+			/* The config passed: the file system refused O_DIRECT (tiers.md). */
+			cli_error(&cmd_create, name, r,
+				  "the file system of --cold-dir %s refuses direct I/O (O_DIRECT); "
+				  "use a local disk, not /dev/shm or a ramfs",
+				  cfg.cold_dir);
+			return EXIT_FAIL;
+		}
 		char said[512];
 		in_option_terms(why ? why : cistern_strerror(r), said, sizeof(said));
 		cli_error(&cmd_create, name, 0, "parameters refused for policy '%s': %s", policy,
 			  said);
+		return EXIT_FAIL;
+	}
+	if (r == -ENOSPC && cfg.cold_slots) {
+		cli_error(&cmd_create, name, r,
+			  "the disk of --cold-dir %s cannot hold %llu cold slots; nothing was "
+			  "created",
+			  cfg.cold_dir, (unsigned long long)cfg.cold_slots);
 		return EXIT_FAIL;
 	}
 	if (r < 0) {

@@ -145,7 +145,15 @@ static int run(int argc, char **argv)
 		cli_error(&cmd_dump, name, r, NULL);
 		return EXIT_FAIL;
 	}
+	struct cistern_config cfg;
+	bool tiered = cistern_config_get(c, &cfg) == 0 && cfg.cold_slots;
 	cistern_detach(c);
+	if (tiered) {
+		cli_error(&cmd_dump, name, 0,
+			  "the segment has a cold tier on disk, and a dump does not carry cold "
+			  "samples yet; not dumped");
+		return EXIT_FAIL;
+	}
 	progress_init(&w.bar, "dump");
 	if (w.dir) {
 		struct stat st;

@@ -58,6 +58,7 @@ struct snapshot {
 	char name[CISTERN_NAME_MAX + 1];
 	uint64_t taken_ns;
 	struct schema schema; /* n 0: none */
+	char cold_dir[CISTERN_COLD_DIR_MAX + 1];
 };
 
 static int take(const char *name, struct snapshot *s)
@@ -76,6 +77,8 @@ static int take(const char *name, struct snapshot *s)
 	}
 	cistern_config_get(c, &s->cfg);
 	s->cfg.schema = s->schema.n ? s->schema.text : NULL; /* the handle's copy goes below */
+	snprintf(s->cold_dir, sizeof(s->cold_dir), "%s", s->cfg.cold_dir ? s->cfg.cold_dir : "");
+	s->cfg.cold_dir = s->cold_dir[0] ? s->cold_dir : NULL;
 	/*
 	 * Another user's segment is read through a copy, and these calls fail
 	 * (-EPROTO) if its owner shrank it meanwhile: no half-read picture.
@@ -195,7 +198,20 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 	}
 
 	printf("\nstatistics\n");
-	printf("  population      %12" PRIu64 " of %" PRIu64 "\n", st->population, k->slot_count);
+	printf("  population      %12" PRIu64 " of %" PRIu64 "\n", st->population,
+	       k->slot_count + st->cold_slots);
+	if (st->cold_slots) {
+		char db[16];
+		printf("    in memory     %12" PRIu64 " of %" PRIu64 "\n",
+		       st->population - st->cold_population, k->slot_count);
+		printf("    on disk       %12" PRIu64 " of %" PRIu64 "  (%s in %s)\n",
+		       st->cold_population, st->cold_slots,
+		       fmt_bytes(st->cold_disk_bytes, db, sizeof(db)),
+		       k->cold_dir ? k->cold_dir : "?");
+		printf("  spilled         %12" PRIu64 "  (cold reads %" PRIu64
+		       ", cold evictions %" PRIu64 ")\n",
+		       st->cold_spilled, st->cold_reads, st->cold_evictions);
+	}
 	printf("  puts            %12" PRIu64, st->puts);
 	if (prev && s->taken_ns > prev->taken_ns)
 		printf("   %.1f/s", (double)(st->puts - prev->st.puts) * 1e9 /
@@ -320,6 +336,12 @@ static void json(const struct snapshot *s)
 	       st->reader_waits, st->reader_wait_ns, st->procs_attached,
 	       st->reception_closed ? "true" : "false", st->producers_expected, st->producers_done,
 	       st->producers_died);
+	if (st->cold_slots)
+		printf(" \"cold\": {\"slots\": %" PRIu64 ", \"population\": %" PRIu64
+		       ", \"disk_bytes\": %" PRIu64 ", \"spilled\": %" PRIu64
+		       ", \"reads\": %" PRIu64 ", \"evictions\": %" PRIu64 "},\n",
+		       st->cold_slots, st->cold_population, st->cold_disk_bytes, st->cold_spilled,
+		       st->cold_reads, st->cold_evictions);
 	printf(" \"seen_left\": {");
 	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
 		printf("%s\"%s\": %" PRIu64, i ? ", " : "", bucket_names[i], st->seen_hist[i]);

@@ -102,6 +102,12 @@ static void table(const struct cistern_segment_info *v, int n)
 			snprintf(slots, sizeof(slots), "%sx%s",
 				 fmt_size(s->config.slot_count, a, sizeof(a)),
 				 fmt_size(s->config.slot_size, b, sizeof(b)));
+			/* A cold tier: its slots after a +, on disk. */
+			if (s->config.cold_slots) {
+				size_t l = strlen(slots);
+				snprintf(slots + l, sizeof(slots) - l, "+%s",
+					 fmt_size(s->config.cold_slots, a, sizeof(a)));
+			}
 			snprintf(pop, sizeof(pop), "%" PRIu64, s->population);
 			snprintf(procs, sizeof(procs), "%u/%u", s->procs_live, s->procs_dead);
 		} else {
@@ -135,6 +141,8 @@ static void json(const struct cistern_segment_info *v, int n)
 			       cistern_policy_name(s->config.policy), s->config.slot_count,
 			       s->config.slot_size, s->population, s->procs_live, s->procs_dead,
 			       s->closed ? "true" : "false");
+			printf(", \"cold_slots\": %" PRIu64 ", \"cold_population\": %" PRIu64,
+			       s->config.cold_slots, s->cold_population);
 		}
 		printf(", \"file_size\": %" PRIu64
 		       ", \"uid\": %u, \"mode\": \"0%o\", \"created_ns\": %" PRIu64 "}",

@@ -32,7 +32,8 @@ void prom_fill(struct prom_seg *s, const char *name, uint64_t created_ns,
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	s->created_ns = created_ns;
 	s->cfg = *cfg;
-	s->cfg.schema = NULL; /* the handle's copy goes with it */
+	s->cfg.schema = NULL;   /* the handle's copy goes with it */
+	s->cfg.cold_dir = NULL; /* likewise */
 	s->st = *st;
 	if (occ) {
 		s->occ = *occ;
@@ -188,6 +189,37 @@ void prom_write(FILE *f, const struct prom_seg *segs, size_t n)
 	     (uint64_t)x->st.producers_died);
 	EACH(f, "cistern_unpaired_samples", "gauge",
 	     "SimPairedReservoir: samples left without a partner at the end.", x->st.unpaired);
+
+	/* The cold tier: families only if some segment has one, samples only for those. */
+	bool any_cold = false;
+	for (size_t i = 0; i < n; i++)
+		any_cold |= segs[i].st.cold_slots != 0;
+#define COLD(f, name, type, help, expr)                         \
+	do {                                                    \
+		prom_family(f, name, type, help);               \
+		for (size_t i_ = 0; i_ < n; i_++) {             \
+			const struct prom_seg *x = &segs[i_];   \
+			if (x->st.cold_slots)                   \
+				sample_u64(f, name, x, (expr)); \
+		}                                               \
+	} while (0)
+	if (any_cold) {
+		COLD(f, "cistern_cold_slots", "gauge", "Slots of the cold tier on disk.",
+		     x->st.cold_slots);
+		COLD(f, "cistern_cold_population", "gauge",
+		     "Samples held in the cold tier (part of cistern_population).",
+		     x->st.cold_population);
+		COLD(f, "cistern_cold_disk_bytes", "gauge", "Bytes of the cold file.",
+		     x->st.cold_disk_bytes);
+		COLD(f, "cistern_cold_spilled_total", "counter",
+		     "Samples moved from memory to the cold tier.", x->st.cold_spilled);
+		COLD(f, "cistern_cold_reads_total", "counter", "Cold samples read back.",
+		     x->st.cold_reads);
+		COLD(f, "cistern_cold_evictions_total", "counter",
+		     "Cold samples evicted to make room (also in cistern_evictions_total).",
+		     x->st.cold_evictions);
+	}
+#undef COLD
 
 	EACH(f, "cistern_puts_total", "counter", "Samples committed.", x->st.puts);
 	EACH(f, "cistern_gets_total", "counter", "Samples handed to readers.", x->st.gets);

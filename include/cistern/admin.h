@@ -159,16 +159,20 @@ struct cistern_segment_info {
 	 * a segment under another name is a segment like any other).
 	 */
 	int status;
-	/** valid when status == 0; config.schema is NULL here (open the segment to read it) */
+	/**
+	 * valid when status == 0; config.schema and config.cold_dir are NULL here
+	 * (open the segment to read them)
+	 */
 	struct cistern_config config;
-	uint64_t file_size;  /**< bytes of the shm object */
-	uint64_t created_ns; /**< header's creation time, else the file's mtime */
-	uint32_t uid;        /**< owner of the shm object */
-	uint32_t mode;       /**< its permission bits */
-	uint64_t population; /**< samples held (status == 0) */
-	uint32_t procs_live; /**< attachments whose owner lives */
-	uint32_t procs_dead; /**< attachments whose owner died without detaching */
-	uint32_t closed;     /**< reception closed */
+	uint64_t file_size;       /**< bytes of the shm object */
+	uint64_t created_ns;      /**< header's creation time, else the file's mtime */
+	uint32_t uid;             /**< owner of the shm object */
+	uint32_t mode;            /**< its permission bits */
+	uint64_t population;      /**< samples held (status == 0) */
+	uint32_t procs_live;      /**< attachments whose owner lives */
+	uint32_t procs_dead;      /**< attachments whose owner died without detaching */
+	uint32_t closed;          /**< reception closed */
+	uint64_t cold_population; /**< of population, the samples in the cold tier */
 };
 
 /**
@@ -369,7 +373,8 @@ struct cistern_dump_info {
  *         -EPROTO also if a segment read without a mapping (see
  *         cistern_open_readonly()) is found shrunk during the dump (nothing is
  *         written over `path` then); -ENOTSUP if this build cannot read the
- *         slots of the segment's policy; -ENAMETOOLONG if the temporary file's
+ *         slots of the segment's policy, or if the segment has a cold tier
+ *         (a dump does not carry cold samples yet); -ENAMETOOLONG if the temporary file's
  *         path is too long; -ENOMEM; -errno of the file I/O.
  */
 CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progress_fn progress,

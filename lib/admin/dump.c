@@ -275,7 +275,8 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 {
 	int r;
 	const struct cistern_snap_ops *so = c->policy->snap;
-	if (!so)
+	/* A dump holds hot slots only: it would leave a cold tier's samples out. */
+	if (!so || c->fixed.cold_slots)
 		return -ENOTSUP;
 	/* A copied handle: which slots hold samples, as the object says now (pass 1). */
 	r = cistern__refresh(c, CISTERN__COPY_TABLES | CISTERN__COPY_SLOTS);

@@ -18,6 +18,7 @@
 #include "core/liveness.h"
 #include "policy/reservoir/pins.h"
 #include "core/policy.h"
+#include "tier/cold.h"
 #include "admin/dump.h"
 #include "admin/inspect.h"
 #include "cistern/admin.h"
@@ -107,7 +108,14 @@ int cistern_remove(const char *name, unsigned flags)
 		r = -EBUSY;
 		goto out;
 	}
+	bool tiered = r == 0 && copy.cold_slots;
 	r = unlink_same(shm, fd);
+	/* The segment first, then its cold file (docs/protocol/tiers.md). */
+	if (r == 0 && tiered) {
+		r = cistern__cold_unlink(copy.cold_dir, name);
+		if (r == -ENOENT)
+			r = 0; /* a cold file already gone */
+	}
 out:
 	cistern__lockfd_close(&lf); /* drops the gc lock too */
 	return r;

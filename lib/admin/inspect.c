@@ -212,11 +212,13 @@ static void fill_info(const char *name, struct cistern_segment_info *si)
 		return;
 	}
 	cistern_config_get(c, &si->config);
-	si->config.schema = NULL; /* the handle's copy goes with it, below */
+	si->config.schema = NULL;   /* the handle's copy goes with it, below */
+	si->config.cold_dir = NULL; /* likewise */
 	cistern__count_procs(c, &si->procs_live, &si->procs_dead);
 	struct cistern_stats stats;
 	if (cistern_stats_get(c, &stats) == 0) {
 		si->population = stats.population;
+		si->cold_population = stats.cold_population;
 		si->closed = stats.reception_closed;
 	}
 	cistern_detach(c);

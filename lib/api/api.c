@@ -420,6 +420,12 @@ int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
 	return cistern_release_pair(c, pair);
 }
 
+/* The most samples a segment holds: its hot slots and its cold ones. */
+static uint64_t holds_at_most(const struct cistern *c)
+{
+	return c->slot_count + c->fixed.cold_slots;
+}
+
 int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n, int timeout_ms)
 {
 	int r = writable(c);
@@ -429,7 +435,7 @@ int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t 
 		return -EINVAL;
 	if (n == 0)
 		n = c->fixed.batch_size;
-	if (!out || n == 0 || n > c->slot_count || n > INT32_MAX)
+	if (!out || n == 0 || n > holds_at_most(c) || n > INT32_MAX)
 		return -EINVAL;
 	/* Before any wait: a batch the rate limiter can never admit would wait for ever. */
 	r = cistern__rate_refuses(&c->fixed, n);
@@ -473,7 +479,7 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 		return -EINVAL;
 	if (n == 0)
 		n = c->fixed.batch_size;
-	if (n == 0 || n > c->slot_count)
+	if (n == 0 || n > holds_at_most(c))
 		return -EINVAL;
 	if (c->policy->get_batch) {
 		int r = writable(c);
@@ -561,12 +567,12 @@ int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t si
 	if (n == 0)
 		return say(-EINVAL, why, size,
 			   "a read of 0 samples, and the segment has no batch_size");
-	if (n > c->slot_count)
+	if (n > holds_at_most(c))
 		return say(
 			-EINVAL, why, size,
 			"a read of %zu samples is more than the segment holds (slot_count %" PRIu64
-			")",
-			n, c->slot_count);
+			" + cold_slots %" PRIu64 ")",
+			n, c->slot_count, h->cold_slots);
 	if (c->policy->reads_whole_batches && n != h->batch_size)
 		return say(-EINVAL, why, size,
 			   "a BatchReservoir reads batches of exactly batch_size (%u), not %zu",
@@ -701,6 +707,15 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 			     died_unreclaimed;
 	st->unpaired = atomic_load_explicit(&h->unpaired, memory_order_relaxed);
 	st->population = c->ops->population(c, st);
+	struct cistern__tier_view tv = {0};
+	if (c->fixed.cold_slots && c->policy->tiering)
+		c->policy->tiering->view(c, &tv);
+	st->cold_slots = tv.slots;
+	st->cold_population = tv.population;
+	st->cold_disk_bytes = tv.disk_bytes;
+	st->cold_spilled = tv.spilled;
+	st->cold_reads = tv.cold_reads;
+	st->cold_evictions = tv.cold_evictions;
 	return 0;
 }
 

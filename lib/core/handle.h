@@ -18,6 +18,7 @@
 #include "core/slotword.h"
 
 struct cistern_ops;
+struct cistern__tier;
 struct cistern__policy;
 
 /*
@@ -196,6 +197,7 @@ struct cistern {
 	struct cistern_proc *procs; /* the attachment table: fixed.procs_count entries */
 	_Atomic uint64_t *index;    /* the policy index: fixed.index_count entries */
 	int64_t sweep_due_ns;       /* wait.c: when this handle's next sweep for the dead is due */
+	struct cistern__tier *tier; /* tier/tiered.c: the cold file, opened on first use */
 };
 
 /*

@@ -178,6 +178,12 @@ struct cistern__policy {
 	 * whose hooks never ran.
 	 */
 	void (*free_state)(struct cistern *c);
+	/*
+	 * Its cold tier on disk (docs/protocol/tiers.md); NULL: it refuses
+	 * one, saying why in no_tier_why (NULL: that it takes none yet).
+	 */
+	const struct cistern__tiering *tiering;
+	const char *no_tier_why;
 	/* Does it walk the slots in ring order? Else the layout puts each slot's metadata by its payload. */
 	bool reads_in_order;
 	/* Does reads_per_put apply (the rate limiter of rate_limit.c)? */
@@ -196,6 +202,31 @@ struct cistern__policy {
 	bool readers_pin;
 	/* Does it take alpha, beta and epsilon (policy/reservoir/prioritized.c)? */
 	bool has_priorities;
+};
+
+/* What inspect shows of a cold tier. */
+struct cistern__tier_view {
+	uint64_t slots, population, disk_bytes, spilled, cold_reads, cold_evictions;
+};
+
+/*
+ * A policy's cold tier: its ops on a segment with one, and what create,
+ * attach, stats and unlink ask of the tier. Shared code calls these
+ * through the descriptor only.
+ */
+struct cistern__tiering {
+	const struct cistern_ops *ops;
+	/* Bytes of the tier's area after the rest of the segment. */
+	uint64_t (*area_bytes)(uint64_t cold_slots, uint64_t procs);
+	/* What is wrong with cfg's cold_slots and cold_dir (cold_slots > 0), or NULL. */
+	const char *(*config_problem)(const struct cistern_config *cfg);
+	/* Make the cold file of a segment being created (c->fixed set): 0 or -errno, nothing left. */
+	int (*create)(struct cistern *c);
+	/* Close the handle's cold file and free its side (c->tier). */
+	void (*release)(struct cistern *c);
+	/* Remove the cold file of segment `name` whose cold_dir is dir: 0 if none is there. */
+	int (*unlink)(const char *dir, const char *name);
+	void (*view)(const struct cistern *c, struct cistern__tier_view *v);
 };
 
 extern const struct cistern__policy cistern__fifo_policy;

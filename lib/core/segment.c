@@ -159,6 +159,37 @@ static uint64_t index_entries(const struct cistern__policy *p, uint64_t slot_cou
 	return p->index_entries ? p->index_entries(slot_count, sweep_size, nb_time_steps) : 0;
 }
 
+/* Bytes of the cold tier's area of a segment of policy p (tiers.md); 0 without one. */
+static uint64_t tier_bytes(const struct cistern__policy *p, uint64_t cold_slots, uint64_t procs)
+{
+	return cold_slots && p && p->tiering ? p->tiering->area_bytes(cold_slots, procs) : 0;
+}
+
+/* What is wrong with a config's cold tier (defaults filled in), or NULL. */
+static const char *tier_problem(const struct cistern__policy *p, const struct cistern_config *cfg)
+{
+	static _Thread_local char why[160];
+	bool dir = cfg->cold_dir && cfg->cold_dir[0];
+	if (cfg->cold_slots == 0)
+		return dir ? "cold_dir needs cold_slots above 0" : NULL;
+	if (!dir)
+		return "cold_slots needs a cold_dir";
+	if (strlen(cfg->cold_dir) > CISTERN_COLD_DIR_MAX)
+		return "cold_dir is longer than CISTERN_COLD_DIR_MAX (255 bytes)";
+	if (cfg->cold_slots > CISTERN_SLOT_COUNT_MAX)
+		return "cold_slots is above CISTERN_SLOT_COUNT_MAX (2^28)";
+	if (!p->tiering && p->no_tier_why)
+		return p->no_tier_why;
+	if (!p->tiering) {
+		snprintf(why, sizeof(why),
+			 "%s takes no cold tier yet: only reservoir and batch-reservoir take one "
+			 "(docs/protocol/tiers.md)",
+			 p->name);
+		return why;
+	}
+	return p->tiering->config_problem(cfg);
+}
+
 static int check_config(const struct cistern_config *cfg);
 static void config_of(const struct cistern_fixed *f, struct cistern_config *cfg);
 
@@ -196,6 +227,11 @@ void cistern__fixed_of(const struct cistern_hdr *h, struct cistern_fixed *f)
 	f->creator_uid = h->creator_uid;
 	memcpy(f->name, h->name, sizeof(f->name));
 	memcpy(f->schema, h->schema, sizeof(f->schema));
+	f->cold_slots = h->cold_slots;
+	f->cold_nonce = h->cold_nonce;
+	memcpy(f->cold_dir, h->cold_dir, sizeof(f->cold_dir));
+	f->cold_off = h->total_size -
+		      tier_bytes(cistern__policy_of(h->policy), h->cold_slots, h->procs_count);
 }
 
 /* Write the immutable fields of *f into a header being created. */
@@ -232,6 +268,9 @@ static void header_of(const struct cistern_fixed *f, struct cistern_hdr *h)
 	h->creator_uid = f->creator_uid;
 	memcpy(h->name, f->name, sizeof(h->name));
 	memcpy(h->schema, f->schema, sizeof(h->schema));
+	h->cold_slots = f->cold_slots;
+	h->cold_nonce = f->cold_nonce;
+	memcpy(h->cold_dir, f->cold_dir, sizeof(h->cold_dir));
 }
 
 int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
@@ -260,7 +299,10 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	if (l.slot_stride != h->slot_stride || l.meta_stride != h->meta_stride ||
 	    l.procs_off != h->procs_off || l.meta_off != h->meta_off ||
 	    l.index_off != h->index_off || l.arena_off != h->arena_off ||
-	    l.total_size != h->total_size)
+	    h->cold_slots > CISTERN_SLOT_COUNT_MAX || (h->cold_slots && !p->tiering) ||
+	    l.total_size + tier_bytes(p, h->cold_slots, h->procs_count) != h->total_size)
+		return -EPROTO;
+	if (memchr(h->cold_dir, '\0', sizeof(h->cold_dir)) == NULL)
 		return -EPROTO;
 	if (h->total_size > file_size)
 		return -EPROTO;
@@ -349,6 +391,9 @@ static const char *config_problem(const struct cistern_config *cfg)
 	const char *why = p->config_problem ? p->config_problem(cfg) : NULL;
 	if (why)
 		return why;
+	why = tier_problem(p, cfg);
+	if (why)
+		return why;
 	/* The sentences name the policies whose descriptors take each flag. */
 	if ((cfg->flags & CISTERN_LOSSY) && !(p->flags & CISTERN_LOSSY))
 		return "CISTERN_LOSSY applies to FIFOEvictReservoir only";
@@ -379,6 +424,8 @@ static void fill_defaults(struct cistern_config *cfg)
 	/* "" is no schema, as NULL is. */
 	if (cfg->schema && !cfg->schema[0])
 		cfg->schema = NULL;
+	if (cfg->cold_dir && !cfg->cold_dir[0])
+		cfg->cold_dir = NULL;
 	/* A schema's segment holds its samples by default (a bad schema is judged later). */
 	uint64_t sample = 0;
 	if (!cfg->slot_size && cfg->schema &&
@@ -440,7 +487,8 @@ static void handle_setup(struct cistern *c)
 	c->put_len_min = 0; /* cistern__schema_load() narrows both to a schema's size */
 	c->put_len_span = f->slot_size;
 	c->policy = cistern__policy_of(f->policy);
-	c->ops = c->policy->ops;
+	/* A segment with a cold tier runs its policy's tiered ops. */
+	c->ops = f->cold_slots && c->policy->tiering ? c->policy->tiering->ops : c->policy->ops;
 	c->pin_bit = -1;
 	c->wide_copies = cistern__wide_copies();
 	c->write_prefetch = cistern__has_prefetchw();
@@ -515,6 +563,10 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 				    index_count, &l);
 	if (r < 0)
 		return r;
+	/* The cold tier's area follows everything else (tier/tiered.h). */
+	uint64_t cold_off = l.total_size;
+	const struct cistern__policy *cp = cistern__policy_of((uint32_t)cfg.policy);
+	l.total_size += tier_bytes(cp, cfg.cold_slots, cfg.max_procs);
 
 	struct cistern *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -600,6 +652,12 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	/* check_config() parsed it: it fits, canonical or not. */
 	if (cfg.schema)
 		cistern__schema_scan(cfg.schema, NULL, 0, NULL, NULL, f->schema);
+	f->cold_slots = cfg.cold_slots;
+	f->cold_off = cold_off;
+	if (cfg.cold_dir)
+		snprintf(f->cold_dir, sizeof(f->cold_dir), "%s", cfg.cold_dir);
+	/* Tells this segment's cold file from one of an earlier segment of the name. */
+	f->cold_nonce = f->created_ns ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)c;
 	struct cistern_hdr *h = p;
 	/* ftruncate zero-filled everything; set the immutable part. */
 	h->abi_version = CISTERN_ABI_VERSION;
@@ -610,6 +668,10 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	c->fd = fd;
 	handle_setup(c);
 	c->ops->init(c);
+	if (f->cold_slots && (r = cp->tiering->create(c)) < 0) {
+		munmap(p, l.total_size);
+		goto fail_unlink;
+	}
 	/*
 	 * [hdr-magic] Publish the magic last, with release order: an attacher that reads the
 	 * magic (after its own mapping, through the page cache) sees a complete
@@ -623,6 +685,10 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	if (r < 0) {
 		cistern__schema_free(c);
 		munmap(p, l.total_size);
+		if (c->tier) {
+			cp->tiering->unlink(f->cold_dir, f->name);
+			cp->tiering->release(c);
+		}
 		goto fail_unlink;
 	}
 	*out = c;
@@ -985,6 +1051,8 @@ static void unmap_free(struct cistern *c)
 	if (c->policy && c->policy->free_state)
 		c->policy->free_state(c);
 	cistern__schema_free(c);
+	if (c->tier && c->policy && c->policy->tiering)
+		c->policy->tiering->release(c);
 	free(c->scratch.e);
 	munmap(c->hdr, c->map_size);
 	cistern__lockfd_close(&c->lockfd);
@@ -1080,13 +1148,41 @@ int cistern_detach(struct cistern *c)
 	return 0;
 }
 
+/*
+ * The cold directory of segment `name` from its header, into dir ("" if it
+ * has no tier or its header cannot be read and checked).
+ */
+static const struct cistern__policy *cold_dir_of(const char *shm,
+						 char dir[CISTERN_COLD_DIR_MAX + 1])
+{
+	const struct cistern__policy *p = NULL;
+	dir[0] = '\0';
+	int fd = shm_open(shm, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0)
+		return NULL;
+	struct cistern_hdr *h = malloc(sizeof(*h));
+	struct stat st;
+	if (h && fstat(fd, &st) == 0 && pread(fd, h, sizeof(*h), 0) == (ssize_t)sizeof(*h) &&
+	    cistern__validate_header(h, sizeof(*h), (uint64_t)st.st_size) == 0 && h->cold_slots) {
+		memcpy(dir, h->cold_dir, CISTERN_COLD_DIR_MAX + 1);
+		p = cistern__policy_of(h->policy);
+	}
+	free(h);
+	close(fd);
+	return p && p->tiering ? p : NULL;
+}
+
 int cistern_unlink(const char *name)
 {
-	char shm[96];
+	char shm[96], dir[CISTERN_COLD_DIR_MAX + 1];
 	int r = cistern__shm_name(name, shm, sizeof(shm));
 	if (r < 0)
 		return r;
-	return shm_unlink(shm) < 0 ? -errno : 0;
+	const struct cistern__policy *p = cold_dir_of(shm, dir);
+	/* The segment first, then its cold file (docs/protocol/tiers.md says why). */
+	if (shm_unlink(shm) < 0)
+		return -errno;
+	return p ? p->tiering->unlink(dir, name) : 0;
 }
 
 int cistern_config_get(const struct cistern *c, struct cistern_config *cfg)
@@ -1124,4 +1220,6 @@ static void config_of(const struct cistern_fixed *f, struct cistern_config *cfg)
 	cfg->epsilon = f->epsilon;
 	/* Only on a copy whose schema is NUL-terminated (validated, or our own). */
 	cfg->schema = f->schema[0] ? f->schema : NULL;
+	cfg->cold_slots = f->cold_slots;
+	cfg->cold_dir = f->cold_dir[0] ? f->cold_dir : NULL;
 }

@@ -195,6 +195,10 @@ struct cistern_hdr {
 	 * NUL-terminated; "" for none. Written at creation like everything above.
 	 */
 	char schema[CISTERN_SCHEMA_MAX];
+	/* The cold tier (lib/tier/tiered.h): its slots (0: none), the file's nonce and directory. */
+	uint64_t cold_slots;
+	uint64_t cold_nonce;
+	char cold_dir[CISTERN_COLD_DIR_MAX + 1];
 	/*
 	 * Zero, except in a segment cistern_restore() is building under a
 	 * temporary name: then cistern__restore_mark() of that temporary name,
@@ -320,6 +324,10 @@ struct cistern_fixed {
 	uint32_t creator_uid;
 	char name[CISTERN_NAME_MAX + 1];
 	char schema[CISTERN_SCHEMA_MAX];
+	uint64_t cold_slots;
+	uint64_t cold_nonce;
+	uint64_t cold_off; /* the tier's area: the layout's total size, before the tier */
+	char cold_dir[CISTERN_COLD_DIR_MAX + 1];
 };
 
 /* Copy the immutable fields of a header (a validated private copy) into *f. */

@@ -85,6 +85,12 @@ class StatsDict(TypedDict):
     producers_expected: int
     producers_done: int
     producers_died: int
+    cold_slots: int
+    cold_population: int
+    cold_disk_bytes: int
+    cold_spilled: int
+    cold_reads: int
+    cold_evictions: int
 
 class OccupancyDict(TypedDict):
     slots: list[int]
@@ -267,14 +273,16 @@ def create(name: str, policy: int = 0, slot_size: int = 0, slot_count: int = 0, 
            nb_time_steps: int = 0, batch_size: int = 0, seed: int = 0, max_procs: int = 0,
            expected_producers: int = 0, flags: int = 0, reads_per_put: float = 0.0,
            rate_slack: float = 0.0, schema: str | None = None, alpha: float = 0.0,
-           beta: float = 0.0, epsilon: float = 0.0) -> Handle: ...
+           beta: float = 0.0, epsilon: float = 0.0, cold_slots: int = 0,
+           cold_dir: str | None = None) -> Handle: ...
 def config_problem(policy: int = 0, slot_size: int = 0, slot_count: int = 0, mode: int = 0,
                    watermark: int = 0, pseudo_epochs: int = 0, sweep_size: int = 0,
                    nb_time_steps: int = 0, batch_size: int = 0, seed: int = 0,
                    max_procs: int = 0, expected_producers: int = 0, flags: int = 0,
                    reads_per_put: float = 0.0, rate_slack: float = 0.0,
                    schema: str | None = None, alpha: float = 0.0, beta: float = 0.0,
-                   epsilon: float = 0.0) -> str | None: ...
+                   epsilon: float = 0.0, cold_slots: int = 0,
+                   cold_dir: str | None = None) -> str | None: ...
 def remote_connect(endpoint: str, server_key: str | None = None, public_key: str | None = None,
                    secret_key: str | None = None, connect_timeout_ms: int = 0,
                    heartbeat_ivl_ms: int = 0, heartbeat_timeout_ms: int = 0,

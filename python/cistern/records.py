@@ -154,6 +154,15 @@ class Stats(_Record):
     producers_expected: int
     producers_done: int
     producers_died: int
+    #: The cold tier (create(cold_slots=...)), all 0 without one: its slots,
+    #: the samples held there (part of population), its file's bytes, and
+    #: the samples spilled to it, read back from it and evicted there.
+    cold_slots: int = 0
+    cold_population: int = 0
+    cold_disk_bytes: int = 0
+    cold_spilled: int = 0
+    cold_reads: int = 0
+    cold_evictions: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

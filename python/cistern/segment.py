@@ -123,7 +123,8 @@ def _config_args(policy: str | int, slots: int | None, slot_size: int, watermark
                  single_producer: bool, single_reader: bool, reads_per_put: float,
                  rate_slack: float, schema: SchemaLike | None,
                  dead_producer_done: bool = False, alpha: float = 0.0, beta: float = 0.0,
-                 epsilon: float = 0.0) -> dict[str, Any]:
+                 epsilon: float = 0.0, cold_slots: int = 0,
+                 cold_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """create()'s arguments, checked, as the extension's keywords."""
     kw: dict[str, Any] = dict(
         policy=policy_number(policy),
@@ -148,6 +149,8 @@ def _config_args(policy: str | int, slots: int | None, slot_size: int, watermark
         alpha=_rate("alpha", alpha),
         beta=_rate("beta", beta),
         epsilon=_rate("epsilon", epsilon),
+        cold_slots=_count("cold_slots", cold_slots),
+        cold_dir=None if cold_dir is None else os.fspath(cold_dir),
     )
     if mode > 0o7777:
         raise ValueError(f"mode {mode:#o} is not a set of permission bits")
@@ -162,7 +165,8 @@ def create(name: str, policy: str | int = "fifo", slots: int | None = None, slot
            reads_per_put: float = 0.0, rate_slack: float = 0.0,
            schema: SchemaLike | None = None,
            dead_producer_done: bool = False, alpha: float = 0.0, beta: float = 0.0,
-           epsilon: float = 0.0) -> Segment:
+           epsilon: float = 0.0, cold_slots: int = 0,
+           cold_dir: str | os.PathLike[str] | None = None) -> Segment:
     """Create segment `name` and attach to it.
 
     policy: "fifo", "firo", "reservoir", "fifo-evict-reservoir",
@@ -204,6 +208,12 @@ def create(name: str, policy: str | int = "fifo", slots: int | None = None, slot
     puts are then checked against it, and get(), get_batch() and acquire()
     give dicts of numpy arrays; slot_size 0 means the schema's sample size.
 
+    cold_slots and cold_dir (reservoir and batch-reservoir): a cold tier of
+    cold_slots more slots in the file cold_dir/cistern.NAME.cold, on a local
+    disk that takes direct I/O; the population is slots plus cold_slots.
+    Puts move samples to disk when memory is full, reads draw over both
+    (docs/protocol/tiers.md). A disk too small raises OSError(ENOSPC).
+
     Raises FileExistsError if the name is taken, ValueError for bad parameters
     (config_problem() says the same without creating anything),
     OSError(ENOTSUP) for a policy this build lacks.
@@ -213,7 +223,7 @@ def create(name: str, policy: str | int = "fifo", slots: int | None = None, slot
     kw = _config_args(policy, slots, slot_size, watermark, pseudo_epochs, sweep_size,
                       time_steps, batch_size, seed, mode, max_procs, expected_producers,
                       lossy, single_producer, single_reader, reads_per_put, rate_slack, schema,
-                      dead_producer_done, alpha, beta, epsilon)
+                      dead_producer_done, alpha, beta, epsilon, cold_slots, cold_dir)
     try:
         handle = _cistern.create(name, **kw)
     except ValueError as e:
@@ -221,6 +231,9 @@ def create(name: str, policy: str | int = "fifo", slots: int | None = None, slot
     except OSError as e:
         if e.errno != errno.ENOSPC:
             raise
+        if cold_slots:
+            raise OSError(errno.ENOSPC, f"the disk of cold_dir {cold_dir} cannot hold "
+                          f"{cold_slots} cold slots; nothing was created", name) from None
         problem = shm_room_problem(kw["slot_count"], kw["slot_size"] or 1)
         raise OSError(errno.ENOSPC, problem or str(e.strerror), name) from None
     return Segment(handle, name)
@@ -271,7 +284,8 @@ def config_problem(policy: str | int = "fifo", slots: int | None = None, slot_si
                    reads_per_put: float = 0.0, rate_slack: float = 0.0,
                    schema: SchemaLike | None = None,
                    dead_producer_done: bool = False, alpha: float = 0.0, beta: float = 0.0,
-                   epsilon: float = 0.0) -> str | None:
+                   epsilon: float = 0.0, cold_slots: int = 0,
+                   cold_dir: str | os.PathLike[str] | None = None) -> str | None:
     """Why create() would refuse these parameters, in a sentence naming the
     argument that is wrong, or None if it would take them
     (cistern_config_problem()). Creates nothing; the name is not judged (see
@@ -280,7 +294,7 @@ def config_problem(policy: str | int = "fifo", slots: int | None = None, slot_si
     kw = _config_args(policy, slots, slot_size, watermark, pseudo_epochs, sweep_size,
                       time_steps, batch_size, seed, mode, max_procs, expected_producers,
                       lossy, single_producer, single_reader, reads_per_put, rate_slack, schema,
-                      dead_producer_done, alpha, beta, epsilon)
+                      dead_producer_done, alpha, beta, epsilon, cold_slots, cold_dir)
     why = _cistern.config_problem(**kw)
     return _in_our_words(why) if why is not None else None
 

@@ -88,6 +88,12 @@ PyObject *cx_stats_dict(const struct cistern_stats *st)
 	    cx_dict_set_u64(d, "producers_expected", st->producers_expected) < 0 ||
 	    cx_dict_set_u64(d, "producers_done", st->producers_done) < 0 ||
 	    cx_dict_set_u64(d, "producers_died", st->producers_died) < 0 ||
+	    cx_dict_set_u64(d, "cold_slots", st->cold_slots) < 0 ||
+	    cx_dict_set_u64(d, "cold_population", st->cold_population) < 0 ||
+	    cx_dict_set_u64(d, "cold_disk_bytes", st->cold_disk_bytes) < 0 ||
+	    cx_dict_set_u64(d, "cold_spilled", st->cold_spilled) < 0 ||
+	    cx_dict_set_u64(d, "cold_reads", st->cold_reads) < 0 ||
+	    cx_dict_set_u64(d, "cold_evictions", st->cold_evictions) < 0 ||
 	    cx_dict_set_bool(d, "reception_closed", st->reception_closed) < 0) {
 		Py_DECREF(d);
 		return NULL;

@@ -6,6 +6,8 @@ STATS_KEYS = {
     "reclaimed", "producer_waits", "producer_wait_ns", "reader_waits",
     "reader_wait_ns", "seen_hist", "unpaired", "procs_attached", "reception_closed",
     "producers_expected", "producers_done", "producers_died",
+    "cold_slots", "cold_population", "cold_disk_bytes", "cold_spilled", "cold_reads",
+    "cold_evictions",
 }
 
 

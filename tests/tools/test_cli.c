@@ -222,6 +222,36 @@ Test(create, makes_a_segment_with_the_given_parameters)
 	cleanup(c, name);
 }
 
+Test(create, a_cold_tier_is_made_shown_and_removed_with_the_segment)
+{
+	char name[64], dir[64], file[160];
+	uname_(name, sizeof(name), "cold");
+	snprintf(dir, sizeof(dir), "/var/tmp/cistern-cli-cold-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/cistern.%s.cold", dir, name);
+	struct result *r = run("create", name, "--policy", "reservoir", "--watermark", "1",
+			       "--slots", "8", "--cold-slots", "32", "--cold-dir", dir);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert_eq(access(file, F_OK), 0, "no cold file %s", file);
+	r = run("inspect", "--json", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "\"cold\": {\"slots\": 32"), "%s", r->out);
+	r = run("ls");
+	cr_assert(strstr(r->out, "8x1K+32") || strstr(r->out, "8x4K+32"), "%s", r->out);
+	r = run("rm", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert_neq(access(file, F_OK), 0, "the cold file outlived rm");
+	/* A FIFO refuses a tier, saying why in the options' terms. */
+	r = run("create", name, "--cold-slots", "32", "--cold-dir", dir);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "fifo takes no cold tier"), "%s", r->err);
+	cr_assert(!exists(name));
+	r = run("create", name, "--policy", "reservoir", "--watermark", "1", "--cold-slots", "32");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "--cold-slots needs a --cold-dir"), "%s", r->err);
+	rmdir(dir);
+}
+
 Test(create, single_role_flags_reach_the_segment_and_inspect_shows_them)
 {
 	char name[64];

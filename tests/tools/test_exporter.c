@@ -520,8 +520,8 @@ static double metric_double(const char *text, const char *prefix)
  */
 Test(exporter, a_running_dump_shows_its_progress_and_leaves_no_series)
 {
-	struct cistern *c = seg_create("exp-dump", (struct cistern_config){.slot_size = 64,
-									    .slot_count = 4096});
+	struct cistern *c = seg_create(
+		"exp-dump", (struct cistern_config){.slot_size = 64, .slot_count = 4096});
 	for (int i = 0; i < 3000; i++)
 		cr_assert_eq(cistern_put(c, "sample", 6, NULL, 0), 0);
 	const char *name = seg_name_of(c);

@@ -560,6 +560,8 @@ const struct cistern__policy cistern__fifo_policy = {
 	.name = "fifo",
 	.value = CISTERN_FIFO,
 	.ops = &cistern__fifo_ops,
+	.no_tier_why = "fifo takes no cold tier yet: its spill ring (docs/protocol/tiers.md) is "
+		       "not implemented",
 	.snap = &cistern__fifo_snap_ops,
 	.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER,
 	.set_steps = cistern__fifo_steps,

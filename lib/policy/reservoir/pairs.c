@@ -283,6 +283,8 @@ const struct cistern__policy cistern__sim_paired_policy = {
 	.name = "sim-paired-reservoir",
 	.value = CISTERN_SIM_PAIRED_RESERVOIR,
 	.ops = &cistern__sim_paired_ops,
+	.no_tier_why = "sim-paired-reservoir takes no cold tier: a pair draw follows the hot "
+		       "slots' neighbour links, which a pair split between the tiers would break",
 	.snap = &cistern__reservoir_snap_ops,
 	.config_problem = sim_paired_config_problem,
 	.free_state = cistern__rs_free_state,

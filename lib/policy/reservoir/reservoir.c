@@ -17,6 +17,7 @@
 #include "policy/reservoir/reservoir.h"
 #include "core/ring.h"
 #include "policy/reservoir/pins.h"
+#include "policy/reservoir/tiered.h"
 
 static inline struct cistern_slotmeta *M(struct cistern *c, uint64_t i)
 {
@@ -778,6 +779,7 @@ const struct cistern__policy cistern__reservoir_policy = {
 	.snap = &cistern__reservoir_snap_ops,
 	.config_problem = cistern__rs_limited_config_problem,
 	.free_state = cistern__rs_free_state,
+	.tiering = &cistern__rs_tiering,
 	.reclaim_idle = cistern__drop_pins,
 	.forget = cistern__rate_forget,
 	.flags = CISTERN_SINGLE_READER,
@@ -808,6 +810,7 @@ const struct cistern__policy cistern__batch_policy = {
 	.snap = &cistern__reservoir_snap_ops,
 	.config_problem = batch_config_problem,
 	.free_state = cistern__rs_free_state,
+	.tiering = &cistern__rs_tiering,
 	.reclaim_idle = cistern__drop_pins,
 	.forget = cistern__rate_forget,
 	.flags = CISTERN_SINGLE_READER,

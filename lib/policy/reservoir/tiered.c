@@ -1,0 +1,763 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tiered.c - the cold tier wired into the reservoirs (Reservoir and
+ * BatchReservoir): a put that finds the hot arena full spills a hot sample
+ * to the cold file and takes its slot; reads draw uniformly over hot and
+ * cold samples and read the cold ones of a batch in one io_uring
+ * submission; reclaim repairs what a dead spiller or reader left in the
+ * cold index (docs/protocol/tiers.md).
+ *
+ * Everything hot goes through the reservoir's own functions; this file adds
+ * the cold half and the one move between the two (the spill). A cold
+ * sample handed to a reader has index_ = slot_count + its cold slot and
+ * data in a buffer of the reader's own, freed at release.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "policy/reservoir/tiered.h"
+#include "core/open.h"
+#include "core/ring.h"
+#include "core/wait.h"
+#include "policy/reservoir/pins.h"
+#include "policy/reservoir/reservoir.h"
+#include "sys/crc32c.h"
+
+/* ---- the tier's area in the segment ---------------------------------- */
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static uint64_t notes_bytes(uint64_t procs)
+{
+	return align_up(procs * sizeof(struct cistern__spill_note), CISTERN_CACHELINE);
+}
+
+static uint64_t tier_bytes(uint64_t cold_slots, uint64_t procs)
+{
+	if (cold_slots == 0)
+		return 0;
+	return align_up(sizeof(struct cistern__tier_shm) + notes_bytes(procs) +
+				cold_slots * sizeof(struct cistern__cold_ent),
+			4096);
+}
+
+static struct cistern__tier_shm *T(const struct cistern *c)
+{
+	return (struct cistern__tier_shm *)((char *)c->hdr + c->fixed.cold_off);
+}
+
+static struct cistern__spill_note *note_of(const struct cistern *c, uint32_t owner)
+{
+	char *p = (char *)T(c) + sizeof(struct cistern__tier_shm);
+	return (struct cistern__spill_note *)p + (owner - 1);
+}
+
+static struct cistern__cold_ent *ents(const struct cistern *c)
+{
+	return (struct cistern__cold_ent *)((char *)T(c) + sizeof(struct cistern__tier_shm) +
+					    notes_bytes(c->fixed.procs_count));
+}
+
+/* ---- create, open, remove --------------------------------------------- */
+
+static const char *tier_config_problem(const struct cistern_config *cfg)
+{
+	if (cistern__cold_slot_bytes(cfg->slot_size) == 0)
+		return "slot_size is too large for a cold tier";
+	return NULL;
+}
+
+static int tier_create(struct cistern *c)
+{
+	const struct cistern_fixed *f = &c->fixed;
+	struct cistern__tier *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	int r = cistern__cold_create(&t->cold, f->cold_dir, f->name,
+				     cistern__cold_slot_bytes(f->slot_size), f->cold_slots,
+				     f->cold_nonce);
+	if (r < 0) {
+		free(t);
+		return r;
+	}
+	t->open = true;
+	c->tier = t;
+	return 0;
+}
+
+/* The handle's cold file, opened on first use. */
+static int tier_get(struct cistern *c, struct cistern__tier **out)
+{
+	const struct cistern_fixed *f = &c->fixed;
+	struct cistern__tier *t = c->tier;
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		c->tier = t;
+	}
+	if (!t->open) {
+		int r = cistern__cold_open(&t->cold, f->cold_dir, f->name, f->cold_nonce);
+		if (r < 0)
+			return r;
+		t->open = true;
+	}
+	if (!t->stage) {
+		t->stage = cistern__cold_alloc(&t->cold, 1);
+		if (!t->stage)
+			return -ENOMEM;
+	}
+	*out = t;
+	return 0;
+}
+
+static void tier_release(struct cistern *c)
+{
+	struct cistern__tier *t = c->tier;
+	if (!t)
+		return;
+	if (t->open)
+		cistern__cold_close(&t->cold);
+	free(t->stage);
+	free(t);
+	c->tier = NULL;
+}
+
+static int tier_unlink(const char *dir, const char *name)
+{
+	if (!dir || !dir[0])
+		return 0;
+	int r = cistern__cold_unlink(dir, name);
+	return r == -ENOENT ? 0 : r;
+}
+
+/*
+ * The tier's counters: from the segment, or by pread() for a copied
+ * read-only handle, whose private copy stops before the tier (segment.c).
+ */
+static void tier_counts(const struct cistern *c, struct cistern__tier_shm *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (c->copied) {
+		if (cistern__pread_all(c->fd, out, sizeof(*out), c->fixed.cold_off) < 0)
+			memset(out, 0, sizeof(*out));
+		return;
+	}
+	const struct cistern__tier_shm *ts = T(c);
+	/* Relaxed: statistics, read one by one. */
+	atomic_init(&out->population, atomic_load_explicit(&ts->population, memory_order_relaxed));
+	atomic_init(&out->spilled, atomic_load_explicit(&ts->spilled, memory_order_relaxed));
+	atomic_init(&out->cold_reads, atomic_load_explicit(&ts->cold_reads, memory_order_relaxed));
+	atomic_init(&out->cold_evictions,
+		    atomic_load_explicit(&ts->cold_evictions, memory_order_relaxed));
+}
+
+static void tier_view(const struct cistern *c, struct cistern__tier_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	if (c->fixed.cold_slots == 0)
+		return;
+	struct cistern__tier_shm ts;
+	tier_counts(c, &ts);
+	v->slots = c->fixed.cold_slots;
+	/* A plain copy now: nobody else sees it. */
+	v->population = atomic_load_explicit(&ts.population, memory_order_relaxed);
+	v->spilled = atomic_load_explicit(&ts.spilled, memory_order_relaxed);
+	v->cold_reads = atomic_load_explicit(&ts.cold_reads, memory_order_relaxed);
+	v->cold_evictions = atomic_load_explicit(&ts.cold_evictions, memory_order_relaxed);
+	uint64_t sb = cistern__cold_slot_bytes(c->fixed.slot_size);
+	v->disk_bytes = CISTERN__COLD_BLOCK + sb * c->fixed.cold_slots;
+}
+
+/* ---- spill: hot to cold ------------------------------------------------ */
+
+/*
+ * Take a cold slot from the write cursor for this handle (WRITING). A
+ * seen, unpinned cold sample it takes is evicted: counted here.
+ */
+static bool claim_cold(struct cistern *c, uint64_t *out)
+{
+	struct cistern__tier_shm *ts = T(c);
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t n = c->fixed.cold_slots;
+	for (uint64_t scanned = 0; scanned < n; scanned++) {
+		/* Relaxed: the cursor is a hint of where to look; claims are by CAS. */
+		uint64_t cur = atomic_load_explicit(&ts->cursor, memory_order_relaxed);
+		uint64_t s = cur % n;
+		uint64_t w = atomic_load_explicit(&E[s].word, memory_order_relaxed);
+		bool ok = cistern__cold_claim(&E[s], c->owner);
+		/* Relaxed: a lost race only means another process moved it on. */
+		atomic_compare_exchange_strong_explicit(&ts->cursor, &cur, cur + 1,
+							memory_order_relaxed, memory_order_relaxed);
+		if (!ok)
+			continue;
+		if (cistern__cold_state(w) == CISTERN__COLD_HELD) {
+			uint32_t seen = atomic_load_explicit(&E[s].seen, memory_order_relaxed);
+			struct cistern_counters *ctr = &c->me->ctr;
+			cistern__count(&ctr->seen_hist[cistern__seen_bucket(seen)], 1);
+			cistern__count(&ctr->evictions, 1);
+			atomic_fetch_add_explicit(&ts->cold_evictions, 1, memory_order_relaxed);
+			atomic_fetch_sub_explicit(&ts->population, 1, memory_order_relaxed);
+		}
+		*out = s;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Stop reads of a held, unpinned hot sample: HELD -> EVICTING(me), by the
+ * handshake of cistern__rs_evict_claim() ([pin-evict]), seen or not (a
+ * spill keeps the sample). *word gets the HELD word.
+ */
+static bool hold_hot(struct cistern *c, uint64_t *idx, uint64_t *word)
+{
+	for (int tries = 0; tries < 4 * RS_PICK_TRIES; tries++) {
+		uint64_t i = cistern__rng_below(&c->rng, c->slot_count);
+		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
+		/* Acquire [rs-held]: the sample's metadata and payload, which we copy. */
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
+		if (sw_state(w) != RS_HELD || atomic_load_explicit(&m->pins, memory_order_relaxed))
+			continue;
+		uint64_t tentative = sw_make(sw_pos(w), RS_EVICTING, c->owner);
+		/* [pin-evict] seq_cst CAS, then the seq_cst load of pins, as an eviction. */
+		if (!atomic_compare_exchange_strong_explicit(
+			    &m->word, &w, tentative, memory_order_seq_cst, memory_order_relaxed))
+			continue;
+		if (atomic_load_explicit(&m->pins, memory_order_seq_cst) != 0) {
+			/* [rs-release] seq_cst: back as it was. */
+			atomic_store_explicit(&m->word, w, memory_order_seq_cst);
+			continue;
+		}
+		*idx = i;
+		*word = w;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * A put found the hot arena full: move one hot sample to a cold slot and
+ * reserve its hot slot for the put. The sample is in the hot arena until
+ * its cold copy is published (EVICTING(me) keeps readers off it meanwhile,
+ * and a reclaim puts it back to HELD); the note tells a reclaim of a dead
+ * spiller whether the cold copy was published.
+ */
+static int spill_reserve(struct cistern *c, struct cistern_slot *slot)
+{
+	struct cistern__tier *t;
+	int r = tier_get(c, &t);
+	if (r < 0)
+		return r;
+	struct cistern__tier_shm *ts = T(c);
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t idx, w, j;
+	if (!hold_hot(c, &idx, &w))
+		return -EAGAIN;
+	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
+	if (!claim_cold(c, &j)) {
+		/* [rs-release] seq_cst: back as it was. */
+		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
+		return -EAGAIN;
+	}
+	struct cistern__cold_ent *e = &E[j];
+	struct cistern__spill_note *nt = note_of(c, c->owner);
+	nt->hot = idx;
+	nt->cold = j;
+	nt->id = m->sample_id;
+	nt->cold_gen = cistern__cold_gen(atomic_load_explicit(&e->word, memory_order_relaxed));
+	/* Release: a reclaimer that reads live = 1 reads the fields above with it. */
+	atomic_store_explicit(&nt->live, 1, memory_order_release);
+
+	uint32_t len = (uint32_t)m->len;
+	uint64_t id = m->sample_id;
+	memcpy(t->stage, cistern__payload(c, idx), len);
+	/* The entry is WRITING(me): nobody reads its fields until the publish. */
+	uint32_t key[2] = {__atomic_load_n(&m->sim_id, __ATOMIC_RELAXED),
+			   __atomic_load_n(&m->time_step, __ATOMIC_RELAXED)};
+	memcpy(e->meta, key, sizeof(key));
+	/* Counted before the publish: a death in between leaves it high, never low. */
+	atomic_fetch_add_explicit(&ts->population, 1, memory_order_relaxed);
+	/* Relaxed: read by a reclaimer only after we died. */
+	atomic_store_explicit(&nt->live, 2, memory_order_relaxed);
+	r = cistern__cold_spill(&t->cold, E, &j, 1, t->stage, &len, &id);
+	if (r < 0) {
+		atomic_fetch_sub_explicit(&ts->population, 1, memory_order_relaxed);
+		/* [rs-release] seq_cst: the sample stays hot. */
+		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
+		atomic_store_explicit(&nt->live, 0, memory_order_relaxed);
+		return r;
+	}
+	/* [rs-fill]: the slot stays counted in `filled`; it is ours to fill. */
+	atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_RESERVED, c->owner),
+			      memory_order_seq_cst);
+	/* After the slot, so that a death in between leaves the count high. */
+	atomic_fetch_sub_explicit(&c->hdr->population, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ts->spilled, 1, memory_order_relaxed);
+	atomic_store_explicit(&nt->live, 0, memory_order_relaxed);
+	cistern__set_slot(slot, c, idx, sw_pos(w));
+	return 0;
+}
+
+static int tiered_try_reserve(struct cistern *c, struct cistern_slot *slot)
+{
+	if (!cistern__rs_rate_allows_put(c))
+		return -EAGAIN;
+	int r = cistern__rs_fill_reserve(c, slot);
+	if (r == -EAGAIN)
+		r = cistern__rs_fill_past_count(c, slot);
+	/* Full: spill to cold (evicting a seen cold sample if cold is full too). */
+	if (r == -EAGAIN)
+		r = spill_reserve(c, slot);
+	/* No cold slot may be taken: evict a seen hot sample, as without a tier. */
+	if (r == -EAGAIN)
+		r = cistern__rs_evict_reserve(c, slot, NULL);
+	if (r == -EAGAIN)
+		cistern__rs_rate_stuck(c, true);
+	return r;
+}
+
+/* ---- reads ------------------------------------------------------------- */
+
+static bool is_cold(const struct cistern *c, const struct cistern_sample *s)
+{
+	return s->index_ >= c->slot_count;
+}
+
+/*
+ * Draw a held cold slot uniformly: probes at random; false after too many
+ * misses. One this handle pins already (a sample it holds from an earlier
+ * read) counts as a miss: its one pin bit could not tell two holds apart.
+ */
+static bool draw_cold(struct cistern *c, uint64_t *out)
+{
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t mine = c->pin_bit >= 0 ? UINT64_C(1) << c->pin_bit : 0;
+	for (int k = 0; k < 4 * RS_PICK_TRIES; k++) {
+		uint64_t j = cistern__rng_below(&c->rng, c->fixed.cold_slots);
+		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_relaxed);
+		/* Relaxed: our own bit, which only we set and clear while we live. */
+		if (cistern__cold_state(w) == CISTERN__COLD_HELD &&
+		    !(atomic_load_explicit(&E[j].pins, memory_order_relaxed) & mine)) {
+			*out = j;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * After close, a cold sample is taken for good: HELD -> EVICTING(me) once
+ * no reader pins it; the release frees the slot, a reclaim puts it back.
+ */
+static bool take_cold(struct cistern *c, struct cistern__cold_ent *e, uint64_t *word)
+{
+	/* Acquire [cold-publish]: the entry's fields and the slot's bytes. */
+	uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
+	if (cistern__cold_state(w) != CISTERN__COLD_HELD)
+		return false;
+	uint64_t ev = cistern__cold_word(CISTERN__COLD_EVICTING, c->owner, cistern__cold_gen(w));
+	/* seq_cst [cold-pin]: as an evictor's CAS, then its load of pins. */
+	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, ev, memory_order_seq_cst,
+						     memory_order_relaxed))
+		return false;
+	if (atomic_load_explicit(&e->pins, memory_order_seq_cst) != 0) {
+		atomic_store_explicit(&e->word, w, memory_order_relaxed);
+		return false;
+	}
+	*word = ev;
+	return true;
+}
+
+/* Read the cold members of out[0..n) (data NULL so far) in one submission. */
+static int read_cold_members(struct cistern *c, struct cistern_sample *out, size_t n)
+{
+	struct cistern__tier *t;
+	int r = tier_get(c, &t);
+	if (r < 0)
+		return r;
+	struct cistern__cold_ent *E = ents(c);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += is_cold(c, &out[i]);
+	if (k == 0)
+		return 0;
+	struct cistern__io *io = calloc(k, sizeof(*io));
+	if (!io)
+		return -ENOMEM;
+	size_t q = 0;
+	r = 0;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		if (!is_cold(c, &out[i]))
+			continue;
+		void *buf = cistern__cold_alloc(&t->cold, 1);
+		if (!buf) {
+			r = -ENOMEM;
+			break;
+		}
+		out[i].data = buf;
+		cistern__cold_prep(&t->cold, &io[q++], out[i].index_ - c->slot_count, 1, buf,
+				   false);
+	}
+	if (r == 0)
+		r = cistern__uring_run(io, (unsigned)q);
+	free(io);
+	for (size_t i = 0; i < n && r == 0; i++) {
+		if (!is_cold(c, &out[i]))
+			continue;
+		struct cistern__cold_ent *e = &E[out[i].index_ - c->slot_count];
+		/* Pinned or taken: the fields are the ones published with the bytes read. */
+		if (cistern__crc32c(0, out[i].data, out[i].len) != e->crc)
+			r = -EIO;
+	}
+	return r;
+}
+
+/* Make s the cold sample of entry j (pinned or taken, word w); data comes later. */
+static void fill_cold_sample(struct cistern *c, struct cistern_sample *s, uint64_t j, uint64_t w,
+			     uint32_t live)
+{
+	struct cistern__cold_ent *e = &ents(c)[j];
+	uint32_t key[2];
+	memcpy(key, e->meta, sizeof(key));
+	s->data = NULL;
+	s->len = e->len;
+	s->meta.sample_id = e->id;
+	s->meta.sim_id = key[0];
+	s->meta.time_step = key[1];
+	s->pos_ = w;
+	s->index_ = (uint32_t)(c->slot_count + j);
+	s->live_ = live;
+}
+
+static int tiered_unacquire_one(struct cistern *c, struct cistern_sample *s);
+
+static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
+{
+	struct cistern__tier_shm *ts = T(c);
+	struct cistern__cold_ent *E = ents(c);
+	bool closed = cistern__rs_closed(c);
+	uint64_t taken = 0;
+	int r;
+	if (!closed) {
+		/* Relaxed hints: the slot words and entries decide. */
+		uint64_t pop = atomic_load_explicit(&c->hdr->population, memory_order_relaxed) +
+			       atomic_load_explicit(&ts->population, memory_order_relaxed);
+		uint64_t need = c->fixed.watermark > n ? c->fixed.watermark : n;
+		if (pop < need) {
+			cistern__rs_rate_stuck(c, false);
+			return -EAGAIN;
+		}
+		int b = cistern__pin_bit(c);
+		if (b < 0)
+			return b;
+		if (!cistern__rs_rate_take(c, n, &taken))
+			return -EAGAIN;
+	}
+	r = cistern__scratch_reset(c, n);
+	if (r < 0) {
+		cistern__rs_rate_settle(c, taken, 0);
+		return r;
+	}
+	size_t got = 0, misses = 0, cold = 0;
+	while (got < n && misses < 4 * RS_PICK_TRIES) {
+		uint64_t hot_n = atomic_load_explicit(&c->hdr->population, memory_order_relaxed);
+		uint64_t cold_n = atomic_load_explicit(&ts->population, memory_order_relaxed);
+		if (hot_n + cold_n == 0)
+			break;
+		/* Each sample alike: a tier by its share of the population, then uniform in it. */
+		struct cistern_sample *s = &out[got];
+		if (cistern__rng_below(&c->rng, hot_n + cold_n) < hot_n) {
+			uint64_t idx, w;
+			if (cistern__pick(c, &c->pick_read, cistern__rs_is_held, NULL, &idx) < 0 ||
+			    !cistern__scratch_add(&c->scratch, (uint32_t)idx)) {
+				misses++;
+				continue;
+			}
+			bool ok = closed ? cistern__rs_read_exclusive(c, s, idx) == 0
+					 : cistern__pin(c, idx, RS_HELD, &w);
+			if (!ok) {
+				cistern__scratch_forget(&c->scratch, (uint32_t)idx);
+				misses++;
+				continue;
+			}
+			if (!closed)
+				cistern__rs_read_pinned(c, s, idx, w);
+		} else {
+			uint64_t j, w;
+			uint32_t key;
+			if (!draw_cold(c, &j) ||
+			    !cistern__scratch_add(&c->scratch,
+						  key = (uint32_t)(c->slot_count + j))) {
+				misses++;
+				continue;
+			}
+			bool ok = closed ? take_cold(c, &E[j], &w)
+					 : cistern__cold_pin(&E[j], (unsigned)c->pin_bit, &w);
+			if (!ok) {
+				cistern__scratch_forget(&c->scratch, key);
+				misses++;
+				continue;
+			}
+			fill_cold_sample(c, s, j, w, closed ? RS_LIVE_EXCLUSIVE : RS_LIVE_PINNED);
+			cold++;
+		}
+		misses = 0;
+		got++;
+	}
+	if (cold) {
+		r = read_cold_members(c, out, got);
+		if (r == 0) {
+			/* Seen while pinned or taken: counted before the release lets an evictor see it. */
+			bool woke = false;
+			for (size_t i = 0; i < got; i++)
+				if (is_cold(c, &out[i]))
+					woke |= atomic_fetch_add_explicit(
+							&E[out[i].index_ - c->slot_count].seen, 1,
+							memory_order_relaxed) == 0;
+			cistern__count(&c->me->ctr.gets, cold);
+			atomic_fetch_add_explicit(&ts->cold_reads, cold, memory_order_relaxed);
+			if (woke)
+				cistern__wake_producers(c); /* cold samples became evictable */
+		} else {
+			/* Give every member back, hot and cold, as if never drawn. */
+			for (size_t i = 0; i < got; i++) {
+				if (is_cold(c, &out[i])) {
+					/* Unread: its seen count was not raised. */
+					free((void *)(uintptr_t)out[i].data);
+					out[i].data = NULL;
+					tiered_unacquire_one(c, &out[i]);
+				} else {
+					cistern__rs_unacquire(c, &out[i]);
+				}
+			}
+			cistern__rs_rate_settle(c, taken, 0);
+			return r;
+		}
+	}
+	if (got == n || (closed && got > 0)) {
+		cistern__rs_rate_settle(c, taken, got);
+		return (int)got;
+	}
+	for (size_t i = 0; i < got; i++)
+		tiered_unacquire_one(c, &out[i]);
+	cistern__rs_rate_settle(c, taken, 0);
+	if (!closed)
+		cistern__rs_rate_stuck(c, false);
+	return -EAGAIN;
+}
+
+static int tiered_try_acquire(struct cistern *c, struct cistern_sample *s)
+{
+	if (c->policy->reads_whole_batches)
+		return -EINVAL; /* the unit of a read is a batch */
+	int r = tiered_try_acquire_n(c, s, 1);
+	return r < 0 ? r : 0;
+}
+
+static int tiered_try_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n)
+{
+	if (c->policy->reads_whole_batches && n != c->fixed.batch_size)
+		return -EINVAL;
+	return tiered_try_acquire_n(c, out, n);
+}
+
+/* The cold entry of a cold sample this handle holds, or NULL. */
+static struct cistern__cold_ent *held_entry(struct cistern *c, const struct cistern_sample *s)
+{
+	uint64_t j = s->index_ - c->slot_count;
+	if (j >= c->fixed.cold_slots)
+		return NULL;
+	struct cistern__cold_ent *e = &ents(c)[j];
+	if (s->live_ == RS_LIVE_PINNED && c->pin_bit >= 0) {
+		uint64_t bit = UINT64_C(1) << c->pin_bit;
+		/* Relaxed: our own bit, which only we set and clear while we live. */
+		if (!(atomic_load_explicit(&e->pins, memory_order_relaxed) & bit))
+			return NULL;
+		return e;
+	}
+	if (s->live_ == RS_LIVE_EXCLUSIVE &&
+	    atomic_load_explicit(&e->word, memory_order_relaxed) == s->pos_)
+		return e;
+	return NULL;
+}
+
+static void forget_cold(struct cistern_sample *s)
+{
+	free((void *)(uintptr_t)s->data);
+	s->data = NULL;
+	s->live_ = 0;
+}
+
+static int tiered_release(struct cistern *c, struct cistern_sample *s)
+{
+	if (!is_cold(c, s))
+		return cistern__rs_release_generic(c, s);
+	struct cistern__cold_ent *e = held_entry(c, s);
+	if (!e)
+		return -EINVAL;
+	if (s->live_ == RS_LIVE_PINNED) {
+		cistern__cold_unpin(e, (unsigned)c->pin_bit);
+	} else {
+		/* Release [cold-unpin]: our read is over before the slot can be claimed. */
+		atomic_store_explicit(
+			&e->word,
+			cistern__cold_word(CISTERN__COLD_FREE, 0, cistern__cold_gen(s->pos_)),
+			memory_order_release);
+		atomic_fetch_sub_explicit(&T(c)->population, 1, memory_order_relaxed);
+		cistern__wake_readers(c); /* end of data may have arrived */
+	}
+	forget_cold(s);
+	cistern__wake_producers(c);
+	return 0;
+}
+
+static int tiered_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
+{
+	int first = 0;
+	for (size_t i = 0; i < n; i++) {
+		int r = tiered_release(c, &s[i]);
+		if (r < 0 && first == 0)
+			first = r;
+	}
+	return first;
+}
+
+/* A sample handed back unread: its seen count goes back too. */
+static int tiered_unacquire_one(struct cistern *c, struct cistern_sample *s)
+{
+	if (!is_cold(c, s))
+		return cistern__rs_unacquire(c, s);
+	struct cistern__cold_ent *e = held_entry(c, s);
+	if (!e)
+		return -EINVAL;
+	if (s->data)
+		atomic_fetch_sub_explicit(&e->seen, 1, memory_order_relaxed);
+	if (s->live_ == RS_LIVE_PINNED)
+		cistern__cold_unpin(e, (unsigned)c->pin_bit);
+	else
+		/* Release [cold-unpin]: back to HELD, our reads before another's. */
+		atomic_store_explicit(
+			&e->word,
+			cistern__cold_word(CISTERN__COLD_HELD, 0, cistern__cold_gen(s->pos_)),
+			memory_order_release);
+	if (s->data)
+		cistern__count(&c->me->ctr.gets, (uint64_t)-1);
+	forget_cold(s);
+	cistern__wake_producers(c);
+	cistern__wake_readers(c);
+	return 0;
+}
+
+static int tiered_hand_back(struct cistern *c, struct cistern_sample *s)
+{
+	if (!is_cold(c, s))
+		return cistern__rs_hand_back(c, s);
+	bool counted = s->live_ == RS_LIVE_PINNED;
+	int r = tiered_unacquire_one(c, s);
+	if (r == 0 && counted)
+		cistern__rate_give_back(c, 1);
+	return r;
+}
+
+/* ---- end of data, population, reclaim ---------------------------------- */
+
+static bool tiered_drained(struct cistern *c)
+{
+	if (!cistern__rs_drained(c))
+		return false;
+	/* Acquire, no edge: a hint, confirmed by the entries below once a count may be high. */
+	if (atomic_load_explicit(&T(c)->population, memory_order_acquire) == 0)
+		return true;
+	/* [counts-unsure] acquire, as cistern__rs_drained(). */
+	if (!atomic_load_explicit(&c->hdr->counts_unsure, memory_order_acquire))
+		return false;
+	struct cistern__cold_ent *E = ents(c);
+	for (uint64_t j = 0; j < c->fixed.cold_slots; j++)
+		if (cistern__cold_state(atomic_load_explicit(&E[j].word, memory_order_relaxed)) !=
+		    CISTERN__COLD_FREE)
+			return false;
+	return true;
+}
+
+static uint64_t tiered_population(const struct cistern *c, const struct cistern_stats *st)
+{
+	struct cistern__tier_view v;
+	tier_view(c, &v);
+	return cistern__rs_population(c, st) + v.population;
+}
+
+/*
+ * A dead spiller whose cold copy was published while its hot slot was
+ * still EVICTING(dead): the sample is in both; the hot copy goes (to
+ * RESERVED(dead), which the reservoir's reclaim empties).
+ */
+static void repair_spill(struct cistern *c, uint32_t owner)
+{
+	struct cistern__spill_note *nt = note_of(c, owner);
+	/* Acquire: the fields stored before live. */
+	uint64_t live = atomic_load_explicit(&nt->live, memory_order_acquire);
+	if (!live)
+		return;
+	if (nt->cold < c->fixed.cold_slots && nt->hot < c->slot_count) {
+		struct cistern__cold_ent *e = &ents(c)[nt->cold];
+		/* Acquire [cold-publish]: the entry's id with its word. */
+		uint64_t ew = atomic_load_explicit(&e->word, memory_order_acquire);
+		struct cistern_slotmeta *m = cistern__slotmeta(c, nt->hot);
+		uint64_t hw = atomic_load_explicit(&m->word, memory_order_acquire);
+		bool published = cistern__cold_state(ew) == CISTERN__COLD_HELD &&
+				 cistern__cold_gen(ew) == nt->cold_gen + 1 && e->id == nt->id;
+		/* Counted (live 2) and never published: the count goes back. */
+		if (!published && live == 2)
+			atomic_fetch_sub_explicit(&T(c)->population, 1, memory_order_relaxed);
+		if (published && sw_state(hw) == RS_EVICTING && sw_owner(hw) == owner &&
+		    m->sample_id == nt->id &&
+		    atomic_compare_exchange_strong_explicit(
+			    &m->word, &hw, sw_make(sw_pos(hw), RS_RESERVED, owner),
+			    memory_order_seq_cst, memory_order_relaxed))
+			atomic_fetch_sub_explicit(&c->hdr->population, 1, memory_order_relaxed);
+	}
+	atomic_store_explicit(&nt->live, 0, memory_order_relaxed);
+}
+
+static void tiered_reclaim(struct cistern *c, uint32_t owner)
+{
+	if (owner == 0 || owner > c->fixed.procs_count)
+		return;
+	repair_spill(c, owner);
+	uint32_t bit = cistern__procs(c)[owner - 1].reader_bit;
+	cistern__cold_reclaim(ents(c), c->fixed.cold_slots, owner, bit < 64 ? bit : 64);
+	cistern__rs_reclaim(c, owner);
+}
+
+static const struct cistern_ops tiered_ops = {
+	.init = cistern__rs_init,
+	.try_reserve = tiered_try_reserve,
+	.commit = cistern__rs_commit,
+	.abort = cistern__rs_abort,
+	.try_acquire = tiered_try_acquire,
+	.release = tiered_release,
+	.release_batch = tiered_release_batch,
+	.unacquire = tiered_hand_back,
+	.try_acquire_batch = tiered_try_acquire_batch,
+	.drained = tiered_drained,
+	.reclaim = tiered_reclaim,
+	.population = tiered_population,
+};
+
+const struct cistern__tiering cistern__rs_tiering = {
+	.ops = &tiered_ops,
+	.area_bytes = tier_bytes,
+	.config_problem = tier_config_problem,
+	.create = tier_create,
+	.release = tier_release,
+	.unlink = tier_unlink,
+	.view = tier_view,
+};

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uring.c - batches of reads and writes through one io_uring a process
+ * (uring.h).
+ */
+#include "sys/uring.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { RING_DEPTH = 256 };
+
+static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct io_uring ring;
+static pid_t ring_pid;     /* the process that made `ring`; 0: none */
+static unsigned in_flight; /* requests the ring holds; at most RING_DEPTH */
+
+unsigned cistern__uring_depth(void)
+{
+	return RING_DEPTH;
+}
+
+/*
+ * A fork() while another thread holds ring_lock would leave the child's
+ * copy locked for ever: the child starts with it unlocked (the ring itself
+ * is replaced on the child's first call, below).
+ */
+static void child_unlock(void)
+{
+	pthread_mutex_init(&ring_lock, NULL);
+}
+
+static void install_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_unlock);
+}
+
+/*
+ * The ring of this process. A ring inherited through fork() maps the same
+ * pages as the parent's, so the child lets go of its copy (unmaps it and
+ * closes its descriptor, which leaves the parent's ring alone) and makes
+ * its own. Called with ring_lock held.
+ */
+static int ring_get(void)
+{
+	pid_t me = getpid();
+	if (ring_pid == me)
+		return 0;
+	if (ring_pid != 0) {
+		io_uring_queue_exit(&ring);
+		ring_pid = 0;
+		in_flight = 0;
+	}
+	int r = io_uring_queue_init(RING_DEPTH, &ring, 0);
+	if (r < 0)
+		return r;
+	ring_pid = me;
+	return 0;
+}
+
+/* Queue what is left of one request. The caller checked that the ring has room. */
+static void queue_one(struct cistern__io *io)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+	if (!sqe) {
+		/* The submission queue is full of queued requests: hand them over. */
+		io_uring_submit(&ring);
+		sqe = io_uring_get_sqe(&ring);
+	}
+	/* Not NULL: in_flight <= RING_DEPTH and the queue was just emptied. */
+	uint8_t *p = (uint8_t *)io->buf + io->done;
+	if (io->write)
+		io_uring_prep_write(sqe, io->fd, p, io->len - io->done, io->off + io->done);
+	else
+		io_uring_prep_read(sqe, io->fd, p, io->len - io->done, io->off + io->done);
+	io_uring_sqe_set_data(sqe, io);
+	in_flight++;
+}
+
+/*
+ * Queue the batch's requests that fit into the ring (those of length 0 are
+ * done already). Called with ring_lock held.
+ */
+static void fill(struct cistern__io_batch *b)
+{
+	while (b->next < b->n && in_flight < RING_DEPTH) {
+		struct cistern__io *x = &b->io[b->next++];
+		if (x->res == 1)
+			queue_one(x);
+	}
+}
+
+static void finish(struct cistern__io *io, int res)
+{
+	struct cistern__io_batch *b = io->batch;
+	io->res = res;
+	if (res < 0 && b->err == 0)
+		b->err = res;
+	b->pending--;
+}
+
+/* Record one completion, and queue the rest of a short or interrupted request. */
+static void complete(struct cistern__io *io, int res)
+{
+	in_flight--;
+	if (res == -EINTR || res == -EAGAIN || res == -ECANCELED) {
+		queue_one(io);
+		return;
+	}
+	if (res < 0) {
+		finish(io, res);
+		return;
+	}
+	if (res == 0) {
+		/* Nothing moved: a read past the end, or a write that cannot go on. */
+		finish(io, -EIO);
+		return;
+	}
+	io->done += (uint32_t)res;
+	if (io->done < io->len)
+		queue_one(io);
+	else
+		finish(io, 0);
+}
+
+int cistern__uring_start(struct cistern__io_batch *b, struct cistern__io *io, unsigned n)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, install_atfork);
+	memset(b, 0, sizeof(*b));
+	b->io = io;
+	b->n = n;
+	b->pending = n;
+	for (unsigned i = 0; i < n; i++) {
+		io[i].done = 0;
+		io[i].res = 1;
+		io[i].batch = b;
+		if (io[i].len == 0) {
+			io[i].res = 0;
+			b->pending--;
+		}
+	}
+	if (b->pending == 0)
+		return 0;
+	pthread_mutex_lock(&ring_lock);
+	int r = ring_get();
+	if (r < 0) {
+		pthread_mutex_unlock(&ring_lock);
+		for (unsigned i = 0; i < n; i++)
+			if (io[i].res == 1)
+				io[i].res = r;
+		b->pending = 0;
+		b->err = r;
+		return r;
+	}
+	fill(b);
+	/*
+	 * A failed submit leaves the requests queued, and the wait submits them
+	 * again. Its error is not returned: a caller told of a failure might
+	 * free requests that the ring still holds and will complete.
+	 */
+	io_uring_submit(&ring);
+	pthread_mutex_unlock(&ring_lock);
+	return 0;
+}
+
+int cistern__uring_wait(struct cistern__io_batch *b)
+{
+	pthread_mutex_lock(&ring_lock);
+	while (b->pending > 0) {
+		/* Requests of this batch that did not fit before. */
+		fill(b);
+		/*
+		 * Hand over whatever is queued and wait for one completion. A
+		 * signal interrupts the wait, not the requests: wait again.
+		 */
+		int r = io_uring_submit_and_wait(&ring, 1);
+		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+			pthread_mutex_unlock(&ring_lock);
+			return r;
+		}
+		struct io_uring_cqe *cqe;
+		while (io_uring_peek_cqe(&ring, &cqe) == 0) {
+			struct cistern__io *io = io_uring_cqe_get_data(cqe);
+			int res = cqe->res;
+			io_uring_cqe_seen(&ring, cqe);
+			complete(io, res);
+		}
+	}
+	pthread_mutex_unlock(&ring_lock);
+	return b->err;
+}
+
+int cistern__uring_run(struct cistern__io *io, unsigned n)
+{
+	struct cistern__io_batch b;
+	int r = cistern__uring_start(&b, io, n);
+	if (r < 0)
+		return r;
+	return cistern__uring_wait(&b);
+}

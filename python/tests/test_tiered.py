@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: MIT
+"""A reservoir with a cold tier on disk, from Python (docs/protocol/tiers.md)."""
+import errno
+import os
+import tempfile
+
+import pytest
+
+import cistern
+
+
+@pytest.fixture
+def cold_dir():
+    """A directory on a disk file system that takes O_DIRECT (not /dev/shm)."""
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="cistern-pyt-cold-") as d:
+        yield d
+
+
+def test_a_tiered_reservoir_holds_hot_plus_cold_samples_and_reads_them(segname, cold_dir):
+    with cistern.create(segname, policy="reservoir", slots=16, slot_size=256, watermark=1,
+                        cold_slots=48, cold_dir=cold_dir) as seg:
+        for i in range(64):
+            seg.put(i.to_bytes(4, "little") * 8)
+        st = seg.stats()
+        assert (st.population, st.cold_slots, st.cold_population) == (64, 48, 48)
+        assert os.path.exists(os.path.join(cold_dir, f"cistern.{segname}.cold"))
+        seg.close_reception()
+        got = set()
+        for data in seg:
+            data = bytes(data)
+            assert data == data[:4] * 8
+            got.add(int.from_bytes(data[:4], "little"))
+        assert got == set(range(64))
+    cistern.unlink(segname)
+    assert not os.path.exists(os.path.join(cold_dir, f"cistern.{segname}.cold"))
+
+
+def test_a_fifo_refuses_a_cold_tier_with_a_reason(cold_dir):
+    why = cistern.config_problem(policy="fifo", cold_slots=8, cold_dir=cold_dir)
+    assert why is not None and "cold tier" in why
+
+
+def test_cold_slots_without_a_directory_is_refused():
+    why = cistern.config_problem(policy="reservoir", watermark=1, cold_slots=8)
+    assert why is not None and "cold_dir" in why

@@ -1,0 +1,491 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_tiered.c - a reservoir with a cold tier (lib/tier/tiered.c): puts
+ * spill to disk instead of waiting, every sample reads back whole, only
+ * seen samples are evicted in either tier, batches mix hot and cold, dead
+ * readers and spillers are repaired, rm removes the cold file, and a full
+ * disk stops create (docs/protocol/tiers.md).
+ *
+ * The cold files live in a directory under /var/tmp, on a disk file system
+ * that takes O_DIRECT. The fixture removes it and the segments.
+ */
+#include <sched.h>
+#include <sys/mount.h>
+
+#include "helpers.h"
+#include "cistern/admin.h"
+#include "tier/cold.h"
+
+#define HOT 64
+#define COLD 256
+#define SLOT 4096
+
+static char dir[64];
+
+static void tiered_init(void)
+{
+	snprintf(dir, sizeof(dir), "/var/tmp/cistern-tiered-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+}
+
+static void tiered_fini(void)
+{
+	seg_fini();
+	if (dir[0]) {
+		seg_empty_dir(dir);
+		rmdir(dir);
+	}
+}
+
+TestSuite(tiered, .init = tiered_init, .fini = tiered_fini, .timeout = 60);
+
+static struct cistern_config tiered_cfg(void)
+{
+	return (struct cistern_config){
+		.policy = CISTERN_RESERVOIR,
+		.slot_size = SLOT,
+		.slot_count = HOT,
+		.watermark = 1,
+		.cold_slots = COLD,
+		.cold_dir = dir,
+	};
+}
+
+/* Sample `step`: its length, and its bytes by fill_payload(.., 3, step). */
+static size_t len_of(uint32_t step)
+{
+	return 1 + (step * 397u) % SLOT;
+}
+
+static void put_step(struct cistern *c, uint32_t step)
+{
+	static uint8_t buf[SLOT];
+	size_t len = len_of(step);
+	fill_payload(buf, len, 3, step);
+	struct cistern_meta m = {.sim_id = 3, .time_step = step};
+	int r = cistern_put(c, buf, len, &m, 0);
+	cr_assert_eq(r, 0, "put %u without waiting: %s", step, cistern_strerror(r));
+}
+
+/* A sample read: its length and bytes are those of its time step. */
+static void assert_whole(const void *data, size_t len, const struct cistern_meta *m)
+{
+	cr_assert_eq(m->sim_id, 3);
+	cr_assert_eq(len, len_of(m->time_step), "step %u: length %zu", m->time_step, len);
+	cr_assert(check_payload(data, len, 3, m->time_step), "step %u: bytes differ", m->time_step);
+}
+
+/*
+ * Close reception and take every sample: each is whole, none twice; the
+ * count. (After close a read takes a sample for good.)
+ */
+static uint32_t drain_all(struct cistern *c, uint32_t max_step)
+{
+	uint8_t *seen = calloc(max_step, 1);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	uint32_t n = 0;
+	for (;;) {
+		struct cistern_sample s;
+		int r = cistern_acquire(c, &s, 2000);
+		if (r == CISTERN_EOD)
+			break;
+		cr_assert_eq(r, 0, "acquire: %s", cistern_strerror(r));
+		assert_whole(s.data, s.len, &s.meta);
+		cr_assert_lt(s.meta.time_step, max_step);
+		cr_assert_eq(seen[s.meta.time_step], 0, "step %u read twice", s.meta.time_step);
+		seen[s.meta.time_step] = 1;
+		cr_assert_eq(cistern_release(c, &s), 0);
+		n++;
+	}
+	free(seen);
+	return n;
+}
+
+static struct cistern_stats stats(struct cistern *c)
+{
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	return st;
+}
+
+/* Read batches of 32 and release them until `want` reads were made. */
+static void read_batches(struct cistern *c, unsigned batches)
+{
+	for (unsigned b = 0; b < batches; b++) {
+		struct cistern_sample s[32];
+		int r = cistern_acquire_batch(c, s, 32, 2000);
+		cr_assert_eq(r, 32, "batch: %s", cistern_strerror(r));
+		for (int i = 0; i < 32; i++)
+			assert_whole(s[i].data, s[i].len, &s[i].meta);
+		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	}
+}
+
+Test(tiered, takes_hot_plus_cold_puts_without_waiting_and_reads_all_back)
+{
+	struct cistern *c = seg_create("all", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.population, HOT + COLD);
+	cr_assert_eq(st.cold_population, COLD);
+	cr_assert_eq(st.cold_spilled, COLD);
+	cr_assert_eq(st.evictions, 0);
+	cr_assert_eq(drain_all(c, HOT + COLD), HOT + COLD);
+}
+
+Test(tiered, a_full_tiered_reservoir_evicts_only_seen_samples)
+{
+	struct cistern *c = seg_create("seen", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	/* Nothing seen, in either tier: a put has nothing it may take. */
+	uint8_t b[8] = {0};
+	cr_assert_eq(cistern_put(c, b, sizeof(b), NULL, 0), -EAGAIN);
+	read_batches(c, 4);
+	uint32_t extra = 0;
+	while (extra < 512) {
+		struct cistern_meta m = {.sim_id = 3, .time_step = HOT + COLD + extra};
+		uint8_t buf[SLOT];
+		fill_payload(buf, len_of(m.time_step), 3, m.time_step);
+		int r = cistern_put(c, buf, len_of(m.time_step), &m, 0);
+		if (r == -EAGAIN)
+			break;
+		cr_assert_eq(r, 0, "%s", cistern_strerror(r));
+		extra++;
+	}
+	struct cistern_stats st = stats(c);
+	/* At most the 128 reads made room; each eviction took a seen sample. */
+	cr_assert_gt(extra, 0);
+	cr_assert_leq(extra, 128);
+	cr_assert_eq(st.evictions, extra);
+	cr_assert_eq(st.evicted_unseen, 0);
+	cr_assert_eq(st.population, HOT + COLD);
+	cr_assert_eq(drain_all(c, HOT + COLD + extra), HOT + COLD);
+}
+
+Test(tiered, get_batch_over_hot_and_cold_gives_distinct_whole_samples)
+{
+	struct cistern *c = seg_create("batch", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	enum { N = 128 };
+	uint8_t *buf = malloc((size_t)N * SLOT);
+	size_t lens[N];
+	struct cistern_meta meta[N];
+	for (int round = 0; round < 4; round++) {
+		int r = cistern_get_batch(c, buf, SLOT, N, lens, meta, 2000);
+		cr_assert_eq(r, N, "get_batch: %s", cistern_strerror(r));
+		uint8_t seen[HOT + COLD] = {0};
+		for (int i = 0; i < N; i++) {
+			assert_whole(buf + (size_t)i * SLOT, lens[i], &meta[i]);
+			cr_assert_eq(seen[meta[i].time_step], 0, "step %u twice in a batch",
+				     meta[i].time_step);
+			seen[meta[i].time_step] = 1;
+		}
+	}
+	free(buf);
+	struct cistern_stats st = stats(c);
+	/* Four fifths of the population is cold: batches of 128 read from it. */
+	cr_assert_gt(st.cold_reads, 0);
+	cr_assert_eq(st.gets, 4 * N);
+}
+
+/* A child that attaches, acquires a batch of 32 and waits to be killed. */
+static pid_t spawn_batch_holder(const char *name)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		return -1;
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		close(p[0]);
+		struct cistern *h;
+		struct cistern_sample s[32];
+		if (cistern_attach(name, &h) < 0)
+			_exit(1);
+		if (cistern_acquire_batch(h, s, 32, 2000) != 32)
+			_exit(2);
+		ready_then_wait(p[1]);
+	}
+	return await_ready(p, pid);
+}
+
+Test(tiered, a_reader_killed_holding_cold_samples_loses_and_wedges_nothing)
+{
+	struct cistern *c = seg_create("reader", tiered_cfg());
+	const char *name = seg_name_of(c);
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	pid_t pid = spawn_batch_holder(name);
+	cr_assert_gt(pid, 0);
+	kill_and_reap(pid);
+	/* An attach sweeps the dead first. */
+	struct cistern *h;
+	cr_assert_eq(cistern_attach(name, &h), 0);
+	cr_assert_eq(cistern_detach(h), 0);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.population, HOT + COLD);
+	/* Its pins are gone: the samples it read are evictable, so puts go on. */
+	uint8_t b[8] = {0};
+	uint32_t extra = 0;
+	while (extra < 64 && cistern_put(c, b, sizeof(b), NULL, 0) == 0)
+		extra++;
+	cr_assert_gt(extra, 0, "no put found a sample the dead reader had seen");
+	st = stats(c);
+	cr_assert_eq(st.population, HOT + COLD);
+	cr_assert_eq(st.evicted_unseen, 0);
+}
+
+/*
+ * A child that puts samples with steps from `from` on, forever, into a
+ * full tiered reservoir whose samples were all read: every put spills or
+ * evicts.
+ */
+static pid_t spawn_spiller(const char *name, uint32_t from)
+{
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		struct cistern *h;
+		if (cistern_attach(name, &h) < 0)
+			_exit(1);
+		for (uint32_t i = from;; i++) {
+			uint8_t buf[SLOT];
+			fill_payload(buf, len_of(i), 3, i);
+			struct cistern_meta m = {.sim_id = 3, .time_step = i};
+			int r = cistern_put(h, buf, len_of(i), &m, 1000);
+			if (r < 0 && r != -ETIMEDOUT)
+				_exit(2);
+		}
+	}
+	return pid;
+}
+
+Test(tiered, a_producer_killed_mid_spill_leaves_no_torn_or_lost_sample, .timeout = 120)
+{
+	struct cistern *c = seg_create("spill", tiered_cfg());
+	const char *name = seg_name_of(c);
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	enum { ROUNDS = 12, SPAN = 1u << 20 };
+	for (int k = 0; k < ROUNDS; k++) {
+		/* Every sample read, so that puts may evict in both tiers. */
+		read_batches(c, 40);
+		pid_t pid = spawn_spiller(name, (uint32_t)(k + 1) * SPAN);
+		cr_assert_gt(pid, 0);
+		struct timespec ts = {0, (long)(1 + k % 4) * 3 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+		kill_and_reap(pid);
+		struct cistern *h;
+		cr_assert_eq(cistern_attach(name, &h), 0); /* sweeps the dead spiller */
+		cr_assert_eq(cistern_detach(h), 0);
+	}
+	/*
+	 * A spill moves a sample and an eviction takes a seen one: what is
+	 * held is what was put less what was evicted, no fewer (a dead
+	 * producer's eviction may have no put after it).
+	 */
+	struct cistern_stats st = stats(c);
+	uint64_t held = st.puts - st.evictions;
+	cr_assert_geq(st.population, held);
+	cr_assert_leq(st.cold_population, COLD);
+	/* Every sample left reads back whole (the drain checks bytes and lengths). */
+	uint32_t n = drain_all(c, (ROUNDS + 1) * SPAN);
+	cr_assert_eq(n, held, "%u read back, %lu held", n, (unsigned long)held);
+}
+
+static bool cold_file_exists(const char *name)
+{
+	char path[512];
+	cr_assert_eq(cistern__cold_path(path, sizeof(path), dir, name), 0);
+	return access(path, F_OK) == 0;
+}
+
+Test(tiered, rm_and_unlink_remove_the_cold_file)
+{
+	struct cistern_config cfg = tiered_cfg();
+	struct cistern *c = seg_create("rm", cfg);
+	const char *name = seg_name_of(c);
+	cr_assert(cold_file_exists(name));
+	cr_assert_eq(seg_detach(c), 0);
+	cr_assert_eq(cistern_remove(name, 0), 0);
+	cr_assert_not(cold_file_exists(name));
+	/* And cistern_unlink(). */
+	c = NULL;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	seg_keep(name, c);
+	cr_assert(cold_file_exists(name));
+	cr_assert_eq(seg_detach(c), 0);
+	cr_assert_eq(cistern_unlink(name), 0);
+	cr_assert_not(cold_file_exists(name));
+}
+
+Test(tiered, create_refuses_a_tier_for_fifo_and_sim_paired_with_a_reason)
+{
+	struct cistern_config cfg = tiered_cfg();
+	cfg.policy = CISTERN_FIFO;
+	cfg.watermark = 0;
+	const char *why = cistern_config_problem(&cfg);
+	cr_assert_not_null(why);
+	cr_assert(strstr(why, "fifo") && strstr(why, "cold tier"), "%s", why);
+	cfg.policy = CISTERN_SIM_PAIRED_RESERVOIR;
+	cfg.watermark = 1;
+	cfg.sweep_size = 2;
+	cfg.nb_time_steps = 4;
+	why = cistern_config_problem(&cfg);
+	cr_assert_not_null(why);
+	cr_assert(strstr(why, "pair"), "%s", why);
+	struct cistern *c = NULL;
+	cr_assert_eq(cistern_create(seg_name("paired"), &cfg, &c), -EINVAL);
+	cr_assert_not(cold_file_exists(seg_name("paired")));
+}
+
+/* In a child with a private mount namespace: a 1 MiB tmpfs at dir/mnt, then fn. */
+static int in_small_tmpfs(int (*fn)(const char *mnt))
+{
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		if (unshare(CLONE_NEWNS) < 0 && unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+			_exit(101);
+		if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+			_exit(102);
+		char mnt[96];
+		snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
+		if (mkdir(mnt, 0700) < 0)
+			_exit(103);
+		if (mount("cistern-test", mnt, "tmpfs", 0, "size=1m") < 0)
+			_exit(104);
+		int code = fn(mnt);
+		umount2(mnt, MNT_DETACH);
+		rmdir(mnt);
+		_exit(code);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st), "the child died of signal %d", WTERMSIG(st));
+	return WEXITSTATUS(st);
+}
+
+static int create_too_big(const char *mnt)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "t-full-%d", (int)getpid());
+	struct cistern_config cfg = tiered_cfg();
+	cfg.slot_size = 65536;
+	cfg.cold_slots = 64; /* 4 MiB on a 1 MiB file system */
+	cfg.cold_dir = mnt;
+	struct cistern *c = NULL;
+	int r = cistern_create(name, &cfg, &c);
+	if (r != -ENOSPC) {
+		if (r == 0) {
+			cistern_detach(c);
+			cistern_unlink(name);
+		}
+		return 1;
+	}
+	/* Neither the segment nor a cold file is left. */
+	if (cistern_attach(name, &c) != -ENOENT)
+		return 2;
+	char path[512];
+	cistern__cold_path(path, sizeof(path), mnt, name);
+	if (access(path, F_OK) == 0)
+		return 3;
+	return 0;
+}
+
+Test(tiered, a_disk_too_small_for_the_tier_gives_enospc_at_create)
+{
+	int code = in_small_tmpfs(create_too_big);
+	cr_assert_lt(code, 100, "could not mount a small tmpfs (step %d)", code - 100);
+	cr_assert_eq(code, 0, "check %d failed", code);
+}
+
+Test(tiered, dump_refuses_a_tiered_segment_and_writes_nothing)
+{
+	struct cistern *c = seg_create("dump", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + 8; i++)
+		put_step(c, i);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/seg.dump", dir);
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), -ENOTSUP);
+	cr_assert_neq(access(path, F_OK), 0, "a dump file was left");
+}
+
+Test(tiered, a_read_only_handle_sees_hot_and_cold_population)
+{
+	struct cistern *c = seg_create("view", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + 40; i++)
+		put_step(c, i);
+	struct cistern *v;
+	cr_assert_eq(cistern_open_readonly(seg_name_of(c), &v), 0);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(v, &st), 0);
+	cistern_detach(v);
+	cr_assert_eq(st.population, HOT + 40);
+	cr_assert_eq(st.cold_population, 40);
+	cr_assert_eq(st.cold_slots, COLD);
+	cr_assert_geq(st.cold_disk_bytes, (uint64_t)COLD * SLOT);
+}
+
+Test(tiered, single_reads_draw_each_tier_by_its_share_of_the_population)
+{
+	struct cistern *c = seg_create("share", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	enum { READS = 4000 };
+	for (int k = 0; k < READS; k++) {
+		struct cistern_sample s;
+		cr_assert_eq(cistern_acquire(c, &s, 2000), 0);
+		assert_whole(s.data, s.len, &s.meta);
+		cr_assert_eq(cistern_release(c, &s), 0);
+	}
+	/*
+	 * Four fifths of the samples are cold: a uniform draw reads cold 3200
+	 * times in 4000 on average, with a standard deviation of about 25.
+	 */
+	struct cistern_stats st = stats(c);
+	cr_assert_gt(st.cold_reads, 3000, "%lu cold reads", (unsigned long)st.cold_reads);
+	cr_assert_lt(st.cold_reads, 3400, "%lu cold reads", (unsigned long)st.cold_reads);
+}
+
+Test(tiered, a_batch_reservoir_with_a_tier_reads_whole_batches_over_both)
+{
+	struct cistern_config cfg = tiered_cfg();
+	cfg.policy = CISTERN_BATCH_RESERVOIR;
+	cfg.batch_size = 32;
+	cfg.watermark = 32;
+	struct cistern *c = seg_create("breservoir", cfg);
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	struct cistern_sample one;
+	cr_assert_eq(cistern_acquire(c, &one, 0), -EINVAL, "a single read of a batch policy");
+	read_batches(c, 8);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.gets, 8 * 32);
+	cr_assert_gt(st.cold_reads, 0);
+}
+
+Test(tiered, samples_held_across_reads_are_each_released_once)
+{
+	struct cistern *c = seg_create("held", tiered_cfg());
+	for (uint32_t i = 0; i < 24; i++)
+		put_step(c, i);
+	/* 24 samples, 8 of them cold: hold them all, one read at a time. */
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.cold_population, 0);
+	for (uint32_t i = 24; i < HOT + 8; i++)
+		put_step(c, i);
+	enum { N = HOT + 8 };
+	struct cistern_sample s[N];
+	int got = 0;
+	for (int tries = 0; got < N && tries < 100 * N; tries++) {
+		if (cistern_acquire(c, &s[got], 0) != 0)
+			break;
+		got++;
+	}
+	cr_assert_gt(got, 0);
+	for (int i = 0; i < got; i++) {
+		assert_whole(s[i].data, s[i].len, &s[i].meta);
+		cr_assert_eq(cistern_release(c, &s[i]), 0, "release %d of %d", i, got);
+	}
+}
