@@ -11,8 +11,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <roaring/roaring.h>
-
 #include "core/segment.h"
 #include "sys/rng.h"
 #include "core/slotword.h"
@@ -20,50 +18,6 @@
 struct cistern_ops;
 struct cistern__tier;
 struct cistern__policy;
-
-/*
- * A process-local set of candidate slots for uniform random picks (pick.c).
- * The shared slot words are the truth; this is a snapshot of them in a Roaring
- * bitmap, refreshed from the words when it runs dry or goes stale.
- */
-struct cistern_picker {
-	roaring_bitmap_t *set;
-	uint64_t misses;    /* picks from the set that no longer qualified */
-	uint64_t uses;      /* picks served since the last refresh */
-	uint64_t refreshes; /* full scans done (statistics, tests) */
-	/*
-	 * A log that the owner merges into the set between refreshes (the
-	 * reservoirs' evictable picker: reservoir.c), or NULL. A refresh
-	 * notes how far the log went before it scanned: log_pos.
-	 */
-	const _Atomic uint64_t *log_next;
-	uint64_t log_pos;
-	bool stale;     /* the owner lost track of the log: refresh next time */
-	uint64_t ahead; /* pick.c: the next probe, drawn and prefetched early, + 1; 0: none */
-};
-
-/* This handle's extra pins on slots it already pins (pins.c). */
-struct cistern_pindups {
-	uint32_t *slot;
-	uint32_t *count;
-	size_t cap;
-	size_t used;
-};
-
-/*
- * A scratch set of slot indices for one batch (distinct members): open
- * addressing over entries stamped with the batch they belong to, so that a
- * reset is O(1) and a lookup touches one cache line.
- */
-struct cistern_scratch_entry {
-	uint32_t stamp;
-	uint32_t key;
-};
-struct cistern_scratch {
-	struct cistern_scratch_entry *e;
-	uint32_t cap;
-	uint32_t now;
-};
 
 /*
  * A descriptor of a segment that may carry OFD locks, listed so that a fork()
@@ -145,15 +99,15 @@ struct cistern {
 	uint64_t id_base; /* FIFO: sample id = ring position + id_base (segment.h) */
 	uint32_t role;    /* roles already published in me->role */
 	struct cistern_rng rng;
-	int pin_bit; /* reservoir pin bit, -1 until first needed */
-	struct cistern_pindups dups;
-	struct cistern_picker pick_read;  /* samples a reader may take */
-	struct cistern_picker pick_evict; /* samples a producer may evict */
-	struct cistern_picker pick_empty; /* empty slots */
-	uint64_t fill_next; /* reservoir.c: next slot a fill looks at, + 1; 0: unset */
-	int64_t next_drain_look_ns; /* reservoir.c: earliest next look at every slot in cistern__rs_drained() */
-	int64_t next_fill_look_ns; /* reservoir.c: earliest next look for an empty slot past `filled` */
-	struct cistern_scratch scratch;
+	/*
+	 * What the policy keeps for this handle (its descriptor's new_state
+	 * made it, free_state frees it), or NULL: a type core does not know.
+	 * FIRO and the reservoirs keep their pickers, pins and scratch set
+	 * there (policy/reservoir/state.h). The FIFO's few fields stay below,
+	 * in the handle itself: its one-step put and get read them on every
+	 * call, and a pointer would put one more dependent load in front.
+	 */
+	void *pstate;
 	bool reserve_polling;        /* FIFO: the last reserve found the ring full */
 	bool acquire_polling;        /* FIFO: the last acquire found nothing */
 	enum cistern_hold producing; /* roles.c: how this handle stands in the producer role */
@@ -172,11 +126,10 @@ struct cistern {
 			int timeout_ms, cistern__put_fn *slow);
 	ssize_t (*get_step)(struct cistern *c, void *buf, size_t cap, struct cistern_meta *meta,
 			    int timeout_ms, cistern__get_fn *slow);
-	bool write_prefetch; /* the processor has PREFETCHW (cistern__has_prefetchw()) */
-	uint32_t put_ahead;  /* fifo.c: how many slots ahead the sole producer prefetches */
-	uint64_t put_quiet;  /* fifo.h: puts left before the sole producer prefetches again */
-	uint64_t holding;    /* api.c: reservations and acquisitions outstanding */
-	bool rl_marked; /* rate_limit.c: we set our bit in hdr->rl_stuck (a read may clear it) */
+	bool write_prefetch;       /* the processor has PREFETCHW (cistern__has_prefetchw()) */
+	uint32_t put_ahead;        /* fifo.c: how many slots ahead the sole producer prefetches */
+	uint64_t put_quiet;        /* fifo.h: puts left before the sole producer prefetches again */
+	uint64_t holding;          /* api.c: reservations and acquisitions outstanding */
 	uint64_t gets_at_wait;     /* wait.c: our gets count when a wait for data last ended */
 	uint64_t cpu_shared_waits; /* wait.c: waits that yielded to a counterpart on our CPU */
 	/*

@@ -168,14 +168,22 @@ struct cistern__policy {
 	void (*reclaim_idle)(struct cistern *c, struct cistern_proc *p);
 	/*
 	 * Attachment `owner` waits for the other side no more (it detached,
-	 * died, or its call that slept ended, when c->rl_marked): clear what
-	 * it marked as waiting (the rate limiter's mark). NULL: nothing.
+	 * died, or its call that slept ended): clear what it marked as
+	 * waiting (the rate limiter's mark). NULL: nothing.
 	 */
 	void (*forget)(struct cistern *c, uint32_t owner);
 	/*
-	 * Free what the policy allocated in the handle (its pickers, its pin
-	 * tables), as the handle goes; NULL: nothing. It may run on a handle
-	 * whose hooks never ran.
+	 * Make the policy's own state of a handle being set up (c->fixed and
+	 * c->policy set, nothing published yet) and set c->pstate to it: 0,
+	 * or -ENOMEM with nothing allocated. NULL: the policy keeps none
+	 * (c->pstate stays NULL).
+	 */
+	int (*new_state)(struct cistern *c);
+	/*
+	 * Free what new_state and the calls allocated in the handle (its
+	 * pickers, its pin tables, c->pstate itself), as the handle goes;
+	 * NULL: nothing. It may run on a handle whose hooks never ran, and
+	 * whose c->pstate is NULL.
 	 */
 	void (*free_state)(struct cistern *c);
 	/*

@@ -468,8 +468,12 @@ static int open_again(const char *shm, int fd, int oflag)
 	return m;
 }
 
-/* Everything the handle derives from c->fixed (set by the caller, validated). */
-static void handle_setup(struct cistern *c)
+/*
+ * Everything the handle derives from c->fixed (set by the caller, validated),
+ * and the policy's own state of it (new_state): 0, or -ENOMEM with nothing
+ * of the policy's allocated. Runs before the handle publishes anything.
+ */
+static int handle_setup(struct cistern *c)
 {
 	const struct cistern_fixed *f = &c->fixed;
 	char *base = (char *)c->hdr;
@@ -489,11 +493,11 @@ static void handle_setup(struct cistern *c)
 	c->policy = cistern__policy_of(f->policy);
 	/* A segment with a cold tier runs its policy's tiered ops. */
 	c->ops = f->cold_slots && c->policy->tiering ? c->policy->tiering->ops : c->policy->ops;
-	c->pin_bit = -1;
 	c->wide_copies = cistern__wide_copies();
 	c->write_prefetch = cistern__has_prefetchw();
 	/* Before the handle can publish anything (see cistern__publish_word). */
 	cistern__register_light_wakes();
+	return c->policy->new_state ? c->policy->new_state(c) : 0;
 }
 
 static void proc_name(char out[16])
@@ -666,10 +670,16 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	c->hdr = h;
 	c->map_size = l.total_size;
 	c->fd = fd;
-	handle_setup(c);
+	r = handle_setup(c);
+	if (r < 0) {
+		munmap(p, l.total_size);
+		goto fail_unlink;
+	}
 	c->ops->init(c);
 	if (f->cold_slots && (r = cp->tiering->create(c)) < 0) {
 		munmap(p, l.total_size);
+		if (cp->free_state)
+			cp->free_state(c);
 		goto fail_unlink;
 	}
 	/*
@@ -689,6 +699,8 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 			cp->tiering->unlink(f->cold_dir, f->name);
 			cp->tiering->release(c);
 		}
+		if (cp->free_state)
+			cp->free_state(c);
 		goto fail_unlink;
 	}
 	*out = c;
@@ -1007,7 +1019,13 @@ static int open_handle(const char *name, bool readonly, bool any_owner, unsigned
 	/* What was validated, not what the mapping says now (segment.h). */
 	cistern__fixed_of(&copy, &c->fixed);
 	c->id_base = copy.id_base;
-	handle_setup(c);
+	r = handle_setup(c);
+	if (r < 0) {
+		munmap(c->hdr, c->map_size);
+		cistern__lockfd_close(&c->lockfd);
+		free(c);
+		return r;
+	}
 	if (c->copied) {
 		/*
 		 * The packed copy (copy_size()): lines one after another, and
@@ -1027,6 +1045,8 @@ static int open_handle(const char *name, bool readonly, bool any_owner, unsigned
 	if (r == 0)
 		r = cistern__schema_load(c);
 	if (r < 0) {
+		if (c->policy->free_state)
+			c->policy->free_state(c);
 		munmap(c->hdr, c->map_size);
 		cistern__lockfd_close(&c->lockfd);
 		free(c);
@@ -1053,7 +1073,6 @@ static void unmap_free(struct cistern *c)
 	cistern__schema_free(c);
 	if (c->tier && c->policy && c->policy->tiering)
 		c->policy->tiering->release(c);
-	free(c->scratch.e);
 	munmap(c->hdr, c->map_size);
 	cistern__lockfd_close(&c->lockfd);
 	free(c);

@@ -314,8 +314,12 @@ void cistern__wait_done(struct cistern *c, struct cistern_waiter *w)
 	words(c, w->kind, &word, &waiting);
 	if (c->me)
 		atomic_store_explicit(&c->me->waiting, 0, memory_order_relaxed);
-	/* A call that slept ends: it waits for the other side no more (rate_limit.c). */
-	if (c->rl_marked && c->policy->forget)
+	/*
+	 * A call that slept ends: it waits for the other side no more
+	 * (rate_limit.c). The policy knows whether it marked anything; a
+	 * clear of a mark not set changes nothing.
+	 */
+	if (c->policy->forget)
 		c->policy->forget(c, c->owner);
 	/* Relaxed: a waker that still sees us only makes a futex call it could skip. */
 	atomic_fetch_sub_explicit(waiting, 1, memory_order_relaxed);

@@ -261,7 +261,7 @@ static void fills_past_a_high_count(enum cistern_policy policy, const char *tag)
 	cr_assert_eq(sw_state(atomic_load(&cistern__slotmeta(c, 1)->word)), RS_HELD);
 	if (policy == CISTERN_FIRO) {
 		/* Both slots hold a sample now: a third put must wait, count or not. */
-		c->next_fill_look_ns = 0;
+		cistern__rs(c)->next_fill_look_ns = 0;
 		v = 2;
 		cr_assert_eq(cistern_put(c, &v, sizeof(v), NULL, 0), -EAGAIN,
 			     "no slot past the last");

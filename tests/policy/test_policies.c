@@ -116,8 +116,8 @@ Test(reservoir, a_full_reservoirs_producer_finds_newly_seen_samples_without_a_re
 	 * One rebuild to start from and the periodic one every slot_count / 16
 	 * picks (2 here); without the log it would be one per put.
 	 */
-	cr_assert_leq(p->pick_evict.refreshes, 5, "the producer rescanned %lu times",
-		      (unsigned long)p->pick_evict.refreshes);
+	cr_assert_leq(cistern__rs(p)->pick_evict.refreshes, 5, "the producer rescanned %lu times",
+		      (unsigned long)cistern__rs(p)->pick_evict.refreshes);
 	cistern_detach(r);
 	seg_drop(p);
 }
@@ -147,7 +147,7 @@ Test(reservoir, each_producers_evictable_snapshot_follows_first_reads_and_evicti
 		struct cistern *q = p[round % PRODUCERS];
 		put_u32(q, 1024 + round, 0, 0);
 		/* Until a pick's probes first miss, a producer has built no snapshot. */
-		if (!q->pick_evict.set)
+		if (!cistern__rs(q)->pick_evict.set)
 			continue;
 		checked++;
 		uint64_t evictable = 0;
@@ -157,17 +157,20 @@ Test(reservoir, each_producers_evictable_snapshot_follows_first_reads_and_evicti
 				  atomic_load(&m->seen) >= 1 && atomic_load(&m->pins) == 0;
 			evictable += ev;
 			if (ev)
-				cr_assert(roaring_bitmap_contains(q->pick_evict.set, i),
-					  "round %u: evictable slot %u missing from the snapshot",
-					  round, i);
+				cr_assert(
+					roaring_bitmap_contains(cistern__rs(q)->pick_evict.set, i),
+					"round %u: evictable slot %u missing from the snapshot",
+					round, i);
 		}
-		cr_assert_eq(roaring_bitmap_get_cardinality(q->pick_evict.set), evictable,
+		cr_assert_eq(roaring_bitmap_get_cardinality(cistern__rs(q)->pick_evict.set),
+			     evictable,
 			     "round %u: the snapshot holds samples that are not evictable", round);
 	}
 	cr_assert_geq(checked, 250, "the snapshots were built only %u rounds in", 300 - checked);
 	for (int k = 0; k < PRODUCERS; k++) {
-		cr_assert_leq(p[k]->pick_evict.refreshes, 5, "producer %d rescanned %lu times", k,
-			      (unsigned long)p[k]->pick_evict.refreshes);
+		cr_assert_leq(cistern__rs(p[k])->pick_evict.refreshes, 5,
+			      "producer %d rescanned %lu times", k,
+			      (unsigned long)cistern__rs(p[k])->pick_evict.refreshes);
 		if (k > 0)
 			cistern_detach(p[k]);
 	}
@@ -180,9 +183,9 @@ Test(reservoir, filling_an_empty_reservoir_needs_no_random_pick)
 	struct cistern *c = u32_seg("res-fill", CISTERN_RESERVOIR, 4096, 1);
 	fill_u32(c, 4096);
 	cr_assert_eq(stats(c).population, 4096);
-	cr_assert_eq(c->pick_empty.refreshes, 0,
+	cr_assert_eq(cistern__rs(c)->pick_empty.refreshes, 0,
 		     "a fill rebuilt the empty-slot snapshot (%lu times)",
-		     (unsigned long)c->pick_empty.refreshes);
+		     (unsigned long)cistern__rs(c)->pick_empty.refreshes);
 	seg_drop(c);
 }
 
@@ -206,7 +209,7 @@ Test(firo, a_full_firos_producer_refills_what_a_reader_emptied_without_a_rescan)
 		got[v] = true;
 		put_u32(p, i, 0, 0);
 	}
-	cr_assert_eq(p->pick_empty.refreshes, 0, "a put rescanned every slot");
+	cr_assert_eq(cistern__rs(p)->pick_empty.refreshes, 0, "a put rescanned every slot");
 	cr_assert_eq(cistern_close_reception(p), 0);
 	ssize_t n;
 	while ((n = cistern_get(r, &v, sizeof(v), NULL, 0)) == 4) {
@@ -513,7 +516,7 @@ Test(reservoir, another_readers_pins_are_not_taken_for_repeats)
 	cr_assert_eq(cistern_attach(seg_name_of(a), &b), 0);
 	struct cistern_sample held[16], s[16];
 	cr_assert_eq(cistern_acquire_batch(a, held, 16, 0), 16);
-	uint64_t abit = UINT64_C(1) << a->pin_bit;
+	uint64_t abit = UINT64_C(1) << cistern__rs(a)->pin_bit;
 	for (int round = 0; round < 200; round++) {
 		uint32_t v[16];
 		if (round % 2) {
@@ -1147,7 +1150,7 @@ Test(reservoir, a_read_draws_the_next_reads_first_probe_ahead)
 		struct cistern_sample s;
 		cr_assert_eq(cistern_acquire(c, &s, 0), 0);
 		cr_assert_eq(cistern_release(c, &s), 0);
-		uint64_t ahead = c->pick_read.ahead;
+		uint64_t ahead = cistern__rs(c)->pick_read.ahead;
 		cr_assert_neq(ahead, 0, "round %d: no probe drawn ahead", round);
 		cr_assert_eq(cistern_acquire(c, &s, 0), 0);
 		cr_assert_eq(s.index_, ahead - 1, "round %d: the next read looked elsewhere first",
@@ -1170,7 +1173,7 @@ Test(reservoir, an_eviction_draws_the_next_evictions_first_probe_ahead)
 		atomic_store(&cistern__slotmeta(c, i)->seen, 1);
 	int checked = 0;
 	for (uint32_t v = 64; v < 96; v++) {
-		uint64_t ahead = c->pick_evict.ahead;
+		uint64_t ahead = cistern__rs(c)->pick_evict.ahead;
 		struct cistern_meta m = {0};
 		uint32_t x = v;
 		cr_assert_eq(cistern_put(c, &x, sizeof(x), &m, 0), 0, "put %u", v);

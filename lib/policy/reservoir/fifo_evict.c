@@ -86,6 +86,7 @@ const struct cistern__policy cistern__fifo_evict_policy = {
 	.ops = &cistern__fifo_evict_ops,
 	.snap = &cistern__reservoir_snap_ops,
 	.config_problem = cistern__rs_limited_config_problem,
+	.new_state = cistern__rs_new_state,
 	.free_state = cistern__rs_free_state,
 	.reclaim_idle = cistern__drop_pins,
 	.forget = cistern__rate_forget,

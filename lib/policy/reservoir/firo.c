@@ -33,7 +33,8 @@ static int firo_try_acquire(struct cistern *c, struct cistern_sample *s)
 		return -EAGAIN;
 	for (int tries = 0; tries < RS_PICK_TRIES; tries++) {
 		uint64_t idx;
-		int r = cistern__pick(c, &c->pick_read, cistern__rs_is_held, NULL, &idx);
+		int r = cistern__pick(c, &cistern__rs(c)->pick_read, cistern__rs_is_held, NULL,
+				      &idx);
 		if (r < 0)
 			return r;
 		if (cistern__rs_read_exclusive(c, s, idx) == 0)
@@ -88,6 +89,7 @@ const struct cistern__policy cistern__firo_policy = {
 	.ops = &cistern__firo_ops,
 	.snap = &cistern__reservoir_snap_ops,
 	.config_problem = firo_config_problem,
+	.new_state = cistern__rs_new_state,
 	.free_state = cistern__rs_free_state,
 	.reclaim_idle = cistern__drop_pins,
 	.forget = cistern__rate_forget,

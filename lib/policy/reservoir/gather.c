@@ -75,6 +75,7 @@ static int check_members(struct cistern *c, struct cistern_sample *tmp, size_t n
 int cistern__rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t n,
 			   const struct cistern_gather *g)
 {
+	struct cistern__rs_state *rs = cistern__rs(c);
 	const struct cistern_fixed *f = &c->fixed;
 	bool sole = cistern__reads_alone(c);
 	/*
@@ -89,14 +90,14 @@ int cistern__rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t
 		return -EAGAIN;
 	if (!sole && (f->flags & CISTERN_SINGLE_READER))
 		return -EAGAIN;
-	if (c->holding != 0 || c->dups.used != 0 || cistern__rs_closed(c))
+	if (c->holding != 0 || rs->dups.used != 0 || cistern__rs_closed(c))
 		return -EAGAIN;
 	if (c->policy->reads_whole_batches && n != f->batch_size)
 		return -EAGAIN; /* the general path says -EINVAL */
 	uint64_t taken;
 	if (cistern__rs_open_read_ready(c, n, &taken) < 0)
 		return -EAGAIN;
-	uint64_t probes = cistern__pick_probes(c, &c->pick_read);
+	uint64_t probes = cistern__pick_probes(c, &rs->pick_read);
 	if (!probes || cistern__scratch_reset(c, n) < 0) {
 		cistern__rs_rate_settle(c, taken, 0);
 		return -EAGAIN;
@@ -124,7 +125,7 @@ int cistern__rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t
 	 */
 	char *meta0 = c->meta0;
 	uint64_t mstride = c->meta_stride;
-	uint64_t bit = UINT64_C(1) << c->pin_bit;
+	uint64_t bit = UINT64_C(1) << rs->pin_bit;
 	char *dst = g->dst;
 	size_t stride = g->stride;
 	size_t *lens = g->len;

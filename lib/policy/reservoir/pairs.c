@@ -137,7 +137,7 @@ static bool members_match(struct cistern *c, uint64_t x, uint64_t y)
 static int take_pair(struct cistern *c, struct cistern_sample pair[2], bool closed)
 {
 	uint64_t x;
-	int r = cistern__pick(c, &c->pick_read, is_pair_head, NULL, &x);
+	int r = cistern__pick(c, &cistern__rs(c)->pick_read, is_pair_head, NULL, &x);
 	if (r < 0)
 		return r;
 	if (closed) {
@@ -287,6 +287,7 @@ const struct cistern__policy cistern__sim_paired_policy = {
 		       "slots' neighbour links, which a pair split between the tiers would break",
 	.snap = &cistern__reservoir_snap_ops,
 	.config_problem = sim_paired_config_problem,
+	.new_state = cistern__rs_new_state,
 	.free_state = cistern__rs_free_state,
 	.reclaim_idle = cistern__drop_pins,
 	.forget = cistern__rate_forget,

@@ -180,7 +180,7 @@ void cistern__picker_free(struct cistern_picker *pk)
 /* A generation-stamped open-addressing set: reset is O(1) between batches. */
 int cistern__scratch_reset(struct cistern *c, size_t n)
 {
-	struct cistern_scratch *s = &c->scratch;
+	struct cistern_scratch *s = &cistern__rs(c)->scratch;
 	uint32_t want = 16;
 	while (want < 2 * n)
 		want *= 2;

@@ -5,7 +5,7 @@
 #ifndef CISTERN_PICK_H
 #define CISTERN_PICK_H
 
-#include "core/handle.h"
+#include "policy/reservoir/state.h"
 
 /* pick.c: uniform picks among slots that satisfy `ok` */
 typedef bool (*cistern_qualify_fn)(struct cistern *c, uint64_t index, void *arg);

@@ -39,8 +39,9 @@
 
 int cistern__pin_bit(struct cistern *c)
 {
-	if (c->pin_bit >= 0)
-		return c->pin_bit;
+	struct cistern__rs_state *rs = cistern__rs(c);
+	if (rs->pin_bit >= 0)
+		return rs->pin_bit;
 	_Atomic uint64_t *bits = &c->hdr->reader_bits;
 	uint64_t cur = atomic_load_explicit(bits, memory_order_relaxed);
 	for (;;) {
@@ -53,7 +54,7 @@ int cistern__pin_bit(struct cistern *c)
 							  memory_order_relaxed)) {
 			/* A death right here leaks the bit until the segment is recreated. */
 			c->me->reader_bit = (uint32_t)b;
-			c->pin_bit = b;
+			rs->pin_bit = b;
 			return b;
 		}
 	}
@@ -95,13 +96,13 @@ static bool dup_add(struct cistern_pindups *d, uint32_t slot)
 /* cistern__pin() (pins.h) found our bit already set: count the extra pin locally. */
 bool cistern__pin_again(struct cistern *c, uint64_t index)
 {
-	return dup_add(&c->dups, (uint32_t)index);
+	return dup_add(&cistern__rs(c)->dups, (uint32_t)index);
 }
 
 /* cistern__pin() found the slot no longer held: take the pin back. */
 void cistern__pin_undo(struct cistern *c, uint64_t index)
 {
-	uint64_t bit = UINT64_C(1) << c->pin_bit;
+	uint64_t bit = UINT64_C(1) << cistern__rs(c)->pin_bit;
 	/* [unpin] seq_cst, like every unpin: ordered before the producers' wake check. */
 	atomic_fetch_and_explicit(&cistern__slotmeta(c, index)->pins, ~bit, memory_order_seq_cst);
 	cistern__wake_producers(c);
@@ -110,7 +111,7 @@ void cistern__pin_undo(struct cistern *c, uint64_t index)
 /* cistern__unpin_quiet() (pins.h): this handle pins the slot more than once. */
 int cistern__unpin_repeated(struct cistern *c, uint64_t index)
 {
-	struct cistern_pindups *d = &c->dups;
+	struct cistern_pindups *d = &cistern__rs(c)->dups;
 	ssize_t i = dup_find(d, (uint32_t)index);
 	if (i < 0)
 		return 1; /* the last pin: the caller clears the shared bit */
@@ -165,8 +166,9 @@ void cistern__drop_pins(struct cistern *c, struct cistern_proc *p)
 
 void cistern__pins_free(struct cistern *c)
 {
-	free(c->dups.slot);
-	free(c->dups.count);
-	c->dups = (struct cistern_pindups){0};
-	c->pin_bit = -1;
+	struct cistern__rs_state *rs = cistern__rs(c);
+	free(rs->dups.slot);
+	free(rs->dups.count);
+	rs->dups = (struct cistern_pindups){0};
+	rs->pin_bit = -1;
 }

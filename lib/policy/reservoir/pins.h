@@ -5,7 +5,7 @@
 #ifndef CISTERN_PINS_H
 #define CISTERN_PINS_H
 
-#include "core/handle.h"
+#include "policy/reservoir/state.h"
 #include "core/wait.h"
 
 /* Bucket of the seen histogram for a count. */
@@ -69,7 +69,7 @@ static inline void cistern__fence_before_wake(void)
 static inline int cistern__pin_sole_store(struct cistern *c, uint64_t index)
 {
 	_Atomic uint64_t *pins = &cistern__slotmeta(c, index)->pins;
-	uint64_t bit = UINT64_C(1) << c->pin_bit;
+	uint64_t bit = UINT64_C(1) << cistern__rs(c)->pin_bit;
 	uint64_t old = atomic_load_explicit(pins, memory_order_relaxed);
 	if (old & bit)
 		return cistern__pin_again(c, index) ? 0 : -1;
@@ -85,7 +85,7 @@ static inline int cistern__pin_sole_store(struct cistern *c, uint64_t index)
 static inline void cistern__unpin_sole_store(struct cistern *c, uint64_t index)
 {
 	_Atomic uint64_t *pins = &cistern__slotmeta(c, index)->pins;
-	uint64_t bit = UINT64_C(1) << c->pin_bit;
+	uint64_t bit = UINT64_C(1) << cistern__rs(c)->pin_bit;
 	atomic_store_explicit(pins, atomic_load_explicit(pins, memory_order_relaxed) & ~bit,
 			      memory_order_release);
 }
@@ -119,7 +119,7 @@ static inline bool cistern__pin(struct cistern *c, uint64_t index, unsigned held
 		*word = before;
 		return true;
 	}
-	uint64_t bit = UINT64_C(1) << c->pin_bit;
+	uint64_t bit = UINT64_C(1) << cistern__rs(c)->pin_bit;
 	/* [pin-evict] seq_cst RMW, then a seq_cst load (also [rs-held]): the reader's half. */
 	uint64_t old = atomic_fetch_or_explicit(&m->pins, bit, memory_order_seq_cst);
 	uint64_t w = atomic_load_explicit(&m->word, memory_order_seq_cst);
@@ -148,11 +148,12 @@ int cistern__unpin_repeated(struct cistern *c, uint64_t index);
  */
 static inline int cistern__unpin_quiet(struct cistern *c, uint64_t index)
 {
-	if (c->pin_bit < 0)
+	struct cistern__rs_state *rs = cistern__rs(c);
+	if (rs->pin_bit < 0)
 		return -EINVAL;
-	if (c->dups.used && cistern__unpin_repeated(c, index) == 0)
+	if (rs->dups.used && cistern__unpin_repeated(c, index) == 0)
 		return 0;
-	uint64_t bit = UINT64_C(1) << c->pin_bit;
+	uint64_t bit = UINT64_C(1) << rs->pin_bit;
 	if (cistern__reads_alone(c)) {
 		if (!(atomic_load_explicit(&cistern__slotmeta(c, index)->pins,
 					   memory_order_relaxed) &

@@ -643,6 +643,7 @@ const struct cistern__policy cistern__prioritized_policy = {
 	.snap = &prio_snap_ops,
 	.config_problem = prio_config_problem,
 	.index_entries = prio_index_entries,
+	.new_state = cistern__rs_new_state,
 	.free_state = cistern__rs_free_state,
 	.reclaim_idle = cistern__drop_pins,
 	.flags = 0,

@@ -218,7 +218,7 @@ void cistern__rs_rate_settle(struct cistern *c, uint64_t taken, uint64_t got)
 		cistern__wake_readers(c); /* a reader may wait for the budget given back */
 	}
 	if (got > 0) {
-		if (c->rl_marked)
+		if (cistern__rs(c)->rl_marked)
 			cistern__rate_unmark(c); /* it read: it waits no more */
 		clear_producer_marks(c);
 		cistern__wake_producers(c); /* the reads made are budget for puts, or a slot */
@@ -251,7 +251,7 @@ void cistern__rs_rate_stuck(struct cistern *c, bool producer)
 	if (c->fixed.reads_per_put <= 0 || !c->owner)
 		return;
 	uint32_t e = c->owner - 1;
-	c->rl_marked = true;
+	cistern__rs(c)->rl_marked = true;
 	/*
 	 * Each time, even if marked before: a read may have cleared a
 	 * producer's mark since. [rate-stuck] seq_cst RMW, before the wake's
@@ -278,7 +278,7 @@ void cistern__rate_forget(struct cistern *c, uint32_t owner)
 		atomic_fetch_and_explicit(&c->hdr->rl_stuck[side][e / 64],
 					  ~(UINT64_C(1) << (e % 64)), memory_order_seq_cst);
 	if (owner == c->owner)
-		c->rl_marked = false;
+		cistern__rs(c)->rl_marked = false;
 }
 
 void cistern__rate_unmark(struct cistern *c)

@@ -6,7 +6,7 @@
 #ifndef CISTERN_RATE_LIMIT_H
 #define CISTERN_RATE_LIMIT_H
 
-#include "core/handle.h"
+#include "policy/reservoir/state.h"
 
 /*
  * the largest read (in samples) that a rate limiter with this
@@ -23,7 +23,7 @@ bool cistern__rate_admits(const struct cistern_config *cfg, uint64_t n);
 /*
  * clear attachment `owner`'s mark in hdr->rl_stuck (it waits for
  * the other side no more: it detached, died, or its call ended), and this
- * handle's own (cistern__rate_unmark, when c->rl_marked). No-ops without the
+ * handle's own (cistern__rate_unmark, when its state says it marked). No-ops without the
  * limiter.
  */
 void cistern__rate_forget(struct cistern *c, uint32_t owner);

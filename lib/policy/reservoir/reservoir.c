@@ -69,8 +69,9 @@ static bool is_evictable(struct cistern *c, uint64_t i, void *arg)
  */
 static bool fill_cursor_next(struct cistern *c, uint64_t *out)
 {
+	struct cistern__rs_state *rs = cistern__rs(c);
 	uint64_t n = c->slot_count;
-	uint64_t i = c->fill_next ? c->fill_next - 1 : cistern__rng_below(&c->rng, n);
+	uint64_t i = rs->fill_next ? rs->fill_next - 1 : cistern__rng_below(&c->rng, n);
 	bool found = false;
 	for (int k = 0; k < FILL_LOOK && !found; k++) {
 		found = is_empty(c, i, NULL);
@@ -78,7 +79,7 @@ static bool fill_cursor_next(struct cistern *c, uint64_t *out)
 			*out = i;
 		i = i + 1 == n ? 0 : i + 1;
 	}
-	c->fill_next = i + 1; /* 0 means "not started" */
+	rs->fill_next = i + 1; /* 0 means "not started" */
 	return found;
 }
 
@@ -171,7 +172,7 @@ int cistern__rs_fill_reserve(struct cistern *c, struct cistern_slot *slot)
 	for (int tries = 0; tries < RS_PICK_TRIES; tries++) {
 		uint64_t idx;
 		if (!fill_cursor_next(c, &idx) && !fill_from_vacancies(c, &idx)) {
-			r = cistern__pick(c, &c->pick_empty, is_empty, NULL, &idx);
+			r = cistern__pick(c, &cistern__rs(c)->pick_empty, is_empty, NULL, &idx);
 			if (r < 0)
 				break;
 			r = -EAGAIN;
@@ -207,7 +208,7 @@ int cistern__rs_fill_past_count(struct cistern *c, struct cistern_slot *slot)
 	if (!atomic_load_explicit(&h->counts_unsure, memory_order_acquire))
 		return -EAGAIN;
 	uint64_t gap = c->slot_count * FILL_LOOK_NS_PER_SLOT;
-	if (!look_due(&c->next_fill_look_ns,
+	if (!look_due(&cistern__rs(c)->next_fill_look_ns,
 		      gap > FILL_LOOK_MIN_NS ? (int64_t)gap : FILL_LOOK_MIN_NS))
 		return -EAGAIN;
 	/*
@@ -322,7 +323,7 @@ void cistern__rs_note_seen(struct cistern *c, uint64_t index)
 static void merge_seen_log(struct cistern *c)
 {
 	struct cistern_hdr *h = c->hdr;
-	struct cistern_picker *pk = &c->pick_evict;
+	struct cistern_picker *pk = &cistern__rs(c)->pick_evict;
 	if (!pk->log_next) {
 		pk->log_next = &h->seen_log_next;
 		pk->stale = true; /* no log position yet: start from a rescan */
@@ -356,11 +357,12 @@ static void merge_seen_log(struct cistern *c)
 
 int cistern__rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cistern_qualify_fn ok)
 {
+	struct cistern__rs_state *rs = cistern__rs(c);
 	if (!ok)
 		merge_seen_log(c);
 	for (int tries = 0; tries < RS_PICK_TRIES; tries++) {
 		uint64_t idx;
-		int r = cistern__pick(c, &c->pick_evict, ok ? ok : is_evictable, NULL, &idx);
+		int r = cistern__pick(c, &rs->pick_evict, ok ? ok : is_evictable, NULL, &idx);
 		if (r < 0)
 			return r;
 		/* Acquire, no edge: only the state is used; the CAS decides. */
@@ -376,8 +378,8 @@ int cistern__rs_evict_reserve(struct cistern *c, struct cistern_slot *slot, cist
 		 */
 		if (!ok)
 			evict_log_append(c, (uint32_t)idx | EVICT_LOG_GONE);
-		if (c->pick_evict.set)
-			roaring_bitmap_remove(c->pick_evict.set, (uint32_t)idx);
+		if (rs->pick_evict.set)
+			roaring_bitmap_remove(rs->pick_evict.set, (uint32_t)idx);
 		cistern__set_slot(slot, c, idx, sw_pos(w));
 		return 0;
 	}
@@ -424,7 +426,7 @@ int cistern__rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	/* [rate-budget] seq_cst: a reader's take sees this put, or our wake finds it waiting. */
 	if (f->reads_per_put > 0) {
 		atomic_fetch_add_explicit(&h->rl_puts, 1, memory_order_seq_cst);
-		if (c->rl_marked)
+		if (cistern__rs(c)->rl_marked)
 			cistern__rate_unmark(c); /* it put: it waits no more (rate_limit.c) */
 	}
 	cistern__wake_readers(c);
@@ -599,7 +601,7 @@ bool cistern__rs_drained(struct cistern *c)
 	if (!atomic_load_explicit(&h->counts_unsure, memory_order_acquire)) /* [counts-unsure] */
 		return false;
 	/* A death may have left `filled` high (reservoir.h): believe the slots, now and then. */
-	return look_due(&c->next_drain_look_ns, DRAIN_LOOK_NS) && no_slot_in_use(c);
+	return look_due(&cistern__rs(c)->next_drain_look_ns, DRAIN_LOOK_NS) && no_slot_in_use(c);
 }
 
 void cistern__rs_reclaim(struct cistern *c, uint32_t owner)
@@ -750,12 +752,28 @@ const char *cistern__rs_config_problem(const struct cistern_config *cfg)
 	return NULL;
 }
 
+int cistern__rs_new_state(struct cistern *c)
+{
+	struct cistern__rs_state *rs = calloc(1, sizeof(*rs));
+	if (!rs)
+		return -ENOMEM;
+	rs->pin_bit = -1;
+	c->pstate = rs;
+	return 0;
+}
+
 void cistern__rs_free_state(struct cistern *c)
 {
-	cistern__picker_free(&c->pick_read);
-	cistern__picker_free(&c->pick_evict);
-	cistern__picker_free(&c->pick_empty);
+	struct cistern__rs_state *rs = cistern__rs(c);
+	if (!rs)
+		return; /* the handle went before its state was made */
+	cistern__picker_free(&rs->pick_read);
+	cistern__picker_free(&rs->pick_evict);
+	cistern__picker_free(&rs->pick_empty);
 	cistern__pins_free(c);
+	free(rs->scratch.e);
+	free(rs);
+	c->pstate = NULL;
 }
 
 const char *cistern__rs_limited_config_problem(const struct cistern_config *cfg)
@@ -778,6 +796,7 @@ const struct cistern__policy cistern__reservoir_policy = {
 	.ops = &cistern__reservoir_ops,
 	.snap = &cistern__reservoir_snap_ops,
 	.config_problem = cistern__rs_limited_config_problem,
+	.new_state = cistern__rs_new_state,
 	.free_state = cistern__rs_free_state,
 	.tiering = &cistern__rs_tiering,
 	.reclaim_idle = cistern__drop_pins,
@@ -809,6 +828,7 @@ const struct cistern__policy cistern__batch_policy = {
 	.ops = &cistern__batch_ops,
 	.snap = &cistern__reservoir_snap_ops,
 	.config_problem = batch_config_problem,
+	.new_state = cistern__rs_new_state,
 	.free_state = cistern__rs_free_state,
 	.tiering = &cistern__rs_tiering,
 	.reclaim_idle = cistern__drop_pins,

@@ -111,7 +111,7 @@ void cistern__rs_note_seen(struct cistern *c, uint64_t index);
  */
 static inline bool rs_pin_tells_repeats(const struct cistern *c)
 {
-	return c->holding == 0 && c->dups.used == 0;
+	return c->holding == 0 && cistern__rs(c)->dups.used == 0;
 }
 
 /* Make s the sample in slot index (metadata m, payload at data). */
@@ -135,7 +135,12 @@ static inline void rs_fill_sample(struct cistern *c, struct cistern_sample *s, u
 			  live);
 }
 
-/* reservoir.c: the free_state of FIRO and the reservoirs: pickers and pin tables. */
+/*
+ * reservoir.c: the new_state and free_state of FIRO and the reservoirs: the
+ * handle's struct cistern__rs_state (state.h), with its pickers, pin tables
+ * and scratch set.
+ */
+int cistern__rs_new_state(struct cistern *c);
 void cistern__rs_free_state(struct cistern *c);
 /*
  * reservoir.c: what the reservoir policies ask of every config (a

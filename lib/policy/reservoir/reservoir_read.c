@@ -29,7 +29,7 @@ static int release_batch_sole(struct cistern *c, struct cistern_sample *s, size_
 	int first = 0;
 	char *meta0 = c->meta0;
 	uint64_t mstride = c->meta_stride;
-	uint64_t nslots = c->slot_count, bit = UINT64_C(1) << c->pin_bit;
+	uint64_t nslots = c->slot_count, bit = UINT64_C(1) << cistern__rs(c)->pin_bit;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t idx = s[i].index_;
 		int r = 0;
@@ -65,7 +65,8 @@ static int release_batch_sole(struct cistern *c, struct cistern_sample *s, size_
  */
 int cistern__rs_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 {
-	if (cistern__reads_alone(c) && c->dups.used == 0 && c->pin_bit >= 0)
+	struct cistern__rs_state *rs = cistern__rs(c);
+	if (cistern__reads_alone(c) && rs->dups.used == 0 && rs->pin_bit >= 0)
 		return release_batch_sole(c, s, n);
 	int first = 0;
 	bool wake = false;
@@ -101,7 +102,8 @@ static int reservoir_take_one(struct cistern *c, struct cistern_sample *s, bool 
 {
 	for (int tries = 0; tries < RS_PICK_TRIES; tries++) {
 		uint64_t idx;
-		int r = cistern__pick(c, &c->pick_read, cistern__rs_is_held, NULL, &idx);
+		int r = cistern__pick(c, &cistern__rs(c)->pick_read, cistern__rs_is_held, NULL,
+				      &idx);
 		if (r < 0)
 			return r;
 		if (take_index(c, s, idx, closed))
@@ -130,9 +132,10 @@ static bool take_index(struct cistern *c, struct cistern_sample *s, uint64_t idx
 static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, size_t got, size_t n,
 				bool closed)
 {
+	struct cistern__rs_state *rs = cistern__rs(c);
 	uint32_t *a;
 	uint64_t k;
-	int r = cistern__snapshot(c, &c->pick_read, cistern__rs_is_held, NULL, &a, &k);
+	int r = cistern__snapshot(c, &rs->pick_read, cistern__rs_is_held, NULL, &a, &k);
 	if (r < 0)
 		return r;
 	for (uint64_t i = 0; i < k && got < n; i++) {
@@ -140,7 +143,7 @@ static int finish_from_snapshot(struct cistern *c, struct cistern_sample *out, s
 		uint32_t idx = a[j];
 		a[j] = a[i];
 		a[i] = idx;
-		if (!cistern__scratch_add(&c->scratch, idx))
+		if (!cistern__scratch_add(&rs->scratch, idx))
 			continue; /* already in the batch */
 		if (take_index(c, &out[got], idx, closed))
 			got++;
@@ -178,7 +181,7 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
 		if (atomic_load_explicit(&m->word, memory_order_relaxed) != w) {
 			/* Only a pin stored now can fail: a repeated one kept the slot. */
 			cistern__unpin_sole_store(c, idx);
-			cistern__scratch_forget(&c->scratch, idx);
+			cistern__scratch_forget(&cistern__rs(c)->scratch, idx);
 			undone = true;
 			continue;
 		}
@@ -540,6 +543,7 @@ static unsigned rs_payload_lines(const struct cistern *c)
 void cistern__rs_stream_pinned(struct cistern *c, struct cistern_sample *out, size_t n, size_t *got,
 			       size_t *dups, uint64_t probes, bool gather)
 {
+	struct cistern__rs_state *rs = cistern__rs(c);
 	size_t start = *got;
 	bool sole = cistern__reads_alone(c);
 	bool by_pin = rs_pin_tells_repeats(c);
@@ -559,25 +563,25 @@ void cistern__rs_stream_pinned(struct cistern *c, struct cistern_sample *out, si
 		.mstride = c->meta_stride,
 		.nslots = c->slot_count,
 		.probes = probes,
-		.bit = by_pin ? UINT64_C(1) << c->pin_bit : 0,
+		.bit = by_pin ? UINT64_C(1) << rs->pin_bit : 0,
 		.k = start,
 		.d = *dups,
 		.dmax = n / 4 + 8,
 		.win = n - start < RS_AHEAD ? (unsigned)(n - start) : RS_AHEAD,
 		.rng = c->rng,
-		.set = c->scratch,
+		.set = rs->scratch,
 		.pf_lines = gather && sole ? rs_payload_lines(c) : 0,
 	};
 	for (unsigned i = 0; i < st.win; i++) {
-		if (i == 0 && c->pick_read.ahead) {
+		if (i == 0 && rs->pick_read.ahead) {
 			/* Drawn and prefetched at the end of the last read (below). */
-			st.q[0] = (uint32_t)(c->pick_read.ahead - 1);
+			st.q[0] = (uint32_t)(rs->pick_read.ahead - 1);
 			continue;
 		}
 		st.q[i] = (uint32_t)cistern__rng_below(&st.rng, st.nslots);
 		stream_prefetch(&st, st.q[i], gather && sole);
 	}
-	c->pick_read.ahead = 0;
+	rs->pick_read.ahead = 0;
 	/* The sole reader's common case, gathering or not, gets a loop of its own. */
 	bool common = by_pin && st.win == RS_AHEAD;
 	if (common && sole && gather)
@@ -597,7 +601,7 @@ void cistern__rs_stream_pinned(struct cistern *c, struct cistern_sample *out, si
 	 * it later biases nothing, as dropping it would not).
 	 */
 	if (st.win)
-		c->pick_read.ahead = (uint64_t)st.q[st.qh] + 1;
+		rs->pick_read.ahead = (uint64_t)st.q[st.qh] + 1;
 	c->rng = st.rng;
 	*dups = st.d;
 	size_t k = st.k;
@@ -637,6 +641,7 @@ int cistern__rs_open_read_ready(struct cistern *c, size_t n, uint64_t *taken)
 
 int cistern__rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
 {
+	struct cistern__rs_state *rs = cistern__rs(c);
 	bool closed = cistern__rs_closed(c);
 	uint64_t taken = 0;
 	int r;
@@ -649,13 +654,13 @@ int cistern__rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, siz
 	}
 	size_t got = 0, dups = 0;
 	if (!closed) {
-		uint64_t probes = cistern__pick_probes(c, &c->pick_read);
+		uint64_t probes = cistern__pick_probes(c, &rs->pick_read);
 		if (probes)
 			cistern__rs_stream_pinned(c, out, n, &got, &dups, probes, false);
 		/* The steps below tell repeats by the scratch set: give it the stream's members. */
 		if (got < n && rs_pin_tells_repeats(c))
 			for (size_t i = 0; i < got; i++)
-				cistern__scratch_add(&c->scratch, out[i].index_);
+				cistern__scratch_add(&rs->scratch, out[i].index_);
 	}
 	while (got < n) {
 		if (dups > n / 4 + 8) {
@@ -668,7 +673,7 @@ int cistern__rs_try_acquire_n(struct cistern *c, struct cistern_sample *out, siz
 		r = reservoir_take_one(c, s, closed);
 		if (r < 0)
 			break;
-		if (!cistern__scratch_add(&c->scratch, s->index_)) {
+		if (!cistern__scratch_add(&rs->scratch, s->index_)) {
 			/* Already in this batch: give this copy back. */
 			cistern__rs_unacquire(c, s);
 			dups++;

@@ -338,8 +338,9 @@ static bool is_cold(const struct cistern *c, const struct cistern_sample *s)
  */
 static bool draw_cold(struct cistern *c, uint64_t *out)
 {
+	struct cistern__rs_state *rs = cistern__rs(c);
 	struct cistern__cold_ent *E = ents(c);
-	uint64_t mine = c->pin_bit >= 0 ? UINT64_C(1) << c->pin_bit : 0;
+	uint64_t mine = rs->pin_bit >= 0 ? UINT64_C(1) << rs->pin_bit : 0;
 	for (int k = 0; k < 4 * RS_PICK_TRIES; k++) {
 		uint64_t j = cistern__rng_below(&c->rng, c->fixed.cold_slots);
 		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_relaxed);
@@ -441,6 +442,7 @@ static int tiered_unacquire_one(struct cistern *c, struct cistern_sample *s);
 
 static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
 {
+	struct cistern__rs_state *rs = cistern__rs(c);
 	struct cistern__tier_shm *ts = T(c);
 	struct cistern__cold_ent *E = ents(c);
 	bool closed = cistern__rs_closed(c);
@@ -476,15 +478,15 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 		struct cistern_sample *s = &out[got];
 		if (cistern__rng_below(&c->rng, hot_n + cold_n) < hot_n) {
 			uint64_t idx, w;
-			if (cistern__pick(c, &c->pick_read, cistern__rs_is_held, NULL, &idx) < 0 ||
-			    !cistern__scratch_add(&c->scratch, (uint32_t)idx)) {
+			if (cistern__pick(c, &rs->pick_read, cistern__rs_is_held, NULL, &idx) < 0 ||
+			    !cistern__scratch_add(&rs->scratch, (uint32_t)idx)) {
 				misses++;
 				continue;
 			}
 			bool ok = closed ? cistern__rs_read_exclusive(c, s, idx) == 0
 					 : cistern__pin(c, idx, RS_HELD, &w);
 			if (!ok) {
-				cistern__scratch_forget(&c->scratch, (uint32_t)idx);
+				cistern__scratch_forget(&rs->scratch, (uint32_t)idx);
 				misses++;
 				continue;
 			}
@@ -494,15 +496,15 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 			uint64_t j, w;
 			uint32_t key;
 			if (!draw_cold(c, &j) ||
-			    !cistern__scratch_add(&c->scratch,
+			    !cistern__scratch_add(&rs->scratch,
 						  key = (uint32_t)(c->slot_count + j))) {
 				misses++;
 				continue;
 			}
 			bool ok = closed ? take_cold(c, &E[j], &w)
-					 : cistern__cold_pin(&E[j], (unsigned)c->pin_bit, &w);
+					 : cistern__cold_pin(&E[j], (unsigned)rs->pin_bit, &w);
 			if (!ok) {
-				cistern__scratch_forget(&c->scratch, key);
+				cistern__scratch_forget(&rs->scratch, key);
 				misses++;
 				continue;
 			}
@@ -572,12 +574,13 @@ static int tiered_try_acquire_batch(struct cistern *c, struct cistern_sample *ou
 /* The cold entry of a cold sample this handle holds, or NULL. */
 static struct cistern__cold_ent *held_entry(struct cistern *c, const struct cistern_sample *s)
 {
+	struct cistern__rs_state *rs = cistern__rs(c);
 	uint64_t j = s->index_ - c->slot_count;
 	if (j >= c->fixed.cold_slots)
 		return NULL;
 	struct cistern__cold_ent *e = &ents(c)[j];
-	if (s->live_ == RS_LIVE_PINNED && c->pin_bit >= 0) {
-		uint64_t bit = UINT64_C(1) << c->pin_bit;
+	if (s->live_ == RS_LIVE_PINNED && rs->pin_bit >= 0) {
+		uint64_t bit = UINT64_C(1) << rs->pin_bit;
 		/* Relaxed: our own bit, which only we set and clear while we live. */
 		if (!(atomic_load_explicit(&e->pins, memory_order_relaxed) & bit))
 			return NULL;
@@ -604,7 +607,7 @@ static int tiered_release(struct cistern *c, struct cistern_sample *s)
 	if (!e)
 		return -EINVAL;
 	if (s->live_ == RS_LIVE_PINNED) {
-		cistern__cold_unpin(e, (unsigned)c->pin_bit);
+		cistern__cold_unpin(e, (unsigned)cistern__rs(c)->pin_bit);
 	} else {
 		/* Release [cold-unpin]: our read is over before the slot can be claimed. */
 		atomic_store_explicit(
@@ -641,7 +644,7 @@ static int tiered_unacquire_one(struct cistern *c, struct cistern_sample *s)
 	if (s->data)
 		atomic_fetch_sub_explicit(&e->seen, 1, memory_order_relaxed);
 	if (s->live_ == RS_LIVE_PINNED)
-		cistern__cold_unpin(e, (unsigned)c->pin_bit);
+		cistern__cold_unpin(e, (unsigned)cistern__rs(c)->pin_bit);
 	else
 		/* Release [cold-unpin]: back to HELD, our reads before another's. */
 		atomic_store_explicit(
