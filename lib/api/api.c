@@ -15,7 +15,6 @@
 #include "core/prefetch.h"
 #include "core/roles.h"
 #include "core/wait.h"
-#include "policy/reservoir/rate_limit.h"
 #include "core/open.h"
 #include "core/liveness.h"
 #include "core/policy.h"
@@ -426,6 +425,16 @@ static uint64_t holds_at_most(const struct cistern *c)
 	return c->slot_count + c->fixed.cold_slots;
 }
 
+/*
+ * -EDEADLK if the policy's rate limiter could never admit a read of n on
+ * this segment (it would wait for ever), else 0; 0 without a limiter.
+ */
+static int read_refused(const struct cistern *c, size_t n)
+{
+	const struct cistern__limiter *l = c->policy->limiter;
+	return l ? l->refuses(&c->fixed, n) : 0;
+}
+
 int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n, int timeout_ms)
 {
 	int r = writable(c);
@@ -438,7 +447,7 @@ int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t 
 	if (!out || n == 0 || n > holds_at_most(c) || n > INT32_MAX)
 		return -EINVAL;
 	/* Before any wait: a batch the rate limiter can never admit would wait for ever. */
-	r = cistern__rate_refuses(&c->fixed, n);
+	r = read_refused(c, n);
 	if (r < 0)
 		return r;
 	struct read_req q = {READ_BATCH, out, n};
@@ -488,7 +497,7 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 						    cistern_get);
 	}
 	/* As cistern_acquire_batch() does, before the one-pass try (which may find budget now). */
-	int refused = cistern__rate_refuses(&c->fixed, n);
+	int refused = read_refused(c, n);
 	if (refused < 0)
 		return refused;
 	struct cistern_sample local[GET_BATCH_ON_STACK];
@@ -577,9 +586,9 @@ int cistern_read_problem(const struct cistern *c, size_t n, char *why, size_t si
 		return say(-EINVAL, why, size,
 			   "a BatchReservoir reads batches of exactly batch_size (%u), not %zu",
 			   h->batch_size, n);
-	int r = cistern__rate_refuses(h, n);
+	int r = read_refused(c, n);
 	if (r < 0) {
-		uint64_t most = cistern__rate_grant(h->reads_per_put, h->rate_slack);
+		uint64_t most = c->policy->limiter->grant(h->reads_per_put, h->rate_slack);
 		return say(
 			r, why, size,
 			"a read of %zu samples could never start: with reads_per_put %g and "

@@ -194,8 +194,8 @@ struct cistern__policy {
 	const char *no_tier_why;
 	/* Does it walk the slots in ring order? Else the layout puts each slot's metadata by its payload. */
 	bool reads_in_order;
-	/* Does reads_per_put apply (the rate limiter of rate_limit.c)? */
-	bool rate_limited;
+	/* Its rate limiter, where reads_per_put applies; NULL: it has none. */
+	const struct cistern__limiter *limiter;
 	/* Does every read take exactly batch_size samples? */
 	bool reads_whole_batches;
 	/* Does it read pairs (x_t, x_t+1), keeping an index of (sim_id, time_step)? */
@@ -210,6 +210,18 @@ struct cistern__policy {
 	bool readers_pin;
 	/* Does it take alpha, beta and epsilon (policy/reservoir/prioritized.c)? */
 	bool has_priorities;
+};
+
+/*
+ * A policy's rate limiter (policy/reservoir/rate_limit.c), as the API's
+ * checks ask it before a read waits. Shared code calls these through the
+ * descriptor only.
+ */
+struct cistern__limiter {
+	/* -EDEADLK if a read of n on the segment f never could start, else 0. */
+	int (*refuses)(const struct cistern_fixed *f, uint64_t n);
+	/* The largest read it always admits in the end with this reads_per_put and slack. */
+	uint64_t (*grant)(double reads_per_put, double slack);
 };
 
 /* What inspect shows of a cold tier. */

@@ -375,7 +375,7 @@ static const char *config_problem(const struct cistern_config *cfg)
 	/* NaN fails every comparison: these read "is not 0". */
 	if ((cfg->alpha != 0 || cfg->beta != 0 || cfg->epsilon != 0) && !p->has_priorities)
 		return "alpha, beta and epsilon apply to the prioritized policy only";
-	if (cfg->reads_per_put > 0 && !p->rate_limited)
+	if (cfg->reads_per_put > 0 && !p->limiter)
 		return "reads_per_put applies to the reservoir policies only";
 	/*
 	 * Once full, such a buffer takes a put only in place of a sample that

@@ -214,10 +214,10 @@ EVERY_POLICY(create_takes_reads_per_put_exactly_where_its_descriptor_is_rate_lim
 	const struct cistern__policy *d = desc(policy);
 	struct cistern_config cfg = base(*policy);
 	cfg.reads_per_put = 1;
-	cr_assert_eq(cistern_config_problem(&cfg) == NULL, d->rate_limited, "%s", d->name);
+	cr_assert_eq(cistern_config_problem(&cfg) == NULL, (d->limiter != NULL), "%s", d->name);
 	struct cistern *c = NULL;
 	int r = cistern_create(seg_name("rpp"), &cfg, &c);
-	cr_assert_eq(r, d->rate_limited ? 0 : -EINVAL, "%s: %s", d->name, cistern_strerror(r));
+	cr_assert_eq(r, (d->limiter != NULL) ? 0 : -EINVAL, "%s: %s", d->name, cistern_strerror(r));
 	if (c)
 		seg_keep(seg_name("rpp"), c);
 }

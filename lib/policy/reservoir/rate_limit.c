@@ -134,6 +134,11 @@ int cistern__rate_refuses(const struct cistern_fixed *f, uint64_t n)
 	return n > cistern__rate_grant(f->reads_per_put, f->rate_slack) ? -EDEADLK : 0;
 }
 
+const struct cistern__limiter cistern__rate_limiter = {
+	.refuses = cistern__rate_refuses,
+	.grant = cistern__rate_grant,
+};
+
 bool cistern__rate_admits(const struct cistern_config *cfg, uint64_t n)
 {
 	if (!(cfg->reads_per_put > 0 && cfg->rate_slack > 0))

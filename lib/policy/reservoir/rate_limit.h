@@ -7,6 +7,7 @@
 #define CISTERN_RATE_LIMIT_H
 
 #include "policy/reservoir/state.h"
+#include "core/policy.h"
 
 /*
  * the largest read (in samples) that a rate limiter with this
@@ -20,6 +21,8 @@ int cistern__rate_refuses(const struct cistern_fixed *f, uint64_t n);
  * rate_slack set by hand) admits a read of n samples in the end.
  */
 bool cistern__rate_admits(const struct cistern_config *cfg, uint64_t n);
+/* The two above, for the descriptors of the policies it limits (limiter). */
+extern const struct cistern__limiter cistern__rate_limiter;
 /*
  * clear attachment `owner`'s mark in hdr->rl_stuck (it waits for
  * the other side no more: it detached, died, or its call ended), and this
