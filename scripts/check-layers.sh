@@ -11,8 +11,7 @@
 # One exception: core/policy.c, the registry, names each policy's descriptor
 # (cistern__*_policy) in its table. api/ and admin/ may include a policy's
 # header but reach its code only through the descriptor's hooks: a call by
-# name of a cistern__ function defined under lib/policy/ fails, except the
-# pairs listed in BY_NAME below, each with its reason.
+# name of a cistern__ function defined under lib/policy/ fails.
 #
 # Includes are read from the sources; calls (and any other reference to a
 # symbol) from the objects of BUILDDIR/lib/libcistern.a and
@@ -63,15 +62,8 @@ def allowed(src, dst):
 
 
 # api/ and admin/ reach a policy only through its descriptor (core/policy.h):
-# no reference by name to a cistern__ symbol defined under lib/policy/, except
-# (source, policy) pairs listed here with the reason.
+# no reference by name to a cistern__ symbol defined under lib/policy/.
 THROUGH_DESCRIPTORS = ("api", "admin")
-BY_NAME = {
-    # The public calls that only the prioritized policy has
-    # (cistern_put_prioritized(), cistern_get_prioritized(), ...): their
-    # checks and waits live in api/, their one step in the policy's file.
-    ("lib/api/prioritized.c", "policy/reservoir"),
-}
 
 problems = []
 sources = sorted(glob.glob("lib/**/*.c", recursive=True) + glob.glob("lib/**/*.h", recursive=True))
@@ -163,8 +155,7 @@ for src, (_, u) in sorted(table.items()):
         if not allowed(me, to):
             problems.append(f"{src}: uses {s} of {dst} ({me[1]} may not use {to[1]})")
         elif me[1] in THROUGH_DESCRIPTORS and to[1].startswith("policy/") and s.startswith("cistern__"):
-            if (src, to[1]) not in BY_NAME:
-                problems.append(f"{src}: calls {s} of {dst} by name ({me[1]} reaches a policy through its descriptor)")
+            problems.append(f"{src}: calls {s} of {dst} by name ({me[1]} reaches a policy through its descriptor)")
 
 for p in problems:
     print(p)

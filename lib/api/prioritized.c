@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * prioritized.c - the public calls of prioritized sampling: argument checks
- * and waiting, around the policy's draws and updates
- * (policy/reservoir/prioritized.c), as api.c does for the other reads.
+ * and waiting, around the draws and updates of the policy's descriptor
+ * (core/policy.h's struct cistern__priorities), as api.c does for the other
+ * reads.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -13,7 +14,6 @@
 #include "core/policy.h"
 #include "core/roles.h"
 #include "core/wait.h"
-#include "policy/reservoir/prioritized.h"
 
 /* A handle that may move samples of a prioritized segment: 0 or -errno. */
 static int usable(const struct cistern *c)
@@ -22,7 +22,7 @@ static int usable(const struct cistern *c)
 		return -EINVAL;
 	if (c->readonly || !c->owner || c->inherited)
 		return -EBADF;
-	return c->policy->has_priorities ? 0 : -EINVAL;
+	return c->policy->prio ? 0 : -EINVAL;
 }
 
 int cistern_put_prioritized(struct cistern *c, const void *buf, size_t len,
@@ -41,7 +41,7 @@ int cistern_put_prioritized(struct cistern *c, const void *buf, size_t len,
 		return r;
 	if (len)
 		memcpy(slot.data, buf, len);
-	r = cistern__prio_set_reserved(c, &slot, priority);
+	r = c->policy->prio->set_reserved(c, &slot, priority);
 	if (r == 0)
 		r = cistern_commit(c, &slot, len, meta);
 	if (r < 0)
@@ -54,7 +54,7 @@ static int try_draw(struct cistern *c, struct cistern_sample *s, size_t n, uint6
 		    double *weights)
 {
 	bool plain = cistern__reads_in_calls(c) && cistern__auto_read_begin(c);
-	int r = cistern__prio_draw(c, s, n, ids, weights);
+	int r = c->policy->prio->draw(c, s, n, ids, weights);
 	if (plain)
 		cistern__auto_read_end(c);
 	return r;
@@ -150,13 +150,13 @@ int cistern_update_priorities(struct cistern *c, const uint64_t *ids, const doub
 	for (size_t i = 0; i < n; i++)
 		if (!cistern__prio_ok(priorities[i]))
 			return -EINVAL;
-	return cistern__prio_update(c, ids, priorities, n);
+	return c->policy->prio->update(c, ids, priorities, n);
 }
 
 int cistern_set_beta(struct cistern *c, double beta)
 {
 	int r = usable(c);
-	return r < 0 ? r : cistern__prio_set_beta(c, beta);
+	return r < 0 ? r : c->policy->prio->set_beta(c, beta);
 }
 
 int cistern_prio_info_get(const struct cistern *c, struct cistern_prio_info *info)
@@ -165,11 +165,11 @@ int cistern_prio_info_get(const struct cistern *c, struct cistern_prio_info *inf
 		return -EINVAL;
 	if (c->inherited)
 		return -EBADF;
-	if (!c->policy->has_priorities)
+	if (!c->policy->prio)
 		return -EINVAL;
 	/* A read-only handle on a copy reads no policy index (segment.c). */
 	if (!c->index)
 		return -EOPNOTSUPP;
-	cistern__prio_info(c, info);
+	c->policy->prio->info(c, info);
 	return 0;
 }

@@ -208,9 +208,42 @@ struct cistern__policy {
 	bool counts_reads;
 	/* Do readers share samples by pins, and run each read call in the reader role's bracket? */
 	bool readers_pin;
-	/* Does it take alpha, beta and epsilon (policy/reservoir/prioritized.c)? */
-	bool has_priorities;
+	/*
+	 * Its draws by priority, which also mean that it takes alpha, beta and
+	 * epsilon; NULL: it has none (the calls of cistern_put_prioritized()'s
+	 * family refuse the segment).
+	 */
+	const struct cistern__priorities *prio;
 };
+
+/*
+ * A policy's draws by priority (policy/reservoir/prioritized.c), as the
+ * public calls of api/prioritized.c make them once their arguments are
+ * checked. Priorities given here are finite and >= 0.
+ */
+struct cistern__priorities {
+	/*
+	 * Draw up to n samples by priority, each pinned (reception open, with
+	 * replacement) or taken (after close), with their ids and weights
+	 * (either may be NULL). The count, or -EAGAIN (nothing to draw now;
+	 * open: fewer than n), or -errno. Never waits. The caller runs it in
+	 * the reader's bracket.
+	 */
+	int (*draw)(struct cistern *c, struct cistern_sample *out, size_t n, uint64_t *ids,
+		    double *weights);
+	/* Give slot->index_, reserved by this handle, priority q for its commit. */
+	int (*set_reserved)(struct cistern *c, const struct cistern_slot *slot, double q);
+	/* Apply q[i] to ids[i]: how many applied; the rest are counted as stale. */
+	int (*update)(struct cistern *c, const uint64_t *ids, const double *q, size_t n);
+	int (*set_beta)(struct cistern *c, double beta);
+	void (*info)(const struct cistern *c, struct cistern_prio_info *info);
+};
+
+/* A priority a caller may give: finite and >= 0. */
+static inline bool cistern__prio_ok(double q)
+{
+	return q >= 0 && q <= 1.7976931348623157e308; /* NaN fails both */
+}
 
 /*
  * A policy's rate limiter (policy/reservoir/rate_limit.c), as the API's

@@ -373,7 +373,7 @@ static const char *config_problem(const struct cistern_config *cfg)
 	if (!(cfg->rate_slack >= 0 && cfg->rate_slack <= 1e18))
 		return "rate_slack must be a number from 0 to 1e18";
 	/* NaN fails every comparison: these read "is not 0". */
-	if ((cfg->alpha != 0 || cfg->beta != 0 || cfg->epsilon != 0) && !p->has_priorities)
+	if ((cfg->alpha != 0 || cfg->beta != 0 || cfg->epsilon != 0) && !p->prio)
 		return "alpha, beta and epsilon apply to the prioritized policy only";
 	if (cfg->reads_per_put > 0 && !p->limiter)
 		return "reads_per_put applies to the reservoir policies only";

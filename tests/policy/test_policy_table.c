@@ -27,8 +27,47 @@ Test(policy_table, every_policy_value_has_its_own_complete_descriptor)
 		if (d->readers_pin)
 			cr_assert(d->reclaim_idle && d->free_state,
 				  "%s pins but would keep its pins past a detach", d->name);
+		/* api/prioritized.c calls every one of these once it finds a prio. */
+		if (d->prio)
+			cr_assert(d->prio->draw && d->prio->set_reserved && d->prio->update &&
+					  d->prio->set_beta && d->prio->info,
+				  "%s draws by priority but lacks a hook of it", d->name);
 		for (uint32_t j = 0; j < i; j++)
 			cr_assert_neq(cistern__policies[j], d, "%s is in the table twice", d->name);
+	}
+}
+
+Test(policy_table, prioritized_calls_refuse_a_policy_without_priorities)
+{
+	for (uint32_t i = 0; i < CISTERN_POLICY_COUNT; i++) {
+		const struct cistern__policy *d = cistern__policies[i];
+		if (d->prio)
+			continue;
+		struct cistern_config cfg = {.policy = (enum cistern_policy)i,
+					     .slot_size = 64,
+					     .slot_count = 16,
+					     .watermark = 2};
+		if (d->has_pairs)
+			cfg.sweep_size = cfg.nb_time_steps = 4;
+		if (d->reads_whole_batches)
+			cfg.batch_size = 2;
+		struct cistern *c = NULL;
+		cr_assert_eq(cistern_create(seg_name("pt-noprio"), &cfg, &c), 0, "%s: %s", d->name,
+			     cistern_config_problem(&cfg));
+		double q = 1;
+		uint64_t id = 0;
+		char buf[64];
+		cr_assert_eq(cistern_put_prioritized(c, "x", 1, NULL, 1.0, 0), -EINVAL, "%s",
+			     d->name);
+		cr_assert_eq(
+			cistern_get_prioritized(c, buf, sizeof(buf), 1, NULL, NULL, NULL, NULL, 0),
+			-EINVAL, "%s", d->name);
+		cr_assert_eq(cistern_update_priorities(c, &id, &q, 1), -EINVAL, "%s", d->name);
+		cr_assert_eq(cistern_set_beta(c, 0.5), -EINVAL, "%s", d->name);
+		struct cistern_prio_info info;
+		cr_assert_eq(cistern_prio_info_get(c, &info), -EINVAL, "%s", d->name);
+		cistern_detach(c);
+		cistern_unlink(seg_name("pt-noprio"));
 	}
 }
 

@@ -266,9 +266,9 @@ static bool reserved_here(struct cistern *c, const struct cistern_slot *slot)
 	return w == sw_make(slot->pos_, RS_RESERVED, c->owner);
 }
 
-int cistern__prio_set_reserved(struct cistern *c, const struct cistern_slot *slot, double q)
+static int prio_set_reserved(struct cistern *c, const struct cistern_slot *slot, double q)
 {
-	if (!c->policy->has_priorities || !cistern__prio_ok(q) || !reserved_here(c, slot))
+	if (!c->policy->prio || !cistern__prio_ok(q) || !reserved_here(c, slot))
 		return -EINVAL;
 	struct pv v;
 	pv_of(c, &v);
@@ -349,8 +349,8 @@ static bool take_drawn(struct cistern *c, const struct pv *v, uint64_t i, bool c
 	return true;
 }
 
-int cistern__prio_draw(struct cistern *c, struct cistern_sample *out, size_t n, uint64_t *ids,
-		       double *weights)
+static int prio_draw(struct cistern *c, struct cistern_sample *out, size_t n, uint64_t *ids,
+		     double *weights)
 {
 	bool closed = cistern__rs_closed(c);
 	if (!closed) {
@@ -411,13 +411,13 @@ int cistern__prio_draw(struct cistern *c, struct cistern_sample *out, size_t n, 
 
 static int prio_try_acquire(struct cistern *c, struct cistern_sample *s)
 {
-	int r = cistern__prio_draw(c, s, 1, NULL, NULL);
+	int r = prio_draw(c, s, 1, NULL, NULL);
 	return r < 0 ? r : 0;
 }
 
 static int prio_try_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n)
 {
-	return cistern__prio_draw(c, out, n, NULL, NULL);
+	return prio_draw(c, out, n, NULL, NULL);
 }
 
 /* A sample handed back unread: one taken after close is HELD again, and drawable. */
@@ -481,7 +481,7 @@ static void put_leaf(const struct pv *v, uint64_t i, uint64_t leaf)
 	st(&v->nd[2 * k + 1], leaf ? leaf : UINT64_MAX);
 }
 
-int cistern__prio_update(struct cistern *c, const uint64_t *ids, const double *q, size_t n)
+static int prio_update(struct cistern *c, const uint64_t *ids, const double *q, size_t n)
 {
 	struct pv v;
 	pv_of(c, &v);
@@ -521,7 +521,7 @@ int cistern__prio_update(struct cistern *c, const uint64_t *ids, const double *q
 	return (int)applied;
 }
 
-int cistern__prio_set_beta(struct cistern *c, double beta)
+static int prio_set_beta(struct cistern *c, double beta)
 {
 	if (!(beta >= 0 && beta <= 1))
 		return -EINVAL;
@@ -532,7 +532,7 @@ int cistern__prio_set_beta(struct cistern *c, double beta)
 	return 0;
 }
 
-void cistern__prio_info(const struct cistern *c, struct cistern_prio_info *info)
+static void prio_info(const struct cistern *c, struct cistern_prio_info *info)
 {
 	struct pv v;
 	pv_of(c, &v);
@@ -636,6 +636,14 @@ static const struct cistern_snap_ops prio_snap_ops = {
 	.restore = prio_restore,
 };
 
+static const struct cistern__priorities prio_draws = {
+	.draw = prio_draw,
+	.set_reserved = prio_set_reserved,
+	.update = prio_update,
+	.set_beta = prio_set_beta,
+	.info = prio_info,
+};
+
 const struct cistern__policy cistern__prioritized_policy = {
 	.name = "prioritized",
 	.value = CISTERN_PRIORITIZED,
@@ -650,5 +658,5 @@ const struct cistern__policy cistern__prioritized_policy = {
 	.evicts_seen = true,
 	.counts_reads = true,
 	.readers_pin = true,
-	.has_priorities = true,
+	.prio = &prio_draws,
 };
