@@ -60,6 +60,7 @@ fi
 
 if [[ $checks == *" asan "* ]]; then
   echo "== asan+ubsan (clang, build-asan)"
+  section=$SECONDS
   if build build-asan clang -Db_sanitize=address,undefined -Db_lundef=false; then
     # SIGBUS is what one test expects of a truncated mapping: leave it to the kernel.
     export ASAN_OPTIONS=handle_sigbus=0:halt_on_error=1:detect_leaks=1
@@ -69,34 +70,42 @@ if [[ $checks == *" asan "* ]]; then
     for t in build-asan/tests/*/test_*; do
       [ -f "$t" ] && [ -x "$t" ] || continue
       echo "-- $(basename "$t")"
+      start=$SECONDS
       out=$("$t" --jobs=1 2>&1); status=$?
       show "$out"; count "$out" $status
+      echo "   ($((SECONDS - start)) s)"
     done
     unset ASAN_OPTIONS UBSAN_OPTIONS CISTERN_TEST_RUNS
   else
     echo "asan: build failed"; failed=$((failed + 1))
   fi
+  echo "   (asan: $((SECONDS - section)) s)"
 fi
 
 if [[ $checks == *" tsan "* ]]; then
   echo "== tsan (gcc, build-tsan)"
+  section=$SECONDS
   if build build-tsan gcc -Db_sanitize=thread; then
     # The shim runs each test in a child forked from a one-thread runner, and the
     # tests fork only from one-thread processes, so TSan's fork rules hold.
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
     for t in api/test_threads policy/test_fifo_mp policy/test_crash_points api/test_chaos; do
       echo "-- $(basename "$t")"
+      start=$SECONDS
       out=$("build-tsan/tests/$t" 2>&1); status=$?
       show "$out"; count "$out" $status
+      echo "   ($((SECONDS - start)) s)"
     done
     unset TSAN_OPTIONS
   else
     echo "tsan: build failed"; failed=$((failed + 1))
   fi
+  echo "   (tsan: $((SECONDS - section)) s)"
 fi
 
 if [[ $checks == *" valgrind "* ]]; then
   echo "== valgrind memcheck (build/tests/api/test_api)"
+  section=$SECONDS
   if command -v valgrind >/dev/null; then
     # Criterion sees valgrind and runs the tests one by one without early exit.
     # Errors in its workers do not change their exit status: read the log.
@@ -112,10 +121,12 @@ if [[ $checks == *" valgrind "* ]]; then
   else
     echo "valgrind: not installed"; failed=$((failed + 1))
   fi
+  echo "   (valgrind: $((SECONDS - section)) s)"
 fi
 
 if [[ $checks == *" fuzz "* ]]; then
   echo "== fuzz (short run)"
+  section=$SECONDS
   rt=$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null)
   if [ -n "$rt" ] && [ -f "$rt" ]; then
     out=$(bash scripts/fuzz.sh 2>&1)
@@ -127,6 +138,7 @@ if [[ $checks == *" fuzz "* ]]; then
   else
     echo "fuzz: skipped, clang's fuzzer runtime (libclang-rt-14-dev) is not installed"
   fi
+  echo "   (fuzz: $((SECONDS - section)) s)"
 fi
 
 echo "check: $passed passed, $failed failed"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test.sh - set everything up and run the whole test suite.
-# Prints each test program's results, then scripts/check.sh's (sanitizers,
+# Prints each test program's results and seconds, then scripts/check.sh's (sanitizers,
 # valgrind, fuzzing), and a closing "N passed, N failed" line counting both.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,8 +15,10 @@ passed=0 failed=0 rc=0
 for t in build/tests/*/test_*; do
   [ -f "$t" ] && [ -x "$t" ] || continue
   echo "== $(basename "$t")"
+  start=$SECONDS
   out=$("$t" --jobs=1 2>&1); status=$?
   printf '%s\n' "$out" | grep -vE '^\[----\]' | tail -n 40
+  echo "   ($((SECONDS - start)) s)"
   line=$(printf '%s\n' "$out" | grep 'Synthesis: Tested' | tail -n 1)
   p=$(sed -nE 's/.*Passing: ([0-9]+).*/\1/p' <<<"$line"); p=${p:-0}
   f=$(sed -nE 's/.*Failing: ([0-9]+) \| Crashing: ([0-9]+).*/\1+\2/p' <<<"$line"); f=$((${f:-1}))
@@ -27,7 +29,9 @@ done
 check() {
   local what=$1; shift
   echo "== $what"
+  local start=$SECONDS
   if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); rc=1; echo "FAILED: $what"; fi
+  echo "   ($((SECONDS - start)) s)"
 }
 check "install" bash tests/install/check.sh build
 # find_package(cistern) from an installed tree: C, C++, Fortran and MPI consumers.
@@ -57,9 +61,11 @@ check "bench smoke" bash -c 'BUILDDIR=build-bench MESON_OPTIONS=-Dbench=enabled 
 
 # The Python binding: pytest under Debian's interpreter (where numpy and torch live).
 echo "== python"
+start=$SECONDS
 pyout=$(PYTHONPATH=build/python:python CISTERN_C_PRODUCER=build/python/c_producer \
   /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests 2>&1); pystatus=$?
 printf '%s\n' "$pyout" | tail -n 15
+echo "   ($((SECONDS - start)) s)"
 pp=$(grep -oE '[0-9]+ passed' <<<"$pyout" | tail -n 1 | cut -d' ' -f1)
 pf=$(grep -oE '[0-9]+ (failed|error)' <<<"$pyout" | awk '{s+=$1} END {print s+0}')
 passed=$((passed + ${pp:-0})); failed=$((failed + pf))
