@@ -319,6 +319,12 @@ CISTERN_API int cistern_name_valid(const char *name);
  *         policy this build does not implement; -ENOSPC if /dev/shm has no room
  *         for the segment; -ENOMEM; -EACCES if the caller may not create objects
  *         in /dev/shm; another -errno of shm_open(), ftruncate() or mmap().
+ *         With a cold tier, also: -EINVAL with no config problem if the
+ *         file system of cold_dir refuses O_DIRECT; -ENOSPC if its disk
+ *         cannot hold the cold file; -ENOSYS or -EPERM if this process may
+ *         not use io_uring (kernel.io_uring_disabled, a seccomp filter);
+ *         another -errno of open() or fallocate() of the cold file. Nothing
+ *         is left behind after an error.
  */
 CISTERN_API int cistern_create(const char *name, const struct cistern_config *cfg,
 			       struct cistern **out);

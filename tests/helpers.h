@@ -204,4 +204,12 @@ int special_make(enum special kind, const char *name, int *keep);
 /* Done with the object: no alarm, no object, no descriptor. */
 void special_remove(int keep);
 
+/*
+ * From now on, io_uring_setup() fails with ENOSYS in this process and in
+ * what it forks or executes, as under kernel.io_uring_disabled or a
+ * container's seccomp filter. For a test's own process or child: there is
+ * no way back. 0 or -errno.
+ */
+int forbid_io_uring(void);
+
 #endif

@@ -339,6 +339,13 @@ static int run(int argc, char **argv)
 			  cfg.cold_dir, (unsigned long long)cfg.cold_slots);
 		return EXIT_FAIL;
 	}
+	if ((r == -ENOSYS || r == -EPERM) && cfg.cold_slots) {
+		cli_error(&cmd_create, name, r,
+			  "a cold tier reads and writes its file through io_uring, which this "
+			  "process may not use (the kernel's io_uring_disabled setting, or a "
+			  "seccomp filter of the container); nothing was created");
+		return EXIT_FAIL;
+	}
 	if (r < 0) {
 		cli_error(&cmd_create, name, r, NULL);
 		return EXIT_FAIL;

@@ -106,6 +106,17 @@ int cistern__cold_create(struct cistern__cold *c, const char *dir, const char *n
 	/* Some file systems take O_DIRECT at open() and refuse it at the first write. */
 	ssize_t w = pwrite(fd, blk, CISTERN__COLD_BLOCK, 0);
 	r = w < 0 ? -errno : w != CISTERN__COLD_BLOCK ? -EIO : 0;
+	/*
+	 * Every later read and write of the file goes through io_uring. Read
+	 * the header back through it now: where this process may not use
+	 * io_uring (kernel.io_uring_disabled, a seccomp filter), create fails
+	 * with that error instead of making a tier whose samples could never
+	 * be spilled or read.
+	 */
+	if (r == 0) {
+		struct cistern__io io = {.fd = fd, .buf = blk, .len = CISTERN__COLD_BLOCK};
+		r = cistern__uring_run(&io, 1);
+	}
 	free(blk);
 	if (r < 0)
 		goto fail;

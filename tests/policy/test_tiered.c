@@ -400,6 +400,25 @@ Test(tiered, a_disk_too_small_for_the_tier_gives_enospc_at_create)
 	cr_assert_eq(code, 0, "check %d failed", code);
 }
 
+Test(tiered, create_refuses_a_tier_where_io_uring_is_forbidden_and_leaves_nothing)
+{
+	cr_assert_eq(forbid_io_uring(), 0);
+	struct cistern_config cfg = tiered_cfg();
+	struct cistern *c = NULL;
+	const char *name = seg_name("tiered-nouring");
+	cr_assert_eq(cistern_create(name, &cfg, &c), -ENOSYS);
+	cr_assert_null(c);
+	cr_assert_eq(cistern_attach(name, &c), -ENOENT, "the segment was left behind");
+	char path[160];
+	snprintf(path, sizeof(path), "%s/cistern.%s.cold", dir, name);
+	cr_assert_neq(access(path, F_OK), 0, "%s was left behind", path);
+	/* Without a tier the same process still makes segments: only the tier needs io_uring. */
+	cfg.cold_slots = 0;
+	cfg.cold_dir = NULL;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cistern_detach(c);
+}
+
 Test(tiered, dump_refuses_a_tiered_segment_and_writes_nothing)
 {
 	struct cistern *c = seg_create("dump", tiered_cfg());

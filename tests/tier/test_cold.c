@@ -297,6 +297,16 @@ static int create_on_ramfs(const char *mnt)
 	return empty_after(mnt);
 }
 
+Test(cold, create_fails_where_io_uring_is_forbidden_and_leaves_no_file)
+{
+	cr_assert_eq(forbid_io_uring(), 0);
+	struct cistern__cold c;
+	cr_assert_eq(cistern__cold_create(&c, dir, "nouring", 4096, 4, 42), -ENOSYS);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/cistern.nouring.cold", dir);
+	cr_assert_neq(access(path, F_OK), 0, "%s was left behind", path);
+}
+
 Test(cold, a_file_system_without_direct_io_gives_einval)
 {
 	int code = in_mount("ramfs", "", create_on_ramfs);

@@ -252,6 +252,22 @@ Test(create, a_cold_tier_is_made_shown_and_removed_with_the_segment)
 	rmdir(dir);
 }
 
+Test(create, a_cold_tier_without_io_uring_is_refused_with_the_reason)
+{
+	char name[64], dir[64];
+	uname_(name, sizeof(name), "nouring");
+	snprintf(dir, sizeof(dir), "/var/tmp/cistern-cli-cold-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	/* The filter passes to the command run below. */
+	cr_assert_eq(forbid_io_uring(), 0);
+	struct result *r = run("create", name, "--policy", "reservoir", "--watermark", "1",
+			       "--slots", "8", "--cold-slots", "32", "--cold-dir", dir);
+	rmdir(dir);
+	cr_assert_eq(r->status, 1, "%s", r->err);
+	cr_assert(strstr(r->err, "io_uring"), "%s", r->err);
+	cr_assert(!exists(name));
+}
+
 Test(create, single_role_flags_reach_the_segment_and_inspect_shows_them)
 {
 	char name[64];
