@@ -1324,6 +1324,53 @@ static int zmtp_open(const char *ep)
 	return fd;
 }
 
+/* One message of one frame, as ZMTP frames it: false if the send failed. */
+static bool zmtp_send(int fd, const void *data, size_t len)
+{
+	unsigned char head[9];
+	size_t hl = 2;
+	if (len < 256) {
+		head[0] = 0x00;
+		head[1] = (unsigned char)len;
+	} else {
+		head[0] = 0x02;
+		for (int i = 0; i < 8; i++)
+			head[1 + i] = (unsigned char)((uint64_t)len >> (56 - 8 * i));
+		hl = 9;
+	}
+	return send_all(fd, head, hl) && send_all(fd, data, len);
+}
+
+/* HELLO with a window wish, its WELCOME left unread. */
+static void zmtp_hello(int fd, uint32_t window)
+{
+	unsigned char hdr[CISTERN__WIRE_HDR];
+	struct cistern__wire w = {.kind = CISTERN__W_HELLO,
+				  .version = CISTERN_REMOTE_PROTOCOL,
+				  .a = window,
+				  .seq = 7};
+	cistern__wire_encode(&w, hdr);
+	cr_assert(zmtp_send(fd, hdr, sizeof(hdr)));
+}
+
+#define FLOOD_BYTES (UINT64_C(1) << 30)
+
+/*
+ * Messages of 64 KiB as fast as the connection takes them, FLOOD_BYTES in
+ * all: the errno of the send that failed (0 if all went), bytes sent in *sent.
+ */
+static int zmtp_flood(int fd, uint64_t *sent)
+{
+	static unsigned char frame[64 << 10];
+	*sent = 0;
+	while (*sent < FLOOD_BYTES) {
+		if (!zmtp_send(fd, frame, sizeof(frame)))
+			return errno;
+		*sent += sizeof(frame);
+	}
+	return 0;
+}
+
 /*
  * Small messages with a ZMTP PING after each, sent as fast as the
  * connection to 127.0.0.1:port takes them, then a reset (SO_LINGER 0)
@@ -1383,6 +1430,132 @@ Test(remote, peers_that_flood_ping_and_reset_do_not_end_serve)
 	cistern_remote_close(r);
 	uint8_t buf[PAYLOAD];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+/*
+ * A producer that serve dropped (a frame too short for a header) and that
+ * then tries to push 1 GiB: serve cuts its connection, so that a send
+ * fails (EPIPE or ECONNRESET) long before the last byte, and serve's peak
+ * memory grows by less than 64 MiB meanwhile.
+ */
+Test(remote, a_dropped_producer_that_keeps_sending_is_cut_off)
+{
+	struct cistern *c = seg_create("rcut", fifo(64, PAYLOAD));
+	const char *ep = tcp_endpoint();
+	struct serve s;
+	serve_start_v(&s, "cut", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
+	serve_ready(&s);
+	long before = status_kib(s.pid, "VmHWM:");
+	cr_assert_gt(before, 0);
+	int fd = zmtp_open(ep);
+	zmtp_hello(fd, 16);
+	cr_assert(zmtp_send(fd, "x", 1));
+	cr_assert(log_wait(s.log, "dropped: a message shorter than a header", 20), "not dropped");
+	uint64_t sent;
+	int err = zmtp_flood(fd, &sent);
+	cr_assert(err == EPIPE || err == ECONNRESET,
+		  "the connection was not cut: %llu bytes sent, then %s", (unsigned long long)sent,
+		  err ? strerror(err) : "no error");
+	long after = status_kib(s.pid, "VmHWM:");
+	cr_assert_lt(after - before, 64 * 1024, "serve's peak memory grew by %ld KiB",
+		     after - before);
+	close(fd);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+/* The same over ipc:// from a connection that never said HELLO. */
+Test(remote, a_connection_never_welcomed_that_keeps_sending_is_cut_off)
+{
+	struct cistern *c = seg_create("rcutipc", fifo(64, PAYLOAD));
+	struct serve s;
+	const char *ep = serve_one(&s, "cutipc", c);
+	long before = status_kib(s.pid, "VmHWM:");
+	cr_assert_gt(before, 0);
+	int fd = zmtp_open(ep);
+	uint64_t sent;
+	int err = zmtp_flood(fd, &sent);
+	cr_assert(err == EPIPE || err == ECONNRESET,
+		  "the connection was not cut: %llu bytes sent, then %s", (unsigned long long)sent,
+		  err ? strerror(err) : "no error");
+	long after = status_kib(s.pid, "VmHWM:");
+	cr_assert_lt(after - before, 64 * 1024, "serve's peak memory grew by %ld KiB",
+		     after - before);
+	close(fd);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+/*
+ * While a dropped peer pushes 1 GiB at serve until it is cut, a producer
+ * beside it gets every one of its 2000 samples in, once each.
+ */
+Test(remote, a_peer_cut_off_costs_a_producer_beside_it_nothing)
+{
+	enum { N = 2000 };
+	struct cistern *c = seg_create("rbeside", fifo(4096, PAYLOAD));
+	const char *ep = tcp_endpoint();
+	struct serve s;
+	serve_start_v(&s, "beside", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
+	serve_ready(&s);
+	int fd = zmtp_open(ep);
+	zmtp_hello(fd, 16);
+	cr_assert(zmtp_send(fd, "x", 1));
+	pid_t prod = fork_child();
+	cr_assert_geq(prod, 0);
+	if (prod == 0) {
+		struct cistern_remote *r = connect_retry(ep, NULL);
+		if (!r)
+			_exit(2);
+		for (uint32_t i = 0; i < N; i++)
+			if (put_sample(r, 1, i, 20000) != 0)
+				_exit(3);
+		int rc = cistern_remote_flush(r, 20000);
+		cistern_remote_close(r);
+		_exit(rc == 0 ? 0 : 4);
+	}
+	uint64_t sent;
+	int err = zmtp_flood(fd, &sent);
+	cr_assert_eq(wait_child(prod, 60), 0, "the producer beside failed");
+	cr_assert(err == EPIPE || err == ECONNRESET, "the peer was not cut off: %s",
+		  err ? strerror(err) : "no error");
+	static uint32_t count[N];
+	uint64_t n = drain_count(c, 1, count, N, NULL, 0);
+	cr_assert_eq(n, N, "%llu samples in the segment", (unsigned long long)n);
+	for (uint32_t i = 0; i < N; i++)
+		cr_assert_eq(count[i], 1, "sample %u arrived %u times", i, count[i]);
+	close(fd);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+/*
+ * A dropped producer that sends nothing more still has its connection
+ * ended, after its ERROR reached it.
+ */
+Test(remote, a_dropped_producer_is_told_then_disconnected)
+{
+	struct cistern *c = seg_create("rtold", fifo(64, PAYLOAD));
+	struct serve s;
+	const char *ep = serve_one(&s, "told", c);
+	struct raw r;
+	raw_open(&r);
+	cr_assert_eq(zmq_socket_monitor(r.sock, "inproc://test-told-mon", ZMQ_EVENT_DISCONNECTED),
+		     0);
+	void *m = zmq_socket(r.ctx, ZMQ_PAIR);
+	cr_assert_eq(zmq_connect(m, "inproc://test-told-mon"), 0);
+	raw_connect(&r, ep);
+	struct cistern__wire w = {
+		.kind = CISTERN__W_HELLO, .version = CISTERN_REMOTE_PROTOCOL, .a = 16, .seq = 42};
+	raw_send(&r, &w, 0, NULL, 0);
+	cr_assert(raw_expect(&r, CISTERN__W_WELCOME, &w, 20000), "no WELCOME");
+	cr_assert_eq(zmq_send(r.sock, "", 0, 0), 0);
+	cr_assert(raw_expect(&r, CISTERN__W_ERROR, &w, 10000), "the producer was not told");
+	cr_assert_eq(w.a, EPROTO);
+	zmq_pollitem_t it = {.socket = m, .events = ZMQ_POLLIN};
+	cr_assert_eq(zmq_poll(&it, 1, 30000), 1, "serve kept the connection of a dropped producer");
+	int zero = 0;
+	zmq_setsockopt(m, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_close(m);
+	raw_close(&r);
 	cr_assert_eq(serve_stop(&s), 0);
 }
 
