@@ -71,6 +71,7 @@ struct rprod {
 	uint64_t id;
 	int fd;             /* the connection's descriptor, matched against monitor events */
 	struct connid conn; /* its socket, learnt at HELLO (learn_conn()) */
+	uint32_t repeats;   /* DONE and BYE messages it repeated */
 	uint32_t window;
 	struct qframe *q; /* ring of `window` frames: each holds one sample or more */
 	uint32_t fhead, flen;
@@ -533,8 +534,13 @@ static void finish(struct cistern_server *s, size_t idx)
 static void hello(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm,
 		  const struct cistern__wire *w)
 {
-	if (find(s, zmq_msg_data(ridm), zmq_msg_size(ridm)))
-		return; /* a repeated HELLO on a known connection: ignore */
+	struct rprod *known = find(s, zmq_msg_data(ridm), zmq_msg_size(ridm));
+	if (known) {
+		/* A connection says HELLO once: one that repeats it could loop for ever. */
+		if (known->state != P_DEAD)
+			drop(s, known, "a second HELLO");
+		return;
+	}
 	if (cut_of(s, zmq_msg_data(ridm), zmq_msg_size(ridm)))
 		return; /* a connection refused once is not welcomed after */
 	struct rprod tmp = {0};
@@ -759,12 +765,24 @@ static int read_one(struct cistern_server *s)
 			queue_frame(s, p, &hdrm, &w);
 		break;
 	case CISTERN__W_DONE:
+	case CISTERN__W_BYE:
+		/*
+		 * A producer repeats DONE after a wait for DONE_OK that timed
+		 * out: one that repeats them more than its window loops, and is
+		 * dropped.
+		 */
+		if ((w.kind == CISTERN__W_DONE ? p->done_req : p->state != P_LIVE) &&
+		    ++p->repeats > p->window) {
+			drop(s, p, "more repeated DONE and BYE messages than its window");
+			break;
+		}
+		if (w.kind == CISTERN__W_BYE) {
+			if (p->state == P_LIVE)
+				p->state = P_CLOSING;
+			break;
+		}
 		p->done_req = true;
 		p->done_seq = w.seq;
-		break;
-	case CISTERN__W_BYE:
-		if (p->state == P_LIVE)
-			p->state = P_CLOSING;
 		break;
 	default:
 		drop(s, p, "a message of an unknown kind");

@@ -1559,6 +1559,33 @@ Test(remote, a_dropped_producer_is_told_then_disconnected)
 	cr_assert_eq(serve_stop(&s), 0);
 }
 
+Test(remote, a_second_hello_drops_its_producer)
+{
+	struct serve s;
+	struct raw r;
+	raw_producer_of("hello2", 16, &s, &r);
+	struct cistern__wire w = {
+		.kind = CISTERN__W_HELLO, .version = CISTERN_REMOTE_PROTOCOL, .a = 16, .seq = 42};
+	raw_send(&r, &w, 0, NULL, 0);
+	cr_assert(log_wait(s.log, "dropped: a second HELLO", 10), "not dropped");
+	raw_producer_end(&s, &r);
+}
+
+/* A DONE, then 17 more: one more repeat than its window of 16. */
+Test(remote, a_producer_repeating_done_beyond_its_window_is_dropped)
+{
+	struct serve s;
+	struct raw r;
+	raw_producer_of("done17", 16, &s, &r);
+	struct cistern__wire w = {.kind = CISTERN__W_DONE, .version = CISTERN_REMOTE_PROTOCOL};
+	for (int i = 0; i < 1 + 16 + 1; i++)
+		raw_send(&r, &w, 0, NULL, 0);
+	cr_assert(
+		log_wait(s.log, "dropped: more repeated DONE and BYE messages than its window", 10),
+		"not dropped");
+	raw_producer_end(&s, &r);
+}
+
 /* Loopback given by name: bound (as 127.0.0.1), and a producer gets its sample in. */
 static void serve_put_one(const char *bind, const char *connect, const char *tag)
 {
