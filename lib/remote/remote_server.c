@@ -36,6 +36,9 @@
 
 enum prod_state { P_LIVE, P_CLOSING, P_DEAD };
 
+/* Connections remembered to be closed (struct cistern_server's cuts). */
+#define CUTS 64
+
 /*
  * The socket behind a connection, so that serve can cut a connection it
  * dropped (cut_now()). ZeroMQ names a message's connection by its
@@ -123,9 +126,9 @@ struct cistern_server {
 	/*
 	 * Connections told by an ERROR that nothing more of theirs is taken
 	 * (producers dropped, connections never welcomed), the last CUTS of
-	 * them: each is answered once, so that a peer that sends without
-	 * reading cannot grow the server's outgoing queue (which has no
-	 * high-water mark), and its connection is cut (cut_now()) once its
+	 * them (a ring): each is answered once, so that a peer that sends
+	 * without reading cannot grow the server's outgoing queue (which has
+	 * no high-water mark), and its connection is cut (cut_now()) once its
 	 * ERROR had time to leave or once it sent more than a window since.
 	 */
 	struct cut {
@@ -135,7 +138,7 @@ struct cistern_server {
 		uint64_t due;    /* cut then at the latest */
 		uint64_t thrown; /* bytes of it thrown away since its ERROR */
 		uint64_t budget; /* cut as soon as thrown passes it */
-	} cuts[64];
+	} cuts[CUTS];
 	size_t ncuts;
 	/* When the monitor last reported a connection on each descriptor ended. */
 	uint64_t *ended;
@@ -377,8 +380,7 @@ static void cut_now(struct connid *c)
 
 static struct cut *cut_of(struct cistern_server *s, const void *rid, size_t len)
 {
-	const size_t n = sizeof(s->cuts) / sizeof(s->cuts[0]);
-	for (size_t i = 0; i < n && i < s->ncuts; i++)
+	for (size_t i = 0; i < CUTS && i < s->ncuts; i++)
 		if (s->cuts[i].len == len && memcmp(s->cuts[i].rid, rid, len) == 0)
 			return &s->cuts[i];
 	return NULL;
@@ -391,7 +393,7 @@ static struct cut *cut_of(struct cistern_server *s, const void *rid, size_t len)
 static struct cut *cut_later(struct cistern_server *s, const void *rid, size_t len,
 			     const struct connid *conn, uint64_t budget)
 {
-	struct cut *c = &s->cuts[s->ncuts++ % (sizeof(s->cuts) / sizeof(s->cuts[0]))];
+	struct cut *c = &s->cuts[s->ncuts++ % CUTS];
 	if (c->len)
 		cut_now(&c->conn);
 	memcpy(c->rid, rid, len);
@@ -419,8 +421,7 @@ static void thrown_away(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hd
 static void cut_due(struct cistern_server *s)
 {
 	uint64_t now = now_ms();
-	const size_t n = sizeof(s->cuts) / sizeof(s->cuts[0]);
-	for (size_t i = 0; i < n && i < s->ncuts; i++)
+	for (size_t i = 0; i < CUTS && i < s->ncuts; i++)
 		if (now >= s->cuts[i].due)
 			cut_now(&s->cuts[i].conn);
 }
@@ -892,7 +893,7 @@ static void read_monitor(struct cistern_server *s)
 					set_dead(s, s->prods[i], "connection dropped");
 			}
 			/* The connection on it ended: nothing to cut, and the descriptor may be reused. */
-			for (size_t i = 0; i < sizeof(s->cuts) / sizeof(s->cuts[0]); i++)
+			for (size_t i = 0; i < CUTS; i++)
 				if (s->cuts[i].len && s->cuts[i].conn.fd == value)
 					s->cuts[i].conn.gone = true;
 			note_ended(s, value);
