@@ -5,7 +5,8 @@
  *
  * Each round of cistern_server_run() reads the socket monitor (to learn of
  * dropped connections), the ZAP requests (to admit CurveZMQ clients), then
- * every message waiting on the ROUTER into per-producer queues, then moves
+ * every message waiting on the ROUTER into per-producer queues, closes the
+ * connections it stopped taking whose time came (cut_due()), then moves
  * queued samples into their segments with non-blocking puts, in order per
  * producer, and acknowledges what went in. A queue never holds more than its
  * producer's window, since a producer sends only under credit, and a full
@@ -21,8 +22,11 @@
 #include <time.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <zmq.h>
 
@@ -31,6 +35,23 @@
 #include "remote/remote_wire.h"
 
 enum prod_state { P_LIVE, P_CLOSING, P_DEAD };
+
+/* Connections remembered to be closed (struct cistern_server's cuts). */
+#define CUTS 64
+
+/*
+ * The socket behind a connection, so that serve can cut a connection it
+ * dropped (cut_now()). ZeroMQ names a message's connection by its
+ * descriptor only (ZMQ_SRCFD), and its I/O thread closes and reuses
+ * descriptors as connections come and go: the socket's inode tells the
+ * connection from a later one given the same descriptor.
+ */
+struct connid {
+	int fd;    /* -1: not known (yet) */
+	bool gone; /* its connection ended: never cut, never learnt again */
+	dev_t dev;
+	ino_t ino;
+};
 
 /*
  * A received frame with samples not yet settled: a PUT's one sample, or a
@@ -51,7 +72,9 @@ struct rprod {
 	unsigned char rid[256];
 	size_t rid_len;
 	uint64_t id;
-	int fd; /* the connection's descriptor, matched against monitor events */
+	int fd;             /* the connection's descriptor, matched against monitor events */
+	struct connid conn; /* its socket, learnt at HELLO (learn_conn()) */
+	uint32_t repeats;   /* DONE and BYE messages it repeated */
 	uint32_t window;
 	struct qframe *q; /* ring of `window` frames: each holds one sample or more */
 	uint32_t fhead, flen;
@@ -101,15 +124,26 @@ struct cistern_server {
 	} accepted[64];
 	size_t naccepted;
 	/*
-	 * Connections not welcomed that were last answered with an ERROR: one
-	 * answer each, so that a peer that sends without reading cannot grow
-	 * the server's outgoing queue (which has no high-water mark).
+	 * Connections told by an ERROR that nothing more of theirs is taken
+	 * (producers dropped, connections never welcomed), the last CUTS of
+	 * them (a ring): each is answered once, so that a peer that sends
+	 * without reading cannot grow the server's outgoing queue (which has
+	 * no high-water mark), and its connection is cut (cut_now()) once its
+	 * ERROR had time to leave or once it sent more than a window since.
 	 */
-	struct {
+	struct cut {
 		unsigned char rid[256];
 		size_t len;
-	} answered[16];
-	size_t nanswered;
+		struct connid conn;
+		uint64_t due;    /* cut then at the latest */
+		uint64_t thrown; /* bytes of it thrown away since its ERROR */
+		uint64_t budget; /* cut as soon as thrown passes it */
+	} cuts[CUTS];
+	size_t ncuts;
+	/* When the monitor last reported a connection on each descriptor ended. */
+	uint64_t *ended;
+	size_t nended;
+	uint64_t ended_unknown; /* when a report could not be kept: every descriptor in doubt */
 	const char *refusing;   /* why the handshake that the next disconnection ends failed */
 	uint64_t refusal_since; /* when this period of rate-limited refusal lines began */
 	unsigned refusal_lines; /* lines logged in it */
@@ -128,6 +162,19 @@ static uint64_t now_ms(void)
 
 /* Messages read from the ROUTER per round, at most. */
 #define READ_PER_ROUND 64
+
+/*
+ * A dropped connection is cut this long after its ERROR at the latest: time
+ * for ZeroMQ's I/O thread to write the ERROR before the socket is shut.
+ */
+#define CUT_DELAY_MS 2000
+
+/*
+ * A message's descriptor is not trusted while a connection on it ended
+ * less than this long ago: the message may be one that the ended
+ * connection sent before, read only now (learn_conn()).
+ */
+#define FD_QUIET_MS 1000
 
 /* Refusals logged one by one per period; those beyond are counted in one line. */
 #define REFUSAL_LINES 5
@@ -234,22 +281,169 @@ static void send_kind(struct cistern_server *s, const struct rprod *p, uint8_t k
 	(void)send_to(s, p, &w, NULL, 0, false);
 }
 
-/* ERROR to a connection that has no producer, unless it was just answered. */
-static void answer_unknown(struct cistern_server *s, zmq_msg_t *ridm, uint32_t err)
+static void read_monitor(struct cistern_server *s);
+
+/* The bytes a window of `window` samples holds, each a slot and a record at most. */
+static uint64_t window_bytes(const struct cistern_server *s, uint32_t window)
 {
-	const size_t n = sizeof(s->answered) / sizeof(s->answered[0]);
-	size_t len = zmq_msg_size(ridm);
-	for (size_t i = 0; i < n; i++)
-		if (s->answered[i].len == len &&
-		    memcmp(s->answered[i].rid, zmq_msg_data(ridm), len) == 0)
+	return (uint64_t)window * (s->slot_size + CISTERN__WIRE_HDR + CISTERN__WIRE_REC);
+}
+
+/* The monitor reported a connection on descriptor fd ended. */
+static void note_ended(struct cistern_server *s, int fd)
+{
+	if (fd < 0)
+		return;
+	if ((size_t)fd >= s->nended) {
+		size_t n = (size_t)fd + 64;
+		uint64_t *e = realloc(s->ended, n * sizeof(*e));
+		if (!e) {
+			s->ended_unknown = now_ms();
 			return;
+		}
+		memset(e + s->nended, 0, (n - s->nended) * sizeof(*e));
+		s->ended = e;
+		s->nended = n;
+	}
+	s->ended[fd] = now_ms();
+}
+
+/*
+ * Learn the socket of a message's connection, if it is not known yet:
+ * its descriptor (ZMQ_SRCFD: none when ZeroMQ gives no metadata) and that
+ * descriptor's inode now.
+ *
+ * The descriptor may already name another connection: the message's may
+ * have ended, and its descriptor gone to a newer one, before the message
+ * was read. The monitor is read first, so that an end reported before the
+ * message was received is known (ZeroMQ reports it before closing the
+ * descriptor, so before any reuse of it); a descriptor on which a
+ * connection ended within FD_QUIET_MS is not trusted, and a later message
+ * of the connection tries again. A message read later than that after its
+ * connection ended (serve that far behind its socket) is the one case
+ * that can still name the wrong socket.
+ */
+static void learn_conn(struct cistern_server *s, struct connid *c, zmq_msg_t *msg)
+{
+	if (c->fd >= 0 || c->gone)
+		return;
+	int fd = zmq_msg_get(msg, ZMQ_SRCFD);
+	if (fd < 0)
+		return;
+	read_monitor(s);
+	uint64_t now = now_ms();
+	if (now - s->ended_unknown < FD_QUIET_MS ||
+	    ((size_t)fd < s->nended && s->ended[fd] && now - s->ended[fd] < FD_QUIET_MS))
+		return;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return;
+	c->fd = fd;
+	c->dev = st.st_dev;
+	c->ino = st.st_ino;
+}
+
+/*
+ * Cut a connection: shut its socket both ways. ZeroMQ's I/O thread owns
+ * the descriptor and closes it: it reads the end of the stream and ends
+ * the connection as if the peer had hung up. Over ipc the peer's writes
+ * fail at once. Over TCP the socket lingers 0 s, so that its close resets
+ * the connection: closed gently, it would wait in FIN_WAIT2 with the
+ * window it last advertised, which is 0 if the peer filled it, and a peer
+ * that still sends would wait on it without being told.
+ *
+ * The descriptor is duplicated first and the inode checked on the
+ * duplicate: the duplicate names one socket whatever the I/O thread does
+ * meanwhile, so a descriptor closed and given to another connection since
+ * the inode was learnt shows another inode and is left alone (a socket's
+ * inode is not reused while the socket is open).
+ */
+static void cut_now(struct connid *c)
+{
+	if (c->fd < 0 || c->gone)
+		return;
+	int d = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
+	if (d < 0) {
+		if (errno == EBADF)
+			c->gone = true;
+		return; /* no descriptor free: tried again next round */
+	}
+	struct stat st;
+	if (fstat(d, &st) == 0 && st.st_dev == c->dev && st.st_ino == c->ino) {
+		struct linger reset = {.l_onoff = 1, .l_linger = 0};
+		(void)setsockopt(d, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+		(void)shutdown(d, SHUT_RDWR);
+	}
+	close(d);
+	c->gone = true;
+}
+
+static struct cut *cut_of(struct cistern_server *s, const void *rid, size_t len)
+{
+	for (size_t i = 0; i < CUTS && i < s->ncuts; i++)
+		if (s->cuts[i].len == len && memcmp(s->cuts[i].rid, rid, len) == 0)
+			return &s->cuts[i];
+	return NULL;
+}
+
+/*
+ * A connection was told nothing more of it is taken: it is to be cut. The
+ * oldest entry makes room, cut at once if it was still waiting.
+ */
+static struct cut *cut_later(struct cistern_server *s, const void *rid, size_t len,
+			     const struct connid *conn, uint64_t budget)
+{
+	struct cut *c = &s->cuts[s->ncuts++ % CUTS];
+	if (c->len)
+		cut_now(&c->conn);
+	memcpy(c->rid, rid, len);
+	c->len = len;
+	c->conn = conn ? *conn : (struct connid){.fd = -1};
+	c->due = now_ms() + CUT_DELAY_MS;
+	c->thrown = 0;
+	c->budget = budget;
+	return c;
+}
+
+/* A message of `bytes` of a connection to be cut was thrown away. */
+static void thrown_away(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm, uint64_t bytes)
+{
+	struct cut *c = cut_of(s, zmq_msg_data(ridm), zmq_msg_size(ridm));
+	if (!c)
+		return;
+	learn_conn(s, &c->conn, hdrm);
+	c->thrown += bytes;
+	if (c->thrown > c->budget || now_ms() >= c->due)
+		cut_now(&c->conn);
+}
+
+/* Cut the connections whose ERROR had its time. */
+static void cut_due(struct cistern_server *s)
+{
+	uint64_t now = now_ms();
+	for (size_t i = 0; i < CUTS && i < s->ncuts; i++)
+		if (now >= s->cuts[i].due)
+			cut_now(&s->cuts[i].conn);
+}
+
+/*
+ * ERROR `err` (none if 0) to a connection that has no producer, unless it
+ * was answered already; its connection is then cut. It may send up to a window of the
+ * server's before it is cut early: a producer whose server restarted has
+ * that much on its way.
+ */
+static void answer_unknown(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm, uint32_t err)
+{
+	size_t len = zmq_msg_size(ridm);
+	if (cut_of(s, zmq_msg_data(ridm), len))
+		return;
 	struct rprod tmp = {0};
 	memcpy(tmp.rid, zmq_msg_data(ridm), len);
 	tmp.rid_len = len;
-	send_kind(s, &tmp, CISTERN__W_ERROR, 0, err);
-	size_t slot = s->nanswered++ % n;
-	memcpy(s->answered[slot].rid, tmp.rid, len);
-	s->answered[slot].len = len;
+	if (err)
+		send_kind(s, &tmp, CISTERN__W_ERROR, 0, err);
+	struct cut *c = cut_later(s, tmp.rid, len, NULL, window_bytes(s, s->window));
+	learn_conn(s, &c->conn, hdrm);
 }
 
 static struct rprod *find(struct cistern_server *s, const void *rid, size_t len)
@@ -292,8 +486,9 @@ static void set_dead(struct cistern_server *s, struct rprod *p, const char *why)
 /*
  * A producer that broke the protocol: it is told (ERROR, EPROTO) and
  * nothing it sends from now on is taken, while the samples it sent before
- * are put as those of a producer that died. Its connection stays open (a
- * ROUTER cannot close one), so its frames are still read, and thrown away.
+ * are put as those of a producer that died. A ROUTER cannot close a
+ * connection: serve cuts it (cut_later()), and reads and throws away what
+ * comes until then, up to what its window held.
  */
 static void drop(struct cistern_server *s, struct rprod *p, const char *why)
 {
@@ -304,6 +499,7 @@ static void drop(struct cistern_server *s, struct rprod *p, const char *why)
 	     (unsigned long long)p->id, p->addr, why, p->qlen);
 	p->state = P_DEAD;
 	send_kind(s, p, CISTERN__W_ERROR, p->settled, EPROTO);
+	(void)cut_later(s, p->rid, p->rid_len, &p->conn, window_bytes(s, p->window));
 }
 
 /* The end of a producer whose queue is empty: count it done or died as a local one. */
@@ -339,8 +535,15 @@ static void finish(struct cistern_server *s, size_t idx)
 static void hello(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm,
 		  const struct cistern__wire *w)
 {
-	if (find(s, zmq_msg_data(ridm), zmq_msg_size(ridm)))
-		return; /* a repeated HELLO on a known connection: ignore */
+	struct rprod *known = find(s, zmq_msg_data(ridm), zmq_msg_size(ridm));
+	if (known) {
+		/* A connection says HELLO once: one that repeats it could loop for ever. */
+		if (known->state != P_DEAD)
+			drop(s, known, "a second HELLO");
+		return;
+	}
+	if (cut_of(s, zmq_msg_data(ridm), zmq_msg_size(ridm)))
+		return; /* a connection refused once is not welcomed after */
 	struct rprod tmp = {0};
 	memcpy(tmp.rid, zmq_msg_data(ridm), zmq_msg_size(ridm));
 	tmp.rid_len = zmq_msg_size(ridm);
@@ -348,11 +551,11 @@ static void hello(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm,
 		refusal(s, "refused a producer speaking protocol %u%s (this server speaks %u)",
 			w->version, w->zero ? " with non-zero reserved bytes" : "",
 			CISTERN_REMOTE_PROTOCOL);
-		answer_unknown(s, ridm, EPROTONOSUPPORT);
+		answer_unknown(s, ridm, hdrm, EPROTONOSUPPORT);
 		return;
 	}
 	if (s->closing) {
-		answer_unknown(s, ridm, ECONNRESET);
+		answer_unknown(s, ridm, hdrm, ECONNRESET);
 		return;
 	}
 	struct rprod *p = calloc(1, sizeof(*p));
@@ -361,6 +564,7 @@ static void hello(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm,
 	*p = tmp;
 	p->id = w->seq;
 	p->fd = zmq_msg_get(hdrm, ZMQ_SRCFD);
+	p->conn.fd = -1;
 	const char *addr = zmq_msg_gets(hdrm, "Peer-Address");
 	snprintf(p->addr, sizeof(p->addr), "%s", addr ? addr : "local");
 	p->window = w->a && w->a < s->window ? w->a : s->window;
@@ -382,6 +586,11 @@ static void hello(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm,
 		return;
 	}
 	s->prods[s->nprods++] = p;
+	/*
+	 * Learnt once it is listed: the monitor read meanwhile finds it if its
+	 * connection already ended, as the next round's read would.
+	 */
+	learn_conn(s, &p->conn, hdrm);
 	s->st.producers++;
 	s->st.credits_granted += p->window; /* the WELCOME's window: credits for as many samples */
 	struct cistern__wire wel = {.kind = CISTERN__W_WELCOME,
@@ -416,7 +625,7 @@ static uint64_t drop_rest(void *sock)
  */
 static uint64_t held_max(const struct cistern_server *s, const struct rprod *p)
 {
-	return (uint64_t)p->window * (s->slot_size + CISTERN__WIRE_HDR + CISTERN__WIRE_REC);
+	return window_bytes(s, p->window);
 }
 
 /*
@@ -524,6 +733,8 @@ static int read_one(struct cistern_server *s)
 	if (cistern__wire_decode(zmq_msg_data(&hdrm), zmq_msg_size(&hdrm), &w) < 0) {
 		if (p)
 			drop(s, p, "a message shorter than a header");
+		else
+			answer_unknown(s, &ridm, &hdrm, EPROTO);
 		goto out;
 	}
 	if (w.kind == CISTERN__W_HELLO) {
@@ -531,10 +742,11 @@ static int read_one(struct cistern_server *s)
 		goto out;
 	}
 	if (!p) {
-		/* A connection this server never welcomed (it restarted, say). */
-		if (w.kind != CISTERN__W_BYE) {
-			answer_unknown(s, &ridm, ECONNRESET);
-		}
+		/*
+		 * A connection this server never welcomed (it restarted, say),
+		 * or whose producer ended: cut, and told unless it says BYE.
+		 */
+		answer_unknown(s, &ridm, &hdrm, w.kind == CISTERN__W_BYE ? 0 : ECONNRESET);
 		goto out;
 	}
 	if (w.version != CISTERN_REMOTE_PROTOCOL || w.zero) {
@@ -554,21 +766,37 @@ static int read_one(struct cistern_server *s)
 			queue_frame(s, p, &hdrm, &w);
 		break;
 	case CISTERN__W_DONE:
+	case CISTERN__W_BYE:
+		/*
+		 * A producer repeats DONE after a wait for DONE_OK that timed
+		 * out: one that repeats them more than its window loops, and is
+		 * dropped.
+		 */
+		if ((w.kind == CISTERN__W_DONE ? p->done_req : p->state != P_LIVE) &&
+		    ++p->repeats > p->window) {
+			drop(s, p, "more repeated DONE and BYE messages than its window");
+			break;
+		}
+		if (w.kind == CISTERN__W_BYE) {
+			if (p->state == P_LIVE)
+				p->state = P_CLOSING;
+			break;
+		}
 		p->done_req = true;
 		p->done_seq = w.seq;
-		break;
-	case CISTERN__W_BYE:
-		if (p->state == P_LIVE)
-			p->state = P_CLOSING;
 		break;
 	default:
 		drop(s, p, "a message of an unknown kind");
 		break;
 	}
-out:
+out:;
 	/* A frame that says it is the last spares asking the socket. */
-	if (more)
-		s->st.bytes_in += drop_rest(s->router);
+	uint64_t bytes = zmq_msg_size(&ridm) + zmq_msg_size(&hdrm) +
+			 (more ? drop_rest(s->router) : 0);
+	s->st.bytes_in += bytes - zmq_msg_size(&ridm) - zmq_msg_size(&hdrm);
+	/* Counted against the connection's cut: a message of one dropped or never welcomed. */
+	if (!p || p->dropped)
+		thrown_away(s, &ridm, &hdrm, bytes);
 	zmq_msg_close(&hdrm);
 	zmq_msg_close(&ridm);
 	return 1;
@@ -658,9 +886,17 @@ static void read_monitor(struct cistern_server *s)
 				refusal(s, "refused a client from %s: %s", addr, s->refusing);
 				s->refusing = NULL;
 			}
-			for (size_t i = 0; i < s->nprods; i++)
+			for (size_t i = 0; i < s->nprods; i++) {
+				if (s->prods[i]->conn.fd == value)
+					s->prods[i]->conn.gone = true;
 				if (s->prods[i]->fd == value && s->prods[i]->state != P_DEAD)
 					set_dead(s, s->prods[i], "connection dropped");
+			}
+			/* The connection on it ended: nothing to cut, and the descriptor may be reused. */
+			for (size_t i = 0; i < CUTS; i++)
+				if (s->cuts[i].len && s->cuts[i].conn.fd == value)
+					s->cuts[i].conn.gone = true;
+			note_ended(s, value);
 			break;
 		}
 		default:
@@ -921,6 +1157,7 @@ static void pump(struct cistern_server *s, bool read_router)
 	for (int i = 0; read_router && i < READ_PER_ROUND && read_one(s); i++)
 		;
 	read_monitor(s);
+	cut_due(s);
 	refusals_flush(s, now_ms(), false);
 }
 
@@ -1031,6 +1268,7 @@ static void free_server(struct cistern_server *s)
 	free(s->full);
 	free(s->metas);
 	free(s->keys);
+	free(s->ended);
 	free(s);
 }
 
@@ -1281,7 +1519,8 @@ int cistern_server_create(const struct cistern_server_opts *opts, struct cistern
 	 * would pause a connection's input, and libzmq 4.3 aborts (assertion
 	 * !_io_error) when it then writes to a connection that dropped while
 	 * paused: a peer could end the server. What a connection sends beyond
-	 * its window is read as it comes and thrown away with its producer.
+	 * its window is read as it comes and thrown away with its producer,
+	 * and the connection is closed below ZeroMQ (cut_later()).
 	 */
 	int zero = 0;
 	int ivl = o->heartbeat_ivl_ms > 0 ? o->heartbeat_ivl_ms : 1000;

@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <sys/un.h>
 #include <zmq.h>
 
 #include "helpers.h"
@@ -1275,38 +1276,124 @@ static bool send_all(int fd, const void *buf, size_t len)
 }
 
 /*
- * A peer that speaks ZMTP 3.0 by hand on 127.0.0.1:port: a DEALER's
- * handshake, then small messages with a ZMTP PING after each, sent as fast
- * as the connection takes them, then a reset (SO_LINGER 0) while they wait
- * to be read. With a finite ZMQ_RCVHWM, libzmq 4.3 pauses such a connection's
- * input; the reset marks it broken, and a PING decoded from what it had
- * buffered then makes libzmq write its PONG to the broken connection and
- * abort (stream_engine_base.cpp, "!_io_error"), whether the server's own
- * heartbeats are on or off.
+ * A peer that speaks ZMTP 3.0 by hand: connected to a tcp:// or ipc://
+ * endpoint, it sent a DEALER's handshake (NULL mechanism) and never reads.
+ * A send that stalls for 10 s fails (SO_SNDTIMEO).
  */
-static void zmtp_flood_then_reset(uint16_t port)
+static int zmtp_open(const char *ep)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert_geq(fd, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_port = htons(port),
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "%s", strerror(errno));
-	struct timeval tv = {.tv_sec = 2};
+	int fd;
+	if (strncmp(ep, "tcp://", 6) == 0) {
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		cr_assert_geq(fd, 0);
+		struct sockaddr_in a = {.sin_family = AF_INET,
+					.sin_port = htons((uint16_t)atoi(strrchr(ep, ':') + 1)),
+					.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "%s",
+			     strerror(errno));
+	} else {
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		cr_assert_geq(fd, 0);
+		struct sockaddr_un a = {.sun_family = AF_UNIX};
+		snprintf(a.sun_path, sizeof(a.sun_path), "%s", ep + 6);
+		cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "%s",
+			     strerror(errno));
+	}
+	struct timeval tv = {.tv_sec = 10};
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	/* Signature, version 3.0, mechanism NULL, not as server. */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	/*
+	 * Signature, version 3.0, mechanism NULL, not as server: in three
+	 * steps, each after the server's answer to the one before (its
+	 * signature, then the rest of its greeting), as libzmq 4.3 fails a
+	 * handshake whose greeting came in one read.
+	 */
 	unsigned char greeting[64] = {
 		0xff, [9] = 0x7f, [10] = 3, [11] = 0, [12] = 'N', 'U', 'L', 'L'};
 	static const unsigned char ready[] = {0x04, 28,  5,   'R', 'E', 'A', 'D', 'Y', 11,  'S',
 					      'o',  'c', 'k', 'e', 't', '-', 'T', 'y', 'p', 'e',
 					      0,    0,   0,   6,   'D', 'E', 'A', 'L', 'E', 'R'};
+	unsigned char theirs[64];
+	cr_assert(send_all(fd, greeting, 10), "greeting not sent: %s", strerror(errno));
+	cr_assert_eq(recv(fd, theirs, 10, MSG_WAITALL), 10, "no signature from serve");
+	cr_assert(send_all(fd, greeting + 10, 1), "greeting not sent: %s", strerror(errno));
+	cr_assert_eq(recv(fd, theirs + 10, 54, MSG_WAITALL), 54, "no greeting from serve");
+	cr_assert(send_all(fd, greeting + 11, sizeof(greeting) - 11) &&
+			  send_all(fd, ready, sizeof(ready)),
+		  "handshake not sent: %s", strerror(errno));
+	return fd;
+}
+
+/* One message of one frame, as ZMTP frames it: false if the send failed. */
+static bool zmtp_send(int fd, const void *data, size_t len)
+{
+	unsigned char head[9];
+	size_t hl = 2;
+	if (len < 256) {
+		head[0] = 0x00;
+		head[1] = (unsigned char)len;
+	} else {
+		head[0] = 0x02;
+		for (int i = 0; i < 8; i++)
+			head[1 + i] = (unsigned char)((uint64_t)len >> (56 - 8 * i));
+		hl = 9;
+	}
+	return send_all(fd, head, hl) && send_all(fd, data, len);
+}
+
+/* HELLO with a window wish, its WELCOME left unread. */
+static void zmtp_hello(int fd, uint32_t window)
+{
+	unsigned char hdr[CISTERN__WIRE_HDR];
+	struct cistern__wire w = {.kind = CISTERN__W_HELLO,
+				  .version = CISTERN_REMOTE_PROTOCOL,
+				  .a = window,
+				  .seq = 7};
+	cistern__wire_encode(&w, hdr);
+	cr_assert(zmtp_send(fd, hdr, sizeof(hdr)));
+}
+
+#define FLOOD_BYTES (UINT64_C(1) << 30)
+
+/*
+ * Messages of 64 KiB as fast as the connection takes them, FLOOD_BYTES in
+ * all: the errno of the send that failed (0 if all went), bytes sent in *sent.
+ */
+static int zmtp_flood(int fd, uint64_t *sent)
+{
+	static unsigned char frame[64 << 10];
+	*sent = 0;
+	while (*sent < FLOOD_BYTES) {
+		if (!zmtp_send(fd, frame, sizeof(frame)))
+			return errno;
+		*sent += sizeof(frame);
+	}
+	return 0;
+}
+
+/*
+ * Small messages with a ZMTP PING after each, sent as fast as the
+ * connection to 127.0.0.1:port takes them, then a reset (SO_LINGER 0)
+ * while they wait to be read. With a finite ZMQ_RCVHWM, libzmq 4.3 pauses
+ * such a connection's input; the reset marks it broken, and a PING decoded
+ * from what it had buffered then makes libzmq write its PONG to the broken
+ * connection and abort (stream_engine_base.cpp, "!_io_error"), whether the
+ * server's own heartbeats are on or off.
+ */
+static void zmtp_flood_then_reset(uint16_t port)
+{
+	char ep[64];
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", port);
+	int fd = zmtp_open(ep);
+	struct timeval tv = {.tv_sec = 2};
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	static const unsigned char msg_ping[] = {
 		0x00, 16,  'x', 'x',  'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x',
 		'x',  'x', 'x', 0x04, 10,  4,   'P', 'I', 'N', 'G', 0,   0,   'c', 't', 'x'};
 	static unsigned char chunk[400 * sizeof(msg_ping)];
 	for (size_t i = 0; i < 400; i++)
 		memcpy(chunk + i * sizeof(msg_ping), msg_ping, sizeof(msg_ping));
-	bool ok = send_all(fd, greeting, sizeof(greeting)) && send_all(fd, ready, sizeof(ready));
+	bool ok = true;
 	for (int i = 0; ok && i < 50; i++)
 		ok = send_all(fd, chunk, sizeof(chunk));
 	usleep(200 * 1000); /* heartbeats fall due meanwhile */
@@ -1344,6 +1431,159 @@ Test(remote, peers_that_flood_ping_and_reset_do_not_end_serve)
 	uint8_t buf[PAYLOAD];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
 	cr_assert_eq(serve_stop(&s), 0);
+}
+
+/*
+ * A producer that serve dropped (a frame too short for a header) and that
+ * then tries to push 1 GiB: serve cuts its connection, so that a send
+ * fails (EPIPE or ECONNRESET) long before the last byte, and serve's peak
+ * memory grows by less than 64 MiB meanwhile.
+ */
+Test(remote, a_dropped_producer_that_keeps_sending_is_cut_off)
+{
+	struct cistern *c = seg_create("rcut", fifo(64, PAYLOAD));
+	const char *ep = tcp_endpoint();
+	struct serve s;
+	serve_start_v(&s, "cut", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
+	serve_ready(&s);
+	long before = status_kib(s.pid, "VmHWM:");
+	cr_assert_gt(before, 0);
+	int fd = zmtp_open(ep);
+	zmtp_hello(fd, 16);
+	cr_assert(zmtp_send(fd, "x", 1));
+	cr_assert(log_wait(s.log, "dropped: a message shorter than a header", 20), "not dropped");
+	uint64_t sent;
+	int err = zmtp_flood(fd, &sent);
+	cr_assert(err == EPIPE || err == ECONNRESET,
+		  "the connection was not cut: %llu bytes sent, then %s", (unsigned long long)sent,
+		  err ? strerror(err) : "no error");
+	long after = status_kib(s.pid, "VmHWM:");
+	cr_assert_lt(after - before, 64 * 1024, "serve's peak memory grew by %ld KiB",
+		     after - before);
+	close(fd);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+/* The same over ipc:// from a connection that never said HELLO. */
+Test(remote, a_connection_never_welcomed_that_keeps_sending_is_cut_off)
+{
+	struct cistern *c = seg_create("rcutipc", fifo(64, PAYLOAD));
+	struct serve s;
+	const char *ep = serve_one(&s, "cutipc", c);
+	long before = status_kib(s.pid, "VmHWM:");
+	cr_assert_gt(before, 0);
+	int fd = zmtp_open(ep);
+	uint64_t sent;
+	int err = zmtp_flood(fd, &sent);
+	cr_assert(err == EPIPE || err == ECONNRESET,
+		  "the connection was not cut: %llu bytes sent, then %s", (unsigned long long)sent,
+		  err ? strerror(err) : "no error");
+	long after = status_kib(s.pid, "VmHWM:");
+	cr_assert_lt(after - before, 64 * 1024, "serve's peak memory grew by %ld KiB",
+		     after - before);
+	close(fd);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+/*
+ * While a dropped peer pushes 1 GiB at serve until it is cut, a producer
+ * beside it gets every one of its 2000 samples in, once each.
+ */
+Test(remote, a_peer_cut_off_costs_a_producer_beside_it_nothing)
+{
+	enum { N = 2000 };
+	struct cistern *c = seg_create("rbeside", fifo(4096, PAYLOAD));
+	const char *ep = tcp_endpoint();
+	struct serve s;
+	serve_start_v(&s, "beside", (const char *const[]){"-b", ep, "-s", seg_name_of(c), NULL});
+	serve_ready(&s);
+	int fd = zmtp_open(ep);
+	zmtp_hello(fd, 16);
+	cr_assert(zmtp_send(fd, "x", 1));
+	pid_t prod = fork_child();
+	cr_assert_geq(prod, 0);
+	if (prod == 0) {
+		struct cistern_remote *r = connect_retry(ep, NULL);
+		if (!r)
+			_exit(2);
+		for (uint32_t i = 0; i < N; i++)
+			if (put_sample(r, 1, i, 20000) != 0)
+				_exit(3);
+		int rc = cistern_remote_flush(r, 20000);
+		cistern_remote_close(r);
+		_exit(rc == 0 ? 0 : 4);
+	}
+	uint64_t sent;
+	int err = zmtp_flood(fd, &sent);
+	cr_assert_eq(wait_child(prod, 60), 0, "the producer beside failed");
+	cr_assert(err == EPIPE || err == ECONNRESET, "the peer was not cut off: %s",
+		  err ? strerror(err) : "no error");
+	static uint32_t count[N];
+	uint64_t n = drain_count(c, 1, count, N, NULL, 0);
+	cr_assert_eq(n, N, "%llu samples in the segment", (unsigned long long)n);
+	for (uint32_t i = 0; i < N; i++)
+		cr_assert_eq(count[i], 1, "sample %u arrived %u times", i, count[i]);
+	close(fd);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+/*
+ * A dropped producer that sends nothing more still has its connection
+ * ended, after its ERROR reached it.
+ */
+Test(remote, a_dropped_producer_is_told_then_disconnected)
+{
+	struct cistern *c = seg_create("rtold", fifo(64, PAYLOAD));
+	struct serve s;
+	const char *ep = serve_one(&s, "told", c);
+	struct raw r;
+	raw_open(&r);
+	cr_assert_eq(zmq_socket_monitor(r.sock, "inproc://test-told-mon", ZMQ_EVENT_DISCONNECTED),
+		     0);
+	void *m = zmq_socket(r.ctx, ZMQ_PAIR);
+	cr_assert_eq(zmq_connect(m, "inproc://test-told-mon"), 0);
+	raw_connect(&r, ep);
+	struct cistern__wire w = {
+		.kind = CISTERN__W_HELLO, .version = CISTERN_REMOTE_PROTOCOL, .a = 16, .seq = 42};
+	raw_send(&r, &w, 0, NULL, 0);
+	cr_assert(raw_expect(&r, CISTERN__W_WELCOME, &w, 20000), "no WELCOME");
+	cr_assert_eq(zmq_send(r.sock, "", 0, 0), 0);
+	cr_assert(raw_expect(&r, CISTERN__W_ERROR, &w, 10000), "the producer was not told");
+	cr_assert_eq(w.a, EPROTO);
+	zmq_pollitem_t it = {.socket = m, .events = ZMQ_POLLIN};
+	cr_assert_eq(zmq_poll(&it, 1, 30000), 1, "serve kept the connection of a dropped producer");
+	int zero = 0;
+	zmq_setsockopt(m, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_close(m);
+	raw_close(&r);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_second_hello_drops_its_producer)
+{
+	struct serve s;
+	struct raw r;
+	raw_producer_of("hello2", 16, &s, &r);
+	struct cistern__wire w = {
+		.kind = CISTERN__W_HELLO, .version = CISTERN_REMOTE_PROTOCOL, .a = 16, .seq = 42};
+	raw_send(&r, &w, 0, NULL, 0);
+	cr_assert(log_wait(s.log, "dropped: a second HELLO", 10), "not dropped");
+	raw_producer_end(&s, &r);
+}
+
+/* A DONE, then 17 more: one more repeat than its window of 16. */
+Test(remote, a_producer_repeating_done_beyond_its_window_is_dropped)
+{
+	struct serve s;
+	struct raw r;
+	raw_producer_of("done17", 16, &s, &r);
+	struct cistern__wire w = {.kind = CISTERN__W_DONE, .version = CISTERN_REMOTE_PROTOCOL};
+	for (int i = 0; i < 1 + 16 + 1; i++)
+		raw_send(&r, &w, 0, NULL, 0);
+	cr_assert(
+		log_wait(s.log, "dropped: more repeated DONE and BYE messages than its window", 10),
+		"not dropped");
+	raw_producer_end(&s, &r);
 }
 
 /* Loopback given by name: bound (as 127.0.0.1), and a producer gets its sample in. */
