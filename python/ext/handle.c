@@ -589,7 +589,7 @@ static PyObject *Handle_get_into(HandleObject *h, PyObject *const *args, Py_ssiz
 		goto out_buf;
 	if (cx_handle_enter(h) < 0)
 		goto out_buf;
-	struct get_ctx x = {h->c, out.buf, (size_t)out.len, 0, {0, 0, 0}};
+	struct get_ctx x = {h->c, out.buf, (size_t)out.len, 0, {0, 0, 0, 0}};
 	int r = get_attempt(&x, 0);
 	if (r == -EAGAIN && timeout != 0)
 		r = cx_wait_sliced(get_attempt, &x, timeout);
