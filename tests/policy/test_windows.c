@@ -303,6 +303,21 @@ Test(windows, bad_shapes_are_refused)
 	seg_drop(c);
 }
 
+Test(windows, a_window_the_rate_limiter_can_never_admit_is_refused_at_once)
+{
+	struct cistern_config cfg = win_cfg(64);
+	cfg.reads_per_put = 1;
+	cfg.rate_slack = 2; /* admits reads of up to 3 at once */
+	struct cistern *c = seg_create("w-rate", cfg);
+	put_ok(c, 0, 0, 0);
+	put_ok(c, 0, 1, 0); /* the limiter lets no more puts ahead of reads */
+	struct cistern_sample w[STEPS];
+	cr_assert_eq(cistern_acquire_window(c, w, 8, 1, -1), -EDEADLK, "no wait for ever");
+	cr_assert_eq(cistern_acquire_window(c, w, 2, 1, 0), 0);
+	cr_assert_eq(cistern_release_window(c, w, 2), 0);
+	seg_drop(c);
+}
+
 Test(windows, a_pair_is_the_window_of_two)
 {
 	struct cistern *c = seg_create("w-pair", win_cfg(64));

@@ -32,7 +32,9 @@ struct shape {
 static struct shape shape_of(uint64_t packed)
 {
 	struct shape s = {(uint32_t)(packed >> 32), (uint32_t)packed, 0};
-	s.span = (s.length - 1) * s.step + 1;
+	/* In 64 bits: a shape read from the header may be anything; too long a span fits no segment. */
+	uint64_t span = s.length ? ((uint64_t)s.length - 1) * s.step + 1 : 0;
+	s.span = span > UINT32_MAX ? UINT32_MAX : (uint32_t)span;
 	return s;
 }
 
