@@ -977,8 +977,8 @@ class Segment:
         return self._cfg
 
     def _read_misuse(self, kind: str, n: int | None = None) -> str | None:
-        """Why this segment's policy does not read `kind` ("one", "batch", "pair")
-        (with batch size n); None if it does."""
+        """Why this segment's policy does not read `kind` ("one", "batch", "pair",
+        "window") (with batch size n); None if it does."""
         cfg = self._conf()
         policy, bs = cfg.policy, cfg.batch_size
         if policy == "sim-paired-reservoir" and kind not in ("pair", "window"):
