@@ -2,7 +2,8 @@
 /*
  * windows.c - SimPairedReservoir's windows: `length` samples of one
  * simulation, `step` time steps apart, drawn uniformly among the complete
- * windows held now. A pair is the window of length 2 and step 1.
+ * windows held now. The pair read (pairs.c) draws the windows of length 2
+ * and step 1, without the checks on sample ids and episode ends.
  *
  * A window is named by its first member (its head) and its shape, so
  * picking uniformly among the heads of complete windows is picking uniformly
@@ -29,9 +30,9 @@ struct shape {
 	uint32_t span; /* (length - 1) * step + 1 time steps */
 };
 
-static struct shape shape_of(uint64_t packed)
+static struct shape shape_of(uint64_t word)
 {
-	struct shape s = {(uint32_t)(packed >> 32), (uint32_t)packed, 0};
+	struct shape s = {(uint32_t)(word >> 32), (uint32_t)word, 0};
 	/* In 64 bits: a shape read from the header may be anything; too long a span fits no segment. */
 	uint64_t span = s.length ? ((uint64_t)s.length - 1) * s.step + 1 : 0;
 	s.span = span > UINT32_MAX ? UINT32_MAX : (uint32_t)span;
