@@ -258,11 +258,27 @@ struct cistern_config {
 	const char *cold_dir; /**< the cold file's directory, up to CISTERN_COLD_DIR_MAX bytes */
 };
 
-/** Metadata carried by every sample. */
+/**
+ * Flag of cistern_meta.flags: this sample is the last step of its episode.
+ * A SimPairedReservoir keeps it with the sample, and no window
+ * (cistern_acquire_window()) runs past it. The other policies keep no flags.
+ */
+#define CISTERN_META_END_OF_EPISODE (1u << 0)
+
+/**
+ * Metadata carried by every sample. Zero-initialise it (for example
+ * `struct cistern_meta m = {0}`) before setting the fields a put takes.
+ */
 struct cistern_meta {
 	uint64_t sample_id; /**< assigned by the segment at commit: unique, increasing */
 	uint32_t sim_id;    /**< the producer's simulation id */
 	uint32_t time_step; /**< the producer's time step */
+	/**
+	 * CISTERN_META_END_OF_EPISODE or 0. A put on a SimPairedReservoir keeps
+	 * it, and reads give it back; other bits are reserved and ignored, and
+	 * the other policies read back 0.
+	 */
+	uint32_t flags;
 };
 
 /**
@@ -624,6 +640,63 @@ CISTERN_API int cistern_release_pair(struct cistern *c, struct cistern_sample pa
  */
 CISTERN_API int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
 				 struct cistern_meta meta[2], int timeout_ms);
+
+/**
+ * Acquire a window of `length` samples of one simulation (SimPairedReservoir
+ * only): members k = 0 .. length-1 have the same sim_id and time steps
+ * t + k * step. A window is complete when every time step from t to
+ * t + (length-1) * step is held (the steps between members too), their
+ * sample ids increase with the step, and none but the last carries
+ * CISTERN_META_END_OF_EPISODE: a window never crosses an episode's end, nor
+ * mixes samples of two runs of one sim_id. The call draws uniformly among
+ * the complete windows held now and pins the members together until
+ * cistern_release_window(); each member counts as read. After reception
+ * closes, each window is handed out once and its members removed, and end
+ * of data comes when no complete window of this shape is left. The call
+ * waits for a window as cistern_acquire() waits for a sample.
+ * cistern_acquire_pair() reads the windows of length 2 and step 1, but
+ * without the checks on sample ids and episode ends.
+ * @param out     receives the members, in time order (length of them)
+ * @param length  members of the window, from 1 to nb_time_steps
+ * @param step    time steps from one member to the next, 1 or more, with
+ *                (length-1) * step < nb_time_steps
+ * @return 0; CISTERN_EOD; -EAGAIN; -ETIMEDOUT; -EINVAL under another
+ *         policy, for a NULL out, or for a length or step out of range;
+ *         -EDEADLK if the rate limiter could never admit `length` reads at
+ *         once (cistern_read_problem()); -EBUSY, -EUSERS, -EPROTO and
+ *         -ENOMEM as cistern_acquire().
+ */
+CISTERN_API int cistern_acquire_window(struct cistern *c, struct cistern_sample *out, size_t length,
+				       size_t step, int timeout_ms);
+
+/**
+ * Release a window acquired with cistern_acquire_window(). Never blocks.
+ * @return 0, or -EINVAL if this handle does not hold a member (the others
+ *         are released all the same).
+ */
+CISTERN_API int cistern_release_window(struct cistern *c, struct cistern_sample *out,
+				       size_t length);
+
+/**
+ * Copy up to n windows out, as cistern_acquire_window() draws them, into
+ * one array laid out (n, length, stride): member k of window i goes to
+ * buf + (i * length + k) * stride, its length to len[i * length + k] and its
+ * metadata to meta[i * length + k] (len and meta may be NULL). The first
+ * window waits as cistern_acquire_window() does; the others are drawn
+ * without waiting, each independently of the others (two windows may
+ * share members), and the call returns early, with those it has, when one
+ * is not there at once.
+ * A window with a member longer than stride ends the batch before it and
+ * is handed back unread; if it is the first, the call returns -EMSGSIZE.
+ * @return the number of windows (1 to n); CISTERN_EOD; -EAGAIN; -ETIMEDOUT;
+ *         -EMSGSIZE if a member of the first window is longer than stride
+ *         (nothing is read); -EINVAL for a NULL buf, an n of 0 or above
+ *         INT32_MAX, or as cistern_acquire_window(); the errors of
+ *         cistern_acquire_window().
+ */
+CISTERN_API int cistern_get_windows(struct cistern *c, void *buf, size_t stride, size_t n,
+				    size_t length, size_t step, size_t *len,
+				    struct cistern_meta *meta, int timeout_ms);
 
 /**
  * Acquire a batch of `n` distinct samples drawn uniformly at random from those

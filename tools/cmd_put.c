@@ -39,6 +39,9 @@ static const char usage[] =
 	"  -l, --lines            one sample per line of standard input\n"
 	"  -s, --sim-id N         sim_id of the samples (default 0)\n"
 	"  -t, --time-step N      time_step of the samples (default 0)\n"
+	"      --end-of-episode   mark the samples as the last step of their episode\n"
+	"                         (a sim-paired-reservoir keeps the mark: no window\n"
+	"                         of 'cistern_get_windows()' runs past it)\n"
 	"      --priority P       prioritized segments: every sample's priority (a\n"
 	"                         number >= 0; default: the largest seen so far)\n"
 	"  -T, --timeout MS       wait at most MS milliseconds for room per sample\n"
@@ -246,6 +249,7 @@ static int run(int argc, char **argv)
 		{"time-step", required_argument, NULL, 't'},
 		{"timeout", required_argument, NULL, 'T'},
 		{"priority", required_argument, NULL, 'P'},
+		{"end-of-episode", no_argument, NULL, 'E'},
 		{"any-owner", no_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -275,6 +279,9 @@ static int run(int argc, char **argv)
 			break;
 		case 'A':
 			any_owner = true;
+			break;
+		case 'E':
+			meta.flags = CISTERN_META_END_OF_EPISODE;
 			break;
 		case 's':
 			if (parse_u32(optarg, &meta.sim_id) < 0)

@@ -253,9 +253,10 @@ int cistern_producer_died(struct cistern *c)
 
 /* What a read tries: one sample, a pair or a batch. Returns >= 0 or -errno. */
 struct read_req {
-	enum { READ_ONE, READ_PAIR, READ_BATCH } kind;
+	enum { READ_ONE, READ_PAIR, READ_BATCH, READ_WINDOW } kind;
 	struct cistern_sample *out;
-	size_t n;
+	size_t n;    /* samples read: 1, 2, a batch's or a window's length */
+	size_t step; /* READ_WINDOW: time steps between members */
 };
 
 /*
@@ -285,6 +286,9 @@ static int try_read(struct cistern *c, const struct read_req *q)
 		break;
 	case READ_PAIR:
 		r = c->ops->try_acquire_pair(c, q->out);
+		break;
+	case READ_WINDOW:
+		r = c->ops->try_acquire_window(c, q->out, q->n, q->step);
 		break;
 	default:
 		r = c->ops->try_acquire_batch(c, q->out, q->n);
@@ -328,7 +332,8 @@ static int read_loop(struct cistern *c, const struct read_req *q, int timeout_ms
 		r = try_read(c, q);
 		if (r != -EAGAIN)
 			break;
-		if (c->ops->drained(c)) {
+		if (q->kind == READ_WINDOW ? c->ops->windows_drained(c, q->n, q->step)
+					   : c->ops->drained(c)) {
 			/*
 			 * A reader that died holding a sample is found only by a
 			 * sweep; end of data now would drop that sample for good.
@@ -351,7 +356,7 @@ static int read_loop(struct cistern *c, const struct read_req *q, int timeout_ms
 			break;
 	}
 	cistern__wait_done(c, &w);
-	size_t got = r < 0 ? 0 : q->kind == READ_ONE ? 1 : q->kind == READ_PAIR ? 2 : (size_t)r;
+	size_t got = r < 0 ? 0 : q->kind == READ_BATCH ? (size_t)r : q->n;
 	for (size_t i = 0; i < got; i++) {
 		if (q->out[i].len > c->slot_size) {
 			/*
@@ -376,7 +381,7 @@ int cistern_acquire(struct cistern *c, struct cistern_sample *s, int timeout_ms)
 		return r;
 	if (!s)
 		return -EINVAL;
-	struct read_req q = {READ_ONE, s, 1};
+	struct read_req q = {READ_ONE, s, 1, 0};
 	return read_loop(c, &q, timeout_ms);
 }
 
@@ -387,7 +392,7 @@ int cistern_acquire_pair(struct cistern *c, struct cistern_sample pair[2], int t
 		return r;
 	if (!pair || !c->ops->try_acquire_pair)
 		return -EINVAL;
-	struct read_req q = {READ_PAIR, pair, 2};
+	struct read_req q = {READ_PAIR, pair, 2, 0};
 	return read_loop(c, &q, timeout_ms);
 }
 
@@ -417,6 +422,91 @@ int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, size_t len[2],
 			meta[i] = pair[i].meta;
 	}
 	return cistern_release_pair(c, pair);
+}
+
+/* -EINVAL unless a window of this shape can be read on c at all. */
+static int window_problem(const struct cistern *c, size_t length, size_t step)
+{
+	if (!c->ops->try_acquire_window || length == 0 || step == 0)
+		return -EINVAL;
+	uint64_t span = ((uint64_t)length - 1) * step + 1;
+	if (length > c->fixed.nb_time_steps || step >= (uint64_t)1 << 32 ||
+	    span > c->fixed.nb_time_steps || length > c->slot_count)
+		return -EINVAL;
+	return 0;
+}
+
+static int read_refused(const struct cistern *c, size_t n);
+
+int cistern_acquire_window(struct cistern *c, struct cistern_sample *out, size_t length,
+			   size_t step, int timeout_ms)
+{
+	int r = writable(c);
+	if (r < 0)
+		return r;
+	if (!out || (r = window_problem(c, length, step)) < 0)
+		return r < 0 ? r : -EINVAL;
+	/* Before any wait: a window the rate limiter can never admit would wait for ever. */
+	r = read_refused(c, length);
+	if (r < 0)
+		return r;
+	struct read_req q = {READ_WINDOW, out, length, step};
+	return read_loop(c, &q, timeout_ms);
+}
+
+int cistern_release_window(struct cistern *c, struct cistern_sample *out, size_t length)
+{
+	return cistern_release_batch(c, out, length);
+}
+
+/* Window samples cistern_get_windows() keeps on the stack; longer windows are malloc'd. */
+#define WINDOW_ON_STACK 16
+
+int cistern_get_windows(struct cistern *c, void *buf, size_t stride, size_t n, size_t length,
+			size_t step, size_t *len, struct cistern_meta *meta, int timeout_ms)
+{
+	int r = writable(c);
+	if (r < 0)
+		return r;
+	if (!buf || n == 0 || n > INT32_MAX)
+		return -EINVAL;
+	if ((r = window_problem(c, length, step)) < 0)
+		return r;
+	struct cistern_sample local[WINDOW_ON_STACK];
+	struct cistern_sample *s = length <= WINDOW_ON_STACK ? local : malloc(length * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	size_t got = 0;
+	/* The first window waits as timeout_ms says; the others are taken if there now. */
+	for (; got < n; got++) {
+		r = cistern_acquire_window(c, s, length, step, got ? 0 : timeout_ms);
+		if (r < 0)
+			break;
+		bool fits = true;
+		for (size_t k = 0; k < length; k++)
+			fits &= s[k].len <= stride;
+		if (!fits) {
+			for (size_t k = 0; k < length; k++)
+				unacquire_one(c, &s[k]);
+			r = -EMSGSIZE;
+			break;
+		}
+		char *dst = (char *)buf + got * length * stride;
+		for (size_t k = 0; k < length; k++) {
+			memcpy(dst + k * stride, s[k].data, s[k].len);
+			if (len)
+				len[got * length + k] = s[k].len;
+			if (meta)
+				meta[got * length + k] = s[k].meta;
+		}
+		r = cistern_release_window(c, s, length);
+		if (r < 0)
+			break;
+	}
+	if (s != local)
+		free(s);
+	/* Windows copied stand; an error after the first ends the batch there. */
+	return got > 0 ? (int)got : r;
 }
 
 /* The most samples a segment holds: its hot slots and its cold ones. */
@@ -450,7 +540,7 @@ int cistern_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t 
 	r = read_refused(c, n);
 	if (r < 0)
 		return r;
-	struct read_req q = {READ_BATCH, out, n};
+	struct read_req q = {READ_BATCH, out, n, 0};
 	return read_loop(c, &q, timeout_ms);
 }
 

@@ -57,6 +57,15 @@ struct cistern_ops {
 	int (*try_acquire_pair)(struct cistern *c, struct cistern_sample pair[2]);
 	int (*try_acquire_batch)(struct cistern *c, struct cistern_sample *out, size_t n);
 	/*
+	 * Optional: windows of `length` members `step` time steps apart
+	 * (SimPairedReservoir); NULL = -EINVAL. windows_drained() is drained()
+	 * for a reader of such windows: reception closed, nothing in flight, no
+	 * complete window of that shape left.
+	 */
+	int (*try_acquire_window)(struct cistern *c, struct cistern_sample *out, size_t length,
+				  size_t step);
+	bool (*windows_drained)(struct cistern *c, size_t length, size_t step);
+	/*
 	 * Optional: cistern_get_batch() of n samples in one step, with tmp[n] to
 	 * work in; -EAGAIN = take the general path (acquire, copy, release).
 	 */

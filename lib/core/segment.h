@@ -142,7 +142,7 @@ struct cistern_slotmeta {
 	uint32_t time_step;
 	uint64_t len;
 	_Atomic uint32_t seen; /* times handed to a reader */
-	uint32_t pad_;
+	uint32_t flags;        /* SimPairedReservoir: CISTERN_META_END_OF_EPISODE as put */
 };
 
 /* Entries of the header's vacated-slot hints (a power of two). */
@@ -234,6 +234,12 @@ struct cistern_hdr {
 	_Atomic uint64_t filled;            /* reservoirs, FIRO: slots not EMPTY */
 	_Atomic uint64_t reader_bits;       /* reservoirs: pin bits taken by readers */
 	_Atomic uint64_t unpaired;          /* SimPaired: left without a partner at the end */
+	/*
+	 * SimPaired: the shape (length << 32 | step) of the last window read
+	 * that found no complete window while reception was open; 0 = none.
+	 * Producers stuck on a full buffer judge orphans by it (windows.c).
+	 */
+	_Atomic uint64_t window_wanted;
 	/* CISTERN_SINGLE_*: owner (attachment index + 1) holding the role, 0 = none. */
 	_Atomic uint32_t sole_producer;
 	_Atomic uint32_t sole_reader;

@@ -77,8 +77,9 @@ from ._common import (DTypeLike as DTypeLike, PathLike as PathLike, Progress as 
                       _cistern as _cistern)
 from ._common import Fields
 from .admin import dump, gc, inspect, list_segments, remove, restore, verify_dump
-from .constants import (DEFAULT_SLOT_COUNT, DEFAULT_SLOT_SIZE, DTYPES, POLICIES, SLOT_CLASSES,
-                        VERSION, __version__, name_valid, policy_name, policy_number)
+from .constants import (DEFAULT_SLOT_COUNT, DEFAULT_SLOT_SIZE, DTYPES, META_END_OF_EPISODE,
+                        POLICIES, SLOT_CLASSES, VERSION, __version__, name_valid, policy_name,
+                        policy_number)
 from .errors import EndOfData, strerror
 from .records import (Config, DumpInfo, GcReport, Inspection, Meta, Occupancy, ProcInfo,
                       PrioInfo, PrioritizedBatch, RemoteInfo, SegmentInfo, Stats)
@@ -98,7 +99,7 @@ __all__ = [
     "PrioritizedBatch",
     "EndOfData", "POLICIES", "SLOT_CLASSES", "DTYPES", "VERSION", "__version__",
     "segment_bytes", "shm_room_problem",
-    "DEFAULT_SLOT_COUNT", "DEFAULT_SLOT_SIZE",
+    "DEFAULT_SLOT_COUNT", "DEFAULT_SLOT_SIZE", "META_END_OF_EPISODE",
 ]
 
 

@@ -10,6 +10,7 @@ from ._common import _cistern
 __all__ = [
     "POLICIES", "SLOT_CLASSES", "VERSION", "DEFAULT_SLOT_COUNT", "DEFAULT_SLOT_SIZE",
     "__version__", "DTYPES", "name_valid", "policy_name", "policy_number",
+    "META_END_OF_EPISODE",
 ]
 
 
@@ -33,6 +34,11 @@ SLOT_CLASSES: tuple[str, ...] = tuple(_cistern.slot_class_name(i)
 
 #: The library's version, (major, minor, patch).
 VERSION: tuple[int, int, int] = _cistern.VERSION
+
+
+#: The bit of a window member's flags (get_windows(meta=True), column 3) set
+#: on the last step of an episode (put(end_of_episode=True)).
+META_END_OF_EPISODE: int = _cistern.META_END_OF_EPISODE
 
 
 #: create()'s slots and slot_size when left out (slot_size with a schema: its sample size).

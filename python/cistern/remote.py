@@ -103,7 +103,7 @@ class RemoteProducer:
         return data
 
     def put(self, data: Any, sim_id: int = 0, time_step: int = 0,
-            timeout: Timeout = None) -> None:
+            timeout: Timeout = None, end_of_episode: bool = False) -> None:
         """Send one sample (cistern_remote_put()): bytes, a numpy array (any
         layout) or any buffer; where the server's segments have a schema, a dict
         of its fields (or a numpy structured record), checked against it first
@@ -114,10 +114,13 @@ class RemoteProducer:
         `timeout` passes first. ValueError if it does not fit a slot;
         BrokenPipeError after producer_done() or when the server reported an
         earlier sample refused because its segment's reception closed;
-        ConnectionResetError once the server is gone.
+        ConnectionResetError once the server is gone. end_of_episode=True
+        raises ValueError: the wire does not carry the mark yet (put it on a
+        local segment).
         """
         self._r.put(self._payload(data), _count("sim_id", sim_id),
-                    _count("time_step", time_step), _timeout_ms(timeout))
+                    _count("time_step", time_step), _timeout_ms(timeout),
+                    bool(end_of_episode))
 
     def put_batch(self, data: Any, sim_id: int | Sequence[int] | Array = 0,
                   time_step: int | Sequence[int] | Array = 0,

@@ -346,17 +346,19 @@ class Reservation:
         return self._view
 
     def commit(self, nbytes: int | None = None, sim_id: int | None = None,
-               time_step: int | None = None) -> int:
+               time_step: int | None = None, end_of_episode: bool = False) -> int:
         """Publish the slot's first nbytes (default: those of `array`) as a
         sample with this sim_id and time_step (default: those given to
-        reserve()); returns its sample id (cistern_commit()). ValueError if
+        reserve()); returns its sample id (cistern_commit()). end_of_episode
+        marks the last step of an episode, as put() does. ValueError if
         nbytes exceeds the slot or sim_id/time_step are outside the policy's
         bounds: the slot stays reserved then."""
         n = self._nbytes if nbytes is None else _count("nbytes", nbytes)
         sim = self.sim_id if sim_id is None else sim_id
         ts = self.time_step if time_step is None else time_step
         self._check()
-        sid = self._slot.commit(n, _count("sim_id", sim), _count("time_step", ts))
+        sid = self._slot.commit(n, _count("sim_id", sim), _count("time_step", ts),
+                                bool(end_of_episode))
         self._end()
         self.sample_id = sid
         self._seg.last_meta = Meta(sid, sim, ts)

@@ -456,7 +456,8 @@ class Segment:
     # -- writing ----------------------------------------------------------
 
     def put(self, data: Any, sim_id: int = 0, time_step: int = 0,
-            timeout: Timeout = None, priority: float | None = None) -> int:
+            timeout: Timeout = None, priority: float | None = None,
+            end_of_episode: bool = False) -> int:
         """Copy one sample in: bytes, a numpy array (any layout) or any buffer;
         for a segment with a schema, a dict of its fields (or a numpy structured
         record), checked against it and written straight into the slot.
@@ -471,12 +472,22 @@ class Segment:
         number >= 0 (cistern_put_prioritized()); None gives it the largest
         priority seen so far. ValueError for NaN, an infinite or a negative
         priority, or a priority on another policy.
+
+        end_of_episode: this sample is the last step of its episode
+        (CISTERN_META_END_OF_EPISODE). A sim-paired-reservoir keeps the mark,
+        and no window of get_windows() runs past it; the other policies
+        ignore it.
         """
         sch = self.schema
         fields = _schema_fields(sch, data)
+        end = bool(end_of_episode)
+        if end and priority is not None:
+            raise ValueError("end_of_episode is kept by sim-paired-reservoir segments only, "
+                             "which take no priority")
         if sch is not None and fields is not None:
             if priority is None:
-                return self._put_fields(sch, sch._values(fields), sim_id, time_step, timeout)
+                return self._put_fields(sch, sch._values(fields), sim_id, time_step, timeout,
+                                        end)
             data = self._packed(sch, sch._values(fields))
         if _np is not None and isinstance(data, _np.ndarray):
             if not data.flags.c_contiguous:
@@ -492,7 +503,7 @@ class Segment:
                                            _count("time_step", time_step),
                                            _timeout_ms(timeout))
         sid = self._h.put(data, _count("sim_id", sim_id), _count("time_step", time_step),
-                          _timeout_ms(timeout))
+                          _timeout_ms(timeout), end)
         return sid
 
     @staticmethod
@@ -511,7 +522,7 @@ class Segment:
                              f"{sch.size} ({sch.text}): put a dict of its fields")
 
     def _put_fields(self, sch: Schema, values: Fields, sim_id: int, time_step: int,
-                    timeout: Timeout) -> int:
+                    timeout: Timeout, end_of_episode: bool = False) -> int:
         """Write checked field values straight into a reserved slot and commit it."""
         np = _need_numpy()
         sim, ts = _count("sim_id", sim_id), _count("time_step", time_step)
@@ -524,7 +535,7 @@ class Segment:
             for name, v in values.items():
                 rec[name][0] = v
             del rec, raw
-            return cslot.commit(sch.size, sim, ts)
+            return cslot.commit(sch.size, sim, ts, end_of_episode)
         except BaseException:
             cslot.abort()
             raise
@@ -966,14 +977,14 @@ class Segment:
         return self._cfg
 
     def _read_misuse(self, kind: str, n: int | None = None) -> str | None:
-        """Why this segment's policy does not read `kind` ("one", "batch", "pair")
-        (with batch size n); None if it does."""
+        """Why this segment's policy does not read `kind` ("one", "batch", "pair",
+        "window") (with batch size n); None if it does."""
         cfg = self._conf()
         policy, bs = cfg.policy, cfg.batch_size
-        if policy == "sim-paired-reservoir" and kind != "pair":
+        if policy == "sim-paired-reservoir" and kind not in ("pair", "window"):
             return "sim-paired-reservoir reads pairs: use get_pair() or acquire_pair()"
-        if kind == "pair" and policy != "sim-paired-reservoir":
-            return f"pairs are read from a sim-paired-reservoir, not a {policy}"
+        if kind in ("pair", "window") and policy != "sim-paired-reservoir":
+            return f"{kind}s are read from a sim-paired-reservoir, not a {policy}"
         if policy == "batch-reservoir" and kind == "one":
             return "batch-reservoir reads whole batches: use get_batch() or acquire_batch()"
         if policy == "batch-reservoir" and n not in (None, 0, bs):
@@ -1132,6 +1143,73 @@ class Segment:
         finally:
             cg.release()
         return (out, metas) if meta else out
+
+    @overload
+    def get_windows(  # type: ignore[misc]
+        self, n: int, length: int, step: int = 1, dtype: None = None, shape: None = None,
+        timeout: Timeout = None, meta: Literal[False] = False) -> Array | Fields: ...
+    @overload
+    def get_windows(  # type: ignore[misc]
+        self, n: int, length: int, step: int = 1, dtype: None = None, shape: None = None,
+        timeout: Timeout = None, *, meta: Literal[True]) -> tuple[Array | Fields, Array]: ...
+    @overload
+    def get_windows(self, n: int, length: int, step: int = 1, dtype: DTypeLike = None,
+                    shape: ShapeLike = None, timeout: Timeout = None,
+                    meta: Literal[False] = False) -> Array: ...
+    @overload
+    def get_windows(self, n: int, length: int, step: int = 1, dtype: DTypeLike = None,
+                    shape: ShapeLike = None, timeout: Timeout = None, *,
+                    meta: Literal[True]) -> tuple[Array, Array]: ...
+
+    @_explains_waits
+    def get_windows(self, n: int, length: int, step: int = 1, dtype: DTypeLike = None,
+                    shape: ShapeLike = None, timeout: Timeout = None,
+                    meta: bool = False) -> Any:
+        """Take up to n windows of one simulation (sim-paired-reservoir;
+        cistern_get_windows()) as one new array of shape (k, length, *shape):
+        window i holds `length` samples of one sim_id at time steps t, t + step,
+        ..., each window drawn uniformly among the complete ones held (every
+        step of its span held, none but the last marked end_of_episode). dtype
+        None: float32, shape None: (). For a segment with a schema, without
+        dtype and shape, a dict of arrays, one per field, of shape (k, length,
+        *field shape).
+
+        The first window waits as timeout says; the others are taken if they
+        are there at once, so k may be short of n. While reception is open two
+        windows may share samples; after it closes each window is taken out.
+        With meta=True, also returns a (k, length, 4) uint64 array of
+        (sample_id, sim_id, time_step, flags); flags & 1 marks the end of an
+        episode. ValueError on another policy, for a bad length or step, or
+        if a member is not dtype and shape (a longer one stays in the segment).
+        """
+        np = _need_numpy()
+        self._check_read("window")
+        n, length, step = _count("n", n), _count("length", length), _count("step", step)
+        if n == 0 or length == 0 or step == 0:
+            raise ValueError("get_windows: n, length and step must be positive")
+        steps = self._conf().time_steps
+        if (length - 1) * step + 1 > steps:
+            raise ValueError(f"get_windows: a window of {length} samples {step} steps apart "
+                             f"spans more than the segment's time_steps ({steps})")
+        sch = self.schema if dtype is None and shape is None else None
+        shp: tuple[int, ...]
+        if sch is not None:
+            dt, shp = np.dtype(np.uint8), (sch.size,)
+        else:
+            dt, shp = np.dtype("float32" if dtype is None else dtype), _shape_tuple(shape) or ()
+        out = np.empty((n, length) + shp, dtype=dt)
+        item = dt.itemsize * int(np.prod(shp, dtype=np.int64))
+        metas = np.empty((n, length, 4), dtype=np.uint64)
+        k = self._read(self._h.get_windows, "window", out, item, n, length, step,
+                       _timeout_ms(timeout), metas)
+        if k < n:
+            out = out[:k].copy()
+            metas = metas[:k].copy()
+        res: Any = out
+        if sch is not None:
+            flat = sch._views(out.reshape(k * length, sch.size), k * length)
+            res = {name: v.reshape((k, length) + v.shape[1:]) for name, v in flat.items()}
+        return (res, metas) if meta else res
 
     def __iter__(self) -> Iterator[bytes | Fields]:
         """Yield payloads (bytes; for a segment with a schema, dicts of arrays by

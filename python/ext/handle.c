@@ -589,7 +589,7 @@ static PyObject *Handle_get_into(HandleObject *h, PyObject *const *args, Py_ssiz
 		goto out_buf;
 	if (cx_handle_enter(h) < 0)
 		goto out_buf;
-	struct get_ctx x = {h->c, out.buf, (size_t)out.len, 0, {0, 0, 0}};
+	struct get_ctx x = {h->c, out.buf, (size_t)out.len, 0, {0, 0, 0, 0}};
 	int r = get_attempt(&x, 0);
 	if (r == -EAGAIN && timeout != 0)
 		r = cx_wait_sliced(get_attempt, &x, timeout);
@@ -745,6 +745,114 @@ out_buf:
 	return res;
 }
 
+struct win_ctx {
+	struct cistern *c;
+	char *buf;
+	size_t item, n, length, step;
+	size_t *len;
+	struct cistern_meta *meta;
+};
+
+static int win_attempt(void *p, int t)
+{
+	struct win_ctx *x = p;
+	return cistern_get_windows(x->c, x->buf, x->item, x->n, x->length, x->step, x->len, x->meta,
+				   t);
+}
+
+/*
+ * get_windows(out, item_size, n, length, step, timeout_ms=-1, metas=None) -> k
+ * Up to n windows of `length` members `step` time steps apart
+ * (cistern_get_windows()) into out, member j of window i at offset
+ * (i * length + j) * item_size; metas (n * length * 4 uint64) receives each
+ * member's (sample_id, sim_id, time_step, flags). Every member must be
+ * exactly item_size bytes: a longer one sends its window back unread, a
+ * shorter one raises ValueError after the read.
+ */
+static PyObject *Handle_get_windows(HandleObject *h, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"out",  "item_size",  "n",     "length",
+				 "step", "timeout_ms", "metas", NULL};
+	Py_buffer out, metas = {0};
+	Py_ssize_t item, n, length, step;
+	int timeout = -1, have_metas = 0;
+	PyObject *metas_obj = Py_None, *res = NULL;
+	size_t *lens = NULL;
+	struct cistern_meta *ms = NULL;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*nnnn|O&O:get_windows", kwlist, &out, &item,
+					 &n, &length, &step, cx_conv_timeout, &timeout, &metas_obj))
+		return NULL;
+	if (item <= 0 || n <= 0 || n > INT_MAX || length <= 0 || step <= 0 ||
+	    length > PY_SSIZE_T_MAX / n || item > PY_SSIZE_T_MAX / (n * length) ||
+	    out.len < item * n * length) {
+		PyErr_SetString(PyExc_ValueError, "get_windows: n, length and step must be "
+						  "positive, out at least n * length * item_size");
+		goto out_buf;
+	}
+	size_t members = (size_t)n * (size_t)length;
+	if (metas_obj != Py_None) {
+		if (PyObject_GetBuffer(metas_obj, &metas, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+			goto out_buf;
+		have_metas = 1;
+		if ((size_t)metas.len < members * 4 * sizeof(uint64_t)) {
+			PyErr_SetString(PyExc_ValueError,
+					"get_windows: metas smaller than n * length * 4 uint64");
+			goto out_buf;
+		}
+	}
+	lens = PyMem_Calloc(members, sizeof(*lens));
+	ms = PyMem_Calloc(members, sizeof(*ms));
+	if (!lens || !ms) {
+		PyErr_NoMemory();
+		goto out_buf;
+	}
+	if (cx_handle_enter(h) < 0)
+		goto out_buf;
+	struct win_ctx x = {h->c,           out.buf,      (size_t)item, (size_t)n,
+			    (size_t)length, (size_t)step, lens,         ms};
+	int r = cx_wait_sliced(win_attempt, &x, timeout);
+	char why[RW_WHY];
+	if (r == -EDEADLK)
+		cistern_read_problem(h->c, (size_t)length, why, sizeof(why));
+	cx_handle_leave(h);
+	if (r == -EMSGSIZE) {
+		PyErr_Format(PyExc_ValueError,
+			     "get_windows: a member is longer than %zd bytes (its window stays in "
+			     "the segment)",
+			     item);
+		goto out_buf;
+	}
+	if (r == -EDEADLK) {
+		cx_raise_refused_read(why);
+		goto out_buf;
+	}
+	if (r < 0) {
+		cx_raise_result(r);
+		goto out_buf;
+	}
+	for (size_t i = 0; i < (size_t)r * (size_t)length; i++) {
+		if (have_metas) {
+			uint64_t *row = (uint64_t *)metas.buf + 4 * i;
+			put_meta(row, &ms[i]);
+			row[3] = ms[i].flags;
+		}
+		if (lens[i] != (size_t)item) {
+			PyErr_Format(PyExc_ValueError,
+				     "get_windows: a member of %zu bytes where item_size is %zd",
+				     lens[i], item);
+			goto out_buf;
+		}
+	}
+	res = PyLong_FromLong(r);
+out_buf:
+	PyMem_Free(lens);
+	PyMem_Free(ms);
+	if (have_metas)
+		PyBuffer_Release(&metas);
+	PyBuffer_Release(&out);
+	return res;
+}
+
 /*
  * acquire_many(n, timeout_ms=-1, skip_size=-1) -> Sample of kind "many"
  * Acquire up to n samples one by one with cistern_acquire(), waiting for each
@@ -862,6 +970,7 @@ static const struct cx_put_ops handle_put_ops = {
 	.put = handle_put_one,
 	.put_batch = handle_put_rows,
 	.ids = true,
+	.flags = true,
 };
 
 static PyObject *Handle_put(HandleObject *h, PyObject *args, PyObject *kw)
@@ -1192,7 +1301,7 @@ static PyObject *Handle_procs(HandleObject *h, PyObject *Py_UNUSED(ignored))
 
 static PyMethodDef Handle_methods[] = {
 	{"put", (PyCFunction)(void (*)(void))Handle_put, METH_VARARGS | METH_KEYWORDS,
-	 "put($self, /, data, sim_id=0, time_step=0, timeout_ms=-1)\n--\n\n"
+	 "put($self, /, data, sim_id=0, time_step=0, timeout_ms=-1, end_of_episode=False)\n--\n\n"
 	 "Copy the bytes of a C-contiguous buffer in as one sample (cistern_put());\n"
 	 "returns its sample id."},
 	{"put_batch", (PyCFunction)(void (*)(void))Handle_put_batch, METH_VARARGS | METH_KEYWORDS,
@@ -1235,6 +1344,13 @@ static PyMethodDef Handle_methods[] = {
 	 "metadata into `metas` if given, release it; returns the rows filled. A member\n"
 	 "of another size sends the whole batch back unread and raises ValueError; with\n"
 	 "skip, the members of another size are read and dropped, the others returned."},
+	{"get_windows", (PyCFunction)(void (*)(void))Handle_get_windows,
+	 METH_VARARGS | METH_KEYWORDS,
+	 "get_windows($self, /, out, item_size, n, length, step, timeout_ms=-1, metas=None)\n"
+	 "--\n\n"
+	 "Copy up to n windows of one simulation (cistern_get_windows()) into `out`,\n"
+	 "member j of window i at (i * length + j) * item_size, their (sample_id,\n"
+	 "sim_id, time_step, flags) into `metas` if given; returns the windows copied."},
 	{"put_many", (PyCFunction)(void (*)(void))Handle_put_many, METH_FASTCALL,
 	 "put_many($self, data, stride, n, sim_id=0, time_step=0, timeout_ms=-1, ids=None, "
 	 "/)\n--\n\n"

@@ -90,6 +90,7 @@ PyMODINIT_FUNC PyInit__cistern(void)
 	    PyModule_AddIntConstant(m, "DTYPE_COUNT", CISTERN_DTYPE_COUNT) < 0 ||
 	    PyModule_AddIntConstant(m, "DEFAULT_SLOT_SIZE", CISTERN_DEFAULT_SLOT_SIZE) < 0 ||
 	    PyModule_AddIntConstant(m, "DEFAULT_SLOT_COUNT", CISTERN_DEFAULT_SLOT_COUNT) < 0 ||
+	    PyModule_AddIntConstant(m, "META_END_OF_EPISODE", CISTERN_META_END_OF_EPISODE) < 0 ||
 	    PyModule_AddObject(m, "SLOT_SIZE_MAX",
 			       PyLong_FromUnsignedLongLong(CISTERN_SLOT_SIZE_MAX)) < 0 ||
 	    PyModule_AddObject(m, "SLOT_COUNT_MAX",

@@ -22,14 +22,23 @@ static int put_attempt(void *p, int t)
 
 PyObject *cx_put(PyObject *self, const struct cx_put_ops *ops, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"data", "sim_id", "time_step", "timeout_ms", NULL};
+	static char *kwlist[] = {"data",       "sim_id",         "time_step",
+				 "timeout_ms", "end_of_episode", NULL};
 	Py_buffer view;
 	struct put_ctx x = {.ops = ops};
-	int timeout = -1;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|O&O&O&:put", kwlist, &view, cx_conv_u32,
+	int timeout = -1, end = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|O&O&O&p:put", kwlist, &view, cx_conv_u32,
 					 &x.meta.sim_id, cx_conv_u32, &x.meta.time_step,
-					 cx_conv_timeout, &timeout))
+					 cx_conv_timeout, &timeout, &end))
 		return NULL;
+	if (end && !ops->flags) {
+		PyBuffer_Release(&view);
+		PyErr_SetString(
+			PyExc_ValueError,
+			"end_of_episode is not carried to a server: put it on a local segment");
+		return NULL;
+	}
+	x.meta.flags = end ? CISTERN_META_END_OF_EPISODE : 0;
 	x.target = ops->enter(self);
 	if (!x.target) {
 		PyBuffer_Release(&view);

@@ -207,9 +207,11 @@ static PyObject *Remote_get_closed(RemoteObject *ro, void *Py_UNUSED(closure))
 
 static PyMethodDef Remote_methods[] = {
 	{"put", (PyCFunction)(void (*)(void))Remote_put, METH_VARARGS | METH_KEYWORDS,
-	 "put($self, /, data, sim_id=0, time_step=0, timeout_ms=-1)\n--\n\n"
+	 "put($self, /, data, sim_id=0, time_step=0, timeout_ms=-1, end_of_episode=False)\n"
+	 "--\n\n"
 	 "Send the bytes of a C-contiguous buffer as one sample (cistern_remote_put()),\n"
-	 "waiting while the window of samples in flight is full."},
+	 "waiting while the window of samples in flight is full. end_of_episode=True\n"
+	 "raises ValueError: the wire does not carry it."},
 	{"put_batch", (PyCFunction)(void (*)(void))Remote_put_batch, METH_VARARGS | METH_KEYWORDS,
 	 "put_batch($self, /, data, item_size, count, metas, timeout_ms=-1)\n--\n\n"
 	 "Send `count` samples of item_size bytes each, row i of `data` at i * item_size\n"

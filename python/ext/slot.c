@@ -42,12 +42,14 @@ static int slot_enter(SlotObject *so)
 
 static PyObject *Slot_commit(SlotObject *so, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"length", "sim_id", "time_step", NULL};
+	static char *kwlist[] = {"length", "sim_id", "time_step", "end_of_episode", NULL};
 	Py_ssize_t len;
 	struct cistern_meta meta = {0};
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "n|O&O&:commit", kwlist, &len, cx_conv_u32,
-					 &meta.sim_id, cx_conv_u32, &meta.time_step))
+	int end = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "n|O&O&p:commit", kwlist, &len, cx_conv_u32,
+					 &meta.sim_id, cx_conv_u32, &meta.time_step, &end))
 		return NULL;
+	meta.flags = end ? CISTERN_META_END_OF_EPISODE : 0;
 	if (len < 0) {
 		PyErr_SetString(PyExc_ValueError, "commit: length must be >= 0");
 		return NULL;
@@ -129,7 +131,7 @@ static PySequenceMethods Slot_as_sequence = {
 
 static PyMethodDef Slot_methods[] = {
 	{"commit", (PyCFunction)(void (*)(void))Slot_commit, METH_VARARGS | METH_KEYWORDS,
-	 "commit($self, /, length, sim_id=0, time_step=0)\n--\n\n"
+	 "commit($self, /, length, sim_id=0, time_step=0, end_of_episode=False)\n--\n\n"
 	 "Publish the first `length` bytes of the slot as a sample (cistern_commit());\n"
 	 "returns its sample id. On ValueError (too long, sim_id or time_step out of\n"
 	 "the policy's bounds) the slot stays reserved."},

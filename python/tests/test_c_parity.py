@@ -37,6 +37,7 @@ COUNTERPARTS = {
     "cistern_acquire_pair": "Segment.acquire_pair",
     "cistern_release_pair": "Group.release",
     "cistern_get_pair": "Segment.get_pair",
+    "cistern_get_windows": "Segment.get_windows",
     "cistern_acquire_batch": "Segment.acquire_batch",
     "cistern_release_batch": "Group.release",
     "cistern_get_batch": "Segment.get_batch",
@@ -90,6 +91,9 @@ C_ONLY: dict[str, str] = {
     "cistern_rate_get": "the rate limiter's budget is for monitoring: `cistern exporter`",
     # A server counts the remote producers it lost; Python producers have their own handle.
     "cistern_producer_died": "the server (`cistern serve`) counts the remote producers it lost",
+    # Windows are copied out: get_windows() acquires, copies and releases in one call.
+    "cistern_acquire_window": "Segment.get_windows() copies windows out in one call",
+    "cistern_release_window": "Segment.get_windows() copies windows out in one call",
 }
 
 

@@ -83,6 +83,15 @@ def test_put_arrives_in_the_segment_whole_with_its_meta(fifo, segname, cistern_c
     assert [np.frombuffer(b, np.float32)[0] for b, _ in got] == list(range(10))
 
 
+def test_end_of_episode_is_refused_as_the_wire_does_not_carry_it(fifo, segname, cistern_cli):
+    with serving(cistern_cli, segname) as ep, cistern.connect(ep) as out:
+        with pytest.raises(ValueError, match="end_of_episode"):
+            out.put(b"x", end_of_episode=True)
+        out.put(b"y")
+        out.flush(timeout=30)
+    assert [bytes(b) for b, _ in _drain(fifo)] == [b"y"], "nothing of the refused put"
+
+
 def test_put_batch_sends_every_row_in_order(fifo, segname, cistern_cli):
     rows = np.arange(8 * 4, dtype=np.int32).reshape(8, 4)
     with serving(cistern_cli, segname) as ep, cistern.connect(ep) as out:

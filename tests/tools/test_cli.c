@@ -588,6 +588,30 @@ Test(put, priority_gives_every_sample_its_priority)
 	cleanup(c, name);
 }
 
+Test(put, end_of_episode_marks_the_samples)
+{
+	char name[64];
+	uname_(name, sizeof(name), "put-end");
+	struct cistern_config cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+				     .slot_count = 8,
+				     .slot_size = 8,
+				     .watermark = 1,
+				     .sweep_size = 2,
+				     .nb_time_steps = 4};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct result *r = run_in("a", 1, "put", name, "-s", "1", "-t", "2", NULL);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	r = run_in("b", 1, "put", name, "-s", "1", "-t", "3", "--end-of-episode", NULL);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern_sample w[2];
+	cr_assert_eq(cistern_acquire_window(c, w, 2, 1, 0), 0);
+	cr_assert_eq(w[0].meta.flags, 0);
+	cr_assert_eq(w[1].meta.flags, CISTERN_META_END_OF_EPISODE);
+	cr_assert_eq(cistern_release_window(c, w, 2), 0);
+	cleanup(c, name);
+}
+
 Test(put, priority_is_refused_on_other_policies)
 {
 	char name[64];

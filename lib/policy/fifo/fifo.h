@@ -291,6 +291,7 @@ static inline void fill_sample(struct cistern *c, struct cistern_sample *s, uint
 	s->meta.sample_id = m->sample_id;
 	s->meta.sim_id = m->sim_id;
 	s->meta.time_step = m->time_step;
+	s->meta.flags = 0; /* the FIFO keeps no flags */
 	s->pos_ = pos;
 	s->index_ = (uint32_t)idx;
 	s->live_ = 1;

@@ -290,6 +290,7 @@ static inline __attribute__((always_inline)) void meta_out(const struct cistern_
 		meta->sample_id = m->sample_id;
 		meta->sim_id = m->sim_id;
 		meta->time_step = m->time_step;
+		meta->flags = 0; /* the FIFO keeps no flags */
 	}
 }
 

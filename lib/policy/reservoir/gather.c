@@ -150,6 +150,7 @@ int cistern__rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t
 				.sample_id = m->sample_id,
 				.sim_id = __atomic_load_n(&m->sim_id, __ATOMIC_RELAXED),
 				.time_step = __atomic_load_n(&m->time_step, __ATOMIC_RELAXED),
+				.flags = __atomic_load_n(&m->flags, __ATOMIC_RELAXED),
 			};
 		/*
 		 * Seen += 1, then the unpin (the pin is ours and confirmed). The

@@ -17,6 +17,7 @@
 
 #include "policy/reservoir/reservoir.h"
 #include "policy/reservoir/pins.h"
+#include "policy/reservoir/windows.h"
 
 static _Atomic uint64_t *entry(struct cistern *c, uint32_t sim, uint32_t step)
 {
@@ -94,11 +95,16 @@ static uint64_t predecessor(struct cistern *c, uint64_t index)
  * orphan may be (counted as evicted unseen). While a pair is held, a read
  * of it (or the release of one pinned now) makes a seen sample evictable,
  * so the producer waits as under the Reservoir: a sample that merely waits
- * for its successor to be produced is not taken for lost.
+ * for its successor to be produced is not taken for lost. Once a reader
+ * waited for windows (windows.c), the same holds of the windows of the
+ * shape it waited for instead of pairs.
  */
 bool cistern__pairs_is_orphan(struct cistern *c, uint64_t index, void *arg)
 {
 	(void)arg;
+	uint64_t wanted = cistern__windows_wanted(c);
+	if (wanted)
+		return cistern__windows_is_orphan(c, index, wanted);
 	struct cistern_slotmeta *m = cistern__slotmeta(c, index);
 	return cistern__rs_is_held(c, index, NULL) &&
 	       atomic_load_explicit(&m->seen, memory_order_relaxed) == 0 &&
@@ -114,6 +120,9 @@ static bool is_pair_head(struct cistern *c, uint64_t index, void *arg)
 
 bool cistern__pairs_any_held(struct cistern *c)
 {
+	uint64_t wanted = cistern__windows_wanted(c);
+	if (wanted)
+		return cistern__windows_any_held(c, wanted);
 	/*
 	 * A scan, stopped at the first pair: it runs only when a producer
 	 * found nothing seen to evict. Every pinned sample belongs to a held
@@ -246,6 +255,8 @@ static const struct cistern_ops cistern__sim_paired_ops = {
 	.release_batch = cistern__rs_release_batch,
 	.unacquire = cistern__rs_hand_back,
 	.try_acquire_pair = pairs_try_acquire_pair,
+	.try_acquire_window = cistern__windows_try_acquire,
+	.windows_drained = cistern__windows_drained,
 	.drained = pairs_drained,
 	.reclaim = cistern__rs_reclaim,
 	.population = cistern__rs_population,

@@ -404,13 +404,17 @@ int cistern__rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	uint32_t sim = meta ? meta->sim_id : 0, step = meta ? meta->time_step : 0;
 	if (c->policy->has_pairs && (sim >= f->sweep_size || step >= f->nb_time_steps))
 		return -ERANGE;
+	/* Only the policies with windows keep the end-of-episode mark; other bits are reserved. */
+	uint32_t flags = c->policy->has_pairs && meta ? meta->flags & CISTERN_META_END_OF_EPISODE
+						      : 0;
 	struct cistern_slotmeta *m = M(c, slot->index_);
 	uint64_t id = atomic_fetch_add_explicit(&h->next_sample_id, 1, memory_order_relaxed);
 	m->len = len;
-	m->sample_id = id;
-	/* Relaxed atomic stores: pair lookups peek at these before pinning. */
+	/* Relaxed atomic stores: pair and window lookups peek at these before pinning. */
+	__atomic_store_n(&m->sample_id, id, __ATOMIC_RELAXED);
 	__atomic_store_n(&m->sim_id, sim, __ATOMIC_RELAXED);
 	__atomic_store_n(&m->time_step, step, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->flags, flags, __ATOMIC_RELAXED);
 	atomic_store_explicit(&m->seen, 0, memory_order_relaxed);
 	if (meta)
 		meta->sample_id = id;
@@ -770,6 +774,7 @@ void cistern__rs_free_state(struct cistern *c)
 	cistern__picker_free(&rs->pick_read);
 	cistern__picker_free(&rs->pick_evict);
 	cistern__picker_free(&rs->pick_empty);
+	cistern__picker_free(&rs->pick_window);
 	cistern__pins_free(c);
 	free(rs->scratch.e);
 	free(rs);

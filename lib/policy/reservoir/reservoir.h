@@ -123,6 +123,7 @@ static inline void rs_fill_sample_at(struct cistern_sample *s, const struct cist
 	s->meta.sample_id = m->sample_id;
 	s->meta.sim_id = __atomic_load_n(&m->sim_id, __ATOMIC_RELAXED);
 	s->meta.time_step = __atomic_load_n(&m->time_step, __ATOMIC_RELAXED);
+	s->meta.flags = __atomic_load_n(&m->flags, __ATOMIC_RELAXED);
 	s->pos_ = sw_pos(word);
 	s->index_ = (uint32_t)index;
 	s->live_ = live;

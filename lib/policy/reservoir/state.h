@@ -63,9 +63,11 @@ struct cistern_scratch {
 struct cistern__rs_state {
 	int pin_bit; /* pins.c: the reader's pin bit, -1 until first needed */
 	struct cistern_pindups dups;
-	struct cistern_picker pick_read;  /* samples a reader may take */
-	struct cistern_picker pick_evict; /* samples a producer may evict */
-	struct cistern_picker pick_empty; /* empty slots */
+	struct cistern_picker pick_read;   /* samples a reader may take */
+	struct cistern_picker pick_evict;  /* samples a producer may evict */
+	struct cistern_picker pick_empty;  /* empty slots */
+	struct cistern_picker pick_window; /* windows.c: heads of complete windows */
+	uint64_t window_shape;             /* windows.c: the shape pick_window was built for */
 	uint64_t fill_next; /* reservoir.c: next slot a fill looks at, + 1; 0: unset */
 	int64_t next_drain_look_ns; /* reservoir.c: earliest next look at every slot in cistern__rs_drained() */
 	int64_t next_fill_look_ns; /* reservoir.c: earliest next look for an empty slot past `filled` */

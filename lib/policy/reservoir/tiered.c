@@ -433,6 +433,7 @@ static void fill_cold_sample(struct cistern *c, struct cistern_sample *s, uint64
 	s->meta.sample_id = e->id;
 	s->meta.sim_id = key[0];
 	s->meta.time_step = key[1];
+	s->meta.flags = 0; /* a tiered segment keeps no flags */
 	s->pos_ = w;
 	s->index_ = (uint32_t)(c->slot_count + j);
 	s->live_ = live;
