@@ -379,8 +379,8 @@ static void prometheus(const struct snapshot *s)
 {
 	struct prom_seg p;
 	prom_fill(&p, s->name, prom_created_ns(s->name), &s->cfg, &s->st,
-		  s->have_occ ? &s->occ : NULL, s->have_rate ? &s->rate : NULL, s->procs,
-		  (size_t)s->nprocs);
+		  s->have_occ ? &s->occ : NULL, s->have_rate ? &s->rate : NULL,
+		  s->have_prio ? &s->prio : NULL, s->procs, (size_t)s->nprocs);
 	prom_write(stdout, &p, 1);
 }
 

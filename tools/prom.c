@@ -26,7 +26,8 @@ static const char *const bucket_label[CISTERN_SEEN_BUCKETS] = {
 void prom_fill(struct prom_seg *s, const char *name, uint64_t created_ns,
 	       const struct cistern_config *cfg, const struct cistern_stats *st,
 	       const struct cistern_occupancy *occ, const struct cistern_rate *rate,
-	       const struct cistern_proc_info *procs, size_t nprocs)
+	       const struct cistern_prio_info *prio, const struct cistern_proc_info *procs,
+	       size_t nprocs)
 {
 	memset(s, 0, sizeof(*s));
 	snprintf(s->name, sizeof(s->name), "%s", name);
@@ -42,6 +43,10 @@ void prom_fill(struct prom_seg *s, const char *name, uint64_t created_ns,
 	if (rate) {
 		s->rate = *rate;
 		s->have_rate = true;
+	}
+	if (prio) {
+		s->prio = *prio;
+		s->have_prio = true;
 	}
 	for (size_t i = 0; i < nprocs; i++) {
 		const struct cistern_proc_info *p = &procs[i];
@@ -76,6 +81,7 @@ int prom_take(const char *name, uint64_t created_ns, bool occupancy, struct prom
 	struct cistern_stats st;
 	struct cistern_occupancy occ;
 	struct cistern_rate rate;
+	struct cistern_prio_info prio;
 	struct cistern_proc_info *p = NULL;
 	bool have_occ = false;
 	if ((r = cistern_config_get(c, &cfg)) < 0 || (r = cistern_stats_get(c, &st)) < 0)
@@ -91,8 +97,12 @@ int prom_take(const char *name, uint64_t created_ns, bool occupancy, struct prom
 	r = cistern_procs_get(c, p, cap);
 	if (r >= 0) {
 		bool have_rate = cistern_rate_get(c, &rate) == 0;
+		/* -EOPNOTSUPP for another user's segment read through a copy: left out. */
+		bool have_prio = cfg.policy == CISTERN_PRIORITIZED &&
+				 cistern_prio_info_get(c, &prio) == 0;
 		prom_fill(s, name, created_ns, &cfg, &st, have_occ ? &occ : NULL,
-			  have_rate ? &rate : NULL, p, (uint32_t)r < cap ? (size_t)r : cap);
+			  have_rate ? &rate : NULL, have_prio ? &prio : NULL, p,
+			  (uint32_t)r < cap ? (size_t)r : cap);
 		r = 0;
 	}
 out:
@@ -135,6 +145,61 @@ static void sample_u64(FILE *f, const char *name, const struct prom_seg *s, uint
 			sample_u64(f, name, x, (expr));       \
 		}                                             \
 	} while (0)
+
+/*
+ * The prioritized policy's parameters and totals (cistern_prio_info_get()):
+ * families only if some segment has them, samples only for those.
+ */
+static void prio_write(FILE *f, const struct prom_seg *segs, size_t n)
+{
+	bool any = false;
+	for (size_t i = 0; i < n; i++)
+		any |= segs[i].have_prio;
+	if (!any)
+		return;
+#define PRIO(name, help, expr)                                          \
+	do {                                                            \
+		prom_family(f, name, "gauge", help);                    \
+		for (size_t i_ = 0; i_ < n; i_++) {                     \
+			const struct prom_seg *x = &segs[i_];           \
+			if (x->have_prio)                               \
+				sample(f, name, x, NULL, NULL, (expr)); \
+		}                                                       \
+	} while (0)
+#define PRIO_U64(name, help, expr)                              \
+	do {                                                    \
+		prom_family(f, name, "counter", help);          \
+		for (size_t i_ = 0; i_ < n; i_++) {             \
+			const struct prom_seg *x = &segs[i_];   \
+			if (x->have_prio)                       \
+				sample_u64(f, name, x, (expr)); \
+		}                                               \
+	} while (0)
+	PRIO("cistern_priority_alpha",
+	     "Prioritized: exponent of the priorities in the draw probabilities.", x->prio.alpha);
+	PRIO("cistern_priority_beta",
+	     "Prioritized: exponent of the importance weights, as it is now.", x->prio.beta);
+	PRIO("cistern_priority_epsilon", "Prioritized: added to every priority.", x->prio.epsilon);
+	PRIO("cistern_priority_mass",
+	     "Prioritized: sum of (priority + epsilon)^alpha over the samples held.",
+	     x->prio.total);
+	PRIO("cistern_priority_least",
+	     "Prioritized: smallest (priority + epsilon)^alpha held (0: none held).",
+	     x->prio.least);
+	PRIO("cistern_priority_max",
+	     "Prioritized: largest priority seen, given to a put without one.",
+	     x->prio.max_priority);
+	PRIO_U64("cistern_priority_updates_total", "Prioritized: priorities set by updates.",
+		 x->prio.updates);
+	PRIO_U64("cistern_priority_stale_updates_total",
+		 "Prioritized: priority updates ignored, their sample gone from the buffer.",
+		 x->prio.stale_updates);
+	PRIO_U64("cistern_priority_rebuilds_total",
+		 "Prioritized: sum tree rebuilds after a process died holding its lock.",
+		 x->prio.rebuilds);
+#undef PRIO
+#undef PRIO_U64
+}
 
 static const char *yes(uint32_t flags, uint32_t bit)
 {
@@ -290,6 +355,8 @@ void prom_write(FILE *f, const struct prom_seg *segs, size_t n)
 				sample(f, "cistern_rate_limit_read_budget", &segs[i], NULL, NULL,
 				       segs[i].rate.read_budget);
 	}
+
+	prio_write(f, segs, n);
 
 	size_t occ = 0;
 	for (size_t i = 0; i < n; i++)

@@ -30,6 +30,8 @@ struct prom_seg {
 	uint32_t waiting_producers;    /* live processes waiting for room */
 	struct cistern_rate rate;      /* the rate limiter's, if have_rate */
 	bool have_rate;
+	struct cistern_prio_info prio; /* a prioritized segment's, if have_prio */
+	bool have_prio;
 };
 
 /*
@@ -40,14 +42,15 @@ struct prom_seg {
 int prom_take(const char *name, uint64_t created_ns, bool occupancy, struct prom_seg *s);
 
 /*
- * Fill s from figures already taken: the segment's config, stats, occupancy
- * and rate limiter (NULL: none) and its nprocs attachment entries.
- * created_ns 0: unknown.
+ * Fill s from figures already taken: the segment's config, stats, occupancy,
+ * rate limiter and priority totals (NULL: none) and its nprocs attachment
+ * entries. created_ns 0: unknown.
  */
 void prom_fill(struct prom_seg *s, const char *name, uint64_t created_ns,
 	       const struct cistern_config *cfg, const struct cistern_stats *st,
 	       const struct cistern_occupancy *occ, const struct cistern_rate *rate,
-	       const struct cistern_proc_info *procs, size_t nprocs);
+	       const struct cistern_prio_info *prio, const struct cistern_proc_info *procs,
+	       size_t nprocs);
 
 /* When segment `name` was created, as cistern_list() tells it; 0 if it does not. */
 uint64_t prom_created_ns(const char *name);

@@ -9,7 +9,7 @@ build=$(cd "${1:-$src/build}" && pwd)
 cistern=$build/tools/cistern
 dir=$(mktemp -d)
 tag=mon-$$
-segs=("$tag-fifo" "$tag-res" "$tag-evict")
+segs=("$tag-fifo" "$tag-res" "$tag-evict" "$tag-prio")
 serve_pid=
 cleanup() {
   if [ -n "$serve_pid" ]; then kill "$serve_pid" 2>/dev/null; wait "$serve_pid" 2>/dev/null || true; fi
@@ -20,12 +20,14 @@ trap cleanup EXIT
 fail() { echo "monitoring check: $*" >&2; exit 1; }
 
 # Segments of several kinds, so that every family shows: counted producers,
-# a rate limiter, evictions.
+# a rate limiter, evictions, priorities.
 "$cistern" create "${segs[0]}" --slots 16 --slot-size 64 --producers 2 >/dev/null
 "$cistern" create "${segs[1]}" --policy reservoir --slots 16 --watermark 4 --slot-size 64 \
   --reads-per-put 2 >/dev/null
 "$cistern" create "${segs[2]}" --policy fifo-evict-reservoir --slots 4 --watermark 2 \
   --slot-size 64 --lossy >/dev/null
+"$cistern" create "${segs[3]}" --policy prioritized --slots 16 --watermark 1 --slot-size 64 \
+  --alpha 0.6 --beta 0.4 --epsilon 0.01 >/dev/null
 for s in "${segs[@]}"; do seq 1 8 | "$cistern" put "$s" --lines --timeout 0 >/dev/null 2>&1 || true; done
 
 # A dump's progress, as `cistern dump --textfile` keeps it while it runs.
@@ -40,6 +42,8 @@ out=$dir/cistern.prom
 grep -q "^cistern_dump_progress_ratio{segment=\"${segs[0]}\"} 0.375" "$out" ||
   fail "no dump progress of ${segs[0]} in $out"
 grep -q "^cistern_puts_total{segment=\"${segs[0]}\"} " "$out" || fail "no puts of ${segs[0]} in $out"
+grep -q "^cistern_priority_mass{segment=\"${segs[3]}\"} " "$out" ||
+  fail "no priority mass of ${segs[3]} in $out"
 lint=$(promtool check metrics <"$out" 2>&1) || fail "promtool check metrics failed: $lint"
 [ -z "$lint" ] || fail "promtool check metrics on the exporter's output: $lint"
 

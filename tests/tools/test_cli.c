@@ -903,6 +903,49 @@ Test(inspect, prometheus_exposition_has_typed_families)
 	cleanup(c, name);
 }
 
+Test(inspect, prometheus_gives_a_prioritized_segments_totals)
+{
+	char name[64], want[160];
+	uname_(name, sizeof(name), "iprom-prio");
+	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
+				     .slot_count = 8,
+				     .slot_size = 64,
+				     .watermark = 1,
+				     .alpha = 1,
+				     .beta = 0.5};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_put_prioritized(c, "a", 1, NULL, 3, 0), 0);
+	cr_assert_eq(cistern_put_prioritized(c, "b", 1, NULL, 5, 0), 0);
+	const uint64_t stale = UINT64_MAX;
+	const double q = 1;
+	cr_assert_eq(cistern_update_priorities(c, &stale, &q, 1), 0);
+	struct cistern_prio_info info;
+	cr_assert_eq(cistern_prio_info_get(c, &info), 0);
+	struct result *r = run("inspect", name, "--prometheus");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	snprintf(want, sizeof(want), "\ncistern_priority_mass{segment=\"%s\"} %.17g\n", name,
+		 info.total);
+	cr_assert(strstr(r->out, want), "no %s in %s", want, r->out);
+	snprintf(want, sizeof(want), "\ncistern_priority_max{segment=\"%s\"} 5\n", name);
+	cr_assert(strstr(r->out, want), "no %s in %s", want, r->out);
+	snprintf(want, sizeof(want), "\ncistern_priority_stale_updates_total{segment=\"%s\"} 1\n",
+		 name);
+	cr_assert(strstr(r->out, want), "no %s in %s", want, r->out);
+	cleanup(c, name);
+}
+
+Test(inspect, prometheus_gives_no_priority_family_for_other_policies)
+{
+	char name[64];
+	struct cistern *c = make("iprom-fifo", name, sizeof(name), 4);
+	struct result *r = run("inspect", name, "--prometheus");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "cistern_puts_total"), "%s", r->out);
+	cr_assert_null(strstr(r->out, "cistern_priority_"), "%s", r->out);
+	cleanup(c, name);
+}
+
 Test(inspect, json_and_prometheus_together_is_bad_usage)
 {
 	cr_assert_eq(run("inspect", "x", "--json", "--prometheus")->status, 2);

@@ -5,6 +5,7 @@
  * scraped over real sockets; and its textfile mode.
  */
 #include <arpa/inet.h>
+#include <math.h>
 #include <dirent.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
@@ -610,6 +611,121 @@ Test(exporter, metrics_give_the_rate_limiters_budget)
 		  "%s", body);
 	cr_assert(has_line(body, "\ncistern_reads_per_put{segment=\"%s\"} 1\n", name), "%s", body);
 	cr_assert_eq(stop(&x), 0);
+}
+
+/*
+ * A prioritized segment of 16 slots (alpha 0.7, beta 0.5 set to 0.75 since,
+ * epsilon 0.1) holding 4 samples of priorities 1 to 4: one drawn batch's
+ * priorities sent back, one update of an id that names no slot (stale). Its
+ * totals as cistern_prio_info_get() gives them after all that, in *info.
+ */
+static const char *prioritized_with(const char *tag, struct cistern_prio_info *info)
+{
+	struct cistern *c = seg_create(tag, (struct cistern_config){.policy = CISTERN_PRIORITIZED,
+								    .slot_size = 64,
+								    .slot_count = 16,
+								    .watermark = 1,
+								    .alpha = 0.7,
+								    .beta = 0.5,
+								    .epsilon = 0.1});
+	for (int i = 1; i <= 4; i++)
+		cr_assert_eq(cistern_put_prioritized(c, "sample", 6, NULL, i, 0), 0);
+	char buf[3][64];
+	uint64_t ids[3];
+	cr_assert_eq(cistern_get_prioritized(c, buf, 64, 3, NULL, NULL, ids, NULL, 0), 3);
+	const double q[3] = {0.5, 6.0, 2.5};
+	cr_assert_eq(cistern_update_priorities(c, ids, q, 3), 3);
+	const uint64_t stale = UINT64_MAX; /* slot 2^28 - 1: none in this segment */
+	cr_assert_eq(cistern_update_priorities(c, &stale, q, 1), 0);
+	cr_assert_eq(cistern_set_beta(c, 0.75), 0);
+	cr_assert_eq(cistern_prio_info_get(c, info), 0);
+	cr_assert_eq(info->stale_updates, 1);
+	const char *name = seg_name_of(c);
+	cr_assert_eq(seg_detach(c), 0);
+	return name;
+}
+
+/* The value of family fam's sample for segment name in body; NAN if there is none. */
+static double value_of(const char *body, const char *fam, const char *name)
+{
+	char want[256];
+	snprintf(want, sizeof(want), "\n%s{segment=\"%s\"} ", fam, name);
+	const char *p = strstr(body, want);
+	if (!p)
+		return NAN;
+	char *end;
+	double v = strtod(p + strlen(want), &end);
+	return *end == '\n' ? v : NAN;
+}
+
+/* How many samples of the cistern_priority_ families body gives segment name. */
+static int priority_samples_of(const char *body, const char *name)
+{
+	char label[128];
+	snprintf(label, sizeof(label), "{segment=\"%s\"} ", name);
+	int k = 0;
+	for (const char *p = body; (p = strstr(p, "\ncistern_priority_")); p++) {
+		const char *brace = strchr(p, '{'), *eol = strchr(p + 1, '\n');
+		k += brace && (!eol || brace < eol) && strncmp(brace, label, strlen(label)) == 0;
+	}
+	return k;
+}
+
+Test(exporter, metrics_give_a_prioritized_segments_parameters_and_totals)
+{
+	struct cistern_prio_info info;
+	const char *name = prioritized_with("exp-prio", &info);
+	struct exporter x = start((const char *[]){name, NULL});
+	const char *body = get(x.port, "/metrics");
+	const struct {
+		const char *fam;
+		double want;
+	} fams[] = {
+		{"cistern_priority_alpha", info.alpha},
+		{"cistern_priority_beta", info.beta},
+		{"cistern_priority_epsilon", info.epsilon},
+		{"cistern_priority_mass", info.total},
+		{"cistern_priority_least", info.least},
+		{"cistern_priority_max", info.max_priority},
+		{"cistern_priority_updates_total", (double)info.updates},
+		{"cistern_priority_stale_updates_total", (double)info.stale_updates},
+		{"cistern_priority_rebuilds_total", (double)info.rebuilds},
+	};
+	for (size_t i = 0; i < sizeof(fams) / sizeof(fams[0]); i++) {
+		/* The text holds each double to 17 digits: it reads back exactly. */
+		cr_assert_eq(value_of(body, fams[i].fam, name), fams[i].want,
+			     "%s: want %.17g in %s", fams[i].fam, fams[i].want, body);
+		size_t len = strlen(fams[i].fam);
+		bool counter = len > 6 && strcmp(fams[i].fam + len - 6, "_total") == 0;
+		char type[128];
+		snprintf(type, sizeof(type), "\n# TYPE %s %s\n", fams[i].fam,
+			 counter ? "counter" : "gauge");
+		cr_assert(strstr(body, type), "no %s", type);
+	}
+	cr_assert_eq(info.beta, 0.75);
+	cr_assert_eq(info.max_priority, 6.0);
+	cr_assert_eq(info.updates, 3);
+	cr_assert_eq(stop(&x), 0);
+}
+
+Test(exporter, a_segment_of_another_policy_gives_no_priority_family)
+{
+	struct cistern_prio_info info;
+	const char *prio = prioritized_with("exp-prio-mix", &info);
+	const char *fifo = segment_with("exp-noprio", 2);
+	struct exporter x = start((const char *[]){prio, fifo, NULL});
+	const char *body = get(x.port, "/metrics");
+	cr_assert(has_line(body, "\ncistern_priority_mass{segment=\"%s\"} ", prio), "%s", body);
+	cr_assert_eq(priority_samples_of(body, prio), 9, "%s", body);
+	cr_assert_eq(priority_samples_of(body, fifo), 0, "%s", body);
+	cr_assert_eq(stop(&x), 0);
+
+	/* Alone, the FIFO segment brings not even the families' headers. */
+	struct exporter y = start((const char *[]){fifo, NULL});
+	body = get(y.port, "/metrics");
+	cr_assert(has_line(body, "\ncistern_puts_total{segment=\"%s\"} 2\n", fifo), "%s", body);
+	cr_assert_null(strstr(body, "cistern_priority_"), "%s", body);
+	cr_assert_eq(stop(&y), 0);
 }
 
 Test(exporter, without_names_every_readable_segment_is_served)
