@@ -474,15 +474,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         os.unlink(part)
 
     print(f"\n{'run':<8}{'hot':>6}{'cold':>6}{'held':>6}{'trained':>9}{'sims/win':>9}"
-          f"{'shm MiB':>9}{'learner':>9}{'sims':>7}{'disk MiB':>9}  final val MSE")
+          f"{'shm KiB':>9}{'learner':>9}{'sims':>7}{'disk KiB':>9}  final val MSE")
     for r in results:
         print(f"{r['variant']:<8}{r['hot_slots']:>6}{r['cold_slots']:>6}{r['held_max']:>6}"
               f"{r['distinct_trained']:>9}{r['sims_in_window'][-1][1]:>9}"
-              f"{mib(r['shm_bytes']):>9.2f}{mib(r['learner_rss_bytes']):>9.1f}"
-              f"{mib(r['producers_rss_bytes']):>7.1f}{mib(r['cold_disk_bytes']):>9.2f}"
+              f"{r['shm_bytes'] / 1024:>9.0f}{mib(r['learner_rss_bytes']):>9.1f}"
+              f"{mib(r['producers_rss_bytes']):>7.1f}{r['cold_disk_bytes'] / 1024:>9.0f}"
               f"  {r['final_val']:.5f}")
     print("(held: most samples in the buffer at once; trained: distinct samples in the batches; "
-          f"sims/win: simulations in the last {args.window} batches; learner and sims: peak RSS)")
+          f"sims/win: simulations in the last {args.window} batches; learner and sims: "
+          "peak RSS in MiB)")
     by = {r["variant"]: r for r in results}
     better = by["tiered"]["final_val"] < by["memory"]["final_val"]
     print(f"tiered {'beats' if better else 'does NOT beat'} memory on validation "
