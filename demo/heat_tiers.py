@@ -124,7 +124,34 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                 f"buffer's {(a.cold_factor + 1) * a.hot} (--sims, --steps, --hot)")
     if not os.path.isdir(a.cold_dir):
         p.error(f"--cold-dir {a.cold_dir} is not a directory")
+    fs = fs_type(a.cold_dir)
+    if fs in MEMORY_FS:
+        p.error(f"--cold-dir {a.cold_dir} is on {fs}, which keeps its files in memory: "
+                "give a directory on a disk (/var/tmp on most systems)")
     return a
+
+
+# File systems whose files live in memory: a cold file there saves none.
+MEMORY_FS = ("tmpfs", "ramfs")
+
+
+def fs_type(path: str) -> str:
+    """The type of the file system that holds `path`, from /proc/mounts ("" if unknown)."""
+    real = os.path.realpath(path)
+    best, kind = "", ""
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                mnt = fields[1].replace("\\040", " ")
+                inside = real == mnt or real.startswith(mnt.rstrip("/") + "/")
+                if inside and len(mnt) >= len(best):
+                    best, kind = mnt, fields[2]
+    except OSError:
+        pass
+    return kind
 
 
 def parameters(args: argparse.Namespace) -> Tuple[npt.NDArray[np.float32],

@@ -69,3 +69,10 @@ def test_heat_tiers_demo_compares_both_runs_at_the_same_memory(tmp_path, cold_di
     # The tiered run held more distinct samples, some of them read from disk.
     assert tier["held_max"] > mem["held_max"]
     assert tier["cold_held_max"] > 0 and tier["cold_reads"] > 0
+
+
+def test_heat_tiers_demo_refuses_a_cold_dir_in_memory():
+    r = subprocess.run([sys.executable, DEMO, "--quick", "--cold-dir", "/dev/shm"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--cold-dir /dev/shm is on tmpfs" in r.stderr
