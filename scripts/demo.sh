@@ -15,6 +15,10 @@
 # on 2 MPI ranks under mpirun, sending through cistern's Fortran module, with
 # the learner training from the segment (options after --mpi go to it, e.g.
 # --remote or --mode gather).
+#
+# bash scripts/demo.sh --tiers runs demo/heat_tiers.py: the heat job at one
+# memory budget, as a reservoir in memory and as one with a cold tier on disk
+# (in /var/tmp, or --cold-dir DIR); writes heat_tiers.png, .csv and .json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 script=demo/heat.py
@@ -23,6 +27,9 @@ if [ "${1:-}" = --remote ]; then
   shift
 elif [ "${1:-}" = --mpi ]; then
   script=demo/heat_mpi.py
+  shift
+elif [ "${1:-}" = --tiers ]; then
+  script=demo/heat_tiers.py
   shift
 fi
 bash scripts/setup.sh

@@ -604,7 +604,9 @@ def make_buffer(buffer_size: int, buffer_t: Union[BufferType, int, str] = Buffer
                 rank: Optional[int] = None, dtype: DTypeLike = "float32", shape: Shape = None,
                 sample_bytes: int = 0, batch_size: Optional[int] = None,
                 expected_producers: int = 0, seed: int = 0, lossy: bool = False,
-                mode: int = 0o600, log_every: int = 100, skip_misfits: bool = False) -> Buffer:
+                mode: int = 0o600, log_every: int = 100, skip_misfits: bool = False,
+                cold_slots: int = 0,
+                cold_dir: Optional[Union[str, "os.PathLike[str]"]] = None) -> Buffer:
     """Create this server rank's buffer: a cistern segment of `buffer_size`
     samples under the policy of `buffer_t`, and return it as a Buffer.
 
@@ -646,6 +648,9 @@ def make_buffer(buffer_size: int, buffer_t: Union[BufferType, int, str] = Buffer
                             dtype and shape say (put by a simulation through
                             a raw attach()), read and dropped, instead of
                             raising ValueError with it left in the segment
+      cold_slots, cold_dir  Reservoir and BatchReservoir: a cold tier of
+                            cold_slots more samples in a file in cold_dir,
+                            on a local disk, as cistern.create()
 
     Raises ValueError when a parameter the type needs is missing or out of
     range, FileExistsError when the segment exists already.
@@ -680,7 +685,7 @@ def make_buffer(buffer_size: int, buffer_t: Union[BufferType, int, str] = Buffer
     prefix = name if name is not None else f"melissa-{os.getpid()}"
     seg = cistern.create(segment_name(prefix, rank), policy=t.policy, slots=size, slot_size=slot,
                          expected_producers=expected_producers, seed=seed, lossy=lossy,
-                         mode=mode, **kw)
+                         mode=mode, cold_slots=cold_slots, cold_dir=cold_dir, **kw)
     try:
         return Buffer(seg, t, prefix, rank, ranks, dt, shp, metric_logger, log_every, owner=True,
                       skip_misfits=skip_misfits)

@@ -43,3 +43,16 @@ def test_a_fifo_refuses_a_cold_tier_with_a_reason(cold_dir):
 def test_cold_slots_without_a_directory_is_refused():
     why = cistern.config_problem(policy="reservoir", watermark=1, cold_slots=8)
     assert why is not None and "cold_dir" in why
+
+
+def test_make_buffer_gives_a_reservoir_buffer_its_cold_tier(segname, cold_dir):
+    from cistern.melissa import BufferType, make_buffer, segment_name
+    with make_buffer(8, BufferType.Reservoir, per_server_watermark=1, name=segname,
+                     sample_bytes=64, cold_slots=24, cold_dir=cold_dir) as buf:
+        for i in range(32):
+            buf.segment().put(bytes([i]) * 64)
+        st = buf.segment().stats()
+        assert (st.population, st.cold_slots, st.cold_population) == (32, 24, 24)
+        cold = os.path.join(cold_dir, f"cistern.{segment_name(segname, 0)}.cold")
+        assert os.path.exists(cold)
+    assert not os.path.exists(cold)
