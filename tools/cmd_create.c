@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 
 #include "cli.h"
 
@@ -159,6 +160,22 @@ static void in_option_terms(const char *why, char *out, size_t cap)
 		why += n ? n : 1;
 	}
 	out[o] = '\0';
+}
+
+/*
+ * tmpfs takes O_DIRECT on recent kernels, so the library makes a cold file
+ * there; but its pages are memory, and the tier then saves none. Say so.
+ */
+static void warn_if_in_memory(const char *name, const char *dir)
+{
+	struct statfs fs;
+	if (!dir || statfs(dir, &fs) < 0)
+		return;
+	if (fs.f_type == 0x01021994 /* TMPFS_MAGIC */ || fs.f_type == 0x858458f6 /* RAMFS_MAGIC */)
+		cli_error(&cmd_create, name, 0,
+			  "warning: --cold-dir %s is in memory (tmpfs): the cold tier saves no "
+			  "memory there; give a directory on a disk",
+			  dir);
 }
 
 static int run(int argc, char **argv)
@@ -350,6 +367,7 @@ static int run(int argc, char **argv)
 		cli_error(&cmd_create, name, r, NULL);
 		return EXIT_FAIL;
 	}
+	warn_if_in_memory(name, cfg.cold_dir);
 	cistern_detach(c);
 	return EXIT_OK;
 }

@@ -252,6 +252,39 @@ Test(create, a_cold_tier_is_made_shown_and_removed_with_the_segment)
 	rmdir(dir);
 }
 
+Test(create, a_cold_dir_in_memory_is_taken_with_a_warning)
+{
+	char name[64], dir[64];
+	uname_(name, sizeof(name), "tmpcold");
+	/* /dev/shm is a tmpfs. */
+	snprintf(dir, sizeof(dir), "/dev/shm/cli-tmpcold-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	struct result *r = run("create", name, "--policy", "reservoir", "--watermark", "1",
+			       "--slots", "8", "--cold-slots", "8", "--cold-dir", dir);
+	int status = r->status;
+	bool warned = strstr(r->err, "in memory (tmpfs)") != NULL;
+	run("rm", name);
+	rmdir(dir);
+	cr_assert_eq(status, 0, "%s", r->err);
+	cr_assert(warned, "%s", r->err);
+}
+
+Test(create, a_cold_tier_on_disk_is_made_without_a_warning)
+{
+	char name[64], dir[64];
+	uname_(name, sizeof(name), "diskcold");
+	snprintf(dir, sizeof(dir), "/var/tmp/cistern-cli-cold-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	struct result *r = run("create", name, "--policy", "reservoir", "--watermark", "1",
+			       "--slots", "8", "--cold-slots", "8", "--cold-dir", dir);
+	int status = r->status;
+	bool quiet = r->err[0] == 0;
+	run("rm", name);
+	rmdir(dir);
+	cr_assert_eq(status, 0);
+	cr_assert(quiet, "%s", r->err);
+}
+
 Test(create, a_cold_tier_without_io_uring_is_refused_with_the_reason)
 {
 	char name[64], dir[64];
