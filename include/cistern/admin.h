@@ -333,14 +333,14 @@ struct cistern_dump_info {
 	 */
 	struct cistern_config config;
 	struct cistern_stats stats; /**< its statistics when the dump started */
-	uint64_t samples;           /**< samples in the dump */
+	uint64_t samples;           /**< samples in the dump, hot and cold */
 	uint64_t payload_bytes;     /**< their payload bytes */
 	uint64_t skipped;           /**< samples that moved while copied, left out */
 	uint64_t next_id;           /**< restored segments give new samples ids from here */
 	uint64_t created_ns;        /**< when the source segment was created */
 	uint64_t dumped_ns;         /**< when the dump was taken */
 	uint64_t file_size;         /**< bytes of the dump file */
-	uint32_t format_version;    /**< the file's format: 1 or CISTERN_DUMP_VERSION */
+	uint32_t format_version;    /**< the file's format: 1 to CISTERN_DUMP_VERSION */
 	uint32_t closed;            /**< reception was closed */
 	/**
 	 * The segment's schema text ("" for none). config.schema points here, so
@@ -348,12 +348,22 @@ struct cistern_dump_info {
 	 * into the original.
 	 */
 	char schema[CISTERN_SCHEMA_MAX];
+	/** of samples, those of the cold tier (format 3; 0 without a cold tier) */
+	uint64_t cold_samples;
+	/**
+	 * The segment's cold_dir ("" without a cold tier); config.cold_dir
+	 * points here, and stats.cold_slots and the stats' cold counters are the
+	 * source's.
+	 */
+	char cold_dir[CISTERN_COLD_DIR_MAX + 1];
 };
 /**
- * The dump format this build writes. It reads that one and format 1, written
- * by builds before schemas (version 2 added the segment's schema).
+ * The newest dump format this build writes and reads. A segment with a cold
+ * tier is dumped in format 3, which adds its cold samples; a segment without
+ * one in format 2, which older builds read too. It reads formats 1 (written
+ * by builds before schemas), 2 (which added the segment's schema) and 3.
  */
-#define CISTERN_DUMP_VERSION 2
+#define CISTERN_DUMP_VERSION 3
 
 /**
  * Dump segment `name` to `path` (replaced atomically: written to a temporary
@@ -373,9 +383,10 @@ struct cistern_dump_info {
  *         -EPROTO also if a segment read without a mapping (see
  *         cistern_open_readonly()) is found shrunk during the dump (nothing is
  *         written over `path` then); -ENOTSUP if this build cannot read the
- *         slots of the segment's policy, or if the segment has a cold tier
- *         (a dump does not carry cold samples yet); -ENAMETOOLONG if the temporary file's
- *         path is too long; -ENOMEM; -errno of the file I/O.
+ *         slots of the segment's policy; -ENAMETOOLONG if the temporary file's
+ *         path is too long; -ENOMEM; -errno of the file I/O or of the cold
+ *         file (its reads are checked against each sample's CRC: -EIO if one
+ *         does not match).
  */
 CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progress_fn progress,
 			     void *arg, struct cistern_dump_info *info);

@@ -221,6 +221,10 @@ static uint64_t unread_samples(struct cistern *c, const struct cistern_snap_ops 
 		if (cistern__held_once_reclaimed(so, word))
 			n += all_held || cistern__seen_once_reclaimed(c, m, word, so) == 0;
 	}
+	/* A cold tier's samples are the segment's too. */
+	const struct cistern__tiering *tg = c->policy->tiering;
+	if (c->fixed.cold_slots && tg && tg->unread)
+		n += tg->unread(c);
 	return n;
 }
 
@@ -393,6 +397,14 @@ int cistern_gc_dump_to(const char *name, const char *dir, unsigned flags,
 		r = unlink_same(shm, c->fd);
 	if (r == 0)
 		rep->removed = why;
+	/*
+	 * The segment first, then its cold file (docs/protocol/tiers.md), named
+	 * as the object is (an unfinished restore's is under its temporary name).
+	 */
+	if (!dry && r == 0 && c->fixed.cold_slots) {
+		int cr = cistern__cold_unlink(c->fixed.cold_dir, name);
+		r = cr == -ENOENT ? 0 : cr;
+	}
 	cistern_detach(c);
 	return r;
 }

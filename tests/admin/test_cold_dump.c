@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_cold_dump.c - dump, restore and gc of segments with a cold tier
+ * (lib/admin/, lib/policy/reservoir/tiered.c; docs/protocol/tiers.md): a
+ * round trip keeps every hot and cold sample with its meta and seen count,
+ * a dump without a tier keeps the older format, a damaged cold section or a
+ * cold directory that cannot take the tier leaves nothing behind, and gc
+ * removes a cold file whose segment is gone and only such a file.
+ *
+ * The cold files live in a directory under /var/tmp, on a disk file system
+ * that takes O_DIRECT (not /dev/shm). The fixture removes it, the segments
+ * and the dump files.
+ */
+#include <dirent.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+
+#include "helpers.h"
+#include "sys/crc32c.h"
+#include "dumpfile.h"
+#include "cistern/admin.h"
+#include "tier/cold.h"
+
+#define HOT 32
+#define COLD 128
+#define SLOT 4096
+#define PUTS (HOT + 80) /* 80 samples spill to the cold tier */
+#define GETS 40
+
+static char dir[64];
+
+static void cold_init(void)
+{
+	snprintf(dir, sizeof(dir), "/var/tmp/cistern-colddump-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+}
+
+static void cold_fini(void)
+{
+	seg_fini();
+	if (dir[0]) {
+		seg_empty_dir(dir);
+		rmdir(dir);
+	}
+}
+
+TestSuite(cold_dump, .init = cold_init, .fini = cold_fini, .timeout = 120);
+
+static struct cistern_config tiered_cfg(const char *cold_dir)
+{
+	return (struct cistern_config){
+		.policy = CISTERN_RESERVOIR,
+		.slot_size = SLOT,
+		.slot_count = HOT,
+		.watermark = 1,
+		.seed = 11,
+		.cold_slots = COLD,
+		.cold_dir = cold_dir,
+	};
+}
+
+static size_t len_of(uint32_t step)
+{
+	return 1 + (step * 397u) % SLOT;
+}
+
+/*
+ * In a child process: attach to `name`, put PUTS samples (sample i: sim 5,
+ * step i, len_of(i) bytes of fill_payload(.., 5, i)), then take and release
+ * GETS single samples, so that GETS reads are counted in all. Exits 0 if all
+ * went well.
+ */
+static void producer_child(const char *name)
+{
+	struct cistern *c;
+	if (cistern_attach(name, &c) != 0)
+		_exit(2);
+	static uint8_t buf[SLOT];
+	for (uint32_t i = 0; i < PUTS; i++) {
+		fill_payload(buf, len_of(i), 5, i);
+		struct cistern_meta m = {.sim_id = 5, .time_step = i};
+		if (cistern_put(c, buf, len_of(i), &m, 0) != 0)
+			_exit(3);
+	}
+	for (int k = 0; k < GETS; k++) {
+		struct cistern_sample s;
+		if (cistern_acquire(c, &s, 2000) != 0 || cistern_release(c, &s) != 0)
+			_exit(4);
+	}
+	_exit(cistern_detach(c) == 0 ? 0 : 5);
+}
+
+/* A tiered segment under tag, filled by a child process; its name. */
+static const char *filled_source(const char *tag, const char *cold_dir)
+{
+	struct cistern *c = seg_create(tag, tiered_cfg(cold_dir));
+	const char *name = seg_name_of(c);
+	pid_t pid = fork_child();
+	if (pid == 0)
+		producer_child(name);
+	cr_assert_eq(reap_status(pid), 0, "the producer failed");
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.population, PUTS);
+	cr_assert_gt(st.cold_population, 0, "nothing spilled to the cold tier");
+	return name;
+}
+
+/* One sample of a dump file, hot or cold, as its record says. */
+struct rec {
+	uint64_t id, len;
+	uint32_t seen, sim, step;
+	uint32_t crc;
+	bool cold;
+};
+
+static int by_id(const void *a, const void *b)
+{
+	uint64_t x = ((const struct rec *)a)->id, y = ((const struct rec *)b)->id;
+	return x < y ? -1 : x > y;
+}
+
+/* Every record of dump file `path`, hot and cold, sorted by id, into *out: how many. */
+static size_t records_of(const char *path, struct rec **out)
+{
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	size_t n = (size_t)(f.m.sample_count + f.m.cold_count), k = 0;
+	struct rec *v = calloc(n ? n : 1, sizeof(*v));
+	cr_assert_not_null(v);
+	for (uint64_t i = 0; i < f.m.sample_count; i++) {
+		const uint8_t *p = dumpfile_record(&f, i);
+		struct dump_rec r;
+		dump_rec_decode(p, &r);
+		v[k++] = (struct rec){r.id,        r.len,
+				      r.seen,      r.sim_id,
+				      r.time_step, cistern__crc32c(0, p + REC_HDR, (size_t)r.len),
+				      false};
+	}
+	if (f.m.cold_count) {
+		uint64_t off = f.m.cold_off + COLD_HDR +
+			       cistern__align_up(get32(f.b + f.m.cold_off + 32), 8);
+		for (uint64_t i = 0; i < f.m.cold_count; i++) {
+			struct dump_cold_rec r;
+			dump_cold_rec_decode(f.b + off, &r);
+			uint32_t key[2];
+			memcpy(key, r.meta, sizeof(key));
+			v[k++] = (struct rec){
+				r.id,   r.len,
+				r.seen, key[0],
+				key[1], cistern__crc32c(0, f.b + off + COLD_REC_HDR, (size_t)r.len),
+				true};
+			off += COLD_REC_HDR + cistern__align_up((size_t)r.len, 8);
+		}
+	}
+	free(f.b);
+	qsort(v, k, sizeof(*v), by_id);
+	*out = v;
+	return k;
+}
+
+/* Whether a file named cistern.restore-*.cold or the cold file of `name` is in d. */
+static int cold_files_in(const char *d, const char *name)
+{
+	DIR *dp = opendir(d);
+	if (!dp)
+		return -1;
+	char want[128];
+	snprintf(want, sizeof(want), "cistern.%s.cold", name ? name : "");
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(dp)) != NULL)
+		n += strncmp(e->d_name, "cistern.restore-", 16) == 0 ||
+		     (name && strcmp(e->d_name, want) == 0);
+	closedir(dp);
+	return n;
+}
+
+static int temp_segments_left(void)
+{
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "cistern.restore-%d-", (int)getpid());
+	DIR *d = opendir("/dev/shm");
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	closedir(d);
+	return n;
+}
+
+/* Whether segment `name` exists. */
+static bool segment_exists(const char *name)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	return access(path, F_OK) == 0;
+}
+
+/* ---- dump and restore -------------------------------------------------- */
+
+Test(cold_dump, a_round_trip_keeps_every_hot_and_cold_sample_its_meta_and_seen_count)
+{
+	const char *name = filled_source("cd-rt", dir);
+	const char *path = seg_dump_path("cd-rt"), *copy = seg_name("cd-rt2");
+	struct cistern_dump_info info;
+	int r = cistern_dump(name, path, NULL, NULL, &info);
+	cr_assert_eq(r, 0, "dump: %s", cistern_strerror(r));
+	cr_assert_eq(info.format_version, 3);
+	cr_assert_eq(info.samples, PUTS, "%lu samples dumped", (unsigned long)info.samples);
+	cr_assert_gt(info.cold_samples, 0);
+	cr_assert_eq(info.skipped, 0);
+
+	/* Every sample the producer put, whole, and every read it counted. */
+	struct rec *a;
+	size_t n = records_of(path, &a);
+	cr_assert_eq(n, PUTS);
+	uint64_t seen = 0;
+	uint8_t buf[SLOT];
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(a[i].sim, 5);
+		cr_assert_lt(a[i].step, PUTS);
+		cr_assert_eq(a[i].len, len_of(a[i].step), "step %u: length", a[i].step);
+		fill_payload(buf, a[i].len, 5, a[i].step);
+		cr_assert_eq(a[i].crc, cistern__crc32c(0, buf, (size_t)a[i].len), "step %u: bytes",
+			     a[i].step);
+		if (i)
+			cr_assert_neq(a[i].step, a[i - 1].step);
+		seen += a[i].seen;
+	}
+	cr_assert_eq(seen, GETS, "%lu reads counted in the dump", (unsigned long)seen);
+
+	struct cistern_dump_info rinfo;
+	r = cistern_restore(path, copy, NULL, NULL, &rinfo);
+	cr_assert_eq(r, 0, "restore: %s", cistern_strerror(r));
+	cr_assert_eq(cold_files_in(dir, copy), 1, "the copy's cold file is not (only) there");
+	cr_assert_eq(temp_segments_left(), 0);
+
+	/* The copy holds the same samples in the same tiers, with the same seen counts. */
+	const char *path2 = seg_dump_path("cd-rt2");
+	r = cistern_dump(copy, path2, NULL, NULL, &info);
+	cr_assert_eq(r, 0, "dump of the copy: %s", cistern_strerror(r));
+	struct rec *b;
+	cr_assert_eq(records_of(path2, &b), n);
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(b[i].id, a[i].id);
+		cr_assert_eq(b[i].len, a[i].len);
+		cr_assert_eq(b[i].seen, a[i].seen, "id %lu: seen %u, was %u",
+			     (unsigned long)a[i].id, b[i].seen, a[i].seen);
+		cr_assert_eq(b[i].step, a[i].step);
+		cr_assert_eq(b[i].crc, a[i].crc);
+		cr_assert_eq(b[i].cold, a[i].cold, "id %lu changed tier", (unsigned long)a[i].id);
+	}
+	free(a);
+	free(b);
+
+	/* And readers get every one of them back from the restored cold file. */
+	struct cistern *c;
+	cr_assert_eq(cistern_attach(copy, &c), 0);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.population, PUTS);
+	cr_assert_eq(st.cold_population, rinfo.cold_samples);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	uint8_t got[PUTS] = {0};
+	for (uint32_t k = 0; k < PUTS; k++) {
+		struct cistern_sample s;
+		r = cistern_acquire(c, &s, 2000);
+		cr_assert_eq(r, 0, "acquire %u: %s", k, cistern_strerror(r));
+		cr_assert_lt(s.meta.time_step, PUTS);
+		cr_assert_eq(got[s.meta.time_step]++, 0, "step %u twice", s.meta.time_step);
+		cr_assert_eq(s.len, len_of(s.meta.time_step));
+		cr_assert(check_payload(s.data, s.len, 5, s.meta.time_step));
+		cr_assert_eq(cistern_release(c, &s), 0);
+	}
+	cistern_detach(c);
+}
+
+Test(cold_dump, a_dump_without_a_tier_is_format_2_and_restores)
+{
+	struct cistern_config cfg = tiered_cfg(NULL);
+	cfg.cold_slots = 0;
+	struct cistern *c = seg_create("cd-old", cfg);
+	cr_assert_eq(put_length_ramp(c, HOT, SLOT, 4), 0);
+	const char *path = seg_dump_path("cd-old"), *copy = seg_name("cd-old2");
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0);
+	/* What builds before the cold section read: format 2, nothing past byte 471 of the meta. */
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	cr_assert_eq(get32(f.b + 8), 2);
+	const uint8_t *mb = f.b + f.size - TRAILER_SIZE - META_SIZE;
+	for (int i = 472; i < 508; i++)
+		cr_assert_eq(mb[i], 0, "meta byte %d is set", i);
+	free(f.b);
+	struct cistern_dump_info info;
+	int r = cistern_restore(path, copy, NULL, NULL, &info);
+	cr_assert_eq(r, 0, "restore: %s", cistern_strerror(r));
+	cr_assert_eq(info.format_version, 2);
+	cr_assert_eq(info.samples, HOT);
+	cr_assert_eq(info.cold_samples, 0);
+	cr_assert_eq(info.config.cold_slots, 0);
+	cr_assert_null(info.config.cold_dir);
+}
+
+/* Flip the first payload byte of the first cold record. */
+static void flip_cold_payload(const char *path)
+{
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	cr_assert_gt(f.m.cold_count, 0);
+	uint64_t off = f.m.cold_off + COLD_HDR +
+		       cistern__align_up(get32(f.b + f.m.cold_off + 32), 8);
+	cr_assert_gt(get64(f.b + off + 8), 0);
+	free(f.b);
+	int fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0);
+	uint8_t b;
+	cr_assert_eq(pread(fd, &b, 1, (off_t)(off + COLD_REC_HDR)), 1);
+	b ^= 0x40;
+	cr_assert_eq(pwrite(fd, &b, 1, (off_t)(off + COLD_REC_HDR)), 1);
+	close(fd);
+}
+
+Test(cold_dump, check_and_restore_refuse_a_damaged_cold_section_and_leave_nothing)
+{
+	const char *name = filled_source("cd-bad", dir);
+	const char *path = seg_dump_path("cd-bad"), *copy = seg_name("cd-bad2");
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_dump_verify(path, NULL), 0);
+	flip_cold_payload(path);
+	cr_assert_eq(cistern_dump_verify(path, NULL), -EBADMSG);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), -EBADMSG);
+	cr_assert(!segment_exists(copy));
+	cr_assert_eq(temp_segments_left(), 0);
+	cr_assert_eq(cold_files_in(dir, copy), 0, "a cold file was left");
+}
+
+Test(cold_dump, a_missing_cold_dir_refuses_the_restore_and_leaves_nothing)
+{
+	char sub[128];
+	snprintf(sub, sizeof(sub), "%s/gone", dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	const char *name = filled_source("cd-nodir", sub);
+	const char *path = seg_dump_path("cd-nodir"), *copy = seg_name("cd-nodir2");
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_unlink(name), 0);
+	cr_assert_eq(rmdir(sub), 0, "the source's cold file was left: %s", strerror(errno));
+	struct cistern_dump_info info;
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, &info), -ENOENT);
+	cr_assert_str_eq(info.cold_dir, sub);
+	cr_assert(!segment_exists(copy));
+	cr_assert_eq(temp_segments_left(), 0);
+}
+
+/*
+ * In a child of its own mount namespace, mount a 1 MiB tmpfs on a fresh
+ * directory and run fn there: its code, or 100 + step if the namespace or
+ * mount could not be made.
+ */
+static int in_small_tmpfs(int (*fn)(const char *mnt))
+{
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		if (unshare(CLONE_NEWNS) < 0 && unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+			_exit(101);
+		if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+			_exit(102);
+		char mnt[128];
+		snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
+		if (mkdir(mnt, 0700) < 0)
+			_exit(103);
+		if (mount("cistern-test", mnt, "tmpfs", 0, "size=1m") < 0)
+			_exit(104);
+		int code = fn(mnt);
+		umount2(mnt, MNT_DETACH);
+		rmdir(mnt);
+		_exit(code);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st), "the child died of signal %d", WTERMSIG(st));
+	return WEXITSTATUS(st);
+}
+
+/*
+ * A tiered segment whose cold file fits the small disk, dumped; the disk
+ * then filled by another file; the restore must fail for space and leave
+ * neither segment nor cold file.
+ */
+static int restore_on_a_full_disk(const char *mnt)
+{
+	char name[64], copy[64], path[128], filler[256];
+	snprintf(name, sizeof(name), "cd-full-%d", (int)getpid());
+	snprintf(copy, sizeof(copy), "cd-full2-%d", (int)getpid());
+	snprintf(path, sizeof(path), "%s/full.dump", dir);
+	struct cistern_config cfg = tiered_cfg(mnt);
+	cfg.slot_size = 65536;
+	cfg.slot_count = 4;
+	cfg.cold_slots = 8; /* 516 KiB of a 1 MiB file system */
+	struct cistern *c;
+	if (cistern_create(name, &cfg, &c) != 0)
+		return 1;
+	static uint8_t buf[65536];
+	int code = 0;
+	for (uint32_t i = 0; i < 10 && !code; i++) {
+		fill_payload(buf, sizeof(buf), 6, i);
+		struct cistern_meta m = {.time_step = i};
+		if (cistern_put(c, buf, sizeof(buf), &m, 0) != 0)
+			code = 2;
+	}
+	struct cistern_dump_info info;
+	if (!code && (cistern_dump(name, path, NULL, NULL, &info) != 0 || info.cold_samples == 0))
+		code = 3;
+	cistern_detach(c);
+	cistern_unlink(name);
+	/* Fill the disk: a file grows until the disk is full, leaving less than the tier. */
+	snprintf(filler, sizeof(filler), "%s/filler", mnt);
+	int fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (!code && fd < 0)
+		code = 4;
+	memset(buf, 1, sizeof(buf));
+	while (!code && write(fd, buf, sizeof(buf)) > 0)
+		;
+	if (fd >= 0)
+		close(fd);
+	/* The space a cold file would take is gone: an error, and nothing left. */
+	int r = code ? 0 : cistern_restore(path, copy, NULL, NULL, NULL);
+	if (!code && r != -ENOSPC)
+		code = 5;
+	if (!code && segment_exists(copy))
+		code = 6;
+	if (!code && (temp_segments_left() != 0 || cold_files_in(mnt, copy) != 0))
+		code = 7;
+	if (r == 0)
+		cistern_unlink(copy);
+	unlink(filler);
+	unlink(path);
+	return code;
+}
+
+Test(cold_dump, a_full_disk_refuses_the_restore_and_leaves_nothing)
+{
+	int code = in_small_tmpfs(restore_on_a_full_disk);
+	cr_assert_lt(code, 100, "could not mount a small tmpfs (step %d)", code - 100);
+	cr_assert_eq(code, 0, "check %d failed", code);
+}
