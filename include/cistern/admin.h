@@ -307,6 +307,41 @@ CISTERN_API int cistern_gc(const char *name, unsigned flags, struct cistern_gc_r
 CISTERN_API int cistern_gc_dump_to(const char *name, const char *dir, unsigned flags,
 				   struct cistern_gc_report *rep);
 
+/** A cold file that cistern_gc_cold() found without its segment. */
+struct cistern_gc_cold_report {
+	char path[4096];                 /**< DIR/cistern.NAME.cold */
+	char name[CISTERN_NAME_MAX + 1]; /**< NAME, from the file's name */
+	/**
+	 * Why it is garbage: 1 no segment NAME exists; 2 segment NAME exists
+	 * but is another one (it has no cold tier, or another creation nonce
+	 * than the file's header); 3 the file has no whole header (a create
+	 * that died half-way) or its header names another segment.
+	 */
+	int why;
+	int removed; /**< 1 if it was removed (in a dry run: would be) */
+	int error;   /**< 0, or -errno of its removal (then removed = 0) */
+};
+/** Called by cistern_gc_cold() on each cold file it removes or would remove. */
+typedef void (*cistern_gc_cold_fn)(const struct cistern_gc_cold_report *rep, void *arg);
+
+/**
+ * Remove the cold files in directory `dir` whose segment is gone: each
+ * regular file named cistern.NAME.cold whose header (name and creation nonce,
+ * docs/protocol/tiers.md) matches no segment NAME that exists now. A cold
+ * file whose segment exists with the same nonce is never removed, nor one
+ * whose segment cannot be judged (being created, damaged, another build's),
+ * nor one changed in the last CISTERN_GC_GRACE_S seconds (a create or a
+ * restore may be under way), nor a symbolic link (never followed), nor
+ * another user's file unless CISTERN_GC_ANY_OWNER. Flags:
+ * CISTERN_GC_DRY_RUN (remove nothing; report what the real run would),
+ * CISTERN_GC_ANY_OWNER.
+ * @param fn  may be NULL; called on each file found, with what was done
+ * @return the number of such files found (removed, or that a dry run would
+ *         remove); -EINVAL for a NULL or empty dir or an unknown flag;
+ *         -errno of opening the directory.
+ */
+CISTERN_API int cistern_gc_cold(const char *dir, unsigned flags, cistern_gc_cold_fn fn, void *arg);
+
 /* ======================================================================== */
 /* Snapshots: dump and restore                                              */
 /* ======================================================================== */

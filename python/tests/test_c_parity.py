@@ -90,6 +90,8 @@ C_ONLY: dict[str, str] = {
     "cistern_rate_get": "the rate limiter's budget is for monitoring: `cistern exporter`",
     # A server counts the remote producers it lost; Python producers have their own handle.
     "cistern_producer_died": "the server (`cistern serve`) counts the remote producers it lost",
+    # Cold files left by a segment that is gone: an administrator's sweep of a directory.
+    "cistern_gc_cold": "cold files whose segment is gone are collected by `cistern gc --cold-dir`",
 }
 
 

@@ -46,6 +46,7 @@ static void cold_fini(void)
 }
 
 TestSuite(cold_dump, .init = cold_init, .fini = cold_fini, .timeout = 120);
+TestSuite(cold_gc, .init = cold_init, .fini = cold_fini, .timeout = 60);
 
 static struct cistern_config tiered_cfg(const char *cold_dir)
 {
@@ -444,4 +445,126 @@ Test(cold_dump, a_full_disk_refuses_the_restore_and_leaves_nothing)
 	int code = in_small_tmpfs(restore_on_a_full_disk);
 	cr_assert_lt(code, 100, "could not mount a small tmpfs (step %d)", code - 100);
 	cr_assert_eq(code, 0, "check %d failed", code);
+}
+
+/* ---- gc of cold files ---------------------------------------------------- */
+
+/* Age a file past gc's grace period. */
+static void age(const char *path)
+{
+	struct timespec t[2] = {{.tv_sec = time(NULL) - 3600}, {.tv_sec = time(NULL) - 3600}};
+	cr_assert_eq(utimensat(AT_FDCWD, path, t, AT_SYMLINK_NOFOLLOW), 0, "%s: %s", path,
+		     strerror(errno));
+}
+
+/*
+ * A tiered segment made under tag, then its shm object removed without its
+ * cold file (as a process killed between the two unlinks of rm leaves it):
+ * the cold file's path into path.
+ */
+static void orphan(const char *tag, char *path, size_t cap)
+{
+	struct cistern *c = seg_create(tag, tiered_cfg(dir));
+	const char *name = seg_name_of(c);
+	cistern__cold_path(path, cap, dir, name);
+	seg_detach(c);
+	char shm[96];
+	snprintf(shm, sizeof(shm), "/cistern.%s", name);
+	cr_assert_eq(shm_unlink(shm), 0);
+	age(path);
+}
+
+/* What a gc of dir reported: the paths, one a line. */
+struct found {
+	char text[4096];
+	int n;
+};
+
+static void note(const struct cistern_gc_cold_report *rep, void *arg)
+{
+	struct found *f = arg;
+	size_t k = strlen(f->text);
+	snprintf(f->text + k, sizeof(f->text) - k, "%s %d %d\n", rep->path, rep->why, rep->removed);
+	f->n++;
+}
+
+Test(cold_gc, removes_a_cold_file_whose_segment_is_gone)
+{
+	char path[512];
+	orphan("cg-orph", path, sizeof(path));
+	struct found f = {{0}, 0};
+	int r = cistern_gc_cold(dir, 0, note, &f);
+	cr_assert_eq(r, 1, "%d found: %s", r, f.text);
+	cr_assert_neq(access(path, F_OK), 0, "%s is still there", path);
+	char want[600];
+	snprintf(want, sizeof(want), "%s 1 1\n", path);
+	cr_assert_str_eq(f.text, want);
+}
+
+Test(cold_gc, keeps_the_cold_file_of_a_live_segment)
+{
+	/* Its producer ran in another process and left; the segment stays. */
+	const char *name = filled_source("cg-live", dir);
+	char path[512];
+	cistern__cold_path(path, sizeof(path), dir, name);
+	age(path);
+	cr_assert_eq(cistern_gc_cold(dir, 0, NULL, NULL), 0);
+	cr_assert_eq(access(path, F_OK), 0, "the live segment's cold file was removed");
+	struct cistern *c;
+	cr_assert_eq(cistern_attach(name, &c), 0);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 2000), 0);
+	cr_assert_eq(cistern_release(c, &s), 0);
+	cistern_detach(c);
+}
+
+Test(cold_gc, removes_a_cold_file_whose_segment_is_another_of_the_same_name)
+{
+	/* The segment was made again under the name: the old file has the old nonce. */
+	struct cistern_config cfg = tiered_cfg(dir);
+	struct cistern *c = seg_create("cg-again", cfg);
+	const char *name = seg_name_of(c);
+	char path[512], aside[600];
+	cistern__cold_path(path, sizeof(path), dir, name);
+	snprintf(aside, sizeof(aside), "%s.aside", path);
+	cr_assert_eq(rename(path, aside), 0);
+	seg_drop(c);
+	cfg.cold_slots = 0;
+	cfg.cold_dir = NULL;
+	struct cistern *again;
+	cr_assert_eq(cistern_create(name, &cfg, &again), 0);
+	seg_keep(name, again);
+	cr_assert_eq(rename(aside, path), 0);
+	age(path);
+	struct found f = {{0}, 0};
+	cr_assert_eq(cistern_gc_cold(dir, 0, note, &f), 1, "%s", f.text);
+	cr_assert_neq(access(path, F_OK), 0);
+	cr_assert(strstr(f.text, " 2 1\n"), "%s", f.text);
+}
+
+Test(cold_gc, a_dry_run_reports_what_the_real_run_removes_and_removes_nothing)
+{
+	char a[512], b[512], link_path[600];
+	orphan("cg-dry1", a, sizeof(a));
+	orphan("cg-dry2", b, sizeof(b));
+	const char *live = filled_source("cg-dry3", dir);
+	char live_path[512];
+	cistern__cold_path(live_path, sizeof(live_path), dir, live);
+	age(live_path);
+	/* A link under a cold file's name is never followed nor removed. */
+	snprintf(link_path, sizeof(link_path), "%s/cistern.cg-link.cold", dir);
+	cr_assert_eq(symlink(a, link_path), 0);
+	struct found dry = {{0}, 0}, real = {{0}, 0};
+	cr_assert_eq(cistern_gc_cold(dir, CISTERN_GC_DRY_RUN, note, &dry), 2, "%s", dry.text);
+	cr_assert_eq(access(a, F_OK), 0);
+	cr_assert_eq(access(b, F_OK), 0);
+	cr_assert_eq(cistern_gc_cold(dir, 0, note, &real), 2, "%s", real.text);
+	/* Both runs found the same files; only the real one removed them. */
+	cr_assert_neq(access(a, F_OK), 0);
+	cr_assert_neq(access(b, F_OK), 0);
+	cr_assert_eq(access(live_path, F_OK), 0);
+	struct stat st;
+	cr_assert_eq(lstat(link_path, &st), 0, "the link was removed");
+	cr_assert_str_eq(dry.text, real.text);
+	unlink(link_path);
 }
