@@ -411,7 +411,10 @@ struct cistern_dump_info {
  * taken (fstat of the object: a chmod since creation counts, the mode given
  * at creation does not); the file is created with those bits, plus read and
  * write for its owner, under the umask, and cistern_restore() creates the
- * segment with them.
+ * segment with them. A segment with a cold tier is dumped with its cold
+ * samples (format 3), read from its cold file with O_DIRECT through io_uring
+ * and each checked against its CRC; a cold sample that moves while read is
+ * left out and counted in `skipped`, as a hot one.
  * @param progress may be NULL; called with (slots scanned, slot_count, arg)
  * @param info     may be NULL; receives what was written
  * @return 0; -EINVAL for a NULL path; the errors of cistern_open_readonly();
@@ -433,7 +436,12 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  * created exclusively, under a name nobody can take first); only a fully checked
  * segment is renamed to `name`, which must not exist. The call blocks on the
  * file I/O only. If the restoring process dies, the half-built segment keeps
- * its temporary name, and cistern_gc() removes it.
+ * its temporary name, and cistern_gc() removes it. A dump of a segment with
+ * a cold tier makes the tier again, in the cold_dir and with the cold_slots
+ * stored in the dump (info->cold_dir): its cold file is made under the
+ * temporary name, then named for `name` just before the segment is; a
+ * restore that fails removes it too, and one whose process dies leaves a
+ * cold file that cistern_gc() or cistern_gc_cold() removes.
  * @param progress may be NULL; called with (bytes read, file size, arg)
  * @param info     may be NULL; receives what the dump holds as soon as its
  *                 frame is read, also when the restore then fails (so that
@@ -451,7 +459,10 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  *         -EPROTONOSUPPORT for a dump format this build does not know;
  *         -ENOTSUP for a policy this build lacks; -EINVAL for a NULL path or
  *         a bad name; -ENOSPC, -ENOMEM and the other errors of
- *         cistern_create(); -errno of the file I/O.
+ *         cistern_create() (for a cold tier: -ENOENT for a missing cold_dir,
+ *         -EINVAL for one without O_DIRECT, -ENOSPC for a disk that cannot
+ *         hold it); -EEXIST also for a file already at the cold file's path;
+ *         -errno of the file I/O.
  */
 CISTERN_API int cistern_restore(const char *path, const char *name, cistern_progress_fn progress,
 				void *arg, struct cistern_dump_info *info);
