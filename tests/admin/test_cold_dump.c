@@ -568,3 +568,61 @@ Test(cold_gc, a_dry_run_reports_what_the_real_run_removes_and_removes_nothing)
 	cr_assert_str_eq(dry.text, real.text);
 	unlink(link_path);
 }
+
+/*
+ * A tiered segment made under tag whose only producer put HOT + 10 samples
+ * (10 of them spilled to the cold tier) and was killed: stale, every sample
+ * unread. Its name; the cold file's path into path.
+ */
+static const char *stale_tiered(const char *tag, char *path, size_t cap)
+{
+	struct cistern *c = seg_create(tag, tiered_cfg(dir));
+	const char *name = seg_name_of(c);
+	cistern__cold_path(path, cap, dir, name);
+	seg_detach(c);
+	pid_t pid = spawn_filler(name, HOT + 10);
+	cr_assert_gt(pid, 0, "the producer did not start");
+	kill_and_reap(pid);
+	return name;
+}
+
+Test(cold_gc, keeps_a_stale_segment_whose_cold_samples_are_unread)
+{
+	char path[512];
+	const char *name = stale_tiered("cg-stale", path, sizeof(path));
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.kept, 1);
+	cr_assert_eq(rep.unread, HOT + 10, "%lu unread", (unsigned long)rep.unread);
+	cr_assert(segment_exists(name));
+	cr_assert_eq(access(path, F_OK), 0);
+}
+
+Test(cold_gc, removes_the_cold_file_with_a_stale_segment_it_removes)
+{
+	char path[512];
+	const char *name = stale_tiered("cg-disc", path, sizeof(path));
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, CISTERN_GC_DISCARD, &rep), 0);
+	cr_assert_eq(rep.removed, 5);
+	cr_assert(!segment_exists(name));
+	cr_assert_neq(access(path, F_OK), 0, "the cold file outlived its segment");
+}
+
+Test(cold_gc, dump_to_saves_the_cold_samples_of_a_stale_segment)
+{
+	char path[512];
+	const char *name = stale_tiered("cg-dumpto", path, sizeof(path));
+	const char *d = seg_dir("cg-dumpto");
+	struct cistern_gc_report rep;
+	int r = cistern_gc_dump_to(name, d, 0, &rep);
+	cr_assert_eq(r, 0, "%s", cistern_strerror(r));
+	cr_assert_eq(rep.removed, 4);
+	cr_assert_eq(rep.dumped, HOT + 10);
+	cr_assert_neq(access(path, F_OK), 0, "the cold file outlived its segment");
+	char file[600];
+	snprintf(file, sizeof(file), "%s/%s.dump", d, name);
+	struct cistern_dump_info info;
+	cr_assert_eq(cistern_dump_verify(file, &info), 0);
+	cr_assert_eq(info.cold_samples, 10);
+}
