@@ -302,10 +302,13 @@ int cistern__dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 	    (cold && m->cold_off != schema_end) || sections_end < schema_end ||
 	    sections_end != get64(tr + 16) || m->sample_count > m->cfg.slot_count ||
 	    m->samples_size < m->sample_count * REC_HDR || !cistern__policy_of(m->cfg.policy) ||
-	    m->next_id < m->sample_count + m->cold_count || m->next_id < m->sample_count)
+	    m->next_id < m->sample_count)
 		return -EBADMSG;
 	if (cold && (r = read_cold_header(fd, m)) < 0)
 		return r;
+	/* Every id is below next_id: there are no more samples than that (cold_count is bounded now). */
+	if (m->next_id - m->sample_count < m->cold_count)
+		return -EBADMSG;
 	/* The schema, checked by its own CRC before create reads it. */
 	if (m->schema_size && pread(fd, m->schema, (size_t)m->schema_size, (off_t)m->schema_off) !=
 				      (ssize_t)m->schema_size)
