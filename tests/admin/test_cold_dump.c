@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 
 #include "helpers.h"
+#include "core/handle.h"
 #include "sys/crc32c.h"
 #include "dumpfile.h"
 #include "cistern/admin.h"
@@ -625,4 +626,35 @@ Test(cold_gc, dump_to_saves_the_cold_samples_of_a_stale_segment)
 	struct cistern_dump_info info;
 	cr_assert_eq(cistern_dump_verify(file, &info), 0);
 	cr_assert_eq(info.cold_samples, 10);
+}
+
+Test(cold_dump, a_segment_others_may_write_is_dumped_whole_without_a_mapping)
+{
+	/* Others may write it, so others may shrink it: the dump reads it by pread(). */
+	const char *name = filled_source("cd-copied", dir);
+	char shm[128];
+	snprintf(shm, sizeof(shm), "/dev/shm/cistern.%s", name);
+	cr_assert_eq(chmod(shm, 0666), 0);
+	struct cistern *v;
+	cr_assert_eq(cistern_open_readonly(name, &v), 0);
+	cr_assert(v->copied, "the segment was mapped");
+	cistern_detach(v);
+	const char *path = seg_dump_path("cd-copied"), *ref = seg_dump_path("cd-copied-ref");
+	struct cistern_dump_info info;
+	int r = cistern_dump(name, path, NULL, NULL, &info);
+	cr_assert_eq(r, 0, "dump: %s", cistern_strerror(r));
+	cr_assert_eq(info.samples, PUTS);
+	cr_assert_gt(info.cold_samples, 0);
+	/* The same records as a dump through a mapping. */
+	cr_assert_eq(chmod(shm, 0600), 0);
+	cr_assert_eq(cistern_dump(name, ref, NULL, NULL, NULL), 0);
+	struct rec *a, *b;
+	cr_assert_eq(records_of(path, &a), PUTS);
+	cr_assert_eq(records_of(ref, &b), PUTS);
+	for (size_t i = 0; i < PUTS; i++)
+		cr_assert(a[i].id == b[i].id && a[i].seen == b[i].seen && a[i].crc == b[i].crc &&
+				  a[i].cold == b[i].cold,
+			  "record %zu differs", i);
+	free(a);
+	free(b);
 }
