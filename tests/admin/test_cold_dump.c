@@ -356,11 +356,12 @@ Test(cold_dump, a_missing_cold_dir_refuses_the_restore_and_leaves_nothing)
 }
 
 /*
- * In a child of its own mount namespace, mount a 1 MiB tmpfs on a fresh
- * directory and run fn there: its code, or 100 + step if the namespace or
- * mount could not be made.
+ * In a child of its own mount namespace, mount `fstype` with `opts` on
+ * directory mnt (made if missing) and run fn there: its code, or 100 + step
+ * if the namespace or mount could not be made.
  */
-static int in_small_tmpfs(int (*fn)(const char *mnt))
+static int in_mount(const char *fstype, const char *opts, const char *mnt,
+		    int (*fn)(const char *mnt))
 {
 	pid_t pid = fork_child();
 	if (pid == 0) {
@@ -368,21 +369,58 @@ static int in_small_tmpfs(int (*fn)(const char *mnt))
 			_exit(101);
 		if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 			_exit(102);
-		char mnt[128];
-		snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
-		if (mkdir(mnt, 0700) < 0)
+		if (mkdir(mnt, 0700) < 0 && errno != EEXIST)
 			_exit(103);
-		if (mount("cistern-test", mnt, "tmpfs", 0, "size=1m") < 0)
+		if (mount("cistern-test", mnt, fstype, 0, opts) < 0)
 			_exit(104);
 		int code = fn(mnt);
 		umount2(mnt, MNT_DETACH);
-		rmdir(mnt);
 		_exit(code);
 	}
 	int st;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFEXITED(st), "the child died of signal %d", WTERMSIG(st));
 	return WEXITSTATUS(st);
+}
+
+/* in_mount() of a 1 MiB tmpfs on a fresh directory. */
+static int in_small_tmpfs(int (*fn)(const char *mnt))
+{
+	char mnt[128];
+	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
+	int code = in_mount("tmpfs", "size=1m", mnt, fn);
+	rmdir(mnt);
+	return code;
+}
+
+/* The dump and the name of restore_without_direct_io(), set before the child forks. */
+static const char *nodirect_dump, *nodirect_copy;
+
+static int restore_without_direct_io(const char *mnt)
+{
+	(void)mnt;
+	if (cistern_restore(nodirect_dump, nodirect_copy, NULL, NULL, NULL) != -EINVAL)
+		return 1;
+	if (segment_exists(nodirect_copy) || temp_segments_left() != 0)
+		return 2;
+	if (cold_files_in(mnt, nodirect_copy) != 0)
+		return 3;
+	return 0;
+}
+
+Test(cold_dump, a_cold_dir_without_direct_io_refuses_the_restore_and_leaves_nothing)
+{
+	char sub[128];
+	snprintf(sub, sizeof(sub), "%s/cold", dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	const char *name = filled_source("cd-ramfs", sub);
+	nodirect_dump = seg_dump_path("cd-ramfs");
+	nodirect_copy = seg_name("cd-ramfs2");
+	cr_assert_eq(cistern_dump(name, nodirect_dump, NULL, NULL, NULL), 0);
+	/* The same path, now a ramfs: a file system without O_DIRECT. */
+	int code = in_mount("ramfs", "", sub, restore_without_direct_io);
+	cr_assert_lt(code, 100, "could not mount a ramfs (step %d)", code - 100);
+	cr_assert_eq(code, 0, "check %d failed", code);
 }
 
 /*
