@@ -387,8 +387,9 @@ struct cistern_dump_info {
 	uint64_t cold_samples;
 	/**
 	 * The segment's cold_dir ("" without a cold tier); config.cold_dir
-	 * points here, and stats.cold_slots and the stats' cold counters are the
-	 * source's.
+	 * points here. stats.cold_slots and the stats' cold counters (spilled,
+	 * reads, evictions) are the source's; stats.cold_population is
+	 * cold_samples, and stats.cold_disk_bytes is 0.
 	 */
 	char cold_dir[CISTERN_COLD_DIR_MAX + 1];
 };

@@ -163,6 +163,7 @@ void cistern__dump_info_from_meta(const struct dump_meta *m, uint64_t file_size,
 		snprintf(info->cold_dir, sizeof(info->cold_dir), "%s", m->cold_dir);
 		info->config.cold_dir = info->cold_dir;
 		info->stats.cold_slots = m->cfg.cold_slots;
+		info->stats.cold_population = m->cold_count;
 		info->stats.cold_spilled = m->cold_spilled;
 		info->stats.cold_reads = m->cold_reads;
 		info->stats.cold_evictions = m->cold_evictions;
