@@ -744,8 +744,19 @@ static void tiered_reclaim(struct cistern *c, uint32_t owner)
 
 /* ---- dump and restore -------------------------------------------------- */
 
-/* Slots a dump reads, and a restore writes, in one submission. */
+/*
+ * Slots a dump reads, and a restore writes, in one submission: up to 64,
+ * and no more than COLD_BATCH_BYTES of them (at least one), so that large
+ * slots do not make a large buffer.
+ */
 #define COLD_BATCH 64u
+#define COLD_BATCH_BYTES (8u << 20)
+
+static unsigned batch_of(const struct cistern__cold *cold)
+{
+	unsigned n = COLD_BATCH_BYTES / cold->slot_bytes;
+	return n == 0 ? 1 : n < COLD_BATCH ? n : COLD_BATCH;
+}
 
 /*
  * The acquire fence of a copy-then-recheck read ([dump-recheck], as in
@@ -829,14 +840,15 @@ static int tiered_dump(struct cistern *c, bool dead_held, cistern__cold_fn fn, v
 	int r = cistern__cold_open_read(&cold, f->cold_dir, f->name, f->cold_nonce);
 	if (r < 0)
 		return r;
-	struct cistern__cold_ent *snap = calloc(COLD_BATCH, sizeof(*snap));
-	struct cistern__io *io = calloc(COLD_BATCH, sizeof(*io));
-	uint64_t *now = calloc(COLD_BATCH, sizeof(*now));
-	uint8_t *buf = cistern__cold_alloc(&cold, COLD_BATCH);
+	const unsigned batch = batch_of(&cold);
+	struct cistern__cold_ent *snap = calloc(batch, sizeof(*snap));
+	struct cistern__io *io = calloc(batch, sizeof(*io));
+	uint64_t *now = calloc(batch, sizeof(*now));
+	uint8_t *buf = cistern__cold_alloc(&cold, batch);
 	if (!snap || !io || !now || !buf)
 		r = -ENOMEM;
-	for (uint64_t j0 = 0; r == 0 && j0 < f->cold_slots; j0 += COLD_BATCH) {
-		uint64_t k = f->cold_slots - j0 < COLD_BATCH ? f->cold_slots - j0 : COLD_BATCH;
+	for (uint64_t j0 = 0; r == 0 && j0 < f->cold_slots; j0 += batch) {
+		uint64_t k = f->cold_slots - j0 < batch ? f->cold_slots - j0 : batch;
 		if ((r = copy_ents(c, j0, k, snap)) < 0)
 			break;
 		/* One read for each run of wanted slots: they lie back to back in buf too. */
@@ -923,10 +935,10 @@ static int tiered_restore_put(struct cistern *c, const struct cistern__cold_samp
 	struct cistern__tier *t = c->tier;
 	if (!t || !t->open || s->slot >= c->fixed.cold_slots || s->len > t->cold.slot_bytes)
 		return -EINVAL;
-	if (!t->rbuf && !(t->rbuf = cistern__cold_alloc(&t->cold, COLD_BATCH)))
+	if (!t->rbuf && !(t->rbuf = cistern__cold_alloc(&t->cold, batch_of(&t->cold))))
 		return -ENOMEM;
 	int r = 0;
-	if (t->rfill && (t->rfill == COLD_BATCH || s->slot != t->rfirst + t->rfill))
+	if (t->rfill && (t->rfill == batch_of(&t->cold) || s->slot != t->rfirst + t->rfill))
 		r = restore_flush(c, t);
 	if (r < 0)
 		return r;
