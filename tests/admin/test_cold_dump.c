@@ -21,6 +21,8 @@
 #include "sys/crc32c.h"
 #include "dumpfile.h"
 #include "cistern/admin.h"
+#include "policy/reservoir/reservoir.h"
+#include "policy/reservoir/tiered.h"
 #include "tier/cold.h"
 
 #define HOT 32
@@ -695,4 +697,81 @@ Test(cold_dump, a_segment_others_may_write_is_dumped_whole_without_a_mapping)
 			  "record %zu differs", i);
 	free(a);
 	free(b);
+}
+
+/*
+ * Leave segment c as a spiller killed between the publish of its cold copy
+ * and the release of its hot slot leaves it: attachment `owner` (dead) has
+ * a live spill note, the hot slot holds the sample EVICTING(owner), and the
+ * cold entry holds the same id, published. Returns the sample's id.
+ */
+static uint64_t forge_spilled_twice(struct cistern *c, uint32_t owner)
+{
+	char *tier = (char *)c->hdr + c->fixed.cold_off;
+	struct cistern__spill_note *nt =
+		(struct cistern__spill_note *)(tier + sizeof(struct cistern__tier_shm)) +
+		(owner - 1);
+	size_t notes = (c->fixed.procs_count * sizeof(*nt) + CISTERN_CACHELINE - 1) /
+		       CISTERN_CACHELINE * CISTERN_CACHELINE;
+	struct cistern__cold_ent *E =
+		(struct cistern__cold_ent *)(tier + sizeof(struct cistern__tier_shm) + notes);
+	uint64_t j = 0;
+	while (j < c->fixed.cold_slots &&
+	       cistern__cold_state(atomic_load(&E[j].word)) != CISTERN__COLD_HELD)
+		j++;
+	cr_assert_lt(j, c->fixed.cold_slots, "no cold sample");
+	struct cistern_slotmeta *m = cistern__slotmeta(c, 0);
+	uint64_t hw = atomic_load(&m->word);
+	cr_assert_eq(sw_state(hw), RS_HELD);
+	/* The hot slot holds the cold sample's id, being moved by the dead spiller. */
+	m->sample_id = E[j].id;
+	atomic_store(&m->word, sw_make(sw_pos(hw), RS_EVICTING, owner));
+	nt->hot = 0;
+	nt->cold = j;
+	nt->id = E[j].id;
+	nt->cold_gen = cistern__cold_gen(atomic_load(&E[j].word)) - 1;
+	atomic_store(&nt->live, 2);
+	return E[j].id;
+}
+
+Test(cold_gc, a_sample_a_dead_spiller_left_in_both_tiers_is_dumped_once)
+{
+	struct cistern *c = seg_create("cg-twice", tiered_cfg(dir));
+	const char *name = seg_name_of(c);
+	pid_t pid = spawn_holder(name, HOLD_NOTHING);
+	cr_assert_gt(pid, 0);
+	uint32_t owner = 0;
+	for (uint32_t i = 0; i < c->fixed.procs_count && !owner; i++)
+		if (cistern__procs(c)[i].pid == (uint32_t)pid)
+			owner = i + 1;
+	cr_assert_neq(owner, 0, "the child's attachment was not found");
+	uint8_t buf[64];
+	for (uint32_t i = 0; i < HOT + 5; i++) {
+		fill_payload(buf, sizeof(buf), 8, i);
+		struct cistern_meta m = {.time_step = i};
+		cr_assert_eq(cistern_put(c, buf, sizeof(buf), &m, 0), 0);
+	}
+	kill_and_reap(pid);
+	uint64_t id = forge_spilled_twice(c, owner);
+	seg_detach(c);
+	/* HOT + 5 samples put; the one whose hot copy now holds the cold one's id is gone. */
+	const char *d = seg_dir("cg-twice");
+	struct cistern_gc_report rep;
+	int r = cistern_gc_dump_to(name, d, 0, &rep);
+	cr_assert_eq(r, 0, "%s", cistern_strerror(r));
+	cr_assert_eq(rep.unread, HOT + 4, "%lu unread", (unsigned long)rep.unread);
+	cr_assert_eq(rep.dumped, HOT + 4, "%lu dumped", (unsigned long)rep.dumped);
+	char file[600];
+	snprintf(file, sizeof(file), "%s/%s.dump", d, name);
+	struct rec *v;
+	size_t n = records_of(file, &v);
+	cr_assert_eq(n, HOT + 4);
+	size_t found = 0;
+	for (size_t i = 0; i < n; i++) {
+		found += v[i].id == id;
+		if (i)
+			cr_assert_neq(v[i].id, v[i - 1].id, "id %lu twice", (unsigned long)v[i].id);
+	}
+	cr_assert_eq(found, 1);
+	free(v);
 }

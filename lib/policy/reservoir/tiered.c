@@ -832,6 +832,48 @@ static bool dumped_state(uint64_t w, bool dead_held)
 	return s == CISTERN__COLD_HELD || (dead_held && s == CISTERN__COLD_EVICTING);
 }
 
+static int by_slot(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The cold slots whose sample is still hot too: published by a spiller
+ * that died before it freed the hot slot, which repair_spill() frees at the
+ * spiller's reclaim. For a segment nobody alive is attached to, the hot copy
+ * counts and these do not: a dump saves the sample once, gc counts it once.
+ * Into out (procs_count entries), sorted; how many.
+ */
+static size_t spilled_twice(const struct cistern *c, uint64_t *out)
+{
+	size_t n = 0;
+	for (uint32_t owner = 1; owner <= c->fixed.procs_count; owner++) {
+		struct cistern__spill_note *nt = note_of(c, owner);
+		/* Acquire: the fields stored before live (spill_reserve()). */
+		if (!atomic_load_explicit(&nt->live, memory_order_acquire) ||
+		    nt->cold >= c->fixed.cold_slots || nt->hot >= c->slot_count)
+			continue;
+		const struct cistern__cold_ent *e = &ents(c)[nt->cold];
+		/* Acquire [cold-publish]: the entry's id with its word. */
+		uint64_t ew = atomic_load_explicit(&e->word, memory_order_acquire);
+		const struct cistern_slotmeta *m = cistern__slotmeta(c, nt->hot);
+		/* Acquire, no edge: the owner is dead; its stores are all there is. */
+		uint64_t hw = atomic_load_explicit(&m->word, memory_order_acquire);
+		if (cistern__cold_state(ew) == CISTERN__COLD_HELD &&
+		    cistern__cold_gen(ew) == nt->cold_gen + 1 && e->id == nt->id &&
+		    sw_state(hw) == RS_EVICTING && sw_owner(hw) == owner && m->sample_id == nt->id)
+			out[n++] = nt->cold;
+	}
+	qsort(out, n, sizeof(*out), by_slot);
+	return n;
+}
+
+static bool in_slots(const uint64_t *v, size_t n, uint64_t j)
+{
+	return n && bsearch(&j, v, n, sizeof(*v), by_slot) != NULL;
+}
+
 static int tiered_dump(struct cistern *c, bool dead_held, cistern__cold_fn fn, void *arg,
 		       uint64_t *skipped)
 {
@@ -845,8 +887,13 @@ static int tiered_dump(struct cistern *c, bool dead_held, cistern__cold_fn fn, v
 	struct cistern__io *io = calloc(batch, sizeof(*io));
 	uint64_t *now = calloc(batch, sizeof(*now));
 	uint8_t *buf = cistern__cold_alloc(&cold, batch);
-	if (!snap || !io || !now || !buf)
+	/* A handle of gc's own (mapped): the samples a dead spiller left in both tiers. */
+	uint64_t *twice = dead_held ? calloc(f->procs_count + 1, sizeof(*twice)) : NULL;
+	size_t ntwice = 0;
+	if (!snap || !io || !now || !buf || (dead_held && !twice))
 		r = -ENOMEM;
+	else if (dead_held && !c->copied)
+		ntwice = spilled_twice(c, twice);
 	for (uint64_t j0 = 0; r == 0 && j0 < f->cold_slots; j0 += batch) {
 		uint64_t k = f->cold_slots - j0 < batch ? f->cold_slots - j0 : batch;
 		if ((r = copy_ents(c, j0, k, snap)) < 0)
@@ -878,6 +925,8 @@ static int tiered_dump(struct cistern *c, bool dead_held, cistern__cold_fn fn, v
 			uint64_t w = atomic_load_explicit(&snap[i].word, memory_order_relaxed);
 			if (!dumped_state(w, dead_held) || snap[i].len > cold.slot_bytes)
 				continue;
+			if (in_slots(twice, ntwice, j0 + i))
+				continue; /* the dump has its hot copy */
 			/* Moved while read: its bytes may be another sample's, or torn. */
 			if (now[i] != w) {
 				(*skipped)++;
@@ -904,6 +953,7 @@ static int tiered_dump(struct cistern *c, bool dead_held, cistern__cold_fn fn, v
 	free(io);
 	free(now);
 	free(buf);
+	free(twice);
 	cistern__cold_close(&cold);
 	return r;
 }
@@ -1000,12 +1050,18 @@ static uint64_t tiered_unread(const struct cistern *c)
 {
 	const struct cistern__cold_ent *E = ents(c);
 	uint64_t n = 0;
+	/* A sample a dead spiller left in both tiers counts once, as its hot copy. */
+	uint64_t *twice = calloc(c->fixed.procs_count + 1, sizeof(*twice));
+	size_t ntwice = twice ? spilled_twice(c, twice) : 0;
 	for (uint64_t j = 0; j < c->fixed.cold_slots; j++) {
+		if (in_slots(twice, ntwice, j))
+			continue;
 		/* Relaxed: a count; the caller holds the gc lock and nobody alive is attached. */
 		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_relaxed);
 		n += dumped_state(w, true) &&
 		     atomic_load_explicit(&E[j].seen, memory_order_relaxed) == 0;
 	}
+	free(twice);
 	return n;
 }
 
