@@ -775,3 +775,42 @@ Test(cold_gc, a_sample_a_dead_spiller_left_in_both_tiers_is_dumped_once)
 	cr_assert_eq(found, 1);
 	free(v);
 }
+
+static void die_now(uint64_t done, uint64_t total, void *arg)
+{
+	(void)done, (void)total, (void)arg;
+	_exit(0);
+}
+
+Test(cold_gc, removes_an_abandoned_restore_with_its_cold_file)
+{
+	const char *name = filled_source("cg-abandon", dir);
+	const char *path = seg_dump_path("cg-abandon"), *copy = seg_name("cg-abandon2");
+	cr_assert_eq(cistern_dump(name, path, NULL, NULL, NULL), 0);
+	/* A restorer that dies once it has read the file, before its renames. */
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		cistern_restore(path, copy, die_now, NULL, NULL);
+		_exit(3);
+	}
+	cr_assert_eq(reap_status(pid), 0, "the restorer did not die where it should");
+	char prefix[64], tmp[CISTERN_NAME_MAX + 1] = "";
+	snprintf(prefix, sizeof(prefix), "cistern.restore-%d-", (int)pid);
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+			snprintf(tmp, sizeof(tmp), "%s", e->d_name + strlen("cistern."));
+	closedir(d);
+	cr_assert_neq(tmp[0], '\0', "the restore left no segment");
+	seg_keep(seg_adopt(tmp), NULL);
+	char cold[512];
+	cistern__cold_path(cold, sizeof(cold), dir, tmp);
+	cr_assert_eq(access(cold, F_OK), 0, "the restore left no cold file");
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(tmp, 0, &rep), 0);
+	cr_assert_eq(rep.removed, 3);
+	cr_assert(!segment_exists(tmp));
+	cr_assert_neq(access(cold, F_OK), 0, "the abandoned restore's cold file is still there");
+	cr_assert(!segment_exists(copy));
+}
