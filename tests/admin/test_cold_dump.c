@@ -43,6 +43,14 @@ static void cold_fini(void)
 {
 	seg_fini();
 	if (dir[0]) {
+		/* The subdirectories some tests make their cold directory. */
+		static const char *const subs[] = {"cold", "gone", "mnt"};
+		for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+			char sub[128];
+			snprintf(sub, sizeof(sub), "%s/%s", dir, subs[i]);
+			seg_empty_dir(sub);
+			rmdir(sub);
+		}
 		seg_empty_dir(dir);
 		rmdir(dir);
 	}
