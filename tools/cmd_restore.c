@@ -2,6 +2,9 @@
 /* cmd_restore.c - `cistern restore`: rebuild a segment from a dump file. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 #include <inttypes.h>
@@ -21,15 +24,67 @@ static const char usage[] =
 	"holding a record the segment could not hold (say a sim_id past the sweep),\n"
 	"and one whose stored name breaks the naming rule. The temporary name,\n"
 	"restore-PID-RANDOM, is created exclusively: nobody can take it first.\n"
+	"A dump of a segment with a cold tier (format 3) restores with its cold\n"
+	"tier: the cold file DIR/cistern.NAME.cold is made in the cold directory\n"
+	"stored in the dump, with as many cold slots, and the cold samples go back\n"
+	"with their metadata and seen counts. A cold directory that is missing,\n"
+	"whose file system refuses direct I/O (O_DIRECT) or whose disk cannot hold\n"
+	"the cold slots refuses the restore, and nothing is left behind; so does an\n"
+	"existing file at the cold file's path (see 'cistern gc --cold-dir').\n"
 	"A progress bar is drawn on standard error when it is a terminal.\n"
 	"\n"
-	"  -c, --check   only verify FILE (the same checks as a restore) and describe\n"
-	"                it and the schema of its samples, if it has one; create\n"
-	"                nothing\n"
+	"  -c, --check   only verify FILE (the same checks as a restore, the cold\n"
+	"                samples' included) and describe it and the schema of its\n"
+	"                samples, if it has one; create nothing\n"
 	"  -q, --quiet   no summary line\n"
 	"  -h, --help    show this help\n";
 
 const struct command cmd_restore;
+
+/*
+ * A restore of a tiered dump that failed at its cold tier: said in the
+ * directory's words (the library's -ENOENT would read "no segment"). false
+ * if the error is not one of the cold tier's.
+ */
+static bool segment_exists(const char *name)
+{
+	char shm[PATH_MAX];
+	snprintf(shm, sizeof(shm), "/dev/shm/cistern.%s", name);
+	return access(shm, F_OK) == 0;
+}
+
+static bool cold_problem(int r, const struct cistern_dump_info *info, const char *name)
+{
+	const char *as = name ? name : info->name, *dir = info->cold_dir;
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/cistern.%s.cold", dir, as);
+	struct stat st;
+	if (r == -ENOENT || r == -ENOTDIR || r == -EACCES || r == -EROFS) {
+		if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && access(dir, W_OK | X_OK) == 0)
+			return false;
+		cli_error(&cmd_restore, as, 0,
+			  "cannot make the cold tier in %s: %s; nothing was created", esc(dir),
+			  strerror(-r));
+	} else if (r == -EINVAL) {
+		cli_error(&cmd_restore, as, 0,
+			  "the file system of the cold directory %s refuses direct I/O (O_DIRECT); "
+			  "nothing was created",
+			  esc(dir));
+	} else if (r == -ENOSPC || r == -EFBIG || r == -EDQUOT) {
+		cli_error(&cmd_restore, as, 0,
+			  "the disk of the cold directory %s (or /dev/shm) cannot hold the "
+			  "segment's %" PRIu64 " cold slots: %s; nothing was created",
+			  esc(dir), info->config.cold_slots, strerror(-r));
+	} else if (r == -EEXIST && lstat(path, &st) == 0 && !segment_exists(as)) {
+		cli_error(&cmd_restore, as, 0,
+			  "a file is in the way of its cold file: %s (a cold file whose segment "
+			  "is gone? 'cistern gc --cold-dir %s' removes those); nothing was created",
+			  esc(path), esc(dir));
+	} else {
+		return false;
+	}
+	return true;
+}
 
 static int run(int argc, char **argv)
 {
@@ -88,6 +143,8 @@ static int run(int argc, char **argv)
 			cli_error(&cmd_restore, file, 0, "not a cistern dump; nothing was created");
 		else if (r == -EPROTONOSUPPORT)
 			cli_error(&cmd_restore, file, 0, "dump format not supported by this build");
+		else if (!check && info.config.cold_slots && cold_problem(r, &info, name))
+			;
 		else if (check)
 			cli_error(&cmd_restore, file, r, NULL);
 		else if (name || info.name[0])
@@ -106,6 +163,11 @@ static int run(int argc, char **argv)
 			info.samples, fmt_bytes(info.payload_bytes, a, sizeof(a)), esc(info.name),
 			cistern_policy_name(info.config.policy), info.config.slot_count,
 			fmt_time(info.dumped_ns, t, sizeof(t)));
+		if (info.config.cold_slots)
+			fprintf(check ? stdout : stderr,
+				"cold tier: %" PRIu64 " of the samples, %" PRIu64
+				" cold slots in %s\n",
+				info.cold_samples, info.config.cold_slots, esc(info.cold_dir));
 		if (check && info.schema[0])
 			printf("schema %s\n", esc(info.schema));
 	}

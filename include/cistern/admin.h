@@ -307,6 +307,41 @@ CISTERN_API int cistern_gc(const char *name, unsigned flags, struct cistern_gc_r
 CISTERN_API int cistern_gc_dump_to(const char *name, const char *dir, unsigned flags,
 				   struct cistern_gc_report *rep);
 
+/** A cold file that cistern_gc_cold() found without its segment. */
+struct cistern_gc_cold_report {
+	char path[4096];                 /**< DIR/cistern.NAME.cold */
+	char name[CISTERN_NAME_MAX + 1]; /**< NAME, from the file's name */
+	/**
+	 * Why it is garbage: 1 no segment NAME exists; 2 segment NAME exists
+	 * but is another one (it has no cold tier, or another creation nonce
+	 * than the file's header); 3 the file has no whole header (a create
+	 * that died half-way) or its header names another segment.
+	 */
+	int why;
+	int removed; /**< 1 if it was removed (in a dry run: would be) */
+	int error;   /**< 0, or -errno of its removal (then removed = 0) */
+};
+/** Called by cistern_gc_cold() on each cold file it removes or would remove. */
+typedef void (*cistern_gc_cold_fn)(const struct cistern_gc_cold_report *rep, void *arg);
+
+/**
+ * Remove the cold files in directory `dir` whose segment is gone: each
+ * regular file named cistern.NAME.cold whose header (name and creation nonce,
+ * docs/protocol/tiers.md) matches no segment NAME that exists now. A cold
+ * file whose segment exists with the same nonce is never removed, nor one
+ * whose segment cannot be judged (being created, damaged, another build's),
+ * nor one changed in the last CISTERN_GC_GRACE_S seconds (a create or a
+ * restore may be under way), nor a symbolic link (never followed), nor
+ * another user's file unless CISTERN_GC_ANY_OWNER. Flags:
+ * CISTERN_GC_DRY_RUN (remove nothing; report what the real run would),
+ * CISTERN_GC_ANY_OWNER.
+ * @param fn  may be NULL; called on each file found, with what was done
+ * @return the number of such files found (removed, or that a dry run would
+ *         remove); -EINVAL for a NULL or empty dir or an unknown flag;
+ *         -errno of opening the directory.
+ */
+CISTERN_API int cistern_gc_cold(const char *dir, unsigned flags, cistern_gc_cold_fn fn, void *arg);
+
 /* ======================================================================== */
 /* Snapshots: dump and restore                                              */
 /* ======================================================================== */
@@ -333,14 +368,14 @@ struct cistern_dump_info {
 	 */
 	struct cistern_config config;
 	struct cistern_stats stats; /**< its statistics when the dump started */
-	uint64_t samples;           /**< samples in the dump */
+	uint64_t samples;           /**< samples in the dump, hot and cold */
 	uint64_t payload_bytes;     /**< their payload bytes */
 	uint64_t skipped;           /**< samples that moved while copied, left out */
 	uint64_t next_id;           /**< restored segments give new samples ids from here */
 	uint64_t created_ns;        /**< when the source segment was created */
 	uint64_t dumped_ns;         /**< when the dump was taken */
 	uint64_t file_size;         /**< bytes of the dump file */
-	uint32_t format_version;    /**< the file's format: 1 or CISTERN_DUMP_VERSION */
+	uint32_t format_version;    /**< the file's format: 1 to CISTERN_DUMP_VERSION */
 	uint32_t closed;            /**< reception was closed */
 	/**
 	 * The segment's schema text ("" for none). config.schema points here, so
@@ -348,12 +383,23 @@ struct cistern_dump_info {
 	 * into the original.
 	 */
 	char schema[CISTERN_SCHEMA_MAX];
+	/** of samples, those of the cold tier (format 3; 0 without a cold tier) */
+	uint64_t cold_samples;
+	/**
+	 * The segment's cold_dir ("" without a cold tier); config.cold_dir
+	 * points here. stats.cold_slots and the stats' cold counters (spilled,
+	 * reads, evictions) are the source's; stats.cold_population is
+	 * cold_samples, and stats.cold_disk_bytes is 0.
+	 */
+	char cold_dir[CISTERN_COLD_DIR_MAX + 1];
 };
 /**
- * The dump format this build writes. It reads that one and format 1, written
- * by builds before schemas (version 2 added the segment's schema).
+ * The newest dump format this build writes and reads. A segment with a cold
+ * tier is dumped in format 3, which adds its cold samples; a segment without
+ * one in format 2, which older builds read too. It reads formats 1 (written
+ * by builds before schemas), 2 (which added the segment's schema) and 3.
  */
-#define CISTERN_DUMP_VERSION 2
+#define CISTERN_DUMP_VERSION 3
 
 /**
  * Dump segment `name` to `path` (replaced atomically: written to a temporary
@@ -366,16 +412,20 @@ struct cistern_dump_info {
  * taken (fstat of the object: a chmod since creation counts, the mode given
  * at creation does not); the file is created with those bits, plus read and
  * write for its owner, under the umask, and cistern_restore() creates the
- * segment with them.
+ * segment with them. A segment with a cold tier is dumped with its cold
+ * samples (format 3), read from its cold file with O_DIRECT through io_uring
+ * and each checked against its CRC; a cold sample that moves while read is
+ * left out and counted in `skipped`, as a hot one.
  * @param progress may be NULL; called with (slots scanned, slot_count, arg)
  * @param info     may be NULL; receives what was written
  * @return 0; -EINVAL for a NULL path; the errors of cistern_open_readonly();
  *         -EPROTO also if a segment read without a mapping (see
  *         cistern_open_readonly()) is found shrunk during the dump (nothing is
  *         written over `path` then); -ENOTSUP if this build cannot read the
- *         slots of the segment's policy, or if the segment has a cold tier
- *         (a dump does not carry cold samples yet); -ENAMETOOLONG if the temporary file's
- *         path is too long; -ENOMEM; -errno of the file I/O.
+ *         slots of the segment's policy; -ENAMETOOLONG if the temporary file's
+ *         path is too long; -ENOMEM; -errno of the file I/O or of the cold
+ *         file (its reads are checked against each sample's CRC: -EIO if one
+ *         does not match).
  */
 CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progress_fn progress,
 			     void *arg, struct cistern_dump_info *info);
@@ -387,7 +437,12 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  * created exclusively, under a name nobody can take first); only a fully checked
  * segment is renamed to `name`, which must not exist. The call blocks on the
  * file I/O only. If the restoring process dies, the half-built segment keeps
- * its temporary name, and cistern_gc() removes it.
+ * its temporary name, and cistern_gc() removes it. A dump of a segment with
+ * a cold tier makes the tier again, in the cold_dir and with the cold_slots
+ * stored in the dump (info->cold_dir): its cold file is made under the
+ * temporary name, then named for `name` just before the segment is; a
+ * restore that fails removes it too, and one whose process dies leaves a
+ * cold file that cistern_gc() or cistern_gc_cold() removes.
  * @param progress may be NULL; called with (bytes read, file size, arg)
  * @param info     may be NULL; receives what the dump holds as soon as its
  *                 frame is read, also when the restore then fails (so that
@@ -405,7 +460,10 @@ CISTERN_API int cistern_dump(const char *name, const char *path, cistern_progres
  *         -EPROTONOSUPPORT for a dump format this build does not know;
  *         -ENOTSUP for a policy this build lacks; -EINVAL for a NULL path or
  *         a bad name; -ENOSPC, -ENOMEM and the other errors of
- *         cistern_create(); -errno of the file I/O.
+ *         cistern_create() (for a cold tier: -ENOENT for a missing cold_dir,
+ *         -EINVAL for one without O_DIRECT, -ENOSPC for a disk that cannot
+ *         hold it); -EEXIST also for a file already at the cold file's path;
+ *         -errno of the file I/O.
  */
 CISTERN_API int cistern_restore(const char *path, const char *name, cistern_progress_fn progress,
 				void *arg, struct cistern_dump_info *info);

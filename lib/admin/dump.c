@@ -217,6 +217,67 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 	return 0;
 }
 
+/* The cold section's writer: records go out as the tier hands them over. */
+struct cold_out {
+	struct io_writer *w;
+	struct dump_meta *m;
+	uint64_t max_id;
+	uint32_t crc;
+};
+
+static int cold_record(const struct cistern__cold_sample *s, void *arg)
+{
+	struct cold_out *o = arg;
+	size_t rec = COLD_REC_HDR + cistern__align_up(s->len, 8);
+	uint8_t *p = cistern__io_w_room(o->w, rec);
+	if (!p)
+		return o->w->err;
+	struct dump_cold_rec r = {
+		.id = s->id, .len = s->len, .seen = s->seen, .slot = (uint32_t)s->slot};
+	memcpy(r.meta, s->meta, sizeof(r.meta));
+	dump_cold_rec_encode(p, &r);
+	memcpy(p + COLD_REC_HDR, s->data, s->len);
+	memset(p + COLD_REC_HDR + s->len, 0, rec - COLD_REC_HDR - s->len);
+	o->crc = cistern__crc32c(o->crc, p, rec);
+	cistern__io_w_keep(o->w, p, rec);
+	o->m->cold_size += rec;
+	o->m->cold_count++;
+	o->m->cold_payload += s->len;
+	if (s->id > o->max_id)
+		o->max_id = s->id;
+	return 0;
+}
+
+/*
+ * The cold section (dump_format.h) of a segment with a cold tier: its header
+ * and dir, then each cold sample the tier reads back whole.
+ */
+static int dump_cold(struct cistern *c, struct io_writer *w, struct dump_meta *m, bool dead_held)
+{
+	const struct cistern__tiering *tg = c->policy->tiering;
+	struct cistern__tier_counts n = {0};
+	tg->counts(c, &n);
+	m->cold_spilled = n.spilled;
+	m->cold_reads = n.cold_reads;
+	m->cold_evictions = n.cold_evictions;
+	snprintf(m->cold_dir, sizeof(m->cold_dir), "%s", c->fixed.cold_dir);
+	uint8_t hdr[COLD_HDR + CISTERN_COLD_DIR_MAX + 8];
+	size_t len;
+	cistern__dump_cold_header(m, hdr, &len);
+	int r = cistern__io_w_append(w, hdr, len);
+	if (r < 0)
+		return r;
+	m->cold_size = len;
+	struct cold_out o = {w, m, 0, cistern__crc32c(0, hdr, len)};
+	r = tg->dump(c, dead_held, cold_record, &o, &m->skipped);
+	if (r < 0)
+		return r;
+	m->cold_crc = o.crc;
+	if (m->cold_count && o.max_id >= m->next_id)
+		m->next_id = o.max_id + 1;
+	return 0;
+}
+
 bool cistern__held_once_reclaimed(const struct cistern_snap_ops *so, uint64_t word)
 {
 	enum cistern_slot_class cls = so->classify(word).cls;
@@ -275,8 +336,9 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 {
 	int r;
 	const struct cistern_snap_ops *so = c->policy->snap;
-	/* A dump holds hot slots only: it would leave a cold tier's samples out. */
-	if (!so || c->fixed.cold_slots)
+	/* A cold tier's samples are read back through the tier's hooks. */
+	bool tiered = c->fixed.cold_slots != 0;
+	if (!so || (tiered && (!c->policy->tiering || !c->policy->tiering->dump)))
 		return -ENOTSUP;
 	/* A copied handle: which slots hold samples, as the object says now (pass 1). */
 	r = cistern__refresh(c, CISTERN__COPY_TABLES | CISTERN__COPY_SLOTS);
@@ -289,7 +351,8 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 		snprintf(m.schema, sizeof(m.schema), "%s", m.cfg.schema);
 		m.cfg.schema = m.schema;
 	}
-	m.version = CISTERN_DUMP_VERSION;
+	/* Format 3 only where it is needed: older builds read a dump without a tier. */
+	m.version = tiered ? CISTERN_DUMP_VERSION : 2;
 	/*
 	 * The permission bits come from the object as it is now, not from the
 	 * header, which keeps those given at creation: a chmod since then must
@@ -321,9 +384,12 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	/* Every slot held, plus room for the seen set, the meta block and the trailer. */
 	uint64_t expect = PREAMBLE_SIZE +
 			  c->slot_count * (REC_HDR + cistern__align_up(c->slot_size, 8)) +
+			  c->fixed.cold_slots *
+				  (COLD_REC_HDR + cistern__align_up(c->slot_size, 8)) +
 			  2 * c->slot_count + 4 * META_SIZE;
-	r = cistern__io_w_init(&w, fd, flags & CISTERN__DUMP_PLAIN, flags & CISTERN__DUMP_BUFFERED,
-			       REC_HDR + cistern__align_up(c->slot_size, 8), expect);
+	r = cistern__io_w_init(
+		&w, fd, flags & CISTERN__DUMP_PLAIN, flags & CISTERN__DUMP_BUFFERED,
+		(tiered ? COLD_REC_HDR : REC_HDR) + cistern__align_up(c->slot_size, 8), expect);
 	if (r < 0)
 		goto out_file;
 	seen = roaring_bitmap_create();
@@ -333,7 +399,7 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	}
 	uint8_t pre[PREAMBLE_SIZE];
 	memcpy(pre, DUMP_MAGIC, 8);
-	put32(pre + 8, CISTERN_DUMP_VERSION);
+	put32(pre + 8, m.version);
 	put32(pre + 12, PREAMBLE_SIZE);
 	if ((r = cistern__io_w_append(&w, pre, sizeof(pre))) < 0)
 		goto out;
@@ -363,12 +429,21 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	m.schema_crc = cistern__crc32c(0, m.schema, (size_t)m.schema_size);
 	if (m.schema_size && (r = cistern__io_w_append(&w, m.schema, m.schema_size)) < 0)
 		goto out;
+	uint64_t meta_off = m.schema_off + m.schema_size;
+	if (tiered) {
+		m.cold_off = meta_off;
+		if ((r = dump_cold(c, &w, &m, flags & CISTERN__DUMP_DEAD_HELD)) < 0)
+			goto out;
+		meta_off += m.cold_size;
+		/* The config a restore creates: with the tier's slots and directory. */
+		m.cfg.cold_slots = c->fixed.cold_slots;
+		m.cfg.cold_dir = m.cold_dir;
+	}
 
 	uint8_t mb[META_SIZE], tr[TRAILER_SIZE];
 	cistern__dump_meta_encode(&m, mb);
 	if ((r = cistern__io_w_append(&w, mb, sizeof(mb))) < 0)
 		goto out;
-	uint64_t meta_off = m.schema_off + m.schema_size;
 	uint64_t file_size = meta_off + META_SIZE + TRAILER_SIZE;
 	memset(tr, 0, sizeof(tr));
 	memcpy(tr, TRAILER_MAGIC, 8);

@@ -115,6 +115,12 @@ static void meta_code(struct cur *c, struct dump_meta *m)
 	memcpy(&m->cfg.alpha, &prio[0], sizeof(prio[0]));
 	memcpy(&m->cfg.beta, &prio[1], sizeof(prio[1]));
 	memcpy(&m->cfg.epsilon, &prio[2], sizeof(prio[2]));
+	/* Bytes 472-507, version 3: the cold section; zero without one and before it. */
+	f64(c, &m->cold_off);
+	f64(c, &m->cold_size);
+	f64(c, &m->cold_count);
+	f64(c, &m->cold_payload);
+	f32(c, &m->cold_crc);
 }
 
 void cistern__dump_meta_encode(struct dump_meta *m, uint8_t out[META_SIZE])
@@ -150,8 +156,18 @@ void cistern__dump_info_from_meta(const struct dump_meta *m, uint64_t file_size,
 	info->stats.producers_expected = m->cfg.expected_producers;
 	info->stats.producers_done = m->producers_done;
 	info->stats.producers_died = m->producers_died;
-	info->samples = m->sample_count;
-	info->payload_bytes = m->payload_bytes;
+	info->samples = m->sample_count + m->cold_count;
+	info->payload_bytes = m->payload_bytes + m->cold_payload;
+	info->cold_samples = m->cold_count;
+	if (m->cfg.cold_slots) {
+		snprintf(info->cold_dir, sizeof(info->cold_dir), "%s", m->cold_dir);
+		info->config.cold_dir = info->cold_dir;
+		info->stats.cold_slots = m->cfg.cold_slots;
+		info->stats.cold_population = m->cold_count;
+		info->stats.cold_spilled = m->cold_spilled;
+		info->stats.cold_reads = m->cold_reads;
+		info->stats.cold_evictions = m->cold_evictions;
+	}
 	info->skipped = m->skipped;
 	info->next_id = m->next_id;
 	info->created_ns = m->created_ns;
@@ -163,6 +179,65 @@ void cistern__dump_info_from_meta(const struct dump_meta *m, uint64_t file_size,
 		snprintf(info->schema, sizeof(info->schema), "%s", m->cfg.schema);
 		info->config.schema = info->schema;
 	}
+}
+
+/*
+ * The cold section's header and dir, checked by their own CRC: they give the
+ * config its cold_slots and cold_dir, which create reads.
+ */
+static int read_cold_header(int fd, struct dump_meta *m)
+{
+	uint8_t h[COLD_HDR + CISTERN_COLD_DIR_MAX];
+	if (m->cold_size < COLD_HDR ||
+	    pread(fd, h, COLD_HDR, (off_t)m->cold_off) != (ssize_t)COLD_HDR)
+		return -EBADMSG;
+	uint64_t slots = get64(h);
+	uint32_t dir_len = get32(h + 32);
+	if (slots == 0 || slots > CISTERN_SLOT_COUNT_MAX || dir_len == 0 ||
+	    dir_len > CISTERN_COLD_DIR_MAX)
+		return -EBADMSG;
+	m->cold_hdr_size = COLD_HDR + cistern__align_up(dir_len, 8);
+	if (m->cold_size < m->cold_hdr_size + m->cold_count * COLD_REC_HDR ||
+	    m->cold_count > slots ||
+	    pread(fd, h + COLD_HDR, dir_len, (off_t)(m->cold_off + COLD_HDR)) != (ssize_t)dir_len)
+		return -EBADMSG;
+	uint32_t crc = cistern__crc32c(0, h, 36);
+	if (cistern__crc32c(crc, h + COLD_HDR, dir_len) != get32(h + 36) ||
+	    memchr(h + COLD_HDR, '\0', dir_len) != NULL)
+		return -EBADMSG;
+	m->cfg.cold_slots = slots;
+	m->cold_spilled = get64(h + 8);
+	m->cold_reads = get64(h + 16);
+	m->cold_evictions = get64(h + 24);
+	memcpy(m->cold_dir, h + COLD_HDR, dir_len);
+	m->cold_dir[dir_len] = '\0';
+	m->cfg.cold_dir = m->cold_dir;
+	return 0;
+}
+
+void cistern__dump_cold_header(const struct dump_meta *m, uint8_t *out, size_t *len)
+{
+	size_t dir_len = strlen(m->cold_dir);
+	size_t n = COLD_HDR + cistern__align_up(dir_len, 8);
+	memset(out, 0, n);
+	put64(out, m->cfg.cold_slots);
+	put64(out + 8, m->cold_spilled);
+	put64(out + 16, m->cold_reads);
+	put64(out + 24, m->cold_evictions);
+	put32(out + 32, (uint32_t)dir_len);
+	memcpy(out + COLD_HDR, m->cold_dir, dir_len);
+	uint32_t crc = cistern__crc32c(0, out, 36);
+	put32(out + 36, cistern__crc32c(crc, out + COLD_HDR, dir_len));
+	*len = n;
+}
+
+int cistern__dump_cold_rec_check(const struct dump_meta *m, const struct dump_cold_rec *r,
+				 const struct dump_cold_rec *prev)
+{
+	if (r->len > m->cfg.slot_size || r->id >= m->next_id || r->slot >= m->cfg.cold_slots ||
+	    (prev && r->slot <= prev->slot))
+		return -EBADMSG;
+	return 0;
 }
 
 /* Read and check preamble, trailer and meta: everything decided before creating anything. */
@@ -186,7 +261,7 @@ int cistern__dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 	if (pread(fd, pre, sizeof(pre), 0) != (ssize_t)sizeof(pre))
 		return -EBADMSG;
 	uint32_t version = get32(pre + 8);
-	if (version != 1 && version != CISTERN_DUMP_VERSION)
+	if (version < 1 || version > CISTERN_DUMP_VERSION)
 		return -EPROTONOSUPPORT;
 	if (get32(pre + 12) != PREAMBLE_SIZE)
 		return -EBADMSG;
@@ -215,11 +290,25 @@ int cistern__dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 		return -EBADMSG;
 	if (version == 1)
 		m->schema_off = bitmap_end;
+	/* Before version 3 there is no cold section, and its fields are zero. */
+	uint64_t schema_end = m->schema_off + m->schema_size;
+	bool cold = m->cold_size != 0;
+	if (!cold && (m->cold_off || m->cold_count || m->cold_payload || m->cold_crc))
+		return -EBADMSG;
+	if (cold && version < 3)
+		return -EBADMSG;
+	uint64_t sections_end = cold ? m->cold_off + m->cold_size : schema_end;
 	/* The sections must tile the file exactly. */
 	if (m->samples_off != PREAMBLE_SIZE || m->bitmap_off != m->samples_off + m->samples_size ||
-	    m->schema_off + m->schema_size != get64(tr + 16) ||
-	    m->sample_count > m->cfg.slot_count || m->samples_size < m->sample_count * REC_HDR ||
-	    !cistern__policy_of(m->cfg.policy) || m->next_id < m->sample_count)
+	    (cold && m->cold_off != schema_end) || sections_end < schema_end ||
+	    sections_end != get64(tr + 16) || m->sample_count > m->cfg.slot_count ||
+	    m->samples_size < m->sample_count * REC_HDR || !cistern__policy_of(m->cfg.policy) ||
+	    m->next_id < m->sample_count)
+		return -EBADMSG;
+	if (cold && (r = read_cold_header(fd, m)) < 0)
+		return r;
+	/* Every id is below next_id: there are no more samples than that (cold_count is bounded now). */
+	if (m->next_id - m->sample_count < m->cold_count)
 		return -EBADMSG;
 	/* The schema, checked by its own CRC before create reads it. */
 	if (m->schema_size && pread(fd, m->schema, (size_t)m->schema_size, (off_t)m->schema_off) !=

@@ -3,7 +3,7 @@
  * dump_format.h - the dump file format, shared by dump.c (the writer) and
  * restore.c (verify and restore); internal.
  *
- * File format, version 2. Every integer is little-endian, whatever the host.
+ * File format, version 3. Every integer is little-endian, whatever the host.
  *
  *   preamble  16 bytes   "CISTDUMP", u32 format version, u32 preamble size (16)
  *   samples   records back to back, in ascending sample id order:
@@ -19,6 +19,19 @@
  *             cistern__dump_seen_set_check()).
  *   schema    the segment's schema text (docs/SCHEMA.md), without its NUL;
  *             empty for a segment without one (always under 1024 bytes).
+ *   cold      version 3: the cold tier's samples (docs/protocol/tiers.md);
+ *             absent (0 bytes) for a segment without a cold tier:
+ *               header, 40 bytes: u64 cold_slots, u64 spilled, u64
+ *                 cold_reads, u64 cold_evictions (the tier's counters), u32
+ *                 dir_len, u32 CRC-32C of the header's first 36 bytes and
+ *                 of the dir;
+ *               dir: the cold_dir, dir_len bytes without a NUL, then zero
+ *                 padding to a multiple of 8;
+ *               records back to back, in ascending cold slot order: u64
+ *                 sample_id, u64 len, u32 seen, u32 source cold slot, the
+ *                 entry's 24 bytes of meta (sim_id and time_step first)
+ *                 (48 bytes), then len payload bytes, zero padding to a
+ *                 multiple of 8.
  *   meta      512 bytes: section offsets and sizes, counts, next sample id,
  *             times, reception state, the config, the statistics, the CRC-32C
  *             of the samples section and of the seen set, the producers that
@@ -27,8 +40,10 @@
  *             section's offset, size and CRC-32C (bytes 424-443), the
  *             prioritized policy's alpha, beta and epsilon as IEEE 754 bits
  *             (bytes 448-471; zero for the other policies and in files from
- *             before it), and last the CRC-32C of the meta block's first 508
- *             bytes.
+ *             before it), the cold section's offset, size, record count,
+ *             payload bytes and CRC-32C (bytes 472-507; zero without a cold
+ *             section and in files of version 1 and 2), and last the CRC-32C
+ *             of the meta block's first 508 bytes.
  *   trailer   32 bytes: "CISTEND1", u64 file size, u64 meta offset,
  *             u32 CRC-32C of every byte of the file before this field, u32 0.
  *
@@ -40,12 +55,16 @@
  *
  * Version 1, written before schemas, is version 2 without the schema
  * section: its meta block has zeros where the schema's offset, size and CRC
- * go, and the seen set ends where the meta block starts. Both are read.
+ * go, and the seen set ends where the meta block starts. Version 2 is version
+ * 3 without the cold section. A segment without a cold tier is written as
+ * version 2, which older builds read; one with a tier as version 3. All three
+ * are read.
  */
 #ifndef CISTERN_DUMP_FORMAT_H
 #define CISTERN_DUMP_FORMAT_H
 
 #include <roaring/roaring.h>
+#include <string.h>
 
 #include "core/handle.h"
 #include "cistern/admin.h"
@@ -56,6 +75,9 @@
 #define META_SIZE 512
 #define TRAILER_SIZE 32
 #define REC_HDR 32
+#define COLD_HDR 40
+#define COLD_REC_HDR 48
+#define COLD_META 24
 
 /* Little-endian fields, whatever the host. */
 static inline void put32(uint8_t *p, uint32_t v)
@@ -98,6 +120,13 @@ struct dump_meta {
 	uint32_t producers_died;
 	uint64_t schema_off, schema_size; /* version 2; 0 and 0 in version 1 */
 	uint32_t schema_crc;
+	/* Version 3: the cold section (all 0 without one). */
+	uint64_t cold_off, cold_size, cold_count, cold_payload;
+	uint32_t cold_crc;
+	/* From the cold section's header, read with the frame. */
+	uint64_t cold_spilled, cold_reads, cold_evictions;
+	uint64_t cold_hdr_size; /* header, dir and its padding: where the records start */
+	char cold_dir[CISTERN_COLD_DIR_MAX + 1];
 	uint32_t version; /* the file's format version (not in the meta block) */
 	/* The schema text, NUL-terminated; cfg.schema points here, or is NULL for none. */
 	char schema[CISTERN_SCHEMA_MAX];
@@ -119,6 +148,39 @@ static inline void dump_rec_decode(const uint8_t in[REC_HDR], struct dump_rec *r
 	r->src = get32(in + 28);
 }
 
+/* A cold record's header, decoded. */
+struct dump_cold_rec {
+	uint64_t id, len;
+	uint32_t seen, slot;
+	uint8_t meta[COLD_META];
+};
+
+static inline void dump_cold_rec_decode(const uint8_t in[COLD_REC_HDR], struct dump_cold_rec *r)
+{
+	r->id = get64(in);
+	r->len = get64(in + 8);
+	r->seen = get32(in + 16);
+	r->slot = get32(in + 20);
+	memcpy(r->meta, in + 24, COLD_META);
+}
+
+static inline void dump_cold_rec_encode(uint8_t out[COLD_REC_HDR], const struct dump_cold_rec *r)
+{
+	put64(out, r->id);
+	put64(out + 8, r->len);
+	put32(out + 16, r->seen);
+	put32(out + 20, r->slot);
+	memcpy(out + 24, r->meta, COLD_META);
+}
+
+/*
+ * The check of a cold record, as cistern__dump_rec_check() for the hot ones:
+ * a payload longer than a slot, an id not below next_id, a cold slot past
+ * cold_slots or not above the previous record's is -EBADMSG.
+ */
+int cistern__dump_cold_rec_check(const struct dump_meta *m, const struct dump_cold_rec *r,
+				 const struct dump_cold_rec *prev);
+
 /*
  * The one check of a record, run on every record by the parser that serves
  * cistern_dump_verify() and cistern_restore() alike, so that they agree: a
@@ -138,6 +200,12 @@ int cistern__dump_rec_check(const struct dump_meta *m, const struct dump_rec *r,
  * prints to standard error on bad input (and the library never prints).
  */
 int cistern__dump_seen_set_check(const uint8_t *p, size_t n, const roaring_bitmap_t *want);
+
+/*
+ * The cold section's header and dir of m (cfg.cold_slots, the counters,
+ * cold_dir) into out (COLD_HDR + CISTERN_COLD_DIR_MAX + 8 bytes): *len bytes.
+ */
+void cistern__dump_cold_header(const struct dump_meta *m, uint8_t *out, size_t *len);
 
 /* The meta block out, its CRC last. */
 void cistern__dump_meta_encode(struct dump_meta *m, uint8_t out[META_SIZE]);

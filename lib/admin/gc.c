@@ -4,6 +4,7 @@
  * attachments from outside, the removal of a segment nobody alive uses, and
  * the dump of what it held first (cistern_gc_dump_to()).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 
 #include "core/open.h"
 #include "core/liveness.h"
+#include "sys/clock.h"
 #include "policy/reservoir/pins.h"
 #include "core/policy.h"
 #include "tier/cold.h"
@@ -221,6 +223,10 @@ static uint64_t unread_samples(struct cistern *c, const struct cistern_snap_ops 
 		if (cistern__held_once_reclaimed(so, word))
 			n += all_held || cistern__seen_once_reclaimed(c, m, word, so) == 0;
 	}
+	/* A cold tier's samples are the segment's too. */
+	const struct cistern__tiering *tg = c->policy->tiering;
+	if (c->fixed.cold_slots && tg && tg->unread)
+		n += tg->unread(c);
 	return n;
 }
 
@@ -393,6 +399,145 @@ int cistern_gc_dump_to(const char *name, const char *dir, unsigned flags,
 		r = unlink_same(shm, c->fd);
 	if (r == 0)
 		rep->removed = why;
+	/*
+	 * The segment first, then its cold file (docs/protocol/tiers.md), named
+	 * as the object is (an unfinished restore's is under its temporary name).
+	 */
+	if (!dry && r == 0 && c->fixed.cold_slots) {
+		int cr = cistern__cold_unlink(c->fixed.cold_dir, name);
+		r = cr == -ENOENT ? 0 : cr;
+	}
 	cistern_detach(c);
 	return r;
+}
+
+/* ---- cold files whose segment is gone ----------------------------------- */
+
+/* The segment name X of an entry named cistern.X.cold, into name; false if it is none. */
+static bool cold_file_name(const char *ent, char name[CISTERN_NAME_MAX + 1])
+{
+	size_t n = strlen(ent);
+	const size_t pre = sizeof("cistern.") - 1, suf = sizeof(".cold") - 1;
+	if (n <= pre + suf || n - pre - suf > CISTERN_NAME_MAX ||
+	    strncmp(ent, "cistern.", pre) != 0 || strcmp(ent + n - suf, ".cold") != 0)
+		return false;
+	memcpy(name, ent + pre, n - pre - suf);
+	name[n - pre - suf] = '\0';
+	return cistern_name_valid(name) == 0;
+}
+
+/*
+ * Why the cold file of segment `name` with nonce `nonce` is garbage: 1 no
+ * segment of the name exists; 2 the segment of the name has no cold tier or
+ * another nonce. 0 if it is that segment's, or if the segment cannot be
+ * judged (being created, damaged, another build's, not ours to read): a
+ * file is only removed when it surely belongs to no segment.
+ */
+static int cold_orphan_why(const char *name, uint64_t nonce)
+{
+	int fd;
+	struct stat st;
+	int r = cistern__shm_open_existing(name, O_RDONLY, &fd, &st);
+	if (r == -ENOENT)
+		return 1;
+	if (r < 0)
+		return 0;
+	struct cistern_hdr copy;
+	r = cistern__probe_header(fd, &copy, &st);
+	close(fd);
+	if (r < 0)
+		return 0;
+	return copy.cold_slots && copy.cold_nonce == nonce ? 0 : 2;
+}
+
+/* Whether the name ent in dfd is still the file st describes. */
+static bool same_file(int dfd, const char *ent, const struct stat *st)
+{
+	struct stat now;
+	return fstatat(dfd, ent, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == st->st_dev &&
+	       now.st_ino == st->st_ino;
+}
+
+/* Judge one entry of a cold directory; 1 if it is garbage (rep says what was done), else 0. */
+static int gc_cold_entry(int dfd, const char *dir, const char *ent, unsigned flags,
+			 struct cistern_gc_cold_report *rep)
+{
+	memset(rep, 0, sizeof(*rep));
+	if (!cold_file_name(ent, rep->name))
+		return 0;
+	/* Never through a symbolic link, and never another user's file unless asked. */
+	struct stat st;
+	if (fstatat(dfd, ent, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	if (st.st_uid != geteuid() && !(flags & CISTERN_GC_ANY_OWNER))
+		return 0;
+	/*
+	 * A file written within the grace period may be a create or a restore
+	 * under way: create writes the header last, and a restore writes the
+	 * header again just before it renames the file and then its segment.
+	 */
+	int64_t age_ns = cistern__now_ns(CLOCK_REALTIME) - (int64_t)cistern__mtime_ns(&st);
+	if (age_ns < (int64_t)CISTERN_GC_GRACE_S * 1000000000)
+		return 0;
+	int fd = openat(dfd, ent, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct stat fst;
+	struct cistern__cold_id id;
+	int r = fstat(fd, &fst) < 0 ? -errno : cistern__cold_header(fd, &id);
+	close(fd);
+	if (r == -ESTALE)
+		rep->why = 3; /* no whole header: a create that died half-way */
+	else if (r < 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino)
+		return 0;
+	else if (strcmp(id.name, rep->name) != 0)
+		rep->why = 3; /* it names another segment: no segment opens it under this name */
+	else
+		rep->why = cold_orphan_why(rep->name, id.nonce);
+	if (!rep->why)
+		return 0;
+	snprintf(rep->path, sizeof(rep->path), "%s/%s", dir, ent);
+	rep->removed = 1;
+	if (flags & CISTERN_GC_DRY_RUN)
+		return 1;
+	/* Between our checks and the unlink someone may have put another file there. */
+	if (!same_file(dfd, ent, &st)) {
+		rep->removed = 0;
+		return 0;
+	}
+	if (unlinkat(dfd, ent, 0) < 0) {
+		rep->removed = 0;
+		rep->error = -errno;
+	}
+	return 1;
+}
+
+int cistern_gc_cold(const char *dir, unsigned flags, cistern_gc_cold_fn fn, void *arg)
+{
+	if (!dir || !dir[0])
+		return -EINVAL;
+	if (flags & ~(unsigned)(CISTERN_GC_DRY_RUN | CISTERN_GC_ANY_OWNER))
+		return -EINVAL;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		int r = -errno;
+		close(dfd);
+		return r;
+	}
+	int found = 0;
+	struct dirent *e;
+	struct cistern_gc_cold_report rep;
+	while ((e = readdir(d)) != NULL) {
+		if (gc_cold_entry(dirfd(d), dir, e->d_name, flags, &rep) == 0)
+			continue;
+		if (found < INT32_MAX)
+			found++;
+		if (fn)
+			fn(&rep, arg);
+	}
+	closedir(d);
+	return found;
 }

@@ -92,20 +92,114 @@ static int parse(struct parser *ps, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/*
+ * Parses the cold section's records as a byte stream: each sample is
+ * collected whole, checked, and (a restore) handed to the tier, which puts
+ * it into the next cold slot.
+ */
+struct cold_parser {
+	const struct dump_meta *m;
+	struct cistern *c; /* NULL: only check (cistern_dump_verify()) */
+	uint8_t hdr[COLD_REC_HDR];
+	size_t hfill;
+	struct dump_cold_rec rec, last;
+	uint8_t *buf; /* one sample's payload */
+	uint64_t got, pad;
+	int state; /* 0 header, 1 payload, 2 padding */
+	uint64_t count, bytes;
+};
+
+/* A whole cold sample: to the tier, at the next cold slot. */
+static int cold_take(struct cold_parser *cp)
+{
+	if (!cp->c)
+		return 0;
+	struct cistern__cold_sample s = {
+		.id = cp->rec.id,
+		.len = (uint32_t)cp->rec.len,
+		.seen = cp->rec.seen,
+		.slot = cp->count - 1,
+		.data = cp->buf,
+	};
+	memcpy(s.meta, cp->rec.meta, sizeof(s.meta));
+	return cp->c->policy->tiering->restore_put(cp->c, &s);
+}
+
+static int cold_parse(struct cold_parser *cp, const uint8_t *p, size_t n)
+{
+	while (n) {
+		if (cp->state == 0) {
+			size_t k = COLD_REC_HDR - cp->hfill < n ? COLD_REC_HDR - cp->hfill : n;
+			memcpy(cp->hdr + cp->hfill, p, k);
+			cp->hfill += k;
+			p += k;
+			n -= k;
+			if (cp->hfill < COLD_REC_HDR)
+				break;
+			cp->hfill = 0;
+			if (cp->count >= cp->m->cold_count)
+				return -EBADMSG;
+			dump_cold_rec_decode(cp->hdr, &cp->rec);
+			int r = cistern__dump_cold_rec_check(cp->m, &cp->rec,
+							     cp->count ? &cp->last : NULL);
+			if (r < 0)
+				return r;
+			cp->last = cp->rec;
+			cp->got = 0;
+			cp->pad = cistern__align_up((size_t)cp->rec.len, 8) - cp->rec.len;
+			cp->bytes += cp->rec.len;
+			cp->count++;
+			cp->state = cp->rec.len ? 1 : (cp->pad ? 2 : 0);
+			if (cp->state == 0 && (r = cold_take(cp)) < 0)
+				return r;
+		} else if (cp->state == 1) {
+			uint64_t k = cp->rec.len - cp->got < n ? cp->rec.len - cp->got : n;
+			memcpy(cp->buf + cp->got, p, (size_t)k);
+			cp->got += k;
+			p += k;
+			n -= (size_t)k;
+			if (cp->got == cp->rec.len) {
+				cp->state = cp->pad ? 2 : 0;
+				int r = cp->state == 0 ? cold_take(cp) : 0;
+				if (r < 0)
+					return r;
+			}
+		} else {
+			if (*p != 0)
+				return -EBADMSG;
+			p++;
+			n--;
+			if (--cp->pad == 0) {
+				cp->state = 0;
+				int r = cold_take(cp);
+				if (r < 0)
+					return r;
+			}
+		}
+	}
+	return 0;
+}
+
 /* Stream the whole file: parse samples, collect the seen set, check every CRC. */
 static int load(int fd, uint64_t size, const struct dump_meta *m, struct cistern *c,
-		roaring_bitmap_t *seen, cistern_progress_fn progress, void *arg)
+		roaring_bitmap_t *seen, bool restoring, cistern_progress_fn progress, void *arg)
 {
 	struct io_reader rd;
 	int r = cistern__io_r_init(&rd, fd, size);
 	if (r < 0)
 		return r;
 	struct parser ps = {.c = c, .m = m, .seen = seen};
+	struct cold_parser cps = {.m = m, .c = restoring ? c : NULL};
 	char *bm = malloc(m->bitmap_size ? m->bitmap_size : 1);
-	if (!bm) {
+	if (m->cold_size)
+		cps.buf = malloc(m->cfg.slot_size ? m->cfg.slot_size : 1);
+	if (!bm || (m->cold_size && !cps.buf)) {
+		free(bm);
+		free(cps.buf);
 		cistern__io_r_destroy(&rd);
 		return -ENOMEM;
 	}
+	uint32_t cold_crc = 0;
 	uint32_t file_crc = 0, samples_crc = 0;
 	uint64_t pos = 0;
 	const uint64_t crc_end = size - 8; /* the whole-file CRC stops at its own field */
@@ -134,6 +228,17 @@ static int load(int fd, uint64_t size, const struct dump_meta *m, struct cistern
 		x1 = b < b1 ? b : b1;
 		if (x1 > x0)
 			memcpy(bm + (x0 - b0), p + (x0 - a), (size_t)(x1 - x0));
+		/* The cold section: all of it under its CRC, its records after the header. */
+		uint64_t c0 = m->cold_off, c1 = m->cold_off + m->cold_size;
+		x0 = a > c0 ? a : c0;
+		x1 = b < c1 ? b : c1;
+		if (r == 0 && x1 > x0) {
+			cold_crc = cistern__crc32c(cold_crc, p + (x0 - a), (size_t)(x1 - x0));
+			uint64_t r0 = c0 + m->cold_hdr_size;
+			x0 = x0 > r0 ? x0 : r0;
+			if (x1 > x0)
+				r = cold_parse(&cps, p + (x0 - a), (size_t)(x1 - x0));
+		}
 		pos = b;
 		cistern__io_r_done(&rd);
 		if (progress)
@@ -150,9 +255,15 @@ static int load(int fd, uint64_t size, const struct dump_meta *m, struct cistern
 	if (r == 0 && (samples_crc != m->samples_crc ||
 		       cistern__crc32c(0, bm, m->bitmap_size) != m->bitmap_crc))
 		r = -EBADMSG;
+	if (r == 0 && cold_crc != m->cold_crc)
+		r = -EBADMSG;
 	if (r == 0 && (ps.state != 0 || ps.hfill != 0 || ps.count != m->sample_count ||
 		       ps.bytes != m->payload_bytes))
 		r = -EBADMSG;
+	if (r == 0 && (cps.state != 0 || cps.hfill != 0 || cps.count != m->cold_count ||
+		       cps.bytes != m->cold_payload))
+		r = -EBADMSG;
+	free(cps.buf);
 	if (r == 0)
 		r = cistern__dump_seen_set_check((const uint8_t *)bm, (size_t)m->bitmap_size, seen);
 	free(bm);
@@ -186,9 +297,9 @@ static void restore_stats(struct cistern *c, const struct dump_meta *m)
 	 */
 	struct cistern_stats now;
 	cistern_stats_get(c, &now);
-	if (now.population != m->sample_count)
-		atomic_fetch_add_explicit(&ret->puts, m->sample_count - now.population,
-					  memory_order_relaxed);
+	uint64_t held = m->sample_count + m->cold_count;
+	if (now.population != held)
+		atomic_fetch_add_explicit(&ret->puts, held - now.population, memory_order_relaxed);
 }
 
 /* "RSTR": says the low half is a name's CRC, not whatever a damaged header holds. */
@@ -257,7 +368,7 @@ int cistern_dump_verify(const char *path, struct cistern_dump_info *info)
 		scratch.slot_stride = 0;
 		scratch.meta_stride = 0;
 		scratch.slot_count = m.sample_count;
-		r = load(fd, size, &m, &scratch, seen, NULL, NULL);
+		r = load(fd, size, &m, &scratch, seen, false, NULL, NULL);
 	}
 	free(sm);
 	free(arena);
@@ -321,17 +432,31 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 	snprintf(c->fixed.name, sizeof(c->fixed.name), "%s", name);
 	memcpy(c->hdr->name, c->fixed.name, sizeof(c->hdr->name));
 	const struct cistern_snap_ops *so = c->policy->snap;
+	const struct cistern__tiering *tg = m.cfg.cold_slots ? c->policy->tiering : NULL;
+	bool cold_renamed = false;
 	roaring_bitmap_t *seen = roaring_bitmap_create();
-	if (!so)
+	if (!so || (m.cfg.cold_slots && (!tg || !tg->restore_put)))
 		r = -ENOTSUP;
 	else if (!seen)
 		r = -ENOMEM;
 	else
-		r = load(fd, size, &m, c, seen, progress, arg);
+		r = load(fd, size, &m, c, seen, true, progress, arg);
 	if (seen)
 		roaring_bitmap_free(seen);
 	if (r == 0)
 		r = so->restore(c, m.sample_count, m.next_id);
+	if (r == 0 && tg) {
+		struct cistern__tier_counts n = {m.cold_spilled, m.cold_reads, m.cold_evictions};
+		r = tg->restore_end(c, &n);
+		/*
+		 * The cold file takes the final name before the segment does: a
+		 * segment never appears without its cold file. A death between
+		 * the two renames leaves a cold file whose segment is gone, which
+		 * gc removes (docs/protocol/tiers.md).
+		 */
+		if (r == 0 && (r = tg->rename(c, m.cold_dir, tmpname, name)) == 0)
+			cold_renamed = true;
+	}
 	if (r == 0) {
 		atomic_store_explicit(&c->hdr->next_sample_id, m.next_id, memory_order_relaxed);
 		atomic_store_explicit(&c->hdr->producers_done, m.producers_done,
@@ -358,8 +483,12 @@ int cistern_restore(const char *path, const char *name, cistern_progress_fn prog
 		if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) < 0)
 			r = -errno;
 	}
-	if (r < 0)
+	if (r < 0) {
 		shm_unlink(tmp);
+		/* The segment first, then its cold file, as cistern_unlink() does. */
+		if (m.cfg.cold_slots && c->policy->tiering)
+			c->policy->tiering->unlink(m.cold_dir, cold_renamed ? name : tmpname);
+	}
 	cistern_detach(c);
 out_fd:
 	close(fd);

@@ -271,10 +271,25 @@ struct cistern__tier_view {
 	uint64_t slots, population, disk_bytes, spilled, cold_reads, cold_evictions;
 };
 
+/* One cold sample as dump and restore carry it (admin/dump.c, restore.c). */
+struct cistern__cold_sample {
+	uint64_t id;
+	uint32_t len, seen;
+	uint64_t slot;    /* its cold slot */
+	uint8_t meta[24]; /* the entry's meta (tier/cold.h) */
+	const void *data; /* len bytes */
+};
+/* Called on each cold sample a dump saves: 0 to go on, or an error that stops the walk. */
+typedef int (*cistern__cold_fn)(const struct cistern__cold_sample *s, void *arg);
+/* The tier's counters a dump saves and a restore gives back. */
+struct cistern__tier_counts {
+	uint64_t spilled, cold_reads, cold_evictions;
+};
+
 /*
  * A policy's cold tier: its ops on a segment with one, and what create,
- * attach, stats and unlink ask of the tier. Shared code calls these
- * through the descriptor only.
+ * attach, stats, unlink, dump, restore and gc ask of the tier. Shared code
+ * calls these through the descriptor only.
  */
 struct cistern__tiering {
 	const struct cistern_ops *ops;
@@ -289,6 +304,35 @@ struct cistern__tiering {
 	/* Remove the cold file of segment `name` whose cold_dir is dir: 0 if none is there. */
 	int (*unlink)(const char *dir, const char *name);
 	void (*view)(const struct cistern *c, struct cistern__tier_view *v);
+	/*
+	 * Dump: call fn on each whole cold sample of a handle's segment, in
+	 * cold slot order, read from the cold file in batches through io_uring
+	 * and checked against its CRC. A sample whose entry moved during its
+	 * read is left out and counted in *skipped; one whose entry did not move
+	 * and whose bytes fail the CRC is -EIO. dead_held (nobody alive is
+	 * attached): the samples dead evictors held count too, as their reclaim
+	 * leaves them. 0 or the first error.
+	 */
+	int (*dump)(struct cistern *c, bool dead_held, cistern__cold_fn fn, void *arg,
+		    uint64_t *skipped);
+	/*
+	 * Restore, on the segment being built (its cold file open since
+	 * create): put cold sample s into cold slot s->slot; slots come in
+	 * ascending order and are written in batches. restore_end writes what
+	 * is left, publishes the entries and sets the counters: 0 or -errno.
+	 */
+	int (*restore_put)(struct cistern *c, const struct cistern__cold_sample *s);
+	int (*restore_end)(struct cistern *c, const struct cistern__tier_counts *n);
+	/*
+	 * Give the cold file of the segment being restored (open since create,
+	 * under the temporary name `from`) the segment's final name `to`: its
+	 * header first, then the file's name, never over an existing file.
+	 */
+	int (*rename)(struct cistern *c, const char *dir, const char *from, const char *to);
+	/* The counters a dump saves. */
+	void (*counts)(const struct cistern *c, struct cistern__tier_counts *n);
+	/* gc: the cold samples never seen, counted as a dead reclaim leaves them. */
+	uint64_t (*unread)(const struct cistern *c);
 };
 
 extern const struct cistern__policy cistern__fifo_policy;

@@ -131,13 +131,85 @@ fail:
 	return r;
 }
 
-int cistern__cold_open(struct cistern__cold *c, const char *dir, const char *name, uint64_t nonce)
+/* Whether block 0 as read (n bytes) is a whole header: its fields checked, not its name. */
+static bool hdr_valid(const struct cold_hdr *h, ssize_t n)
+{
+	return n == CISTERN__COLD_BLOCK && memcmp(h->magic, CISTERN__COLD_MAGIC, 8) == 0 &&
+	       h->version == CISTERN__COLD_VERSION && h->slot_bytes != 0 &&
+	       h->slot_bytes % CISTERN__COLD_BLOCK == 0 && h->nslots != 0 &&
+	       strnlen(h->name, sizeof(h->name)) < sizeof(h->name);
+}
+
+int cistern__cold_header(int fd, struct cistern__cold_id *id)
+{
+	void *blk = block_alloc(CISTERN__COLD_BLOCK);
+	if (!blk)
+		return -ENOMEM;
+	ssize_t n = pread(fd, blk, CISTERN__COLD_BLOCK, 0);
+	int r = n < 0 ? -errno : 0;
+	struct cold_hdr h;
+	memcpy(&h, blk, sizeof(h));
+	free(blk);
+	if (r < 0)
+		return r;
+	if (!hdr_valid(&h, n))
+		return -ESTALE;
+	memcpy(id->name, h.name, sizeof(id->name));
+	id->nonce = h.nonce;
+	id->slot_bytes = h.slot_bytes;
+	id->nslots = h.nslots;
+	return 0;
+}
+
+int cistern__cold_rename(struct cistern__cold *c, const char *dir, const char *from, const char *to)
+{
+	char a[4096], b[4096];
+	struct cold_hdr h;
+	int r = cistern__cold_path(a, sizeof(a), dir, from);
+	if (r == 0)
+		r = cistern__cold_path(b, sizeof(b), dir, to);
+	if (r < 0)
+		return r;
+	if (strlen(to) >= sizeof(h.name))
+		return -EINVAL;
+	void *blk = block_alloc(CISTERN__COLD_BLOCK);
+	if (!blk)
+		return -ENOMEM;
+	ssize_t n = pread(c->fd, blk, CISTERN__COLD_BLOCK, 0);
+	memcpy(&h, blk, sizeof(h));
+	r = n < 0 ? -errno : !hdr_valid(&h, n) || strcmp(h.name, from) != 0 ? -ESTALE : 0;
+	if (r == 0) {
+		/* The header first: under either name, the file then names its new segment. */
+		memset(h.name, 0, sizeof(h.name));
+		strcpy(h.name, to);
+		memcpy(blk, &h, sizeof(h));
+		ssize_t w = pwrite(c->fd, blk, CISTERN__COLD_BLOCK, 0);
+		r = w < 0 ? -errno : w != CISTERN__COLD_BLOCK ? -EIO : 0;
+	}
+	free(blk);
+	if (r == 0 && fdatasync(c->fd) < 0)
+		r = -errno;
+	if (r < 0)
+		return r;
+	if (renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	/* A file system without the flag: link() refuses an existing name just as well. */
+	if (link(a, b) < 0)
+		return -errno;
+	unlink(a);
+	return 0;
+}
+
+static int open_as(struct cistern__cold *c, const char *dir, const char *name, uint64_t nonce,
+		   int access)
 {
 	char path[4096];
 	int r = cistern__cold_path(path, sizeof(path), dir, name);
 	if (r < 0)
 		return r;
-	int fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC | O_NOFOLLOW);
+	int fd = open(path, access | O_DIRECT | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
 	void *blk = block_alloc(CISTERN__COLD_BLOCK);
@@ -152,10 +224,7 @@ int cistern__cold_open(struct cistern__cold *c, const char *dir, const char *nam
 	struct stat st;
 	if (n < 0) {
 		r = -errno;
-	} else if (n != CISTERN__COLD_BLOCK || memcmp(h.magic, CISTERN__COLD_MAGIC, 8) != 0 ||
-		   h.version != CISTERN__COLD_VERSION || h.slot_bytes == 0 ||
-		   h.slot_bytes % CISTERN__COLD_BLOCK || h.nslots == 0 ||
-		   strnlen(h.name, sizeof(h.name)) == sizeof(h.name)) {
+	} else if (!hdr_valid(&h, n)) {
 		r = -ESTALE;
 	} else if (strcmp(h.name, name) != 0 || h.nonce != nonce) {
 		r = -ESTALE;
@@ -174,6 +243,17 @@ int cistern__cold_open(struct cistern__cold *c, const char *dir, const char *nam
 	c->nslots = h.nslots;
 	c->nonce = nonce;
 	return 0;
+}
+
+int cistern__cold_open(struct cistern__cold *c, const char *dir, const char *name, uint64_t nonce)
+{
+	return open_as(c, dir, name, nonce, O_RDWR);
+}
+
+int cistern__cold_open_read(struct cistern__cold *c, const char *dir, const char *name,
+			    uint64_t nonce)
+{
+	return open_as(c, dir, name, nonce, O_RDONLY);
 }
 
 void cistern__cold_close(struct cistern__cold *c)

@@ -46,7 +46,32 @@ int cistern__cold_create(struct cistern__cold *c, const char *dir, const char *n
 			 uint32_t slot_bytes, uint64_t nslots, uint64_t nonce);
 /* Open an existing cold file: -ESTALE if its header is not that of (name, nonce). */
 int cistern__cold_open(struct cistern__cold *c, const char *dir, const char *name, uint64_t nonce);
+/* The same for reading only (a dump): no write is made through it. */
+int cistern__cold_open_read(struct cistern__cold *c, const char *dir, const char *name,
+			    uint64_t nonce);
 void cistern__cold_close(struct cistern__cold *c);
+
+/* What a cold file's header says: whose it is and its shape. */
+struct cistern__cold_id {
+	char name[256];
+	uint64_t nonce;
+	uint32_t slot_bytes;
+	uint64_t nslots;
+};
+/*
+ * Read the header block of the cold file open on fd (O_DIRECT or not):
+ * 0 and *id; -ESTALE if it is no whole header (a create that did not
+ * finish, or not a cold file); another -errno of the read.
+ */
+int cistern__cold_header(int fd, struct cistern__cold_id *id);
+/*
+ * Give the cold file open on c, DIR/cistern.FROM.cold, to segment `to`:
+ * its header names `to` (written and synced first), then the file is
+ * renamed to DIR/cistern.TO.cold, never over an existing file (-EEXIST).
+ * -ESTALE if its header is not that of `from`.
+ */
+int cistern__cold_rename(struct cistern__cold *c, const char *dir, const char *from,
+			 const char *to);
 /* Remove the cold file of segment `name` in `dir`. */
 int cistern__cold_unlink(const char *dir, const char *name);
 

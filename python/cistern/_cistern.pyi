@@ -148,6 +148,7 @@ class DumpInfoDict(TypedDict):
     file_size: int
     format_version: int
     closed: bool
+    cold_samples: int
 
 class RemoteInfoDict(TypedDict):
     slot_size: int

@@ -288,6 +288,7 @@ class DumpInfo(_Record):
     file_size: int
     format_version: int
     closed: bool
+    cold_samples: int  # of samples, those of the cold tier (0 without one)
 
     @classmethod
     def _from(cls, d: Mapping[str, Any]) -> DumpInfo:

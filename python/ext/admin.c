@@ -156,7 +156,8 @@ static PyObject *dump_info_dict(const struct cistern_dump_info *di)
 	    cx_dict_set_u64(d, "dumped_ns", di->dumped_ns) < 0 ||
 	    cx_dict_set_u64(d, "file_size", di->file_size) < 0 ||
 	    cx_dict_set_u64(d, "format_version", di->format_version) < 0 ||
-	    cx_dict_set_bool(d, "closed", di->closed) < 0) {
+	    cx_dict_set_bool(d, "closed", di->closed) < 0 ||
+	    cx_dict_set_u64(d, "cold_samples", di->cold_samples) < 0) {
 		Py_DECREF(d);
 		return NULL;
 	}

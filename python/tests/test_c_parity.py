@@ -94,6 +94,8 @@ C_ONLY: dict[str, str] = {
     # Windows are copied out: get_windows() acquires, copies and releases in one call.
     "cistern_acquire_window": "Segment.get_windows() copies windows out in one call",
     "cistern_release_window": "Segment.get_windows() copies windows out in one call",
+    # Cold files left by a segment that is gone: an administrator's sweep of a directory.
+    "cistern_gc_cold": "cold files whose segment is gone are collected by `cistern gc --cold-dir`",
 }
 
 

@@ -56,3 +56,26 @@ def test_make_buffer_gives_a_reservoir_buffer_its_cold_tier(segname, cold_dir):
         cold = os.path.join(cold_dir, f"cistern.{segment_name(segname, 0)}.cold")
         assert os.path.exists(cold)
     assert not os.path.exists(cold)
+
+
+def test_a_dump_and_restore_carry_the_cold_samples(segname, cold_dir):
+    copy = segname + "-copy"
+    path = os.path.join(cold_dir, "seg.dump")
+    with cistern.create(segname, policy="reservoir", slots=16, slot_size=256, watermark=1,
+                        cold_slots=48, cold_dir=cold_dir) as seg:
+        for i in range(40):
+            seg.put(i.to_bytes(4, "little") * 8)
+        info = cistern.dump(segname, path)
+    cistern.unlink(segname)
+    assert (info.samples, info.cold_samples, info.format_version) == (40, 24, 3)
+    assert cistern.verify_dump(path).cold_samples == 24
+    cistern.restore(path, copy)
+    try:
+        with cistern.attach(copy) as seg:
+            st = seg.stats()
+            assert (st.population, st.cold_population) == (40, 24)
+            seg.close_reception()
+            assert {int.from_bytes(bytes(d)[:4], "little") for d in seg} == set(range(40))
+    finally:
+        cistern.unlink(copy)
+    assert not os.path.exists(os.path.join(cold_dir, f"cistern.{copy}.cold"))

@@ -419,15 +419,20 @@ Test(tiered, create_refuses_a_tier_where_io_uring_is_forbidden_and_leaves_nothin
 	cistern_detach(c);
 }
 
-Test(tiered, dump_refuses_a_tiered_segment_and_writes_nothing)
+Test(tiered, a_dump_holds_the_hot_and_the_cold_samples)
 {
 	struct cistern *c = seg_create("dump", tiered_cfg());
 	for (uint32_t i = 0; i < HOT + 8; i++)
 		put_step(c, i);
 	char path[128];
 	snprintf(path, sizeof(path), "%s/seg.dump", dir);
-	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), -ENOTSUP);
-	cr_assert_neq(access(path, F_OK), 0, "a dump file was left");
+	struct cistern_dump_info info;
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, &info), 0);
+	cr_assert_eq(info.samples, HOT + 8);
+	cr_assert_eq(info.cold_samples, 8);
+	cr_assert_eq(info.config.cold_slots, COLD);
+	cr_assert_str_eq(info.cold_dir, dir);
+	unlink(path);
 }
 
 Test(tiered, a_read_only_handle_sees_hot_and_cold_population)

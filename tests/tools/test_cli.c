@@ -1281,12 +1281,79 @@ Test(gc, a_missing_named_segment_fails)
 	cr_assert_eq(run("gc", "t-cli-gone-long-ago")->status, 1);
 }
 
+Test(gc, cold_dir_removes_a_cold_file_whose_segment_is_gone_and_a_dry_run_says_so)
+{
+	char name[64], dir[64], file[160], shm[96];
+	uname_(name, sizeof(name), "gccold");
+	snprintf(dir, sizeof(dir), "/var/tmp/cistern-cli-gccold-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/cistern.%s.cold", dir, name);
+	struct result *r = run("create", name, "--policy", "reservoir", "--watermark", "1",
+			       "--slots", "8", "--cold-slots", "16", "--cold-dir", dir);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	/* The segment goes without its cold file, as a kill in the middle of rm leaves it. */
+	snprintf(shm, sizeof(shm), "/cistern.%s", name);
+	cr_assert_eq(shm_unlink(shm), 0);
+	struct timespec old[2] = {{.tv_sec = time(NULL) - 3600}, {.tv_sec = time(NULL) - 3600}};
+	cr_assert_eq(utimensat(AT_FDCWD, file, old, 0), 0);
+	r = run("gc", "--dry-run", "--cold-dir", dir);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, file) && strstr(r->out, "would remove cold file"), "%s", r->out);
+	cr_assert_eq(access(file, F_OK), 0, "the dry run removed it");
+	r = run("gc", "--cold-dir", dir);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, file) && strstr(r->out, "removed cold file"), "%s", r->out);
+	cr_assert_neq(access(file, F_OK), 0, "the cold file is still there");
+	rmdir(dir);
+}
+
 /* ---- dump and restore -------------------------------------------------- */
 
 static void tmp_path(char *buf, size_t size, const char *tag)
 {
 	snprintf(buf, size, "/tmp/cistern-cli-%s-%d.dump", tag, (int)getpid());
 	unlink(buf);
+}
+
+Test(dump, a_tiered_dump_restores_with_its_cold_tier_and_names_a_missing_cold_dir)
+{
+	char name[64], copy[64], dir[64], sub[96], path[128];
+	uname_(name, sizeof(name), "dcold");
+	uname_(copy, sizeof(copy), "dcold2");
+	tmp_path(path, sizeof(path), "dcold");
+	snprintf(dir, sizeof(dir), "/var/tmp/cistern-cli-dcold-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(sub, sizeof(sub), "%s/cold", dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	struct result *r = run("create", name, "--policy", "reservoir", "--watermark", "1",
+			       "--slots", "8", "--cold-slots", "16", "--cold-dir", sub);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern *c;
+	cr_assert_eq(cistern_attach(name, &c), 0);
+	for (uint32_t i = 0; i < 12; i++) {
+		struct cistern_meta m = {.time_step = i};
+		cr_assert_eq(cistern_put(c, &i, sizeof(i), &m, 0), 0);
+	}
+	cistern_detach(c);
+	r = run("dump", name, path);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->err, "dumped 12 samples") && strstr(r->err, "4 of them from the cold"),
+		  "%s", r->err);
+	r = run("restore", "--check", path);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "cold tier: 4 of the samples, 16 cold slots"), "%s", r->out);
+	r = run("restore", path, copy);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	r = run("rm", name, copy);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	/* Its cold directory gone: said in the directory's words, and nothing made. */
+	cr_assert_eq(rmdir(sub), 0, "a cold file was left: %s", strerror(errno));
+	r = run("restore", path, copy);
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, sub) && strstr(r->err, "nothing was created"), "%s", r->err);
+	cr_assert(!exists(copy));
+	unlink(path);
+	rmdir(dir);
 }
 
 Test(dump, dump_then_restore_gives_the_same_samples_in_order)

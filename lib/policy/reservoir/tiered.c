@@ -13,6 +13,7 @@
  * data in a buffer of the reader's own, freed at release.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,7 @@ static void tier_release(struct cistern *c)
 	if (t->open)
 		cistern__cold_close(&t->cold);
 	free(t->stage);
+	free(t->rbuf);
 	free(t);
 	c->tier = NULL;
 }
@@ -741,6 +743,329 @@ static void tiered_reclaim(struct cistern *c, uint32_t owner)
 	cistern__rs_reclaim(c, owner);
 }
 
+/* ---- dump and restore -------------------------------------------------- */
+
+/*
+ * Slots a dump reads, and a restore writes, in one submission: up to 64,
+ * and no more than COLD_BATCH_BYTES of them (at least one), so that large
+ * slots do not make a large buffer.
+ */
+#define COLD_BATCH 64u
+#define COLD_BATCH_BYTES (8u << 20)
+
+static unsigned batch_of(const struct cistern__cold *cold)
+{
+	unsigned n = COLD_BATCH_BYTES / cold->slot_bytes;
+	return n == 0 ? 1 : n < COLD_BATCH ? n : COLD_BATCH;
+}
+
+/*
+ * The acquire fence of a copy-then-recheck read ([dump-recheck], as in
+ * admin/dump.c); it pairs with the claims that move an entry's word before
+ * its slot is written ([cold-pin]). Under -fsanitize=thread gcc refuses
+ * thread fences and TSan models none: there a compiler barrier stands in.
+ */
+static inline void load_fence(void)
+{
+#if defined(__SANITIZE_THREAD__)
+	atomic_signal_fence(memory_order_acquire);
+#else
+	atomic_thread_fence(memory_order_acquire);
+#endif
+}
+
+/* Byte offset of cold entry j in the object. */
+static uint64_t ent_off(const struct cistern *c, uint64_t j)
+{
+	return c->fixed.cold_off + sizeof(struct cistern__tier_shm) +
+	       notes_bytes(c->fixed.procs_count) + j * sizeof(struct cistern__cold_ent);
+}
+
+/*
+ * Copy n entries from j on into out: from the segment, or by pread() for a
+ * copied handle, whose private copy stops before the tier.
+ */
+static int copy_ents(struct cistern *c, uint64_t j, uint64_t n, struct cistern__cold_ent *out)
+{
+	if (c->copied) {
+		int r = cistern__pread_all(c->fd, out, n * sizeof(*out), ent_off(c, j));
+		/* [dump-recheck]: the kernel's copy of the words before our reads of the slots. */
+		load_fence();
+		return r;
+	}
+	const struct cistern__cold_ent *E = ents(c) + j;
+	for (uint64_t i = 0; i < n; i++) {
+		/* Acquire [cold-publish]: a HELD word brings the entry's fields and the slot's bytes. */
+		atomic_init(&out[i].word, atomic_load_explicit(&E[i].word, memory_order_acquire));
+		atomic_init(&out[i].seen, atomic_load_explicit(&E[i].seen, memory_order_relaxed));
+		out[i].id = E[i].id;
+		out[i].len = E[i].len;
+		out[i].crc = E[i].crc;
+		memcpy(out[i].meta, E[i].meta, sizeof(out[i].meta));
+	}
+	return 0;
+}
+
+/* The words of n entries from j on as they are now, after the reads of their slots. */
+static int words_now(struct cistern *c, uint64_t j, uint64_t n, uint64_t *now)
+{
+	/* [dump-recheck]: every read of a slot completed before this second look at its word. */
+	load_fence();
+	for (uint64_t i = 0; i < n; i++) {
+		if (c->copied) {
+			int r = cistern__pread_all(
+				c->fd, &now[i], sizeof(now[i]),
+				ent_off(c, j + i) + offsetof(struct cistern__cold_ent, word));
+			if (r < 0)
+				return r;
+		} else {
+			/* Relaxed: ordered after the reads by the fence above. */
+			now[i] = atomic_load_explicit(&ents(c)[j + i].word, memory_order_relaxed);
+		}
+	}
+	return 0;
+}
+
+/* Whether a word is a sample a dump saves: HELD; with dead_held, EVICTING(dead) too. */
+static bool dumped_state(uint64_t w, bool dead_held)
+{
+	unsigned s = cistern__cold_state(w);
+	return s == CISTERN__COLD_HELD || (dead_held && s == CISTERN__COLD_EVICTING);
+}
+
+static int by_slot(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The cold slots whose sample is still hot too: published by a spiller
+ * that died before it freed the hot slot, which repair_spill() frees at the
+ * spiller's reclaim. For a segment nobody alive is attached to, the hot copy
+ * counts and these do not: a dump saves the sample once, gc counts it once.
+ * Into out (procs_count entries), sorted; how many.
+ */
+static size_t spilled_twice(const struct cistern *c, uint64_t *out)
+{
+	size_t n = 0;
+	for (uint32_t owner = 1; owner <= c->fixed.procs_count; owner++) {
+		struct cistern__spill_note *nt = note_of(c, owner);
+		/* Acquire: the fields stored before live (spill_reserve()). */
+		if (!atomic_load_explicit(&nt->live, memory_order_acquire) ||
+		    nt->cold >= c->fixed.cold_slots || nt->hot >= c->slot_count)
+			continue;
+		const struct cistern__cold_ent *e = &ents(c)[nt->cold];
+		/* Acquire [cold-publish]: the entry's id with its word. */
+		uint64_t ew = atomic_load_explicit(&e->word, memory_order_acquire);
+		const struct cistern_slotmeta *m = cistern__slotmeta(c, nt->hot);
+		/* Acquire, no edge: the owner is dead; its stores are all there is. */
+		uint64_t hw = atomic_load_explicit(&m->word, memory_order_acquire);
+		if (cistern__cold_state(ew) == CISTERN__COLD_HELD &&
+		    cistern__cold_gen(ew) == nt->cold_gen + 1 && e->id == nt->id &&
+		    sw_state(hw) == RS_EVICTING && sw_owner(hw) == owner && m->sample_id == nt->id)
+			out[n++] = nt->cold;
+	}
+	qsort(out, n, sizeof(*out), by_slot);
+	return n;
+}
+
+static bool in_slots(const uint64_t *v, size_t n, uint64_t j)
+{
+	return n && bsearch(&j, v, n, sizeof(*v), by_slot) != NULL;
+}
+
+static int tiered_dump(struct cistern *c, bool dead_held, cistern__cold_fn fn, void *arg,
+		       uint64_t *skipped)
+{
+	const struct cistern_fixed *f = &c->fixed;
+	struct cistern__cold cold;
+	int r = cistern__cold_open_read(&cold, f->cold_dir, f->name, f->cold_nonce);
+	if (r < 0)
+		return r;
+	const unsigned batch = batch_of(&cold);
+	struct cistern__cold_ent *snap = calloc(batch, sizeof(*snap));
+	struct cistern__io *io = calloc(batch, sizeof(*io));
+	uint64_t *now = calloc(batch, sizeof(*now));
+	uint8_t *buf = cistern__cold_alloc(&cold, batch);
+	/* A handle of gc's own (mapped): the samples a dead spiller left in both tiers. */
+	uint64_t *twice = dead_held ? calloc(f->procs_count + 1, sizeof(*twice)) : NULL;
+	size_t ntwice = 0;
+	if (!snap || !io || !now || !buf || (dead_held && !twice))
+		r = -ENOMEM;
+	else if (dead_held && !c->copied)
+		ntwice = spilled_twice(c, twice);
+	for (uint64_t j0 = 0; r == 0 && j0 < f->cold_slots; j0 += batch) {
+		uint64_t k = f->cold_slots - j0 < batch ? f->cold_slots - j0 : batch;
+		if ((r = copy_ents(c, j0, k, snap)) < 0)
+			break;
+		/* One read for each run of wanted slots: they lie back to back in buf too. */
+		unsigned q = 0;
+		for (uint64_t i = 0; i < k;) {
+			uint64_t w = atomic_load_explicit(&snap[i].word, memory_order_relaxed);
+			if (!dumped_state(w, dead_held) || snap[i].len > cold.slot_bytes) {
+				i++;
+				continue;
+			}
+			uint64_t e = i + 1;
+			while (e < k &&
+			       dumped_state(
+				       atomic_load_explicit(&snap[e].word, memory_order_relaxed),
+				       dead_held) &&
+			       snap[e].len <= cold.slot_bytes)
+				e++;
+			cistern__cold_prep(&cold, &io[q++], j0 + i, (uint32_t)(e - i),
+					   buf + i * cold.slot_bytes, false);
+			i = e;
+		}
+		if (q == 0)
+			continue;
+		if ((r = cistern__uring_run(io, q)) < 0 || (r = words_now(c, j0, k, now)) < 0)
+			break;
+		for (uint64_t i = 0; i < k && r == 0; i++) {
+			uint64_t w = atomic_load_explicit(&snap[i].word, memory_order_relaxed);
+			if (!dumped_state(w, dead_held) || snap[i].len > cold.slot_bytes)
+				continue;
+			if (in_slots(twice, ntwice, j0 + i))
+				continue; /* the dump has its hot copy */
+			/* Moved while read: its bytes may be another sample's, or torn. */
+			if (now[i] != w) {
+				(*skipped)++;
+				continue;
+			}
+			const uint8_t *p = buf + i * cold.slot_bytes;
+			/* Unmoved and wrong: the disk gave back other bytes than were written. */
+			if (cistern__crc32c(0, p, snap[i].len) != snap[i].crc) {
+				r = -EIO;
+				break;
+			}
+			struct cistern__cold_sample s = {
+				.id = snap[i].id,
+				.len = snap[i].len,
+				.seen = atomic_load_explicit(&snap[i].seen, memory_order_relaxed),
+				.slot = j0 + i,
+				.data = p,
+			};
+			memcpy(s.meta, snap[i].meta, sizeof(s.meta));
+			r = fn(&s, arg);
+		}
+	}
+	free(snap);
+	free(io);
+	free(now);
+	free(buf);
+	free(twice);
+	cistern__cold_close(&cold);
+	return r;
+}
+
+/* Write the staged slots of a restore, then publish their entries. */
+static int restore_flush(struct cistern *c, struct cistern__tier *t)
+{
+	if (t->rfill == 0)
+		return 0;
+	struct cistern__io io;
+	cistern__cold_prep(&t->cold, &io, t->rfirst, t->rfill, t->rbuf, true);
+	int r = cistern__uring_run(&io, 1);
+	if (r < 0)
+		return r;
+	struct cistern__cold_ent *E = ents(c);
+	for (unsigned i = 0; i < t->rfill; i++) {
+		struct cistern__cold_ent *e = &E[t->rfirst + i];
+		/* Release [cold-publish]: the write completed and the fields are stored. */
+		atomic_store_explicit(&e->word, cistern__cold_word(CISTERN__COLD_HELD, 0, 1),
+				      memory_order_release);
+	}
+	t->restored += t->rfill;
+	t->rfill = 0;
+	return 0;
+}
+
+static int tiered_restore_put(struct cistern *c, const struct cistern__cold_sample *s)
+{
+	struct cistern__tier *t = c->tier;
+	if (!t || !t->open || s->slot >= c->fixed.cold_slots || s->len > t->cold.slot_bytes)
+		return -EINVAL;
+	if (!t->rbuf && !(t->rbuf = cistern__cold_alloc(&t->cold, batch_of(&t->cold))))
+		return -ENOMEM;
+	int r = 0;
+	if (t->rfill && (t->rfill == batch_of(&t->cold) || s->slot != t->rfirst + t->rfill))
+		r = restore_flush(c, t);
+	if (r < 0)
+		return r;
+	if (t->rfill == 0)
+		t->rfirst = s->slot;
+	uint8_t *p = (uint8_t *)t->rbuf + (size_t)t->rfill * t->cold.slot_bytes;
+	memcpy(p, s->data, s->len);
+	memset(p + s->len, 0, t->cold.slot_bytes - s->len);
+	/* The entry stays FREE until its slot is written: nobody reads these fields before. */
+	struct cistern__cold_ent *e = &ents(c)[s->slot];
+	e->id = s->id;
+	e->len = s->len;
+	e->crc = cistern__crc32c(0, s->data, s->len);
+	e->flags = 0;
+	memcpy(e->meta, s->meta, sizeof(e->meta));
+	atomic_store_explicit(&e->seen, s->seen, memory_order_relaxed);
+	t->rfill++;
+	return 0;
+}
+
+static int tiered_restore_end(struct cistern *c, const struct cistern__tier_counts *n)
+{
+	struct cistern__tier *t = c->tier;
+	if (!t || !t->open)
+		return -EINVAL;
+	int r = restore_flush(c, t);
+	if (r < 0)
+		return r;
+	struct cistern__tier_shm *ts = T(c);
+	/* Relaxed: nobody else has the segment yet (it appears by a rename). */
+	atomic_store_explicit(&ts->population, t->restored, memory_order_relaxed);
+	atomic_store_explicit(&ts->cursor, t->restored, memory_order_relaxed);
+	atomic_store_explicit(&ts->spilled, n->spilled, memory_order_relaxed);
+	atomic_store_explicit(&ts->cold_reads, n->cold_reads, memory_order_relaxed);
+	atomic_store_explicit(&ts->cold_evictions, n->cold_evictions, memory_order_relaxed);
+	free(t->rbuf);
+	t->rbuf = NULL;
+	return 0;
+}
+
+static int tiered_rename(struct cistern *c, const char *dir, const char *from, const char *to)
+{
+	struct cistern__tier *t = c->tier;
+	if (!t || !t->open)
+		return -EINVAL;
+	return cistern__cold_rename(&t->cold, dir, from, to);
+}
+
+static void tiered_counts(const struct cistern *c, struct cistern__tier_counts *n)
+{
+	struct cistern__tier_view v;
+	tier_view(c, &v);
+	n->spilled = v.spilled;
+	n->cold_reads = v.cold_reads;
+	n->cold_evictions = v.cold_evictions;
+}
+
+static uint64_t tiered_unread(const struct cistern *c)
+{
+	const struct cistern__cold_ent *E = ents(c);
+	uint64_t n = 0;
+	/* A sample a dead spiller left in both tiers counts once, as its hot copy. */
+	uint64_t *twice = calloc(c->fixed.procs_count + 1, sizeof(*twice));
+	size_t ntwice = twice ? spilled_twice(c, twice) : 0;
+	for (uint64_t j = 0; j < c->fixed.cold_slots; j++) {
+		if (in_slots(twice, ntwice, j))
+			continue;
+		/* Relaxed: a count; the caller holds the gc lock and nobody alive is attached. */
+		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_relaxed);
+		n += dumped_state(w, true) &&
+		     atomic_load_explicit(&E[j].seen, memory_order_relaxed) == 0;
+	}
+	free(twice);
+	return n;
+}
+
 static const struct cistern_ops tiered_ops = {
 	.init = cistern__rs_init,
 	.try_reserve = tiered_try_reserve,
@@ -764,4 +1089,10 @@ const struct cistern__tiering cistern__rs_tiering = {
 	.release = tier_release,
 	.unlink = tier_unlink,
 	.view = tier_view,
+	.dump = tiered_dump,
+	.restore_put = tiered_restore_put,
+	.restore_end = tiered_restore_end,
+	.rename = tiered_rename,
+	.counts = tiered_counts,
+	.unread = tiered_unread,
 };

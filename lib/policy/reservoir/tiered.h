@@ -47,6 +47,10 @@ struct cistern__tier {
 	struct cistern__cold cold;
 	bool open;
 	void *stage; /* one aligned slot */
+	/* A restore: staged slots from rfirst on, written rfill at a time (tiered.c). */
+	void *rbuf;
+	uint64_t rfirst, restored;
+	unsigned rfill;
 };
 
 /* reservoir.c: Reservoir's and BatchReservoir's tier. */
