@@ -208,6 +208,8 @@ struct cistern__policy {
 	bool counts_reads;
 	/* Do readers share samples by pins, and run each read call in the reader role's bracket? */
 	bool readers_pin;
+	/* Does it take max_times_sampled (a sample leaves after that many reads: reservoir.c)? */
+	bool caps_reads;
 	/* Does it take alpha, beta and epsilon (policy/reservoir/prioritized.c)? */
 	bool has_priorities;
 };

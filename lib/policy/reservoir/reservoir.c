@@ -269,6 +269,8 @@ bool cistern__rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64
 	if (atomic_load_explicit(&m->pins, memory_order_seq_cst) != 0 ||
 	    (need_seen && atomic_load_explicit(&m->seen, memory_order_relaxed) == 0)) {
 		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
+		/* [retire]: one who let go of a spent sample meanwhile found it EVICTING. */
+		rs_let_go(c, idx);
 		return false;
 	}
 	if (c->policy->has_pairs)
@@ -454,6 +456,10 @@ int cistern__rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_
 			    uint64_t word)
 {
 	uint32_t old = cistern__seen_add(c, index);
+	if (rs_over_cap(c, old)) {
+		cistern__rs_refuse_pinned(c, index);
+		return -EAGAIN;
+	}
 	rs_fill_sample(c, s, index, word, RS_LIVE_PINNED);
 	cistern__count(&c->me->ctr.gets, 1);
 	if (old == 0) {
@@ -477,7 +483,13 @@ int cistern__rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint
 	if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw, memory_order_acq_rel,
 						     memory_order_relaxed))
 		return -EAGAIN;
-	atomic_fetch_add_explicit(&m->seen, 1, memory_order_relaxed);
+	if (rs_over_cap(c, atomic_fetch_add_explicit(&m->seen, 1, memory_order_relaxed))) {
+		/* Spent: put it back as a give-back does ([rs-release] seq_cst), and let go. */
+		atomic_fetch_sub_explicit(&m->seen, 1, memory_order_relaxed);
+		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
+		rs_let_go(c, index);
+		return -EAGAIN;
+	}
 	rs_fill_sample(c, s, index, nw, RS_LIVE_EXCLUSIVE);
 	cistern__count(&c->me->ctr.gets, 1);
 	return 0;
@@ -516,6 +528,7 @@ int cistern__rs_release_generic(struct cistern *c, struct cistern_sample *s)
 		int r = cistern__unpin(c, s->index_);
 		if (r < 0)
 			return r;
+		rs_let_go(c, s->index_);
 	} else {
 		uint64_t w;
 		if (!cistern__rs_exclusive_is_mine(c, s, &w))
@@ -537,11 +550,13 @@ int cistern__rs_unacquire(struct cistern *c, struct cistern_sample *s)
 		int r = cistern__unpin(c, s->index_);
 		if (r < 0)
 			return r;
+		rs_let_go(c, s->index_);
 	} else if (cistern__rs_exclusive_is_mine(c, s, &w)) {
 		atomic_fetch_sub_explicit(&m->seen, 1, memory_order_relaxed);
 		/* [rs-release] seq_cst: our reads (and seen) before another takes it. */
 		atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_HELD, 0),
 				      memory_order_seq_cst);
+		rs_let_go(c, s->index_);
 		cistern__wake_readers(c);
 	} else {
 		return -EINVAL;
@@ -639,10 +654,14 @@ void cistern__rs_reclaim(struct cistern *c, uint32_t owner)
 				atomic_fetch_sub_explicit(&retired->reclaimed, 1,
 							  memory_order_relaxed);
 		} else if (sw_state(w) == RS_EVICTING) {
-			/* Died deciding whether to evict: the sample stays ([rs-release]). */
+			/*
+			 * Died deciding whether to evict, or retiring a spent
+			 * sample: the sample stays ([rs-release]); spent, it goes.
+			 */
 			atomic_compare_exchange_strong_explicit(
 				&m->word, &w, sw_make(sw_pos(w), RS_HELD, 0), memory_order_seq_cst,
 				memory_order_relaxed);
+			rs_let_go(c, i);
 		} else if (sw_state(w) == RS_ACQUIRED) {
 			/*
 			 * A read that never finished: the sample goes back, unread.
@@ -663,6 +682,7 @@ void cistern__rs_reclaim(struct cistern *c, uint32_t owner)
 				atomic_fetch_sub_explicit(&retired->redeliveries, 1,
 							  memory_order_relaxed);
 			}
+			rs_let_go(c, i);
 		}
 	}
 	cistern__drop_pins(c, &cistern__procs(c)[owner - 1]);
@@ -672,6 +692,74 @@ uint64_t cistern__rs_population(const struct cistern *c, const struct cistern_st
 {
 	(void)st;
 	return atomic_load_explicit(&c->hdr->population, memory_order_relaxed);
+}
+
+/*
+ * max_times_sampled. A read counts itself in seen when it is handed out,
+ * and one that finds the count at the cap already is refused and taken back
+ * (rs_over_cap()): counts taken and not given back never pass the cap, so no
+ * sample is handed out more than max_times_sampled times. A spent sample
+ * stays HELD while readers pin it, and leaves when the last lets go: each
+ * one that lets go (an unpin, a take given back, a producer backing off an
+ * eviction, a reclaim putting back what the dead held) looks after letting
+ * go, and the one that finds the sample held, spent and unpinned removes it,
+ * through EVICTING as an eviction does, so that a reader pinning meanwhile
+ * is seen ([retire]).
+ *
+ * [retire] Those who let go and the remover race as pins and evictions do
+ * (pins.c), all seq_cst: whoever lets go drops its hold (an unpin, a word
+ * put back), then fences and looks at the word and pins; the remover CASes
+ * HELD -> EVICTING, then looks at pins, and if a pin is there puts the word
+ * back and looks at pins again. In the single total order either the
+ * remover's last look sees the pin gone, or the one letting go sees the
+ * word HELD again: one of them removes the sample, and it is never left
+ * spent, held and unpinned for good (then it would never be read again,
+ * and after close its slot would never empty).
+ *
+ * The prioritized policy zeroes a spent sample's leaf when it draws its
+ * last read (prioritized.c), so that a removal outside its lock leaves the
+ * tree right.
+ */
+void cistern__rs_retire_if_spent(struct cistern *c, uint64_t index)
+{
+	struct cistern_slotmeta *m = M(c, index);
+	uint32_t cap = c->fixed.max_times_sampled;
+	/* [retire] seq_cst fence: our letting go (perhaps a plain unpin) before the looks. */
+	cistern__full_fence();
+	for (int tries = 0; tries < RS_PICK_TRIES; tries++) {
+		/* [retire] seq_cst looks; pins also acquires [unpin] (seen given back before it). */
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_seq_cst);
+		if (sw_state(w) != RS_HELD ||
+		    atomic_load_explicit(&m->pins, memory_order_seq_cst) ||
+		    atomic_load_explicit(&m->seen, memory_order_relaxed) < cap)
+			return;
+		uint64_t tentative = sw_make(sw_pos(w), RS_EVICTING, c->owner);
+		/* [retire], [pin-evict] seq_cst CAS: readers that pin from now on see it. */
+		if (!atomic_compare_exchange_strong_explicit(
+			    &m->word, &w, tentative, memory_order_seq_cst, memory_order_relaxed))
+			continue;
+		/*
+		 * No pin now: nobody can give a read back any more (only holders
+		 * do), and a seen count given back before its unpin shows.
+		 */
+		bool unpinned = atomic_load_explicit(&m->pins, memory_order_seq_cst) == 0;
+		if (unpinned && atomic_load_explicit(&m->seen, memory_order_relaxed) >= cap) {
+			cistern__rs_remove(c, index, w);
+			return;
+		}
+		/* Pinned, or a read was given back: back to HELD; if pinned, look again. */
+		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
+		if (unpinned)
+			return;
+	}
+}
+
+void cistern__rs_refuse_pinned(struct cistern *c, uint64_t index)
+{
+	/* Before the unpin, as a give-back: no evictor or remover counts this read. */
+	cistern__seen_sub(c, index);
+	cistern__unpin(c, index);
+	cistern__rs_retire_if_spent(c, index);
 }
 
 /* ---- Reservoir and BatchReservoir ---- */
@@ -806,6 +894,7 @@ const struct cistern__policy cistern__reservoir_policy = {
 	.evicts_seen = true,
 	.counts_reads = true,
 	.readers_pin = true,
+	.caps_reads = true,
 };
 
 static const char *batch_config_problem(const struct cistern_config *cfg)
@@ -839,4 +928,5 @@ const struct cistern__policy cistern__batch_policy = {
 	.evicts_seen = true,
 	.counts_reads = true,
 	.readers_pin = true,
+	.caps_reads = true,
 };
