@@ -15,6 +15,7 @@
 #include "cistern/admin.h"
 #include "core/handle.h"
 #include "policy/reservoir/prioritized.h"
+#include "policy/reservoir/reservoir.h"
 
 TestSuite(max_reads, .fini = seg_fini);
 
@@ -348,5 +349,48 @@ Test(max_reads, a_reader_killed_below_the_cap_neither_wedges_nor_loses_the_sampl
 	cr_assert_eq(st.population, 0);
 	cr_assert_eq(st.seen_hist[2], 1);
 	cr_assert_eq(cistern_put(c, &(uint32_t){1}, 4, NULL, 0), 0, "its slot takes a put");
+	seg_drop(c);
+}
+
+/*
+ * A process that dies removing a spent sample leaves it EVICTING in its
+ * name. The last reader's release finds it so and leaves it; the reclaim of
+ * the dead process, here by the attach that takes its entry (a handle with
+ * no entry of its own yet), puts it back and removes it in the dead one's name.
+ */
+Test(max_reads, a_remover_killed_mid_removal_leaves_it_to_its_reclaim, .timeout = 60)
+{
+	struct cistern *c = seg_create("killrm", cap_cfg(CISTERN_RESERVOIR, 2, 1));
+	const char *name = seg_name_of(c);
+	put_u32(c, 8);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), 0, "its one read, held");
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		close(p[0]);
+		struct cistern *h = NULL;
+		if (cistern_attach(name, &h) < 0)
+			_exit(2);
+		/* The remover's first step: HELD -> EVICTING in its name, then death. */
+		_Atomic uint64_t *w = &cistern__slotmeta(h, s.index_)->word;
+		uint64_t held = atomic_load(w);
+		if (sw_state(held) != RS_HELD)
+			_exit(3);
+		atomic_store(w, sw_make(sw_pos(held), RS_EVICTING, h->owner));
+		ready_then_wait(p[1]);
+	}
+	close(p[1]);
+	cr_assert_gt(await_ready(p, pid), 0);
+	kill_and_reap(pid);
+	cr_assert_eq(cistern_release(c, &s), 0);
+	cr_assert_eq(stats(c).population, 1, "EVICTING in the dead one's name: not ours to take");
+	struct cistern *late = NULL;
+	cr_assert_eq(cistern_attach(name, &late), 0, "the attach reclaims the dead entry");
+	cr_assert_eq(stats(c).population, 0, "the reclaim removed the spent sample");
+	cr_assert_eq(cistern_put(c, &(uint32_t){2}, 4, NULL, 0), 0);
+	cr_assert_eq(cistern_put(c, &(uint32_t){3}, 4, NULL, 0), 0, "both slots free");
+	cr_assert_eq(cistern_detach(late), 0);
 	seg_drop(c);
 }

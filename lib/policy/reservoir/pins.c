@@ -143,6 +143,8 @@ void cistern__drop_pins(struct cistern *c, struct cistern_proc *p)
 	if (b >= CISTERN_PIN_READERS_MAX)
 		return;
 	uint64_t bit = UINT64_C(1) << b;
+	/* Its entry's owner: a removal here is done in its name (cistern__rs_retire_as()). */
+	uint32_t owner = (uint32_t)(p - cistern__procs(c)) + 1;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
 		if (!(atomic_load_explicit(&m->pins, memory_order_relaxed) & bit))
@@ -162,7 +164,7 @@ void cistern__drop_pins(struct cistern *c, struct cistern_proc *p)
 			cistern__rate_give_back(c, 1);
 		atomic_fetch_and_explicit(&m->pins, ~bit, memory_order_seq_cst);
 		/* [retire]: the dead reader's pin may have been the last on a spent sample. */
-		rs_let_go(c, i);
+		rs_let_go_as(c, i, owner);
 	}
 	p->reader_bit = UINT32_MAX;
 	/* [reader-bit] release: the bit is free only after every slot forgot it. */

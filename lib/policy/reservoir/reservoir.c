@@ -230,10 +230,10 @@ int cistern__rs_fill_past_count(struct cistern *c, struct cistern_slot *slot)
 	return -EAGAIN;
 }
 
-/* Account for a sample leaving the buffer (eviction or removal). */
-static void count_leaving(struct cistern *c, uint32_t seen, bool evicted)
+/* Account for a sample leaving the buffer (eviction or removal) in ctr. */
+static void count_leaving_in(struct cistern *c, struct cistern_counters *ctr, uint32_t seen,
+			     bool evicted)
 {
-	struct cistern_counters *ctr = &c->me->ctr;
 	cistern__count(&ctr->seen_hist[cistern__seen_bucket(seen)], 1);
 	if (evicted) {
 		cistern__count(&ctr->evictions, 1);
@@ -241,6 +241,11 @@ static void count_leaving(struct cistern *c, uint32_t seen, bool evicted)
 			cistern__count(&ctr->evicted_unseen, 1);
 	}
 	atomic_fetch_sub_explicit(&c->hdr->population, 1, memory_order_relaxed);
+}
+
+static void count_leaving(struct cistern *c, uint32_t seen, bool evicted)
+{
+	count_leaving_in(c, &c->me->ctr, seen, evicted);
 }
 
 /*
@@ -495,7 +500,9 @@ int cistern__rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint
 	return 0;
 }
 
-void cistern__rs_remove(struct cistern *c, uint64_t index, uint64_t word)
+/* cistern__rs_remove(), counted in ctr. */
+static void remove_counted(struct cistern *c, uint64_t index, uint64_t word,
+			   struct cistern_counters *ctr)
 {
 	struct cistern_slotmeta *m = M(c, index);
 	if (c->policy->has_pairs)
@@ -506,11 +513,16 @@ void cistern__rs_remove(struct cistern *c, uint64_t index, uint64_t word)
 	atomic_store_explicit(&m->word, sw_make(sw_pos(word) + c->slot_count, RS_EMPTY, 0),
 			      memory_order_seq_cst);
 	/* The counters after the slot ([rs-fill]): a death in between leaves them high. */
-	count_leaving(c, seen, false);
+	count_leaving_in(c, ctr, seen, false);
 	atomic_fetch_sub_explicit(&c->hdr->filled, 1, memory_order_seq_cst);
 	note_vacancy(c, index);
 	cistern__wake_producers(c);
 	cistern__wake_readers(c); /* end of data may have arrived */
+}
+
+void cistern__rs_remove(struct cistern *c, uint64_t index, uint64_t word)
+{
+	remove_counted(c, index, word, &c->me->ctr);
 }
 
 bool cistern__rs_exclusive_is_mine(struct cistern *c, const struct cistern_sample *s, uint64_t *w)
@@ -661,7 +673,7 @@ void cistern__rs_reclaim(struct cistern *c, uint32_t owner)
 			atomic_compare_exchange_strong_explicit(
 				&m->word, &w, sw_make(sw_pos(w), RS_HELD, 0), memory_order_seq_cst,
 				memory_order_relaxed);
-			rs_let_go(c, i);
+			rs_let_go_as(c, i, owner);
 		} else if (sw_state(w) == RS_ACQUIRED) {
 			/*
 			 * A read that never finished: the sample goes back, unread.
@@ -682,7 +694,7 @@ void cistern__rs_reclaim(struct cistern *c, uint32_t owner)
 				atomic_fetch_sub_explicit(&retired->redeliveries, 1,
 							  memory_order_relaxed);
 			}
-			rs_let_go(c, i);
+			rs_let_go_as(c, i, owner);
 		}
 	}
 	cistern__drop_pins(c, &cistern__procs(c)[owner - 1]);
@@ -720,9 +732,10 @@ uint64_t cistern__rs_population(const struct cistern *c, const struct cistern_st
  * last read (prioritized.c), so that a removal outside its lock leaves the
  * tree right.
  */
-void cistern__rs_retire_if_spent(struct cistern *c, uint64_t index)
+void cistern__rs_retire_as(struct cistern *c, uint64_t index, uint32_t owner)
 {
 	struct cistern_slotmeta *m = M(c, index);
+	struct cistern_counters *ctr = &cistern__procs(c)[owner - 1].ctr;
 	uint32_t cap = c->fixed.max_times_sampled;
 	/* [retire] seq_cst fence: our letting go (perhaps a plain unpin) before the looks. */
 	cistern__full_fence();
@@ -733,7 +746,7 @@ void cistern__rs_retire_if_spent(struct cistern *c, uint64_t index)
 		    atomic_load_explicit(&m->pins, memory_order_seq_cst) ||
 		    atomic_load_explicit(&m->seen, memory_order_relaxed) < cap)
 			return;
-		uint64_t tentative = sw_make(sw_pos(w), RS_EVICTING, c->owner);
+		uint64_t tentative = sw_make(sw_pos(w), RS_EVICTING, owner);
 		/* [retire], [pin-evict] seq_cst CAS: readers that pin from now on see it. */
 		if (!atomic_compare_exchange_strong_explicit(
 			    &m->word, &w, tentative, memory_order_seq_cst, memory_order_relaxed))
@@ -744,7 +757,7 @@ void cistern__rs_retire_if_spent(struct cistern *c, uint64_t index)
 		 */
 		bool unpinned = atomic_load_explicit(&m->pins, memory_order_seq_cst) == 0;
 		if (unpinned && atomic_load_explicit(&m->seen, memory_order_relaxed) >= cap) {
-			cistern__rs_remove(c, index, w);
+			remove_counted(c, index, w, ctr);
 			return;
 		}
 		/* Pinned, or a read was given back: back to HELD; if pinned, look again. */
@@ -752,6 +765,11 @@ void cistern__rs_retire_if_spent(struct cistern *c, uint64_t index)
 		if (unpinned)
 			return;
 	}
+}
+
+void cistern__rs_retire_if_spent(struct cistern *c, uint64_t index)
+{
+	cistern__rs_retire_as(c, index, c->owner);
 }
 
 void cistern__rs_refuse_pinned(struct cistern *c, uint64_t index)

@@ -118,11 +118,23 @@ static inline bool rs_over_cap(const struct cistern *c, uint32_t old)
  * Whoever lets go of a spent sample calls it after letting go (rs_let_go()).
  */
 void cistern__rs_retire_if_spent(struct cistern *c, uint64_t index);
+/*
+ * The same, done in the name of attachment `owner` (its EVICTING, its
+ * counters): a reclaim acts for the dead entry it reclaims, whose handle
+ * may have no entry of its own yet, and whose own death leaves the
+ * EVICTING to the next reclaim of that entry.
+ */
+void cistern__rs_retire_as(struct cistern *c, uint64_t index, uint32_t owner);
 /* After a pin dropped, a take given back or an eviction backed off: retire the sample if spent. */
 static inline void rs_let_go(struct cistern *c, uint64_t index)
 {
 	if (__builtin_expect(c->fixed.max_times_sampled != 0, 0))
 		cistern__rs_retire_if_spent(c, index);
+}
+static inline void rs_let_go_as(struct cistern *c, uint64_t index, uint32_t owner)
+{
+	if (__builtin_expect(c->fixed.max_times_sampled != 0, 0))
+		cistern__rs_retire_as(c, index, owner);
 }
 /* A pinned read over the cap: take its count and its pin back, and retire the sample. */
 void cistern__rs_refuse_pinned(struct cistern *c, uint64_t index);
