@@ -20,7 +20,8 @@
  *   schema    the segment's schema text (docs/SCHEMA.md), without its NUL;
  *             empty for a segment without one (always under 1024 bytes).
  *   meta      512 bytes: section offsets and sizes, counts, next sample id,
- *             times, reception state, the config, the statistics, the CRC-32C
+ *             times, reception state, the config (its max_times_sampled
+ *             where files from before it have zero: off), the statistics, the CRC-32C
  *             of the samples section and of the seen set, the producers that
  *             died before done (bytes 416-419; zero in files from before it
  *             was kept, which zeroed the rest of the block), the schema

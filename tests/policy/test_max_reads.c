@@ -394,3 +394,24 @@ Test(max_reads, a_remover_killed_mid_removal_leaves_it_to_its_reclaim, .timeout 
 	cr_assert_eq(cistern_detach(late), 0);
 	seg_drop(c);
 }
+
+/* A sample dumped with its last read still held had left: the restored copy does not keep it. */
+Test(max_reads, a_restore_drops_a_sample_dumped_spent)
+{
+	struct cistern *c = seg_create("dumpcap", cap_cfg(CISTERN_RESERVOIR, 4, 1));
+	put_u32(c, 1);
+	put_u32(c, 2);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), 0, "one sample's last read, held");
+	const char *path = seg_dump_path("dumpcap");
+	const char *copy = seg_name("dumpcopy");
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	seg_keep(copy, r);
+	cr_assert_eq(stats(r).population, 1, "only the unread sample");
+	cr_assert_eq(get_u32(r, 0), *(const uint32_t *)s.data == 1 ? 2 : 1);
+	cr_assert_eq(cistern_release(c, &s), 0);
+	seg_drop(c);
+}
