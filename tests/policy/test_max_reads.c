@@ -415,3 +415,64 @@ Test(max_reads, a_restore_drops_a_sample_dumped_spent)
 	cr_assert_eq(cistern_release(c, &s), 0);
 	seg_drop(c);
 }
+
+/* A reader child of whole batches of two: acquires, holds a while, releases; counts reads. */
+static int batch_reader(const char *name, _Atomic uint32_t *reads)
+{
+	struct cistern *h = NULL;
+	if (cistern_attach(name, &h) < 0)
+		return 2;
+	for (;;) {
+		struct cistern_sample s[2];
+		int r = cistern_acquire_batch(h, s, 2, 10000);
+		if (r == CISTERN_EOD)
+			break;
+		if (r <= 0)
+			return 3;
+		for (int i = 0; i < r; i++) {
+			uint32_t v = *(const uint32_t *)s[i].data;
+			if (v >= MP_SAMPLES)
+				return 4;
+			atomic_fetch_add(&reads[v], 1);
+		}
+		usleep(100);
+		if (cistern_release_batch(h, s, (size_t)r) < 0)
+			return 5;
+	}
+	cistern_detach(h);
+	return 0;
+}
+
+Test(max_reads, several_forked_batch_readers_never_read_a_sample_past_k, .timeout = 120)
+{
+	struct cistern_config cfg = cap_cfg(CISTERN_BATCH_RESERVOIR, 512, MP_K);
+	cfg.batch_size = 2;
+	cfg.watermark = 2;
+	struct cistern *c = seg_create("mpbatch", cfg);
+	const char *name = seg_name_of(c);
+	_Atomic uint32_t *reads = shared_alloc(sizeof(*reads) * MP_SAMPLES);
+	pid_t pid[MP_READERS];
+	for (int i = 0; i < MP_READERS; i++) {
+		pid[i] = fork_child();
+		if (pid[i] == 0)
+			_exit(batch_reader(name, reads));
+	}
+	for (uint32_t i = 0; i < MP_SAMPLES; i++)
+		put_u32(c, i);
+	/* Once fewer than a batch are left, open reads stop for good: close, and they drain. */
+	for (int t = 0; t < 60000 && stats(c).population >= 2; t++)
+		usleep(1000);
+	cr_assert_lt(stats(c).population, 2);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	for (int i = 0; i < MP_READERS; i++)
+		cr_assert_eq(reap_status(pid[i]), 0, "reader %d", i);
+	uint32_t total = 0;
+	for (uint32_t i = 0; i < MP_SAMPLES; i++) {
+		cr_assert_leq(reads[i], MP_K, "sample %u read %u times", i, reads[i]);
+		cr_assert_geq(reads[i], 1, "sample %u never read", i);
+		total += reads[i];
+	}
+	cr_assert_eq(stats(c).gets, total, "every read counted once");
+	cr_assert_eq(stats(c).population, 0);
+	seg_drop(c);
+}
