@@ -734,6 +734,9 @@ uint64_t cistern__rs_population(const struct cistern *c, const struct cistern_st
  */
 void cistern__rs_retire_as(struct cistern *c, uint64_t index, uint32_t owner)
 {
+	/* Only an attachment removes: a handle without an entry holds nothing to let go. */
+	if (owner == 0 || owner > c->fixed.procs_count)
+		return;
 	struct cistern_slotmeta *m = M(c, index);
 	struct cistern_counters *ctr = &cistern__procs(c)[owner - 1].ctr;
 	uint32_t cap = c->fixed.max_times_sampled;
