@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -474,5 +475,56 @@ Test(max_reads, several_forked_batch_readers_never_read_a_sample_past_k, .timeou
 	}
 	cr_assert_eq(stats(c).gets, total, "every read counted once");
 	cr_assert_eq(stats(c).population, 0);
+	seg_drop(c);
+}
+
+enum { RL_SAMPLES = 400 };
+
+/* A producer child: puts RL_SAMPLES values, then says it is done. */
+static int rl_producer(const char *name)
+{
+	struct cistern *h = NULL;
+	if (cistern_attach(name, &h) < 0)
+		return 2;
+	for (uint32_t i = 0; i < RL_SAMPLES; i++)
+		if (cistern_put(h, &i, sizeof(i), NULL, 10000) < 0)
+			return 3;
+	if (cistern_producer_done(h) < 0)
+		return 4;
+	cistern_detach(h);
+	return 0;
+}
+
+/*
+ * With one read per put allowed by the limiter and one read per sample, a
+ * reservoir is a queue in random order: the producer and the reader both
+ * finish (neither waits for the other for good: a read that finds too few
+ * samples lets a put through), and every sample is read exactly once.
+ */
+Test(max_reads, under_the_rate_limiter_one_read_each_reads_every_sample_once, .timeout = 120)
+{
+	struct cistern_config cfg = cap_cfg(CISTERN_RESERVOIR, 16, 1);
+	cfg.watermark = 4;
+	cfg.reads_per_put = 1;
+	cfg.expected_producers = 1;
+	struct cistern *c = seg_create("rl", cfg);
+	pid_t pid = fork_child();
+	if (pid == 0)
+		_exit(rl_producer(seg_name_of(c)));
+	uint32_t *reads = calloc(RL_SAMPLES, sizeof(*reads));
+	cr_assert_not_null(reads);
+	uint32_t v;
+	ssize_t r;
+	while ((r = cistern_get(c, &v, sizeof(v), NULL, 10000)) == 4) {
+		cr_assert_lt(v, RL_SAMPLES);
+		reads[v]++;
+	}
+	cr_assert_eq(r, CISTERN_EOD, "the read ended with %s", cistern_strerror((int)r));
+	cr_assert_eq(reap_status(pid), 0, "the producer finished");
+	for (uint32_t i = 0; i < RL_SAMPLES; i++)
+		cr_assert_eq(reads[i], 1, "sample %u read %u times", i, reads[i]);
+	free(reads);
+	/* Left by its read, or evicted by a put between the release and the removal: read once. */
+	cr_assert_eq(stats(c).seen_hist[1], RL_SAMPLES);
 	seg_drop(c);
 }
