@@ -194,7 +194,21 @@ struct cistern_config {
 		expected_producers; /**< reception closes after this many cistern_producer_done() (0 = only by cistern_close_reception); see CISTERN_DEAD_PRODUCER_DONE */
 	uint32_t
 		flags; /**< CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, CISTERN_SINGLE_READER, CISTERN_DEAD_PRODUCER_DONE */
-	uint32_t reserved_; /**< must be 0 */
+	/**
+	 * Reservoir kinds (Reservoir, BatchReservoir, FIFOEvictReservoir,
+	 * SimPairedReservoir, prioritized): a sample leaves the buffer once it
+	 * was read this many times; 0 = never (it stays until a producer evicts
+	 * it). A read counts when it is handed out, and the sample leaves when
+	 * the last reader holding it lets go (a release, or the end of a copy
+	 * read); its slot is then free for a put, and it counts in
+	 * cistern_stats.seen_hist, not in evictions. No sample is handed out
+	 * more than this many times; a read given back (cistern_unacquire(), or
+	 * a reader that died holding it) does not count. Create refuses it for
+	 * FIFO and FIRO (which read each sample once or pseudo_epochs times),
+	 * with a cold tier, and under a reads_per_put above it. This field was
+	 * the reserved word that had to be 0: a config from before it reads 0.
+	 */
+	uint32_t max_times_sampled;
 	/**
 	 * Reservoir kinds: optional rate limiter; 0 = off. When reads_per_put > 0,
 	 * with puts counted after the first `watermark` ones and reads since

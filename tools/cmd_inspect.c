@@ -153,6 +153,8 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 		printf("  sweep-size %u  time-steps %u", k->sweep_size, k->nb_time_steps);
 	if (k->policy == CISTERN_BATCH_RESERVOIR)
 		printf("  batch-size %u", k->batch_size);
+	if (k->max_times_sampled)
+		printf("  max-times-sampled %u", k->max_times_sampled);
 	if (k->policy == CISTERN_PRIORITIZED)
 		printf("  alpha %g  beta %g  epsilon %g", k->alpha,
 		       s->have_prio ? s->prio.beta : k->beta, k->epsilon);
@@ -286,14 +288,14 @@ static void json(const struct snapshot *s)
 	       ", \"sweep_size\": %u, \"time_steps\": %u, \"batch_size\": %u, \"seed\": %" PRIu64
 	       ", \"max_procs\": %u, \"producers\": %u, \"lossy\": %s"
 	       ", \"single_producer\": %s, \"single_reader\": %s, \"dead_producer_done\": %s"
-	       ", \"reads_per_put\": %.17g, \"rate_slack\": %.17g},\n",
+	       ", \"reads_per_put\": %.17g, \"rate_slack\": %.17g, \"max_times_sampled\": %u},\n",
 	       cistern_policy_name(k->policy), k->slot_count, k->slot_size, k->mode, k->watermark,
 	       k->pseudo_epochs, k->sweep_size, k->nb_time_steps, k->batch_size, k->seed,
 	       k->max_procs, k->expected_producers, (k->flags & CISTERN_LOSSY) ? "true" : "false",
 	       (k->flags & CISTERN_SINGLE_PRODUCER) ? "true" : "false",
 	       (k->flags & CISTERN_SINGLE_READER) ? "true" : "false",
 	       (k->flags & CISTERN_DEAD_PRODUCER_DONE) ? "true" : "false", k->reads_per_put,
-	       k->rate_slack);
+	       k->rate_slack, k->max_times_sampled);
 	if (k->policy == CISTERN_PRIORITIZED) {
 		printf(" \"priorities\": {\"alpha\": %.17g, \"beta\": %.17g, \"epsilon\": %.17g",
 		       k->alpha, s->have_prio ? s->prio.beta : k->beta, k->epsilon);

@@ -69,7 +69,8 @@ static void meta_code(struct cur *c, struct dump_meta *m)
 	f32(c, &m->cfg.max_procs);
 	f32(c, &m->cfg.expected_producers);
 	f32(c, &m->cfg.flags);
-	f32(c, &zero);
+	/* Zero in the files written before it was kept: off. */
+	f32(c, &m->cfg.max_times_sampled);
 	/* Doubles travel as their IEEE 754 bits. */
 	uint64_t rpp, slack;
 	memcpy(&rpp, &m->cfg.reads_per_put, sizeof(rpp));

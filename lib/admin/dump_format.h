@@ -33,7 +33,8 @@
  *                 (48 bytes), then len payload bytes, zero padding to a
  *                 multiple of 8.
  *   meta      512 bytes: section offsets and sizes, counts, next sample id,
- *             times, reception state, the config, the statistics, the CRC-32C
+ *             times, reception state, the config (its max_times_sampled
+ *             where files from before it have zero: off), the statistics, the CRC-32C
  *             of the samples section and of the seen set, the producers that
  *             died before done (bytes 416-419; zero in files from before it
  *             was kept, which zeroed the rest of the block), the schema

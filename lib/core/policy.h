@@ -217,6 +217,8 @@ struct cistern__policy {
 	bool counts_reads;
 	/* Do readers share samples by pins, and run each read call in the reader role's bracket? */
 	bool readers_pin;
+	/* Does it take max_times_sampled (a sample leaves after that many reads: reservoir.c)? */
+	bool caps_reads;
 	/*
 	 * Its draws by priority, which also mean that it takes alpha, beta and
 	 * epsilon; NULL: it has none (the calls of cistern_put_prioritized()'s

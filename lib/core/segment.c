@@ -214,6 +214,7 @@ void cistern__fixed_of(const struct cistern_hdr *h, struct cistern_fixed *f)
 	f->sweep_size = h->sweep_size;
 	f->nb_time_steps = h->nb_time_steps;
 	f->batch_size = h->batch_size;
+	f->max_times_sampled = h->max_times_sampled;
 	f->seed = h->seed;
 	f->expected_producers = h->expected_producers;
 	f->mode = h->mode;
@@ -255,6 +256,7 @@ static void header_of(const struct cistern_fixed *f, struct cistern_hdr *h)
 	h->sweep_size = f->sweep_size;
 	h->nb_time_steps = f->nb_time_steps;
 	h->batch_size = f->batch_size;
+	h->max_times_sampled = f->max_times_sampled;
 	h->seed = f->seed;
 	h->expected_producers = f->expected_producers;
 	h->mode = f->mode;
@@ -344,8 +346,6 @@ static const char *schema_too_big(uint64_t size, uint64_t slot_size)
 static const char *config_problem(const struct cistern_config *cfg)
 {
 	const uint32_t sole = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER;
-	if (cfg->reserved_ != 0)
-		return "reserved_ must be 0";
 	if (cfg->flags & ~(uint32_t)(CISTERN_LOSSY | sole | CISTERN_DEAD_PRODUCER_DONE))
 		return "flags has bits other than CISTERN_LOSSY, CISTERN_SINGLE_PRODUCER, "
 		       "CISTERN_SINGLE_READER and CISTERN_DEAD_PRODUCER_DONE";
@@ -388,6 +388,16 @@ static const char *config_problem(const struct cistern_config *cfg)
 		       "buffer is full a put must evict a sample that was read, and a read "
 		       "makes at most one sample read, so fewer reads than puts would stop "
 		       "the puts (only a CISTERN_LOSSY FIFOEvictReservoir takes less than 1)";
+	if (cfg->max_times_sampled && !p->caps_reads)
+		return "max_times_sampled applies to the reservoir kinds only: FIFO reads each "
+		       "sample once and FIRO pseudo_epochs times";
+	if (cfg->max_times_sampled && cfg->cold_slots)
+		return "max_times_sampled does not combine with cold_slots: cold samples have no "
+		       "read count";
+	/* A put yields at most max_times_sampled reads: a higher ratio would hold every put back. */
+	if (cfg->max_times_sampled && cfg->reads_per_put > cfg->max_times_sampled)
+		return "reads_per_put is above max_times_sampled: each sample gives at most "
+		       "max_times_sampled reads, so the limiter could never keep that ratio";
 	const char *why = p->config_problem ? p->config_problem(cfg) : NULL;
 	if (why)
 		return why;
@@ -641,6 +651,7 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	f->sweep_size = cfg.sweep_size;
 	f->nb_time_steps = cfg.nb_time_steps;
 	f->batch_size = cfg.batch_size;
+	f->max_times_sampled = cfg.max_times_sampled;
 	f->seed = cfg.seed;
 	f->expected_producers = cfg.expected_producers;
 	f->mode = cfg.mode;
@@ -1228,6 +1239,7 @@ static void config_of(const struct cistern_fixed *f, struct cistern_config *cfg)
 	cfg->sweep_size = f->sweep_size;
 	cfg->nb_time_steps = f->nb_time_steps;
 	cfg->batch_size = f->batch_size;
+	cfg->max_times_sampled = f->max_times_sampled;
 	cfg->seed = f->seed;
 	cfg->max_procs = (uint32_t)f->procs_count;
 	cfg->expected_producers = f->expected_producers;

@@ -184,6 +184,7 @@ struct cistern_hdr {
 	uint64_t created_ns; /* CLOCK_REALTIME */
 	uint32_t creator_pid;
 	uint32_t creator_uid;
+	uint32_t max_times_sampled; /* reservoir kinds: reads before a sample leaves, 0 = off */
 	char name[CISTERN_NAME_MAX + 1];
 	/*
 	 * FIFO sample id = ring position + id_base. 0 for a new segment; a
@@ -313,6 +314,8 @@ struct cistern_fixed {
 	uint32_t policy;
 	uint32_t flags;
 	uint64_t watermark;
+	/* Beside watermark, which every open read loads: reads test it on the same line. */
+	uint32_t max_times_sampled;
 	uint32_t pseudo_epochs;
 	uint32_t sweep_size;
 	uint32_t nb_time_steps;

@@ -27,6 +27,7 @@ class ConfigDict(TypedDict):
     sweep_size: int
     time_steps: int
     batch_size: int
+    max_times_sampled: int
     seed: int
     max_procs: int
     expected_producers: int
@@ -278,7 +279,7 @@ def create(name: str, policy: int = 0, slot_size: int = 0, slot_count: int = 0, 
            expected_producers: int = 0, flags: int = 0, reads_per_put: float = 0.0,
            rate_slack: float = 0.0, schema: str | None = None, alpha: float = 0.0,
            beta: float = 0.0, epsilon: float = 0.0, cold_slots: int = 0,
-           cold_dir: str | None = None) -> Handle: ...
+           cold_dir: str | None = None, max_times_sampled: int = 0) -> Handle: ...
 def config_problem(policy: int = 0, slot_size: int = 0, slot_count: int = 0, mode: int = 0,
                    watermark: int = 0, pseudo_epochs: int = 0, sweep_size: int = 0,
                    nb_time_steps: int = 0, batch_size: int = 0, seed: int = 0,
@@ -286,7 +287,7 @@ def config_problem(policy: int = 0, slot_size: int = 0, slot_count: int = 0, mod
                    reads_per_put: float = 0.0, rate_slack: float = 0.0,
                    schema: str | None = None, alpha: float = 0.0, beta: float = 0.0,
                    epsilon: float = 0.0, cold_slots: int = 0,
-                   cold_dir: str | None = None) -> str | None: ...
+                   cold_dir: str | None = None, max_times_sampled: int = 0) -> str | None: ...
 def remote_connect(endpoint: str, server_key: str | None = None, public_key: str | None = None,
                    secret_key: str | None = None, connect_timeout_ms: int = 0,
                    heartbeat_ivl_ms: int = 0, heartbeat_timeout_ms: int = 0,

@@ -606,7 +606,8 @@ def make_buffer(buffer_size: int, buffer_t: Union[BufferType, int, str] = Buffer
                 expected_producers: int = 0, seed: int = 0, lossy: bool = False,
                 mode: int = 0o600, log_every: int = 100, skip_misfits: bool = False,
                 cold_slots: int = 0,
-                cold_dir: Optional[Union[str, "os.PathLike[str]"]] = None) -> Buffer:
+                cold_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+                max_times_sampled: int = 0) -> Buffer:
     """Create this server rank's buffer: a cistern segment of `buffer_size`
     samples under the policy of `buffer_t`, and return it as a Buffer.
 
@@ -643,6 +644,9 @@ def make_buffer(buffer_size: int, buffer_t: Union[BufferType, int, str] = Buffer
       expected_producers    simulations that will call producer_done(); the
                             last one closes reception (0: close it yourself)
       seed, lossy, mode     as cistern.create() (lossy: FIFOEvictReservoir)
+      max_times_sampled     the reservoir types: a sample leaves after that many
+                            reads (0, the default: it stays until evicted), as
+                            cistern.create()
       log_every             samples read between two metric_logger calls
       skip_misfits          reads go past a sample of another size than
                             dtype and shape say (put by a simulation through
@@ -685,7 +689,8 @@ def make_buffer(buffer_size: int, buffer_t: Union[BufferType, int, str] = Buffer
     prefix = name if name is not None else f"melissa-{os.getpid()}"
     seg = cistern.create(segment_name(prefix, rank), policy=t.policy, slots=size, slot_size=slot,
                          expected_producers=expected_producers, seed=seed, lossy=lossy,
-                         mode=mode, cold_slots=cold_slots, cold_dir=cold_dir, **kw)
+                         mode=mode, cold_slots=cold_slots, cold_dir=cold_dir,
+                         max_times_sampled=max_times_sampled, **kw)
     try:
         return Buffer(seg, t, prefix, rank, ranks, dt, shp, metric_logger, log_every, owner=True,
                       skip_misfits=skip_misfits)

@@ -86,6 +86,8 @@ class Config(_Record):
     sweep_size: int
     time_steps: int
     batch_size: int
+    #: Reads after which a sample leaves (the reservoir kinds), 0 = never.
+    max_times_sampled: int
     seed: int
     max_procs: int
     expected_producers: int

@@ -124,7 +124,8 @@ def _config_args(policy: str | int, slots: int | None, slot_size: int, watermark
                  rate_slack: float, schema: SchemaLike | None,
                  dead_producer_done: bool = False, alpha: float = 0.0, beta: float = 0.0,
                  epsilon: float = 0.0, cold_slots: int = 0,
-                 cold_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+                 cold_dir: str | os.PathLike[str] | None = None,
+                 max_times_sampled: int = 0) -> dict[str, Any]:
     """create()'s arguments, checked, as the extension's keywords."""
     kw: dict[str, Any] = dict(
         policy=policy_number(policy),
@@ -151,6 +152,7 @@ def _config_args(policy: str | int, slots: int | None, slot_size: int, watermark
         epsilon=_rate("epsilon", epsilon),
         cold_slots=_count("cold_slots", cold_slots),
         cold_dir=None if cold_dir is None else os.fspath(cold_dir),
+        max_times_sampled=_count("max_times_sampled", max_times_sampled),
     )
     if mode > 0o7777:
         raise ValueError(f"mode {mode:#o} is not a set of permission bits")
@@ -166,7 +168,8 @@ def create(name: str, policy: str | int = "fifo", slots: int | None = None, slot
            schema: SchemaLike | None = None,
            dead_producer_done: bool = False, alpha: float = 0.0, beta: float = 0.0,
            epsilon: float = 0.0, cold_slots: int = 0,
-           cold_dir: str | os.PathLike[str] | None = None) -> Segment:
+           cold_dir: str | os.PathLike[str] | None = None,
+           max_times_sampled: int = 0) -> Segment:
     """Create segment `name` and attach to it.
 
     policy: "fifo", "firo", "reservoir", "fifo-evict-reservoir",
@@ -214,6 +217,13 @@ def create(name: str, policy: str | int = "fifo", slots: int | None = None, slot
     Puts move samples to disk when memory is full, reads draw over both
     (docs/protocol/tiers.md). A disk too small raises OSError(ENOSPC).
 
+    max_times_sampled (the reservoir kinds; 0 = off): a sample leaves after
+    that many reads, once the last reader holding it lets go, and its slot
+    takes the next put. No sample is read more often; a read handed back
+    (unacquire(), or a reader that died holding it) does not count. Refused
+    for fifo and firo, with cold_slots, and under a reads_per_put above it.
+    With fewer samples left than the watermark, reads wait for puts.
+
     Raises FileExistsError if the name is taken, ValueError for bad parameters
     (config_problem() says the same without creating anything),
     OSError(ENOTSUP) for a policy this build lacks.
@@ -223,7 +233,8 @@ def create(name: str, policy: str | int = "fifo", slots: int | None = None, slot
     kw = _config_args(policy, slots, slot_size, watermark, pseudo_epochs, sweep_size,
                       time_steps, batch_size, seed, mode, max_procs, expected_producers,
                       lossy, single_producer, single_reader, reads_per_put, rate_slack, schema,
-                      dead_producer_done, alpha, beta, epsilon, cold_slots, cold_dir)
+                      dead_producer_done, alpha, beta, epsilon, cold_slots, cold_dir,
+                      max_times_sampled)
     try:
         handle = _cistern.create(name, **kw)
     except ValueError as e:
@@ -285,7 +296,8 @@ def config_problem(policy: str | int = "fifo", slots: int | None = None, slot_si
                    schema: SchemaLike | None = None,
                    dead_producer_done: bool = False, alpha: float = 0.0, beta: float = 0.0,
                    epsilon: float = 0.0, cold_slots: int = 0,
-                   cold_dir: str | os.PathLike[str] | None = None) -> str | None:
+                   cold_dir: str | os.PathLike[str] | None = None,
+                   max_times_sampled: int = 0) -> str | None:
     """Why create() would refuse these parameters, in a sentence naming the
     argument that is wrong, or None if it would take them
     (cistern_config_problem()). Creates nothing; the name is not judged (see
@@ -294,7 +306,8 @@ def config_problem(policy: str | int = "fifo", slots: int | None = None, slot_si
     kw = _config_args(policy, slots, slot_size, watermark, pseudo_epochs, sweep_size,
                       time_steps, batch_size, seed, mode, max_procs, expected_producers,
                       lossy, single_producer, single_reader, reads_per_put, rate_slack, schema,
-                      dead_producer_done, alpha, beta, epsilon, cold_slots, cold_dir)
+                      dead_producer_done, alpha, beta, epsilon, cold_slots, cold_dir,
+                      max_times_sampled)
     why = _cistern.config_problem(**kw)
     return _in_our_words(why) if why is not None else None
 

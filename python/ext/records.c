@@ -117,6 +117,7 @@ PyObject *cx_config_dict(const struct cistern_config *cfg)
 	    cx_dict_set_u64(d, "sweep_size", cfg->sweep_size) < 0 ||
 	    cx_dict_set_u64(d, "time_steps", cfg->nb_time_steps) < 0 ||
 	    cx_dict_set_u64(d, "batch_size", cfg->batch_size) < 0 ||
+	    cx_dict_set_u64(d, "max_times_sampled", cfg->max_times_sampled) < 0 ||
 	    cx_dict_set_u64(d, "seed", cfg->seed) < 0 ||
 	    cx_dict_set_u64(d, "max_procs", cfg->max_procs) < 0 ||
 	    cx_dict_set_u64(d, "expected_producers", cfg->expected_producers) < 0 ||

@@ -19,8 +19,8 @@
 	"policy", "slot_size", "slot_count", "mode", "watermark", "pseudo_epochs", "sweep_size",   \
 		"nb_time_steps", "batch_size", "seed", "max_procs", "expected_producers", "flags", \
 		"reads_per_put", "rate_slack", "schema", "alpha", "beta", "epsilon", "cold_slots", \
-		"cold_dir"
-#define CFG_FORMAT "O&O&O&O&O&O&O&O&O&O&O&O&O&ddzdddO&z"
+		"cold_dir", "max_times_sampled"
+#define CFG_FORMAT "O&O&O&O&O&O&O&O&O&O&O&O&O&ddzdddO&zO&"
 #define CFG_TARGETS(cfg, policy)                                                                   \
 	cx_conv_u32, &(policy), cx_conv_u64, &(cfg).slot_size, cx_conv_u64, &(cfg).slot_count,     \
 		cx_conv_u32, &(cfg).mode, cx_conv_u64, &(cfg).watermark, cx_conv_u32,              \
@@ -29,7 +29,7 @@
 		cx_conv_u32, &(cfg).max_procs, cx_conv_u32, &(cfg).expected_producers,             \
 		cx_conv_u32, &(cfg).flags, &(cfg).reads_per_put, &(cfg).rate_slack, &(cfg).schema, \
 		&(cfg).alpha, &(cfg).beta, &(cfg).epsilon, cx_conv_u64, &(cfg).cold_slots,         \
-		&(cfg).cold_dir
+		&(cfg).cold_dir, cx_conv_u32, &(cfg).max_times_sampled
 
 /* Store the parsed policy number in cfg; ValueError if it names no policy. */
 static int cfg_set_policy(struct cistern_config *cfg, uint32_t policy)
@@ -258,7 +258,8 @@ PyMethodDef cx_segment_functions[] = {
 	 "create(name, policy=0, slot_size=0, slot_count=0, mode=0, watermark=0, "
 	 "pseudo_epochs=0, sweep_size=0, nb_time_steps=0, batch_size=0, seed=0, max_procs=0, "
 	 "expected_producers=0, flags=0, reads_per_put=0.0, rate_slack=0.0, schema=None, "
-	 "alpha=0.0, beta=0.0, epsilon=0.0, cold_slots=0, cold_dir=None)\n--\n\n"
+	 "alpha=0.0, beta=0.0, epsilon=0.0, cold_slots=0, cold_dir=None, "
+	 "max_times_sampled=0)\n--\n\n"
 	 "Create segment `name` and attach to it (cistern_create()); the keywords are the\n"
 	 "fields of struct cistern_config. Returns a Handle."},
 	{"config_problem", (PyCFunction)(void (*)(void))mod_config_problem,
@@ -266,7 +267,8 @@ PyMethodDef cx_segment_functions[] = {
 	 "config_problem(policy=0, slot_size=0, slot_count=0, mode=0, watermark=0, "
 	 "pseudo_epochs=0, sweep_size=0, nb_time_steps=0, batch_size=0, seed=0, max_procs=0, "
 	 "expected_producers=0, flags=0, reads_per_put=0.0, rate_slack=0.0, schema=None, "
-	 "alpha=0.0, beta=0.0, epsilon=0.0, cold_slots=0, cold_dir=None)\n--\n\n"
+	 "alpha=0.0, beta=0.0, epsilon=0.0, cold_slots=0, cold_dir=None, "
+	 "max_times_sampled=0)\n--\n\n"
 	 "Why create() would refuse these parameters (cistern_config_problem()), or None."},
 	{"schema_parse", mod_schema_parse, METH_VARARGS,
 	 "schema_parse(text, /)\n--\n\n"

@@ -104,7 +104,7 @@ Test(create, the_problem_named_for_a_refused_config_is_the_field_that_is_wrong)
 		{{.slot_size = 1 << 20, .slot_count = 1 << 20}, "CISTERN_ARENA_MAX"},
 		{{.policy = (enum cistern_policy)99}, "policy"},
 		{{.mode = 010000}, "mode"},
-		{{.reserved_ = 1}, "reserved_"},
+		{{.max_times_sampled = 1}, "max_times_sampled"},
 		{{.flags = 1u << 20}, "flags"},
 		{{.flags = CISTERN_LOSSY}, "CISTERN_LOSSY"},
 		{{.max_procs = CISTERN_PROCS_MAX + 1}, "max_procs"},

@@ -9,6 +9,7 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <string.h>
 
 #include "helpers.h"
 #include "core/handle.h"
@@ -355,4 +356,89 @@ EVERY_POLICY(a_dump_restores_the_same_samples_metadata_and_seen_counts)
 	cr_assert_eq(cistern_put(r, "n", 1, &m, 0), 0, "%s: the restored segment takes samples",
 		     d->name);
 	cr_assert_eq(m.sample_id, N, "%s: with ids after the restored ones", d->name);
+}
+
+EVERY_POLICY(create_takes_max_times_sampled_exactly_where_its_descriptor_caps_reads)
+{
+	const struct cistern__policy *d = desc(policy);
+	struct cistern_config cfg = base(*policy);
+	cfg.max_times_sampled = 2;
+	const char *why = cistern_config_problem(&cfg);
+	cr_assert_eq(why == NULL, d->caps_reads, "%s: %s", d->name, why ? why : "taken");
+	if (why)
+		cr_assert_not_null(strstr(why, "max_times_sampled"), "%s: %s", d->name, why);
+	struct cistern *c = NULL;
+	int r = cistern_create(seg_name("cap"), &cfg, &c);
+	cr_assert_eq(r, d->caps_reads ? 0 : -EINVAL, "%s: %s", d->name, cistern_strerror(r));
+	if (c)
+		seg_keep(seg_name("cap"), c);
+}
+
+/* The policies whose descriptors take max_times_sampled, as the parameters of a test. */
+static struct criterion_test_params capping_policies(void)
+{
+	uint32_t *v = cr_malloc(sizeof(*v) * CISTERN_POLICY_COUNT);
+	size_t n = 0;
+	for (uint32_t i = 0; i < CISTERN_POLICY_COUNT; i++)
+		if (cistern__policy_of(i) && cistern__policy_of(i)->caps_reads)
+			v[n++] = i;
+	return cr_make_param_array(uint32_t, v, n, free_policies);
+}
+
+#define CAPPING_POLICY(name)                           \
+	ParameterizedTestParameters(conformance, name) \
+	{                                              \
+		return capping_policies();             \
+	}                                              \
+	ParameterizedTest(uint32_t *policy, conformance, name)
+
+/*
+ * Reads while open until too few samples are left, then close and drain:
+ * no sample is read more than max_times_sampled times, and none is lost.
+ */
+CAPPING_POLICY(under_max_times_sampled_no_sample_is_read_past_it_and_none_is_lost)
+{
+	enum { K = 2 };
+	const struct cistern__policy *d = desc(policy);
+	struct cistern_config cfg = base(*policy);
+	cfg.max_times_sampled = K;
+	struct cistern *c = seg_create(d->name, cfg);
+	put_samples(c, N);
+	uint32_t reads[N] = {0};
+	uint8_t buf[BATCH][PAYLOAD];
+	size_t len[BATCH];
+	struct cistern_meta meta[BATCH];
+	int r, units = 0;
+	while ((r = read_unit(c, d, buf, len, meta, 0)) > 0) {
+		for (int k = 0; k < r; k++)
+			reads[assert_whole(d, buf[k], len[k], &meta[k])]++;
+		cr_assert_leq(++units, K * N, "%s: more reads than K per sample", d->name);
+	}
+	cr_assert_eq(r, -EAGAIN, "%s: %s", d->name, cistern_strerror(r));
+	cr_assert_eq(cistern_close_reception(c), 0);
+	drain(c, d, reads);
+	for (uint32_t i = 0; i < N; i++) {
+		cr_assert_leq(reads[i], K, "%s: sample %u read %u times", d->name, i, reads[i]);
+		cr_assert_geq(reads[i], 1, "%s: sample %u never read", d->name, i);
+	}
+	cr_assert_eq(stats(c).population, 0, "%s", d->name);
+}
+
+CAPPING_POLICY(a_dump_keeps_max_times_sampled)
+{
+	const struct cistern__policy *d = desc(policy);
+	struct cistern_config cfg = base(*policy);
+	cfg.max_times_sampled = 3;
+	struct cistern *c = seg_create(d->name, cfg);
+	const char *copy = seg_name("capcopy");
+	const char *path = seg_dump_path(d->name);
+	put_samples(c, N);
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0, "%s", d->name);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0, "%s", d->name);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	seg_keep(copy, r);
+	struct cistern_config got;
+	cr_assert_eq(cistern_config_get(r, &got), 0);
+	cr_assert_eq(got.max_times_sampled, 3, "%s", d->name);
 }

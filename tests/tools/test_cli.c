@@ -363,6 +363,39 @@ Test(create, refuses_fewer_reads_than_puts_where_puts_need_reads)
 	cistern_unlink(name);
 }
 
+Test(create, max_times_sampled_reaches_the_segment_and_inspect_shows_it)
+{
+	char name[64];
+	uname_(name, sizeof(name), "cap");
+	struct result *r = run("create", name, "--policy", "reservoir", "--slots", "16",
+			       "--watermark", "1", "--max-times-sampled", "4");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	struct cistern_config cfg;
+	cistern_config_get(c, &cfg);
+	cr_assert_eq(cfg.max_times_sampled, 4);
+	cistern_detach(c);
+	r = run("inspect", name);
+	cr_assert(strstr(r->out, "max-times-sampled 4"), "%s", r->out);
+	r = run("inspect", "--json", name);
+	cr_assert(strstr(r->out, "\"max_times_sampled\": 4"), "%s", r->out);
+	cistern_unlink(name);
+}
+
+/* FIRO reads each sample pseudo_epochs times: create refuses a cap, naming the option. */
+Test(create, max_times_sampled_is_refused_for_firo_naming_the_option)
+{
+	char name[64];
+	uname_(name, sizeof(name), "capfiro");
+	struct result *r = run("create", name, "--policy", "firo", "--slots", "16", "--watermark",
+			       "1", "--max-times-sampled", "2");
+	cr_assert_eq(r->status, 1);
+	cr_assert(strstr(r->err, "--max-times-sampled applies to the reservoir kinds only"), "%s",
+		  r->err);
+	cr_assert(!exists(name));
+}
+
 Test(create, prioritized_takes_alpha_beta_and_epsilon)
 {
 	char name[64];

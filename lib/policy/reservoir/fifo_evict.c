@@ -96,4 +96,5 @@ const struct cistern__policy cistern__fifo_evict_policy = {
 	.evicts_seen = true,
 	.counts_reads = true,
 	.readers_pin = true,
+	.caps_reads = true,
 };

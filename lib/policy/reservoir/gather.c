@@ -92,6 +92,9 @@ int cistern__rs_gather_now(struct cistern *c, struct cistern_sample *tmp, size_t
 		return -EAGAIN;
 	if (c->holding != 0 || rs->dups.used != 0 || cistern__rs_closed(c))
 		return -EAGAIN;
+	/* Reads that may be refused at the cap (max_times_sampled) go the general way. */
+	if (f->max_times_sampled)
+		return -EAGAIN;
 	if (c->policy->reads_whole_batches && n != f->batch_size)
 		return -EAGAIN; /* the general path says -EINVAL */
 	uint64_t taken;

@@ -174,8 +174,16 @@ static int take_pair(struct cistern *c, struct cistern_sample pair[2], bool clos
 		cistern__unpin(c, x);
 		return -EBUSY;
 	}
-	cistern__rs_read_pinned(c, &pair[0], x, wx);
-	cistern__rs_read_pinned(c, &pair[1], y, wy);
+	/* Either read may be refused at max_times_sampled, its pin given back. */
+	if (cistern__rs_read_pinned(c, &pair[0], x, wx) < 0) {
+		cistern__unpin(c, y);
+		rs_let_go(c, y);
+		return -EBUSY;
+	}
+	if (cistern__rs_read_pinned(c, &pair[1], y, wy) < 0) {
+		cistern__rs_unacquire(c, &pair[0]);
+		return -EBUSY;
+	}
 	return 0;
 }
 
@@ -309,4 +317,5 @@ const struct cistern__policy cistern__sim_paired_policy = {
 	.evicts_seen = true,
 	.counts_reads = true,
 	.readers_pin = true,
+	.caps_reads = true,
 };

@@ -34,6 +34,7 @@
 
 #include "policy/reservoir/pins.h"
 #include "policy/reservoir/rate_limit.h"
+#include "policy/reservoir/reservoir.h"
 #include "core/slotword.h"
 #include "core/policy.h"
 
@@ -106,6 +107,8 @@ void cistern__pin_undo(struct cistern *c, uint64_t index)
 	/* [unpin] seq_cst, like every unpin: ordered before the producers' wake check. */
 	atomic_fetch_and_explicit(&cistern__slotmeta(c, index)->pins, ~bit, memory_order_seq_cst);
 	cistern__wake_producers(c);
+	/* [retire]: a remover may have seen this pin and backed off. */
+	rs_let_go(c, index);
 }
 
 /* cistern__unpin_quiet() (pins.h): this handle pins the slot more than once. */
@@ -140,6 +143,8 @@ void cistern__drop_pins(struct cistern *c, struct cistern_proc *p)
 	if (b >= CISTERN_PIN_READERS_MAX)
 		return;
 	uint64_t bit = UINT64_C(1) << b;
+	/* Its entry's owner: a removal here is done in its name (cistern__rs_retire_as()). */
+	uint32_t owner = (uint32_t)(p - cistern__procs(c)) + 1;
 	for (uint64_t i = 0; i < c->slot_count; i++) {
 		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
 		if (!(atomic_load_explicit(&m->pins, memory_order_relaxed) & bit))
@@ -158,6 +163,8 @@ void cistern__drop_pins(struct cistern *c, struct cistern_proc *p)
 		if (cistern__seen_take_back(m))
 			cistern__rate_give_back(c, 1);
 		atomic_fetch_and_explicit(&m->pins, ~bit, memory_order_seq_cst);
+		/* [retire]: the dead reader's pin may have been the last on a spent sample. */
+		rs_let_go_as(c, i, owner);
 	}
 	p->reader_bit = UINT32_MAX;
 	/* [reader-bit] release: the bit is free only after every slot forgot it. */

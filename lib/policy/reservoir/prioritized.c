@@ -171,6 +171,11 @@ static uint64_t leaf_due(const struct cistern *c, const struct pv *v, uint64_t i
 	unsigned s = sw_state(w);
 	if (s != RS_HELD && s != RS_EVICTING)
 		return 0;
+	/* Spent (max_times_sampled): no longer drawable, and about to leave. */
+	if (c->fixed.max_times_sampled &&
+	    atomic_load_explicit(&cistern__slotmeta(c, i)->seen, memory_order_relaxed) >=
+		    c->fixed.max_times_sampled)
+		return 0;
 	double q = bits_to_d(ld(&v->prio[i]));
 	if (!cistern__prio_ok(q)) {
 		q = max_prio(v);
@@ -341,7 +346,15 @@ static bool take_drawn(struct cistern *c, const struct pv *v, uint64_t i, bool c
 		uint64_t word;
 		if (!cistern__pin(c, i, RS_HELD, &word))
 			return false;
-		cistern__rs_read_pinned(c, s, i, word);
+		if (cistern__rs_read_pinned(c, s, i, word) < 0)
+			return false; /* spent: max_times_sampled */
+		/*
+		 * Its last read: the leaf goes now, under the lock, so that the
+		 * removal when the last reader lets go (reservoir.c) finds the
+		 * tree right without it.
+		 */
+		if (c->fixed.max_times_sampled && leaf_due(c, v, i) == 0)
+			set_leaf(v, i, 0);
 		return true;
 	}
 	if (cistern__rs_read_exclusive(c, s, i) < 0)
@@ -383,11 +396,12 @@ static int prio_draw(struct cistern *c, struct cistern_sample *out, size_t n, ui
 		for (size_t j = 0; j < m; j++) {
 			struct cistern_sample *s = &out[got];
 			uint64_t i = k[j];
+			/* Before the take, which zeroes the leaf of a sample's last read. */
+			uint64_t leaf = i < v.L ? leaf_at(&v, i) : 0;
 			if (!take_drawn(c, &v, i, closed, s)) {
 				misses++;
 				continue;
 			}
-			uint64_t leaf = leaf_at(&v, i);
 			if (closed)
 				set_leaf(&v, i, 0); /* acquired: no longer drawable */
 			if (ids)
@@ -401,8 +415,12 @@ static int prio_draw(struct cistern *c, struct cistern_sample *out, size_t n, ui
 	}
 	if (!closed && got > 0 && got < n) {
 		/* While open a batch is whole or not at all. */
-		for (size_t j = 0; j < got; j++)
+		for (size_t j = 0; j < got; j++) {
 			cistern__rs_unacquire(c, &out[j]);
+			/* A read given back: a sample it had spent is drawable again. */
+			if (c->fixed.max_times_sampled && out[j].index_ < v.n)
+				set_leaf(&v, out[j].index_, leaf_due(c, &v, out[j].index_));
+		}
 		got = 0;
 	}
 	unlock(&v);
@@ -658,5 +676,6 @@ const struct cistern__policy cistern__prioritized_policy = {
 	.evicts_seen = true,
 	.counts_reads = true,
 	.readers_pin = true,
+	.caps_reads = true,
 	.prio = &prio_draws,
 };

@@ -230,10 +230,10 @@ int cistern__rs_fill_past_count(struct cistern *c, struct cistern_slot *slot)
 	return -EAGAIN;
 }
 
-/* Account for a sample leaving the buffer (eviction or removal). */
-static void count_leaving(struct cistern *c, uint32_t seen, bool evicted)
+/* Account for a sample leaving the buffer (eviction or removal) in ctr. */
+static void count_leaving_in(struct cistern *c, struct cistern_counters *ctr, uint32_t seen,
+			     bool evicted)
 {
-	struct cistern_counters *ctr = &c->me->ctr;
 	cistern__count(&ctr->seen_hist[cistern__seen_bucket(seen)], 1);
 	if (evicted) {
 		cistern__count(&ctr->evictions, 1);
@@ -241,6 +241,11 @@ static void count_leaving(struct cistern *c, uint32_t seen, bool evicted)
 			cistern__count(&ctr->evicted_unseen, 1);
 	}
 	atomic_fetch_sub_explicit(&c->hdr->population, 1, memory_order_relaxed);
+}
+
+static void count_leaving(struct cistern *c, uint32_t seen, bool evicted)
+{
+	count_leaving_in(c, &c->me->ctr, seen, evicted);
 }
 
 /*
@@ -269,6 +274,8 @@ bool cistern__rs_evict_claim(struct cistern *c, uint64_t idx, uint64_t w, uint64
 	if (atomic_load_explicit(&m->pins, memory_order_seq_cst) != 0 ||
 	    (need_seen && atomic_load_explicit(&m->seen, memory_order_relaxed) == 0)) {
 		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
+		/* [retire]: one who let go of a spent sample meanwhile found it EVICTING. */
+		rs_let_go(c, idx);
 		return false;
 	}
 	if (c->policy->has_pairs)
@@ -458,6 +465,10 @@ int cistern__rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_
 			    uint64_t word)
 {
 	uint32_t old = cistern__seen_add(c, index);
+	if (rs_over_cap(c, old)) {
+		cistern__rs_refuse_pinned(c, index);
+		return -EAGAIN;
+	}
 	rs_fill_sample(c, s, index, word, RS_LIVE_PINNED);
 	cistern__count(&c->me->ctr.gets, 1);
 	if (old == 0) {
@@ -481,13 +492,21 @@ int cistern__rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint
 	if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw, memory_order_acq_rel,
 						     memory_order_relaxed))
 		return -EAGAIN;
-	atomic_fetch_add_explicit(&m->seen, 1, memory_order_relaxed);
+	if (rs_over_cap(c, atomic_fetch_add_explicit(&m->seen, 1, memory_order_relaxed))) {
+		/* Spent: put it back as a give-back does ([rs-release] seq_cst), and let go. */
+		atomic_fetch_sub_explicit(&m->seen, 1, memory_order_relaxed);
+		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
+		rs_let_go(c, index);
+		return -EAGAIN;
+	}
 	rs_fill_sample(c, s, index, nw, RS_LIVE_EXCLUSIVE);
 	cistern__count(&c->me->ctr.gets, 1);
 	return 0;
 }
 
-void cistern__rs_remove(struct cistern *c, uint64_t index, uint64_t word)
+/* cistern__rs_remove(), counted in ctr. */
+static void remove_counted(struct cistern *c, uint64_t index, uint64_t word,
+			   struct cistern_counters *ctr)
 {
 	struct cistern_slotmeta *m = M(c, index);
 	if (c->policy->has_pairs)
@@ -498,11 +517,16 @@ void cistern__rs_remove(struct cistern *c, uint64_t index, uint64_t word)
 	atomic_store_explicit(&m->word, sw_make(sw_pos(word) + c->slot_count, RS_EMPTY, 0),
 			      memory_order_seq_cst);
 	/* The counters after the slot ([rs-fill]): a death in between leaves them high. */
-	count_leaving(c, seen, false);
+	count_leaving_in(c, ctr, seen, false);
 	atomic_fetch_sub_explicit(&c->hdr->filled, 1, memory_order_seq_cst);
 	note_vacancy(c, index);
 	cistern__wake_producers(c);
 	cistern__wake_readers(c); /* end of data may have arrived */
+}
+
+void cistern__rs_remove(struct cistern *c, uint64_t index, uint64_t word)
+{
+	remove_counted(c, index, word, &c->me->ctr);
 }
 
 bool cistern__rs_exclusive_is_mine(struct cistern *c, const struct cistern_sample *s, uint64_t *w)
@@ -520,6 +544,7 @@ int cistern__rs_release_generic(struct cistern *c, struct cistern_sample *s)
 		int r = cistern__unpin(c, s->index_);
 		if (r < 0)
 			return r;
+		rs_let_go(c, s->index_);
 	} else {
 		uint64_t w;
 		if (!cistern__rs_exclusive_is_mine(c, s, &w))
@@ -541,11 +566,13 @@ int cistern__rs_unacquire(struct cistern *c, struct cistern_sample *s)
 		int r = cistern__unpin(c, s->index_);
 		if (r < 0)
 			return r;
+		rs_let_go(c, s->index_);
 	} else if (cistern__rs_exclusive_is_mine(c, s, &w)) {
 		atomic_fetch_sub_explicit(&m->seen, 1, memory_order_relaxed);
 		/* [rs-release] seq_cst: our reads (and seen) before another takes it. */
 		atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_HELD, 0),
 				      memory_order_seq_cst);
+		rs_let_go(c, s->index_);
 		cistern__wake_readers(c);
 	} else {
 		return -EINVAL;
@@ -643,10 +670,14 @@ void cistern__rs_reclaim(struct cistern *c, uint32_t owner)
 				atomic_fetch_sub_explicit(&retired->reclaimed, 1,
 							  memory_order_relaxed);
 		} else if (sw_state(w) == RS_EVICTING) {
-			/* Died deciding whether to evict: the sample stays ([rs-release]). */
+			/*
+			 * Died deciding whether to evict, or retiring a spent
+			 * sample: the sample stays ([rs-release]); spent, it goes.
+			 */
 			atomic_compare_exchange_strong_explicit(
 				&m->word, &w, sw_make(sw_pos(w), RS_HELD, 0), memory_order_seq_cst,
 				memory_order_relaxed);
+			rs_let_go_as(c, i, owner);
 		} else if (sw_state(w) == RS_ACQUIRED) {
 			/*
 			 * A read that never finished: the sample goes back, unread.
@@ -667,6 +698,7 @@ void cistern__rs_reclaim(struct cistern *c, uint32_t owner)
 				atomic_fetch_sub_explicit(&retired->redeliveries, 1,
 							  memory_order_relaxed);
 			}
+			rs_let_go_as(c, i, owner);
 		}
 	}
 	cistern__drop_pins(c, &cistern__procs(c)[owner - 1]);
@@ -676,6 +708,83 @@ uint64_t cistern__rs_population(const struct cistern *c, const struct cistern_st
 {
 	(void)st;
 	return atomic_load_explicit(&c->hdr->population, memory_order_relaxed);
+}
+
+/*
+ * max_times_sampled. A read counts itself in seen when it is handed out,
+ * and one that finds the count at the cap already is refused and taken back
+ * (rs_over_cap()): counts taken and not given back never pass the cap, so no
+ * sample is handed out more than max_times_sampled times. A spent sample
+ * stays HELD while readers pin it, and leaves when the last lets go: each
+ * one that lets go (an unpin, a take given back, a producer backing off an
+ * eviction, a reclaim putting back what the dead held) looks after letting
+ * go, and the one that finds the sample held, spent and unpinned removes it,
+ * through EVICTING as an eviction does, so that a reader pinning meanwhile
+ * is seen ([retire]).
+ *
+ * [retire] Those who let go and the remover race as pins and evictions do
+ * (pins.c), all seq_cst: whoever lets go drops its hold (an unpin, a word
+ * put back), then fences and looks at the word and pins; the remover CASes
+ * HELD -> EVICTING, then looks at pins, and if a pin is there puts the word
+ * back and looks at pins again. In the single total order either the
+ * remover's last look sees the pin gone, or the one letting go sees the
+ * word HELD again: one of them removes the sample, and it is never left
+ * spent, held and unpinned for good (then it would never be read again,
+ * and after close its slot would never empty).
+ *
+ * The prioritized policy zeroes a spent sample's leaf when it draws its
+ * last read (prioritized.c), so that a removal outside its lock leaves the
+ * tree right.
+ */
+void cistern__rs_retire_as(struct cistern *c, uint64_t index, uint32_t owner)
+{
+	/* Only an attachment removes: a handle without an entry holds nothing to let go. */
+	if (owner == 0 || owner > c->fixed.procs_count)
+		return;
+	struct cistern_slotmeta *m = M(c, index);
+	struct cistern_counters *ctr = &cistern__procs(c)[owner - 1].ctr;
+	uint32_t cap = c->fixed.max_times_sampled;
+	/* [retire] seq_cst fence: our letting go (perhaps a plain unpin) before the looks. */
+	cistern__full_fence();
+	for (int tries = 0; tries < RS_PICK_TRIES; tries++) {
+		/* [retire] seq_cst looks; pins also acquires [unpin] (seen given back before it). */
+		uint64_t w = atomic_load_explicit(&m->word, memory_order_seq_cst);
+		if (sw_state(w) != RS_HELD ||
+		    atomic_load_explicit(&m->pins, memory_order_seq_cst) ||
+		    atomic_load_explicit(&m->seen, memory_order_relaxed) < cap)
+			return;
+		uint64_t tentative = sw_make(sw_pos(w), RS_EVICTING, owner);
+		/* [retire], [pin-evict] seq_cst CAS: readers that pin from now on see it. */
+		if (!atomic_compare_exchange_strong_explicit(
+			    &m->word, &w, tentative, memory_order_seq_cst, memory_order_relaxed))
+			continue;
+		/*
+		 * No pin now: nobody can give a read back any more (only holders
+		 * do), and a seen count given back before its unpin shows.
+		 */
+		bool unpinned = atomic_load_explicit(&m->pins, memory_order_seq_cst) == 0;
+		if (unpinned && atomic_load_explicit(&m->seen, memory_order_relaxed) >= cap) {
+			remove_counted(c, index, w, ctr);
+			return;
+		}
+		/* Pinned, or a read was given back: back to HELD; if pinned, look again. */
+		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
+		if (unpinned)
+			return;
+	}
+}
+
+void cistern__rs_retire_if_spent(struct cistern *c, uint64_t index)
+{
+	cistern__rs_retire_as(c, index, c->owner);
+}
+
+void cistern__rs_refuse_pinned(struct cistern *c, uint64_t index)
+{
+	/* Before the unpin, as a give-back: no evictor or remover counts this read. */
+	cistern__seen_sub(c, index);
+	cistern__unpin(c, index);
+	cistern__rs_retire_if_spent(c, index);
 }
 
 /* ---- Reservoir and BatchReservoir ---- */
@@ -811,6 +920,7 @@ const struct cistern__policy cistern__reservoir_policy = {
 	.evicts_seen = true,
 	.counts_reads = true,
 	.readers_pin = true,
+	.caps_reads = true,
 };
 
 static const char *batch_config_problem(const struct cistern_config *cfg)
@@ -844,4 +954,5 @@ const struct cistern__policy cistern__batch_policy = {
 	.evicts_seen = true,
 	.counts_reads = true,
 	.readers_pin = true,
+	.caps_reads = true,
 };

@@ -85,6 +85,7 @@ int cistern__rs_reservoir_try_reserve(struct cistern *c, struct cistern_slot *sl
 int cistern__rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 		       struct cistern_meta *meta);
 int cistern__rs_abort(struct cistern *c, struct cistern_slot *slot);
+/* 0, or -EAGAIN (pin given back) if the read is over max_times_sampled. */
 int cistern__rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_t index,
 			    uint64_t word);
 int cistern__rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint64_t index);
@@ -100,6 +101,43 @@ bool cistern__rs_closed(struct cistern *c);
 bool cistern__rs_drained(struct cistern *c);
 void cistern__rs_reclaim(struct cistern *c, uint32_t owner);
 uint64_t cistern__rs_population(const struct cistern *c, const struct cistern_stats *st);
+/*
+ * max_times_sampled (reservoir.c): a sample whose seen count reached the cap
+ * is spent. A read that would count past the cap is refused; the sample
+ * leaves once it is spent and no reader holds it.
+ *
+ * Is a read whose seen count was `old` before it over the cap? One compare:
+ * with the cap 0 (off), cap - 1 wraps to the largest count.
+ */
+static inline bool rs_over_cap(const struct cistern *c, uint32_t old)
+{
+	return __builtin_expect(old > c->fixed.max_times_sampled - 1u, 0);
+}
+/*
+ * Remove slot index's sample if it is held, spent and pinned by nobody.
+ * Whoever lets go of a spent sample calls it after letting go (rs_let_go()).
+ */
+void cistern__rs_retire_if_spent(struct cistern *c, uint64_t index);
+/*
+ * The same, done in the name of attachment `owner` (its EVICTING, its
+ * counters): a reclaim acts for the dead entry it reclaims, whose handle
+ * may have no entry of its own yet, and whose own death leaves the
+ * EVICTING to the next reclaim of that entry.
+ */
+void cistern__rs_retire_as(struct cistern *c, uint64_t index, uint32_t owner);
+/* After a pin dropped, a take given back or an eviction backed off: retire the sample if spent. */
+static inline void rs_let_go(struct cistern *c, uint64_t index)
+{
+	if (__builtin_expect(c->fixed.max_times_sampled != 0, 0))
+		cistern__rs_retire_if_spent(c, index);
+}
+static inline void rs_let_go_as(struct cistern *c, uint64_t index, uint32_t owner)
+{
+	if (__builtin_expect(c->fixed.max_times_sampled != 0, 0))
+		cistern__rs_retire_as(c, index, owner);
+}
+/* A pinned read over the cap: take its count and its pin back, and retire the sample. */
+void cistern__rs_refuse_pinned(struct cistern *c, uint64_t index);
 /* A sample's seen count went from 0 to 1: log it for producers (reservoir.c). */
 void cistern__rs_note_seen(struct cistern *c, uint64_t index);
 /*

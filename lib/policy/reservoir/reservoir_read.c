@@ -30,6 +30,7 @@ static int release_batch_sole(struct cistern *c, struct cistern_sample *s, size_
 	char *meta0 = c->meta0;
 	uint64_t mstride = c->meta_stride;
 	uint64_t nslots = c->slot_count, bit = UINT64_C(1) << cistern__rs(c)->pin_bit;
+	bool capped = c->fixed.max_times_sampled != 0;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t idx = s[i].index_;
 		int r = 0;
@@ -41,6 +42,8 @@ static int release_batch_sole(struct cistern *c, struct cistern_sample *s, size_
 				atomic_store_explicit(pins, p & ~bit, memory_order_release);
 				s[i].live_ = 0;
 				s[i].data = NULL;
+				if (capped)
+					cistern__rs_retire_if_spent(c, idx);
 			} else {
 				r = -EINVAL;
 			}
@@ -80,6 +83,7 @@ int cistern__rs_release_batch(struct cistern *c, struct cistern_sample *s, size_
 				wake |= r > 0;
 				s[i].live_ = 0;
 				s[i].data = NULL;
+				rs_let_go(c, s[i].index_);
 			}
 		} else {
 			r = cistern__rs_release_generic(c, &s[i]);
@@ -120,8 +124,7 @@ static bool take_index(struct cistern *c, struct cistern_sample *s, uint64_t idx
 	uint64_t w;
 	if (!cistern__pin(c, idx, RS_HELD, &w))
 		return false;
-	cistern__rs_read_pinned(c, s, idx, w);
-	return true;
+	return cistern__rs_read_pinned(c, s, idx, w) == 0;
 }
 
 /*
@@ -172,6 +175,8 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
 	uint64_t mstride = c->meta_stride;
 	const char *arena = c->arena;
 	uint64_t stride = c->slot_stride;
+	/* rs_over_cap(): the cap less one, the largest count with the cap off (0). */
+	uint32_t cap_less_one = c->fixed.max_times_sampled - 1u;
 	/* [pin-evict] seq_cst: orders every pin store above before the look again below. */
 	cistern__full_fence();
 	for (size_t i = 0; i < n; i++) {
@@ -187,6 +192,14 @@ static size_t confirm_sole_pins(struct cistern *c, struct cistern_sample *s, siz
 		}
 		/* seen += 1 by a load and a store: cistern__seen_add() for the sole reader. */
 		uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
+		if (__builtin_expect(seen > cap_less_one, 0)) {
+			/* Spent (max_times_sampled), and pinned by us already: drop this pin. */
+			cistern__unpin_quiet(c, idx);
+			cistern__scratch_forget(&cistern__rs(c)->scratch, idx);
+			cistern__rs_retire_if_spent(c, idx);
+			undone = true;
+			continue;
+		}
 		atomic_store_explicit(&m->seen, seen + 1, memory_order_relaxed);
 		if (seen == 0) {
 			cistern__rs_note_seen(c, idx);
@@ -313,27 +326,33 @@ static inline __attribute__((always_inline)) void stream_prefetch(const struct s
  * only the slot and the word are kept. Any other reader acquiring counts
  * the read now and makes the sample record.
  */
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) bool
 stream_record(struct cistern *c, struct stream *st, struct cistern_sample *s, uint32_t idx,
 	      uint64_t w, bool sole, bool confirm)
 {
 	if (sole || !confirm) {
 		s->index_ = idx;
 		s->pos_ = w; /* the whole word */
-		return;
+		return true;
 	}
 	/*
 	 * Relaxed, as in cistern__rs_read_pinned(): an evictor reads seen only after it
 	 * sees no pin, and our unpin, a seq_cst RMW that comes after this, is
 	 * what lets it see none.
 	 */
-	if (cistern__seen_add(c, idx) == 0) {
+	uint32_t old = cistern__seen_add(c, idx);
+	if (rs_over_cap(c, old)) {
+		cistern__rs_refuse_pinned(c, idx); /* spent: not a member */
+		return false;
+	}
+	if (old == 0) {
 		cistern__rs_note_seen(c, idx);
 		st->woke = true;
 	}
 	if (!c->gathering)
 		__builtin_prefetch(cistern__payload(c, idx), 0, 3);
 	rs_fill_sample(c, s, idx, w, RS_LIVE_PINNED);
+	return true;
 }
 
 /*
@@ -396,7 +415,11 @@ static void stream_loop(struct cistern *c, struct stream *st, struct cistern_sam
 				continue;
 			}
 		}
-		stream_record(c, st, &out[st->k], idx, w, sole, confirm);
+		if (!stream_record(c, st, &out[st->k], idx, w, sole, confirm)) {
+			if (++st->misses >= st->probes)
+				break;
+			continue;
+		}
 		if (!by_pin)
 			cistern__scratch_put(&st->set, at, idx);
 		st->k++;
@@ -505,7 +528,14 @@ stream_blocks(struct cistern *c, struct stream *st, struct cistern_sample *out, 
 				}
 				continue;
 			}
-			stream_record(c, st, &out[k], idx, w, sole, confirm);
+			if (!stream_record(c, st, &out[k], idx, w, sole, confirm)) {
+				if (++misses >= probes) {
+					stop = true;
+					at++;
+					break;
+				}
+				continue;
+			}
 			misses = 0;
 			if (++k == n) {
 				at++;

@@ -74,6 +74,12 @@ static int rs_restore(struct cistern *c, uint64_t n, uint64_t next_id)
 	atomic_store_explicit(&h->filled, n, memory_order_relaxed);
 	/* Release, no edge: the rename that shows the segment orders it (restore.c). */
 	atomic_store_explicit(&h->next_sample_id, next_id, memory_order_release);
+	/*
+	 * A sample dumped spent (max_times_sampled) while a reader still held
+	 * it had left already: nobody holds it here to let it go, so it goes now.
+	 */
+	for (uint64_t i = 0; i < n && f->max_times_sampled; i++)
+		cistern__rs_retire_if_spent(c, i);
 	return 0;
 }
 
