@@ -287,6 +287,37 @@ Test(windows, no_complete_window_means_eagain_or_a_timeout)
 	seg_drop(c);
 }
 
+Test(windows, a_member_spent_and_held_elsewhere_keeps_its_windows_unread)
+{
+	struct cistern_config cfg = win_cfg(64);
+	cfg.max_times_sampled = 1;
+	struct cistern *a = seg_create("win-spent", cfg);
+	for (uint32_t t = 0; t < STEPS; t++)
+		put_ok(a, 0, t, 0);
+	uint32_t reads[STEPS] = {0};
+	struct cistern_sample held[2], w[2];
+	cr_assert_eq(cistern_acquire_window(a, held, 2, 1, 0), 0);
+	reads[held[0].meta.time_step]++;
+	reads[held[1].meta.time_step]++;
+	/* Spent (one read each) but pinned by a: no one else may read them. */
+	struct cistern *b;
+	cr_assert_eq(cistern_attach(seg_name_of(a), &b), 0);
+	int r, windows = 0;
+	while (windows < 100 && (r = cistern_acquire_window(b, w, 2, 1, 0)) == 0) {
+		for (int k = 0; k < 2; k++) {
+			uint32_t t = w[k].meta.time_step;
+			cr_assert_eq(reads[t], 0, "step %u read again while spent", t);
+			reads[t]++;
+		}
+		cr_assert_eq(cistern_release_window(b, w, 2), 0);
+		windows++;
+	}
+	cr_assert_eq(r, -EAGAIN);
+	cr_assert_gt(windows, 0, "b read no window at all");
+	cistern_detach(b);
+	cr_assert_eq(cistern_release_window(a, held, 2), 0);
+}
+
 Test(windows, bad_shapes_are_refused)
 {
 	struct cistern *c = seg_create("w-bad", win_cfg(64));

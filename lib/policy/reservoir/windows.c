@@ -236,17 +236,33 @@ static int take_window(struct cistern *c, struct cistern_sample *out, struct sha
 		ok = ok && out[k].meta.sample_id == id;
 	}
 	if (ok && members_match(out, s)) {
-		if (!closed)
-			for (uint32_t k = 0; k < s->length; k++)
-				cistern__rs_read_pinned(c, &out[k], out[k].index_,
-							sw_make(out[k].pos_, RS_HELD, 0));
+		if (closed)
+			return 0;
+		for (uint32_t k = 0; k < s->length; k++) {
+			if (cistern__rs_read_pinned(c, &out[k], out[k].index_,
+						    sw_make(out[k].pos_, RS_HELD, 0)) == 0)
+				continue;
+			/*
+			 * Member k is spent (max_times_sampled) and its pin
+			 * given back: the window is not read. The reads
+			 * counted before it go back, the pins after it too.
+			 */
+			for (uint32_t j = 0; j < k; j++)
+				cistern__rs_unacquire(c, &out[j]);
+			for (uint32_t j = k + 1; j < s->length; j++) {
+				cistern__unpin(c, out[j].index_);
+				rs_let_go(c, out[j].index_);
+			}
+			return -EBUSY;
+		}
 		return 0;
 	}
 	for (uint32_t k = 0; k < got; k++) {
 		if (closed)
 			cistern__rs_unacquire(c, &out[k]);
-		else
-			cistern__unpin(c, out[k].index_);
+		else if (cistern__unpin(c, out[k].index_) == 0)
+			rs_let_go(c,
+				  out[k].index_); /* ours may have been a spent sample's last pin */
 	}
 	return -EBUSY;
 }
