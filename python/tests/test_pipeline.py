@@ -187,9 +187,14 @@ CTRL_C = textwrap.dedent("""
 """)
 
 
+def _sigint_as_a_terminal_gives_it():
+    """A child started from a background job inherits SIGINT ignored: undo that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_workers_and_removes_segment():
     r = subprocess.run([sys.executable, "-c", CTRL_C.format(here=HERE)], capture_output=True,
-                       text=True, timeout=60)
+                       text=True, timeout=60, preexec_fn=_sigint_as_a_terminal_gives_it)
     assert "KeyboardInterrupt" in r.stderr
     name, *pids = r.stdout.split()
     assert not os.path.exists(seg_path(name))
@@ -211,7 +216,8 @@ def test_ctrl_c_while_waiting_for_a_batch_stops_workers_and_removes_segment():
     # In a process group of its own, which gets the SIGINT, as a terminal's
     # foreground group does on Ctrl-C (the workers ignore it).
     proc = subprocess.Popen([sys.executable, "-c", CTRL_C_WAITING.format(here=HERE, name=name)],
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_sigint_as_a_terminal_gives_it)
     try:
         wait_for(lambda: os.path.exists(seg_path(name)) and
                  len(cistern.inspect(name).procs) == 3, "the workers did not start")
