@@ -2,10 +2,13 @@
 /*
  * tier - what a cold tier costs a learner and saves in memory: one reservoir
  * segment of a fixed population, all in memory, half cold and 70 % cold, for
- * 4 KiB and 256 KiB samples. In each run, forked producers put while one
- * forked learner draws batches of 256 with cistern_acquire_batch() and checks
- * every sample it gets. Runs alternate (all in memory, half, 70 %) and are
- * repeated; each figure is the median of the repetitions.
+ * 4 KiB and 256 KiB samples, and the two tiered ones again with the
+ * learner's read-ahead turned off. In each run, forked producers put (as
+ * fast as they can, or at --put-mibs in all) while one forked learner draws
+ * batches of 256 with cistern_acquire_batch() and checks every sample it
+ * gets. Runs alternate (all in memory, half, 70 %, half and 70 % without
+ * read-ahead) and are repeated; each figure is the median of the
+ * repetitions.
  *
  * Each run measures:
  *
@@ -27,12 +30,14 @@
  *              times the slot size), against the bytes of the samples
  *              spilled
  *
- * It prints one table and a verdict line a target; it asserts no time. The
+ * It prints one table, a verdict line a target (for the runs with
+ * read-ahead, the library's default) and what read-ahead changes; it
+ * asserts no time. The
  * exit status is 1 only when a run failed (an error, or a sample that did
  * not arrive whole).
  *
  *   cistern-tier [--tiny] [--dir DIR] [--mib N] [--secs S] [--reps R]
- *                [--producers N] [--batch N]
+ *                [--producers N] [--put-mibs R] [--batch N]
  *
  * DIR (default /var/tmp) must be on a disk file system that takes O_DIRECT.
  * --tiny is a run of a few seconds for the test suite: small, one
@@ -55,19 +60,24 @@
 
 #include <cistern.h>
 
+#include "policy/reservoir/tiered.h"
 #include "tier/cold.h"
 
-enum { DEPTH = 256, MAX_PRODUCERS = 16, MAX_REPS = 15, NFRAC = 3, NSIZE = 2 };
+enum { DEPTH = 256, MAX_PRODUCERS = 16, MAX_REPS = 15, NFRAC = 5, NSIZE = 2 };
 
-static const double fracs[NFRAC] = {0.0, 0.5, 0.7};
-static const char *frac_names[NFRAC] = {"in memory", "half cold", "70 % cold"};
-static const double mem_target[NFRAC] = {1.0, 0.55, 0.35};
+/* The populations; the last two are the tiered ones again with read-ahead off. */
+static const double fracs[NFRAC] = {0.0, 0.5, 0.7, 0.5, 0.7};
+static const bool no_ahead[NFRAC] = {false, false, false, true, true};
+static const char *frac_names[NFRAC] = {"in memory", "half cold", "70 % cold",
+					"half cold, no read-ahead", "70 % cold, no read-ahead"};
+static const double mem_target[NFRAC] = {1.0, 0.55, 0.35, 0.55, 0.35};
 static const uint32_t sizes[NSIZE] = {4096, 262144};
 
 struct opts {
 	const char *dir;
 	uint64_t mib;
 	double secs, bound_secs;
+	double put_mibs; /* the producers' put rate, all together; 0: as fast as they can */
 	int reps, producers;
 	unsigned batch;
 	bool tiny;
@@ -236,7 +246,7 @@ static bool whole(const struct cistern_sample *s, size_t len)
 	return a == b && a != 0;
 }
 
-static void producer(struct shared *sh, const char *name, size_t len, int k)
+static void producer(struct shared *sh, const char *name, size_t len, int k, const struct opts *o)
 {
 	struct cistern *c;
 	int r = cistern_attach(name, &c);
@@ -245,6 +255,7 @@ static void producer(struct shared *sh, const char *name, size_t len, int k)
 		return;
 	}
 	uint64_t seq = 0;
+	double t0 = now(), per_s = o->put_mibs * 1048576.0 / (double)len / o->producers;
 	/* Relaxed: a stop flag; the learner's results travel by its exit. */
 	while (atomic_load_explicit(&sh->phase, memory_order_relaxed) < 3) {
 		struct cistern_slot slot;
@@ -261,18 +272,27 @@ static void producer(struct shared *sh, const char *name, size_t len, int k)
 			fail(sh, "cistern_commit", r);
 			break;
 		}
+		/* A rate: sleep until this put's turn has come. */
+		double ahead = per_s > 0 ? (double)seq / per_s - (now() - t0) : 0;
+		if (ahead > 0)
+			nap(ahead < 0.1 ? ahead : 0.1);
 	}
 	atomic_fetch_add(&sh->write_bytes, proc_write_bytes());
 	cistern_detach(c);
 }
 
 static void learner(struct shared *sh, const char *name, const struct cistern_config *cfg,
-		    size_t len, const struct opts *o)
+		    size_t len, const struct opts *o, bool ahead)
 {
 	struct cistern *c;
 	int r = cistern_create(name, cfg, &c);
 	if (r < 0) {
 		fail(sh, "cistern_create", r);
+		return;
+	}
+	if (cfg->cold_slots && (r = cistern__tiered_read_ahead(c, ahead)) < 0) {
+		fail(sh, "read-ahead", r);
+		cistern_detach(c);
 		return;
 	}
 	atomic_store(&sh->phase, 1);
@@ -419,7 +439,7 @@ static int one_run(const struct opts *o, int run, uint32_t len, int fi, struct r
 		if (use_cg && !cg_join(cg))
 			fail(sh, "joining the memory cgroup", EIO);
 		else
-			learner(sh, name, &cfg, len, o);
+			learner(sh, name, &cfg, len, o, !no_ahead[fi]);
 		_exit(0);
 	}
 	if (l < 0) {
@@ -437,7 +457,7 @@ static int one_run(const struct opts *o, int run, uint32_t len, int fi, struct r
 			if (use_cg && !cg_join(cg))
 				fail(sh, "joining the memory cgroup", EIO);
 			else
-				producer(sh, name, len, k);
+				producer(sh, name, len, k, o);
 			_exit(0);
 		}
 		if (p > 0)
@@ -532,12 +552,12 @@ static double med_of(const struct result *rs, int n, size_t off)
 static void usage(void)
 {
 	fprintf(stderr, "usage: cistern-tier [--tiny] [--dir DIR] [--mib N] [--secs S] [--reps R] "
-			"[--producers N] [--batch N]\n");
+			"[--producers N] [--put-mibs R] [--batch N]\n");
 }
 
 int main(int argc, char **argv)
 {
-	struct opts o = {"/var/tmp", 512, 3.0, 1.0, 3, 2, 256, false};
+	struct opts o = {"/var/tmp", 512, 3.0, 1.0, 0, 3, 2, 256, false};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--tiny")) {
@@ -561,6 +581,8 @@ int main(int argc, char **argv)
 			o.secs = atof(v);
 		else if (!strcmp(a, "--reps"))
 			o.reps = atoi(v);
+		else if (!strcmp(a, "--put-mibs"))
+			o.put_mibs = atof(v);
 		else if (!strcmp(a, "--producers"))
 			o.producers = atoi(v);
 		else if (!strcmp(a, "--batch"))
@@ -571,8 +593,8 @@ int main(int argc, char **argv)
 		}
 		i++;
 	}
-	if (o.mib == 0 || o.secs <= 0 || o.reps < 1 || o.reps > MAX_REPS || o.producers < 1 ||
-	    o.producers > MAX_PRODUCERS || o.batch < 1 ||
+	if (o.mib == 0 || o.secs <= 0 || o.put_mibs < 0 || o.reps < 1 || o.reps > MAX_REPS ||
+	    o.producers < 1 || o.producers > MAX_PRODUCERS || o.batch < 1 ||
 	    (o.mib << 20) / sizes[NSIZE - 1] < 4 * (uint64_t)o.batch) {
 		fprintf(stderr, "cistern-tier: bad options (the population of the largest samples "
 				"must hold 4 batches)\n");
@@ -594,9 +616,13 @@ int main(int argc, char **argv)
 	if (status)
 		return 1;
 
-	printf("Cold tier (reservoir of %llu MiB of samples, cold file in %s; %d producers, one "
-	       "learner drawing batches of %u; median of %d runs of %.1f s; memory by %s)%s:\n\n",
-	       (unsigned long long)o.mib, o.dir, o.producers, o.batch, o.reps, o.secs,
+	char put_rate[48] = "as fast as they can";
+	if (o.put_mibs > 0)
+		snprintf(put_rate, sizeof(put_rate), "%.0f MiB/s in all", o.put_mibs);
+	printf("Cold tier (reservoir of %llu MiB of samples, cold file in %s; %d producers putting "
+	       "%s, one learner drawing batches of %u; median of %d runs of %.1f s; memory by "
+	       "%s)%s:\n\n",
+	       (unsigned long long)o.mib, o.dir, o.producers, put_rate, o.batch, o.reps, o.secs,
 	       by_cgroup ? "a memory cgroup's peak usage" : "peak PSS plus the shm object",
 	       o.tiny ? " [tiny run: figures meaningless]" : "");
 	printf("| sample | population | batches/s | / in memory | cold reads/batch | disk bound "
@@ -634,6 +660,16 @@ int main(int argc, char **argv)
 			       mem_bytes > 0 ? mem / mem_bytes : 0, wr);
 			if (f == 0)
 				continue;
+			if (no_ahead[f]) {
+				/* What reading ahead changes: the same population with it. */
+				const struct result *ra = res[s][f - 2];
+				double with = med_of(ra, n, offsetof(struct result, batches_s));
+				snprintf(verdicts[nv++], sizeof(verdicts[0]),
+					 "read-ahead: %u KiB %s: %.2fx the batches/s without it",
+					 sizes[s] / 1024, frac_names[f - 2],
+					 rate > 0 ? with / rate : 0);
+				continue;
+			}
 			const char *tag = o.tiny ? "verdict (tiny run, not a measurement)"
 						 : "verdict";
 			/* The disk carries the cold reads when its bound is above the in-memory rate. */

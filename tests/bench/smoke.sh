@@ -72,7 +72,7 @@ if [ $status -ne 0 ]; then
   exit 1
 fi
 for size in "  4 KiB" "256 KiB"; do
-  for pop in "in memory" "half cold" "70 % cold"; do
+  for pop in "in memory" "half cold" "70 % cold" "half cold, no read-ahead" "70 % cold, no read-ahead"; do
     if ! grep -qF "| $size | $pop |" "$out"; then
       echo "smoke: cistern-tier printed no row for $size, $pop"
       exit 1
@@ -82,6 +82,10 @@ done
 verdicts=$(grep -c '^verdict' "$out")
 if [ "$verdicts" -ne 12 ]; then
   echo "smoke: cistern-tier printed $verdicts verdict lines, not 12"
+  exit 1
+fi
+if [ "$(grep -c '^read-ahead: ' "$out")" -ne 4 ]; then
+  echo "smoke: cistern-tier did not say what read-ahead changes for each tiered population"
   exit 1
 fi
 echo "smoke: cistern-tier ran every population and sample size and printed its verdicts"
