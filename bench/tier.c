@@ -6,9 +6,10 @@
  * learner's read-ahead turned off. In each run, forked producers put (as
  * fast as they can, or at --put-mibs in all) while one forked learner draws
  * batches of 256 with cistern_acquire_batch() and checks every sample it
- * gets. Runs alternate (all in memory, half, 70 %, half and 70 % without
- * read-ahead) and are repeated; each figure is the median of the
- * repetitions.
+ * gets, then sleeps --step-ms (default 0) for a training step on an
+ * accelerator, holding the batch. Runs alternate (all in memory, half,
+ * 70 %, half and 70 % without read-ahead) and are repeated; each figure is
+ * the median of the repetitions.
  *
  * Each run measures:
  *
@@ -37,7 +38,7 @@
  * not arrive whole).
  *
  *   cistern-tier [--tiny] [--dir DIR] [--mib N] [--secs S] [--reps R]
- *                [--producers N] [--put-mibs R] [--batch N]
+ *                [--producers N] [--put-mibs R] [--step-ms T] [--batch N]
  *
  * DIR (default /var/tmp) must be on a disk file system that takes O_DIRECT.
  * --tiny is a run of a few seconds for the test suite: small, one
@@ -78,6 +79,7 @@ struct opts {
 	uint64_t mib;
 	double secs, bound_secs;
 	double put_mibs; /* the producers' put rate, all together; 0: as fast as they can */
+	double step_ms;  /* the learner's training step after each batch (a sleep) */
 	int reps, producers;
 	unsigned batch;
 	bool tiny;
@@ -323,6 +325,9 @@ static void learner(struct shared *sh, const char *name, const struct cistern_co
 		}
 		for (int i = 0; i < r; i++)
 			bad += !whole(&b[i], len);
+		/* A training step on the batch: the CPU waits as for an accelerator. */
+		if (o->step_ms > 0)
+			nap(o->step_ms / 1000);
 		cistern_release_batch(c, b, (size_t)r);
 		/* A reservoir hands out whole batches while it is open. */
 		bad += (unsigned)r != o->batch;
@@ -552,12 +557,12 @@ static double med_of(const struct result *rs, int n, size_t off)
 static void usage(void)
 {
 	fprintf(stderr, "usage: cistern-tier [--tiny] [--dir DIR] [--mib N] [--secs S] [--reps R] "
-			"[--producers N] [--put-mibs R] [--batch N]\n");
+			"[--producers N] [--put-mibs R] [--step-ms T] [--batch N]\n");
 }
 
 int main(int argc, char **argv)
 {
-	struct opts o = {"/var/tmp", 512, 3.0, 1.0, 0, 3, 2, 256, false};
+	struct opts o = {"/var/tmp", 512, 3.0, 1.0, 0, 0, 3, 2, 256, false};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--tiny")) {
@@ -581,6 +586,8 @@ int main(int argc, char **argv)
 			o.secs = atof(v);
 		else if (!strcmp(a, "--reps"))
 			o.reps = atoi(v);
+		else if (!strcmp(a, "--step-ms"))
+			o.step_ms = atof(v);
 		else if (!strcmp(a, "--put-mibs"))
 			o.put_mibs = atof(v);
 		else if (!strcmp(a, "--producers"))
@@ -593,8 +600,8 @@ int main(int argc, char **argv)
 		}
 		i++;
 	}
-	if (o.mib == 0 || o.secs <= 0 || o.put_mibs < 0 || o.reps < 1 || o.reps > MAX_REPS ||
-	    o.producers < 1 || o.producers > MAX_PRODUCERS || o.batch < 1 ||
+	if (o.mib == 0 || o.secs <= 0 || o.put_mibs < 0 || o.step_ms < 0 || o.reps < 1 ||
+	    o.reps > MAX_REPS || o.producers < 1 || o.producers > MAX_PRODUCERS || o.batch < 1 ||
 	    (o.mib << 20) / sizes[NSIZE - 1] < 4 * (uint64_t)o.batch) {
 		fprintf(stderr, "cistern-tier: bad options (the population of the largest samples "
 				"must hold 4 batches)\n");
@@ -620,10 +627,10 @@ int main(int argc, char **argv)
 	if (o.put_mibs > 0)
 		snprintf(put_rate, sizeof(put_rate), "%.0f MiB/s in all", o.put_mibs);
 	printf("Cold tier (reservoir of %llu MiB of samples, cold file in %s; %d producers putting "
-	       "%s, one learner drawing batches of %u; median of %d runs of %.1f s; memory by "
-	       "%s)%s:\n\n",
-	       (unsigned long long)o.mib, o.dir, o.producers, put_rate, o.batch, o.reps, o.secs,
-	       by_cgroup ? "a memory cgroup's peak usage" : "peak PSS plus the shm object",
+	       "%s, one learner drawing batches of %u with a step of %.0f ms; median of %d runs of "
+	       "%.1f s; memory by %s)%s:\n\n",
+	       (unsigned long long)o.mib, o.dir, o.producers, put_rate, o.batch, o.step_ms, o.reps,
+	       o.secs, by_cgroup ? "a memory cgroup's peak usage" : "peak PSS plus the shm object",
 	       o.tiny ? " [tiny run: figures meaningless]" : "");
 	printf("| sample | population | batches/s | / in memory | cold reads/batch | disk bound "
 	       "batches/s | / bound | memory MiB | / in memory | written / spilled (proc io, "
