@@ -257,7 +257,9 @@ static void producer(struct shared *sh, const char *name, size_t len, int k, con
 		return;
 	}
 	uint64_t seq = 0;
-	double t0 = now(), per_s = o->put_mibs * 1048576.0 / (double)len / o->producers;
+	double t0 = 0, per_s = o->put_mibs * 1048576.0 / (double)len / o->producers;
+	uint64_t seq0 = 0;
+	bool paced = false;
 	/* Relaxed: a stop flag; the learner's results travel by its exit. */
 	while (atomic_load_explicit(&sh->phase, memory_order_relaxed) < 3) {
 		struct cistern_slot slot;
@@ -274,8 +276,16 @@ static void producer(struct shared *sh, const char *name, size_t len, int k, con
 			fail(sh, "cistern_commit", r);
 			break;
 		}
-		/* A rate: sleep until this put's turn has come. */
-		double ahead = per_s > 0 ? (double)seq / per_s - (now() - t0) : 0;
+		/*
+		 * A rate, from the window's start on (the fill goes as fast as it
+		 * can): sleep until this put's turn has come.
+		 */
+		if (per_s > 0 && !paced && atomic_load(&sh->phase) >= 2) {
+			paced = true;
+			t0 = now();
+			seq0 = seq;
+		}
+		double ahead = paced ? (double)(seq - seq0) / per_s - (now() - t0) : 0;
 		if (ahead > 0)
 			nap(ahead < 0.1 ? ahead : 0.1);
 	}
