@@ -3,11 +3,14 @@
  * tier - what a cold tier costs a learner and saves in memory: one reservoir
  * segment of a fixed population, all in memory, half cold and 70 % cold, for
  * 4 KiB and 256 KiB samples, and the two tiered ones again with the
- * learner's read-ahead turned off. In each run, forked producers put (as
- * fast as they can, or at --put-mibs in all) while one forked learner draws
- * batches of 256 with cistern_acquire_batch() and checks every sample it
- * gets, then sleeps --step-ms (default 0) for a training step on an
- * accelerator, holding the batch. Runs alternate (all in memory, half,
+ * learner's read-ahead turned off. In each run, forked producers fill the
+ * population as fast as they can, then put at --put-mibs in all (default
+ * 32; 0: as fast as they can) while one forked learner draws batches of 256
+ * with cistern_acquire_batch(), checks every sample it gets and sleeps
+ * --step-ms (default 20; 0: none) for a training step on an accelerator,
+ * holding the batch. --step-ms 0 --put-mibs 0 makes a stress run, in which
+ * the producers' spills share the disk with the learner's reads (the disk
+ * bound is measured without them). Runs alternate (all in memory, half,
  * 70 %, half and 70 % without read-ahead) and are repeated; each figure is
  * the median of the repetitions.
  *
@@ -572,7 +575,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	struct opts o = {"/var/tmp", 512, 3.0, 1.0, 0, 0, 3, 2, 256, false};
+	struct opts o = {"/var/tmp", 512, 3.0, 1.0, 32, 20, 3, 2, 256, false};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--tiny")) {
@@ -582,6 +585,8 @@ int main(int argc, char **argv)
 			o.bound_secs = 0.1;
 			o.reps = 1;
 			o.batch = 8;
+			o.step_ms = 1;
+			o.put_mibs = 0;
 			continue;
 		}
 		if (!v) {
