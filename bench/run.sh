@@ -56,6 +56,11 @@ s=${PIPESTATUS[0]}; [ "$s" -eq 0 ] || status=$s
 echo
 "${nice_cmd[@]}" ./build-bench/bench/cistern-cold "${COLD_DIR:-/var/tmp}" | tee build-bench/cold-output.txt
 s=${PIPESTATUS[0]}; [ "$s" -eq 0 ] || status=$s
+# The cold tier in a job: a reservoir all in memory, half and 70 % cold, with
+# producers and a learner; its verdict lines (BENCHMARKS.md, "Cold tier").
+echo
+"${nice_cmd[@]}" ./build-bench/bench/cistern-tier --dir "${COLD_DIR:-/var/tmp}" | tee build-bench/tier-output.txt
+s=${PIPESTATUS[0]}; [ "$s" -eq 0 ] || status=$s
 set -e
 
 if [ $doc = 1 ]; then

@@ -7,7 +7,8 @@
 # exit 1 when a contender cannot run (section 4 with its Python peers'
 # script missing), so that a failure is not taken for a pass. The output
 # also goes through scripts/bench-table.py, which makes BENCHMARKS.md's
-# table from a full run's.
+# table from a full run's. Last, the cold tier's benchmark (cistern-tier)
+# runs in its tiny mode (a few seconds) and must print every row and verdict.
 set -uo pipefail
 bench="$1/bench/cistern-bench"
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -61,3 +62,30 @@ if [ $status -ne 1 ] || ! grep -q 'did not run' "$err"; then
   exit 1
 fi
 echo "smoke: a contender that cannot run makes cistern-bench exit 1"
+
+tier="$1/bench/cistern-tier"
+"$tier" --tiny --dir "${COLD_DIR:-/var/tmp}" >"$out" 2>"$err"
+status=$?
+if [ $status -ne 0 ]; then
+  echo "smoke: cistern-tier --tiny exited $status"
+  grep -E '^tier: ' "$err" | head -n 20
+  exit 1
+fi
+for size in "  4 KiB" "256 KiB"; do
+  for pop in "in memory" "half cold" "70 % cold" "half cold, no read-ahead" "70 % cold, no read-ahead"; do
+    if ! grep -qF "| $size | $pop |" "$out"; then
+      echo "smoke: cistern-tier printed no row for $size, $pop"
+      exit 1
+    fi
+  done
+done
+verdicts=$(grep -c '^verdict' "$out")
+if [ "$verdicts" -ne 12 ]; then
+  echo "smoke: cistern-tier printed $verdicts verdict lines, not 12"
+  exit 1
+fi
+if [ "$(grep -c '^read-ahead: ' "$out")" -ne 4 ]; then
+  echo "smoke: cistern-tier did not say what read-ahead changes for each tiered population"
+  exit 1
+fi
+echo "smoke: cistern-tier ran every population and sample size and printed its verdicts"

@@ -3,8 +3,9 @@
  * test_tiered.c - a reservoir with a cold tier (lib/tier/tiered.c): puts
  * spill to disk instead of waiting, every sample reads back whole, only
  * seen samples are evicted in either tier, batches mix hot and cold, dead
- * readers and spillers are repaired, rm removes the cold file, and a full
- * disk stops create (docs/protocol/tiers.md).
+ * readers and spillers are repaired, rm removes the cold file, a full
+ * disk stops create, and a batch read draws the next batch ahead: that
+ * batch is the next read's, never stale (docs/protocol/tiers.md).
  *
  * The cold files live in a directory under /var/tmp, on a disk file system
  * that takes O_DIRECT. The fixture removes it and the segments.
@@ -14,6 +15,7 @@
 
 #include "helpers.h"
 #include "cistern/admin.h"
+#include "policy/reservoir/tiered.h"
 #include "tier/cold.h"
 
 #define HOT 64
@@ -512,4 +514,176 @@ Test(tiered, samples_held_across_reads_are_each_released_once)
 		assert_whole(s[i].data, s[i].len, &s[i].meta);
 		cr_assert_eq(cistern_release(c, &s[i]), 0, "release %d of %d", i, got);
 	}
+}
+
+/* ---- reading ahead ------------------------------------------------------ */
+
+/* The cold slots handle c drew ahead, sorted, into out (COLD of room): their count. */
+static size_t ahead_sorted(struct cistern *c, uint64_t *out)
+{
+	size_t k = cistern__tiered_ahead_slots(c, out, COLD);
+	cr_assert_leq(k, COLD);
+	for (size_t i = 1; i < k; i++)
+		for (size_t j = i; j > 0 && out[j - 1] > out[j]; j--) {
+			uint64_t x = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = x;
+		}
+	return k;
+}
+
+/* The cold slots of the cold members of s[0..n), sorted, into out: their count. */
+static size_t cold_members_sorted(const struct cistern_sample *s, size_t n, uint64_t *out)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (s[i].index_ >= HOT)
+			out[k++] = s[i].index_ - HOT;
+	for (size_t i = 1; i < k; i++)
+		for (size_t j = i; j > 0 && out[j - 1] > out[j]; j--) {
+			uint64_t x = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = x;
+		}
+	return k;
+}
+
+/* A cold sample handed out is the one its entry holds now, and is whole. */
+static void assert_current(struct cistern *c, const struct cistern_sample *s)
+{
+	assert_whole(s->data, s->len, &s->meta);
+	if (s->index_ < HOT)
+		return;
+	const struct cistern__cold_ent *e = cistern__tiered_ent(c, s->index_ - HOT);
+	cr_assert_not_null(e);
+	uint64_t w = atomic_load(&e->word);
+	cr_assert_eq(cistern__cold_state(w), CISTERN__COLD_HELD, "cold slot %u not held",
+		     s->index_ - HOT);
+	cr_assert_eq(e->id, s->meta.sample_id, "cold slot %u holds sample %lu, handed out %lu",
+		     s->index_ - HOT, (unsigned long)e->id, (unsigned long)s->meta.sample_id);
+}
+
+Test(tiered, a_batch_drawn_ahead_is_exactly_the_next_batch_read)
+{
+	struct cistern *c = seg_create("ahead", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	for (int round = 0; round < 8; round++) {
+		struct cistern_sample s[32];
+		cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+		uint64_t ahead[COLD], got[32];
+		/* Four fifths of the samples are cold: a batch of 32 draws some. */
+		size_t k = ahead_sorted(c, ahead);
+		cr_assert_gt(k, 0, "no cold member drawn ahead");
+		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+		cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+		size_t m = cold_members_sorted(s, 32, got);
+		cr_assert_eq(m, k, "round %d: %zu cold members drawn ahead, %zu read", round, k, m);
+		for (size_t i = 0; i < k; i++)
+			cr_assert_eq(got[i], ahead[i], "round %d: cold member %zu differs", round,
+				     i);
+		for (int i = 0; i < 32; i++)
+			assert_current(c, &s[i]);
+		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	}
+}
+
+Test(tiered, a_handle_without_read_ahead_draws_nothing_ahead)
+{
+	struct cistern *c = seg_create("noahead", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	cr_assert_eq(cistern__tiered_read_ahead(c, false), 0);
+	struct cistern_sample s[32];
+	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+	uint64_t ahead[COLD];
+	cr_assert_eq(cistern__tiered_ahead_slots(c, ahead, COLD), 0);
+	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+}
+
+Test(tiered, a_member_rewritten_after_the_draw_ahead_is_not_handed_out_stale)
+{
+	struct cistern *c = seg_create("stale", tiered_cfg());
+	const char *name = seg_name_of(c);
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	/* Nearly every sample read, so that puts may evict in both tiers. */
+	read_batches(c, 40);
+	struct cistern_sample s[32];
+	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	uint64_t ahead[COLD], was[COLD];
+	size_t k = ahead_sorted(c, ahead);
+	cr_assert_gt(k, 0, "no cold member drawn ahead");
+	for (size_t i = 0; i < k; i++)
+		was[i] = atomic_load(&cistern__tiered_ent(c, ahead[i])->word);
+	/* Another handle puts until nothing more may be evicted: the spills rewrite cold slots. */
+	struct cistern *p;
+	cr_assert_eq(cistern_attach(name, &p), 0);
+	static uint8_t b[SLOT];
+	for (uint32_t step = HOT + COLD; step < 5 * (HOT + COLD); step++) {
+		fill_payload(b, len_of(step), 3, step);
+		struct cistern_meta m = {.sim_id = 3, .time_step = step};
+		if (cistern_put(p, b, len_of(step), &m, 0) != 0)
+			break;
+	}
+	cr_assert_eq(cistern_detach(p), 0);
+	size_t rewritten = 0;
+	for (size_t i = 0; i < k; i++)
+		rewritten += atomic_load(&cistern__tiered_ent(c, ahead[i])->word) != was[i];
+	cr_assert_gt(rewritten, 0, "no member drawn ahead was rewritten: nothing to prove");
+	/* The next batch hands out only the samples the entries hold now. */
+	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+	for (int i = 0; i < 32; i++)
+		assert_current(c, &s[i]);
+	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+}
+
+/*
+ * A child that attaches, reads a batch, releases it, reads the next (so
+ * that it holds a batch and has the one after drawn ahead, its reads
+ * started) and waits to be killed.
+ */
+static pid_t spawn_reader_ahead(const char *name)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		return -1;
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		close(p[0]);
+		struct cistern *h;
+		struct cistern_sample s[32];
+		uint64_t ahead[COLD];
+		if (cistern_attach(name, &h) < 0)
+			_exit(1);
+		if (cistern_acquire_batch(h, s, 32, 2000) != 32 ||
+		    cistern_release_batch(h, s, 32) != 0 ||
+		    cistern_acquire_batch(h, s, 32, 2000) != 32)
+			_exit(2);
+		if (cistern__tiered_ahead_slots(h, ahead, COLD) == 0)
+			_exit(3);
+		ready_then_wait(p[1]);
+	}
+	return await_ready(p, pid);
+}
+
+Test(tiered, a_reader_killed_with_reads_ahead_in_flight_loses_and_wedges_nothing)
+{
+	struct cistern *c = seg_create("killahead", tiered_cfg());
+	const char *name = seg_name_of(c);
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	pid_t pid = spawn_reader_ahead(name);
+	cr_assert_gt(pid, 0);
+	kill_and_reap(pid);
+	/* An attach sweeps the dead first. */
+	struct cistern *h;
+	cr_assert_eq(cistern_attach(name, &h), 0);
+	cr_assert_eq(cistern_detach(h), 0);
+	for (uint64_t j = 0; j < COLD; j++)
+		cr_assert_eq(atomic_load(&cistern__tiered_ent(c, j)->pins), 0,
+			     "cold slot %lu still pinned", (unsigned long)j);
+	/* Every sample is still there, and each is taken once: nothing is pinned for ever. */
+	cr_assert_eq(drain_all(c, HOT + COLD), HOT + COLD);
 }

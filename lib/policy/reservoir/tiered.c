@@ -119,13 +119,21 @@ static int tier_get(struct cistern *c, struct cistern__tier **out)
 	return 0;
 }
 
+static void ahead_drop(struct cistern *c);
+
 static void tier_release(struct cistern *c)
 {
 	struct cistern__tier *t = c->tier;
 	if (!t)
 		return;
+	/* Before the file closes: reads in flight finish into their buffers first. */
+	ahead_drop(c);
 	if (t->open)
 		cistern__cold_close(&t->cold);
+	free(t->ahead.slot);
+	free(t->ahead.word);
+	free(t->ahead.buf);
+	free(t->ahead.io);
 	free(t->stage);
 	free(t->rbuf);
 	free(t);
@@ -379,7 +387,7 @@ static bool take_cold(struct cistern *c, struct cistern__cold_ent *e, uint64_t *
 	return true;
 }
 
-/* Read the cold members of out[0..n) (data NULL so far) in one submission. */
+/* Read the cold members of out[0..n) (none read yet) in one submission. */
 static int read_cold_members(struct cistern *c, struct cistern_sample *out, size_t n)
 {
 	struct cistern__tier *t;
@@ -443,7 +451,197 @@ static void fill_cold_sample(struct cistern *c, struct cistern_sample *s, uint64
 
 static int tiered_unacquire_one(struct cistern *c, struct cistern_sample *s);
 
-static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n)
+/* ---- reading ahead ------------------------------------------------------ */
+
+/*
+ * Drop the batch drawn ahead: wait for its reads, free their buffers. A
+ * handle a fork() child inherited does not wait: the reads are in its
+ * parent's ring and write into its parent's buffers, not into this copy.
+ */
+static void ahead_drop(struct cistern *c)
+{
+	struct cistern__tier *t = c->tier;
+	if (!t)
+		return;
+	struct cistern__ahead *a = &t->ahead;
+	bool leak = false;
+	if (a->in_flight && !c->inherited) {
+		cistern__uring_wait(&a->batch);
+		/* The ring itself failed: the kernel may still write into the buffers. */
+		leak = a->batch.pending > 0;
+	}
+	for (size_t i = 0; i < a->k; i++) {
+		if (!leak)
+			free(a->buf[i]);
+		a->buf[i] = NULL;
+	}
+	a->in_flight = false;
+	a->k = 0;
+	a->n = 0;
+}
+
+static bool ahead_room(struct cistern__ahead *a, size_t n)
+{
+	if (a->cap >= n)
+		return true;
+	uint64_t *slot = realloc(a->slot, n * sizeof(*slot));
+	if (slot)
+		a->slot = slot;
+	uint64_t *word = realloc(a->word, n * sizeof(*word));
+	if (word)
+		a->word = word;
+	void **buf = realloc(a->buf, n * sizeof(*buf));
+	if (buf)
+		a->buf = buf;
+	struct cistern__io *io = realloc(a->io, n * sizeof(*io));
+	if (io)
+		a->io = io;
+	if (!slot || !word || !buf || !io)
+		return false;
+	a->cap = n;
+	return true;
+}
+
+/*
+ * Draw the next batch of n ahead, as a read would draw it now: each member
+ * takes a tier by its share of the population; a cold member is drawn at
+ * once and its read started into a buffer of our own; a hot one is only
+ * counted, and drawn when the batch is asked for (it needs no read). The
+ * members are not pinned: the next read checks that each is still the
+ * sample drawn before it hands it out. A failure here only means no batch
+ * is drawn ahead.
+ */
+static void ahead_draw(struct cistern *c, size_t n)
+{
+	struct cistern__tier *t;
+	if (tier_get(c, &t) < 0 || t->no_ahead || !ahead_room(&t->ahead, n) ||
+	    cistern__scratch_reset(c, n) < 0)
+		return;
+	struct cistern__rs_state *rs = cistern__rs(c);
+	struct cistern__cold_ent *E = ents(c);
+	struct cistern__ahead *a = &t->ahead;
+	uint64_t hot_n = atomic_load_explicit(&c->hdr->population, memory_order_relaxed);
+	uint64_t cold_n = atomic_load_explicit(&T(c)->population, memory_order_relaxed);
+	if (hot_n + cold_n == 0)
+		return;
+	a->k = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t j;
+		if (cistern__rng_below(&c->rng, hot_n + cold_n) < hot_n || !draw_cold(c, &j) ||
+		    !cistern__scratch_add(&rs->scratch, (uint32_t)(c->slot_count + j)))
+			continue;
+		/* Acquire [cold-publish]: the slot's bytes are on disk before we read them. */
+		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_acquire);
+		if (cistern__cold_state(w) != CISTERN__COLD_HELD)
+			continue;
+		void *buf = cistern__cold_alloc(&t->cold, 1);
+		if (!buf)
+			break;
+		a->slot[a->k] = j;
+		a->word[a->k] = w;
+		a->buf[a->k] = buf;
+		cistern__cold_prep(&t->cold, &a->io[a->k], j, 1, buf, false);
+		a->k++;
+	}
+	a->n = n;
+	if (a->k && cistern__uring_start(&a->batch, a->io, (unsigned)a->k) < 0) {
+		/* No ring: nothing is in flight; the read itself reports the error. */
+		ahead_drop(c);
+		return;
+	}
+	a->in_flight = a->k > 0;
+}
+
+/*
+ * Take the batch drawn ahead into out[0..): wait for its reads, then pin
+ * each cold member and keep it only if its entry still holds the sample
+ * drawn (the same HELD word: the slot was not written since) and the bytes
+ * read match its CRC. The count taken; *hot gets the hot members to draw.
+ */
+static size_t ahead_take(struct cistern *c, struct cistern_sample *out, size_t *hot)
+{
+	struct cistern__tier *t = c->tier;
+	struct cistern__ahead *a = &t->ahead;
+	struct cistern__rs_state *rs = cistern__rs(c);
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t mine = UINT64_C(1) << rs->pin_bit;
+	if (a->in_flight && cistern__uring_wait(&a->batch) < 0 && a->batch.pending > 0) {
+		ahead_drop(c); /* the ring failed; draw afresh */
+		*hot = 0;
+		return 0;
+	}
+	a->in_flight = false;
+	*hot = a->n - a->k;
+	size_t got = 0;
+	for (size_t i = 0; i < a->k; i++) {
+		struct cistern__cold_ent *e = &E[a->slot[i]];
+		uint64_t w;
+		/*
+		 * Our own pin already on it (a sample we hold from a read since):
+		 * one bit cannot tell two holds apart. Else pin it; [cold-pin] and
+		 * [cold-publish] in cistern__cold_pin(). The same word as at the
+		 * draw: no spill wrote the slot in between, since a write turns the
+		 * word from HELD and its publish raises the generation.
+		 */
+		bool ok = a->io[i].res == 0 &&
+			  !(atomic_load_explicit(&e->pins, memory_order_relaxed) & mine) &&
+			  cistern__cold_pin(e, (unsigned)rs->pin_bit, &w);
+		if (ok &&
+		    (w != a->word[i] || cistern__crc32c(0, a->buf[i], e->len) != e->crc ||
+		     !cistern__scratch_add(&rs->scratch, (uint32_t)(c->slot_count + a->slot[i])))) {
+			cistern__cold_unpin(e, (unsigned)rs->pin_bit);
+			ok = false;
+		}
+		if (!ok) {
+			free(a->buf[i]);
+			a->buf[i] = NULL;
+			continue;
+		}
+		fill_cold_sample(c, &out[got], a->slot[i], w, RS_LIVE_PINNED);
+		out[got++].data = a->buf[i];
+		a->buf[i] = NULL;
+	}
+	a->k = 0;
+	a->n = 0;
+	return got;
+}
+
+int cistern__tiered_read_ahead(struct cistern *c, bool on)
+{
+	if (!c->fixed.cold_slots || !c->policy->tiering || c->ops != c->policy->tiering->ops)
+		return -EINVAL;
+	struct cistern__tier *t;
+	int r = tier_get(c, &t);
+	if (r < 0)
+		return r;
+	t->no_ahead = !on;
+	if (!on)
+		ahead_drop(c);
+	return 0;
+}
+
+size_t cistern__tiered_ahead_slots(const struct cistern *c, uint64_t *slots, size_t cap)
+{
+	const struct cistern__tier *t = c->tier;
+	if (!t || !t->ahead.n)
+		return 0;
+	for (size_t i = 0; i < t->ahead.k && i < cap; i++)
+		slots[i] = t->ahead.slot[i];
+	return t->ahead.k;
+}
+
+const struct cistern__cold_ent *cistern__tiered_ent(const struct cistern *c, uint64_t j)
+{
+	return j < c->fixed.cold_slots ? &ents(c)[j] : NULL;
+}
+
+/* ---- a read ------------------------------------------------------------- */
+
+/*
+ * A read of n samples over both tiers. `batch`: a batch read, which takes
+ * the batch drawn ahead (if drawn for n) and draws the next one ahead.
+ */
+static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n, bool batch)
 {
 	struct cistern__rs_state *rs = cistern__rs(c);
 	struct cistern__tier_shm *ts = T(c);
@@ -471,15 +669,27 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 		cistern__rs_rate_settle(c, taken, 0);
 		return r;
 	}
-	size_t got = 0, misses = 0, cold = 0;
+	/* A batch drawn ahead for this read; after close a read takes samples for good. */
+	size_t got = 0, misses = 0, cold = 0, hot_left = 0;
+	struct cistern__tier *t = c->tier;
+	if (t && t->ahead.n && (closed || !batch || t->ahead.n != n)) {
+		if (closed || batch)
+			ahead_drop(c);
+	} else if (t && t->ahead.n) {
+		got = cold = ahead_take(c, out, &hot_left);
+	}
+	size_t ahead_got = got;
 	while (got < n && misses < 4 * RS_PICK_TRIES) {
 		uint64_t hot_n = atomic_load_explicit(&c->hdr->population, memory_order_relaxed);
 		uint64_t cold_n = atomic_load_explicit(&ts->population, memory_order_relaxed);
 		if (hot_n + cold_n == 0)
 			break;
+		/* The hot members planned ahead first, unless the hot tier keeps missing. */
+		if (hot_left && misses >= RS_PICK_TRIES)
+			hot_left = 0;
 		/* Each sample alike: a tier by its share of the population, then uniform in it. */
 		struct cistern_sample *s = &out[got];
-		if (cistern__rng_below(&c->rng, hot_n + cold_n) < hot_n) {
+		if (hot_left || cistern__rng_below(&c->rng, hot_n + cold_n) < hot_n) {
 			uint64_t idx, w;
 			if (cistern__pick(c, &rs->pick_read, cistern__rs_is_held, NULL, &idx) < 0 ||
 			    !cistern__scratch_add(&rs->scratch, (uint32_t)idx)) {
@@ -495,6 +705,7 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 			}
 			if (!closed)
 				cistern__rs_read_pinned(c, s, idx, w);
+			hot_left -= hot_left > 0;
 		} else {
 			uint64_t j, w;
 			uint32_t key;
@@ -518,7 +729,8 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 		got++;
 	}
 	if (cold) {
-		r = read_cold_members(c, out, got);
+		/* The members taken from ahead were read and checked there. */
+		r = read_cold_members(c, out + ahead_got, got - ahead_got);
 		if (r == 0) {
 			/* Seen while pinned or taken: counted before the release lets an evictor see it. */
 			bool woke = false;
@@ -549,6 +761,8 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 	}
 	if (got == n || (closed && got > 0)) {
 		cistern__rs_rate_settle(c, taken, got);
+		if (batch && !closed)
+			ahead_draw(c, n);
 		return (int)got;
 	}
 	for (size_t i = 0; i < got; i++)
@@ -563,7 +777,7 @@ static int tiered_try_acquire(struct cistern *c, struct cistern_sample *s)
 {
 	if (c->policy->reads_whole_batches)
 		return -EINVAL; /* the unit of a read is a batch */
-	int r = tiered_try_acquire_n(c, s, 1);
+	int r = tiered_try_acquire_n(c, s, 1, false);
 	return r < 0 ? r : 0;
 }
 
@@ -571,7 +785,7 @@ static int tiered_try_acquire_batch(struct cistern *c, struct cistern_sample *ou
 {
 	if (c->policy->reads_whole_batches && n != c->fixed.batch_size)
 		return -EINVAL;
-	return tiered_try_acquire_n(c, out, n);
+	return tiered_try_acquire_n(c, out, n, true);
 }
 
 /* The cold entry of a cold sample this handle holds, or NULL. */

@@ -42,16 +42,51 @@ struct cistern__spill_note {
 };
 _Static_assert(sizeof(struct cistern__spill_note) == 64, "a note is a cache line");
 
-/* The handle's side: the open cold file and a staging slot. */
+/*
+ * A handle's next batch, drawn ahead (tiered.c): its cold members, read
+ * into buffers of the handle's own while the caller works on the batch
+ * before, and how many hot members it draws when asked. Nothing in the
+ * segment records it: the members are not pinned until the next read
+ * checks and pins them (docs/protocol/tiers.md).
+ */
+struct cistern__ahead {
+	size_t n;       /* the batch size it was drawn for; 0: none drawn */
+	size_t k;       /* cold members */
+	size_t cap;     /* room in the arrays below */
+	uint64_t *slot; /* their cold slots */
+	uint64_t *word; /* their entries' HELD words when drawn */
+	void **buf;     /* one aligned slot each */
+	struct cistern__io *io;
+	struct cistern__io_batch batch;
+	bool in_flight; /* started: wait before the buffers are freed */
+};
+
+/* The handle's side: the open cold file, a staging slot, the batch drawn ahead. */
 struct cistern__tier {
 	struct cistern__cold cold;
 	bool open;
-	void *stage; /* one aligned slot */
+	void *stage;   /* one aligned slot */
+	bool no_ahead; /* batch reads do not draw ahead (cistern__tiered_read_ahead) */
+	struct cistern__ahead ahead;
 	/* A restore: staged slots from rfirst on, written rfill at a time (tiered.c). */
 	void *rbuf;
 	uint64_t rfirst, restored;
 	unsigned rfill;
 };
+
+/*
+ * Whether the batch reads of handle c draw their next batch ahead (they do
+ * by default): 0, or a negative errno if the tier cannot be set up. Turned
+ * off, it drops a batch drawn ahead. For benchmarks and tests.
+ */
+int cistern__tiered_read_ahead(struct cistern *c, bool on);
+/*
+ * The cold slots of the batch handle c drew ahead, up to cap of them into
+ * slots: their count (0: none drawn). For tests.
+ */
+size_t cistern__tiered_ahead_slots(const struct cistern *c, uint64_t *slots, size_t cap);
+/* Cold slot j's entry in c's cold index, or NULL. For tests. */
+const struct cistern__cold_ent *cistern__tiered_ent(const struct cistern *c, uint64_t j);
 
 /* reservoir.c: Reservoir's and BatchReservoir's tier. */
 extern const struct cistern__tiering cistern__rs_tiering;
