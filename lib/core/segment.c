@@ -293,6 +293,9 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	if (!p)
 		return -EPROTO;
 	struct cistern_layout l;
+	/* Before a policy sizes its index from it: a count no create makes is refused here. */
+	if (h->slot_count == 0 || h->slot_count > CISTERN_SLOT_COUNT_MAX)
+		return -EPROTO;
 	if (h->index_count != index_entries(p, h->slot_count, h->sweep_size, h->nb_time_steps))
 		return -EPROTO;
 	if (cistern__compute_layout(h->policy, h->slot_size, h->slot_count, h->procs_count,

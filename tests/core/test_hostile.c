@@ -410,6 +410,21 @@ Test(hostile_sizes, a_slot_count_whose_product_wraps_is_eproto)
 	cr_assert_eq(ATTACH_WITH("h-wrap2", slot_size, UINT64_MAX - 10), -EPROTO);
 }
 
+Test(hostile_sizes, a_huge_slot_count_is_refused_before_a_policy_sizes_its_index, .timeout = 10)
+{
+	/* The prioritized policy sizes its tree by rounding the count up to a power of two. */
+	struct cistern_config cfg = {
+		.policy = CISTERN_PRIORITIZED, .slot_size = 64, .slot_count = 8, .watermark = 1};
+	struct cistern *c = seg_create("h-prio-count", cfg);
+	const char *name = seg_name_of(c);
+	struct cistern_hdr h;
+	memcpy(&h, c->hdr, sizeof(h));
+	cr_assert_eq(seg_detach(c), 0);
+	h.slot_count = (UINT64_C(1) << 63) + 1;
+	write_header(name, &h);
+	cr_assert_eq(attach_result(name), -EPROTO);
+}
+
 Test(hostile_sizes, offsets_that_wrap_or_disagree_are_eproto)
 {
 	cr_assert_eq(ATTACH_WITH("h-off1", meta_off, UINT64_MAX - 63), -EPROTO);

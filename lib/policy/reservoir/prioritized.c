@@ -53,10 +53,11 @@ struct pv {
 	double alpha, eps;
 };
 
+/* Leaves of the tree: n rounded up to a power of two (n is at most CISTERN_SLOT_COUNT_MAX). */
 static uint64_t leaves_of(uint64_t n)
 {
 	uint64_t L = 1;
-	while (L < n)
+	while (L < n && L < (UINT64_C(1) << 62))
 		L <<= 1;
 	return L;
 }
