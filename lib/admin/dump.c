@@ -32,24 +32,9 @@
 #include "core/open.h"
 #include "admin/dump.h"
 #include "sys/crc32c.h"
+#include "sys/fence.h"
 #include "sys/rng.h"
 #include "cistern/admin.h"
-
-/*
- * [dump-recheck] The acquire fence of the copy-then-recheck read; it pairs
- * with the claims that move a slot word before any byte of it is written
- * ([rs-fill], [pin-evict] and the FIFO's). gcc refuses thread fences
- * under -fsanitize=thread (-Wtsan), and TSan models no fences anyway: there,
- * and only there, a compiler barrier stands in (the TSan build runs no dumps).
- */
-static inline void load_fence(void)
-{
-#if defined(__SANITIZE_THREAD__)
-	atomic_signal_fence(memory_order_acquire);
-#else
-	atomic_thread_fence(memory_order_acquire);
-#endif
-}
 
 struct held {
 	uint64_t id;
@@ -152,7 +137,7 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 		}
 		/* A copied handle: the acquire below, for the kernel's copy of the line. */
 		if (c->copied)
-			load_fence();
+			cistern__load_fence();
 		/* [rs-held] acquire (or the FIFO's commit): metadata and payload after it. */
 		uint64_t word = atomic_load_explicit(&sm->word, memory_order_acquire);
 		uint64_t len = sm->len;
@@ -173,10 +158,12 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 			memcpy(p + REC_HDR, cistern__payload(c, v[k].index), (size_t)len);
 		/*
 		 * [dump-recheck] every read above happens before this second look
-		 * at the word. A copied handle's reads are the kernel's copies in
+		 * at the word, which the claims that move a slot word before any
+		 * byte of it is written ([rs-fill], [pin-evict] and the FIFO's)
+		 * would have changed. A copied handle's reads are the kernel's copies in
 		 * the pread() calls this thread made, which the fence orders too.
 		 */
-		load_fence();
+		cistern__load_fence();
 		uint64_t now = 0;
 		if (!c->copied)
 			now = atomic_load_explicit(&sm->word, memory_order_relaxed);

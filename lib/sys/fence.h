@@ -10,6 +10,23 @@
 #include <stdint.h>
 
 /*
+ * The acquire fence of a copy-then-recheck read: every read of the copy
+ * (a slot's bytes, or the kernel's copy made by a pread() of this thread)
+ * completes before the second look at the word that guarded it. Callers
+ * name the edge it serves ([dump-recheck]). gcc refuses thread fences
+ * under -fsanitize=thread (-Wtsan), and TSan models none: there, and only
+ * there, a compiler barrier stands in.
+ */
+static inline void cistern__load_fence(void)
+{
+#if defined(__SANITIZE_THREAD__)
+	atomic_signal_fence(memory_order_acquire);
+#else
+	atomic_thread_fence(memory_order_acquire);
+#endif
+}
+
+/*
  * [wake-barrier] Asymmetric fences: a process that registered for global expedited
  * membarriers may publish with a plain release store and check for sleepers
  * with no store-load fence, because every sleeper issues the membarrier,

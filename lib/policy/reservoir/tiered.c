@@ -23,6 +23,7 @@
 #include "policy/reservoir/tiered.h"
 #include "core/open.h"
 #include "core/ring.h"
+#include "sys/fence.h"
 #include "core/wait.h"
 #include "policy/reservoir/pins.h"
 #include "policy/reservoir/reservoir.h"
@@ -973,21 +974,6 @@ static unsigned batch_of(const struct cistern__cold *cold)
 	return n == 0 ? 1 : n < COLD_BATCH ? n : COLD_BATCH;
 }
 
-/*
- * The acquire fence of a copy-then-recheck read ([dump-recheck], as in
- * admin/dump.c); it pairs with the claims that move an entry's word before
- * its slot is written ([cold-pin]). Under -fsanitize=thread gcc refuses
- * thread fences and TSan models none: there a compiler barrier stands in.
- */
-static inline void load_fence(void)
-{
-#if defined(__SANITIZE_THREAD__)
-	atomic_signal_fence(memory_order_acquire);
-#else
-	atomic_thread_fence(memory_order_acquire);
-#endif
-}
-
 /* Byte offset of cold entry j in the object. */
 static uint64_t ent_off(const struct cistern *c, uint64_t j)
 {
@@ -1004,7 +990,7 @@ static int copy_ents(struct cistern *c, uint64_t j, uint64_t n, struct cistern__
 	if (c->copied) {
 		int r = cistern__pread_all(c->fd, out, n * sizeof(*out), ent_off(c, j));
 		/* [dump-recheck]: the kernel's copy of the words before our reads of the slots. */
-		load_fence();
+		cistern__load_fence();
 		return r;
 	}
 	const struct cistern__cold_ent *E = ents(c) + j;
@@ -1023,8 +1009,11 @@ static int copy_ents(struct cistern *c, uint64_t j, uint64_t n, struct cistern__
 /* The words of n entries from j on as they are now, after the reads of their slots. */
 static int words_now(struct cistern *c, uint64_t j, uint64_t n, uint64_t *now)
 {
-	/* [dump-recheck]: every read of a slot completed before this second look at its word. */
-	load_fence();
+	/*
+	 * [dump-recheck]: every read of a slot completed before this second look
+	 * at its word, which a claim moves before the slot is written ([cold-pin]).
+	 */
+	cistern__load_fence();
 	for (uint64_t i = 0; i < n; i++) {
 		if (c->copied) {
 			int r = cistern__pread_all(
