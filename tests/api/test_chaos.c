@@ -4,8 +4,10 @@
  * SIGKILLs a random participant at random moments and restarts it.
  *
  * The normal run does CHAOS_KILLS_QUICK kills (a few seconds); CISTERN_CHAOS_FULL=1
- * in the environment does CHAOS_KILLS_FULL. CISTERN_CHAOS_SEED=N replays a run's
- * choice of victims and moments (printed when a run fails).
+ * in the environment does CHAOS_KILLS_FULL, and CISTERN_CHAOS_KILLS=N does N (the
+ * sanitizer runs of scripts/check.sh take fewer: there the races matter, and each kill
+ * costs several times more). CISTERN_CHAOS_SEED=N replays a run's choice of victims
+ * and moments (printed when a run fails).
  *
  * Bookkeeping, all in memory shared with the children (MAP_SHARED anonymous):
  *  - producer p tags each sample (p, seq) in its metadata and payload. Before a
@@ -390,6 +392,9 @@ static void run_chaos(const struct chaos_policy *pol)
 {
 	const char *full = getenv("CISTERN_CHAOS_FULL");
 	int kills = full && *full && strcmp(full, "0") ? CHAOS_KILLS_FULL : CHAOS_KILLS_QUICK;
+	const char *count = getenv("CISTERN_CHAOS_KILLS");
+	if (count && atoi(count) > 0)
+		kills = atoi(count);
 	const char *seed_env = getenv("CISTERN_CHAOS_SEED");
 	uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0)
 				 : (uint64_t)(mono_now() * 1e9) ^ ((uint64_t)getpid() << 40);
