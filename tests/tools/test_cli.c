@@ -415,6 +415,25 @@ Test(create, prioritized_takes_alpha_beta_and_epsilon)
 	cleanup(c, name);
 }
 
+Test(create, prioritized_takes_a_sweep_size_for_windows_and_inspect_shows_it)
+{
+	char name[64];
+	uname_(name, sizeof(name), "prio-win");
+	struct result *r = run("create", name, "--policy", "prioritized", "--slots", "16",
+			       "--watermark", "1", "--sweep-size", "3", "--time-steps", "10");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	struct cistern_config cfg;
+	cistern_config_get(c, &cfg);
+	cr_assert_eq(cfg.sweep_size, 3);
+	cr_assert_eq(cfg.nb_time_steps, 10);
+	r = run("inspect", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "sweep-size 3  time-steps 10"), "%s", r->out);
+	cleanup(c, name);
+}
+
 Test(create, a_bad_alpha_is_refused_by_its_option_name)
 {
 	char name[64];
