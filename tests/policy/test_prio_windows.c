@@ -391,6 +391,36 @@ Test(prio_windows, a_window_taken_after_close_by_a_killed_reader_is_not_lost)
 	cr_assert_eq(cistern__prio_check(c, NULL), 0);
 }
 
+/*
+ * Fragments shorter than a window can never be read by a reader of
+ * windows: once such a reader waited, a producer stuck on a full buffer of
+ * unseen samples evicts one of them (counted unseen) rather than wait.
+ */
+Test(prio_windows, fragments_no_window_can_hold_are_evicted_once_a_reader_waited)
+{
+	struct cistern *c = seg_create("pw-orphan", pw_cfg(4, 0.4));
+	struct world w;
+	memset(&w, 0, sizeof(w));
+	put_step(c, &w, 0, 0, 0, 1);
+	put_step(c, &w, 0, 1, 0, 1);
+	put_step(c, &w, 1, 0, 0, 1);
+	put_step(c, &w, 1, 1, 0, 1);
+	uint32_t v = 9;
+	struct cistern_meta m = {.sim_id = 2, .time_step = 0};
+	cr_assert_eq(cistern_put_prioritized(c, &v, 4, &m, 1, 0), -EAGAIN,
+		     "nothing was read and no window reader waited: the put waits");
+	uint32_t vals[3];
+	cr_assert_eq(
+		cistern_get_prioritized_windows(c, vals, 4, 1, 3, 1, NULL, NULL, NULL, NULL, 0),
+		-EAGAIN);
+	cr_assert_eq(cistern_put_prioritized(c, &v, 4, &m, 1, 0), 0,
+		     "no window of 3 can form: a fragment goes");
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.evicted_unseen, 1);
+	cr_assert_eq(cistern__prio_check(c, NULL), 0);
+}
+
 Test(prio_windows, a_key_outside_the_table_is_refused)
 {
 	struct cistern *c = seg_create("pw-range", pw_cfg(8, 0.4));
