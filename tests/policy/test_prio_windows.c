@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "cistern/admin.h"
 #include "policy/reservoir/prioritized.h"
 
 TestSuite(prio_windows, .fini = seg_fini);
@@ -419,6 +420,31 @@ Test(prio_windows, fragments_no_window_can_hold_are_evicted_once_a_reader_waited
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_eq(st.evicted_unseen, 1);
 	cr_assert_eq(cistern__prio_check(c, NULL), 0);
+}
+
+/* A restore rebuilds the (sim_id, time_step) table from the samples' keys. */
+Test(prio_windows, a_restored_segment_reads_windows)
+{
+	struct cistern *c = seg_create("pw-dump", pw_cfg(8, 0.4));
+	struct world w;
+	memset(&w, 0, sizeof(w));
+	for (uint32_t t = 0; t < 3; t++)
+		put_step(c, &w, 1, t, 0, 1);
+	const char *path = seg_dump_path("pw-dump");
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0);
+	const char *back = seg_name("pw-undump");
+	int r = cistern_restore(path, back, NULL, NULL, NULL);
+	cr_assert_eq(r, 0, "%s", cistern_strerror(r));
+	struct cistern *h;
+	cr_assert_eq(cistern_attach(back, &h), 0);
+	seg_keep(back, h);
+	cr_assert_eq(cistern__prio_check(h, NULL), 0);
+	uint32_t vals[3];
+	struct cistern_meta meta[3];
+	r = cistern_get_prioritized_windows(h, vals, 4, 1, 3, 1, NULL, meta, NULL, NULL, 0);
+	cr_assert_eq(r, 1, "%s", cistern_strerror(r));
+	cr_assert_eq(window_problem(vals, meta, 3, 1), 0);
+	cr_assert_eq(meta[0].sim_id, 1);
 }
 
 Test(prio_windows, a_key_outside_the_table_is_refused)
