@@ -488,3 +488,103 @@ Test(prio_windows, a_sweep_size_needs_two_time_steps)
 	cr_assert_not_null(why);
 	cr_assert_not_null(strstr(why, "nb_time_steps"), "%s", why);
 }
+
+/*
+ * Producers running episodes of their own sims with priorities and episode
+ * ends, and readers drawing windows by priority and sending priorities
+ * back, all forked, one reader killed while it reads. Every reader that
+ * lives sees only whole windows with weights in (0, 1], and the tree agrees
+ * with the slots at the end.
+ */
+#define MP_PRODUCERS 3
+#define MP_READERS 3
+#define MP_EPISODES 30
+
+/* Episodes of 3 to 8 steps; time steps restart at 0 in each. */
+static uint32_t mp_episode_len(uint32_t p, uint32_t e)
+{
+	return 3 + (p * 5 + e * 3) % 6;
+}
+
+static void mp_producer(const char *name, uint32_t p)
+{
+	struct cistern *h;
+	if (cistern_attach(name, &h) < 0)
+		_exit(1);
+	for (uint32_t e = 0; e < MP_EPISODES; e++) {
+		uint32_t len = mp_episode_len(p, e);
+		for (uint32_t t = 0; t < len; t++) {
+			uint32_t v = value_of(p, t);
+			struct cistern_meta m = {
+				.sim_id = p, .time_step = t, .flags = t + 1 == len ? END : 0};
+			if (cistern_put_prioritized(h, &v, 4, &m, 1 + (e + t) % 5, 10000) < 0)
+				_exit(2);
+		}
+	}
+	cistern_detach(h);
+	_exit(0);
+}
+
+static void mp_reader(const char *name, uint32_t r)
+{
+	struct cistern *h;
+	if (cistern_attach(name, &h) < 0)
+		_exit(1);
+	/* Spans of 2 or 3 steps: every step of an episode of 3 or more lies in a window. */
+	uint32_t length = 2 + r % 2, step = 1 + (r == 2);
+	uint32_t vals[4 * 3];
+	struct cistern_meta meta[4 * 3];
+	uint64_t ids[4];
+	double weights[4];
+	for (;;) {
+		int x = cistern_get_prioritized_windows(h, vals, 4, 4, length, step, NULL, meta,
+							ids, weights, 10000);
+		if (x == CISTERN_EOD)
+			break;
+		if (x < 0)
+			_exit(2);
+		for (uint32_t i = 0; i < (uint32_t)x; i++) {
+			if (window_problem(&vals[i * length], &meta[i * length], length, step) != 0)
+				_exit(3);
+			if (!(weights[i] > 0 && weights[i] <= 1))
+				_exit(4);
+			double q = (double)(meta[i * length].time_step % 4);
+			if (cistern_update_priorities(h, &ids[i], &q, 1) < 0)
+				_exit(5);
+		}
+	}
+	cistern_detach(h);
+	_exit(0);
+}
+
+Test(prio_windows, forked_producers_and_readers_see_only_whole_windows, .timeout = 120)
+{
+	struct cistern *c = seg_create("pw-mp", pw_cfg(32, 0.4));
+	const char *name = seg_name_of(c);
+	pid_t prod[MP_PRODUCERS], rd[MP_READERS], doomed;
+	for (uint32_t p = 0; p < MP_PRODUCERS; p++)
+		if ((prod[p] = fork_child()) == 0)
+			mp_producer(name, p);
+	for (uint32_t r = 0; r < MP_READERS; r++)
+		if ((rd[r] = fork_child()) == 0)
+			mp_reader(name, r);
+	/* One more reader, killed at some point while it reads. */
+	if ((doomed = fork_child()) == 0)
+		mp_reader(name, 0);
+	for (uint32_t p = 0; p < MP_PRODUCERS; p++)
+		cr_assert_eq(reap_status(prod[p]), 0, "producer %u failed", p);
+	kill_and_reap(doomed);
+	cistern_close_reception(c);
+	for (uint32_t r = 0; r < MP_READERS; r++)
+		cr_assert_eq(reap_status(rd[r]), 0, "reader %u failed or saw a bad window", r);
+	uint64_t puts = 0;
+	for (uint32_t p = 0; p < MP_PRODUCERS; p++)
+		for (uint32_t e = 0; e < MP_EPISODES; e++)
+			puts += mp_episode_len(p, e);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.puts, puts, "every producer put all its steps");
+	cr_assert_gt(st.gets, 0);
+	uint64_t where = 0;
+	cr_assert_eq(cistern__prio_check(c, &where), 0, "node %" PRIu64 " disagrees", where);
+}
