@@ -697,6 +697,34 @@ Test(put, end_of_episode_marks_the_samples)
 	cleanup(c, name);
 }
 
+Test(put, end_of_episode_goes_with_a_priority_into_prioritized_windows)
+{
+	char name[64];
+	uname_(name, sizeof(name), "put-end-prio");
+	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
+				     .slot_count = 8,
+				     .slot_size = 8,
+				     .watermark = 1,
+				     .sweep_size = 2,
+				     .nb_time_steps = 4};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct result *r = run_in("a", 1, "put", name, "-s", "1", "-t", "2", "--priority", "3",
+				  NULL);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	r = run_in("b", 1, "put", name, "-s", "1", "-t", "3", "--end-of-episode", "--priority", "5",
+		   NULL);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	char buf[2 * 8];
+	struct cistern_meta meta[2];
+	double w;
+	cr_assert_eq(cistern_get_prioritized_windows(c, buf, 8, 1, 2, 1, NULL, meta, NULL, &w, 0),
+		     1);
+	cr_assert_eq(meta[0].flags, 0);
+	cr_assert_eq(meta[1].flags, CISTERN_META_END_OF_EPISODE);
+	cleanup(c, name);
+}
+
 Test(put, priority_is_refused_on_other_policies)
 {
 	char name[64];
