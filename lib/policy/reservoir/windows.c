@@ -207,10 +207,11 @@ static bool members_match(const struct cistern_sample *out, const struct shape *
 }
 
 /*
- * Draw a window and pin its members (open), or take them (closed). out[]
- * first holds what window_at() found, then the members. -EBUSY when the
- * window changed under us (a retry draws again). The pinned members are
- * counted as read only once the whole window is confirmed.
+ * Pin the members of a window window_at() just found (open), or take them
+ * (closed). out[] first holds what window_at() found, then the members.
+ * -EBUSY when the window changed under us (a retry draws again), with
+ * nothing left pinned or taken. The pinned members are counted as read only
+ * once the whole window is confirmed.
  */
 static int take_members(struct cistern *c, struct cistern_sample *out, const struct shape *s,
 			bool closed)
@@ -264,6 +265,7 @@ static int take_members(struct cistern *c, struct cistern_sample *out, const str
 	return -EBUSY;
 }
 
+/* Draw a window uniformly among the complete ones and take its members (take_members()). */
 static int take_window(struct cistern *c, struct cistern_sample *out, struct shape *s, bool closed)
 {
 	struct cistern__rs_state *rs = cistern__rs(c);
