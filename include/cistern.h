@@ -185,8 +185,8 @@ struct cistern_config {
 	uint32_t mode;              /**< permission bits of the shm object; 0 = 0600 */
 	uint64_t watermark;         /**< FIRO and reservoirs: population before reads start */
 	uint32_t pseudo_epochs;     /**< FIRO: reads of each sample; 0 = 1 */
-	uint32_t sweep_size;        /**< SimPairedReservoir: sim_id < sweep_size */
-	uint32_t nb_time_steps;     /**< SimPairedReservoir: time_step < nb_time_steps */
+	uint32_t sweep_size;        /**< SimPairedReservoir, windows: sim_id < sweep_size */
+	uint32_t nb_time_steps;     /**< with sweep_size: time_step < nb_time_steps */
 	uint32_t batch_size;        /**< BatchReservoir: samples per batch */
 	uint64_t seed;              /**< random seed; 0 = seeded from the clock */
 	uint32_t max_procs;         /**< attachment table size; 0 = default */
@@ -274,8 +274,9 @@ struct cistern_config {
 
 /**
  * Flag of cistern_meta.flags: this sample is the last step of its episode.
- * A SimPairedReservoir keeps it with the sample, and no window
- * (cistern_acquire_window()) runs past it. The other policies keep no flags.
+ * The policies that read windows (SimPairedReservoir, prioritized) keep it
+ * with the sample, and no window (cistern_acquire_window()) runs past it.
+ * The other policies keep no flags.
  */
 #define CISTERN_META_END_OF_EPISODE (1u << 0)
 
@@ -489,8 +490,9 @@ CISTERN_API int cistern_reserve(struct cistern *c, struct cistern_slot *slot, in
  *         schema, is not its sample size (the slot stays reserved);
  *         -EINVAL if this handle does not hold the slot reserved (never
  *         reserved, or already committed or aborted); -ERANGE under a
- *         SimPairedReservoir for a sim_id of sweep_size or more or a time_step
- *         of nb_time_steps or more (the slot stays reserved).
+ *         SimPairedReservoir (or a prioritized segment with a sweep_size)
+ *         for a sim_id of sweep_size or more or a time_step of
+ *         nb_time_steps or more (the slot stays reserved).
  */
 CISTERN_API int cistern_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 			       struct cistern_meta *meta);
@@ -656,8 +658,10 @@ CISTERN_API int cistern_get_pair(struct cistern *c, void *buf[2], size_t cap, si
 				 struct cistern_meta meta[2], int timeout_ms);
 
 /**
- * Acquire a window of `length` samples of one simulation (SimPairedReservoir
- * only): members k = 0 .. length-1 have the same sim_id and time steps
+ * Acquire a window of `length` samples of one simulation (SimPairedReservoir,
+ * or a prioritized segment with a sweep_size, which draws it by priority as
+ * cistern_get_prioritized_windows() does, without ids and weights): members
+ * k = 0 .. length-1 have the same sim_id and time steps
  * t + k * step. A window is complete when every time step from t to
  * t + (length-1) * step is held (the steps between members too), their
  * sample ids increase with the step, and none but the last carries
@@ -882,6 +886,36 @@ CISTERN_API int cistern_put_prioritized(struct cistern *c, const void *buf, size
 CISTERN_API int cistern_get_prioritized(struct cistern *c, void *buf, size_t stride, size_t n,
 					size_t *len, struct cistern_meta *meta, uint64_t *ids,
 					double *weights, int timeout_ms);
+
+/**
+ * Draw up to n windows by priority and copy them out as
+ * cistern_get_windows() does (member k of window i to
+ * buf + (i * length + k) * stride, its length and metadata to
+ * len[i * length + k] and meta[i * length + k]), with each window's id in
+ * ids[i] and its importance weight (in (0, 1]) in weights[i]; len, meta,
+ * ids and weights may be NULL. Only a prioritized segment created with a
+ * sweep_size (and nb_time_steps) has windows: `length` samples of one
+ * simulation, `step` time steps apart, complete as cistern_acquire_window()
+ * says (no episode's end before the last member). A window's priority is
+ * its last member's: a window is drawn with probability proportional to
+ * that member's (priority + epsilon)^alpha among the complete windows held
+ * now, and its id is that member's, so cistern_update_priorities() on it
+ * sets the priority of every window ending there (and of that sample's
+ * own draws). The weight is (least leaf / this leaf)^beta, the least over
+ * every sample held (docs/protocol/priorities.md, "Windows"). Draws are
+ * independent while reception is open; after close each window is taken
+ * out. The first window waits as cistern_get_windows() does.
+ * @return the number of windows (1 to n); CISTERN_EOD; -EAGAIN; -ETIMEDOUT;
+ *         -EMSGSIZE if a member of the first window is longer than stride
+ *         (nothing is read); -EINVAL for a NULL buf, an n of 0 or above
+ *         INT32_MAX, a length or step out of range, on another policy, or
+ *         on a segment without a sweep_size; -EBUSY, -EUSERS, -EPROTO and
+ *         -ENOMEM as cistern_acquire().
+ */
+CISTERN_API int cistern_get_prioritized_windows(struct cistern *c, void *buf, size_t stride,
+						size_t n, size_t length, size_t step, size_t *len,
+						struct cistern_meta *meta, uint64_t *ids,
+						double *weights, int timeout_ms);
 
 /**
  * Set the priorities of n samples by the ids a prioritized read gave, from

@@ -149,7 +149,9 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 		printf("  watermark %" PRIu64, k->watermark);
 	if (k->policy == CISTERN_FIRO)
 		printf("  pseudo-epochs %u", k->pseudo_epochs);
-	if (k->policy == CISTERN_SIM_PAIRED_RESERVOIR)
+	/* A prioritized segment with a sweep size reads windows of that table. */
+	if (k->policy == CISTERN_SIM_PAIRED_RESERVOIR ||
+	    (k->policy == CISTERN_PRIORITIZED && k->sweep_size))
 		printf("  sweep-size %u  time-steps %u", k->sweep_size, k->nb_time_steps);
 	if (k->policy == CISTERN_BATCH_RESERVOIR)
 		printf("  batch-size %u", k->batch_size);

@@ -137,6 +137,100 @@ int cistern_get_prioritized(struct cistern *c, void *buf, size_t stride, size_t 
 	return got;
 }
 
+/* One window draw inside the reader's bracket, as try_draw(). */
+static int try_window(struct cistern *c, struct cistern_sample *s, size_t length, size_t step,
+		      uint64_t *id, double *weight)
+{
+	bool plain = cistern__reads_in_calls(c) && cistern__auto_read_begin(c);
+	int r = c->policy->prio->draw_window(c, s, length, step, id, weight);
+	if (plain)
+		cistern__auto_read_end(c);
+	return r;
+}
+
+/* draw_loop() for one window: end of data is when no complete window of the shape is left. */
+static int window_loop(struct cistern *c, struct cistern_sample *s, size_t length, size_t step,
+		       uint64_t *id, double *weight, int timeout_ms)
+{
+	int r = cistern__add_role(c, CISTERN_ROLE_READER);
+	if (r < 0)
+		return r;
+	struct cistern_waiter w;
+	cistern__wait_init(&w, CISTERN_WAIT_DATA, timeout_ms);
+	for (;;) {
+		r = try_window(c, s, length, step, id, weight);
+		if (r != -EAGAIN)
+			break;
+		if (c->ops->windows_drained(c, length, step)) {
+			if (cistern__sweep(c) > 0)
+				continue;
+			if (!cistern__reclaim_under_way(c)) {
+				r = CISTERN_EOD;
+				break;
+			}
+		}
+		r = cistern__wait(c, &w);
+		if (r < 0)
+			break;
+	}
+	cistern__wait_done(c, &w);
+	if (r == 0)
+		c->holding += length; /* as draw_loop(): released by the caller */
+	return r;
+}
+
+/* Window members kept on the stack; longer windows are malloc'd. */
+#define WINDOW_ON_STACK 16
+
+int cistern_get_prioritized_windows(struct cistern *c, void *buf, size_t stride, size_t n,
+				    size_t length, size_t step, size_t *len,
+				    struct cistern_meta *meta, uint64_t *ids, double *weights,
+				    int timeout_ms)
+{
+	int r = usable(c);
+	if (r < 0)
+		return r;
+	if (!buf || n == 0 || n > INT32_MAX || length == 0 || length > c->slot_count)
+		return -EINVAL;
+	struct cistern_sample local[WINDOW_ON_STACK];
+	struct cistern_sample *s = length <= WINDOW_ON_STACK ? local : malloc(length * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	size_t got = 0;
+	/* The first window waits as timeout_ms says; the others are taken if there now. */
+	for (; got < n; got++) {
+		r = window_loop(c, s, length, step, ids ? &ids[got] : NULL,
+				weights ? &weights[got] : NULL, got ? 0 : timeout_ms);
+		if (r < 0)
+			break;
+		bool fits = true;
+		for (size_t k = 0; k < length; k++)
+			fits &= s[k].len <= stride && s[k].len <= c->slot_size;
+		if (!fits) {
+			/* Handed back unread, as cistern_get_windows() does. */
+			for (size_t k = 0; k < length; k++)
+				cistern_unacquire(c, &s[k]);
+			r = -EMSGSIZE;
+			break;
+		}
+		char *dst = (char *)buf + got * length * stride;
+		for (size_t k = 0; k < length; k++) {
+			memcpy(dst + k * stride, s[k].data, s[k].len);
+			if (len)
+				len[got * length + k] = s[k].len;
+			if (meta)
+				meta[got * length + k] = s[k].meta;
+		}
+		r = cistern_release_window(c, s, length);
+		if (r < 0)
+			break;
+	}
+	if (s != local)
+		free(s);
+	/* Windows copied stand; an error after the first ends the batch there. */
+	return got > 0 ? (int)got : r;
+}
+
 int cistern_update_priorities(struct cistern *c, const uint64_t *ids, const double *priorities,
 			      size_t n)
 {

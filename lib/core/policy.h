@@ -58,7 +58,8 @@ struct cistern_ops {
 	int (*try_acquire_batch)(struct cistern *c, struct cistern_sample *out, size_t n);
 	/*
 	 * Optional: windows of `length` members `step` time steps apart
-	 * (SimPairedReservoir); NULL = -EINVAL. windows_drained() is drained()
+	 * (SimPairedReservoir; prioritized, by priority, on a segment with a
+	 * sweep_size); NULL = -EINVAL. windows_drained() is drained()
 	 * for a reader of such windows: reception closed, nothing in flight, no
 	 * complete window of that shape left.
 	 */
@@ -242,6 +243,15 @@ struct cistern__priorities {
 	 */
 	int (*draw)(struct cistern *c, struct cistern_sample *out, size_t n, uint64_t *ids,
 		    double *weights);
+	/*
+	 * Draw one window of `length` members `step` time steps apart by its
+	 * last member's priority, pinned or taken as draw() does, with that
+	 * member's id and the window's weight (either may be NULL). 0, -EAGAIN
+	 * (no complete window now), -EINVAL (a shape or a segment without
+	 * windows), or -errno. Never waits; in the reader's bracket.
+	 */
+	int (*draw_window)(struct cistern *c, struct cistern_sample *out, size_t length,
+			   size_t step, uint64_t *id, double *weight);
 	/* Give slot->index_, reserved by this handle, priority q for its commit. */
 	int (*set_reserved)(struct cistern *c, const struct cistern_slot *slot, double q);
 	/* Apply q[i] to ids[i]: how many applied; the rest are counted as stale. */

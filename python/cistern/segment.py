@@ -487,16 +487,13 @@ class Segment:
         priority, or a priority on another policy.
 
         end_of_episode: this sample is the last step of its episode
-        (CISTERN_META_END_OF_EPISODE). A sim-paired-reservoir keeps the mark,
-        and no window of get_windows() runs past it; the other policies
-        ignore it.
+        (CISTERN_META_END_OF_EPISODE). A sim-paired-reservoir and a
+        prioritized segment keep the mark, and no window of get_windows()
+        runs past it; the other policies ignore it.
         """
         sch = self.schema
         fields = _schema_fields(sch, data)
         end = bool(end_of_episode)
-        if end and priority is not None:
-            raise ValueError("end_of_episode is kept by sim-paired-reservoir segments only, "
-                             "which take no priority")
         if sch is not None and fields is not None:
             if priority is None:
                 return self._put_fields(sch, sch._values(fields), sim_id, time_step, timeout,
@@ -514,7 +511,7 @@ class Segment:
         if priority is not None:
             return self._h.put_prioritized(data, _priority(priority), _count("sim_id", sim_id),
                                            _count("time_step", time_step),
-                                           _timeout_ms(timeout))
+                                           _timeout_ms(timeout), end)
         sid = self._h.put(data, _count("sim_id", sim_id), _count("time_step", time_step),
                           _timeout_ms(timeout), end)
         return sid
@@ -991,9 +988,16 @@ class Segment:
 
     def _read_misuse(self, kind: str, n: int | None = None) -> str | None:
         """Why this segment's policy does not read `kind` ("one", "batch", "pair",
-        "window") (with batch size n); None if it does."""
+        "window", "prioritized window") (with batch size n); None if it does."""
         cfg = self._conf()
         policy, bs = cfg.policy, cfg.batch_size
+        if kind == "prioritized window" and policy != "prioritized":
+            return f"windows by priority are read from a prioritized segment, not a {policy}"
+        if kind in ("window", "prioritized window") and policy == "prioritized":
+            if not cfg.sweep_size:
+                return ("windows are read from a prioritized segment created with sweep_size "
+                        "and time_steps")
+            return None
         if policy == "sim-paired-reservoir" and kind not in ("pair", "window"):
             return "sim-paired-reservoir reads pairs: use get_pair() or acquire_pair()"
         if kind in ("pair", "window") and policy != "sim-paired-reservoir":
@@ -1173,12 +1177,23 @@ class Segment:
     def get_windows(self, n: int, length: int, step: int = 1, dtype: DTypeLike = None,
                     shape: ShapeLike = None, timeout: Timeout = None, *,
                     meta: Literal[True]) -> tuple[Array, Array]: ...
+    @overload
+    def get_windows(self, n: int, length: int, step: int = 1, dtype: DTypeLike = None,
+                    shape: ShapeLike = None, timeout: Timeout = None,
+                    meta: Literal[False] = False, *,
+                    prioritized: Literal[True]) -> PrioritizedBatch: ...
+    @overload
+    def get_windows(self, n: int, length: int, step: int = 1, dtype: DTypeLike = None,
+                    shape: ShapeLike = None, timeout: Timeout = None, *,
+                    meta: Literal[True],
+                    prioritized: Literal[True]) -> tuple[PrioritizedBatch, Array]: ...
 
     @_explains_waits
     def get_windows(self, n: int, length: int, step: int = 1, dtype: DTypeLike = None,
                     shape: ShapeLike = None, timeout: Timeout = None,
-                    meta: bool = False) -> Any:
-        """Take up to n windows of one simulation (sim-paired-reservoir;
+                    meta: bool = False, prioritized: bool = False) -> Any:
+        """Take up to n windows of one simulation (sim-paired-reservoir, or a
+        prioritized segment created with sweep_size and time_steps;
         cistern_get_windows()) as one new array of shape (k, length, *shape):
         window i holds `length` samples of one sim_id at time steps t, t + step,
         ..., each window drawn uniformly among the complete ones held (every
@@ -1194,9 +1209,16 @@ class Segment:
         (sample_id, sim_id, time_step, flags); flags & 1 marks the end of an
         episode. ValueError on another policy, for a bad length or step, or
         if a member is not dtype and shape (a longer one stays in the segment).
+
+        A prioritized segment draws each window by the priority of its last
+        member. With prioritized=True (prioritized segments only;
+        cistern_get_prioritized_windows()) the windows come as
+        PrioritizedBatch(samples, ids, weights): samples as above, ids a (k,)
+        uint64 array (each window's last member's id, for update_priorities())
+        and weights a (k,) float32 array of importance weights in (0, 1].
         """
         np = _need_numpy()
-        self._check_read("window")
+        self._check_read("prioritized window" if prioritized else "window")
         n, length, step = _count("n", n), _count("length", length), _count("step", step)
         if n == 0 or length == 0 or step == 0:
             raise ValueError("get_windows: n, length and step must be positive")
@@ -1213,8 +1235,10 @@ class Segment:
         out = np.empty((n, length) + shp, dtype=dt)
         item = dt.itemsize * int(np.prod(shp, dtype=np.int64))
         metas = np.empty((n, length, 4), dtype=np.uint64)
-        k = self._read(self._h.get_windows, "window", out, item, n, length, step,
-                       _timeout_ms(timeout), metas)
+        ids = np.empty(n, dtype=np.uint64) if prioritized else None
+        w = np.empty(n, dtype=np.float64) if prioritized else None
+        k = self._read(self._h.get_windows, "prioritized window" if prioritized else "window",
+                       out, item, n, length, step, _timeout_ms(timeout), metas, ids, w)
         if k < n:
             out = out[:k].copy()
             metas = metas[:k].copy()
@@ -1222,6 +1246,8 @@ class Segment:
         if sch is not None:
             flat = sch._views(out.reshape(k * length, sch.size), k * length)
             res = {name: v.reshape((k, length) + v.shape[1:]) for name, v in flat.items()}
+        if ids is not None and w is not None:
+            res = PrioritizedBatch(res, ids[:k].copy(), w[:k].astype(np.float32))
         return (res, metas) if meta else res
 
     def __iter__(self) -> Iterator[bytes | Fields]:

@@ -751,36 +751,48 @@ struct win_ctx {
 	size_t item, n, length, step;
 	size_t *len;
 	struct cistern_meta *meta;
+	bool prioritized;
+	uint64_t *ids;
+	double *weights;
 };
 
 static int win_attempt(void *p, int t)
 {
 	struct win_ctx *x = p;
+	if (x->prioritized)
+		return cistern_get_prioritized_windows(x->c, x->buf, x->item, x->n, x->length,
+						       x->step, x->len, x->meta, x->ids, x->weights,
+						       t);
 	return cistern_get_windows(x->c, x->buf, x->item, x->n, x->length, x->step, x->len, x->meta,
 				   t);
 }
 
 /*
- * get_windows(out, item_size, n, length, step, timeout_ms=-1, metas=None) -> k
+ * get_windows(out, item_size, n, length, step, timeout_ms=-1, metas=None,
+ *             ids=None, weights=None) -> k
  * Up to n windows of `length` members `step` time steps apart
  * (cistern_get_windows()) into out, member j of window i at offset
  * (i * length + j) * item_size; metas (n * length * 4 uint64) receives each
  * member's (sample_id, sim_id, time_step, flags). Every member must be
  * exactly item_size bytes: a longer one sends its window back unread, a
- * shorter one raises ValueError after the read.
+ * shorter one raises ValueError after the read. With ids (n uint64) or
+ * weights (n float64), the windows are drawn by priority
+ * (cistern_get_prioritized_windows()) and each window's id and weight go
+ * there.
  */
 static PyObject *Handle_get_windows(HandleObject *h, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"out",  "item_size",  "n",     "length",
-				 "step", "timeout_ms", "metas", NULL};
-	Py_buffer out, metas = {0};
+	static char *kwlist[] = {"out",        "item_size", "n",   "length",  "step",
+				 "timeout_ms", "metas",     "ids", "weights", NULL};
+	Py_buffer out, metas = {0}, ids = {0}, weights = {0};
 	Py_ssize_t item, n, length, step;
-	int timeout = -1, have_metas = 0;
-	PyObject *metas_obj = Py_None, *res = NULL;
+	int timeout = -1, have_metas = 0, have_ids = 0, have_weights = 0;
+	PyObject *metas_obj = Py_None, *ids_obj = Py_None, *weights_obj = Py_None, *res = NULL;
 	size_t *lens = NULL;
 	struct cistern_meta *ms = NULL;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*nnnn|O&O:get_windows", kwlist, &out, &item,
-					 &n, &length, &step, cx_conv_timeout, &timeout, &metas_obj))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "w*nnnn|O&OOO:get_windows", kwlist, &out, &item,
+					 &n, &length, &step, cx_conv_timeout, &timeout, &metas_obj,
+					 &ids_obj, &weights_obj))
 		return NULL;
 	if (item <= 0 || n <= 0 || n > INT_MAX || length <= 0 || step <= 0 ||
 	    length > PY_SSIZE_T_MAX / n || item > PY_SSIZE_T_MAX / (n * length) ||
@@ -800,6 +812,11 @@ static PyObject *Handle_get_windows(HandleObject *h, PyObject *args, PyObject *k
 			goto out_buf;
 		}
 	}
+	if (cx_opt_writable(ids_obj, &ids, &have_ids, n * (Py_ssize_t)sizeof(uint64_t),
+			    "ids (n uint64)") < 0 ||
+	    cx_opt_writable(weights_obj, &weights, &have_weights, n * (Py_ssize_t)sizeof(double),
+			    "weights (n float64)") < 0)
+		goto out_buf;
 	lens = PyMem_Calloc(members, sizeof(*lens));
 	ms = PyMem_Calloc(members, sizeof(*ms));
 	if (!lens || !ms) {
@@ -808,8 +825,17 @@ static PyObject *Handle_get_windows(HandleObject *h, PyObject *args, PyObject *k
 	}
 	if (cx_handle_enter(h) < 0)
 		goto out_buf;
-	struct win_ctx x = {h->c,           out.buf,      (size_t)item, (size_t)n,
-			    (size_t)length, (size_t)step, lens,         ms};
+	struct win_ctx x = {h->c,
+			    out.buf,
+			    (size_t)item,
+			    (size_t)n,
+			    (size_t)length,
+			    (size_t)step,
+			    lens,
+			    ms,
+			    have_ids || have_weights,
+			    have_ids ? ids.buf : NULL,
+			    have_weights ? weights.buf : NULL};
 	int r = cx_wait_sliced(win_attempt, &x, timeout);
 	char why[RW_WHY];
 	if (r == -EDEADLK)
@@ -849,6 +875,10 @@ out_buf:
 	PyMem_Free(ms);
 	if (have_metas)
 		PyBuffer_Release(&metas);
+	if (have_ids)
+		PyBuffer_Release(&ids);
+	if (have_weights)
+		PyBuffer_Release(&weights);
 	PyBuffer_Release(&out);
 	return res;
 }
@@ -1346,11 +1376,14 @@ static PyMethodDef Handle_methods[] = {
 	 "skip, the members of another size are read and dropped, the others returned."},
 	{"get_windows", (PyCFunction)(void (*)(void))Handle_get_windows,
 	 METH_VARARGS | METH_KEYWORDS,
-	 "get_windows($self, /, out, item_size, n, length, step, timeout_ms=-1, metas=None)\n"
+	 "get_windows($self, /, out, item_size, n, length, step, timeout_ms=-1, metas=None, "
+	 "ids=None, weights=None)\n"
 	 "--\n\n"
 	 "Copy up to n windows of one simulation (cistern_get_windows()) into `out`,\n"
 	 "member j of window i at (i * length + j) * item_size, their (sample_id,\n"
-	 "sim_id, time_step, flags) into `metas` if given; returns the windows copied."},
+	 "sim_id, time_step, flags) into `metas` if given; returns the windows copied.\n"
+	 "With ids (n uint64) or weights (n float64), draws them by priority\n"
+	 "(cistern_get_prioritized_windows()), each window's id and weight there."},
 	{"put_many", (PyCFunction)(void (*)(void))Handle_put_many, METH_FASTCALL,
 	 "put_many($self, data, stride, n, sim_id=0, time_step=0, timeout_ms=-1, ids=None, "
 	 "/)\n--\n\n"
@@ -1413,10 +1446,12 @@ static PyMethodDef Handle_methods[] = {
 	 "dicts."},
 	{"put_prioritized", (PyCFunction)(void (*)(void))cx_handle_put_prioritized,
 	 METH_VARARGS | METH_KEYWORDS,
-	 "put_prioritized($self, /, data, priority, sim_id=0, time_step=0, timeout_ms=-1)\n--\n\n"
+	 "put_prioritized($self, /, data, priority, sim_id=0, time_step=0, timeout_ms=-1, "
+	 "end_of_episode=False)\n--\n\n"
 	 "Copy the bytes of a C-contiguous buffer in as one sample with a priority\n"
 	 "(cistern_put_prioritized()); returns its sample id. ValueError for a priority\n"
-	 "that is NaN, infinite or negative."},
+	 "that is NaN, infinite or negative. end_of_episode=True marks the last step\n"
+	 "of an episode (CISTERN_META_END_OF_EPISODE)."},
 	{"get_prioritized", (PyCFunction)(void (*)(void))cx_handle_get_prioritized,
 	 METH_VARARGS | METH_KEYWORDS,
 	 "get_prioritized($self, /, out, item_size, n, timeout_ms=-1, metas=None, ids=None,\n"

@@ -49,15 +49,17 @@ static int prio_put_attempt(void *p, int t)
 
 PyObject *cx_handle_put_prioritized(PyObject *self, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"data", "priority", "sim_id", "time_step", "timeout_ms", NULL};
+	static char *kwlist[] = {"data",       "priority",       "sim_id", "time_step",
+				 "timeout_ms", "end_of_episode", NULL};
 	HandleObject *h = (HandleObject *)self;
 	Py_buffer view;
 	struct prio_put_ctx x = {0};
-	int timeout = -1;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "y*d|O&O&O&:put_prioritized", kwlist, &view,
+	int timeout = -1, end = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "y*d|O&O&O&p:put_prioritized", kwlist, &view,
 					 &x.priority, cx_conv_u32, &x.meta.sim_id, cx_conv_u32,
-					 &x.meta.time_step, cx_conv_timeout, &timeout))
+					 &x.meta.time_step, cx_conv_timeout, &timeout, &end))
 		return NULL;
+	x.meta.flags = end ? CISTERN_META_END_OF_EPISODE : 0;
 	PyObject *res = NULL;
 	if (check_priority(x.priority, -1) < 0)
 		goto out;

@@ -73,6 +73,7 @@ COUNTERPARTS = {
     "cistern_remote_keygen": "keygen",
     "cistern_put_prioritized": "Segment.put",  # priority=
     "cistern_get_prioritized": "Segment.get_prioritized",
+    "cistern_get_prioritized_windows": "Segment.get_windows",  # prioritized=True
     "cistern_update_priorities": "Segment.update_priorities",
     "cistern_set_beta": "Segment.set_beta",
     "cistern_prio_info_get": "Segment.prio_info",

@@ -415,6 +415,25 @@ Test(create, prioritized_takes_alpha_beta_and_epsilon)
 	cleanup(c, name);
 }
 
+Test(create, prioritized_takes_a_sweep_size_for_windows_and_inspect_shows_it)
+{
+	char name[64];
+	uname_(name, sizeof(name), "prio-win");
+	struct result *r = run("create", name, "--policy", "prioritized", "--slots", "16",
+			       "--watermark", "1", "--sweep-size", "3", "--time-steps", "10");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	struct cistern_config cfg;
+	cistern_config_get(c, &cfg);
+	cr_assert_eq(cfg.sweep_size, 3);
+	cr_assert_eq(cfg.nb_time_steps, 10);
+	r = run("inspect", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "sweep-size 3  time-steps 10"), "%s", r->out);
+	cleanup(c, name);
+}
+
 Test(create, a_bad_alpha_is_refused_by_its_option_name)
 {
 	char name[64];
@@ -675,6 +694,34 @@ Test(put, end_of_episode_marks_the_samples)
 	cr_assert_eq(w[0].meta.flags, 0);
 	cr_assert_eq(w[1].meta.flags, CISTERN_META_END_OF_EPISODE);
 	cr_assert_eq(cistern_release_window(c, w, 2), 0);
+	cleanup(c, name);
+}
+
+Test(put, end_of_episode_goes_with_a_priority_into_prioritized_windows)
+{
+	char name[64];
+	uname_(name, sizeof(name), "put-end-prio");
+	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
+				     .slot_count = 8,
+				     .slot_size = 8,
+				     .watermark = 1,
+				     .sweep_size = 2,
+				     .nb_time_steps = 4};
+	struct cistern *c;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct result *r = run_in("a", 1, "put", name, "-s", "1", "-t", "2", "--priority", "3",
+				  NULL);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	r = run_in("b", 1, "put", name, "-s", "1", "-t", "3", "--end-of-episode", "--priority", "5",
+		   NULL);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	char buf[2 * 8];
+	struct cistern_meta meta[2];
+	double w;
+	cr_assert_eq(cistern_get_prioritized_windows(c, buf, 8, 1, 2, 1, NULL, meta, NULL, &w, 0),
+		     1);
+	cr_assert_eq(meta[0].flags, 0);
+	cr_assert_eq(meta[1].flags, CISTERN_META_END_OF_EPISODE);
 	cleanup(c, name);
 }
 

@@ -17,6 +17,14 @@
  *
  * Tree words are relaxed atomics: the mutex orders them between holders,
  * and a reader without it (cistern_prio_info_get()) only wants a recent total.
+ *
+ * A segment created with a sweep_size also reads windows (windows.c): its
+ * index starts with the (sim_id, time_step) table of pairs.c, which the
+ * commits here publish and the puts that take a slot clear. A window's
+ * priority is its last member's: a window draw takes a leaf from the tree
+ * and keeps it if it ends a complete window, else draws again; after
+ * RS_PICK_TRIES misses it sums the leaves of the ends it finds and draws
+ * among them alone (docs/protocol/priorities.md, "Windows").
  */
 #include <errno.h>
 #include <math.h>
@@ -26,6 +34,8 @@
 #include "policy/reservoir/prioritized.h"
 #include "policy/reservoir/reservoir.h"
 #include "policy/reservoir/pins.h"
+#include "policy/reservoir/pairs.h"
+#include "policy/reservoir/windows.h"
 #include "core/wait.h"
 
 /* Fixed point of the leaves: p^alpha * 2^24. */
@@ -62,7 +72,18 @@ static uint64_t leaves_of(uint64_t n)
 	return L;
 }
 
-/* prio[] starts at entry HEAD_ENTRIES; the nodes at the next multiple of 8 (a cache line). */
+/*
+ * Entries of the (sim_id, time_step) table before the head, rounded up to a
+ * cache line (8 entries) so that the head's mutex keeps its own line: none
+ * without a sweep_size, as a segment without windows.
+ */
+static uint64_t pairs_entries(uint32_t sweep_size, uint32_t nb_time_steps)
+{
+	uint64_t e = sweep_size ? (uint64_t)sweep_size * nb_time_steps : 0;
+	return (e + 7) & ~UINT64_C(7);
+}
+
+/* prio[] starts HEAD_ENTRIES after the head; the nodes at the next multiple of 8 (a cache line). */
 static uint64_t nodes_at(uint64_t n)
 {
 	return HEAD_ENTRIES + ((n + 7) & ~UINT64_C(7));
@@ -70,15 +91,21 @@ static uint64_t nodes_at(uint64_t n)
 
 static uint64_t prio_index_entries(uint64_t slot_count, uint32_t sweep_size, uint32_t nb_time_steps)
 {
-	(void)sweep_size;
-	(void)nb_time_steps;
-	return nodes_at(slot_count) + 4 * leaves_of(slot_count);
+	return pairs_entries(sweep_size, nb_time_steps) + nodes_at(slot_count) +
+	       4 * leaves_of(slot_count);
+}
+
+/* Does the segment keep the (sim_id, time_step) table, and so read windows? */
+static bool has_windows(const struct cistern *c)
+{
+	return c->fixed.sweep_size > 0;
 }
 
 static void pv_of(const struct cistern *c, struct pv *v)
 {
-	_Atomic uint64_t *ix = cistern__index(c);
-	/* The head is the index's first entries, laid out as struct prio_head. */
+	_Atomic uint64_t *ix = cistern__index(c) +
+			       pairs_entries(c->fixed.sweep_size, c->fixed.nb_time_steps);
+	/* The head is the entries after the table, laid out as struct prio_head. */
 	v->h = (struct prio_head *)(uintptr_t)ix;
 	v->prio = ix + HEAD_ENTRIES;
 	v->n = c->slot_count;
@@ -243,6 +270,27 @@ static void prio_init(struct cistern *c)
 	}
 }
 
+/* The shape is read again for each sample, as pairs.c does. */
+static bool is_window_orphan(struct cistern *c, uint64_t index, void *arg)
+{
+	(void)arg;
+	return cistern__windows_is_orphan(c, index, cistern__windows_wanted(c));
+}
+
+/*
+ * Nothing seen to evict. Once a reader waited for windows of some shape, a
+ * sample in no complete window of it may be one that reader never reads;
+ * while none such window is held, evict one of those (as SimPairedReservoir
+ * does, pairs.c) rather than wait for a read that may never come.
+ */
+static int evict_orphan(struct cistern *c, struct cistern_slot *slot)
+{
+	uint64_t wanted = cistern__windows_wanted(c);
+	if (!wanted || cistern__windows_any_held(c, wanted))
+		return -EAGAIN;
+	return cistern__rs_evict_reserve(c, slot, is_window_orphan);
+}
+
 /* A put's slot: fill or evict under the lock, so that an eviction and its leaf go together. */
 static int prio_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
@@ -252,6 +300,11 @@ static int prio_try_reserve(struct cistern *c, struct cistern_slot *slot)
 	if (r < 0)
 		return r;
 	r = cistern__rs_reservoir_try_reserve(c, slot);
+	if (r == -EAGAIN && has_windows(c))
+		r = evict_orphan(c, slot);
+	if (r == 0 && has_windows(c))
+		/* Its old key (the metadata is the old sample's until the commit) names it no more. */
+		cistern__pairs_forget(c, slot->index_);
 	if (r == 0 && slot->index_ < v.n) {
 		/* An evicted sample's leaf goes; a filled slot's is 0 already. */
 		if (leaf_at(&v, slot->index_))
@@ -288,6 +341,10 @@ static int prio_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 {
 	if (!reserved_here(c, slot))
 		return -EINVAL;
+	/* With windows, a key outside the table is refused, as SimPairedReservoir refuses it. */
+	uint32_t sim = meta ? meta->sim_id : 0, step = meta ? meta->time_step : 0;
+	if (has_windows(c) && (sim >= c->fixed.sweep_size || step >= c->fixed.nb_time_steps))
+		return -ERANGE;
 	struct pv v;
 	pv_of(c, &v);
 	int r = lock(c, &v);
@@ -303,6 +360,9 @@ static int prio_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	r = cistern__rs_commit(c, slot, len, meta);
 	if (r == 0)
 		set_leaf(&v, i, leaf_of(&v, q));
+	/* After the commit's [rs-held] exchange: pairs.c publishes with [sim-pair]. */
+	if (r == 0 && has_windows(c))
+		cistern__pairs_publish(c, i, sim, step);
 	unlock(&v);
 	return r;
 }
@@ -426,6 +486,123 @@ static int prio_draw(struct cistern *c, struct cistern_sample *out, size_t n, ui
 	}
 	unlock(&v);
 	return got ? (int)got : -EAGAIN;
+}
+
+/* Is the window shape one this segment can hold? */
+static bool shape_ok(const struct cistern *c, size_t length, size_t step)
+{
+	if (!has_windows(c) || length == 0 || step == 0 || step >= (UINT64_C(1) << 32) ||
+	    length > c->slot_count || length > c->fixed.nb_time_steps)
+		return false;
+	return ((uint64_t)length - 1) * step + 1 <= c->fixed.nb_time_steps;
+}
+
+/*
+ * After RS_PICK_TRIES draws hit no end of a complete window: sum the leaves
+ * of the slots that end one now and draw among them alone, so that a window
+ * is found whenever one is held, with the same law. The slot, or UINT64_MAX
+ * if none ends one. Under the lock.
+ */
+static uint64_t draw_end_exactly(struct cistern *c, const struct pv *v, size_t length, size_t step)
+{
+	uint64_t sum = 0;
+	for (uint64_t i = 0; i < v->n; i++)
+		if (leaf_at(v, i) && cistern__windows_ends_at(c, i, length, step))
+			sum += leaf_at(v, i);
+	if (sum == 0)
+		return UINT64_MAX;
+	uint64_t u = cistern__rng_below(&c->rng, sum);
+	for (uint64_t i = 0; i < v->n; i++) {
+		uint64_t leaf = leaf_at(v, i);
+		if (!leaf || !cistern__windows_ends_at(c, i, length, step))
+			continue;
+		if (u < leaf)
+			return i;
+		u -= leaf;
+	}
+	return UINT64_MAX; /* a window went between the passes: the caller draws again later */
+}
+
+/*
+ * Draw one window by its last member's priority and pin (open) or take
+ * (closed) its members into out[0 .. length), with the last member's id and
+ * weight (either may be NULL). 0, -EAGAIN (no complete window now), or
+ * -errno. Never waits. The caller runs it in the reader's bracket.
+ */
+static int prio_draw_window(struct cistern *c, struct cistern_sample *out, size_t length,
+			    size_t step, uint64_t *id, double *weight)
+{
+	if (!shape_ok(c, length, step))
+		return -EINVAL;
+	bool closed = cistern__rs_closed(c);
+	if (!closed) {
+		uint64_t taken; /* 0: the policy has no rate limiter */
+		int r = cistern__rs_open_read_ready(c, length, &taken);
+		if (r < 0)
+			return r;
+	}
+	struct pv v;
+	pv_of(c, &v);
+	int r = lock(c, &v);
+	if (r < 0)
+		return r;
+	uint64_t least = ld(&v.nd[3]);
+	double beta = bits_to_d(ld(&v.h->beta));
+	uint64_t x = UINT64_MAX, leaf = 0;
+	r = -EAGAIN;
+	for (int tries = 0; tries <= RS_PICK_TRIES && r != 0; tries++) {
+		uint64_t total = ld(&v.nd[2]);
+		if (total == 0)
+			break;
+		if (tries < RS_PICK_TRIES) {
+			descend_batch(c, &v, total, &x, 1);
+			if (x >= v.n || !cistern__windows_ends_at(c, x, length, step))
+				continue;
+		} else if ((x = draw_end_exactly(c, &v, length, step)) == UINT64_MAX) {
+			break;
+		}
+		/* Before the take, which zeroes the leaves of members it spends or takes. */
+		leaf = leaf_at(&v, x);
+		for (size_t k = 0; k < length; k++)
+			out[k].index_ = UINT32_MAX;
+		r = cistern__windows_take_ending(c, out, x, length, step, closed) == 0 ? 0
+										       : -EAGAIN;
+		/*
+		 * Each member's leaf as its slot now says: 0 once taken (closed)
+		 * or spent by this read (max_times_sampled); a window given back
+		 * leaves them as they were.
+		 */
+		for (size_t k = 0; k < length; k++) {
+			uint64_t i = out[k].index_;
+			if (i < v.n && leaf_at(&v, i) != leaf_due(c, &v, i))
+				set_leaf(&v, i, leaf_due(c, &v, i));
+		}
+	}
+	unlock(&v);
+	if (r < 0) {
+		uint64_t shape = (uint64_t)length << 32 | (uint32_t)step;
+		/*
+		 * No window to draw: say which shape this reader waits for (see
+		 * evict_orphan()). Relaxed: a hint, read by producers on their
+		 * slow path only.
+		 */
+		if (!closed && cistern__windows_wanted(c) != shape)
+			atomic_store_explicit(&c->hdr->window_wanted, shape, memory_order_relaxed);
+		return r;
+	}
+	if (id)
+		*id = cistern__prio_id(out[length - 1].meta.sample_id, x);
+	if (weight) {
+		double w = pow((double)least / (double)leaf, beta);
+		*weight = w < 1 ? w : 1;
+	}
+	return 0;
+}
+
+static int prio_try_acquire_window(struct cistern *c, struct cistern_sample *out, size_t length,
+				   size_t step)
+{
+	return prio_draw_window(c, out, length, step, NULL, NULL);
 }
 
 static int prio_try_acquire(struct cistern *c, struct cistern_sample *s)
@@ -604,6 +781,8 @@ static const struct cistern_ops prio_ops = {
 	.release_batch = cistern__rs_release_batch,
 	.unacquire = prio_unacquire,
 	.try_acquire_batch = prio_try_acquire_batch,
+	.try_acquire_window = prio_try_acquire_window,
+	.windows_drained = cistern__windows_drained,
 	.drained = cistern__rs_drained,
 	.reclaim = prio_reclaim,
 	.population = cistern__rs_population,
@@ -620,6 +799,12 @@ static const char *prio_config_problem(const struct cistern_config *cfg)
 		return "beta must be a number from 0 to 1";
 	if (!(cfg->epsilon >= 0 && cfg->epsilon <= 1e300))
 		return "epsilon must be a finite number of at least 0";
+	/* A sweep_size asks for windows: the (sim_id, time_step) table of SimPairedReservoir. */
+	if (cfg->sweep_size > 0 && cfg->nb_time_steps < 2)
+		return "a prioritized segment with a sweep_size (windows) needs nb_time_steps of 2 "
+		       "or more";
+	if ((uint64_t)cfg->sweep_size * cfg->nb_time_steps > CISTERN_PAIR_INDEX_MAX)
+		return "sweep_size * nb_time_steps is above CISTERN_PAIR_INDEX_MAX (2^28)";
 	return NULL;
 }
 
@@ -643,8 +828,14 @@ static int prio_restore(struct cistern *c, uint64_t n, uint64_t next_id)
 	pv_of(c, &v);
 	if ((r = lock(c, &v)) < 0)
 		return r;
-	for (uint64_t i = 0; i < n; i++)
+	for (uint64_t i = 0; i < n; i++) {
 		st(&v.prio[i], d_to_bits(max_prio(&v)));
+		/* The table of a segment with windows: the newest sample of a key wins, as live. */
+		if (has_windows(c)) {
+			struct cistern_slotmeta *m = cistern__slotmeta(c, i);
+			cistern__pairs_publish(c, i, m->sim_id, m->time_step);
+		}
+	}
 	rebuild(c, &v);
 	unlock(&v);
 	return 0;
@@ -657,6 +848,7 @@ static const struct cistern_snap_ops prio_snap_ops = {
 
 static const struct cistern__priorities prio_draws = {
 	.draw = prio_draw,
+	.draw_window = prio_draw_window,
 	.set_reserved = prio_set_reserved,
 	.update = prio_update,
 	.set_beta = prio_set_beta,

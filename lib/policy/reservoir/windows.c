@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * windows.c - SimPairedReservoir's windows: `length` samples of one
- * simulation, `step` time steps apart, drawn uniformly among the complete
- * windows held now. The pair read (pairs.c) draws the windows of length 2
- * and step 1, without the checks on sample ids and episode ends.
+ * windows.c - windows: `length` samples of one simulation, `step` time
+ * steps apart. SimPairedReservoir draws them uniformly among the complete
+ * windows held now; the prioritized policy (prioritized.c) draws a window's
+ * last member by priority and takes the window that ends there
+ * (cistern__windows_take_ending()). The pair read (pairs.c) draws the
+ * windows of length 2 and step 1, without the checks on sample ids and
+ * episode ends.
  *
  * A window is named by its first member (its head) and its shape, so
  * picking uniformly among the heads of complete windows is picking uniformly
@@ -204,20 +207,15 @@ static bool members_match(const struct cistern_sample *out, const struct shape *
 }
 
 /*
- * Draw a window and pin its members (open), or take them (closed). out[]
- * first holds what window_at() found, then the members. -EBUSY when the
- * window changed under us (a retry draws again). The pinned members are
- * counted as read only once the whole window is confirmed.
+ * Pin the members of a window window_at() just found (open), or take them
+ * (closed). out[] first holds what window_at() found, then the members.
+ * -EBUSY when the window changed under us (a retry draws again), with
+ * nothing left pinned or taken. The pinned members are counted as read only
+ * once the whole window is confirmed.
  */
-static int take_window(struct cistern *c, struct cistern_sample *out, struct shape *s, bool closed)
+static int take_members(struct cistern *c, struct cistern_sample *out, const struct shape *s,
+			bool closed)
 {
-	struct cistern__rs_state *rs = cistern__rs(c);
-	uint64_t x;
-	int r = cistern__pick(c, &rs->pick_window, is_window_head, s, &x);
-	if (r < 0)
-		return r;
-	if (!window_at(c, x, s, out))
-		return -EBUSY;
 	uint32_t got = 0; /* members pinned or taken: out[0 .. got) */
 	bool ok = true;
 	for (uint32_t k = 0; k < s->length && ok; k++) {
@@ -265,6 +263,50 @@ static int take_window(struct cistern *c, struct cistern_sample *out, struct sha
 				  out[k].index_); /* ours may have been a spent sample's last pin */
 	}
 	return -EBUSY;
+}
+
+/* Draw a window uniformly among the complete ones and take its members (take_members()). */
+static int take_window(struct cistern *c, struct cistern_sample *out, struct shape *s, bool closed)
+{
+	struct cistern__rs_state *rs = cistern__rs(c);
+	uint64_t x;
+	int r = cistern__pick(c, &rs->pick_window, is_window_head, s, &x);
+	if (r < 0)
+		return r;
+	if (!window_at(c, x, s, out))
+		return -EBUSY;
+	return take_members(c, out, s, closed);
+}
+
+/*
+ * The head of the window of shape s whose last member is the sample in slot
+ * x, if x holds the sample the index names for its key and the head's time
+ * step is held now (a hint), else UINT64_MAX.
+ */
+static uint64_t head_of_end(struct cistern *c, uint64_t x, const struct shape *s)
+{
+	struct look end, head;
+	if (x >= c->slot_count || !look_indexed(c, x, &end) || end.t + 1 < s->span)
+		return UINT64_MAX;
+	return held_step(c, end.sim, end.t + 1 - s->span, &head);
+}
+
+bool cistern__windows_ends_at(struct cistern *c, uint64_t x, size_t length, size_t step)
+{
+	struct shape s = shape_of(packed(length, step));
+	uint64_t h = head_of_end(c, x, &s);
+	/* The walk from the head ends at the slot the index names for x's key: x, as just seen. */
+	return h != UINT64_MAX && window_at(c, h, &s, NULL);
+}
+
+int cistern__windows_take_ending(struct cistern *c, struct cistern_sample *out, uint64_t x,
+				 size_t length, size_t step, bool closed)
+{
+	struct shape s = shape_of(packed(length, step));
+	uint64_t h = head_of_end(c, x, &s);
+	if (h == UINT64_MAX || !window_at(c, h, &s, out) || out[s.length - 1].index_ != x)
+		return -EBUSY;
+	return take_members(c, out, &s, closed);
 }
 
 int cistern__windows_try_acquire(struct cistern *c, struct cistern_sample *out, size_t length,

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * windows.h - SimPairedReservoir's windows of one simulation (windows.c) (internal).
+ * windows.h - windows of one simulation (windows.c): SimPairedReservoir's,
+ * and the prioritized policy's (internal). Both keep the (sim_id, time_step)
+ * index of pairs.c at the start of their policy index.
  */
 #ifndef CISTERN_WINDOWS_H
 #define CISTERN_WINDOWS_H
@@ -17,5 +19,17 @@ uint64_t cistern__windows_wanted(struct cistern *c);
 bool cistern__windows_is_orphan(struct cistern *c, uint64_t index, uint64_t wanted);
 /* Some complete window of the shape `wanted` is held now. */
 bool cistern__windows_any_held(struct cistern *c, uint64_t wanted);
+/*
+ * Is the sample in slot x the last member of a complete window of this
+ * shape now? A hint: nothing is pinned.
+ */
+bool cistern__windows_ends_at(struct cistern *c, uint64_t x, size_t length, size_t step);
+/*
+ * Pin (open) or take (closed) the members of the complete window of this
+ * shape whose last member is the sample in slot x, into out[0 .. length):
+ * 0, or -EBUSY if there is none now (nothing is left pinned or taken).
+ */
+int cistern__windows_take_ending(struct cistern *c, struct cistern_sample *out, uint64_t x,
+				 size_t length, size_t step, bool closed);
 
 #endif
