@@ -737,9 +737,6 @@ static uint64_t forge_spilled_twice(struct cistern *c, uint32_t owner)
 	atomic_store(&m->word, sw_make(sw_pos(hw), RS_EVICTING, owner));
 	nt->cold = j;
 	nt->n = 1;
-	nt->m[0].hot = 0;
-	nt->m[0].id = E[j].id;
-	nt->m[0].cold_gen = cistern__cold_gen(atomic_load(&E[j].word)) - 1;
 	atomic_store(&nt->live, 2);
 	return E[j].id;
 }

@@ -296,11 +296,6 @@ static int spill_reserve(struct cistern *c, struct cistern_slot *slot)
 		slots[i] = first + i;
 		ids[i] = m->sample_id;
 		lens[i] = (uint32_t)m->len;
-		nt->m[i].hot = (uint32_t)idx[i];
-		nt->m[i].id = ids[i];
-		/* Relaxed: the entry is WRITING(me); only we move it on. */
-		nt->m[i].cold_gen = cistern__cold_gen(
-			atomic_load_explicit(&e->word, memory_order_relaxed));
 		memcpy((uint8_t *)t->stage + (size_t)i * t->cold.slot_bytes,
 		       cistern__payload(c, idx[i]), lens[i]);
 		/* The entry is WRITING(me): nobody reads its fields until the publish. */
@@ -944,49 +939,64 @@ static uint64_t tiered_population(const struct cistern *c, const struct cistern_
 	return cistern__rs_population(c, st) + v.population;
 }
 
-/*
- * Whether member i of a dead spiller's note has its cold copy published:
- * the entry's generation moved on from the claim and it holds the
- * member's id (written only by that spill, before its publish).
- */
-static bool member_published(const struct cistern *c, const struct cistern__spill_note *nt,
-			     unsigned i)
-{
-	const struct cistern__cold_ent *e = &ents(c)[nt->cold + i];
-	/* Acquire [cold-publish]: the entry's id with its word. */
-	uint64_t ew = atomic_load_explicit(&e->word, memory_order_acquire);
-	return cistern__cold_gen(ew) != nt->m[i].cold_gen && e->id == nt->m[i].id;
-}
-
-/* Whether member i's claim is still the dead owner's: never published. */
-static bool member_unwritten(const struct cistern *c, const struct cistern__spill_note *nt,
-			     unsigned i, uint32_t owner)
-{
-	/* Relaxed: the owner is dead; its word is all there is. */
-	uint64_t ew = atomic_load_explicit(&ents(c)[nt->cold + i].word, memory_order_relaxed);
-	return cistern__cold_state(ew) == CISTERN__COLD_WRITING &&
-	       cistern__cold_owner(ew) == owner && cistern__cold_gen(ew) == nt->m[i].cold_gen;
-}
-
-/* Whether a dead spiller's note holds a run that fits the tier and the hot arena. */
+/* Whether a dead spiller's note holds a run that fits the tier. */
 static bool note_sane(const struct cistern *c, const struct cistern__spill_note *nt)
 {
-	if (nt->n == 0 || nt->n > CISTERN__SPILL_MAX || nt->cold >= c->fixed.cold_slots ||
-	    nt->n > c->fixed.cold_slots - nt->cold)
+	return nt->n != 0 && nt->n <= CISTERN__SPILL_MAX && nt->cold < c->fixed.cold_slots &&
+	       nt->n <= c->fixed.cold_slots - nt->cold;
+}
+
+/* Whether cold entry word ew is still the dead owner's claim: never published. */
+static bool unwritten(uint64_t ew, uint32_t owner)
+{
+	return cistern__cold_state(ew) == CISTERN__COLD_WRITING && cistern__cold_owner(ew) == owner;
+}
+
+/*
+ * The cold slot of a dead spiller's run that holds a published copy of
+ * sample `id`, or UINT64_MAX. The spill stores an entry's id only after its
+ * write completed, just before it publishes the entry, and a sample whose
+ * hot copy is held is in no other cold slot. So an entry of the run with
+ * that id that is no longer the dead owner's claim was published by it
+ * (and may have been evicted since, which took the sample for good).
+ */
+static uint64_t published_in_run(const struct cistern *c, const struct cistern__spill_note *nt,
+				 uint32_t owner, uint64_t id)
+{
+	for (uint32_t i = 0; i < nt->n; i++) {
+		const struct cistern__cold_ent *e = &ents(c)[nt->cold + i];
+		/* Acquire [cold-publish]: the entry's id with its word. */
+		uint64_t ew = atomic_load_explicit(&e->word, memory_order_acquire);
+		if (!unwritten(ew, owner) && e->id == id)
+			return nt->cold + i;
+	}
+	return UINT64_MAX;
+}
+
+/*
+ * Whether hot slot i holds a sample of a dead spiller's run whose cold copy
+ * was published: EVICTING(owner), its id in the run. *hw gets the slot's
+ * word, *cold the cold slot.
+ */
+static bool spilled_hot(const struct cistern *c, const struct cistern__spill_note *nt,
+			uint32_t owner, uint64_t i, uint64_t *hw, uint64_t *cold)
+{
+	const struct cistern_slotmeta *m = cistern__slotmeta(c, i);
+	/* Acquire, no edge: the owner is dead; its stores are all there is. */
+	*hw = atomic_load_explicit(&m->word, memory_order_acquire);
+	if (sw_state(*hw) != RS_EVICTING || sw_owner(*hw) != owner)
 		return false;
-	for (unsigned i = 0; i < nt->n; i++)
-		if (nt->m[i].hot >= c->slot_count)
-			return false;
-	return true;
+	*cold = published_in_run(c, nt, owner, m->sample_id);
+	return *cold != UINT64_MAX;
 }
 
 /*
  * Repair a dead spiller's run (docs/protocol/tiers.md, "Crashes"). A
- * member whose cold copy was published while its hot slot is still
+ * sample whose cold copy was published while its hot slot is still
  * EVICTING(dead) is in both tiers: the hot copy goes (to RESERVED(dead),
- * which the reservoir's reclaim empties). A member never published stays
- * hot (the reservoir's reclaim puts it back to HELD), and, once the run
- * was counted (live 2), its count in the cold population goes back. Runs
+ * which the reservoir's reclaim empties). A sample never published stays
+ * hot (the reservoir's reclaim puts it back to HELD), and, once the run was
+ * counted (live 2), its count in the cold population goes back. Runs
  * before the cold index's reclaim, which frees the unpublished entries.
  */
 static void repair_spill(struct cistern *c, uint32_t owner)
@@ -997,19 +1007,19 @@ static void repair_spill(struct cistern *c, uint32_t owner)
 	if (!live)
 		return;
 	if (note_sane(c, nt)) {
-		uint64_t unwritten = 0;
-		for (unsigned i = 0; i < nt->n; i++) {
-			unwritten += member_unwritten(c, nt, i, owner);
-			if (!member_published(c, nt, i))
-				continue;
-			struct cistern_slotmeta *m = cistern__slotmeta(c, nt->m[i].hot);
-			/* Acquire, no edge: the owner is dead; the CAS decides. */
-			uint64_t hw = atomic_load_explicit(&m->word, memory_order_acquire);
-			if (sw_state(hw) == RS_EVICTING && sw_owner(hw) == owner &&
-			    m->sample_id == nt->m[i].id &&
+		uint64_t left = 0;
+		for (uint32_t i = 0; i < nt->n; i++)
+			/* Relaxed: the owner is dead; its word is all there is. */
+			left += unwritten(atomic_load_explicit(&ents(c)[nt->cold + i].word,
+							       memory_order_relaxed),
+					  owner);
+		for (uint64_t i = 0; i < c->slot_count; i++) {
+			uint64_t hw, cold;
+			if (spilled_hot(c, nt, owner, i, &hw, &cold) &&
 			    atomic_compare_exchange_strong_explicit(
-				    &m->word, &hw, sw_make(sw_pos(hw), RS_RESERVED, owner),
-				    memory_order_seq_cst, memory_order_relaxed))
+				    &cistern__slotmeta(c, i)->word, &hw,
+				    sw_make(sw_pos(hw), RS_RESERVED, owner), memory_order_seq_cst,
+				    memory_order_relaxed))
 				atomic_fetch_sub_explicit(&c->hdr->population, 1,
 							  memory_order_relaxed);
 		}
@@ -1019,8 +1029,7 @@ static void repair_spill(struct cistern *c, uint32_t owner)
 		 */
 		if (live == 2) {
 			atomic_store_explicit(&nt->live, 1, memory_order_relaxed);
-			atomic_fetch_sub_explicit(&T(c)->population, unwritten,
-						  memory_order_relaxed);
+			atomic_fetch_sub_explicit(&T(c)->population, left, memory_order_relaxed);
 		}
 	}
 	atomic_store_explicit(&nt->live, 0, memory_order_relaxed);
@@ -1135,13 +1144,13 @@ static size_t spilled_twice(const struct cistern *c, uint64_t *out)
 		/* Acquire [spill-note]: the fields stored before live (spill_reserve()). */
 		if (!atomic_load_explicit(&nt->live, memory_order_acquire) || !note_sane(c, nt))
 			continue;
-		for (unsigned i = 0; i < nt->n; i++) {
-			const struct cistern_slotmeta *m = cistern__slotmeta(c, nt->m[i].hot);
-			/* Acquire, no edge: the owner is dead; its stores are all there is. */
-			uint64_t hw = atomic_load_explicit(&m->word, memory_order_acquire);
-			if (member_published(c, nt, i) && sw_state(hw) == RS_EVICTING &&
-			    sw_owner(hw) == owner && m->sample_id == nt->m[i].id)
-				out[n++] = nt->cold + i;
+		uint32_t found = 0;
+		for (uint64_t i = 0; i < c->slot_count && found < nt->n; i++) {
+			uint64_t hw, cold;
+			if (spilled_hot(c, nt, owner, i, &hw, &cold)) {
+				out[n++] = cold;
+				found++;
+			}
 		}
 	}
 	qsort(out, n, sizeof(*out), by_slot);

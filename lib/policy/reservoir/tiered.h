@@ -34,30 +34,22 @@ struct cistern__tier_shm {
 #define CISTERN__SPILL_MAX 64u
 #define CISTERN__SPILL_BYTES (1u << 20)
 
-/* One sample of a spill: the hot slot it leaves and its cold entry's generation. */
-struct cistern__spill_member {
-	uint32_t hot;      /* slot index */
-	uint32_t cold_gen; /* the cold entry's generation when claimed */
-	uint64_t id;       /* the sample's id */
-};
-
 /*
- * An attachment's spill under way: the run of cold slots it writes and,
- * for each, the hot slot it moves. The reclaim of a dead spiller reads it
- * to tell a sample both hot and cold (its cold copy published) from one
- * only hot. live: 0 none; 1 the fields describe a spill; 2 and the cold
+ * An attachment's spill under way: the run of cold slots it writes. The
+ * reclaim of a dead spiller reads it to tell a sample both hot and cold
+ * (its cold copy published) from one only hot: the spill's hot slots are
+ * the dead owner's EVICTING ones, matched to the run's entries by sample
+ * id. live: 0 none; 1 the fields describe a spill; 2 and the cold
  * population counts the run.
  */
 struct cistern__spill_note {
 	_Atomic uint64_t live;
-	uint64_t cold; /* the run's first cold slot: member i writes cold + i */
-	uint32_t n;    /* members */
+	uint64_t cold; /* the run's first cold slot */
+	uint32_t n;    /* the run's slots */
 	uint32_t pad_;
 	uint64_t pad2_[5];
-	struct cistern__spill_member m[CISTERN__SPILL_MAX];
 };
-_Static_assert(sizeof(struct cistern__spill_note) == 64 + 16 * CISTERN__SPILL_MAX,
-	       "a note is a cache line and its members");
+_Static_assert(sizeof(struct cistern__spill_note) == 64, "a note is a cache line");
 
 /*
  * A handle's next batch, drawn ahead (tiered.c): its cold members, read
