@@ -5,7 +5,8 @@
  * seen samples are evicted in either tier, batches mix hot and cold, dead
  * readers and spillers are repaired, a spill moves a batch into a run of
  * cold slots with one write and a spiller killed at any of its steps
- * loses and doubles nothing, rm removes the cold file, a full
+ * loses and doubles nothing, a job's peak memory stays near its hot arena
+ * whatever its population, rm removes the cold file, a full
  * disk stops create, and a batch read draws the next batch ahead: that
  * batch is the next read's, never stale (docs/protocol/tiers.md).
  *
@@ -15,7 +16,10 @@
 #include <sched.h>
 #include <sys/mount.h>
 
+#include <criterion/logging.h>
+
 #include "helpers.h"
+#include "memwatch.h"
 #include "cistern/admin.h"
 #include "policy/reservoir/tiered.h"
 #include "sys/uring.h"
@@ -861,4 +865,178 @@ Test(tiered, producers_spilling_at_once_keep_every_sample_exactly_once, .timeout
 	cr_assert_eq(st.cold_population, COLD);
 	cr_assert_eq(st.evictions, 0);
 	cr_assert_eq(drain_all(c, HOT + COLD), HOT + COLD);
+}
+
+/* ---- the memory bound, measured ------------------------------------------ */
+
+/*
+ * A job of two forked processes, a learner and a producer, on a reservoir
+ * of MEM_POP samples of SLOT bytes: the producer puts them all, and the
+ * learner reads MEM_BATCHES batches of MEM_BATCH spread over the fill.
+ */
+#define MEM_HOT 1024
+#define MEM_POP (16 * MEM_HOT)
+#define MEM_BATCH 32
+#define MEM_BATCHES 24
+/* What a job may use past what the bound names (stacks, page tables, the rings). */
+#define MEM_SLACK (8u << 20)
+
+struct mem_job {
+	_Atomic int made;
+	_Atomic int failed;
+	_Atomic uint32_t put;
+};
+
+static void mem_learner(struct mem_job *sh, const char *name, uint64_t hot, uint64_t cold)
+{
+	struct cistern_config cfg = tiered_cfg();
+	cfg.slot_count = hot;
+	cfg.cold_slots = cold;
+	cfg.cold_dir = cold ? dir : NULL;
+	cfg.watermark = MEM_BATCH;
+	struct cistern *c;
+	if (cistern_create(name, &cfg, &c) < 0)
+		_exit(2);
+	atomic_store(&sh->made, 1);
+	for (uint32_t b = 0; b < MEM_BATCHES; b++) {
+		/* Batch b once its share of the fill is in: the reads span the fill. */
+		while (atomic_load(&sh->put) < (b + 1) * (MEM_POP / MEM_BATCHES)) {
+			if (atomic_load(&sh->failed))
+				_exit(3);
+			struct timespec ts = {0, 1000 * 1000};
+			nanosleep(&ts, NULL);
+		}
+		struct cistern_sample s[MEM_BATCH];
+		if (cistern_acquire_batch(c, s, MEM_BATCH, 5000) != MEM_BATCH)
+			_exit(4);
+		for (int i = 0; i < MEM_BATCH; i++)
+			if (s[i].len != SLOT ||
+			    !check_payload(s[i].data, SLOT, 5, s[i].meta.time_step))
+				_exit(5);
+		if (cistern_release_batch(c, s, MEM_BATCH) != 0)
+			_exit(6);
+	}
+	_exit(cistern_detach(c) == 0 ? 0 : 7);
+}
+
+static void mem_producer(struct mem_job *sh, const char *name)
+{
+	struct cistern *c;
+	if (cistern_attach(name, &c) < 0) {
+		atomic_store(&sh->failed, 1);
+		_exit(2);
+	}
+	static uint8_t buf[SLOT];
+	for (uint32_t i = 0; i < MEM_POP; i++) {
+		fill_payload(buf, SLOT, 5, i);
+		struct cistern_meta m = {.sim_id = 5, .time_step = i};
+		if (cistern_put(c, buf, SLOT, &m, 5000) != 0) {
+			atomic_store(&sh->failed, 1);
+			_exit(3);
+		}
+		atomic_fetch_add(&sh->put, 1);
+	}
+	_exit(cistern_detach(c) == 0 ? 0 : 4);
+}
+
+/*
+ * Run the job on a new segment `name` of `hot` slots and `cold` cold slots:
+ * its peak memory, measured by a memory cgroup the job runs in when there
+ * is one, else by sampling its processes' PSS and the shm object. *seg
+ * gets the size of the segment's shared memory object.
+ */
+static uint64_t mem_job_peak(const char *name, uint64_t hot, uint64_t cold, int run, uint64_t *seg)
+{
+	struct mem_job *sh = shared_alloc(sizeof(*sh));
+	cr_assert_not_null(sh);
+	char cg[256];
+	bool by_cg = memwatch_cg_make(cg, sizeof(cg), "tiered-test", run);
+	pid_t pids[2];
+	pids[0] = fork_child();
+	cr_assert_geq(pids[0], 0);
+	if (pids[0] == 0) {
+		if (by_cg && !memwatch_cg_join(cg))
+			_exit(1);
+		mem_learner(sh, name, hot, cold);
+	}
+	double t0 = mono_now();
+	while (!atomic_load(&sh->made) && mono_now() - t0 < 30)
+		usleep(1000);
+	cr_assert(atomic_load(&sh->made), "the learner made no segment");
+	pids[1] = fork_child();
+	cr_assert_geq(pids[1], 0);
+	if (pids[1] == 0) {
+		if (by_cg && !memwatch_cg_join(cg))
+			_exit(1);
+		mem_producer(sh, name);
+	}
+	uint64_t peak = 0;
+	int status[2] = {-1, -1}, left = 2;
+	while (left > 0) {
+		if (!by_cg) {
+			uint64_t m = memwatch_shm_bytes(name);
+			for (int i = 0; i < 2; i++)
+				m += status[i] < 0 ? memwatch_pss(pids[i]) : 0;
+			peak = m > peak ? m : peak;
+		}
+		usleep(10000);
+		for (int i = 0; i < 2; i++) {
+			int st;
+			if (status[i] < 0 && waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+				status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+				left--;
+			}
+		}
+		if (mono_now() - t0 > 120)
+			for (int i = 0; i < 2; i++)
+				if (status[i] < 0)
+					kill(pids[i], SIGKILL);
+	}
+	if (by_cg)
+		peak = memwatch_cg_peak(cg);
+	struct stat st;
+	char path[300];
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	*seg = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+	cistern_unlink(name);
+	if (by_cg)
+		memwatch_cg_remove(cg);
+	munmap(sh, sizeof(*sh));
+	cr_assert_eq(status[0], 0, "the learner failed (%d)", status[0]);
+	cr_assert_eq(status[1], 0, "the producer failed (%d)", status[1]);
+	cr_assert_gt(*seg, 0);
+	cr_assert_gt(peak, 0, "no peak was measured");
+	return peak;
+}
+
+Test(tiered, a_job_s_peak_memory_stays_near_its_hot_arena_not_its_population, .timeout = 300)
+{
+	uint64_t tseg, mseg;
+	uint64_t tiered = mem_job_peak(seg_name("memt"), MEM_HOT, MEM_POP - MEM_HOT, 0, &tseg);
+	uint64_t memory = mem_job_peak(seg_name("memm"), MEM_POP, 0, 1, &mseg);
+	/*
+	 * What the job needs besides its samples (its processes' own pages,
+	 * allocators, a sanitizer's): the all-in-memory job's peak less its
+	 * segment, measured in the same run.
+	 */
+	uint64_t overhead = memory > mseg ? memory - mseg : 0;
+	/*
+	 * The tiered job: its segment (the hot arena, the slot index, the
+	 * cold index), the learner's cold buffers for the batch it holds and
+	 * the one it reads ahead, and the producer's staging slots of a spill.
+	 */
+	uint64_t bound = tseg + 2 * MEM_BATCH * SLOT + (uint64_t)CISTERN__SPILL_MAX * SLOT +
+			 overhead + MEM_SLACK;
+	cr_log_info("peak: tiered %lu KiB (bound %lu KiB, segment %lu KiB), all in memory %lu KiB "
+		    "(segment %lu KiB)",
+		    (unsigned long)(tiered >> 10), (unsigned long)(bound >> 10),
+		    (unsigned long)(tseg >> 10), (unsigned long)(memory >> 10),
+		    (unsigned long)(mseg >> 10));
+	cr_assert_leq(tiered, bound,
+		      "tiered peak %lu KiB > bound %lu KiB (segment %lu KiB, overhead %lu KiB)",
+		      (unsigned long)(tiered >> 10), (unsigned long)(bound >> 10),
+		      (unsigned long)(tseg >> 10), (unsigned long)(overhead >> 10));
+	/* And well below the same population all in memory. */
+	cr_assert_lt(2 * tiered, memory, "tiered peak %lu KiB, all in memory %lu KiB",
+		     (unsigned long)(tiered >> 10), (unsigned long)(memory >> 10));
 }
