@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tiered.c - the cold tier wired into the reservoirs (Reservoir and
- * BatchReservoir): a put that finds the hot arena full spills a hot sample
- * to the cold file and takes its slot; reads draw uniformly over hot and
+ * BatchReservoir): a put that finds the hot arena full spills a batch of
+ * hot samples to a run of the cold file, takes the first one's slot and
+ * leaves the others empty for the next puts; reads draw uniformly over hot and
  * cold samples and read the cold ones of a batch in one io_uring
  * submission; reclaim repairs what a dead spiller or reader left in the
  * cold index (docs/protocol/tiers.md).
