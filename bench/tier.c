@@ -66,6 +66,7 @@
 
 #include "policy/reservoir/tiered.h"
 #include "tier/cold.h"
+#include "memwatch.h"
 
 enum { DEPTH = 256, MAX_PRODUCERS = 16, MAX_REPS = 15, NFRAC = 5, NSIZE = 2 };
 
@@ -131,92 +132,7 @@ static void fail(struct shared *sh, const char *what, int err)
 	atomic_store(&sh->phase, 3);
 }
 
-/* ---- memory: a cgroup v1 child group, or PSS plus the shm object ------- */
-
-#define CG_ROOT "/sys/fs/cgroup/memory"
-
-static bool write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = write(fd, text, strlen(text));
-	close(fd);
-	return n == (ssize_t)strlen(text);
-}
-
-static uint64_t read_u64_file(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	unsigned long long v = 0;
-	if (!f)
-		return 0;
-	if (fscanf(f, "%llu", &v) != 1)
-		v = 0;
-	fclose(f);
-	return v;
-}
-
-/* Make the run's group: true if the job can be measured by it. */
-static bool cg_make(char *dir, size_t cap, int run)
-{
-	snprintf(dir, cap, CG_ROOT "/cistern-tier-%d-%d", (int)getpid(), run);
-	if (geteuid() != 0 || access(CG_ROOT "/cgroup.procs", W_OK) != 0)
-		return false;
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-		return false;
-	char p[300];
-	snprintf(p, sizeof(p), "%s/memory.max_usage_in_bytes", dir);
-	return access(p, R_OK) == 0;
-}
-
-static bool cg_join(const char *dir)
-{
-	char p[300], pid[32];
-	snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
-	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	return write_file(p, pid);
-}
-
-static uint64_t cg_peak(const char *dir)
-{
-	char p[300];
-	snprintf(p, sizeof(p), "%s/memory.max_usage_in_bytes", dir);
-	return read_u64_file(p);
-}
-
-/* The group holds no task once the job exited; its charges go to the parent group. */
-static void cg_remove(const char *dir)
-{
-	for (int i = 0; i < 50 && rmdir(dir) < 0 && errno == EBUSY; i++)
-		nap(0.02);
-}
-
-/* Pss_Anon + Pss_File of one process, in bytes (0 if it is gone). */
-static uint64_t pss_of(pid_t pid)
-{
-	char p[64], line[256];
-	snprintf(p, sizeof(p), "/proc/%d/smaps_rollup", (int)pid);
-	FILE *f = fopen(p, "r");
-	if (!f)
-		return 0;
-	uint64_t kb = 0;
-	unsigned long long v;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Pss_Anon: %llu", &v) == 1 ||
-		    sscanf(line, "Pss_File: %llu", &v) == 1)
-			kb += v;
-	fclose(f);
-	return kb * 1024;
-}
-
-static uint64_t shm_bytes(const char *name)
-{
-	char p[128];
-	struct stat st;
-	snprintf(p, sizeof(p), "/dev/shm/cistern.%s", name);
-	return stat(p, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
-}
+/* ---- memory: a cgroup v1 child group, or PSS plus the shm object (memwatch.h) */
 
 static uint64_t proc_write_bytes(void)
 {
@@ -447,14 +363,14 @@ static int one_run(const struct opts *o, int run, uint32_t len, int fi, struct r
 		return -ENOMEM;
 	memset(sh, 0, sizeof(*sh));
 	char cg[256];
-	bool use_cg = cg_make(cg, sizeof(cg), run);
+	bool use_cg = memwatch_cg_make(cg, sizeof(cg), "tier", run);
 	*by_cgroup = use_cg;
 
 	pid_t pids[1 + MAX_PRODUCERS];
 	int np = 0;
 	pid_t l = fork();
 	if (l == 0) {
-		if (use_cg && !cg_join(cg))
+		if (use_cg && !memwatch_cg_join(cg))
 			fail(sh, "joining the memory cgroup", EIO);
 		else
 			learner(sh, name, &cfg, len, o, !no_ahead[fi]);
@@ -463,7 +379,7 @@ static int one_run(const struct opts *o, int run, uint32_t len, int fi, struct r
 	if (l < 0) {
 		munmap(sh, sizeof(*sh));
 		if (use_cg)
-			cg_remove(cg);
+			memwatch_cg_remove(cg);
 		return -errno;
 	}
 	pids[np++] = l;
@@ -472,7 +388,7 @@ static int one_run(const struct opts *o, int run, uint32_t len, int fi, struct r
 	for (int k = 0; k < o->producers && !atomic_load(&sh->failed); k++) {
 		pid_t p = fork();
 		if (p == 0) {
-			if (use_cg && !cg_join(cg))
+			if (use_cg && !memwatch_cg_join(cg))
 				fail(sh, "joining the memory cgroup", EIO);
 			else
 				producer(sh, name, len, k, o);
@@ -487,9 +403,9 @@ static int one_run(const struct opts *o, int run, uint32_t len, int fi, struct r
 	double t0 = now();
 	while (left > 0) {
 		if (!use_cg) {
-			uint64_t m = shm_bytes(name);
+			uint64_t m = memwatch_shm_bytes(name);
 			for (int i = 0; i < np; i++)
-				m += pids[i] > 0 ? pss_of(pids[i]) : 0;
+				m += pids[i] > 0 ? memwatch_pss(pids[i]) : 0;
 			peak = m > peak ? m : peak;
 		}
 		nap(0.02);
@@ -507,7 +423,7 @@ static int one_run(const struct opts *o, int run, uint32_t len, int fi, struct r
 		}
 	}
 	if (use_cg)
-		peak = cg_peak(cg);
+		peak = memwatch_cg_peak(cg);
 
 	int r = 0;
 	if (atomic_load(&sh->failed)) {
@@ -537,7 +453,7 @@ static int one_run(const struct opts *o, int run, uint32_t len, int fi, struct r
 	}
 	cistern_unlink(name);
 	if (use_cg)
-		cg_remove(cg);
+		memwatch_cg_remove(cg);
 	munmap(sh, sizeof(*sh));
 	return r;
 }

@@ -9,6 +9,14 @@
  * gone, closed) and a few near misses (other ABI, wrong magic, short). The
  * layout signature is in every header, so run this again after a change to
  * the shared structures, or the seeds only reach the version check.
+ *
+ * It also writes one seed of fuzz_dump, dump/reservoir-cold: a dump in
+ * format 3 of a reservoir with a cold tier (hot samples, cold samples, a
+ * few seen), so the fuzzer starts inside the cold section. Its cold
+ * directory is /dev/shm, which exists wherever segments do and which the
+ * fuzzer's clean-up sweeps (scripts/fuzz.sh); making it needs a kernel
+ * whose tmpfs takes O_DIRECT. The other dump seeds are dumps of the same
+ * kind made by hand.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +27,7 @@
 #include <unistd.h>
 
 #include "core/handle.h"
+#include <cistern/admin.h>
 
 static const char *outdir;
 
@@ -83,6 +92,70 @@ static struct cistern *make(const char *name, struct cistern_config cfg)
 		exit(1);
 	}
 	return c;
+}
+
+/* The bytes of file path, freed by the caller. */
+static void *file_bytes(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		perror(path);
+		exit(1);
+	}
+	void *buf = malloc((size_t)st.st_size);
+	if (!buf || pread(fd, buf, (size_t)st.st_size, 0) != st.st_size)
+		exit(1);
+	close(fd);
+	*len = (size_t)st.st_size;
+	return buf;
+}
+
+/*
+ * A dump in format 3: a reservoir of 8 hot and 8 cold slots holding 12
+ * samples (a spill moves 2 at a time here, so 4 are cold), 3 of them read.
+ */
+static void save_cold_dump(const char *name)
+{
+	struct cistern_config cfg = {.policy = CISTERN_RESERVOIR,
+				     .slot_size = 40,
+				     .slot_count = 8,
+				     .max_procs = 2,
+				     .watermark = 1,
+				     .seed = 1,
+				     .cold_slots = 8,
+				     .cold_dir = "/dev/shm"};
+	struct cistern *c = make(name, cfg);
+	for (uint32_t i = 0; i < 12; i++) {
+		char buf[40];
+		int n = snprintf(buf, sizeof(buf), "cold-seed-sample-%u", i);
+		struct cistern_meta m = {.sim_id = 2, .time_step = i};
+		if (cistern_put(c, buf, (size_t)n, &m, 0) < 0) {
+			fprintf(stderr, "put %u into the tiered segment failed\n", i);
+			exit(1);
+		}
+	}
+	for (int i = 0; i < 3; i++) {
+		struct cistern_sample s;
+		if (cistern_acquire(c, &s, 0) == 0)
+			cistern_release(c, &s);
+	}
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm/%s.dump", name);
+	struct cistern_dump_info info;
+	int r = cistern_dump(name, path, NULL, NULL, &info);
+	if (r < 0 || info.cold_samples == 0) {
+		fprintf(stderr, "dump of the tiered segment: %s, %lu cold samples\n",
+			cistern_strerror(r), (unsigned long)info.cold_samples);
+		exit(1);
+	}
+	size_t len;
+	void *b = file_bytes(path, &len);
+	save("dump", "reservoir-cold", b, len);
+	free(b);
+	unlink(path);
+	cistern_detach(c);
+	cistern_unlink(name);
 }
 
 int main(int argc, char **argv)
@@ -173,5 +246,7 @@ int main(int argc, char **argv)
 	save("header", "short", h, 100);
 	save("attach", "short", h, 100);
 	free(h);
+
+	save_cold_dump(name);
 	return 0;
 }

@@ -17,6 +17,8 @@ static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct io_uring ring;
 static pid_t ring_pid;     /* the process that made `ring`; 0: none */
 static unsigned in_flight; /* requests the ring holds; at most RING_DEPTH */
+/* Writes handed to the ring and bytes they wrote, for tests (cistern__uring_written). */
+static uint64_t writes_queued, bytes_written;
 
 unsigned cistern__uring_depth(void)
 {
@@ -72,9 +74,10 @@ static void queue_one(struct cistern__io *io)
 	}
 	/* Not NULL: in_flight <= RING_DEPTH and the queue was just emptied. */
 	uint8_t *p = (uint8_t *)io->buf + io->done;
-	if (io->write)
+	if (io->write) {
 		io_uring_prep_write(sqe, io->fd, p, io->len - io->done, io->off + io->done);
-	else
+		writes_queued++;
+	} else
 		io_uring_prep_read(sqe, io->fd, p, io->len - io->done, io->off + io->done);
 	io_uring_sqe_set_data(sqe, io);
 	in_flight++;
@@ -120,6 +123,8 @@ static void complete(struct cistern__io *io, int res)
 		return;
 	}
 	io->done += (uint32_t)res;
+	if (io->write)
+		bytes_written += (uint64_t)res;
 	if (io->done < io->len)
 		queue_one(io);
 	else
@@ -201,4 +206,12 @@ int cistern__uring_run(struct cistern__io *io, unsigned n)
 	if (r < 0)
 		return r;
 	return cistern__uring_wait(&b);
+}
+
+void cistern__uring_written(uint64_t *writes, uint64_t *bytes)
+{
+	pthread_mutex_lock(&ring_lock);
+	*writes = writes_queued;
+	*bytes = bytes_written;
+	pthread_mutex_unlock(&ring_lock);
 }

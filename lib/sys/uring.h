@@ -56,6 +56,11 @@ int cistern__uring_start(struct cistern__io_batch *b, struct cistern__io *io, un
 int cistern__uring_wait(struct cistern__io_batch *b);
 /* Start and wait. */
 int cistern__uring_run(struct cistern__io *io, unsigned n);
+/*
+ * The writes this process handed to its ring so far (a short write's rest
+ * counts again) and the bytes they wrote. For tests and benchmarks.
+ */
+void cistern__uring_written(uint64_t *writes, uint64_t *bytes);
 /* The number of entries of the process's ring. */
 unsigned cistern__uring_depth(void);
 

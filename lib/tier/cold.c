@@ -285,8 +285,21 @@ void cistern__cold_prep(const struct cistern__cold *c, struct cistern__io *io, u
 
 /* ---- the index ---------------------------------------------------------- */
 
-bool cistern__cold_claim(struct cistern__cold_ent *e, uint32_t owner)
+void (*cistern__spill_hook)(enum cistern__spill_step step, unsigned i);
+
+static void spill_step(enum cistern__spill_step step, unsigned i)
 {
+	if (cistern__spill_hook)
+		cistern__spill_hook(step, i);
+}
+
+/*
+ * cistern__cold_claim(); *evicted gets the seen count of the sample it
+ * took, or 0 for a free slot.
+ */
+static bool claim_one(struct cistern__cold_ent *e, uint32_t owner, uint32_t *evicted)
+{
+	*evicted = 0;
 	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
 	uint32_t g = cistern__cold_gen(w);
 	switch (cistern__cold_state(w)) {
@@ -317,28 +330,39 @@ bool cistern__cold_claim(struct cistern__cold_ent *e, uint32_t owner)
 	 * once that read is over, so the slot is not written under it.
 	 */
 	uint64_t pins = atomic_load_explicit(&e->pins, memory_order_seq_cst);
-	if (pins != 0 || atomic_load_explicit(&e->seen, memory_order_relaxed) == 0) {
+	/* No pin is left: nobody raises the count any more. */
+	uint32_t seen = atomic_load_explicit(&e->seen, memory_order_relaxed);
+	if (pins != 0 || seen == 0) {
 		/* Relaxed: back to the word it was; the entry's fields did not change. */
 		atomic_store_explicit(&e->word, w, memory_order_relaxed);
 		return false;
 	}
+	*evicted = seen;
 	/* Relaxed: only the owner moves an EVICTING entry on. */
 	atomic_store_explicit(&e->word, cistern__cold_word(CISTERN__COLD_WRITING, owner, g),
 			      memory_order_relaxed);
 	return true;
 }
 
+bool cistern__cold_claim(struct cistern__cold_ent *e, uint32_t owner)
+{
+	uint32_t evicted;
+	return claim_one(e, owner, &evicted);
+}
+
 unsigned cistern__cold_claim_run(struct cistern__cold_ent *ents, uint64_t nslots,
 				 _Atomic uint64_t *cursor, uint32_t owner, unsigned max,
-				 uint64_t *first)
+				 uint64_t *first, uint32_t *evicted)
 {
+	uint32_t ignored;
 	for (uint64_t scanned = 0; scanned < nslots;) {
 		/* Relaxed: the cursor is a hint of where to look; claims are by CAS. */
 		uint64_t cur = atomic_load_explicit(cursor, memory_order_relaxed);
 		uint64_t s = cur % nslots;
 		unsigned k = 0;
 		/* A run stops at the end of the file: one write never wraps. */
-		while (k < max && s + k < nslots && cistern__cold_claim(&ents[s + k], owner))
+		while (k < max && s + k < nslots &&
+		       claim_one(&ents[s + k], owner, evicted ? &evicted[k] : &ignored))
 			k++;
 		uint64_t adv = k ? k : 1;
 		/* Relaxed: a lost race only means another process moved it on. */
@@ -384,7 +408,12 @@ int cistern__cold_spill(struct cistern__cold *c, struct cistern__cold_ent *ents,
 				   (uint8_t *)buf + (size_t)i * c->slot_bytes, true);
 		i = j;
 	}
-	int r = cistern__uring_run(io, m);
+	struct cistern__io_batch b;
+	int r = cistern__uring_start(&b, io, m);
+	if (r == 0) {
+		spill_step(CISTERN__SPILL_WRITING, 0);
+		r = cistern__uring_wait(&b);
+	}
 	free(io);
 	if (r < 0) {
 		for (unsigned i = 0; i < n; i++)
@@ -409,6 +438,7 @@ int cistern__cold_spill(struct cistern__cold *c, struct cistern__cold_ent *ents,
 			&e->word,
 			cistern__cold_word(CISTERN__COLD_HELD, 0, cistern__cold_gen(w) + 1),
 			memory_order_release);
+		spill_step(CISTERN__SPILL_PUBLISHED, i);
 	}
 	return 0;
 }

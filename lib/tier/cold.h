@@ -129,11 +129,13 @@ bool cistern__cold_claim(struct cistern__cold_ent *e, uint32_t owner);
 /*
  * Claim a run of up to max consecutive entries in file order from the
  * shared write cursor: the count claimed (0 if no entry of the whole file
- * can be taken), the first in *first.
+ * can be taken), the first in *first. With evicted (max entries), evicted[i]
+ * gets the seen count of the sample that slot first + i held (at least 1:
+ * only seen samples are taken), or 0 if it was free.
  */
 unsigned cistern__cold_claim_run(struct cistern__cold_ent *ents, uint64_t nslots,
 				 _Atomic uint64_t *cursor, uint32_t owner, unsigned max,
-				 uint64_t *first);
+				 uint64_t *first, uint32_t *evicted);
 /*
  * Write n claimed slots from buf (n slots back to back, the sample of slot
  * slots[i] at buf + i * slot_bytes, lens[i] bytes of it, id ids[i]) and
@@ -144,6 +146,19 @@ unsigned cistern__cold_claim_run(struct cistern__cold_ent *ents, uint64_t nslots
 int cistern__cold_spill(struct cistern__cold *c, struct cistern__cold_ent *ents,
 			const uint64_t *slots, unsigned n, void *buf, const uint32_t *lens,
 			const uint64_t *ids);
+/*
+ * The steps of a spill, for tests that kill a spiller at one of them: the
+ * hook, when set, is called at each with the step and the member (the
+ * count of members done so far). NULL in every build's normal use.
+ */
+enum cistern__spill_step {
+	CISTERN__SPILL_CLAIMED,   /* hot samples held, cold run claimed, note live */
+	CISTERN__SPILL_WRITING,   /* the run's write is in flight */
+	CISTERN__SPILL_PUBLISHED, /* member i's cold entry was just published */
+	CISTERN__SPILL_FREED,     /* member i's hot slot was just freed */
+};
+extern void (*cistern__spill_hook)(enum cistern__spill_step step, unsigned i);
+
 /* Put a claimed entry back to FREE without publishing. */
 void cistern__cold_abort(struct cistern__cold_ent *e);
 /*

@@ -3,7 +3,10 @@
  * test_tiered.c - a reservoir with a cold tier (lib/tier/tiered.c): puts
  * spill to disk instead of waiting, every sample reads back whole, only
  * seen samples are evicted in either tier, batches mix hot and cold, dead
- * readers and spillers are repaired, rm removes the cold file, a full
+ * readers and spillers are repaired, a spill moves a batch into a run of
+ * cold slots with one write and a spiller killed at any of its steps
+ * loses and doubles nothing, a job's peak memory stays near its hot arena
+ * whatever its population, rm removes the cold file, a full
  * disk stops create, and a batch read draws the next batch ahead: that
  * batch is the next read's, never stale (docs/protocol/tiers.md).
  *
@@ -13,14 +16,20 @@
 #include <sched.h>
 #include <sys/mount.h>
 
+#include <criterion/logging.h>
+
 #include "helpers.h"
+#include "memwatch.h"
 #include "cistern/admin.h"
 #include "policy/reservoir/tiered.h"
+#include "sys/uring.h"
 #include "tier/cold.h"
 
 #define HOT 64
 #define COLD 256
 #define SLOT 4096
+/* A spill moves a batch: here a quarter of the hot arena (tiered.c, spill_batch). */
+#define BATCH (HOT / 4)
 
 static char dir[64];
 
@@ -101,6 +110,12 @@ static uint32_t drain_all(struct cistern *c, uint32_t max_step)
 	}
 	free(seen);
 	return n;
+}
+
+/* The cold samples after `extra` puts past a full hot arena: whole batches. */
+static uint32_t cold_after(uint32_t extra)
+{
+	return (extra + BATCH - 1) / BATCH * BATCH;
 }
 
 static struct cistern_stats stats(struct cistern *c)
@@ -283,7 +298,7 @@ Test(tiered, a_producer_killed_mid_spill_leaves_no_torn_or_lost_sample, .timeout
 		cr_assert_eq(cistern_detach(h), 0);
 	}
 	/*
-	 * A spill moves a sample and an eviction takes a seen one: what is
+	 * A spill moves samples and an eviction takes a seen one: what is
 	 * held is what was put less what was evicted, no fewer (a dead
 	 * producer's eviction may have no put after it).
 	 */
@@ -431,7 +446,7 @@ Test(tiered, a_dump_holds_the_hot_and_the_cold_samples)
 	struct cistern_dump_info info;
 	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, &info), 0);
 	cr_assert_eq(info.samples, HOT + 8);
-	cr_assert_eq(info.cold_samples, 8);
+	cr_assert_eq(info.cold_samples, cold_after(8));
 	cr_assert_eq(info.config.cold_slots, COLD);
 	cr_assert_str_eq(info.cold_dir, dir);
 	unlink(path);
@@ -448,7 +463,7 @@ Test(tiered, a_read_only_handle_sees_hot_and_cold_population)
 	cr_assert_eq(cistern_stats_get(v, &st), 0);
 	cistern_detach(v);
 	cr_assert_eq(st.population, HOT + 40);
-	cr_assert_eq(st.cold_population, 40);
+	cr_assert_eq(st.cold_population, cold_after(40));
 	cr_assert_eq(st.cold_slots, COLD);
 	cr_assert_geq(st.cold_disk_bytes, (uint64_t)COLD * SLOT);
 }
@@ -686,4 +701,342 @@ Test(tiered, a_reader_killed_with_reads_ahead_in_flight_loses_and_wedges_nothing
 			     "cold slot %lu still pinned", (unsigned long)j);
 	/* Every sample is still there, and each is taken once: nothing is pinned for ever. */
 	cr_assert_eq(drain_all(c, HOT + COLD), HOT + COLD);
+}
+
+/* ---- spills of a batch --------------------------------------------------- */
+
+/* Put sample `step` at the full slot size (fill_payload(.., 5, step)). */
+static void put_full(struct cistern *c, uint32_t step)
+{
+	static uint8_t buf[SLOT];
+	fill_payload(buf, SLOT, 5, step);
+	struct cistern_meta m = {.sim_id = 5, .time_step = step};
+	int r = cistern_put(c, buf, SLOT, &m, 0);
+	cr_assert_eq(r, 0, "put %u without waiting: %s", step, cistern_strerror(r));
+}
+
+Test(tiered, a_spill_moves_a_batch_into_a_run_of_cold_slots_with_one_write)
+{
+	struct cistern *c = seg_create("run", tiered_cfg());
+	for (uint32_t i = 0; i < HOT; i++)
+		put_full(c, i);
+	uint64_t w0, b0, w1, b1;
+	cistern__uring_written(&w0, &b0);
+	put_full(c, HOT); /* the hot arena is full: this put spills */
+	cistern__uring_written(&w1, &b1);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.cold_spilled, BATCH);
+	cr_assert_eq(st.cold_population, BATCH);
+	cr_assert_eq(w1 - w0, 1, "%lu writes for one spill", (unsigned long)(w1 - w0));
+	/* Every sample fills its slot: the bytes written are the bytes spilled. */
+	cr_assert_leq((b1 - b0) * 10, (uint64_t)BATCH * SLOT * 11, "%lu bytes written",
+		      (unsigned long)(b1 - b0));
+	/* The run lies in file order from the cursor, which starts at slot 0. */
+	for (uint64_t j = 0; j < COLD; j++)
+		cr_assert_eq(cistern__cold_state(atomic_load(&cistern__tiered_ent(c, j)->word)),
+			     j < BATCH ? CISTERN__COLD_HELD : CISTERN__COLD_FREE, "cold slot %lu",
+			     (unsigned long)j);
+}
+
+Test(tiered, the_hot_slots_a_spill_frees_take_the_next_puts_without_a_write)
+{
+	struct cistern *c = seg_create("freed", tiered_cfg());
+	for (uint32_t i = 0; i <= HOT; i++)
+		put_full(c, i);
+	uint64_t w0, b0, w1, b1;
+	cistern__uring_written(&w0, &b0);
+	for (uint32_t i = HOT + 1; i < HOT + BATCH; i++)
+		put_full(c, i);
+	cistern__uring_written(&w1, &b1);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(w1, w0, "the puts after a spill wrote %lu times", (unsigned long)(w1 - w0));
+	cr_assert_eq(st.cold_spilled, BATCH);
+	cr_assert_eq(st.population, HOT + BATCH);
+	/* The next put finds the hot arena full again and spills the next batch. */
+	put_full(c, HOT + BATCH);
+	cistern__uring_written(&w1, &b1);
+	cr_assert_eq(w1 - w0, 1);
+	cr_assert_eq(stats(c).cold_spilled, 2 * BATCH);
+}
+
+/* The step at which a spiller child kills itself. */
+static enum cistern__spill_step die_step;
+static unsigned die_member;
+
+static void die_at(enum cistern__spill_step step, unsigned i)
+{
+	if (step == die_step && i == die_member)
+		raise(SIGKILL);
+}
+
+/*
+ * Fill the hot arena with HOT samples, then fork a child that attaches and
+ * puts one more, whose spill kills the child at (step, i). Its sweep by a
+ * new attachment must leave exactly the HOT committed samples, each once,
+ * `cold` of them in the cold tier.
+ */
+static void spiller_killed_at(enum cistern__spill_step step, unsigned i, uint32_t cold)
+{
+	struct cistern *c = seg_create("killat", tiered_cfg());
+	const char *name = seg_name_of(c);
+	for (uint32_t k = 0; k < HOT; k++)
+		put_step(c, k);
+	pid_t pid = fork_child();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct cistern *h;
+		if (cistern_attach(name, &h) < 0)
+			_exit(1);
+		die_step = step;
+		die_member = i;
+		cistern__spill_hook = die_at;
+		uint8_t b[8] = {0};
+		cistern_put(h, b, sizeof(b), NULL, 0);
+		_exit(2); /* the spill never reached the step */
+	}
+	cr_assert_eq(reap_status(pid), 128 + SIGKILL, "the spiller did not die at its step");
+	struct cistern *h;
+	cr_assert_eq(cistern_attach(name, &h), 0); /* sweeps the dead spiller */
+	cr_assert_eq(cistern_detach(h), 0);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.population, HOT, "population %lu", (unsigned long)st.population);
+	cr_assert_eq(st.cold_population, cold, "cold population %lu",
+		     (unsigned long)st.cold_population);
+	cr_assert_eq(drain_all(c, HOT), HOT);
+}
+
+Test(tiered, a_spiller_killed_before_its_write_leaves_every_sample_hot)
+{
+	spiller_killed_at(CISTERN__SPILL_CLAIMED, 0, 0);
+}
+
+Test(tiered, a_spiller_killed_during_its_write_leaves_every_sample_hot)
+{
+	spiller_killed_at(CISTERN__SPILL_WRITING, 0, 0);
+}
+
+Test(tiered, a_spiller_killed_after_its_first_publish_moves_one_sample_once)
+{
+	spiller_killed_at(CISTERN__SPILL_PUBLISHED, 0, 1);
+}
+
+Test(tiered, a_spiller_killed_half_way_through_its_publishes_moves_those_once)
+{
+	spiller_killed_at(CISTERN__SPILL_PUBLISHED, BATCH / 2, BATCH / 2 + 1);
+}
+
+Test(tiered, a_spiller_killed_before_freeing_its_hot_slots_moves_the_run_once)
+{
+	spiller_killed_at(CISTERN__SPILL_PUBLISHED, BATCH - 1, BATCH);
+}
+
+Test(tiered, a_spiller_killed_while_freeing_its_hot_slots_moves_the_run_once)
+{
+	spiller_killed_at(CISTERN__SPILL_FREED, BATCH / 2, BATCH);
+}
+
+Test(tiered, producers_spilling_at_once_keep_every_sample_exactly_once, .timeout = 120)
+{
+	enum { PRODUCERS = 4, PER = (HOT + COLD) / PRODUCERS };
+	struct cistern *c = seg_create("manyspill", tiered_cfg());
+	const char *name = seg_name_of(c);
+	for (int p = 0; p < PRODUCERS; p++) {
+		pid_t pid = fork_child();
+		cr_assert_geq(pid, 0);
+		if (pid == 0) {
+			struct cistern *h;
+			if (cistern_attach(name, &h) < 0)
+				_exit(1);
+			for (uint32_t i = 0; i < PER; i++) {
+				uint32_t step = (uint32_t)p * PER + i;
+				uint8_t buf[SLOT];
+				fill_payload(buf, len_of(step), 3, step);
+				struct cistern_meta m = {.sim_id = 3, .time_step = step};
+				if (cistern_put(h, buf, len_of(step), &m, 10000) != 0)
+					_exit(2);
+			}
+			_exit(cistern_detach(h) == 0 ? 0 : 3);
+		}
+	}
+	cr_assert_eq(reap_all(), 0, "a producer failed a put");
+	struct cistern_stats st = stats(c);
+	/* Every hot and cold slot holds one sample: none was evicted, none is doubled. */
+	cr_assert_eq(st.population, HOT + COLD);
+	cr_assert_eq(st.cold_population, COLD);
+	cr_assert_eq(st.evictions, 0);
+	cr_assert_eq(drain_all(c, HOT + COLD), HOT + COLD);
+}
+
+/* ---- the memory bound, measured ------------------------------------------ */
+
+/*
+ * A job of two forked processes, a learner and a producer, on a reservoir
+ * of MEM_POP samples of SLOT bytes: the producer puts them all, and the
+ * learner reads MEM_BATCHES batches of MEM_BATCH spread over the fill.
+ */
+#define MEM_HOT 1024
+#define MEM_POP (16 * MEM_HOT)
+#define MEM_BATCH 32
+#define MEM_BATCHES 24
+/* What a job may use past what the bound names (stacks, page tables, the rings). */
+#define MEM_SLACK (8u << 20)
+
+struct mem_job {
+	_Atomic int made;
+	_Atomic int failed;
+	_Atomic uint32_t put;
+};
+
+static void mem_learner(struct mem_job *sh, const char *name, uint64_t hot, uint64_t cold)
+{
+	struct cistern_config cfg = tiered_cfg();
+	cfg.slot_count = hot;
+	cfg.cold_slots = cold;
+	cfg.cold_dir = cold ? dir : NULL;
+	cfg.watermark = MEM_BATCH;
+	struct cistern *c;
+	if (cistern_create(name, &cfg, &c) < 0)
+		_exit(2);
+	atomic_store(&sh->made, 1);
+	for (uint32_t b = 0; b < MEM_BATCHES; b++) {
+		/* Batch b once its share of the fill is in: the reads span the fill. */
+		while (atomic_load(&sh->put) < (b + 1) * (MEM_POP / MEM_BATCHES)) {
+			if (atomic_load(&sh->failed))
+				_exit(3);
+			struct timespec ts = {0, 1000 * 1000};
+			nanosleep(&ts, NULL);
+		}
+		struct cistern_sample s[MEM_BATCH];
+		if (cistern_acquire_batch(c, s, MEM_BATCH, 5000) != MEM_BATCH)
+			_exit(4);
+		for (int i = 0; i < MEM_BATCH; i++)
+			if (s[i].len != SLOT ||
+			    !check_payload(s[i].data, SLOT, 5, s[i].meta.time_step))
+				_exit(5);
+		if (cistern_release_batch(c, s, MEM_BATCH) != 0)
+			_exit(6);
+	}
+	_exit(cistern_detach(c) == 0 ? 0 : 7);
+}
+
+static void mem_producer(struct mem_job *sh, const char *name)
+{
+	struct cistern *c;
+	if (cistern_attach(name, &c) < 0) {
+		atomic_store(&sh->failed, 1);
+		_exit(2);
+	}
+	static uint8_t buf[SLOT];
+	for (uint32_t i = 0; i < MEM_POP; i++) {
+		fill_payload(buf, SLOT, 5, i);
+		struct cistern_meta m = {.sim_id = 5, .time_step = i};
+		if (cistern_put(c, buf, SLOT, &m, 5000) != 0) {
+			atomic_store(&sh->failed, 1);
+			_exit(3);
+		}
+		atomic_fetch_add(&sh->put, 1);
+	}
+	_exit(cistern_detach(c) == 0 ? 0 : 4);
+}
+
+/*
+ * Run the job on a new segment `name` of `hot` slots and `cold` cold slots:
+ * its peak memory, measured by a memory cgroup the job runs in when there
+ * is one, else by sampling its processes' PSS and the shm object. *seg
+ * gets the size of the segment's shared memory object.
+ */
+static uint64_t mem_job_peak(const char *name, uint64_t hot, uint64_t cold, int run, uint64_t *seg)
+{
+	struct mem_job *sh = shared_alloc(sizeof(*sh));
+	cr_assert_not_null(sh);
+	char cg[256];
+	bool by_cg = memwatch_cg_make(cg, sizeof(cg), "tiered-test", run);
+	pid_t pids[2];
+	pids[0] = fork_child();
+	cr_assert_geq(pids[0], 0);
+	if (pids[0] == 0) {
+		if (by_cg && !memwatch_cg_join(cg))
+			_exit(1);
+		mem_learner(sh, name, hot, cold);
+	}
+	double t0 = mono_now();
+	while (!atomic_load(&sh->made) && mono_now() - t0 < 30)
+		usleep(1000);
+	cr_assert(atomic_load(&sh->made), "the learner made no segment");
+	pids[1] = fork_child();
+	cr_assert_geq(pids[1], 0);
+	if (pids[1] == 0) {
+		if (by_cg && !memwatch_cg_join(cg))
+			_exit(1);
+		mem_producer(sh, name);
+	}
+	uint64_t peak = 0;
+	int status[2] = {-1, -1}, left = 2;
+	while (left > 0) {
+		if (!by_cg) {
+			uint64_t m = memwatch_shm_bytes(name);
+			for (int i = 0; i < 2; i++)
+				m += status[i] < 0 ? memwatch_pss(pids[i]) : 0;
+			peak = m > peak ? m : peak;
+		}
+		usleep(10000);
+		for (int i = 0; i < 2; i++) {
+			int st;
+			if (status[i] < 0 && waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+				status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+				left--;
+			}
+		}
+		if (mono_now() - t0 > 120)
+			for (int i = 0; i < 2; i++)
+				if (status[i] < 0)
+					kill(pids[i], SIGKILL);
+	}
+	if (by_cg)
+		peak = memwatch_cg_peak(cg);
+	struct stat st;
+	char path[300];
+	snprintf(path, sizeof(path), "/dev/shm/cistern.%s", name);
+	*seg = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+	cistern_unlink(name);
+	if (by_cg)
+		memwatch_cg_remove(cg);
+	munmap(sh, sizeof(*sh));
+	cr_assert_eq(status[0], 0, "the learner failed (%d)", status[0]);
+	cr_assert_eq(status[1], 0, "the producer failed (%d)", status[1]);
+	cr_assert_gt(*seg, 0);
+	cr_assert_gt(peak, 0, "no peak was measured");
+	return peak;
+}
+
+Test(tiered, a_job_s_peak_memory_stays_near_its_hot_arena_not_its_population, .timeout = 300)
+{
+	uint64_t tseg, mseg;
+	uint64_t tiered = mem_job_peak(seg_name("memt"), MEM_HOT, MEM_POP - MEM_HOT, 0, &tseg);
+	uint64_t memory = mem_job_peak(seg_name("memm"), MEM_POP, 0, 1, &mseg);
+	/*
+	 * What the job needs besides its samples (its processes' own pages,
+	 * allocators, a sanitizer's): the all-in-memory job's peak less its
+	 * segment, measured in the same run.
+	 */
+	uint64_t overhead = memory > mseg ? memory - mseg : 0;
+	/*
+	 * The tiered job: its segment (the hot arena, the slot index, the
+	 * cold index), the learner's cold buffers for the batch it holds and
+	 * the one it reads ahead, and the producer's staging slots of a spill.
+	 */
+	uint64_t bound = tseg + 2 * MEM_BATCH * SLOT + (uint64_t)CISTERN__SPILL_MAX * SLOT +
+			 overhead + MEM_SLACK;
+	cr_log_info("peak: tiered %lu KiB (bound %lu KiB, segment %lu KiB), all in memory %lu KiB "
+		    "(segment %lu KiB)",
+		    (unsigned long)(tiered >> 10), (unsigned long)(bound >> 10),
+		    (unsigned long)(tseg >> 10), (unsigned long)(memory >> 10),
+		    (unsigned long)(mseg >> 10));
+	cr_assert_leq(tiered, bound,
+		      "tiered peak %lu KiB > bound %lu KiB (segment %lu KiB, overhead %lu KiB)",
+		      (unsigned long)(tiered >> 10), (unsigned long)(bound >> 10),
+		      (unsigned long)(tseg >> 10), (unsigned long)(overhead >> 10));
+	/* And well below the same population all in memory. */
+	cr_assert_lt(2 * tiered, memory, "tiered peak %lu KiB, all in memory %lu KiB",
+		     (unsigned long)(tiered >> 10), (unsigned long)(memory >> 10));
 }

@@ -402,7 +402,7 @@ Test(cold, a_failed_spill_frees_its_slots_and_publishes_none)
 	struct cistern__cold_ent e[4] = {0};
 	uint64_t first;
 	_Atomic uint64_t cursor = 0;
-	cr_assert_eq(cistern__cold_claim_run(e, 4, &cursor, 3, 4, &first), 4);
+	cr_assert_eq(cistern__cold_claim_run(e, 4, &cursor, 3, 4, &first, NULL), 4);
 	uint8_t *b = cistern__cold_alloc(&c, 4);
 	uint64_t slots[4] = {0, 1, 2, 3}, ids[4] = {1, 2, 3, 4};
 	uint32_t lens[4] = {4096, 4096, 4096, 4096};
@@ -429,12 +429,12 @@ Test(cold, a_run_is_claimed_in_file_order_past_what_cannot_be_taken)
 	publish_one(&c, e, 2, 1); /* unseen: cannot be taken */
 	_Atomic uint64_t cursor = 0;
 	uint64_t first;
-	cr_assert_eq(cistern__cold_claim_run(e, 8, &cursor, 3, 8, &first), 2);
+	cr_assert_eq(cistern__cold_claim_run(e, 8, &cursor, 3, 8, &first, NULL), 2);
 	cr_assert_eq(first, 0);
-	cr_assert_eq(cistern__cold_claim_run(e, 8, &cursor, 3, 8, &first), 5);
+	cr_assert_eq(cistern__cold_claim_run(e, 8, &cursor, 3, 8, &first, NULL), 5);
 	cr_assert_eq(first, 3);
 	/* Nothing left that can be taken. */
-	cr_assert_eq(cistern__cold_claim_run(e, 8, &cursor, 3, 8, &first), 0);
+	cr_assert_eq(cistern__cold_claim_run(e, 8, &cursor, 3, 8, &first, NULL), 0);
 	cistern__cold_close(&c);
 }
 
@@ -457,7 +457,7 @@ static void ks_child(struct cistern__cold *c, struct ks_shared *s, uint32_t owne
 	for (uint64_t n = 0;; n++) {
 		uint64_t first;
 		unsigned k = cistern__cold_claim_run(s->ents, KS_SLOTS, &s->cursor, owner, 4,
-						     &first);
+						     &first, NULL);
 		for (unsigned i = 0; i < k; i++) {
 			slots[i] = first + i;
 			ids[i] = (uint64_t)owner << 40 | (n * 4 + i);
@@ -634,7 +634,7 @@ static void re_evictor(struct cistern__cold *c, struct re_shared *s, uint32_t ow
 	for (uint64_t n = 0;; n++) {
 		uint64_t first;
 		unsigned k = cistern__cold_claim_run(s->ents, RE_SLOTS, &s->cursor, owner, 2,
-						     &first);
+						     &first, NULL);
 		for (unsigned i = 0; i < k; i++) {
 			slots[i] = first + i;
 			ids[i] = (uint64_t)owner << 40 | (n * 2 + i);

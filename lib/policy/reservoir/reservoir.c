@@ -530,6 +530,17 @@ void cistern__rs_remove(struct cistern *c, uint64_t index, uint64_t word)
 	remove_counted(c, index, word, &c->me->ctr);
 }
 
+void cistern__rs_vacate(struct cistern *c, uint64_t index, uint64_t word)
+{
+	/* [rs-empty] seq_cst: the spill's copy of the sample is done before a refill. */
+	atomic_store_explicit(&M(c, index)->word,
+			      sw_make(sw_pos(word) + c->slot_count, RS_EMPTY, 0),
+			      memory_order_seq_cst);
+	/* After the slot ([rs-fill]): a death in between leaves the count high. */
+	atomic_fetch_sub_explicit(&c->hdr->filled, 1, memory_order_seq_cst);
+	note_vacancy(c, index);
+}
+
 bool cistern__rs_exclusive_is_mine(struct cistern *c, const struct cistern_sample *s, uint64_t *w)
 {
 	if (s->live_ != RS_LIVE_EXCLUSIVE || s->index_ >= c->slot_count)

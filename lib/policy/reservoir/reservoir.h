@@ -91,6 +91,12 @@ int cistern__rs_read_pinned(struct cistern *c, struct cistern_sample *s, uint64_
 int cistern__rs_read_exclusive(struct cistern *c, struct cistern_sample *s, uint64_t index);
 /* Remove an exclusively held sample from the buffer. */
 void cistern__rs_remove(struct cistern *c, uint64_t index, uint64_t word);
+/*
+ * Empty slot index, which this handle holds EVICTING (word: its HELD word),
+ * for the next fills: its sample lives on elsewhere (a spill to the cold
+ * tier), so no sample is counted as leaving. The caller lowers population.
+ */
+void cistern__rs_vacate(struct cistern *c, uint64_t index, uint64_t word);
 bool cistern__rs_exclusive_is_mine(struct cistern *c, const struct cistern_sample *s,
 				   uint64_t *word);
 int cistern__rs_release_generic(struct cistern *c, struct cistern_sample *s);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tiered.c - the cold tier wired into the reservoirs (Reservoir and
- * BatchReservoir): a put that finds the hot arena full spills a hot sample
- * to the cold file and takes its slot; reads draw uniformly over hot and
+ * BatchReservoir): a put that finds the hot arena full spills a batch of
+ * hot samples to a run of the cold file, takes the first one's slot and
+ * leaves the others empty for the next puts; reads draw uniformly over hot and
  * cold samples and read the cold ones of a batch in one io_uring
  * submission; reclaim repairs what a dead spiller or reader left in the
  * cold index (docs/protocol/tiers.md).
@@ -111,11 +112,6 @@ static int tier_get(struct cistern *c, struct cistern__tier **out)
 			return r;
 		t->open = true;
 	}
-	if (!t->stage) {
-		t->stage = cistern__cold_alloc(&t->cold, 1);
-		if (!t->stage)
-			return -ENOMEM;
-	}
 	*out = t;
 	return 0;
 }
@@ -190,37 +186,28 @@ static void tier_view(const struct cistern *c, struct cistern__tier_view *v)
 /* ---- spill: hot to cold ------------------------------------------------ */
 
 /*
- * Take a cold slot from the write cursor for this handle (WRITING). A
- * seen, unpinned cold sample it takes is evicted: counted here.
+ * How many samples a spill moves: CISTERN__SPILL_BYTES of slots, at most
+ * CISTERN__SPILL_MAX, and at most a quarter of the hot arena, so that a
+ * spill never holds most of the hot samples away from readers at once.
  */
-static bool claim_cold(struct cistern *c, uint64_t *out)
+static unsigned spill_batch(const struct cistern *c, const struct cistern__cold *cold)
 {
-	struct cistern__tier_shm *ts = T(c);
-	struct cistern__cold_ent *E = ents(c);
-	uint64_t n = c->fixed.cold_slots;
-	for (uint64_t scanned = 0; scanned < n; scanned++) {
-		/* Relaxed: the cursor is a hint of where to look; claims are by CAS. */
-		uint64_t cur = atomic_load_explicit(&ts->cursor, memory_order_relaxed);
-		uint64_t s = cur % n;
-		uint64_t w = atomic_load_explicit(&E[s].word, memory_order_relaxed);
-		bool ok = cistern__cold_claim(&E[s], c->owner);
-		/* Relaxed: a lost race only means another process moved it on. */
-		atomic_compare_exchange_strong_explicit(&ts->cursor, &cur, cur + 1,
-							memory_order_relaxed, memory_order_relaxed);
-		if (!ok)
-			continue;
-		if (cistern__cold_state(w) == CISTERN__COLD_HELD) {
-			uint32_t seen = atomic_load_explicit(&E[s].seen, memory_order_relaxed);
-			struct cistern_counters *ctr = &c->me->ctr;
-			cistern__count(&ctr->seen_hist[cistern__seen_bucket(seen)], 1);
-			cistern__count(&ctr->evictions, 1);
-			atomic_fetch_add_explicit(&ts->cold_evictions, 1, memory_order_relaxed);
-			atomic_fetch_sub_explicit(&ts->population, 1, memory_order_relaxed);
-		}
-		*out = s;
-		return true;
-	}
-	return false;
+	uint64_t n = CISTERN__SPILL_BYTES / cold->slot_bytes;
+	if (n > c->slot_count / 4)
+		n = c->slot_count / 4;
+	if (n > CISTERN__SPILL_MAX)
+		n = CISTERN__SPILL_MAX;
+	return n ? (unsigned)n : 1;
+}
+
+/* A seen sample that a claim of cold slots evicted leaves the population: counted here. */
+static void count_cold_eviction(struct cistern *c, uint32_t seen)
+{
+	struct cistern_counters *ctr = &c->me->ctr;
+	cistern__count(&ctr->seen_hist[cistern__seen_bucket(seen)], 1);
+	cistern__count(&ctr->evictions, 1);
+	atomic_fetch_add_explicit(&T(c)->cold_evictions, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&T(c)->population, 1, memory_order_relaxed);
 }
 
 /*
@@ -254,12 +241,24 @@ static bool hold_hot(struct cistern *c, uint64_t *idx, uint64_t *word)
 	return false;
 }
 
+/* Give held hot samples [from, to) back to readers: the spill does not move them. */
+static void unhold_hot(struct cistern *c, const uint64_t *idx, const uint64_t *word, unsigned from,
+		       unsigned to)
+{
+	for (unsigned i = from; i < to; i++)
+		/* [rs-release] seq_cst: back as it was. */
+		atomic_store_explicit(&cistern__slotmeta(c, idx[i])->word, word[i],
+				      memory_order_seq_cst);
+}
+
 /*
- * A put found the hot arena full: move one hot sample to a cold slot and
- * reserve its hot slot for the put. The sample is in the hot arena until
- * its cold copy is published (EVICTING(me) keeps readers off it meanwhile,
- * and a reclaim puts it back to HELD); the note tells a reclaim of a dead
- * spiller whether the cold copy was published.
+ * A put found the hot arena full: move a batch of hot samples to a run of
+ * cold slots, written at once, and reserve the first one's hot slot for
+ * the put. The others become EMPTY for the next fills (their vacancy hints
+ * lead a fill to them). Each sample is in the hot arena until its cold copy
+ * is published (EVICTING(me) keeps readers off it meanwhile, and a reclaim
+ * puts it back to HELD); the note tells a reclaim of a dead spiller which
+ * cold copies were published.
  */
 static int spill_reserve(struct cistern *c, struct cistern_slot *slot)
 {
@@ -267,53 +266,79 @@ static int spill_reserve(struct cistern *c, struct cistern_slot *slot)
 	int r = tier_get(c, &t);
 	if (r < 0)
 		return r;
+	const unsigned want = spill_batch(c, &t->cold);
+	if (!t->stage && !(t->stage = cistern__cold_alloc(&t->cold, want)))
+		return -ENOMEM;
 	struct cistern__tier_shm *ts = T(c);
 	struct cistern__cold_ent *E = ents(c);
-	uint64_t idx, w, j;
-	if (!hold_hot(c, &idx, &w))
+	uint64_t idx[CISTERN__SPILL_MAX], hw[CISTERN__SPILL_MAX], slots[CISTERN__SPILL_MAX];
+	uint64_t ids[CISTERN__SPILL_MAX], first;
+	uint32_t lens[CISTERN__SPILL_MAX], evicted[CISTERN__SPILL_MAX];
+	unsigned k = 0;
+	while (k < want && hold_hot(c, &idx[k], &hw[k]))
+		k++;
+	if (k == 0)
 		return -EAGAIN;
-	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
-	if (!claim_cold(c, &j)) {
-		/* [rs-release] seq_cst: back as it was. */
-		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
+	unsigned n = cistern__cold_claim_run(E, c->fixed.cold_slots, &ts->cursor, c->owner, k,
+					     &first, evicted);
+	unhold_hot(c, idx, hw, n, k);
+	if (n == 0)
 		return -EAGAIN;
-	}
-	struct cistern__cold_ent *e = &E[j];
-	struct cistern__spill_note *nt = note_of(c, c->owner);
-	nt->hot = idx;
-	nt->cold = j;
-	nt->id = m->sample_id;
-	nt->cold_gen = cistern__cold_gen(atomic_load_explicit(&e->word, memory_order_relaxed));
-	/* Release: a reclaimer that reads live = 1 reads the fields above with it. */
-	atomic_store_explicit(&nt->live, 1, memory_order_release);
+	for (unsigned i = 0; i < n; i++)
+		if (evicted[i])
+			count_cold_eviction(c, evicted[i]);
 
-	uint32_t len = (uint32_t)m->len;
-	uint64_t id = m->sample_id;
-	memcpy(t->stage, cistern__payload(c, idx), len);
-	/* The entry is WRITING(me): nobody reads its fields until the publish. */
-	uint32_t key[2] = {__atomic_load_n(&m->sim_id, __ATOMIC_RELAXED),
-			   __atomic_load_n(&m->time_step, __ATOMIC_RELAXED)};
-	memcpy(e->meta, key, sizeof(key));
+	struct cistern__spill_note *nt = note_of(c, c->owner);
+	nt->cold = first;
+	nt->n = n;
+	for (unsigned i = 0; i < n; i++) {
+		struct cistern_slotmeta *m = cistern__slotmeta(c, idx[i]);
+		struct cistern__cold_ent *e = &E[first + i];
+		slots[i] = first + i;
+		ids[i] = m->sample_id;
+		lens[i] = (uint32_t)m->len;
+		memcpy((uint8_t *)t->stage + (size_t)i * t->cold.slot_bytes,
+		       cistern__payload(c, idx[i]), lens[i]);
+		/* The entry is WRITING(me): nobody reads its fields until the publish. */
+		uint32_t key[2] = {__atomic_load_n(&m->sim_id, __ATOMIC_RELAXED),
+				   __atomic_load_n(&m->time_step, __ATOMIC_RELAXED)};
+		memcpy(e->meta, key, sizeof(key));
+	}
+	/* Release [spill-note]: a reclaimer that reads live = 1 reads the fields above with it. */
+	atomic_store_explicit(&nt->live, 1, memory_order_release);
+	if (cistern__spill_hook)
+		cistern__spill_hook(CISTERN__SPILL_CLAIMED, 0);
 	/* Counted before the publish: a death in between leaves it high, never low. */
-	atomic_fetch_add_explicit(&ts->population, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ts->population, n, memory_order_relaxed);
 	/* Relaxed: read by a reclaimer only after we died. */
 	atomic_store_explicit(&nt->live, 2, memory_order_relaxed);
-	r = cistern__cold_spill(&t->cold, E, &j, 1, t->stage, &len, &id);
+	r = cistern__cold_spill(&t->cold, E, slots, n, t->stage, lens, ids);
 	if (r < 0) {
-		atomic_fetch_sub_explicit(&ts->population, 1, memory_order_relaxed);
-		/* [rs-release] seq_cst: the sample stays hot. */
-		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
+		/* The entries went back to FREE: the count goes back, then the note. */
+		atomic_store_explicit(&nt->live, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&ts->population, n, memory_order_relaxed);
 		atomic_store_explicit(&nt->live, 0, memory_order_relaxed);
+		unhold_hot(c, idx, hw, 0, n); /* the samples stay hot */
 		return r;
 	}
-	/* [rs-fill]: the slot stays counted in `filled`; it is ours to fill. */
-	atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_RESERVED, c->owner),
-			      memory_order_seq_cst);
-	/* After the slot, so that a death in between leaves the count high. */
-	atomic_fetch_sub_explicit(&c->hdr->population, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&ts->spilled, 1, memory_order_relaxed);
+	for (unsigned i = 0; i < n; i++) {
+		if (i == 0)
+			/* [rs-fill]: the slot stays counted in `filled`; it is ours to fill. */
+			atomic_store_explicit(&cistern__slotmeta(c, idx[0])->word,
+					      sw_make(sw_pos(hw[0]), RS_RESERVED, c->owner),
+					      memory_order_seq_cst);
+		else
+			cistern__rs_vacate(c, idx[i], hw[i]);
+		/* After the slot, so that a death in between leaves the count high. */
+		atomic_fetch_sub_explicit(&c->hdr->population, 1, memory_order_relaxed);
+		if (cistern__spill_hook)
+			cistern__spill_hook(CISTERN__SPILL_FREED, i);
+	}
+	atomic_fetch_add_explicit(&ts->spilled, n, memory_order_relaxed);
 	atomic_store_explicit(&nt->live, 0, memory_order_relaxed);
-	cistern__set_slot(slot, c, idx, sw_pos(w));
+	if (n > 1)
+		cistern__wake_producers(c); /* slots to fill */
+	cistern__set_slot(slot, c, idx[0], sw_pos(hw[0]));
 	return 0;
 }
 
@@ -915,35 +940,98 @@ static uint64_t tiered_population(const struct cistern *c, const struct cistern_
 	return cistern__rs_population(c, st) + v.population;
 }
 
+/* Whether a dead spiller's note holds a run that fits the tier. */
+static bool note_sane(const struct cistern *c, const struct cistern__spill_note *nt)
+{
+	return nt->n != 0 && nt->n <= CISTERN__SPILL_MAX && nt->cold < c->fixed.cold_slots &&
+	       nt->n <= c->fixed.cold_slots - nt->cold;
+}
+
+/* Whether cold entry word ew is still the dead owner's claim: never published. */
+static bool unwritten(uint64_t ew, uint32_t owner)
+{
+	return cistern__cold_state(ew) == CISTERN__COLD_WRITING && cistern__cold_owner(ew) == owner;
+}
+
 /*
- * A dead spiller whose cold copy was published while its hot slot was
- * still EVICTING(dead): the sample is in both; the hot copy goes (to
- * RESERVED(dead), which the reservoir's reclaim empties).
+ * The cold slot of a dead spiller's run that holds a published copy of
+ * sample `id`, or UINT64_MAX. The spill stores an entry's id only after its
+ * write completed, just before it publishes the entry, and a sample whose
+ * hot copy is held is in no other cold slot. So an entry of the run with
+ * that id that is no longer the dead owner's claim was published by it
+ * (and may have been evicted since, which took the sample for good).
+ */
+static uint64_t published_in_run(const struct cistern *c, const struct cistern__spill_note *nt,
+				 uint32_t owner, uint64_t id)
+{
+	for (uint32_t i = 0; i < nt->n; i++) {
+		const struct cistern__cold_ent *e = &ents(c)[nt->cold + i];
+		/* Acquire [cold-publish]: the entry's id with its word. */
+		uint64_t ew = atomic_load_explicit(&e->word, memory_order_acquire);
+		if (!unwritten(ew, owner) && e->id == id)
+			return nt->cold + i;
+	}
+	return UINT64_MAX;
+}
+
+/*
+ * Whether hot slot i holds a sample of a dead spiller's run whose cold copy
+ * was published: EVICTING(owner), its id in the run. *hw gets the slot's
+ * word, *cold the cold slot.
+ */
+static bool spilled_hot(const struct cistern *c, const struct cistern__spill_note *nt,
+			uint32_t owner, uint64_t i, uint64_t *hw, uint64_t *cold)
+{
+	const struct cistern_slotmeta *m = cistern__slotmeta(c, i);
+	/* Acquire, no edge: the owner is dead; its stores are all there is. */
+	*hw = atomic_load_explicit(&m->word, memory_order_acquire);
+	if (sw_state(*hw) != RS_EVICTING || sw_owner(*hw) != owner)
+		return false;
+	*cold = published_in_run(c, nt, owner, m->sample_id);
+	return *cold != UINT64_MAX;
+}
+
+/*
+ * Repair a dead spiller's run (docs/protocol/tiers.md, "Crashes"). A
+ * sample whose cold copy was published while its hot slot is still
+ * EVICTING(dead) is in both tiers: the hot copy goes (to RESERVED(dead),
+ * which the reservoir's reclaim empties). A sample never published stays
+ * hot (the reservoir's reclaim puts it back to HELD), and, once the run was
+ * counted (live 2), its count in the cold population goes back. Runs
+ * before the cold index's reclaim, which frees the unpublished entries.
  */
 static void repair_spill(struct cistern *c, uint32_t owner)
 {
 	struct cistern__spill_note *nt = note_of(c, owner);
-	/* Acquire: the fields stored before live. */
+	/* Acquire [spill-note]: the fields stored before live. */
 	uint64_t live = atomic_load_explicit(&nt->live, memory_order_acquire);
 	if (!live)
 		return;
-	if (nt->cold < c->fixed.cold_slots && nt->hot < c->slot_count) {
-		struct cistern__cold_ent *e = &ents(c)[nt->cold];
-		/* Acquire [cold-publish]: the entry's id with its word. */
-		uint64_t ew = atomic_load_explicit(&e->word, memory_order_acquire);
-		struct cistern_slotmeta *m = cistern__slotmeta(c, nt->hot);
-		uint64_t hw = atomic_load_explicit(&m->word, memory_order_acquire);
-		bool published = cistern__cold_state(ew) == CISTERN__COLD_HELD &&
-				 cistern__cold_gen(ew) == nt->cold_gen + 1 && e->id == nt->id;
-		/* Counted (live 2) and never published: the count goes back. */
-		if (!published && live == 2)
-			atomic_fetch_sub_explicit(&T(c)->population, 1, memory_order_relaxed);
-		if (published && sw_state(hw) == RS_EVICTING && sw_owner(hw) == owner &&
-		    m->sample_id == nt->id &&
-		    atomic_compare_exchange_strong_explicit(
-			    &m->word, &hw, sw_make(sw_pos(hw), RS_RESERVED, owner),
-			    memory_order_seq_cst, memory_order_relaxed))
-			atomic_fetch_sub_explicit(&c->hdr->population, 1, memory_order_relaxed);
+	if (note_sane(c, nt)) {
+		uint64_t left = 0;
+		for (uint32_t i = 0; i < nt->n; i++)
+			/* Relaxed: the owner is dead; its word is all there is. */
+			left += unwritten(atomic_load_explicit(&ents(c)[nt->cold + i].word,
+							       memory_order_relaxed),
+					  owner);
+		for (uint64_t i = 0; i < c->slot_count; i++) {
+			uint64_t hw, cold;
+			if (spilled_hot(c, nt, owner, i, &hw, &cold) &&
+			    atomic_compare_exchange_strong_explicit(
+				    &cistern__slotmeta(c, i)->word, &hw,
+				    sw_make(sw_pos(hw), RS_RESERVED, owner), memory_order_seq_cst,
+				    memory_order_relaxed))
+				atomic_fetch_sub_explicit(&c->hdr->population, 1,
+							  memory_order_relaxed);
+		}
+		/*
+		 * The note first: a reclaimer that dies before the count leaves
+		 * it high, and the next one does not take it back twice.
+		 */
+		if (live == 2) {
+			atomic_store_explicit(&nt->live, 1, memory_order_relaxed);
+			atomic_fetch_sub_explicit(&T(c)->population, left, memory_order_relaxed);
+		}
 	}
 	atomic_store_explicit(&nt->live, 0, memory_order_relaxed);
 }
@@ -1047,30 +1135,33 @@ static int by_slot(const void *a, const void *b)
  * that died before it freed the hot slot, which repair_spill() frees at the
  * spiller's reclaim. For a segment nobody alive is attached to, the hot copy
  * counts and these do not: a dump saves the sample once, gc counts it once.
- * Into out (procs_count entries), sorted; how many.
+ * Into out (twice_cap(c) entries), sorted; how many.
  */
 static size_t spilled_twice(const struct cistern *c, uint64_t *out)
 {
 	size_t n = 0;
 	for (uint32_t owner = 1; owner <= c->fixed.procs_count; owner++) {
-		struct cistern__spill_note *nt = note_of(c, owner);
-		/* Acquire: the fields stored before live (spill_reserve()). */
-		if (!atomic_load_explicit(&nt->live, memory_order_acquire) ||
-		    nt->cold >= c->fixed.cold_slots || nt->hot >= c->slot_count)
+		const struct cistern__spill_note *nt = note_of(c, owner);
+		/* Acquire [spill-note]: the fields stored before live (spill_reserve()). */
+		if (!atomic_load_explicit(&nt->live, memory_order_acquire) || !note_sane(c, nt))
 			continue;
-		const struct cistern__cold_ent *e = &ents(c)[nt->cold];
-		/* Acquire [cold-publish]: the entry's id with its word. */
-		uint64_t ew = atomic_load_explicit(&e->word, memory_order_acquire);
-		const struct cistern_slotmeta *m = cistern__slotmeta(c, nt->hot);
-		/* Acquire, no edge: the owner is dead; its stores are all there is. */
-		uint64_t hw = atomic_load_explicit(&m->word, memory_order_acquire);
-		if (cistern__cold_state(ew) == CISTERN__COLD_HELD &&
-		    cistern__cold_gen(ew) == nt->cold_gen + 1 && e->id == nt->id &&
-		    sw_state(hw) == RS_EVICTING && sw_owner(hw) == owner && m->sample_id == nt->id)
-			out[n++] = nt->cold;
+		uint32_t found = 0;
+		for (uint64_t i = 0; i < c->slot_count && found < nt->n; i++) {
+			uint64_t hw, cold;
+			if (spilled_hot(c, nt, owner, i, &hw, &cold)) {
+				out[n++] = cold;
+				found++;
+			}
+		}
 	}
 	qsort(out, n, sizeof(*out), by_slot);
 	return n;
+}
+
+/* Room for spilled_twice(): every attachment's whole run. */
+static size_t twice_cap(const struct cistern *c)
+{
+	return (size_t)c->fixed.procs_count * CISTERN__SPILL_MAX + 1;
 }
 
 static bool in_slots(const uint64_t *v, size_t n, uint64_t j)
@@ -1092,7 +1183,7 @@ static int tiered_dump(struct cistern *c, bool dead_held, cistern__cold_fn fn, v
 	uint64_t *now = calloc(batch, sizeof(*now));
 	uint8_t *buf = cistern__cold_alloc(&cold, batch);
 	/* A handle of gc's own (mapped): the samples a dead spiller left in both tiers. */
-	uint64_t *twice = dead_held ? calloc(f->procs_count + 1, sizeof(*twice)) : NULL;
+	uint64_t *twice = dead_held ? calloc(twice_cap(c), sizeof(*twice)) : NULL;
 	size_t ntwice = 0;
 	if (!snap || !io || !now || !buf || (dead_held && !twice))
 		r = -ENOMEM;
@@ -1255,7 +1346,7 @@ static uint64_t tiered_unread(const struct cistern *c)
 	const struct cistern__cold_ent *E = ents(c);
 	uint64_t n = 0;
 	/* A sample a dead spiller left in both tiers counts once, as its hot copy. */
-	uint64_t *twice = calloc(c->fixed.procs_count + 1, sizeof(*twice));
+	uint64_t *twice = calloc(twice_cap(c), sizeof(*twice));
 	size_t ntwice = twice ? spilled_twice(c, twice) : 0;
 	for (uint64_t j = 0; j < c->fixed.cold_slots; j++) {
 		if (in_slots(twice, ntwice, j))

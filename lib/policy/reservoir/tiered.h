@@ -27,18 +27,27 @@ struct cistern__tier_shm {
 };
 
 /*
- * An attachment's spill under way: the hot slot it moves and the cold slot
- * it writes. The reclaim of a dead spiller reads it to tell a sample both
- * hot and cold (the cold copy published) from one only hot.
+ * A spill moves up to CISTERN__SPILL_MAX hot samples, and no more than
+ * about CISTERN__SPILL_BYTES of slots, into one run of cold slots written
+ * at once (tiered.c, docs/protocol/tiers.md).
+ */
+#define CISTERN__SPILL_MAX 64u
+#define CISTERN__SPILL_BYTES (1u << 20)
+
+/*
+ * An attachment's spill under way: the run of cold slots it writes. The
+ * reclaim of a dead spiller reads it to tell a sample both hot and cold
+ * (its cold copy published) from one only hot: the spill's hot slots are
+ * the dead owner's EVICTING ones, matched to the run's entries by sample
+ * id. live: 0 none; 1 the fields describe a spill; 2 and the cold
+ * population counts the run.
  */
 struct cistern__spill_note {
-	_Atomic uint64_t live; /* 1 while the fields below describe a spill */
-	uint64_t hot;          /* slot index */
-	uint64_t cold;         /* cold slot */
-	uint64_t id;           /* the sample's id */
-	uint32_t cold_gen;     /* the cold entry's generation when claimed */
+	_Atomic uint64_t live;
+	uint64_t cold; /* the run's first cold slot */
+	uint32_t n;    /* the run's slots */
 	uint32_t pad_;
-	uint64_t pad2_[3];
+	uint64_t pad2_[5];
 };
 _Static_assert(sizeof(struct cistern__spill_note) == 64, "a note is a cache line");
 
@@ -65,7 +74,7 @@ struct cistern__ahead {
 struct cistern__tier {
 	struct cistern__cold cold;
 	bool open;
-	void *stage;   /* one aligned slot */
+	void *stage;   /* a spill's slots, aligned; made at the first spill */
 	bool no_ahead; /* batch reads do not draw ahead (cistern__tiered_read_ahead) */
 	struct cistern__ahead ahead;
 	/* A restore: staged slots from rfirst on, written rfill at a time (tiered.c). */
