@@ -285,7 +285,8 @@ void cistern__cold_prep(const struct cistern__cold *c, struct cistern__io *io, u
 
 /* ---- the index ---------------------------------------------------------- */
 
-bool cistern__cold_claim(struct cistern__cold_ent *e, uint32_t owner)
+bool cistern__cold_claim_as(struct cistern__cold_ent *e, uint32_t owner,
+			    enum cistern__cold_take take)
 {
 	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
 	uint32_t g = cistern__cold_gen(w);
@@ -296,11 +297,14 @@ bool cistern__cold_claim(struct cistern__cold_ent *e, uint32_t owner)
 			&e->word, &w, cistern__cold_word(CISTERN__COLD_WRITING, owner, g),
 			memory_order_relaxed, memory_order_relaxed);
 	case CISTERN__COLD_HELD:
+		if (take == CISTERN__COLD_TAKE_FREE)
+			return false;
 		break;
 	default:
 		return false;
 	}
-	if (atomic_load_explicit(&e->seen, memory_order_relaxed) == 0)
+	bool unseen_ok = take == CISTERN__COLD_TAKE_ANY;
+	if (!unseen_ok && atomic_load_explicit(&e->seen, memory_order_relaxed) == 0)
 		return false;
 	/*
 	 * seq_cst [cold-pin]: stop new pins, then read the pins. A reader sets
@@ -317,7 +321,8 @@ bool cistern__cold_claim(struct cistern__cold_ent *e, uint32_t owner)
 	 * once that read is over, so the slot is not written under it.
 	 */
 	uint64_t pins = atomic_load_explicit(&e->pins, memory_order_seq_cst);
-	if (pins != 0 || atomic_load_explicit(&e->seen, memory_order_relaxed) == 0) {
+	if (pins != 0 ||
+	    (!unseen_ok && atomic_load_explicit(&e->seen, memory_order_relaxed) == 0)) {
 		/* Relaxed: back to the word it was; the entry's fields did not change. */
 		atomic_store_explicit(&e->word, w, memory_order_relaxed);
 		return false;
@@ -326,6 +331,11 @@ bool cistern__cold_claim(struct cistern__cold_ent *e, uint32_t owner)
 	atomic_store_explicit(&e->word, cistern__cold_word(CISTERN__COLD_WRITING, owner, g),
 			      memory_order_relaxed);
 	return true;
+}
+
+bool cistern__cold_claim(struct cistern__cold_ent *e, uint32_t owner)
+{
+	return cistern__cold_claim_as(e, owner, CISTERN__COLD_TAKE_SEEN);
 }
 
 unsigned cistern__cold_claim_run(struct cistern__cold_ent *ents, uint64_t nslots,
@@ -362,9 +372,9 @@ void cistern__cold_abort(struct cistern__cold_ent *e)
 			      memory_order_relaxed);
 }
 
-int cistern__cold_spill(struct cistern__cold *c, struct cistern__cold_ent *ents,
-			const uint64_t *slots, unsigned n, void *buf, const uint32_t *lens,
-			const uint64_t *ids)
+int cistern__cold_spill_seen(struct cistern__cold *c, struct cistern__cold_ent *ents,
+			     const uint64_t *slots, unsigned n, void *buf, const uint32_t *lens,
+			     const uint64_t *ids, const uint32_t *seen)
 {
 	if (n == 0)
 		return 0;
@@ -398,7 +408,7 @@ int cistern__cold_spill(struct cistern__cold *c, struct cistern__cold_ent *ents,
 		e->len = lens[i];
 		e->crc = cistern__crc32c(0, p, lens[i]);
 		e->flags = 0; /* meta stays as the caller wrote it while the entry was WRITING */
-		atomic_store_explicit(&e->seen, 0, memory_order_relaxed);
+		atomic_store_explicit(&e->seen, seen ? seen[i] : 0, memory_order_relaxed);
 		uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
 		/*
 		 * Release [cold-publish]: the write completed (its completion was
@@ -411,6 +421,13 @@ int cistern__cold_spill(struct cistern__cold *c, struct cistern__cold_ent *ents,
 			memory_order_release);
 	}
 	return 0;
+}
+
+int cistern__cold_spill(struct cistern__cold *c, struct cistern__cold_ent *ents,
+			const uint64_t *slots, unsigned n, void *buf, const uint32_t *lens,
+			const uint64_t *ids)
+{
+	return cistern__cold_spill_seen(c, ents, slots, n, buf, lens, ids, NULL);
 }
 
 bool cistern__cold_pin(struct cistern__cold_ent *e, unsigned bit, uint64_t *wp)

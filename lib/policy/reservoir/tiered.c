@@ -67,6 +67,13 @@ static struct cistern__cold_ent *ents(const struct cistern *c)
 					    notes_bytes(c->fixed.procs_count));
 }
 
+/* The rules of c's policy's tier (tiered.h); none: every hook is Reservoir's. */
+static const struct cistern__tier_rules no_rules;
+static const struct cistern__tier_rules *R(const struct cistern *c)
+{
+	return c->policy->tier_rules ? c->policy->tier_rules : &no_rules;
+}
+
 /* ---- create, open, remove --------------------------------------------- */
 
 static const char *tier_config_problem(const struct cistern_config *cfg)
@@ -223,6 +230,75 @@ static bool claim_cold(struct cistern *c, uint64_t *out)
 	return false;
 }
 
+bool cistern__tiered_claim_cold(struct cistern *c, bool in_order, enum cistern__cold_take take,
+				uint64_t *out)
+{
+	struct cistern__tier_shm *ts = T(c);
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t n = c->fixed.cold_slots;
+	/*
+	 * Only free slots, and all of them held: no scan, unless a death may
+	 * have left the count high. Relaxed, no edge: a hint; claims are by CAS.
+	 */
+	if (take == CISTERN__COLD_TAKE_FREE &&
+	    atomic_load_explicit(&ts->population, memory_order_relaxed) >= n &&
+	    !atomic_load_explicit(&c->hdr->counts_unsure, memory_order_relaxed))
+		return false;
+	for (uint64_t scanned = 0; scanned < (in_order ? 1 : n); scanned++) {
+		/* Relaxed: the cursor is a hint of where to look; claims are by CAS. */
+		uint64_t cur = atomic_load_explicit(&ts->cursor, memory_order_relaxed);
+		uint64_t s = cur % n;
+		uint64_t w = atomic_load_explicit(&E[s].word, memory_order_relaxed);
+		bool ok = cistern__cold_claim_as(&E[s], c->owner, take);
+		/*
+		 * Relaxed: a lost race only means another process moved it on. In
+		 * order, the cursor moves only past a slot taken: the next spill
+		 * waits at a slot it may not take yet.
+		 */
+		if (ok || !in_order)
+			atomic_compare_exchange_strong_explicit(&ts->cursor, &cur, cur + 1,
+								memory_order_relaxed,
+								memory_order_relaxed);
+		if (!ok)
+			continue;
+		if (cistern__cold_state(w) == CISTERN__COLD_HELD) {
+			/* The claim took the held sample of word w: an eviction. */
+			uint32_t seen = atomic_load_explicit(&E[s].seen, memory_order_relaxed);
+			struct cistern_counters *ctr = &c->me->ctr;
+			cistern__count(&ctr->seen_hist[cistern__seen_bucket(seen)], 1);
+			cistern__count(&ctr->evictions, 1);
+			if (seen == 0)
+				cistern__count(&ctr->evicted_unseen, 1);
+			atomic_fetch_add_explicit(&ts->cold_evictions, 1, memory_order_relaxed);
+			atomic_fetch_sub_explicit(&ts->population, 1, memory_order_relaxed);
+		}
+		*out = s;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Stop reads of held hot sample i, word w (unpinned when looked at):
+ * HELD -> EVICTING(me), by the handshake of cistern__rs_evict_claim()
+ * ([pin-evict]). false: it moved, or a reader pins it.
+ */
+static bool stop_hot(struct cistern *c, uint64_t i, uint64_t w)
+{
+	struct cistern_slotmeta *m = cistern__slotmeta(c, i);
+	uint64_t tentative = sw_make(sw_pos(w), RS_EVICTING, c->owner);
+	/* [pin-evict] seq_cst CAS, then the seq_cst load of pins, as an eviction. */
+	if (!atomic_compare_exchange_strong_explicit(&m->word, &w, tentative, memory_order_seq_cst,
+						     memory_order_relaxed))
+		return false;
+	if (atomic_load_explicit(&m->pins, memory_order_seq_cst) != 0) {
+		/* [rs-release] seq_cst: back as it was. */
+		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
+		return false;
+	}
+	return true;
+}
+
 /*
  * Stop reads of a held, unpinned hot sample: HELD -> EVICTING(me), by the
  * handshake of cistern__rs_evict_claim() ([pin-evict]), seen or not (a
@@ -235,18 +311,9 @@ static bool hold_hot(struct cistern *c, uint64_t *idx, uint64_t *word)
 		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
 		/* Acquire [rs-held]: the sample's metadata and payload, which we copy. */
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
-		if (sw_state(w) != RS_HELD || atomic_load_explicit(&m->pins, memory_order_relaxed))
+		if (sw_state(w) != RS_HELD ||
+		    atomic_load_explicit(&m->pins, memory_order_relaxed) || !stop_hot(c, i, w))
 			continue;
-		uint64_t tentative = sw_make(sw_pos(w), RS_EVICTING, c->owner);
-		/* [pin-evict] seq_cst CAS, then the seq_cst load of pins, as an eviction. */
-		if (!atomic_compare_exchange_strong_explicit(
-			    &m->word, &w, tentative, memory_order_seq_cst, memory_order_relaxed))
-			continue;
-		if (atomic_load_explicit(&m->pins, memory_order_seq_cst) != 0) {
-			/* [rs-release] seq_cst: back as it was. */
-			atomic_store_explicit(&m->word, w, memory_order_seq_cst);
-			continue;
-		}
 		*idx = i;
 		*word = w;
 		return true;
@@ -269,11 +336,15 @@ static int spill_reserve(struct cistern *c, struct cistern_slot *slot)
 		return r;
 	struct cistern__tier_shm *ts = T(c);
 	struct cistern__cold_ent *E = ents(c);
-	uint64_t idx, w, j;
-	if (!hold_hot(c, &idx, &w))
+	const struct cistern__tier_rules *tr = R(c);
+	uint64_t idx, w, j, pos;
+	if (tr->pick_hot ? !tr->pick_hot(c, &idx, &w, &pos) || !stop_hot(c, idx, w)
+			 : !hold_hot(c, &idx, &w))
 		return -EAGAIN;
+	if (!tr->pick_hot)
+		pos = sw_pos(w);
 	struct cistern_slotmeta *m = cistern__slotmeta(c, idx);
-	if (!claim_cold(c, &j)) {
+	if (!(tr->claim_cold ? tr->claim_cold(c, &j) : claim_cold(c, &j))) {
 		/* [rs-release] seq_cst: back as it was. */
 		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
 		return -EAGAIN;
@@ -298,7 +369,9 @@ static int spill_reserve(struct cistern *c, struct cistern_slot *slot)
 	atomic_fetch_add_explicit(&ts->population, 1, memory_order_relaxed);
 	/* Relaxed: read by a reclaimer only after we died. */
 	atomic_store_explicit(&nt->live, 2, memory_order_relaxed);
-	r = cistern__cold_spill(&t->cold, E, &j, 1, t->stage, &len, &id);
+	/* EVICTING(me), unpinned: no reader changes the count. The sample keeps its reads. */
+	uint32_t seen = atomic_load_explicit(&m->seen, memory_order_relaxed);
+	r = cistern__cold_spill_seen(&t->cold, E, &j, 1, t->stage, &len, &id, &seen);
 	if (r < 0) {
 		atomic_fetch_sub_explicit(&ts->population, 1, memory_order_relaxed);
 		/* [rs-release] seq_cst: the sample stays hot. */
@@ -307,18 +380,24 @@ static int spill_reserve(struct cistern *c, struct cistern_slot *slot)
 		return r;
 	}
 	/* [rs-fill]: the slot stays counted in `filled`; it is ours to fill. */
-	atomic_store_explicit(&m->word, sw_make(sw_pos(w), RS_RESERVED, c->owner),
-			      memory_order_seq_cst);
+	atomic_store_explicit(&m->word, sw_make(pos, RS_RESERVED, c->owner), memory_order_seq_cst);
 	/* After the slot, so that a death in between leaves the count high. */
 	atomic_fetch_sub_explicit(&c->hdr->population, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&ts->spilled, 1, memory_order_relaxed);
 	atomic_store_explicit(&nt->live, 0, memory_order_relaxed);
-	cistern__set_slot(slot, c, idx, sw_pos(w));
+	cistern__set_slot(slot, c, idx, pos);
 	return 0;
+}
+
+int cistern__tiered_spill_reserve(struct cistern *c, struct cistern_slot *slot)
+{
+	return spill_reserve(c, slot);
 }
 
 static int tiered_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
+	if (R(c)->try_reserve)
+		return R(c)->try_reserve(c, slot);
 	if (!cistern__rs_rate_allows_put(c))
 		return -EAGAIN;
 	int r = cistern__rs_fill_reserve(c, slot);
@@ -648,6 +727,8 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 	struct cistern__tier_shm *ts = T(c);
 	struct cistern__cold_ent *E = ents(c);
 	bool closed = cistern__rs_closed(c);
+	/* Each sample taken for this reader alone: after close, and always under reads_take. */
+	bool take = closed || R(c)->reads_take;
 	uint64_t taken = 0;
 	int r;
 	if (!closed) {
@@ -655,11 +736,11 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 		uint64_t pop = atomic_load_explicit(&c->hdr->population, memory_order_relaxed) +
 			       atomic_load_explicit(&ts->population, memory_order_relaxed);
 		uint64_t need = c->fixed.watermark > n ? c->fixed.watermark : n;
-		if (pop < need) {
+		if (R(c)->may_read ? !R(c)->may_read(c, pop, n) : pop < need) {
 			cistern__rs_rate_stuck(c, false);
 			return -EAGAIN;
 		}
-		int b = cistern__pin_bit(c);
+		int b = take ? 0 : cistern__pin_bit(c);
 		if (b < 0)
 			return b;
 		if (!cistern__rs_rate_take(c, n, &taken))
@@ -697,14 +778,14 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 				misses++;
 				continue;
 			}
-			bool ok = closed ? cistern__rs_read_exclusive(c, s, idx) == 0
-					 : cistern__pin(c, idx, RS_HELD, &w);
+			bool ok = take ? cistern__rs_read_exclusive(c, s, idx) == 0
+				       : cistern__pin(c, idx, RS_HELD, &w);
 			if (!ok) {
 				cistern__scratch_forget(&rs->scratch, (uint32_t)idx);
 				misses++;
 				continue;
 			}
-			if (!closed)
+			if (!take)
 				cistern__rs_read_pinned(c, s, idx, w);
 			hot_left -= hot_left > 0;
 		} else {
@@ -716,14 +797,21 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 				misses++;
 				continue;
 			}
-			bool ok = closed ? take_cold(c, &E[j], &w)
-					 : cistern__cold_pin(&E[j], (unsigned)rs->pin_bit, &w);
+			bool ok = take ? take_cold(c, &E[j], &w)
+				       : cistern__cold_pin(&E[j], (unsigned)rs->pin_bit, &w);
 			if (!ok) {
 				cistern__scratch_forget(&rs->scratch, key);
 				misses++;
 				continue;
 			}
-			fill_cold_sample(c, s, j, w, closed ? RS_LIVE_EXCLUSIVE : RS_LIVE_PINNED);
+			/*
+			 * A take is counted at once, before its read: a reclaim of a
+			 * dead taker gives one read back (give_back_takes()), which
+			 * must have been counted.
+			 */
+			if (take)
+				atomic_fetch_add_explicit(&E[j].seen, 1, memory_order_relaxed);
+			fill_cold_sample(c, s, j, w, take ? RS_LIVE_EXCLUSIVE : RS_LIVE_PINNED);
 			cold++;
 		}
 		misses = 0;
@@ -736,7 +824,7 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 			/* Seen while pinned or taken: counted before the release lets an evictor see it. */
 			bool woke = false;
 			for (size_t i = 0; i < got; i++)
-				if (is_cold(c, &out[i]))
+				if (is_cold(c, &out[i]) && out[i].live_ == RS_LIVE_PINNED)
 					woke |= atomic_fetch_add_explicit(
 							&E[out[i].index_ - c->slot_count].seen, 1,
 							memory_order_relaxed) == 0;
@@ -748,7 +836,11 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 			/* Give every member back, hot and cold, as if never drawn. */
 			for (size_t i = 0; i < got; i++) {
 				if (is_cold(c, &out[i])) {
-					/* Unread: its seen count was not raised. */
+					/* Unread: a pin's seen count was not raised, a take's was. */
+					if (out[i].live_ == RS_LIVE_EXCLUSIVE)
+						atomic_fetch_sub_explicit(
+							&E[out[i].index_ - c->slot_count].seen, 1,
+							memory_order_relaxed);
 					free((void *)(uintptr_t)out[i].data);
 					out[i].data = NULL;
 					tiered_unacquire_one(c, &out[i]);
@@ -762,7 +854,7 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 	}
 	if (got == n || (closed && got > 0)) {
 		cistern__rs_rate_settle(c, taken, got);
-		if (batch && !closed)
+		if (batch && !take)
 			ahead_draw(c, n);
 		return (int)got;
 	}
@@ -784,6 +876,8 @@ static int tiered_try_acquire(struct cistern *c, struct cistern_sample *s)
 
 static int tiered_try_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n)
 {
+	if (!c->policy->ops->try_acquire_batch)
+		return -EINVAL; /* the tier reads no batches where the policy reads none */
 	if (c->policy->reads_whole_batches && n != c->fixed.batch_size)
 		return -EINVAL;
 	return tiered_try_acquire_n(c, out, n, true);
@@ -820,13 +914,22 @@ static void forget_cold(struct cistern_sample *s)
 static int tiered_release(struct cistern *c, struct cistern_sample *s)
 {
 	if (!is_cold(c, s))
-		return cistern__rs_release_generic(c, s);
+		return c->policy->ops->release(c, s); /* as without a tier */
 	struct cistern__cold_ent *e = held_entry(c, s);
 	if (!e)
 		return -EINVAL;
+	uint32_t seen = atomic_load_explicit(&e->seen, memory_order_relaxed);
 	if (s->live_ == RS_LIVE_PINNED) {
 		cistern__cold_unpin(e, (unsigned)cistern__rs(c)->pin_bit);
+	} else if (R(c)->reads_take && seen < c->fixed.pseudo_epochs) {
+		/* Release [cold-unpin]: back to HELD, our reads before the next taker's. */
+		atomic_store_explicit(
+			&e->word,
+			cistern__cold_word(CISTERN__COLD_HELD, 0, cistern__cold_gen(s->pos_)),
+			memory_order_release);
+		cistern__wake_readers(c);
 	} else {
+		cistern__count(&c->me->ctr.seen_hist[cistern__seen_bucket(seen)], 1);
 		/* Release [cold-unpin]: our read is over before the slot can be claimed. */
 		atomic_store_explicit(
 			&e->word,
@@ -948,11 +1051,50 @@ static void repair_spill(struct cistern *c, uint32_t owner)
 	atomic_store_explicit(&nt->live, 0, memory_order_relaxed);
 }
 
+/*
+ * Under reads_take, a cold EVICTING(owner) is a sample the dead reader took
+ * (a spill claims only free slots there): it goes back to HELD with its read
+ * taken back (never below 0) and counts as a redelivery, as a hot ACQUIRED
+ * one does. Counted before the CAS and undone if the CAS fails; a reclaimer
+ * that dies in between leaves it to the next, which takes the read back
+ * twice: one read more, never one fewer.
+ */
+static void give_back_takes(struct cistern *c, uint32_t owner)
+{
+	struct cistern__cold_ent *E = ents(c);
+	_Atomic uint64_t *redelivered = &c->hdr->retired.redeliveries;
+	for (uint64_t j = 0; j < c->fixed.cold_slots; j++) {
+		struct cistern__cold_ent *e = &E[j];
+		/* Relaxed: only state and owner are used; the CAS decides. */
+		uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
+		if (cistern__cold_state(w) != CISTERN__COLD_EVICTING ||
+		    cistern__cold_owner(w) != owner)
+			continue;
+		atomic_fetch_add_explicit(redelivered, 1, memory_order_relaxed);
+		uint32_t seen = atomic_load_explicit(&e->seen, memory_order_relaxed);
+		bool lowered = false;
+		while (seen > 0 && !(lowered = atomic_compare_exchange_weak_explicit(
+					     &e->seen, &seen, seen - 1, memory_order_relaxed,
+					     memory_order_relaxed)))
+			;
+		uint64_t held = cistern__cold_word(CISTERN__COLD_HELD, 0, cistern__cold_gen(w));
+		/* Release [cold-unpin]: the read taken back before the next taker sees HELD. */
+		if (!atomic_compare_exchange_strong_explicit(
+			    &e->word, &w, held, memory_order_release, memory_order_relaxed)) {
+			if (lowered)
+				atomic_fetch_add_explicit(&e->seen, 1, memory_order_relaxed);
+			atomic_fetch_sub_explicit(redelivered, 1, memory_order_relaxed);
+		}
+	}
+}
+
 static void tiered_reclaim(struct cistern *c, uint32_t owner)
 {
 	if (owner == 0 || owner > c->fixed.procs_count)
 		return;
 	repair_spill(c, owner);
+	if (R(c)->reads_take)
+		give_back_takes(c, owner);
 	uint32_t bit = cistern__procs(c)[owner - 1].reader_bit;
 	cistern__cold_reclaim(ents(c), c->fixed.cold_slots, owner, bit < 64 ? bit : 64);
 	cistern__rs_reclaim(c, owner);
