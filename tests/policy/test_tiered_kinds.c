@@ -497,3 +497,23 @@ Test(tiered_kinds, fifo_evict_with_a_tier_keeps_each_producers_order)
 	}
 	cr_assert_eq(total, HOT + COLD);
 }
+
+Test(tiered_kinds, a_fifo_evict_restore_keeps_the_order_of_the_puts)
+{
+	struct cistern *c = seg_create("fe-dump", fifo_evict_cfg(true));
+	/* Forty past full: the cold file wrapped, its oldest sample mid-file. */
+	for (uint32_t i = 0; i < HOT + COLD + 40; i++)
+		put_now(c, i);
+	const char *path = seg_dump_path("fe-dump");
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0);
+	const char *copy = seg_name("fe-copy");
+	int r = cistern_restore(path, copy, NULL, NULL, NULL);
+	cr_assert_eq(r, 0, "restore: %s", cistern_strerror(r));
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(copy, &d), 0);
+	seg_keep(copy, d);
+	/* Ten more puts into the copy evict the ten oldest there. */
+	for (uint32_t i = HOT + COLD + 40; i < HOT + COLD + 50; i++)
+		put_now(d, i);
+	assert_left_steps(d, 50, HOT + COLD);
+}

@@ -1366,7 +1366,13 @@ static int tiered_restore_end(struct cistern *c, const struct cistern__tier_coun
 	struct cistern__tier_shm *ts = T(c);
 	/* Relaxed: nobody else has the segment yet (it appears by a rename). */
 	atomic_store_explicit(&ts->population, t->restored, memory_order_relaxed);
-	atomic_store_explicit(&ts->cursor, t->restored, memory_order_relaxed);
+	/*
+	 * The samples keep their slots, and the cursor goes where the spills
+	 * left it: an in-order claim (fifo-evict-reservoir) moves it past one
+	 * slot a spill, so the next spill takes the slot after the newest cold
+	 * sample, and the cold file keeps the order of the puts.
+	 */
+	atomic_store_explicit(&ts->cursor, n->spilled, memory_order_relaxed);
 	atomic_store_explicit(&ts->spilled, n->spilled, memory_order_relaxed);
 	atomic_store_explicit(&ts->cold_reads, n->cold_reads, memory_order_relaxed);
 	atomic_store_explicit(&ts->cold_evictions, n->cold_evictions, memory_order_relaxed);
