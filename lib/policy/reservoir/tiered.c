@@ -1292,6 +1292,10 @@ static int tiered_dump(struct cistern *c, bool dead_held, cistern__cold_fn fn, v
 				.data = p,
 			};
 			memcpy(s.meta, snap[i].meta, sizeof(s.meta));
+			/* A dead taker's read goes back at its reclaim (give_back_takes()). */
+			if (dead_held && R(c)->reads_take && s.seen > 0 &&
+			    cistern__cold_state(w) == CISTERN__COLD_EVICTING)
+				s.seen--;
 			r = fn(&s, arg);
 		}
 	}
@@ -1410,8 +1414,12 @@ static uint64_t tiered_unread(const struct cistern *c)
 			continue;
 		/* Relaxed: a count; the caller holds the gc lock and nobody alive is attached. */
 		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_relaxed);
-		n += dumped_state(w, true) &&
-		     atomic_load_explicit(&E[j].seen, memory_order_relaxed) == 0;
+		uint32_t seen = atomic_load_explicit(&E[j].seen, memory_order_relaxed);
+		/* A dead taker's read goes back at its reclaim (give_back_takes()). */
+		if (R(c)->reads_take && seen > 0 &&
+		    cistern__cold_state(w) == CISTERN__COLD_EVICTING)
+			seen--;
+		n += dumped_state(w, true) && seen == 0;
 	}
 	free(twice);
 	return n;
