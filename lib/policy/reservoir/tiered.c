@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tiered.c - the cold tier wired into the reservoirs (Reservoir and
- * BatchReservoir): a put that finds the hot arena full spills a hot sample
- * to the cold file and takes its slot; reads draw uniformly over hot and
- * cold samples and read the cold ones of a batch in one io_uring
- * submission; reclaim repairs what a dead spiller or reader left in the
- * cold index (docs/protocol/tiers.md).
+ * tiered.c - the cold tier wired into the reservoirs (Reservoir,
+ * BatchReservoir, FIRO and FIFOEvictReservoir, each with its own rules in
+ * its descriptor's tier_rules, tiered.h): a put that finds the hot arena
+ * full spills a hot sample to the cold file and takes its slot; reads draw
+ * uniformly over hot and cold samples and read the cold ones of a batch in
+ * one io_uring submission; reclaim repairs what a dead spiller or reader
+ * left in the cold index (docs/protocol/tiers.md).
  *
  * Everything hot goes through the reservoir's own functions; this file adds
  * the cold half and the one move between the two (the spill). A cold

@@ -141,7 +141,7 @@ int cistern__tiered_spill_reserve(struct cistern *c, struct cistern_slot *slot);
 bool cistern__tiered_claim_cold(struct cistern *c, bool in_order, enum cistern__cold_take take,
 				uint64_t *slot);
 
-/* reservoir.c: Reservoir's and BatchReservoir's tier. */
+/* The tier of Reservoir, BatchReservoir, FIRO and FIFOEvictReservoir (tiered.c). */
 extern const struct cistern__tiering cistern__rs_tiering;
 
 #endif
