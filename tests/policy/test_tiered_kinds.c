@@ -426,8 +426,26 @@ Test(tiered_kinds, fifo_evict_with_a_tier_evicts_in_the_order_of_the_puts)
 	cr_assert_eq(st.cold_evictions, 16);
 	cr_assert_eq(st.evicted_unseen, 0);
 	cr_assert_eq(st.population, HOT + COLD);
-	/* The next oldest (step 16) is the one before the new, unseen ones: seen, so it goes too. */
+	/* Left: the newest puts, steps 16 to 47; a random choice would leave gaps. */
 	assert_left_steps(c, 16, HOT + COLD);
+}
+
+Test(tiered_kinds, a_sample_read_in_memory_stays_seen_once_spilled)
+{
+	struct cistern *c = seg_create("fe-carry", fifo_evict_cfg(false));
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_now(c, i);
+	read_each_once(c, HOT + COLD);
+	/*
+	 * A full lap of puts: the last eight were read while hot and then
+	 * spilled; they are evicted without another read, as seen samples.
+	 */
+	for (uint32_t i = HOT + COLD; i < 2 * (HOT + COLD); i++)
+		put_now(c, i);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.evictions, HOT + COLD);
+	cr_assert_eq(st.evicted_unseen, 0);
+	assert_left_steps(c, HOT + COLD, HOT + COLD);
 }
 
 Test(tiered_kinds, a_lossy_fifo_evict_with_a_tier_evicts_the_oldest_unseen)
