@@ -95,7 +95,7 @@ static int parse(struct parser *ps, const uint8_t *p, size_t n)
 /*
  * Parses the cold section's records as a byte stream: each sample is
  * collected whole, checked, and (a restore) handed to the tier, which puts
- * it into the next cold slot.
+ * it into the cold slot it held.
  */
 struct cold_parser {
 	const struct dump_meta *m;
@@ -109,7 +109,7 @@ struct cold_parser {
 	uint64_t count, bytes;
 };
 
-/* A whole cold sample: to the tier, at the next cold slot. */
+/* A whole cold sample: to the tier, at the cold slot it held (checked below cold_slots). */
 static int cold_take(struct cold_parser *cp)
 {
 	if (!cp->c)
@@ -118,7 +118,7 @@ static int cold_take(struct cold_parser *cp)
 		.id = cp->rec.id,
 		.len = (uint32_t)cp->rec.len,
 		.seen = cp->rec.seen,
-		.slot = cp->count - 1,
+		.slot = cp->rec.slot,
 		.data = cp->buf,
 	};
 	memcpy(s.meta, cp->rec.meta, sizeof(s.meta));

@@ -202,6 +202,11 @@ struct cistern__policy {
 	 */
 	const struct cistern__tiering *tiering;
 	const char *no_tier_why;
+	/*
+	 * What its tier does its own way (policy/reservoir/tiered.h); NULL:
+	 * the tiering's defaults.
+	 */
+	const struct cistern__tier_rules *tier_rules;
 	/* Does it walk the slots in ring order? Else the layout puts each slot's metadata by its payload. */
 	bool reads_in_order;
 	/* Its rate limiter, where reads_per_put applies; NULL: it has none. */

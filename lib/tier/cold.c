@@ -297,7 +297,8 @@ static void spill_step(enum cistern__spill_step step, unsigned i)
  * cistern__cold_claim(); *evicted gets the seen count of the sample it
  * took, or 0 for a free slot.
  */
-static bool claim_one(struct cistern__cold_ent *e, uint32_t owner, uint32_t *evicted)
+static bool claim_one(struct cistern__cold_ent *e, uint32_t owner, enum cistern__cold_take take,
+		      uint32_t *evicted)
 {
 	*evicted = 0;
 	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
@@ -309,11 +310,14 @@ static bool claim_one(struct cistern__cold_ent *e, uint32_t owner, uint32_t *evi
 			&e->word, &w, cistern__cold_word(CISTERN__COLD_WRITING, owner, g),
 			memory_order_relaxed, memory_order_relaxed);
 	case CISTERN__COLD_HELD:
+		if (take == CISTERN__COLD_TAKE_FREE)
+			return false;
 		break;
 	default:
 		return false;
 	}
-	if (atomic_load_explicit(&e->seen, memory_order_relaxed) == 0)
+	bool unseen_ok = take == CISTERN__COLD_TAKE_ANY;
+	if (!unseen_ok && atomic_load_explicit(&e->seen, memory_order_relaxed) == 0)
 		return false;
 	/*
 	 * seq_cst [cold-pin]: stop new pins, then read the pins. A reader sets
@@ -332,7 +336,7 @@ static bool claim_one(struct cistern__cold_ent *e, uint32_t owner, uint32_t *evi
 	uint64_t pins = atomic_load_explicit(&e->pins, memory_order_seq_cst);
 	/* No pin is left: nobody raises the count any more. */
 	uint32_t seen = atomic_load_explicit(&e->seen, memory_order_relaxed);
-	if (pins != 0 || seen == 0) {
+	if (pins != 0 || (!unseen_ok && seen == 0)) {
 		/* Relaxed: back to the word it was; the entry's fields did not change. */
 		atomic_store_explicit(&e->word, w, memory_order_relaxed);
 		return false;
@@ -344,10 +348,16 @@ static bool claim_one(struct cistern__cold_ent *e, uint32_t owner, uint32_t *evi
 	return true;
 }
 
-bool cistern__cold_claim(struct cistern__cold_ent *e, uint32_t owner)
+bool cistern__cold_claim_as(struct cistern__cold_ent *e, uint32_t owner,
+			    enum cistern__cold_take take)
 {
 	uint32_t evicted;
-	return claim_one(e, owner, &evicted);
+	return claim_one(e, owner, take, &evicted);
+}
+
+bool cistern__cold_claim(struct cistern__cold_ent *e, uint32_t owner)
+{
+	return cistern__cold_claim_as(e, owner, CISTERN__COLD_TAKE_SEEN);
 }
 
 unsigned cistern__cold_claim_run(struct cistern__cold_ent *ents, uint64_t nslots,
@@ -362,7 +372,8 @@ unsigned cistern__cold_claim_run(struct cistern__cold_ent *ents, uint64_t nslots
 		unsigned k = 0;
 		/* A run stops at the end of the file: one write never wraps. */
 		while (k < max && s + k < nslots &&
-		       claim_one(&ents[s + k], owner, evicted ? &evicted[k] : &ignored))
+		       claim_one(&ents[s + k], owner, CISTERN__COLD_TAKE_SEEN,
+				 evicted ? &evicted[k] : &ignored))
 			k++;
 		uint64_t adv = k ? k : 1;
 		/* Relaxed: a lost race only means another process moved it on. */
@@ -389,6 +400,13 @@ void cistern__cold_abort(struct cistern__cold_ent *e)
 int cistern__cold_spill(struct cistern__cold *c, struct cistern__cold_ent *ents,
 			const uint64_t *slots, unsigned n, void *buf, const uint32_t *lens,
 			const uint64_t *ids)
+{
+	return cistern__cold_spill_seen(c, ents, slots, n, buf, lens, ids, NULL);
+}
+
+int cistern__cold_spill_seen(struct cistern__cold *c, struct cistern__cold_ent *ents,
+			     const uint64_t *slots, unsigned n, void *buf, const uint32_t *lens,
+			     const uint64_t *ids, const uint32_t *seen)
 {
 	if (n == 0)
 		return 0;
@@ -427,7 +445,7 @@ int cistern__cold_spill(struct cistern__cold *c, struct cistern__cold_ent *ents,
 		e->len = lens[i];
 		e->crc = cistern__crc32c(0, p, lens[i]);
 		e->flags = 0; /* meta stays as the caller wrote it while the entry was WRITING */
-		atomic_store_explicit(&e->seen, 0, memory_order_relaxed);
+		atomic_store_explicit(&e->seen, seen ? seen[i] : 0, memory_order_relaxed);
 		uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
 		/*
 		 * Release [cold-publish]: the write completed (its completion was

@@ -126,6 +126,15 @@ static inline uint64_t cistern__cold_word(unsigned state, uint32_t owner, uint32
  * that no reader pins, becomes WRITING. false if it cannot be taken.
  */
 bool cistern__cold_claim(struct cistern__cold_ent *e, uint32_t owner);
+/* Which held entries a claim may take besides FREE ones. */
+enum cistern__cold_take {
+	CISTERN__COLD_TAKE_FREE, /* none: a FREE entry only */
+	CISTERN__COLD_TAKE_SEEN, /* a seen sample no reader pins (cistern__cold_claim) */
+	CISTERN__COLD_TAKE_ANY,  /* any sample no reader pins, seen or not (a lossy eviction) */
+};
+/* cistern__cold_claim() under the rule `take`. */
+bool cistern__cold_claim_as(struct cistern__cold_ent *e, uint32_t owner,
+			    enum cistern__cold_take take);
 /*
  * Claim a run of up to max consecutive entries in file order from the
  * shared write cursor: the count claimed (0 if no entry of the whole file
@@ -159,6 +168,13 @@ enum cistern__spill_step {
 };
 extern void (*cistern__spill_hook)(enum cistern__spill_step step, unsigned i);
 
+/*
+ * cistern__cold_spill() that gives each entry the seen count seen[i] of its
+ * sample (NULL: 0), so that a sample keeps its reads when it moves.
+ */
+int cistern__cold_spill_seen(struct cistern__cold *c, struct cistern__cold_ent *ents,
+			     const uint64_t *slots, unsigned n, void *buf, const uint32_t *lens,
+			     const uint64_t *ids, const uint32_t *seen);
 /* Put a claimed entry back to FREE without publishing. */
 void cistern__cold_abort(struct cistern__cold_ent *e);
 /*

@@ -211,9 +211,10 @@ def create(name: str, policy: str | int = "fifo", slots: int | None = None, slot
     puts are then checked against it, and get(), get_batch() and acquire()
     give dicts of numpy arrays; slot_size 0 means the schema's sample size.
 
-    cold_slots and cold_dir (reservoir and batch-reservoir): a cold tier of
-    cold_slots more slots in the file cold_dir/cistern.NAME.cold, on a local
-    disk that takes direct I/O; the population is slots plus cold_slots.
+    cold_slots and cold_dir (reservoir, batch-reservoir, firo and
+    fifo-evict-reservoir): a cold tier of cold_slots more slots in the file
+    cold_dir/cistern.NAME.cold, on a local disk that takes direct I/O; the
+    population is slots plus cold_slots.
     Puts move samples to disk when memory is full, reads draw over both
     (docs/protocol/tiers.md). A disk too small raises OSError(ENOSPC).
 

@@ -40,6 +40,38 @@ def test_a_fifo_refuses_a_cold_tier_with_a_reason(cold_dir):
     assert why is not None and "cold tier" in why
 
 
+def test_firo_with_a_cold_tier_reads_each_sample_pseudo_epochs_times(segname, cold_dir):
+    with cistern.create(segname, policy="firo", slots=16, slot_size=256, watermark=1,
+                        pseudo_epochs=2, cold_slots=48, cold_dir=cold_dir) as seg:
+        for i in range(64):
+            seg.put(i.to_bytes(4, "little") * 8)
+        st = seg.stats()
+        assert (st.population, st.cold_population) == (64, 48)
+        seg.close_reception()
+        reads = {}
+        for data in seg:
+            data = bytes(data)
+            assert data == data[:4] * 8
+            k = int.from_bytes(data[:4], "little")
+            reads[k] = reads.get(k, 0) + 1
+        assert reads == {i: 2 for i in range(64)}
+        assert seg.stats().cold_reads > 0
+    cistern.unlink(segname)
+
+
+def test_a_lossy_fifo_evict_with_a_cold_tier_keeps_the_newest_puts(segname, cold_dir):
+    with cistern.create(segname, policy="fifo-evict-reservoir", slots=16, slot_size=256,
+                        watermark=1, lossy=True, cold_slots=48, cold_dir=cold_dir) as seg:
+        for i in range(100):
+            seg.put(i.to_bytes(4, "little") * 8)
+        st = seg.stats()
+        assert (st.population, st.cold_population, st.evictions) == (64, 48, 36)
+        seg.close_reception()
+        got = sorted(int.from_bytes(bytes(d)[:4], "little") for d in seg)
+        assert got == list(range(36, 100))
+    cistern.unlink(segname)
+
+
 def test_cold_slots_without_a_directory_is_refused():
     why = cistern.config_problem(policy="reservoir", watermark=1, cold_slots=8)
     assert why is not None and "cold_dir" in why

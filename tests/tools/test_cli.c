@@ -252,6 +252,33 @@ Test(create, a_cold_tier_is_made_shown_and_removed_with_the_segment)
 	rmdir(dir);
 }
 
+/* FIRO and fifo-evict-reservoir take a tier too: each makes its cold file. */
+Test(create, firo_and_fifo_evict_take_a_cold_tier)
+{
+	const char *policies[] = {"firo", "fifo-evict-reservoir"};
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/var/tmp/cistern-cli-cold-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	for (size_t i = 0; i < 2; i++) {
+		char name[64], file[160];
+		uname_(name, sizeof(name), i ? "coldfe" : "coldfiro");
+		snprintf(file, sizeof(file), "%s/cistern.%s.cold", dir, name);
+		struct result *r = run("create", name, "--policy", policies[i], "--watermark", "1",
+				       "--slots", "8", "--cold-slots", "16", "--cold-dir", dir);
+		int status = r->status;
+		bool made = access(file, F_OK) == 0;
+		char *err = strdup(r->err);
+		r = run("inspect", "--json", name);
+		bool shown = strstr(r->out, "\"cold\": {\"slots\": 16") != NULL;
+		run("rm", name);
+		cr_assert_eq(status, 0, "%s: %s", policies[i], err);
+		free(err);
+		cr_assert(made, "%s: no cold file %s", policies[i], file);
+		cr_assert(shown, "%s: %s", policies[i], r->out);
+	}
+	rmdir(dir);
+}
+
 Test(create, a_cold_dir_in_memory_is_taken_with_a_warning)
 {
 	char name[64], dir[64];

@@ -9,11 +9,19 @@
  *
  * With several readers the watermark is approximate by up to the number of
  * readers racing past the check at once.
+ *
+ * With a cold tier (tiered.c) a put that finds the hot slots full moves a
+ * hot sample to a free cold slot, and waits when the cold slots are full
+ * too: FIRO evicts nothing. A read takes a sample of either tier, each by
+ * its share of the population, for this reader alone; a cold sample's seen
+ * count lives in its entry, and its release puts it back or frees its slot
+ * by the same rule as a hot one.
  */
 #include <errno.h>
 
 #include "policy/reservoir/pins.h"
 #include "policy/reservoir/reservoir.h"
+#include "policy/reservoir/tiered.h"
 #include "core/wait.h"
 
 static int firo_try_reserve(struct cistern *c, struct cistern_slot *slot)
@@ -62,6 +70,35 @@ static int firo_release(struct cistern *c, struct cistern_sample *s)
 	return 0;
 }
 
+/* Full hot slots: a spill to a free cold slot; none free, the put waits. */
+static int tiered_reserve(struct cistern *c, struct cistern_slot *slot)
+{
+	int r = firo_try_reserve(c, slot);
+	if (r == -EAGAIN)
+		r = cistern__tiered_spill_reserve(c, slot);
+	return r;
+}
+
+/* A free cold slot: a held sample is never evicted. */
+static bool free_cold(struct cistern *c, uint64_t *slot)
+{
+	return cistern__tiered_claim_cold(c, false, CISTERN__COLD_TAKE_FREE, slot);
+}
+
+/* Reads wait for a population above the watermark, counting both tiers. */
+static bool above_watermark(const struct cistern *c, uint64_t pop, size_t n)
+{
+	(void)n;
+	return pop > c->fixed.watermark;
+}
+
+static const struct cistern__tier_rules firo_tier_rules = {
+	.try_reserve = tiered_reserve,
+	.claim_cold = free_cold,
+	.may_read = above_watermark,
+	.reads_take = true,
+};
+
 static const struct cistern_ops cistern__firo_ops = {
 	.init = cistern__rs_init,
 	.try_reserve = firo_try_reserve,
@@ -91,6 +128,8 @@ const struct cistern__policy cistern__firo_policy = {
 	.config_problem = firo_config_problem,
 	.new_state = cistern__rs_new_state,
 	.free_state = cistern__rs_free_state,
+	.tiering = &cistern__rs_tiering,
+	.tier_rules = &firo_tier_rules,
 	.reclaim_idle = cistern__drop_pins,
 	.forget = cistern__rate_forget,
 	.counts_reads = true,

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tiered.c - the cold tier wired into the reservoirs (Reservoir and
- * BatchReservoir): a put that finds the hot arena full spills a batch of
- * hot samples to a run of the cold file, takes the first one's slot and
- * leaves the others empty for the next puts; reads draw uniformly over hot and
- * cold samples and read the cold ones of a batch in one io_uring
- * submission; reclaim repairs what a dead spiller or reader left in the
- * cold index (docs/protocol/tiers.md).
+ * tiered.c - the cold tier wired into the reservoirs (Reservoir,
+ * BatchReservoir, FIRO and FIFOEvictReservoir, each with its own rules in
+ * its descriptor's tier_rules, tiered.h): a put that finds the hot arena
+ * full spills hot samples to the cold file (a batch of them to one run of
+ * slots, or one at a time where the policy picks them), takes the first
+ * one's slot and leaves the others empty for the next puts; reads draw
+ * uniformly over hot and cold samples and read the cold ones of a batch in
+ * one io_uring submission; reclaim repairs what a dead spiller or reader
+ * left in the cold index (docs/protocol/tiers.md).
  *
  * Everything hot goes through the reservoir's own functions; this file adds
  * the cold half and the one move between the two (the spill). A cold
@@ -66,6 +68,13 @@ static struct cistern__cold_ent *ents(const struct cistern *c)
 {
 	return (struct cistern__cold_ent *)((char *)T(c) + sizeof(struct cistern__tier_shm) +
 					    notes_bytes(c->fixed.procs_count));
+}
+
+/* The rules of c's policy's tier (tiered.h); none: every hook is Reservoir's. */
+static const struct cistern__tier_rules no_rules;
+static const struct cistern__tier_rules *R(const struct cistern *c)
+{
+	return c->policy->tier_rules ? c->policy->tier_rules : &no_rules;
 }
 
 /* ---- create, open, remove --------------------------------------------- */
@@ -210,6 +219,75 @@ static void count_cold_eviction(struct cistern *c, uint32_t seen)
 	atomic_fetch_sub_explicit(&T(c)->population, 1, memory_order_relaxed);
 }
 
+bool cistern__tiered_claim_cold(struct cistern *c, bool in_order, enum cistern__cold_take take,
+				uint64_t *out)
+{
+	struct cistern__tier_shm *ts = T(c);
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t n = c->fixed.cold_slots;
+	/*
+	 * Only free slots, and all of them held: no scan, unless a death may
+	 * have left the count high. Relaxed, no edge: a hint; claims are by CAS.
+	 */
+	if (take == CISTERN__COLD_TAKE_FREE &&
+	    atomic_load_explicit(&ts->population, memory_order_relaxed) >= n &&
+	    !atomic_load_explicit(&c->hdr->counts_unsure, memory_order_relaxed))
+		return false;
+	for (uint64_t scanned = 0; scanned < (in_order ? 1 : n); scanned++) {
+		/* Relaxed: the cursor is a hint of where to look; claims are by CAS. */
+		uint64_t cur = atomic_load_explicit(&ts->cursor, memory_order_relaxed);
+		uint64_t s = cur % n;
+		uint64_t w = atomic_load_explicit(&E[s].word, memory_order_relaxed);
+		bool ok = cistern__cold_claim_as(&E[s], c->owner, take);
+		/*
+		 * Relaxed: a lost race only means another process moved it on. In
+		 * order, the cursor moves only past a slot taken: the next spill
+		 * waits at a slot it may not take yet.
+		 */
+		if (ok || !in_order)
+			atomic_compare_exchange_strong_explicit(&ts->cursor, &cur, cur + 1,
+								memory_order_relaxed,
+								memory_order_relaxed);
+		if (!ok)
+			continue;
+		if (cistern__cold_state(w) == CISTERN__COLD_HELD) {
+			/* The claim took the held sample of word w: an eviction. */
+			uint32_t seen = atomic_load_explicit(&E[s].seen, memory_order_relaxed);
+			struct cistern_counters *ctr = &c->me->ctr;
+			cistern__count(&ctr->seen_hist[cistern__seen_bucket(seen)], 1);
+			cistern__count(&ctr->evictions, 1);
+			if (seen == 0)
+				cistern__count(&ctr->evicted_unseen, 1);
+			atomic_fetch_add_explicit(&ts->cold_evictions, 1, memory_order_relaxed);
+			atomic_fetch_sub_explicit(&ts->population, 1, memory_order_relaxed);
+		}
+		*out = s;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Stop reads of held hot sample i, word w (unpinned when looked at):
+ * HELD -> EVICTING(me), by the handshake of cistern__rs_evict_claim()
+ * ([pin-evict]). false: it moved, or a reader pins it.
+ */
+static bool stop_hot(struct cistern *c, uint64_t i, uint64_t w)
+{
+	struct cistern_slotmeta *m = cistern__slotmeta(c, i);
+	uint64_t tentative = sw_make(sw_pos(w), RS_EVICTING, c->owner);
+	/* [pin-evict] seq_cst CAS, then the seq_cst load of pins, as an eviction. */
+	if (!atomic_compare_exchange_strong_explicit(&m->word, &w, tentative, memory_order_seq_cst,
+						     memory_order_relaxed))
+		return false;
+	if (atomic_load_explicit(&m->pins, memory_order_seq_cst) != 0) {
+		/* [rs-release] seq_cst: back as it was. */
+		atomic_store_explicit(&m->word, w, memory_order_seq_cst);
+		return false;
+	}
+	return true;
+}
+
 /*
  * Stop reads of a held, unpinned hot sample: HELD -> EVICTING(me), by the
  * handshake of cistern__rs_evict_claim() ([pin-evict]), seen or not (a
@@ -222,18 +300,9 @@ static bool hold_hot(struct cistern *c, uint64_t *idx, uint64_t *word)
 		struct cistern_slotmeta *m = cistern__slotmeta(c, i);
 		/* Acquire [rs-held]: the sample's metadata and payload, which we copy. */
 		uint64_t w = atomic_load_explicit(&m->word, memory_order_acquire);
-		if (sw_state(w) != RS_HELD || atomic_load_explicit(&m->pins, memory_order_relaxed))
+		if (sw_state(w) != RS_HELD ||
+		    atomic_load_explicit(&m->pins, memory_order_relaxed) || !stop_hot(c, i, w))
 			continue;
-		uint64_t tentative = sw_make(sw_pos(w), RS_EVICTING, c->owner);
-		/* [pin-evict] seq_cst CAS, then the seq_cst load of pins, as an eviction. */
-		if (!atomic_compare_exchange_strong_explicit(
-			    &m->word, &w, tentative, memory_order_seq_cst, memory_order_relaxed))
-			continue;
-		if (atomic_load_explicit(&m->pins, memory_order_seq_cst) != 0) {
-			/* [rs-release] seq_cst: back as it was. */
-			atomic_store_explicit(&m->word, w, memory_order_seq_cst);
-			continue;
-		}
 		*idx = i;
 		*word = w;
 		return true;
@@ -252,13 +321,38 @@ static void unhold_hot(struct cistern *c, const uint64_t *idx, const uint64_t *w
 }
 
 /*
+ * The policy's own choice (tier_rules' pick_hot or claim_cold): one hot
+ * sample to one cold slot, in the policy's order. Its claim counted any
+ * sample it evicted. The hot sample is held as by hold_hot(); *pos is the
+ * ring position its slot serves for the put.
+ */
+static bool pick_one(struct cistern *c, uint64_t *idx, uint64_t *hw, uint64_t *pos,
+		     uint64_t *cold)
+{
+	const struct cistern__tier_rules *tr = R(c);
+	if (tr->pick_hot ? !tr->pick_hot(c, idx, hw, pos) || !stop_hot(c, *idx, *hw)
+			 : !hold_hot(c, idx, hw))
+		return false;
+	if (!tr->pick_hot)
+		*pos = sw_pos(*hw);
+	if (!(tr->claim_cold ? tr->claim_cold(c, cold)
+			     : cistern__tiered_claim_cold(c, false, CISTERN__COLD_TAKE_SEEN, cold))) {
+		unhold_hot(c, idx, hw, 0, 1);
+		return false;
+	}
+	return true;
+}
+
+/*
  * A put found the hot arena full: move a batch of hot samples to a run of
  * cold slots, written at once, and reserve the first one's hot slot for
  * the put. The others become EMPTY for the next fills (their vacancy hints
- * lead a fill to them). Each sample is in the hot arena until its cold copy
- * is published (EVICTING(me) keeps readers off it meanwhile, and a reclaim
- * puts it back to HELD); the note tells a reclaim of a dead spiller which
- * cold copies were published.
+ * lead a fill to them). A policy that picks what it spills (FIRO,
+ * FIFOEvictReservoir) moves one sample a spill. Each sample is in the hot
+ * arena until its cold copy is published (EVICTING(me) keeps readers off
+ * it meanwhile, and a reclaim puts it back to HELD); the note tells a
+ * reclaim of a dead spiller which cold copies were published. A sample
+ * keeps its seen count in the cold tier.
  */
 static int spill_reserve(struct cistern *c, struct cistern_slot *slot)
 {
@@ -266,27 +360,37 @@ static int spill_reserve(struct cistern *c, struct cistern_slot *slot)
 	int r = tier_get(c, &t);
 	if (r < 0)
 		return r;
-	const unsigned want = spill_batch(c, &t->cold);
-	if (!t->stage && !(t->stage = cistern__cold_alloc(&t->cold, want)))
+	const struct cistern__tier_rules *tr = R(c);
+	const bool one = tr->pick_hot || tr->claim_cold;
+	const unsigned want = one ? 1 : spill_batch(c, &t->cold);
+	if (!t->stage && !(t->stage = cistern__cold_alloc(&t->cold, spill_batch(c, &t->cold))))
 		return -ENOMEM;
 	struct cistern__tier_shm *ts = T(c);
 	struct cistern__cold_ent *E = ents(c);
 	uint64_t idx[CISTERN__SPILL_MAX], hw[CISTERN__SPILL_MAX], slots[CISTERN__SPILL_MAX];
-	uint64_t ids[CISTERN__SPILL_MAX], first;
-	uint32_t lens[CISTERN__SPILL_MAX], evicted[CISTERN__SPILL_MAX];
-	unsigned k = 0;
-	while (k < want && hold_hot(c, &idx[k], &hw[k]))
-		k++;
-	if (k == 0)
-		return -EAGAIN;
-	unsigned n = cistern__cold_claim_run(E, c->fixed.cold_slots, &ts->cursor, c->owner, k,
-					     &first, evicted);
-	unhold_hot(c, idx, hw, n, k);
-	if (n == 0)
-		return -EAGAIN;
-	for (unsigned i = 0; i < n; i++)
-		if (evicted[i])
-			count_cold_eviction(c, evicted[i]);
+	uint64_t ids[CISTERN__SPILL_MAX], first, pos;
+	uint32_t lens[CISTERN__SPILL_MAX], evicted[CISTERN__SPILL_MAX], seen[CISTERN__SPILL_MAX];
+	unsigned n;
+	if (one) {
+		if (!pick_one(c, &idx[0], &hw[0], &pos, &first))
+			return -EAGAIN;
+		n = 1;
+	} else {
+		unsigned k = 0;
+		while (k < want && hold_hot(c, &idx[k], &hw[k]))
+			k++;
+		if (k == 0)
+			return -EAGAIN;
+		n = cistern__cold_claim_run(E, c->fixed.cold_slots, &ts->cursor, c->owner, k,
+					    &first, evicted);
+		unhold_hot(c, idx, hw, n, k);
+		if (n == 0)
+			return -EAGAIN;
+		for (unsigned i = 0; i < n; i++)
+			if (evicted[i])
+				count_cold_eviction(c, evicted[i]);
+		pos = sw_pos(hw[0]);
+	}
 
 	struct cistern__spill_note *nt = note_of(c, c->owner);
 	nt->cold = first;
@@ -297,6 +401,8 @@ static int spill_reserve(struct cistern *c, struct cistern_slot *slot)
 		slots[i] = first + i;
 		ids[i] = m->sample_id;
 		lens[i] = (uint32_t)m->len;
+		/* EVICTING(me), unpinned: no reader changes the count. The sample keeps its reads. */
+		seen[i] = atomic_load_explicit(&m->seen, memory_order_relaxed);
 		memcpy((uint8_t *)t->stage + (size_t)i * t->cold.slot_bytes,
 		       cistern__payload(c, idx[i]), lens[i]);
 		/* The entry is WRITING(me): nobody reads its fields until the publish. */
@@ -312,7 +418,7 @@ static int spill_reserve(struct cistern *c, struct cistern_slot *slot)
 	atomic_fetch_add_explicit(&ts->population, n, memory_order_relaxed);
 	/* Relaxed: read by a reclaimer only after we died. */
 	atomic_store_explicit(&nt->live, 2, memory_order_relaxed);
-	r = cistern__cold_spill(&t->cold, E, slots, n, t->stage, lens, ids);
+	r = cistern__cold_spill_seen(&t->cold, E, slots, n, t->stage, lens, ids, seen);
 	if (r < 0) {
 		/* The entries went back to FREE: the count goes back, then the note. */
 		atomic_store_explicit(&nt->live, 1, memory_order_relaxed);
@@ -325,7 +431,7 @@ static int spill_reserve(struct cistern *c, struct cistern_slot *slot)
 		if (i == 0)
 			/* [rs-fill]: the slot stays counted in `filled`; it is ours to fill. */
 			atomic_store_explicit(&cistern__slotmeta(c, idx[0])->word,
-					      sw_make(sw_pos(hw[0]), RS_RESERVED, c->owner),
+					      sw_make(pos, RS_RESERVED, c->owner),
 					      memory_order_seq_cst);
 		else
 			cistern__rs_vacate(c, idx[i], hw[i]);
@@ -338,12 +444,19 @@ static int spill_reserve(struct cistern *c, struct cistern_slot *slot)
 	atomic_store_explicit(&nt->live, 0, memory_order_relaxed);
 	if (n > 1)
 		cistern__wake_producers(c); /* slots to fill */
-	cistern__set_slot(slot, c, idx[0], sw_pos(hw[0]));
+	cistern__set_slot(slot, c, idx[0], pos);
 	return 0;
+}
+
+int cistern__tiered_spill_reserve(struct cistern *c, struct cistern_slot *slot)
+{
+	return spill_reserve(c, slot);
 }
 
 static int tiered_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
+	if (R(c)->try_reserve)
+		return R(c)->try_reserve(c, slot);
 	if (!cistern__rs_rate_allows_put(c))
 		return -EAGAIN;
 	int r = cistern__rs_fill_reserve(c, slot);
@@ -673,6 +786,8 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 	struct cistern__tier_shm *ts = T(c);
 	struct cistern__cold_ent *E = ents(c);
 	bool closed = cistern__rs_closed(c);
+	/* Each sample taken for this reader alone: after close, and always under reads_take. */
+	bool take = closed || R(c)->reads_take;
 	uint64_t taken = 0;
 	int r;
 	if (!closed) {
@@ -680,11 +795,11 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 		uint64_t pop = atomic_load_explicit(&c->hdr->population, memory_order_relaxed) +
 			       atomic_load_explicit(&ts->population, memory_order_relaxed);
 		uint64_t need = c->fixed.watermark > n ? c->fixed.watermark : n;
-		if (pop < need) {
+		if (R(c)->may_read ? !R(c)->may_read(c, pop, n) : pop < need) {
 			cistern__rs_rate_stuck(c, false);
 			return -EAGAIN;
 		}
-		int b = cistern__pin_bit(c);
+		int b = take ? 0 : cistern__pin_bit(c);
 		if (b < 0)
 			return b;
 		if (!cistern__rs_rate_take(c, n, &taken))
@@ -722,14 +837,14 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 				misses++;
 				continue;
 			}
-			bool ok = closed ? cistern__rs_read_exclusive(c, s, idx) == 0
-					 : cistern__pin(c, idx, RS_HELD, &w);
+			bool ok = take ? cistern__rs_read_exclusive(c, s, idx) == 0
+				       : cistern__pin(c, idx, RS_HELD, &w);
 			if (!ok) {
 				cistern__scratch_forget(&rs->scratch, (uint32_t)idx);
 				misses++;
 				continue;
 			}
-			if (!closed)
+			if (!take)
 				cistern__rs_read_pinned(c, s, idx, w);
 			hot_left -= hot_left > 0;
 		} else {
@@ -741,14 +856,21 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 				misses++;
 				continue;
 			}
-			bool ok = closed ? take_cold(c, &E[j], &w)
-					 : cistern__cold_pin(&E[j], (unsigned)rs->pin_bit, &w);
+			bool ok = take ? take_cold(c, &E[j], &w)
+				       : cistern__cold_pin(&E[j], (unsigned)rs->pin_bit, &w);
 			if (!ok) {
 				cistern__scratch_forget(&rs->scratch, key);
 				misses++;
 				continue;
 			}
-			fill_cold_sample(c, s, j, w, closed ? RS_LIVE_EXCLUSIVE : RS_LIVE_PINNED);
+			/*
+			 * A take is counted at once, before its read: a reclaim of a
+			 * dead taker gives one read back (give_back_takes()), which
+			 * must have been counted.
+			 */
+			if (take)
+				atomic_fetch_add_explicit(&E[j].seen, 1, memory_order_relaxed);
+			fill_cold_sample(c, s, j, w, take ? RS_LIVE_EXCLUSIVE : RS_LIVE_PINNED);
 			cold++;
 		}
 		misses = 0;
@@ -761,7 +883,7 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 			/* Seen while pinned or taken: counted before the release lets an evictor see it. */
 			bool woke = false;
 			for (size_t i = 0; i < got; i++)
-				if (is_cold(c, &out[i]))
+				if (is_cold(c, &out[i]) && out[i].live_ == RS_LIVE_PINNED)
 					woke |= atomic_fetch_add_explicit(
 							&E[out[i].index_ - c->slot_count].seen, 1,
 							memory_order_relaxed) == 0;
@@ -773,7 +895,11 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 			/* Give every member back, hot and cold, as if never drawn. */
 			for (size_t i = 0; i < got; i++) {
 				if (is_cold(c, &out[i])) {
-					/* Unread: its seen count was not raised. */
+					/* Unread: a pin's seen count was not raised, a take's was. */
+					if (out[i].live_ == RS_LIVE_EXCLUSIVE)
+						atomic_fetch_sub_explicit(
+							&E[out[i].index_ - c->slot_count].seen, 1,
+							memory_order_relaxed);
 					free((void *)(uintptr_t)out[i].data);
 					out[i].data = NULL;
 					tiered_unacquire_one(c, &out[i]);
@@ -787,7 +913,7 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 	}
 	if (got == n || (closed && got > 0)) {
 		cistern__rs_rate_settle(c, taken, got);
-		if (batch && !closed)
+		if (batch && !take)
 			ahead_draw(c, n);
 		return (int)got;
 	}
@@ -809,6 +935,8 @@ static int tiered_try_acquire(struct cistern *c, struct cistern_sample *s)
 
 static int tiered_try_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n)
 {
+	if (!c->policy->ops->try_acquire_batch)
+		return -EINVAL; /* the tier reads no batches where the policy reads none */
 	if (c->policy->reads_whole_batches && n != c->fixed.batch_size)
 		return -EINVAL;
 	return tiered_try_acquire_n(c, out, n, true);
@@ -845,13 +973,22 @@ static void forget_cold(struct cistern_sample *s)
 static int tiered_release(struct cistern *c, struct cistern_sample *s)
 {
 	if (!is_cold(c, s))
-		return cistern__rs_release_generic(c, s);
+		return c->policy->ops->release(c, s); /* as without a tier */
 	struct cistern__cold_ent *e = held_entry(c, s);
 	if (!e)
 		return -EINVAL;
+	uint32_t seen = atomic_load_explicit(&e->seen, memory_order_relaxed);
 	if (s->live_ == RS_LIVE_PINNED) {
 		cistern__cold_unpin(e, (unsigned)cistern__rs(c)->pin_bit);
+	} else if (R(c)->reads_take && seen < c->fixed.pseudo_epochs) {
+		/* Release [cold-unpin]: back to HELD, our reads before the next taker's. */
+		atomic_store_explicit(
+			&e->word,
+			cistern__cold_word(CISTERN__COLD_HELD, 0, cistern__cold_gen(s->pos_)),
+			memory_order_release);
+		cistern__wake_readers(c);
 	} else {
+		cistern__count(&c->me->ctr.seen_hist[cistern__seen_bucket(seen)], 1);
 		/* Release [cold-unpin]: our read is over before the slot can be claimed. */
 		atomic_store_explicit(
 			&e->word,
@@ -1036,11 +1173,50 @@ static void repair_spill(struct cistern *c, uint32_t owner)
 	atomic_store_explicit(&nt->live, 0, memory_order_relaxed);
 }
 
+/*
+ * Under reads_take, a cold EVICTING(owner) is a sample the dead reader took
+ * (a spill claims only free slots there): it goes back to HELD with its read
+ * taken back (never below 0) and counts as a redelivery, as a hot ACQUIRED
+ * one does. Counted before the CAS and undone if the CAS fails; a reclaimer
+ * that dies in between leaves it to the next, which takes the read back
+ * twice: one read more, never one fewer.
+ */
+static void give_back_takes(struct cistern *c, uint32_t owner)
+{
+	struct cistern__cold_ent *E = ents(c);
+	_Atomic uint64_t *redelivered = &c->hdr->retired.redeliveries;
+	for (uint64_t j = 0; j < c->fixed.cold_slots; j++) {
+		struct cistern__cold_ent *e = &E[j];
+		/* Relaxed: only state and owner are used; the CAS decides. */
+		uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
+		if (cistern__cold_state(w) != CISTERN__COLD_EVICTING ||
+		    cistern__cold_owner(w) != owner)
+			continue;
+		atomic_fetch_add_explicit(redelivered, 1, memory_order_relaxed);
+		uint32_t seen = atomic_load_explicit(&e->seen, memory_order_relaxed);
+		bool lowered = false;
+		while (seen > 0 && !(lowered = atomic_compare_exchange_weak_explicit(
+					     &e->seen, &seen, seen - 1, memory_order_relaxed,
+					     memory_order_relaxed)))
+			;
+		uint64_t held = cistern__cold_word(CISTERN__COLD_HELD, 0, cistern__cold_gen(w));
+		/* Release [cold-unpin]: the read taken back before the next taker sees HELD. */
+		if (!atomic_compare_exchange_strong_explicit(
+			    &e->word, &w, held, memory_order_release, memory_order_relaxed)) {
+			if (lowered)
+				atomic_fetch_add_explicit(&e->seen, 1, memory_order_relaxed);
+			atomic_fetch_sub_explicit(redelivered, 1, memory_order_relaxed);
+		}
+	}
+}
+
 static void tiered_reclaim(struct cistern *c, uint32_t owner)
 {
 	if (owner == 0 || owner > c->fixed.procs_count)
 		return;
 	repair_spill(c, owner);
+	if (R(c)->reads_take)
+		give_back_takes(c, owner);
 	uint32_t bit = cistern__procs(c)[owner - 1].reader_bit;
 	cistern__cold_reclaim(ents(c), c->fixed.cold_slots, owner, bit < 64 ? bit : 64);
 	cistern__rs_reclaim(c, owner);
@@ -1241,6 +1417,10 @@ static int tiered_dump(struct cistern *c, bool dead_held, cistern__cold_fn fn, v
 				.data = p,
 			};
 			memcpy(s.meta, snap[i].meta, sizeof(s.meta));
+			/* A dead taker's read goes back at its reclaim (give_back_takes()). */
+			if (dead_held && R(c)->reads_take && s.seen > 0 &&
+			    cistern__cold_state(w) == CISTERN__COLD_EVICTING)
+				s.seen--;
 			r = fn(&s, arg);
 		}
 	}
@@ -1315,7 +1495,13 @@ static int tiered_restore_end(struct cistern *c, const struct cistern__tier_coun
 	struct cistern__tier_shm *ts = T(c);
 	/* Relaxed: nobody else has the segment yet (it appears by a rename). */
 	atomic_store_explicit(&ts->population, t->restored, memory_order_relaxed);
-	atomic_store_explicit(&ts->cursor, t->restored, memory_order_relaxed);
+	/*
+	 * The samples keep their slots, and the cursor goes where the spills
+	 * left it: an in-order claim (fifo-evict-reservoir) moves it past one
+	 * slot a spill, so the next spill takes the slot after the newest cold
+	 * sample, and the cold file keeps the order of the puts.
+	 */
+	atomic_store_explicit(&ts->cursor, n->spilled, memory_order_relaxed);
 	atomic_store_explicit(&ts->spilled, n->spilled, memory_order_relaxed);
 	atomic_store_explicit(&ts->cold_reads, n->cold_reads, memory_order_relaxed);
 	atomic_store_explicit(&ts->cold_evictions, n->cold_evictions, memory_order_relaxed);
@@ -1353,8 +1539,12 @@ static uint64_t tiered_unread(const struct cistern *c)
 			continue;
 		/* Relaxed: a count; the caller holds the gc lock and nobody alive is attached. */
 		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_relaxed);
-		n += dumped_state(w, true) &&
-		     atomic_load_explicit(&E[j].seen, memory_order_relaxed) == 0;
+		uint32_t seen = atomic_load_explicit(&E[j].seen, memory_order_relaxed);
+		/* A dead taker's read goes back at its reclaim (give_back_takes()). */
+		if (R(c)->reads_take && seen > 0 &&
+		    cistern__cold_state(w) == CISTERN__COLD_EVICTING)
+			seen--;
+		n += dumped_state(w, true) && seen == 0;
 	}
 	free(twice);
 	return n;

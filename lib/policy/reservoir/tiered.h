@@ -97,7 +97,60 @@ size_t cistern__tiered_ahead_slots(const struct cistern *c, uint64_t *slots, siz
 /* Cold slot j's entry in c's cold index, or NULL. For tests. */
 const struct cistern__cold_ent *cistern__tiered_ent(const struct cistern *c, uint64_t j);
 
-/* reservoir.c: Reservoir's and BatchReservoir's tier. */
+/*
+ * What a reservoir kind's tier does its own way (its descriptor's
+ * tier_rules, defined in its file; docs/protocol/tiers.md, "Policies").
+ * Every hook is optional: NULL is Reservoir's way, which tiered.c does.
+ */
+struct cistern__tier_rules {
+	/*
+	 * A put: its own try_reserve on a tiered segment, which spills through
+	 * cistern__tiered_spill_reserve(). NULL: fill an empty slot, else
+	 * spill, else evict a seen hot sample as without a tier.
+	 */
+	int (*try_reserve)(struct cistern *c, struct cistern_slot *slot);
+	/*
+	 * The hot sample a spill moves: a HELD one at *idx, its word in *word,
+	 * and the ring position *pos its slot serves for the put; the spill
+	 * then stops reads of it (or gives up if a reader pins it). NULL: a
+	 * held, unpinned sample drawn at random, at its own position.
+	 */
+	bool (*pick_hot)(struct cistern *c, uint64_t *idx, uint64_t *word, uint64_t *pos);
+	/*
+	 * The cold slot a spill takes, claimed WRITING(me), an evicted sample
+	 * counted (cistern__tiered_claim_cold()). NULL: the first from the
+	 * write cursor that is free or holds a seen, unpinned sample.
+	 */
+	bool (*claim_cold)(struct cistern *c, uint64_t *slot);
+	/*
+	 * Whether a read of n may start while reception is open, with pop
+	 * samples held in both tiers. NULL: pop >= max(watermark, n).
+	 */
+	bool (*may_read)(const struct cistern *c, uint64_t pop, size_t n);
+	/*
+	 * Reads take each sample for the reader alone, open or closed; a
+	 * release keeps it while seen < pseudo_epochs, and a reclaim gives a
+	 * dead reader's cold take back with its read (FIRO). false: reads pin
+	 * while reception is open and take for good after.
+	 */
+	bool reads_take;
+};
+
+/*
+ * A put found the hot arena full: move a hot sample (the rules' pick_hot)
+ * to a cold slot (the rules' claim_cold) and reserve its hot slot for the
+ * put: 0; -EAGAIN if no hot sample or no cold slot may be taken now.
+ */
+int cistern__tiered_spill_reserve(struct cistern *c, struct cistern_slot *slot);
+/*
+ * Claim a cold slot for a spill under the rule `take`: from the write
+ * cursor on (in_order: the cursor's slot only, so that slots are taken in
+ * file order), WRITING(me); a sample it evicts is counted. false: none.
+ */
+bool cistern__tiered_claim_cold(struct cistern *c, bool in_order, enum cistern__cold_take take,
+				uint64_t *slot);
+
+/* The tier of Reservoir, BatchReservoir, FIRO and FIFOEvictReservoir (tiered.c). */
 extern const struct cistern__tiering cistern__rs_tiering;
 
 #endif
