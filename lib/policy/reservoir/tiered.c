@@ -326,8 +326,7 @@ static void unhold_hot(struct cistern *c, const uint64_t *idx, const uint64_t *w
  * sample it evicted. The hot sample is held as by hold_hot(); *pos is the
  * ring position its slot serves for the put.
  */
-static bool pick_one(struct cistern *c, uint64_t *idx, uint64_t *hw, uint64_t *pos,
-		     uint64_t *cold)
+static bool pick_one(struct cistern *c, uint64_t *idx, uint64_t *hw, uint64_t *pos, uint64_t *cold)
 {
 	const struct cistern__tier_rules *tr = R(c);
 	if (tr->pick_hot ? !tr->pick_hot(c, idx, hw, pos) || !stop_hot(c, *idx, *hw)
@@ -335,8 +334,9 @@ static bool pick_one(struct cistern *c, uint64_t *idx, uint64_t *hw, uint64_t *p
 		return false;
 	if (!tr->pick_hot)
 		*pos = sw_pos(*hw);
-	if (!(tr->claim_cold ? tr->claim_cold(c, cold)
-			     : cistern__tiered_claim_cold(c, false, CISTERN__COLD_TAKE_SEEN, cold))) {
+	if (!(tr->claim_cold
+		      ? tr->claim_cold(c, cold)
+		      : cistern__tiered_claim_cold(c, false, CISTERN__COLD_TAKE_SEEN, cold))) {
 		unhold_hot(c, idx, hw, 0, 1);
 		return false;
 	}
