@@ -9,7 +9,8 @@
  * found verify accepting and restore refusing, sim-paired-key-out-of-bounds,
  * a SimPairedReservoir dump with a record of sim_id = sweep_size, and
  * empty-seen-set, a FIFO dump whose seen set is 0 bytes long (both with
- * checksums that hold). Every section carries a checksum, so most mutations
+ * checksums that hold), and sim-paired-end-of-episode, a format 4 dump whose
+ * records carry end-of-episode marks. Every section carries a checksum, so most mutations
  * stop at the first one, which is itself what is tested: nothing past a
  * failed checksum is trusted. Verify and restore must give the same answer,
  * and neither may write a byte to standard error.
