@@ -36,7 +36,9 @@
  *                 sample_id, u64 len, u32 seen, u32 source cold slot, the
  *                 entry's 24 bytes of meta (sim_id and time_step first)
  *                 (48 bytes), then len payload bytes, zero padding to a
- *                 multiple of 8.
+ *                 multiple of 8. No flags: the policies with a cold tier
+ *                 keep none (cistern__rs_commit()), so a cold sample reads
+ *                 back with flags 0 before a dump as after a restore.
  *   meta      512 bytes: section offsets and sizes, counts, next sample id,
  *             times, reception state, the config (its max_times_sampled
  *             where files from before it have zero: off), the statistics, the CRC-32C
