@@ -185,7 +185,7 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 				      .time_step = step,
 				      .seen = nseen,
 				      .src = v[k].index,
-				      .flags = fl & CISTERN_META_END_OF_EPISODE};
+				      .flags = fl & cistern__kept_flags(c->policy)};
 		dump_rec_encode(p, m->version, &dr);
 		size_t rec = hdr + cistern__align_up((size_t)len, 8);
 		memset(p + hdr + len, 0, rec - hdr - (size_t)len);
@@ -343,10 +343,10 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	}
 	/*
 	 * The oldest format that holds the segment whole, which older builds
-	 * read: 4 where a put keeps flags (cistern__rs_commit(): the policies
-	 * with pairs), 3 for a cold tier, else 2.
+	 * read: 4 where a put keeps flags (cistern__kept_flags()), 3 for a
+	 * cold tier, else 2.
 	 */
-	m.version = c->policy->has_pairs ? 4 : tiered ? 3 : 2;
+	m.version = cistern__kept_flags(c->policy) ? 4 : tiered ? 3 : 2;
 	/*
 	 * The permission bits come from the object as it is now, not from the
 	 * header, which keeps those given at creation: a chmod since then must

@@ -341,9 +341,8 @@ int cistern__dump_rec_check(const struct dump_meta *m, const struct dump_rec *r,
 	if (p && p->has_pairs &&
 	    (r->sim_id >= m->cfg.sweep_size || r->time_step >= m->cfg.nb_time_steps))
 		return -EBADMSG;
-	/* The flags a put keeps (cistern__rs_commit()): the mark, on a policy with pairs only. */
-	if ((r->flags & ~CISTERN_META_END_OF_EPISODE) || (r->flags && !(p && p->has_pairs)) ||
-	    r->reserved)
+	/* Only the flags a put on this policy keeps. */
+	if ((r->flags & ~cistern__kept_flags(p)) || r->reserved)
 		return -EBADMSG;
 	return 0;
 }

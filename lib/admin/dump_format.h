@@ -37,7 +37,7 @@
  *                 entry's 24 bytes of meta (sim_id and time_step first)
  *                 (48 bytes), then len payload bytes, zero padding to a
  *                 multiple of 8. No flags: the policies with a cold tier
- *                 keep none (cistern__rs_commit()), so a cold sample reads
+ *                 keep none (cistern__kept_flags()), so a cold sample reads
  *                 back with flags 0 before a dump as after a restore.
  *   meta      512 bytes: section offsets and sizes, counts, next sample id,
  *             times, reception state, the config (its max_times_sampled
