@@ -9,9 +9,10 @@
  * found verify accepting and restore refusing, sim-paired-key-out-of-bounds,
  * a SimPairedReservoir dump with a record of sim_id = sweep_size, and
  * empty-seen-set, a FIFO dump whose seen set is 0 bytes long (both with
- * checksums that hold), and reservoir-cold, a dump in format 3 of a
- * reservoir with a cold tier in /dev/shm (fuzz/gen_corpus.c writes it), so
- * the cold section's reader is fuzzed too. Every section carries a
+ * checksums that hold), reservoir-cold, a dump in format 3 of a reservoir
+ * with a cold tier in /dev/shm (fuzz/gen_corpus.c writes it), so the cold
+ * section's reader is fuzzed too, and sim-paired-end-of-episode, a format 4
+ * dump whose records carry end-of-episode marks. Every section carries a
  * checksum, so most mutations stop at the first one, which is itself what
  * is tested: nothing past a failed checksum is trusted. Verify and
  * restore must give the same answer, and neither may write a byte to

@@ -33,6 +33,7 @@ static inline void dumpfile_load(struct dumpfile *f, const char *path)
 	close(fd);
 	cr_assert_eq(cistern__dump_meta_decode(f->b + f->size - TRAILER_SIZE - META_SIZE, &f->m),
 		     0);
+	f->m.version = get32(f->b + 8);
 }
 
 /* The header of record i (records are walked from the first: their lengths vary). */
@@ -40,7 +41,8 @@ static inline uint8_t *dumpfile_record(struct dumpfile *f, uint64_t i)
 {
 	uint64_t off = f->m.samples_off;
 	for (uint64_t k = 0; k < i; k++)
-		off += REC_HDR + cistern__align_up((size_t)get64(f->b + off + 16), 8);
+		off += dump_rec_hdr(f->m.version) +
+		       cistern__align_up((size_t)get64(f->b + off + 16), 8);
 	return f->b + off;
 }
 

@@ -32,6 +32,8 @@ static const char usage[] =
 	"its cold file through io_uring, each checked against its checksum, and kept\n"
 	"with their metadata and seen counts (dump format 3; a segment without a\n"
 	"cold tier is written in format 2, which older builds read).\n"
+	"A sim-paired-reservoir or a prioritized segment is dumped in format 4,\n"
+	"which keeps its samples' end-of-episode marks.\n"
 	"A progress bar is drawn on standard error when it is a terminal.\n"
 	"\n"
 	"  -q, --quiet         no summary line\n"

@@ -24,6 +24,8 @@ static const char usage[] =
 	"holding a record the segment could not hold (say a sim_id past the sweep),\n"
 	"and one whose stored name breaks the naming rule. The temporary name,\n"
 	"restore-PID-RANDOM, is created exclusively: nobody can take it first.\n"
+	"A dump in format 4 restores its samples' end-of-episode marks; a\n"
+	"sim-paired-reservoir dumped in an older format restores them unmarked.\n"
 	"A dump of a segment with a cold tier (format 3) restores with its cold\n"
 	"tier: the cold file DIR/cistern.NAME.cold is made in the cold directory\n"
 	"stored in the dump, with as many cold slots, and the cold samples go back\n"

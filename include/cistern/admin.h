@@ -394,12 +394,15 @@ struct cistern_dump_info {
 	char cold_dir[CISTERN_COLD_DIR_MAX + 1];
 };
 /**
- * The newest dump format this build writes and reads. A segment with a cold
- * tier is dumped in format 3, which adds its cold samples; a segment without
- * one in format 2, which older builds read too. It reads formats 1 (written
- * by builds before schemas), 2 (which added the segment's schema) and 3.
+ * The newest dump format this build writes and reads. A segment whose
+ * policy keeps the samples' flags (the end-of-episode marks of a
+ * SimPairedReservoir or a prioritized segment) is dumped in format 4, which adds them; one with a cold tier in
+ * format 3, which adds its cold samples; any other in format 2, which older
+ * builds read too. It reads formats 1 (written by builds before schemas),
+ * 2 (which added the segment's schema), 3 and 4. Samples of a file before
+ * format 4 restore with flags 0.
  */
-#define CISTERN_DUMP_VERSION 3
+#define CISTERN_DUMP_VERSION 4
 
 /**
  * Dump segment `name` to `path` (replaced atomically: written to a temporary

@@ -59,8 +59,14 @@ extern "C" {
 
 /** Length of a CurveZMQ key in its Z85 text form, without the terminating NUL. */
 #define CISTERN_KEY_LEN 40
-/** The protocol version that HELLO carries (see docs/REMOTE.md). */
-#define CISTERN_REMOTE_PROTOCOL 2
+/**
+ * The protocol version that HELLO carries (see docs/REMOTE.md). Version 3
+ * carries each sample's end-of-episode mark and priority. A server of
+ * version 3 also welcomes producers of version 2; a server of version 2
+ * refuses a producer of version 3, whose connect then fails
+ * -EPROTONOSUPPORT.
+ */
+#define CISTERN_REMOTE_PROTOCOL 3
 /**
  * Default window, the samples a connection may have in flight: at most
  * this many, and at most as many as fit in CISTERN_REMOTE_WINDOW_BYTES of
@@ -126,7 +132,8 @@ CISTERN_API int cistern_remote_connect(const char *endpoint, const struct cister
 
 /**
  * Send `len` bytes as one sample, as cistern_put() puts one: meta->sim_id
- * (which picks the rank) and time_step are taken; meta may be NULL (sim_id
+ * (which picks the rank), time_step and flags (CISTERN_META_END_OF_EPISODE,
+ * which a SimPairedReservoir keeps) are taken; meta may be NULL (sim_id
  * 0). meta->sample_id is not written: the segment assigns it later. Returns
  * once the sample is handed to the connection under a credit, waiting while
  * the window is full: sent, or gathered to leave within the linger (see
@@ -140,6 +147,22 @@ CISTERN_API int cistern_remote_connect(const char *endpoint, const struct cister
  */
 CISTERN_API int cistern_remote_put(struct cistern_remote *r, const void *buf, size_t len,
 				   const struct cistern_meta *meta, int timeout_ms);
+
+/**
+ * Send one sample with priority `priority`, as cistern_put_prioritized()
+ * puts one, into a prioritized segment (CISTERN_PRIORITIZED); otherwise as
+ * cistern_remote_put(). A sample sent without a priority gets the largest
+ * seen so far, as cistern_put() gives it.
+ * @return the returns of cistern_remote_put(); -EINVAL for a priority that
+ *         is NaN, infinite or negative (nothing is sent); -ENOTSUP if none
+ *         of the server's segments is prioritized (nothing is sent). A
+ *         sample routed to a segment that is not prioritized, when some
+ *         others are, fails with -ENOTSUP on the server, returned by a
+ *         later call as any error of an earlier sample.
+ */
+CISTERN_API int cistern_remote_put_prioritized(struct cistern_remote *r, const void *buf,
+					       size_t len, const struct cistern_meta *meta,
+					       double priority, int timeout_ms);
 
 /**
  * Send up to `n` samples, laid out as for cistern_put_batch(): sample i is the

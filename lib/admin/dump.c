@@ -126,6 +126,7 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 	}
 	uint64_t max_id = 0;
 	uint32_t crc = 0;
+	const size_t hdr = dump_rec_hdr(m->version);
 
 	/* Pass 2: copy each, keep it only if its word did not move meanwhile. */
 	for (size_t k = 0; k < n; k++) {
@@ -142,20 +143,20 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 		uint64_t word = atomic_load_explicit(&sm->word, memory_order_acquire);
 		uint64_t len = sm->len;
 		uint64_t id = sm->sample_id;
-		uint32_t sim = sm->sim_id, step = sm->time_step;
+		uint32_t sim = sm->sim_id, step = sm->time_step, fl = sm->flags;
 		uint32_t nseen = dead_held ? cistern__seen_once_reclaimed(c, sm, word, so)
 					   : atomic_load_explicit(&sm->seen, memory_order_relaxed);
 		bool ok = word == v[k].word && len <= c->slot_size;
-		uint8_t *p = cistern__io_w_room(
-			w, REC_HDR + cistern__align_up(ok ? (size_t)len : 0, 8));
+		uint8_t *p = cistern__io_w_room(w,
+						hdr + cistern__align_up(ok ? (size_t)len : 0, 8));
 		if (!p) {
 			free(v);
 			return w->err;
 		}
 		if (ok && c->copied)
-			r = read_payload(c, v[k].index, p + REC_HDR, (size_t)len);
+			r = read_payload(c, v[k].index, p + hdr, (size_t)len);
 		else if (ok)
-			memcpy(p + REC_HDR, cistern__payload(c, v[k].index), (size_t)len);
+			memcpy(p + hdr, cistern__payload(c, v[k].index), (size_t)len);
 		/*
 		 * [dump-recheck] every read above happens before this second look
 		 * at the word, which the claims that move a slot word before any
@@ -178,14 +179,16 @@ static int dump_samples(struct cistern *c, const struct cistern_snap_ops *so, st
 			m->skipped++;
 			continue;
 		}
-		put64(p, id);
-		put32(p + 8, sim);
-		put32(p + 12, step);
-		put64(p + 16, len);
-		put32(p + 24, nseen);
-		put32(p + 28, v[k].index);
-		size_t rec = REC_HDR + cistern__align_up((size_t)len, 8);
-		memset(p + REC_HDR + len, 0, rec - REC_HDR - (size_t)len);
+		struct dump_rec dr = {.id = id,
+				      .len = len,
+				      .sim_id = sim,
+				      .time_step = step,
+				      .seen = nseen,
+				      .src = v[k].index,
+				      .flags = fl & cistern__kept_flags(c->policy)};
+		dump_rec_encode(p, m->version, &dr);
+		size_t rec = hdr + cistern__align_up((size_t)len, 8);
+		memset(p + hdr + len, 0, rec - hdr - (size_t)len);
 		crc = cistern__crc32c(crc, p, rec);
 		cistern__io_w_keep(w, p, rec);
 		m->samples_size += rec;
@@ -338,8 +341,12 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 		snprintf(m.schema, sizeof(m.schema), "%s", m.cfg.schema);
 		m.cfg.schema = m.schema;
 	}
-	/* Format 3 only where it is needed: older builds read a dump without a tier. */
-	m.version = tiered ? CISTERN_DUMP_VERSION : 2;
+	/*
+	 * The oldest format that holds the segment whole, which older builds
+	 * read: 4 where a put keeps flags (cistern__kept_flags()), 3 for a
+	 * cold tier, else 2.
+	 */
+	m.version = cistern__kept_flags(c->policy) ? 4 : tiered ? 3 : 2;
 	/*
 	 * The permission bits come from the object as it is now, not from the
 	 * header, which keeps those given at creation: a chmod since then must
@@ -370,13 +377,13 @@ int cistern__dump_handle(struct cistern *c, const char *name, const char *path, 
 	char *bm = NULL;
 	/* Every slot held, plus room for the seen set, the meta block and the trailer. */
 	uint64_t expect = PREAMBLE_SIZE +
-			  c->slot_count * (REC_HDR + cistern__align_up(c->slot_size, 8)) +
+			  c->slot_count * (REC_HDR_V4 + cistern__align_up(c->slot_size, 8)) +
 			  c->fixed.cold_slots *
 				  (COLD_REC_HDR + cistern__align_up(c->slot_size, 8)) +
 			  2 * c->slot_count + 4 * META_SIZE;
 	r = cistern__io_w_init(
 		&w, fd, flags & CISTERN__DUMP_PLAIN, flags & CISTERN__DUMP_BUFFERED,
-		(tiered ? COLD_REC_HDR : REC_HDR) + cistern__align_up(c->slot_size, 8), expect);
+		(tiered ? COLD_REC_HDR : REC_HDR_V4) + cistern__align_up(c->slot_size, 8), expect);
 	if (r < 0)
 		goto out_file;
 	seen = roaring_bitmap_create();

@@ -303,8 +303,8 @@ int cistern__dump_read_frame(int fd, uint64_t *size, struct dump_meta *m)
 	if (m->samples_off != PREAMBLE_SIZE || m->bitmap_off != m->samples_off + m->samples_size ||
 	    (cold && m->cold_off != schema_end) || sections_end < schema_end ||
 	    sections_end != get64(tr + 16) || m->sample_count > m->cfg.slot_count ||
-	    m->samples_size < m->sample_count * REC_HDR || !cistern__policy_of(m->cfg.policy) ||
-	    m->next_id < m->sample_count)
+	    m->samples_size < m->sample_count * dump_rec_hdr(version) ||
+	    !cistern__policy_of(m->cfg.policy) || m->next_id < m->sample_count)
 		return -EBADMSG;
 	if (cold && (r = read_cold_header(fd, m)) < 0)
 		return r;
@@ -340,6 +340,9 @@ int cistern__dump_rec_check(const struct dump_meta *m, const struct dump_rec *r,
 	const struct cistern__policy *p = cistern__policy_of(m->cfg.policy);
 	if (p && p->has_pairs &&
 	    (r->sim_id >= m->cfg.sweep_size || r->time_step >= m->cfg.nb_time_steps))
+		return -EBADMSG;
+	/* Only the flags a put on this policy keeps. */
+	if ((r->flags & ~cistern__kept_flags(p)) || r->reserved)
 		return -EBADMSG;
 	return 0;
 }

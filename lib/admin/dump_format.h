@@ -3,13 +3,18 @@
  * dump_format.h - the dump file format, shared by dump.c (the writer) and
  * restore.c (verify and restore); internal.
  *
- * File format, version 3. Every integer is little-endian, whatever the host.
+ * File format, version 4. Every integer is little-endian, whatever the host.
  *
  *   preamble  16 bytes   "CISTDUMP", u32 format version, u32 preamble size (16)
  *   samples   records back to back, in ascending sample id order:
  *               u64 sample_id, u32 sim_id, u32 time_step, u64 len,
  *               u32 seen, u32 source slot index,          (32 bytes)
+ *               u32 flags, u32 0                          (8 bytes, version 4)
  *               len payload bytes, zero padding to a multiple of 8
+ *             flags are the sample's cistern_meta.flags as the segment kept
+ *             them: CISTERN_META_END_OF_EPISODE or 0, and 0 under a policy
+ *             that keeps none. A reader refuses any other bit, and a
+ *             nonzero last word, as damage.
  *   seen set  a CRoaring bitmap, portable serialization
  *             (roaring_bitmap_portable_serialize), of the SOURCE SLOT INDICES
  *             of the records whose seen count is >= 1. Slot indices, not
@@ -31,7 +36,9 @@
  *                 sample_id, u64 len, u32 seen, u32 source cold slot, the
  *                 entry's 24 bytes of meta (sim_id and time_step first)
  *                 (48 bytes), then len payload bytes, zero padding to a
- *                 multiple of 8.
+ *                 multiple of 8. No flags: the policies with a cold tier
+ *                 keep none (cistern__kept_flags()), so a cold sample reads
+ *                 back with flags 0 before a dump as after a restore.
  *   meta      512 bytes: section offsets and sizes, counts, next sample id,
  *             times, reception state, the config (its max_times_sampled
  *             where files from before it have zero: off), the statistics, the CRC-32C
@@ -57,9 +64,12 @@
  * Version 1, written before schemas, is version 2 without the schema
  * section: its meta block has zeros where the schema's offset, size and CRC
  * go, and the seen set ends where the meta block starts. Version 2 is version
- * 3 without the cold section. A segment without a cold tier is written as
- * version 2, which older builds read; one with a tier as version 3. All three
- * are read.
+ * 3 without the cold section. Version 3 is version 4 with 32-byte sample
+ * records, without flags: its samples restore with flags 0. A dump is
+ * written in the oldest version that holds the segment whole, so that older
+ * builds read it: version 4 for a policy that keeps flags (the
+ * end-of-episode marks of a SimPairedReservoir or a prioritized segment), else version 3 for a segment
+ * with a cold tier, else version 2. All four are read.
  */
 #ifndef CISTERN_DUMP_FORMAT_H
 #define CISTERN_DUMP_FORMAT_H
@@ -75,7 +85,8 @@
 #define PREAMBLE_SIZE 16
 #define META_SIZE 512
 #define TRAILER_SIZE 32
-#define REC_HDR 32
+#define REC_HDR 32    /* a sample record's header, versions 1 to 3 */
+#define REC_HDR_V4 40 /* and from version 4 on, with the flags */
 #define COLD_HDR 40
 #define COLD_REC_HDR 48
 #define COLD_META 24
@@ -133,13 +144,21 @@ struct dump_meta {
 	char schema[CISTERN_SCHEMA_MAX];
 };
 
+/* The size of a sample record's header in a file of format `version`. */
+static inline size_t dump_rec_hdr(uint32_t version)
+{
+	return version >= 4 ? REC_HDR_V4 : REC_HDR;
+}
+
 /* A sample record's header, decoded. */
 struct dump_rec {
 	uint64_t id, len;
 	uint32_t sim_id, time_step, seen, src;
+	uint32_t flags, reserved; /* version 4; 0 before */
 };
 
-static inline void dump_rec_decode(const uint8_t in[REC_HDR], struct dump_rec *r)
+/* A record header of dump_rec_hdr(version) bytes at `in`. */
+static inline void dump_rec_decode(const uint8_t *in, uint32_t version, struct dump_rec *r)
 {
 	r->id = get64(in);
 	r->sim_id = get32(in + 8);
@@ -147,6 +166,23 @@ static inline void dump_rec_decode(const uint8_t in[REC_HDR], struct dump_rec *r
 	r->len = get64(in + 16);
 	r->seen = get32(in + 24);
 	r->src = get32(in + 28);
+	r->flags = version >= 4 ? get32(in + 32) : 0;
+	r->reserved = version >= 4 ? get32(in + 36) : 0;
+}
+
+/* The header of r in dump_rec_hdr(version) bytes at `out`. */
+static inline void dump_rec_encode(uint8_t *out, uint32_t version, const struct dump_rec *r)
+{
+	put64(out, r->id);
+	put32(out + 8, r->sim_id);
+	put32(out + 12, r->time_step);
+	put64(out + 16, r->len);
+	put32(out + 24, r->seen);
+	put32(out + 28, r->src);
+	if (version >= 4) {
+		put32(out + 32, r->flags);
+		put32(out + 36, 0);
+	}
 }
 
 /* A cold record's header, decoded. */
@@ -187,7 +223,9 @@ int cistern__dump_cold_rec_check(const struct dump_meta *m, const struct dump_co
  * cistern_dump_verify() and cistern_restore() alike, so that they agree: a
  * record the segment could not have held (payload longer than a slot, ids
  * not ascending or not below next_id, a source slot past slot_count, a
- * SimPairedReservoir key outside sweep_size x nb_time_steps) is damage,
+ * SimPairedReservoir key outside sweep_size x nb_time_steps, a flag other
+ * than CISTERN_META_END_OF_EPISODE or one under a policy that keeps no
+ * flags, a nonzero reserved word) is damage,
  * -EBADMSG, before a restore builds anything from it. prev: the previous
  * record, NULL for the first.
  */

@@ -25,7 +25,8 @@
 struct parser {
 	struct cistern *c;
 	const struct dump_meta *m;
-	uint8_t hdr[REC_HDR];
+	uint8_t hdr[REC_HDR_V4];
+	size_t hsize;      /* bytes of a record header: dump_rec_hdr(m->version) */
 	size_t hfill;      /* header bytes collected */
 	uint64_t len, pad; /* payload bytes and padding of the current record */
 	uint64_t got;      /* payload bytes copied so far */
@@ -40,18 +41,18 @@ static int parse(struct parser *ps, const uint8_t *p, size_t n)
 	struct cistern *c = ps->c;
 	while (n) {
 		if (ps->state == 0) {
-			size_t k = REC_HDR - ps->hfill < n ? REC_HDR - ps->hfill : n;
+			size_t k = ps->hsize - ps->hfill < n ? ps->hsize - ps->hfill : n;
 			memcpy(ps->hdr + ps->hfill, p, k);
 			ps->hfill += k;
 			p += k;
 			n -= k;
-			if (ps->hfill < REC_HDR)
+			if (ps->hfill < ps->hsize)
 				break;
 			ps->hfill = 0;
 			if (ps->count >= ps->m->sample_count)
 				return -EBADMSG;
 			struct dump_rec rec;
-			dump_rec_decode(ps->hdr, &rec);
+			dump_rec_decode(ps->hdr, ps->m->version, &rec);
 			int r = cistern__dump_rec_check(ps->m, &rec, ps->count ? &ps->last : NULL);
 			if (r < 0)
 				return r;
@@ -60,6 +61,7 @@ static int parse(struct parser *ps, const uint8_t *p, size_t n)
 			sm->sample_id = rec.id;
 			sm->sim_id = rec.sim_id;
 			sm->time_step = rec.time_step;
+			sm->flags = rec.flags; /* 0 from a file before version 4 */
 			sm->len = len;
 			atomic_store_explicit(&sm->seen, rec.seen, memory_order_relaxed);
 			if (rec.seen)
@@ -188,7 +190,7 @@ static int load(int fd, uint64_t size, const struct dump_meta *m, struct cistern
 	int r = cistern__io_r_init(&rd, fd, size);
 	if (r < 0)
 		return r;
-	struct parser ps = {.c = c, .m = m, .seen = seen};
+	struct parser ps = {.c = c, .m = m, .hsize = dump_rec_hdr(m->version), .seen = seen};
 	struct cold_parser cps = {.m = m, .c = restoring ? c : NULL};
 	char *bm = malloc(m->bitmap_size ? m->bitmap_size : 1);
 	if (m->cold_size)

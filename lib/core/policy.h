@@ -234,6 +234,17 @@ struct cistern__policy {
 };
 
 /*
+ * The cistern_meta.flags a put on policy p keeps (the rest are dropped):
+ * CISTERN_META_END_OF_EPISODE for the policies with windows
+ * (SimPairedReservoir, prioritized), none for the others. The commit, the
+ * dump's format and the restore's check follow it.
+ */
+static inline uint32_t cistern__kept_flags(const struct cistern__policy *p)
+{
+	return p && p->ops->try_acquire_window ? CISTERN_META_END_OF_EPISODE : 0;
+}
+
+/*
  * A policy's draws by priority (policy/reservoir/prioritized.c), as the
  * public calls of api/prioritized.c make them once their arguments are
  * checked. Priorities given here are finite and >= 0.

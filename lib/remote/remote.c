@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -62,8 +63,9 @@ struct cistern_remote {
 	uint64_t slot_size;
 	uint32_t ranks;
 	uint32_t window;
-	uint64_t sent;    /* samples handed to the socket; the last seq */
-	uint64_t settled; /* every sample up to it is acked or failed */
+	uint32_t prio_ranks; /* the WELCOME's CISTERN__WELCOME_PRIO_* */
+	uint64_t sent;       /* samples handed to the socket; the last seq */
+	uint64_t settled;    /* every sample up to it is acked or failed */
 	uint64_t failed;
 	uint64_t next_read; /* a put reads the socket once sent reaches it */
 	int pending_err;    /* an error the server reported, not yet returned */
@@ -229,6 +231,7 @@ static void handle(struct cistern_remote *r, const struct cistern__wire *w)
 		r->window = w->a ? w->a : 1;
 		r->slot_size = w->b;
 		r->ranks = w->sim_id;
+		r->prio_ranks = w->time_step;
 		int64_t m = 0;
 		size_t ml = sizeof(m);
 		r->schema_len = 0;
@@ -725,13 +728,24 @@ static int send_gathered(struct cistern_remote *r)
 	return 0;
 }
 
-/* A sample by itself, header and payload in one frame. */
+/* A sample's flags on the wire: its end-of-episode mark, and whether it has a priority. */
+static uint32_t wire_flags(const struct cistern_meta *meta, const double *prio)
+{
+	uint32_t f = meta && (meta->flags & CISTERN_META_END_OF_EPISODE)
+			     ? CISTERN__WIRE_END_OF_EPISODE
+			     : 0;
+	return prio ? f | CISTERN__WIRE_PRIORITY : f;
+}
+
+/* A sample by itself, header and payload in one frame. prio: its priority, or NULL. */
 static int send_one(struct cistern_remote *r, const void *buf, size_t len,
-		    const struct cistern_meta *meta)
+		    const struct cistern_meta *meta, const double *prio)
 {
 	struct cistern__wire w = {.kind = CISTERN__W_PUT,
 				  .version = CISTERN_REMOTE_PROTOCOL,
+				  .a = wire_flags(meta, prio),
 				  .seq = r->sent + 1,
+				  .b = prio ? cistern__wire_prio_bits(*prio) : 0,
 				  .sim_id = meta ? meta->sim_id : 0,
 				  .time_step = meta ? meta->time_step : 0};
 	/*
@@ -771,21 +785,21 @@ static int send_one(struct cistern_remote *r, const void *buf, size_t len,
  * on a connection idle for a linger.
  */
 static int add(struct cistern_remote *r, const void *buf, size_t len,
-	       const struct cistern_meta *meta, bool lone)
+	       const struct cistern_meta *meta, const double *prio, bool lone)
 {
 	int rc;
 	if (len > GATHER_SAMPLE_MAX || (lone && r->linger_ns < 0)) {
 		/* after the open frame's samples, to keep their order */
 		if ((rc = send_gathered(r)) < 0)
 			return rc;
-		return send_one(r, buf, len, meta);
+		return send_one(r, buf, len, meta, prio);
 	}
 	if (r->gn && r->gbytes + len > GATHER_BYTES && (rc = send_gathered(r)) < 0)
 		return rc;
 	if (r->gn == 0) {
 		uint64_t t = now_ns();
 		if (lone && t - r->last_send_ns >= (uint64_t)r->linger_ns)
-			return send_one(r, buf, len, meta);
+			return send_one(r, buf, len, meta, prio);
 		if (!r->gb && !(r->gb = pool_get(&r->frames)))
 			return -ENOMEM;
 		r->gfirst_ns = t;
@@ -798,7 +812,8 @@ static int add(struct cistern_remote *r, const void *buf, size_t len,
 	cistern__wire_put32(rec, (uint32_t)len);
 	cistern__wire_put32(rec + 4, meta ? meta->sim_id : 0);
 	cistern__wire_put32(rec + 8, meta ? meta->time_step : 0);
-	cistern__wire_put32(rec + 12, 0);
+	cistern__wire_put32(rec + 12, wire_flags(meta, prio));
+	cistern__wire_put64(rec + 16, prio ? cistern__wire_prio_bits(*prio) : 0);
 	r->gn++;
 	r->gbytes += len;
 	r->sent++;
@@ -829,10 +844,10 @@ static bool fast_put(const struct cistern_remote *r)
 }
 
 static int put_locked(struct cistern_remote *r, const void *buf, size_t len,
-		      const struct cistern_meta *meta, int timeout_ms)
+		      const struct cistern_meta *meta, const double *prio, int timeout_ms)
 {
 	if ((buf || !len) && len <= r->slot_size && fast_put(r))
-		return add(r, buf, len, meta, true);
+		return add(r, buf, len, meta, prio, true);
 	int rc = usable(r);
 	if (rc < 0)
 		return rc;
@@ -843,14 +858,29 @@ static int put_locked(struct cistern_remote *r, const void *buf, size_t len,
 	if (len > r->slot_size)
 		return -EMSGSIZE;
 	rc = wait_credit(r, timeout_ms);
-	return rc < 0 ? rc : add(r, buf, len, meta, true);
+	return rc < 0 ? rc : add(r, buf, len, meta, prio, true);
 }
 
 int cistern_remote_put(struct cistern_remote *r, const void *buf, size_t len,
 		       const struct cistern_meta *meta, int timeout_ms)
 {
 	int rc = enter(r);
-	return rc < 0 ? rc : leave(r, put_locked(r, buf, len, meta, timeout_ms));
+	return rc < 0 ? rc : leave(r, put_locked(r, buf, len, meta, NULL, timeout_ms));
+}
+
+int cistern_remote_put_prioritized(struct cistern_remote *r, const void *buf, size_t len,
+				   const struct cistern_meta *meta, double priority, int timeout_ms)
+{
+	int rc = enter(r);
+	if (rc < 0)
+		return rc;
+	/* Refused here, before a credit is spent: cistern_put_prioritized()'s rule. */
+	if (!isfinite(priority) || priority < 0)
+		return leave(r, -EINVAL);
+	/* No segment of the server takes one: said now, not by a later call. */
+	if (!(r->prio_ranks & CISTERN__WELCOME_PRIO_SOME))
+		return leave(r, -ENOTSUP);
+	return leave(r, put_locked(r, buf, len, meta, &priority, timeout_ms));
 }
 
 static int put_batch_locked(struct cistern_remote *r, const unsigned char *buf, size_t stride,
@@ -886,7 +916,7 @@ static int put_batch_locked(struct cistern_remote *r, const unsigned char *buf, 
 		size_t l = len ? len[k] : stride;
 		if (l > stride || l > r->slot_size)
 			break;
-		rc = add(r, buf + k * stride, l, meta ? &meta[k] : NULL, false);
+		rc = add(r, buf + k * stride, l, meta ? &meta[k] : NULL, NULL, false);
 		if (rc < 0)
 			return k ? (int)k : rc;
 	}

@@ -62,10 +62,13 @@ struct qframe {
 	zmq_msg_t msg;
 	const unsigned char *pay; /* the next sample's bytes */
 	const unsigned char *rec; /* its PUTS record; NULL in a PUT */
+	size_t recsz;             /* bytes of a record: cistern__wire_rec() of its producer */
 	uint32_t left;            /* samples of the frame not yet settled */
 	uint64_t seq;             /* the next sample's number */
 	size_t len;               /* a PUT's length */
 	struct cistern_meta meta; /* a PUT's meta */
+	uint32_t wflags;          /* a PUT's sample flags (CISTERN__WIRE_*) */
+	uint64_t prio;            /* and its priority's bits */
 };
 
 struct rprod {
@@ -76,6 +79,7 @@ struct rprod {
 	struct connid conn; /* its socket, learnt at HELLO (learn_conn()) */
 	uint32_t repeats;   /* DONE and BYE messages it repeated */
 	uint32_t window;
+	uint8_t version;  /* the protocol of its HELLO, which every answer carries */
 	struct qframe *q; /* ring of `window` frames: each holds one sample or more */
 	uint32_t fhead, flen;
 	uint32_t qlen;     /* samples queued in those frames */
@@ -102,7 +106,8 @@ struct cistern_server {
 	char schema[CISTERN_SCHEMA_MAX];
 	size_t schema_len;
 	uint32_t window;
-	int64_t max_msg; /* the largest message taken in (ZMQ_MAXMSGSIZE) */
+	uint32_t prio_ranks; /* CISTERN__WELCOME_PRIO_*: which ranks take priorities */
+	int64_t max_msg;     /* the largest message taken in (ZMQ_MAXMSGSIZE) */
 	cistern_route_fn route;
 	void *route_arg;
 	cistern_log_fn log;
@@ -276,8 +281,9 @@ static int send_to(struct cistern_server *s, const struct rprod *p, const struct
 static void send_kind(struct cistern_server *s, const struct rprod *p, uint8_t kind, uint64_t seq,
 		      uint32_t a)
 {
-	struct cistern__wire w = {
-		.kind = kind, .version = CISTERN_REMOTE_PROTOCOL, .seq = seq, .a = a};
+	/* A connection without a producer yet is answered in the newest version. */
+	uint8_t v = p->version ? p->version : CISTERN_REMOTE_PROTOCOL;
+	struct cistern__wire w = {.kind = kind, .version = v, .seq = seq, .a = a};
 	(void)send_to(s, p, &w, NULL, 0, false);
 }
 
@@ -547,10 +553,12 @@ static void hello(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm,
 	struct rprod tmp = {0};
 	memcpy(tmp.rid, zmq_msg_data(ridm), zmq_msg_size(ridm));
 	tmp.rid_len = zmq_msg_size(ridm);
-	if (w->version != CISTERN_REMOTE_PROTOCOL || w->zero) {
-		refusal(s, "refused a producer speaking protocol %u%s (this server speaks %u)",
+	if (w->version < CISTERN__REMOTE_PROTOCOL_MIN || w->version > CISTERN_REMOTE_PROTOCOL ||
+	    w->zero) {
+		refusal(s,
+			"refused a producer speaking protocol %u%s (this server speaks %u to %u)",
 			w->version, w->zero ? " with non-zero reserved bytes" : "",
-			CISTERN_REMOTE_PROTOCOL);
+			CISTERN__REMOTE_PROTOCOL_MIN, CISTERN_REMOTE_PROTOCOL);
 		answer_unknown(s, ridm, hdrm, EPROTONOSUPPORT);
 		return;
 	}
@@ -563,6 +571,7 @@ static void hello(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm,
 		return;
 	*p = tmp;
 	p->id = w->seq;
+	p->version = w->version;
 	p->fd = zmq_msg_get(hdrm, ZMQ_SRCFD);
 	p->conn.fd = -1;
 	const char *addr = zmq_msg_gets(hdrm, "Peer-Address");
@@ -594,13 +603,14 @@ static void hello(struct cistern_server *s, zmq_msg_t *ridm, zmq_msg_t *hdrm,
 	s->st.producers++;
 	s->st.credits_granted += p->window; /* the WELCOME's window: credits for as many samples */
 	struct cistern__wire wel = {.kind = CISTERN__W_WELCOME,
-				    .version = CISTERN_REMOTE_PROTOCOL,
+				    .version = p->version,
 				    .a = p->window,
 				    .b = s->slot_size,
-				    .sim_id = s->ranks};
+				    .sim_id = s->ranks,
+				    .time_step = p->version >= 3 ? s->prio_ranks : 0};
 	(void)send_to(s, p, &wel, s->schema, s->schema_len, true);
-	slog(s, 0, "producer %016llx connected from %s (window %u)", (unsigned long long)p->id,
-	     p->addr, p->window);
+	slog(s, 0, "producer %016llx connected from %s (window %u, protocol %u)",
+	     (unsigned long long)p->id, p->addr, p->window, p->version);
 }
 
 /* Throw away the rest of a message; the bytes it held. */
@@ -626,6 +636,12 @@ static uint64_t drop_rest(void *sock)
 static uint64_t held_max(const struct cistern_server *s, const struct rprod *p)
 {
 	return window_bytes(s, p->window);
+}
+
+/* A version 3 sample's flags and priority bits: known flags, and a priority only if flagged. */
+static bool wire_flags_ok(uint32_t flags, uint64_t prio)
+{
+	return !(flags & ~CISTERN__WIRE_FLAGS) && ((flags & CISTERN__WIRE_PRIORITY) || prio == 0);
 }
 
 /*
@@ -669,22 +685,33 @@ static void queue_frame(struct cistern_server *s, struct rprod *p, zmq_msg_t *fr
 		return;
 	}
 	const unsigned char *recs = NULL;
+	size_t recsz = cistern__wire_rec(p->version);
+	if (w->kind == CISTERN__W_PUT && p->version >= 3 && !wire_flags_ok(w->a, w->b)) {
+		drop(s, p, "a sample with unknown flags, or a priority it does not flag");
+		return;
+	}
 	if (w->kind == CISTERN__W_PUTS) {
-		if (k > (size - CISTERN__WIRE_HDR) / CISTERN__WIRE_REC) {
+		if (k > (size - CISTERN__WIRE_HDR) / recsz) {
 			drop(s, p, "a batch shorter than its records");
 			return;
 		}
-		recs = d + size - k * CISTERN__WIRE_REC;
-		uint64_t need = CISTERN__WIRE_HDR + k * CISTERN__WIRE_REC;
-		bool zero = true;
+		recs = d + size - k * recsz;
+		uint64_t need = CISTERN__WIRE_HDR + k * recsz;
+		bool ok = true;
 		for (uint64_t j = 0; j < k && need <= size; j++) {
-			need += cistern__wire_get32(recs + j * CISTERN__WIRE_REC);
-			zero = zero && cistern__wire_get32(recs + j * CISTERN__WIRE_REC + 12) == 0;
+			const unsigned char *rec = recs + j * recsz;
+			need += cistern__wire_get32(rec);
+			/* Version 2: the fourth field is reserved; version 3: the flags. */
+			ok = ok && (p->version >= 3 ? wire_flags_ok(cistern__wire_get32(rec + 12),
+								    cistern__wire_get64(rec + 16))
+						    : cistern__wire_get32(rec + 12) == 0);
 		}
-		if (need != size || !zero) {
+		if (need != size || !ok) {
 			drop(s, p,
-			     need != size ? "a batch whose records do not add up to its size"
-					  : "a batch record with non-zero reserved bytes");
+			     need != size      ? "a batch whose records do not add up to its size"
+			     : p->version >= 3 ? "a batch record with unknown flags, or a priority "
+						 "it does not flag"
+					       : "a batch record with non-zero reserved bytes");
 			return;
 		}
 	}
@@ -693,10 +720,16 @@ static void queue_frame(struct cistern_server *s, struct rprod *p, zmq_msg_t *fr
 	zmq_msg_move(&f->msg, frame);
 	f->pay = (const unsigned char *)zmq_msg_data(&f->msg) + CISTERN__WIRE_HDR;
 	f->rec = recs ? (const unsigned char *)zmq_msg_data(&f->msg) + (recs - d) : NULL;
+	f->recsz = recsz;
 	f->left = (uint32_t)k;
 	f->seq = w->seq;
 	f->len = size - CISTERN__WIRE_HDR;
-	f->meta = (struct cistern_meta){.sim_id = w->sim_id, .time_step = w->time_step};
+	/* Version 2 has no flags: its PUT's a and b were never given a meaning. */
+	f->wflags = p->version >= 3 && w->kind == CISTERN__W_PUT ? w->a : 0;
+	f->prio = f->wflags & CISTERN__WIRE_PRIORITY ? w->b : 0;
+	f->meta = (struct cistern_meta){.sim_id = w->sim_id,
+					.time_step = w->time_step,
+					.flags = f->wflags & CISTERN__WIRE_END_OF_EPISODE};
 	p->flen++;
 	p->qlen += (uint32_t)k;
 	p->qbytes += size;
@@ -749,12 +782,12 @@ static int read_one(struct cistern_server *s)
 		answer_unknown(s, &ridm, &hdrm, w.kind == CISTERN__W_BYE ? 0 : ECONNRESET);
 		goto out;
 	}
-	if (w.version != CISTERN_REMOTE_PROTOCOL || w.zero) {
+	if (w.version != p->version || w.zero) {
 		char why[96] = "a message with non-zero reserved bytes";
 		if (!w.zero)
 			snprintf(why, sizeof(why),
-				 "a message of protocol version %u (this server speaks %u)",
-				 w.version, CISTERN_REMOTE_PROTOCOL);
+				 "a message of protocol version %u (its HELLO said %u)", w.version,
+				 p->version);
 		drop(s, p, why);
 		goto out;
 	}
@@ -957,16 +990,37 @@ static void read_zap(struct cistern_server *s)
 
 static size_t sample_len(const struct qframe *f, uint32_t i)
 {
-	return f->rec ? cistern__wire_get32(f->rec + (size_t)i * CISTERN__WIRE_REC) : f->len;
+	return f->rec ? cistern__wire_get32(f->rec + (size_t)i * f->recsz) : f->len;
+}
+
+/* Sample i's flags (CISTERN__WIRE_*): 0 in version 2. */
+static uint32_t sample_wflags(const struct qframe *f, uint32_t i)
+{
+	if (!f->rec)
+		return f->wflags;
+	return f->recsz >= CISTERN__WIRE_REC
+		       ? cistern__wire_get32(f->rec + (size_t)i * f->recsz + 12)
+		       : 0;
 }
 
 static struct cistern_meta sample_meta(const struct qframe *f, uint32_t i)
 {
 	if (!f->rec)
 		return f->meta;
-	const unsigned char *r = f->rec + (size_t)i * CISTERN__WIRE_REC;
+	const unsigned char *r = f->rec + (size_t)i * f->recsz;
 	return (struct cistern_meta){.sim_id = cistern__wire_get32(r + 4),
-				     .time_step = cistern__wire_get32(r + 8)};
+				     .time_step = cistern__wire_get32(r + 8),
+				     .flags = sample_wflags(f, i) & CISTERN__WIRE_END_OF_EPISODE};
+}
+
+/* Sample i's priority, if it was given one (CISTERN__WIRE_PRIORITY). */
+static bool sample_prio(const struct qframe *f, uint32_t i, double *prio)
+{
+	if (!(sample_wflags(f, i) & CISTERN__WIRE_PRIORITY))
+		return false;
+	*prio = cistern__wire_prio(f->rec ? cistern__wire_get64(f->rec + (size_t)i * f->recsz + 16)
+					  : f->prio);
+	return true;
 }
 
 static uint32_t rank_of(const struct cistern_server *s, const struct cistern_meta *m)
@@ -981,8 +1035,8 @@ static void pop_head(struct cistern_server *s, struct rprod *p, uint32_t n, size
 	f->pay += bytes;
 	p->qbytes -= bytes;
 	if (f->rec) {
-		f->rec += (size_t)n * CISTERN__WIRE_REC;
-		p->qbytes -= (size_t)n * CISTERN__WIRE_REC;
+		f->rec += (size_t)n * f->recsz;
+		p->qbytes -= (size_t)n * f->recsz;
 	}
 	f->left -= n;
 	f->seq += n;
@@ -1006,6 +1060,38 @@ static void fail_head(struct cistern_server *s, struct rprod *p, int err)
 }
 
 /*
+ * Put the head of p's queue, a sample with a priority, into rank's segment
+ * by cistern_put_prioritized(), as put_head() puts a run. A segment that is
+ * not prioritized fails it with -ENOTSUP: the priority is not dropped
+ * silently. A priority that is not finite and >= 0 fails it with -EINVAL.
+ */
+static int put_prioritized(struct cistern_server *s, struct rprod *p, uint32_t rank, double prio,
+			   int timeout_ms)
+{
+	struct qframe *f = &p->q[p->fhead];
+	size_t len = sample_len(f, 0);
+	if (s->cfg[rank].policy != CISTERN_PRIORITIZED) {
+		fail_head(s, p, -ENOTSUP);
+		return 1;
+	}
+	if (s->full[rank] && timeout_ms == 0)
+		return 0;
+	int rc = cistern_put_prioritized(s->seg[rank], f->pay, len, &s->metas[0], prio, timeout_ms);
+	if (rc == -EAGAIN || rc == -ETIMEDOUT || rc == -EBUSY) {
+		s->full[rank] = 1;
+		return 0;
+	}
+	if (rc < 0) {
+		fail_head(s, p, rc);
+		return 1;
+	}
+	p->touched[rank] = 1;
+	s->st.put++;
+	pop_head(s, p, 1, len);
+	return 1;
+}
+
+/*
  * Put the head of p's queue into its segment, waiting up to timeout_ms for
  * room: the first sample and those after it in the same frame that have its
  * length and rank, in one cistern_put_batch() (one wake of the segment's
@@ -1022,10 +1108,14 @@ static int put_head(struct cistern_server *s, struct rprod *p, int timeout_ms)
 		fail_head(s, p, -ERANGE);
 		return 1;
 	}
+	double prio;
+	if (sample_prio(f, 0, &prio))
+		return put_prioritized(s, p, rank, prio, timeout_ms);
 	if (s->full[rank] && timeout_ms == 0)
 		return 0;
 	uint32_t n = 1;
-	while (len && n < f->left && sample_len(f, n) == len) {
+	double unused;
+	while (len && n < f->left && sample_len(f, n) == len && !sample_prio(f, n, &unused)) {
 		s->metas[n] = sample_meta(f, n);
 		if (rank_of(s, &s->metas[n]) != rank)
 			break;
@@ -1424,6 +1514,13 @@ static int attach_all(struct cistern_server *s, const struct cistern_server_opts
 			s->slot_size = s->cfg[r].slot_size;
 		/* cfg.schema points into the handle; only its flags and counts are kept */
 		s->cfg[r].schema = NULL;
+		bool prio = s->cfg[r].policy == CISTERN_PRIORITIZED;
+		if (prio)
+			s->prio_ranks |= CISTERN__WELCOME_PRIO_SOME;
+		if (r == 0 ? prio : (s->prio_ranks & CISTERN__WELCOME_PRIO_ALL) && prio)
+			s->prio_ranks |= CISTERN__WELCOME_PRIO_ALL;
+		else
+			s->prio_ranks &= ~CISTERN__WELCOME_PRIO_ALL;
 		slog(s, 0, "rank %u: segment %s (%s, %llu slots of %llu bytes)", r, name,
 		     cistern_policy_name(s->cfg[r].policy),
 		     (unsigned long long)s->cfg[r].slot_count,
@@ -1510,6 +1607,7 @@ int cistern_server_create(const struct cistern_server_opts *opts, struct cistern
 	 * a larger one from the size its frame announces, before storing any
 	 * of it, and drops the connection, HELLO said or not.
 	 */
+	/* Records of the newest version, the largest. */
 	uint64_t puts = CISTERN__WIRE_GATHER_BYTES + (uint64_t)s->window * CISTERN__WIRE_REC;
 	s->max_msg = (int64_t)(CISTERN__WIRE_HDR + (s->slot_size > puts ? s->slot_size : puts) +
 			       1024);

@@ -9,8 +9,16 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define CISTERN__WIRE_HDR 32
+
+/*
+ * The oldest protocol version a server still welcomes (CISTERN_REMOTE_PROTOCOL
+ * is the newest). It answers a producer in the version of its HELLO; a
+ * version 2 producer's samples carry no flags and no priority.
+ */
+#define CISTERN__REMOTE_PROTOCOL_MIN 2
 
 enum cistern__wire_kind {
 	CISTERN__W_HELLO = 1,
@@ -27,12 +35,37 @@ enum cistern__wire_kind {
 
 /*
  * PUTS: after the header the `a` payloads back to back, then `a` records of
- * this many bytes (length, sim_id, time_step, 0). Records last, so that a
+ * this many bytes: u32 length, sim_id, time_step and sample flags, then the
+ * priority (u64, IEEE 754 bits; 0 without CISTERN__WIRE_PRIORITY). Version
+ * 2 records are the first 16 bytes, their flags 0. Records last, so that a
  * producer appends payloads as puts come and writes the records once it
  * sends; payloads contiguous, so that the server puts a run of equal
  * lengths with one cistern_put_batch().
  */
-#define CISTERN__WIRE_REC 16
+#define CISTERN__WIRE_REC 24
+#define CISTERN__WIRE_REC_V2 16
+
+/* The record size of a producer speaking `version`. */
+static inline size_t cistern__wire_rec(unsigned version)
+{
+	return version >= 3 ? CISTERN__WIRE_REC : CISTERN__WIRE_REC_V2;
+}
+
+/*
+ * Sample flags (version 3): a PUT's `a`, a PUTS record's fourth field. Any
+ * other bit, or a priority without CISTERN__WIRE_PRIORITY, breaks the
+ * protocol.
+ */
+#define CISTERN__WIRE_END_OF_EPISODE 1u /* CISTERN_META_END_OF_EPISODE */
+#define CISTERN__WIRE_PRIORITY 2u       /* the priority field holds one */
+#define CISTERN__WIRE_FLAGS (CISTERN__WIRE_END_OF_EPISODE | CISTERN__WIRE_PRIORITY)
+
+/*
+ * WELCOME's time_step (version 3): which of the server's segments take
+ * priorities. A producer refuses a priority at once when none does.
+ */
+#define CISTERN__WELCOME_PRIO_SOME 1u
+#define CISTERN__WELCOME_PRIO_ALL 2u
 
 /*
  * Payload bytes a producer gathers into one PUTS at most (docs/REMOTE.md,
@@ -112,6 +145,21 @@ static inline int cistern__wire_decode(const void *buf, size_t len, struct ciste
 	w->sim_id = cistern__wire_get32(p + 24);
 	w->time_step = cistern__wire_get32(p + 28);
 	return 0;
+}
+
+/* A priority's IEEE 754 bits, as the wire carries them. */
+static inline uint64_t cistern__wire_prio_bits(double d)
+{
+	uint64_t v;
+	memcpy(&v, &d, sizeof(v));
+	return v;
+}
+
+static inline double cistern__wire_prio(uint64_t v)
+{
+	double d;
+	memcpy(&d, &v, sizeof(d));
+	return d;
 }
 
 /* Whether a tcp:// or ipc:// endpoint stays on this machine (no CurveZMQ needed). */

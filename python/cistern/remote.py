@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ._common import _batch_metas, _cistern, _count, _need_numpy, _np, _timeout_ms
 from .records import RemoteInfo
 from .schema import Schema, _schema_fields
+from .segment import _priority
 
 if TYPE_CHECKING:
     from ._common import Array, Timeout
@@ -103,7 +104,8 @@ class RemoteProducer:
         return data
 
     def put(self, data: Any, sim_id: int = 0, time_step: int = 0,
-            timeout: Timeout = None, end_of_episode: bool = False) -> None:
+            timeout: Timeout = None, priority: float | None = None,
+            end_of_episode: bool = False) -> None:
         """Send one sample (cistern_remote_put()): bytes, a numpy array (any
         layout) or any buffer; where the server's segments have a schema, a dict
         of its fields (or a numpy structured record), checked against it first
@@ -114,13 +116,28 @@ class RemoteProducer:
         `timeout` passes first. ValueError if it does not fit a slot;
         BrokenPipeError after producer_done() or when the server reported an
         earlier sample refused because its segment's reception closed;
-        ConnectionResetError once the server is gone. end_of_episode=True
-        raises ValueError: the wire does not carry the mark yet (put it on a
-        local segment).
+        ConnectionResetError once the server is gone.
+
+        priority (prioritized segments only): the sample's priority, a finite
+        number >= 0 (cistern_remote_put_prioritized()); None gives it the
+        largest priority seen so far. ValueError, and nothing is sent, for NaN,
+        an infinite or a negative priority, or when none of the server's
+        segments is prioritized. A sample routed to a segment that is not
+        prioritized (when others are) is refused by the server: a later call
+        raises OSError with errno ENOTSUP.
+
+        end_of_episode: this sample is the last step of its episode
+        (CISTERN_META_END_OF_EPISODE), carried to the server. A
+        sim-paired-reservoir keeps the mark, and no window of get_windows()
+        runs past it; the other policies ignore it.
         """
-        self._r.put(self._payload(data), _count("sim_id", sim_id),
-                    _count("time_step", time_step), _timeout_ms(timeout),
-                    bool(end_of_episode))
+        payload = self._payload(data)
+        sim, step = _count("sim_id", sim_id), _count("time_step", time_step)
+        if priority is not None:
+            self._r.put_prioritized(payload, _priority(priority), sim, step,
+                                    _timeout_ms(timeout), bool(end_of_episode))
+            return
+        self._r.put(payload, sim, step, _timeout_ms(timeout), bool(end_of_episode))
 
     def put_batch(self, data: Any, sim_id: int | Sequence[int] | Array = 0,
                   time_step: int | Sequence[int] | Array = 0,

@@ -246,8 +246,6 @@ struct cx_put_ops {
 			 struct cistern_meta *m, int t);
 	/* put() returns the sample id and put_batch() writes the ids into metas. */
 	bool ids;
-	/* put() keeps the metadata's flags (end_of_episode); else it refuses them. */
-	bool flags;
 };
 
 /* put(data, sim_id=0, time_step=0, timeout_ms=-1) on self. */

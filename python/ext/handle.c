@@ -1000,7 +1000,6 @@ static const struct cx_put_ops handle_put_ops = {
 	.put = handle_put_one,
 	.put_batch = handle_put_rows,
 	.ids = true,
-	.flags = true,
 };
 
 static PyObject *Handle_put(HandleObject *h, PyObject *args, PyObject *kw)

@@ -31,13 +31,6 @@ PyObject *cx_put(PyObject *self, const struct cx_put_ops *ops, PyObject *args, P
 					 &x.meta.sim_id, cx_conv_u32, &x.meta.time_step,
 					 cx_conv_timeout, &timeout, &end))
 		return NULL;
-	if (end && !ops->flags) {
-		PyBuffer_Release(&view);
-		PyErr_SetString(
-			PyExc_ValueError,
-			"end_of_episode is not carried to a server: put it on a local segment");
-		return NULL;
-	}
 	x.meta.flags = end ? CISTERN_META_END_OF_EPISODE : 0;
 	x.target = ops->enter(self);
 	if (!x.target) {

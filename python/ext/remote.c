@@ -4,6 +4,8 @@
  * server (cistern_remote_*(), docs/REMOTE.md). Like a Handle it belongs to one thread at a time and to the
  * process that made it; blocking calls run without the GIL in slices.
  */
+#include <math.h>
+
 #include "cistern_ext.h"
 
 typedef struct {
@@ -96,6 +98,64 @@ static const struct cx_put_ops remote_put_ops = {
 static PyObject *Remote_put(RemoteObject *ro, PyObject *args, PyObject *kw)
 {
 	return cx_put((PyObject *)ro, &remote_put_ops, args, kw);
+}
+
+struct remote_prio_ctx {
+	struct cistern_remote *r;
+	const void *buf;
+	size_t len;
+	struct cistern_meta meta;
+	double priority;
+};
+
+static int remote_prio_attempt(void *p, int t)
+{
+	struct remote_prio_ctx *x = p;
+	return remote_wait_result(
+		cistern_remote_put_prioritized(x->r, x->buf, x->len, &x->meta, x->priority, t), t);
+}
+
+static PyObject *Remote_put_prioritized(RemoteObject *ro, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"data",       "priority",       "sim_id", "time_step",
+				 "timeout_ms", "end_of_episode", NULL};
+	Py_buffer view;
+	struct remote_prio_ctx x = {0};
+	int timeout = -1, end = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "y*d|O&O&O&p:put_prioritized", kwlist, &view,
+					 &x.priority, cx_conv_u32, &x.meta.sim_id, cx_conv_u32,
+					 &x.meta.time_step, cx_conv_timeout, &timeout, &end))
+		return NULL;
+	PyObject *res = NULL;
+	if (!isfinite(x.priority) || x.priority < 0) {
+		PyObject *f = PyFloat_FromDouble(x.priority);
+		if (f) {
+			PyErr_Format(PyExc_ValueError,
+				     "priority %R refused: a priority must be finite and >= 0", f);
+			Py_DECREF(f);
+		}
+		goto out;
+	}
+	x.meta.flags = end ? CISTERN_META_END_OF_EPISODE : 0;
+	if (remote_enter(ro) < 0)
+		goto out;
+	x.r = ro->r;
+	x.buf = view.buf;
+	x.len = (size_t)view.len;
+	int r = cx_wait_sliced(remote_prio_attempt, &x, timeout);
+	ro->busy = 0;
+	if (r == -ENOTSUP)
+		PyErr_SetString(PyExc_ValueError, "priority refused: none of the server's "
+						  "segments is prioritized (nothing was sent)");
+	else if (r < 0)
+		cx_raise_result(r);
+	else {
+		Py_INCREF(Py_None);
+		res = Py_None;
+	}
+out:
+	PyBuffer_Release(&view);
+	return res;
 }
 
 static PyObject *Remote_put_batch(RemoteObject *ro, PyObject *args, PyObject *kw)
@@ -211,7 +271,15 @@ static PyMethodDef Remote_methods[] = {
 	 "--\n\n"
 	 "Send the bytes of a C-contiguous buffer as one sample (cistern_remote_put()),\n"
 	 "waiting while the window of samples in flight is full. end_of_episode=True\n"
-	 "raises ValueError: the wire does not carry it."},
+	 "marks it as the last step of its episode (CISTERN_META_END_OF_EPISODE)."},
+	{"put_prioritized", (PyCFunction)(void (*)(void))Remote_put_prioritized,
+	 METH_VARARGS | METH_KEYWORDS,
+	 "put_prioritized($self, /, data, priority, sim_id=0, time_step=0, timeout_ms=-1,\n"
+	 "                end_of_episode=False)\n"
+	 "--\n\n"
+	 "Send one sample with a priority (cistern_remote_put_prioritized()), as put().\n"
+	 "ValueError for a priority that is not finite and >= 0, or when none of the\n"
+	 "server's segments is prioritized (nothing is sent)."},
 	{"put_batch", (PyCFunction)(void (*)(void))Remote_put_batch, METH_VARARGS | METH_KEYWORDS,
 	 "put_batch($self, /, data, item_size, count, metas, timeout_ms=-1)\n--\n\n"
 	 "Send `count` samples of item_size bytes each, row i of `data` at i * item_size\n"

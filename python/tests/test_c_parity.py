@@ -65,6 +65,7 @@ COUNTERPARTS = {
     "cistern_remote_connect": "connect",
     "cistern_remote_put": "RemoteProducer.put",
     "cistern_remote_put_batch": "RemoteProducer.put_batch",
+    "cistern_remote_put_prioritized": "RemoteProducer.put",  # priority=
     "cistern_remote_flush": "RemoteProducer.flush",
     "cistern_remote_producer_done": "RemoteProducer.producer_done",
     "cistern_remote_info_get": "RemoteProducer.info",

@@ -83,12 +83,58 @@ def test_put_arrives_in_the_segment_whole_with_its_meta(fifo, segname, cistern_c
     assert [np.frombuffer(b, np.float32)[0] for b, _ in got] == list(range(10))
 
 
-def test_end_of_episode_is_refused_as_the_wire_does_not_carry_it(fifo, segname, cistern_cli):
+def _paired(name):
+    """A sim-paired-reservoir of one simulation and 6 steps: it keeps the marks."""
+    return cistern.create(name, policy="sim-paired-reservoir", slots=16, slot_size=16,
+                          watermark=1, sweep_size=1, time_steps=6, seed=3)
+
+
+def test_end_of_episode_arrives_through_serve(segname, cistern_cli):
+    with _paired(segname) as seg:
+        with serving(cistern_cli, segname) as ep, cistern.connect(ep) as out:
+            for t in range(6):
+                out.put(np.full(4, t, np.float32), time_step=t, end_of_episode=(t == 2))
+            out.flush(timeout=30)
+        _, metas = seg.get_windows(300, 2, dtype=np.float32, shape=(4,), timeout=5, meta=True)
+        assert 2 not in set(metas[:, 0, 2].tolist()), "a window ran past the end"
+        marked = {int(t) for t in metas[:, :, 2][metas[:, :, 3] != 0]}
+        assert marked == {2}
+
+
+def _prioritized(name, **kw):
+    return cistern.create(name, policy="prioritized", slots=16, slot_size=64, watermark=1,
+                          alpha=1.0, beta=0.5, epsilon=0.0, **kw)
+
+
+def test_priorities_arrive_through_serve(segname, cistern_cli):
+    with _prioritized(segname) as seg:
+        with serving(cistern_cli, segname) as ep, cistern.connect(ep) as out:
+            out.put(b"a", priority=2.5)
+            out.put(b"b", priority=7)
+            out.put(b"c")  # the largest priority seen so far
+            out.flush(timeout=30)
+        info = seg.prio_info()
+        assert info.max_priority == 7.0
+        assert info.total == pytest.approx(16.5)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])
+def test_a_bad_priority_is_refused_and_nothing_sent(segname, cistern_cli, bad):
+    with _prioritized(segname):
+        with serving(cistern_cli, segname) as ep, cistern.connect(ep) as out:
+            with pytest.raises(ValueError, match="finite and >= 0"):
+                out.put(b"x", priority=bad)
+            assert out.info().sent == 0
+
+
+def test_a_priority_to_a_server_without_prioritized_segments_is_refused(fifo, segname,
+                                                                      cistern_cli):
     with serving(cistern_cli, segname) as ep, cistern.connect(ep) as out:
-        with pytest.raises(ValueError, match="end_of_episode"):
-            out.put(b"x", end_of_episode=True)
+        with pytest.raises(ValueError, match="prioritized"):
+            out.put(b"x", priority=1.0)
         out.put(b"y")
         out.flush(timeout=30)
+        assert out.info().sent == 1
     assert [bytes(b) for b, _ in _drain(fifo)] == [b"y"], "nothing of the refused put"
 
 

@@ -148,3 +148,21 @@ def test_a_reservation_commits_the_end_of_episode_mark(segname):
         out, metas = seg.get_windows(1, 2, dtype=np.float32, shape=(4,), timeout=1, meta=True)
         assert list(out[0, :, 0]) == [0, 1]
         assert list(metas[0, :, 3]) == [0, cistern.META_END_OF_EPISODE]
+
+
+def test_dump_and_restore_keep_the_end_of_episode_marks(segname, tmp_path):
+    copy = segname + ".copy"
+    with _paired(segname) as seg:
+        _put_episode(seg, 0, range(10), end_at=4)
+        info = cistern.dump(segname, tmp_path / "d")
+        assert info.format_version == 4
+    cistern.restore(tmp_path / "d", copy)
+    try:
+        with cistern.attach(copy) as seg:
+            _, metas = seg.get_windows(300, 3, dtype=np.float32, shape=(4,), timeout=1,
+                                       meta=True)
+            assert {int(t) for t in metas[:, 0, 2]} == {0, 1, 2, 5, 6, 7}
+            marked = {int(t) for t in metas[:, :, 2][metas[:, :, 3] != 0]}
+            assert marked == {4}
+    finally:
+        cistern.unlink(copy, missing_ok=True)

@@ -144,11 +144,15 @@ static size_t records_of(const char *path, struct rec **out)
 	for (uint64_t i = 0; i < f.m.sample_count; i++) {
 		const uint8_t *p = dumpfile_record(&f, i);
 		struct dump_rec r;
-		dump_rec_decode(p, &r);
-		v[k++] = (struct rec){r.id,        r.len,
-				      r.seen,      r.sim_id,
-				      r.time_step, cistern__crc32c(0, p + REC_HDR, (size_t)r.len),
-				      false};
+		dump_rec_decode(p, f.m.version, &r);
+		v[k++] = (struct rec){
+			r.id,
+			r.len,
+			r.seen,
+			r.sim_id,
+			r.time_step,
+			cistern__crc32c(0, p + dump_rec_hdr(f.m.version), (size_t)r.len),
+			false};
 	}
 	if (f.m.cold_count) {
 		uint64_t off = f.m.cold_off + COLD_HDR +

@@ -1152,3 +1152,138 @@ Test(dump, strerror_names_a_damaged_dump)
 {
 	cr_assert_str_eq(cistern_strerror(-EBADMSG), "damaged or truncated dump file");
 }
+
+/* ---- end-of-episode marks ------------------------------------------------ */
+
+#define END CISTERN_META_END_OF_EPISODE
+
+/* A SimPairedReservoir of one sim and `steps` steps, for windows over them. */
+static struct cistern *make_episodes(const char *tag, uint32_t steps)
+{
+	struct cistern_config cfg = {.slot_size = PAYLOAD,
+				     .slot_count = 16,
+				     .policy = CISTERN_SIM_PAIRED_RESERVOIR,
+				     .watermark = 2,
+				     .sweep_size = 1,
+				     .nb_time_steps = steps,
+				     .seed = 11};
+	return seg_create(tag, cfg);
+}
+
+/*
+ * Draw `draws` windows of two steps from c and count, per step, how often
+ * it heads one (heads[step]) and how often it is read back with the
+ * end-of-episode mark (marked[step]).
+ */
+static void count_windows(struct cistern *c, int draws, uint32_t *heads, uint32_t *marked)
+{
+	for (int k = 0; k < draws; k++) {
+		struct cistern_sample w[2];
+		int r = cistern_acquire_window(c, w, 2, 1, 0);
+		cr_assert_eq(r, 0, "window: %s", cistern_strerror(r));
+		heads[w[0].meta.time_step]++;
+		for (int i = 0; i < 2; i++)
+			marked[w[i].meta.time_step] += (w[i].meta.flags & END) != 0;
+		cr_assert_eq(cistern_release_window(c, w, 2), 0);
+	}
+}
+
+Test(dump_policies, a_restored_sim_paired_reservoir_keeps_its_end_of_episode_marks)
+{
+	struct cistern *c = make_episodes("d-eoe", 6);
+	for (uint32_t t = 0; t < 6; t++) {
+		struct cistern_meta m = {.time_step = t, .flags = t == 2 ? END : 0};
+		cr_assert_eq(cistern_put(c, "step", 4, &m, 0), 0);
+	}
+	const char *path = seg_dump_path("d-eoe");
+	const char *copy = seg_name("d-eoe2");
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0);
+	cr_assert_eq(cistern_restore(path, copy, NULL, NULL, NULL), 0);
+	struct cistern *r;
+	cr_assert_eq(cistern_attach(copy, &r), 0);
+	uint32_t heads[6] = {0}, marked[6] = {0};
+	count_windows(r, 400, heads, marked);
+	cr_assert_eq(heads[2], 0, "a window ran past the end of the episode at step 2");
+	cr_assert_gt(marked[2], 0, "step 2 came back without its mark");
+	for (uint32_t t = 0; t < 6; t++)
+		if (t != 2)
+			cr_assert_eq(marked[t], 0, "step %u came back marked", t);
+	cistern_detach(r);
+}
+
+Test(dump, a_sim_paired_dump_is_written_in_format_4)
+{
+	struct cistern *c = make_episodes("d-eoe4", 4);
+	const char *path = seg_dump_path("d-eoe4");
+	struct cistern_dump_info info;
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, &info), 0);
+	cr_assert_eq(info.format_version, 4);
+	cr_assert_eq(cistern_dump_verify(path, &info), 0);
+	cr_assert_eq(info.format_version, 4);
+}
+
+Test(dump, a_dump_of_a_policy_without_flags_stays_in_format_2)
+{
+	struct subject seg = subject("d-v2", 8, 4);
+	struct cistern_dump_info info;
+	cr_assert_eq(cistern_dump(seg.name, seg.path, NULL, NULL, &info), 0);
+	cr_assert_eq(info.format_version, 2, "older builds read it");
+}
+
+/*
+ * tests/admin/data/sim-paired-v2.dump: a SimPairedReservoir of sweep 2 x 4
+ * steps, sim 0 steps 0-3 put with step 1 marked as its episode's end, and
+ * sim 1 step 0, dumped by a build that wrote format 2, which has no flags.
+ */
+Test(dump, a_version_2_dump_of_a_sim_paired_reservoir_restores_with_flags_0)
+{
+	const char *copy = seg_name("d-old2");
+	struct cistern_dump_info info;
+	int r = cistern_restore(DUMP_DATA "/sim-paired-v2.dump", copy, NULL, NULL, &info);
+	cr_assert_eq(r, 0, "restore: %s", cistern_strerror(r));
+	cr_assert_eq(info.format_version, 2);
+	cr_assert_eq(info.samples, 5);
+	struct cistern *c;
+	cr_assert_eq(cistern_attach(copy, &c), 0);
+	uint32_t heads[4] = {0}, marked[4] = {0};
+	count_windows(c, 200, heads, marked);
+	for (uint32_t t = 0; t < 4; t++)
+		cr_assert_eq(marked[t], 0, "step %u came back marked", t);
+	cr_assert_gt(heads[1], 0, "without the mark, a window may start at step 1");
+	cistern_detach(c);
+}
+
+/* Record 0 of a sim-paired dump given flags `flags`, every checksum made to hold. */
+static const char *sim_paired_dump_flagged(const char *tag, uint32_t flags)
+{
+	struct cistern *c = make_episodes(tag, 4);
+	for (uint32_t t = 0; t < 4; t++) {
+		struct cistern_meta m = {.time_step = t};
+		cr_assert_eq(cistern_put(c, "step", 4, &m, 0), 0);
+	}
+	const char *path = seg_dump_path(tag);
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0);
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	cr_assert_eq(f.m.version, 4);
+	put32(dumpfile_record(&f, 0) + 32, flags);
+	dumpfile_store(&f, path);
+	return path;
+}
+
+Test(dump, a_record_with_a_flag_no_put_keeps_is_refused_by_verify_and_restore_alike)
+{
+	const char *copy = seg_name("d-badflag2");
+	refused_quietly(sim_paired_dump_flagged("d-badflag", 0x80), copy);
+}
+
+Test(dump, a_record_whose_reserved_word_is_not_zero_is_refused)
+{
+	const char *copy = seg_name("d-resv2");
+	const char *path = sim_paired_dump_flagged("d-resv", END);
+	struct dumpfile f;
+	dumpfile_load(&f, path);
+	put32(dumpfile_record(&f, 1) + 36, 1);
+	dumpfile_store(&f, path);
+	refused_quietly(path, copy);
+}

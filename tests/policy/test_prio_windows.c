@@ -447,6 +447,33 @@ Test(prio_windows, a_restored_segment_reads_windows)
 	cr_assert_eq(meta[0].sim_id, 1);
 }
 
+/* A dump keeps the end-of-episode marks, so restored windows still stop at them. */
+Test(prio_windows, a_restored_segment_keeps_its_ends_of_episode)
+{
+	struct cistern *c = seg_create("pw-dump-eoe", pw_cfg(8, 0.4));
+	struct world w;
+	memset(&w, 0, sizeof(w));
+	/* Episodes 0..1 and 2..3: windows of 2 only, never one of 3. */
+	for (uint32_t t = 0; t < 4; t++)
+		put_step(c, &w, 1, t, t % 2 ? END : 0, 1);
+	const char *path = seg_dump_path("pw-dump-eoe");
+	cr_assert_eq(cistern_dump(seg_name_of(c), path, NULL, NULL, NULL), 0);
+	const char *back = seg_name("pw-undump-eoe");
+	int r = cistern_restore(path, back, NULL, NULL, NULL);
+	cr_assert_eq(r, 0, "%s", cistern_strerror(r));
+	struct cistern *h;
+	cr_assert_eq(cistern_attach(back, &h), 0);
+	seg_keep(back, h);
+	uint32_t vals[3];
+	struct cistern_meta meta[3];
+	r = cistern_get_prioritized_windows(h, vals, 4, 1, 3, 1, NULL, meta, NULL, NULL, 0);
+	cr_assert_eq(r, -EAGAIN, "a restored window of 3 crossed an end: %s", cistern_strerror(r));
+	r = cistern_get_prioritized_windows(h, vals, 4, 1, 2, 1, NULL, meta, NULL, NULL, 0);
+	cr_assert_eq(r, 1, "%s", cistern_strerror(r));
+	cr_assert_eq(meta[1].flags, END, "the window's last member lost its mark");
+	cr_assert_eq(meta[0].time_step % 2, 0, "a window of 2 began mid-episode");
+}
+
 Test(prio_windows, a_key_outside_the_table_is_refused)
 {
 	struct cistern *c = seg_create("pw-range", pw_cfg(8, 0.4));

@@ -8,6 +8,7 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <sys/un.h>
 #include <zmq.h>
@@ -1973,4 +1974,283 @@ Test(remote, a_key_file_key_that_cannot_be_copied_leaks_nothing)
 	fclose(f);
 	cr_assert_eq(serve_leak_check(LEAK_KEY, (const char *const[]){"--client-keys", path, NULL}),
 		     1);
+}
+
+/* ---- end-of-episode marks and priorities (protocol 3) -------------------- */
+
+#define END CISTERN_META_END_OF_EPISODE
+
+/* A SimPairedReservoir of one sim and 6 steps: where end-of-episode marks are kept. */
+static struct cistern *episodes(const char *tag)
+{
+	struct cistern_config cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+				     .slot_count = 16,
+				     .slot_size = PAYLOAD,
+				     .watermark = 1,
+				     .sweep_size = 1,
+				     .nb_time_steps = 6};
+	return seg_create(tag, cfg);
+}
+
+/*
+ * Draw 300 windows of two steps from c: the flags each step came back with,
+ * or-ed into flags[step] (6 steps), and how often each step headed a window.
+ */
+static void draw_windows(struct cistern *c, uint32_t flags[6], uint32_t heads[6])
+{
+	for (int k = 0; k < 300; k++) {
+		struct cistern_sample w[2];
+		int rc = cistern_acquire_window(c, w, 2, 1, 1000);
+		cr_assert_eq(rc, 0, "window: %s", cistern_strerror(rc));
+		heads[w[0].meta.time_step]++;
+		for (int i = 0; i < 2; i++)
+			flags[w[i].meta.time_step] |= w[i].meta.flags;
+		cr_assert_eq(cistern_release_window(c, w, 2), 0);
+	}
+}
+
+/* Steps 0-5 of sim 0 through serve, step 2 marked, put one by one or in one batch. */
+static void end_of_episode_arrives(const char *tag, bool batch)
+{
+	struct cistern *c = episodes(tag);
+	struct serve s;
+	const char *ep = serve_one(&s, tag, c);
+	/* No gathering for puts: each leaves as a PUT of its own; a batch is one PUTS. */
+	struct cistern_remote_opts o = {.size = sizeof(o), .linger_us = -1};
+	struct cistern_remote *r = connect_retry(ep, &o);
+	cr_assert_not_null(r);
+	uint8_t buf[6 * PAYLOAD];
+	struct cistern_meta meta[6];
+	for (uint32_t t = 0; t < 6; t++) {
+		fill_payload(buf + t * PAYLOAD, PAYLOAD, 0, t);
+		meta[t] = (struct cistern_meta){.time_step = t, .flags = t == 2 ? END : 0};
+		if (!batch)
+			cr_assert_eq(
+				cistern_remote_put(r, buf + t * PAYLOAD, PAYLOAD, &meta[t], 5000),
+				0);
+	}
+	if (batch)
+		cr_assert_eq(cistern_remote_put_batch(r, buf, PAYLOAD, 6, NULL, meta, 5000), 6);
+	cr_assert_eq(cistern_remote_flush(r, 20000), 0);
+	cistern_remote_close(r);
+	uint32_t flags[6] = {0}, heads[6] = {0};
+	draw_windows(c, flags, heads);
+	for (uint32_t t = 0; t < 6; t++)
+		cr_assert_eq(flags[t], t == 2 ? END : 0, "step %u came back with flags %u", t,
+			     flags[t]);
+	cr_assert_eq(heads[2], 0, "a window ran past the end of the episode");
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, an_end_of_episode_mark_put_alone_arrives_through_serve)
+{
+	end_of_episode_arrives("eoe1", false);
+}
+
+Test(remote, an_end_of_episode_mark_put_in_a_batch_arrives_through_serve)
+{
+	end_of_episode_arrives("eoeb", true);
+}
+
+/* A prioritized segment whose draws weigh priorities as they are (alpha 1, epsilon 0). */
+static struct cistern *prioritized(const char *tag)
+{
+	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
+				     .slot_count = 16,
+				     .slot_size = PAYLOAD,
+				     .watermark = 1,
+				     .alpha = 1,
+				     .beta = 0.5,
+				     .epsilon = 0};
+	return seg_create(tag, cfg);
+}
+
+/*
+ * Priorities 2.5 and 7 through serve, then a sample without one: the
+ * segment's total is 2.5 + 7 + 7 (the last gets the largest seen so far).
+ */
+static void priorities_arrive(const char *tag, int32_t linger_us)
+{
+	struct cistern *c = prioritized(tag);
+	struct serve s;
+	const char *ep = serve_one(&s, tag, c);
+	struct cistern_remote_opts o = {.size = sizeof(o), .linger_us = linger_us};
+	struct cistern_remote *r = connect_retry(ep, &o);
+	cr_assert_not_null(r);
+	uint8_t buf[PAYLOAD] = {1};
+	cr_assert_eq(cistern_remote_put_prioritized(r, buf, PAYLOAD, NULL, 2.5, 5000), 0);
+	cr_assert_eq(cistern_remote_put_prioritized(r, buf, PAYLOAD, NULL, 7.0, 5000), 0);
+	cr_assert_eq(cistern_remote_put(r, buf, PAYLOAD, NULL, 5000), 0);
+	cr_assert_eq(cistern_remote_flush(r, 20000), 0);
+	cistern_remote_close(r);
+	struct cistern_prio_info pi;
+	cr_assert_eq(cistern_prio_info_get(c, &pi), 0);
+	cr_assert_float_eq(pi.max_priority, 7.0, 1e-9);
+	cr_assert_float_eq(pi.total, 16.5, 1e-9, "total %g", pi.total);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, priorities_sent_alone_arrive_in_a_prioritized_segment)
+{
+	priorities_arrive("prio1", -1);
+}
+
+Test(remote, priorities_gathered_into_one_message_arrive_in_a_prioritized_segment)
+{
+	/* A linger of 10 s: the three leave together, at the flush. */
+	priorities_arrive("priog", 10 * 1000 * 1000);
+}
+
+Test(remote, a_priority_that_is_not_finite_and_non_negative_is_refused_and_not_sent)
+{
+	struct cistern *c = prioritized("prbad");
+	struct serve s;
+	const char *ep = serve_one(&s, "prbad", c);
+	struct cistern_remote *r = connect_retry(ep, NULL);
+	cr_assert_not_null(r);
+	uint8_t buf[PAYLOAD] = {0};
+	const double bad[] = {NAN, INFINITY, -1.0};
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(cistern_remote_put_prioritized(r, buf, PAYLOAD, NULL, bad[i], 1000),
+			     -EINVAL, "priority %g", bad[i]);
+	struct cistern_remote_info info;
+	cr_assert_eq(cistern_remote_info_get(r, &info), 0);
+	cr_assert_eq(info.sent, 0, "a refused priority was sent");
+	cistern_remote_close(r);
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_priority_for_a_server_without_prioritized_segments_is_refused_at_once)
+{
+	struct cistern *c = seg_create("prnone", fifo(16, PAYLOAD));
+	struct serve s;
+	const char *ep = serve_one(&s, "prnone", c);
+	struct cistern_remote *r = connect_retry(ep, NULL);
+	cr_assert_not_null(r);
+	uint8_t buf[PAYLOAD] = {0};
+	cr_assert_eq(cistern_remote_put_prioritized(r, buf, PAYLOAD, NULL, 1.0, 1000), -ENOTSUP);
+	struct cistern_remote_info info;
+	cr_assert_eq(cistern_remote_info_get(r, &info), 0);
+	cr_assert_eq(info.sent, 0, "a refused priority was sent");
+	cistern_remote_close(r);
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN, "something was put");
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_priority_routed_to_a_segment_without_priorities_fails_there)
+{
+	struct cistern *p0 = prioritized("prmix0");
+	struct cistern *f1 = seg_create("prmix1", fifo(16, PAYLOAD));
+	const char *ep = ipc_endpoint("prmix");
+	struct serve s;
+	serve_start_v(&s, "prmix",
+		      (const char *const[]){"-b", ep, "-s", seg_name_of(p0), "-s", seg_name_of(f1),
+					    NULL});
+	serve_ready(&s);
+	struct cistern_remote *r = connect_retry(ep, NULL);
+	cr_assert_not_null(r);
+	uint8_t buf[PAYLOAD] = {0};
+	struct cistern_meta to0 = {.sim_id = 0}, to1 = {.sim_id = 1};
+	cr_assert_eq(cistern_remote_put_prioritized(r, buf, PAYLOAD, &to0, 3.0, 5000), 0);
+	cr_assert_eq(cistern_remote_put_prioritized(r, buf, PAYLOAD, &to1, 3.0, 5000), 0);
+	cr_assert_eq(cistern_remote_flush(r, 20000), -ENOTSUP, "the refusal is reported");
+	struct cistern_remote_info info;
+	cr_assert_eq(cistern_remote_info_get(r, &info), 0);
+	cr_assert_eq(info.acked, 1);
+	cr_assert_eq(info.failed, 1);
+	cistern_remote_close(r);
+	struct cistern_prio_info pi;
+	cr_assert_eq(cistern_prio_info_get(p0, &pi), 0);
+	cr_assert_float_eq(pi.total, 3.0, 1e-9);
+	cr_assert_eq(cistern_get(f1, buf, sizeof(buf), NULL, 0), -EAGAIN,
+		     "the sample was put without its priority");
+	cr_assert_eq(serve_stop(&s), 0);
+}
+
+Test(remote, a_protocol_2_producer_is_welcomed_in_version_2_and_its_puts_arrive)
+{
+	struct cistern *c = seg_create("rv2", fifo(16, PAYLOAD));
+	struct serve s;
+	const char *ep = serve_one(&s, "v2", c);
+	struct raw r;
+	raw_open(&r);
+	raw_connect(&r, ep);
+	struct cistern__wire w = {.kind = CISTERN__W_HELLO, .version = 2, .a = 16, .seq = 42};
+	raw_send(&r, &w, 0, NULL, 0);
+	cr_assert(raw_expect(&r, CISTERN__W_WELCOME, &w, 20000), "no WELCOME");
+	cr_assert_eq(w.version, 2, "answered in version %u", w.version);
+	raw_put(&r, 2, 0, 1);
+	cr_assert(raw_expect(&r, CISTERN__W_ACK, &w, 20000), "no ACK");
+	cr_assert_eq(w.version, 2);
+	cr_assert_eq(w.seq, 1);
+	uint8_t buf[PAYLOAD];
+	struct cistern_meta m;
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), &m, 1000), PAYLOAD);
+	cr_assert(check_payload(buf, PAYLOAD, 1, 1));
+	cr_assert_eq(m.flags, 0);
+	raw_producer_end(&s, &r);
+}
+
+Test(remote, a_put_with_flags_protocol_3_does_not_know_is_refused)
+{
+	struct serve s;
+	struct raw r;
+	struct cistern *c = raw_producer_of("flag", 16, &s, &r);
+	uint8_t buf[PAYLOAD] = {0};
+	struct cistern__wire w = {.kind = CISTERN__W_PUT,
+				  .version = CISTERN_REMOTE_PROTOCOL,
+				  .a = 0x100,
+				  .seq = 1,
+				  .sim_id = 1};
+	raw_send(&r, &w, 0, buf, sizeof(buf));
+	cr_assert(raw_expect(&r, CISTERN__W_ERROR, &w, 10000), "the PUT was not refused");
+	uint64_t later;
+	cr_assert_eq(read_all(c, 0, &later), 0, "the PUT was put");
+	cr_assert(log_wait(s.log, "unknown flags", 5), "serve did not say why");
+	raw_producer_end(&s, &r);
+}
+
+/*
+ * A server of protocol 2, as far as a HELLO goes: a ROUTER in a child that
+ * answers a HELLO of any other version with ERROR EPROTONOSUPPORT, as such a
+ * server does, then stays a moment.
+ */
+static pid_t old_server(const char *ep)
+{
+	pid_t pid = fork_child();
+	cr_assert_geq(pid, 0);
+	if (pid)
+		return pid;
+	alarm(30);
+	void *ctx = zmq_ctx_new();
+	void *sock = zmq_socket(ctx, ZMQ_ROUTER);
+	if (zmq_bind(sock, ep) < 0)
+		_exit(1);
+	unsigned char rid[256], hdr[CISTERN__WIRE_HDR];
+	int rl = zmq_recv(sock, rid, sizeof(rid), 0);
+	int hl = zmq_recv(sock, hdr, sizeof(hdr), 0);
+	struct cistern__wire w;
+	if (rl <= 0 || hl < CISTERN__WIRE_HDR || cistern__wire_decode(hdr, (size_t)hl, &w) < 0 ||
+	    w.kind != CISTERN__W_HELLO || w.version == 2)
+		_exit(2);
+	struct cistern__wire err = {.kind = CISTERN__W_ERROR, .version = 2, .a = EPROTONOSUPPORT};
+	cistern__wire_encode(&err, hdr);
+	zmq_send(sock, rid, (size_t)rl, ZMQ_SNDMORE);
+	zmq_send(sock, hdr, sizeof(hdr), 0);
+	sleep(2);
+	zmq_close(sock);
+	zmq_ctx_term(ctx);
+	_exit(0);
+}
+
+Test(remote, a_producer_against_a_protocol_2_server_is_refused_as_unsupported)
+{
+	const char *ep = ipc_endpoint("old");
+	pid_t pid = old_server(ep);
+	struct cistern_remote_opts o = {.size = sizeof(o), .connect_timeout_ms = 10000};
+	struct cistern_remote *r = NULL;
+	int rc = cistern_remote_connect(ep, &o, &r);
+	cr_assert_eq(rc, -EPROTONOSUPPORT, "connect: %s", cistern_strerror(rc));
+	cr_assert_null(r);
+	cr_assert_eq(wait_child(pid, 20), 0, "the old server saw no HELLO of another version");
 }

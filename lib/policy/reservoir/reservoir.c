@@ -411,10 +411,8 @@ int cistern__rs_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	uint32_t sim = meta ? meta->sim_id : 0, step = meta ? meta->time_step : 0;
 	if (c->policy->has_pairs && (sim >= f->sweep_size || step >= f->nb_time_steps))
 		return -ERANGE;
-	/* Only the policies that read windows keep the end-of-episode mark; other bits are reserved. */
-	uint32_t flags = c->ops->try_acquire_window && meta
-				 ? meta->flags & CISTERN_META_END_OF_EPISODE
-				 : 0;
+	/* Only the policies with windows keep the end-of-episode mark; other bits are reserved. */
+	uint32_t flags = meta ? meta->flags & cistern__kept_flags(c->policy) : 0;
 	struct cistern_slotmeta *m = M(c, slot->index_);
 	uint64_t id = atomic_fetch_add_explicit(&h->next_sample_id, 1, memory_order_relaxed);
 	m->len = len;
