@@ -580,7 +580,8 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 		n = c->fixed.batch_size;
 	if (n == 0 || n > holds_at_most(c))
 		return -EINVAL;
-	if (c->policy->get_batch) {
+	/* A policy's own batch read, unless a cold tier runs other ops (policy.h). */
+	if (c->policy->get_batch && c->ops == c->policy->ops) {
 		int r = writable(c);
 		return r < 0 ? r
 			     : c->policy->get_batch(c, buf, stride, n, len, meta, timeout_ms,

@@ -182,7 +182,8 @@ static const char *tier_problem(const struct cistern__policy *p, const struct ci
 		return p->no_tier_why;
 	if (!p->tiering) {
 		snprintf(why, sizeof(why),
-			 "%s takes no cold tier yet: only reservoir and batch-reservoir take one "
+			 "%s takes no cold tier yet: only fifo, reservoir and batch-reservoir take "
+			 "one "
 			 "(docs/protocol/tiers.md)",
 			 p->name);
 		return why;

@@ -241,10 +241,11 @@ Test(create, a_cold_tier_is_made_shown_and_removed_with_the_segment)
 	r = run("rm", name);
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	cr_assert_neq(access(file, F_OK), 0, "the cold file outlived rm");
-	/* A FIFO refuses a tier, saying why in the options' terms. */
-	r = run("create", name, "--cold-slots", "32", "--cold-dir", dir);
+	/* FIRO refuses a tier, saying why in the options' terms. */
+	r = run("create", name, "--policy", "firo", "--watermark", "1", "--slots", "8",
+		"--cold-slots", "32", "--cold-dir", dir);
 	cr_assert_eq(r->status, 1);
-	cr_assert(strstr(r->err, "fifo takes no cold tier"), "%s", r->err);
+	cr_assert(strstr(r->err, "firo takes no cold tier"), "%s", r->err);
 	cr_assert(!exists(name));
 	r = run("create", name, "--policy", "reservoir", "--watermark", "1", "--cold-slots", "32");
 	cr_assert_eq(r->status, 1);

@@ -465,7 +465,8 @@ void cistern__fifo_steps(struct cistern *c)
 	c->put_ahead = cistern__put_ahead(c->slot_count);
 	c->put_step = NULL;
 	c->get_step = NULL;
-	if (c->readonly || !c->owner)
+	/* With a cold tier every put and get goes through the tier's ops (fifo_tier.c). */
+	if (c->readonly || !c->owner || c->fixed.cold_slots)
 		return;
 	c->put_step = put_plain;
 	c->get_step = get_plain;

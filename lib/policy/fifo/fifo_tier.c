@@ -1,0 +1,931 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fifo_tier.c - the FIFO's cold tier: a second ring, on disk, after the hot
+ * ring (docs/protocol/tiers.md, "The FIFO's spill ring").
+ *
+ * The queue is the hot ring followed by the cold ring. One word of the
+ * tier's area, the mode word, says where puts go: HOT, or COLD with the
+ * cold ring's tail. A put that finds the hot ring full turns the mode to
+ * COLD; from then on every put goes to the cold ring, until the cold ring
+ * has drained and a producer turns the mode back to HOT. A hot claim made
+ * under HOT counts only if the mode word has not moved when the claim is
+ * done; else it turns into a SKIP and the put goes again. So every hot
+ * sample that counts comes before every cold sample, and a reader takes
+ * the hot ring first, then, once the hot ring holds nothing that counts,
+ * the cold ring, in order.
+ *
+ * The cold ring's entries (tier/cold.h's 64-byte entries) keep the FIFO's
+ * slot states, with the low 32 bits of the position in the generation
+ * field: FREE(p) -> WRITING(p, o) -> COMMITTED(p) -> ACQUIRED(p, o) ->
+ * FREE(p + N), and SKIP and REDELIVER as in the hot ring. A cold put
+ * writes its slot with O_DIRECT through io_uring at commit, before the
+ * entry turns COMMITTED. A cold read reads its slot and the next
+ * committed slots after it in one read, and takes them from that buffer
+ * while their entries still name the same position.
+ *
+ * A cold sample handed to a reader has index_ = slot_count + its cold slot
+ * and data in a buffer of the reader's own, freed at release.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/fifo/fifo_tier.h"
+#include "policy/fifo/fifo.h"
+#include "core/open.h"
+#include "core/ring.h"
+#include "sys/crc32c.h"
+#include "sys/fence.h"
+
+/* Bytes read ahead at most by one cold read (a whole slot at least). */
+#define READ_AHEAD_BYTES (1u << 20)
+/* Slots read ahead at most by one cold read. */
+#define READ_AHEAD_SLOTS 32u
+/* Looks again at a mode word that moved, before a put answers -EAGAIN. */
+#define MODE_ROUNDS 64
+
+/* The handle's side: the open cold file, a spare staging slot, the read ahead. */
+struct fifo_tier {
+	struct cistern__cold cold;
+	bool open;
+	void *stage;       /* a spare staging slot for a cold put */
+	void *ra_buf;      /* the slots of positions ra_pos .. ra_pos + ra_n - 1 */
+	uint64_t *ra_word; /* the COMMITTED word of each when it was read */
+	uint64_t ra_pos;
+	unsigned ra_n, ra_cap;
+};
+
+/* ---- the area in the segment -------------------------------------------- */
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static uint64_t area_bytes(uint64_t cold_slots, uint64_t procs)
+{
+	(void)procs;
+	if (cold_slots == 0)
+		return 0;
+	return align_up(sizeof(struct cistern__fifo_tier_shm) +
+				cold_slots * sizeof(struct cistern__cold_ent),
+			4096);
+}
+
+static struct cistern__fifo_tier_shm *TS(const struct cistern *c)
+{
+	return (struct cistern__fifo_tier_shm *)((char *)c->hdr + c->fixed.cold_off);
+}
+
+static struct cistern__cold_ent *ents(const struct cistern *c)
+{
+	return (struct cistern__cold_ent *)((char *)TS(c) + sizeof(struct cistern__fifo_tier_shm));
+}
+
+static struct fifo_tier *FT(const struct cistern *c)
+{
+	/* c->tier is the tier's opaque handle side: the FIFO's is this struct. */
+	return (struct fifo_tier *)(void *)c->tier;
+}
+
+/* A cold entry's word: a FIFO state, an owner and the low 32 bits of the position. */
+static uint64_t cw(unsigned state, uint32_t owner, uint64_t pos)
+{
+	return cistern__cold_word(state, owner, (uint32_t)pos);
+}
+
+/* How many positions the word is ahead of position p (mod 2^32): 0 = it serves p. */
+static int32_t cw_lap(uint64_t w, uint64_t p)
+{
+	return (int32_t)(cistern__cold_gen(w) - (uint32_t)p);
+}
+
+static uint64_t mode_tail(uint64_t m)
+{
+	return m & ~CISTERN__FIFO_MODE_COLD;
+}
+
+void cistern__fifo_tier_peek(const struct cistern *c, uint64_t *mode, uint64_t *chead)
+{
+	*mode = atomic_load_explicit(&TS(c)->mode, memory_order_relaxed);
+	*chead = atomic_load_explicit(&TS(c)->chead, memory_order_relaxed);
+}
+
+/* ---- create, open, remove --------------------------------------------- */
+
+static const char *tier_config_problem(const struct cistern_config *cfg)
+{
+	if (cistern__cold_slot_bytes(cfg->slot_size) == 0)
+		return "slot_size is too large for a cold tier";
+	return NULL;
+}
+
+static int tier_create(struct cistern *c)
+{
+	const struct cistern_fixed *f = &c->fixed;
+	struct fifo_tier *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	int r = cistern__cold_create(&t->cold, f->cold_dir, f->name,
+				     cistern__cold_slot_bytes(f->slot_size), f->cold_slots,
+				     f->cold_nonce);
+	if (r < 0) {
+		free(t);
+		return r;
+	}
+	t->open = true;
+	c->tier = (struct cistern__tier *)(void *)t;
+	return 0;
+}
+
+/* The handle's cold file, opened on first use. */
+static int tier_get(struct cistern *c, struct fifo_tier **out)
+{
+	const struct cistern_fixed *f = &c->fixed;
+	struct fifo_tier *t = FT(c);
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		c->tier = (struct cistern__tier *)(void *)t;
+	}
+	if (!t->open) {
+		int r = cistern__cold_open(&t->cold, f->cold_dir, f->name, f->cold_nonce);
+		if (r < 0)
+			return r;
+		t->open = true;
+	}
+	*out = t;
+	return 0;
+}
+
+static void tier_release(struct cistern *c)
+{
+	struct fifo_tier *t = FT(c);
+	if (!t)
+		return;
+	if (t->open)
+		cistern__cold_close(&t->cold);
+	free(t->stage);
+	free(t->ra_buf);
+	free(t->ra_word);
+	free(t);
+	c->tier = NULL;
+}
+
+static int tier_unlink(const char *dir, const char *name)
+{
+	if (!dir || !dir[0])
+		return 0;
+	int r = cistern__cold_unlink(dir, name);
+	return r == -ENOENT ? 0 : r;
+}
+
+static void tier_view(const struct cistern *c, struct cistern__tier_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	if (c->fixed.cold_slots == 0)
+		return;
+	struct cistern__fifo_tier_shm ts;
+	memset(&ts, 0, sizeof(ts));
+	if (c->copied) {
+		/* A copied read-only handle's private copy stops before the tier (segment.c). */
+		if (cistern__pread_all(c->fd, &ts, sizeof(ts), c->fixed.cold_off) < 0)
+			memset(&ts, 0, sizeof(ts));
+	} else {
+		const struct cistern__fifo_tier_shm *s = TS(c);
+		/* Relaxed: statistics, read one by one. */
+		atomic_init(&ts.mode, atomic_load_explicit(&s->mode, memory_order_relaxed));
+		atomic_init(&ts.chead, atomic_load_explicit(&s->chead, memory_order_relaxed));
+		atomic_init(&ts.spilled, atomic_load_explicit(&s->spilled, memory_order_relaxed));
+		atomic_init(&ts.cold_reads,
+			    atomic_load_explicit(&s->cold_reads, memory_order_relaxed));
+	}
+	/* A plain copy now: nobody else sees it. */
+	uint64_t tail = mode_tail(atomic_load_explicit(&ts.mode, memory_order_relaxed));
+	uint64_t head = atomic_load_explicit(&ts.chead, memory_order_relaxed);
+	v->slots = c->fixed.cold_slots;
+	v->population = tail > head ? tail - head : 0;
+	v->spilled = atomic_load_explicit(&ts.spilled, memory_order_relaxed);
+	v->cold_reads = atomic_load_explicit(&ts.cold_reads, memory_order_relaxed);
+	uint64_t sb = cistern__cold_slot_bytes(c->fixed.slot_size);
+	v->disk_bytes = CISTERN__COLD_BLOCK + sb * c->fixed.cold_slots;
+}
+
+/* ---- init ---------------------------------------------------------------- */
+
+static void tf_init(struct cistern *c)
+{
+	cistern__fifo_init(c);
+	struct cistern__cold_ent *E = ents(c);
+	/* Relaxed: nobody else has the segment before create returns. */
+	for (uint64_t j = 0; j < c->fixed.cold_slots; j++)
+		atomic_store_explicit(&E[j].word, cw(FIFO_FREE, 0, j), memory_order_relaxed);
+	atomic_store_explicit(&TS(c)->mode, 0, memory_order_relaxed);
+	atomic_store_explicit(&TS(c)->chead, 0, memory_order_relaxed);
+}
+
+/* ---- puts ---------------------------------------------------------------- */
+
+/* An aligned staging slot for a cold put: the spare one, or a new one. */
+static void *stage_take(struct fifo_tier *t)
+{
+	void *b = t->stage;
+	t->stage = NULL;
+	return b ? b : cistern__cold_alloc(&t->cold, 1);
+}
+
+static void stage_give(struct fifo_tier *t, void *b)
+{
+	if (!t->stage)
+		t->stage = b;
+	else
+		free(b);
+}
+
+/* Whether the hot ring has room at its tail now (a hint: the claim decides). */
+static bool hot_has_room(struct cistern *c)
+{
+	uint64_t t = atomic_load_explicit(&c->hdr->tail, memory_order_relaxed);
+	uint64_t w = atomic_load_explicit(&cistern__slotmeta(c, cistern__slot_of(c, t))->word,
+					  memory_order_relaxed);
+	return w == sw_make(t, FIFO_FREE, 0);
+}
+
+/* Help the cold tail past x, whose entry is claimed or past: the mode word m = COLD | x. */
+static void help_cold_tail(struct cistern__fifo_tier_shm *ts, uint64_t m)
+{
+	/* [tier-mode] seq_cst: an index move, as cistern__help_advance(). */
+	atomic_compare_exchange_strong_explicit(&ts->mode, &m, m + 1, memory_order_seq_cst,
+						memory_order_relaxed);
+}
+
+/*
+ * Claim the cold position at the tail of mode word m (COLD | x): 0 and the
+ * slot; -EAGAIN when the cold ring is full; -ESTALE when the mode word or
+ * the entry moved meanwhile (look again); another -errno.
+ */
+static int cold_reserve(struct cistern *c, struct cistern_slot *slot, uint64_t m)
+{
+	struct fifo_tier *t;
+	int r = tier_get(c, &t);
+	if (r < 0)
+		return r;
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	uint64_t n = c->fixed.cold_slots;
+	uint64_t x = mode_tail(m);
+	uint64_t j = x % n;
+	struct cistern__cold_ent *e = &ents(c)[j];
+	/*
+	 * [cold-free] acquire: the last reader of this slot finished its reads
+	 * before it stored FREE(x); our write comes after them.
+	 */
+	uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
+	int32_t d = cw_lap(w, x);
+	if (d < 0)
+		return -EAGAIN; /* the previous lap's sample is still there: full */
+	if (d > 0 || cistern__cold_state(w) != FIFO_FREE) {
+		/* Over a lap ahead of a tail that has not moved: damage, not a race. */
+		if ((int64_t)d > (int64_t)n &&
+		    atomic_load_explicit(&ts->mode, memory_order_relaxed) == m)
+			return -EPROTO;
+		help_cold_tail(ts, m);
+		return -ESTALE;
+	}
+	if (cistern__cold_owner(w) != 0)
+		return -EPROTO;
+	/*
+	 * The cold ring drained (every position below x taken) and the hot ring
+	 * has room: puts go hot again. [tier-mode] seq_cst: the switch and the
+	 * cold claims are CASes of one word, so a claim of x and the switch
+	 * cannot both count.
+	 */
+	if (atomic_load_explicit(&ts->chead, memory_order_seq_cst) >= x && hot_has_room(c)) {
+		atomic_compare_exchange_strong_explicit(&ts->mode, &m, x, memory_order_seq_cst,
+							memory_order_relaxed);
+		return -ESTALE;
+	}
+	void *buf = stage_take(t);
+	if (!buf)
+		return -ENOMEM;
+	uint64_t mine = cw(FIFO_RESERVED, c->owner, x);
+	/* Acq_rel: as T1 of the hot ring ([cold-free] on its acquire side). */
+	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, mine, memory_order_acq_rel,
+						     memory_order_relaxed)) {
+		stage_give(t, buf);
+		return -ESTALE;
+	}
+	/*
+	 * Move the cold tail past x. [tier-mode] seq_cst: a helper may have
+	 * moved it already (it found our claim); a switch back to HOT before
+	 * our move means that x does not count: the entry turns SKIP (a
+	 * helper of a later COLD epoch may count it, and readers step over a
+	 * SKIP).
+	 */
+	for (;;) {
+		uint64_t cur = m;
+		if (atomic_compare_exchange_strong_explicit(
+			    &ts->mode, &cur, m + 1, memory_order_seq_cst, memory_order_seq_cst))
+			break;
+		if ((cur & CISTERN__FIFO_MODE_COLD) && mode_tail(cur) > x)
+			break;
+		if (cur == m)
+			continue;
+		/* seq_cst: [wake-data] store half for readers that wait on x. */
+		atomic_exchange_explicit(&e->word, cw(FIFO_SKIP, 0, x), memory_order_seq_cst);
+		stage_give(t, buf);
+		cistern__wake_readers(c);
+		return -ESTALE;
+	}
+	/* The entry is ours (WRITING): nobody reads its fields before COMMITTED. */
+	e->id = c->id_base + atomic_fetch_add_explicit(&ts->next_id, 1, memory_order_relaxed);
+	slot->data = buf;
+	slot->capacity = c->slot_size;
+	slot->pos_ = x;
+	slot->index_ = (uint32_t)(c->slot_count + j);
+	slot->live_ = 1;
+	return 0;
+}
+
+static int tf_try_reserve(struct cistern *c, struct cistern_slot *slot)
+{
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	for (int round = 0; round < MODE_ROUNDS; round++) {
+		/* [tier-mode] seq_cst: the mode this put decides by. */
+		uint64_t m = atomic_load_explicit(&ts->mode, memory_order_seq_cst);
+		if (!(m & CISTERN__FIFO_MODE_COLD)) {
+			int r = cistern__fifo_try_reserve(c, slot);
+			if (r == 0) {
+				/*
+				 * [tier-mode] seq_cst fence: our claim (the word and the
+				 * tail) before the second look at the mode; a reader looks
+				 * at the mode, fences, then at the tail and the head's
+				 * word. One of the two sees the other.
+				 */
+				atomic_thread_fence(memory_order_seq_cst);
+				if (atomic_load_explicit(&ts->mode, memory_order_relaxed) != m) {
+					/* The puts went cold meanwhile: ours must not come first. */
+					cistern__fifo_abort(c, slot);
+					continue;
+				}
+				/* RESERVED(me): nobody reads the id before COMMITTED. */
+				cistern__slotmeta(c, slot->index_)->sample_id =
+					c->id_base + atomic_fetch_add_explicit(
+							     &ts->next_id, 1, memory_order_relaxed);
+				return 0;
+			}
+			if (r != -EAGAIN)
+				return r;
+			/* The hot ring is full: puts go to the cold ring from here on. */
+			if (!atomic_compare_exchange_strong_explicit(
+				    &ts->mode, &m, m | CISTERN__FIFO_MODE_COLD,
+				    memory_order_seq_cst, memory_order_relaxed))
+				continue;
+			m |= CISTERN__FIFO_MODE_COLD;
+		}
+		int r = cold_reserve(c, slot, m);
+		if (r != -ESTALE)
+			return r;
+	}
+	return -EAGAIN;
+}
+
+static bool is_cold_slot(const struct cistern *c, const struct cistern_slot *slot)
+{
+	return slot->index_ >= c->slot_count;
+}
+
+/* The cold entry of a live cold reservation of ours, or NULL. */
+static struct cistern__cold_ent *cold_slot_mine(struct cistern *c, const struct cistern_slot *slot)
+{
+	uint64_t j = slot->index_ - c->slot_count;
+	if (!slot->live_ || j >= c->fixed.cold_slots || !FT(c))
+		return NULL;
+	struct cistern__cold_ent *e = &ents(c)[j];
+	/* Relaxed: only we move it out of WRITING(me). */
+	if (atomic_load_explicit(&e->word, memory_order_relaxed) !=
+	    cw(FIFO_RESERVED, c->owner, slot->pos_))
+		return NULL;
+	return e;
+}
+
+static int tf_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
+		     struct cistern_meta *meta)
+{
+	if (!is_cold_slot(c, slot)) {
+		if (!cistern__fifo_slot_is_mine(c, slot))
+			return -EINVAL;
+		struct cistern_slotmeta *m = cistern__slotmeta(c, slot->index_);
+		/* The id was given at the claim; the rest as write_meta(). */
+		m->len = len;
+		m->sim_id = meta ? meta->sim_id : 0;
+		m->time_step = meta ? meta->time_step : 0;
+		if (meta)
+			meta->sample_id = m->sample_id;
+		/* T2, [commit] release (or seq_cst): the payload and metadata before COMMITTED. */
+		cistern__publish_word(&m->word, sw_make(slot->pos_, FIFO_COMMITTED, 0));
+		cistern__count(&c->me->ctr.puts, 1);
+		/* [wake-data] seq_cst load of readers_waiting, after the publish. */
+		cistern__wake_readers(c);
+		slot->live_ = 0;
+		return 0;
+	}
+	struct cistern__cold_ent *e = cold_slot_mine(c, slot);
+	if (!e)
+		return -EINVAL;
+	struct fifo_tier *t = FT(c);
+	uint64_t j = slot->index_ - c->slot_count;
+	struct cistern__io io;
+	cistern__cold_prep(&t->cold, &io, j, 1, slot->data, true);
+	int r = cistern__uring_run(&io, 1);
+	if (r < 0)
+		return r; /* the caller aborts: the entry turns SKIP */
+	e->len = (uint32_t)len;
+	e->crc = cistern__crc32c(0, slot->data, len);
+	e->flags = 0;
+	uint32_t key[2] = {meta ? meta->sim_id : 0, meta ? meta->time_step : 0};
+	memset(e->meta, 0, sizeof(e->meta));
+	memcpy(e->meta, key, sizeof(key));
+	atomic_store_explicit(&e->seen, 0, memory_order_relaxed);
+	if (meta)
+		meta->sample_id = e->id;
+	/*
+	 * [cold-publish] release (or seq_cst): the write completed and the
+	 * fields are stored before COMMITTED; a reader's acquire load of the
+	 * word sees both.
+	 */
+	cistern__publish_word(&e->word, cw(FIFO_COMMITTED, 0, slot->pos_));
+	cistern__count(&c->me->ctr.puts, 1);
+	atomic_fetch_add_explicit(&TS(c)->spilled, 1, memory_order_relaxed);
+	/* [wake-data] seq_cst load of readers_waiting, after the publish. */
+	cistern__wake_readers(c);
+	stage_give(t, slot->data);
+	slot->data = NULL;
+	slot->live_ = 0;
+	return 0;
+}
+
+static int tf_abort(struct cistern *c, struct cistern_slot *slot)
+{
+	if (!is_cold_slot(c, slot))
+		return cistern__fifo_abort(c, slot);
+	struct cistern__cold_ent *e = cold_slot_mine(c, slot);
+	if (!e)
+		return -EINVAL;
+	/* As T3, seq_cst: the store half of [wake-data] for the wake below. */
+	atomic_exchange_explicit(&e->word, cw(FIFO_SKIP, 0, slot->pos_), memory_order_seq_cst);
+	stage_give(FT(c), slot->data);
+	slot->data = NULL;
+	slot->live_ = 0;
+	cistern__wake_readers(c);
+	return 0;
+}
+
+/* ---- reads ---------------------------------------------------------------- */
+
+static bool is_cold(const struct cistern *c, const struct cistern_sample *s)
+{
+	return s->index_ >= c->slot_count;
+}
+
+static bool ra_room(struct fifo_tier *t, unsigned cap)
+{
+	if (t->ra_cap >= cap)
+		return true;
+	void *b = cistern__cold_alloc(&t->cold, cap);
+	uint64_t *w = malloc(cap * sizeof(*w));
+	if (!b || !w) {
+		free(b);
+		free(w);
+		return false;
+	}
+	free(t->ra_buf);
+	free(t->ra_word);
+	t->ra_buf = b;
+	t->ra_word = w;
+	t->ra_cap = cap;
+	return true;
+}
+
+/*
+ * The bytes of cold position y (slot j), which we hold (ACQUIRED): from the
+ * read ahead if it holds them, else by one read of slot j and of the
+ * COMMITTED slots that follow it in order, up to the end of the file.
+ */
+static int cold_bytes(struct cistern *c, struct fifo_tier *t, uint64_t j, uint64_t y,
+		      const uint8_t **out)
+{
+	uint32_t sb = t->cold.slot_bytes;
+	/*
+	 * The read ahead started after an acquire load found COMMITTED(y)
+	 * ([cold-publish]); our take found the same word, and the slot is not
+	 * written again before it is FREE at a later position.
+	 */
+	if (t->ra_n && y >= t->ra_pos && y - t->ra_pos < t->ra_n &&
+	    t->ra_word[y - t->ra_pos] == cw(FIFO_COMMITTED, 0, y)) {
+		*out = (const uint8_t *)t->ra_buf + (y - t->ra_pos) * sb;
+		return 0;
+	}
+	unsigned cap = READ_AHEAD_BYTES / sb;
+	cap = cap < 1 ? 1 : cap > READ_AHEAD_SLOTS ? READ_AHEAD_SLOTS : cap;
+	if (!ra_room(t, cap)) {
+		cap = 1;
+		if (!ra_room(t, 1))
+			return -ENOMEM;
+	}
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t n = c->fixed.cold_slots;
+	unsigned k = 1;
+	t->ra_word[0] = cw(FIFO_COMMITTED, 0, y);
+	while (k < cap && j + k < n) {
+		/* [cold-publish] acquire: that slot's bytes are on disk before we read them. */
+		uint64_t w = atomic_load_explicit(&E[j + k].word, memory_order_acquire);
+		if (w != cw(FIFO_COMMITTED, 0, y + k))
+			break;
+		t->ra_word[k++] = w;
+	}
+	t->ra_n = 0;
+	struct cistern__io io;
+	cistern__cold_prep(&t->cold, &io, j, k, t->ra_buf, false);
+	int r = cistern__uring_run(&io, 1);
+	if (r < 0)
+		return r;
+	t->ra_pos = y;
+	t->ra_n = k;
+	*out = t->ra_buf;
+	return 0;
+}
+
+/* Mark a held cold entry for redelivery ([cold-redeliver-hint], as mark_redeliver()). */
+static void cold_mark_redeliver(struct cistern *c, struct cistern__cold_ent *e, uint64_t w,
+				uint32_t owner)
+{
+	uint64_t nw = cw(FIFO_REDELIVER, owner, cistern__cold_gen(w));
+	if (atomic_compare_exchange_strong_explicit(&e->word, &w, nw, memory_order_seq_cst,
+						    memory_order_relaxed))
+		atomic_fetch_add_explicit(&TS(c)->redeliver, 1, memory_order_seq_cst);
+}
+
+/*
+ * Hand out cold position y of slot j, which we just took (ACQUIRED(y, me)):
+ * its bytes into a buffer of our own, checked against the entry's CRC.
+ * On an error the sample goes back for another reader.
+ */
+static int cold_hand_out(struct cistern *c, struct cistern_sample *s, uint64_t j, uint64_t y,
+			 bool redelivered)
+{
+	struct cistern__cold_ent *e = &ents(c)[j];
+	uint64_t mine = cw(FIFO_ACQUIRED, c->owner, y);
+	struct fifo_tier *t;
+	const uint8_t *src = NULL;
+	uint8_t *buf = NULL;
+	int r = tier_get(c, &t);
+	/* Taken by an acq_rel CAS ([cold-publish]): the fields are the sample's. */
+	uint32_t len = e->len;
+	if (r == 0 && len > c->slot_size)
+		r = -EPROTO;
+	if (r == 0)
+		r = cold_bytes(c, t, j, y, &src);
+	if (r == 0 && cistern__crc32c(0, src, len) != e->crc)
+		r = -EIO;
+	if (r == 0 && !(buf = malloc(len ? len : 1)))
+		r = -ENOMEM;
+	if (r < 0) {
+		if (t && t->ra_n)
+			t->ra_n = 0;
+		cold_mark_redeliver(c, e, mine, 0);
+		cistern__wake_readers(c);
+		return r;
+	}
+	memcpy(buf, src, len);
+	uint32_t key[2];
+	memcpy(key, e->meta, sizeof(key));
+	s->data = buf;
+	s->len = len;
+	s->meta.sample_id = e->id;
+	s->meta.sim_id = key[0];
+	s->meta.time_step = key[1];
+	s->meta.flags = 0;
+	s->pos_ = y;
+	s->index_ = (uint32_t)(c->slot_count + j);
+	s->live_ = 1;
+	cistern__count(&c->me->ctr.gets, 1);
+	if (redelivered)
+		cistern__count(&c->me->ctr.redeliveries, 1);
+	atomic_fetch_add_explicit(&TS(c)->cold_reads, 1, memory_order_relaxed);
+	return 0;
+}
+
+/* A cold sample whose reader died or handed it back: as take_redelivered() of the hot ring. */
+static int cold_take_redelivered(struct cistern *c, struct cistern_sample *s)
+{
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	/* [cold-redeliver-hint] acquire: the marks made before the bump are in the words. */
+	uint64_t hint = atomic_load_explicit(&ts->redeliver, memory_order_acquire);
+	if (hint == 0)
+		return -EAGAIN;
+	struct cistern__cold_ent *E = ents(c);
+	for (uint64_t j = 0; j < c->fixed.cold_slots; j++) {
+		/* [cold-publish] acquire: the entry's fields and the slot's bytes. */
+		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_acquire);
+		if (cistern__cold_state(w) != FIFO_REDELIVER)
+			continue;
+		uint64_t y = cistern__cold_gen(w);
+		uint64_t nw = cw(FIFO_ACQUIRED, c->owner, y);
+		if (!atomic_compare_exchange_strong_explicit(
+			    &E[j].word, &w, nw, memory_order_acq_rel, memory_order_relaxed))
+			continue;
+		int r = cold_hand_out(c, s, j, y, cistern__cold_owner(w) != OWNER_UNACQUIRED);
+		return r == 0 ? 0 : -EAGAIN;
+	}
+	/* Nothing found: clear the hint unless a mark bumped it meanwhile. */
+	atomic_compare_exchange_strong_explicit(&ts->redeliver, &hint, 0, memory_order_acq_rel,
+						memory_order_relaxed);
+	return -EAGAIN;
+}
+
+/* Move the cold head from y to y+1 unless someone did ([cold-head], seq_cst). */
+static void help_cold_head(struct cistern__fifo_tier_shm *ts, uint64_t y)
+{
+	atomic_compare_exchange_strong_explicit(&ts->chead, &y, y + 1, memory_order_seq_cst,
+						memory_order_relaxed);
+}
+
+/* Take the sample at the cold head, in order: 0, -EAGAIN if none is there yet, or -errno. */
+static int cold_take(struct cistern *c, struct cistern_sample *s)
+{
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t n = c->fixed.cold_slots;
+	for (;;) {
+		/* [cold-head] acquire: a head past y has y taken or freed in its entry. */
+		uint64_t y = atomic_load_explicit(&ts->chead, memory_order_acquire);
+		uint64_t j = y % n;
+		struct cistern__cold_ent *e = &E[j];
+		/* [cold-publish] acquire: a COMMITTED entry's fields and bytes. */
+		uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
+		int32_t d = cw_lap(w, y);
+		if (d > 0) {
+			/* Over a lap ahead of a head that has not moved: damage. */
+			if ((int64_t)d > (int64_t)n &&
+			    atomic_load_explicit(&ts->chead, memory_order_relaxed) == y)
+				return -EPROTO;
+			help_cold_head(ts, y);
+			continue;
+		}
+		if (d < 0)
+			return -EAGAIN; /* the previous lap still holds the slot: nothing put at y */
+		switch (cistern__cold_state(w)) {
+		case FIFO_COMMITTED: {
+			if (cistern__cold_owner(w) != 0)
+				return -EPROTO;
+			uint64_t nw = cw(FIFO_ACQUIRED, c->owner, y);
+			/* Acq_rel: [cold-publish] on the acquire side, as T5. */
+			if (!atomic_compare_exchange_strong_explicit(
+				    &e->word, &w, nw, memory_order_acq_rel, memory_order_relaxed))
+				continue;
+			help_cold_head(ts, y);
+			return cold_hand_out(c, s, j, y, false);
+		}
+		case FIFO_SKIP: {
+			/* As T10, seq_cst: [cold-free] for the next lap, and [wake-space]. */
+			uint64_t nw = cw(FIFO_FREE, 0, y + n);
+			if (atomic_compare_exchange_strong_explicit(
+				    &e->word, &w, nw, memory_order_seq_cst, memory_order_relaxed)) {
+				help_cold_head(ts, y);
+				cistern__wake_producers(c);
+			}
+			continue;
+		}
+		case FIFO_ACQUIRED:
+		case FIFO_REDELIVER:
+			help_cold_head(ts, y);
+			continue;
+		default: /* FREE or WRITING: nothing committed at the cold head yet */
+			return -EAGAIN;
+		}
+	}
+}
+
+/*
+ * Whether the hot ring holds nothing that comes before the cold ring: the
+ * mode is COLD (the caller saw it), and after the fence the head is at or
+ * past the tail, and the head's slot is neither claimed nor committed.
+ */
+static bool hot_resolved(struct cistern *c, bool *retry)
+{
+	struct cistern_hdr *h = c->hdr;
+	/*
+	 * [tier-mode] seq_cst fence, after the caller's seq_cst load of the
+	 * mode: a hot claim that saw HOT at its second look has its word and
+	 * tail visible to the loads below (see tf_try_reserve()).
+	 */
+	atomic_thread_fence(memory_order_seq_cst);
+	uint64_t t = atomic_load_explicit(&h->tail, memory_order_relaxed);
+	uint64_t p = atomic_load_explicit(&h->head, memory_order_relaxed);
+	*retry = false;
+	if (p < t)
+		return false;
+	uint64_t w = atomic_load_explicit(&cistern__slotmeta(c, cistern__slot_of(c, p))->word,
+					  memory_order_relaxed);
+	if (sw_lap_diff(w, p) == 0 &&
+	    (sw_state(w) == FIFO_RESERVED || sw_state(w) == FIFO_COMMITTED)) {
+		*retry = sw_state(w) == FIFO_COMMITTED;
+		return false;
+	}
+	return true;
+}
+
+static int tf_try_acquire(struct cistern *c, struct cistern_sample *s)
+{
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	if (atomic_load_explicit(&ts->redeliver, memory_order_relaxed) != 0 &&
+	    cold_take_redelivered(c, s) == 0)
+		return 0;
+	for (int round = 0; round < 4; round++) {
+		int r = cistern__fifo_try_acquire(c, s);
+		if (r != -EAGAIN)
+			return r;
+		/* [tier-mode] seq_cst: the hot ring comes first while puts go hot. */
+		uint64_t m = atomic_load_explicit(&ts->mode, memory_order_seq_cst);
+		if (!(m & CISTERN__FIFO_MODE_COLD))
+			return -EAGAIN;
+		bool retry;
+		if (!hot_resolved(c, &retry)) {
+			if (retry)
+				continue;
+			return -EAGAIN;
+		}
+		return cold_take(c, s);
+	}
+	return -EAGAIN;
+}
+
+/*
+ * cistern_get_batch() (api.c's general path): up to n samples in order, as
+ * many as are there now; -EAGAIN if none is.
+ */
+static int tf_try_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		int r = tf_try_acquire(c, &out[got]);
+		if (r < 0) {
+			if (got)
+				break;
+			return r;
+		}
+		got++;
+	}
+	return (int)got;
+}
+
+/* The cold entry of a cold sample this handle holds, or NULL. */
+static struct cistern__cold_ent *cold_held(struct cistern *c, const struct cistern_sample *s)
+{
+	uint64_t j = s->index_ - c->slot_count;
+	if (!s->live_ || j >= c->fixed.cold_slots)
+		return NULL;
+	struct cistern__cold_ent *e = &ents(c)[j];
+	/* Relaxed: only we move it out of ACQUIRED(me). */
+	if (atomic_load_explicit(&e->word, memory_order_relaxed) !=
+	    cw(FIFO_ACQUIRED, c->owner, s->pos_))
+		return NULL;
+	return e;
+}
+
+static void forget_cold(struct cistern_sample *s)
+{
+	free((void *)(uintptr_t)s->data);
+	s->data = NULL;
+	s->live_ = 0;
+}
+
+static int tf_release(struct cistern *c, struct cistern_sample *s)
+{
+	if (!is_cold(c, s))
+		return cistern__fifo_release(c, s);
+	struct cistern__cold_ent *e = cold_held(c, s);
+	if (!e)
+		return -EINVAL;
+	/*
+	 * As T6, [cold-free] release (or seq_cst): our read of the slot is over
+	 * (it was into our buffer) before the next lap's producer claims it.
+	 */
+	cistern__publish_word(&e->word, cw(FIFO_FREE, 0, s->pos_ + c->fixed.cold_slots));
+	cistern__count(&c->me->ctr.seen_hist[1], 1);
+	/* [wake-space] seq_cst load of producers_waiting, after the store. */
+	cistern__wake_producers(c);
+	forget_cold(s);
+	return 0;
+}
+
+static int tf_unacquire(struct cistern *c, struct cistern_sample *s)
+{
+	if (!is_cold(c, s))
+		return cistern__fifo_unacquire(c, s);
+	struct cistern__cold_ent *e = cold_held(c, s);
+	if (!e)
+		return -EINVAL;
+	cold_mark_redeliver(c, e, cw(FIFO_ACQUIRED, c->owner, s->pos_), OWNER_UNACQUIRED);
+	cistern__count(&c->me->ctr.gets, (uint64_t)-1);
+	forget_cold(s);
+	cistern__wake_readers(c);
+	return 0;
+}
+
+static bool tf_drained(struct cistern *c)
+{
+	/* Closed, the hot ring resolved ([close-claim], in cistern__fifo_drained()). */
+	if (!cistern__fifo_drained(c))
+		return false;
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	if (atomic_load_explicit(&ts->redeliver, memory_order_seq_cst) != 0)
+		return false;
+	/*
+	 * [close-claim] seq_cst: a cold claim that saw reception open moved the
+	 * cold tail (in the mode word) before the close; we see it here.
+	 */
+	uint64_t m = atomic_load_explicit(&ts->mode, memory_order_seq_cst);
+	uint64_t y = atomic_load_explicit(&ts->chead, memory_order_seq_cst);
+	return y >= mode_tail(m);
+}
+
+static void tf_reclaim(struct cistern *c, uint32_t owner)
+{
+	cistern__fifo_reclaim(c, owner);
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t reclaimed = 0;
+	bool hint = false;
+	for (uint64_t j = 0; j < c->fixed.cold_slots; j++) {
+		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_acquire);
+		unsigned st = cistern__cold_state(w);
+		uint32_t o = cistern__cold_owner(w);
+		if (st == FIFO_REDELIVER && (o == OWNER_UNACQUIRED || o == owner))
+			hint = true; /* a hand-back, or an interrupted reclaim: raise the hint */
+		if (o != owner || owner == 0)
+			continue;
+		if (st == FIFO_RESERVED) {
+			/* An unfinished cold put: as T4, seq_cst. */
+			uint64_t nw = cw(FIFO_SKIP, 0, cistern__cold_gen(w));
+			if (atomic_compare_exchange_strong_explicit(
+				    &E[j].word, &w, nw, memory_order_seq_cst, memory_order_relaxed))
+				reclaimed++;
+		} else if (st == FIFO_ACQUIRED) {
+			cold_mark_redeliver(c, &E[j], w, owner);
+		}
+	}
+	if (hint)
+		atomic_fetch_add_explicit(&ts->redeliver, 1, memory_order_seq_cst);
+	if (reclaimed)
+		atomic_fetch_add_explicit(&c->hdr->retired.reclaimed, reclaimed,
+					  memory_order_relaxed);
+}
+
+static int tf_rename(struct cistern *c, const char *dir, const char *from, const char *to)
+{
+	struct fifo_tier *t = FT(c);
+	if (!t || !t->open)
+		return -EINVAL;
+	return cistern__cold_rename(&t->cold, dir, from, to);
+}
+
+static void tf_counts(const struct cistern *c, struct cistern__tier_counts *n)
+{
+	struct cistern__tier_view v;
+	tier_view(c, &v);
+	n->spilled = v.spilled;
+	n->cold_reads = v.cold_reads;
+	n->cold_evictions = 0;
+}
+
+static const struct cistern_ops tf_ops = {
+	.init = tf_init,
+	.try_reserve = tf_try_reserve,
+	.commit = tf_commit,
+	.abort = tf_abort,
+	.try_acquire = tf_try_acquire,
+	.try_acquire_batch = tf_try_acquire_batch,
+	.release = tf_release,
+	.unacquire = tf_unacquire,
+	.drained = tf_drained,
+	.reclaim = tf_reclaim,
+	.population = cistern__fifo_population,
+};
+
+/*
+ * Dump and restore are not wired for the FIFO's tier: dump answers
+ * -ENOTSUP (no .dump) and restore refuses a cold section (no .restore_put).
+ */
+const struct cistern__tiering cistern__fifo_tiering = {
+	.ops = &tf_ops,
+	.area_bytes = area_bytes,
+	.config_problem = tier_config_problem,
+	.create = tier_create,
+	.release = tier_release,
+	.unlink = tier_unlink,
+	.view = tier_view,
+	.rename = tf_rename,
+	.counts = tf_counts,
+};
