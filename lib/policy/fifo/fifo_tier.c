@@ -53,6 +53,7 @@ struct fifo_tier {
 	uint64_t *ra_word; /* the COMMITTED word of each when it was read */
 	uint64_t ra_pos;
 	unsigned ra_n, ra_cap;
+	uint64_t restored; /* a restore: cold samples put so far, at positions 0, 1, ... */
 };
 
 /* ---- the area in the segment -------------------------------------------- */
@@ -576,7 +577,7 @@ static int cold_hand_out(struct cistern *c, struct cistern_sample *s, uint64_t j
 {
 	struct cistern__cold_ent *e = &ents(c)[j];
 	uint64_t mine = cw(FIFO_ACQUIRED, c->owner, y);
-	struct fifo_tier *t;
+	struct fifo_tier *t = NULL;
 	const uint8_t *src = NULL;
 	uint8_t *buf = NULL;
 	int r = tier_get(c, &t);
@@ -891,6 +892,165 @@ static int tf_rename(struct cistern *c, const char *dir, const char *from, const
 	return cistern__cold_rename(&t->cold, dir, from, to);
 }
 
+/* ---- dump and restore --------------------------------------------------- */
+
+/* Cold slots a dump reads in one submission. */
+#define DUMP_BATCH 64u
+
+/* The fields of an entry a dump saves, copied at its first look. */
+struct dump_ent {
+	uint64_t y, w, id;
+	uint32_t len, crc;
+	uint8_t meta[24];
+};
+
+/* Hand the batch's samples whose entries did not move to fn, in order. */
+static int dump_flush(struct cistern *c, struct cistern__cold *cold, struct dump_ent *d,
+		      struct cistern__io *io, uint8_t *buf, unsigned k, uint64_t *rank,
+		      cistern__cold_fn fn, void *arg, uint64_t *skipped)
+{
+	if (k == 0)
+		return 0;
+	int r = cistern__uring_run(io, k);
+	if (r < 0)
+		return r;
+	/*
+	 * [dump-recheck]: every read of a slot completed before this second
+	 * look at its word, which a producer moves from FREE before it writes.
+	 */
+	cistern__load_fence();
+	struct cistern__cold_ent *E = ents(c);
+	for (unsigned i = 0; i < k && r == 0; i++) {
+		/* Relaxed: ordered after the reads by the fence above. */
+		uint64_t now = atomic_load_explicit(&E[d[i].y % c->fixed.cold_slots].word,
+						    memory_order_relaxed);
+		if (now != d[i].w) {
+			(*skipped)++; /* taken and written again while read */
+			continue;
+		}
+		const uint8_t *p = buf + (size_t)i * cold->slot_bytes;
+		if (cistern__crc32c(0, p, d[i].len) != d[i].crc)
+			return -EIO;
+		struct cistern__cold_sample cs = {
+			.id = d[i].id, .len = d[i].len, .seen = 0, .slot = (*rank)++, .data = p};
+		memcpy(cs.meta, d[i].meta, sizeof(cs.meta));
+		r = fn(&cs, arg);
+	}
+	return r;
+}
+
+/*
+ * Dump: the cold samples in queue order, those handed back first (they
+ * are older), numbered 0, 1, ... in that order. dead_held (nobody alive is
+ * attached): a sample a dead reader holds counts, as its reclaim leaves it.
+ */
+static int tf_dump(struct cistern *c, bool dead_held, cistern__cold_fn fn, void *arg,
+		   uint64_t *skipped)
+{
+	const struct cistern_fixed *f = &c->fixed;
+	/* A copied handle's private copy stops before the tier (segment.c). */
+	if (c->copied)
+		return -ENOTSUP;
+	struct cistern__cold cold;
+	int r = cistern__cold_open_read(&cold, f->cold_dir, f->name, f->cold_nonce);
+	if (r < 0)
+		return r;
+	struct dump_ent *d = calloc(DUMP_BATCH, sizeof(*d));
+	struct cistern__io *io = calloc(DUMP_BATCH, sizeof(*io));
+	uint8_t *buf = cistern__cold_alloc(&cold, DUMP_BATCH);
+	if (!d || !io || !buf)
+		r = -ENOMEM;
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t n = f->cold_slots, rank = 0;
+	/* Relaxed: where to look; each entry's word decides. */
+	uint64_t tail = mode_tail(atomic_load_explicit(&TS(c)->mode, memory_order_relaxed));
+	unsigned k = 0;
+	for (uint64_t y = tail > n ? tail - n : 0; r == 0 && y < tail; y++) {
+		struct cistern__cold_ent *e = &E[y % n];
+		/* [cold-publish] acquire: the entry's fields and the slot's bytes. */
+		uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
+		unsigned st = cistern__cold_state(w);
+		if (cw_lap(w, y) != 0 ||
+		    !(st == FIFO_COMMITTED || st == FIFO_REDELIVER ||
+		      (dead_held && st == FIFO_ACQUIRED)) ||
+		    e->len > cold.slot_bytes)
+			continue;
+		d[k] = (struct dump_ent){.y = y, .w = w, .id = e->id, .len = e->len, .crc = e->crc};
+		memcpy(d[k].meta, e->meta, sizeof(d[k].meta));
+		cistern__cold_prep(&cold, &io[k], y % n, 1, buf + (size_t)k * cold.slot_bytes,
+				   false);
+		if (++k == DUMP_BATCH) {
+			r = dump_flush(c, &cold, d, io, buf, k, &rank, fn, arg, skipped);
+			k = 0;
+		}
+	}
+	if (r == 0)
+		r = dump_flush(c, &cold, d, io, buf, k, &rank, fn, arg, skipped);
+	free(d);
+	free(io);
+	free(buf);
+	cistern__cold_close(&cold);
+	return r;
+}
+
+/*
+ * Restore, on the segment being built: cold sample s goes to the next
+ * cold position (0, 1, ...), in the order the dump saved them, which is
+ * the queue's. Its entry is COMMITTED once its write completed.
+ */
+static int tf_restore_put(struct cistern *c, const struct cistern__cold_sample *s)
+{
+	struct fifo_tier *t = FT(c);
+	if (!t || !t->open || s->len > t->cold.slot_bytes || t->restored >= c->fixed.cold_slots)
+		return -EINVAL;
+	uint8_t *p = stage_take(t);
+	if (!p)
+		return -ENOMEM;
+	uint64_t y = t->restored;
+	memcpy(p, s->data, s->len);
+	memset(p + s->len, 0, t->cold.slot_bytes - s->len);
+	struct cistern__io io;
+	cistern__cold_prep(&t->cold, &io, y, 1, p, true);
+	int r = cistern__uring_run(&io, 1);
+	stage_give(t, p);
+	if (r < 0)
+		return r;
+	struct cistern__cold_ent *e = &ents(c)[y];
+	e->id = s->id;
+	e->len = s->len;
+	e->crc = cistern__crc32c(0, s->data, s->len);
+	e->flags = 0;
+	memcpy(e->meta, s->meta, sizeof(e->meta));
+	atomic_store_explicit(&e->seen, 0, memory_order_relaxed);
+	/* Release [cold-publish]: the write completed and the fields are stored. */
+	atomic_store_explicit(&e->word, cw(FIFO_COMMITTED, 0, y), memory_order_release);
+	t->restored++;
+	return 0;
+}
+
+static int tf_restore_end(struct cistern *c, const struct cistern__tier_counts *n)
+{
+	struct fifo_tier *t = FT(c);
+	if (!t || !t->open)
+		return -EINVAL;
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	/*
+	 * Relaxed: nobody else has the segment yet (it appears by a rename).
+	 * The hot samples sit at positions 0 .. tail - 1 (the FIFO's restore
+	 * ran), the cold ones after them: puts go cold until those drain.
+	 * New ids start past the hot ones' (fifo_restore() set id_base).
+	 */
+	uint64_t k = t->restored;
+	atomic_store_explicit(&ts->mode, k ? CISTERN__FIFO_MODE_COLD | k : 0, memory_order_relaxed);
+	atomic_store_explicit(&ts->chead, 0, memory_order_relaxed);
+	atomic_store_explicit(&ts->next_id,
+			      atomic_load_explicit(&c->hdr->tail, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&ts->spilled, n->spilled, memory_order_relaxed);
+	atomic_store_explicit(&ts->cold_reads, n->cold_reads, memory_order_relaxed);
+	return 0;
+}
+
 static void tf_counts(const struct cistern *c, struct cistern__tier_counts *n)
 {
 	struct cistern__tier_view v;
@@ -914,10 +1074,6 @@ static const struct cistern_ops tf_ops = {
 	.population = cistern__fifo_population,
 };
 
-/*
- * Dump and restore are not wired for the FIFO's tier: dump answers
- * -ENOTSUP (no .dump) and restore refuses a cold section (no .restore_put).
- */
 const struct cistern__tiering cistern__fifo_tiering = {
 	.ops = &tf_ops,
 	.area_bytes = area_bytes,
@@ -926,6 +1082,9 @@ const struct cistern__tiering cistern__fifo_tiering = {
 	.release = tier_release,
 	.unlink = tier_unlink,
 	.view = tier_view,
+	.dump = tf_dump,
+	.restore_put = tf_restore_put,
+	.restore_end = tf_restore_end,
 	.rename = tf_rename,
 	.counts = tf_counts,
 };
