@@ -200,6 +200,53 @@ Test(fifo_tier, get_and_get_batch_copy_cold_samples_in_order)
 	cr_assert_eq(meta[0].time_step, n);
 }
 
+Test(fifo_tier, a_batch_put_past_the_hot_ring_is_taken_at_once_and_read_in_order)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("putb", &cfg);
+	enum { N = 3 * HOT + 7 };
+	static uint8_t buf[N][SLOT];
+	size_t len[N];
+	struct cistern_meta meta[N];
+	for (uint32_t i = 0; i < N; i++) {
+		len[i] = len_of(i);
+		fill_payload(buf[i], len[i], 1, i);
+		meta[i] = (struct cistern_meta){.sim_id = 1, .time_step = i};
+	}
+	/* In parts: a batch that starts hot and goes cold, then cold ones. */
+	int r = cistern_put_batch(c, buf, SLOT, HOT / 2, len, meta, 0);
+	cr_assert_eq(r, HOT / 2, "put_batch: %s", cistern_strerror(r));
+	r = cistern_put_batch(c, buf[HOT / 2], SLOT, N - HOT / 2, len + HOT / 2, meta + HOT / 2, 0);
+	cr_assert_eq(r, N - HOT / 2, "put_batch: %s", cistern_strerror(r));
+	cr_assert(cold_mode(c));
+	for (uint32_t i = 1; i < N; i++)
+		cr_assert_gt(meta[i].sample_id, meta[i - 1].sample_id, "ids given back in order");
+	for (uint32_t i = 0; i < N; i++)
+		get_expect(c, 1, i);
+}
+
+Test(fifo_tier, a_batch_put_stops_where_the_cold_ring_is_full_and_loses_nothing)
+{
+	struct cistern_config cfg = tier_cfg();
+	cfg.cold_slots = 40;
+	struct cistern *c = seg_create_cfg("putfull", &cfg);
+	enum { N = HOT + 60 };
+	static uint8_t buf[N][SLOT];
+	size_t len[N];
+	struct cistern_meta meta[N];
+	for (uint32_t i = 0; i < N; i++) {
+		len[i] = len_of(i);
+		fill_payload(buf[i], len[i], 1, i);
+		meta[i] = (struct cistern_meta){.sim_id = 1, .time_step = i};
+	}
+	int r = cistern_put_batch(c, buf, SLOT, N, len, meta, 0);
+	cr_assert_eq(r, HOT + 40, "put_batch: %s", cistern_strerror(r));
+	for (uint32_t i = 0; i < HOT + 40; i++)
+		get_expect(c, 1, i);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), -EAGAIN);
+}
+
 Test(fifo_tier, end_of_data_comes_after_the_last_cold_sample)
 {
 	struct cistern_config cfg = tier_cfg();

@@ -54,6 +54,10 @@ struct fifo_tier {
 	uint64_t ra_pos;
 	unsigned ra_n, ra_cap;
 	uint64_t restored; /* a restore: cold samples put so far, at positions 0, 1, ... */
+	void *wbuf;        /* a batch put's cold samples, one slot each, back to back */
+	struct cistern__io *wio;
+	uint64_t *wpos; /* their cold positions */
+	unsigned wcap;
 };
 
 /* ---- the area in the segment -------------------------------------------- */
@@ -170,6 +174,9 @@ static void tier_release(struct cistern *c)
 	free(t->stage);
 	free(t->ra_buf);
 	free(t->ra_word);
+	free(t->wbuf);
+	free(t->wio);
+	free(t->wpos);
 	free(t);
 	c->tier = NULL;
 }
@@ -482,6 +489,177 @@ static int tf_abort(struct cistern *c, struct cistern_slot *slot)
 	return 0;
 }
 
+/* ---- batch puts ------------------------------------------------------------ */
+
+/* Slots one read ahead or one batch put's write covers at most: 1 MiB, 1 to 32 slots. */
+static unsigned run_slots(const struct fifo_tier *t)
+{
+	unsigned cap = READ_AHEAD_BYTES / t->cold.slot_bytes;
+	return cap < 1 ? 1 : cap > READ_AHEAD_SLOTS ? READ_AHEAD_SLOTS : cap;
+}
+
+static bool batch_room(struct fifo_tier *t, unsigned cap)
+{
+	if (t->wcap >= cap)
+		return true;
+	void *b = cistern__cold_alloc(&t->cold, cap);
+	struct cistern__io *io = calloc(cap, sizeof(*io));
+	uint64_t *pos = calloc(cap, sizeof(*pos));
+	if (!b || !io || !pos) {
+		free(b);
+		free(io);
+		free(pos);
+		return false;
+	}
+	free(t->wbuf);
+	free(t->wio);
+	free(t->wpos);
+	t->wbuf = b;
+	t->wio = io;
+	t->wpos = pos;
+	t->wcap = cap;
+	return true;
+}
+
+/* A batch's cold claims, turned SKIP: a write failed, or the put stops. */
+static void batch_abort(struct cistern *c, struct fifo_tier *t, unsigned q)
+{
+	for (unsigned i = 0; i < q; i++) {
+		struct cistern__cold_ent *e = &ents(c)[t->wpos[i] % c->fixed.cold_slots];
+		/* As T3, seq_cst: the store half of [wake-data] for the wake below. */
+		atomic_exchange_explicit(&e->word, cw(FIFO_SKIP, 0, t->wpos[i]),
+					 memory_order_seq_cst);
+	}
+	if (q)
+		cistern__wake_readers(c);
+}
+
+/*
+ * Write the batch's q cold samples, staged in t->wbuf in claim order (so in
+ * position order): one write for each run of consecutive cold slots, all
+ * in one submission; then publish each, in order. The samples' lengths and
+ * metadata come from s, from sample `first` on.
+ */
+static int batch_flush(struct cistern *c, struct fifo_tier *t, unsigned q,
+		       const struct cistern_scatter *s, size_t first)
+{
+	if (q == 0)
+		return 0;
+	uint32_t sb = t->cold.slot_bytes;
+	uint64_t n = c->fixed.cold_slots;
+	unsigned runs = 0;
+	for (unsigned i = 0; i < q;) {
+		unsigned e = i + 1;
+		while (e < q && t->wpos[e] % n == t->wpos[e - 1] % n + 1)
+			e++;
+		cistern__cold_prep(&t->cold, &t->wio[runs++], t->wpos[i] % n, e - i,
+				   (uint8_t *)t->wbuf + (size_t)i * sb, true);
+		i = e;
+	}
+	int r = cistern__uring_run(t->wio, runs);
+	if (r < 0) {
+		batch_abort(c, t, q);
+		return r;
+	}
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	for (unsigned i = 0; i < q; i++) {
+		struct cistern__cold_ent *e = &ents(c)[t->wpos[i] % n];
+		size_t len = cistern__scatter_len(s, first + i);
+		struct cistern_meta *meta = s->meta ? &s->meta[first + i] : NULL;
+		e->len = (uint32_t)len;
+		e->crc = cistern__crc32c(0, (uint8_t *)t->wbuf + (size_t)i * sb, len);
+		e->flags = 0;
+		uint32_t key[2] = {meta ? meta->sim_id : 0, meta ? meta->time_step : 0};
+		memset(e->meta, 0, sizeof(e->meta));
+		memcpy(e->meta, key, sizeof(key));
+		atomic_store_explicit(&e->seen, 0, memory_order_relaxed);
+		if (meta)
+			meta->sample_id = e->id;
+		/* [cold-publish] release (or seq_cst): written, then COMMITTED, as tf_commit(). */
+		cistern__publish_word(&e->word, cw(FIFO_COMMITTED, 0, t->wpos[i]));
+	}
+	cistern__count(&c->me->ctr.puts, q);
+	atomic_fetch_add_explicit(&ts->spilled, q, memory_order_relaxed);
+	/* [wake-data] seq_cst load of readers_waiting, after the publishes. */
+	cistern__wake_readers(c);
+	return 0;
+}
+
+/*
+ * cistern_put_batch() on a FIFO with a cold tier (the FIFO descriptor's
+ * put_batch_now): the samples there is room for now, in order. A hot claim
+ * is committed at once; cold claims are staged back to back and written
+ * with one write per run of consecutive cold slots. Every hot sample of the
+ * batch comes before its cold ones: puts go hot again only once the cold
+ * ring drained, and our own cold claims keep it from draining.
+ */
+ssize_t cistern__fifo_tier_put_now(struct cistern *c, size_t n, const struct cistern_scatter *s)
+{
+	int r = cistern__add_role(c, CISTERN_ROLE_PRODUCER);
+	struct fifo_tier *t;
+	if (r == 0)
+		r = tier_get(c, &t);
+	if (r == 0 && !batch_room(t, run_slots(t)))
+		r = -ENOMEM;
+	if (r < 0)
+		return r;
+	size_t done = 0, k = 0;
+	unsigned q = 0;
+	for (; k < n; k++) {
+		size_t len = cistern__scatter_len(s, k);
+		if (len > s->stride || cistern__len_misfit(c, len))
+			break; /* the first-sample path reports it */
+		/* [close] acquire, as cistern_reserve(). */
+		if (atomic_load_explicit(&c->hdr->closed, memory_order_acquire)) {
+			r = -EPIPE;
+			break;
+		}
+		struct cistern_slot slot;
+		r = tf_try_reserve(c, &slot);
+		if (r < 0)
+			break;
+		/*
+		 * [close-claim] seq_cst, after the claim, as cistern_reserve():
+		 * a claim that finds reception closed must not appear.
+		 */
+		if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst)) {
+			tf_abort(c, &slot);
+			r = -EPIPE;
+			break;
+		}
+		const char *src = s->src + k * s->stride;
+		struct cistern_meta *meta = s->meta ? &s->meta[k] : NULL;
+		if (!is_cold_slot(c, &slot)) {
+			/* Hot: no cold claim of ours can be pending (see above). */
+			memcpy(slot.data, src, len);
+			tf_commit(c, &slot, len, meta);
+			done++;
+			continue;
+		}
+		memcpy((uint8_t *)t->wbuf + (size_t)q * t->cold.slot_bytes, src, len);
+		t->wpos[q++] = slot.pos_;
+		stage_give(t, slot.data); /* the claim's own staging slot is not needed */
+		if (q == t->wcap) {
+			if ((r = batch_flush(c, t, q, s, done)) < 0) {
+				q = 0;
+				break;
+			}
+			done += q;
+			q = 0;
+		}
+	}
+	if (q) {
+		int fr = batch_flush(c, t, q, s, done);
+		if (fr == 0)
+			done += q;
+		else
+			r = fr;
+	}
+	if (done == 0 && r < 0 && r != -EAGAIN)
+		return r;
+	return (ssize_t)done;
+}
+
 /* ---- reads ---------------------------------------------------------------- */
 
 static bool is_cold(const struct cistern *c, const struct cistern_sample *s)
@@ -527,8 +705,7 @@ static int cold_bytes(struct cistern *c, struct fifo_tier *t, uint64_t j, uint64
 		*out = (const uint8_t *)t->ra_buf + (y - t->ra_pos) * sb;
 		return 0;
 	}
-	unsigned cap = READ_AHEAD_BYTES / sb;
-	cap = cap < 1 ? 1 : cap > READ_AHEAD_SLOTS ? READ_AHEAD_SLOTS : cap;
+	unsigned cap = run_slots(t);
 	if (!ra_room(t, cap)) {
 		cap = 1;
 		if (!ra_room(t, 1))

@@ -34,6 +34,9 @@ struct cistern__fifo_tier_shm {
 /* The FIFO's tier (fifo.c's descriptor). */
 extern const struct cistern__tiering cistern__fifo_tiering;
 
+/* fifo_tier.c: cistern_put_batch()'s samples there is room for now (fifo_copy.c's hook). */
+ssize_t cistern__fifo_tier_put_now(struct cistern *c, size_t n, const struct cistern_scatter *s);
+
 /* For tests: the handle's mode word and cold head. */
 void cistern__fifo_tier_peek(const struct cistern *c, uint64_t *mode, uint64_t *chead);
 
