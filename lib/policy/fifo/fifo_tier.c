@@ -36,6 +36,7 @@
 #include "core/ring.h"
 #include "sys/crc32c.h"
 #include "sys/fence.h"
+#include "tier/tier.h"
 
 /* Bytes read ahead at most by one cold read (a whole slot at least). */
 #define READ_AHEAD_BYTES (1u << 20)
@@ -131,14 +132,11 @@ static int tier_create(struct cistern *c)
 	struct fifo_tier *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	int r = cistern__cold_create(&t->cold, f->cold_dir, f->name,
-				     cistern__cold_slot_bytes(f->slot_size), f->cold_slots,
-				     f->cold_nonce);
+	int r = cistern__tier_file_create(&t->cold, &t->open, f);
 	if (r < 0) {
 		free(t);
 		return r;
 	}
-	t->open = true;
 	c->tier = (struct cistern__tier *)(void *)t;
 	return 0;
 }
@@ -154,12 +152,9 @@ static int tier_get(struct cistern *c, struct fifo_tier **out)
 			return -ENOMEM;
 		c->tier = (struct cistern__tier *)(void *)t;
 	}
-	if (!t->open) {
-		int r = cistern__cold_open(&t->cold, f->cold_dir, f->name, f->cold_nonce);
-		if (r < 0)
-			return r;
-		t->open = true;
-	}
+	int r = cistern__tier_file_open(&t->cold, &t->open, f);
+	if (r < 0)
+		return r;
 	*out = t;
 	return 0;
 }
@@ -169,8 +164,7 @@ static void tier_release(struct cistern *c)
 	struct fifo_tier *t = FT(c);
 	if (!t)
 		return;
-	if (t->open)
-		cistern__cold_close(&t->cold);
+	cistern__tier_file_close(&t->cold, &t->open);
 	free(t->stage);
 	free(t->ra_buf);
 	free(t->ra_word);
@@ -179,14 +173,6 @@ static void tier_release(struct cistern *c)
 	free(t->wpos);
 	free(t);
 	c->tier = NULL;
-}
-
-static int tier_unlink(const char *dir, const char *name)
-{
-	if (!dir || !dir[0])
-		return 0;
-	int r = cistern__cold_unlink(dir, name);
-	return r == -ENOENT ? 0 : r;
 }
 
 static void tier_view(const struct cistern *c, struct cistern__tier_view *v)
@@ -1064,9 +1050,7 @@ static void tf_reclaim(struct cistern *c, uint32_t owner)
 static int tf_rename(struct cistern *c, const char *dir, const char *from, const char *to)
 {
 	struct fifo_tier *t = FT(c);
-	if (!t || !t->open)
-		return -EINVAL;
-	return cistern__cold_rename(&t->cold, dir, from, to);
+	return t ? cistern__tier_rename(&t->cold, t->open, dir, from, to) : -EINVAL;
 }
 
 /* ---- dump and restore --------------------------------------------------- */
@@ -1257,7 +1241,7 @@ const struct cistern__tiering cistern__fifo_tiering = {
 	.config_problem = tier_config_problem,
 	.create = tier_create,
 	.release = tier_release,
-	.unlink = tier_unlink,
+	.unlink = cistern__tier_unlink,
 	.view = tier_view,
 	.dump = tf_dump,
 	.restore_put = tf_restore_put,
