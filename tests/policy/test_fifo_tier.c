@@ -174,6 +174,50 @@ Test(fifo_tier, cold_samples_go_round_the_cold_ring_many_times_in_order)
 	cr_assert_gt(st.cold_spilled, 8 * 20, "the cold ring went round");
 }
 
+Test(fifo_tier, a_cold_read_starts_the_read_of_the_next_run_in_order)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("ahead", &cfg);
+	/* 4 KiB slots: a run is 32 of them. */
+	for (uint32_t i = 0; i < HOT + 100; i++)
+		cr_assert_eq(try_put(c, 1, i), 0);
+	uint64_t first;
+	for (uint32_t i = 0; i < HOT; i++)
+		get_expect(c, 1, i);
+	cr_assert_eq(cistern__fifo_tier_ahead(c, &first), 0,
+		     "nothing read ahead before a cold read");
+	get_expect(c, 1, HOT); /* cold position 0: its run 0 .. 31 is read */
+	cr_assert_eq(cistern__fifo_tier_ahead(c, &first), 32);
+	cr_assert_eq(first, 32, "the next run follows");
+	for (uint32_t i = HOT + 1; i < HOT + 33; i++)
+		get_expect(c, 1, i);
+	/* Position 32 came from that run; the one after it is under way. */
+	cr_assert_eq(cistern__fifo_tier_ahead(c, &first), 32);
+	cr_assert_eq(first, 64);
+	for (uint32_t i = HOT + 33; i < HOT + 100; i++)
+		get_expect(c, 1, i);
+}
+
+Test(fifo_tier, samples_read_ahead_that_another_reader_took_are_not_handed_out_again)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("ahead2", &cfg);
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(seg_name_of(c), &d), 0);
+	seg_keep(seg_name_of(c), d);
+	for (uint32_t i = 0; i < HOT + 100; i++)
+		cr_assert_eq(try_put(c, 1, i), 0);
+	for (uint32_t i = 0; i < HOT; i++)
+		get_expect(c, 1, i);
+	get_expect(c, 1, HOT); /* c read 0 .. 31 and reads 32 .. 63 ahead */
+	for (uint32_t i = HOT + 1; i < HOT + 41; i++)
+		get_expect(d, 1, i); /* d takes 1 .. 40 */
+	for (uint32_t i = HOT + 41; i < HOT + 100; i++)
+		get_expect(c, 1, i); /* c goes on at 41, from its run ahead */
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), -EAGAIN);
+}
+
 Test(fifo_tier, get_and_get_batch_copy_cold_samples_in_order)
 {
 	struct cistern_config cfg = tier_cfg();

@@ -45,15 +45,28 @@
 /* Looks again at a mode word that moved, before a put answers -EAGAIN. */
 #define MODE_ROUNDS 64
 
+/*
+ * A run of cold slots read ahead: the bytes of positions pos .. pos + n - 1,
+ * read from the file after their entries were found COMMITTED.
+ */
+struct ra_run {
+	void *buf;
+	uint64_t *word; /* the COMMITTED word of each when the read started */
+	uint64_t pos;
+	unsigned n, cap;
+	bool in_flight; /* started, not waited for: wait before buf is reused or freed */
+	struct cistern__io io;
+	struct cistern__io_batch batch;
+};
+
 /* The handle's side: the open cold file, a spare staging slot, the read ahead. */
 struct fifo_tier {
 	struct cistern__cold cold;
 	bool open;
-	void *stage;       /* a spare staging slot for a cold put */
-	void *ra_buf;      /* the slots of positions ra_pos .. ra_pos + ra_n - 1 */
-	uint64_t *ra_word; /* the COMMITTED word of each when it was read */
-	uint64_t ra_pos;
-	unsigned ra_n, ra_cap;
+	void *stage; /* a spare staging slot for a cold put */
+	/* The run the reader takes from now, and the one after it, in flight. */
+	struct ra_run ra[2];
+	unsigned cur;
 	uint64_t restored; /* a restore: cold samples put so far, at positions 0, 1, ... */
 	void *wbuf;        /* a batch put's cold samples, one slot each, back to back */
 	struct cistern__io *wio;
@@ -111,6 +124,16 @@ static uint64_t mode_tail(uint64_t m)
 	return m & ~CISTERN__FIFO_MODE_COLD;
 }
 
+size_t cistern__fifo_tier_ahead(const struct cistern *c, uint64_t *first)
+{
+	const struct fifo_tier *t = FT(c);
+	if (!t)
+		return 0;
+	const struct ra_run *b = &t->ra[!t->cur];
+	*first = b->pos;
+	return b->n;
+}
+
 void cistern__fifo_tier_peek(const struct cistern *c, uint64_t *mode, uint64_t *chead)
 {
 	*mode = atomic_load_explicit(&TS(c)->mode, memory_order_relaxed);
@@ -166,8 +189,18 @@ static void tier_release(struct cistern *c)
 		return;
 	cistern__tier_file_close(&t->cold, &t->open);
 	free(t->stage);
-	free(t->ra_buf);
-	free(t->ra_word);
+	for (int i = 0; i < 2; i++) {
+		struct ra_run *a = &t->ra[i];
+		/*
+		 * A read in flight writes into buf until it is waited for; a fork()
+		 * child's copy does not wait (the read is its parent's), nor frees.
+		 */
+		bool leak = a->in_flight && (c->inherited || (cistern__uring_wait(&a->batch) < 0 &&
+							      a->batch.pending));
+		if (!leak)
+			free(a->buf);
+		free(a->word);
+	}
 	free(t->wbuf);
 	free(t->wio);
 	free(t->wpos);
@@ -653,9 +686,9 @@ static bool is_cold(const struct cistern *c, const struct cistern_sample *s)
 	return s->index_ >= c->slot_count;
 }
 
-static bool ra_room(struct fifo_tier *t, unsigned cap)
+static bool ra_room(struct fifo_tier *t, struct ra_run *a, unsigned cap)
 {
-	if (t->ra_cap >= cap)
+	if (a->cap >= cap)
 		return true;
 	void *b = cistern__cold_alloc(&t->cold, cap);
 	uint64_t *w = malloc(cap * sizeof(*w));
@@ -664,59 +697,126 @@ static bool ra_room(struct fifo_tier *t, unsigned cap)
 		free(w);
 		return false;
 	}
-	free(t->ra_buf);
-	free(t->ra_word);
-	t->ra_buf = b;
-	t->ra_word = w;
-	t->ra_cap = cap;
+	free(a->buf);
+	free(a->word);
+	a->buf = b;
+	a->word = w;
+	a->cap = cap;
 	return true;
 }
 
 /*
- * The bytes of cold position y (slot j), which we hold (ACQUIRED): from the
- * read ahead if it holds them, else by one read of slot j and of the
- * COMMITTED slots that follow it in order, up to the end of the file.
+ * Wait for a run's read, if it is in flight: false if the run is not
+ * usable (a read error; the ring failed, leaving buf to the kernel).
+ */
+static bool ra_wait(struct ra_run *a)
+{
+	if (!a->in_flight)
+		return a->n > 0;
+	a->in_flight = false;
+	int r = cistern__uring_wait(&a->batch);
+	if (r < 0 && a->batch.pending) {
+		a->buf = NULL; /* the kernel may still write into it: leak it */
+		a->cap = 0;
+	}
+	if (r < 0 || a->io.res != 0)
+		a->n = 0;
+	return a->n > 0;
+}
+
+/* Whether run a holds the bytes of position y, whose take found COMMITTED(y). */
+static bool ra_holds(const struct ra_run *a, uint64_t y)
+{
+	return a->n && y >= a->pos && y - a->pos < a->n &&
+	       a->word[y - a->pos] == cw(FIFO_COMMITTED, 0, y);
+}
+
+/*
+ * Fill run a with the words of positions y, y+1, ... whose entries are
+ * COMMITTED now, consecutive in the file, up to its room: how many (0 if
+ * y's is not). `first`: y's word, found already by the caller's take.
+ */
+static unsigned ra_plan(struct cistern *c, struct ra_run *a, uint64_t y, bool first)
+{
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t n = c->fixed.cold_slots;
+	uint64_t j = y % n;
+	unsigned k = 0;
+	if (first)
+		a->word[k++] = cw(FIFO_COMMITTED, 0, y);
+	while (k < a->cap && j + k < n) {
+		/* [cold-publish] acquire: that slot's bytes are on disk before we read them. */
+		uint64_t w = atomic_load_explicit(&E[j + k].word, memory_order_acquire);
+		if (w != cw(FIFO_COMMITTED, 0, y + k))
+			break;
+		a->word[k++] = w;
+	}
+	return k;
+}
+
+/*
+ * Start reading the run after the current one into the other buffer, if
+ * its first sample is committed already: the reader works on the current
+ * run meanwhile. Nothing happens if the other buffer is busy or the start
+ * fails; a take then reads what it needs itself.
+ */
+static void ra_start_next(struct cistern *c, struct fifo_tier *t)
+{
+	struct ra_run *a = &t->ra[t->cur], *b = &t->ra[!t->cur];
+	if (!a->n || b->in_flight || !ra_room(t, b, run_slots(t)))
+		return;
+	uint64_t y = a->pos + a->n;
+	b->n = 0;
+	unsigned k = ra_plan(c, b, y, false);
+	if (k == 0)
+		return;
+	cistern__cold_prep(&t->cold, &b->io, y % c->fixed.cold_slots, k, b->buf, false);
+	if (cistern__uring_start(&b->batch, &b->io, 1) < 0)
+		return; /* no ring: nothing in flight */
+	b->pos = y;
+	b->n = k;
+	b->in_flight = true;
+}
+
+/*
+ * The bytes of cold position y (slot j), which we hold (ACQUIRED): from a
+ * run read ahead if one holds them, else by one read of slot j and of the
+ * COMMITTED slots that follow it in order, up to the end of the file. Then
+ * the read of the run after it starts, while the caller works.
  */
 static int cold_bytes(struct cistern *c, struct fifo_tier *t, uint64_t j, uint64_t y,
 		      const uint8_t **out)
 {
 	uint32_t sb = t->cold.slot_bytes;
+	struct ra_run *b = &t->ra[!t->cur];
 	/*
-	 * The read ahead started after an acquire load found COMMITTED(y)
-	 * ([cold-publish]); our take found the same word, and the slot is not
+	 * A run read after an acquire load found COMMITTED(y) ([cold-publish])
+	 * holds y's bytes if our take found the same word: the slot is not
 	 * written again before it is FREE at a later position.
 	 */
-	if (t->ra_n && y >= t->ra_pos && y - t->ra_pos < t->ra_n &&
-	    t->ra_word[y - t->ra_pos] == cw(FIFO_COMMITTED, 0, y)) {
-		*out = (const uint8_t *)t->ra_buf + (y - t->ra_pos) * sb;
-		return 0;
+	if (!ra_holds(&t->ra[t->cur], y)) {
+		if (b->n && y >= b->pos && y - b->pos < b->n && ra_wait(b) && ra_holds(b, y)) {
+			t->cur = !t->cur;
+		} else {
+			/* Not read ahead (another reader took those): read from y on now. */
+			ra_wait(b);
+			b->n = 0;
+			struct ra_run *a = &t->ra[t->cur];
+			a->n = 0;
+			if (!ra_room(t, a, run_slots(t)) && !ra_room(t, a, 1))
+				return -ENOMEM;
+			unsigned k = ra_plan(c, a, y, true);
+			cistern__cold_prep(&t->cold, &a->io, j, k, a->buf, false);
+			int r = cistern__uring_run(&a->io, 1);
+			if (r < 0)
+				return r;
+			a->pos = y;
+			a->n = k;
+		}
 	}
-	unsigned cap = run_slots(t);
-	if (!ra_room(t, cap)) {
-		cap = 1;
-		if (!ra_room(t, 1))
-			return -ENOMEM;
-	}
-	struct cistern__cold_ent *E = ents(c);
-	uint64_t n = c->fixed.cold_slots;
-	unsigned k = 1;
-	t->ra_word[0] = cw(FIFO_COMMITTED, 0, y);
-	while (k < cap && j + k < n) {
-		/* [cold-publish] acquire: that slot's bytes are on disk before we read them. */
-		uint64_t w = atomic_load_explicit(&E[j + k].word, memory_order_acquire);
-		if (w != cw(FIFO_COMMITTED, 0, y + k))
-			break;
-		t->ra_word[k++] = w;
-	}
-	t->ra_n = 0;
-	struct cistern__io io;
-	cistern__cold_prep(&t->cold, &io, j, k, t->ra_buf, false);
-	int r = cistern__uring_run(&io, 1);
-	if (r < 0)
-		return r;
-	t->ra_pos = y;
-	t->ra_n = k;
-	*out = t->ra_buf;
+	struct ra_run *a = &t->ra[t->cur];
+	*out = (const uint8_t *)a->buf + (y - a->pos) * sb;
+	ra_start_next(c, t);
 	return 0;
 }
 
@@ -755,8 +855,8 @@ static int cold_hand_out(struct cistern *c, struct cistern_sample *s, uint64_t j
 	if (r == 0 && !(buf = malloc(len ? len : 1)))
 		r = -ENOMEM;
 	if (r < 0) {
-		if (t && t->ra_n)
-			t->ra_n = 0;
+		if (t)
+			t->ra[t->cur].n = 0;
 		cold_mark_redeliver(c, e, mine, 0);
 		cistern__wake_readers(c);
 		return r;

@@ -39,5 +39,7 @@ ssize_t cistern__fifo_tier_put_now(struct cistern *c, size_t n, const struct cis
 
 /* For tests: the handle's mode word and cold head. */
 void cistern__fifo_tier_peek(const struct cistern *c, uint64_t *mode, uint64_t *chead);
+/* For tests: the run of cold positions the handle reads ahead, from *first on: how many. */
+size_t cistern__fifo_tier_ahead(const struct cistern *c, uint64_t *first);
 
 #endif
