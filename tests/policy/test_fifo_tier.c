@@ -572,6 +572,54 @@ Test(fifo_tier, producers_killed_at_random_in_cold_puts_leave_every_commit_once_
 	free(got);
 }
 
+Test(fifo_tier, readers_killed_at_random_in_cold_reads_leave_every_sample_once, .timeout = 120)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("kreads", &cfg);
+	const char *name = seg_name_of(c);
+	enum { N = HOT + COLD };
+	for (uint32_t i = 0; i < N; i++)
+		cr_assert_eq(try_put(c, 1, i), 0);
+	_Atomic uint32_t *taken = shared_alloc(sizeof(*taken));
+	srand(11);
+	/*
+	 * Each child takes samples and never lets go, a little at a time; it
+	 * dies wherever the kill finds it: in a take, in a cold read, holding.
+	 */
+	for (int round = 0; round < 8 || (round < 60 && atomic_load(taken) <= HOT + 20); round++) {
+		pid_t pid = fork_child();
+		if (pid == 0) {
+			struct cistern *r;
+			if (cistern_attach(name, &r) < 0)
+				_exit(2);
+			for (;;) {
+				struct cistern_sample s;
+				if (cistern_acquire(r, &s, 100) == 0)
+					atomic_fetch_add(taken, 1);
+				usleep(200);
+			}
+		}
+		usleep(3000 + (unsigned)(rand() % 5000));
+		kill_and_reap(pid);
+	}
+	cr_assert_gt(atomic_load(taken), HOT, "the children read cold samples too");
+	/* Every sample comes back once: the dead readers' first, then the rest in order. */
+	static uint8_t seen[N];
+	for (uint32_t k = 0; k < N; k++) {
+		struct cistern_sample s;
+		int r = cistern_acquire(c, &s, 5000);
+		cr_assert_eq(r, 0, "acquire %u: %s", k, cistern_strerror(r));
+		uint32_t seq = s.meta.time_step;
+		cr_assert_lt(seq, N);
+		cr_assert(check_payload(s.data, s.len, 1, seq), "sample %u: bytes differ", seq);
+		cr_assert_eq(seen[seq], 0, "sample %u twice", seq);
+		seen[seq] = 1;
+		cr_assert_eq(cistern_release(c, &s), 0);
+	}
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), -EAGAIN);
+}
+
 /* ---- dump and restore --------------------------------------------------- */
 
 Test(fifo_tier, a_dump_and_restore_keep_the_hot_and_cold_samples_in_order)
