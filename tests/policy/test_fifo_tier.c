@@ -620,6 +620,31 @@ Test(fifo_tier, readers_killed_at_random_in_cold_reads_leave_every_sample_once, 
 	cr_assert_eq(cistern_acquire(c, &s, 0), -EAGAIN);
 }
 
+Test(fifo_tier, gc_counts_a_stale_fifos_cold_samples_as_unread_and_keeps_it)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("gc", &cfg);
+	const char *name = seg_name_of(c);
+	seg_detach(c);
+	/* Its only producer puts HOT + 10 samples (10 of them cold) and is killed. */
+	pid_t pid = spawn_filler(name, HOT + 10);
+	cr_assert_gt(pid, 0, "the producer did not start");
+	kill_and_reap(pid);
+	struct cistern_gc_report rep;
+	cr_assert_eq(cistern_gc(name, 0, &rep), 0);
+	cr_assert_eq(rep.kept, 1);
+	cr_assert_eq(rep.unread, HOT + 10, "%lu unread", (unsigned long)rep.unread);
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(name, &d), 0);
+	seg_keep(name, d);
+	for (uint32_t i = 0; i < HOT + 10; i++) {
+		struct cistern_sample s;
+		cr_assert_eq(cistern_acquire(d, &s, 2000), 0);
+		cr_assert_eq(s.meta.time_step, i);
+		cr_assert_eq(cistern_release(d, &s), 0);
+	}
+}
+
 /* ---- dump and restore --------------------------------------------------- */
 
 Test(fifo_tier, a_dump_and_restore_keep_the_hot_and_cold_samples_in_order)

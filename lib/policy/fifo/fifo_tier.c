@@ -1321,6 +1321,24 @@ static void tf_counts(const struct cistern *c, struct cistern__tier_counts *n)
 	n->cold_evictions = 0;
 }
 
+/*
+ * gc: the cold samples readers would still get, as a reclaim of the dead
+ * leaves them: committed, handed back, or held by a reader (nobody alive is
+ * attached, so that reader is dead and its sample goes back).
+ */
+static uint64_t tf_unread(const struct cistern *c)
+{
+	const struct cistern__cold_ent *E = ents(c);
+	uint64_t n = 0;
+	for (uint64_t j = 0; j < c->fixed.cold_slots; j++) {
+		/* Relaxed: a count; the caller holds the gc lock and nobody alive is attached. */
+		unsigned st = cistern__cold_state(
+			atomic_load_explicit(&E[j].word, memory_order_relaxed));
+		n += st == FIFO_COMMITTED || st == FIFO_REDELIVER || st == FIFO_ACQUIRED;
+	}
+	return n;
+}
+
 static const struct cistern_ops tf_ops = {
 	.init = tf_init,
 	.try_reserve = tf_try_reserve,
@@ -1348,4 +1366,5 @@ const struct cistern__tiering cistern__fifo_tiering = {
 	.restore_end = tf_restore_end,
 	.rename = tf_rename,
 	.counts = tf_counts,
+	.unread = tf_unread,
 };
