@@ -332,28 +332,54 @@ struct mp_log {
 	_Atomic uint32_t bad;                            /* damaged or out of order */
 };
 
-static void producer_child(const char *name, uint32_t p)
+/* Put a producer's samples: one by one, or (`batch`) in batches of up to 8. */
+static void producer_child(const char *name, uint32_t p, bool batch)
 {
 	struct cistern *c;
 	if (cistern_attach(name, &c) < 0)
 		_exit(2);
-	uint8_t buf[SLOT];
-	for (uint32_t i = 0; i < PER_PRODUCER; i++) {
-		size_t len = len_of(i);
-		fill_payload(buf, len, p, i);
-		struct cistern_meta m = {.sim_id = p, .time_step = i};
-		if (cistern_put(c, buf, len, &m, 10000) < 0)
+	static uint8_t buf[8][SLOT];
+	for (uint32_t i = 0; i < PER_PRODUCER;) {
+		uint32_t k = batch ? 1 + i % 8 : 1;
+		k = k > PER_PRODUCER - i ? PER_PRODUCER - i : k;
+		size_t len[8];
+		struct cistern_meta m[8];
+		for (uint32_t q = 0; q < k; q++) {
+			len[q] = len_of(i + q);
+			fill_payload(buf[q], len[q], p, i + q);
+			m[q] = (struct cistern_meta){.sim_id = p, .time_step = i + q};
+		}
+		int r = batch ? cistern_put_batch(c, buf, SLOT, k, len, m, 10000)
+			      : cistern_put(c, buf[0], len[0], m, 10000);
+		if (r < 0)
 			_exit(3);
+		uint32_t put = batch ? (uint32_t)r : 1;
 		/* Bursts, then a pause: the rings fill and drain, the mode turns both ways. */
-		if (i % 97 == 96)
+		if (i / 97 != (i + put) / 97)
 			usleep(20000);
+		i += put;
 	}
 	cistern_producer_done(c);
 	cistern_detach(c);
 	_exit(0);
 }
 
-static void reader_child(const char *name, struct mp_log *log)
+/* A reader's sample: counted once, or as bad (damaged, out of its producer's order). */
+static void log_sample(struct mp_log *log, int64_t *last, const uint8_t *p, size_t len,
+		       const struct cistern_meta *m)
+{
+	if (m->sim_id >= PRODUCERS || m->time_step >= PER_PRODUCER || len != len_of(m->time_step) ||
+	    !check_payload(p, len, m->sim_id, m->time_step) ||
+	    (int64_t)m->time_step <= last[m->sim_id]) {
+		atomic_fetch_add(&log->bad, 1);
+		return;
+	}
+	last[m->sim_id] = m->time_step;
+	atomic_fetch_add(&log->count[m->sim_id][m->time_step], 1);
+}
+
+/* Read until end of data: one by one, or (`batch`) up to 8 at a time. */
+static void reader_child(const char *name, struct mp_log *log, bool batch)
 {
 	struct cistern *c;
 	if (cistern_attach(name, &c) < 0)
@@ -361,23 +387,24 @@ static void reader_child(const char *name, struct mp_log *log)
 	int64_t last[PRODUCERS];
 	for (int p = 0; p < PRODUCERS; p++)
 		last[p] = -1;
-	uint8_t buf[SLOT];
+	static uint8_t buf[8][SLOT];
 	for (uint32_t k = 0;; k++) {
-		struct cistern_meta m;
-		ssize_t r = cistern_get(c, buf, sizeof(buf), &m, 10000);
-		if (r == CISTERN_EOD)
-			break;
-		if (r < 0)
-			_exit(3);
-		if (m.sim_id >= PRODUCERS || m.time_step >= PER_PRODUCER ||
-		    (size_t)r != len_of(m.time_step) ||
-		    !check_payload(buf, (size_t)r, m.sim_id, m.time_step) ||
-		    (int64_t)m.time_step <= last[m.sim_id]) {
-			atomic_fetch_add(&log->bad, 1);
-			continue;
+		struct cistern_meta m[8];
+		size_t len[8];
+		int got;
+		if (batch) {
+			got = cistern_get_batch(c, buf, SLOT, 8, len, m, 10000);
+		} else {
+			ssize_t r = cistern_get(c, buf[0], SLOT, m, 10000);
+			got = r < 0 ? (int)r : 1;
+			len[0] = r < 0 ? 0 : (size_t)r;
 		}
-		last[m.sim_id] = m.time_step;
-		atomic_fetch_add(&log->count[m.sim_id][m.time_step], 1);
+		if (got == CISTERN_EOD)
+			break;
+		if (got < 0)
+			_exit(3);
+		for (int i = 0; i < got; i++)
+			log_sample(log, last, buf[i], len[i], &m[i]);
 		if (k % 131 == 0)
 			usleep(5000); /* a slow reader now and then: the rings fill up */
 	}
@@ -385,21 +412,21 @@ static void reader_child(const char *name, struct mp_log *log)
 	_exit(0);
 }
 
-Test(fifo_tier, forked_producers_and_readers_get_each_sample_once_in_each_producers_order,
-     .timeout = 120)
+/* Forked producers and readers over one FIFO with a cold tier; every sample checked. */
+static void run_mp(const char *tag, bool batch)
 {
 	struct cistern_config cfg = tier_cfg();
 	cfg.expected_producers = PRODUCERS;
-	struct cistern *c = seg_create_cfg("mp", &cfg);
+	struct cistern *c = seg_create_cfg(tag, &cfg);
 	const char *name = seg_name_of(c);
 	struct mp_log *log = shared_alloc(sizeof(*log));
 	pid_t pids[PRODUCERS + READERS];
 	for (int r = 0; r < READERS; r++)
 		if ((pids[r] = fork_child()) == 0)
-			reader_child(name, log);
+			reader_child(name, log, batch);
 	for (uint32_t p = 0; p < PRODUCERS; p++)
 		if ((pids[READERS + p] = fork_child()) == 0)
-			producer_child(name, p);
+			producer_child(name, p, batch);
 	for (int i = 0; i < PRODUCERS + READERS; i++)
 		cr_assert_eq(reap_status(pids[i]), 0, "child %d failed", i);
 	cr_assert_eq(atomic_load(&log->bad), 0, "samples damaged or out of order");
@@ -411,6 +438,17 @@ Test(fifo_tier, forked_producers_and_readers_get_each_sample_once_in_each_produc
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_gt(st.cold_spilled, 0, "the cold ring took part");
+}
+
+Test(fifo_tier, forked_producers_and_readers_get_each_sample_once_in_each_producers_order,
+     .timeout = 120)
+{
+	run_mp("mp", false);
+}
+
+Test(fifo_tier, forked_batch_producers_and_readers_get_each_sample_once_in_order, .timeout = 120)
+{
+	run_mp("mpb", true);
 }
 
 /* ---- deaths ----------------------------------------------------------------- */
