@@ -265,8 +265,9 @@ struct cistern_config {
 	 * A cold tier on disk (docs/protocol/tiers.md): cold_slots slots in the
 	 * file cold_dir/cistern.NAME.cold, allocated in full at create and read
 	 * and written with O_DIRECT through io_uring. The population is the hot
-	 * slots plus the cold ones. Reservoir and BatchReservoir take one; create
-	 * refuses it for the other policies, naming the reason. 0 = no tier.
+	 * slots plus the cold ones. FIFO (a spill ring after the hot ring),
+	 * Reservoir and BatchReservoir take one; create refuses it for the other
+	 * policies, naming the reason. 0 = no tier.
 	 */
 	uint64_t cold_slots;
 	const char *cold_dir; /**< the cold file's directory, up to CISTERN_COLD_DIR_MAX bytes */

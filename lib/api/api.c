@@ -155,7 +155,8 @@ int cistern_put(struct cistern *c, const void *buf, size_t len, struct cistern_m
  */
 static ssize_t put_batch_now(struct cistern *c, size_t n, const struct cistern_scatter *s)
 {
-	if (c->put_step && c->policy->put_batch_now)
+	/* A policy's own batch put: a FIFO's, with or without a cold tier (policy.h). */
+	if ((c->put_step || c->ops != c->policy->ops) && c->policy->put_batch_now)
 		return c->policy->put_batch_now(c, n, s);
 	size_t k = 0;
 	for (; k < n; k++) {
@@ -580,7 +581,8 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 		n = c->fixed.batch_size;
 	if (n == 0 || n > holds_at_most(c))
 		return -EINVAL;
-	if (c->policy->get_batch) {
+	/* A policy's own batch read, unless a cold tier runs other ops (policy.h). */
+	if (c->policy->get_batch && c->ops == c->policy->ops) {
 		int r = writable(c);
 		return r < 0 ? r
 			     : c->policy->get_batch(c, buf, stride, n, len, meta, timeout_ms,

@@ -165,7 +165,8 @@ struct cistern__policy {
 	 * room for now, stopping before one longer than the stride or a slot:
 	 * how many (0: none, the caller waits for the first); -EPIPE if
 	 * reception closed while the first was claimed. Called only on a handle
-	 * that has a put_step (writable, attached), n and the handle checked.
+	 * that has a put_step, or that runs its tier's ops (writable, attached),
+	 * n and the handle checked.
 	 * NULL: cistern_put() of each sample without waiting.
 	 */
 	ssize_t (*put_batch_now)(struct cistern *c, size_t n, const struct cistern_scatter *s);

@@ -182,7 +182,7 @@ static const char *tier_problem(const struct cistern__policy *p, const struct ci
 		return p->no_tier_why;
 	if (!p->tiering) {
 		snprintf(why, sizeof(why),
-			 "%s takes no cold tier yet: reservoir, batch-reservoir, firo and "
+			 "%s takes no cold tier yet: fifo, reservoir, batch-reservoir, firo and "
 			 "fifo-evict-reservoir take one "
 			 "(docs/protocol/tiers.md)",
 			 p->name);

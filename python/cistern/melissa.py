@@ -652,7 +652,7 @@ def make_buffer(buffer_size: int, buffer_t: Union[BufferType, int, str] = Buffer
                             dtype and shape say (put by a simulation through
                             a raw attach()), read and dropped, instead of
                             raising ValueError with it left in the segment
-      cold_slots, cold_dir  Reservoir, BatchReservoir, FIRO and
+      cold_slots, cold_dir  FIFO, Reservoir, BatchReservoir, FIRO and
                             FIFOEvictReservoir: a cold tier of
                             cold_slots more samples in a file in cold_dir,
                             on a local disk, as cistern.create()

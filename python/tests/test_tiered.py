@@ -35,9 +35,10 @@ def test_a_tiered_reservoir_holds_hot_plus_cold_samples_and_reads_them(segname, 
     assert not os.path.exists(os.path.join(cold_dir, f"cistern.{segname}.cold"))
 
 
-def test_a_fifo_refuses_a_cold_tier_with_a_reason(cold_dir):
-    why = cistern.config_problem(policy="fifo", cold_slots=8, cold_dir=cold_dir)
-    assert why is not None and "cold tier" in why
+def test_prioritized_refuses_a_cold_tier_with_a_reason(cold_dir):
+    why = cistern.config_problem(policy="prioritized", slots=8, watermark=1, cold_slots=8,
+                                 cold_dir=cold_dir)
+    assert why is not None and "prioritized takes no cold tier" in why
 
 
 def test_firo_with_a_cold_tier_reads_each_sample_pseudo_epochs_times(segname, cold_dir):
@@ -70,6 +71,36 @@ def test_a_lossy_fifo_evict_with_a_cold_tier_keeps_the_newest_puts(segname, cold
         got = sorted(int.from_bytes(bytes(d)[:4], "little") for d in seg)
         assert got == list(range(36, 100))
     cistern.unlink(segname)
+
+
+def test_a_fifo_with_a_cold_tier_takes_a_burst_past_its_memory_in_order(segname, cold_dir):
+    with cistern.create(segname, policy="fifo", slots=16, slot_size=256, cold_slots=64,
+                        cold_dir=cold_dir) as seg:
+        for i in range(64):
+            seg.put(i.to_bytes(4, "little") * 8, timeout=0)
+        st = seg.stats()
+        assert (st.cold_slots, st.cold_spilled) == (64, 48)
+        assert os.path.exists(os.path.join(cold_dir, f"cistern.{segname}.cold"))
+        seg.close_reception()
+        got = [int.from_bytes(bytes(d)[:4], "little") for d in seg]
+        assert got == list(range(64))
+    cistern.unlink(segname)
+    assert not os.path.exists(os.path.join(cold_dir, f"cistern.{segname}.cold"))
+
+
+def test_make_buffer_gives_a_fifo_buffer_its_cold_tier(segname, cold_dir):
+    from cistern.melissa import BufferType, make_buffer, segment_name
+    with make_buffer(8, BufferType.FIFO, name=segname, sample_bytes=64, cold_slots=24,
+                     cold_dir=cold_dir) as buf:
+        for i in range(32):
+            buf.segment().put(bytes([i]) * 64, timeout=0)
+        st = buf.segment().stats()
+        assert (st.cold_slots, st.cold_spilled) == (24, 24)
+        cold = os.path.join(cold_dir, f"cistern.{segment_name(segname, 0)}.cold")
+        assert os.path.exists(cold)
+        got = [bytes(buf.segment().get(timeout=1))[0] for _ in range(32)]
+        assert got == list(range(32))
+    assert not os.path.exists(cold)
 
 
 def test_cold_slots_without_a_directory_is_refused():

@@ -337,14 +337,13 @@ Test(tiered, rm_and_unlink_remove_the_cold_file)
 	cr_assert_not(cold_file_exists(name));
 }
 
-Test(tiered, create_refuses_a_tier_for_fifo_and_sim_paired_with_a_reason)
+Test(tiered, create_refuses_a_tier_for_prioritized_and_sim_paired_with_a_reason)
 {
 	struct cistern_config cfg = tiered_cfg();
-	cfg.policy = CISTERN_FIFO;
-	cfg.watermark = 0;
+	cfg.policy = CISTERN_PRIORITIZED;
 	const char *why = cistern_config_problem(&cfg);
 	cr_assert_not_null(why);
-	cr_assert(strstr(why, "fifo") && strstr(why, "cold tier"), "%s", why);
+	cr_assert(strstr(why, "prioritized") && strstr(why, "cold tier"), "%s", why);
 	cfg.policy = CISTERN_SIM_PAIRED_RESERVOIR;
 	cfg.watermark = 1;
 	cfg.sweep_size = 2;

@@ -241,10 +241,11 @@ Test(create, a_cold_tier_is_made_shown_and_removed_with_the_segment)
 	r = run("rm", name);
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	cr_assert_neq(access(file, F_OK), 0, "the cold file outlived rm");
-	/* A FIFO refuses a tier, saying why in the options' terms. */
-	r = run("create", name, "--cold-slots", "32", "--cold-dir", dir);
+	/* A prioritized segment refuses a tier, saying why in the options' terms. */
+	r = run("create", name, "--policy", "prioritized", "--watermark", "1", "--slots", "8",
+		"--cold-slots", "32", "--cold-dir", dir);
 	cr_assert_eq(r->status, 1);
-	cr_assert(strstr(r->err, "fifo takes no cold tier"), "%s", r->err);
+	cr_assert(strstr(r->err, "prioritized takes no cold tier"), "%s", r->err);
 	cr_assert(!exists(name));
 	r = run("create", name, "--policy", "reservoir", "--watermark", "1", "--cold-slots", "32");
 	cr_assert_eq(r->status, 1);
@@ -276,6 +277,26 @@ Test(create, firo_and_fifo_evict_take_a_cold_tier)
 		cr_assert(made, "%s: no cold file %s", policies[i], file);
 		cr_assert(shown, "%s: %s", policies[i], r->out);
 	}
+	rmdir(dir);
+}
+
+Test(create, a_fifo_takes_a_cold_tier_shown_and_removed_with_it)
+{
+	char name[64], dir[64], file[160];
+	uname_(name, sizeof(name), "fcold");
+	snprintf(dir, sizeof(dir), "/var/tmp/cistern-cli-fcold-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/cistern.%s.cold", dir, name);
+	struct result *r = run("create", name, "--policy", "fifo", "--slots", "8", "--cold-slots",
+			       "32", "--cold-dir", dir);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert_eq(access(file, F_OK), 0, "no cold file %s", file);
+	r = run("inspect", "--json", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "\"cold\": {\"slots\": 32"), "%s", r->out);
+	r = run("rm", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert_neq(access(file, F_OK), 0, "the cold file outlived rm");
 	rmdir(dir);
 }
 

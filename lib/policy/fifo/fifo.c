@@ -61,12 +61,13 @@
 
 #include "policy/fifo/fifo.h"
 #include "policy/fifo/fifo_copy.h"
+#include "policy/fifo/fifo_tier.h"
 #include "core/ring.h"
 #include "core/policy.h"
 
 #include "cistern/admin.h"
 
-static void fifo_init(struct cistern *c)
+void cistern__fifo_init(struct cistern *c)
 {
 	for (uint64_t i = 0; i < c->slot_count; i++)
 		atomic_store_explicit(&cistern__slotmeta(c, i)->word, sw_make(i, FIFO_FREE, 0),
@@ -172,7 +173,7 @@ int cistern__fifo_try_reserve(struct cistern *c, struct cistern_slot *slot)
 	}
 }
 
-static bool slot_is_mine(struct cistern *c, const struct cistern_slot *slot)
+bool cistern__fifo_slot_is_mine(struct cistern *c, const struct cistern_slot *slot)
 {
 	if (!slot->live_ || slot->index_ >= c->slot_count)
 		return false;
@@ -184,7 +185,7 @@ static bool slot_is_mine(struct cistern *c, const struct cistern_slot *slot)
 static int fifo_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 		       struct cistern_meta *meta)
 {
-	if (!slot_is_mine(c, slot))
+	if (!cistern__fifo_slot_is_mine(c, slot))
 		return -EINVAL;
 	commit_mine(c, slot, len, meta);
 	return 0;
@@ -192,7 +193,7 @@ static int fifo_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 
 int cistern__fifo_abort(struct cistern *c, struct cistern_slot *slot)
 {
-	if (!slot_is_mine(c, slot))
+	if (!cistern__fifo_slot_is_mine(c, slot))
 		return -EINVAL;
 	/*
 	 * T3, seq_cst: nothing to publish (the payload is garbage); the seq_cst
@@ -340,7 +341,7 @@ static bool sample_is_mine(struct cistern *c, const struct cistern_sample *s)
 	       sw_pos(w) == (s->pos_ & SW_POS_MASK);
 }
 
-static int fifo_release(struct cistern *c, struct cistern_sample *s)
+int cistern__fifo_release(struct cistern *c, struct cistern_sample *s)
 {
 	if (!sample_is_mine(c, s))
 		return -EINVAL;
@@ -362,7 +363,7 @@ static void mark_redeliver(struct cistern *c, struct cistern_slotmeta *m, uint64
 		atomic_fetch_add_explicit(&c->hdr->redeliver_pending, 1, memory_order_seq_cst);
 }
 
-static int fifo_unacquire(struct cistern *c, struct cistern_sample *s)
+int cistern__fifo_unacquire(struct cistern *c, struct cistern_sample *s)
 {
 	if (!sample_is_mine(c, s))
 		return -EINVAL;
@@ -377,7 +378,7 @@ static int fifo_unacquire(struct cistern *c, struct cistern_sample *s)
 	return 0;
 }
 
-static bool fifo_drained(struct cistern *c)
+bool cistern__fifo_drained(struct cistern *c)
 {
 	struct cistern_hdr *h = c->hdr;
 	/*
@@ -422,7 +423,7 @@ static bool fifo_drained(struct cistern *c)
 	return p >= t;
 }
 
-static void fifo_reclaim(struct cistern *c, uint32_t owner)
+void cistern__fifo_reclaim(struct cistern *c, uint32_t owner)
 {
 	uint64_t redelivered = 0, reclaimed = 0;
 	bool handed_back = false;
@@ -468,7 +469,7 @@ static void fifo_reclaim(struct cistern *c, uint32_t owner)
 	(void)redelivered; /* counted when handed out again */
 }
 
-static uint64_t fifo_population(const struct cistern *c, const struct cistern_stats *st)
+uint64_t cistern__fifo_population(const struct cistern *c, const struct cistern_stats *st)
 {
 	(void)c;
 	/* A redelivered sample came back into the buffer after its first get. */
@@ -486,21 +487,21 @@ ssize_t cistern__fifo_got_too_long(struct cistern *c, struct cistern_sample *s)
 		release_mine(c, s);
 		return -EPROTO;
 	}
-	fifo_unacquire(c, s);
+	cistern__fifo_unacquire(c, s);
 	return -EMSGSIZE;
 }
 
 static const struct cistern_ops cistern__fifo_ops = {
-	.init = fifo_init,
+	.init = cistern__fifo_init,
 	.try_reserve = cistern__fifo_try_reserve,
 	.commit = fifo_commit,
 	.abort = cistern__fifo_abort,
 	.try_acquire = cistern__fifo_try_acquire,
-	.release = fifo_release,
-	.unacquire = fifo_unacquire,
-	.drained = fifo_drained,
-	.reclaim = fifo_reclaim,
-	.population = fifo_population,
+	.release = cistern__fifo_release,
+	.unacquire = cistern__fifo_unacquire,
+	.drained = cistern__fifo_drained,
+	.reclaim = cistern__fifo_reclaim,
+	.population = cistern__fifo_population,
 };
 
 /* ---- Inspection and snapshots (see struct cistern_snap_ops) ------------ */
@@ -560,8 +561,7 @@ const struct cistern__policy cistern__fifo_policy = {
 	.name = "fifo",
 	.value = CISTERN_FIFO,
 	.ops = &cistern__fifo_ops,
-	.no_tier_why = "fifo takes no cold tier yet: its spill ring (docs/protocol/tiers.md) is "
-		       "not implemented",
+	.tiering = &cistern__fifo_tiering,
 	.snap = &cistern__fifo_snap_ops,
 	.flags = CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER,
 	.set_steps = cistern__fifo_steps,

@@ -381,6 +381,14 @@ int cistern__fifo_try_reserve(struct cistern *c, struct cistern_slot *slot);
 int cistern__fifo_abort(struct cistern *c, struct cistern_slot *slot);
 int cistern__fifo_try_acquire(struct cistern *c, struct cistern_sample *s);
 ssize_t cistern__fifo_got_too_long(struct cistern *c, struct cistern_sample *s);
+/* fifo.c: the rest of the hot ring's ops, which the cold tier (fifo_tier.c) wraps. */
+void cistern__fifo_init(struct cistern *c);
+bool cistern__fifo_slot_is_mine(struct cistern *c, const struct cistern_slot *slot);
+int cistern__fifo_release(struct cistern *c, struct cistern_sample *s);
+int cistern__fifo_unacquire(struct cistern *c, struct cistern_sample *s);
+bool cistern__fifo_drained(struct cistern *c);
+void cistern__fifo_reclaim(struct cistern *c, uint32_t owner);
+uint64_t cistern__fifo_population(const struct cistern *c, const struct cistern_stats *st);
 
 /* fifo.c: how many slots ahead of its claim the sole producer prefetches, for slot_count slots. */
 uint32_t cistern__put_ahead(uint64_t slot_count);

@@ -49,6 +49,7 @@
 
 #include "policy/fifo/fifo.h"
 #include "policy/fifo/fifo_copy.h"
+#include "policy/fifo/fifo_tier.h"
 #include "core/ring.h"
 #include "core/policy.h"
 #include "sys/cpu.h"
@@ -465,7 +466,8 @@ void cistern__fifo_steps(struct cistern *c)
 	c->put_ahead = cistern__put_ahead(c->slot_count);
 	c->put_step = NULL;
 	c->get_step = NULL;
-	if (c->readonly || !c->owner)
+	/* With a cold tier every put and get goes through the tier's ops (fifo_tier.c). */
+	if (c->readonly || !c->owner || c->fixed.cold_slots)
 		return;
 	c->put_step = put_plain;
 	c->get_step = get_plain;
@@ -850,6 +852,9 @@ ssize_t cistern__fifo_put_now(struct cistern *c, size_t n, const struct cistern_
 {
 	bool lost = false;
 	ssize_t k;
+	/* With a cold tier: the tier's batch put, which writes cold runs at once. */
+	if (c->fixed.cold_slots)
+		return cistern__fifo_tier_put_now(c, n, s);
 	/* The holder, or a counted handle that finds itself the only producer left (as put_holder()). */
 	if (!cistern__light() || !plain_producer(c))
 		return scatter_shared(c, n, s);

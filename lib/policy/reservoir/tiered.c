@@ -31,6 +31,7 @@
 #include "policy/reservoir/pins.h"
 #include "policy/reservoir/reservoir.h"
 #include "sys/crc32c.h"
+#include "tier/tier.h"
 
 /* ---- the tier's area in the segment ---------------------------------- */
 
@@ -92,14 +93,11 @@ static int tier_create(struct cistern *c)
 	struct cistern__tier *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	int r = cistern__cold_create(&t->cold, f->cold_dir, f->name,
-				     cistern__cold_slot_bytes(f->slot_size), f->cold_slots,
-				     f->cold_nonce);
+	int r = cistern__tier_file_create(&t->cold, &t->open, f);
 	if (r < 0) {
 		free(t);
 		return r;
 	}
-	t->open = true;
 	c->tier = t;
 	return 0;
 }
@@ -115,12 +113,9 @@ static int tier_get(struct cistern *c, struct cistern__tier **out)
 			return -ENOMEM;
 		c->tier = t;
 	}
-	if (!t->open) {
-		int r = cistern__cold_open(&t->cold, f->cold_dir, f->name, f->cold_nonce);
-		if (r < 0)
-			return r;
-		t->open = true;
-	}
+	int r = cistern__tier_file_open(&t->cold, &t->open, f);
+	if (r < 0)
+		return r;
 	*out = t;
 	return 0;
 }
@@ -134,8 +129,7 @@ static void tier_release(struct cistern *c)
 		return;
 	/* Before the file closes: reads in flight finish into their buffers first. */
 	ahead_drop(c);
-	if (t->open)
-		cistern__cold_close(&t->cold);
+	cistern__tier_file_close(&t->cold, &t->open);
 	free(t->ahead.slot);
 	free(t->ahead.word);
 	free(t->ahead.buf);
@@ -144,14 +138,6 @@ static void tier_release(struct cistern *c)
 	free(t->rbuf);
 	free(t);
 	c->tier = NULL;
-}
-
-static int tier_unlink(const char *dir, const char *name)
-{
-	if (!dir || !dir[0])
-		return 0;
-	int r = cistern__cold_unlink(dir, name);
-	return r == -ENOENT ? 0 : r;
 }
 
 /*
@@ -1513,9 +1499,7 @@ static int tiered_restore_end(struct cistern *c, const struct cistern__tier_coun
 static int tiered_rename(struct cistern *c, const char *dir, const char *from, const char *to)
 {
 	struct cistern__tier *t = c->tier;
-	if (!t || !t->open)
-		return -EINVAL;
-	return cistern__cold_rename(&t->cold, dir, from, to);
+	return t ? cistern__tier_rename(&t->cold, t->open, dir, from, to) : -EINVAL;
 }
 
 static void tiered_counts(const struct cistern *c, struct cistern__tier_counts *n)
@@ -1571,7 +1555,7 @@ const struct cistern__tiering cistern__rs_tiering = {
 	.config_problem = tier_config_problem,
 	.create = tier_create,
 	.release = tier_release,
-	.unlink = tier_unlink,
+	.unlink = cistern__tier_unlink,
 	.view = tier_view,
 	.dump = tiered_dump,
 	.restore_put = tiered_restore_put,

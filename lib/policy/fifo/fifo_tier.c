@@ -1,0 +1,1370 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fifo_tier.c - the FIFO's cold tier: a second ring, on disk, after the hot
+ * ring (docs/protocol/tiers.md, "The FIFO's spill ring").
+ *
+ * The queue is the hot ring followed by the cold ring. One word of the
+ * tier's area, the mode word, says where puts go: HOT, or COLD with the
+ * cold ring's tail. A put that finds the hot ring full turns the mode to
+ * COLD; from then on every put goes to the cold ring, until the cold ring
+ * has drained and a producer turns the mode back to HOT. A hot claim made
+ * under HOT counts only if the mode word has not moved when the claim is
+ * done; else it turns into a SKIP and the put goes again. So every hot
+ * sample that counts comes before every cold sample, and a reader takes
+ * the hot ring first, then, once the hot ring holds nothing that counts,
+ * the cold ring, in order.
+ *
+ * The cold ring's entries (tier/cold.h's 64-byte entries) keep the FIFO's
+ * slot states, with the low 32 bits of the position in the generation
+ * field: FREE(p) -> WRITING(p, o) -> COMMITTED(p) -> ACQUIRED(p, o) ->
+ * FREE(p + N), and SKIP and REDELIVER as in the hot ring. A cold put
+ * writes its slot with O_DIRECT through io_uring at commit, before the
+ * entry turns COMMITTED. A cold read reads its slot and the next
+ * committed slots after it in one read, and takes them from that buffer
+ * while their entries still name the same position.
+ *
+ * A cold sample handed to a reader has index_ = slot_count + its cold slot
+ * and data in a buffer of the reader's own, freed at release.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/fifo/fifo_tier.h"
+#include "policy/fifo/fifo.h"
+#include "core/open.h"
+#include "core/ring.h"
+#include "sys/crc32c.h"
+#include "sys/fence.h"
+#include "tier/tier.h"
+
+/* Bytes read ahead at most by one cold read (a whole slot at least). */
+#define READ_AHEAD_BYTES (1u << 20)
+/* Slots read ahead at most by one cold read. */
+#define READ_AHEAD_SLOTS 32u
+/* Looks again at a mode word that moved, before a put answers -EAGAIN. */
+#define MODE_ROUNDS 64
+
+/*
+ * A run of cold slots read ahead: the bytes of positions pos .. pos + n - 1,
+ * read from the file after their entries were found COMMITTED.
+ */
+struct ra_run {
+	void *buf;
+	uint64_t *word; /* the COMMITTED word of each when the read started */
+	uint64_t pos;
+	unsigned n, cap;
+	bool in_flight; /* started, not waited for: wait before buf is reused or freed */
+	struct cistern__io io;
+	struct cistern__io_batch batch;
+};
+
+/* The handle's side: the open cold file, a spare staging slot, the read ahead. */
+struct fifo_tier {
+	struct cistern__cold cold;
+	bool open;
+	void *stage; /* a spare staging slot for a cold put */
+	/* The run the reader takes from now, and the one after it, in flight. */
+	struct ra_run ra[2];
+	unsigned cur;
+	uint64_t restored; /* a restore: cold samples put so far, at positions 0, 1, ... */
+	void *wbuf;        /* a batch put's cold samples, one slot each, back to back */
+	struct cistern__io *wio;
+	uint64_t *wpos; /* their cold positions */
+	unsigned wcap;
+};
+
+/* ---- the area in the segment -------------------------------------------- */
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static uint64_t area_bytes(uint64_t cold_slots, uint64_t procs)
+{
+	(void)procs;
+	if (cold_slots == 0)
+		return 0;
+	return align_up(sizeof(struct cistern__fifo_tier_shm) +
+				cold_slots * sizeof(struct cistern__cold_ent),
+			4096);
+}
+
+static struct cistern__fifo_tier_shm *TS(const struct cistern *c)
+{
+	return (struct cistern__fifo_tier_shm *)((char *)c->hdr + c->fixed.cold_off);
+}
+
+static struct cistern__cold_ent *ents(const struct cistern *c)
+{
+	return (struct cistern__cold_ent *)((char *)TS(c) + sizeof(struct cistern__fifo_tier_shm));
+}
+
+static struct fifo_tier *FT(const struct cistern *c)
+{
+	/* c->tier is the tier's opaque handle side: the FIFO's is this struct. */
+	return (struct fifo_tier *)(void *)c->tier;
+}
+
+/* A cold entry's word: a FIFO state, an owner and the low 32 bits of the position. */
+static uint64_t cw(unsigned state, uint32_t owner, uint64_t pos)
+{
+	return cistern__cold_word(state, owner, (uint32_t)pos);
+}
+
+/* How many positions the word is ahead of position p (mod 2^32): 0 = it serves p. */
+static int32_t cw_lap(uint64_t w, uint64_t p)
+{
+	return (int32_t)(cistern__cold_gen(w) - (uint32_t)p);
+}
+
+static uint64_t mode_tail(uint64_t m)
+{
+	return m & ~CISTERN__FIFO_MODE_COLD;
+}
+
+size_t cistern__fifo_tier_ahead(const struct cistern *c, uint64_t *first)
+{
+	const struct fifo_tier *t = FT(c);
+	if (!t)
+		return 0;
+	const struct ra_run *b = &t->ra[!t->cur];
+	*first = b->pos;
+	return b->n;
+}
+
+void cistern__fifo_tier_peek(const struct cistern *c, uint64_t *mode, uint64_t *chead)
+{
+	*mode = atomic_load_explicit(&TS(c)->mode, memory_order_relaxed);
+	*chead = atomic_load_explicit(&TS(c)->chead, memory_order_relaxed);
+}
+
+/* ---- create, open, remove --------------------------------------------- */
+
+static const char *tier_config_problem(const struct cistern_config *cfg)
+{
+	if (cistern__cold_slot_bytes(cfg->slot_size) == 0)
+		return "slot_size is too large for a cold tier";
+	return NULL;
+}
+
+static int tier_create(struct cistern *c)
+{
+	const struct cistern_fixed *f = &c->fixed;
+	struct fifo_tier *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	int r = cistern__tier_file_create(&t->cold, &t->open, f);
+	if (r < 0) {
+		free(t);
+		return r;
+	}
+	c->tier = (struct cistern__tier *)(void *)t;
+	return 0;
+}
+
+/* The handle's cold file, opened on first use. */
+static int tier_get(struct cistern *c, struct fifo_tier **out)
+{
+	const struct cistern_fixed *f = &c->fixed;
+	struct fifo_tier *t = FT(c);
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		c->tier = (struct cistern__tier *)(void *)t;
+	}
+	int r = cistern__tier_file_open(&t->cold, &t->open, f);
+	if (r < 0)
+		return r;
+	*out = t;
+	return 0;
+}
+
+static void tier_release(struct cistern *c)
+{
+	struct fifo_tier *t = FT(c);
+	if (!t)
+		return;
+	cistern__tier_file_close(&t->cold, &t->open);
+	free(t->stage);
+	for (int i = 0; i < 2; i++) {
+		struct ra_run *a = &t->ra[i];
+		/*
+		 * A read in flight writes into buf until it is waited for; a fork()
+		 * child's copy does not wait (the read is its parent's), nor frees.
+		 */
+		bool leak = a->in_flight && (c->inherited || (cistern__uring_wait(&a->batch) < 0 &&
+							      a->batch.pending));
+		if (!leak)
+			free(a->buf);
+		free(a->word);
+	}
+	free(t->wbuf);
+	free(t->wio);
+	free(t->wpos);
+	free(t);
+	c->tier = NULL;
+}
+
+static void tier_view(const struct cistern *c, struct cistern__tier_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	if (c->fixed.cold_slots == 0)
+		return;
+	struct cistern__fifo_tier_shm ts;
+	memset(&ts, 0, sizeof(ts));
+	if (c->copied) {
+		/* A copied read-only handle's private copy stops before the tier (segment.c). */
+		if (cistern__pread_all(c->fd, &ts, sizeof(ts), c->fixed.cold_off) < 0)
+			memset(&ts, 0, sizeof(ts));
+	} else {
+		const struct cistern__fifo_tier_shm *s = TS(c);
+		/* Relaxed: statistics, read one by one. */
+		atomic_init(&ts.mode, atomic_load_explicit(&s->mode, memory_order_relaxed));
+		atomic_init(&ts.chead, atomic_load_explicit(&s->chead, memory_order_relaxed));
+		atomic_init(&ts.spilled, atomic_load_explicit(&s->spilled, memory_order_relaxed));
+		atomic_init(&ts.cold_reads,
+			    atomic_load_explicit(&s->cold_reads, memory_order_relaxed));
+	}
+	/* A plain copy now: nobody else sees it. */
+	uint64_t tail = mode_tail(atomic_load_explicit(&ts.mode, memory_order_relaxed));
+	uint64_t head = atomic_load_explicit(&ts.chead, memory_order_relaxed);
+	v->slots = c->fixed.cold_slots;
+	v->population = tail > head ? tail - head : 0;
+	v->spilled = atomic_load_explicit(&ts.spilled, memory_order_relaxed);
+	v->cold_reads = atomic_load_explicit(&ts.cold_reads, memory_order_relaxed);
+	uint64_t sb = cistern__cold_slot_bytes(c->fixed.slot_size);
+	v->disk_bytes = CISTERN__COLD_BLOCK + sb * c->fixed.cold_slots;
+}
+
+/* ---- init ---------------------------------------------------------------- */
+
+static void tf_init(struct cistern *c)
+{
+	cistern__fifo_init(c);
+	struct cistern__cold_ent *E = ents(c);
+	/* Relaxed: nobody else has the segment before create returns. */
+	for (uint64_t j = 0; j < c->fixed.cold_slots; j++)
+		atomic_store_explicit(&E[j].word, cw(FIFO_FREE, 0, j), memory_order_relaxed);
+	atomic_store_explicit(&TS(c)->mode, 0, memory_order_relaxed);
+	atomic_store_explicit(&TS(c)->chead, 0, memory_order_relaxed);
+}
+
+/* ---- puts ---------------------------------------------------------------- */
+
+/* An aligned staging slot for a cold put: the spare one, or a new one. */
+static void *stage_take(struct fifo_tier *t)
+{
+	void *b = t->stage;
+	t->stage = NULL;
+	return b ? b : cistern__cold_alloc(&t->cold, 1);
+}
+
+static void stage_give(struct fifo_tier *t, void *b)
+{
+	if (!t->stage)
+		t->stage = b;
+	else
+		free(b);
+}
+
+/* Whether the hot ring has room at its tail now (a hint: the claim decides). */
+static bool hot_has_room(struct cistern *c)
+{
+	uint64_t t = atomic_load_explicit(&c->hdr->tail, memory_order_relaxed);
+	uint64_t w = atomic_load_explicit(&cistern__slotmeta(c, cistern__slot_of(c, t))->word,
+					  memory_order_relaxed);
+	return w == sw_make(t, FIFO_FREE, 0);
+}
+
+/* Help the cold tail past x, whose entry is claimed or past: the mode word m = COLD | x. */
+static void help_cold_tail(struct cistern__fifo_tier_shm *ts, uint64_t m)
+{
+	/* [tier-mode] seq_cst: an index move, as cistern__help_advance(). */
+	atomic_compare_exchange_strong_explicit(&ts->mode, &m, m + 1, memory_order_seq_cst,
+						memory_order_relaxed);
+}
+
+/*
+ * Claim the cold position at the tail of mode word m (COLD | x): 0 and the
+ * slot; -EAGAIN when the cold ring is full; -ESTALE when the mode word or
+ * the entry moved meanwhile (look again); another -errno.
+ */
+static int cold_reserve(struct cistern *c, struct cistern_slot *slot, uint64_t m)
+{
+	struct fifo_tier *t;
+	int r = tier_get(c, &t);
+	if (r < 0)
+		return r;
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	uint64_t n = c->fixed.cold_slots;
+	uint64_t x = mode_tail(m);
+	uint64_t j = x % n;
+	struct cistern__cold_ent *e = &ents(c)[j];
+	/*
+	 * [cold-free] acquire: the last reader of this slot finished its reads
+	 * before it stored FREE(x); our write comes after them.
+	 */
+	uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
+	int32_t d = cw_lap(w, x);
+	if (d < 0)
+		return -EAGAIN; /* the previous lap's sample is still there: full */
+	if (d > 0 || cistern__cold_state(w) != FIFO_FREE) {
+		/* Over a lap ahead of a tail that has not moved: damage, not a race. */
+		if ((int64_t)d > (int64_t)n &&
+		    atomic_load_explicit(&ts->mode, memory_order_relaxed) == m)
+			return -EPROTO;
+		help_cold_tail(ts, m);
+		return -ESTALE;
+	}
+	if (cistern__cold_owner(w) != 0)
+		return -EPROTO;
+	/*
+	 * The cold ring drained (every position below x taken) and the hot ring
+	 * has room: puts go hot again. [tier-mode] seq_cst: the switch and the
+	 * cold claims are CASes of one word, so a claim of x and the switch
+	 * cannot both count.
+	 */
+	if (atomic_load_explicit(&ts->chead, memory_order_seq_cst) >= x && hot_has_room(c)) {
+		atomic_compare_exchange_strong_explicit(&ts->mode, &m, x, memory_order_seq_cst,
+							memory_order_relaxed);
+		return -ESTALE;
+	}
+	void *buf = stage_take(t);
+	if (!buf)
+		return -ENOMEM;
+	uint64_t mine = cw(FIFO_RESERVED, c->owner, x);
+	/* Acq_rel: as T1 of the hot ring ([cold-free] on its acquire side). */
+	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, mine, memory_order_acq_rel,
+						     memory_order_relaxed)) {
+		stage_give(t, buf);
+		return -ESTALE;
+	}
+	/*
+	 * Move the cold tail past x. [tier-mode] seq_cst: a helper may have
+	 * moved it already (it found our claim); a switch back to HOT before
+	 * our move means that x does not count: the entry turns SKIP (a
+	 * helper of a later COLD epoch may count it, and readers step over a
+	 * SKIP).
+	 */
+	for (;;) {
+		uint64_t cur = m;
+		if (atomic_compare_exchange_strong_explicit(
+			    &ts->mode, &cur, m + 1, memory_order_seq_cst, memory_order_seq_cst))
+			break;
+		if ((cur & CISTERN__FIFO_MODE_COLD) && mode_tail(cur) > x)
+			break;
+		if (cur == m)
+			continue;
+		/* seq_cst: [wake-data] store half for readers that wait on x. */
+		atomic_exchange_explicit(&e->word, cw(FIFO_SKIP, 0, x), memory_order_seq_cst);
+		stage_give(t, buf);
+		cistern__wake_readers(c);
+		return -ESTALE;
+	}
+	/* The entry is ours (WRITING): nobody reads its fields before COMMITTED. */
+	e->id = c->id_base + atomic_fetch_add_explicit(&ts->next_id, 1, memory_order_relaxed);
+	slot->data = buf;
+	slot->capacity = c->slot_size;
+	slot->pos_ = x;
+	slot->index_ = (uint32_t)(c->slot_count + j);
+	slot->live_ = 1;
+	return 0;
+}
+
+static int tf_try_reserve(struct cistern *c, struct cistern_slot *slot)
+{
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	for (int round = 0; round < MODE_ROUNDS; round++) {
+		/* [tier-mode] seq_cst: the mode this put decides by. */
+		uint64_t m = atomic_load_explicit(&ts->mode, memory_order_seq_cst);
+		if (!(m & CISTERN__FIFO_MODE_COLD)) {
+			int r = cistern__fifo_try_reserve(c, slot);
+			if (r == 0) {
+				/*
+				 * [tier-mode] seq_cst fence: our claim (the word and the
+				 * tail) before the second look at the mode; a reader looks
+				 * at the mode, fences, then at the tail and the head's
+				 * word. One of the two sees the other.
+				 */
+				atomic_thread_fence(memory_order_seq_cst);
+				if (atomic_load_explicit(&ts->mode, memory_order_relaxed) != m) {
+					/* The puts went cold meanwhile: ours must not come first. */
+					cistern__fifo_abort(c, slot);
+					continue;
+				}
+				/* RESERVED(me): nobody reads the id before COMMITTED. */
+				cistern__slotmeta(c, slot->index_)->sample_id =
+					c->id_base + atomic_fetch_add_explicit(
+							     &ts->next_id, 1, memory_order_relaxed);
+				return 0;
+			}
+			if (r != -EAGAIN)
+				return r;
+			/* The hot ring is full: puts go to the cold ring from here on. */
+			if (!atomic_compare_exchange_strong_explicit(
+				    &ts->mode, &m, m | CISTERN__FIFO_MODE_COLD,
+				    memory_order_seq_cst, memory_order_relaxed))
+				continue;
+			m |= CISTERN__FIFO_MODE_COLD;
+		}
+		int r = cold_reserve(c, slot, m);
+		if (r != -ESTALE)
+			return r;
+	}
+	return -EAGAIN;
+}
+
+static bool is_cold_slot(const struct cistern *c, const struct cistern_slot *slot)
+{
+	return slot->index_ >= c->slot_count;
+}
+
+/* The cold entry of a live cold reservation of ours, or NULL. */
+static struct cistern__cold_ent *cold_slot_mine(struct cistern *c, const struct cistern_slot *slot)
+{
+	uint64_t j = slot->index_ - c->slot_count;
+	if (!slot->live_ || j >= c->fixed.cold_slots || !FT(c))
+		return NULL;
+	struct cistern__cold_ent *e = &ents(c)[j];
+	/* Relaxed: only we move it out of WRITING(me). */
+	if (atomic_load_explicit(&e->word, memory_order_relaxed) !=
+	    cw(FIFO_RESERVED, c->owner, slot->pos_))
+		return NULL;
+	return e;
+}
+
+static int tf_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
+		     struct cistern_meta *meta)
+{
+	if (!is_cold_slot(c, slot)) {
+		if (!cistern__fifo_slot_is_mine(c, slot))
+			return -EINVAL;
+		struct cistern_slotmeta *m = cistern__slotmeta(c, slot->index_);
+		/* The id was given at the claim; the rest as write_meta(). */
+		m->len = len;
+		m->sim_id = meta ? meta->sim_id : 0;
+		m->time_step = meta ? meta->time_step : 0;
+		if (meta)
+			meta->sample_id = m->sample_id;
+		/* T2, [commit] release (or seq_cst): the payload and metadata before COMMITTED. */
+		cistern__publish_word(&m->word, sw_make(slot->pos_, FIFO_COMMITTED, 0));
+		cistern__count(&c->me->ctr.puts, 1);
+		/* [wake-data] seq_cst load of readers_waiting, after the publish. */
+		cistern__wake_readers(c);
+		slot->live_ = 0;
+		return 0;
+	}
+	struct cistern__cold_ent *e = cold_slot_mine(c, slot);
+	if (!e)
+		return -EINVAL;
+	struct fifo_tier *t = FT(c);
+	uint64_t j = slot->index_ - c->slot_count;
+	struct cistern__io io;
+	cistern__cold_prep(&t->cold, &io, j, 1, slot->data, true);
+	int r = cistern__uring_run(&io, 1);
+	if (r < 0)
+		return r; /* the caller aborts: the entry turns SKIP */
+	e->len = (uint32_t)len;
+	e->crc = cistern__crc32c(0, slot->data, len);
+	e->flags = 0;
+	uint32_t key[2] = {meta ? meta->sim_id : 0, meta ? meta->time_step : 0};
+	memset(e->meta, 0, sizeof(e->meta));
+	memcpy(e->meta, key, sizeof(key));
+	atomic_store_explicit(&e->seen, 0, memory_order_relaxed);
+	if (meta)
+		meta->sample_id = e->id;
+	/*
+	 * [cold-publish] release (or seq_cst): the write completed and the
+	 * fields are stored before COMMITTED; a reader's acquire load of the
+	 * word sees both.
+	 */
+	cistern__publish_word(&e->word, cw(FIFO_COMMITTED, 0, slot->pos_));
+	cistern__count(&c->me->ctr.puts, 1);
+	atomic_fetch_add_explicit(&TS(c)->spilled, 1, memory_order_relaxed);
+	/* [wake-data] seq_cst load of readers_waiting, after the publish. */
+	cistern__wake_readers(c);
+	stage_give(t, slot->data);
+	slot->data = NULL;
+	slot->live_ = 0;
+	return 0;
+}
+
+static int tf_abort(struct cistern *c, struct cistern_slot *slot)
+{
+	if (!is_cold_slot(c, slot))
+		return cistern__fifo_abort(c, slot);
+	struct cistern__cold_ent *e = cold_slot_mine(c, slot);
+	if (!e)
+		return -EINVAL;
+	/* As T3, seq_cst: the store half of [wake-data] for the wake below. */
+	atomic_exchange_explicit(&e->word, cw(FIFO_SKIP, 0, slot->pos_), memory_order_seq_cst);
+	stage_give(FT(c), slot->data);
+	slot->data = NULL;
+	slot->live_ = 0;
+	cistern__wake_readers(c);
+	return 0;
+}
+
+/* ---- batch puts ------------------------------------------------------------ */
+
+/* Slots one read ahead or one batch put's write covers at most: 1 MiB, 1 to 32 slots. */
+static unsigned run_slots(const struct fifo_tier *t)
+{
+	unsigned cap = READ_AHEAD_BYTES / t->cold.slot_bytes;
+	return cap < 1 ? 1 : cap > READ_AHEAD_SLOTS ? READ_AHEAD_SLOTS : cap;
+}
+
+static bool batch_room(struct fifo_tier *t, unsigned cap)
+{
+	if (t->wcap >= cap)
+		return true;
+	void *b = cistern__cold_alloc(&t->cold, cap);
+	struct cistern__io *io = calloc(cap, sizeof(*io));
+	uint64_t *pos = calloc(cap, sizeof(*pos));
+	if (!b || !io || !pos) {
+		free(b);
+		free(io);
+		free(pos);
+		return false;
+	}
+	free(t->wbuf);
+	free(t->wio);
+	free(t->wpos);
+	t->wbuf = b;
+	t->wio = io;
+	t->wpos = pos;
+	t->wcap = cap;
+	return true;
+}
+
+/* A batch's cold claims, turned SKIP: a write failed, or the put stops. */
+static void batch_abort(struct cistern *c, struct fifo_tier *t, unsigned q)
+{
+	for (unsigned i = 0; i < q; i++) {
+		struct cistern__cold_ent *e = &ents(c)[t->wpos[i] % c->fixed.cold_slots];
+		/* As T3, seq_cst: the store half of [wake-data] for the wake below. */
+		atomic_exchange_explicit(&e->word, cw(FIFO_SKIP, 0, t->wpos[i]),
+					 memory_order_seq_cst);
+	}
+	if (q)
+		cistern__wake_readers(c);
+}
+
+/*
+ * Write the batch's q cold samples, staged in t->wbuf in claim order (so in
+ * position order): one write for each run of consecutive cold slots, all
+ * in one submission; then publish each, in order. The samples' lengths and
+ * metadata come from s, from sample `first` on.
+ */
+static int batch_flush(struct cistern *c, struct fifo_tier *t, unsigned q,
+		       const struct cistern_scatter *s, size_t first)
+{
+	if (q == 0)
+		return 0;
+	uint32_t sb = t->cold.slot_bytes;
+	uint64_t n = c->fixed.cold_slots;
+	unsigned runs = 0;
+	for (unsigned i = 0; i < q;) {
+		unsigned e = i + 1;
+		while (e < q && t->wpos[e] % n == t->wpos[e - 1] % n + 1)
+			e++;
+		cistern__cold_prep(&t->cold, &t->wio[runs++], t->wpos[i] % n, e - i,
+				   (uint8_t *)t->wbuf + (size_t)i * sb, true);
+		i = e;
+	}
+	int r = cistern__uring_run(t->wio, runs);
+	if (r < 0) {
+		batch_abort(c, t, q);
+		return r;
+	}
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	for (unsigned i = 0; i < q; i++) {
+		struct cistern__cold_ent *e = &ents(c)[t->wpos[i] % n];
+		size_t len = cistern__scatter_len(s, first + i);
+		struct cistern_meta *meta = s->meta ? &s->meta[first + i] : NULL;
+		e->len = (uint32_t)len;
+		e->crc = cistern__crc32c(0, (uint8_t *)t->wbuf + (size_t)i * sb, len);
+		e->flags = 0;
+		uint32_t key[2] = {meta ? meta->sim_id : 0, meta ? meta->time_step : 0};
+		memset(e->meta, 0, sizeof(e->meta));
+		memcpy(e->meta, key, sizeof(key));
+		atomic_store_explicit(&e->seen, 0, memory_order_relaxed);
+		if (meta)
+			meta->sample_id = e->id;
+		/* [cold-publish] release (or seq_cst): written, then COMMITTED, as tf_commit(). */
+		cistern__publish_word(&e->word, cw(FIFO_COMMITTED, 0, t->wpos[i]));
+	}
+	cistern__count(&c->me->ctr.puts, q);
+	atomic_fetch_add_explicit(&ts->spilled, q, memory_order_relaxed);
+	/* [wake-data] seq_cst load of readers_waiting, after the publishes. */
+	cistern__wake_readers(c);
+	return 0;
+}
+
+/*
+ * cistern_put_batch() on a FIFO with a cold tier (the FIFO descriptor's
+ * put_batch_now): the samples there is room for now, in order. A hot claim
+ * is committed at once; cold claims are staged back to back and written
+ * with one write per run of consecutive cold slots. Every hot sample of the
+ * batch comes before its cold ones: puts go hot again only once the cold
+ * ring drained, and our own cold claims keep it from draining.
+ */
+ssize_t cistern__fifo_tier_put_now(struct cistern *c, size_t n, const struct cistern_scatter *s)
+{
+	int r = cistern__add_role(c, CISTERN_ROLE_PRODUCER);
+	struct fifo_tier *t;
+	if (r == 0)
+		r = tier_get(c, &t);
+	if (r == 0 && !batch_room(t, run_slots(t)))
+		r = -ENOMEM;
+	if (r < 0)
+		return r;
+	size_t done = 0, k = 0;
+	unsigned q = 0;
+	for (; k < n; k++) {
+		size_t len = cistern__scatter_len(s, k);
+		if (len > s->stride || cistern__len_misfit(c, len))
+			break; /* the first-sample path reports it */
+		/* [close] acquire, as cistern_reserve(). */
+		if (atomic_load_explicit(&c->hdr->closed, memory_order_acquire)) {
+			r = -EPIPE;
+			break;
+		}
+		struct cistern_slot slot;
+		r = tf_try_reserve(c, &slot);
+		if (r < 0)
+			break;
+		/*
+		 * [close-claim] seq_cst, after the claim, as cistern_reserve():
+		 * a claim that finds reception closed must not appear.
+		 */
+		if (atomic_load_explicit(&c->hdr->closed, memory_order_seq_cst)) {
+			tf_abort(c, &slot);
+			r = -EPIPE;
+			break;
+		}
+		const char *src = s->src + k * s->stride;
+		struct cistern_meta *meta = s->meta ? &s->meta[k] : NULL;
+		if (!is_cold_slot(c, &slot)) {
+			/* Hot: no cold claim of ours can be pending (see above). */
+			memcpy(slot.data, src, len);
+			tf_commit(c, &slot, len, meta);
+			done++;
+			continue;
+		}
+		memcpy((uint8_t *)t->wbuf + (size_t)q * t->cold.slot_bytes, src, len);
+		t->wpos[q++] = slot.pos_;
+		stage_give(t, slot.data); /* the claim's own staging slot is not needed */
+		if (q == t->wcap) {
+			if ((r = batch_flush(c, t, q, s, done)) < 0) {
+				q = 0;
+				break;
+			}
+			done += q;
+			q = 0;
+		}
+	}
+	if (q) {
+		int fr = batch_flush(c, t, q, s, done);
+		if (fr == 0)
+			done += q;
+		else
+			r = fr;
+	}
+	if (done == 0 && r < 0 && r != -EAGAIN)
+		return r;
+	return (ssize_t)done;
+}
+
+/* ---- reads ---------------------------------------------------------------- */
+
+static bool is_cold(const struct cistern *c, const struct cistern_sample *s)
+{
+	return s->index_ >= c->slot_count;
+}
+
+static bool ra_room(struct fifo_tier *t, struct ra_run *a, unsigned cap)
+{
+	if (a->cap >= cap)
+		return true;
+	void *b = cistern__cold_alloc(&t->cold, cap);
+	uint64_t *w = malloc(cap * sizeof(*w));
+	if (!b || !w) {
+		free(b);
+		free(w);
+		return false;
+	}
+	free(a->buf);
+	free(a->word);
+	a->buf = b;
+	a->word = w;
+	a->cap = cap;
+	return true;
+}
+
+/*
+ * Wait for a run's read, if it is in flight: false if the run is not
+ * usable (a read error; the ring failed, leaving buf to the kernel).
+ */
+static bool ra_wait(struct ra_run *a)
+{
+	if (!a->in_flight)
+		return a->n > 0;
+	a->in_flight = false;
+	int r = cistern__uring_wait(&a->batch);
+	if (r < 0 && a->batch.pending) {
+		a->buf = NULL; /* the kernel may still write into it: leak it */
+		a->cap = 0;
+	}
+	if (r < 0 || a->io.res != 0)
+		a->n = 0;
+	return a->n > 0;
+}
+
+/* Whether run a holds the bytes of position y, whose take found COMMITTED(y). */
+static bool ra_holds(const struct ra_run *a, uint64_t y)
+{
+	return a->n && y >= a->pos && y - a->pos < a->n &&
+	       a->word[y - a->pos] == cw(FIFO_COMMITTED, 0, y);
+}
+
+/*
+ * Fill run a with the words of positions y, y+1, ... whose entries are
+ * COMMITTED now, consecutive in the file, up to its room: how many (0 if
+ * y's is not). `first`: y's word, found already by the caller's take.
+ */
+static unsigned ra_plan(struct cistern *c, struct ra_run *a, uint64_t y, bool first)
+{
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t n = c->fixed.cold_slots;
+	uint64_t j = y % n;
+	unsigned k = 0;
+	if (first)
+		a->word[k++] = cw(FIFO_COMMITTED, 0, y);
+	while (k < a->cap && j + k < n) {
+		/* [cold-publish] acquire: that slot's bytes are on disk before we read them. */
+		uint64_t w = atomic_load_explicit(&E[j + k].word, memory_order_acquire);
+		if (w != cw(FIFO_COMMITTED, 0, y + k))
+			break;
+		a->word[k++] = w;
+	}
+	return k;
+}
+
+/*
+ * Start reading the run after the current one into the other buffer, if
+ * its first sample is committed already: the reader works on the current
+ * run meanwhile. Nothing happens if the other buffer is busy or the start
+ * fails; a take then reads what it needs itself.
+ */
+static void ra_start_next(struct cistern *c, struct fifo_tier *t)
+{
+	struct ra_run *a = &t->ra[t->cur], *b = &t->ra[!t->cur];
+	if (!a->n || b->in_flight || !ra_room(t, b, run_slots(t)))
+		return;
+	uint64_t y = a->pos + a->n;
+	b->n = 0;
+	unsigned k = ra_plan(c, b, y, false);
+	if (k == 0)
+		return;
+	cistern__cold_prep(&t->cold, &b->io, y % c->fixed.cold_slots, k, b->buf, false);
+	if (cistern__uring_start(&b->batch, &b->io, 1) < 0)
+		return; /* no ring: nothing in flight */
+	b->pos = y;
+	b->n = k;
+	b->in_flight = true;
+}
+
+/*
+ * The bytes of cold position y (slot j), which we hold (ACQUIRED): from a
+ * run read ahead if one holds them, else by one read of slot j and of the
+ * COMMITTED slots that follow it in order, up to the end of the file. Then
+ * the read of the run after it starts, while the caller works.
+ */
+static int cold_bytes(struct cistern *c, struct fifo_tier *t, uint64_t j, uint64_t y,
+		      const uint8_t **out)
+{
+	uint32_t sb = t->cold.slot_bytes;
+	struct ra_run *b = &t->ra[!t->cur];
+	/*
+	 * A run read after an acquire load found COMMITTED(y) ([cold-publish])
+	 * holds y's bytes if our take found the same word: the slot is not
+	 * written again before it is FREE at a later position.
+	 */
+	if (!ra_holds(&t->ra[t->cur], y)) {
+		if (b->n && y >= b->pos && y - b->pos < b->n && ra_wait(b) && ra_holds(b, y)) {
+			t->cur = !t->cur;
+		} else {
+			/* Not read ahead (another reader took those): read from y on now. */
+			ra_wait(b);
+			b->n = 0;
+			struct ra_run *a = &t->ra[t->cur];
+			a->n = 0;
+			if (!ra_room(t, a, run_slots(t)) && !ra_room(t, a, 1))
+				return -ENOMEM;
+			unsigned k = ra_plan(c, a, y, true);
+			cistern__cold_prep(&t->cold, &a->io, j, k, a->buf, false);
+			int r = cistern__uring_run(&a->io, 1);
+			if (r < 0)
+				return r;
+			a->pos = y;
+			a->n = k;
+		}
+	}
+	struct ra_run *a = &t->ra[t->cur];
+	*out = (const uint8_t *)a->buf + (y - a->pos) * sb;
+	ra_start_next(c, t);
+	return 0;
+}
+
+/* Mark a held cold entry for redelivery ([cold-redeliver-hint], as mark_redeliver()). */
+static void cold_mark_redeliver(struct cistern *c, struct cistern__cold_ent *e, uint64_t w,
+				uint32_t owner)
+{
+	uint64_t nw = cw(FIFO_REDELIVER, owner, cistern__cold_gen(w));
+	if (atomic_compare_exchange_strong_explicit(&e->word, &w, nw, memory_order_seq_cst,
+						    memory_order_relaxed))
+		atomic_fetch_add_explicit(&TS(c)->redeliver, 1, memory_order_seq_cst);
+}
+
+/*
+ * Hand out cold position y of slot j, which we just took (ACQUIRED(y, me)):
+ * its bytes into a buffer of our own, checked against the entry's CRC.
+ * On an error the sample goes back for another reader.
+ */
+static int cold_hand_out(struct cistern *c, struct cistern_sample *s, uint64_t j, uint64_t y,
+			 bool redelivered)
+{
+	struct cistern__cold_ent *e = &ents(c)[j];
+	uint64_t mine = cw(FIFO_ACQUIRED, c->owner, y);
+	struct fifo_tier *t = NULL;
+	const uint8_t *src = NULL;
+	uint8_t *buf = NULL;
+	int r = tier_get(c, &t);
+	/* Taken by an acq_rel CAS ([cold-publish]): the fields are the sample's. */
+	uint32_t len = e->len;
+	if (r == 0 && len > c->slot_size)
+		r = -EPROTO;
+	if (r == 0)
+		r = cold_bytes(c, t, j, y, &src);
+	if (r == 0 && cistern__crc32c(0, src, len) != e->crc)
+		r = -EIO;
+	if (r == 0 && !(buf = malloc(len ? len : 1)))
+		r = -ENOMEM;
+	if (r < 0) {
+		if (t)
+			t->ra[t->cur].n = 0;
+		cold_mark_redeliver(c, e, mine, 0);
+		cistern__wake_readers(c);
+		return r;
+	}
+	memcpy(buf, src, len);
+	uint32_t key[2];
+	memcpy(key, e->meta, sizeof(key));
+	s->data = buf;
+	s->len = len;
+	s->meta.sample_id = e->id;
+	s->meta.sim_id = key[0];
+	s->meta.time_step = key[1];
+	s->meta.flags = 0;
+	s->pos_ = y;
+	s->index_ = (uint32_t)(c->slot_count + j);
+	s->live_ = 1;
+	cistern__count(&c->me->ctr.gets, 1);
+	if (redelivered)
+		cistern__count(&c->me->ctr.redeliveries, 1);
+	atomic_fetch_add_explicit(&TS(c)->cold_reads, 1, memory_order_relaxed);
+	return 0;
+}
+
+/* A cold sample whose reader died or handed it back: as take_redelivered() of the hot ring. */
+static int cold_take_redelivered(struct cistern *c, struct cistern_sample *s)
+{
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	/* [cold-redeliver-hint] acquire: the marks made before the bump are in the words. */
+	uint64_t hint = atomic_load_explicit(&ts->redeliver, memory_order_acquire);
+	if (hint == 0)
+		return -EAGAIN;
+	struct cistern__cold_ent *E = ents(c);
+	for (uint64_t j = 0; j < c->fixed.cold_slots; j++) {
+		/* [cold-publish] acquire: the entry's fields and the slot's bytes. */
+		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_acquire);
+		if (cistern__cold_state(w) != FIFO_REDELIVER)
+			continue;
+		uint64_t y = cistern__cold_gen(w);
+		uint64_t nw = cw(FIFO_ACQUIRED, c->owner, y);
+		if (!atomic_compare_exchange_strong_explicit(
+			    &E[j].word, &w, nw, memory_order_acq_rel, memory_order_relaxed))
+			continue;
+		int r = cold_hand_out(c, s, j, y, cistern__cold_owner(w) != OWNER_UNACQUIRED);
+		return r == 0 ? 0 : -EAGAIN;
+	}
+	/* Nothing found: clear the hint unless a mark bumped it meanwhile. */
+	atomic_compare_exchange_strong_explicit(&ts->redeliver, &hint, 0, memory_order_acq_rel,
+						memory_order_relaxed);
+	return -EAGAIN;
+}
+
+/* Move the cold head from y to y+1 unless someone did ([cold-head], seq_cst). */
+static void help_cold_head(struct cistern__fifo_tier_shm *ts, uint64_t y)
+{
+	atomic_compare_exchange_strong_explicit(&ts->chead, &y, y + 1, memory_order_seq_cst,
+						memory_order_relaxed);
+}
+
+/* Take the sample at the cold head, in order: 0, -EAGAIN if none is there yet, or -errno. */
+static int cold_take(struct cistern *c, struct cistern_sample *s)
+{
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t n = c->fixed.cold_slots;
+	for (;;) {
+		/* [cold-head] acquire: a head past y has y taken or freed in its entry. */
+		uint64_t y = atomic_load_explicit(&ts->chead, memory_order_acquire);
+		uint64_t j = y % n;
+		struct cistern__cold_ent *e = &E[j];
+		/* [cold-publish] acquire: a COMMITTED entry's fields and bytes. */
+		uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
+		int32_t d = cw_lap(w, y);
+		if (d > 0) {
+			/* Over a lap ahead of a head that has not moved: damage. */
+			if ((int64_t)d > (int64_t)n &&
+			    atomic_load_explicit(&ts->chead, memory_order_relaxed) == y)
+				return -EPROTO;
+			help_cold_head(ts, y);
+			continue;
+		}
+		if (d < 0)
+			return -EAGAIN; /* the previous lap still holds the slot: nothing put at y */
+		switch (cistern__cold_state(w)) {
+		case FIFO_COMMITTED: {
+			if (cistern__cold_owner(w) != 0)
+				return -EPROTO;
+			uint64_t nw = cw(FIFO_ACQUIRED, c->owner, y);
+			/* Acq_rel: [cold-publish] on the acquire side, as T5. */
+			if (!atomic_compare_exchange_strong_explicit(
+				    &e->word, &w, nw, memory_order_acq_rel, memory_order_relaxed))
+				continue;
+			help_cold_head(ts, y);
+			return cold_hand_out(c, s, j, y, false);
+		}
+		case FIFO_SKIP: {
+			/* As T10, seq_cst: [cold-free] for the next lap, and [wake-space]. */
+			uint64_t nw = cw(FIFO_FREE, 0, y + n);
+			if (atomic_compare_exchange_strong_explicit(
+				    &e->word, &w, nw, memory_order_seq_cst, memory_order_relaxed)) {
+				help_cold_head(ts, y);
+				cistern__wake_producers(c);
+			}
+			continue;
+		}
+		case FIFO_ACQUIRED:
+		case FIFO_REDELIVER:
+			help_cold_head(ts, y);
+			continue;
+		default: /* FREE or WRITING: nothing committed at the cold head yet */
+			return -EAGAIN;
+		}
+	}
+}
+
+/*
+ * Whether the hot ring holds nothing that comes before the cold ring: the
+ * mode is COLD (the caller saw it), and after the fence the head is at or
+ * past the tail, and the head's slot is neither claimed nor committed.
+ */
+static bool hot_resolved(struct cistern *c, bool *retry)
+{
+	struct cistern_hdr *h = c->hdr;
+	/*
+	 * [tier-mode] seq_cst fence, after the caller's seq_cst load of the
+	 * mode: a hot claim that saw HOT at its second look has its word and
+	 * tail visible to the loads below (see tf_try_reserve()).
+	 */
+	atomic_thread_fence(memory_order_seq_cst);
+	uint64_t t = atomic_load_explicit(&h->tail, memory_order_relaxed);
+	uint64_t p = atomic_load_explicit(&h->head, memory_order_relaxed);
+	*retry = false;
+	if (p < t)
+		return false;
+	uint64_t w = atomic_load_explicit(&cistern__slotmeta(c, cistern__slot_of(c, p))->word,
+					  memory_order_relaxed);
+	if (sw_lap_diff(w, p) == 0 &&
+	    (sw_state(w) == FIFO_RESERVED || sw_state(w) == FIFO_COMMITTED)) {
+		*retry = sw_state(w) == FIFO_COMMITTED;
+		return false;
+	}
+	return true;
+}
+
+static int tf_try_acquire(struct cistern *c, struct cistern_sample *s)
+{
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	if (atomic_load_explicit(&ts->redeliver, memory_order_relaxed) != 0 &&
+	    cold_take_redelivered(c, s) == 0)
+		return 0;
+	for (int round = 0; round < 4; round++) {
+		int r = cistern__fifo_try_acquire(c, s);
+		if (r != -EAGAIN)
+			return r;
+		/* [tier-mode] seq_cst: the hot ring comes first while puts go hot. */
+		uint64_t m = atomic_load_explicit(&ts->mode, memory_order_seq_cst);
+		if (!(m & CISTERN__FIFO_MODE_COLD))
+			return -EAGAIN;
+		bool retry;
+		if (!hot_resolved(c, &retry)) {
+			if (retry)
+				continue;
+			return -EAGAIN;
+		}
+		return cold_take(c, s);
+	}
+	return -EAGAIN;
+}
+
+/*
+ * cistern_get_batch() (api.c's general path): up to n samples in order, as
+ * many as are there now; -EAGAIN if none is.
+ */
+static int tf_try_acquire_batch(struct cistern *c, struct cistern_sample *out, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		int r = tf_try_acquire(c, &out[got]);
+		if (r < 0) {
+			if (got)
+				break;
+			return r;
+		}
+		got++;
+	}
+	return (int)got;
+}
+
+/* The cold entry of a cold sample this handle holds, or NULL. */
+static struct cistern__cold_ent *cold_held(struct cistern *c, const struct cistern_sample *s)
+{
+	uint64_t j = s->index_ - c->slot_count;
+	if (!s->live_ || j >= c->fixed.cold_slots)
+		return NULL;
+	struct cistern__cold_ent *e = &ents(c)[j];
+	/* Relaxed: only we move it out of ACQUIRED(me). */
+	if (atomic_load_explicit(&e->word, memory_order_relaxed) !=
+	    cw(FIFO_ACQUIRED, c->owner, s->pos_))
+		return NULL;
+	return e;
+}
+
+static void forget_cold(struct cistern_sample *s)
+{
+	free((void *)(uintptr_t)s->data);
+	s->data = NULL;
+	s->live_ = 0;
+}
+
+static int tf_release(struct cistern *c, struct cistern_sample *s)
+{
+	if (!is_cold(c, s))
+		return cistern__fifo_release(c, s);
+	struct cistern__cold_ent *e = cold_held(c, s);
+	if (!e)
+		return -EINVAL;
+	/*
+	 * As T6, [cold-free] release (or seq_cst): our read of the slot is over
+	 * (it was into our buffer) before the next lap's producer claims it.
+	 */
+	cistern__publish_word(&e->word, cw(FIFO_FREE, 0, s->pos_ + c->fixed.cold_slots));
+	cistern__count(&c->me->ctr.seen_hist[1], 1);
+	/* [wake-space] seq_cst load of producers_waiting, after the store. */
+	cistern__wake_producers(c);
+	forget_cold(s);
+	return 0;
+}
+
+static int tf_unacquire(struct cistern *c, struct cistern_sample *s)
+{
+	if (!is_cold(c, s))
+		return cistern__fifo_unacquire(c, s);
+	struct cistern__cold_ent *e = cold_held(c, s);
+	if (!e)
+		return -EINVAL;
+	cold_mark_redeliver(c, e, cw(FIFO_ACQUIRED, c->owner, s->pos_), OWNER_UNACQUIRED);
+	cistern__count(&c->me->ctr.gets, (uint64_t)-1);
+	forget_cold(s);
+	cistern__wake_readers(c);
+	return 0;
+}
+
+static bool tf_drained(struct cistern *c)
+{
+	/* Closed, the hot ring resolved ([close-claim], in cistern__fifo_drained()). */
+	if (!cistern__fifo_drained(c))
+		return false;
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	if (atomic_load_explicit(&ts->redeliver, memory_order_seq_cst) != 0)
+		return false;
+	/*
+	 * [close-claim] seq_cst: a cold claim that saw reception open moved the
+	 * cold tail (in the mode word) before the close; we see it here.
+	 */
+	uint64_t m = atomic_load_explicit(&ts->mode, memory_order_seq_cst);
+	uint64_t y = atomic_load_explicit(&ts->chead, memory_order_seq_cst);
+	return y >= mode_tail(m);
+}
+
+static void tf_reclaim(struct cistern *c, uint32_t owner)
+{
+	cistern__fifo_reclaim(c, owner);
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t reclaimed = 0;
+	bool hint = false;
+	for (uint64_t j = 0; j < c->fixed.cold_slots; j++) {
+		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_acquire);
+		unsigned st = cistern__cold_state(w);
+		uint32_t o = cistern__cold_owner(w);
+		if (st == FIFO_REDELIVER && (o == OWNER_UNACQUIRED || o == owner))
+			hint = true; /* a hand-back, or an interrupted reclaim: raise the hint */
+		if (o != owner || owner == 0)
+			continue;
+		if (st == FIFO_RESERVED) {
+			/* An unfinished cold put: as T4, seq_cst. */
+			uint64_t nw = cw(FIFO_SKIP, 0, cistern__cold_gen(w));
+			if (atomic_compare_exchange_strong_explicit(
+				    &E[j].word, &w, nw, memory_order_seq_cst, memory_order_relaxed))
+				reclaimed++;
+		} else if (st == FIFO_ACQUIRED) {
+			cold_mark_redeliver(c, &E[j], w, owner);
+		}
+	}
+	if (hint)
+		atomic_fetch_add_explicit(&ts->redeliver, 1, memory_order_seq_cst);
+	if (reclaimed)
+		atomic_fetch_add_explicit(&c->hdr->retired.reclaimed, reclaimed,
+					  memory_order_relaxed);
+}
+
+static int tf_rename(struct cistern *c, const char *dir, const char *from, const char *to)
+{
+	struct fifo_tier *t = FT(c);
+	return t ? cistern__tier_rename(&t->cold, t->open, dir, from, to) : -EINVAL;
+}
+
+/* ---- dump and restore --------------------------------------------------- */
+
+/* Cold slots a dump reads in one submission. */
+#define DUMP_BATCH 64u
+
+/* The fields of an entry a dump saves, copied at its first look. */
+struct dump_ent {
+	uint64_t y, w, id;
+	uint32_t len, crc;
+	uint8_t meta[24];
+};
+
+/* Hand the batch's samples whose entries did not move to fn, in order. */
+static int dump_flush(struct cistern *c, struct cistern__cold *cold, struct dump_ent *d,
+		      struct cistern__io *io, uint8_t *buf, unsigned k, uint64_t *rank,
+		      cistern__cold_fn fn, void *arg, uint64_t *skipped)
+{
+	if (k == 0)
+		return 0;
+	int r = cistern__uring_run(io, k);
+	if (r < 0)
+		return r;
+	/*
+	 * [dump-recheck]: every read of a slot completed before this second
+	 * look at its word, which a producer moves from FREE before it writes.
+	 */
+	cistern__load_fence();
+	struct cistern__cold_ent *E = ents(c);
+	for (unsigned i = 0; i < k && r == 0; i++) {
+		/* Relaxed: ordered after the reads by the fence above. */
+		uint64_t now = atomic_load_explicit(&E[d[i].y % c->fixed.cold_slots].word,
+						    memory_order_relaxed);
+		if (now != d[i].w) {
+			(*skipped)++; /* taken and written again while read */
+			continue;
+		}
+		const uint8_t *p = buf + (size_t)i * cold->slot_bytes;
+		if (cistern__crc32c(0, p, d[i].len) != d[i].crc)
+			return -EIO;
+		struct cistern__cold_sample cs = {
+			.id = d[i].id, .len = d[i].len, .seen = 0, .slot = (*rank)++, .data = p};
+		memcpy(cs.meta, d[i].meta, sizeof(cs.meta));
+		r = fn(&cs, arg);
+	}
+	return r;
+}
+
+/*
+ * Dump: the cold samples in queue order, those handed back first (they
+ * are older), numbered 0, 1, ... in that order. dead_held (nobody alive is
+ * attached): a sample a dead reader holds counts, as its reclaim leaves it.
+ */
+static int tf_dump(struct cistern *c, bool dead_held, cistern__cold_fn fn, void *arg,
+		   uint64_t *skipped)
+{
+	const struct cistern_fixed *f = &c->fixed;
+	/* A copied handle's private copy stops before the tier (segment.c). */
+	if (c->copied)
+		return -ENOTSUP;
+	struct cistern__cold cold;
+	int r = cistern__cold_open_read(&cold, f->cold_dir, f->name, f->cold_nonce);
+	if (r < 0)
+		return r;
+	struct dump_ent *d = calloc(DUMP_BATCH, sizeof(*d));
+	struct cistern__io *io = calloc(DUMP_BATCH, sizeof(*io));
+	uint8_t *buf = cistern__cold_alloc(&cold, DUMP_BATCH);
+	if (!d || !io || !buf)
+		r = -ENOMEM;
+	struct cistern__cold_ent *E = ents(c);
+	uint64_t n = f->cold_slots, rank = 0;
+	/* Relaxed: where to look; each entry's word decides. */
+	uint64_t tail = mode_tail(atomic_load_explicit(&TS(c)->mode, memory_order_relaxed));
+	unsigned k = 0;
+	for (uint64_t y = tail > n ? tail - n : 0; r == 0 && y < tail; y++) {
+		struct cistern__cold_ent *e = &E[y % n];
+		/* [cold-publish] acquire: the entry's fields and the slot's bytes. */
+		uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
+		unsigned st = cistern__cold_state(w);
+		if (cw_lap(w, y) != 0 ||
+		    !(st == FIFO_COMMITTED || st == FIFO_REDELIVER ||
+		      (dead_held && st == FIFO_ACQUIRED)) ||
+		    e->len > cold.slot_bytes)
+			continue;
+		d[k] = (struct dump_ent){.y = y, .w = w, .id = e->id, .len = e->len, .crc = e->crc};
+		memcpy(d[k].meta, e->meta, sizeof(d[k].meta));
+		cistern__cold_prep(&cold, &io[k], y % n, 1, buf + (size_t)k * cold.slot_bytes,
+				   false);
+		if (++k == DUMP_BATCH) {
+			r = dump_flush(c, &cold, d, io, buf, k, &rank, fn, arg, skipped);
+			k = 0;
+		}
+	}
+	if (r == 0)
+		r = dump_flush(c, &cold, d, io, buf, k, &rank, fn, arg, skipped);
+	free(d);
+	free(io);
+	free(buf);
+	cistern__cold_close(&cold);
+	return r;
+}
+
+/*
+ * Restore, on the segment being built: cold sample s goes to the next
+ * cold position (0, 1, ...), in the order the dump saved them, which is
+ * the queue's. Its entry is COMMITTED once its write completed.
+ */
+static int tf_restore_put(struct cistern *c, const struct cistern__cold_sample *s)
+{
+	struct fifo_tier *t = FT(c);
+	if (!t || !t->open || s->len > t->cold.slot_bytes || t->restored >= c->fixed.cold_slots)
+		return -EINVAL;
+	uint8_t *p = stage_take(t);
+	if (!p)
+		return -ENOMEM;
+	uint64_t y = t->restored;
+	memcpy(p, s->data, s->len);
+	memset(p + s->len, 0, t->cold.slot_bytes - s->len);
+	struct cistern__io io;
+	cistern__cold_prep(&t->cold, &io, y, 1, p, true);
+	int r = cistern__uring_run(&io, 1);
+	stage_give(t, p);
+	if (r < 0)
+		return r;
+	struct cistern__cold_ent *e = &ents(c)[y];
+	e->id = s->id;
+	e->len = s->len;
+	e->crc = cistern__crc32c(0, s->data, s->len);
+	e->flags = 0;
+	memcpy(e->meta, s->meta, sizeof(e->meta));
+	atomic_store_explicit(&e->seen, 0, memory_order_relaxed);
+	/* Release [cold-publish]: the write completed and the fields are stored. */
+	atomic_store_explicit(&e->word, cw(FIFO_COMMITTED, 0, y), memory_order_release);
+	t->restored++;
+	return 0;
+}
+
+static int tf_restore_end(struct cistern *c, const struct cistern__tier_counts *n)
+{
+	struct fifo_tier *t = FT(c);
+	if (!t || !t->open)
+		return -EINVAL;
+	struct cistern__fifo_tier_shm *ts = TS(c);
+	/*
+	 * Relaxed: nobody else has the segment yet (it appears by a rename).
+	 * The hot samples sit at positions 0 .. tail - 1 (the FIFO's restore
+	 * ran), the cold ones after them: puts go cold until those drain.
+	 * New ids start past the hot ones' (fifo_restore() set id_base).
+	 */
+	uint64_t k = t->restored;
+	atomic_store_explicit(&ts->mode, k ? CISTERN__FIFO_MODE_COLD | k : 0, memory_order_relaxed);
+	atomic_store_explicit(&ts->chead, 0, memory_order_relaxed);
+	atomic_store_explicit(&ts->next_id,
+			      atomic_load_explicit(&c->hdr->tail, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&ts->spilled, n->spilled, memory_order_relaxed);
+	atomic_store_explicit(&ts->cold_reads, n->cold_reads, memory_order_relaxed);
+	return 0;
+}
+
+static void tf_counts(const struct cistern *c, struct cistern__tier_counts *n)
+{
+	struct cistern__tier_view v;
+	tier_view(c, &v);
+	n->spilled = v.spilled;
+	n->cold_reads = v.cold_reads;
+	n->cold_evictions = 0;
+}
+
+/*
+ * gc: the cold samples readers would still get, as a reclaim of the dead
+ * leaves them: committed, handed back, or held by a reader (nobody alive is
+ * attached, so that reader is dead and its sample goes back).
+ */
+static uint64_t tf_unread(const struct cistern *c)
+{
+	const struct cistern__cold_ent *E = ents(c);
+	uint64_t n = 0;
+	for (uint64_t j = 0; j < c->fixed.cold_slots; j++) {
+		/* Relaxed: a count; the caller holds the gc lock and nobody alive is attached. */
+		unsigned st = cistern__cold_state(
+			atomic_load_explicit(&E[j].word, memory_order_relaxed));
+		n += st == FIFO_COMMITTED || st == FIFO_REDELIVER || st == FIFO_ACQUIRED;
+	}
+	return n;
+}
+
+static const struct cistern_ops tf_ops = {
+	.init = tf_init,
+	.try_reserve = tf_try_reserve,
+	.commit = tf_commit,
+	.abort = tf_abort,
+	.try_acquire = tf_try_acquire,
+	.try_acquire_batch = tf_try_acquire_batch,
+	.release = tf_release,
+	.unacquire = tf_unacquire,
+	.drained = tf_drained,
+	.reclaim = tf_reclaim,
+	.population = cistern__fifo_population,
+};
+
+const struct cistern__tiering cistern__fifo_tiering = {
+	.ops = &tf_ops,
+	.area_bytes = area_bytes,
+	.config_problem = tier_config_problem,
+	.create = tier_create,
+	.release = tier_release,
+	.unlink = cistern__tier_unlink,
+	.view = tier_view,
+	.dump = tf_dump,
+	.restore_put = tf_restore_put,
+	.restore_end = tf_restore_end,
+	.rename = tf_rename,
+	.counts = tf_counts,
+	.unread = tf_unread,
+};
