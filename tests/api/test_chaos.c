@@ -36,6 +36,7 @@
 #include <criterion/logging.h>
 
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -843,6 +844,79 @@ Test(chaos, firo_survives_random_sigkills_without_loss_or_wedge, .timeout = 900)
 Test(chaos, fifo_survives_random_sigkills_without_loss_or_wedge, .timeout = 900)
 {
 	run_chaos(&chaos_fifo);
+}
+
+/*
+ * With a cold tier: the same rules over both tiers, while kills land in
+ * spills (a producer that finds the hot slots full), cold reads and the
+ * FIFO's cold ring. The cold file lives in a directory of its own, which
+ * must be empty once the segment is gone.
+ */
+static void run_chaos_tiered(const struct chaos_policy *pol)
+{
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/var/tmp/cistern-chaos-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	struct chaos_policy p = *pol;
+	p.cfg.cold_slots = 64;
+	p.cfg.cold_dir = dir;
+	run_chaos(&p);
+	cr_assert_eq(rmdir(dir), 0, "%s: a cold file outlived its segment in %s", pol->name, dir);
+}
+
+/* The tier took part: samples went to disk and came back. */
+static void verify_cold_traffic(const struct chaos_result *res)
+{
+	cr_assert_gt(res->stats.cold_spilled, 0, "no sample went to the cold tier");
+	cr_assert_gt(res->stats.cold_reads, 0, "no sample was read from the cold tier");
+}
+
+static void verify_reservoir_tiered(const struct chaos_result *res)
+{
+	verify_reservoir(res);
+	verify_cold_traffic(res);
+}
+
+static void verify_fifo_tiered(const struct chaos_result *res)
+{
+	verify_fifo(res);
+	verify_cold_traffic(res);
+}
+
+static const struct chaos_policy chaos_reservoir_tiered = {
+	.name = "reservoir-tiered",
+	.cfg = {.policy = CISTERN_RESERVOIR,
+		.slot_size = PAYLOAD,
+		.slot_count = 32,
+		.watermark = 8},
+	.verify = verify_reservoir_tiered,
+};
+
+Test(chaos, reservoir_with_a_cold_tier_survives_random_sigkills, .timeout = 900)
+{
+	run_chaos_tiered(&chaos_reservoir_tiered);
+}
+
+static const struct chaos_policy chaos_fifo_tiered = {
+	.name = "fifo-tiered",
+	.cfg = {.slot_size = PAYLOAD, .slot_count = 32},
+	.verify = verify_fifo_tiered,
+};
+
+Test(chaos, fifo_with_a_cold_tier_survives_random_sigkills, .timeout = 900)
+{
+	run_chaos_tiered(&chaos_fifo_tiered);
+}
+
+static const struct chaos_policy chaos_firo_tiered = {
+	.name = "firo-tiered",
+	.cfg = {.policy = CISTERN_FIRO, .slot_size = PAYLOAD, .slot_count = 32, .watermark = 4},
+	.verify = verify_fifo_tiered,
+};
+
+Test(chaos, firo_with_a_cold_tier_survives_random_sigkills, .timeout = 900)
+{
+	run_chaos_tiered(&chaos_firo_tiered);
 }
 
 /*
