@@ -135,6 +135,9 @@ static void tier_release(struct cistern *c)
 	free(t->ahead.word);
 	free(t->ahead.buf);
 	free(t->ahead.io);
+	for (size_t i = 0; i < t->spares.n; i++)
+		free(t->spares.buf[i]);
+	free(t->spares.buf);
 	free(t->stage);
 	free(t->rbuf);
 	free(t);
@@ -343,6 +346,51 @@ static bool is_cold(const struct cistern *c, const struct cistern_sample *s)
 }
 
 /*
+ * Keep room for up to n spare slot buffers. A failure only means that
+ * fewer are kept (the others are freed when given back).
+ */
+static void spares_room(struct cistern__tier *t, size_t n)
+{
+	struct cistern__spares *sp = &t->spares;
+	if (sp->cap >= n)
+		return;
+	void **buf = realloc(sp->buf, n * sizeof(*buf));
+	if (!buf)
+		return;
+	sp->buf = buf;
+	sp->cap = n;
+}
+
+/* A slot buffer for a cold read: a spare one, else a new one. */
+static void *buf_get(struct cistern__tier *t)
+{
+	struct cistern__spares *sp = &t->spares;
+	if (sp->n > 0)
+		return sp->buf[--sp->n];
+	return cistern__cold_alloc(&t->cold, 1);
+}
+
+/*
+ * Give back a slot buffer that no read in flight writes to and no sample
+ * handed out points into any more: kept for the next read, or freed.
+ */
+static void buf_put(struct cistern__tier *t, void *p)
+{
+	struct cistern__spares *sp = &t->spares;
+	if (!p)
+		return;
+	if (sp->n < sp->cap)
+		sp->buf[sp->n++] = p;
+	else
+		free(p);
+}
+
+size_t cistern__tiered_spares(const struct cistern *c)
+{
+	return c->tier ? c->tier->spares.n : 0;
+}
+
+/*
  * Draw a held cold slot uniformly: probes at random; false after too many
  * misses. One this handle pins already (a sample it holds from an earlier
  * read) counts as a miss: its one pin bit could not tell two holds apart.
@@ -401,6 +449,7 @@ static int read_cold_members(struct cistern *c, struct cistern_sample *out, size
 		k += is_cold(c, &out[i]);
 	if (k == 0)
 		return 0;
+	spares_room(t, k);
 	struct cistern__io *io = calloc(k, sizeof(*io));
 	if (!io)
 		return -ENOMEM;
@@ -409,7 +458,7 @@ static int read_cold_members(struct cistern *c, struct cistern_sample *out, size
 	for (size_t i = 0; i < n && r == 0; i++) {
 		if (!is_cold(c, &out[i]))
 			continue;
-		void *buf = cistern__cold_alloc(&t->cold, 1);
+		void *buf = buf_get(t);
 		if (!buf) {
 			r = -ENOMEM;
 			break;
@@ -473,7 +522,7 @@ static void ahead_drop(struct cistern *c)
 	}
 	for (size_t i = 0; i < a->k; i++) {
 		if (!leak)
-			free(a->buf[i]);
+			buf_put(t, a->buf[i]);
 		a->buf[i] = NULL;
 	}
 	a->in_flight = false;
@@ -525,6 +574,7 @@ static void ahead_draw(struct cistern *c, size_t n)
 	uint64_t cold_n = atomic_load_explicit(&T(c)->population, memory_order_relaxed);
 	if (hot_n + cold_n == 0)
 		return;
+	spares_room(t, n);
 	a->k = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t j;
@@ -535,7 +585,7 @@ static void ahead_draw(struct cistern *c, size_t n)
 		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_acquire);
 		if (cistern__cold_state(w) != CISTERN__COLD_HELD)
 			continue;
-		void *buf = cistern__cold_alloc(&t->cold, 1);
+		void *buf = buf_get(t);
 		if (!buf)
 			break;
 		a->slot[a->k] = j;
@@ -594,7 +644,7 @@ static size_t ahead_take(struct cistern *c, struct cistern_sample *out, size_t *
 			ok = false;
 		}
 		if (!ok) {
-			free(a->buf[i]);
+			buf_put(t, a->buf[i]);
 			a->buf[i] = NULL;
 			continue;
 		}
@@ -749,7 +799,7 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 			for (size_t i = 0; i < got; i++) {
 				if (is_cold(c, &out[i])) {
 					/* Unread: its seen count was not raised. */
-					free((void *)(uintptr_t)out[i].data);
+					buf_put(c->tier, (void *)(uintptr_t)out[i].data);
 					out[i].data = NULL;
 					tiered_unacquire_one(c, &out[i]);
 				} else {
@@ -810,9 +860,9 @@ static struct cistern__cold_ent *held_entry(struct cistern *c, const struct cist
 	return NULL;
 }
 
-static void forget_cold(struct cistern_sample *s)
+static void forget_cold(struct cistern *c, struct cistern_sample *s)
 {
-	free((void *)(uintptr_t)s->data);
+	buf_put(c->tier, (void *)(uintptr_t)s->data);
 	s->data = NULL;
 	s->live_ = 0;
 }
@@ -835,7 +885,7 @@ static int tiered_release(struct cistern *c, struct cistern_sample *s)
 		atomic_fetch_sub_explicit(&T(c)->population, 1, memory_order_relaxed);
 		cistern__wake_readers(c); /* end of data may have arrived */
 	}
-	forget_cold(s);
+	forget_cold(c, s);
 	cistern__wake_producers(c);
 	return 0;
 }
@@ -871,7 +921,7 @@ static int tiered_unacquire_one(struct cistern *c, struct cistern_sample *s)
 			memory_order_release);
 	if (s->data)
 		cistern__count(&c->me->ctr.gets, (uint64_t)-1);
-	forget_cold(s);
+	forget_cold(c, s);
 	cistern__wake_producers(c);
 	cistern__wake_readers(c);
 	return 0;
