@@ -77,6 +77,8 @@ static void queue_one(struct cistern__io *io)
 	else
 		io_uring_prep_read(sqe, io->fd, p, io->len - io->done, io->off + io->done);
 	io_uring_sqe_set_data(sqe, io);
+	if (io->async)
+		io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
 	in_flight++;
 }
 

@@ -592,6 +592,8 @@ static void ahead_draw(struct cistern *c, size_t n)
 		a->word[a->k] = w;
 		a->buf[a->k] = buf;
 		cistern__cold_prep(&t->cold, &a->io[a->k], j, 1, buf, false);
+		/* The kernel's workers issue it: the caller goes back to its step at once. */
+		a->io[a->k].async = true;
 		a->k++;
 	}
 	a->n = n;
