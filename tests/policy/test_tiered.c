@@ -723,6 +723,46 @@ Test(tiered, a_member_rewritten_after_the_draw_ahead_is_not_handed_out_stale)
  * that it holds a batch and has the one after drawn ahead, its reads
  * started) and waits to be killed.
  */
+Test(tiered, a_member_drawn_ahead_whose_bytes_fail_their_crc_is_replaced)
+{
+	struct cistern *c = seg_create("badcrc", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	struct cistern_sample s[32];
+	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	uint64_t ahead[COLD];
+	size_t k = ahead_sorted(c, ahead);
+	cr_assert_gt(k, 0, "no cold member drawn ahead");
+	/* The entry's word stays: only the check of the bytes read can tell. */
+	struct cistern__cold_ent *e = (struct cistern__cold_ent *)(uintptr_t)cistern__tiered_ent(
+		c, ahead[0]);
+	uint32_t crc = e->crc;
+	e->crc = ~crc;
+	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+	e->crc = crc;
+	uint64_t got[32];
+	size_t m = cold_members_sorted(s, 32, got);
+	for (size_t i = 0; i < m; i++)
+		cr_assert_neq(got[i], ahead[0], "the member that failed its CRC was handed out");
+	for (int i = 0; i < 32; i++)
+		assert_current(c, &s[i]);
+	/* Its place was drawn afresh: the batch still holds 32 distinct samples. */
+	for (int i = 0; i < 32; i++)
+		for (int j = i + 1; j < 32; j++)
+			cr_assert_neq(s[i].meta.sample_id, s[j].meta.sample_id,
+				      "members %d and %d are one sample", i, j);
+	/* The next batch drawn ahead is still exactly the next batch read. */
+	k = ahead_sorted(c, ahead);
+	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+	m = cold_members_sorted(s, 32, got);
+	cr_assert_eq(m, k, "%zu cold members drawn ahead, %zu read", k, m);
+	for (size_t i = 0; i < k; i++)
+		cr_assert_eq(got[i], ahead[i], "cold member %zu differs", i);
+	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+}
+
 static pid_t spawn_reader_ahead(const char *name)
 {
 	int p[2];
