@@ -2,7 +2,10 @@
 /*
  * tier - what a cold tier costs a learner and saves in memory: one reservoir
  * segment of a fixed population, all in memory, half cold and 70 % cold, for
- * 4 KiB and 256 KiB samples, and the two tiered ones again with the
+ * 4 KiB samples (--mib, default 512 MiB of them) and 256 KiB samples
+ * (--big-mib, default 2048 MiB: a batch of 256 such samples is 64 MiB, and
+ * a learner that reads ahead holds two batches' buffers, which a buffer
+ * larger than memory dwarfs), and the two tiered ones again with the
  * learner's read-ahead turned off. In each run, forked producers fill the
  * population as fast as they can, then put at --put-mibs in all (default
  * 32; 0: as fast as they can) while one forked learner draws batches of 256
@@ -40,8 +43,9 @@
  * exit status is 1 only when a run failed (an error, or a sample that did
  * not arrive whole).
  *
- *   cistern-tier [--tiny] [--dir DIR] [--mib N] [--secs S] [--reps R]
- *                [--producers N] [--put-mibs R] [--step-ms T] [--batch N]
+ *   cistern-tier [--tiny] [--dir DIR] [--mib N] [--big-mib N] [--secs S]
+ *                [--reps R] [--producers N] [--put-mibs R] [--step-ms T]
+ *                [--batch N]
  *
  * DIR (default /var/tmp) must be on a disk file system that takes O_DIRECT.
  * --tiny is a run of a few seconds for the test suite: small, one
@@ -80,7 +84,7 @@ static const uint32_t sizes[NSIZE] = {4096, 262144};
 
 struct opts {
 	const char *dir;
-	uint64_t mib;
+	uint64_t mib, big_mib; /* the population of 4 KiB and of 256 KiB samples */
 	double secs, bound_secs;
 	double put_mibs; /* the producers' put rate, all together; 0: as fast as they can */
 	double step_ms;  /* the learner's training step after each batch (a sleep) */
@@ -343,7 +347,7 @@ static double plain_loop(const char *path, uint32_t slot_bytes, uint64_t nslots,
 static int one_run(const struct opts *o, int run, uint32_t len, int fi, struct result *res,
 		   bool *by_cgroup)
 {
-	uint64_t pop = (o->mib << 20) / len;
+	uint64_t pop = ((len > 4096 ? o->big_mib : o->mib) << 20) / len;
 	uint64_t cold = (uint64_t)((double)pop * fracs[fi] + 0.5);
 	struct cistern_config cfg = {0};
 	cfg.policy = CISTERN_RESERVOIR;
@@ -485,18 +489,20 @@ static double med_of(const struct result *rs, int n, size_t off)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: cistern-tier [--tiny] [--dir DIR] [--mib N] [--secs S] [--reps R] "
-			"[--producers N] [--put-mibs R] [--step-ms T] [--batch N]\n");
+	fprintf(stderr,
+		"usage: cistern-tier [--tiny] [--dir DIR] [--mib N] [--big-mib N] [--secs S] "
+		"[--reps R] [--producers N] [--put-mibs R] [--step-ms T] [--batch N]\n");
 }
 
 int main(int argc, char **argv)
 {
-	struct opts o = {"/var/tmp", 512, 3.0, 1.0, 32, 20, 3, 2, 256, false};
+	struct opts o = {"/var/tmp", 512, 2048, 3.0, 1.0, 32, 20, 3, 2, 256, false};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--tiny")) {
 			o.tiny = true;
 			o.mib = 8;
+			o.big_mib = 8;
 			o.secs = 0.2;
 			o.bound_secs = 0.1;
 			o.reps = 1;
@@ -513,6 +519,8 @@ int main(int argc, char **argv)
 			o.dir = v;
 		else if (!strcmp(a, "--mib"))
 			o.mib = strtoull(v, NULL, 0);
+		else if (!strcmp(a, "--big-mib"))
+			o.big_mib = strtoull(v, NULL, 0);
 		else if (!strcmp(a, "--secs"))
 			o.secs = atof(v);
 		else if (!strcmp(a, "--reps"))
@@ -531,9 +539,9 @@ int main(int argc, char **argv)
 		}
 		i++;
 	}
-	if (o.mib == 0 || o.secs <= 0 || o.put_mibs < 0 || o.step_ms < 0 || o.reps < 1 ||
-	    o.reps > MAX_REPS || o.producers < 1 || o.producers > MAX_PRODUCERS || o.batch < 1 ||
-	    (o.mib << 20) / sizes[NSIZE - 1] < 4 * (uint64_t)o.batch) {
+	if (o.mib == 0 || o.big_mib == 0 || o.secs <= 0 || o.put_mibs < 0 || o.step_ms < 0 ||
+	    o.reps < 1 || o.reps > MAX_REPS || o.producers < 1 || o.producers > MAX_PRODUCERS ||
+	    o.batch < 1 || (o.big_mib << 20) / sizes[NSIZE - 1] < 4 * (uint64_t)o.batch) {
 		fprintf(stderr, "cistern-tier: bad options (the population of the largest samples "
 				"must hold 4 batches)\n");
 		usage();
@@ -557,11 +565,13 @@ int main(int argc, char **argv)
 	char put_rate[48] = "as fast as they can";
 	if (o.put_mibs > 0)
 		snprintf(put_rate, sizeof(put_rate), "%.0f MiB/s in all", o.put_mibs);
-	printf("Cold tier (reservoir of %llu MiB of samples, cold file in %s; %d producers putting "
+	printf("Cold tier (reservoir of %llu MiB of 4 KiB samples and %llu MiB of 256 KiB samples, "
+	       "cold file in %s; %d producers putting "
 	       "%s, one learner drawing batches of %u with a step of %.0f ms; median of %d runs of "
 	       "%.1f s; memory by %s)%s:\n\n",
-	       (unsigned long long)o.mib, o.dir, o.producers, put_rate, o.batch, o.step_ms, o.reps,
-	       o.secs, by_cgroup ? "a memory cgroup's peak usage" : "peak PSS plus the shm object",
+	       (unsigned long long)o.mib, (unsigned long long)o.big_mib, o.dir, o.producers,
+	       put_rate, o.batch, o.step_ms, o.reps, o.secs,
+	       by_cgroup ? "a memory cgroup's peak usage" : "peak PSS plus the shm object",
 	       o.tiny ? " [tiny run: figures meaningless]" : "");
 	printf("| sample | population | batches/s | / in memory | cold reads/batch | disk bound "
 	       "batches/s | / bound | memory MiB | / in memory | written / spilled (proc io, "

@@ -80,6 +80,8 @@ static void queue_one(struct cistern__io *io)
 	} else
 		io_uring_prep_read(sqe, io->fd, p, io->len - io->done, io->off + io->done);
 	io_uring_sqe_set_data(sqe, io);
+	if (io->async)
+		io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
 	in_flight++;
 }
 
@@ -179,10 +181,16 @@ int cistern__uring_wait(struct cistern__io_batch *b)
 		/* Requests of this batch that did not fit before. */
 		fill(b);
 		/*
-		 * Hand over whatever is queued and wait for one completion. A
-		 * signal interrupts the wait, not the requests: wait again.
+		 * Hand over whatever is queued and wait. Once every request of the
+		 * batch is in the ring, wait for as many completions as it still
+		 * needs (no more than the ring holds, so that they all come): one
+		 * wake-up for the batch, not one a request. A signal interrupts
+		 * the wait, not the requests: wait again.
 		 */
-		int r = io_uring_submit_and_wait(&ring, 1);
+		unsigned want = 1;
+		if (b->next == b->n)
+			want = b->pending < in_flight ? b->pending : in_flight;
+		int r = io_uring_submit_and_wait(&ring, want ? want : 1);
 		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
 			pthread_mutex_unlock(&ring_lock);
 			return r;

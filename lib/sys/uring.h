@@ -30,6 +30,12 @@ struct cistern__io {
 	void *buf;
 	uint32_t len;
 	uint64_t off;
+	/*
+	 * Issued by the kernel's workers (IOSQE_ASYNC) rather than inside the
+	 * submission, which then returns at once: for requests that nobody
+	 * waits for soon, such as reads ahead.
+	 */
+	bool async;
 	/* Set by the batch: bytes done so far, and 0 once done, or -errno. */
 	uint32_t done;
 	int res;

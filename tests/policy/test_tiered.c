@@ -615,6 +615,85 @@ Test(tiered, a_handle_without_read_ahead_draws_nothing_ahead)
 	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
 }
 
+/* Whether p is the data of a cold member of s[0..n). */
+static bool cold_data_in(const void *p, const struct cistern_sample *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (s[i].index_ >= HOT && s[i].data == p)
+			return true;
+	return false;
+}
+
+/*
+ * Hold batch `held` while 16 more batches are read and released: no cold
+ * member of a later batch shares a buffer with it, and its bytes stay whole.
+ */
+static void assert_held_batch_untouched(struct cistern *c)
+{
+	struct cistern_sample held[32], s[32];
+	cr_assert_eq(cistern_acquire_batch(c, held, 32, 2000), 32);
+	cr_assert_gt(cold_members_sorted(held, 32, (uint64_t[32]){0}), 0, "no cold member held");
+	for (int round = 0; round < 16; round++) {
+		cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+		for (int i = 0; i < 32; i++) {
+			assert_whole(s[i].data, s[i].len, &s[i].meta);
+			if (s[i].index_ >= HOT)
+				cr_assert(!cold_data_in(s[i].data, held, 32),
+					  "round %d: member %d reuses a buffer still held", round,
+					  i);
+		}
+		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	}
+	for (int i = 0; i < 32; i++)
+		assert_whole(held[i].data, held[i].len, &held[i].meta);
+	cr_assert_eq(cistern_release_batch(c, held, 32), 0);
+}
+
+Test(tiered, buffers_reused_by_reads_ahead_never_overwrite_a_batch_still_held)
+{
+	struct cistern *c = seg_create("reuse", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	assert_held_batch_untouched(c);
+}
+
+Test(tiered, buffers_reused_by_plain_batch_reads_never_overwrite_a_batch_still_held)
+{
+	struct cistern *c = seg_create("reuse_plain", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	cr_assert_eq(cistern__tiered_read_ahead(c, false), 0);
+	assert_held_batch_untouched(c);
+}
+
+Test(tiered, released_cold_buffers_serve_the_next_reads_and_at_most_a_batch_is_kept)
+{
+	struct cistern *c = seg_create("spares", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	struct cistern_sample s[32];
+	for (int round = 0; round < 16; round++) {
+		cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+		size_t before = cistern__tiered_spares(c);
+		uint64_t cold[32];
+		size_t k = cold_members_sorted(s, 32, cold);
+		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+		size_t after = cistern__tiered_spares(c);
+		/* Each cold member's buffer is kept, up to a batch's worth. */
+		size_t want = before + k < 32 ? before + k : 32;
+		cr_assert_eq(after, want, "round %d: %zu kept after %zu given back to %zu", round,
+			     after, k, before);
+		/* The next batch drawn ahead reads into kept buffers. */
+		cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+		uint64_t ahead[COLD];
+		size_t m = cistern__tiered_ahead_slots(c, ahead, COLD);
+		size_t left = cistern__tiered_spares(c);
+		cr_assert_eq(left, after > m ? after - m : 0,
+			     "round %d: %zu kept, %zu read ahead, %zu left", round, after, m, left);
+		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	}
+}
+
 Test(tiered, a_member_rewritten_after_the_draw_ahead_is_not_handed_out_stale)
 {
 	struct cistern *c = seg_create("stale", tiered_cfg());
@@ -658,6 +737,46 @@ Test(tiered, a_member_rewritten_after_the_draw_ahead_is_not_handed_out_stale)
  * that it holds a batch and has the one after drawn ahead, its reads
  * started) and waits to be killed.
  */
+Test(tiered, a_member_drawn_ahead_whose_bytes_fail_their_crc_is_replaced)
+{
+	struct cistern *c = seg_create("badcrc", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	struct cistern_sample s[32];
+	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	uint64_t ahead[COLD];
+	size_t k = ahead_sorted(c, ahead);
+	cr_assert_gt(k, 0, "no cold member drawn ahead");
+	/* The entry's word stays: only the check of the bytes read can tell. */
+	struct cistern__cold_ent *e = (struct cistern__cold_ent *)(uintptr_t)cistern__tiered_ent(
+		c, ahead[0]);
+	uint32_t crc = e->crc;
+	e->crc = ~crc;
+	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+	e->crc = crc;
+	uint64_t got[32];
+	size_t m = cold_members_sorted(s, 32, got);
+	for (size_t i = 0; i < m; i++)
+		cr_assert_neq(got[i], ahead[0], "the member that failed its CRC was handed out");
+	for (int i = 0; i < 32; i++)
+		assert_current(c, &s[i]);
+	/* Its place was drawn afresh: the batch still holds 32 distinct samples. */
+	for (int i = 0; i < 32; i++)
+		for (int j = i + 1; j < 32; j++)
+			cr_assert_neq(s[i].meta.sample_id, s[j].meta.sample_id,
+				      "members %d and %d are one sample", i, j);
+	/* The next batch drawn ahead is still exactly the next batch read. */
+	k = ahead_sorted(c, ahead);
+	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+	m = cold_members_sorted(s, 32, got);
+	cr_assert_eq(m, k, "%zu cold members drawn ahead, %zu read", k, m);
+	for (size_t i = 0; i < k; i++)
+		cr_assert_eq(got[i], ahead[i], "cold member %zu differs", i);
+	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+}
+
 static pid_t spawn_reader_ahead(const char *name)
 {
 	int p[2];

@@ -139,6 +139,32 @@ Test(cold, reads_started_ahead_are_waited_for_in_any_order)
 	cistern__cold_close(&c);
 }
 
+Test(cold, reads_handed_to_the_kernels_workers_complete_like_the_others)
+{
+	struct cistern__cold c;
+	make(&c, "async", 8192, 64);
+	uint8_t *w = cistern__cold_alloc(&c, 64), *r = cistern__cold_alloc(&c, 64);
+	for (uint64_t i = 0; i < 64; i++)
+		fill(w + i * 8192, 8192, 500 + i);
+	struct cistern__io io[64];
+	cistern__cold_prep(&c, &io[0], 0, 64, w, true);
+	cr_assert_eq(cistern__uring_run(io, 1), 0);
+	/* Every other read async, scattered over the file. */
+	for (unsigned i = 0; i < 64; i++) {
+		cistern__cold_prep(&c, &io[i], (i * 37u) % 64, 1, r + (size_t)i * 8192, false);
+		io[i].async = i % 2 == 0;
+	}
+	cr_assert_eq(cistern__uring_run(io, 64), 0);
+	for (unsigned i = 0; i < 64; i++) {
+		cr_assert_eq(io[i].res, 0, "read %u: %d", i, io[i].res);
+		cr_assert(matches(r + (size_t)i * 8192, 8192, 500 + (i * 37u) % 64),
+			  "read %u (async %d) is not its slot", i, io[i].async);
+	}
+	free(w);
+	free(r);
+	cistern__cold_close(&c);
+}
+
 Test(cold, a_read_past_the_end_fails_alone_in_its_batch)
 {
 	struct cistern__cold c;

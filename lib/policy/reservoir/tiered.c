@@ -134,6 +134,9 @@ static void tier_release(struct cistern *c)
 	free(t->ahead.word);
 	free(t->ahead.buf);
 	free(t->ahead.io);
+	for (size_t i = 0; i < t->spares.n; i++)
+		free(t->spares.buf[i]);
+	free(t->spares.buf);
 	free(t->stage);
 	free(t->rbuf);
 	free(t);
@@ -467,6 +470,51 @@ static bool is_cold(const struct cistern *c, const struct cistern_sample *s)
 }
 
 /*
+ * Keep room for up to n spare slot buffers. A failure only means that
+ * fewer are kept (the others are freed when given back).
+ */
+static void spares_room(struct cistern__tier *t, size_t n)
+{
+	struct cistern__spares *sp = &t->spares;
+	if (sp->cap >= n)
+		return;
+	void **buf = realloc(sp->buf, n * sizeof(*buf));
+	if (!buf)
+		return;
+	sp->buf = buf;
+	sp->cap = n;
+}
+
+/* A slot buffer for a cold read: a spare one, else a new one. */
+static void *buf_get(struct cistern__tier *t)
+{
+	struct cistern__spares *sp = &t->spares;
+	if (sp->n > 0)
+		return sp->buf[--sp->n];
+	return cistern__cold_alloc(&t->cold, 1);
+}
+
+/*
+ * Give back a slot buffer that no read in flight writes to and no sample
+ * handed out points into any more: kept for the next read, or freed.
+ */
+static void buf_put(struct cistern__tier *t, void *p)
+{
+	struct cistern__spares *sp = &t->spares;
+	if (!p)
+		return;
+	if (sp->n < sp->cap)
+		sp->buf[sp->n++] = p;
+	else
+		free(p);
+}
+
+size_t cistern__tiered_spares(const struct cistern *c)
+{
+	return c->tier ? c->tier->spares.n : 0;
+}
+
+/*
  * Draw a held cold slot uniformly: probes at random; false after too many
  * misses. One this handle pins already (a sample it holds from an earlier
  * read) counts as a miss: its one pin bit could not tell two holds apart.
@@ -515,16 +563,17 @@ static bool take_cold(struct cistern *c, struct cistern__cold_ent *e, uint64_t *
 /* Read the cold members of out[0..n) (none read yet) in one submission. */
 static int read_cold_members(struct cistern *c, struct cistern_sample *out, size_t n)
 {
-	struct cistern__tier *t;
-	int r = tier_get(c, &t);
-	if (r < 0)
-		return r;
-	struct cistern__cold_ent *E = ents(c);
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
 		k += is_cold(c, &out[i]);
 	if (k == 0)
 		return 0;
+	struct cistern__tier *t;
+	int r = tier_get(c, &t);
+	if (r < 0)
+		return r;
+	struct cistern__cold_ent *E = ents(c);
+	spares_room(t, k);
 	struct cistern__io *io = calloc(k, sizeof(*io));
 	if (!io)
 		return -ENOMEM;
@@ -533,7 +582,7 @@ static int read_cold_members(struct cistern *c, struct cistern_sample *out, size
 	for (size_t i = 0; i < n && r == 0; i++) {
 		if (!is_cold(c, &out[i]))
 			continue;
-		void *buf = cistern__cold_alloc(&t->cold, 1);
+		void *buf = buf_get(t);
 		if (!buf) {
 			r = -ENOMEM;
 			break;
@@ -597,7 +646,7 @@ static void ahead_drop(struct cistern *c)
 	}
 	for (size_t i = 0; i < a->k; i++) {
 		if (!leak)
-			free(a->buf[i]);
+			buf_put(t, a->buf[i]);
 		a->buf[i] = NULL;
 	}
 	a->in_flight = false;
@@ -649,6 +698,7 @@ static void ahead_draw(struct cistern *c, size_t n)
 	uint64_t cold_n = atomic_load_explicit(&T(c)->population, memory_order_relaxed);
 	if (hot_n + cold_n == 0)
 		return;
+	spares_room(t, n);
 	a->k = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t j;
@@ -659,13 +709,15 @@ static void ahead_draw(struct cistern *c, size_t n)
 		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_acquire);
 		if (cistern__cold_state(w) != CISTERN__COLD_HELD)
 			continue;
-		void *buf = cistern__cold_alloc(&t->cold, 1);
+		void *buf = buf_get(t);
 		if (!buf)
 			break;
 		a->slot[a->k] = j;
 		a->word[a->k] = w;
 		a->buf[a->k] = buf;
 		cistern__cold_prep(&t->cold, &a->io[a->k], j, 1, buf, false);
+		/* The kernel's workers issue it: the caller goes back to its step at once. */
+		a->io[a->k].async = true;
 		a->k++;
 	}
 	a->n = n;
@@ -680,8 +732,9 @@ static void ahead_draw(struct cistern *c, size_t n)
 /*
  * Take the batch drawn ahead into out[0..): wait for its reads, then pin
  * each cold member and keep it only if its entry still holds the sample
- * drawn (the same HELD word: the slot was not written since) and the bytes
- * read match its CRC. The count taken; *hot gets the hot members to draw.
+ * drawn (the same HELD word: the slot was not written since). Their bytes
+ * are checked later, by ahead_check(). The count taken; *hot gets the hot
+ * members to draw.
  */
 static size_t ahead_take(struct cistern *c, struct cistern_sample *out, size_t *hot)
 {
@@ -712,13 +765,13 @@ static size_t ahead_take(struct cistern *c, struct cistern_sample *out, size_t *
 			  !(atomic_load_explicit(&e->pins, memory_order_relaxed) & mine) &&
 			  cistern__cold_pin(e, (unsigned)rs->pin_bit, &w);
 		if (ok &&
-		    (w != a->word[i] || cistern__crc32c(0, a->buf[i], e->len) != e->crc ||
+		    (w != a->word[i] ||
 		     !cistern__scratch_add(&rs->scratch, (uint32_t)(c->slot_count + a->slot[i])))) {
 			cistern__cold_unpin(e, (unsigned)rs->pin_bit);
 			ok = false;
 		}
 		if (!ok) {
-			free(a->buf[i]);
+			buf_put(t, a->buf[i]);
 			a->buf[i] = NULL;
 			continue;
 		}
@@ -729,6 +782,30 @@ static size_t ahead_take(struct cistern *c, struct cistern_sample *out, size_t *
 	a->k = 0;
 	a->n = 0;
 	return got;
+}
+
+/*
+ * Check the bytes of the members taken from ahead, out[0..k), against
+ * their entries' CRCs: pinned and unchanged since the draw, the entries
+ * describe the bytes that were read. A member that fails is unpinned and
+ * its place in out[0..*got) taken by the last member. Whether all passed.
+ */
+static bool ahead_check(struct cistern *c, struct cistern_sample *out, size_t k, size_t *got)
+{
+	struct cistern__rs_state *rs = cistern__rs(c);
+	struct cistern__cold_ent *E = ents(c);
+	bool all = true;
+	/* From the end: a member moved into a hole was checked already, or needs no check. */
+	for (size_t i = k; i-- > 0;) {
+		struct cistern__cold_ent *e = &E[out[i].index_ - c->slot_count];
+		if (cistern__crc32c(0, out[i].data, out[i].len) == e->crc)
+			continue;
+		all = false;
+		cistern__cold_unpin(e, (unsigned)rs->pin_bit);
+		buf_put(c->tier, (void *)(uintptr_t)out[i].data);
+		out[i] = out[--*got];
+	}
+	return all;
 }
 
 int cistern__tiered_read_ahead(struct cistern *c, bool on)
@@ -797,109 +874,146 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 		return r;
 	}
 	/* A batch drawn ahead for this read; after close a read takes samples for good. */
-	size_t got = 0, misses = 0, cold = 0, hot_left = 0;
+	size_t got = 0, misses = 0, hot_left = 0;
 	struct cistern__tier *t = c->tier;
 	if (t && t->ahead.n && (closed || !batch || t->ahead.n != n)) {
 		if (closed || batch)
 			ahead_drop(c);
 	} else if (t && t->ahead.n) {
-		got = cold = ahead_take(c, out, &hot_left);
+		got = ahead_take(c, out, &hot_left);
 	}
-	size_t ahead_got = got;
-	while (got < n && misses < 4 * RS_PICK_TRIES) {
-		uint64_t hot_n = atomic_load_explicit(&c->hdr->population, memory_order_relaxed);
-		uint64_t cold_n = atomic_load_explicit(&ts->population, memory_order_relaxed);
-		if (hot_n + cold_n == 0)
-			break;
-		/* The hot members planned ahead first, unless the hot tier keeps missing. */
-		if (hot_left && misses >= RS_PICK_TRIES)
-			hot_left = 0;
-		/* Each sample alike: a tier by its share of the population, then uniform in it. */
-		struct cistern_sample *s = &out[got];
-		if (hot_left || cistern__rng_below(&c->rng, hot_n + cold_n) < hot_n) {
-			uint64_t idx, w;
-			if (cistern__pick(c, &rs->pick_read, cistern__rs_is_held, NULL, &idx) < 0 ||
-			    !cistern__scratch_add(&rs->scratch, (uint32_t)idx)) {
-				misses++;
-				continue;
+	/* Members out[0..unchecked) came from ahead; out[unchecked..unread) need no read. */
+	size_t unchecked = got, unread = got;
+	bool drew = false;
+	for (;;) {
+		while (got < n && misses < 4 * RS_PICK_TRIES) {
+			uint64_t hot_n = atomic_load_explicit(&c->hdr->population,
+							      memory_order_relaxed);
+			uint64_t cold_n = atomic_load_explicit(&ts->population,
+							       memory_order_relaxed);
+			if (hot_n + cold_n == 0)
+				break;
+			/* The hot members planned ahead first, unless the hot tier keeps missing. */
+			if (hot_left && misses >= RS_PICK_TRIES)
+				hot_left = 0;
+			/* Each sample alike: a tier by its share of the population, then uniform in it. */
+			struct cistern_sample *s = &out[got];
+			if (hot_left || cistern__rng_below(&c->rng, hot_n + cold_n) < hot_n) {
+				uint64_t idx, w;
+				if (cistern__pick(c, &rs->pick_read, cistern__rs_is_held, NULL,
+						  &idx) < 0 ||
+				    !cistern__scratch_add(&rs->scratch, (uint32_t)idx)) {
+					misses++;
+					continue;
+				}
+				bool ok = take ? cistern__rs_read_exclusive(c, s, idx) == 0
+					       : cistern__pin(c, idx, RS_HELD, &w);
+				if (!ok) {
+					cistern__scratch_forget(&rs->scratch, (uint32_t)idx);
+					misses++;
+					continue;
+				}
+				if (!take)
+					cistern__rs_read_pinned(c, s, idx, w);
+				hot_left -= hot_left > 0;
+			} else {
+				uint64_t j, w;
+				uint32_t key;
+				if (!draw_cold(c, &j) ||
+				    !cistern__scratch_add(&rs->scratch,
+							  key = (uint32_t)(c->slot_count + j))) {
+					misses++;
+					continue;
+				}
+				bool ok = take ? take_cold(c, &E[j], &w)
+					       : cistern__cold_pin(&E[j], (unsigned)rs->pin_bit,
+								   &w);
+				if (!ok) {
+					cistern__scratch_forget(&rs->scratch, key);
+					misses++;
+					continue;
+				}
+				/*
+				 * A take is counted at once, before its read: a reclaim of a
+				 * dead taker gives one read back (give_back_takes()), which
+				 * must have been counted.
+				 */
+				if (take)
+					atomic_fetch_add_explicit(&E[j].seen, 1,
+								  memory_order_relaxed);
+				fill_cold_sample(c, s, j, w,
+						 take ? RS_LIVE_EXCLUSIVE : RS_LIVE_PINNED);
 			}
-			bool ok = take ? cistern__rs_read_exclusive(c, s, idx) == 0
-				       : cistern__pin(c, idx, RS_HELD, &w);
-			if (!ok) {
-				cistern__scratch_forget(&rs->scratch, (uint32_t)idx);
-				misses++;
-				continue;
-			}
-			if (!take)
-				cistern__rs_read_pinned(c, s, idx, w);
-			hot_left -= hot_left > 0;
-		} else {
-			uint64_t j, w;
-			uint32_t key;
-			if (!draw_cold(c, &j) ||
-			    !cistern__scratch_add(&rs->scratch,
-						  key = (uint32_t)(c->slot_count + j))) {
-				misses++;
-				continue;
-			}
-			bool ok = take ? take_cold(c, &E[j], &w)
-				       : cistern__cold_pin(&E[j], (unsigned)rs->pin_bit, &w);
-			if (!ok) {
-				cistern__scratch_forget(&rs->scratch, key);
-				misses++;
-				continue;
-			}
-			/*
-			 * A take is counted at once, before its read: a reclaim of a
-			 * dead taker gives one read back (give_back_takes()), which
-			 * must have been counted.
-			 */
-			if (take)
-				atomic_fetch_add_explicit(&E[j].seen, 1, memory_order_relaxed);
-			fill_cold_sample(c, s, j, w, take ? RS_LIVE_EXCLUSIVE : RS_LIVE_PINNED);
-			cold++;
+			misses = 0;
+			got++;
 		}
+		/* The members taken from ahead were read already. */
+		r = read_cold_members(c, out + unread, got - unread);
+		if (r < 0)
+			break;
+		unread = got;
+		if (unchecked == 0)
+			break;
+		/*
+		 * The next batch's reads start before this one's bytes are checked,
+		 * so that the disk works while the CPU checks. Its draw skips the
+		 * cold members we pin now.
+		 */
+		if (batch && !take && got == n && !drew) {
+			ahead_draw(c, n);
+			drew = true;
+		}
+		bool all = ahead_check(c, out, unchecked, &got);
+		unchecked = 0;
+		unread = got;
+		if (all || got == n)
+			break;
+		/* Draw the failed members' places afresh, distinct from the members kept. */
+		r = cistern__scratch_reset(c, n);
+		if (r < 0)
+			break;
+		for (size_t i = 0; i < got; i++)
+			cistern__scratch_add(&rs->scratch, out[i].index_);
 		misses = 0;
-		got++;
+	}
+	size_t cold = 0;
+	for (size_t i = 0; i < got; i++)
+		cold += is_cold(c, &out[i]);
+	if (r < 0) {
+		/* Give every member back, hot and cold, as if never drawn. */
+		for (size_t i = 0; i < got; i++) {
+			if (is_cold(c, &out[i])) {
+				/* Unread: a pin's seen count was not raised, a take's was. */
+				if (out[i].live_ == RS_LIVE_EXCLUSIVE)
+					atomic_fetch_sub_explicit(
+						&E[out[i].index_ - c->slot_count].seen, 1,
+						memory_order_relaxed);
+				buf_put(c->tier, (void *)(uintptr_t)out[i].data);
+				out[i].data = NULL;
+				tiered_unacquire_one(c, &out[i]);
+			} else {
+				cistern__rs_unacquire(c, &out[i]);
+			}
+		}
+		cistern__rs_rate_settle(c, taken, 0);
+		return r;
 	}
 	if (cold) {
-		/* The members taken from ahead were read and checked there. */
-		r = read_cold_members(c, out + ahead_got, got - ahead_got);
-		if (r == 0) {
-			/* Seen while pinned or taken: counted before the release lets an evictor see it. */
-			bool woke = false;
-			for (size_t i = 0; i < got; i++)
-				if (is_cold(c, &out[i]) && out[i].live_ == RS_LIVE_PINNED)
-					woke |= atomic_fetch_add_explicit(
-							&E[out[i].index_ - c->slot_count].seen, 1,
-							memory_order_relaxed) == 0;
-			cistern__count(&c->me->ctr.gets, cold);
-			atomic_fetch_add_explicit(&ts->cold_reads, cold, memory_order_relaxed);
-			if (woke)
-				cistern__wake_producers(c); /* cold samples became evictable */
-		} else {
-			/* Give every member back, hot and cold, as if never drawn. */
-			for (size_t i = 0; i < got; i++) {
-				if (is_cold(c, &out[i])) {
-					/* Unread: a pin's seen count was not raised, a take's was. */
-					if (out[i].live_ == RS_LIVE_EXCLUSIVE)
-						atomic_fetch_sub_explicit(
-							&E[out[i].index_ - c->slot_count].seen, 1,
-							memory_order_relaxed);
-					free((void *)(uintptr_t)out[i].data);
-					out[i].data = NULL;
-					tiered_unacquire_one(c, &out[i]);
-				} else {
-					cistern__rs_unacquire(c, &out[i]);
-				}
-			}
-			cistern__rs_rate_settle(c, taken, 0);
-			return r;
-		}
+		/* Seen while pinned or taken: counted before the release lets an evictor see it. */
+		bool woke = false;
+		for (size_t i = 0; i < got; i++)
+			if (is_cold(c, &out[i]) && out[i].live_ == RS_LIVE_PINNED)
+				woke |= atomic_fetch_add_explicit(
+						&E[out[i].index_ - c->slot_count].seen, 1,
+						memory_order_relaxed) == 0;
+		cistern__count(&c->me->ctr.gets, cold);
+		atomic_fetch_add_explicit(&ts->cold_reads, cold, memory_order_relaxed);
+		if (woke)
+			cistern__wake_producers(c); /* cold samples became evictable */
 	}
 	if (got == n || (closed && got > 0)) {
 		cistern__rs_rate_settle(c, taken, got);
-		if (batch && !take)
+		if (batch && !take && !drew)
 			ahead_draw(c, n);
 		return (int)got;
 	}
@@ -949,9 +1063,9 @@ static struct cistern__cold_ent *held_entry(struct cistern *c, const struct cist
 	return NULL;
 }
 
-static void forget_cold(struct cistern_sample *s)
+static void forget_cold(struct cistern *c, struct cistern_sample *s)
 {
-	free((void *)(uintptr_t)s->data);
+	buf_put(c->tier, (void *)(uintptr_t)s->data);
 	s->data = NULL;
 	s->live_ = 0;
 }
@@ -983,7 +1097,7 @@ static int tiered_release(struct cistern *c, struct cistern_sample *s)
 		atomic_fetch_sub_explicit(&T(c)->population, 1, memory_order_relaxed);
 		cistern__wake_readers(c); /* end of data may have arrived */
 	}
-	forget_cold(s);
+	forget_cold(c, s);
 	cistern__wake_producers(c);
 	return 0;
 }
@@ -1019,7 +1133,7 @@ static int tiered_unacquire_one(struct cistern *c, struct cistern_sample *s)
 			memory_order_release);
 	if (s->data)
 		cistern__count(&c->me->ctr.gets, (uint64_t)-1);
-	forget_cold(s);
+	forget_cold(c, s);
 	cistern__wake_producers(c);
 	cistern__wake_readers(c);
 	return 0;

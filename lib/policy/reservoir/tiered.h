@@ -70,6 +70,17 @@ struct cistern__ahead {
 	bool in_flight; /* started: wait before the buffers are freed */
 };
 
+/*
+ * Slot buffers a handle's cold samples gave back, kept for its next reads
+ * (tiered.c): a batch read then allocates nothing, and the pages stay
+ * mapped instead of being faulted in and zeroed again. It keeps at most
+ * `cap`, one batch's worth; a buffer given back past that is freed.
+ */
+struct cistern__spares {
+	void **buf;
+	size_t n, cap;
+};
+
 /* The handle's side: the open cold file, a staging slot, the batch drawn ahead. */
 struct cistern__tier {
 	struct cistern__cold cold;
@@ -77,6 +88,7 @@ struct cistern__tier {
 	void *stage;   /* a spill's slots, aligned; made at the first spill */
 	bool no_ahead; /* batch reads do not draw ahead (cistern__tiered_read_ahead) */
 	struct cistern__ahead ahead;
+	struct cistern__spares spares;
 	/* A restore: staged slots from rfirst on, written rfill at a time (tiered.c). */
 	void *rbuf;
 	uint64_t rfirst, restored;
@@ -94,6 +106,8 @@ int cistern__tiered_read_ahead(struct cistern *c, bool on);
  * slots: their count (0: none drawn). For tests.
  */
 size_t cistern__tiered_ahead_slots(const struct cistern *c, uint64_t *slots, size_t cap);
+/* How many slot buffers handle c keeps for reuse now. For tests. */
+size_t cistern__tiered_spares(const struct cistern *c);
 /* Cold slot j's entry in c's cold index, or NULL. For tests. */
 const struct cistern__cold_ent *cistern__tiered_ent(const struct cistern *c, uint64_t j);
 
