@@ -921,7 +921,8 @@ CISTERN_API int cistern_get_prioritized_windows(struct cistern *c, void *buf, si
 /**
  * Set the priorities of n samples by the ids a prioritized read gave, from
  * any attached process, in one call. An id whose sample left the buffer
- * since (or that names no slot of this segment) is ignored and counted in
+ * since (or that names no slot of this segment, or that another segment
+ * gave) is ignored and counted in
  * cistern_prio_info.stale_updates. Never blocks for long: it takes the
  * segment's tree lock once.
  * @return how many were applied; -EINVAL if a priority is NaN, infinite or

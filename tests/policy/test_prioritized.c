@@ -257,6 +257,30 @@ Test(prioritized, ids_of_evicted_samples_are_ignored_and_counted)
 	cr_assert(fabs(info.total - 10) < 1e-3, "the tree changed: total %g", info.total);
 }
 
+/*
+ * Two segments filled alike hold the same sample ids in the same slots: an
+ * id read from one must not reach the other's sample.
+ */
+Test(prioritized, ids_from_another_segment_are_ignored_and_counted)
+{
+	const double q[4] = {1, 2, 3, 4};
+	struct cistern *a = seg_create("p-ours", prio_cfg(4, 1, 1, 0, 0));
+	struct cistern *b = seg_create("p-theirs", prio_cfg(4, 1, 1, 0, 0));
+	put_all(a, q, 4);
+	put_all(b, q, 4);
+	uint64_t ours[4], theirs[4];
+	ids_of_all(a, 4, ours);
+	ids_of_all(b, 4, theirs);
+	double p[4] = {9, 9, 9, 9};
+	cr_assert_eq(cistern_update_priorities(a, theirs, p, 4), 0);
+	struct cistern_prio_info info;
+	cr_assert_eq(cistern_prio_info_get(a, &info), 0);
+	cr_assert_eq(info.stale_updates, 4);
+	cr_assert(fabs(info.total - 10) < 1e-3, "the tree changed: total %g", info.total);
+	/* Its own ids still apply. */
+	cr_assert_eq(cistern_update_priorities(a, ours, p, 4), 4);
+}
+
 Test(prioritized, an_id_of_a_sample_still_held_applies_among_stale_ones)
 {
 	const double q[2] = {1, 1};

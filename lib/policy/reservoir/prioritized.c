@@ -466,7 +466,7 @@ static int prio_draw(struct cistern *c, struct cistern_sample *out, size_t n, ui
 			if (closed)
 				set_leaf(&v, i, 0); /* acquired: no longer drawable */
 			if (ids)
-				ids[got] = cistern__prio_id(s->meta.sample_id, i);
+				ids[got] = cistern__prio_id(c, s->meta.sample_id, i);
 			if (weights) {
 				double w = pow((double)least / (double)leaf, beta);
 				weights[got] = w < 1 ? w : 1;
@@ -591,7 +591,7 @@ static int prio_draw_window(struct cistern *c, struct cistern_sample *out, size_
 		return r;
 	}
 	if (id)
-		*id = cistern__prio_id(out[length - 1].meta.sample_id, x);
+		*id = cistern__prio_id(c, out[length - 1].meta.sample_id, x);
 	if (weight) {
 		double w = pow((double)least / (double)leaf, beta);
 		*weight = w < 1 ? w : 1;
@@ -696,7 +696,7 @@ static int prio_update(struct cistern *c, const uint64_t *ids, const double *q, 
 		unsigned s = sw_state(atomic_load_explicit(&sm->word, memory_order_relaxed));
 		if (s != RS_HELD && s != RS_EVICTING && s != RS_ACQUIRED)
 			continue;
-		if (cistern__prio_id(sm->sample_id, i) != ids[j])
+		if (cistern__prio_id(c, sm->sample_id, i) != ids[j])
 			continue;
 		st(&v.prio[i], d_to_bits(q[j]));
 		raise_max(&v, q[j]);
