@@ -61,6 +61,11 @@ s=${PIPESTATUS[0]}; [ "$s" -eq 0 ] || status=$s
 echo
 "${nice_cmd[@]}" ./build-bench/bench/cistern-tier --dir "${COLD_DIR:-/var/tmp}" | tee build-bench/tier-output.txt
 s=${PIPESTATUS[0]}; [ "$s" -eq 0 ] || status=$s
+# A FIFO whose cold tier absorbs a burst four times its hot ring, beside the
+# same FIFO without a tier and one all in memory (BENCHMARKS.md, "FIFO burst").
+echo
+"${nice_cmd[@]}" ./build-bench/bench/cistern-fifo-burst --dir "${COLD_DIR:-/var/tmp}" | tee build-bench/fifo-burst-output.txt
+s=${PIPESTATUS[0]}; [ "$s" -eq 0 ] || status=$s
 set -e
 
 if [ $doc = 1 ]; then

@@ -8,7 +8,8 @@
 # script missing), so that a failure is not taken for a pass. The output
 # also goes through scripts/bench-table.py, which makes BENCHMARKS.md's
 # table from a full run's. Last, the cold tier's benchmark (cistern-tier)
-# runs in its tiny mode (a few seconds) and must print every row and verdict.
+# runs in its tiny mode (a few seconds) and must print every row and verdict,
+# and so must the FIFO burst benchmark (cistern-fifo-burst).
 set -uo pipefail
 bench="$1/bench/cistern-bench"
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -89,3 +90,28 @@ if [ "$(grep -c '^read-ahead: ' "$out")" -ne 4 ]; then
   exit 1
 fi
 echo "smoke: cistern-tier ran every population and sample size and printed its verdicts"
+
+# The FIFO burst benchmark (cistern-fifo-burst) in its tiny mode (a second or
+# two): every FIFO of both sample sizes ran, every sample came in order and
+# once (its exit status), and it printed its verdicts and ratios.
+burst="$1/bench/cistern-fifo-burst"
+"$burst" --tiny --dir "${COLD_DIR:-/var/tmp}" >"$out" 2>"$err"
+status=$?
+if [ $status -ne 0 ]; then
+  echo "smoke: cistern-fifo-burst --tiny exited $status"
+  grep -E '^fifo-burst: ' "$err" | head -n 20
+  exit 1
+fi
+for size in "  4 KiB" "256 KiB"; do
+  for fifo in "tiered" "hot only" "in memory"; do
+    if ! grep -E "^\| $size \| $fifo \|" "$out" | grep -qE '\| ok \|$'; then
+      echo "smoke: cistern-fifo-burst printed no passing row for $size, $fifo"
+      exit 1
+    fi
+  done
+done
+if [ "$(grep -c '^verdict' "$out")" -ne 2 ] || [ "$(grep -c '^ratio: ' "$out")" -ne 2 ]; then
+  echo "smoke: cistern-fifo-burst did not print a verdict and a ratio for each sample size"
+  exit 1
+fi
+echo "smoke: cistern-fifo-burst ran every FIFO and sample size, in order and exactly once"
