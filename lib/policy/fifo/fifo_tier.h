@@ -31,6 +31,11 @@ struct cistern__fifo_tier_shm {
 	_Atomic uint64_t cold_reads; /* cold samples handed out */
 	struct cistern__cold_io io;  /* bytes moved and waits (cold.h) */
 };
+/*
+ * The I/O counters fill what was the padding of the counters' line: the
+ * area keeps its size, and an older segment's zero padding reads as no I/O.
+ */
+_Static_assert(sizeof(struct cistern__fifo_tier_shm) == 192, "the tier's header is three lines");
 
 /* The FIFO's tier (fifo.c's descriptor). */
 extern const struct cistern__tiering cistern__fifo_tiering;

@@ -26,6 +26,11 @@ struct cistern__tier_shm {
 	_Atomic uint64_t cold_evictions; /* cold samples evicted by a spill */
 	struct cistern__cold_io io;      /* bytes moved and waits (cold.h) */
 };
+/*
+ * The I/O counters fill what was the padding of the counters' line: the
+ * area keeps its size, and an older segment's zero padding reads as no I/O.
+ */
+_Static_assert(sizeof(struct cistern__tier_shm) == 128, "the tier's header is two lines");
 
 /*
  * A spill moves up to CISTERN__SPILL_MAX hot samples, and no more than
