@@ -827,6 +827,17 @@ struct cistern_stats {
 	uint64_t cold_spilled;    /**< samples moved from memory to the cold tier */
 	uint64_t cold_reads;      /**< cold samples read back */
 	uint64_t cold_evictions;  /**< cold samples evicted (counted in evictions too) */
+	/*
+	 * The cold file's I/O, appended after the fields above. Bytes count
+	 * when their I/O completes; the waits are the time processes spent
+	 * blocked until cold writes or reads completed (a read ahead running
+	 * in the background counts only the wait that collects it). A dump's
+	 * reads are not counted.
+	 */
+	uint64_t cold_bytes_written; /**< bytes written to the cold file */
+	uint64_t cold_bytes_read;    /**< bytes read from the cold file */
+	uint64_t cold_write_wait_ns; /**< time spent waiting for cold writes */
+	uint64_t cold_read_wait_ns;  /**< time spent waiting for cold reads */
 };
 
 /**

@@ -215,6 +215,12 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 		printf("  spilled         %12" PRIu64 "  (cold reads %" PRIu64
 		       ", cold evictions %" PRIu64 ")\n",
 		       st->cold_spilled, st->cold_reads, st->cold_evictions);
+		char wb[16], rb[16];
+		printf("  cold I/O        %12s written, %s read  (waited %.3f s writing, %.3f s "
+		       "reading)\n",
+		       fmt_bytes(st->cold_bytes_written, wb, sizeof(wb)),
+		       fmt_bytes(st->cold_bytes_read, rb, sizeof(rb)),
+		       (double)st->cold_write_wait_ns / 1e9, (double)st->cold_read_wait_ns / 1e9);
 	}
 	printf("  puts            %12" PRIu64, st->puts);
 	if (prev && s->taken_ns > prev->taken_ns)
@@ -343,9 +349,12 @@ static void json(const struct snapshot *s)
 	if (st->cold_slots)
 		printf(" \"cold\": {\"slots\": %" PRIu64 ", \"population\": %" PRIu64
 		       ", \"disk_bytes\": %" PRIu64 ", \"spilled\": %" PRIu64
-		       ", \"reads\": %" PRIu64 ", \"evictions\": %" PRIu64 "},\n",
+		       ", \"reads\": %" PRIu64 ", \"evictions\": %" PRIu64
+		       ", \"bytes_written\": %" PRIu64 ", \"bytes_read\": %" PRIu64
+		       ", \"write_wait_ns\": %" PRIu64 ", \"read_wait_ns\": %" PRIu64 "},\n",
 		       st->cold_slots, st->cold_population, st->cold_disk_bytes, st->cold_spilled,
-		       st->cold_reads, st->cold_evictions);
+		       st->cold_reads, st->cold_evictions, st->cold_bytes_written,
+		       st->cold_bytes_read, st->cold_write_wait_ns, st->cold_read_wait_ns);
 	printf(" \"seen_left\": {");
 	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
 		printf("%s\"%s\": %" PRIu64, i ? ", " : "", bucket_names[i], st->seen_hist[i]);

@@ -283,6 +283,22 @@ void prom_write(FILE *f, const struct prom_seg *segs, size_t n)
 		COLD(f, "cistern_cold_evictions_total", "counter",
 		     "Cold samples evicted to make room (also in cistern_evictions_total).",
 		     x->st.cold_evictions);
+		COLD(f, "cistern_cold_bytes_written_total", "counter",
+		     "Bytes written to the cold file.", x->st.cold_bytes_written);
+		COLD(f, "cistern_cold_bytes_read_total", "counter",
+		     "Bytes read from the cold file.", x->st.cold_bytes_read);
+		prom_family(f, "cistern_cold_write_wait_seconds_total", "counter",
+			    "Time spent waiting for cold writes to complete.");
+		for (size_t i = 0; i < n; i++)
+			if (segs[i].st.cold_slots)
+				sample(f, "cistern_cold_write_wait_seconds_total", &segs[i], NULL,
+				       NULL, (double)segs[i].st.cold_write_wait_ns / 1e9);
+		prom_family(f, "cistern_cold_read_wait_seconds_total", "counter",
+			    "Time spent waiting for cold reads to complete.");
+		for (size_t i = 0; i < n; i++)
+			if (segs[i].st.cold_slots)
+				sample(f, "cistern_cold_read_wait_seconds_total", &segs[i], NULL,
+				       NULL, (double)segs[i].st.cold_read_wait_ns / 1e9);
 	}
 #undef COLD
 

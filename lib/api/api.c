@@ -817,6 +817,10 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 	st->cold_spilled = tv.spilled;
 	st->cold_reads = tv.cold_reads;
 	st->cold_evictions = tv.cold_evictions;
+	st->cold_bytes_written = tv.bytes_written;
+	st->cold_bytes_read = tv.bytes_read;
+	st->cold_write_wait_ns = tv.write_wait_ns;
+	st->cold_read_wait_ns = tv.read_wait_ns;
 	return 0;
 }
 

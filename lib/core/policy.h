@@ -298,6 +298,8 @@ struct cistern__limiter {
 /* What inspect shows of a cold tier. */
 struct cistern__tier_view {
 	uint64_t slots, population, disk_bytes, spilled, cold_reads, cold_evictions;
+	/* The I/O of the cold file (tier/cold.h, struct cistern__cold_io). */
+	uint64_t bytes_written, bytes_read, write_wait_ns, read_wait_ns;
 };
 
 /* One cold sample as dump and restore carry it (admin/dump.c, restore.c). */

@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "sys/clock.h"
 #include "sys/crc32c.h"
 
 /* The header block, at offset 0 of the file. */
@@ -397,16 +399,47 @@ void cistern__cold_abort(struct cistern__cold_ent *e)
 			      memory_order_relaxed);
 }
 
+int cistern__cold_wait(struct cistern__cold_io *ctr, struct cistern__io_batch *b)
+{
+	if (!ctr)
+		return cistern__uring_wait(b);
+	int64_t t0 = cistern__now_ns(CLOCK_MONOTONIC);
+	int r = cistern__uring_wait(b);
+	int64_t ns = cistern__now_ns(CLOCK_MONOTONIC) - t0;
+	if (b->n == 0)
+		return r;
+	uint64_t bytes = 0;
+	for (unsigned i = 0; i < b->n; i++)
+		bytes += b->io[i].done; /* a failed request counts what it moved */
+	bool write = b->io[0].write;
+	/* Relaxed: statistics (cold.h); nothing is ordered by them. */
+	atomic_fetch_add_explicit(write ? &ctr->bytes_written : &ctr->bytes_read, bytes,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(write ? &ctr->write_wait_ns : &ctr->read_wait_ns,
+				  ns > 0 ? (uint64_t)ns : 0, memory_order_relaxed);
+	return r;
+}
+
+int cistern__cold_run(struct cistern__cold_io *ctr, struct cistern__io *io, unsigned n)
+{
+	struct cistern__io_batch b;
+	int r = cistern__uring_start(&b, io, n);
+	if (r < 0)
+		return r;
+	return cistern__cold_wait(ctr, &b);
+}
+
 int cistern__cold_spill(struct cistern__cold *c, struct cistern__cold_ent *ents,
 			const uint64_t *slots, unsigned n, void *buf, const uint32_t *lens,
 			const uint64_t *ids)
 {
-	return cistern__cold_spill_seen(c, ents, slots, n, buf, lens, ids, NULL);
+	return cistern__cold_spill_seen(c, ents, slots, n, buf, lens, ids, NULL, NULL);
 }
 
 int cistern__cold_spill_seen(struct cistern__cold *c, struct cistern__cold_ent *ents,
 			     const uint64_t *slots, unsigned n, void *buf, const uint32_t *lens,
-			     const uint64_t *ids, const uint32_t *seen)
+			     const uint64_t *ids, const uint32_t *seen,
+			     struct cistern__cold_io *ctr)
 {
 	if (n == 0)
 		return 0;
@@ -430,7 +463,7 @@ int cistern__cold_spill_seen(struct cistern__cold *c, struct cistern__cold_ent *
 	int r = cistern__uring_start(&b, io, m);
 	if (r == 0) {
 		spill_step(CISTERN__SPILL_WRITING, 0);
-		r = cistern__uring_wait(&b);
+		r = cistern__cold_wait(ctr, &b);
 	}
 	free(io);
 	if (r < 0) {

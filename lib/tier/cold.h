@@ -75,6 +75,26 @@ int cistern__cold_rename(struct cistern__cold *c, const char *dir, const char *f
 /* Remove the cold file of segment `name` in `dir`. */
 int cistern__cold_unlink(const char *dir, const char *name);
 
+/*
+ * The I/O counters of a segment's cold tier, in the tier's area of the
+ * segment (each policy's tier keeps one): the bytes moved to and from the
+ * cold file, counted when a batch's wait finds them done, and the time
+ * processes spent blocked in those waits. A batch that runs in the
+ * background (a read ahead) counts only the wait that collects it.
+ * Relaxed: they are statistics; nothing is ordered by them.
+ */
+struct cistern__cold_io {
+	_Atomic uint64_t bytes_written, bytes_read, write_wait_ns, read_wait_ns;
+};
+/*
+ * cistern__uring_wait() on a batch of cold file I/O, counted in ctr (NULL:
+ * not counted): its bytes done and the time the wait took. The batch is all
+ * reads or all writes.
+ */
+int cistern__cold_wait(struct cistern__cold_io *ctr, struct cistern__io_batch *b);
+/* cistern__uring_run(), its wait counted in ctr as cistern__cold_wait(). */
+int cistern__cold_run(struct cistern__cold_io *ctr, struct cistern__io *io, unsigned n);
+
 /* An aligned buffer of n slots, or NULL; freed with free(). */
 void *cistern__cold_alloc(const struct cistern__cold *c, size_t n);
 /* Fill io for `count` slots from `slot` on, to or from buf (count * slot_bytes, aligned). */
@@ -170,11 +190,13 @@ extern void (*cistern__spill_hook)(enum cistern__spill_step step, unsigned i);
 
 /*
  * cistern__cold_spill() that gives each entry the seen count seen[i] of its
- * sample (NULL: 0), so that a sample keeps its reads when it moves.
+ * sample (NULL: 0), so that a sample keeps its reads when it moves, and
+ * counts its writes in ctr (NULL: not counted; cistern__cold_wait()).
  */
 int cistern__cold_spill_seen(struct cistern__cold *c, struct cistern__cold_ent *ents,
 			     const uint64_t *slots, unsigned n, void *buf, const uint32_t *lens,
-			     const uint64_t *ids, const uint32_t *seen);
+			     const uint64_t *ids, const uint32_t *seen,
+			     struct cistern__cold_io *ctr);
 /* Put a claimed entry back to FREE without publishing. */
 void cistern__cold_abort(struct cistern__cold_ent *e);
 /*

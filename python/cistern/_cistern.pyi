@@ -92,6 +92,10 @@ class StatsDict(TypedDict):
     cold_spilled: int
     cold_reads: int
     cold_evictions: int
+    cold_bytes_written: int
+    cold_bytes_read: int
+    cold_write_wait_ns: int
+    cold_read_wait_ns: int
 
 class OccupancyDict(TypedDict):
     slots: list[int]

@@ -165,6 +165,12 @@ class Stats(_Record):
     cold_spilled: int = 0
     cold_reads: int = 0
     cold_evictions: int = 0
+    #: The cold file's I/O: bytes written to it and read from it, and the
+    #: time processes spent waiting for those writes and reads to complete.
+    cold_bytes_written: int = 0
+    cold_bytes_read: int = 0
+    cold_write_wait_ns: int = 0
+    cold_read_wait_ns: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -94,6 +94,10 @@ PyObject *cx_stats_dict(const struct cistern_stats *st)
 	    cx_dict_set_u64(d, "cold_spilled", st->cold_spilled) < 0 ||
 	    cx_dict_set_u64(d, "cold_reads", st->cold_reads) < 0 ||
 	    cx_dict_set_u64(d, "cold_evictions", st->cold_evictions) < 0 ||
+	    cx_dict_set_u64(d, "cold_bytes_written", st->cold_bytes_written) < 0 ||
+	    cx_dict_set_u64(d, "cold_bytes_read", st->cold_bytes_read) < 0 ||
+	    cx_dict_set_u64(d, "cold_write_wait_ns", st->cold_write_wait_ns) < 0 ||
+	    cx_dict_set_u64(d, "cold_read_wait_ns", st->cold_read_wait_ns) < 0 ||
 	    cx_dict_set_bool(d, "reception_closed", st->reception_closed) < 0) {
 		Py_DECREF(d);
 		return NULL;

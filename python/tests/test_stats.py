@@ -7,7 +7,8 @@ STATS_KEYS = {
     "reader_wait_ns", "seen_hist", "unpaired", "procs_attached", "reception_closed",
     "producers_expected", "producers_done", "producers_died",
     "cold_slots", "cold_population", "cold_disk_bytes", "cold_spilled", "cold_reads",
-    "cold_evictions",
+    "cold_evictions", "cold_bytes_written", "cold_bytes_read", "cold_write_wait_ns",
+    "cold_read_wait_ns",
 }
 
 

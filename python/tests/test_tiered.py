@@ -31,6 +31,11 @@ def test_a_tiered_reservoir_holds_hot_plus_cold_samples_and_reads_them(segname, 
             assert data == data[:4] * 8
             got.add(int.from_bytes(data[:4], "little"))
         assert got == set(range(64))
+        st = seg.stats()
+        # Each cold sample went out as one 4 KiB slot and came back as one.
+        assert st.cold_bytes_written >= st.cold_spilled * 4096 > 0
+        assert st.cold_bytes_read >= st.cold_reads * 4096 > 0
+        assert st.cold_write_wait_ns > 0 and st.cold_read_wait_ns > 0
     cistern.unlink(segname)
     assert not os.path.exists(os.path.join(cold_dir, f"cistern.{segname}.cold"))
 

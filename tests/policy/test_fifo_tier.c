@@ -106,6 +106,26 @@ Test(fifo_tier, a_burst_of_four_hot_rings_is_taken_without_a_wait_and_read_in_or
 	cr_assert_eq(cistern_acquire(c, &s, 0), -EAGAIN);
 }
 
+Test(fifo_tier, counts_the_cold_bytes_moved_and_the_time_waited_for_them)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("io", &cfg);
+	for (uint32_t i = 0; i < 4 * HOT; i++)
+		cr_assert_eq(try_put(c, 1, i), 0);
+	uint64_t sb = cistern__cold_slot_bytes(SLOT);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_geq(st.cold_bytes_written, st.cold_spilled * sb);
+	cr_assert_gt(st.cold_write_wait_ns, 0);
+	cr_assert_eq(st.cold_bytes_read, 0, "nothing was read yet");
+	for (uint32_t i = 0; i < 4 * HOT; i++)
+		get_expect(c, 1, i);
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(st.cold_reads, 4 * HOT - HOT);
+	cr_assert_geq(st.cold_bytes_read, st.cold_reads * sb);
+	cr_assert_gt(st.cold_read_wait_ns, 0);
+}
+
 Test(fifo_tier, a_full_hot_and_cold_ring_answers_eagain_and_loses_nothing)
 {
 	struct cistern_config cfg = tier_cfg();

@@ -208,6 +208,29 @@ Test(tiered, get_batch_over_hot_and_cold_gives_distinct_whole_samples)
 	cr_assert_eq(st.gets, 4 * N);
 }
 
+Test(tiered, counts_the_cold_bytes_moved_and_the_time_waited_for_them)
+{
+	struct cistern *c = seg_create("io", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	uint64_t sb = cistern__cold_slot_bytes(SLOT);
+	struct cistern_stats st = stats(c);
+	cr_assert_eq(st.cold_spilled, COLD);
+	cr_assert_geq(st.cold_bytes_written, st.cold_spilled * sb, "%lu bytes written",
+		      (unsigned long)st.cold_bytes_written);
+	cr_assert_gt(st.cold_write_wait_ns, 0);
+	cr_assert_eq(st.cold_bytes_read, 0, "nothing was read yet");
+	cr_assert_eq(st.cold_read_wait_ns, 0, "nothing was read yet");
+	/* Without a read ahead, each batch's cold members are read while it waits. */
+	cr_assert_eq(cistern__tiered_read_ahead(c, false), 0);
+	read_batches(c, 4);
+	st = stats(c);
+	cr_assert_gt(st.cold_reads, 0);
+	cr_assert_geq(st.cold_bytes_read, st.cold_reads * sb, "%lu bytes for %lu cold reads",
+		      (unsigned long)st.cold_bytes_read, (unsigned long)st.cold_reads);
+	cr_assert_gt(st.cold_read_wait_ns, 0);
+}
+
 /* A child that attaches, acquires a batch of 32 and waits to be killed. */
 static pid_t spawn_batch_holder(const char *name)
 {

@@ -236,6 +236,10 @@ Test(create, a_cold_tier_is_made_shown_and_removed_with_the_segment)
 	r = run("inspect", "--json", name);
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	cr_assert(strstr(r->out, "\"cold\": {\"slots\": 32"), "%s", r->out);
+	/* Nothing moved to or from the file yet. */
+	cr_assert(strstr(r->out, ", \"bytes_written\": 0, \"bytes_read\": 0, \"write_wait_ns\": 0, "
+				 "\"read_wait_ns\": 0}"),
+		  "%s", r->out);
 	r = run("ls");
 	cr_assert(strstr(r->out, "8x1K+32") || strstr(r->out, "8x4K+32"), "%s", r->out);
 	r = run("rm", name);

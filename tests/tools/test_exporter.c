@@ -514,6 +514,76 @@ static double metric_double(const char *text, const char *prefix)
 	return p ? strtod(p + strlen(key), NULL) : -1;
 }
 
+/* The text a `cistern exporter --textfile DIR --once NAME` run writes, into text. */
+static void textfile_once(const char *name, const char *dir, char *text, size_t size)
+{
+	char err[4096];
+	cr_assert_eq(run_cmd((const char *[]){"--textfile", dir, "--once", name, NULL}, err,
+			     sizeof(err)),
+		     0, "%s", err);
+	char path[256];
+	snprintf(path, sizeof(path), "%s/cistern.prom", dir);
+	int fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	ssize_t n = read(fd, text, size - 1);
+	close(fd);
+	text[n < 0 ? 0 : n] = '\0';
+}
+
+/*
+ * A reservoir that spilled to its cold tier and read back from it: the
+ * cold I/O families give the segment's statistics, the waits in seconds.
+ */
+static char cold[64];
+
+/* The segment goes with its cold file, then the directory, whatever the test asserted. */
+static void cold_fini(void)
+{
+	seg_fini();
+	if (cold[0])
+		rmdir(cold);
+}
+
+Test(exporter, metrics_give_the_cold_tiers_bytes_and_waits, .fini = cold_fini)
+{
+	snprintf(cold, sizeof(cold), "/var/tmp/cistern-exp-cold-XXXXXX");
+	cr_assert_not_null(mkdtemp(cold), "mkdtemp: %s", strerror(errno));
+	struct cistern *c = seg_create("exp-cold", (struct cistern_config){
+							   .policy = CISTERN_RESERVOIR,
+							   .slot_size = 4096,
+							   .slot_count = 16,
+							   .watermark = 1,
+							   .cold_slots = 64,
+							   .cold_dir = cold,
+						   });
+	for (int i = 0; i < 80; i++)
+		cr_assert_eq(cistern_put(c, "sample", 6, NULL, 0), 0);
+	for (int b = 0; b < 4; b++) {
+		struct cistern_sample s[32];
+		cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	}
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_gt(st.cold_bytes_written, 0);
+	cr_assert_gt(st.cold_bytes_read, 0);
+	const char *name = seg_name_of(c);
+	char text[1 << 16], key[160];
+	textfile_once(name, seg_dir("exp-cold"), text, sizeof(text));
+	snprintf(key, sizeof(key), "cistern_cold_bytes_written_total{segment=\"%s\"}", name);
+	cr_assert_eq(metric_value(text, key), (long long)st.cold_bytes_written, "%s", text);
+	snprintf(key, sizeof(key), "cistern_cold_bytes_read_total{segment=\"%s\"}", name);
+	cr_assert_eq(metric_value(text, key), (long long)st.cold_bytes_read, "%s", text);
+	snprintf(key, sizeof(key), "cistern_cold_write_wait_seconds_total{segment=\"%s\"}", name);
+	cr_assert_float_eq(metric_double(text, key), (double)st.cold_write_wait_ns / 1e9, 1e-12,
+			   "%s", text);
+	snprintf(key, sizeof(key), "cistern_cold_read_wait_seconds_total{segment=\"%s\"}", name);
+	cr_assert_float_eq(metric_double(text, key), (double)st.cold_read_wait_ns / 1e9, 1e-12,
+			   "%s", text);
+	cr_assert(strstr(text, "# TYPE cistern_cold_read_wait_seconds_total counter\n"), "%s",
+		  text);
+}
+
 /*
  * A dump of 3000 samples whose progress file waits 200 ms at each update
  * (CISTERN_TEST_DUMP_STALL_MS) is seen half done through `cistern exporter

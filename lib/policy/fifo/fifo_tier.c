@@ -195,8 +195,9 @@ static void tier_release(struct cistern *c)
 		 * A read in flight writes into buf until it is waited for; a fork()
 		 * child's copy does not wait (the read is its parent's), nor frees.
 		 */
-		bool leak = a->in_flight && (c->inherited || (cistern__uring_wait(&a->batch) < 0 &&
-							      a->batch.pending));
+		bool leak = a->in_flight &&
+			    (c->inherited ||
+			     (cistern__cold_wait(&TS(c)->io, &a->batch) < 0 && a->batch.pending));
 		if (!leak)
 			free(a->buf);
 		free(a->word);
@@ -227,6 +228,14 @@ static void tier_view(const struct cistern *c, struct cistern__tier_view *v)
 		atomic_init(&ts.spilled, atomic_load_explicit(&s->spilled, memory_order_relaxed));
 		atomic_init(&ts.cold_reads,
 			    atomic_load_explicit(&s->cold_reads, memory_order_relaxed));
+		atomic_init(&ts.io.bytes_written,
+			    atomic_load_explicit(&s->io.bytes_written, memory_order_relaxed));
+		atomic_init(&ts.io.bytes_read,
+			    atomic_load_explicit(&s->io.bytes_read, memory_order_relaxed));
+		atomic_init(&ts.io.write_wait_ns,
+			    atomic_load_explicit(&s->io.write_wait_ns, memory_order_relaxed));
+		atomic_init(&ts.io.read_wait_ns,
+			    atomic_load_explicit(&s->io.read_wait_ns, memory_order_relaxed));
 	}
 	/* A plain copy now: nobody else sees it. */
 	uint64_t tail = mode_tail(atomic_load_explicit(&ts.mode, memory_order_relaxed));
@@ -235,6 +244,10 @@ static void tier_view(const struct cistern *c, struct cistern__tier_view *v)
 	v->population = tail > head ? tail - head : 0;
 	v->spilled = atomic_load_explicit(&ts.spilled, memory_order_relaxed);
 	v->cold_reads = atomic_load_explicit(&ts.cold_reads, memory_order_relaxed);
+	v->bytes_written = atomic_load_explicit(&ts.io.bytes_written, memory_order_relaxed);
+	v->bytes_read = atomic_load_explicit(&ts.io.bytes_read, memory_order_relaxed);
+	v->write_wait_ns = atomic_load_explicit(&ts.io.write_wait_ns, memory_order_relaxed);
+	v->read_wait_ns = atomic_load_explicit(&ts.io.read_wait_ns, memory_order_relaxed);
 	uint64_t sb = cistern__cold_slot_bytes(c->fixed.slot_size);
 	v->disk_bytes = CISTERN__COLD_BLOCK + sb * c->fixed.cold_slots;
 }
@@ -464,7 +477,7 @@ static int tf_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	uint64_t j = slot->index_ - c->slot_count;
 	struct cistern__io io;
 	cistern__cold_prep(&t->cold, &io, j, 1, slot->data, true);
-	int r = cistern__uring_run(&io, 1);
+	int r = cistern__cold_run(&TS(c)->io, &io, 1);
 	if (r < 0)
 		return r; /* the caller aborts: the entry turns SKIP */
 	e->len = (uint32_t)len;
@@ -575,7 +588,7 @@ static int batch_flush(struct cistern *c, struct fifo_tier *t, unsigned q,
 				   (uint8_t *)t->wbuf + (size_t)i * sb, true);
 		i = e;
 	}
-	int r = cistern__uring_run(t->wio, runs);
+	int r = cistern__cold_run(&TS(c)->io, t->wio, runs);
 	if (r < 0) {
 		batch_abort(c, t, q);
 		return r;
@@ -709,12 +722,12 @@ static bool ra_room(struct fifo_tier *t, struct ra_run *a, unsigned cap)
  * Wait for a run's read, if it is in flight: false if the run is not
  * usable (a read error; the ring failed, leaving buf to the kernel).
  */
-static bool ra_wait(struct ra_run *a)
+static bool ra_wait(struct cistern *c, struct ra_run *a)
 {
 	if (!a->in_flight)
 		return a->n > 0;
 	a->in_flight = false;
-	int r = cistern__uring_wait(&a->batch);
+	int r = cistern__cold_wait(&TS(c)->io, &a->batch);
 	if (r < 0 && a->batch.pending) {
 		a->buf = NULL; /* the kernel may still write into it: leak it */
 		a->cap = 0;
@@ -795,11 +808,11 @@ static int cold_bytes(struct cistern *c, struct fifo_tier *t, uint64_t j, uint64
 	 * written again before it is FREE at a later position.
 	 */
 	if (!ra_holds(&t->ra[t->cur], y)) {
-		if (b->n && y >= b->pos && y - b->pos < b->n && ra_wait(b) && ra_holds(b, y)) {
+		if (b->n && y >= b->pos && y - b->pos < b->n && ra_wait(c, b) && ra_holds(b, y)) {
 			t->cur = !t->cur;
 		} else {
 			/* Not read ahead (another reader took those): read from y on now. */
-			ra_wait(b);
+			ra_wait(c, b);
 			b->n = 0;
 			struct ra_run *a = &t->ra[t->cur];
 			a->n = 0;
@@ -807,7 +820,7 @@ static int cold_bytes(struct cistern *c, struct fifo_tier *t, uint64_t j, uint64
 				return -ENOMEM;
 			unsigned k = ra_plan(c, a, y, true);
 			cistern__cold_prep(&t->cold, &a->io, j, k, a->buf, false);
-			int r = cistern__uring_run(&a->io, 1);
+			int r = cistern__cold_run(&TS(c)->io, &a->io, 1);
 			if (r < 0)
 				return r;
 			a->pos = y;
@@ -1272,7 +1285,7 @@ static int tf_restore_put(struct cistern *c, const struct cistern__cold_sample *
 	memset(p + s->len, 0, t->cold.slot_bytes - s->len);
 	struct cistern__io io;
 	cistern__cold_prep(&t->cold, &io, y, 1, p, true);
-	int r = cistern__uring_run(&io, 1);
+	int r = cistern__cold_run(&TS(c)->io, &io, 1);
 	stage_give(t, p);
 	if (r < 0)
 		return r;

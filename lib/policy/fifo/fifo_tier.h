@@ -6,7 +6,7 @@
  *
  * The tier's area follows the rest of the segment, at fixed.cold_off:
  *
- *   [ struct cistern__fifo_tier_shm ]  mode word, cold head, hint, counters
+ *   [ struct cistern__fifo_tier_shm ]  mode word, cold head, hint, counters, I/O
  *   [ struct cistern__cold_ent x N  ]  the cold ring, 64 bytes a cold slot
  */
 #ifndef CISTERN_FIFO_TIER_H
@@ -29,7 +29,13 @@ struct cistern__fifo_tier_shm {
 	_Atomic uint64_t next_id;    /* ids of the samples put, both rings */
 	_Atomic uint64_t spilled;    /* samples put to the cold ring */
 	_Atomic uint64_t cold_reads; /* cold samples handed out */
+	struct cistern__cold_io io;  /* bytes moved and waits (cold.h) */
 };
+/*
+ * The I/O counters fill what was the padding of the counters' line: the
+ * area keeps its size, and an older segment's zero padding reads as no I/O.
+ */
+_Static_assert(sizeof(struct cistern__fifo_tier_shm) == 192, "the tier's header is three lines");
 
 /* The FIFO's tier (fifo.c's descriptor). */
 extern const struct cistern__tiering cistern__fifo_tiering;

@@ -162,6 +162,14 @@ static void tier_counts(const struct cistern *c, struct cistern__tier_shm *out)
 	atomic_init(&out->cold_reads, atomic_load_explicit(&ts->cold_reads, memory_order_relaxed));
 	atomic_init(&out->cold_evictions,
 		    atomic_load_explicit(&ts->cold_evictions, memory_order_relaxed));
+	atomic_init(&out->io.bytes_written,
+		    atomic_load_explicit(&ts->io.bytes_written, memory_order_relaxed));
+	atomic_init(&out->io.bytes_read,
+		    atomic_load_explicit(&ts->io.bytes_read, memory_order_relaxed));
+	atomic_init(&out->io.write_wait_ns,
+		    atomic_load_explicit(&ts->io.write_wait_ns, memory_order_relaxed));
+	atomic_init(&out->io.read_wait_ns,
+		    atomic_load_explicit(&ts->io.read_wait_ns, memory_order_relaxed));
 }
 
 static void tier_view(const struct cistern *c, struct cistern__tier_view *v)
@@ -177,6 +185,10 @@ static void tier_view(const struct cistern *c, struct cistern__tier_view *v)
 	v->spilled = atomic_load_explicit(&ts.spilled, memory_order_relaxed);
 	v->cold_reads = atomic_load_explicit(&ts.cold_reads, memory_order_relaxed);
 	v->cold_evictions = atomic_load_explicit(&ts.cold_evictions, memory_order_relaxed);
+	v->bytes_written = atomic_load_explicit(&ts.io.bytes_written, memory_order_relaxed);
+	v->bytes_read = atomic_load_explicit(&ts.io.bytes_read, memory_order_relaxed);
+	v->write_wait_ns = atomic_load_explicit(&ts.io.write_wait_ns, memory_order_relaxed);
+	v->read_wait_ns = atomic_load_explicit(&ts.io.read_wait_ns, memory_order_relaxed);
 	uint64_t sb = cistern__cold_slot_bytes(c->fixed.slot_size);
 	v->disk_bytes = CISTERN__COLD_BLOCK + sb * c->fixed.cold_slots;
 }
@@ -407,7 +419,7 @@ static int spill_reserve(struct cistern *c, struct cistern_slot *slot)
 	atomic_fetch_add_explicit(&ts->population, n, memory_order_relaxed);
 	/* Relaxed: read by a reclaimer only after we died. */
 	atomic_store_explicit(&nt->live, 2, memory_order_relaxed);
-	r = cistern__cold_spill_seen(&t->cold, E, slots, n, t->stage, lens, ids, seen);
+	r = cistern__cold_spill_seen(&t->cold, E, slots, n, t->stage, lens, ids, seen, &ts->io);
 	if (r < 0) {
 		/* The entries went back to FREE: the count goes back, then the note. */
 		atomic_store_explicit(&nt->live, 1, memory_order_relaxed);
@@ -592,7 +604,7 @@ static int read_cold_members(struct cistern *c, struct cistern_sample *out, size
 				   false);
 	}
 	if (r == 0)
-		r = cistern__uring_run(io, (unsigned)q);
+		r = cistern__cold_run(&T(c)->io, io, (unsigned)q);
 	free(io);
 	for (size_t i = 0; i < n && r == 0; i++) {
 		if (!is_cold(c, &out[i]))
@@ -640,7 +652,7 @@ static void ahead_drop(struct cistern *c)
 	struct cistern__ahead *a = &t->ahead;
 	bool leak = false;
 	if (a->in_flight && !c->inherited) {
-		cistern__uring_wait(&a->batch);
+		cistern__cold_wait(&T(c)->io, &a->batch);
 		/* The ring itself failed: the kernel may still write into the buffers. */
 		leak = a->batch.pending > 0;
 	}
@@ -743,7 +755,7 @@ static size_t ahead_take(struct cistern *c, struct cistern_sample *out, size_t *
 	struct cistern__rs_state *rs = cistern__rs(c);
 	struct cistern__cold_ent *E = ents(c);
 	uint64_t mine = UINT64_C(1) << rs->pin_bit;
-	if (a->in_flight && cistern__uring_wait(&a->batch) < 0 && a->batch.pending > 0) {
+	if (a->in_flight && cistern__cold_wait(&T(c)->io, &a->batch) < 0 && a->batch.pending > 0) {
 		ahead_drop(c); /* the ring failed; draw afresh */
 		*hot = 0;
 		return 0;
@@ -1540,7 +1552,7 @@ static int restore_flush(struct cistern *c, struct cistern__tier *t)
 		return 0;
 	struct cistern__io io;
 	cistern__cold_prep(&t->cold, &io, t->rfirst, t->rfill, t->rbuf, true);
-	int r = cistern__uring_run(&io, 1);
+	int r = cistern__cold_run(&T(c)->io, &io, 1);
 	if (r < 0)
 		return r;
 	struct cistern__cold_ent *E = ents(c);

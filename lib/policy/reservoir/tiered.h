@@ -6,7 +6,7 @@
  *
  * The tier's area follows the rest of the segment, at fixed.cold_off:
  *
- *   [ struct cistern__tier_shm     ]  write cursor, cold population, counters
+ *   [ struct cistern__tier_shm     ]  write cursor, cold population, counters, I/O
  *   [ struct cistern__spill_note xP ]  one a attachment: its spill under way
  *   [ struct cistern__cold_ent x N ]  the cold index, 64 bytes a cold slot
  */
@@ -24,7 +24,13 @@ struct cistern__tier_shm {
 	_Atomic uint64_t spilled;        /* samples moved from hot to cold */
 	_Atomic uint64_t cold_reads;     /* cold samples read back */
 	_Atomic uint64_t cold_evictions; /* cold samples evicted by a spill */
+	struct cistern__cold_io io;      /* bytes moved and waits (cold.h) */
 };
+/*
+ * The I/O counters fill what was the padding of the counters' line: the
+ * area keeps its size, and an older segment's zero padding reads as no I/O.
+ */
+_Static_assert(sizeof(struct cistern__tier_shm) == 128, "the tier's header is two lines");
 
 /*
  * A spill moves up to CISTERN__SPILL_MAX hot samples, and no more than
