@@ -27,6 +27,22 @@ static inline void cistern__load_fence(void)
 }
 
 /*
+ * A full barrier (store-load included). gcc refuses thread fences under
+ * -fsanitize=thread; there a seq_cst RMW on a local stands in, which is a
+ * full barrier on x86, where the TSan build runs (TSan checks happens-before,
+ * which no fence gives, so it loses nothing by it).
+ */
+static inline void cistern__full_fence(void)
+{
+#if defined(__SANITIZE_THREAD__)
+	_Atomic int here = 0;
+	atomic_fetch_add_explicit(&here, 0, memory_order_seq_cst);
+#else
+	atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+/*
  * [wake-barrier] Asymmetric fences: a process that registered for global expedited
  * membarriers may publish with a plain release store and check for sleepers
  * with no store-load fence, because every sleeper issues the membarrier,

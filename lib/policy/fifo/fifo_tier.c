@@ -402,7 +402,7 @@ static int tf_try_reserve(struct cistern *c, struct cistern_slot *slot)
 				 * at the mode, fences, then at the tail and the head's
 				 * word. One of the two sees the other.
 				 */
-				atomic_thread_fence(memory_order_seq_cst);
+				cistern__full_fence();
 				if (atomic_load_explicit(&ts->mode, memory_order_relaxed) != m) {
 					/* The puts went cold meanwhile: ours must not come first. */
 					cistern__fifo_abort(c, slot);
@@ -997,7 +997,7 @@ static bool hot_resolved(struct cistern *c, bool *retry)
 	 * mode: a hot claim that saw HOT at its second look has its word and
 	 * tail visible to the loads below (see tf_try_reserve()).
 	 */
-	atomic_thread_fence(memory_order_seq_cst);
+	cistern__full_fence();
 	uint64_t t = atomic_load_explicit(&h->tail, memory_order_relaxed);
 	uint64_t p = atomic_load_explicit(&h->head, memory_order_relaxed);
 	*retry = false;

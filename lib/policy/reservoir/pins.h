@@ -5,6 +5,7 @@
 #ifndef CISTERN_PINS_H
 #define CISTERN_PINS_H
 
+#include "sys/fence.h"
 #include "policy/reservoir/state.h"
 #include "core/wait.h"
 
@@ -24,21 +25,6 @@ static inline unsigned cistern__seen_bucket(uint32_t seen)
 int cistern__pin_bit(struct cistern *c);
 bool cistern__pin_again(struct cistern *c, uint64_t index);
 void cistern__pin_undo(struct cistern *c, uint64_t index);
-/*
- * A full barrier (store-load included). gcc refuses thread fences under
- * -fsanitize=thread; there a seq_cst RMW on a local stands in, which is a
- * full barrier on x86, where the TSan build runs (TSan checks happens-before,
- * which no fence gives, so it loses nothing by it).
- */
-static inline void cistern__full_fence(void)
-{
-#if defined(__SANITIZE_THREAD__)
-	_Atomic int here = 0;
-	atomic_fetch_add_explicit(&here, 0, memory_order_seq_cst);
-#else
-	atomic_thread_fence(memory_order_seq_cst);
-#endif
-}
 
 /*
  * [wait-register] A store-load barrier between a reader's plain stores (the sole reader's
