@@ -30,6 +30,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "policy/reservoir/prioritized.h"
 #include "policy/reservoir/reservoir.h"
@@ -228,10 +229,27 @@ static void rebuild(const struct cistern *c, const struct pv *v)
  * Take the tree's mutex. A holder that died left it EOWNERDEAD: rebuild,
  * then mark it consistent. 0, or -EPROTO if the mutex is unusable (only a
  * process that writes the segment by other means can make it so).
+ *
+ * The wait looks at the mutex again every LOCK_RECHECK_NS. An unlock wakes
+ * one waiter and clears the word's waiters bit; when that waiter is being
+ * killed, the wake dies with it, and the other waiters would sleep on a
+ * free mutex until some later unlock that may never come. Looking again
+ * finds the mutex free (or its owner dead) and takes it.
  */
+#define LOCK_RECHECK_NS 20000000L
 static int lock(const struct cistern *c, const struct pv *v)
 {
-	int r = pthread_mutex_lock(&v->h->lock);
+	int r;
+	do {
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += LOCK_RECHECK_NS;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		r = pthread_mutex_clocklock(&v->h->lock, CLOCK_MONOTONIC, &until);
+	} while (r == ETIMEDOUT);
 	if (r == EOWNERDEAD) {
 		rebuild(c, v);
 		atomic_fetch_add_explicit(&v->h->rebuilds, 1, memory_order_relaxed);
