@@ -234,7 +234,10 @@ static void rebuild(const struct cistern *c, const struct pv *v)
  * one waiter and clears the word's waiters bit; when that waiter is being
  * killed, the wake dies with it, and the other waiters would sleep on a
  * free mutex until some later unlock that may never come. Looking again
- * finds the mutex free (or its owner dead) and takes it.
+ * finds the mutex free (or its owner dead) and takes it. The slices are
+ * measured on CLOCK_REALTIME, as pthread_mutex_timedlock() wants (a clock
+ * step only makes one slice longer or shorter); ThreadSanitizer sees the
+ * mutex taken through that call, not through pthread_mutex_clocklock().
  */
 #define LOCK_RECHECK_NS 20000000L
 static int lock(const struct cistern *c, const struct pv *v)
@@ -242,13 +245,13 @@ static int lock(const struct cistern *c, const struct pv *v)
 	int r;
 	do {
 		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
+		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_nsec += LOCK_RECHECK_NS;
 		if (until.tv_nsec >= 1000000000L) {
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000L;
 		}
-		r = pthread_mutex_clocklock(&v->h->lock, CLOCK_MONOTONIC, &until);
+		r = pthread_mutex_timedlock(&v->h->lock, &until);
 	} while (r == ETIMEDOUT);
 	if (r == EOWNERDEAD) {
 		rebuild(c, v);
