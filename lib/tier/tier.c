@@ -44,3 +44,10 @@ int cistern__tier_rename(struct cistern__cold *cold, bool open, const char *dir,
 {
 	return open ? cistern__cold_rename(cold, dir, from, to) : -EINVAL;
 }
+
+const char *cistern__tier_config_problem(const struct cistern_config *cfg)
+{
+	if (cistern__cold_slot_bytes(cfg->slot_size) == 0)
+		return "slot_size is too large for a cold tier";
+	return NULL;
+}

@@ -13,6 +13,8 @@
 #include "tier/cold.h"
 
 /* Make the cold file of the segment being created (f set): 0 and *open, or -errno, nothing left. */
+/* What is wrong with cfg's cold tier, every policy alike (cold_slots > 0), or NULL. */
+const char *cistern__tier_config_problem(const struct cistern_config *cfg);
 int cistern__tier_file_create(struct cistern__cold *cold, bool *open,
 			      const struct cistern_fixed *f);
 /* Open the segment's cold file unless *open: 0, or -errno (-ESTALE: another segment's file). */

@@ -142,13 +142,6 @@ void cistern__fifo_tier_peek(const struct cistern *c, uint64_t *mode, uint64_t *
 
 /* ---- create, open, remove --------------------------------------------- */
 
-static const char *tier_config_problem(const struct cistern_config *cfg)
-{
-	if (cistern__cold_slot_bytes(cfg->slot_size) == 0)
-		return "slot_size is too large for a cold tier";
-	return NULL;
-}
-
 static int tier_create(struct cistern *c)
 {
 	const struct cistern_fixed *f = &c->fixed;
@@ -1369,7 +1362,7 @@ static const struct cistern_ops tf_ops = {
 const struct cistern__tiering cistern__fifo_tiering = {
 	.ops = &tf_ops,
 	.area_bytes = area_bytes,
-	.config_problem = tier_config_problem,
+	.config_problem = cistern__tier_config_problem,
 	.create = tier_create,
 	.release = tier_release,
 	.unlink = cistern__tier_unlink,

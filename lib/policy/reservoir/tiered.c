@@ -80,13 +80,6 @@ static const struct cistern__tier_rules *R(const struct cistern *c)
 
 /* ---- create, open, remove --------------------------------------------- */
 
-static const char *tier_config_problem(const struct cistern_config *cfg)
-{
-	if (cistern__cold_slot_bytes(cfg->slot_size) == 0)
-		return "slot_size is too large for a cold tier";
-	return NULL;
-}
-
 static int tier_create(struct cistern *c)
 {
 	const struct cistern_fixed *f = &c->fixed;
@@ -1678,7 +1671,7 @@ static const struct cistern_ops tiered_ops = {
 const struct cistern__tiering cistern__rs_tiering = {
 	.ops = &tiered_ops,
 	.area_bytes = tier_bytes,
-	.config_problem = tier_config_problem,
+	.config_problem = cistern__tier_config_problem,
 	.create = tier_create,
 	.release = tier_release,
 	.unlink = cistern__tier_unlink,
