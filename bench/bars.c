@@ -38,6 +38,9 @@ struct bar_rows g_bars = {
 	.s4_floor_gather = -1,
 	.s4_pass_zc = -1,
 	.s4_pass_gather = -1,
+	.s4_opt_gather = -1,
+	.s4_opt_apart = -1,
+	.s4_gather_rs = -1,
 	.s4_torch = -1,
 	.s4_torch_fixed = -1,
 	.s6_op = {-1, -1, -1},
@@ -224,6 +227,19 @@ void bars_print(void)
 		       fga / torch, 100 * zc / fzc, 100 * ga / fga, pzc / torch, pga / torch,
 		       100 * zc / pzc, 100 * ga / pga, zc2, ga2, zc / zc2, ga / ga2, tr, zc / tr,
 		       ga / tr);
+		double oga = med(g_bars.s4_opt_gather), oap = med(g_bars.s4_opt_apart),
+		       grs = med(g_bars.s4_gather_rs);
+		double low = ga < gaa ? ga : gaa;
+		low = grs < low ? grs : low;
+		int fknown = !isnan(ga) && !isnan(gaa) && !isnan(grs) && !isnan(fga);
+		printf("(4b) gathered batches >= 0.9x the memcpy floor (the same random rows "
+		       "copied, prefetched 16 ahead, no library): %s\n"
+		       "    batch_reservoir single reader x%.2f, any number of readers x%.2f; "
+		       "reservoir x%.2f\n"
+		       "    with no library: a pinning reader's passes x%.2f, an optimistic "
+		       "reader's x%.2f, with seen counts apart x%.2f\n",
+		       verdict(low >= 0.9 * fga, fknown), ga / fga, gaa / fga, grs / fga, pga / fga,
+		       oga / fga, oap / fga);
 	}
 	if (bench_section_enabled("6")) {
 		double v[3], lo = INFINITY, hi = -INFINITY;

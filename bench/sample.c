@@ -18,6 +18,13 @@
  *    16 ahead, as cistern's copies are), and count each seen and unpin it.
  *    What is left between these and cistern is the library's own
  *    instructions.
+ *  - Two more for a reader that pins nothing (an optimistic reader, as a
+ *    sequence lock's): the same slots; load each member's state word and
+ *    copy its row at once, one acquire fence, look at each word again and
+ *    count each seen, in its metadata line or in an array of counts apart
+ *    (small enough to stay in cache). They show what dropping the pins
+ *    could gain, and that the metadata line's read is what the gathered
+ *    batches pay beyond the memcpy floor.
  *  - cistern, policies batch_reservoir and reservoir: a reader process acquires
  *    256 samples and reads them in place (zero-copy), or cistern_get()s 256
  *    samples into one batch buffer (gathered). A policy this build does not
@@ -53,6 +60,8 @@ enum skind {
 	S_GATHER_PF,
 	S_PASS_ZC,
 	S_PASS_GET,
+	S_OPT_GET,
+	S_OPT_APART,
 	S_CIS_ZC,
 	S_CIS_GET,
 	S_CIS_ONE,
@@ -71,9 +80,20 @@ static int pinning_passes(enum skind k)
 	return k == S_PASS_ZC || k == S_PASS_GET;
 }
 
+static int optimistic_passes(enum skind k)
+{
+	return k == S_OPT_GET || k == S_OPT_APART;
+}
+
+/* The kinds laid out as a segment's slots: a metadata line before each row. */
+static int slot_layout(enum skind k)
+{
+	return pinning_passes(k) || optimistic_passes(k);
+}
+
 static int plain_array(enum skind k)
 {
-	return k == S_GATHER || k == S_TOUCH_PF || k == S_GATHER_PF || pinning_passes(k);
+	return k == S_GATHER || k == S_TOUCH_PF || k == S_GATHER_PF || slot_layout(k);
 }
 struct samp {
 	enum skind kind;
@@ -172,9 +192,49 @@ static void pass_batch(enum skind kind, unsigned char *arr, unsigned char *batch
 	}
 }
 
+/*
+ * One batch of an optimistic reader's passes over arr: no pins. Draw the
+ * members with their metadata line and row prefetched 16 ahead, load each
+ * state word and copy the row out at once, one acquire fence, then look at
+ * each state word again (a changed word would void the copy) and count
+ * each seen: in its metadata line, or in seen_apart[] (an array of
+ * 4-byte counts, small enough to stay in cache) when that is given.
+ */
+static void optimistic_batch(unsigned char *arr, unsigned char *batch, uint32_t *seen_apart,
+			     uint64_t *seed, uint64_t *bad)
+{
+	uint32_t idx[S_BATCH], q[S_AHEAD];
+	uint64_t seen_w[S_BATCH];
+	for (unsigned k = 0; k < S_AHEAD; k++) {
+		q[k] = (uint32_t)(rng_next(seed) % S_SLOTS);
+		pass_prefetch(arr + (size_t)q[k] * S_PASS_STRIDE, true);
+	}
+	for (unsigned k = 0; k < S_BATCH; k++) {
+		uint32_t i = q[k % S_AHEAD];
+		q[k % S_AHEAD] = (uint32_t)(rng_next(seed) % S_SLOTS);
+		pass_prefetch(arr + (size_t)q[k % S_AHEAD] * S_PASS_STRIDE, true);
+		unsigned char *slot = arr + (size_t)i * S_PASS_STRIDE;
+		seen_w[k] = __atomic_load_n(&((struct pass_meta *)slot)->word, __ATOMIC_ACQUIRE);
+		memcpy(batch + (size_t)k * S_SIZE, slot + 64, S_SIZE);
+		idx[k] = i;
+	}
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	for (unsigned k = 0; k < S_BATCH; k++) {
+		volatile struct pass_meta *m =
+			(volatile struct pass_meta *)(arr + (size_t)idx[k] * S_PASS_STRIDE);
+		*bad += m->word != seen_w[k];
+		*bad += !tag_ok(*(const uint64_t *)(batch + (size_t)k * S_SIZE));
+		if (seen_apart)
+			seen_apart[idx[k]]++;
+		else
+			m->seen = m->seen + 1;
+	}
+}
+
 /* One batch of the contender; adds damaged samples to *bad. 0 or -1 (error recorded). */
 static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *held,
-		     unsigned char *batch, unsigned char *arr, uint64_t *seed, uint64_t *bad)
+		     unsigned char *batch, unsigned char *arr, uint32_t *seen_apart, uint64_t *seed,
+		     uint64_t *bad)
 {
 	int rc;
 	if (s->kind == S_GATHER) {
@@ -204,6 +264,8 @@ static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *h
 		}
 	} else if (pinning_passes(s->kind)) {
 		pass_batch(s->kind, arr, batch, seed, bad);
+	} else if (optimistic_passes(s->kind)) {
+		optimistic_batch(arr, batch, seen_apart, seed, bad);
 	} else if (s->kind == S_CIS_ZC || s->kind == S_CIS_ZC2) {
 		rc = cistern_acquire_batch(c, held, S_BATCH, 1000);
 		if (rc != (int)S_BATCH) {
@@ -287,6 +349,7 @@ static int samp_child(int role, int idx, void *arg)
 	uint64_t batches = s->c->per_producer, bad = 0, seed = 0x1234567 + (uint64_t)getpid();
 	uint64_t warm = 2 * S_SLOTS / S_BATCH;
 	unsigned char *batch = NULL, *arr = NULL;
+	uint32_t *seen_apart = NULL;
 	struct cistern *c = NULL, *c2 = NULL;
 	struct cistern_sample *held = NULL;
 	int rc, ret = 1;
@@ -298,7 +361,7 @@ static int samp_child(int role, int idx, void *arg)
 		return 1;
 	memset(batch, 0, (size_t)S_BATCH * S_SIZE);
 	if (plain_array(s->kind)) {
-		bool pass = pinning_passes(s->kind);
+		bool pass = slot_layout(s->kind);
 		size_t stride = pass ? S_PASS_STRIDE : S_SIZE, off = pass ? 64 : 0;
 		/* Aligned as a segment's slots (and torch's rows) are: malloc's would start 16 bytes into a line. */
 		if (posix_memalign((void **)&arr, 4096, (size_t)S_SLOTS * stride) != 0) {
@@ -309,6 +372,8 @@ static int samp_child(int role, int idx, void *arg)
 			memset(arr + i * stride, 0, off);
 			fill_sample(arr + i * stride + off, i);
 		}
+		if (s->kind == S_OPT_APART && !(seen_apart = calloc(S_SLOTS, sizeof *seen_apart)))
+			goto out;
 	} else {
 		rc = cistern_attach(s->name, &c);
 		if (rc < 0) {
@@ -322,12 +387,12 @@ static int samp_child(int role, int idx, void *arg)
 			goto out;
 	}
 	for (uint64_t b = 0; b < warm; b++)
-		if (one_batch(s, c, held, batch, arr, &seed, &bad) < 0)
+		if (one_batch(s, c, held, batch, arr, seen_apart, &seed, &bad) < 0)
 			goto out;
 	bad = 0;
 	ctl_child_ready(s->c);
 	for (uint64_t b = 0; b < batches; b++)
-		if (one_batch(s, c, held, batch, arr, &seed, &bad) < 0)
+		if (one_batch(s, c, held, batch, arr, seen_apart, &seed, &bad) < 0)
 			goto out;
 	s->c->rd[0].t_end = now_ns();
 	s->c->rd[0].count = batches;
@@ -339,6 +404,7 @@ out:
 	if (c)
 		cistern_detach(c);
 	free(held);
+	free(seen_apart);
 	free(arr);
 	free(batch);
 	return ret;
@@ -485,6 +551,10 @@ void sec_sample(void)
 		 CISTERN_FIFO, 0, -1, 0, "", NULL},
 		{"floor, no library: a pinning reader's passes, rows copied out", S_PASS_GET,
 		 CISTERN_FIFO, 0, -1, 0, "", NULL},
+		{"floor, no library: an optimistic reader's passes, rows copied out", S_OPT_GET,
+		 CISTERN_FIFO, 0, -1, 0, "", NULL},
+		{"floor, no library: an optimistic reader's passes, seen counts in an array apart",
+		 S_OPT_APART, CISTERN_FIFO, 0, -1, 0, "", NULL},
 		{"cistern reservoir zero-copy, a second reader attached", S_CIS_ZC2,
 		 CISTERN_RESERVOIR, 0, -1, 0, "", NULL},
 		{"cistern reservoir gathered, a second reader attached", S_CIS_GET2,
@@ -513,6 +583,12 @@ void sec_sample(void)
 			g_bars.s4_pass_zc = t[i].row;
 		if (t[i].kind == S_PASS_GET)
 			g_bars.s4_pass_gather = t[i].row;
+		if (t[i].kind == S_OPT_GET)
+			g_bars.s4_opt_gather = t[i].row;
+		if (t[i].kind == S_OPT_APART)
+			g_bars.s4_opt_apart = t[i].row;
+		if (t[i].kind == S_CIS_GET && t[i].pol == CISTERN_RESERVOIR)
+			g_bars.s4_gather_rs = t[i].row;
 		if (t[i].kind == S_CIS_ZC2)
 			g_bars.s4_zc_two = t[i].row;
 		if (t[i].kind == S_CIS_GET2)
