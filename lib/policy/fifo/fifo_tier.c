@@ -16,12 +16,16 @@
  *
  * The cold ring's entries (tier/cold.h's 64-byte entries) keep the FIFO's
  * slot states, with the low 32 bits of the position in the generation
- * field: FREE(p) -> WRITING(p, o) -> COMMITTED(p) -> ACQUIRED(p, o) ->
- * FREE(p + N), and SKIP and REDELIVER as in the hot ring. A cold put
- * writes its slot with O_DIRECT through io_uring at commit, before the
- * entry turns COMMITTED. A cold read reads its slot and the next
- * committed slots after it in one read, and takes them from that buffer
- * while their entries still name the same position.
+ * field: FREE(p) -> WRITING(p, o) -> STAGED(p) -> [COMMITTED(p)] ->
+ * ACQUIRED(p, o) -> FREE(p + N), and SKIP and REDELIVER as in the hot
+ * ring. A cold put writes its sample into the staging run of its group
+ * of slots, in the segment, and publishes STAGED without I/O. A group
+ * goes to disk in one O_DIRECT write through io_uring when a put needs
+ * its staging run for a later group; its STAGED entries then turn
+ * COMMITTED. A reader copies a STAGED sample from its run while the run
+ * holds its group. A cold read of COMMITTED samples reads its slot and
+ * the next committed slots after it in one read, and takes them from
+ * that buffer while their entries still name the same position.
  *
  * A cold sample handed to a reader has index_ = slot_count + its cold slot
  * and data in a buffer of the reader's own, freed at release.
