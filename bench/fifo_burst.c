@@ -16,9 +16,9 @@
  * consumer takes the samples with cistern_acquire() at most at a fixed
  * rate: --read-frac (default 0.5) of the rate of the producer alone,
  * measured first by a burst into the tiered FIFO with no consumer. That
- * is the slowest of the three producers (its puts past the hot ring wait
- * for their disk writes), so the consumer is the slower side in each row
- * and the hot ring fills.
+ * is the slowest of the three producers (once its staging runs are full,
+ * its puts past the hot ring wait for the disk's writes of their groups),
+ * so the consumer is the slower side in each row and the hot ring fills.
  * Before the clock starts, the producer puts one sample into each hot slot
  * and the consumer takes them, so that both processes have touched every
  * page of the hot ring (a first touch of a shared page is a fault that a

@@ -326,6 +326,8 @@ struct cistern__tiering {
 	const struct cistern_ops *ops;
 	/* Bytes of the tier's area after the rest of the segment. */
 	uint64_t (*area_bytes)(uint64_t cold_slots, uint64_t procs);
+	/* Bytes the tier adds after that area for slots of slot_size; NULL: none. */
+	uint64_t (*stage_bytes)(uint64_t cold_slots, uint64_t slot_size);
 	/* What is wrong with cfg's cold_slots and cold_dir (cold_slots > 0), or NULL. */
 	const char *(*config_problem)(const struct cistern_config *cfg);
 	/* Make the cold file of a segment being created (c->fixed set): 0 or -errno, nothing left. */

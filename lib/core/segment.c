@@ -160,9 +160,14 @@ static uint64_t index_entries(const struct cistern__policy *p, uint64_t slot_cou
 }
 
 /* Bytes of the cold tier's area of a segment of policy p (tiers.md); 0 without one. */
-static uint64_t tier_bytes(const struct cistern__policy *p, uint64_t cold_slots, uint64_t procs)
+static uint64_t tier_bytes(const struct cistern__policy *p, uint64_t cold_slots, uint64_t procs,
+			   uint64_t slot_size)
 {
-	return cold_slots && p && p->tiering ? p->tiering->area_bytes(cold_slots, procs) : 0;
+	if (!cold_slots || !p || !p->tiering)
+		return 0;
+	const struct cistern__tiering *t = p->tiering;
+	return t->area_bytes(cold_slots, procs) +
+	       (t->stage_bytes ? t->stage_bytes(cold_slots, slot_size) : 0);
 }
 
 /* What is wrong with a config's cold tier (defaults filled in), or NULL. */
@@ -232,8 +237,8 @@ void cistern__fixed_of(const struct cistern_hdr *h, struct cistern_fixed *f)
 	f->cold_slots = h->cold_slots;
 	f->cold_nonce = h->cold_nonce;
 	memcpy(f->cold_dir, h->cold_dir, sizeof(f->cold_dir));
-	f->cold_off = h->total_size -
-		      tier_bytes(cistern__policy_of(h->policy), h->cold_slots, h->procs_count);
+	f->cold_off = h->total_size - tier_bytes(cistern__policy_of(h->policy), h->cold_slots,
+						 h->procs_count, h->slot_size);
 }
 
 /* Write the immutable fields of *f into a header being created. */
@@ -306,7 +311,8 @@ int cistern__validate_header(const void *buf, size_t len, uint64_t file_size)
 	    l.procs_off != h->procs_off || l.meta_off != h->meta_off ||
 	    l.index_off != h->index_off || l.arena_off != h->arena_off ||
 	    h->cold_slots > CISTERN_SLOT_COUNT_MAX || (h->cold_slots && !p->tiering) ||
-	    l.total_size + tier_bytes(p, h->cold_slots, h->procs_count) != h->total_size)
+	    l.total_size + tier_bytes(p, h->cold_slots, h->procs_count, h->slot_size) !=
+		    h->total_size)
 		return -EPROTO;
 	if (memchr(h->cold_dir, '\0', sizeof(h->cold_dir)) == NULL)
 		return -EPROTO;
@@ -584,7 +590,7 @@ int cistern_create(const char *name, const struct cistern_config *ucfg, struct c
 	/* The cold tier's area follows everything else (tier/tiered.h). */
 	uint64_t cold_off = l.total_size;
 	const struct cistern__policy *cp = cistern__policy_of((uint32_t)cfg.policy);
-	l.total_size += tier_bytes(cp, cfg.cold_slots, cfg.max_procs);
+	l.total_size += tier_bytes(cp, cfg.cold_slots, cfg.max_procs, cfg.slot_size);
 
 	struct cistern *c = calloc(1, sizeof(*c));
 	if (!c)

@@ -115,15 +115,101 @@ Test(fifo_tier, counts_the_cold_bytes_moved_and_the_time_waited_for_them)
 	uint64_t sb = cistern__cold_slot_bytes(SLOT);
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
-	cr_assert_geq(st.cold_bytes_written, st.cold_spilled * sb);
+	/* The groups that needed their staging run again went to disk, whole. */
+	cr_assert_gt(st.cold_bytes_written, 0);
+	cr_assert_eq(st.cold_bytes_written % sb, 0);
 	cr_assert_gt(st.cold_write_wait_ns, 0);
 	cr_assert_eq(st.cold_bytes_read, 0, "nothing was read yet");
 	for (uint32_t i = 0; i < 4 * HOT; i++)
 		get_expect(c, 1, i);
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
 	cr_assert_eq(st.cold_reads, 4 * HOT - HOT);
-	cr_assert_geq(st.cold_bytes_read, st.cold_reads * sb);
+	cr_assert_gt(st.cold_bytes_read, 0, "the samples written were read from disk");
+	cr_assert_eq(st.cold_bytes_read % sb, 0);
 	cr_assert_gt(st.cold_read_wait_ns, 0);
+}
+
+/* Slots of one staging group at SLOT bytes (1 MiB, at most 32), as fifo_tier.c. */
+#define GROUP 32
+
+/* The cold file's bytes written so far, in cold slots. */
+static uint64_t slots_written(struct cistern *c)
+{
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	return st.cold_bytes_written / cistern__cold_slot_bytes(SLOT);
+}
+
+static uint64_t bytes_read(struct cistern *c)
+{
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	return st.cold_bytes_read;
+}
+
+Test(fifo_tier, single_cold_puts_are_staged_and_written_a_whole_group_at_a_time)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("staged", &cfg);
+	for (uint32_t i = 0; i < 4 * HOT; i++)
+		cr_assert_eq(try_put(c, 1, i), 0, "put %u", i);
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	uint64_t w = slots_written(c);
+	/* 6 groups put, 4 staged in memory: the 2 oldest went to disk, one write each. */
+	cr_assert_eq(st.cold_spilled, 6 * GROUP);
+	cr_assert_eq(w, 2 * GROUP, "%llu slots written for %llu spilled", (unsigned long long)w,
+		     (unsigned long long)st.cold_spilled);
+	for (uint32_t i = 0; i < 4 * HOT; i++)
+		get_expect(c, 1, i);
+}
+
+/*
+ * A forked reader of segment `name`: takes samples from .. to - 1 of
+ * producer 1, each whole and in order, then exits 0 (1 to 3: what went
+ * wrong). With `last`, nothing may come after them.
+ */
+static pid_t fork_reader(const char *name, uint32_t from, uint32_t to, bool last)
+{
+	pid_t pid = fork_child();
+	if (pid != 0)
+		return pid;
+	struct cistern *r;
+	if (cistern_attach(name, &r) < 0)
+		_exit(1);
+	for (uint32_t i = from; i < to; i++) {
+		struct cistern_sample s;
+		if (cistern_acquire(r, &s, 2000) != 0)
+			_exit(2);
+		bool ok = s.meta.sim_id == 1 && s.meta.time_step == i && s.len == len_of(i) &&
+			  check_payload(s.data, s.len, 1, i);
+		if (!ok || cistern_release(r, &s) != 0)
+			_exit(3);
+	}
+	struct cistern_sample s;
+	_exit(last && cistern_acquire(r, &s, 0) != -EAGAIN ? 4 : 0);
+}
+
+Test(fifo_tier, staged_samples_are_read_in_order_once_before_and_after_their_group_reached_disk)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("stread", &cfg);
+	const char *name = seg_name_of(c);
+	uint32_t next = 0;
+	/* Cold positions 0 .. 63: groups 0 and 1, staged. */
+	while (next < HOT + 2 * GROUP)
+		cr_assert_eq(try_put(c, 1, next++), 0);
+	cr_assert_eq(slots_written(c), 0);
+	/* A reader takes the hot ring and half of group 0, from memory. */
+	cr_assert_eq(reap_status(fork_reader(name, 0, HOT + GROUP / 2, false)), 0);
+	cr_assert_eq(bytes_read(c), 0, "staged samples come from memory");
+	/* Groups 2 .. 5 take every staging run: groups 0 and 1 go to disk. */
+	while (next < HOT + 6 * GROUP)
+		cr_assert_eq(try_put(c, 1, next++), 0);
+	cr_assert_eq(slots_written(c), 2 * GROUP);
+	/* Another reader takes the rest: groups 0 and 1 from disk, 2 .. 5 from memory. */
+	cr_assert_eq(reap_status(fork_reader(name, HOT + GROUP / 2, next, true)), 0);
+	cr_assert_gt(bytes_read(c), 0, "the rest of groups 0 and 1 came from disk");
 }
 
 Test(fifo_tier, a_full_hot_and_cold_ring_answers_eagain_and_loses_nothing)
@@ -198,8 +284,11 @@ Test(fifo_tier, a_cold_read_starts_the_read_of_the_next_run_in_order)
 {
 	struct cistern_config cfg = tier_cfg();
 	struct cistern *c = seg_create_cfg("ahead", &cfg);
-	/* 4 KiB slots: a run is 32 of them. */
-	for (uint32_t i = 0; i < HOT + 100; i++)
+	/*
+	 * 4 KiB slots: a run is 32 of them, as a group. 7 groups: the first 3
+	 * went to disk, to free their staging runs for the last 3.
+	 */
+	for (uint32_t i = 0; i < HOT + 224; i++)
 		cr_assert_eq(try_put(c, 1, i), 0);
 	uint64_t first;
 	for (uint32_t i = 0; i < HOT; i++)
@@ -214,7 +303,7 @@ Test(fifo_tier, a_cold_read_starts_the_read_of_the_next_run_in_order)
 	/* Position 32 came from that run; the one after it is under way. */
 	cr_assert_eq(cistern__fifo_tier_ahead(c, &first), 32);
 	cr_assert_eq(first, 64);
-	for (uint32_t i = HOT + 33; i < HOT + 100; i++)
+	for (uint32_t i = HOT + 33; i < HOT + 224; i++)
 		get_expect(c, 1, i);
 }
 
@@ -559,6 +648,57 @@ Test(fifo_tier, a_producer_killed_in_a_cold_put_loses_nothing_and_wedges_nothing
 		get_expect(c, 2, i);
 }
 
+static int hook_fd = -1;
+
+/* The stage hook of a child: say ready, then wait to be killed, in the group's write. */
+static void stop_in_write(void)
+{
+	ready_then_wait(hook_fd);
+}
+
+Test(fifo_tier, a_producer_killed_writing_a_group_loses_nothing_and_the_group_is_written_again)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("kwrite", &cfg);
+	const char *name = seg_name_of(c);
+	/* Groups 0 .. 3 staged: every staging run holds one. */
+	fill_past_hot(c, 4 * GROUP);
+	cr_assert_eq(slots_written(c), 0);
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		close(p[0]);
+		hook_fd = p[1];
+		cistern__fifo_stage_hook = stop_in_write;
+		struct cistern *w;
+		if (cistern_attach(name, &w) < 0)
+			_exit(3);
+		/* Group 4 needs group 0's run: this put writes group 0 and stops there. */
+		try_put(w, 2, 0);
+		_exit(5);
+	}
+	cr_assert_gt(await_ready(p, pid), 0);
+	kill_and_reap(pid);
+	/* Group 0 is still staged: the first samples come from memory, in order. */
+	for (uint32_t i = 0; i < HOT + 8; i++)
+		get_expect(c, 1, i);
+	cr_assert_eq(bytes_read(c), 0);
+	/* The next put waits for the reclaim of the dead writer, then writes group 0 again. */
+	uint8_t buf[SLOT];
+	fill_payload(buf, len_of(0), 3, 0);
+	struct cistern_meta m = {.sim_id = 3, .time_step = 0};
+	int r = cistern_put(c, buf, len_of(0), &m, 5000);
+	cr_assert_eq(r, 0, "put: %s", cistern_strerror(r));
+	cr_assert_eq(slots_written(c), GROUP);
+	for (uint32_t i = HOT + 8; i < HOT + 4 * GROUP; i++)
+		get_expect(c, 1, i);
+	cr_assert_gt(bytes_read(c), 0, "the rest of group 0 came from disk");
+	get_expect(c, 3, 0);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), -EAGAIN, "each sample once, none of the dead put");
+}
+
 Test(fifo_tier, producers_killed_at_random_in_cold_puts_leave_every_commit_once_in_order,
      .timeout = 120)
 {
@@ -761,6 +901,45 @@ Test(fifo_tier, a_dump_and_restore_keep_the_hot_and_cold_samples_in_order)
 	/* The original is untouched by the dump. */
 	while (want < next)
 		get_expect(c, 1, want++);
+}
+
+Test(fifo_tier, a_dump_and_restore_of_staged_samples_keep_their_order)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("dumpst", &cfg);
+	/* Cold positions 0 .. 39, staged (a group and 8 of the next); 5 of them read. */
+	for (uint32_t i = 0; i < HOT + 40; i++)
+		cr_assert_eq(try_put(c, 1, i), 0);
+	for (uint32_t i = 0; i < HOT + 5; i++)
+		get_expect(c, 1, i);
+	cr_assert_eq(slots_written(c), 0, "nothing went to disk yet");
+	const char *path = seg_dump_path("dumpst");
+	struct cistern_dump_info info;
+	int r = cistern_dump(seg_name_of(c), path, NULL, NULL, &info);
+	cr_assert_eq(r, 0, "dump: %s", cistern_strerror(r));
+	cr_assert_eq(info.cold_samples, 35);
+	const char *copy = seg_name("dumpst-copy");
+	r = cistern_restore(path, copy, NULL, NULL, NULL);
+	cr_assert_eq(r, 0, "restore: %s", cistern_strerror(r));
+	struct cistern *d;
+	cr_assert_eq(cistern_attach(copy, &d), 0);
+	seg_keep(copy, d);
+	/*
+	 * The restored samples sit at cold positions 0 .. 34. New puts fill
+	 * group 1 after them and four more groups, so that group 1, restored
+	 * and new samples together, goes to disk in one write.
+	 */
+	uint64_t before = slots_written(d);
+	for (uint32_t i = 0; i < 136; i++)
+		cr_assert_eq(try_put(d, 2, i), 0, "put %u", i);
+	cr_assert_eq(slots_written(d) - before, GROUP);
+	for (uint32_t i = HOT + 5; i < HOT + 40; i++)
+		get_expect(d, 1, i);
+	for (uint32_t i = 0; i < 136; i++)
+		get_expect(d, 2, i);
+	/* The original still holds its own, staged, in order. */
+	for (uint32_t i = HOT + 5; i < HOT + 40; i++)
+		get_expect(c, 1, i);
 }
 
 Test(fifo_tier, a_restore_of_hot_and_cold_samples_reads_the_hot_ones_first)

@@ -16,12 +16,16 @@
  *
  * The cold ring's entries (tier/cold.h's 64-byte entries) keep the FIFO's
  * slot states, with the low 32 bits of the position in the generation
- * field: FREE(p) -> WRITING(p, o) -> COMMITTED(p) -> ACQUIRED(p, o) ->
- * FREE(p + N), and SKIP and REDELIVER as in the hot ring. A cold put
- * writes its slot with O_DIRECT through io_uring at commit, before the
- * entry turns COMMITTED. A cold read reads its slot and the next
- * committed slots after it in one read, and takes them from that buffer
- * while their entries still name the same position.
+ * field: FREE(p) -> WRITING(p, o) -> STAGED(p) -> [COMMITTED(p)] ->
+ * ACQUIRED(p, o) -> FREE(p + N), and SKIP and REDELIVER as in the hot
+ * ring. A cold put writes its sample into the staging run of its group
+ * of slots, in the segment, and publishes STAGED without I/O. A group
+ * goes to disk in one O_DIRECT write through io_uring when a put needs
+ * its staging run for a later group; its STAGED entries then turn
+ * COMMITTED. A reader copies a STAGED sample from its run while the run
+ * holds its group. A cold read of COMMITTED samples reads its slot and
+ * the next committed slots after it in one read, and takes them from
+ * that buffer while their entries still name the same position.
  *
  * A cold sample handed to a reader has index_ = slot_count + its cold slot
  * and data in a buffer of the reader's own, freed at release.
@@ -40,10 +44,16 @@
 
 /* Bytes read ahead at most by one cold read (a whole slot at least). */
 #define READ_AHEAD_BYTES (1u << 20)
-/* Slots read ahead at most by one cold read. */
-#define READ_AHEAD_SLOTS 32u
 /* Looks again at a mode word that moved, before a put answers -EAGAIN. */
 #define MODE_ROUNDS 64
+/* Slots of one group of the staging area at most (and of one read ahead). */
+#define RUN_SLOTS 32u
+/* Staging runs at most: groups staged in memory at once. */
+#define STAGE_RUNS 4u
+/* A cold entry's state, besides fifo.h's: committed, its bytes in a staging run only. */
+#define FIFO_STAGED 6u
+/* A staging run word's states (bits 32-33); bits 0-31 the group's first position. */
+enum { RUN_FREE = 0, RUN_HELD = 1, RUN_WRITING = 2 };
 
 /*
  * A run of cold slots read ahead: the bytes of positions pos .. pos + n - 1,
@@ -68,10 +78,6 @@ struct fifo_tier {
 	struct ra_run ra[2];
 	unsigned cur;
 	uint64_t restored; /* a restore: cold samples put so far, at positions 0, 1, ... */
-	void *wbuf;        /* a batch put's cold samples, one slot each, back to back */
-	struct cistern__io *wio;
-	uint64_t *wpos; /* their cold positions */
-	unsigned wcap;
 };
 
 /* ---- the area in the segment -------------------------------------------- */
@@ -81,14 +87,39 @@ static uint64_t align_up(uint64_t v, uint64_t a)
 	return (v + a - 1) / a * a;
 }
 
+/* Slots one group covers: 1 MiB at most, 1 to RUN_SLOTS slots, and no more than the ring. */
+static uint64_t group_slots(uint64_t cold_slots, uint64_t sb)
+{
+	uint64_t s = READ_AHEAD_BYTES / sb;
+	s = s < 1 ? 1 : s > RUN_SLOTS ? RUN_SLOTS : s;
+	return s < cold_slots ? s : cold_slots;
+}
+
+/* Staging runs: STAGE_RUNS, or fewer if the ring has fewer groups. */
+static uint64_t stage_runs(uint64_t cold_slots, uint64_t gs)
+{
+	uint64_t groups = (cold_slots + gs - 1) / gs;
+	return groups < STAGE_RUNS ? groups : STAGE_RUNS;
+}
+
 static uint64_t area_bytes(uint64_t cold_slots, uint64_t procs)
 {
 	(void)procs;
 	if (cold_slots == 0)
 		return 0;
+	/* The header, the entries, then one line of run words. */
 	return align_up(sizeof(struct cistern__fifo_tier_shm) +
-				cold_slots * sizeof(struct cistern__cold_ent),
+				cold_slots * sizeof(struct cistern__cold_ent) + 64,
 			4096);
+}
+
+static uint64_t stage_bytes(uint64_t cold_slots, uint64_t slot_size)
+{
+	if (cold_slots == 0)
+		return 0;
+	uint64_t sb = cistern__cold_slot_bytes(slot_size);
+	uint64_t gs = group_slots(cold_slots, sb);
+	return stage_runs(cold_slots, gs) * gs * sb;
 }
 
 static struct cistern__fifo_tier_shm *TS(const struct cistern *c)
@@ -99,6 +130,13 @@ static struct cistern__fifo_tier_shm *TS(const struct cistern *c)
 static struct cistern__cold_ent *ents(const struct cistern *c)
 {
 	return (struct cistern__cold_ent *)((char *)TS(c) + sizeof(struct cistern__fifo_tier_shm));
+}
+
+/* The staging runs' words, on the line after the entries. */
+static _Atomic uint64_t *runs(const struct cistern *c)
+{
+	return (_Atomic uint64_t *)(void *)((char *)ents(c) +
+					    c->fixed.cold_slots * sizeof(struct cistern__cold_ent));
 }
 
 static struct fifo_tier *FT(const struct cistern *c)
@@ -195,9 +233,6 @@ static void tier_release(struct cistern *c)
 			free(a->buf);
 		free(a->word);
 	}
-	free(t->wbuf);
-	free(t->wio);
-	free(t->wpos);
 	free(t);
 	c->tier = NULL;
 }
@@ -245,6 +280,197 @@ static void tier_view(const struct cistern *c, struct cistern__tier_view *v)
 	v->disk_bytes = CISTERN__COLD_BLOCK + sb * c->fixed.cold_slots;
 }
 
+/* ---- the staging area ----------------------------------------------------- */
+
+void (*cistern__fifo_stage_hook)(void);
+
+/* The staging geometry: bytes of a cold slot, slots of a group, staging runs. */
+struct geo {
+	uint64_t sb, gs, nr;
+};
+
+static struct geo geo_of(const struct cistern *c)
+{
+	struct geo g;
+	g.sb = cistern__cold_slot_bytes(c->fixed.slot_size);
+	g.gs = group_slots(c->fixed.cold_slots, g.sb);
+	g.nr = stage_runs(c->fixed.cold_slots, g.gs);
+	return g;
+}
+
+/* The word of the staging run that holds the group of cold slot j. */
+static _Atomic uint64_t *run_of(const struct cistern *c, const struct geo *g, uint64_t j)
+{
+	return &runs(c)[(j / g->gs) % g->nr];
+}
+
+/* Cold slot j's bytes in the staging run of its group. */
+static uint8_t *stage_slot(const struct cistern *c, const struct geo *g, uint64_t j)
+{
+	uint8_t *base = (uint8_t *)TS(c) + area_bytes(c->fixed.cold_slots, 0);
+	return base + (((j / g->gs) % g->nr) * g->gs + j % g->gs) * g->sb;
+}
+
+/* A run word: a state, the writer, the low 32 bits of its group's first position. */
+static uint64_t run_word(unsigned state, uint32_t owner, uint32_t y0)
+{
+	return (uint64_t)y0 | (uint64_t)state << 32 | (uint64_t)(owner & 0xffffff) << 40;
+}
+
+static uint32_t run_gen(uint64_t w)
+{
+	return (uint32_t)w;
+}
+
+static unsigned run_state(uint64_t w)
+{
+	return (unsigned)(w >> 32) & 3;
+}
+
+static uint32_t run_owner(uint64_t w)
+{
+	return (uint32_t)(w >> 40);
+}
+
+/* The low 32 bits of the first position of y's group (slot j = y % N). */
+static uint32_t group_gen(const struct geo *g, uint64_t j, uint64_t y)
+{
+	return (uint32_t)(y - j % g->gs);
+}
+
+/*
+ * Write the group that run word w = HELD(y0) stages to the cold file, once
+ * each of its puts is done, and free the run; x is a later position (the
+ * caller's), from which y0 is found in full. 0 (look at the run again),
+ * -EAGAIN if a put of the group is not done, or the write's -errno (the
+ * group stays staged). A group whose samples all left skips the write.
+ */
+static int stage_flush(struct cistern *c, struct fifo_tier *t, const struct geo *g,
+		       _Atomic uint64_t *rw, uint64_t w, uint64_t x)
+{
+	uint64_t n = c->fixed.cold_slots;
+	uint64_t y0 = x - (uint32_t)((uint32_t)x - run_gen(w));
+	uint64_t j0 = y0 % n;
+	if (j0 % g->gs != 0 || run_of(c, g, j0) != rw)
+		return -EPROTO;
+	uint64_t cnt = n - j0 < g->gs ? n - j0 : g->gs;
+	struct cistern__cold_ent *E = ents(c) + j0;
+	bool need = false;
+	for (uint64_t i = 0; i < cnt; i++) {
+		/* [cold-publish] acquire: a STAGED entry's bytes are in the run. */
+		uint64_t ew = atomic_load_explicit(&E[i].word, memory_order_acquire);
+		int32_t d = cw_lap(ew, y0 + i);
+		unsigned st = cistern__cold_state(ew);
+		if (d < 0 || (d == 0 && (st == FIFO_FREE || st == FIFO_RESERVED)))
+			return -EAGAIN; /* a put of the group is still writing its bytes */
+		/* Taken or handed back: its reader may die, and the next one reads the disk. */
+		if (d == 0 && st != FIFO_SKIP && st != FIFO_COMMITTED)
+			need = true;
+	}
+	if (need) {
+		uint64_t mine = run_word(RUN_WRITING, c->owner, run_gen(w));
+		/* [stage-hold] acq_rel: the run is ours to write; a dead writer's goes back to HELD. */
+		if (!atomic_compare_exchange_strong_explicit(rw, &w, mine, memory_order_acq_rel,
+							     memory_order_relaxed))
+			return 0;
+		if (cistern__fifo_stage_hook)
+			cistern__fifo_stage_hook();
+		struct cistern__io io;
+		cistern__cold_prep(&t->cold, &io, j0, (uint32_t)cnt, stage_slot(c, g, j0), true);
+		int r = cistern__cold_run(&TS(c)->io, &io, 1);
+		if (r < 0) {
+			/* [stage-hold] release: the group stays staged; readers read it there. */
+			atomic_store_explicit(rw, w, memory_order_release);
+			return r;
+		}
+		for (uint64_t i = 0; i < cnt; i++) {
+			uint64_t ew = cw(FIFO_STAGED, 0, y0 + i);
+			/*
+			 * [cold-publish] release: the write completed before COMMITTED;
+			 * a read ahead that finds COMMITTED reads the disk.
+			 */
+			atomic_compare_exchange_strong_explicit(
+				&E[i].word, &ew, cw(FIFO_COMMITTED, 0, y0 + i),
+				memory_order_release, memory_order_relaxed);
+		}
+		w = mine;
+	}
+	/*
+	 * [stage-hold] release: the group is on disk (or all of it left) before
+	 * the run is free; the next group's holder writes into it after its
+	 * acquire of FREE. FREE keeps y0: a copy that started under y0 still
+	 * finds the bytes it copied unchanged.
+	 */
+	if (atomic_compare_exchange_strong_explicit(rw, &w, run_word(RUN_FREE, 0, run_gen(w)),
+						    memory_order_release, memory_order_relaxed))
+		cistern__wake_producers(c);
+	return 0;
+}
+
+/*
+ * Make the staging run of cold position x's group hold that group, before
+ * x is claimed: 0; -ESTALE if x is behind (the group moved on: look at the
+ * mode again); -EAGAIN if the run holds an older group not yet writable
+ * (a put of it is still writing) or being written; another -errno.
+ */
+static int stage_hold(struct cistern *c, struct fifo_tier *t, uint64_t x)
+{
+	struct geo g = geo_of(c);
+	uint64_t j = x % c->fixed.cold_slots;
+	uint32_t y0 = group_gen(&g, j, x);
+	_Atomic uint64_t *rw = run_of(c, &g, j);
+	for (;;) {
+		/* [stage-hold] acquire: the older group is on disk, or left, before we reuse the run. */
+		uint64_t w = atomic_load_explicit(rw, memory_order_acquire);
+		int32_t d = (int32_t)(y0 - run_gen(w));
+		unsigned st = run_state(w);
+		if (d < 0 || (d == 0 && st != RUN_HELD))
+			return -ESTALE;
+		if (d == 0)
+			break;
+		if (st == RUN_WRITING)
+			return -EAGAIN;
+		if (st == RUN_HELD) {
+			int r = stage_flush(c, t, &g, rw, w, x);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		/* [stage-hold] acq_rel: FREE of an older group to HELD of ours. */
+		if (atomic_compare_exchange_strong_explicit(rw, &w, run_word(RUN_HELD, 0, y0),
+							    memory_order_acq_rel,
+							    memory_order_relaxed))
+			break;
+	}
+	/*
+	 * [stage-copy] full fence: our look at the run word before our writes
+	 * into the run; pairs with the fence of a copy of the run's older group
+	 * (stage_copy()), which looks at the word again after its reads.
+	 */
+	cistern__full_fence();
+	return 0;
+}
+
+/*
+ * Copy len bytes of cold position y (slot j) from the staging run of its
+ * group into dst: true if the run held y's group for the whole copy, so
+ * that the bytes are y's; false: they are on disk.
+ */
+static bool stage_copy(struct cistern *c, uint64_t j, uint64_t y, void *dst, size_t len)
+{
+	struct geo g = geo_of(c);
+	_Atomic uint64_t *rw = run_of(c, &g, j);
+	uint32_t y0 = group_gen(&g, j, y);
+	/* [stage-copy] acquire: the run holds y0; its bytes stay until a later group holds it. */
+	uint64_t w = atomic_load_explicit(rw, memory_order_acquire);
+	if (run_gen(w) != y0 || run_state(w) == RUN_FREE)
+		return false;
+	memcpy(dst, stage_slot(c, &g, j), len);
+	/* [stage-copy] pairs with the full fence of stage_hold(): the reads before the second look. */
+	cistern__load_fence();
+	return run_gen(atomic_load_explicit(rw, memory_order_relaxed)) == y0;
+}
+
 /* ---- init ---------------------------------------------------------------- */
 
 static void tf_init(struct cistern *c)
@@ -256,6 +482,10 @@ static void tf_init(struct cistern *c)
 		atomic_store_explicit(&E[j].word, cw(FIFO_FREE, 0, j), memory_order_relaxed);
 	atomic_store_explicit(&TS(c)->mode, 0, memory_order_relaxed);
 	atomic_store_explicit(&TS(c)->chead, 0, memory_order_relaxed);
+	/* Each run free, after a group older than any (position -1). */
+	for (unsigned r = 0; r < STAGE_RUNS; r++)
+		atomic_store_explicit(&runs(c)[r], run_word(RUN_FREE, 0, UINT32_MAX),
+				      memory_order_relaxed);
 }
 
 /* ---- puts ---------------------------------------------------------------- */
@@ -338,16 +568,15 @@ static int cold_reserve(struct cistern *c, struct cistern_slot *slot, uint64_t m
 							memory_order_relaxed);
 		return -ESTALE;
 	}
-	void *buf = stage_take(t);
-	if (!buf)
-		return -ENOMEM;
+	/* The bytes go to the staging run of x's group: it holds that group first. */
+	r = stage_hold(c, t, x);
+	if (r < 0)
+		return r;
 	uint64_t mine = cw(FIFO_RESERVED, c->owner, x);
 	/* Acq_rel: as T1 of the hot ring ([cold-free] on its acquire side). */
 	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, mine, memory_order_acq_rel,
-						     memory_order_relaxed)) {
-		stage_give(t, buf);
+						     memory_order_relaxed))
 		return -ESTALE;
-	}
 	/*
 	 * Move the cold tail past x. [tier-mode] seq_cst: a helper may have
 	 * moved it already (it found our claim); a switch back to HOT before
@@ -366,13 +595,13 @@ static int cold_reserve(struct cistern *c, struct cistern_slot *slot, uint64_t m
 			continue;
 		/* seq_cst: [wake-data] store half for readers that wait on x. */
 		atomic_exchange_explicit(&e->word, cw(FIFO_SKIP, 0, x), memory_order_seq_cst);
-		stage_give(t, buf);
 		cistern__wake_readers(c);
 		return -ESTALE;
 	}
+	struct geo g = geo_of(c);
 	/* The entry is ours (WRITING): nobody reads its fields before COMMITTED. */
 	e->id = c->id_base + atomic_fetch_add_explicit(&ts->next_id, 1, memory_order_relaxed);
-	slot->data = buf;
+	slot->data = stage_slot(c, &g, j);
 	slot->capacity = c->slot_size;
 	slot->pos_ = x;
 	slot->index_ = (uint32_t)(c->slot_count + j);
@@ -466,13 +695,6 @@ static int tf_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	struct cistern__cold_ent *e = cold_slot_mine(c, slot);
 	if (!e)
 		return -EINVAL;
-	struct fifo_tier *t = FT(c);
-	uint64_t j = slot->index_ - c->slot_count;
-	struct cistern__io io;
-	cistern__cold_prep(&t->cold, &io, j, 1, slot->data, true);
-	int r = cistern__cold_run(&TS(c)->io, &io, 1);
-	if (r < 0)
-		return r; /* the caller aborts: the entry turns SKIP */
 	e->len = (uint32_t)len;
 	e->crc = cistern__crc32c(0, slot->data, len);
 	e->flags = 0;
@@ -483,16 +705,17 @@ static int tf_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	if (meta)
 		meta->sample_id = e->id;
 	/*
-	 * [cold-publish] release (or seq_cst): the write completed and the
-	 * fields are stored before COMMITTED; a reader's acquire load of the
-	 * word sees both.
+	 * [cold-publish] release (or seq_cst): the bytes in the staging run
+	 * and the fields are stored before STAGED; a reader's acquire load of
+	 * the word sees both. No write here: the group's write comes later.
 	 */
-	cistern__publish_word(&e->word, cw(FIFO_COMMITTED, 0, slot->pos_));
+	cistern__publish_word(&e->word, cw(FIFO_STAGED, 0, slot->pos_));
 	cistern__count(&c->me->ctr.puts, 1);
 	atomic_fetch_add_explicit(&TS(c)->spilled, 1, memory_order_relaxed);
 	/* [wake-data] seq_cst load of readers_waiting, after the publish. */
 	cistern__wake_readers(c);
-	stage_give(t, slot->data);
+	/* A producer may wait for this put's group to be done, to write it. */
+	cistern__wake_producers(c);
 	slot->data = NULL;
 	slot->live_ = 0;
 	return 0;
@@ -507,130 +730,28 @@ static int tf_abort(struct cistern *c, struct cistern_slot *slot)
 		return -EINVAL;
 	/* As T3, seq_cst: the store half of [wake-data] for the wake below. */
 	atomic_exchange_explicit(&e->word, cw(FIFO_SKIP, 0, slot->pos_), memory_order_seq_cst);
-	stage_give(FT(c), slot->data);
 	slot->data = NULL;
 	slot->live_ = 0;
 	cistern__wake_readers(c);
+	cistern__wake_producers(c);
 	return 0;
 }
 
 /* ---- batch puts ------------------------------------------------------------ */
 
-/* Slots one read ahead or one batch put's write covers at most: 1 MiB, 1 to 32 slots. */
-static unsigned run_slots(const struct fifo_tier *t)
-{
-	unsigned cap = READ_AHEAD_BYTES / t->cold.slot_bytes;
-	return cap < 1 ? 1 : cap > READ_AHEAD_SLOTS ? READ_AHEAD_SLOTS : cap;
-}
-
-static bool batch_room(struct fifo_tier *t, unsigned cap)
-{
-	if (t->wcap >= cap)
-		return true;
-	void *b = cistern__cold_alloc(&t->cold, cap);
-	struct cistern__io *io = calloc(cap, sizeof(*io));
-	uint64_t *pos = calloc(cap, sizeof(*pos));
-	if (!b || !io || !pos) {
-		free(b);
-		free(io);
-		free(pos);
-		return false;
-	}
-	free(t->wbuf);
-	free(t->wio);
-	free(t->wpos);
-	t->wbuf = b;
-	t->wio = io;
-	t->wpos = pos;
-	t->wcap = cap;
-	return true;
-}
-
-/* A batch's cold claims, turned SKIP: a write failed, or the put stops. */
-static void batch_abort(struct cistern *c, struct fifo_tier *t, unsigned q)
-{
-	for (unsigned i = 0; i < q; i++) {
-		struct cistern__cold_ent *e = &ents(c)[t->wpos[i] % c->fixed.cold_slots];
-		/* As T3, seq_cst: the store half of [wake-data] for the wake below. */
-		atomic_exchange_explicit(&e->word, cw(FIFO_SKIP, 0, t->wpos[i]),
-					 memory_order_seq_cst);
-	}
-	if (q)
-		cistern__wake_readers(c);
-}
-
-/*
- * Write the batch's q cold samples, staged in t->wbuf in claim order (so in
- * position order): one write for each run of consecutive cold slots, all
- * in one submission; then publish each, in order. The samples' lengths and
- * metadata come from s, from sample `first` on.
- */
-static int batch_flush(struct cistern *c, struct fifo_tier *t, unsigned q,
-		       const struct cistern_scatter *s, size_t first)
-{
-	if (q == 0)
-		return 0;
-	uint32_t sb = t->cold.slot_bytes;
-	uint64_t n = c->fixed.cold_slots;
-	unsigned runs = 0;
-	for (unsigned i = 0; i < q;) {
-		unsigned e = i + 1;
-		while (e < q && t->wpos[e] % n == t->wpos[e - 1] % n + 1)
-			e++;
-		cistern__cold_prep(&t->cold, &t->wio[runs++], t->wpos[i] % n, e - i,
-				   (uint8_t *)t->wbuf + (size_t)i * sb, true);
-		i = e;
-	}
-	int r = cistern__cold_run(&TS(c)->io, t->wio, runs);
-	if (r < 0) {
-		batch_abort(c, t, q);
-		return r;
-	}
-	struct cistern__fifo_tier_shm *ts = TS(c);
-	for (unsigned i = 0; i < q; i++) {
-		struct cistern__cold_ent *e = &ents(c)[t->wpos[i] % n];
-		size_t len = cistern__scatter_len(s, first + i);
-		struct cistern_meta *meta = s->meta ? &s->meta[first + i] : NULL;
-		e->len = (uint32_t)len;
-		e->crc = cistern__crc32c(0, (uint8_t *)t->wbuf + (size_t)i * sb, len);
-		e->flags = 0;
-		uint32_t key[2] = {meta ? meta->sim_id : 0, meta ? meta->time_step : 0};
-		memset(e->meta, 0, sizeof(e->meta));
-		memcpy(e->meta, key, sizeof(key));
-		atomic_store_explicit(&e->seen, 0, memory_order_relaxed);
-		if (meta)
-			meta->sample_id = e->id;
-		/* [cold-publish] release (or seq_cst): written, then COMMITTED, as tf_commit(). */
-		cistern__publish_word(&e->word, cw(FIFO_COMMITTED, 0, t->wpos[i]));
-	}
-	cistern__count(&c->me->ctr.puts, q);
-	atomic_fetch_add_explicit(&ts->spilled, q, memory_order_relaxed);
-	/* [wake-data] seq_cst load of readers_waiting, after the publishes. */
-	cistern__wake_readers(c);
-	return 0;
-}
-
 /*
  * cistern_put_batch() on a FIFO with a cold tier (the FIFO descriptor's
- * put_batch_now): the samples there is room for now, in order. A hot claim
- * is committed at once; cold claims are staged back to back and written
- * with one write per run of consecutive cold slots. Every hot sample of the
- * batch comes before its cold ones: puts go hot again only once the cold
- * ring drained, and our own cold claims keep it from draining.
+ * put_batch_now): the samples there is room for now, in order, each
+ * claimed, copied and committed in turn. A cold sample is copied into the
+ * staging run of its group, whose write covers the group's slots at once.
  */
 ssize_t cistern__fifo_tier_put_now(struct cistern *c, size_t n, const struct cistern_scatter *s)
 {
 	int r = cistern__add_role(c, CISTERN_ROLE_PRODUCER);
-	struct fifo_tier *t;
-	if (r == 0)
-		r = tier_get(c, &t);
-	if (r == 0 && !batch_room(t, run_slots(t)))
-		r = -ENOMEM;
 	if (r < 0)
 		return r;
-	size_t done = 0, k = 0;
-	unsigned q = 0;
-	for (; k < n; k++) {
+	size_t done = 0;
+	for (size_t k = 0; k < n; k++) {
 		size_t len = cistern__scatter_len(s, k);
 		if (len > s->stride || cistern__len_misfit(c, len))
 			break; /* the first-sample path reports it */
@@ -652,33 +773,9 @@ ssize_t cistern__fifo_tier_put_now(struct cistern *c, size_t n, const struct cis
 			r = -EPIPE;
 			break;
 		}
-		const char *src = s->src + k * s->stride;
-		struct cistern_meta *meta = s->meta ? &s->meta[k] : NULL;
-		if (!is_cold_slot(c, &slot)) {
-			/* Hot: no cold claim of ours can be pending (see above). */
-			memcpy(slot.data, src, len);
-			tf_commit(c, &slot, len, meta);
-			done++;
-			continue;
-		}
-		memcpy((uint8_t *)t->wbuf + (size_t)q * t->cold.slot_bytes, src, len);
-		t->wpos[q++] = slot.pos_;
-		stage_give(t, slot.data); /* the claim's own staging slot is not needed */
-		if (q == t->wcap) {
-			if ((r = batch_flush(c, t, q, s, done)) < 0) {
-				q = 0;
-				break;
-			}
-			done += q;
-			q = 0;
-		}
-	}
-	if (q) {
-		int fr = batch_flush(c, t, q, s, done);
-		if (fr == 0)
-			done += q;
-		else
-			r = fr;
+		memcpy(slot.data, s->src + k * s->stride, len);
+		tf_commit(c, &slot, len, s->meta ? &s->meta[k] : NULL);
+		done++;
 	}
 	if (done == 0 && r < 0 && r != -EAGAIN)
 		return r;
@@ -686,6 +783,13 @@ ssize_t cistern__fifo_tier_put_now(struct cistern *c, size_t n, const struct cis
 }
 
 /* ---- reads ---------------------------------------------------------------- */
+
+/* Slots one read ahead covers at most: 1 MiB, 1 to RUN_SLOTS slots. */
+static unsigned run_slots(const struct fifo_tier *t)
+{
+	unsigned cap = READ_AHEAD_BYTES / t->cold.slot_bytes;
+	return cap < 1 ? 1 : cap > RUN_SLOTS ? RUN_SLOTS : cap;
+}
 
 static bool is_cold(const struct cistern *c, const struct cistern_sample *s)
 {
@@ -842,7 +946,7 @@ static void cold_mark_redeliver(struct cistern *c, struct cistern__cold_ent *e, 
  * On an error the sample goes back for another reader.
  */
 static int cold_hand_out(struct cistern *c, struct cistern_sample *s, uint64_t j, uint64_t y,
-			 bool redelivered)
+			 bool redelivered, bool staged)
 {
 	struct cistern__cold_ent *e = &ents(c)[j];
 	uint64_t mine = cw(FIFO_ACQUIRED, c->owner, y);
@@ -854,20 +958,24 @@ static int cold_hand_out(struct cistern *c, struct cistern_sample *s, uint64_t j
 	uint32_t len = e->len;
 	if (r == 0 && len > c->slot_size)
 		r = -EPROTO;
-	if (r == 0)
-		r = cold_bytes(c, t, j, y, &src);
-	if (r == 0 && cistern__crc32c(0, src, len) != e->crc)
-		r = -EIO;
 	if (r == 0 && !(buf = malloc(len ? len : 1)))
 		r = -ENOMEM;
+	/* Its bytes: from its group's staging run while that holds them, else from disk. */
+	if (r == 0 && !(staged && stage_copy(c, j, y, buf, len))) {
+		r = cold_bytes(c, t, j, y, &src);
+		if (r == 0)
+			memcpy(buf, src, len);
+	}
+	if (r == 0 && cistern__crc32c(0, buf, len) != e->crc)
+		r = -EIO;
 	if (r < 0) {
+		free(buf);
 		if (t)
 			t->ra[t->cur].n = 0;
 		cold_mark_redeliver(c, e, mine, 0);
 		cistern__wake_readers(c);
 		return r;
 	}
-	memcpy(buf, src, len);
 	uint32_t key[2];
 	memcpy(key, e->meta, sizeof(key));
 	s->data = buf;
@@ -905,7 +1013,7 @@ static int cold_take_redelivered(struct cistern *c, struct cistern_sample *s)
 		if (!atomic_compare_exchange_strong_explicit(
 			    &E[j].word, &w, nw, memory_order_acq_rel, memory_order_relaxed))
 			continue;
-		int r = cold_hand_out(c, s, j, y, cistern__cold_owner(w) != OWNER_UNACQUIRED);
+		int r = cold_hand_out(c, s, j, y, cistern__cold_owner(w) != OWNER_UNACQUIRED, true);
 		return r == 0 ? 0 : -EAGAIN;
 	}
 	/* Nothing found: clear the hint unless a mark bumped it meanwhile. */
@@ -946,7 +1054,8 @@ static int cold_take(struct cistern *c, struct cistern_sample *s)
 		if (d < 0)
 			return -EAGAIN; /* the previous lap still holds the slot: nothing put at y */
 		switch (cistern__cold_state(w)) {
-		case FIFO_COMMITTED: {
+		case FIFO_COMMITTED:
+		case FIFO_STAGED: {
 			if (cistern__cold_owner(w) != 0)
 				return -EPROTO;
 			uint64_t nw = cw(FIFO_ACQUIRED, c->owner, y);
@@ -955,7 +1064,8 @@ static int cold_take(struct cistern *c, struct cistern_sample *s)
 				    &e->word, &w, nw, memory_order_acq_rel, memory_order_relaxed))
 				continue;
 			help_cold_head(ts, y);
-			return cold_hand_out(c, s, j, y, false);
+			return cold_hand_out(c, s, j, y, false,
+					     cistern__cold_state(w) == FIFO_STAGED);
 		}
 		case FIFO_SKIP: {
 			/* As T10, seq_cst: [cold-free] for the next lap, and [wake-space]. */
@@ -1148,6 +1258,20 @@ static void tf_reclaim(struct cistern *c, uint32_t owner)
 	}
 	if (hint)
 		atomic_fetch_add_explicit(&ts->redeliver, 1, memory_order_seq_cst);
+	/* A group its dead writer was writing stays staged; the next holder writes it again. */
+	bool freed = false;
+	for (unsigned r = 0; owner != 0 && r < STAGE_RUNS; r++) {
+		_Atomic uint64_t *rw = &runs(c)[r];
+		uint64_t w = atomic_load_explicit(rw, memory_order_acquire);
+		if (run_state(w) != RUN_WRITING || run_owner(w) != (owner & 0xffffff))
+			continue;
+		/* [stage-hold] release: back to HELD, as the writer's failed write does. */
+		freed |= atomic_compare_exchange_strong_explicit(
+			rw, &w, run_word(RUN_HELD, 0, run_gen(w)), memory_order_release,
+			memory_order_relaxed);
+	}
+	if (freed || reclaimed)
+		cistern__wake_producers(c);
 	if (reclaimed)
 		atomic_fetch_add_explicit(&c->hdr->retired.reclaimed, reclaimed,
 					  memory_order_relaxed);
@@ -1173,12 +1297,12 @@ struct dump_ent {
 
 /* Hand the batch's samples whose entries did not move to fn, in order. */
 static int dump_flush(struct cistern *c, struct cistern__cold *cold, struct dump_ent *d,
-		      struct cistern__io *io, uint8_t *buf, unsigned k, uint64_t *rank,
-		      cistern__cold_fn fn, void *arg, uint64_t *skipped)
+		      struct cistern__io *io, uint8_t *buf, unsigned k, unsigned nio,
+		      uint64_t *rank, cistern__cold_fn fn, void *arg, uint64_t *skipped)
 {
 	if (k == 0)
 		return 0;
-	int r = cistern__uring_run(io, k);
+	int r = nio ? cistern__uring_run(io, nio) : 0;
 	if (r < 0)
 		return r;
 	/*
@@ -1191,7 +1315,10 @@ static int dump_flush(struct cistern *c, struct cistern__cold *cold, struct dump
 		/* Relaxed: ordered after the reads by the fence above. */
 		uint64_t now = atomic_load_explicit(&E[d[i].y % c->fixed.cold_slots].word,
 						    memory_order_relaxed);
-		if (now != d[i].w) {
+		/* STAGED that went COMMITTED: its group was written meanwhile, same bytes. */
+		bool same = now == d[i].w || (cistern__cold_state(d[i].w) == FIFO_STAGED &&
+					      now == cw(FIFO_COMMITTED, 0, d[i].y));
+		if (!same) {
 			(*skipped)++; /* taken and written again while read */
 			continue;
 		}
@@ -1231,28 +1358,30 @@ static int tf_dump(struct cistern *c, bool dead_held, cistern__cold_fn fn, void 
 	uint64_t n = f->cold_slots, rank = 0;
 	/* Relaxed: where to look; each entry's word decides. */
 	uint64_t tail = mode_tail(atomic_load_explicit(&TS(c)->mode, memory_order_relaxed));
-	unsigned k = 0;
+	unsigned k = 0, nio = 0;
 	for (uint64_t y = tail > n ? tail - n : 0; r == 0 && y < tail; y++) {
 		struct cistern__cold_ent *e = &E[y % n];
 		/* [cold-publish] acquire: the entry's fields and the slot's bytes. */
 		uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
 		unsigned st = cistern__cold_state(w);
 		if (cw_lap(w, y) != 0 ||
-		    !(st == FIFO_COMMITTED || st == FIFO_REDELIVER ||
+		    !(st == FIFO_COMMITTED || st == FIFO_STAGED || st == FIFO_REDELIVER ||
 		      (dead_held && st == FIFO_ACQUIRED)) ||
 		    e->len > cold.slot_bytes)
 			continue;
 		d[k] = (struct dump_ent){.y = y, .w = w, .id = e->id, .len = e->len, .crc = e->crc};
 		memcpy(d[k].meta, e->meta, sizeof(d[k].meta));
-		cistern__cold_prep(&cold, &io[k], y % n, 1, buf + (size_t)k * cold.slot_bytes,
-				   false);
+		uint8_t *p = buf + (size_t)k * cold.slot_bytes;
+		/* A sample whose group is still staged is copied from memory; else read. */
+		if (st == FIFO_COMMITTED || !stage_copy(c, y % n, y, p, e->len))
+			cistern__cold_prep(&cold, &io[nio++], y % n, 1, p, false);
 		if (++k == DUMP_BATCH) {
-			r = dump_flush(c, &cold, d, io, buf, k, &rank, fn, arg, skipped);
-			k = 0;
+			r = dump_flush(c, &cold, d, io, buf, k, nio, &rank, fn, arg, skipped);
+			k = nio = 0;
 		}
 	}
 	if (r == 0)
-		r = dump_flush(c, &cold, d, io, buf, k, &rank, fn, arg, skipped);
+		r = dump_flush(c, &cold, d, io, buf, k, nio, &rank, fn, arg, skipped);
 	free(d);
 	free(io);
 	free(buf);
@@ -1308,6 +1437,27 @@ static int tf_restore_end(struct cistern *c, const struct cistern__tier_counts *
 	 * New ids start past the hot ones' (fifo_restore() set id_base).
 	 */
 	uint64_t k = t->restored;
+	/*
+	 * The restored samples are on disk. If the last of them ends inside a
+	 * group, new puts fill the rest of it, and its write covers the whole
+	 * group: its staging run gets the restored slots' bytes first, read
+	 * back from disk, so that the write puts the same bytes there.
+	 */
+	struct geo g = geo_of(c);
+	uint64_t j = k % c->fixed.cold_slots;
+	if (k && j % g.gs) {
+		uint64_t j0 = j - j % g.gs;
+		struct cistern__io io;
+		cistern__cold_prep(&t->cold, &io, j0, (uint32_t)(j - j0), stage_slot(c, &g, j0),
+				   false);
+		int r = cistern__cold_run(&ts->io, &io, 1);
+		if (r < 0)
+			return r;
+		/* Relaxed: nobody else has the segment yet. */
+		atomic_store_explicit(run_of(c, &g, j0),
+				      run_word(RUN_HELD, 0, (uint32_t)(k - j + j0)),
+				      memory_order_relaxed);
+	}
 	atomic_store_explicit(&ts->mode, k ? CISTERN__FIFO_MODE_COLD | k : 0, memory_order_relaxed);
 	atomic_store_explicit(&ts->chead, 0, memory_order_relaxed);
 	atomic_store_explicit(&ts->next_id,
@@ -1340,7 +1490,8 @@ static uint64_t tf_unread(const struct cistern *c)
 		/* Relaxed: a count; the caller holds the gc lock and nobody alive is attached. */
 		unsigned st = cistern__cold_state(
 			atomic_load_explicit(&E[j].word, memory_order_relaxed));
-		n += st == FIFO_COMMITTED || st == FIFO_REDELIVER || st == FIFO_ACQUIRED;
+		n += st == FIFO_COMMITTED || st == FIFO_STAGED || st == FIFO_REDELIVER ||
+		     st == FIFO_ACQUIRED;
 	}
 	return n;
 }
@@ -1362,6 +1513,7 @@ static const struct cistern_ops tf_ops = {
 const struct cistern__tiering cistern__fifo_tiering = {
 	.ops = &tf_ops,
 	.area_bytes = area_bytes,
+	.stage_bytes = stage_bytes,
 	.config_problem = cistern__tier_config_problem,
 	.create = tier_create,
 	.release = tier_release,

@@ -8,6 +8,8 @@
  *
  *   [ struct cistern__fifo_tier_shm ]  mode word, cold head, hint, counters, I/O
  *   [ struct cistern__cold_ent x N  ]  the cold ring, 64 bytes a cold slot
+ *   [ run words, one line           ]  each staging run's state and group
+ *   [ staging runs (page aligned)   ]  a group of cold slots' bytes each
  */
 #ifndef CISTERN_FIFO_TIER_H
 #define CISTERN_FIFO_TIER_H
@@ -42,6 +44,12 @@ extern const struct cistern__tiering cistern__fifo_tiering;
 
 /* fifo_tier.c: cistern_put_batch()'s samples there is room for now (fifo_copy.c's hook). */
 ssize_t cistern__fifo_tier_put_now(struct cistern *c, size_t n, const struct cistern_scatter *s);
+
+/*
+ * For tests: called by a process that starts to write a staging run's
+ * group to the cold file, once the run is marked as its write.
+ */
+extern void (*cistern__fifo_stage_hook)(void);
 
 /* For tests: the handle's mode word and cold head. */
 void cistern__fifo_tier_peek(const struct cistern *c, uint64_t *mode, uint64_t *chead);
