@@ -18,6 +18,7 @@
 #include "core/open.h"
 #include "core/liveness.h"
 #include "core/policy.h"
+#include "api/copy_out.h"
 
 /*
  * c->holding counts this handle's reservations and acquisitions not yet
@@ -321,6 +322,33 @@ static int unacquire_one(struct cistern *c, struct cistern_sample *s)
 	return r;
 }
 
+int cistern__copy_out(struct cistern *c, struct cistern_sample *s, size_t n, void *buf,
+		      size_t stride, size_t *len, struct cistern_meta *meta)
+{
+	bool fits = true;
+	for (size_t i = 0; i < n; i++)
+		fits &= s[i].len <= stride && s[i].len <= c->slot_size;
+	if (!fits) {
+		for (size_t i = 0; i < n; i++)
+			unacquire_one(c, &s[i]);
+		return -EMSGSIZE;
+	}
+	/* The samples may sit anywhere: prefetch ahead of the copy (prefetch.h). */
+	char *dst = buf;
+	for (size_t i = 0; i < CISTERN_GATHER_AHEAD && i < n; i++)
+		cistern__prefetch_payload(&s[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (i + CISTERN_GATHER_AHEAD < n)
+			cistern__prefetch_payload(&s[i + CISTERN_GATHER_AHEAD]);
+		memcpy(dst + i * stride, s[i].data, s[i].len);
+		if (len)
+			len[i] = s[i].len;
+		if (meta)
+			meta[i] = s[i].meta;
+	}
+	return 0;
+}
+
 /* Try, and while there is nothing yet, check for end of data and wait. */
 static int read_loop(struct cistern *c, const struct read_req *q, int timeout_ms)
 {
@@ -483,23 +511,11 @@ int cistern_get_windows(struct cistern *c, void *buf, size_t stride, size_t n, s
 		r = cistern_acquire_window(c, s, length, step, got ? 0 : timeout_ms);
 		if (r < 0)
 			break;
-		bool fits = true;
-		for (size_t k = 0; k < length; k++)
-			fits &= s[k].len <= stride;
-		if (!fits) {
-			for (size_t k = 0; k < length; k++)
-				unacquire_one(c, &s[k]);
-			r = -EMSGSIZE;
+		size_t at = got * length;
+		r = cistern__copy_out(c, s, length, (char *)buf + at * stride, stride,
+				      len ? len + at : NULL, meta ? meta + at : NULL);
+		if (r < 0)
 			break;
-		}
-		char *dst = (char *)buf + got * length * stride;
-		for (size_t k = 0; k < length; k++) {
-			memcpy(dst + k * stride, s[k].data, s[k].len);
-			if (len)
-				len[got * length + k] = s[k].len;
-			if (meta)
-				meta[got * length + k] = s[k].meta;
-		}
 		r = cistern_release_window(c, s, length);
 		if (r < 0)
 			break;
@@ -612,30 +628,11 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 	int got = cistern_acquire_batch(c, s, n, timeout_ms);
 	c->gathering = false;
 	if (got >= 0) {
-		bool fits = true;
-		for (int i = 0; i < got; i++)
-			fits &= s[i].len <= stride;
-		if (!fits) {
-			for (int i = 0; i < got; i++)
-				unacquire_one(c, &s[i]);
-			got = -EMSGSIZE;
-		} else {
-			char *dst = buf;
-			for (int i = 0; i < CISTERN_GATHER_AHEAD && i < got; i++)
-				cistern__prefetch_payload(&s[i]);
-			for (int i = 0; i < got; i++) {
-				if (i + CISTERN_GATHER_AHEAD < got)
-					cistern__prefetch_payload(&s[i + CISTERN_GATHER_AHEAD]);
-				memcpy(dst + (size_t)i * stride, s[i].data, s[i].len);
-				if (len)
-					len[i] = s[i].len;
-				if (meta)
-					meta[i] = s[i].meta;
-			}
-			int r = cistern_release_batch(c, s, (size_t)got);
-			if (r < 0)
-				got = r;
-		}
+		int r = cistern__copy_out(c, s, (size_t)got, buf, stride, len, meta);
+		if (r == 0)
+			r = cistern_release_batch(c, s, (size_t)got);
+		if (r < 0)
+			got = r;
 	}
 	if (s != local)
 		free(s);

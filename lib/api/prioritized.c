@@ -14,6 +14,7 @@
 #include "core/policy.h"
 #include "core/roles.h"
 #include "core/wait.h"
+#include "api/copy_out.h"
 
 /* A handle that may move samples of a prioritized segment: 0 or -errno. */
 static int usable(const struct cistern *c)
@@ -110,27 +111,12 @@ int cistern_get_prioritized(struct cistern *c, void *buf, size_t stride, size_t 
 		return -ENOMEM;
 	int got = draw_loop(c, s, n, ids, weights, timeout_ms);
 	if (got > 0) {
-		bool fits = true;
-		for (int i = 0; i < got; i++)
-			fits &= s[i].len <= stride && s[i].len <= c->slot_size;
-		if (!fits) {
-			/* Nothing is read: every sample goes back as if never drawn. */
-			for (int i = 0; i < got; i++)
-				cistern_unacquire(c, &s[i]);
-			got = -EMSGSIZE;
-		} else {
-			char *dst = buf;
-			for (int i = 0; i < got; i++) {
-				memcpy(dst + (size_t)i * stride, s[i].data, s[i].len);
-				if (len)
-					len[i] = s[i].len;
-				if (meta)
-					meta[i] = s[i].meta;
-			}
+		/* A misfit is not read: every sample goes back as if never drawn. */
+		r = cistern__copy_out(c, s, (size_t)got, buf, stride, len, meta);
+		if (r == 0)
 			r = cistern_release_batch(c, s, (size_t)got);
-			if (r < 0)
-				got = r;
-		}
+		if (r < 0)
+			got = r;
 	}
 	if (s != local)
 		free(s);
@@ -203,24 +189,12 @@ int cistern_get_prioritized_windows(struct cistern *c, void *buf, size_t stride,
 				weights ? &weights[got] : NULL, got ? 0 : timeout_ms);
 		if (r < 0)
 			break;
-		bool fits = true;
-		for (size_t k = 0; k < length; k++)
-			fits &= s[k].len <= stride && s[k].len <= c->slot_size;
-		if (!fits) {
-			/* Handed back unread, as cistern_get_windows() does. */
-			for (size_t k = 0; k < length; k++)
-				cistern_unacquire(c, &s[k]);
-			r = -EMSGSIZE;
+		/* A misfit is handed back unread, as cistern_get_windows() does. */
+		size_t at = got * length;
+		r = cistern__copy_out(c, s, length, (char *)buf + at * stride, stride,
+				      len ? len + at : NULL, meta ? meta + at : NULL);
+		if (r < 0)
 			break;
-		}
-		char *dst = (char *)buf + got * length * stride;
-		for (size_t k = 0; k < length; k++) {
-			memcpy(dst + k * stride, s[k].data, s[k].len);
-			if (len)
-				len[got * length + k] = s[k].len;
-			if (meta)
-				meta[got * length + k] = s[k].meta;
-		}
 		r = cistern_release_window(c, s, length);
 		if (r < 0)
 			break;
