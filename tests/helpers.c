@@ -356,6 +356,55 @@ pid_t spawn_filler(const char *name, uint32_t n)
 	return await_ready(p, pid);
 }
 
+pid_t spawn_window_holder(const char *name, size_t length)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		return -1;
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		close(p[0]);
+		struct cistern *h;
+		struct cistern_sample w[64];
+		if (length > 64 || cistern_attach(name, &h) < 0)
+			_exit(1);
+		if (cistern_acquire_window(h, w, length, 1, 1000) < 0)
+			_exit(2);
+		ready_then_wait(p[1]);
+	}
+	return await_ready(p, pid);
+}
+
+#define FORKED_MAX 16
+
+void run_forked_producers_and_readers(struct cistern *c, uint32_t producers, child_fn producer,
+				      uint32_t readers, child_fn reader)
+{
+	cr_assert(producers <= FORKED_MAX && readers <= FORKED_MAX);
+	const char *name = seg_name_of(c);
+	pid_t prod[FORKED_MAX], rd[FORKED_MAX], doomed;
+	for (uint32_t p = 0; p < producers; p++)
+		if ((prod[p] = fork_child()) == 0) {
+			producer(name, p);
+			_exit(9); /* a body that returns is a failure, not a second parent */
+		}
+	for (uint32_t r = 0; r < readers; r++)
+		if ((rd[r] = fork_child()) == 0) {
+			reader(name, r);
+			_exit(9);
+		}
+	if ((doomed = fork_child()) == 0) {
+		reader(name, 0);
+		_exit(9);
+	}
+	for (uint32_t p = 0; p < producers; p++)
+		cr_assert_eq(reap_status(prod[p]), 0, "producer %u failed", p);
+	kill_and_reap(doomed);
+	cistern_close_reception(c);
+	for (uint32_t r = 0; r < readers; r++)
+		cr_assert_eq(reap_status(rd[r]), 0, "reader %u failed or saw a bad window", r);
+}
+
 int reap_status(pid_t pid)
 {
 	int status;

@@ -177,6 +177,28 @@ pid_t spawn_holder(const char *name, enum hold what);
  */
 pid_t spawn_filler(const char *name, uint32_t n);
 
+/*
+ * Fork a child that attaches to `name`, acquires a window of `length`
+ * consecutive steps (at most 64) with cistern_acquire_window(), says it is
+ * ready, then waits to be killed: a reader that dies holding a window.
+ * Returns its pid once it holds the window, or -1 (the child is reaped).
+ */
+pid_t spawn_window_holder(const char *name, size_t length);
+
+/* The body of a forked producer or reader: attaches to name and _exits 0 if all went well. */
+typedef void (*child_fn)(const char *name, uint32_t which);
+
+/*
+ * Producers and readers at once on c, all forked: producer(name, p) for p
+ * below producers, reader(name, r) for r below readers, and one more
+ * reader(name, 0) killed once the producers are done, while it may hold
+ * samples. Asserts that every producer exits 0, then closes reception and
+ * asserts that every reader that lived exits 0 (reaches end of data and saw
+ * only what it should). At most 16 of each.
+ */
+void run_forked_producers_and_readers(struct cistern *c, uint32_t producers, child_fn producer,
+				      uint32_t readers, child_fn reader);
+
 /* Reap child pid: its exit status, 128 + the signal that ended it, or -1 if waitpid() failed. */
 int reap_status(pid_t pid);
 
