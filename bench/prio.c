@@ -11,12 +11,29 @@
  *   numpy     bench/prio_peers.py: a vectorised numpy sum tree
  *   loop      bench/prio_peers.py: the classic per-item Python sum tree
  *
- * Prints a table with each peer's time over cistern's; asserts nothing.
+ * Then the same for windows (cistern_get_prioritized_windows()): a batch of
+ * BATCH windows of WINDOW consecutive steps of one simulation, each drawn by
+ * its last member's priority among the complete windows (no episode ends
+ * before its last member), with HELD samples held in episodes of SIMS
+ * simulations, then new priorities for the windows' ids:
+ *
+ *   cistern   cistern_get_prioritized_windows() (members copied out, ids,
+ *             weights) and cistern_update_priorities()
+ *   c-tree    the plain C sum tree over the steps that end a complete
+ *             window, the members copied from an array, no lock
+ *   numpy     bench/prio_peers.py: the numpy sum tree over those steps,
+ *             the draw of last members, then slicing an array
+ *
+ * For windows, HELD is rounded up to SIMS simulations of whole steps (at
+ * least EP_MIN each). Prints a table for each with each peer's time over
+ * cistern's; asserts no time. Exits 1 if a cistern round failed or a window
+ * of its last round was not consecutive steps of one episode.
  *
  *   prio [HELD [BATCH [ROUNDS]]]     (defaults 1000000, 256, 2000)
  */
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +50,11 @@
 #define ALPHA 0.6
 #define BETA 0.4
 #define SLOT 8
+/* Windows: members per window, simulations, and episodes of EP_MIN to EP_MIN + EP_SPAN - 1 steps. */
+#define WINDOW 4
+#define SIMS 1000
+#define EP_MIN 20
+#define EP_SPAN 61
 
 static double now_us(void)
 {
@@ -76,8 +98,11 @@ static void ct_pull(struct ctree *t, uint64_t k)
 	t->min[k] = fmin(t->min[2 * k], t->min[2 * k + 1]);
 }
 
-static int ct_init(struct ctree *t, const double *p, uint64_t n)
+/* Leaves p[0..n) to sum, and m[0..n) (p if NULL) to take the least of. */
+static int ct_init(struct ctree *t, const double *p, const double *m, uint64_t n)
 {
+	if (!m)
+		m = p;
 	t->leaves = 1;
 	while (t->leaves < n)
 		t->leaves *= 2;
@@ -87,7 +112,7 @@ static int ct_init(struct ctree *t, const double *p, uint64_t n)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < t->leaves; i++) {
 		t->sum[t->leaves + i] = i < n ? p[i] : 0;
-		t->min[t->leaves + i] = i < n ? p[i] : INFINITY;
+		t->min[t->leaves + i] = i < n ? m[i] : INFINITY;
 	}
 	for (uint64_t k = t->leaves - 1; k >= 1; k--)
 		ct_pull(t, k);
@@ -131,7 +156,7 @@ static double run_ctree(uint64_t held, int batch, int rounds)
 		return -1;
 	for (uint64_t i = 0; i < held; i++)
 		p[i] = pow(rnd() * 10 + 0.01, ALPHA);
-	if (ct_init(&tr, p, held) < 0)
+	if (ct_init(&tr, p, NULL, held) < 0)
 		return -1;
 	for (int r = 0; r < rounds; r++) {
 		double t0 = now_us();
@@ -219,13 +244,198 @@ out:
 	return m;
 }
 
-/* The Python peers' medians, by name; -1 for a peer that did not report. */
-static void run_python(uint64_t held, int batch, int rounds, double *np_us, double *loop_us)
+/* ---- Windows ------------------------------------------------------------- */
+
+/*
+ * The samples of the window rounds: simulation s holds steps 0 to
+ * steps - 1, sample s * steps + t, in episodes whose lengths come from
+ * (s, episode) alone; the last step of each is an end of episode.
+ */
+static uint32_t episode_len(uint32_t sim, uint32_t e)
+{
+	return EP_MIN + (sim * 7 + e * 13) % EP_SPAN;
+}
+
+/* ends[i]: whether step i ends an episode, for held = SIMS * steps samples. */
+static void episode_ends(bool *ends, uint32_t steps)
+{
+	for (uint32_t s = 0; s < SIMS; s++) {
+		uint32_t t = 0;
+		for (uint32_t e = 0; t < steps; e++) {
+			t += episode_len(s, e);
+			ends[(uint64_t)s * steps + (t < steps ? t : steps) - 1] = true;
+		}
+	}
+}
+
+/* Whether sample i (step t of its simulation) ends a complete window of WINDOW. */
+static bool ends_window(const bool *ends, uint64_t i, uint32_t t)
+{
+	if (t + 1 < WINDOW)
+		return false;
+	for (uint64_t k = i + 1 - WINDOW; k < i; k++)
+		if (ends[k])
+			return false;
+	return true;
+}
+
+static double run_ctree_windows(uint32_t steps, int batch, int rounds)
+{
+	uint64_t held = (uint64_t)SIMS * steps;
+	double *p = malloc(held * sizeof(double)), *m = malloc(held * sizeof(double));
+	bool *ends = calloc(held, sizeof(bool));
+	uint64_t *data = malloc(held * sizeof(uint64_t));
+	uint64_t *out = malloc((size_t)batch * WINDOW * sizeof(uint64_t));
+	uint64_t *idx = malloc((size_t)batch * sizeof(uint64_t));
+	double *w = malloc((size_t)batch * sizeof(double));
+	double *t = malloc((size_t)rounds * sizeof(double));
+	struct ctree tr = {0};
+	double med = -1;
+	if (!p || !m || !ends || !data || !out || !idx || !w || !t)
+		goto out;
+	episode_ends(ends, steps);
+	for (uint64_t i = 0; i < held; i++) {
+		data[i] = i;
+		m[i] = pow(rnd() * 10 + 0.01, ALPHA);
+		/* Only a step that ends a complete window can be drawn. */
+		p[i] = ends_window(ends, i, (uint32_t)(i % steps)) ? m[i] : 0;
+	}
+	if (ct_init(&tr, p, m, held) < 0)
+		goto out;
+	for (int r = 0; r < rounds; r++) {
+		double t0 = now_us();
+		double total = tr.sum[1], wmax = pow((double)held * tr.min[1] / total, -BETA);
+		for (int j = 0; j < batch; j++) {
+			idx[j] = ct_draw(&tr, rnd() * total);
+			memcpy(&out[(size_t)j * WINDOW], &data[idx[j] + 1 - WINDOW],
+			       WINDOW * sizeof(uint64_t));
+			double pi = tr.sum[tr.leaves + idx[j]] / total;
+			w[j] = pow((double)held * pi, -BETA) / wmax;
+		}
+		for (int j = 0; j < batch; j++)
+			ct_set(&tr, idx[j], pow(rnd() * 10 + 0.01, ALPHA));
+		t[r] = now_us() - t0;
+	}
+	med = median(t, rounds);
+out:
+	free(p);
+	free(m);
+	free(ends);
+	free(data);
+	free(out);
+	free(idx);
+	free(w);
+	free(t);
+	free(tr.sum);
+	free(tr.min);
+	return med;
+}
+
+static double run_cistern_windows(const char *name, uint32_t steps, int batch, int rounds)
+{
+	uint64_t held = (uint64_t)SIMS * steps;
+	struct cistern_config cfg = {
+		.policy = CISTERN_PRIORITIZED,
+		.slot_size = SLOT,
+		.slot_count = held,
+		.watermark = 1,
+		.sweep_size = SIMS,
+		.nb_time_steps = steps,
+		.seed = 42,
+		.alpha = ALPHA,
+		.beta = BETA,
+		.epsilon = 0.01,
+	};
+	struct cistern *c;
+	int r = cistern_create(name, &cfg, &c);
+	if (r < 0) {
+		fprintf(stderr, "prio: create %s: %s\n", name, cistern_strerror(r));
+		return -1;
+	}
+	double med = -1;
+	bool *ends = calloc(held, sizeof(bool));
+	uint64_t *buf = malloc((size_t)batch * WINDOW * sizeof(uint64_t));
+	struct cistern_meta *meta = malloc((size_t)batch * WINDOW * sizeof(*meta));
+	uint64_t *ids = malloc((size_t)batch * sizeof(uint64_t));
+	double *w = malloc((size_t)batch * sizeof(double));
+	double *q = malloc((size_t)batch * sizeof(double));
+	double *t = malloc((size_t)rounds * sizeof(double));
+	if (!ends || !buf || !meta || !ids || !w || !q || !t)
+		goto out;
+	episode_ends(ends, steps);
+	for (uint64_t i = 0; i < held; i++) {
+		uint64_t v = i;
+		struct cistern_meta m = {
+			.sim_id = (uint32_t)(i / steps),
+			.time_step = (uint32_t)(i % steps),
+			.flags = ends[i] ? CISTERN_META_END_OF_EPISODE : 0,
+		};
+		r = cistern_put_prioritized(c, &v, sizeof(v), &m, rnd() * 10, 0);
+		if (r < 0) {
+			fprintf(stderr, "prio: put %llu: %s\n", (unsigned long long)i,
+				cistern_strerror(r));
+			goto out;
+		}
+	}
+	for (int k = -rounds / 10; k < rounds; k++) {
+		double t0 = now_us();
+		r = cistern_get_prioritized_windows(c, buf, SLOT, (size_t)batch, WINDOW, 1, NULL,
+						    meta, ids, w, 0);
+		if (r != batch) {
+			fprintf(stderr, "prio: draw windows: %s\n", cistern_strerror(r));
+			goto out;
+		}
+		for (int j = 0; j < batch; j++)
+			q[j] = rnd() * 10;
+		r = cistern_update_priorities(c, ids, q, (size_t)batch);
+		if (r < 0) {
+			fprintf(stderr, "prio: update: %s\n", cistern_strerror(r));
+			goto out;
+		}
+		if (k >= 0)
+			t[k] = now_us() - t0;
+	}
+	med = median(t, rounds);
+	/* Each window of the last round: consecutive steps of one simulation. */
+	for (int j = 0; j < batch; j++)
+		for (int k = 1; k < WINDOW; k++) {
+			const struct cistern_meta *a = &meta[j * WINDOW + k - 1], *b = a + 1;
+			if (buf[j * WINDOW + k] != buf[j * WINDOW + k - 1] + 1 ||
+			    a->sim_id != b->sim_id || a->time_step + 1 != b->time_step ||
+			    a->flags) {
+				fprintf(stderr, "prio: window %d is not whole\n", j);
+				med = -1;
+			}
+		}
+out:
+	free(ends);
+	free(buf);
+	free(meta);
+	free(ids);
+	free(w);
+	free(q);
+	free(t);
+	cistern_detach(c);
+	cistern_unlink(name);
+	return med;
+}
+
+/*
+ * The Python peers' medians, by name; -1 for a peer that did not report.
+ * With window > 0, the peers of windows of that length (numpy alone).
+ */
+static void run_python(uint64_t held, int batch, int rounds, int window, double *np_us,
+		       double *loop_us)
 {
 	char cmd[512];
 	*np_us = *loop_us = -1;
-	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/prio_peers.py %llu %d %d 1", BENCH_SRCDIR,
-		 (unsigned long long)held, batch, rounds);
+	if (window > 0)
+		snprintf(cmd, sizeof(cmd),
+			 "/usr/bin/python3 %s/prio_peers.py %llu %d %d 1 %d %d %d %d", BENCH_SRCDIR,
+			 (unsigned long long)held, batch, rounds, window, SIMS, EP_MIN, EP_SPAN);
+	else
+		snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/prio_peers.py %llu %d %d 1",
+			 BENCH_SRCDIR, (unsigned long long)held, batch, rounds);
 	FILE *f = popen(cmd, "r");
 	if (!f)
 		return;
@@ -262,7 +472,7 @@ int main(int argc, char **argv)
 	double cis = run_cistern(name, held, batch, rounds);
 	double ct = run_ctree(held, batch, rounds);
 	double np_us, loop_us;
-	run_python(held, batch, rounds / 10 > 20 ? rounds / 10 : 20, &np_us, &loop_us);
+	run_python(held, batch, rounds / 10 > 20 ? rounds / 10 : 20, 0, &np_us, &loop_us);
 	printf("prioritized sampling: draw %d by priority^%.1f with weights, then update their "
 	       "priorities, %llu samples held; median us per round\n",
 	       batch, ALPHA, (unsigned long long)held);
@@ -271,5 +481,24 @@ int main(int argc, char **argv)
 	row("c-tree", ct, cis);
 	row("numpy", np_us, cis);
 	row("loop", loop_us, cis);
-	return cis < 0 ? 1 : 0;
+
+	/* Windows: as many samples as the draws above, SIMS simulations of whole steps. */
+	uint32_t steps = (uint32_t)((held + SIMS - 1) / SIMS);
+	if (steps < EP_MIN)
+		steps = EP_MIN;
+	double wcis = run_cistern_windows(name, steps, batch, rounds);
+	double wct = run_ctree_windows(steps, batch, rounds);
+	double wnp, unused;
+	run_python((uint64_t)SIMS * steps, batch, rounds / 10 > 20 ? rounds / 10 : 20, WINDOW, &wnp,
+		   &unused);
+	printf("\nprioritized windows: draw %d windows of %d steps by their last member's "
+	       "priority^%.1f with weights, then update their priorities, %llu samples held "
+	       "in episodes of %d to %d steps of %d simulations; median us per round\n",
+	       batch, WINDOW, ALPHA, (unsigned long long)SIMS * steps, EP_MIN, EP_MIN + EP_SPAN - 1,
+	       SIMS);
+	printf("%-10s %12s %10s\n", "contender", "us/round", "/cistern");
+	row("cistern", wcis, wcis);
+	row("c-tree", wct, wcis);
+	row("numpy", wnp, wcis);
+	return cis < 0 || wcis < 0 ? 1 : 0;
 }
