@@ -18,7 +18,7 @@
 #include "core/open.h"
 #include "core/liveness.h"
 #include "core/policy.h"
-#include "api/copy_out.h"
+#include "api/reads.h"
 
 /*
  * c->holding counts this handle's reservations and acquisitions not yet
@@ -261,26 +261,10 @@ struct read_req {
 	size_t step; /* READ_WINDOW: time steps between members */
 };
 
-/*
- * A reservoir reader in the automatic role runs each read call (never a
- * wait) inside the role's bracket (roles.c): inside, it pins and counts with
- * plain stores as the holder of CISTERN_SINGLE_READER does, unless a second
- * reader took the role away. Anyone else: nothing to do.
- */
-static inline bool read_begin(struct cistern *c)
+static int try_read(struct cistern *c, const void *arg)
 {
-	return cistern__reads_in_calls(c) && cistern__auto_read_begin(c);
-}
-
-static inline void read_end(struct cistern *c, bool plain)
-{
-	if (plain)
-		cistern__auto_read_end(c);
-}
-
-static int try_read(struct cistern *c, const struct read_req *q)
-{
-	bool plain = read_begin(c);
+	const struct read_req *q = arg;
+	bool plain = cistern__read_begin(c);
 	int r;
 	switch (q->kind) {
 	case READ_ONE:
@@ -296,27 +280,27 @@ static int try_read(struct cistern *c, const struct read_req *q)
 		r = c->ops->try_acquire_batch(c, q->out, q->n);
 		break;
 	}
-	read_end(c, plain);
+	cistern__read_end(c, plain);
 	return r;
 }
 
-/* Release one sample (under the bracket above); 0 or -errno. */
+/* Release one sample (in the reader's bracket, reads.h); 0 or -errno. */
 static int release_one(struct cistern *c, struct cistern_sample *s)
 {
-	bool plain = read_begin(c);
+	bool plain = cistern__read_begin(c);
 	int r = c->ops->release(c, s);
-	read_end(c, plain);
+	cistern__read_end(c, plain);
 	if (r == 0)
 		holding_sub(c, 1);
 	return r;
 }
 
-/* Hand one sample back as never read (under the bracket above); 0 or -errno. */
+/* Hand one sample back as never read (in the reader's bracket); 0 or -errno. */
 static int unacquire_one(struct cistern *c, struct cistern_sample *s)
 {
-	bool plain = read_begin(c);
+	bool plain = cistern__read_begin(c);
 	int r = c->ops->unacquire(c, s);
-	read_end(c, plain);
+	cistern__read_end(c, plain);
 	if (r == 0)
 		holding_sub(c, 1);
 	return r;
@@ -349,42 +333,19 @@ int cistern__copy_out(struct cistern *c, struct cistern_sample *s, size_t n, voi
 	return 0;
 }
 
+/* Whether nothing more that q reads can come (reads.h). */
+static bool read_drained(struct cistern *c, const void *arg)
+{
+	const struct read_req *q = arg;
+	return q->kind == READ_WINDOW ? c->ops->windows_drained(c, q->n, q->step)
+				      : c->ops->drained(c);
+}
+
 /* Try, and while there is nothing yet, check for end of data and wait. */
 static int read_loop(struct cistern *c, const struct read_req *q, int timeout_ms)
 {
-	int r = cistern__add_role(c, CISTERN_ROLE_READER);
-	if (r < 0)
-		return r;
-	struct cistern_waiter w;
-	cistern__wait_init(&w, CISTERN_WAIT_DATA, timeout_ms);
-	for (;;) {
-		r = try_read(c, q);
-		if (r != -EAGAIN)
-			break;
-		if (q->kind == READ_WINDOW ? c->ops->windows_drained(c, q->n, q->step)
-					   : c->ops->drained(c)) {
-			/*
-			 * A reader that died holding a sample is found only by a
-			 * sweep; end of data now would drop that sample for good.
-			 * Reclaim first, and look again if anything came back.
-			 */
-			if (cistern__sweep(c) > 0)
-				continue;
-			/*
-			 * The sweep skips entries whose lock is held: one being
-			 * reclaimed right now may still hand samples back. Wait
-			 * for it (its end wakes every sleeper).
-			 */
-			if (!cistern__reclaim_under_way(c)) {
-				r = CISTERN_EOD;
-				break;
-			}
-		}
-		r = cistern__wait(c, &w);
-		if (r < 0)
-			break;
-	}
-	cistern__wait_done(c, &w);
+	const struct cistern__read_try t = {try_read, read_drained, q};
+	int r = cistern__read_wait(c, &t, timeout_ms);
 	size_t got = r < 0 ? 0 : q->kind == READ_BATCH ? (size_t)r : q->n;
 	for (size_t i = 0; i < got; i++) {
 		if (q->out[i].len > c->slot_size) {
@@ -392,10 +353,10 @@ static int read_loop(struct cistern *c, const struct read_req *q, int timeout_ms
 			 * Only a damaged segment can say this; a caller reading len
 			 * bytes would run past the slot. Give it back and refuse it.
 			 */
-			bool plain = read_begin(c);
+			bool plain = cistern__read_begin(c);
 			for (size_t j = 0; j < got; j++)
 				c->ops->release(c, &q->out[j]);
-			read_end(c, plain);
+			cistern__read_end(c, plain);
 			return -EPROTO;
 		}
 	}
@@ -569,9 +530,9 @@ int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 	if (!s)
 		return -EINVAL;
 	if (c->ops->release_batch) {
-		bool plain = read_begin(c);
+		bool plain = cistern__read_begin(c);
 		r = c->ops->release_batch(c, s, n);
-		read_end(c, plain);
+		cistern__read_end(c, plain);
 		if (r == 0)
 			holding_sub(c, n); /* on an error we cannot tell how many went: err high */
 		return r;
@@ -615,9 +576,9 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 	if (c->ops->gather_now) {
 		/* A reader of a reservoir: in one pass, if it can (gather.c). */
 		struct cistern_gather g = {buf, stride, len, meta};
-		bool plain = read_begin(c);
+		bool plain = cistern__read_begin(c);
 		int r = c->ops->gather_now(c, s, n, &g);
-		read_end(c, plain);
+		cistern__read_end(c, plain);
 		if (r != -EAGAIN) {
 			if (s != local)
 				free(s);
