@@ -6,6 +6,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <math.h>
 #include <stddef.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -220,6 +221,13 @@ void *shared_alloc(size_t size)
 {
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
+}
+
+double chi2_critical(int df, double z)
+{
+	double a = 2.0 / (9.0 * df);
+	double t = 1.0 - a + z * sqrt(a);
+	return df * t * t * t;
 }
 
 double mono_now(void)

@@ -117,6 +117,17 @@ void seg_empty_dir(const char *path);
 /* Memory shared with forked children (zeroed); NULL if mmap() failed. */
 void *shared_alloc(size_t size);
 
+/* Standard normal quantiles, for chi2_critical(): at 0.999 and at 1 - 1e-6. */
+#define Z_999 3.090232
+#define Z_1E6 4.753424
+
+/*
+ * The chi-square quantile for df degrees of freedom at the level whose
+ * standard normal quantile is z (Wilson-Hilferty approximation): a
+ * statistic at or above it rejects at a false-failure rate of 1 - that level.
+ */
+double chi2_critical(int df, double z);
+
 /* CLOCK_MONOTONIC in seconds. */
 double mono_now(void);
 

@@ -29,14 +29,6 @@ TestSuite(prio_windows, .fini = seg_fini);
 #define ALPHA 0.8
 #define EPS 0.1
 
-static double chi2_critical(int df)
-{
-	const double z = 4.753424; /* standard normal quantile at 1 - 1e-6 */
-	double a = 2.0 / (9.0 * df);
-	double t = 1.0 - a + z * sqrt(a);
-	return df * t * t * t;
-}
-
 static struct cistern_config pw_cfg(uint64_t slots, double beta)
 {
 	return (struct cistern_config){.policy = CISTERN_PRIORITIZED,
@@ -195,7 +187,8 @@ Test(prio_windows, windows_are_drawn_by_their_last_members_priority)
 	int df;
 	double x = chi2_against(&w, counts, 3, 1, 2, &df);
 	cr_assert_eq(df, 12, "13 complete windows");
-	cr_assert_lt(x, chi2_critical(df), "chi-square %.1f >= %.1f", x, chi2_critical(df));
+	cr_assert_lt(x, chi2_critical(df, Z_1E6), "chi-square %.1f >= %.1f", x,
+		     chi2_critical(df, Z_1E6));
 }
 
 Test(prio_windows, the_chi_square_test_rejects_the_law_of_the_first_member)
@@ -207,7 +200,8 @@ Test(prio_windows, the_chi_square_test_rejects_the_law_of_the_first_member)
 	count_ends(c, 3, 1, 300, counts);
 	int df;
 	double x = chi2_against(&w, counts, 3, 1, 0, &df);
-	cr_assert_gt(x, chi2_critical(df), "chi-square %.1f: the test cannot tell the laws", x);
+	cr_assert_gt(x, chi2_critical(df, Z_1E6), "chi-square %.1f: the test cannot tell the laws",
+		     x);
 }
 
 Test(prio_windows, windows_with_a_stride_follow_the_same_law)
@@ -219,7 +213,8 @@ Test(prio_windows, windows_with_a_stride_follow_the_same_law)
 	count_ends(c, 2, 2, 300, counts);
 	int df;
 	double x = chi2_against(&w, counts, 2, 2, 1, &df);
-	cr_assert_lt(x, chi2_critical(df), "chi-square %.1f >= %.1f", x, chi2_critical(df));
+	cr_assert_lt(x, chi2_critical(df, Z_1E6), "chi-square %.1f >= %.1f", x,
+		     chi2_critical(df, Z_1E6));
 }
 
 Test(prio_windows, a_window_never_crosses_an_end_of_episode)

@@ -219,14 +219,6 @@ Test(windows, a_window_never_mixes_two_runs_of_one_simulation)
 	seg_drop(c);
 }
 
-static double chi2_critical(int df)
-{
-	const double z = 4.753424; /* standard normal quantile at 1 - 1e-6 */
-	double a = 2.0 / (9.0 * df);
-	double t = 1.0 - a + z * sqrt(a);
-	return df * t * t * t;
-}
-
 Test(windows, draws_are_uniform_over_the_complete_windows)
 {
 	struct cistern *c = seg_create("w-chi", win_cfg(64));
@@ -265,7 +257,7 @@ Test(windows, draws_are_uniform_over_the_complete_windows)
 			double d = (double)heads[s][t] - per;
 			x += d * d / per;
 		}
-	double crit = chi2_critical(k - 1);
+	double crit = chi2_critical(k - 1, Z_1E6);
 	cr_assert_lt(x, crit, "chi-square %.1f >= %.1f over %d windows", x, crit, k);
 	seg_drop(c);
 }
