@@ -143,108 +143,7 @@ static void ct_set(struct ctree *t, uint64_t i, double v)
 		ct_pull(t, k);
 }
 
-/* ---- The rounds ---------------------------------------------------------- */
-
-static double run_ctree(uint64_t held, int batch, int rounds)
-{
-	double *p = malloc(held * sizeof(double));
-	uint64_t *idx = malloc((size_t)batch * sizeof(uint64_t));
-	double *w = malloc((size_t)batch * sizeof(double));
-	double *t = malloc((size_t)rounds * sizeof(double));
-	struct ctree tr;
-	if (!p || !idx || !w || !t)
-		return -1;
-	for (uint64_t i = 0; i < held; i++)
-		p[i] = pow(rnd() * 10 + 0.01, ALPHA);
-	if (ct_init(&tr, p, NULL, held) < 0)
-		return -1;
-	for (int r = 0; r < rounds; r++) {
-		double t0 = now_us();
-		double total = tr.sum[1], wmax = pow((double)held * tr.min[1] / total, -BETA);
-		for (int j = 0; j < batch; j++) {
-			idx[j] = ct_draw(&tr, rnd() * total);
-			double pi = tr.sum[tr.leaves + idx[j]] / total;
-			w[j] = pow((double)held * pi, -BETA) / wmax;
-		}
-		for (int j = 0; j < batch; j++)
-			ct_set(&tr, idx[j], pow(rnd() * 10 + 0.01, ALPHA));
-		t[r] = now_us() - t0;
-	}
-	double m = median(t, rounds);
-	free(p);
-	free(idx);
-	free(w);
-	free(t);
-	free(tr.sum);
-	free(tr.min);
-	return m;
-}
-
-static double run_cistern(const char *name, uint64_t held, int batch, int rounds)
-{
-	struct cistern_config cfg = {
-		.policy = CISTERN_PRIORITIZED,
-		.slot_size = SLOT,
-		.slot_count = held,
-		.watermark = 1,
-		.seed = 42,
-		.alpha = ALPHA,
-		.beta = BETA,
-		.epsilon = 0.01,
-	};
-	struct cistern *c;
-	int r = cistern_create(name, &cfg, &c);
-	if (r < 0) {
-		fprintf(stderr, "prio: create %s: %s\n", name, cistern_strerror(r));
-		return -1;
-	}
-	double m = -1;
-	char *buf = malloc((size_t)batch * SLOT);
-	uint64_t *ids = malloc((size_t)batch * sizeof(uint64_t));
-	double *w = malloc((size_t)batch * sizeof(double));
-	double *q = malloc((size_t)batch * sizeof(double));
-	double *t = malloc((size_t)rounds * sizeof(double));
-	if (!buf || !ids || !w || !q || !t)
-		goto out;
-	for (uint64_t i = 0; i < held; i++) {
-		uint64_t v = i;
-		r = cistern_put_prioritized(c, &v, sizeof(v), NULL, rnd() * 10, 0);
-		if (r < 0) {
-			fprintf(stderr, "prio: put %llu: %s\n", (unsigned long long)i,
-				cistern_strerror(r));
-			goto out;
-		}
-	}
-	for (int k = -rounds / 10; k < rounds; k++) {
-		double t0 = now_us();
-		r = cistern_get_prioritized(c, buf, SLOT, (size_t)batch, NULL, NULL, ids, w, 0);
-		if (r != batch) {
-			fprintf(stderr, "prio: draw: %s\n", cistern_strerror(r));
-			goto out;
-		}
-		for (int j = 0; j < batch; j++)
-			q[j] = rnd() * 10;
-		r = cistern_update_priorities(c, ids, q, (size_t)batch);
-		if (r < 0) {
-			fprintf(stderr, "prio: update: %s\n", cistern_strerror(r));
-			goto out;
-		}
-		if (k >= 0)
-			t[k] = now_us() - t0;
-	}
-	m = median(t, rounds);
-out:
-	free(buf);
-	free(ids);
-	free(w);
-	free(q);
-	free(t);
-	cistern_detach(c);
-	cistern_unlink(name);
-	return m;
-}
-
-/* ---- Windows ------------------------------------------------------------- */
+/* ---- Windows: the samples they are drawn from ---------------------------- */
 
 /*
  * The samples of the window rounds: simulation s holds steps 0 to
@@ -279,36 +178,58 @@ static bool ends_window(const bool *ends, uint64_t i, uint32_t t)
 	return true;
 }
 
-static double run_ctree_windows(uint32_t steps, int batch, int rounds)
+/* ---- The rounds ---------------------------------------------------------- */
+
+/*
+ * What one run draws: held samples, and with steps > 0, windows of WINDOW
+ * from SIMS simulations of `steps` steps each (held = SIMS * steps).
+ */
+struct draws {
+	uint64_t held;
+	uint32_t steps;
+	int batch, rounds;
+};
+
+/* Samples a round copies out: a batch, or a batch of windows. */
+static size_t members(const struct draws *d)
 {
-	uint64_t held = (uint64_t)SIMS * steps;
+	return (size_t)d->batch * (d->steps ? WINDOW : 1);
+}
+
+static double run_ctree(const struct draws *d)
+{
+	uint64_t held = d->held;
+	int batch = d->batch;
 	double *p = malloc(held * sizeof(double)), *m = malloc(held * sizeof(double));
 	bool *ends = calloc(held, sizeof(bool));
 	uint64_t *data = malloc(held * sizeof(uint64_t));
-	uint64_t *out = malloc((size_t)batch * WINDOW * sizeof(uint64_t));
+	uint64_t *out = malloc(members(d) * sizeof(uint64_t));
 	uint64_t *idx = malloc((size_t)batch * sizeof(uint64_t));
 	double *w = malloc((size_t)batch * sizeof(double));
-	double *t = malloc((size_t)rounds * sizeof(double));
+	double *t = malloc((size_t)d->rounds * sizeof(double));
 	struct ctree tr = {0};
 	double med = -1;
 	if (!p || !m || !ends || !data || !out || !idx || !w || !t)
 		goto out;
-	episode_ends(ends, steps);
+	if (d->steps)
+		episode_ends(ends, d->steps);
 	for (uint64_t i = 0; i < held; i++) {
 		data[i] = i;
 		m[i] = pow(rnd() * 10 + 0.01, ALPHA);
-		/* Only a step that ends a complete window can be drawn. */
-		p[i] = ends_window(ends, i, (uint32_t)(i % steps)) ? m[i] : 0;
+		/* Windows: only a step that ends a complete one can be drawn. */
+		p[i] = !d->steps || ends_window(ends, i, (uint32_t)(i % d->steps)) ? m[i] : 0;
 	}
 	if (ct_init(&tr, p, m, held) < 0)
 		goto out;
-	for (int r = 0; r < rounds; r++) {
+	for (int r = 0; r < d->rounds; r++) {
 		double t0 = now_us();
 		double total = tr.sum[1], wmax = pow((double)held * tr.min[1] / total, -BETA);
 		for (int j = 0; j < batch; j++) {
 			idx[j] = ct_draw(&tr, rnd() * total);
-			memcpy(&out[(size_t)j * WINDOW], &data[idx[j] + 1 - WINDOW],
-			       WINDOW * sizeof(uint64_t));
+			/* The members of a window, or no copy at all (as before windows). */
+			if (d->steps)
+				memcpy(&out[(size_t)j * WINDOW], &data[idx[j] + 1 - WINDOW],
+				       WINDOW * sizeof(uint64_t));
 			double pi = tr.sum[tr.leaves + idx[j]] / total;
 			w[j] = pow((double)held * pi, -BETA) / wmax;
 		}
@@ -316,7 +237,7 @@ static double run_ctree_windows(uint32_t steps, int batch, int rounds)
 			ct_set(&tr, idx[j], pow(rnd() * 10 + 0.01, ALPHA));
 		t[r] = now_us() - t0;
 	}
-	med = median(t, rounds);
+	med = median(t, d->rounds);
 out:
 	free(p);
 	free(m);
@@ -331,16 +252,30 @@ out:
 	return med;
 }
 
-static double run_cistern_windows(const char *name, uint32_t steps, int batch, int rounds)
+/* Whether every window of a round is consecutive steps of one episode. */
+static bool windows_whole(const uint64_t *buf, const struct cistern_meta *meta, int batch)
 {
-	uint64_t held = (uint64_t)SIMS * steps;
+	for (int j = 0; j < batch; j++)
+		for (int k = 1; k < WINDOW; k++) {
+			const struct cistern_meta *a = &meta[j * WINDOW + k - 1], *b = a + 1;
+			if (buf[j * WINDOW + k] != buf[j * WINDOW + k - 1] + 1 ||
+			    a->sim_id != b->sim_id || a->time_step + 1 != b->time_step || a->flags)
+				return false;
+		}
+	return true;
+}
+
+static double run_cistern(const char *name, const struct draws *d)
+{
+	uint64_t held = d->held;
+	int batch = d->batch;
 	struct cistern_config cfg = {
 		.policy = CISTERN_PRIORITIZED,
 		.slot_size = SLOT,
 		.slot_count = held,
 		.watermark = 1,
-		.sweep_size = SIMS,
-		.nb_time_steps = steps,
+		.sweep_size = d->steps ? SIMS : 0,
+		.nb_time_steps = d->steps,
 		.seed = 42,
 		.alpha = ALPHA,
 		.beta = BETA,
@@ -354,35 +289,41 @@ static double run_cistern_windows(const char *name, uint32_t steps, int batch, i
 	}
 	double med = -1;
 	bool *ends = calloc(held, sizeof(bool));
-	uint64_t *buf = malloc((size_t)batch * WINDOW * sizeof(uint64_t));
-	struct cistern_meta *meta = malloc((size_t)batch * WINDOW * sizeof(*meta));
+	uint64_t *buf = malloc(members(d) * sizeof(uint64_t));
+	struct cistern_meta *meta = malloc(members(d) * sizeof(*meta));
 	uint64_t *ids = malloc((size_t)batch * sizeof(uint64_t));
 	double *w = malloc((size_t)batch * sizeof(double));
 	double *q = malloc((size_t)batch * sizeof(double));
-	double *t = malloc((size_t)rounds * sizeof(double));
+	double *t = malloc((size_t)d->rounds * sizeof(double));
 	if (!ends || !buf || !meta || !ids || !w || !q || !t)
 		goto out;
-	episode_ends(ends, steps);
+	if (d->steps)
+		episode_ends(ends, d->steps);
 	for (uint64_t i = 0; i < held; i++) {
 		uint64_t v = i;
-		struct cistern_meta m = {
-			.sim_id = (uint32_t)(i / steps),
-			.time_step = (uint32_t)(i % steps),
-			.flags = ends[i] ? CISTERN_META_END_OF_EPISODE : 0,
-		};
-		r = cistern_put_prioritized(c, &v, sizeof(v), &m, rnd() * 10, 0);
+		struct cistern_meta m = {0};
+		if (d->steps) {
+			m.sim_id = (uint32_t)(i / d->steps);
+			m.time_step = (uint32_t)(i % d->steps);
+			m.flags = ends[i] ? CISTERN_META_END_OF_EPISODE : 0;
+		}
+		r = cistern_put_prioritized(c, &v, sizeof(v), d->steps ? &m : NULL, rnd() * 10, 0);
 		if (r < 0) {
 			fprintf(stderr, "prio: put %llu: %s\n", (unsigned long long)i,
 				cistern_strerror(r));
 			goto out;
 		}
 	}
-	for (int k = -rounds / 10; k < rounds; k++) {
+	for (int k = -d->rounds / 10; k < d->rounds; k++) {
 		double t0 = now_us();
-		r = cistern_get_prioritized_windows(c, buf, SLOT, (size_t)batch, WINDOW, 1, NULL,
-						    meta, ids, w, 0);
+		if (d->steps)
+			r = cistern_get_prioritized_windows(c, buf, SLOT, (size_t)batch, WINDOW, 1,
+							    NULL, meta, ids, w, 0);
+		else
+			r = cistern_get_prioritized(c, buf, SLOT, (size_t)batch, NULL, NULL, ids, w,
+						    0);
 		if (r != batch) {
-			fprintf(stderr, "prio: draw windows: %s\n", cistern_strerror(r));
+			fprintf(stderr, "prio: draw: %s\n", cistern_strerror(r));
 			goto out;
 		}
 		for (int j = 0; j < batch; j++)
@@ -395,18 +336,11 @@ static double run_cistern_windows(const char *name, uint32_t steps, int batch, i
 		if (k >= 0)
 			t[k] = now_us() - t0;
 	}
-	med = median(t, rounds);
-	/* Each window of the last round: consecutive steps of one simulation. */
-	for (int j = 0; j < batch; j++)
-		for (int k = 1; k < WINDOW; k++) {
-			const struct cistern_meta *a = &meta[j * WINDOW + k - 1], *b = a + 1;
-			if (buf[j * WINDOW + k] != buf[j * WINDOW + k - 1] + 1 ||
-			    a->sim_id != b->sim_id || a->time_step + 1 != b->time_step ||
-			    a->flags) {
-				fprintf(stderr, "prio: window %d is not whole\n", j);
-				med = -1;
-			}
-		}
+	med = median(t, d->rounds);
+	if (d->steps && !windows_whole(buf, meta, batch)) {
+		fprintf(stderr, "prio: a window of the last round is not whole\n");
+		med = -1;
+	}
 out:
 	free(ends);
 	free(buf);
@@ -469,8 +403,9 @@ int main(int argc, char **argv)
 	}
 	char name[64];
 	snprintf(name, sizeof(name), "bench-prio-%d", (int)getpid());
-	double cis = run_cistern(name, held, batch, rounds);
-	double ct = run_ctree(held, batch, rounds);
+	const struct draws plain = {held, 0, batch, rounds};
+	double cis = run_cistern(name, &plain);
+	double ct = run_ctree(&plain);
 	double np_us, loop_us;
 	run_python(held, batch, rounds / 10 > 20 ? rounds / 10 : 20, 0, &np_us, &loop_us);
 	printf("prioritized sampling: draw %d by priority^%.1f with weights, then update their "
@@ -486,8 +421,9 @@ int main(int argc, char **argv)
 	uint32_t steps = (uint32_t)((held + SIMS - 1) / SIMS);
 	if (steps < EP_MIN)
 		steps = EP_MIN;
-	double wcis = run_cistern_windows(name, steps, batch, rounds);
-	double wct = run_ctree_windows(steps, batch, rounds);
+	const struct draws windows = {(uint64_t)SIMS * steps, steps, batch, rounds};
+	double wcis = run_cistern(name, &windows);
+	double wct = run_ctree(&windows);
 	double wnp, unused;
 	run_python((uint64_t)SIMS * steps, batch, rounds / 10 > 20 ? rounds / 10 : 20, WINDOW, &wnp,
 		   &unused);
