@@ -449,29 +449,24 @@ int cistern_release_window(struct cistern *c, struct cistern_sample *out, size_t
 	return cistern_release_batch(c, out, length);
 }
 
-/* Window samples cistern_get_windows() keeps on the stack; longer windows are malloc'd. */
+/* Window members cistern__get_windows_by() keeps on the stack; longer windows are malloc'd. */
 #define WINDOW_ON_STACK 16
 
-int cistern_get_windows(struct cistern *c, void *buf, size_t stride, size_t n, size_t length,
-			size_t step, size_t *len, struct cistern_meta *meta, int timeout_ms)
+int cistern__get_windows_by(struct cistern *c, void *buf, size_t stride, size_t n, size_t length,
+			    size_t *len, struct cistern_meta *meta, int timeout_ms,
+			    cistern__take_window_fn take, void *arg)
 {
-	int r = writable(c);
-	if (r < 0)
-		return r;
-	if (!buf || n == 0 || n > INT32_MAX)
-		return -EINVAL;
-	if ((r = window_problem(c, length, step)) < 0)
-		return r;
 	struct cistern_sample local[WINDOW_ON_STACK];
 	struct cistern_sample *s = length <= WINDOW_ON_STACK ? local : malloc(length * sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	size_t got = 0;
-	/* The first window waits as timeout_ms says; the others are taken if there now. */
+	int r = 0;
 	for (; got < n; got++) {
-		r = cistern_acquire_window(c, s, length, step, got ? 0 : timeout_ms);
+		r = take(c, s, length, got, got ? 0 : timeout_ms, arg);
 		if (r < 0)
 			break;
+		/* A misfit is handed back unread. */
 		size_t at = got * length;
 		r = cistern__copy_out(c, s, length, (char *)buf + at * stride, stride,
 				      len ? len + at : NULL, meta ? meta + at : NULL);
@@ -483,8 +478,29 @@ int cistern_get_windows(struct cistern *c, void *buf, size_t stride, size_t n, s
 	}
 	if (s != local)
 		free(s);
-	/* Windows copied stand; an error after the first ends the batch there. */
 	return got > 0 ? (int)got : r;
+}
+
+/* cistern_get_windows()'s take: a uniform window, *arg time steps between members. */
+static int acquire_window(struct cistern *c, struct cistern_sample *s, size_t length, size_t i,
+			  int timeout_ms, void *arg)
+{
+	(void)i;
+	return cistern_acquire_window(c, s, length, *(const size_t *)arg, timeout_ms);
+}
+
+int cistern_get_windows(struct cistern *c, void *buf, size_t stride, size_t n, size_t length,
+			size_t step, size_t *len, struct cistern_meta *meta, int timeout_ms)
+{
+	int r = writable(c);
+	if (r < 0)
+		return r;
+	if (!buf || n == 0 || n > INT32_MAX)
+		return -EINVAL;
+	if ((r = window_problem(c, length, step)) < 0)
+		return r;
+	return cistern__get_windows_by(c, buf, stride, n, length, len, meta, timeout_ms,
+				       acquire_window, &step);
 }
 
 /* The most samples a segment holds: its hot slots and its cold ones. */

@@ -151,8 +151,21 @@ static int window_loop(struct cistern *c, struct cistern_sample *s, size_t lengt
 	return r;
 }
 
-/* Window members kept on the stack; longer windows are malloc'd. */
-#define WINDOW_ON_STACK 16
+/* Where the windows of a batch go beside their members: their ids and weights. */
+struct window_batch {
+	size_t step;
+	uint64_t *ids;
+	double *weights;
+};
+
+/* cistern__get_windows_by()'s take for window i: one drawn by priority. */
+static int take_window(struct cistern *c, struct cistern_sample *s, size_t length, size_t i,
+		       int timeout_ms, void *arg)
+{
+	const struct window_batch *b = arg;
+	return window_loop(c, s, length, b->step, b->ids ? &b->ids[i] : NULL,
+			   b->weights ? &b->weights[i] : NULL, timeout_ms);
+}
 
 int cistern_get_prioritized_windows(struct cistern *c, void *buf, size_t stride, size_t n,
 				    size_t length, size_t step, size_t *len,
@@ -164,31 +177,9 @@ int cistern_get_prioritized_windows(struct cistern *c, void *buf, size_t stride,
 		return r;
 	if (!buf || n == 0 || n > INT32_MAX || length == 0 || length > c->slot_count)
 		return -EINVAL;
-	struct cistern_sample local[WINDOW_ON_STACK];
-	struct cistern_sample *s = length <= WINDOW_ON_STACK ? local : malloc(length * sizeof(*s));
-	if (!s)
-		return -ENOMEM;
-	size_t got = 0;
-	/* The first window waits as timeout_ms says; the others are taken if there now. */
-	for (; got < n; got++) {
-		r = window_loop(c, s, length, step, ids ? &ids[got] : NULL,
-				weights ? &weights[got] : NULL, got ? 0 : timeout_ms);
-		if (r < 0)
-			break;
-		/* A misfit is handed back unread, as cistern_get_windows() does. */
-		size_t at = got * length;
-		r = cistern__copy_out(c, s, length, (char *)buf + at * stride, stride,
-				      len ? len + at : NULL, meta ? meta + at : NULL);
-		if (r < 0)
-			break;
-		r = cistern_release_window(c, s, length);
-		if (r < 0)
-			break;
-	}
-	if (s != local)
-		free(s);
-	/* Windows copied stand; an error after the first ends the batch there. */
-	return got > 0 ? (int)got : r;
+	struct window_batch b = {step, ids, weights};
+	return cistern__get_windows_by(c, buf, stride, n, length, len, meta, timeout_ms,
+				       take_window, &b);
 }
 
 int cistern_update_priorities(struct cistern *c, const uint64_t *ids, const double *priorities,

@@ -2,7 +2,7 @@
 /*
  * reads.h - what the read calls of api.c and prioritized.c share
  * (internal): the reader's bracket around one try, the wait for something
- * to read, and the copy out. One place, so that the prioritized reads wait,
+ * to read, the copy out, and the loop over a batch of windows. One place, so that the prioritized reads wait,
  * find end of data, copy and refuse a sample too long for its place as the
  * others do.
  */
@@ -100,5 +100,22 @@ static inline int cistern__read_wait(struct cistern *c, const struct cistern__re
  */
 int cistern__copy_out(struct cistern *c, struct cistern_sample *s, size_t n, void *buf,
 		      size_t stride, size_t *len, struct cistern_meta *meta);
+
+/*
+ * Take window i of a batch into s[0 .. length), held by this handle, waiting
+ * as timeout_ms says: 0 or -errno.
+ */
+typedef int (*cistern__take_window_fn)(struct cistern *c, struct cistern_sample *s, size_t length,
+				       size_t i, int timeout_ms, void *arg);
+
+/*
+ * Up to n windows of length members, each taken by take() and copied out as
+ * cistern_get_windows() says, then released. The first waits as timeout_ms
+ * says, the others only if there now. The number of windows copied, or the
+ * first one's error (an error after the first ends the batch there).
+ */
+int cistern__get_windows_by(struct cistern *c, void *buf, size_t stride, size_t n, size_t length,
+			    size_t *len, struct cistern_meta *meta, int timeout_ms,
+			    cistern__take_window_fn take, void *arg);
 
 #endif
