@@ -168,6 +168,19 @@ void ready_then_wait(int fd);
  */
 pid_t await_ready(int p[2], pid_t pid);
 
+/*
+ * What a spawned child does once attached, before it says it is ready: 0,
+ * or the status the child _exits with.
+ */
+typedef int (*attached_fn)(struct cistern *h, const void *arg);
+
+/*
+ * Fork a child that attaches to `name` (or _exits 1), runs set_up(h, arg),
+ * says it is ready, then waits to be killed. Returns its pid once it is
+ * ready, or -1 if it could not start (the child is reaped).
+ */
+pid_t spawn_attached(const char *name, attached_fn set_up, const void *arg);
+
 /* What a holder child takes before it waits to be killed. */
 enum hold { HOLD_NOTHING, HOLD_RESERVATION, HOLD_SAMPLE, HOLD_BATCH, HOLD_PAIR };
 
