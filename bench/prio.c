@@ -30,6 +30,7 @@
  * of its last round was not consecutive steps of one episode.
  *
  *   prio [HELD [BATCH [ROUNDS]]]     (defaults 1000000, 256, 2000)
+ *   prio --tiny                      (20000 held, 256, 50 rounds: a quick check)
  */
 #include <errno.h>
 #include <math.h>
@@ -394,11 +395,19 @@ static void row(const char *name, double us, double base)
 
 int main(int argc, char **argv)
 {
-	uint64_t held = argc > 1 ? strtoull(argv[1], NULL, 0) : 1000000;
-	int batch = argc > 2 ? atoi(argv[2]) : 256;
-	int rounds = argc > 3 ? atoi(argv[3]) : 2000;
+	uint64_t held = 1000000;
+	int batch = 256, rounds = 2000;
+	if (argc > 1 && strcmp(argv[1], "--tiny") == 0) {
+		/* A second or so: every contender and check runs, the figures mean little. */
+		held = 20000;
+		rounds = 50;
+	} else {
+		held = argc > 1 ? strtoull(argv[1], NULL, 0) : held;
+		batch = argc > 2 ? atoi(argv[2]) : batch;
+		rounds = argc > 3 ? atoi(argv[3]) : rounds;
+	}
 	if (held == 0 || batch <= 0 || rounds <= 0) {
-		fprintf(stderr, "usage: prio [HELD [BATCH [ROUNDS]]]\n");
+		fprintf(stderr, "usage: prio [--tiny | HELD [BATCH [ROUNDS]]]\n");
 		return 2;
 	}
 	char name[64];
