@@ -5,8 +5,18 @@ importance weights, and writes new priorities for the batch, as the
 cistern round does.
 
     prio_peers.py HELD BATCH ROUNDS SEED
+    prio_peers.py HELD BATCH ROUNDS SEED WINDOW SIMS EP_MIN EP_SPAN
 
 Prints one line per peer: "name median_us" (median time of one round).
+With WINDOW and the rest, one round draws BATCH windows of WINDOW
+consecutive steps instead, from HELD samples laid out as bench/prio.c puts
+them (SIMS simulations of HELD / SIMS steps, in episodes of EP_MIN to
+EP_MIN + EP_SPAN - 1 steps), and only the numpy peer runs:
+
+  numpy   the sum tree above over the steps that end a complete window
+          (the others have leaf 0), the min tree over every sample: draw
+          the last members, slice the windows out of an array, weights,
+          then new priorities for the last members
 
   numpy   an array-based sum tree (and min tree, for the weights) over a
           power-of-two number of leaves: the batch walks down the levels
@@ -102,7 +112,57 @@ def measure(round_fn, rounds):
     return times[len(times) // 2] / 1000.0
 
 
+def window_ends(held, sims, window, ep_min, ep_span):
+    """Which samples end an episode, and which end a complete window."""
+    steps = held // sims
+    ends = np.zeros(held, dtype=bool)
+    for s in range(sims):
+        t, e = 0, 0
+        while t < steps:
+            t += ep_min + (s * 7 + e * 13) % ep_span
+            ends[s * steps + min(t, steps) - 1] = True
+            e += 1
+    step = np.arange(held) % steps
+    # No end of episode among the window's members before its last.
+    before = np.zeros(held, dtype=np.int64)
+    csum = np.concatenate(([0], np.cumsum(ends)))
+    i = np.arange(window - 1, held)
+    before[window - 1 :] = csum[i] - csum[i - window + 1]
+    return (step >= window - 1) & (before == 0)
+
+
+def windows_main(held, batch, rounds, seed, window, sims, ep_min, ep_span):
+    alpha, beta = 0.6, 0.4
+    rng = np.random.default_rng(seed)
+    data = np.arange(held, dtype=np.uint64)
+    prios = (rng.random(held) * 10 + 0.01) ** alpha
+    drawable = window_ends(held, sims, window, ep_min, ep_span)
+    t = NumpySumTree(held)
+    t.set_all(np.where(drawable, prios, 0.0))
+    t.mins[t.leaves : t.leaves + held] = prios
+    for level in range(t.depth - 1, -1, -1):
+        lo, hi = 1 << level, 1 << (level + 1)
+        idx = np.arange(lo, hi)
+        t.mins[lo:hi] = np.minimum(t.mins[2 * idx], t.mins[2 * idx + 1])
+    offsets = np.arange(1 - window, 1)
+
+    def numpy_round():
+        last = t.sample(rng, batch)
+        windows = data[last[:, None] + offsets]
+        p = t.tree[last + t.leaves] / t.tree[1]
+        w = (held * p) ** -beta
+        w /= (held * t.mins[1] / t.tree[1]) ** -beta
+        t.update(last, (rng.random(batch) * 10 + 0.01) ** alpha)
+        return windows, w
+
+    numpy_round()
+    print("numpy %.3f" % measure(numpy_round, rounds), flush=True)
+
+
 def main():
+    if len(sys.argv) > 5:
+        windows_main(*(int(a) for a in sys.argv[1:9]))
+        return
     held, batch, rounds, seed = (int(a) for a in sys.argv[1:5])
     alpha, beta = 0.6, 0.4
     rng = np.random.default_rng(seed)

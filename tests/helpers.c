@@ -6,6 +6,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <math.h>
 #include <stddef.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -222,6 +223,13 @@ void *shared_alloc(size_t size)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+double chi2_critical(int df, double z)
+{
+	double a = 2.0 / (9.0 * df);
+	double t = 1.0 - a + z * sqrt(a);
+	return df * t * t * t;
+}
+
 double mono_now(void)
 {
 	struct timespec ts;
@@ -306,7 +314,7 @@ pid_t await_ready(int p[2], pid_t pid)
 	return pid;
 }
 
-pid_t spawn_holder(const char *name, enum hold what)
+pid_t spawn_attached(const char *name, attached_fn set_up, const void *arg)
 {
 	int p[2];
 	if (pipe(p) < 0)
@@ -317,43 +325,96 @@ pid_t spawn_holder(const char *name, enum hold what)
 		struct cistern *h;
 		if (cistern_attach(name, &h) < 0)
 			_exit(1);
-		struct cistern_slot slot;
-		struct cistern_sample s, batch[64];
-		if (what == HOLD_RESERVATION && cistern_reserve(h, &slot, 1000) < 0)
-			_exit(2);
-		if (what == HOLD_SAMPLE && cistern_acquire(h, &s, 1000) < 0)
-			_exit(3);
-		if (what == HOLD_BATCH && cistern_acquire_batch(h, batch, 0, 1000) < 0)
-			_exit(5);
-		if (what == HOLD_PAIR && cistern_acquire_pair(h, batch, 1000) < 0)
-			_exit(6);
+		int status = set_up(h, arg);
+		if (status)
+			_exit(status);
 		ready_then_wait(p[1]);
 	}
 	return await_ready(p, pid);
 }
 
+static int hold(struct cistern *h, const void *arg)
+{
+	enum hold what = *(const enum hold *)arg;
+	struct cistern_slot slot;
+	struct cistern_sample s, batch[64];
+	if (what == HOLD_RESERVATION && cistern_reserve(h, &slot, 1000) < 0)
+		return 2;
+	if (what == HOLD_SAMPLE && cistern_acquire(h, &s, 1000) < 0)
+		return 3;
+	if (what == HOLD_BATCH && cistern_acquire_batch(h, batch, 0, 1000) < 0)
+		return 5;
+	if (what == HOLD_PAIR && cistern_acquire_pair(h, batch, 1000) < 0)
+		return 6;
+	return 0;
+}
+
+pid_t spawn_holder(const char *name, enum hold what)
+{
+	return spawn_attached(name, hold, &what);
+}
+
+static int fill(struct cistern *h, const void *arg)
+{
+	uint32_t n = *(const uint32_t *)arg;
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t buf[64];
+		size_t len = 1 + i % 50;
+		fill_payload(buf, len, 7, i);
+		struct cistern_meta m = {.sim_id = 7, .time_step = i};
+		if (cistern_put(h, buf, len, &m, 1000) < 0)
+			return 2;
+	}
+	return 0;
+}
+
 pid_t spawn_filler(const char *name, uint32_t n)
 {
-	int p[2];
-	if (pipe(p) < 0)
-		return -1;
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		close(p[0]);
-		struct cistern *h;
-		if (cistern_attach(name, &h) < 0)
-			_exit(1);
-		for (uint32_t i = 0; i < n; i++) {
-			uint8_t buf[64];
-			size_t len = 1 + i % 50;
-			fill_payload(buf, len, 7, i);
-			struct cistern_meta m = {.sim_id = 7, .time_step = i};
-			if (cistern_put(h, buf, len, &m, 1000) < 0)
-				_exit(2);
+	return spawn_attached(name, fill, &n);
+}
+
+static int hold_window(struct cistern *h, const void *arg)
+{
+	size_t length = *(const size_t *)arg;
+	struct cistern_sample w[64];
+	if (length > 64)
+		return 1;
+	return cistern_acquire_window(h, w, length, 1, 1000) < 0 ? 2 : 0;
+}
+
+pid_t spawn_window_holder(const char *name, size_t length)
+{
+	return spawn_attached(name, hold_window, &length);
+}
+
+#define FORKED_MAX 16
+
+void run_forked_producers_and_readers(struct cistern *c, uint32_t producers, child_fn producer,
+				      uint32_t readers, child_fn reader)
+{
+	cr_assert(producers <= FORKED_MAX && readers <= FORKED_MAX);
+	const char *name = seg_name_of(c);
+	pid_t prod[FORKED_MAX], rd[FORKED_MAX], doomed;
+	for (uint32_t p = 0; p < producers; p++)
+		if ((prod[p] = fork_child()) == 0) {
+			producer(name, p);
+			_exit(9); /* a body that returns is a failure, not a second parent */
 		}
-		ready_then_wait(p[1]);
+	for (uint32_t r = 0; r < readers; r++)
+		if ((rd[r] = fork_child()) == 0) {
+			reader(name, r);
+			_exit(9);
+		}
+	if ((doomed = fork_child()) == 0) {
+		reader(name, 0);
+		_exit(9);
 	}
-	return await_ready(p, pid);
+	for (uint32_t p = 0; p < producers; p++)
+		cr_assert_eq(reap_status(prod[p]), 0, "producer %u failed", p);
+	kill_and_reap(doomed);
+	cistern_close_reception(c);
+	for (uint32_t r = 0; r < readers; r++)
+		cr_assert_eq(reap_status(rd[r]), 0, "reader %u failed or saw a bad window", r);
 }
 
 int reap_status(pid_t pid)

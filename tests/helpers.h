@@ -117,6 +117,17 @@ void seg_empty_dir(const char *path);
 /* Memory shared with forked children (zeroed); NULL if mmap() failed. */
 void *shared_alloc(size_t size);
 
+/* Standard normal quantiles, for chi2_critical(): at 0.999 and at 1 - 1e-6. */
+#define Z_999 3.090232
+#define Z_1E6 4.753424
+
+/*
+ * The chi-square quantile for df degrees of freedom at the level whose
+ * standard normal quantile is z (Wilson-Hilferty approximation): a
+ * statistic at or above it rejects at a false-failure rate of 1 - that level.
+ */
+double chi2_critical(int df, double z);
+
 /* CLOCK_MONOTONIC in seconds. */
 double mono_now(void);
 
@@ -157,6 +168,19 @@ void ready_then_wait(int fd);
  */
 pid_t await_ready(int p[2], pid_t pid);
 
+/*
+ * What a spawned child does once attached, before it says it is ready: 0,
+ * or the status the child _exits with.
+ */
+typedef int (*attached_fn)(struct cistern *h, const void *arg);
+
+/*
+ * Fork a child that attaches to `name` (or _exits 1), runs set_up(h, arg),
+ * says it is ready, then waits to be killed. Returns its pid once it is
+ * ready, or -1 if it could not start (the child is reaped).
+ */
+pid_t spawn_attached(const char *name, attached_fn set_up, const void *arg);
+
 /* What a holder child takes before it waits to be killed. */
 enum hold { HOLD_NOTHING, HOLD_RESERVATION, HOLD_SAMPLE, HOLD_BATCH, HOLD_PAIR };
 
@@ -176,6 +200,28 @@ pid_t spawn_holder(const char *name, enum hold what);
  * Returns its pid once they are in, or -1 (the child is reaped).
  */
 pid_t spawn_filler(const char *name, uint32_t n);
+
+/*
+ * Fork a child that attaches to `name`, acquires a window of `length`
+ * consecutive steps (at most 64) with cistern_acquire_window(), says it is
+ * ready, then waits to be killed: a reader that dies holding a window.
+ * Returns its pid once it holds the window, or -1 (the child is reaped).
+ */
+pid_t spawn_window_holder(const char *name, size_t length);
+
+/* The body of a forked producer or reader: attaches to name and _exits 0 if all went well. */
+typedef void (*child_fn)(const char *name, uint32_t which);
+
+/*
+ * Producers and readers at once on c, all forked: producer(name, p) for p
+ * below producers, reader(name, r) for r below readers, and one more
+ * reader(name, 0) killed once the producers are done, while it may hold
+ * samples. Asserts that every producer exits 0, then closes reception and
+ * asserts that every reader that lived exits 0 (reaches end of data and saw
+ * only what it should). At most 16 of each.
+ */
+void run_forked_producers_and_readers(struct cistern *c, uint32_t producers, child_fn producer,
+				      uint32_t readers, child_fn reader);
 
 /* Reap child pid: its exit status, 128 + the signal that ended it, or -1 if waitpid() failed. */
 int reap_status(pid_t pid);

@@ -352,23 +352,14 @@ static const char index_page[] =
 	"<p>Figures of the cistern segments on this machine, for Prometheus: "
 	"<a href=\"/metrics\">/metrics</a>.</p>\n</body></html>\n";
 
+static int scrape_to(FILE *f, void *arg)
+{
+	return scrape(arg, f);
+}
+
 static int route(const char *path, struct http_reply *rep, void *arg)
 {
-	struct exporter *e = arg;
-	if (strcmp(path, "/") == 0)
-		return http_reply_text(rep, 200, "text/html; charset=utf-8", index_page);
-	if (strcmp(path, "/metrics") != 0)
-		return http_reply_text(rep, 404, "text/plain; charset=utf-8",
-				       "Not found: the metrics are at /metrics.\n");
-	FILE *f = open_memstream(&rep->body, &rep->len);
-	if (!f)
-		return -ENOMEM;
-	int r = scrape(e, f);
-	if (fclose(f) != 0 && r == 0)
-		r = -ENOMEM;
-	rep->status = 200;
-	rep->type = "text/plain; version=0.0.4; charset=utf-8";
-	return r;
+	return http_route_metrics(path, rep, index_page, scrape_to, arg);
 }
 
 /* Write DIR/cistern.prom: a temporary file in DIR, then renamed over it. */

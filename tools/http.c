@@ -223,6 +223,25 @@ int http_reply_text(struct http_reply *reply, int status, const char *type, cons
 	return reply->body ? 0 : -ENOMEM;
 }
 
+int http_route_metrics(const char *path, struct http_reply *reply, const char *index_html,
+		       http_metrics_fn write_fn, void *arg)
+{
+	if (strcmp(path, "/") == 0)
+		return http_reply_text(reply, 200, "text/html; charset=utf-8", index_html);
+	if (strcmp(path, "/metrics") != 0)
+		return http_reply_text(reply, 404, "text/plain; charset=utf-8",
+				       "Not found: the metrics are at /metrics.\n");
+	FILE *f = open_memstream(&reply->body, &reply->len);
+	if (!f)
+		return -ENOMEM;
+	int r = write_fn(f, arg);
+	if (fclose(f) != 0 && r == 0)
+		r = -ENOMEM;
+	reply->status = 200;
+	reply->type = "text/plain; version=0.0.4; charset=utf-8";
+	return r;
+}
+
 int http_serve_one(int lfd, int timeout_ms, http_route_fn route, void *arg,
 		   volatile sig_atomic_t *stop, const char **why)
 {

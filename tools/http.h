@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 /* The largest request head taken (request line and headers). */
@@ -51,6 +52,17 @@ int http_reply_text(struct http_reply *reply, int status, const char *type, cons
  * nonzero answers 500 instead.
  */
 typedef int (*http_route_fn)(const char *path, struct http_reply *reply, void *arg);
+
+/* Write the metrics in Prometheus' text format to f: 0 or -errno. */
+typedef int (*http_metrics_fn)(FILE *f, void *arg);
+
+/*
+ * The route of a metrics endpoint: index_html at "/", what write_fn(f, arg)
+ * writes at "/metrics" (Prometheus' text format, version 0.0.4), a 404
+ * that points there elsewhere. 0 or -errno, as a route returns.
+ */
+int http_route_metrics(const char *path, struct http_reply *reply, const char *index_html,
+		       http_metrics_fn write_fn, void *arg);
 
 /*
  * Accept one waiting connection on listening socket lfd, read its request

@@ -81,25 +81,21 @@ static void write_metrics(FILE *f, const struct scrape_arg *a)
 		"Bytes of the messages sent, every frame (not ZeroMQ's framing).", st.bytes_out);
 }
 
+static const char index_page[] =
+	"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>cistern "
+	"serve</title></head>\n<body><h1>cistern serve</h1>\n<p>The server's "
+	"figures, for Prometheus: <a href=\"/metrics\">/metrics</a>.</p>\n"
+	"</body></html>\n";
+
+static int write_to(FILE *f, void *arg)
+{
+	write_metrics(f, arg);
+	return 0;
+}
+
 static int route(const char *path, struct http_reply *rep, void *arg)
 {
-	if (strcmp(path, "/") == 0)
-		return http_reply_text(
-			rep, 200, "text/html; charset=utf-8",
-			"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>cistern "
-			"serve</title></head>\n<body><h1>cistern serve</h1>\n<p>The server's "
-			"figures, for Prometheus: <a href=\"/metrics\">/metrics</a>.</p>\n"
-			"</body></html>\n");
-	if (strcmp(path, "/metrics") != 0)
-		return http_reply_text(rep, 404, "text/plain; charset=utf-8",
-				       "Not found: the metrics are at /metrics.\n");
-	FILE *f = open_memstream(&rep->body, &rep->len);
-	if (!f)
-		return -ENOMEM;
-	write_metrics(f, arg);
-	rep->status = 200;
-	rep->type = "text/plain; version=0.0.4; charset=utf-8";
-	return fclose(f) == 0 ? 0 : -ENOMEM;
+	return http_route_metrics(path, rep, index_page, write_to, arg);
 }
 
 int serve_metrics_listen(const char *listen_on, bool allow_remote)

@@ -18,6 +18,7 @@
 #include "core/open.h"
 #include "core/liveness.h"
 #include "core/policy.h"
+#include "api/reads.h"
 
 /*
  * c->holding counts this handle's reservations and acquisitions not yet
@@ -260,26 +261,10 @@ struct read_req {
 	size_t step; /* READ_WINDOW: time steps between members */
 };
 
-/*
- * A reservoir reader in the automatic role runs each read call (never a
- * wait) inside the role's bracket (roles.c): inside, it pins and counts with
- * plain stores as the holder of CISTERN_SINGLE_READER does, unless a second
- * reader took the role away. Anyone else: nothing to do.
- */
-static inline bool read_begin(struct cistern *c)
+static int try_read(struct cistern *c, const void *arg)
 {
-	return cistern__reads_in_calls(c) && cistern__auto_read_begin(c);
-}
-
-static inline void read_end(struct cistern *c, bool plain)
-{
-	if (plain)
-		cistern__auto_read_end(c);
-}
-
-static int try_read(struct cistern *c, const struct read_req *q)
-{
-	bool plain = read_begin(c);
+	const struct read_req *q = arg;
+	bool plain = cistern__read_begin(c);
 	int r;
 	switch (q->kind) {
 	case READ_ONE:
@@ -295,68 +280,72 @@ static int try_read(struct cistern *c, const struct read_req *q)
 		r = c->ops->try_acquire_batch(c, q->out, q->n);
 		break;
 	}
-	read_end(c, plain);
+	cistern__read_end(c, plain);
 	return r;
 }
 
-/* Release one sample (under the bracket above); 0 or -errno. */
+/* Release one sample (in the reader's bracket, reads.h); 0 or -errno. */
 static int release_one(struct cistern *c, struct cistern_sample *s)
 {
-	bool plain = read_begin(c);
+	bool plain = cistern__read_begin(c);
 	int r = c->ops->release(c, s);
-	read_end(c, plain);
+	cistern__read_end(c, plain);
 	if (r == 0)
 		holding_sub(c, 1);
 	return r;
 }
 
-/* Hand one sample back as never read (under the bracket above); 0 or -errno. */
+/* Hand one sample back as never read (in the reader's bracket); 0 or -errno. */
 static int unacquire_one(struct cistern *c, struct cistern_sample *s)
 {
-	bool plain = read_begin(c);
+	bool plain = cistern__read_begin(c);
 	int r = c->ops->unacquire(c, s);
-	read_end(c, plain);
+	cistern__read_end(c, plain);
 	if (r == 0)
 		holding_sub(c, 1);
 	return r;
+}
+
+int cistern__copy_out(struct cistern *c, struct cistern_sample *s, size_t n, void *buf,
+		      size_t stride, size_t *len, struct cistern_meta *meta)
+{
+	bool fits = true;
+	for (size_t i = 0; i < n; i++)
+		fits &= s[i].len <= stride && s[i].len <= c->slot_size;
+	if (!fits) {
+		for (size_t i = 0; i < n; i++)
+			unacquire_one(c, &s[i]);
+		return -EMSGSIZE;
+	}
+	/* The samples may sit anywhere: prefetch ahead of the copy (prefetch.h). */
+	char *dst = buf;
+	for (size_t i = 0; i < CISTERN_GATHER_AHEAD && i < n; i++)
+		cistern__prefetch_payload(&s[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (i + CISTERN_GATHER_AHEAD < n)
+			cistern__prefetch_payload(&s[i + CISTERN_GATHER_AHEAD]);
+		memcpy(dst + i * stride, s[i].data, s[i].len);
+		if (len)
+			len[i] = s[i].len;
+		if (meta)
+			meta[i] = s[i].meta;
+	}
+	return 0;
+}
+
+/* Whether nothing more that q reads can come (reads.h). */
+static bool read_drained(struct cistern *c, const void *arg)
+{
+	const struct read_req *q = arg;
+	return q->kind == READ_WINDOW ? c->ops->windows_drained(c, q->n, q->step)
+				      : c->ops->drained(c);
 }
 
 /* Try, and while there is nothing yet, check for end of data and wait. */
 static int read_loop(struct cistern *c, const struct read_req *q, int timeout_ms)
 {
-	int r = cistern__add_role(c, CISTERN_ROLE_READER);
-	if (r < 0)
-		return r;
-	struct cistern_waiter w;
-	cistern__wait_init(&w, CISTERN_WAIT_DATA, timeout_ms);
-	for (;;) {
-		r = try_read(c, q);
-		if (r != -EAGAIN)
-			break;
-		if (q->kind == READ_WINDOW ? c->ops->windows_drained(c, q->n, q->step)
-					   : c->ops->drained(c)) {
-			/*
-			 * A reader that died holding a sample is found only by a
-			 * sweep; end of data now would drop that sample for good.
-			 * Reclaim first, and look again if anything came back.
-			 */
-			if (cistern__sweep(c) > 0)
-				continue;
-			/*
-			 * The sweep skips entries whose lock is held: one being
-			 * reclaimed right now may still hand samples back. Wait
-			 * for it (its end wakes every sleeper).
-			 */
-			if (!cistern__reclaim_under_way(c)) {
-				r = CISTERN_EOD;
-				break;
-			}
-		}
-		r = cistern__wait(c, &w);
-		if (r < 0)
-			break;
-	}
-	cistern__wait_done(c, &w);
+	const struct cistern__read_try t = {try_read, read_drained, q};
+	int r = cistern__read_wait(c, &t, timeout_ms);
 	size_t got = r < 0 ? 0 : q->kind == READ_BATCH ? (size_t)r : q->n;
 	for (size_t i = 0; i < got; i++) {
 		if (q->out[i].len > c->slot_size) {
@@ -364,10 +353,10 @@ static int read_loop(struct cistern *c, const struct read_req *q, int timeout_ms
 			 * Only a damaged segment can say this; a caller reading len
 			 * bytes would run past the slot. Give it back and refuse it.
 			 */
-			bool plain = read_begin(c);
+			bool plain = cistern__read_begin(c);
 			for (size_t j = 0; j < got; j++)
 				c->ops->release(c, &q->out[j]);
-			read_end(c, plain);
+			cistern__read_end(c, plain);
 			return -EPROTO;
 		}
 	}
@@ -460,8 +449,45 @@ int cistern_release_window(struct cistern *c, struct cistern_sample *out, size_t
 	return cistern_release_batch(c, out, length);
 }
 
-/* Window samples cistern_get_windows() keeps on the stack; longer windows are malloc'd. */
+/* Window members cistern__get_windows_by() keeps on the stack; longer windows are malloc'd. */
 #define WINDOW_ON_STACK 16
+
+int cistern__get_windows_by(struct cistern *c, void *buf, size_t stride, size_t n, size_t length,
+			    size_t *len, struct cistern_meta *meta, int timeout_ms,
+			    cistern__take_window_fn take, void *arg)
+{
+	struct cistern_sample local[WINDOW_ON_STACK];
+	struct cistern_sample *s = length <= WINDOW_ON_STACK ? local : malloc(length * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	size_t got = 0;
+	int r = 0;
+	for (; got < n; got++) {
+		r = take(c, s, length, got, got ? 0 : timeout_ms, arg);
+		if (r < 0)
+			break;
+		/* A misfit is handed back unread. */
+		size_t at = got * length;
+		r = cistern__copy_out(c, s, length, (char *)buf + at * stride, stride,
+				      len ? len + at : NULL, meta ? meta + at : NULL);
+		if (r < 0)
+			break;
+		r = cistern_release_window(c, s, length);
+		if (r < 0)
+			break;
+	}
+	if (s != local)
+		free(s);
+	return got > 0 ? (int)got : r;
+}
+
+/* cistern_get_windows()'s take: a uniform window, *arg time steps between members. */
+static int acquire_window(struct cistern *c, struct cistern_sample *s, size_t length, size_t i,
+			  int timeout_ms, void *arg)
+{
+	(void)i;
+	return cistern_acquire_window(c, s, length, *(const size_t *)arg, timeout_ms);
+}
 
 int cistern_get_windows(struct cistern *c, void *buf, size_t stride, size_t n, size_t length,
 			size_t step, size_t *len, struct cistern_meta *meta, int timeout_ms)
@@ -473,41 +499,8 @@ int cistern_get_windows(struct cistern *c, void *buf, size_t stride, size_t n, s
 		return -EINVAL;
 	if ((r = window_problem(c, length, step)) < 0)
 		return r;
-	struct cistern_sample local[WINDOW_ON_STACK];
-	struct cistern_sample *s = length <= WINDOW_ON_STACK ? local : malloc(length * sizeof(*s));
-	if (!s)
-		return -ENOMEM;
-	size_t got = 0;
-	/* The first window waits as timeout_ms says; the others are taken if there now. */
-	for (; got < n; got++) {
-		r = cistern_acquire_window(c, s, length, step, got ? 0 : timeout_ms);
-		if (r < 0)
-			break;
-		bool fits = true;
-		for (size_t k = 0; k < length; k++)
-			fits &= s[k].len <= stride;
-		if (!fits) {
-			for (size_t k = 0; k < length; k++)
-				unacquire_one(c, &s[k]);
-			r = -EMSGSIZE;
-			break;
-		}
-		char *dst = (char *)buf + got * length * stride;
-		for (size_t k = 0; k < length; k++) {
-			memcpy(dst + k * stride, s[k].data, s[k].len);
-			if (len)
-				len[got * length + k] = s[k].len;
-			if (meta)
-				meta[got * length + k] = s[k].meta;
-		}
-		r = cistern_release_window(c, s, length);
-		if (r < 0)
-			break;
-	}
-	if (s != local)
-		free(s);
-	/* Windows copied stand; an error after the first ends the batch there. */
-	return got > 0 ? (int)got : r;
+	return cistern__get_windows_by(c, buf, stride, n, length, len, meta, timeout_ms,
+				       acquire_window, &step);
 }
 
 /* The most samples a segment holds: its hot slots and its cold ones. */
@@ -553,9 +546,9 @@ int cistern_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 	if (!s)
 		return -EINVAL;
 	if (c->ops->release_batch) {
-		bool plain = read_begin(c);
+		bool plain = cistern__read_begin(c);
 		r = c->ops->release_batch(c, s, n);
-		read_end(c, plain);
+		cistern__read_end(c, plain);
 		if (r == 0)
 			holding_sub(c, n); /* on an error we cannot tell how many went: err high */
 		return r;
@@ -599,9 +592,9 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 	if (c->ops->gather_now) {
 		/* A reader of a reservoir: in one pass, if it can (gather.c). */
 		struct cistern_gather g = {buf, stride, len, meta};
-		bool plain = read_begin(c);
+		bool plain = cistern__read_begin(c);
 		int r = c->ops->gather_now(c, s, n, &g);
-		read_end(c, plain);
+		cistern__read_end(c, plain);
 		if (r != -EAGAIN) {
 			if (s != local)
 				free(s);
@@ -612,30 +605,11 @@ int cistern_get_batch(struct cistern *c, void *buf, size_t stride, size_t n, siz
 	int got = cistern_acquire_batch(c, s, n, timeout_ms);
 	c->gathering = false;
 	if (got >= 0) {
-		bool fits = true;
-		for (int i = 0; i < got; i++)
-			fits &= s[i].len <= stride;
-		if (!fits) {
-			for (int i = 0; i < got; i++)
-				unacquire_one(c, &s[i]);
-			got = -EMSGSIZE;
-		} else {
-			char *dst = buf;
-			for (int i = 0; i < CISTERN_GATHER_AHEAD && i < got; i++)
-				cistern__prefetch_payload(&s[i]);
-			for (int i = 0; i < got; i++) {
-				if (i + CISTERN_GATHER_AHEAD < got)
-					cistern__prefetch_payload(&s[i + CISTERN_GATHER_AHEAD]);
-				memcpy(dst + (size_t)i * stride, s[i].data, s[i].len);
-				if (len)
-					len[i] = s[i].len;
-				if (meta)
-					meta[i] = s[i].meta;
-			}
-			int r = cistern_release_batch(c, s, (size_t)got);
-			if (r < 0)
-				got = r;
-		}
+		int r = cistern__copy_out(c, s, (size_t)got, buf, stride, len, meta);
+		if (r == 0)
+			r = cistern_release_batch(c, s, (size_t)got);
+		if (r < 0)
+			got = r;
 	}
 	if (s != local)
 		free(s);

@@ -14,6 +14,7 @@
 #include "core/policy.h"
 #include "core/roles.h"
 #include "core/wait.h"
+#include "api/reads.h"
 
 /* A handle that may move samples of a prioritized segment: 0 or -errno. */
 static int usable(const struct cistern *c)
@@ -49,44 +50,36 @@ int cistern_put_prioritized(struct cistern *c, const void *buf, size_t len,
 	return r;
 }
 
-/* One draw of n inside the reader's bracket (api.c's read_begin/read_end). */
-static int try_draw(struct cistern *c, struct cistern_sample *s, size_t n, uint64_t *ids,
-		    double *weights)
+/* A draw of n to wait for (reads.h). */
+struct draw_req {
+	struct cistern_sample *s;
+	size_t n;
+	uint64_t *ids;
+	double *weights;
+};
+
+static int try_draw(struct cistern *c, const void *arg)
 {
-	bool plain = cistern__reads_in_calls(c) && cistern__auto_read_begin(c);
-	int r = c->policy->prio->draw(c, s, n, ids, weights);
-	if (plain)
-		cistern__auto_read_end(c);
+	const struct draw_req *q = arg;
+	bool plain = cistern__read_begin(c);
+	int r = c->policy->prio->draw(c, q->s, q->n, q->ids, q->weights);
+	cistern__read_end(c, plain);
 	return r;
+}
+
+static bool draw_drained(struct cistern *c, const void *arg)
+{
+	(void)arg;
+	return c->ops->drained(c);
 }
 
 /* Draw, and while there is nothing, look for end of data and wait (api.c's read_loop). */
 static int draw_loop(struct cistern *c, struct cistern_sample *s, size_t n, uint64_t *ids,
 		     double *weights, int timeout_ms)
 {
-	int r = cistern__add_role(c, CISTERN_ROLE_READER);
-	if (r < 0)
-		return r;
-	struct cistern_waiter w;
-	cistern__wait_init(&w, CISTERN_WAIT_DATA, timeout_ms);
-	for (;;) {
-		r = try_draw(c, s, n, ids, weights);
-		if (r != -EAGAIN)
-			break;
-		if (c->ops->drained(c)) {
-			/* A dead reader's samples come back only by a sweep: as api.c. */
-			if (cistern__sweep(c) > 0)
-				continue;
-			if (!cistern__reclaim_under_way(c)) {
-				r = CISTERN_EOD;
-				break;
-			}
-		}
-		r = cistern__wait(c, &w);
-		if (r < 0)
-			break;
-	}
-	cistern__wait_done(c, &w);
+	const struct draw_req q = {s, n, ids, weights};
+	const struct cistern__read_try t = {try_draw, draw_drained, &q};
+	int r = cistern__read_wait(c, &t, timeout_ms);
 	if (r > 0)
 		c->holding += (uint64_t)r; /* as api.c's holding_add(): released below */
 	return r;
@@ -110,77 +103,69 @@ int cistern_get_prioritized(struct cistern *c, void *buf, size_t stride, size_t 
 		return -ENOMEM;
 	int got = draw_loop(c, s, n, ids, weights, timeout_ms);
 	if (got > 0) {
-		bool fits = true;
-		for (int i = 0; i < got; i++)
-			fits &= s[i].len <= stride && s[i].len <= c->slot_size;
-		if (!fits) {
-			/* Nothing is read: every sample goes back as if never drawn. */
-			for (int i = 0; i < got; i++)
-				cistern_unacquire(c, &s[i]);
-			got = -EMSGSIZE;
-		} else {
-			char *dst = buf;
-			for (int i = 0; i < got; i++) {
-				memcpy(dst + (size_t)i * stride, s[i].data, s[i].len);
-				if (len)
-					len[i] = s[i].len;
-				if (meta)
-					meta[i] = s[i].meta;
-			}
+		/* A misfit is not read: every sample goes back as if never drawn. */
+		r = cistern__copy_out(c, s, (size_t)got, buf, stride, len, meta);
+		if (r == 0)
 			r = cistern_release_batch(c, s, (size_t)got);
-			if (r < 0)
-				got = r;
-		}
+		if (r < 0)
+			got = r;
 	}
 	if (s != local)
 		free(s);
 	return got;
 }
 
-/* One window draw inside the reader's bracket, as try_draw(). */
-static int try_window(struct cistern *c, struct cistern_sample *s, size_t length, size_t step,
-		      uint64_t *id, double *weight)
+/* One window to wait for (reads.h). */
+struct window_req {
+	struct cistern_sample *s;
+	size_t length, step;
+	uint64_t *id;
+	double *weight;
+};
+
+static int try_window(struct cistern *c, const void *arg)
 {
-	bool plain = cistern__reads_in_calls(c) && cistern__auto_read_begin(c);
-	int r = c->policy->prio->draw_window(c, s, length, step, id, weight);
-	if (plain)
-		cistern__auto_read_end(c);
+	const struct window_req *q = arg;
+	bool plain = cistern__read_begin(c);
+	int r = c->policy->prio->draw_window(c, q->s, q->length, q->step, q->id, q->weight);
+	cistern__read_end(c, plain);
 	return r;
 }
 
-/* draw_loop() for one window: end of data is when no complete window of the shape is left. */
+/* End of data is when no complete window of the shape is left. */
+static bool window_drained(struct cistern *c, const void *arg)
+{
+	const struct window_req *q = arg;
+	return c->ops->windows_drained(c, q->length, q->step);
+}
+
+/* draw_loop() for one window. */
 static int window_loop(struct cistern *c, struct cistern_sample *s, size_t length, size_t step,
 		       uint64_t *id, double *weight, int timeout_ms)
 {
-	int r = cistern__add_role(c, CISTERN_ROLE_READER);
-	if (r < 0)
-		return r;
-	struct cistern_waiter w;
-	cistern__wait_init(&w, CISTERN_WAIT_DATA, timeout_ms);
-	for (;;) {
-		r = try_window(c, s, length, step, id, weight);
-		if (r != -EAGAIN)
-			break;
-		if (c->ops->windows_drained(c, length, step)) {
-			if (cistern__sweep(c) > 0)
-				continue;
-			if (!cistern__reclaim_under_way(c)) {
-				r = CISTERN_EOD;
-				break;
-			}
-		}
-		r = cistern__wait(c, &w);
-		if (r < 0)
-			break;
-	}
-	cistern__wait_done(c, &w);
+	const struct window_req q = {s, length, step, id, weight};
+	const struct cistern__read_try t = {try_window, window_drained, &q};
+	int r = cistern__read_wait(c, &t, timeout_ms);
 	if (r == 0)
 		c->holding += length; /* as draw_loop(): released by the caller */
 	return r;
 }
 
-/* Window members kept on the stack; longer windows are malloc'd. */
-#define WINDOW_ON_STACK 16
+/* Where the windows of a batch go beside their members: their ids and weights. */
+struct window_batch {
+	size_t step;
+	uint64_t *ids;
+	double *weights;
+};
+
+/* cistern__get_windows_by()'s take for window i: one drawn by priority. */
+static int take_window(struct cistern *c, struct cistern_sample *s, size_t length, size_t i,
+		       int timeout_ms, void *arg)
+{
+	const struct window_batch *b = arg;
+	return window_loop(c, s, length, b->step, b->ids ? &b->ids[i] : NULL,
+			   b->weights ? &b->weights[i] : NULL, timeout_ms);
+}
 
 int cistern_get_prioritized_windows(struct cistern *c, void *buf, size_t stride, size_t n,
 				    size_t length, size_t step, size_t *len,
@@ -192,43 +177,9 @@ int cistern_get_prioritized_windows(struct cistern *c, void *buf, size_t stride,
 		return r;
 	if (!buf || n == 0 || n > INT32_MAX || length == 0 || length > c->slot_count)
 		return -EINVAL;
-	struct cistern_sample local[WINDOW_ON_STACK];
-	struct cistern_sample *s = length <= WINDOW_ON_STACK ? local : malloc(length * sizeof(*s));
-	if (!s)
-		return -ENOMEM;
-	size_t got = 0;
-	/* The first window waits as timeout_ms says; the others are taken if there now. */
-	for (; got < n; got++) {
-		r = window_loop(c, s, length, step, ids ? &ids[got] : NULL,
-				weights ? &weights[got] : NULL, got ? 0 : timeout_ms);
-		if (r < 0)
-			break;
-		bool fits = true;
-		for (size_t k = 0; k < length; k++)
-			fits &= s[k].len <= stride && s[k].len <= c->slot_size;
-		if (!fits) {
-			/* Handed back unread, as cistern_get_windows() does. */
-			for (size_t k = 0; k < length; k++)
-				cistern_unacquire(c, &s[k]);
-			r = -EMSGSIZE;
-			break;
-		}
-		char *dst = (char *)buf + got * length * stride;
-		for (size_t k = 0; k < length; k++) {
-			memcpy(dst + k * stride, s[k].data, s[k].len);
-			if (len)
-				len[got * length + k] = s[k].len;
-			if (meta)
-				meta[got * length + k] = s[k].meta;
-		}
-		r = cistern_release_window(c, s, length);
-		if (r < 0)
-			break;
-	}
-	if (s != local)
-		free(s);
-	/* Windows copied stand; an error after the first ends the batch there. */
-	return got > 0 ? (int)got : r;
+	struct window_batch b = {step, ids, weights};
+	return cistern__get_windows_by(c, buf, stride, n, length, len, meta, timeout_ms,
+				       take_window, &b);
 }
 
 int cistern_update_priorities(struct cistern *c, const uint64_t *ids, const double *priorities,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._common import _batch_metas, _cistern, _count, _need_numpy, _np, _timeout_ms
 from .records import RemoteInfo
-from .schema import Schema, _schema_fields
+from .schema import Schema, _batch_rows, _schema_fields
 from .segment import _priority
 
 if TYPE_CHECKING:
@@ -152,20 +152,8 @@ class RemoteProducer:
         Returns how many were sent: fewer than k only when the timeout came
         after at least one (with none, TimeoutError). The errors of put().
         """
-        np = _need_numpy()
         sch = self._schema
-        fields = _schema_fields(sch, data)
-        if sch is not None and fields is not None:
-            k = sch._rows(fields)
-            values = sch._values(fields, k)
-            if k == 0:
-                raise ValueError("put_batch: data must be one or more samples")
-            data = np.zeros(k, dtype=sch.dtype)
-            for name, v in values.items():
-                data[name] = v
-        data = np.ascontiguousarray(data)
-        if data.ndim == 0 or data.shape[0] == 0:
-            raise ValueError("put_batch: data must be an array of one or more rows")
+        data = _batch_rows(sch, data)
         k = data.shape[0]
         row = data[0].nbytes
         if sch is not None and row != sch.size:

@@ -252,6 +252,27 @@ def _schema_fields(sch: Schema | None, data: Any) -> Any:
     return None
 
 
+def _batch_rows(sch: Schema | None, data: Any) -> Any:
+    """The rows put_batch() sends for `data` on a segment of schema `sch`: a
+    C-contiguous numpy array of one or more rows. Fields (a dict, records)
+    become an array of the schema's dtype, zeroed first so that the padding
+    between fields is zeros too. ValueError for no row at all."""
+    np = _need_numpy()
+    fields = _schema_fields(sch, data)
+    if sch is not None and fields is not None:
+        k = sch._rows(fields)
+        values = sch._values(fields, k)
+        if k == 0:
+            raise ValueError("put_batch: data must be one or more samples")
+        data = np.zeros(k, dtype=sch.dtype)
+        for name, v in values.items():
+            data[name] = v
+    data = np.ascontiguousarray(data)
+    if data.ndim == 0 or data.shape[0] == 0:
+        raise ValueError("put_batch: data must be an array of one or more rows")
+    return data
+
+
 def _convert(v: Any, want: Any, what: str, where: str | None = None) -> Array:
     """v (a number, a list, a numpy scalar or array) as an array of dtype `want`,
     by the conversion rule of docs/SCHEMA.md: a bool dtype takes bools only; an

@@ -20,7 +20,7 @@ from .errors import EndOfData
 from .constants import _BATCH_POLICIES, policy_number
 from .records import (Config, Meta, Occupancy, PrioInfo, PrioritizedBatch, ProcInfo,
                       Stats)
-from .schema import Schema, _schema_fields, _schema_text
+from .schema import Schema, _batch_rows, _schema_fields, _schema_text
 from .samples import Group, Reservation, Sample
 
 if TYPE_CHECKING:
@@ -569,18 +569,7 @@ class Segment:
         """
         np = _need_numpy()
         sch = self.schema
-        fields = _schema_fields(sch, data)
-        if sch is not None and fields is not None:
-            k = sch._rows(fields)
-            values = sch._values(fields, k)
-            if k == 0:
-                raise ValueError("put_batch: data must be one or more samples")
-            data = np.zeros(k, dtype=sch.dtype)  # zeros: the padding between fields too
-            for name, v in values.items():
-                data[name] = v
-        data = np.ascontiguousarray(data)
-        if data.ndim == 0 or data.shape[0] == 0:
-            raise ValueError("put_batch: data must be an array of one or more rows")
+        data = _batch_rows(sch, data)
         k = data.shape[0]
         if sch is not None:
             self._check_sample_size(sch, data[0].nbytes)

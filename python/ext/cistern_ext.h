@@ -98,6 +98,21 @@ int cx_conv_timeout(PyObject *o, void *out);
 /* A writable, C-contiguous buffer over o, or an optional one (None: *have = 0). 0 or -1. */
 int cx_opt_writable(PyObject *o, Py_buffer *b, int *have, Py_ssize_t need, const char *what);
 
+/* A row of a metas array: (sample_id, sim_id, time_step). */
+void cx_put_meta(uint64_t *row, const struct cistern_meta *m);
+
+/* The optional outputs of a draw by priority: each id and weight of n. */
+struct cx_draw_outs {
+	Py_buffer ids, weights;
+	int have_ids, have_weights;
+};
+
+/* Take ids (n uint64) and weights (n float64), each None or a buffer. 0 or -1. */
+int cx_draw_outs_get(struct cx_draw_outs *d, PyObject *ids, PyObject *weights, Py_ssize_t n);
+
+/* Give back the buffers cx_draw_outs_get() took (also after it failed). */
+void cx_draw_outs_release(struct cx_draw_outs *d);
+
 int64_t cx_now_ms(void);
 typedef int (*cx_attempt_fn)(void *ctx, int timeout_ms);
 /*

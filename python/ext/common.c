@@ -24,6 +24,32 @@ int cx_opt_writable(PyObject *o, Py_buffer *b, int *have, Py_ssize_t need, const
 	return 0;
 }
 
+void cx_put_meta(uint64_t *row, const struct cistern_meta *m)
+{
+	row[0] = m->sample_id;
+	row[1] = m->sim_id;
+	row[2] = m->time_step;
+}
+
+int cx_draw_outs_get(struct cx_draw_outs *d, PyObject *ids, PyObject *weights, Py_ssize_t n)
+{
+	d->have_ids = d->have_weights = 0;
+	if (cx_opt_writable(ids, &d->ids, &d->have_ids, n * (Py_ssize_t)sizeof(uint64_t),
+			    "ids (n uint64)") < 0)
+		return -1;
+	return cx_opt_writable(weights, &d->weights, &d->have_weights,
+			       n * (Py_ssize_t)sizeof(double), "weights (n float64)");
+}
+
+void cx_draw_outs_release(struct cx_draw_outs *d)
+{
+	if (d->have_ids)
+		PyBuffer_Release(&d->ids);
+	if (d->have_weights)
+		PyBuffer_Release(&d->weights);
+	d->have_ids = d->have_weights = 0;
+}
+
 /* ------------------------------------------------------------------ errors */
 
 /* Set the Python exception for a negative result `r` of the C API. Returns NULL. */

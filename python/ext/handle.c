@@ -540,13 +540,6 @@ static int handle_scratch(HandleObject *h, size_t n)
 	return 0;
 }
 
-static void put_meta(uint64_t *row, const struct cistern_meta *m)
-{
-	row[0] = m->sample_id;
-	row[1] = m->sim_id;
-	row[2] = m->time_step;
-}
-
 struct get_ctx {
 	struct cistern *c;
 	void *buf;
@@ -606,7 +599,7 @@ static PyObject *Handle_get_into(HandleObject *h, PyObject *const *args, Py_ssiz
 		goto out_buf;
 	}
 	if (have_metas)
-		put_meta(metas.buf, &x.meta);
+		cx_put_meta(metas.buf, &x.meta);
 	res = PyLong_FromSize_t(x.len);
 out_buf:
 	if (have_metas)
@@ -731,7 +724,7 @@ static PyObject *Handle_get_batch_into(HandleObject *h, PyObject *const *args, P
 	}
 	for (int i = 0; i < r; i++) {
 		if (have_metas)
-			put_meta((uint64_t *)metas.buf + 3 * i, &x.meta[i]);
+			cx_put_meta((uint64_t *)metas.buf + 3 * i, &x.meta[i]);
 		if (have_lens)
 			((uint64_t *)lens.buf)[i] = x.len[i];
 	}
@@ -784,9 +777,10 @@ static PyObject *Handle_get_windows(HandleObject *h, PyObject *args, PyObject *k
 {
 	static char *kwlist[] = {"out",        "item_size", "n",   "length",  "step",
 				 "timeout_ms", "metas",     "ids", "weights", NULL};
-	Py_buffer out, metas = {0}, ids = {0}, weights = {0};
+	Py_buffer out, metas = {0};
+	struct cx_draw_outs d = {0};
 	Py_ssize_t item, n, length, step;
-	int timeout = -1, have_metas = 0, have_ids = 0, have_weights = 0;
+	int timeout = -1, have_metas = 0;
 	PyObject *metas_obj = Py_None, *ids_obj = Py_None, *weights_obj = Py_None, *res = NULL;
 	size_t *lens = NULL;
 	struct cistern_meta *ms = NULL;
@@ -812,10 +806,7 @@ static PyObject *Handle_get_windows(HandleObject *h, PyObject *args, PyObject *k
 			goto out_buf;
 		}
 	}
-	if (cx_opt_writable(ids_obj, &ids, &have_ids, n * (Py_ssize_t)sizeof(uint64_t),
-			    "ids (n uint64)") < 0 ||
-	    cx_opt_writable(weights_obj, &weights, &have_weights, n * (Py_ssize_t)sizeof(double),
-			    "weights (n float64)") < 0)
+	if (cx_draw_outs_get(&d, ids_obj, weights_obj, n) < 0)
 		goto out_buf;
 	lens = PyMem_Calloc(members, sizeof(*lens));
 	ms = PyMem_Calloc(members, sizeof(*ms));
@@ -833,9 +824,9 @@ static PyObject *Handle_get_windows(HandleObject *h, PyObject *args, PyObject *k
 			    (size_t)step,
 			    lens,
 			    ms,
-			    have_ids || have_weights,
-			    have_ids ? ids.buf : NULL,
-			    have_weights ? weights.buf : NULL};
+			    d.have_ids || d.have_weights,
+			    d.have_ids ? d.ids.buf : NULL,
+			    d.have_weights ? d.weights.buf : NULL};
 	int r = cx_wait_sliced(win_attempt, &x, timeout);
 	char why[RW_WHY];
 	if (r == -EDEADLK)
@@ -859,7 +850,7 @@ static PyObject *Handle_get_windows(HandleObject *h, PyObject *args, PyObject *k
 	for (size_t i = 0; i < (size_t)r * (size_t)length; i++) {
 		if (have_metas) {
 			uint64_t *row = (uint64_t *)metas.buf + 4 * i;
-			put_meta(row, &ms[i]);
+			cx_put_meta(row, &ms[i]);
 			row[3] = ms[i].flags;
 		}
 		if (lens[i] != (size_t)item) {
@@ -875,10 +866,7 @@ out_buf:
 	PyMem_Free(ms);
 	if (have_metas)
 		PyBuffer_Release(&metas);
-	if (have_ids)
-		PyBuffer_Release(&ids);
-	if (have_weights)
-		PyBuffer_Release(&weights);
+	cx_draw_outs_release(&d);
 	PyBuffer_Release(&out);
 	return res;
 }

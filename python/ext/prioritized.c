@@ -119,8 +119,9 @@ PyObject *cx_handle_get_prioritized(PyObject *self, PyObject *args, PyObject *kw
 	static char *kwlist[] = {"out",   "item_size", "n",       "timeout_ms",
 				 "metas", "ids",       "weights", NULL};
 	HandleObject *h = (HandleObject *)self;
-	Py_buffer out, metas = {0}, ids = {0}, weights = {0};
-	int have_metas = 0, have_ids = 0, have_weights = 0;
+	Py_buffer out, metas = {0};
+	struct cx_draw_outs d = {0};
+	int have_metas = 0;
 	Py_ssize_t item, n;
 	int timeout = -1;
 	PyObject *metas_obj = Py_None, *ids_obj = Py_None, *weights_obj = Py_None;
@@ -138,10 +139,7 @@ PyObject *cx_handle_get_prioritized(PyObject *self, PyObject *args, PyObject *kw
 	}
 	if (cx_opt_writable(metas_obj, &metas, &have_metas, n * 3 * (Py_ssize_t)sizeof(uint64_t),
 			    "metas (n * 3 uint64)") < 0 ||
-	    cx_opt_writable(ids_obj, &ids, &have_ids, n * (Py_ssize_t)sizeof(uint64_t),
-			    "ids (n uint64)") < 0 ||
-	    cx_opt_writable(weights_obj, &weights, &have_weights, n * (Py_ssize_t)sizeof(double),
-			    "weights (n float64)") < 0)
+	    cx_draw_outs_get(&d, ids_obj, weights_obj, n) < 0)
 		goto out;
 	lens = PyMem_Calloc((size_t)n, sizeof(*lens));
 	m = PyMem_Calloc((size_t)n, sizeof(*m));
@@ -157,8 +155,8 @@ PyObject *cx_handle_get_prioritized(PyObject *self, PyObject *args, PyObject *kw
 			     (size_t)n,
 			     lens,
 			     m,
-			     have_ids ? ids.buf : NULL,
-			     have_weights ? weights.buf : NULL};
+			     d.have_ids ? d.ids.buf : NULL,
+			     d.have_weights ? d.weights.buf : NULL};
 	int r = cx_wait_sliced(draw_attempt, &x, timeout);
 	cx_handle_leave(h);
 	if (r == -EMSGSIZE) {
@@ -185,24 +183,16 @@ PyObject *cx_handle_get_prioritized(PyObject *self, PyObject *args, PyObject *kw
 				     lens[i], item);
 			goto out;
 		}
-	if (have_metas) {
-		uint64_t *mv = metas.buf;
-		for (int i = 0; i < r; i++) {
-			mv[3 * i] = m[i].sample_id;
-			mv[3 * i + 1] = m[i].sim_id;
-			mv[3 * i + 2] = m[i].time_step;
-		}
-	}
+	if (have_metas)
+		for (int i = 0; i < r; i++)
+			cx_put_meta((uint64_t *)metas.buf + 3 * i, &m[i]);
 	res = PyLong_FromLong(r);
 out:
 	PyMem_Free(lens);
 	PyMem_Free(m);
 	if (have_metas)
 		PyBuffer_Release(&metas);
-	if (have_ids)
-		PyBuffer_Release(&ids);
-	if (have_weights)
-		PyBuffer_Release(&weights);
+	cx_draw_outs_release(&d);
 	PyBuffer_Release(&out);
 	return res;
 }

@@ -41,3 +41,16 @@ def cistern_cli():
     if not (os.path.isfile(cli) and os.access(cli, os.X_OK)):
         pytest.fail(f"no cistern command at {cli}: build the tree, or set CISTERN_CLI")
     return cli
+
+
+@pytest.fixture(scope="session")
+def c_producer():
+    """The producer written in C (python/tests/c_producer.c): $CISTERN_C_PRODUCER,
+    else the one python/meson.build builds beside the extension module. The
+    test is skipped when it was not built."""
+    p = os.environ.get("CISTERN_C_PRODUCER")
+    if not p:
+        p = os.path.join(os.path.dirname(cistern._cistern.__file__), "c_producer")
+    if not os.access(p, os.X_OK):
+        pytest.skip(f"C producer not built ({p}); build with -Dpython=enabled")
+    return p

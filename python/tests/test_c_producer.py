@@ -1,25 +1,14 @@
 # SPDX-License-Identifier: MIT
 """A producer written in C (python/tests/c_producer.c) and a Python reader."""
-import os
 import subprocess
 
 import numpy as np
-import pytest
 
 import cistern
 
 
-def _producer_path():
-    p = os.environ.get("CISTERN_C_PRODUCER")
-    if not p:  # built by python/meson.build next to the extension module
-        p = os.path.join(os.path.dirname(cistern._cistern.__file__), "c_producer")
-    if not os.access(p, os.X_OK):
-        pytest.skip(f"C producer not built ({p}); build with -Dpython=enabled")
-    return p
-
-
-def test_c_producers_python_reader(segname):
-    exe = _producer_path()
+def test_c_producers_python_reader(segname, c_producer):
+    exe = c_producer
     count, floats = 200, 32
     with cistern.create(segname, slots=8, slot_size=floats * 4,
                         expected_producers=2) as seg:

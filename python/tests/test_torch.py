@@ -99,23 +99,13 @@ def test_dataset_refuses_another_users_segment_unless_any_owner(segname):
     assert _values(ds) == list(range(N))
 
 
-def _c_producer():
-    import os
-    p = os.environ.get("CISTERN_C_PRODUCER")
-    if not p:  # built by python/meson.build next to the extension module
-        p = os.path.join(os.path.dirname(cistern._cistern.__file__), "c_producer")
-    if not os.access(p, os.X_OK):
-        pytest.skip(f"C producer not built ({p}); build with -Dpython=enabled")
-    return p
-
-
-def test_dataloader_batches_of_16_under_two_reads_per_put_complete(segname):
+def test_dataloader_batches_of_16_under_two_reads_per_put_complete(segname, c_producer):
     # cistern create r --policy reservoir --watermark 32 --reads-per-put 2, two
     # producers, a DataLoader reading batches of 16 with 2 workers: the
     # producers stop two reads ahead of the ratio, so batches that waited for
     # 16 reads of budget would wait for ever (and the producers behind them).
     import subprocess
-    exe = _c_producer()
+    exe = c_producer
     count, floats = 300, 8
     seg = cistern.create(segname, policy="reservoir", watermark=32, reads_per_put=2,
                          slot_size=floats * 4, expected_producers=2)

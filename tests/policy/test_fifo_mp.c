@@ -303,21 +303,9 @@ Test(fifo_mp, killed_reader_sample_is_handed_out_again, .timeout = 60)
 	struct cistern *c = seg_create_cfg("kreader", NULL);
 	const char *name = seg_name_of(c);
 	cr_assert_eq(cistern_put(c, "precious", 8, NULL, 0), 0);
-	_Atomic uint32_t *holding = shared_alloc(sizeof(*holding));
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		struct cistern *r;
-		struct cistern_sample s;
-		if (cistern_attach(name, &r) < 0 || cistern_acquire(r, &s, -1) < 0)
-			_exit(1);
-		atomic_store(holding, 1);
-		pause();
-		_exit(0);
-	}
-	while (!atomic_load(holding))
-		usleep(1000);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	pid_t pid = spawn_holder(name, HOLD_SAMPLE);
+	cr_assert_gt(pid, 0, "the reader did not start");
+	kill_and_reap(pid);
 	/* A waiting reader finds the dead holder and gets the sample back. */
 	char buf[16];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 5000), 8);
@@ -332,25 +320,13 @@ Test(fifo_mp, killed_producer_reservation_does_not_wedge_readers, .timeout = 60)
 {
 	struct cistern *c = seg_create_cfg("kprod", NULL);
 	const char *name = seg_name_of(c);
-	_Atomic uint32_t *reserved = shared_alloc(sizeof(*reserved));
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		struct cistern *p;
-		struct cistern_slot slot;
-		if (cistern_attach(name, &p) < 0 || cistern_reserve(p, &slot, -1) < 0)
-			_exit(1);
-		atomic_store(reserved, 1);
-		pause();
-		_exit(0);
-	}
-	while (!atomic_load(reserved))
-		usleep(1000);
+	pid_t pid = spawn_holder(name, HOLD_RESERVATION);
+	cr_assert_gt(pid, 0, "the producer did not start");
 	cr_assert_eq(cistern_put(c, "after", 5, NULL, 0), 0);
 	char buf[16];
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 0), -EAGAIN,
 		     "the live reservation holds the head");
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	kill_and_reap(pid);
 	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 5000), 5);
 	cr_assert_eq(memcmp(buf, "after", 5), 0);
 	struct cistern_stats st;

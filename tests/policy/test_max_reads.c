@@ -359,6 +359,17 @@ Test(max_reads, a_reader_killed_below_the_cap_neither_wedges_nor_loses_the_sampl
  * the dead process, here by the attach that takes its entry (a handle with
  * no entry of its own yet), puts it back and removes it in the dead one's name.
  */
+/* A spawned child's set-up: the remover's first step on slot *arg, HELD -> EVICTING in its name. */
+static int start_removal(struct cistern *h, const void *arg)
+{
+	_Atomic uint64_t *w = &cistern__slotmeta(h, *(const uint32_t *)arg)->word;
+	uint64_t held = atomic_load(w);
+	if (sw_state(held) != RS_HELD)
+		return 3;
+	atomic_store(w, sw_make(sw_pos(held), RS_EVICTING, h->owner));
+	return 0;
+}
+
 Test(max_reads, a_remover_killed_mid_removal_leaves_it_to_its_reclaim, .timeout = 60)
 {
 	struct cistern *c = seg_create("killrm", cap_cfg(CISTERN_RESERVOIR, 2, 1));
@@ -366,24 +377,8 @@ Test(max_reads, a_remover_killed_mid_removal_leaves_it_to_its_reclaim, .timeout 
 	put_u32(c, 8);
 	struct cistern_sample s;
 	cr_assert_eq(cistern_acquire(c, &s, 0), 0, "its one read, held");
-	int p[2];
-	cr_assert_eq(pipe(p), 0);
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		close(p[0]);
-		struct cistern *h = NULL;
-		if (cistern_attach(name, &h) < 0)
-			_exit(2);
-		/* The remover's first step: HELD -> EVICTING in its name, then death. */
-		_Atomic uint64_t *w = &cistern__slotmeta(h, s.index_)->word;
-		uint64_t held = atomic_load(w);
-		if (sw_state(held) != RS_HELD)
-			_exit(3);
-		atomic_store(w, sw_make(sw_pos(held), RS_EVICTING, h->owner));
-		ready_then_wait(p[1]);
-	}
-	close(p[1]);
-	cr_assert_gt(await_ready(p, pid), 0);
+	pid_t pid = spawn_attached(name, start_removal, &s.index_);
+	cr_assert_gt(pid, 0);
 	kill_and_reap(pid);
 	cr_assert_eq(cistern_release(c, &s), 0);
 	cr_assert_eq(stats(c).population, 1, "EVICTING in the dead one's name: not ours to take");

@@ -691,6 +691,14 @@ Test(policies_mp, a_rate_limited_fifo_evict_reservoir_keeps_a_producer_and_a_rea
 	}
 }
 
+/* A spawned child's set-up: acquire a batch of 4 and hold it. */
+static int take_four(struct cistern *h, const void *arg)
+{
+	(void)arg;
+	struct cistern_sample s[4];
+	return cistern_acquire_batch(h, s, 4, 1000) != 4;
+}
+
 /*
  * A reader killed holding a batch: its reclaim takes the batch's seen counts
  * back, so the limiter takes its reads back too; and while nothing is
@@ -711,19 +719,8 @@ Test(policies_mp, a_reader_killed_holding_a_batch_leaves_a_rate_limited_reservoi
 								       .reads_per_put = rates[i]});
 		for (uint32_t k = 0; k < 8; k++)
 			cr_assert_eq(cistern_put(c, &k, sizeof(k), NULL, 0), 0);
-		int p[2];
-		cr_assert_eq(pipe(p), 0);
-		pid_t pid = fork_child();
-		if (pid == 0) {
-			close(p[0]);
-			struct cistern *h;
-			struct cistern_sample s[4];
-			if (cistern_attach(seg_name_of(c), &h) < 0 ||
-			    cistern_acquire_batch(h, s, 4, 1000) != 4)
-				_exit(1);
-			ready_then_wait(p[1]);
-		}
-		cr_assert_gt(await_ready(p, pid), 0, "the victim took its batch");
+		pid_t pid = spawn_attached(seg_name_of(c), take_four, NULL);
+		cr_assert_gt(pid, 0, "the victim took its batch");
 		kill_and_reap(pid);
 		cr_assert(rl_both_finish(c, 100, 0), "reads_per_put %g: a side stopped", rates[i]);
 		seg_drop(c);

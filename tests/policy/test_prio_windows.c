@@ -29,14 +29,6 @@ TestSuite(prio_windows, .fini = seg_fini);
 #define ALPHA 0.8
 #define EPS 0.1
 
-static double chi2_critical(int df)
-{
-	const double z = 4.753424; /* standard normal quantile at 1 - 1e-6 */
-	double a = 2.0 / (9.0 * df);
-	double t = 1.0 - a + z * sqrt(a);
-	return df * t * t * t;
-}
-
 static struct cistern_config pw_cfg(uint64_t slots, double beta)
 {
 	return (struct cistern_config){.policy = CISTERN_PRIORITIZED,
@@ -195,7 +187,8 @@ Test(prio_windows, windows_are_drawn_by_their_last_members_priority)
 	int df;
 	double x = chi2_against(&w, counts, 3, 1, 2, &df);
 	cr_assert_eq(df, 12, "13 complete windows");
-	cr_assert_lt(x, chi2_critical(df), "chi-square %.1f >= %.1f", x, chi2_critical(df));
+	cr_assert_lt(x, chi2_critical(df, Z_1E6), "chi-square %.1f >= %.1f", x,
+		     chi2_critical(df, Z_1E6));
 }
 
 Test(prio_windows, the_chi_square_test_rejects_the_law_of_the_first_member)
@@ -207,7 +200,8 @@ Test(prio_windows, the_chi_square_test_rejects_the_law_of_the_first_member)
 	count_ends(c, 3, 1, 300, counts);
 	int df;
 	double x = chi2_against(&w, counts, 3, 1, 0, &df);
-	cr_assert_gt(x, chi2_critical(df), "chi-square %.1f: the test cannot tell the laws", x);
+	cr_assert_gt(x, chi2_critical(df, Z_1E6), "chi-square %.1f: the test cannot tell the laws",
+		     x);
 }
 
 Test(prio_windows, windows_with_a_stride_follow_the_same_law)
@@ -219,7 +213,8 @@ Test(prio_windows, windows_with_a_stride_follow_the_same_law)
 	count_ends(c, 2, 2, 300, counts);
 	int df;
 	double x = chi2_against(&w, counts, 2, 2, 1, &df);
-	cr_assert_lt(x, chi2_critical(df), "chi-square %.1f >= %.1f", x, chi2_critical(df));
+	cr_assert_lt(x, chi2_critical(df, Z_1E6), "chi-square %.1f >= %.1f", x,
+		     chi2_critical(df, Z_1E6));
 }
 
 Test(prio_windows, a_window_never_crosses_an_end_of_episode)
@@ -324,26 +319,6 @@ Test(prio_windows, after_close_each_window_is_taken_once_then_end_of_data)
 	cr_assert_eq(cistern__prio_check(c, NULL), 0);
 }
 
-/* Fork a reader that acquires a window of 3 by priority, says so, and waits to be killed. */
-static pid_t spawn_window_holder(const char *name)
-{
-	int p[2];
-	if (pipe(p) < 0)
-		return -1;
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		close(p[0]);
-		struct cistern *h;
-		struct cistern_sample win[3];
-		if (cistern_attach(name, &h) < 0)
-			_exit(1);
-		if (cistern_acquire_window(h, win, 3, 1, 1000) < 0)
-			_exit(2);
-		ready_then_wait(p[1]);
-	}
-	return await_ready(p, pid);
-}
-
 Test(prio_windows, a_reader_killed_holding_a_window_leaves_no_pin_behind)
 {
 	struct cistern *c = seg_create("pw-kill", pw_cfg(3, 0.4));
@@ -351,7 +326,7 @@ Test(prio_windows, a_reader_killed_holding_a_window_leaves_no_pin_behind)
 	memset(&w, 0, sizeof(w));
 	for (uint32_t t = 0; t < 3; t++)
 		put_step(c, &w, 0, t, 0, 1);
-	pid_t pid = spawn_window_holder(seg_name_of(c));
+	pid_t pid = spawn_window_holder(seg_name_of(c), 3);
 	cr_assert_gt(pid, 0, "the reader did not start");
 	uint32_t v = 7;
 	struct cistern_meta m = {.sim_id = 1, .time_step = 0};
@@ -378,7 +353,7 @@ Test(prio_windows, a_window_taken_after_close_by_a_killed_reader_is_not_lost)
 	for (uint32_t t = 0; t < 3; t++)
 		put_step(c, &w, 0, t, 0, 1);
 	cr_assert_eq(cistern_close_reception(c), 0);
-	pid_t pid = spawn_window_holder(seg_name_of(c));
+	pid_t pid = spawn_window_holder(seg_name_of(c), 3);
 	cr_assert_gt(pid, 0, "the reader did not start");
 	kill_and_reap(pid);
 	uint32_t vals[3];
@@ -587,23 +562,7 @@ static void mp_reader(const char *name, uint32_t r)
 Test(prio_windows, forked_producers_and_readers_see_only_whole_windows, .timeout = 120)
 {
 	struct cistern *c = seg_create("pw-mp", pw_cfg(32, 0.4));
-	const char *name = seg_name_of(c);
-	pid_t prod[MP_PRODUCERS], rd[MP_READERS], doomed;
-	for (uint32_t p = 0; p < MP_PRODUCERS; p++)
-		if ((prod[p] = fork_child()) == 0)
-			mp_producer(name, p);
-	for (uint32_t r = 0; r < MP_READERS; r++)
-		if ((rd[r] = fork_child()) == 0)
-			mp_reader(name, r);
-	/* One more reader, killed at some point while it reads. */
-	if ((doomed = fork_child()) == 0)
-		mp_reader(name, 0);
-	for (uint32_t p = 0; p < MP_PRODUCERS; p++)
-		cr_assert_eq(reap_status(prod[p]), 0, "producer %u failed", p);
-	kill_and_reap(doomed);
-	cistern_close_reception(c);
-	for (uint32_t r = 0; r < MP_READERS; r++)
-		cr_assert_eq(reap_status(rd[r]), 0, "reader %u failed or saw a bad window", r);
+	run_forked_producers_and_readers(c, MP_PRODUCERS, mp_producer, MP_READERS, mp_reader);
 	uint64_t puts = 0;
 	for (uint32_t p = 0; p < MP_PRODUCERS; p++)
 		for (uint32_t e = 0; e < MP_EPISODES; e++)

@@ -23,14 +23,6 @@ TestSuite(prioritized, .fini = seg_fini);
 
 #define SEED 0x9e1044
 
-static double chi2_critical(int df)
-{
-	const double z = 4.753424; /* standard normal quantile at 1 - 1e-6 */
-	double a = 2.0 / (9.0 * df);
-	double t = 1.0 - a + z * sqrt(a);
-	return df * t * t * t;
-}
-
 static double chi2(const uint64_t *obs, const double *expected, int k)
 {
 	double x = 0;
@@ -105,7 +97,7 @@ Test(prioritized, draws_follow_priority_to_the_alpha)
 	count_draws(c, counts, K, ROUNDS);
 	double e[K];
 	expected_by_priority(spread, 0.7, 0.5, 256.0 * ROUNDS, e);
-	double x = chi2(counts, e, K), crit = chi2_critical(K - 1);
+	double x = chi2(counts, e, K), crit = chi2_critical(K - 1, Z_1E6);
 	cr_assert_lt(x, crit, "chi-square %.1f >= %.1f against p^alpha", x, crit);
 }
 
@@ -119,7 +111,7 @@ Test(prioritized, the_chi_square_test_rejects_uniform_draws_of_the_same_prioriti
 	double e[K];
 	for (int i = 0; i < K; i++)
 		e[i] = 256.0 * ROUNDS / K;
-	cr_assert_gt(chi2(counts, e, K), chi2_critical(K - 1));
+	cr_assert_gt(chi2(counts, e, K), chi2_critical(K - 1, Z_1E6));
 }
 
 Test(prioritized, alpha_zero_draws_uniformly)
@@ -131,7 +123,7 @@ Test(prioritized, alpha_zero_draws_uniformly)
 	double e[K];
 	for (int i = 0; i < K; i++)
 		e[i] = 256.0 * ROUNDS / K;
-	double x = chi2(counts, e, K), crit = chi2_critical(K - 1);
+	double x = chi2(counts, e, K), crit = chi2_critical(K - 1, Z_1E6);
 	cr_assert_lt(x, crit, "chi-square %.1f >= %.1f against uniform", x, crit);
 }
 

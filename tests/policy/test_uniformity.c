@@ -18,14 +18,6 @@
 
 #define SEED 0x5eed1234
 
-static double chi2_critical_999(int df)
-{
-	const double z = 3.090232; /* standard normal quantile at 0.999 */
-	double a = 2.0 / (9.0 * df);
-	double t = 1.0 - a + z * sqrt(a);
-	return df * t * t * t;
-}
-
 static double chi2(const uint64_t *obs, int k, double expected)
 {
 	double x = 0;
@@ -54,7 +46,7 @@ static void put_u32(struct cistern *c, uint32_t v, uint32_t sim, uint32_t step)
 static void assert_uniform(const uint64_t *counts, int k, uint64_t total, const char *what)
 {
 	double x = chi2(counts, k, (double)total / k);
-	double crit = chi2_critical_999(k - 1);
+	double crit = chi2_critical(k - 1, Z_999);
 	cr_assert_lt(x, crit, "%s: chi-square %.1f >= %.1f (df %d)", what, x, crit, k - 1);
 }
 
@@ -346,9 +338,9 @@ Test(uniformity, two_draws_from_one_output_are_uniform_and_independent)
 		singles[x]++;
 		prev = x;
 	}
-	cr_assert_lt(chi2(singles, N, (double)PAIRS / N), chi2_critical_999(N - 1),
+	cr_assert_lt(chi2(singles, N, (double)PAIRS / N), chi2_critical(N - 1, Z_999),
 		     "draws not uniform");
-	cr_assert_lt(chi2(counts, N * N, (double)PAIRS / (N * N)), chi2_critical_999(N * N - 1),
+	cr_assert_lt(chi2(counts, N * N, (double)PAIRS / (N * N)), chi2_critical(N * N - 1, Z_999),
 		     "consecutive draws not independent");
 	free(counts);
 }
@@ -360,7 +352,7 @@ Test(uniformity, the_test_rejects_a_biased_picker)
 	static uint64_t counts[K];
 	for (int i = 0; i < K; i++)
 		counts[i] = i < K / 2 ? N / K + N / K / 20 : N / K - N / K / 20;
-	cr_assert_geq(chi2(counts, K, (double)N / K), chi2_critical_999(K - 1));
+	cr_assert_geq(chi2(counts, K, (double)N / K), chi2_critical(K - 1, Z_999));
 }
 
 Test(uniformity, a_fixed_seed_makes_a_run_reproducible)

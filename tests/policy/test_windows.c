@@ -219,14 +219,6 @@ Test(windows, a_window_never_mixes_two_runs_of_one_simulation)
 	seg_drop(c);
 }
 
-static double chi2_critical(int df)
-{
-	const double z = 4.753424; /* standard normal quantile at 1 - 1e-6 */
-	double a = 2.0 / (9.0 * df);
-	double t = 1.0 - a + z * sqrt(a);
-	return df * t * t * t;
-}
-
 Test(windows, draws_are_uniform_over_the_complete_windows)
 {
 	struct cistern *c = seg_create("w-chi", win_cfg(64));
@@ -265,7 +257,7 @@ Test(windows, draws_are_uniform_over_the_complete_windows)
 			double d = (double)heads[s][t] - per;
 			x += d * d / per;
 		}
-	double crit = chi2_critical(k - 1);
+	double crit = chi2_critical(k - 1, Z_1E6);
 	cr_assert_lt(x, crit, "chi-square %.1f >= %.1f over %d windows", x, crit, k);
 	seg_drop(c);
 }
@@ -438,26 +430,6 @@ Test(windows, fragments_no_window_can_hold_are_evicted_rather_than_wedge)
 	seg_drop(c);
 }
 
-/* Fork a reader that takes a window of `length` on `name`, says so, and waits to be killed. */
-static pid_t spawn_window_holder(const char *name, size_t length)
-{
-	int p[2];
-	if (pipe(p) < 0)
-		return -1;
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		close(p[0]);
-		struct cistern *h;
-		struct cistern_sample w[STEPS];
-		if (cistern_attach(name, &h) < 0)
-			_exit(1);
-		if (cistern_acquire_window(h, w, length, 1, 1000) < 0)
-			_exit(2);
-		ready_then_wait(p[1]);
-	}
-	return await_ready(p, pid);
-}
-
 Test(windows, a_reader_killed_holding_a_window_leaves_no_pin_behind)
 {
 	struct cistern *c = seg_create("w-kill", win_cfg(4));
@@ -547,23 +519,7 @@ Test(windows, forked_producers_and_readers_see_only_whole_windows, .timeout = 12
 {
 	struct cistern_config cfg = win_cfg(48);
 	struct cistern *c = seg_create("w-mp", cfg);
-	const char *name = seg_name_of(c);
-	pid_t prod[MP_PRODUCERS], rd[MP_READERS], doomed;
-	for (uint32_t p = 0; p < MP_PRODUCERS; p++)
-		if ((prod[p] = fork_child()) == 0)
-			mp_producer(name, p);
-	for (uint32_t r = 0; r < MP_READERS; r++)
-		if ((rd[r] = fork_child()) == 0)
-			mp_reader(name, r);
-	/* One more reader, killed at some point while it reads. */
-	if ((doomed = fork_child()) == 0)
-		mp_reader(name, 0);
-	for (uint32_t p = 0; p < MP_PRODUCERS; p++)
-		cr_assert_eq(reap_status(prod[p]), 0, "producer %u failed", p);
-	kill_and_reap(doomed);
-	cistern_close_reception(c);
-	for (uint32_t r = 0; r < MP_READERS; r++)
-		cr_assert_eq(reap_status(rd[r]), 0, "reader %u failed or saw a bad window", r);
+	run_forked_producers_and_readers(c, MP_PRODUCERS, mp_producer, MP_READERS, mp_reader);
 	uint64_t puts = 0;
 	for (uint32_t p = 0; p < MP_PRODUCERS; p++)
 		for (uint32_t e = 0; e < MP_EPISODES; e++)

@@ -444,19 +444,37 @@ static bool take_drawn(struct cistern *c, const struct pv *v, uint64_t i, bool c
 	return true;
 }
 
-static int prio_draw(struct cistern *c, struct cistern_sample *out, size_t n, uint64_t *ids,
-		     double *weights)
+/*
+ * Before a draw that reads n at once: while reception is open, the
+ * watermark and the rate limiter must let it through (reservoir_read.c);
+ * then the tree's lock. *closed: whether reception was closed. 0 or -errno.
+ */
+static int draw_begin(struct cistern *c, size_t n, struct pv *v, bool *closed)
 {
-	bool closed = cistern__rs_closed(c);
-	if (!closed) {
+	*closed = cistern__rs_closed(c);
+	if (!*closed) {
 		uint64_t taken; /* 0: the policy has no rate limiter */
-		int r = cistern__rs_open_read_ready(c, 1, &taken);
+		int r = cistern__rs_open_read_ready(c, n, &taken);
 		if (r < 0)
 			return r;
 	}
+	pv_of(c, v);
+	return lock(c, v);
+}
+
+/* The importance weight of a drawn leaf: (least leaf / leaf)^beta, at most 1. */
+static double weight_of(uint64_t least, uint64_t leaf, double beta)
+{
+	double w = pow((double)least / (double)leaf, beta);
+	return w < 1 ? w : 1;
+}
+
+static int prio_draw(struct cistern *c, struct cistern_sample *out, size_t n, uint64_t *ids,
+		     double *weights)
+{
+	bool closed;
 	struct pv v;
-	pv_of(c, &v);
-	int r = lock(c, &v);
+	int r = draw_begin(c, 1, &v, &closed);
 	if (r < 0)
 		return r;
 	uint64_t least = ld(&v.nd[3]);
@@ -488,10 +506,8 @@ static int prio_draw(struct cistern *c, struct cistern_sample *out, size_t n, ui
 				set_leaf(&v, i, 0); /* acquired: no longer drawable */
 			if (ids)
 				ids[got] = cistern__prio_id(c, s->meta.sample_id, i);
-			if (weights) {
-				double w = pow((double)least / (double)leaf, beta);
-				weights[got] = w < 1 ? w : 1;
-			}
+			if (weights)
+				weights[got] = weight_of(least, leaf, beta);
 			got++;
 		}
 	}
@@ -555,16 +571,9 @@ static int prio_draw_window(struct cistern *c, struct cistern_sample *out, size_
 {
 	if (!shape_ok(c, length, step))
 		return -EINVAL;
-	bool closed = cistern__rs_closed(c);
-	if (!closed) {
-		uint64_t taken; /* 0: the policy has no rate limiter */
-		int r = cistern__rs_open_read_ready(c, length, &taken);
-		if (r < 0)
-			return r;
-	}
+	bool closed;
 	struct pv v;
-	pv_of(c, &v);
-	int r = lock(c, &v);
+	int r = draw_begin(c, length, &v, &closed);
 	if (r < 0)
 		return r;
 	uint64_t least = ld(&v.nd[3]);
@@ -613,10 +622,8 @@ static int prio_draw_window(struct cistern *c, struct cistern_sample *out, size_
 	}
 	if (id)
 		*id = cistern__prio_id(c, out[length - 1].meta.sample_id, x);
-	if (weight) {
-		double w = pow((double)least / (double)leaf, beta);
-		*weight = w < 1 ? w : 1;
-	}
+	if (weight)
+		*weight = weight_of(least, leaf, beta);
 	return 0;
 }
 
