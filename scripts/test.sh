@@ -89,13 +89,28 @@ check "limiter model" bash model/check.sh --limiter-quick
 check "bench smoke" bash tests/bench/smoke.sh build
 
 # The Python binding: pytest under Debian's interpreter (where numpy and torch live).
+# test_wheel.py builds the whole project once more (a wheel, through
+# meson-python) and waits on that build most of its time: it runs in a
+# pytest of its own beside the other tests, its summary printed last.
 echo "== python"
 start=$SECONDS
-pyout=$(PYTHONPATH=build/python:python CISTERN_C_PRODUCER=build/python/c_producer \
-  /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests 2>&1); pystatus=$?
+run_pytest() {
+  PYTHONPATH=build/python:python CISTERN_C_PRODUCER=build/python/c_producer \
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider "$@" 2>&1
+}
+wheel=python/tests/test_wheel.py wheel_out=$(mktemp)
+run_pytest "$wheel" >"$wheel_out" & wheel_pid=$!
+pyout=$(run_pytest --ignore="$wheel" python/tests); pystatus=$?
+wait $wheel_pid || pystatus=1
 printf '%s\n' "$pyout" | tail -n 15
+echo "-- $wheel (beside the others)"
+tail -n 15 "$wheel_out"
+pyout="$pyout
+$(cat "$wheel_out")"
+rm -f "$wheel_out"
 echo "   ($((SECONDS - start)) s)"
-pp=$(grep -oE '[0-9]+ passed' <<<"$pyout" | tail -n 1 | cut -d' ' -f1)
+pp=$(grep -E '^(=+ )?[0-9]+ (passed|failed)|^[0-9]+ .* in [0-9.]+s' <<<"$pyout" | grep -oE '[0-9]+ passed' |
+  awk '{s+=$1} END {print s+0}')
 pf=$(grep -oE '[0-9]+ (failed|error)' <<<"$pyout" | awk '{s+=$1} END {print s+0}')
 passed=$((passed + ${pp:-0})); failed=$((failed + pf))
 if [ $pystatus -ne 0 ]; then rc=1; [ "$pf" -eq 0 ] && failed=$((failed + 1)); fi
