@@ -75,20 +75,48 @@ if [ "$mode" = --limiter ] || [ "$mode" = --limiter-quick ]; then
       "-DNPUTS=3 -DNREAD=2 -DFIFO_EVICT -DMAXKILLS=0"
     )
   fi
-  for c in "${configs[@]}"; do
-    ldefs=$c
-    [[ $c == *MAXKILLS* ]] || ldefs="-DMAXKILLS=${MAXKILLS:-1} $c"
+  # One configuration's search, in a directory of its own (spin and pan write
+  # their files beside the model); its verdict goes to result, 1 on a violation.
+  limiter_one() { # dir defs
+    local ldefs=$2
+    mkdir "$1" && cp limiter.pml "$1/" && cd "$1" || return 2
     spin $ldefs -a limiter.pml
     gcc -O2 -w -DSAFETY -DCOLLAPSE -o pan pan.c
     ./pan -m1000000 -w26 >pan.out 2>&1 || true
     if [ -f limiter.pml.trail ] || ! grep -q 'errors: 0' pan.out; then
-      echo "model: counter-example (limiter, $ldefs):"
-      grep -E 'error|violat' pan.out | head -n 5
-      spin $ldefs -t -p -g limiter.pml | tail -n 150
-      exit 1
+      {
+        echo "model: counter-example (limiter, $ldefs):"
+        grep -E 'error|violat' pan.out | head -n 5
+        spin $ldefs -t -p -g limiter.pml | tail -n 150
+      } >result
+      return 1
     fi
-    echo "model: limiter ($ldefs): no violation in $(grep -oE '[0-9]+ states, stored' pan.out)"
+    echo "model: limiter ($ldefs): no violation in $(grep -oE '[0-9]+ states, stored' pan.out)" >result
+  }
+  # Each search is one process on one core: MODEL_JOBS (default: the cores
+  # online) run at a time. The verdicts print in the configurations' order.
+  njobs=${MODEL_JOBS:-$(nproc)}
+  pids=()
+  for i in "${!configs[@]}"; do
+    c=${configs[$i]}
+    ldefs=$c
+    [[ $c == *MAXKILLS* ]] || ldefs="-DMAXKILLS=${MAXKILLS:-1} $c"
+    while [ "$(jobs -rp | wc -l)" -ge "$njobs" ]; do
+      wait -n || true
+    done
+    (limiter_one "lim$i" "$ldefs") &
+    pids+=($!)
   done
+  status=0
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || status=1
+    if [ -f "lim$i/result" ]; then
+      cat "lim$i/result"
+    else
+      echo "model: limiter (${configs[$i]}): the search did not run"
+    fi
+  done
+  [ $status -eq 0 ] || exit 1
   exit 0
 fi
 

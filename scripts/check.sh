@@ -11,8 +11,12 @@
 #               (also proves the tree builds warning-free with clang)
 #   build-tsan  gcc, ThreadSanitizer: the multithreaded and multi-process tests,
 #               linked with tests/shim (Criterion cannot run under TSan)
-#   valgrind    memcheck over the single-process tests (api/test_api, from ./build)
+#   valgrind    memcheck over the single-process tests (api/test_api, from ./build);
+#               it runs beside the TSan run when both are picked
 #   fuzz        scripts/fuzz.sh, the short run, if clang's fuzzer runtime is there
+#
+# In the ASan and TSan runs the longest programs run one after the other
+# beside the rest (the machine has two cores); their results come last.
 #
 # CHECKS="format asan tsan valgrind fuzz" (the default) picks which run;
 # CHECKS=none runs nothing. Closes with "check: N passed, N failed": Criterion
@@ -44,6 +48,51 @@ show() {
   printf '%s\n' "$1" | grep -vE '^\[(----|RUN |PASS)\]' | grep -vE '^    #[0-9]+ ' | tail -n 40
 }
 
+# Run programs one after the other in the background (a second lane beside
+# the caller's), each with the given arguments; beside_results waits for them
+# and shows and counts their results.
+lane_progs="" lane_dir="" lane_pid=""
+beside() { # "programs" args...
+  local progs=$1; shift
+  lane_progs=$(echo $progs) lane_dir=$(mktemp -d)
+  (for t in $lane_progs; do
+     [ -f "$t" ] && [ -x "$t" ] || continue
+     start=$SECONDS
+     "$t" "$@" >"$lane_dir/$(basename "$t").out" 2>&1
+     echo "$? $((SECONDS - start))" >"$lane_dir/$(basename "$t").status"
+   done) &
+  lane_pid=$!
+}
+beside_results() {
+  local t n status secs out
+  wait "$lane_pid"
+  for t in $lane_progs; do
+    [ -f "$t" ] && [ -x "$t" ] || continue
+    n=$(basename "$t")
+    echo "-- $n (beside the others)"
+    read -r status secs <"$lane_dir/$n.status" || { status=1 secs=0; }
+    out=$(cat "$lane_dir/$n.out" 2>/dev/null)
+    show "$out"; count "$out" "$status"
+    echo "   ($secs s)"
+  done
+  rm -rf "$lane_dir"
+  lane_progs="" lane_dir="" lane_pid=""
+}
+
+# valgrind memcheck over build/tests/api/test_api, in the background: its
+# output and exit status go to vg_dir. Criterion sees valgrind and runs the
+# tests one by one without early exit; errors in its workers do not change
+# their exit status, so the valgrind section reads the log.
+vg_pid="" vg_dir="" vg_start=""
+valgrind_start() {
+  command -v valgrind >/dev/null || return 0
+  vg_dir=$(mktemp -d) vg_start=$SECONDS
+  (valgrind -q --trace-children=yes --leak-check=full --errors-for-leak-kinds=definite \
+     build/tests/api/test_api --jobs=1 >"$vg_dir/out" 2>&1
+   echo $? >"$vg_dir/status") &
+  vg_pid=$!
+}
+
 build() { # dir compiler meson-options...
   local dir=$1 cc=$2; shift 2
   if [ -f "$dir/build.ninja" ]; then
@@ -69,30 +118,21 @@ if [[ $checks == *" asan "* ]]; then
     export CISTERN_TEST_RUNS=20
     # The chaos tests kill fewer here: the plain run makes their full count.
     export CISTERN_CHAOS_KILLS=15
-    # test_remote spends most of its time waiting out its peers' timeouts:
-    # it runs beside the others, and its results come last.
-    remote=build-asan/tests/remote/test_remote remote_out=$(mktemp)
-    if [ -x "$remote" ]; then
-      (start=$SECONDS; "$remote" --jobs=1 >"$remote_out" 2>&1
-       echo "$? $((SECONDS - start))" >"$remote_out.status") &
-    fi
+    # test_remote spends most of its time waiting out its peers' timeouts, and
+    # test_chaos and test_cli are the longest of the rest: they run one after
+    # the other beside the others (two cores), and their results come last.
+    beside "build-asan/tests/remote/test_remote build-asan/tests/api/test_chaos
+      build-asan/tests/tools/test_cli" --jobs=1
     for t in build-asan/tests/*/test_*; do
-      [ -f "$t" ] && [ -x "$t" ] && [ "$t" != "$remote" ] || continue
+      [ -f "$t" ] && [ -x "$t" ] || continue
+      [[ " $lane_progs " == *" $t "* ]] && continue
       echo "-- $(basename "$t")"
       start=$SECONDS
       out=$("$t" --jobs=1 2>&1); status=$?
       show "$out"; count "$out" $status
       echo "   ($((SECONDS - start)) s)"
     done
-    if [ -x "$remote" ]; then
-      wait
-      read -r status secs <"$remote_out.status" || { status=1 secs=0; }
-      echo "-- test_remote (beside the others)"
-      out=$(cat "$remote_out")
-      show "$out"; count "$out" "$status"
-      echo "   ($secs s)"
-    fi
-    rm -f "$remote_out" "$remote_out.status"
+    beside_results
     unset ASAN_OPTIONS UBSAN_OPTIONS CISTERN_TEST_RUNS CISTERN_CHAOS_KILLS
   else
     echo "asan: build failed"; failed=$((failed + 1))
@@ -104,17 +144,23 @@ if [[ $checks == *" tsan "* ]]; then
   echo "== tsan (gcc, build-tsan)"
   section=$SECONDS
   if build build-tsan gcc -Db_sanitize=thread; then
+    # valgrind's run (its section below) starts now, beside this one: both
+    # are mostly one busy process on a two-core machine.
+    [[ $checks == *" valgrind "* ]] && valgrind_start
     # The shim runs each test in a child forked from a one-thread runner, and the
     # tests fork only from one-thread processes, so TSan's fork rules hold.
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
     export CISTERN_CHAOS_KILLS=15
-    for t in api/test_threads policy/test_fifo_mp policy/test_crash_points api/test_chaos; do
+    # test_chaos, the longest by far, runs beside the three others.
+    beside "build-tsan/tests/api/test_chaos"
+    for t in api/test_threads policy/test_fifo_mp policy/test_crash_points; do
       echo "-- $(basename "$t")"
       start=$SECONDS
       out=$("build-tsan/tests/$t" 2>&1); status=$?
       show "$out"; count "$out" $status
       echo "   ($((SECONDS - start)) s)"
     done
+    beside_results
     unset TSAN_OPTIONS CISTERN_CHAOS_KILLS
   else
     echo "tsan: build failed"; failed=$((failed + 1))
@@ -124,12 +170,13 @@ fi
 
 if [[ $checks == *" valgrind "* ]]; then
   echo "== valgrind memcheck (build/tests/api/test_api)"
-  section=$SECONDS
+  section=${vg_start:-$SECONDS}
   if command -v valgrind >/dev/null; then
-    # Criterion sees valgrind and runs the tests one by one without early exit.
-    # Errors in its workers do not change their exit status: read the log.
-    out=$(valgrind -q --trace-children=yes --leak-check=full --errors-for-leak-kinds=definite \
-      build/tests/api/test_api --jobs=1 2>&1); status=$?
+    [ -n "$vg_pid" ] || valgrind_start
+    wait "$vg_pid"
+    read -r status <"$vg_dir/status" || status=1
+    out=$(cat "$vg_dir/out")
+    rm -rf "$vg_dir"
     errors=$(printf '%s\n' "$out" | grep -cE '^==[0-9]+== ')
     show "$out"
     if [ $status -eq 0 ] && [ "$errors" -eq 0 ] && printf '%s\n' "$out" | grep -q 'Failing: 0 | Crashing: 0'; then

@@ -10,6 +10,7 @@
 # the interesting ones to fuzz/corpus/ by hand). A crash, a hang (over 10 s) or a
 # leak leaves its input in build-fuzz/artifacts/; replay it with
 #   build-fuzz/fuzz/fuzz_<target> build-fuzz/artifacts/<file>
+# FUZZ_JOBS targets run at a time (default: the cores online), each on a core.
 # Ends with a "fuzz: N passed, N failed" line (one per target).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,18 +45,37 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-}:halt_on_error=1:print_stacktrace=1"
 
 passed=0 failed=0
 mkdir -p "$dir/artifacts"
-for t in "${targets[@]}"; do
+# One target's run; its exit status goes to $dir/fuzz_<target>.status.
+fuzz_one() { # target
+  local t=$1
   mkdir -p "$dir/corpus/$t"
-  log="$dir/fuzz_$t.log"
-  echo "== fuzz_$t: ${seconds}s"
   "$dir/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
     -print_final_stats=1 -artifact_prefix="$dir/artifacts/$t-" \
-    "$dir/corpus/$t" "fuzz/corpus/$t" >"$log" 2>&1
-  status=$?
+    "$dir/corpus/$t" "fuzz/corpus/$t" >"$dir/fuzz_$t.log" 2>&1
+  echo $? >"$dir/fuzz_$t.status"
   # libFuzzer exits without the target's clean-up: drop the objects its inputs made.
   rm -f /dev/shm/cistern.fuzz-"$t"-* /dev/shm/fuzz-"$t"-*
+}
+# Each target is one process on one core for its seconds: FUZZ_JOBS (default:
+# the cores online) run at a time, so each still has a core to itself. The
+# results print in the targets' order.
+njobs=${FUZZ_JOBS:-$(nproc)}
+pids=()
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$njobs" ]; do
+    wait -n
+  done
+  rm -f "$dir/fuzz_$t.status"
+  fuzz_one "$t" &
+  pids+=($!)
+done
+wait "${pids[@]}"
+for t in "${targets[@]}"; do
+  log="$dir/fuzz_$t.log"
+  echo "== fuzz_$t: ${seconds}s"
+  status=$(cat "$dir/fuzz_$t.status" 2>/dev/null || echo 1)
   grep -E '^(stat::number_of_executed_units|stat::new_units_added)|^Done ' "$log" | sed 's/^/   /'
-  if [ $status -eq 0 ]; then
+  if [ "$status" -eq 0 ]; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))

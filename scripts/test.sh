@@ -7,24 +7,54 @@ cd "$(dirname "$0")/.."
 # clang, clang-format, clang's fuzzer runtime and valgrind serve scripts/check.sh,
 # run at the end; the benchmark's peers (bench/peers) its smoke run; prometheus
 # (with promtool) the monitoring checks; spin the rate limiter's model.
+# ./build holds the benchmark programs too (-Dbench=enabled), for the smoke
+# run below: a build of their own would compile the library and every test
+# program a second time.
 EXTRA_PACKAGES="${EXTRA_PACKAGES:-} clang clang-format libclang-rt-14-dev valgrind prometheus spin $(cat bench/peers)" \
-  bash scripts/setup.sh || exit 1
+  MESON_OPTIONS="${MESON_OPTIONS:-} -Dbench=enabled" bash scripts/setup.sh || exit 1
 
 passed=0 failed=0 rc=0
-# The criterion programs, in the folders of tests/ (build/tests/<folder>/test_*).
-for t in build/tests/*/test_*; do
-  [ -f "$t" ] && [ -x "$t" ] || continue
-  echo "== $(basename "$t")"
-  start=$SECONDS
-  out=$("$t" --jobs=1 2>&1); status=$?
-  printf '%s\n' "$out" | grep -vE '^\[----\]' | tail -n 40
-  echo "   ($((SECONDS - start)) s)"
-  line=$(printf '%s\n' "$out" | grep 'Synthesis: Tested' | tail -n 1)
+# Print one criterion program's results and add its counts.
+result() { # name output status seconds
+  printf '%s\n' "$2" | grep -vE '^\[----\]' | tail -n 40
+  echo "   ($4 s)"
+  local line p f
+  line=$(printf '%s\n' "$2" | grep 'Synthesis: Tested' | tail -n 1)
   p=$(sed -nE 's/.*Passing: ([0-9]+).*/\1/p' <<<"$line"); p=${p:-0}
   f=$(sed -nE 's/.*Failing: ([0-9]+) \| Crashing: ([0-9]+).*/\1+\2/p' <<<"$line"); f=$((${f:-1}))
   passed=$((passed + p)); failed=$((failed + f))
-  if [ $status -ne 0 ] || [ -z "$line" ]; then rc=1; [ "$f" -eq 0 ] && failed=$((failed + 1)); fi
+  if [ "$3" -ne 0 ] || [ -z "$line" ]; then rc=1; [ "$f" -eq 0 ] && failed=$((failed + 1)); fi
+}
+# test_remote mostly waits out its peers' timeouts, and test_chaos is one long
+# program of its own: they run one after the other beside the rest (the
+# machine has two cores), and their results come last.
+beside="build/tests/remote/test_remote build/tests/api/test_chaos"
+lane=$(mktemp -d)
+(for t in $beside; do
+   [ -f "$t" ] && [ -x "$t" ] || continue
+   start=$SECONDS
+   "$t" --jobs=1 >"$lane/$(basename "$t").out" 2>&1
+   echo "$? $((SECONDS - start))" >"$lane/$(basename "$t").status"
+ done) &
+lane_pid=$!
+# The criterion programs, in the folders of tests/ (build/tests/<folder>/test_*).
+for t in build/tests/*/test_*; do
+  [ -f "$t" ] && [ -x "$t" ] || continue
+  [[ " $beside " == *" $t "* ]] && continue
+  echo "== $(basename "$t")"
+  start=$SECONDS
+  out=$("$t" --jobs=1 2>&1); status=$?
+  result "$(basename "$t")" "$out" $status $((SECONDS - start))
 done
+wait $lane_pid
+for t in $beside; do
+  [ -f "$t" ] && [ -x "$t" ] || continue
+  n=$(basename "$t")
+  echo "== $n (beside the others)"
+  read -r status secs <"$lane/$n.status" || { status=1 secs=0; }
+  result "$n" "$(cat "$lane/$n.out" 2>/dev/null)" "$status" "$secs"
+done
+rm -rf "$lane"
 # Checks that are whole programs rather than criterion suites: one pass or fail each.
 check() {
   local what=$1; shift
@@ -54,19 +84,33 @@ check "monitoring" bash tests/monitoring/check.sh build
 check "prometheus" bash tests/monitoring/prometheus.sh build
 # The rate limiter's Promela model, its smaller configurations (model/check.sh).
 check "limiter model" bash model/check.sh --limiter-quick
-# The benchmark program (-Dbench=enabled, in build-bench): every contender run
-# once, its payload checks passed, no time asserted.
-check "bench smoke" bash -c 'BUILDDIR=build-bench MESON_OPTIONS=-Dbench=enabled bash scripts/setup.sh >/dev/null &&
-  bash tests/bench/smoke.sh build-bench'
+# The benchmark programs (built in ./build above): every contender run once,
+# its payload checks passed, no time asserted.
+check "bench smoke" bash tests/bench/smoke.sh build
 
 # The Python binding: pytest under Debian's interpreter (where numpy and torch live).
+# test_wheel.py builds the whole project once more (a wheel, through
+# meson-python) and waits on that build most of its time: it runs in a
+# pytest of its own beside the other tests, its summary printed last.
 echo "== python"
 start=$SECONDS
-pyout=$(PYTHONPATH=build/python:python CISTERN_C_PRODUCER=build/python/c_producer \
-  /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests 2>&1); pystatus=$?
+run_pytest() {
+  PYTHONPATH=build/python:python CISTERN_C_PRODUCER=build/python/c_producer \
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider "$@" 2>&1
+}
+wheel=python/tests/test_wheel.py wheel_out=$(mktemp)
+run_pytest "$wheel" >"$wheel_out" & wheel_pid=$!
+pyout=$(run_pytest --ignore="$wheel" python/tests); pystatus=$?
+wait $wheel_pid || pystatus=1
 printf '%s\n' "$pyout" | tail -n 15
+echo "-- $wheel (beside the others)"
+tail -n 15 "$wheel_out"
+pyout="$pyout
+$(cat "$wheel_out")"
+rm -f "$wheel_out"
 echo "   ($((SECONDS - start)) s)"
-pp=$(grep -oE '[0-9]+ passed' <<<"$pyout" | tail -n 1 | cut -d' ' -f1)
+pp=$(grep -E '^(=+ )?[0-9]+ (passed|failed)|^[0-9]+ .* in [0-9.]+s' <<<"$pyout" | grep -oE '[0-9]+ passed' |
+  awk '{s+=$1} END {print s+0}')
 pf=$(grep -oE '[0-9]+ (failed|error)' <<<"$pyout" | awk '{s+=$1} END {print s+0}')
 passed=$((passed + ${pp:-0})); failed=$((failed + pf))
 if [ $pystatus -ne 0 ]; then rc=1; [ "$pf" -eq 0 ] && failed=$((failed + 1)); fi

@@ -54,6 +54,8 @@ static const char usage[] =
 	"\n"
 	"Paths: / is a short page linking /metrics; anything else is 404. GET only;\n"
 	"a request head above 8 KiB, or one not complete within 5 seconds, is refused.\n"
+	"CISTERN_TEST_HTTP_TIMEOUT_MS (for tests only) sets those 5 seconds in\n"
+	"milliseconds, so that a test sees a silent client dropped sooner.\n"
 	"See docs/monitoring/README.md for the metrics, a Grafana dashboard and alerts.\n";
 
 const struct command cmd_exporter;
@@ -468,6 +470,10 @@ static int http_loop(struct exporter *e, const char *listen_on, bool allow_remot
 	snprintf(shown, sizeof(shown), "%.*s:%d", (int)(strrchr(listen_on, ':') - listen_on),
 		 listen_on, http_port(lfd));
 	say("serving http://%s/metrics", shown);
+	const char *timeout_env = getenv("CISTERN_TEST_HTTP_TIMEOUT_MS");
+	int timeout_ms = timeout_env ? atoi(timeout_env) : 0;
+	if (timeout_ms <= 0)
+		timeout_ms = 5000;
 	while (!stop) {
 		struct pollfd p = {.fd = lfd, .events = POLLIN};
 		int n = ppoll(&p, 1, NULL, &unblocked);
@@ -481,7 +487,7 @@ static int http_loop(struct exporter *e, const char *listen_on, bool allow_remot
 		/* Unblocked during the exchange: a stop ends a slow client's wait. */
 		sigprocmask(SIG_UNBLOCK, &stop_signals, NULL);
 		const char *why;
-		int r = http_serve_one(lfd, 5000, route, e, &stop, &why);
+		int r = http_serve_one(lfd, timeout_ms, route, e, &stop, &why);
 		sigprocmask(SIG_BLOCK, &stop_signals, NULL);
 		if (r < 0 && why && r != -EAGAIN)
 			say("%s", why);
