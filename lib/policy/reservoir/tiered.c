@@ -732,6 +732,10 @@ static void ahead_draw(struct cistern *c, size_t n)
 		return;
 	}
 	a->in_flight = a->k > 0;
+	if (a->in_flight) {
+		t->ahead_stats.starts++;
+		t->ahead_stats.start_depth += a->k;
+	}
 }
 
 /*
@@ -748,6 +752,10 @@ static size_t ahead_take(struct cistern *c, struct cistern_sample *out, size_t *
 	struct cistern__rs_state *rs = cistern__rs(c);
 	struct cistern__cold_ent *E = ents(c);
 	uint64_t mine = UINT64_C(1) << rs->pin_bit;
+	if (a->in_flight) {
+		t->ahead_stats.waits++;
+		t->ahead_stats.wait_depth += a->k;
+	}
 	if (a->in_flight && cistern__cold_wait(&T(c)->io, &a->batch) < 0 && a->batch.pending > 0) {
 		ahead_drop(c); /* the ring failed; draw afresh */
 		*hot = 0;
@@ -825,6 +833,12 @@ int cistern__tiered_read_ahead(struct cistern *c, bool on)
 	if (!on)
 		ahead_drop(c);
 	return 0;
+}
+
+void cistern__tiered_ahead_stats(const struct cistern *c, struct cistern__ahead_stats *out)
+{
+	static const struct cistern__ahead_stats none;
+	*out = c->tier ? c->tier->ahead_stats : none;
 }
 
 size_t cistern__tiered_ahead_slots(const struct cistern *c, uint64_t *slots, size_t cap)

@@ -87,6 +87,20 @@ struct cistern__spares {
 	size_t n, cap;
 };
 
+/*
+ * How deep a handle keeps its reads ahead (tiered.c): the reads it started
+ * ahead and did not collect yet, summed at three moments. This counts what
+ * the handle asks of the disk, not what the disk did, so it does not
+ * depend on the machine's speed. For benchmarks and tests.
+ */
+struct cistern__ahead_stats {
+	uint64_t starts;      /* submissions of reads ahead */
+	uint64_t start_depth; /* reads outstanding just after each submission */
+	uint64_t waits;       /* waits for a batch drawn ahead, at its read */
+	uint64_t wait_depth;  /* reads outstanding as each wait began */
+	uint64_t tail_depth;  /* reads still outstanding as each wait ended */
+};
+
 /* The handle's side: the open cold file, a staging slot, the batch drawn ahead. */
 struct cistern__tier {
 	struct cistern__cold cold;
@@ -94,6 +108,7 @@ struct cistern__tier {
 	void *stage;   /* a spill's slots, aligned; made at the first spill */
 	bool no_ahead; /* batch reads do not draw ahead (cistern__tiered_read_ahead) */
 	struct cistern__ahead ahead;
+	struct cistern__ahead_stats ahead_stats;
 	struct cistern__spares spares;
 	/* A restore: staged slots from rfirst on, written rfill at a time (tiered.c). */
 	void *rbuf;
@@ -112,6 +127,8 @@ int cistern__tiered_read_ahead(struct cistern *c, bool on);
  * slots: their count (0: none drawn). For tests.
  */
 size_t cistern__tiered_ahead_slots(const struct cistern *c, uint64_t *slots, size_t cap);
+/* The depth counters of handle c's reads ahead into *out (zero if none yet). */
+void cistern__tiered_ahead_stats(const struct cistern *c, struct cistern__ahead_stats *out);
 /* How many slot buffers handle c keeps for reuse now. For tests. */
 size_t cistern__tiered_spares(const struct cistern *c);
 /* Cold slot j's entry in c's cold index, or NULL. For tests. */
