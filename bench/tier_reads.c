@@ -13,7 +13,11 @@
  * and divide by --batches (the first batch has no batch read ahead). It
  * prints the cold reads a batch made and the wall time a batch spent in
  * the library (reads and releases, not the step), which is only a hint (it
- * asserts nothing about time). --step-ms T holds each batch T ms, as a
+ * asserts nothing about time). It also prints how deep the handle kept its
+ * reads ahead (cistern__tiered_ahead_stats(): reads started and not yet
+ * collected, on average after each submission, as each acquire began to
+ * wait and as that wait ended). These count what the reader asked of the
+ * disk, so they do not move with the machine's load. --step-ms T holds each batch T ms, as a
  * training step would, so that reads ahead have time to complete.
  *
  *   cistern-tier-reads [--dir DIR] [--size BYTES] [--pop N] [--cold F]
@@ -122,6 +126,9 @@ int main(int argc, char **argv)
 			t += now() - t0;
 	}
 	cistern_stats_get(c, &st1);
+	struct cistern__ahead_stats as;
+	cistern__tiered_ahead_stats(c, &as);
+	double starts = as.starts ? (double)as.starts : 1, waits = as.waits ? (double)as.waits : 1;
 	if (r < 0)
 		fprintf(stderr, "tier_reads: %s\n", cistern_strerror(r));
 	else
@@ -130,6 +137,13 @@ int main(int argc, char **argv)
 		       (unsigned long long)batches, batch, size, frac * 100, ahead ? "on" : "off",
 		       (double)(st1.cold_reads - st0.cold_reads) / (double)batches,
 		       batches > 2 ? t * 1e3 / (double)(batches - 2) : 0);
+	if (r >= 0)
+		printf("reads ahead outstanding: %.1f after a submission, %.1f as an acquire "
+		       "waits, %.1f as its wait ends; %.3f ms a batch waiting for cold reads\n",
+		       (double)as.start_depth / starts, (double)as.wait_depth / waits,
+		       (double)as.tail_depth / waits,
+		       (double)(st1.cold_read_wait_ns - st0.cold_read_wait_ns) / 1e6 /
+			       (double)batches);
 	free(b);
 	free(buf);
 	cistern_detach(c);

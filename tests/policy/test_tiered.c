@@ -7,8 +7,9 @@
  * cold slots with one write and a spiller killed at any of its steps
  * loses and doubles nothing, a job's peak memory stays near its hot arena
  * whatever its population, rm removes the cold file, a full
- * disk stops create, and a batch read draws the next batch ahead: that
- * batch is the next read's, never stale (docs/protocol/tiers.md).
+ * disk stops create, and batch reads draw the next two batches ahead: each
+ * is the read's that takes it, never stale, and a reader killed with both
+ * in flight leaves nothing pinned (docs/protocol/tiers.md).
  *
  * The cold files live in a directory under /var/tmp, on a disk file system
  * that takes O_DIRECT. The fixture removes it and the segments.
@@ -558,7 +559,7 @@ Test(tiered, samples_held_across_reads_are_each_released_once)
 /* The cold slots handle c drew ahead, sorted, into out (COLD of room): their count. */
 static size_t ahead_sorted(struct cistern *c, uint64_t *out)
 {
-	size_t k = cistern__tiered_ahead_slots(c, out, COLD);
+	size_t k = cistern__tiered_ahead_slots(c, 0, out, COLD);
 	cr_assert_leq(k, COLD);
 	for (size_t i = 1; i < k; i++)
 		for (size_t j = i; j > 0 && out[j - 1] > out[j]; j--) {
@@ -634,7 +635,7 @@ Test(tiered, a_handle_without_read_ahead_draws_nothing_ahead)
 	struct cistern_sample s[32];
 	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
 	uint64_t ahead[COLD];
-	cr_assert_eq(cistern__tiered_ahead_slots(c, ahead, COLD), 0);
+	cr_assert_eq(cistern__tiered_ahead_slots(c, 0, ahead, COLD), 0);
 	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
 }
 
@@ -698,21 +699,25 @@ Test(tiered, released_cold_buffers_serve_the_next_reads_and_at_most_a_batch_is_k
 	for (int round = 0; round < 16; round++) {
 		cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
 		size_t before = cistern__tiered_spares(c);
-		uint64_t cold[32];
+		uint64_t cold[32], ahead[COLD];
 		size_t k = cold_members_sorted(s, 32, cold);
+		cr_assert_eq(cistern__tiered_ahead_slots(c, 1, ahead, COLD), 0,
+			     "round %d: a batch after the next drawn before the release", round);
 		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+		/*
+		 * Each cold member's buffer is kept, up to a batch's worth, and the
+		 * batch after the next one, drawn at the release, reads into them.
+		 */
+		size_t m = cistern__tiered_ahead_slots(c, 1, ahead, COLD);
+		size_t kept = before + k < 32 ? before + k : 32;
 		size_t after = cistern__tiered_spares(c);
-		/* Each cold member's buffer is kept, up to a batch's worth. */
-		size_t want = before + k < 32 ? before + k : 32;
-		cr_assert_eq(after, want, "round %d: %zu kept after %zu given back to %zu", round,
-			     after, k, before);
-		/* The next batch drawn ahead reads into kept buffers. */
+		cr_assert_eq(after, kept > m ? kept - m : 0,
+			     "round %d: %zu kept of %zu given back to %zu, %zu read ahead", round,
+			     after, k, before, m);
+		/* The next read takes a batch drawn already: it draws nothing. */
 		cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
-		uint64_t ahead[COLD];
-		size_t m = cistern__tiered_ahead_slots(c, ahead, COLD);
 		size_t left = cistern__tiered_spares(c);
-		cr_assert_eq(left, after > m ? after - m : 0,
-			     "round %d: %zu kept, %zu read ahead, %zu left", round, after, m, left);
+		cr_assert_eq(left, after, "round %d: %zu kept, %zu left", round, after, left);
 		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
 	}
 }
@@ -817,7 +822,7 @@ static pid_t spawn_reader_ahead(const char *name)
 		    cistern_release_batch(h, s, 32) != 0 ||
 		    cistern_acquire_batch(h, s, 32, 2000) != 32)
 			_exit(2);
-		if (cistern__tiered_ahead_slots(h, ahead, COLD) == 0)
+		if (cistern__tiered_ahead_slots(h, 0, ahead, COLD) == 0)
 			_exit(3);
 		ready_then_wait(p[1]);
 	}
@@ -842,6 +847,239 @@ Test(tiered, a_reader_killed_with_reads_ahead_in_flight_loses_and_wedges_nothing
 			     "cold slot %lu still pinned", (unsigned long)j);
 	/* Every sample is still there, and each is taken once: nothing is pinned for ever. */
 	cr_assert_eq(drain_all(c, HOT + COLD), HOT + COLD);
+}
+
+/* Both batches drawn ahead, sorted into next[] and after[] (COLD each): their counts. */
+static void both_ahead_sorted(struct cistern *c, uint64_t *next, size_t *kn, uint64_t *after,
+			      size_t *ka)
+{
+	*kn = ahead_sorted(c, next);
+	*ka = cistern__tiered_ahead_slots(c, 1, after, COLD);
+	cr_assert_leq(*ka, COLD);
+	for (size_t i = 1; i < *ka; i++)
+		for (size_t j = i; j > 0 && after[j - 1] > after[j]; j--) {
+			uint64_t x = after[j];
+			after[j] = after[j - 1];
+			after[j - 1] = x;
+		}
+}
+
+/* Read a batch of 32: its cold members are exactly want[0..k) (sorted); then release it. */
+static void assert_next_batch_is(struct cistern *c, const uint64_t *want, size_t k,
+				 const char *which)
+{
+	struct cistern_sample s[32];
+	uint64_t got[32];
+	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+	size_t m = cold_members_sorted(s, 32, got);
+	cr_assert_eq(m, k, "%s: %zu cold members drawn ahead, %zu read", which, k, m);
+	for (size_t i = 0; i < k; i++)
+		cr_assert_eq(got[i], want[i], "%s: cold member %zu differs", which, i);
+	for (int i = 0; i < 32; i++)
+		assert_current(c, &s[i]);
+	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+}
+
+Test(tiered, a_release_draws_the_batch_after_the_next_and_both_are_read_in_turn)
+{
+	struct cistern *c = seg_create("ahead2", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	struct cistern_sample s[32];
+	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	for (int round = 0; round < 4; round++) {
+		uint64_t next[COLD], after[COLD];
+		size_t kn, ka;
+		both_ahead_sorted(c, next, &kn, after, &ka);
+		cr_assert_gt(kn, 0, "round %d: no cold member drawn for the next batch", round);
+		cr_assert_gt(ka, 0, "round %d: no cold member drawn for the batch after", round);
+		/* One pin bit a handle: no sample is drawn for both. */
+		for (size_t i = 0; i < kn; i++)
+			for (size_t j = 0; j < ka; j++)
+				cr_assert_neq(next[i], after[j], "round %d: slot %lu drawn twice",
+					      round, (unsigned long)next[i]);
+		assert_next_batch_is(c, next, kn, "the next batch");
+		assert_next_batch_is(c, after, ka, "the batch after");
+	}
+}
+
+Test(tiered, members_of_both_batches_drawn_ahead_rewritten_are_not_handed_out_stale)
+{
+	struct cistern *c = seg_create("stale2", tiered_cfg());
+	const char *name = seg_name_of(c);
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	/* Nearly every sample read, so that puts may evict in both tiers. */
+	read_batches(c, 40);
+	uint64_t next[COLD], after[COLD], was_next[COLD], was_after[COLD];
+	size_t kn, ka;
+	both_ahead_sorted(c, next, &kn, after, &ka);
+	cr_assert(kn > 0 && ka > 0, "%zu and %zu cold members drawn ahead", kn, ka);
+	for (size_t i = 0; i < kn; i++)
+		was_next[i] = atomic_load(&cistern__tiered_ent(c, next[i])->word);
+	for (size_t i = 0; i < ka; i++)
+		was_after[i] = atomic_load(&cistern__tiered_ent(c, after[i])->word);
+	/* Another handle puts until nothing more may be evicted: the spills rewrite cold slots. */
+	struct cistern *p;
+	cr_assert_eq(cistern_attach(name, &p), 0);
+	static uint8_t b[SLOT];
+	for (uint32_t step = HOT + COLD; step < 5 * (HOT + COLD); step++) {
+		fill_payload(b, len_of(step), 3, step);
+		struct cistern_meta m = {.sim_id = 3, .time_step = step};
+		if (cistern_put(p, b, len_of(step), &m, 0) != 0)
+			break;
+	}
+	cr_assert_eq(cistern_detach(p), 0);
+	size_t rn = 0, ra = 0;
+	for (size_t i = 0; i < kn; i++)
+		rn += atomic_load(&cistern__tiered_ent(c, next[i])->word) != was_next[i];
+	for (size_t i = 0; i < ka; i++)
+		ra += atomic_load(&cistern__tiered_ent(c, after[i])->word) != was_after[i];
+	cr_assert(rn > 0 && ra > 0, "%zu and %zu members rewritten: nothing to prove", rn, ra);
+	/* Both batches hand out only the samples the entries hold now. */
+	for (int round = 0; round < 2; round++) {
+		struct cistern_sample s[32];
+		cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+		for (int i = 0; i < 32; i++)
+			assert_current(c, &s[i]);
+		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	}
+}
+
+/*
+ * A child that attaches, reads a batch and releases it (so that it has the
+ * next two batches drawn ahead, their reads started) and waits to be killed.
+ */
+static pid_t spawn_reader_two_ahead(const char *name)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		return -1;
+	pid_t pid = fork_child();
+	if (pid == 0) {
+		close(p[0]);
+		struct cistern *h;
+		struct cistern_sample s[32];
+		uint64_t ahead[COLD];
+		if (cistern_attach(name, &h) < 0)
+			_exit(1);
+		if (cistern_acquire_batch(h, s, 32, 2000) != 32 ||
+		    cistern_release_batch(h, s, 32) != 0)
+			_exit(2);
+		if (cistern__tiered_ahead_slots(h, 0, ahead, COLD) == 0 ||
+		    cistern__tiered_ahead_slots(h, 1, ahead, COLD) == 0)
+			_exit(3);
+		ready_then_wait(p[1]);
+	}
+	return await_ready(p, pid);
+}
+
+Test(tiered, a_reader_killed_with_two_batches_in_flight_leaves_nothing_pinned_or_lost)
+{
+	struct cistern *c = seg_create("kill2", tiered_cfg());
+	const char *name = seg_name_of(c);
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	uint64_t cold = stats(c).cold_population;
+	pid_t pid = spawn_reader_two_ahead(name);
+	cr_assert_gt(pid, 0);
+	kill_and_reap(pid);
+	/* An attach sweeps the dead first. */
+	struct cistern *h;
+	cr_assert_eq(cistern_attach(name, &h), 0);
+	cr_assert_eq(cistern_detach(h), 0);
+	uint64_t held = 0;
+	for (uint64_t j = 0; j < COLD; j++) {
+		const struct cistern__cold_ent *e = cistern__tiered_ent(c, j);
+		cr_assert_eq(atomic_load(&e->pins), 0, "cold slot %lu still pinned",
+			     (unsigned long)j);
+		unsigned st = cistern__cold_state(atomic_load(&e->word));
+		cr_assert(st == CISTERN__COLD_HELD || st == CISTERN__COLD_FREE,
+			  "cold slot %lu left in state %u", (unsigned long)j, st);
+		held += st == CISTERN__COLD_HELD;
+	}
+	cr_assert_eq(held, cold, "%lu cold samples held, %lu before", (unsigned long)held,
+		     (unsigned long)cold);
+	cr_assert_eq(stats(c).cold_population, cold);
+	/* Every sample is still there, and each is taken once. */
+	cr_assert_eq(drain_all(c, HOT + COLD), HOT + COLD);
+}
+
+Test(tiered, a_batch_read_of_another_size_drops_both_batches_drawn_ahead)
+{
+	struct cistern *c = seg_create("resize", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	struct cistern_sample s[32];
+	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	uint64_t ahead[COLD];
+	cr_assert_gt(cistern__tiered_ahead_slots(c, 1, ahead, COLD), 0, "no batch after drawn");
+	/* A batch of 16: both batches of 32 dropped, the next one of 16 drawn. */
+	cr_assert_eq(cistern_acquire_batch(c, s, 16, 2000), 16);
+	for (int i = 0; i < 16; i++)
+		assert_current(c, &s[i]);
+	size_t k = ahead_sorted(c, ahead);
+	cr_assert_gt(k, 0, "no batch of 16 drawn ahead");
+	cr_assert_eq(cistern__tiered_ahead_slots(c, 1, (uint64_t[COLD]){0}, COLD), 0,
+		     "a batch after the next drawn before the release");
+	cr_assert_eq(cistern_release_batch(c, s, 16), 0);
+	cr_assert_gt(cistern__tiered_ahead_slots(c, 1, (uint64_t[COLD]){0}, COLD), 0,
+		     "the release of 16 drew no batch after the next");
+	/* A single read leaves both batches drawn ahead for the batch reads. */
+	struct cistern_sample one;
+	cr_assert_eq(cistern_acquire(c, &one, 2000), 0);
+	assert_current(c, &one);
+	cr_assert_eq(cistern_release(c, &one), 0);
+	uint64_t now[COLD];
+	cr_assert_eq(ahead_sorted(c, now), k);
+	for (size_t i = 0; i < k; i++)
+		cr_assert_eq(now[i], ahead[i], "a single read changed member %zu drawn ahead", i);
+	/* The next batch of 16 is the one drawn; the sizes may change again. */
+	uint64_t got[32];
+	cr_assert_eq(cistern_acquire_batch(c, s, 16, 2000), 16);
+	size_t m = cold_members_sorted(s, 16, got);
+	cr_assert_eq(m, k, "%zu cold members drawn ahead, %zu read", k, m);
+	for (size_t i = 0; i < k; i++)
+		cr_assert_eq(got[i], ahead[i], "cold member %zu differs", i);
+	cr_assert_eq(cistern_release_batch(c, s, 16), 0);
+	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+	for (int i = 0; i < 32; i++)
+		assert_current(c, &s[i]);
+	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	/* Turned off, read ahead pins nothing and holds no batch. */
+	cr_assert_eq(cistern__tiered_read_ahead(c, false), 0);
+	cr_assert_eq(cistern__tiered_ahead_slots(c, 0, (uint64_t[COLD]){0}, COLD), 0);
+	cr_assert_eq(cistern__tiered_ahead_slots(c, 1, (uint64_t[COLD]){0}, COLD), 0);
+	for (uint64_t j = 0; j < COLD; j++)
+		cr_assert_eq(atomic_load(&cistern__tiered_ent(c, j)->pins), 0,
+			     "cold slot %lu still pinned", (unsigned long)j);
+}
+
+Test(tiered, the_batch_after_the_next_has_reads_outstanding_while_the_next_is_collected)
+{
+	struct cistern *c = seg_create("depth", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	read_batches(c, 1);
+	for (int round = 0; round < 8; round++) {
+		struct cistern__ahead_stats a0, a1;
+		uint64_t after[COLD];
+		size_t ka = cistern__tiered_ahead_slots(c, 1, after, COLD);
+		cr_assert_gt(ka, 0, "round %d: no cold member drawn for the batch after", round);
+		cistern__tiered_ahead_stats(c, &a0);
+		struct cistern_sample s[32];
+		cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+		cistern__tiered_ahead_stats(c, &a1);
+		cr_assert_eq(a1.waits, a0.waits + 1, "round %d: the batch was not collected",
+			     round);
+		/* The ring holds both batches here: every read of the batch after started. */
+		cr_assert_eq(a1.tail_depth - a0.tail_depth, ka,
+			     "round %d: %lu reads outstanding as the wait ended, %zu drawn after",
+			     round, (unsigned long)(a1.tail_depth - a0.tail_depth), ka);
+		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	}
 }
 
 /* ---- spills of a batch --------------------------------------------------- */

@@ -114,6 +114,7 @@ static int tier_get(struct cistern *c, struct cistern__tier **out)
 }
 
 static void ahead_drop(struct cistern *c);
+static void ahead_free(struct cistern__ahead *a);
 
 static void tier_release(struct cistern *c)
 {
@@ -123,10 +124,8 @@ static void tier_release(struct cistern *c)
 	/* Before the file closes: reads in flight finish into their buffers first. */
 	ahead_drop(c);
 	cistern__tier_file_close(&t->cold, &t->open);
-	free(t->ahead.slot);
-	free(t->ahead.word);
-	free(t->ahead.buf);
-	free(t->ahead.io);
+	ahead_free(&t->ahead[0]);
+	ahead_free(&t->ahead[1]);
 	for (size_t i = 0; i < t->spares.n; i++)
 		free(t->spares.buf[i]);
 	free(t->spares.buf);
@@ -633,36 +632,108 @@ static int tiered_unacquire_one(struct cistern *c, struct cistern_sample *s);
 /* ---- reading ahead ------------------------------------------------------ */
 
 /*
- * Drop the batch drawn ahead: wait for its reads, free their buffers. A
+ * A handle keeps up to two batches drawn ahead: ahead[next], the batch its
+ * next read takes, and ahead[next ^ 1], the one after. Each batch's reads
+ * go to the ring in parts of CISTERN__AHEAD_PART, and a part starts only
+ * while the handle's reads outstanding leave it room in the ring; a part
+ * that finds no room starts when a part before it is collected. So the
+ * ring stays near full, and the reads of the batch after fly while the
+ * caller waits for the tail of the next one.
+ */
+
+static size_t parts_of(const struct cistern__ahead *a)
+{
+	return (a->k + CISTERN__AHEAD_PART - 1) / CISTERN__AHEAD_PART;
+}
+
+static unsigned part_len(const struct cistern__ahead *a, size_t i)
+{
+	size_t left = a->k - i * CISTERN__AHEAD_PART;
+	return (unsigned)(left < CISTERN__AHEAD_PART ? left : CISTERN__AHEAD_PART);
+}
+
+/* The reads this handle started ahead and did not collect yet. */
+static size_t outstanding(const struct cistern__tier *t)
+{
+	size_t q = 0;
+	for (int h = 0; h < 2; h++)
+		for (size_t i = t->ahead[h].waited; i < t->ahead[h].started; i++)
+			q += part_len(&t->ahead[h], i);
+	return q;
+}
+
+/*
+ * Start a's parts in order: those that fit in the ring beside the reads
+ * outstanding, or (all) every one left. A ring that cannot be made fails
+ * each read of the part (cistern__uring_start()); the take then drops them.
+ */
+static void ahead_start(struct cistern__tier *t, struct cistern__ahead *a, bool all)
+{
+	size_t q = outstanding(t);
+	bool any = false;
+	while (a->started < parts_of(a)) {
+		size_t i = a->started;
+		unsigned len = part_len(a, i);
+		if (!all && q + len > cistern__uring_depth())
+			break;
+		cistern__uring_start(&a->part[i], a->io + i * CISTERN__AHEAD_PART, len);
+		a->started++;
+		q += len;
+		any = true;
+	}
+	if (any) {
+		t->ahead_stats.starts++;
+		t->ahead_stats.start_depth += q;
+	}
+}
+
+/*
+ * Wait for part i of a (started). A failed ring may still write into the
+ * part's buffers: true then, and they must never be reused.
+ */
+static bool part_wait(struct cistern *c, struct cistern__ahead *a, size_t i)
+{
+	struct cistern__io_batch *b = &a->part[i];
+	return cistern__cold_wait(&T(c)->io, b) < 0 && b->pending > 0;
+}
+
+/*
+ * Drop a batch drawn ahead: wait for its reads, free their buffers. A
  * handle a fork() child inherited does not wait: the reads are in its
  * parent's ring and write into its parent's buffers, not into this copy.
  */
-static void ahead_drop(struct cistern *c)
+static void ahead_drop_one(struct cistern *c, struct cistern__ahead *a)
 {
 	struct cistern__tier *t = c->tier;
-	if (!t)
-		return;
-	struct cistern__ahead *a = &t->ahead;
 	bool leak = false;
-	if (a->in_flight && !c->inherited) {
-		cistern__cold_wait(&T(c)->io, &a->batch);
-		/* The ring itself failed: the kernel may still write into the buffers. */
-		leak = a->batch.pending > 0;
-	}
+	for (; a->waited < a->started; a->waited++)
+		if (!c->inherited)
+			leak |= part_wait(c, a, a->waited);
 	for (size_t i = 0; i < a->k; i++) {
 		if (!leak)
 			buf_put(t, a->buf[i]);
 		a->buf[i] = NULL;
 	}
-	a->in_flight = false;
+	a->started = a->waited = 0;
 	a->k = 0;
 	a->n = 0;
+}
+
+/* Drop both batches drawn ahead. */
+static void ahead_drop(struct cistern *c)
+{
+	struct cistern__tier *t = c->tier;
+	if (!t)
+		return;
+	ahead_drop_one(c, &t->ahead[t->next ^ 1]);
+	ahead_drop_one(c, &t->ahead[t->next]);
 }
 
 static bool ahead_room(struct cistern__ahead *a, size_t n)
 {
 	if (a->cap >= n)
 		return true;
+	size_t parts = (n + CISTERN__AHEAD_PART - 1) / CISTERN__AHEAD_PART;
 	uint64_t *slot = realloc(a->slot, n * sizeof(*slot));
 	if (slot)
 		a->slot = slot;
@@ -675,40 +746,66 @@ static bool ahead_room(struct cistern__ahead *a, size_t n)
 	struct cistern__io *io = realloc(a->io, n * sizeof(*io));
 	if (io)
 		a->io = io;
-	if (!slot || !word || !buf || !io)
+	struct cistern__io_batch *part = realloc(a->part, parts * sizeof(*part));
+	if (part)
+		a->part = part;
+	if (!slot || !word || !buf || !io || !part)
 		return false;
 	a->cap = n;
 	return true;
 }
 
+static void ahead_free(struct cistern__ahead *a)
+{
+	free(a->slot);
+	free(a->word);
+	free(a->buf);
+	free(a->io);
+	free(a->part);
+}
+
 /*
- * Draw the next batch of n ahead, as a read would draw it now: each member
- * takes a tier by its share of the population; a cold member is drawn at
- * once and its read started into a buffer of our own; a hot one is only
- * counted, and drawn when the batch is asked for (it needs no read). The
- * members are not pinned: the next read checks that each is still the
- * sample drawn before it hands it out. A failure here only means no batch
- * is drawn ahead.
+ * Draw a batch of n ahead into a (none drawn there), as a read would draw
+ * it now: each member takes a tier by its share of the population; a cold
+ * member is drawn at once and its read started into a buffer of our own; a
+ * hot one is only counted, and drawn when the batch is asked for (it needs
+ * no read). `before`, a batch drawn ahead to be read first, or NULL: its
+ * cold members are not drawn again, since one pin bit could not hold a
+ * sample for both. The members are not pinned: the read that takes the
+ * batch checks that each is still the sample drawn before it hands it out.
+ * A failure here only means no batch is drawn ahead.
  */
-static void ahead_draw(struct cistern *c, size_t n)
+static void ahead_draw(struct cistern *c, struct cistern__ahead *a, size_t n,
+		       const struct cistern__ahead *before)
 {
 	struct cistern__tier *t;
-	if (tier_get(c, &t) < 0 || t->no_ahead || !ahead_room(&t->ahead, n) ||
-	    cistern__scratch_reset(c, n) < 0)
+	size_t prior = before ? before->k : 0;
+	if (tier_get(c, &t) < 0 || t->no_ahead || !ahead_room(a, n) ||
+	    cistern__scratch_reset(c, n + prior) < 0)
 		return;
 	struct cistern__rs_state *rs = cistern__rs(c);
 	struct cistern__cold_ent *E = ents(c);
-	struct cistern__ahead *a = &t->ahead;
 	uint64_t hot_n = atomic_load_explicit(&c->hdr->population, memory_order_relaxed);
 	uint64_t cold_n = atomic_load_explicit(&T(c)->population, memory_order_relaxed);
 	if (hot_n + cold_n == 0)
 		return;
+	for (size_t i = 0; i < prior; i++)
+		cistern__scratch_add(&rs->scratch, (uint32_t)(c->slot_count + before->slot[i]));
 	spares_room(t, n);
 	a->k = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t j;
-		if (cistern__rng_below(&c->rng, hot_n + cold_n) < hot_n || !draw_cold(c, &j) ||
-		    !cistern__scratch_add(&rs->scratch, (uint32_t)(c->slot_count + j)))
+		if (cistern__rng_below(&c->rng, hot_n + cold_n) < hot_n)
+			continue;
+		/*
+		 * A cold member drawn twice, or drawn by the batch before, is drawn
+		 * again: counted hot instead, the batch would lean to the hot tier.
+		 */
+		bool drawn = false;
+		for (int tries = 0; !drawn && tries < 4; tries++)
+			drawn = draw_cold(c, &j) &&
+				cistern__scratch_add(&rs->scratch, (uint32_t)(c->slot_count + j));
+		if (!drawn)
 			continue;
 		/* Acquire [cold-publish]: the slot's bytes are on disk before we read them. */
 		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_acquire);
@@ -726,34 +823,53 @@ static void ahead_draw(struct cistern *c, size_t n)
 		a->k++;
 	}
 	a->n = n;
-	if (a->k && cistern__uring_start(&a->batch, a->io, (unsigned)a->k) < 0) {
-		/* No ring: nothing is in flight; the read itself reports the error. */
-		ahead_drop(c);
-		return;
+	a->started = a->waited = 0;
+	ahead_start(t, a, false);
+}
+
+/*
+ * Wait for every read of a (the next batch), starting any part not started
+ * yet; as each part is collected, the batch after starts the parts that now
+ * fit in the ring. true if the ring failed.
+ */
+static bool ahead_collect(struct cistern *c, struct cistern__ahead *a, struct cistern__ahead *after)
+{
+	struct cistern__tier *t = c->tier;
+	bool failed = false;
+	t->ahead_stats.waits++;
+	t->ahead_stats.wait_depth += outstanding(t);
+	while (a->waited < parts_of(a)) {
+		if (a->started == a->waited)
+			ahead_start(t, a, true);
+		failed |= part_wait(c, a, a->waited);
+		a->waited++;
+		if (a->waited == parts_of(a))
+			t->ahead_stats.tail_depth += outstanding(t);
+		if (!failed)
+			ahead_start(t, after, false);
 	}
-	a->in_flight = a->k > 0;
+	return failed;
 }
 
 /*
  * Take the batch drawn ahead into out[0..): wait for its reads, then pin
  * each cold member and keep it only if its entry still holds the sample
  * drawn (the same HELD word: the slot was not written since). Their bytes
- * are checked later, by ahead_check(). The count taken; *hot gets the hot
- * members to draw.
+ * are checked later, by ahead_check(). The batch after becomes the next.
+ * The count taken; *hot gets the hot members to draw.
  */
 static size_t ahead_take(struct cistern *c, struct cistern_sample *out, size_t *hot)
 {
 	struct cistern__tier *t = c->tier;
-	struct cistern__ahead *a = &t->ahead;
+	struct cistern__ahead *a = &t->ahead[t->next];
 	struct cistern__rs_state *rs = cistern__rs(c);
 	struct cistern__cold_ent *E = ents(c);
 	uint64_t mine = UINT64_C(1) << rs->pin_bit;
-	if (a->in_flight && cistern__cold_wait(&T(c)->io, &a->batch) < 0 && a->batch.pending > 0) {
+	if (ahead_collect(c, a, &t->ahead[t->next ^ 1])) {
 		ahead_drop(c); /* the ring failed; draw afresh */
 		*hot = 0;
 		return 0;
 	}
-	a->in_flight = false;
 	*hot = a->n - a->k;
 	size_t got = 0;
 	for (size_t i = 0; i < a->k; i++) {
@@ -784,8 +900,10 @@ static size_t ahead_take(struct cistern *c, struct cistern_sample *out, size_t *
 		out[got++].data = a->buf[i];
 		a->buf[i] = NULL;
 	}
+	a->started = a->waited = 0;
 	a->k = 0;
 	a->n = 0;
+	t->next ^= 1;
 	return got;
 }
 
@@ -827,14 +945,24 @@ int cistern__tiered_read_ahead(struct cistern *c, bool on)
 	return 0;
 }
 
-size_t cistern__tiered_ahead_slots(const struct cistern *c, uint64_t *slots, size_t cap)
+void cistern__tiered_ahead_stats(const struct cistern *c, struct cistern__ahead_stats *out)
+{
+	static const struct cistern__ahead_stats none;
+	*out = c->tier ? c->tier->ahead_stats : none;
+}
+
+size_t cistern__tiered_ahead_slots(const struct cistern *c, unsigned which, uint64_t *slots,
+				   size_t cap)
 {
 	const struct cistern__tier *t = c->tier;
-	if (!t || !t->ahead.n)
+	if (!t || which > 1)
 		return 0;
-	for (size_t i = 0; i < t->ahead.k && i < cap; i++)
-		slots[i] = t->ahead.slot[i];
-	return t->ahead.k;
+	const struct cistern__ahead *a = &t->ahead[t->next ^ which];
+	if (!a->n)
+		return 0;
+	for (size_t i = 0; i < a->k && i < cap; i++)
+		slots[i] = a->slot[i];
+	return a->k;
 }
 
 const struct cistern__cold_ent *cistern__tiered_ent(const struct cistern *c, uint64_t j)
@@ -842,11 +970,23 @@ const struct cistern__cold_ent *cistern__tiered_ent(const struct cistern *c, uin
 	return j < c->fixed.cold_slots ? &ents(c)[j] : NULL;
 }
 
+/*
+ * At a batch read of n: draw the next batch ahead unless the release of
+ * the batch before drew it already.
+ */
+static void ahead_draw_next(struct cistern *c, size_t n)
+{
+	struct cistern__tier *t;
+	if (tier_get(c, &t) == 0 && !t->ahead[t->next].n)
+		ahead_draw(c, &t->ahead[t->next], n, NULL);
+}
+
 /* ---- a read ------------------------------------------------------------- */
 
 /*
  * A read of n samples over both tiers. `batch`: a batch read, which takes
- * the batch drawn ahead (if drawn for n) and draws the next one ahead.
+ * the batch drawn ahead (if drawn for n) and draws the next one ahead
+ * (unless the release of the batch before drew it).
  */
 static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, size_t n, bool batch)
 {
@@ -881,10 +1021,12 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 	/* A batch drawn ahead for this read; after close a read takes samples for good. */
 	size_t got = 0, misses = 0, hot_left = 0;
 	struct cistern__tier *t = c->tier;
-	if (t && t->ahead.n && (closed || !batch || t->ahead.n != n)) {
+	size_t next_n = t ? t->ahead[t->next].n : 0;
+	if (next_n && (closed || !batch || next_n != n)) {
+		/* A single read leaves the batches drawn ahead for the batch reads. */
 		if (closed || batch)
 			ahead_drop(c);
-	} else if (t && t->ahead.n) {
+	} else if (next_n) {
 		got = ahead_take(c, out, &hot_left);
 	}
 	/* Members out[0..unchecked) came from ahead; out[unchecked..unread) need no read. */
@@ -965,7 +1107,7 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 		 * cold members we pin now.
 		 */
 		if (batch && !take && got == n && !drew) {
-			ahead_draw(c, n);
+			ahead_draw_next(c, n);
 			drew = true;
 		}
 		bool all = ahead_check(c, out, unchecked, &got);
@@ -1019,7 +1161,7 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 	if (got == n || (closed && got > 0)) {
 		cistern__rs_rate_settle(c, taken, got);
 		if (batch && !take && !drew)
-			ahead_draw(c, n);
+			ahead_draw_next(c, n);
 		return (int)got;
 	}
 	for (size_t i = 0; i < got; i++)
@@ -1107,6 +1249,13 @@ static int tiered_release(struct cistern *c, struct cistern_sample *s)
 	return 0;
 }
 
+/*
+ * A batch of n given back: its buffers are free, so the batch after the
+ * next one is drawn ahead into them now, when the next batch was drawn for
+ * n and no batch after it yet. Its reads then fly while the caller waits
+ * for the tail of the next batch's, and the handle still holds at most two
+ * batches of buffers: the next batch's and this one.
+ */
 static int tiered_release_batch(struct cistern *c, struct cistern_sample *s, size_t n)
 {
 	int first = 0;
@@ -1115,6 +1264,10 @@ static int tiered_release_batch(struct cistern *c, struct cistern_sample *s, siz
 		if (r < 0 && first == 0)
 			first = r;
 	}
+	struct cistern__tier *t = c->tier;
+	if (t && t->ahead[t->next].n == n && !t->ahead[t->next ^ 1].n && !t->no_ahead &&
+	    !R(c)->reads_take && !cistern__rs_closed(c))
+		ahead_draw(c, &t->ahead[t->next ^ 1], n, &t->ahead[t->next]);
 	return first;
 }
 

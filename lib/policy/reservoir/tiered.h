@@ -58,12 +58,15 @@ struct cistern__spill_note {
 _Static_assert(sizeof(struct cistern__spill_note) == 64, "a note is a cache line");
 
 /*
- * A handle's next batch, drawn ahead (tiered.c): its cold members, read
- * into buffers of the handle's own while the caller works on the batch
- * before, and how many hot members it draws when asked. Nothing in the
- * segment records it: the members are not pinned until the next read
- * checks and pins them (docs/protocol/tiers.md).
+ * A batch drawn ahead (tiered.c): its cold members, read into buffers of
+ * the handle's own while the caller works on the batches before, and how
+ * many hot members it draws when asked. Its reads go to the ring in parts
+ * of CISTERN__AHEAD_PART, each part a batch of the ring: the parts that do
+ * not fit beside the reads outstanding start as earlier parts complete.
+ * Nothing in the segment records it: the members are not pinned until the
+ * read that takes the batch checks and pins them (docs/protocol/tiers.md).
  */
+#define CISTERN__AHEAD_PART 32u
 struct cistern__ahead {
 	size_t n;       /* the batch size it was drawn for; 0: none drawn */
 	size_t k;       /* cold members */
@@ -72,8 +75,8 @@ struct cistern__ahead {
 	uint64_t *word; /* their entries' HELD words when drawn */
 	void **buf;     /* one aligned slot each */
 	struct cistern__io *io;
-	struct cistern__io_batch batch;
-	bool in_flight; /* started: wait before the buffers are freed */
+	struct cistern__io_batch *part; /* one a part */
+	size_t started, waited;         /* parts started; parts waited for (their buffers ours) */
 };
 
 /*
@@ -87,13 +90,30 @@ struct cistern__spares {
 	size_t n, cap;
 };
 
-/* The handle's side: the open cold file, a staging slot, the batch drawn ahead. */
+/*
+ * How deep a handle keeps its reads ahead (tiered.c): the reads it started
+ * ahead and did not collect yet, summed at three moments. This counts what
+ * the handle asks of the disk, not what the disk did, so it does not
+ * depend on the machine's speed. For benchmarks and tests.
+ */
+struct cistern__ahead_stats {
+	uint64_t starts;      /* submissions of reads ahead */
+	uint64_t start_depth; /* reads outstanding just after each submission */
+	uint64_t waits;       /* waits for a batch drawn ahead, at its read */
+	uint64_t wait_depth;  /* reads outstanding as each wait began */
+	uint64_t tail_depth;  /* reads still outstanding as each wait ended */
+};
+
+/* The handle's side: the open cold file, a staging slot, the batches drawn ahead. */
 struct cistern__tier {
 	struct cistern__cold cold;
 	bool open;
 	void *stage;   /* a spill's slots, aligned; made at the first spill */
 	bool no_ahead; /* batch reads do not draw ahead (cistern__tiered_read_ahead) */
-	struct cistern__ahead ahead;
+	/* ahead[next]: the batch the next batch read takes; ahead[next ^ 1]: the one after. */
+	struct cistern__ahead ahead[2];
+	unsigned next;
+	struct cistern__ahead_stats ahead_stats;
 	struct cistern__spares spares;
 	/* A restore: staged slots from rfirst on, written rfill at a time (tiered.c). */
 	void *rbuf;
@@ -108,10 +128,14 @@ struct cistern__tier {
  */
 int cistern__tiered_read_ahead(struct cistern *c, bool on);
 /*
- * The cold slots of the batch handle c drew ahead, up to cap of them into
- * slots: their count (0: none drawn). For tests.
+ * The cold slots of a batch handle c drew ahead, up to cap of them into
+ * slots: their count (0: none drawn). which: 0 the batch the next batch
+ * read takes, 1 the one after it. For tests.
  */
-size_t cistern__tiered_ahead_slots(const struct cistern *c, uint64_t *slots, size_t cap);
+size_t cistern__tiered_ahead_slots(const struct cistern *c, unsigned which, uint64_t *slots,
+				   size_t cap);
+/* The depth counters of handle c's reads ahead into *out (zero if none yet). */
+void cistern__tiered_ahead_stats(const struct cistern *c, struct cistern__ahead_stats *out);
 /* How many slot buffers handle c keeps for reuse now. For tests. */
 size_t cistern__tiered_spares(const struct cistern *c);
 /* Cold slot j's entry in c's cold index, or NULL. For tests. */
