@@ -31,6 +31,9 @@
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
 
 #include "policy/reservoir/prioritized.h"
 #include "policy/reservoir/reservoir.h"
@@ -240,6 +243,27 @@ static void rebuild(const struct cistern *c, const struct pv *v)
  * mutex taken through that call, not through pthread_mutex_clocklock().
  */
 #define LOCK_RECHECK_NS 20000000L
+
+/*
+ * ThreadSanitizer's pthread_mutex_timedlock() sees a mutex taken only when
+ * the call returns 0, unlike its pthread_mutex_lock(), which also counts
+ * EOWNERDEAD. So under TSan a mutex taken from a dead holder is told to it
+ * as a successful try-lock; else the unlock would look like one of a free
+ * mutex. Nothing outside a TSan build.
+ */
+#if defined(__SANITIZE_THREAD__)
+static void note_taken_from_dead(pthread_mutex_t *m)
+{
+	__tsan_mutex_pre_lock(m, __tsan_mutex_try_lock);
+	__tsan_mutex_post_lock(m, __tsan_mutex_try_lock, 0);
+}
+#else
+static void note_taken_from_dead(pthread_mutex_t *m)
+{
+	(void)m;
+}
+#endif
+
 static int lock(const struct cistern *c, const struct pv *v)
 {
 	int r;
@@ -254,6 +278,7 @@ static int lock(const struct cistern *c, const struct pv *v)
 		r = pthread_mutex_timedlock(&v->h->lock, &until);
 	} while (r == ETIMEDOUT);
 	if (r == EOWNERDEAD) {
+		note_taken_from_dead(&v->h->lock);
 		rebuild(c, v);
 		atomic_fetch_add_explicit(&v->h->rebuilds, 1, memory_order_relaxed);
 		if (pthread_mutex_consistent(&v->h->lock) != 0) {
