@@ -919,8 +919,10 @@ static size_t ahead_take(struct cistern *c, struct cistern_sample *out, size_t *
 /*
  * Check the bytes of the members taken from ahead, out[0..k), against
  * their entries' CRCs: pinned and unchanged since the draw, the entries
- * describe the bytes that were read. A member that fails is unpinned and
- * its place in out[0..*got) taken by the last member. Whether all passed.
+ * describe the bytes that were read (a CRC already found good for the
+ * same write is not computed again: cistern__cold_check()). A member that
+ * fails is unpinned and its place in out[0..*got) taken by the last
+ * member. Whether all passed.
  */
 static bool ahead_check(struct cistern *c, struct cistern_sample *out, size_t k, size_t *got)
 {
