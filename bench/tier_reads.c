@@ -17,7 +17,9 @@
  * reads ahead (cistern__tiered_ahead_stats(): reads started and not yet
  * collected, on average after each submission, as each acquire began to
  * wait and as that wait ended). These count what the reader asked of the
- * disk, so they do not move with the machine's load. --step-ms T holds each batch T ms, as a
+ * disk, so they do not move with the machine's load. Last, how many cold
+ * reads had their CRC checked (the first read of each write) and how many
+ * skipped it. --step-ms T holds each batch T ms, as a
  * training step would, so that reads ahead have time to complete.
  *
  *   cistern-tier-reads [--dir DIR] [--size BYTES] [--pop N] [--cold F]
@@ -144,6 +146,11 @@ int main(int argc, char **argv)
 		       (double)as.tail_depth / waits,
 		       (double)(st1.cold_read_wait_ns - st0.cold_read_wait_ns) / 1e6 /
 			       (double)batches);
+	if (r >= 0)
+		printf("cold CRCs: %llu checked (the first read of a write), %llu skipped "
+		       "(read again), %llu failed\n",
+		       (unsigned long long)as.crc_checks, (unsigned long long)as.crc_skips,
+		       (unsigned long long)as.crc_fails);
 	free(b);
 	free(buf);
 	cistern_detach(c);

@@ -477,7 +477,9 @@ int cistern__cold_spill_seen(struct cistern__cold *c, struct cistern__cold_ent *
 		e->id = ids[i];
 		e->len = lens[i];
 		e->crc = cistern__crc32c(0, p, lens[i]);
-		e->flags = 0; /* meta stays as the caller wrote it while the entry was WRITING */
+		/* meta stays as the caller wrote it while the entry was WRITING. */
+		/* Relaxed [cold-verified]: the new bytes are unchecked; the mark names its generation. */
+		atomic_store_explicit(&e->verified, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->seen, seen ? seen[i] : 0, memory_order_relaxed);
 		uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
 		/*
@@ -492,6 +494,23 @@ int cistern__cold_spill_seen(struct cistern__cold *c, struct cistern__cold_ent *
 		spill_step(CISTERN__SPILL_PUBLISHED, i);
 	}
 	return 0;
+}
+
+int cistern__cold_check(struct cistern__cold_ent *e, uint64_t w, const void *data, size_t len)
+{
+	uint32_t mark = cistern__cold_gen(w) + 1;
+	/*
+	 * Relaxed [cold-verified]: the mark orders nothing. It only says that
+	 * some read of this publish found the file's bytes good; a mark of an
+	 * older publish, however late it lands, names another generation.
+	 */
+	if (mark != 0 && atomic_load_explicit(&e->verified, memory_order_relaxed) == mark)
+		return 2;
+	if (cistern__crc32c(0, data, len) != e->crc)
+		return 0;
+	/* Relaxed [cold-verified]: as the load above. */
+	atomic_store_explicit(&e->verified, mark, memory_order_relaxed);
+	return 1;
 }
 
 bool cistern__cold_pin(struct cistern__cold_ent *e, unsigned bit, uint64_t *wp)

@@ -119,7 +119,11 @@ struct cistern__cold_ent {
 	uint32_t len;
 	uint32_t crc; /* CRC-32C of the len bytes of payload */
 	_Atomic uint32_t seen;
-	uint32_t flags;
+	/*
+	 * The generation + 1 of the publish whose bytes a read found good
+	 * against crc; 0: none yet (cistern__cold_check()).
+	 */
+	_Atomic uint32_t verified;
 	uint8_t meta[24];
 };
 _Static_assert(sizeof(struct cistern__cold_ent) == 64, "a cold entry is 64 bytes");
@@ -204,6 +208,16 @@ void cistern__cold_abort(struct cistern__cold_ent *e);
  * word in *w; false if it is not HELD or an evictor won.
  */
 bool cistern__cold_pin(struct cistern__cold_ent *e, unsigned bit, uint64_t *w);
+/*
+ * Check the len bytes at data, read from the slot of entry e while it held
+ * word w (pinned or taken, so the read is neither torn nor stale), against
+ * the entry's CRC: 1 if good, 0 if not, 2 if good without a check because
+ * a read of the same publish (w's generation) was checked good already. The
+ * first good check of each publish marks the entry so. A write of the slot
+ * clears the mark, and the mark names its generation, so each write is
+ * checked again at its first read.
+ */
+int cistern__cold_check(struct cistern__cold_ent *e, uint64_t w, const void *data, size_t len);
 /* Drop a pin, once the read of the slot completed. */
 void cistern__cold_unpin(struct cistern__cold_ent *e, unsigned bit);
 /*

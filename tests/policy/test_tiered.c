@@ -781,6 +781,8 @@ Test(tiered, a_member_drawn_ahead_whose_bytes_fail_their_crc_is_replaced)
 		c, ahead[0]);
 	uint32_t crc = e->crc;
 	e->crc = ~crc;
+	/* A read of the batch before may have checked it: make this read check it again. */
+	atomic_store(&e->verified, 0);
 	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
 	e->crc = crc;
 	uint64_t got[32];
@@ -803,6 +805,130 @@ Test(tiered, a_member_drawn_ahead_whose_bytes_fail_their_crc_is_replaced)
 	for (size_t i = 0; i < k; i++)
 		cr_assert_eq(got[i], ahead[i], "cold member %zu differs", i);
 	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+}
+
+/* ---- the CRC check of cold reads ---------------------------------------- */
+
+/* Change bytes of cold slot j of segment c's file behind its back. */
+static void corrupt_cold(struct cistern *c, uint64_t j)
+{
+	char path[512];
+	cr_assert_eq(cistern__cold_path(path, sizeof(path), dir, seg_name_of(c)), 0);
+	int fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+	static const char junk[] = "not the bytes written";
+	uint64_t sb = cistern__cold_slot_bytes(SLOT);
+	cr_assert_eq(pwrite(fd, junk, sizeof(junk), (off_t)(CISTERN__COLD_BLOCK + j * sb)),
+		     (ssize_t)sizeof(junk));
+	cr_assert_eq(fsync(fd), 0);
+	close(fd);
+}
+
+/* Batch reads of 32 until one fails: its error (0 if none of `batches` did). */
+static int read_until_error(struct cistern *c, unsigned batches)
+{
+	for (unsigned b = 0; b < batches; b++) {
+		struct cistern_sample s[32];
+		int r = cistern_acquire_batch(c, s, 32, 2000);
+		if (r < 0)
+			return r;
+		cr_assert_eq(r, 32);
+		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	}
+	return 0;
+}
+
+Test(tiered, a_cold_slot_corrupted_on_disk_fails_the_first_batch_read_of_it)
+{
+	struct cistern *c = seg_create("corrupt", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	cr_assert_eq(cistern__tiered_read_ahead(c, false), 0);
+	for (uint64_t j = 0; j < COLD; j++)
+		corrupt_cold(c, j);
+	cr_assert_eq(read_until_error(c, 8), -EIO);
+	struct cistern__ahead_stats a;
+	cistern__tiered_ahead_stats(c, &a);
+	cr_assert_gt(a.crc_fails, 0);
+	cr_assert_eq(a.crc_checks + a.crc_skips, 0, "a corrupted slot passed its check");
+	for (uint64_t j = 0; j < COLD; j++)
+		cr_assert_eq(atomic_load(&cistern__tiered_ent(c, j)->verified), 0,
+			     "corrupted cold slot %lu marked checked", (unsigned long)j);
+}
+
+Test(tiered, each_cold_write_is_checked_at_its_first_read_and_skipped_at_later_ones)
+{
+	struct cistern *c = seg_create("crccount", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	uint8_t read[COLD] = {0};
+	uint64_t total = 0, distinct = 0;
+	for (unsigned b = 0; b < 40; b++) {
+		struct cistern_sample s[32];
+		cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
+		for (int i = 0; i < 32; i++) {
+			assert_current(c, &s[i]);
+			if (s[i].index_ < HOT)
+				continue;
+			total++;
+			distinct += !read[s[i].index_ - HOT];
+			read[s[i].index_ - HOT] = 1;
+		}
+		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+	}
+	struct cistern__ahead_stats a;
+	cistern__tiered_ahead_stats(c, &a);
+	cr_assert_eq(a.crc_fails, 0);
+	cr_assert_eq(a.crc_checks, distinct, "%lu checks for %lu cold samples read",
+		     (unsigned long)a.crc_checks, (unsigned long)distinct);
+	cr_assert_eq(a.crc_skips, total - distinct, "%lu skips for %lu reads again",
+		     (unsigned long)a.crc_skips, (unsigned long)(total - distinct));
+	cr_assert_gt(a.crc_skips, 0, "no cold sample was read twice: nothing to prove");
+	for (uint64_t j = 0; j < COLD; j++) {
+		const struct cistern__cold_ent *e = cistern__tiered_ent(c, j);
+		uint32_t want = read[j] ? cistern__cold_gen(atomic_load(&e->word)) + 1 : 0;
+		cr_assert_eq(atomic_load(&e->verified), want, "cold slot %lu", (unsigned long)j);
+	}
+}
+
+Test(tiered, a_cold_slot_rewritten_after_a_checked_read_is_checked_again)
+{
+	struct cistern *c = seg_create("crcagain", tiered_cfg());
+	const char *name = seg_name_of(c);
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	cr_assert_eq(cistern__tiered_read_ahead(c, false), 0);
+	/* Nearly every sample read, so that puts may evict in both tiers. */
+	read_batches(c, 40);
+	uint64_t was[COLD];
+	uint32_t marked[COLD];
+	for (uint64_t j = 0; j < COLD; j++) {
+		was[j] = atomic_load(&cistern__tiered_ent(c, j)->word);
+		marked[j] = atomic_load(&cistern__tiered_ent(c, j)->verified);
+	}
+	struct cistern *p;
+	cr_assert_eq(cistern_attach(name, &p), 0);
+	static uint8_t b[SLOT];
+	for (uint32_t step = HOT + COLD; step < 5 * (HOT + COLD); step++) {
+		fill_payload(b, len_of(step), 3, step);
+		struct cistern_meta m = {.sim_id = 3, .time_step = step};
+		if (cistern_put(p, b, len_of(step), &m, 0) != 0)
+			break;
+	}
+	cr_assert_eq(cistern_detach(p), 0);
+	size_t again = 0;
+	for (uint64_t j = 0; j < COLD; j++) {
+		const struct cistern__cold_ent *e = cistern__tiered_ent(c, j);
+		if (atomic_load(&e->word) == was[j])
+			continue;
+		cr_assert_eq(atomic_load(&e->verified), 0, "rewritten cold slot %lu still marked",
+			     (unsigned long)j);
+		again += marked[j] != 0;
+		corrupt_cold(c, j);
+	}
+	cr_assert_gt(again, 0, "no checked cold slot was rewritten: nothing to prove");
+	/* The rewritten slots' bad bytes are caught as a new write's are. */
+	cr_assert_eq(read_until_error(c, 40), -EIO);
 }
 
 static pid_t spawn_reader_ahead(const char *name)

@@ -2,7 +2,8 @@
 /*
  * test_cold.c - the cold store (lib/tier/cold.c, lib/sys/uring.c): the cold
  * file, batches of O_DIRECT reads and writes through io_uring, a full disk,
- * and the index under SIGKILL (docs/protocol/tiers.md).
+ * the index under SIGKILL, and the CRC check of a read, made at the first
+ * read of each write only (docs/protocol/tiers.md).
  *
  * The files live in a directory under /var/tmp, on a disk file system that
  * takes O_DIRECT (not /dev/shm). The fixture removes it, pass or fail.
@@ -395,6 +396,112 @@ Test(cold, a_publish_moves_the_generation_on)
 	uint64_t w2 = atomic_load(&e[0].word);
 	cr_assert_eq(cistern__cold_gen(w2), cistern__cold_gen(w1) + 1);
 	cr_assert_eq(e[0].id, 2);
+	cistern__cold_close(&c);
+}
+
+/* ---- the CRC check of a read ---------------------------------------------- */
+
+/* Read slot `slot` of c into buf (one slot, aligned) while entry e is pinned: its word. */
+static uint64_t read_pinned(struct cistern__cold *c, struct cistern__cold_ent *e, uint64_t slot,
+			    void *buf)
+{
+	uint64_t w;
+	cr_assert(cistern__cold_pin(e, 3, &w));
+	struct cistern__io io;
+	cistern__cold_prep(c, &io, slot, 1, buf, false);
+	cr_assert_eq(cistern__uring_run(&io, 1), 0);
+	cistern__cold_unpin(e, 3);
+	return w;
+}
+
+/* Change bytes of slot `slot` of the cold file `name` behind the index's back. */
+static void corrupt(const struct cistern__cold *c, const char *name, uint64_t slot)
+{
+	char path[512];
+	cr_assert_eq(cistern__cold_path(path, sizeof(path), dir, name), 0);
+	int fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+	static const char junk[] = "not the bytes written";
+	off_t at = (off_t)(CISTERN__COLD_BLOCK + slot * c->slot_bytes + 100);
+	cr_assert_eq(pwrite(fd, junk, sizeof(junk), at), (ssize_t)sizeof(junk));
+	/* An O_DIRECT read writes the dirty page cache of its range back first; sync all the same. */
+	cr_assert_eq(fsync(fd), 0);
+	close(fd);
+}
+
+Test(cold, a_slot_corrupted_before_its_first_read_fails_the_check_and_stays_unmarked)
+{
+	struct cistern__cold c;
+	make(&c, "crcbad", 4096, 2);
+	struct cistern__cold_ent e[2] = {0};
+	publish_one(&c, e, 1, 7);
+	corrupt(&c, "crcbad", 1);
+	uint8_t *b = cistern__cold_alloc(&c, 1);
+	uint64_t w = read_pinned(&c, &e[1], 1, b);
+	cr_assert_eq(cistern__cold_check(&e[1], w, b, e[1].len), 0);
+	cr_assert_eq(atomic_load(&e[1].verified), 0, "a failed check marked the entry");
+	/* Each later read is checked too, and fails too. */
+	w = read_pinned(&c, &e[1], 1, b);
+	cr_assert_eq(cistern__cold_check(&e[1], w, b, e[1].len), 0);
+	free(b);
+	cistern__cold_close(&c);
+}
+
+Test(cold, the_first_good_read_of_a_write_is_checked_and_later_reads_are_not)
+{
+	struct cistern__cold c;
+	make(&c, "crcgood", 4096, 1);
+	struct cistern__cold_ent e[1] = {0};
+	publish_one(&c, e, 0, 7);
+	cr_assert_eq(atomic_load(&e[0].verified), 0, "a new write is unchecked");
+	uint8_t *b = cistern__cold_alloc(&c, 1);
+	uint64_t w = read_pinned(&c, &e[0], 0, b);
+	cr_assert(matches(b, c.slot_bytes, 7));
+	cr_assert_eq(cistern__cold_check(&e[0], w, b, e[0].len), 1);
+	cr_assert_eq(atomic_load(&e[0].verified), cistern__cold_gen(w) + 1);
+	w = read_pinned(&c, &e[0], 0, b);
+	cr_assert_eq(cistern__cold_check(&e[0], w, b, e[0].len), 2);
+	free(b);
+	cistern__cold_close(&c);
+}
+
+Test(cold, a_slot_rewritten_after_a_checked_read_is_checked_again_at_its_next_read)
+{
+	struct cistern__cold c;
+	make(&c, "crcagain", 4096, 1);
+	struct cistern__cold_ent e[1] = {0};
+	publish_one(&c, e, 0, 7);
+	uint8_t *b = cistern__cold_alloc(&c, 1);
+	uint64_t w = read_pinned(&c, &e[0], 0, b);
+	cr_assert_eq(cistern__cold_check(&e[0], w, b, e[0].len), 1);
+	atomic_store(&e[0].seen, 1);
+	publish_one(&c, e, 0, 8);
+	cr_assert_eq(atomic_load(&e[0].verified), 0, "the write kept the mark of the last");
+	corrupt(&c, "crcagain", 0);
+	w = read_pinned(&c, &e[0], 0, b);
+	cr_assert_eq(cistern__cold_check(&e[0], w, b, e[0].len), 0,
+		     "the rewritten slot's bad bytes passed");
+	free(b);
+	cistern__cold_close(&c);
+}
+
+Test(cold, a_mark_of_an_older_write_stored_late_does_not_skip_the_check)
+{
+	struct cistern__cold c;
+	make(&c, "crclate", 4096, 1);
+	struct cistern__cold_ent e[1] = {0};
+	publish_one(&c, e, 0, 7);
+	uint64_t old = atomic_load(&e[0].word);
+	atomic_store(&e[0].seen, 1);
+	publish_one(&c, e, 0, 8);
+	/* A reader of the first write, checked good, marks the entry only now. */
+	atomic_store(&e[0].verified, cistern__cold_gen(old) + 1);
+	corrupt(&c, "crclate", 0);
+	uint8_t *b = cistern__cold_alloc(&c, 1);
+	uint64_t w = read_pinned(&c, &e[0], 0, b);
+	cr_assert_neq(cistern__cold_gen(w), cistern__cold_gen(old));
+	cr_assert_eq(cistern__cold_check(&e[0], w, b, e[0].len), 0);
+	free(b);
 	cistern__cold_close(&c);
 }
 

@@ -697,7 +697,8 @@ static int tf_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 		return -EINVAL;
 	e->len = (uint32_t)len;
 	e->crc = cistern__crc32c(0, slot->data, len);
-	e->flags = 0;
+	/* Relaxed [cold-verified]: the FIFO checks every read; the mark stays clear. */
+	atomic_store_explicit(&e->verified, 0, memory_order_relaxed);
 	uint32_t key[2] = {meta ? meta->sim_id : 0, meta ? meta->time_step : 0};
 	memset(e->meta, 0, sizeof(e->meta));
 	memcpy(e->meta, key, sizeof(key));
@@ -1415,7 +1416,8 @@ static int tf_restore_put(struct cistern *c, const struct cistern__cold_sample *
 	e->id = s->id;
 	e->len = s->len;
 	e->crc = cistern__crc32c(0, s->data, s->len);
-	e->flags = 0;
+	/* Relaxed [cold-verified]: the FIFO checks every read; the mark stays clear. */
+	atomic_store_explicit(&e->verified, 0, memory_order_relaxed);
 	memcpy(e->meta, s->meta, sizeof(e->meta));
 	atomic_store_explicit(&e->seen, 0, memory_order_relaxed);
 	/* Release [cold-publish]: the write completed and the fields are stored. */

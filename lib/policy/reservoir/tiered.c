@@ -564,6 +564,15 @@ static bool take_cold(struct cistern *c, struct cistern__cold_ent *e, uint64_t *
 	return true;
 }
 
+/* Count a cistern__cold_check() result in the handle's stats: whether the bytes passed. */
+static bool count_check(struct cistern__tier *t, int checked)
+{
+	t->ahead_stats.crc_checks += checked == 1;
+	t->ahead_stats.crc_skips += checked == 2;
+	t->ahead_stats.crc_fails += checked == 0;
+	return checked != 0;
+}
+
 /* Read the cold members of out[0..n) (none read yet) in one submission. */
 static int read_cold_members(struct cistern *c, struct cistern_sample *out, size_t n)
 {
@@ -603,7 +612,7 @@ static int read_cold_members(struct cistern *c, struct cistern_sample *out, size
 			continue;
 		struct cistern__cold_ent *e = &E[out[i].index_ - c->slot_count];
 		/* Pinned or taken: the fields are the ones published with the bytes read. */
-		if (cistern__crc32c(0, out[i].data, out[i].len) != e->crc)
+		if (!count_check(t, cistern__cold_check(e, out[i].pos_, out[i].data, out[i].len)))
 			r = -EIO;
 	}
 	return r;
@@ -910,8 +919,10 @@ static size_t ahead_take(struct cistern *c, struct cistern_sample *out, size_t *
 /*
  * Check the bytes of the members taken from ahead, out[0..k), against
  * their entries' CRCs: pinned and unchanged since the draw, the entries
- * describe the bytes that were read. A member that fails is unpinned and
- * its place in out[0..*got) taken by the last member. Whether all passed.
+ * describe the bytes that were read (a CRC already found good for the
+ * same write is not computed again: cistern__cold_check()). A member that
+ * fails is unpinned and its place in out[0..*got) taken by the last
+ * member. Whether all passed.
  */
 static bool ahead_check(struct cistern *c, struct cistern_sample *out, size_t k, size_t *got)
 {
@@ -921,7 +932,8 @@ static bool ahead_check(struct cistern *c, struct cistern_sample *out, size_t k,
 	/* From the end: a member moved into a hole was checked already, or needs no check. */
 	for (size_t i = k; i-- > 0;) {
 		struct cistern__cold_ent *e = &E[out[i].index_ - c->slot_count];
-		if (cistern__crc32c(0, out[i].data, out[i].len) == e->crc)
+		if (count_check(c->tier,
+				cistern__cold_check(e, out[i].pos_, out[i].data, out[i].len)))
 			continue;
 		all = false;
 		cistern__cold_unpin(e, (unsigned)rs->pin_bit);
@@ -1735,7 +1747,8 @@ static int tiered_restore_put(struct cistern *c, const struct cistern__cold_samp
 	e->id = s->id;
 	e->len = s->len;
 	e->crc = cistern__crc32c(0, s->data, s->len);
-	e->flags = 0;
+	/* Relaxed [cold-verified]: the entry is FREE; its publish comes later. */
+	atomic_store_explicit(&e->verified, 0, memory_order_relaxed);
 	memcpy(e->meta, s->meta, sizeof(e->meta));
 	atomic_store_explicit(&e->seen, s->seen, memory_order_relaxed);
 	t->rfill++;

@@ -94,7 +94,8 @@ struct cistern__spares {
  * How deep a handle keeps its reads ahead (tiered.c): the reads it started
  * ahead and did not collect yet, summed at three moments. This counts what
  * the handle asks of the disk, not what the disk did, so it does not
- * depend on the machine's speed. For benchmarks and tests.
+ * depend on the machine's speed. Also how the CRCs of the handle's cold
+ * reads were checked. For benchmarks and tests.
  */
 struct cistern__ahead_stats {
 	uint64_t starts;      /* submissions of reads ahead */
@@ -102,6 +103,10 @@ struct cistern__ahead_stats {
 	uint64_t waits;       /* waits for a batch drawn ahead, at its read */
 	uint64_t wait_depth;  /* reads outstanding as each wait began */
 	uint64_t tail_depth;  /* reads still outstanding as each wait ended */
+	/* The cold samples this handle read, by their CRC check (cistern__cold_check()): */
+	uint64_t crc_checks; /* checked and good: the first good read of its write */
+	uint64_t crc_skips;  /* not checked: a read of the same write was good already */
+	uint64_t crc_fails;  /* checked and bad: the read failed (-EIO or dropped) */
 };
 
 /* The handle's side: the open cold file, a staging slot, the batches drawn ahead. */
