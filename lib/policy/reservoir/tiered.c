@@ -921,8 +921,10 @@ static size_t ahead_take(struct cistern *c, struct cistern_sample *out, size_t *
  * their entries' CRCs: pinned and unchanged since the draw, the entries
  * describe the bytes that were read (a CRC already found good for the
  * same write is not computed again: cistern__cold_check()). A member that
- * fails is unpinned and its place in out[0..*got) taken by the last
- * member. Whether all passed.
+ * fails is unpinned and swapped with the last member of out[0..*got), so
+ * that the failed ones end in out[*got..), where the caller finds their
+ * slots to keep them out of the draws that replace them. Whether all
+ * passed.
  */
 static bool ahead_check(struct cistern *c, struct cistern_sample *out, size_t k, size_t *got)
 {
@@ -938,7 +940,9 @@ static bool ahead_check(struct cistern *c, struct cistern_sample *out, size_t k,
 		all = false;
 		cistern__cold_unpin(e, (unsigned)rs->pin_bit);
 		buf_put(c->tier, (void *)(uintptr_t)out[i].data);
+		struct cistern_sample failed = out[i];
 		out[i] = out[--*got];
+		out[*got] = failed;
 	}
 	return all;
 }
@@ -1122,16 +1126,21 @@ static int tiered_try_acquire_n(struct cistern *c, struct cistern_sample *out, s
 			ahead_draw_next(c, n);
 			drew = true;
 		}
+		size_t before = got;
 		bool all = ahead_check(c, out, unchecked, &got);
 		unchecked = 0;
 		unread = got;
 		if (all || got == n)
 			break;
-		/* Draw the failed members' places afresh, distinct from the members kept. */
+		/*
+		 * Draw the failed members' places afresh, distinct from the
+		 * members kept and from the failed ones (out[got..before)),
+		 * whose bytes would fail again.
+		 */
 		r = cistern__scratch_reset(c, n);
 		if (r < 0)
 			break;
-		for (size_t i = 0; i < got; i++)
+		for (size_t i = 0; i < before; i++)
 			cistern__scratch_add(&rs->scratch, out[i].index_);
 		misses = 0;
 	}
