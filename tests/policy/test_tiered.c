@@ -760,11 +760,6 @@ Test(tiered, a_member_rewritten_after_the_draw_ahead_is_not_handed_out_stale)
 	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
 }
 
-/*
- * A child that attaches, reads a batch, releases it, reads the next (so
- * that it holds a batch and has the one after drawn ahead, its reads
- * started) and waits to be killed.
- */
 Test(tiered, a_member_drawn_ahead_whose_bytes_fail_their_crc_is_replaced)
 {
 	struct cistern *c = seg_create("badcrc", tiered_cfg());
@@ -931,28 +926,37 @@ Test(tiered, a_cold_slot_rewritten_after_a_checked_read_is_checked_again)
 	cr_assert_eq(read_until_error(c, 40), -EIO);
 }
 
+/*
+ * A spawn_attached() set-up: read a batch and release it, then, if *arg
+ * says so, read the next one and hold it. The batches drawn ahead (one
+ * while a batch is held, two after a release) must have their reads
+ * started. 0, or the child's exit status.
+ */
+static int read_with_batches_ahead(struct cistern *h, const void *arg)
+{
+	bool hold = *(const bool *)arg;
+	struct cistern_sample s[32];
+	uint64_t ahead[COLD];
+	if (cistern_acquire_batch(h, s, 32, 2000) != 32 || cistern_release_batch(h, s, 32) != 0)
+		return 2;
+	if (hold && cistern_acquire_batch(h, s, 32, 2000) != 32)
+		return 2;
+	if (cistern__tiered_ahead_slots(h, 0, ahead, COLD) == 0)
+		return 3;
+	if (!hold && cistern__tiered_ahead_slots(h, 1, ahead, COLD) == 0)
+		return 3;
+	return 0;
+}
+
+/*
+ * A child that reads a batch, releases it and reads the next (so that it
+ * holds a batch and has the one after drawn ahead, its reads started),
+ * then waits to be killed.
+ */
 static pid_t spawn_reader_ahead(const char *name)
 {
-	int p[2];
-	if (pipe(p) < 0)
-		return -1;
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		close(p[0]);
-		struct cistern *h;
-		struct cistern_sample s[32];
-		uint64_t ahead[COLD];
-		if (cistern_attach(name, &h) < 0)
-			_exit(1);
-		if (cistern_acquire_batch(h, s, 32, 2000) != 32 ||
-		    cistern_release_batch(h, s, 32) != 0 ||
-		    cistern_acquire_batch(h, s, 32, 2000) != 32)
-			_exit(2);
-		if (cistern__tiered_ahead_slots(h, 0, ahead, COLD) == 0)
-			_exit(3);
-		ready_then_wait(p[1]);
-	}
-	return await_ready(p, pid);
+	static const bool hold = true;
+	return spawn_attached(name, read_with_batches_ahead, &hold);
 }
 
 Test(tiered, a_reader_killed_with_reads_ahead_in_flight_loses_and_wedges_nothing)
@@ -1079,26 +1083,8 @@ Test(tiered, members_of_both_batches_drawn_ahead_rewritten_are_not_handed_out_st
  */
 static pid_t spawn_reader_two_ahead(const char *name)
 {
-	int p[2];
-	if (pipe(p) < 0)
-		return -1;
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		close(p[0]);
-		struct cistern *h;
-		struct cistern_sample s[32];
-		uint64_t ahead[COLD];
-		if (cistern_attach(name, &h) < 0)
-			_exit(1);
-		if (cistern_acquire_batch(h, s, 32, 2000) != 32 ||
-		    cistern_release_batch(h, s, 32) != 0)
-			_exit(2);
-		if (cistern__tiered_ahead_slots(h, 0, ahead, COLD) == 0 ||
-		    cistern__tiered_ahead_slots(h, 1, ahead, COLD) == 0)
-			_exit(3);
-		ready_then_wait(p[1]);
-	}
-	return await_ready(p, pid);
+	static const bool hold = false;
+	return spawn_attached(name, read_with_batches_ahead, &hold);
 }
 
 Test(tiered, a_reader_killed_with_two_batches_in_flight_leaves_nothing_pinned_or_lost)

@@ -243,30 +243,23 @@ Test(tiered_kinds, firo_with_a_tier_reads_every_sample_exactly_pseudo_epochs_tim
 	munmap((void *)(uintptr_t)reads, RUN * sizeof(unsigned));
 }
 
+/* A spawn_attached() set-up: take FIRO samples until *arg of them are cold ones. */
+static int take_cold(struct cistern *h, const void *arg)
+{
+	int cold = *(const int *)arg, held = 0;
+	struct cistern_sample s[HOT + COLD];
+	for (int i = 0; i < HOT + COLD - 2 && held < cold; i++) {
+		if (cistern_acquire(h, &s[i], 0) != 0)
+			return 2;
+		held += s[i].index_ >= HOT;
+	}
+	return held < cold ? 3 : 0;
+}
+
 /* A child that takes FIRO samples until it holds `cold` cold ones, then waits to be killed. */
 static pid_t spawn_cold_holder(const char *name, int cold)
 {
-	int p[2];
-	if (pipe(p) < 0)
-		return -1;
-	pid_t pid = fork_child();
-	if (pid == 0) {
-		close(p[0]);
-		struct cistern *h;
-		struct cistern_sample s[HOT + COLD];
-		if (cistern_attach(name, &h) < 0)
-			_exit(1);
-		int held = 0;
-		for (int i = 0; i < HOT + COLD - 2 && held < cold; i++) {
-			if (cistern_acquire(h, &s[i], 0) != 0)
-				_exit(2);
-			held += s[i].index_ >= HOT;
-		}
-		if (held < cold)
-			_exit(3);
-		ready_then_wait(p[1]);
-	}
-	return await_ready(p, pid);
+	return spawn_attached(name, take_cold, &cold);
 }
 
 Test(tiered_kinds, a_firo_reader_killed_holding_cold_samples_wedges_and_over_reads_nothing)
