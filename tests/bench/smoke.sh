@@ -9,7 +9,8 @@
 # also goes through scripts/bench-table.py, which makes BENCHMARKS.md's
 # table from a full run's. Meanwhile, the cold tier's benchmark (cistern-tier)
 # runs in its tiny mode (a few seconds) and must print every row and verdict,
-# and so must the FIFO burst benchmark (cistern-fifo-burst) after it.
+# and so must the FIFO burst benchmark (cistern-fifo-burst) after it. Last,
+# the prioritized replay benchmark (cistern-prio) runs in its tiny mode.
 set -uo pipefail
 bench="$1/bench/cistern-bench"
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -128,3 +129,26 @@ if [ "$(grep -c '^verdict' "$out")" -ne 2 ] || [ "$(grep -c '^ratio: ' "$out")" 
   exit 1
 fi
 echo "smoke: cistern-fifo-burst ran every FIFO and sample size, in order and exactly once"
+
+# The prioritized replay benchmark (cistern-prio) in its tiny mode (about a
+# second): it exits 1 when a window cistern hands out is not whole, and it
+# must print both tables with every contender.
+prio="$1/bench/cistern-prio"
+"$prio" --tiny >"$out" 2>"$err"
+status=$?
+if [ $status -ne 0 ]; then
+  echo "smoke: cistern-prio --tiny exited $status"
+  head -n 20 "$err"
+  exit 1
+fi
+for table in "prioritized sampling:" "prioritized windows:"; do
+  if ! grep -qF "$table" "$out"; then
+    echo "smoke: cistern-prio printed no table '$table'"
+    exit 1
+  fi
+done
+if [ "$(grep -cE '^(cistern|c-tree|numpy) +[0-9.]+ +[0-9.]+x$' "$out")" -ne 6 ]; then
+  echo "smoke: cistern-prio did not time cistern, the C tree and numpy in both tables"
+  exit 1
+fi
+echo "smoke: cistern-prio ran its sampling and window rounds, every window whole"
