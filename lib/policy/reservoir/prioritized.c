@@ -614,7 +614,8 @@ static bool take_window_ending(struct cistern *c, const struct pv *v, struct cis
  * in ids[j] and weights[j] (either may be NULL). While open the descents of
  * up to DRAW_CHUNK draws go down the tree together, as prio_draw()'s do;
  * a draw that lands on no end of a complete window (or on a leaf a take of
- * this batch has since spent) is a miss and is drawn again. Once the misses
+ * this batch has since spent) is a miss and is drawn again: the take finds
+ * the window that ends at the draw, or fails. Once the misses
  * reach RS_PICK_TRIES for each window drawn so far and one more, the rest
  * of the batch comes from the exact pass (draw_end_exactly()), one window
  * at a time; its first failed take ends the batch. After close one draw
@@ -657,15 +658,11 @@ static int prio_draw_windows(struct cistern *c, struct cistern_sample *out, size
 			uint64_t x = k[j];
 			/* Before the take, which zeroes the leaves of members it spends or takes. */
 			uint64_t leaf = x < v.n ? leaf_at(&v, x) : 0;
-			if (leaf == 0 ||
-			    (!exact && !cistern__windows_ends_at(c, x, length, step))) {
-				misses++;
-				continue;
-			}
 			/* The least leaf now, as a draw of this window alone would see it. */
 			uint64_t least = ld(&v.nd[3]);
 			struct cistern_sample *w = out + got * length;
-			if (!take_window_ending(c, &v, w, x, length, step, closed)) {
+			/* The take finds the window from x, so it is the test that x ends one. */
+			if (leaf == 0 || !take_window_ending(c, &v, w, x, length, step, closed)) {
 				misses++;
 				continue;
 			}
