@@ -599,6 +599,9 @@ static bool take_window_ending(struct cistern *c, const struct pv *v, struct cis
 	for (size_t k = 0; k < length; k++)
 		out[k].index_ = UINT32_MAX;
 	bool taken = cistern__windows_take_ending(c, out, x, length, step, closed) == 0;
+	/* A pin leaves its slot HELD, so its leaf stays, unless it was the last read allowed. */
+	if (!closed && !c->fixed.max_times_sampled)
+		return taken;
 	for (size_t k = 0; k < length; k++) {
 		uint64_t i = out[k].index_;
 		if (i < v->n && leaf_at(v, i) != leaf_due(c, v, i))
