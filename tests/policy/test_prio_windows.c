@@ -643,6 +643,39 @@ Test(prio_windows, after_close_a_batch_larger_than_the_windows_held_takes_each_o
 		CISTERN_EOD);
 }
 
+/*
+ * With max_times_sampled 1 a member read by one window of a batch is spent:
+ * no later window of the batch reads it again, and the leaves of the
+ * spent members leave the tree.
+ */
+Test(prio_windows, a_batch_never_reads_a_member_spent_earlier_in_it)
+{
+	struct cistern_config cfg = pw_cfg(16, 0.4);
+	cfg.max_times_sampled = 1;
+	struct cistern *c = seg_create("pw-spent", cfg);
+	struct world w;
+	memset(&w, 0, sizeof(w));
+	/* One episode of 8 steps: 7 windows of 2, overlapping. */
+	for (uint32_t t = 0; t < STEPS; t++)
+		put_step(c, &w, 0, t, 0, 1 + t);
+	uint32_t vals[64 * 2];
+	struct cistern_meta meta[64 * 2];
+	int got = cistern_get_prioritized_windows(c, vals, 4, 64, 2, 1, NULL, meta, NULL, NULL, 0);
+	cr_assert(got >= 1 && got <= 4, "at most 4 windows of 2 share no member: %s",
+		  got < 0 ? cistern_strerror(got) : "");
+	bool read[STEPS] = {false};
+	for (int i = 0; i < got; i++) {
+		cr_assert_eq(window_problem(&vals[i * 2], &meta[i * 2], 2, 1), 0, "window %d", i);
+		for (int k = 0; k < 2; k++) {
+			uint32_t t = meta[i * 2 + k].time_step;
+			cr_assert_not(read[t], "step %u read twice", t);
+			read[t] = true;
+		}
+	}
+	uint64_t where = 0;
+	cr_assert_eq(cistern__prio_check(c, &where), 0, "node %" PRIu64 " disagrees", where);
+}
+
 /* The reads counted on the slots now, and whether any slot is pinned. */
 static uint64_t seen_total(struct cistern *c, bool *pinned)
 {
