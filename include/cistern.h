@@ -916,7 +916,9 @@ CISTERN_API int cistern_get_prioritized(struct cistern *c, void *buf, size_t str
  * own draws). The weight is (least leaf / this leaf)^beta, the least over
  * every sample held (docs/protocol/priorities.md, "Windows"). Draws are
  * independent while reception is open; after close each window is taken
- * out. The first window waits as cistern_get_windows() does.
+ * out. The first window waits as cistern_get_windows() does. The windows
+ * are drawn together in one hold of the segment's tree lock, up to 4096
+ * members' worth at a time: puts wait for the draw of a batch.
  * @return the number of windows (1 to n); CISTERN_EOD; -EAGAIN; -ETIMEDOUT;
  *         -EMSGSIZE if a member of the first window is longer than stride
  *         (nothing is read); -EINVAL for a NULL buf, an n of 0 or above

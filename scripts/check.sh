@@ -151,9 +151,10 @@ if [[ $checks == *" tsan "* ]]; then
     # tests fork only from one-thread processes, so TSan's fork rules hold.
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
     export CISTERN_CHAOS_KILLS=15
-    # test_chaos, the longest by far, runs beside the four others.
+    # test_chaos, the longest by far, runs beside the five others.
     beside "build-tsan/tests/api/test_chaos"
-    for t in api/test_threads policy/test_fifo_mp policy/test_crash_points policy/test_prioritized; do
+    for t in api/test_threads policy/test_fifo_mp policy/test_crash_points policy/test_prioritized \
+      policy/test_prio_windows; do
       echo "-- $(basename "$t")"
       start=$SECONDS
       out=$("build-tsan/tests/$t" 2>&1); status=$?

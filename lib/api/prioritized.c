@@ -115,19 +115,20 @@ int cistern_get_prioritized(struct cistern *c, void *buf, size_t stride, size_t 
 	return got;
 }
 
-/* One window to wait for (reads.h). */
+/* A batch of windows to wait for (reads.h). */
 struct window_req {
 	struct cistern_sample *s;
-	size_t length, step;
-	uint64_t *id;
-	double *weight;
+	size_t n, length, step;
+	uint64_t *ids;
+	double *weights;
 };
 
-static int try_window(struct cistern *c, const void *arg)
+static int try_windows(struct cistern *c, const void *arg)
 {
 	const struct window_req *q = arg;
 	bool plain = cistern__read_begin(c);
-	int r = c->policy->prio->draw_window(c, q->s, q->length, q->step, q->id, q->weight);
+	int r = c->policy->prio->draw_windows(c, q->s, q->n, q->length, q->step, q->ids,
+					      q->weights);
 	cistern__read_end(c, plain);
 	return r;
 }
@@ -139,32 +140,50 @@ static bool window_drained(struct cistern *c, const void *arg)
 	return c->ops->windows_drained(c, q->length, q->step);
 }
 
-/* draw_loop() for one window. */
-static int window_loop(struct cistern *c, struct cistern_sample *s, size_t length, size_t step,
-		       uint64_t *id, double *weight, int timeout_ms)
+/* draw_loop() for up to n windows: how many, or -errno. */
+static int window_loop(struct cistern *c, const struct window_req *q, int timeout_ms)
 {
-	const struct window_req q = {s, length, step, id, weight};
-	const struct cistern__read_try t = {try_window, window_drained, &q};
+	const struct cistern__read_try t = {try_windows, window_drained, q};
 	int r = cistern__read_wait(c, &t, timeout_ms);
-	if (r == 0)
-		c->holding += length; /* as draw_loop(): released by the caller */
+	if (r > 0)
+		c->holding += (uint64_t)r * q->length; /* as draw_loop(): released below */
 	return r;
 }
 
-/* Where the windows of a batch go beside their members: their ids and weights. */
-struct window_batch {
-	size_t step;
-	uint64_t *ids;
-	double *weights;
-};
+/* Window members drawn in one call, at most: a longer batch is drawn in parts. */
+#define WINDOW_MEMBERS_MAX 4096
 
-/* cistern__get_windows_by()'s take for window i: one drawn by priority. */
-static int take_window(struct cistern *c, struct cistern_sample *s, size_t length, size_t i,
-		       int timeout_ms, void *arg)
+/* The first of s's got windows with a member cistern__copy_out() refuses; got if none. */
+static size_t first_misfit(const struct cistern *c, const struct cistern_sample *s, size_t got,
+			   size_t length, size_t stride)
 {
-	const struct window_batch *b = arg;
-	return window_loop(c, s, length, b->step, b->ids ? &b->ids[i] : NULL,
-			   b->weights ? &b->weights[i] : NULL, timeout_ms);
+	for (size_t i = 0; i < got * length; i++)
+		if (s[i].len > stride || s[i].len > c->slot_size)
+			return i / length;
+	return got;
+}
+
+/*
+ * Copy out the got windows drawn into s, to window `at` of the caller's
+ * arrays, and release them. A window with a misfit and those after it go
+ * back unread. How many were copied (the misfit's index), or -errno.
+ */
+static int copy_windows(struct cistern *c, struct cistern_sample *s, size_t got, size_t length,
+			size_t at, void *buf, size_t stride, size_t *len, struct cistern_meta *meta)
+{
+	size_t fit = first_misfit(c, s, got, length, stride);
+	size_t m = fit * length, base = at * length;
+	int r = 0;
+	if (m > 0) {
+		r = cistern__copy_out(c, s, m, (char *)buf + base * stride, stride,
+				      len ? len + base : NULL, meta ? meta + base : NULL);
+		if (r == 0)
+			r = cistern_release_batch(c, s, m);
+	}
+	/* Every window from the misfit on: copy_out() finds it and gives them all back. */
+	if (r == 0 && fit < got)
+		cistern__copy_out(c, s + m, (got - fit) * length, buf, stride, NULL, NULL);
+	return r < 0 ? r : (int)fit;
 }
 
 int cistern_get_prioritized_windows(struct cistern *c, void *buf, size_t stride, size_t n,
@@ -177,9 +196,44 @@ int cistern_get_prioritized_windows(struct cistern *c, void *buf, size_t stride,
 		return r;
 	if (!buf || n == 0 || n > INT32_MAX || length == 0 || length > c->slot_count)
 		return -EINVAL;
-	struct window_batch b = {step, ids, weights};
-	return cistern__get_windows_by(c, buf, stride, n, length, len, meta, timeout_ms,
-				       take_window, &b);
+	/* Windows drawn per call: all n in one hold of the tree's lock unless they are many. */
+	size_t per = length < WINDOW_MEMBERS_MAX ? WINDOW_MEMBERS_MAX / length : 1;
+	if (per > n)
+		per = n;
+	struct cistern_sample local[DRAW_ON_STACK];
+	struct cistern_sample *s = per * length <= DRAW_ON_STACK
+					   ? local
+					   : malloc(per * length * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	size_t done = 0;
+	while (done < n) {
+		size_t want = n - done < per ? n - done : per;
+		/* The first part waits; the others take what is there now. */
+		struct window_req q = {s,
+				       want,
+				       length,
+				       step,
+				       ids ? ids + done : NULL,
+				       weights ? weights + done : NULL};
+		r = window_loop(c, &q, done ? 0 : timeout_ms);
+		if (r < 0)
+			break;
+		size_t got = (size_t)r;
+		r = copy_windows(c, s, got, length, done, buf, stride, len, meta);
+		if (r < 0)
+			break;
+		done += (size_t)r;
+		if ((size_t)r < got) {
+			r = done ? 0 : -EMSGSIZE;
+			break;
+		}
+		if (got < want)
+			break;
+	}
+	if (s != local)
+		free(s);
+	return done > 0 ? (int)done : r;
 }
 
 int cistern_update_priorities(struct cistern *c, const uint64_t *ids, const double *priorities,

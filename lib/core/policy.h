@@ -261,14 +261,16 @@ struct cistern__priorities {
 	int (*draw)(struct cistern *c, struct cistern_sample *out, size_t n, uint64_t *ids,
 		    double *weights);
 	/*
-	 * Draw one window of `length` members `step` time steps apart by its
-	 * last member's priority, pinned or taken as draw() does, with that
-	 * member's id and the window's weight (either may be NULL). 0, -EAGAIN
-	 * (no complete window now), -EINVAL (a shape or a segment without
+	 * Draw up to n windows of `length` members `step` time steps apart,
+	 * each by its last member's priority, pinned or taken as draw() does:
+	 * window j in out[j * length .. (j + 1) * length), that member's id in
+	 * ids[j] and the window's weight in weights[j] (either may be NULL).
+	 * The count (1 to n, fewer when no more are there now), -EAGAIN (no
+	 * complete window now), -EINVAL (a shape or a segment without
 	 * windows), or -errno. Never waits; in the reader's bracket.
 	 */
-	int (*draw_window)(struct cistern *c, struct cistern_sample *out, size_t length,
-			   size_t step, uint64_t *id, double *weight);
+	int (*draw_windows)(struct cistern *c, struct cistern_sample *out, size_t n, size_t length,
+			    size_t step, uint64_t *ids, double *weights);
 	/* Give slot->index_, reserved by this handle, priority q for its commit. */
 	int (*set_reserved)(struct cistern *c, const struct cistern_slot *slot, double q);
 	/* Apply q[i] to ids[i]: how many applied; the rest are counted as stale. */

@@ -19,7 +19,9 @@
 
 #include "helpers.h"
 #include "cistern/admin.h"
+#include "core/handle.h"
 #include "policy/reservoir/prioritized.h"
+#include "policy/reservoir/reservoir.h"
 
 TestSuite(prio_windows, .fini = seg_fini);
 
@@ -123,17 +125,20 @@ static int window_problem(const uint32_t *vals, const struct cistern_meta *m, ui
 }
 
 #define BATCH 64
+/* Windows of a batch larger than the policy's draws at once (DRAW_CHUNK, 64). */
+#define BIG_BATCH 1000
 
-/* Draw rounds * BATCH windows, checking each, counting them by their last member. */
-static void count_ends(struct cistern *c, uint32_t length, uint32_t step, int rounds,
-		       uint64_t counts[SIMS][STEPS])
+/* Draw rounds batches of `batch` windows, checking each, counting them by their last member. */
+static void count_ends_by(struct cistern *c, uint32_t length, uint32_t step, int rounds, int batch,
+			  uint64_t counts[SIMS][STEPS])
 {
-	static uint32_t vals[BATCH * STEPS];
-	static struct cistern_meta meta[BATCH * STEPS];
+	static uint32_t vals[BIG_BATCH * STEPS];
+	static struct cistern_meta meta[BIG_BATCH * STEPS];
+	cr_assert_leq(batch, BIG_BATCH);
 	for (int r = 0; r < rounds; r++) {
-		int got = cistern_get_prioritized_windows(c, vals, 4, BATCH, length, step, NULL,
-							  meta, NULL, NULL, 0);
-		cr_assert_eq(got, BATCH, "round %d: %s", r, cistern_strerror(got));
+		int got = cistern_get_prioritized_windows(c, vals, 4, (size_t)batch, length, step,
+							  NULL, meta, NULL, NULL, 0);
+		cr_assert_eq(got, batch, "round %d: %s", r, cistern_strerror(got));
 		for (uint32_t i = 0; i < (uint32_t)got; i++) {
 			const struct cistern_meta *m = &meta[i * length];
 			int bad = window_problem(&vals[i * length], m, length, step);
@@ -142,6 +147,13 @@ static void count_ends(struct cistern *c, uint32_t length, uint32_t step, int ro
 			counts[m[length - 1].sim_id][m[length - 1].time_step]++;
 		}
 	}
+}
+
+/* Draw rounds * BATCH windows, BATCH at a time (see count_ends_by()). */
+static void count_ends(struct cistern *c, uint32_t length, uint32_t step, int rounds,
+		       uint64_t counts[SIMS][STEPS])
+{
+	count_ends_by(c, length, step, rounds, BATCH, counts);
 }
 
 /*
@@ -489,6 +501,315 @@ Test(prio_windows, a_sweep_size_needs_two_time_steps)
 	const char *why = cistern_config_problem(&cfg);
 	cr_assert_not_null(why);
 	cr_assert_not_null(strstr(why, "nb_time_steps"), "%s", why);
+}
+
+/* ---- Batches of windows: one hold of the tree's lock for many ------------ */
+
+/* Batches of BIG_BATCH windows: the descents of many chunks, one lock hold per call. */
+Test(prio_windows, a_large_batch_of_windows_follows_the_last_members_priority)
+{
+	struct cistern *c = seg_create("pw-big-chi", pw_cfg(32, 0.4));
+	struct world w;
+	put_world(c, &w);
+	uint64_t counts[SIMS][STEPS] = {{0}};
+	count_ends_by(c, 3, 1, 20, BIG_BATCH, counts);
+	int df;
+	double x = chi2_against(&w, counts, 3, 1, 2, &df);
+	cr_assert_eq(df, 12, "13 complete windows");
+	cr_assert_lt(x, chi2_critical(df, Z_1E6), "chi-square %.1f >= %.1f", x,
+		     chi2_critical(df, Z_1E6));
+}
+
+/*
+ * Few leaves end a window: samples of large priority that end none make
+ * most descents miss, so a batch soon draws from the exact pass. Its
+ * windows follow the same law and are whole.
+ */
+Test(prio_windows, a_batch_drawn_mostly_by_the_exact_pass_follows_the_same_law)
+{
+	struct cistern *c = seg_create("pw-sparse-chi", pw_cfg(32, 0.4));
+	struct world w;
+	memset(&w, 0, sizeof(w));
+	/* Sim 0: episodes 0..2 and 3..5, whose ends have priorities 1 and 6. */
+	for (uint32_t t = 0; t < 6; t++)
+		put_step(c, &w, 0, t, t == 2 || t == 5 ? END : 0, t == 5 ? 6 : 1);
+	/* Sims 1..3: episodes of one step each, at priority 1000: in no window of 2. */
+	for (uint32_t sim = 1; sim < SIMS; sim++)
+		for (uint32_t t = 0; t < STEPS; t++)
+			put_step(c, &w, sim, t, END, 1000);
+	uint64_t counts[SIMS][STEPS] = {{0}};
+	count_ends_by(c, 2, 1, 20, 200, counts);
+	int df;
+	double x = chi2_against(&w, counts, 2, 1, 1, &df);
+	cr_assert_eq(df, 3, "4 complete windows of 2");
+	cr_assert_lt(x, chi2_critical(df, Z_1E6), "chi-square %.1f >= %.1f", x,
+		     chi2_critical(df, Z_1E6));
+	cr_assert_eq(cistern__prio_check(c, NULL), 0);
+}
+
+/* Episodes of 3 steps in every sim: no window of 2 of a large batch straddles two. */
+Test(prio_windows, no_window_of_a_large_batch_crosses_an_end_of_episode)
+{
+	struct cistern *c = seg_create("pw-big-eoe", pw_cfg(32, 0.4));
+	struct world w;
+	memset(&w, 0, sizeof(w));
+	for (uint32_t sim = 0; sim < SIMS; sim++)
+		for (uint32_t t = 0; t < STEPS; t++)
+			put_step(c, &w, sim, t, t % 3 == 2 ? END : 0, 1 + (sim + t) % 7);
+	uint64_t counts[SIMS][STEPS] = {{0}};
+	/* count_ends_by() checks every window; no cell that ends none may be counted. */
+	count_ends_by(c, 2, 1, 5, BIG_BATCH, counts);
+	for (uint32_t sim = 0; sim < SIMS; sim++)
+		for (uint32_t t = 0; t < STEPS; t++)
+			if (!ends_window(&w, sim, t, 2, 1))
+				cr_assert_eq(counts[sim][t], 0, "a window ended at (%u, %u)", sim,
+					     t);
+			else
+				cr_assert_gt(counts[sim][t], 0, "(%u, %u) never ended a window",
+					     sim, t);
+}
+
+Test(prio_windows, weights_of_a_large_batch_match_the_formula)
+{
+	struct cistern *c = seg_create("pw-big-w", pw_cfg(32, 0.6));
+	struct world w;
+	put_world(c, &w);
+	static uint32_t vals[BIG_BATCH * 3];
+	static struct cistern_meta meta[BIG_BATCH * 3];
+	static double weight[BIG_BATCH];
+	static uint64_t ids[BIG_BATCH];
+	int got = cistern_get_prioritized_windows(c, vals, 4, BIG_BATCH, 3, 1, NULL, meta, ids,
+						  weight, 0);
+	cr_assert_eq(got, BIG_BATCH, "%s", cistern_strerror(got));
+	for (int i = 0; i < got; i++) {
+		const struct cistern_meta *end = &meta[i * 3 + 2];
+		double want = weight_of(&w, end->sim_id, end->time_step, 0.6);
+		cr_assert(fabs(weight[i] - want) <= 1e-5 * want,
+			  "window %d ending at (%u, %u): weight %.9g, formula %.9g", i, end->sim_id,
+			  end->time_step, weight[i], want);
+	}
+	/* Each id names its window's last member: an update by it applies. */
+	double q = 2;
+	cr_assert_eq(cistern_update_priorities(c, ids, &q, 1), 1);
+}
+
+/* Sim 0: four episodes of 2 steps; sim 1: one. Five disjoint windows of 2. */
+static void put_five_windows(struct cistern *c, struct world *w)
+{
+	memset(w, 0, sizeof(*w));
+	for (uint32_t t = 0; t < STEPS; t++)
+		put_step(c, w, 0, t, t % 2 ? END : 0, 1 + t);
+	for (uint32_t t = 0; t < 2; t++)
+		put_step(c, w, 1, t, t % 2 ? END : 0, 3);
+}
+
+Test(prio_windows, while_open_a_batch_larger_than_the_windows_held_repeats_them)
+{
+	struct cistern *c = seg_create("pw-more-open", pw_cfg(16, 0.4));
+	struct world w;
+	put_five_windows(c, &w);
+	uint32_t vals[64 * 2];
+	struct cistern_meta meta[64 * 2];
+	int got = cistern_get_prioritized_windows(c, vals, 4, 64, 2, 1, NULL, meta, NULL, NULL, 0);
+	cr_assert_eq(got, 64, "draws are with replacement while open: %s", cistern_strerror(got));
+	for (int i = 0; i < got; i++)
+		cr_assert_eq(window_problem(&vals[i * 2], &meta[i * 2], 2, 1), 0, "window %d", i);
+	cr_assert_eq(cistern__prio_check(c, NULL), 0);
+}
+
+Test(prio_windows, after_close_a_batch_larger_than_the_windows_held_takes_each_once)
+{
+	struct cistern *c = seg_create("pw-more-closed", pw_cfg(16, 0.4));
+	struct world w;
+	put_five_windows(c, &w);
+	cr_assert_eq(cistern_close_reception(c), 0);
+	uint32_t vals[64 * 2];
+	struct cistern_meta meta[64 * 2];
+	int got = cistern_get_prioritized_windows(c, vals, 4, 64, 2, 1, NULL, meta, NULL, NULL, 0);
+	cr_assert_eq(got, 5, "the five windows, each once: %s", cistern_strerror(got));
+	bool seen[SIMS][STEPS] = {{false}};
+	for (int i = 0; i < got; i++) {
+		cr_assert_eq(window_problem(&vals[i * 2], &meta[i * 2], 2, 1), 0, "window %d", i);
+		for (int k = 0; k < 2; k++) {
+			const struct cistern_meta *m = &meta[i * 2 + k];
+			cr_assert_not(seen[m->sim_id][m->time_step], "(%u, %u) taken twice",
+				      m->sim_id, m->time_step);
+			seen[m->sim_id][m->time_step] = true;
+		}
+	}
+	cr_assert_eq(cistern__prio_check(c, NULL), 0);
+	cr_assert_eq(
+		cistern_get_prioritized_windows(c, vals, 4, 64, 2, 1, NULL, meta, NULL, NULL, 1000),
+		CISTERN_EOD);
+}
+
+/*
+ * With max_times_sampled 1 a member read by one window of a batch is spent:
+ * no later window of the batch reads it again, and the leaves of the
+ * spent members leave the tree.
+ */
+Test(prio_windows, a_batch_never_reads_a_member_spent_earlier_in_it)
+{
+	struct cistern_config cfg = pw_cfg(16, 0.4);
+	cfg.max_times_sampled = 1;
+	struct cistern *c = seg_create("pw-spent", cfg);
+	struct world w;
+	memset(&w, 0, sizeof(w));
+	/* One episode of 8 steps: 7 windows of 2, overlapping. */
+	for (uint32_t t = 0; t < STEPS; t++)
+		put_step(c, &w, 0, t, 0, 1 + t);
+	uint32_t vals[64 * 2];
+	struct cistern_meta meta[64 * 2];
+	int got = cistern_get_prioritized_windows(c, vals, 4, 64, 2, 1, NULL, meta, NULL, NULL, 0);
+	cr_assert(got >= 1 && got <= 4, "at most 4 windows of 2 share no member: %s",
+		  got < 0 ? cistern_strerror(got) : "");
+	bool read[STEPS] = {false};
+	for (int i = 0; i < got; i++) {
+		cr_assert_eq(window_problem(&vals[i * 2], &meta[i * 2], 2, 1), 0, "window %d", i);
+		for (int k = 0; k < 2; k++) {
+			uint32_t t = meta[i * 2 + k].time_step;
+			cr_assert_not(read[t], "step %u read twice", t);
+			read[t] = true;
+		}
+	}
+	uint64_t where = 0;
+	cr_assert_eq(cistern__prio_check(c, &where), 0, "node %" PRIu64 " disagrees", where);
+}
+
+/* The reads counted on the slots now, and whether any slot is pinned. */
+static uint64_t seen_total(struct cistern *c, bool *pinned)
+{
+	uint64_t seen = 0;
+	*pinned = false;
+	for (uint64_t i = 0; i < c->slot_count; i++) {
+		seen += atomic_load(&cistern__slotmeta(c, i)->seen);
+		*pinned |= atomic_load(&cistern__slotmeta(c, i)->pins) != 0;
+	}
+	return seen;
+}
+
+/*
+ * A window with a member longer than stride ends the batch before it: the
+ * windows before it are read, it and those after it go back unread, and
+ * nothing stays pinned. As the first window, the call is -EMSGSIZE.
+ */
+Test(prio_windows, a_misfit_window_ends_a_batch_and_goes_back_unread_with_those_after)
+{
+	struct cistern *c = seg_create("pw-misfit", pw_cfg(16, 0.4));
+	/* Sim 0: a window of 2 of 2-byte samples; sim 1: one whose last member has 4 bytes. */
+	const uint32_t len[2][2] = {{2, 2}, {2, 4}};
+	for (uint32_t sim = 0; sim < 2; sim++)
+		for (uint32_t t = 0; t < 2; t++) {
+			uint32_t v = value_of(sim, t);
+			struct cistern_meta m = {.sim_id = sim, .time_step = t};
+			cr_assert_eq(cistern_put_prioritized(c, &v, len[sim][t], &m, 1, 0), 0);
+		}
+	uint32_t vals[64 * 2];
+	struct cistern_meta meta[64 * 2];
+	uint64_t read = 0;
+	int refused = 0, short_batches = 0;
+	for (int round = 0; round < 20; round++) {
+		int got = cistern_get_prioritized_windows(c, vals, 2, 64, 2, 1, NULL, meta, NULL,
+							  NULL, 0);
+		if (got == -EMSGSIZE) {
+			refused++;
+		} else {
+			cr_assert(got > 0 && got < 64, "round %d: %s", round,
+				  cistern_strerror(got));
+			short_batches++;
+			for (int i = 0; i < got; i++)
+				cr_assert_eq(meta[i * 2].sim_id, 0, "the misfit window was read");
+			read += 2 * (uint64_t)got;
+		}
+		bool pinned;
+		cr_assert_eq(seen_total(c, &pinned), read, "round %d: reads of windows not read",
+			     round);
+		cr_assert_not(pinned, "round %d: a window given back is still pinned", round);
+	}
+	cr_assert(refused > 0 && short_batches > 0, "%d refused, %d short", refused, short_batches);
+	cr_assert_eq(cistern__prio_check(c, NULL), 0);
+}
+
+/*
+ * A reader killed at a random moment while it draws large batches of
+ * windows and updates their priorities: often inside the tree's lock, mid
+ * batch, with some members pinned. The next locker rebuilds the tree, the
+ * reclaim unpins the members, and the tree agrees with the slots.
+ */
+#define KB_SIMS 64
+#define KB_STEPS 64
+#define KB_WINDOWS 1024
+
+static void batch_reader(const char *name, int ready)
+{
+	struct cistern *h;
+	if (cistern_attach(name, &h) < 0)
+		_exit(1);
+	static uint32_t vals[KB_WINDOWS * 4];
+	static uint64_t ids[KB_WINDOWS];
+	static double q[KB_WINDOWS];
+	for (size_t i = 0; i < KB_WINDOWS; i++)
+		q[i] = 1 + (double)(i % 13);
+	say_ready(ready);
+	for (;;) {
+		int got = cistern_get_prioritized_windows(h, vals, 4, KB_WINDOWS, 4, 1, NULL, NULL,
+							  ids, NULL, 1000);
+		if (got < 0 || cistern_update_priorities(h, ids, q, (size_t)got) < 0)
+			_exit(2);
+	}
+}
+
+Test(prio_windows, a_reader_killed_mid_batch_leaves_a_consistent_tree, .timeout = 120)
+{
+	struct cistern_config cfg = pw_cfg(KB_SIMS * KB_STEPS, 0.4);
+	cfg.sweep_size = KB_SIMS;
+	cfg.nb_time_steps = KB_STEPS;
+	struct cistern *c = seg_create("pw-kill-batch", cfg);
+	for (uint32_t sim = 0; sim < KB_SIMS; sim++)
+		for (uint32_t t = 0; t < KB_STEPS; t++) {
+			uint32_t v = value_of(sim, t);
+			struct cistern_meta m = {
+				.sim_id = sim, .time_step = t, .flags = t % 16 == 15 ? END : 0};
+			cr_assert_eq(cistern_put_prioritized(c, &v, 4, &m, 1 + t % 5, 0), 0);
+		}
+	struct cistern_rng rng;
+	cistern__rng_seed(&rng, 0x6b1115);
+	struct cistern_prio_info info = {0};
+	int round = 0;
+	/* Until a kill landed inside the lock, and at least four rounds. */
+	for (; round < 60 && (round < 4 || info.rebuilds == 0); round++) {
+		int p[2];
+		cr_assert_eq(pipe(p), 0);
+		pid_t pid = fork_child();
+		if (pid == 0) {
+			close(p[0]);
+			batch_reader(seg_name_of(c), p[1]);
+		}
+		cr_assert_gt(await_ready(p, pid), 0, "the reader did not start");
+		usleep((useconds_t)(2000 + cistern__rng_below(&rng, 20000)));
+		kill_and_reap(pid);
+		/* The next attach reclaims the dead reader. */
+		struct cistern *h;
+		cr_assert_eq(cistern_attach(seg_name_of(c), &h), 0);
+		uint64_t where = 0;
+		cr_assert_eq(cistern__prio_check(h, &where), 0,
+			     "round %d: node %" PRIu64 " disagrees with the slots", round, where);
+		bool pinned;
+		seen_total(h, &pinned);
+		cr_assert_not(pinned, "round %d: the dead reader left a pin", round);
+		cr_assert_eq(cistern_prio_info_get(h, &info), 0);
+		cr_assert_eq(cistern_detach(h), 0);
+	}
+	cr_log_info("%d kills, %" PRIu64 " inside the lock", round, info.rebuilds);
+	cr_assert_gt(info.rebuilds, 0, "no kill in %d landed inside the lock", round);
+	/* The windows are all still there, whole. */
+	static uint32_t vals[KB_WINDOWS * 4];
+	static struct cistern_meta meta[KB_WINDOWS * 4];
+	int got = cistern_get_prioritized_windows(c, vals, 4, KB_WINDOWS, 4, 1, NULL, meta, NULL,
+						  NULL, 0);
+	cr_assert_eq(got, KB_WINDOWS, "%s", cistern_strerror(got));
+	for (int i = 0; i < got; i++)
+		cr_assert_eq(window_problem(&vals[i * 4], &meta[i * 4], 4, 1), 0, "window %d", i);
 }
 
 /*

@@ -23,8 +23,9 @@
  * commits here publish and the puts that take a slot clear. A window's
  * priority is its last member's: a window draw takes a leaf from the tree
  * and keeps it if it ends a complete window, else draws again; after
- * RS_PICK_TRIES misses it sums the leaves of the ends it finds and draws
- * among them alone (docs/protocol/priorities.md, "Windows").
+ * RS_PICK_TRIES misses a window it sums the leaves of the ends it finds and
+ * draws among them alone. A batch of windows is drawn in one hold of the
+ * lock (docs/protocol/priorities.md, "Windows").
  */
 #include <errno.h>
 #include <math.h>
@@ -586,13 +587,47 @@ static uint64_t draw_end_exactly(struct cistern *c, const struct pv *v, size_t l
 }
 
 /*
- * Draw one window by its last member's priority and pin (open) or take
- * (closed) its members into out[0 .. length), with the last member's id and
- * weight (either may be NULL). 0, -EAGAIN (no complete window now), or
- * -errno. Never waits. The caller runs it in the reader's bracket.
+ * Take the window of `length` members `step` apart that ends at slot x into
+ * out[0 .. length): pin (open) or take (closed) its members, then set each
+ * member's leaf as its slot now says: 0 once taken (closed) or spent by this
+ * read (max_times_sampled); a window given back leaves them as they were.
+ * True if taken. Under the lock.
  */
-static int prio_draw_window(struct cistern *c, struct cistern_sample *out, size_t length,
-			    size_t step, uint64_t *id, double *weight)
+static bool take_window_ending(struct cistern *c, const struct pv *v, struct cistern_sample *out,
+			       uint64_t x, size_t length, size_t step, bool closed)
+{
+	for (size_t k = 0; k < length; k++)
+		out[k].index_ = UINT32_MAX;
+	bool taken = cistern__windows_take_ending(c, out, x, length, step, closed) == 0;
+	/* A pin leaves its slot HELD, so its leaf stays, unless it was the last read allowed. */
+	if (!closed && !c->fixed.max_times_sampled)
+		return taken;
+	for (size_t k = 0; k < length; k++) {
+		uint64_t i = out[k].index_;
+		if (i < v->n && leaf_at(v, i) != leaf_due(c, v, i))
+			set_leaf(v, i, leaf_due(c, v, i));
+	}
+	return taken;
+}
+
+/*
+ * Draw up to n windows by their last member's priority, in one hold of the
+ * lock, and pin (open) or take (closed) the members of window j into
+ * out[j * length .. (j + 1) * length), with its last member's id and weight
+ * in ids[j] and weights[j] (either may be NULL). While open the descents of
+ * up to DRAW_CHUNK draws go down the tree together, as prio_draw()'s do;
+ * a draw that lands on no end of a complete window (or on a leaf a take of
+ * this batch has since spent) is a miss and is drawn again: the take finds
+ * the window that ends at the draw, or fails. Once the misses
+ * reach RS_PICK_TRIES for each window drawn so far and one more, the rest
+ * of the batch comes from the exact pass (draw_end_exactly()), one window
+ * at a time; its first failed take ends the batch. After close one draw
+ * takes a window away: draws go one at a time then. The count (1 to n),
+ * -EAGAIN (no complete window now), or -errno. Never waits. The caller runs
+ * it in the reader's bracket.
+ */
+static int prio_draw_windows(struct cistern *c, struct cistern_sample *out, size_t n, size_t length,
+			     size_t step, uint64_t *ids, double *weights)
 {
 	if (!shape_ok(c, length, step))
 		return -EINVAL;
@@ -601,40 +636,50 @@ static int prio_draw_window(struct cistern *c, struct cistern_sample *out, size_
 	int r = draw_begin(c, length, &v, &closed);
 	if (r < 0)
 		return r;
-	uint64_t least = ld(&v.nd[3]);
 	double beta = bits_to_d(ld(&v.h->beta));
-	uint64_t x = UINT64_MAX, leaf = 0;
-	r = -EAGAIN;
-	for (int tries = 0; tries <= RS_PICK_TRIES && r != 0; tries++) {
-		uint64_t total = ld(&v.nd[2]);
-		if (total == 0)
-			break;
-		if (tries < RS_PICK_TRIES) {
-			descend_batch(c, &v, total, &x, 1);
-			if (x >= v.n || !cistern__windows_ends_at(c, x, length, step))
+	size_t got = 0;
+	uint64_t misses = 0;
+	bool exact = false;
+	while (got < n && ld(&v.nd[2]) != 0) {
+		uint64_t k[DRAW_CHUNK];
+		size_t m = 1;
+		if (!exact && misses >= (uint64_t)RS_PICK_TRIES * (got + 1))
+			exact = true;
+		if (exact) {
+			if ((k[0] = draw_end_exactly(c, &v, length, step)) == UINT64_MAX)
+				break;
+		} else {
+			m = closed ? 1 : n - got < DRAW_CHUNK ? n - got : DRAW_CHUNK;
+			descend_batch(c, &v, ld(&v.nd[2]), k, m);
+			/* The looks at the windows below start at the slots' words: fetch them all first. */
+			for (size_t j = 0; j < m; j++)
+				if (k[j] < v.n)
+					__builtin_prefetch(cistern__slotmeta(c, k[j]), 0, 3);
+		}
+		size_t before = got;
+		for (size_t j = 0; j < m; j++) {
+			uint64_t x = k[j];
+			/* Before the take, which zeroes the leaves of members it spends or takes. */
+			uint64_t leaf = x < v.n ? leaf_at(&v, x) : 0;
+			/* The least leaf now, as a draw of this window alone would see it. */
+			uint64_t least = ld(&v.nd[3]);
+			struct cistern_sample *w = out + got * length;
+			/* The take finds the window from x, so it is the test that x ends one. */
+			if (leaf == 0 || !take_window_ending(c, &v, w, x, length, step, closed)) {
+				misses++;
 				continue;
-		} else if ((x = draw_end_exactly(c, &v, length, step)) == UINT64_MAX) {
-			break;
+			}
+			if (ids)
+				ids[got] = cistern__prio_id(c, w[length - 1].meta.sample_id, x);
+			if (weights)
+				weights[got] = weight_of(least, leaf, beta);
+			got++;
 		}
-		/* Before the take, which zeroes the leaves of members it spends or takes. */
-		leaf = leaf_at(&v, x);
-		for (size_t k = 0; k < length; k++)
-			out[k].index_ = UINT32_MAX;
-		r = cistern__windows_take_ending(c, out, x, length, step, closed) == 0 ? 0
-										       : -EAGAIN;
-		/*
-		 * Each member's leaf as its slot now says: 0 once taken (closed)
-		 * or spent by this read (max_times_sampled); a window given back
-		 * leaves them as they were.
-		 */
-		for (size_t k = 0; k < length; k++) {
-			uint64_t i = out[k].index_;
-			if (i < v.n && leaf_at(&v, i) != leaf_due(c, &v, i))
-				set_leaf(&v, i, leaf_due(c, &v, i));
-		}
+		if (exact && got == before)
+			break; /* the exact pass found a window it could not take: try again later */
 	}
 	unlock(&v);
-	if (r < 0) {
+	if (got == 0) {
 		uint64_t shape = (uint64_t)length << 32 | (uint32_t)step;
 		/*
 		 * No window to draw: say which shape this reader waits for (see
@@ -643,19 +688,16 @@ static int prio_draw_window(struct cistern *c, struct cistern_sample *out, size_
 		 */
 		if (!closed && cistern__windows_wanted(c) != shape)
 			atomic_store_explicit(&c->hdr->window_wanted, shape, memory_order_relaxed);
-		return r;
+		return -EAGAIN;
 	}
-	if (id)
-		*id = cistern__prio_id(c, out[length - 1].meta.sample_id, x);
-	if (weight)
-		*weight = weight_of(least, leaf, beta);
-	return 0;
+	return (int)got;
 }
 
 static int prio_try_acquire_window(struct cistern *c, struct cistern_sample *out, size_t length,
 				   size_t step)
 {
-	return prio_draw_window(c, out, length, step, NULL, NULL);
+	int r = prio_draw_windows(c, out, 1, length, step, NULL, NULL);
+	return r < 0 ? r : 0;
 }
 
 static int prio_try_acquire(struct cistern *c, struct cistern_sample *s)
@@ -901,7 +943,7 @@ static const struct cistern_snap_ops prio_snap_ops = {
 
 static const struct cistern__priorities prio_draws = {
 	.draw = prio_draw,
-	.draw_window = prio_draw_window,
+	.draw_windows = prio_draw_windows,
 	.set_reserved = prio_set_reserved,
 	.update = prio_update,
 	.set_beta = prio_set_beta,
