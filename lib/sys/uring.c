@@ -9,9 +9,12 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 enum { RING_DEPTH = 256 };
+/* Entries of the ring's buffer table: one a region, a few regions a handle. */
+enum { RING_BUFS = 64 };
 
 static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct io_uring ring;
@@ -19,6 +22,15 @@ static pid_t ring_pid;     /* the process that made `ring`; 0: none */
 static unsigned in_flight; /* requests the ring holds; at most RING_DEPTH */
 /* Writes handed to the ring and bytes they wrote, for tests (cistern__uring_written). */
 static uint64_t writes_queued, bytes_written;
+/*
+ * The registered regions: `ring_gen` names the ring made last, so that a
+ * region registered with a ring that a fork() child replaced is never
+ * used with the new one; bit i of `bufs_used` is table entry i.
+ */
+static uint32_t ring_gen;
+static bool bufs_table; /* the ring has its (sparse) buffer table */
+static uint64_t bufs_used;
+static uint64_t fixed_queued; /* requests into a registered region, for tests */
 
 unsigned cistern__uring_depth(void)
 {
@@ -60,6 +72,9 @@ static int ring_get(void)
 	if (r < 0)
 		return r;
 	ring_pid = me;
+	ring_gen++;
+	bufs_table = false;
+	bufs_used = 0;
 	return 0;
 }
 
@@ -74,11 +89,19 @@ static void queue_one(struct cistern__io *io)
 	}
 	/* Not NULL: in_flight <= RING_DEPTH and the queue was just emptied. */
 	uint8_t *p = (uint8_t *)io->buf + io->done;
-	if (io->write) {
-		io_uring_prep_write(sqe, io->fd, p, io->len - io->done, io->off + io->done);
-		writes_queued++;
-	} else
-		io_uring_prep_read(sqe, io->fd, p, io->len - io->done, io->off + io->done);
+	unsigned len = io->len - io->done;
+	uint64_t off = io->off + io->done;
+	bool fixed = io->region.slot && io->region.gen == ring_gen;
+	if (fixed && io->write)
+		io_uring_prep_write_fixed(sqe, io->fd, p, len, off, (int)io->region.slot - 1);
+	else if (fixed)
+		io_uring_prep_read_fixed(sqe, io->fd, p, len, off, (int)io->region.slot - 1);
+	else if (io->write)
+		io_uring_prep_write(sqe, io->fd, p, len, off);
+	else
+		io_uring_prep_read(sqe, io->fd, p, len, off);
+	writes_queued += io->write;
+	fixed_queued += fixed;
 	io_uring_sqe_set_data(sqe, io);
 	if (io->async)
 		io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
@@ -214,6 +237,64 @@ int cistern__uring_run(struct cistern__io *io, unsigned n)
 	if (r < 0)
 		return r;
 	return cistern__uring_wait(&b);
+}
+
+int cistern__uring_register(void *base, size_t len, struct cistern__io_region *out)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, install_atfork);
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&ring_lock);
+	int r = ring_get();
+	if (r == 0 && !bufs_table) {
+		/* Made on first use: a process that never registers pins nothing. */
+		r = io_uring_register_buffers_sparse(&ring, RING_BUFS);
+		bufs_table = r == 0;
+	}
+	unsigned i = 0;
+	if (r == 0) {
+		while (i < RING_BUFS && (bufs_used >> i & 1))
+			i++;
+		if (i == RING_BUFS)
+			r = -ENOSPC;
+	}
+	if (r == 0) {
+		struct iovec iov = {.iov_base = base, .iov_len = len};
+		r = io_uring_register_buffers_update_tag(&ring, i, &iov, NULL, 1);
+		r = r == 1 ? 0 : r < 0 ? r : -EIO;
+	}
+	if (r == 0) {
+		bufs_used |= UINT64_C(1) << i;
+		out->slot = i + 1;
+		out->gen = ring_gen;
+	}
+	pthread_mutex_unlock(&ring_lock);
+	return r;
+}
+
+void cistern__uring_unregister(struct cistern__io_region *region)
+{
+	pthread_mutex_lock(&ring_lock);
+	/*
+	 * Only the ring that registered it: a fork() child's copy of the ring
+	 * descriptor still names its parent's ring until the child makes its own.
+	 */
+	if (region->slot && region->gen == ring_gen && ring_pid == getpid()) {
+		struct iovec iov = {.iov_base = NULL, .iov_len = 0};
+		unsigned i = region->slot - 1;
+		if (io_uring_register_buffers_update_tag(&ring, i, &iov, NULL, 1) == 1)
+			bufs_used &= ~(UINT64_C(1) << i);
+	}
+	pthread_mutex_unlock(&ring_lock);
+	memset(region, 0, sizeof(*region));
+}
+
+void cistern__uring_fixed(uint64_t *requests, unsigned *regions)
+{
+	pthread_mutex_lock(&ring_lock);
+	*requests = fixed_queued;
+	*regions = ring_pid == getpid() ? (unsigned)__builtin_popcountll(bufs_used) : 0;
+	pthread_mutex_unlock(&ring_lock);
 }
 
 void cistern__uring_written(uint64_t *writes, uint64_t *bytes)

@@ -20,9 +20,20 @@
 #define CISTERN_SYS_URING_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct cistern__io_batch;
+
+/*
+ * A buffer region registered with the process's ring
+ * (cistern__uring_register()): the kernel pinned its pages once, so a
+ * request into it skips pinning them again. Zeroed: none.
+ */
+struct cistern__io_region {
+	uint32_t slot; /* the ring's buffer table entry + 1; 0: not registered */
+	uint32_t gen;  /* the ring it belongs to: a fork() child's new ring has another */
+};
 
 struct cistern__io {
 	int fd;
@@ -36,6 +47,8 @@ struct cistern__io {
 	 * waits for soon, such as reads ahead.
 	 */
 	bool async;
+	/* buf lies inside this region (or zeroed: an ordinary buffer). */
+	struct cistern__io_region region;
 	/* Set by the batch: bytes done so far, and 0 once done, or -errno. */
 	uint32_t done;
 	int res;
@@ -67,6 +80,26 @@ int cistern__uring_run(struct cistern__io *io, unsigned n);
  * counts again) and the bytes they wrote. For tests and benchmarks.
  */
 void cistern__uring_written(uint64_t *writes, uint64_t *bytes);
+/*
+ * Register [base, base + len) with the process's ring, so that requests
+ * into it need no page pinning each (the kernel pins the pages once, now;
+ * they stay resident until unregistered): 0 and *out, or -errno (no room
+ * in the ring's table, RLIMIT_MEMLOCK for a user without CAP_IPC_LOCK, a
+ * kernel without sparse buffer tables). A caller that gets an error uses
+ * the region as ordinary memory: every request works without it.
+ */
+int cistern__uring_register(void *base, size_t len, struct cistern__io_region *out);
+/*
+ * Give the region's table entry back, once no request into it is in
+ * flight. A region of another ring (a parent's, after fork()) is left
+ * alone. Zeroes *region.
+ */
+void cistern__uring_unregister(struct cistern__io_region *region);
+/*
+ * Requests handed to the ring into a registered region, and their count
+ * of regions registered now. For tests and benchmarks.
+ */
+void cistern__uring_fixed(uint64_t *requests, unsigned *regions);
 /* The number of entries of the process's ring. */
 unsigned cistern__uring_depth(void);
 

@@ -690,36 +690,175 @@ Test(tiered, buffers_reused_by_plain_batch_reads_never_overwrite_a_batch_still_h
 	assert_held_batch_untouched(c);
 }
 
-Test(tiered, released_cold_buffers_serve_the_next_reads_and_at_most_a_batch_is_kept)
+/* The slot buffers of c's reads ahead, both batches. */
+static size_t buffers_ahead(const struct cistern *c)
+{
+	uint64_t ahead[COLD];
+	return cistern__tiered_ahead_slots(c, 0, ahead, COLD) +
+	       cistern__tiered_ahead_slots(c, 1, ahead, COLD);
+}
+
+/* The cold members of s[0..n): each holds a slot buffer. */
+static size_t cold_held(const struct cistern_sample *s, size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += s[i].index_ >= HOT;
+	return k;
+}
+
+Test(tiered, cold_buffers_given_back_serve_the_next_reads_and_no_more_are_made)
 {
 	struct cistern *c = seg_create("spares", tiered_cfg());
 	for (uint32_t i = 0; i < HOT + COLD; i++)
 		put_step(c, i);
 	struct cistern_sample s[32];
+	size_t peak = 0, total, registered;
 	for (int round = 0; round < 16; round++) {
 		cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
-		size_t before = cistern__tiered_spares(c);
-		uint64_t cold[32], ahead[COLD];
-		size_t k = cold_members_sorted(s, 32, cold);
-		cr_assert_eq(cistern__tiered_ahead_slots(c, 1, ahead, COLD), 0,
-			     "round %d: a batch after the next drawn before the release", round);
+		/* Every buffer is held, read into ahead or free: none is lost. */
+		size_t held = cold_held(s, 32) + buffers_ahead(c);
+		size_t free_now = cistern__tiered_spares(c, &total, &registered);
+		cr_assert_eq(free_now + held, total, "round %d: %zu free, %zu held, %zu made",
+			     round, free_now, held, total);
+		peak = held > peak ? held : peak;
 		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
-		/*
-		 * Each cold member's buffer is kept, up to a batch's worth, and the
-		 * batch after the next one, drawn at the release, reads into them.
-		 */
-		size_t m = cistern__tiered_ahead_slots(c, 1, ahead, COLD);
-		size_t kept = before + k < 32 ? before + k : 32;
-		size_t after = cistern__tiered_spares(c);
-		cr_assert_eq(after, kept > m ? kept - m : 0,
-			     "round %d: %zu kept of %zu given back to %zu, %zu read ahead", round,
-			     after, k, before, m);
-		/* The next read takes a batch drawn already: it draws nothing. */
-		cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
-		size_t left = cistern__tiered_spares(c);
-		cr_assert_eq(left, after, "round %d: %zu kept, %zu left", round, after, left);
-		cr_assert_eq(cistern_release_batch(c, s, 32), 0);
+		held = buffers_ahead(c);
+		free_now = cistern__tiered_spares(c, &total, &registered);
+		cr_assert_eq(free_now + held, total,
+			     "round %d released: %zu free, %zu held, %zu made", round, free_now,
+			     held, total);
+		peak = held > peak ? held : peak;
+		/* A buffer is made only when the handle holds more than ever before. */
+		cr_assert_leq(total, peak, "round %d: %zu made, at most %zu held at once", round,
+			      total, peak);
 	}
+}
+
+/*
+ * Read `batches` batches of 32 from c: 0 if each sample was whole (its
+ * bytes those of its time step), else the count of failures. Fit for a
+ * fork() child, where an assertion cannot report.
+ */
+static int batches_whole(struct cistern *c, int batches)
+{
+	struct cistern_sample s[32];
+	int bad = 0;
+	for (int b = 0; b < batches; b++) {
+		if (cistern_acquire_batch(c, s, 32, 2000) != 32)
+			return bad + 1;
+		for (size_t i = 0; i < 32; i++)
+			bad += s[i].len != len_of(s[i].meta.time_step) ||
+			       !check_payload(s[i].data, s[i].len, 3, s[i].meta.time_step);
+		if (cistern_release_batch(c, s, 32) < 0)
+			bad++;
+	}
+	return bad;
+}
+
+Test(tiered, cold_reads_go_into_buffers_registered_with_the_ring)
+{
+	struct cistern *c = seg_create("fixed", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	uint64_t before, after;
+	unsigned regions;
+	cistern__uring_fixed(&before, &regions);
+	cr_assert_eq(batches_whole(c, 8), 0);
+	cistern__uring_fixed(&after, &regions);
+	size_t total, registered;
+	cistern__tiered_spares(c, &total, &registered);
+	cr_assert_gt(total, 0);
+	cr_assert_eq(registered, total, "%zu of %zu buffers registered", registered, total);
+	cr_assert_geq(after - before, total, "%llu reads into registered buffers",
+		      (unsigned long long)(after - before));
+}
+
+Test(tiered, closing_a_handle_gives_its_ring_entries_back)
+{
+	struct cistern *c = seg_create("unreg", tiered_cfg());
+	const char *name = seg_name_of(c);
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	unsigned base;
+	uint64_t fixed;
+	cistern__uring_fixed(&fixed, &base);
+	/* More handles, one after another, than the ring's table has entries. */
+	for (int round = 0; round < 80; round++) {
+		struct cistern *h;
+		cr_assert_eq(cistern_attach(name, &h), 0);
+		cr_assert_eq(batches_whole(h, 1), 0);
+		size_t total, registered;
+		cistern__tiered_spares(h, &total, &registered);
+		cr_assert_eq(registered, total, "handle %d: %zu of %zu buffers registered", round,
+			     registered, total);
+		cr_assert_eq(cistern_detach(h), 0);
+		unsigned regions;
+		cistern__uring_fixed(&fixed, &regions);
+		cr_assert_eq(regions, base, "handle %d left %u regions, %u before", round, regions,
+			     base);
+	}
+}
+
+Test(tiered, reads_are_whole_when_the_ring_takes_no_more_regions)
+{
+	struct cistern *c = seg_create("noreg", tiered_cfg());
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	/* Fill the ring's table with regions of our own. */
+	static uint8_t spare[4096] __attribute__((aligned(4096)));
+	struct cistern__io_region mine[128];
+	size_t n = 0;
+	while (n < 128 && cistern__uring_register(spare, sizeof(spare), &mine[n]) == 0)
+		n++;
+	cr_assert_lt(n, 128, "the table took %zu regions", n);
+	cr_assert_eq(batches_whole(c, 8), 0);
+	size_t total, registered;
+	cistern__tiered_spares(c, &total, &registered);
+	cr_assert_gt(total, 0);
+	cr_assert_eq(registered, 0, "%zu buffers registered in a full table", registered);
+	for (size_t i = 0; i < n; i++)
+		cistern__uring_unregister(&mine[i]);
+}
+
+/* In a fork() child: attach, read batches whole, into regions of the child's own ring. */
+static int child_reads_registered(const char *name)
+{
+	struct cistern *h;
+	if (cistern_attach(name, &h) < 0)
+		return 1;
+	uint64_t before, after;
+	unsigned regions;
+	cistern__uring_fixed(&before, &regions);
+	if (batches_whole(h, 4) != 0)
+		return 4;
+	cistern__uring_fixed(&after, &regions);
+	size_t total, registered;
+	cistern__tiered_spares(h, &total, &registered);
+	if (registered != total || regions == 0 || after - before < total)
+		return 2;
+	return cistern_detach(h) == 0 ? 0 : 3;
+}
+
+Test(tiered, a_fork_child_reads_into_regions_of_its_own_ring)
+{
+	struct cistern *c = seg_create("forkreg", tiered_cfg());
+	const char *name = seg_name_of(c);
+	for (uint32_t i = 0; i < HOT + COLD; i++)
+		put_step(c, i);
+	/* The parent's regions are registered before the fork. */
+	cr_assert_eq(batches_whole(c, 2), 0);
+	pid_t pid = fork_child();
+	if (pid == 0)
+		_exit(child_reads_registered(name));
+	cr_assert_eq(reap_status(pid), 0, "the child's reads");
+	/* The parent's regions still serve its reads. */
+	uint64_t before, after;
+	unsigned regions;
+	cistern__uring_fixed(&before, &regions);
+	cr_assert_eq(batches_whole(c, 4), 0);
+	cistern__uring_fixed(&after, &regions);
+	cr_assert_gt(after, before);
 }
 
 Test(tiered, a_member_rewritten_after_the_draw_ahead_is_not_handed_out_stale)
@@ -729,7 +868,7 @@ Test(tiered, a_member_rewritten_after_the_draw_ahead_is_not_handed_out_stale)
 	for (uint32_t i = 0; i < HOT + COLD; i++)
 		put_step(c, i);
 	/* Nearly every sample read, so that puts may evict in both tiers. */
-	read_batches(c, 40);
+	batches_whole(c, 40);
 	struct cistern_sample s[32];
 	cr_assert_eq(cistern_acquire_batch(c, s, 32, 2000), 32);
 	cr_assert_eq(cistern_release_batch(c, s, 32), 0);
@@ -894,7 +1033,7 @@ Test(tiered, a_cold_slot_rewritten_after_a_checked_read_is_checked_again)
 		put_step(c, i);
 	cr_assert_eq(cistern__tiered_read_ahead(c, false), 0);
 	/* Nearly every sample read, so that puts may evict in both tiers. */
-	read_batches(c, 40);
+	batches_whole(c, 40);
 	uint64_t was[COLD];
 	uint32_t marked[COLD];
 	for (uint64_t j = 0; j < COLD; j++) {
@@ -1041,7 +1180,7 @@ Test(tiered, members_of_both_batches_drawn_ahead_rewritten_are_not_handed_out_st
 	for (uint32_t i = 0; i < HOT + COLD; i++)
 		put_step(c, i);
 	/* Nearly every sample read, so that puts may evict in both tiers. */
-	read_batches(c, 40);
+	batches_whole(c, 40);
 	uint64_t next[COLD], after[COLD], was_next[COLD], was_after[COLD];
 	size_t kn, ka;
 	both_ahead_sorted(c, next, &kn, after, &ka);
@@ -1174,7 +1313,7 @@ Test(tiered, the_batch_after_the_next_has_reads_outstanding_while_the_next_is_co
 	struct cistern *c = seg_create("depth", tiered_cfg());
 	for (uint32_t i = 0; i < HOT + COLD; i++)
 		put_step(c, i);
-	read_batches(c, 1);
+	batches_whole(c, 1);
 	for (int round = 0; round < 8; round++) {
 		struct cistern__ahead_stats a0, a1;
 		uint64_t after[COLD];

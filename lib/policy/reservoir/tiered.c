@@ -115,6 +115,7 @@ static int tier_get(struct cistern *c, struct cistern__tier **out)
 
 static void ahead_drop(struct cistern *c);
 static void ahead_free(struct cistern__ahead *a);
+static void bufs_free(struct cistern__tier *t);
 
 static void tier_release(struct cistern *c)
 {
@@ -126,9 +127,7 @@ static void tier_release(struct cistern *c)
 	cistern__tier_file_close(&t->cold, &t->open);
 	ahead_free(&t->ahead[0]);
 	ahead_free(&t->ahead[1]);
-	for (size_t i = 0; i < t->spares.n; i++)
-		free(t->spares.buf[i]);
-	free(t->spares.buf);
+	bufs_free(t);
 	free(t->stage);
 	free(t->rbuf);
 	free(t);
@@ -474,48 +473,91 @@ static bool is_cold(const struct cistern *c, const struct cistern_sample *s)
 }
 
 /*
- * Keep room for up to n spare slot buffers. A failure only means that
- * fewer are kept (the others are freed when given back).
+ * Make sure that n slot buffers are free: one new chunk for what is
+ * missing, registered with the ring if it can be (else its reads pin
+ * pages each, as ordinary buffers do). 0 or -ENOMEM.
  */
-static void spares_room(struct cistern__tier *t, size_t n)
+static int bufs_reserve(struct cistern__tier *t, size_t n)
 {
 	struct cistern__spares *sp = &t->spares;
-	if (sp->cap >= n)
-		return;
-	void **buf = realloc(sp->buf, n * sizeof(*buf));
+	if (sp->n >= n)
+		return 0;
+	size_t need = n - sp->n;
+	struct cistern__buf_chunk *ch = realloc(sp->chunk, (sp->chunks + 1) * sizeof(*ch));
+	if (!ch)
+		return -ENOMEM;
+	sp->chunk = ch;
+	void **buf = realloc(sp->buf, (sp->total + need) * sizeof(*buf));
 	if (!buf)
-		return;
+		return -ENOMEM;
 	sp->buf = buf;
-	sp->cap = n;
+	uint8_t *base = cistern__cold_alloc(&t->cold, need);
+	if (!base)
+		return -ENOMEM;
+	ch = &sp->chunk[sp->chunks++];
+	ch->base = base;
+	ch->slots = need;
+	cistern__uring_register(base, need * t->cold.slot_bytes, &ch->region);
+	for (size_t i = 0; i < need; i++)
+		sp->buf[sp->n++] = base + i * t->cold.slot_bytes;
+	sp->total += need;
+	return 0;
 }
 
-/* A slot buffer for a cold read: a spare one, else a new one. */
+/* A free slot buffer for a cold read, or NULL. */
 static void *buf_get(struct cistern__tier *t)
 {
 	struct cistern__spares *sp = &t->spares;
-	if (sp->n > 0)
-		return sp->buf[--sp->n];
-	return cistern__cold_alloc(&t->cold, 1);
+	if (sp->n == 0 && bufs_reserve(t, 1) < 0)
+		return NULL;
+	return sp->buf[--sp->n];
 }
 
-/*
- * Give back a slot buffer that no read in flight writes to and no sample
- * handed out points into any more: kept for the next read, or freed.
- */
+/* Give back a slot buffer that no read in flight writes to and no sample handed out points into. */
 static void buf_put(struct cistern__tier *t, void *p)
 {
 	struct cistern__spares *sp = &t->spares;
-	if (!p)
-		return;
-	if (sp->n < sp->cap)
+	if (p)
 		sp->buf[sp->n++] = p;
-	else
-		free(p);
 }
 
-size_t cistern__tiered_spares(const struct cistern *c)
+/* Prepare the read of cold slot j into buf, in buf's registered chunk if it has one. */
+static void prep_read(struct cistern__tier *t, struct cistern__io *io, uint64_t j, void *buf)
 {
-	return c->tier ? c->tier->spares.n : 0;
+	struct cistern__spares *sp = &t->spares;
+	cistern__cold_prep(&t->cold, io, j, 1, buf, false);
+	for (size_t i = 0; i < sp->chunks; i++) {
+		struct cistern__buf_chunk *ch = &sp->chunk[i];
+		if ((uint8_t *)buf >= ch->base &&
+		    (uint8_t *)buf < ch->base + ch->slots * t->cold.slot_bytes) {
+			io->region = ch->region;
+			return;
+		}
+	}
+}
+
+/* Free the chunks (the buffers are all back, or abandoned to a failed ring). */
+static void bufs_free(struct cistern__tier *t)
+{
+	struct cistern__spares *sp = &t->spares;
+	for (size_t i = 0; i < sp->chunks; i++) {
+		cistern__uring_unregister(&sp->chunk[i].region);
+		if (!sp->abandoned)
+			free(sp->chunk[i].base);
+	}
+	free(sp->chunk);
+	free(sp->buf);
+	memset(sp, 0, sizeof(*sp));
+}
+
+size_t cistern__tiered_spares(const struct cistern *c, size_t *total, size_t *registered)
+{
+	const struct cistern__spares *sp = c->tier ? &c->tier->spares : NULL;
+	*total = sp ? sp->total : 0;
+	*registered = 0;
+	for (size_t i = 0; sp && i < sp->chunks; i++)
+		*registered += sp->chunk[i].region.slot ? sp->chunk[i].slots : 0;
+	return sp ? sp->n : 0;
 }
 
 /*
@@ -586,7 +628,8 @@ static int read_cold_members(struct cistern *c, struct cistern_sample *out, size
 	if (r < 0)
 		return r;
 	struct cistern__cold_ent *E = ents(c);
-	spares_room(t, k);
+	if (bufs_reserve(t, k) < 0)
+		return -ENOMEM;
 	struct cistern__io *io = calloc(k, sizeof(*io));
 	if (!io)
 		return -ENOMEM;
@@ -601,8 +644,7 @@ static int read_cold_members(struct cistern *c, struct cistern_sample *out, size
 			break;
 		}
 		out[i].data = buf;
-		cistern__cold_prep(&t->cold, &io[q++], out[i].index_ - c->slot_count, 1, buf,
-				   false);
+		prep_read(t, &io[q++], out[i].index_ - c->slot_count, buf);
 	}
 	if (r == 0)
 		r = cistern__cold_run(&T(c)->io, io, (unsigned)q);
@@ -723,6 +765,7 @@ static void ahead_drop_one(struct cistern *c, struct cistern__ahead *a)
 			buf_put(t, a->buf[i]);
 		a->buf[i] = NULL;
 	}
+	t->spares.abandoned |= leak;
 	a->started = a->waited = 0;
 	a->k = 0;
 	a->n = 0;
@@ -800,7 +843,6 @@ static void ahead_draw(struct cistern *c, struct cistern__ahead *a, size_t n,
 		return;
 	for (size_t i = 0; i < prior; i++)
 		cistern__scratch_add(&rs->scratch, (uint32_t)(c->slot_count + before->slot[i]));
-	spares_room(t, n);
 	a->k = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t j;
@@ -820,16 +862,18 @@ static void ahead_draw(struct cistern *c, struct cistern__ahead *a, size_t n,
 		uint64_t w = atomic_load_explicit(&E[j].word, memory_order_acquire);
 		if (cistern__cold_state(w) != CISTERN__COLD_HELD)
 			continue;
-		void *buf = buf_get(t);
-		if (!buf)
-			break;
 		a->slot[a->k] = j;
 		a->word[a->k] = w;
-		a->buf[a->k] = buf;
-		cistern__cold_prep(&t->cold, &a->io[a->k], j, 1, buf, false);
-		/* The kernel's workers issue it: the caller goes back to its step at once. */
-		a->io[a->k].async = true;
 		a->k++;
+	}
+	/* The buffers now, as many as the cold members: a chunk holds no spare one. */
+	if (bufs_reserve(t, a->k) < 0)
+		a->k = 0;
+	for (size_t i = 0; i < a->k; i++) {
+		a->buf[i] = buf_get(t);
+		prep_read(t, &a->io[i], a->slot[i], a->buf[i]);
+		/* The kernel's workers issue it: the caller goes back to its step at once. */
+		a->io[i].async = true;
 	}
 	a->n = n;
 	a->started = a->waited = 0;

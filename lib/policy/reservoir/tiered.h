@@ -80,14 +80,26 @@ struct cistern__ahead {
 };
 
 /*
- * Slot buffers a handle's cold samples gave back, kept for its next reads
- * (tiered.c): a batch read then allocates nothing, and the pages stay
- * mapped instead of being faulted in and zeroed again. It keeps at most
- * `cap`, one batch's worth; a buffer given back past that is freed.
+ * The slot buffers of a handle's cold reads (tiered.c). They come in
+ * chunks of contiguous slots, each registered with the process's ring
+ * where it can be (uring.h): a read into one skips pinning its pages. A
+ * buffer given back stays free for the next read, so a batch read
+ * allocates nothing and its pages stay mapped. A chunk is made for what a
+ * read lacks, so the buffers never exceed the most a handle held at once.
  */
+struct cistern__buf_chunk {
+	uint8_t *base;
+	size_t slots;
+	struct cistern__io_region region;
+};
+
 struct cistern__spares {
-	void **buf;
-	size_t n, cap;
+	void **buf; /* the free buffers: room for every buffer of every chunk */
+	size_t n;
+	struct cistern__buf_chunk *chunk;
+	size_t chunks, total;
+	/* A failed ring may still write into buffers it held: the chunks are never freed then. */
+	bool abandoned;
 };
 
 /*
@@ -141,8 +153,12 @@ size_t cistern__tiered_ahead_slots(const struct cistern *c, unsigned which, uint
 				   size_t cap);
 /* The depth counters of handle c's reads ahead into *out (zero if none yet). */
 void cistern__tiered_ahead_stats(const struct cistern *c, struct cistern__ahead_stats *out);
-/* How many slot buffers handle c keeps for reuse now. For tests. */
-size_t cistern__tiered_spares(const struct cistern *c);
+/*
+ * How many slot buffers handle c keeps free for reuse now; *total gets
+ * how many it made, free or not, and *registered how many of those lie in
+ * chunks registered with the ring. For tests.
+ */
+size_t cistern__tiered_spares(const struct cistern *c, size_t *total, size_t *registered);
 /* Cold slot j's entry in c's cold index, or NULL. For tests. */
 const struct cistern__cold_ent *cistern__tiered_ent(const struct cistern *c, uint64_t j);
 
