@@ -5,7 +5,9 @@
  * comes back in order; forked producers and readers get every sample once,
  * each producer's in order; a full hot and cold ring answers -EAGAIN and
  * loses nothing; a reader killed holding a cold sample and a producer
- * killed in a cold put lose nothing and wedge nothing
+ * killed in a cold put lose nothing and wedge nothing; group writes go
+ * behind the puts: a burst producer does not wait for them while runs are
+ * free, and a detach collects its own
  * (docs/protocol/tiers.md, "The FIFO's spill ring").
  *
  * The cold files live in a directory under /var/tmp, on a disk file system
@@ -230,6 +232,28 @@ Test(fifo_tier, staged_samples_are_read_in_order_once_before_and_after_their_gro
 	/* Another reader takes the rest, from disk now. */
 	cr_assert_eq(reap_status(fork_reader(name, HOT + GROUP / 4, next, true)), 0);
 	cr_assert_gt(bytes_read(c), 0, "the rest came from disk");
+}
+
+Test(fifo_tier, a_group_whose_samples_all_left_before_its_last_put_ended_is_not_written)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("left", &cfg);
+	uint64_t w0 = writes_started();
+	/* Group 0 but its last slot put; its last slot claimed. */
+	for (uint32_t i = 0; i < HOT + GROUP - 1; i++)
+		cr_assert_eq(try_put(c, 1, i), 0);
+	struct cistern_slot slot;
+	cr_assert_eq(cistern_reserve(c, &slot, 0), 0);
+	/* All read meanwhile, then the last put is aborted: every sample of the group left. */
+	for (uint32_t i = 0; i < HOT + GROUP - 1; i++)
+		get_expect(c, 1, i);
+	cr_assert_eq(cistern_abort(c, &slot), 0);
+	cr_assert_eq(cistern__fifo_tier_settle(c), 0);
+	struct cistern_stats st = stats_of(c);
+	cr_assert_eq(writes_started() - w0, 0, "no write for a group that left");
+	cr_assert_eq(st.cold_groups_staged + st.cold_groups_writing, 0, "its run is free");
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), -EAGAIN);
 }
 
 Test(fifo_tier, a_full_hot_and_cold_ring_answers_eagain_and_loses_nothing)
@@ -721,6 +745,116 @@ Test(fifo_tier,
 		get_expect(c, 1, i);
 	cr_assert_gt(bytes_read(c), 0, "group 0 came from disk");
 	for (uint32_t i = 0; i < 3 * GROUP + 1; i++)
+		get_expect(c, 2, i);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), -EAGAIN, "each sample once");
+}
+
+/* ---- group writes behind the puts ------------------------------------------ */
+
+Test(fifo_tier, a_burst_producer_never_waits_while_runs_are_free_and_writes_are_in_flight)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("behind", &cfg);
+	uint64_t w0 = writes_started();
+	/* Timeout 0: a put that had to wait would answer -EAGAIN. */
+	for (uint32_t i = 0; i < HOT + 4 * GROUP; i++) {
+		int r = try_put(c, 1, i);
+		cr_assert_eq(r, 0, "put %u: %s", i, cistern_strerror(r));
+	}
+	struct cistern_stats st = stats_of(c);
+	cr_assert_eq(writes_started() - w0, 4, "each group's write started behind its puts");
+	cr_assert_eq(st.cold_write_waits, 0, "no put waited for a group's write");
+	cr_assert_eq(st.producer_waits, 0);
+	/* The last group's write is still ours to collect: nothing of ours waited for it. */
+	cr_assert_geq(st.cold_groups_writing, 1);
+	cr_assert_eq(st.cold_groups_staged, 0, "no whole group waits for its write to start");
+	cr_assert_eq(cistern__fifo_tier_settle(c), 0);
+	st = stats_of(c);
+	cr_assert_eq(st.cold_groups_writing, 0);
+	cr_assert_eq(slots_written(c), 4 * GROUP);
+	for (uint32_t i = 0; i < HOT + 4 * GROUP; i++)
+		get_expect(c, 1, i);
+}
+
+Test(fifo_tier, a_detach_collects_its_group_write_in_flight)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("detw", &cfg);
+	struct cistern *w;
+	cr_assert_eq(cistern_attach(seg_name_of(c), &w), 0);
+	for (uint32_t i = 0; i < HOT + GROUP; i++)
+		cr_assert_eq(try_put(w, 1, i), 0);
+	struct cistern_stats st = stats_of(c);
+	cr_assert_eq(st.cold_groups_writing, 1, "group 0's write is in flight");
+	cr_assert_eq(st.cold_bytes_written, 0, "and not collected");
+	cr_assert_eq(cistern_detach(w), 0);
+	st = stats_of(c);
+	cr_assert_eq(st.cold_groups_writing + st.cold_groups_staged, 0, "its run is free");
+	cr_assert_eq(slots_written(c), GROUP, "the detach collected the write");
+	for (uint32_t i = 0; i < HOT + GROUP; i++)
+		get_expect(c, 1, i);
+	cr_assert_gt(bytes_read(c), 0, "group 0 came from disk");
+}
+
+/*
+ * A child that puts the hot ring and 4 groups of producer 1, says ready
+ * with its last group's write uncollected, and detaches when told to.
+ */
+static pid_t fork_writer(const char *name, int p[2], int go[2])
+{
+	pid_t pid = fork_child();
+	if (pid != 0)
+		return pid;
+	close(p[0]);
+	close(go[1]);
+	struct cistern *w;
+	if (cistern_attach(name, &w) < 0)
+		_exit(3);
+	for (uint32_t i = 0; i < HOT + 4 * GROUP; i++)
+		if (try_put(w, 1, i) != 0)
+			_exit(4);
+	if (write(p[1], "r", 1) != 1)
+		_exit(5);
+	char b;
+	if (read(go[0], &b, 1) != 1)
+		_exit(6);
+	_exit(cistern_detach(w) == 0 ? 0 : 7);
+}
+
+Test(fifo_tier, a_put_that_needs_a_run_another_process_writes_waits_for_its_collect)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("other", &cfg);
+	int p[2], go[2];
+	cr_assert_eq(pipe(p), 0);
+	cr_assert_eq(pipe(go), 0);
+	pid_t pid = fork_writer(seg_name_of(c), p, go);
+	close(go[0]);
+	cr_assert_gt(await_ready(p, pid), 0);
+	/* Our puts go on until one needs a run whose write the child has not collected. */
+	uint32_t mine = 0;
+	int r;
+	while ((r = try_put(c, 2, mine)) == 0)
+		mine++;
+	cr_assert_eq(r, -EAGAIN, "put %u: %s", mine, cistern_strerror(r));
+	cr_assert_leq(mine, 3 * GROUP, "at the latest group 7 needs group 3's run");
+	struct cistern_stats st = stats_of(c);
+	cr_assert_geq(st.cold_write_waits, 1, "the put waited for the child's write");
+	cr_assert_geq(st.cold_groups_writing, 1);
+	/* The child's detach collects its writes; our waiting put goes on. */
+	cr_assert_eq(write(go[1], "x", 1), 1);
+	uint8_t buf[SLOT];
+	fill_payload(buf, len_of(mine), 2, mine);
+	struct cistern_meta m = {.sim_id = 2, .time_step = mine};
+	r = cistern_put(c, buf, len_of(mine), &m, 5000);
+	cr_assert_eq(r, 0, "put: %s", cistern_strerror(r));
+	mine++;
+	cr_assert_eq(reap_status(pid), 0);
+	close(go[1]);
+	for (uint32_t i = 0; i < HOT + 4 * GROUP; i++)
+		get_expect(c, 1, i);
+	for (uint32_t i = 0; i < mine; i++)
 		get_expect(c, 2, i);
 	struct cistern_sample s;
 	cr_assert_eq(cistern_acquire(c, &s, 0), -EAGAIN, "each sample once");
