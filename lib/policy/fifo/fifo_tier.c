@@ -23,8 +23,8 @@
  * that finds its group's puts all done starts the group's O_DIRECT write
  * through its process's io_uring and returns without waiting for it; its
  * later calls collect the completion, and then the STAGED entries turn
- * COMMITTED and the run is free. A reader copies a STAGED sample from its run while the run
- * holds its group. A cold read of COMMITTED samples reads its slot and
+ * COMMITTED and the run is free. A reader copies a STAGED sample from
+ * its run while the run holds its group. A cold read of COMMITTED samples reads its slot and
  * the next committed slots after it in one read, and takes them from
  * that buffer while their entries still name the same position.
  *
@@ -56,11 +56,11 @@
 /* A staging run word's states (bits 32-33); bits 0-31 the group's first position. */
 enum { RUN_FREE = 0, RUN_HELD = 1, RUN_WRITING = 2 };
 /*
- * Counters on the run words' line, after the words (statistics, relaxed):
- * times a put waited for a group's write, and group writes started.
+ * A counter on the run words' line, after the words (a statistic,
+ * relaxed): the times a put waited for a group's write.
  */
-enum { CTR_WRITE_WAITS = STAGE_RUNS, CTR_WRITES = STAGE_RUNS + 1 };
-_Static_assert(STAGE_RUNS + 2 <= 8, "the counters fit the run words' line");
+enum { CTR_WRITE_WAITS = STAGE_RUNS };
+_Static_assert(STAGE_RUNS + 1 <= 8, "the counter fits the run words' line");
 
 /*
  * A run of cold slots read ahead: the bytes of positions pos .. pos + n - 1,
@@ -547,8 +547,6 @@ static int stage_flush(struct cistern *c, struct fifo_tier *t, const struct geo 
 	s->cnt = (uint32_t)cnt;
 	s->busy = true;
 	t->writes++;
-	/* Relaxed: a statistic. */
-	atomic_fetch_add_explicit(stage_ctr(c, CTR_WRITES), 1, memory_order_relaxed);
 	if (cistern__fifo_stage_hook)
 		cistern__fifo_stage_hook();
 	return 0;
