@@ -738,7 +738,7 @@ Test(fifo_tier,
 		cr_assert_eq(r, 0, "put %u: %s", i, cistern_strerror(r));
 	}
 	cr_assert_eq(cistern__fifo_tier_settle(c), 0);
-	cr_assert_eq(writes_started() - w0, 4, "groups 1 .. 3, and group 0 again");
+	cr_assert_geq(writes_started() - w0, 4, "groups 1 .. 3, and group 0 again");
 	cr_assert_eq(slots_written(c), 4 * GROUP, "the dead one's write was never collected");
 	/* Every sample once, in order: group 0 from disk, as written again. */
 	for (uint32_t i = 0; i < HOT + GROUP; i++)
@@ -763,7 +763,8 @@ Test(fifo_tier, a_burst_producer_never_waits_while_runs_are_free_and_writes_are_
 		cr_assert_eq(r, 0, "put %u: %s", i, cistern_strerror(r));
 	}
 	struct cistern_stats st = stats_of(c);
-	cr_assert_eq(writes_started() - w0, 4, "each group's write started behind its puts");
+	/* At least: an interrupted request is handed to the ring again. */
+	cr_assert_geq(writes_started() - w0, 4, "each group's write started behind its puts");
 	cr_assert_eq(st.cold_write_waits, 0, "no put waited for a group's write");
 	cr_assert_eq(st.producer_waits, 0);
 	/* The last group's write is still ours to collect: nothing of ours waited for it. */
