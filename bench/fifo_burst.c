@@ -28,7 +28,9 @@
  * (none twice, none missing at end of data).
  *
  * Each row reports the producer's burst seconds, its waits, the consumer's
- * rate, the samples spilled to the cold tier and the order verdict, and the
+ * rate, the samples spilled to the cold tier, the bytes written to the cold
+ * file and the times a put waited for a group's write (counts that the
+ * machine's load does not change), the order verdict, and the
  * ratios of burst time and consumer rate against the in-memory FIFO. It
  * asserts no time. The exit status is 1 only when a row could not run or a
  * sample came torn, out of order, twice or not at all.
@@ -88,6 +90,8 @@ struct row {
 	bool ran;
 	double burst_s, wait_s, read_mibs;
 	uint64_t eagain, waited_puts, spilled, cold_reads;
+	/* The tier's counts, which the machine's load does not change: waits for group writes. */
+	uint64_t write_waits, written;
 	uint64_t torn, out_of_order, twice, missing;
 };
 
@@ -362,6 +366,8 @@ static int one_row(const struct opts *o, int run, uint32_t len, uint64_t hot, ui
 	if (cistern_stats_get(c, &st) == 0) {
 		res->spilled = st.cold_spilled;
 		res->cold_reads = st.cold_reads;
+		res->write_waits = st.cold_write_waits;
+		res->written = st.cold_bytes_written;
 	}
 	cistern_detach(c);
 	cistern_unlink(name);
@@ -467,8 +473,10 @@ int main(int argc, char **argv)
 	       (unsigned long long)o.hot_mib, o.read_frac, o.dir,
 	       o.tiny ? " [tiny run: figures meaningless]" : "");
 	printf("| sample | FIFO | slots | burst s | / in memory | -EAGAIN | puts that waited | "
-	       "waited s | consumer MiB/s | / in memory | spilled | order, exactly once |\n");
-	printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+	       "waited s | consumer MiB/s | / in memory | spilled | cold MiB written | "
+	       "waits for a group write | order, exactly once |\n");
+	printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
+	       "--- |\n");
 	char lines[NSIZE * 4][240];
 	int nl = 0;
 	const char *tag = o.tiny ? "verdict (tiny run, not a measurement)" : "verdict";
@@ -486,7 +494,7 @@ int main(int argc, char **argv)
 				snprintf(slots, sizeof(slots), "%llu",
 					 (unsigned long long)(k == ROW_MEM ? 5 * h : h));
 			if (!w->ran) {
-				printf("| %3u KiB | %s | %s | did not run | | | | | | | | |\n",
+				printf("| %3u KiB | %s | %s | did not run | | | | | | | | | | |\n",
 				       len / 1024, row_names[k], slots);
 				continue;
 			}
@@ -500,13 +508,14 @@ int main(int argc, char **argv)
 					 (unsigned long long)w->twice,
 					 (unsigned long long)w->missing);
 			printf("| %3u KiB | %s | %s | %.3f | %.2f | %llu | %llu | %.3f | %.0f | "
-			       "%.2f | %llu | %s |\n",
+			       "%.2f | %llu | %.0f | %llu | %s |\n",
 			       len / 1024, row_names[k], slots, w->burst_s,
 			       m->ran && m->burst_s > 0 ? w->burst_s / m->burst_s : 0,
 			       (unsigned long long)w->eagain, (unsigned long long)w->waited_puts,
 			       w->wait_s, w->read_mibs,
 			       m->ran && m->read_mibs > 0 ? w->read_mibs / m->read_mibs : 0,
-			       (unsigned long long)w->spilled, verdict);
+			       (unsigned long long)w->spilled, (double)w->written / 1048576.0,
+			       (unsigned long long)w->write_waits, verdict);
 			if (!order_ok(w))
 				status = 1;
 		}

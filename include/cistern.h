@@ -838,6 +838,15 @@ struct cistern_stats {
 	uint64_t cold_bytes_read;    /**< bytes read from the cold file */
 	uint64_t cold_write_wait_ns; /**< time spent waiting for cold writes */
 	uint64_t cold_read_wait_ns;  /**< time spent waiting for cold reads */
+	/*
+	 * A FIFO's staging runs (docs/protocol/tiers.md, "Staging runs"),
+	 * appended after the fields above; 0 for other tiers. Cold puts copy
+	 * their samples there; a group of them goes to disk in one write.
+	 */
+	uint64_t cold_stage_bytes;    /**< bytes of the staging runs in the segment */
+	uint64_t cold_groups_staged;  /**< groups staged, their write not started */
+	uint64_t cold_groups_writing; /**< groups being written (or not yet collected) */
+	uint64_t cold_write_waits;    /**< times a put waited for a group's write */
 };
 
 /**

@@ -221,6 +221,16 @@ static void text(const struct snapshot *s, const struct snapshot *prev)
 		       fmt_bytes(st->cold_bytes_written, wb, sizeof(wb)),
 		       fmt_bytes(st->cold_bytes_read, rb, sizeof(rb)),
 		       (double)st->cold_write_wait_ns / 1e9, (double)st->cold_read_wait_ns / 1e9);
+		/* A FIFO's staging runs: memory of the segment that cold puts go through. */
+		if (st->cold_stage_bytes) {
+			char sb[16];
+			printf("  staging         %12s in the segment  (groups: %" PRIu64
+			       " staged, %" PRIu64
+			       " being written; puts waited for a write %" PRIu64 " times)\n",
+			       fmt_bytes(st->cold_stage_bytes, sb, sizeof(sb)),
+			       st->cold_groups_staged, st->cold_groups_writing,
+			       st->cold_write_waits);
+		}
 	}
 	printf("  puts            %12" PRIu64, st->puts);
 	if (prev && s->taken_ns > prev->taken_ns)
@@ -350,11 +360,15 @@ static void json(const struct snapshot *s)
 		printf(" \"cold\": {\"slots\": %" PRIu64 ", \"population\": %" PRIu64
 		       ", \"disk_bytes\": %" PRIu64 ", \"spilled\": %" PRIu64
 		       ", \"reads\": %" PRIu64 ", \"evictions\": %" PRIu64
+		       ", \"stage_bytes\": %" PRIu64 ", \"groups_staged\": %" PRIu64
+		       ", \"groups_writing\": %" PRIu64 ", \"write_waits\": %" PRIu64
 		       ", \"bytes_written\": %" PRIu64 ", \"bytes_read\": %" PRIu64
 		       ", \"write_wait_ns\": %" PRIu64 ", \"read_wait_ns\": %" PRIu64 "},\n",
 		       st->cold_slots, st->cold_population, st->cold_disk_bytes, st->cold_spilled,
-		       st->cold_reads, st->cold_evictions, st->cold_bytes_written,
-		       st->cold_bytes_read, st->cold_write_wait_ns, st->cold_read_wait_ns);
+		       st->cold_reads, st->cold_evictions, st->cold_stage_bytes,
+		       st->cold_groups_staged, st->cold_groups_writing, st->cold_write_waits,
+		       st->cold_bytes_written, st->cold_bytes_read, st->cold_write_wait_ns,
+		       st->cold_read_wait_ns);
 	printf(" \"seen_left\": {");
 	for (int i = 0; i < CISTERN_SEEN_BUCKETS; i++)
 		printf("%s\"%s\": %" PRIu64, i ? ", " : "", bucket_names[i], st->seen_hist[i]);

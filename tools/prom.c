@@ -287,6 +287,18 @@ void prom_write(FILE *f, const struct prom_seg *segs, size_t n)
 		     "Bytes written to the cold file.", x->st.cold_bytes_written);
 		COLD(f, "cistern_cold_bytes_read_total", "counter",
 		     "Bytes read from the cold file.", x->st.cold_bytes_read);
+		COLD(f, "cistern_cold_stage_bytes", "gauge",
+		     "Bytes of a FIFO's staging runs in the segment (0 for other policies).",
+		     x->st.cold_stage_bytes);
+		COLD(f, "cistern_cold_groups_staged", "gauge",
+		     "Groups of cold slots staged in memory, their write not started.",
+		     x->st.cold_groups_staged);
+		COLD(f, "cistern_cold_groups_writing", "gauge",
+		     "Groups of cold slots being written (or not yet collected by their writer).",
+		     x->st.cold_groups_writing);
+		COLD(f, "cistern_cold_write_waits_total", "counter",
+		     "Times a put waited for a group's write to the cold file.",
+		     x->st.cold_write_waits);
 		prom_family(f, "cistern_cold_write_wait_seconds_total", "counter",
 			    "Time spent waiting for cold writes to complete.");
 		for (size_t i = 0; i < n; i++)

@@ -795,6 +795,10 @@ int cistern_stats_get(const struct cistern *c, struct cistern_stats *st)
 	st->cold_bytes_read = tv.bytes_read;
 	st->cold_write_wait_ns = tv.write_wait_ns;
 	st->cold_read_wait_ns = tv.read_wait_ns;
+	st->cold_stage_bytes = tv.stage_bytes;
+	st->cold_groups_staged = tv.groups_staged;
+	st->cold_groups_writing = tv.groups_writing;
+	st->cold_write_waits = tv.write_waits;
 	return 0;
 }
 

@@ -302,6 +302,12 @@ struct cistern__tier_view {
 	uint64_t slots, population, disk_bytes, spilled, cold_reads, cold_evictions;
 	/* The I/O of the cold file (tier/cold.h, struct cistern__cold_io). */
 	uint64_t bytes_written, bytes_read, write_wait_ns, read_wait_ns;
+	/*
+	 * A FIFO's staging runs (0 for other tiers): their bytes in the
+	 * segment, the groups staged there and not yet written, the groups
+	 * being written, and the times a put waited for a group's write.
+	 */
+	uint64_t stage_bytes, groups_staged, groups_writing, write_waits;
 };
 
 /* One cold sample as dump and restore carry it (admin/dump.c, restore.c). */

@@ -230,6 +230,33 @@ int cistern__uring_wait(struct cistern__io_batch *b)
 	return b->err;
 }
 
+bool cistern__uring_poll(struct cistern__io_batch *b)
+{
+	if (b->pending == 0)
+		return true;
+	pthread_mutex_lock(&ring_lock);
+	if (ring_pid != getpid()) {
+		/* A batch of the parent's ring (a fork() child's copy): never ours to finish. */
+		pthread_mutex_unlock(&ring_lock);
+		return false;
+	}
+	/* Requests that did not fit before, and whatever is queued: no wait. */
+	fill(b);
+	io_uring_submit(&ring);
+	struct io_uring_cqe *cqe;
+	while (io_uring_peek_cqe(&ring, &cqe) == 0) {
+		struct cistern__io *io = io_uring_cqe_get_data(cqe);
+		int res = cqe->res;
+		io_uring_cqe_seen(&ring, cqe);
+		complete(io, res);
+	}
+	/* A completion may have queued the rest of a short request: hand it over. */
+	io_uring_submit(&ring);
+	bool done = b->pending == 0;
+	pthread_mutex_unlock(&ring_lock);
+	return done;
+}
+
 int cistern__uring_run(struct cistern__io *io, unsigned n)
 {
 	struct cistern__io_batch b;

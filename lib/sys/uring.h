@@ -73,6 +73,11 @@ struct cistern__io_batch {
 int cistern__uring_start(struct cistern__io_batch *b, struct cistern__io *io, unsigned n);
 /* Wait until every request of the batch is done or failed: 0 or the first -errno. */
 int cistern__uring_wait(struct cistern__io_batch *b);
+/*
+ * Record the completions the ring holds now, without waiting: true once
+ * every request of the batch is done or failed (b->err says which).
+ */
+bool cistern__uring_poll(struct cistern__io_batch *b);
 /* Start and wait. */
 int cistern__uring_run(struct cistern__io *io, unsigned n);
 /*

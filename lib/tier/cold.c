@@ -420,6 +420,21 @@ int cistern__cold_wait(struct cistern__cold_io *ctr, struct cistern__io_batch *b
 	return r;
 }
 
+int cistern__cold_poll(struct cistern__cold_io *ctr, struct cistern__io_batch *b)
+{
+	if (!cistern__uring_poll(b))
+		return -EINPROGRESS;
+	if (ctr && b->n) {
+		uint64_t bytes = 0;
+		for (unsigned i = 0; i < b->n; i++)
+			bytes += b->io[i].done;
+		/* Relaxed: statistics (cold.h); nothing is ordered by them. No wait: no time. */
+		atomic_fetch_add_explicit(b->io[0].write ? &ctr->bytes_written : &ctr->bytes_read,
+					  bytes, memory_order_relaxed);
+	}
+	return b->err;
+}
+
 int cistern__cold_run(struct cistern__cold_io *ctr, struct cistern__io *io, unsigned n)
 {
 	struct cistern__io_batch b;

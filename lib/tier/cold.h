@@ -92,6 +92,13 @@ struct cistern__cold_io {
  * reads or all writes.
  */
 int cistern__cold_wait(struct cistern__cold_io *ctr, struct cistern__io_batch *b);
+/*
+ * cistern__uring_poll() on a batch of cold file I/O: -EINPROGRESS while
+ * some request is not done; then 0 or the first -errno, its bytes counted
+ * in ctr (NULL: not counted) as cistern__cold_wait() counts them, with no
+ * time (nobody waited).
+ */
+int cistern__cold_poll(struct cistern__cold_io *ctr, struct cistern__io_batch *b);
 /* cistern__uring_run(), its wait counted in ctr as cistern__cold_wait(). */
 int cistern__cold_run(struct cistern__cold_io *ctr, struct cistern__io *io, unsigned n);
 

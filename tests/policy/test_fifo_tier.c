@@ -5,7 +5,9 @@
  * comes back in order; forked producers and readers get every sample once,
  * each producer's in order; a full hot and cold ring answers -EAGAIN and
  * loses nothing; a reader killed holding a cold sample and a producer
- * killed in a cold put lose nothing and wedge nothing
+ * killed in a cold put lose nothing and wedge nothing; group writes go
+ * behind the puts: a burst producer does not wait for them while runs are
+ * free, and a detach collects its own
  * (docs/protocol/tiers.md, "The FIFO's spill ring").
  *
  * The cold files live in a directory under /var/tmp, on a disk file system
@@ -106,19 +108,19 @@ Test(fifo_tier, a_burst_of_four_hot_rings_is_taken_without_a_wait_and_read_in_or
 	cr_assert_eq(cistern_acquire(c, &s, 0), -EAGAIN);
 }
 
-Test(fifo_tier, counts_the_cold_bytes_moved_and_the_time_waited_for_them)
+Test(fifo_tier, counts_the_cold_bytes_moved_and_the_time_waited_for_reads)
 {
 	struct cistern_config cfg = tier_cfg();
 	struct cistern *c = seg_create_cfg("io", &cfg);
 	for (uint32_t i = 0; i < 4 * HOT; i++)
 		cr_assert_eq(try_put(c, 1, i), 0);
+	/* The group writes started behind the puts count once collected. */
+	cr_assert_eq(cistern__fifo_tier_settle(c), 0);
 	uint64_t sb = cistern__cold_slot_bytes(SLOT);
 	struct cistern_stats st;
 	cr_assert_eq(cistern_stats_get(c, &st), 0);
-	/* The groups that needed their staging run again went to disk, whole. */
 	cr_assert_gt(st.cold_bytes_written, 0);
-	cr_assert_eq(st.cold_bytes_written % sb, 0);
-	cr_assert_gt(st.cold_write_wait_ns, 0);
+	cr_assert_eq(st.cold_bytes_written % sb, 0, "groups went to disk whole");
 	cr_assert_eq(st.cold_bytes_read, 0, "nothing was read yet");
 	for (uint32_t i = 0; i < 4 * HOT; i++)
 		get_expect(c, 1, i);
@@ -140,6 +142,21 @@ static uint64_t slots_written(struct cistern *c)
 	return st.cold_bytes_written / cistern__cold_slot_bytes(SLOT);
 }
 
+/* The writes this process handed to its io_uring so far. */
+static uint64_t writes_started(void)
+{
+	uint64_t writes, bytes;
+	cistern__uring_written(&writes, &bytes);
+	return writes;
+}
+
+static struct cistern_stats stats_of(struct cistern *c)
+{
+	struct cistern_stats st;
+	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	return st;
+}
+
 static uint64_t bytes_read(struct cistern *c)
 {
 	struct cistern_stats st;
@@ -151,16 +168,19 @@ Test(fifo_tier, single_cold_puts_are_staged_and_written_a_whole_group_at_a_time)
 {
 	struct cistern_config cfg = tier_cfg();
 	struct cistern *c = seg_create_cfg("staged", &cfg);
-	for (uint32_t i = 0; i < 4 * HOT; i++)
+	uint64_t w0 = writes_started();
+	for (uint32_t i = 0; i < 4 * HOT + GROUP / 2; i++)
 		cr_assert_eq(try_put(c, 1, i), 0, "put %u", i);
-	struct cistern_stats st;
-	cr_assert_eq(cistern_stats_get(c, &st), 0);
+	cr_assert_eq(cistern__fifo_tier_settle(c), 0);
+	struct cistern_stats st = stats_of(c);
 	uint64_t w = slots_written(c);
-	/* 6 groups put, 4 staged in memory: the 2 oldest went to disk, one write each. */
-	cr_assert_eq(st.cold_spilled, 6 * GROUP);
-	cr_assert_eq(w, 2 * GROUP, "%llu slots written for %llu spilled", (unsigned long long)w,
+	/* 6 whole groups and half of one put: each whole group in one write, the half staged. */
+	cr_assert_eq(st.cold_spilled, 6 * GROUP + GROUP / 2);
+	cr_assert_eq(w, 6 * GROUP, "%llu slots written for %llu spilled", (unsigned long long)w,
 		     (unsigned long long)st.cold_spilled);
-	for (uint32_t i = 0; i < 4 * HOT; i++)
+	cr_assert_eq(writes_started() - w0, 6);
+	cr_assert_eq(st.cold_groups_staged, 1);
+	for (uint32_t i = 0; i < 4 * HOT + GROUP / 2; i++)
 		get_expect(c, 1, i);
 }
 
@@ -196,20 +216,44 @@ Test(fifo_tier, staged_samples_are_read_in_order_once_before_and_after_their_gro
 	struct cistern *c = seg_create_cfg("stread", &cfg);
 	const char *name = seg_name_of(c);
 	uint32_t next = 0;
-	/* Cold positions 0 .. 63: groups 0 and 1, staged. */
-	while (next < HOT + 2 * GROUP)
+	/* Cold positions 0 .. 15: half of group 0, staged. */
+	while (next < HOT + GROUP / 2)
 		cr_assert_eq(try_put(c, 1, next++), 0);
+	cr_assert_eq(cistern__fifo_tier_settle(c), 0);
 	cr_assert_eq(slots_written(c), 0);
-	/* A reader takes the hot ring and half of group 0, from memory. */
-	cr_assert_eq(reap_status(fork_reader(name, 0, HOT + GROUP / 2, false)), 0);
+	/* A reader takes the hot ring and 8 of group 0, from memory. */
+	cr_assert_eq(reap_status(fork_reader(name, 0, HOT + GROUP / 4, false)), 0);
 	cr_assert_eq(bytes_read(c), 0, "staged samples come from memory");
-	/* Groups 2 .. 5 take every staging run: groups 0 and 1 go to disk. */
+	/* Groups 0 .. 5 done: each goes to disk behind its last put. */
 	while (next < HOT + 6 * GROUP)
 		cr_assert_eq(try_put(c, 1, next++), 0);
-	cr_assert_eq(slots_written(c), 2 * GROUP);
-	/* Another reader takes the rest: groups 0 and 1 from disk, 2 .. 5 from memory. */
-	cr_assert_eq(reap_status(fork_reader(name, HOT + GROUP / 2, next, true)), 0);
-	cr_assert_gt(bytes_read(c), 0, "the rest of groups 0 and 1 came from disk");
+	cr_assert_eq(cistern__fifo_tier_settle(c), 0);
+	cr_assert_eq(slots_written(c), 6 * GROUP);
+	/* Another reader takes the rest, from disk now. */
+	cr_assert_eq(reap_status(fork_reader(name, HOT + GROUP / 4, next, true)), 0);
+	cr_assert_gt(bytes_read(c), 0, "the rest came from disk");
+}
+
+Test(fifo_tier, a_group_whose_samples_all_left_before_its_last_put_ended_is_not_written)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("left", &cfg);
+	uint64_t w0 = writes_started();
+	/* Group 0 but its last slot put; its last slot claimed. */
+	for (uint32_t i = 0; i < HOT + GROUP - 1; i++)
+		cr_assert_eq(try_put(c, 1, i), 0);
+	struct cistern_slot slot;
+	cr_assert_eq(cistern_reserve(c, &slot, 0), 0);
+	/* All read meanwhile, then the last put is aborted: every sample of the group left. */
+	for (uint32_t i = 0; i < HOT + GROUP - 1; i++)
+		get_expect(c, 1, i);
+	cr_assert_eq(cistern_abort(c, &slot), 0);
+	cr_assert_eq(cistern__fifo_tier_settle(c), 0);
+	struct cistern_stats st = stats_of(c);
+	cr_assert_eq(writes_started() - w0, 0, "no write for a group that left");
+	cr_assert_eq(st.cold_groups_staged + st.cold_groups_writing, 0, "its run is free");
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), -EAGAIN);
 }
 
 Test(fifo_tier, a_full_hot_and_cold_ring_answers_eagain_and_loses_nothing)
@@ -656,14 +700,12 @@ static void stop_in_write(void)
 	ready_then_wait(hook_fd);
 }
 
-Test(fifo_tier, a_producer_killed_writing_a_group_loses_nothing_and_the_group_is_written_again)
+Test(fifo_tier,
+     a_producer_killed_with_a_group_write_in_flight_loses_nothing_and_it_is_written_again)
 {
 	struct cistern_config cfg = tier_cfg();
 	struct cistern *c = seg_create_cfg("kwrite", &cfg);
 	const char *name = seg_name_of(c);
-	/* Groups 0 .. 3 staged: every staging run holds one. */
-	fill_past_hot(c, 4 * GROUP);
-	cr_assert_eq(slots_written(c), 0);
 	int p[2];
 	cr_assert_eq(pipe(p), 0);
 	pid_t pid = fork_child();
@@ -674,29 +716,149 @@ Test(fifo_tier, a_producer_killed_writing_a_group_loses_nothing_and_the_group_is
 		struct cistern *w;
 		if (cistern_attach(name, &w) < 0)
 			_exit(3);
-		/* Group 4 needs group 0's run: this put writes group 0 and stops there. */
-		try_put(w, 2, 0);
+		/* The last put of group 0 starts its write and stops with it in flight. */
+		for (uint32_t i = 0; i < HOT + GROUP; i++)
+			if (try_put(w, 1, i) != 0)
+				_exit(4);
 		_exit(5);
 	}
 	cr_assert_gt(await_ready(p, pid), 0);
 	kill_and_reap(pid);
-	/* Group 0 is still staged: the first samples come from memory, in order. */
-	for (uint32_t i = 0; i < HOT + 8; i++)
+	uint64_t w0 = writes_started();
+	/*
+	 * Groups 1 .. 3 go behind our puts; group 4's first put needs group 0's
+	 * run: it waits for the reclaim of the dead writer, then writes group 0
+	 * again.
+	 */
+	for (uint32_t i = 0; i < 3 * GROUP + 1; i++) {
+		uint8_t buf[SLOT];
+		fill_payload(buf, len_of(i), 2, i);
+		struct cistern_meta m = {.sim_id = 2, .time_step = i};
+		int r = cistern_put(c, buf, len_of(i), &m, 5000);
+		cr_assert_eq(r, 0, "put %u: %s", i, cistern_strerror(r));
+	}
+	cr_assert_eq(cistern__fifo_tier_settle(c), 0);
+	cr_assert_geq(writes_started() - w0, 4, "groups 1 .. 3, and group 0 again");
+	cr_assert_eq(slots_written(c), 4 * GROUP, "the dead one's write was never collected");
+	/* Every sample once, in order: group 0 from disk, as written again. */
+	for (uint32_t i = 0; i < HOT + GROUP; i++)
 		get_expect(c, 1, i);
-	cr_assert_eq(bytes_read(c), 0);
-	/* The next put waits for the reclaim of the dead writer, then writes group 0 again. */
-	uint8_t buf[SLOT];
-	fill_payload(buf, len_of(0), 3, 0);
-	struct cistern_meta m = {.sim_id = 3, .time_step = 0};
-	int r = cistern_put(c, buf, len_of(0), &m, 5000);
-	cr_assert_eq(r, 0, "put: %s", cistern_strerror(r));
-	cr_assert_eq(slots_written(c), GROUP);
-	for (uint32_t i = HOT + 8; i < HOT + 4 * GROUP; i++)
-		get_expect(c, 1, i);
-	cr_assert_gt(bytes_read(c), 0, "the rest of group 0 came from disk");
-	get_expect(c, 3, 0);
+	cr_assert_gt(bytes_read(c), 0, "group 0 came from disk");
+	for (uint32_t i = 0; i < 3 * GROUP + 1; i++)
+		get_expect(c, 2, i);
 	struct cistern_sample s;
-	cr_assert_eq(cistern_acquire(c, &s, 0), -EAGAIN, "each sample once, none of the dead put");
+	cr_assert_eq(cistern_acquire(c, &s, 0), -EAGAIN, "each sample once");
+}
+
+/* ---- group writes behind the puts ------------------------------------------ */
+
+Test(fifo_tier, a_burst_producer_never_waits_while_runs_are_free_and_writes_are_in_flight)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("behind", &cfg);
+	uint64_t w0 = writes_started();
+	/* Timeout 0: a put that had to wait would answer -EAGAIN. */
+	for (uint32_t i = 0; i < HOT + 4 * GROUP; i++) {
+		int r = try_put(c, 1, i);
+		cr_assert_eq(r, 0, "put %u: %s", i, cistern_strerror(r));
+	}
+	struct cistern_stats st = stats_of(c);
+	/* At least: an interrupted request is handed to the ring again. */
+	cr_assert_geq(writes_started() - w0, 4, "each group's write started behind its puts");
+	cr_assert_eq(st.cold_write_waits, 0, "no put waited for a group's write");
+	cr_assert_eq(st.producer_waits, 0);
+	/* The last group's write is still ours to collect: nothing of ours waited for it. */
+	cr_assert_geq(st.cold_groups_writing, 1);
+	cr_assert_eq(st.cold_groups_staged, 0, "no whole group waits for its write to start");
+	cr_assert_eq(cistern__fifo_tier_settle(c), 0);
+	st = stats_of(c);
+	cr_assert_eq(st.cold_groups_writing, 0);
+	cr_assert_eq(slots_written(c), 4 * GROUP);
+	for (uint32_t i = 0; i < HOT + 4 * GROUP; i++)
+		get_expect(c, 1, i);
+}
+
+Test(fifo_tier, a_detach_collects_its_group_write_in_flight)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("detw", &cfg);
+	struct cistern *w;
+	cr_assert_eq(cistern_attach(seg_name_of(c), &w), 0);
+	for (uint32_t i = 0; i < HOT + GROUP; i++)
+		cr_assert_eq(try_put(w, 1, i), 0);
+	struct cistern_stats st = stats_of(c);
+	cr_assert_eq(st.cold_groups_writing, 1, "group 0's write is in flight");
+	cr_assert_eq(st.cold_bytes_written, 0, "and not collected");
+	cr_assert_eq(cistern_detach(w), 0);
+	st = stats_of(c);
+	cr_assert_eq(st.cold_groups_writing + st.cold_groups_staged, 0, "its run is free");
+	cr_assert_eq(slots_written(c), GROUP, "the detach collected the write");
+	for (uint32_t i = 0; i < HOT + GROUP; i++)
+		get_expect(c, 1, i);
+	cr_assert_gt(bytes_read(c), 0, "group 0 came from disk");
+}
+
+/*
+ * A child that puts the hot ring and 4 groups of producer 1, says ready
+ * with its last group's write uncollected, and detaches when told to.
+ */
+static pid_t fork_writer(const char *name, int p[2], int go[2])
+{
+	pid_t pid = fork_child();
+	if (pid != 0)
+		return pid;
+	close(p[0]);
+	close(go[1]);
+	struct cistern *w;
+	if (cistern_attach(name, &w) < 0)
+		_exit(3);
+	for (uint32_t i = 0; i < HOT + 4 * GROUP; i++)
+		if (try_put(w, 1, i) != 0)
+			_exit(4);
+	if (write(p[1], "r", 1) != 1)
+		_exit(5);
+	char b;
+	if (read(go[0], &b, 1) != 1)
+		_exit(6);
+	_exit(cistern_detach(w) == 0 ? 0 : 7);
+}
+
+Test(fifo_tier, a_put_that_needs_a_run_another_process_writes_waits_for_its_collect)
+{
+	struct cistern_config cfg = tier_cfg();
+	struct cistern *c = seg_create_cfg("other", &cfg);
+	int p[2], go[2];
+	cr_assert_eq(pipe(p), 0);
+	cr_assert_eq(pipe(go), 0);
+	pid_t pid = fork_writer(seg_name_of(c), p, go);
+	close(go[0]);
+	cr_assert_gt(await_ready(p, pid), 0);
+	/* Our puts go on until one needs a run whose write the child has not collected. */
+	uint32_t mine = 0;
+	int r;
+	while ((r = try_put(c, 2, mine)) == 0)
+		mine++;
+	cr_assert_eq(r, -EAGAIN, "put %u: %s", mine, cistern_strerror(r));
+	cr_assert_leq(mine, 3 * GROUP, "at the latest group 7 needs group 3's run");
+	struct cistern_stats st = stats_of(c);
+	cr_assert_geq(st.cold_write_waits, 1, "the put waited for the child's write");
+	cr_assert_geq(st.cold_groups_writing, 1);
+	/* The child's detach collects its writes; our waiting put goes on. */
+	cr_assert_eq(write(go[1], "x", 1), 1);
+	uint8_t buf[SLOT];
+	fill_payload(buf, len_of(mine), 2, mine);
+	struct cistern_meta m = {.sim_id = 2, .time_step = mine};
+	r = cistern_put(c, buf, len_of(mine), &m, 5000);
+	cr_assert_eq(r, 0, "put: %s", cistern_strerror(r));
+	mine++;
+	cr_assert_eq(reap_status(pid), 0);
+	close(go[1]);
+	for (uint32_t i = 0; i < HOT + 4 * GROUP; i++)
+		get_expect(c, 1, i);
+	for (uint32_t i = 0; i < mine; i++)
+		get_expect(c, 2, i);
+	struct cistern_sample s;
+	cr_assert_eq(cistern_acquire(c, &s, 0), -EAGAIN, "each sample once");
 }
 
 Test(fifo_tier, producers_killed_at_random_in_cold_puts_leave_every_commit_once_in_order,
@@ -916,7 +1078,8 @@ Test(fifo_tier, a_dump_and_restore_of_staged_samples_keep_their_order)
 		cr_assert_eq(try_put(c, 1, i), 0);
 	for (uint32_t i = 0; i < HOT + 5; i++)
 		get_expect(c, 1, i);
-	cr_assert_eq(slots_written(c), 0, "nothing went to disk yet");
+	cr_assert_eq(cistern__fifo_tier_settle(c), 0);
+	cr_assert_eq(slots_written(c), GROUP, "group 0 went to disk behind its last put");
 	const char *path = seg_dump_path("dumpst");
 	struct cistern_dump_info info;
 	int r = cistern_dump(seg_name_of(c), path, NULL, NULL, &info);
@@ -930,13 +1093,15 @@ Test(fifo_tier, a_dump_and_restore_of_staged_samples_keep_their_order)
 	seg_keep(copy, d);
 	/*
 	 * The restored samples sit at cold positions 0 .. 34. New puts fill
-	 * group 1 after them and four more groups, so that group 1, restored
-	 * and new samples together, goes to disk in one write.
+	 * group 1 after them and more groups, so that group 1, restored and
+	 * new samples together, goes to disk in one write, then is read back.
 	 */
 	uint64_t before = slots_written(d);
 	for (uint32_t i = 0; i < 136; i++)
 		cr_assert_eq(try_put(d, 2, i), 0, "put %u", i);
-	cr_assert_eq(slots_written(d) - before, GROUP);
+	cr_assert_eq(cistern__fifo_tier_settle(d), 0);
+	/* Groups 1 .. 4 whole, each in one write; group 5 staged. */
+	cr_assert_eq(slots_written(d) - before, 4 * GROUP);
 	for (uint32_t i = HOT + 5; i < HOT + 40; i++)
 		get_expect(d, 1, i);
 	for (uint32_t i = 0; i < 136; i++)

@@ -140,6 +140,35 @@ Test(cold, reads_started_ahead_are_waited_for_in_any_order)
 	cistern__cold_close(&c);
 }
 
+Test(cold, a_batch_polled_until_done_is_whole_and_its_bytes_are_counted)
+{
+	struct cistern__cold c;
+	make(&c, "poll", 4096, 32);
+	uint8_t *w = cistern__cold_alloc(&c, 32), *r = cistern__cold_alloc(&c, 32);
+	for (uint64_t i = 0; i < 32; i++)
+		fill(w + i * 4096, 4096, 7 + i);
+	struct cistern__io wio;
+	struct cistern__io_batch b;
+	struct cistern__cold_io ctr = {0};
+	cistern__cold_prep(&c, &wio, 0, 32, w, true);
+	cr_assert_eq(cistern__uring_start(&b, &wio, 1), 0);
+	/* No wait: each poll records what completed and says whether the batch is done. */
+	int res;
+	while ((res = cistern__cold_poll(&ctr, &b)) == -EINPROGRESS)
+		sched_yield();
+	cr_assert_eq(res, 0);
+	cr_assert_eq(atomic_load(&ctr.bytes_written), 32 * 4096);
+	cr_assert_eq(atomic_load(&ctr.write_wait_ns), 0, "nobody waited");
+	cr_assert(cistern__uring_poll(&b), "a done batch stays done");
+	cistern__cold_prep(&c, &wio, 0, 32, r, false);
+	cr_assert_eq(cistern__uring_run(&wio, 1), 0);
+	for (uint64_t i = 0; i < 32; i++)
+		cr_assert(matches(r + i * 4096, 4096, 7 + i), "slot %lu differs", (unsigned long)i);
+	free(w);
+	free(r);
+	cistern__cold_close(&c);
+}
+
 Test(cold, reads_handed_to_the_kernels_workers_complete_like_the_others)
 {
 	struct cistern__cold c;

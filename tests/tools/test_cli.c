@@ -1068,6 +1068,63 @@ Test(inspect, prometheus_exposition_has_typed_families)
 	cleanup(c, name);
 }
 
+/*
+ * A FIFO with a cold tier, its hot ring full, one cold group whole (its
+ * write started behind the puts, not collected: its producer made no call
+ * since) and one half put by another handle (staged): inspect shows the
+ * staging runs' bytes and the groups in each state, in text, JSON and
+ * Prometheus.
+ */
+Test(inspect, shows_a_fifos_staging_runs_and_their_groups)
+{
+	char name[64], dir[64], want[200];
+	uname_(name, sizeof(name), "istage");
+	snprintf(dir, sizeof(dir), "/var/tmp/cistern-cli-stage-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	struct cistern_config cfg = {.policy = CISTERN_FIFO,
+				     .slot_size = 4096,
+				     .slot_count = 8,
+				     .cold_slots = 128,
+				     .cold_dir = dir};
+	struct cistern *c, *b;
+	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	cr_assert_eq(cistern_attach(name, &b), 0);
+	for (int i = 0; i < 8 + 32; i++)
+		cr_assert_eq(cistern_put(c, "abc", 3, NULL, 0), 0, "put %d", i);
+	for (int i = 0; i < 16; i++)
+		cr_assert_eq(cistern_put(b, "abc", 3, NULL, 0), 0, "put %d", i);
+	/* 4 runs of 32 slots of 4 KiB. */
+	const unsigned long long bytes = 4ull * 32 * 4096;
+	struct result *r = run("inspect", name);
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	cr_assert(strstr(r->out, "staging            512.0 KiB in the segment  (groups: 1 staged, "
+				 "1 being written; puts waited for a write 0 times)"),
+		  "%s", r->out);
+	r = run("inspect", name, "--json");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	snprintf(want, sizeof(want),
+		 "\"stage_bytes\": %llu, \"groups_staged\": 1, \"groups_writing\": 1, "
+		 "\"write_waits\": 0,",
+		 bytes);
+	cr_assert(strstr(r->out, want), "no %s in %s", want, r->out);
+	r = run("inspect", name, "--prometheus");
+	cr_assert_eq(r->status, 0, "%s", r->err);
+	snprintf(want, sizeof(want), "\ncistern_cold_stage_bytes{segment=\"%s\"} %llu\n", name,
+		 bytes);
+	cr_assert(strstr(r->out, want), "no %s in %s", want, r->out);
+	snprintf(want, sizeof(want), "\ncistern_cold_groups_writing{segment=\"%s\"} 1\n", name);
+	cr_assert(strstr(r->out, want), "no %s in %s", want, r->out);
+	snprintf(want, sizeof(want), "\ncistern_cold_groups_staged{segment=\"%s\"} 1\n", name);
+	cr_assert(strstr(r->out, want), "no %s in %s", want, r->out);
+	/* The detach collects the write: inspect shows none in flight. */
+	cr_assert_eq(cistern_detach(c), 0);
+	cr_assert_eq(cistern_detach(b), 0);
+	r = run("inspect", name, "--json");
+	cr_assert(strstr(r->out, "\"groups_staged\": 1, \"groups_writing\": 0,"), "%s", r->out);
+	cleanup(NULL, name);
+	rmdir(dir);
+}
+
 Test(inspect, prometheus_gives_a_prioritized_segments_totals)
 {
 	char name[64], want[160];

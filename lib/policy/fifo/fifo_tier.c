@@ -19,11 +19,12 @@
  * field: FREE(p) -> WRITING(p, o) -> STAGED(p) -> [COMMITTED(p)] ->
  * ACQUIRED(p, o) -> FREE(p + N), and SKIP and REDELIVER as in the hot
  * ring. A cold put writes its sample into the staging run of its group
- * of slots, in the segment, and publishes STAGED without I/O. A group
- * goes to disk in one O_DIRECT write through io_uring when a put needs
- * its staging run for a later group; its STAGED entries then turn
- * COMMITTED. A reader copies a STAGED sample from its run while the run
- * holds its group. A cold read of COMMITTED samples reads its slot and
+ * of slots, in the segment, and publishes STAGED without I/O. The put
+ * that finds its group's puts all done starts the group's O_DIRECT write
+ * through its process's io_uring and returns without waiting for it; its
+ * later calls collect the completion, and then the STAGED entries turn
+ * COMMITTED and the run is free. A reader copies a STAGED sample from
+ * its run while the run holds its group. A cold read of COMMITTED samples reads its slot and
  * the next committed slots after it in one read, and takes them from
  * that buffer while their entries still name the same position.
  *
@@ -54,6 +55,12 @@
 #define FIFO_STAGED 6u
 /* A staging run word's states (bits 32-33); bits 0-31 the group's first position. */
 enum { RUN_FREE = 0, RUN_HELD = 1, RUN_WRITING = 2 };
+/*
+ * A counter on the run words' line, after the words (a statistic,
+ * relaxed): the times a put waited for a group's write.
+ */
+enum { CTR_WRITE_WAITS = STAGE_RUNS };
+_Static_assert(STAGE_RUNS + 1 <= 8, "the counter fits the run words' line");
 
 /*
  * A run of cold slots read ahead: the bytes of positions pos .. pos + n - 1,
@@ -69,6 +76,19 @@ struct ra_run {
 	struct cistern__io_batch batch;
 };
 
+/*
+ * A group's write this handle started and has not collected yet: one a
+ * staging run at most (the run stays WRITING(me) until it is collected).
+ */
+struct stage_write {
+	struct cistern__io io;
+	struct cistern__io_batch batch;
+	uint64_t y0;   /* the group's first position */
+	uint64_t word; /* the run word WRITING(me) of the group */
+	uint32_t cnt;  /* the group's slots */
+	bool busy;
+};
+
 /* The handle's side: the open cold file, a spare staging slot, the read ahead. */
 struct fifo_tier {
 	struct cistern__cold cold;
@@ -78,6 +98,9 @@ struct fifo_tier {
 	struct ra_run ra[2];
 	unsigned cur;
 	uint64_t restored; /* a restore: cold samples put so far, at positions 0, 1, ... */
+	/* Group writes in flight, by staging run, and how many. */
+	struct stage_write sw[STAGE_RUNS];
+	unsigned writes;
 };
 
 /* ---- the area in the segment -------------------------------------------- */
@@ -218,6 +241,13 @@ static void tier_release(struct cistern *c)
 	struct fifo_tier *t = FT(c);
 	if (!t)
 		return;
+	/*
+	 * A write in flight reads from the staging run and names our io: wait
+	 * for it (a detach that reclaimed our entry did already). A fork()
+	 * child's copy leaves its parent's writes alone.
+	 */
+	if (!c->inherited && t->writes)
+		(void)cistern__fifo_tier_settle(c);
 	cistern__tier_file_close(&t->cold, &t->open);
 	free(t->stage);
 	for (int i = 0; i < 2; i++) {
@@ -235,49 +265,6 @@ static void tier_release(struct cistern *c)
 	}
 	free(t);
 	c->tier = NULL;
-}
-
-static void tier_view(const struct cistern *c, struct cistern__tier_view *v)
-{
-	memset(v, 0, sizeof(*v));
-	if (c->fixed.cold_slots == 0)
-		return;
-	struct cistern__fifo_tier_shm ts;
-	memset(&ts, 0, sizeof(ts));
-	if (c->copied) {
-		/* A copied read-only handle's private copy stops before the tier (segment.c). */
-		if (cistern__pread_all(c->fd, &ts, sizeof(ts), c->fixed.cold_off) < 0)
-			memset(&ts, 0, sizeof(ts));
-	} else {
-		const struct cistern__fifo_tier_shm *s = TS(c);
-		/* Relaxed: statistics, read one by one. */
-		atomic_init(&ts.mode, atomic_load_explicit(&s->mode, memory_order_relaxed));
-		atomic_init(&ts.chead, atomic_load_explicit(&s->chead, memory_order_relaxed));
-		atomic_init(&ts.spilled, atomic_load_explicit(&s->spilled, memory_order_relaxed));
-		atomic_init(&ts.cold_reads,
-			    atomic_load_explicit(&s->cold_reads, memory_order_relaxed));
-		atomic_init(&ts.io.bytes_written,
-			    atomic_load_explicit(&s->io.bytes_written, memory_order_relaxed));
-		atomic_init(&ts.io.bytes_read,
-			    atomic_load_explicit(&s->io.bytes_read, memory_order_relaxed));
-		atomic_init(&ts.io.write_wait_ns,
-			    atomic_load_explicit(&s->io.write_wait_ns, memory_order_relaxed));
-		atomic_init(&ts.io.read_wait_ns,
-			    atomic_load_explicit(&s->io.read_wait_ns, memory_order_relaxed));
-	}
-	/* A plain copy now: nobody else sees it. */
-	uint64_t tail = mode_tail(atomic_load_explicit(&ts.mode, memory_order_relaxed));
-	uint64_t head = atomic_load_explicit(&ts.chead, memory_order_relaxed);
-	v->slots = c->fixed.cold_slots;
-	v->population = tail > head ? tail - head : 0;
-	v->spilled = atomic_load_explicit(&ts.spilled, memory_order_relaxed);
-	v->cold_reads = atomic_load_explicit(&ts.cold_reads, memory_order_relaxed);
-	v->bytes_written = atomic_load_explicit(&ts.io.bytes_written, memory_order_relaxed);
-	v->bytes_read = atomic_load_explicit(&ts.io.bytes_read, memory_order_relaxed);
-	v->write_wait_ns = atomic_load_explicit(&ts.io.write_wait_ns, memory_order_relaxed);
-	v->read_wait_ns = atomic_load_explicit(&ts.io.read_wait_ns, memory_order_relaxed);
-	uint64_t sb = cistern__cold_slot_bytes(c->fixed.slot_size);
-	v->disk_bytes = CISTERN__COLD_BLOCK + sb * c->fixed.cold_slots;
 }
 
 /* ---- the staging area ----------------------------------------------------- */
@@ -332,18 +319,180 @@ static uint32_t run_owner(uint64_t w)
 	return (uint32_t)(w >> 40);
 }
 
+static void tier_view(const struct cistern *c, struct cistern__tier_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	if (c->fixed.cold_slots == 0)
+		return;
+	struct cistern__fifo_tier_shm ts;
+	memset(&ts, 0, sizeof(ts));
+	if (c->copied) {
+		/* A copied read-only handle's private copy stops before the tier (segment.c). */
+		if (cistern__pread_all(c->fd, &ts, sizeof(ts), c->fixed.cold_off) < 0)
+			memset(&ts, 0, sizeof(ts));
+	} else {
+		const struct cistern__fifo_tier_shm *s = TS(c);
+		/* Relaxed: statistics, read one by one. */
+		atomic_init(&ts.mode, atomic_load_explicit(&s->mode, memory_order_relaxed));
+		atomic_init(&ts.chead, atomic_load_explicit(&s->chead, memory_order_relaxed));
+		atomic_init(&ts.spilled, atomic_load_explicit(&s->spilled, memory_order_relaxed));
+		atomic_init(&ts.cold_reads,
+			    atomic_load_explicit(&s->cold_reads, memory_order_relaxed));
+		atomic_init(&ts.io.bytes_written,
+			    atomic_load_explicit(&s->io.bytes_written, memory_order_relaxed));
+		atomic_init(&ts.io.bytes_read,
+			    atomic_load_explicit(&s->io.bytes_read, memory_order_relaxed));
+		atomic_init(&ts.io.write_wait_ns,
+			    atomic_load_explicit(&s->io.write_wait_ns, memory_order_relaxed));
+		atomic_init(&ts.io.read_wait_ns,
+			    atomic_load_explicit(&s->io.read_wait_ns, memory_order_relaxed));
+	}
+	/* A plain copy now: nobody else sees it. */
+	uint64_t tail = mode_tail(atomic_load_explicit(&ts.mode, memory_order_relaxed));
+	uint64_t head = atomic_load_explicit(&ts.chead, memory_order_relaxed);
+	v->slots = c->fixed.cold_slots;
+	v->population = tail > head ? tail - head : 0;
+	v->spilled = atomic_load_explicit(&ts.spilled, memory_order_relaxed);
+	v->cold_reads = atomic_load_explicit(&ts.cold_reads, memory_order_relaxed);
+	v->bytes_written = atomic_load_explicit(&ts.io.bytes_written, memory_order_relaxed);
+	v->bytes_read = atomic_load_explicit(&ts.io.bytes_read, memory_order_relaxed);
+	v->write_wait_ns = atomic_load_explicit(&ts.io.write_wait_ns, memory_order_relaxed);
+	v->read_wait_ns = atomic_load_explicit(&ts.io.read_wait_ns, memory_order_relaxed);
+	uint64_t sb = cistern__cold_slot_bytes(c->fixed.slot_size);
+	v->disk_bytes = CISTERN__COLD_BLOCK + sb * c->fixed.cold_slots;
+	/* The run words' line: the runs' states, then the counters. */
+	uint64_t line[8];
+	memset(line, 0, sizeof(line));
+	if (c->copied) {
+		uint64_t off = c->fixed.cold_off + sizeof(struct cistern__fifo_tier_shm) +
+			       c->fixed.cold_slots * sizeof(struct cistern__cold_ent);
+		if (cistern__pread_all(c->fd, line, sizeof(line), off) < 0)
+			memset(line, 0, sizeof(line));
+	} else {
+		/* Relaxed: statistics, read one by one. */
+		for (unsigned k = 0; k < 8; k++)
+			line[k] = atomic_load_explicit(&runs(c)[k], memory_order_relaxed);
+	}
+	struct geo g = geo_of(c);
+	v->stage_bytes = stage_bytes(c->fixed.cold_slots, c->fixed.slot_size);
+	for (unsigned r = 0; r < g.nr; r++) {
+		v->groups_staged += run_state(line[r]) == RUN_HELD;
+		v->groups_writing += run_state(line[r]) == RUN_WRITING;
+	}
+	v->write_waits = line[CTR_WRITE_WAITS];
+}
+
 /* The low 32 bits of the first position of y's group (slot j = y % N). */
 static uint32_t group_gen(const struct geo *g, uint64_t j, uint64_t y)
 {
 	return (uint32_t)(y - j % g->gs);
 }
 
+static _Atomic uint64_t *stage_ctr(const struct cistern *c, unsigned k)
+{
+	return &runs(c)[k];
+}
+
+/* Staging run r of the handle's writes in flight, if the run's word w is that write's. */
+static struct stage_write *own_write(struct cistern *c, struct fifo_tier *t, unsigned r, uint64_t w)
+{
+	struct stage_write *s = &t->sw[r];
+	return !c->inherited && s->busy && s->word == w ? s : NULL;
+}
+
 /*
- * Write the group that run word w = HELD(y0) stages to the cold file, once
- * each of its puts is done, and free the run; x is a later position (the
- * caller's), from which y0 is found in full. 0 (look at the run again),
- * -EAGAIN if a put of the group is not done, or the write's -errno (the
- * group stays staged). A group whose samples all left skips the write.
+ * The end of group write s of staging run r, whose result is res: its
+ * STAGED entries turn COMMITTED and the run FREE; on an error the run goes
+ * back to HELD (the group stays staged; the next put that needs the run
+ * writes it again). Either wakes waiting producers.
+ */
+static void stage_write_end(struct cistern *c, struct fifo_tier *t, unsigned r, int res)
+{
+	struct stage_write *s = &t->sw[r];
+	_Atomic uint64_t *rw = &runs(c)[r];
+	uint64_t n = c->fixed.cold_slots;
+	struct cistern__cold_ent *E = ents(c) + s->y0 % n;
+	uint64_t w = s->word;
+	s->busy = false;
+	t->writes--;
+	if (res < 0) {
+		/* [stage-hold] release: the group stays staged; readers read it there. */
+		atomic_compare_exchange_strong_explicit(rw, &w,
+							run_word(RUN_HELD, 0, run_gen(s->word)),
+							memory_order_release, memory_order_relaxed);
+		cistern__wake_producers(c);
+		return;
+	}
+	for (uint64_t i = 0; i < s->cnt; i++) {
+		uint64_t ew = cw(FIFO_STAGED, 0, s->y0 + i);
+		/*
+		 * [cold-publish] release: the write completed before COMMITTED;
+		 * a read ahead that finds COMMITTED reads the disk.
+		 */
+		atomic_compare_exchange_strong_explicit(&E[i].word, &ew,
+							cw(FIFO_COMMITTED, 0, s->y0 + i),
+							memory_order_release, memory_order_relaxed);
+	}
+	/*
+	 * [stage-hold] release: the group is on disk before the run is free;
+	 * the next group's holder writes into it after its acquire of FREE.
+	 * FREE keeps y0: a copy that started under y0 still finds the bytes it
+	 * copied unchanged. The CAS fails if a reclaim took the run back
+	 * (the owner's own detach): the group is then written again.
+	 */
+	if (atomic_compare_exchange_strong_explicit(rw, &w, run_word(RUN_FREE, 0, run_gen(w)),
+						    memory_order_release, memory_order_relaxed))
+		cistern__wake_producers(c);
+}
+
+/* Collect the handle's group writes that completed, without waiting. */
+static void stage_reap(struct cistern *c, struct fifo_tier *t)
+{
+	if (!t || t->writes == 0 || c->inherited)
+		return;
+	for (unsigned r = 0; r < STAGE_RUNS; r++) {
+		if (!t->sw[r].busy)
+			continue;
+		int res = cistern__cold_poll(&TS(c)->io, &t->sw[r].batch);
+		if (res != -EINPROGRESS)
+			stage_write_end(c, t, r, res);
+	}
+}
+
+/* Wait for the handle's group write of run r and collect it: 0 or its -errno. */
+static int stage_settle_one(struct cistern *c, struct fifo_tier *t, unsigned r)
+{
+	int res = cistern__cold_poll(&TS(c)->io, &t->sw[r].batch);
+	if (res == -EINPROGRESS)
+		res = cistern__cold_wait(&TS(c)->io, &t->sw[r].batch);
+	stage_write_end(c, t, r, res);
+	return res;
+}
+
+int cistern__fifo_tier_settle(struct cistern *c)
+{
+	struct fifo_tier *t = FT(c);
+	int err = 0;
+	if (!t || c->inherited)
+		return 0;
+	for (unsigned r = 0; r < STAGE_RUNS; r++) {
+		if (!t->sw[r].busy)
+			continue;
+		int res = stage_settle_one(c, t, r);
+		if (res < 0 && err == 0)
+			err = res;
+	}
+	return err;
+}
+
+/*
+ * Start the write of the group that run word w = HELD(y0) stages, once
+ * each of its puts is done, and return without waiting for it; x is a
+ * position at or after y0 (the caller's), from which y0 is found in full.
+ * 0 (the write is in flight, or the group left and the run is free, or
+ * someone else moved the run: look at it again), -EAGAIN if a put of the
+ * group is not done, or the -errno of the start (the group stays staged).
+ * A group whose samples all left skips the write.
  */
 static int stage_flush(struct cistern *c, struct fifo_tier *t, const struct geo *g,
 		       _Atomic uint64_t *rw, uint64_t w, uint64_t x)
@@ -356,7 +505,8 @@ static int stage_flush(struct cistern *c, struct fifo_tier *t, const struct geo 
 	uint64_t cnt = n - j0 < g->gs ? n - j0 : g->gs;
 	struct cistern__cold_ent *E = ents(c) + j0;
 	bool need = false;
-	for (uint64_t i = 0; i < cnt; i++) {
+	/* From the last slot back: while puts go on, the last one is the first not done. */
+	for (uint64_t i = cnt; i-- > 0;) {
 		/* [cold-publish] acquire: a STAGED entry's bytes are in the run. */
 		uint64_t ew = atomic_load_explicit(&E[i].word, memory_order_acquire);
 		int32_t d = cw_lap(ew, y0 + i);
@@ -367,51 +517,76 @@ static int stage_flush(struct cistern *c, struct fifo_tier *t, const struct geo 
 		if (d == 0 && st != FIFO_SKIP && st != FIFO_COMMITTED)
 			need = true;
 	}
-	if (need) {
-		uint64_t mine = run_word(RUN_WRITING, c->owner, run_gen(w));
-		/* [stage-hold] acq_rel: the run is ours to write; a dead writer's goes back to HELD. */
-		if (!atomic_compare_exchange_strong_explicit(rw, &w, mine, memory_order_acq_rel,
-							     memory_order_relaxed))
-			return 0;
-		if (cistern__fifo_stage_hook)
-			cistern__fifo_stage_hook();
-		struct cistern__io io;
-		cistern__cold_prep(&t->cold, &io, j0, (uint32_t)cnt, stage_slot(c, g, j0), true);
-		int r = cistern__cold_run(&TS(c)->io, &io, 1);
-		if (r < 0) {
-			/* [stage-hold] release: the group stays staged; readers read it there. */
-			atomic_store_explicit(rw, w, memory_order_release);
-			return r;
-		}
-		for (uint64_t i = 0; i < cnt; i++) {
-			uint64_t ew = cw(FIFO_STAGED, 0, y0 + i);
-			/*
-			 * [cold-publish] release: the write completed before COMMITTED;
-			 * a read ahead that finds COMMITTED reads the disk.
-			 */
-			atomic_compare_exchange_strong_explicit(
-				&E[i].word, &ew, cw(FIFO_COMMITTED, 0, y0 + i),
-				memory_order_release, memory_order_relaxed);
-		}
-		w = mine;
+	if (!need) {
+		/*
+		 * [stage-hold] release: every sample of the group left before the
+		 * run is free. FREE keeps y0, as after a write.
+		 */
+		if (atomic_compare_exchange_strong_explicit(
+			    rw, &w, run_word(RUN_FREE, 0, run_gen(w)), memory_order_release,
+			    memory_order_relaxed))
+			cistern__wake_producers(c);
+		return 0;
 	}
-	/*
-	 * [stage-hold] release: the group is on disk (or all of it left) before
-	 * the run is free; the next group's holder writes into it after its
-	 * acquire of FREE. FREE keeps y0: a copy that started under y0 still
-	 * finds the bytes it copied unchanged.
-	 */
-	if (atomic_compare_exchange_strong_explicit(rw, &w, run_word(RUN_FREE, 0, run_gen(w)),
-						    memory_order_release, memory_order_relaxed))
-		cistern__wake_producers(c);
+	unsigned r = (unsigned)(rw - runs(c));
+	uint64_t mine = run_word(RUN_WRITING, c->owner, run_gen(w));
+	/* [stage-hold] acq_rel: the run is ours to write; a dead writer's goes back to HELD. */
+	if (!atomic_compare_exchange_strong_explicit(rw, &w, mine, memory_order_acq_rel,
+						     memory_order_relaxed))
+		return 0;
+	struct stage_write *s = &t->sw[r];
+	cistern__cold_prep(&t->cold, &s->io, j0, (uint32_t)cnt, stage_slot(c, g, j0), true);
+	int res = cistern__uring_start(&s->batch, &s->io, 1);
+	if (res < 0) {
+		/* No ring: nothing in flight. [stage-hold] release: the group stays staged. */
+		atomic_store_explicit(rw, w, memory_order_release);
+		return res;
+	}
+	s->y0 = y0;
+	s->word = mine;
+	s->cnt = (uint32_t)cnt;
+	s->busy = true;
+	t->writes++;
+	if (cistern__fifo_stage_hook)
+		cistern__fifo_stage_hook();
 	return 0;
+}
+
+/*
+ * After a cold put of position x was published (or aborted): start its
+ * group's write if every put of the group is done, so that the disk works
+ * while the producer goes on. Nothing happens if a put of the group is
+ * still going (the last one to finish starts it) or the run moved on.
+ */
+static void stage_behind(struct cistern *c, uint64_t x)
+{
+	struct fifo_tier *t = FT(c);
+	if (!t || !t->open || c->inherited)
+		return;
+	struct geo g = geo_of(c);
+	uint64_t j = x % c->fixed.cold_slots;
+	_Atomic uint64_t *rw = run_of(c, &g, j);
+	/*
+	 * [stage-done] full fence: our publish before our looks at the group's
+	 * other entries; pairs with the same fence of the group's other puts.
+	 * Of two puts that finish last together, one sees the other's publish.
+	 */
+	cistern__full_fence();
+	/* [stage-hold] acquire, as stage_hold(). */
+	uint64_t w = atomic_load_explicit(rw, memory_order_acquire);
+	if (run_state(w) != RUN_HELD || run_gen(w) != group_gen(&g, j, x))
+		return;
+	/* A failed start leaves the group staged: the put that needs its run tries again. */
+	(void)stage_flush(c, t, &g, rw, w, x);
 }
 
 /*
  * Make the staging run of cold position x's group hold that group, before
  * x is claimed: 0; -ESTALE if x is behind (the group moved on: look at the
  * mode again); -EAGAIN if the run holds an older group not yet writable
- * (a put of it is still writing) or being written; another -errno.
+ * (a put of it is still writing) or being written by another process; the
+ * -errno of our write of an older group; another -errno. An older group
+ * whose write is ours in flight: we wait for it here.
  */
 static int stage_hold(struct cistern *c, struct fifo_tier *t, uint64_t x)
 {
@@ -419,6 +594,7 @@ static int stage_hold(struct cistern *c, struct fifo_tier *t, uint64_t x)
 	uint64_t j = x % c->fixed.cold_slots;
 	uint32_t y0 = group_gen(&g, j, x);
 	_Atomic uint64_t *rw = run_of(c, &g, j);
+	unsigned ri = (unsigned)(rw - runs(c));
 	for (;;) {
 		/* [stage-hold] acquire: the older group is on disk, or left, before we reuse the run. */
 		uint64_t w = atomic_load_explicit(rw, memory_order_acquire);
@@ -428,8 +604,22 @@ static int stage_hold(struct cistern *c, struct fifo_tier *t, uint64_t x)
 			return -ESTALE;
 		if (d == 0)
 			break;
-		if (st == RUN_WRITING)
-			return -EAGAIN;
+		if (st == RUN_WRITING) {
+			struct stage_write *s = own_write(c, t, ri, w);
+			int res = s ? cistern__cold_poll(&TS(c)->io, &s->batch) : -EINPROGRESS;
+			if (res == -EINPROGRESS) {
+				/* Relaxed: a statistic. */
+				atomic_fetch_add_explicit(stage_ctr(c, CTR_WRITE_WAITS), 1,
+							  memory_order_relaxed);
+				if (!s)
+					return -EAGAIN; /* another's: its collect wakes us */
+				res = cistern__cold_wait(&TS(c)->io, &s->batch);
+			}
+			stage_write_end(c, t, ri, res);
+			if (res < 0)
+				return res;
+			continue;
+		}
 		if (st == RUN_HELD) {
 			int r = stage_flush(c, t, &g, rw, w, x);
 			if (r < 0)
@@ -612,6 +802,8 @@ static int cold_reserve(struct cistern *c, struct cistern_slot *slot, uint64_t m
 static int tf_try_reserve(struct cistern *c, struct cistern_slot *slot)
 {
 	struct cistern__fifo_tier_shm *ts = TS(c);
+	/* Our group writes that completed: their runs go free before we look. */
+	stage_reap(c, FT(c));
 	for (int round = 0; round < MODE_ROUNDS; round++) {
 		/* [tier-mode] seq_cst: the mode this put decides by. */
 		uint64_t m = atomic_load_explicit(&ts->mode, memory_order_seq_cst);
@@ -715,6 +907,8 @@ static int tf_commit(struct cistern *c, struct cistern_slot *slot, size_t len,
 	atomic_fetch_add_explicit(&TS(c)->spilled, 1, memory_order_relaxed);
 	/* [wake-data] seq_cst load of readers_waiting, after the publish. */
 	cistern__wake_readers(c);
+	/* The last put of a group starts its write, and we go on. */
+	stage_behind(c, slot->pos_);
 	/* A producer may wait for this put's group to be done, to write it. */
 	cistern__wake_producers(c);
 	slot->data = NULL;
@@ -731,6 +925,7 @@ static int tf_abort(struct cistern *c, struct cistern_slot *slot)
 		return -EINVAL;
 	/* As T3, seq_cst: the store half of [wake-data] for the wake below. */
 	atomic_exchange_explicit(&e->word, cw(FIFO_SKIP, 0, slot->pos_), memory_order_seq_cst);
+	stage_behind(c, slot->pos_);
 	slot->data = NULL;
 	slot->live_ = 0;
 	cistern__wake_readers(c);
@@ -1120,6 +1315,8 @@ static bool hot_resolved(struct cistern *c, bool *retry)
 static int tf_try_acquire(struct cistern *c, struct cistern_sample *s)
 {
 	struct cistern__fifo_tier_shm *ts = TS(c);
+	/* A handle that puts and reads collects its group writes here too. */
+	stage_reap(c, FT(c));
 	if (atomic_load_explicit(&ts->redeliver, memory_order_relaxed) != 0 &&
 	    cold_take_redelivered(c, s) == 0)
 		return 0;
@@ -1234,6 +1431,9 @@ static bool tf_drained(struct cistern *c)
 
 static void tf_reclaim(struct cistern *c, uint32_t owner)
 {
+	/* Our own detach: our group writes complete and are collected first. */
+	if (owner != 0 && owner == c->owner)
+		(void)cistern__fifo_tier_settle(c);
 	cistern__fifo_reclaim(c, owner);
 	struct cistern__fifo_tier_shm *ts = TS(c);
 	struct cistern__cold_ent *E = ents(c);

@@ -47,9 +47,16 @@ ssize_t cistern__fifo_tier_put_now(struct cistern *c, size_t n, const struct cis
 
 /*
  * For tests: called by a process that starts to write a staging run's
- * group to the cold file, once the run is marked as its write.
+ * group to the cold file, once the run is marked as its write and the
+ * write is in flight.
  */
 extern void (*cistern__fifo_stage_hook)(void);
+
+/*
+ * Wait for the group writes this handle started and collect them (their
+ * runs go free): 0 or the first write's -errno. Detach does it; for tests.
+ */
+int cistern__fifo_tier_settle(struct cistern *c);
 
 /* For tests: the handle's mode word and cold head. */
 void cistern__fifo_tier_peek(const struct cistern *c, uint64_t *mode, uint64_t *chead);
