@@ -52,6 +52,13 @@ static void install_atfork(void)
 	pthread_atfork(NULL, NULL, child_unlock);
 }
 
+/* Install child_unlock() once, before the first use of ring_lock that a fork could catch. */
+static void atfork_once(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, install_atfork);
+}
+
 /*
  * The ring of this process. A ring inherited through fork() maps the same
  * pages as the parent's, so the child lets go of its copy (unmaps it and
@@ -158,8 +165,7 @@ static void complete(struct cistern__io *io, int res)
 
 int cistern__uring_start(struct cistern__io_batch *b, struct cistern__io *io, unsigned n)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	pthread_once(&once, install_atfork);
+	atfork_once();
 	memset(b, 0, sizeof(*b));
 	b->io = io;
 	b->n = n;
@@ -268,8 +274,7 @@ int cistern__uring_run(struct cistern__io *io, unsigned n)
 
 int cistern__uring_register(void *base, size_t len, struct cistern__io_region *out)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	pthread_once(&once, install_atfork);
+	atfork_once();
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&ring_lock);
 	int r = ring_get();
