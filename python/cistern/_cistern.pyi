@@ -96,6 +96,10 @@ class StatsDict(TypedDict):
     cold_bytes_read: int
     cold_write_wait_ns: int
     cold_read_wait_ns: int
+    cold_stage_bytes: int
+    cold_groups_staged: int
+    cold_groups_writing: int
+    cold_write_waits: int
 
 class OccupancyDict(TypedDict):
     slots: list[int]

@@ -171,6 +171,13 @@ class Stats(_Record):
     cold_bytes_read: int = 0
     cold_write_wait_ns: int = 0
     cold_read_wait_ns: int = 0
+    #: A FIFO's staging runs, in the segment: their bytes, the groups of
+    #: cold samples staged there and those being written to disk, and the
+    #: times a put waited for a group's write. All 0 for other policies.
+    cold_stage_bytes: int = 0
+    cold_groups_staged: int = 0
+    cold_groups_writing: int = 0
+    cold_write_waits: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -98,6 +98,10 @@ PyObject *cx_stats_dict(const struct cistern_stats *st)
 	    cx_dict_set_u64(d, "cold_bytes_read", st->cold_bytes_read) < 0 ||
 	    cx_dict_set_u64(d, "cold_write_wait_ns", st->cold_write_wait_ns) < 0 ||
 	    cx_dict_set_u64(d, "cold_read_wait_ns", st->cold_read_wait_ns) < 0 ||
+	    cx_dict_set_u64(d, "cold_stage_bytes", st->cold_stage_bytes) < 0 ||
+	    cx_dict_set_u64(d, "cold_groups_staged", st->cold_groups_staged) < 0 ||
+	    cx_dict_set_u64(d, "cold_groups_writing", st->cold_groups_writing) < 0 ||
+	    cx_dict_set_u64(d, "cold_write_waits", st->cold_write_waits) < 0 ||
 	    cx_dict_set_bool(d, "reception_closed", st->reception_closed) < 0) {
 		Py_DECREF(d);
 		return NULL;

@@ -8,7 +8,8 @@ STATS_KEYS = {
     "producers_expected", "producers_done", "producers_died",
     "cold_slots", "cold_population", "cold_disk_bytes", "cold_spilled", "cold_reads",
     "cold_evictions", "cold_bytes_written", "cold_bytes_read", "cold_write_wait_ns",
-    "cold_read_wait_ns",
+    "cold_read_wait_ns", "cold_stage_bytes", "cold_groups_staged", "cold_groups_writing",
+    "cold_write_waits",
 }
 
 

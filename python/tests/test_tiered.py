@@ -85,6 +85,9 @@ def test_a_fifo_with_a_cold_tier_takes_a_burst_past_its_memory_in_order(segname,
             seg.put(i.to_bytes(4, "little") * 8, timeout=0)
         st = seg.stats()
         assert (st.cold_slots, st.cold_spilled) == (64, 48)
+        # The 48 cold puts sit in staging runs of the segment, in groups.
+        assert st.cold_stage_bytes > 0
+        assert st.cold_groups_staged + st.cold_groups_writing > 0
         assert os.path.exists(os.path.join(cold_dir, f"cistern.{segname}.cold"))
         seg.close_reception()
         got = [int.from_bytes(bytes(d)[:4], "little") for d in seg]
