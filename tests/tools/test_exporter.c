@@ -416,7 +416,9 @@ Test(exporter, serve_metrics_count_the_samples_put_and_name_the_ranks)
 static long long metric_value(const char *text, const char *prefix)
 {
 	char key[128];
-	snprintf(key, sizeof(key), "\n%s ", prefix);
+	int n = snprintf(key, sizeof(key), "\n%s ", prefix);
+	if (n < 0 || (size_t)n >= sizeof(key))
+		return -1;
 	const char *p = strstr(text, key);
 	return p ? strtoll(p + strlen(key), NULL, 10) : -1;
 }
