@@ -111,13 +111,20 @@ static void uname_(char *buf, size_t size, const char *tag)
 	cistern_unlink(buf);
 }
 
-static struct cistern *make(const char *tag, char *name, size_t size, uint64_t slots)
+/* A fresh segment named for tag (into name) with configuration cfg. */
+static struct cistern *make_with(const char *tag, char *name, size_t size,
+				 struct cistern_config cfg)
 {
 	uname_(name, size, tag);
-	struct cistern_config cfg = {.slot_size = 1024, .slot_count = slots};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	return c;
+}
+
+static struct cistern *make(const char *tag, char *name, size_t size, uint64_t slots)
+{
+	return make_with(tag, name, size,
+			 (struct cistern_config){.slot_size = 1024, .slot_count = slots});
 }
 
 static void cleanup(struct cistern *c, const char *name)
@@ -505,15 +512,13 @@ Test(create, a_bad_alpha_is_refused_by_its_option_name)
 Test(inspect, shows_the_priority_parameters_and_the_total)
 {
 	char name[64];
-	uname_(name, sizeof(name), "prio-insp");
-	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
-				     .slot_count = 8,
-				     .slot_size = 64,
-				     .watermark = 1,
-				     .alpha = 1,
-				     .beta = 0.5};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("prio-insp", name, sizeof(name),
+				      (struct cistern_config){.policy = CISTERN_PRIORITIZED,
+							      .slot_count = 8,
+							      .slot_size = 64,
+							      .watermark = 1,
+							      .alpha = 1,
+							      .beta = 0.5});
 	cr_assert_eq(cistern_put_prioritized(c, "a", 1, NULL, 2.5, 0), 0);
 	cr_assert_eq(cistern_put_prioritized(c, "b", 1, NULL, 4, 0), 0);
 	struct result *r = run("inspect", name);
@@ -707,14 +712,12 @@ Test(put, each_file_is_one_sample_with_the_given_metadata)
 Test(put, priority_gives_every_sample_its_priority)
 {
 	char name[64];
-	uname_(name, sizeof(name), "put-prio");
-	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
-				     .slot_count = 8,
-				     .slot_size = 64,
-				     .watermark = 1,
-				     .alpha = 1};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("put-prio", name, sizeof(name),
+				      (struct cistern_config){.policy = CISTERN_PRIORITIZED,
+							      .slot_count = 8,
+							      .slot_size = 64,
+							      .watermark = 1,
+							      .alpha = 1});
 	struct result *r = run_in("a\nb\n", 4, "put", name, "--lines", "--priority", "3", NULL);
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	struct cistern_prio_info info;
@@ -725,18 +728,22 @@ Test(put, priority_gives_every_sample_its_priority)
 	cleanup(c, name);
 }
 
+/* A segment of policy p read in windows of two time steps of one simulation. */
+static struct cistern_config windows_of_two(enum cistern_policy p)
+{
+	return (struct cistern_config){.policy = p,
+				       .slot_count = 8,
+				       .slot_size = 8,
+				       .watermark = 1,
+				       .sweep_size = 2,
+				       .nb_time_steps = 4};
+}
+
 Test(put, end_of_episode_marks_the_samples)
 {
 	char name[64];
-	uname_(name, sizeof(name), "put-end");
-	struct cistern_config cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR,
-				     .slot_count = 8,
-				     .slot_size = 8,
-				     .watermark = 1,
-				     .sweep_size = 2,
-				     .nb_time_steps = 4};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("put-end", name, sizeof(name),
+				      windows_of_two(CISTERN_SIM_PAIRED_RESERVOIR));
 	struct result *r = run_in("a", 1, "put", name, "-s", "1", "-t", "2", NULL);
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	r = run_in("b", 1, "put", name, "-s", "1", "-t", "3", "--end-of-episode", NULL);
@@ -752,15 +759,8 @@ Test(put, end_of_episode_marks_the_samples)
 Test(put, end_of_episode_goes_with_a_priority_into_prioritized_windows)
 {
 	char name[64];
-	uname_(name, sizeof(name), "put-end-prio");
-	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
-				     .slot_count = 8,
-				     .slot_size = 8,
-				     .watermark = 1,
-				     .sweep_size = 2,
-				     .nb_time_steps = 4};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("put-end-prio", name, sizeof(name),
+				      windows_of_two(CISTERN_PRIORITIZED));
 	struct result *r = run_in("a", 1, "put", name, "-s", "1", "-t", "2", "--priority", "3",
 				  NULL);
 	cr_assert_eq(r->status, 0, "%s", r->err);
@@ -826,10 +826,8 @@ Test(put, a_file_larger_than_a_slot_fails_and_says_so)
 Test(put, an_oversized_line_is_named_with_what_was_put_before_it)
 {
 	char name[64];
-	uname_(name, sizeof(name), "putline");
-	struct cistern_config cfg = {.slot_size = 4, .slot_count = 8};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("putline", name, sizeof(name),
+				      (struct cistern_config){.slot_size = 4, .slot_count = 8});
 	const char in[] = "ab\ncd\nabcdefgh\nef\n";
 	struct result *r = run_in(in, sizeof(in) - 1, "put", name, "--lines", NULL);
 	cr_assert_eq(r->status, 1);
@@ -846,10 +844,9 @@ Test(put, an_oversized_line_is_named_with_what_was_put_before_it)
 Test(put, killed_before_its_first_sample_it_counts_as_a_dead_producer, .timeout = 60)
 {
 	char name[64];
-	uname_(name, sizeof(name), "putdied");
-	struct cistern_config cfg = {.slot_size = 8, .slot_count = 8, .expected_producers = 1};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with(
+		"putdied", name, sizeof(name),
+		(struct cistern_config){.slot_size = 8, .slot_count = 8, .expected_producers = 1});
 	int in[2];
 	cr_assert_eq(pipe(in), 0);
 	pid_t pid = fork();
@@ -888,11 +885,10 @@ Test(put, into_a_missing_segment_fails_naming_it)
 Test(put, into_a_single_producer_segment_held_elsewhere_fails_saying_why)
 {
 	char name[64];
-	uname_(name, sizeof(name), "putsole");
-	struct cistern_config cfg = {
-		.slot_size = 64, .slot_count = 8, .flags = CISTERN_SINGLE_PRODUCER};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("putsole", name, sizeof(name),
+				      (struct cistern_config){.slot_size = 64,
+							      .slot_count = 8,
+							      .flags = CISTERN_SINGLE_PRODUCER});
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0, "this handle takes the role");
 	struct result *r = run_in("x", 1, "put", name, NULL);
 	cr_assert_eq(r->status, 1);
@@ -1071,15 +1067,13 @@ Test(inspect, prometheus_exposition_has_typed_families)
 Test(inspect, prometheus_gives_a_prioritized_segments_totals)
 {
 	char name[64], want[160];
-	uname_(name, sizeof(name), "iprom-prio");
-	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
-				     .slot_count = 8,
-				     .slot_size = 64,
-				     .watermark = 1,
-				     .alpha = 1,
-				     .beta = 0.5};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("iprom-prio", name, sizeof(name),
+				      (struct cistern_config){.policy = CISTERN_PRIORITIZED,
+							      .slot_count = 8,
+							      .slot_size = 64,
+							      .watermark = 1,
+							      .alpha = 1,
+							      .beta = 0.5});
 	cr_assert_eq(cistern_put_prioritized(c, "a", 1, NULL, 3, 0), 0);
 	cr_assert_eq(cistern_put_prioritized(c, "b", 1, NULL, 5, 0), 0);
 	const uint64_t stale = UINT64_MAX;
@@ -1249,10 +1243,9 @@ Test(gc, reclaims_what_a_killed_producer_and_reader_held)
 Test(inspect, counts_a_producer_that_died_before_done)
 {
 	char name[64];
-	uname_(name, sizeof(name), "diedprod");
-	struct cistern_config cfg = {.slot_size = 8, .slot_count = 8, .expected_producers = 2};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with(
+		"diedprod", name, sizeof(name),
+		(struct cistern_config){.slot_size = 8, .slot_count = 8, .expected_producers = 2});
 	kill_and_reap(holder(name, HOLD_RESERVATION)); /* a reserve takes the producer role */
 	const char *want = "producers  2 expected, 0 done, 1 died before done "
 			   "(waiting for a replacement to say it is done)";
@@ -1732,15 +1725,14 @@ Test(usage, commands_that_need_names_refuse_none)
 Test(get, a_sim_paired_segment_is_read_a_pair_at_a_time)
 {
 	char name[64];
-	uname_(name, sizeof(name), "getpair");
-	struct cistern_config cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR,
-				     .slot_size = 16,
-				     .slot_count = 16,
-				     .watermark = 2,
-				     .sweep_size = 1,
-				     .nb_time_steps = 2};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with(
+		"getpair", name, sizeof(name),
+		(struct cistern_config){.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+					.slot_size = 16,
+					.slot_count = 16,
+					.watermark = 2,
+					.sweep_size = 1,
+					.nb_time_steps = 2});
 	struct cistern_meta m0 = {.time_step = 0}, m1 = {.time_step = 1};
 	cr_assert_eq(cistern_put(c, "t0", 2, &m0, 0), 0);
 	cr_assert_eq(cistern_put(c, "t1", 2, &m1, 0), 0);
@@ -1757,14 +1749,12 @@ Test(get, a_sim_paired_segment_is_read_a_pair_at_a_time)
 Test(get, a_batch_reservoir_is_read_a_batch_at_a_time)
 {
 	char name[64];
-	uname_(name, sizeof(name), "getbatch");
-	struct cistern_config cfg = {.policy = CISTERN_BATCH_RESERVOIR,
-				     .slot_size = 16,
-				     .slot_count = 16,
-				     .watermark = 4,
-				     .batch_size = 4};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("getbatch", name, sizeof(name),
+				      (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR,
+							      .slot_size = 16,
+							      .slot_count = 16,
+							      .watermark = 4,
+							      .batch_size = 4});
 	for (char v = 'a'; v <= 'e'; v++)
 		cr_assert_eq(cistern_put(c, &v, 1, NULL, 0), 0);
 	struct result *r = run("get", name, "-n", "6", "--timeout", "0");
