@@ -1155,6 +1155,19 @@ static void put_is_refused(const char *tag, uint8_t version, uint16_t zero, cons
 	raw_producer_end(&s, &r);
 }
 
+/* A producer of window 16 at the wire level sends w `times` times: serve logs `line`. */
+static void sent_message_is_logged(const char *tag, const struct cistern__wire *w, int times,
+				   const char *line)
+{
+	struct serve s;
+	struct raw r;
+	raw_producer_of(tag, 16, &s, &r);
+	for (int i = 0; i < times; i++)
+		raw_send(&r, w, 0, NULL, 0);
+	cr_assert(log_wait(s.log, line, 10), "serve did not log \"%s\"", line);
+	raw_producer_end(&s, &r);
+}
+
 Test(remote, a_dropped_producer_has_nothing_more_put)
 {
 	struct serve s;
@@ -1190,14 +1203,9 @@ Test(remote, a_put_with_non_zero_reserved_bytes_is_refused)
 
 Test(remote, a_batch_of_no_samples_is_named_as_such)
 {
-	struct serve s;
-	struct raw r;
-	raw_producer_of("zero", 16, &s, &r);
 	struct cistern__wire w = {
 		.kind = CISTERN__W_PUTS, .version = CISTERN_REMOTE_PROTOCOL, .a = 0, .seq = 1};
-	raw_send(&r, &w, 0, NULL, 0);
-	cr_assert(log_wait(s.log, "dropped: a batch of no samples", 10), "not named as such");
-	raw_producer_end(&s, &r);
+	sent_message_is_logged("zero", &w, 1, "dropped: a batch of no samples");
 }
 
 Test(remote, a_put_after_done_is_named_as_such)
@@ -1562,29 +1570,17 @@ Test(remote, a_dropped_producer_is_told_then_disconnected)
 
 Test(remote, a_second_hello_drops_its_producer)
 {
-	struct serve s;
-	struct raw r;
-	raw_producer_of("hello2", 16, &s, &r);
 	struct cistern__wire w = {
 		.kind = CISTERN__W_HELLO, .version = CISTERN_REMOTE_PROTOCOL, .a = 16, .seq = 42};
-	raw_send(&r, &w, 0, NULL, 0);
-	cr_assert(log_wait(s.log, "dropped: a second HELLO", 10), "not dropped");
-	raw_producer_end(&s, &r);
+	sent_message_is_logged("hello2", &w, 1, "dropped: a second HELLO");
 }
 
 /* A DONE, then 17 more: one more repeat than its window of 16. */
 Test(remote, a_producer_repeating_done_beyond_its_window_is_dropped)
 {
-	struct serve s;
-	struct raw r;
-	raw_producer_of("done17", 16, &s, &r);
 	struct cistern__wire w = {.kind = CISTERN__W_DONE, .version = CISTERN_REMOTE_PROTOCOL};
-	for (int i = 0; i < 1 + 16 + 1; i++)
-		raw_send(&r, &w, 0, NULL, 0);
-	cr_assert(
-		log_wait(s.log, "dropped: more repeated DONE and BYE messages than its window", 10),
-		"not dropped");
-	raw_producer_end(&s, &r);
+	sent_message_is_logged("done17", &w, 1 + 16 + 1,
+			       "dropped: more repeated DONE and BYE messages than its window");
 }
 
 /* Loopback given by name: bound (as 127.0.0.1), and a producer gets its sample in. */
