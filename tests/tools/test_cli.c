@@ -127,6 +127,17 @@ static struct cistern *make(const char *tag, char *name, size_t size, uint64_t s
 			 (struct cistern_config){.slot_size = 1024, .slot_count = slots});
 }
 
+/* The configuration of the segment name, as a read-only handle reads it. */
+static struct cistern_config created_config(const char *name)
+{
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	struct cistern_config cfg;
+	cr_assert_eq(cistern_config_get(c, &cfg), 0);
+	cistern_detach(c);
+	return cfg;
+}
+
 static void cleanup(struct cistern *c, const char *name)
 {
 	if (c)
@@ -218,15 +229,12 @@ Test(create, makes_a_segment_with_the_given_parameters)
 	struct result *r = run("create", name, "--slots", "2K", "--slot-size", "4K", "--mode",
 			       "0640", "--producers", "2");
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	struct cistern *c;
-	cr_assert_eq(cistern_open_readonly(name, &c), 0);
-	struct cistern_config cfg;
-	cistern_config_get(c, &cfg);
+	struct cistern_config cfg = created_config(name);
 	cr_assert_eq(cfg.slot_count, 2048);
 	cr_assert_eq(cfg.slot_size, 4096);
 	cr_assert_eq(cfg.mode, 0640);
 	cr_assert_eq(cfg.expected_producers, 2);
-	cleanup(c, name);
+	cistern_unlink(name);
 }
 
 Test(create, a_cold_tier_is_made_shown_and_removed_with_the_segment)
@@ -367,16 +375,13 @@ Test(create, single_role_flags_reach_the_segment_and_inspect_shows_them)
 	struct result *r = run("create", name, "--slots", "8", "--single-producer",
 			       "--single-reader");
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	struct cistern *c;
-	cr_assert_eq(cistern_open_readonly(name, &c), 0);
-	struct cistern_config cfg;
-	cistern_config_get(c, &cfg);
+	struct cistern_config cfg = created_config(name);
 	cr_assert_eq(cfg.flags, CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER);
 	r = run("inspect", name);
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	cr_assert(strstr(r->out, "single-producer") && strstr(r->out, "single-reader"), "%s",
 		  r->out);
-	cleanup(c, name);
+	cistern_unlink(name);
 	uname_(name, sizeof(name), "solebad");
 	r = run("create", name, "--policy", "firo", "--watermark", "2", "--slots", "8",
 		"--single-reader");
@@ -390,10 +395,9 @@ Test(create, single_role_flags_reach_the_segment_and_inspect_shows_them)
 	r = run("create", name, "--policy", "batch-reservoir", "--watermark", "4", "--batch-size",
 		"4", "--slots", "8", "--single-reader");
 	cr_assert_eq(r->status, 0, "the reservoirs take a single reader: %s", r->err);
-	cr_assert_eq(cistern_open_readonly(name, &c), 0);
-	cistern_config_get(c, &cfg);
+	cfg = created_config(name);
 	cr_assert_eq(cfg.flags, CISTERN_SINGLE_READER);
-	cleanup(c, name);
+	cistern_unlink(name);
 }
 
 /*
@@ -429,12 +433,8 @@ Test(create, max_times_sampled_reaches_the_segment_and_inspect_shows_it)
 	struct result *r = run("create", name, "--policy", "reservoir", "--slots", "16",
 			       "--watermark", "1", "--max-times-sampled", "4");
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	struct cistern *c;
-	cr_assert_eq(cistern_open_readonly(name, &c), 0);
-	struct cistern_config cfg;
-	cistern_config_get(c, &cfg);
+	struct cistern_config cfg = created_config(name);
 	cr_assert_eq(cfg.max_times_sampled, 4);
-	cistern_detach(c);
 	r = run("inspect", name);
 	cr_assert(strstr(r->out, "max-times-sampled 4"), "%s", r->out);
 	r = run("inspect", "--json", name);
@@ -463,15 +463,12 @@ Test(create, prioritized_takes_alpha_beta_and_epsilon)
 			       "--watermark", "2", "--alpha", "0.6", "--beta", "0.4", "--epsilon",
 			       "0.01");
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	struct cistern *c;
-	cr_assert_eq(cistern_open_readonly(name, &c), 0);
-	struct cistern_config cfg;
-	cistern_config_get(c, &cfg);
+	struct cistern_config cfg = created_config(name);
 	cr_assert_eq(cfg.policy, CISTERN_PRIORITIZED);
 	cr_assert_eq(cfg.alpha, 0.6);
 	cr_assert_eq(cfg.beta, 0.4);
 	cr_assert_eq(cfg.epsilon, 0.01);
-	cleanup(c, name);
+	cistern_unlink(name);
 }
 
 Test(create, prioritized_takes_a_sweep_size_for_windows_and_inspect_shows_it)
@@ -481,16 +478,13 @@ Test(create, prioritized_takes_a_sweep_size_for_windows_and_inspect_shows_it)
 	struct result *r = run("create", name, "--policy", "prioritized", "--slots", "16",
 			       "--watermark", "1", "--sweep-size", "3", "--time-steps", "10");
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	struct cistern *c;
-	cr_assert_eq(cistern_open_readonly(name, &c), 0);
-	struct cistern_config cfg;
-	cistern_config_get(c, &cfg);
+	struct cistern_config cfg = created_config(name);
 	cr_assert_eq(cfg.sweep_size, 3);
 	cr_assert_eq(cfg.nb_time_steps, 10);
 	r = run("inspect", name);
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	cr_assert(strstr(r->out, "sweep-size 3  time-steps 10"), "%s", r->out);
-	cleanup(c, name);
+	cistern_unlink(name);
 }
 
 Test(create, a_bad_alpha_is_refused_by_its_option_name)
@@ -509,16 +503,21 @@ Test(create, a_bad_alpha_is_refused_by_its_option_name)
 	cr_assert(!exists(name));
 }
 
+/* A prioritized segment whose parameters inspect shows: alpha 1, beta 0.5. */
+static struct cistern_config inspected_prioritized(void)
+{
+	return (struct cistern_config){.policy = CISTERN_PRIORITIZED,
+				       .slot_count = 8,
+				       .slot_size = 64,
+				       .watermark = 1,
+				       .alpha = 1,
+				       .beta = 0.5};
+}
+
 Test(inspect, shows_the_priority_parameters_and_the_total)
 {
 	char name[64];
-	struct cistern *c = make_with("prio-insp", name, sizeof(name),
-				      (struct cistern_config){.policy = CISTERN_PRIORITIZED,
-							      .slot_count = 8,
-							      .slot_size = 64,
-							      .watermark = 1,
-							      .alpha = 1,
-							      .beta = 0.5});
+	struct cistern *c = make_with("prio-insp", name, sizeof(name), inspected_prioritized());
 	cr_assert_eq(cistern_put_prioritized(c, "a", 1, NULL, 2.5, 0), 0);
 	cr_assert_eq(cistern_put_prioritized(c, "b", 1, NULL, 4, 0), 0);
 	struct result *r = run("inspect", name);
@@ -544,13 +543,10 @@ Test(create, dead_producer_done_reaches_the_segment_and_needs_producers)
 	cr_assert(!exists(name));
 	r = run("create", name, "--slots", "8", "--producers", "2", "--dead-producer-done");
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	struct cistern *c;
-	cr_assert_eq(cistern_open_readonly(name, &c), 0);
-	struct cistern_config cfg;
-	cistern_config_get(c, &cfg);
+	struct cistern_config cfg = created_config(name);
 	cr_assert_eq(cfg.flags, CISTERN_DEAD_PRODUCER_DONE);
 	cr_assert_eq(cfg.expected_producers, 2);
-	cleanup(c, name);
+	cistern_unlink(name);
 }
 
 Test(create, a_taken_name_fails_and_says_so)
@@ -1067,13 +1063,7 @@ Test(inspect, prometheus_exposition_has_typed_families)
 Test(inspect, prometheus_gives_a_prioritized_segments_totals)
 {
 	char name[64], want[160];
-	struct cistern *c = make_with("iprom-prio", name, sizeof(name),
-				      (struct cistern_config){.policy = CISTERN_PRIORITIZED,
-							      .slot_count = 8,
-							      .slot_size = 64,
-							      .watermark = 1,
-							      .alpha = 1,
-							      .beta = 0.5});
+	struct cistern *c = make_with("iprom-prio", name, sizeof(name), inspected_prioritized());
 	cr_assert_eq(cistern_put_prioritized(c, "a", 1, NULL, 3, 0), 0);
 	cr_assert_eq(cistern_put_prioritized(c, "b", 1, NULL, 5, 0), 0);
 	const uint64_t stale = UINT64_MAX;
