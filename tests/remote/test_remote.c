@@ -186,6 +186,20 @@ static int put_sample(struct cistern_remote *r, uint32_t sim, uint32_t idx, int 
 }
 
 /*
+ * Through serve s, the producer r puts one sample that reaches segment c;
+ * then r closes and serve stops cleanly.
+ */
+static void one_sample_goes_through(struct serve *s, struct cistern_remote *r, struct cistern *c)
+{
+	cr_assert_eq(put_sample(r, 1, 0, 5000), 0);
+	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
+	cistern_remote_close(r);
+	uint8_t buf[PAYLOAD];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
+	cr_assert_eq(serve_stop(s), 0);
+}
+
+/*
  * Read what the segment holds (FIFO), checking every payload whole, into
  * count[idx] for samples of simulation sim (idx < cap). Returns samples read.
  */
@@ -524,12 +538,7 @@ Test(remote, a_client_without_an_admitted_key_is_refused_and_logged)
 	o.secret_key = gsec;
 	o.connect_timeout_ms = 10000;
 	cr_assert_eq(cistern_remote_connect(ep, &o, &r), 0);
-	cr_assert_eq(put_sample(r, 1, 0, 5000), 0);
-	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
-	cistern_remote_close(r);
-	uint8_t buf[PAYLOAD];
-	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
-	cr_assert_eq(serve_stop(&s), 0);
+	one_sample_goes_through(&s, r, c);
 }
 
 Test(remote, serve_refuses_a_non_loopback_bind_without_keys)
@@ -1381,6 +1390,25 @@ static int zmtp_flood(int fd, uint64_t *sent)
 }
 
 /*
+ * Flood serve s on fd until it cuts the connection off; its peak memory
+ * (before it was `before` KiB) grew by less than 64 MiB. Then close fd and
+ * stop serve cleanly.
+ */
+static void flood_is_cut_off(struct serve *s, int fd, long before)
+{
+	uint64_t sent;
+	int err = zmtp_flood(fd, &sent);
+	cr_assert(err == EPIPE || err == ECONNRESET,
+		  "the connection was not cut: %llu bytes sent, then %s", (unsigned long long)sent,
+		  err ? strerror(err) : "no error");
+	long after = status_kib(s->pid, "VmHWM:");
+	cr_assert_lt(after - before, 64 * 1024, "serve's peak memory grew by %ld KiB",
+		     after - before);
+	close(fd);
+	cr_assert_eq(serve_stop(s), 0);
+}
+
+/*
  * Small messages with a ZMTP PING after each, sent as fast as the
  * connection to 127.0.0.1:port takes them, then a reset (SO_LINGER 0)
  * while they wait to be read. With a finite ZMQ_RCVHWM, libzmq 4.3 pauses
@@ -1434,12 +1462,7 @@ Test(remote, peers_that_flood_ping_and_reset_do_not_end_serve)
 	}
 	struct cistern_remote *r = connect_retry(ep, NULL);
 	cr_assert_not_null(r);
-	cr_assert_eq(put_sample(r, 1, 0, 5000), 0);
-	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
-	cistern_remote_close(r);
-	uint8_t buf[PAYLOAD];
-	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
-	cr_assert_eq(serve_stop(&s), 0);
+	one_sample_goes_through(&s, r, c);
 }
 
 /*
@@ -1461,16 +1484,7 @@ Test(remote, a_dropped_producer_that_keeps_sending_is_cut_off)
 	zmtp_hello(fd, 16);
 	cr_assert(zmtp_send(fd, "x", 1));
 	cr_assert(log_wait(s.log, "dropped: a message shorter than a header", 20), "not dropped");
-	uint64_t sent;
-	int err = zmtp_flood(fd, &sent);
-	cr_assert(err == EPIPE || err == ECONNRESET,
-		  "the connection was not cut: %llu bytes sent, then %s", (unsigned long long)sent,
-		  err ? strerror(err) : "no error");
-	long after = status_kib(s.pid, "VmHWM:");
-	cr_assert_lt(after - before, 64 * 1024, "serve's peak memory grew by %ld KiB",
-		     after - before);
-	close(fd);
-	cr_assert_eq(serve_stop(&s), 0);
+	flood_is_cut_off(&s, fd, before);
 }
 
 /* The same over ipc:// from a connection that never said HELLO. */
@@ -1482,16 +1496,7 @@ Test(remote, a_connection_never_welcomed_that_keeps_sending_is_cut_off)
 	long before = status_kib(s.pid, "VmHWM:");
 	cr_assert_gt(before, 0);
 	int fd = zmtp_open(ep);
-	uint64_t sent;
-	int err = zmtp_flood(fd, &sent);
-	cr_assert(err == EPIPE || err == ECONNRESET,
-		  "the connection was not cut: %llu bytes sent, then %s", (unsigned long long)sent,
-		  err ? strerror(err) : "no error");
-	long after = status_kib(s.pid, "VmHWM:");
-	cr_assert_lt(after - before, 64 * 1024, "serve's peak memory grew by %ld KiB",
-		     after - before);
-	close(fd);
-	cr_assert_eq(serve_stop(&s), 0);
+	flood_is_cut_off(&s, fd, before);
 }
 
 /*
@@ -1592,12 +1597,7 @@ static void serve_put_one(const char *bind, const char *connect, const char *tag
 	serve_ready(&s);
 	struct cistern_remote *r = connect_retry(connect, NULL);
 	cr_assert_not_null(r, "no connection to %s", connect);
-	cr_assert_eq(put_sample(r, 1, 0, 5000), 0);
-	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
-	cistern_remote_close(r);
-	uint8_t buf[PAYLOAD];
-	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
-	cr_assert_eq(serve_stop(&s), 0);
+	one_sample_goes_through(&s, r, c);
 }
 
 Test(remote, serve_binds_localhost_without_keys)
