@@ -214,6 +214,23 @@ static const char *skip(const char *p)
 	return p;
 }
 
+/*
+ * Store v as an integer of `size` bytes at dst: its low bytes, which for a
+ * signed value in range are its two's complement form.
+ */
+static void store_int(unsigned char *dst, uint64_t v, uint32_t size)
+{
+	uint8_t a = (uint8_t)v;
+	uint16_t b = (uint16_t)v;
+	uint32_t c = (uint32_t)v;
+	memcpy(dst,
+	       size == 1   ? (void *)&a
+	       : size == 2 ? (void *)&b
+	       : size == 4 ? (void *)&c
+			   : (void *)&v,
+	       size);
+}
+
 /* Store the number or boolean `tok` (n bytes) as element `i` of field f in the sample. */
 static const char *store(const struct cistern_field *f, const char *tok, size_t n, uint64_t i,
 			 void *sample)
@@ -251,16 +268,7 @@ static const char *store(const struct cistern_field *f, const char *tok, size_t 
 		if (errno || v < lo || v > hi)
 			return say("field '%s': %s is out of range for %s", f->name, s,
 				   cistern_dtype_name(f->dtype));
-		int8_t a = (int8_t)v;
-		int16_t b = (int16_t)v;
-		int32_t c = (int32_t)v;
-		int64_t d = (int64_t)v;
-		memcpy(dst,
-		       bits == 8    ? (void *)&a
-		       : bits == 16 ? (void *)&b
-		       : bits == 32 ? (void *)&c
-				    : (void *)&d,
-		       f->itemsize);
+		store_int(dst, (uint64_t)v, f->itemsize);
 		return NULL;
 	}
 	case CISTERN_UINT8:
@@ -275,16 +283,7 @@ static const char *store(const struct cistern_field *f, const char *tok, size_t 
 		if (errno || v > hi)
 			return say("field '%s': %s is out of range for %s", f->name, s,
 				   cistern_dtype_name(f->dtype));
-		uint8_t a = (uint8_t)v;
-		uint16_t b = (uint16_t)v;
-		uint32_t c = (uint32_t)v;
-		uint64_t d = (uint64_t)v;
-		memcpy(dst,
-		       bits == 8    ? (void *)&a
-		       : bits == 16 ? (void *)&b
-		       : bits == 32 ? (void *)&c
-				    : (void *)&d,
-		       f->itemsize);
+		store_int(dst, (uint64_t)v, f->itemsize);
 		return NULL;
 	}
 	case CISTERN_FLOAT16:

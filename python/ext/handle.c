@@ -133,6 +133,28 @@ static int acq_attempt(void *p, int t)
 	return cistern_acquire(x->c, x->s, t);
 }
 
+/*
+ * Wait on the handle for fn to fill `into`, a new object the caller owns.
+ * Returns fn's count, or -1 with an exception set and `into` released, so a
+ * failed call leaves no half-filled object behind.
+ */
+static int handle_wait_into(HandleObject *h, PyObject *into, cx_attempt_fn fn, void *ctx,
+			    int timeout)
+{
+	if (cx_handle_enter(h) < 0) {
+		Py_DECREF(into);
+		return -1;
+	}
+	int r = cx_wait_sliced(fn, ctx, timeout);
+	cx_handle_leave(h);
+	if (r < 0) {
+		Py_DECREF(into);
+		cx_raise_result(r);
+		return -1;
+	}
+	return r;
+}
+
 /* Acquire into *s: a quick try with the GIL held, then a sliced wait. */
 static int acquire_one(HandleObject *h, struct cistern_sample *s, int timeout)
 {
@@ -309,17 +331,9 @@ static PyObject *Handle_acquire_pair(HandleObject *h, PyObject *args, PyObject *
 	SampleObject *so = cx_sample_alloc(KIND_PAIR, 2);
 	if (!so)
 		return NULL;
-	if (cx_handle_enter(h) < 0) {
-		Py_DECREF(so);
-		return NULL;
-	}
 	struct acq_ctx x = {h->c, so->ss};
-	int r = cx_wait_sliced(pair_attempt, &x, timeout);
-	cx_handle_leave(h);
-	if (r < 0) {
-		Py_DECREF(so);
-		return cx_raise_result(r);
-	}
+	if (handle_wait_into(h, (PyObject *)so, pair_attempt, &x, timeout) < 0)
+		return NULL;
 	return cx_sample_attach(so, h);
 }
 
@@ -1235,17 +1249,9 @@ static PyObject *Handle_reserve(HandleObject *h, PyObject *args, PyObject *kw)
 	so->live = 0;
 	so->prev = so->next = NULL;
 	memset(&so->slot, 0, sizeof(so->slot));
-	if (cx_handle_enter(h) < 0) {
-		Py_DECREF(so);
-		return NULL;
-	}
 	struct reserve_ctx x = {h->c, &so->slot};
-	int r = cx_wait_sliced(reserve_attempt, &x, timeout);
-	cx_handle_leave(h);
-	if (r < 0) {
-		Py_DECREF(so);
-		return cx_raise_result(r);
-	}
+	if (handle_wait_into(h, (PyObject *)so, reserve_attempt, &x, timeout) < 0)
+		return NULL;
 	Py_INCREF(h);
 	so->h = h;
 	so->live = 1;

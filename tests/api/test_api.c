@@ -206,68 +206,48 @@ Test(create, a_config_with_no_problem_named_is_created)
  */
 Test(create, a_rate_slack_under_which_no_read_could_start_is_refused)
 {
-	const struct cistern_config bad[] = {
-		/* Producers stop 9 reads behind at worst: d > 1 - 10. */
-		{.policy = CISTERN_RESERVOIR,
-		 .slot_count = 16,
-		 .watermark = 4,
-		 .reads_per_put = 10,
-		 .rate_slack = 1},
-		/* A quarter of a read ahead at most, never a whole one. */
-		{.policy = CISTERN_FIFO_EVICT_RESERVOIR,
-		 .slot_count = 16,
-		 .watermark = 4,
-		 .flags = CISTERN_LOSSY,
-		 .reads_per_put = 0.25,
-		 .rate_slack = 0.25},
-		{.policy = CISTERN_SIM_PAIRED_RESERVOIR,
-		 .slot_count = 16,
-		 .watermark = 4,
-		 .sweep_size = 2,
-		 .nb_time_steps = 2,
-		 .reads_per_put = 4,
-		 .rate_slack = 2},
-		/* Producers stop at a drift of 2, a batch needs 5: 8 - 3. */
-		{.policy = CISTERN_BATCH_RESERVOIR,
-		 .slot_count = 16,
-		 .watermark = 8,
-		 .batch_size = 8,
-		 .reads_per_put = 2,
-		 .rate_slack = 3},
+	/* A policy's configuration with a slack under its limit and one that admits a read. */
+	struct rate {
+		double reads_per_put, rate_slack;
 	};
-	const struct cistern_config good[] = {
-		{.policy = CISTERN_RESERVOIR,
-		 .slot_count = 16,
-		 .watermark = 4,
-		 .reads_per_put = 2,
-		 .rate_slack = 1},
-		{.policy = CISTERN_FIFO_EVICT_RESERVOIR,
-		 .slot_count = 16,
-		 .watermark = 4,
-		 .flags = CISTERN_LOSSY,
-		 .reads_per_put = 0.5,
-		 .rate_slack = 0.5},
-		{.policy = CISTERN_SIM_PAIRED_RESERVOIR,
-		 .slot_count = 16,
-		 .watermark = 4,
-		 .sweep_size = 2,
-		 .nb_time_steps = 2,
-		 .reads_per_put = 4,
-		 .rate_slack = 3},
-		{.policy = CISTERN_BATCH_RESERVOIR,
-		 .slot_count = 16,
-		 .watermark = 8,
-		 .batch_size = 8,
-		 .reads_per_put = 2,
-		 .rate_slack = 5},
+	const struct {
+		struct cistern_config cfg;
+		struct rate bad, good;
+	} cases[] = {
+		/* Bad: producers stop 9 reads behind at worst: d > 1 - 10. */
+		{{.policy = CISTERN_RESERVOIR, .slot_count = 16, .watermark = 4}, {10, 1}, {2, 1}},
+		/* Bad: a quarter of a read ahead at most, never a whole one. */
+		{{.policy = CISTERN_FIFO_EVICT_RESERVOIR,
+		  .slot_count = 16,
+		  .watermark = 4,
+		  .flags = CISTERN_LOSSY},
+		 {0.25, 0.25},
+		 {0.5, 0.5}},
+		{{.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+		  .slot_count = 16,
+		  .watermark = 4,
+		  .sweep_size = 2,
+		  .nb_time_steps = 2},
+		 {4, 2},
+		 {4, 3}},
+		/* Bad: producers stop at a drift of 2, a batch needs 5: 8 - 3. */
+		{{.policy = CISTERN_BATCH_RESERVOIR,
+		  .slot_count = 16,
+		  .watermark = 8,
+		  .batch_size = 8},
+		 {2, 3},
+		 {2, 5}},
 	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		const char *why = cistern_config_problem(&bad[i]);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct cistern_config cfg = cases[i].cfg;
+		cfg.reads_per_put = cases[i].bad.reads_per_put;
+		cfg.rate_slack = cases[i].bad.rate_slack;
+		const char *why = cistern_config_problem(&cfg);
 		cr_assert_not_null(why, "bad case %zu named no problem", i);
 		cr_assert(strstr(why, "rate_slack"), "bad case %zu: '%s'", i, why);
-	}
-	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-		const char *why = cistern_config_problem(&good[i]);
+		cfg.reads_per_put = cases[i].good.reads_per_put;
+		cfg.rate_slack = cases[i].good.rate_slack;
+		why = cistern_config_problem(&cfg);
 		cr_assert_null(why, "good case %zu: %s", i, why);
 	}
 }

@@ -458,44 +458,49 @@ Test(crash_points, aborted_slot_at_the_head_is_stepped_over_and_freed)
 	drop(c, name);
 }
 
-Test(crash_points, end_of_data_waits_for_a_reclaim_under_way)
+/*
+ * A reader takes the last sample (v) and dies holding it; a reclaimer of its
+ * entry then dies after the steps `intent` and `mark` (reclaimer_dying_after()),
+ * holding its locks for a while. The segment is closed and drained, yet end of
+ * data must wait for the dead entry: the get returns the sample. `when` says
+ * at which step of the reclaim it failed to wait.
+ */
+static void end_of_data_waits_for_a_dying_reclaimer(const char *tag, char v, bool intent, bool mark,
+						    const char *when)
 {
 	char name[64];
-	struct cistern *c = make("cp-inprog", name, sizeof(name), 4);
-	/* A reader takes the last sample and dies holding it. */
-	uint32_t dead = last_sample_held_by_a_dead_reader(c, name, 'w', true);
-	/*
-	 * Another process has begun reclaiming it: it holds the dead entry's lock
-	 * and has marked the entry, but not yet the slot. It takes a while, then
-	 * dies too, leaving the entry to the next sweeper.
-	 */
-	pid_t pid = reclaimer_dying_after(name, dead, false, true, 300);
-	/* Closed, drained, the sweep finds the entry locked: only its mark says wait. */
+	struct cistern *c = make(tag, name, sizeof(name), 4);
+	uint32_t dead = last_sample_held_by_a_dead_reader(c, name, v, true);
+	pid_t pid = reclaimer_dying_after(name, dead, intent, mark, 300);
 	char buf[16];
-	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 3000), 1,
-		     "end of data was declared while a reclaim was under way");
-	cr_assert_eq(buf[0], 'w');
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 3000), 1, "end of data was declared %s",
+		     when);
+	cr_assert_eq(buf[0], v);
 	waitpid(pid, NULL, 0);
 	drop(c, name);
 }
 
+Test(crash_points, end_of_data_waits_for_a_reclaim_under_way)
+{
+	/*
+	 * Another process has begun reclaiming the dead reader: it holds its entry lock
+	 * and has marked the entry, but not yet the slot. It takes a while, then
+	 * dies too, leaving the entry to the next sweeper. The sweep finds the
+	 * entry locked: only its mark says wait.
+	 */
+	end_of_data_waits_for_a_dying_reclaimer("cp-inprog", 'w', false, true,
+						"while a reclaim was under way");
+}
+
 Test(crash_points, end_of_data_waits_for_a_reclaimer_between_lock_and_mark)
 {
-	char name[64];
-	struct cistern *c = make("cp-window", name, sizeof(name), 4);
-	uint32_t dead = last_sample_held_by_a_dead_reader(c, name, 'v', true);
 	/*
 	 * A sweeper has taken the dead entry's intent and entry locks and has not
 	 * marked it RECLAIMING yet: ACTIVE and locked, like a live owner. (Found by
 	 * the exhaustive search of model/fifo.pml.)
 	 */
-	pid_t pid = reclaimer_dying_after(name, dead, true, false, 300);
-	char buf[16];
-	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 3000), 1,
-		     "end of data was declared between a reclaimer's lock and its mark");
-	cr_assert_eq(buf[0], 'v');
-	waitpid(pid, NULL, 0);
-	drop(c, name);
+	end_of_data_waits_for_a_dying_reclaimer("cp-window", 'v', true, false,
+						"between a reclaimer's lock and its mark");
 }
 
 /*

@@ -203,6 +203,19 @@ static void assert_every_sample_read(struct shared *sh, const struct run *rn, ui
 	}
 }
 
+/*
+ * Every batch was whole and distinct, every sample was read before it left,
+ * and producers did evict meanwhile (else the run proved nothing).
+ */
+static void assert_batches_whole_while_evicting(struct shared *sh, const struct run *rn,
+						const struct cistern_stats *st)
+{
+	cr_assert_eq(atomic_load(&sh->bad_batches), 0);
+	assert_every_sample_read(sh, rn, 0);
+	cr_assert_eq(st->evicted_unseen, 0);
+	cr_assert_gt(st->evictions, 0, "producers did overwrite slots meanwhile");
+}
+
 Test(policies_mp, reservoir_never_evicts_a_sample_unseen, .timeout = 120)
 {
 	struct run rn = {.cfg = {.policy = CISTERN_RESERVOIR, .slot_count = 256, .watermark = 32},
@@ -292,10 +305,7 @@ Test(policies_mp, gathered_batches_of_several_readers_are_whole_and_distinct, .t
 			 .gather = true};
 	struct cistern_stats st;
 	struct shared *sh = run_policy("mp-gather", &rn, NULL, &st);
-	cr_assert_eq(atomic_load(&sh->bad_batches), 0);
-	assert_every_sample_read(sh, &rn, 0);
-	cr_assert_eq(st.evicted_unseen, 0);
-	cr_assert_gt(st.evictions, 0, "producers did overwrite slots meanwhile");
+	assert_batches_whole_while_evicting(sh, &rn, &st);
 }
 
 /*
@@ -331,10 +341,7 @@ Test(policies_mp, sole_reader_pinned_batches_are_distinct_and_never_overwritten,
 			 .readers = 1};
 	struct cistern_stats st;
 	struct shared *sh = run_policy("mp-sole-batch", &rn, NULL, &st);
-	cr_assert_eq(atomic_load(&sh->bad_batches), 0);
-	assert_every_sample_read(sh, &rn, 0);
-	cr_assert_eq(st.evicted_unseen, 0);
-	cr_assert_gt(st.evictions, 0, "producers did overwrite slots meanwhile");
+	assert_batches_whole_while_evicting(sh, &rn, &st);
 }
 
 Test(policies_mp, sole_reader_gathered_batches_are_whole_and_distinct, .timeout = 120)
@@ -349,10 +356,7 @@ Test(policies_mp, sole_reader_gathered_batches_are_whole_and_distinct, .timeout 
 			 .readers = 1};
 	struct cistern_stats st;
 	struct shared *sh = run_policy("mp-sole-gather", &rn, NULL, &st);
-	cr_assert_eq(atomic_load(&sh->bad_batches), 0);
-	assert_every_sample_read(sh, &rn, 0);
-	cr_assert_eq(st.evicted_unseen, 0);
-	cr_assert_gt(st.evictions, 0, "producers did overwrite slots meanwhile");
+	assert_batches_whole_while_evicting(sh, &rn, &st);
 }
 
 Test(policies_mp, sole_reader_fifo_evict_reservoir_never_evicts_a_sample_unseen, .timeout = 120)

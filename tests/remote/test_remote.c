@@ -186,6 +186,20 @@ static int put_sample(struct cistern_remote *r, uint32_t sim, uint32_t idx, int 
 }
 
 /*
+ * Through serve s, the producer r puts one sample that reaches segment c;
+ * then r closes and serve stops cleanly.
+ */
+static void one_sample_goes_through(struct serve *s, struct cistern_remote *r, struct cistern *c)
+{
+	cr_assert_eq(put_sample(r, 1, 0, 5000), 0);
+	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
+	cistern_remote_close(r);
+	uint8_t buf[PAYLOAD];
+	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
+	cr_assert_eq(serve_stop(s), 0);
+}
+
+/*
  * Read what the segment holds (FIFO), checking every payload whole, into
  * count[idx] for samples of simulation sim (idx < cap). Returns samples read.
  */
@@ -524,12 +538,7 @@ Test(remote, a_client_without_an_admitted_key_is_refused_and_logged)
 	o.secret_key = gsec;
 	o.connect_timeout_ms = 10000;
 	cr_assert_eq(cistern_remote_connect(ep, &o, &r), 0);
-	cr_assert_eq(put_sample(r, 1, 0, 5000), 0);
-	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
-	cistern_remote_close(r);
-	uint8_t buf[PAYLOAD];
-	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
-	cr_assert_eq(serve_stop(&s), 0);
+	one_sample_goes_through(&s, r, c);
 }
 
 Test(remote, serve_refuses_a_non_loopback_bind_without_keys)
@@ -1155,6 +1164,19 @@ static void put_is_refused(const char *tag, uint8_t version, uint16_t zero, cons
 	raw_producer_end(&s, &r);
 }
 
+/* A producer of window 16 at the wire level sends w `times` times: serve logs `line`. */
+static void sent_message_is_logged(const char *tag, const struct cistern__wire *w, int times,
+				   const char *line)
+{
+	struct serve s;
+	struct raw r;
+	raw_producer_of(tag, 16, &s, &r);
+	for (int i = 0; i < times; i++)
+		raw_send(&r, w, 0, NULL, 0);
+	cr_assert(log_wait(s.log, line, 10), "serve did not log \"%s\"", line);
+	raw_producer_end(&s, &r);
+}
+
 Test(remote, a_dropped_producer_has_nothing_more_put)
 {
 	struct serve s;
@@ -1190,14 +1212,9 @@ Test(remote, a_put_with_non_zero_reserved_bytes_is_refused)
 
 Test(remote, a_batch_of_no_samples_is_named_as_such)
 {
-	struct serve s;
-	struct raw r;
-	raw_producer_of("zero", 16, &s, &r);
 	struct cistern__wire w = {
 		.kind = CISTERN__W_PUTS, .version = CISTERN_REMOTE_PROTOCOL, .a = 0, .seq = 1};
-	raw_send(&r, &w, 0, NULL, 0);
-	cr_assert(log_wait(s.log, "dropped: a batch of no samples", 10), "not named as such");
-	raw_producer_end(&s, &r);
+	sent_message_is_logged("zero", &w, 1, "dropped: a batch of no samples");
 }
 
 Test(remote, a_put_after_done_is_named_as_such)
@@ -1373,6 +1390,25 @@ static int zmtp_flood(int fd, uint64_t *sent)
 }
 
 /*
+ * Flood serve s on fd until it cuts the connection off; its peak memory
+ * (before it was `before` KiB) grew by less than 64 MiB. Then close fd and
+ * stop serve cleanly.
+ */
+static void flood_is_cut_off(struct serve *s, int fd, long before)
+{
+	uint64_t sent;
+	int err = zmtp_flood(fd, &sent);
+	cr_assert(err == EPIPE || err == ECONNRESET,
+		  "the connection was not cut: %llu bytes sent, then %s", (unsigned long long)sent,
+		  err ? strerror(err) : "no error");
+	long after = status_kib(s->pid, "VmHWM:");
+	cr_assert_lt(after - before, 64 * 1024, "serve's peak memory grew by %ld KiB",
+		     after - before);
+	close(fd);
+	cr_assert_eq(serve_stop(s), 0);
+}
+
+/*
  * Small messages with a ZMTP PING after each, sent as fast as the
  * connection to 127.0.0.1:port takes them, then a reset (SO_LINGER 0)
  * while they wait to be read. With a finite ZMQ_RCVHWM, libzmq 4.3 pauses
@@ -1426,12 +1462,7 @@ Test(remote, peers_that_flood_ping_and_reset_do_not_end_serve)
 	}
 	struct cistern_remote *r = connect_retry(ep, NULL);
 	cr_assert_not_null(r);
-	cr_assert_eq(put_sample(r, 1, 0, 5000), 0);
-	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
-	cistern_remote_close(r);
-	uint8_t buf[PAYLOAD];
-	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
-	cr_assert_eq(serve_stop(&s), 0);
+	one_sample_goes_through(&s, r, c);
 }
 
 /*
@@ -1453,16 +1484,7 @@ Test(remote, a_dropped_producer_that_keeps_sending_is_cut_off)
 	zmtp_hello(fd, 16);
 	cr_assert(zmtp_send(fd, "x", 1));
 	cr_assert(log_wait(s.log, "dropped: a message shorter than a header", 20), "not dropped");
-	uint64_t sent;
-	int err = zmtp_flood(fd, &sent);
-	cr_assert(err == EPIPE || err == ECONNRESET,
-		  "the connection was not cut: %llu bytes sent, then %s", (unsigned long long)sent,
-		  err ? strerror(err) : "no error");
-	long after = status_kib(s.pid, "VmHWM:");
-	cr_assert_lt(after - before, 64 * 1024, "serve's peak memory grew by %ld KiB",
-		     after - before);
-	close(fd);
-	cr_assert_eq(serve_stop(&s), 0);
+	flood_is_cut_off(&s, fd, before);
 }
 
 /* The same over ipc:// from a connection that never said HELLO. */
@@ -1474,16 +1496,7 @@ Test(remote, a_connection_never_welcomed_that_keeps_sending_is_cut_off)
 	long before = status_kib(s.pid, "VmHWM:");
 	cr_assert_gt(before, 0);
 	int fd = zmtp_open(ep);
-	uint64_t sent;
-	int err = zmtp_flood(fd, &sent);
-	cr_assert(err == EPIPE || err == ECONNRESET,
-		  "the connection was not cut: %llu bytes sent, then %s", (unsigned long long)sent,
-		  err ? strerror(err) : "no error");
-	long after = status_kib(s.pid, "VmHWM:");
-	cr_assert_lt(after - before, 64 * 1024, "serve's peak memory grew by %ld KiB",
-		     after - before);
-	close(fd);
-	cr_assert_eq(serve_stop(&s), 0);
+	flood_is_cut_off(&s, fd, before);
 }
 
 /*
@@ -1562,29 +1575,17 @@ Test(remote, a_dropped_producer_is_told_then_disconnected)
 
 Test(remote, a_second_hello_drops_its_producer)
 {
-	struct serve s;
-	struct raw r;
-	raw_producer_of("hello2", 16, &s, &r);
 	struct cistern__wire w = {
 		.kind = CISTERN__W_HELLO, .version = CISTERN_REMOTE_PROTOCOL, .a = 16, .seq = 42};
-	raw_send(&r, &w, 0, NULL, 0);
-	cr_assert(log_wait(s.log, "dropped: a second HELLO", 10), "not dropped");
-	raw_producer_end(&s, &r);
+	sent_message_is_logged("hello2", &w, 1, "dropped: a second HELLO");
 }
 
 /* A DONE, then 17 more: one more repeat than its window of 16. */
 Test(remote, a_producer_repeating_done_beyond_its_window_is_dropped)
 {
-	struct serve s;
-	struct raw r;
-	raw_producer_of("done17", 16, &s, &r);
 	struct cistern__wire w = {.kind = CISTERN__W_DONE, .version = CISTERN_REMOTE_PROTOCOL};
-	for (int i = 0; i < 1 + 16 + 1; i++)
-		raw_send(&r, &w, 0, NULL, 0);
-	cr_assert(
-		log_wait(s.log, "dropped: more repeated DONE and BYE messages than its window", 10),
-		"not dropped");
-	raw_producer_end(&s, &r);
+	sent_message_is_logged("done17", &w, 1 + 16 + 1,
+			       "dropped: more repeated DONE and BYE messages than its window");
 }
 
 /* Loopback given by name: bound (as 127.0.0.1), and a producer gets its sample in. */
@@ -1596,12 +1597,7 @@ static void serve_put_one(const char *bind, const char *connect, const char *tag
 	serve_ready(&s);
 	struct cistern_remote *r = connect_retry(connect, NULL);
 	cr_assert_not_null(r, "no connection to %s", connect);
-	cr_assert_eq(put_sample(r, 1, 0, 5000), 0);
-	cr_assert_eq(cistern_remote_flush(r, 10000), 0);
-	cistern_remote_close(r);
-	uint8_t buf[PAYLOAD];
-	cr_assert_eq(cistern_get(c, buf, sizeof(buf), NULL, 1000), PAYLOAD);
-	cr_assert_eq(serve_stop(&s), 0);
+	one_sample_goes_through(&s, r, c);
 }
 
 Test(remote, serve_binds_localhost_without_keys)

@@ -111,13 +111,31 @@ static void uname_(char *buf, size_t size, const char *tag)
 	cistern_unlink(buf);
 }
 
-static struct cistern *make(const char *tag, char *name, size_t size, uint64_t slots)
+/* A fresh segment named for tag (into name) with configuration cfg. */
+static struct cistern *make_with(const char *tag, char *name, size_t size,
+				 struct cistern_config cfg)
 {
 	uname_(name, size, tag);
-	struct cistern_config cfg = {.slot_size = 1024, .slot_count = slots};
 	struct cistern *c;
 	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
 	return c;
+}
+
+static struct cistern *make(const char *tag, char *name, size_t size, uint64_t slots)
+{
+	return make_with(tag, name, size,
+			 (struct cistern_config){.slot_size = 1024, .slot_count = slots});
+}
+
+/* The configuration of the segment name, as a read-only handle reads it. */
+static struct cistern_config created_config(const char *name)
+{
+	struct cistern *c;
+	cr_assert_eq(cistern_open_readonly(name, &c), 0);
+	struct cistern_config cfg;
+	cr_assert_eq(cistern_config_get(c, &cfg), 0);
+	cistern_detach(c);
+	return cfg;
 }
 
 static void cleanup(struct cistern *c, const char *name)
@@ -211,15 +229,12 @@ Test(create, makes_a_segment_with_the_given_parameters)
 	struct result *r = run("create", name, "--slots", "2K", "--slot-size", "4K", "--mode",
 			       "0640", "--producers", "2");
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	struct cistern *c;
-	cr_assert_eq(cistern_open_readonly(name, &c), 0);
-	struct cistern_config cfg;
-	cistern_config_get(c, &cfg);
+	struct cistern_config cfg = created_config(name);
 	cr_assert_eq(cfg.slot_count, 2048);
 	cr_assert_eq(cfg.slot_size, 4096);
 	cr_assert_eq(cfg.mode, 0640);
 	cr_assert_eq(cfg.expected_producers, 2);
-	cleanup(c, name);
+	cistern_unlink(name);
 }
 
 Test(create, a_cold_tier_is_made_shown_and_removed_with_the_segment)
@@ -360,16 +375,13 @@ Test(create, single_role_flags_reach_the_segment_and_inspect_shows_them)
 	struct result *r = run("create", name, "--slots", "8", "--single-producer",
 			       "--single-reader");
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	struct cistern *c;
-	cr_assert_eq(cistern_open_readonly(name, &c), 0);
-	struct cistern_config cfg;
-	cistern_config_get(c, &cfg);
+	struct cistern_config cfg = created_config(name);
 	cr_assert_eq(cfg.flags, CISTERN_SINGLE_PRODUCER | CISTERN_SINGLE_READER);
 	r = run("inspect", name);
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	cr_assert(strstr(r->out, "single-producer") && strstr(r->out, "single-reader"), "%s",
 		  r->out);
-	cleanup(c, name);
+	cistern_unlink(name);
 	uname_(name, sizeof(name), "solebad");
 	r = run("create", name, "--policy", "firo", "--watermark", "2", "--slots", "8",
 		"--single-reader");
@@ -383,10 +395,9 @@ Test(create, single_role_flags_reach_the_segment_and_inspect_shows_them)
 	r = run("create", name, "--policy", "batch-reservoir", "--watermark", "4", "--batch-size",
 		"4", "--slots", "8", "--single-reader");
 	cr_assert_eq(r->status, 0, "the reservoirs take a single reader: %s", r->err);
-	cr_assert_eq(cistern_open_readonly(name, &c), 0);
-	cistern_config_get(c, &cfg);
+	cfg = created_config(name);
 	cr_assert_eq(cfg.flags, CISTERN_SINGLE_READER);
-	cleanup(c, name);
+	cistern_unlink(name);
 }
 
 /*
@@ -422,12 +433,8 @@ Test(create, max_times_sampled_reaches_the_segment_and_inspect_shows_it)
 	struct result *r = run("create", name, "--policy", "reservoir", "--slots", "16",
 			       "--watermark", "1", "--max-times-sampled", "4");
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	struct cistern *c;
-	cr_assert_eq(cistern_open_readonly(name, &c), 0);
-	struct cistern_config cfg;
-	cistern_config_get(c, &cfg);
+	struct cistern_config cfg = created_config(name);
 	cr_assert_eq(cfg.max_times_sampled, 4);
-	cistern_detach(c);
 	r = run("inspect", name);
 	cr_assert(strstr(r->out, "max-times-sampled 4"), "%s", r->out);
 	r = run("inspect", "--json", name);
@@ -456,15 +463,12 @@ Test(create, prioritized_takes_alpha_beta_and_epsilon)
 			       "--watermark", "2", "--alpha", "0.6", "--beta", "0.4", "--epsilon",
 			       "0.01");
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	struct cistern *c;
-	cr_assert_eq(cistern_open_readonly(name, &c), 0);
-	struct cistern_config cfg;
-	cistern_config_get(c, &cfg);
+	struct cistern_config cfg = created_config(name);
 	cr_assert_eq(cfg.policy, CISTERN_PRIORITIZED);
 	cr_assert_eq(cfg.alpha, 0.6);
 	cr_assert_eq(cfg.beta, 0.4);
 	cr_assert_eq(cfg.epsilon, 0.01);
-	cleanup(c, name);
+	cistern_unlink(name);
 }
 
 Test(create, prioritized_takes_a_sweep_size_for_windows_and_inspect_shows_it)
@@ -474,16 +478,13 @@ Test(create, prioritized_takes_a_sweep_size_for_windows_and_inspect_shows_it)
 	struct result *r = run("create", name, "--policy", "prioritized", "--slots", "16",
 			       "--watermark", "1", "--sweep-size", "3", "--time-steps", "10");
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	struct cistern *c;
-	cr_assert_eq(cistern_open_readonly(name, &c), 0);
-	struct cistern_config cfg;
-	cistern_config_get(c, &cfg);
+	struct cistern_config cfg = created_config(name);
 	cr_assert_eq(cfg.sweep_size, 3);
 	cr_assert_eq(cfg.nb_time_steps, 10);
 	r = run("inspect", name);
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	cr_assert(strstr(r->out, "sweep-size 3  time-steps 10"), "%s", r->out);
-	cleanup(c, name);
+	cistern_unlink(name);
 }
 
 Test(create, a_bad_alpha_is_refused_by_its_option_name)
@@ -502,18 +503,21 @@ Test(create, a_bad_alpha_is_refused_by_its_option_name)
 	cr_assert(!exists(name));
 }
 
+/* A prioritized segment whose parameters inspect shows: alpha 1, beta 0.5. */
+static struct cistern_config inspected_prioritized(void)
+{
+	return (struct cistern_config){.policy = CISTERN_PRIORITIZED,
+				       .slot_count = 8,
+				       .slot_size = 64,
+				       .watermark = 1,
+				       .alpha = 1,
+				       .beta = 0.5};
+}
+
 Test(inspect, shows_the_priority_parameters_and_the_total)
 {
 	char name[64];
-	uname_(name, sizeof(name), "prio-insp");
-	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
-				     .slot_count = 8,
-				     .slot_size = 64,
-				     .watermark = 1,
-				     .alpha = 1,
-				     .beta = 0.5};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("prio-insp", name, sizeof(name), inspected_prioritized());
 	cr_assert_eq(cistern_put_prioritized(c, "a", 1, NULL, 2.5, 0), 0);
 	cr_assert_eq(cistern_put_prioritized(c, "b", 1, NULL, 4, 0), 0);
 	struct result *r = run("inspect", name);
@@ -539,13 +543,10 @@ Test(create, dead_producer_done_reaches_the_segment_and_needs_producers)
 	cr_assert(!exists(name));
 	r = run("create", name, "--slots", "8", "--producers", "2", "--dead-producer-done");
 	cr_assert_eq(r->status, 0, "%s", r->err);
-	struct cistern *c;
-	cr_assert_eq(cistern_open_readonly(name, &c), 0);
-	struct cistern_config cfg;
-	cistern_config_get(c, &cfg);
+	struct cistern_config cfg = created_config(name);
 	cr_assert_eq(cfg.flags, CISTERN_DEAD_PRODUCER_DONE);
 	cr_assert_eq(cfg.expected_producers, 2);
-	cleanup(c, name);
+	cistern_unlink(name);
 }
 
 Test(create, a_taken_name_fails_and_says_so)
@@ -707,14 +708,12 @@ Test(put, each_file_is_one_sample_with_the_given_metadata)
 Test(put, priority_gives_every_sample_its_priority)
 {
 	char name[64];
-	uname_(name, sizeof(name), "put-prio");
-	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
-				     .slot_count = 8,
-				     .slot_size = 64,
-				     .watermark = 1,
-				     .alpha = 1};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("put-prio", name, sizeof(name),
+				      (struct cistern_config){.policy = CISTERN_PRIORITIZED,
+							      .slot_count = 8,
+							      .slot_size = 64,
+							      .watermark = 1,
+							      .alpha = 1});
 	struct result *r = run_in("a\nb\n", 4, "put", name, "--lines", "--priority", "3", NULL);
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	struct cistern_prio_info info;
@@ -725,18 +724,22 @@ Test(put, priority_gives_every_sample_its_priority)
 	cleanup(c, name);
 }
 
+/* A segment of policy p read in windows of two time steps of one simulation. */
+static struct cistern_config windows_of_two(enum cistern_policy p)
+{
+	return (struct cistern_config){.policy = p,
+				       .slot_count = 8,
+				       .slot_size = 8,
+				       .watermark = 1,
+				       .sweep_size = 2,
+				       .nb_time_steps = 4};
+}
+
 Test(put, end_of_episode_marks_the_samples)
 {
 	char name[64];
-	uname_(name, sizeof(name), "put-end");
-	struct cistern_config cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR,
-				     .slot_count = 8,
-				     .slot_size = 8,
-				     .watermark = 1,
-				     .sweep_size = 2,
-				     .nb_time_steps = 4};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("put-end", name, sizeof(name),
+				      windows_of_two(CISTERN_SIM_PAIRED_RESERVOIR));
 	struct result *r = run_in("a", 1, "put", name, "-s", "1", "-t", "2", NULL);
 	cr_assert_eq(r->status, 0, "%s", r->err);
 	r = run_in("b", 1, "put", name, "-s", "1", "-t", "3", "--end-of-episode", NULL);
@@ -752,15 +755,8 @@ Test(put, end_of_episode_marks_the_samples)
 Test(put, end_of_episode_goes_with_a_priority_into_prioritized_windows)
 {
 	char name[64];
-	uname_(name, sizeof(name), "put-end-prio");
-	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
-				     .slot_count = 8,
-				     .slot_size = 8,
-				     .watermark = 1,
-				     .sweep_size = 2,
-				     .nb_time_steps = 4};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("put-end-prio", name, sizeof(name),
+				      windows_of_two(CISTERN_PRIORITIZED));
 	struct result *r = run_in("a", 1, "put", name, "-s", "1", "-t", "2", "--priority", "3",
 				  NULL);
 	cr_assert_eq(r->status, 0, "%s", r->err);
@@ -826,10 +822,8 @@ Test(put, a_file_larger_than_a_slot_fails_and_says_so)
 Test(put, an_oversized_line_is_named_with_what_was_put_before_it)
 {
 	char name[64];
-	uname_(name, sizeof(name), "putline");
-	struct cistern_config cfg = {.slot_size = 4, .slot_count = 8};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("putline", name, sizeof(name),
+				      (struct cistern_config){.slot_size = 4, .slot_count = 8});
 	const char in[] = "ab\ncd\nabcdefgh\nef\n";
 	struct result *r = run_in(in, sizeof(in) - 1, "put", name, "--lines", NULL);
 	cr_assert_eq(r->status, 1);
@@ -846,10 +840,9 @@ Test(put, an_oversized_line_is_named_with_what_was_put_before_it)
 Test(put, killed_before_its_first_sample_it_counts_as_a_dead_producer, .timeout = 60)
 {
 	char name[64];
-	uname_(name, sizeof(name), "putdied");
-	struct cistern_config cfg = {.slot_size = 8, .slot_count = 8, .expected_producers = 1};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with(
+		"putdied", name, sizeof(name),
+		(struct cistern_config){.slot_size = 8, .slot_count = 8, .expected_producers = 1});
 	int in[2];
 	cr_assert_eq(pipe(in), 0);
 	pid_t pid = fork();
@@ -888,11 +881,10 @@ Test(put, into_a_missing_segment_fails_naming_it)
 Test(put, into_a_single_producer_segment_held_elsewhere_fails_saying_why)
 {
 	char name[64];
-	uname_(name, sizeof(name), "putsole");
-	struct cistern_config cfg = {
-		.slot_size = 64, .slot_count = 8, .flags = CISTERN_SINGLE_PRODUCER};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("putsole", name, sizeof(name),
+				      (struct cistern_config){.slot_size = 64,
+							      .slot_count = 8,
+							      .flags = CISTERN_SINGLE_PRODUCER});
 	cr_assert_eq(cistern_put(c, "a", 1, NULL, 0), 0, "this handle takes the role");
 	struct result *r = run_in("x", 1, "put", name, NULL);
 	cr_assert_eq(r->status, 1);
@@ -1128,15 +1120,7 @@ Test(inspect, shows_a_fifos_staging_runs_and_their_groups)
 Test(inspect, prometheus_gives_a_prioritized_segments_totals)
 {
 	char name[64], want[160];
-	uname_(name, sizeof(name), "iprom-prio");
-	struct cistern_config cfg = {.policy = CISTERN_PRIORITIZED,
-				     .slot_count = 8,
-				     .slot_size = 64,
-				     .watermark = 1,
-				     .alpha = 1,
-				     .beta = 0.5};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("iprom-prio", name, sizeof(name), inspected_prioritized());
 	cr_assert_eq(cistern_put_prioritized(c, "a", 1, NULL, 3, 0), 0);
 	cr_assert_eq(cistern_put_prioritized(c, "b", 1, NULL, 5, 0), 0);
 	const uint64_t stale = UINT64_MAX;
@@ -1306,10 +1290,9 @@ Test(gc, reclaims_what_a_killed_producer_and_reader_held)
 Test(inspect, counts_a_producer_that_died_before_done)
 {
 	char name[64];
-	uname_(name, sizeof(name), "diedprod");
-	struct cistern_config cfg = {.slot_size = 8, .slot_count = 8, .expected_producers = 2};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with(
+		"diedprod", name, sizeof(name),
+		(struct cistern_config){.slot_size = 8, .slot_count = 8, .expected_producers = 2});
 	kill_and_reap(holder(name, HOLD_RESERVATION)); /* a reserve takes the producer role */
 	const char *want = "producers  2 expected, 0 done, 1 died before done "
 			   "(waiting for a replacement to say it is done)";
@@ -1789,15 +1772,14 @@ Test(usage, commands_that_need_names_refuse_none)
 Test(get, a_sim_paired_segment_is_read_a_pair_at_a_time)
 {
 	char name[64];
-	uname_(name, sizeof(name), "getpair");
-	struct cistern_config cfg = {.policy = CISTERN_SIM_PAIRED_RESERVOIR,
-				     .slot_size = 16,
-				     .slot_count = 16,
-				     .watermark = 2,
-				     .sweep_size = 1,
-				     .nb_time_steps = 2};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with(
+		"getpair", name, sizeof(name),
+		(struct cistern_config){.policy = CISTERN_SIM_PAIRED_RESERVOIR,
+					.slot_size = 16,
+					.slot_count = 16,
+					.watermark = 2,
+					.sweep_size = 1,
+					.nb_time_steps = 2});
 	struct cistern_meta m0 = {.time_step = 0}, m1 = {.time_step = 1};
 	cr_assert_eq(cistern_put(c, "t0", 2, &m0, 0), 0);
 	cr_assert_eq(cistern_put(c, "t1", 2, &m1, 0), 0);
@@ -1814,14 +1796,12 @@ Test(get, a_sim_paired_segment_is_read_a_pair_at_a_time)
 Test(get, a_batch_reservoir_is_read_a_batch_at_a_time)
 {
 	char name[64];
-	uname_(name, sizeof(name), "getbatch");
-	struct cistern_config cfg = {.policy = CISTERN_BATCH_RESERVOIR,
-				     .slot_size = 16,
-				     .slot_count = 16,
-				     .watermark = 4,
-				     .batch_size = 4};
-	struct cistern *c;
-	cr_assert_eq(cistern_create(name, &cfg, &c), 0);
+	struct cistern *c = make_with("getbatch", name, sizeof(name),
+				      (struct cistern_config){.policy = CISTERN_BATCH_RESERVOIR,
+							      .slot_size = 16,
+							      .slot_count = 16,
+							      .watermark = 4,
+							      .batch_size = 4});
 	for (char v = 'a'; v <= 'e'; v++)
 		cr_assert_eq(cistern_put(c, &v, 1, NULL, 0), 0);
 	struct result *r = run("get", name, "-n", "6", "--timeout", "0");

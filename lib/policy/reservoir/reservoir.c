@@ -914,23 +914,24 @@ const char *cistern__rs_limited_config_problem(const struct cistern_config *cfg)
 	return NULL;
 }
 
+/*
+ * Reservoir and BatchReservoir share their state, snapshot, tiering, pins and
+ * rate limiter: only the read ops and the config check differ. One list of
+ * the shared hooks keeps the two entries from drifting apart.
+ */
+#define RS_FAMILY_HOOKS                                                                         \
+	.snap = &cistern__reservoir_snap_ops, .new_state = cistern__rs_new_state,               \
+	.free_state = cistern__rs_free_state, .tiering = &cistern__rs_tiering,                  \
+	.reclaim_idle = cistern__drop_pins, .forget = cistern__rate_forget,                     \
+	.flags = CISTERN_SINGLE_READER, .limiter = &cistern__rate_limiter, .evicts_seen = true, \
+	.counts_reads = true, .readers_pin = true, .caps_reads = true
+
 const struct cistern__policy cistern__reservoir_policy = {
 	.name = "reservoir",
 	.value = CISTERN_RESERVOIR,
 	.ops = &cistern__reservoir_ops,
-	.snap = &cistern__reservoir_snap_ops,
 	.config_problem = cistern__rs_limited_config_problem,
-	.new_state = cistern__rs_new_state,
-	.free_state = cistern__rs_free_state,
-	.tiering = &cistern__rs_tiering,
-	.reclaim_idle = cistern__drop_pins,
-	.forget = cistern__rate_forget,
-	.flags = CISTERN_SINGLE_READER,
-	.limiter = &cistern__rate_limiter,
-	.evicts_seen = true,
-	.counts_reads = true,
-	.readers_pin = true,
-	.caps_reads = true,
+	RS_FAMILY_HOOKS,
 };
 
 static const char *batch_config_problem(const struct cistern_config *cfg)
@@ -951,18 +952,7 @@ const struct cistern__policy cistern__batch_policy = {
 	.name = "batch-reservoir",
 	.value = CISTERN_BATCH_RESERVOIR,
 	.ops = &cistern__batch_ops,
-	.snap = &cistern__reservoir_snap_ops,
 	.config_problem = batch_config_problem,
-	.new_state = cistern__rs_new_state,
-	.free_state = cistern__rs_free_state,
-	.tiering = &cistern__rs_tiering,
-	.reclaim_idle = cistern__drop_pins,
-	.forget = cistern__rate_forget,
-	.flags = CISTERN_SINGLE_READER,
-	.limiter = &cistern__rate_limiter,
 	.reads_whole_batches = true,
-	.evicts_seen = true,
-	.counts_reads = true,
-	.readers_pin = true,
-	.caps_reads = true,
+	RS_FAMILY_HOOKS,
 };
