@@ -40,6 +40,7 @@ struct bar_rows g_bars = {
 	.s4_pass_gather = -1,
 	.s4_opt_gather = -1,
 	.s4_opt_apart = -1,
+	.s4_opt_words = -1,
 	.s4_gather_rs = -1,
 	.s4_torch = -1,
 	.s4_torch_fixed = -1,
@@ -228,7 +229,7 @@ void bars_print(void)
 		       100 * zc / pzc, 100 * ga / pga, zc2, ga2, zc / zc2, ga / ga2, tr, zc / tr,
 		       ga / tr);
 		double oga = med(g_bars.s4_opt_gather), oap = med(g_bars.s4_opt_apart),
-		       grs = med(g_bars.s4_gather_rs);
+		       owd = med(g_bars.s4_opt_words), grs = med(g_bars.s4_gather_rs);
 		double low = ga < gaa ? ga : gaa;
 		low = grs < low ? grs : low;
 		int fknown = !isnan(ga) && !isnan(gaa) && !isnan(grs) && !isnan(fga);
@@ -237,9 +238,10 @@ void bars_print(void)
 		       "    batch_reservoir single reader x%.2f, any number of readers x%.2f; "
 		       "reservoir x%.2f\n"
 		       "    with no library: a pinning reader's passes x%.2f, an optimistic "
-		       "reader's x%.2f, with seen counts apart x%.2f\n",
+		       "reader's x%.2f, with seen counts apart x%.2f,\n"
+		       "    with words and seen counts apart from the rows x%.2f\n",
 		       verdict(low >= 0.9 * fga, fknown), ga / fga, gaa / fga, grs / fga, pga / fga,
-		       oga / fga, oap / fga);
+		       oga / fga, oap / fga, owd / fga);
 	}
 	if (bench_section_enabled("6")) {
 		double v[3], lo = INFINITY, hi = -INFINITY;

@@ -217,7 +217,7 @@ struct bar_rows {
 	int s3_cis, s3_bound, s3_bound_1, s3_cis_1cpu, s3_cis_busy, s3_handoff, s3_handoff_1cpu;
 	int s4_zc, s4_gather, s4_zc_any, s4_gather_any, s4_zc_two, s4_gather_two, s4_floor_zc,
 		s4_floor_gather, s4_pass_zc, s4_pass_gather, s4_opt_gather, s4_opt_apart,
-		s4_gather_rs, s4_torch, s4_torch_fixed;
+		s4_opt_words, s4_gather_rs, s4_torch, s4_torch_fixed;
 	int s6_op[3];
 	int s7_cis_batch, s7_cis_one, s7_queue;
 	int s8_ack[3], s8_zmq[3]; /* 64 B, 4 KiB, 1 MiB */

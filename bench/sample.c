@@ -25,6 +25,11 @@
  *    (small enough to stay in cache). They show what dropping the pins
  *    could gain, and that the metadata line's read is what the gathered
  *    batches pay beyond the memcpy floor.
+ *  - One more optimistic reader whose rows have no metadata line: rows as
+ *    the memcpy floor lays them out, and each row's state word and seen
+ *    count in one 8-byte entry of an array apart (800 KB for 100,000
+ *    rows). It shows what a segment format with the state and counts kept
+ *    apart from the rows could reach.
  *  - cistern, policies batch_reservoir and reservoir: a reader process acquires
  *    256 samples and reads them in place (zero-copy), or cistern_get()s 256
  *    samples into one batch buffer (gathered). A policy this build does not
@@ -62,6 +67,7 @@ enum skind {
 	S_PASS_GET,
 	S_OPT_GET,
 	S_OPT_APART,
+	S_OPT_WORDS,
 	S_CIS_ZC,
 	S_CIS_GET,
 	S_CIS_ONE,
@@ -93,8 +99,14 @@ static int slot_layout(enum skind k)
 
 static int plain_array(enum skind k)
 {
-	return k == S_GATHER || k == S_TOUCH_PF || k == S_GATHER_PF || slot_layout(k);
+	return k == S_GATHER || k == S_TOUCH_PF || k == S_GATHER_PF || k == S_OPT_WORDS ||
+	       slot_layout(k);
 }
+
+/* S_OPT_WORDS: a row's state word and seen count, in an array apart from the rows. */
+struct word_ent {
+	uint32_t word, seen;
+};
 struct samp {
 	enum skind kind;
 	struct run_ctl *c;
@@ -231,6 +243,43 @@ static void optimistic_batch(unsigned char *arr, unsigned char *batch, uint32_t 
 	}
 }
 
+/*
+ * One batch of an optimistic reader over plain rows (S_SIZE apart) whose
+ * state words and seen counts live in ents[]: draw the members with their
+ * rows and entries prefetched 16 ahead, load each word and copy its row,
+ * one acquire fence, then look at each word again and count each seen.
+ */
+static void words_apart_batch(unsigned char *arr, unsigned char *batch, struct word_ent *ents,
+			      uint64_t *seed, uint64_t *bad)
+{
+	uint32_t idx[S_BATCH], q[S_AHEAD];
+	uint32_t seen_w[S_BATCH];
+	for (unsigned k = 0; k < S_AHEAD; k++) {
+		q[k] = (uint32_t)(rng_next(seed) % S_SLOTS);
+		__builtin_prefetch(&ents[q[k]], 1, 3);
+		for (unsigned l = 0; l < S_SIZE / 64; l++)
+			__builtin_prefetch(arr + (size_t)q[k] * S_SIZE + l * 64, 0, 3);
+	}
+	for (unsigned k = 0; k < S_BATCH; k++) {
+		uint32_t i = q[k % S_AHEAD];
+		uint32_t nx = (uint32_t)(rng_next(seed) % S_SLOTS);
+		q[k % S_AHEAD] = nx;
+		__builtin_prefetch(&ents[nx], 1, 3);
+		for (unsigned l = 0; l < S_SIZE / 64; l++)
+			__builtin_prefetch(arr + (size_t)nx * S_SIZE + l * 64, 0, 3);
+		seen_w[k] = __atomic_load_n(&ents[i].word, __ATOMIC_ACQUIRE);
+		memcpy(batch + (size_t)k * S_SIZE, arr + (size_t)i * S_SIZE, S_SIZE);
+		idx[k] = i;
+	}
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	for (unsigned k = 0; k < S_BATCH; k++) {
+		volatile struct word_ent *e = &ents[idx[k]];
+		*bad += e->word != seen_w[k];
+		*bad += !tag_ok(*(const uint64_t *)(batch + (size_t)k * S_SIZE));
+		e->seen = e->seen + 1;
+	}
+}
+
 /* One batch of the contender; adds damaged samples to *bad. 0 or -1 (error recorded). */
 static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *held,
 		     unsigned char *batch, unsigned char *arr, uint32_t *seen_apart, uint64_t *seed,
@@ -266,6 +315,8 @@ static int one_batch(struct samp *s, struct cistern *c, struct cistern_sample *h
 		pass_batch(s->kind, arr, batch, seed, bad);
 	} else if (optimistic_passes(s->kind)) {
 		optimistic_batch(arr, batch, seen_apart, seed, bad);
+	} else if (s->kind == S_OPT_WORDS) {
+		words_apart_batch(arr, batch, (struct word_ent *)seen_apart, seed, bad);
 	} else if (s->kind == S_CIS_ZC || s->kind == S_CIS_ZC2) {
 		rc = cistern_acquire_batch(c, held, S_BATCH, 1000);
 		if (rc != (int)S_BATCH) {
@@ -373,6 +424,10 @@ static int samp_child(int role, int idx, void *arg)
 			fill_sample(arr + i * stride + off, i);
 		}
 		if (s->kind == S_OPT_APART && !(seen_apart = calloc(S_SLOTS, sizeof *seen_apart)))
+			goto out;
+		/* Two counts a row: the state word and the seen count. */
+		if (s->kind == S_OPT_WORDS &&
+		    !(seen_apart = calloc(S_SLOTS, sizeof(struct word_ent))))
 			goto out;
 	} else {
 		rc = cistern_attach(s->name, &c);
@@ -555,6 +610,8 @@ void sec_sample(void)
 		 CISTERN_FIFO, 0, -1, 0, "", NULL},
 		{"floor, no library: an optimistic reader's passes, seen counts in an array apart",
 		 S_OPT_APART, CISTERN_FIFO, 0, -1, 0, "", NULL},
+		{"floor, no library: an optimistic reader's passes, words and seen counts apart",
+		 S_OPT_WORDS, CISTERN_FIFO, 0, -1, 0, "", NULL},
 		{"cistern reservoir zero-copy, a second reader attached", S_CIS_ZC2,
 		 CISTERN_RESERVOIR, 0, -1, 0, "", NULL},
 		{"cistern reservoir gathered, a second reader attached", S_CIS_GET2,
@@ -587,6 +644,8 @@ void sec_sample(void)
 			g_bars.s4_opt_gather = t[i].row;
 		if (t[i].kind == S_OPT_APART)
 			g_bars.s4_opt_apart = t[i].row;
+		if (t[i].kind == S_OPT_WORDS)
+			g_bars.s4_opt_words = t[i].row;
 		if (t[i].kind == S_CIS_GET && t[i].pol == CISTERN_RESERVOIR)
 			g_bars.s4_gather_rs = t[i].row;
 		if (t[i].kind == S_CIS_ZC2)
