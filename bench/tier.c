@@ -101,6 +101,9 @@ struct shared {
 	_Atomic uint64_t bad; /* samples that did not arrive whole */
 	double window;
 	uint64_t batches;
+	/* The learner's time in the window, summed: acquire, checks, step, release. */
+	double t_part[4];
+	double read_wait; /* of which the cold reads' waits (the tier's counter) */
 	uint64_t cold_reads, spilled;
 	char why[160];
 };
@@ -251,17 +254,26 @@ static void learner(struct shared *sh, const char *name, const struct cistern_co
 	atomic_store(&sh->phase, 2);
 	double t0 = now(), t1 = t0;
 	while (b && !atomic_load_explicit(&sh->failed, memory_order_relaxed) && t1 - t0 < o->secs) {
+		double ta = now();
 		r = cistern_acquire_batch(c, b, o->batch, 1000);
 		if (r < 0) {
 			fail(sh, "cistern_acquire_batch", r);
 			break;
 		}
+		double tb = now();
 		for (int i = 0; i < r; i++)
 			bad += !whole(&b[i], len);
+		double tc = now();
 		/* A training step on the batch: the CPU waits as for an accelerator. */
 		if (o->step_ms > 0)
 			nap(o->step_ms / 1000);
+		double td = now();
 		cistern_release_batch(c, b, (size_t)r);
+		double te = now();
+		sh->t_part[0] += tb - ta;
+		sh->t_part[1] += tc - tb;
+		sh->t_part[2] += td - tc;
+		sh->t_part[3] += te - td;
 		/* A reservoir hands out whole batches while it is open. */
 		bad += (unsigned)r != o->batch;
 		batches++;
@@ -272,6 +284,7 @@ static void learner(struct shared *sh, const char *name, const struct cistern_co
 	sh->window = t1 - t0;
 	sh->batches = batches;
 	sh->cold_reads = st1.cold_reads - st0.cold_reads;
+	sh->read_wait = (double)(st1.cold_read_wait_ns - st0.cold_read_wait_ns) / 1e9;
 	sh->spilled = st1.cold_spilled;
 	atomic_fetch_add(&sh->bad, bad);
 	atomic_store(&sh->phase, 3);
@@ -438,6 +451,15 @@ static int one_run(const struct opts *o, int run, uint32_t len, int fi, struct r
 			(unsigned long long)atomic_load(&sh->bad));
 		r = -EIO;
 	}
+	if (sh->batches)
+		fprintf(stderr,
+			"tier: the learner's ms a batch: acquire %.2f, checks %.2f, step %.2f, "
+			"release %.2f; waiting for cold reads %.2f\n",
+			1e3 * sh->t_part[0] / (double)sh->batches,
+			1e3 * sh->t_part[1] / (double)sh->batches,
+			1e3 * sh->t_part[2] / (double)sh->batches,
+			1e3 * sh->t_part[3] / (double)sh->batches,
+			1e3 * sh->read_wait / (double)sh->batches);
 	memset(res, 0, sizeof(*res));
 	res->batches_s = sh->window > 0 ? (double)sh->batches / sh->window : 0;
 	res->cold_per_batch = sh->batches ? (double)sh->cold_reads / (double)sh->batches : 0;
