@@ -91,11 +91,12 @@ struct opts {
 	int reps, producers;
 	unsigned batch;
 	bool tiny;
+	double warm_s; /* the learner's reads before the window; < 0: as long as the window */
 };
 
 /* What the job's processes tell the parent, in a shared anonymous page. */
 struct shared {
-	_Atomic int phase; /* 0 start, 1 segment made, 2 window, 3 stop */
+	_Atomic int phase; /* 0 start, 1 segment made, 2 warm-up and window, 3 stop */
 	_Atomic int failed;
 	_Atomic uint64_t write_bytes;
 	_Atomic uint64_t bad; /* samples that did not arrive whole */
@@ -251,7 +252,25 @@ static void learner(struct shared *sh, const char *name, const struct cistern_co
 	}
 	struct cistern_sample *b = calloc(o->batch, sizeof(*b));
 	uint64_t batches = 0, bad = 0;
+	/*
+	 * Warm-up: the fill wrote every cold slot at once, and the first read
+	 * of each write checks its CRC. A long-running job reads each write
+	 * many times; read the population once over before the window, so
+	 * that the window sees the steady state.
+	 */
+	/* The producers keep their pace from here on, through the warm-up and the window. */
 	atomic_store(&sh->phase, 2);
+	for (double tw = now(); b && now() - tw < o->warm_s;) {
+		r = cistern_acquire_batch(c, b, o->batch, 1000);
+		if (r < 0) {
+			fail(sh, "cistern_acquire_batch", r);
+			break;
+		}
+		if (o->step_ms > 0)
+			nap(o->step_ms / 1000);
+		cistern_release_batch(c, b, (size_t)r);
+	}
+	cistern_stats_get(c, &st0);
 	double t0 = now(), t1 = t0;
 	while (b && !atomic_load_explicit(&sh->failed, memory_order_relaxed) && t1 - t0 < o->secs) {
 		double ta = now();
@@ -513,12 +532,13 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: cistern-tier [--tiny] [--dir DIR] [--mib N] [--big-mib N] [--secs S] "
-		"[--reps R] [--producers N] [--put-mibs R] [--step-ms T] [--batch N]\n");
+		"[--reps R] [--producers N] [--put-mibs R] [--step-ms T] [--batch N] [--warm-s "
+		"S]\n");
 }
 
 int main(int argc, char **argv)
 {
-	struct opts o = {"/var/tmp", 512, 2048, 3.0, 1.0, 32, 20, 3, 2, 256, false};
+	struct opts o = {"/var/tmp", 512, 2048, 3.0, 1.0, 32, 20, 3, 2, 256, false, -1};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--tiny")) {
@@ -531,6 +551,7 @@ int main(int argc, char **argv)
 			o.batch = 8;
 			o.step_ms = 1;
 			o.put_mibs = 0;
+			o.warm_s = 0;
 			continue;
 		}
 		if (!v) {
@@ -555,12 +576,16 @@ int main(int argc, char **argv)
 			o.producers = atoi(v);
 		else if (!strcmp(a, "--batch"))
 			o.batch = (unsigned)atoi(v);
+		else if (!strcmp(a, "--warm-s"))
+			o.warm_s = atof(v);
 		else {
 			usage();
 			return 2;
 		}
 		i++;
 	}
+	if (o.warm_s < 0)
+		o.warm_s = o.secs;
 	if (o.mib == 0 || o.big_mib == 0 || o.secs <= 0 || o.put_mibs < 0 || o.step_ms < 0 ||
 	    o.reps < 1 || o.reps > MAX_REPS || o.producers < 1 || o.producers > MAX_PRODUCERS ||
 	    o.batch < 1 || (o.big_mib << 20) / sizes[NSIZE - 1] < 4 * (uint64_t)o.batch) {
