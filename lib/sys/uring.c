@@ -163,6 +163,18 @@ static void complete(struct cistern__io *io, int res)
 		finish(io, 0);
 }
 
+/* Record every completion the ring holds now. Called with ring_lock held. */
+static void reap(void)
+{
+	struct io_uring_cqe *cqe;
+	while (io_uring_peek_cqe(&ring, &cqe) == 0) {
+		struct cistern__io *io = io_uring_cqe_get_data(cqe);
+		int res = cqe->res;
+		io_uring_cqe_seen(&ring, cqe);
+		complete(io, res);
+	}
+}
+
 int cistern__uring_start(struct cistern__io_batch *b, struct cistern__io *io, unsigned n)
 {
 	atfork_once();
@@ -224,13 +236,7 @@ int cistern__uring_wait(struct cistern__io_batch *b)
 			pthread_mutex_unlock(&ring_lock);
 			return r;
 		}
-		struct io_uring_cqe *cqe;
-		while (io_uring_peek_cqe(&ring, &cqe) == 0) {
-			struct cistern__io *io = io_uring_cqe_get_data(cqe);
-			int res = cqe->res;
-			io_uring_cqe_seen(&ring, cqe);
-			complete(io, res);
-		}
+		reap();
 	}
 	pthread_mutex_unlock(&ring_lock);
 	return b->err;
@@ -249,13 +255,7 @@ bool cistern__uring_poll(struct cistern__io_batch *b)
 	/* Requests that did not fit before, and whatever is queued: no wait. */
 	fill(b);
 	io_uring_submit(&ring);
-	struct io_uring_cqe *cqe;
-	while (io_uring_peek_cqe(&ring, &cqe) == 0) {
-		struct cistern__io *io = io_uring_cqe_get_data(cqe);
-		int res = cqe->res;
-		io_uring_cqe_seen(&ring, cqe);
-		complete(io, res);
-	}
+	reap();
 	/* A completion may have queued the rest of a short request: hand it over. */
 	io_uring_submit(&ring);
 	bool done = b->pending == 0;
