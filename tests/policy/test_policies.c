@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 
 #include "helpers.h"
+#include "policy/reservoir/pick.h"
 #include "policy/reservoir/reservoir.h"
 #include "peek.h"
 
@@ -97,6 +98,29 @@ Test(firo, reads_wait_until_population_exceeds_watermark)
  * instead of rebuilding its snapshot (a read of every slot word) on each put,
  * and still evicts only samples that were seen.
  */
+/*
+ * A read that draws many members whose pin then fails forgets each one
+ * (a tombstone in the batch's set). Once tombstones fill the set's table,
+ * a lookup must still end: the set takes the next index in a tombstone's
+ * place and still knows the indices it holds. (Readers took samples for
+ * good after close and spun here for ever.)
+ */
+Test(reservoir, a_batch_set_full_of_forgotten_draws_still_takes_new_ones, .timeout = 10)
+{
+	struct cistern *c = seg_create("scratch", u32_cfg(CISTERN_RESERVOIR, 64, 1));
+	struct cistern_scratch *set = &cistern__rs(c)->scratch;
+	cr_assert_eq(cistern__scratch_reset(c, 1), 0);
+	uint32_t cap = set->cap;
+	for (uint32_t i = 0; i < 4 * cap; i++) {
+		cr_assert(cistern__scratch_add(set, i), "draw %u taken as a repeat", i);
+		cistern__scratch_forget(set, i);
+	}
+	cr_assert(cistern__scratch_add(set, 7 * cap), "a new draw after the table filled");
+	cr_assert_not(cistern__scratch_add(set, 7 * cap), "a held index taken twice");
+	cr_assert(cistern__scratch_add(set, 7 * cap + 1));
+	seg_drop(c);
+}
+
 Test(reservoir, a_full_reservoirs_producer_finds_newly_seen_samples_without_a_rescan)
 {
 	struct cistern *p = u32_seg("res-seenlog", CISTERN_RESERVOIR, 4096, 1);

@@ -37,19 +37,33 @@ int cistern__scratch_reset(struct cistern *c, size_t n);
  */
 #define CISTERN__SCRATCH_SPREAD 2654435761u
 
-/* Whether index is in the batch's set; if not, *at is where put() would add it. */
+/*
+ * Whether index is in the batch's set; if not, *at is where put() would
+ * add it: the first tombstone on its probe path, else the free entry that
+ * ends the path. A batch that forgets many indices (draws whose pin
+ * failed) can leave no free entry at all; the probe then stops after one
+ * lap of the table instead of going round for ever, and adds at a
+ * tombstone, which exists because the set holds fewer live indices than
+ * it has entries (cistern__scratch_reset()). With neither, it answers
+ * true, as for a repeat: the caller draws again.
+ */
 static inline bool cistern__scratch_find(const struct cistern_scratch *s, uint32_t index,
 					 uint32_t *at)
 {
-	uint32_t mask = s->cap - 1;
-	for (uint32_t h = (index * CISTERN__SCRATCH_SPREAD) & mask;; h = (h + 1) & mask) {
+	uint32_t mask = s->cap - 1, tomb = UINT32_MAX;
+	uint32_t h = (index * CISTERN__SCRATCH_SPREAD) & mask;
+	for (uint32_t k = 0; k < s->cap; k++, h = (h + 1) & mask) {
 		if (s->e[h].stamp != s->now) {
-			*at = h;
+			*at = tomb != UINT32_MAX ? tomb : h;
 			return false;
 		}
 		if (s->e[h].key == index)
 			return true;
+		if (s->e[h].key == UINT32_MAX && tomb == UINT32_MAX)
+			tomb = h;
 	}
+	*at = tomb;
+	return tomb == UINT32_MAX;
 }
 
 /* Add index at the place find() gave, with no other put() in between. */
@@ -66,8 +80,8 @@ static inline void cistern__scratch_put(struct cistern_scratch *s, uint32_t at, 
 static inline void cistern__scratch_forget(struct cistern_scratch *s, uint32_t index)
 {
 	uint32_t mask = s->cap - 1;
-	for (uint32_t h = (index * CISTERN__SCRATCH_SPREAD) & mask; s->e[h].stamp == s->now;
-	     h = (h + 1) & mask) {
+	uint32_t h = (index * CISTERN__SCRATCH_SPREAD) & mask;
+	for (uint32_t k = 0; k < s->cap && s->e[h].stamp == s->now; k++, h = (h + 1) & mask) {
 		if (s->e[h].key == index) {
 			s->e[h].key = UINT32_MAX;
 			return;
